@@ -1,0 +1,257 @@
+"""One exception root for pyklog, with Kafka's numeric error codes.
+
+Every error pyklog raises derives from :class:`PyklogError`.  Errors that travel on the wire
+carry Kafka's error code (``code``) so a request handler can put it in a response and a client
+can turn a response code back into an exception with :func:`error_for_code`.  ``retriable``
+says whether repeating the same operation later may succeed (Kafka's RetriableException).
+
+Codes are those of ``org.apache.kafka.common.protocol.Errors``.
+"""
+from __future__ import annotations
+
+
+class PyklogError(Exception):
+    """Root of all pyklog errors.  ``code`` is Kafka's error code (-1 = UNKNOWN_SERVER_ERROR)."""
+
+    code: int = -1
+    retriable: bool = False
+    name: str = "UNKNOWN_SERVER_ERROR"
+
+
+_BY_CODE: dict[int, type[PyklogError]] = {}
+
+
+def _wire(code: int, name: str, retriable: bool = False):
+    def deco(cls):
+        cls.code = code
+        cls.name = name
+        cls.retriable = retriable
+        _BY_CODE[code] = cls
+        return cls
+
+    return deco
+
+
+class UnknownServerError(PyklogError):
+    pass
+
+
+_BY_CODE[-1] = UnknownServerError
+
+
+@_wire(1, "OFFSET_OUT_OF_RANGE")
+class OffsetOutOfRangeError(PyklogError):
+    pass
+
+
+@_wire(2, "CORRUPT_MESSAGE", retriable=True)
+class CorruptRecordError(PyklogError):
+    """A record batch or message failed validation (CRC, length, magic, framing)."""
+
+
+@_wire(3, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True)
+class UnknownTopicOrPartitionError(PyklogError):
+    pass
+
+
+@_wire(4, "INVALID_FETCH_SIZE")
+class InvalidFetchSizeError(PyklogError):
+    pass
+
+
+@_wire(5, "LEADER_NOT_AVAILABLE", retriable=True)
+class LeaderNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(6, "NOT_LEADER_OR_FOLLOWER", retriable=True)
+class NotLeaderOrFollowerError(PyklogError):
+    pass
+
+
+@_wire(7, "REQUEST_TIMED_OUT", retriable=True)
+class RequestTimedOutError(PyklogError):
+    pass
+
+
+@_wire(10, "MESSAGE_TOO_LARGE")
+class MessageTooLargeError(PyklogError):
+    pass
+
+
+@_wire(13, "NETWORK_EXCEPTION", retriable=True)
+class NetworkError(PyklogError):
+    """The connection to a broker failed or was closed."""
+
+
+@_wire(14, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
+class CoordinatorLoadInProgressError(PyklogError):
+    pass
+
+
+@_wire(15, "COORDINATOR_NOT_AVAILABLE", retriable=True)
+class CoordinatorNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(16, "NOT_COORDINATOR", retriable=True)
+class NotCoordinatorError(PyklogError):
+    pass
+
+
+@_wire(17, "INVALID_TOPIC_EXCEPTION")
+class InvalidTopicError(PyklogError):
+    pass
+
+
+@_wire(18, "RECORD_LIST_TOO_LARGE")
+class RecordListTooLargeError(PyklogError):
+    pass
+
+
+@_wire(19, "NOT_ENOUGH_REPLICAS", retriable=True)
+class NotEnoughReplicasError(PyklogError):
+    pass
+
+
+@_wire(22, "ILLEGAL_GENERATION")
+class IllegalGenerationError(PyklogError):
+    pass
+
+
+@_wire(25, "UNKNOWN_MEMBER_ID")
+class UnknownMemberIdError(PyklogError):
+    pass
+
+
+@_wire(28, "INVALID_COMMIT_OFFSET_SIZE")
+class InvalidCommitOffsetSizeError(PyklogError):
+    pass
+
+
+@_wire(29, "TOPIC_AUTHORIZATION_FAILED")
+class TopicAuthorizationFailedError(PyklogError):
+    pass
+
+
+@_wire(33, "UNSUPPORTED_SASL_MECHANISM")
+class UnsupportedSaslMechanismError(PyklogError):
+    pass
+
+
+@_wire(35, "UNSUPPORTED_VERSION")
+class UnsupportedVersionError(PyklogError):
+    pass
+
+
+@_wire(36, "TOPIC_ALREADY_EXISTS")
+class TopicAlreadyExistsError(PyklogError):
+    pass
+
+
+@_wire(37, "INVALID_PARTITIONS")
+class InvalidPartitionsError(PyklogError):
+    pass
+
+
+@_wire(38, "INVALID_REPLICATION_FACTOR")
+class InvalidReplicationFactorError(PyklogError):
+    pass
+
+
+@_wire(40, "INVALID_CONFIG")
+class InvalidConfigError(PyklogError):
+    pass
+
+
+@_wire(41, "NOT_CONTROLLER", retriable=True)
+class NotControllerError(PyklogError):
+    pass
+
+
+@_wire(42, "INVALID_REQUEST")
+class InvalidRequestError(PyklogError):
+    pass
+
+
+@_wire(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+class UnsupportedForMessageFormatError(PyklogError):
+    pass
+
+
+@_wire(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+class OutOfOrderSequenceError(PyklogError):
+    pass
+
+
+@_wire(46, "DUPLICATE_SEQUENCE_NUMBER")
+class DuplicateSequenceError(PyklogError):
+    pass
+
+
+@_wire(47, "INVALID_PRODUCER_EPOCH")
+class InvalidProducerEpochError(PyklogError):
+    pass
+
+
+@_wire(59, "UNKNOWN_PRODUCER_ID")
+class UnknownProducerIdError(PyklogError):
+    pass
+
+
+@_wire(74, "FENCED_LEADER_EPOCH", retriable=True)
+class FencedLeaderEpochError(PyklogError):
+    pass
+
+
+@_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")
+class UnsupportedCompressionTypeError(PyklogError):
+    pass
+
+
+@_wire(87, "INVALID_RECORD")
+class InvalidRecordError(PyklogError):
+    pass
+
+
+# Errors that never travel on the wire (local conditions).
+
+
+class ConfigError(PyklogError):
+    """An unknown or invalid configuration setting (server.properties, client or Spark options)."""
+
+
+class ZooKeeperError(PyklogError):
+    """ZooKeeper is unreachable, the session expired, or a registry node is in an unexpected state."""
+
+    retriable = True
+
+
+class BrokerIdInUseError(PyklogError):
+    """Another live broker already registered this broker.id in ZooKeeper."""
+
+
+class RebalanceFailedError(PyklogError):
+    """A consumer could not claim its partitions within rebalance.max.retries."""
+
+
+class DataLossError(PyklogError):
+    """Offsets a reader expected are gone (retention, topic recreated)."""
+
+
+def error_for_code(code: int, message: str = "") -> PyklogError:
+    """Build the exception for Kafka error ``code`` (code 0 is not an error: ValueError)."""
+    if code == 0:
+        raise ValueError("error code 0 means NONE, not an error")
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        err = UnknownServerError(message or f"Kafka error code {code}")
+        err.code = code
+        return err
+    return cls(message or cls.name)
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    """Raise the exception for ``code`` unless it is 0 (NONE)."""
+    if code:
+        raise error_for_code(code, message)

@@ -1,0 +1,69 @@
+"""Every ZooKeeper path pyklog uses, built here and nowhere else (the seed's "ZooKeeper Directories").
+
+Ephemeral nodes mark liveness, persistent nodes hold state:
+
+    /cluster/id                                        persistent  {"version":"1","id":"<22 chars>"}
+    /brokers/ids/[broker_id]                           ephemeral   {"host","port","endpoints","timestamp","version",...}
+    /brokers/topics/[topic]                            persistent  {"version":1,"partitions":{"0":[replicas]}}
+    /brokers/topics/[topic]/partitions/[p]/state       persistent  {"controller_epoch","leader","version","leader_epoch","isr"}
+    /consumers/[group]/ids/[consumer_id]               ephemeral   {"version","subscription","pattern","timestamp"}
+    /consumers/[group]/offsets/[topic]/[partition]     persistent  offset as decimal text
+    /consumers/[group]/owners/[topic]/[partition]      ephemeral   consumer_id
+"""
+from __future__ import annotations
+
+CLUSTER_ID = "/cluster/id"
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONSUMERS = "/consumers"
+
+
+def broker_id(broker: int) -> str:
+    return f"{BROKER_IDS}/{int(broker)}"
+
+
+def topic(name: str) -> str:
+    return f"{BROKER_TOPICS}/{name}"
+
+
+def topic_partitions(name: str) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions"
+
+
+def partition(name: str, partition_id: int) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions/{int(partition_id)}"
+
+
+def partition_state(name: str, partition_id: int) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions/{int(partition_id)}/state"
+
+
+def consumer_group(group: str) -> str:
+    return f"{CONSUMERS}/{group}"
+
+
+def consumer_ids(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def consumer_id(group: str, consumer: str) -> str:
+    return f"{CONSUMERS}/{group}/ids/{consumer}"
+
+
+def consumer_offsets(group: str, topic_name: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/offsets"
+    return base if topic_name is None else f"{base}/{topic_name}"
+
+
+def consumer_offset(group: str, topic_name: str, partition_id: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic_name}/{int(partition_id)}"
+
+
+def partition_owners(group: str, topic_name: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/owners"
+    return base if topic_name is None else f"{base}/{topic_name}"
+
+
+def partition_owner(group: str, topic_name: str, partition_id: int) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic_name}/{int(partition_id)}"

@@ -1,0 +1,168 @@
+"""Run a real ZooKeeper server from the jars bundled with pyspark (``pyklog-zookeeper``).
+
+The server is ``org.apache.zookeeper.server.ZooKeeperServerMain`` with a config file bound to
+127.0.0.1 (the short ``PORT DIR`` form would listen on every interface), admin server off.
+
+:class:`ZooKeeperServer` is used by tests, the demo and notebooks; ``main()`` is the console script.
+Not thread-safe: one owner starts and stops it.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+log = logging.getLogger(__name__)
+
+
+def pyspark_jars_dir() -> str:
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    if not os.path.isdir(jars):
+        raise RuntimeError(f"pyspark's jars directory not found at {jars}")
+    return jars
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0) -> str:
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            chunks.append(b)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperServer:
+    """A ZooKeeper child process on 127.0.0.1.  ``connect_string`` is ``127.0.0.1:<port>``."""
+
+    def __init__(self, data_dir: str | None = None, port: int | None = None, log_file: str | None = None,
+                 tick_time_ms: int = 2000, max_session_timeout_ms: int | None = None):
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="pyklog-zk-")
+        self.port = port or free_port()
+        self.host = "127.0.0.1"
+        self.log_file = log_file or os.path.join(self.data_dir, "zookeeper.log")
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _write_config(self) -> str:
+        os.makedirs(os.path.join(self.data_dir, "data"), exist_ok=True)
+        cfg = os.path.join(self.data_dir, "zoo.cfg")
+        lines = [
+            f"tickTime={self.tick_time_ms}",
+            f"dataDir={os.path.join(self.data_dir, 'data')}",
+            f"clientPort={self.port}",
+            "clientPortAddress=127.0.0.1",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+            "maxClientCnxns=0",
+        ]
+        if self.max_session_timeout_ms:
+            lines.append(f"maxSessionTimeout={self.max_session_timeout_ms}")
+        with open(cfg, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return cfg
+
+    def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
+        java = shutil.which("java")
+        if not java:
+            raise RuntimeError("java not found on PATH: ZooKeeper needs a JRE (Java 17 is expected)")
+        cfg = self._write_config()
+        cmd = [
+            java, "-Xmx256m", "-XX:+UseSerialGC",
+            "-Dlog4j2.configurationFile=classpath:org/apache/spark/log4j2-defaults.properties",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp", os.path.join(pyspark_jars_dir(), "*"),
+            "org.apache.zookeeper.server.ZooKeeperServerMain", cfg,
+        ]
+        self._log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}; log:\n{self.read_log()}")
+            try:
+                if four_letter_word(self.host, self.port, "ruok") == "imok":
+                    log.info("ZooKeeper ready on %s", self.connect_string)
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not answer ruok within {timeout}s; log:\n{self.read_log()}")
+
+    def read_log(self) -> str:
+        try:
+            with open(self.log_file, "rb") as f:
+                return f.read()[-20000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="pyklog-zookeeper",
+                                description="Start a real ZooKeeper (from pyspark's jars) on 127.0.0.1.")
+    p.add_argument("--port", type=int, default=2181)
+    p.add_argument("--data-dir", default=None, help="data directory (default: a temporary one, removed on exit)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    zk = ZooKeeperServer(data_dir=args.data_dir, port=args.port)
+    zk.start()
+    print(f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}); Ctrl-C or SIGTERM stops it",
+          flush=True)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    try:
+        while not stop and zk.proc.poll() is None:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        zk.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Shared fixtures: ONE ZooKeeper and ONE SparkSession per test session (CI time budget).
+
+* ``zookeeper``: a real ZooKeeper from pyspark's jars (or an external one: PYKLOG_TEST_ZK=host:port).
+* ``zk_chroot``: a fresh uuid chroot connect string per test (``127.0.0.1:port/pyklog-<uuid>``),
+  so brokers and consumers of different tests never see each other.
+* ``broker``: one broker process in its own chroot, per test;  ``broker_factory`` for clusters.
+* ``spark``: the shared SparkSession (local[2]) with pyklog registered.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from support import BrokerProcess  # noqa: E402
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def zookeeper():
+    ext = os.environ.get("PYKLOG_TEST_ZK")
+    if ext:
+        yield ext
+        return
+    from broker.zk.server import ZooKeeperServer
+
+    zk = ZooKeeperServer(max_session_timeout_ms=60000)
+    zk.start()
+    try:
+        yield zk.connect_string
+    finally:
+        zk.stop()
+
+
+@pytest.fixture
+def zk_chroot(zookeeper):
+    """A connect string with a fresh chroot; the chroot node is created so clients can use it."""
+    from kazoo.client import KazooClient
+
+    root = f"/pyklog-{uuid.uuid4().hex[:12]}"
+    kc = KazooClient(hosts=zookeeper)
+    kc.start(timeout=30)
+    kc.ensure_path(root)
+    kc.stop()
+    kc.close()
+    return zookeeper + root
+
+
+@pytest.fixture
+def broker_factory(zk_chroot, tmp_path):
+    started: list[BrokerProcess] = []
+
+    def make(broker_id: int = 0, start: bool = True, zk_connect: str | None = None, **props) -> BrokerProcess:
+        b = BrokerProcess(zk_connect or zk_chroot, broker_id=broker_id,
+                          log_dir=str(tmp_path / f"broker{broker_id}-{len(started)}"), **props)
+        started.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+    failed = False
+    for b in started:
+        b.stop()
+    if failed:
+        for b in started:
+            print(b.output()[-5000:])
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(0)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"pyklog-spark-{uuid.uuid4().hex[:8]}")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyklog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.warehouse.dir", os.path.join(tmp, "warehouse"))
+        .config("spark.local.dir", os.path.join(tmp, "local"))
+        .config("spark.sql.streaming.stopTimeout", "60s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        import connector
+
+        if hasattr(connector, "register"):
+            connector.register(session)
+    except ImportError:
+        pass
+    yield session
+    session.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
