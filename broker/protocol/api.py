@@ -1,0 +1,309 @@
+"""Request/response framing over the compiled schemas.
+
+Frames on the wire::
+
+    size      int32   bytes that follow
+    request header v1:  api_key int16, api_version int16, correlation_id int32,
+                        client_id string (int16 length, -1 = null)
+    response header v0: correlation_id int32
+    body      the message for (api_key, api_version)
+
+pyklog serves only non-flexible versions, so requests always use header v1 and responses
+header v0 (an ApiVersions response uses header v0 in every version anyway).  Functions
+taking a ``frame`` expect it WITHOUT the 4-byte size prefix; functions producing frames
+include it.  Everything here is pure and thread-safe.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple, Union
+
+from broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
+from broker.protocol.messages import SCHEMAS, SUPPORTED, ApiKey, api_name
+from broker.protocol.schema import (
+    compile_decoder,
+    compile_encoder,
+    explain_encode_error,
+    wrap_decode_error,
+)
+from broker.protocol.types import FileRegion
+
+_HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+
+Chunk = Union[bytes, bytearray, memoryview, FileRegion]
+
+
+class RequestHeader(NamedTuple):
+    """Request header v1.  ``api_key`` is an :class:`ApiKey` when known, else the raw int."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+    @property
+    def api_name(self) -> str:
+        return api_name(self.api_key)
+
+
+class _Api:
+    """Compiled codecs of one API for every supported version."""
+
+    __slots__ = ("key", "name", "min_version", "max_version", "req_dec", "req_enc", "resp_dec", "resp_enc",
+                 "req_dec_checked", "resp_dec_checked")
+
+    def __init__(self, key: ApiKey) -> None:
+        name, req, resp = SCHEMAS[key]
+        lo, hi = SUPPORTED[key]
+        self.key = key
+        self.name = name
+        self.min_version = lo
+        self.max_version = hi
+        versions = range(lo, hi + 1)
+        # fast decoders (struct's own bounds checks) + checked twins that name the broken field
+        self.req_dec = [compile_decoder(f"{name}Request", req, v, checked=False) for v in versions]
+        self.req_dec_checked = [compile_decoder(f"{name}Request", req, v) for v in versions]
+        self.req_enc = [compile_encoder(f"{name}Request", req, v) for v in versions]
+        self.resp_dec = [compile_decoder(f"{name}Response", resp, v, checked=False) for v in versions]
+        self.resp_dec_checked = [compile_decoder(f"{name}Response", resp, v) for v in versions]
+        self.resp_enc = [compile_encoder(f"{name}Response", resp, v) for v in versions]
+
+
+_APIS: dict[int, _Api] = {int(k): _Api(k) for k in SUPPORTED}
+
+
+def _api(api_key: int, version: int) -> _Api:
+    api = _APIS.get(int(api_key))
+    if api is None:
+        raise InvalidRequestError(f"unknown or unsupported api key {int(api_key)} ({api_name(api_key)})")
+    if not api.min_version <= version <= api.max_version:
+        raise UnsupportedVersionError(
+            f"{api.name} v{version} is not supported (supported versions {api.min_version}-{api.max_version})"
+        )
+    return api
+
+
+def _as_view(frame: Any) -> memoryview:
+    mv = frame if isinstance(frame, memoryview) else memoryview(frame)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+# ------------------------------------------------------------------------------- requests
+
+
+def encode_request_chunks(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                          body: dict) -> list[Chunk]:
+    """Like :func:`encode_request` but returns the frame as chunks (size prefix included)
+    without joining them, so large ``records`` values are never copied (``socket.sendmsg``)."""
+    api = _api(api_key, version)
+    if api.key == ApiKey.METADATA and version == 0 and body.get("topics", ()) is None:
+        body = dict(body, topics=[])  # v0 has no null: an empty array means all topics
+    out = bytearray(_HEADER_V1.size + 4)
+    if client_id is None:
+        cid = b""
+        clen = -1
+    elif isinstance(client_id, str):
+        cid = client_id.encode("utf-8")
+        clen = len(cid)
+    else:
+        raise InvalidRequestError(f"cannot encode request header: client_id must be str or None, got {type(client_id).__name__}")
+    try:
+        _HEADER_V1.pack_into(out, 4, int(api_key), version, correlation_id, clen)
+    except (struct.error, TypeError) as e:
+        raise InvalidRequestError(f"cannot encode request header: {e} (correlation_id={correlation_id!r})") from None
+    out += cid
+    chunks: list[Chunk] = []
+    enc = api.req_enc[version - api.min_version]
+    try:
+        out = enc(body, out, chunks)
+    except PyklogError:
+        raise
+    except Exception as e:  # bad value in body: explain which field
+        raise explain_encode_error(f"{api.name}Request", SCHEMAS[api.key][1], version, body, e) from None
+    if out or not chunks:
+        chunks.append(out)
+    _finish(chunks)
+    return chunks
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: dict) -> bytes:
+    """The whole request frame (size prefix included) as bytes."""
+    chunks = encode_request_chunks(api_key, version, correlation_id, client_id, body)
+    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+
+
+def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
+    """Parse request header v1 from ``frame`` (without the size prefix).
+
+    Returns the header and the offset of the body.  Any api key decodes (unknown keys stay
+    ints) so the server can answer or close; ``decode_request`` then rejects them.
+    """
+    n = len(frame) if not isinstance(frame, memoryview) else frame.nbytes
+    if n < _HEADER_V1.size:
+        raise InvalidRequestError(f"malformed request header: expected at least {_HEADER_V1.size} bytes, got {n}")
+    key, version, corr, clen = _HEADER_V1.unpack_from(frame, 0)
+    pos = _HEADER_V1.size
+    if clen == -1:
+        client_id = None
+    elif clen < 0:
+        raise InvalidRequestError(f"malformed request header: client_id length {clen} (expected -1 or >= 0)")
+    elif pos + clen > n:
+        raise InvalidRequestError(
+            f"malformed request header: client_id length {clen} but only {n - pos} bytes left"
+        )
+    else:
+        client_id = str(frame[pos:pos + clen], "utf-8", "replace")
+        pos += clen
+    try:
+        key = ApiKey(key)
+    except ValueError:
+        pass
+    return RequestHeader(key, version, corr, client_id), pos
+
+
+def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
+    """Decode the request body of ``frame`` (without size prefix) starting at ``body_offset``.
+
+    Raises InvalidRequestError (unknown api key, truncated/garbage/trailing bytes) or
+    UnsupportedVersionError (version outside SUPPORTED).  ``records`` values are memoryview
+    slices of ``frame`` (zero copy): keep ``frame`` alive and unmodified while they are used.
+    """
+    api = _api(header.api_key, header.api_version)
+    mv = _as_view(frame)
+    return _decode_body(api, header.api_version, mv, body_offset, mv.nbytes, "Request")
+
+
+# ------------------------------------------------------------------------------- responses
+
+
+def _finish(chunks: list[Chunk]) -> None:
+    """Patch the size prefix (first 4 bytes of chunks[0]) with the frame length and turn the
+    encoder's own bytearrays into bytes.  Encoders append (encoded part, records value) pairs and
+    then the last encoded part, so encoded parts sit at even indexes and the caller's records
+    values (left as given, never copied) at odd ones."""
+    _SIZE.pack_into(chunks[0], 0, encoded_size(chunks) - 4)
+    for i in range(0, len(chunks), 2):
+        chunks[i] = bytes(chunks[i])
+
+
+def encoded_size(chunks: list[Chunk]) -> int:
+    """Total bytes of ``chunks`` (FileRegion counts its ``size``)."""
+    total = 0
+    for c in chunks:
+        if c.__class__ is FileRegion:
+            total += c.size
+        elif c.__class__ is memoryview:
+            total += c.nbytes
+        else:
+            total += len(c)
+    return total
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> list[Chunk]:
+    """The response frame (size prefix + header v0 + body) as a list of chunks.
+
+    Chunks are ``bytes`` for the encoded parts, ``records`` values of at least 1 KiB exactly as
+    given (not copied: bytes, or whatever bytes-like object the caller passed) and
+    :class:`FileRegion` objects (send with ``os.sendfile``).  Without FileRegions
+    ``b"".join(chunks)`` is the frame.
+    """
+    api = _api(api_key, version)
+    out = bytearray(8)
+    _SIZE_CORR.pack_into(out, 0, 0, correlation_id)
+    chunks: list[Chunk] = []
+    enc = api.resp_enc[version - api.min_version]
+    try:
+        out = enc(body, out, chunks)
+    except PyklogError:
+        raise
+    except Exception as e:
+        raise explain_encode_error(f"{api.name}Response", SCHEMAS[api.key][2], version, body, e) from None
+    if out or not chunks:
+        chunks.append(out)
+    _finish(chunks)
+    return chunks
+
+
+def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:
+    """Decode a response frame (without size prefix): ``(correlation_id, body)``.
+
+    An ApiVersions response carrying UNSUPPORTED_VERSION (35) is decoded in the v0 layout
+    whatever ``version`` was requested (KIP-511: brokers answer unknown versions that way).
+    """
+    api = _api(api_key, version)
+    mv = _as_view(frame)
+    end = mv.nbytes
+    if end < 4:
+        raise InvalidRequestError(f"malformed {api.name}Response v{version}: frame of {end} bytes has no correlation id")
+    corr = _SIZE.unpack_from(mv, 0)[0]
+    if api.key == ApiKey.API_VERSIONS and version > 0:
+        # KIP-511: a broker answers an ApiVersions version it does not know in the v0 layout
+        # (error 35); like Kafka's client, fall back to v0 when the requested layout does not fit.
+        if end >= 6 and struct.unpack_from(">h", mv, 4)[0] == UnsupportedVersionError.code:
+            version = 0
+        else:
+            try:
+                return corr, _decode_body(api, version, mv, 4, end, "Response")
+            except InvalidRequestError as first:
+                try:
+                    return corr, _decode_body(api, 0, mv, 4, end, "Response")
+                except InvalidRequestError:
+                    raise first from None
+    return corr, _decode_body(api, version, mv, 4, end, "Response")
+
+
+def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str) -> dict:
+    """Decode with the fast decoder; on a low-level error re-run the checked one for the message.
+    ``end`` must be ``mv.nbytes`` (the fast decoders rely on struct's bounds checks)."""
+    i = version - api.min_version
+    dec = api.req_dec[i] if kind == "Request" else api.resp_dec[i]
+    start = pos
+    try:
+        body, pos = dec(mv, pos, end)
+    except PyklogError:
+        raise
+    except Exception as e:
+        checked = api.req_dec_checked[i] if kind == "Request" else api.resp_dec_checked[i]
+        try:
+            checked(mv, start, end)
+        except PyklogError:
+            raise
+        except Exception as e2:
+            raise wrap_decode_error(f"{api.name}{kind} v{version}", e2) from None
+        raise wrap_decode_error(f"{api.name}{kind} v{version}", e) from None
+    if pos != end:
+        raise InvalidRequestError(f"malformed {api.name}{kind} v{version}: {end - pos} trailing bytes after the body")
+    return body
+
+
+# ------------------------------------------------------------------------------- ApiVersions
+
+
+def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> dict:
+    """An ApiVersions response body advertising SUPPORTED (sorted by api key)."""
+    return {
+        "error_code": error_code,
+        "api_keys": [
+            {"api_key": int(k), "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(SUPPORTED.items())
+        ],
+        "throttle_time_ms": throttle_time_ms,
+    }
+
+
+_API_VERSIONS_ERROR = b"".join(
+    encode_response(ApiKey.API_VERSIONS, 0, 0, api_versions_body(UnsupportedVersionError.code))
+)
+
+
+def api_versions_error_response(correlation_id: int) -> bytes:
+    """The whole frame (size prefix included) answering an ApiVersions request of a version
+    pyklog does not support: v0 layout, error UNSUPPORTED_VERSION (35), our ranges (KIP-511)."""
+    frame = bytearray(_API_VERSIONS_ERROR)
+    _SIZE.pack_into(frame, 4, correlation_id)
+    return bytes(frame)

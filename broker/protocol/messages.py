@@ -1,0 +1,399 @@
+"""The message schemas pyklog speaks, transcribed from Kafka's JSON schemas.
+
+Source: ``clients/src/main/resources/common/message/<Name>Request.json`` / ``<Name>Response.json``
+in apache/kafka, field names as in Kafka 4.x (the same files kafka-python 3.0.12 bundles in
+``kafka/protocol/schemas/resources/``).  Only the non-flexible versions are transcribed
+(no tagged fields, no compact types); fields that exist only in flexible versions are left out.
+Dict keys are ``snake_case(name)``.
+
+Names worth knowing (they changed across Kafka releases; these are the current ones):
+Produce request ``topic_data[].partition_data[].{index, records}``, response
+``responses[].partition_responses[].{index, error_code, base_offset, ...}``; Fetch request
+``topics[].partitions[].{partition, fetch_offset, partition_max_bytes, ...}`` and
+``forgotten_topics_data``; Fetch response ``responses[].partitions[].{partition_index, ...,
+records}``; OffsetCommit ``generation_id_or_member_epoch``; CreateTopics ``timeout_ms``,
+``validate_only``; DeleteTopics ``topic_names``.
+"""
+from __future__ import annotations
+
+import enum
+
+from broker.protocol.schema import A, F, Field
+from broker.protocol.types import BOOL, INT8, INT16, INT32, INT64, RECORDS, STRING
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+
+
+#: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
+#: reaching down to 0), max = the highest non-flexible version.
+SUPPORTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 8),
+    ApiKey.FETCH: (0, 11),
+    ApiKey.LIST_OFFSETS: (0, 5),
+    ApiKey.METADATA: (0, 8),
+    ApiKey.OFFSET_COMMIT: (0, 7),
+    ApiKey.OFFSET_FETCH: (0, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.CREATE_TOPICS: (0, 4),
+    ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+}
+
+#: Kafka's names of every API key (also those pyklog does not serve), for logs.
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
+    5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    32: "DescribeConfigs", 33: "AlterConfigs", 34: "AlterReplicaLogDirs",
+    35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions",
+    38: "CreateDelegationToken", 39: "RenewDelegationToken", 40: "ExpireDelegationToken",
+    41: "DescribeDelegationToken", 42: "DeleteGroups", 43: "ElectLeaders",
+    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 57: "UpdateFeatures",
+    60: "DescribeCluster", 61: "DescribeProducers", 65: "DescribeTransactions",
+    66: "ListTransactions", 67: "AllocateProducerIds", 68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe", 71: "GetTelemetrySubscriptions", 72: "PushTelemetry",
+    74: "ListConfigResources", 75: "DescribeTopicPartitions",
+}
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(int(api_key), f"UnknownApi{int(api_key)}")
+
+
+_THROTTLE = "ThrottleTimeMs"
+
+# ---------------------------------------------------------------------------- ApiVersions 18
+
+API_VERSIONS_REQUEST: list[Field] = []  # v0-2 have no fields
+
+API_VERSIONS_RESPONSE = [
+    F("ErrorCode", INT16),
+    A("ApiKeys", fields=[
+        F("ApiKey", INT16),
+        F("MinVersion", INT16),
+        F("MaxVersion", INT16),
+    ]),
+    F(_THROTTLE, INT32, "1+"),
+]
+
+# ---------------------------------------------------------------------------- Metadata 3
+
+METADATA_REQUEST = [
+    # v0: empty array = all topics (null not allowed); v1+: null = all, empty = none
+    A("Topics", nullable="1+", fields=[
+        F("Name", STRING),
+    ]),
+    F("AllowAutoTopicCreation", BOOL, "4+", default=True),
+    F("IncludeClusterAuthorizedOperations", BOOL, "8-10"),
+    F("IncludeTopicAuthorizedOperations", BOOL, "8+"),
+]
+
+METADATA_RESPONSE = [
+    F(_THROTTLE, INT32, "3+"),
+    A("Brokers", fields=[
+        F("NodeId", INT32),
+        F("Host", STRING),
+        F("Port", INT32),
+        F("Rack", STRING, "1+", nullable="1+", default=None),
+    ]),
+    F("ClusterId", STRING, "2+", nullable="2+", default=None),
+    F("ControllerId", INT32, "1+", default=-1),
+    A("Topics", fields=[
+        F("ErrorCode", INT16),
+        F("Name", STRING),
+        F("IsInternal", BOOL, "1+", default=False),
+        A("Partitions", fields=[
+            F("ErrorCode", INT16),
+            F("PartitionIndex", INT32),
+            F("LeaderId", INT32),
+            F("LeaderEpoch", INT32, "7+", default=-1),
+            F("ReplicaNodes", "[]int32"),
+            F("IsrNodes", "[]int32"),
+            F("OfflineReplicas", "[]int32", "5+"),
+        ]),
+        F("TopicAuthorizedOperations", INT32, "8+", default=-2147483648),
+    ]),
+    F("ClusterAuthorizedOperations", INT32, "8-10", default=-2147483648),
+]
+
+# ---------------------------------------------------------------------------- Produce 0
+
+PRODUCE_REQUEST = [
+    F("TransactionalId", STRING, "3+", nullable="3+", default=None),
+    F("Acks", INT16),
+    F("TimeoutMs", INT32),
+    A("TopicData", fields=[
+        F("Name", STRING),
+        A("PartitionData", fields=[
+            F("Index", INT32),
+            F("Records", RECORDS, nullable="0+"),
+        ]),
+    ]),
+]
+
+PRODUCE_RESPONSE = [
+    A("Responses", fields=[
+        F("Name", STRING),
+        A("PartitionResponses", fields=[
+            F("Index", INT32),
+            F("ErrorCode", INT16),
+            F("BaseOffset", INT64),
+            F("LogAppendTimeMs", INT64, "2+", default=-1),
+            F("LogStartOffset", INT64, "5+", default=-1),
+            A("RecordErrors", "8+", fields=[
+                F("BatchIndex", INT32, "8+"),
+                F("BatchIndexErrorMessage", STRING, "8+", nullable="8+", default=None),
+            ]),
+            F("ErrorMessage", STRING, "8+", nullable="8+", default=None),
+        ]),
+    ]),
+    F(_THROTTLE, INT32, "1+"),
+]
+
+# ---------------------------------------------------------------------------- Fetch 1
+
+FETCH_REQUEST = [
+    F("ReplicaId", INT32, default=-1),
+    F("MaxWaitMs", INT32),
+    F("MinBytes", INT32),
+    F("MaxBytes", INT32, "3+", default=0x7FFFFFFF),
+    F("IsolationLevel", INT8, "4+", default=0),
+    F("SessionId", INT32, "7+", default=0),
+    F("SessionEpoch", INT32, "7+", default=-1),
+    A("Topics", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("Partition", INT32),
+            F("CurrentLeaderEpoch", INT32, "9+", default=-1),
+            F("FetchOffset", INT64),
+            F("LogStartOffset", INT64, "5+", default=-1),
+            F("PartitionMaxBytes", INT32),
+        ]),
+    ]),
+    A("ForgottenTopicsData", "7+", fields=[
+        F("Topic", STRING, "7+"),
+        F("Partitions", "[]int32", "7+"),
+    ]),
+    F("RackId", STRING, "11+", default=""),
+]
+
+FETCH_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16, "7+"),
+    F("SessionId", INT32, "7+", default=0),
+    A("Responses", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+            F("HighWatermark", INT64),
+            F("LastStableOffset", INT64, "4+", default=-1),
+            F("LogStartOffset", INT64, "5+", default=-1),
+            A("AbortedTransactions", "4+", nullable="4+", fields=[
+                F("ProducerId", INT64, "4+"),
+                F("FirstOffset", INT64, "4+"),
+            ]),
+            F("PreferredReadReplica", INT32, "11+", default=-1),
+            F("Records", RECORDS, nullable="0+"),
+        ]),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- ListOffsets 2
+
+LIST_OFFSETS_REQUEST = [
+    F("ReplicaId", INT32),
+    F("IsolationLevel", INT8, "2+"),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("CurrentLeaderEpoch", INT32, "4+", default=-1),
+            F("Timestamp", INT64),
+            F("MaxNumOffsets", INT32, "0", default=1),
+        ]),
+    ]),
+]
+
+LIST_OFFSETS_RESPONSE = [
+    F(_THROTTLE, INT32, "2+"),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+            F("OldStyleOffsets", "[]int64", "0"),
+            F("Timestamp", INT64, "1+", default=-1),
+            F("Offset", INT64, "1+", default=-1),
+            F("LeaderEpoch", INT32, "4+", default=-1),
+        ]),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- OffsetCommit 8
+
+OFFSET_COMMIT_REQUEST = [
+    F("GroupId", STRING),
+    F("GenerationIdOrMemberEpoch", INT32, "1+", default=-1),
+    F("MemberId", STRING, "1+"),
+    F("GroupInstanceId", STRING, "7+", nullable="7+", default=None),
+    F("RetentionTimeMs", INT64, "2-4", default=-1),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("CommittedOffset", INT64),
+            F("CommittedLeaderEpoch", INT32, "6+", default=-1),
+            F("CommitTimestamp", INT64, "1", default=-1),
+            F("CommittedMetadata", STRING, nullable="0+"),
+        ]),
+    ]),
+]
+
+OFFSET_COMMIT_RESPONSE = [
+    F(_THROTTLE, INT32, "3+"),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+        ]),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- OffsetFetch 9
+
+OFFSET_FETCH_REQUEST = [
+    F("GroupId", STRING),
+    # v2+: null = all partitions the group committed
+    A("Topics", nullable="2+", fields=[
+        F("Name", STRING),
+        F("PartitionIndexes", "[]int32"),
+    ]),
+]
+
+OFFSET_FETCH_RESPONSE = [
+    F(_THROTTLE, INT32, "3+"),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("CommittedOffset", INT64),
+            F("CommittedLeaderEpoch", INT32, "5+", default=-1),
+            F("Metadata", STRING, nullable="0+"),
+            F("ErrorCode", INT16),
+        ]),
+    ]),
+    F("ErrorCode", INT16, "2+", default=0),
+]
+
+# ---------------------------------------------------------------------------- FindCoordinator 10
+
+FIND_COORDINATOR_REQUEST = [
+    F("Key", STRING),
+    F("KeyType", INT8, "1+", default=0),
+]
+
+FIND_COORDINATOR_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, "1+", nullable="1+", default=None),
+    F("NodeId", INT32),
+    F("Host", STRING),
+    F("Port", INT32),
+]
+
+# ---------------------------------------------------------------------------- CreateTopics 19
+
+CREATE_TOPICS_REQUEST = [
+    A("Topics", fields=[
+        F("Name", STRING),
+        F("NumPartitions", INT32),
+        F("ReplicationFactor", INT16),
+        A("Assignments", fields=[
+            F("PartitionIndex", INT32),
+            F("BrokerIds", "[]int32"),
+        ]),
+        A("Configs", fields=[
+            F("Name", STRING),
+            F("Value", STRING, nullable="0+"),
+        ]),
+    ]),
+    F("timeoutMs", INT32, default=60000),
+    F("validateOnly", BOOL, "1+", default=False),
+]
+
+CREATE_TOPICS_RESPONSE = [
+    F(_THROTTLE, INT32, "2+"),
+    A("Topics", fields=[
+        F("Name", STRING),
+        F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- DeleteTopics 20
+
+DELETE_TOPICS_REQUEST = [
+    F("TopicNames", "[]string"),
+    F("TimeoutMs", INT32),
+]
+
+DELETE_TOPICS_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    A("Responses", fields=[
+        F("Name", STRING),
+        F("ErrorCode", INT16),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- InitProducerId 22
+
+INIT_PRODUCER_ID_REQUEST = [
+    F("TransactionalId", STRING, nullable="0+", default=None),
+    F("TransactionTimeoutMs", INT32),
+]
+
+INIT_PRODUCER_ID_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ProducerId", INT64, default=-1),
+    F("ProducerEpoch", INT16),
+]
+
+
+#: api key -> (Kafka message base name, request fields, response fields)
+SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
+    ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
+    ApiKey.FETCH: ("Fetch", FETCH_REQUEST, FETCH_RESPONSE),
+    ApiKey.LIST_OFFSETS: ("ListOffsets", LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
+    ApiKey.METADATA: ("Metadata", METADATA_REQUEST, METADATA_RESPONSE),
+    ApiKey.OFFSET_COMMIT: ("OffsetCommit", OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
+    ApiKey.OFFSET_FETCH: ("OffsetFetch", OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
+    ApiKey.FIND_COORDINATOR: ("FindCoordinator", FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+    ApiKey.API_VERSIONS: ("ApiVersions", API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
+    ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
+    ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+    ApiKey.INIT_PRODUCER_ID: ("InitProducerId", INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+}
