@@ -79,6 +79,16 @@ class MessageTooLargeError(PyklogError):
     pass
 
 
+@_wire(12, "OFFSET_METADATA_TOO_LARGE")
+class OffsetMetadataTooLargeError(PyklogError):
+    """An offset commit's metadata string is longer than offset.metadata.max.bytes."""
+
+
+@_wire(24, "INVALID_GROUP_ID")
+class InvalidGroupIdError(PyklogError):
+    pass
+
+
 @_wire(13, "NETWORK_EXCEPTION", retriable=True)
 class NetworkError(PyklogError):
     """The connection to a broker failed or was closed."""
@@ -156,6 +166,11 @@ class InvalidPartitionsError(PyklogError):
 
 @_wire(38, "INVALID_REPLICATION_FACTOR")
 class InvalidReplicationFactorError(PyklogError):
+    pass
+
+
+@_wire(39, "INVALID_REPLICA_ASSIGNMENT")
+class InvalidReplicaAssignmentError(PyklogError):
     pass
 
 
@@ -255,3 +270,18 @@ def raise_for_code(code: int, message: str = "") -> None:
     """Raise the exception for ``code`` unless it is 0 (NONE)."""
     if code:
         raise error_for_code(code, message)
+
+
+@_wire(56, "KAFKA_STORAGE_ERROR", retriable=True)
+class KafkaStorageError(PyklogError):
+    """A log directory or file could not be used (I/O error, the log is closed)."""
+
+
+@_wire(21, "INVALID_REQUIRED_ACKS")
+class InvalidRequiredAcksError(PyklogError):
+    """Produce acks must be 0, 1 or -1."""
+
+
+@_wire(73, "TOPIC_DELETION_DISABLED")
+class TopicDeletionDisabledError(PyklogError):
+    """DeleteTopics on a broker with delete.topic.enable=false."""

@@ -1,0 +1,100 @@
+"""Offset checkpoint files in Kafka's text format (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint``)::
+
+    0                       version
+    2                       number of entries
+    my-topic 0 1234         topic, partition, offset
+    my-topic 1 99
+
+Written to ``<file>.tmp``, fsynced, renamed over the file, then the directory is fsynced, so a
+crash leaves either the old or the new file.  Thread safety: each instance serialises its own
+writes with a lock; reads are plain file reads.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from broker.errors import CorruptRecordError
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CHECKPOINT_VERSION = 0
+
+
+class OffsetCheckpointFile:
+    """One checkpoint file mapping ``(topic, partition) -> offset``.  Thread-safe writes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def write(self, offsets: dict[tuple[str, int], int]) -> None:
+        lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+        for (topic, partition), offset in sorted(offsets.items()):
+            lines.append(f"{topic} {partition} {offset}")
+        data = ("\n".join(lines) + "\n").encode()
+        with self._lock:
+            tmp = self.path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            _fsync_dir(os.path.dirname(self.path) or ".")
+
+    def read(self) -> dict[tuple[str, int], int]:
+        """The entries, or {} when the file does not exist.  Raises CorruptRecordError with the
+        line number and what was expected on a malformed file."""
+        try:
+            with open(self.path, "r", encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return {}
+        lines = text.splitlines()
+        if not lines:
+            raise CorruptRecordError(f"{self.path}: empty checkpoint file, expected a version line")
+        if lines[0].strip() != str(CHECKPOINT_VERSION):
+            raise CorruptRecordError(
+                f"{self.path}: line 1: expected version {CHECKPOINT_VERSION}, read {lines[0]!r}"
+            )
+        try:
+            count = int(lines[1])
+        except (IndexError, ValueError):
+            raise CorruptRecordError(
+                f"{self.path}: line 2: expected the entry count, read "
+                f"{lines[1] if len(lines) > 1 else 'end of file'!r}"
+            ) from None
+        entries = [ln for ln in lines[2:] if ln.strip()]
+        if len(entries) != count:
+            raise CorruptRecordError(
+                f"{self.path}: expected {count} entries, read {len(entries)}"
+            )
+        out: dict[tuple[str, int], int] = {}
+        for i, ln in enumerate(entries, start=3):
+            parts = ln.split()
+            if len(parts) != 3:
+                raise CorruptRecordError(
+                    f"{self.path}: line {i}: expected 'topic partition offset', read {ln!r}"
+                )
+            try:
+                out[(parts[0], int(parts[1]))] = int(parts[2])
+            except ValueError:
+                raise CorruptRecordError(
+                    f"{self.path}: line {i}: expected integer partition and offset, read {ln!r}"
+                ) from None
+        return out
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

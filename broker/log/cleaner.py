@@ -1,0 +1,226 @@
+"""Log compaction (``cleanup.policy=compact``): keep the last record of every key.
+
+One pass over a log (:func:`clean_log`):
+
+1. The cleanable range is every sealed segment (never the active one), minus trailing segments
+   younger than ``min.compaction.lag.ms``.  Its dirty part starts at the cleaner checkpoint
+   (``Log.cleaner_checkpoint``, persisted by the LogManager in ``cleaner-offset-checkpoint``);
+   the pass runs when dirty bytes / cleanable bytes >= ``min.cleanable.dirty.ratio`` (or forced).
+2. An offset map ``key -> last offset`` is built over the dirty part (records are decoded here,
+   unlike on the append path).
+3. Consecutive segments are grouped (output within ``segment.bytes``) and each group is
+   rewritten to ``<base>.log.cleaned`` (+ indexes): a record survives if its key's last offset
+   is its own offset (or its key is not in the map); records without a key are dropped (Kafka
+   rejects them on compacted topics); tombstones (null value) are dropped once their segment was
+   last modified more than ``delete.retention.ms`` ago.  A batch whose records all survive is
+   copied byte for byte; otherwise it is rebuilt keeping its base offset, last offset delta,
+   producer id/epoch, base sequence, attributes and leader epoch, so first/last offsets and the
+   producer's sequence numbers are preserved.  A batch that loses every record is kept *empty*
+   when it is its producer's last batch (the producer's sequence must survive, as the design
+   says); control batches are kept.
+4. The group is swapped in: ``.cleaned`` -> ``.swap``, old segments -> ``.deleted`` (unlinked after
+   ``file.delete.delay.ms``), ``.swap`` -> final name, all under the log's lock; a crash at any
+   point is completed at start-up by the Log loader.
+
+Thread safety: reads of sealed segments are lock-free; only the swap takes the log's lock.  One
+cleaner per log at a time (a per-log lock held for the pass).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+from broker.record.header import parse_header
+
+from .segment import CLEANED_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+_cleaning_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_registry_lock = threading.Lock()
+
+
+@dataclass
+class CleanerStats:
+    segments_cleaned: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    tombstones_dropped: int = 0
+    batches_emptied: int = 0
+    dirty_ratio: float = 0.0
+    duration_s: float = 0.0
+    skipped: str | None = None
+
+
+def _log_lock(lg) -> threading.Lock:
+    with _registry_lock:
+        lk = _cleaning_locks.get(lg)
+        if lk is None:
+            lk = _cleaning_locks[lg] = threading.Lock()
+        return lk
+
+
+def clean_log(lg, now_ms: int | None = None, force: bool = False) -> CleanerStats:
+    """Compact ``lg`` once (see the module docstring).  Returns CleanerStats; ``skipped`` says
+    why nothing was done."""
+    stats = CleanerStats()
+    if not lg.config.compact and not force:
+        stats.skipped = "cleanup.policy does not include compact"
+        return stats
+    lock = _log_lock(lg)
+    if not lock.acquire(blocking=False):
+        stats.skipped = "another cleaner pass is running"
+        return stats
+    try:
+        return _clean(lg, stats, int(time.time() * 1000) if now_ms is None else now_ms, force)
+    finally:
+        lock.release()
+
+
+def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
+    from broker.record.batch import decode_batch  # pure codec
+
+    t0 = time.monotonic()
+    cfg = lg.config
+    view = lg.view
+    sealed = list(view.segments[:-1])
+    lag = cfg.min_compaction_lag_ms
+    if lag > 0:
+        while sealed and sealed[-1].max_timestamp > now - lag:
+            sealed.pop()
+    if not sealed:
+        stats.skipped = "no sealed segment to clean"
+        return stats
+    end_offset = sealed[-1].next_offset
+    first_dirty = max(lg.cleaner_checkpoint, view.log_start_offset)
+    total = sum(s.size for s in sealed)
+    dirty = sum(s.size for s in sealed if s.next_offset > first_dirty)
+    stats.dirty_ratio = dirty / total if total else 0.0
+    if not dirty or (not force and stats.dirty_ratio < cfg.min_cleanable_dirty_ratio):
+        stats.skipped = f"dirty ratio {stats.dirty_ratio:.2f} below {cfg.min_cleanable_dirty_ratio}"
+        return stats
+
+    def batches(seg: LogSegment):
+        for pos, h in seg.walk(0, seg.size):
+            yield pos, h
+
+    # 1. offset map over the dirty part
+    offset_map: dict[bytes, int] = {}
+    for seg in sealed:
+        if seg.next_offset <= first_dirty:
+            continue
+        for pos, h in batches(seg):
+            if h.last_offset < first_dirty or h.is_control:
+                continue
+            raw = os.pread(seg.fd, h.size, pos)
+            for rec in decode_batch(raw, 0, validate_crc=False).records:
+                if rec.key is not None and rec.offset >= first_dirty:
+                    offset_map[rec.key] = rec.offset
+    # last batch of each producer (its sequence must survive)
+    with lg._lock:
+        producer_last = {pid: e.last_offset for pid, e in lg._producers.producers.items()}
+
+    # 2. group consecutive segments
+    groups: list[list[LogSegment]] = []
+    cur: list[LogSegment] = []
+    cur_size = 0
+    for seg in sealed:
+        if cur and (cur_size + seg.size > cfg.segment_bytes
+                    or seg.next_offset - 1 - cur[0].base_offset > 0x7FFFFFFF):
+            groups.append(cur)
+            cur, cur_size = [], 0
+        cur.append(seg)
+        cur_size += seg.size
+    if cur:
+        groups.append(cur)
+
+    # 3. rewrite and swap each group
+    for group in groups:
+        out = LogSegment(lg.dir, group[0].base_offset, suffix=CLEANED_SUFFIX, create=True,
+                         index_interval_bytes=cfg.index_interval_bytes,
+                         max_index_bytes=cfg.segment_index_bytes)
+        try:
+            os.ftruncate(out.fd, 0)
+            out.size = 0
+            out.index.reset()
+            out.time_index.reset()
+            for seg in group:
+                horizon_passed = seg.last_modified_ms < now - cfg.delete_retention_ms
+                for pos, h in batches(seg):
+                    raw = os.pread(seg.fd, h.size, pos)
+                    stats.bytes_read += h.size
+                    new_raw = _filter_batch(raw, h, offset_map, horizon_passed, producer_last,
+                                            stats, decode_batch)
+                    if new_raw is None:
+                        continue
+                    nh = parse_header(new_raw, 0)
+                    out.append(new_raw, [(0, len(new_raw), nh.last_offset, nh.max_timestamp)])
+                    stats.bytes_written += len(new_raw)
+            out.on_become_inactive()
+            lg._replace_segments(group, out)
+        except BaseException:
+            out.delete_files()
+            raise
+        stats.segments_cleaned += len(group)
+    lg.cleaner_checkpoint = max(lg.cleaner_checkpoint, end_offset)
+    stats.duration_s = time.monotonic() - t0
+    log.info(
+        "%s: compacted %d segment(s): %d -> %d bytes, %d of %d records kept, %d tombstones "
+        "dropped in %.2fs", lg.dir, stats.segments_cleaned, stats.bytes_read,
+        stats.bytes_written, stats.records_retained, stats.records_read,
+        stats.tombstones_dropped, stats.duration_s,
+    )
+    return stats
+
+
+def _filter_batch(raw: bytes, h, offset_map, horizon_passed, producer_last, stats, decode_batch):
+    """The batch's bytes to keep (original, rebuilt or empty), or None to drop it."""
+    from broker.record.batch import build_batch_from_records
+
+    if h.is_control:
+        return raw
+    batch = decode_batch(raw, 0, validate_crc=False)
+    kept = []
+    for rec in batch.records:
+        stats.records_read += 1
+        if rec.key is None:
+            continue
+        latest = offset_map.get(rec.key)
+        if latest is not None and latest > rec.offset:
+            continue
+        if rec.value is None and horizon_passed:
+            stats.tombstones_dropped += 1
+            continue
+        kept.append(rec)
+    stats.records_retained += len(kept)
+    if len(kept) == len(batch.records) and kept:
+        return raw
+    if not kept:
+        if h.producer_id >= 0 and producer_last.get(h.producer_id) == h.last_offset:
+            stats.batches_emptied += 1
+        else:
+            return None
+    return build_batch_from_records(
+        kept,
+        base_offset=h.base_offset,
+        last_offset_delta=h.last_offset_delta,
+        compression=h.compression,
+        timestamp_type=h.timestamp_type,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        is_transactional=h.is_transactional,
+        is_control=False,
+        partition_leader_epoch=h.partition_leader_epoch,
+        first_timestamp=(kept[0].timestamp if kept else h.first_timestamp),
+        max_timestamp=(h.max_timestamp if (h.timestamp_type == 1 or not kept) else None),
+    )
+
+
+__all__ = ["CleanerStats", "clean_log"]

@@ -1,0 +1,974 @@
+"""Log: one partition's log, a directory ``<log.dir>/<topic>-<partition>/`` of segments.
+
+Writes go to the last (active) segment; it rolls at ``segment.bytes``, after ``segment.ms``,
+when an index is full or when relative offsets would overflow int32.  Appends validate the
+batches' framing and CRC-32C and rewrite only the 8-byte baseOffset (plus the leader epoch,
+neither covered by the CRC), so records are never decoded on the write path.
+
+Concurrency (the design's "copy-on-write segment list"):
+
+- one ``threading.RLock`` per log serialises appends, rolls, flushes' bookkeeping, retention,
+  truncation and segment swaps;
+- every mutation ends by publishing a new immutable :class:`LogView` (segments tuple, their
+  base offsets, log start/end offset and the byte position of the end of the active segment);
+- readers (:meth:`read`, :meth:`offset_for_timestamp`, :meth:`offsets_before`) take no lock:
+  they read ``self._view`` once, binary-search its base offsets and ``pread`` the files up to the
+  view's end position, so they never wait for an append and never see half-written bytes;
+- deleted segments are renamed ``.deleted`` and unlinked only after ``file.delete.delay.ms``, and
+  their file objects stay open until then, so an in-flight ``sendfile`` stays valid.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from broker.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from broker.record.header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    compute_crc,
+    parse_header,
+    validate_crc,
+)
+
+from .config import LogConfig
+from .producer_state import SNAPSHOT_SUFFIX, ProducerEntry, ProducerStateManager
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    parse_base_offset,
+)
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+_MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")  # 35
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_INT32_MAX = 0x7FFFFFFF
+# baseOffset, batchLength, partitionLeaderEpoch: the bytes in front of the magic byte that the
+# broker rewrites (none is covered by the CRC)
+_PREFIX = struct.Struct(">qii")
+_MAX_IOV_BATCHES = 256  # iovecs per pwritev stay well below IOV_MAX (1024)
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_topic_partition(dirname: str) -> tuple[str, int]:
+    """``"my-topic-3"`` -> ``("my-topic", 3)``.  Raises InvalidTopicError naming what was read."""
+    name = os.path.basename(os.path.normpath(dirname))
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise InvalidTopicError(
+            f"expected a log directory named <topic>-<partition>, read {name!r}"
+        )
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        raise InvalidTopicError(
+            f"log directory {name!r}: topic {topic!r} is not a legal topic name "
+            f"(1-249 of [a-zA-Z0-9._-])"
+        )
+    return topic, int(part)
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    duplicate: bool
+
+
+class FetchSlice(NamedTuple):
+    """Whole batches of one segment: ``os.sendfile(sock, file.fileno(), position, size)``."""
+
+    file: object
+    position: int
+    size: int
+    first_offset: int
+
+    def read_bytes(self) -> bytes:
+        if not self.size:
+            return b""
+        return os.pread(self.file.fileno(), self.size, self.position)
+
+
+class LogView(NamedTuple):
+    """Immutable snapshot of the segment list published after every change."""
+
+    segments: tuple
+    bases: tuple
+    log_start_offset: int
+    log_end_offset: int
+    end_position: int  # bytes of the active segment that are visible to readers
+
+
+@dataclass
+class SegmentCut:
+    segment: str
+    position: int
+    bytes_cut: int
+    reason: str
+
+
+@dataclass
+class RecoveryReport:
+    """What loading the log did: ``clean_shutdown`` (recovery skipped), ``recovered_segments``
+    (revalidated), ``cuts`` (truncations), ``deleted_segments`` (dropped after a cut),
+    ``rebuilt_indexes`` (segments whose index had to be rebuilt)."""
+
+    clean_shutdown: bool
+    recovered_segments: int = 0
+    recovered_bytes: int = 0
+    cuts: list = field(default_factory=list)
+    deleted_segments: list = field(default_factory=list)
+    rebuilt_indexes: list = field(default_factory=list)
+
+    @property
+    def truncated_bytes(self) -> int:
+        return sum(c.bytes_cut for c in self.cuts)
+
+
+class Log:
+    """One partition's log.  Thread-safe: writers serialise on a per-log lock, readers are
+    lock-free against an immutable segment-list snapshot (see the module docstring)."""
+
+    def __init__(self, dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = False):
+        self.dir = os.path.abspath(dir)
+        self.topic, self.partition = parse_topic_partition(self.dir)
+        self.config = config or LogConfig()
+        self._lock = threading.RLock()
+        self._seal_flush_lock = threading.Lock()
+        self._closed = False
+        self._pending_deletes: list[tuple[threading.Timer, list[LogSegment]]] = []
+        self._producers = ProducerStateManager(self.dir)
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms()
+        self.recovery_point = recovery_point
+        self.cleaner_checkpoint = 0  # offset up to which the log has been compacted
+        os.makedirs(self.dir, exist_ok=True)
+        self.last_recovery = self._load(recovery_point, log_start_offset, clean_shutdown)
+
+    @classmethod
+    def open(cls, dir: str, config: LogConfig | None = None, **kw) -> "Log":
+        """Create the directory if needed, load the segments and recover unless the previous
+        shutdown was clean."""
+        os.makedirs(dir, exist_ok=True)
+        return cls(dir, config, **kw)
+
+    # ================================================================== loading
+    def _seg_kwargs(self) -> dict:
+        return {"index_interval_bytes": self.config.index_interval_bytes,
+                "max_index_bytes": self.config.segment_index_bytes}
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> RecoveryReport:
+        report = RecoveryReport(clean_shutdown=clean)
+        self._complete_swaps_and_cleanup()
+        bases = []
+        for name in os.listdir(self.dir):
+            if name.endswith(LOG_SUFFIX):
+                base = parse_base_offset(name)
+                if base is None:
+                    log.warning("%s: ignoring a file that is not a segment: %s", self.dir, name)
+                    continue
+                bases.append(base)
+        bases.sort()
+        segments: list[LogSegment] = []
+        for base in bases:
+            segments.append(LogSegment(self.dir, base, **self._seg_kwargs()))
+        # the segment containing the recovery point and every later one are revalidated
+        first_unflushed = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset <= recovery_point:
+                first_unflushed = i
+        cut_at = None
+        for i, seg in enumerate(segments):
+            needs_recovery = (not clean) and i >= first_unflushed
+            if not needs_recovery:
+                try:
+                    seg.load()
+                    continue
+                except (CorruptRecordError, OSError) as e:
+                    log.warning("%s: rebuilding the indexes of %s: %s", self.dir,
+                                os.path.basename(seg.log_path), e)
+                    report.rebuilt_indexes.append(os.path.basename(seg.log_path))
+            res = seg.recover(max_batch_bytes=None)
+            report.recovered_segments += 1
+            report.recovered_bytes += res.valid_bytes
+            if res.truncated_bytes:
+                cut = SegmentCut(os.path.basename(seg.log_path), res.position,
+                                 res.truncated_bytes, res.reason or "invalid data")
+                report.cuts.append(cut)
+                log.warning(
+                    "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
+                    self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
+                )
+                cut_at = i
+                break
+        if cut_at is not None:
+            for seg in segments[cut_at + 1:]:
+                report.deleted_segments.append(os.path.basename(seg.log_path))
+                log.warning("%s: deleting segment %s after the truncation point", self.dir,
+                            os.path.basename(seg.log_path))
+                seg.delete_files()
+            segments = segments[: cut_at + 1]
+        if not segments:
+            segments = [LogSegment.create(self.dir, max(log_start_offset, 0), **self._seg_kwargs())]
+        # an empty trailing segment older than its predecessor's end cannot happen; still guard
+        leo = segments[-1].next_offset
+        if segments[-1].size == 0 and len(segments) > 1:
+            leo = max(leo, segments[-2].next_offset)
+        lso = max(log_start_offset, segments[0].base_offset)
+        if lso > leo:
+            lso = leo
+        # clean: everything was flushed at shutdown; unclean: everything from the recovery
+        # point on has just been revalidated.  Either way the log is consistent up to its end.
+        self.recovery_point = leo
+        self._segments = segments
+        self._leo = leo
+        self._log_start_offset = lso
+        self._publish()
+        self._load_producer_state(unclean=not clean or bool(report.cuts))
+        if report.cuts or report.recovered_segments:
+            log.info("%s: recovered %d segment(s), %d bytes valid, log end offset %d", self.dir,
+                     report.recovered_segments, report.recovered_bytes, leo)
+        return report
+
+    def _complete_swaps_and_cleanup(self) -> None:
+        """Start-up cleanup of an interrupted delete / clean / swap (Kafka's rules):
+        ``.deleted`` and ``.cleaned`` files are removed, orphan ``.tmp`` files too; a ``.swap``
+        segment (a finished cleaning) replaces the segments it covers and is renamed in place."""
+        names = os.listdir(self.dir)
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+                log.info("%s: removing leftover %s", self.dir, name)
+                _unlink(path)
+        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+        for name in swaps:
+            base = parse_base_offset(name)
+            if base is None:
+                continue
+            swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._seg_kwargs())
+            res = swap.recover()
+            end = swap.next_offset
+            swap.close_handles()
+            # delete the originals covered by [base, end)
+            for other in os.listdir(self.dir):
+                if other.endswith(LOG_SUFFIX):
+                    ob = parse_base_offset(other)
+                    if ob is not None and base <= ob < max(end, base + 1):
+                        for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                            _unlink(os.path.join(self.dir, f"{ob:020d}{suf}"))
+            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                src = os.path.join(self.dir, f"{base:020d}{suf}{SWAP_SUFFIX}")
+                if os.path.exists(src):
+                    os.replace(src, os.path.join(self.dir, f"{base:020d}{suf}"))
+            log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
+                     self.dir, base, res.batches)
+        # index files without a .log
+        names = set(os.listdir(self.dir))
+        for name in names:
+            for suf in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                if name.endswith(suf):
+                    stem = name[: -len(suf)]
+                    if stem + LOG_SUFFIX not in names:
+                        _unlink(os.path.join(self.dir, name))
+
+    def _load_producer_state(self, unclean: bool) -> None:
+        leo = self._leo
+        if unclean:
+            self._producers.delete_snapshots_above(leo)
+        snap = self._producers.load_latest(leo)
+        start = self._segments[0].base_offset if snap is None else max(snap, self._segments[0].base_offset)
+        self._replay_producers(start, leo)
+
+    def _replay_producers(self, start: int, end: int) -> None:
+        if start >= end:
+            return
+        for seg in self._segments:
+            if seg.next_offset <= start:
+                continue
+            found = seg.translate_offset(start, seg.size)
+            if found is None:
+                continue
+            for _pos, h in seg.walk(found[0], seg.size):
+                if h.producer_id >= 0:
+                    self._producers.replay(h)
+
+    # ================================================================== views
+    def _publish(self) -> None:
+        segs = tuple(self._segments)
+        self._view = LogView(segs, tuple(s.base_offset for s in segs), self._log_start_offset,
+                             self._leo, segs[-1].size)
+
+    @property
+    def view(self) -> LogView:
+        return self._view
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._view.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._view.log_end_offset
+
+    @property
+    def segments(self) -> tuple:
+        return self._view.segments
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the segments (lock-free)."""
+        v = self._view
+        return sum(s.size for s in v.segments[:-1]) + v.end_position
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view.segments[-1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        v = self._view
+        return (f"Log({self.topic}-{self.partition}, start={v.log_start_offset}, "
+                f"end={v.log_end_offset}, segments={len(v.segments)})")
+
+    # ================================================================== append
+    def append(self, data, *, leader_epoch: int = 0, from_client: bool = True) -> AppendInfo:
+        """Append one or more v2 record batches and assign their offsets.
+
+        ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
+        caller hands it over); bytes/memoryview are not copied: each batch's rewritten 16-byte
+        prefix and the caller's remaining bytes go to disk in one ``os.pwritev`` (a copy is made
+        only for LogAppendTime topics and appends of more than 256 batches).  Validation happens outside the
+        lock (framing, magic, size, CRC-32C); offsets, producer sequences and the write happen
+        under the per-log lock.  Raises CorruptRecordError, MessageTooLargeError (one batch over
+        ``max.message.bytes``), RecordListTooLargeError (more than a segment), InvalidRecordError,
+        OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O).
+        A retried duplicate batch returns its original offsets with ``duplicate=True``.
+        """
+        cfg = self.config
+        if isinstance(data, bytearray):
+            buf = data  # handed over: offsets are rewritten in place
+        elif cfg.log_append_time:
+            buf = bytearray(data)  # attributes, max timestamp and CRC change: one copy
+        else:
+            # zero copy: the rewritten 16-byte prefix of each batch and the caller's bytes are
+            # written together with one pwritev
+            buf = memoryview(data)
+            if buf.format != "B" or buf.ndim != 1:
+                buf = buf.cast("B")
+        n = len(buf)
+        if n == 0:
+            raise CorruptRecordError(
+                f"{self.topic}-{self.partition}: expected at least one record batch, read 0 bytes"
+            )
+        if n > cfg.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{self.topic}-{self.partition}: {n} bytes of batches exceed segment.bytes "
+                f"{cfg.segment_bytes}"
+            )
+        infos = []
+        pos = 0
+        records = 0
+        has_pid = False
+        max_msg = cfg.max_message_bytes
+        while pos < n:
+            if n - pos < HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: expected a {HEADER_SIZE}-byte batch header at "
+                    f"position {pos}, read {n - pos} bytes"
+                )
+            h = parse_header(buf, pos)
+            size = h.size
+            if pos + size > n:
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.partition}: batch at position {pos} declares {size} "
+                    f"bytes, only {n - pos} remain"
+                )
+            if size > max_msg:
+                raise MessageTooLargeError(
+                    f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
+                    f"max.message.bytes {max_msg}"
+                )
+            validate_crc(buf, pos, h)
+            if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+                raise InvalidRecordError(
+                    f"{self.topic}-{self.partition}: batch at position {pos} has {h.records_count} "
+                    f"records but lastOffsetDelta {h.last_offset_delta} (expected count - 1)"
+                )
+            if h.is_control and from_client:
+                raise InvalidRecordError(
+                    f"{self.topic}-{self.partition}: clients may not write control batches"
+                )
+            if h.producer_id >= 0:
+                has_pid = True
+            infos.append((pos, h))
+            records += h.records_count
+            pos += size
+        if has_pid and len(infos) > 1:
+            raise InvalidRecordError(
+                f"{self.topic}-{self.partition}: an idempotent producer's append must hold exactly "
+                f"one batch, read {len(infos)}"
+            )
+        log_append = cfg.log_append_time
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            now = _now_ms()
+            if has_pid:
+                dup = self._producers.check(infos[0][1])
+                if dup is not None:
+                    log.debug("%s-%d: duplicate batch of producer %d seq %d..%d at offset %d",
+                              self.topic, self.partition, infos[0][1].producer_id, dup.first_seq,
+                              dup.last_seq, dup.first_offset)
+                    return AppendInfo(dup.first_offset, dup.last_offset, -1,
+                                      self._log_start_offset, infos[0][1].records_count, True)
+            first_offset = next_offset = self._leo
+            metas = []
+            max_ts_all = -1
+            if isinstance(buf, memoryview) and len(infos) > _MAX_IOV_BATCHES:
+                buf = bytearray(buf)  # many small batches: one copy beats a huge iovec list
+            iov = [] if isinstance(buf, memoryview) else None
+            for bpos, h in infos:
+                if iov is not None:
+                    iov.append(_PREFIX.pack(next_offset, h.batch_length, leader_epoch))
+                    iov.append(buf[bpos + _PREFIX.size: bpos + h.size])
+                else:
+                    _PREFIX.pack_into(buf, bpos, next_offset, h.batch_length, leader_epoch)
+                max_ts = h.max_timestamp
+                if log_append:
+                    _I16.pack_into(buf, bpos + ATTRIBUTES_OFFSET, h.attributes | TIMESTAMP_TYPE_MASK)
+                    _I64.pack_into(buf, bpos + _MAX_TIMESTAMP_OFFSET, now)
+                    _U32.pack_into(buf, bpos + CRC_OFFSET, compute_crc(buf, bpos, h.size))
+                    max_ts = now
+                last = next_offset + h.last_offset_delta
+                metas.append((bpos, h.size, last, max_ts))
+                if max_ts > max_ts_all:
+                    max_ts_all = max_ts
+                next_offset = last + 1
+            seg = self._maybe_roll(n, first_offset, next_offset - 1, max_ts_all, now)
+            try:
+                seg.append(buf if iov is None else iov, metas, n)
+            except OSError as e:
+                raise KafkaStorageError(
+                    f"{self.topic}-{self.partition}: write to {seg.log_path} failed: {e}"
+                ) from e
+            if has_pid:
+                self._producers.update(infos[0][1], first_offset, next_offset - 1, metas[0][3])
+            self._leo = next_offset
+            self._publish()
+            self._unflushed_messages += records
+            if (self._unflushed_messages >= cfg.flush_interval_messages
+                    or (cfg.flush_interval_ms is not None
+                        and now - self._last_flush_ms >= cfg.flush_interval_ms)):
+                self._flush_locked()
+            return AppendInfo(first_offset, next_offset - 1, now if log_append else -1,
+                              self._log_start_offset, records, False)
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int,
+                    now: int) -> LogSegment:
+        """Under the lock: the segment to append to, rolling first when needed."""
+        seg = self._segments[-1]
+        if seg.size == 0:
+            return seg
+        cfg = self.config
+        reason = None
+        if seg.size + size > cfg.segment_bytes:
+            reason = "segment.bytes"
+        elif seg.index_full:
+            reason = "index full"
+        elif last_offset - seg.base_offset > _INT32_MAX:
+            reason = "relative offset overflow"
+        else:
+            if seg.rolling_based_timestamp is not None and seg.rolling_based_timestamp >= 0 and max_ts >= 0:
+                waited = max_ts - seg.rolling_based_timestamp
+            else:
+                waited = now - seg.created_ms
+            if waited > cfg.segment_ms:
+                reason = "segment.ms"
+        if reason is None:
+            return seg
+        return self._roll_locked(first_offset, reason)
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset (if the active
+        segment holds anything).  Takes the lock."""
+        with self._lock:
+            if self._segments[-1].size == 0:
+                return self._segments[-1]
+            return self._roll_locked(self._leo, "requested")
+
+    def _roll_locked(self, new_base: int, reason: str) -> LogSegment:
+        old = self._segments[-1]
+        old.on_become_inactive()
+        new = LogSegment.create(self.dir, new_base, **self._seg_kwargs())
+        self._segments = self._segments + [new]
+        try:
+            self._producers.take_snapshot(new_base)
+            self._producers.retain_latest(2)
+        except OSError as e:
+            log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
+        log.info("%s: rolled segment %d -> %d (%s)", self.dir, old.base_offset, new_base, reason)
+        self._publish()
+        # Kafka flushes the sealed segment asynchronously and then advances the recovery point
+        t = threading.Thread(target=self._flush_sealed, args=(old, new_base),
+                             name=f"log-flush-{self.topic}-{self.partition}", daemon=True)
+        t.start()
+        return new
+
+    def _flush_sealed(self, seg: LogSegment, upto: int) -> None:
+        """Background thread after a roll: fsync every segment below ``upto`` that is not yet
+        known durable (not just ``seg``: flush threads of consecutive rolls may run in any
+        order), then advance the recovery point to ``upto``."""
+        with self._seal_flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                segs = [s for s in self._segments
+                        if s.base_offset < upto and s.next_offset > self.recovery_point]
+            for s in segs:
+                try:
+                    s.flush()
+                except (OSError, ValueError):
+                    if s.closed:  # deleted or closed meanwhile: nothing left to make durable
+                        continue
+                    log.warning("%s: fsync of %s failed", self.dir, s.log_path, exc_info=True)
+                    return
+            with self._lock:
+                if upto > self.recovery_point and not self._closed:
+                    self.recovery_point = min(upto, self._leo)
+
+    # ================================================================== flush
+    def flush(self) -> None:
+        """fsync every segment from the recovery point to the end and advance the recovery
+        point.  The fsyncs run outside the lock (appends continue meanwhile)."""
+        with self._lock:
+            if self._closed:
+                return
+            upto = self._leo
+            segs = [s for s in self._segments if s.next_offset > self.recovery_point or s is self._segments[-1]]
+            self._unflushed_messages = 0
+            self._last_flush_ms = _now_ms()
+        for s in segs:
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                if not s.closed:
+                    raise
+        with self._lock:
+            if upto > self.recovery_point:
+                self.recovery_point = upto
+
+    def _flush_locked(self) -> None:
+        upto = self._leo
+        for s in self._segments:
+            if s.next_offset > self.recovery_point or s is self._segments[-1]:
+                s.flush()
+        self.recovery_point = max(self.recovery_point, upto)
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms()
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush and anything is unflushed
+        (called by the LogManager's flusher).  Returns whether it flushed.  Lock as flush()."""
+        ms = self.config.flush_interval_ms
+        if ms is None:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        if self._unflushed_messages and now - self._last_flush_ms >= ms:
+            self.flush()
+            return True
+        return False
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    # ================================================================== reads
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True,
+             max_offset: int | None = None) -> FetchSlice:
+        """Whole batches from ``offset`` (the batch holding it first), at most ``max_bytes``
+        unless ``min_one`` and the first batch alone is larger; stops before ``max_offset``.
+
+        Lock-free (immutable view).  Raises OffsetOutOfRangeError when ``offset`` is below the
+        log start offset or above the log end offset; returns an empty slice at the end."""
+        v = self._view
+        if offset < v.log_start_offset or offset > v.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {offset} is outside the log's range "
+                f"[{v.log_start_offset}, {v.log_end_offset}]"
+            )
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        segs = v.segments
+        last = len(segs) - 1
+        end_seg, end_pos = last, v.end_position
+        if max_offset is not None and max_offset < v.log_end_offset:
+            if offset >= max_offset:
+                return FetchSlice(segs[last].file, v.end_position, 0, offset)
+            end_seg = max(0, bisect_right(v.bases, max_offset) - 1)
+            seg = segs[end_seg]
+            seg_max = v.end_position if end_seg == last else seg.size
+            found = seg.translate_offset(max_offset, seg_max)
+            end_pos = found[0] if found is not None else seg_max
+        if offset == v.log_end_offset:
+            return FetchSlice(segs[last].file, v.end_position, 0, offset)
+        i = max(0, bisect_right(v.bases, offset) - 1)
+        while i <= end_seg:
+            seg = segs[i]
+            max_pos = end_pos if i == end_seg else (v.end_position if i == last else seg.size)
+            try:
+                r = seg.read(offset, max_bytes, max_pos, min_one)
+            except (ValueError, OSError) as e:
+                if seg.closed:
+                    raise OffsetOutOfRangeError(
+                        f"{self.topic}-{self.partition}: segment {seg.base_offset} was deleted "
+                        f"while reading offset {offset}"
+                    ) from e
+                raise
+            if r is not None:
+                return FetchSlice(seg.file, r[0], r[1], r[2])
+            i += 1
+        return FetchSlice(segs[last].file, v.end_position, 0, offset)
+
+    def read_bytes(self, offset: int, max_bytes: int, **kw) -> bytes:
+        """Convenience: :meth:`read` and return the bytes."""
+        return self.read(offset, max_bytes, **kw).read_bytes()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``
+        (ListOffsets v1+), or None if there is none.  ``-1`` (latest) gives the log end
+        offset and ``-2`` (earliest) the log start offset, both with timestamp -1.  Lock-free:
+        time index + offset index + header scan; only the one matching batch is decoded to find
+        the record (no decode when its timestamps are LogAppendTime)."""
+        v = self._view
+        if timestamp == LATEST_TIMESTAMP:
+            return v.log_end_offset, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return v.log_start_offset, -1
+        last = len(v.segments) - 1
+        for i, seg in enumerate(v.segments):
+            if seg.max_timestamp < timestamp:
+                continue
+            max_pos = v.end_position if i == last else seg.size
+            h = seg.find_offset_by_timestamp(timestamp, v.log_start_offset, max_pos)
+            if h is None:
+                continue
+            return self._record_for_timestamp(seg, h, timestamp, v.log_start_offset)
+        return None
+
+    def _record_for_timestamp(self, seg, h, timestamp, start_offset):
+        if h.timestamp_type == 1:
+            return max(h.base_offset, start_offset), h.max_timestamp
+        found = seg.translate_offset(h.base_offset, seg.size)
+        from broker.record.batch import decode_batch  # pure codec, imported on first use
+
+        raw = os.pread(seg.fd, h.size, found[0])
+        batch = decode_batch(raw, 0, validate_crc=False)
+        for rec in batch.records:
+            if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                return rec.offset, rec.timestamp
+        return max(h.last_offset, start_offset), h.max_timestamp
+
+    def offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0: base offsets of segments last modified at or before ``timestamp``
+        (the first counted as the log start offset), plus the log end offset for ``-1``
+        (latest, with the LEO first) or the log start offset for ``-2`` (earliest); descending,
+        at most ``max_num_offsets``.  Lock-free."""
+        v = self._view
+        pairs = [(s.base_offset, s.last_modified_ms) for s in v.segments]
+        if pairs:
+            pairs[0] = (max(pairs[0][0], v.log_start_offset), pairs[0][1])
+        if v.end_position > 0:
+            pairs.append((v.log_end_offset, _now_ms()))
+        else:
+            # an empty active segment's base offset is the log end offset
+            pairs[-1] = (v.log_end_offset, _now_ms())
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(pairs) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = -1
+            for i in range(len(pairs) - 1, -1, -1):
+                if pairs[i][1] <= timestamp:
+                    start = i
+                    break
+            if start < 0:
+                return []
+        n = min(max_num_offsets, start + 1)
+        out = []
+        for i in range(start, start - n, -1):
+            off = pairs[i][0]
+            if not out or off != out[-1]:
+                out.append(off)
+        return out
+
+    def producer_state(self, producer_id: int) -> ProducerEntry | None:
+        """The idempotent producer's state (epoch, last 5 batches) or None.  Takes the lock."""
+        with self._lock:
+            return self._producers.get(producer_id)
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers whose last batch is older than ``producer.id.expiration.ms``
+        (run by the LogManager with retention).  Takes the lock."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            n = self._producers.expire(now, self.config.producer_id_expiration_ms)
+        if n:
+            log.info("%s: expired %d idle producer id(s)", self.dir, n)
+        return n
+
+    # ================================================================== retention
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention (``cleanup.policy`` containing ``delete``): remove leading segments whose
+        largest timestamp is older than ``retention.ms``, or that bring the log over
+        ``retention.bytes``, or that lie wholly below the log start offset; never the active
+        segment.  Two-step delete (``.deleted`` now, unlink after ``file.delete.delay.ms``).
+        Returns the number of segments removed.  Takes the lock (briefly; no I/O but renames)."""
+        now = _now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        with self._lock:
+            if self._closed:
+                return 0
+            segs = self._segments
+            candidates = segs[:-1]
+            k_lso = 0
+            for s in candidates:
+                if s.next_offset <= self._log_start_offset:
+                    k_lso += 1
+                else:
+                    break
+            k_time = k_size = 0
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    for s in candidates:
+                        ts = s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms
+                        if now - ts > cfg.retention_ms:
+                            k_time += 1
+                        else:
+                            break
+                if cfg.retention_bytes >= 0:
+                    diff = sum(s.size for s in segs) - cfg.retention_bytes
+                    for s in candidates:
+                        if diff - s.size >= 0:
+                            diff -= s.size
+                            k_size += 1
+                        else:
+                            break
+            k = max(k_lso, k_time, k_size)
+            if k == 0:
+                return 0
+            doomed = segs[:k]
+            self._segments = segs[k:]
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._publish()
+            self._schedule_delete(doomed)
+            log.info("%s: retention deleted %d segment(s) (time %d, size %d), log start offset %d",
+                     self.dir, k, k_time, k_size, self._log_start_offset)
+            return k
+
+    def _schedule_delete(self, doomed: list[LogSegment]) -> None:
+        """Under the lock: rename to ``.deleted`` now; close and unlink after the delay."""
+        for s in doomed:
+            try:
+                s.change_suffix("", DELETED_SUFFIX)
+            except OSError as e:
+                log.warning("%s: could not rename %s for deletion: %s", self.dir, s.log_path, e)
+        delay = self.config.file_delete_delay_ms / 1000.0
+        if delay <= 0:
+            for s in doomed:
+                s.delete_files()
+            return
+        timer = threading.Timer(delay, self._delete_now, args=(doomed,))
+        timer.daemon = True
+        timer.name = f"log-delete-{self.topic}-{self.partition}"
+        self._pending_deletes.append((timer, doomed))
+        timer.start()
+
+    def _delete_now(self, doomed: list[LogSegment]) -> None:
+        with self._lock:
+            self._pending_deletes = [(t, d) for t, d in self._pending_deletes if d is not doomed]
+        for s in doomed:
+            s.delete_files()
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """Advance the log start offset (DeleteRecords); whole segments below it go with the
+        next retention pass.  Takes the lock."""
+        with self._lock:
+            if offset > self._leo:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic}-{self.partition}: cannot move the log start offset to {offset}, "
+                    f"beyond the log end offset {self._leo}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._publish()
+
+    # ================================================================== truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch from the one holding ``offset`` on (log end offset becomes that
+        batch's base offset).  Takes the lock; readers holding an older view still read the
+        old bytes of untouched segments."""
+        with self._lock:
+            if offset >= self._leo:
+                return
+            if offset <= self._log_start_offset:
+                keep, doomed = [], list(self._segments)
+            else:
+                keep = [s for s in self._segments if s.base_offset < offset]
+                doomed = [s for s in self._segments if s.base_offset >= offset]
+            self._schedule_delete(doomed)  # renamed .deleted now, unlinked after the delay
+            if keep:
+                keep[-1].truncate_to(offset)
+            else:  # everything goes: start afresh at ``offset`` (Kafka's truncateFullyAndStartAt)
+                keep = [LogSegment.create(self.dir, offset, **self._seg_kwargs())]
+                self._log_start_offset = offset
+            self._segments = keep
+            self._leo = keep[-1].next_offset
+            self.recovery_point = min(self.recovery_point, self._leo)
+            self._publish()
+            self._producers.delete_snapshots_above(self._leo)
+            snap = self._producers.load_latest(self._leo)
+            start = self._segments[0].base_offset if snap is None else max(snap, self._segments[0].base_offset)
+            self._replay_producers(start, self._leo)
+            log.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, self._leo)
+
+    # ================================================================== compaction
+    def compact(self, now_ms: int | None = None, *, force: bool = False):
+        """Compact the sealed segments (``cleanup.policy`` containing ``compact``); see
+        :mod:`broker.log.cleaner`.  Returns CleanerStats.  Reads run lock-free in the cleaner;
+        the swap takes the lock."""
+        from .cleaner import clean_log
+
+        return clean_log(self, now_ms=now_ms, force=force)
+
+    def _replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
+        """Under the lock (taken here): swap ``new`` in for the contiguous ``old`` segments.
+
+        Crash-safe order, as Kafka's: the cleaned files are already ``.cleaned``; rename them
+        ``.swap``; rename the old ones ``.deleted``; rename the swap files to their final name.
+        A crash at any step is finished by :meth:`_complete_swaps_and_cleanup` at start-up."""
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = self._segments.index(old[0])
+            if self._segments[idx: idx + len(old)] != old:
+                raise KafkaStorageError(
+                    f"{self.topic}-{self.partition}: segment list changed during cleaning"
+                )
+            if new is not None:
+                new.flush()
+                new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            for s in old:
+                s.change_suffix("", DELETED_SUFFIX)
+            if new is not None:
+                new.change_suffix(SWAP_SUFFIX, "")
+            self._segments = self._segments[:idx] + ([new] if new is not None else []) + \
+                self._segments[idx + len(old):]
+            self._publish()
+            delay = self.config.file_delete_delay_ms / 1000.0
+            if delay <= 0:
+                for s in old:
+                    s.delete_files()
+            else:
+                timer = threading.Timer(delay, self._delete_now, args=(old,))
+                timer.daemon = True
+                self._pending_deletes.append((timer, old))
+                timer.start()
+
+    # ================================================================== lifecycle
+    def close(self) -> None:
+        """Flush, write a producer snapshot, finish pending deletes and close every file.
+        Takes the lock; later appends raise KafkaStorageError."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+            except OSError as e:
+                log.warning("%s: flush at close failed: %s", self.dir, e)
+            try:
+                self._producers.take_snapshot(self._leo)
+                self._producers.retain_latest(2)
+            except OSError as e:
+                log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
+            self._closed = True
+            pending, self._pending_deletes = self._pending_deletes, []
+            for timer, doomed in pending:
+                timer.cancel()
+                for s in doomed:
+                    s.delete_files()
+            for s in self._segments:
+                s.close()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory (topic deletion): the directory is renamed
+        ``<dir>.<uuid>-delete`` first, so a crash midway leaves nothing that loads as a log."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                for timer, doomed in self._pending_deletes:
+                    timer.cancel()
+                    for s in doomed:
+                        s.close_handles()
+                self._pending_deletes = []
+                for s in self._segments:
+                    s.close_handles()
+            target = f"{self.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.rename(self.dir, target)
+            except FileNotFoundError:
+                return
+            shutil.rmtree(target, ignore_errors=True)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+__all__ = ["Log", "LogView", "AppendInfo", "FetchSlice", "RecoveryReport", "SegmentCut",
+           "parse_topic_partition", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "SNAPSHOT_SUFFIX"]

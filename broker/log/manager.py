@@ -1,0 +1,353 @@
+"""LogManager: every partition log under ``log.dirs``, plus the background work.
+
+Start-up (:meth:`LogManager.startup`): each log dir is locked (``.lock``, ``fcntl.flock``, so two
+brokers cannot share it), its checkpoints are read (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``), and every ``<topic>-<partition>`` directory is loaded in a
+small thread pool.  If the dir holds the clean-shutdown marker ``.kafka_cleanshutdown`` the logs
+are opened without revalidation; otherwise each log recovers from its checkpointed recovery
+point.  The marker is removed once loading is done.  Directories that are not a legal
+``<topic>-<partition>`` are logged and ignored; ``*-delete`` directories (an interrupted topic
+deletion) are removed.
+
+Background (``background=True``): a scheduler thread runs time-based flushes
+(``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), retention every
+``log.retention.check.interval.ms`` and checkpoints every
+``log.flush.offset.checkpoint.interval.ms``; a cleaner thread compacts logs whose policy
+includes ``compact`` every ``log.cleaner.backoff.ms``.
+
+Shutdown (:meth:`shutdown`): stop the threads, close every log (flush + producer snapshot), write
+the checkpoints and then the clean-shutdown marker.
+
+Thread-safe: the log table is guarded by a lock; each Log is thread-safe itself.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from broker.errors import (
+    CorruptRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+    PyklogError,
+)
+
+from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from .config import LogConfig
+from .log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+
+
+class LogManager:
+    """All partition logs of a broker.  Thread-safe."""
+
+    def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
+                 background: bool = True, recovery_threads: int = 2,
+                 topic_config: Callable[[str], dict | None] | None = None):
+        if isinstance(log_dirs, str):
+            log_dirs = [d for d in log_dirs.split(",") if d.strip()]
+        if not log_dirs:
+            raise KafkaStorageError("expected at least one log dir in log.dirs, read none")
+        self.log_dirs = [os.path.abspath(d.strip()) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.background = background
+        self.recovery_threads = max(1, recovery_threads)
+        self._topic_config = topic_config
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock_fds: list[int] = []
+        self._started = False
+        self.stray_dirs: list[str] = []
+        self.load_errors: dict[str, str] = {}
+
+    # ---------------------------------------------------------------- config
+    def config_for(self, topic: str) -> LogConfig:
+        """The default config with the topic's overrides (from ``topic_config``) applied."""
+        if self._topic_config is None:
+            return self.default_config
+        try:
+            overrides = self._topic_config(topic)
+        except PyklogError as e:
+            log.warning("could not read the config of topic %s, using defaults: %s", topic, e)
+            overrides = None
+        return self.default_config.with_overrides(overrides)
+
+    # ---------------------------------------------------------------- start-up
+    def startup(self) -> None:
+        """Lock and load every log dir, then start the background threads."""
+        if self._started:
+            return
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock_dir(d)
+        t0 = time.monotonic()
+        for d in self.log_dirs:
+            self._load_dir(d)
+        log.info("loaded %d log(s) from %s in %.2fs", len(self._logs), ",".join(self.log_dirs),
+                 time.monotonic() - t0)
+        self._started = True
+        self._stop.clear()
+        if self.background:
+            self._start_threads()
+
+    def _lock_dir(self, d: str) -> None:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"log dir {d} is locked by another process (is another broker using it?)"
+            ) from None
+        self._lock_fds.append(fd)
+
+    def _read_checkpoint(self, d: str, name: str) -> dict:
+        try:
+            return OffsetCheckpointFile(os.path.join(d, name)).read()
+        except (CorruptRecordError, OSError) as e:
+            log.warning("%s: ignoring unreadable checkpoint %s (full recovery instead): %s", d, name, e)
+            return {}
+
+    def _load_dir(self, d: str) -> None:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = self._read_checkpoint(d, CLEANER_OFFSET_CHECKPOINT)
+        jobs = []
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                log.info("%s: removing %s (an interrupted topic deletion)", d, name)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except InvalidTopicError as e:
+                log.error("%s: ignoring stray directory %s: %s", d, name, e)
+                self.stray_dirs.append(path)
+                continue
+            jobs.append((tp, path))
+
+        def load(job):
+            tp, path = job
+            lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
+                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean)
+            lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
+            return tp, path, lg
+
+        if not jobs:
+            _unlink(marker)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.recovery_threads, len(jobs)),
+                                thread_name_prefix="log-recovery") as pool:
+            futures = [(job, pool.submit(load, job)) for job in jobs]
+            for job, fut in futures:
+                try:
+                    tp, path, lg = fut.result()
+                except Exception as e:  # one bad partition must not stop the broker
+                    log.error("%s: could not load log %s: %s", d, job[1], e, exc_info=True)
+                    self.load_errors[job[1]] = str(e)
+                    continue
+                with self._lock:
+                    if tp in self._logs:
+                        log.error("duplicate log directories for %s-%d: %s and %s; ignoring the "
+                                  "second", tp[0], tp[1], self._logs[tp].dir, path)
+                        lg.close()
+                        self.stray_dirs.append(path)
+                        continue
+                    self._logs[tp] = lg
+        _unlink(marker)
+        # checkpoint at once so a crash right after start-up does not redo this recovery
+        self.checkpoint_dir(d)
+
+    # ---------------------------------------------------------------- access
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of ``topic``-``partition``, creating it (in the log dir holding the fewest
+        logs) when missing.  A given ``config`` replaces the log's config."""
+        key = (topic, partition)
+        with self._lock:
+            lg = self._logs.get(key)
+            if lg is not None:
+                if config is not None and config != lg.config:
+                    lg.config = config
+                return lg
+            if partition < 0:
+                raise InvalidTopicError(f"partition must be >= 0, got {partition}")
+            counts = {d: 0 for d in self.log_dirs}
+            for other in self._logs.values():
+                parent = os.path.dirname(other.dir)
+                if parent in counts:
+                    counts[parent] += 1
+            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            path = os.path.join(d, f"{topic}-{partition}")
+            parse_topic_partition(path)  # validates the topic name
+            lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True)
+            self._logs[key] = lg
+            log.info("created log %s-%d in %s", topic, partition, d)
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close and remove a partition's log; returns whether it existed."""
+        with self._lock:
+            lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        lg.delete()
+        log.info("deleted log %s-%d", topic, partition)
+        return True
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    # ---------------------------------------------------------------- periodic work
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        n = 0
+        for lg in self.logs().values():
+            try:
+                if lg.maybe_flush(now_ms):
+                    n += 1
+            except Exception as e:
+                log.error("flush of %s failed: %s", lg, e)
+        return n
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Run retention on every log; returns the segments deleted."""
+        n = 0
+        for lg in self.logs().values():
+            try:
+                n += lg.delete_old_segments(now_ms)
+                lg.expire_producers(now_ms)
+            except Exception as e:
+                log.error("retention of %s failed: %s", lg, e)
+        return n
+
+    def compact_logs(self, now_ms: int | None = None) -> int:
+        """Compact every log whose policy includes ``compact``; returns logs compacted."""
+        n = 0
+        for lg in self.logs().values():
+            if self._stop.is_set():
+                break
+            if not lg.config.compact or lg.closed:
+                continue
+            try:
+                stats = lg.compact(now_ms)
+                if stats is not None and stats.segments_cleaned:
+                    n += 1
+            except Exception as e:
+                log.error("compaction of %s failed: %s", lg, e, exc_info=True)
+        return n
+
+    def checkpoint_dir(self, d: str) -> None:
+        logs = [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
+        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
+            {(lg.topic, lg.partition): lg.recovery_point for lg in logs}
+        )
+        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
+            {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
+        )
+        OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
+            {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
+        )
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files of every log dir."""
+        for d in self.log_dirs:
+            try:
+                self.checkpoint_dir(d)
+            except OSError as e:
+                log.error("%s: writing checkpoints failed: %s", d, e)
+
+    def _start_threads(self) -> None:
+        self._threads = [
+            threading.Thread(target=self._scheduler_loop, name="log-scheduler", daemon=True),
+            threading.Thread(target=self._cleaner_loop, name="log-cleaner", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _scheduler_loop(self) -> None:
+        cfg = self.default_config
+        tick = max(0.01, cfg.flush_scheduler_interval_ms / 1000.0)
+        next_retention = time.monotonic() + cfg.retention_check_interval_ms / 1000.0
+        next_checkpoint = time.monotonic() + cfg.flush_offset_checkpoint_interval_ms / 1000.0
+        while not self._stop.wait(tick):
+            self.flush_dirty_logs()
+            now = time.monotonic()
+            if now >= next_retention:
+                next_retention = now + cfg.retention_check_interval_ms / 1000.0
+                self.cleanup_logs()
+            if now >= next_checkpoint:
+                next_checkpoint = now + cfg.flush_offset_checkpoint_interval_ms / 1000.0
+                self.checkpoint()
+
+    def _cleaner_loop(self) -> None:
+        backoff = max(0.01, self.default_config.cleaner_backoff_ms / 1000.0)
+        while not self._stop.wait(backoff):
+            self.compact_logs()
+
+    # ---------------------------------------------------------------- shutdown
+    def shutdown(self) -> None:
+        """Stop background work, close every log, write checkpoints and the clean-shutdown
+        marker in each log dir."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+        self._threads = []
+        with self._lock:
+            logs = list(self._logs.values())
+        failed = False
+        for lg in logs:
+            try:
+                lg.close()
+            except Exception as e:
+                failed = True
+                log.error("closing %s failed: %s", lg, e)
+        for d in self.log_dirs:
+            try:
+                self.checkpoint_dir(d)
+                if not failed:
+                    with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                        os.fsync(f.fileno())
+            except OSError as e:
+                log.error("%s: writing checkpoints / clean-shutdown marker failed: %s", d, e)
+        for fd in self._lock_fds:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._lock_fds = []
+        with self._lock:
+            self._logs.clear()
+        self._started = False
+        log.info("log manager shut down (%d logs)", len(logs))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,491 @@
+"""LogSegment: one ``<20-digit base offset>.log`` file plus its ``.index`` and ``.timeindex``.
+
+The .log file is a plain concatenation of v2 record batches exactly as they travel on the wire
+(so a fetch is an ``os.sendfile`` of a byte range).  The indexes are sparse: after more than
+``index.interval.bytes`` have been appended since the last entry, the next batch gets an offset
+index entry (its last offset -> its start position) and a time index entry (the segment's
+running max timestamp -> the offset that carried it).  Sealed segments also get a final time
+index entry for their largest timestamp (on roll and on close), so ``max_timestamp`` is known
+after a clean restart without reading the .log.
+
+Thread safety: ``append``/``truncate_to``/``recover``/``flush``/``close`` are called by the
+owning :class:`broker.log.log.Log` under its per-log lock.  ``read``/``translate_offset``/
+``find_offset_by_timestamp``/``walk`` take no lock: they use ``os.pread`` on the file and are
+bounded by a ``max_position`` the caller took from an immutable snapshot, so they never see
+bytes an append is still writing.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from typing import Callable, Iterator, NamedTuple
+
+from broker.errors import CorruptRecordError
+from broker.record.header import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    parse_header,
+)
+from crc32c import crc32c
+
+from .index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+_WALK_CHUNK = 4096
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_NO_TIMESTAMP = -1
+
+
+def filename_prefix(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_base_offset(filename: str) -> int | None:
+    """Base offset of a segment file name (``00000000000000000123.log`` -> 123), or None."""
+    stem = filename.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class RecoveryResult(NamedTuple):
+    """What recovering one segment found: ``valid_bytes`` kept, ``truncated_bytes`` cut at
+    ``position`` for ``reason`` (None when the segment was intact), ``batches`` validated."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    position: int
+    reason: str | None
+    batches: int
+
+
+class LogSegment:
+    """One segment.  Not thread-safe for writers; see the module docstring for readers."""
+
+    def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_bytes: int = 10 * 1024 * 1024, suffix: str = "",
+                 create: bool = False, file_suffix_for_indexes: str | None = None):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        prefix = os.path.join(dir, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + suffix
+        isuffix = suffix if file_suffix_for_indexes is None else file_suffix_for_indexes
+        self.index = OffsetIndex(prefix + INDEX_SUFFIX + isuffix, base_offset, max_index_bytes)
+        self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + isuffix, base_offset, max_index_bytes)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(self.log_path, flags, 0o644)
+        # the file object handed to readers (FetchSlice.file) for os.sendfile
+        self.file = os.fdopen(fd, "r+b", buffering=0)
+        self.size = os.fstat(fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = _NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_based_timestamp: int | None = None
+        self.created_ms = int(time.time() * 1000)
+        self._bytes_since_index = 0
+        self.closed = False
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def create(cls, dir: str, base_offset: int, **kw) -> "LogSegment":
+        seg = cls(dir, base_offset, create=True, **kw)
+        if seg.size:
+            raise CorruptRecordError(
+                f"{seg.log_path}: expected a new empty segment, found {seg.size} bytes"
+            )
+        seg.index.reset()
+        seg.time_index.reset()
+        return seg
+
+    def load(self) -> None:
+        """Load the indexes of an existing segment (no CRC walk) and find its next offset and
+        largest timestamp.  Raises CorruptRecordError if an index is missing or inconsistent
+        (the caller then rebuilds it with :meth:`recover`)."""
+        for idx in (self.index, self.time_index):
+            if not os.path.exists(idx.path) and self.size > 0:
+                raise CorruptRecordError(f"{idx.path}: index file is missing")
+        self.index.load()
+        self.time_index.load()
+        self.index.sanity_check(self.size)
+        last_offset, last_pos = self.index.last_entry()
+        nxt = self.base_offset
+        end = last_pos
+        first = True
+        for pos, h in self.walk(last_pos, self.size):
+            if first and len(self.index) and h.last_offset != last_offset:
+                raise CorruptRecordError(
+                    f"{self.index.path}: last entry maps offset {last_offset} to position "
+                    f"{last_pos}, but the batch there ends at offset {h.last_offset}"
+                )
+            first = False
+            nxt = h.next_offset
+            end = pos + h.size
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.last_offset
+        if end != self.size:
+            raise CorruptRecordError(
+                f"{self.log_path}: batches end at position {end}, file holds {self.size} bytes"
+            )
+        self.next_offset = nxt
+        self.time_index.sanity_check(nxt)
+        te = self.time_index.last_entry()
+        if te is not None and te[0] > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = te
+        if self.size:
+            first_h = self._header_at(0)
+            self.rolling_based_timestamp = first_h.max_timestamp if first_h else None
+        self._bytes_since_index = self.size - self.index.last_entry()[1] if len(self.index) else self.size
+
+    # ------------------------------------------------------------------ writes
+    def append(self, data, batches: list[tuple[int, int, int, int]], size: int | None = None) -> None:
+        """Write ``data`` (whole batches, offsets already assigned) at the end of the file.
+
+        ``data`` is one buffer (one ``os.pwrite``) or a list of buffers of ``size`` bytes in all
+        (one ``os.pwritev``); short writes are completed.  ``batches`` lists
+        ``(position_in_data, size, last_offset, max_timestamp)`` for each batch, used for the
+        sparse index entries.  On an I/O error the file is cut back to its previous end."""
+        start = self.size
+        fd = self.fd
+        try:
+            if isinstance(data, list):
+                n = size if size is not None else sum(len(b) for b in data)
+                done = os.pwritev(fd, data, start)
+                if done < n:  # rare: finish the rest from a flattened copy
+                    rest = memoryview(b"".join(data))
+                    while done < n:
+                        done += os.pwrite(fd, rest[done:], start + done)
+            else:
+                mv = memoryview(data)
+                n = len(mv)
+                done = 0
+                while done < n:
+                    done += os.pwrite(fd, mv[done:], start + done)
+        except OSError:
+            os.ftruncate(fd, start)  # leave no partial batch behind
+            raise
+        interval = self.index_interval_bytes
+        for bpos, bsize, last_offset, max_ts in batches:
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+                self.offset_of_max_timestamp = last_offset
+            if self._bytes_since_index > interval:
+                self.index.append(last_offset, start + bpos, start + bpos + bsize)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += bsize
+        if self.rolling_based_timestamp is None and batches:
+            self.rolling_based_timestamp = batches[0][3]
+        self.size = start + n
+        if batches:
+            self.next_offset = batches[-1][2] + 1
+
+    def append_raw_batch_for_cleaner(self, buf, header: BatchHeader) -> None:
+        """Append one already-offset batch (the cleaner's output)."""
+        self.append(buf, [(0, len(buf), header.last_offset, header.max_timestamp)])
+
+    def flush(self) -> None:
+        """fsync the .log and its indexes."""
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """The segment is sealed (rolled): record its largest timestamp in the time index."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut every batch whose last offset is >= ``offset``; return the bytes removed."""
+        found = self.translate_offset(offset, self.size)
+        if found is None:
+            return 0
+        pos = found[0]
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(offset)
+        self._rescan_tail()
+        return removed
+
+    def _rescan_tail(self) -> None:
+        """Recompute next offset / max timestamp after a truncation (short walk from the last
+        index entry; the max timestamp comes from the remaining time index + that walk)."""
+        te = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = te if te else (_NO_TIMESTAMP, self.base_offset)
+        _, last_pos = self.index.last_entry()
+        self.next_offset = self.base_offset
+        if len(self.index):
+            self.next_offset = self.index.last_entry()[0] + 1
+        for _pos, h in self.walk(last_pos, self.size):
+            self.next_offset = h.next_offset
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+        self._bytes_since_index = self.size - last_pos if len(self.index) else self.size
+        if self.size == 0:
+            self.rolling_based_timestamp = None
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None,
+                max_batch_bytes: int | None = None) -> RecoveryResult:
+        """Revalidate every batch (framing, magic, offsets increasing, CRC-32C; no record
+        decode), rebuild both indexes, and truncate the file at the first invalid batch.
+
+        The file is mapped read-only (``mmap``) so CRC-32C runs over the page cache without a
+        copy.  ``on_batch(header)`` is called for each valid batch (producer-state rebuild)."""
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = _NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp = None
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        file_size = os.fstat(self.fd).st_size
+        pos = 0
+        reason = None
+        batches = 0
+        prev_next = self.base_offset
+        if file_size:
+            mm = mmap.mmap(self.fd, file_size, prot=mmap.PROT_READ)
+            try:
+                if hasattr(mm, "madvise"):
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
+                pos, reason, batches, prev_next = self._recover_mapped(
+                    mm, file_size, on_batch, max_batch_bytes)
+            finally:
+                mm.close()
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.next_offset = prev_next
+        return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches)
+
+    def _recover_mapped(self, mm, file_size, on_batch, max_batch_bytes):
+        mv = memoryview(mm)
+        try:
+            pos = 0
+            reason = None
+            batches = 0
+            prev_next = self.base_offset
+            interval = self.index_interval_bytes
+            unpack = HEADER.unpack_from
+            while pos < file_size:
+                if file_size - pos < HEADER_SIZE:
+                    reason = f"partial batch header: {file_size - pos} bytes at the end of the file"
+                    break
+                (base, length, _epoch, magic, crc, _attr, last_delta, _fts, max_ts, _pid, _pe,
+                 _bs, _cnt) = fields = unpack(mm, pos)
+                if magic != 2:
+                    reason = f"expected magic 2, read magic {magic}"
+                    break
+                if length < _MIN_BATCH_LENGTH:
+                    reason = f"batchLength {length} is below the v2 minimum {_MIN_BATCH_LENGTH}"
+                    break
+                size = LOG_OVERHEAD + length
+                if pos + size > file_size:
+                    reason = f"torn batch: header says {size} bytes, only {file_size - pos} remain"
+                    break
+                if max_batch_bytes is not None and size > max_batch_bytes:
+                    reason = f"batch of {size} bytes exceeds the maximum {max_batch_bytes}"
+                    break
+                if base < prev_next or last_delta < 0:
+                    reason = (f"offsets do not increase: batch base offset {base} (last delta "
+                              f"{last_delta}) after next offset {prev_next}")
+                    break
+                if base - self.base_offset + last_delta > 0x7FFFFFFF:
+                    reason = f"offset {base + last_delta} does not fit the segment's relative offsets"
+                    break
+                if crc32c(mv[pos + ATTRIBUTES_OFFSET: pos + size]) != crc:
+                    reason = "CRC-32C mismatch"
+                    break
+                last_offset = base + last_delta
+                if max_ts > self.max_timestamp:
+                    self.max_timestamp = max_ts
+                    self.offset_of_max_timestamp = last_offset
+                if self._bytes_since_index > interval:
+                    self.index.append(last_offset, pos, pos + size)
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self._bytes_since_index = 0
+                self._bytes_since_index += size
+                if self.rolling_based_timestamp is None:
+                    self.rolling_based_timestamp = max_ts
+                if on_batch is not None:
+                    on_batch(BatchHeader._make(fields))
+                prev_next = last_offset + 1
+                pos += size
+                batches += 1
+            return pos, reason, batches, prev_next
+        finally:
+            mv.release()
+
+    # ------------------------------------------------------------------ reads
+    def _header_at(self, pos: int) -> BatchHeader | None:
+        raw = os.pread(self.fd, HEADER_SIZE, pos)
+        if len(raw) < HEADER_SIZE:
+            return None
+        return parse_header(raw, 0)
+
+    def walk(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` of each whole batch between ``start`` and ``end``
+        (headers only, no CRC check), reading the file in small ``pread`` chunks."""
+        fd = self.fd
+        pos = start
+        buf = b""
+        buf_start = start
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            h = parse_header(buf, rel)
+            if pos + h.size > end:
+                return
+            yield pos, h
+            pos += h.size
+
+    def translate_offset(self, offset: int, max_position: int) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is >= ``offset``, or
+        None if there is none before ``max_position``.  Index lookup + short header scan."""
+        i, entry_offset, entry_pos, entry_end = self.index.lookup_entry(offset)
+        if entry_pos >= max_position:
+            i, entry_pos, entry_end = -1, 0, -1
+        start = entry_pos
+        if entry_offset < offset and 0 < entry_end <= max_position:
+            start = entry_end  # skip the indexed batch: it ends before ``offset``
+        for pos, h in self.walk(start, max_position):
+            if i >= 0 and pos == entry_pos and entry_end < 0:
+                self.index.learn_end(i, pos, pos + h.size)
+            if h.last_offset >= offset:
+                return pos, h
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int,
+             min_one: bool = True) -> tuple[int, int, int] | None:
+        """Locate ``offset`` and size a read of whole batches: ``(position, size, first_offset)``
+        with ``size <= max_bytes`` (or one whole batch when ``min_one``), or None when no batch
+        before ``max_position`` holds ``offset`` or later."""
+        found = self.translate_offset(offset, max_position)
+        if found is None:
+            return None
+        pos, h = found
+        limit = pos + max_bytes
+        if limit >= max_position:
+            end = max_position
+        elif pos + h.size > limit:  # the first batch alone is over the limit
+            end = pos + h.size if min_one else pos
+        else:
+            # jump close to the limit through the index, then walk headers to it
+            p = max(pos, self.index.lookup_position(limit))
+            end = p  # an indexed position is a batch start: everything before it is whole
+            for bpos, bh in self.walk(p, max_position):
+                if bpos + bh.size > limit:
+                    break
+                end = bpos + bh.size
+            if end == pos and min_one:
+                end = pos + h.size
+            elif end == pos:
+                return pos, 0, h.base_offset
+        return pos, end - pos, h.base_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int,
+                                 max_position: int) -> BatchHeader | None:
+        """Header of the first batch with max timestamp >= ``timestamp`` and last offset >=
+        ``start_offset``, or None."""
+        below = self.time_index.lookup_below(timestamp)
+        start = 0
+        if below is not None:
+            start = self.index.lookup(below)[1]
+        start = max(start, self.index.lookup(start_offset)[1])
+        if start >= max_position:
+            start = 0
+        for _pos, h in self.walk(start, max_position):
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                return h
+        return None
+
+    # ------------------------------------------------------------------ files
+    @property
+    def fd(self) -> int:
+        """The .log file descriptor; ValueError once the segment is closed (so a late reader
+        fails instead of reading whatever file reused the number)."""
+        return self.file.fileno()
+
+    @property
+    def last_modified_ms(self) -> int:
+        try:
+            return int(os.fstat(self.fd).st_mtime * 1000)
+        except (OSError, ValueError):
+            return 0
+
+    @property
+    def index_full(self) -> bool:
+        return self.index.is_full or self.time_index.is_full
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files (e.g. ``""`` -> ``".deleted"``); open handles stay valid."""
+        for attr in ("log_path",):
+            path = getattr(self, attr)
+            target = path[: len(path) - len(old)] + new if old else path + new
+            if os.path.exists(path):
+                os.rename(path, target)
+            setattr(self, attr, target)
+        for idx in (self.index, self.time_index):
+            target = idx.path[: len(idx.path) - len(old)] + new if old else idx.path + new
+            idx.rename(target)
+
+    def close(self) -> None:
+        """Record the largest timestamp in the time index and close every file."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.on_become_inactive()
+        except OSError:
+            log.warning("could not write the final time index entry of %s", self.log_path)
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def close_handles(self) -> None:
+        """Close files without writing anything (deleted segments)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete_files(self) -> None:
+        """Close and unlink the three files."""
+        self.close_handles()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
+
+
+__all__ = ["LogSegment", "RecoveryResult", "filename_prefix", "parse_base_offset",
+           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
+           "SWAP_SUFFIX"]
