@@ -26,6 +26,7 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.port = port or free_port()
         self.log_dir = log_dir or tempfile.mkdtemp(prefix=f"pyklog-broker{broker_id}-")
+        os.makedirs(self.log_dir, exist_ok=True)
         self.zk_connect = zk_connect
         self.props = {
             "broker.id": str(broker_id),

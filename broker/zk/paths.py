@@ -67,3 +67,28 @@ def partition_owners(group: str, topic_name: str | None = None) -> str:
 
 def partition_owner(group: str, topic_name: str, partition_id: int) -> str:
     return f"{CONSUMERS}/{group}/owners/{topic_name}/{int(partition_id)}"
+
+
+# Topic configuration, admin requests and producer id blocks (Kafka's ZkData):
+#   /config/topics/[topic]           persistent  {"version":1,"config":{"cleanup.policy":"compact",...}}
+#   /admin/delete_topics/[topic]     persistent  (empty) a deletion request, as kafka-topics.sh --zookeeper writes
+#   /latest_producer_id_block        persistent  {"version":1,"broker":id,"block_start":"0","block_end":"999"}
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+ADMIN = "/admin"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+
+def topic_config(name: str) -> str:
+    return f"{CONFIG_TOPICS}/{name}"
+
+
+def delete_topic_request(name: str) -> str:
+    return f"{ADMIN_DELETE_TOPICS}/{name}"
+
+
+# Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
+#   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"

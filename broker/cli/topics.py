@@ -1,0 +1,157 @@
+"""``pyklog-topics``: create, list, describe and delete topics in ZooKeeper (Kafka's kafka-topics.sh).
+
+    pyklog-topics --zookeeper host:port[/chroot] --create --topic T --partitions N
+                  [--replication-factor 1] [--config k=v ...] [--if-not-exists]
+    pyklog-topics --zookeeper ... --list [--exclude-internal]
+    pyklog-topics --zookeeper ... --describe [--topic T]
+    pyklog-topics --zookeeper ... --delete --topic T [--if-exists]
+    pyklog-topics --zookeeper ... --alter --topic T [--config k=v ...] [--delete-config k ...]
+
+Topics are written in Kafka's ZooKeeper layout (:mod:`broker.zk.cluster`), partitions spread over
+the live brokers.  Errors print one line ``Error: ...`` on stderr and exit with 1.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from broker.errors import PyklogError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from broker.zk.cluster import ZkCluster
+from broker.zk.topics import is_internal
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit code 1, like every other error of this tool
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyklog-topics", description="Create, list, describe and delete pyklog topics.")
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
+                   help="ZooKeeper connect string of the cluster")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument("--list", action="store_true", help="list topic names")
+    action.add_argument("--describe", action="store_true", help="partitions, leaders, replicas, ISR")
+    action.add_argument("--delete", action="store_true", help="delete a topic")
+    action.add_argument("--alter", action="store_true", help="change a topic's config overrides")
+    p.add_argument("--topic", help="topic name")
+    p.add_argument("--partitions", type=int, help="number of partitions (--create)")
+    p.add_argument("--replication-factor", type=int, default=1,
+                   help="replicas per partition, at most the live brokers (default 1)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config override, repeatable (e.g. cleanup.policy=compact)")
+    p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="--alter: remove a topic config override, repeatable")
+    p.add_argument("--if-not-exists", action="store_true", help="--create: no error if the topic exists")
+    p.add_argument("--if-exists", action="store_true", help="--delete/--describe: no error if the topic is missing")
+    p.add_argument("--exclude-internal", action="store_true", help="--list/--describe: skip __consumer_offsets")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper (default 15)")
+    return p
+
+
+def _configs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _UsageError(f"--config expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _ids(ids) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool) -> list[str]:
+    topics = cluster.topics()
+    names = [topic] if topic else sorted(t for t in topics if not (exclude_internal and is_internal(t)))
+    lines = []
+    for name in names:
+        parts = topics.get(name)
+        if parts is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        rf = max((len(s.replicas) for s in parts.values()), default=0)
+        config = cluster.topic_config(name)
+        lines.append(f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: "
+                     + ",".join(f"{k}={v}" for k, v in sorted(config.items())))
+        for p, s in sorted(parts.items()):
+            leader = str(s.leader) if s.leader >= 0 else "none"
+            lines.append(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}"
+                         f"\tIsr: {_ids(s.isr)}")
+    return lines
+
+
+def run(args) -> int:
+    for flag in ("create", "delete", "alter"):
+        if getattr(args, flag) and not args.topic:
+            raise _UsageError(f"--{flag} needs --topic")
+    if args.alter and args.partitions is not None:
+        raise _UsageError("--alter cannot change the partition count (pyklog keeps partitions fixed)")
+    if args.alter and not (args.config or args.delete_config):
+        raise _UsageError("--alter needs --config KEY=VALUE or --delete-config KEY")
+    if args.create and args.partitions is None:
+        raise _UsageError("--create needs --partitions")
+    cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
+    cluster.start()
+    try:
+        if args.create:
+            try:
+                cluster.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config))
+            except TopicAlreadyExistsError:
+                if not args.if_not_exists:
+                    raise
+                return 0
+            print(f"Created topic {args.topic}.")
+        elif args.list:
+            for name in sorted(cluster.topics()):
+                if not (args.exclude_internal and is_internal(name)):
+                    print(name)
+        elif args.describe:
+            try:
+                lines = describe_lines(cluster, args.topic, args.exclude_internal)
+            except UnknownTopicOrPartitionError:
+                if args.if_exists:
+                    return 0
+                raise
+            for line in lines:
+                print(line)
+        elif args.delete:
+            try:
+                cluster.delete_topic(args.topic)
+            except UnknownTopicOrPartitionError:
+                if args.if_exists:
+                    return 0
+                raise
+            print(f"Deleted topic {args.topic}.")
+        elif args.alter:
+            config = cluster.alter_topic_config(args.topic, _configs(args.config), args.delete_config)
+            print(f"Updated config of topic {args.topic}: "
+                  + (",".join(f"{k}={v}" for k, v in sorted(config.items())) or "(no overrides)"))
+    finally:
+        cluster.stop()
+    return 0
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    try:
+        return run(parser.parse_args(argv))
+    except _UsageError as e:
+        print(f"Error: {e} (see pyklog-topics --help)", file=sys.stderr)
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

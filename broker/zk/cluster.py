@@ -1,0 +1,874 @@
+"""The broker's ZooKeeper side: cluster id, broker registration, topic registry, metadata cache.
+
+Kafka's ZooKeeper layout (the seed's "ZooKeeper Directories", paths from :mod:`broker.zk.paths`):
+
+* ``/cluster/id`` -> ``{"version":"1","id":"<22 chars of URL-safe base64>"}``, created by the first
+  broker that starts and read by every later one.
+* ``/brokers/ids/[id]`` (ephemeral) -> Kafka's broker registration JSON (``host``, ``port``,
+  ``endpoints``, ``listener_security_protocol_map``, ``jmx_port``, ``rack``, ``timestamp``, ``version``).
+  A second broker with the same id fails with :class:`BrokerIdInUseError`.  After a session expiry
+  the registration is created again as soon as a new session is up.
+* ``/brokers/topics/[topic]`` -> ``{"version":1,"partitions":{"0":[replicas]}}`` and
+  ``/brokers/topics/[topic]/partitions/[p]/state`` -> ``{"controller_epoch","leader","version",
+  "leader_epoch","isr"}``; ``/config/topics/[topic]`` -> ``{"version":1,"config":{...}}``.  A topic's
+  nodes are created (and deleted) in one ZooKeeper multi-op, so no reader sees half a topic.
+* ``/admin/delete_topics/[topic]``: deletion requests as Kafka's old tools write them; the controller
+  (the live broker with the lowest id) carries them out.
+* ``/config/changes/config_change_[seq]`` -> ``{"version":2,"entity_path":"topics/<topic>"}``: written
+  after a topic's config changes (:meth:`ZkCluster.alter_topic_config`, or Kafka's kafka-configs);
+  every broker drops its cached topic configs and tells its listeners, which re-apply them to the logs.
+* ``/latest_producer_id_block`` -> ``{"version":1,"broker":id,"block_start":"0","block_end":"999"}``.
+
+pyklog has no replication and no controller elections: a partition's leader is its first replica,
+fixed when the topic is created.  Metadata reports leader -1 for a partition whose leader is not a
+live broker (as Kafka does once the controller finds no live ISR member).
+
+Every ZooKeeper call goes through ``client.retry`` (connection loss and session moves are retried up
+to a deadline); a caller sees :class:`ZooKeeperError` when ZooKeeper stays unreachable.  The cache of
+live brokers and topics is refreshed by watches (kazoo's ChildrenWatch, which re-arms itself after a
+reconnect or a new session).
+
+Thread-safety: :class:`ZkCluster` is thread-safe.  Reads (``live_brokers``, ``topics``, ...) return
+snapshots taken under a lock; watch callbacks and listeners run on kazoo's callback thread.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, NamedTuple
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoNodeError,
+    NodeExistsError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.retry import KazooRetry, RetryFailedError
+
+from broker.errors import (
+    BrokerIdInUseError,
+    InvalidConfigError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    PyklogError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+)
+from broker.zk import paths
+from broker.zk.topics import (
+    TOPIC_CONFIGS,
+    assign_replicas,
+    collides,
+    validate_topic_configs,
+    validate_topic_name,
+)
+
+log = logging.getLogger(__name__)
+
+#: Version of the broker registration JSON written (Kafka 2.x writes 4: endpoints + rack).
+BROKER_INFO_VERSION = 4
+CONTROLLER_EPOCH = 1
+
+
+class PartitionState(NamedTuple):
+    """A partition as metadata reports it.  ``leader`` is -1 when the leader broker is not live."""
+
+    leader: int
+    leader_epoch: int
+    isr: list
+    replicas: list
+
+
+@dataclass
+class _TopicEntry:
+    czxid: int
+    mzxid: int
+    replicas: dict = field(default_factory=dict)  # partition -> [broker ids]
+    states: dict = field(default_factory=dict)  # partition -> (leader, leader_epoch, isr)
+
+
+def split_connect_string(zk_connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/chroot"`` -> ``("h1:2181,h2:2181", "/chroot")`` (chroot ``""`` if none)."""
+    if not zk_connect or not isinstance(zk_connect, str):
+        raise ZooKeeperError(f"zookeeper.connect must be host:port[,host:port...][/chroot], got {zk_connect!r}")
+    slash = zk_connect.find("/")
+    if slash < 0:
+        return zk_connect, ""
+    hosts, chroot = zk_connect[:slash], zk_connect[slash:].rstrip("/")
+    if not hosts:
+        raise ZooKeeperError(f"zookeeper.connect has no host:port before the chroot: {zk_connect!r}")
+    return hosts, chroot
+
+
+def new_cluster_id() -> str:
+    """22 characters of URL-safe base64 without padding, from a random UUID (as Kafka)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _loads(data: bytes, path: str) -> dict:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ZooKeeperError(f"{path}: expected JSON, read {data[:200]!r} ({e})") from None
+    if not isinstance(obj, dict):
+        raise ZooKeeperError(f"{path}: expected a JSON object, read {data[:200]!r}")
+    return obj
+
+
+def parse_broker_registration(data: bytes, path: str = "/brokers/ids/?") -> tuple[str, int]:
+    """(host, port) of a broker registration: the PLAINTEXT endpoint, else ``host``/``port``."""
+    info = _loads(data, path)
+    for ep in info.get("endpoints") or []:
+        if isinstance(ep, str) and "://" in ep:
+            name, _, addr = ep.partition("://")
+            protocol = (info.get("listener_security_protocol_map") or {}).get(name, name)
+            if protocol == "PLAINTEXT":
+                host, _, port = addr.rpartition(":")
+                return host.strip("[]"), int(port)
+    if info.get("host") is not None and info.get("port") is not None:
+        return str(info["host"]), int(info["port"])
+    raise ZooKeeperError(f"{path}: no PLAINTEXT endpoint and no host/port in {info!r}")
+
+
+class ZkCluster:
+    """One broker's (or an admin tool's) view of the cluster in ZooKeeper.
+
+    ``ZkCluster(zk_connect, broker_id, host, port)``; ``broker_id=None`` makes an admin client that
+    reads and administers topics without registering (used by ``pyklog-topics``).  ``listeners``
+    are the registration's endpoints (default ``["PLAINTEXT://host:port"]``).
+    """
+
+    def __init__(self, zk_connect: str, broker_id: int | None, host: str | None = None, port: int | None = None,
+                 *, session_timeout_ms: int = 18000, listeners: Iterable[str] | None = None,
+                 connect_timeout_s: float | None = None, rack: str | None = None):
+        self.zk_connect = zk_connect
+        self._hosts, self._chroot = split_connect_string(zk_connect)
+        self.broker_id = None if broker_id is None else int(broker_id)
+        self.host = host
+        self.port = None if port is None else int(port)
+        if self.broker_id is not None and (host is None or port is None):
+            raise ValueError("a registering broker needs host and port")
+        self.listeners = list(listeners) if listeners else (
+            [f"PLAINTEXT://{host}:{self.port}"] if self.broker_id is not None else [])
+        self.rack = rack
+        self.session_timeout_s = session_timeout_ms / 1000.0
+        self.connect_timeout_s = connect_timeout_s if connect_timeout_s is not None else max(
+            10.0, self.session_timeout_s)
+        self.zk: KazooClient | None = None
+        self.cluster_id: str | None = None
+        self._lock = threading.RLock()
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._topics: dict[str, _TopicEntry] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._session_lost = False
+        self._stopping = False
+        self._registered = threading.Event()
+        self._watches: list[ChildrenWatch] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "ZkCluster":
+        """Connect, read or create the cluster id, register the broker, start the watches.
+
+        Raises :class:`ZooKeeperError` if ZooKeeper cannot be reached within ``connect_timeout_s``
+        and :class:`BrokerIdInUseError` if a live broker already holds this broker id.
+        """
+        self._stopping = False
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0,
+                           deadline=max(self.connect_timeout_s, self.session_timeout_s))
+        if self._chroot:
+            self._ensure_chroot()
+        self.zk = KazooClient(hosts=self.zk_connect, timeout=self.session_timeout_s,
+                              connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+                              command_retry=retry)
+        try:
+            self.zk.start(timeout=self.connect_timeout_s)
+        except KazooTimeoutError:
+            self._close_client()
+            raise ZooKeeperError(
+                f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s") from None
+        try:
+            self.zk.add_listener(self._on_state)
+            for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
+                      paths.ADMIN_DELETE_TOPICS):
+                self._retry(self.zk.ensure_path, p)
+            self.cluster_id = self._get_or_create_cluster_id()
+            if self.broker_id is not None:
+                self._register()
+            self._watches.append(ChildrenWatch(self.zk, paths.BROKER_IDS, self._on_broker_ids))
+            self._watches.append(ChildrenWatch(self.zk, paths.BROKER_TOPICS, self._on_topic_names))
+            if self.broker_id is not None:
+                self._watches.append(ChildrenWatch(self.zk, paths.ADMIN_DELETE_TOPICS, self._on_delete_requests))
+                self._watches.append(ChildrenWatch(self.zk, paths.CONFIG_CHANGES, self._on_config_changes))
+        except BaseException:
+            self._close_client()
+            raise
+        log.info("ZooKeeper %s: cluster id %s%s", self.zk_connect, self.cluster_id,
+                 f", registered broker {self.broker_id} at {self.listeners}" if self.broker_id is not None else "")
+        return self
+
+    def stop(self) -> None:
+        """Delete our own registration (if this session holds it) and close the session."""
+        self._stopping = True
+        if self.zk is None:
+            return
+        if self.broker_id is not None and self.zk.connected:
+            path = paths.broker_id(self.broker_id)
+            try:
+                _, stat = self.zk.get(path)
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.zk.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+            except KazooException as e:
+                log.warning("could not delete %s on stop: %s", path, e)
+        self._registered.clear()
+        self._close_client()
+
+    close = stop
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _close_client(self) -> None:
+        self._stopping = True
+        zk, self.zk = self.zk, None
+        if zk is not None:
+            try:
+                zk.stop()
+            finally:
+                zk.close()
+
+    def _ensure_chroot(self) -> None:
+        root = KazooClient(hosts=self._hosts, timeout=self.session_timeout_s)
+        try:
+            root.start(timeout=self.connect_timeout_s)
+        except KazooTimeoutError:
+            root.close()
+            raise ZooKeeperError(
+                f"could not connect to ZooKeeper at {self._hosts} within {self.connect_timeout_s:g}s") from None
+        try:
+            if self.broker_id is None:  # an admin tool never conjures up a cluster under a mistyped chroot
+                if root.retry(root.exists, self._chroot) is None:
+                    raise ZooKeeperError(
+                        f"ZooKeeper at {self._hosts} has no chroot {self._chroot}: no pyklog cluster there "
+                        "(brokers create it on their first start)")
+            else:
+                root.retry(root.ensure_path, self._chroot)
+        finally:
+            root.stop()
+            root.close()
+
+    def _retry(self, fn, *args, **kwargs):
+        """``client.retry(fn, ...)``, with an unreachable ZooKeeper turned into :class:`ZooKeeperError`."""
+        zk = self.zk
+        if zk is None:
+            raise ZooKeeperError(f"ZkCluster for {self.zk_connect} is not started (or stopped)")
+        try:
+            return zk.retry(fn, *args, **kwargs)
+        except RetryFailedError as e:
+            raise ZooKeeperError(f"ZooKeeper at {self.zk_connect} unreachable: {e}") from None
+
+    # ------------------------------------------------------------------ cluster id, registration
+
+    def _get_or_create_cluster_id(self) -> str:
+        while True:
+            try:
+                data, _ = self._retry(self.zk.get, paths.CLUSTER_ID)
+            except NoNodeError:
+                cid = new_cluster_id()
+                try:
+                    self._retry(self.zk.create, paths.CLUSTER_ID, _dumps({"version": "1", "id": cid}), makepath=True)
+                    log.info("created cluster id %s at %s", cid, paths.CLUSTER_ID)
+                    return cid
+                except NodeExistsError:
+                    continue  # another broker won the race: read its id
+            info = _loads(data, paths.CLUSTER_ID)
+            cid = info.get("id")
+            if not isinstance(cid, str) or not cid:
+                raise ZooKeeperError(f"{paths.CLUSTER_ID}: expected {{\"version\":\"1\",\"id\":...}}, read {data!r}")
+            return cid
+
+    def registration(self) -> dict:
+        """The JSON object this broker writes at ``/brokers/ids/<id>`` (fresh timestamp)."""
+        protocols = {}
+        for ep in self.listeners:
+            name = ep.partition("://")[0]
+            protocols[name] = name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "PLAINTEXT"
+        return {
+            "listener_security_protocol_map": protocols,
+            "endpoints": list(self.listeners),
+            "rack": self.rack,
+            "jmx_port": -1,
+            "host": self.host,
+            "timestamp": str(int(time.time() * 1000)),
+            "port": self.port,
+            "version": BROKER_INFO_VERSION,
+        }
+
+    def _register(self) -> None:
+        """Create our ephemeral ``/brokers/ids/<id>``.
+
+        NodeExists held by our own session (a retried create that had succeeded) is success.  A node
+        held by another session that advertises the very same endpoints is the registration of a
+        crashed predecessor of this broker (a live broker cannot be listening on our address): we wait
+        up to one session timeout for ZooKeeper to expire it.  Any other holder is a live broker with
+        our id: :class:`BrokerIdInUseError`.
+        """
+        path = paths.broker_id(self.broker_id)
+        data = _dumps(self.registration())
+        deadline = time.monotonic() + self.session_timeout_s + 2.0
+        while True:
+            try:
+                self._retry(self.zk.create, path, data, ephemeral=True, makepath=True)
+                break
+            except NodeExistsError:
+                try:
+                    held, stat = self._retry(self.zk.get, path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    break
+                try:
+                    held_info = _loads(held, path)
+                except ZooKeeperError:
+                    held_info = {}
+                same_address = sorted(held_info.get("endpoints") or []) == sorted(self.listeners)
+                if same_address and time.monotonic() < deadline:
+                    log.info("%s is held by an older session (0x%x) with our endpoints; waiting for it to expire",
+                             path, stat.ephemeralOwner)
+                    time.sleep(0.25)
+                    continue
+                raise BrokerIdInUseError(
+                    f"broker.id {self.broker_id} is already registered in ZooKeeper ({self.zk_connect}{path}) by "
+                    f"another live broker at {held_info.get('endpoints') or held!r} (session 0x{stat.ephemeralOwner:x}); "
+                    "each broker needs a unique broker.id") from None
+        self._registered.set()
+        log.info("registered broker %d at %s (session 0x%x)", self.broker_id, path, self.zk.client_id[0])
+
+    @property
+    def registered(self) -> bool:
+        """True while this broker's registration node is believed to exist (False after a session loss)."""
+        return self._registered.is_set()
+
+    def wait_registered(self, timeout: float | None = None) -> bool:
+        return self._registered.wait(timeout)
+
+    @property
+    def session_id(self) -> int | None:
+        zk = self.zk
+        return zk.client_id[0] if zk is not None and zk.client_id else None
+
+    def _on_state(self, state) -> None:
+        # Called on kazoo's connection thread: no blocking ZooKeeper calls here.
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self._registered.clear()
+            if self._stopping:
+                return
+            log.warning("ZooKeeper session lost (%s): registration gone until a new session is up", self.zk_connect)
+        elif state == KazooState.SUSPENDED:
+            log.info("ZooKeeper connection suspended (%s)", self.zk_connect)
+        elif state == KazooState.CONNECTED and self._session_lost and not self._stopping:
+            self._session_lost = False
+            if self.broker_id is not None and self.zk is not None:
+                self.zk.handler.spawn(self._reregister)
+
+    def _reregister(self) -> None:
+        while not self._stopping and not self._session_lost:
+            try:
+                self._register()
+                self._notify()
+                return
+            except BrokerIdInUseError as e:
+                log.error("cannot register again after a session expiry: %s", e)
+                return
+            except (ZooKeeperError, KazooException) as e:
+                log.warning("re-registration of broker %s failed, retrying: %s", self.broker_id, e)
+                time.sleep(1.0)
+
+    # ------------------------------------------------------------------ watches and cache
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` (on kazoo's callback thread) whenever live brokers or topics change."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    def _notify(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            try:
+                fn()
+            except Exception:
+                log.exception("cluster listener %r failed", fn)
+
+    def _on_broker_ids(self, children) -> bool | None:
+        if self._stopping:
+            return False
+        try:
+            brokers = self._read_brokers(children)
+        except (PyklogError, KazooException) as e:
+            log.warning("could not read broker registrations: %s", e)
+            return None
+        with self._lock:
+            changed = brokers != self._brokers
+            self._brokers = brokers
+        if changed:
+            log.info("live brokers: %s", sorted(brokers))
+            self._notify()
+            if self.broker_id is not None and self.controller_id == self.broker_id:
+                self._process_delete_requests()
+        return None
+
+    def _read_brokers(self, children) -> dict[int, tuple[str, int]]:
+        def read():
+            pending = [(c, self.zk.get_async(f"{paths.BROKER_IDS}/{c}")) for c in children if c.isdigit()]
+            out = {}
+            for c, res in pending:
+                try:
+                    data, _ = res.get()
+                except NoNodeError:
+                    continue
+                try:
+                    out[int(c)] = parse_broker_registration(data, paths.broker_id(int(c)))
+                except (ZooKeeperError, ValueError) as e:
+                    log.warning("ignoring unreadable broker registration %s: %s", c, e)
+            return out
+
+        return self._retry(read)
+
+    def _on_topic_names(self, children) -> bool | None:
+        if self._stopping:
+            return False
+        try:
+            changed = self._refresh_topics(children)
+        except (PyklogError, KazooException) as e:
+            log.warning("could not read the topic registry: %s", e)
+            return None
+        if changed:
+            self._notify()
+        return None
+
+    def _refresh_topics(self, names) -> bool:
+        """Re-read the topics whose registry node is new or changed; True if the cache changed."""
+        with self._lock:
+            cached = dict(self._topics)
+
+        def read():
+            pending = [(n, self.zk.get_async(paths.topic(n))) for n in names]
+            out = {}
+            for n, res in pending:
+                try:
+                    data, stat = res.get()
+                except NoNodeError:
+                    continue
+                old = cached.get(n)
+                if old is not None and old.czxid == stat.czxid and old.mzxid == stat.mzxid:
+                    out[n] = old
+                    continue
+                entry = self._read_topic_entry(n, data, stat)
+                if entry is not None:
+                    out[n] = entry
+            return out
+
+        topics = self._retry(read)
+        with self._lock:
+            changed = set(topics) != set(self._topics) or any(
+                topics[n] is not self._topics.get(n) for n in topics)
+            for name in list(self._configs):
+                old = self._topics.get(name)
+                if name not in topics or (old is not None and old.czxid != topics[name].czxid):
+                    del self._configs[name]  # deleted or re-created: read its config again
+            self._topics = topics
+        return changed
+
+    def _read_topic_entry(self, name: str, data: bytes, stat) -> _TopicEntry | None:
+        path = paths.topic(name)
+        try:
+            info = _loads(data, path)
+            raw = info.get("partitions") or {}
+            replicas = {int(p): [int(b) for b in r] for p, r in raw.items()}
+        except (ZooKeeperError, ValueError, TypeError, AttributeError) as e:
+            log.warning("ignoring topic %s with an unreadable assignment: %s", name, e)
+            return None
+        pending = [(p, self.zk.get_async(paths.partition_state(name, p))) for p in replicas]
+        states = {}
+        for p, res in pending:
+            try:
+                sdata, _ = res.get()
+                s = _loads(sdata, paths.partition_state(name, p))
+                states[p] = (int(s["leader"]), int(s.get("leader_epoch", 0)), [int(b) for b in s.get("isr") or []])
+            except NoNodeError:
+                # Assignment written without state (e.g. by another tool): the first replica leads.
+                first = replicas[p][0] if replicas[p] else -1
+                states[p] = (first, 0, [first] if first >= 0 else [])
+            except (ZooKeeperError, KeyError, ValueError, TypeError) as e:
+                log.warning("unreadable partition state %s-%d: %s", name, p, e)
+                states[p] = (-1, 0, [])
+        return _TopicEntry(stat.czxid, stat.mzxid, replicas, states)
+
+    def refresh(self) -> None:
+        """Re-read live brokers and the topic registry now (watches do this on every change)."""
+        brokers = self._read_brokers(self._retry(self.zk.get_children, paths.BROKER_IDS))
+        with self._lock:
+            self._brokers = brokers
+        self._refresh_topics(self._retry(self.zk.get_children, paths.BROKER_TOPICS))
+
+    # ------------------------------------------------------------------ reads
+
+    def live_brokers(self) -> dict[int, tuple[str, int]]:
+        """``{broker_id: (host, port)}`` of the registered brokers."""
+        with self._lock:
+            return dict(self._brokers)
+
+    @property
+    def controller_id(self) -> int:
+        """The lowest live broker id (pyklog's controller for metadata purposes), -1 if none."""
+        with self._lock:
+            return min(self._brokers) if self._brokers else -1
+
+    @staticmethod
+    def _partition_states(entry: _TopicEntry, live) -> dict[int, PartitionState]:
+        parts = {}
+        for p, replicas in sorted(entry.replicas.items()):
+            leader, epoch, isr = entry.states.get(p, (-1, 0, []))
+            parts[p] = PartitionState(leader if leader in live else -1, epoch, list(isr), list(replicas))
+        return parts
+
+    def topics(self) -> dict[str, dict[int, PartitionState]]:
+        """``{topic: {partition: PartitionState}}``; leader -1 where the leader broker is not live."""
+        with self._lock:
+            live = set(self._brokers)
+            entries = dict(self._topics)
+        return {name: self._partition_states(e, live) for name, e in entries.items()}
+
+    def topic(self, name: str, *, refresh_if_missing: bool = True) -> dict[int, PartitionState] | None:
+        """One topic's partitions, read from ZooKeeper if the cache does not have it yet (else None)."""
+        with self._lock:
+            entry = self._topics.get(name)
+            live = set(self._brokers)
+        if entry is None and refresh_if_missing:
+            try:
+                validate_topic_name(name)  # never build a ZooKeeper path from an illegal name
+            except InvalidTopicError:
+                return None
+            try:
+                data, stat = self._retry(self.zk.get, paths.topic(name))
+            except NoNodeError:
+                return None
+            fresh = self._read_topic_entry(name, data, stat)
+            if fresh is None:
+                return None
+            with self._lock:
+                entry = self._topics.setdefault(name, fresh)
+        return None if entry is None else self._partition_states(entry, live)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic-level config overrides stored at ``/config/topics/<topic>`` (``{}`` if none)."""
+        with self._lock:
+            cached = self._configs.get(topic)
+            known = topic in self._topics
+        if cached is not None:
+            return dict(cached)
+        validate_topic_name(topic)
+        try:
+            data, _ = self._retry(self.zk.get, paths.topic_config(topic))
+            config = {str(k): str(v) for k, v in (_loads(data, paths.topic_config(topic)).get("config") or {}).items()}
+        except NoNodeError:
+            config = {}
+        if known:
+            with self._lock:
+                self._configs[topic] = config
+        return dict(config)
+
+    def partitions_led_by(self, broker_id: int) -> set[tuple[str, int]]:
+        """Partitions whose (fixed) leader is ``broker_id``."""
+        with self._lock:
+            entries = dict(self._topics)
+        return {(name, p) for name, e in entries.items() for p, (leader, _, _) in e.states.items()
+                if leader == broker_id}
+
+    # ------------------------------------------------------------------ topic administration
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int = 1,
+                     configs: dict | None = None, validate_only: bool = False, *,
+                     replica_assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+        """Create a topic spread over the live brokers; return its assignment ``{partition: [replicas]}``.
+
+        Raises InvalidTopicError (illegal name, or a name colliding with an existing topic by
+        ``.``/``_``), TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError
+        (more replicas than live brokers), InvalidConfigError, InvalidReplicaAssignmentError (a
+        ``replica_assignment`` {partition: [broker ids]} with gaps, duplicates, uneven replica counts
+        or brokers that are not live).  Nothing is written if ``validate_only``.  All nodes are
+        created in one multi-op; the leader of each partition is its first replica.
+        """
+        validate_topic_name(name)
+        config = validate_topic_configs(configs)
+        existing = self._retry(self.zk.get_children, paths.BROKER_TOPICS)
+        if name in existing:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        clash = collides(name, existing)
+        if clash:
+            raise InvalidTopicError(
+                f"topic {name!r} collides with existing topic(s) {clash} ('.' and '_' are the same in metric names)")
+        live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
+        if replica_assignment is not None:
+            assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
+            if not assignment or sorted(assignment) != list(range(len(assignment))):
+                raise InvalidReplicaAssignmentError(
+                    f"replica assignment must cover partitions 0..n-1, got partitions {sorted(assignment)}")
+            if any(not r or len(set(r)) != len(r) for r in assignment.values()):
+                raise InvalidReplicaAssignmentError(
+                    f"replica assignment has empty or duplicate replica lists: {assignment}")
+            if len({len(r) for r in assignment.values()}) != 1:
+                raise InvalidReplicaAssignmentError(
+                    f"all partitions must have the same number of replicas: {assignment}")
+            unknown = sorted({b for r in assignment.values() for b in r} - set(live))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"unknown broker(s) {unknown} in replica assignment (live brokers {live})")
+        else:
+            assignment = assign_replicas(live, num_partitions, replication_factor)
+        if validate_only:
+            return assignment
+        self._write_topic(name, assignment, config)
+        # Make the new topic visible to this process at once (the watch follows).
+        self.topic(name, refresh_if_missing=True)
+        with self._lock:
+            self._configs[name] = dict(config)
+        log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
+        return assignment
+
+    def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
+        def write():
+            t = self.zk.transaction()
+            config_data = _dumps({"version": 1, "config": config})
+            if self.zk.exists(paths.topic_config(name)):  # a stale config node of a deleted topic
+                t.set_data(paths.topic_config(name), config_data)
+            else:
+                t.create(paths.topic_config(name), config_data)
+            t.create(paths.topic(name), _dumps({"version": 1, "partitions": {
+                str(p): r for p, r in sorted(assignment.items())}}))
+            t.create(paths.topic_partitions(name), b"")
+            for p, replicas in sorted(assignment.items()):
+                t.create(paths.partition(name, p), b"")
+                t.create(paths.partition_state(name, p), _dumps({
+                    "controller_epoch": CONTROLLER_EPOCH, "leader": replicas[0], "version": 1,
+                    "leader_epoch": 0, "isr": [replicas[0]]}))
+            return t.commit()
+
+        results = self._retry(write)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            if any(isinstance(r, NodeExistsError) for r in failures):
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
+        if it does not exist.  Brokers delete their local logs from their listeners."""
+        validate_topic_name(name)
+        for attempt in range(5):
+            try:
+                tree = self._subtree(paths.topic(name))
+            except NoNodeError:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+
+            def delete():
+                t = self.zk.transaction()
+                for p in tree:
+                    t.delete(p)
+                if self.zk.exists(paths.topic_config(name)):
+                    t.delete(paths.topic_config(name))
+                if self.zk.exists(paths.delete_topic_request(name)):
+                    t.delete(paths.delete_topic_request(name))
+                return t.commit()
+
+            results = self._retry(delete)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                with self._lock:
+                    self._topics.pop(name, None)
+                    self._configs.pop(name, None)
+                log.info("deleted topic %s", name)
+                self._notify()
+                return
+            if not any(isinstance(r, (NotEmptyError, NoNodeError)) for r in failures):
+                raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+            # The tree changed under us (a concurrent create/delete): look again.
+        raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def _subtree(self, root: str) -> list[str]:
+        """Every node under ``root`` and ``root`` itself, children before parents."""
+        out: list[str] = []
+
+        def walk(path):
+            for c in self._retry(self.zk.get_children, path):
+                walk(f"{path}/{c}")
+            out.append(path)
+
+        walk(root)
+        return out
+
+    def _on_delete_requests(self, children) -> bool | None:
+        if self._stopping:
+            return False
+        if children and self.controller_id == self.broker_id:
+            self.zk.handler.spawn(self._process_delete_requests)
+        return None
+
+    def _process_delete_requests(self) -> None:
+        """Carry out ``/admin/delete_topics/<topic>`` requests (only on the controller)."""
+        try:
+            requests = self._retry(self.zk.get_children, paths.ADMIN_DELETE_TOPICS)
+        except (PyklogError, KazooException) as e:
+            log.warning("could not read deletion requests: %s", e)
+            return
+        for name in requests:
+            try:
+                self.delete_topic(name)
+            except (UnknownTopicOrPartitionError, InvalidTopicError):
+                try:
+                    self._retry(self.zk.delete, paths.delete_topic_request(name))
+                except NoNodeError:
+                    pass
+            except (PyklogError, KazooException) as e:
+                log.warning("deletion request for topic %s failed: %s", name, e)
+
+    # ------------------------------------------------------------------ topic config changes
+
+    def alter_topic_config(self, name: str, set_configs: dict | None = None,
+                           delete_configs: Iterable[str] = ()) -> dict[str, str]:
+        """Change a topic's config overrides; return the new overrides.
+
+        Writes ``/config/topics/<topic>`` with a versioned set, then a change notification
+        ``/config/changes/config_change_<seq>`` (``{"version":2,"entity_path":"topics/<topic>"}``) as
+        Kafka's kafka-configs does; every broker re-reads the config and applies it to its logs.
+        UnknownTopicOrPartitionError if the topic does not exist, InvalidConfigError for bad values.
+        """
+        validate_topic_name(name)
+        updates = validate_topic_configs(set_configs)
+        removals = set(delete_configs or ())
+        unknown = sorted(removals - set(TOPIC_CONFIGS))
+        if unknown:
+            raise InvalidConfigError(f"cannot delete unknown topic config(s) {unknown}; "
+                                     f"expected names such as retention.ms, cleanup.policy, segment.bytes")
+        path = paths.topic_config(name)
+        while True:
+            if self._retry(self.zk.exists, paths.topic(name)) is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            try:
+                data, stat = self._retry(self.zk.get, path)
+                config = {str(k): str(v) for k, v in (_loads(data, path).get("config") or {}).items()}
+            except NoNodeError:
+                data, stat, config = None, None, {}
+            for k in removals:
+                config.pop(k, None)
+            config.update(updates)
+            new = _dumps({"version": 1, "config": config})
+            try:
+                if stat is None:
+                    self._retry(self.zk.create, path, new, makepath=True)
+                else:
+                    self._retry(self.zk.set, path, new, version=stat.version)
+                break
+            except (BadVersionError, NodeExistsError):
+                continue  # a concurrent change: read again
+        self._retry(self.zk.create, paths.CONFIG_CHANGE_PREFIX,
+                    _dumps({"version": 2, "entity_path": f"topics/{name}"}), sequence=True, makepath=True)
+        with self._lock:
+            if name in self._topics:
+                self._configs[name] = dict(config)
+        log.info("altered config of topic %s: %s", name, config)
+        return dict(config)
+
+    def _on_config_changes(self, children) -> bool | None:
+        if self._stopping:
+            return False
+        if not children:
+            return None
+        with self._lock:
+            self._configs.clear()  # re-read lazily by topic_config()
+        self._notify()
+        if self.controller_id == self.broker_id:
+            self.zk.handler.spawn(self._purge_config_changes, list(children))
+        return None
+
+    def _purge_config_changes(self, children, max_age_ms: int = 15 * 60 * 1000) -> None:
+        """The controller removes notifications older than 15 minutes (Kafka's changeExpirationMs)."""
+        now = time.time() * 1000
+        for c in children:
+            path = f"{paths.CONFIG_CHANGES}/{c}"
+            try:
+                stat = self._retry(self.zk.exists, path)
+                if stat is not None and now - stat.ctime > max_age_ms:
+                    self._retry(self.zk.delete, path)
+            except NoNodeError:
+                pass
+            except (PyklogError, KazooException) as e:
+                log.debug("could not purge %s: %s", path, e)
+                return
+
+    # ------------------------------------------------------------------ producer ids
+
+    def allocate_producer_ids(self, block_size: int = 1000) -> range:
+        """A cluster-unique block of ``block_size`` producer ids (Kafka's ``/latest_producer_id_block``).
+
+        Read the last block, write the next one with a versioned set; retry when another broker wrote
+        in between.
+        """
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        path = paths.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            try:
+                data, stat = self._retry(self.zk.get, path)
+            except NoNodeError:
+                data, stat = None, None
+            if data:
+                info = _loads(data, path)
+                try:
+                    start = int(info["block_end"]) + 1
+                except (KeyError, ValueError, TypeError):
+                    raise ZooKeeperError(f"{path}: expected block_end, read {data!r}") from None
+            else:
+                start = 0
+            end = start + block_size - 1
+            if end >= 2**63 - 1:
+                raise ZooKeeperError(f"producer ids exhausted: next block would end at {end}")
+            new = _dumps({"version": 1, "broker": self.broker_id if self.broker_id is not None else -1,
+                          "block_start": str(start), "block_end": str(end)})
+            try:
+                if stat is None:
+                    self._retry(self.zk.create, path, new)
+                else:
+                    self._retry(self.zk.set, path, new, version=stat.version)
+            except (BadVersionError, NodeExistsError):
+                continue
+            log.debug("allocated producer id block [%d, %d]", start, end)
+            return range(start, end + 1)
