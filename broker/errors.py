@@ -285,3 +285,36 @@ class InvalidRequiredAcksError(PyklogError):
 @_wire(73, "TOPIC_DELETION_DISABLED")
 class TopicDeletionDisabledError(PyklogError):
     """DeleteTopics on a broker with delete.topic.enable=false."""
+
+
+# Group membership (broker.group_coordinator; Kafka's classic group protocol).
+
+
+@_wire(23, "INCONSISTENT_GROUP_PROTOCOL")
+class InconsistentGroupProtocolError(PyklogError):
+    """A JoinGroup's protocol type or protocols share nothing with the group's."""
+
+
+@_wire(26, "INVALID_SESSION_TIMEOUT")
+class InvalidSessionTimeoutError(PyklogError):
+    """A JoinGroup's session timeout is outside group.min/max.session.timeout.ms."""
+
+
+@_wire(27, "REBALANCE_IN_PROGRESS")
+class RebalanceInProgressError(PyklogError):
+    """The group is rebalancing: the member must rejoin."""
+
+
+@_wire(79, "MEMBER_ID_REQUIRED")
+class MemberIdRequiredError(PyklogError):
+    """KIP-394: the first JoinGroup (v4+) of a member gets its member id and must rejoin with it."""
+
+
+@_wire(81, "GROUP_MAX_SIZE_REACHED")
+class GroupMaxSizeReachedError(PyklogError):
+    """The group already has group.max.size members."""
+
+
+@_wire(82, "FENCED_INSTANCE_ID")
+class FencedInstanceIdError(PyklogError):
+    """KIP-345: another member has joined with this group.instance.id; this one is a zombie."""

@@ -222,11 +222,15 @@ def test_long_scalar_arrays_round_trip():
 
 # ------------------------------------------------------------------------------ kafka-python cross-checks
 
+from kafka.protocol.admin.groups import (  # noqa: E402
+    DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse)
 from kafka.protocol.admin.topics import (  # noqa: E402
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse)
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse  # noqa: E402
 from kafka.protocol.consumer.group import (  # noqa: E402
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse)
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse  # noqa: E402
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse  # noqa: E402
 from kafka.protocol.metadata.find_coordinator import (  # noqa: E402
@@ -248,13 +252,20 @@ KP = {
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
 }
 
 
 # kafka-python renames Metadata's *_authorized_operations to authorized_operations and
 # represents it as a set of bit positions (None for Kafka's "not requested" -2**31).
 KP_RENAME = {"cluster_authorized_operations": "authorized_operations",
-             "topic_authorized_operations": "authorized_operations"}
+             "topic_authorized_operations": "authorized_operations",
+             "authorized_operations": "authorized_operations"}  # DescribeGroups v3+
 
 
 def _ops_to_kp(v):
@@ -350,9 +361,10 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "0000004c" "00000005" "0023" "0000000b"
+        "00000070" "00000005" "0023" "00000011"
         "000000000008" "00010000000b" "000200000005" "000300000008" "000800000007" "000900000005"
-        "000a00000002" "001200000002" "001300000004" "001400000003" "001600000001"
+        "000a00000002" "000b00000005" "000c00000003" "000d00000003" "000e00000003" "000f00000004"
+        "001000000002" "001200000002" "001300000004" "001400000003" "001600000001"
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])
@@ -514,10 +526,10 @@ def test_unknown_api_key_header_decodes_and_request_names_the_key():
     assert header == RequestHeader(999, 0, 12, None) and off == 10
     with pytest.raises(InvalidRequestError, match="999"):
         decode_request(header, frame, off)
-    header, off = decode_request_header(struct.pack(">hhih", 11, 0, 1, -1))  # JoinGroup: known name, not served
-    with pytest.raises(InvalidRequestError, match=r"api key 11 \(JoinGroup\)"):
+    header, off = decode_request_header(struct.pack(">hhih", 23, 0, 1, -1))  # OffsetForLeaderEpoch: known name, not served
+    with pytest.raises(InvalidRequestError, match=r"api key 23 \(OffsetForLeaderEpoch\)"):
         decode_request(header, b"", off)
-    assert API_NAMES[11] == "JoinGroup" and header.api_name == "JoinGroup"
+    assert API_NAMES[23] == "OffsetForLeaderEpoch" and header.api_name == "OffsetForLeaderEpoch"
 
 
 def test_unsupported_versions():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 
 from broker.protocol.schema import A, F, Field
-from broker.protocol.types import BOOL, INT8, INT16, INT32, INT64, RECORDS, STRING
+from broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING
 
 
 class ApiKey(enum.IntEnum):
@@ -30,6 +30,12 @@ class ApiKey(enum.IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -46,6 +52,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),
@@ -324,6 +336,130 @@ FIND_COORDINATOR_RESPONSE = [
     F("Port", INT32),
 ]
 
+# ---------------------------------------------------------------------------- JoinGroup 11
+# (group membership: broker.group_coordinator; Kafka's classic group protocol)
+
+JOIN_GROUP_REQUEST = [
+    F("GroupId", STRING),
+    F("SessionTimeoutMs", INT32),
+    F("RebalanceTimeoutMs", INT32, "1+", default=-1),  # v0: the session timeout is the rebalance timeout
+    F("MemberId", STRING),
+    F("GroupInstanceId", STRING, "5+", nullable="5+", default=None),  # KIP-345 static membership
+    F("ProtocolType", STRING),
+    A("Protocols", fields=[
+        F("Name", STRING),
+        F("Metadata", BYTES, default=b""),
+    ]),
+]
+
+JOIN_GROUP_RESPONSE = [
+    F(_THROTTLE, INT32, "2+"),
+    F("ErrorCode", INT16),
+    F("GenerationId", INT32, default=-1),
+    F("ProtocolName", STRING, nullable="7+"),
+    F("Leader", STRING),
+    F("MemberId", STRING),
+    A("Members", fields=[  # only the leader gets the members
+        F("MemberId", STRING),
+        F("GroupInstanceId", STRING, "5+", nullable="5+", default=None),
+        F("Metadata", BYTES, default=b""),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- Heartbeat 12
+
+HEARTBEAT_REQUEST = [
+    F("GroupId", STRING),
+    F("GenerationId", INT32),
+    F("MemberId", STRING),
+    F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+]
+
+HEARTBEAT_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16),
+]
+
+# ---------------------------------------------------------------------------- LeaveGroup 13
+
+LEAVE_GROUP_REQUEST = [
+    F("GroupId", STRING),
+    F("MemberId", STRING, "0-2"),
+    A("Members", "3+", fields=[  # v3+: a batch of members (KIP-345)
+        F("MemberId", STRING, "3+"),
+        F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+    ]),
+]
+
+LEAVE_GROUP_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16),
+    A("Members", "3+", fields=[
+        F("MemberId", STRING, "3+"),
+        F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+        F("ErrorCode", INT16, "3+"),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- SyncGroup 14
+
+SYNC_GROUP_REQUEST = [
+    F("GroupId", STRING),
+    F("GenerationId", INT32),
+    F("MemberId", STRING),
+    F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+    A("Assignments", fields=[  # only the leader sends assignments
+        F("MemberId", STRING),
+        F("Assignment", BYTES, default=b""),
+    ]),
+]
+
+SYNC_GROUP_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16),
+    F("Assignment", BYTES, default=b""),
+]
+
+# ---------------------------------------------------------------------------- DescribeGroups 15
+
+DESCRIBE_GROUPS_REQUEST = [
+    F("Groups", "[]string"),
+    F("IncludeAuthorizedOperations", BOOL, "3+"),
+]
+
+DESCRIBE_GROUPS_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    A("Groups", fields=[
+        F("ErrorCode", INT16),
+        F("GroupId", STRING),
+        F("GroupState", STRING),      # Empty / PreparingRebalance / CompletingRebalance / Stable / Dead
+        F("ProtocolType", STRING),
+        F("ProtocolData", STRING),    # the chosen protocol (assignor) name
+        A("Members", fields=[
+            F("MemberId", STRING),
+            F("GroupInstanceId", STRING, "4+", nullable="4+", default=None),
+            F("ClientId", STRING),
+            F("ClientHost", STRING),
+            F("MemberMetadata", BYTES, default=b""),
+            F("MemberAssignment", BYTES, default=b""),
+        ]),
+        F("AuthorizedOperations", INT32, "3+", default=-2147483648),
+    ]),
+]
+
+# ---------------------------------------------------------------------------- ListGroups 16
+
+LIST_GROUPS_REQUEST: list[Field] = []  # v0-2 have no fields (v4+ adds StatesFilter)
+
+LIST_GROUPS_RESPONSE = [
+    F(_THROTTLE, INT32, "1+"),
+    F("ErrorCode", INT16),
+    A("Groups", fields=[
+        F("GroupId", STRING),
+        F("ProtocolType", STRING),
+    ]),
+]
+
 # ---------------------------------------------------------------------------- CreateTopics 19
 
 CREATE_TOPICS_REQUEST = [
@@ -392,6 +528,12 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.OFFSET_COMMIT: ("OffsetCommit", OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
     ApiKey.OFFSET_FETCH: ("OffsetFetch", OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
     ApiKey.FIND_COORDINATOR: ("FindCoordinator", FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+    ApiKey.JOIN_GROUP: ("JoinGroup", JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE),
+    ApiKey.HEARTBEAT: ("Heartbeat", HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE),
+    ApiKey.LEAVE_GROUP: ("LeaveGroup", LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE),
+    ApiKey.SYNC_GROUP: ("SyncGroup", SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
+    ApiKey.DESCRIBE_GROUPS: ("DescribeGroups", DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
+    ApiKey.LIST_GROUPS: ("ListGroups", LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
     ApiKey.API_VERSIONS: ("ApiVersions", API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
     ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),

@@ -1,0 +1,164 @@
+"""Producer throughput: pyklog's Producer against confluent-kafka (librdkafka) on the same broker.
+
+Starts its own ZooKeeper (from pyspark's jars) and one pyklog broker process (``python -m broker``),
+creates one topic per run, and writes ``--records`` records of ``--size`` bytes (null keys) with
+
+* pyklog ``Producer.produce()`` (no per-record future: the bulk path),
+* pyklog ``Producer.send()`` (a concurrent.futures.Future per record),
+* confluent-kafka ``Producer.produce()``,
+
+each with the same settings (acks=all, idempotence on, linger.ms, batch.size, compression) and
+timed from the first record to the end of ``flush()``.  Prints records/s and MB/s for each and the
+ratio pyklog / confluent-kafka (goal: >= 0.5).  The broker is a Python process too, so both clients
+share the same server-side ceiling.
+
+    .venv/bin/python bench/bench_producer.py --records 200000 --size 100 [--compression lz4]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+from broker.zk.server import ZooKeeperServer  # noqa: E402
+from support import BrokerProcess  # noqa: E402
+
+
+def run_pyklog(bootstrap, topic, n, payload, args, futures: bool) -> float:
+    from connector.producer import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": args.linger_ms, "batch.size": args.batch_size,
+                  "compression.type": args.compression, "client.id": "bench-pyklog"})
+    p.partitions_for(topic)  # metadata outside the timed part, as for librdkafka below
+    t0 = time.perf_counter()
+    if futures:
+        send = p.send
+        last = None
+        for _ in range(n):
+            last = send(topic, payload)
+        p.flush()
+        last.result()
+    else:
+        produce = p.produce
+        for _ in range(n):
+            produce(topic, payload)
+        p.flush()
+    dt = time.perf_counter() - t0
+    failed = p.failed_records
+    p.close()
+    if failed:
+        raise SystemExit(f"pyklog: {failed} records failed")
+    return dt
+
+
+def run_confluent(bootstrap, topic, n, payload, args) -> float:
+    from confluent_kafka import Producer as CProducer
+
+    errors = []
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    p = CProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                   "linger.ms": args.linger_ms, "batch.size": args.batch_size,
+                   "compression.type": args.compression, "client.id": "bench-confluent",
+                   "queue.buffering.max.messages": max(100000, n + 1),
+                   "queue.buffering.max.kbytes": 1048576})
+    p.list_topics(topic, timeout=30)
+    t0 = time.perf_counter()
+    produce = p.produce
+    poll = p.poll
+    for i in range(n):
+        try:
+            produce(topic, payload, on_delivery=cb)
+        except BufferError:
+            poll(0.01)
+            produce(topic, payload, on_delivery=cb)
+        if (i & 0xFFF) == 0:
+            poll(0)
+    remaining = p.flush(120)
+    dt = time.perf_counter() - t0
+    if remaining or errors:
+        raise SystemExit(f"confluent-kafka: {remaining} undelivered, errors: {errors[:3]}")
+    return dt
+
+
+def count_records(bootstrap, topic) -> int:
+    from connector.client import ClusterClient
+
+    with ClusterClient(bootstrap) as c:
+        parts = c.partitions_for(topic)
+        ends = c.list_offsets({(topic, p): -1 for p in parts})
+        return sum(ends.values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200000)
+    ap.add_argument("--size", type=int, default=100, help="value bytes per record")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--linger-ms", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=262144)
+    ap.add_argument("--compression", default="none")
+    ap.add_argument("--rounds", type=int, default=2, help="runs per client (best is reported)")
+    args = ap.parse_args()
+
+    zk = ZooKeeperServer()
+    zk.start()
+    root = f"/bench-{uuid.uuid4().hex[:8]}"
+    from kazoo.client import KazooClient
+
+    kc = KazooClient(hosts=zk.connect_string)
+    kc.start(timeout=30)
+    kc.ensure_path(root)
+    kc.stop()
+    kc.close()
+    broker = BrokerProcess(zk.connect_string + root, 0, log_dir=tempfile.mkdtemp(prefix="pyklog-bench-"),
+                           **{"log.segment.bytes": str(1 << 30)})
+    try:
+        broker.start()
+        from connector.client import ClusterClient
+
+        payload = os.urandom(args.size)
+        results: dict[str, list[float]] = {"pyklog produce()": [], "pyklog send() + futures": [],
+                                           "confluent-kafka produce()": []}
+        with ClusterClient(broker.bootstrap) as admin:
+            for rnd in range(args.rounds):
+                for name in results:
+                    topic = f"bench-{name.split()[0]}-{'f' if 'send' in name else 'p'}-{rnd}"
+                    topic = topic.replace("confluent-kafka", "ck")
+                    admin.create_topic(topic, args.partitions)
+                    if name.startswith("confluent"):
+                        dt = run_confluent(broker.bootstrap, topic, args.records, payload, args)
+                    else:
+                        dt = run_pyklog(broker.bootstrap, topic, args.records, payload, args,
+                                        futures="send" in name)
+                    got = count_records(broker.bootstrap, topic)
+                    if got != args.records:
+                        raise SystemExit(f"{name}: the log holds {got} records, expected {args.records}")
+                    results[name].append(dt)
+                    print(f"  round {rnd + 1}: {name:28s} {args.records / dt:12,.0f} records/s", flush=True)
+        mb = args.records * args.size / 1e6
+        print(f"\n{args.records} records x {args.size} B, {args.partitions} partitions, acks=all, idempotence on, "
+              f"linger.ms={args.linger_ms}, batch.size={args.batch_size}, compression={args.compression}; "
+              f"best of {args.rounds}")
+        best = {name: min(ts) for name, ts in results.items()}
+        base = args.records / best["confluent-kafka produce()"]
+        for name, dt in best.items():
+            rate = args.records / dt
+            print(f"{name:28s} {rate:12,.0f} records/s {mb / dt:8.1f} MB/s   ratio {rate / base:5.2f}x")
+    finally:
+        broker.stop()
+        zk.stop()
+
+
+if __name__ == "__main__":
+    main()

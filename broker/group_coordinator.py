@@ -1,0 +1,1077 @@
+"""The group coordinator: Kafka's classic consumer group membership protocol on the broker.
+
+This is what lets stock clients' ``subscribe()``-style consumer groups run against pyklog
+(confluent-kafka ``Consumer({"group.id": ...}).subscribe([...])``, kafka-python's
+``KafkaConsumer(topic, group_id=...)``, ``kcat -G group topic``): the broker keeps the group's
+members, runs rebalances and hands the leader's partition assignment to every member.  The
+assignment itself is computed by the group leader (a client), as in Kafka.
+
+Which broker coordinates a group: the leader of the group's ``__consumer_offsets`` partition,
+the same broker :class:`broker.coordinator.OffsetManager` picks for its offsets.  Requests for a
+group coordinated elsewhere get NOT_COORDINATOR, while that partition is loading
+COORDINATOR_LOAD_IN_PROGRESS.
+
+Group states and transitions (Kafka 2.x ``GroupMetadata``)::
+
+    Empty --join--> PreparingRebalance --all known members rejoined / rebalance timeout-->
+    CompletingRebalance --leader's SyncGroup--> Stable
+    Stable / CompletingRebalance --join with new metadata, a leave, a session expiry--> PreparingRebalance
+    PreparingRebalance --nobody rejoined--> Empty
+
+* **JoinGroup** (v0-5).  An empty member id gets a new one (``<client_id>-<uuid4>``); from v4 the
+  first join is answered MEMBER_ID_REQUIRED with that id and the member joins again with it
+  (KIP-394).  The coordinator waits until every known member has rejoined, at most the group's
+  rebalance timeout (the largest of its members'); members that did not rejoin are removed.  The
+  first rebalance of an empty group waits ``group.initial.rebalance.delay.ms`` (Kafka's default
+  3000) and again for as long as new members keep arriving, up to the rebalance timeout
+  (Kafka's ``InitialDelayedJoin``).  The protocol (assignor) is the one all members support that
+  most members list first; the leader is the first member that joined (the next one when it leaves).
+  Every member gets the generation, protocol, leader and its member id; only the leader gets the
+  member list with each member's metadata.  A follower that rejoins a Stable or
+  CompletingRebalance group with unchanged metadata gets the current generation without a rebalance.
+* **SyncGroup** (v0-3).  The leader's assignments are stored and every member's waiting SyncGroup
+  is answered with its own assignment; the group becomes Stable.  Followers that sync first wait.
+* **Heartbeat** (v0-3).  REBALANCE_IN_PROGRESS while a rebalance is being prepared,
+  UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION for a stale member or generation.  A member that sends
+  nothing (heartbeat, join, sync, offset commit) for its session timeout is removed and the group
+  rebalances.  A member waiting in JoinGroup or SyncGroup stays alive (except a new member waiting
+  in its first JoinGroup more than 5 minutes, as Kafka).
+* **LeaveGroup** (v0-2 one member, v3 a batch): the members are removed at once and the group rebalances.
+* **ListGroups** (v0-2) / **DescribeGroups** (v0-4) for tools; groups that only have committed
+  offsets are listed with an empty protocol type and described as Empty.
+* **OffsetCommit** validation (:meth:`GroupCoordinator.validate_offset_commit`): a commit with a
+  generation >= 0 must come from a current member of the current generation
+  (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while CompletingRebalance); a
+  commit with generation -1 (manual assignment, "simple" consumers) is accepted while the group
+  has no members, as in Kafka.
+* **Static membership** (``group.instance.id``, KIP-345, JoinGroup v5 / SyncGroup, Heartbeat,
+  LeaveGroup v3 / OffsetCommit v7): a static member joins without the MEMBER_ID_REQUIRED round trip
+  (member id ``<instance id>-<uuid4>``); when its instance rejoins with an empty member id (a restarted
+  consumer) the old member id is fenced (FENCED_INSTANCE_ID for its requests) and a Stable group keeps
+  its assignment without a rebalance; a static member that does not rejoin a rebalance stays (its
+  session timeout removes it); LeaveGroup v3 may name a member by instance id.
+
+Group membership is kept in memory only and is not written to ``__consumer_offsets`` (committed
+offsets are): after a coordinator restart members get UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION and
+rejoin, which clients do on their own.  Empty groups stay in memory (a few hundred bytes each).
+
+Delayed answers never hold a request handler thread: a JoinGroup or SyncGroup that must wait
+stores the caller's ``respond`` callback in the member and returns; the callback is called later
+from whichever thread completes the rebalance (another request handler, or the coordinator's
+scheduler thread on a timeout).  The network layer allows ``Request.send`` from any thread.
+
+Thread-safety: :class:`GroupCoordinator` is thread-safe.  Each group has its own lock; all timers
+(session expiry, rebalance timeout, initial delay) run on one scheduler thread; ``respond``
+callbacks are always called outside the group locks.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+import uuid
+from typing import Callable, Iterable
+
+from broker.errors import (
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupMaxSizeReachedError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
+    PyklogError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+
+log = logging.getLogger(__name__)
+
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"
+COMPLETING_REBALANCE = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+NO_GENERATION = -1
+#: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member waiting in its first JoinGroup
+#: longer than this (its client probably went away) is dropped.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+#: DescribeGroups authorized operations when asked (no ACLs in pyklog): READ, DELETE, DESCRIBE.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NOT_REQUESTED_OPERATIONS = -(1 << 31)
+
+# Kafka's defaults of the broker settings this module reads.
+DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3000
+DEFAULT_MIN_SESSION_TIMEOUT_MS = 6000
+DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
+DEFAULT_MAX_SIZE = 2**31 - 1
+
+# API keys (broker.protocol.ApiKey values), so this module does not need the codec.
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
+GROUP_API_KEYS = frozenset({JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS})
+
+Respond = Callable[[dict], None]
+
+
+# ---------------------------------------------------------------------------- scheduler
+
+
+class _Timer:
+    __slots__ = ("when", "fn", "cancelled")
+
+    def __init__(self, when: float, fn: Callable[["_Timer"], None]):
+        self.when = when
+        self.fn = fn
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Scheduler:
+    """One daemon thread running ``fn(timer)`` at monotonic deadlines.  Thread-safe."""
+
+    def __init__(self, name: str, clock: Callable[[], float]):
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Timer]] = []
+        self._seq = itertools.count()
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def schedule(self, when: float, fn: Callable[[_Timer], None]) -> _Timer:
+        t = _Timer(when, fn)
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), t))
+            if self._heap[0][2] is t:
+                self._cond.notify()
+        return t
+
+    def stop(self) -> None:
+        with self._cond:
+            self._running = False
+            self._heap.clear()
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return sum(1 for _, _, t in self._heap if not t.cancelled)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if not self._running:
+                        return
+                    while self._heap and self._heap[0][2].cancelled:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cond.wait(1.0)
+                        continue
+                    wait = self._heap[0][0] - self._clock()
+                    if wait > 0:
+                        self._cond.wait(min(wait, 1.0))
+                        continue
+                    _, _, timer = heapq.heappop(self._heap)
+                    break
+            if timer.cancelled:
+                continue
+            try:
+                timer.fn(timer)
+            except Exception:  # noqa: BLE001 - one failing timer never stops the others
+                log.exception("group coordinator timer failed")
+
+
+# ---------------------------------------------------------------------------- group state
+
+
+class _Member:
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout_ms",
+                 "rebalance_timeout_ms", "protocol_type", "protocols", "assignment", "join_cb", "sync_cb",
+                 "deadline", "timer", "is_new")
+
+    def __init__(self, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                 rebalance_timeout_ms, protocol_type, protocols):
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols: list[tuple[str, bytes]] = protocols
+        self.assignment = b""
+        self.join_cb: Respond | None = None  # a JoinGroup waiting for the rebalance
+        self.sync_cb: Respond | None = None  # a SyncGroup waiting for the leader's assignment
+        self.deadline = 0.0                  # session expiry (monotonic seconds)
+        self.timer: _Timer | None = None
+        self.is_new = True
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise InconsistentGroupProtocolError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+class _Group:
+    __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
+                 "pending", "static", "lock", "join_timer", "initial_delay", "new_member_added", "remaining_ms")
+
+    def __init__(self, group_id: str):
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, _Member] = {}      # join order: the first is the leader
+        self.pending: dict[str, _Timer] = {}       # member ids handed out with MEMBER_ID_REQUIRED
+        self.static: dict[str, str] = {}           # group.instance.id -> member id (KIP-345)
+        self.lock = threading.Lock()
+        self.join_timer: _Timer | None = None
+        self.initial_delay = False                 # the join timer is Kafka's InitialDelayedJoin
+        self.new_member_added = False
+        self.remaining_ms = 0
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """KIP-345: the instance id belongs to another (newer) member id."""
+        if group_instance_id is None:
+            return False
+        owner = self.static.get(group_instance_id)
+        return owner is not None and owner != member_id
+
+    def all_members_joined(self) -> bool:
+        return not self.pending and all(m.join_cb is not None for m in self.members.values())
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every member supports."""
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not protocol_type or not protocols:
+            return False
+        if self.state == EMPTY or not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        candidates = self.candidate_protocols()
+        return any(name in candidates for name, _ in protocols)
+
+    def select_protocol(self) -> str:
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise InconsistentGroupProtocolError(f"the members of group {self.group_id!r} share no protocol")
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            name = m.vote(candidates)
+            votes[name] = votes.get(name, 0) + 1
+        best = max(votes.values())
+        leader = self.members.get(self.leader_id) or next(iter(self.members.values()))
+        for name, _ in leader.protocols:  # ties: the leader's preference
+            if votes.get(name) == best:
+                return name
+        return sorted(n for n, v in votes.items() if v == best)[0]
+
+
+def _join_result(member_id: str, code: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "generation_id": NO_GENERATION, "protocol_name": "",
+            "leader": "", "member_id": member_id, "members": []}
+
+
+def _sync_result(code: int, assignment: bytes = b"") -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "assignment": assignment}
+
+
+def _client_host(peer: str | None) -> str:
+    """Kafka's form of the client address (``InetAddress.toString``): ``/127.0.0.1``."""
+    if not peer:
+        return ""
+    host = peer.rpartition(":")[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+def error_response(api_key: int, version: int, body: dict, code: int) -> dict:
+    """A response body to the group request ``body`` with error ``code`` (e.g. no coordinator running)."""
+    api_key = int(api_key)
+    if api_key == JOIN_GROUP:
+        return _join_result(body.get("member_id", ""), code)
+    if api_key == SYNC_GROUP:
+        return _sync_result(code)
+    if api_key == HEARTBEAT:
+        return {"throttle_time_ms": 0, "error_code": code}
+    if api_key == LEAVE_GROUP:
+        members = [{"member_id": m.get("member_id", ""), "group_instance_id": m.get("group_instance_id"),
+                    "error_code": code} for m in body.get("members") or []]
+        return {"throttle_time_ms": 0, "error_code": code, "members": members}
+    if api_key == LIST_GROUPS:
+        return {"throttle_time_ms": 0, "error_code": code, "groups": []}
+    if api_key == DESCRIBE_GROUPS:
+        return {"throttle_time_ms": 0, "groups": [
+            {"error_code": code, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "",
+             "members": []} for g in body.get("groups") or []]}
+    raise ValueError(f"api key {api_key} is not a group membership API")
+
+
+def _fire(out: list) -> None:
+    """Call the collected ``(respond, body)`` pairs (outside every group lock)."""
+    for respond, body in out:
+        try:
+            respond(body)
+        except Exception:  # noqa: BLE001 - e.g. the request was answered already
+            log.exception("answering a group request failed")
+
+
+# ---------------------------------------------------------------------------- coordinator
+
+
+class GroupCoordinator:
+    """Kafka's classic group membership protocol (see the module docstring).
+
+    ``offset_manager`` (a :class:`broker.coordinator.OffsetManager`) decides which groups this
+    broker coordinates and supplies the groups that only have committed offsets (ListGroups,
+    DescribeGroups); ``None`` makes this coordinator responsible for every group (standalone use,
+    unit tests).  ``clock`` returns monotonic seconds.
+
+    Thread-safe.  :meth:`handle` is the entry point for request handlers; the per-API methods
+    (:meth:`join_group`, :meth:`sync_group`, :meth:`heartbeat`, :meth:`leave_group`, ...) can be
+    called directly.  :meth:`shutdown` answers every waiting request with NOT_COORDINATOR.
+    """
+
+    def __init__(self, offset_manager=None, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+                 min_session_timeout_ms: int = DEFAULT_MIN_SESSION_TIMEOUT_MS,
+                 max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS, max_size: int = DEFAULT_MAX_SIZE,
+                 broker_id: int | None = None, clock: Callable[[], float] = time.monotonic):
+        if initial_rebalance_delay_ms < 0:
+            raise ValueError(f"group.initial.rebalance.delay.ms must be >= 0, got {initial_rebalance_delay_ms}")
+        if not 0 < min_session_timeout_ms <= max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms must be positive and <= group.max.session.timeout.ms, "
+                             f"got {min_session_timeout_ms} and {max_session_timeout_ms}")
+        if max_size < 1:
+            raise ValueError(f"group.max.size must be >= 1, got {max_size}")
+        self.offsets = offset_manager
+        self.initial_rebalance_delay_ms = int(initial_rebalance_delay_ms)
+        self.min_session_timeout_ms = int(min_session_timeout_ms)
+        self.max_session_timeout_ms = int(max_session_timeout_ms)
+        self.max_size = int(max_size)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._groups: dict[str, _Group] = {}
+        self._running = True
+        name = "pyklog-group-coordinator" + (f"-{broker_id}" if broker_id is not None else "")
+        self._scheduler = _Scheduler(name, clock)
+
+    @classmethod
+    def from_config(cls, offset_manager, config) -> "GroupCoordinator":
+        """Build from a :class:`broker.server.config.ServerConfig` (Kafka's setting names, read from
+        ``config.raw``): ``group.initial.rebalance.delay.ms`` (3000), ``group.min.session.timeout.ms``
+        (6000), ``group.max.session.timeout.ms`` (1800000), ``group.max.size`` (2147483647)."""
+        raw = getattr(config, "raw", None) or {}
+
+        def setting(key: str, default: int) -> int:
+            value = raw.get(key)
+            if value is None or str(value).strip() == "":
+                return default
+            try:
+                return int(str(value).strip())
+            except ValueError:
+                from broker.errors import ConfigError
+
+                raise ConfigError(f"{key}: expected an integer, read {value!r}") from None
+
+        return cls(offset_manager,
+                   initial_rebalance_delay_ms=setting("group.initial.rebalance.delay.ms",
+                                                      DEFAULT_INITIAL_REBALANCE_DELAY_MS),
+                   min_session_timeout_ms=setting("group.min.session.timeout.ms", DEFAULT_MIN_SESSION_TIMEOUT_MS),
+                   max_session_timeout_ms=setting("group.max.session.timeout.ms", DEFAULT_MAX_SESSION_TIMEOUT_MS),
+                   max_size=setting("group.max.size", DEFAULT_MAX_SIZE),
+                   broker_id=getattr(config, "broker_id", None))
+
+    def shutdown(self) -> None:
+        """Stop the timers; every waiting JoinGroup/SyncGroup is answered NOT_COORDINATOR (the
+        clients look the coordinator up again)."""
+        out: list = []
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            groups = list(self._groups.values())
+        for g in groups:
+            with g.lock:
+                for m in g.members.values():
+                    if m.join_cb is not None:
+                        out.append((m.join_cb, _join_result(m.member_id, NotCoordinatorError.code)))
+                        m.join_cb = None
+                    if m.sync_cb is not None:
+                        out.append((m.sync_cb, _sync_result(NotCoordinatorError.code)))
+                        m.sync_cb = None
+        self._scheduler.stop()
+        _fire(out)
+
+    # ------------------------------------------------------------------ request entry point
+
+    def handle(self, api_key: int, version: int, body: dict, client_id: str | None, peer: str | None,
+               respond: Respond) -> None:
+        """Serve one decoded group request; ``respond(response_body)`` is called now or later
+        (from another thread), exactly once.  Never raises: failures are answered with an error."""
+        api_key = int(api_key)
+        try:
+            if api_key == JOIN_GROUP:
+                protocols = [(p["name"], bytes(p.get("metadata") or b"")) for p in body.get("protocols") or []]
+                self.join_group(
+                    body["group_id"], body.get("member_id", ""), client_id=client_id or "",
+                    client_host=_client_host(peer), session_timeout_ms=body["session_timeout_ms"],
+                    rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
+                    protocol_type=body.get("protocol_type", ""), protocols=protocols, respond=respond,
+                    require_known_member_id=version >= 4, group_instance_id=body.get("group_instance_id"))
+            elif api_key == SYNC_GROUP:
+                assignments = {a["member_id"]: bytes(a.get("assignment") or b"")
+                               for a in body.get("assignments") or []}
+                self.sync_group(body["group_id"], body["generation_id"], body["member_id"], assignments, respond,
+                                body.get("group_instance_id"))
+            elif api_key == HEARTBEAT:
+                code = self.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                                      body.get("group_instance_id"))
+                respond({"throttle_time_ms": 0, "error_code": code})
+            elif api_key == LEAVE_GROUP:
+                if version >= 3:
+                    members = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []]
+                else:
+                    members = [(body.get("member_id", ""), None)]
+                top, codes = self.leave_group(body["group_id"], members)
+                if version >= 3:
+                    respond({"throttle_time_ms": 0, "error_code": top, "members": [
+                        {"member_id": m, "group_instance_id": gi, "error_code": c}
+                        for (m, gi), c in zip(members, codes)]})
+                else:
+                    respond({"throttle_time_ms": 0, "error_code": top or codes[0], "members": []})
+            elif api_key == LIST_GROUPS:
+                code, groups = self.list_groups()
+                respond({"throttle_time_ms": 0, "error_code": code, "groups": [
+                    {"group_id": g, "protocol_type": pt} for g, pt in groups]})
+            elif api_key == DESCRIBE_GROUPS:
+                include_ops = bool(body.get("include_authorized_operations"))
+                respond({"throttle_time_ms": 0, "groups": [
+                    self.describe_group(g, include_authorized_operations=include_ops) for g in body["groups"]]})
+            else:
+                raise ValueError(f"api key {api_key} is not a group membership API")
+        except Exception as e:  # noqa: BLE001 - answer rather than leave the client waiting
+            log.exception("group request (api key %d v%d) failed", api_key, version)
+            code = e.code if isinstance(e, PyklogError) else UNKNOWN_SERVER_ERROR
+            try:
+                respond(error_response(api_key, version, body, code))
+            except Exception:  # noqa: BLE001 - answered already
+                pass
+
+    # ------------------------------------------------------------------ coordinator checks
+
+    def _check_coordinator(self, group_id: str | None) -> None:
+        """Kafka's ``validateGroupStatus``: INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS."""
+        if not group_id:
+            raise InvalidGroupIdError(f"group id must be a non-empty string, read {group_id!r}")
+        if not self._running:
+            raise NotCoordinatorError("the group coordinator is shutting down")
+        if self.offsets is not None:
+            # raises NotCoordinatorError / CoordinatorLoadInProgressError / CoordinatorNotAvailableError
+            self.offsets.fetch(group_id, ())
+
+    def _group(self, group_id: str, create: bool) -> _Group | None:
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None and create:
+                g = self._groups[group_id] = _Group(group_id)
+            return g
+
+    # ------------------------------------------------------------------ JoinGroup
+
+    def join_group(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
+                   session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], respond: Respond, require_known_member_id: bool = False,
+                   group_instance_id: str | None = None) -> None:
+        """Join (or rejoin) ``group_id``; ``respond`` gets the JoinGroup response body, possibly later."""
+        member_id = member_id or ""
+        try:
+            self._check_coordinator(group_id)
+            if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+                raise InvalidSessionTimeoutError(
+                    f"session timeout {session_timeout_ms} ms is outside [{self.min_session_timeout_ms}, "
+                    f"{self.max_session_timeout_ms}] (group.min/max.session.timeout.ms)")
+        except PyklogError as e:
+            respond(_join_result(member_id, e.code))
+            return
+        if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
+        protocols = [(str(n), bytes(m or b"")) for n, m in protocols]
+        group = self._group(group_id, create=not member_id)
+        if group is None:
+            respond(_join_result(member_id, UnknownMemberIdError.code))
+            return
+        out: list = []
+        with group.lock:
+            args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                    respond, group_instance_id)
+            if group.state == DEAD:
+                out.append((respond, _join_result(member_id, CoordinatorNotAvailableError.code)))
+            elif not group.supports(protocol_type, protocols):
+                out.append((respond, _join_result(member_id, InconsistentGroupProtocolError.code)))
+            elif not member_id and group_instance_id is not None and group_instance_id in group.static:
+                self._rejoin_static_member(group, args, out)
+            elif not member_id:
+                # static members need no MEMBER_ID_REQUIRED round trip (their instance id identifies them)
+                self._join_new_member(group, require_known_member_id and group_instance_id is None, args, out)
+            elif group.fenced(member_id, group_instance_id):
+                out.append((respond, _join_result(member_id, FencedInstanceIdError.code)))
+            else:
+                self._join_known_member(group, member_id, args, out)
+            if group.state == PREPARING_REBALANCE:
+                self._try_complete_join(group, out)
+        _fire(out)
+
+    def _join_new_member(self, group: _Group, require_known: bool, args, out: list) -> None:
+        client_id, _, session_timeout_ms, *_ = args
+        respond = args[6]
+        if len(group.members) + len(group.pending) >= self.max_size:
+            out.append((respond, _join_result("", GroupMaxSizeReachedError.code)))
+            return
+        new_id = f"{args[7] if args[7] is not None else client_id}-{uuid.uuid4()}"
+        if require_known:
+            # KIP-394: hand out the id; the member rejoins with it (a pending member until then)
+            group.pending[new_id] = self._scheduler.schedule(
+                self._clock() + session_timeout_ms / 1000.0,
+                lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t))
+            out.append((respond, _join_result(new_id, MemberIdRequiredError.code)))
+            return
+        self._add_member_and_rebalance(group, new_id, args, out)
+
+    def _join_known_member(self, group: _Group, member_id: str, args, out: list) -> None:
+        respond = args[6]
+        if member_id in group.pending:
+            group.pending.pop(member_id).cancel()
+            self._add_member_and_rebalance(group, member_id, args, out)
+            return
+        m = group.members.get(member_id)
+        if m is None or group.state == EMPTY:
+            out.append((respond, _join_result(member_id, UnknownMemberIdError.code)))
+            return
+        protocols = args[5]
+        if group.state == PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, m, args, out)
+        elif group.state == COMPLETING_REBALANCE:
+            if m.matches(protocols):
+                # a retried join of the current generation: answer it again
+                out.append((respond, self._join_response(group, m)))
+            else:
+                self._update_member_and_rebalance(group, m, args, out)
+        elif group.state == STABLE:
+            if member_id == group.leader_id or not m.matches(protocols):
+                # the leader rejoins to trigger a rebalance (e.g. its subscription saw new partitions)
+                self._update_member_and_rebalance(group, m, args, out)
+            else:
+                out.append((respond, self._join_response(group, m)))
+                self._heartbeat_ok(group, m)
+
+    def _add_member_and_rebalance(self, group: _Group, member_id: str, args, out: list) -> None:
+        (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols, respond,
+         group_instance_id) = args
+        m = _Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                    protocol_type, protocols)
+        m.join_cb = respond
+        if group.state == PREPARING_REBALANCE and group.generation == 0:
+            group.new_member_added = True
+        if not group.members:
+            group.protocol_type = protocol_type
+        group.members[member_id] = m
+        if group_instance_id is not None:
+            group.static[group_instance_id] = member_id
+        if group.leader_id is None:
+            group.leader_id = member_id
+        self._set_deadline(group, m, self._clock() + NEW_MEMBER_JOIN_TIMEOUT_MS / 1000.0)
+        log.info("member %s (client %s%s) joins group %s (%s, generation %d, %d members)", member_id, client_id,
+                 client_host, group.group_id, group.state, group.generation, len(group.members))
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined", out)
+
+    def _rejoin_static_member(self, group: _Group, args, out: list) -> None:
+        """KIP-345: a known group.instance.id joins with an empty member id (a restarted consumer): the
+        old member id is fenced and replaced; a Stable group keeps its assignment when the group's
+        protocol does not change (no rebalance)."""
+        client_id, client_host, session_timeout_ms, rebalance_timeout_ms, _, protocols, respond, instance = args
+        old_id = group.static[instance]
+        m = group.members[old_id]
+        new_id = f"{instance}-{uuid.uuid4()}"
+        if m.join_cb is not None:
+            out.append((m.join_cb, _join_result(old_id, FencedInstanceIdError.code)))
+        if m.sync_cb is not None:
+            out.append((m.sync_cb, _sync_result(FencedInstanceIdError.code)))
+            m.sync_cb = None
+        if m.timer is not None:
+            m.timer.cancel()
+            m.timer = None
+        group.members = {(new_id if k == old_id else k): v for k, v in group.members.items()}
+        group.static[instance] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        m.member_id = new_id
+        m.client_id, m.client_host = client_id, client_host or m.client_host
+        m.session_timeout_ms, m.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        m.protocols = protocols
+        m.join_cb = respond
+        self._heartbeat_ok(group, m)
+        log.info("static member %s of group %s rejoined as %s (the old id is fenced)", instance, group.group_id,
+                 new_id)
+        if group.state == STABLE:
+            try:
+                same = group.select_protocol() == group.protocol_name
+            except InconsistentGroupProtocolError:
+                same = False
+            if same:
+                # Kafka answers without the member list (also to the leader): its assignment stays
+                m.join_cb = None
+                resp = self._join_response(group, m)
+                resp["members"] = []
+                out.append((respond, resp))
+                return
+            self._prepare_rebalance(group, f"static member {instance} rejoined with other protocols", out)
+        elif group.state == COMPLETING_REBALANCE:
+            self._prepare_rebalance(group, f"static member {instance} rejoined", out)
+
+    def _update_member_and_rebalance(self, group: _Group, m: _Member, args, out: list) -> None:
+        _, client_host, session_timeout_ms, rebalance_timeout_ms, _, protocols, respond, _ = args
+        if m.join_cb is not None and m.join_cb is not respond:
+            # an earlier JoinGroup of this member (on another connection) is superseded
+            out.append((m.join_cb, _join_result(m.member_id, RebalanceInProgressError.code)))
+        m.protocols = protocols
+        m.session_timeout_ms = session_timeout_ms
+        m.rebalance_timeout_ms = rebalance_timeout_ms
+        m.client_host = client_host or m.client_host
+        m.join_cb = respond
+        self._maybe_prepare_rebalance(group, f"member {m.member_id} rejoined", out)
+
+    def _maybe_prepare_rebalance(self, group: _Group, reason: str, out: list) -> None:
+        if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
+            self._prepare_rebalance(group, reason, out)
+
+    def _prepare_rebalance(self, group: _Group, reason: str, out: list) -> None:
+        if group.state == COMPLETING_REBALANCE:
+            # the assignment being distributed is void: waiting syncs learn to rejoin
+            for m in group.members.values():
+                m.assignment = b""
+                if m.sync_cb is not None:
+                    out.append((m.sync_cb, _sync_result(RebalanceInProgressError.code)))
+                    m.sync_cb = None
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        now = self._clock()
+        rebalance_timeout = group.rebalance_timeout_ms()
+        if group.state == EMPTY:
+            delay = min(self.initial_rebalance_delay_ms, rebalance_timeout)
+            group.initial_delay = True
+            group.new_member_added = False
+            group.remaining_ms = max(rebalance_timeout - delay, 0)
+        else:
+            delay = rebalance_timeout
+            group.initial_delay = False
+        log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+                 group.group_id, group.state, group.generation, reason)
+        group.state = PREPARING_REBALANCE
+        group.join_timer = self._scheduler.schedule(now + delay / 1000.0,
+                                                    lambda t, g=group: self._on_join_timer(g, t))
+        self._try_complete_join(group, out)
+
+    def _try_complete_join(self, group: _Group, out: list) -> None:
+        if group.state == PREPARING_REBALANCE and not group.initial_delay and group.all_members_joined():
+            self._complete_join(group, out)
+
+    def _on_join_timer(self, group: _Group, timer: _Timer) -> None:
+        out: list = []
+        with group.lock:
+            if group.join_timer is not timer or group.state != PREPARING_REBALANCE:
+                return
+            if group.initial_delay and group.new_member_added and group.remaining_ms > 0:
+                # Kafka's InitialDelayedJoin: new members keep arriving, wait once more
+                delay = min(self.initial_rebalance_delay_ms, group.remaining_ms)
+                group.remaining_ms -= delay
+                group.new_member_added = False
+                group.join_timer = self._scheduler.schedule(self._clock() + delay / 1000.0,
+                                                            lambda t, g=group: self._on_join_timer(g, t))
+                return
+            self._complete_join(group, out)
+        _fire(out)
+
+    def _complete_join(self, group: _Group, out: list) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        group.initial_delay = False
+        for m in [m for m in group.members.values() if m.join_cb is None and m.group_instance_id is None]:
+            log.info("member %s of group %s did not rejoin within the rebalance timeout: removed",
+                     m.member_id, group.group_id)
+            self._remove_member(group, m, out)
+        if group.state == DEAD:
+            return
+        group.generation += 1
+        if not group.members:
+            group.protocol_name = None
+            group.state = EMPTY
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation)
+            return
+        try:
+            group.protocol_name = group.select_protocol()
+        except InconsistentGroupProtocolError:  # cannot happen: joins were checked; be safe anyway
+            log.exception("group %s: no common protocol", group.group_id)
+            for m in list(group.members.values()):
+                if m.join_cb is not None:
+                    out.append((m.join_cb, _join_result(m.member_id, InconsistentGroupProtocolError.code)))
+                    m.join_cb = None
+                self._remove_member(group, m, out)
+            group.state = EMPTY
+            return
+        group.state = COMPLETING_REBALANCE
+        log.info("stabilized group %s generation %d (protocol %s, leader %s, %d members)", group.group_id,
+                 group.generation, group.protocol_name, group.leader_id, len(group.members))
+        for m in group.members.values():
+            if m.join_cb is not None:  # a static member that did not rejoin has nothing waiting
+                out.append((m.join_cb, self._join_response(group, m)))
+                m.join_cb = None
+            m.is_new = False
+            self._heartbeat_ok(group, m)
+
+    def _join_response(self, group: _Group, m: _Member) -> dict:
+        members = []
+        if m.member_id == group.leader_id:
+            members = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
+                        "metadata": o.metadata(group.protocol_name)} for o in group.members.values()]
+        return {"throttle_time_ms": 0, "error_code": NONE, "generation_id": group.generation,
+                "protocol_name": group.protocol_name or "", "leader": group.leader_id or "",
+                "member_id": m.member_id, "members": members}
+
+    # ------------------------------------------------------------------ members: expiry and removal
+
+    def _set_deadline(self, group: _Group, m: _Member, deadline: float) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration: the member lives until ``deadline``."""
+        m.deadline = deadline
+        if m.timer is None or m.timer.cancelled or m.timer.when > deadline:
+            if m.timer is not None:
+                m.timer.cancel()
+            m.timer = self._scheduler.schedule(deadline, lambda t, g=group, mid=m.member_id: self._on_expiry(g, mid, t))
+
+    def _heartbeat_ok(self, group: _Group, m: _Member) -> None:
+        self._set_deadline(group, m, self._clock() + m.session_timeout_ms / 1000.0)
+
+    def _on_expiry(self, group: _Group, member_id: str, timer: _Timer) -> None:
+        out: list = []
+        with group.lock:
+            m = group.members.get(member_id)
+            if m is None or m.timer is not timer:
+                return
+            now = self._clock()
+            if m.join_cb is not None:
+                alive = not m.is_new or now < m.deadline  # waiting in JoinGroup
+            else:
+                alive = m.sync_cb is not None or now < m.deadline
+            if alive:
+                nxt = m.deadline if now < m.deadline else now + m.session_timeout_ms / 1000.0
+                m.timer = self._scheduler.schedule(nxt, lambda t: self._on_expiry(group, member_id, t))
+                return
+            log.info("member %s in group %s has failed (no heartbeat for %d ms): removing it", member_id,
+                     group.group_id, m.session_timeout_ms)
+            self._remove_member_and_update_group(group, m, f"member {member_id} expired", out)
+        _fire(out)
+
+    def _expire_pending(self, group: _Group, member_id: str, timer: _Timer) -> None:
+        out: list = []
+        with group.lock:
+            if group.pending.get(member_id) is not timer:
+                return
+            del group.pending[member_id]
+            log.info("pending member %s of group %s did not rejoin: forgotten", member_id, group.group_id)
+            self._try_complete_join(group, out)
+        _fire(out)
+
+    def _remove_member(self, group: _Group, m: _Member, out: list) -> None:
+        if m.timer is not None:
+            m.timer.cancel()
+            m.timer = None
+        if m.join_cb is not None:
+            out.append((m.join_cb, _join_result(m.member_id, UnknownMemberIdError.code)))
+            m.join_cb = None
+        if m.sync_cb is not None:
+            out.append((m.sync_cb, _sync_result(UnknownMemberIdError.code)))
+            m.sync_cb = None
+        group.members.pop(m.member_id, None)
+        if m.group_instance_id is not None and group.static.get(m.group_instance_id) == m.member_id:
+            del group.static[m.group_instance_id]
+        if group.leader_id == m.member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _remove_member_and_update_group(self, group: _Group, m: _Member, reason: str, out: list) -> None:
+        self._remove_member(group, m, out)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, reason, out)
+        elif group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group, out)
+
+    # ------------------------------------------------------------------ SyncGroup
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, assignments: dict[str, bytes],
+                   respond: Respond, group_instance_id: str | None = None) -> None:
+        """``respond`` gets the SyncGroup body (``error_code``, ``assignment``), at once or when the
+        leader's assignment arrives.  ``assignments`` (member id -> bytes) count only from the leader."""
+        try:
+            self._check_coordinator(group_id)
+        except PyklogError as e:
+            respond(_sync_result(e.code))
+            return
+        group = self._group(group_id, create=False)
+        if group is None:
+            respond(_sync_result(UnknownMemberIdError.code))
+            return
+        out: list = []
+        with group.lock:
+            m = group.members.get(member_id)
+            if group.state == DEAD:
+                out.append((respond, _sync_result(CoordinatorNotAvailableError.code)))
+            elif group.fenced(member_id, group_instance_id):
+                out.append((respond, _sync_result(FencedInstanceIdError.code)))
+            elif m is None:
+                out.append((respond, _sync_result(UnknownMemberIdError.code)))
+            elif generation_id != group.generation:
+                out.append((respond, _sync_result(IllegalGenerationError.code)))
+            elif group.state == PREPARING_REBALANCE:
+                out.append((respond, _sync_result(RebalanceInProgressError.code)))
+            elif group.state == COMPLETING_REBALANCE:
+                if m.sync_cb is not None and m.sync_cb is not respond:
+                    out.append((m.sync_cb, _sync_result(RebalanceInProgressError.code)))
+                m.sync_cb = respond
+                if member_id == group.leader_id:
+                    for mid, other in group.members.items():
+                        other.assignment = bytes(assignments.get(mid, b""))
+                        if other.sync_cb is not None:
+                            out.append((other.sync_cb, _sync_result(NONE, other.assignment)))
+                            other.sync_cb = None
+                    unknown = set(assignments) - set(group.members)
+                    if unknown:
+                        log.info("group %s: leader assigned to unknown members %s (ignored)", group_id,
+                                 sorted(unknown))
+                    group.state = STABLE
+                    log.info("group %s generation %d is stable (%d members)", group_id, group.generation,
+                             len(group.members))
+                self._heartbeat_ok(group, m)
+            elif group.state == STABLE:
+                out.append((respond, _sync_result(NONE, m.assignment)))
+                self._heartbeat_ok(group, m)
+            else:  # Empty
+                out.append((respond, _sync_result(UnknownMemberIdError.code)))
+        _fire(out)
+
+    # ------------------------------------------------------------------ Heartbeat
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None) -> int:
+        """The Heartbeat error code (0 = the member is current and the group is not rebalancing)."""
+        try:
+            self._check_coordinator(group_id)
+        except PyklogError as e:
+            return e.code
+        group = self._group(group_id, create=False)
+        if group is None:
+            return UnknownMemberIdError.code
+        with group.lock:
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code
+            if group.fenced(member_id, group_instance_id):
+                return FencedInstanceIdError.code
+            m = group.members.get(member_id)
+            if group.state == EMPTY or m is None:
+                return UnknownMemberIdError.code
+            if generation_id != group.generation:
+                return IllegalGenerationError.code
+            self._heartbeat_ok(group, m)
+            if group.state == PREPARING_REBALANCE:
+                return RebalanceInProgressError.code
+            return NONE
+
+    # ------------------------------------------------------------------ LeaveGroup
+
+    def leave_group(self, group_id: str, member_ids: Iterable[str | tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """Remove members (member ids, or ``(member_id, group_instance_id)``: a static member may leave
+        by instance id with an empty member id); returns (request error code, one code per member)."""
+        member_ids = [(x, None) if isinstance(x, str) else tuple(x) for x in member_ids]
+        try:
+            self._check_coordinator(group_id)
+        except PyklogError as e:
+            return e.code, [e.code] * len(member_ids)
+        group = self._group(group_id, create=False)
+        if group is None:
+            return NONE, [UnknownMemberIdError.code] * len(member_ids)
+        out: list = []
+        codes = []
+        with group.lock:
+            if group.state == DEAD:
+                return CoordinatorNotAvailableError.code, [CoordinatorNotAvailableError.code] * len(member_ids)
+            for mid, instance in member_ids:
+                if instance is not None:
+                    owner = group.static.get(instance)
+                    if owner is None:
+                        codes.append(UnknownMemberIdError.code)
+                        continue
+                    if mid and mid != owner:
+                        codes.append(FencedInstanceIdError.code)
+                        continue
+                    mid = owner
+                if mid in group.pending:
+                    group.pending.pop(mid).cancel()
+                    codes.append(NONE)
+                    self._try_complete_join(group, out)
+                    continue
+                m = group.members.get(mid)
+                if m is None:
+                    codes.append(UnknownMemberIdError.code)
+                    continue
+                log.info("member %s leaves group %s", mid, group_id)
+                self._remove_member_and_update_group(group, m, f"member {mid} left the group", out)
+                codes.append(NONE)
+        _fire(out)
+        return NONE, codes
+
+    # ------------------------------------------------------------------ OffsetCommit validation
+
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                               group_instance_id: str | None = None) -> None:
+        """Raise unless an OffsetCommit (v1+) with this generation and member may be stored:
+        IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError,
+        CoordinatorNotAvailableError.  Generation < 0 passes while the group has no members.
+        A valid commit from a member counts as its heartbeat (as in Kafka)."""
+        group = self._group(group_id, create=False) if group_id else None
+        if group is not None or (generation_id is not None and generation_id >= 0):
+            self._check_coordinator(group_id)  # NOT_COORDINATOR & co. come first, as in Kafka
+        if group is None:
+            if generation_id is not None and generation_id >= 0:
+                raise IllegalGenerationError(
+                    f"group {group_id!r} has no members here; generation {generation_id} is not current")
+            return
+        with group.lock:
+            if group.state == DEAD:
+                raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+            if generation_id < 0 and group.state == EMPTY:
+                return  # offsets only: the group does not use Kafka's group management
+            if group.fenced(member_id, group_instance_id):
+                raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
+                                            f"belongs to another member than {member_id!r}")
+            if group.state == COMPLETING_REBALANCE:
+                raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
+            m = group.members.get(member_id)
+            if m is None:
+                raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r}")
+            if generation_id != group.generation:
+                raise IllegalGenerationError(
+                    f"group {group_id!r} is at generation {group.generation}, the commit is for {generation_id}")
+            self._heartbeat_ok(group, m)
+
+    # ------------------------------------------------------------------ ListGroups / DescribeGroups
+
+    def list_groups(self) -> tuple[int, list[tuple[str, str]]]:
+        """(error code, [(group id, protocol type)]) of the groups this broker coordinates, including
+        groups that only have committed offsets (protocol type "")."""
+        code = NONE
+        with self._lock:
+            groups = list(self._groups.values())
+        found: dict[str, str] = {}
+        for g in groups:
+            with g.lock:
+                if g.state == DEAD:
+                    continue
+                ptype = g.protocol_type or ""
+            try:
+                self._check_coordinator(g.group_id)
+            except PyklogError:
+                continue
+            found[g.group_id] = ptype
+        if self.offsets is not None:
+            try:
+                if self.offsets.is_loading():
+                    code = 14  # COORDINATOR_LOAD_IN_PROGRESS
+                for gid in self.offsets.groups():
+                    found.setdefault(gid, "")
+            except PyklogError as e:
+                code = e.code
+        return code, sorted(found.items())
+
+    def describe_group(self, group_id: str, *, include_authorized_operations: bool = False) -> dict:
+        """The DescribeGroups entry of one group (state Dead for an unknown group, as Kafka)."""
+        entry = {"error_code": NONE, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
+                 "protocol_data": "", "members": [],
+                 "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_authorized_operations
+                 else _NOT_REQUESTED_OPERATIONS}
+        try:
+            self._check_coordinator(group_id)
+        except PyklogError as e:
+            entry["error_code"] = e.code
+            entry["group_state"] = ""
+            return entry
+        group = self._group(group_id, create=False)
+        if group is None:
+            if self.offsets is not None:
+                try:
+                    if self.offsets.fetch(group_id, None):
+                        entry["group_state"] = EMPTY  # offsets only (a "simple" consumer group)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+            return entry
+        with group.lock:
+            entry["group_state"] = group.state
+            entry["protocol_type"] = group.protocol_type or ""
+            stable = group.state == STABLE
+            entry["protocol_data"] = (group.protocol_name or "") if stable else ""
+            entry["members"] = [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
+        return entry
+
+    # ------------------------------------------------------------------ introspection (tools, tests)
+
+    def group_state(self, group_id: str) -> str:
+        """The group's state name (``Dead`` for an unknown group)."""
+        g = self._group(group_id, create=False)
+        if g is None:
+            return DEAD
+        with g.lock:
+            return g.state
+
+    def group_summary(self, group_id: str) -> dict | None:
+        """``{state, generation, protocol_type, protocol, leader, members: [ids]}`` or None."""
+        g = self._group(group_id, create=False)
+        if g is None:
+            return None
+        with g.lock:
+            return {"state": g.state, "generation": g.generation, "protocol_type": g.protocol_type,
+                    "protocol": g.protocol_name, "leader": g.leader_id, "members": list(g.members)}
+
+
+__all__ = [
+    "COMPLETING_REBALANCE", "DEAD", "EMPTY", "GROUP_API_KEYS", "GroupCoordinator", "PREPARING_REBALANCE", "STABLE",
+    "error_response",
+]

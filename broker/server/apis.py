@@ -1,0 +1,862 @@
+"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (non-flexible versions).
+
+:meth:`KafkaApis.handle` is the socket server's handler (:mod:`broker.server.network`): it decodes
+the request header and body with :mod:`broker.protocol`, dispatches on the API key and answers.
+
+* ApiVersions v0-2; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
+  our ranges (KIP-511) so librdkafka retries lower.
+* Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
+* Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
+  up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
+  error closes the connection, as Kafka does, so the producer notices.
+* Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
+  from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
+  ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
+  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset =
+  last stable offset; no aborted transactions.
+* ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+  -1 latest, -2 earliest).
+* CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
+* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).
+* JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
+  through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
+  validated against the group).
+* FindCoordinator v0-2, OffsetCommit v0-7, OffsetFetch v0-5 through
+  :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
+  (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did.
+
+A broker serves only the partitions it leads (NOT_LEADER_OR_FOLLOWER otherwise); the logs of
+partitions it leads are created as the ZooKeeper registry changes (:meth:`KafkaApis.sync_logs`)
+and the logs of deleted topics are deleted.
+
+Bad input: an unparseable header, an unknown API key or an unsupported version closes that
+connection (Kafka does the same; no response layout can be formed); a malformed body closes the
+connection; an unexpected failure inside a handler is logged and answered with
+UNKNOWN_SERVER_ERROR for every partition of the request.
+
+Thread-safe: ``handle`` runs concurrently on every request handler thread.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+
+from broker.errors import (
+    CoordinatorNotAvailableError,
+    InvalidPartitionsError,
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PyklogError,
+    TopicAlreadyExistsError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
+from broker.protocol import (
+    SUPPORTED,
+    ApiKey,
+    FileRegion,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+from broker.server.network import OwnedFd, Request
+from broker.server.purgatory import DelayedOperation, Purgatory
+from broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_SERVER_ERROR = -1
+NONE = 0
+_MAGIC_OFFSET = 16
+_INT32_MAX = 0x7FFFFFFF
+_CREATE_WAIT_S = 2.0
+#: CreateTopics refuses more partitions per topic (INVALID_PARTITIONS): a topic's ZooKeeper nodes
+#: are written in one multi-op, bounded by ZooKeeper's jute.maxbuffer (1 MiB by default), and a
+#: request must not make the broker build billions of assignments.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+_SLOW_REQUEST_S = 5.0
+
+
+def _code(e: BaseException) -> int:
+    return e.code if isinstance(e, PyklogError) else UNKNOWN_SERVER_ERROR
+
+
+class KafkaApis:
+    """The request handlers of one broker.
+
+    ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a started
+    :class:`broker.zk.cluster.ZkCluster`, ``offset_manager`` a :class:`broker.coordinator.OffsetManager`
+    (or None: the group APIs then answer COORDINATOR_NOT_AVAILABLE).
+    """
+
+    def __init__(self, config, log_manager, cluster, offset_manager=None):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.logs = log_manager
+        self.cluster = cluster
+        self.offsets = offset_manager
+        # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
+        from broker.group_coordinator import GroupCoordinator
+
+        self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
+        self.default_log_config = config.log_config()
+        self.purgatory = Purgatory(self._complete_delayed_fetch)
+        self._led: frozenset = frozenset()
+        self._epochs: dict = {}
+        self._pid_lock = threading.Lock()
+        self._pids = iter(())
+        self._shutting_down = False
+        self._sync_lock = threading.Lock()
+        self._handlers = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.JOIN_GROUP: self.handle_group_membership,
+            ApiKey.SYNC_GROUP: self.handle_group_membership,
+            ApiKey.HEARTBEAT: self.handle_group_membership,
+            ApiKey.LEAVE_GROUP: self.handle_group_membership,
+            ApiKey.LIST_GROUPS: self.handle_group_membership,
+            ApiKey.DESCRIBE_GROUPS: self.handle_group_membership,
+        }
+        #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
+        self.served: dict[int, tuple[int, int]] = {
+            int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
+        self._api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+                          for k, (lo, hi) in sorted(self.served.items())]
+        self._api_versions_error = b"".join(encode_response(ApiKey.API_VERSIONS, 0, 0, {
+            "error_code": UnsupportedVersionError.code, "api_keys": self._api_keys, "throttle_time_ms": 0}))
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle(self, request: Request) -> None:
+        frame = request.frame
+        try:
+            header, body_offset = decode_request_header(frame)
+        except Exception as e:  # noqa: BLE001 - garbage from the network
+            log.info("closing connection %d from %s: unreadable request header (%s)",
+                     request.connection_id, request.peer, e)
+            request.close_connection()
+            return
+        api_key = header.api_key
+        version = header.api_version
+        if api_key == ApiKey.API_VERSIONS and version > self.served[ApiKey.API_VERSIONS][1]:
+            # KIP-511: the v0 layout, UNSUPPORTED_VERSION and our ranges, so the client retries lower
+            frame = bytearray(self._api_versions_error)
+            struct.pack_into(">i", frame, 4, header.correlation_id)
+            request.send([frame])
+            return
+        rng = self.served.get(api_key)
+        if rng is None or not rng[0] <= version <= rng[1]:
+            log.info("closing connection %d from %s (client %r): %s v%d is not supported (supported: %s)",
+                     request.connection_id, request.peer, header.client_id, _api_name(api_key), version,
+                     f"v{rng[0]}-{rng[1]}" if rng else "none")
+            request.close_connection()
+            return
+        try:
+            body = decode_request(header, frame, body_offset)
+        except Exception as e:  # noqa: BLE001
+            log.info("closing connection %d from %s (client %r): malformed %s v%d request: %s",
+                     request.connection_id, request.peer, header.client_id, _api_name(api_key), version, e)
+            request.close_connection()
+            return
+        t0 = time.monotonic()
+        try:
+            self._handlers[api_key](request, header, body)
+            elapsed = time.monotonic() - t0
+            if elapsed > _SLOW_REQUEST_S:
+                log.warning("slow request: %s v%d from %s (client %r) took %.1fs", _api_name(api_key), version,
+                            request.peer, header.client_id, elapsed)
+        except Exception as e:  # noqa: BLE001 - one bad request never takes the broker down
+            log.exception("error handling %s v%d from %s (client %r)", _api_name(api_key), version,
+                          request.peer, header.client_id)
+            if request.answered:
+                return
+            try:
+                err = self._error_body(ApiKey(api_key), version, body, _code(e), str(e))
+                if err is None:
+                    request.close_connection()
+                else:
+                    request.send(encode_response(api_key, version, header.correlation_id, err))
+            except Exception:  # noqa: BLE001
+                log.exception("cannot form an error response; closing the connection")
+                if not request.answered:
+                    request.close_connection()
+
+    def _respond(self, request: Request, header, body: dict) -> None:
+        request.send(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+
+    # ------------------------------------------------------------------ partitions and logs
+
+    def sync_logs(self) -> None:
+        """Create the logs of partitions this broker leads, delete the logs of deleted topics.
+        Called at startup and on every registry change (from a background thread)."""
+        with self._sync_lock:
+            topics = self.cluster.topics()
+            led = self.cluster.partitions_led_by(self.broker_id)
+            epochs = {}
+            for (t, p) in led:
+                st = topics.get(t, {}).get(p)
+                epochs[(t, p)] = st.leader_epoch if st is not None else 0
+                try:
+                    # creates a missing log; applies changed topic-level config to an existing one
+                    self.logs.get_or_create_log(t, p, self._log_config_for(t))
+                except Exception:  # noqa: BLE001
+                    log.exception("cannot create the log of %s-%d", t, p)
+            self._led = frozenset(led)
+            self._epochs = epochs
+            for (t, p) in list(self.logs.logs()):
+                if t in topics:
+                    continue
+                try:
+                    if self.cluster.topic(t, refresh_if_missing=True) is not None:
+                        continue  # the cache was late; the topic exists
+                except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
+                    log.warning("cannot check whether topic %s still exists; keeping its logs", t)
+                    continue
+                try:
+                    self.logs.delete_log(t, p)
+                    log.info("deleted log of %s-%d (topic deleted)", t, p)
+                except Exception:  # noqa: BLE001
+                    log.exception("cannot delete the log of %s-%d", t, p)
+
+    def _log_config_for(self, topic: str):
+        try:
+            overrides = self.cluster.topic_config(topic)
+        except Exception:  # noqa: BLE001
+            overrides = {}
+        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
+
+    def _leader_log(self, topic: str, partition: int):
+        """The local log of a partition this broker leads; UnknownTopicOrPartitionError /
+        NotLeaderOrFollowerError otherwise."""
+        key = (topic, partition)
+        if key in self._led:
+            lg = self.logs.get_log(topic, partition)
+            if lg is not None:
+                return lg
+        validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
+        parts = self.cluster.topic(topic, refresh_if_missing=True)
+        if not parts or partition not in parts:
+            raise UnknownTopicOrPartitionError(
+                f"this server does not host partition {topic}-{partition}")
+        st = parts[partition]
+        leader = st.leader
+        if leader != self.broker_id:
+            led = self.cluster.partitions_led_by(self.broker_id)
+            if key not in led:
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {leader})")
+        return self.logs.get_or_create_log(topic, partition, self._log_config_for(topic))
+
+    # ------------------------------------------------------------------ ApiVersions
+
+    def handle_api_versions(self, request, header, body):
+        self._respond(request, header, {"error_code": NONE, "api_keys": self._api_keys, "throttle_time_ms": 0})
+
+    # ------------------------------------------------------------------ Metadata
+
+    def handle_metadata(self, request, header, body):
+        version = header.api_version
+        requested = body.get("topics")
+        all_topics = self.cluster.topics()
+        live = self.cluster.live_brokers()
+        brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
+        if requested is None or (version == 0 and not requested):
+            names = sorted(all_topics)
+        else:
+            names = list(dict.fromkeys(t["name"] for t in requested))
+        allow_auto = self.config.auto_create_topics_enable and body.get("allow_auto_topic_creation", True)
+        topics = []
+        for name in names:
+            parts = all_topics.get(name)
+            code = NONE
+            if parts is None:
+                parts, code = self._metadata_for_missing_topic(name, allow_auto)
+            partitions = []
+            for p, st in sorted((parts or {}).items()):
+                partitions.append({
+                    "error_code": NONE if st.leader >= 0 else LeaderNotAvailableError.code,
+                    "partition_index": p,
+                    "leader_id": st.leader,
+                    "leader_epoch": st.leader_epoch,
+                    "replica_nodes": list(st.replicas),
+                    "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
+                    "offline_replicas": [b for b in st.replicas if b not in live],
+                })
+            topics.append({"error_code": code, "name": name, "is_internal": name == OFFSETS_TOPIC,
+                           "partitions": partitions})
+        self._respond(request, header, {
+            "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
+            "controller_id": self.cluster.controller_id, "topics": topics,
+        })
+
+    def _metadata_for_missing_topic(self, name: str, allow_auto: bool):
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError:
+            return None, InvalidTopicError.code
+        parts = self.cluster.topic(name, refresh_if_missing=True)
+        if parts is not None:
+            return parts, NONE
+        if not allow_auto or name == OFFSETS_TOPIC:
+            return None, UnknownTopicOrPartitionError.code
+        try:
+            self._auto_create(name)
+        except PyklogError as e:
+            return None, e.code
+        parts = self.cluster.topic(name, refresh_if_missing=True)
+        if parts is None:
+            return None, LeaderNotAvailableError.code
+        return parts, NONE
+
+    def _auto_create(self, name: str) -> None:
+        try:
+            self.cluster.create_topic(name, self.config.num_partitions, self.config.default_replication_factor)
+            log.info("auto-created topic %s (%d partitions)", name, self.config.num_partitions)
+        except TopicAlreadyExistsError:
+            pass
+
+    # ------------------------------------------------------------------ Produce
+
+    def handle_produce(self, request, header, body):
+        version = header.api_version
+        acks = body["acks"]
+        responses = []
+        failed = False
+        ack_error = acks not in (0, 1, -1)
+        if body.get("transactional_id") is not None:
+            # no transaction coordinator: transactional produce is refused
+            tx_error: PyklogError | None = InvalidRequestError(
+                "transactional produce is not supported by pyklog (no transaction coordinator)")
+        else:
+            tx_error = None
+        for td in body["topic_data"]:
+            name = td["name"]
+            parts = []
+            for pd in td["partition_data"]:
+                idx = pd["index"]
+                entry = {"index": idx, "error_code": NONE, "base_offset": -1, "log_append_time_ms": -1,
+                         "log_start_offset": -1, "record_errors": [], "error_message": None}
+                try:
+                    if ack_error:
+                        raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
+                    if tx_error is not None:
+                        raise tx_error
+                    self._append(name, idx, pd["records"], version, entry)
+                except PyklogError as e:
+                    failed = True
+                    entry["error_code"] = e.code
+                    entry["error_message"] = str(e)[:1000]
+                    if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
+                        log.debug("produce to %s-%d failed: %s", name, idx, e)
+                except Exception as e:  # noqa: BLE001
+                    failed = True
+                    log.exception("produce to %s-%d failed", name, idx)
+                    entry["error_code"] = UNKNOWN_SERVER_ERROR
+                    entry["error_message"] = f"{type(e).__name__}: {e}"[:1000]
+                parts.append(entry)
+            responses.append({"name": name, "partition_responses": parts})
+        if acks == 0:
+            if failed:
+                request.close_connection()  # Kafka closes so an acks=0 producer notices
+            else:
+                request.send_nothing()
+            return
+        self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+    def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
+        try:
+            lg = self._leader_log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            # auto.create.topics.enable also covers Produce to an unknown topic
+            if not self.config.auto_create_topics_enable or topic == OFFSETS_TOPIC \
+                    or self.cluster.topic(topic, refresh_if_missing=True) is not None:
+                raise
+            self._auto_create(topic)
+            lg = self._leader_log(topic, partition)
+        if records is None or len(records) == 0:
+            raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
+        if version < 3:
+            from broker.record.legacy import message_set_to_batches
+
+            data = message_set_to_batches(records)
+            if not data:
+                raise InvalidRecordError(f"produce v{version} to {topic}-{partition}: no complete message")
+        else:
+            if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
+                magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
+                raise InvalidRecordError(
+                    f"Produce v{version} requires record batches with magic 2, read magic {magic}")
+            data = records
+        info = lg.append(data, leader_epoch=self._epochs.get((topic, partition), 0))
+        entry["base_offset"] = info.first_offset
+        entry["log_append_time_ms"] = info.log_append_time
+        entry["log_start_offset"] = info.log_start_offset
+        if not info.duplicate:
+            self.purgatory.notify((topic, partition), len(data))
+
+    # ------------------------------------------------------------------ Fetch
+
+    def handle_fetch(self, request, header, body):
+        body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+                                     for p in t["partitions"]]) for t in body["topics"]]
+        fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
+                 body.get("isolation_level", 0))
+        responses, nbytes, errors = self._read_fetch(fetch)
+        max_wait = body["max_wait_ms"]
+        min_bytes = body["min_bytes"]
+        if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
+            self._send_fetch(fetch, responses)
+            return
+        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+
+    def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
+        fetch = op.payload
+        request = fetch[0]
+        try:
+            responses, _, _ = self._read_fetch(fetch)
+            self._send_fetch(fetch, responses)
+        except Exception as e:  # noqa: BLE001
+            log.exception("completing a delayed fetch failed")
+            if not request.answered:
+                header = fetch[1]
+                try:
+                    err = self._error_body(ApiKey.FETCH, header.api_version, {"topics": [
+                        {"topic": t, "partitions": [{"partition": p} for p, _, _ in parts]}
+                        for t, parts in fetch[2]]}, _code(e), str(e))
+                    self._respond(request, header, err)
+                except Exception:  # noqa: BLE001
+                    request.close_connection()
+
+    def _read_fetch(self, fetch):
+        """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
+        _, header, topics, max_bytes, isolation = fetch
+        version = header.api_version
+        soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
+        remaining = max_bytes if version >= 3 else _INT32_MAX
+        min_one = soft_limits
+        total = 0
+        errors = 0
+        aborted = [] if isolation == 1 else None
+        responses = []
+        for name, parts in topics:
+            out = []
+            for p, offset, pmax in parts:
+                entry = {"partition_index": p, "error_code": NONE, "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
+                         "preferred_read_replica": -1, "records": None}
+                try:
+                    lg = self._leader_log(name, p)
+                    limit = min(pmax, remaining)
+                    if limit <= 0 and not min_one:
+                        sl = None
+                    else:
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one)
+                    hw = lg.high_watermark
+                    entry["high_watermark"] = hw
+                    entry["last_stable_offset"] = hw
+                    entry["log_start_offset"] = lg.log_start_offset
+                    if sl is not None and sl.size > 0:
+                        entry["records"] = sl
+                        total += sl.size
+                        remaining -= sl.size
+                        min_one = False
+                except OffsetOutOfRangeError as e:
+                    errors += 1
+                    entry["error_code"] = e.code
+                    lg = self.logs.get_log(name, p)
+                    if lg is not None:
+                        entry["high_watermark"] = entry["last_stable_offset"] = lg.high_watermark
+                        entry["log_start_offset"] = lg.log_start_offset
+                except PyklogError as e:
+                    errors += 1
+                    entry["error_code"] = e.code
+                except Exception:  # noqa: BLE001
+                    errors += 1
+                    log.exception("fetch from %s-%d failed", name, p)
+                    entry["error_code"] = UNKNOWN_SERVER_ERROR
+                out.append(entry)
+            responses.append({"topic": name, "partitions": out})
+        return responses, total, errors
+
+    def _send_fetch(self, fetch, responses) -> None:
+        request, header, _, _, _ = fetch
+        version = header.api_version
+        owned = []
+        try:
+            for t in responses:
+                for entry in t["partitions"]:
+                    sl = entry["records"]
+                    if sl is None:
+                        entry["records"] = b""
+                    elif version >= 4:
+                        fd = OwnedFd(os.dup(sl.file.fileno()))
+                        owned.append(fd)
+                        entry["records"] = FileRegion(fd, sl.position, sl.size)
+                    else:
+                        entry["records"] = self._down_convert(sl, 0 if version < 2 else 1)
+            chunks = encode_response(ApiKey.FETCH, version, header.correlation_id, {
+                "throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses})
+        except BaseException:
+            for fd in owned:
+                fd.close()
+            raise
+        request.send(chunks)
+
+    @staticmethod
+    def _down_convert(sl, magic: int) -> bytes:
+        from broker.record.legacy import batches_to_message_set
+
+        return batches_to_message_set(sl.read_bytes(), magic)
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    def handle_list_offsets(self, request, header, body):
+        version = header.api_version
+        topics = []
+        for t in body["topics"]:
+            name = t["name"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition_index"]
+                ts = pd["timestamp"]
+                entry = {"partition_index": p, "error_code": NONE, "old_style_offsets": [],
+                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                try:
+                    lg = self._leader_log(name, p)
+                    if version == 0:
+                        entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
+                    elif ts == -1:
+                        entry["offset"] = lg.log_end_offset
+                    elif ts == -2:
+                        entry["offset"] = lg.log_start_offset
+                    else:
+                        found = lg.offset_for_timestamp(ts)
+                        if found is not None:
+                            entry["offset"], entry["timestamp"] = found
+                    if version >= 4 and entry["offset"] >= 0:
+                        entry["leader_epoch"] = self._epochs.get((name, p), 0)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    # ------------------------------------------------------------------ CreateTopics / DeleteTopics
+
+    def handle_create_topics(self, request, header, body):
+        validate_only = body.get("validate_only", False)
+        timeout_s = min(max(body.get("timeout_ms", 0), 0) / 1000.0, _CREATE_WAIT_S)
+        seen: dict[str, int] = {}
+        for t in body["topics"]:
+            seen[t["name"]] = seen.get(t["name"], 0) + 1
+        results = []
+        for t in body["topics"]:
+            name = t["name"]
+            entry = {"name": name, "error_code": NONE, "error_message": None}
+            try:
+                if seen[name] > 1:
+                    raise InvalidRequestError(f"topic {name!r} appears more than once in the request")
+                n = t["num_partitions"]
+                rf = t["replication_factor"]
+                assignment = None
+                if t.get("assignments"):
+                    if n != -1 or rf != -1:
+                        raise InvalidRequestError(
+                            "with a manual replica assignment num_partitions and replication_factor must be -1")
+                    assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
+                else:
+                    n = self.config.num_partitions if n == -1 else n
+                    rf = self.config.default_replication_factor if rf == -1 else rf
+                    if n > MAX_PARTITIONS_PER_TOPIC:
+                        raise InvalidPartitionsError(
+                            f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
+                configs = {c["name"]: c["value"] for c in t.get("configs") or []}
+                if assignment is not None:
+                    self.cluster.create_topic(name, len(assignment), len(next(iter(assignment.values()))),
+                                              configs, validate_only, replica_assignment=assignment)
+                else:
+                    self.cluster.create_topic(name, n, rf, configs, validate_only)
+                if not validate_only:
+                    self._wait_for_topic(name, timeout_s)
+            except PyklogError as e:
+                entry["error_code"] = e.code
+                entry["error_message"] = str(e)[:1000]
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
+
+    def _wait_for_topic(self, name: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if name in self.cluster.topics():
+                return
+            time.sleep(0.02)
+
+    def handle_delete_topics(self, request, header, body):
+        results = []
+        for name in body["topic_names"]:
+            entry = {"name": name, "error_code": NONE}
+            try:
+                if not self.config.delete_topic_enable:
+                    raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
+                validate_topic_name(name)
+                self.cluster.delete_topic(name)
+                self._delete_local_logs(name)
+            except PyklogError as e:
+                entry["error_code"] = e.code
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
+
+    def _delete_local_logs(self, topic: str) -> None:
+        """Delete this broker's logs of a deleted topic at once (other brokers follow through their
+        registry listener), so a topic re-created right away never finds the old records."""
+        with self._sync_lock:
+            self._led = frozenset(k for k in self._led if k[0] != topic)
+            for (t, p) in list(self.logs.logs()):
+                if t == topic:
+                    try:
+                        self.logs.delete_log(t, p)
+                    except Exception:  # noqa: BLE001
+                        log.exception("cannot delete the log of %s-%d", t, p)
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    def handle_init_producer_id(self, request, header, body):
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
+        if body.get("transactional_id") is not None:
+            resp["error_code"] = InvalidRequestError.code  # no transaction coordinator in pyklog
+        else:
+            try:
+                resp["producer_id"] = self._next_producer_id()
+                resp["producer_epoch"] = 0
+            except PyklogError as e:
+                resp["error_code"] = e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
+        self._respond(request, header, resp)
+
+    def _next_producer_id(self) -> int:
+        with self._pid_lock:
+            pid = next(self._pids, None)
+            if pid is None:
+                self._pids = iter(self.cluster.allocate_producer_ids(1000))
+                pid = next(self._pids)
+            return pid
+
+    # ------------------------------------------------------------------ group coordination (offsets)
+
+    def handle_find_coordinator(self, request, header, body):
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
+                "host": "", "port": -1}
+        try:
+            if body.get("key_type", 0) != 0:
+                raise CoordinatorNotAvailableError("pyklog has no transaction coordinator")
+            if self.offsets is None:
+                raise CoordinatorNotAvailableError("the offset manager is not running")
+            node = self.offsets.coordinator_for(body["key"])
+            addr = self.cluster.live_brokers().get(node) if node is not None else None
+            if addr is None:
+                raise CoordinatorNotAvailableError(f"the coordinator of group {body['key']!r} is not available")
+            resp["node_id"], (resp["host"], resp["port"]) = node, addr
+        except PyklogError as e:
+            resp["error_code"] = e.code
+            resp["error_message"] = str(e)[:1000]
+        self._respond(request, header, resp)
+
+    def handle_offset_commit(self, request, header, body):
+        group = body["group_id"]
+        wanted = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                wanted[(t["name"], p["partition_index"])] = (
+                    p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+        if header.api_version == 0:
+            codes = self._zk_commit(group, wanted)
+        else:
+            try:
+                if self.offsets is None:
+                    raise CoordinatorNotAvailableError("the offset manager is not running")
+                if self.groups is not None:  # generation >= 0: a group member's commit (ILLEGAL_GENERATION & co.)
+                    self.groups.validate_offset_commit(group, body.get("generation_id_or_member_epoch", -1),
+                                                       body.get("member_id", ""), body.get("group_instance_id"))
+                codes = self.offsets.commit(group, wanted)
+            except PyklogError as e:
+                codes = {k: e.code for k in wanted}
+        topics = []
+        for t in body["topics"]:
+            topics.append({"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_offset_fetch(self, request, header, body):
+        version = header.api_version
+        group = body["group_id"]
+        req_topics = body.get("topics")
+        wanted = None if req_topics is None else [
+            (t["name"], p) for t in req_topics for p in t["partition_indexes"]]
+        top_error = NONE
+        part_error = NONE
+        try:
+            if version == 0:
+                found = self._zk_fetch(group, wanted or [])
+            else:
+                if self.offsets is None:
+                    raise CoordinatorNotAvailableError("the offset manager is not running")
+                found = self.offsets.fetch(group, wanted)
+        except PyklogError as e:
+            found = {}
+            if version >= 2:
+                top_error = e.code
+            part_error = e.code
+        if wanted is None:
+            wanted = sorted(found)
+        by_topic: dict[str, list] = {}
+        for (t, p) in wanted:
+            offset, epoch, metadata = found.get((t, p), (-1, -1, ""))
+            by_topic.setdefault(t, []).append({
+                "partition_index": p, "committed_offset": offset, "committed_leader_epoch": epoch,
+                "metadata": metadata if metadata is not None else "", "error_code": part_error})
+        topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics, "error_code": top_error})
+
+    def handle_group_membership(self, request, header, body):
+        """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
+        answers now or later (a waiting JoinGroup/SyncGroup holds no handler thread)."""
+        if self.groups is None:
+            from broker.group_coordinator import error_response
+
+            self._respond(request, header, error_response(header.api_key, header.api_version, body,
+                                                          CoordinatorNotAvailableError.code))
+            return
+        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer,
+                           lambda resp: self._respond(request, header, resp))
+
+    # OffsetCommit / OffsetFetch v0: ZooKeeper storage, as Kafka 0.8.2.
+
+    def _zk_commit(self, group: str, wanted: dict) -> dict:
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        from broker.zk import paths
+
+        zk = self.cluster.zk
+        codes = {}
+        for (t, p), (offset, _epoch, _meta) in wanted.items():
+            try:
+                if not group:
+                    raise InvalidRequestError("group id is empty")
+                validate_topic_name(t)
+                path = paths.consumer_offset(group, t, p)
+                data = str(offset).encode()
+
+                def write(path=path, data=data):
+                    try:
+                        zk.set(path, data)
+                    except NoNodeError:
+                        try:
+                            zk.create(path, data, makepath=True)
+                        except NodeExistsError:
+                            zk.set(path, data)
+
+                zk.retry(write)
+                codes[(t, p)] = NONE
+            except PyklogError as e:
+                codes[(t, p)] = e.code
+            except Exception:  # noqa: BLE001 - ZooKeeper trouble
+                log.exception("OffsetCommit v0 to ZooKeeper failed for %s %s-%d", group, t, p)
+                codes[(t, p)] = CoordinatorNotAvailableError.code
+        return codes
+
+    def _zk_fetch(self, group: str, wanted: list) -> dict:
+        from kazoo.exceptions import NoNodeError
+
+        from broker.zk import paths
+
+        zk = self.cluster.zk
+        found = {}
+        for (t, p) in wanted:
+            try:
+                data, _ = zk.retry(zk.get, paths.consumer_offset(group, t, p))
+                found[(t, p)] = (int(data.decode().strip()), -1, "")
+            except NoNodeError:
+                pass
+            except (ValueError, UnicodeDecodeError):
+                log.warning("unreadable offset in ZooKeeper for %s %s-%d", group, t, p)
+            except Exception:  # noqa: BLE001 - ZooKeeper trouble: report no offset, log why
+                log.exception("OffsetFetch v0 from ZooKeeper failed for %s %s-%d", group, t, p)
+        return found
+
+    # ------------------------------------------------------------------ error responses
+
+    def _error_body(self, api_key: ApiKey, version: int, body: dict, code: int, message: str = "") -> dict | None:
+        """A response to ``body`` with ``code`` everywhere an error code fits (None: close instead)."""
+        msg = (message or "")[:1000] or None
+        if api_key == ApiKey.PRODUCE:
+            if body.get("acks") == 0:
+                return None
+            return {"responses": [{"name": t["name"], "partition_responses": [
+                {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
+                for p in t["partition_data"]]} for t in body["topic_data"]]}
+        if api_key == ApiKey.FETCH:
+            return {"error_code": NONE, "session_id": 0, "responses": [{"topic": t["topic"], "partitions": [
+                {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
+                for p in t["partitions"]]} for t in body["topics"]]}
+        if api_key == ApiKey.LIST_OFFSETS:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
+        if api_key == ApiKey.METADATA:
+            return {"brokers": [], "controller_id": -1, "topics": [
+                {"error_code": code, "name": t["name"], "partitions": []} for t in body.get("topics") or []]}
+        if api_key == ApiKey.OFFSET_COMMIT:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
+        if api_key == ApiKey.OFFSET_FETCH:
+            return {"error_code": code, "topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
+            return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
+        if api_key == ApiKey.CREATE_TOPICS:
+            return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
+        if api_key == ApiKey.DELETE_TOPICS:
+            return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def begin_shutdown(self) -> None:
+        """Answer every waiting fetch now; later fetches are answered at once."""
+        self._shutting_down = True
+        self.purgatory.complete_all()
+        if self.groups is not None:
+            self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        from broker.protocol import api_name
+
+        return api_name(api_key)
+    except ImportError:  # pragma: no cover
+        return f"api {api_key}"
+
+
+__all__ = ["KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]

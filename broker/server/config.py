@@ -1,0 +1,376 @@
+"""Broker configuration: Kafka's ``server.properties`` format and setting names.
+
+:func:`parse_properties` reads the Java properties syntax (``#``/``!`` comments, ``key=value``,
+``key: value`` or ``key value``, backslash line continuation and escapes).  :meth:`ServerConfig.from_properties`
+turns the settings into a typed :class:`ServerConfig`; any unknown key or invalid value raises
+:class:`broker.errors.ConfigError` naming the key, what was expected and what was read.
+
+Settings (Kafka's names and defaults unless noted)::
+
+    broker.id                          required, int >= 0
+    listeners                          PLAINTEXT://127.0.0.1:9092 (only PLAINTEXT; empty host = all
+                                       interfaces, port 0 = an ephemeral port)
+    advertised.listeners               = listeners (what Metadata and ZooKeeper tell clients)
+    log.dirs / log.dir                 /tmp/pyklog-logs (comma-separated)
+    zookeeper.connect                  required (host:port[,host:port][/chroot])
+    zookeeper.session.timeout.ms       18000
+    zookeeper.connection.timeout.ms    = session timeout
+    num.partitions                     1      auto-created topics
+    default.replication.factor         1
+    auto.create.topics.enable          true
+    offsets.topic.num.partitions       50
+    offsets.topic.replication.factor   1
+    message.max.bytes                  1048588 (largest record batch; also the log's limit)
+    socket.request.max.bytes           104857600 (larger frame -> connection closed)
+    socket.send.buffer.bytes           -1 (OS default and autotuning; Kafka's default is 102400)
+    socket.receive.buffer.bytes        -1 (idem)
+    num.network.threads                3
+    num.io.threads                     8
+    queued.max.requests                500
+    connections.max.idle.ms            600000
+    delete.topic.enable                true
+    group.initial.rebalance.delay.ms   3000   (the group coordinator's settings, Kafka's defaults)
+    group.min.session.timeout.ms       6000
+    group.max.session.timeout.ms       1800000
+    group.max.size                     2147483647
+    log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
+                                       log.retention.hours, log.cleanup.policy, ...)
+
+Accepted for compatibility with a stock Kafka ``server.properties`` but without effect in pyklog
+(a warning is logged): ``num.recovery.threads.per.data.dir``, ``transaction.state.log.replication.factor``,
+``transaction.state.log.min.isr``.
+
+Pure code apart from reading the file; :class:`ServerConfig` is immutable, hence thread-safe.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import socket
+from typing import Any
+
+from broker.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Settings handed to broker.log.config.LogConfig.from_properties (Kafka's broker-level names).
+LOG_KEYS = frozenset({
+    "log.segment.bytes", "log.roll.ms", "log.roll.minutes", "log.roll.hours",
+    "log.index.interval.bytes", "log.index.size.max.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
+    "log.retention.check.interval.ms", "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.backoff.ms", "log.segment.delete.delay.ms", "log.message.timestamp.type",
+})
+
+IGNORED_KEYS = frozenset({
+    "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+})
+
+# Read by broker.group_coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
+GROUP_KEYS = frozenset({
+    "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+    "group.max.size",
+})
+
+_INT32_MAX = 2**31 - 1
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text into a dict (later keys win, as in java.util.Properties)."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        # continuation: an odd number of trailing backslashes joins the next line
+        while _odd_trailing_backslashes(line) and i <= len(lines):
+            line = line[:-1] + (lines[i].lstrip() if i < len(lines) else "")
+            i += 1
+        key, value = _split_key_value(line)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _odd_trailing_backslashes(s: str) -> bool:
+    n = len(s) - len(s.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    j = 0
+    while j < len(line):
+        c = line[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c in "=: \t\f":
+            break
+        j += 1
+    key = line[:j]
+    rest = line[j:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out = []
+    j = 0
+    while j < len(s):
+        c = s[j]
+        if c == "\\" and j + 1 < len(s):
+            nxt = s[j + 1]
+            if nxt == "u" and j + 6 <= len(s):
+                try:
+                    out.append(chr(int(s[j + 2:j + 6], 16)))
+                    j += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            j += 2
+            continue
+        out.append(c)
+        j += 1
+    return "".join(out)
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a properties file (UTF-8); ConfigError if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_properties(f.read())
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path!r}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path!r} is not UTF-8 text: {e}") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """One listener: ``PLAINTEXT://host:port``.  ``host`` "" means every interface."""
+
+    security_protocol: str
+    host: str
+    port: int
+    listener_name: str = "PLAINTEXT"
+
+    def __str__(self) -> str:
+        return f"{self.listener_name}://{self.host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]*):(-?\d+)$")
+
+
+def parse_listeners(key: str, value: str) -> list[Endpoint]:
+    endpoints = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        m = _LISTENER_RE.match(part)
+        if not m:
+            raise ConfigError(f"{key}: expected PLAINTEXT://host:port, read {part!r}")
+        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        if name != "PLAINTEXT":
+            raise ConfigError(f"{key}: only the PLAINTEXT listener is supported, read {part!r}")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port must be 0..65535, read {port} in {part!r}")
+        if host.startswith("["):
+            host = host[1:-1]
+        endpoints.append(Endpoint("PLAINTEXT", host, port, name))
+    if not endpoints:
+        raise ConfigError(f"{key}: expected at least one PLAINTEXT://host:port, read {value!r}")
+    if len(endpoints) > 1:
+        raise ConfigError(f"{key}: pyklog serves one listener, read {len(endpoints)} in {value!r}")
+    return endpoints
+
+
+def _int(props: dict[str, str], key: str, default: int | None, lo: int | None = None,
+         hi: int | None = None) -> int | None:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{key}: expected an integer, read {raw!r}") from None
+    if lo is not None and v < lo:
+        raise ConfigError(f"{key}: expected an integer >= {lo}, read {v}")
+    if hi is not None and v > hi:
+        raise ConfigError(f"{key}: expected an integer <= {hi}, read {v}")
+    return v
+
+
+def _bool(props: dict[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    v = raw.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise ConfigError(f"{key}: expected true or false, read {raw!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Typed broker settings.  Build with :meth:`from_properties` or :meth:`from_file`."""
+
+    broker_id: int
+    zookeeper_connect: str
+    listener: Endpoint
+    advertised_listener: Endpoint
+    log_dirs: tuple[str, ...]
+    zookeeper_session_timeout_ms: int = 18000
+    zookeeper_connection_timeout_ms: int = 18000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 1
+    message_max_bytes: int = 1048588
+    socket_request_max_bytes: int = 104857600
+    socket_send_buffer_bytes: int = -1
+    socket_receive_buffer_bytes: int = -1
+    num_network_threads: int = 3
+    num_io_threads: int = 8
+    queued_max_requests: int = 500
+    connections_max_idle_ms: int = 600000
+    log_props: dict[str, str] = dataclasses.field(default_factory=dict)  # log.* + message.max.bytes
+    raw: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    KNOWN_KEYS = frozenset({
+        "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect",
+        "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "num.partitions",
+        "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
+        "offsets.topic.num.partitions", "offsets.topic.replication.factor", "message.max.bytes",
+        "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+        "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
+    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS
+
+    @classmethod
+    def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> "ServerConfig":
+        props = load_properties(path)
+        if overrides:
+            props.update(overrides)
+        return cls.from_properties(props)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> "ServerConfig":
+        props = {str(k).strip(): str(v).strip() for k, v in props.items()}
+        unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
+                f"(pyklog knows: {', '.join(sorted(cls.KNOWN_KEYS - IGNORED_KEYS))})")
+        for k in sorted(IGNORED_KEYS & props.keys()):
+            log.warning("setting %s=%s is accepted for compatibility with Kafka and has no effect in pyklog",
+                        k, props[k])
+        if "broker.id" not in props:
+            raise ConfigError("broker.id: required (an integer >= 0), not set")
+        broker_id = _int(props, "broker.id", None, 0, _INT32_MAX)
+        zk = props.get("zookeeper.connect", "")
+        if not zk:
+            raise ConfigError("zookeeper.connect: required (host:port[,host:port...][/chroot]), not set")
+        _check_zk_connect(zk)
+        listener = parse_listeners("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))[0]
+        if props.get("advertised.listeners"):
+            advertised = parse_listeners("advertised.listeners", props["advertised.listeners"])[0]
+            if not advertised.host:
+                raise ConfigError("advertised.listeners: a host is required, read "
+                                  f"{props['advertised.listeners']!r}")
+        else:
+            advertised = listener
+        dirs_raw = props.get("log.dirs") or props.get("log.dir") or "/tmp/pyklog-logs"
+        log_dirs = tuple(d.strip() for d in dirs_raw.split(",") if d.strip())
+        if not log_dirs:
+            raise ConfigError(f"log.dirs: expected one or more directories, read {dirs_raw!r}")
+        session = _int(props, "zookeeper.session.timeout.ms", 18000, 1000)
+        message_max = _int(props, "message.max.bytes", 1048588, 0, _INT32_MAX)
+        request_max = _int(props, "socket.request.max.bytes", 104857600, 1, _INT32_MAX)
+        log_props = {k: v for k, v in props.items() if k in LOG_KEYS}
+        log_props["message.max.bytes"] = str(message_max)
+        cfg = cls(
+            broker_id=broker_id,
+            zookeeper_connect=zk,
+            listener=listener,
+            advertised_listener=advertised,
+            log_dirs=log_dirs,
+            zookeeper_session_timeout_ms=session,
+            zookeeper_connection_timeout_ms=_int(props, "zookeeper.connection.timeout.ms", session, 1),
+            num_partitions=_int(props, "num.partitions", 1, 1, 1_000_000),
+            default_replication_factor=_int(props, "default.replication.factor", 1, 1, 32767),
+            auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
+            delete_topic_enable=_bool(props, "delete.topic.enable", True),
+            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1, 1_000_000),
+            offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 1, 1, 32767),
+            message_max_bytes=message_max,
+            socket_request_max_bytes=request_max,
+            socket_send_buffer_bytes=_int(props, "socket.send.buffer.bytes", -1, -1, _INT32_MAX),
+            socket_receive_buffer_bytes=_int(props, "socket.receive.buffer.bytes", -1, -1, _INT32_MAX),
+            num_network_threads=_int(props, "num.network.threads", 3, 1, 256),
+            num_io_threads=_int(props, "num.io.threads", 8, 1, 1024),
+            queued_max_requests=_int(props, "queued.max.requests", 500, 1, 1_000_000),
+            connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, -1),
+            log_props=log_props,
+            raw=props,
+        )
+        for k in ("num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
+                  "transaction.state.log.min.isr", "group.initial.rebalance.delay.ms"):
+            _int(props, k, None, 0)
+        for k in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"):
+            _int(props, k, None, 1)
+        if _int(props, "group.min.session.timeout.ms", 6000) > _int(props, "group.max.session.timeout.ms", 1800000):
+            raise ConfigError("group.min.session.timeout.ms: must not exceed group.max.session.timeout.ms, read "
+                              f"{props.get('group.min.session.timeout.ms', 6000)} > "
+                              f"{props.get('group.max.session.timeout.ms', 1800000)}")
+        return cfg
+
+    def log_config(self):
+        """The broker-wide default :class:`broker.log.config.LogConfig` (ConfigError on a bad log.* value)."""
+        from broker.log.config import LogConfig
+
+        try:
+            return LogConfig.from_properties(dict(self.log_props))
+        except ConfigError:
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            raise ConfigError(f"invalid log setting: {e}") from e
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients are told to connect to (never empty)."""
+        host = self.advertised_listener.host
+        if host in ("", "0.0.0.0", "::"):
+            return socket.gethostname()
+        return host
+
+    @property
+    def bind_host(self) -> str:
+        return self.listener.host or "0.0.0.0"
+
+
+def _check_zk_connect(value: str) -> None:
+    hosts, _, chroot = value.partition("/")
+    for hp in hosts.split(","):
+        hp = hp.strip()
+        host, sep, port = hp.rpartition(":")
+        if not hp or not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"zookeeper.connect: expected host:port[,host:port...][/chroot], read {value!r}")
+    if chroot and (chroot.endswith("/") or "//" in chroot):
+        raise ConfigError(f"zookeeper.connect: invalid chroot '/{chroot}' in {value!r}")

@@ -1,0 +1,216 @@
+"""The broker process: ``pyklog-broker server.properties`` (also ``python -m broker server.properties``).
+
+Start-up: read and validate the config (a bad or unknown key exits with code 2 and a message
+naming it) -> the listener is bound (so ``listeners=PLAINTEXT://host:0`` registers the real port)
+-> :class:`broker.zk.cluster.ZkCluster` connects and registers the broker -> :class:`broker.log.LogManager`
+loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
+:class:`broker.coordinator.OffsetManager` starts -> the socket server serves, and the broker logs
+``pyklog broker started (broker.id=N, listener=host:port)``.
+
+SIGTERM / SIGINT: stop accepting, answer waiting fetches, finish in-flight requests, then
+``LogManager.shutdown()`` (flush, checkpoints, clean-shutdown marker), deregister from ZooKeeper,
+exit 0.
+
+:class:`BrokerServer` can also run inside another process (tests, notebooks): ``startup()`` /
+``shutdown()``, owned by one thread.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
+from broker.server.config import ServerConfig
+
+log = logging.getLogger("broker.server")
+
+READY_MESSAGE = "pyklog broker started (broker.id=%d, listener=%s:%d)"
+
+
+class BrokerServer:
+    """One broker: log manager, ZooKeeper registration, offset manager, socket server."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.log_manager = None
+        self.cluster = None
+        self.offset_manager = None
+        self.apis = None
+        self.socket_server = None
+        self._sync_event = threading.Event()
+        self._sync_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.port: int | None = None
+
+    def startup(self) -> "BrokerServer":
+        from broker.log import LogManager
+        from broker.server.apis import KafkaApis
+        from broker.server.network import SocketServer
+        from broker.zk.cluster import ZkCluster
+
+        cfg = self.config
+        log_config = cfg.log_config()  # validates the log.* settings before touching anything
+        try:
+            # bind first: the registration must carry the real port (listeners=...:0 picks one)
+            self.socket_server = SocketServer(
+                cfg.bind_host, cfg.listener.port, self._handle,
+                num_network_threads=cfg.num_network_threads, num_io_threads=cfg.num_io_threads,
+                queued_max_requests=cfg.queued_max_requests, max_request_bytes=cfg.socket_request_max_bytes,
+                send_buffer_bytes=cfg.socket_send_buffer_bytes, receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                connections_max_idle_ms=cfg.connections_max_idle_ms).bind()
+            self.port = self.socket_server.port
+            adv = cfg.advertised_listener
+            adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port
+            adv_host = cfg.advertised_host
+            self.cluster = ZkCluster(cfg.zookeeper_connect, cfg.broker_id, adv_host, adv_port,
+                                     session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0)
+            self.cluster.start()
+            # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
+            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config)
+            self.log_manager.startup()
+            self.offset_manager = self._make_offset_manager()
+            self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
+            self.apis.sync_logs()
+            self.cluster.add_listener(self._sync_event.set)
+            self._sync_thread = threading.Thread(target=self._sync_loop, name="pyklog-log-sync", daemon=True)
+            self._sync_thread.start()
+            if self.offset_manager is not None:
+                self.offset_manager.startup()
+            self.socket_server.start()
+        except BaseException:
+            self.shutdown()
+            raise
+        log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
+        return self
+
+    def _make_offset_manager(self):
+        try:
+            from broker.coordinator import OffsetManager
+        except ImportError as e:  # the module is not installed: group APIs answer COORDINATOR_NOT_AVAILABLE
+            log.warning("offset manager unavailable (%s): FindCoordinator/OffsetCommit/OffsetFetch will fail", e)
+            return None
+        return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
+                             num_partitions=self.config.offsets_topic_num_partitions)
+
+    def _topic_config(self, topic: str) -> dict | None:
+        cluster = self.cluster
+        if cluster is None or cluster.zk is None:
+            return None
+        try:
+            return cluster.topic_config(topic)
+        except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: defaults, as the log manager expects
+            raise ZooKeeperError(f"cannot read the config of topic {topic}: {e}") from e
+
+    def _handle(self, request) -> None:
+        self.apis.handle(request)
+
+    def _sync_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._sync_event.wait(10.0)  # periodic resync as a safety net
+            if self._stopping.is_set():
+                return
+            self._sync_event.clear()
+            try:
+                self.apis.sync_logs()
+            except Exception:  # noqa: BLE001
+                log.exception("synchronising local logs with the topic registry failed")
+
+    def shutdown(self) -> None:
+        """Stop serving, finish in-flight requests, flush and close the logs, deregister."""
+        self._stopping.set()
+        self._sync_event.set()
+        if self.apis is not None:
+            self.apis.begin_shutdown()
+        if self.socket_server is not None:
+            self.socket_server.stop(drain_timeout_s=10.0)  # in-flight requests get 10 s to finish
+            self.socket_server = None
+        if self._sync_thread is not None:
+            self._sync_thread.join(10)
+            self._sync_thread = None
+        if self.offset_manager is not None:
+            stop = getattr(self.offset_manager, "shutdown", None) or getattr(self.offset_manager, "stop", None)
+            if stop is not None:
+                try:
+                    stop()
+                except Exception:  # noqa: BLE001
+                    log.exception("offset manager shutdown failed")
+            self.offset_manager = None
+        if self.log_manager is not None:
+            try:
+                self.log_manager.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("log manager shutdown failed")
+            self.log_manager = None
+        if self.cluster is not None:
+            try:
+                self.cluster.stop()
+            except Exception:  # noqa: BLE001
+                log.exception("ZooKeeper deregistration failed")
+            self.cluster = None
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s [%(threadName)s] %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pyklog-broker", description="Run a pyklog broker.")
+    parser.add_argument("config", help="server.properties file")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting of the file (repeatable), as kafka-server-start's --override")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    args = parser.parse_args(argv)
+    _configure_logging(args.log_level)
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"pyklog-broker: --override expects KEY=VALUE, read {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value
+    try:
+        config = ServerConfig.from_file(args.config, overrides)
+        config.log_config()
+    except ConfigError as e:
+        print(f"pyklog-broker: configuration error: {e}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server = BrokerServer(config)
+    try:
+        server.startup()
+    except ConfigError as e:
+        print(f"pyklog-broker: configuration error: {e}", file=sys.stderr)
+        return 2
+    except BrokerIdInUseError as e:
+        log.error("cannot start: %s", e)
+        return 1
+    except (ZooKeeperError, PyklogError, OSError) as e:
+        log.error("cannot start: %s", e, exc_info=not isinstance(e, ZooKeeperError))
+        return 1
+    while not stop.wait(1.0):
+        pass
+    try:
+        server.shutdown()
+    except Exception:  # noqa: BLE001
+        log.exception("unclean shutdown")
+        return 1
+    log.info("pyklog broker %d shut down cleanly", config.broker_id)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,672 @@
+"""The broker's socket server: one acceptor thread, N processor threads, a request handler pool.
+
+The seed's threading model (Kafka's ``SocketServer``):
+
+* The **acceptor** thread accepts connections on the listener and hands each one, round robin, to
+  a processor.
+* Each **processor** thread owns its connections: non-blocking sockets in a ``selectors`` selector.
+  It reads size-prefixed request frames (``int32 size`` + ``size`` bytes) into a per-connection
+  receive buffer that is reused from request to request (no per-request allocation for frames that
+  fit), and writes responses.  A frame larger than ``socket.request.max.bytes`` (or a negative size)
+  closes that connection.
+* Complete frames go to a bounded request queue (``queued.max.requests``) served by the
+  **request handler pool** (``num.io.threads``).  While a connection has a request in flight the
+  processor stops reading it (Kafka "mutes" the channel), so responses on a connection go out in
+  request order; the next buffered request is dispatched as soon as the response is written.
+* A response is a list of chunks: bytes-like objects and file regions (objects with ``file``,
+  ``position`` and ``size``; ``file`` is an ``int`` fd or has ``fileno()``).  File regions are sent with
+  ``os.sendfile`` straight from the segment file to the socket (the seed's ``transferTo``), never
+  through a Python buffer.  An :class:`OwnedFd` as ``file`` is closed once the response is sent or
+  the connection closes.
+
+The handler is ``handler(request: Request) -> None``, called on a handler thread; it must
+eventually call exactly one of :meth:`Request.send` (chunks), :meth:`Request.send_nothing` (no
+response, e.g. Produce acks=0) or :meth:`Request.close_connection`, now or later from any thread
+(a delayed fetch completes from a timer or another handler).  An exception escaping the handler is
+logged and closes that one connection; the server keeps serving everyone else.
+
+Thread-safety: :class:`SocketServer` is started and stopped by one owner thread; ``Request``
+methods are safe to call from any thread, once.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import queue
+import selectors
+import socket
+import struct
+import threading
+import time
+from typing import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_MIN_BUFFER = 64 * 1024          # initial receive buffer per connection
+_MAX_KEEP_BUFFER = 8 * 1024 * 1024  # buffers above this are dropped when the connection goes idle
+_SENDMSG_MAX_BUFFERS = 64
+_SENDFILE_CHUNK = 64 * 1024 * 1024
+
+
+class OwnedFd:
+    """A file descriptor owned by a response (e.g. ``os.dup`` of a segment file's fd): closed by the
+    processor after the response is written or when the connection closes."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self):  # safety net: a response that never reached a processor
+        self.close()
+
+
+class Request:
+    """One request frame received on a connection.
+
+    ``frame`` is a memoryview of the frame bytes (size prefix excluded).  It points into the
+    connection's receive buffer and stays valid until the response is sent: copy anything that
+    must outlive the request.
+    """
+
+    __slots__ = ("frame", "received_ns", "connection_id", "peer", "_conn", "_done")
+
+    def __init__(self, conn: "_Connection", frame: memoryview):
+        self.frame = frame
+        self.received_ns = time.monotonic_ns()
+        self.connection_id = conn.id
+        self.peer = conn.peer
+        self._conn = conn
+        self._done = False
+
+    def _finish(self, action, chunks):
+        if self._done:
+            raise RuntimeError(f"request on connection {self.connection_id} already answered")
+        self._done = True
+        conn = self._conn
+        self._conn = None
+        conn.processor.enqueue_response(conn, action, chunks)
+
+    def send(self, chunks: Iterable) -> None:
+        """Queue the response ``chunks`` (bytes-like and file regions, size prefix included)."""
+        self._finish(_SEND, chunks)
+
+    def send_nothing(self) -> None:
+        """No response (Produce with acks=0): the connection resumes reading."""
+        self._finish(_NOOP, None)
+
+    def close_connection(self) -> None:
+        """Close the connection without answering (e.g. an unparseable frame)."""
+        self._finish(_CLOSE, None)
+
+    @property
+    def answered(self) -> bool:
+        return self._done
+
+
+_SEND, _NOOP, _CLOSE = 1, 2, 3
+
+
+class _Region:
+    """Progress of one file region being sent with sendfile."""
+
+    __slots__ = ("fd", "pos", "remaining", "owner")
+
+    def __init__(self, chunk):
+        f = chunk.file
+        self.fd = f if isinstance(f, int) else f.fileno()
+        self.pos = chunk.position
+        self.remaining = chunk.size
+        self.owner = f if isinstance(f, OwnedFd) else None
+
+
+class _Connection:
+    """Processor-private state of one client connection.  Only its processor thread touches it."""
+
+    __slots__ = ("id", "sock", "fd", "peer", "processor", "buf", "start", "end", "muted", "out",
+                 "registered", "last_active", "closed", "inflight")
+
+    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: "Processor"):
+        self.id = cid
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.processor = processor
+        self.buf = bytearray(_MIN_BUFFER)
+        self.start = 0          # first unconsumed byte in buf
+        self.end = 0            # end of received bytes in buf
+        self.muted = False      # a request is in flight: do not read or dispatch
+        self.out: collections.deque = collections.deque()  # pending response chunks
+        self.registered = 0     # selector events currently registered (0 = not registered)
+        self.last_active = time.monotonic()
+        self.closed = False
+        self.inflight = False
+
+
+class Processor(threading.Thread):
+    """One network thread: reads requests from and writes responses to its connections."""
+
+    def __init__(self, server: "SocketServer", index: int):
+        super().__init__(name=f"pyklog-network-{index}", daemon=True)
+        self.server = server
+        self.index = index
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._woken = False
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._new: collections.deque = collections.deque()
+        self._responses: collections.deque = collections.deque()
+        self.conns: dict[int, _Connection] = {}
+        self.inflight = 0
+        self.running = True
+        self.draining = False
+
+    # -- called from other threads -------------------------------------------------------
+    def wakeup(self) -> None:
+        if not self._woken:
+            self._woken = True
+            try:
+                self._wake_w.send(b"\x00")
+            except (BlockingIOError, OSError):
+                pass
+
+    def add_connection(self, sock: socket.socket, peer: str) -> None:
+        self._new.append((sock, peer))
+        self.wakeup()
+
+    def enqueue_response(self, conn: _Connection, action: int, chunks) -> None:
+        self._responses.append((conn, action, chunks))
+        self.wakeup()
+
+    # -- processor thread -----------------------------------------------------------------
+    def run(self) -> None:
+        next_idle_check = time.monotonic() + 1.0
+        while self.running:
+            try:
+                events = self.selector.select(0.5)
+                for key, mask in events:
+                    conn = key.data
+                    if conn is None:
+                        self._drain_wakeups()
+                        continue
+                    if conn.closed:
+                        continue
+                    if mask & selectors.EVENT_WRITE:
+                        self._on_writable(conn)
+                    if mask & selectors.EVENT_READ and not conn.closed:
+                        self._on_readable(conn)
+                self._process_new_connections()
+                self._process_responses()
+                now = time.monotonic()
+                if now >= next_idle_check:
+                    next_idle_check = now + 1.0
+                    self._close_idle(now)
+            except Exception:  # never let the network thread die
+                log.exception("network processor %d: unexpected error", self.index)
+                time.sleep(0.01)
+        for conn in list(self.conns.values()):
+            self._close(conn, "broker shutting down")
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        self._woken = False
+
+    def _process_new_connections(self) -> None:
+        while self._new:
+            sock, peer = self._new.popleft()
+            if not self.running or self.draining:
+                sock.close()
+                continue
+            conn = _Connection(self.server.next_connection_id(), sock, peer, self)
+            self.conns[conn.id] = conn
+            self._set_interest(conn, selectors.EVENT_READ)
+
+    def _process_responses(self) -> None:
+        while self._responses:
+            conn, action, chunks = self._responses.popleft()
+            conn.inflight = False
+            self.inflight -= 1
+            if conn.closed:
+                _release_chunks(chunks)
+                continue
+            if action == _CLOSE:
+                _release_chunks(chunks)
+                self._close(conn, "closed by request handler")
+                continue
+            if action == _SEND:
+                for c in chunks:
+                    if isinstance(c, (bytes, bytearray)):
+                        if c:
+                            conn.out.append(memoryview(c))
+                    elif isinstance(c, memoryview):
+                        if c.nbytes:
+                            conn.out.append(c.cast("B") if c.format != "B" or c.ndim != 1 else c)
+                    else:
+                        r = _Region(c)
+                        if r.remaining > 0:
+                            conn.out.append(r)
+                        elif r.owner is not None:
+                            r.owner.close()
+                if conn.out and not self._write(conn):
+                    continue  # waiting for EVENT_WRITE; unmute once flushed
+            self._unmute(conn)
+
+    def _unmute(self, conn: _Connection) -> None:
+        conn.muted = False
+        conn.last_active = time.monotonic()
+        # the next request may already be buffered (pipelining clients)
+        if not self._try_dispatch(conn) and not conn.closed:
+            self._set_interest(conn, selectors.EVENT_READ)
+
+    def _set_interest(self, conn: _Connection, events: int) -> None:
+        if conn.registered == events:
+            return
+        try:
+            if events == 0:
+                self.selector.unregister(conn.sock)
+            elif conn.registered == 0:
+                self.selector.register(conn.sock, events, conn)
+            else:
+                self.selector.modify(conn.sock, events, conn)
+            conn.registered = events
+        except (OSError, ValueError, KeyError) as e:
+            self._close(conn, f"selector error: {e}")
+
+    def _on_readable(self, conn: _Connection) -> None:
+        if conn.muted:
+            self._set_interest(conn, 0)
+            return
+        sock = conn.sock
+        while True:
+            buf = conn.buf
+            if conn.end == len(buf):
+                self._make_room(conn)
+                buf = conn.buf
+            space = len(buf) - conn.end
+            try:
+                n = sock.recv_into(memoryview(buf)[conn.end:], space)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._close(conn, f"receive failed: {e}")
+                return
+            if n == 0:
+                self._close(conn, "closed by peer")
+                return
+            conn.end += n
+            conn.last_active = time.monotonic()
+            if self._try_dispatch(conn) or conn.closed:
+                return
+            if n < space:
+                return
+
+    def _make_room(self, conn: _Connection) -> None:
+        """Free space at the end of a full receive buffer: compact when the unconsumed bytes fill
+        at most half of it, else double it (growth follows the bytes actually received, so a
+        huge size prefix alone allocates nothing).  Only called while the connection is not
+        muted, so no handler holds a view of the buffer; a grown buffer is a new object."""
+        pending = conn.end - conn.start
+        cap = len(conn.buf)
+        if conn.start > 0 and pending <= cap // 2:
+            conn.buf[0:pending] = bytes(memoryview(conn.buf)[conn.start:conn.end])
+        else:
+            nb = bytearray(cap * 2)
+            nb[0:pending] = memoryview(conn.buf)[conn.start:conn.end]
+            conn.buf = nb
+        conn.start, conn.end = 0, pending
+
+    def _try_dispatch(self, conn: _Connection) -> bool:
+        """Dispatch one complete buffered frame, if any; True when a request went out."""
+        avail = conn.end - conn.start
+        if avail < 4:
+            if conn.start == conn.end:
+                conn.start = conn.end = 0
+            return False
+        size = _SIZE.unpack_from(conn.buf, conn.start)[0]
+        max_bytes = self.server.max_request_bytes
+        if size < 0 or size > max_bytes:
+            log.warning("closing connection %d from %s: request frame of %d bytes (socket.request.max.bytes=%d)",
+                        conn.id, conn.peer, size, max_bytes)
+            self._close(conn, "frame size out of range")
+            return False
+        total = 4 + size
+        if avail < total:
+            return False
+        if self.draining:
+            self._set_interest(conn, 0)
+            return True  # stop reading: the broker is shutting down
+        frame = memoryview(conn.buf)[conn.start + 4:conn.start + total]
+        conn.start += total
+        if conn.start == conn.end:
+            conn.start = conn.end = 0
+        conn.muted = True
+        conn.inflight = True
+        self.inflight += 1
+        self._set_interest(conn, 0)
+        if not self.server.submit(Request(conn, frame)):
+            conn.inflight = False
+            self.inflight -= 1
+            self._close(conn, "request queue closed")
+        return True
+
+    def _on_writable(self, conn: _Connection) -> None:
+        if self._write(conn):
+            self._unmute(conn)
+
+    def _write(self, conn: _Connection) -> bool:
+        """Write pending chunks; True when everything is written."""
+        out = conn.out
+        fd = conn.fd
+        sock = conn.sock
+        try:
+            while out:
+                head = out[0]
+                if isinstance(head, _Region):
+                    n = os.sendfile(fd, head.fd, head.pos, min(head.remaining, _SENDFILE_CHUNK))
+                    if n == 0:
+                        self._close(conn, "segment file shorter than the fetch response (truncated?)")
+                        return False
+                    head.pos += n
+                    head.remaining -= n
+                    if head.remaining:
+                        continue
+                    out.popleft()
+                    if head.owner is not None:
+                        head.owner.close()
+                    continue
+                # gather consecutive byte chunks into one sendmsg
+                bufs = []
+                for c in out:
+                    if isinstance(c, _Region) or len(bufs) >= _SENDMSG_MAX_BUFFERS:
+                        break
+                    bufs.append(c)
+                more = len(bufs) < len(out)
+                n = sock.sendmsg(bufs, (), socket.MSG_MORE if more else 0) if len(bufs) > 1 or more \
+                    else sock.send(bufs[0])
+                partial = n < sum(c.nbytes for c in bufs)
+                while n > 0:
+                    c = out[0]
+                    ln = c.nbytes
+                    if n >= ln:
+                        out.popleft()
+                        n -= ln
+                    else:
+                        out[0] = c[n:]
+                        n = 0
+                if partial:  # the socket buffer is full: wait until it is writable
+                    self._set_interest(conn, selectors.EVENT_WRITE)
+                    return False
+        except (BlockingIOError, InterruptedError):
+            self._set_interest(conn, selectors.EVENT_WRITE)
+            return False
+        except OSError as e:
+            self._close(conn, f"send failed: {e}")
+            return False
+        conn.last_active = time.monotonic()
+        return True
+
+    def _close_idle(self, now: float) -> None:
+        idle_s = self.server.connections_max_idle_ms / 1000.0
+        if idle_s < 0:
+            return
+        for conn in list(self.conns.values()):
+            if not conn.inflight and not conn.out and now - conn.last_active > idle_s:
+                self._close(conn, "idle for longer than connections.max.idle.ms")
+            elif not conn.muted and conn.start == conn.end and len(conn.buf) > _MAX_KEEP_BUFFER \
+                    and now - conn.last_active > 1.0:
+                conn.buf = bytearray(_MIN_BUFFER)
+                conn.start = conn.end = 0
+
+    def _close(self, conn: _Connection, reason: str) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        log.debug("closing connection %d from %s: %s", conn.id, conn.peer, reason)
+        if conn.registered:
+            try:
+                self.selector.unregister(conn.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+            conn.registered = 0
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+        for c in conn.out:
+            if isinstance(c, _Region) and c.owner is not None:
+                c.owner.close()
+        conn.out.clear()
+        self.conns.pop(conn.id, None)
+        # an in-flight request stays counted until its handler answers (_process_responses)
+
+    def pending(self) -> int:
+        """Requests in flight plus connections with unsent response bytes (approximate)."""
+        return self.inflight + len(self._responses) + sum(1 for c in list(self.conns.values()) if c.out)
+
+
+def _release_chunks(chunks) -> None:
+    if not chunks:
+        return
+    for c in chunks:
+        f = getattr(c, "file", None)
+        if isinstance(f, OwnedFd):
+            f.close()
+
+
+class SocketServer:
+    """Acceptor + processors + request handler pool on one listener.
+
+    ``start()`` binds (``port`` 0 picks a free port; see :attr:`port`) and starts the threads;
+    ``stop()`` stops accepting, lets in-flight requests finish and their responses go out (up to
+    ``drain_timeout_s``), then closes every connection.  Owned by one thread.
+    """
+
+    def __init__(self, host: str, port: int, handler: Callable[[Request], None], *,
+                 num_network_threads: int = 3, num_io_threads: int = 8, queued_max_requests: int = 500,
+                 max_request_bytes: int = 100 * 1024 * 1024, send_buffer_bytes: int = -1,
+                 receive_buffer_bytes: int = -1, connections_max_idle_ms: int = 600000,
+                 on_handler_error: Callable[[Request, BaseException], None] | None = None):
+        self.host = host
+        self.port = port
+        self.handler = handler
+        self.num_network_threads = num_network_threads
+        self.num_io_threads = num_io_threads
+        self.max_request_bytes = max_request_bytes
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.on_handler_error = on_handler_error
+        self.requests: queue.Queue = queue.Queue(maxsize=queued_max_requests)
+        self.processors: list[Processor] = []
+        self.handlers: list[threading.Thread] = []
+        self._listen: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+        self._accepting = False
+        self._accept_wake_r = self._accept_wake_w = None
+        self._conn_ids = 0
+        self._id_lock = threading.Lock()
+        self._handlers_running = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def bind(self) -> "SocketServer":
+        """Bind and listen (connections queue in the backlog until :meth:`start`); sets :attr:`port`."""
+        if self._listen is not None:
+            return self
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        ls = socket.socket(family, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.receive_buffer_bytes > 0:
+            ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+        ls.bind((self.host, self.port))
+        ls.listen(512)
+        ls.setblocking(False)
+        self._listen = ls
+        self.port = ls.getsockname()[1]
+        return self
+
+    def start(self) -> "SocketServer":
+        """Bind if needed and start the handler pool, the processors and the acceptor."""
+        self.bind()
+        self._handlers_running = True
+        for i in range(self.num_io_threads):
+            t = threading.Thread(target=self._handler_loop, name=f"pyklog-request-handler-{i}", daemon=True)
+            t.start()
+            self.handlers.append(t)
+        for i in range(self.num_network_threads):
+            p = Processor(self, i)
+            p.start()
+            self.processors.append(p)
+        self._accept_wake_r, self._accept_wake_w = socket.socketpair()
+        self._accepting = True
+        self._acceptor = threading.Thread(target=self._accept_loop, name="pyklog-acceptor", daemon=True)
+        self._acceptor.start()
+        return self
+
+    def stop(self, drain_timeout_s: float = 30.0) -> None:
+        """Stop accepting, finish in-flight requests (their responses are written), close all."""
+        if self._acceptor is not None:
+            self._accepting = False
+            try:
+                self._accept_wake_w.send(b"\x00")
+            except OSError:
+                pass
+            self._acceptor.join(5)
+            self._acceptor = None
+        elif self._listen is not None and not self._accepting:
+            self._listen.close()  # bound but never started
+        for p in self.processors:
+            p.draining = True
+            p.wakeup()
+        deadline = time.monotonic() + drain_timeout_s
+        while time.monotonic() < deadline:
+            if all(p.pending() == 0 for p in self.processors):
+                break
+            time.sleep(0.01)
+        else:
+            log.warning("socket server: requests still in flight after %.1fs, closing anyway", drain_timeout_s)
+        for p in self.processors:
+            p.running = False
+            p.wakeup()
+        for p in self.processors:
+            p.join(5)
+        self._handlers_running = False
+        for _ in self.handlers:
+            try:
+                self.requests.put(None, timeout=1)
+            except queue.Full:
+                pass
+        for t in self.handlers:
+            t.join(5)
+        self.handlers = []
+        self.processors = []
+        for s in (self._accept_wake_r, self._accept_wake_w):
+            if s is not None:
+                s.close()
+
+    # -- acceptor -------------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self._listen, selectors.EVENT_READ)
+        sel.register(self._accept_wake_r, selectors.EVENT_READ)
+        rr = 0
+        try:
+            while self._accepting:
+                try:
+                    ready = sel.select(1.0)
+                except OSError:
+                    continue
+                for key, _ in ready:
+                    if key.fileobj is not self._listen:
+                        continue
+                    while self._accepting:
+                        try:
+                            sock, addr = self._listen.accept()
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError as e:  # EMFILE etc.: back off, keep serving
+                            log.warning("accept failed: %s", e)
+                            time.sleep(0.1)
+                            break
+                        try:
+                            self._configure(sock)
+                        except OSError as e:
+                            log.debug("cannot configure accepted socket: %s", e)
+                            sock.close()
+                            continue
+                        peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+                        self.processors[rr % len(self.processors)].add_connection(sock, peer)
+                        rr += 1
+        finally:
+            sel.close()
+            self._listen.close()
+
+    def _configure(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self.send_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        if self.receive_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+
+    def next_connection_id(self) -> int:
+        with self._id_lock:
+            self._conn_ids += 1
+            return self._conn_ids
+
+    # -- request queue --------------------------------------------------------------------
+    def submit(self, request: Request) -> bool:
+        """Queue a request for the handler pool (blocks while the queue is full, as Kafka does)."""
+        while True:
+            if not self._handlers_running:
+                return False
+            try:
+                self.requests.put(request, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+
+    def _handler_loop(self) -> None:
+        handler = self.handler
+        get = self.requests.get
+        while True:
+            request = get()
+            if request is None:
+                return
+            try:
+                handler(request)
+            except BaseException as e:  # noqa: BLE001 - one request must never kill the pool
+                log.exception("request handler failed on connection %d from %s", request.connection_id,
+                              request.peer)
+                if self.on_handler_error is not None:
+                    try:
+                        self.on_handler_error(request, e)
+                    except Exception:
+                        log.exception("on_handler_error failed")
+                if not request.answered:
+                    try:
+                        request.close_connection()
+                    except RuntimeError:
+                        pass

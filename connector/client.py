@@ -1,0 +1,992 @@
+"""Broker connections and cluster metadata: the client side of Kafka's wire protocol.
+
+* :class:`BrokerConnection`: one blocking TCP connection to one broker.  On connect it negotiates
+  versions with ``ApiVersions`` and afterwards sends every request at the highest version both
+  sides support (or the one asked for).  Requests can be pipelined: :meth:`BrokerConnection.send`
+  writes a request and returns its correlation id, :meth:`BrokerConnection.receive` waits for that
+  id's response (responses arrive in request order; a thread that reads a frame belonging to another
+  caller parks it for that caller).  Any I/O failure closes the connection and raises
+  :class:`~broker.errors.NetworkError` to every waiter; a closed connection is never reused.
+* :class:`ClusterClient`: broker discovery (a bootstrap list or the ZooKeeper registry
+  ``/brokers/ids``), the metadata cache (partitions, leaders, controller), one connection per node,
+  and the calls every other client part needs: ``list_offsets``, ``offsets_before``,
+  ``find_coordinator`` / ``commit_offsets`` / ``fetch_committed`` (the group coordinator's offset
+  storage), ``create_topic`` / ``delete_topic``, ``init_producer_id``.  Metadata is refreshed when a
+  broker answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE, on a
+  connection error, when the ZooKeeper registry's broker list changes, and after
+  ``metadata_max_age_ms``.
+
+Both classes are thread-safe.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from broker.errors import (
+    ConfigError,
+    CoordinatorNotAvailableError,
+    LeaderNotAvailableError,
+    NetworkError,
+    NotControllerError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    PyklogError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    ZooKeeperError,
+    error_for_code,
+)
+from broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BrokerConnection",
+    "ClusterClient",
+    "ClusterMetadata",
+    "TopicMetadata",
+    "PartitionMetadata",
+    "parse_bootstrap",
+    "EARLIEST",
+    "LATEST",
+]
+
+EARLIEST = -2  # ListOffsets timestamp: the log start offset
+LATEST = -1  # ListOffsets timestamp: the log end offset (high watermark)
+
+_SIZE = struct.Struct(">i")
+_CID = struct.Struct(">i")
+
+# errors after which the metadata (leaders, partitions) is stale
+REFRESH_METADATA_CODES = frozenset({
+    NotLeaderOrFollowerError.code,
+    UnknownTopicOrPartitionError.code,
+    LeaderNotAvailableError.code,
+    NetworkError.code,
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+})
+COORDINATOR_CODES = frozenset({NotCoordinatorError.code, CoordinatorNotAvailableError.code})
+
+
+def parse_bootstrap(servers) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` or a list of ``"host:port"`` / ``(host, port)`` -> [(host, port)]."""
+    if servers is None:
+        return []
+    if isinstance(servers, str):
+        items = [s.strip() for s in servers.split(",") if s.strip()]
+    else:
+        items = list(servers)
+    out = []
+    for item in items:
+        if isinstance(item, (tuple, list)):
+            out.append((str(item[0]), int(item[1])))
+            continue
+        s = str(item)
+        if "://" in s:
+            s = s.split("://", 1)[1]
+        host, sep, port = s.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"bootstrap.servers: expected host:port, got {item!r}")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    return out
+
+
+def _err(code: int, what: str) -> PyklogError:
+    return error_for_code(code, f"{error_for_code(code).name} ({code}): {what}")
+
+
+# ---------------------------------------------------------------------------------------------
+# one connection
+# ---------------------------------------------------------------------------------------------
+class BrokerConnection:
+    """A blocking connection to one broker, with ApiVersions negotiation.  Thread-safe.
+
+    ``request(api_key, body, version=None) -> dict`` sends and waits.  For pipelining,
+    ``send(...) -> correlation_id`` and ``receive(correlation_id) -> dict``; ``send(...,
+    expect_response=False)`` (Produce with acks=0) registers no response.
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str = "pyklog", timeout_s: float = 30,
+                 node_id: int | None = None):
+        self.host = host
+        self.port = int(port)
+        self.node_id = node_id
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._send_lock = threading.Lock()
+        self._recv_lock = threading.Lock()
+        self._pending: dict[int, tuple[int, int]] = {}
+        self._stash: dict[int, bytearray] = {}
+        self._cid = 0
+        self._closed = False
+        self._error: Exception | None = None
+        self._size_buf = bytearray(4)
+        try:
+            self._sock = socket.create_connection((host, self.port), timeout=timeout_s)
+        except OSError as e:
+            raise NetworkError(f"cannot connect to broker {self._name()}: {e}") from e
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _name(self) -> str:
+        node = f"node {self.node_id} " if self.node_id is not None else ""
+        return f"{node}{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"BrokerConnection({self._name()}, {state})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    # -- versions ------------------------------------------------------------------------------
+    def _negotiate(self) -> None:
+        lo, hi = SUPPORTED[ApiKey.API_VERSIONS]
+        version = hi
+        for _attempt in range(3):
+            # an unsupported ApiVersions version is answered in the v0 layout with error 35
+            # and the broker's ranges (KIP-511); decode_response handles that layout
+            resp = self.request(ApiKey.API_VERSIONS, {}, version)
+            code = resp.get("error_code", 0)
+            ranges = {int(k["api_key"]): (int(k["min_version"]), int(k["max_version"]))
+                      for k in resp.get("api_keys") or []}
+            if code == UnsupportedVersionError.code and ApiKey.API_VERSIONS in ranges:
+                version = min(version - 1, ranges[ApiKey.API_VERSIONS][1])
+                if version < lo:
+                    break
+                continue
+            if code:
+                raise _err(code, f"ApiVersions from broker {self._name()}")
+            self.api_versions = ranges
+            return
+        raise UnsupportedVersionError(f"broker {self._name()}: no common ApiVersions version")
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both pyklog and this broker support."""
+        ours = SUPPORTED.get(api_key)
+        theirs = self.api_versions.get(int(api_key))
+        if ours is None or theirs is None:
+            raise UnsupportedVersionError(
+                f"broker {self._name()} does not support API {ApiKey(api_key).name} "
+                f"(ours {ours}, broker's {theirs})")
+        v = min(ours[1], theirs[1])
+        if v < max(ours[0], theirs[0]):
+            raise UnsupportedVersionError(
+                f"broker {self._name()}: no common version of {ApiKey(api_key).name} "
+                f"(ours {ours}, broker's {theirs})")
+        return v
+
+    # -- I/O -----------------------------------------------------------------------------------
+    def _fail(self, exc: Exception) -> NetworkError:
+        if not self._closed:
+            log.info("connection to broker %s failed: %s", self._name(), exc)
+        self._error = exc
+        self.close()
+        if isinstance(exc, NetworkError):
+            return exc
+        return NetworkError(f"connection to broker {self._name()} failed: {exc}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise NetworkError(f"connection to broker {self._name()} is closed"
+                               + (f" ({self._error})" if self._error else ""))
+
+    def send(self, api_key: int, body: dict, version: int | None = None,
+             expect_response: bool = True) -> int:
+        """Write one request; return its correlation id (wait with :meth:`receive`)."""
+        if version is None:
+            version = self.version_for(api_key)
+        with self._send_lock:
+            self._check_open()
+            self._cid = cid = (self._cid + 1) & 0x7FFFFFFF
+            frame = encode_request(api_key, version, cid, self.client_id, body)
+            if expect_response:
+                self._pending[cid] = (int(api_key), version)
+            try:
+                self._sock.sendall(frame)
+            except OSError as e:
+                self._pending.pop(cid, None)
+                raise self._fail(e) from e
+        return cid
+
+    def _read_exact(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        recv_into = self._sock.recv_into
+        while got < n:
+            r = recv_into(view[got:], n - got)
+            if not r:
+                raise NetworkError(f"broker {self._name()} closed the connection")
+            got += r
+        return buf
+
+    def _read_frame(self) -> tuple[int, bytearray]:
+        try:
+            size = _SIZE.unpack(self._read_exact(4))[0]
+            if size < 4:
+                raise NetworkError(f"broker {self._name()}: expected a response frame of at least "
+                                   f"4 bytes, read size {size}")
+            frame = self._read_exact(size)
+        except (OSError, NetworkError) as e:
+            raise self._fail(e) from e
+        return _CID.unpack_from(frame, 0)[0], frame
+
+    def receive(self, cid: int) -> dict:
+        """Wait for the response to request ``cid`` and decode it."""
+        while True:
+            with self._recv_lock:
+                frame = self._stash.pop(cid, None)
+                if frame is None:
+                    self._check_open()
+                    if cid not in self._pending:
+                        raise ValueError(f"no request with correlation id {cid} is waiting for a response")
+                    got, frame = self._read_frame()
+                    if got != cid:
+                        if got not in self._pending:
+                            raise self._fail(NetworkError(
+                                f"broker {self._name()}: response for unknown correlation id {got}"))
+                        self._stash[got] = frame
+                        continue
+                api_key, version = self._pending.pop(cid)
+            try:
+                _cid, body = decode_response(api_key, version, frame)
+            except PyklogError as e:
+                raise self._fail(NetworkError(
+                    f"broker {self._name()}: undecodable {ApiKey(api_key).name} v{version} response: {e}")) from e
+            return body
+
+    def has_response(self, cid: int) -> bool:
+        """True when the response to ``cid`` was already read by another caller."""
+        return cid in self._stash
+
+    def request(self, api_key: int, body: dict, version: int | None = None) -> dict:
+        """Send one request and return the decoded response body."""
+        return self.receive(self.send(api_key, body, version))
+
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    leader: int  # -1 when no leader
+    leader_epoch: int = -1
+    replicas: tuple = ()
+    isr: tuple = ()
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    partitions: dict  # {partition: PartitionMetadata}
+    error_code: int = 0
+    is_internal: bool = False
+
+
+@dataclass
+class ClusterMetadata:
+    """A snapshot of the cluster: brokers, controller and the topics asked for."""
+
+    brokers: dict = field(default_factory=dict)  # node_id -> (host, port)
+    controller_id: int = -1
+    cluster_id: str | None = None
+    topics: dict = field(default_factory=dict)  # name -> TopicMetadata
+    updated: float = 0.0
+
+
+class ClusterClient:
+    """Discovery, metadata and per-node connections for one Kafka(-compatible) cluster.
+
+    ``bootstrap_servers`` ("host:port,...") or ``zookeeper_connect`` (the brokers' registry,
+    ``/brokers/ids/<id>`` JSON with ``endpoints``/``host``/``port``).  Thread-safe: the cache and the
+    connection table are guarded by a lock; each connection has its own.
+    """
+
+    def __init__(self, bootstrap_servers=None, zookeeper_connect: str | None = None, *,
+                 client_id: str = "pyklog", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300000,
+                 zk_session_timeout_ms: int = 10000):
+        if not bootstrap_servers and not zookeeper_connect:
+            raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000.0
+        self.retry_backoff_s = retry_backoff_ms / 1000.0
+        self.metadata_max_age_s = metadata_max_age_ms / 1000.0
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self._zk_connect = zookeeper_connect
+        self._zk_timeout_s = zk_session_timeout_ms / 1000.0
+        self._zk = None
+        self._lock = threading.RLock()
+        self._refresh_lock = threading.Lock()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._boot_conn: BrokerConnection | None = None
+        self._md = ClusterMetadata()
+        self._stale = True
+        self._coordinators: dict[str, int] = {}
+        self._closed = False
+        if zookeeper_connect:
+            self._start_zk()
+
+    # -- discovery -----------------------------------------------------------------------------
+    def _start_zk(self) -> None:
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        from broker.zk import paths
+
+        zk = KazooClient(hosts=self._zk_connect, timeout=self._zk_timeout_s)
+        try:
+            zk.start(timeout=self._zk_timeout_s)
+        except KazooTimeoutError as e:
+            zk.close()
+            raise ZooKeeperError(f"cannot connect to ZooKeeper at {self._zk_connect}: {e}") from e
+        self._zk = zk
+
+        def on_brokers(children):
+            if self._closed:
+                return False
+            with self._lock:
+                self._stale = True
+            return True
+
+        try:
+            zk.ChildrenWatch(paths.BROKER_IDS, on_brokers)
+        except Exception:  # the path may not exist before the first broker: check on refresh
+            log.debug("no %s yet in %s", paths.BROKER_IDS, self._zk_connect)
+
+    def _zk_brokers(self) -> dict[int, tuple[str, int]]:
+        from kazoo.exceptions import NoNodeError
+
+        from broker.zk import paths
+
+        zk = self._zk
+        out = {}
+        try:
+            ids = zk.retry(zk.get_children, paths.BROKER_IDS)
+        except NoNodeError:
+            return out
+        except Exception as e:
+            raise ZooKeeperError(f"reading {paths.BROKER_IDS} from {self._zk_connect}: {e}") from e
+        for bid in ids:
+            try:
+                data, _ = zk.retry(zk.get, paths.broker_id(int(bid)))
+                info = json.loads(data.decode("utf-8"))
+            except NoNodeError:
+                continue
+            except (ValueError, UnicodeDecodeError) as e:
+                log.warning("ignoring unreadable broker registration %s: %s", paths.broker_id(int(bid)), e)
+                continue
+            addr = None
+            for ep in info.get("endpoints") or []:
+                try:
+                    addr = parse_bootstrap(ep)[0]
+                    break
+                except ConfigError:
+                    continue
+            if addr is None and info.get("host") and info.get("port", -1) >= 0:
+                addr = (info["host"], int(info["port"]))
+            if addr:
+                out[int(bid)] = addr
+        return out
+
+    def _candidates(self) -> list[tuple[int | None, str, int]]:
+        """Brokers to ask for metadata: known nodes (random order), then the registry/bootstrap."""
+        with self._lock:
+            known = [(nid, h, p) for nid, (h, p) in self._md.brokers.items()]
+        random.shuffle(known)
+        out = list(known)
+        if self._zk is not None:
+            zkb = list(self._zk_brokers().items())
+            random.shuffle(zkb)
+            out += [(nid, h, p) for nid, (h, p) in zkb]
+        boot = list(self._bootstrap)
+        random.shuffle(boot)
+        out += [(None, h, p) for h, p in boot]
+        seen = set()
+        uniq = []
+        for c in out:
+            if (c[1], c[2]) not in seen:
+                seen.add((c[1], c[2]))
+                uniq.append(c)
+        return uniq
+
+    def _any_connection(self) -> BrokerConnection:
+        """A connection to some live broker (an existing one when possible)."""
+        with self._lock:
+            for conn in self._conns.values():
+                if not conn.closed:
+                    return conn
+            if self._boot_conn is not None and not self._boot_conn.closed:
+                return self._boot_conn
+        errors = []
+        for nid, host, port in self._candidates():
+            try:
+                if nid is not None:
+                    return self.connection(nid, _address=(host, port))
+                conn = BrokerConnection(host, port, client_id=self.client_id,
+                                        timeout_s=self.request_timeout_s)
+                with self._lock:
+                    if self._boot_conn is not None:
+                        self._boot_conn.close()
+                    self._boot_conn = conn
+                return conn
+            except (NetworkError, OSError) as e:
+                errors.append(f"{host}:{port}: {e}")
+        where = self._zk_connect if self._zk is not None else self._bootstrap
+        raise NetworkError(f"no broker reachable (from {where}): " + ("; ".join(errors) or "no brokers registered"))
+
+    # -- metadata ------------------------------------------------------------------------------
+    def metadata(self, topics=None, refresh: bool = False, *, auto_create: bool = False) -> ClusterMetadata:
+        """Cluster metadata.  ``topics`` None = every topic.  Served from the cache unless
+        ``refresh``, the cache is stale, older than metadata_max_age_ms, or lacks a topic asked for."""
+        if isinstance(topics, str):
+            topics = [topics]
+        with self._lock:
+            md = self._md
+            fresh = (not self._stale and md.updated
+                     and time.monotonic() - md.updated < self.metadata_max_age_s)
+            if fresh and not refresh and topics is not None and all(t in md.topics for t in topics):
+                return md
+        return self._refresh(topics, auto_create)
+
+    def _refresh(self, topics, auto_create: bool) -> ClusterMetadata:
+        with self._refresh_lock:
+            last = None
+            for _attempt in range(3):
+                conn = self._any_connection()
+                try:
+                    return self._refresh_from(conn, topics, auto_create)
+                except NetworkError as e:
+                    last = e
+                    continue
+            raise last
+
+    def _refresh_from(self, conn: BrokerConnection, topics, auto_create: bool) -> ClusterMetadata:
+        version = conn.version_for(ApiKey.METADATA)
+        if topics is None:
+            req_topics = [] if version == 0 else None
+        else:
+            req_topics = [{"name": t} for t in topics]
+        resp = conn.request(ApiKey.METADATA, {
+            "topics": req_topics,
+            "allow_auto_topic_creation": bool(auto_create),
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }, version)
+        brokers = {int(b["node_id"]): (b["host"], int(b["port"])) for b in resp.get("brokers") or []}
+        new_topics = {}
+        for t in resp.get("topics") or []:
+            parts = {}
+            for p in t.get("partitions") or []:
+                pm = PartitionMetadata(
+                    partition=int(p["partition_index"]),
+                    leader=int(p.get("leader_id", -1)),
+                    leader_epoch=int(p.get("leader_epoch", -1)),
+                    replicas=tuple(p.get("replica_nodes") or ()),
+                    isr=tuple(p.get("isr_nodes") or ()),
+                    error_code=int(p.get("error_code", 0)),
+                )
+                parts[pm.partition] = pm
+            new_topics[t["name"]] = TopicMetadata(t["name"], parts, int(t.get("error_code", 0)),
+                                                  bool(t.get("is_internal", False)))
+        with self._lock:
+            old = self._md
+            if topics is None:
+                merged = {}
+            else:
+                merged = dict(old.topics)
+            for name, tm in new_topics.items():
+                if tm.error_code == UnknownTopicOrPartitionError.code or (tm.error_code and not tm.partitions):
+                    merged.pop(name, None)
+                    if topics is not None:
+                        merged[name] = tm  # keep the error visible for the caller
+                else:
+                    merged[name] = tm
+            md = ClusterMetadata(brokers=brokers or dict(old.brokers),
+                                 controller_id=int(resp.get("controller_id", -1)),
+                                 cluster_id=resp.get("cluster_id"), topics=merged,
+                                 updated=time.monotonic())
+            self._md = md
+            self._stale = False
+            # drop connections to brokers that left or moved
+            for nid, c in list(self._conns.items()):
+                if nid not in brokers or brokers[nid] != (c.host, c.port):
+                    if brokers:
+                        c.close()
+                        del self._conns[nid]
+        return md
+
+    def invalidate(self) -> None:
+        """Mark the metadata stale (next lookup refreshes)."""
+        with self._lock:
+            self._stale = True
+
+    def _topic(self, topic: str, auto_create: bool = False) -> TopicMetadata:
+        md = self.metadata([topic], auto_create=auto_create)
+        tm = md.topics.get(topic)
+        if tm is None or tm.error_code == UnknownTopicOrPartitionError.code:
+            md = self.metadata([topic], refresh=True, auto_create=auto_create)
+            tm = md.topics.get(topic)
+        if tm is None or not tm.partitions:
+            code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+            raise _err(code, f"topic {topic!r} has no partitions in the cluster metadata")
+        return tm
+
+    def partitions_for(self, topic: str, *, auto_create: bool = False) -> list[int]:
+        """Sorted partition ids of ``topic``; UnknownTopicOrPartitionError if it does not exist."""
+        return sorted(self._topic(topic, auto_create).partitions)
+
+    def available_partitions_for(self, topic: str) -> list[int]:
+        """Partitions of ``topic`` that currently have a leader."""
+        return sorted(p for p, pm in self._topic(topic).partitions.items() if pm.leader >= 0)
+
+    def leader_for(self, topic: str, partition: int, *, timeout_s: float | None = None) -> int:
+        """Node id of the leader of ``topic``/``partition``; refreshes metadata (with backoff,
+        up to ``timeout_s``, default request.timeout.ms) while there is none."""
+        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
+        backoff = self.retry_backoff_s
+        refresh = False
+        while True:
+            try:
+                md = self.metadata([topic], refresh=refresh)
+                tm = md.topics.get(topic)
+                if tm is None or (tm.error_code and not tm.partitions):
+                    code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+                    raise _err(code, f"topic {topic!r}")
+                pm = tm.partitions.get(partition)
+                if pm is None:
+                    raise UnknownTopicOrPartitionError(
+                        f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} has partitions "
+                        f"{sorted(tm.partitions)}, not {partition}")
+                if pm.leader >= 0 and pm.leader in md.brokers:
+                    return pm.leader
+                raise LeaderNotAvailableError(f"LEADER_NOT_AVAILABLE: {topic}-{partition} has no leader")
+            except PyklogError as e:
+                if not e.retriable or time.monotonic() + backoff > deadline:
+                    raise
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                refresh = True
+
+    def broker_address(self, node_id: int) -> tuple[str, int]:
+        with self._lock:
+            addr = self._md.brokers.get(node_id)
+        if addr is None:
+            addr = self.metadata(None, refresh=True).brokers.get(node_id)
+        if addr is None:
+            raise NetworkError(f"broker {node_id} is not in the cluster metadata")
+        return addr
+
+    def connection(self, node_id: int, *, _address=None) -> BrokerConnection:
+        """The (shared) connection to broker ``node_id``, opened on first use and after failures."""
+        with self._lock:
+            conn = self._conns.get(node_id)
+            if conn is not None and not conn.closed:
+                return conn
+        host, port = _address or self.broker_address(node_id)
+        conn = BrokerConnection(host, port, client_id=self.client_id,
+                                timeout_s=self.request_timeout_s, node_id=node_id)
+        with self._lock:
+            old = self._conns.get(node_id)
+            if old is not None and not old.closed:
+                conn.close()
+                return old
+            self._conns[node_id] = conn
+        return conn
+
+    def new_connection(self, node_id: int) -> BrokerConnection:
+        """A private (unshared) connection to ``node_id``; the caller closes it."""
+        host, port = self.broker_address(node_id)
+        return BrokerConnection(host, port, client_id=self.client_id,
+                                timeout_s=self.request_timeout_s, node_id=node_id)
+
+    def send_to(self, node_id: int, api_key: int, body: dict, version: int | None = None) -> dict:
+        """One request to ``node_id``; a connection error invalidates the metadata and is raised."""
+        conn = self.connection(node_id)
+        try:
+            return conn.request(api_key, body, version)
+        except NetworkError:
+            self.invalidate()
+            raise
+
+    # -- retry helper ----------------------------------------------------------------------------
+    def _retrying(self, what: str, fn, timeout_s: float | None = None):
+        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
+        backoff = self.retry_backoff_s
+        while True:
+            try:
+                return fn()
+            except PyklogError as e:
+                if not e.retriable:
+                    raise
+                if e.code in REFRESH_METADATA_CODES:
+                    self.invalidate()
+                if time.monotonic() + backoff > deadline:
+                    log.info("%s: giving up after retries: %s", what, e)
+                    raise
+                log.debug("%s: retrying after %s", what, e)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    # -- offsets -------------------------------------------------------------------------------
+    def _by_leader(self, tps):
+        groups: dict[int, list] = {}
+        for tp in tps:
+            groups.setdefault(self.leader_for(*tp), []).append(tp)
+        return groups
+
+    def offsets_for_times(self, timestamps: dict, *, isolation_level: int = 0,
+                          timeout_s: float | None = None) -> dict:
+        """ListOffsets v1+: ``{(t, p): timestamp}`` (-1 latest, -2 earliest, else ms) ->
+        ``{(t, p): (offset, timestamp) | None}`` (None: no record at or after the timestamp)."""
+        result: dict = {}
+        pending = dict(timestamps)
+
+        def attempt():
+            for node, tps in self._by_leader(list(pending)).items():
+                conn = self.connection(node)
+                version = conn.version_for(ApiKey.LIST_OFFSETS)
+                if version < 1:
+                    raise UnsupportedVersionError(f"broker {node} has no ListOffsets v1 (timestamps)")
+                resp = self._request(node, conn, ApiKey.LIST_OFFSETS, {
+                    "replica_id": -1,
+                    "isolation_level": isolation_level,
+                    "topics": _group_topics(tps, lambda tp: {"partition_index": tp[1],
+                                                             "current_leader_epoch": -1,
+                                                             "timestamp": pending[tp]}),
+                }, version)
+                retry = None
+                for t in resp.get("topics") or []:
+                    for p in t.get("partitions") or []:
+                        tp = (t["name"], int(p["partition_index"]))
+                        code = int(p.get("error_code", 0))
+                        if code:
+                            e = _err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
+                            if not e.retriable:
+                                raise e
+                            retry = e
+                            continue
+                        off = int(p.get("offset", -1))
+                        result[tp] = None if off < 0 else (off, int(p.get("timestamp", -1)))
+                        pending.pop(tp, None)
+                if retry is not None:
+                    raise retry
+            return result
+
+        return self._retrying("ListOffsets", attempt, timeout_s)
+
+    def list_offsets(self, timestamps: dict, *, isolation_level: int = 0,
+                     timeout_s: float | None = None) -> dict:
+        """``{(t, p): timestamp}`` -> ``{(t, p): offset | None}`` (ListOffsets v1+; -1 latest,
+        -2 earliest)."""
+        r = self.offsets_for_times(timestamps, isolation_level=isolation_level, timeout_s=timeout_s)
+        return {tp: (None if v is None else v[0]) for tp, v in r.items()}
+
+    def offsets_before(self, topic: str, partition: int, time_ms: int, max_num_offsets: int = 1,
+                       *, timeout_s: float | None = None) -> list[int]:
+        """ListOffsets v0 (the seed's getOffsetsBefore): up to ``max_num_offsets`` offsets before
+        ``time_ms`` (-1 latest, -2 earliest), descending."""
+
+        def attempt():
+            node = self.leader_for(topic, partition)
+            conn = self.connection(node)
+            resp = self._request(node, conn, ApiKey.LIST_OFFSETS, {
+                "replica_id": -1,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition,
+                                                           "timestamp": time_ms,
+                                                           "max_num_offsets": max_num_offsets}]}],
+            }, 0)
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    code = int(p.get("error_code", 0))
+                    if code:
+                        raise _err(code, f"ListOffsets v0 {topic}-{partition} on broker {node}")
+                    return [int(o) for o in p.get("old_style_offsets") or []]
+            raise UnknownTopicOrPartitionError(f"ListOffsets v0: no answer for {topic}-{partition}")
+
+        return self._retrying("ListOffsets v0", attempt, timeout_s)
+
+    def _request(self, node: int, conn: BrokerConnection, api_key, body, version=None) -> dict:
+        try:
+            return conn.request(api_key, body, version)
+        except NetworkError:
+            self.invalidate()
+            raise
+
+    # -- group coordinator ---------------------------------------------------------------------
+    def find_coordinator(self, group: str, *, refresh: bool = False, timeout_s: float | None = None) -> int:
+        """Node id of the group coordinator of ``group`` (FindCoordinator v0-2), cached."""
+        if not refresh:
+            with self._lock:
+                nid = self._coordinators.get(group)
+            if nid is not None:
+                return nid
+
+        def attempt():
+            conn = self._any_connection()
+            version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 2)
+            try:
+                resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version)
+            except NetworkError:
+                self.invalidate()
+                raise
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise _err(code, f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}")
+            nid = int(resp["node_id"])
+            with self._lock:
+                self._coordinators[group] = nid
+                if nid not in self._md.brokers:
+                    self._md.brokers[nid] = (resp["host"], int(resp["port"]))
+            return nid
+
+        return self._retrying(f"FindCoordinator({group})", attempt, timeout_s)
+
+    def _coordinator_call(self, group: str, what: str, fn, timeout_s):
+        def attempt():
+            node = self.find_coordinator(group)
+            try:
+                return fn(node, self.connection(node))
+            except (NotCoordinatorError, CoordinatorNotAvailableError, NetworkError):
+                with self._lock:
+                    self._coordinators.pop(group, None)
+                raise
+
+        return self._retrying(f"{what}({group})", attempt, timeout_s)
+
+    def commit_offsets(self, group: str, offsets: dict, metadata: str = "", *,
+                       timeout_s: float | None = None) -> None:
+        """OffsetCommit for a group without members (generation -1, member ""): ``{(t, p): offset}``
+        (a value may also be ``(offset, metadata)``).  Retries COORDINATOR_LOAD_IN_PROGRESS /
+        NOT_COORDINATOR (rediscovering the coordinator) with backoff, up to ``timeout_s``."""
+        items = {}
+        for tp, v in offsets.items():
+            off, md = (v if isinstance(v, tuple) else (v, metadata))
+            items[(tp[0], int(tp[1]))] = (int(off), md)
+        if not items:
+            return
+
+        def call(node, conn):
+            version = conn.version_for(ApiKey.OFFSET_COMMIT)
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "retention_time_ms": -1,
+                "topics": _group_topics(items, lambda tp: {
+                    "partition_index": tp[1], "committed_offset": items[tp][0],
+                    "committed_leader_epoch": -1, "commit_timestamp": -1,
+                    "committed_metadata": items[tp][1]}),
+            }
+            resp = conn.request(ApiKey.OFFSET_COMMIT, body, version)
+            first = None
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    code = int(p.get("error_code", 0))
+                    if code:
+                        e = _err(code, f"OffsetCommit group {group!r} {t['name']}-{p['partition_index']}")
+                        if first is None or (e.retriable and not first.retriable):
+                            first = e
+            if first is not None:
+                raise first
+
+        self._coordinator_call(group, "OffsetCommit", call, timeout_s)
+
+    def fetch_committed(self, group: str, partitions=None, *, timeout_s: float | None = None) -> dict:
+        """OffsetFetch: ``[(t, p)]`` (None = all the group committed) -> ``{(t, p): offset | None}``."""
+        tps = None if partitions is None else [(t, int(p)) for t, p in partitions]
+
+        def call(node, conn):
+            version = conn.version_for(ApiKey.OFFSET_FETCH)
+            if tps is None:
+                if version < 2:
+                    raise UnsupportedVersionError("OffsetFetch of all partitions needs v2+")
+                topics = None
+            else:
+                topics = [{"name": t, "partition_indexes": ps}
+                          for t, ps in _group_partitions(tps).items()]
+            resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
+                                                      "require_stable": False}, version)
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise _err(code, f"OffsetFetch group {group!r}")
+            out = {} if tps is None else {tp: None for tp in tps}
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    tp = (t["name"], int(p["partition_index"]))
+                    pcode = int(p.get("error_code", 0))
+                    if pcode and pcode != UnknownTopicOrPartitionError.code:
+                        raise _err(pcode, f"OffsetFetch group {group!r} {tp[0]}-{tp[1]}")
+                    off = int(p.get("committed_offset", -1))
+                    out[tp] = None if off < 0 else off
+            return out
+
+        return self._coordinator_call(group, "OffsetFetch", call, timeout_s)
+
+    # -- topics ---------------------------------------------------------------------------------
+    def _controller_call(self, what, fn, timeout_s):
+        def attempt():
+            md = self.metadata(None, refresh=self._stale)
+            node = md.controller_id if md.controller_id in md.brokers else next(iter(md.brokers), None)
+            if node is None:
+                raise LeaderNotAvailableError("no broker in the cluster metadata")
+            try:
+                return fn(node, self.connection(node))
+            except (NotControllerError, NetworkError):
+                self.invalidate()
+                raise
+
+        return self._retrying(what, attempt, timeout_s)
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, *,
+                     replication_factor: int = 1, validate_only: bool = False, wait: bool = True,
+                     timeout_s: float | None = None) -> None:
+        """CreateTopics for one topic; with ``wait`` also waits until every partition has a leader
+        in the metadata.  TopicAlreadyExistsError / InvalidPartitionsError / ... as the broker says."""
+        timeout_ms = int((self.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+
+        def call(node, conn):
+            version = conn.version_for(ApiKey.CREATE_TOPICS)
+            resp = conn.request(ApiKey.CREATE_TOPICS, {
+                "topics": [{"name": name, "num_partitions": int(partitions),
+                            "replication_factor": int(replication_factor), "assignments": [],
+                            "configs": [{"name": str(k), "value": None if v is None else str(v)}
+                                        for k, v in (configs or {}).items()]}],
+                "timeout_ms": timeout_ms,
+                "validate_only": validate_only,
+            }, version)
+            for t in resp.get("topics") or []:
+                code = int(t.get("error_code", 0))
+                if code:
+                    raise _err(code, f"CreateTopics {name!r}: {t.get('error_message') or ''}")
+
+        self._controller_call(f"CreateTopics({name})", call, timeout_s)
+        if wait and not validate_only:
+            self.wait_for_topic(name, partitions, timeout_s=timeout_ms / 1000.0)
+
+    def wait_for_topic(self, name: str, partitions: int | None = None, *, timeout_s: float = 30.0) -> None:
+        """Wait until ``name`` has ``partitions`` partitions (any if None), each with a leader."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = self.metadata([name], refresh=True)
+            tm = md.topics.get(name)
+            if tm is not None and tm.partitions and not tm.error_code \
+                    and (partitions is None or len(tm.partitions) >= partitions) \
+                    and all(pm.leader >= 0 and pm.leader in md.brokers for pm in tm.partitions.values()):
+                return
+            if time.monotonic() > deadline:
+                raise RequestTimedOutError(f"REQUEST_TIMED_OUT: topic {name!r} has no leader for every "
+                                           f"partition after {timeout_s}s (metadata: {tm})")
+            time.sleep(min(self.retry_backoff_s, 0.1))
+
+    def delete_topic(self, name: str, *, timeout_s: float | None = None) -> None:
+        """DeleteTopics for one topic."""
+        timeout_ms = int((self.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+
+        def call(node, conn):
+            version = conn.version_for(ApiKey.DELETE_TOPICS)
+            resp = conn.request(ApiKey.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": timeout_ms}, version)
+            for t in resp.get("responses") or []:
+                code = int(t.get("error_code", 0))
+                if code:
+                    raise _err(code, f"DeleteTopics {name!r}")
+
+        self._controller_call(f"DeleteTopics({name})", call, timeout_s)
+        self.invalidate()
+
+    # -- producer ids --------------------------------------------------------------------------
+    def init_producer_id(self, *, transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
+                         timeout_s: float | None = None) -> tuple[int, int]:
+        """InitProducerId (idempotent producer): ``(producer_id, producer_epoch)``."""
+
+        def attempt():
+            conn = self._any_connection()
+            try:
+                resp = conn.request(ApiKey.INIT_PRODUCER_ID, {
+                    "transactional_id": transactional_id,
+                    "transaction_timeout_ms": transaction_timeout_ms,
+                    "producer_id": -1, "producer_epoch": -1})
+            except NetworkError:
+                self.invalidate()
+                raise
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise _err(code, "InitProducerId")
+            return int(resp["producer_id"]), int(resp["producer_epoch"])
+
+        return self._retrying("InitProducerId", attempt, timeout_s)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every connection and the ZooKeeper session.  Idempotent."""
+        self._closed = True
+        with self._lock:
+            conns = list(self._conns.values())
+            self._conns.clear()
+            if self._boot_conn is not None:
+                conns.append(self._boot_conn)
+                self._boot_conn = None
+        for c in conns:
+            c.close()
+        zk, self._zk = self._zk, None
+        if zk is not None:
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:  # pragma: no cover - best effort on shutdown
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _group_partitions(tps) -> dict:
+    out: dict = {}
+    for t, p in tps:
+        out.setdefault(t, []).append(int(p))
+    return out
+
+
+def _group_topics(tps, partition_body) -> list:
+    """[(t, p)] -> [{"name": t, "partitions": [partition_body((t, p)), ...]}], topic order kept."""
+    out: dict = {}
+    for tp in tps:
+        out.setdefault(tp[0], []).append(partition_body(tp))
+    return [{"name": t, "partitions": ps} for t, ps in out.items()]

@@ -1,0 +1,769 @@
+"""A member of a ZooKeeper consumer group: registration, watches, rebalance, partition owners.
+
+This is the seed's "Consumer registration algorithm" and "Consumer rebalancing algorithm"
+(Kafka's ZookeeperConsumerConnector), with Kafka's registry layout (paths in broker.zk.paths)::
+
+    /consumers/[group]/ids/[consumer_id]            ephemeral  {"version":1,"subscription":{...},
+                                                               "pattern":"static"|"white_list"|"black_list",
+                                                               "timestamp":"<ms>"}
+    /consumers/[group]/owners/[topic]/[partition]   ephemeral  consumer_id
+
+Registration: the member creates its ``ids`` node and watches the group's ``ids`` children,
+``/brokers/ids`` children, ``/brokers/topics`` children (new topics, for filters and for static
+topics created later) and the data of every topic it may consume (partition count changes).  Every
+change triggers a rebalance.
+
+Rebalance: read every member's subscription from ``ids`` and partition counts from
+``/brokers/topics/[topic]`` (and, for ``sticky``, the current owners from the owner registry), compute
+the assignment with :func:`connector.assignors.assign` (every member computes the same answer from the
+same sorted inputs, so no leader is needed; ``sticky`` members also watch the owner registry
+and recompute 0.2 s after it changes, so they converge on one snapshot), release owned partitions that move (``on_revoke`` is
+called first so the caller can commit), then claim new ones by creating their ephemeral owner nodes.
+A partition still held by its previous owner is retried: at once when its owner node is deleted
+(an ``exists`` watch), otherwise every ``rebalance_backoff_ms``; after ``rebalance_max_retries`` failed
+attempts the rebalance fails with :class:`~broker.errors.RebalanceFailedError` (raised by
+:meth:`GroupMember.wait_stable`, logged, and passed to ``on_error``); the next registry change starts
+a fresh attempt.
+
+A lost ZooKeeper session drops all ownership at once (``on_lost`` is called, nothing is committed:
+another member may already own the partitions); when the client reconnects with a new session the
+member registers again (waiting for a stale node of its old session to expire) and rebalances.
+While disconnected (kazoo SUSPENDED) the member cannot know whether its session still lives, so
+once it has been disconnected for the session timeout it drops its ownership the same way; if it
+reconnects within its still-valid session it claims its own owner nodes back (NodeExists from our own
+session is success).
+
+``manual_release=True`` (the Spark driver): partitions the new assignment takes away are not released
+by the rebalance; they show in :meth:`to_release` and stay owned until the caller calls
+:meth:`release` after committing them.  Partitions newly assigned but still held by others are claimed
+in the background with backoff, without a retry limit (their owners release at batch boundaries).
+
+Thread-safety: all public methods are thread-safe.  Callbacks (``on_assign``, ``on_revoke``,
+``on_lost``, ``on_error``) run on the member's rebalance thread (never on a kazoo thread) and must not
+call :meth:`stop`.  Several members may live in one process; each has its own ZooKeeper session.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, Iterable, Mapping
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError,
+                              ZookeeperError as KazooZookeeperError)
+from kazoo.protocol.states import EventType
+from kazoo.retry import RetryFailedError
+
+from broker.errors import ConfigError, RebalanceFailedError, ZooKeeperError
+from broker.zk import paths
+from connector.assignors import STRATEGIES, assign
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+REGISTRATION_VERSION = 1
+OWNER_SETTLE_S = 0.2  # sticky: rebalance again this long after the owner registry changed
+
+
+class TopicFilter:
+    """A regex topic filter (Kafka's TopicFilter): commas mean ``|``, blanks and quotes around are
+    dropped, and a topic is allowed when the whole name matches (Java's ``String.matches``)."""
+
+    pattern = ""
+
+    def __init__(self, regex: str):
+        if not isinstance(regex, str) or not regex.strip():
+            raise ConfigError(f"a topic filter needs a non-empty regular expression; got {regex!r}")
+        cleaned = regex.strip().replace(",", "|").replace(" ", "").strip("\"'")
+        try:
+            self._re = re.compile(cleaned)
+        except re.error as e:
+            raise ConfigError(f"invalid topic filter regular expression {regex!r}: {e}") from None
+        self.regex = cleaned
+
+    def is_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        if exclude_internal_topics and topic in INTERNAL_TOPICS:
+            return False
+        return self._matches(topic)
+
+    def _matches(self, topic: str) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.regex!r})"
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.regex == self.regex
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.regex))
+
+
+class Whitelist(TopicFilter):
+    """Topics whose whole name matches the regex."""
+
+    pattern = "white_list"
+
+    def _matches(self, topic):
+        return self._re.fullmatch(topic) is not None
+
+
+class Blacklist(TopicFilter):
+    """Topics whose name does not match the regex."""
+
+    pattern = "black_list"
+
+    def _matches(self, topic):
+        return self._re.fullmatch(topic) is None
+
+
+def filter_for(pattern: str, regex: str) -> TopicFilter:
+    if pattern == "white_list":
+        return Whitelist(regex)
+    if pattern == "black_list":
+        return Blacklist(regex)
+    raise ConfigError(f"topic filter pattern must be white_list or black_list; got {pattern!r}")
+
+
+def registration_json(subscription: Mapping[str, int], pattern: str) -> bytes:
+    """The value of ``/consumers/[group]/ids/[consumer_id]`` (Kafka's layout)."""
+    return json.dumps({"version": REGISTRATION_VERSION, "subscription": dict(subscription),
+                       "pattern": pattern, "timestamp": str(int(time.time() * 1000))},
+                      separators=(",", ":")).encode()
+
+
+def parse_registration(data: bytes) -> tuple[str, dict[str, int]]:
+    """(pattern, subscription) from a registration node; ValueError says what was read."""
+    try:
+        doc = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"expected registration JSON, read {data[:200]!r}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("subscription"), dict):
+        raise ValueError(f"expected an object with a 'subscription' object, read {data[:200]!r}")
+    pattern = doc.get("pattern", "static")
+    if pattern not in ("static", "white_list", "black_list"):
+        raise ValueError(f"expected pattern static, white_list or black_list, read {pattern!r}")
+    sub = {}
+    for k, v in doc["subscription"].items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"expected a stream count >= 1 for {k!r}, read {v!r}")
+        sub[str(k)] = v
+    return pattern, sub
+
+
+def topics_of(pattern: str, subscription: Mapping[str, int], all_topics: Iterable[str],
+              exclude_internal_topics: bool = True) -> set[str]:
+    """The topics a registration subscribes to, given the topics that exist."""
+    if pattern == "static":
+        return set(subscription)
+    topics: set[str] = set()
+    listed = list(all_topics)
+    for regex in subscription:
+        f = filter_for(pattern, regex)
+        topics.update(t for t in listed if f.is_allowed(t, exclude_internal_topics))
+    return topics
+
+
+def partition_count(data: bytes, topic: str) -> int:
+    """Number of partitions from ``/brokers/topics/[topic]`` ({"version":1,"partitions":{"0":[0],...}})."""
+    try:
+        doc = json.loads(data.decode())
+        parts = doc["partitions"]
+        ids = sorted(int(p) for p in parts)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"/brokers/topics/{topic}: expected {{\"version\":1,\"partitions\":{{\"0\":[...],...}}}}, "
+                         f"read {data[:200]!r}") from None
+    if ids != list(range(len(ids))):
+        raise ValueError(f"/brokers/topics/{topic}: expected partitions 0..{len(ids) - 1}, read {ids}")
+    return len(ids)
+
+
+def default_consumer_id() -> str:
+    """``hostname:uuid`` (the seed's consumer id form)."""
+    return f"{socket.gethostname()}:{uuid.uuid4()}"
+
+
+_ZK_ERRORS = (KazooException, RetryFailedError, InterruptedError)
+
+
+class GroupMember:
+    """One member of ZooKeeper consumer group ``group_id`` (see the module doc).
+
+    ``topics``: ``{topic: n_streams}`` or an iterable of topics (1 stream each); or ``topic_filter``:
+    a :class:`Whitelist` / :class:`Blacklist` (optionally ``(filter, n_streams)``).  The stream counts are
+    registered (Kafka's layout) but partitions are assigned per member; a member spreads its partitions
+    over its own streams (see connector.high_level).
+    ``strategy``: ``range`` | ``roundrobin`` | ``sticky`` (partition.assignment.strategy).
+    ``session_timeout_s``: the ZooKeeper session timeout (zookeeper.session.timeout.ms / 1000).
+    ``rebalance_max_retries`` / ``rebalance_backoff_ms``: Kafka's rebalance.max.retries (4) and
+    rebalance.backoff.ms (2000).
+    Callbacks get a sorted list of (topic, partition): ``on_assign`` after partitions are claimed,
+    ``on_revoke`` before they are released by a rebalance or by :meth:`stop` (commit there; not called
+    in manual_release mode), ``on_lost`` after a lost session dropped them, ``on_error(exc)`` when a
+    rebalance failed.
+
+    Thread-safe.  Callbacks run on the member's rebalance thread.
+    """
+
+    def __init__(self, zk_connect: str, group_id: str, *, topics=None, topic_filter=None,
+                 strategy: str = "range", consumer_id: str | None = None, session_timeout_s: float = 6.0,
+                 rebalance_max_retries: int = 4, rebalance_backoff_ms: int = 2000,
+                 on_assign: Callable | None = None, on_revoke: Callable | None = None,
+                 on_lost: Callable | None = None, on_error: Callable | None = None,
+                 manual_release: bool = False, exclude_internal_topics: bool = True,
+                 connect_timeout_s: float = 30.0):
+        if not isinstance(group_id, str) or not group_id or "/" in group_id or group_id in (".", ".."):
+            raise ConfigError(f"group.id must be a non-empty name without '/'; got {group_id!r}")
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"partition.assignment.strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        if (topics is None) == (topic_filter is None):
+            raise ConfigError("give exactly one of topics (a {topic: n_streams} map) or topic_filter (Whitelist/Blacklist)")
+        if topic_filter is not None:
+            n_streams = 1
+            if isinstance(topic_filter, tuple):
+                topic_filter, n_streams = topic_filter
+            if not isinstance(topic_filter, TopicFilter):
+                raise ConfigError(f"topic_filter must be a Whitelist or Blacklist; got {topic_filter!r}")
+            _check_streams(topic_filter.regex, n_streams)
+            self.pattern = topic_filter.pattern
+            self.subscription = {topic_filter.regex: n_streams}
+        else:
+            if isinstance(topics, str):
+                topics = [topics]
+            sub = dict(topics) if isinstance(topics, Mapping) else {t: 1 for t in topics}
+            if not sub:
+                raise ConfigError("topics must name at least one topic")
+            for t, n in sub.items():
+                if not isinstance(t, str) or not t or "/" in t:
+                    raise ConfigError(f"topic names must be non-empty strings without '/'; got {t!r}")
+                _check_streams(t, n)
+            self.pattern = "static"
+            self.subscription = sub
+        if not isinstance(rebalance_max_retries, int) or rebalance_max_retries < 1:
+            raise ConfigError(f"rebalance.max.retries must be an int >= 1; got {rebalance_max_retries!r}")
+        if rebalance_backoff_ms < 0:
+            raise ConfigError(f"rebalance.backoff.ms must be >= 0; got {rebalance_backoff_ms!r}")
+        self.zk_connect = zk_connect
+        self.group_id = group_id
+        self.strategy = strategy
+        self.consumer_id = consumer_id or default_consumer_id()
+        if "/" in self.consumer_id:
+            raise ConfigError(f"consumer.id must not contain '/'; got {self.consumer_id!r}")
+        self.session_timeout_s = float(session_timeout_s)
+        self.rebalance_max_retries = rebalance_max_retries
+        self.rebalance_backoff_s = rebalance_backoff_ms / 1000.0
+        self.manual_release = bool(manual_release)
+        self.exclude_internal_topics = exclude_internal_topics
+        self.connect_timeout_s = connect_timeout_s
+        self.on_assign, self.on_revoke, self.on_lost, self.on_error = on_assign, on_revoke, on_lost, on_error
+        self._cid = self.consumer_id.encode()
+
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._owned: set = set()
+        self._target: set = set()
+        self._topics: set = set()  # topics this member consumes (after the last rebalance)
+        self._streams: dict[str, int] = {}
+        self._dirty = False
+        self._dirty_at: float | None = None  # a delayed rebalance (sticky: owner registry changes)
+        self._busy = False
+        self._rebalanced = False
+        self._claim_due: float | None = None
+        self._attempts = 0
+        self._error: Exception | None = None
+        self._epoch = 0  # bumped when the session is lost
+        self._lost: set = set()
+        self._suspended_at: float | None = None  # connection to ZooKeeper lost at (monotonic)
+        self._registered_session = None
+        self._stopping = False
+        self._started = False
+        self._thread: threading.Thread | None = None
+        self.zk: KazooClient | None = None
+        self.rebalances = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "GroupMember":
+        """Connect, register in ``/consumers/[group]/ids`` and start rebalancing (in the background)."""
+        with self._lock:
+            if self._started:
+                raise RuntimeError("GroupMember already started")
+            self._started = True
+        self.zk = KazooClient(
+            hosts=self.zk_connect, timeout=self.session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
+            command_retry={"max_tries": -1, "delay": 0.05, "max_delay": 1.0,
+                           "interrupt": lambda: self._stopping})
+        self.zk.add_listener(self._on_state)
+        try:
+            self.zk.start(timeout=self.connect_timeout_s)
+        except Exception as e:
+            self.zk.close()
+            self._started = False
+            raise ZooKeeperError(f"cannot connect to ZooKeeper at {self.zk_connect!r}: {e}") from e
+        try:
+            self._register()
+        except BaseException:
+            self.zk.stop()
+            self.zk.close()
+            self._started = False
+            raise
+        self._thread = threading.Thread(target=self._run, name=f"pyklog-group-{self.group_id}-{self.consumer_id}",
+                                        daemon=True)
+        self._request("start")
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop rebalancing, call ``on_revoke`` for everything owned (unless manual_release), then close
+        the session, which deletes the registration and every owner node at once."""
+        with self._cond:
+            if not self._started or self._stopping:
+                return
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        with self._lock:
+            owned = sorted(self._owned)
+        if owned and not self.manual_release and self.on_revoke is not None:
+            self._callback(self.on_revoke, owned)
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+            with self._cond:
+                self._owned.clear()
+                self._target.clear()
+                self._cond.notify_all()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # ------------------------------------------------------------------ queries
+
+    def assignment(self) -> set:
+        """Partitions whose owner node this member holds now."""
+        with self._lock:
+            return set(self._owned)
+
+    def target(self) -> set:
+        """What the last rebalance assigned to this member."""
+        with self._lock:
+            return set(self._target)
+
+    def to_release(self) -> set:
+        """Owned partitions the last rebalance took away (manual_release mode: waiting for :meth:`release`)."""
+        with self._lock:
+            return self._owned - self._target
+
+    def streams(self) -> dict[str, int]:
+        """{topic: n_streams} for the topics this member consumes (filters resolved at the last rebalance)."""
+        with self._lock:
+            return dict(self._streams)
+
+    @property
+    def error(self) -> Exception | None:
+        """The last rebalance failure (None after a successful rebalance)."""
+        with self._lock:
+            return self._error
+
+    def is_stable(self) -> bool:
+        with self._lock:
+            return self._stable_locked()
+
+    def _stable_locked(self):
+        return (self._rebalanced and not self._dirty and self._dirty_at is None and not self._busy
+                and self._claim_due is None
+                and self._owned == self._target and self._error is None)
+
+    def wait_stable(self, timeout: float = 30.0) -> bool:
+        """Wait until no rebalance is pending and the owned partitions equal the target.  Raises the
+        RebalanceFailedError of a failed rebalance.  In manual_release mode the caller must release
+        :meth:`to_release` for this to happen.  Returns False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                if self._stable_locked():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping:
+                    return False
+                self._cond.wait(min(left, 0.2))
+
+    # ------------------------------------------------------------------ manual release
+
+    def release(self, partitions: Iterable) -> None:
+        """Give up ownership of ``partitions`` (those this member owns; others are ignored).  A released
+        partition still in :meth:`target` is claimed again by the background loop."""
+        tps = {(t, int(p)) for t, p in partitions}
+        with self._lock:
+            tps &= self._owned
+        if tps:
+            self._delete_owner_nodes(tps)
+            self._request(None, claim_only=True)
+
+    # ------------------------------------------------------------------ events (kazoo threads: no blocking)
+
+    def _on_state(self, state):
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            with self._cond:
+                self._drop_ownership_locked("lost its ZooKeeper session")
+                self._registered_session = None
+                self._suspended_at = None
+                self._dirty = True
+                self._cond.notify_all()
+        elif state == KazooState.SUSPENDED:
+            with self._cond:
+                self._suspended_at = time.monotonic()
+                self._cond.notify_all()
+        elif state == KazooState.CONNECTED:
+            with self._cond:
+                self._suspended_at = None
+            self._request("connected")
+
+    def _drop_ownership_locked(self, why):
+        if self._owned:
+            log.warning("consumer %s of group %s %s: dropping %d partitions", self.consumer_id, self.group_id,
+                        why, len(self._owned))
+        self._lost |= self._owned
+        self._owned = set()
+        self._epoch += 1
+
+    def _on_watch(self, event):
+        self._request(f"{event.type} {event.path}")
+
+    def _on_owners_changed(self, event):
+        # sticky reads the owner registry: recompute once claims and releases have settled
+        with self._cond:
+            if not self._dirty and self._dirty_at is None:
+                self._dirty_at = time.monotonic() + OWNER_SETTLE_S
+                self._cond.notify_all()
+
+    def _on_owner_event(self, event):
+        if event.type == EventType.DELETED:
+            self._request(None, claim_only=True)
+
+    def _request(self, why, claim_only=False):
+        with self._cond:
+            if claim_only:
+                if self._claim_due is not None or self._owned != self._target:
+                    self._claim_due = time.monotonic()
+            else:
+                if why:
+                    log.debug("group %s member %s: rebalance triggered by %s", self.group_id, self.consumer_id, why)
+                self._dirty = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ rebalance thread
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    if self._stopping or self._lost:
+                        break
+                    if self._suspended_at is not None:
+                        # disconnected: the session may expire without us hearing of it; once it could
+                        # have, another member may own our partitions, so we stop owning them
+                        if self._owned and now - self._suspended_at >= self.session_timeout_s:
+                            self._drop_ownership_locked(
+                                f"was disconnected from ZooKeeper for {now - self._suspended_at:.1f}s "
+                                f"(session timeout {self.session_timeout_s:.1f}s)")
+                            self._dirty = True
+                            break
+                        self._cond.wait(0.1)
+                        continue
+                    if self._dirty:
+                        break
+                    if self._claim_due is not None and now >= self._claim_due:
+                        break
+                    if self._dirty_at is not None and now >= self._dirty_at:
+                        break
+                    due = [d for d in (self._claim_due, self._dirty_at) if d is not None]
+                    self._cond.wait(0.5 if not due else min(max(0.0, min(due) - now), 0.5))
+                if self._stopping:
+                    return
+                lost, self._lost = self._lost, set()
+                full = self._dirty or (self._dirty_at is not None and time.monotonic() >= self._dirty_at)
+                self._dirty = False
+                if full:
+                    self._dirty_at = None
+                self._busy = True
+            try:
+                if lost and self.on_lost is not None:
+                    self._callback(self.on_lost, sorted(lost))
+                if self._stopping:
+                    return
+                if self._suspended_at is not None:  # work resumes on reconnect
+                    with self._cond:
+                        self._dirty = self._dirty or full
+                    continue
+                if full:
+                    self._rebalance()
+                else:
+                    self._claim()
+            except _ZK_ERRORS as e:
+                if not self._stopping:
+                    log.warning("group %s member %s: ZooKeeper error during rebalance (%s); retrying",
+                                self.group_id, self.consumer_id, e)
+                    with self._cond:
+                        self._dirty = True
+                        self._cond.wait(0.2)
+            except Exception:  # a bug or bad registry data must not kill the member silently
+                log.exception("group %s member %s: rebalance failed", self.group_id, self.consumer_id)
+                with self._cond:
+                    self._dirty = True
+                    self._cond.wait(max(self.rebalance_backoff_s, 0.2))
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _session_id(self):
+        cid = self.zk.client_id
+        return cid[0] if cid else None
+
+    def _register(self):
+        """Create our ephemeral ``ids`` node; NodeExists from our own session is success, from an older
+        session (not yet expired) we wait for ZooKeeper to delete it."""
+        path = paths.consumer_id(self.group_id, self.consumer_id)
+        data = registration_json(self.subscription, self.pattern)
+        deadline = time.monotonic() + max(3 * self.session_timeout_s, 10.0)
+        while not self._stopping:
+            session = self._session_id()
+            try:
+                self.zk.retry(self.zk.create, path, data, ephemeral=True, makepath=True)
+                self._registered_session = session
+                log.info("consumer %s registered in group %s (%s %s)", self.consumer_id, self.group_id,
+                         self.pattern, self.subscription)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.retry(self.zk.get, path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == session:
+                    self._registered_session = session
+                    return
+                if time.monotonic() > deadline:
+                    raise ZooKeeperError(f"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "
+                                         f"expected ours ({session:#x}) or none; is another consumer using "
+                                         f"consumer id {self.consumer_id!r}?")
+                log.info("%s still held by an older session %#x; waiting for it to expire", path,
+                         stat.ephemeralOwner)
+                time.sleep(0.25)
+
+    def _children(self, path, watch=None):
+        try:
+            return self.zk.retry(self.zk.get_children, path, watch=watch)
+        except NoNodeError:
+            if self.zk.retry(self.zk.exists, path, watch=watch) is None:
+                return []
+            try:
+                return self.zk.retry(self.zk.get_children, path, watch=watch)
+            except NoNodeError:
+                return []
+
+    def _read_members(self):
+        out = {}
+        for cid in sorted(self._children(paths.consumer_ids(self.group_id), self._on_watch)):
+            try:
+                data, _ = self.zk.retry(self.zk.get, paths.consumer_id(self.group_id, cid))
+            except NoNodeError:
+                continue
+            try:
+                out[cid] = parse_registration(data)
+            except ValueError as e:
+                log.warning("group %s: ignoring member %s with a bad registration: %s", self.group_id, cid, e)
+        return out
+
+    def _read_partition_counts(self, topics):
+        counts = {}
+        for t in sorted(topics):
+            try:
+                data, _ = self.zk.retry(self.zk.get, paths.topic(t), watch=self._on_watch)
+            except NoNodeError:
+                self.zk.retry(self.zk.exists, paths.topic(t), watch=self._on_watch)
+                continue
+            try:
+                counts[t] = partition_count(data, t)
+            except ValueError as e:
+                log.warning("group %s: ignoring topic %s: %s", self.group_id, t, e)
+        return counts
+
+    def _read_owners(self, topics, member_ids):
+        owned: dict[str, list] = {}
+        for t in sorted(topics):
+            for p in self._children(paths.partition_owners(self.group_id, t), self._on_owners_changed):
+                try:
+                    data, _ = self.zk.retry(self.zk.get, paths.partition_owner(self.group_id, t, int(p)))
+                except (NoNodeError, ValueError):
+                    continue
+                owner = data.decode(errors="replace")
+                if owner in member_ids:
+                    owned.setdefault(owner, []).append((t, int(p)))
+        return owned
+
+    def _rebalance(self):
+        if self._registered_session is None or self._registered_session != self._session_id():
+            self._register()
+        members = self._read_members()
+        if self.consumer_id not in members:
+            log.warning("group %s: own registration of %s missing; registering again", self.group_id, self.consumer_id)
+            self._registered_session = None
+            self._register()
+            members = self._read_members()
+        self._children(paths.BROKER_IDS, self._on_watch)
+        all_topics = self._children(paths.BROKER_TOPICS, self._on_watch)
+        subs = {}
+        for cid, (pattern, sub) in members.items():
+            try:
+                subs[cid] = topics_of(pattern, sub, all_topics, self.exclude_internal_topics)
+            except ConfigError as e:
+                log.warning("group %s: ignoring member %s: %s", self.group_id, cid, e)
+                subs[cid] = set()
+        relevant = set().union(*subs.values()) if subs else set()
+        counts = self._read_partition_counts(relevant)
+        owned = self._read_owners(counts, subs) if self.strategy == "sticky" else None
+        result = assign(self.strategy, subs, counts, owned)
+        target = set(result.get(self.consumer_id, ()))
+        mine = subs.get(self.consumer_id, set())
+        if self.pattern == "static":
+            streams = {t: n for t, n in self.subscription.items() if t in counts}
+        else:
+            n = next(iter(self.subscription.values()))
+            streams = {t: n for t in sorted(mine) if t in counts}
+        with self._cond:
+            self._target = target
+            self._topics = mine
+            self._streams = streams
+            self._attempts = 0
+            self._error = None
+            self._claim_due = None
+            revoke = self._owned - target
+            self.rebalances += 1
+        log.info("group %s member %s: rebalance %d with %d members: target %d partitions, releasing %d",
+                 self.group_id, self.consumer_id, self.rebalances, len(members), len(target),
+                 0 if self.manual_release else len(revoke))
+        if revoke and not self.manual_release:
+            if self.on_revoke is not None:
+                self._callback(self.on_revoke, sorted(revoke))
+            self._delete_owner_nodes(revoke)
+        self._claim()
+        with self._cond:
+            self._rebalanced = True
+
+    def _claim(self):
+        with self._cond:
+            wanted = sorted(self._target - self._owned)
+            epoch = self._epoch
+        got, blocked = [], []
+        session = self._session_id()
+        for tp in wanted:
+            if self._stopping:
+                return
+            if self._claim_one(tp, session):
+                got.append(tp)
+            else:
+                blocked.append(tp)
+        with self._cond:
+            if self._epoch != epoch:  # the session was lost meanwhile: claims are void, rebalance again
+                self._dirty = True
+                return
+            self._owned.update(got)
+            if blocked:
+                self._attempts += 1
+                if not self.manual_release and self._attempts >= self.rebalance_max_retries:
+                    holders = ", ".join(f"{t}-{p}" for t, p in blocked[:10])
+                    err = RebalanceFailedError(
+                        f"consumer {self.consumer_id} of group {self.group_id} could not claim {len(blocked)} "
+                        f"partitions ({holders}) still owned by other consumers after "
+                        f"{self._attempts} attempts (rebalance.max.retries={self.rebalance_max_retries}, "
+                        f"rebalance.backoff.ms={int(self.rebalance_backoff_s * 1000)})")
+                    self._error = err
+                    self._claim_due = None
+                else:
+                    err = None
+                    self._claim_due = time.monotonic() + self.rebalance_backoff_s
+            else:
+                err = None
+                self._attempts = 0
+                self._claim_due = None
+                self._error = None
+            self._cond.notify_all()
+        if got:
+            log.info("group %s member %s claimed %s", self.group_id, self.consumer_id, _fmt(got))
+            if self.on_assign is not None:
+                self._callback(self.on_assign, got)
+        if err is not None:
+            log.error("%s", err)
+            if self.on_error is not None:
+                self._callback(self.on_error, err)
+
+    def _claim_one(self, tp, session) -> bool:
+        t, p = tp
+        path = paths.partition_owner(self.group_id, t, p)
+        for _ in range(3):
+            try:
+                self.zk.retry(self.zk.create, path, self._cid, ephemeral=True, makepath=True)
+                return True
+            except NodeExistsError:
+                pass
+            try:
+                _, stat = self.zk.retry(self.zk.get, path)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == session:
+                return True  # ours: created before a reconnect
+            # held by another member: be told at once when it lets go
+            if self.zk.retry(self.zk.exists, path, watch=self._on_owner_event) is None:
+                continue
+            return False
+        return False
+
+    def _delete_owner_nodes(self, tps):
+        session = self._session_id()
+        for t, p in sorted(tps):
+            path = paths.partition_owner(self.group_id, t, p)
+            try:
+                _, stat = self.zk.retry(self.zk.get, path)
+                if stat.ephemeralOwner == session:
+                    self.zk.retry(self.zk.delete, path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+            except (KazooZookeeperError, *_ZK_ERRORS) as e:
+                log.warning("could not delete owner node %s: %s (it goes with the session)", path, e)
+            with self._cond:
+                self._owned.discard((t, p))
+        log.info("group %s member %s released %s", self.group_id, self.consumer_id, _fmt(tps))
+
+    def _callback(self, fn, arg):
+        try:
+            fn(arg)
+        except Exception:
+            log.exception("group %s member %s: callback %r failed", self.group_id, self.consumer_id, fn)
+
+
+def _check_streams(name, n):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"number of streams for {name!r} must be an int >= 1; got {n!r}")
+
+
+def _fmt(tps, limit=12):
+    s = sorted(tps)
+    text = ", ".join(f"{t}-{p}" for t, p in s[:limit])
+    return text + (f" (+{len(s) - limit} more)" if len(s) > limit else "")

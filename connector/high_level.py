@@ -1,0 +1,585 @@
+"""The high-level consumer: the seed's ``ConsumerConnector`` over a ZooKeeper consumer group.
+
+::
+
+    conn = ConsumerConnector({"zookeeper.connect": "127.0.0.1:2181", "group.id": "g",
+                              "auto.offset.reset": "smallest", "consumer.timeout.ms": 1000})
+    streams = conn.create_message_streams({"events": 2})        # {topic: [KafkaStream, KafkaStream]}
+    for record in streams["events"][0]:                          # ConsumerRecord(topic, partition, offset, ...)
+        handle(record)
+    conn.commit_offsets()
+    conn.shutdown()
+
+    conn.create_message_streams_by_filter(Whitelist("logs-.*"), 3)   # [KafkaStream] x 3
+
+How it works (Kafka's ZookeeperConsumerConnector):
+
+* a :class:`~connector.group.GroupMember` registers the consumer, watches the registry and
+  rebalances; each partition it owns is read by exactly one stream (partitions are spread over the
+  topic's streams, or over all streams for a filter);
+* one fetcher thread per connector sends :meth:`SimpleConsumer.multi_fetch_raw`-based fetches
+  (one Fetch per leader broker, all in flight together) for every owned partition whose stream
+  queue has room, and puts chunks of decoded records into the stream queues (bounded:
+  ``queued.max.message.chunks``);
+* a partition starts at its committed offset (``offsets.storage`` zookeeper | kafka, with
+  ``dual.commit.enabled``); without one, or when the offset is out of range, at
+  ``auto.offset.reset`` (smallest/earliest or largest/latest; with ``none`` the partition is parked
+  and its stream raises :class:`~broker.errors.OffsetOutOfRangeError` to the reader);
+* a record counts as consumed when the stream hands it out; :meth:`commit_offsets` stores the next
+  offset to consume of every partition that advanced; ``auto.commit.enable`` does so every
+  ``auto.commit.interval.ms``;
+* on a rebalance, for the partitions that move: the streams stop handing out their records, the
+  fetcher drops them, their consumed offsets are committed, their chunks are removed from the
+  queues, and only then is ownership released (the owner nodes deleted).  A lost ZooKeeper session
+  drops them the same way without committing (another consumer may own them already);
+* ``consumer.timeout.ms`` (default -1: wait forever) ends an iteration of a stream when no record
+  arrived for that long; iterating the stream again continues where it stopped.
+  :meth:`shutdown` ends every stream for good.
+
+Thread-safety: the connector is thread-safe; each :class:`KafkaStream` is meant to be iterated by
+one thread at a time (different streams by different threads).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Mapping
+
+from broker.errors import ConfigError, OffsetOutOfRangeError, PyklogError
+from connector.group import Blacklist, GroupMember, TopicFilter, Whitelist, default_consumer_id
+from connector.offsets import OffsetStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConsumerConnector", "KafkaStream", "Whitelist", "Blacklist", "DEFAULTS"]
+
+DEFAULTS = {
+    "zookeeper.connect": None,
+    "group.id": None,
+    "consumer.id": None,
+    "bootstrap.servers": None,
+    "client.id": None,
+    "partition.assignment.strategy": "range",
+    "offsets.storage": "zookeeper",
+    "dual.commit.enabled": False,
+    "auto.commit.enable": True,
+    "auto.commit.interval.ms": 60000,
+    "auto.offset.reset": "largest",
+    "consumer.timeout.ms": -1,
+    "zookeeper.session.timeout.ms": 6000,
+    "rebalance.max.retries": 4,
+    "rebalance.backoff.ms": 2000,
+    "fetch.message.max.bytes": 1048576,
+    "fetch.wait.max.ms": 100,
+    "fetch.min.bytes": 1,
+    "queued.max.message.chunks": 10,
+    "exclude.internal.topics": True,
+    "isolation.level": "read_uncommitted",
+    "offsets.commit.timeout.ms": 30000,
+}
+_RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest"}
+_SHUTDOWN = object()
+
+
+def _bool(key, v):
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key} must be true or false; got {v!r}")
+
+
+def _int(key, v, minimum=None):
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be an integer; got {v!r}") from None
+    if minimum is not None and n < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}; got {n}")
+    return n
+
+
+class _PartitionInfo:
+    """Fetch and consumed positions of one owned partition (Kafka's PartitionTopicInfo)."""
+
+    __slots__ = ("tp", "stream", "fetch_offset", "consumed", "committed", "active", "lock", "error_until",
+                 "failed")
+
+    def __init__(self, tp, stream):
+        self.tp = tp
+        self.stream = stream
+        self.fetch_offset = None  # None until the starting offset is known
+        self.consumed = None
+        self.committed = None
+        self.active = True
+        self.lock = threading.Lock()
+        self.error_until = 0.0
+        self.failed = False  # no position and auto.offset.reset=none: parked, the stream raised
+
+
+class KafkaStream:
+    """An iterator of :class:`~connector.consumer.ConsumerRecord` fed by the connector's fetcher.
+
+    Iteration ends after ``consumer.timeout.ms`` without a record (it may be resumed) or for good
+    after :meth:`ConsumerConnector.shutdown`.  One thread at a time per stream."""
+
+    def __init__(self, connector: "ConsumerConnector", index: int, maxsize: int, timeout_ms: int):
+        self._connector = connector
+        self.index = index
+        self.queue: queue.Queue = queue.Queue(maxsize)
+        self._timeout = None if timeout_ms < 0 else timeout_ms / 1000.0
+        self._chunk = None
+        self._pos = 0
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while True:
+            chunk = self._chunk
+            if chunk is not None:
+                info, records = chunk
+                while self._pos < len(records):
+                    rec = records[self._pos]
+                    self._pos += 1
+                    with info.lock:
+                        if not info.active:
+                            break
+                        if info.consumed is not None and rec.offset < info.consumed:
+                            continue  # already handed out (a refetch after a reset)
+                        info.consumed = rec.offset + 1
+                        return rec
+                self._chunk = None
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                item = self.queue.get(timeout=wait) if wait is None or wait > 0 else self.queue.get_nowait()
+            except queue.Empty:
+                raise StopIteration from None
+            if item is _SHUTDOWN:
+                self._done = True
+                raise StopIteration
+            if isinstance(item, BaseException):
+                raise item
+            self._chunk, self._pos = item, 0
+
+    def clear(self, infos) -> int:
+        """Drop queued chunks of partitions in ``infos``; returns how many chunks were dropped."""
+        with self.queue.mutex:
+            kept = [c for c in self.queue.queue if c is _SHUTDOWN or isinstance(c, BaseException) or c[0] not in infos]
+            dropped = len(self.queue.queue) - len(kept)
+            self.queue.queue.clear()
+            self.queue.queue.extend(kept)
+            if dropped:
+                self.queue.not_full.notify_all()
+        return dropped
+
+
+class ConsumerConnector:
+    """The seed's high-level consumer.  ``config``: Kafka's consumer settings (see ``DEFAULTS``); keyword
+    arguments with ``_`` for ``.`` are accepted too.  Thread-safe (see the module doc)."""
+
+    def __init__(self, config: Mapping | None = None, **kwargs):
+        cfg = dict(DEFAULTS)
+        given = dict(config or {})
+        given.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        unknown = sorted(k for k in given if k not in DEFAULTS)
+        if unknown:
+            raise ConfigError(f"unknown consumer settings {unknown}; expected some of {sorted(DEFAULTS)}")
+        cfg.update(given)
+        if not cfg["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect is required (the consumer group lives in ZooKeeper)")
+        if not cfg["group.id"]:
+            raise ConfigError("group.id is required")
+        reset = str(cfg["auto.offset.reset"]).lower()
+        if reset not in _RESET and reset != "none":
+            raise ConfigError(f"auto.offset.reset must be smallest, largest, earliest, latest or none; got {reset!r}")
+        self.config = cfg
+        self.group_id = str(cfg["group.id"])
+        self.consumer_id = cfg["consumer.id"] or default_consumer_id()
+        self.auto_offset_reset = _RESET.get(reset, "none")
+        self.auto_commit = _bool("auto.commit.enable", cfg["auto.commit.enable"])
+        self.auto_commit_interval_s = _int("auto.commit.interval.ms", cfg["auto.commit.interval.ms"], 1) / 1000.0
+        self.timeout_ms = _int("consumer.timeout.ms", cfg["consumer.timeout.ms"])
+        self.fetch_size = _int("fetch.message.max.bytes", cfg["fetch.message.max.bytes"], 1)
+        self.max_chunks = _int("queued.max.message.chunks", cfg["queued.max.message.chunks"], 1)
+        self.dual_commit = _bool("dual.commit.enabled", cfg["dual.commit.enabled"])
+        storage = str(cfg["offsets.storage"]).lower()
+        if storage not in ("zookeeper", "kafka"):
+            raise ConfigError(f"offsets.storage must be 'zookeeper' or 'kafka'; got {storage!r}")
+        self.offsets_storage = storage
+
+        from connector.client import ClusterClient
+        from connector.consumer import SimpleConsumer
+
+        client_id = cfg["client.id"] or self.group_id
+        self.client = ClusterClient(cfg["bootstrap.servers"] or None,
+                                    None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
+                                    client_id=client_id)
+        try:
+            self.simple = SimpleConsumer(client=self.client, client_id=client_id,
+                                         isolation_level=cfg["isolation.level"],
+                                         max_wait_ms=_int("fetch.wait.max.ms", cfg["fetch.wait.max.ms"], 0),
+                                         min_bytes=_int("fetch.min.bytes", cfg["fetch.min.bytes"], 0))
+            self.offset_store = OffsetStore.create(
+                storage, self.dual_commit,
+                cfg["zookeeper.connect"] if (storage == "zookeeper" or self.dual_commit) else None, self.client,
+                timeout_s=_int("offsets.commit.timeout.ms", cfg["offsets.commit.timeout.ms"], 1) / 1000.0)
+        except BaseException:
+            self.client.close()
+            raise
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._infos: dict = {}  # (t, p) -> _PartitionInfo
+        self._streams_by_topic: dict[str, list[KafkaStream]] = {}
+        self._filter_streams: list[KafkaStream] | None = None
+        self._all_streams: list[KafkaStream] = []
+        self._member: GroupMember | None = None
+        self._running = False
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ public API
+
+    def create_message_streams(self, topic_count_map: Mapping[str, int]) -> dict[str, list[KafkaStream]]:
+        """``{topic: n_streams}`` -> ``{topic: [KafkaStream] * n_streams}``; each owned partition of a
+        topic is read by exactly one of its streams."""
+        if not isinstance(topic_count_map, Mapping) or not topic_count_map:
+            raise ConfigError(f"expected a non-empty {{topic: n_streams}} map; got {topic_count_map!r}")
+        with self._lock:
+            self._check_once()
+            for t, n in topic_count_map.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    raise ConfigError(f"number of streams for {t!r} must be an int >= 1; got {n!r}")
+                self._streams_by_topic[t] = [self._new_stream() for _ in range(n)]
+        self._start(topics=dict(topic_count_map))
+        return {t: list(s) for t, s in self._streams_by_topic.items()}
+
+    def create_message_streams_by_filter(self, topic_filter: TopicFilter, num_streams: int = 1) -> list[KafkaStream]:
+        """Streams over every topic ``topic_filter`` (Whitelist / Blacklist) allows, including topics
+        created later."""
+        if not isinstance(topic_filter, TopicFilter):
+            raise ConfigError(f"expected a Whitelist or Blacklist; got {topic_filter!r}")
+        if isinstance(num_streams, bool) or not isinstance(num_streams, int) or num_streams < 1:
+            raise ConfigError(f"num_streams must be an int >= 1; got {num_streams!r}")
+        with self._lock:
+            self._check_once()
+            self._filter_streams = [self._new_stream() for _ in range(num_streams)]
+        self._start(topic_filter=(topic_filter, num_streams))
+        return list(self._filter_streams)
+
+    def commit_offsets(self) -> dict:
+        """Commit the next offset to consume of every partition consumed since its last commit;
+        returns what was committed."""
+        with self._lock:
+            infos = list(self._infos.values())
+        return self._commit(infos)
+
+    def assignment(self) -> set:
+        """Partitions this consumer owns now."""
+        return self._member.assignment() if self._member else set()
+
+    @property
+    def member(self) -> GroupMember | None:
+        return self._member
+
+    def wait_stable(self, timeout: float = 30.0) -> bool:
+        return self._member.wait_stable(timeout) if self._member else False
+
+    def shutdown(self) -> None:
+        """Stop fetching, commit (if auto.commit.enable), leave the group, end every stream."""
+        with self._wake:
+            if self._closed:
+                return
+            self._closed = True
+            self._running = False
+            self._wake.notify_all()
+        for th in self._threads:
+            th.join(30)
+        try:
+            if self._member is not None:
+                self._member.stop()  # on_revoke commits (auto commit) and clears; then the session closes
+        finally:
+            with self._lock:
+                self._infos.clear()
+            for s in self._all_streams:
+                while True:
+                    try:
+                        s.queue.put_nowait(_SHUTDOWN)
+                        break
+                    except queue.Full:
+                        try:
+                            s.queue.get_nowait()
+                        except queue.Empty:
+                            pass
+            self.offset_store.close()
+            self.simple.close()
+            self.client.close()
+
+    close = shutdown
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    # ------------------------------------------------------------------ setup
+
+    def _check_once(self):
+        if self._closed:
+            raise RuntimeError("ConsumerConnector is shut down")
+        if self._member is not None or self._all_streams:
+            raise RuntimeError("create_message_streams may be called only once per ConsumerConnector")
+
+    def _new_stream(self):
+        s = KafkaStream(self, len(self._all_streams), self.max_chunks, self.timeout_ms)
+        self._all_streams.append(s)
+        return s
+
+    def _start(self, **subscription):
+        cfg = self.config
+        self._member = GroupMember(
+            cfg["zookeeper.connect"], self.group_id, strategy=cfg["partition.assignment.strategy"],
+            consumer_id=self.consumer_id,
+            session_timeout_s=_int("zookeeper.session.timeout.ms", cfg["zookeeper.session.timeout.ms"], 1) / 1000.0,
+            rebalance_max_retries=_int("rebalance.max.retries", cfg["rebalance.max.retries"], 1),
+            rebalance_backoff_ms=_int("rebalance.backoff.ms", cfg["rebalance.backoff.ms"], 0),
+            on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
+            exclude_internal_topics=_bool("exclude.internal.topics", cfg["exclude.internal.topics"]),
+            **subscription)
+        self._running = True
+        fetcher = threading.Thread(target=self._fetch_loop, name=f"pyklog-fetcher-{self.consumer_id}", daemon=True)
+        self._threads.append(fetcher)
+        if self.auto_commit:
+            committer = threading.Thread(target=self._auto_commit_loop, name=f"pyklog-autocommit-{self.consumer_id}",
+                                         daemon=True)
+            self._threads.append(committer)
+        fetcher.start()
+        if self.auto_commit:
+            committer.start()
+        try:
+            self._member.start()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ------------------------------------------------------------------ group callbacks (rebalance thread)
+
+    def _streams_for(self, topic):
+        if self._filter_streams is not None:
+            return self._filter_streams
+        return self._streams_by_topic.get(topic, [])
+
+    def _on_assign(self, tps):
+        with self._wake:
+            for tp in tps:
+                if tp in self._infos:
+                    continue
+                streams = self._streams_for(tp[0])
+                if not streams:
+                    log.warning("partition %s-%s assigned but no stream consumes topic %s", tp[0], tp[1], tp[0])
+                    continue
+                load = {id(s): 0 for s in streams}
+                for info in self._infos.values():
+                    if id(info.stream) in load:
+                        load[id(info.stream)] += 1
+                stream = min(streams, key=lambda s: (load[id(s)], s.index))
+                self._infos[tp] = _PartitionInfo(tp, stream)
+            self._wake.notify_all()
+
+    def _deactivate(self, tps):
+        with self._lock:
+            infos = [self._infos.pop(tp) for tp in tps if tp in self._infos]
+        for info in infos:
+            with info.lock:
+                info.active = False
+        dropped = set(infos)
+        for s in {id(i.stream): i.stream for i in infos}.values():
+            s.clear(dropped)
+        return infos
+
+    def _on_revoke(self, tps):
+        infos = self._deactivate(tps)
+        # commit what was consumed before ownership goes: the next owner starts right there
+        try:
+            self._commit(infos)
+        except PyklogError as e:
+            log.error("committing offsets of revoked partitions %s failed: %s", sorted(tps), e)
+
+    def _on_lost(self, tps):
+        self._deactivate(tps)
+
+    # ------------------------------------------------------------------ offsets
+
+    def _commit(self, infos) -> dict:
+        todo = {}
+        for info in infos:
+            with info.lock:
+                if info.consumed is not None and info.consumed != info.committed:
+                    todo[info.tp] = info.consumed
+        if not todo:
+            return {}
+        self.offset_store.commit(self.group_id, todo)
+        for info in infos:
+            with info.lock:
+                if info.tp in todo and (info.committed is None or todo[info.tp] > info.committed):
+                    info.committed = todo[info.tp]
+        log.debug("consumer %s committed %s", self.consumer_id, todo)
+        return todo
+
+    def _auto_commit_loop(self):
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: not self._running, timeout=self.auto_commit_interval_s)
+                if not self._running:
+                    return
+            try:
+                self.commit_offsets()
+            except Exception as e:
+                log.warning("auto commit failed (retrying in auto.commit.interval.ms): %s", e)
+
+    def _initial_offsets(self, infos):
+        """Committed offsets, else auto.offset.reset, for partitions that have no position yet."""
+        tps = [i.tp for i in infos]
+        committed = self.offset_store.fetch(self.group_id, tps)
+        missing = [tp for tp in tps if tp not in committed]
+        if missing and self.auto_offset_reset == "none":
+            for info in infos:
+                if info.tp not in committed:
+                    self._fail(info, OffsetOutOfRangeError(
+                        f"{info.tp[0]}-{info.tp[1]} has no committed offset in group {self.group_id} and "
+                        "auto.offset.reset=none"))
+            infos = [i for i in infos if i.tp in committed]
+            missing = []
+        reset = self._reset_offsets(missing) if missing else {}
+        for info in infos:
+            off = committed.get(info.tp)
+            is_committed = off is not None
+            if off is None:
+                off = reset[info.tp]
+            with info.lock:
+                if info.fetch_offset is None:
+                    info.fetch_offset = info.consumed = off
+                    info.committed = off if is_committed else None
+
+    def _fail(self, info, exc):
+        """Park a partition that cannot be read and hand ``exc`` to its stream's reader."""
+        log.error("%s", exc)
+        info.failed = True
+        self._put_item(info, exc)
+
+    def _reset_offsets(self, tps):
+        from connector.client import EARLIEST, LATEST
+
+        ts = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+        got = self.client.list_offsets({tp: ts for tp in tps})
+        return {tp: (got.get(tp) or 0) for tp in tps}
+
+    # ------------------------------------------------------------------ fetcher thread
+
+    def _fetch_loop(self):
+        backoff = 0.1
+        while True:
+            with self._wake:
+                if not self._running:
+                    return
+                infos = [i for i in self._infos.values() if i.active]
+                if not infos:
+                    self._wake.wait(0.2)
+                    continue
+            try:
+                infos = [i for i in infos if not i.failed]
+                pending = [i for i in infos if i.fetch_offset is None]
+                if pending:
+                    self._initial_offsets(pending)
+                now = time.monotonic()
+                ready = [i for i in infos if i.active and i.fetch_offset is not None and i.error_until <= now
+                         and not i.stream.queue.full()]
+                if not ready:
+                    with self._wake:
+                        self._wake.wait(0.05)
+                    continue
+                self._fetch_once(ready)
+                backoff = 0.1
+            except Exception as e:  # a broker or ZooKeeper problem: back off and try again
+                if not self._running:
+                    return
+                log.warning("consumer %s fetcher: %s; retrying in %.1fs", self.consumer_id, e, backoff)
+                with self._wake:
+                    self._wake.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _fetch_once(self, infos):
+        from connector.consumer import decode_records
+
+        reqs = {i.tp: (i.fetch_offset, self.fetch_size) for i in infos}
+        raw = self.simple.multi_fetch_raw(reqs)
+        by_tp = {i.tp: i for i in infos}
+        for tp, r in raw.items():
+            info = by_tp.get(tp)
+            if info is None or not info.active or info.fetch_offset != r.offset:
+                continue
+            if r.error_code:
+                if r.error_code == OffsetOutOfRangeError.code:
+                    self._handle_out_of_range(info)
+                else:
+                    log.warning("fetch %s-%s at %d: %s", tp[0], tp[1], r.offset, r.error)
+                    info.error_until = time.monotonic() + 1.0
+                continue
+            records, nxt = decode_records(tp[0], tp[1], bytes(r.records), r.offset,
+                                          isolation_level=self.simple.isolation_level,
+                                          aborted_transactions=r.aborted_transactions,
+                                          last_stable_offset=r.last_stable_offset,
+                                          validate_crc=self.simple.check_crcs)
+            if nxt == r.offset and not records and len(r.records) > 0 and r.high_watermark > r.offset:
+                log.error("%s-%s at offset %d: a batch larger than fetch.message.max.bytes=%d; skipping "
+                          "fetches of this partition for 5s", tp[0], tp[1], r.offset, self.fetch_size)
+                info.error_until = time.monotonic() + 5.0
+                continue
+            if records:
+                if not self._put(info, records):
+                    continue
+            with info.lock:
+                if info.active and info.fetch_offset == r.offset:
+                    info.fetch_offset = nxt
+
+    def _put(self, info, records) -> bool:
+        return self._put_item(info, (info, records))
+
+    def _put_item(self, info, item) -> bool:
+        q = info.stream.queue
+        while True:
+            if not self._running or not info.active:
+                return False
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+
+    def _handle_out_of_range(self, info):
+        tp = info.tp
+        if self.auto_offset_reset == "none":
+            self._fail(info, OffsetOutOfRangeError(
+                f"offset {info.fetch_offset} of {tp[0]}-{tp[1]} is out of range and auto.offset.reset=none"))
+            return
+        try:
+            new = self._reset_offsets([tp])[tp]
+        except PyklogError as e:
+            log.error("%s-%s: offset %s out of range and cannot reset: %s", tp[0], tp[1], info.fetch_offset, e)
+            info.error_until = time.monotonic() + 5.0
+            return
+        log.warning("%s-%s: offset %d out of range; resetting to %s offset %d (auto.offset.reset)",
+                    tp[0], tp[1], info.fetch_offset, self.auto_offset_reset, new)
+        with info.lock:
+            info.fetch_offset = new
+            info.consumed = new

@@ -1,0 +1,98 @@
+"""Offset storage: zookeeper, kafka (a real broker's coordinator) and dual commit, including the
+seed's migration from ZooKeeper to Kafka."""
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.errors import ConfigError, ZooKeeperError
+from broker.zk import paths
+from connector.offsets import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZooKeeperOffsetStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def zk(zk_chroot):
+    client = KazooClient(hosts=zk_chroot)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def cluster(broker):
+    from connector.client import ClusterClient
+
+    c = ClusterClient(broker.bootstrap)
+    c.create_topic("t", 3)
+    yield c
+    c.close()
+
+
+def test_zookeeper_store_layout_and_round_trip(zk):
+    store = OffsetStore.create("zookeeper", False, zk, None)
+    assert isinstance(store, ZooKeeperOffsetStore)
+    assert store.fetch("g", [("t", 0), ("t", 1)]) == {}
+    store.commit("g", {("t", 0): 42, ("t", 1): 0})
+    assert zk.get(paths.consumer_offset("g", "t", 0))[0] == b"42"
+    assert store.fetch("g", [("t", 0), ("t", 1), ("t", 2)]) == {("t", 0): 42, ("t", 1): 0}
+    store.commit("g", {("t", 0): 50})
+    assert store.fetch("g", [("t", 0)]) == {("t", 0): 50}
+    assert store.fetch("other", [("t", 0)]) == {}
+
+
+def test_zookeeper_store_with_connect_string_and_bad_values(zk_chroot, zk):
+    with OffsetStore.create("zookeeper", False, zk_chroot) as store:
+        store.commit("g", {("t", 3): 7})
+        zk.create(paths.consumer_offset("g", "t", 4), b"seven", makepath=True)
+        with pytest.raises(ZooKeeperError, match=r"/consumers/g/offsets/t/4: expected an offset as decimal text, read b'seven'"):
+            store.fetch("g", [("t", 4)])
+        with pytest.raises(ValueError, match="offset to commit for t-0 must be an int >= 0.*got -1"):
+            store.commit("g", {("t", 0): -1})
+        assert store.fetch("g", [("t", 3)]) == {("t", 3): 7}
+
+
+def test_create_needs_what_the_settings_use():
+    with pytest.raises(ConfigError, match="offsets.storage must be 'zookeeper' or 'kafka'; got 'redis'"):
+        OffsetStore.create("redis")
+    with pytest.raises(ConfigError, match="offsets.storage=kafka with dual.commit.enabled=false needs brokers"):
+        OffsetStore.create("kafka", False, zk="127.0.0.1:1")
+    with pytest.raises(ConfigError, match="dual.commit.enabled=true needs ZooKeeper"):
+        OffsetStore.create("kafka", True, zk=None, cluster_client=object())
+
+
+def test_kafka_store_round_trip(cluster):
+    store = OffsetStore.create("kafka", False, None, cluster)
+    assert isinstance(store, KafkaOffsetStore)
+    assert store.fetch("gk", [("t", 0)]) == {}
+    store.commit("gk", {("t", 0): 10, ("t", 2): 3})
+    assert store.fetch("gk", [("t", 0), ("t", 1), ("t", 2)]) == {("t", 0): 10, ("t", 2): 3}
+
+
+def test_migration_zookeeper_to_kafka(zk, cluster):
+    group = "migrating"
+    tps = [("t", 0), ("t", 1), ("t", 2)]
+    # 1. the old consumers: offsets.storage=zookeeper
+    old = OffsetStore.create("zookeeper", False, zk, cluster)
+    old.commit(group, {("t", 0): 100, ("t", 1): 200})
+    # 2. rolling bounce with offsets.storage=kafka, dual.commit.enabled=true: Kafka has nothing yet,
+    #    the larger of the two is read, and commits land in both
+    dual = OffsetStore.create("kafka", True, zk, cluster)
+    assert isinstance(dual, DualOffsetStore) and dual.storage == "kafka"
+    assert dual.fetch(group, tps) == {("t", 0): 100, ("t", 1): 200}
+    dual.commit(group, {("t", 0): 150, ("t", 2): 5})
+    assert old.fetch(group, tps) == {("t", 0): 150, ("t", 1): 200, ("t", 2): 5}
+    kafka_only = OffsetStore.create("kafka", False, zk, cluster)
+    assert kafka_only.fetch(group, tps) == {("t", 0): 150, ("t", 2): 5}
+    # a ZooKeeper value ahead of Kafka's wins (larger), and vice versa
+    old.commit(group, {("t", 2): 9})
+    kafka_only.commit(group, {("t", 0): 170})
+    assert dual.fetch(group, tps) == {("t", 0): 170, ("t", 1): 200, ("t", 2): 9}
+    dual.commit(group, dual.fetch(group, tps))  # what a consumer does when it takes the partitions over
+    # 3. dual.commit.enabled=false: Kafka alone keeps everything
+    assert kafka_only.fetch(group, tps) == {("t", 0): 170, ("t", 1): 200, ("t", 2): 9}
+    kafka_only.commit(group, {("t", 1): 201})
+    assert kafka_only.fetch(group, tps) == {("t", 0): 170, ("t", 1): 201, ("t", 2): 9}
+    assert old.fetch(group, [("t", 1)]) == {("t", 1): 200}  # ZooKeeper no longer updated

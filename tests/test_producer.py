@@ -1,0 +1,457 @@
+"""Producer tests: murmur2 placement (pure) and the real producer against real brokers."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from connector.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
+
+# Kafka's UtilsTest.testMurmur2 golden values (Java client).
+JAVA_MURMUR2 = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+
+def test_murmur2_java_golden_values():
+    for key, expected in JAVA_MURMUR2.items():
+        assert murmur2(key) == expected, key
+
+
+def test_murmur2_matches_kafka_python_default_partitioner():
+    from kafka.partitioner.default import murmur2 as kp_murmur2
+
+    rng = random.Random(20240601)
+    keys = [b"", b"\x00", b"\xff\xff\xff\xff\xff"]
+    keys += [rng.randbytes(rng.randrange(0, 64)) for _ in range(3000)]
+    keys += [str(i).encode() for i in range(1000)]
+    for key in keys:
+        expected = kp_murmur2(key)
+        assert murmur2(key) & 0x7FFFFFFF == expected & 0x7FFFFFFF, key
+        for n in (1, 2, 3, 7, 12, 50, 1000):
+            assert partition_for_key(key, n) == (expected & 0x7FFFFFFF) % n
+
+
+def test_default_partitioner_keyed_and_sticky_null_keys():
+    p = DefaultPartitioner(random.Random(1))
+    assert p.partition("t", b"foobar", 12) == (-790332482 & 0x7FFFFFFF) % 12
+    first = p.partition("t", None, 12)
+    assert all(p.partition("t", None, 12) == first for _ in range(50))  # sticky within a batch
+    p.on_new_batch("t", 12, first)
+    assert p.partition("t", None, 12) != first  # moves on when the batch closes
+    # only partitions with a leader are candidates for null keys
+    p2 = DefaultPartitioner(random.Random(2))
+    for i in range(20):
+        p2.on_new_batch("u", 8, p2.partition("u", None, 8, available=[3, 5]), available=[3, 5])
+        assert p2.partition("u", None, 8, available=[3, 5]) in (3, 5)
+
+
+def test_round_robin_partitioner():
+    p = RoundRobinPartitioner()
+    assert [p.partition("t", None, 3) for _ in range(6)] == [0, 1, 2, 0, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration (no server needed: the producer connects lazily)
+# ---------------------------------------------------------------------------------------------
+from broker.errors import ConfigError  # noqa: E402
+from connector.producer import Producer, _parse_config  # noqa: E402
+
+
+def test_config_dotted_and_python_names():
+    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"},
+                           {"batch_size": 100, "compression_type": "lz4"})
+    assert cfg["linger.ms"] == 7 and cfg["batch.size"] == 100 and cfg["acks"] == -1
+    assert cfg["compression.type"] == 3 and cfg["enable.idempotence"] is True
+
+
+def test_config_errors_name_the_setting():
+    with pytest.raises(ConfigError, match="lingerms"):
+        _parse_config({"bootstrap.servers": "h:1", "lingerms": 5}, {})
+    with pytest.raises(ConfigError, match="bogus_option"):
+        _parse_config(None, {"bootstrap_servers": "h:1", "bogus_option": 1})
+    with pytest.raises(ConfigError, match="acks"):
+        _parse_config({"bootstrap.servers": "h:1", "acks": "2"}, {})
+    with pytest.raises(ConfigError, match="compression.type"):
+        _parse_config({"bootstrap.servers": "h:1", "compression.type": "brotli"}, {})
+    with pytest.raises(ConfigError, match="bootstrap.servers or zookeeper.connect"):
+        _parse_config({}, {})
+    # explicit idempotence needs acks=all and <= 5 in flight
+    with pytest.raises(ConfigError, match="acks=all"):
+        _parse_config({"bootstrap.servers": "h:1", "enable.idempotence": True, "acks": 1}, {})
+    with pytest.raises(ConfigError, match="<= 5"):
+        _parse_config({"bootstrap.servers": "h:1", "enable.idempotence": "true",
+                       "max.in.flight.requests.per.connection": 6}, {})
+    # the default idempotence gives way silently (as Kafka 3.x does)
+    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "acks": 1}, {})
+    assert cfg["enable.idempotence"] is False
+    with pytest.raises(ConfigError, match="unknown producer config"):
+        Producer({"bootstrap.servers": "h:1", "queue.time": 5})
+
+
+# ---------------------------------------------------------------------------------------------
+# against real brokers
+# ---------------------------------------------------------------------------------------------
+import socket  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from broker.errors import UnknownTopicOrPartitionError  # noqa: E402
+from broker.protocol import ApiKey  # noqa: E402
+from broker.record.batch import build_batch  # noqa: E402
+from broker.record.reader import iter_headers  # noqa: E402
+from connector.client import ClusterClient  # noqa: E402
+from connector.consumer import SimpleConsumer  # noqa: E402
+from connector.producer import RecordMetadata  # noqa: E402
+
+
+@pytest.fixture
+def _broker_dirs(tmp_path):
+    """Work around: tests/support.BrokerProcess does not create its log_dir (reported to the lead)."""
+    for i in range(3):
+        for j in range(4):
+            (tmp_path / f"broker{i}-{j}").mkdir(exist_ok=True)
+
+
+@pytest.fixture
+def kafka(_broker_dirs, broker):
+    """(broker, ClusterClient, SimpleConsumer) on one fresh broker."""
+    client = ClusterClient(broker.bootstrap)
+    consumer = SimpleConsumer(client=client)
+    yield broker, client, consumer
+    client.close()
+
+
+def _all_records(consumer, topic, partition):
+    return list(consumer.iter_records(topic, partition, 0))
+
+
+def _batch_count(consumer, topic, partition):
+    n, off = 0, 0
+    end = consumer.latest_offset(topic, partition)
+    while off < end:
+        raw = consumer.fetch_raw(topic, partition, off, 1 << 20)
+        hs = list(iter_headers(bytes(raw.records)))
+        n += len(hs)
+        off = hs[-1][1].next_offset
+    return n
+
+
+@pytest.mark.integration
+def test_sync_async_keys_and_callbacks(kafka):
+    broker, client, consumer = kafka
+    client.create_topic("t", 6)
+    with Producer(bootstrap_servers=broker.bootstrap, key_serializer=str.encode,
+                  value_serializer=lambda v: v.encode()) as p:
+        md = p.send_sync("t", "first", key="k0")
+        assert isinstance(md, RecordMetadata) and md.topic == "t" and md.offset == 0
+        assert md.partition == partition_for_key(b"k0", 6)
+        seen = []
+        futs = [p.send("t", f"v{i}", key=f"k{i}", headers=[("n", str(i).encode())],
+                       callback=lambda m, e: seen.append((m, e))) for i in range(300)]
+        p.flush()
+        mds = [f.result(10) for f in futs]
+        assert len(seen) == 300 and all(e is None for _, e in seen)
+    for i, m in enumerate(mds):
+        assert m.partition == partition_for_key(f"k{i}".encode(), 6)
+    # many threads at once, and a buffer.memory that forces send() to wait for deliveries
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=4000, batch_size=1000, linger_ms=1) as p:
+        with pytest.raises(UnknownTopicOrPartitionError, match="partition 6 of topic 't'"):
+            p.send("t", b"x", partition=6)
+        out = []
+
+        def worker(w):
+            out.extend(p.send("t", b"w%d-%d" % (w, i), partition=w) for i in range(300))
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.flush()
+        got = [f.result(10) for f in out]
+    assert len({(m.partition, m.offset) for m in got}) == 1200
+    # flush() waits for what was queued before it, not for what other threads keep adding
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50) as p:
+        stop = threading.Event()
+
+        def busy():
+            while not stop.is_set():
+                p.produce("t", b"busy", partition=0)
+                time.sleep(0.0005)
+
+        t = threading.Thread(target=busy)
+        t.start()
+        try:
+            time.sleep(0.2)
+            fut = p.send("t", b"mine", partition=1)
+            p.flush(timeout=20)
+            assert fut.done() and t.is_alive()
+        finally:
+            stop.set()
+            t.join()
+    # offsets are consecutive per partition, and the log holds what the futures said
+    by_part = {}
+    for i, m in enumerate(mds):
+        by_part.setdefault(m.partition, []).append((m.offset, i))
+    for part, items in by_part.items():
+        recs = {r.offset: r for r in _all_records(consumer, "t", part)}
+        for off, i in items:
+            r = recs[off]
+            assert (r.key, r.value, r.headers) == (f"k{i}".encode(), f"v{i}".encode(), (("n", str(i).encode()),))
+
+
+@pytest.mark.integration
+def test_zookeeper_discovery_and_acks(_broker_dirs, broker, zk_chroot):
+    with ClusterClient(broker.bootstrap) as c:
+        c.create_topic("a", 1)
+        consumer = SimpleConsumer(client=c)
+        for i, acks in enumerate((0, 1, -1, "all")):
+            with Producer(zookeeper_connect=zk_chroot, acks=acks, linger_ms=0) as p:
+                futs = [p.send("a", b"x%d" % j, partition=0) for j in range(10)]
+                p.flush()
+                offs = [f.result(10).offset for f in futs]
+            if acks == 0:
+                assert offs == [-1] * 10
+            else:
+                assert offs == list(range(10 * i, 10 * i + 10))
+            assert consumer.latest_offset("a", 0) == 10 * (i + 1)
+
+
+@pytest.mark.integration
+def test_batching_by_linger_and_batch_size(kafka):
+    broker, client, consumer = kafka
+    client.create_topic("lg", 1)
+    client.create_topic("bs", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=400, batch_size=1 << 20) as p:
+        futs = [p.send("lg", b"%0100d" % i, partition=0) for i in range(100)]
+        time.sleep(0.1)
+        assert not futs[-1].done()  # still lingering
+        futs[-1].result(10)
+    assert _batch_count(consumer, "lg", 0) == 1
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2000, batch_size=2000) as p:
+        for i in range(100):
+            p.produce("bs", b"%0100d" % i, partition=0)
+        p.flush()
+    n = _batch_count(consumer, "bs", 0)
+    assert 5 <= n <= 10, n  # ~110 bytes a record, batches close at 2000 bytes
+    assert [r.value for r in _all_records(consumer, "bs", 0)] == [b"%0100d" % i for i in range(100)]
+    # null keys stick to one partition per batch, then move on
+    client.create_topic("nk", 4)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1000, batch_size=1000) as p:
+        for i in range(400):
+            p.produce("nk", b"%0100d" % i)
+        p.flush()
+    counts = [consumer.latest_offset("nk", q) for q in range(4)]
+    assert sum(counts) == 400 and sum(1 for c in counts if c) >= 2, counts
+    for q in range(4):
+        if counts[q]:
+            assert _batch_count(consumer, "nk", q) <= counts[q] // 8 + 1  # ~9 records per batch
+
+
+def _drop_after_first_produce(p):
+    """Fault injection on the real connection: the first Produce request reaches the broker and is
+    appended, its response is read and thrown away, and the connection then breaks, so the
+    producer only sees a connection error and must resend the batch."""
+    fired = []
+
+    def hook(node, conn):
+        if not fired:
+            fired.append(node)
+            conn._read_frame()  # the broker's answer: the batch is in the log
+            conn._sock.shutdown(socket.SHUT_RDWR)
+
+    p._fault_after_send = hook
+    return fired
+
+
+@pytest.mark.integration
+def test_idempotent_retry_does_not_duplicate(kafka):
+    broker, client, consumer = kafka
+    client.create_topic("idem", 1)
+    client.create_topic("dup", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, retry_backoff_ms=50) as p:
+        fired = _drop_after_first_produce(p)
+        futs = [p.send("idem", b"r%d" % i, partition=0) for i in range(50)]
+        p.flush()
+        assert fired == [0]
+        assert [f.result(10).offset for f in futs] == list(range(50))
+        futs = [p.send("idem", b"s%d" % i, partition=0) for i in range(10)]
+        assert [f.result(10).offset for f in futs] == list(range(50, 60))
+    values = [r.value for r in _all_records(consumer, "idem", 0)]
+    assert values == [b"r%d" % i for i in range(50)] + [b"s%d" % i for i in range(10)]
+    # the same fault without idempotence duplicates the batch: the test above can fail
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, retry_backoff_ms=50,
+                  enable_idempotence=False) as p:
+        fired = _drop_after_first_produce(p)
+        futs = [p.send("dup", b"r%d" % i, partition=0) for i in range(50)]
+        p.flush()
+        assert fired == [0]
+    assert consumer.latest_offset("dup", 0) == 100
+
+
+@pytest.mark.integration
+def test_raw_resend_of_same_sequence_is_deduplicated(kafka):
+    broker, client, consumer = kafka
+    client.create_topic("raw", 1)
+    pid, epoch = client.init_producer_id()
+    batch = build_batch([(None, b"once-%d" % i, None, ()) for i in range(5)], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=0)
+    conn = client.connection(client.leader_for("raw", 0))
+    body = {"acks": -1, "timeout_ms": 5000,
+            "topic_data": [{"name": "raw", "partition_data": [{"index": 0, "records": batch}]}]}
+    first = conn.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
+    again = conn.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
+    assert first["error_code"] == 0 and first["base_offset"] == 0
+    assert again["error_code"] == 0 and again["base_offset"] == 0
+    assert consumer.latest_offset("raw", 0) == 5
+
+
+@pytest.mark.integration
+def test_metadata_refresh_for_a_topic_created_later(kafka):
+    broker, client, consumer = kafka
+    with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
+                  max_block_ms=20000, retry_backoff_ms=50) as p:
+        def create_late():
+            with ClusterClient(broker.bootstrap) as admin:
+                admin.create_topic("late", 2)
+
+        t = threading.Timer(1.0, create_late)
+        t.start()
+        md = p.send_sync("late", b"hello", key=b"abc")
+        t.join()
+        assert md.partition == partition_for_key(b"abc", 2) and md.offset == 0
+    with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
+                  max_block_ms=300) as p2:
+        with pytest.raises(Exception, match="nosuch"):
+            p2.send("nosuch", b"x")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_confluent_kafka_reads_what_we_wrote(kafka, codec):
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker, client, consumer = kafka
+    topic = f"codec-{codec}"
+    client.create_topic(topic, 1)
+    expected = []
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=20) as p:
+        for i in range(200):
+            key = None if i % 7 == 0 else b"key-%d" % i
+            value = None if i % 11 == 0 else (b"value-%d-" % i) * (i % 5 + 1)
+            headers = [("h1", b"a%d" % i), ("h2", None)] if i % 3 == 0 else []
+            p.produce(topic, value, key, partition=0, headers=headers)
+            expected.append((key, value, headers))
+        p.flush()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "enable.auto.commit": False,
+                  "api.version.request": True})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 200 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append((m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])], m.offset()))
+    finally:
+        c.close()
+    assert [g[3] for g in got] == list(range(200))
+    assert [(k, v, h) for k, v, h, _ in got] == expected
+
+
+def test_record_futures_behave_as_futures():
+    """The batch-shared futures send() returns: result/wait/as_completed/callbacks/exceptions."""
+    import concurrent.futures as cf
+
+    from connector.producer import FutureRecordMetadata, _resolve_all
+
+    cond = threading.Condition()
+    fs = [FutureRecordMetadata(cond, i, 100 + i) for i in range(3)]
+    assert isinstance(fs[0], cf.Future) and not fs[0].done() and not fs[0].cancel()
+    seen = []
+    fs[0].add_done_callback(lambda f: seen.append(f.result()))
+    waiter = threading.Thread(target=lambda: seen.append(("waited", fs[1].result(10))))
+    waiter.start()
+    waiting = threading.Thread(target=lambda: seen.append(("wait", len(cf.wait(fs, timeout=10).done))))
+    waiting.start()
+    with pytest.raises(cf.TimeoutError):
+        fs[2].result(0.05)
+    _resolve_all(cond, fs, ("t", 1, 10, -1), None)
+    waiter.join(10)
+    waiting.join(10)
+    assert seen[0] == RecordMetadata("t", 1, 10, 100)
+    assert sorted(seen[1:], key=str) == [("wait", 3), ("waited", RecordMetadata("t", 1, 11, 101))]
+    assert list(cf.as_completed(fs, timeout=1))
+    assert fs[2].result() == RecordMetadata("t", 1, 12, 102)
+    # log append time replaces the create time; acks=0 has no offsets
+    g = [FutureRecordMetadata(cond, 0, 5), FutureRecordMetadata(cond, 1, 6)]
+    _resolve_all(cond, g, ("t", 0, -1, 999), None)
+    assert [x.result() for x in g] == [RecordMetadata("t", 0, -1, 999)] * 2
+    bad = FutureRecordMetadata(cond)
+    _resolve_all(cond, [bad], None, ValueError("boom"))
+    assert isinstance(bad.exception(), ValueError)
+    with pytest.raises(ValueError, match="boom"):
+        bad.result()
+
+
+@pytest.mark.integration
+def test_idempotent_retry_with_pipelined_requests_keeps_order(kafka):
+    """Several Produce requests in flight when the connection breaks after the broker appended
+    them all: every batch is resent in sequence order and the log holds each record once."""
+    broker, client, consumer = kafka
+    client.create_topic("pipe", 2)
+    sends = []
+    lost = []
+
+    def hook(node, conn):
+        sends.append(node)
+        if len(sends) == 4:
+            for _ in range(len(conn._pending)):  # every unanswered request: appended, answer lost
+                lost.append(conn._read_frame()[0])
+            conn._sock.shutdown(socket.SHUT_RDWR)
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, batch_size=300,
+                  max_in_flight_requests_per_connection=5, retry_backoff_ms=20) as p:
+        p._fault_after_send = hook
+        futs = [p.send("pipe", b"%05d" % i, partition=i % 2) for i in range(400)]
+        p.flush()
+        mds = [f.result(10) for f in futs]
+    assert len(sends) > 4 and len(lost) >= 1
+    for q in (0, 1):
+        values = [r.value for r in _all_records(consumer, "pipe", q)]
+        assert values == [b"%05d" % i for i in range(q, 400, 2)]
+        assert [m.offset for m in mds[q::2]] == list(range(200))
+
+
+def test_record_larger_than_max_request_size_fails_at_once():
+    from broker.errors import MessageTooLargeError
+
+    with Producer(bootstrap_servers="127.0.0.1:1", max_request_size=1000) as p:
+        with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
+            p.send("t", b"x" * 2000, partition=0)
+        with pytest.raises(TypeError, match="value: expected bytes"):
+            p.send("t", 12345, partition=0)
+
+
+@pytest.mark.integration
+def test_delivery_timeout_when_the_broker_is_gone(kafka):
+    from broker.errors import RequestTimedOutError
+
+    broker, client, consumer = kafka
+    client.create_topic("gone", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500, retry_backoff_ms=100,
+                  request_timeout_ms=1000) as p:
+        p.send_sync("gone", b"ok", partition=0)
+        broker.stop()
+        fut = p.send("gone", b"lost", partition=0)
+        exc = fut.exception(timeout=20)
+        assert isinstance(exc, RequestTimedOutError), exc
+        assert p.failed_records == 1
