@@ -473,10 +473,7 @@ class OffsetManager:
             existing = self.log_manager.get_log(OFFSETS_TOPIC, partition)
             if existing is not None:
                 return existing
-        from broker.log.config import LogConfig
-
-        base = getattr(self.log_manager, "default_config", None) or LogConfig()
-        config = base.with_overrides(self.cluster.topic_config(OFFSETS_TOPIC))
+        config = self.log_manager.default_config.with_overrides(self.cluster.topic_config(OFFSETS_TOPIC))
         return self.log_manager.get_or_create_log(OFFSETS_TOPIC, partition, config)
 
     def _load(self, part: _OffsetsPartition) -> None:

@@ -217,6 +217,16 @@ class _Member:
         self.timer: _Timer | None = None
         self.is_new = True
 
+    def answer_waiting(self, code: int, out: list) -> None:
+        """Queue ``code`` as the answer to a waiting JoinGroup and SyncGroup (``out`` is fired later,
+        outside the group lock)."""
+        if self.join_cb is not None:
+            out.append((self.join_cb, _join_result(self.member_id, code)))
+            self.join_cb = None
+        if self.sync_cb is not None:
+            out.append((self.sync_cb, _sync_result(code)))
+            self.sync_cb = None
+
     def metadata(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
             if name == protocol:
@@ -389,7 +399,7 @@ class GroupCoordinator:
         """Build from a :class:`broker.server.config.ServerConfig` (Kafka's setting names, read from
         ``config.raw``): ``group.initial.rebalance.delay.ms`` (3000), ``group.min.session.timeout.ms``
         (6000), ``group.max.session.timeout.ms`` (1800000), ``group.max.size`` (2147483647)."""
-        raw = getattr(config, "raw", None) or {}
+        raw = config.raw
 
         def setting(key: str, default: int) -> int:
             value = raw.get(key)
@@ -408,7 +418,7 @@ class GroupCoordinator:
                    min_session_timeout_ms=setting("group.min.session.timeout.ms", DEFAULT_MIN_SESSION_TIMEOUT_MS),
                    max_session_timeout_ms=setting("group.max.session.timeout.ms", DEFAULT_MAX_SESSION_TIMEOUT_MS),
                    max_size=setting("group.max.size", DEFAULT_MAX_SIZE),
-                   broker_id=getattr(config, "broker_id", None))
+                   broker_id=config.broker_id)
 
     def shutdown(self) -> None:
         """Stop the timers; every waiting JoinGroup/SyncGroup is answered NOT_COORDINATOR (the
@@ -422,12 +432,7 @@ class GroupCoordinator:
         for g in groups:
             with g.lock:
                 for m in g.members.values():
-                    if m.join_cb is not None:
-                        out.append((m.join_cb, _join_result(m.member_id, NotCoordinatorError.code)))
-                        m.join_cb = None
-                    if m.sync_cb is not None:
-                        out.append((m.sync_cb, _sync_result(NotCoordinatorError.code)))
-                        m.sync_cb = None
+                    m.answer_waiting(NotCoordinatorError.code, out)
         self._scheduler.stop()
         _fire(out)
 
@@ -621,11 +626,7 @@ class GroupCoordinator:
         old_id = group.static[instance]
         m = group.members[old_id]
         new_id = f"{instance}-{uuid.uuid4()}"
-        if m.join_cb is not None:
-            out.append((m.join_cb, _join_result(old_id, FencedInstanceIdError.code)))
-        if m.sync_cb is not None:
-            out.append((m.sync_cb, _sync_result(FencedInstanceIdError.code)))
-            m.sync_cb = None
+        m.answer_waiting(FencedInstanceIdError.code, out)  # the old id's waiting requests
         if m.timer is not None:
             m.timer.cancel()
             m.timer = None
@@ -814,12 +815,7 @@ class GroupCoordinator:
         if m.timer is not None:
             m.timer.cancel()
             m.timer = None
-        if m.join_cb is not None:
-            out.append((m.join_cb, _join_result(m.member_id, UnknownMemberIdError.code)))
-            m.join_cb = None
-        if m.sync_cb is not None:
-            out.append((m.sync_cb, _sync_result(UnknownMemberIdError.code)))
-            m.sync_cb = None
+        m.answer_waiting(UnknownMemberIdError.code, out)
         group.members.pop(m.member_id, None)
         if m.group_instance_id is not None and group.static.get(m.group_instance_id) == m.member_id:
             del group.static[m.group_instance_id]

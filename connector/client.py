@@ -74,7 +74,6 @@ REFRESH_METADATA_CODES = frozenset({
     74,  # FENCED_LEADER_EPOCH
     75,  # UNKNOWN_LEADER_EPOCH
 })
-COORDINATOR_CODES = frozenset({NotCoordinatorError.code, CoordinatorNotAvailableError.code})
 
 
 def parse_bootstrap(servers) -> list[tuple[str, int]]:
@@ -104,6 +103,14 @@ def _err(code: int, what: str) -> PyklogError:
     return error_for_code(code, f"{error_for_code(code).name} ({code}): {what}")
 
 
+def _retriable_err(code: int, what: str) -> PyklogError:
+    """The error for ``code``, raised at once unless it is retriable (then returned, to retry after)."""
+    e = _err(code, what)
+    if not e.retriable:
+        raise e
+    return e
+
+
 # ---------------------------------------------------------------------------------------------
 # one connection
 # ---------------------------------------------------------------------------------------------
@@ -129,7 +136,6 @@ class BrokerConnection:
         self._cid = 0
         self._closed = False
         self._error: Exception | None = None
-        self._size_buf = bytearray(4)
         try:
             self._sock = socket.create_connection((host, self.port), timeout=timeout_s)
         except OSError as e:
@@ -694,10 +700,7 @@ class ClusterClient:
                         tp = (t["name"], int(p["partition_index"]))
                         code = int(p.get("error_code", 0))
                         if code:
-                            e = _err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
-                            if not e.retriable:
-                                raise e
-                            retry = e
+                            retry = _retriable_err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
                             continue
                         off = int(p.get("offset", -1))
                         result[tp] = None if off < 0 else (off, int(p.get("timestamp", -1)))

@@ -46,7 +46,7 @@ from broker.errors import (
 )
 from broker.protocol import ApiKey
 from broker.record.reader import iter_batches
-from connector.client import EARLIEST, LATEST, REFRESH_METADATA_CODES, ClusterClient, _err
+from connector.client import EARLIEST, LATEST, REFRESH_METADATA_CODES, ClusterClient, _err, _retriable_err
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +231,7 @@ class SimpleConsumer:
                     continue
                 top = int(resp.get("error_code", 0))
                 if top:
-                    e = _err(top, f"Fetch from broker {node}")
-                    if not e.retriable:
-                        raise e
-                    retry_err = e
+                    retry_err = _retriable_err(top, f"Fetch from broker {node}")
                     continue
                 for t in resp.get("responses") or []:
                     topic = t.get("topic")

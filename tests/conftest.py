@@ -2,7 +2,8 @@
 
 * ``zookeeper``: a real ZooKeeper from pyspark's jars (or an external one: PYKLOG_TEST_ZK=host:port).
 * ``zk_chroot``: a fresh uuid chroot connect string per test (``127.0.0.1:port/pyklog-<uuid>``),
-  so brokers and consumers of different tests never see each other.
+  so brokers and consumers of different tests never see each other;  ``zk``: a started
+  KazooClient on it.
 * ``broker``: one broker process in its own chroot, per test;  ``broker_factory`` for clusters.
 * ``spark``: the shared SparkSession (local[2]) with pyklog registered.
 """
@@ -17,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from support import BrokerProcess  # noqa: E402
+from support import BrokerProcess, kazoo_client, new_chroot  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -42,19 +43,29 @@ def zookeeper():
 @pytest.fixture
 def zk_chroot(zookeeper):
     """A connect string with a fresh chroot; the chroot node is created so clients can use it."""
-    from kazoo.client import KazooClient
-
-    root = f"/pyklog-{uuid.uuid4().hex[:12]}"
-    kc = KazooClient(hosts=zookeeper)
-    kc.start(timeout=30)
-    kc.ensure_path(root)
-    kc.stop()
-    kc.close()
-    return zookeeper + root
+    return new_chroot(zookeeper)
 
 
 @pytest.fixture
-def broker_factory(zk_chroot, tmp_path):
+def zk(zk_chroot):
+    """A started KazooClient on ``zk_chroot`` (stopped and closed after the test)."""
+    kc = kazoo_client(zk_chroot)
+    yield kc
+    kc.stop()
+    kc.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so fixtures can tell whether their test failed."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
+@pytest.fixture
+def broker_factory(zk_chroot, tmp_path, request):
+    """Start broker processes; when the test fails, their output is printed (shown by pytest)."""
     started: list[BrokerProcess] = []
 
     def make(broker_id: int = 0, start: bool = True, zk_connect: str | None = None, **props) -> BrokerProcess:
@@ -66,12 +77,12 @@ def broker_factory(zk_chroot, tmp_path):
         return b
 
     yield make
-    failed = False
     for b in started:
         b.stop()
-    if failed:
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
         for b in started:
-            print(b.output()[-5000:])
+            print(f"\n----- broker {b.broker_id} output ({b.stdout_path}) -----\n{b.output()[-6000:]}")
 
 
 @pytest.fixture

@@ -19,14 +19,6 @@ from support import wait_for
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(autouse=True)
-def _broker_dirs(tmp_path):
-    """Work around: tests/support.BrokerProcess does not create its log_dir (reported to the lead)."""
-    for i in range(3):
-        for j in range(4):
-            (tmp_path / f"broker{i}-{j}").mkdir(exist_ok=True)
-
-
 def test_parse_bootstrap():
     assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
     assert parse_bootstrap(["PLAINTEXT://h:9092", ("x", 3)]) == [("h", 9092), ("x", 3)]

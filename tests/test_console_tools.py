@@ -31,16 +31,8 @@ def test_line_reader_properties():
     assert r.parse("a:1,b:2\tk\tv", 1) == (b"k", b"v", (("a", b"1"), ("b", b"2")))
 
 
-@pytest.fixture
-def _broker_dirs(tmp_path):
-    """Work around: tests/support.BrokerProcess does not create its log_dir (reported to the lead)."""
-    for i in range(3):
-        for j in range(4):
-            (tmp_path / f"broker{i}-{j}").mkdir(exist_ok=True)
-
-
 @pytest.mark.integration
-def test_console_producer_and_consumer_round_trip(_broker_dirs, broker, zk_chroot):
+def test_console_producer_and_consumer_round_trip(broker, zk_chroot):
     with ClusterClient(broker.bootstrap) as admin:
         admin.create_topic("lines", 2)
     lines = b"".join(b"key%d:value %d\n" % (i % 3, i) for i in range(20))

@@ -12,20 +12,11 @@ from kazoo.client import KazooClient
 from broker.errors import ConfigError, RebalanceFailedError
 from broker.zk import paths
 from connector.group import Blacklist, GroupMember, Whitelist, parse_registration, topics_of
-from support import wait_for
+from support import expire_session, wait_for
 
 pytestmark = pytest.mark.integration
 
 SESSION_S = 4.0  # ZooKeeper's minimum (2 x tickTime)
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    client = KazooClient(hosts=zk_chroot)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture
@@ -63,15 +54,6 @@ def owners(zk, group, topic):
         except Exception:
             pass
     return out
-
-
-def expire_session(zk_connect, client):
-    """Expire ``client``'s session on the server: a second connection with the same session id closes it."""
-    sid, pw = client.client_id
-    other = KazooClient(hosts=zk_connect, client_id=(sid, pw))
-    other.start(timeout=30)
-    other.stop()
-    other.close()
 
 
 def stable(*ms, timeout=30):

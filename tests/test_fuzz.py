@@ -17,8 +17,7 @@ import time
 import pytest
 
 from broker.protocol import SUPPORTED, ApiKey, encode_request
-from test_server_broker import records
-from test_server_lifecycle import _start
+from support import Wire, create_topic, records, stable_port
 
 pytestmark = pytest.mark.integration
 
@@ -155,11 +154,9 @@ def _run_case(port: int, data: bytes, kind: str) -> str:
 def test_fuzz_live_broker_survives_and_keeps_serving(broker_factory):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    b = _start(broker_factory, socket_request_max_bytes=REQUEST_MAX, auto_create_topics_enable="false",
-               num_network_threads=2, num_io_threads=4)
+    b = broker_factory(0, port=stable_port(), socket_request_max_bytes=REQUEST_MAX,
+                       auto_create_topics_enable="false", num_network_threads=2, num_io_threads=4)
     topic = "fuzz-target"
-    from test_server_broker import Wire, create_topic
-
     with Wire(b.port) as w:
         assert create_topic(w, topic)["error_code"] == 0
     rng = random.Random(SEED)

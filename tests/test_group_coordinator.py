@@ -21,7 +21,7 @@ from broker.group_coordinator import (
     STABLE,
     GroupCoordinator,
 )
-from support import wait_for
+from support import Wire, wait_for
 
 NONE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 0, 22, 23, 24, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, NOT_COORDINATOR = 26, 27, 79, 16
@@ -570,7 +570,6 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
     two members on two connections, where JoinGroup and SyncGroup are answered later (from another
     request's handler thread); OffsetCommit validated against the generation."""
     from broker.protocol import ApiKey, decode_response
-    from test_server_broker import Wire
 
     b0 = broker_factory(0, group_initial_rebalance_delay_ms=0)
     b1 = broker_factory(1, group_initial_rebalance_delay_ms=0)

@@ -3,22 +3,12 @@ seed's migration from ZooKeeper to Kafka."""
 from __future__ import annotations
 
 import pytest
-from kazoo.client import KazooClient
 
 from broker.errors import ConfigError, ZooKeeperError
 from broker.zk import paths
 from connector.offsets import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZooKeeperOffsetStore
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    client = KazooClient(hosts=zk_chroot)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

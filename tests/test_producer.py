@@ -111,15 +111,7 @@ from connector.producer import RecordMetadata  # noqa: E402
 
 
 @pytest.fixture
-def _broker_dirs(tmp_path):
-    """Work around: tests/support.BrokerProcess does not create its log_dir (reported to the lead)."""
-    for i in range(3):
-        for j in range(4):
-            (tmp_path / f"broker{i}-{j}").mkdir(exist_ok=True)
-
-
-@pytest.fixture
-def kafka(_broker_dirs, broker):
+def kafka(broker):
     """(broker, ClusterClient, SimpleConsumer) on one fresh broker."""
     client = ClusterClient(broker.bootstrap)
     consumer = SimpleConsumer(client=client)
@@ -207,7 +199,7 @@ def test_sync_async_keys_and_callbacks(kafka):
 
 
 @pytest.mark.integration
-def test_zookeeper_discovery_and_acks(_broker_dirs, broker, zk_chroot):
+def test_zookeeper_discovery_and_acks(broker, zk_chroot):
     with ClusterClient(broker.bootstrap) as c:
         c.create_topic("a", 1)
         consumer = SimpleConsumer(client=c)

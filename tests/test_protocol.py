@@ -32,6 +32,7 @@ from broker.protocol import (
 )
 from broker.protocol.schema import active_fields, snake_case
 from broker.protocol.types import STRING
+from support import from_kp, norm, to_kp
 
 ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in range(lo, hi + 1)]
 IDS = [f"{SCHEMAS[k][0]}-v{v}" for k, v in ALL_VERSIONS]
@@ -68,17 +69,6 @@ def _sample(fields, version, rng, depth=0):
     return {f.key: _sample_value(f, version, rng, depth) for f in active_fields(fields, version)}
 
 
-def _norm(value):
-    """memoryviews -> bytes, recursively (decoded records are zero-copy views)."""
-    if isinstance(value, dict):
-        return {k: _norm(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_norm(v) for v in value]
-    if isinstance(value, (memoryview, bytearray)):
-        return bytes(value)
-    return value
-
-
 def _body_bytes(chunks):
     return b"".join(c.read_bytes() if isinstance(c, FileRegion) else bytes(c) for c in chunks)
 
@@ -94,7 +84,7 @@ def _req_frame_body(api_key, version, body, corr=1, client_id="c"):
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
 def test_request_round_trip(api_key, version):
-    rng = random.Random(hash((int(api_key), version, "req")) & 0xFFFF)
+    rng = random.Random(f"req-{int(api_key)}-{version}")
     for _ in range(4):
         body = _sample(SCHEMAS[api_key][1], version, rng)
         frame, header, off = _req_frame_body(api_key, version, body, corr=77, client_id="cl")
@@ -105,12 +95,12 @@ def test_request_round_trip(api_key, version):
         expected = body
         if api_key == ApiKey.METADATA and version == 0 and body["topics"] is None:
             expected = dict(body, topics=[])
-        assert _norm(decoded) == expected
+        assert norm(decoded) == expected
 
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
 def test_response_round_trip(api_key, version):
-    rng = random.Random(hash((int(api_key), version, "resp")) & 0xFFFF)
+    rng = random.Random(f"resp-{int(api_key)}-{version}")
     for _ in range(4):
         body = _sample(SCHEMAS[api_key][2], version, rng)
         if api_key == ApiKey.API_VERSIONS and body["error_code"] == 35:
@@ -121,7 +111,7 @@ def test_response_round_trip(api_key, version):
         assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
         corr, decoded = decode_response(api_key, version, frame[4:])
         assert corr == 123
-        assert _norm(decoded) == body
+        assert norm(decoded) == body
 
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
@@ -261,82 +251,36 @@ KP = {
 }
 
 
-# kafka-python renames Metadata's *_authorized_operations to authorized_operations and
-# represents it as a set of bit positions (None for Kafka's "not requested" -2**31).
-KP_RENAME = {"cluster_authorized_operations": "authorized_operations",
-             "topic_authorized_operations": "authorized_operations",
-             "authorized_operations": "authorized_operations"}  # DescribeGroups v3+
-
-
-def _ops_to_kp(v):
-    bits = {i for i in range(32) if (v & 0xFFFFFFFF) >> i & 1}
-    return None if bits == {31} else bits
-
-
-def _ops_from_kp(bits):
-    if bits is None:
-        return -(1 << 31)
-    v = sum(1 << i for i in bits)
-    return v - (1 << 32) if v & (1 << 31) else v
-
-
-def _to_kp(cls, d, version):
-    kwargs = {}
-    for key, v in d.items():
-        name = KP_RENAME.get(key, key)
-        f = cls._struct.fields[name]
-        if f.is_struct_array() and v is not None:
-            sub = getattr(cls, f.type_str.removeprefix("[]"))
-            v = [_to_kp(sub, x, version) for x in v]
-        elif name == "authorized_operations":
-            v = _ops_to_kp(v)
-        kwargs[name] = v
-    return cls(**kwargs, version=version)
-
-
-def _from_kp(d, fields, version):
-    """kafka-python's to_dict(json=False) -> our dict layout (names, bitfields, bytes)."""
-    out = {}
-    for f in active_fields(fields, version):
-        v = d[KP_RENAME.get(f.key, f.key)]
-        if f.fields and v is not None:
-            v = [_from_kp(x, f.fields, version) for x in v]
-        elif f.key in KP_RENAME:
-            v = _ops_from_kp(v)
-        out[f.key] = _norm(v)
-    return out
-
-
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
 def test_cross_check_kafka_python(api_key, version):
     kp_req, kp_resp = KP[api_key]
     assert kp_req.API_KEY == int(api_key) and kp_req.max_version >= version
-    rng = random.Random(hash((int(api_key), version, "kp")) & 0xFFFF)
+    rng = random.Random(f"kp-{int(api_key)}-{version}")
     for _ in range(3):
         # request: same bytes both ways (whole frame incl. header v1), values equal both ways
         body = _sample(SCHEMAS[api_key][1], version, rng)
         if api_key == ApiKey.METADATA and version == 0 and body["topics"] is None:
             body["topics"] = []
         ours = encode_request(api_key, version, 42, "kp-client", body)
-        theirs_obj = _to_kp(kp_req, body, version)
+        theirs_obj = to_kp(kp_req, body, version)
         theirs_obj.with_header(correlation_id=42, client_id="kp-client")
         theirs = bytes(theirs_obj.encode(header=True, framed=True))
         assert ours == theirs
         header, off = decode_request_header(theirs[4:])
-        assert _norm(decode_request(header, theirs[4:], off)) == body
+        assert norm(decode_request(header, theirs[4:], off)) == body
         theirs_dec = kp_req.decode(ours[off + 4:], version=version).to_dict(json=False)
-        assert _from_kp(theirs_dec, SCHEMAS[api_key][1], version) == body
+        assert from_kp(theirs_dec, SCHEMAS[api_key][1], version) == body
 
         # response body: same bytes, values equal both ways
         body = _sample(SCHEMAS[api_key][2], version, rng)
         if api_key == ApiKey.API_VERSIONS:
             body["error_code"] = 0
         ours = _body_bytes(encode_response(api_key, version, 9, body))
-        theirs = bytes(_to_kp(kp_resp, body, version).encode(version=version))
+        theirs = bytes(to_kp(kp_resp, body, version).encode(version=version))
         assert ours[8:] == theirs
-        assert _norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
+        assert norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
         theirs_dec = kp_resp.decode(ours[8:], version=version).to_dict(json=False)
-        assert _from_kp(theirs_dec, SCHEMAS[api_key][2], version) == body
+        assert from_kp(theirs_dec, SCHEMAS[api_key][2], version) == body
 
 
 def test_kafka_python_reads_our_api_versions_error_response():

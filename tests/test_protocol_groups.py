@@ -41,6 +41,7 @@ from broker.protocol import (
     encode_response,
 )
 from broker.protocol.schema import active_fields, snake_case
+from support import from_kp, norm, to_kp
 
 KP = {
     ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
@@ -82,55 +83,6 @@ def _sample(fields, version, rng, depth=0):
     return out
 
 
-def _norm(v):
-    if isinstance(v, dict):
-        return {k: _norm(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_norm(x) for x in v]
-    if isinstance(v, (memoryview, bytearray)):
-        return bytes(v)
-    return v
-
-
-# DescribeGroups' authorized_operations is a bitfield in kafka-python (a set of bit positions,
-# None for Kafka's "not requested" -2**31).
-def _ops_to_kp(v):
-    bits = {i for i in range(32) if (v & 0xFFFFFFFF) >> i & 1}
-    return None if bits == {31} else bits
-
-
-def _ops_from_kp(bits):
-    if bits is None:
-        return -(1 << 31)
-    v = sum(1 << i for i in bits)
-    return v - (1 << 32) if v & (1 << 31) else v
-
-
-def _to_kp(cls, d, version):
-    kwargs = {}
-    for key, v in d.items():
-        f = cls._struct.fields[key]
-        if f.is_struct_array() and v is not None:
-            sub = getattr(cls, f.type_str.removeprefix("[]"))
-            v = [_to_kp(sub, x, version) for x in v]
-        elif key == "authorized_operations":
-            v = _ops_to_kp(v)
-        kwargs[key] = v
-    return cls(**kwargs, version=version)
-
-
-def _from_kp(d, fields, version):
-    out = {}
-    for f in active_fields(fields, version):
-        v = d[f.key]
-        if f.fields and v is not None:
-            v = [_from_kp(x, f.fields, version) for x in v]
-        elif f.key == "authorized_operations":
-            v = _ops_from_kp(v)
-        out[f.key] = _norm(v)
-    return out
-
-
 def test_advertised_ranges_are_the_non_flexible_versions():
     for key, rng in EXPECTED_RANGES.items():
         assert SUPPORTED[key] == rng
@@ -145,7 +97,7 @@ def test_round_trip(api_key, version):
         frame = encode_request(api_key, version, 11, "rt", body)
         header, off = decode_request_header(frame[4:])
         assert header == RequestHeader(api_key, version, 11, "rt")
-        assert _norm(decode_request(header, frame[4:], off)) == body
+        assert norm(decode_request(header, frame[4:], off)) == body
         body = _sample(SCHEMAS[api_key][2], version, rng)
         resp = b"".join(encode_response(api_key, version, 12, body))
         assert decode_response(api_key, version, resp[4:]) == (12, body)
@@ -202,21 +154,21 @@ def test_cross_check_kafka_python(api_key, version):
     for _ in range(4):
         body = _sample(SCHEMAS[api_key][1], version, rng)
         ours = encode_request(api_key, version, 42, "kp-client", body)
-        theirs_obj = _to_kp(kp_req, body, version)
+        theirs_obj = to_kp(kp_req, body, version)
         theirs_obj.with_header(correlation_id=42, client_id="kp-client")
         theirs = bytes(theirs_obj.encode(header=True, framed=True))
         assert ours == theirs
         header, off = decode_request_header(theirs[4:])
-        assert _norm(decode_request(header, theirs[4:], off)) == body
-        assert _from_kp(kp_req.decode(ours[off + 4:], version=version).to_dict(json=False),
+        assert norm(decode_request(header, theirs[4:], off)) == body
+        assert from_kp(kp_req.decode(ours[off + 4:], version=version).to_dict(json=False),
                         SCHEMAS[api_key][1], version) == body
 
         body = _sample(SCHEMAS[api_key][2], version, rng)
         ours = b"".join(encode_response(api_key, version, 9, body))
-        theirs = bytes(_to_kp(kp_resp, body, version).encode(version=version))
+        theirs = bytes(to_kp(kp_resp, body, version).encode(version=version))
         assert ours[8:] == theirs
-        assert _norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
-        assert _from_kp(kp_resp.decode(ours[8:], version=version).to_dict(json=False),
+        assert norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
+        assert from_kp(kp_resp.decode(ours[8:], version=version).to_dict(json=False),
                         SCHEMAS[api_key][2], version) == body
 
 

@@ -7,7 +7,6 @@ fallback, legacy message sets, long-poll fetches, limits and bad input.
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import threading
 import time
@@ -15,11 +14,11 @@ import uuid
 
 import pytest
 
-from broker.protocol import ApiKey, decode_response, encode_request
+from broker.protocol import ApiKey, decode_response
 from broker.record.batch import build_batch
 from broker.record.legacy import build_message_set, decode_message_set
 from broker.record.reader import iter_batches
-from support import BrokerProcess, wait_for
+from support import Wire, create_topic, fetch, produce, records, running_broker, values, wait_for
 
 MESSAGE_MAX = 100_000
 #: what the broker must advertise: every API it serves, from v0 to the highest non-flexible version
@@ -29,110 +28,16 @@ SERVED = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 8: (0, 7), 9: (0, 5), 10:
 REQUEST_MAX = 4 * 1024 * 1024
 
 
-class Wire:
-    """A raw Kafka-protocol connection for tests."""
-
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 30.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.cid = 0
-
-    def close(self):
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def send(self, api, version, body, client_id="pyklog-test") -> int:
-        self.cid += 1
-        self.sock.sendall(encode_request(api, version, self.cid, client_id, body))
-        return self.cid
-
-    def recv_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._exact(4))
-        return self._exact(size)
-
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            b = self.sock.recv(n - len(out))
-            if not b:
-                raise ConnectionError(f"connection closed after {len(out)} of {n} bytes")
-            out += b
-        return bytes(out)
-
-    def request(self, api, version, body, client_id="pyklog-test") -> dict:
-        cid = self.send(api, version, body, client_id)
-        got_cid, resp = decode_response(api, version, self.recv_frame())
-        assert got_cid == cid
-        return resp
-
-    def is_closed(self, timeout: float = 10.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-
-def records(n: int, prefix: bytes = b"v", compression: int = 0, **kw) -> bytes:
-    now = int(time.time() * 1000)
-    return build_batch([(b"k%d" % i, prefix + b"%d" % i, now, ()) for i in range(n)], compression=compression, **kw)
-
-
-def produce(w: Wire, topic: str, data: bytes, version: int = 8, acks: int = 1, partition: int = 0) -> dict:
-    resp = w.request(ApiKey.PRODUCE, version, {"acks": acks, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": data}]}]})
-    return resp["responses"][0]["partition_responses"][0]
-
-
-def fetch(w: Wire, topic: str, offset: int, version: int = 11, max_wait_ms: int = 0, min_bytes: int = 0,
-          partition_max_bytes: int = 1 << 20, max_bytes: int = 50 << 20, partition: int = 0) -> dict:
-    resp = w.request(ApiKey.FETCH, version, {
-        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": partition_max_bytes}]}]})
-    if version >= 7:
-        assert resp["error_code"] == 0 and resp["session_id"] == 0
-    return resp["responses"][0]["partitions"][0]
-
-
-def values(raw) -> list[bytes]:
-    return [r.value for b in iter_batches(bytes(raw or b"")) for r in b.records]
-
-
-def create_topic(w: Wire, name: str, partitions: int = 1, version: int = 4, **extra) -> dict:
-    resp = w.request(ApiKey.CREATE_TOPICS, version, {"topics": [dict(
-        {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []},
-        **extra)], "timeout_ms": 10000, "validate_only": False})
-    return resp["topics"][0]
-
-
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(scope="module")
 def shared_broker(zookeeper, tmp_path_factory):
-    from kazoo.client import KazooClient
-
-    root = f"/pyklog-{uuid.uuid4().hex[:12]}"
-    kc = KazooClient(hosts=zookeeper)
-    kc.start(timeout=30)
-    kc.ensure_path(root)
-    kc.stop()
-    kc.close()
-    b = BrokerProcess(zookeeper + root, 0, log_dir=str(tmp_path_factory.mktemp("shared-broker")),
-                      message_max_bytes=MESSAGE_MAX, socket_request_max_bytes=REQUEST_MAX,
-                      num_network_threads=2, num_io_threads=4)
-    b.start()
-    yield b
-    rc = b.stop()
-    assert rc == 0, b.output()[-5000:]
-    assert "Traceback" not in b.output(), b.output()[-20000:]
+    with running_broker(zookeeper, str(tmp_path_factory.mktemp("shared-broker")),
+                        message_max_bytes=MESSAGE_MAX, socket_request_max_bytes=REQUEST_MAX,
+                        num_network_threads=2, num_io_threads=4) as b:
+        yield b
 
 
 @pytest.fixture

@@ -80,16 +80,8 @@ from connector.producer import Producer  # noqa: E402
 from support import wait_for  # noqa: E402
 
 
-@pytest.fixture
-def _broker_dirs(tmp_path):
-    """Work around: tests/support.BrokerProcess does not create its log_dir (reported to the lead)."""
-    for i in range(3):
-        for j in range(4):
-            (tmp_path / f"broker{i}-{j}").mkdir(exist_ok=True)
-
-
 @pytest.mark.integration
-def test_fetch_multi_fetch_and_offsets(_broker_dirs, broker_factory, zk_chroot):
+def test_fetch_multi_fetch_and_offsets(broker_factory, zk_chroot):
     b0 = broker_factory(0)
     broker_factory(1)
     with ClusterClient(zookeeper_connect=zk_chroot) as admin, \
@@ -142,7 +134,7 @@ def test_fetch_multi_fetch_and_offsets(_broker_dirs, broker_factory, zk_chroot):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_records_written_by_confluent_kafka(_broker_dirs, broker, codec):
+def test_records_written_by_confluent_kafka(broker, codec):
     from confluent_kafka import Producer as CProducer
 
     with ClusterClient(broker.bootstrap) as admin:
@@ -171,7 +163,7 @@ def test_records_written_by_confluent_kafka(_broker_dirs, broker, codec):
 
 
 @pytest.mark.integration
-def test_records_written_by_kcat(_broker_dirs, broker):
+def test_records_written_by_kcat(broker):
     with ClusterClient(broker.bootstrap) as admin:
         admin.create_topic("kc", 1)
     lines = "".join(f"k{i}:line {i}\n" for i in range(50))
@@ -183,7 +175,7 @@ def test_records_written_by_kcat(_broker_dirs, broker):
 
 
 @pytest.mark.integration
-def test_control_batches_in_a_real_log_are_not_returned(_broker_dirs, broker):
+def test_control_batches_in_a_real_log_are_not_returned(broker):
     """Clients may not write control batches, so they are put into the partition's log directly
     (as a transaction coordinator's markers would be) while the broker is down."""
     import os

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from test_server_lifecycle import _start
+from support import running_broker, stable_port
 
 pytestmark = pytest.mark.integration
 
@@ -24,21 +24,8 @@ def _topic() -> str:
 
 @pytest.fixture(scope="module")
 def shared_broker(zookeeper, tmp_path_factory):
-    from kazoo.client import KazooClient
-
-    from support import BrokerProcess
-
-    root = f"/pyklog-{uuid.uuid4().hex[:12]}"
-    kc = KazooClient(hosts=zookeeper)
-    kc.start(timeout=30)
-    kc.ensure_path(root)
-    kc.stop()
-    kc.close()
-    b = BrokerProcess(zookeeper + root, 0, log_dir=str(tmp_path_factory.mktemp("stock-broker")))
-    b.start()
-    yield b
-    assert b.stop() == 0, b.output()[-5000:]
-    assert "Traceback" not in b.output(), b.output()[-20000:]
+    with running_broker(zookeeper, str(tmp_path_factory.mktemp("stock-broker"))) as b:
+        yield b
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
@@ -154,7 +141,7 @@ def test_committed_offsets_survive_restart(broker_factory):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
-    b = _start(broker_factory)
+    b = broker_factory(0, port=stable_port())
     topic = _topic()
     p = Producer({"bootstrap.servers": b.bootstrap})
     for i in range(10):

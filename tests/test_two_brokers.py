@@ -4,47 +4,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import struct
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
-from broker.protocol import ApiKey, decode_response, encode_request
+from broker.protocol import ApiKey
 from broker.record.batch import build_batch
 from broker.zk import paths
+import support
 from support import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-class Wire:
-    """A raw Kafka-protocol connection to one broker."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.cid = 0
-
-    def request(self, api, version, body) -> dict:
-        self.cid += 1
-        self.sock.sendall(encode_request(api, version, self.cid, "two-brokers-test", body))
-        (size,) = struct.unpack(">i", self._exact(4))
-        cid, resp = decode_response(api, version, self._exact(size))
-        assert cid == self.cid
-        return resp
-
-    def _exact(self, n):
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(out)} of {n} bytes")
-            out += chunk
-        return bytes(out)
-
-    def close(self):
-        self.sock.close()
+class Wire(support.Wire):
+    """A raw Kafka-protocol connection to one broker, with the two requests these tests repeat."""
 
     def metadata(self, topics=None) -> dict:
         body = {"topics": None if topics is None else [{"name": t} for t in topics],
@@ -59,32 +33,16 @@ class Wire:
         return resp["responses"][0]["partition_responses"][0]
 
 
-def start(broker_factory, broker_id, wait=True):
-    """broker_factory(broker_id), creating the log dir first (tests/support.BrokerProcess does not)."""
-    b = broker_factory(broker_id, start=False)
-    os.makedirs(b.log_dir, exist_ok=True)
-    return b.start(expect_ready=wait)
-
-
 def leaders_of(md, topic) -> dict[int, int]:
     t = next(t for t in md["topics"] if t["name"] == topic)
     return {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    kc = KazooClient(hosts=zk_chroot)
-    kc.start(timeout=30)
-    yield kc
-    kc.stop()
-    kc.close()
 
 
 def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    b0, b1 = start(broker_factory, 0), start(broker_factory, 1)
+    b0, b1 = broker_factory(0), broker_factory(1)
     wires = {0: Wire(b0.port), 1: Wire(b1.port)}
     try:
         wait_for(lambda: all(len(w.metadata([])["brokers"]) == 2 for w in wires.values()),
@@ -151,8 +109,8 @@ def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
 
 
 def test_duplicate_broker_id_exits_with_clear_message(broker_factory, zk):
-    first = start(broker_factory, 0)
-    dup = start(broker_factory, 0, wait=False)
+    first = broker_factory(0)
+    dup = broker_factory(0, start=False).start(expect_ready=False)
     rc = dup.wait_exit(60)
     assert rc != 0
     assert "broker.id 0 is already registered" in dup.output()
@@ -162,7 +120,7 @@ def test_duplicate_broker_id_exits_with_clear_message(broker_factory, zk):
 
 
 def test_broker_registers_again_after_session_expiry(broker_factory, zk):
-    b0, b1 = start(broker_factory, 0), start(broker_factory, 1)
+    b0, b1 = broker_factory(0), broker_factory(1)
     w1 = Wire(b1.port)
     try:
         topic = f"exp-{uuid.uuid4().hex[:6]}"

@@ -24,7 +24,7 @@ from broker.zk import paths
 from broker.zk.cluster import ZkCluster, parse_broker_registration, split_connect_string
 from broker.zk.server import free_port
 from broker.zk.topics import assign_replicas, collides, validate_topic_configs, validate_topic_name
-from support import wait_for
+from support import expire_session, wait_for
 
 SESSION_MS = 6000
 
@@ -43,26 +43,6 @@ def cluster_factory(zk_chroot):
     yield make
     for c in made:
         c.stop()
-
-
-@pytest.fixture
-def raw_zk(zk_chroot):
-    kc = KazooClient(hosts=zk_chroot)
-    kc.start(timeout=30)
-    yield kc
-    kc.stop()
-    kc.close()
-
-
-def expire_session(zk_connect: str, client: KazooClient) -> None:
-    """Expire ``client``'s session for real: attach a second client to it and close that one
-    (what kazoo's testing harness does)."""
-    hosts, _ = split_connect_string(zk_connect)
-    sid, passwd = client.client_id
-    other = KazooClient(hosts=hosts, client_id=(sid, passwd))
-    other.start(timeout=30)
-    other.stop()
-    other.close()
 
 
 # ---------------------------------------------------------------------------- pure rules
@@ -128,10 +108,10 @@ def test_connect_string_and_registration_parsing():
 # ---------------------------------------------------------------------------- against ZooKeeper
 
 
-def test_cluster_id_created_once_and_reused(cluster_factory, raw_zk):
+def test_cluster_id_created_once_and_reused(cluster_factory, zk):
     a = cluster_factory(0)
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", a.cluster_id)
-    stored = json.loads(raw_zk.get(paths.CLUSTER_ID)[0])
+    stored = json.loads(zk.get(paths.CLUSTER_ID)[0])
     assert stored == {"version": "1", "id": a.cluster_id}
     b = cluster_factory(1)
     assert b.cluster_id == a.cluster_id
@@ -154,9 +134,9 @@ def test_chroot_is_created_when_missing(zookeeper):
         c.stop()
 
 
-def test_registration_json_as_kafka(cluster_factory, raw_zk):
+def test_registration_json_as_kafka(cluster_factory, zk):
     c = cluster_factory(3, port=9093)
-    data, stat = raw_zk.get(paths.broker_id(3))
+    data, stat = zk.get(paths.broker_id(3))
     info = json.loads(data)
     assert stat.ephemeralOwner == c.session_id
     assert info["host"] == "127.0.0.1" and info["port"] == 9093
@@ -167,17 +147,17 @@ def test_registration_json_as_kafka(cluster_factory, raw_zk):
     assert wait_for(lambda: c.live_brokers() == {3: ("127.0.0.1", 9093)})
     assert c.controller_id == 3
     c.stop()
-    assert raw_zk.exists(paths.broker_id(3)) is None
+    assert zk.exists(paths.broker_id(3)) is None
 
 
-def test_duplicate_broker_id_is_refused(cluster_factory, raw_zk):
+def test_duplicate_broker_id_is_refused(cluster_factory, zk):
     first = cluster_factory(0, port=9100)
     t0 = time.monotonic()
     with pytest.raises(BrokerIdInUseError, match=r"broker.id 0 is already registered.*PLAINTEXT://127.0.0.1:9100"):
         cluster_factory(0, port=9101)
     assert time.monotonic() - t0 < SESSION_MS / 1000  # a live holder at another address: refused at once
     # the first registration is untouched
-    assert raw_zk.get(paths.broker_id(0))[1].ephemeralOwner == first.session_id
+    assert zk.get(paths.broker_id(0))[1].ephemeralOwner == first.session_id
 
 
 def test_stale_registration_with_our_endpoints_is_waited_out(cluster_factory, zk_chroot):
@@ -197,7 +177,7 @@ def test_stale_registration_with_our_endpoints_is_waited_out(cluster_factory, zk
         timer.join()
 
 
-def test_reregisters_after_session_expiry(cluster_factory, raw_zk, zk_chroot):
+def test_reregisters_after_session_expiry(cluster_factory, zk, zk_chroot):
     c = cluster_factory(5, port=9105)
     other = cluster_factory(6, port=9106)
     assert wait_for(lambda: set(other.live_brokers()) == {5, 6})
@@ -208,7 +188,7 @@ def test_reregisters_after_session_expiry(cluster_factory, raw_zk, zk_chroot):
     expire_session(zk_chroot, c.zk)
     wait_for(lambda: c.session_id not in (None, old_session) and c.registered, timeout=30,
              message="new session registered")
-    _, stat = raw_zk.get(paths.broker_id(5))
+    _, stat = zk.get(paths.broker_id(5))
     assert stat.ephemeralOwner == c.session_id != old_session
     # watches are armed again: a topic created elsewhere and a broker leaving are both seen
     other.create_topic("after", 1)
@@ -218,7 +198,7 @@ def test_reregisters_after_session_expiry(cluster_factory, raw_zk, zk_chroot):
     assert changes
 
 
-def test_topic_creation_spreads_over_brokers(cluster_factory, raw_zk):
+def test_topic_creation_spreads_over_brokers(cluster_factory, zk):
     brokers = [cluster_factory(i) for i in range(3)]
     for b in brokers:
         wait_for(lambda b=b: len(b.live_brokers()) == 3)
@@ -228,12 +208,12 @@ def test_topic_creation_spreads_over_brokers(cluster_factory, raw_zk):
     assert sorted(assignment) == list(range(6))
     assert sorted(r[0] for r in assignment.values()) == [0, 0, 1, 1, 2, 2]
     # what is in ZooKeeper is Kafka's layout
-    reg = json.loads(raw_zk.get(paths.topic("spread"))[0])
+    reg = json.loads(zk.get(paths.topic("spread"))[0])
     assert reg == {"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}
-    state = json.loads(raw_zk.get(paths.partition_state("spread", 4))[0])
+    state = json.loads(zk.get(paths.partition_state("spread", 4))[0])
     assert state == {"controller_epoch": 1, "leader": assignment[4][0], "version": 1, "leader_epoch": 0,
                      "isr": [assignment[4][0]]}
-    assert json.loads(raw_zk.get(paths.topic_config("spread"))[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
+    assert json.loads(zk.get(paths.topic_config("spread"))[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
     # every broker's cache sees the same metadata, refreshed by the watch
     assert seen.wait(10)
     for b in brokers:
@@ -260,7 +240,7 @@ def test_topic_creation_spreads_over_brokers(cluster_factory, raw_zk):
     for bad in ({0: [7]}, {1: [0]}, {0: [0, 0]}, {0: [0], 1: [0, 1]}):
         with pytest.raises(InvalidReplicaAssignmentError):
             brokers[0].create_topic("manual2", len(bad), 1, replica_assignment=bad)
-    assert raw_zk.exists(paths.topic("dry")) is None and raw_zk.exists(paths.topic("badcfg")) is None
+    assert zk.exists(paths.topic("dry")) is None and zk.exists(paths.topic("badcfg")) is None
     # a broker that leaves: its partitions report leader -1
     brokers[2].stop()
     wait_for(lambda: 2 not in brokers[0].live_brokers())
@@ -268,7 +248,7 @@ def test_topic_creation_spreads_over_brokers(cluster_factory, raw_zk):
     assert {p for p, s in parts.items() if s.leader == -1} == {p for p, r in assignment.items() if r[0] == 2}
 
 
-def test_invalid_names_write_nothing(cluster_factory, raw_zk):
+def test_invalid_names_write_nothing(cluster_factory, zk):
     c = cluster_factory(0)
     for bad in ["", "..", "a/b", "../../etc", "x" * 250, "sp ace"]:
         with pytest.raises(InvalidTopicError):
@@ -277,11 +257,11 @@ def test_invalid_names_write_nothing(cluster_factory, raw_zk):
     with pytest.raises(InvalidTopicError, match="collides"):
         c.create_topic("a_b", 1)
     assert c.topic("../a.b") is None and c.topic("nope") is None
-    assert sorted(raw_zk.get_children(paths.BROKER_TOPICS)) == ["a.b"]
-    assert sorted(raw_zk.get_children(paths.CONFIG_TOPICS)) == ["a.b"]
+    assert sorted(zk.get_children(paths.BROKER_TOPICS)) == ["a.b"]
+    assert sorted(zk.get_children(paths.CONFIG_TOPICS)) == ["a.b"]
 
 
-def test_delete_topic(cluster_factory, raw_zk):
+def test_delete_topic(cluster_factory, zk):
     a, b = cluster_factory(0), cluster_factory(1)
     a.create_topic("doomed", 3, configs={"cleanup.policy": "compact"})
     wait_for(lambda: "doomed" in b.topics())
@@ -289,8 +269,8 @@ def test_delete_topic(cluster_factory, raw_zk):
     deleted = threading.Event()
     b.add_listener(lambda: "doomed" not in b.topics() and deleted.set())
     b.delete_topic("doomed")
-    assert raw_zk.exists(paths.topic("doomed")) is None
-    assert raw_zk.exists(paths.topic_config("doomed")) is None
+    assert zk.exists(paths.topic("doomed")) is None
+    assert zk.exists(paths.topic_config("doomed")) is None
     wait_for(lambda: "doomed" not in a.topics(), message="deletion seen by the other broker")
     assert deleted.wait(10)
     with pytest.raises(UnknownTopicOrPartitionError):
@@ -308,12 +288,12 @@ def test_delete_topic(cluster_factory, raw_zk):
     wait_for(lambda: len(b.topics().get("again", {})) == 2)
     assert b.topic_config("again") == {"retention.ms": "5"}
     # a deletion request written as Kafka's old tools do is carried out by the controller
-    raw_zk.create(paths.delete_topic_request("doomed"), b"")
-    wait_for(lambda: raw_zk.exists(paths.topic("doomed")) is None, message="request carried out")
-    wait_for(lambda: raw_zk.get_children(paths.ADMIN_DELETE_TOPICS) == [])
+    zk.create(paths.delete_topic_request("doomed"), b"")
+    wait_for(lambda: zk.exists(paths.topic("doomed")) is None, message="request carried out")
+    wait_for(lambda: zk.get_children(paths.ADMIN_DELETE_TOPICS) == [])
 
 
-def test_allocate_producer_ids_unique_under_concurrency(cluster_factory, raw_zk):
+def test_allocate_producer_ids_unique_under_concurrency(cluster_factory, zk):
     clusters = [cluster_factory(i) for i in range(3)]
     blocks: list[range] = []
     lock = threading.Lock()
@@ -332,7 +312,7 @@ def test_allocate_producer_ids_unique_under_concurrency(cluster_factory, raw_zk)
     assert len(blocks) == 60 and all(len(r) == 100 for r in blocks)
     starts = sorted(r.start for r in blocks)
     assert starts == list(range(0, 6000, 100))  # disjoint and contiguous
-    last = json.loads(raw_zk.get(paths.LATEST_PRODUCER_ID_BLOCK)[0])
+    last = json.loads(zk.get(paths.LATEST_PRODUCER_ID_BLOCK)[0])
     assert last["version"] == 1 and last["block_start"] == "5900" and last["block_end"] == "5999"
 
 
@@ -350,7 +330,7 @@ def test_admin_client_and_unreachable_zookeeper(cluster_factory):
     assert time.monotonic() - t0 < 15
 
 
-def test_alter_topic_config_reaches_every_broker(cluster_factory, raw_zk):
+def test_alter_topic_config_reaches_every_broker(cluster_factory, zk):
     a, b = cluster_factory(0), cluster_factory(1)
     a.create_topic("conf", 1, configs={"retention.ms": "1000", "segment.bytes": "4096"})
     wait_for(lambda: "conf" in b.topics())
@@ -361,10 +341,10 @@ def test_alter_topic_config_reaches_every_broker(cluster_factory, raw_zk):
     assert new == {"retention.ms": "1000", "cleanup.policy": "compact"}
     assert changed.wait(10), "broker 1 was told and re-read the config"
     assert b.topic_config("conf") == new
-    assert json.loads(raw_zk.get(paths.topic_config("conf"))[0]) == {"version": 1, "config": new}
-    notes = raw_zk.get_children(paths.CONFIG_CHANGES)
+    assert json.loads(zk.get(paths.topic_config("conf"))[0]) == {"version": 1, "config": new}
+    notes = zk.get_children(paths.CONFIG_CHANGES)
     assert len(notes) == 1 and notes[0].startswith("config_change_")
-    assert json.loads(raw_zk.get(f"{paths.CONFIG_CHANGES}/{notes[0]}")[0]) == {"version": 2,
+    assert json.loads(zk.get(f"{paths.CONFIG_CHANGES}/{notes[0]}")[0]) == {"version": 2,
                                                                              "entity_path": "topics/conf"}
     with pytest.raises(UnknownTopicOrPartitionError):
         a.alter_topic_config("absent", {"retention.ms": "1"})

@@ -67,13 +67,6 @@ class _IndexFile:
             os.rename(self.path, new_path)
         self.path = new_path
 
-    def delete_file(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
     def _rewrite(self, raw: bytes) -> None:
         """Replace the file's contents (truncation / rebuild): tmp + rename."""
         self.close()
@@ -85,10 +78,6 @@ class _IndexFile:
     @property
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
-
-    @property
-    def size_bytes(self) -> int:
-        return len(self) * self.entry.size
 
 
 class OffsetIndex(_IndexFile):

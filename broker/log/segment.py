@@ -194,10 +194,6 @@ class LogSegment:
         if batches:
             self.next_offset = batches[-1][2] + 1
 
-    def append_raw_batch_for_cleaner(self, buf, header: BatchHeader) -> None:
-        """Append one already-offset batch (the cleaner's output)."""
-        self.append(buf, [(0, len(buf), header.last_offset, header.max_timestamp)])
-
     def flush(self) -> None:
         """fsync the .log and its indexes."""
         os.fsync(self.fd)
@@ -441,15 +437,15 @@ class LogSegment:
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the three files (e.g. ``""`` -> ``".deleted"``); open handles stay valid."""
-        for attr in ("log_path",):
-            path = getattr(self, attr)
-            target = path[: len(path) - len(old)] + new if old else path + new
-            if os.path.exists(path):
-                os.rename(path, target)
-            setattr(self, attr, target)
+        def renamed(path: str) -> str:
+            return path[: len(path) - len(old)] + new
+
+        target = renamed(self.log_path)
+        if os.path.exists(self.log_path):
+            os.rename(self.log_path, target)
+        self.log_path = target
         for idx in (self.index, self.time_index):
-            target = idx.path[: len(idx.path) - len(old)] + new if old else idx.path + new
-            idx.rename(target)
+            idx.rename(renamed(idx.path))
 
     def close(self) -> None:
         """Record the largest timestamp in the time index and close every file."""

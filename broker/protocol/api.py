@@ -116,18 +116,7 @@ def encode_request_chunks(api_key: int, version: int, correlation_id: int, clien
     except (struct.error, TypeError) as e:
         raise InvalidRequestError(f"cannot encode request header: {e} (correlation_id={correlation_id!r})") from None
     out += cid
-    chunks: list[Chunk] = []
-    enc = api.req_enc[version - api.min_version]
-    try:
-        out = enc(body, out, chunks)
-    except PyklogError:
-        raise
-    except Exception as e:  # bad value in body: explain which field
-        raise explain_encode_error(f"{api.name}Request", SCHEMAS[api.key][1], version, body, e) from None
-    if out or not chunks:
-        chunks.append(out)
-    _finish(chunks)
-    return chunks
+    return _encode_body(api, version, body, out, request=True)
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
@@ -181,6 +170,24 @@ def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
 # ------------------------------------------------------------------------------- responses
 
 
+def _encode_body(api, version: int, body: dict, out: bytearray, *, request: bool) -> list[Chunk]:
+    """Append ``body`` to ``out`` (the frame's size prefix and header) with the request or
+    response encoder of ``api`` v``version``; return the finished chunks (see :func:`_finish`)."""
+    chunks: list[Chunk] = []
+    enc = (api.req_enc if request else api.resp_enc)[version - api.min_version]
+    try:
+        out = enc(body, out, chunks)
+    except PyklogError:
+        raise
+    except Exception as e:  # bad value in body: explain which field
+        kind, schema = ("Request", SCHEMAS[api.key][1]) if request else ("Response", SCHEMAS[api.key][2])
+        raise explain_encode_error(f"{api.name}{kind}", schema, version, body, e) from None
+    if out or not chunks:
+        chunks.append(out)
+    _finish(chunks)
+    return chunks
+
+
 def _finish(chunks: list[Chunk]) -> None:
     """Patch the size prefix (first 4 bytes of chunks[0]) with the frame length and turn the
     encoder's own bytearrays into bytes.  Encoders append (encoded part, records value) pairs and
@@ -215,18 +222,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     api = _api(api_key, version)
     out = bytearray(8)
     _SIZE_CORR.pack_into(out, 0, 0, correlation_id)
-    chunks: list[Chunk] = []
-    enc = api.resp_enc[version - api.min_version]
-    try:
-        out = enc(body, out, chunks)
-    except PyklogError:
-        raise
-    except Exception as e:
-        raise explain_encode_error(f"{api.name}Response", SCHEMAS[api.key][2], version, body, e) from None
-    if out or not chunks:
-        chunks.append(out)
-    _finish(chunks)
-    return chunks
+    return _encode_body(api, version, body, out, request=False)
 
 
 def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:

@@ -69,9 +69,9 @@ from broker.record.header import (
     TRANSACTIONAL_MASK,
     ZSTD,
     BatchHeader,
-    compute_crc,
     parse_header,
 )
+from broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
 from broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
 
 
@@ -652,12 +652,7 @@ def decode_batch(buf, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
             f"(batchLength {h.batch_length}), read {avail}"
         )
     if validate_crc:
-        actual = compute_crc(buf, pos, size)
-        if actual != h.crc:
-            raise CorruptRecordError(
-                f"batch at offset {h.base_offset} (position {pos}): CRC-32C mismatch, "
-                f"stored {h.crc:#010x}, computed {actual:#010x}"
-            )
+        _check_crc(buf, pos, h)
     return RecordBatch(h, _decode_batch_records(buf, pos, h))
 
 

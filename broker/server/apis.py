@@ -64,6 +64,7 @@ from broker.protocol import (
     SUPPORTED,
     ApiKey,
     FileRegion,
+    api_name,
     decode_request,
     decode_request_header,
     encode_response,
@@ -165,7 +166,7 @@ class KafkaApis:
         rng = self.served.get(api_key)
         if rng is None or not rng[0] <= version <= rng[1]:
             log.info("closing connection %d from %s (client %r): %s v%d is not supported (supported: %s)",
-                     request.connection_id, request.peer, header.client_id, _api_name(api_key), version,
+                     request.connection_id, request.peer, header.client_id, api_name(api_key), version,
                      f"v{rng[0]}-{rng[1]}" if rng else "none")
             request.close_connection()
             return
@@ -173,7 +174,7 @@ class KafkaApis:
             body = decode_request(header, frame, body_offset)
         except Exception as e:  # noqa: BLE001
             log.info("closing connection %d from %s (client %r): malformed %s v%d request: %s",
-                     request.connection_id, request.peer, header.client_id, _api_name(api_key), version, e)
+                     request.connection_id, request.peer, header.client_id, api_name(api_key), version, e)
             request.close_connection()
             return
         t0 = time.monotonic()
@@ -181,10 +182,10 @@ class KafkaApis:
             self._handlers[api_key](request, header, body)
             elapsed = time.monotonic() - t0
             if elapsed > _SLOW_REQUEST_S:
-                log.warning("slow request: %s v%d from %s (client %r) took %.1fs", _api_name(api_key), version,
+                log.warning("slow request: %s v%d from %s (client %r) took %.1fs", api_name(api_key), version,
                             request.peer, header.client_id, elapsed)
         except Exception as e:  # noqa: BLE001 - one bad request never takes the broker down
-            log.exception("error handling %s v%d from %s (client %r)", _api_name(api_key), version,
+            log.exception("error handling %s v%d from %s (client %r)", api_name(api_key), version,
                           request.peer, header.client_id)
             if request.answered:
                 return
@@ -848,15 +849,6 @@ class KafkaApis:
         self.purgatory.complete_all()
         if self.groups is not None:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
-
-
-def _api_name(api_key: int) -> str:
-    try:
-        from broker.protocol import api_name
-
-        return api_name(api_key)
-    except ImportError:  # pragma: no cover
-        return f"api {api_key}"
 
 
 __all__ = ["KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]

@@ -78,8 +78,7 @@ class BrokerServer:
             self.cluster.add_listener(self._sync_event.set)
             self._sync_thread = threading.Thread(target=self._sync_loop, name="pyklog-log-sync", daemon=True)
             self._sync_thread.start()
-            if self.offset_manager is not None:
-                self.offset_manager.startup()
+            self.offset_manager.startup()
             self.socket_server.start()
         except BaseException:
             self.shutdown()
@@ -88,11 +87,8 @@ class BrokerServer:
         return self
 
     def _make_offset_manager(self):
-        try:
-            from broker.coordinator import OffsetManager
-        except ImportError as e:  # the module is not installed: group APIs answer COORDINATOR_NOT_AVAILABLE
-            log.warning("offset manager unavailable (%s): FindCoordinator/OffsetCommit/OffsetFetch will fail", e)
-            return None
+        from broker.coordinator import OffsetManager
+
         return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
                              num_partitions=self.config.offsets_topic_num_partitions)
 
@@ -132,12 +128,10 @@ class BrokerServer:
             self._sync_thread.join(10)
             self._sync_thread = None
         if self.offset_manager is not None:
-            stop = getattr(self.offset_manager, "shutdown", None) or getattr(self.offset_manager, "stop", None)
-            if stop is not None:
-                try:
-                    stop()
-                except Exception:  # noqa: BLE001
-                    log.exception("offset manager shutdown failed")
+            try:
+                self.offset_manager.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("offset manager shutdown failed")
             self.offset_manager = None
         if self.log_manager is not None:
             try:

@@ -82,11 +82,10 @@ class Request:
     must outlive the request.
     """
 
-    __slots__ = ("frame", "received_ns", "connection_id", "peer", "_conn", "_done")
+    __slots__ = ("frame", "connection_id", "peer", "_conn", "_done")
 
     def __init__(self, conn: "_Connection", frame: memoryview):
         self.frame = frame
-        self.received_ns = time.monotonic_ns()
         self.connection_id = conn.id
         self.peer = conn.peer
         self._conn = conn

@@ -1,7 +1,28 @@
 """Command-line tools of the connector: console producer / consumer (and consumer groups)."""
 from __future__ import annotations
 
-__all__ = ["parse_properties"]
+import argparse
+import logging
+import sys
+
+__all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
+
+
+def console_tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The options the console producer and consumer share: where the brokers are
+    (``--bootstrap-server`` or ``--zookeeper``, exactly one) and ``--topic``."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")
+    src.add_argument("--zookeeper", help="ZooKeeper connect string (brokers found in /brokers/ids)")
+    ap.add_argument("--topic", required=True)
+    return ap
+
+
+def setup_logging() -> None:
+    """Warnings and errors of the library on stderr (stdout carries the tool's data)."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def parse_properties(items, option: str = "--property") -> dict[str, str]:

@@ -16,21 +16,15 @@ formatter: ``print.key``, ``print.value`` (true), ``print.offset``, ``print.part
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 
 from broker.errors import OffsetOutOfRangeError, PyklogError
-from connector.cli import parse_properties, unescape
+from connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="pyklog-console-consumer",
-                                 description="Print the records of a topic.")
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")
-    src.add_argument("--zookeeper", help="ZooKeeper connect string (brokers found in /brokers/ids)")
-    ap.add_argument("--topic", required=True)
+    ap = console_tool_parser("pyklog-console-consumer", "Print the records of a topic.")
     ap.add_argument("--from-beginning", action="store_true", help="start at the log start offset")
     ap.add_argument("--partition", type=int, default=None, help="read only this partition")
     ap.add_argument("--offset", default=None, help="start offset (number, earliest, latest); needs --partition")
@@ -78,8 +72,7 @@ class Formatter:
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
     args = build_parser().parse_args(argv)
     if args.offset is not None and args.partition is None:
         print("pyklog-console-consumer: --offset needs --partition", file=sys.stderr)

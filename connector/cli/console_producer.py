@@ -14,20 +14,14 @@ or a malformed line (the lines before it are delivered).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from broker.errors import PyklogError
-from connector.cli import parse_properties, unescape
+from connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="pyklog-console-producer",
-                                 description="Read lines from stdin and produce them to a topic.")
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")
-    src.add_argument("--zookeeper", help="ZooKeeper connect string (brokers found in /brokers/ids)")
-    ap.add_argument("--topic", required=True)
+    ap = console_tool_parser("pyklog-console-producer", "Read lines from stdin and produce them to a topic.")
     ap.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                     help="line reader property: parse.key, key.separator, parse.headers, ...")
     ap.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
@@ -92,8 +86,7 @@ class LineReader:
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
     args = build_parser().parse_args(argv)
     props = parse_properties(args.property)
     pprops = parse_properties(args.producer_property, "--producer-property")
