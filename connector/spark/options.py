@@ -1,0 +1,557 @@
+"""Options of the ``pyklog`` data source, named as Spark's Kafka connector (spark-sql-kafka) names them.
+
+Spark hands a data source its options as a case-insensitive dict of strings (keys lower-cased).
+:func:`parse_source_options` / :func:`parse_sink_options` turn them into frozen, picklable
+dataclasses, checking every value; a wrong or missing option raises
+:class:`broker.errors.ConfigError` whose message names the option, says what was expected and
+what was read.  Validation runs when the DataFrame is defined (``load()``) and again when the query
+starts, so a bad option never reaches an executor.
+
+Source options (see docs/spark-connector.md for the full table)::
+
+    kafka.bootstrap.servers | zookeeper.connect      where the cluster is (one is required)
+    subscribe | subscribePattern | assign            what to read (exactly one)
+    startingOffsets      earliest | latest | {"t":{"0":23,"1":-2}}  (-2 earliest, -1 latest)
+    endingOffsets        batch only: latest | {"t":{"0":50,"1":-1}}
+    startingTimestamp / startingOffsetsByTimestamp / startingOffsetsByTimestampStrategy
+    endingTimestamp / endingOffsetsByTimestamp       batch only
+    failOnDataLoss       true | false                (default true)
+    maxOffsetsPerTrigger, minOffsetsPerTrigger, maxTriggerDelay (default 15m)
+    minPartitions        split large offset ranges into several Spark tasks
+    includeHeaders       true | false                (adds the ``headers`` column)
+    isolation.level | kafka.isolation.level          read_uncommitted | read_committed
+    group.id | kafka.group.id, groupIdPrefix         consumer group (default: unique per query)
+    offsets.storage      zookeeper | kafka           where the group's offsets are committed
+    dual.commit.enabled  true | false                commit to both (migration)
+    partition.assignment.strategy  range | roundrobin | sticky
+    kafka.max.partition.fetch.bytes, kafka.client.id, kafka.request.timeout.ms, ...
+
+Pure code; thread-safe (the dataclasses are immutable).  Runs on the driver and, as part of
+pickled readers/writers, on executors.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from broker.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+EARLIEST = -2
+LATEST = -1
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# options a Spark Kafka user may set that pyklog reads (lower-case, as Spark delivers them)
+SOURCE_OPTIONS = {
+    "kafka.bootstrap.servers", "zookeeper.connect", "subscribe", "subscribepattern", "assign",
+    "startingoffsets", "endingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
+    "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+    "minpartitions", "includeheaders", "isolation.level", "group.id", "groupidprefix",
+    "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
+    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+    "zookeeper.session.timeout.ms", "path",
+}
+# the names as documented (for messages and typo hints)
+_DISPLAY = {
+    "subscribepattern": "subscribePattern", "startingoffsets": "startingOffsets",
+    "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+    "endingtimestamp": "endingTimestamp", "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "failondataloss": "failOnDataLoss", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
+    "minpartitions": "minPartitions", "includeheaders": "includeHeaders",
+    "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
+    "fetchoffset.numretries": "fetchOffset.numRetries",
+    "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
+}
+
+# Kafka consumer settings pyklog honours (after the "kafka." prefix)
+CONSUMER_SETTINGS = {
+    "bootstrap.servers", "client.id", "max.partition.fetch.bytes", "fetch.max.bytes",
+    "isolation.level", "request.timeout.ms", "group.id", "check.crcs", "security.protocol",
+    "session.timeout.ms",
+}
+# Kafka consumer settings Spark's Kafka source rejects, with its reasons
+_REJECTED_CONSUMER = {
+    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
+    "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations "
+                        "(e.g. CAST(key AS STRING))",
+    "value.deserializer": "values are always read as bytes; deserialize them with DataFrame "
+                          "operations (e.g. CAST(value AS STRING))",
+    "enable.auto.commit": "pyklog commits the group's offsets itself at every micro-batch",
+    "interceptor.classes": "consumer interceptors are a Java client feature",
+}
+# Producer settings the sink passes to connector.producer.Producer (after "kafka.")
+PRODUCER_SETTINGS = {
+    "bootstrap.servers", "acks", "compression.type", "linger.ms", "batch.size", "client.id",
+    "max.request.size", "enable.idempotence", "request.timeout.ms", "retries",
+    "max.in.flight.requests.per.connection", "delivery.timeout.ms", "retry.backoff.ms",
+    "buffer.memory", "security.protocol",
+}
+_REJECTED_PRODUCER = {
+    "key.serializer": "keys are written as bytes (string columns are UTF-8 encoded)",
+    "value.serializer": "values are written as bytes (string columns are UTF-8 encoded)",
+    "interceptor.classes": "producer interceptors are a Java client feature",
+}
+SINK_OPTIONS = {"kafka.bootstrap.servers", "zookeeper.connect", "topic", "includeheaders", "path",
+                "checkpointlocation", "queryname", "zookeeper.session.timeout.ms"}
+
+
+def display(name: str) -> str:
+    """The documented spelling of a lower-cased option name."""
+    return _DISPLAY.get(name, name)
+
+
+def _lower(options) -> dict[str, str]:
+    out = {}
+    for k, v in dict(options or {}).items():
+        out[str(k).lower()] = v if isinstance(v, str) else str(v)
+    return out
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    v = opts.get(name)
+    if v is None:
+        return default
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ConfigError(f"option '{display(name)}': expected 'true' or 'false', read {v!r}")
+
+
+def _long(opts: dict, name: str, default=None, *, minimum: int | None = None):
+    v = opts.get(name)
+    if v is None:
+        return default
+    try:
+        n = int(v.strip())
+    except ValueError:
+        raise ConfigError(f"option '{display(name)}': expected an integer, read {v!r}") from None
+    if minimum is not None and n < minimum:
+        raise ConfigError(f"option '{display(name)}': expected an integer >= {minimum}, read {v!r}")
+    return n
+
+
+_DURATION_RE = re.compile(r"^\s*(-?\d+)\s*(us|ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|"
+                          r"h|hour|hours|d|day|days)?\s*$", re.I)
+_UNIT_MS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "second": 1000,
+            "seconds": 1000, "m": 60000, "min": 60000, "mins": 60000, "minute": 60000,
+            "minutes": 60000, "h": 3600000, "hour": 3600000, "hours": 3600000, "d": 86400000,
+            "day": 86400000, "days": 86400000}
+
+
+def parse_duration_ms(value: str, name: str) -> int:
+    """Spark's time strings: ``15m``, ``30s``, ``500ms``, ``2h``, ``1d``; a bare number is ms."""
+    m = _DURATION_RE.match(value)
+    if not m:
+        raise ConfigError(
+            f"option '{display(name)}': expected a duration such as '15m', '30s' or '500ms', read {value!r}")
+    n = int(m.group(1))
+    if n < 0:
+        raise ConfigError(f"option '{display(name)}': expected a duration >= 0, read {value!r}")
+    return int(n * _UNIT_MS[(m.group(2) or "ms").lower()])
+
+
+def _topic_name(t: str, name: str) -> str:
+    if not _TOPIC_RE.match(t) or t in (".", ".."):
+        raise ConfigError(
+            f"option '{display(name)}': expected topic names of letters, digits, '.', '_' and '-' "
+            f"(at most 249 characters), read {t!r}")
+    return t
+
+
+def _json_object(value: str, name: str, example: str):
+    try:
+        obj = json.loads(value)
+    except ValueError as e:
+        raise ConfigError(f"option '{display(name)}': expected JSON such as {example}, read {value!r} ({e})") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"option '{display(name)}': expected a JSON object such as {example}, read {value!r}")
+    return obj
+
+
+def parse_partition_offsets(value: str, name: str, *, allow: tuple[int, ...] = (EARLIEST, LATEST),
+                            what: str = "offset") -> dict[tuple[str, int], int]:
+    """``{"topicA":{"0":23,"1":-1}}`` -> ``{("topicA", 0): 23, ("topicA", 1): -1}``.
+
+    Values below 0 must be in ``allow`` (-2 earliest, -1 latest)."""
+    example = '{"topicA":{"0":23,"1":-1}}'
+    obj = _json_object(value, name, example)
+    out: dict[tuple[str, int], int] = {}
+    for topic, parts in obj.items():
+        _topic_name(topic, name)
+        if not isinstance(parts, dict):
+            raise ConfigError(
+                f"option '{display(name)}': expected an object of partition -> {what} for topic "
+                f"{topic!r} (e.g. {example}), read {json.dumps(parts)}")
+        for p, off in parts.items():
+            try:
+                pn = int(p)
+            except ValueError:
+                raise ConfigError(
+                    f"option '{display(name)}': expected partition numbers as keys for topic {topic!r}, "
+                    f"read {p!r}") from None
+            if pn < 0:
+                raise ConfigError(f"option '{display(name)}': expected partition >= 0 for topic {topic!r}, read {pn}")
+            if isinstance(off, bool) or not isinstance(off, int):
+                raise ConfigError(
+                    f"option '{display(name)}': expected an integer {what} for {topic}-{pn}, read {json.dumps(off)}")
+            if off < 0 and off not in allow:
+                allowed = " or ".join(f"{a} ({'earliest' if a == EARLIEST else 'latest'})" for a in allow)
+                raise ConfigError(
+                    f"option '{display(name)}': {topic}-{pn} has {what} {off}; expected >= 0"
+                    + (f" or {allowed}" if allow else ""))
+            out[(topic, pn)] = off
+    return out
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where reading starts or ends.
+
+    ``kind``: "earliest" | "latest" | "offsets" (``offsets`` maps (topic, partition) to an offset,
+    -2 earliest, -1 latest) | "timestamp" (``timestamp`` ms for every partition) |
+    "timestamps" (``offsets`` maps (topic, partition) to a timestamp).
+    ``strategy``: for timestamps, "error" (no offset at or after the timestamp fails) or "latest".
+    """
+
+    kind: str
+    offsets: tuple = ()  # sorted ((topic, partition), value) pairs, hashable and picklable
+    timestamp: int | None = None
+    strategy: str = "error"
+
+    def offsets_dict(self) -> dict[tuple[str, int], int]:
+        return dict(self.offsets)
+
+
+def _spec_from_map(kind: str, m: dict, strategy: str = "error") -> OffsetSpec:
+    return OffsetSpec(kind, tuple(sorted(m.items())), strategy=strategy)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """``kind`` "subscribe" (``topics``), "subscribePattern" (``pattern``) or "assign"
+    (``partitions``: sorted (topic, partition) pairs)."""
+
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        if self.kind == "subscribe":
+            return topic in self.topics
+        if self.kind == "subscribePattern":
+            return re.fullmatch(self.pattern, topic) is not None
+        return any(t == topic for t, _ in self.partitions)
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return "assign=" + ",".join(f"{t}-{p}" for t, p in self.partitions)
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """How to reach the cluster: a bootstrap list and/or a ZooKeeper connect string."""
+
+    bootstrap_servers: str | None
+    zookeeper_connect: str | None
+    client_id: str = "pyklog-spark"
+    request_timeout_s: float = 30.0
+    zk_session_timeout_s: float = 6.0
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    cluster: ClusterOptions
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec | None
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    min_partitions: int | None = None
+    include_headers: bool = False
+    isolation_level: str = "read_uncommitted"
+    group_id: str | None = None
+    group_id_prefix: str = "spark-pyklog-source"
+    offsets_storage: str = "zookeeper"
+    dual_commit: bool = False
+    assignment_strategy: str = "range"
+    max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    check_crcs: bool = True
+    poll_timeout_ms: int = 120000
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+    streaming: bool = True
+    extra: tuple = field(default=())  # other kafka.* settings, for the record
+
+    @property
+    def uses_group(self) -> bool:
+        """Whether the driver joins the ZooKeeper consumer group (subscribe/subscribePattern with
+        zookeeper.connect); ``assign`` and bootstrap-only queries read their partitions directly."""
+        return self.cluster.zookeeper_connect is not None and self.subscription.kind != "assign"
+
+
+def _cluster(opts: dict, *, role: str) -> ClusterOptions:
+    bootstrap = opts.get("kafka.bootstrap.servers")
+    zk = opts.get("zookeeper.connect")
+    if bootstrap is not None and not bootstrap.strip():
+        raise ConfigError("option 'kafka.bootstrap.servers': expected host:port[,host:port...], read ''")
+    if zk is not None and not zk.strip():
+        raise ConfigError("option 'zookeeper.connect': expected host:port[,host:port...][/chroot], read ''")
+    if not bootstrap and not zk:
+        raise ConfigError(
+            f"option 'kafka.bootstrap.servers' or 'zookeeper.connect' must be set for the pyklog {role} "
+            "(e.g. .option('kafka.bootstrap.servers', 'localhost:9092') or "
+            ".option('zookeeper.connect', 'localhost:2181'))")
+    for hp in (bootstrap or "").split(","):
+        hp = hp.strip()
+        if not hp:
+            continue
+        hp = hp.split("://", 1)[-1]
+        host, _, port = hp.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"option 'kafka.bootstrap.servers': expected host:port entries, read {hp!r}")
+    sec = opts.get("kafka.security.protocol")
+    if sec is not None and sec.strip().upper() != "PLAINTEXT":
+        raise ConfigError(
+            f"option 'kafka.security.protocol': pyklog speaks PLAINTEXT only, read {sec!r}")
+    timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
+    zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
+    return ClusterOptions(
+        bootstrap_servers=bootstrap.strip() if bootstrap else None,
+        zookeeper_connect=zk.strip() if zk else None,
+        client_id=opts.get("kafka.client.id", "pyklog-spark"),
+        request_timeout_s=timeout_ms / 1000.0,
+        zk_session_timeout_s=zk_timeout_ms / 1000.0,
+    )
+
+
+def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected: dict[str, str],
+                 role: str) -> list[str]:
+    """Reject Kafka settings Spark rejects and typos of known options; return unknown names."""
+    unknown = []
+    documented = {display(k) for k in known}
+    for k in opts:
+        if k.startswith("kafka."):
+            setting = k[len("kafka."):]
+            if setting in rejected:
+                raise ConfigError(f"option '{k}': Kafka option '{setting}' is not supported by the "
+                                  f"pyklog {role}: {rejected[setting]}")
+            if setting not in allowed_kafka:
+                unknown.append(k)
+            continue
+        if k in known:
+            continue
+        close = difflib.get_close_matches(k, list(known), n=1, cutoff=0.85)
+        if close:
+            raise ConfigError(f"unknown option '{k}' for the pyklog {role}; did you mean "
+                              f"'{display(close[0])}'? (known options: {', '.join(sorted(documented))})")
+        unknown.append(k)
+    if unknown:
+        log.warning("pyklog %s ignores unknown options: %s", role, ", ".join(sorted(unknown)))
+    return unknown
+
+
+def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
+    """Validate the source options of a streaming (``streaming=True``) or batch (False) query;
+    None checks everything that does not depend on the kind of query (when a DataFrame is defined)."""
+    opts = _lower(options)
+    _check_names(opts, SOURCE_OPTIONS, CONSUMER_SETTINGS, _REJECTED_CONSUMER, "source")
+    cluster = _cluster(opts, role="source")
+
+    given = [n for n in ("subscribe", "subscribepattern", "assign") if opts.get(n) is not None]
+    if len(given) != 1:
+        raise ConfigError(
+            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be set, "
+            + (f"read {', '.join(display(g) for g in given)}" if given else "read none"))
+    kind = given[0]
+    if kind == "subscribe":
+        topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
+        if not topics:
+            raise ConfigError(f"option 'subscribe': expected a comma-separated list of topics, read {opts['subscribe']!r}")
+        sub = Subscription("subscribe", topics=tuple(sorted({_topic_name(t, 'subscribe') for t in topics})))
+    elif kind == "subscribepattern":
+        pattern = opts["subscribepattern"]
+        if not pattern.strip():
+            raise ConfigError("option 'subscribePattern': expected a regular expression, read ''")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"option 'subscribePattern': expected a regular expression, read {pattern!r} ({e})") from None
+        sub = Subscription("subscribePattern", pattern=pattern)
+    else:
+        example = '{"topicA":[0,1],"topicB":[2,4]}'
+        obj = _json_object(opts["assign"], "assign", example)
+        parts = set()
+        for t, ps in obj.items():
+            _topic_name(t, "assign")
+            if not isinstance(ps, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps):
+                raise ConfigError(f"option 'assign': expected a list of partition numbers >= 0 for topic {t!r} "
+                                  f"(e.g. {example}), read {json.dumps(ps)}")
+            parts.update((t, p) for p in ps)
+        if not parts:
+            raise ConfigError(f"option 'assign': expected at least one partition (e.g. {example}), read {opts['assign']!r}")
+        sub = Subscription("assign", partitions=tuple(sorted(parts)))
+
+    # starting position: startingTimestamp > startingOffsetsByTimestamp > startingOffsets (as Spark)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError(f"option 'startingOffsetsByTimestampStrategy': expected 'error' or 'latest', read {strategy!r}")
+    starting = _position(opts, "starting", bool(streaming), strategy)
+    ending = None
+    if streaming:
+        for n in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+            if n in opts:
+                raise ConfigError(f"option '{display(n)}' is not valid in streaming queries "
+                                  "(use it with spark.read, or Trigger.AvailableNow to stop at the end)")
+    else:
+        ending = _position(opts, "ending", False, "error")
+    if streaming is False:
+        if starting.kind == "latest":
+            raise ConfigError("option 'startingOffsets': 'latest' is not valid for batch queries "
+                              "(a batch query would read nothing); use 'earliest' or JSON offsets")
+        if starting.kind == "offsets" and any(v == LATEST for _, v in starting.offsets):
+            raise ConfigError("option 'startingOffsets': -1 (latest) is not valid for batch queries")
+        if ending.kind == "earliest":
+            raise ConfigError("option 'endingOffsets': 'earliest' is not valid for batch queries; "
+                              "use 'latest' or JSON offsets")
+        if ending.kind == "offsets" and any(v == EARLIEST for _, v in ending.offsets):
+            raise ConfigError("option 'endingOffsets': -2 (earliest) is not valid for batch queries")
+
+    max_per = _long(opts, "maxoffsetspertrigger", None, minimum=1)
+    min_per = _long(opts, "minoffsetspertrigger", None, minimum=1)
+    if max_per is not None and min_per is not None and min_per > max_per:
+        raise ConfigError(f"option 'minOffsetsPerTrigger' ({min_per}) must not exceed "
+                          f"'maxOffsetsPerTrigger' ({max_per})")
+    delay_ms = parse_duration_ms(opts.get("maxtriggerdelay", "15m"), "maxtriggerdelay")
+
+    isolation = (opts.get("isolation.level") or opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise ConfigError(f"option 'isolation.level': expected 'read_uncommitted' or 'read_committed', read {isolation!r}")
+
+    group_id = opts.get("group.id") or opts.get("kafka.group.id")
+    if group_id is not None:
+        group_id = group_id.strip()
+        if not group_id or "/" in group_id:
+            raise ConfigError(f"option 'group.id': expected a non-empty group name without '/', read {group_id!r}")
+    storage_default = "zookeeper" if cluster.zookeeper_connect else "kafka"
+    storage = opts.get("offsets.storage", storage_default).strip().lower()
+    if storage not in ("zookeeper", "kafka"):
+        raise ConfigError(f"option 'offsets.storage': expected 'zookeeper' or 'kafka', read {storage!r}")
+    if storage == "zookeeper" and not cluster.zookeeper_connect:
+        raise ConfigError("option 'offsets.storage' is 'zookeeper' but option 'zookeeper.connect' is not set; "
+                          "set zookeeper.connect or use offsets.storage=kafka")
+    dual = _bool(opts, "dual.commit.enabled", False)
+    if dual and not cluster.zookeeper_connect:
+        raise ConfigError("option 'dual.commit.enabled' needs option 'zookeeper.connect' (it commits to "
+                          "ZooKeeper and to Kafka)")
+    strategy_name = opts.get("partition.assignment.strategy", "range").strip().lower()
+    if strategy_name not in ("range", "roundrobin", "sticky"):
+        raise ConfigError(f"option 'partition.assignment.strategy': expected 'range', 'roundrobin' or "
+                          f"'sticky', read {strategy_name!r}")
+    fetch_bytes = _long(opts, "kafka.max.partition.fetch.bytes", 4 * 1024 * 1024, minimum=1024)
+    if fetch_bytes > (1 << 30):
+        raise ConfigError(f"option 'kafka.max.partition.fetch.bytes': expected at most 1 GiB, read {fetch_bytes}")
+    extra = tuple(sorted((k, v) for k, v in opts.items() if k.startswith("kafka.")))
+    return SourceOptions(
+        cluster=cluster,
+        subscription=sub,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        max_offsets_per_trigger=max_per,
+        min_offsets_per_trigger=min_per,
+        max_trigger_delay_ms=delay_ms,
+        min_partitions=_long(opts, "minpartitions", None, minimum=1),
+        include_headers=_bool(opts, "includeheaders", False),
+        isolation_level=isolation,
+        group_id=group_id,
+        group_id_prefix=opts.get("groupidprefix", "spark-pyklog-source"),
+        offsets_storage=storage,
+        dual_commit=dual,
+        assignment_strategy=strategy_name,
+        max_partition_fetch_bytes=fetch_bytes,
+        check_crcs=_bool(opts, "kafka.check.crcs", True),
+        poll_timeout_ms=_long(opts, "kafkaconsumer.polltimeoutms", 120000, minimum=1),
+        fetch_offset_retries=_long(opts, "fetchoffset.numretries", 3, minimum=0),
+        fetch_offset_retry_interval_ms=_long(opts, "fetchoffset.retryintervalms", 1000, minimum=0),
+        streaming=bool(streaming),
+        extra=extra,
+    )
+
+
+def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetSpec:
+    ts_name = f"{which}timestamp"
+    by_ts_name = f"{which}offsetsbytimestamp"
+    off_name = f"{which}offsets"
+    if opts.get(ts_name) is not None:
+        ts = _long(opts, ts_name, minimum=0)
+        return OffsetSpec("timestamp", timestamp=ts, strategy=strategy)
+    if opts.get(by_ts_name) is not None:
+        m = parse_partition_offsets(opts[by_ts_name], by_ts_name, allow=(), what="timestamp")
+        return _spec_from_map("timestamps", m, strategy)
+    default = "latest" if (streaming or which == "ending") else "earliest"
+    v = opts.get(off_name, default).strip()
+    if v.lower() in ("earliest", "latest"):
+        return OffsetSpec(v.lower())
+    if not v.startswith("{"):
+        raise ConfigError(f"option '{display(off_name)}': expected 'earliest', 'latest' or JSON such as "
+                          f"{{\"topicA\":{{\"0\":23,\"1\":-2}}}}, read {v!r}")
+    return _spec_from_map("offsets", parse_partition_offsets(v, off_name))
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    cluster: ClusterOptions
+    topic: str | None
+    producer_config: tuple  # sorted (setting, value) pairs for connector.producer.Producer
+
+    def producer_dict(self) -> dict[str, str]:
+        return dict(self.producer_config)
+
+
+def parse_sink_options(options) -> SinkOptions:
+    """Validate the sink options (``df.write`` / ``writeStream``)."""
+    opts = _lower(options)
+    _check_names(opts, SINK_OPTIONS, PRODUCER_SETTINGS, _REJECTED_PRODUCER, "sink")
+    cluster = _cluster(opts, role="sink")
+    topic = opts.get("topic")
+    if topic is not None:
+        topic = _topic_name(topic.strip(), "topic")
+    producer = {}
+    for k, v in opts.items():
+        if k.startswith("kafka.") and k[6:] in PRODUCER_SETTINGS and k[6:] not in ("bootstrap.servers", "security.protocol"):
+            producer[k[6:]] = v
+    acks = producer.get("acks")
+    if acks is not None and acks.strip().lower() not in ("all", "-1", "0", "1"):
+        raise ConfigError(f"option 'kafka.acks': expected 'all', '-1', '0' or '1', read {acks!r}")
+    codec = producer.get("compression.type")
+    if codec is not None and codec.strip().lower() not in ("none", "gzip", "snappy", "lz4", "zstd"):
+        raise ConfigError(f"option 'kafka.compression.type': expected none, gzip, snappy, lz4 or zstd, read {codec!r}")
+    for name in ("linger.ms", "batch.size", "max.request.size", "retries", "request.timeout.ms",
+                 "delivery.timeout.ms", "retry.backoff.ms", "buffer.memory",
+                 "max.in.flight.requests.per.connection"):
+        if name in producer:
+            _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)
+    if "enable.idempotence" in producer:
+        _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence", True)
+    return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())))
+
+
+def default_group_id(prefix: str) -> str:
+    """A fresh group id for a query that did not set group.id (as Spark: prefix + uuid)."""
+    return f"{prefix}-{uuid.uuid4()}"

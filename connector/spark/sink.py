@@ -1,0 +1,209 @@
+"""The ``pyklog`` sink: ``df.write.format("pyklog")`` and ``df.writeStream.format("pyklog")``.
+
+Columns, as Spark's Kafka sink reads them::
+
+    value      string | binary                 required (null = a tombstone)
+    key        string | binary                 optional (null key: the producer's sticky partitioner)
+    topic      string                          optional; the ``topic`` option wins when both are given
+    partition  int                             optional (otherwise murmur2 of the key, as Kafka)
+    headers    array<struct<key:string, value:binary>>   optional
+
+Other columns are ignored.  Strings are written as UTF-8.  Producer settings pass through as
+``kafka.*`` options (``kafka.acks``, ``kafka.compression.type``, ``kafka.linger.ms``,
+``kafka.batch.size``, ...) to :class:`connector.producer.Producer`.
+
+Delivery is at-least-once: each task flushes its producer and raises if any record was not
+acknowledged, so Spark fails the task (and retries it, then aborts the job) instead of committing;
+a retried task may write its records again.  ``commit(messages, batchId)`` only logs what was
+written, so calling it twice is harmless.
+
+Where the code runs: the writer is created and validated on the driver, pickled to executors for
+``write()`` (which opens its own producer); ``commit``/``abort`` run on the driver in a fresh
+worker.  Not thread-safe (one Spark task uses one writer copy).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from broker.errors import ConfigError, PyklogError
+from connector.spark.options import SinkOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PyklogBatchWriter", "PyklogStreamWriter", "PyklogCommitMessage", "SinkWriteError"]
+
+
+class SinkWriteError(PyklogError):
+    """Records a sink task wrote were not acknowledged by the brokers (the task fails)."""
+
+
+@dataclass
+class PyklogCommitMessage(WriterCommitMessage):
+    """What one task wrote: ``records`` per topic."""
+
+    records: int = 0
+    per_topic: dict = field(default_factory=dict)
+
+
+def _type_name(dt) -> str:
+    return getattr(dt, "simpleString", lambda: str(dt))()
+
+
+def validate_sink_schema(schema, opts: SinkOptions) -> dict:
+    """Check the DataFrame's columns (driver side); return ``{column: kind}`` for the columns used.
+    Raises ConfigError naming the column and the expected type."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+    fields = {f.name.lower(): f for f in schema.fields} if schema is not None else {}
+    plan = {}
+    value = fields.get("value")
+    if value is None:
+        raise ConfigError("pyklog sink: required column 'value' not found (expected a string or binary "
+                          f"column named 'value'; the DataFrame has {[f.name for f in schema.fields]})")
+    for name in ("key", "value"):
+        f = fields.get(name)
+        if f is None:
+            continue
+        if not isinstance(f.dataType, (StringType, BinaryType)):
+            raise ConfigError(f"pyklog sink: column '{name}' must be string or binary, read "
+                              f"{_type_name(f.dataType)}")
+        plan[name] = f.name
+    topic = fields.get("topic")
+    if topic is not None:
+        if not isinstance(topic.dataType, StringType):
+            raise ConfigError(f"pyklog sink: column 'topic' must be a string, read {_type_name(topic.dataType)}")
+        if opts.topic is None:
+            plan["topic"] = topic.name
+    elif opts.topic is None:
+        raise ConfigError("pyklog sink: option 'topic' is required when the DataFrame has no 'topic' column "
+                          "(.option('topic', 'name') or add a string column 'topic')")
+    part = fields.get("partition")
+    if part is not None:
+        if not isinstance(part.dataType, IntegerType):
+            raise ConfigError(f"pyklog sink: column 'partition' must be an int, read {_type_name(part.dataType)}")
+        plan["partition"] = part.name
+    headers = fields.get("headers")
+    if headers is not None:
+        dt = headers.dataType
+        ok = isinstance(dt, ArrayType) and isinstance(dt.elementType, StructType)
+        if ok:
+            names = {sf.name.lower(): sf.dataType for sf in dt.elementType.fields}
+            ok = isinstance(names.get("key"), StringType) and isinstance(names.get("value"), BinaryType)
+        if not ok:
+            raise ConfigError("pyklog sink: column 'headers' must be array<struct<key:string,value:binary>>, "
+                              f"read {_type_name(dt)}")
+        plan["headers"] = headers.name
+    return plan
+
+
+class _SinkWriter:
+    """Shared by the batch and the stream writer."""
+
+    def __init__(self, opts: SinkOptions, schema):
+        self.opts = opts
+        self.plan = validate_sink_schema(schema, opts)
+
+    def _producer(self):
+        from connector.producer import Producer
+
+        cfg = {"client.id": self.opts.cluster.client_id, **self.opts.producer_dict()}
+        if self.opts.cluster.bootstrap_servers:
+            cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
+        else:
+            cfg["zookeeper.connect"] = self.opts.cluster.zookeeper_connect
+        return Producer(cfg)
+
+    def write(self, iterator) -> PyklogCommitMessage:
+        """Executor side: produce every row, flush, raise if any record failed."""
+        plan = self.plan
+        per_topic: dict = {}
+        producer = self._producer()
+        try:
+            for batch in iterator:
+                if isinstance(batch, pa.Table):
+                    batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+                if batch is None or batch.num_rows == 0:
+                    continue
+                n = batch.num_rows
+                names = batch.schema.names
+                col = {name: batch.column(names.index(src)) for name, src in plan.items()}
+                values = col["value"].to_pylist()
+                keys = col["key"].to_pylist() if "key" in col else None
+                parts = col["partition"].to_pylist() if "partition" in col else None
+                headers = col["headers"].to_pylist() if "headers" in col else None
+                if self.opts.topic is not None:
+                    topics = None
+                    topic = self.opts.topic
+                    per_topic[topic] = per_topic.get(topic, 0) + n
+                else:
+                    topics = col["topic"].to_pylist()
+                produce = producer.produce
+                for i in range(n):
+                    if topics is not None:
+                        topic = topics[i]
+                        if topic is None:
+                            raise ConfigError("pyklog sink: null topic in row "
+                                              f"{i} of a batch; set the 'topic' option or fill the column")
+                        per_topic[topic] = per_topic.get(topic, 0) + 1
+                    h = headers[i] if headers is not None else None
+                    if h:
+                        h = [(e["key"], e["value"]) for e in h]
+                    produce(topic, values[i], keys[i] if keys is not None else None,
+                            partition=parts[i] if parts is not None else None, headers=h or None)
+                if producer.failed_records:
+                    break
+            producer.flush()
+            failed = producer.failed_records
+        finally:
+            producer.close()
+        if failed:
+            # the producer logged each failure (topic, partition, Kafka error) in the executor log
+            raise SinkWriteError(
+                f"pyklog sink: {failed} record(s) were not acknowledged by the brokers (the errors are in "
+                f"this executor's log); the task fails so Spark retries it or aborts the write")
+        return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic)
+
+    @staticmethod
+    def _summary(messages) -> tuple[int, dict]:
+        total = 0
+        per: dict = {}
+        for m in messages or []:
+            if isinstance(m, PyklogCommitMessage):
+                total += m.records
+                for t, c in m.per_topic.items():
+                    per[t] = per.get(t, 0) + c
+        return total, per
+
+
+class PyklogBatchWriter(_SinkWriter, DataSourceArrowWriter):
+    """``df.write.format("pyklog")``."""
+
+    def commit(self, messages) -> None:
+        total, per = self._summary(messages)
+        log.info("pyklog sink: wrote %d records %s", total, per)
+
+    def abort(self, messages) -> None:
+        total, per = self._summary(messages)
+        log.error("pyklog sink: write aborted; %d records of the successful tasks were already written "
+                  "(at-least-once) %s", total, per)
+
+
+class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("pyklog")``: at-least-once, idempotent commit."""
+
+    def commit(self, messages, batchId) -> None:
+        total, per = self._summary(messages)
+        log.info("pyklog sink: micro-batch %s wrote %d records %s", batchId, total, per)
+
+    def abort(self, messages, batchId) -> None:
+        total, per = self._summary(messages)
+        log.error("pyklog sink: micro-batch %s aborted; %d records of its successful tasks were already "
+                  "written (at-least-once) %s", batchId, total, per)

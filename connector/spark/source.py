@@ -1,0 +1,763 @@
+"""The ``pyklog`` data source: stream and batch readers (Spark's Kafka source, plus consumer groups).
+
+Where the code runs
+-------------------
+* :class:`PyklogDataSource` is pickled when it is registered; Spark instantiates it with the
+  options on the driver (a Python worker) whenever a DataFrame is defined or a query starts.
+* :class:`PyklogStreamReader` is created twice per query: once in the long-lived *planner* worker
+  on the driver, which runs ``initialOffset``, ``getDefaultReadLimit``, ``latestOffset``,
+  ``reportLatestOffset``, ``partitions``, ``commit`` (state survives between these calls), and once
+  to be pickled to the executors for ``read()``.  ``__init__`` therefore only parses options; the
+  driver state (:class:`_Driver`: a ClusterClient, the ZooKeeper group member, the offset store)
+  is created lazily in the planner and excluded from pickling.
+* ``read()`` runs on executors with one :class:`PyklogInputPartition` (topic, partition, offset
+  range, leader address); it opens its own connection to the leader, fetches raw record batches
+  and decodes them to Arrow in bulk (:mod:`connector.spark.arrow`).
+
+Offsets and the consumer group: see :mod:`connector.spark.offsets` (what a micro-batch
+``(start, end)`` reads) and docs/spark-connector.md.  In short, with ``zookeeper.connect`` and
+``subscribe``/``subscribePattern`` the planner registers as a member of ZooKeeper consumer group
+``group.id`` (manual release): at each ``latestOffset(start)`` every batch up to ``start`` is
+complete, so the planner commits ``start`` for the partitions it owns, releases the partitions a
+rebalance took away (after that commit), and adds partitions it newly owns at the group's committed
+offset (an empty range in that batch, read from the next one).
+
+PySpark sends SIGTERM to the planner worker instead of calling ``stop()`` on ``query.stop()``: a
+handler installed in the planner closes the ZooKeeper session first, so the group rebalances at
+once.
+
+Thread-safety: readers are used by one thread at a time (Spark's call protocol); _Driver is
+not thread-safe beyond that.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from broker.errors import (
+    ConfigError,
+    DataLossError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    PyklogError,
+    UnknownTopicOrPartitionError,
+)
+from connector.spark import arrow as _arrow
+from connector.spark import offsets as _offsets
+from connector.spark.options import (
+    EARLIEST,
+    LATEST,
+    SourceOptions,
+    default_group_id,
+    parse_sink_options,
+    parse_source_options,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PyklogDataSource", "PyklogStreamReader", "PyklogBatchReader", "PyklogInputPartition"]
+
+
+class PyklogInputPartition(InputPartition):
+    """One Spark task: rows ``[start, end)`` of ``topic``/``partition``; ``leader`` is the leader's
+    ``host:port`` when the range was planned (the task connects there first).  Picklable."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int, leader: str | None):
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.leader = leader
+
+    def __repr__(self) -> str:
+        return f"PyklogInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}) leader={self.leader})"
+
+
+# ------------------------------------------------------------------------------------------------
+# the data source
+# ------------------------------------------------------------------------------------------------
+class PyklogDataSource(DataSource):
+    """``spark.readStream.format("pyklog")`` / ``spark.read.format("pyklog")`` and the writers.
+
+    Register with ``connector.register(spark)``.  Runs on the driver (Python workers); picklable
+    (it holds only the option strings)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pyklog"
+
+    def schema(self):
+        # Called when a reading DataFrame is defined: validate the source options now, so a wrong
+        # option fails at load() with a message naming it (batch/stream-only checks run at start).
+        keys = {str(k).lower() for k in dict(self.options or {})}
+        if keys & {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "zookeeper.connect"} \
+                and "topic" not in keys:
+            return _arrow.spark_schema_ddl(parse_source_options(self.options, streaming=None).include_headers)
+        return _arrow.spark_schema_ddl(_bool_option(self.options, "includeHeaders"))
+
+    def reader(self, schema):
+        opts = parse_source_options(self.options, streaming=False)
+        _check_schema(schema, opts.include_headers)
+        return PyklogBatchReader(opts)
+
+    def streamReader(self, schema):
+        opts = parse_source_options(self.options, streaming=True)
+        _check_schema(schema, opts.include_headers)
+        return PyklogStreamReader(opts)
+
+    def writer(self, schema, overwrite: bool):
+        from connector.spark.sink import PyklogBatchWriter
+
+        return PyklogBatchWriter(parse_sink_options(self.options), schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from connector.spark.sink import PyklogStreamWriter
+
+        return PyklogStreamWriter(parse_sink_options(self.options), schema)
+
+
+def _bool_option(options, name: str) -> bool:
+    v = {str(k).lower(): v for k, v in dict(options or {}).items()}.get(name.lower())
+    return str(v).strip().lower() == "true"
+
+
+def _check_schema(schema, include_headers: bool) -> None:
+    """The source has a fixed schema (as Spark's Kafka source): refuse a user-specified other one."""
+    if schema is None:
+        return
+    try:
+        names = [f.name for f in schema.fields]
+    except AttributeError:
+        return
+    expected = [n for n, _, _ in _arrow.SCHEMA_FIELDS] + (["headers"] if include_headers else [])
+    if names != expected:
+        raise ConfigError(
+            f"the pyklog source has a fixed schema ({_arrow.spark_schema_ddl(include_headers)}) and "
+            f"cannot be read with a user-specified one; read columns {names}")
+
+
+# ------------------------------------------------------------------------------------------------
+# executor side: read one offset range
+# ------------------------------------------------------------------------------------------------
+def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int, lost_until, why: str) -> None:
+    until = "its end" if lost_until is None else str(lost_until)
+    msg = (f"pyklog: partition {topic}-{partition} lost offsets [{lost_from}, {until}): {why}. "
+           "Some data may have been lost because it is no longer available in the broker "
+           "(removed by retention, or the topic was deleted and recreated).")
+    if opts.fail_on_data_loss:
+        raise DataLossError(msg + " If you want your streaming query to continue despite this, set the "
+                                  "source option 'failOnDataLoss' to 'false'.")
+    log.warning("%s Skipping them because failOnDataLoss is false.", msg)
+
+
+def read_range(opts: SourceOptions, part: PyklogInputPartition):
+    """Yield ``pyarrow.RecordBatch``es of the rows ``[part.start, part.end)`` (executor side)."""
+    from connector.consumer import SimpleConsumer
+
+    topic, partition, offset, end = part.topic, part.partition, part.start, part.end
+    bootstrap = part.leader or opts.cluster.bootstrap_servers
+    consumer = SimpleConsumer(
+        bootstrap_servers=bootstrap,
+        zookeeper_connect=None if bootstrap else opts.cluster.zookeeper_connect,
+        client_id=opts.cluster.client_id,
+        isolation_level=opts.isolation_level,
+        check_crcs=opts.check_crcs,
+        request_timeout_ms=int(opts.cluster.request_timeout_s * 1000),
+        max_wait_ms=min(500, int(opts.cluster.request_timeout_s * 1000) - 1),
+        fetch_max_bytes=max(opts.max_partition_fetch_bytes, 1 << 20),
+    )
+    read_committed = opts.isolation_level == "read_committed"
+    max_bytes = opts.max_partition_fetch_bytes
+    t_start = time.perf_counter()
+    t_fetch = 0.0
+    n_rows = 0
+    deadline_s = opts.poll_timeout_ms / 1000.0
+    stalled_since = None
+    # One fetch ahead: while this response is decoded and handed to Spark, a thread already waits
+    # for the next one (the broker works meanwhile; socket waits release the GIL).
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix=f"pyklog-fetch-{topic}-{partition}")
+    ahead = None  # (offset, max_bytes, future)
+
+    def fetch(off: int, mb: int):
+        nonlocal ahead
+        if ahead is not None:
+            a_off, a_mb, fut = ahead
+            ahead = None
+            if a_off == off and a_mb == mb:
+                return fut.result()
+            try:
+                fut.result()  # a prefetch we no longer need: let it finish, ignore it
+            except Exception:  # noqa: BLE001
+                pass
+        return consumer.fetch_raw(topic, partition, off, mb)
+
+    try:
+        while offset < end:
+            try:
+                t0 = time.perf_counter()
+                r = fetch(offset, max_bytes)
+                t_fetch += time.perf_counter() - t0
+            except OffsetOutOfRangeError as e:
+                start_off = getattr(e, "log_start_offset", None)
+                end_off = getattr(e, "log_end_offset", None)
+                if start_off is not None and offset < start_off:
+                    _report_loss(opts, topic, partition, offset, min(start_off, end),
+                                 f"the log now starts at offset {start_off}")
+                    offset = min(start_off, end)
+                    continue
+                if end_off is not None and offset >= end_off:
+                    _report_loss(opts, topic, partition, offset, end,
+                                 f"the log now ends at offset {end_off}")
+                    return
+                raise
+            except UnknownTopicOrPartitionError as e:
+                _report_loss(opts, topic, partition, offset, end, f"the partition no longer exists ({e})")
+                return
+            nxt = _arrow.complete_batches_end(r.records)
+            if nxt is not None and offset < nxt < end:
+                ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes))
+            aborted = _arrow.AbortedTransactions(r.aborted_transactions) if read_committed else None
+            d = _arrow.decode_fetch(r.records, topic, partition, offset, end,
+                                    include_headers=opts.include_headers, validate_crc=opts.check_crcs,
+                                    aborted=aborted)
+            if d.batch is not None and d.batch.num_rows:
+                n_rows += d.batch.num_rows
+                yield d.batch
+            if d.next_offset is not None and d.next_offset > offset:
+                offset = d.next_offset
+                stalled_since = None
+                continue
+            # no complete batch at ``offset``
+            if len(r.records) > 0:
+                if max_bytes >= (1 << 30):
+                    raise MessageTooLargeError(
+                        f"pyklog: {topic}-{partition} at offset {offset}: a record batch does not fit "
+                        f"in 1 GiB")
+                max_bytes *= 2  # a batch larger than kafka.max.partition.fetch.bytes
+                continue
+            hw = r.last_stable_offset if read_committed and r.last_stable_offset >= 0 else r.high_watermark
+            if 0 <= hw <= offset:
+                if r.high_watermark >= 0 and offset >= r.high_watermark:
+                    _report_loss(opts, topic, partition, offset, end,
+                                 f"the log ends at offset {r.high_watermark}, before the planned end {end}")
+                    return
+            now = time.monotonic()
+            if stalled_since is None:
+                stalled_since = now
+            elif now - stalled_since > deadline_s:
+                raise TimeoutError(
+                    f"pyklog: no data for {topic}-{partition} at offset {offset} (planned up to {end}) "
+                    f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
+            time.sleep(0.05)
+    finally:
+        pool.shutdown(wait=True)
+        consumer.close()
+        elapsed = time.perf_counter() - t_start
+        log.debug("pyklog read %s-%s [%s, %s): %d rows in %.3f s (fetch %.3f s, the rest decoding and "
+                  "handing batches to Spark)", topic, partition, part.start, part.end, n_rows, elapsed, t_fetch)
+
+
+# ------------------------------------------------------------------------------------------------
+# driver side: offsets, group membership, commits
+# ------------------------------------------------------------------------------------------------
+class _Driver:
+    """Planner-side state of one streaming query (or one batch planning call).
+
+    Holds the ClusterClient, and for streaming the ZooKeeper group member (manual release) and the
+    offset store.  Lives only in the planner process; never pickled.  Not thread-safe (Spark calls
+    the planner from one thread), except :meth:`close` which may run from a signal handler.
+    """
+
+    def __init__(self, opts: SourceOptions, *, streaming: bool):
+        from connector.client import ClusterClient
+
+        self.opts = opts
+        self.streaming = streaming
+        self.group_id = opts.group_id or default_group_id(opts.group_id_prefix)
+        c = opts.cluster
+        self.client = ClusterClient(c.bootstrap_servers, c.zookeeper_connect, client_id=c.client_id,
+                                    request_timeout_ms=int(c.request_timeout_s * 1000))
+        self.isolation = 1 if opts.isolation_level == "read_committed" else 0
+        self.member = None
+        self.store = None
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # -- partitions and offsets ----------------------------------------------------------------
+    def subscribed_partitions(self) -> list[tuple[str, int]]:
+        """Every partition the subscription covers now (no group: what this query reads)."""
+        sub = self.opts.subscription
+        if sub.kind == "assign":
+            return list(sub.partitions)
+        if sub.kind == "subscribe":
+            topics = list(sub.topics)
+            md = self.client.metadata(topics, refresh=True)
+        else:
+            md = self.client.metadata(None, refresh=True)
+            topics = sorted(t for t in md.topics if sub.matches(t) and not t.startswith("__"))
+        out = []
+        for t in topics:
+            tm = md.topics.get(t)
+            if tm is None or not tm.partitions:
+                continue
+            out.extend((t, p) for p in sorted(tm.partitions))
+        return out
+
+    def list_offsets(self, tps, spec: int) -> dict:
+        """``{tp: offset}`` for EARLIEST (-2) / LATEST (-1); read_committed uses the LSO."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        res = self.client.list_offsets({tp: spec for tp in tps}, isolation_level=self.isolation)
+        out = {}
+        for tp in tps:
+            off = res.get(tp)
+            if off is None:
+                raise UnknownTopicOrPartitionError(f"pyklog: no {'latest' if spec == LATEST else 'earliest'} "
+                                                   f"offset for {tp[0]}-{tp[1]}")
+            out[tp] = off
+        return out
+
+    def resolve(self, spec, tps, *, default_kind: str) -> dict:
+        """Offsets of ``tps`` for an OffsetSpec (startingOffsets / endingOffsets / timestamps)."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        kind = spec.kind
+        if kind in ("earliest", "latest"):
+            return self.list_offsets(tps, EARLIEST if kind == "earliest" else LATEST)
+        if kind == "offsets":
+            given = spec.offsets_dict()
+            out = {}
+            need = {}
+            for tp in tps:
+                v = given.get(tp)
+                if v is None:
+                    v = EARLIEST if default_kind == "earliest" else LATEST
+                if v < 0:
+                    need.setdefault(v, []).append(tp)
+                else:
+                    out[tp] = v
+            for v, group in need.items():
+                out.update(self.list_offsets(group, v))
+            return out
+        # timestamps
+        if kind == "timestamp":
+            ts = {tp: spec.timestamp for tp in tps}
+            name = "startingTimestamp/endingTimestamp"
+        else:
+            given = spec.offsets_dict()
+            missing = [tp for tp in tps if tp not in given]
+            if missing:
+                raise ConfigError(
+                    f"option 'startingOffsetsByTimestamp'/'endingOffsetsByTimestamp': no timestamp for "
+                    f"{', '.join(f'{t}-{p}' for t, p in missing)} (every partition read must be listed)")
+            ts = {tp: given[tp] for tp in tps}
+            name = "startingOffsetsByTimestamp/endingOffsetsByTimestamp"
+        res = self.client.offsets_for_times(ts, isolation_level=self.isolation)
+        out = {}
+        latest_needed = []
+        for tp in tps:
+            r = res.get(tp)
+            if r is None:
+                if spec.strategy == "latest" or default_kind == "latest":
+                    latest_needed.append(tp)
+                    continue
+                raise ConfigError(
+                    f"option '{name}': no record at or after timestamp {ts[tp]} in {tp[0]}-{tp[1]} "
+                    "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)")
+            out[tp] = r[0]
+        out.update(self.list_offsets(latest_needed, LATEST))
+        return out
+
+    def leaders(self, tps) -> dict:
+        out = {}
+        for tp in tps:
+            try:
+                node = self.client.leader_for(*tp)
+                host, port = self.client.broker_address(node)
+                out[tp] = f"{host}:{port}"
+            except PyklogError as e:
+                log.warning("pyklog: no leader for %s-%s while planning (%s); the task will look it up", tp[0], tp[1], e)
+                out[tp] = None
+        return out
+
+    # -- group -------------------------------------------------------------------------------------
+    def start_group(self) -> None:
+        """Join the consumer group (subscribe/subscribePattern with zookeeper.connect) and open the
+        offset store.  Waits for the first rebalance."""
+        opts = self.opts
+        if opts.uses_group:
+            from connector.group import GroupMember, Whitelist
+
+            sub = opts.subscription
+            kwargs = {"topics": list(sub.topics)} if sub.kind == "subscribe" else {"topic_filter": Whitelist(sub.pattern)}
+            consumer_id = f"{socket.gethostname()}-spark-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self.member = GroupMember(opts.cluster.zookeeper_connect, self.group_id,
+                                      strategy=opts.assignment_strategy, consumer_id=consumer_id,
+                                      session_timeout_s=opts.cluster.zk_session_timeout_s,
+                                      manual_release=True, **kwargs)
+            self.member.start()
+            self.member.wait_stable(timeout=max(15.0, 2 * opts.cluster.zk_session_timeout_s))
+            log.info("pyklog query joined group %s as %s with %s", self.group_id, consumer_id,
+                     sorted(self.member.assignment()))
+        self.store = _OffsetStoreAdapter(self)
+
+    def owned(self) -> list[tuple[str, int]]:
+        if self.member is not None:
+            return sorted(self.member.assignment())
+        return self.subscribed_partitions()
+
+    def close(self, *, fast: bool = False) -> None:
+        """Leave the group and close connections.  ``fast`` (the SIGTERM path, where PySpark may
+        follow up with SIGKILL) closes the group member's ZooKeeper session before anything else,
+        so its registration and owner nodes disappear at once."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self in _SIGTERM_DRIVERS:
+            _SIGTERM_DRIVERS.remove(self)
+        if fast and self.member is not None and self.member.zk is not None:
+            try:
+                self.member.zk.stop()
+            except Exception as e:  # noqa: BLE001 - best effort on shutdown
+                log.warning("pyklog: closing the group's ZooKeeper session failed: %s", e)
+        try:
+            if self.member is not None:
+                self.member.stop(timeout=2 if fast else 10)
+        except Exception as e:  # noqa: BLE001 - best effort on shutdown
+            log.warning("pyklog: stopping the group member failed: %s", e)
+        try:
+            if self.store is not None:
+                self.store.close()
+        except Exception as e:  # noqa: BLE001
+            log.warning("pyklog: closing the offset store failed: %s", e)
+        try:
+            self.client.close()
+        except Exception as e:  # noqa: BLE001
+            log.warning("pyklog: closing the cluster client failed: %s", e)
+
+
+class _OffsetStoreAdapter:
+    """The group's committed offsets through connector.offsets.OffsetStore (zookeeper | kafka |
+    dual), remembering what was last committed so unchanged offsets are not written again."""
+
+    def __init__(self, driver: _Driver):
+        from connector.offsets import OffsetStore
+
+        opts = driver.opts
+        self.group_id = driver.group_id
+        zk = driver.member.zk if driver.member is not None else opts.cluster.zookeeper_connect
+        need_zk = opts.offsets_storage == "zookeeper" or opts.dual_commit
+        self._store = OffsetStore.create(opts.offsets_storage, opts.dual_commit,
+                                         zk if need_zk else None, driver.client)
+        self.last: dict = {}
+
+    def fetch(self, tps) -> dict:
+        tps = list(tps)
+        if not tps:
+            return {}
+        got = self._store.fetch(self.group_id, tps)
+        return {tp: off for tp, off in got.items() if off is not None and off >= 0}
+
+    def commit(self, offsets: dict) -> None:
+        todo = {tp: off for tp, off in offsets.items() if self.last.get(tp) != off}
+        if not todo:
+            return
+        self._store.commit(self.group_id, todo)
+        self.last.update(todo)
+
+    def close(self) -> None:
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
+
+# ------------------------------------------------------------------------------------------------
+# stream reader
+# ------------------------------------------------------------------------------------------------
+_SIGTERM_DRIVERS: list = []
+_SIGTERM_INSTALLED = False
+
+
+def _in_planner_worker() -> bool:
+    """Whether this process is a PySpark Python worker (where SIGTERM means "query stopped"),
+    rather than a user's process that happens to call the reader (tests, notebooks)."""
+    if os.environ.get("PYKLOG_SPARK_SIGTERM") == "1":
+        return True
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = (getattr(spec, "name", None) or getattr(main, "__file__", None) or "")
+    return "pyspark" in name and ("worker" in name or "runner" in name or "daemon" in name)
+
+
+def _install_sigterm(driver: _Driver) -> None:
+    """PySpark stops a planner worker with SIGTERM (stop() is not called): close the driver state
+    (ZooKeeper session first, so the group rebalances at once), then die as SIGTERM would."""
+    global _SIGTERM_INSTALLED
+    _SIGTERM_DRIVERS.append(driver)
+    if _SIGTERM_INSTALLED:
+        return
+    if not _in_planner_worker():
+        log.debug("pyklog: not in a PySpark worker; no SIGTERM handler installed")
+        return
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def handler(signum, frame):
+            # PySpark may send SIGTERM more than once; a second one arriving while this handler runs
+            # would re-enter it and kill the process before the ZooKeeper session is closed
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for d in list(_SIGTERM_DRIVERS):
+                try:
+                    d.close(fast=True)
+                except Exception:  # noqa: BLE001
+                    pass
+            if callable(previous):
+                previous(signum, frame)
+                return
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, handler)
+        _SIGTERM_INSTALLED = True
+    except ValueError:  # not the main thread (e.g. a test calling the reader directly)
+        log.debug("pyklog: cannot install a SIGTERM handler outside the main thread")
+
+
+class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader.  Driver (planner) methods use :class:`_Driver`; ``read()`` runs on
+    executors on a pickled copy that holds only the options."""
+
+    def __init__(self, opts: SourceOptions):
+        self.opts = opts
+        self._driver: _Driver | None = None
+        self._initial: dict | None = None
+        self._prev_end_keys: set | None = None  # partitions in the last end offset (this process)
+        self._pending: dict = {}  # tp -> position to record when it is next added to an end offset
+        self._latest: dict = {}
+        self._target: dict | None = None  # Trigger.AvailableNow
+        self._last_batch_time = time.monotonic()
+
+    def __getstate__(self):
+        # only the options travel to the executors
+        return {"opts": self.opts}
+
+    def __setstate__(self, state):
+        self.__init__(state["opts"])
+
+    # -- driver ---------------------------------------------------------------------------------
+    def _ensure_driver(self) -> _Driver:
+        if self._driver is None:
+            d = _Driver(self.opts, streaming=True)
+            try:
+                d.start_group()
+            except BaseException:
+                d.close()
+                raise
+            self._driver = d
+            _install_sigterm(d)
+        return self._driver
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:
+            d = self._ensure_driver()
+            owned = d.owned()
+            committed = d.store.fetch(owned)
+            fresh = [tp for tp in owned if tp not in committed]
+            positions = dict(committed)
+            positions.update(d.resolve(self.opts.starting, fresh, default_kind="latest"))
+            self._initial = _offsets.to_json(positions)
+            self._prev_end_keys = set(positions)
+            log.info("pyklog group %s starts at %s", d.group_id, self._initial)
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        d = self._ensure_driver()
+        owned = d.owned()
+        self._target = d.list_offsets(owned, LATEST)
+        log.info("pyklog Trigger.AvailableNow target: %s", _offsets.to_json(self._target))
+
+    def latestOffset(self, start: dict, limit: ReadLimit = None) -> dict:
+        d = self._ensure_driver()
+        opts = self.opts
+        start_map = _offsets.from_json(start)
+        first_call = self._prev_end_keys is None
+        owned_before = set(d.owned())
+        drop: dict = {}  # partitions left out of this end offset, re-added at the given position next time
+        if first_call:
+            # a restart (no initialOffset in this process): another member may have advanced a
+            # partition while this query was down; its committed offset is then ahead of ours
+            mine = sorted(tp for tp in start_map if tp in owned_before)
+            committed = d.store.fetch(mine)
+            for tp in mine:
+                if committed.get(tp, -1) > start_map[tp]:
+                    log.info("pyklog: %s-%s was advanced to %s by another member of group %s; resuming "
+                             "there", tp[0], tp[1], committed[tp], d.group_id)
+                    drop[tp] = committed[tp]
+        # 1. every batch up to ``start`` is complete: commit it for the partitions this query owns
+        d.store.commit({tp: off for tp, off in start_map.items() if tp in owned_before and tp not in drop})
+        # 2. give up what a rebalance took away (after that commit)
+        if d.member is not None:
+            release = d.member.to_release()
+            if release:
+                log.info("pyklog group %s: releasing %s at the batch boundary", d.group_id, sorted(release))
+                d.member.release(release)
+        owned = set(d.owned())
+        latest = d.list_offsets(sorted(owned), LATEST) if owned else {}
+        self._latest = latest
+        # 3. continuing partitions advance; new ones are recorded at their start position
+        end: dict = {}
+        cont = []
+        for tp in sorted(owned):
+            if tp in drop:
+                continue
+            if tp in start_map:
+                s = start_map[tp]
+                if s > latest[tp]:
+                    _report_loss(opts, tp[0], tp[1], latest[tp], s,
+                                 f"the query's offset {s} is beyond the log end {latest[tp]} (the topic "
+                                 "was recreated or its log truncated); restarting the partition at its "
+                                 "earliest offset")
+                    drop[tp] = d.list_offsets([tp], EARLIEST)[tp]
+                    continue
+                cont.append(tp)
+                end[tp] = latest[tp]
+        new = sorted(tp for tp in owned if tp not in start_map and tp not in drop)
+        if new:
+            fresh = [tp for tp in new if tp not in self._pending]
+            committed = d.store.fetch(fresh)
+            missing = [tp for tp in fresh if tp not in committed]
+            earliest = d.list_offsets(missing, EARLIEST) if missing else {}
+            for tp in new:
+                if tp in self._pending:
+                    end[tp] = self._pending.pop(tp)
+                else:
+                    end[tp] = committed[tp] if tp in committed else earliest[tp]
+                log.info("pyklog group %s: %s-%s starts at offset %s", d.group_id, tp[0], tp[1], end[tp])
+        self._pending.update(drop)
+        # 4. Trigger.AvailableNow: never beyond the target
+        if self._target is not None:
+            for tp in cont:
+                if tp not in self._target:
+                    self._target[tp] = latest[tp]
+                end[tp] = max(start_map[tp], min(end[tp], self._target[tp]))
+        # 5. admission control (only continuing partitions have rows in this batch)
+        if limit is not None and not isinstance(limit, ReadAllAvailable) and cont:
+            cont_start = {tp: start_map[tp] for tp in cont}
+            cont_end = {tp: end[tp] for tp in cont}
+            available = sum(cont_end[tp] - cont_start[tp] for tp in cont)
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_offsets_per_trigger
+            min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else opts.min_offsets_per_trigger
+            if min_rows is not None and self._target is None and 0 < available < min_rows and \
+                    (time.monotonic() - self._last_batch_time) * 1000 < opts.max_trigger_delay_ms:
+                cont_end = dict(cont_start)  # wait for more data, at most maxTriggerDelay
+            elif max_rows is not None:
+                cont_end = _offsets.rate_limit(cont_start, cont_end, max_rows)
+            end.update(cont_end)
+        if any(end[tp] != start_map[tp] for tp in cont):
+            self._last_batch_time = time.monotonic()
+        self._prev_end_keys = set(end)
+        return _offsets.to_json(end)
+
+    def reportLatestOffset(self):
+        if not self._latest:
+            return None
+        return _offsets.to_json(self._latest)
+
+    def partitions(self, start: dict, end: dict):
+        d = self._ensure_driver()
+        rngs = _offsets.split_ranges(_offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
+                                     self.opts.min_partitions)
+        leaders = d.leaders({(t, p) for t, p, _, _ in rngs})
+        return [PyklogInputPartition(t, p, a, b, leaders.get((t, p))) for t, p, a, b in rngs]
+
+    def read(self, partition: PyklogInputPartition):
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        """Spark's commit of the previous batch (it lags: ``latestOffset`` has usually committed
+        these offsets already).  Commits owned partitions, never moving an offset backwards."""
+        d = self._ensure_driver()
+        owned = set(d.owned())
+        last = d.store.last
+        d.store.commit({tp: off for tp, off in _offsets.from_json(end).items()
+                        if tp in owned and tp in (self._prev_end_keys or ()) and off > last.get(tp, -1)})
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# batch reader
+# ------------------------------------------------------------------------------------------------
+class PyklogBatchReader(DataSourceReader):
+    """``spark.read.format("pyklog")``: ``partitions()`` runs on the driver (resolves
+    startingOffsets/endingOffsets for every subscribed partition), ``read()`` on executors."""
+
+    def __init__(self, opts: SourceOptions):
+        self.opts = opts
+
+    def partitions(self):
+        d = _Driver(self.opts, streaming=False)
+        try:
+            tps = d.subscribed_partitions()
+            if not tps:
+                raise UnknownTopicOrPartitionError(
+                    f"pyklog: no partitions found for {self.opts.subscription.describe()}")
+            start = d.resolve(self.opts.starting, tps, default_kind="earliest")
+            end = d.resolve(self.opts.ending, tps, default_kind="latest")
+            earliest = d.list_offsets(tps, EARLIEST)
+            for tp in tps:
+                if start[tp] < earliest[tp]:
+                    _report_loss(self.opts, tp[0], tp[1], start[tp], earliest[tp],
+                                 f"startingOffsets asks for offset {start[tp]} but the log starts at {earliest[tp]}")
+                    start[tp] = min(earliest[tp], end[tp])
+                if end[tp] < start[tp]:
+                    raise ConfigError(
+                        f"option 'endingOffsets': {tp[0]}-{tp[1]} ends at {end[tp]}, before its starting offset "
+                        f"{start[tp]}")
+            rngs = _offsets.split_ranges(_offsets.ranges(start, end), self.opts.min_partitions)
+            leaders = d.leaders({(t, p) for t, p, _, _ in rngs})
+            parts = [PyklogInputPartition(t, p, a, b, leaders.get((t, p))) for t, p, a, b in rngs]
+        finally:
+            d.close()
+        if not parts:
+            # Spark needs at least one partition; an empty range reads nothing
+            t, p = tps[0]
+            parts = [PyklogInputPartition(t, p, 0, 0, None)]
+        return parts
+
+    def read(self, partition: PyklogInputPartition):
+        return read_range(self.opts, partition)

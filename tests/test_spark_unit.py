@@ -1,0 +1,319 @@
+"""Unit tests of the pyklog data source's pure parts: options, offsets JSON, rate limiting, and the
+bulk Arrow decoder (against batches built by broker.record.batch).  No servers, no SparkSession."""
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.errors import ConfigError, CorruptRecordError
+from broker.record.batch import build_batch, build_control_batch
+from broker.record.header import LOG_APPEND_TIME
+from connector.spark import arrow as A
+from connector.spark import offsets as O
+from connector.spark.options import parse_duration_ms, parse_sink_options, parse_source_options
+
+BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+# ------------------------------------------------------------------------------------------ options
+def src(streaming=True, **kw):
+    opts = dict(BOOT, subscribe="t")
+    opts.update({k.replace("__", "."): v for k, v in kw.items()})
+    opts = {k: v for k, v in opts.items() if v is not None}
+    return parse_source_options(opts, streaming=streaming)
+
+
+def test_defaults_match_spark_kafka():
+    o = src()
+    assert o.starting.kind == "latest" and o.ending is None
+    assert o.fail_on_data_loss is True and o.include_headers is False
+    assert o.max_trigger_delay_ms == 15 * 60 * 1000
+    assert o.isolation_level == "read_uncommitted"
+    assert o.offsets_storage == "kafka"  # no zookeeper.connect
+    b = src(streaming=False)
+    assert b.starting.kind == "earliest" and b.ending.kind == "latest"
+    z = parse_source_options({"zookeeper.connect": "h:2181/x", "subscribe": "a,b"}, streaming=True)
+    assert z.offsets_storage == "zookeeper" and z.uses_group
+    assert z.subscription.topics == ("a", "b")
+
+
+def test_every_option_parses():
+    o = parse_source_options({
+        "zookeeper.connect": "h:2181", "kafka.bootstrap.servers": "a:1,b:2", "subscribePattern": "ev.*",
+        "startingOffsets": '{"ev1":{"0":23,"1":-2},"ev2":{"0":-1}}', "failOnDataLoss": "false",
+        "maxOffsetsPerTrigger": "1000", "minOffsetsPerTrigger": "10", "maxTriggerDelay": "30s",
+        "minPartitions": "8", "includeHeaders": "true", "isolation.level": "read_committed",
+        "group.id": "g1", "offsets.storage": "kafka", "dual.commit.enabled": "true",
+        "partition.assignment.strategy": "sticky", "kafka.max.partition.fetch.bytes": "65536",
+        "kafka.client.id": "me",
+    }, streaming=True)
+    assert o.subscription.kind == "subscribePattern" and o.subscription.matches("ev1")
+    assert not o.subscription.matches("xev1")
+    assert o.starting.offsets_dict() == {("ev1", 0): 23, ("ev1", 1): -2, ("ev2", 0): -1}
+    assert (o.fail_on_data_loss, o.max_offsets_per_trigger, o.min_offsets_per_trigger) == (False, 1000, 10)
+    assert o.max_trigger_delay_ms == 30000 and o.min_partitions == 8 and o.include_headers
+    assert o.isolation_level == "read_committed" and o.group_id == "g1"
+    assert (o.offsets_storage, o.dual_commit, o.assignment_strategy) == ("kafka", True, "sticky")
+    assert o.max_partition_fetch_bytes == 65536 and o.cluster.client_id == "me"
+    assert pickle.loads(pickle.dumps(o)) == o
+    a = src(subscribe=None, assign='{"t":[1,0],"u":[2]}')
+    assert a.subscription.partitions == (("t", 0), ("t", 1), ("u", 2)) and not a.uses_group
+    ts = src(startingTimestamp="1700000000000", startingOffsetsByTimestamp='{"t":{"0":5}}')
+    assert ts.starting.kind == "timestamp" and ts.starting.timestamp == 1700000000000  # wins, as Spark
+    bt = src(startingOffsetsByTimestamp='{"t":{"0":5}}', startingOffsetsByTimestampStrategy="latest")
+    assert bt.starting.kind == "timestamps" and bt.starting.strategy == "latest"
+    e = src(streaming=False, endingOffsets='{"t":{"0":50,"1":-1}}', endingTimestamp=None)
+    assert e.ending.offsets_dict() == {("t", 0): 50, ("t", 1): -1}
+    assert src(**{"kafka.group.id": "kg"}).group_id == "kg"
+    assert src(**{"kafka.isolation.level": "read_committed"}).isolation_level == "read_committed"
+
+
+@pytest.mark.parametrize("opts, needle", [
+    ({"subscribe": "t"}, "'kafka.bootstrap.servers' or 'zookeeper.connect'"),
+    ({**BOOT}, "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
+    ({**BOOT, "subscribe": "t", "assign": '{"t":[0]}'}, "read subscribe, assign"),
+    ({**BOOT, "subscribe": "bad topic!"}, "option 'subscribe'"),
+    ({**BOOT, "subscribePattern": "("}, "option 'subscribePattern'"),
+    ({**BOOT, "assign": '{"t":"0"}'}, "option 'assign'"),
+    ({**BOOT, "assign": "[1]"}, "option 'assign'"),
+    ({**BOOT, "subscribe": "t", "startingOffsets": "first"}, "option 'startingOffsets'"),
+    ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "option 'startingOffsets'"),
+    ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "option 'startingOffsets'"),
+    ({**BOOT, "subscribe": "t", "endingOffsets": "latest"}, "'endingOffsets' is not valid in streaming"),
+    ({**BOOT, "subscribe": "t", "failOnDataLoss": "yes"}, "option 'failOnDataLoss'"),
+    ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger'"),
+    ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "ten"}, "option 'maxOffsetsPerTrigger'"),
+    ({**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "'minOffsetsPerTrigger'"),
+    ({**BOOT, "subscribe": "t", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay'"),
+    ({**BOOT, "subscribe": "t", "minPartitions": "-1"}, "option 'minPartitions'"),
+    ({**BOOT, "subscribe": "t", "includeHeaders": "1"}, "option 'includeHeaders'"),
+    ({**BOOT, "subscribe": "t", "isolation.level": "serializable"}, "option 'isolation.level'"),
+    ({**BOOT, "subscribe": "t", "offsets.storage": "redis"}, "option 'offsets.storage'"),
+    ({**BOOT, "subscribe": "t", "offsets.storage": "zookeeper"}, "'zookeeper.connect' is not set"),
+    ({**BOOT, "subscribe": "t", "dual.commit.enabled": "true"}, "'dual.commit.enabled' needs"),
+    ({**BOOT, "subscribe": "t", "partition.assignment.strategy": "cooperative"}, "'partition.assignment.strategy'"),
+    ({**BOOT, "subscribe": "t", "group.id": "a/b"}, "option 'group.id'"),
+    ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset'"),
+    ({**BOOT, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer'"),
+    ({**BOOT, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT only"),
+    ({**BOOT, "subscribe": "t", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
+    ({"kafka.bootstrap.servers": "nohostport", "subscribe": "t"}, "option 'kafka.bootstrap.servers'"),
+])
+def test_bad_source_options_name_the_option(opts, needle):
+    with pytest.raises(ConfigError) as ei:
+        parse_source_options(opts, streaming=True)
+    assert needle in str(ei.value)
+
+
+@pytest.mark.parametrize("opts, needle", [
+    ({"startingOffsets": "latest"}, "'latest' is not valid for batch"),
+    ({"startingOffsets": '{"t":{"0":-1}}'}, "-1 (latest) is not valid"),
+    ({"endingOffsets": "earliest"}, "'earliest' is not valid for batch"),
+    ({"endingOffsets": '{"t":{"0":-2}}'}, "-2 (earliest) is not valid"),
+])
+def test_bad_batch_options(opts, needle):
+    with pytest.raises(ConfigError) as ei:
+        parse_source_options({**BOOT, "subscribe": "t", **opts}, streaming=False)
+    assert needle in str(ei.value)
+
+
+def test_sink_options():
+    s = parse_sink_options({**BOOT, "topic": "out", "kafka.acks": "all", "kafka.compression.type": "zstd",
+                            "kafka.linger.ms": "10", "kafka.batch.size": "65536", "checkpointLocation": "/x"})
+    assert s.topic == "out"
+    assert s.producer_dict() == {"acks": "all", "compression.type": "zstd", "linger.ms": "10", "batch.size": "65536"}
+    for bad, needle in [({"kafka.acks": "2"}, "kafka.acks"), ({"kafka.compression.type": "brotli"}, "compression.type"),
+                        ({"kafka.linger.ms": "x"}, "kafka.linger.ms"), ({"topic": "a b"}, "option 'topic'"),
+                        ({"kafka.value.serializer": "x"}, "kafka.value.serializer")]:
+        with pytest.raises(ConfigError) as ei:
+            parse_sink_options({**BOOT, **bad})
+        assert needle in str(ei.value)
+    with pytest.raises(ConfigError, match="kafka.bootstrap.servers"):
+        parse_sink_options({"topic": "x"})
+
+
+def test_durations():
+    assert parse_duration_ms("15m", "x") == 900000
+    assert parse_duration_ms("2 s", "x") == 2000
+    assert parse_duration_ms("250", "x") == 250
+    assert parse_duration_ms("1h", "x") == 3600000
+
+
+# ------------------------------------------------------------------------------------------ offsets
+def test_offsets_json_sorted_and_stable():
+    a = O.to_json({("b", 10): 5, ("a", 2): 1, ("b", 2): 7, ("a", 1): 0})
+    assert json.dumps(a) == '{"a": {"1": 0, "2": 1}, "b": {"2": 7, "10": 5}}'
+    # the same content in another order gives the same text
+    b = O.to_json(dict(reversed(list(O.from_json(a).items()))))
+    assert json.dumps(a) == json.dumps(b)
+    assert O.from_json(json.loads(json.dumps(a))) == {("a", 1): 0, ("a", 2): 1, ("b", 2): 7, ("b", 10): 5}
+
+
+def test_ranges_and_new_partitions():
+    start = {("t", 0): 5, ("t", 1): 3, ("gone", 0): 9}
+    end = {("t", 0): 10, ("t", 1): 3, ("t", 2): 40}
+    assert O.ranges(start, end) == [("t", 0, 5, 10)]  # t-2 is new: nothing read this batch
+
+
+def test_split_ranges_min_partitions():
+    rngs = [("t", 0, 0, 100), ("t", 1, 0, 10)]
+    assert O.split_ranges(rngs, None) == rngs
+    out = O.split_ranges(rngs, 10)
+    assert sum(b - a for _, _, a, b in out) == 110
+    assert len([r for r in out if r[1] == 0]) == 9 and len([r for r in out if r[1] == 1]) == 1
+    # contiguous, no gap or overlap
+    zero = sorted((a, b) for t, p, a, b in out if p == 0)
+    assert zero[0][0] == 0 and zero[-1][1] == 100 and all(x[1] == y[0] for x, y in zip(zero, zero[1:]))
+
+
+@given(st.dictionaries(st.tuples(st.sampled_from("ab"), st.integers(0, 5)),
+                       st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1),
+       st.integers(1, 3000))
+@settings(max_examples=200, deadline=None)
+def test_rate_limit_exact(parts, limit):
+    start = {tp: min(a, b) for tp, (a, b) in parts.items()}
+    latest = {tp: max(a, b) for tp, (a, b) in parts.items()}
+    out = O.rate_limit(start, latest, limit)
+    total = sum(latest[tp] - start[tp] for tp in start)
+    admitted = sum(out[tp] - start[tp] for tp in start)
+    assert admitted == min(total, limit)
+    assert all(start[tp] <= out[tp] <= latest[tp] for tp in start)
+    assert out == O.rate_limit(dict(reversed(list(start.items()))), latest, limit)  # order-independent
+
+
+# ------------------------------------------------------------------------------------------ arrow
+def rows_of(batch):
+    return [(r["key"], r["value"], r["offset"], r["timestamp"].timestamp() * 1000, r["timestampType"])
+            for r in batch.to_pylist()]
+
+
+def test_schema_is_spark_kafka_arrow_schema():
+    s = A.arrow_schema(True)
+    assert str(s.field("timestamp").type) == "timestamp[us, tz=UTC]"
+    assert s.field("partition").type == pa.int32() and s.field("offset").type == pa.int64()
+    assert s.field("headers").type == A.HEADER_TYPE
+    assert A.spark_schema_ddl(False) == ("key binary, value binary, topic string, partition int, "
+                                         "offset long, timestamp timestamp, timestampType int")
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_decode_matches_records(codec):
+    rnd = random.Random(codec)
+    recs, batches, base = [], [], 100
+    for _ in range(5):
+        n = rnd.randint(1, 50)
+        chunk = [(None if rnd.random() < 0.2 else rnd.randbytes(rnd.randint(0, 20)),
+                  None if rnd.random() < 0.1 else rnd.randbytes(rnd.randint(0, 300)),
+                  1_700_000_000_000 + rnd.randint(0, 10_000), ()) for _ in range(n)]
+        batches.append(build_batch(chunk, base_offset=base, compression=codec))
+        recs += [(k, v, base + i, ts, 0) for i, (k, v, ts, _) in enumerate(chunk)]
+        base += n
+    buf = b"".join(batches)
+    d = A.decode_fetch(buf, "topic", 3, 0, 10**9)
+    assert d.batch.schema == A.arrow_schema(False)
+    assert rows_of(d.batch) == recs
+    assert set(d.batch.column("topic").to_pylist()) == {"topic"}
+    assert set(d.batch.column("partition").to_pylist()) == {3}
+    assert d.next_offset == base and d.first_offset == 100 and d.last_offset == base - 1
+    # a window inside the data, and a fetch cut in the middle of the last batch
+    lo, hi = recs[7][2], recs[-3][2]
+    d2 = A.decode_fetch(buf[:-5], "topic", 3, lo, hi)  # the last batch is partial: ignored
+    d3 = A.decode_fetch(buf[:len(buf) - len(batches[-1])], "topic", 3, lo, hi)
+    assert rows_of(d2.batch) == rows_of(d3.batch)
+    assert d2.next_offset == d3.next_offset == base - (len(recs) - sum(1 for r in recs if r[2] < d3.next_offset))
+    assert rows_of(d3.batch) == [r for r in recs if lo <= r[2] < min(hi, d3.next_offset)]
+
+
+def test_range_with_no_records_left_below_end():
+    # a compacted log: offsets 5..9 are gone, the next batch starts at 10 >= end
+    buf = build_batch([(b"k", b"v", 1, ())] * 3, base_offset=10)
+    d = A.decode_fetch(buf, "t", 0, 5, 8)
+    assert d.batch is None and d.next_offset == 10
+
+
+def test_decode_uniform_records_fast_path():
+    recs = [(b"k", b"x" * 100, 1_700_000_000_000, ()) for _ in range(300)]
+    d = A.decode_fetch(build_batch(recs, base_offset=7), "t", 0, 0, 1000)
+    assert d.batch.num_rows == 300 and d.batch.column("offset").to_pylist() == list(range(7, 307))
+    assert d.batch.column("value").to_pylist() == [b"x" * 100] * 300
+
+
+def test_decode_mostly_uniform_records_several_rounds():
+    values = [b"y" * (130 if i % 50 == 49 else 100) for i in range(400)]
+    d = A.decode_fetch(build_batch([(None, v, 1_700_000_000_000, ()) for v in values]), "t", 0, 0, 1000)
+    assert d.batch.column("value").to_pylist() == values
+    assert d.batch.column("key").null_count == 400
+
+
+def test_headers_and_log_append_time():
+    recs = [(b"k", b"v", 1_000 + i, (("a", b"1"), ("b", None)) if i % 2 else ()) for i in range(6)]
+    buf = build_batch(recs, timestamp_type=LOG_APPEND_TIME)
+    d = A.decode_fetch(buf, "t", 0, 1, 100, include_headers=True)
+    rows = d.batch.to_pylist()
+    assert [r["offset"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[0]["headers"] == [{"key": "a", "value": b"1"}, {"key": "b", "value": None}]
+    assert rows[1]["headers"] is None  # no headers: null, as Spark's Kafka source
+    assert {r["timestampType"] for r in rows} == {1}
+    assert {r["timestamp"].timestamp() for r in rows} == {1.005}  # LogAppendTime = maxTimestamp
+    assert d.batch.schema == A.arrow_schema(True)
+    # without includeHeaders the column is absent but headers are still checked for framing
+    assert A.decode_fetch(buf, "t", 0, 0, 100).batch.num_columns == 7
+
+
+def test_control_and_aborted_batches():
+    pid = 77
+    data = build_batch([(None, b"a", 1, ()), (None, b"b", 1, ())], base_offset=0, producer_id=pid,
+                       producer_epoch=0, base_sequence=0, is_transactional=True)
+    abort = build_control_batch(0, pid, 0, base_offset=2)
+    data2 = build_batch([(None, b"c", 1, ())], base_offset=3, producer_id=pid, producer_epoch=0,
+                        base_sequence=2, is_transactional=True)
+    commit = build_control_batch(1, pid, 0, base_offset=4)
+    buf = data + abort + data2 + commit
+    d = A.decode_fetch(buf, "t", 0, 0, 100)
+    assert d.batch.column("value").to_pylist() == [b"a", b"b", b"c"] and d.next_offset == 5
+    d = A.decode_fetch(buf, "t", 0, 0, 100, aborted=A.AbortedTransactions([(pid, 0)]))
+    assert d.batch.column("value").to_pylist() == [b"c"] and d.next_offset == 5
+    only_markers = A.decode_fetch(abort, "t", 0, 0, 100)
+    assert only_markers.batch is None and only_markers.next_offset == 3
+
+
+def test_corrupt_input_is_reported():
+    buf = bytearray(build_batch([(b"k", b"v" * 10, 1, ())] * 3))
+    buf[-3] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC-32C mismatch"):
+        A.decode_fetch(bytes(buf), "t", 0, 0, 10)
+    # a wrong record length with a valid CRC: re-sign the batch after breaking a length varint
+    good = build_batch([(b"k", b"v" * 10, 1, ())] * 3)
+    from broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
+    from crc32c import crc32c
+    bad = bytearray(good)
+    bad[HEADER_SIZE] = bad[HEADER_SIZE] + 2  # first record claims one more byte
+    bad[CRC_OFFSET:CRC_OFFSET + 4] = crc32c(bytes(bad[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match="batch at offset 0"):
+        A.decode_fetch(bytes(bad), "t", 0, 0, 10)
+    assert A.decode_fetch(good[:30], "t", 0, 0, 10).next_offset is None  # partial: not an error
+
+
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), st.binary(max_size=200)),
+                          st.integers(0, 2**40),
+                          st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2)),
+                min_size=1, max_size=60),
+       st.sampled_from(["none", "lz4"]))
+@settings(max_examples=60, deadline=None)
+def test_decode_round_trip_property(recs, codec):
+    buf = build_batch([(k, v, ts, tuple(h)) for k, v, ts, h in recs], base_offset=1000, compression=codec)
+    d = A.decode_fetch(buf, "t", 0, 0, 10**9, include_headers=True)
+    rows = d.batch.to_pylist()
+    assert [(r["key"], r["value"]) for r in rows] == [(k, v) for k, v, _, _ in recs]
+    assert [r["offset"] for r in rows] == list(range(1000, 1000 + len(recs)))
+    first = recs[0][2]
+    assert d.batch.column("timestamp").cast(pa.int64()).to_pylist() == \
+        [(first + (ts - first)) * 1000 for _, _, ts, _ in recs]
+    assert [None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]] for r in rows] == \
+        [[(k, v) for k, v in h] or None for _, _, _, h in recs]
