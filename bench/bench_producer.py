@@ -5,11 +5,14 @@ creates one topic per run, and writes ``--records`` records of ``--size`` bytes 
 
 * pyklog ``Producer.produce()`` (no per-record future: the bulk path),
 * pyklog ``Producer.send()`` (a concurrent.futures.Future per record),
+* pyklog ``Producer.send_many()`` (lists of 10,000 values per call, as the Spark sink does per
+  Arrow batch),
 * confluent-kafka ``Producer.produce()``,
 
 each with the same settings (acks=all, idempotence on, linger.ms, batch.size, compression) and
 timed from the first record to the end of ``flush()``.  Prints records/s and MB/s for each and the
-ratio pyklog / confluent-kafka (goal: >= 0.5).  The broker is a Python process too, so both clients
+ratio pyklog / confluent-kafka (goal: >= 0.5), and for the pyklog runs the time spent queueing
+(the caller's share: the loop of produce() / send() / send_many() calls, before flush()).  The broker is a Python process too, so both clients
 share the same server-side ceiling.
 
     .venv/bin/python bench/bench_producer.py --records 200000 --size 100 [--compression lz4]
@@ -30,32 +33,38 @@ from broker.zk.server import ZooKeeperServer  # noqa: E402
 from support import BrokerProcess  # noqa: E402
 
 
-def run_pyklog(bootstrap, topic, n, payload, args, futures: bool) -> float:
+def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, float]:
     from connector.producer import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                   "linger.ms": args.linger_ms, "batch.size": args.batch_size,
                   "compression.type": args.compression, "client.id": "bench-pyklog"})
     p.partitions_for(topic)  # metadata outside the timed part, as for librdkafka below
+    chunk = [payload] * 10000
     t0 = time.perf_counter()
-    if futures:
+    last = None
+    if mode == "send":
         send = p.send
-        last = None
         for _ in range(n):
             last = send(topic, payload)
-        p.flush()
-        last.result()
+    elif mode == "send_many":
+        send_many = p.send_many
+        for i in range(0, n, len(chunk)):
+            send_many(topic, None, None, chunk if n - i >= len(chunk) else chunk[:n - i])
     else:
         produce = p.produce
         for _ in range(n):
             produce(topic, payload)
-        p.flush()
+    queued = time.perf_counter() - t0
+    p.flush()
+    if last is not None:
+        last.result()
     dt = time.perf_counter() - t0
     failed = p.failed_records
     p.close()
     if failed:
         raise SystemExit(f"pyklog: {failed} records failed")
-    return dt
+    return dt, queued
 
 
 def run_confluent(bootstrap, topic, n, payload, args) -> float:
@@ -128,19 +137,22 @@ def main() -> None:
         from connector.client import ClusterClient
 
         payload = os.urandom(args.size)
+        modes = {"pyklog produce()": "produce", "pyklog send() + futures": "send",
+                 "pyklog send_many()": "send_many"}
         results: dict[str, list[float]] = {"pyklog produce()": [], "pyklog send() + futures": [],
-                                           "confluent-kafka produce()": []}
+                                           "pyklog send_many()": [], "confluent-kafka produce()": []}
+        queued: dict[str, list[float]] = {name: [] for name in modes}
         with ClusterClient(broker.bootstrap) as admin:
             for rnd in range(args.rounds):
                 for name in results:
-                    topic = f"bench-{name.split()[0]}-{'f' if 'send' in name else 'p'}-{rnd}"
+                    topic = f"bench-{name.split()[0]}-{modes.get(name, 'ck')}-{rnd}".replace("_", "-")
                     topic = topic.replace("confluent-kafka", "ck")
                     admin.create_topic(topic, args.partitions)
                     if name.startswith("confluent"):
                         dt = run_confluent(broker.bootstrap, topic, args.records, payload, args)
                     else:
-                        dt = run_pyklog(broker.bootstrap, topic, args.records, payload, args,
-                                        futures="send" in name)
+                        dt, q = run_pyklog(broker.bootstrap, topic, args.records, payload, args, modes[name])
+                        queued[name].append(q)
                     got = count_records(broker.bootstrap, topic)
                     if got != args.records:
                         raise SystemExit(f"{name}: the log holds {got} records, expected {args.records}")
@@ -154,7 +166,10 @@ def main() -> None:
         base = args.records / best["confluent-kafka produce()"]
         for name, dt in best.items():
             rate = args.records / dt
-            print(f"{name:28s} {rate:12,.0f} records/s {mb / dt:8.1f} MB/s   ratio {rate / base:5.2f}x")
+            extra = ""
+            if queued.get(name):
+                extra = f"   queueing {args.records / min(queued[name]):12,.0f} records/s"
+            print(f"{name:28s} {rate:12,.0f} records/s {mb / dt:8.1f} MB/s   ratio {rate / base:5.2f}x{extra}")
     finally:
         broker.stop()
         zk.stop()

@@ -5,7 +5,8 @@
     with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as p:
         md = p.send_sync("events", b"v", key=b"k")            # RecordMetadata(topic, partition, offset, timestamp)
         fut = p.send("events", b"v2", headers=[("h", b"1")])  # concurrent.futures.Future
-        p.produce("events", b"v3", on_delivery=cb)           # fastest path: no future
+        p.produce("events", b"v3", on_delivery=cb)           # no future
+        p.send_many("events", None, None, [b"a", b"b"])  # bulk: lists of records
         p.flush()
 
 Data path.  ``send()`` / ``produce()`` serialize the key and value (``key_serializer`` /
@@ -25,12 +26,19 @@ acks=all and at most 5 requests in flight) the producer gets a producer id (Init
 numbers each partition's batches; a resent batch keeps its producer id, epoch and sequence, so the
 broker recognises a batch it already appended and answers with the original offsets: retries
 never duplicate and never reorder.  After a retriable failure a partition's later batches wait
-until its earlier ones are resolved and are resent in sequence order.
+until its earlier ones are resolved and are resent in sequence order.  A numbered batch that
+fails for good (MESSAGE_TOO_LARGE, retries or delivery.timeout.ms exhausted, ...) leaves a gap the
+broker would answer with OUT_OF_ORDER_SEQUENCE_NUMBER forever; so its records fail, the producer
+stops numbering new batches, waits until nothing is in flight (resending under the old id what may
+already be in the log), then takes a new producer id, and every partition's sequence restarts at 0
+(Kafka resets the epoch the same way).  Batches the broker rejected as out of order behind the gap
+were not appended: they are renumbered under the new id and sent again, in order.
 
 Results.  ``send()`` returns a :class:`concurrent.futures.Future` resolving to
 :class:`RecordMetadata`; ``callback(metadata, exception)`` (one of them None) runs on the sender
-thread.  ``produce()`` creates no future (the fast path for bulk writes); failures go to
-``on_delivery`` or are logged and counted in :attr:`Producer.failed_records`.
+thread.  ``produce()`` creates no future; failures go to ``on_delivery`` or are logged and counted in
+:attr:`Producer.failed_records`.  ``send_many()`` queues lists of records (the fastest path: one
+lock acquisition per batch filled, no futures).
 
 Thread-safe: any number of threads may call send/produce/flush; one sender thread per producer.
 """
@@ -54,6 +62,7 @@ from broker.errors import (
     OutOfOrderSequenceError,
     PyklogError,
     RequestTimedOutError,
+    UnknownProducerIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for_code,
@@ -62,7 +71,7 @@ from broker.protocol import ApiKey
 from broker.record import compression as _compression
 from broker.record.batch import build_batch
 from connector.client import REFRESH_METADATA_CODES, BrokerConnection, ClusterClient
-from connector.partitioner import resolve_partitioner
+from connector.partitioner import DefaultPartitioner, resolve_partitioner
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +169,12 @@ def _parse_config(config: dict | None, kwargs: dict) -> tuple[dict, set]:
             cfg["enable.idempotence"] = False
         elif cfg["retries"] == 0 and "enable.idempotence" in explicit:
             raise ConfigError("enable.idempotence=true needs retries > 0, got retries=0")
+    if cfg["batch.size"] > cfg["max.request.size"]:
+        if "batch.size" in explicit:
+            raise ConfigError(f"batch.size={cfg['batch.size']} is larger than max.request.size="
+                              f"{cfg['max.request.size']}: expected batch.size <= max.request.size (a batch "
+                              f"that size could never be sent)")
+        cfg["batch.size"] = cfg["max.request.size"]  # the default gives way to a smaller request limit
     for k in ("key.serializer", "value.serializer"):
         if cfg[k] is not None and not callable(cfg[k]):
             raise ConfigError(f"{k}: expected a callable (value -> bytes), got {cfg[k]!r}")
@@ -341,6 +356,9 @@ class Producer:
         self._inflight: dict[int, collections.deque] = {}
         self._producer_id = -1
         self._producer_epoch = -1
+        # a batch numbered under the current producer id failed for good: its sequences are a gap
+        # the broker will never fill, so once nothing is in flight the producer takes a new id
+        self._reset_pid = False
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -480,13 +498,175 @@ class Producer:
         return fut.result(self._delivery_timeout_s + 5 if timeout is None else timeout)
 
     def send_batch(self, topic: str, values, *, keys=None, partition: int | None = None) -> None:
-        """Queue many values (and optional keys) of one topic; no futures."""
+        """Queue many values (and optional keys) of one topic; no futures (see :meth:`send_many`)."""
+        self.send_many(topic, partition, keys, values)
+
+    def send_many(self, topic: str, partition=None, keys=None, values=None, headers=None,
+                  timestamps=None) -> int:
+        """Queue many records of one topic at once: the bulk path (no futures, no callbacks;
+        failures are logged and counted in :attr:`failed_records`, as for ``produce()`` without
+        ``on_delivery``).  Appends a whole batch's worth of records per lock acquisition.
+
+        ``values``: a sequence (None entries are tombstones).  ``keys``, ``headers`` (each entry
+        None or ``[(str, bytes | None)]``), ``timestamps`` (ms; default: now, once per call): None
+        or one entry per value.  ``partition``: None (the partitioner: murmur2 of each key; null
+        keys fill the sticky partition's batch, then move on), one int for every record, or a
+        sequence with an int or None per record.  Every record is checked (types, sizes against
+        max.request.size, partitions) before any is queued, so a bad one queues nothing.  Order
+        is kept per partition.  Returns the number of records queued.  Thread-safe."""
+        if self._closed:
+            raise RuntimeError("send on a closed Producer")
+        if values is None:
+            raise TypeError("send_many: expected a sequence of values, got None")
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        n = len(values)
+        if n == 0:
+            return 0
+        parts = None
+        if partition is not None and not isinstance(partition, int):
+            parts = partition if isinstance(partition, (list, tuple)) else list(partition)
+            partition = None
+        if keys is not None and not isinstance(keys, (list, tuple)):
+            keys = list(keys)
+        for name, seq in (("keys", keys), ("partition", parts), ("headers", headers), ("timestamps", timestamps)):
+            if seq is not None and len(seq) != n:
+                raise ValueError(f"send_many: {name} has {len(seq)} entries, expected {n} (one per value)")
+        ser = self._value_ser
+        vs = values if ser is None else [None if v is None else ser(v) for v in values]
+        vs = [v if v is None or v.__class__ is bytes else _to_bytes(v, "value") for v in vs]
         if keys is None:
-            for v in values:
-                self._append(topic, v, None, partition, None, None, False, None)
+            ks = None
+            sizes = [_RECORD_OVERHEAD if v is None else _RECORD_OVERHEAD + len(v) for v in vs]
         else:
-            for k, v in zip(keys, values):
-                self._append(topic, v, k, partition, None, None, False, None)
+            ser = self._key_ser
+            ks = keys if ser is None else [None if k is None else ser(k) for k in keys]
+            ks = [k if k is None or k.__class__ is bytes else _to_bytes(k, "key") for k in ks]
+            sizes = [_RECORD_OVERHEAD + (0 if k is None else len(k)) + (0 if v is None else len(v))
+                     for k, v in zip(ks, vs)]
+        if headers is not None:
+            hs = []
+            for i, h in enumerate(headers):
+                if h:
+                    h = tuple((k, _to_bytes(v, "header value")) for k, v in h)
+                    sizes[i] += sum(len(k) + (len(v) if v is not None else 0) + 2 for k, v in h)
+                    hs.append(h)
+                else:
+                    hs.append(())
+        else:
+            hs = None
+        limit = self._max_request_size - _BATCH_OVERHEAD
+        if max(sizes) > limit:
+            i = next(i for i, sz in enumerate(sizes) if sz > limit)
+            raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: record {i} of about {sizes[i]} bytes exceeds "
+                                       f"max.request.size={self._max_request_size} (nothing was queued)")
+        if timestamps is None:
+            now = int(time.time() * 1000)
+            tss = None
+        else:
+            tss = [int(time.time() * 1000) if t is None else int(t) for t in timestamps]
+        nparts, avail = self._topic_info.get(topic) or self._num_partitions(topic)
+        if partition is not None or parts is not None:
+            wanted = {partition} if parts is None else {p for p in parts if p is not None}
+            bad = [p for p in wanted if not isinstance(p, int) or not 0 <= p < nparts]
+            if bad:
+                self._topic_info.pop(topic, None)  # maybe partitions were added: look again
+                nparts, avail = self._num_partitions(topic)
+                bad = [p for p in wanted if not isinstance(p, int) or not 0 <= p < nparts]
+                if bad:
+                    raise UnknownTopicOrPartitionError(
+                        f"UNKNOWN_TOPIC_OR_PARTITION: partition {bad[0]!r} of topic {topic!r} does not "
+                        f"exist (expected 0..{nparts - 1}; nothing was queued)")
+        # the records, as the accumulator holds them
+        if ks is None:
+            ks = [None] * n
+        if hs is None:
+            recs = list(zip(ks, vs, [now] * n if tss is None else tss, [()] * n))
+        else:
+            recs = list(zip(ks, vs, [now] * n if tss is None else tss, hs))
+        # group by partition (order kept within each); null keys without a partition: sticky runs
+        if partition is not None:
+            self._append_many(topic, partition, recs, sizes, False)
+            return n
+        groups: dict = {}
+        sticky_idx = []
+        sticky = type(self._partitioner) is DefaultPartitioner
+        pick = self._partitioner.partition
+        for i in range(n):
+            p = parts[i] if parts is not None else None
+            if p is None:
+                k = ks[i]
+                if k is None and sticky:
+                    sticky_idx.append(i)
+                    continue
+                p = pick(topic, k, nparts, avail)
+            g = groups.get(p)
+            if g is None:
+                groups[p] = [i]
+            else:
+                g.append(i)
+        if len(groups) == 1 and not sticky_idx:
+            (p,) = groups
+            self._append_many(topic, p, recs, sizes, False)
+            return n
+        for p, idx in groups.items():
+            self._append_many(topic, p, [recs[i] for i in idx], [sizes[i] for i in idx], False)
+        if sticky_idx:
+            if len(sticky_idx) == n:
+                self._append_many(topic, None, recs, sizes, True)
+            else:
+                self._append_many(topic, None, [recs[i] for i in sticky_idx],
+                                  [sizes[i] for i in sticky_idx], True)
+        return n
+
+    def _append_many(self, topic: str, partition, recs: list, sizes: list, sticky: bool) -> None:
+        """Append ``recs`` (validated accumulator tuples) to ``partition``'s batches, one lock
+        acquisition per batch filled.  ``sticky``: null-key records, ``partition`` is the
+        partitioner's sticky choice, which moves on each time a batch fills."""
+        n = len(recs)
+        pos = 0
+        batch_size = self._batch_size
+        wake = False
+        info = self._topic_info.get(topic)
+        while pos < n:
+            if sticky:
+                if info is None:
+                    info = self._num_partitions(topic)
+                partition = self._partitioner.partition(topic, None, info[0], info[1])
+            if self._buffered + batch_size > self._buffer_memory:
+                self._wait_for_buffer(min(batch_size, sum(sizes[pos:pos + 1024])))
+            with self._lock:
+                tp = (topic, partition)
+                b = self._open.get(tp)
+                if b is None:
+                    b = _Batch(topic, partition, time.monotonic())
+                    self._batch_ids += 1
+                    b.bid = self._batch_ids
+                    self._open[tp] = b
+                    self._unfinished.add(b.bid)
+                bsize = b.size
+                start = pos
+                empty = not b.records
+                while pos < n:
+                    sz = sizes[pos]
+                    if bsize + sz > batch_size and not (empty and pos == start):
+                        break
+                    bsize += sz
+                    pos += 1
+                if pos > start:
+                    b.records.extend(recs[start:pos] if start or pos < n else recs)
+                    self._buffered += bsize - b.size
+                    b.size = bsize
+                full = pos < n or bsize >= batch_size
+                if full:
+                    del self._open[tp]
+                    self._ready.append(b)
+                    wake = True
+            if full and sticky:
+                self._partitioner.on_new_batch(topic, info[0], partition, info[1])
+            if wake and self._sender_idle:
+                self._wakeup()
+                wake = False
 
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._num_partitions(topic)[0]))
@@ -586,6 +766,11 @@ class Producer:
 
     def _fail(self, b: _Batch, exc: Exception) -> None:
         log.warning("failed to deliver %d records to %s-%d: %s", len(b.records), b.topic, b.partition, exc)
+        if b.base_sequence >= 0 and b.producer_id >= 0 and b.producer_id == self._producer_id \
+                and not self._reset_pid:
+            log.info("idempotent batch %s-%d (sequences %d..) failed: new producer id once the requests "
+                     "in flight are answered", b.topic, b.partition, b.base_sequence)
+            self._reset_pid = True
         if b.futures:
             _resolve_all(b.cond, b.futures, None, exc)
         for _idx, cb in b.callbacks:
@@ -705,14 +890,52 @@ class Producer:
             self._idempotent = False
 
     def _build(self, b: _Batch) -> None:
+        if not self._idempotent:
+            b.data = build_batch(b.records, compression=self._codec)
+            return
         tp = (b.topic, b.partition)
-        if self._idempotent:
-            b.producer_id, b.producer_epoch = self._producer_id, self._producer_epoch
-            seq = self._next_seq[tp]
-            b.base_sequence = seq
-            self._next_seq[tp] = (seq + len(b.records)) & 0x7FFFFFFF
-        b.data = build_batch(b.records, compression=self._codec, producer_id=b.producer_id,
-                             producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+        seq = self._next_seq[tp]
+        # number the batch only once it is built: a batch that cannot be encoded leaves no gap
+        b.data = build_batch(b.records, compression=self._codec, producer_id=self._producer_id,
+                             producer_epoch=self._producer_epoch, base_sequence=seq)
+        b.producer_id, b.producer_epoch, b.base_sequence = self._producer_id, self._producer_epoch, seq
+        self._next_seq[tp] = (seq + len(b.records)) & 0x7FFFFFFF
+
+    @staticmethod
+    def _unbuild(b: _Batch) -> None:
+        """Forget a batch's encoding and numbering (the broker rejected it, so it was not appended):
+        it is numbered again, under the next producer id, when it is sent."""
+        b.data = None
+        b.base_sequence = -1
+        b.producer_id = -1
+        b.producer_epoch = -1
+
+    def _maybe_reset_producer_id(self) -> bool:
+        """After a numbered batch failed: once no request is in flight and no queued batch still
+        needs resending under the old producer id, drop the id and every partition's sequence
+        (Kafka's epoch bump).  Queued batches are numbered again under the new id, in order.
+        Returns True if the reset is still pending."""
+        if not self._reset_pid:
+            return False
+        if any(self._inflight.values()):
+            return True
+        for q in self._queues.values():
+            for b in q:  # in sequence order
+                if b.data is None:
+                    break  # rejected (or never sent): the broker cannot have appended what follows
+                if b.attempts > 0 and b.producer_id == self._producer_id:
+                    return True  # sent and unresolved: may be in the log, resend it as it was
+        for q in self._queues.values():
+            for b in q:
+                self._unbuild(b)
+        log.info("idempotent producer: dropping producer id %d after a failed batch; sequences restart "
+                 "at 0 under a new id", self._producer_id)
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_seq.clear()
+        self._tp_retrying.clear()
+        self._reset_pid = False
+        return False
 
     def _leader(self, topic: str, partition: int):
         md = self.client._md
@@ -779,6 +1002,8 @@ class Producer:
     def _send_ready(self, now: float) -> None:
         if not any(self._queues.values()):
             return
+        if self._reset_pid:
+            self._maybe_reset_producer_id()
         if self._idempotent and self._producer_id < 0:
             try:
                 self._ensure_producer_id()
@@ -842,6 +1067,8 @@ class Producer:
         b = q[0]
         if b.retry_at and b.retry_at > now:
             return False
+        if b.data is None and self._reset_pid:
+            return False  # numbered under the next producer id
         if tp in self._tp_retrying and self._tp_inflight[tp] > 0:
             return False  # resend in sequence order once the earlier batches of tp are resolved
         return True
@@ -936,27 +1163,32 @@ class Producer:
         tp = (b.topic, b.partition)
         now = time.monotonic()
         retriable = getattr(exc, "retriable", False)
-        if isinstance(exc, OutOfOrderSequenceError) and tp in self._tp_retrying:
-            retriable = True  # an earlier batch of tp failed: this one follows it again
+        if self._idempotent and b.base_sequence >= 0 and isinstance(exc, (OutOfOrderSequenceError,
+                                                                           UnknownProducerIdError)):
+            if isinstance(exc, UnknownProducerIdError) or self._reset_pid \
+                    or b.producer_id != self._producer_id:
+                # rejected, so not in the log: an earlier batch of this producer id failed for good
+                # (or the broker forgot the id); send it again under the next producer id
+                self._reset_pid = self._reset_pid or b.producer_id == self._producer_id
+                self._unbuild(b)
+                retriable = True
+            elif tp in self._tp_retrying:
+                retriable = True  # an earlier batch of tp is being resent: this one follows it again
         if retriable and b.attempts <= self._retries and now - b.created < self._delivery_timeout_s:
             log.debug("retrying %s-%d (attempt %d): %s", b.topic, b.partition, b.attempts, exc)
             b.retry_at = now + self._backoff_s
             q = self._queues.setdefault(tp, collections.deque())
             if self._idempotent:
                 self._tp_retrying.add(tp)
-                # keep sequence order: insert before the first batch with a higher sequence
+                # keep the partition's order (creation order = sequence order)
                 items = list(q)
                 items.append(b)
-                items.sort(key=lambda x: (x.base_sequence < 0, x.base_sequence))
+                items.sort(key=lambda x: x.bid)
                 q.clear()
                 q.extend(items)
             else:
                 q.appendleft(b)
             return
-        if isinstance(exc, (OutOfOrderSequenceError,)) or getattr(exc, "code", None) == 59:
-            # the broker lost our sequence state: start a new producer id for later batches
-            self._producer_id = -1
-            self._next_seq.clear()
         if retriable and now - b.created >= self._delivery_timeout_s:
             exc = RequestTimedOutError(f"REQUEST_TIMED_OUT: delivery.timeout.ms expired for "
                                        f"{b.topic}-{b.partition} after {b.attempts} attempts: {exc}")
@@ -971,7 +1203,7 @@ class Producer:
                     f"REQUEST_TIMED_OUT: no Produce response from broker {node} within request.timeout.ms"))
         # batches that cannot be sent (no leader) expire after delivery.timeout.ms
         for tp, q in self._queues.items():
-            while q and q[0].attempts == 0 and now - q[0].created >= self._delivery_timeout_s:
+            while q and now - q[0].created >= self._delivery_timeout_s:
                 b = q.popleft()
-                self._fail(b, RequestTimedOutError(f"REQUEST_TIMED_OUT: {tp[0]}-{tp[1]}: no leader to send "
-                                                   f"to within delivery.timeout.ms"))
+                self._fail(b, RequestTimedOutError(f"REQUEST_TIMED_OUT: {tp[0]}-{tp[1]}: not delivered within "
+                                                   f"delivery.timeout.ms after {b.attempts} attempts"))

@@ -92,6 +92,13 @@ def test_config_errors_name_the_setting():
     assert cfg["enable.idempotence"] is False
     with pytest.raises(ConfigError, match="unknown producer config"):
         Producer({"bootstrap.servers": "h:1", "queue.time": 5})
+    # a batch must fit in a request
+    with pytest.raises(ConfigError, match=r"batch.size=2000 is larger than max.request.size=1000"):
+        Producer({"bootstrap.servers": "h:1", "batch.size": 2000, "max.request.size": 1000})
+    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "batch.size": 1000, "max.request.size": 1000}, {})
+    assert cfg["batch.size"] == 1000
+    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "max.request.size": 1000}, {})
+    assert cfg["batch.size"] == 1000  # the default batch.size (16384) gives way
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,6 +436,9 @@ def test_record_larger_than_max_request_size_fails_at_once():
     with Producer(bootstrap_servers="127.0.0.1:1", max_request_size=1000) as p:
         with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
             p.send("t", b"x" * 2000, partition=0)
+        with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
+            p.produce("t", b"v", key=b"k" * 500, headers=[("h", b"y" * 500)], partition=0)
+        assert not p._unfinished and not p._open and p.failed_records == 0  # nothing was queued
         with pytest.raises(TypeError, match="value: expected bytes"):
             p.send("t", 12345, partition=0)
 
@@ -447,3 +457,122 @@ def test_delivery_timeout_when_the_broker_is_gone(kafka):
         exc = fut.exception(timeout=20)
         assert isinstance(exc, RequestTimedOutError), exc
         assert p.failed_records == 1
+
+
+@pytest.mark.integration
+def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broker_factory):
+    """A batch the broker rejects for good (MESSAGE_TOO_LARGE: over its message.max.bytes) fails
+    alone; the partition's later batches, already in flight or sent later, are written once each
+    and in order (the producer re-initialises its producer id so sequences restart from 0)."""
+    from broker.errors import MessageTooLargeError
+
+    broker = broker_factory(0, message_max_bytes=3000)
+    with ClusterClient(broker.bootstrap) as client:
+        consumer = SimpleConsumer(client=client)
+        client.create_topic("big", 2)
+        expected = []
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000,
+                      retry_backoff_ms=20) as p:
+            p.send_sync("big", b"before", partition=0)
+            expected.append(b"before")
+            # one batch of ~3.6 KB: under batch.size and max.request.size, over message.max.bytes
+            seen = []
+            futs = [p.send("big", b"L%d-" % i + b"x" * 700, partition=0,
+                           callback=lambda m, e: seen.append((m, e))) for i in range(5)]
+            for f in futs:
+                assert isinstance(f.exception(timeout=30), MessageTooLargeError)
+            assert len(seen) == 5 and all(m is None and isinstance(e, MessageTooLargeError) for m, e in seen)
+            # the same partition (and the other one) keep working
+            md = p.send_sync("big", b"after", partition=0)
+            expected.append(b"after")
+            assert md.offset == 1
+            assert p.send_sync("big", b"other", partition=1).offset == 0
+            # pipelined: rejected single-record batches between good batches, all in flight at once
+            good, bad = [], []
+            for round_ in range(4):
+                for i in range(10):
+                    v = b"g%d-%d" % (round_, i)
+                    good.append(p.send("big", v, partition=0))
+                    expected.append(v)
+                bad.append(p.send("big", b"B" * 5000, partition=0))  # a batch of its own
+            p.flush()
+            for f in bad:
+                assert isinstance(f.exception(timeout=30), MessageTooLargeError)
+            offsets = [f.result(30).offset for f in good]
+            assert offsets == list(range(2, 2 + len(good)))
+            assert p.failed_records == 5 + len(bad)
+        # the same with the connection breaking while five requests are in flight, after the
+        # broker answered them all: good batches are resent (and deduplicated), the rejected one
+        # is rejected again, the ones after it are numbered again
+        sends, lost = [], []
+
+        def hook(node, conn):
+            sends.append(node)
+            if len(sends) == 5:
+                for _ in range(len(conn._pending)):
+                    lost.append(conn._read_frame()[0])
+                conn._sock.shutdown(socket.SHUT_RDWR)
+
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000,
+                      retry_backoff_ms=20) as p:
+            p._fault_after_send = hook
+            good, bad = [], []
+            for round_ in range(4):
+                for i in range(10):
+                    v = b"h%d-%d" % (round_, i)
+                    good.append(p.send("big", v, partition=0))
+                    expected.append(v)
+                bad.append(p.send("big", b"C" * 5000, partition=0))
+            p.flush()
+            assert len(lost) >= 2
+            for f in bad:
+                assert isinstance(f.exception(timeout=30), MessageTooLargeError)
+            first = 2 + 40
+            assert [f.result(30).offset for f in good] == list(range(first, first + len(good)))
+        values = [r.value for r in _all_records(consumer, "big", 0)]
+        assert values == expected
+        assert [r.value for r in _all_records(consumer, "big", 1)] == [b"other"]
+
+
+@pytest.mark.integration
+def test_send_many_bulk_append(kafka):
+    from broker.errors import MessageTooLargeError
+
+    broker, client, consumer = kafka
+    client.create_topic("many", 4)
+    n = 3000
+    keys = [b"k%d" % i for i in range(n)]
+    values = [b"v%d" % i for i in range(n)]
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=20, batch_size=4000,
+                  max_request_size=10000) as p:
+        # everything is checked before anything is queued
+        with pytest.raises(ValueError, match="keys has 2 entries, expected 3"):
+            p.send_many("many", None, [b"a", b"b"], [b"1", b"2", b"3"])
+        with pytest.raises(MessageTooLargeError, match="record 1 of about"):
+            p.send_many("many", 0, None, [b"ok", b"x" * 20000])
+        with pytest.raises(UnknownTopicOrPartitionError, match="partition 9"):
+            p.send_many("many", [0, 9], None, [b"a", b"b"])
+        with pytest.raises(TypeError, match="value: expected bytes"):
+            p.send_many("many", 0, None, [b"a", 5])
+        assert not p._unfinished and not p._open
+        # keyed: murmur2 placement, order kept per partition; str values are UTF-8
+        assert p.send_many("many", None, keys, [v.decode() for v in values]) == n
+        # explicit partitions (None = partitioner), headers and timestamps per record
+        p.send_many("many", [3, None, 3], [b"x", b"k0", None], [b"p3a", b"p?", b"p3b"],
+                    headers=[[("h", b"1")], None, [("h", None)]], timestamps=[1000, 2000, 3000])
+        # null keys: sticky runs of batches over the partitions
+        p.send_many("many", None, None, [b"%0200d" % i for i in range(400)])
+        p.flush()
+        assert p.failed_records == 0
+    got = {q: _all_records(consumer, "many", q) for q in range(4)}
+    for q in range(4):
+        keyed = [r.value for r in got[q] if r.key in set(keys)]
+        assert keyed == [b"v%d" % i for i in range(n) if partition_for_key(keys[i], 4) == q] + \
+            ([b"p?"] if partition_for_key(b"k0", 4) == q else [])
+    p3 = {r.value: r for r in got[3]}
+    assert (p3[b"p3a"].key, p3[b"p3a"].timestamp, p3[b"p3a"].headers) == (b"x", 1000, (("h", b"1"),))
+    assert (p3[b"p3b"].key, p3[b"p3b"].timestamp, p3[b"p3b"].headers) == (None, 3000, (("h", None),))
+    nulls = {q: [r.value for r in got[q] if r.key is None and r.value.startswith(b"0")] for q in range(4)}
+    assert sum(len(v) for v in nulls.values()) == 400 and sum(1 for v in nulls.values() if v) >= 2
+    for q, vals in nulls.items():
+        assert vals == sorted(vals)  # in order within each partition

@@ -53,6 +53,19 @@ class PyklogCommitMessage(WriterCommitMessage):
     per_topic: dict = field(default_factory=dict)
 
 
+def _bytes_list(arr) -> list:
+    """An Arrow string / binary column as a list of ``bytes`` (None for nulls); strings are
+    reinterpreted as binary (their UTF-8 bytes) in Arrow, without a Python str per row."""
+    t = arr.type
+    if pa.types.is_string(t):
+        arr = arr.cast(pa.binary())
+    elif pa.types.is_large_string(t):
+        arr = arr.cast(pa.large_binary())
+    elif getattr(pa.types, "is_string_view", lambda _t: False)(t):
+        arr = arr.cast(pa.binary())
+    return arr.to_pylist()
+
+
 def _type_name(dt) -> str:
     return getattr(dt, "simpleString", lambda: str(dt))()
 
@@ -122,7 +135,8 @@ class _SinkWriter:
         return Producer(cfg)
 
     def write(self, iterator) -> PyklogCommitMessage:
-        """Executor side: produce every row, flush, raise if any record failed."""
+        """Executor side: queue each Arrow batch with ``Producer.send_many`` (one call per topic
+        per batch), flush, raise if any record failed."""
         plan = self.plan
         per_topic: dict = {}
         producer = self._producer()
@@ -135,29 +149,35 @@ class _SinkWriter:
                 n = batch.num_rows
                 names = batch.schema.names
                 col = {name: batch.column(names.index(src)) for name, src in plan.items()}
-                values = col["value"].to_pylist()
-                keys = col["key"].to_pylist() if "key" in col else None
+                values = _bytes_list(col["value"])
+                keys = _bytes_list(col["key"]) if "key" in col else None
                 parts = col["partition"].to_pylist() if "partition" in col else None
-                headers = col["headers"].to_pylist() if "headers" in col else None
+                headers = None
+                if "headers" in col:
+                    headers = [[(e["key"], e["value"]) for e in h] if h else None
+                               for h in col["headers"].to_pylist()]
                 if self.opts.topic is not None:
-                    topics = None
-                    topic = self.opts.topic
-                    per_topic[topic] = per_topic.get(topic, 0) + n
+                    producer.send_many(self.opts.topic, parts, keys, values, headers)
+                    per_topic[self.opts.topic] = per_topic.get(self.opts.topic, 0) + n
                 else:
                     topics = col["topic"].to_pylist()
-                produce = producer.produce
-                for i in range(n):
-                    if topics is not None:
-                        topic = topics[i]
-                        if topic is None:
-                            raise ConfigError("pyklog sink: null topic in row "
-                                              f"{i} of a batch; set the 'topic' option or fill the column")
-                        per_topic[topic] = per_topic.get(topic, 0) + 1
-                    h = headers[i] if headers is not None else None
-                    if h:
-                        h = [(e["key"], e["value"]) for e in h]
-                    produce(topic, values[i], keys[i] if keys is not None else None,
-                            partition=parts[i] if parts is not None else None, headers=h or None)
+                    rows_by_topic: dict = {}
+                    for i, t in enumerate(topics):
+                        rows = rows_by_topic.get(t)
+                        if rows is None:
+                            if t is None:
+                                raise ConfigError("pyklog sink: null topic in row "
+                                                  f"{i} of a batch; set the 'topic' option or fill the column")
+                            rows = rows_by_topic[t] = []
+                        rows.append(i)
+                    for t, rows in rows_by_topic.items():
+                        if len(rows) == n:
+                            producer.send_many(t, parts, keys, values, headers)
+                        else:
+                            pick = (lambda seq: None if seq is None else [seq[i] for i in rows])
+                            producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows],
+                                               pick(headers))
+                        per_topic[t] = per_topic.get(t, 0) + len(rows)
                 if producer.failed_records:
                     break
             producer.flush()
