@@ -317,3 +317,111 @@ def test_decode_round_trip_property(recs, codec):
         [(first + (ts - first)) * 1000 for _, _, ts, _ in recs]
     assert [None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]] for r in rows] == \
         [[(k, v) for k, v in h] or None for _, _, _, h in recs]
+
+
+# ------------------------------------------------- run-layout fast path (arrow._uniform_runs)
+def reference_rows(buf, start=0, end=10**12, include_headers=False):
+    """The rows decode_fetch must give, from the pure-Python record decoder (broker.record)."""
+    from broker.record.reader import iter_batches
+
+    out = []
+    for rb in iter_batches(buf):
+        if rb.header.is_control:
+            continue
+        for r in rb.records:
+            if start <= r.offset < end:
+                row = {"key": r.key, "value": r.value, "topic": "t", "partition": 3, "offset": r.offset,
+                       "ts": r.timestamp * 1000, "timestampType": rb.header.timestamp_type}
+                if include_headers:
+                    row["headers"] = [{"key": k, "value": v} for k, v in r.headers] or None
+                out.append(row)
+    return out
+
+
+def decoded_rows(d):
+    rows = d.batch.to_pylist() if d.batch is not None else []
+    for r, ts in zip(rows, d.batch.column("timestamp").cast(pa.int64()).to_pylist() if rows else []):
+        del r["timestamp"]
+        r["ts"] = ts
+    return rows
+
+
+def re_sign(buf: bytearray, pos: int = 0) -> bytes:
+    from broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
+    from crc32c import crc32c
+
+    size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8:pos + 12], "big")
+    buf[pos + CRC_OFFSET:pos + CRC_OFFSET + 4] = \
+        crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET:pos + size])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def test_fast_path_used_and_exact_for_uniform_runs():
+    t0 = 1_700_000_000_000
+    # record 0: 1-byte deltas; 1..63: 2-byte timestampDelta; 64..: 2-byte offsetDelta and 1-byte
+    # timestampDelta (same record size as 1..63, other field widths); keys null and not null
+    recs = [(None if (i // 200) % 2 else b"key%03d" % (i % 10), b"v" * 100,
+             t0 + (64 if 0 < i < 64 else 0) + (i // 500) * 70_000, ()) for i in range(2000)]
+    b1 = build_batch(recs[:1000], base_offset=100)
+    b2 = build_batch(recs[1000:], base_offset=1100, compression="lz4")
+    ctrl = build_control_batch(1, 5, 0, base_offset=2100)
+    b3 = build_batch([(b"k", b"w" * 37, t0, ())] * 5, base_offset=2101, timestamp_type=LOG_APPEND_TIME)
+    buf = b1 + b2 + ctrl + b3
+    # the fast path accepts these sections (checked directly, then through decode_fetch)
+    assert A._uniform_runs(*_sections_of(b1 + b2)) is not None
+    for start, end, nxt in ((0, 10**9, 2106), (150, 2103, 2106), (1100, 1101, 2100)):
+        for hdrs in (False, True):
+            d = A.decode_fetch(buf + b1[:200], "t", 3, start, end, include_headers=hdrs)  # + partial
+            assert decoded_rows(d) == reference_rows(buf, start, end, hdrs)
+            assert d.next_offset == nxt
+    assert A.decode_fetch(buf, "t", 3, 0, 10**9).batch.schema == A.arrow_schema(False)
+
+
+def _sections_of(buf):
+    from broker.record.compression import decompress
+    from broker.record.reader import iter_headers
+
+    secs, counts = [], []
+    for pos, h in iter_headers(buf):
+        body = buf[pos + 61:pos + h.size]
+        secs.append(decompress(h.compression, body) if h.compression else body)
+        counts.append(h.records_count)
+    joined = b"".join(secs) + b"\x00" * 16
+    import numpy as np
+    return joined, np.frombuffer(joined, dtype=np.uint8), secs, counts
+
+
+@pytest.mark.parametrize("case", ["headers", "sizes", "nulls"])
+def test_fast_path_falls_back_for_other_layouts(case):
+    t0 = 1_700_000_000_000
+    recs = [(b"k", b"x" * 60, t0 + i, ()) for i in range(300)]
+    if case == "headers":  # one record in the middle of a run carries headers
+        recs[150] = (b"k", b"x" * 60, t0 + 150, (("h", b"1"),))
+    elif case == "sizes":  # varied sizes all through the batch
+        recs = [(b"k", b"x" * random.Random(i).randrange(0, 300), t0, ()) for i in range(300)]
+    else:  # null values in the middle
+        recs[10:20] = [(b"k", None, t0, ())] * 10
+    buf = build_batch(recs, base_offset=5)
+    d = A.decode_fetch(buf, "t", 3, 0, 10**9, include_headers=True)
+    assert decoded_rows(d) == reference_rows(buf, include_headers=True)
+
+
+def test_fast_path_detects_corruption_inside_a_run():
+    from broker.record.header import HEADER_SIZE
+
+    good = build_batch([(None, b"z" * 50, 1_000, ())] * 40)
+    size = 1 + 1 + 1 + 1 + 1 + 1 + 50 + 1  # length, attributes, ts, od, key len, value len, value, hc
+    assert good[HEADER_SIZE] == (size - 1) * 2  # zigzag record length of the first record
+    bad = bytearray(good)
+    bad[HEADER_SIZE + 20 * size + size - 1] = 2  # record 20 claims one header
+    with pytest.raises(CorruptRecordError, match="record at offset 20"):
+        A.decode_fetch(re_sign(bad), "t", 0, 0, 100)
+    bad = bytearray(good)
+    bad[HEADER_SIZE + 30 * size] += 2  # record 30 claims one more byte
+    with pytest.raises(CorruptRecordError, match="batch at offset 0"):
+        A.decode_fetch(re_sign(bad), "t", 0, 0, 100)
+    bad = bytearray(good)
+    bad[HEADER_SIZE + 7 * size + 5] = 0xC8  # record 7's value length as a 2-byte varint start
+    with pytest.raises(CorruptRecordError):
+        A.decode_fetch(re_sign(bad), "t", 0, 0, 100)
+    assert A.decode_fetch(good, "t", 0, 0, 100).batch.num_rows == 40

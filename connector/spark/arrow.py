@@ -17,7 +17,14 @@ How the decoder keeps Python out of the per-byte work
 A fetch response holds whole v2 batches back to back.  :func:`decode_fetch` walks the 61-byte
 batch headers (one Python step per batch), validates each CRC (C code), decompresses compressed
 record sections (C code) and joins all record sections of the fetch into ONE buffer, in batch
-order.  Then:
+order.  Then, for the common case of header-less records that come in runs of one size (a
+producer sending fixed-size values), the *run-layout* fast path (``_uniform_runs``): one record
+is decoded in Python, the records after it are compared with its layout as rows of that size
+(8 bytes per record and check, as strided uint64 views over the buffer: same length, key length,
+value length and field widths, no headers), timestampDelta/offsetDelta are read as columns of
+the leading run of matching rows, and key/value bytes are copied run by run as fixed-size
+elements (one memcpy per record, in C).  Anything else (varied sizes, headers, an odd encoding)
+takes the general path, which also reports malformed records:
 
 1. record boundaries (the only sequential dependency in the format: a record starts where the
    previous one ends) are found by guess and verify in numpy, one round per run of equally sized
@@ -415,64 +422,19 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
         )
     total = sum(counts)
     a = np.frombuffer(buf, dtype=np.uint8)
-    # 1. record boundaries: the only sequential step (see _record_starts)
-    V, E = _record_starts(buf, a, sections, counts, bases, topic, partition)
-    length, P = _varints(a, V)
-    bad = (length < 6) | (P + length != E)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise CorruptRecordError(
-            f"{topic}-{partition}: batch at offset {bases[counts_index(counts, j)]}: expected a "
-            f"record length between 6 and {int(E[j] - P[j])} (up to the next record), read "
-            f"{int(length[j])}"
-        )
     per_batch = np.array(counts, dtype=np.int64)
-    # 2. all other fields, vectorised over every record of the fetch
-    ts_delta, p2 = _varints(a, P + 1)  # +1 skips the attributes byte
-    off_delta, p3 = _varints(a, p2)
-    key_len, key_start = _varints(a, p3)
     base_rep = np.repeat(np.array(bases, dtype=np.int64), per_batch)
-    offsets = base_rep + off_delta
-    bad = (key_len < -1) | (key_start + np.maximum(key_len, 0) > E)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise CorruptRecordError(
-            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected a key length between "
-            f"-1 and {int(E[j] - key_start[j])}, read {int(key_len[j])}"
-        )
-    value_len, value_start = _varints(a, key_start + np.maximum(key_len, 0))
-    bad = (value_len < -1) | (value_start + np.maximum(value_len, 0) > E)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise CorruptRecordError(
-            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected a value length "
-            f"between -1 and {int(E[j] - value_start[j])}, read {int(value_len[j])}"
-        )
-    hcount, hpos = _varints(a, value_start + np.maximum(value_len, 0))
-    # rows to return: offsets increase through the fetch, so [start, end) is one slice
-    if total > 1 and not (offsets[1:] > offsets[:-1]).all():
-        j = int(np.flatnonzero(offsets[1:] <= offsets[:-1])[0])
-        raise CorruptRecordError(
-            f"{topic}-{partition}: record offsets must increase, read {int(offsets[j])} then "
-            f"{int(offsets[j + 1])}")
-    keep = np.arange(np.searchsorted(offsets, start), np.searchsorted(offsets, end), dtype=np.int64)
-    has_headers = np.flatnonzero(hcount != 0)
-    if has_headers.size:
-        rows = np.union1d(keep, has_headers) if include_headers else has_headers
-        headers_arr, header_ends = _headers_column(buf, rows, hpos, hcount, E, offsets)
-        ends_check = hpos.copy()
-        ends_check[rows] = header_ends
-    else:
+    fast = _uniform_runs(buf, a, sections, counts)
+    if fast is not None:
+        # header-less records in runs of one layout (see _uniform_runs): every field is checked
+        ts_delta, off_delta, runs = fast
+        offsets = base_rep + off_delta
+        keep = _keep(offsets, start, end, topic, partition)
         headers_arr = None
-        ends_check = hpos
-    bad = ends_check != E
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise CorruptRecordError(
-            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected the record to end "
-            f"at its length ({int(E[j] - P[j])} bytes), its fields end {int(ends_check[j] - E[j])} "
-            f"bytes away from that"
-        )
+    else:
+        (ts_delta, offsets, key_start, key_len, value_start, value_len, keep, headers_arr,
+         rows) = _general_fields(buf, a, sections, counts, bases, base_rep, topic, partition, start,
+                                 end, include_headers)
     nrows = int(keep.size)
     if nrows == 0:
         return DecodedFetch(None, next_offset, None, None)
@@ -481,12 +443,19 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
     if any(ts_types):
         lat = ts_type_rep == 1
         ts[lat] = np.repeat(np.array(max_ts, dtype=np.int64), per_batch)[lat]
-    data_buf = pa.py_buffer(buf)
     all_rows = nrows == total
     sel = keep
+    if fast is not None:  # keep is one slice of the records
+        i0 = int(sel[0])
+        keys = _runs_binary(buf, runs, 0).slice(i0, nrows)
+        values = _runs_binary(buf, runs, 1).slice(i0, nrows)
+    else:
+        data_buf = pa.py_buffer(buf)
+        keys = _binary_column(data_buf, key_start, key_len, sel)
+        values = _binary_column(data_buf, value_start, value_len, sel)
     columns = [
-        _binary_column(data_buf, key_start, key_len, sel),
-        _binary_column(data_buf, value_start, value_len, sel),
+        keys,
+        values,
         _string_column(topic, nrows),
         pa.Array.from_buffers(pa.int32(), nrows, [None, pa.py_buffer(np.full(nrows, partition, np.int32))]),
         pa.Array.from_buffers(pa.int64(), nrows, [None, pa.py_buffer(offsets if all_rows else offsets[sel])]),
@@ -506,6 +475,233 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
     first = int(offsets[sel[0]])
     last = int(offsets[sel[-1]])
     return DecodedFetch(batch, next_offset, first, last)
+
+
+_MAX_TS_WIDTH = 8  # read as one uint64 window (56 bits)
+_MAX_OD_WIDTH = 5  # an int32 offsetDelta
+
+
+def _record_layout(buf: bytes, p: int, sec_end: int):
+    """Decode the record at ``p`` in Python: ``(size, column checks, field columns)`` or None
+    when it is not a plain header-less record that ends exactly at its length (the general path
+    then decodes, or reports, it).
+
+    Column checks are ``(column, mask, expected)``: a record at another position has the same
+    layout (same size, same field positions and widths, same key/value lengths, no headers) iff
+    ``byte[column] & mask == expected`` for every check.  The length, key length, value length and
+    header count bytes must equal this record's (mask 0xff); the timestampDelta and offsetDelta
+    varints must have the same width (continuation bit set on all but their last byte)."""
+    try:
+        length, q = decode_varint(buf, p)
+        if length < 6 or q + length > sec_end:
+            return None
+        w_len = q - p
+        c_ts = q + 1 - p  # after the attributes byte
+        _, r = decode_varint(buf, p + c_ts)
+        w_ts = r - p - c_ts
+        c_od = r - p
+        _, r = decode_varint(buf, r)
+        w_od = r - p - c_od
+        c_kl = r - p
+        kl, r = decode_varint(buf, r)
+        c_key = r - p
+        if kl < -1 or w_ts > _MAX_TS_WIDTH or w_od > _MAX_OD_WIDTH:
+            return None
+        c_vl = c_key + max(kl, 0)
+        vl, r = decode_varint(buf, p + c_vl)
+        c_val = r - p
+        if vl < -1:
+            return None
+        c_hc = c_val + max(vl, 0)
+        hc, r = decode_varint(buf, p + c_hc)
+        if hc != 0 or r != q + length or r != p + c_hc + 1:
+            return None
+    except (CorruptRecordError, IndexError):
+        return None
+    size = q + length - p
+    checks = [(c, 0xFF, buf[p + c]) for c in range(0, w_len)]
+    checks += [(c, 0x80, 0x80 if c < c_ts + w_ts - 1 else 0) for c in range(c_ts, c_ts + w_ts)]
+    checks += [(c, 0x80, 0x80 if c < c_od + w_od - 1 else 0) for c in range(c_od, c_od + w_od)]
+    checks += [(c, 0xFF, buf[p + c]) for c in range(c_kl, c_key)]
+    checks += [(c, 0xFF, buf[p + c]) for c in range(c_vl, c_val)]
+    checks.append((c_hc, 0xFF, 0))
+    return size, checks, (c_ts, w_ts, c_od, w_od, c_key, kl, c_val, vl)
+
+
+def _window(buf: bytes, pos: int, n: int, stride: int) -> np.ndarray:
+    """The 8 bytes at ``pos + i * stride`` (i < n) as little-endian uint64s (a strided view, no
+    copy).  ``buf`` is padded (``_PAD``) so a window may start on any byte of the last record."""
+    return np.ndarray((n,), dtype="<u8", buffer=buf, offset=pos, strides=(stride,))
+
+
+def _rows_matching(buf: bytes, p: int, m: int, size: int, checks) -> int:
+    """How many of the ``m`` records of ``size`` bytes from ``p`` have the first one's layout,
+    in a leading run (the first record always does): every check of :func:`_record_layout`,
+    eight columns at a time as one uint64 per record."""
+    if m <= 1:
+        return m
+    ok = None
+    i = 0
+    while i < len(checks):
+        w = checks[i][0]
+        mask = want = 0
+        while i < len(checks) and checks[i][0] < w + 8:
+            c, mk, e = checks[i]
+            mask |= mk << (8 * (c - w))
+            want |= e << (8 * (c - w))
+            i += 1
+        r = (_window(buf, p + size + w, m - 1, size) & np.uint64(mask)) == np.uint64(want)
+        ok = r if ok is None else ok & r
+    return m if ok.all() else 1 + int(np.argmin(ok))
+
+
+def _column_varint(buf: bytes, pos: int, n: int, stride: int, width: int) -> np.ndarray:
+    """Zigzag varints of ``width`` (<= 8) bytes at ``pos + i * stride`` for i < n."""
+    x = _window(buf, pos, n, stride)
+    u = (x & np.uint64(0x7F)).astype(np.int64)
+    for j in range(1, width):
+        u |= ((x >> np.uint64(8 * j)) & np.uint64(0x7F)).astype(np.int64) << (7 * j)
+    return (u >> 1) ^ -(u & 1)
+
+
+def _runs_binary(buf: bytes, runs, which: int) -> pa.Array:
+    """Binary column (key ``which=0`` or value ``which=1``) of every record of the runs
+    ``(p, g, size, c_key, key_len, c_val, value_len)``, copied run by run with numpy (each run has
+    one length: a strided copy of fixed-size elements)."""
+    lens = [(r[4] if which == 0 else r[6]) for r in runs]
+    if all(n < 0 for n in lens):
+        return pa.nulls(sum(r[1] for r in runs), type=pa.binary())
+    total = sum(r[1] * max(n, 0) for r, n in zip(runs, lens))
+    out = np.empty(total, dtype=np.uint8)
+    o = 0
+    for (p, g, size, c_key, _kl, c_val, _vl), n in zip(runs, lens):
+        if n > 0:  # one fixed-size (void) element per record: a memcpy each
+            item = np.dtype((np.void, n))
+            src = np.ndarray((g,), dtype=item, buffer=buf, offset=p + (c_key if which == 0 else c_val),
+                             strides=(size,))
+            out[o:o + g * n].view(item)[:] = src
+            o += g * n
+    reps = np.array([r[1] for r in runs], dtype=np.int64)
+    per = np.repeat(np.array(lens, dtype=np.int64), reps)
+    count = len(per)
+    offsets = np.empty(count + 1, dtype=np.int32)
+    offsets[0] = 0
+    np.cumsum(np.maximum(per, 0), out=offsets[1:])
+    validity = None
+    if min(lens) < 0:
+        validity = pa.py_buffer(np.packbits(per >= 0, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+def _uniform_runs(buf: bytes, a: np.ndarray, sections, counts):
+    """Fast path for header-less records that come in runs of one layout (fixed-size values, the
+    common case): returns ``(ts_delta, off_delta, runs)`` for every record (``runs`` as
+    :func:`_runs_binary` takes them), or None to use the general path (varied sizes, headers,
+    anything odd).
+
+    From a record decoded in Python (:func:`_record_layout`), the following records of the batch
+    are taken as rows of that record size and compared with its layout in a few vectorised steps
+    (:func:`_rows_matching`); the leading run of matching rows is exact by construction (each
+    row's length varint equals the first one's, so each record ends where the next row starts,
+    and its fields sit at the same columns with the same widths, key/value lengths and no
+    headers).  The next run starts after it.  Only timestampDelta and offsetDelta differ between
+    rows and are read as columns.  Each batch must end exactly at its records section's end."""
+    ts_parts, od_parts, runs = [], [], []
+    done = 0
+    sec_start = 0
+    for sec, count in zip(sections, counts):
+        sec_end = sec_start + len(sec)
+        k = 0
+        p = sec_start
+        while k < count:
+            lay = _record_layout(buf, p, sec_end)
+            if lay is None:
+                return None
+            size, checks, cols = lay
+            g = _rows_matching(buf, p, min(count - k, (sec_end - p) // size), size, checks)
+            c_ts, w_ts, c_od, w_od, c_key, kl, c_val, vl = cols
+            ts_parts.append(_column_varint(buf, p + c_ts, g, size, w_ts))
+            od_parts.append(_column_varint(buf, p + c_od, g, size, w_od))
+            runs.append((p, g, size, c_key, kl, c_val, vl))
+            k += g
+            p += g * size
+            done += g
+            if len(runs) > 16 and done < len(runs) * 32:
+                return None  # sizes vary too much for runs to pay off: the general path
+        if p != sec_end:
+            return None
+        sec_start = sec_end
+    if len(runs) == 1:
+        return ts_parts[0], od_parts[0], runs
+    return np.concatenate(ts_parts), np.concatenate(od_parts), runs
+
+
+def _keep(offsets: np.ndarray, start: int, end: int, topic: str, partition: int) -> np.ndarray:
+    """Indices of the records with ``start <= offset < end`` (offsets must increase)."""
+    if len(offsets) > 1 and not (offsets[1:] > offsets[:-1]).all():
+        j = int(np.flatnonzero(offsets[1:] <= offsets[:-1])[0])
+        raise CorruptRecordError(
+            f"{topic}-{partition}: record offsets must increase, read {int(offsets[j])} then "
+            f"{int(offsets[j + 1])}")
+    return np.arange(np.searchsorted(offsets, start), np.searchsorted(offsets, end), dtype=np.int64)
+
+
+def _general_fields(buf, a, sections, counts, bases, base_rep, topic, partition, start, end,
+                    include_headers):
+    """Every record field for any layout (varied sizes, headers): see the module docstring."""
+    # 1. record boundaries: the only sequential step (see _record_starts)
+    V, E = _record_starts(buf, a, sections, counts, bases, topic, partition)
+    length, P = _varints(a, V)
+    bad = (length < 6) | (P + length != E)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise CorruptRecordError(
+            f"{topic}-{partition}: batch at offset {bases[counts_index(counts, j)]}: expected a "
+            f"record length between 6 and {int(E[j] - P[j])} (up to the next record), read "
+            f"{int(length[j])}"
+        )
+    # 2. all other fields, vectorised over every record of the fetch
+    ts_delta, p2 = _varints(a, P + 1)  # +1 skips the attributes byte
+    off_delta, p3 = _varints(a, p2)
+    key_len, key_start = _varints(a, p3)
+    offsets = base_rep + off_delta
+    bad = (key_len < -1) | (key_start + np.maximum(key_len, 0) > E)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise CorruptRecordError(
+            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected a key length between "
+            f"-1 and {int(E[j] - key_start[j])}, read {int(key_len[j])}"
+        )
+    value_len, value_start = _varints(a, key_start + np.maximum(key_len, 0))
+    bad = (value_len < -1) | (value_start + np.maximum(value_len, 0) > E)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise CorruptRecordError(
+            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected a value length "
+            f"between -1 and {int(E[j] - value_start[j])}, read {int(value_len[j])}"
+        )
+    hcount, hpos = _varints(a, value_start + np.maximum(value_len, 0))
+    keep = _keep(offsets, start, end, topic, partition)
+    has_headers = np.flatnonzero(hcount != 0)
+    if has_headers.size:
+        rows = np.union1d(keep, has_headers) if include_headers else has_headers
+        headers_arr, header_ends = _headers_column(buf, rows, hpos, hcount, E, offsets)
+        ends_check = hpos.copy()
+        ends_check[rows] = header_ends
+    else:
+        headers_arr = None
+        ends_check = hpos
+    bad = ends_check != E
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise CorruptRecordError(
+            f"{topic}-{partition}: record at offset {int(offsets[j])}: expected the record to end "
+            f"at its length ({int(E[j] - P[j])} bytes), its fields end {int(ends_check[j] - E[j])} "
+            f"bytes away from that"
+        )
+    if headers_arr is None:
+        rows = None
+    return ts_delta, offsets, key_start, key_len, value_start, value_len, keep, headers_arr, rows
 
 
 def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, partition):
