@@ -453,11 +453,7 @@ class Producer:
                         tp = (topic, partition)
                 b = self._open.get(tp)
             if b is None:
-                b = _Batch(topic, partition, time.monotonic())
-                self._batch_ids += 1
-                b.bid = self._batch_ids
-                self._open[tp] = b
-                self._unfinished.add(b.bid)
+                b = self._open_batch(tp)
             records = b.records
             fut = None
             if want_future:
@@ -500,6 +496,15 @@ class Producer:
     def send_batch(self, topic: str, values, *, keys=None, partition: int | None = None) -> None:
         """Queue many values (and optional keys) of one topic; no futures (see :meth:`send_many`)."""
         self.send_many(topic, partition, keys, values)
+
+    def _open_batch(self, tp: tuple[str, int]) -> "_Batch":
+        """Start the open batch of partition ``tp``.  Caller holds ``self._lock``."""
+        b = _Batch(tp[0], tp[1], time.monotonic())
+        self._batch_ids += 1
+        b.bid = self._batch_ids
+        self._open[tp] = b
+        self._unfinished.add(b.bid)
+        return b
 
     def send_many(self, topic: str, partition=None, keys=None, values=None, headers=None,
                   timestamps=None) -> int:
@@ -639,11 +644,7 @@ class Producer:
                 tp = (topic, partition)
                 b = self._open.get(tp)
                 if b is None:
-                    b = _Batch(topic, partition, time.monotonic())
-                    self._batch_ids += 1
-                    b.bid = self._batch_ids
-                    self._open[tp] = b
-                    self._unfinished.add(b.bid)
+                    b = self._open_batch(tp)
                 bsize = b.size
                 start = pos
                 empty = not b.records
