@@ -62,33 +62,17 @@ def children_cpu() -> float:
     return t.children_user + t.children_system
 
 
-def start_broker(zk_connect: str, workdir: str, port: int, extra: dict) -> subprocess.Popen:
-    props = {
-        "broker.id": "0",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": os.path.join(workdir, "data"),
-        "zookeeper.connect": zk_connect,
-        "num.partitions": "1",
+def start_broker(zk_connect: str, workdir: str, port: int, extra: dict):
+    from broker.server.process import BrokerProcess
+
+    broker = BrokerProcess(zk_connect, 0, log_dir=workdir, port=port)
+    broker.props.update({
         "offsets.topic.num.partitions": "1",
         "message.max.bytes": str(2 * 1024 * 1024),
         "log.segment.bytes": str(1024 * 1024 * 1024),
-    }
-    props.update(extra)
-    cfg = os.path.join(workdir, "server.properties")
-    with open(cfg, "w") as f:
-        f.writelines(f"{k}={v}\n" for k, v in props.items())
-    out = open(os.path.join(workdir, "broker.out"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "broker", cfg], stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"broker exited:\n{open(os.path.join(workdir, 'broker.out')).read()[-4000:]}")
-        if b"pyklog broker started" in open(os.path.join(workdir, "broker.out"), "rb").read():
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("broker not ready within 60s")
+        **extra,
+    })
+    return broker.start()
 
 
 def raw_write(path: str, total_bytes: int) -> float:
@@ -303,8 +287,8 @@ def main() -> None:
         n, size = args.records, args.size
         topic = "bench"
 
-        pid = broker.pid
-        data_dir = os.path.join(workdir, "data")
+        pid = broker.proc.pid
+        data_dir = broker.props["log.dirs"]
         mb = n * size / 1e6
 
         def log_size(t):
@@ -380,14 +364,9 @@ def main() -> None:
               + (f", kcat {rout_k / GOAL_EGRESS:.2f}x" if rout_k else "") + f", raw fetch {rout_w / GOAL_EGRESS:.2f}x")
     finally:
         if broker is not None:
-            broker.terminate()
-            try:
-                rc = broker.wait(60)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                rc = broker.wait()
+            rc = broker.stop(timeout=60)
             if rc != 0:
-                print(f"broker exited with {rc}:\n" + open(os.path.join(workdir, "broker.out")).read()[-3000:])
+                print(f"broker exited with {rc}:\n" + broker.output()[-3000:])
         zk.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 

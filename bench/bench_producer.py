@@ -27,10 +27,10 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 
+from broker.server.process import BrokerProcess  # noqa: E402
 from broker.zk.server import ZooKeeperServer  # noqa: E402
-from support import BrokerProcess  # noqa: E402
 
 
 def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, float]:

@@ -8,15 +8,10 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 
+from broker.server.process import BrokerProcess
 from broker.zk.server import ZooKeeperServer, free_port
-
-READY = "pyklog broker started"
 
 
 class LocalCluster:
@@ -26,7 +21,7 @@ class LocalCluster:
         self.chroot = chroot
         self.quiet = quiet
         self.zk: ZooKeeperServer | None = None
-        self.proc: subprocess.Popen | None = None
+        self.broker: BrokerProcess | None = None
         self.port = free_port()
 
     @property
@@ -49,41 +44,15 @@ class LocalCluster:
         kc.ensure_path(self.chroot)
         kc.stop()
         kc.close()
-        cfg = os.path.join(self.dir, "server.properties")
-        with open(cfg, "w") as f:
-            f.write(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n"
-                    f"log.dirs={os.path.join(self.dir, 'logs')}\nzookeeper.connect={self.zookeeper}\n"
-                    f"num.partitions={self.partitions}\noffsets.topic.num.partitions=4\n")
-        self.log_path = os.path.join(self.dir, "broker.out")
-        out = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker", cfg], stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the broker exited with {self.proc.returncode}:\n{self._log()[-4000:]}")
-            if READY in self._log():
-                return self
-            time.sleep(0.1)
-        raise RuntimeError(f"the broker did not start within {timeout}s:\n{self._log()[-4000:]}")
-
-    def _log(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        self.broker = BrokerProcess(self.zookeeper, 0, log_dir=self.dir, port=self.port,
+                                    num_partitions=self.partitions)
+        self.broker.start(timeout)
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker = None
         if self.zk is not None:
             self.zk.stop()
             self.zk = None
