@@ -4,9 +4,12 @@
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-export PYSPARK_PYTHON := $(abspath $(VPY))
-export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
+# The install is editable in setuptools' strict mode: a tree of links to the sources, so that
+# Spark's data source lookup (installed modules named pyspark_*) finds pyspark_pyklog as it does in
+# a normal install.  A new or removed source file needs a re-install: the stamp carries a hash of
+# the list of package files, so `make` re-installs when it changes.
+SRC_HASH := $(shell find src broker connector -name '*.py' 2>/dev/null | sort | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(SRC_HASH)
 
 .PHONY: demo test venv debian bench clean
 
@@ -21,7 +24,8 @@ debian:
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	rm -rf build/__editable__* $(VENV)/.installed*
+	$(VPY) -m pip install -q -e '.[test]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 venv: $(STAMP)

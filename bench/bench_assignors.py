@@ -25,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from connector import assignors  # noqa: E402
-from connector.assignors import assign  # noqa: E402
+from pyklog.connector import assignors  # noqa: E402
+from pyklog.connector.assignors import assign  # noqa: E402
 
 
 def best(fn, repeat):

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_broker.py [--records 3000000] [--size 100] [--dir /tmp]
 
-One run starts a ZooKeeper (pyspark's jars) and one broker process (``python -m broker``), then:
+One run starts a ZooKeeper (pyspark's jars) and one broker process (``python -m pyklog.broker``), then:
 
 1. raw write: the same number of bytes as the produced record batches, written in 1 MiB chunks to a
    file in the broker's log dir (same disk; no fsync, as the broker's default flush policy; best
@@ -63,7 +63,7 @@ def children_cpu() -> float:
 
 
 def start_broker(zk_connect: str, workdir: str, port: int, extra: dict):
-    from broker.server.process import BrokerProcess
+    from pyklog.broker.server.process import BrokerProcess
 
     broker = BrokerProcess(zk_connect, 0, log_dir=workdir, port=port)
     broker.props.update({
@@ -191,8 +191,8 @@ class RawWire:
 
 
 def wire_ingest(port: int, topic: str, n: int, size: int, inflight: int = 5) -> float:
-    from broker.protocol import ApiKey, decode_response, encode_request
-    from broker.record.batch import build_batch
+    from pyklog.broker.protocol import ApiKey, decode_response, encode_request
+    from pyklog.broker.record.batch import build_batch
 
     per_batch = max(1, 900_000 // (size + 10))
     value = b"x" * size
@@ -226,7 +226,7 @@ def wire_ingest(port: int, topic: str, n: int, size: int, inflight: int = 5) -> 
 def wire_egress(port: int, topic: str, n: int) -> float:
     import struct
 
-    from broker.protocol import ApiKey, encode_request
+    from pyklog.broker.protocol import ApiKey, encode_request
 
     w = RawWire(port)
     offset = 0
@@ -273,7 +273,7 @@ def main() -> None:
     ap.add_argument("--network-threads", type=int, default=3)
     args = ap.parse_args()
 
-    from broker.zk.server import ZooKeeperServer, free_port
+    from pyklog.broker.zk.server import ZooKeeperServer, free_port
 
     workdir = tempfile.mkdtemp(prefix="pyklog-bench-", dir=args.dir)
     zk = ZooKeeperServer(data_dir=os.path.join(workdir, "zk"))

@@ -28,9 +28,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from broker.log import Log, LogConfig  # noqa: E402
-from broker.record.batch import build_batch  # noqa: E402
-from broker.record.header import parse_header  # noqa: E402
+from pyklog.broker.log import Log, LogConfig  # noqa: E402
+from pyklog.broker.record.batch import build_batch  # noqa: E402
+from pyklog.broker.record.header import parse_header  # noqa: E402
 
 RECORD_BYTES = 100
 BATCH_TARGET = 1 << 20

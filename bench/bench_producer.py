@@ -1,6 +1,6 @@
 """Producer throughput: pyklog's Producer against confluent-kafka (librdkafka) on the same broker.
 
-Starts its own ZooKeeper (from pyspark's jars) and one pyklog broker process (``python -m broker``),
+Starts its own ZooKeeper (from pyspark's jars) and one pyklog broker process (``python -m pyklog.broker``),
 creates one topic per run, and writes ``--records`` records of ``--size`` bytes (null keys) with
 
 * pyklog ``Producer.produce()`` (no per-record future: the bulk path),
@@ -29,12 +29,12 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from broker.server.process import BrokerProcess  # noqa: E402
-from broker.zk.server import ZooKeeperServer  # noqa: E402
+from pyklog.broker.server.process import BrokerProcess  # noqa: E402
+from pyklog.broker.zk.server import ZooKeeperServer  # noqa: E402
 
 
 def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, float]:
-    from connector.producer import Producer
+    from pyklog.connector.producer import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                   "linger.ms": args.linger_ms, "batch.size": args.batch_size,
@@ -101,7 +101,7 @@ def run_confluent(bootstrap, topic, n, payload, args) -> float:
 
 
 def count_records(bootstrap, topic) -> int:
-    from connector.client import ClusterClient
+    from pyklog.connector.client import ClusterClient
 
     with ClusterClient(bootstrap) as c:
         parts = c.partitions_for(topic)
@@ -134,7 +134,7 @@ def main() -> None:
                            **{"log.segment.bytes": str(1 << 30)})
     try:
         broker.start()
-        from connector.client import ClusterClient
+        from pyklog.connector.client import ClusterClient
 
         payload = os.urandom(args.size)
         modes = {"pyklog produce()": "produce", "pyklog send() + futures": "send",

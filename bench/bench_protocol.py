@@ -15,7 +15,7 @@ import struct
 import sys
 import time
 
-from broker.protocol import (
+from pyklog.broker.protocol import (
     SCHEMAS,
     ApiKey,
     decode_request,
@@ -24,8 +24,8 @@ from broker.protocol import (
     encode_request,
     encode_response,
 )
-from broker.protocol.schema import active_fields
-from broker.protocol.types import FIXED, RECORDS, STRING
+from pyklog.broker.protocol.schema import active_fields
+from pyklog.broker.protocol.types import FIXED, RECORDS, STRING
 
 
 def interp_decode(fields, version, buf, pos):

@@ -18,10 +18,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from broker.record.batch import build_batch, decode_batch  # noqa: E402
-from broker.record.compression import CODEC_NAMES  # noqa: E402
-from broker.record.legacy import batches_to_message_set, build_message_set, message_set_to_batches  # noqa: E402
-from broker.record.reader import iter_batches, iter_headers  # noqa: E402
+from pyklog.broker.record.batch import build_batch, decode_batch  # noqa: E402
+from pyklog.broker.record.compression import CODEC_NAMES  # noqa: E402
+from pyklog.broker.record.legacy import batches_to_message_set, build_message_set, message_set_to_batches  # noqa: E402
+from pyklog.broker.record.reader import iter_batches, iter_headers  # noqa: E402
 
 
 def best_of(fn, repeat: int) -> float:

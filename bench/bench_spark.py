@@ -106,7 +106,7 @@ class MemoryReader(DataSourceStreamReader):
 
 
 def produce(bootstrap, topic, n, size, partitions):
-    from connector.producer import Producer
+    from pyklog.connector.producer import Producer
 
     payload = os.urandom(size)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 512 << 10,
@@ -140,8 +140,8 @@ def run_stream(spark, df, expect):
 
 def decoder_figures(bootstrap, topic, partitions, max_bytes=4 << 20):
     """In-process: fetch_raw + decode_fetch of partition 0 (what one Spark task does), and decode only."""
-    from connector.consumer import SimpleConsumer
-    from connector.spark.arrow import decode_fetch
+    from pyklog.connector.consumer import SimpleConsumer
+    from pyklog.connector.spark.arrow import decode_fetch
 
     c = SimpleConsumer(bootstrap, client_id="bench", fetch_max_bytes=max_bytes)
     end = c.latest_offset(topic, 0)
@@ -176,7 +176,7 @@ def main() -> int:
     n = args.records
     print(f"pyklog Spark benchmark: {n:,} records of {args.size} B, {args.partitions} partitions, local[2]")
     with LocalCluster(partitions=args.partitions) as cluster:
-        from connector.client import ClusterClient
+        from pyklog.connector.client import ClusterClient
 
         with ClusterClient(cluster.bootstrap) as c:
             c.create_topic("bench", args.partitions)
@@ -194,9 +194,9 @@ def main() -> int:
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        import connector
+        import pyklog
 
-        connector.register(spark)
+        pyklog.register(spark)
         spark.dataSource.register(MemoryKafkaSource)
         tmp = tempfile.mkdtemp(prefix="pyklog-bench-")
 
@@ -206,7 +206,7 @@ def main() -> int:
                .option("partitions", str(args.partitions)).option("size", str(args.size)).load())
         # warm up the Python workers with both sources (imports, JIT of the JVM side), then two rounds
         # of each, alternating; the best round of each is reported (the machine is shared)
-        from connector.producer import Producer
+        from pyklog.connector.producer import Producer
 
         with Producer({"bootstrap.servers": cluster.bootstrap}) as p:
             for i in range(1000):

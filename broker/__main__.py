@@ -1,7 +1,7 @@
-"""``python -m broker server.properties``: run a broker (same as ``pyklog-broker``)."""
+"""``python -m pyklog.broker server.properties``: run a broker (same as ``pyklog-broker``)."""
 import sys
 
-from broker.server.main import main
+from pyklog.broker.server.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Iterable, NamedTuple
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
@@ -49,9 +49,9 @@ from broker.errors import (
     TopicAlreadyExistsError,
     UnknownServerError,
 )
-from broker.record.batch import build_batch
-from broker.record.reader import iter_batches
-from broker.zk.topics import OFFSETS_TOPIC
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.reader import iter_batches
+from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

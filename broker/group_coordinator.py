@@ -74,7 +74,7 @@ import time
 import uuid
 from typing import Callable, Iterable
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
@@ -408,7 +408,7 @@ class GroupCoordinator:
             try:
                 return int(str(value).strip())
             except ValueError:
-                from broker.errors import ConfigError
+                from pyklog.broker.errors import ConfigError
 
                 raise ConfigError(f"{key}: expected an integer, read {value!r}") from None
 

@@ -48,7 +48,7 @@ from bisect import bisect_right
 from itertools import repeat
 from typing import Iterable, Mapping
 
-from broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError
 
 TopicPartition = tuple  # (topic: str, partition: int)
 

@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     CoordinatorNotAvailableError,
     LeaderNotAvailableError,
@@ -44,7 +44,7 @@ from broker.errors import (
     ZooKeeperError,
     error_for_code,
 )
-from broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +371,7 @@ class ClusterClient:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        from broker.zk import paths
+        from pyklog.broker.zk import paths
 
         zk = KazooClient(hosts=self._zk_connect, timeout=self._zk_timeout_s)
         try:
@@ -396,7 +396,7 @@ class ClusterClient:
     def _zk_brokers(self) -> dict[int, tuple[str, int]]:
         from kazoo.exceptions import NoNodeError
 
-        from broker.zk import paths
+        from pyklog.broker.zk import paths
 
         zk = self._zk
         out = {}

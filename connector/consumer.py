@@ -37,16 +37,16 @@ import logging
 import time
 from typing import NamedTuple
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     MessageTooLargeError,
     NetworkError,
     OffsetOutOfRangeError,
     PyklogError,
 )
-from broker.protocol import ApiKey
-from broker.record.reader import iter_batches
-from connector.client import EARLIEST, LATEST, REFRESH_METADATA_CODES, ClusterClient, _err, _retriable_err
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.record.reader import iter_batches
+from pyklog.connector.client import EARLIEST, LATEST, REFRESH_METADATA_CODES, ClusterClient, _err, _retriable_err
 
 log = logging.getLogger(__name__)
 

@@ -59,9 +59,9 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
-from broker.errors import ConfigError, RebalanceFailedError, ZooKeeperError
-from broker.zk import paths
-from connector.assignors import STRATEGIES, assign
+from pyklog.broker.errors import ConfigError, RebalanceFailedError, ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.connector.assignors import STRATEGIES, assign
 
 log = logging.getLogger(__name__)
 

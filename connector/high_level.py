@@ -47,9 +47,9 @@ import threading
 import time
 from typing import Mapping
 
-from broker.errors import ConfigError, OffsetOutOfRangeError, PyklogError
-from connector.group import Blacklist, GroupMember, TopicFilter, Whitelist, default_consumer_id
-from connector.offsets import OffsetStore
+from pyklog.broker.errors import ConfigError, OffsetOutOfRangeError, PyklogError
+from pyklog.connector.group import Blacklist, GroupMember, TopicFilter, Whitelist, default_consumer_id
+from pyklog.connector.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +217,8 @@ class ConsumerConnector:
             raise ConfigError(f"offsets.storage must be 'zookeeper' or 'kafka'; got {storage!r}")
         self.offsets_storage = storage
 
-        from connector.client import ClusterClient
-        from connector.consumer import SimpleConsumer
+        from pyklog.connector.client import ClusterClient
+        from pyklog.connector.consumer import SimpleConsumer
 
         client_id = cfg["client.id"] or self.group_id
         self.client = ClusterClient(cfg["bootstrap.servers"] or None,
@@ -478,7 +478,7 @@ class ConsumerConnector:
         self._put_item(info, exc)
 
     def _reset_offsets(self, tps):
-        from connector.client import EARLIEST, LATEST
+        from pyklog.connector.client import EARLIEST, LATEST
 
         ts = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
         got = self.client.list_offsets({tp: ts for tp in tps})
@@ -519,7 +519,7 @@ class ConsumerConnector:
                 backoff = min(backoff * 2, 2.0)
 
     def _fetch_once(self, infos):
-        from connector.consumer import decode_records
+        from pyklog.connector.consumer import decode_records
 
         reqs = {i.tp: (i.fetch_offset, self.fetch_size) for i in infos}
         raw = self.simple.multi_fetch_raw(reqs)

@@ -25,9 +25,9 @@ from typing import Iterable, Mapping
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from broker.errors import (ConfigError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
+from pyklog.broker.errors import (ConfigError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
                            NotCoordinatorError, ZooKeeperError)
-from broker.zk import paths
+from pyklog.broker.zk import paths
 
 log = logging.getLogger(__name__)
 

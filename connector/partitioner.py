@@ -134,7 +134,7 @@ def resolve_partitioner(spec):
     ``partition(topic, key, num_partitions, available)``, or a plain callable
     ``f(key_bytes, num_partitions) -> int`` (the seed's Partitioner interface).
     """
-    from broker.errors import ConfigError
+    from pyklog.broker.errors import ConfigError
 
     if spec is None or spec in ("default", "murmur2", "sticky", "murmur2_random"):
         return DefaultPartitioner()

@@ -54,7 +54,7 @@ from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, PENDING
 from typing import NamedTuple
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     DuplicateSequenceError,
     MessageTooLargeError,
@@ -67,11 +67,11 @@ from broker.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from broker.protocol import ApiKey
-from broker.record import compression as _compression
-from broker.record.batch import build_batch
-from connector.client import REFRESH_METADATA_CODES, BrokerConnection, ClusterClient
-from connector.partitioner import DefaultPartitioner, resolve_partitioner
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.record import compression as _compression
+from pyklog.broker.record.batch import build_batch
+from pyklog.connector.client import REFRESH_METADATA_CODES, BrokerConnection, ClusterClient
+from pyklog.connector.partitioner import DefaultPartitioner, resolve_partitioner
 
 log = logging.getLogger(__name__)
 

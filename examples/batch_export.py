@@ -57,9 +57,9 @@ def main(argv=None) -> int:
         ap.error("give --bootstrap or --zookeeper")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = SparkSession.builder.appName("pyklog-batch-export").getOrCreate()
-    import connector
+    import pyklog
 
-    connector.register(spark)
+    pyklog.register(spark)
     df = load_range(spark, args.topic, bootstrap=args.bootstrap, zookeeper=args.zookeeper, starting=args.starting,
                     ending=args.ending, starting_timestamp=args.starting_timestamp, min_partitions=args.min_partitions)
     per = export(df, args.out, args.format)

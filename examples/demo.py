@@ -41,7 +41,7 @@ def make_lines(n: int, seed: int) -> list[str]:
 
 
 def produce(bootstrap: str, topic: str, lines: list[str]) -> None:
-    from connector.producer import Producer
+    from pyklog.connector.producer import Producer
 
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "compression.type": "lz4"}) as p:
         for i, line in enumerate(lines):
@@ -68,8 +68,8 @@ def main() -> int:
     print("== starting ZooKeeper and a pyklog broker")
     with LocalCluster(partitions=3) as cluster:
         print(f"   ZooKeeper {cluster.zookeeper}, broker {cluster.bootstrap}")
-        from connector.client import ClusterClient
-        from connector.offsets import OffsetStore
+        from pyklog.connector.client import ClusterClient
+        from pyklog.connector.offsets import OffsetStore
 
         client = ClusterClient(cluster.bootstrap)
         store = OffsetStore.create("zookeeper", False, cluster.zookeeper)
@@ -90,9 +90,9 @@ def main() -> int:
             spark.sparkContext.setLogLevel("ERROR")
             import tempfile
 
-            import connector
+            import pyklog
 
-            connector.register(spark)
+            pyklog.register(spark)
             checkpoint = tempfile.mkdtemp(prefix="pyklog-demo-chk-")
             q = start_word_count(spark, input_topic="lines", output_topic="word-counts", checkpoint=checkpoint,
                                  zookeeper=cluster.zookeeper, group="demo-word-count", interval_s=2,

@@ -1,5 +1,5 @@
 """A throwaway local pyklog cluster for the examples, the demo and the notebook: ZooKeeper from
-pyspark's jars (broker.zk.server.ZooKeeperServer) and one broker process (``python -m broker``) on a
+pyspark's jars (broker.zk.server.ZooKeeperServer) and one broker process (``python -m pyklog.broker``) on a
 temporary directory.  ``with LocalCluster() as c: c.bootstrap, c.zookeeper``; everything is stopped
 and deleted on exit.  Not thread-safe (one owner starts and stops it).
 """
@@ -10,8 +10,8 @@ import os
 import shutil
 import tempfile
 
-from broker.server.process import BrokerProcess
-from broker.zk.server import ZooKeeperServer, free_port
+from pyklog.broker.server.process import BrokerProcess
+from pyklog.broker.zk.server import ZooKeeperServer, free_port
 
 
 class LocalCluster:

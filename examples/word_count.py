@@ -79,9 +79,9 @@ def main(argv=None) -> int:
         ap.error("give --bootstrap or --zookeeper")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = SparkSession.builder.appName("pyklog-word-count").config("spark.sql.shuffle.partitions", "2").getOrCreate()
-    import connector
+    import pyklog
 
-    connector.register(spark)
+    pyklog.register(spark)
     q = start_word_count(spark, input_topic=args.input, output_topic=args.output, checkpoint=args.checkpoint,
                          bootstrap=args.bootstrap, zookeeper=args.zookeeper, group=args.group,
                          available_now=args.available_now, interval_s=args.interval)

@@ -20,8 +20,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from support import BrokerProcess, kazoo_client, new_chroot  # noqa: E402
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# No PYSPARK_PYTHON here: `import pyklog` (through support) sets it, as it does for users.
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After all the suite's imports, nothing named ``broker`` or ``connector`` may have been
+    imported: pyklog's only import name is ``pyklog``."""
+    bare = sorted(m for m in sys.modules if m.split(".")[0] in ("broker", "connector"))
+    if bare:
+        print(f"\nERROR: modules imported under a bare name (not pyklog.*): {bare}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +38,7 @@ def zookeeper():
     if ext:
         yield ext
         return
-    from broker.zk.server import ZooKeeperServer
+    from pyklog.broker.zk.server import ZooKeeperServer
 
     zk = ZooKeeperServer(max_session_timeout_ms=60000)
     zk.start()
@@ -108,13 +116,9 @@ def spark():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
-    try:
-        import connector
+    import pyklog
 
-        if hasattr(connector, "register"):
-            connector.register(session)
-    except ImportError:
-        pass
+    pyklog.register(session)
     yield session
     session.stop()
     shutil.rmtree(tmp, ignore_errors=True)

@@ -18,7 +18,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from connector.high_level import ConsumerConnector  # noqa: E402
+from pyklog.connector.high_level import ConsumerConnector  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
-"""Real servers for tests: a broker child process (``python -m broker server.properties``),
+"""Real servers for tests: a broker child process (``python -m pyklog.broker server.properties``),
 ZooKeeper chroots and sessions, a raw Kafka-protocol connection (:class:`Wire`) and the
 conversions for byte-for-byte cross-checks against kafka-python's protocol classes.
 
@@ -14,11 +14,11 @@ import struct
 import time
 import uuid
 
-from broker.protocol import ApiKey, decode_response, encode_request
-from broker.protocol.schema import active_fields
-from broker.record.batch import build_batch
-from broker.record.reader import iter_batches
-from broker.server.process import READY_LINE, BrokerProcess  # noqa: F401  (re-exported for tests)
+from pyklog.broker.protocol import ApiKey, decode_response, encode_request
+from pyklog.broker.protocol.schema import active_fields
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.reader import iter_batches
+from pyklog.broker.server.process import READY_LINE, BrokerProcess  # noqa: F401  (re-exported for tests)
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from broker.errors import ConfigError
-from connector.assignors import STRATEGIES, assign
+from pyklog.broker.errors import ConfigError
+from pyklog.connector.assignors import STRATEGIES, assign
 
 
 def check_invariants(strategy, members, partitions, result):

@@ -1,19 +1,19 @@
-"""BrokerConnection and ClusterClient against real brokers (real ZooKeeper, `python -m broker`)."""
+"""BrokerConnection and ClusterClient against real brokers (real ZooKeeper, `python -m pyklog.broker`)."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     NetworkError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from broker.protocol import SUPPORTED, ApiKey
-from connector.client import BrokerConnection, ClusterClient, parse_bootstrap
-from connector.producer import Producer
+from pyklog.broker.protocol import SUPPORTED, ApiKey
+from pyklog.connector.client import BrokerConnection, ClusterClient, parse_bootstrap
+from pyklog.connector.producer import Producer
 from support import wait_for
 
 pytestmark = pytest.mark.integration

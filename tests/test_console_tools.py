@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from connector.cli.console_producer import LineReader
-from connector.client import ClusterClient
-from connector.consumer import SimpleConsumer
+from pyklog.connector.cli.console_producer import LineReader
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.consumer import SimpleConsumer
 
 BIN = os.path.dirname(sys.executable)
 

@@ -9,9 +9,9 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from broker.errors import ConfigError, RebalanceFailedError
-from broker.zk import paths
-from connector.group import Blacklist, GroupMember, Whitelist, parse_registration, topics_of
+from pyklog.broker.errors import ConfigError, RebalanceFailedError
+from pyklog.broker.zk import paths
+from pyklog.connector.group import Blacklist, GroupMember, Whitelist, parse_registration, topics_of
 from support import expire_session, wait_for
 
 pytestmark = pytest.mark.integration
@@ -281,7 +281,7 @@ def test_concurrent_joins_and_leaves_converge(zk, members, strategy):
 def test_long_disconnect_drops_ownership_then_reclaims(tmp_path):
     """A private ZooKeeper is stopped for longer than the session timeout: the member gives up its
     partitions although it never heard of an expiry; after the restart it owns them again."""
-    from broker.zk.server import ZooKeeperServer, free_port
+    from pyklog.broker.zk.server import ZooKeeperServer, free_port
 
     port = free_port()
     server = ZooKeeperServer(data_dir=str(tmp_path / "zk"), port=port, max_session_timeout_ms=60000).start()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.coordinator import (
+from pyklog.broker.coordinator import (
     OFFSETS_TOPIC,
     OffsetAndMetadata,
     OffsetManager,
@@ -15,11 +15,11 @@ from broker.coordinator import (
     kafka_abs,
     partition_for_group,
 )
-from broker.errors import CoordinatorLoadInProgressError, InvalidGroupIdError, NotCoordinatorError
-from broker.log.config import LogConfig
-from broker.log.manager import LogManager
-from broker.record.reader import iter_batches
-from broker.zk.cluster import ZkCluster
+from pyklog.broker.errors import CoordinatorLoadInProgressError, InvalidGroupIdError, NotCoordinatorError
+from pyklog.broker.log.config import LogConfig
+from pyklog.broker.log.manager import LogManager
+from pyklog.broker.record.reader import iter_batches
+from pyklog.broker.zk.cluster import ZkCluster
 from support import wait_for
 
 # ---------------------------------------------------------------------------- pure

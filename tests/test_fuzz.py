@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from broker.protocol import SUPPORTED, ApiKey, encode_request
+from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request
 from support import Wire, create_topic, records, stable_port
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def _valid_requests(topic: str) -> list[bytes]:
         for v in range(lo, hi + 1):
             b = dict(body)
             if api == ApiKey.PRODUCE and v < 3:
-                from broker.record.legacy import build_message_set
+                from pyklog.broker.record.legacy import build_message_set
 
                 b = {"acks": 1, "timeout_ms": 1000, "topic_data": [
                     {"name": topic, "partition_data": [{"index": 0, "records": build_message_set(

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from broker.group_coordinator import (
+from pyklog.broker.group_coordinator import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -56,7 +56,7 @@ class Answer:
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records if r.name == "broker.group_coordinator" and r.levelname == "ERROR"]
+    errors = [r for r in caplog.records if r.name == "pyklog.broker.group_coordinator" and r.levelname == "ERROR"]
     assert not errors, [r.getMessage() for r in errors]
 
 
@@ -382,7 +382,7 @@ def test_handle_wire_bodies(gc):
 
 
 def test_from_config_reads_kafka_setting_names():
-    from broker.server.config import ServerConfig
+    from pyklog.broker.server.config import ServerConfig
 
     cfg = ServerConfig.from_properties({"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181",
                                         "group.initial.rebalance.delay.ms": "250"})
@@ -569,7 +569,7 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
     """Raw requests: NOT_COORDINATOR from the other broker; on the coordinator a full rebalance of
     two members on two connections, where JoinGroup and SyncGroup are answered later (from another
     request's handler thread); OffsetCommit validated against the generation."""
-    from broker.protocol import ApiKey, decode_response
+    from pyklog.broker.protocol import ApiKey, decode_response
 
     b0 = broker_factory(0, group_initial_rebalance_delay_ms=0)
     b1 = broker_factory(1, group_initial_rebalance_delay_ms=0)

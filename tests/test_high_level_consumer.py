@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from broker.errors import ConfigError, OffsetOutOfRangeError
-from connector.high_level import ConsumerConnector, Whitelist
+from pyklog.broker.errors import ConfigError, OffsetOutOfRangeError
+from pyklog.connector.high_level import ConsumerConnector, Whitelist
 from support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture
 def client(broker):
-    from connector.client import ClusterClient
+    from pyklog.connector.client import ClusterClient
 
     c = ClusterClient(broker.bootstrap)
     yield c
@@ -32,7 +32,7 @@ def client(broker):
 
 @pytest.fixture
 def producer(broker):
-    from connector.producer import Producer
+    from pyklog.connector.producer import Producer
 
     p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=2)
     yield p
@@ -183,7 +183,7 @@ def test_whitelist_picks_up_topic_created_later(zk_chroot, broker, client, produ
         assert conn.member.streams() == {"fa": 1, "fb": 1}
         conn.commit_offsets()
         # pyklog-consumer-groups sees the committed offsets, log end offsets and owners
-        from connector.cli.consumer_groups import main
+        from pyklog.connector.cli.consumer_groups import main
         assert main(["--zookeeper", zk_chroot, "--list"]) == 0
         assert capsys.readouterr().out.split() == ["filtered"]
         assert main(["--zookeeper", zk_chroot, "--describe", "--group", "filtered"]) == 0
@@ -227,7 +227,7 @@ def test_offsets_reset_commit_and_resume(zk_chroot, broker, client, producer, ca
     finally:
         c1.shutdown()
     assert client.fetch_committed("resume", [("r", 0), ("r", 1)]) == {("r", 0): 6, ("r", 1): 6}
-    from connector.cli.consumer_groups import main
+    from pyklog.connector.cli.consumer_groups import main
     assert main(["--zookeeper", zk_chroot, "--bootstrap-server", broker.bootstrap, "--describe", "--group", "resume",
                  "--offsets-storage", "kafka"]) == 0
     out = capsys.readouterr().out.splitlines()

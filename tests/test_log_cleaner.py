@@ -3,8 +3,8 @@ recovery.  Real segment files; batches from broker.record.batch."""
 import os
 import shutil
 
-from broker.log import Log, LogConfig
-from broker.record.batch import build_batch, decode_batch
+from pyklog.broker.log import Log, LogConfig
+from pyklog.broker.record.batch import build_batch, decode_batch
 
 
 def kv_batch(pairs, ts=1_000_000, **kw):

@@ -4,18 +4,18 @@ import struct
 
 import pytest
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     CorruptRecordError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
-from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.config import LogConfig
-from broker.log.index import OffsetIndex, TimeIndex
-from broker.log.producer_state import ProducerStateManager
-from broker.record.header import parse_header
-from broker.record.batch import build_batch
+from pyklog.broker.log.checkpoint import OffsetCheckpointFile
+from pyklog.broker.log.config import LogConfig
+from pyklog.broker.log.index import OffsetIndex, TimeIndex
+from pyklog.broker.log.producer_state import ProducerStateManager
+from pyklog.broker.record.header import parse_header
+from pyklog.broker.record.batch import build_batch
 
 
 def test_offset_index_format_lookup_and_reload(tmp_path):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -17,10 +17,10 @@ from broker.errors import (
     OutOfOrderSequenceError,
     RecordListTooLargeError,
 )
-from broker.log import Log, LogConfig
-from broker.log.index import OFFSET_ENTRY
-from broker.record.batch import build_batch, decode_batch
-from broker.record.header import HEADER_SIZE, parse_header, validate_crc
+from pyklog.broker.log import Log, LogConfig
+from pyklog.broker.log.index import OFFSET_ENTRY
+from pyklog.broker.record.batch import build_batch, decode_batch
+from pyklog.broker.record.header import HEADER_SIZE, parse_header, validate_crc
 
 
 def batch(i, n=3, ts=None, size=100, **kw):
@@ -522,7 +522,7 @@ def test_truncate_to(tmp_path):
 def test_closed_log_refuses_appends_and_topic_dir_names(tmp_path):
     lg = open_log(tmp_path)
     lg.close()
-    from broker.errors import InvalidTopicError, KafkaStorageError
+    from pyklog.broker.errors import InvalidTopicError, KafkaStorageError
     with pytest.raises(KafkaStorageError, match="closed"):
         lg.append(batch(0))
     with pytest.raises(InvalidTopicError, match="<topic>-<partition>"):

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from broker.errors import KafkaStorageError
-from broker.log import LogConfig, LogManager
-from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.manager import CLEAN_SHUTDOWN_FILE
-from broker.record.batch import build_batch
+from pyklog.broker.errors import KafkaStorageError
+from pyklog.broker.log import LogConfig, LogManager
+from pyklog.broker.log.checkpoint import OffsetCheckpointFile
+from pyklog.broker.log.manager import CLEAN_SHUTDOWN_FILE
+from pyklog.broker.record.batch import build_batch
 
 
 def batch(i, n=2):
@@ -119,7 +119,7 @@ def test_background_cleaner_compacts_compacted_topics(tmp_path):
         deadline = time.time() + 15
         while lg.size > 3 * 300 and time.time() < deadline:
             time.sleep(0.05)
-        from broker.record.batch import decode_batch
+        from pyklog.broker.record.batch import decode_batch
         keys = {}
         off = lg.log_start_offset
         while off < lg.log_end_offset:

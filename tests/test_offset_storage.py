@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import ConfigError, ZooKeeperError
-from broker.zk import paths
-from connector.offsets import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZooKeeperOffsetStore
+from pyklog.broker.errors import ConfigError, ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.connector.offsets import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZooKeeperOffsetStore
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cluster(broker):
-    from connector.client import ClusterClient
+    from pyklog.connector.client import ClusterClient
 
     c = ClusterClient(broker.bootstrap)
     c.create_topic("t", 3)

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from connector.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
+from pyklog.connector.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
 
 # Kafka's UtilsTest.testMurmur2 golden values (Java client).
 JAVA_MURMUR2 = {
@@ -59,8 +59,8 @@ def test_round_robin_partitioner():
 # ---------------------------------------------------------------------------------------------
 # configuration (no server needed: the producer connects lazily)
 # ---------------------------------------------------------------------------------------------
-from broker.errors import ConfigError  # noqa: E402
-from connector.producer import Producer, _parse_config  # noqa: E402
+from pyklog.broker.errors import ConfigError  # noqa: E402
+from pyklog.connector.producer import Producer, _parse_config  # noqa: E402
 
 
 def test_config_dotted_and_python_names():
@@ -108,13 +108,13 @@ import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-from broker.errors import UnknownTopicOrPartitionError  # noqa: E402
-from broker.protocol import ApiKey  # noqa: E402
-from broker.record.batch import build_batch  # noqa: E402
-from broker.record.reader import iter_headers  # noqa: E402
-from connector.client import ClusterClient  # noqa: E402
-from connector.consumer import SimpleConsumer  # noqa: E402
-from connector.producer import RecordMetadata  # noqa: E402
+from pyklog.broker.errors import UnknownTopicOrPartitionError  # noqa: E402
+from pyklog.broker.protocol import ApiKey  # noqa: E402
+from pyklog.broker.record.batch import build_batch  # noqa: E402
+from pyklog.broker.record.reader import iter_headers  # noqa: E402
+from pyklog.connector.client import ClusterClient  # noqa: E402
+from pyklog.connector.consumer import SimpleConsumer  # noqa: E402
+from pyklog.connector.producer import RecordMetadata  # noqa: E402
 
 
 @pytest.fixture
@@ -370,7 +370,7 @@ def test_record_futures_behave_as_futures():
     """The batch-shared futures send() returns: result/wait/as_completed/callbacks/exceptions."""
     import concurrent.futures as cf
 
-    from connector.producer import FutureRecordMetadata, _resolve_all
+    from pyklog.connector.producer import FutureRecordMetadata, _resolve_all
 
     cond = threading.Condition()
     fs = [FutureRecordMetadata(cond, i, 100 + i) for i in range(3)]
@@ -431,7 +431,7 @@ def test_idempotent_retry_with_pipelined_requests_keeps_order(kafka):
 
 
 def test_record_larger_than_max_request_size_fails_at_once():
-    from broker.errors import MessageTooLargeError
+    from pyklog.broker.errors import MessageTooLargeError
 
     with Producer(bootstrap_servers="127.0.0.1:1", max_request_size=1000) as p:
         with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
@@ -445,7 +445,7 @@ def test_record_larger_than_max_request_size_fails_at_once():
 
 @pytest.mark.integration
 def test_delivery_timeout_when_the_broker_is_gone(kafka):
-    from broker.errors import RequestTimedOutError
+    from pyklog.broker.errors import RequestTimedOutError
 
     broker, client, consumer = kafka
     client.create_topic("gone", 1)
@@ -464,7 +464,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
     """A batch the broker rejects for good (MESSAGE_TOO_LARGE: over its message.max.bytes) fails
     alone; the partition's later batches, already in flight or sent later, are written once each
     and in order (the producer re-initialises its producer id so sequences restart from 0)."""
-    from broker.errors import MessageTooLargeError
+    from pyklog.broker.errors import MessageTooLargeError
 
     broker = broker_factory(0, message_max_bytes=3000)
     with ClusterClient(broker.bootstrap) as client:
@@ -536,7 +536,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
 
 @pytest.mark.integration
 def test_send_many_bulk_append(kafka):
-    from broker.errors import MessageTooLargeError
+    from pyklog.broker.errors import MessageTooLargeError
 
     broker, client, consumer = kafka
     client.create_topic("many", 4)

@@ -12,8 +12,8 @@ import tempfile
 
 import pytest
 
-from broker.errors import InvalidRequestError, UnsupportedVersionError
-from broker.protocol import (
+from pyklog.broker.errors import InvalidRequestError, UnsupportedVersionError
+from pyklog.broker.protocol import (
     API_NAMES,
     SCHEMAS,
     SUPPORTED,
@@ -30,8 +30,8 @@ from broker.protocol import (
     encode_response,
     encoded_size,
 )
-from broker.protocol.schema import active_fields, snake_case
-from broker.protocol.types import STRING
+from pyklog.broker.protocol.schema import active_fields, snake_case
+from pyklog.broker.protocol.types import STRING
 from support import from_kp, norm, to_kp
 
 ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in range(lo, hi + 1)]

@@ -28,7 +28,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 
-from broker.protocol import (
+from pyklog.broker.protocol import (
     SCHEMAS,
     SUPPORTED,
     ApiKey,
@@ -40,7 +40,7 @@ from broker.protocol import (
     encode_request,
     encode_response,
 )
-from broker.protocol.schema import active_fields, snake_case
+from pyklog.broker.protocol.schema import active_fields, snake_case
 from support import from_kp, norm, to_kp
 
 KP = {

@@ -1,4 +1,4 @@
-"""broker.record.batch: golden bytes, round trips for every codec, kafka-python cross-checks,
+"""pyklog.broker.record.batch: golden bytes, round trips for every codec, kafka-python cross-checks,
 control batches, corruption detection."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import CorruptRecordError
-from broker.record import header as H
-from broker.record.batch import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record import header as H
+from pyklog.broker.record.batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     Record,

@@ -1,4 +1,4 @@
-"""broker.record.compression: every codec's wire form, what other clients write, bad payloads."""
+"""pyklog.broker.record.compression: every codec's wire form, what other clients write, bad payloads."""
 from __future__ import annotations
 
 import gzip
@@ -12,8 +12,8 @@ import snappy
 import zstandard
 from crc32c import crc32c
 
-from broker.errors import CorruptRecordError
-from broker.record.compression import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.compression import (
     CODECS,
     XERIAL_MAGIC,
     codec_id,

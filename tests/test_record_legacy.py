@@ -1,4 +1,4 @@
-"""broker.record.legacy: magic 0/1 message sets, wrappers, conversion to and from v2,
+"""pyklog.broker.record.legacy: magic 0/1 message sets, wrappers, conversion to and from v2,
 cross-checked with kafka-python's legacy builder and reader."""
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import zlib
 
 import pytest
 
-from broker.errors import CorruptRecordError
-from broker.record.batch import Record, build_batch, build_batch_from_records, build_control_batch, decode_batch
-from broker.record.compression import compress, decompress, xxh32
-from broker.record.legacy import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.batch import Record, build_batch, build_batch_from_records, build_control_batch, decode_batch
+from pyklog.broker.record.compression import compress, decompress, xxh32
+from pyklog.broker.record.legacy import (
     batches_to_message_set,
     build_message_set,
     decode_message_set,
     message_set_to_batches,
 )
-from broker.record.reader import iter_batches
+from pyklog.broker.record.reader import iter_batches
 
 # magic 0, offset 0, null key, value b"v"; every field by hand
 GOLDEN_V0 = bytes.fromhex(

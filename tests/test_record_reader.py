@@ -1,14 +1,14 @@
-"""broker.record.reader: walking concatenated batches, partial tails, corruption, legacy entries."""
+"""pyklog.broker.record.reader: walking concatenated batches, partial tails, corruption, legacy entries."""
 from __future__ import annotations
 
 import struct
 
 import pytest
 
-from broker.errors import CorruptRecordError
-from broker.record.batch import build_batch, build_control_batch
-from broker.record.legacy import build_message_set
-from broker.record.reader import iter_batches, iter_headers
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.batch import build_batch, build_control_batch
+from pyklog.broker.record.legacy import build_message_set
+from pyklog.broker.record.reader import iter_batches, iter_headers
 
 
 def _log(n_batches=4):
@@ -96,7 +96,7 @@ def test_mutated_input_only_ever_raises_corrupt_record_error():
     CorruptRecordError, never IndexError / struct.error / MemoryError / a codec's own error."""
     import random
 
-    from broker.record.legacy import decode_message_set
+    from pyklog.broker.record.legacy import decode_message_set
 
     rnd = random.Random(20240601)
     samples = [

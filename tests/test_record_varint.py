@@ -1,12 +1,12 @@
-"""broker.record.varint: golden vectors (hand-derived), round trips, malformed input."""
+"""pyklog.broker.record.varint: golden vectors (hand-derived), round trips, malformed input."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import CorruptRecordError
-from broker.record.varint import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.varint import (
     decode_unsigned_varint,
     decode_varint,
     encode_unsigned_varint,

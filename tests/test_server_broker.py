@@ -1,6 +1,6 @@
 """The broker process over the wire, request by request (broker.protocol frames on a raw socket).
 
-One broker process (real ZooKeeper, ``python -m broker``) is shared by this module; each test
+One broker process (real ZooKeeper, ``python -m pyklog.broker``) is shared by this module; each test
 uses its own topics.  Covers every API and version range pyklog serves, the KIP-511 ApiVersions
 fallback, legacy message sets, long-poll fetches, limits and bad input.
 """
@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
-from broker.protocol import ApiKey, decode_response
-from broker.record.batch import build_batch
-from broker.record.legacy import build_message_set, decode_message_set
-from broker.record.reader import iter_batches
+from pyklog.broker.protocol import ApiKey, decode_response
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.legacy import build_message_set, decode_message_set
+from pyklog.broker.record.reader import iter_batches
 from support import Wire, create_topic, fetch, produce, records, running_broker, values, wait_for
 
 MESSAGE_MAX = 100_000
@@ -245,7 +245,7 @@ def test_not_leader_for_partitions_of_another_broker(shared_broker, wire):
 
     from kazoo.client import KazooClient
 
-    from broker.zk import paths
+    from pyklog.broker.zk import paths
 
     name = topic_name()
     kc = KazooClient(hosts=shared_broker.zk_connect)

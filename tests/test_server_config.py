@@ -1,10 +1,10 @@
-"""broker.server.config: server.properties parsing and validation (pure, no server)."""
+"""pyklog.broker.server.config: server.properties parsing and validation (pure, no server)."""
 from __future__ import annotations
 
 import pytest
 
-from broker.errors import ConfigError
-from broker.server.config import ServerConfig, parse_properties
+from pyklog.broker.errors import ConfigError
+from pyklog.broker.server.config import ServerConfig, parse_properties
 
 BASE = {"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181/pyklog", "log.dirs": "/tmp/a,/tmp/b"}
 

@@ -6,14 +6,14 @@ import signal
 import subprocess
 import sys
 
-from broker.protocol import ApiKey
+from pyklog.broker.protocol import ApiKey
 from support import BrokerProcess, Wire, create_topic, fetch, port_open, produce, records, stable_port, values
 
 
 def _run_broker(tmp_path, lines: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     cfg = tmp_path / "server.properties"
     cfg.write_text("\n".join(lines) + "\n")
-    return subprocess.run([sys.executable, "-m", "broker", str(cfg)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pyklog.broker", str(cfg)], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -28,13 +28,13 @@ def test_bad_config_exits_non_zero_naming_the_key(tmp_path, zk_chroot):
         assert key in r.stderr, (extra, r.stderr[-2000:])
     r = _run_broker(tmp_path, base[1:])
     assert r.returncode == 2 and "broker.id" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "broker", str(tmp_path / "missing.properties")],
+    r = subprocess.run([sys.executable, "-m", "pyklog.broker", str(tmp_path / "missing.properties")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "missing.properties" in r.stderr
 
 
 def test_unreachable_zookeeper_exits_non_zero(tmp_path):
-    from broker.zk.server import free_port
+    from pyklog.broker.zk.server import free_port
 
     r = _run_broker(tmp_path, ["broker.id=0", f"zookeeper.connect=127.0.0.1:{free_port()}",
                                f"log.dirs={tmp_path / 'data'}", "listeners=PLAINTEXT://127.0.0.1:0",

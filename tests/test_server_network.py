@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from broker.server.network import OwnedFd, SocketServer
+from pyklog.broker.server.network import OwnedFd, SocketServer
 
 
 class Region:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.record.batch import build_batch, build_control_batch
-from broker.record.header import set_base_offset
-from connector.consumer import READ_COMMITTED, decode_records
+from pyklog.broker.record.batch import build_batch, build_control_batch
+from pyklog.broker.record.header import set_base_offset
+from pyklog.connector.consumer import READ_COMMITTED, decode_records
 
 
 def _batch(base, values, **kw):
@@ -71,12 +71,12 @@ def test_read_committed_drops_aborted_transactions():
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from broker.errors import OffsetOutOfRangeError  # noqa: E402
-from broker.record.reader import iter_batches  # noqa: E402
-from connector.client import ClusterClient  # noqa: E402
-from connector.consumer import SimpleConsumer  # noqa: E402
-from connector.partitioner import partition_for_key  # noqa: E402
-from connector.producer import Producer  # noqa: E402
+from pyklog.broker.errors import OffsetOutOfRangeError  # noqa: E402
+from pyklog.broker.record.reader import iter_batches  # noqa: E402
+from pyklog.connector.client import ClusterClient  # noqa: E402
+from pyklog.connector.consumer import SimpleConsumer  # noqa: E402
+from pyklog.connector.partitioner import partition_for_key  # noqa: E402
+from pyklog.connector.producer import Producer  # noqa: E402
 from support import wait_for  # noqa: E402
 
 
@@ -180,7 +180,7 @@ def test_control_batches_in_a_real_log_are_not_returned(broker):
     (as a transaction coordinator's markers would be) while the broker is down."""
     import os
 
-    from broker.log.log import Log
+    from pyklog.broker.log.log import Log
 
     with ClusterClient(broker.bootstrap) as admin:
         admin.create_topic("ctl", 1)

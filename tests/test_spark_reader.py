@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from broker.errors import DataLossError
-from connector.client import ClusterClient
-from connector.offsets import OffsetStore
-from connector.producer import Producer
-from connector.spark.options import parse_source_options
-from connector.spark.source import PyklogBatchReader, PyklogStreamReader
+from pyklog.broker.errors import DataLossError
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.offsets import OffsetStore
+from pyklog.connector.producer import Producer
+from pyklog.connector.spark.options import parse_source_options
+from pyklog.connector.spark.source import PyklogBatchReader, PyklogStreamReader
 from support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -182,7 +182,7 @@ def test_fail_on_data_loss_topic_recreated(broker):
         l4 = lenient.latestOffset(l3, ReadAllAvailable())
         assert list(read_all(lenient, l3, l4)) == [(0, o) for o in range(5)]
         # a planned range whose data is gone: fail, or skip with a warning
-        from connector.spark.source import PyklogInputPartition, read_range
+        from pyklog.connector.spark.source import PyklogInputPartition, read_range
         gone = PyklogInputPartition("lossy", 0, 5, 20, None)
         with pytest.raises(DataLossError, match=r"lossy-0 lost offsets \[5, 20\)"):
             list(read_range(strict.opts, gone))
@@ -267,7 +267,7 @@ def test_fail_on_data_loss_retention(broker_factory):
     with ClusterClient(boot) as c:
         log_start = wait_for(lambda: c.list_offsets({("ret", 0): -2})[("ret", 0)], 30, interval=0.3,
                              message="retention to delete the oldest segments")
-    from connector.spark.source import PyklogInputPartition, read_range
+    from pyklog.connector.spark.source import PyklogInputPartition, read_range
     part = PyklogInputPartition("ret", 0, 0, 120, None)
     strict = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "ret"}, streaming=True)
     with pytest.raises(DataLossError, match=rf"ret-0 lost offsets \[0, {log_start}\)"):

@@ -7,12 +7,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
-from broker.errors import ConfigError
-from connector.client import ClusterClient
-from connector.consumer import SimpleConsumer
-from connector.partitioner import partition_for_key
-from connector.spark.options import parse_sink_options
-from connector.spark.sink import PyklogBatchWriter, PyklogCommitMessage
+from pyklog.broker.errors import ConfigError
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.consumer import SimpleConsumer
+from pyklog.connector.partitioner import partition_for_key
+from pyklog.connector.spark.options import parse_sink_options
+from pyklog.connector.spark.sink import PyklogBatchWriter, PyklogCommitMessage
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 SCHEMA = StructType([StructField("topic", StringType()), StructField("key", StringType()),

@@ -18,11 +18,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
-from broker.errors import ZooKeeperError
-from broker.zk import paths
-from connector.client import ClusterClient
-from connector.offsets import OffsetStore
-from connector.producer import Producer
+from pyklog.broker.errors import ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.offsets import OffsetStore
+from pyklog.connector.producer import Producer
 from support import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -113,7 +113,7 @@ def test_batch_read_schema_values_compression_headers(spark, broker):
 
 
 def test_stream_checkpoint_restart_lag_and_sigterm(spark, broker, zk_chroot, tmp_path):
-    from connector.cli.consumer_groups import describe_group
+    from pyklog.connector.cli.consumer_groups import describe_group
 
     boot = broker.bootstrap
     make_topic(boot, "clicks", 3)
@@ -147,7 +147,7 @@ def test_stream_checkpoint_restart_lag_and_sigterm(spark, broker, zk_chroot, tmp
         assert any(r[4] and r[4] > 0 and r[2] is not None for rows in observed for r in rows), observed
         assert all(r[5] and r[5] != "-" for r in observed[-1]), observed[-1]  # owned by the query's member
         assert len(group_members(zk_chroot, "clicks-app")) == 1
-        cli = subprocess.run([sys.executable, "-m", "connector.cli.consumer_groups", "--zookeeper", zk_chroot,
+        cli = subprocess.run([sys.executable, "-m", "pyklog.connector.cli.consumer_groups", "--zookeeper", zk_chroot,
                               "--describe", "--group", "clicks-app"], capture_output=True, text=True, timeout=60)
         assert cli.returncode == 0, cli.stderr
         lines = [ln.split() for ln in cli.stdout.splitlines()]

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import ConfigError, CorruptRecordError
-from broker.record.batch import build_batch, build_control_batch
-from broker.record.header import LOG_APPEND_TIME
-from connector.spark import arrow as A
-from connector.spark import offsets as O
-from connector.spark.options import parse_duration_ms, parse_sink_options, parse_source_options
+from pyklog.broker.errors import ConfigError, CorruptRecordError
+from pyklog.broker.record.batch import build_batch, build_control_batch
+from pyklog.broker.record.header import LOG_APPEND_TIME
+from pyklog.connector.spark import arrow as A
+from pyklog.connector.spark import offsets as O
+from pyklog.connector.spark.options import parse_duration_ms, parse_sink_options, parse_source_options
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -290,7 +290,7 @@ def test_corrupt_input_is_reported():
         A.decode_fetch(bytes(buf), "t", 0, 0, 10)
     # a wrong record length with a valid CRC: re-sign the batch after breaking a length varint
     good = build_batch([(b"k", b"v" * 10, 1, ())] * 3)
-    from broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
+    from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
     from crc32c import crc32c
     bad = bytearray(good)
     bad[HEADER_SIZE] = bad[HEADER_SIZE] + 2  # first record claims one more byte
@@ -322,7 +322,7 @@ def test_decode_round_trip_property(recs, codec):
 # ------------------------------------------------- run-layout fast path (arrow._uniform_runs)
 def reference_rows(buf, start=0, end=10**12, include_headers=False):
     """The rows decode_fetch must give, from the pure-Python record decoder (broker.record)."""
-    from broker.record.reader import iter_batches
+    from pyklog.broker.record.reader import iter_batches
 
     out = []
     for rb in iter_batches(buf):
@@ -347,7 +347,7 @@ def decoded_rows(d):
 
 
 def re_sign(buf: bytearray, pos: int = 0) -> bytes:
-    from broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
+    from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
     from crc32c import crc32c
 
     size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8:pos + 12], "big")
@@ -378,8 +378,8 @@ def test_fast_path_used_and_exact_for_uniform_runs():
 
 
 def _sections_of(buf):
-    from broker.record.compression import decompress
-    from broker.record.reader import iter_headers
+    from pyklog.broker.record.compression import decompress
+    from pyklog.broker.record.reader import iter_headers
 
     secs, counts = [], []
     for pos, h in iter_headers(buf):
@@ -407,7 +407,7 @@ def test_fast_path_falls_back_for_other_layouts(case):
 
 
 def test_fast_path_detects_corruption_inside_a_run():
-    from broker.record.header import HEADER_SIZE
+    from pyklog.broker.record.header import HEADER_SIZE
 
     good = build_batch([(None, b"z" * 50, 1_000, ())] * 40)
     size = 1 + 1 + 1 + 1 + 1 + 1 + 50 + 1  # length, attributes, ts, od, key len, value len, value, hc

@@ -43,8 +43,8 @@ def test_kcat_produce_consume_each_codec(shared_broker, codec):
     assert c.stdout.splitlines() == lines
     # the batches on disk carry the codec librdkafka chose: it compressed (the advertised Produce
     # range reaches v0, which librdkafka requires for gzip/snappy/lz4) and the broker kept the bytes
-    from broker.record.compression import CODECS
-    from broker.record.reader import iter_headers
+    from pyklog.broker.record.compression import CODECS
+    from pyklog.broker.record.reader import iter_headers
 
     seg = os.path.join(shared_broker.props["log.dirs"], f"{topic}-0", "00000000000000000000.log")
     with open(seg, "rb") as f:

@@ -9,10 +9,10 @@ import sys
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cli.topics import main
-from broker.zk import paths
-from broker.zk.cluster import ZkCluster
-from broker.zk.server import free_port
+from pyklog.broker.cli.topics import main
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.cluster import ZkCluster
+from pyklog.broker.zk.server import free_port
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_if_exists_flags(zk_chroot, two_brokers, capsys):
 
 def test_console_script_and_unreachable_zookeeper():
     exe = os.path.join(os.path.dirname(sys.executable), "pyklog-topics")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "broker.cli.topics"]
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "pyklog.broker.cli.topics"]
     r = subprocess.run(cmd + ["--zookeeper", f"127.0.0.1:{free_port()}/x", "--timeout", "1.5", "--list"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stdout == ""

@@ -1,4 +1,4 @@
-"""Two real broker processes (``python -m broker``) forming one cluster in a shared ZooKeeper chroot."""
+"""Two real broker processes (``python -m pyklog.broker``) forming one cluster in a shared ZooKeeper chroot."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from broker.protocol import ApiKey
-from broker.record.batch import build_batch
-from broker.zk import paths
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.zk import paths
 import support
 from support import wait_for
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from broker.errors import (
+from pyklog.broker.errors import (
     BrokerIdInUseError,
     InvalidConfigError,
     InvalidPartitionsError,
@@ -20,10 +20,10 @@ from broker.errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
-from broker.zk import paths
-from broker.zk.cluster import ZkCluster, parse_broker_registration, split_connect_string
-from broker.zk.server import free_port
-from broker.zk.topics import assign_replicas, collides, validate_topic_configs, validate_topic_name
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.cluster import ZkCluster, parse_broker_registration, split_connect_string
+from pyklog.broker.zk.server import free_port
+from pyklog.broker.zk.topics import assign_replicas, collides, validate_topic_configs, validate_topic_name
 from support import expire_session, wait_for
 
 SESSION_MS = 6000

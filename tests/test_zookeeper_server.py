@@ -4,8 +4,8 @@ import sys
 
 from kazoo.client import KazooClient
 
-from broker.zk import paths
-from broker.zk.server import four_letter_word
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.server import four_letter_word
 
 
 def test_shared_zookeeper_answers_and_stores(zookeeper):
@@ -23,7 +23,7 @@ def test_shared_zookeeper_answers_and_stores(zookeeper):
 
 
 def test_console_script_help():
-    out = subprocess.run([sys.executable, "-m", "broker.zk.server", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "pyklog.broker.zk.server", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "ZooKeeper" in out.stdout
 
 

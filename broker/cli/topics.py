@@ -7,7 +7,7 @@
     pyklog-topics --zookeeper ... --delete --topic T [--if-exists]
     pyklog-topics --zookeeper ... --alter --topic T [--config k=v ...] [--delete-config k ...]
 
-Topics are written in Kafka's ZooKeeper layout (:mod:`broker.zk.cluster`), partitions spread over
+Topics are written in Kafka's ZooKeeper layout (:mod:`pyklog.broker.zk.cluster`), partitions spread over
 the live brokers.  Errors print one line ``Error: ...`` on stderr and exit with 1.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import argparse
 import logging
 import sys
 
-from broker.errors import PyklogError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from broker.zk.cluster import ZkCluster
-from broker.zk.topics import is_internal
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from pyklog.broker.zk.cluster import ZkCluster
+from pyklog.broker.zk.topics import is_internal
 
 
 class _UsageError(Exception):
@@ -32,6 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pyklog-topics", description="Create, list, describe and delete pyklog topics.")
+    add_version_argument(p)
     p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
                    help="ZooKeeper connect string of the cluster")
     action = p.add_mutually_exclusive_group(required=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 
-from broker.errors import CorruptRecordError
+from pyklog.broker.errors import CorruptRecordError
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -34,7 +34,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
-from broker.record.header import parse_header
+from pyklog.broker.record.header import parse_header
 
 from .segment import CLEANED_SUFFIX, LogSegment
 
@@ -84,7 +84,7 @@ def clean_log(lg, now_ms: int | None = None, force: bool = False) -> CleanerStat
 
 
 def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
-    from broker.record.batch import decode_batch  # pure codec
+    from pyklog.broker.record.batch import decode_batch  # pure codec
 
     t0 = time.monotonic()
     cfg = lg.config
@@ -181,7 +181,7 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
 
 def _filter_batch(raw: bytes, h, offset_map, horizon_passed, producer_last, stats, decode_batch):
     """The batch's bytes to keep (original, rebuilt or empty), or None to drop it."""
-    from broker.record.batch import build_batch_from_records
+    from pyklog.broker.record.batch import build_batch_from_records
 
     if h.is_control:
         return raw

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError
 
 LONG_MAX = 2**63 - 1
 _MS_PER = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}

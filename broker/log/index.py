@@ -26,7 +26,7 @@ import struct
 from array import array
 from bisect import bisect_right
 
-from broker.errors import CorruptRecordError
+from pyklog.broker.errors import CorruptRecordError
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")

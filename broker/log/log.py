@@ -31,7 +31,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTopicError,
@@ -40,7 +40,7 @@ from broker.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from broker.record.header import (
+from pyklog.broker.record.header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -701,7 +701,7 @@ class Log:
         if h.timestamp_type == 1:
             return max(h.base_offset, start_offset), h.max_timestamp
         found = seg.translate_offset(h.base_offset, seg.size)
-        from broker.record.batch import decode_batch  # pure codec, imported on first use
+        from pyklog.broker.record.batch import decode_batch  # pure codec, imported on first use
 
         raw = os.pread(seg.fd, h.size, found[0])
         batch = decode_batch(raw, 0, validate_crc=False)
@@ -877,7 +877,7 @@ class Log:
     # ================================================================== compaction
     def compact(self, now_ms: int | None = None, *, force: bool = False):
         """Compact the sealed segments (``cleanup.policy`` containing ``compact``); see
-        :mod:`broker.log.cleaner`.  Returns CleanerStats.  Reads run lock-free in the cleaner;
+        :mod:`pyklog.broker.log.cleaner`.  Returns CleanerStats.  Reads run lock-free in the cleaner;
         the swap takes the lock."""
         from .cleaner import clean_log
 

@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidTopicError,
     KafkaStorageError,

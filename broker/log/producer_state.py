@@ -38,13 +38,13 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
 )
-from broker.record.header import BatchHeader
+from pyklog.broker.record.header import BatchHeader
 
 log = logging.getLogger(__name__)
 

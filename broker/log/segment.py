@@ -22,8 +22,8 @@ import os
 import time
 from typing import Callable, Iterator, NamedTuple
 
-from broker.errors import CorruptRecordError
-from broker.record.header import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.header import (
     ATTRIBUTES_OFFSET,
     HEADER,
     HEADER_SIZE,

@@ -1,7 +1,7 @@
 """Kafka wire protocol codec (non-flexible versions), pure code.
 
 Bodies are plain dicts keyed by the snake_case of the field names in Kafka's JSON message
-schemas (see :mod:`broker.protocol.messages` for the transcribed schemas and the field names
+schemas (see :mod:`pyklog.broker.protocol.messages` for the transcribed schemas and the field names
 that changed across Kafka releases); arrays are lists of dicts.  Encoding: a missing field
 takes the schema default, fields absent from the version are ignored.  Decoding: only the
 version's fields appear; ``records`` values are zero-copy memoryview slices of the frame.
@@ -14,7 +14,7 @@ Example::
     header, off = decode_request_header(frame[4:])
     body = decode_request(header, frame[4:], off)
 """
-from broker.protocol.api import (
+from pyklog.broker.protocol.api import (
     RequestHeader,
     api_versions_body,
     api_versions_error_response,
@@ -26,9 +26,9 @@ from broker.protocol.api import (
     encode_response,
     encoded_size,
 )
-from broker.protocol.messages import API_NAMES, SCHEMAS, SUPPORTED, ApiKey, api_name
-from broker.protocol.schema import Field, snake_case
-from broker.protocol.types import FileRegion
+from pyklog.broker.protocol.messages import API_NAMES, SCHEMAS, SUPPORTED, ApiKey, api_name
+from pyklog.broker.protocol.schema import Field, snake_case
+from pyklog.broker.protocol.types import FileRegion
 
 __all__ = [
     "API_NAMES",

@@ -18,15 +18,15 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple, Union
 
-from broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
-from broker.protocol.messages import SCHEMAS, SUPPORTED, ApiKey, api_name
-from broker.protocol.schema import (
+from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
+from pyklog.broker.protocol.messages import SCHEMAS, SUPPORTED, ApiKey, api_name
+from pyklog.broker.protocol.schema import (
     compile_decoder,
     compile_encoder,
     explain_encode_error,
     wrap_decode_error,
 )
-from broker.protocol.types import FileRegion
+from pyklog.broker.protocol.types import FileRegion
 
 _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _SIZE = struct.Struct(">i")

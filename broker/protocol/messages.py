@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import enum
 
-from broker.protocol.schema import A, F, Field
-from broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING
+from pyklog.broker.protocol.schema import A, F, Field
+from pyklog.broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING
 
 
 class ApiKey(enum.IntEnum):

@@ -32,8 +32,8 @@ import re
 import struct
 from typing import Any, Callable, Iterable, Sequence
 
-from broker.errors import InvalidRequestError, PyklogError
-from broker.protocol.types import (
+from pyklog.broker.errors import InvalidRequestError, PyklogError
+from pyklog.broker.protocol.types import (
     BOOL,
     BYTES,
     FIXED,

@@ -9,7 +9,7 @@
 
 Every wire format is documented at the top of its module.  All functions are thread-safe.
 """
-from broker.record.batch import (
+from pyklog.broker.record.batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     Record,
@@ -20,17 +20,17 @@ from broker.record.batch import (
     decode_batch,
     decode_control_record,
 )
-from broker.record.compression import CODECS, codec_id, compress, decompress
-from broker.record.header import BatchHeader, parse_header
-from broker.record.legacy import (
+from pyklog.broker.record.compression import CODECS, codec_id, compress, decompress
+from pyklog.broker.record.header import BatchHeader, parse_header
+from pyklog.broker.record.legacy import (
     LegacyMessage,
     batches_to_message_set,
     build_message_set,
     decode_message_set,
     message_set_to_batches,
 )
-from broker.record.reader import iter_batches, iter_headers
-from broker.record.varint import decode_varint, encode_varint, size_of_varint
+from pyklog.broker.record.reader import iter_batches, iter_headers
+from pyklog.broker.record.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = [
     "BatchHeader",

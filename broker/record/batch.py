@@ -54,9 +54,9 @@ from dataclasses import dataclass
 
 from crc32c import crc32c as _crc32c
 
-from broker.errors import CorruptRecordError
-from broker.record import compression as _compression
-from broker.record.header import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record import compression as _compression
+from pyklog.broker.record.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -71,8 +71,8 @@ from broker.record.header import (
     BatchHeader,
     parse_header,
 )
-from broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
-from broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
+from pyklog.broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
+from pyklog.broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
 
 
 __all__ = [

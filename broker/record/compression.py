@@ -46,8 +46,8 @@ import lz4.frame
 import snappy
 import zstandard
 
-from broker.errors import CorruptRecordError
-from broker.record.header import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.header import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
 
 CODECS = {"none": NO_COMPRESSION, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 CODEC_NAMES = {v: k for k, v in CODECS.items()}

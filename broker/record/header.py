@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from broker.errors import CorruptRecordError
+from pyklog.broker.errors import CorruptRecordError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61

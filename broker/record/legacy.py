@@ -45,10 +45,10 @@ import time
 import zlib
 from typing import NamedTuple
 
-from broker.errors import CorruptRecordError
-from broker.record import compression as _compression
-from broker.record.batch import Record, RecordBatch, build_batch
-from broker.record.header import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record import compression as _compression
+from pyklog.broker.record.batch import Record, RecordBatch, build_batch
+from pyklog.broker.record.header import (
     COMPRESSION_MASK,
     GZIP,
     LOG_OVERHEAD,
@@ -435,7 +435,7 @@ def batches_to_message_set(buf, magic: int) -> bytes:
     it (gzip, snappy, lz4); zstd batches are written uncompressed.  A partial trailing batch is
     ignored, as the reader does.
     """
-    from broker.record.reader import iter_batches
+    from pyklog.broker.record.reader import iter_batches
 
     _check_magic(magic)
     parts: list = []

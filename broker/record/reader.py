@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from broker.errors import CorruptRecordError
-from broker.record.batch import RecordBatch, _decode_batch_records
-from broker.record.header import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.batch import RecordBatch, _decode_batch_records
+from pyklog.broker.record.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -35,7 +35,7 @@ from broker.record.header import (
     _COMMON,
     parse_header,
 )
-from broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
+from pyklog.broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
 
 __all__ = ["iter_batches", "iter_headers", "MIN_ENTRY_LENGTH"]
 
@@ -117,7 +117,7 @@ def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
                 _check_crc(buf, pos, h)
             yield RecordBatch(h, _decode_batch_records(buf, pos, h))
         else:
-            from broker.record.legacy import legacy_entry_to_batch
+            from pyklog.broker.record.legacy import legacy_entry_to_batch
 
             yield legacy_entry_to_batch(buf, pos, size, validate_crc)
         pos += size

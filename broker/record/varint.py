@@ -20,7 +20,7 @@ Pure functions, thread-safe.  Malformed input raises
 """
 from __future__ import annotations
 
-from broker.errors import CorruptRecordError
+from pyklog.broker.errors import CorruptRecordError
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1

@@ -1,7 +1,7 @@
 """Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (non-flexible versions).
 
-:meth:`KafkaApis.handle` is the socket server's handler (:mod:`broker.server.network`): it decodes
-the request header and body with :mod:`broker.protocol`, dispatches on the API key and answers.
+:meth:`KafkaApis.handle` is the socket server's handler (:mod:`pyklog.broker.server.network`): it decodes
+the request header and body with :mod:`pyklog.broker.protocol`, dispatches on the API key and answers.
 
 * ApiVersions v0-2; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
   our ranges (KIP-511) so librdkafka retries lower.
@@ -44,7 +44,7 @@ import struct
 import threading
 import time
 
-from broker.errors import (
+from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidPartitionsError,
     InvalidRecordError,
@@ -60,7 +60,7 @@ from broker.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from broker.protocol import (
+from pyklog.broker.protocol import (
     SUPPORTED,
     ApiKey,
     FileRegion,
@@ -69,9 +69,9 @@ from broker.protocol import (
     decode_request_header,
     encode_response,
 )
-from broker.server.network import OwnedFd, Request
-from broker.server.purgatory import DelayedOperation, Purgatory
-from broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
+from pyklog.broker.server.network import OwnedFd, Request
+from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
+from pyklog.broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class KafkaApis:
         self.cluster = cluster
         self.offsets = offset_manager
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
-        from broker.group_coordinator import GroupCoordinator
+        from pyklog.broker.group_coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
         self.default_log_config = config.log_config()
@@ -395,7 +395,7 @@ class KafkaApis:
         if records is None or len(records) == 0:
             raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
         if version < 3:
-            from broker.record.legacy import message_set_to_batches
+            from pyklog.broker.record.legacy import message_set_to_batches
 
             data = message_set_to_batches(records)
             if not data:
@@ -524,7 +524,7 @@ class KafkaApis:
 
     @staticmethod
     def _down_convert(sl, magic: int) -> bytes:
-        from broker.record.legacy import batches_to_message_set
+        from pyklog.broker.record.legacy import batches_to_message_set
 
         return batches_to_message_set(sl.read_bytes(), magic)
 
@@ -741,7 +741,7 @@ class KafkaApis:
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
         answers now or later (a waiting JoinGroup/SyncGroup holds no handler thread)."""
         if self.groups is None:
-            from broker.group_coordinator import error_response
+            from pyklog.broker.group_coordinator import error_response
 
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))
@@ -754,7 +754,7 @@ class KafkaApis:
     def _zk_commit(self, group: str, wanted: dict) -> dict:
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
-        from broker.zk import paths
+        from pyklog.broker.zk import paths
 
         zk = self.cluster.zk
         codes = {}
@@ -787,7 +787,7 @@ class KafkaApis:
     def _zk_fetch(self, group: str, wanted: list) -> dict:
         from kazoo.exceptions import NoNodeError
 
-        from broker.zk import paths
+        from pyklog.broker.zk import paths
 
         zk = self.cluster.zk
         found = {}

@@ -50,7 +50,7 @@ import re
 import socket
 from typing import Any
 
-from broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class ServerConfig:
 
     def log_config(self):
         """The broker-wide default :class:`broker.log.config.LogConfig` (ConfigError on a bad log.* value)."""
-        from broker.log.config import LogConfig
+        from pyklog.broker.log.config import LogConfig
 
         try:
             return LogConfig.from_properties(dict(self.log_props))

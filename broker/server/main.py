@@ -1,4 +1,4 @@
-"""The broker process: ``pyklog-broker server.properties`` (also ``python -m broker server.properties``).
+"""The broker process: ``pyklog-broker server.properties`` (also ``python -m pyklog.broker server.properties``).
 
 Start-up: read and validate the config (a bad or unknown key exits with code 2 and a message
 naming it) -> the listener is bound (so ``listeners=PLAINTEXT://host:0`` registers the real port)
@@ -22,10 +22,11 @@ import signal
 import sys
 import threading
 
-from broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
-from broker.server.config import ServerConfig
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
+from pyklog.broker.server.config import ServerConfig
 
-log = logging.getLogger("broker.server")
+log = logging.getLogger("pyklog.broker.server")
 
 READY_MESSAGE = "pyklog broker started (broker.id=%d, listener=%s:%d)"
 
@@ -46,10 +47,10 @@ class BrokerServer:
         self.port: int | None = None
 
     def startup(self) -> "BrokerServer":
-        from broker.log import LogManager
-        from broker.server.apis import KafkaApis
-        from broker.server.network import SocketServer
-        from broker.zk.cluster import ZkCluster
+        from pyklog.broker.log import LogManager
+        from pyklog.broker.server.apis import KafkaApis
+        from pyklog.broker.server.network import SocketServer
+        from pyklog.broker.zk.cluster import ZkCluster
 
         cfg = self.config
         log_config = cfg.log_config()  # validates the log.* settings before touching anything
@@ -87,7 +88,7 @@ class BrokerServer:
         return self
 
     def _make_offset_manager(self):
-        from broker.coordinator import OffsetManager
+        from pyklog.broker.coordinator import OffsetManager
 
         return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
                              num_partitions=self.config.offsets_topic_num_partitions)
@@ -155,6 +156,7 @@ def _configure_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyklog-broker", description="Run a pyklog broker.")
+    add_version_argument(parser)
     parser.add_argument("config", help="server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting of the file (repeatable), as kafka-server-start's --override")

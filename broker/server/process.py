@@ -1,4 +1,4 @@
-"""A broker child process (``python -m broker server.properties``) for tests, examples, the demo,
+"""A broker child process (``python -m pyklog.broker server.properties``) for tests, examples, the demo,
 notebooks and benchmarks: writes the properties file, starts the process with its output in
 ``<log_dir>/broker.out``, waits for the ready line, stops it with a signal.
 
@@ -13,8 +13,8 @@ import sys
 import tempfile
 import time
 
-from broker.server.main import READY_MESSAGE
-from broker.zk.server import free_port
+from pyklog.broker.server.main import READY_MESSAGE
+from pyklog.broker.zk.server import free_port
 
 # the broker logs READY_MESSAGE ("pyklog broker started (broker.id=N, listener=host:port)") when serving
 READY_LINE = READY_MESSAGE.split(" (")[0]
@@ -59,7 +59,7 @@ class BrokerProcess:
         self._out = open(self.stdout_path, "ab")
         self._mark = self._out.tell()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker", cfg], stdout=self._out,
+        self.proc = subprocess.Popen([sys.executable, "-m", "pyklog.broker", cfg], stdout=self._out,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         if expect_ready:
             self.wait_ready(timeout)

@@ -1,6 +1,6 @@
 """The broker's ZooKeeper side: cluster id, broker registration, topic registry, metadata cache.
 
-Kafka's ZooKeeper layout (the seed's "ZooKeeper Directories", paths from :mod:`broker.zk.paths`):
+Kafka's ZooKeeper layout (the seed's "ZooKeeper Directories", paths from :mod:`pyklog.broker.zk.paths`):
 
 * ``/cluster/id`` -> ``{"version":"1","id":"<22 chars of URL-safe base64>"}``, created by the first
   broker that starts and read by every later one.
@@ -55,7 +55,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from broker.errors import (
+from pyklog.broker.errors import (
     BrokerIdInUseError,
     InvalidConfigError,
     InvalidReplicaAssignmentError,
@@ -65,8 +65,8 @@ from broker.errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
-from broker.zk import paths
-from broker.zk.topics import (
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.topics import (
     TOPIC_CONFIGS,
     assign_replicas,
     collides,

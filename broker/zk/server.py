@@ -9,6 +9,7 @@ Not thread-safe: one owner starts and stops it.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import shutil
@@ -19,13 +20,18 @@ import sys
 import tempfile
 import time
 
+from pyklog.broker.cli import add_version_argument
+
 log = logging.getLogger(__name__)
 
 
 def pyspark_jars_dir() -> str:
-    import pyspark
-
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    """The jars directory of the installed pyspark package, found without importing pyspark (the
+    broker never imports it: only ZooKeeper's jars are borrowed)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed: ZooKeeper's jars come from its jars directory")
+    jars = os.path.join(list(spec.submodule_search_locations)[0], "jars")
     if not os.path.isdir(jars):
         raise RuntimeError(f"pyspark's jars directory not found at {jars}")
     return jars
@@ -144,6 +150,7 @@ class ZooKeeperServer:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="pyklog-zookeeper",
                                 description="Start a real ZooKeeper (from pyspark's jars) on 127.0.0.1.")
+    add_version_argument(p)
     p.add_argument("--port", type=int, default=2181)
     p.add_argument("--data-dir", default=None, help="data directory (default: a temporary one, removed on exit)")
     args = p.parse_args(argv)

@@ -19,7 +19,7 @@ import random
 import re
 from typing import Iterable, Mapping
 
-from broker.errors import (
+from pyklog.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,

@@ -5,6 +5,8 @@ import argparse
 import logging
 import sys
 
+from pyklog.broker.cli import add_version_argument
+
 __all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
 
 
@@ -12,6 +14,7 @@ def console_tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The options the console producer and consumer share: where the brokers are
     (``--bootstrap-server`` or ``--zookeeper``, exactly one) and ``--topic``."""
     ap = argparse.ArgumentParser(prog=prog, description=description)
+    add_version_argument(ap)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")
     src.add_argument("--zookeeper", help="ZooKeeper connect string (brokers found in /brokers/ids)")

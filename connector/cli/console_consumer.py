@@ -19,8 +19,8 @@ import argparse
 import sys
 import time
 
-from broker.errors import OffsetOutOfRangeError, PyklogError
-from connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
+from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
+from pyklog.connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         print("pyklog-console-consumer: --offset needs --partition", file=sys.stderr)
         return 2
     fmt = Formatter(parse_properties(args.property))
-    from connector.consumer import SimpleConsumer
+    from pyklog.connector.consumer import SimpleConsumer
 
     out = sys.stdout.buffer
     try:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from broker.errors import PyklogError
-from connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
+from pyklog.broker.errors import PyklogError
+from pyklog.connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     props = parse_properties(args.property)
     pprops = parse_properties(args.producer_property, "--producer-property")
     reader = LineReader(props)
-    from connector.producer import Producer
+    from pyklog.connector.producer import Producer
 
     config = dict(pprops)
     config["bootstrap.servers" if args.bootstrap_server else "zookeeper.connect"] = \

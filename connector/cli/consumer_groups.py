@@ -24,9 +24,10 @@ import sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from broker.errors import PyklogError, ZooKeeperError
-from broker.zk import paths
-from connector.group import parse_registration, partition_count, topics_of
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError, ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.connector.group import parse_registration, partition_count, topics_of
 
 
 class _UsageError(Exception):
@@ -40,6 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pyklog-consumer-groups", description="List and describe ZooKeeper consumer groups.")
+    add_version_argument(p)
     p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper of the cluster")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="brokers (default: from ZooKeeper)")
     action = p.add_mutually_exclusive_group(required=True)
@@ -94,7 +96,7 @@ def describe_group(zk, group: str, offsets_storage: str = "zookeeper", client=No
     if offsets_storage == "kafka":
         committed = {tp: off for tp, off in committed_kafka.items() if off is not None}
     else:
-        from connector.offsets import ZooKeeperOffsetStore
+        from pyklog.connector.offsets import ZooKeeperOffsetStore
 
         stored = set(tps)
         for t in counts:  # also offsets of partitions the topic no longer has
@@ -102,7 +104,7 @@ def describe_group(zk, group: str, offsets_storage: str = "zookeeper", client=No
         committed = ZooKeeperOffsetStore(zk).fetch(group, sorted(stored))
     log_end = {}
     if client is not None and tps:
-        from connector.client import LATEST
+        from pyklog.connector.client import LATEST
 
         try:
             got = client.list_offsets({tp: LATEST for tp in tps}, timeout_s=10)
@@ -153,7 +155,7 @@ def main(argv=None) -> int:
             for g in list_groups(zk):
                 print(g)
             return 0
-        from connector.client import ClusterClient
+        from pyklog.connector.client import ClusterClient
 
         try:
             client = ClusterClient(args.bootstrap_server or None,

@@ -41,7 +41,7 @@ takes the general path, which also reports malformed records:
 
 Control batches (transaction markers) and, for ``read_committed``, batches of aborted
 transactions produce no rows but advance the next fetch offset.  Legacy (v0/v1) entries, which a
-Fetch v4+ response never holds, fall back to ``broker.record.reader.iter_batches``.
+Fetch v4+ response never holds, fall back to ``pyklog.broker.record.reader.iter_batches``.
 
 Pure code (bytes in, Arrow out), thread-safe.  Runs on Spark executors inside ``read()``.
 Malformed input raises :class:`broker.errors.CorruptRecordError` naming the batch/record.
@@ -54,9 +54,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from broker.errors import CorruptRecordError
-from broker.record import compression as _compression
-from broker.record.header import (
+from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record import compression as _compression
+from pyklog.broker.record.header import (
     COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_SIZE,
@@ -66,7 +66,7 @@ from broker.record.header import (
     compute_crc,
     parse_header,
 )
-from broker.record.varint import decode_varint
+from pyklog.broker.record.varint import decode_varint
 
 __all__ = [
     "HEADER_TYPE",
@@ -798,7 +798,7 @@ def counts_index(counts, record_index: int) -> int:
 
 def _decode_legacy(buf, topic, partition, start, end, include_headers, validate_crc) -> DecodedFetch:
     """Slow path for buffers holding legacy v0/v1 entries (converted by broker.record.reader)."""
-    from broker.record.reader import iter_batches
+    from pyklog.broker.record.reader import iter_batches
 
     rows = []
     next_offset = None

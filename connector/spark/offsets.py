@@ -18,7 +18,7 @@ Pure code, thread-safe.
 """
 from __future__ import annotations
 
-from broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError
 
 TopicPartition = tuple  # (topic: str, partition: int)
 

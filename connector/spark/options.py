@@ -38,7 +38,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
-from broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from broker.errors import ConfigError, PyklogError
-from connector.spark.options import SinkOptions
+from pyklog.broker.errors import ConfigError, PyklogError
+from pyklog.connector.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class _SinkWriter:
         self.plan = validate_sink_schema(schema, opts)
 
     def _producer(self):
-        from connector.producer import Producer
+        from pyklog.connector.producer import Producer
 
         cfg = {"client.id": self.opts.cluster.client_id, **self.opts.producer_dict()}
         if self.opts.cluster.bootstrap_servers:

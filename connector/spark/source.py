@@ -12,9 +12,9 @@ Where the code runs
   is created lazily in the planner and excluded from pickling.
 * ``read()`` runs on executors with one :class:`PyklogInputPartition` (topic, partition, offset
   range, leader address); it opens its own connection to the leader, fetches raw record batches
-  and decodes them to Arrow in bulk (:mod:`connector.spark.arrow`).
+  and decodes them to Arrow in bulk (:mod:`pyklog.connector.spark.arrow`).
 
-Offsets and the consumer group: see :mod:`connector.spark.offsets` (what a micro-batch
+Offsets and the consumer group: see :mod:`pyklog.connector.spark.offsets` (what a micro-batch
 ``(start, end)`` reads) and docs/spark-connector.md.  In short, with ``zookeeper.connect`` and
 ``subscribe``/``subscribePattern`` the planner registers as a member of ZooKeeper consumer group
 ``group.id`` (manual release): at each ``latestOffset(start)`` every batch up to ``start`` is
@@ -54,7 +54,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from broker.errors import (
+from pyklog.broker.errors import (
     ConfigError,
     DataLossError,
     MessageTooLargeError,
@@ -62,9 +62,9 @@ from broker.errors import (
     PyklogError,
     UnknownTopicOrPartitionError,
 )
-from connector.spark import arrow as _arrow
-from connector.spark import offsets as _offsets
-from connector.spark.options import (
+from pyklog.connector.spark import arrow as _arrow
+from pyklog.connector.spark import offsets as _offsets
+from pyklog.connector.spark.options import (
     EARLIEST,
     LATEST,
     SourceOptions,
@@ -99,7 +99,7 @@ class PyklogInputPartition(InputPartition):
 class PyklogDataSource(DataSource):
     """``spark.readStream.format("pyklog")`` / ``spark.read.format("pyklog")`` and the writers.
 
-    Register with ``connector.register(spark)``.  Runs on the driver (Python workers); picklable
+    Found by Spark through ``pyspark_pyklog`` when pyklog is installed, or registered with ``pyklog.register(spark)``.  Runs on the driver (Python workers); picklable
     (it holds only the option strings)."""
 
     @classmethod
@@ -126,12 +126,12 @@ class PyklogDataSource(DataSource):
         return PyklogStreamReader(opts)
 
     def writer(self, schema, overwrite: bool):
-        from connector.spark.sink import PyklogBatchWriter
+        from pyklog.connector.spark.sink import PyklogBatchWriter
 
         return PyklogBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema, overwrite: bool):
-        from connector.spark.sink import PyklogStreamWriter
+        from pyklog.connector.spark.sink import PyklogStreamWriter
 
         return PyklogStreamWriter(parse_sink_options(self.options), schema)
 
@@ -172,7 +172,7 @@ def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int
 
 def read_range(opts: SourceOptions, part: PyklogInputPartition):
     """Yield ``pyarrow.RecordBatch``es of the rows ``[part.start, part.end)`` (executor side)."""
-    from connector.consumer import SimpleConsumer
+    from pyklog.connector.consumer import SimpleConsumer
 
     topic, partition, offset, end = part.topic, part.partition, part.start, part.end
     bootstrap = part.leader or opts.cluster.bootstrap_servers
@@ -291,7 +291,7 @@ class _Driver:
     """
 
     def __init__(self, opts: SourceOptions, *, streaming: bool):
-        from connector.client import ClusterClient
+        from pyklog.connector.client import ClusterClient
 
         self.opts = opts
         self.streaming = streaming
@@ -410,7 +410,7 @@ class _Driver:
         offset store.  Waits for the first rebalance."""
         opts = self.opts
         if opts.uses_group:
-            from connector.group import GroupMember, Whitelist
+            from pyklog.connector.group import GroupMember, Whitelist
 
             sub = opts.subscription
             kwargs = {"topics": list(sub.topics)} if sub.kind == "subscribe" else {"topic_filter": Whitelist(sub.pattern)}
@@ -466,7 +466,7 @@ class _OffsetStoreAdapter:
     dual), remembering what was last committed so unchanged offsets are not written again."""
 
     def __init__(self, driver: _Driver):
-        from connector.offsets import OffsetStore
+        from pyklog.connector.offsets import OffsetStore
 
         opts = driver.opts
         self.group_id = driver.group_id

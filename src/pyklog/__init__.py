@@ -1,0 +1,42 @@
+"""pyklog: Kafka's design rebuilt in Python around Spark.
+
+* :mod:`pyklog.broker`     the broker: record formats, log storage, the Kafka wire protocol, the
+  socket server, ZooKeeper registration, the offset manager and the group coordinator.
+* :mod:`pyklog.connector`  the client side: producer, consumers, ZooKeeper consumer groups, offset
+  storage, and the PySpark data source ``format("pyklog")``.
+
+``import pyklog`` is light: it imports neither pyspark nor the broker.  In an installed pyklog,
+Spark finds the ``pyklog`` data source by itself (PySpark looks up installed modules named
+``pyspark_*``; pyklog ships ``pyspark_pyklog``); :func:`register` does the same explicitly for one
+SparkSession, and checks that Spark's Python workers can import pyklog.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+__version__ = "0.2.0"
+__all__ = ["__version__", "register", "PyklogSetupError"]
+
+# Spark's Python workers (data source planning, reads, writes) are started with PYSPARK_PYTHON, or
+# "python3" from PATH when it is unset: outside an activated virtualenv that is a Python without
+# pyklog, and every query fails in a worker with "No module named 'pyklog'".  A JVM started after
+# this import inherits the variable, so naming the interpreter that imported pyklog here makes the
+# common case (`.venv/bin/python script.py`) work; an explicit setting is never overridden.
+if not os.environ.get("PYSPARK_PYTHON") and sys.executable:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+
+
+class PyklogSetupError(RuntimeError):
+    """Spark is set up in a way with which pyklog cannot work; the message says what to change."""
+
+
+def register(spark) -> None:
+    """Register the ``pyklog`` data source with ``spark`` (a SparkSession), so that
+    ``spark.readStream.format("pyklog")``, ``spark.read.format("pyklog")``,
+    ``df.write.format("pyklog")`` and ``df.writeStream.format("pyklog")`` work.  Idempotent; runs on
+    the driver.  Raises :class:`PyklogSetupError` when Spark's Python workers run an interpreter
+    that cannot import pyklog (the message names the variable to set)."""
+    from pyklog.connector.spark.registration import register as _register
+
+    _register(spark)

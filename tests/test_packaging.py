@@ -1,0 +1,219 @@
+"""The installed package: one import name (``pyklog``), nothing named ``broker`` or ``connector``,
+version and metadata, ``--version`` on every console script, the import directions between the
+layers, Spark finding ``format("pyklog")`` with no registration call, and the README's Spark snippet
+run as written (plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set."""
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib
+import importlib.metadata
+import os
+import pkgutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import pyklog
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def _all_modules() -> list[str]:
+    import pyklog.broker
+    import pyklog.connector
+
+    names = ["pyklog"]
+    for pkg in (pyklog.broker, pyklog.connector):
+        names.append(pkg.__name__)
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+    return names
+
+
+def _clean_env(**extra) -> dict[str, str]:
+    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
+    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(extra)
+    return env
+
+
+def test_version_and_metadata():
+    meta = importlib.metadata.metadata("pyklog")
+    assert pyklog.__version__ == importlib.metadata.version("pyklog") == meta["Version"]
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["License"] == "Apache-2.0" and meta["Summary"] and meta["Home-page"]
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL")} >= {"Documentation", "Source", "Issues"}
+    assert "Programming Language :: Python :: 3.11" in meta.get_all("Classifier")
+    requires = {r.split(";")[0].replace(" ", "") for r in meta.get_all("Requires-Dist")}
+    assert "pandas<3,>=2.2" in requires  # pyspark 4.3 warns in every session under pandas 3
+
+
+def test_every_module_imports_under_pyklog_and_no_bare_names():
+    for name in _all_modules():
+        importlib.import_module(name)
+    assert "broker" not in sys.modules and "connector" not in sys.modules
+    bare = [m for m in sys.modules if m.split(".")[0] in ("broker", "connector")]
+    assert bare == []
+
+
+def test_bare_names_are_not_importable_after_install(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                        "print(u.find_spec('broker'), u.find_spec('connector'), u.find_spec('pyklog.broker') is not None)"],
+                       cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["None", "None", "True"]
+
+
+def test_setup_cfg_lists_every_package():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    listed = {p.strip() for p in cfg["options"]["packages"].split() if p.strip()}
+    on_disk = {"pyklog"}
+    for top in ("broker", "connector"):
+        for init in (REPO / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO).parts
+            on_disk.add(".".join(("pyklog",) + rel))
+    assert listed == on_disk
+
+
+def test_every_console_script_has_version():
+    scripts = [ep.name for ep in importlib.metadata.entry_points(group="console_scripts")
+               if ep.value.startswith("pyklog.")]
+    assert len(scripts) >= 6
+    for name in scripts:
+        r = subprocess.run([str(VENV_BIN / name), "--version"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (name, r.stderr)
+        assert r.stdout.strip() == f"{name} (pyklog {pyklog.__version__})"
+
+
+def _imports_of(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    pkg = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                out.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                out.add(node.module)
+    return out
+
+
+def _source_modules(top: str):
+    for path in sorted((REPO / top).rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("").parts
+        if rel[-1] == "__init__":
+            rel = rel[:-1]
+        yield path, ".".join(("pyklog",) + rel)
+
+
+def test_import_directions():
+    """connector may import broker; broker never imports connector or pyspark; inside the broker
+    the record format knows nothing of storage or the server, storage nothing of the server."""
+    bad = []
+    rank = {"record": 0, "protocol": 0, "log": 1, "server": 2}
+    for path, mod in _source_modules("broker"):
+        layer = mod.split(".")[2] if mod.count(".") >= 2 else None
+        for imp in _imports_of(path, mod):
+            root = imp.split(".")[0]
+            if root in ("pyspark", "connector", "broker") or imp.startswith("pyklog.connector"):
+                bad.append(f"{mod} imports {imp}")
+            if imp.startswith("pyklog.broker.") and layer in rank:
+                other = imp.split(".")[2]
+                if other in rank and rank[other] > rank[layer]:
+                    bad.append(f"{mod} ({layer}) imports {imp} ({other}): runs up the layers")
+    for path, mod in _source_modules("connector"):
+        for imp in _imports_of(path, mod):
+            if imp.split(".")[0] in ("broker", "connector"):
+                bad.append(f"{mod} imports {imp} (bare name)")
+            if imp.startswith("pyspark") and not mod.startswith("pyklog.connector.spark"):
+                bad.append(f"{mod} imports {imp}: only pyklog.connector.spark may import pyspark")
+    assert bad == []
+
+
+def test_light_imports():
+    """``import pyklog`` and ``import pyklog.connector`` import neither pyspark nor the broker's server."""
+    r = subprocess.run([sys.executable, "-c",
+                        "import sys, pyklog, pyklog.connector, pyklog.connector.producer; "
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark' "
+                        "or m.startswith('pyklog.broker.server')))"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_import_sets_pyspark_python_only_when_unset():
+    code = "import os, sys, pyklog; print(os.environ.get('PYSPARK_PYTHON') == sys.executable)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env())
+    assert r.stdout.strip() == "True", r.stderr
+    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"))
+    assert r.stdout.strip() == "/opt/mine/python", r.stderr
+
+
+def test_worker_python_check_names_what_to_set():
+    from pyklog.connector.spark.registration import worker_python_problem
+
+    assert worker_python_problem(sys.executable) is None
+    problem = worker_python_problem("/usr/bin/python3")
+    assert problem is not None and "cannot import pyklog" in problem
+    assert "cannot run" in worker_python_problem("/nonexistent/python")
+
+
+SNIPPET = textwrap.dedent('''
+    import sys
+
+    import pyklog  # noqa: F401  (Spark's Python workers then run this interpreter, which has pyklog)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    df = (spark.read.format("pyklog")
+          .option("kafka.bootstrap.servers", sys.argv[1])
+          .option("subscribe", sys.argv[2])
+          .load())
+    rows = df.selectExpr("CAST(value AS STRING) AS v").collect()
+    print("ROWS", sorted(r.v for r in rows))
+    spark.stop()
+''')
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["python", "spark-submit", "activated-no-import"])
+def test_snippet_runs_as_written_without_registration(how, broker, tmp_path):
+    """The README's snippet: no ``register()`` call and no PYSPARK_PYTHON.  Spark finds the data
+    source (pyspark_pyklog) and its workers import it: run by the virtualenv's python from a shell
+    where the system's ``python3`` comes first on PATH; under spark-submit with the virtualenv
+    activated (its bin first on PATH), as the README says; and, activated, with no ``import pyklog``
+    at all (discovery alone)."""
+    from pyklog.connector.producer import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        p.send("snippet", f"v{i}".encode(), partition=0)
+    p.flush()
+    p.close()
+    script = tmp_path / "app.py"
+    script.write_text(SNIPPET if how != "activated-no-import" else SNIPPET.replace("import pyklog", "pass"))
+    activated = _clean_env(PATH=f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(VENV_BIN.parent))
+    if how == "activated-no-import":
+        cmd, env = [str(VENV_BIN / "python"), str(script)], activated
+    elif how == "python":
+        cmd, env = [sys.executable, str(script)], _clean_env()
+    else:
+        cmd, env = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", str(script)], activated
+    r = subprocess.run(cmd + [broker.bootstrap, "snippet"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "ROWS ['v0', 'v1', 'v2', 'v3', 'v4']" in r.stdout
