@@ -19,6 +19,7 @@ def make():
             .define("broker.id", Type.INT, REQUIRED, Range(0, INT32_MAX), Importance.HIGH, "an integer >= 0")
             .define("enable", Type.BOOLEAN, True)
             .define("num", Type.INT, 1, Range(1, 10))
+            .define("num32", Type.INT, 0)
             .define("big", Type.LONG, 2**40)
             .define("ratio", Type.DOUBLE, 0.5, Range(0.0, 1.0))
             .define("name", Type.STRING, None)
@@ -33,7 +34,7 @@ def test_defaults_and_coercion():
                         "ratio": "0.25", "name": " x ", "dirs": " /c , ,/d ", "reset": "EARLIEST",
                         "secret": "s3cret"})
     assert cfg == {"broker.id": 7, "enable": False, "num": 3, "big": 9000000000, "ratio": 0.25,
-                   "name": "x", "dirs": ["/c", "/d"], "policy": "delete", "reset": "earliest",
+                   "name": "x", "dirs": ["/c", "/d"], "policy": "delete", "reset": "earliest", "num32": 0,
                    "secret": Password("s3cret")}
     assert str(cfg["secret"]) == "[hidden]" and cfg["secret"].value == "s3cret"
     d = make().parse({"broker.id": 0})
@@ -45,7 +46,8 @@ def test_defaults_and_coercion():
     ("num", "x1", "num: expected an integer, read 'x1'"),
     ("num", "0", "num: expected an integer >= 1, read 0"),
     ("num", 11, "num: expected an integer <= 10, read 11"),
-    ("broker.id", str(2**31), "broker.id: expected an integer in [-2147483648, 2147483647], read"),
+    ("broker.id", str(2**31), "broker.id: expected an integer <= 2147483647, read 2147483648"),
+    ("num32", str(2**31), "num32: expected an integer in [-2147483648, 2147483647], read 2147483648"),
     ("big", "1.5", "big: expected an integer, read '1.5'"),
     ("ratio", "half", "ratio: expected a number, read 'half'"),
     ("ratio", "2", "ratio: expected a number <= 1.0, read 2.0"),
@@ -87,3 +89,9 @@ def test_define_checks():
         d.define("a", Type.INT, 2)
     with pytest.raises(ConfigError):
         ConfigDef().define("b", Type.INT, 0, Range(1))
+
+
+def test_optional_int_default_none():
+    d = ConfigDef().define("x", Type.INT, None, Range(1))
+    assert d.parse({}) == {"x": None}
+    assert d.parse({"x": "3"}) == {"x": 3}

@@ -156,7 +156,7 @@ class ConfigKey:
 
 
 def coerce(type_: Type, value: Any) -> Any:
-    """``value`` (typed or a string) as ``type_``; raises ValueError with the expected form."""
+    """``value`` (typed or a string) as ``type_`` (no range check); ValueError with the expected form."""
     try:
         return _coerce(type_, value)
     except _Invalid as e:
@@ -189,9 +189,6 @@ def _coerce(t: Type, value: Any) -> Any:
                 raise _Invalid(expected, value) from None
         else:
             raise _Invalid(expected, value)
-        lo, hi = (INT32_MIN, INT32_MAX) if t is Type.INT else (LONG_MIN, LONG_MAX)
-        if not lo <= n <= hi:
-            raise _Invalid(f"an integer in [{lo}, {hi}]", value)
         return n
     if t is Type.DOUBLE:
         if isinstance(value, bool):
@@ -287,6 +284,10 @@ class ConfigDef:
             value = _coerce(key.type, raw)
             if key.validator is not None:
                 value = self._validated(key, value)
+            if key.type in (Type.INT, Type.LONG) and value is not None:  # after the validator (finer wording)
+                lo, hi = (INT32_MIN, INT32_MAX) if key.type is Type.INT else (LONG_MIN, LONG_MAX)
+                if not lo <= value <= hi:
+                    raise _Invalid(f"an integer in [{lo}, {hi}]", value)
         except _Invalid as e:
             expected = self._expected[key.type] if e.expected == _EXPECTED[key.type] else \
                 e.expected.replace(_EXPECTED[key.type], self._expected[key.type], 1)
