@@ -141,3 +141,22 @@ def test_fake_clock():
 def test_periodic_rejects_non_positive_interval(sched):
     with pytest.raises(ValueError):
         sched.schedule_periodic("bad", 0, print)
+
+
+def test_schedule_at_with_fake_clock_keeps_exact_when():
+    now = [50.0]
+    s = Scheduler("test-schedule-at", clock=lambda: now[0])
+    try:
+        out = []
+        done = threading.Event()
+        late = s.schedule_at(60.0, lambda: (out.append("late"), done.set()))
+        s.schedule_at(55.0, out.append, "early")
+        s.schedule_at(10.0, out.append, "past")  # in the past: runs at once
+        assert late.when == 60.0
+        time.sleep(0.1)
+        assert out == ["past"]
+        now[0] = 61.0
+        s.wakeup()
+        assert done.wait(5) and out == ["past", "early", "late"]
+    finally:
+        s.shutdown()

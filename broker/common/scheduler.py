@@ -1,6 +1,7 @@
 """One daemon thread running delayed and periodic tasks (Kafka's ``KafkaScheduler``).
 
-:meth:`Scheduler.schedule` runs ``fn(*args)`` once after a delay; :meth:`Scheduler.schedule_periodic`
+:meth:`Scheduler.schedule` runs ``fn(*args)`` once after a delay (:meth:`Scheduler.schedule_at`: at
+a time on the scheduler's clock); :meth:`Scheduler.schedule_periodic`
 runs it again and again, ``interval_s`` after the end of the previous run (fixed delay: a slow run
 pushes the next one back instead of piling runs up).  Both return a :class:`ScheduledTask` whose
 :meth:`~ScheduledTask.cancel` drops the runs that have not started.
@@ -82,6 +83,11 @@ class Scheduler:
         """Run ``fn(*args)`` once, ``delay_s`` seconds from now (<= 0: as soon as possible)."""
         return self._add(name or getattr(fn, "__name__", "task"), fn, args, max(0.0, float(delay_s)), None)
 
+    def schedule_at(self, when: float, fn: Callable[..., Any], *args: Any, name: str | None = None) -> ScheduledTask:
+        """Run ``fn(*args)`` once at ``when`` on the scheduler's clock (in the past: as soon as
+        possible); the handle's ``when`` is exactly ``when``."""
+        return self._add(name or getattr(fn, "__name__", "task"), fn, args, None, None, when=float(when))
+
     def schedule_periodic(self, name: str, interval_s: float, fn: Callable[..., Any], *args: Any,
                           initial_delay_s: float | None = None) -> ScheduledTask:
         """Run ``fn(*args)`` every ``interval_s`` seconds (after the end of each run); the first run
@@ -91,11 +97,12 @@ class Scheduler:
         first = interval_s if initial_delay_s is None else max(0.0, float(initial_delay_s))
         return self._add(name, fn, args, first, float(interval_s))
 
-    def _add(self, name, fn, args, delay_s, interval_s) -> ScheduledTask:
+    def _add(self, name, fn, args, delay_s, interval_s, when=None) -> ScheduledTask:
         with self._cond:
             if not self._running:
                 raise RuntimeError(f"scheduler {self.name} is shut down: cannot schedule {name!r}")
-            task = ScheduledTask(self, name, fn, args, self._clock() + delay_s, interval_s)
+            task = ScheduledTask(self, name, fn, args, self._clock() + delay_s if when is None else when,
+                                 interval_s)
             heapq.heappush(self._heap, (task.when, next(self._seq), task))
             if self._heap[0][2] is task:
                 self._cond.notify()
