@@ -37,6 +37,7 @@ import threading
 import time
 from typing import Iterable, NamedTuple
 
+from pyklog.broker.common.retry import Deadline
 from pyklog.broker.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -294,11 +295,13 @@ class OffsetManager:
             return any(p.state == LOADING for p in self._partitions.values())
 
     def wait_loaded(self, timeout: float = 30.0) -> bool:
-        deadline = time.monotonic() + timeout
+        """Poll (every 20 ms) until no led offsets partition is loading; False after ``timeout`` s.
+        Runs in the caller's thread."""
+        deadline = Deadline.after(timeout)
         while self.is_loading():
-            if time.monotonic() >= deadline:
+            if deadline.expired():
                 return False
-            time.sleep(0.02)
+            time.sleep(min(0.02, deadline.remaining()))
         return True
 
     def _partition_for_request(self, group: str) -> _OffsetsPartition:

@@ -61,19 +61,19 @@ from whichever thread completes the rebalance (another request handler, or the c
 scheduler thread on a timeout).  The network layer allows ``Request.send`` from any thread.
 
 Thread-safety: :class:`GroupCoordinator` is thread-safe.  Each group has its own lock; all timers
-(session expiry, rebalance timeout, initial delay) run on one scheduler thread; ``respond``
+(session expiry, rebalance timeout, initial delay) run on one
+:class:`pyklog.broker.common.scheduler.Scheduler` thread (Kafka's DelayedHeartbeat/DelayedJoin timers); ``respond``
 callbacks are always called outside the group locks.
 """
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
 import uuid
 from typing import Callable, Iterable
 
+from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
@@ -120,78 +120,6 @@ GROUP_API_KEYS = frozenset({JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESC
 Respond = Callable[[dict], None]
 
 
-# ---------------------------------------------------------------------------- scheduler
-
-
-class _Timer:
-    __slots__ = ("when", "fn", "cancelled")
-
-    def __init__(self, when: float, fn: Callable[["_Timer"], None]):
-        self.when = when
-        self.fn = fn
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class _Scheduler:
-    """One daemon thread running ``fn(timer)`` at monotonic deadlines.  Thread-safe."""
-
-    def __init__(self, name: str, clock: Callable[[], float]):
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Timer]] = []
-        self._seq = itertools.count()
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def schedule(self, when: float, fn: Callable[[_Timer], None]) -> _Timer:
-        t = _Timer(when, fn)
-        with self._cond:
-            heapq.heappush(self._heap, (when, next(self._seq), t))
-            if self._heap[0][2] is t:
-                self._cond.notify()
-        return t
-
-    def stop(self) -> None:
-        with self._cond:
-            self._running = False
-            self._heap.clear()
-            self._cond.notify()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(5)
-
-    def __len__(self) -> int:
-        with self._cond:
-            return sum(1 for _, _, t in self._heap if not t.cancelled)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if not self._running:
-                        return
-                    while self._heap and self._heap[0][2].cancelled:
-                        heapq.heappop(self._heap)
-                    if not self._heap:
-                        self._cond.wait(1.0)
-                        continue
-                    wait = self._heap[0][0] - self._clock()
-                    if wait > 0:
-                        self._cond.wait(min(wait, 1.0))
-                        continue
-                    _, _, timer = heapq.heappop(self._heap)
-                    break
-            if timer.cancelled:
-                continue
-            try:
-                timer.fn(timer)
-            except Exception:  # noqa: BLE001 - one failing timer never stops the others
-                log.exception("group coordinator timer failed")
-
-
 # ---------------------------------------------------------------------------- group state
 
 
@@ -214,7 +142,7 @@ class _Member:
         self.join_cb: Respond | None = None  # a JoinGroup waiting for the rebalance
         self.sync_cb: Respond | None = None  # a SyncGroup waiting for the leader's assignment
         self.deadline = 0.0                  # session expiry (monotonic seconds)
-        self.timer: _Timer | None = None
+        self.timer: ScheduledTask | None = None
         self.is_new = True
 
     def answer_waiting(self, code: int, out: list) -> None:
@@ -255,10 +183,10 @@ class _Group:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, _Member] = {}      # join order: the first is the leader
-        self.pending: dict[str, _Timer] = {}       # member ids handed out with MEMBER_ID_REQUIRED
+        self.pending: dict[str, ScheduledTask] = {}       # member ids handed out with MEMBER_ID_REQUIRED
         self.static: dict[str, str] = {}           # group.instance.id -> member id (KIP-345)
         self.lock = threading.Lock()
-        self.join_timer: _Timer | None = None
+        self.join_timer: ScheduledTask | None = None
         self.initial_delay = False                 # the join timer is Kafka's InitialDelayedJoin
         self.new_member_added = False
         self.remaining_ms = 0
@@ -392,7 +320,8 @@ class GroupCoordinator:
         self._groups: dict[str, _Group] = {}
         self._running = True
         name = "pyklog-group-coordinator" + (f"-{broker_id}" if broker_id is not None else "")
-        self._scheduler = _Scheduler(name, clock)
+        # Kafka's heartbeat / join purgatories as timers on one Scheduler thread (its clock is ours)
+        self._scheduler = Scheduler(name, clock=clock)
 
     @classmethod
     def from_config(cls, offset_manager, config) -> "GroupCoordinator":
@@ -433,8 +362,16 @@ class GroupCoordinator:
             with g.lock:
                 for m in g.members.values():
                     m.answer_waiting(NotCoordinatorError.code, out)
-        self._scheduler.stop()
+        self._scheduler.shutdown(wait=True, timeout_s=5)
         _fire(out)
+
+    def _schedule_at(self, when: float, fn: Callable[[ScheduledTask], None]) -> ScheduledTask:
+        """Run ``fn(task)`` on the scheduler thread at ``when`` (``clock`` seconds); ``task`` is the
+        returned handle, so a callback can check it is still the group's or member's current timer."""
+        return self._scheduler.schedule_at(when, self._run_timer, fn, name="group-coordinator-timer")
+
+    def _run_timer(self, fn: Callable[[ScheduledTask], None]) -> None:
+        fn(self._scheduler.current_task())
 
     # ------------------------------------------------------------------ request entry point
 
@@ -564,7 +501,7 @@ class GroupCoordinator:
         new_id = f"{args[7] if args[7] is not None else client_id}-{uuid.uuid4()}"
         if require_known:
             # KIP-394: hand out the id; the member rejoins with it (a pending member until then)
-            group.pending[new_id] = self._scheduler.schedule(
+            group.pending[new_id] = self._schedule_at(
                 self._clock() + session_timeout_ms / 1000.0,
                 lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t))
             out.append((respond, _join_result(new_id, MemberIdRequiredError.code)))
@@ -697,7 +634,7 @@ class GroupCoordinator:
         log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
                  group.group_id, group.state, group.generation, reason)
         group.state = PREPARING_REBALANCE
-        group.join_timer = self._scheduler.schedule(now + delay / 1000.0,
+        group.join_timer = self._schedule_at(now + delay / 1000.0,
                                                     lambda t, g=group: self._on_join_timer(g, t))
         self._try_complete_join(group, out)
 
@@ -705,7 +642,7 @@ class GroupCoordinator:
         if group.state == PREPARING_REBALANCE and not group.initial_delay and group.all_members_joined():
             self._complete_join(group, out)
 
-    def _on_join_timer(self, group: _Group, timer: _Timer) -> None:
+    def _on_join_timer(self, group: _Group, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
             if group.join_timer is not timer or group.state != PREPARING_REBALANCE:
@@ -715,7 +652,7 @@ class GroupCoordinator:
                 delay = min(self.initial_rebalance_delay_ms, group.remaining_ms)
                 group.remaining_ms -= delay
                 group.new_member_added = False
-                group.join_timer = self._scheduler.schedule(self._clock() + delay / 1000.0,
+                group.join_timer = self._schedule_at(self._clock() + delay / 1000.0,
                                                             lambda t, g=group: self._on_join_timer(g, t))
                 return
             self._complete_join(group, out)
@@ -776,12 +713,12 @@ class GroupCoordinator:
         if m.timer is None or m.timer.cancelled or m.timer.when > deadline:
             if m.timer is not None:
                 m.timer.cancel()
-            m.timer = self._scheduler.schedule(deadline, lambda t, g=group, mid=m.member_id: self._on_expiry(g, mid, t))
+            m.timer = self._schedule_at(deadline, lambda t, g=group, mid=m.member_id: self._on_expiry(g, mid, t))
 
     def _heartbeat_ok(self, group: _Group, m: _Member) -> None:
         self._set_deadline(group, m, self._clock() + m.session_timeout_ms / 1000.0)
 
-    def _on_expiry(self, group: _Group, member_id: str, timer: _Timer) -> None:
+    def _on_expiry(self, group: _Group, member_id: str, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
             m = group.members.get(member_id)
@@ -794,14 +731,14 @@ class GroupCoordinator:
                 alive = m.sync_cb is not None or now < m.deadline
             if alive:
                 nxt = m.deadline if now < m.deadline else now + m.session_timeout_ms / 1000.0
-                m.timer = self._scheduler.schedule(nxt, lambda t: self._on_expiry(group, member_id, t))
+                m.timer = self._schedule_at(nxt, lambda t: self._on_expiry(group, member_id, t))
                 return
             log.info("member %s in group %s has failed (no heartbeat for %d ms): removing it", member_id,
                      group.group_id, m.session_timeout_ms)
             self._remove_member_and_update_group(group, m, f"member {member_id} expired", out)
         _fire(out)
 
-    def _expire_pending(self, group: _Group, member_id: str, timer: _Timer) -> None:
+    def _expire_pending(self, group: _Group, member_id: str, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
             if group.pending.get(member_id) is not timer:

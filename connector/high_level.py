@@ -47,6 +47,8 @@ import threading
 import time
 from typing import Mapping
 
+from pyklog.broker.common.config_def import ConfigDef, Range, Type
+from pyklog.broker.common.retry import Backoff
 from pyklog.broker.errors import ConfigError, OffsetOutOfRangeError, PyklogError
 from pyklog.connector.group import Blacklist, GroupMember, TopicFilter, Whitelist, default_consumer_id
 from pyklog.connector.offsets import OffsetStore
@@ -83,25 +85,23 @@ _RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "
 _SHUTDOWN = object()
 
 
-def _bool(key, v):
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"{key} must be true or false; got {v!r}")
-
-
-def _int(key, v, minimum=None):
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be an integer; got {v!r}") from None
-    if minimum is not None and n < minimum:
-        raise ConfigError(f"{key} must be >= {minimum}; got {n}")
-    return n
+#: The typed settings of DEFAULTS (Kafka's coercion: booleans true/false in any case, integers
+#: from int or decimal strings); the others are names or modes checked where they are used.
+CONSUMER_CONFIG = (
+    ConfigDef(error_format="{name} must be {expected}; got {value!r}")
+    .define("auto.commit.enable", Type.BOOLEAN, DEFAULTS["auto.commit.enable"])
+    .define("dual.commit.enabled", Type.BOOLEAN, DEFAULTS["dual.commit.enabled"])
+    .define("exclude.internal.topics", Type.BOOLEAN, DEFAULTS["exclude.internal.topics"])
+    .define("auto.commit.interval.ms", Type.INT, DEFAULTS["auto.commit.interval.ms"], Range(1))
+    .define("consumer.timeout.ms", Type.INT, DEFAULTS["consumer.timeout.ms"])
+    .define("zookeeper.session.timeout.ms", Type.INT, DEFAULTS["zookeeper.session.timeout.ms"], Range(1))
+    .define("rebalance.max.retries", Type.INT, DEFAULTS["rebalance.max.retries"], Range(1))
+    .define("rebalance.backoff.ms", Type.INT, DEFAULTS["rebalance.backoff.ms"], Range(0))
+    .define("fetch.message.max.bytes", Type.INT, DEFAULTS["fetch.message.max.bytes"], Range(1))
+    .define("fetch.wait.max.ms", Type.INT, DEFAULTS["fetch.wait.max.ms"], Range(0))
+    .define("fetch.min.bytes", Type.INT, DEFAULTS["fetch.min.bytes"], Range(0))
+    .define("queued.max.message.chunks", Type.INT, DEFAULTS["queued.max.message.chunks"], Range(1))
+    .define("offsets.commit.timeout.ms", Type.INT, DEFAULTS["offsets.commit.timeout.ms"], Range(1)))
 
 
 class _PartitionInfo:
@@ -202,16 +202,18 @@ class ConsumerConnector:
         reset = str(cfg["auto.offset.reset"]).lower()
         if reset not in _RESET and reset != "none":
             raise ConfigError(f"auto.offset.reset must be smallest, largest, earliest, latest or none; got {reset!r}")
+        values = CONSUMER_CONFIG.parse(cfg)
         self.config = cfg
+        self._values = values  # typed (CONSUMER_CONFIG)
         self.group_id = str(cfg["group.id"])
         self.consumer_id = cfg["consumer.id"] or default_consumer_id()
         self.auto_offset_reset = _RESET.get(reset, "none")
-        self.auto_commit = _bool("auto.commit.enable", cfg["auto.commit.enable"])
-        self.auto_commit_interval_s = _int("auto.commit.interval.ms", cfg["auto.commit.interval.ms"], 1) / 1000.0
-        self.timeout_ms = _int("consumer.timeout.ms", cfg["consumer.timeout.ms"])
-        self.fetch_size = _int("fetch.message.max.bytes", cfg["fetch.message.max.bytes"], 1)
-        self.max_chunks = _int("queued.max.message.chunks", cfg["queued.max.message.chunks"], 1)
-        self.dual_commit = _bool("dual.commit.enabled", cfg["dual.commit.enabled"])
+        self.auto_commit = values["auto.commit.enable"]
+        self.auto_commit_interval_s = values["auto.commit.interval.ms"] / 1000.0
+        self.timeout_ms = values["consumer.timeout.ms"]
+        self.fetch_size = values["fetch.message.max.bytes"]
+        self.max_chunks = values["queued.max.message.chunks"]
+        self.dual_commit = values["dual.commit.enabled"]
         storage = str(cfg["offsets.storage"]).lower()
         if storage not in ("zookeeper", "kafka"):
             raise ConfigError(f"offsets.storage must be 'zookeeper' or 'kafka'; got {storage!r}")
@@ -227,12 +229,12 @@ class ConsumerConnector:
         try:
             self.simple = SimpleConsumer(client=self.client, client_id=client_id,
                                          isolation_level=cfg["isolation.level"],
-                                         max_wait_ms=_int("fetch.wait.max.ms", cfg["fetch.wait.max.ms"], 0),
-                                         min_bytes=_int("fetch.min.bytes", cfg["fetch.min.bytes"], 0))
+                                         max_wait_ms=values["fetch.wait.max.ms"],
+                                         min_bytes=values["fetch.min.bytes"])
             self.offset_store = OffsetStore.create(
                 storage, self.dual_commit,
                 cfg["zookeeper.connect"] if (storage == "zookeeper" or self.dual_commit) else None, self.client,
-                timeout_s=_int("offsets.commit.timeout.ms", cfg["offsets.commit.timeout.ms"], 1) / 1000.0)
+                timeout_s=values["offsets.commit.timeout.ms"] / 1000.0)
         except BaseException:
             self.client.close()
             raise
@@ -346,15 +348,15 @@ class ConsumerConnector:
         return s
 
     def _start(self, **subscription):
-        cfg = self.config
+        cfg, values = self.config, self._values
         self._member = GroupMember(
             cfg["zookeeper.connect"], self.group_id, strategy=cfg["partition.assignment.strategy"],
             consumer_id=self.consumer_id,
-            session_timeout_s=_int("zookeeper.session.timeout.ms", cfg["zookeeper.session.timeout.ms"], 1) / 1000.0,
-            rebalance_max_retries=_int("rebalance.max.retries", cfg["rebalance.max.retries"], 1),
-            rebalance_backoff_ms=_int("rebalance.backoff.ms", cfg["rebalance.backoff.ms"], 0),
+            session_timeout_s=values["zookeeper.session.timeout.ms"] / 1000.0,
+            rebalance_max_retries=values["rebalance.max.retries"],
+            rebalance_backoff_ms=values["rebalance.backoff.ms"],
             on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
-            exclude_internal_topics=_bool("exclude.internal.topics", cfg["exclude.internal.topics"]),
+            exclude_internal_topics=values["exclude.internal.topics"],
             **subscription)
         self._running = True
         fetcher = threading.Thread(target=self._fetch_loop, name=f"pyklog-fetcher-{self.consumer_id}", daemon=True)
@@ -487,7 +489,8 @@ class ConsumerConnector:
     # ------------------------------------------------------------------ fetcher thread
 
     def _fetch_loop(self):
-        backoff = 0.1
+        # after a failure: 0.1 s doubling up to 2 s; back to 0.1 s after a successful fetch
+        backoff = Backoff(0.1, multiplier=2.0, max_s=2.0, jitter=0.0)
         while True:
             with self._wake:
                 if not self._running:
@@ -509,14 +512,14 @@ class ConsumerConnector:
                         self._wake.wait(0.05)
                     continue
                 self._fetch_once(ready)
-                backoff = 0.1
+                backoff.reset()
             except Exception as e:  # a broker or ZooKeeper problem: back off and try again
                 if not self._running:
                     return
-                log.warning("consumer %s fetcher: %s; retrying in %.1fs", self.consumer_id, e, backoff)
+                delay = backoff.next()
+                log.warning("consumer %s fetcher: %s; retrying in %.1fs", self.consumer_id, e, delay)
                 with self._wake:
-                    self._wake.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                    self._wake.wait(delay)
 
     def _fetch_once(self, infos):
         from pyklog.connector.consumer import decode_records

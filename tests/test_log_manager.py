@@ -152,3 +152,27 @@ def test_a_log_that_cannot_load_does_not_stop_startup(tmp_path):
         assert list(m.load_errors) == [str(d / "broken-0")]
     finally:
         m.shutdown()
+
+
+def test_background_checkpoints_and_one_scheduler_thread(tmp_path):
+    import threading
+
+    cfg = LogConfig(flush_offset_checkpoint_interval_ms=50, flush_interval_ms=20, flush_scheduler_interval_ms=20)
+    d = tmp_path / "d"
+    m = LogManager([str(d)], cfg, background=True)
+    m.startup()
+    try:
+        lg = m.get_or_create_log("t", 0)
+        for i in range(3):
+            lg.append(batch(i))
+        deadline = time.time() + 10
+        cp = {}
+        while cp.get(("t", 0)) != 6 and time.time() < deadline:  # written while running, not at shutdown
+            time.sleep(0.02)
+            if (d / "recovery-point-offset-checkpoint").exists():
+                cp = OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read()
+        assert cp.get(("t", 0)) == 6
+        assert [t.name for t in threading.enumerate()].count("log-scheduler") == 1
+    finally:
+        m.shutdown()
+    assert "log-scheduler" not in [t.name for t in threading.enumerate()]

@@ -425,3 +425,13 @@ def test_fast_path_detects_corruption_inside_a_run():
     with pytest.raises(CorruptRecordError):
         A.decode_fetch(re_sign(bad), "t", 0, 0, 100)
     assert A.decode_fetch(good, "t", 0, 0, 100).batch.num_rows == 40
+
+
+def test_bool_option_of_source_schema_uses_the_option_rules():
+    from pyklog.broker.errors import ConfigError
+    from pyklog.connector.spark.source import _bool_option
+
+    assert _bool_option({"INCLUDEHEADERS": " True "}, "includeHeaders") is True
+    assert _bool_option({}, "includeHeaders") is False  # the default of BOOLEAN_OPTIONS
+    with pytest.raises(ConfigError, match=r"option 'includeHeaders': expected 'true' or 'false', read 'yes'"):
+        _bool_option({"includeHeaders": "yes"}, "includeHeaders")

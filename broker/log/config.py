@@ -2,8 +2,10 @@
 
 Broker-level names (``server.properties``) are read by :meth:`LogConfig.from_properties`;
 per-topic overrides use the topic-level names (``segment.bytes``, ``retention.ms``, ...) via
-:meth:`LogConfig.with_overrides`.  Both raise :class:`broker.errors.ConfigError` with the key, the
-expected form and the value read when a setting is malformed.
+:meth:`LogConfig.with_overrides`; both are declared as ConfigDef tables (:data:`BROKER_LOG_CONFIG`,
+:data:`TOPIC_LOG_CONFIG`, see :mod:`pyklog.broker.common.config_def`).  Both raise
+:class:`broker.errors.ConfigError` with the key, the expected form and the value read when a
+setting is malformed.
 
 Immutable (frozen dataclass), so it is safe to share between threads.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from pyklog.broker.common.config_def import ConfigDef, Importance, Type
 from pyklog.broker.errors import ConfigError
 
 LONG_MAX = 2**63 - 1
@@ -96,29 +99,7 @@ class LogConfig:
         several units for one setting the finest given wins (``log.retention.ms`` over
         ``log.retention.minutes`` over ``log.retention.hours``).
         """
-        kw: dict = {}
-        _int_opt(props, kw, "segment_bytes", "log.segment.bytes")
-        _ms_opt(props, kw, "segment_ms", "log.roll")
-        _int_opt(props, kw, "index_interval_bytes", "log.index.interval.bytes")
-        _int_opt(props, kw, "segment_index_bytes", "log.index.size.max.bytes")
-        _int_opt(props, kw, "flush_interval_messages", "log.flush.interval.messages")
-        _int_opt(props, kw, "flush_interval_ms", "log.flush.interval.ms")
-        _ms_opt(props, kw, "retention_ms", "log.retention")
-        _int_opt(props, kw, "retention_bytes", "log.retention.bytes")
-        _str_opt(props, kw, "cleanup_policy", "log.cleanup.policy")
-        _int_opt(props, kw, "delete_retention_ms", "log.cleaner.delete.retention.ms")
-        _int_opt(props, kw, "max_message_bytes", "message.max.bytes")
-        _int_opt(props, kw, "file_delete_delay_ms", "log.segment.delete.delay.ms")
-        _int_opt(props, kw, "retention_check_interval_ms", "log.retention.check.interval.ms")
-        _str_opt(props, kw, "message_timestamp_type", "log.message.timestamp.type")
-        _float_opt(props, kw, "min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio")
-        _int_opt(props, kw, "min_compaction_lag_ms", "log.cleaner.min.compaction.lag.ms")
-        _int_opt(props, kw, "cleaner_backoff_ms", "log.cleaner.backoff.ms")
-        _int_opt(props, kw, "flush_scheduler_interval_ms", "log.flush.scheduler.interval.ms")
-        _int_opt(props, kw, "flush_offset_checkpoint_interval_ms",
-                 "log.flush.offset.checkpoint.interval.ms")
-        _int_opt(props, kw, "producer_id_expiration_ms", "producer.id.expiration.ms")
-        return cls(**kw)
+        return cls(**_fields(BROKER_LOG_CONFIG, _BROKER_FIELDS, props))
 
     def with_overrides(self, topic_props: dict[str, str] | None) -> "LogConfig":
         """A copy with topic-level settings applied (``segment.bytes``, ``retention.ms``, ...).
@@ -127,66 +108,84 @@ class LogConfig:
         """
         if not topic_props:
             return self
-        kw: dict = {}
-        _int_opt(topic_props, kw, "segment_bytes", "segment.bytes")
-        _int_opt(topic_props, kw, "segment_ms", "segment.ms")
-        _int_opt(topic_props, kw, "index_interval_bytes", "index.interval.bytes")
-        _int_opt(topic_props, kw, "segment_index_bytes", "segment.index.bytes")
-        _int_opt(topic_props, kw, "flush_interval_messages", "flush.messages")
-        _int_opt(topic_props, kw, "flush_interval_ms", "flush.ms")
-        _int_opt(topic_props, kw, "retention_ms", "retention.ms")
-        _int_opt(topic_props, kw, "retention_bytes", "retention.bytes")
-        _str_opt(topic_props, kw, "cleanup_policy", "cleanup.policy")
-        _int_opt(topic_props, kw, "delete_retention_ms", "delete.retention.ms")
-        _int_opt(topic_props, kw, "max_message_bytes", "max.message.bytes")
-        _int_opt(topic_props, kw, "file_delete_delay_ms", "file.delete.delay.ms")
-        _str_opt(topic_props, kw, "message_timestamp_type", "message.timestamp.type")
-        _float_opt(topic_props, kw, "min_cleanable_dirty_ratio", "min.cleanable.dirty.ratio")
-        _int_opt(topic_props, kw, "min_compaction_lag_ms", "min.compaction.lag.ms")
+        kw = _fields(TOPIC_LOG_CONFIG, _TOPIC_FIELDS, topic_props)
         return dataclasses.replace(self, **kw) if kw else self
 
 
-def _int_opt(props, kw, field, key):
-    raw = props.get(key)
-    if raw is None:
-        return
-    try:
-        kw[field] = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
+# ---------------------------------------------------------------------------- the setting tables
+# LogConfig field -> Kafka setting name (broker level, topic level).  A tuple of names is one
+# duration in several units (Kafka's log.roll.{ms,hours}, log.retention.{ms,minutes,hours}): the
+# finest unit given wins.  Every key defaults to None ("not set": the dataclass default applies);
+# the ranges are checked by LogConfig.__post_init__ with its own messages.
+_BROKER_FIELDS: dict[str, str | tuple[str, ...]] = {
+    "segment_bytes": "log.segment.bytes",
+    "segment_ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+    "index_interval_bytes": "log.index.interval.bytes",
+    "segment_index_bytes": "log.index.size.max.bytes",
+    "flush_interval_messages": "log.flush.interval.messages",
+    "flush_interval_ms": "log.flush.interval.ms",
+    "retention_ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention_bytes": "log.retention.bytes",
+    "cleanup_policy": "log.cleanup.policy",
+    "delete_retention_ms": "log.cleaner.delete.retention.ms",
+    "max_message_bytes": "message.max.bytes",
+    "file_delete_delay_ms": "log.segment.delete.delay.ms",
+    "retention_check_interval_ms": "log.retention.check.interval.ms",
+    "message_timestamp_type": "log.message.timestamp.type",
+    "min_cleanable_dirty_ratio": "log.cleaner.min.cleanable.ratio",
+    "min_compaction_lag_ms": "log.cleaner.min.compaction.lag.ms",
+    "cleaner_backoff_ms": "log.cleaner.backoff.ms",
+    "flush_scheduler_interval_ms": "log.flush.scheduler.interval.ms",
+    "flush_offset_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
+    "producer_id_expiration_ms": "producer.id.expiration.ms",
+}
+_TOPIC_FIELDS: dict[str, str | tuple[str, ...]] = {
+    "segment_bytes": "segment.bytes",
+    "segment_ms": "segment.ms",
+    "index_interval_bytes": "index.interval.bytes",
+    "segment_index_bytes": "segment.index.bytes",
+    "flush_interval_messages": "flush.messages",
+    "flush_interval_ms": "flush.ms",
+    "retention_ms": "retention.ms",
+    "retention_bytes": "retention.bytes",
+    "cleanup_policy": "cleanup.policy",
+    "delete_retention_ms": "delete.retention.ms",
+    "max_message_bytes": "max.message.bytes",
+    "file_delete_delay_ms": "file.delete.delay.ms",
+    "message_timestamp_type": "message.timestamp.type",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+}
+_FIELD_TYPES = {"cleanup_policy": Type.LIST, "message_timestamp_type": Type.STRING,
+                "min_cleanable_dirty_ratio": Type.DOUBLE}
 
 
-def _float_opt(props, kw, field, key):
-    raw = props.get(key)
-    if raw is None:
-        return
-    try:
-        kw[field] = float(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"{key} must be a number, got {raw!r}") from None
+def _table(fields: dict[str, str | tuple[str, ...]]) -> ConfigDef:
+    d = ConfigDef(error_format="{name} must be {expected}, got {value!r}")
+    for field, keys in fields.items():
+        for key in (keys if isinstance(keys, tuple) else (keys,)):
+            d.define(key, _FIELD_TYPES.get(field, Type.LONG), None, None, Importance.MEDIUM, f"LogConfig.{field}")
+    return d
 
 
-def _str_opt(props, kw, field, key):
-    raw = props.get(key)
-    if raw is None:
-        return
-    value = str(raw).strip()
-    if field == "cleanup_policy":
-        parts = sorted({p.strip() for p in value.split(",") if p.strip()})
-        value = ",".join(parts)
-    kw[field] = value
+#: Broker-level log settings (server.properties names) and topic-level overrides.
+BROKER_LOG_CONFIG = _table(_BROKER_FIELDS)
+TOPIC_LOG_CONFIG = _table(_TOPIC_FIELDS)
 
 
-def _ms_opt(props, kw, field, prefix):
-    """``<prefix>.ms`` / ``.minutes`` / ``.hours``; the finest unit given wins."""
-    for unit in ("ms", "minutes", "hours"):
-        key = f"{prefix}.{unit}"
-        raw = props.get(key)
-        if raw is None:
-            continue
-        try:
-            n = int(str(raw).strip())
-        except ValueError:
-            raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
-        kw[field] = n if n < 0 else n * _MS_PER[unit]
-        return
+def _fields(table: ConfigDef, fields: dict[str, str | tuple[str, ...]], props) -> dict:
+    """The LogConfig fields set in ``props`` (keys absent or None are left out)."""
+    kw: dict = {}
+    for field, keys in fields.items():
+        for key in (keys if isinstance(keys, tuple) else (keys,)):
+            value = table.parse_value(key, props.get(key))
+            if value is None:
+                continue
+            if field == "cleanup_policy":
+                value = ",".join(sorted(set(value)))
+            elif isinstance(keys, tuple):
+                unit = key.rsplit(".", 1)[1]
+                value = value if value < 0 else value * _MS_PER[unit]
+            kw[field] = value
+            break
+    return kw

@@ -9,14 +9,19 @@ point.  The marker is removed once loading is done.  Directories that are not a 
 ``<topic>-<partition>`` are logged and ignored; ``*-delete`` directories (an interrupted topic
 deletion) are removed.
 
-Background (``background=True``): a scheduler thread runs time-based flushes
-(``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), retention every
-``log.retention.check.interval.ms`` and checkpoints every
-``log.flush.offset.checkpoint.interval.ms``; a cleaner thread compacts logs whose policy
-includes ``compact`` every ``log.cleaner.backoff.ms``.
+Background (``background=True``): one :class:`pyklog.broker.common.scheduler.Scheduler` (Kafka's
+``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs four periodic tasks, each
+``interval`` after the end of its previous run: ``log-flush`` (time-based flushes,
+``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), ``log-retention``
+(every ``log.retention.check.interval.ms``), ``log-checkpoint`` (every
+``log.flush.offset.checkpoint.interval.ms``) and ``log-cleaner`` (compacts logs whose policy includes
+``compact`` every ``log.cleaner.backoff.ms``).  They share the one thread, so a long compaction
+delays a flush check (time-based flushes are a lower bound anyway; Kafka gives its cleaner its own
+threads).  A task that fails is logged and runs again at its next interval.
 
-Shutdown (:meth:`shutdown`): stop the threads, close every log (flush + producer snapshot), write
-the checkpoints and then the clean-shutdown marker.
+Shutdown (:meth:`shutdown`): stop the scheduler (waiting for a running task; compaction stops
+between logs), close every log (flush + producer snapshot), write the checkpoints and then the
+clean-shutdown marker.
 
 Thread-safe: the log table is guarded by a lock; each Log is thread-safe itself.
 """
@@ -31,6 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidTopicError,
@@ -71,7 +77,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._scheduler: Scheduler | None = None
         self._lock_fds: list[int] = []
         self._started = False
         self.stray_dirs: list[str] = []
@@ -282,41 +288,26 @@ class LogManager:
                 log.error("%s: writing checkpoints failed: %s", d, e)
 
     def _start_threads(self) -> None:
-        self._threads = [
-            threading.Thread(target=self._scheduler_loop, name="log-scheduler", daemon=True),
-            threading.Thread(target=self._cleaner_loop, name="log-cleaner", daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _scheduler_loop(self) -> None:
         cfg = self.default_config
-        tick = max(0.01, cfg.flush_scheduler_interval_ms / 1000.0)
-        next_retention = time.monotonic() + cfg.retention_check_interval_ms / 1000.0
-        next_checkpoint = time.monotonic() + cfg.flush_offset_checkpoint_interval_ms / 1000.0
-        while not self._stop.wait(tick):
-            self.flush_dirty_logs()
-            now = time.monotonic()
-            if now >= next_retention:
-                next_retention = now + cfg.retention_check_interval_ms / 1000.0
-                self.cleanup_logs()
-            if now >= next_checkpoint:
-                next_checkpoint = now + cfg.flush_offset_checkpoint_interval_ms / 1000.0
-                self.checkpoint()
+        sched = Scheduler("log-scheduler")
 
-    def _cleaner_loop(self) -> None:
-        backoff = max(0.01, self.default_config.cleaner_backoff_ms / 1000.0)
-        while not self._stop.wait(backoff):
-            self.compact_logs()
+        def every(ms: int) -> float:
+            return max(0.01, ms / 1000.0)
+
+        sched.schedule_periodic("log-flush", every(cfg.flush_scheduler_interval_ms), self.flush_dirty_logs)
+        sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
+        sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
+        sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
+        self._scheduler = sched
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
         """Stop background work, close every log, write checkpoints and the clean-shutdown
         marker in each log dir."""
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout=60)
-        self._threads = []
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True, timeout_s=60)
+            self._scheduler = None
         with self._lock:
             logs = list(self._logs.values())
         failed = False

@@ -3,7 +3,9 @@
 :func:`parse_properties` reads the Java properties syntax (``#``/``!`` comments, ``key=value``,
 ``key: value`` or ``key value``, backslash line continuation and escapes).  :meth:`ServerConfig.from_properties`
 turns the settings into a typed :class:`ServerConfig`; any unknown key or invalid value raises
-:class:`broker.errors.ConfigError` naming the key, what was expected and what was read.
+:class:`broker.errors.ConfigError` naming the key, what was expected and what was read.  The typed
+settings are declared once in :data:`SERVER_CONFIG` (a :class:`pyklog.broker.common.config_def.ConfigDef`,
+Kafka's ``KafkaConfig`` definition style); the broker refuses unknown keys.
 
 Settings (Kafka's names and defaults unless noted)::
 
@@ -50,6 +52,7 @@ import re
 import socket
 from typing import Any
 
+from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
 from pyklog.broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -198,32 +201,45 @@ def parse_listeners(key: str, value: str) -> list[Endpoint]:
     return endpoints
 
 
-def _int(props: dict[str, str], key: str, default: int | None, lo: int | None = None,
-         hi: int | None = None) -> int | None:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{key}: expected an integer, read {raw!r}") from None
-    if lo is not None and v < lo:
-        raise ConfigError(f"{key}: expected an integer >= {lo}, read {v}")
-    if hi is not None and v > hi:
-        raise ConfigError(f"{key}: expected an integer <= {hi}, read {v}")
-    return v
+def _server_config_def() -> ConfigDef:
+    H, M, L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+    return (ConfigDef()
+            .define("broker.id", Type.INT, REQUIRED, Range(0, _INT32_MAX), H, "an integer >= 0")
+            .define("zookeeper.session.timeout.ms", Type.INT, 18000, Range(1000), H, "ZooKeeper session timeout")
+            .define("zookeeper.connection.timeout.ms", Type.INT, None, Range(1), H,
+                    "ZooKeeper connection timeout (default: the session timeout)")
+            .define("num.partitions", Type.INT, 1, Range(1, 1_000_000), M, "partitions of an auto-created topic")
+            .define("default.replication.factor", Type.INT, 1, Range(1, 32767), M,
+                    "replication factor of an auto-created topic")
+            .define("auto.create.topics.enable", Type.BOOLEAN, True, None, H, "create topics on first use")
+            .define("delete.topic.enable", Type.BOOLEAN, True, None, H, "DeleteTopics allowed")
+            .define("offsets.topic.num.partitions", Type.INT, 50, Range(1, 1_000_000), H,
+                    "partitions of __consumer_offsets")
+            .define("offsets.topic.replication.factor", Type.INT, 1, Range(1, 32767), H,
+                    "replication factor of __consumer_offsets")
+            .define("message.max.bytes", Type.INT, 1048588, Range(0, _INT32_MAX), H, "largest record batch")
+            .define("socket.request.max.bytes", Type.INT, 104857600, Range(1, _INT32_MAX), H,
+                    "largest request frame")
+            .define("socket.send.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H, "SO_SNDBUF, -1: OS default")
+            .define("socket.receive.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H,
+                    "SO_RCVBUF, -1: OS default")
+            .define("num.network.threads", Type.INT, 3, Range(1, 256), H, "network threads")
+            .define("num.io.threads", Type.INT, 8, Range(1, 1024), H, "request handler threads")
+            .define("queued.max.requests", Type.INT, 500, Range(1, 1_000_000), H, "request queue size")
+            .define("connections.max.idle.ms", Type.LONG, 600000, Range(-1), M, "idle connection timeout")
+            # accepted for compatibility, no effect (IGNORED_KEYS)
+            .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
+            .define("transaction.state.log.replication.factor", Type.INT, None, Range(0), L, "no effect in pyklog")
+            .define("transaction.state.log.min.isr", Type.INT, None, Range(0), L, "no effect in pyklog")
+            # read by broker.group_coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
+            .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
+            .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
+            .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
+            .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group"))
 
 
-def _bool(props: dict[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    v = raw.strip().lower()
-    if v == "true":
-        return True
-    if v == "false":
-        return False
-    raise ConfigError(f"{key}: expected true or false, read {raw!r}")
+#: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
+SERVER_CONFIG = _server_config_def()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,9 +297,7 @@ class ServerConfig:
         for k in sorted(IGNORED_KEYS & props.keys()):
             log.warning("setting %s=%s is accepted for compatibility with Kafka and has no effect in pyklog",
                         k, props[k])
-        if "broker.id" not in props:
-            raise ConfigError("broker.id: required (an integer >= 0), not set")
-        broker_id = _int(props, "broker.id", None, 0, _INT32_MAX)
+        values = SERVER_CONFIG.parse(props)
         zk = props.get("zookeeper.connect", "")
         if not zk:
             raise ConfigError("zookeeper.connect: required (host:port[,host:port...][/chroot]), not set")
@@ -300,42 +314,37 @@ class ServerConfig:
         log_dirs = tuple(d.strip() for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:
             raise ConfigError(f"log.dirs: expected one or more directories, read {dirs_raw!r}")
-        session = _int(props, "zookeeper.session.timeout.ms", 18000, 1000)
-        message_max = _int(props, "message.max.bytes", 1048588, 0, _INT32_MAX)
-        request_max = _int(props, "socket.request.max.bytes", 104857600, 1, _INT32_MAX)
+        session = values["zookeeper.session.timeout.ms"]
+        message_max = values["message.max.bytes"]
         log_props = {k: v for k, v in props.items() if k in LOG_KEYS}
         log_props["message.max.bytes"] = str(message_max)
+        connection = values["zookeeper.connection.timeout.ms"]
         cfg = cls(
-            broker_id=broker_id,
+            broker_id=values["broker.id"],
             zookeeper_connect=zk,
             listener=listener,
             advertised_listener=advertised,
             log_dirs=log_dirs,
             zookeeper_session_timeout_ms=session,
-            zookeeper_connection_timeout_ms=_int(props, "zookeeper.connection.timeout.ms", session, 1),
-            num_partitions=_int(props, "num.partitions", 1, 1, 1_000_000),
-            default_replication_factor=_int(props, "default.replication.factor", 1, 1, 32767),
-            auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
-            delete_topic_enable=_bool(props, "delete.topic.enable", True),
-            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1, 1_000_000),
-            offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 1, 1, 32767),
+            zookeeper_connection_timeout_ms=session if connection is None else connection,
+            num_partitions=values["num.partitions"],
+            default_replication_factor=values["default.replication.factor"],
+            auto_create_topics_enable=values["auto.create.topics.enable"],
+            delete_topic_enable=values["delete.topic.enable"],
+            offsets_topic_num_partitions=values["offsets.topic.num.partitions"],
+            offsets_topic_replication_factor=values["offsets.topic.replication.factor"],
             message_max_bytes=message_max,
-            socket_request_max_bytes=request_max,
-            socket_send_buffer_bytes=_int(props, "socket.send.buffer.bytes", -1, -1, _INT32_MAX),
-            socket_receive_buffer_bytes=_int(props, "socket.receive.buffer.bytes", -1, -1, _INT32_MAX),
-            num_network_threads=_int(props, "num.network.threads", 3, 1, 256),
-            num_io_threads=_int(props, "num.io.threads", 8, 1, 1024),
-            queued_max_requests=_int(props, "queued.max.requests", 500, 1, 1_000_000),
-            connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, -1),
+            socket_request_max_bytes=values["socket.request.max.bytes"],
+            socket_send_buffer_bytes=values["socket.send.buffer.bytes"],
+            socket_receive_buffer_bytes=values["socket.receive.buffer.bytes"],
+            num_network_threads=values["num.network.threads"],
+            num_io_threads=values["num.io.threads"],
+            queued_max_requests=values["queued.max.requests"],
+            connections_max_idle_ms=values["connections.max.idle.ms"],
             log_props=log_props,
             raw=props,
         )
-        for k in ("num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-                  "transaction.state.log.min.isr", "group.initial.rebalance.delay.ms"):
-            _int(props, k, None, 0)
-        for k in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"):
-            _int(props, k, None, 1)
-        if _int(props, "group.min.session.timeout.ms", 6000) > _int(props, "group.max.session.timeout.ms", 1800000):
+        if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms: must not exceed group.max.session.timeout.ms, read "
                               f"{props.get('group.min.session.timeout.ms', 6000)} > "
                               f"{props.get('group.max.session.timeout.ms', 1800000)}")

@@ -6,7 +6,8 @@ fetched partitions and returns.  The operation completes exactly once, whichever
 
 * an append to a watched partition brings the bytes appended since registration (plus what the
   first read found) to ``min_bytes`` -- completed on the appending (Produce handler) thread;
-* the wait expires -- completed on the purgatory's timer thread;
+* the wait expires -- completed on the purgatory's timer thread (a
+  :class:`pyklog.broker.common.scheduler.Scheduler`, Kafka's expiration reaper);
 * :meth:`Purgatory.complete_all` (broker shutdown).
 
 ``complete(op)`` is the caller's function; it re-reads the logs and sends the response, so it must
@@ -16,12 +17,12 @@ Thread-safe: every method may be called from any thread.
 """
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
 from typing import Callable, Hashable, Iterable
+
+from pyklog.broker.common.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 class DelayedOperation:
     """One waiting operation.  ``payload`` is whatever the completer needs (the parsed request)."""
 
-    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "_claimed")
+    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "_claimed", "_timer")
 
     def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload):
         self.keys = tuple(keys)
@@ -38,31 +39,26 @@ class DelayedOperation:
         self.accumulated = accumulated
         self.payload = payload
         self._claimed = False
+        self._timer = None
 
 
 class Purgatory:
     def __init__(self, complete: Callable[[DelayedOperation], None], name: str = "fetch"):
         self._complete = complete
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
         self._watchers: dict[Hashable, list[DelayedOperation]] = {}
-        self._heap: list[tuple[float, int, DelayedOperation]] = []
-        self._seq = itertools.count()
+        self._waiting: set[DelayedOperation] = set()
         self._running = True
-        self._timer = threading.Thread(target=self._expire_loop, name=f"pyklog-{name}-purgatory", daemon=True)
-        self._timer.start()
+        self._timer = Scheduler(f"pyklog-{name}-purgatory")
 
     def watch(self, op: DelayedOperation) -> None:
         with self._lock:
-            if not self._running:
-                ready = True
-            else:
-                ready = False
+            ready = not self._running
+            if not ready:
                 for k in op.keys:
                     self._watchers.setdefault(k, []).append(op)
-                heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
-                if self._heap[0][2] is op:
-                    self._cond.notify()
+                self._waiting.add(op)
+                op._timer = self._timer.schedule_at(op.deadline, self._expire, op, name="delayed-operation-expiry")
         if ready:
             self._run(op)
 
@@ -82,9 +78,8 @@ class Purgatory:
                 if op.accumulated >= op.min_bytes:
                     op._claimed = True
                     done.append(op)
-            if done:
-                for op in done:
-                    self._unwatch(op)
+            for op in done:
+                self._forget(op)
         for op in done:
             self._run(op)
 
@@ -92,21 +87,25 @@ class Purgatory:
         """Complete every waiting operation now (shutdown) and stop the timer."""
         with self._lock:
             self._running = False
-            ops = [op for _, _, op in self._heap if not op._claimed]
+            ops = [op for op in self._waiting if not op._claimed]
             for op in ops:
                 op._claimed = True
-            self._heap.clear()
+            self._waiting.clear()
             self._watchers.clear()
-            self._cond.notify()
+        self._timer.shutdown(wait=False)
         for op in ops:
             self._run(op)
-        self._timer.join(5)
+        self._timer.shutdown(wait=True, timeout_s=5)
 
     def __len__(self) -> int:
         with self._lock:
-            return sum(1 for _, _, op in self._heap if not op._claimed)
+            return len(self._waiting)
 
-    def _unwatch(self, op: DelayedOperation) -> None:
+    def _forget(self, op: DelayedOperation) -> None:
+        """Under the lock: op is claimed; stop watching it and drop its expiry timer."""
+        self._waiting.discard(op)
+        if op._timer is not None:
+            op._timer.cancel()
         for k in op.keys:
             lst = self._watchers.get(k)
             if lst is not None:
@@ -123,29 +122,11 @@ class Purgatory:
         except Exception:
             log.exception("completing a delayed operation failed")
 
-    def _expire_loop(self) -> None:
-        while True:
-            expired = []
-            with self._lock:
-                while self._running:
-                    while self._heap and self._heap[0][2]._claimed:
-                        heapq.heappop(self._heap)
-                    if not self._heap:
-                        self._cond.wait(1.0)
-                        continue
-                    wait = self._heap[0][0] - time.monotonic()
-                    if wait > 0:
-                        self._cond.wait(wait)
-                        continue
-                    break
-                if not self._running:
-                    return
-                now = time.monotonic()
-                while self._heap and self._heap[0][0] <= now:
-                    _, _, op = heapq.heappop(self._heap)
-                    if not op._claimed:
-                        op._claimed = True
-                        self._unwatch(op)
-                        expired.append(op)
-            for op in expired:
-                self._run(op)
+    def _expire(self, op: DelayedOperation) -> None:
+        """On the timer thread at ``op.deadline``: complete it unless an append or shutdown did."""
+        with self._lock:
+            if op._claimed:
+                return
+            op._claimed = True
+            self._forget(op)
+        self._run(op)

@@ -38,6 +38,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from pyklog.broker.common.config_def import ConfigDef, Type
 from pyklog.broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -117,14 +118,21 @@ def _lower(options) -> dict[str, str]:
     return out
 
 
-def _bool(opts: dict, name: str, default: bool) -> bool:
-    v = opts.get(name)
-    if v is None:
-        return default
-    s = v.strip().lower()
-    if s in ("true", "false"):
-        return s == "true"
-    raise ConfigError(f"option '{display(name)}': expected 'true' or 'false', read {v!r}")
+#: The boolean options with their defaults (lower-cased names, as Spark hands them over); values
+#: follow Kafka's rule: ``true`` or ``false`` in any case.
+BOOLEAN_OPTIONS = (
+    ConfigDef(error_format="option '{name}': expected {expected}, read {value!r}", display=display,
+              expected={Type.BOOLEAN: "'true' or 'false'"})
+    .define("failondataloss", Type.BOOLEAN, True, doc="fail the query when offsets are gone")
+    .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
+    .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
+    .define("kafka.check.crcs", Type.BOOLEAN, True, doc="verify record batch CRCs")
+    .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)"))
+
+
+def _bool(opts: dict, name: str) -> bool:
+    """Boolean option ``name`` of the lower-cased ``opts`` (its default from BOOLEAN_OPTIONS)."""
+    return BOOLEAN_OPTIONS.parse_value(name, opts.get(name))
 
 
 def _long(opts: dict, name: str, default=None, *, minimum: int | None = None):
@@ -455,7 +463,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     if storage == "zookeeper" and not cluster.zookeeper_connect:
         raise ConfigError("option 'offsets.storage' is 'zookeeper' but option 'zookeeper.connect' is not set; "
                           "set zookeeper.connect or use offsets.storage=kafka")
-    dual = _bool(opts, "dual.commit.enabled", False)
+    dual = _bool(opts, "dual.commit.enabled")
     if dual and not cluster.zookeeper_connect:
         raise ConfigError("option 'dual.commit.enabled' needs option 'zookeeper.connect' (it commits to "
                           "ZooKeeper and to Kafka)")
@@ -472,12 +480,12 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         subscription=sub,
         starting=starting,
         ending=ending,
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        fail_on_data_loss=_bool(opts, "failondataloss"),
         max_offsets_per_trigger=max_per,
         min_offsets_per_trigger=min_per,
         max_trigger_delay_ms=delay_ms,
         min_partitions=_long(opts, "minpartitions", None, minimum=1),
-        include_headers=_bool(opts, "includeheaders", False),
+        include_headers=_bool(opts, "includeheaders"),
         isolation_level=isolation,
         group_id=group_id,
         group_id_prefix=opts.get("groupidprefix", "spark-pyklog-source"),
@@ -485,7 +493,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         dual_commit=dual,
         assignment_strategy=strategy_name,
         max_partition_fetch_bytes=fetch_bytes,
-        check_crcs=_bool(opts, "kafka.check.crcs", True),
+        check_crcs=_bool(opts, "kafka.check.crcs"),
         poll_timeout_ms=_long(opts, "kafkaconsumer.polltimeoutms", 120000, minimum=1),
         fetch_offset_retries=_long(opts, "fetchoffset.numretries", 3, minimum=0),
         fetch_offset_retry_interval_ms=_long(opts, "fetchoffset.retryintervalms", 1000, minimum=0),
@@ -548,7 +556,7 @@ def parse_sink_options(options) -> SinkOptions:
         if name in producer:
             _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)
     if "enable.idempotence" in producer:
-        _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence", True)
+        _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence")
     return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())))
 
 

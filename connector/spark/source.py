@@ -65,9 +65,11 @@ from pyklog.broker.errors import (
 from pyklog.connector.spark import arrow as _arrow
 from pyklog.connector.spark import offsets as _offsets
 from pyklog.connector.spark.options import (
+    BOOLEAN_OPTIONS,
     EARLIEST,
     LATEST,
     SourceOptions,
+    _lower,
     default_group_id,
     parse_sink_options,
     parse_source_options,
@@ -137,8 +139,9 @@ class PyklogDataSource(DataSource):
 
 
 def _bool_option(options, name: str) -> bool:
-    v = {str(k).lower(): v for k, v in dict(options or {}).items()}.get(name.lower())
-    return str(v).strip().lower() == "true"
+    """Boolean option ``name`` (any case) of Spark's options, as the options module reads it
+    (ConfigError naming the option for a value other than true/false).  Driver side."""
+    return BOOLEAN_OPTIONS.parse_value(name.lower(), _lower(options).get(name.lower()))
 
 
 def _check_schema(schema, include_headers: bool) -> None:
