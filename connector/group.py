@@ -434,7 +434,9 @@ class GroupMember:
         return self
 
     def _abandon_start(self):
-        """start() failed: close the client; NEW again (or STOPPED if stop() or the connection moved on)."""
+        """start() failed: close the client; NEW again, so start may be called again.  If the connection
+        listener had moved on (SUSPENDED, LOST) the member is STOPPED instead; if stop() runs meanwhile
+        (STOPPING) it finishes the job."""
         self.zk.remove_listener(self._on_state)
         try:
             self.zk.stop()
@@ -443,9 +445,8 @@ class GroupMember:
             with self._cond:
                 if self._state is MemberState.REGISTERING:
                     self._transition(MemberState.NEW)
-                elif self._state is not MemberState.STOPPED:
-                    if self._state is not MemberState.STOPPING:
-                        self._transition(MemberState.STOPPING)
+                elif self._state in (MemberState.SUSPENDED, MemberState.LOST):
+                    self._transition(MemberState.STOPPING)
                     self._transition(MemberState.STOPPED)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -468,7 +469,8 @@ class GroupMember:
             with self._cond:
                 self._owned.clear()
                 self._target.clear()
-                self._transition(MemberState.STOPPED)
+                if self._state is MemberState.STOPPING:  # (a failing start() may have got there first)
+                    self._transition(MemberState.STOPPED)
 
     def __enter__(self):
         return self.start()
@@ -621,7 +623,7 @@ class GroupMember:
                 while True:
                     now = time.monotonic()
                     state = self._state
-                    if state is S.STOPPING or self._lost or state is S.REGISTERING:
+                    if state in (S.STOPPING, S.STOPPED, S.REGISTERING) or self._lost:
                         break
                     if state is S.SUSPENDED:
                         # disconnected: the session may expire without us hearing of it; once it could
@@ -644,7 +646,7 @@ class GroupMember:
                         break
                     due = [d for d in (self._claim_due, self._dirty_at) if d is not None]
                     self._cond.wait(0.5 if not due else min(max(0.0, min(due) - now), 0.5))
-                if self._state is S.STOPPING:
+                if self._closing():
                     return
                 lost, self._lost = self._lost, set()
             try:
@@ -652,7 +654,7 @@ class GroupMember:
                     self._callback(self.on_lost, sorted(lost))
                 with self._cond:
                     state = self._state
-                    if state is S.STOPPING:
+                    if state in (S.STOPPING, S.STOPPED):
                         return
                     if state in (S.SUSPENDED, S.LOST):  # work resumes on reconnect
                         continue
