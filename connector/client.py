@@ -20,7 +20,6 @@ Both classes are thread-safe.
 """
 from __future__ import annotations
 
-import json
 import logging
 import random
 import socket
@@ -397,6 +396,7 @@ class ClusterClient:
         from kazoo.exceptions import NoNodeError
 
         from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znodes import decode_broker_registration
 
         zk = self._zk
         out = {}
@@ -408,24 +408,14 @@ class ClusterClient:
             raise ZooKeeperError(f"reading {paths.BROKER_IDS} from {self._zk_connect}: {e}") from e
         for bid in ids:
             try:
-                data, _ = zk.retry(zk.get, paths.broker_id(int(bid)))
-                info = json.loads(data.decode("utf-8"))
+                path = paths.broker_id(int(bid))
+                data, _ = zk.retry(zk.get, path)
+                # the PLAINTEXT listener's endpoint (one codec for the broker and the client)
+                out[int(bid)] = decode_broker_registration(data, path).address(path=path)
             except NoNodeError:
                 continue
-            except (ValueError, UnicodeDecodeError) as e:
-                log.warning("ignoring unreadable broker registration %s: %s", paths.broker_id(int(bid)), e)
-                continue
-            addr = None
-            for ep in info.get("endpoints") or []:
-                try:
-                    addr = parse_bootstrap(ep)[0]
-                    break
-                except ConfigError:
-                    continue
-            if addr is None and info.get("host") and info.get("port", -1) >= 0:
-                addr = (info["host"], int(info["port"]))
-            if addr:
-                out[int(bid)] = addr
+            except ValueError as e:  # a ZkDataError, or a non-numeric child name
+                log.warning("ignoring unreadable broker registration %s/%s: %s", paths.BROKER_IDS, bid, e)
         return out
 
     def _candidates(self) -> list[tuple[int | None, str, int]]:

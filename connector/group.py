@@ -59,7 +59,6 @@ call :meth:`stop`.  Several members may live in one process; each has its own Zo
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import re
 import socket
@@ -76,7 +75,7 @@ from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
 from pyklog.broker.errors import ConfigError, PyklogError, RebalanceFailedError, ZooKeeperError
-from pyklog.broker.zk import paths
+from pyklog.broker.zk import paths, znodes
 from pyklog.connector.assignors import STRATEGIES, assign
 
 log = logging.getLogger(__name__)
@@ -147,29 +146,15 @@ def filter_for(pattern: str, regex: str) -> TopicFilter:
 
 
 def registration_json(subscription: Mapping[str, int], pattern: str) -> bytes:
-    """The value of ``/consumers/[group]/ids/[consumer_id]`` (Kafka's layout)."""
-    return json.dumps({"version": REGISTRATION_VERSION, "subscription": dict(subscription),
-                       "pattern": pattern, "timestamp": str(int(time.time() * 1000))},
-                      separators=(",", ":")).encode()
+    """The value of ``/consumers/[group]/ids/[consumer_id]`` (Kafka's layout, :mod:`pyklog.broker.zk.znodes`)."""
+    return znodes.encode_consumer_registration(znodes.ConsumerRegistration(
+        dict(subscription), pattern, str(int(time.time() * 1000)), REGISTRATION_VERSION))
 
 
-def parse_registration(data: bytes) -> tuple[str, dict[str, int]]:
-    """(pattern, subscription) from a registration node; ValueError says what was read."""
-    try:
-        doc = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError):
-        raise ValueError(f"expected registration JSON, read {data[:200]!r}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("subscription"), dict):
-        raise ValueError(f"expected an object with a 'subscription' object, read {data[:200]!r}")
-    pattern = doc.get("pattern", "static")
-    if pattern not in ("static", "white_list", "black_list"):
-        raise ValueError(f"expected pattern static, white_list or black_list, read {pattern!r}")
-    sub = {}
-    for k, v in doc["subscription"].items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"expected a stream count >= 1 for {k!r}, read {v!r}")
-        sub[str(k)] = v
-    return pattern, sub
+def parse_registration(data: bytes, path: str = "/consumers/?/ids/?") -> tuple[str, dict[str, int]]:
+    """(pattern, subscription) from a registration node; ZkDataError (a ValueError) says what was read."""
+    reg = znodes.decode_consumer_registration(data, path)
+    return reg.pattern, reg.subscription
 
 
 def topics_of(pattern: str, subscription: Mapping[str, int], all_topics: Iterable[str],
@@ -186,17 +171,9 @@ def topics_of(pattern: str, subscription: Mapping[str, int], all_topics: Iterabl
 
 
 def partition_count(data: bytes, topic: str) -> int:
-    """Number of partitions from ``/brokers/topics/[topic]`` ({"version":1,"partitions":{"0":[0],...}})."""
-    try:
-        doc = json.loads(data.decode())
-        parts = doc["partitions"]
-        ids = sorted(int(p) for p in parts)
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
-        raise ValueError(f"/brokers/topics/{topic}: expected {{\"version\":1,\"partitions\":{{\"0\":[...],...}}}}, "
-                         f"read {data[:200]!r}") from None
-    if ids != list(range(len(ids))):
-        raise ValueError(f"/brokers/topics/{topic}: expected partitions 0..{len(ids) - 1}, read {ids}")
-    return len(ids)
+    """Number of partitions from ``/brokers/topics/[topic]``; ZkDataError (a ValueError) unless 0..n-1."""
+    path = paths.topic(topic)
+    return znodes.partition_count(znodes.decode_topic_assignment(data, path), path, data)
 
 
 def default_consumer_id() -> str:
@@ -749,7 +726,7 @@ class GroupMember:
             except NoNodeError:
                 continue
             try:
-                out[cid] = parse_registration(data)
+                out[cid] = parse_registration(data, paths.consumer_id(self.group_id, cid))
             except ValueError as e:
                 log.warning("group %s: ignoring member %s with a bad registration: %s", self.group_id, cid, e)
         return out

@@ -28,6 +28,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from pyklog.broker.errors import (ConfigError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
                            NotCoordinatorError, ZooKeeperError)
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.znodes import decode_consumer_offset, encode_consumer_offset
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ class OffsetStore:
 
 
 class ZooKeeperOffsetStore(OffsetStore):
-    """Offsets as persistent znodes ``/consumers/[group]/offsets/[topic]/[partition]`` (decimal text)."""
+    """Offsets as persistent znodes ``/consumers/[group]/offsets/[topic]/[partition]`` (decimal text,
+    encoded and decoded by :mod:`pyklog.broker.zk.znodes`, as the broker's OffsetCommit/OffsetFetch v0)."""
 
     storage = "zookeeper"
 
@@ -114,7 +116,7 @@ class ZooKeeperOffsetStore(OffsetStore):
         zk = self.zk
         for (t, p), off in sorted(_normalize(offsets).items()):
             path = paths.consumer_offset(group, t, p)
-            data = str(off).encode()
+            data = encode_consumer_offset(off)
             try:
                 zk.retry(zk.set, path, data)
             except NoNodeError:
@@ -137,11 +139,7 @@ class ZooKeeperOffsetStore(OffsetStore):
                 data, _ = zk.retry(zk.get, path)
             except NoNodeError:
                 continue
-            text = data.decode(errors="replace").strip()
-            try:
-                off = int(text)
-            except ValueError:
-                raise ZooKeeperError(f"{path}: expected an offset as decimal text, read {data[:100]!r}") from None
+            off = decode_consumer_offset(data, path)  # ZkDataError names the node and what it holds
             if off >= 0:
                 out[(t, int(p))] = off
         return out

@@ -86,3 +86,39 @@ def test_migration_zookeeper_to_kafka(zk, cluster):
     kafka_only.commit(group, {("t", 1): 201})
     assert kafka_only.fetch(group, tps) == {("t", 0): 170, ("t", 1): 201, ("t", 2): 9}
     assert old.fetch(group, [("t", 1)]) == {("t", 1): 200}  # ZooKeeper no longer updated
+
+
+def test_broker_offset_commit_v0_and_zookeeper_store_share_one_node(broker, zk):
+    """OffsetCommit/OffsetFetch v0 (the broker's ZooKeeper offset store, Kafka 0.8.2) and the connector's
+    ZooKeeperOffsetStore read and write the same node in the same form; an unreadable node is no offset
+    for the broker (logged) and an error naming the node for the store."""
+    from support import Wire
+
+    from pyklog.broker.protocol import ApiKey
+
+    w = Wire(broker.port)
+    try:
+        def commit_v0(offset):
+            resp = w.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "zg", "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]})
+            return resp["topics"][0]["partitions"][0]["error_code"]
+
+        def fetch_v0():
+            resp = w.request(ApiKey.OFFSET_FETCH, 0, {"group_id": "zg", "topics": [
+                {"name": "t", "partition_indexes": [0]}]})
+            p = resp["topics"][0]["partitions"][0]
+            return p["committed_offset"], p["error_code"]
+
+        store = ZooKeeperOffsetStore(zk)
+        assert commit_v0(17) == 0
+        assert zk.get(paths.consumer_offset("zg", "t", 0))[0] == b"17"
+        assert store.fetch("zg", [("t", 0)]) == {("t", 0): 17}
+        store.commit("zg", {("t", 0): 23})
+        assert fetch_v0() == (23, 0)
+        zk.set(paths.consumer_offset("zg", "t", 0), b"twenty")
+        assert fetch_v0() == (-1, 0)
+        with pytest.raises(ZooKeeperError, match=r"/consumers/zg/offsets/t/0: expected an offset as decimal text"):
+            store.fetch("zg", [("t", 0)])
+        assert commit_v0(30) == 0 and store.fetch("zg", [("t", 0)]) == {("t", 0): 30}
+    finally:
+        w.close()

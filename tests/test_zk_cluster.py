@@ -21,7 +21,8 @@ from pyklog.broker.errors import (
     ZooKeeperError,
 )
 from pyklog.broker.zk import paths
-from pyklog.broker.zk.cluster import ZkCluster, parse_broker_registration, split_connect_string
+from pyklog.broker.zk.cluster import ZkCluster, split_connect_string
+from pyklog.broker.zk.znodes import decode_broker_registration
 from pyklog.broker.zk.server import free_port
 from pyklog.broker.zk.topics import assign_replicas, collides, validate_topic_configs, validate_topic_name
 from support import expire_session, wait_for
@@ -99,10 +100,10 @@ def test_topic_config_validation():
 def test_connect_string_and_registration_parsing():
     assert split_connect_string("h1:1,h2:2/a/b/") == ("h1:1,h2:2", "/a/b")
     assert split_connect_string("h:1") == ("h:1", "")
-    assert parse_broker_registration(b'{"endpoints":["PLAINTEXT://h:5"],"host":"x","port":1}') == ("h", 5)
-    assert parse_broker_registration(b'{"host":"x","port":1}') == ("x", 1)
+    assert decode_broker_registration(b'{"endpoints":["PLAINTEXT://h:5"],"host":"x","port":1}').address() == ("h", 5)
+    assert decode_broker_registration(b'{"host":"x","port":1}').address() == ("x", 1)
     with pytest.raises(ZooKeeperError, match="expected JSON"):
-        parse_broker_registration(b"host:1")
+        decode_broker_registration(b"host:1")
 
 
 # ---------------------------------------------------------------------------- against ZooKeeper

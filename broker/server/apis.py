@@ -23,18 +23,24 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   validated against the group).
 * FindCoordinator v0-2, OffsetCommit v0-7, OffsetFetch v0-5 through
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
-  (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did.
+  (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
+  :class:`broker.server.zk_offset_store.ZkOffsetStore`.
 
-A broker serves only the partitions it leads (NOT_LEADER_OR_FOLLOWER otherwise); the logs of
-partitions it leads are created as the ZooKeeper registry changes (:meth:`KafkaApis.sync_logs`)
-and the logs of deleted topics are deleted.
+The handlers here only translate requests into calls and results into responses.  Partition
+leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's ReplicaManager):
+a broker serves only the partitions it leads (NOT_LEADER_OR_FOLLOWER otherwise), their leader logs
+are created as the ZooKeeper registry changes (:meth:`KafkaApis.sync_logs`) and the logs of deleted
+topics are deleted.
 
 Bad input: an unparseable header, an unknown API key or an unsupported version closes that
 connection (Kafka does the same; no response layout can be formed); a malformed body closes the
 connection; an unexpected failure inside a handler is logged and answered with
 UNKNOWN_SERVER_ERROR for every partition of the request.
 
-Thread-safe: ``handle`` runs concurrently on every request handler thread.
+Thread-safe: ``handle`` runs concurrently on every request handler thread.  KafkaApis itself holds
+one lock, ``_pid_lock`` (the current producer id block); the replica manager, the ZooKeeper offset
+store, the offset manager, the group coordinator and the purgatory each guard their own state and
+document their locking rule.
 """
 from __future__ import annotations
 
@@ -55,7 +61,6 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
-    TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -71,6 +76,8 @@ from pyklog.broker.protocol import (
 )
 from pyklog.broker.server.network import OwnedFd, Request
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
+from pyklog.broker.server.replica_manager import ReplicaManager
+from pyklog.broker.server.zk_offset_store import ZkOffsetStore
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -96,7 +103,8 @@ class KafkaApis:
 
     ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a started
     :class:`broker.zk.cluster.ZkCluster`, ``offset_manager`` a :class:`broker.coordinator.OffsetManager`
-    (or None: the group APIs then answer COORDINATOR_NOT_AVAILABLE).
+    (or None: the group APIs then answer COORDINATOR_NOT_AVAILABLE).  ``replica_manager`` (partition
+    leadership, leader logs) and ``zk_offsets`` (OffsetCommit/OffsetFetch v0) are built here.
     """
 
     def __init__(self, config, log_manager, cluster, offset_manager=None):
@@ -109,14 +117,13 @@ class KafkaApis:
         from pyklog.broker.group_coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
-        self.default_log_config = config.log_config()
+        # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
+        self.replica_manager = ReplicaManager(config, log_manager, cluster)
+        self.zk_offsets = ZkOffsetStore(cluster)
         self.purgatory = Purgatory(self._complete_delayed_fetch)
-        self._led: frozenset = frozenset()
-        self._epochs: dict = {}
         self._pid_lock = threading.Lock()
         self._pids = iter(())
         self._shutting_down = False
-        self._sync_lock = threading.Lock()
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -206,65 +213,8 @@ class KafkaApis:
     # ------------------------------------------------------------------ partitions and logs
 
     def sync_logs(self) -> None:
-        """Create the logs of partitions this broker leads, delete the logs of deleted topics.
-        Called at startup and on every registry change (from a background thread)."""
-        with self._sync_lock:
-            topics = self.cluster.topics()
-            led = self.cluster.partitions_led_by(self.broker_id)
-            epochs = {}
-            for (t, p) in led:
-                st = topics.get(t, {}).get(p)
-                epochs[(t, p)] = st.leader_epoch if st is not None else 0
-                try:
-                    # creates a missing log; applies changed topic-level config to an existing one
-                    self.logs.get_or_create_log(t, p, self._log_config_for(t))
-                except Exception:  # noqa: BLE001
-                    log.exception("cannot create the log of %s-%d", t, p)
-            self._led = frozenset(led)
-            self._epochs = epochs
-            for (t, p) in list(self.logs.logs()):
-                if t in topics:
-                    continue
-                try:
-                    if self.cluster.topic(t, refresh_if_missing=True) is not None:
-                        continue  # the cache was late; the topic exists
-                except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
-                    log.warning("cannot check whether topic %s still exists; keeping its logs", t)
-                    continue
-                try:
-                    self.logs.delete_log(t, p)
-                    log.info("deleted log of %s-%d (topic deleted)", t, p)
-                except Exception:  # noqa: BLE001
-                    log.exception("cannot delete the log of %s-%d", t, p)
-
-    def _log_config_for(self, topic: str):
-        try:
-            overrides = self.cluster.topic_config(topic)
-        except Exception:  # noqa: BLE001
-            overrides = {}
-        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
-
-    def _leader_log(self, topic: str, partition: int):
-        """The local log of a partition this broker leads; UnknownTopicOrPartitionError /
-        NotLeaderOrFollowerError otherwise."""
-        key = (topic, partition)
-        if key in self._led:
-            lg = self.logs.get_log(topic, partition)
-            if lg is not None:
-                return lg
-        validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
-        parts = self.cluster.topic(topic, refresh_if_missing=True)
-        if not parts or partition not in parts:
-            raise UnknownTopicOrPartitionError(
-                f"this server does not host partition {topic}-{partition}")
-        st = parts[partition]
-        leader = st.leader
-        if leader != self.broker_id:
-            led = self.cluster.partitions_led_by(self.broker_id)
-            if key not in led:
-                raise NotLeaderOrFollowerError(
-                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {leader})")
-        return self.logs.get_or_create_log(topic, partition, self._log_config_for(topic))
+        """Make the local logs follow the ZooKeeper registry (see :meth:`ReplicaManager.sync_logs`)."""
+        self.replica_manager.sync_logs()
 
     # ------------------------------------------------------------------ ApiVersions
 
@@ -319,20 +269,13 @@ class KafkaApis:
         if not allow_auto or name == OFFSETS_TOPIC:
             return None, UnknownTopicOrPartitionError.code
         try:
-            self._auto_create(name)
+            self.replica_manager.auto_create_topic(name)
         except PyklogError as e:
             return None, e.code
         parts = self.cluster.topic(name, refresh_if_missing=True)
         if parts is None:
             return None, LeaderNotAvailableError.code
         return parts, NONE
-
-    def _auto_create(self, name: str) -> None:
-        try:
-            self.cluster.create_topic(name, self.config.num_partitions, self.config.default_replication_factor)
-            log.info("auto-created topic %s (%d partitions)", name, self.config.num_partitions)
-        except TopicAlreadyExistsError:
-            pass
 
     # ------------------------------------------------------------------ Produce
 
@@ -384,14 +327,14 @@ class KafkaApis:
 
     def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
         try:
-            lg = self._leader_log(topic, partition)
+            lg = self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
             # auto.create.topics.enable also covers Produce to an unknown topic
             if not self.config.auto_create_topics_enable or topic == OFFSETS_TOPIC \
                     or self.cluster.topic(topic, refresh_if_missing=True) is not None:
                 raise
-            self._auto_create(topic)
-            lg = self._leader_log(topic, partition)
+            self.replica_manager.auto_create_topic(topic)
+            lg = self.replica_manager.leader_log(topic, partition)
         if records is None or len(records) == 0:
             raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
         if version < 3:
@@ -406,7 +349,7 @@ class KafkaApis:
                 raise InvalidRecordError(
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
-        info = lg.append(data, leader_epoch=self._epochs.get((topic, partition), 0))
+        info = lg.append(data, leader_epoch=self.replica_manager.leader_epoch(topic, partition))
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
@@ -465,7 +408,7 @@ class KafkaApis:
                          "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
                          "preferred_read_replica": -1, "records": None}
                 try:
-                    lg = self._leader_log(name, p)
+                    lg = self.replica_manager.leader_log(name, p)
                     limit = min(pmax, remaining)
                     if limit <= 0 and not min_one:
                         sl = None
@@ -483,7 +426,7 @@ class KafkaApis:
                 except OffsetOutOfRangeError as e:
                     errors += 1
                     entry["error_code"] = e.code
-                    lg = self.logs.get_log(name, p)
+                    lg = self.replica_manager.local_log(name, p)
                     if lg is not None:
                         entry["high_watermark"] = entry["last_stable_offset"] = lg.high_watermark
                         entry["log_start_offset"] = lg.log_start_offset
@@ -542,7 +485,7 @@ class KafkaApis:
                 entry = {"partition_index": p, "error_code": NONE, "old_style_offsets": [],
                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
                 try:
-                    lg = self._leader_log(name, p)
+                    lg = self.replica_manager.leader_log(name, p)
                     if version == 0:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
@@ -554,7 +497,7 @@ class KafkaApis:
                         if found is not None:
                             entry["offset"], entry["timestamp"] = found
                     if version >= 4 and entry["offset"] >= 0:
-                        entry["leader_epoch"] = self._epochs.get((name, p), 0)
+                        entry["leader_epoch"] = self.replica_manager.leader_epoch(name, p)
                 except PyklogError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)
@@ -597,19 +540,12 @@ class KafkaApis:
                 else:
                     self.cluster.create_topic(name, n, rf, configs, validate_only)
                 if not validate_only:
-                    self._wait_for_topic(name, timeout_s)
+                    self.replica_manager.wait_for_topic(name, timeout_s)
             except PyklogError as e:
                 entry["error_code"] = e.code
                 entry["error_message"] = str(e)[:1000]
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
-
-    def _wait_for_topic(self, name: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if name in self.cluster.topics():
-                return
-            time.sleep(0.02)
 
     def handle_delete_topics(self, request, header, body):
         results = []
@@ -620,23 +556,11 @@ class KafkaApis:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
                 self.cluster.delete_topic(name)
-                self._delete_local_logs(name)
+                self.replica_manager.delete_local_logs(name)
             except PyklogError as e:
                 entry["error_code"] = e.code
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
-
-    def _delete_local_logs(self, topic: str) -> None:
-        """Delete this broker's logs of a deleted topic at once (other brokers follow through their
-        registry listener), so a topic re-created right away never finds the old records."""
-        with self._sync_lock:
-            self._led = frozenset(k for k in self._led if k[0] != topic)
-            for (t, p) in list(self.logs.logs()):
-                if t == topic:
-                    try:
-                        self.logs.delete_log(t, p)
-                    except Exception:  # noqa: BLE001
-                        log.exception("cannot delete the log of %s-%d", t, p)
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -688,7 +612,7 @@ class KafkaApis:
                 wanted[(t["name"], p["partition_index"])] = (
                     p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
         if header.api_version == 0:
-            codes = self._zk_commit(group, wanted)
+            codes = self.zk_offsets.commit(group, wanted)
         else:
             try:
                 if self.offsets is None:
@@ -716,7 +640,7 @@ class KafkaApis:
         part_error = NONE
         try:
             if version == 0:
-                found = self._zk_fetch(group, wanted or [])
+                found = self.zk_offsets.fetch(group, wanted or [])
             else:
                 if self.offsets is None:
                     raise CoordinatorNotAvailableError("the offset manager is not running")
@@ -748,60 +672,6 @@ class KafkaApis:
             return
         self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer,
                            lambda resp: self._respond(request, header, resp))
-
-    # OffsetCommit / OffsetFetch v0: ZooKeeper storage, as Kafka 0.8.2.
-
-    def _zk_commit(self, group: str, wanted: dict) -> dict:
-        from kazoo.exceptions import NodeExistsError, NoNodeError
-
-        from pyklog.broker.zk import paths
-
-        zk = self.cluster.zk
-        codes = {}
-        for (t, p), (offset, _epoch, _meta) in wanted.items():
-            try:
-                if not group:
-                    raise InvalidRequestError("group id is empty")
-                validate_topic_name(t)
-                path = paths.consumer_offset(group, t, p)
-                data = str(offset).encode()
-
-                def write(path=path, data=data):
-                    try:
-                        zk.set(path, data)
-                    except NoNodeError:
-                        try:
-                            zk.create(path, data, makepath=True)
-                        except NodeExistsError:
-                            zk.set(path, data)
-
-                zk.retry(write)
-                codes[(t, p)] = NONE
-            except PyklogError as e:
-                codes[(t, p)] = e.code
-            except Exception:  # noqa: BLE001 - ZooKeeper trouble
-                log.exception("OffsetCommit v0 to ZooKeeper failed for %s %s-%d", group, t, p)
-                codes[(t, p)] = CoordinatorNotAvailableError.code
-        return codes
-
-    def _zk_fetch(self, group: str, wanted: list) -> dict:
-        from kazoo.exceptions import NoNodeError
-
-        from pyklog.broker.zk import paths
-
-        zk = self.cluster.zk
-        found = {}
-        for (t, p) in wanted:
-            try:
-                data, _ = zk.retry(zk.get, paths.consumer_offset(group, t, p))
-                found[(t, p)] = (int(data.decode().strip()), -1, "")
-            except NoNodeError:
-                pass
-            except (ValueError, UnicodeDecodeError):
-                log.warning("unreadable offset in ZooKeeper for %s %s-%d", group, t, p)
-            except Exception:  # noqa: BLE001 - ZooKeeper trouble: report no offset, log why
-                log.exception("OffsetFetch v0 from ZooKeeper failed for %s %s-%d", group, t, p)
-        return found
 
     # ------------------------------------------------------------------ error responses
 

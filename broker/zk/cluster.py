@@ -1,6 +1,7 @@
 """The broker's ZooKeeper side: cluster id, broker registration, topic registry, metadata cache.
 
-Kafka's ZooKeeper layout (the seed's "ZooKeeper Directories", paths from :mod:`pyklog.broker.zk.paths`):
+Kafka's ZooKeeper layout (the seed's "ZooKeeper Directories", paths from :mod:`pyklog.broker.zk.paths`,
+every node's data encoded and decoded by :mod:`pyklog.broker.zk.znodes`):
 
 * ``/cluster/id`` -> ``{"version":"1","id":"<22 chars of URL-safe base64>"}``, created by the first
   broker that starts and read by every later one.
@@ -34,7 +35,6 @@ snapshots taken under a lock; watch callbacks and listeners run on kazoo's callb
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import threading
 import time
@@ -66,6 +66,24 @@ from pyklog.broker.errors import (
     ZooKeeperError,
 )
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.znodes import (
+    BrokerRegistration,
+    LeaderAndIsr,
+    ProducerIdBlock,
+    decode_broker_registration,
+    decode_cluster_id,
+    decode_partition_state,
+    decode_producer_id_block,
+    decode_topic_assignment,
+    decode_topic_config,
+    encode_broker_registration,
+    encode_cluster_id,
+    encode_config_change,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic_assignment,
+    encode_topic_config,
+)
 from pyklog.broker.zk.topics import (
     TOPIC_CONFIGS,
     assign_replicas,
@@ -76,8 +94,6 @@ from pyklog.broker.zk.topics import (
 
 log = logging.getLogger(__name__)
 
-#: Version of the broker registration JSON written (Kafka 2.x writes 4: endpoints + rack).
-BROKER_INFO_VERSION = 4
 CONTROLLER_EPOCH = 1
 
 
@@ -114,35 +130,6 @@ def split_connect_string(zk_connect: str) -> tuple[str, str]:
 def new_cluster_id() -> str:
     """22 characters of URL-safe base64 without padding, from a random UUID (as Kafka)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-
-
-def _dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
-
-
-def _loads(data: bytes, path: str) -> dict:
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ZooKeeperError(f"{path}: expected JSON, read {data[:200]!r} ({e})") from None
-    if not isinstance(obj, dict):
-        raise ZooKeeperError(f"{path}: expected a JSON object, read {data[:200]!r}")
-    return obj
-
-
-def parse_broker_registration(data: bytes, path: str = "/brokers/ids/?") -> tuple[str, int]:
-    """(host, port) of a broker registration: the PLAINTEXT endpoint, else ``host``/``port``."""
-    info = _loads(data, path)
-    for ep in info.get("endpoints") or []:
-        if isinstance(ep, str) and "://" in ep:
-            name, _, addr = ep.partition("://")
-            protocol = (info.get("listener_security_protocol_map") or {}).get(name, name)
-            if protocol == "PLAINTEXT":
-                host, _, port = addr.rpartition(":")
-                return host.strip("[]"), int(port)
-    if info.get("host") is not None and info.get("port") is not None:
-        return str(info["host"]), int(info["port"])
-    raise ZooKeeperError(f"{path}: no PLAINTEXT endpoint and no host/port in {info!r}")
 
 
 class ZkCluster:
@@ -297,33 +284,22 @@ class ZkCluster:
             except NoNodeError:
                 cid = new_cluster_id()
                 try:
-                    self._retry(self.zk.create, paths.CLUSTER_ID, _dumps({"version": "1", "id": cid}), makepath=True)
+                    self._retry(self.zk.create, paths.CLUSTER_ID, encode_cluster_id(cid), makepath=True)
                     log.info("created cluster id %s at %s", cid, paths.CLUSTER_ID)
                     return cid
                 except NodeExistsError:
                     continue  # another broker won the race: read its id
-            info = _loads(data, paths.CLUSTER_ID)
-            cid = info.get("id")
-            if not isinstance(cid, str) or not cid:
-                raise ZooKeeperError(f"{paths.CLUSTER_ID}: expected {{\"version\":\"1\",\"id\":...}}, read {data!r}")
-            return cid
+            return decode_cluster_id(data, paths.CLUSTER_ID)
+
+    def broker_registration(self) -> BrokerRegistration:
+        """The registration this broker writes at ``/brokers/ids/<id>`` (fresh timestamp, version
+        :data:`~pyklog.broker.zk.znodes.BROKER_INFO_VERSION`)."""
+        return BrokerRegistration.for_listeners(self.listeners, self.host, self.port, rack=self.rack,
+                                                timestamp_ms=int(time.time() * 1000))
 
     def registration(self) -> dict:
-        """The JSON object this broker writes at ``/brokers/ids/<id>`` (fresh timestamp)."""
-        protocols = {}
-        for ep in self.listeners:
-            name = ep.partition("://")[0]
-            protocols[name] = name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "PLAINTEXT"
-        return {
-            "listener_security_protocol_map": protocols,
-            "endpoints": list(self.listeners),
-            "rack": self.rack,
-            "jmx_port": -1,
-            "host": self.host,
-            "timestamp": str(int(time.time() * 1000)),
-            "port": self.port,
-            "version": BROKER_INFO_VERSION,
-        }
+        """The registration as the JSON object Kafka writes (see :meth:`broker_registration`)."""
+        return self.broker_registration().to_json()
 
     def _register(self) -> None:
         """Create our ephemeral ``/brokers/ids/<id>``.
@@ -335,7 +311,7 @@ class ZkCluster:
         our id: :class:`BrokerIdInUseError`.
         """
         path = paths.broker_id(self.broker_id)
-        data = _dumps(self.registration())
+        data = encode_broker_registration(self.broker_registration())
         deadline = time.monotonic() + self.session_timeout_s + 2.0
         while True:
             try:
@@ -349,10 +325,10 @@ class ZkCluster:
                 if stat.ephemeralOwner == self.zk.client_id[0]:
                     break
                 try:
-                    held_info = _loads(held, path)
+                    held_endpoints = [e.connection_string() for e in decode_broker_registration(held, path).endpoints]
                 except ZooKeeperError:
-                    held_info = {}
-                same_address = sorted(held_info.get("endpoints") or []) == sorted(self.listeners)
+                    held_endpoints = []
+                same_address = sorted(held_endpoints) == sorted(self.listeners)
                 if same_address and time.monotonic() < deadline:
                     log.info("%s is held by an older session (0x%x) with our endpoints; waiting for it to expire",
                              path, stat.ephemeralOwner)
@@ -360,7 +336,7 @@ class ZkCluster:
                     continue
                 raise BrokerIdInUseError(
                     f"broker.id {self.broker_id} is already registered in ZooKeeper ({self.zk_connect}{path}) by "
-                    f"another live broker at {held_info.get('endpoints') or held!r} (session 0x{stat.ephemeralOwner:x}); "
+                    f"another live broker at {held_endpoints or held!r} (session 0x{stat.ephemeralOwner:x}); "
                     "each broker needs a unique broker.id") from None
         self._registered.set()
         log.info("registered broker %d at %s (session 0x%x)", self.broker_id, path, self.zk.client_id[0])
@@ -455,7 +431,8 @@ class ZkCluster:
                 except NoNodeError:
                     continue
                 try:
-                    out[int(c)] = parse_broker_registration(data, paths.broker_id(int(c)))
+                    path = paths.broker_id(int(c))
+                    out[int(c)] = decode_broker_registration(data, path).address(path=path)
                 except (ZooKeeperError, ValueError) as e:
                     log.warning("ignoring unreadable broker registration %s: %s", c, e)
             return out
@@ -510,10 +487,8 @@ class ZkCluster:
     def _read_topic_entry(self, name: str, data: bytes, stat) -> _TopicEntry | None:
         path = paths.topic(name)
         try:
-            info = _loads(data, path)
-            raw = info.get("partitions") or {}
-            replicas = {int(p): [int(b) for b in r] for p, r in raw.items()}
-        except (ZooKeeperError, ValueError, TypeError, AttributeError) as e:
+            replicas = decode_topic_assignment(data, path)
+        except ZooKeeperError as e:
             log.warning("ignoring topic %s with an unreadable assignment: %s", name, e)
             return None
         pending = [(p, self.zk.get_async(paths.partition_state(name, p))) for p in replicas]
@@ -521,13 +496,13 @@ class ZkCluster:
         for p, res in pending:
             try:
                 sdata, _ = res.get()
-                s = _loads(sdata, paths.partition_state(name, p))
-                states[p] = (int(s["leader"]), int(s.get("leader_epoch", 0)), [int(b) for b in s.get("isr") or []])
+                s = decode_partition_state(sdata, paths.partition_state(name, p))
+                states[p] = (s.leader, s.leader_epoch, list(s.isr))
             except NoNodeError:
                 # Assignment written without state (e.g. by another tool): the first replica leads.
                 first = replicas[p][0] if replicas[p] else -1
                 states[p] = (first, 0, [first] if first >= 0 else [])
-            except (ZooKeeperError, KeyError, ValueError, TypeError) as e:
+            except ZooKeeperError as e:
                 log.warning("unreadable partition state %s-%d: %s", name, p, e)
                 states[p] = (-1, 0, [])
         return _TopicEntry(stat.czxid, stat.mzxid, replicas, states)
@@ -598,7 +573,7 @@ class ZkCluster:
         validate_topic_name(topic)
         try:
             data, _ = self._retry(self.zk.get, paths.topic_config(topic))
-            config = {str(k): str(v) for k, v in (_loads(data, paths.topic_config(topic)).get("config") or {}).items()}
+            config = decode_topic_config(data, paths.topic_config(topic))
         except NoNodeError:
             config = {}
         if known:
@@ -667,19 +642,17 @@ class ZkCluster:
     def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
         def write():
             t = self.zk.transaction()
-            config_data = _dumps({"version": 1, "config": config})
+            config_data = encode_topic_config(config)
             if self.zk.exists(paths.topic_config(name)):  # a stale config node of a deleted topic
                 t.set_data(paths.topic_config(name), config_data)
             else:
                 t.create(paths.topic_config(name), config_data)
-            t.create(paths.topic(name), _dumps({"version": 1, "partitions": {
-                str(p): r for p, r in sorted(assignment.items())}}))
+            t.create(paths.topic(name), encode_topic_assignment(assignment))
             t.create(paths.topic_partitions(name), b"")
             for p, replicas in sorted(assignment.items()):
                 t.create(paths.partition(name, p), b"")
-                t.create(paths.partition_state(name, p), _dumps({
-                    "controller_epoch": CONTROLLER_EPOCH, "leader": replicas[0], "version": 1,
-                    "leader_epoch": 0, "isr": [replicas[0]]}))
+                t.create(paths.partition_state(name, p), encode_partition_state(
+                    LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
             return t.commit()
 
         results = self._retry(write)
@@ -784,13 +757,13 @@ class ZkCluster:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
             try:
                 data, stat = self._retry(self.zk.get, path)
-                config = {str(k): str(v) for k, v in (_loads(data, path).get("config") or {}).items()}
+                config = decode_topic_config(data, path)
             except NoNodeError:
                 data, stat, config = None, None, {}
             for k in removals:
                 config.pop(k, None)
             config.update(updates)
-            new = _dumps({"version": 1, "config": config})
+            new = encode_topic_config(config)
             try:
                 if stat is None:
                     self._retry(self.zk.create, path, new, makepath=True)
@@ -800,7 +773,7 @@ class ZkCluster:
             except (BadVersionError, NodeExistsError):
                 continue  # a concurrent change: read again
         self._retry(self.zk.create, paths.CONFIG_CHANGE_PREFIX,
-                    _dumps({"version": 2, "entity_path": f"topics/{name}"}), sequence=True, makepath=True)
+                    encode_config_change(f"topics/{name}"), sequence=True, makepath=True)
         with self._lock:
             if name in self._topics:
                 self._configs[name] = dict(config)
@@ -851,18 +824,14 @@ class ZkCluster:
             except NoNodeError:
                 data, stat = None, None
             if data:
-                info = _loads(data, path)
-                try:
-                    start = int(info["block_end"]) + 1
-                except (KeyError, ValueError, TypeError):
-                    raise ZooKeeperError(f"{path}: expected block_end, read {data!r}") from None
+                start = decode_producer_id_block(data, path).block_end + 1
             else:
                 start = 0
             end = start + block_size - 1
             if end >= 2**63 - 1:
                 raise ZooKeeperError(f"producer ids exhausted: next block would end at {end}")
-            new = _dumps({"version": 1, "broker": self.broker_id if self.broker_id is not None else -1,
-                          "block_start": str(start), "block_end": str(end)})
+            new = encode_producer_id_block(ProducerIdBlock(
+                self.broker_id if self.broker_id is not None else -1, start, end))
             try:
                 if stat is None:
                     self._retry(self.zk.create, path, new)

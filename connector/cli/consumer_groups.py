@@ -74,7 +74,7 @@ def describe_group(zk, group: str, offsets_storage: str = "zookeeper", client=No
     for cid in _children(zk, paths.consumer_ids(group)):
         try:
             data, _ = zk.retry(zk.get, paths.consumer_id(group, cid))
-            pattern, sub = parse_registration(data)
+            pattern, sub = parse_registration(data, paths.consumer_id(group, cid))
             topics.update(topics_of(pattern, sub, all_topics))
         except (NoNodeError, ValueError, PyklogError):
             continue

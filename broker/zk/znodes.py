@@ -1,0 +1,422 @@
+"""Codecs of the ZooKeeper records pyklog reads and writes: one encoder and one decoder per znode.
+
+Pure functions and dataclasses, bytes in -> objects out and back; no ZooKeeper calls, no path
+building (paths come from :mod:`pyklog.broker.zk.paths`; a decoder takes the path only to name it
+in its error).  Malformed data raises :class:`ZkDataError`, which names the path, what was expected
+and what was read.  Every reader and writer of these nodes (the broker's
+:class:`~pyklog.broker.zk.cluster.ZkCluster` and request handlers, the connector's client, consumer
+group and offset store, the CLIs) goes through this module.
+
+The JSON forms are Kafka's, as documented in Kafka's "ZooKeeper Directories" section and written
+by Kafka's ``ZkData`` znode classes (``BrokerIdZNode``, ``TopicZNode``, ``TopicPartitionStateZNode``,
+``ConfigEntityZNode``, ``ConfigEntityChangeNotificationSequenceZNode``, ``ProducerIdBlockZNode``,
+``ClusterIdZNode``) and by the 0.8 consumer's ``ZookeeperConsumerConnector``:
+
+==========================================================  =================================================
+node                                                        form (version)
+==========================================================  =================================================
+``/cluster/id``                                             ``{"version":"1","id":"<22 chars>"}``
+``/brokers/ids/<id>`` (ephemeral)                           ``{"listener_security_protocol_map":{"PLAINTEXT":
+                                                            "PLAINTEXT"},"endpoints":["PLAINTEXT://h:9092"],
+                                                            "rack":null,"jmx_port":-1,"host":"h",
+                                                            "timestamp":"1700000000000","port":9092,
+                                                            "version":4}``; v5 adds ``"features":{}``;
+                                                            v1 has only host/port/jmx_port/timestamp;
+                                                            v2 adds ``endpoints`` (listener name = security
+                                                            protocol), v3 ``rack``, v4 the protocol map.
+``/brokers/topics/<t>``                                     ``{"version":1,"partitions":{"0":[1,2]}}``; v2 adds
+                                                            ``adding_replicas``/``removing_replicas`` (KIP-455),
+                                                            v3 ``topic_id``: read and ignored.
+``/brokers/topics/<t>/partitions/<p>/state``                ``{"controller_epoch":1,"leader":1,"version":1,
+                                                            "leader_epoch":0,"isr":[1,2]}``
+``/config/topics/<t>``                                      ``{"version":1,"config":{"cleanup.policy":"compact"}}``
+``/config/changes/config_change_<seq>``                     ``{"version":2,"entity_path":"topics/<t>"}``
+``/consumers/<g>/ids/<consumer id>`` (ephemeral)            ``{"version":1,"subscription":{"t":1},
+                                                            "pattern":"static","timestamp":"1700000000000"}``
+``/consumers/<g>/offsets/<t>/<p>``                          the next offset to consume as decimal text: ``42``
+``/latest_producer_id_block``                               ``{"version":1,"broker":0,"block_start":"0",
+                                                            "block_end":"999"}``
+==========================================================  =================================================
+
+Choosing a broker's address (:meth:`BrokerRegistration.address`), as Kafka's ``BrokerIdZNode.decode``
+and ``Broker.node(listenerName)``: the ``endpoints`` take precedence over ``host``/``port`` (which
+v2+ fill only for a PLAINTEXT listener, ``host`` null and ``port`` -1 otherwise); the endpoint is the
+one of the listener the client uses: a named listener, else the listener whose security protocol is
+PLAINTEXT (pyklog's clients speak only PLAINTEXT), never simply the first endpoint, which may be SSL.
+Only a v1 registration (no ``endpoints``) falls back to ``host``/``port``.
+
+Thread-safety: stateless; every function may be called from any thread.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from pyklog.broker.errors import ZooKeeperError
+
+#: Version of the broker registration written (Kafka 2.x writes 4: endpoints, rack, protocol map).
+BROKER_INFO_VERSION = 4
+#: Version of the consumer registration written (the 0.8 consumer's).
+CONSUMER_REGISTRATION_VERSION = 1
+CONSUMER_PATTERNS = ("static", "white_list", "black_list")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+class ZkDataError(ZooKeeperError, ValueError):
+    """A znode holds data that is not the expected record (not retriable: reading again gives the
+    same bytes).  ``path`` is the node, ``data`` the bytes read.  Also a ValueError, so callers that
+    treated unreadable data as a ValueError keep working."""
+
+    retriable = False
+
+    def __init__(self, path: str, expected: str, data: bytes | None, *, read: str | None = None,
+                 detail: str = ""):
+        self.path = path
+        self.data = data
+        shown = repr(data[:200] if isinstance(data, (bytes, bytearray)) else data)
+        what = shown if read is None else f"{read} in {shown}"
+        super().__init__(f"{path}: expected {expected}, read {what}" + (f" ({detail})" if detail else ""))
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _object(data: bytes, path: str, expected: str) -> dict:
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, TypeError) as e:
+        raise ZkDataError(path, f"JSON {expected}", data, detail=str(e)) from None
+    if not isinstance(obj, dict):
+        raise ZkDataError(path, f"a JSON object {expected}", data)
+    return obj
+
+
+def _int(value, path: str, what: str, data: bytes) -> int:
+    """An int field; Kafka writes some longs as strings ("block_end":"999"), accept both."""
+    if isinstance(value, bool):
+        raise ZkDataError(path, f"an integer {what}", data)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ZkDataError(path, f"an integer {what}", data) from None
+
+
+def _int_list(value, path: str, what: str, data: bytes) -> list[int]:
+    if not isinstance(value, list):
+        raise ZkDataError(path, f"a list of broker ids as {what}", data)
+    return [_int(b, path, f"broker id in {what}", data) for b in value]
+
+
+# ---------------------------------------------------------------------------- /cluster/id
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes, path: str = "/cluster/id") -> str:
+    obj = _object(data, path, '{"version":"1","id":...}')
+    cid = obj.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise ZkDataError(path, '{"version":"1","id":...}', data)
+    return cid
+
+
+# ---------------------------------------------------------------------------- /brokers/ids/<id>
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    """One advertised listener: ``<listener_name>://<host>:<port>`` and its security protocol."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str
+
+    def connection_string(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """A broker registration, Kafka's ``BrokerInfo`` (v1-v5).  ``host`` may be None and ``port`` -1
+    (v2+ without a PLAINTEXT listener); ``timestamp`` is milliseconds as text, as Kafka writes it."""
+
+    endpoints: tuple = ()
+    host: str | None = None
+    port: int = -1
+    rack: str | None = None
+    jmx_port: int = -1
+    timestamp: str = "0"
+    version: int = BROKER_INFO_VERSION
+    features: dict | None = None
+
+    @classmethod
+    def for_listeners(cls, listeners, host: str | None, port: int | None, *, rack: str | None = None,
+                      timestamp_ms: int = 0) -> "BrokerRegistration":
+        """A v4 registration of ``listeners`` (``["PLAINTEXT://h:9092", ...]``); a listener whose
+        name is not a security protocol is mapped to PLAINTEXT."""
+        eps = []
+        for ep in listeners:
+            name, _, addr = ep.partition("://")
+            h, _, p = addr.rpartition(":")
+            eps.append(EndPoint(name, h.strip("[]"), int(p), name if name in SECURITY_PROTOCOLS else "PLAINTEXT"))
+        return cls(tuple(eps), host, -1 if port is None else int(port), rack, -1, str(int(timestamp_ms)))
+
+    def to_json(self) -> dict:
+        out = {
+            "listener_security_protocol_map": {e.listener_name: e.security_protocol for e in self.endpoints},
+            "endpoints": [e.connection_string() for e in self.endpoints],
+            "rack": self.rack,
+            "jmx_port": self.jmx_port,
+            "host": self.host,
+            "timestamp": self.timestamp,
+            "port": self.port,
+            "version": self.version,
+        }
+        if self.version >= 5:
+            out["features"] = dict(self.features or {})
+        return out
+
+    def endpoint(self, listener_name: str | None = None, security_protocol: str = "PLAINTEXT") -> EndPoint | None:
+        """The endpoint of listener ``listener_name``, else the first one speaking ``security_protocol``."""
+        for e in self.endpoints:
+            if listener_name is not None and e.listener_name == listener_name:
+                return e
+        if listener_name is None:
+            for e in self.endpoints:
+                if e.security_protocol == security_protocol:
+                    return e
+        return None
+
+    def address(self, listener_name: str | None = None, path: str = "/brokers/ids/?") -> tuple[str, int]:
+        """(host, port) a PLAINTEXT client (or one of listener ``listener_name``) connects to.
+        ZkDataError if the registration advertises no such listener."""
+        e = self.endpoint(listener_name)
+        if e is not None:
+            return e.host, e.port
+        if not self.endpoints and listener_name is None and self.host is not None and self.port >= 0:
+            return self.host, self.port  # v1: no endpoints, host/port is the PLAINTEXT address
+        raise ZkDataError(path, f"an endpoint of listener {listener_name or 'PLAINTEXT'}",
+                          encode_broker_registration(self))
+
+
+def encode_broker_registration(reg: BrokerRegistration) -> bytes:
+    return _dumps(reg.to_json())
+
+
+def decode_broker_registration(data: bytes, path: str = "/brokers/ids/?") -> BrokerRegistration:
+    """Kafka's registration JSON, any version 1-5.  An endpoint's security protocol comes from
+    ``listener_security_protocol_map`` (v4+), else it is the listener name (v2/v3)."""
+    obj = _object(data, path, "broker registration")
+    version = _int(obj.get("version", 1), path, "version", data)
+    protocols = obj.get("listener_security_protocol_map") or {}
+    if not isinstance(protocols, dict):
+        raise ZkDataError(path, "listener_security_protocol_map as an object", data)
+    raw_eps = obj.get("endpoints") or []
+    if not isinstance(raw_eps, list):
+        raise ZkDataError(path, "endpoints as a list of listener://host:port", data)
+    eps = []
+    for ep in raw_eps:
+        if not isinstance(ep, str) or "://" not in ep:
+            raise ZkDataError(path, "endpoints as listener://host:port", data, read=repr(ep))
+        name, _, addr = ep.partition("://")
+        h, sep, p = addr.rpartition(":")
+        if not sep or not p.isdigit():
+            raise ZkDataError(path, "endpoints as listener://host:port", data, read=repr(ep))
+        eps.append(EndPoint(name, h.strip("[]"), int(p), str(protocols.get(name, name))))
+    host = obj.get("host")
+    if host is not None and not isinstance(host, str):
+        raise ZkDataError(path, "host as a string or null", data)
+    port = obj.get("port")
+    port = -1 if port is None else _int(port, path, "port", data)
+    if not eps and (host is None or port < 0):
+        raise ZkDataError(path, "endpoints or host and port", data)
+    rack = obj.get("rack")
+    jmx = obj.get("jmx_port")
+    features = obj.get("features")
+    return BrokerRegistration(tuple(eps), host, port, None if rack is None else str(rack),
+                              -1 if jmx is None else _int(jmx, path, "jmx_port", data),
+                              str(obj.get("timestamp", "0")), version,
+                              dict(features) if isinstance(features, dict) else None)
+
+
+# ---------------------------------------------------------------------------- topics
+
+
+def encode_topic_assignment(assignment: Mapping[int, list]) -> bytes:
+    """``/brokers/topics/<t>`` v1: ``{"version":1,"partitions":{"0":[replicas],...}}``."""
+    return _dumps({"version": 1, "partitions": {str(p): [int(b) for b in r] for p, r in sorted(assignment.items())}})
+
+
+def decode_topic_assignment(data: bytes, path: str) -> dict[int, list[int]]:
+    """``{partition: [replica broker ids]}`` of ``/brokers/topics/<t>`` (v1-v3; extra fields ignored)."""
+    expected = '{"version":1,"partitions":{"0":[...],...}}'
+    obj = _object(data, path, expected)
+    parts = obj.get("partitions")
+    if not isinstance(parts, dict):
+        raise ZkDataError(path, expected, data)
+    out = {}
+    for p, replicas in parts.items():
+        if not isinstance(p, str) or not p.isdigit():
+            raise ZkDataError(path, "partition ids as decimal keys", data, read=repr(p))
+        out[int(p)] = _int_list(replicas, path, f"replicas of partition {p}", data)
+    return dict(sorted(out.items()))
+
+
+def partition_count(assignment: Mapping[int, list], path: str, data: bytes | None = None) -> int:
+    """The number of partitions of an assignment; ZkDataError unless they are 0..n-1."""
+    ids = sorted(assignment)
+    if ids != list(range(len(ids))):
+        raise ZkDataError(path, f"partitions 0..{len(ids) - 1}", data, read=f"partitions {ids}")
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's state node (Kafka's ``LeaderAndIsr`` as ``TopicPartitionStateZNode`` writes it)."""
+
+    leader: int
+    leader_epoch: int = 0
+    isr: tuple = ()
+    controller_epoch: int = 1
+    version: int = 1
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dumps({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": state.version,
+                   "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+
+def decode_partition_state(data: bytes, path: str) -> LeaderAndIsr:
+    obj = _object(data, path, "partition state")
+    if "leader" not in obj:
+        raise ZkDataError(path, '{"leader":...,"leader_epoch":...,"isr":[...]}', data)
+    return LeaderAndIsr(_int(obj["leader"], path, "leader", data),
+                        _int(obj.get("leader_epoch", 0), path, "leader_epoch", data),
+                        tuple(_int_list(obj.get("isr") or [], path, "isr", data)),
+                        _int(obj.get("controller_epoch", 1), path, "controller_epoch", data),
+                        _int(obj.get("version", 1), path, "version", data))
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+def decode_topic_config(data: bytes, path: str) -> dict[str, str]:
+    """The overrides of ``/config/topics/<t>`` (values as text, as Kafka stores them)."""
+    obj = _object(data, path, '{"version":1,"config":{...}}')
+    config = obj.get("config") or {}
+    if not isinstance(config, dict):
+        raise ZkDataError(path, '{"version":1,"config":{...}}', data)
+    return {str(k): str(v) for k, v in config.items()}
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A ``/config/changes/config_change_<seq>`` notification (v2), e.g. ``entity_path="topics/t"``."""
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes, path: str) -> str:
+    obj = _object(data, path, '{"version":2,"entity_path":...}')
+    entity = obj.get("entity_path")
+    if not isinstance(entity, str):
+        raise ZkDataError(path, '{"version":2,"entity_path":...}', data)
+    return entity
+
+
+# ---------------------------------------------------------------------------- producer ids
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    """``/latest_producer_id_block``: the last block handed out, ``[block_start, block_end]``."""
+
+    broker: int
+    block_start: int
+    block_end: int
+    version: int = 1
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    return _dumps({"version": block.version, "broker": block.broker,
+                   "block_start": str(block.block_start), "block_end": str(block.block_end)})
+
+
+def decode_producer_id_block(data: bytes, path: str = "/latest_producer_id_block") -> ProducerIdBlock:
+    expected = '{"version":1,"broker":...,"block_start":"...","block_end":"..."}'
+    obj = _object(data, path, expected)
+    if "block_end" not in obj:
+        raise ZkDataError(path, expected, data)
+    return ProducerIdBlock(_int(obj.get("broker", -1), path, "broker", data),
+                           _int(obj.get("block_start", 0), path, "block_start", data),
+                           _int(obj["block_end"], path, "block_end", data),
+                           _int(obj.get("version", 1), path, "version", data))
+
+
+# ---------------------------------------------------------------------------- ZooKeeper consumer groups
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """``/consumers/<g>/offsets/<t>/<p>``: the next offset to consume as decimal text."""
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"a consumer offset must be an int, got {offset!r}")
+    return str(offset).encode("ascii")
+
+
+def decode_consumer_offset(data: bytes, path: str) -> int:
+    try:
+        return int(bytes(data).decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError, TypeError):
+        raise ZkDataError(path, "an offset as decimal text", data) from None
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """``/consumers/<g>/ids/<consumer id>``: ``subscription`` maps a topic (``static``) or a regex
+    (``white_list``/``black_list``) to its number of streams."""
+
+    subscription: dict = field(default_factory=dict)
+    pattern: str = "static"
+    timestamp: str = "0"
+    version: int = CONSUMER_REGISTRATION_VERSION
+
+
+def encode_consumer_registration(reg: ConsumerRegistration) -> bytes:
+    return _dumps({"version": reg.version, "subscription": dict(reg.subscription), "pattern": reg.pattern,
+                   "timestamp": reg.timestamp})
+
+
+def decode_consumer_registration(data: bytes, path: str = "/consumers/?/ids/?") -> ConsumerRegistration:
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, TypeError):
+        raise ZkDataError(path, "registration JSON", data) from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("subscription"), dict):
+        raise ZkDataError(path, "an object with a 'subscription' object", data)
+    pattern = obj.get("pattern", "static")
+    if pattern not in CONSUMER_PATTERNS:
+        raise ZkDataError(path, "pattern static, white_list or black_list", data, read=repr(pattern))
+    sub = {}
+    for k, v in obj["subscription"].items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ZkDataError(path, f"a stream count >= 1 for {k!r}", data, read=repr(v))
+        sub[str(k)] = v
+    return ConsumerRegistration(sub, pattern, str(obj.get("timestamp", "0")),
+                                _int(obj.get("version", CONSUMER_REGISTRATION_VERSION), path, "version", data))
+
+
+__all__ = [
+    "BROKER_INFO_VERSION", "CONSUMER_REGISTRATION_VERSION", "BrokerRegistration", "ConsumerRegistration",
+    "EndPoint", "LeaderAndIsr", "ProducerIdBlock", "ZkDataError",
+    "decode_broker_registration", "decode_cluster_id", "decode_config_change", "decode_consumer_offset",
+    "decode_consumer_registration", "decode_partition_state", "decode_producer_id_block",
+    "decode_topic_assignment", "decode_topic_config",
+    "encode_broker_registration", "encode_cluster_id", "encode_config_change", "encode_consumer_offset",
+    "encode_consumer_registration", "encode_partition_state", "encode_producer_id_block",
+    "encode_topic_assignment", "encode_topic_config", "partition_count",
+]
