@@ -38,18 +38,34 @@ by the rebalance; they show in :meth:`to_release` and stay owned until the calle
 :meth:`release` after committing them.  Partitions newly assigned but still held by others are claimed
 in the background with backoff, without a retry limit (their owners release at batch boundaries).
 
+States (:class:`MemberState`, the legal moves in :data:`TRANSITIONS`), in the spirit of kazoo's
+``SetPartitioner`` (ALLOCATING / ACQUIRED / RELEASE / FAILURE) and kazoo's connection states::
+
+    NEW -> REGISTERING -> REBALANCING -> STABLE -> REBALANCING (a watch fired) -> ...
+                          REBALANCING -> FAILED (rebalance.max.retries) -> REBALANCING | STABLE
+    any running state -> SUSPENDED (disconnected: ownership kept) -> REBALANCING (same session)
+    any running state | SUSPENDED -> LOST (ownership dropped) -> REGISTERING (connected again)
+    any started state -> STOPPING -> STOPPED (final)
+
+One method changes the state (``GroupMember._transition``, under the member's lock); a move outside
+the table raises :class:`IllegalTransitionError`, which is a bug in the member, not a user error.
+:attr:`GroupMember.state`, :meth:`~GroupMember.is_stable`, :meth:`~GroupMember.wait_stable` and
+:attr:`~GroupMember.error` read the state; :meth:`~GroupMember.add_state_listener` observes every move.
+
 Thread-safety: all public methods are thread-safe.  Callbacks (``on_assign``, ``on_revoke``,
 ``on_lost``, ``on_error``) run on the member's rebalance thread (never on a kazoo thread) and must not
 call :meth:`stop`.  Several members may live in one process; each has its own ZooKeeper session.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import re
 import socket
 import threading
 import time
 import uuid
+from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient, KazooState
@@ -58,7 +74,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
-from pyklog.broker.errors import ConfigError, RebalanceFailedError, ZooKeeperError
+from pyklog.broker.errors import ConfigError, PyklogError, RebalanceFailedError, ZooKeeperError
 from pyklog.broker.zk import paths, znodes
 from pyklog.connector.assignors import STRATEGIES, assign
 
@@ -168,6 +184,65 @@ def default_consumer_id() -> str:
 _ZK_ERRORS = (KazooException, RetryFailedError, InterruptedError)
 
 
+class MemberState(enum.Enum):
+    """Where a :class:`GroupMember` is in its life; :data:`TRANSITIONS` says where it may go next.
+
+    The member's own vocabulary for what kazoo's ``SetPartitioner`` calls ALLOCATING / ACQUIRED /
+    RELEASE / FAILURE, with kazoo's connection states (SUSPENDED: ownership kept; LOST: given up)."""
+
+    NEW = "new"                  # constructed; start() not called yet (or start() failed)
+    REGISTERING = "registering"  # connecting, creating /consumers/[group]/ids/[consumer_id]
+    REBALANCING = "rebalancing"  # a rebalance is due or running: release, assign, claim owner nodes
+    STABLE = "stable"            # owns exactly the target of the last rebalance; nothing is pending
+    FAILED = "failed"            # rebalance.max.retries claims failed (RebalanceFailedError)
+    SUSPENDED = "suspended"      # disconnected from ZooKeeper; ownership kept (the session may live)
+    LOST = "lost"                # session expired, or disconnected for the session timeout: ownership dropped
+    STOPPING = "stopping"        # stop() called: on_revoke, then the session is closed
+    STOPPED = "stopped"          # the session is closed; a member is never started twice
+
+    def __repr__(self):
+        return f"{type(self).__name__}.{self.name}"
+
+
+_S = MemberState
+# The only legal moves; _S.X -> {...}.  A move not listed is a bug (IllegalTransitionError).
+TRANSITIONS: Mapping[MemberState, frozenset] = MappingProxyType({
+    # start(): connect and register
+    _S.NEW: frozenset({_S.REGISTERING}),
+    # registered -> rebalance; start() failed -> NEW (start may be called again); connection trouble
+    _S.REGISTERING: frozenset({_S.REBALANCING, _S.NEW, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+    # all claimed -> STABLE; retries exhausted -> FAILED; own registration vanished -> REGISTERING
+    _S.REBALANCING: frozenset({_S.STABLE, _S.FAILED, _S.REGISTERING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+    # a watch fired (group, brokers, topics, owner registry for sticky) or a release -> REBALANCING
+    _S.STABLE: frozenset({_S.REBALANCING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+    # a registry change starts a fresh attempt; a blocked owner let go and the claim succeeded -> STABLE
+    _S.FAILED: frozenset({_S.REBALANCING, _S.STABLE, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+    # reconnected within the session -> REBALANCING; expired or disconnected too long -> LOST
+    _S.SUSPENDED: frozenset({_S.REBALANCING, _S.LOST, _S.STOPPING}),
+    # connected again (new or surviving session) -> register again
+    _S.LOST: frozenset({_S.REGISTERING, _S.STOPPING}),
+    _S.STOPPING: frozenset({_S.STOPPED}),
+    _S.STOPPED: frozenset(),
+})
+
+
+class IllegalTransitionError(PyklogError):
+    """A :class:`GroupMember` tried a state change :data:`TRANSITIONS` does not allow.  This is a bug
+    in the member, never a user error; the state is left unchanged."""
+
+    def __init__(self, old: MemberState, new: MemberState):
+        allowed = ", ".join(s.name for s in sorted(TRANSITIONS[old], key=lambda s: s.name)) or "none"
+        super().__init__(f"illegal group member state transition {old.name} -> {new.name} "
+                         f"(allowed from {old.name}: {allowed})")
+        self.old, self.new = old, new
+
+
+def check_transition(old: MemberState, new: MemberState) -> None:
+    """Raise :class:`IllegalTransitionError` unless ``old -> new`` is in :data:`TRANSITIONS` (pure)."""
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransitionError(old, new)
+
+
 class GroupMember:
     """One member of ZooKeeper consumer group ``group_id`` (see the module doc).
 
@@ -184,7 +259,13 @@ class GroupMember:
     in manual_release mode), ``on_lost`` after a lost session dropped them, ``on_error(exc)`` when a
     rebalance failed.
 
-    Thread-safe.  Callbacks run on the member's rebalance thread.
+    Runs on three kinds of thread: the caller's (public methods, start/stop), kazoo's (connection
+    listener and watches: they only record work and change state, never block) and the member's
+    rebalance thread (registration after LOST, rebalances, claims, callbacks).  Thread-safe: every
+    field below ``_lock`` is read and written with ``_lock`` held (``_cond`` is its condition), and
+    ``_state`` changes only in :meth:`_transition`; ZooKeeper calls and callbacks are made without
+    it.  ``_state`` alone may be read without the lock (one attribute read) by :meth:`is_stable`,
+    :attr:`state` and the retry interrupt.  Callbacks run on the member's rebalance thread.
     """
 
     def __init__(self, zk_connect: str, group_id: str, *, topics=None, topic_filter=None,
@@ -242,68 +323,116 @@ class GroupMember:
 
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
+        # -- guarded by self._lock; _state changes only in _transition() --
+        self._state = MemberState.NEW
+        self._state_since = time.monotonic()  # when _state was entered (SUSPENDED: when disconnected)
+        self._state_listeners: list[Callable] = []
         self._owned: set = set()
         self._target: set = set()
         self._topics: set = set()  # topics this member consumes (after the last rebalance)
         self._streams: dict[str, int] = {}
-        self._dirty = False
+        self._dirty = False  # a full rebalance is due (a watch fired while one was running or pending)
         self._dirty_at: float | None = None  # a delayed rebalance (sticky: owner registry changes)
-        self._busy = False
-        self._rebalanced = False
         self._claim_due: float | None = None
         self._attempts = 0
-        self._error: Exception | None = None
-        self._epoch = 0  # bumped when the session is lost
-        self._lost: set = set()
-        self._suspended_at: float | None = None  # connection to ZooKeeper lost at (monotonic)
+        self._error: Exception | None = None  # the RebalanceFailedError of state FAILED
+        self._epoch = 0  # bumped when ownership is dropped (LOST)
+        self._lost: set = set()  # dropped partitions not yet reported to on_lost
         self._registered_session = None
-        self._stopping = False
-        self._started = False
         self._thread: threading.Thread | None = None
         self.zk: KazooClient | None = None
         self.rebalances = 0
 
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> MemberState:
+        """The current :class:`MemberState` (a snapshot: it may change as soon as it is read)."""
+        return self._state
+
+    def add_state_listener(self, fn: Callable[[MemberState, MemberState], None]) -> None:
+        """Call ``fn(old, new)`` on every state change, like kazoo's ``add_listener``.  It runs on the
+        thread that made the change (a kazoo thread, the rebalance thread, or the caller of start/stop)
+        with the member's lock held: it must be quick, must not block and must not call the member."""
+        with self._lock:
+            self._state_listeners.append(fn)
+
+    def _transition(self, new: MemberState) -> None:
+        """The one method that changes the state; the caller holds ``self._lock``.  Raises
+        :class:`IllegalTransitionError` (state unchanged) for a move :data:`TRANSITIONS` forbids."""
+        old = self._state
+        check_transition(old, new)
+        self._state = new
+        self._state_since = time.monotonic()
+        log.debug("group %s member %s: %s -> %s", self.group_id, self.consumer_id, old.name, new.name)
+        for fn in self._state_listeners:
+            try:
+                fn(old, new)
+            except Exception:
+                log.exception("group %s member %s: state listener %r failed", self.group_id, self.consumer_id, fn)
+        self._cond.notify_all()
+
+    def _closing(self) -> bool:
+        """stop() was called (read without the lock: one attribute read; used to interrupt retries)."""
+        return self._state in (MemberState.STOPPING, MemberState.STOPPED)
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> "GroupMember":
-        """Connect, register in ``/consumers/[group]/ids`` and start rebalancing (in the background)."""
+        """Connect, register in ``/consumers/[group]/ids`` and start rebalancing (in the background).
+        NEW -> REGISTERING -> REBALANCING; if connecting or registering fails the member is NEW again."""
         with self._lock:
-            if self._started:
+            if self._state is not MemberState.NEW:
                 raise RuntimeError("GroupMember already started")
-            self._started = True
+            self._transition(MemberState.REGISTERING)
         self.zk = KazooClient(
             hosts=self.zk_connect, timeout=self.session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
             command_retry={"max_tries": -1, "delay": 0.05, "max_delay": 1.0,
-                           "interrupt": lambda: self._stopping})
+                           "interrupt": self._closing})
         self.zk.add_listener(self._on_state)
         try:
             self.zk.start(timeout=self.connect_timeout_s)
         except Exception as e:
-            self.zk.close()
-            self._started = False
+            self._abandon_start()
             raise ZooKeeperError(f"cannot connect to ZooKeeper at {self.zk_connect!r}: {e}") from e
         try:
             self._register()
         except BaseException:
-            self.zk.stop()
-            self.zk.close()
-            self._started = False
+            self._abandon_start()
             raise
         self._thread = threading.Thread(target=self._run, name=f"pyklog-group-{self.group_id}-{self.consumer_id}",
                                         daemon=True)
+        with self._cond:
+            if self._state is MemberState.REGISTERING:  # else the connection listener or stop() moved on
+                self._transition(MemberState.REBALANCING)
         self._request("start")
         self._thread.start()
         return self
 
+    def _abandon_start(self):
+        """start() failed: close the client; NEW again, so start may be called again.  If the connection
+        listener had moved on (SUSPENDED, LOST) the member is STOPPED instead; if stop() runs meanwhile
+        (STOPPING) it finishes the job."""
+        self.zk.remove_listener(self._on_state)
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+            with self._cond:
+                if self._state is MemberState.REGISTERING:
+                    self._transition(MemberState.NEW)
+                elif self._state in (MemberState.SUSPENDED, MemberState.LOST):
+                    self._transition(MemberState.STOPPING)
+                    self._transition(MemberState.STOPPED)
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop rebalancing, call ``on_revoke`` for everything owned (unless manual_release), then close
-        the session, which deletes the registration and every owner node at once."""
+        the session, which deletes the registration and every owner node at once.  -> STOPPING -> STOPPED."""
         with self._cond:
-            if not self._started or self._stopping:
+            if self._state in (MemberState.NEW, MemberState.STOPPING, MemberState.STOPPED):
                 return
-            self._stopping = True
-            self._cond.notify_all()
+            self._transition(MemberState.STOPPING)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         with self._lock:
@@ -317,7 +446,8 @@ class GroupMember:
             with self._cond:
                 self._owned.clear()
                 self._target.clear()
-                self._cond.notify_all()
+                if self._state is MemberState.STOPPING:  # (a failing start() may have got there first)
+                    self._transition(MemberState.STOPPED)
 
     def __enter__(self):
         return self.start()
@@ -349,32 +479,28 @@ class GroupMember:
 
     @property
     def error(self) -> Exception | None:
-        """The last rebalance failure (None after a successful rebalance)."""
+        """The rebalance failure while the member is FAILED (None in every other state)."""
         with self._lock:
-            return self._error
+            return self._error if self._state is MemberState.FAILED else None
 
     def is_stable(self) -> bool:
-        with self._lock:
-            return self._stable_locked()
-
-    def _stable_locked(self):
-        return (self._rebalanced and not self._dirty and self._dirty_at is None and not self._busy
-                and self._claim_due is None
-                and self._owned == self._target and self._error is None)
+        """The member is STABLE: no rebalance pending and the owned partitions equal the target."""
+        return self._state is MemberState.STABLE
 
     def wait_stable(self, timeout: float = 30.0) -> bool:
-        """Wait until no rebalance is pending and the owned partitions equal the target.  Raises the
-        RebalanceFailedError of a failed rebalance.  In manual_release mode the caller must release
-        :meth:`to_release` for this to happen.  Returns False on timeout."""
+        """Wait until the member is STABLE (no rebalance pending, the owned partitions equal the
+        target).  Raises the RebalanceFailedError of a FAILED member.  In manual_release mode the caller
+        must release :meth:`to_release` for this to happen.  Returns False on timeout or once stopping."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                if self._error is not None:
+                state = self._state
+                if state is MemberState.FAILED:
                     raise self._error
-                if self._stable_locked():
+                if state is MemberState.STABLE:
                     return True
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stopping:
+                if left <= 0 or state in (MemberState.STOPPING, MemberState.STOPPED):
                     return False
                 self._cond.wait(min(left, 0.2))
 
@@ -384,40 +510,57 @@ class GroupMember:
         """Give up ownership of ``partitions`` (those this member owns; others are ignored).  A released
         partition still in :meth:`target` is claimed again by the background loop."""
         tps = {(t, int(p)) for t, p in partitions}
-        with self._lock:
+        with self._cond:
             tps &= self._owned
-        if tps:
-            self._delete_owner_nodes(tps)
-            self._request(None, claim_only=True)
+            if not tps:
+                return
+            if self._state is MemberState.STABLE:  # owned will differ from the target until re-claimed
+                self._transition(MemberState.REBALANCING)
+        self._delete_owner_nodes(tps)
+        with self._cond:
+            if self._state in (MemberState.REBALANCING, MemberState.FAILED):
+                self._claim_due = time.monotonic()  # a claim pass re-claims or settles on STABLE
+                self._cond.notify_all()
 
     # ------------------------------------------------------------------ events (kazoo threads: no blocking)
 
     def _on_state(self, state):
-        if self._stopping:
-            return
-        if state == KazooState.LOST:
-            with self._cond:
-                self._drop_ownership_locked("lost its ZooKeeper session")
+        """kazoo connection listener: SUSPENDED keeps ownership, LOST drops it, CONNECTED resumes."""
+        with self._cond:
+            current = self._state
+            if current in (MemberState.NEW, MemberState.STOPPING, MemberState.STOPPED):
+                return
+            if state == KazooState.LOST:
                 self._registered_session = None
-                self._suspended_at = None
-                self._dirty = True
-                self._cond.notify_all()
-        elif state == KazooState.SUSPENDED:
-            with self._cond:
-                self._suspended_at = time.monotonic()
-                self._cond.notify_all()
-        elif state == KazooState.CONNECTED:
-            with self._cond:
-                self._suspended_at = None
-            self._request("connected")
+                if current is not MemberState.LOST:
+                    self._lose_locked("lost its ZooKeeper session")
+            elif state == KazooState.SUSPENDED:
+                if current is not MemberState.LOST:
+                    self._transition(MemberState.SUSPENDED)
+            elif state == KazooState.CONNECTED:
+                if current is MemberState.LOST:
+                    self._transition(MemberState.REGISTERING)
+                elif current is MemberState.SUSPENDED:  # the session survived
+                    self._transition(MemberState.REBALANCING)
+                    self._dirty = True
+                elif current is not MemberState.REGISTERING:
+                    self._need_rebalance_locked()
+            self._cond.notify_all()
 
-    def _drop_ownership_locked(self, why):
+    def _lose_locked(self, why):
+        """Drop all ownership at once (another member may own our partitions already) -> LOST."""
         if self._owned:
             log.warning("consumer %s of group %s %s: dropping %d partitions", self.consumer_id, self.group_id,
                         why, len(self._owned))
         self._lost |= self._owned
         self._owned = set()
         self._epoch += 1
+        self._transition(MemberState.LOST)
+
+    def _need_rebalance_locked(self):
+        self._dirty = True
+        if self._state in (MemberState.STABLE, MemberState.FAILED):
+            self._transition(MemberState.REBALANCING)
 
     def _on_watch(self, event):
         self._request(f"{event.type} {event.path}")
@@ -427,6 +570,8 @@ class GroupMember:
         with self._cond:
             if not self._dirty and self._dirty_at is None:
                 self._dirty_at = time.monotonic() + OWNER_SETTLE_S
+                if self._state is MemberState.STABLE:
+                    self._transition(MemberState.REBALANCING)
                 self._cond.notify_all()
 
     def _on_owner_event(self, event):
@@ -441,28 +586,34 @@ class GroupMember:
             else:
                 if why:
                     log.debug("group %s member %s: rebalance triggered by %s", self.group_id, self.consumer_id, why)
-                self._dirty = True
+                self._need_rebalance_locked()
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ rebalance thread
 
     def _run(self):
+        """The rebalance thread: reports dropped partitions, registers again after LOST, rebalances and
+        claims; it ends the pass by settling the state (:meth:`_settle_locked`)."""
+        S = MemberState
         while True:
             with self._cond:
                 while True:
                     now = time.monotonic()
-                    if self._stopping or self._lost:
+                    state = self._state
+                    if state in (S.STOPPING, S.STOPPED, S.REGISTERING) or self._lost:
                         break
-                    if self._suspended_at is not None:
+                    if state is S.SUSPENDED:
                         # disconnected: the session may expire without us hearing of it; once it could
                         # have, another member may own our partitions, so we stop owning them
-                        if self._owned and now - self._suspended_at >= self.session_timeout_s:
-                            self._drop_ownership_locked(
-                                f"was disconnected from ZooKeeper for {now - self._suspended_at:.1f}s "
+                        if now - self._state_since >= self.session_timeout_s:
+                            self._lose_locked(
+                                f"was disconnected from ZooKeeper for {now - self._state_since:.1f}s "
                                 f"(session timeout {self.session_timeout_s:.1f}s)")
-                            self._dirty = True
-                            break
+                            continue
                         self._cond.wait(0.1)
+                        continue
+                    if state is S.LOST:  # the CONNECTED listener moves on to REGISTERING
+                        self._cond.wait(0.5)
                         continue
                     if self._dirty:
                         break
@@ -472,43 +623,44 @@ class GroupMember:
                         break
                     due = [d for d in (self._claim_due, self._dirty_at) if d is not None]
                     self._cond.wait(0.5 if not due else min(max(0.0, min(due) - now), 0.5))
-                if self._stopping:
+                if self._closing():
                     return
                 lost, self._lost = self._lost, set()
-                full = self._dirty or (self._dirty_at is not None and time.monotonic() >= self._dirty_at)
-                self._dirty = False
-                if full:
-                    self._dirty_at = None
-                self._busy = True
             try:
                 if lost and self.on_lost is not None:
                     self._callback(self.on_lost, sorted(lost))
-                if self._stopping:
-                    return
-                if self._suspended_at is not None:  # work resumes on reconnect
-                    with self._cond:
-                        self._dirty = self._dirty or full
-                    continue
+                with self._cond:
+                    state = self._state
+                    if state in (S.STOPPING, S.STOPPED):
+                        return
+                    if state in (S.SUSPENDED, S.LOST):  # work resumes on reconnect
+                        continue
+                    register = state is S.REGISTERING
+                    full = register or self._dirty or (self._dirty_at is not None
+                                                       and time.monotonic() >= self._dirty_at)
+                    if full:
+                        self._dirty = False
+                        self._dirty_at = None
+                        if state in (S.STABLE, S.FAILED):
+                            self._transition(S.REBALANCING)
+                if register:
+                    self._register_and_resume()
                 if full:
                     self._rebalance()
                 else:
                     self._claim()
             except _ZK_ERRORS as e:
-                if not self._stopping:
+                if not self._closing():
                     log.warning("group %s member %s: ZooKeeper error during rebalance (%s); retrying",
                                 self.group_id, self.consumer_id, e)
                     with self._cond:
-                        self._dirty = True
+                        self._need_rebalance_locked()
                         self._cond.wait(0.2)
             except Exception:  # a bug or bad registry data must not kill the member silently
                 log.exception("group %s member %s: rebalance failed", self.group_id, self.consumer_id)
                 with self._cond:
-                    self._dirty = True
+                    self._need_rebalance_locked()
                     self._cond.wait(max(self.rebalance_backoff_s, 0.2))
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
 
     def _session_id(self):
         cid = self.zk.client_id
@@ -520,7 +672,7 @@ class GroupMember:
         path = paths.consumer_id(self.group_id, self.consumer_id)
         data = registration_json(self.subscription, self.pattern)
         deadline = time.monotonic() + max(3 * self.session_timeout_s, 10.0)
-        while not self._stopping:
+        while not self._closing():
             session = self._session_id()
             try:
                 self.zk.retry(self.zk.create, path, data, ephemeral=True, makepath=True)
@@ -543,6 +695,17 @@ class GroupMember:
                 log.info("%s still held by an older session %#x; waiting for it to expire", path,
                          stat.ephemeralOwner)
                 time.sleep(0.25)
+
+    def _register_and_resume(self):
+        """Register (again) on the rebalance thread: REBALANCING -> REGISTERING -> REBALANCING (after LOST
+        the state is REGISTERING already).  Leaves other states (SUSPENDED, LOST, STOPPING) alone."""
+        with self._cond:
+            if self._state is MemberState.REBALANCING:
+                self._transition(MemberState.REGISTERING)
+        self._register()
+        with self._cond:
+            if self._state is MemberState.REGISTERING:
+                self._transition(MemberState.REBALANCING)
 
     def _children(self, path, watch=None):
         try:
@@ -597,12 +760,12 @@ class GroupMember:
 
     def _rebalance(self):
         if self._registered_session is None or self._registered_session != self._session_id():
-            self._register()
+            self._register_and_resume()
         members = self._read_members()
         if self.consumer_id not in members:
             log.warning("group %s: own registration of %s missing; registering again", self.group_id, self.consumer_id)
             self._registered_session = None
-            self._register()
+            self._register_and_resume()
             members = self._read_members()
         self._children(paths.BROKER_IDS, self._on_watch)
         all_topics = self._children(paths.BROKER_TOPICS, self._on_watch)
@@ -641,8 +804,6 @@ class GroupMember:
                 self._callback(self.on_revoke, sorted(revoke))
             self._delete_owner_nodes(revoke)
         self._claim()
-        with self._cond:
-            self._rebalanced = True
 
     def _claim(self):
         with self._cond:
@@ -651,15 +812,15 @@ class GroupMember:
         got, blocked = [], []
         session = self._session_id()
         for tp in wanted:
-            if self._stopping:
+            if self._closing():
                 return
             if self._claim_one(tp, session):
                 got.append(tp)
             else:
                 blocked.append(tp)
         with self._cond:
-            if self._epoch != epoch:  # the session was lost meanwhile: claims are void, rebalance again
-                self._dirty = True
+            if self._epoch != epoch:  # ownership was dropped meanwhile: claims are void, rebalance again
+                self._need_rebalance_locked()
                 return
             self._owned.update(got)
             if blocked:
@@ -681,6 +842,7 @@ class GroupMember:
                 self._attempts = 0
                 self._claim_due = None
                 self._error = None
+            self._settle_locked(err)
             self._cond.notify_all()
         if got:
             log.info("group %s member %s claimed %s", self.group_id, self.consumer_id, _fmt(got))
@@ -690,6 +852,23 @@ class GroupMember:
             log.error("%s", err)
             if self.on_error is not None:
                 self._callback(self.on_error, err)
+
+    def _settle_locked(self, failure):
+        """End of a rebalance or claim pass: REBALANCING/FAILED -> FAILED (``failure``), STABLE (owned
+        equals target, nothing pending) or REBALANCING (claims or a rebalance still due).  Other states
+        (SUSPENDED, LOST, REGISTERING, STOPPING) are left to the connection listener and stop()."""
+        state = self._state
+        if state not in (MemberState.REBALANCING, MemberState.FAILED):
+            return
+        if failure is not None:
+            if state is MemberState.REBALANCING:
+                self._transition(MemberState.FAILED)
+            return
+        pending = (self._dirty or self._dirty_at is not None or self._claim_due is not None
+                   or self._owned != self._target)
+        settled = MemberState.REBALANCING if pending else MemberState.STABLE
+        if settled is not state:
+            self._transition(settled)
 
     def _claim_one(self, tp, session) -> bool:
         t, p = tp

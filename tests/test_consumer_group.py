@@ -11,7 +11,8 @@ from kazoo.client import KazooClient
 
 from pyklog.broker.errors import ConfigError, RebalanceFailedError
 from pyklog.broker.zk import paths
-from pyklog.connector.group import Blacklist, GroupMember, Whitelist, parse_registration, topics_of
+from pyklog.connector.group import (Blacklist, GroupMember, MemberState, Whitelist, parse_registration,
+                                    topics_of)
 from support import expire_session, wait_for
 
 pytestmark = pytest.mark.integration
@@ -179,6 +180,7 @@ def test_rebalance_fails_after_max_retries_then_recovers(zk_chroot, zk, members)
     m = members(consumer_id="m", rebalance_max_retries=2, rebalance_backoff_ms=100, on_error=errors.append)
     with pytest.raises(RebalanceFailedError, match=r"could not claim 1 partitions \(t-1\).*rebalance.max.retries=2"):
         wait_for(lambda: m.wait_stable(0.2), 20)
+    assert m.state is MemberState.FAILED and isinstance(m.error, RebalanceFailedError)
     wait_for(lambda: errors, 5, message="on_error")
     assert m.assignment() == {("t", 0)} and isinstance(errors[0], RebalanceFailedError)
     zk.delete(paths.partition_owner("g", "t", 1))  # the holder lets go: the owner watch claims at once
@@ -195,6 +197,7 @@ def test_manual_release_hands_over_only_when_released(zk, members):
     wait_for(lambda: d1.to_release() == {("t", 3), ("t", 4), ("t", 5)}, 30, message="to_release")
     time.sleep(1.0)  # several backoff periods: nothing moves by itself
     assert d1.assignment() == {("t", p) for p in range(6)}
+    assert d1.state is MemberState.REBALANCING and d2.state is MemberState.REBALANCING
     assert d2.target() == {("t", 3), ("t", 4), ("t", 5)} and d2.assignment() == set()
     assert not d2.wait_stable(0.1)
     d1.release([("t", 3)])
@@ -300,6 +303,7 @@ def test_long_disconnect_drops_ownership_then_reclaims(tmp_path):
         t0 = time.monotonic()
         wait_for(lambda: lost, 3 * SESSION_S, message="ownership dropped while disconnected")
         assert time.monotonic() - t0 >= SESSION_S - 1.0 and member.assignment() == set()
+        assert member.state is MemberState.LOST  # waits for the connection to register again
         server = ZooKeeperServer(data_dir=str(tmp_path / "zk"), port=port, max_session_timeout_ms=60000).start()
         wait_for(lambda: member.is_stable() and member.assignment() == {("t", 0), ("t", 1)}, 40,
                  message="partitions owned again after the restart")
@@ -307,3 +311,46 @@ def test_long_disconnect_drops_ownership_then_reclaims(tmp_path):
         if member is not None:
             member.stop()
         server.stop()
+
+
+def test_state_sequence_through_join_rebalance_expiry_and_stop(zk_chroot, zk, members):
+    """Every state change of one member, in order: it joins alone, a second member joins (one
+    rebalance), its session is expired for real (kazoo reports SUSPENDED, then LOST, then CONNECTED on a
+    new session), and it stops."""
+    create_topic(zk, "t", 4)
+    seq = []
+    a = GroupMember(zk_chroot, "g", topics={"t": 1}, consumer_id="a", session_timeout_s=SESSION_S,
+                    rebalance_backoff_ms=200)
+    a.add_state_listener(lambda old, new: seq.append((old.name, new.name)))
+    try:
+        a.start()
+        stable(a)
+        assert seq == [("NEW", "REGISTERING"), ("REGISTERING", "REBALANCING"), ("REBALANCING", "STABLE")]
+        assert a.state is MemberState.STABLE and a.assignment() == {("t", p) for p in range(4)}
+
+        del seq[:]
+        b = members(consumer_id="b")
+        stable(a, b)
+        assert seq == [("STABLE", "REBALANCING"), ("REBALANCING", "STABLE")]
+        assert a.assignment() == {("t", 0), ("t", 1)}
+
+        del seq[:]
+        old_session = a.zk.client_id[0]
+        expire_session(zk_chroot, a.zk)
+        wait_for(lambda: a.zk.client_id not in (None, ()) and a.zk.client_id[0] != old_session
+                 and a.is_stable() and b.is_stable()
+                 and a.assignment() == {("t", 0), ("t", 1)}, 30, message="a registered again and stable")
+        assert seq == [("STABLE", "SUSPENDED"), ("SUSPENDED", "LOST"), ("LOST", "REGISTERING"),
+                       ("REGISTERING", "REBALANCING"), ("REBALANCING", "STABLE")]
+        assert zk.get(paths.consumer_id("g", "a"))[1].ephemeralOwner == a.zk.client_id[0]
+
+        del seq[:]
+        a.stop()
+        assert seq == [("STABLE", "STOPPING"), ("STOPPING", "STOPPED")]
+        assert a.state is MemberState.STOPPED and not a.is_stable() and a.wait_stable(0.1) is False
+        with pytest.raises(RuntimeError, match="already started"):
+            a.start()
+        a.stop()  # a second stop does nothing
+        assert seq == [("STABLE", "STOPPING"), ("STOPPING", "STOPPED")]
+    finally:
+        a.stop()
