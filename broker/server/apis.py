@@ -395,7 +395,7 @@ class KafkaApis:
         if records is None or len(records) == 0:
             raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
         if version < 3:
-            from pyklog.broker.record.legacy import message_set_to_batches
+            from pyklog.broker.record.convert import message_set_to_batches
 
             data = message_set_to_batches(records)
             if not data:
@@ -524,7 +524,7 @@ class KafkaApis:
 
     @staticmethod
     def _down_convert(sl, magic: int) -> bytes:
-        from pyklog.broker.record.legacy import batches_to_message_set
+        from pyklog.broker.record.convert import batches_to_message_set
 
         return batches_to_message_set(sl.read_bytes(), magic)
 
