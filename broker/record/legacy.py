@@ -52,7 +52,6 @@ from pyklog.broker.record.header import (
     NO_COMPRESSION,
     SNAPPY,
     TIMESTAMP_TYPE_MASK,
-    ZSTD,
     BatchHeader,
 )
 
