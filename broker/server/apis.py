@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
+_CORRUPT_MESSAGE = 2
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
 _CREATE_WAIT_S = 2.0
@@ -365,6 +366,11 @@ class KafkaApis:
                     failed = True
                     entry["error_code"] = e.code
                     entry["error_message"] = str(e)[:1000]
+                    if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
+                        entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                                  for i, m in e.record_errors]
+                        if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
+                            entry["error_code"] = _CORRUPT_MESSAGE
                     if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
                         log.debug("produce to %s-%d failed: %s", name, idx, e)
                 except Exception as e:  # noqa: BLE001
