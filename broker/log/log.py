@@ -118,6 +118,7 @@ class Log:
                  log_start_offset: int = 0, clean_shutdown: bool = False):
         self.dir = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition(self.dir)
+        self._tp = f"{self.topic}-{self.partition}"  # for the validator's messages
         self.config = config or LogConfig()
         self._lock = threading.RLock()
         self._seal_flush_lock = threading.Lock()
@@ -229,9 +230,9 @@ class Log:
             if buf.format != "B" or buf.ndim != 1:
                 buf = buf.cast("B")
         n = len(buf)
-        checked = validate_batches(
-            buf, f"{self.topic}-{self.partition}", max_message_bytes=cfg.max_message_bytes,
-            segment_bytes=cfg.segment_bytes, from_client=from_client, compacted=cfg.compact)
+        # positional arguments: this runs on every produce request
+        checked = validate_batches(buf, self._tp, cfg.max_message_bytes, cfg.segment_bytes,
+                                   from_client, "compact" in cfg.cleanup_policy)
         producer = checked.producer
         records = checked.records
         log_append = cfg.log_append_time

@@ -69,6 +69,7 @@ _I64 = struct.Struct(">q")
 # broker rewrites (none is covered by the CRC)
 _PREFIX = struct.Struct(">qii")
 MAX_IOV_BATCHES = 256  # iovecs per pwritev stay well below IOV_MAX (1024)
+_new_tuple = tuple.__new__
 _NULL_KEY_MESSAGE = "Compacted topic cannot accept message without key in topic partition {tp}."
 
 
@@ -93,7 +94,7 @@ class ValidatedAppend(NamedTuple):
     producer: BatchHeader | None
 
 
-def validate_batches(buf, tp: str, *, max_message_bytes: int, segment_bytes: int,
+def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
                      from_client: bool = True, compacted: bool = False) -> ValidatedAppend:
     """Check the batches in ``buf`` (see the module docstring for the rules); ``tp`` is
     ``"<topic>-<partition>"`` for messages.  Nothing is decoded unless ``compacted``."""
@@ -154,7 +155,8 @@ def validate_batches(buf, tp: str, *, max_message_bytes: int, segment_bytes: int
             f"{tp}: an idempotent producer's append must hold exactly one batch, "
             f"read {len(batches)}"
         )
-    return ValidatedAppend(batches, records, batches[0][1] if has_pid else None)
+    # tuple.__new__: the NamedTuple's generated __new__ costs a Python call on every append
+    return _new_tuple(ValidatedAppend, (batches, records, batches[0][1] if has_pid else None))
 
 
 def null_key_records(buf, pos: int, h: BatchHeader) -> list[int]:
