@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pyklog.broker.record.batch import build_batch, decode_batch  # noqa: E402
 from pyklog.broker.record.compression import CODEC_NAMES  # noqa: E402
-from pyklog.broker.record.legacy import batches_to_message_set, build_message_set, message_set_to_batches  # noqa: E402
+from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches  # noqa: E402
+from pyklog.broker.record.legacy import build_message_set  # noqa: E402
 from pyklog.broker.record.reader import iter_batches, iter_headers  # noqa: E402
 
 

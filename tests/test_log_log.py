@@ -625,3 +625,26 @@ def test_concurrent_appends_get_distinct_contiguous_offsets(tmp_path):
     for r in read_all(lg):
         assert r.value == bytes([by_offset[r.offset - r.offset % 3] % 256]) * 100
     lg.close()
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_compacted_log_refuses_null_keys_and_keeps_nothing_of_the_append(tmp_path, codec):
+    """cleanup.policy=compact: a record without a key is refused at append (Kafka's
+    LogValidator), so the cleaner never has to drop it silently; nothing of the append is
+    written, not even the valid batches in front of the bad one."""
+    from pyklog.broker.log.validator import RecordValidationError
+
+    lg = open_log(tmp_path, cleanup_policy="compact")
+    keyed = build_batch([(b"a", b"1", 5, ()), (b"b", None, 6, ())], compression=codec)  # + a tombstone
+    keyless = build_batch([(b"c", b"2", 7, ()), (None, b"3", 8, ())], compression=codec)
+    assert lg.append(keyed).last_offset == 1
+    with pytest.raises(RecordValidationError) as e:
+        lg.append(keyed + keyless)
+    assert e.value.code == 87 and [i for i, _ in e.value.record_errors] == [1]
+    assert "without key in topic partition topic-0" in e.value.record_errors[0][1]
+    assert lg.log_end_offset == 2 and [r.key for r in read_all(lg)] == [b"a", b"b"]
+    lg.close()
+    # the same batch goes to a delete topic untouched
+    lg = open_log(tmp_path, name="plain-0")
+    assert lg.append(keyless).record_count == 2
+    lg.close()

@@ -10,12 +10,8 @@ import pytest
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.batch import Record, build_batch, build_batch_from_records, build_control_batch, decode_batch
 from pyklog.broker.record.compression import compress, decompress, xxh32
-from pyklog.broker.record.legacy import (
-    batches_to_message_set,
-    build_message_set,
-    decode_message_set,
-    message_set_to_batches,
-)
+from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches
+from pyklog.broker.record.legacy import build_message_set, decode_message_set
 from pyklog.broker.record.reader import iter_batches
 
 # magic 0, offset 0, null key, value b"v"; every field by hand

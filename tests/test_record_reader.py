@@ -125,3 +125,39 @@ def test_mutated_input_only_ever_raises_corrupt_record_error():
                 decode_message_set(data, validate_crc=False)
         except CorruptRecordError:
             pass
+
+
+def _record_imports(module: str) -> set[str]:
+    """Modules of pyklog.broker.record that ``module``'s source imports (anywhere in the file,
+    function-level imports included)."""
+    import ast
+    import importlib.util
+
+    path = importlib.util.find_spec(f"pyklog.broker.record.{module}").origin
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("pyklog.broker.record."):
+                out.add(node.module.rsplit(".", 1)[1])
+            elif node.module == "pyklog.broker.record":
+                out.update(a.name for a in node.names)
+    return out
+
+
+def test_record_modules_import_one_way():
+    """reader -> legacy, convert -> (legacy, reader); never back (no import cycle)."""
+    assert "legacy" in _record_imports("reader")
+    assert not {"reader", "convert"} & _record_imports("legacy")
+    assert "convert" not in _record_imports("reader")
+    assert {"legacy", "reader"} <= _record_imports("convert")
+
+
+def test_package_reexports_conversions():
+    import pyklog.broker.record as record
+    from pyklog.broker.record import convert
+
+    assert record.message_set_to_batches is convert.message_set_to_batches
+    assert record.batches_to_message_set is convert.batches_to_message_set
+    raw = build_message_set([(b"k", b"v", 5)], 1)
+    assert [r.key for b in iter_batches(record.message_set_to_batches(raw)) for r in b.records] == [b"k"]

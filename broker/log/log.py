@@ -1,9 +1,20 @@
 """Log: one partition's log, a directory ``<log.dir>/<topic>-<partition>/`` of segments.
 
+The local log of Kafka's storage layer (``LocalLog`` with the append path of ``UnifiedLog``):
+the segment list, append, read, roll, flush, retention, truncation and segment swaps.  The two
+other parts of Kafka's storage layer are their own modules:
+
+- :mod:`~pyklog.broker.log.loader` (``LogLoader``): loading the directory at start-up,
+  leftover ``.swap``/``.cleaned``/``.deleted`` files, recovery from the recovery point,
+  index and producer-state rebuild;
+- :mod:`~pyklog.broker.log.validator` (``LogValidator``): the per-batch and per-record rules of
+  an append and the offset assignment.
+
 Writes go to the last (active) segment; it rolls at ``segment.bytes``, after ``segment.ms``,
 when an index is full or when relative offsets would overflow int32.  Appends validate the
 batches' framing and CRC-32C and rewrite only the 8-byte baseOffset (plus the leader epoch,
-neither covered by the CRC), so records are never decoded on the write path.
+neither covered by the CRC), so records are never decoded on the write path, except that a
+compacted topic's records are read up to their key length (null keys are refused).
 
 Concurrency (the design's "copy-on-write segment list"):
 
@@ -23,59 +34,25 @@ import logging
 import os
 import re
 import shutil
-import struct
 import threading
 import time
 import uuid
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pyklog.broker.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTopicError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
-from pyklog.broker.record.header import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_MASK,
-    compute_crc,
-    parse_header,
-    validate_crc,
-)
+from pyklog.broker.errors import InvalidTopicError, KafkaStorageError, OffsetOutOfRangeError
 
 from .config import LogConfig
+from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
 from .producer_state import SNAPSHOT_SUFFIX, ProducerEntry, ProducerStateManager
-from .segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    LogSegment,
-    parse_base_offset,
-)
+from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .validator import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-_MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")  # 35
-_I16 = struct.Struct(">h")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
 _INT32_MAX = 0x7FFFFFFF
-# baseOffset, batchLength, partitionLeaderEpoch: the bytes in front of the magic byte that the
-# broker rewrites (none is covered by the CRC)
-_PREFIX = struct.Struct(">qii")
-_MAX_IOV_BATCHES = 256  # iovecs per pwritev stay well below IOV_MAX (1024)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 DELETE_DIR_SUFFIX = "-delete"
 
@@ -133,32 +110,6 @@ class LogView(NamedTuple):
     end_position: int  # bytes of the active segment that are visible to readers
 
 
-@dataclass
-class SegmentCut:
-    segment: str
-    position: int
-    bytes_cut: int
-    reason: str
-
-
-@dataclass
-class RecoveryReport:
-    """What loading the log did: ``clean_shutdown`` (recovery skipped), ``recovered_segments``
-    (revalidated), ``cuts`` (truncations), ``deleted_segments`` (dropped after a cut),
-    ``rebuilt_indexes`` (segments whose index had to be rebuilt)."""
-
-    clean_shutdown: bool
-    recovered_segments: int = 0
-    recovered_bytes: int = 0
-    cuts: list = field(default_factory=list)
-    deleted_segments: list = field(default_factory=list)
-    rebuilt_indexes: list = field(default_factory=list)
-
-    @property
-    def truncated_bytes(self) -> int:
-        return sum(c.bytes_cut for c in self.cuts)
-
-
 class Log:
     """One partition's log.  Thread-safe: writers serialise on a per-log lock, readers are
     lock-free against an immutable segment-list snapshot (see the module docstring)."""
@@ -167,6 +118,7 @@ class Log:
                  log_start_offset: int = 0, clean_shutdown: bool = False):
         self.dir = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition(self.dir)
+        self._tp = f"{self.topic}-{self.partition}"  # for the validator's messages
         self.config = config or LogConfig()
         self._lock = threading.RLock()
         self._seal_flush_lock = threading.Lock()
@@ -189,143 +141,20 @@ class Log:
 
     # ================================================================== loading
     def _seg_kwargs(self) -> dict:
-        return {"index_interval_bytes": self.config.index_interval_bytes,
-                "max_index_bytes": self.config.segment_index_bytes}
+        return segment_kwargs(self.config)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> RecoveryReport:
-        report = RecoveryReport(clean_shutdown=clean)
-        self._complete_swaps_and_cleanup()
-        bases = []
-        for name in os.listdir(self.dir):
-            if name.endswith(LOG_SUFFIX):
-                base = parse_base_offset(name)
-                if base is None:
-                    log.warning("%s: ignoring a file that is not a segment: %s", self.dir, name)
-                    continue
-                bases.append(base)
-        bases.sort()
-        segments: list[LogSegment] = []
-        for base in bases:
-            segments.append(LogSegment(self.dir, base, **self._seg_kwargs()))
-        # the segment containing the recovery point and every later one are revalidated
-        first_unflushed = 0
-        for i, seg in enumerate(segments):
-            if seg.base_offset <= recovery_point:
-                first_unflushed = i
-        cut_at = None
-        for i, seg in enumerate(segments):
-            needs_recovery = (not clean) and i >= first_unflushed
-            if not needs_recovery:
-                try:
-                    seg.load()
-                    continue
-                except (CorruptRecordError, OSError) as e:
-                    log.warning("%s: rebuilding the indexes of %s: %s", self.dir,
-                                os.path.basename(seg.log_path), e)
-                    report.rebuilt_indexes.append(os.path.basename(seg.log_path))
-            res = seg.recover(max_batch_bytes=None)
-            report.recovered_segments += 1
-            report.recovered_bytes += res.valid_bytes
-            if res.truncated_bytes:
-                cut = SegmentCut(os.path.basename(seg.log_path), res.position,
-                                 res.truncated_bytes, res.reason or "invalid data")
-                report.cuts.append(cut)
-                log.warning(
-                    "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
-                    self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
-                )
-                cut_at = i
-                break
-        if cut_at is not None:
-            for seg in segments[cut_at + 1:]:
-                report.deleted_segments.append(os.path.basename(seg.log_path))
-                log.warning("%s: deleting segment %s after the truncation point", self.dir,
-                            os.path.basename(seg.log_path))
-                seg.delete_files()
-            segments = segments[: cut_at + 1]
-        if not segments:
-            segments = [LogSegment.create(self.dir, max(log_start_offset, 0), **self._seg_kwargs())]
-        # an empty trailing segment older than its predecessor's end cannot happen; still guard
-        leo = segments[-1].next_offset
-        if segments[-1].size == 0 and len(segments) > 1:
-            leo = max(leo, segments[-2].next_offset)
-        lso = max(log_start_offset, segments[0].base_offset)
-        if lso > leo:
-            lso = leo
-        # clean: everything was flushed at shutdown; unclean: everything from the recovery
-        # point on has just been revalidated.  Either way the log is consistent up to its end.
-        self.recovery_point = leo
-        self._segments = segments
-        self._leo = leo
-        self._log_start_offset = lso
+        """Load the directory through :class:`~pyklog.broker.log.loader.LogLoader` (swap and
+        delete leftovers, recovery from the recovery point, index and producer-state rebuild)
+        and publish the first view."""
+        loaded = LogLoader(self.dir, self.config, self._producers, recovery_point=recovery_point,
+                           log_start_offset=log_start_offset, clean_shutdown=clean).load()
+        self.recovery_point = loaded.recovery_point
+        self._segments = loaded.segments
+        self._leo = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
         self._publish()
-        self._load_producer_state(unclean=not clean or bool(report.cuts))
-        if report.cuts or report.recovered_segments:
-            log.info("%s: recovered %d segment(s), %d bytes valid, log end offset %d", self.dir,
-                     report.recovered_segments, report.recovered_bytes, leo)
-        return report
-
-    def _complete_swaps_and_cleanup(self) -> None:
-        """Start-up cleanup of an interrupted delete / clean / swap (Kafka's rules):
-        ``.deleted`` and ``.cleaned`` files are removed, orphan ``.tmp`` files too; a ``.swap``
-        segment (a finished cleaning) replaces the segments it covers and is renamed in place."""
-        names = os.listdir(self.dir)
-        for name in names:
-            path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
-                log.info("%s: removing leftover %s", self.dir, name)
-                _unlink(path)
-        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
-        for name in swaps:
-            base = parse_base_offset(name)
-            if base is None:
-                continue
-            swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._seg_kwargs())
-            res = swap.recover()
-            end = swap.next_offset
-            swap.close_handles()
-            # delete the originals covered by [base, end)
-            for other in os.listdir(self.dir):
-                if other.endswith(LOG_SUFFIX):
-                    ob = parse_base_offset(other)
-                    if ob is not None and base <= ob < max(end, base + 1):
-                        for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-                            _unlink(os.path.join(self.dir, f"{ob:020d}{suf}"))
-            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-                src = os.path.join(self.dir, f"{base:020d}{suf}{SWAP_SUFFIX}")
-                if os.path.exists(src):
-                    os.replace(src, os.path.join(self.dir, f"{base:020d}{suf}"))
-            log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
-                     self.dir, base, res.batches)
-        # index files without a .log
-        names = set(os.listdir(self.dir))
-        for name in names:
-            for suf in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-                if name.endswith(suf):
-                    stem = name[: -len(suf)]
-                    if stem + LOG_SUFFIX not in names:
-                        _unlink(os.path.join(self.dir, name))
-
-    def _load_producer_state(self, unclean: bool) -> None:
-        leo = self._leo
-        if unclean:
-            self._producers.delete_snapshots_above(leo)
-        snap = self._producers.load_latest(leo)
-        start = self._segments[0].base_offset if snap is None else max(snap, self._segments[0].base_offset)
-        self._replay_producers(start, leo)
-
-    def _replay_producers(self, start: int, end: int) -> None:
-        if start >= end:
-            return
-        for seg in self._segments:
-            if seg.next_offset <= start:
-                continue
-            found = seg.translate_offset(start, seg.size)
-            if found is None:
-                continue
-            for _pos, h in seg.walk(found[0], seg.size):
-                if h.producer_id >= 0:
-                    self._producers.replay(h)
+        return loaded.report
 
     # ================================================================== views
     def _publish(self) -> None:
@@ -379,10 +208,13 @@ class Log:
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
         caller hands it over); bytes/memoryview are not copied: each batch's rewritten 16-byte
         prefix and the caller's remaining bytes go to disk in one ``os.pwritev`` (a copy is made
-        only for LogAppendTime topics and appends of more than 256 batches).  Validation happens outside the
-        lock (framing, magic, size, CRC-32C); offsets, producer sequences and the write happen
-        under the per-log lock.  Raises CorruptRecordError, MessageTooLargeError (one batch over
-        ``max.message.bytes``), RecordListTooLargeError (more than a segment), InvalidRecordError,
+        only for LogAppendTime topics and appends of more than 256 batches).  Validation
+        (:func:`~pyklog.broker.log.validator.validate_batches`: framing, magic, size, CRC-32C,
+        and null keys on compacted topics) happens outside the lock; offsets, producer sequences
+        and the write happen under the per-log lock.  Nothing of a failing append is written.
+        Raises CorruptRecordError, MessageTooLargeError (one batch over ``max.message.bytes``),
+        RecordListTooLargeError (more than a segment), InvalidRecordError
+        (RecordValidationError with ``record_errors`` for a per-record rule),
         OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O).
         A retried duplicate batch returns its original offsets with ``duplicate=True``.
         """
@@ -398,103 +230,36 @@ class Log:
             if buf.format != "B" or buf.ndim != 1:
                 buf = buf.cast("B")
         n = len(buf)
-        if n == 0:
-            raise CorruptRecordError(
-                f"{self.topic}-{self.partition}: expected at least one record batch, read 0 bytes"
-            )
-        if n > cfg.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{self.topic}-{self.partition}: {n} bytes of batches exceed segment.bytes "
-                f"{cfg.segment_bytes}"
-            )
-        infos = []
-        pos = 0
-        records = 0
-        has_pid = False
-        max_msg = cfg.max_message_bytes
-        while pos < n:
-            if n - pos < HEADER_SIZE:
-                raise CorruptRecordError(
-                    f"{self.topic}-{self.partition}: expected a {HEADER_SIZE}-byte batch header at "
-                    f"position {pos}, read {n - pos} bytes"
-                )
-            h = parse_header(buf, pos)
-            size = h.size
-            if pos + size > n:
-                raise CorruptRecordError(
-                    f"{self.topic}-{self.partition}: batch at position {pos} declares {size} "
-                    f"bytes, only {n - pos} remain"
-                )
-            if size > max_msg:
-                raise MessageTooLargeError(
-                    f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
-                    f"max.message.bytes {max_msg}"
-                )
-            validate_crc(buf, pos, h)
-            if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
-                raise InvalidRecordError(
-                    f"{self.topic}-{self.partition}: batch at position {pos} has {h.records_count} "
-                    f"records but lastOffsetDelta {h.last_offset_delta} (expected count - 1)"
-                )
-            if h.is_control and from_client:
-                raise InvalidRecordError(
-                    f"{self.topic}-{self.partition}: clients may not write control batches"
-                )
-            if h.producer_id >= 0:
-                has_pid = True
-            infos.append((pos, h))
-            records += h.records_count
-            pos += size
-        if has_pid and len(infos) > 1:
-            raise InvalidRecordError(
-                f"{self.topic}-{self.partition}: an idempotent producer's append must hold exactly "
-                f"one batch, read {len(infos)}"
-            )
+        # positional arguments: this runs on every produce request
+        checked = validate_batches(buf, self._tp, cfg.max_message_bytes, cfg.segment_bytes,
+                                   from_client, "compact" in cfg.cleanup_policy)
+        producer = checked.producer
+        records = checked.records
         log_append = cfg.log_append_time
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
             now = _now_ms()
-            if has_pid:
-                dup = self._producers.check(infos[0][1])
+            if producer is not None:
+                dup = self._producers.check(producer)
                 if dup is not None:
                     log.debug("%s-%d: duplicate batch of producer %d seq %d..%d at offset %d",
-                              self.topic, self.partition, infos[0][1].producer_id, dup.first_seq,
+                              self.topic, self.partition, producer.producer_id, dup.first_seq,
                               dup.last_seq, dup.first_offset)
                     return AppendInfo(dup.first_offset, dup.last_offset, -1,
-                                      self._log_start_offset, infos[0][1].records_count, True)
-            first_offset = next_offset = self._leo
-            metas = []
-            max_ts_all = -1
-            if isinstance(buf, memoryview) and len(infos) > _MAX_IOV_BATCHES:
-                buf = bytearray(buf)  # many small batches: one copy beats a huge iovec list
-            iov = [] if isinstance(buf, memoryview) else None
-            for bpos, h in infos:
-                if iov is not None:
-                    iov.append(_PREFIX.pack(next_offset, h.batch_length, leader_epoch))
-                    iov.append(buf[bpos + _PREFIX.size: bpos + h.size])
-                else:
-                    _PREFIX.pack_into(buf, bpos, next_offset, h.batch_length, leader_epoch)
-                max_ts = h.max_timestamp
-                if log_append:
-                    _I16.pack_into(buf, bpos + ATTRIBUTES_OFFSET, h.attributes | TIMESTAMP_TYPE_MASK)
-                    _I64.pack_into(buf, bpos + _MAX_TIMESTAMP_OFFSET, now)
-                    _U32.pack_into(buf, bpos + CRC_OFFSET, compute_crc(buf, bpos, h.size))
-                    max_ts = now
-                last = next_offset + h.last_offset_delta
-                metas.append((bpos, h.size, last, max_ts))
-                if max_ts > max_ts_all:
-                    max_ts_all = max_ts
-                next_offset = last + 1
+                                      self._log_start_offset, producer.records_count, True)
+            first_offset = self._leo
+            out, metas, next_offset, max_ts_all = assign_offsets(
+                buf, checked.batches, first_offset, leader_epoch, now if log_append else None)
             seg = self._maybe_roll(n, first_offset, next_offset - 1, max_ts_all, now)
             try:
-                seg.append(buf if iov is None else iov, metas, n)
+                seg.append(out, metas, n)
             except OSError as e:
                 raise KafkaStorageError(
                     f"{self.topic}-{self.partition}: write to {seg.log_path} failed: {e}"
                 ) from e
-            if has_pid:
-                self._producers.update(infos[0][1], first_offset, next_offset - 1, metas[0][3])
+            if producer is not None:
+                self._producers.update(producer, first_offset, next_offset - 1, metas[0][3])
             self._leo = next_offset
             self._publish()
             self._unflushed_messages += records
@@ -868,10 +633,7 @@ class Log:
             self._leo = keep[-1].next_offset
             self.recovery_point = min(self.recovery_point, self._leo)
             self._publish()
-            self._producers.delete_snapshots_above(self._leo)
-            snap = self._producers.load_latest(self._leo)
-            start = self._segments[0].base_offset if snap is None else max(snap, self._segments[0].base_offset)
-            self._replay_producers(start, self._leo)
+            rebuild_producer_state(self._producers, self._segments, self._leo, unclean=True)
             log.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, self._leo)
 
     # ================================================================== compaction
@@ -888,7 +650,7 @@ class Log:
 
         Crash-safe order, as Kafka's: the cleaned files are already ``.cleaned``; rename them
         ``.swap``; rename the old ones ``.deleted``; rename the swap files to their final name.
-        A crash at any step is finished by :meth:`_complete_swaps_and_cleanup` at start-up."""
+        A crash at any step is finished by ``LogLoader.complete_swaps_and_cleanup`` at start-up."""
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
@@ -961,13 +723,6 @@ class Log:
             except FileNotFoundError:
                 return
             shutil.rmtree(target, ignore_errors=True)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 __all__ = ["Log", "LogView", "AppendInfo", "FetchSlice", "RecoveryReport", "SegmentCut",

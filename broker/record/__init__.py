@@ -4,8 +4,10 @@
 * ``varint``: protobuf varints / zigzag.
 * ``compression``: gzip, snappy (xerial framing + raw), lz4 (Kafka's frame), zstd.
 * ``batch``: record batch v2 with records and headers, control batches.
-* ``legacy``: magic 0/1 message sets, wrappers, conversion to and from v2.
-* ``reader``: walk a buffer of concatenated batches / messages.
+* ``legacy``: magic 0/1 message sets and wrappers.
+* ``reader``: walk a buffer of concatenated batches / messages (uses ``legacy``).
+* ``convert``: v0/v1 <-> v2 conversions for old Produce / Fetch versions (uses ``legacy`` and
+  ``reader``).
 
 Every wire format is documented at the top of its module.  All functions are thread-safe.
 """
@@ -22,14 +24,9 @@ from pyklog.broker.record.batch import (
 )
 from pyklog.broker.record.compression import CODECS, codec_id, compress, decompress
 from pyklog.broker.record.header import BatchHeader, parse_header
-from pyklog.broker.record.legacy import (
-    LegacyMessage,
-    batches_to_message_set,
-    build_message_set,
-    decode_message_set,
-    message_set_to_batches,
-)
+from pyklog.broker.record.legacy import LegacyMessage, build_message_set, decode_message_set
 from pyklog.broker.record.reader import iter_batches, iter_headers
+from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches
 from pyklog.broker.record.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = [

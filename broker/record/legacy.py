@@ -28,13 +28,9 @@ and as value the compressed bytes of an inner message set of uncompressed messag
 * lz4 in magic 0 uses Kafka 0.8's broken frame checksum (see ``compression.py``); zstd has no
   legacy form (Kafka refuses to down-convert it compressed, so it is written uncompressed).
 
-Conversions used by the broker:
-
-* :func:`message_set_to_batches`: Produce v0-2 request data -> one v2 batch (offsets 0..n-1 from
-  ``base_offset``; the log assigns the real ones), keeping the wrappers' codec.
-* :func:`batches_to_message_set`: log data (v2) -> magic 0/1 for Fetch v0-3, keeping offsets and
-  timestamps, dropping record headers and control batches (old clients know neither), and
-  compressing each converted batch as one wrapper with the batch's codec where the magic allows.
+The conversions to and from v2 (Produce v0-2 in, Fetch v0-3 out) live in
+:mod:`pyklog.broker.record.convert`, which depends on this module and on the reader; this module
+depends on neither, so the reader can hand legacy entries here without an import cycle.
 
 Pure functions, thread-safe.  Bad input raises :class:`broker.errors.CorruptRecordError`.
 """
@@ -47,7 +43,7 @@ from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record import compression as _compression
-from pyklog.broker.record.batch import Record, RecordBatch, build_batch
+from pyklog.broker.record.batch import Record, RecordBatch
 from pyklog.broker.record.header import (
     COMPRESSION_MASK,
     GZIP,
@@ -56,7 +52,6 @@ from pyklog.broker.record.header import (
     NO_COMPRESSION,
     SNAPPY,
     TIMESTAMP_TYPE_MASK,
-    ZSTD,
     BatchHeader,
 )
 
@@ -64,9 +59,13 @@ __all__ = [
     "LegacyMessage",
     "build_message_set",
     "decode_message_set",
-    "message_set_to_batches",
-    "batches_to_message_set",
     "legacy_entry_to_batch",
+    "SetInfo",
+    "scan_message_set",
+    "encode_message",
+    "wrap_message_set",
+    "check_magic",
+    "LEGACY_CODECS",
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
 ]
@@ -113,7 +112,7 @@ _MIN_LENGTH = {0: 4 + 1 + 1 + 4 + 4, 1: 4 + 1 + 1 + 8 + 4 + 4}  # crc .. value l
 _I64 = struct.Struct(">q")
 
 
-class _SetInfo:
+class SetInfo:
     """What a walk over a message set learned besides the messages."""
 
     __slots__ = ("first_codec", "log_append_time", "crc", "attributes", "magic")
@@ -126,7 +125,7 @@ class _SetInfo:
         self.magic = 0
 
 
-def _scan(buf, out: list, *, strict: bool, validate_crc: bool, info: _SetInfo | None = None,
+def scan_message_set(buf, out: list, *, strict: bool, validate_crc: bool, info: SetInfo | None = None,
           where: str = "message set", nested: bool = False) -> None:
     """Append ``(offset, magic, attributes, timestamp, timestamp_type, key, value)`` for every
     message of the set in ``buf`` to ``out``, wrappers flattened with absolute offsets.
@@ -266,7 +265,7 @@ def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, ti
             "set as value, read null"
         )
     inner: list = []
-    _scan(_compression.decompress(codec, value), inner, strict=True, validate_crc=validate_crc,
+    scan_message_set(_compression.decompress(codec, value), inner, strict=True, validate_crc=validate_crc,
           where=f"wrapper message at offset {offset}", nested=True)
     if not inner:
         raise CorruptRecordError(
@@ -298,7 +297,7 @@ def decode_message_set(buf, validate_crc: bool = True) -> list[LegacyMessage]:
     an error.
     """
     out: list = []
-    _scan(buf, out, strict=False, validate_crc=validate_crc)
+    scan_message_set(buf, out, strict=False, validate_crc=validate_crc)
     make = LegacyMessage._make
     return [make(m) for m in out]
 
@@ -306,8 +305,8 @@ def decode_message_set(buf, validate_crc: bool = True) -> list[LegacyMessage]:
 def legacy_entry_to_batch(buf, pos: int, size: int, validate_crc: bool = True) -> RecordBatch:
     """The legacy entry at ``pos`` as a RecordBatch (header magic 0/1, see reader.iter_batches)."""
     msgs: list = []
-    info = _SetInfo()
-    _scan(memoryview(buf)[pos : pos + size], msgs, strict=True, validate_crc=validate_crc, info=info)
+    info = SetInfo()
+    scan_message_set(memoryview(buf)[pos : pos + size], msgs, strict=True, validate_crc=validate_crc, info=info)
     first, last = msgs[0], msgs[-1]
     records = [Record(m[0], m[3], m[5], m[6], ()) for m in msgs]
     header = BatchHeader(
@@ -331,7 +330,7 @@ def legacy_entry_to_batch(buf, pos: int, size: int, validate_crc: bool = True) -
 # ---------------------------------------------------------------------------------------------
 # building
 # ---------------------------------------------------------------------------------------------
-def _encode_message(parts: list, offset: int, magic: int, attributes: int, timestamp: int, key, value) -> None:
+def encode_message(parts: list, offset: int, magic: int, attributes: int, timestamp: int, key, value) -> None:
     if magic == 1:
         head = _BODY_V1.pack(1, attributes, timestamp, -1 if key is None else len(key))
     else:
@@ -344,7 +343,7 @@ def _encode_message(parts: list, offset: int, magic: int, attributes: int, times
     parts.append(body)
 
 
-def _check_magic(magic: int) -> None:
+def check_magic(magic: int) -> None:
     if magic not in (0, 1):
         raise ValueError(f"legacy message sets have magic 0 or 1, got {magic}")
 
@@ -358,11 +357,11 @@ def _legacy_codec(codec: int, magic: int) -> int:
     return codec
 
 
-def _wrap(parts: list, inner: bytes, magic: int, codec: int, wrapper_offset: int,
+def wrap_message_set(parts: list, inner: bytes, magic: int, codec: int, wrapper_offset: int,
           wrapper_ts: int, log_append_time: bool) -> None:
     payload = _compression.compress(codec, inner, legacy_lz4=(codec == LZ4 and magic == 0))
     attributes = codec | (TIMESTAMP_TYPE_MASK if (magic == 1 and log_append_time) else 0)
-    _encode_message(parts, wrapper_offset, magic, attributes, wrapper_ts, None, payload)
+    encode_message(parts, wrapper_offset, magic, attributes, wrapper_ts, None, payload)
 
 
 def build_message_set(messages, magic: int, compression=0, base_offset: int = 0,
@@ -374,7 +373,7 @@ def build_message_set(messages, magic: int, compression=0, base_offset: int = 0,
     "now" (magic 1; magic 0 has no timestamps).  ``timestamp_type`` 1 sets the LogAppendTime
     attribute bit (magic 1): on the wrapper when compressed, else on every message.
     """
-    _check_magic(magic)
+    check_magic(magic)
     codec = _legacy_codec(_compression.codec_id(compression), magic)
     messages = list(messages)
     if magic == 1:
@@ -390,76 +389,15 @@ def build_message_set(messages, magic: int, compression=0, base_offset: int = 0,
     if codec == NO_COMPRESSION:
         attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and timestamp_type == 1) else 0
         for i, (k, v, ts) in enumerate(messages):
-            _encode_message(parts, base_offset + i, magic, attributes, ts if magic else NO_TIMESTAMP, k, v)
+            encode_message(parts, base_offset + i, magic, attributes, ts if magic else NO_TIMESTAMP, k, v)
         return b"".join(parts)
     if not messages:
         return b""
     inner: list = []
     first = base_offset if magic == 0 else 0
     for i, (k, v, ts) in enumerate(messages):
-        _encode_message(inner, first + i, magic, 0, ts if magic else NO_TIMESTAMP, k, v)
+        encode_message(inner, first + i, magic, 0, ts if magic else NO_TIMESTAMP, k, v)
     max_ts = max(ts for _, _, ts in messages) if magic == 1 else NO_TIMESTAMP
-    _wrap(parts, b"".join(inner), magic, codec, base_offset + len(messages) - 1, max_ts,
+    wrap_message_set(parts, b"".join(inner), magic, codec, base_offset + len(messages) - 1, max_ts,
           timestamp_type == 1)
-    return b"".join(parts)
-
-
-def message_set_to_batches(buf, *, compression=None, base_offset: int = 0) -> bytes:
-    """Convert a Produce v0-2 message set into one v2 batch (bytes; b"" for an empty set).
-
-    Records get offsets ``base_offset`` + 0..n-1 (the offsets in a produce request mean nothing;
-    the log assigns them), magic-1 timestamps (magic 0: -1), no headers.  The batch is compressed
-    with ``compression`` or, when None, with the codec of the set's first compressed wrapper
-    (Kafka's ``compression.type=producer``).  The whole set must be complete: a partial trailing
-    message raises CorruptRecordError, so nothing a producer sent is silently dropped.
-    """
-    msgs: list = []
-    info = _SetInfo()
-    _scan(buf, msgs, strict=True, validate_crc=True, info=info)
-    if not msgs:
-        return b""
-    codec = info.first_codec if compression is None else _compression.codec_id(compression)
-    return build_batch(
-        [(m[5], m[6], m[3], ()) for m in msgs],
-        base_offset=base_offset,
-        compression=codec,
-        timestamp_type=1 if info.log_append_time else 0,
-    )
-
-
-def batches_to_message_set(buf, magic: int) -> bytes:
-    """Down-convert v2 batches (and any legacy entries) to a magic 0/1 message set (Fetch v0-3).
-
-    Offsets and timestamps are kept; headers are dropped; control batches and empty batches are
-    skipped.  A compressed batch becomes one wrapper with the same codec when ``magic`` supports
-    it (gzip, snappy, lz4); zstd batches are written uncompressed.  A partial trailing batch is
-    ignored, as the reader does.
-    """
-    from pyklog.broker.record.reader import iter_batches
-
-    _check_magic(magic)
-    parts: list = []
-    for batch in iter_batches(buf):
-        if batch.header.is_control or not batch.records:
-            continue
-        records = batch.records
-        codec = batch.header.compression
-        lat = batch.header.timestamp_type == 1
-        if codec == ZSTD or codec not in LEGACY_CODECS[magic]:
-            codec = NO_COMPRESSION
-        if codec == NO_COMPRESSION:
-            attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and lat) else 0
-            for r in records:
-                _encode_message(parts, r.offset, magic, attributes,
-                                r.timestamp if magic else NO_TIMESTAMP, r.key, r.value)
-            continue
-        inner: list = []
-        first = records[0].offset
-        for r in records:
-            _encode_message(inner, r.offset if magic == 0 else r.offset - first, magic, 0,
-                            r.timestamp if magic else NO_TIMESTAMP, r.key, r.value)
-        wrapper_ts = max(r.timestamp for r in records) if magic else NO_TIMESTAMP
-        if magic == 1 and lat:
-            wrapper_ts = batch.header.max_timestamp
-        _wrap(parts, b"".join(inner), magic, codec, records[-1].offset, wrapper_ts, lat)
     return b"".join(parts)

@@ -36,6 +36,7 @@ from pyklog.broker.record.header import (
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
+from pyklog.broker.record.legacy import legacy_entry_to_batch
 
 __all__ = ["iter_batches", "iter_headers", "MIN_ENTRY_LENGTH"]
 
@@ -117,7 +118,5 @@ def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
                 _check_crc(buf, pos, h)
             yield RecordBatch(h, _decode_batch_records(buf, pos, h))
         else:
-            from pyklog.broker.record.legacy import legacy_entry_to_batch
-
             yield legacy_entry_to_batch(buf, pos, size, validate_crc)
         pos += size

@@ -84,6 +84,7 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
+_CORRUPT_MESSAGE = 2
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
 _CREATE_WAIT_S = 2.0
@@ -308,6 +309,11 @@ class KafkaApis:
                     failed = True
                     entry["error_code"] = e.code
                     entry["error_message"] = str(e)[:1000]
+                    if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
+                        entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                                  for i, m in e.record_errors]
+                        if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
+                            entry["error_code"] = _CORRUPT_MESSAGE
                     if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
                         log.debug("produce to %s-%d failed: %s", name, idx, e)
                 except Exception as e:  # noqa: BLE001
@@ -338,7 +344,7 @@ class KafkaApis:
         if records is None or len(records) == 0:
             raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
         if version < 3:
-            from pyklog.broker.record.legacy import message_set_to_batches
+            from pyklog.broker.record.convert import message_set_to_batches
 
             data = message_set_to_batches(records)
             if not data:
@@ -467,7 +473,7 @@ class KafkaApis:
 
     @staticmethod
     def _down_convert(sl, magic: int) -> bytes:
-        from pyklog.broker.record.legacy import batches_to_message_set
+        from pyklog.broker.record.convert import batches_to_message_set
 
         return batches_to_message_set(sl.read_bytes(), magic)
 

@@ -1,0 +1,262 @@
+"""LogLoader: turn a partition directory back into a consistent log at start-up.
+
+The broker's counterpart of Kafka's ``LogLoader`` (with the producer-state rebuild of
+``UnifiedLog.rebuildProducerState``).  :meth:`LogLoader.load` runs once, in the thread that
+opens the :class:`~pyklog.broker.log.log.Log`, before the log is visible to anyone:
+
+1. finish what a crash interrupted (Kafka's rules): ``.deleted``, ``.cleaned`` and ``.tmp``
+   files are removed; a ``.swap`` segment (a finished cleaning) replaces the segments it covers
+   and is renamed to its final name; index files without a ``.log`` are removed;
+2. open every ``<20-digit base offset>.log`` in base-offset order;
+3. after an unclean shutdown, revalidate from the segment holding the recovery point on, batch
+   by batch (framing and CRC-32C, ``LogSegment.recover``), rebuilding each segment's offset and
+   time indexes; the first invalid batch truncates its segment there and every later segment is
+   deleted, and a :class:`SegmentCut` reports what was cut.  Segments before the recovery
+   point (or all after a clean shutdown) only load their indexes, which are rebuilt when they
+   are unreadable;
+4. rebuild the producer state (idempotent producers' last sequences) from the latest snapshot
+   at or below the log end offset plus a replay of the batch headers after it.
+
+It returns a :class:`LoadedLog`: the segments, log start / end offsets, the new recovery point
+and a :class:`RecoveryReport`.
+
+Not thread-safe and holds no lock: it owns the directory while it runs (the Log is not yet
+published).  :func:`rebuild_producer_state` is also called by ``Log.truncate_to`` under the
+log's lock.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pyklog.broker.errors import CorruptRecordError
+
+from .config import LogConfig
+from .producer_state import ProducerStateManager
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    parse_base_offset,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "rebuild_producer_state",
+           "segment_kwargs"]
+
+
+@dataclass
+class SegmentCut:
+    segment: str
+    position: int
+    bytes_cut: int
+    reason: str
+
+
+@dataclass
+class RecoveryReport:
+    """What loading the log did: ``clean_shutdown`` (recovery skipped), ``recovered_segments``
+    (revalidated), ``cuts`` (truncations), ``deleted_segments`` (dropped after a cut),
+    ``rebuilt_indexes`` (segments whose index had to be rebuilt)."""
+
+    clean_shutdown: bool
+    recovered_segments: int = 0
+    recovered_bytes: int = 0
+    cuts: list = field(default_factory=list)
+    deleted_segments: list = field(default_factory=list)
+    rebuilt_indexes: list = field(default_factory=list)
+
+    @property
+    def truncated_bytes(self) -> int:
+        return sum(c.bytes_cut for c in self.cuts)
+
+
+class LoadedLog(NamedTuple):
+    """What the Log needs from loading: ``segments`` (list, at least one), offsets, the
+    recovery point (everything below it is known consistent) and the report."""
+
+    segments: list
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    report: RecoveryReport
+
+
+def segment_kwargs(config: LogConfig) -> dict:
+    """The LogSegment options a log's config implies (index interval and size)."""
+    return {"index_interval_bytes": config.index_interval_bytes,
+            "max_index_bytes": config.segment_index_bytes}
+
+
+class LogLoader:
+    """Loads one partition directory (see the module docstring).  Single use, not
+    thread-safe, no lock: call :meth:`load` once before the log is shared."""
+
+    def __init__(self, dir: str, config: LogConfig, producers: ProducerStateManager, *,
+                 recovery_point: int = 0, log_start_offset: int = 0,
+                 clean_shutdown: bool = False):
+        self.dir = dir
+        self.config = config
+        self.producers = producers
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.clean_shutdown = clean_shutdown
+        self._seg_kwargs = segment_kwargs(config)
+
+    def load(self) -> LoadedLog:
+        clean = self.clean_shutdown
+        report = RecoveryReport(clean_shutdown=clean)
+        self.complete_swaps_and_cleanup()
+        segments = self._open_segments()
+        segments = self._recover(segments, report)
+        if not segments:
+            segments = [LogSegment.create(self.dir, max(self.log_start_offset, 0),
+                                          **self._seg_kwargs)]
+        # an empty trailing segment older than its predecessor's end cannot happen; still guard
+        leo = segments[-1].next_offset
+        if segments[-1].size == 0 and len(segments) > 1:
+            leo = max(leo, segments[-2].next_offset)
+        lso = max(self.log_start_offset, segments[0].base_offset)
+        if lso > leo:
+            lso = leo
+        rebuild_producer_state(self.producers, segments, leo,
+                               unclean=not clean or bool(report.cuts))
+        if report.cuts or report.recovered_segments:
+            log.info("%s: recovered %d segment(s), %d bytes valid, log end offset %d", self.dir,
+                     report.recovered_segments, report.recovered_bytes, leo)
+        # clean: everything was flushed at shutdown; unclean: everything from the recovery
+        # point on has just been revalidated.  Either way the log is consistent up to its end.
+        return LoadedLog(segments, lso, leo, leo, report)
+
+    # ------------------------------------------------------------------ steps
+    def _open_segments(self) -> list[LogSegment]:
+        bases = []
+        for name in os.listdir(self.dir):
+            if name.endswith(LOG_SUFFIX):
+                base = parse_base_offset(name)
+                if base is None:
+                    log.warning("%s: ignoring a file that is not a segment: %s", self.dir, name)
+                    continue
+                bases.append(base)
+        bases.sort()
+        return [LogSegment(self.dir, base, **self._seg_kwargs) for base in bases]
+
+    def _recover(self, segments: list[LogSegment], report: RecoveryReport) -> list[LogSegment]:
+        """Revalidate the segments from the one containing the recovery point on (all of them
+        load their indexes); truncate at the first invalid batch and delete what follows."""
+        clean = self.clean_shutdown
+        first_unflushed = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset <= self.recovery_point:
+                first_unflushed = i
+        cut_at = None
+        for i, seg in enumerate(segments):
+            needs_recovery = (not clean) and i >= first_unflushed
+            if not needs_recovery:
+                try:
+                    seg.load()
+                    continue
+                except (CorruptRecordError, OSError) as e:
+                    log.warning("%s: rebuilding the indexes of %s: %s", self.dir,
+                                os.path.basename(seg.log_path), e)
+                    report.rebuilt_indexes.append(os.path.basename(seg.log_path))
+            res = seg.recover(max_batch_bytes=None)
+            report.recovered_segments += 1
+            report.recovered_bytes += res.valid_bytes
+            if res.truncated_bytes:
+                cut = SegmentCut(os.path.basename(seg.log_path), res.position,
+                                 res.truncated_bytes, res.reason or "invalid data")
+                report.cuts.append(cut)
+                log.warning(
+                    "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
+                    self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
+                )
+                cut_at = i
+                break
+        if cut_at is None:
+            return segments
+        for seg in segments[cut_at + 1:]:
+            report.deleted_segments.append(os.path.basename(seg.log_path))
+            log.warning("%s: deleting segment %s after the truncation point", self.dir,
+                        os.path.basename(seg.log_path))
+            seg.delete_files()
+        return segments[: cut_at + 1]
+
+    def complete_swaps_and_cleanup(self) -> None:
+        """Start-up cleanup of an interrupted delete / clean / swap (Kafka's rules):
+        ``.deleted`` and ``.cleaned`` files are removed, orphan ``.tmp`` files too; a ``.swap``
+        segment (a finished cleaning) replaces the segments it covers and is renamed in place."""
+        names = os.listdir(self.dir)
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+                log.info("%s: removing leftover %s", self.dir, name)
+                _unlink(path)
+        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+        for name in swaps:
+            base = parse_base_offset(name)
+            if base is None:
+                continue
+            swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._seg_kwargs)
+            res = swap.recover()
+            end = swap.next_offset
+            swap.close_handles()
+            # delete the originals covered by [base, end)
+            for other in os.listdir(self.dir):
+                if other.endswith(LOG_SUFFIX):
+                    ob = parse_base_offset(other)
+                    if ob is not None and base <= ob < max(end, base + 1):
+                        for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                            _unlink(os.path.join(self.dir, f"{ob:020d}{suf}"))
+            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                src = os.path.join(self.dir, f"{base:020d}{suf}{SWAP_SUFFIX}")
+                if os.path.exists(src):
+                    os.replace(src, os.path.join(self.dir, f"{base:020d}{suf}"))
+            log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
+                     self.dir, base, res.batches)
+        # index files without a .log
+        names = set(os.listdir(self.dir))
+        for name in names:
+            for suf in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                if name.endswith(suf):
+                    stem = name[: -len(suf)]
+                    if stem + LOG_SUFFIX not in names:
+                        _unlink(os.path.join(self.dir, name))
+
+
+def rebuild_producer_state(producers: ProducerStateManager, segments, log_end_offset: int, *,
+                           unclean: bool) -> None:
+    """Reload the producers' state for a log ending at ``log_end_offset``: drop snapshots above
+    it when the log may have lost data (``unclean``), load the latest snapshot at or below it
+    and replay the headers of the batches from there (Kafka's ``rebuildProducerState``).
+    The caller holds whatever lock guards ``producers`` and ``segments``."""
+    if unclean:
+        producers.delete_snapshots_above(log_end_offset)
+    snap = producers.load_latest(log_end_offset)
+    first = segments[0].base_offset
+    start = first if snap is None else max(snap, first)
+    if start >= log_end_offset:
+        return
+    for seg in segments:
+        if seg.next_offset <= start:
+            continue
+        found = seg.translate_offset(start, seg.size)
+        if found is None:
+            continue
+        for _pos, h in seg.walk(found[0], seg.size):
+            if h.producer_id >= 0:
+                producers.replay(h)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
