@@ -425,3 +425,14 @@ def test_fast_path_detects_corruption_inside_a_run():
     with pytest.raises(CorruptRecordError):
         A.decode_fetch(re_sign(bad), "t", 0, 0, 100)
     assert A.decode_fetch(good, "t", 0, 0, 100).batch.num_rows == 40
+
+
+def test_input_partition_carries_the_planned_leader_through_pickling():
+    from pyklog.connector.spark.source import PyklogInputPartition
+
+    part = pickle.loads(pickle.dumps(PyklogInputPartition("t", 3, 10, 20, "127.0.0.1:9093", 1)))
+    assert (part.topic, part.partition, part.start, part.end) == ("t", 3, 10, 20)
+    assert (part.leader, part.leader_id) == ("127.0.0.1:9093", 1)
+    assert "leader=1@127.0.0.1:9093" in repr(part)
+    unplanned = pickle.loads(pickle.dumps(PyklogInputPartition("t", 0, 0, 0, None)))
+    assert unplanned.leader is None and unplanned.leader_id is None
