@@ -10,6 +10,8 @@ and the caller keeps its offsets however it likes.  It maps closely to the netwo
   to every leader before any answer is awaited);
 * :meth:`SimpleConsumer.fetch_raw` / :meth:`multi_fetch_raw`: the undecoded record bytes plus
   the partition fields, for bulk decoders (the Spark reader turns them into Arrow itself);
+* :meth:`SimpleConsumer.use_leader`: a partition's leader known in advance (node id and address),
+  fetched from without a metadata lookup until it answers that it is no longer the leader;
 * :meth:`SimpleConsumer.offsets_before` (ListOffsets v0, the seed's ``getOffsetsBefore``) and
   :meth:`earliest_offset` / :meth:`latest_offset` / :meth:`offset_for_time` (ListOffsets v1+).
 
@@ -173,6 +175,27 @@ class SimpleConsumer:
                                               retry_backoff_ms=retry_backoff_ms)
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
+        self._known_leaders: dict = {}  # (t, p) -> (node_id, host, port), see use_leader
+
+    # -- a leader known in advance -----------------------------------------------------------------
+    def use_leader(self, topic: str, partition: int, node_id: int, host: str, port: int) -> None:
+        """Fetch ``topic``/``partition`` from broker ``node_id`` at ``host:port`` without asking
+        for metadata first (e.g. the leader a Spark planner found a moment ago).
+
+        The first fetch then opens one connection to that broker (one ApiVersions handshake) and
+        sends the Fetch on it.  If that broker answers NOT_LEADER_OR_FOLLOWER /
+        UNKNOWN_TOPIC_OR_PARTITION (or another error after which metadata is stale), or cannot be
+        reached, the hint is dropped with a log line and the partition's leader is looked up in
+        the cluster metadata as usual (Kafka's clients do the same on these errors, see the
+        protocol guide's "Client Requests" section).  Thread-safe (one dict entry per partition,
+        replaced or dropped atomically)."""
+        self._known_leaders[(topic, int(partition))] = (int(node_id), host, int(port))
+
+    def _forget_leader(self, tp, why: str) -> None:
+        hint = self._known_leaders.pop(tp, None)
+        if hint is not None:
+            log.info("%s-%s: broker %d at %s:%d, the leader known in advance, %s; looking the leader "
+                     "up in the cluster metadata", tp[0], tp[1], hint[0], hint[1], hint[2], why)
 
     # -- raw fetch --------------------------------------------------------------------------------
     def _fetch_body(self, version: int, parts: dict) -> dict:
@@ -192,7 +215,8 @@ class SimpleConsumer:
     def multi_fetch_raw(self, requests: dict, *, timeout_s: float | None = None) -> dict:
         """``{(t, p): (offset, max_bytes)}`` -> ``{(t, p): RawFetchResult}``.
 
-        One Fetch per leader, all sent before any answer is read.  Leadership errors and
+        One Fetch per leader (a leader given to :meth:`use_leader` is used without a metadata
+        lookup), all sent before any answer is read.  Leadership errors and
         connection failures refresh the metadata and retry those partitions (with backoff, up to
         ``timeout_s``); other partition errors come back in ``error_code``."""
         pending = {(t, int(p)): (int(o), int(mb)) for (t, p), (o, mb) in requests.items()}
@@ -202,9 +226,16 @@ class SimpleConsumer:
         client = self.client
         while pending:
             retry_err = None
+            hint_failed = False  # a known leader failed: look it up at once, without backoff
             sent = []
             by_node: dict = {}
+            addresses: dict = {}  # node -> (host, port) of a known leader (no metadata needed)
             for tp in list(pending):
+                hint = self._known_leaders.get(tp)
+                if hint is not None:
+                    by_node.setdefault(hint[0], {})[tp] = pending[tp]
+                    addresses[hint[0]] = hint[1:]
+                    continue
                 try:
                     by_node.setdefault(client.leader_for(*tp, timeout_s=max(0.0, deadline - time.monotonic())),
                                        {})[tp] = pending[tp]
@@ -215,23 +246,31 @@ class SimpleConsumer:
                         retry_err = e
             for node, parts in by_node.items():
                 try:
-                    conn = client.connection(node)
+                    conn = client.connection(node, _address=addresses.get(node))
                     version = conn.version_for(ApiKey.FETCH)
                     cid = conn.send(ApiKey.FETCH, self._fetch_body(version, parts), version)
                     sent.append((node, conn, cid, parts))
                 except NetworkError as e:
                     client.invalidate()
                     retry_err = e
+                    hint_failed = any(tp in self._known_leaders for tp in parts) or hint_failed
+                    for tp in parts:
+                        self._forget_leader(tp, f"cannot be reached ({e})")
             for node, conn, cid, parts in sent:
                 try:
                     resp = conn.receive(cid)
                 except NetworkError as e:
                     client.invalidate()
                     retry_err = e
+                    hint_failed = any(tp in self._known_leaders for tp in parts) or hint_failed
+                    for tp in parts:
+                        self._forget_leader(tp, f"cannot be reached ({e})")
                     continue
                 top = int(resp.get("error_code", 0))
                 if top:
                     retry_err = _retriable_err(top, f"Fetch from broker {node}")
+                    for tp in parts:
+                        self._forget_leader(tp, f"answered {type(retry_err).__name__}")
                     continue
                 for t in resp.get("responses") or []:
                     topic = t.get("topic")
@@ -243,6 +282,9 @@ class SimpleConsumer:
                         if code in REFRESH_METADATA_CODES:
                             client.invalidate()
                             retry_err = _err(code, f"Fetch {tp[0]}-{tp[1]} from broker {node}")
+                            if tp in self._known_leaders:
+                                self._forget_leader(tp, f"answered {type(retry_err).__name__}")
+                                hint_failed = True
                             continue
                         aborted = p.get("aborted_transactions") or []
                         results[tp] = RawFetchResult(
@@ -250,6 +292,8 @@ class SimpleConsumer:
                             int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)),
                             int(p.get("log_start_offset", -1)),
                             [(int(a["producer_id"]), int(a["first_offset"])) for a in aborted], code)
+            if pending and hint_failed:
+                continue
             if pending:
                 if time.monotonic() + backoff > deadline:
                     raise retry_err or _err(3, f"Fetch: no answer for {sorted(pending)}")

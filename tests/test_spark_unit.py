@@ -435,3 +435,14 @@ def test_bool_option_of_source_schema_uses_the_option_rules():
     assert _bool_option({}, "includeHeaders") is False  # the default of BOOLEAN_OPTIONS
     with pytest.raises(ConfigError, match=r"option 'includeHeaders': expected 'true' or 'false', read 'yes'"):
         _bool_option({"includeHeaders": "yes"}, "includeHeaders")
+
+
+def test_input_partition_carries_the_planned_leader_through_pickling():
+    from pyklog.connector.spark.source import PyklogInputPartition
+
+    part = pickle.loads(pickle.dumps(PyklogInputPartition("t", 3, 10, 20, "127.0.0.1:9093", 1)))
+    assert (part.topic, part.partition, part.start, part.end) == ("t", 3, 10, 20)
+    assert (part.leader, part.leader_id) == ("127.0.0.1:9093", 1)
+    assert "leader=1@127.0.0.1:9093" in repr(part)
+    unplanned = pickle.loads(pickle.dumps(PyklogInputPartition("t", 0, 0, 0, None)))
+    assert unplanned.leader is None and unplanned.leader_id is None

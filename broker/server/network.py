@@ -240,6 +240,7 @@ class Processor(threading.Thread):
                 continue
             conn = _Connection(self.server.next_connection_id(), sock, peer, self)
             self.conns[conn.id] = conn
+            log.debug("accepted connection %d from %s", conn.id, peer)
             self._set_interest(conn, selectors.EVENT_READ)
 
     def _process_responses(self) -> None:
@@ -357,6 +358,8 @@ class Processor(threading.Thread):
             self._set_interest(conn, 0)
             return True  # stop reading: the broker is shutting down
         frame = memoryview(conn.buf)[conn.start + 4:conn.start + total]
+        if _debug_requests():
+            _log_request(conn, frame)
         conn.start += total
         if conn.start == conn.end:
             conn.start = conn.end = 0
@@ -463,6 +466,27 @@ class Processor(threading.Thread):
     def pending(self) -> int:
         """Requests in flight plus connections with unsent response bytes (approximate)."""
         return self.inflight + len(self._responses) + sum(1 for c in list(self.conns.values()) if c.out)
+
+
+_REQUEST_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+
+
+def _debug_requests() -> bool:
+    return log.isEnabledFor(logging.DEBUG)
+
+
+def _log_request(conn: _Connection, frame: memoryview) -> None:
+    """At DEBUG, one line per request frame (the request header of every version starts with
+    ``api_key int16, api_version int16, correlation_id int32, client_id nullable string``, see
+    Kafka's protocol guide): with the "accepted connection" line, what lets a test or an operator
+    count connections and requests per API on the broker side.  Runs on the processor thread."""
+    if len(frame) < _REQUEST_HEADER.size:
+        return
+    api_key, version, cid, n = _REQUEST_HEADER.unpack_from(frame, 0)
+    start = _REQUEST_HEADER.size
+    client_id = bytes(frame[start:start + n]).decode("utf-8", "replace") if n > 0 else None
+    log.debug("request api_key=%d api_version=%d correlation_id=%d client_id=%s connection=%d peer=%s",
+              api_key, version, cid, client_id, conn.id, conn.peer)
 
 
 def _release_chunks(chunks) -> None:

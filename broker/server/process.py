@@ -24,8 +24,9 @@ class BrokerProcess:
     """One broker child process.  ``props`` override server.properties entries."""
 
     def __init__(self, zk_connect: str, broker_id: int = 0, log_dir: str | None = None,
-                 port: int | None = None, **props):
+                 port: int | None = None, log_level: str | None = None, **props):
         self.broker_id = broker_id
+        self.log_level = log_level  # the broker's --log-level (None: its default, INFO)
         self.port = port or free_port()
         self.log_dir = log_dir or tempfile.mkdtemp(prefix=f"pyklog-broker{broker_id}-")
         os.makedirs(self.log_dir, exist_ok=True)
@@ -59,7 +60,10 @@ class BrokerProcess:
         self._out = open(self.stdout_path, "ab")
         self._mark = self._out.tell()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pyklog.broker", cfg], stdout=self._out,
+        argv = [sys.executable, "-m", "pyklog.broker", cfg]
+        if self.log_level:
+            argv += ["--log-level", self.log_level]
+        self.proc = subprocess.Popen(argv, stdout=self._out,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         if expect_ready:
             self.wait_ready(timeout)

@@ -11,8 +11,11 @@ Where the code runs
   driver state (:class:`_Driver`: a ClusterClient, the ZooKeeper group member, the offset store)
   is created lazily in the planner and excluded from pickling.
 * ``read()`` runs on executors with one :class:`PyklogInputPartition` (topic, partition, offset
-  range, leader address); it opens its own connection to the leader, fetches raw record batches
-  and decodes them to Arrow in bulk (:mod:`pyklog.connector.spark.arrow`).
+  range, the leader's broker id and address as planned); it opens one connection, to that leader
+  (one ApiVersions handshake, no metadata request), fetches raw record batches and decodes them to
+  Arrow in bulk (:mod:`pyklog.connector.spark.arrow`).  Only when that broker no longer leads the
+  partition (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION) or cannot be reached does the
+  task look the leader up in the metadata, and it logs that it does.
 
 Offsets and the consumer group: see :mod:`pyklog.connector.spark.offsets` (what a micro-batch
 ``(start, end)`` reads) and docs/spark-connector.md.  In short, with ``zookeeper.connect`` and
@@ -81,18 +84,29 @@ __all__ = ["PyklogDataSource", "PyklogStreamReader", "PyklogBatchReader", "Pyklo
 
 
 class PyklogInputPartition(InputPartition):
-    """One Spark task: rows ``[start, end)`` of ``topic``/``partition``; ``leader`` is the leader's
-    ``host:port`` when the range was planned (the task connects there first).  Picklable."""
+    """One Spark task: rows ``[start, end)`` of ``topic``/``partition``.
 
-    def __init__(self, topic: str, partition: int, start: int, end: int, leader: str | None):
+    ``leader`` (``host:port``) and ``leader_id`` (its broker id) name the partition's leader when
+    the range was planned (driver planner).  With both, the task (executor) opens exactly one
+    connection, to that broker, and fetches at once: no metadata request, no bootstrap connection.
+    Only if that broker no longer leads the partition or cannot be reached does the task look the
+    leader up.  Without ``leader_id`` the task finds the leader through the metadata, with
+    ``leader`` as its bootstrap server.  The API versions the planner negotiated are not carried:
+    the task's one ApiVersions round trip is also how it learns that the broker is up and what it
+    supports now.  Picklable (plain values only)."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int, leader: str | None,
+                 leader_id: int | None = None):
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
         self.leader = leader
+        self.leader_id = leader_id
 
     def __repr__(self) -> str:
-        return f"PyklogInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}) leader={self.leader})"
+        return (f"PyklogInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}) "
+                f"leader={self.leader_id}@{self.leader})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -175,10 +189,13 @@ def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int
 
 def read_range(opts: SourceOptions, part: PyklogInputPartition):
     """Yield ``pyarrow.RecordBatch``es of the rows ``[part.start, part.end)`` (executor side)."""
+    from pyklog.connector.client import parse_bootstrap
     from pyklog.connector.consumer import SimpleConsumer
 
     topic, partition, offset, end = part.topic, part.partition, part.start, part.end
-    bootstrap = part.leader or opts.cluster.bootstrap_servers
+    # the planned leader first; the cluster's own bootstrap servers are where a lookup goes when
+    # that broker is gone (nothing connects to them while the planned leader serves the fetches)
+    bootstrap = ",".join(b for b in (part.leader, opts.cluster.bootstrap_servers) if b) or None
     consumer = SimpleConsumer(
         bootstrap_servers=bootstrap,
         zookeeper_connect=None if bootstrap else opts.cluster.zookeeper_connect,
@@ -189,6 +206,9 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
         max_wait_ms=min(500, int(opts.cluster.request_timeout_s * 1000) - 1),
         fetch_max_bytes=max(opts.max_partition_fetch_bytes, 1 << 20),
     )
+    if part.leader and part.leader_id is not None:
+        host, port = parse_bootstrap(part.leader)[0]
+        consumer.use_leader(topic, partition, part.leader_id, host, port)
     read_committed = opts.isolation_level == "read_committed"
     max_bytes = opts.max_partition_fetch_bytes
     t_start = time.perf_counter()
@@ -396,16 +416,25 @@ class _Driver:
         return out
 
     def leaders(self, tps) -> dict:
+        """``{tp: (leader broker id, "host:port")}``, ``(None, None)`` when there is none now
+        (from the metadata cache the offset lookups just refreshed)."""
         out = {}
         for tp in tps:
             try:
                 node = self.client.leader_for(*tp)
                 host, port = self.client.broker_address(node)
-                out[tp] = f"{host}:{port}"
+                out[tp] = (node, f"{host}:{port}")
             except PyklogError as e:
                 log.warning("pyklog: no leader for %s-%s while planning (%s); the task will look it up", tp[0], tp[1], e)
-                out[tp] = None
+                out[tp] = (None, None)
         return out
+
+    def input_partitions(self, rngs) -> list:
+        """One :class:`PyklogInputPartition` per ``(topic, partition, start, end)``, each carrying
+        its partition's leader (id and address) so the task connects straight to it."""
+        leaders = self.leaders({(t, p) for t, p, _, _ in rngs})
+        return [PyklogInputPartition(t, p, a, b, leaders[(t, p)][1], leaders[(t, p)][0])
+                for t, p, a, b in rngs]
 
     # -- group -------------------------------------------------------------------------------------
     def start_group(self) -> None:
@@ -702,8 +731,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         d = self._ensure_driver()
         rngs = _offsets.split_ranges(_offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
                                      self.opts.min_partitions)
-        leaders = d.leaders({(t, p) for t, p, _, _ in rngs})
-        return [PyklogInputPartition(t, p, a, b, leaders.get((t, p))) for t, p, a, b in rngs]
+        return d.input_partitions(rngs)
 
     def read(self, partition: PyklogInputPartition):
         return read_range(self.opts, partition)
@@ -752,8 +780,7 @@ class PyklogBatchReader(DataSourceReader):
                         f"option 'endingOffsets': {tp[0]}-{tp[1]} ends at {end[tp]}, before its starting offset "
                         f"{start[tp]}")
             rngs = _offsets.split_ranges(_offsets.ranges(start, end), self.opts.min_partitions)
-            leaders = d.leaders({(t, p) for t, p, _, _ in rngs})
-            parts = [PyklogInputPartition(t, p, a, b, leaders.get((t, p))) for t, p, a, b in rngs]
+            parts = d.input_partitions(rngs)
         finally:
             d.close()
         if not parts:
