@@ -66,7 +66,7 @@ from pyklog.connector.producer.config import parse_config  # noqa: E402
 
 def test_config_dotted_and_python_names():
     cfg, _ = parse_config({"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"},
-                           {"batch_size": 100, "compression_type": "lz4"})
+                          {"batch_size": 100, "compression_type": "lz4"})
     assert cfg["linger.ms"] == 7 and cfg["batch.size"] == 100 and cfg["acks"] == -1
     assert cfg["compression.type"] == 3 and cfg["enable.idempotence"] is True
 
@@ -87,7 +87,7 @@ def test_config_errors_name_the_setting():
         parse_config({"bootstrap.servers": "h:1", "enable.idempotence": True, "acks": 1}, {})
     with pytest.raises(ConfigError, match="<= 5"):
         parse_config({"bootstrap.servers": "h:1", "enable.idempotence": "true",
-                       "max.in.flight.requests.per.connection": 6}, {})
+                      "max.in.flight.requests.per.connection": 6}, {})
     # the default idempotence gives way silently (as Kafka 3.x does)
     cfg, _ = parse_config({"bootstrap.servers": "h:1", "acks": 1}, {})
     assert cfg["enable.idempotence"] is False
@@ -100,6 +100,38 @@ def test_config_errors_name_the_setting():
     assert cfg["batch.size"] == 1000
     cfg, _ = parse_config({"bootstrap.servers": "h:1", "max.request.size": 1000}, {})
     assert cfg["batch.size"] == 1000  # the default batch.size (16384) gives way
+
+
+def test_config_table_types_defaults_and_bounds():
+    from pyklog.connector.producer import PRODUCER_DEFAULTS
+    from pyklog.connector.producer.config import PRODUCER_CONFIG
+
+    names = [k.name for k in PRODUCER_CONFIG]
+    assert len(names) == len(set(names)) and set(names) == set(PRODUCER_DEFAULTS)
+    # Kafka's defaults for the settings Kafka has
+    assert PRODUCER_DEFAULTS["acks"] == -1 and PRODUCER_DEFAULTS["batch.size"] == 16384
+    assert PRODUCER_DEFAULTS["delivery.timeout.ms"] == 120000 and PRODUCER_DEFAULTS["retries"] == 2147483647
+    assert PRODUCER_DEFAULTS["max.in.flight.requests.per.connection"] == 5
+    cfg, explicit = parse_config({"bootstrap.servers": "h:1"}, {})
+    assert explicit == {"bootstrap.servers"}
+    for key in PRODUCER_CONFIG:
+        if key.type == "int":
+            assert cfg[key.name] == key.default and type(cfg[key.name]) is int
+            # the python name works, strings are coerced, the lower bound is enforced
+            py = key.name.replace(".", "_")
+            below = key.min - 1
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected a value >= {key.min}, got {below}"):
+                parse_config({"bootstrap.servers": "h:1"}, {py: str(below)})
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected an integer, got 'x'"):
+                parse_config({"bootstrap.servers": "h:1", key.name: "x"}, {})
+        elif key.type == "bool":
+            assert parse_config({"bootstrap.servers": "h:1", key.name: "FALSE"}, {})[0][key.name] is False
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected true or false"):
+                parse_config({"bootstrap.servers": "h:1", key.name: "maybe"}, {})
+        elif key.type == "callable":
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected a callable"):
+                parse_config({"bootstrap.servers": "h:1", key.name: 5}, {})
+    assert parse_config({"bootstrap.servers": "h:1", "acks": " 1 "}, {})[0]["acks"] == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,6 +499,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
     alone; the partition's later batches, already in flight or sent later, are written once each
     and in order (the producer re-initialises its producer id so sequences restart from 0)."""
     from pyklog.broker.errors import MessageTooLargeError
+    from pyklog.connector.producer.transaction_manager import TransactionState
 
     broker = broker_factory(0, message_max_bytes=3000)
     with ClusterClient(broker.bootstrap) as client:
@@ -477,6 +510,9 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
                       retry_backoff_ms=20) as p:
             p.send_sync("big", b"before", partition=0)
             expected.append(b"before")
+            txn = p._txn
+            first_pid = txn.producer_id
+            assert txn.state is TransactionState.READY and first_pid >= 0
             # one batch of ~3.6 KB: under batch.size and max.request.size, over message.max.bytes
             seen = []
             futs = [p.send("big", b"L%d-" % i + b"x" * 700, partition=0,
@@ -488,6 +524,9 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
             md = p.send_sync("big", b"after", partition=0)
             expected.append(b"after")
             assert md.offset == 1
+            # the gap was closed by a new producer id (UNINITIALIZED -> INITIALIZING -> READY again)
+            assert txn.state is TransactionState.READY and txn.producer_id not in (-1, first_pid)
+            assert not txn.reset_pending
             assert p.send_sync("big", b"other", partition=1).offset == 0
             # pipelined: rejected single-record batches between good batches, all in flight at once
             good, bad = [], []
