@@ -605,6 +605,9 @@ def test_send_many_bulk_append(kafka):
         p.send_many("many", None, None, [b"%0200d" % i for i in range(400)])
         p.flush()
         assert p.failed_records == 0
+        p.send("many", b"solo", key=b"solo").result(30)
+        p.flush()
+        assert p._accumulator._buffered == 0  # every batch gave back exactly what it took
     got = {q: _all_records(consumer, "many", q) for q in range(4)}
     for q in range(4):
         keyed = [r.value for r in got[q] if r.key in set(keys)]

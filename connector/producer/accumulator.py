@@ -5,7 +5,8 @@ has at most one open :class:`ProducerBatch`; records are appended to it as
 ``(key, value, timestamp, headers)`` tuples (encoded later, on the sender thread).  A batch closes
 when it reaches ``batch.size`` bytes (it moves to the ready queue and the sender is woken), when it
 has waited ``linger.ms``, or when a flush or close asks for everything.  ``buffer.memory`` bounds
-the bytes held from append until the batch is acknowledged or failed; a caller that would exceed it
+the bytes held (each unfinished batch's ``size``: header and records) from append until the batch
+is acknowledged or failed; a caller that would exceed it
 waits up to ``max.block.ms``.
 
 No I/O: the sender thread takes closed batches with :meth:`RecordAccumulator.drain` and gives
@@ -98,6 +99,7 @@ class RecordAccumulator:
         b.bid = self._batch_ids
         self._open[tp] = b
         self._unfinished.add(b.bid)
+        self._buffered += b.size  # the batch header: deallocate() gives back the whole b.size
         return b
 
     def append(self, topic: str, partition: int, rec: tuple, size: int, sticky: bool,
