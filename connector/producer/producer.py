@@ -77,6 +77,8 @@ from pyklog.connector.producer.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
+_wall_clock = time.time  # record timestamps (CreateTime, ms); bound once for the per-record path
+
 __all__ = ["Producer", "RecordMetadata", "PRODUCER_DEFAULTS"]
 
 
@@ -104,6 +106,7 @@ class Producer:
         cfg, self._explicit = parse_config(config, kwargs)
         self.config = cfg
         self._max_request_size = cfg["max.request.size"]
+        self._max_record_size = self._max_request_size - _BATCH_OVERHEAD  # a record alone in a batch
         self._max_block_s = cfg["max.block.ms"] / 1000.0
         self._backoff_s = cfg["retry.backoff.ms"] / 1000.0
         self._delivery_timeout_s = cfg["delivery.timeout.ms"] / 1000.0
@@ -179,10 +182,10 @@ class Producer:
                 size += len(k) + (len(v) if v is not None else 0) + 2
         else:
             headers = ()
-        if size + _BATCH_OVERHEAD > self._max_request_size:
+        if size > self._max_record_size:
             raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: record of about {size} bytes exceeds "
                                        f"max.request.size={self._max_request_size}")
-        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        ts = int(_wall_clock() * 1000) if timestamp_ms is None else int(timestamp_ms)
         sticky = False
         if partition is None:
             n, avail = self._topic_info.get(topic) or self._num_partitions(topic)
