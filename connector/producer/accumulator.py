@@ -15,8 +15,9 @@ their memory back with :meth:`RecordAccumulator.deallocate`.
 Thread-safety and locking: any number of user threads append, the sender thread drains.
 ``_lock`` guards ``_open``, ``_ready``, ``_buffered``, ``_unfinished``, ``_batch_ids`` and
 ``_flushing``; ``_done_cond`` (a Condition on ``_lock``) is notified each time a batch is
-deallocated.  Nothing else is called while ``_lock`` is held except the partitioner's sticky
-choice and the construction of a batch.  ``topic_info`` (topic -> (partitions, available)) is a
+deallocated.  Nothing else is called while ``_lock`` is held except the construction of a batch
+and, for a null-key record whose sticky batch is full, the partitioner (which takes its own lock:
+lock order accumulator, then partitioner).  ``topic_info`` (topic -> (partitions, available)) is a
 plain dict shared with the producer and the sender: whole entries are replaced, never mutated, so
 it is read without the lock.
 """

@@ -49,7 +49,8 @@ thread (Sender); :mod:`.transaction_manager` the producer id, epoch, sequences a
 Thread-safe: any number of threads may call send/produce/flush; one sender thread per producer.
 Locking: the facade holds no lock of its own.  The accumulator's lock guards the batches being
 filled; the sender thread owns everything after a batch is drained; the transaction manager's lock
-guards its state.  No code path holds two of these locks at once.
+guards its state.  The only nesting: the partitioner's lock may be taken inside the accumulator's
+(a sticky partition moving on when its batch fills), never the other way round.
 """
 
 from __future__ import annotations
