@@ -60,45 +60,78 @@ def test_round_robin_partitioner():
 # configuration (no server needed: the producer connects lazily)
 # ---------------------------------------------------------------------------------------------
 from pyklog.broker.errors import ConfigError  # noqa: E402
-from pyklog.connector.producer import Producer, _parse_config  # noqa: E402
+from pyklog.connector.producer import Producer  # noqa: E402
+from pyklog.connector.producer.config import parse_config  # noqa: E402
 
 
 def test_config_dotted_and_python_names():
-    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"},
-                           {"batch_size": 100, "compression_type": "lz4"})
+    cfg, _ = parse_config({"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"},
+                          {"batch_size": 100, "compression_type": "lz4"})
     assert cfg["linger.ms"] == 7 and cfg["batch.size"] == 100 and cfg["acks"] == -1
     assert cfg["compression.type"] == 3 and cfg["enable.idempotence"] is True
 
 
 def test_config_errors_name_the_setting():
     with pytest.raises(ConfigError, match="lingerms"):
-        _parse_config({"bootstrap.servers": "h:1", "lingerms": 5}, {})
+        parse_config({"bootstrap.servers": "h:1", "lingerms": 5}, {})
     with pytest.raises(ConfigError, match="bogus_option"):
-        _parse_config(None, {"bootstrap_servers": "h:1", "bogus_option": 1})
+        parse_config(None, {"bootstrap_servers": "h:1", "bogus_option": 1})
     with pytest.raises(ConfigError, match="acks"):
-        _parse_config({"bootstrap.servers": "h:1", "acks": "2"}, {})
+        parse_config({"bootstrap.servers": "h:1", "acks": "2"}, {})
     with pytest.raises(ConfigError, match="compression.type"):
-        _parse_config({"bootstrap.servers": "h:1", "compression.type": "brotli"}, {})
+        parse_config({"bootstrap.servers": "h:1", "compression.type": "brotli"}, {})
     with pytest.raises(ConfigError, match="bootstrap.servers or zookeeper.connect"):
-        _parse_config({}, {})
+        parse_config({}, {})
     # explicit idempotence needs acks=all and <= 5 in flight
     with pytest.raises(ConfigError, match="acks=all"):
-        _parse_config({"bootstrap.servers": "h:1", "enable.idempotence": True, "acks": 1}, {})
+        parse_config({"bootstrap.servers": "h:1", "enable.idempotence": True, "acks": 1}, {})
     with pytest.raises(ConfigError, match="<= 5"):
-        _parse_config({"bootstrap.servers": "h:1", "enable.idempotence": "true",
-                       "max.in.flight.requests.per.connection": 6}, {})
+        parse_config({"bootstrap.servers": "h:1", "enable.idempotence": "true",
+                      "max.in.flight.requests.per.connection": 6}, {})
     # the default idempotence gives way silently (as Kafka 3.x does)
-    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "acks": 1}, {})
+    cfg, _ = parse_config({"bootstrap.servers": "h:1", "acks": 1}, {})
     assert cfg["enable.idempotence"] is False
     with pytest.raises(ConfigError, match="unknown producer config"):
         Producer({"bootstrap.servers": "h:1", "queue.time": 5})
     # a batch must fit in a request
     with pytest.raises(ConfigError, match=r"batch.size=2000 is larger than max.request.size=1000"):
         Producer({"bootstrap.servers": "h:1", "batch.size": 2000, "max.request.size": 1000})
-    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "batch.size": 1000, "max.request.size": 1000}, {})
+    cfg, _ = parse_config({"bootstrap.servers": "h:1", "batch.size": 1000, "max.request.size": 1000}, {})
     assert cfg["batch.size"] == 1000
-    cfg, _ = _parse_config({"bootstrap.servers": "h:1", "max.request.size": 1000}, {})
+    cfg, _ = parse_config({"bootstrap.servers": "h:1", "max.request.size": 1000}, {})
     assert cfg["batch.size"] == 1000  # the default batch.size (16384) gives way
+
+
+def test_config_table_types_defaults_and_bounds():
+    from pyklog.connector.producer import PRODUCER_DEFAULTS
+    from pyklog.connector.producer.config import PRODUCER_CONFIG
+
+    names = [k.name for k in PRODUCER_CONFIG]
+    assert len(names) == len(set(names)) and set(names) == set(PRODUCER_DEFAULTS)
+    # Kafka's defaults for the settings Kafka has
+    assert PRODUCER_DEFAULTS["acks"] == -1 and PRODUCER_DEFAULTS["batch.size"] == 16384
+    assert PRODUCER_DEFAULTS["delivery.timeout.ms"] == 120000 and PRODUCER_DEFAULTS["retries"] == 2147483647
+    assert PRODUCER_DEFAULTS["max.in.flight.requests.per.connection"] == 5
+    cfg, explicit = parse_config({"bootstrap.servers": "h:1"}, {})
+    assert explicit == {"bootstrap.servers"}
+    for key in PRODUCER_CONFIG:
+        if key.type == "int":
+            assert cfg[key.name] == key.default and type(cfg[key.name]) is int
+            # the python name works, strings are coerced, the lower bound is enforced
+            py = key.name.replace(".", "_")
+            below = key.min - 1
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected a value >= {key.min}, got {below}"):
+                parse_config({"bootstrap.servers": "h:1"}, {py: str(below)})
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected an integer, got 'x'"):
+                parse_config({"bootstrap.servers": "h:1", key.name: "x"}, {})
+        elif key.type == "bool":
+            assert parse_config({"bootstrap.servers": "h:1", key.name: "FALSE"}, {})[0][key.name] is False
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected true or false"):
+                parse_config({"bootstrap.servers": "h:1", key.name: "maybe"}, {})
+        elif key.type == "callable":
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected a callable"):
+                parse_config({"bootstrap.servers": "h:1", key.name: 5}, {})
+    assert parse_config({"bootstrap.servers": "h:1", "acks": " 1 "}, {})[0]["acks"] == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,7 +298,7 @@ def _drop_after_first_produce(p):
             conn._read_frame()  # the broker's answer: the batch is in the log
             conn._sock.shutdown(socket.SHUT_RDWR)
 
-    p._fault_after_send = hook
+    p._sender.fault_after_send = hook
     return fired
 
 
@@ -370,7 +403,8 @@ def test_record_futures_behave_as_futures():
     """The batch-shared futures send() returns: result/wait/as_completed/callbacks/exceptions."""
     import concurrent.futures as cf
 
-    from pyklog.connector.producer import FutureRecordMetadata, _resolve_all
+    from pyklog.connector.producer import FutureRecordMetadata
+    from pyklog.connector.producer.future import resolve_all
 
     cond = threading.Condition()
     fs = [FutureRecordMetadata(cond, i, 100 + i) for i in range(3)]
@@ -383,7 +417,7 @@ def test_record_futures_behave_as_futures():
     waiting.start()
     with pytest.raises(cf.TimeoutError):
         fs[2].result(0.05)
-    _resolve_all(cond, fs, ("t", 1, 10, -1), None)
+    resolve_all(cond, fs, ("t", 1, 10, -1), None)
     waiter.join(10)
     waiting.join(10)
     assert seen[0] == RecordMetadata("t", 1, 10, 100)
@@ -392,10 +426,10 @@ def test_record_futures_behave_as_futures():
     assert fs[2].result() == RecordMetadata("t", 1, 12, 102)
     # log append time replaces the create time; acks=0 has no offsets
     g = [FutureRecordMetadata(cond, 0, 5), FutureRecordMetadata(cond, 1, 6)]
-    _resolve_all(cond, g, ("t", 0, -1, 999), None)
+    resolve_all(cond, g, ("t", 0, -1, 999), None)
     assert [x.result() for x in g] == [RecordMetadata("t", 0, -1, 999)] * 2
     bad = FutureRecordMetadata(cond)
-    _resolve_all(cond, [bad], None, ValueError("boom"))
+    resolve_all(cond, [bad], None, ValueError("boom"))
     assert isinstance(bad.exception(), ValueError)
     with pytest.raises(ValueError, match="boom"):
         bad.result()
@@ -419,7 +453,7 @@ def test_idempotent_retry_with_pipelined_requests_keeps_order(kafka):
 
     with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, batch_size=300,
                   max_in_flight_requests_per_connection=5, retry_backoff_ms=20) as p:
-        p._fault_after_send = hook
+        p._sender.fault_after_send = hook
         futs = [p.send("pipe", b"%05d" % i, partition=i % 2) for i in range(400)]
         p.flush()
         mds = [f.result(10) for f in futs]
@@ -438,7 +472,7 @@ def test_record_larger_than_max_request_size_fails_at_once():
             p.send("t", b"x" * 2000, partition=0)
         with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
             p.produce("t", b"v", key=b"k" * 500, headers=[("h", b"y" * 500)], partition=0)
-        assert not p._unfinished and not p._open and p.failed_records == 0  # nothing was queued
+        assert not p._accumulator._unfinished and not p._accumulator._open and p.failed_records == 0  # nothing was queued
         with pytest.raises(TypeError, match="value: expected bytes"):
             p.send("t", 12345, partition=0)
 
@@ -465,6 +499,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
     alone; the partition's later batches, already in flight or sent later, are written once each
     and in order (the producer re-initialises its producer id so sequences restart from 0)."""
     from pyklog.broker.errors import MessageTooLargeError
+    from pyklog.connector.producer.transaction_manager import TransactionState
 
     broker = broker_factory(0, message_max_bytes=3000)
     with ClusterClient(broker.bootstrap) as client:
@@ -475,6 +510,9 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
                       retry_backoff_ms=20) as p:
             p.send_sync("big", b"before", partition=0)
             expected.append(b"before")
+            txn = p._txn
+            first_pid = txn.producer_id
+            assert txn.state is TransactionState.READY and first_pid >= 0
             # one batch of ~3.6 KB: under batch.size and max.request.size, over message.max.bytes
             seen = []
             futs = [p.send("big", b"L%d-" % i + b"x" * 700, partition=0,
@@ -486,6 +524,9 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
             md = p.send_sync("big", b"after", partition=0)
             expected.append(b"after")
             assert md.offset == 1
+            # the gap was closed by a new producer id (UNINITIALIZED -> INITIALIZING -> READY again)
+            assert txn.state is TransactionState.READY and txn.producer_id not in (-1, first_pid)
+            assert not txn.reset_pending
             assert p.send_sync("big", b"other", partition=1).offset == 0
             # pipelined: rejected single-record batches between good batches, all in flight at once
             good, bad = [], []
@@ -515,7 +556,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
 
         with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000,
                       retry_backoff_ms=20) as p:
-            p._fault_after_send = hook
+            p._sender.fault_after_send = hook
             good, bad = [], []
             for round_ in range(4):
                 for i in range(10):
@@ -554,7 +595,7 @@ def test_send_many_bulk_append(kafka):
             p.send_many("many", [0, 9], None, [b"a", b"b"])
         with pytest.raises(TypeError, match="value: expected bytes"):
             p.send_many("many", 0, None, [b"a", 5])
-        assert not p._unfinished and not p._open
+        assert not p._accumulator._unfinished and not p._accumulator._open
         # keyed: murmur2 placement, order kept per partition; str values are UTF-8
         assert p.send_many("many", None, keys, [v.decode() for v in values]) == n
         # explicit partitions (None = partitioner), headers and timestamps per record
@@ -564,6 +605,9 @@ def test_send_many_bulk_append(kafka):
         p.send_many("many", None, None, [b"%0200d" % i for i in range(400)])
         p.flush()
         assert p.failed_records == 0
+        p.send("many", b"solo", key=b"solo").result(30)
+        p.flush()
+        assert p._accumulator._buffered == 0  # every batch gave back exactly what it took
     got = {q: _all_records(consumer, "many", q) for q in range(4)}
     for q in range(4):
         keyed = [r.value for r in got[q] if r.key in set(keys)]
