@@ -106,29 +106,32 @@ def test_config_table_types_defaults_and_bounds():
     from pyklog.connector.producer import PRODUCER_DEFAULTS
     from pyklog.connector.producer.config import PRODUCER_CONFIG
 
-    names = [k.name for k in PRODUCER_CONFIG]
-    assert len(names) == len(set(names)) and set(names) == set(PRODUCER_DEFAULTS)
+    from pyklog.broker.common.config_def import Range, Type
+
+    keys = list(PRODUCER_CONFIG.keys.values())
+    assert {k.name for k in keys} == set(PRODUCER_DEFAULTS)
     # Kafka's defaults for the settings Kafka has
     assert PRODUCER_DEFAULTS["acks"] == -1 and PRODUCER_DEFAULTS["batch.size"] == 16384
     assert PRODUCER_DEFAULTS["delivery.timeout.ms"] == 120000 and PRODUCER_DEFAULTS["retries"] == 2147483647
     assert PRODUCER_DEFAULTS["max.in.flight.requests.per.connection"] == 5
     cfg, explicit = parse_config({"bootstrap.servers": "h:1"}, {})
     assert explicit == {"bootstrap.servers"}
-    for key in PRODUCER_CONFIG:
-        if key.type == "int":
+    for key in keys:
+        if key.type in (Type.INT, Type.LONG):
             assert cfg[key.name] == key.default and type(cfg[key.name]) is int
+            assert isinstance(key.validator, Range) and key.validator.min is not None
             # the python name works, strings are coerced, the lower bound is enforced
             py = key.name.replace(".", "_")
-            below = key.min - 1
-            with pytest.raises(ConfigError, match=rf"{key.name}: expected a value >= {key.min}, got {below}"):
-                parse_config({"bootstrap.servers": "h:1"}, {py: str(below)})
+            lo = key.validator.min
+            with pytest.raises(ConfigError, match=rf"{key.name}: expected an integer >= {lo}, got {lo - 1}"):
+                parse_config({"bootstrap.servers": "h:1"}, {py: str(lo - 1)})
             with pytest.raises(ConfigError, match=rf"{key.name}: expected an integer, got 'x'"):
                 parse_config({"bootstrap.servers": "h:1", key.name: "x"}, {})
-        elif key.type == "bool":
+        elif key.type is Type.BOOLEAN:
             assert parse_config({"bootstrap.servers": "h:1", key.name: "FALSE"}, {})[0][key.name] is False
             with pytest.raises(ConfigError, match=rf"{key.name}: expected true or false"):
                 parse_config({"bootstrap.servers": "h:1", key.name: "maybe"}, {})
-        elif key.type == "callable":
+        elif key.name.endswith(".serializer"):
             with pytest.raises(ConfigError, match=rf"{key.name}: expected a callable"):
                 parse_config({"bootstrap.servers": "h:1", key.name: 5}, {})
     assert parse_config({"bootstrap.servers": "h:1", "acks": " 1 "}, {})[0]["acks"] == 1

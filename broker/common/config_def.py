@@ -14,7 +14,8 @@ Coercion follows Kafka's ``ConfigDef.parseType``: a value may be given typed (``
 string, which is stripped first.  BOOLEAN: ``"true"``/``"false"`` in any case; INT (32-bit) and LONG
 (64-bit): a decimal integer; DOUBLE: a decimal number; STRING: the stripped text; LIST: a
 comma-separated string (items stripped, empty items dropped) or a list; PASSWORD: kept as a
-:class:`Password` whose ``str``/``repr`` hide the value.  A bad value raises
+:class:`Password` whose ``str``/``repr`` hide the value; ANY: a Python object taken as given (a
+client's callables), checked only by its validator.  A bad value raises
 :class:`pyklog.broker.errors.ConfigError` naming the key, what was expected and the value read
 (``error_format`` lets each caller keep its wording).
 
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from pyklog.broker.errors import ConfigError
 
-__all__ = ["ConfigDef", "ConfigKey", "Type", "Importance", "Range", "OneOf", "Password", "REQUIRED",
+__all__ = ["ConfigDef", "ConfigKey", "Type", "Importance", "Range", "OneOf", "Password", "REQUIRED", "InvalidValue",
            "INT32_MAX", "INT32_MIN", "LONG_MAX", "LONG_MIN"]
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
@@ -53,6 +54,7 @@ class Type(enum.Enum):
     STRING = "string"
     LIST = "list"
     PASSWORD = "password"
+    ANY = "any"  # a Python object taken as given (a callable, a partitioner); validators still apply
 
 
 class Importance(enum.Enum):
@@ -84,14 +86,16 @@ class Password:
 _EXPECTED = {
     Type.BOOLEAN: "true or false", Type.INT: "an integer", Type.LONG: "an integer",
     Type.DOUBLE: "a number", Type.STRING: "a string", Type.LIST: "a comma-separated list",
-    Type.PASSWORD: "a string",
+    Type.PASSWORD: "a string", Type.ANY: "a value",
 }
 
 DEFAULT_ERROR_FORMAT = "{name}: expected {expected}, read {value!r}"
 
 
-class _Invalid(Exception):
-    """Raised by coercion and validators; turned into ConfigError by ConfigDef (which knows the key)."""
+class InvalidValue(Exception):
+    """Raised by coercion and validators (``InvalidValue(expected_text, value)``); turned into
+    ConfigError by ConfigDef, which knows the key.  A custom validator is any callable
+    ``(value, expected) -> None`` that raises this."""
 
     def __init__(self, expected: str, value: Any):
         super().__init__(expected)
@@ -110,9 +114,9 @@ class Range:
         if value is None:
             return
         if self.min is not None and value < self.min:
-            raise _Invalid(f"{expected} >= {self.min}", value)
+            raise InvalidValue(f"{expected} >= {self.min}", value)
         if self.max is not None and value > self.max:
-            raise _Invalid(f"{expected} <= {self.max}", value)
+            raise InvalidValue(f"{expected} <= {self.max}", value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +136,7 @@ class OneOf:
             return
         for item in (value if isinstance(value, list) else [value]):
             if self._canonical(item) is None:
-                raise _Invalid("one of " + ", ".join(str(c) for c in self.choices), item)
+                raise InvalidValue("one of " + ", ".join(str(c) for c in self.choices), item)
 
     def _canonical(self, item):
         for c in self.choices:
@@ -159,13 +163,13 @@ def coerce(type_: Type, value: Any) -> Any:
     """``value`` (typed or a string) as ``type_`` (no range check); ValueError with the expected form."""
     try:
         return _coerce(type_, value)
-    except _Invalid as e:
+    except InvalidValue as e:
         raise ValueError(f"expected {e.expected}, read {value!r}") from None
 
 
 def _coerce(t: Type, value: Any) -> Any:
-    if value is None:
-        return None
+    if value is None or t is Type.ANY:
+        return value
     expected = _EXPECTED[t]
     if t is Type.BOOLEAN:
         if isinstance(value, bool):
@@ -176,47 +180,47 @@ def _coerce(t: Type, value: Any) -> Any:
                 return True
             if s == "false":
                 return False
-        raise _Invalid(expected, value)
+        raise InvalidValue(expected, value)
     if t in (Type.INT, Type.LONG):
         if isinstance(value, bool):
-            raise _Invalid(expected, value)
+            raise InvalidValue(expected, value)
         if isinstance(value, int):
             n = value
         elif isinstance(value, str):
             try:
                 n = int(value.strip())
             except ValueError:
-                raise _Invalid(expected, value) from None
+                raise InvalidValue(expected, value) from None
         else:
-            raise _Invalid(expected, value)
+            raise InvalidValue(expected, value)
         return n
     if t is Type.DOUBLE:
         if isinstance(value, bool):
-            raise _Invalid(expected, value)
+            raise InvalidValue(expected, value)
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str):
             try:
                 return float(value.strip())
             except ValueError:
-                raise _Invalid(expected, value) from None
-        raise _Invalid(expected, value)
+                raise InvalidValue(expected, value) from None
+        raise InvalidValue(expected, value)
     if t is Type.STRING:
         if isinstance(value, str):
             return value.strip()
-        raise _Invalid(expected, value)
+        raise InvalidValue(expected, value)
     if t is Type.LIST:
         if isinstance(value, str):
             return [p.strip() for p in value.split(",") if p.strip()]
         if isinstance(value, (list, tuple)):
             return [str(p).strip() if isinstance(p, str) else p for p in value]
-        raise _Invalid(expected, value)
+        raise InvalidValue(expected, value)
     if t is Type.PASSWORD:
         if isinstance(value, Password):
             return value
         if isinstance(value, str):
             return Password(value.strip())
-        raise _Invalid(expected, value)
+        raise InvalidValue(expected, value)
     raise AssertionError(t)
 
 
@@ -287,8 +291,8 @@ class ConfigDef:
             if key.type in (Type.INT, Type.LONG) and value is not None:  # after the validator (finer wording)
                 lo, hi = (INT32_MIN, INT32_MAX) if key.type is Type.INT else (LONG_MIN, LONG_MAX)
                 if not lo <= value <= hi:
-                    raise _Invalid(f"an integer in [{lo}, {hi}]", value)
-        except _Invalid as e:
+                    raise InvalidValue(f"an integer in [{lo}, {hi}]", value)
+        except InvalidValue as e:
             expected = self._expected[key.type] if e.expected == _EXPECTED[key.type] else \
                 e.expected.replace(_EXPECTED[key.type], self._expected[key.type], 1)
             raise ConfigError(self.error_format.format(name=self._display(key.name), expected=expected,

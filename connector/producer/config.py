@@ -1,120 +1,101 @@
 """The producer's configuration: one declarative table of Kafka's producer settings.
 
-Each :class:`ProducerConfigKey` gives a setting's Kafka name (see "Producer Configs" in Kafka's
-documentation), its type, default and lower bound.  :func:`parse_config` reads a dict of Kafka
-names and/or python keyword names (``linger_ms``), coerces every value by its type, checks the
-bounds, then applies the rules that tie settings together (idempotence needs acks=all and at most
-5 requests in flight, batch.size gives way to max.request.size, ...), as Kafka's ProducerConfig
-does in ``postProcessParsedConfig``.
+:data:`PRODUCER_CONFIG` is a :class:`~pyklog.broker.common.config_def.ConfigDef` (Kafka's
+``ConfigDef``) giving each setting's Kafka name (see "Producer Configs" in Kafka's documentation),
+type, default and bounds.  :func:`parse_config` reads a dict of Kafka names and/or python keyword
+names (``linger_ms``), coerces every value by its type, checks the bounds, converts ``acks`` and
+``compression.type`` to their wire values, then applies the rules that tie settings together
+(idempotence needs acks=all and at most 5 requests in flight, batch.size gives way to
+max.request.size, ...), as Kafka's ProducerConfig does in ``postProcessParsedConfig``.
 
 Pure: no I/O, no threads; safe to call from any thread.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
+from pyklog.broker.common.config_def import INT32_MAX, ConfigDef, Importance, InvalidValue, Range, Type
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.record import compression as _compression
 
-__all__ = ["ProducerConfigKey", "PRODUCER_CONFIG", "PRODUCER_DEFAULTS", "parse_config"]
-
-
-class ProducerConfigKey(NamedTuple):
-    name: str  # Kafka's name ("linger.ms"); the python keyword replaces dots by underscores
-    type: str  # "int", "bool", "acks", "compression", "callable" or "any" (taken as given)
-    default: Any
-    min: int | None = None  # lower bound of an "int"
-    doc: str = ""
-
-
-_I32_MAX = 2147483647
-
-# fmt: off
-PRODUCER_CONFIG: tuple[ProducerConfigKey, ...] = (
-    ProducerConfigKey("bootstrap.servers", "any", None, doc="host:port[,host:port] of any brokers"),
-    ProducerConfigKey("zookeeper.connect", "any", None, doc="or find the brokers in ZooKeeper"),
-    ProducerConfigKey("client.id", "any", "pyklog-producer"),
-    ProducerConfigKey("acks", "acks", -1, doc="0, 1 or -1/'all'"),
-    ProducerConfigKey("compression.type", "compression", "none", doc="none, gzip, snappy, lz4, zstd"),
-    ProducerConfigKey("batch.size", "int", 16384, 0),
-    ProducerConfigKey("linger.ms", "int", 5, 0),
-    ProducerConfigKey("retries", "int", _I32_MAX, 0),
-    ProducerConfigKey("retry.backoff.ms", "int", 100, 0),
-    ProducerConfigKey("delivery.timeout.ms", "int", 120000, 0),
-    ProducerConfigKey("enable.idempotence", "bool", True),
-    ProducerConfigKey("max.in.flight.requests.per.connection", "int", 5, 1),
-    ProducerConfigKey("buffer.memory", "int", 33554432, 0),
-    ProducerConfigKey("max.block.ms", "int", 60000, 0),
-    ProducerConfigKey("max.request.size", "int", 1048576, 0),
-    ProducerConfigKey("request.timeout.ms", "int", 30000, 0),
-    ProducerConfigKey("metadata.max.age.ms", "int", 300000, 0),
-    ProducerConfigKey("key.serializer", "callable", None, doc="key -> bytes"),
-    ProducerConfigKey("value.serializer", "callable", None, doc="value -> bytes"),
-    ProducerConfigKey("partitioner", "any", None, doc="see connector.partitioner.resolve_partitioner"),
-    ProducerConfigKey("allow.auto.create.topics", "bool", True),
-)
-# fmt: on
-
-_KEYS: dict[str, ProducerConfigKey] = {k.name: k for k in PRODUCER_CONFIG}
-
-# Kafka's producer config names and their defaults (kept as a dict for callers that list them).
-PRODUCER_DEFAULTS: dict = {k.name: k.default for k in PRODUCER_CONFIG}
+__all__ = ["PRODUCER_CONFIG", "PRODUCER_DEFAULTS", "parse_config"]
 
 _ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
 
 
-def _coerce(key: ProducerConfigKey, v):
-    """One value converted to ``key.type`` (ConfigError saying what was expected)."""
-    t = key.type
-    if t == "int":
-        try:
-            v = int(v)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key.name}: expected an integer, got {v!r}") from None
-        if key.min is not None and v < key.min:
-            raise ConfigError(f"{key.name}: expected a value >= {key.min}, got {v}")
-        return v
-    if t == "bool":
-        if isinstance(v, str):
-            if v.lower() not in ("true", "false"):
-                raise ConfigError(f"{key.name}: expected true or false, got {v!r}")
-            return v.lower() == "true"
-        return bool(v)
-    if t == "acks":
-        acks = _ACKS.get(v.strip().lower(), v) if isinstance(v, str) else v
-        if acks not in (-1, 0, 1):
-            raise ConfigError(f"acks: expected 0, 1, -1 or 'all', got {v!r}")
-        return acks
-    if t == "compression":
-        try:
-            return _compression.codec_id(v or "none")
-        except Exception:
-            raise ConfigError(f"compression.type: expected one of none, gzip, snappy, lz4, zstd, "
-                              f"got {v!r}") from None
-    if t == "callable":
-        if v is not None and not callable(v):
-            raise ConfigError(f"{key.name}: expected a callable (value -> bytes), got {v!r}")
-        return v
-    return v
+def _acks_value(v):
+    """``acks`` as its wire value (-1, 0, 1), or None when it is none of Kafka's forms."""
+    acks = _ACKS.get(v.strip().lower()) if isinstance(v, str) else v
+    return acks if acks in (-1, 0, 1) and not isinstance(acks, bool) else None
+
+
+def _acks(value, expected):
+    if value is not None and _acks_value(value) is None:
+        raise InvalidValue("0, 1, -1 or 'all'", value)
+
+
+def _codec(value, expected):
+    try:
+        _compression.codec_id(value or "none")
+    except Exception:
+        raise InvalidValue("one of none, gzip, snappy, lz4, zstd", value) from None
+
+
+def _callable(value, expected):
+    if value is not None and not callable(value):
+        raise InvalidValue("a callable (value -> bytes)", value)
+
+
+_H, _M, _L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+_POS = Range(0)
+
+# fmt: off
+PRODUCER_CONFIG = (
+    ConfigDef(error_format="{name}: expected {expected}, got {value!r}")
+    .define("bootstrap.servers", Type.ANY, None, None, _H, "host:port[,host:port] of any brokers")
+    .define("zookeeper.connect", Type.ANY, None, None, _H, "or find the brokers in ZooKeeper")
+    .define("client.id", Type.ANY, "pyklog-producer", None, _M)
+    .define("acks", Type.ANY, -1, _acks, _H, "0, 1 or -1/'all'")
+    .define("compression.type", Type.ANY, "none", _codec, _H, "none, gzip, snappy, lz4, zstd")
+    .define("batch.size", Type.INT, 16384, _POS, _M)
+    .define("linger.ms", Type.LONG, 5, _POS, _M)
+    .define("retries", Type.INT, INT32_MAX, _POS, _H)
+    .define("retry.backoff.ms", Type.LONG, 100, _POS, _L)
+    .define("delivery.timeout.ms", Type.INT, 120000, _POS, _M)
+    .define("enable.idempotence", Type.BOOLEAN, True, None, _L)
+    .define("max.in.flight.requests.per.connection", Type.INT, 5, Range(1), _L)
+    .define("buffer.memory", Type.LONG, 33554432, _POS, _H)
+    .define("max.block.ms", Type.LONG, 60000, _POS, _M)
+    .define("max.request.size", Type.INT, 1048576, _POS, _M)
+    .define("request.timeout.ms", Type.INT, 30000, _POS, _M)
+    .define("metadata.max.age.ms", Type.LONG, 300000, _POS, _L)
+    .define("key.serializer", Type.ANY, None, _callable, _H, "key -> bytes")
+    .define("value.serializer", Type.ANY, None, _callable, _H, "value -> bytes")
+    .define("partitioner", Type.ANY, None, None, _M, "see connector.partitioner.resolve_partitioner")
+    .define("allow.auto.create.topics", Type.BOOLEAN, True, None, _L)
+)
+# fmt: on
+
+# Kafka's producer config names and their defaults (kept as a dict for callers that list them).
+PRODUCER_DEFAULTS: dict = {k.name: k.default for k in PRODUCER_CONFIG.keys.values()}
 
 
 def parse_config(config: dict | None, kwargs: dict) -> tuple[dict, set]:
     """Merge ``config`` (Kafka names) and ``kwargs`` (python names), coerce and check them.
 
-    Returns ``(cfg, explicit)``: every setting by Kafka name (compression.type as its codec id),
-    and the names the caller set.  Unknown names raise ConfigError listing the known ones."""
+    Returns ``(cfg, explicit)``: every setting by Kafka name (acks as -1/0/1, compression.type as
+    its codec id), and the names the caller set.  Unknown names raise ConfigError listing the
+    known ones."""
+    known = PRODUCER_CONFIG.names()
     merged = {}
     for src in (config or {}), kwargs:
         for k, v in src.items():
-            name = k if k in _KEYS else k.replace("_", ".")
-            if name not in _KEYS:
-                raise ConfigError(f"unknown producer config {k!r} (known: {', '.join(sorted(_KEYS))})")
+            name = k if k in known else k.replace("_", ".")
+            if name not in known:
+                raise ConfigError(f"unknown producer config {k!r} (known: {', '.join(sorted(known))})")
             merged[name] = v
     explicit = set(merged)
-    cfg = dict(PRODUCER_DEFAULTS)
-    cfg.update(merged)
-    for key in PRODUCER_CONFIG:
-        cfg[key.name] = _coerce(key, cfg[key.name])
+    cfg = PRODUCER_CONFIG.parse(merged)
+    cfg["acks"] = _acks_value(cfg["acks"])
+    cfg["compression.type"] = _compression.codec_id(cfg["compression.type"] or "none")
     _apply_dependencies(cfg, explicit)
     return cfg, explicit
 

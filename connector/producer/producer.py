@@ -59,6 +59,7 @@ import logging
 import time
 from concurrent.futures import Future
 
+from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     MessageTooLargeError,
     PyklogError,
@@ -143,29 +144,28 @@ class Producer:
         info = self._topic_info.get(topic)
         if info is not None:
             return info
-        deadline = time.monotonic() + self._max_block_s
-        backoff = self._backoff_s
-        while True:
-            try:
-                md = self.client.metadata([topic], refresh=True, auto_create=self._auto_create)
-                tm = md.topics.get(topic)
-                if tm is not None and tm.partitions and not tm.error_code:
-                    avail = sorted(p for p, pm in tm.partitions.items() if pm.leader >= 0)
-                    info = (len(tm.partitions), avail)
-                    self._topic_info[topic] = info
-                    return info
-                code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
-                err = error_for_code(code, f"topic {topic!r} is not in the cluster metadata "
-                                           f"({error_for_code(code).name})")
-            except PyklogError as e:
-                err = e
-            if not err.retriable or time.monotonic() + backoff > deadline:
-                if err.retriable:
-                    raise RequestTimedOutError(f"topic {topic!r} not available after max.block.ms="
-                                               f"{int(self._max_block_s * 1000)}: {err}") from err
-                raise err
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+
+        def lookup() -> tuple[int, list]:
+            md = self.client.metadata([topic], refresh=True, auto_create=self._auto_create)
+            tm = md.topics.get(topic)
+            if tm is not None and tm.partitions and not tm.error_code:
+                avail = sorted(p for p, pm in tm.partitions.items() if pm.leader >= 0)
+                return len(tm.partitions), avail
+            code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+            raise error_for_code(code, f"topic {topic!r} is not in the cluster metadata "
+                                       f"({error_for_code(code).name})")
+
+        try:
+            info = retry(lookup, deadline=Deadline.after(self._max_block_s),
+                         backoff=Backoff(self._backoff_s, max_s=1.0, jitter=0.0),
+                         what=f"topic {topic!r}", raise_last=True)
+        except PyklogError as err:
+            if err.retriable:
+                raise RequestTimedOutError(f"topic {topic!r} not available after max.block.ms="
+                                           f"{int(self._max_block_s * 1000)}: {err}") from err
+            raise
+        self._topic_info[topic] = info
+        return info
 
     def _append(self, topic, value, key, partition, timestamp_ms, headers, want_future, cb, urgent=False):
         if self._closed:
