@@ -43,6 +43,7 @@ from pyklog.broker.errors import (
     ZooKeeperError,
     error_for_code,
 )
+from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -572,30 +573,27 @@ class ClusterClient:
     def leader_for(self, topic: str, partition: int, *, timeout_s: float | None = None) -> int:
         """Node id of the leader of ``topic``/``partition``; refreshes metadata (with backoff,
         up to ``timeout_s``, default request.timeout.ms) while there is none."""
-        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
-        backoff = self.retry_backoff_s
         refresh = False
-        while True:
-            try:
-                md = self.metadata([topic], refresh=refresh)
-                tm = md.topics.get(topic)
-                if tm is None or (tm.error_code and not tm.partitions):
-                    code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
-                    raise _err(code, f"topic {topic!r}")
-                pm = tm.partitions.get(partition)
-                if pm is None:
-                    raise UnknownTopicOrPartitionError(
-                        f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} has partitions "
-                        f"{sorted(tm.partitions)}, not {partition}")
-                if pm.leader >= 0 and pm.leader in md.brokers:
-                    return pm.leader
-                raise LeaderNotAvailableError(f"LEADER_NOT_AVAILABLE: {topic}-{partition} has no leader")
-            except PyklogError as e:
-                if not e.retriable or time.monotonic() + backoff > deadline:
-                    raise
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                refresh = True
+
+        def attempt() -> int:
+            nonlocal refresh
+            md = self.metadata([topic], refresh=refresh)
+            refresh = True  # a retry looks at fresh metadata
+            tm = md.topics.get(topic)
+            if tm is None or (tm.error_code and not tm.partitions):
+                code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+                raise _err(code, f"topic {topic!r}")
+            pm = tm.partitions.get(partition)
+            if pm is None:
+                raise UnknownTopicOrPartitionError(
+                    f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} has partitions "
+                    f"{sorted(tm.partitions)}, not {partition}")
+            if pm.leader >= 0 and pm.leader in md.brokers:
+                return pm.leader
+            raise LeaderNotAvailableError(f"LEADER_NOT_AVAILABLE: {topic}-{partition} has no leader")
+
+        return retry(attempt, deadline=self._deadline(timeout_s), backoff=self._backoff(),
+                     what=f"leader lookup {topic}-{partition}", raise_last=True)
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         with self._lock:
@@ -639,23 +637,37 @@ class ClusterClient:
             raise
 
     # -- retry helper ----------------------------------------------------------------------------
-    def _retrying(self, what: str, fn, timeout_s: float | None = None):
-        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
-        backoff = self.retry_backoff_s
-        while True:
+    def _deadline(self, timeout_s: float | None) -> Deadline:
+        """The deadline of one call: ``timeout_s`` from now, default request.timeout.ms."""
+        return Deadline.after(self.request_timeout_s if timeout_s is None else timeout_s)
+
+    def _backoff(self) -> Backoff:
+        """retry.backoff.ms doubling up to 1 s, without jitter (the client's timings as before;
+        Kafka's ``ExponentialBackoff``, KIP-580, with jitter 0)."""
+        return Backoff(self.retry_backoff_s, multiplier=2.0, max_s=max(1.0, self.retry_backoff_s), jitter=0.0)
+
+    def _retrying(self, what: str, fn, timeout_s: float | None = None, *, deadline: Deadline | None = None):
+        """``fn()`` retried on retriable errors with :meth:`_backoff` until ``deadline`` (default:
+        ``timeout_s`` from now); the last error is raised as is when time runs out.  An error whose
+        code asks for fresh metadata (REFRESH_METADATA_CODES) invalidates the cached metadata."""
+        def attempt():
             try:
                 return fn()
             except PyklogError as e:
-                if not e.retriable:
-                    raise
-                if e.code in REFRESH_METADATA_CODES:
+                if e.retriable and e.code in REFRESH_METADATA_CODES:
                     self.invalidate()
-                if time.monotonic() + backoff > deadline:
-                    log.info("%s: giving up after retries: %s", what, e)
-                    raise
-                log.debug("%s: retrying after %s", what, e)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                raise
+
+        def on_retry(e, attempts, delay_s):
+            log.debug("%s: retrying in %.3fs after attempt %d: %s", what, delay_s, attempts, e)
+
+        try:
+            return retry(attempt, deadline=deadline or self._deadline(timeout_s), backoff=self._backoff(),
+                         what=what, on_retry=on_retry, raise_last=True)
+        except PyklogError as e:
+            if e.retriable:
+                log.info("%s: giving up after retries: %s", what, e)
+            raise
 
     # -- offsets -------------------------------------------------------------------------------
     def _by_leader(self, tps):
@@ -684,19 +696,19 @@ class ClusterClient:
                                                              "current_leader_epoch": -1,
                                                              "timestamp": pending[tp]}),
                 }, version)
-                retry = None
+                failed = None
                 for t in resp.get("topics") or []:
                     for p in t.get("partitions") or []:
                         tp = (t["name"], int(p["partition_index"]))
                         code = int(p.get("error_code", 0))
                         if code:
-                            retry = _retriable_err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
+                            failed = _retriable_err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
                             continue
                         off = int(p.get("offset", -1))
                         result[tp] = None if off < 0 else (off, int(p.get("timestamp", -1)))
                         pending.pop(tp, None)
-                if retry is not None:
-                    raise retry
+                if failed is not None:
+                    raise failed
             return result
 
         return self._retrying("ListOffsets", attempt, timeout_s)
@@ -741,37 +753,45 @@ class ClusterClient:
 
     # -- group coordinator ---------------------------------------------------------------------
     def find_coordinator(self, group: str, *, refresh: bool = False, timeout_s: float | None = None) -> int:
-        """Node id of the group coordinator of ``group`` (FindCoordinator v0-2), cached."""
+        """Node id of the group coordinator of ``group`` (FindCoordinator v0-2), cached; retried
+        with backoff up to ``timeout_s`` (default request.timeout.ms)."""
         if not refresh:
             with self._lock:
                 nid = self._coordinators.get(group)
             if nid is not None:
                 return nid
+        return self._retrying(f"FindCoordinator({group})", lambda: self._find_coordinator_once(group), timeout_s)
 
-        def attempt():
-            conn = self._any_connection()
-            version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 2)
-            try:
-                resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version)
-            except NetworkError:
-                self.invalidate()
-                raise
-            code = int(resp.get("error_code", 0))
-            if code:
-                raise _err(code, f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}")
-            nid = int(resp["node_id"])
-            with self._lock:
-                self._coordinators[group] = nid
-                if nid not in self._md.brokers:
-                    self._md.brokers[nid] = (resp["host"], int(resp["port"]))
-            return nid
-
-        return self._retrying(f"FindCoordinator({group})", attempt, timeout_s)
+    def _find_coordinator_once(self, group: str) -> int:
+        """One FindCoordinator request (no retry); caches the answer."""
+        conn = self._any_connection()
+        version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 2)
+        try:
+            resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version)
+        except NetworkError:
+            self.invalidate()
+            raise
+        code = int(resp.get("error_code", 0))
+        if code:
+            raise _err(code, f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}")
+        nid = int(resp["node_id"])
+        with self._lock:
+            self._coordinators[group] = nid
+            if nid not in self._md.brokers:
+                self._md.brokers[nid] = (resp["host"], int(resp["port"]))
+        return nid
 
     def _coordinator_call(self, group: str, what: str, fn, timeout_s):
+        """``fn(node, connection)`` on the coordinator of ``group``, in ONE retry loop bounded by
+        ``timeout_s``: each attempt uses the cached coordinator or looks it up once (no retry loop
+        of its own), and NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / a network error drop the
+        cached coordinator so the next attempt looks it up again."""
         def attempt():
-            node = self.find_coordinator(group)
+            with self._lock:
+                node = self._coordinators.get(group)
             try:
+                if node is None:
+                    node = self._find_coordinator_once(group)
                 return fn(node, self.connection(node))
             except (NotCoordinatorError, CoordinatorNotAvailableError, NetworkError):
                 with self._lock:
@@ -892,8 +912,12 @@ class ClusterClient:
             self.wait_for_topic(name, partitions, timeout_s=timeout_ms / 1000.0)
 
     def wait_for_topic(self, name: str, partitions: int | None = None, *, timeout_s: float = 30.0) -> None:
-        """Wait until ``name`` has ``partitions`` partitions (any if None), each with a leader."""
-        deadline = time.monotonic() + timeout_s
+        """Wait until ``name`` has ``partitions`` partitions (any if None), each with a leader.
+
+        Polls the metadata every retry.backoff.ms (at most 100 ms): a client has no event to wait
+        on (Kafka's AdminClient polls Metadata the same way)."""
+        deadline = Deadline.after(timeout_s)
+        poll = Backoff.constant(min(self.retry_backoff_s, 0.1))
         while True:
             md = self.metadata([name], refresh=True)
             tm = md.topics.get(name)
@@ -901,10 +925,10 @@ class ClusterClient:
                     and (partitions is None or len(tm.partitions) >= partitions) \
                     and all(pm.leader >= 0 and pm.leader in md.brokers for pm in tm.partitions.values()):
                 return
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 raise RequestTimedOutError(f"REQUEST_TIMED_OUT: topic {name!r} has no leader for every "
                                            f"partition after {timeout_s}s (metadata: {tm})")
-            time.sleep(min(self.retry_backoff_s, 0.1))
+            time.sleep(min(poll.next(), deadline.remaining()))
 
     def delete_topic(self, name: str, *, timeout_s: float | None = None) -> None:
         """DeleteTopics for one topic."""

@@ -74,6 +74,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
+from pyklog.broker.common.retry import Backoff, Deadline
 from pyklog.broker.errors import ConfigError, PyklogError, RebalanceFailedError, ZooKeeperError
 from pyklog.broker.zk import paths, znodes
 from pyklog.connector.assignors import STRATEGIES, assign
@@ -671,7 +672,8 @@ class GroupMember:
         session (not yet expired) we wait for ZooKeeper to delete it."""
         path = paths.consumer_id(self.group_id, self.consumer_id)
         data = registration_json(self.subscription, self.pattern)
-        deadline = time.monotonic() + max(3 * self.session_timeout_s, 10.0)
+        deadline = Deadline.after(max(3 * self.session_timeout_s, 10.0))
+        wait_for_expiry = Backoff.constant(0.25)
         while not self._closing():
             session = self._session_id()
             try:
@@ -688,13 +690,13 @@ class GroupMember:
                 if stat.ephemeralOwner == session:
                     self._registered_session = session
                     return
-                if time.monotonic() > deadline:
+                if deadline.expired():
                     raise ZooKeeperError(f"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "
                                          f"expected ours ({session:#x}) or none; is another consumer using "
                                          f"consumer id {self.consumer_id!r}?")
                 log.info("%s still held by an older session %#x; waiting for it to expire", path,
                          stat.ephemeralOwner)
-                time.sleep(0.25)
+                time.sleep(wait_for_expiry.next())
 
     def _register_and_resume(self):
         """Register (again) on the rebalance thread: REBALANCING -> REGISTERING -> REBALANCING (after LOST

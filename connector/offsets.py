@@ -7,7 +7,8 @@ An offset stored is the *next offset to consume* of a partition (Kafka's convent
 * :class:`KafkaOffsetStore`: OffsetCommit / OffsetFetch to the group's coordinator (found with
   FindCoordinator) through :class:`connector.client.ClusterClient`, which appends to
   ``__consumer_offsets``.  COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE
-  are retried with backoff (the coordinator is looked up again) up to ``timeout_s``.
+  are retried with backoff (the coordinator is looked up again) up to ``timeout_s`` in all, in the
+  client's one retry loop.
 * :class:`DualOffsetStore`: the seed's migration path.  Commits go to both stores; a fetch reads both
   and takes the larger offset per partition.  To migrate from ZooKeeper to Kafka: run with
   ``offsets.storage=kafka`` + ``dual.commit.enabled=true`` (a rolling bounce: offsets only in
@@ -20,7 +21,6 @@ An offset stored is the *next offset to consume* of a partition (Kafka's convent
 from __future__ import annotations
 
 import logging
-import time
 from typing import Iterable, Mapping
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -151,7 +151,16 @@ class ZooKeeperOffsetStore(OffsetStore):
 
 
 class KafkaOffsetStore(OffsetStore):
-    """Offsets in ``__consumer_offsets`` through the group coordinator (OffsetCommit / OffsetFetch)."""
+    """Offsets in ``__consumer_offsets`` through the group coordinator (OffsetCommit / OffsetFetch).
+
+    Each commit or fetch is ONE retry loop bounded by ``timeout_s`` in all: the client's
+    (:meth:`ClusterClient.commit_offsets` / ``fetch_committed``, paced by its retry.backoff.ms),
+    which retries COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and
+    network errors and looks the coordinator up again after the last three (as Kafka's
+    ``ConsumerCoordinator.commitOffsetsSync`` marks the coordinator unknown and retries within one
+    timer).  The store adds no loop of its own around it: a second loop would multiply the bound.
+    ``backoff_s`` is accepted for compatibility and not used.
+    """
 
     storage = "kafka"
     RETRIABLE = (CoordinatorLoadInProgressError, NotCoordinatorError, CoordinatorNotAvailableError)
@@ -161,37 +170,17 @@ class KafkaOffsetStore(OffsetStore):
         self.timeout_s = timeout_s
         self.backoff_s = backoff_s
 
-    def _retry(self, group, what, fn):
-        deadline = time.monotonic() + self.timeout_s
-        backoff = self.backoff_s
-        while True:
-            try:
-                return fn()
-            except self.RETRIABLE as e:
-                if time.monotonic() + backoff > deadline:
-                    raise
-                log.debug("%s: %s; retrying", what, e)
-                if isinstance(e, (NotCoordinatorError, CoordinatorNotAvailableError)):
-                    try:
-                        self.client.find_coordinator(group, refresh=True)
-                    except Exception:  # found again on the next attempt
-                        pass
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-
     def commit(self, group, offsets):
         items = _normalize(offsets)
         if not items:
             return
-        self._retry(group, f"OffsetCommit({group})",
-                    lambda: self.client.commit_offsets(group, items, timeout_s=self.timeout_s))
+        self.client.commit_offsets(group, items, timeout_s=self.timeout_s)
 
     def fetch(self, group, partitions):
         tps = [(t, int(p)) for t, p in partitions]
         if not tps:
             return {}
-        got = self._retry(group, f"OffsetFetch({group})",
-                          lambda: self.client.fetch_committed(group, tps, timeout_s=self.timeout_s))
+        got = self.client.fetch_committed(group, tps, timeout_s=self.timeout_s)
         return {tp: off for tp, off in got.items() if off is not None and off >= 0}
 
 

@@ -648,3 +648,57 @@ def test_compacted_log_refuses_null_keys_and_keeps_nothing_of_the_append(tmp_pat
     lg = open_log(tmp_path, name="plain-0")
     assert lg.append(keyless).record_count == 2
     lg.close()
+
+
+def test_delayed_deletes_and_sealed_flushes_run_on_the_given_scheduler(tmp_path):
+    """The log's background jobs (fsync after a roll, file.delete.delay.ms) are tasks of the
+    scheduler it was given; no thread of their own."""
+    from pyklog.broker.common.scheduler import Scheduler
+
+    one = len(batch(0))
+    sched = Scheduler("test-log-scheduler")
+    try:
+        before = {t.name for t in threading.enumerate()}
+        lg = Log(str(tmp_path / "sched-0"), LogConfig(segment_bytes=2 * one, retention_bytes=2 * one,
+                                                      retention_ms=-1, file_delete_delay_ms=60_000),
+                 scheduler=sched)
+        for i in range(6):
+            lg.append(batch(i))
+        # the fsyncs of the sealed segments advance the recovery point in the background
+        deadline = time.time() + 10
+        while lg.recovery_point < lg.segments[-1].base_offset and time.time() < deadline:
+            time.sleep(0.02)
+        assert lg.recovery_point == lg.segments[-1].base_offset
+        assert lg.delete_old_segments() == 2
+        assert sched.pending() == 1  # one delayed delete of both segments, 60 s away
+        assert len([f for f in os.listdir(lg.dir) if f.endswith(".log.deleted")]) == 2
+        assert {t.name for t in threading.enumerate()} - before == set()
+        lg.close()  # carries the pending delete out now and cancels the task
+        assert not any(f.endswith(".deleted") for f in os.listdir(lg.dir))
+        assert sched.pending() == 0
+    finally:
+        sched.shutdown()
+
+
+def test_close_carries_out_deletes_the_shut_down_scheduler_dropped(tmp_path):
+    """The LogManager's order: its scheduler is shut down (dropping the delayed deletes), then
+    the logs are closed; the segments are unlinked all the same, and a delete requested after
+    the shutdown is kept for close()."""
+    from pyklog.broker.common.scheduler import Scheduler
+
+    one = len(batch(0))
+    sched = Scheduler("test-log-scheduler")
+    lg = Log(str(tmp_path / "drop-0"), LogConfig(segment_bytes=2 * one, retention_bytes=2 * one,
+                                                 retention_ms=-1, file_delete_delay_ms=60_000),
+             scheduler=sched)
+    for i in range(4):
+        lg.append(batch(i))
+    assert lg.delete_old_segments() == 1
+    sched.shutdown()
+    for i in range(4, 6):
+        lg.append(batch(i))  # rolls while the scheduler is down: the flush is left to close()
+    assert lg.delete_old_segments() == 1
+    assert len([f for f in os.listdir(lg.dir) if f.endswith(".log.deleted")]) == 2
+    lg.close()
+    assert not any(f.endswith(".deleted") for f in os.listdir(lg.dir))
+    assert lg.recovery_point == lg.log_end_offset

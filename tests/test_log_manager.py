@@ -176,3 +176,51 @@ def test_background_checkpoints_and_one_scheduler_thread(tmp_path):
     finally:
         m.shutdown()
     assert "log-scheduler" not in [t.name for t in threading.enumerate()]
+
+
+def test_logs_delete_on_the_managers_scheduler_and_shutdown_loses_no_delete(tmp_path):
+    """Every log (loaded or created) takes the manager's one scheduler for its delayed deletes
+    and sealed-segment flushes; shutdown stops the scheduler first and the logs' close() still
+    unlinks the segments whose delete was pending."""
+    import threading
+
+    one = len(batch(0))
+    cfg = LogConfig(segment_bytes=2 * one, retention_bytes=2 * one, retention_ms=-1,
+                    file_delete_delay_ms=60_000, retention_check_interval_ms=3_600_000,
+                    flush_scheduler_interval_ms=3_600_000, flush_offset_checkpoint_interval_ms=3_600_000,
+                    cleaner_backoff_ms=3_600_000)  # no periodic run in between: pending() stays exact
+    d = tmp_path / "d"
+    m = LogManager([str(d)], cfg, background=True)
+    m.startup()
+    try:
+        lg = m.get_or_create_log("t", 0)
+        for i in range(6):
+            lg.append(batch(i))
+        deadline = time.time() + 10  # the sealed-segment flushes ran on the manager's scheduler
+        while lg.recovery_point < lg.segments[-1].base_offset and time.time() < deadline:
+            time.sleep(0.02)
+        pending = m.scheduler.pending()  # the four periodic tasks
+        assert pending == 4
+        assert lg.delete_old_segments() == 2
+        assert m.scheduler.pending() == pending + 1  # the delayed delete, 60 s away
+        assert len([f for f in os.listdir(lg.dir) if f.endswith(".log.deleted")]) == 2
+        assert [t.name for t in threading.enumerate()].count("log-scheduler") == 1
+    finally:
+        m.shutdown()
+    assert not any(f.endswith(".deleted") for f in os.listdir(d / "t-0"))
+    # the reopened manager's loaded log uses its scheduler too
+    m = LogManager([str(d)], cfg, background=True)
+    m.startup()
+    try:
+        lg = m.get_log("t", 0)
+        for i in range(6, 10):
+            lg.append(batch(i))
+        deadline = time.time() + 10  # the sealed-segment flushes ran on the manager's scheduler
+        while lg.recovery_point < lg.segments[-1].base_offset and time.time() < deadline:
+            time.sleep(0.02)
+        pending = m.scheduler.pending()
+        assert lg.delete_old_segments() >= 1
+        assert m.scheduler.pending() == pending + 1
+    finally:
+        m.shutdown()
+    assert not any(f.endswith(".deleted") for f in os.listdir(d / "t-0"))

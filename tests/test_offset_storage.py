@@ -7,6 +7,7 @@ import pytest
 from pyklog.broker.errors import ConfigError, ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.connector.offsets import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZooKeeperOffsetStore
+from support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +123,37 @@ def test_broker_offset_commit_v0_and_zookeeper_store_share_one_node(broker, zk):
         assert commit_v0(30) == 0 and store.fetch("zg", [("t", 0)]) == {("t", 0): 30}
     finally:
         w.close()
+
+
+def test_kafka_store_timeout_bounds_the_whole_commit_when_the_coordinator_is_gone(broker_factory):
+    """The store's ``timeout_s`` is the bound of the whole commit: one retry loop, not the store's
+    loop around the client's loop around a FindCoordinator loop (that took request.timeout.ms, 30 s,
+    per coordinator lookup).  The coordinator's broker is stopped; its offsets partition (one
+    replica) has no leader, so the surviving broker answers COORDINATOR_NOT_AVAILABLE."""
+    import time
+
+    from pyklog.broker.errors import CoordinatorNotAvailableError
+    from pyklog.connector.client import ClusterClient
+
+    brokers = {i: broker_factory(i, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1)
+               for i in (0, 1)}
+    with ClusterClient(",".join(b.bootstrap for b in brokers.values())) as both:
+        wait_for(lambda: len(both.metadata(None, refresh=True).brokers) == 2, message="both brokers registered")
+        both.create_topic("t", 2)
+        KafkaOffsetStore(both, timeout_s=30).commit("g", {("t", 0): 1})  # creates __consumer_offsets
+        coordinator = both.find_coordinator("g", refresh=True)
+    brokers[coordinator].stop()
+    survivor = brokers[1 - coordinator]
+    with ClusterClient(survivor.bootstrap) as client:
+        wait_for(lambda: list(client.metadata(None, refresh=True).brokers) == [survivor.broker_id],
+                 message="the coordinator's broker is gone from the metadata")
+        store = KafkaOffsetStore(client, timeout_s=2)
+        started = time.monotonic()
+        with pytest.raises(CoordinatorNotAvailableError, match="FindCoordinator for group 'g'"):
+            store.commit("g", {("t", 0): 2})
+        elapsed = time.monotonic() - started
+        assert elapsed < 8, f"commit with timeout_s=2 gave up after {elapsed:.1f}s (a nested retry?)"
+        started = time.monotonic()
+        with pytest.raises(CoordinatorNotAvailableError, match="FindCoordinator for group 'g'"):
+            store.fetch("g", [("t", 0)])
+        assert time.monotonic() - started < 8

@@ -27,6 +27,15 @@ Concurrency (the design's "copy-on-write segment list"):
   view's end position, so they never wait for an append and never see half-written bytes;
 - deleted segments are renamed ``.deleted`` and unlinked only after ``file.delete.delay.ms``, and
   their file objects stay open until then, so an in-flight ``sendfile`` stays valid.
+
+Background work (Kafka's ``UnifiedLog`` takes the broker's ``KafkaScheduler`` for the same two
+jobs): the fsync of a segment sealed by a roll ("flush-log") and the delayed unlink of deleted
+segments ("delete-file") run on a :class:`~pyklog.broker.common.scheduler.Scheduler`.  The
+LogManager passes its own; a Log opened alone (tools, unit tests) uses one module-level fallback
+scheduler (daemon thread ``log-scheduler-standalone``, started on first use, shared by every such
+Log, never shut down).  :meth:`Log.close` cancels the log's pending deletes and carries them out
+at once, and flushes everything, so nothing depends on the scheduler still running at close: a
+scheduler shut down first (the LogManager's order) drops tasks, never files or data.
 """
 from __future__ import annotations
 
@@ -40,6 +49,7 @@ import uuid
 from bisect import bisect_right
 from typing import NamedTuple
 
+from pyklog.broker.common.scheduler import Scheduler, ScheduledTask
 from pyklog.broker.errors import InvalidTopicError, KafkaStorageError, OffsetOutOfRangeError
 
 from .config import LogConfig
@@ -49,6 +59,18 @@ from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .validator import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
+
+_standalone_scheduler: Scheduler | None = None
+_standalone_lock = threading.Lock()
+
+
+def _standalone() -> Scheduler:
+    """The fallback scheduler of Logs opened without one (started on first use)."""
+    global _standalone_scheduler
+    with _standalone_lock:
+        if _standalone_scheduler is None or not _standalone_scheduler.running:
+            _standalone_scheduler = Scheduler("log-scheduler-standalone")
+        return _standalone_scheduler
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -115,7 +137,10 @@ class Log:
     lock-free against an immutable segment-list snapshot (see the module docstring)."""
 
     def __init__(self, dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = False):
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 scheduler: Scheduler | None = None):
+        """``scheduler`` runs the sealed-segment flushes and the delayed deletes (the
+        LogManager's; None: the module's fallback scheduler, see the module docstring)."""
         self.dir = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition(self.dir)
         self._tp = f"{self.topic}-{self.partition}"  # for the validator's messages
@@ -123,7 +148,9 @@ class Log:
         self._lock = threading.RLock()
         self._seal_flush_lock = threading.Lock()
         self._closed = False
-        self._pending_deletes: list[tuple[threading.Timer, list[LogSegment]]] = []
+        self._scheduler = scheduler
+        # deletes waiting for file.delete.delay.ms: (task, or None if it could not be scheduled; segments)
+        self._pending_deletes: list[tuple[ScheduledTask | None, list[LogSegment]]] = []
         self._producers = ProducerStateManager(self.dir)
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()
@@ -315,14 +342,20 @@ class Log:
             log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
         log.info("%s: rolled segment %d -> %d (%s)", self.dir, old.base_offset, new_base, reason)
         self._publish()
-        # Kafka flushes the sealed segment asynchronously and then advances the recovery point
-        t = threading.Thread(target=self._flush_sealed, args=(old, new_base),
-                             name=f"log-flush-{self.topic}-{self.partition}", daemon=True)
-        t.start()
+        # Kafka flushes the sealed segment asynchronously ("flush-log" on the scheduler) and then
+        # advances the recovery point; a scheduler already shut down leaves it to close()'s flush
+        try:
+            self._background().schedule(0, self._flush_sealed, old, new_base,
+                                        name=f"flush-log-{self.topic}-{self.partition}")
+        except RuntimeError as e:
+            log.info("%s: sealed segment %d not flushed in the background: %s", self.dir, old.base_offset, e)
         return new
 
+    def _background(self) -> Scheduler:
+        return self._scheduler if self._scheduler is not None else _standalone()
+
     def _flush_sealed(self, seg: LogSegment, upto: int) -> None:
-        """Background thread after a roll: fsync every segment below ``upto`` that is not yet
+        """Scheduler task after a roll: fsync every segment below ``upto`` that is not yet
         known durable (not just ``seg``: flush threads of consecutive rolls may run in any
         order), then advance the recovery point to ``upto``."""
         with self._seal_flush_lock:
@@ -580,16 +613,24 @@ class Log:
                 s.change_suffix("", DELETED_SUFFIX)
             except OSError as e:
                 log.warning("%s: could not rename %s for deletion: %s", self.dir, s.log_path, e)
+        self._delete_later(doomed)
+
+    def _delete_later(self, doomed: list[LogSegment]) -> None:
+        """Under the lock: close and unlink ``doomed`` (already renamed) after
+        ``file.delete.delay.ms`` on the scheduler, or now if the delay is 0.  A scheduler that is
+        shut down leaves the delete pending for :meth:`close`."""
         delay = self.config.file_delete_delay_ms / 1000.0
         if delay <= 0:
             for s in doomed:
                 s.delete_files()
             return
-        timer = threading.Timer(delay, self._delete_now, args=(doomed,))
-        timer.daemon = True
-        timer.name = f"log-delete-{self.topic}-{self.partition}"
-        self._pending_deletes.append((timer, doomed))
-        timer.start()
+        try:
+            task = self._background().schedule(delay, self._delete_now, doomed,
+                                               name=f"delete-file-{self.topic}-{self.partition}")
+        except RuntimeError as e:
+            log.info("%s: delete of %d segment(s) left to close(): %s", self.dir, len(doomed), e)
+            task = None
+        self._pending_deletes.append((task, doomed))
 
     def _delete_now(self, doomed: list[LogSegment]) -> None:
         with self._lock:
@@ -669,15 +710,7 @@ class Log:
             self._segments = self._segments[:idx] + ([new] if new is not None else []) + \
                 self._segments[idx + len(old):]
             self._publish()
-            delay = self.config.file_delete_delay_ms / 1000.0
-            if delay <= 0:
-                for s in old:
-                    s.delete_files()
-            else:
-                timer = threading.Timer(delay, self._delete_now, args=(old,))
-                timer.daemon = True
-                self._pending_deletes.append((timer, old))
-                timer.start()
+            self._delete_later(old)
 
     # ================================================================== lifecycle
     def close(self) -> None:
@@ -697,8 +730,9 @@ class Log:
                 log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
             self._closed = True
             pending, self._pending_deletes = self._pending_deletes, []
-            for timer, doomed in pending:
-                timer.cancel()
+            for task, doomed in pending:
+                if task is not None:
+                    task.cancel()
                 for s in doomed:
                     s.delete_files()
             for s in self._segments:
@@ -710,8 +744,9 @@ class Log:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                for timer, doomed in self._pending_deletes:
-                    timer.cancel()
+                for task, doomed in self._pending_deletes:
+                    if task is not None:
+                        task.cancel()
                     for s in doomed:
                         s.close_handles()
                 self._pending_deletes = []

@@ -15,7 +15,10 @@ Background (``background=True``): one :class:`pyklog.broker.common.scheduler.Sch
 ``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), ``log-retention``
 (every ``log.retention.check.interval.ms``), ``log-checkpoint`` (every
 ``log.flush.offset.checkpoint.interval.ms``) and ``log-cleaner`` (compacts logs whose policy includes
-``compact`` every ``log.cleaner.backoff.ms``).  They share the one thread, so a long compaction
+``compact`` every ``log.cleaner.backoff.ms``).  The same scheduler (created before the logs are
+loaded) is passed to every Log for its one-shot jobs: the fsync of a segment sealed by a roll and
+the delayed deletes of ``file.delete.delay.ms``; without ``background`` the logs use
+:mod:`~pyklog.broker.log.log`'s fallback scheduler.  They share the one thread, so a long compaction
 delays a flush check (time-based flushes are a lower bound anyway; Kafka gives its cleaner its own
 threads).  A task that fails is logged and runs again at its next interval.
 
@@ -83,6 +86,11 @@ class LogManager:
         self.stray_dirs: list[str] = []
         self.load_errors: dict[str, str] = {}
 
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """The background scheduler (thread ``log-scheduler``) while started with ``background``."""
+        return self._scheduler
+
     # ---------------------------------------------------------------- config
     def config_for(self, topic: str) -> LogConfig:
         """The default config with the topic's overrides (from ``topic_config``) applied."""
@@ -103,9 +111,18 @@ class LogManager:
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._lock_dir(d)
+        if self.background and self._scheduler is None:
+            # before loading: the logs take it for their sealed-segment flushes and delayed deletes
+            self._scheduler = Scheduler("log-scheduler")
         t0 = time.monotonic()
-        for d in self.log_dirs:
-            self._load_dir(d)
+        try:
+            for d in self.log_dirs:
+                self._load_dir(d)
+        except BaseException:
+            if self._scheduler is not None:  # no thread left behind by a failed start-up
+                self._scheduler.shutdown(wait=False)
+                self._scheduler = None
+            raise
         log.info("loaded %d log(s) from %s in %.2fs", len(self._logs), ",".join(self.log_dirs),
                  time.monotonic() - t0)
         self._started = True
@@ -157,7 +174,7 @@ class LogManager:
         def load(job):
             tp, path = job
             lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
-                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean)
+                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler)
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
 
@@ -210,7 +227,7 @@ class LogManager:
             d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
             path = os.path.join(d, f"{topic}-{partition}")
             parse_topic_partition(path)  # validates the topic name
-            lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True)
+            lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True, scheduler=self._scheduler)
             self._logs[key] = lg
             log.info("created log %s-%d in %s", topic, partition, d)
             return lg
@@ -289,7 +306,7 @@ class LogManager:
 
     def _start_threads(self) -> None:
         cfg = self.default_config
-        sched = Scheduler("log-scheduler")
+        sched = self._scheduler
 
         def every(ms: int) -> float:
             return max(0.01, ms / 1000.0)
@@ -298,7 +315,6 @@ class LogManager:
         sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
         sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
         sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
-        self._scheduler = sched
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

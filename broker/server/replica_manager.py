@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from pyklog.broker.common.retry import Deadline
 from pyklog.broker.errors import NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from pyklog.broker.zk.topics import validate_topic_name
 
@@ -156,14 +156,32 @@ class ReplicaManager:
         except TopicAlreadyExistsError:
             pass
 
+    # a cache update that does not call the listeners (ZkCluster.refresh()) is still seen this often
+    TOPIC_RECHECK_S = 0.1
+
     def wait_for_topic(self, name: str, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for ``name`` to be in the registry cache; True if it is."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if name in self.cluster.topics():
-                return True
-            time.sleep(0.02)
-        return False
+        """Wait up to ``timeout_s`` for ``name`` to be in the registry cache; True if it is.
+
+        Wakes up on the registry's change listener (called when the topic watch has updated the
+        cache) and re-checks at least every :attr:`TOPIC_RECHECK_S` (a cache refreshed without a
+        notification); a cluster without ``add_listener`` is simply polled at that interval."""
+        deadline = Deadline.after(timeout_s)
+        changed = threading.Event()
+        on_change = changed.set
+        add = getattr(self.cluster, "add_listener", None)
+        if add is not None:
+            add(on_change)
+        try:
+            while True:
+                changed.clear()  # before the check, so a change during the check is not lost
+                if name in self.cluster.topics():
+                    return True
+                if deadline.expired():
+                    return False
+                changed.wait(min(self.TOPIC_RECHECK_S, deadline.remaining()))
+        finally:
+            if add is not None:
+                self.cluster.remove_listener(on_change)
 
 
 __all__ = ["ReplicaManager"]

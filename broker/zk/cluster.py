@@ -55,6 +55,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from kazoo.retry import KazooRetry, RetryFailedError
 
+from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     BrokerIdInUseError,
     InvalidConfigError,
@@ -177,13 +178,13 @@ class ZkCluster:
         and :class:`BrokerIdInUseError` if a live broker already holds this broker id.
         """
         self._stopping = False
-        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0,
+        command_retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0,
                            deadline=max(self.connect_timeout_s, self.session_timeout_s))
         if self._chroot:
             self._ensure_chroot()
         self.zk = KazooClient(hosts=self.zk_connect, timeout=self.session_timeout_s,
                               connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
-                              command_retry=retry)
+                              command_retry=command_retry)
         try:
             self.zk.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError:
@@ -312,7 +313,8 @@ class ZkCluster:
         """
         path = paths.broker_id(self.broker_id)
         data = encode_broker_registration(self.broker_registration())
-        deadline = time.monotonic() + self.session_timeout_s + 2.0
+        deadline = Deadline.after(self.session_timeout_s + 2.0)
+        wait_for_expiry = Backoff.constant(0.25)
         while True:
             try:
                 self._retry(self.zk.create, path, data, ephemeral=True, makepath=True)
@@ -329,10 +331,10 @@ class ZkCluster:
                 except ZooKeeperError:
                     held_endpoints = []
                 same_address = sorted(held_endpoints) == sorted(self.listeners)
-                if same_address and time.monotonic() < deadline:
+                if same_address and not deadline.expired():
                     log.info("%s is held by an older session (0x%x) with our endpoints; waiting for it to expire",
                              path, stat.ephemeralOwner)
-                    time.sleep(0.25)
+                    time.sleep(min(wait_for_expiry.next(), deadline.remaining()))
                     continue
                 raise BrokerIdInUseError(
                     f"broker.id {self.broker_id} is already registered in ZooKeeper ({self.zk_connect}{path}) by "
@@ -370,17 +372,30 @@ class ZkCluster:
                 self.zk.handler.spawn(self._reregister)
 
     def _reregister(self) -> None:
-        while not self._stopping and not self._session_lost:
-            try:
-                self._register()
-                self._notify()
+        """Register again after a new session is up (on a kazoo handler thread): retried every
+        second, with no deadline, while the new session holds and the broker is not stopping.
+        Each ZooKeeper call inside goes through kazoo's ``client.retry``; this loop only covers a
+        registration that failed as a whole."""
+        def attempt() -> None:
+            if self._stopping or self._session_lost:
                 return
-            except BrokerIdInUseError as e:
-                log.error("cannot register again after a session expiry: %s", e)
-                return
-            except (ZooKeeperError, KazooException) as e:
-                log.warning("re-registration of broker %s failed, retrying: %s", self.broker_id, e)
-                time.sleep(1.0)
+            self._register()
+            self._notify()
+
+        def retriable(e: BaseException) -> bool:
+            return (isinstance(e, (ZooKeeperError, KazooException))
+                    and not self._stopping and not self._session_lost)
+
+        def on_retry(e: BaseException, attempts: int, delay_s: float) -> None:
+            log.warning("re-registration of broker %s failed, retrying: %s", self.broker_id, e)
+
+        try:
+            retry(attempt, deadline=Deadline.never(), backoff=Backoff.constant(1.0), retriable=retriable,
+                  what=f"re-registration of broker {self.broker_id}", on_retry=on_retry)
+        except BrokerIdInUseError as e:
+            log.error("cannot register again after a session expiry: %s", e)
+        except (ZooKeeperError, KazooException) as e:  # stopping, or the new session was lost too
+            log.info("re-registration of broker %s abandoned: %s", self.broker_id, e)
 
     # ------------------------------------------------------------------ watches and cache
 
