@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pyklog.connector import assignors  # noqa: E402
 from pyklog.connector.assignors import assign  # noqa: E402

@@ -38,7 +38,6 @@ import time
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 KAFKA_SINGLE_PRODUCER = 821_557
 GOAL_INGEST = 1_000_000
@@ -352,7 +351,7 @@ def main() -> None:
         rout_w = line("raw Fetch v11 loop, 16 MiB per fetch", t_w, n, cpu_seconds(pid) - b0, self_cpu() - c0)
 
         print("ratios:")
-        print(f"  ingest goal 1,000,000 records/s (Kafka's published single producer: 821,557):")
+        print("  ingest goal 1,000,000 records/s (Kafka's published single producer: 821,557):")
         print(f"    confluent-kafka {rin / GOAL_INGEST:.2f}x"
               + (f", kcat {rin_k / GOAL_INGEST:.2f}x" if rin_k else "")
               + f", pre-encoded {rin_w / GOAL_INGEST:.2f}x;  vs Kafka's figure: confluent-kafka "

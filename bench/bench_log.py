@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from pyklog.broker.log import Log, LogConfig  # noqa: E402
 from pyklog.broker.record.batch import build_batch  # noqa: E402

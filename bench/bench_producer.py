@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 
 from pyklog.broker.server.process import BrokerProcess  # noqa: E402
 from pyklog.broker.zk.server import ZooKeeperServer  # noqa: E402

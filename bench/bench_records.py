@@ -12,11 +12,9 @@ machine is shared, and CPU time of the least disturbed run is the steadiest figu
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pyklog.broker.record.batch import build_batch, decode_batch  # noqa: E402
 from pyklog.broker.record.compression import CODEC_NAMES  # noqa: E402

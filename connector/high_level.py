@@ -49,6 +49,7 @@ from typing import Mapping
 
 from pyklog.broker.common.config_def import ConfigDef, Range, Type
 from pyklog.broker.common.retry import Backoff
+from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import ConfigError, OffsetOutOfRangeError, PyklogError
 from pyklog.connector.group import Blacklist, GroupMember, TopicFilter, Whitelist, default_consumer_id
 from pyklog.connector.offsets import OffsetStore
@@ -248,6 +249,7 @@ class ConsumerConnector:
         self._running = False
         self._closed = False
         self._threads: list[threading.Thread] = []
+        self._committer: Scheduler | None = None  # runs the auto commit (auto.commit.enable)
 
     # ------------------------------------------------------------------ public API
 
@@ -304,6 +306,8 @@ class ConsumerConnector:
             self._closed = True
             self._running = False
             self._wake.notify_all()
+        if self._committer is not None:
+            self._committer.shutdown(wait=True, timeout_s=30)  # a commit in progress finishes
         for th in self._threads:
             th.join(30)
         try:
@@ -361,13 +365,10 @@ class ConsumerConnector:
         self._running = True
         fetcher = threading.Thread(target=self._fetch_loop, name=f"pyklog-fetcher-{self.consumer_id}", daemon=True)
         self._threads.append(fetcher)
-        if self.auto_commit:
-            committer = threading.Thread(target=self._auto_commit_loop, name=f"pyklog-autocommit-{self.consumer_id}",
-                                         daemon=True)
-            self._threads.append(committer)
         fetcher.start()
         if self.auto_commit:
-            committer.start()
+            self._committer = Scheduler(f"pyklog-autocommit-{self.consumer_id}")
+            self._committer.schedule_periodic("auto-commit", self.auto_commit_interval_s, self._auto_commit)
         try:
             self._member.start()
         except BaseException:
@@ -438,16 +439,14 @@ class ConsumerConnector:
         log.debug("consumer %s committed %s", self.consumer_id, todo)
         return todo
 
-    def _auto_commit_loop(self):
-        while True:
-            with self._wake:
-                self._wake.wait_for(lambda: not self._running, timeout=self.auto_commit_interval_s)
-                if not self._running:
-                    return
-            try:
-                self.commit_offsets()
-            except Exception as e:
-                log.warning("auto commit failed (retrying in auto.commit.interval.ms): %s", e)
+    def _auto_commit(self):
+        """Every ``auto.commit.interval.ms`` on the committer's Scheduler thread."""
+        if not self._running:
+            return
+        try:
+            self.commit_offsets()
+        except Exception as e:
+            log.warning("auto commit failed (retrying in auto.commit.interval.ms): %s", e)
 
     def _initial_offsets(self, infos):
         """Committed offsets, else auto.offset.reset, for partitions that have no position yet."""

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pyklog.connector.high_level import ConsumerConnector  # noqa: E402
 

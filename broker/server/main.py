@@ -41,8 +41,13 @@ class BrokerServer:
         self.offset_manager = None
         self.apis = None
         self.socket_server = None
-        self._sync_event = threading.Event()
-        self._sync_thread: threading.Thread | None = None
+        # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
+        # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
+        self._sync_lock = threading.Lock()       # guards _sync_pending
+        self._sync_pending = False
+        self._sync_running = threading.Lock()    # held while sync_logs runs (shutdown waits for it)
+        self._sync_periodic = None               # the 10 s task (ScheduledTask)
+        self._sync_oneshot = None                # the latest on-change task
         self._stopping = threading.Event()
         self.port: int | None = None
 
@@ -76,9 +81,8 @@ class BrokerServer:
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
             self.apis.sync_logs()
-            self.cluster.add_listener(self._sync_event.set)
-            self._sync_thread = threading.Thread(target=self._sync_loop, name="pyklog-log-sync", daemon=True)
-            self._sync_thread.start()
+            self.cluster.add_listener(self._request_sync)
+            self._sync_periodic = self.log_manager.scheduler.schedule_periodic("log-sync", 10.0, self._sync)
             self.offset_manager.startup()
             self.socket_server.start()
         except BaseException:
@@ -105,12 +109,21 @@ class BrokerServer:
     def _handle(self, request) -> None:
         self.apis.handle(request)
 
-    def _sync_loop(self) -> None:
-        while not self._stopping.is_set():
-            self._sync_event.wait(10.0)  # periodic resync as a safety net
-            if self._stopping.is_set():
+    def _request_sync(self) -> None:
+        """The topic registry changed (ZooKeeper watch thread): sync the local logs soon, once."""
+        with self._sync_lock:
+            if self._sync_pending or self._stopping.is_set():
                 return
-            self._sync_event.clear()
+            self._sync_pending = True
+        self._sync_oneshot = self.log_manager.scheduler.schedule(0, self._sync, name="log-sync-on-change")
+
+    def _sync(self) -> None:
+        """On the log manager's Scheduler thread: one pass of :meth:`KafkaApis.sync_logs`."""
+        with self._sync_lock:
+            self._sync_pending = False
+        if self._stopping.is_set():
+            return
+        with self._sync_running:
             try:
                 self.apis.sync_logs()
             except Exception:  # noqa: BLE001
@@ -119,15 +132,16 @@ class BrokerServer:
     def shutdown(self) -> None:
         """Stop serving, finish in-flight requests, flush and close the logs, deregister."""
         self._stopping.set()
-        self._sync_event.set()
         if self.apis is not None:
             self.apis.begin_shutdown()
         if self.socket_server is not None:
             self.socket_server.stop(drain_timeout_s=10.0)  # in-flight requests get 10 s to finish
             self.socket_server = None
-        if self._sync_thread is not None:
-            self._sync_thread.join(10)
-            self._sync_thread = None
+        for task in (self._sync_periodic, self._sync_oneshot):
+            if task is not None:
+                task.cancel()
+        if self._sync_running.acquire(timeout=10):  # a sync in progress finishes first
+            self._sync_running.release()
         if self.offset_manager is not None:
             try:
                 self.offset_manager.shutdown()
