@@ -160,6 +160,10 @@ def test_import_sets_pyspark_python_only_when_unset():
     r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
                        capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"))
     assert r.stdout.strip() == "/opt/mine/python", r.stderr
+    # under spark-submit / the pyspark shell the JVM came first: the deployment's choice stands
+    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ.get('PYSPARK_PYTHON'))"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_GATEWAY_PORT="1"))
+    assert r.stdout.strip() == "None", r.stderr
 
 
 def test_worker_python_check_names_what_to_set():

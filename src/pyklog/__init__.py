@@ -22,8 +22,11 @@ __all__ = ["__version__", "register", "PyklogSetupError"]
 # "python3" from PATH when it is unset: outside an activated virtualenv that is a Python without
 # pyklog, and every query fails in a worker with "No module named 'pyklog'".  A JVM started after
 # this import inherits the variable, so naming the interpreter that imported pyklog here makes the
-# common case (`.venv/bin/python script.py`) work; an explicit setting is never overridden.
-if not os.environ.get("PYSPARK_PYTHON") and sys.executable:
+# common case (`.venv/bin/python app.py`) work.  An explicit setting is never overridden, and under
+# spark-submit or the pyspark shell (the JVM started first and launched this Python:
+# PYSPARK_GATEWAY_PORT is set) the deployment's choice stands: executors on other machines may
+# not have this interpreter's path; register() checks the workers' Python there instead.
+if not os.environ.get("PYSPARK_PYTHON") and not os.environ.get("PYSPARK_GATEWAY_PORT") and sys.executable:
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
