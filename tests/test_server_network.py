@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from support import wait_for
 
 from pyklog.broker.server.network import OwnedFd, SocketServer
 
@@ -173,3 +174,53 @@ def test_idle_connections_are_closed(server_factory):
         assert _closed(idle, timeout=3)
         busy.sendall(_frame(b"still"))
         assert _recv_frame(busy) == b"llits"
+
+
+def test_memory_pool_mutes_reads_until_a_request_is_answered(server_factory):
+    """queued.max.request.bytes: a request larger than the pool is still served (non-strict, as
+    Kafka's SimpleMemoryPool in the broker), and while its bytes are held by the handler no other
+    connection is read; answering it releases the memory and the waiting request is served."""
+    held = []
+    got_big = threading.Event()
+
+    def handler(request):
+        if len(request.frame) > 1000:
+            held.append(request)
+            got_big.set()
+        else:
+            echo_reversed(request)
+
+    srv = server_factory(handler, queued_max_request_bytes=1000)
+    big = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    big.sendall(_frame(b"B" * 4000))
+    assert got_big.wait(5)
+    small = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    small.sendall(_frame(b"abc"))
+    small.settimeout(1.0)
+    with pytest.raises(socket.timeout):
+        small.recv(1)  # muted: the pool is exhausted by the request the handler holds
+    held.pop().send([_frame(b"done")])
+    assert _recv_frame(big) == b"done"
+    small.settimeout(5.0)
+    assert _recv_frame(small) == b"cba"
+    assert srv.memory_pool.available == 1000  # every reservation went back
+    big.close()
+    small.close()
+
+
+def test_connection_quotas_per_ip_and_total(server_factory):
+    srv = server_factory(echo_reversed, max_connections_per_ip=2)
+    a = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    b = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    for s in (a, b):
+        s.sendall(_frame(b"xy"))
+        assert _recv_frame(s) == b"yx"
+    c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    assert _closed(c)
+    a.close()
+    wait_for(lambda: srv.quotas.total == 1, timeout=5, message="the closed connection counted out")
+    d = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    d.sendall(_frame(b"ok"))
+    assert _recv_frame(d) == b"ko"
+    for s in (b, c, d):
+        s.close()

@@ -30,6 +30,14 @@ Settings (Kafka's names and defaults unless noted)::
     num.io.threads                     8
     queued.max.requests                500
     connections.max.idle.ms            600000
+    max.connections                    2147483647 (at the limit the acceptor waits: new connections stay
+                                       in the listen backlog until one closes, as Kafka's Acceptor does)
+    max.connections.per.ip             2147483647 (a new connection beyond it is closed at once; 0 only
+                                       with overrides)
+    max.connections.per.ip.overrides   "" ("host:count,host:count"; a host name counts for its addresses)
+    queued.max.request.bytes           -1 (unbounded; else the bytes of requests being received or
+                                       queued/handled, reserved when a request's size prefix is read:
+                                       the network threads stop reading while they are exhausted)
     delete.topic.enable                true
     group.initial.rebalance.delay.ms   3000   (the group coordinator's settings, Kafka's defaults)
     group.min.session.timeout.ms       6000
@@ -227,6 +235,14 @@ def _server_config_def() -> ConfigDef:
             .define("num.io.threads", Type.INT, 8, Range(1, 1024), H, "request handler threads")
             .define("queued.max.requests", Type.INT, 500, Range(1, 1_000_000), H, "request queue size")
             .define("connections.max.idle.ms", Type.LONG, 600000, Range(-1), M, "idle connection timeout")
+            .define("max.connections", Type.INT, _INT32_MAX, Range(0), M,
+                    "connections the broker allows at any time; at the limit the acceptor waits")
+            .define("max.connections.per.ip", Type.INT, _INT32_MAX, Range(0), M,
+                    "connections allowed from each address; more are closed at once")
+            .define("max.connections.per.ip.overrides", Type.STRING, "", None, M,
+                    "per-host limits, 'host:count,host:count'")
+            .define("queued.max.request.bytes", Type.LONG, -1, Range(-1), M,
+                    "bytes of requests received or queued before the network threads stop reading; -1: no limit")
             # accepted for compatibility, no effect (IGNORED_KEYS)
             .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
             .define("transaction.state.log.replication.factor", Type.INT, None, Range(0), L, "no effect in pyklog")
@@ -267,6 +283,10 @@ class ServerConfig:
     num_io_threads: int = 8
     queued_max_requests: int = 500
     connections_max_idle_ms: int = 600000
+    max_connections: int = _INT32_MAX
+    max_connections_per_ip: int = _INT32_MAX
+    max_connections_per_ip_overrides: dict[str, int] = dataclasses.field(default_factory=dict)
+    queued_max_request_bytes: int = -1
     log_props: dict[str, str] = dataclasses.field(default_factory=dict)  # log.* + message.max.bytes
     raw: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -277,6 +297,8 @@ class ServerConfig:
         "offsets.topic.num.partitions", "offsets.topic.replication.factor", "message.max.bytes",
         "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
+        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+        "queued.max.request.bytes",
     }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS
 
     @classmethod
@@ -319,6 +341,10 @@ class ServerConfig:
         log_props = {k: v for k, v in props.items() if k in LOG_KEYS}
         log_props["message.max.bytes"] = str(message_max)
         connection = values["zookeeper.connection.timeout.ms"]
+        overrides = parse_connection_overrides(values["max.connections.per.ip.overrides"])
+        if values["max.connections.per.ip"] == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides "
+                              "set, read 0 and no overrides")
         cfg = cls(
             broker_id=values["broker.id"],
             zookeeper_connect=zk,
@@ -341,6 +367,10 @@ class ServerConfig:
             num_io_threads=values["num.io.threads"],
             queued_max_requests=values["queued.max.requests"],
             connections_max_idle_ms=values["connections.max.idle.ms"],
+            max_connections=values["max.connections"],
+            max_connections_per_ip=values["max.connections.per.ip"],
+            max_connections_per_ip_overrides=overrides,
+            queued_max_request_bytes=values["queued.max.request.bytes"],
             log_props=log_props,
             raw=props,
         )
@@ -349,6 +379,12 @@ class ServerConfig:
                               f"{props.get('group.min.session.timeout.ms', 6000)} > "
                               f"{props.get('group.max.session.timeout.ms', 1800000)}")
         return cfg
+
+    def socket_server_limits(self) -> dict[str, Any]:
+        """The resource bounds as keyword arguments of :class:`pyklog.broker.server.network.SocketServer`."""
+        return {"max_connections": self.max_connections, "max_connections_per_ip": self.max_connections_per_ip,
+                "max_connections_per_ip_overrides": dict(self.max_connections_per_ip_overrides),
+                "queued_max_request_bytes": self.queued_max_request_bytes}
 
     def log_config(self):
         """The broker-wide default :class:`broker.log.config.LogConfig` (ConfigError on a bad log.* value)."""
@@ -372,6 +408,23 @@ class ServerConfig:
     @property
     def bind_host(self) -> str:
         return self.listener.host or "0.0.0.0"
+
+
+def parse_connection_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count,host:count`` (Kafka's CSV map; the count
+    follows the last ``:``, so an IPv6 address may be written as is).  ConfigError on a bad entry."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        host, sep, count = part.rpartition(":")
+        host = host.strip().strip("[]")
+        count = count.strip()
+        if not sep or not host or not count.isdigit() or int(count) > _INT32_MAX:
+            raise ConfigError("max.connections.per.ip.overrides: expected host:count[,host:count...] with "
+                              f"count 0..{_INT32_MAX}, read {part!r} in {value!r}")
+        out[host] = int(count)
+    return out
 
 
 def _check_zk_connect(value: str) -> None:

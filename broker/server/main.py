@@ -66,7 +66,7 @@ class BrokerServer:
                 num_network_threads=cfg.num_network_threads, num_io_threads=cfg.num_io_threads,
                 queued_max_requests=cfg.queued_max_requests, max_request_bytes=cfg.socket_request_max_bytes,
                 send_buffer_bytes=cfg.socket_send_buffer_bytes, receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                connections_max_idle_ms=cfg.connections_max_idle_ms).bind()
+                connections_max_idle_ms=cfg.connections_max_idle_ms, **cfg.socket_server_limits()).bind()
             self.port = self.socket_server.port
             adv = cfg.advertised_listener
             adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port

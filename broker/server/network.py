@@ -19,6 +19,24 @@ The seed's threading model (Kafka's ``SocketServer``):
   through a Python buffer.  An :class:`OwnedFd` as ``file`` is closed once the response is sent or
   the connection closes.
 
+Resource bounds (Kafka's broker settings of the same names, see Kafka's broker configuration docs):
+
+* ``max.connections`` (:class:`ConnectionQuotas`): at the limit the acceptor stops accepting, as
+  Kafka's ``Acceptor`` does (it waits for a connection slot): new connections wait in the listen
+  backlog (their TCP handshake completes in the kernel, no request is read) until a connection closes.
+* ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``: a new connection from an address
+  at its limit is closed at once after accept (Kafka's ``TooManyConnectionsException``); one log
+  line per address per :data:`REJECT_LOG_INTERVAL_S`, with the count of refusals since the last one.
+* ``queued.max.request.bytes`` (:class:`MemoryPool`, Kafka's ``SimpleMemoryPool`` in its non-strict
+  mode): bytes of requests being received plus requests queued or being handled.  A request's size is
+  reserved as soon as its 4-byte size prefix is read, so a half-sent request counts in full.  While
+  the pool is exhausted a processor stops reading every connection that has no reservation (the
+  channel is muted, as in Kafka's ``Selector`` under memory pressure); a connection holding a
+  reservation keeps receiving its request.  The reservation is released when the handler has answered
+  (or the connection closed) and the waiting connections resume.  Non-strict: a reservation is
+  granted whenever any memory is free, so a request larger than the pool (but within
+  ``socket.request.max.bytes``) is still served, alone.
+
 The handler is ``handler(request: Request) -> None``, called on a handler thread; it must
 eventually call exactly one of :meth:`Request.send` (chunks), :meth:`Request.send_nothing` (no
 response, e.g. Produce acks=0) or :meth:`Request.close_connection`, now or later from any thread
@@ -41,6 +59,8 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from pyklog.broker.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
@@ -48,6 +68,115 @@ _MIN_BUFFER = 64 * 1024          # initial receive buffer per connection
 _MAX_KEEP_BUFFER = 8 * 1024 * 1024  # buffers above this are dropped when the connection goes idle
 _SENDMSG_MAX_BUFFERS = 64
 _SENDFILE_CHUNK = 64 * 1024 * 1024
+INT32_MAX = 2**31 - 1
+REJECT_LOG_INTERVAL_S = 60.0  # one "too many connections" line per address per interval
+
+
+class MemoryPool:
+    """Kafka's ``SimpleMemoryPool`` (non-strict) for ``queued.max.request.bytes``: a byte budget shared
+    by every processor.  ``capacity`` < 0 means unbounded (Kafka's ``MemoryPool.NONE``).
+
+    :meth:`try_allocate` grants any size while the available bytes are positive (so a request larger
+    than the pool is still served, alone) and refuses once they are exhausted; :meth:`release` gives
+    bytes back and, when the pool goes from exhausted to available, calls every listener (the
+    processors' wakeup) so muted connections resume.  Thread-safe."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.available = capacity
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def try_allocate(self, size: int) -> bool:
+        if self.capacity < 0:
+            return True
+        with self._lock:
+            if self.available <= 0:
+                return False
+            self.available -= size
+            return True
+
+    def release(self, size: int) -> None:
+        if self.capacity < 0 or size <= 0:
+            return
+        with self._lock:
+            was_exhausted = self.available <= 0
+            self.available += size
+            now_available = self.available > 0
+        if was_exhausted and now_available:
+            for fn in self._listeners:
+                fn()
+
+    def clear_listeners(self) -> None:
+        self._listeners = []
+
+    def is_out_of_memory(self) -> bool:
+        return self.capacity >= 0 and self.available <= 0
+
+
+class ConnectionQuotas:
+    """Kafka's ``ConnectionQuotas``: live connections in total (``max.connections``) and per client
+    address (``max.connections.per.ip``, ``max.connections.per.ip.overrides`` keyed by address).
+    Thread-safe: the acceptor counts a connection in, its processor counts it out on close."""
+
+    def __init__(self, max_connections: int = INT32_MAX, max_per_ip: int = INT32_MAX,
+                 per_ip_overrides: dict[str, int] | None = None):
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = dict(per_ip_overrides or {})
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        self._cond = threading.Condition()
+        self._rejects: dict[str, list] = {}  # ip -> [last log time, refusals not yet logged]
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(ip, self.max_per_ip)
+
+    def wait_for_slot(self, timeout: float) -> bool:
+        """Block (up to ``timeout`` seconds) while ``max.connections`` are open; True when a slot is free."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.total < self.max_connections, timeout)
+
+    def try_inc(self, ip: str) -> bool:
+        """Count a new connection from ``ip`` in; False (nothing counted) when ``ip`` is at its limit."""
+        with self._cond:
+            n = self.per_ip.get(ip, 0)
+            if n >= self.limit_for(ip):
+                return False
+            self.per_ip[ip] = n + 1
+            self.total += 1
+            return True
+
+    def dec(self, ip: str) -> None:
+        with self._cond:
+            n = self.per_ip.get(ip, 0) - 1
+            if n > 0:
+                self.per_ip[ip] = n
+            else:
+                self.per_ip.pop(ip, None)
+            self.total -= 1
+            self._cond.notify_all()
+
+    def note_rejected(self, ip: str, now: float) -> int | None:
+        """Record one refused connection; the number refused since the last log line when one is due
+        (at most one per address per :data:`REJECT_LOG_INTERVAL_S`), else None."""
+        with self._cond:
+            if len(self._rejects) > 4096:  # many addresses: forget those not refused for an interval
+                self._rejects = {k: v for k, v in self._rejects.items()
+                                 if v[0] is not None and now - v[0] < REJECT_LOG_INTERVAL_S}
+            entry = self._rejects.setdefault(ip, [None, 0])
+            entry[1] += 1
+            if entry[0] is None or now - entry[0] >= REJECT_LOG_INTERVAL_S:
+                n, entry[0], entry[1] = entry[1], now, 0
+                return n
+            return None
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
 
 class OwnedFd:
@@ -136,13 +265,16 @@ class _Connection:
     """Processor-private state of one client connection.  Only its processor thread touches it."""
 
     __slots__ = ("id", "sock", "fd", "peer", "processor", "buf", "start", "end", "muted", "out",
-                 "registered", "last_active", "closed", "inflight")
+                 "registered", "last_active", "closed", "inflight", "ip", "reserved", "memory_muted")
 
-    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: "Processor"):
+    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: "Processor", ip: str = ""):
         self.id = cid
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
+        self.ip = ip            # counted in the server's ConnectionQuotas under this address
+        self.reserved = 0       # MemoryPool bytes held for the request being received or handled
+        self.memory_muted = False  # waiting for the MemoryPool: not reading
         self.processor = processor
         self.buf = bytearray(_MIN_BUFFER)
         self.start = 0          # first unconsumed byte in buf
@@ -174,6 +306,8 @@ class Processor(threading.Thread):
         self.inflight = 0
         self.running = True
         self.draining = False
+        self._memory_waiters: dict[int, _Connection] = {}  # muted until the MemoryPool has room
+        server.memory_pool.add_listener(self.wakeup)
 
     # -- called from other threads -------------------------------------------------------
     def wakeup(self) -> None:
@@ -184,8 +318,9 @@ class Processor(threading.Thread):
             except (BlockingIOError, OSError):
                 pass
 
-    def add_connection(self, sock: socket.socket, peer: str) -> None:
-        self._new.append((sock, peer))
+    def add_connection(self, sock: socket.socket, peer: str, ip: str = "") -> None:
+        """Hand over an accepted socket, already counted in the server's quotas under ``ip``."""
+        self._new.append((sock, peer, ip))
         self.wakeup()
 
     def enqueue_response(self, conn: _Connection, action: int, chunks) -> None:
@@ -211,6 +346,8 @@ class Processor(threading.Thread):
                         self._on_readable(conn)
                 self._process_new_connections()
                 self._process_responses()
+                if self._memory_waiters and not self.server.memory_pool.is_out_of_memory():
+                    self._resume_memory_waiters()
                 now = time.monotonic()
                 if now >= next_idle_check:
                     next_idle_check = now + 1.0
@@ -234,11 +371,12 @@ class Processor(threading.Thread):
 
     def _process_new_connections(self) -> None:
         while self._new:
-            sock, peer = self._new.popleft()
+            sock, peer, ip = self._new.popleft()
             if not self.running or self.draining:
                 sock.close()
+                self.server.quotas.dec(ip)
                 continue
-            conn = _Connection(self.server.next_connection_id(), sock, peer, self)
+            conn = _Connection(self.server.next_connection_id(), sock, peer, self, ip)
             self.conns[conn.id] = conn
             log.debug("accepted connection %d from %s", conn.id, peer)
             self._set_interest(conn, selectors.EVENT_READ)
@@ -248,6 +386,7 @@ class Processor(threading.Thread):
             conn, action, chunks = self._responses.popleft()
             conn.inflight = False
             self.inflight -= 1
+            self._release_memory(conn)  # the handler is done with the frame's bytes
             if conn.closed:
                 _release_chunks(chunks)
                 continue
@@ -294,8 +433,27 @@ class Processor(threading.Thread):
         except (OSError, ValueError, KeyError) as e:
             self._close(conn, f"selector error: {e}")
 
+    def _release_memory(self, conn: _Connection) -> None:
+        reserved, conn.reserved = conn.reserved, 0
+        if reserved:
+            self.server.memory_pool.release(reserved)
+
+    def _resume_memory_waiters(self) -> None:
+        """The MemoryPool has room again: let the waiting connections reserve and read, oldest first
+        (one that still finds the pool exhausted goes back to the end of the line)."""
+        pool = self.server.memory_pool
+        for cid in list(self._memory_waiters):
+            if pool.is_out_of_memory():
+                return
+            conn = self._memory_waiters.pop(cid)
+            conn.memory_muted = False
+            if conn.closed or conn.muted:
+                continue
+            if not self._try_dispatch(conn) and not conn.closed and not conn.memory_muted:
+                self._set_interest(conn, selectors.EVENT_READ)
+
     def _on_readable(self, conn: _Connection) -> None:
-        if conn.muted:
+        if conn.muted or conn.memory_muted:
             self._set_interest(conn, 0)
             return
         sock = conn.sock
@@ -352,6 +510,16 @@ class Processor(threading.Thread):
             self._close(conn, "frame size out of range")
             return False
         total = 4 + size
+        if not conn.reserved:
+            # reserve the whole request as soon as its size is known (Kafka's NetworkReceive
+            # allocates from the MemoryPool once the size prefix is read)
+            if not self.server.memory_pool.try_allocate(total):
+                conn.memory_muted = True
+                self._memory_waiters[conn.id] = conn
+                self._set_interest(conn, 0)
+                self.server.note_memory_pressure()
+                return True  # stop reading this connection until memory is released
+            conn.reserved = total
         if avail < total:
             return False
         if self.draining:
@@ -461,7 +629,12 @@ class Processor(threading.Thread):
                 c.owner.close()
         conn.out.clear()
         self.conns.pop(conn.id, None)
-        # an in-flight request stays counted until its handler answers (_process_responses)
+        self._memory_waiters.pop(conn.id, None)
+        self.server.quotas.dec(conn.ip)
+        # an in-flight request stays counted (and keeps its memory) until its handler answers
+        # (_process_responses); otherwise the memory of the half-received request goes back now
+        if not conn.inflight:
+            self._release_memory(conn)
 
     def pending(self) -> int:
         """Requests in flight plus connections with unsent response bytes (approximate)."""
@@ -489,6 +662,21 @@ def _log_request(conn: _Connection, frame: memoryview) -> None:
               api_key, version, cid, client_id, conn.id, conn.peer)
 
 
+def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` keyed by address: a host name counts for each of its
+    addresses (Kafka resolves each host with ``InetAddress.getByName``).  An unknown host raises
+    ConfigError naming it."""
+    out: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as e:
+            raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve host {host!r}: {e}") from e
+        for info in infos:
+            out[info[4][0]] = count
+    return out
+
+
 def _release_chunks(chunks) -> None:
     if not chunks:
         return
@@ -510,7 +698,10 @@ class SocketServer:
                  num_network_threads: int = 3, num_io_threads: int = 8, queued_max_requests: int = 500,
                  max_request_bytes: int = 100 * 1024 * 1024, send_buffer_bytes: int = -1,
                  receive_buffer_bytes: int = -1, connections_max_idle_ms: int = 600000,
-                 on_handler_error: Callable[[Request, BaseException], None] | None = None):
+                 on_handler_error: Callable[[Request, BaseException], None] | None = None,
+                 max_connections: int = INT32_MAX, max_connections_per_ip: int = INT32_MAX,
+                 max_connections_per_ip_overrides: dict[str, int] | None = None,
+                 queued_max_request_bytes: int = -1):
         self.host = host
         self.port = port
         self.handler = handler
@@ -521,6 +712,10 @@ class SocketServer:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.on_handler_error = on_handler_error
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
+                                       _resolve_overrides(max_connections_per_ip_overrides or {}))
+        self.memory_pool = MemoryPool(queued_max_request_bytes)
+        self._pressure_logged = self._slots_logged = -REJECT_LOG_INTERVAL_S
         self.requests: queue.Queue = queue.Queue(maxsize=queued_max_requests)
         self.processors: list[Processor] = []
         self.handlers: list[threading.Thread] = []
@@ -549,6 +744,14 @@ class SocketServer:
         self.port = ls.getsockname()[1]
         return self
 
+    def note_memory_pressure(self) -> None:
+        """A connection waits for the MemoryPool: one INFO line per minute at most (any thread)."""
+        now = time.monotonic()
+        if now - self._pressure_logged >= REJECT_LOG_INTERVAL_S:
+            self._pressure_logged = now
+            log.info("queued.max.request.bytes=%d exhausted: network threads stop reading new requests until "
+                     "memory is released (logged at most once a minute)", self.memory_pool.capacity)
+
     def start(self) -> "SocketServer":
         """Bind if needed and start the handler pool, the processors and the acceptor."""
         self.bind()
@@ -575,6 +778,7 @@ class SocketServer:
                 self._accept_wake_w.send(b"\x00")
             except OSError:
                 pass
+            self.quotas.wake()
             self._acceptor.join(5)
             self._acceptor = None
         elif self._listen is not None and not self._accepting:
@@ -604,6 +808,7 @@ class SocketServer:
             t.join(5)
         self.handlers = []
         self.processors = []
+        self.memory_pool.clear_listeners()
         for s in (self._accept_wake_r, self._accept_wake_w):
             if s is not None:
                 s.close()
@@ -614,8 +819,20 @@ class SocketServer:
         sel.register(self._listen, selectors.EVENT_READ)
         sel.register(self._accept_wake_r, selectors.EVENT_READ)
         rr = 0
+        quotas = self.quotas
         try:
             while self._accepting:
+                if quotas.total >= quotas.max_connections:
+                    # Kafka's Acceptor waits for a connection slot: new connections wait in the
+                    # listen backlog until one closes
+                    now = time.monotonic()
+                    if now - self._slots_logged >= REJECT_LOG_INTERVAL_S:
+                        self._slots_logged = now
+                        log.info("max.connections=%d reached: not accepting until a connection closes "
+                                 "(logged at most once a minute)", quotas.max_connections)
+                    while self._accepting and not quotas.wait_for_slot(0.5):
+                        pass
+                    continue
                 try:
                     ready = sel.select(1.0)
                 except OSError:
@@ -623,7 +840,7 @@ class SocketServer:
                 for key, _ in ready:
                     if key.fileobj is not self._listen:
                         continue
-                    while self._accepting:
+                    while self._accepting and quotas.total < quotas.max_connections:
                         try:
                             sock, addr = self._listen.accept()
                         except (BlockingIOError, InterruptedError):
@@ -632,14 +849,25 @@ class SocketServer:
                             log.warning("accept failed: %s", e)
                             time.sleep(0.1)
                             break
+                        ip = addr[0] if isinstance(addr, tuple) else str(addr)
+                        if not quotas.try_inc(ip):
+                            sock.close()  # Kafka: TooManyConnectionsException, connection closed
+                            refused = quotas.note_rejected(ip, time.monotonic())
+                            if refused is not None:
+                                log.warning("refused %d connection(s) from %s: it already has the maximum of "
+                                            "%d (max.connections.per.ip / max.connections.per.ip.overrides); "
+                                            "logged at most once a minute per address",
+                                            refused, ip, quotas.limit_for(ip))
+                            continue
                         try:
                             self._configure(sock)
                         except OSError as e:
                             log.debug("cannot configure accepted socket: %s", e)
                             sock.close()
+                            quotas.dec(ip)
                             continue
                         peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-                        self.processors[rr % len(self.processors)].add_connection(sock, peer)
+                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip)
                         rr += 1
         finally:
             sel.close()
