@@ -8,7 +8,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
-  error closes the connection, as Kafka does, so the producer notices.
+  error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
+  (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
+  appends nothing: only the broker's own offset manager writes there, through the log.
 * Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
@@ -81,6 +83,12 @@ from pyklog.broker.server.zk_offset_store import ZkOffsetStore
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
 
 log = logging.getLogger(__name__)
+
+#: Kafka's ``Topic.INTERNAL_TOPICS``: written only by the broker's own coordinators, which append
+#: through the log directly (:class:`broker.coordinator.OffsetManager`), never through Produce.
+#: ``__transaction_state`` is reserved for a future transaction coordinator.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -252,7 +260,7 @@ class KafkaApis:
                     "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
-            topics.append({"error_code": code, "name": name, "is_internal": name == OFFSETS_TOPIC,
+            topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
                            "partitions": partitions})
         self._respond(request, header, {
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
@@ -304,6 +312,10 @@ class KafkaApis:
                         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
                     if tx_error is not None:
                         raise tx_error
+                    if name in INTERNAL_TOPICS:
+                        # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
+                        # topics (a forged record would rewrite committed offsets)
+                        raise InvalidTopicError(f"Cannot append to internal topic {name}")
                     self._append(name, idx, pd["records"], version, entry)
                 except PyklogError as e:
                     failed = True
@@ -727,4 +739,4 @@ class KafkaApis:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 
 
-__all__ = ["KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]
+__all__ = ["INTERNAL_TOPICS", "KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]
