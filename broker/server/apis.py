@@ -19,7 +19,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).
 * CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).
+* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  No transactions
+  yet: FindCoordinator(key_type=1) and a transactional InitProducerId answer
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for stock transactional producers, which stop at once).
 * JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
@@ -89,6 +91,14 @@ log = logging.getLogger(__name__)
 #: ``__transaction_state`` is reserved for a future transaction coordinator.
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+#: There is no transaction coordinator yet (KIP-98).  FindCoordinator(key_type=1) and a
+#: transactional InitProducerId answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code stock clients
+#: (librdkafka's txnmgr, kafka-python's and Kafka's TransactionManager) treat as FATAL for a
+#: transactional producer: ``init_transactions()`` fails at once and shows the message, where
+#: COORDINATOR_NOT_AVAILABLE (retriable) made them retry until their timeout.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -585,7 +595,9 @@ class KafkaApis:
     def handle_init_producer_id(self, request, header, body):
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
-            resp["error_code"] = InvalidRequestError.code  # no transaction coordinator in pyklog
+            resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # fatal for the client (see above)
+            log.info("InitProducerId for transactional id %r from %s (client %r): %s", body["transactional_id"],
+                     request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
         else:
             try:
                 resp["producer_id"] = self._next_producer_id()
@@ -608,8 +620,15 @@ class KafkaApis:
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
                 "host": "", "port": -1}
         try:
+            if body.get("key_type", 0) == 1:
+                resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                resp["error_message"] = TRANSACTIONS_UNSUPPORTED
+                log.info("FindCoordinator for transactional id %r from %s (client %r): %s", body.get("key"),
+                         request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+                self._respond(request, header, resp)
+                return
             if body.get("key_type", 0) != 0:
-                raise CoordinatorNotAvailableError("pyklog has no transaction coordinator")
+                raise InvalidRequestError(f"unknown coordinator key type {body.get('key_type')}")
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
             node = self.offsets.coordinator_for(body["key"])
