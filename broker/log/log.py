@@ -39,6 +39,7 @@ scheduler shut down first (the LogManager's order) drops tasks, never files or d
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -71,6 +72,45 @@ def _standalone() -> Scheduler:
         if _standalone_scheduler is None or not _standalone_scheduler.running:
             _standalone_scheduler = Scheduler("log-scheduler-standalone")
         return _standalone_scheduler
+
+
+class StorageErrorReport:
+    """Storage errors (ENOSPC, EIO, EROFS, EFBIG, ...) of appends, rolls and flushes, logged at
+    ERROR once per condition -- one log directory and one errno -- with the file and the cause,
+    not once per request; the first write that succeeds again in that directory logs one INFO
+    "recovered" line with the number of failed writes in between.  (Kafka reports a failing log
+    directory once through its ``LogDirFailureChannel``; the client sees KAFKA_STORAGE_ERROR on
+    every failed write, as here.)  Thread-safe: one lock, taken on the success path only while
+    a condition is open."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open: dict[str, dict[int | None, int]] = {}  # log dir -> errno -> failed writes
+
+    def failed(self, log_dir: str, path: str, what: str, e: OSError) -> None:
+        with self._lock:
+            conditions = self._open.setdefault(log_dir, {})
+            first = e.errno not in conditions
+            conditions[e.errno] = conditions.get(e.errno, 0) + 1
+        if first:
+            name = errno.errorcode.get(e.errno, str(e.errno)) if e.errno is not None else type(e).__name__
+            log.error("storage error in log directory %s: %s of %s failed: %s (%s); producers get "
+                      "KAFKA_STORAGE_ERROR until writes succeed again (logged once per directory and errno)",
+                      log_dir, what, path, e.strerror or e, name)
+
+    def succeeded(self, log_dir: str) -> None:
+        if not self._open:  # the append path: no lock while nothing failed
+            return
+        with self._lock:
+            conditions = self._open.pop(log_dir, None)
+        if conditions:
+            names = ", ".join(errno.errorcode.get(c, str(c)) if c is not None else "?" for c in conditions)
+            log.info("log directory %s recovered: writes succeed again after %s (%d failed writes)",
+                     log_dir, names, sum(conditions.values()))
+
+
+#: the broker's one report of storage errors (every Log and the LogManager use it)
+STORAGE_ERRORS = StorageErrorReport()
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -278,13 +318,14 @@ class Log:
             first_offset = self._leo
             out, metas, next_offset, max_ts_all = assign_offsets(
                 buf, checked.batches, first_offset, leader_epoch, now if log_append else None)
-            seg = self._maybe_roll(n, first_offset, next_offset - 1, max_ts_all, now)
+            seg = None
             try:
+                seg = self._maybe_roll(n, first_offset, next_offset - 1, max_ts_all, now)
                 seg.append(out, metas, n)
             except OSError as e:
-                raise KafkaStorageError(
-                    f"{self.topic}-{self.partition}: write to {seg.log_path} failed: {e}"
-                ) from e
+                what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
+                STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
+                raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
             if producer is not None:
                 self._producers.update(producer, first_offset, next_offset - 1, metas[0][3])
             self._leo = next_offset
@@ -293,7 +334,12 @@ class Log:
             if (self._unflushed_messages >= cfg.flush_interval_messages
                     or (cfg.flush_interval_ms is not None
                         and now - self._last_flush_ms >= cfg.flush_interval_ms)):
-                self._flush_locked()
+                try:
+                    self._flush_locked()
+                except OSError as e:  # appended but not durable: the producer is told to retry
+                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "flush", e)
+                    raise KafkaStorageError(f"{self.topic}-{self.partition}: flush failed: {e}") from e
+            STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
             return AppendInfo(first_offset, next_offset - 1, now if log_append else -1,
                               self._log_start_offset, records, False)
 

@@ -54,7 +54,7 @@ from .checkpoint import (
     OffsetCheckpointFile,
 )
 from .config import LogConfig
-from .log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
+from .log import DELETE_DIR_SUFFIX, STORAGE_ERRORS, Log, parse_topic_partition
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,8 @@ class LogManager:
             try:
                 if lg.maybe_flush(now_ms):
                     n += 1
+            except OSError as e:  # once per log dir and errno, not every interval
+                STORAGE_ERRORS.failed(os.path.dirname(lg.dir), e.filename or lg.dir, "flush", e)
             except Exception as e:
                 log.error("flush of %s failed: %s", lg, e)
         return n

@@ -8,7 +8,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
-  error closes the connection, as Kafka does, so the producer notices.
+  error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
+  (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
+  appends nothing: only the broker's own offset manager writes there, through the log.
 * Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
@@ -17,7 +19,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).
 * CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).
+* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  No transactions
+  yet: FindCoordinator(key_type=1) and a transactional InitProducerId answer
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for stock transactional producers, which stop at once).
 * JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
@@ -81,6 +85,20 @@ from pyklog.broker.server.zk_offset_store import ZkOffsetStore
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
 
 log = logging.getLogger(__name__)
+
+#: Kafka's ``Topic.INTERNAL_TOPICS``: written only by the broker's own coordinators, which append
+#: through the log directly (:class:`broker.coordinator.OffsetManager`), never through Produce.
+#: ``__transaction_state`` is reserved for a future transaction coordinator.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+#: There is no transaction coordinator yet (KIP-98).  FindCoordinator(key_type=1) and a
+#: transactional InitProducerId answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code stock clients
+#: (librdkafka's txnmgr, kafka-python's and Kafka's TransactionManager) treat as FATAL for a
+#: transactional producer: ``init_transactions()`` fails at once and shows the message, where
+#: COORDINATOR_NOT_AVAILABLE (retriable) made them retry until their timeout.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -252,7 +270,7 @@ class KafkaApis:
                     "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
-            topics.append({"error_code": code, "name": name, "is_internal": name == OFFSETS_TOPIC,
+            topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
                            "partitions": partitions})
         self._respond(request, header, {
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
@@ -304,6 +322,10 @@ class KafkaApis:
                         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
                     if tx_error is not None:
                         raise tx_error
+                    if name in INTERNAL_TOPICS:
+                        # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
+                        # topics (a forged record would rewrite committed offsets)
+                        raise InvalidTopicError(f"Cannot append to internal topic {name}")
                     self._append(name, idx, pd["records"], version, entry)
                 except PyklogError as e:
                     failed = True
@@ -573,7 +595,9 @@ class KafkaApis:
     def handle_init_producer_id(self, request, header, body):
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
-            resp["error_code"] = InvalidRequestError.code  # no transaction coordinator in pyklog
+            resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # fatal for the client (see above)
+            log.info("InitProducerId for transactional id %r from %s (client %r): %s", body["transactional_id"],
+                     request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
         else:
             try:
                 resp["producer_id"] = self._next_producer_id()
@@ -596,8 +620,15 @@ class KafkaApis:
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
                 "host": "", "port": -1}
         try:
+            if body.get("key_type", 0) == 1:
+                resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                resp["error_message"] = TRANSACTIONS_UNSUPPORTED
+                log.info("FindCoordinator for transactional id %r from %s (client %r): %s", body.get("key"),
+                         request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+                self._respond(request, header, resp)
+                return
             if body.get("key_type", 0) != 0:
-                raise CoordinatorNotAvailableError("pyklog has no transaction coordinator")
+                raise InvalidRequestError(f"unknown coordinator key type {body.get('key_type')}")
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
             node = self.offsets.coordinator_for(body["key"])
@@ -727,4 +758,4 @@ class KafkaApis:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 
 
-__all__ = ["KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]
+__all__ = ["INTERNAL_TOPICS", "KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]

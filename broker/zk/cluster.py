@@ -35,6 +35,7 @@ snapshots taken under a lock; watch callbacks and listeners run on kazoo's callb
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
 import time
@@ -131,6 +132,24 @@ def split_connect_string(zk_connect: str) -> tuple[str, str]:
 def new_cluster_id() -> str:
     """22 characters of URL-safe base64 without padding, from a random UUID (as Kafka)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _watch_callback(fn):
+    """A ChildrenWatch function that returns False (kazoo then drops the watch) when it runs while
+    or after :meth:`ZkCluster.stop` closes the client, instead of failing on the client set to None."""
+
+    @functools.wraps(fn)
+    def watch(self, children):
+        if self._stopping:
+            return False
+        try:
+            return fn(self, children)
+        except Exception:  # noqa: BLE001 - only swallowed when stop() pulled the client away
+            if self._stopping or self.zk is None:
+                return False
+            raise
+
+    return watch
 
 
 class ZkCluster:
@@ -418,9 +437,8 @@ class ZkCluster:
             except Exception:
                 log.exception("cluster listener %r failed", fn)
 
+    @_watch_callback
     def _on_broker_ids(self, children) -> bool | None:
-        if self._stopping:
-            return False
         try:
             brokers = self._read_brokers(children)
         except (PyklogError, KazooException) as e:
@@ -454,9 +472,8 @@ class ZkCluster:
 
         return self._retry(read)
 
+    @_watch_callback
     def _on_topic_names(self, children) -> bool | None:
-        if self._stopping:
-            return False
         try:
             changed = self._refresh_topics(children)
         except (PyklogError, KazooException) as e:
@@ -723,9 +740,8 @@ class ZkCluster:
         walk(root)
         return out
 
+    @_watch_callback
     def _on_delete_requests(self, children) -> bool | None:
-        if self._stopping:
-            return False
         if children and self.controller_id == self.broker_id:
             self.zk.handler.spawn(self._process_delete_requests)
         return None
@@ -795,9 +811,8 @@ class ZkCluster:
         log.info("altered config of topic %s: %s", name, config)
         return dict(config)
 
+    @_watch_callback
     def _on_config_changes(self, children) -> bool | None:
-        if self._stopping:
-            return False
         if not children:
             return None
         with self._lock:
