@@ -248,9 +248,9 @@ class LogLoader:
         for i, rng in pending_tail:
             nxt = next((s for s in segments[i + 1:] if s.size), None)
             if nxt is not None:
-                first = nxt.walk(0, nxt.size)
-                h = next(first, None)
-                rng.last_offset_lost = (h.base_offset if h is not None else nxt.base_offset) - 1
+                first = next(nxt.walk(0, nxt.size), None)
+                rng.last_offset_lost = (first[1].base_offset if first is not None
+                                        else nxt.base_offset) - 1
             self._log_skipped(rng)
         return segments
 
