@@ -439,7 +439,7 @@ def test_recovery_drops_appended_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["header", "body"])
-def test_recovery_truncates_at_a_flipped_bit_and_drops_later_segments(tmp_path, where):
+def test_recovery_cuts_only_a_flipped_batch_and_keeps_later_segments(tmp_path, where):
     d, one, expected, cfg = build_damage_log(tmp_path, one_segment=False)
     segs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
     assert len(segs) == 4  # 6 batches per segment (18 offsets)
@@ -449,14 +449,16 @@ def test_recovery_truncates_at_a_flipped_bit_and_drops_later_segments(tmp_path, 
     raw[bad_pos] ^= 0x10
     open(path, "wb").write(raw)
     lg, got = reopen_unclean(d, cfg)
-    assert got == expected[: 18 + 6]  # first segment + two batches of the second
-    assert lg.log_end_offset == 24
-    assert lg.last_recovery.cuts[0].segment == segs[1]
-    assert lg.last_recovery.cuts[0].position == 2 * one
-    assert lg.last_recovery.deleted_segments == segs[2:]
-    assert sorted(f for f in os.listdir(d) if f.endswith(".log")) == segs[:2]
-    with pytest.raises(OffsetOutOfRangeError):
-        lg.read(30, 100)
+    # everything but the third batch of the second segment (offsets 24..26), at its offset
+    assert got == [r for r in expected if not 24 <= r[0] <= 26]
+    assert lg.log_end_offset == 60
+    assert not lg.last_recovery.cuts and not lg.last_recovery.deleted_segments
+    (rng,) = lg.last_recovery.skipped
+    assert (rng.segment, rng.position, rng.bytes_skipped) == (segs[1], 2 * one, one)
+    assert (rng.first_offset_lost, rng.last_offset_lost, rng.records_lost) == (24, 26, 3)
+    assert sorted(f for f in os.listdir(d) if f.endswith(".log")) == segs
+    assert os.path.getsize(path) == 5 * one
+    assert lg.read(25, 100).first_offset == 27  # a fetch inside the gap gets the next batch
     lg.close()
 
 
@@ -479,7 +481,9 @@ def test_clean_shutdown_skips_recovery(tmp_path):
     assert lg.log_end_offset == 60  # nothing validated, nothing cut
     lg.close()
     lg, got = reopen_unclean(d, cfg)
-    assert len(got) == 12 and lg.last_recovery.cuts[0].reason == "CRC-32C mismatch"
+    # the damaged fifth batch (offsets 12..14) is cut out, the 15 batches after it are kept
+    assert got == [r for r in expected if not 12 <= r[0] <= 14]
+    assert lg.last_recovery.skipped[0].reason == "CRC-32C mismatch"
     lg.close()
 
 

@@ -10,10 +10,29 @@ opens the :class:`~pyklog.broker.log.log.Log`, before the log is visible to anyo
 2. open every ``<20-digit base offset>.log`` in base-offset order;
 3. after an unclean shutdown, revalidate from the segment holding the recovery point on, batch
    by batch (framing and CRC-32C, ``LogSegment.recover``), rebuilding each segment's offset and
-   time indexes; the first invalid batch truncates its segment there and every later segment is
-   deleted, and a :class:`SegmentCut` reports what was cut.  Segments before the recovery
-   point (or all after a clean shutdown) only load their indexes, which are rebuilt when they
-   are unreadable;
+   time indexes.  Segments before the recovery point (or all after a clean shutdown) only load
+   their indexes, which are rebuilt when they are unreadable.  What an invalid batch costs:
+
+   * a torn tail of the active (last) segment, i.e. invalid bytes after which nothing valid
+     follows, is truncated as in Kafka (a :class:`SegmentCut`, logged at WARNING);
+   * damaged bytes anywhere else cost only those bytes (a :class:`SkippedRange`, logged at
+     ERROR once per range with the file, byte range, offsets and records lost).  Recovery
+     resynchronises on the next valid batch (``LogSegment.recover(resync=True)``) and the
+     segment is rewritten without the damaged range; a damaged tail of a sealed segment is
+     truncated and the later segments are kept.  The batches after the damage keep their
+     offsets: the log has an offset gap, which Kafka consumers step over as they do after
+     compaction.
+
+   Kafka itself truncates at the first invalid batch and deletes every later segment: a
+   follower then refetches them from the leader (``UnifiedLog``/``LogLoader``).  pyklog has no
+   replica to refetch from, so deleting intact acknowledged batches would lose them for good.
+   Why a rewrite rather than keeping the bytes and teaching reads to skip them: after the
+   rewrite the segment is an ordinary segment again, so the offset index, ``walk``, Fetch,
+   retention, the cleaner and a later clean-shutdown load (which does not revalidate) need no
+   notion of a hole, and nothing has to remember where the hole is.  The rewrite is the
+   cleaner's crash-safe two-step swap (``.cleaned`` -> ``.swap`` -> final name, with fsyncs),
+   whose leftovers step 1 already finishes; a second crash anywhere in it loses nothing more
+   (before the ``.swap`` rename the damaged original is still there and is recovered again);
 4. rebuild the producer state (idempotent producers' last sequences) from the latest snapshot
    at or below the log end offset plus a replay of the batch headers after it.
 
@@ -48,7 +67,7 @@ from .segment import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "rebuild_producer_state",
+__all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "SkippedRange", "rebuild_producer_state",
            "segment_kwargs"]
 
 
@@ -61,21 +80,52 @@ class SegmentCut:
 
 
 @dataclass
+class SkippedRange:
+    """Damaged bytes ``[position, position + bytes_skipped)`` of ``segment`` (positions in the
+    file as it was before recovery) that recovery removed while keeping the valid batches after
+    them.  Offsets ``first_offset_lost .. last_offset_lost`` are gone (``last_offset_lost`` is
+    None when nothing valid follows anywhere); ``records_lost`` is the damaged batch's record
+    count when its header was still believable, else None."""
+
+    segment: str
+    position: int
+    bytes_skipped: int
+    reason: str
+    first_offset_lost: int
+    last_offset_lost: int | None
+    records_lost: int | None = None
+
+    @property
+    def offsets_lost(self) -> int | None:
+        if self.last_offset_lost is None:
+            return None
+        return self.last_offset_lost - self.first_offset_lost + 1
+
+
+@dataclass
 class RecoveryReport:
     """What loading the log did: ``clean_shutdown`` (recovery skipped), ``recovered_segments``
-    (revalidated), ``cuts`` (truncations), ``deleted_segments`` (dropped after a cut),
-    ``rebuilt_indexes`` (segments whose index had to be rebuilt)."""
+    (revalidated), ``cuts`` (truncations at the end of a segment), ``skipped`` (damaged ranges
+    removed with valid data after them, each a :class:`SkippedRange`; a damaged tail of a sealed
+    segment is both a cut and a skipped range), ``deleted_segments`` (segments dropped; since
+    recovery keeps the segments after a damaged one, always empty unless a later version
+    needs it), ``rebuilt_indexes`` (segments whose index had to be rebuilt)."""
 
     clean_shutdown: bool
     recovered_segments: int = 0
     recovered_bytes: int = 0
     cuts: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
     deleted_segments: list = field(default_factory=list)
     rebuilt_indexes: list = field(default_factory=list)
 
     @property
     def truncated_bytes(self) -> int:
         return sum(c.bytes_cut for c in self.cuts)
+
+    @property
+    def skipped_bytes(self) -> int:
+        return sum(r.bytes_skipped for r in self.skipped)
 
 
 class LoadedLog(NamedTuple):
@@ -127,8 +177,8 @@ class LogLoader:
         if lso > leo:
             lso = leo
         rebuild_producer_state(self.producers, segments, leo,
-                               unclean=not clean or bool(report.cuts))
-        if report.cuts or report.recovered_segments:
+                               unclean=not clean or bool(report.cuts) or bool(report.skipped))
+        if report.cuts or report.skipped or report.recovered_segments:
             log.info("%s: recovered %d segment(s), %d bytes valid, log end offset %d", self.dir,
                      report.recovered_segments, report.recovered_bytes, leo)
         # clean: everything was flushed at shutdown; unclean: everything from the recovery
@@ -150,13 +200,16 @@ class LogLoader:
 
     def _recover(self, segments: list[LogSegment], report: RecoveryReport) -> list[LogSegment]:
         """Revalidate the segments from the one containing the recovery point on (all of them
-        load their indexes); truncate at the first invalid batch and delete what follows."""
+        load their indexes).  A torn tail of the last segment is truncated; any other damaged
+        range is cut out and the valid batches after it, in its segment and in later segments,
+        are kept (module docstring)."""
         clean = self.clean_shutdown
         first_unflushed = 0
         for i, seg in enumerate(segments):
             if seg.base_offset <= self.recovery_point:
                 first_unflushed = i
-        cut_at = None
+        pending_tail: list[tuple[int, SkippedRange]] = []  # sealed tails: next offset unknown yet
+        last = len(segments) - 1
         for i, seg in enumerate(segments):
             needs_recovery = (not clean) and i >= first_unflushed
             if not needs_recovery:
@@ -167,27 +220,56 @@ class LogLoader:
                     log.warning("%s: rebuilding the indexes of %s: %s", self.dir,
                                 os.path.basename(seg.log_path), e)
                     report.rebuilt_indexes.append(os.path.basename(seg.log_path))
-            res = seg.recover(max_batch_bytes=None)
+            limit = segments[i + 1].base_offset if i < last else None
+            res = seg.recover(max_batch_bytes=None, resync=True, offset_limit=limit)
             report.recovered_segments += 1
             report.recovered_bytes += res.valid_bytes
+            name = os.path.basename(seg.log_path)
+            for d in res.damaged:
+                if d.next_base_offset is None and i == last:
+                    continue  # the torn tail of the active segment: a cut, below
+                rng = SkippedRange(name, d.position, d.size, d.reason, d.first_lost_offset,
+                                   None if d.next_base_offset is None else d.next_base_offset - 1,
+                                   d.records)
+                report.skipped.append(rng)
+                if d.next_base_offset is None:
+                    pending_tail.append((i, rng))
+                else:
+                    self._log_skipped(rng)
             if res.truncated_bytes:
-                cut = SegmentCut(os.path.basename(seg.log_path), res.position,
-                                 res.truncated_bytes, res.reason or "invalid data")
+                cut = SegmentCut(name, res.position, res.truncated_bytes,
+                                 res.reason or "invalid data")
                 report.cuts.append(cut)
-                log.warning(
-                    "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
-                    self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
-                )
-                cut_at = i
-                break
-        if cut_at is None:
-            return segments
-        for seg in segments[cut_at + 1:]:
-            report.deleted_segments.append(os.path.basename(seg.log_path))
-            log.warning("%s: deleting segment %s after the truncation point", self.dir,
-                        os.path.basename(seg.log_path))
-            seg.delete_files()
-        return segments[: cut_at + 1]
+                if i == last:
+                    log.warning(
+                        "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
+                        self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
+                    )
+        for i, rng in pending_tail:
+            nxt = next((s for s in segments[i + 1:] if s.size), None)
+            if nxt is not None:
+                first = next(nxt.walk(0, nxt.size), None)
+                rng.last_offset_lost = (first[1].base_offset if first is not None
+                                        else nxt.base_offset) - 1
+            self._log_skipped(rng)
+        return segments
+
+    def _log_skipped(self, rng: SkippedRange) -> None:
+        if rng.last_offset_lost is None:
+            offsets = f"offsets from {rng.first_offset_lost} on lost (nothing valid follows)"
+        elif rng.last_offset_lost < rng.first_offset_lost:
+            offsets = "no offsets lost"
+        else:
+            offsets = (f"offsets {rng.first_offset_lost}..{rng.last_offset_lost} lost "
+                       f"({rng.offsets_lost} offsets, "
+                       + (f"{rng.records_lost} records)" if rng.records_lost is not None
+                          else "record count unknown)"))
+        log.error(
+            "%s: recovery removed damaged bytes [%d, %d) (%d bytes) of segment %s and kept the "
+            "valid batches after them: %s; reason: %s",
+            self.dir, rng.position, rng.position + rng.bytes_skipped, rng.bytes_skipped,
+            os.path.join(self.dir, rng.segment), offsets, rng.reason,
+        )
 
     def complete_swaps_and_cleanup(self) -> None:
         """Start-up cleanup of an interrupted delete / clean / swap (Kafka's rules):

@@ -28,6 +28,7 @@ from pyklog.broker.record.header import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     BatchHeader,
     parse_header,
 )
@@ -49,6 +50,14 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _NO_TIMESTAMP = -1
 
 
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def filename_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -61,15 +70,37 @@ def parse_base_offset(filename: str) -> int | None:
     return int(stem)
 
 
+class DamagedRange(NamedTuple):
+    """Bytes ``[position, end)`` of the original .log that failed validation for ``reason``.
+    ``first_lost_offset`` is the offset after the last good batch before them;
+    ``next_base_offset`` is the base offset of the first valid batch after them in the same
+    segment (None: nothing valid follows in this segment).  ``records`` is the record count the
+    damaged batch's header claims when that header is consistent with the gap, else None."""
+
+    position: int
+    end: int
+    reason: str
+    first_lost_offset: int
+    next_base_offset: int | None
+    records: int | None
+
+    @property
+    def size(self) -> int:
+        return self.end - self.position
+
+
 class RecoveryResult(NamedTuple):
     """What recovering one segment found: ``valid_bytes`` kept, ``truncated_bytes`` cut at
-    ``position`` for ``reason`` (None when the segment was intact), ``batches`` validated."""
+    ``position`` (of the original file) for ``reason`` (None when the segment was intact),
+    ``batches`` validated, and ``damaged``: every invalid byte range, the trailing one included
+    (only with ``resync=True``; otherwise just the trailing one)."""
 
     valid_bytes: int
     truncated_bytes: int
     position: int
     reason: str | None
     batches: int
+    damaged: tuple = ()
 
 
 class LogSegment:
@@ -238,12 +269,61 @@ class LogSegment:
 
     # ------------------------------------------------------------------ recovery
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None,
-                max_batch_bytes: int | None = None) -> RecoveryResult:
+                max_batch_bytes: int | None = None, *, resync: bool = False,
+                offset_limit: int | None = None) -> RecoveryResult:
         """Revalidate every batch (framing, magic, offsets increasing, CRC-32C; no record
-        decode), rebuild both indexes, and truncate the file at the first invalid batch.
+        decode), rebuild both indexes, and cut invalid bytes.
+
+        Without ``resync`` the file is truncated at the first invalid batch (Kafka's
+        ``LogSegment.recover``).  With ``resync`` an invalid batch is only the end of the
+        segment when no valid batch follows it (a torn tail, truncated as without resync);
+        otherwise the damaged bytes are cut out and the batches after them kept at their
+        offsets (see :meth:`_rewrite_keeping`).  Resynchronising scans forward for the next
+        position holding a v2 batch header (magic 2 at its place) whose base offset is at or
+        above the next expected offset, whose last offset is below ``offset_limit`` (the next
+        segment's base offset) and whose CRC-32C matches; a random byte run passing all three is
+        practically impossible (CRC-32C alone: 1 in 2**32).
 
         The file is mapped read-only (``mmap``) so CRC-32C runs over the page cache without a
         copy.  ``on_batch(header)`` is called for each valid batch (producer-state rebuild)."""
+        file_size = os.fstat(self.fd).st_size
+        pos, reason, batches, prev_next, damaged = self._validate(
+            file_size, on_batch, max_batch_bytes, resync, offset_limit)
+        inner = [d for d in damaged if d.next_base_offset is not None]
+        if inner:
+            # keep every valid range; the trailing damage (if any) is dropped with the rest
+            keep, start = [], 0
+            for d in damaged:
+                if d.position > start:
+                    keep.append((start, d.position))
+                start = d.end
+            if start < file_size and damaged[-1].next_base_offset is not None:
+                keep.append((start, file_size))
+            self._rewrite_keeping(keep)
+            new_size = os.fstat(self.fd).st_size
+            # second pass over the rewritten file: positions moved, so the indexes are rebuilt
+            # from scratch; the producer-state callback already saw every valid batch
+            _pos, _reason, batches, prev_next, again = self._validate(
+                new_size, None, max_batch_bytes, False, offset_limit)
+            if again:  # cannot happen unless the disk changes under us: keep what validated
+                os.ftruncate(self.fd, _pos)
+                new_size = _pos
+            self.size = new_size
+            self.next_offset = prev_next
+            tail = damaged[-1] if damaged[-1].next_base_offset is None else None
+            if tail is None:
+                return RecoveryResult(new_size, 0, file_size, None, batches, tuple(damaged))
+            return RecoveryResult(new_size, tail.size, tail.position, tail.reason, batches,
+                                  tuple(damaged))
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.next_offset = prev_next
+        return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches,
+                              tuple(damaged))
+
+    def _validate(self, file_size, on_batch, max_batch_bytes, resync, offset_limit):
         self.index.reset()
         self.time_index.reset()
         self.max_timestamp = _NO_TIMESTAMP
@@ -251,28 +331,19 @@ class LogSegment:
         self.rolling_based_timestamp = None
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
-        file_size = os.fstat(self.fd).st_size
-        pos = 0
-        reason = None
-        batches = 0
-        prev_next = self.base_offset
-        if file_size:
-            mm = mmap.mmap(self.fd, file_size, prot=mmap.PROT_READ)
-            try:
-                if hasattr(mm, "madvise"):
-                    mm.madvise(mmap.MADV_SEQUENTIAL)
-                pos, reason, batches, prev_next = self._recover_mapped(
-                    mm, file_size, on_batch, max_batch_bytes)
-            finally:
-                mm.close()
-        truncated = file_size - pos
-        if truncated:
-            os.ftruncate(self.fd, pos)
-        self.size = pos
-        self.next_offset = prev_next
-        return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches)
+        if not file_size:
+            return 0, None, 0, self.base_offset, []
+        mm = mmap.mmap(self.fd, file_size, prot=mmap.PROT_READ)
+        try:
+            if hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            return self._recover_mapped(mm, file_size, on_batch, max_batch_bytes, resync,
+                                        offset_limit)
+        finally:
+            mm.close()
 
-    def _recover_mapped(self, mm, file_size, on_batch, max_batch_bytes):
+    def _recover_mapped(self, mm, file_size, on_batch, max_batch_bytes, resync=False,
+                        offset_limit=None):
         mv = memoryview(mm)
         try:
             pos = 0
@@ -281,35 +352,44 @@ class LogSegment:
             prev_next = self.base_offset
             interval = self.index_interval_bytes
             unpack = HEADER.unpack_from
+            damaged: list[DamagedRange] = []
             while pos < file_size:
+                reason = None
                 if file_size - pos < HEADER_SIZE:
                     reason = f"partial batch header: {file_size - pos} bytes at the end of the file"
-                    break
-                (base, length, _epoch, magic, crc, _attr, last_delta, _fts, max_ts, _pid, _pe,
-                 _bs, _cnt) = fields = unpack(mm, pos)
-                if magic != 2:
-                    reason = f"expected magic 2, read magic {magic}"
-                    break
-                if length < _MIN_BATCH_LENGTH:
-                    reason = f"batchLength {length} is below the v2 minimum {_MIN_BATCH_LENGTH}"
-                    break
-                size = LOG_OVERHEAD + length
-                if pos + size > file_size:
-                    reason = f"torn batch: header says {size} bytes, only {file_size - pos} remain"
-                    break
-                if max_batch_bytes is not None and size > max_batch_bytes:
-                    reason = f"batch of {size} bytes exceeds the maximum {max_batch_bytes}"
-                    break
-                if base < prev_next or last_delta < 0:
-                    reason = (f"offsets do not increase: batch base offset {base} (last delta "
-                              f"{last_delta}) after next offset {prev_next}")
-                    break
-                if base - self.base_offset + last_delta > 0x7FFFFFFF:
-                    reason = f"offset {base + last_delta} does not fit the segment's relative offsets"
-                    break
-                if crc32c(mv[pos + ATTRIBUTES_OFFSET: pos + size]) != crc:
-                    reason = "CRC-32C mismatch"
-                    break
+                else:
+                    (base, length, _epoch, magic, crc, _attr, last_delta, _fts, max_ts, _pid, _pe,
+                     _bs, _cnt) = fields = unpack(mm, pos)
+                    size = LOG_OVERHEAD + length
+                    if magic != 2:
+                        reason = f"expected magic 2, read magic {magic}"
+                    elif length < _MIN_BATCH_LENGTH:
+                        reason = f"batchLength {length} is below the v2 minimum {_MIN_BATCH_LENGTH}"
+                    elif pos + size > file_size:
+                        reason = f"torn batch: header says {size} bytes, only {file_size - pos} remain"
+                    elif max_batch_bytes is not None and size > max_batch_bytes:
+                        reason = f"batch of {size} bytes exceeds the maximum {max_batch_bytes}"
+                    elif base < prev_next or last_delta < 0:
+                        reason = (f"offsets do not increase: batch base offset {base} (last delta "
+                                  f"{last_delta}) after next offset {prev_next}")
+                    elif base - self.base_offset + last_delta > 0x7FFFFFFF:
+                        reason = f"offset {base + last_delta} does not fit the segment's relative offsets"
+                    elif crc32c(mv[pos + ATTRIBUTES_OFFSET: pos + size]) != crc:
+                        reason = "CRC-32C mismatch"
+                if reason is not None:
+                    if not resync:
+                        break
+                    nxt = self._resync(mm, mv, pos, file_size, prev_next, offset_limit)
+                    if nxt is None:
+                        damaged.append(DamagedRange(pos, file_size, reason, prev_next, None,
+                                                    None))
+                        break
+                    nxt_base = unpack(mm, nxt)[0]
+                    damaged.append(DamagedRange(pos, nxt, reason, prev_next, nxt_base,
+                                                self._claimed_records(mm, pos, nxt, prev_next,
+                                                                      nxt_base)))
+                    pos = nxt
+                    continue
                 last_offset = base + last_delta
                 if max_ts > self.max_timestamp:
                     self.max_timestamp = max_ts
@@ -326,9 +406,96 @@ class LogSegment:
                 prev_next = last_offset + 1
                 pos += size
                 batches += 1
-            return pos, reason, batches, prev_next
+            return pos, reason, batches, prev_next, damaged
         finally:
             mv.release()
+
+    def _valid_batch_at(self, mm, mv, p: int, file_size: int, min_base: int,
+                        offset_limit: int | None) -> bool:
+        """True when a whole valid v2 batch starts at ``p`` with base offset >= ``min_base``."""
+        if p < 0 or file_size - p < HEADER_SIZE:
+            return False
+        (base, length, _e, magic, crc, _a, last_delta, *_rest) = HEADER.unpack_from(mm, p)
+        if magic != 2 or length < _MIN_BATCH_LENGTH or p + LOG_OVERHEAD + length > file_size:
+            return False
+        if base < min_base or last_delta < 0 or base - self.base_offset + last_delta > 0x7FFFFFFF:
+            return False
+        if offset_limit is not None and base + last_delta >= offset_limit:
+            return False
+        return crc32c(mv[p + ATTRIBUTES_OFFSET: p + LOG_OVERHEAD + length]) == crc
+
+    def _resync(self, mm, mv, pos: int, file_size: int, min_base: int,
+                offset_limit: int | None) -> int | None:
+        """Position of the first valid batch after the invalid one at ``pos`` (or None).
+        Tries the end the damaged header declares first (a flipped payload byte leaves the
+        framing intact), then every later position whose magic byte reads 2, up to the end of
+        the segment."""
+        if file_size - pos >= HEADER_SIZE:
+            length = HEADER.unpack_from(mm, pos)[1]
+            guess = pos + LOG_OVERHEAD + length
+            if length >= _MIN_BATCH_LENGTH and self._valid_batch_at(mm, mv, guess, file_size,
+                                                                     min_base, offset_limit):
+                return guess
+        q = pos + 1 + MAGIC_OFFSET
+        last = file_size - HEADER_SIZE + MAGIC_OFFSET
+        while q <= last:
+            q = mm.find(b"\x02", q, last + 1)
+            if q < 0:
+                return None
+            if self._valid_batch_at(mm, mv, q - MAGIC_OFFSET, file_size, min_base, offset_limit):
+                return q - MAGIC_OFFSET
+            q += 1
+        return None
+
+    @staticmethod
+    def _claimed_records(mm, pos: int, end: int, first_lost: int, next_base: int) -> int | None:
+        """Record count of the damaged batch at ``pos`` when its header is believable: it is
+        the only batch in ``[pos, end)`` and covers exactly the lost offsets."""
+        if end - pos < HEADER_SIZE:
+            return None
+        (base, length, _e, magic, _c, _a, last_delta, *_r, count) = HEADER.unpack_from(mm, pos)
+        if (magic == 2 and LOG_OVERHEAD + length == end - pos and base == first_lost
+                and base + last_delta == next_base - 1 and 0 < count <= last_delta + 1):
+            return count
+        return None
+
+    def _rewrite_keeping(self, keep: list[tuple[int, int]]) -> None:
+        """Replace the .log by the concatenation of the byte ranges ``keep``, crash-safe.
+
+        Two steps, as the log cleaner's swap: the kept bytes go to ``<base>.log.cleaned`` and are
+        fsynced; it is renamed ``<base>.log.swap`` (the directory fsynced), then renamed over
+        ``<base>.log`` (an atomic ``rename(2)``).  A crash before the ``.swap`` rename leaves the
+        damaged original (the ``.cleaned`` file is removed at start-up and recovery runs again);
+        a crash after it is finished by ``LogLoader.complete_swaps_and_cleanup``, which puts the
+        ``.swap`` in place of the original.  The open file handle is reopened on the new file."""
+        prefix = os.path.join(self.dir, filename_prefix(self.base_offset)) + LOG_SUFFIX
+        if self.log_path != prefix:
+            raise CorruptRecordError(f"{self.log_path}: only a live segment can be rewritten")
+        cleaned, swap = prefix + CLEANED_SUFFIX, prefix + SWAP_SUFFIX
+        src = self.fd
+        out = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            dst = 0
+            for start, end in keep:
+                p = start
+                while p < end:
+                    chunk = os.pread(src, min(1 << 20, end - p), p)
+                    if not chunk:
+                        raise CorruptRecordError(f"{self.log_path}: short read at {p}")
+                    os.pwrite(out, chunk, dst)
+                    p += len(chunk)
+                    dst += len(chunk)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.rename(cleaned, swap)
+        _fsync_dir(self.dir)
+        os.replace(swap, self.log_path)
+        _fsync_dir(self.dir)
+        self.file.close()
+        fd = os.open(self.log_path, os.O_RDWR)
+        self.file = os.fdopen(fd, "r+b", buffering=0)
+        self.size = os.fstat(fd).st_size
 
     # ------------------------------------------------------------------ reads
     def _header_at(self, pos: int) -> BatchHeader | None:
@@ -482,6 +649,6 @@ class LogSegment:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
 
 
-__all__ = ["LogSegment", "RecoveryResult", "filename_prefix", "parse_base_offset",
+__all__ = ["LogSegment", "RecoveryResult", "DamagedRange", "filename_prefix", "parse_base_offset",
            "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
            "SWAP_SUFFIX"]
