@@ -670,10 +670,13 @@ class ClusterClient:
             raise
 
     # -- offsets -------------------------------------------------------------------------------
-    def _by_leader(self, tps):
+    def _by_leader(self, tps, deadline: Deadline | None = None):
+        """``{leader node: [tp]}``; each leader look-up retries at most until ``deadline`` (the
+        caller's, so one call's bound is not multiplied by nested retry loops)."""
         groups: dict[int, list] = {}
         for tp in tps:
-            groups.setdefault(self.leader_for(*tp), []).append(tp)
+            timeout_s = None if deadline is None else deadline.remaining()
+            groups.setdefault(self.leader_for(*tp, timeout_s=timeout_s), []).append(tp)
         return groups
 
     def offsets_for_times(self, timestamps: dict, *, isolation_level: int = 0,
@@ -682,9 +685,10 @@ class ClusterClient:
         ``{(t, p): (offset, timestamp) | None}`` (None: no record at or after the timestamp)."""
         result: dict = {}
         pending = dict(timestamps)
+        deadline = self._deadline(timeout_s)
 
         def attempt():
-            for node, tps in self._by_leader(list(pending)).items():
+            for node, tps in self._by_leader(list(pending), deadline).items():
                 conn = self.connection(node)
                 version = conn.version_for(ApiKey.LIST_OFFSETS)
                 if version < 1:
@@ -711,7 +715,7 @@ class ClusterClient:
                     raise failed
             return result
 
-        return self._retrying("ListOffsets", attempt, timeout_s)
+        return self._retrying("ListOffsets", attempt, deadline=deadline)
 
     def list_offsets(self, timestamps: dict, *, isolation_level: int = 0,
                      timeout_s: float | None = None) -> dict:

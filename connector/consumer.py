@@ -322,10 +322,14 @@ class SimpleConsumer:
         e.log_start_offset, e.log_end_offset = start, end
         return e
 
-    def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> RawFetchResult:
+    def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *,
+                  timeout_s: float | None = None) -> RawFetchResult:
         """The raw record bytes of one partition from ``offset`` (error_code is always 0: errors
-        raise, OffsetOutOfRangeError with ``log_start_offset``/``log_end_offset``)."""
-        r = self.multi_fetch_raw({(topic, partition): (offset, max_bytes)})[(topic, int(partition))]
+        raise, OffsetOutOfRangeError with ``log_start_offset``/``log_end_offset``).  A leader that
+        went away (unreachable, NOT_LEADER_OR_FOLLOWER) is looked up again in fresh metadata, with
+        backoff, for up to ``timeout_s`` (default request.timeout.ms)."""
+        r = self.multi_fetch_raw({(topic, partition): (offset, max_bytes)},
+                                 timeout_s=timeout_s)[(topic, int(partition))]
         self._raise_for(r)
         return r
 

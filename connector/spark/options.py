@@ -78,7 +78,7 @@ _DISPLAY = {
 CONSUMER_SETTINGS = {
     "bootstrap.servers", "client.id", "max.partition.fetch.bytes", "fetch.max.bytes",
     "isolation.level", "request.timeout.ms", "group.id", "check.crcs", "security.protocol",
-    "session.timeout.ms",
+    "session.timeout.ms", "default.api.timeout.ms",
 }
 # Kafka consumer settings Spark's Kafka source rejects, with its reasons
 _REJECTED_CONSUMER = {
@@ -95,7 +95,7 @@ PRODUCER_SETTINGS = {
     "bootstrap.servers", "acks", "compression.type", "linger.ms", "batch.size", "client.id",
     "max.request.size", "enable.idempotence", "request.timeout.ms", "retries",
     "max.in.flight.requests.per.connection", "delivery.timeout.ms", "retry.backoff.ms",
-    "buffer.memory", "security.protocol",
+    "buffer.memory", "security.protocol", "max.block.ms",
 }
 _REJECTED_PRODUCER = {
     "key.serializer": "keys are written as bytes (string columns are UTF-8 encoded)",
@@ -301,8 +301,11 @@ class SourceOptions:
     max_partition_fetch_bytes: int = 4 * 1024 * 1024
     check_crcs: bool = True
     poll_timeout_ms: int = 120000
+    # driver-side look-ups (metadata, ListOffsets, group offsets): Spark's fetchOffset.numRetries /
+    # fetchOffset.retryIntervalMs, within Kafka's default.api.timeout.ms as the outage bound
     fetch_offset_retries: int = 3
-    fetch_offset_retry_interval_ms: int = 1000
+    fetch_offset_retry_interval_ms: int = 10
+    api_timeout_ms: int = 60000
     streaming: bool = True
     extra: tuple = field(default=())  # other kafka.* settings, for the record
 
@@ -496,7 +499,8 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         check_crcs=_bool(opts, "kafka.check.crcs"),
         poll_timeout_ms=_long(opts, "kafkaconsumer.polltimeoutms", 120000, minimum=1),
         fetch_offset_retries=_long(opts, "fetchoffset.numretries", 3, minimum=0),
-        fetch_offset_retry_interval_ms=_long(opts, "fetchoffset.retryintervalms", 1000, minimum=0),
+        fetch_offset_retry_interval_ms=_long(opts, "fetchoffset.retryintervalms", 10, minimum=0),
+        api_timeout_ms=_long(opts, "kafka.default.api.timeout.ms", 60000, minimum=1),
         streaming=bool(streaming),
         extra=extra,
     )
@@ -551,7 +555,7 @@ def parse_sink_options(options) -> SinkOptions:
     if codec is not None and codec.strip().lower() not in ("none", "gzip", "snappy", "lz4", "zstd"):
         raise ConfigError(f"option 'kafka.compression.type': expected none, gzip, snappy, lz4 or zstd, read {codec!r}")
     for name in ("linger.ms", "batch.size", "max.request.size", "retries", "request.timeout.ms",
-                 "delivery.timeout.ms", "retry.backoff.ms", "buffer.memory",
+                 "delivery.timeout.ms", "retry.backoff.ms", "buffer.memory", "max.block.ms",
                  "max.in.flight.requests.per.connection"):
         if name in producer:
             _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)

@@ -117,6 +117,36 @@ def validate_sink_schema(schema, opts: SinkOptions) -> dict:
     return plan
 
 
+class _FirstDeliveryFailure(logging.Handler):
+    """Keeps the first "failed to deliver" line the producer's sender logs while one task writes,
+    so the task's error says what failed (topic-partition, Kafka error, delivery.timeout.ms).
+    Executor side; attached for the duration of one ``write()``."""
+
+    _LOGGER = "pyklog.connector.producer.sender"
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.message: str | None = None
+
+    @classmethod
+    def attach(cls) -> "_FirstDeliveryFailure":
+        h = cls()
+        logging.getLogger(cls._LOGGER).addHandler(h)
+        return h
+
+    def detach(self) -> None:
+        logging.getLogger(self._LOGGER).removeHandler(self)
+
+    def emit(self, record) -> None:
+        if self.message is None:
+            try:
+                msg = record.getMessage()
+            except Exception:  # noqa: BLE001 - a log record that does not format
+                return
+            if msg.startswith("failed to deliver"):
+                self.message = msg
+
+
 class _SinkWriter:
     """Shared by the batch and the stream writer."""
 
@@ -140,6 +170,7 @@ class _SinkWriter:
         plan = self.plan
         per_topic: dict = {}
         producer = self._producer()
+        first_failure = _FirstDeliveryFailure.attach()
         try:
             for batch in iterator:
                 if isinstance(batch, pa.Table):
@@ -184,11 +215,17 @@ class _SinkWriter:
             failed = producer.failed_records
         finally:
             producer.close()
+            first_failure.detach()
         if failed:
             # the producer logged each failure (topic, partition, Kafka error) in the executor log
+            c = self.opts.cluster
+            where = (f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)" if c.bootstrap_servers
+                     else f"the brokers registered in ZooKeeper {c.zookeeper_connect} (zookeeper.connect)")
+            timeout = self.opts.producer_dict().get("delivery.timeout.ms", "120000")
             raise SinkWriteError(
-                f"pyklog sink: {failed} record(s) were not acknowledged by the brokers (the errors are in "
-                f"this executor's log); the task fails so Spark retries it or aborts the write")
+                f"pyklog sink: {failed} record(s) were not acknowledged by {where} within "
+                f"kafka.delivery.timeout.ms={timeout}; first failure: {first_failure.message or 'see this executor log'}"
+                "; the task fails so Spark retries it or aborts the write")
         return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic)
 
     @staticmethod

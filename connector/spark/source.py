@@ -57,12 +57,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     ConfigError,
     DataLossError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     PyklogError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.connector.spark import arrow as _arrow
@@ -80,7 +82,32 @@ from pyklog.connector.spark.options import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PyklogDataSource", "PyklogStreamReader", "PyklogBatchReader", "PyklogInputPartition"]
+__all__ = ["PyklogDataSource", "PyklogStreamReader", "PyklogBatchReader", "PyklogInputPartition",
+           "ClusterUnreachableError"]
+
+
+class ClusterUnreachableError(RequestTimedOutError):
+    """The brokers (or ZooKeeper) stayed unreachable longer than ``kafka.default.api.timeout.ms``:
+    the message names what was unreachable and for how long.  Fails the query (driver side)."""
+
+
+def _outage_error(e: BaseException) -> bool:
+    """Whether ``e`` means "the cluster cannot be reached right now" (retried by the driver):
+    a retriable pyklog error (network error, timeout, no leader, ZooKeeper unreachable...) except
+    an unknown topic or partition (the client already retried that; it is an answer, not an
+    outage), a socket error, or a kazoo connection loss / session expiry / timeout."""
+    if isinstance(e, UnknownTopicOrPartitionError):
+        return False
+    if isinstance(e, PyklogError):
+        return bool(e.retriable)
+    if isinstance(e, (OSError, TimeoutError)):
+        return True
+    try:
+        from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+        from kazoo.handlers.threading import KazooTimeoutError
+    except ImportError:  # pragma: no cover - kazoo is a dependency
+        return False
+    return isinstance(e, (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError))
 
 
 class PyklogInputPartition(InputPartition):
@@ -234,7 +261,7 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
                 fut.result()  # a prefetch we no longer need: let it finish, ignore it
             except Exception:  # noqa: BLE001
                 pass
-        return consumer.fetch_raw(topic, partition, off, mb)
+        return consumer.fetch_raw(topic, partition, off, mb, timeout_s=deadline_s)
 
     try:
         while offset < end:
@@ -260,7 +287,8 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
                 return
             nxt = _arrow.complete_batches_end(r.records)
             if nxt is not None and offset < nxt < end:
-                ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes))
+                ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes,
+                                                      timeout_s=deadline_s))
             aborted = _arrow.AbortedTransactions(r.aborted_transactions) if read_committed else None
             d = _arrow.decode_fetch(r.records, topic, partition, offset, end,
                                     include_headers=opts.include_headers, validate_crc=opts.check_crcs,
@@ -327,6 +355,98 @@ class _Driver:
         self.store = None
         self._closed = False
         self._close_lock = threading.Lock()
+        self._down_since: float | None = None  # monotonic time of the first failure of this outage
+        self._deadline: Deadline | None = None  # set while call() runs (nested calls do not retry)
+
+    # -- outages: every look-up and commit goes through call() -----------------------------------
+    def where(self) -> str:
+        """What the driver talks to, for messages: the bootstrap brokers and/or ZooKeeper."""
+        c = self.opts.cluster
+        parts = []
+        if c.bootstrap_servers:
+            parts.append(f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)")
+        if c.zookeeper_connect:
+            parts.append(f"ZooKeeper {c.zookeeper_connect} (zookeeper.connect) and the brokers registered there")
+        return " and ".join(parts)
+
+    def _backoff(self) -> Backoff:
+        """fetchOffset.retryIntervalMs doubling up to 1 s (Kafka's ExponentialBackoff, KIP-580)."""
+        interval = self.opts.fetch_offset_retry_interval_ms / 1000.0
+        return Backoff(interval, multiplier=2.0, max_s=max(1.0, interval), jitter=0.2)
+
+    def bound_s(self) -> float:
+        """How long an outage may last before a look-up fails the query: kafka.default.api.timeout.ms,
+        and never less than the time fetchOffset.numRetries retries take."""
+        b = Backoff(self._backoff().initial_s, multiplier=2.0, max_s=self._backoff().max_s, jitter=0.0)
+        min_s = sum(b.next() for _ in range(self.opts.fetch_offset_retries))
+        return max(self.opts.api_timeout_ms / 1000.0, min_s)
+
+    def timeout_s(self) -> float | None:
+        """The time one client call inside :meth:`call` may take: what is left of the outage bound
+        (at most kafka.request.timeout.ms); None outside call()."""
+        if self._deadline is None:
+            return None
+        return max(0.001, min(self.opts.cluster.request_timeout_s, self._deadline.remaining()))
+
+    def call(self, what: str, fn, *, fatal: bool = True):
+        """``fn()`` retried while the cluster is unreachable (:func:`_outage_error`), with
+        fetchOffset.retryIntervalMs backoff, until the outage has lasted kafka.default.api.timeout.ms
+        (counted from the first failure, across calls, so a commit that failed a moment ago and
+        the look-up after it share one bound).  Then, with ``fatal``, raises
+        :class:`ClusterUnreachableError` naming what was unreachable and for how long; without
+        (commits), gives up after fetchOffset.numRetries retries, logs a WARNING and returns None.
+        Other errors are raised at once.  A nested call runs ``fn`` once (the outer loop retries)."""
+        if self._deadline is not None:
+            return fn()
+        now = time.monotonic()
+        bound = self.bound_s()
+        ends = (self._down_since if self._down_since is not None else now) + bound
+        deadline = Deadline(ends)
+        backoff = self._backoff()
+        retries = [0]
+
+        def attempt():
+            try:
+                return fn()
+            except Exception as e:  # noqa: BLE001 - _outage_error decides
+                if _outage_error(e):
+                    if self._down_since is None:
+                        self._down_since = time.monotonic()
+                        log.warning("pyklog: %s failed, %s unreachable (%s: %s); retrying for up to %.1f s "
+                                    "(kafka.default.api.timeout.ms)", what, self.where(), type(e).__name__, e, bound)
+                    if not fatal and retries[0] >= self.opts.fetch_offset_retries:
+                        raise _GiveUp(e) from e
+                    retries[0] += 1
+                raise
+
+        self._deadline = deadline
+        try:
+            result = retry(attempt, deadline=deadline, backoff=backoff, retriable=_outage_error, what=what,
+                           raise_last=True)
+        except _GiveUp as g:
+            log.warning("pyklog: %s failed after %d retries (%s: %s); the query goes on and retries it at "
+                        "the next trigger", what, retries[0], type(g.cause).__name__, g.cause)
+            return None
+        except Exception as e:  # noqa: BLE001
+            if not _outage_error(e):
+                raise
+            down = time.monotonic() - (self._down_since or now)
+            msg = (f"pyklog: {what} failed: {self.where()} unreachable for {down:.1f} s, which reaches the "
+                   f"outage bound kafka.default.api.timeout.ms={self.opts.api_timeout_ms} (fetchOffset.numRetries="
+                   f"{self.opts.fetch_offset_retries}, fetchOffset.retryIntervalMs="
+                   f"{self.opts.fetch_offset_retry_interval_ms}); last error: {type(e).__name__}: {e}")
+            if not fatal:
+                log.warning("%s; the query goes on and retries it at the next trigger", msg)
+                return None
+            log.error("%s", msg)
+            raise ClusterUnreachableError(msg) from e
+        finally:
+            self._deadline = None
+        if self._down_since is not None:
+            log.warning("pyklog: %s reachable again after %.1f s; %s succeeded", self.where(),
+                        time.monotonic() - self._down_since, what)
+            self._down_since = None
+        return result
 
     # -- partitions and offsets ----------------------------------------------------------------
     def subscribed_partitions(self) -> list[tuple[str, int]]:
@@ -334,6 +454,10 @@ class _Driver:
         sub = self.opts.subscription
         if sub.kind == "assign":
             return list(sub.partitions)
+        return self.call("partition discovery", self._subscribed_partitions)
+
+    def _subscribed_partitions(self) -> list[tuple[str, int]]:
+        sub = self.opts.subscription
         if sub.kind == "subscribe":
             topics = list(sub.topics)
             md = self.client.metadata(topics, refresh=True)
@@ -353,7 +477,9 @@ class _Driver:
         tps = list(tps)
         if not tps:
             return {}
-        res = self.client.list_offsets({tp: spec for tp in tps}, isolation_level=self.isolation)
+        res = self.call(f"ListOffsets ({'latest' if spec == LATEST else 'earliest'})",
+                        lambda: self.client.list_offsets({tp: spec for tp in tps}, isolation_level=self.isolation,
+                                                         timeout_s=self.timeout_s()))
         out = {}
         for tp in tps:
             off = res.get(tp)
@@ -399,7 +525,9 @@ class _Driver:
                     f"{', '.join(f'{t}-{p}' for t, p in missing)} (every partition read must be listed)")
             ts = {tp: given[tp] for tp in tps}
             name = "startingOffsetsByTimestamp/endingOffsetsByTimestamp"
-        res = self.client.offsets_for_times(ts, isolation_level=self.isolation)
+        res = self.call("ListOffsets (timestamps)",
+                        lambda: self.client.offsets_for_times(ts, isolation_level=self.isolation,
+                                                              timeout_s=self.timeout_s()))
         out = {}
         latest_needed = []
         for tp in tps:
@@ -501,26 +629,47 @@ class _OffsetStoreAdapter:
         from pyklog.connector.offsets import OffsetStore
 
         opts = driver.opts
+        self.driver = driver
         self.group_id = driver.group_id
         zk = driver.member.zk if driver.member is not None else opts.cluster.zookeeper_connect
         need_zk = opts.offsets_storage == "zookeeper" or opts.dual_commit
         self._store = OffsetStore.create(opts.offsets_storage, opts.dual_commit,
-                                         zk if need_zk else None, driver.client)
+                                         zk if need_zk else None, driver.client,
+                                         timeout_s=min(opts.cluster.request_timeout_s, driver.bound_s()))
         self.last: dict = {}
+
+    def _bounded(self, fn):
+        """``fn`` with the Kafka store's own retry loop bounded by what is left of the driver's
+        outage bound (ZooKeeper calls go through kazoo's retry)."""
+        def run():
+            t = self.driver.timeout_s()
+            for s in (self._store, getattr(self._store, "primary", None), getattr(self._store, "secondary", None)):
+                if s is not None and hasattr(s, "timeout_s") and t is not None:
+                    s.timeout_s = t
+            return fn()
+        return run
 
     def fetch(self, tps) -> dict:
         tps = list(tps)
         if not tps:
             return {}
-        got = self._store.fetch(self.group_id, tps)
+        got = self.driver.call("OffsetFetch (group offsets)",
+                               self._bounded(lambda: self._store.fetch(self.group_id, tps)))
         return {tp: off for tp, off in got.items() if off is not None and off >= 0}
 
     def commit(self, offsets: dict) -> None:
+        """Commit the group's offsets (for lag and for the group's other members).  Never fails the
+        query by itself: Spark's checkpoint is the source of truth, so a commit that still fails
+        after fetchOffset.numRetries retries is logged at WARNING and tried again at the next
+        trigger (``last`` only records what was committed)."""
         todo = {tp: off for tp, off in offsets.items() if self.last.get(tp) != off}
         if not todo:
             return
-        self._store.commit(self.group_id, todo)
-        self.last.update(todo)
+        done = self.driver.call("OffsetCommit (group offsets)",
+                                self._bounded(lambda: (self._store.commit(self.group_id, todo), True)[1]),
+                                fatal=False)
+        if done:
+            self.last.update(todo)
 
     def close(self) -> None:
         close = getattr(self._store, "close", None)
@@ -791,3 +940,11 @@ class PyklogBatchReader(DataSourceReader):
 
     def read(self, partition: PyklogInputPartition):
         return read_range(self.opts, partition)
+
+
+class _GiveUp(Exception):
+    """Internal: a non-fatal :meth:`_Driver.call` (a commit) used up fetchOffset.numRetries."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
