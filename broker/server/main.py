@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,6 +26,14 @@ import threading
 from pyklog.broker.cli import add_version_argument
 from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
 from pyklog.broker.server.config import ServerConfig
+from pyklog.broker.server.meta_properties import (
+    META_PROPERTIES,
+    InconsistentBrokerMetadataError,
+    check_cluster_id,
+    read_meta_properties,
+    stored_identity,
+    write_meta_properties,
+)
 
 log = logging.getLogger("pyklog.broker.server")
 
@@ -50,6 +59,9 @@ class BrokerServer:
         self._sync_oneshot = None                # the latest on-change task
         self._stopping = threading.Event()
         self.port: int | None = None
+        # set when the broker must stop on its own (ZooKeeper lost its data under it); main() exits 1
+        self.fatal_error: str | None = None
+        self.failed = threading.Event()
 
     def startup(self) -> "BrokerServer":
         from pyklog.broker.log import LogManager
@@ -71,10 +83,24 @@ class BrokerServer:
             adv = cfg.advertised_listener
             adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port
             adv_host = cfg.advertised_host
+            # meta.properties (Kafka's BrokerMetadataCheckpoint): checked before ZooKeeper is written
+            log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
+            stored_cluster_id = stored_identity(log_dirs, cfg.broker_id)
+
+            def cluster_id_check(zk_cluster_id):
+                check_cluster_id(stored_cluster_id, zk_cluster_id, cfg.zookeeper_connect, log_dirs)
+
             self.cluster = ZkCluster(cfg.zookeeper_connect, cfg.broker_id, adv_host, adv_port,
                                      session_timeout_ms=cfg.zookeeper_session_timeout_ms,
-                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0)
+                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+                                     cluster_id_check=cluster_id_check, on_fatal=self._on_fatal)
             self.cluster.start()
+            for d in log_dirs:
+                meta = read_meta_properties(d)
+                if meta is None or meta["cluster.id"] != self.cluster.cluster_id:
+                    write_meta_properties(d, cfg.broker_id, self.cluster.cluster_id)
+                    log.info("%s: wrote %s (broker.id=%d, cluster.id=%s)", d, META_PROPERTIES,
+                             cfg.broker_id, self.cluster.cluster_id)
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
             self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config)
             self.log_manager.startup()
@@ -90,6 +116,14 @@ class BrokerServer:
             raise
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
         return self
+
+    def _on_fatal(self, message: str) -> None:
+        """A condition the broker cannot serve through (kazoo thread): remember it and wake up
+        :func:`main`, which shuts down cleanly and exits 1.  In-process owners watch :attr:`failed`."""
+        if self.fatal_error is None:
+            self.fatal_error = message
+            log.error("stopping the broker: %s", message)
+        self.failed.set()
 
     def _make_offset_manager(self):
         from pyklog.broker.coordinator import OffsetManager
@@ -205,18 +239,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"pyklog-broker: configuration error: {e}", file=sys.stderr)
         return 2
-    except BrokerIdInUseError as e:
+    except (BrokerIdInUseError, InconsistentBrokerMetadataError) as e:
         log.error("cannot start: %s", e)
         return 1
     except (ZooKeeperError, PyklogError, OSError) as e:
         log.error("cannot start: %s", e, exc_info=not isinstance(e, ZooKeeperError))
         return 1
-    while not stop.wait(1.0):
-        pass
+    while not stop.wait(0.2):
+        if server.failed.is_set():
+            break
     try:
         server.shutdown()
     except Exception:  # noqa: BLE001
         log.exception("unclean shutdown")
+        return 1
+    if server.fatal_error is not None:
+        log.error("pyklog broker %d stopped: %s", config.broker_id, server.fatal_error)
         return 1
     log.info("pyklog broker %d shut down cleanly", config.broker_id)
     return 0

@@ -143,8 +143,17 @@ class ZkCluster:
 
     def __init__(self, zk_connect: str, broker_id: int | None, host: str | None = None, port: int | None = None,
                  *, session_timeout_ms: int = 18000, listeners: Iterable[str] | None = None,
-                 connect_timeout_s: float | None = None, rack: str | None = None):
+                 connect_timeout_s: float | None = None, rack: str | None = None,
+                 cluster_id_check: Callable[[str | None], None] | None = None,
+                 on_fatal: Callable[[str], None] | None = None):
         self.zk_connect = zk_connect
+        # called with ZooKeeper's /cluster/id (None if absent) before it is created and before the
+        # broker registers: raising there stops start() with nothing written (meta.properties check)
+        self._cluster_id_check = cluster_id_check
+        # called once (on a kazoo thread) when ZooKeeper is found to have lost its data under us
+        self._on_fatal = on_fatal
+        self._fatal_reported = False
+        self._watchdog_running = False
         self._hosts, self._chroot = split_connect_string(zk_connect)
         self.broker_id = None if broker_id is None else int(broker_id)
         self.host = host
@@ -194,7 +203,7 @@ class ZkCluster:
         try:
             self.zk.add_listener(self._on_state)
             for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
-                      paths.ADMIN_DELETE_TOPICS):
+                      paths.ADMIN_DELETE_TOPICS, paths.ADMIN_DELETED_TOPICS):
                 self._retry(self.zk.ensure_path, p)
             self.cluster_id = self._get_or_create_cluster_id()
             if self.broker_id is not None:
@@ -283,6 +292,8 @@ class ZkCluster:
             try:
                 data, _ = self._retry(self.zk.get, paths.CLUSTER_ID)
             except NoNodeError:
+                if self._cluster_id_check is not None:
+                    self._cluster_id_check(None)  # a broker with data refuses an empty ZooKeeper
                 cid = new_cluster_id()
                 try:
                     self._retry(self.zk.create, paths.CLUSTER_ID, encode_cluster_id(cid), makepath=True)
@@ -290,7 +301,10 @@ class ZkCluster:
                     return cid
                 except NodeExistsError:
                     continue  # another broker won the race: read its id
-            return decode_cluster_id(data, paths.CLUSTER_ID)
+            cid = decode_cluster_id(data, paths.CLUSTER_ID)
+            if self._cluster_id_check is not None:
+                self._cluster_id_check(cid)
+            return cid
 
     def broker_registration(self) -> BrokerRegistration:
         """The registration this broker writes at ``/brokers/ids/<id>`` (fresh timestamp, version
@@ -663,6 +677,8 @@ class ZkCluster:
             else:
                 t.create(paths.topic_config(name), config_data)
             t.create(paths.topic(name), encode_topic_assignment(assignment))
+            if self.zk.exists(paths.deleted_topic_record(name)):  # the name is in use again
+                t.delete(paths.deleted_topic_record(name))
             t.create(paths.topic_partitions(name), b"")
             for p, replicas in sorted(assignment.items()):
                 t.create(paths.partition(name, p), b"")
@@ -695,6 +711,11 @@ class ZkCluster:
                     t.delete(paths.topic_config(name))
                 if self.zk.exists(paths.delete_topic_request(name)):
                     t.delete(paths.delete_topic_request(name))
+                # the record that lets every broker delete its logs of this topic (see paths)
+                if self.zk.exists(paths.ADMIN_DELETED_TOPICS) is None:
+                    self.zk.ensure_path(paths.ADMIN_DELETED_TOPICS)
+                if self.zk.exists(paths.deleted_topic_record(name)) is None:
+                    t.create(paths.deleted_topic_record(name), b"")
                 return t.commit()
 
             results = self._retry(delete)
@@ -710,6 +731,14 @@ class ZkCluster:
                 raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
             # The tree changed under us (a concurrent create/delete): look again.
         raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def topic_deletion_recorded(self, name: str) -> bool:
+        """True if ``name`` was deleted by request (DeleteTopics, ``pyklog-topics --delete``,
+        ``/admin/delete_topics``) and not created again since: only then may a broker delete its
+        local logs of a topic missing from the registry.  A topic whose znodes vanished otherwise
+        (ZooKeeper restarted empty, nodes removed by hand) has no record."""
+        validate_topic_name(name)
+        return self._retry(self.zk.exists, paths.deleted_topic_record(name)) is not None
 
     def _subtree(self, root: str) -> list[str]:
         """Every node under ``root`` and ``root`` itself, children before parents."""

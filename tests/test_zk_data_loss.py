@@ -1,0 +1,177 @@
+"""A ZooKeeper that loses its data never costs a record: meta.properties, stray logs, deletion records.
+
+Real ZooKeeper processes (a private one per test where it is restarted), real broker processes,
+confluent-kafka with acks=all.  Each test counts what was acknowledged, lost and duplicated.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import time
+
+import pytest
+
+from support import kazoo_client, wait_for
+
+N = 3000
+
+
+def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> int:
+    """Produce ``n`` distinct values with acks=all; return how many were acknowledged."""
+    from confluent_kafka import Producer
+
+    acked = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "enable.idempotence": False, "topic.metadata.refresh.interval.ms": 1000})
+
+    def cb(err, msg):
+        if err is None:
+            acked.append(msg.value())
+
+    for i in range(n):
+        p.produce(topic, value=b"v%06d" % i, partition=i % partitions, on_delivery=cb)
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+    return len(acked)
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, expect: int, timeout: float = 30.0) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.time_ns()}",
+                  "enable.auto.commit": False, "allow.auto.create.topics": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _counts(acked: int, values: list[bytes], n: int) -> dict:
+    want = {b"v%06d" % i for i in range(n)}
+    got = set(values)
+    return {"acknowledged": acked, "lost": len(want - got), "duplicated": len(values) - len(got)}
+
+
+def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp_path):
+    """(a) ZooKeeper restarted EMPTY: the broker refuses to start (cluster id), deletes nothing; after
+    the operator restores ZooKeeper's data every acknowledged record is readable.
+    Old code: the broker registered a new cluster and deleted every log not in ZooKeeper (lost = N)."""
+    from pyklog.broker.zk.server import ZooKeeperServer, free_port
+
+    port = free_port()
+    original = ZooKeeperServer(data_dir=str(tmp_path / "zk-original"), port=port)
+    original.start()
+    empty = None
+    try:
+        b = broker_factory(0, zk_connect=original.connect_string)
+        _create_topic(b.bootstrap, "keep", 2)
+        acked = _produce(b.bootstrap, "keep", N, partitions=2)
+        assert b.stop() == 0
+        original.stop()
+
+        empty = ZooKeeperServer(data_dir=str(tmp_path / "zk-empty"), port=port)
+        empty.start()
+        b.start(expect_ready=False)
+        assert b.wait_exit(60) == 1
+        out = b.output()
+        assert "does not match ZooKeeper" in out and "cluster ID" in out, out[-3000:]
+        assert "deleted log" not in out
+        data = os.path.join(b.log_dir, "data")
+        assert sorted(d for d in os.listdir(data) if d.startswith("keep-")) == ["keep-0", "keep-1"]
+        kc = kazoo_client(empty.connect_string)
+        try:
+            assert kc.exists("/cluster/id") is None, "the refusing broker created a cluster id"
+        finally:
+            kc.stop()
+            kc.close()
+        b.stop()
+        empty.stop()
+        empty = None
+
+        original.start()  # the operator restores ZooKeeper's data
+        b.start()
+        values = _consume_all(b.bootstrap, "keep", 2, N)
+        counts = _counts(acked, values, N)
+        print("empty ZooKeeper, then restored:", counts)
+        assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+    finally:
+        if empty is not None:
+            empty.stop()
+        original.stop()
+
+
+def test_broker_id_mismatch_refused(broker_factory):
+    """meta.properties keeps broker.id: the same log dir under another broker.id is refused."""
+    b = broker_factory(0)
+    assert b.stop() == 0
+    b.props["broker.id"] = "7"
+    b.start(expect_ready=False)
+    assert b.wait_exit(60) == 1
+    assert "does not match stored broker.id 0" in b.output()
+
+
+def _snapshot(kc, path: str) -> list[tuple[str, bytes]]:
+    out = [(path, kc.get(path)[0])]
+    for c in sorted(kc.get_children(path)):
+        out += _snapshot(kc, f"{path}/{c}")
+    return out
+
+
+def test_topic_removed_behind_the_brokers_back_is_kept(broker_factory, zk):
+    """(b) A topic's znodes deleted directly: its log stays on disk, reported at ERROR once, not
+    served; restoring the znodes brings every record back.  Old code: the log was deleted (lost = N)."""
+    b = broker_factory(0)
+    _create_topic(b.bootstrap, "gone", 1)
+    acked = _produce(b.bootstrap, "gone", N)
+    saved = _snapshot(zk, "/brokers/topics/gone") + _snapshot(zk, "/config/topics/gone")
+    zk.delete("/brokers/topics/gone", recursive=True)
+    zk.delete("/config/topics/gone", recursive=True)
+    wait_for(lambda: "keeping 1 log(s) whose topic is not in the ZooKeeper registry" in b.output(), 30,
+             message="ERROR about the stray log")
+    time.sleep(11)  # the 10 s periodic sync runs once more: still kept, not reported again
+    out = b.output()
+    assert out.count("whose topic is not in the ZooKeeper registry") == 1
+    assert "deleted log of gone" not in out
+    assert os.path.isdir(os.path.join(b.log_dir, "data", "gone-0"))
+    for path, data in saved:
+        zk.create(path, data)
+    values = _consume_all(b.bootstrap, "gone", 1, N)
+    counts = _counts(acked, values, N)
+    print("znodes removed and restored:", counts)
+    assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+
+
+def test_explicit_delete_still_deletes_on_every_broker(broker_factory, zk):
+    """(c) DeleteTopics deletes the logs on the broker that handled it and, through the deletion
+    record, on the other broker; re-creating the name starts empty."""
+    b0 = broker_factory(0)
+    b1 = broker_factory(1)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": b0.bootstrap})
+    admin.create_topics([NewTopic("bye", 2, 1)])["bye"].result(30)  # one partition on each broker
+    _produce(b0.bootstrap, "bye", 200, partitions=2)
+    (d0,) = glob.glob(os.path.join(b0.log_dir, "data", "bye-*"))
+    (d1,) = glob.glob(os.path.join(b1.log_dir, "data", "bye-*"))
+    admin.delete_topics(["bye"])["bye"].result(30)
+    wait_for(lambda: not os.path.isdir(d0) and not os.path.isdir(d1), 30, message="logs deleted")
+    assert zk.exists("/admin/deleted_topics/bye") is not None
+    assert "not in the ZooKeeper registry" not in b1.output()
+    admin.create_topics([NewTopic("bye", 2, 1)])["bye"].result(30)
+    assert zk.exists("/admin/deleted_topics/bye") is None
+    assert _consume_all(b0.bootstrap, "bye", 2, 1, timeout=3) == []
