@@ -175,3 +175,47 @@ def test_explicit_delete_still_deletes_on_every_broker(broker_factory, zk):
     admin.create_topics([NewTopic("bye", 2, 1)])["bye"].result(30)
     assert zk.exists("/admin/deleted_topics/bye") is None
     assert _consume_all(b0.bootstrap, "bye", 2, 1, timeout=3) == []
+
+
+def test_zookeeper_restarted_empty_under_a_running_broker(broker_factory, tmp_path):
+    """(e) ZooKeeper restarted EMPTY under a running broker: it refuses the broker's session for
+    ever (zxid); the broker logs one ERROR saying so and exits 1 within a bound, keeping its logs;
+    after ZooKeeper's data is restored every acknowledged record is readable.
+    Old code: the broker never exits (kazoo retries silently for ever; wait_exit times out)."""
+    from pyklog.broker.zk.server import ZooKeeperServer, free_port
+
+    port = free_port()
+    original = ZooKeeperServer(data_dir=str(tmp_path / "zk-original"), port=port)
+    original.start()
+    empty = None
+    try:
+        b = broker_factory(0, zk_connect=original.connect_string)
+        _create_topic(b.bootstrap, "live", 1)
+        acked = _produce(b.bootstrap, "live", N)
+        mark = len(b.output().splitlines())
+        original.stop()
+        empty = ZooKeeperServer(data_dir=str(tmp_path / "zk-empty"), port=port)
+        empty.start()
+        started = time.monotonic()
+        assert b.wait_exit(45) == 1
+        took = time.monotonic() - started
+        lines = b.output().splitlines()[mark:]
+        errors = [ln for ln in lines if " ERROR " in ln and "lost its data" in ln]
+        print(f"exited after {took:.1f}s with {len(lines)} log lines, {len(errors)} ERROR line(s)")
+        assert errors, "\n".join(lines[-50:])
+        assert len(lines) < 100, "the broker spun in its logs:\n" + "\n".join(lines[-50:])
+        assert not any("deleted log" in ln for ln in lines)
+        b.stop()
+        empty.stop()
+        empty = None
+
+        original.start()
+        b.start()
+        values = _consume_all(b.bootstrap, "live", 1, N)
+        counts = _counts(acked, values, N)
+        print("ZooKeeper emptied under a running broker, then restored:", counts)
+        assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+    finally:
+        if empty is not None:
+            empty.stop()
+        original.stop()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import threading
 import time
 import uuid
@@ -67,6 +68,7 @@ from pyklog.broker.errors import (
     ZooKeeperError,
 )
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.server import four_letter_word
 from pyklog.broker.zk.znodes import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -96,6 +98,20 @@ from pyklog.broker.zk.topics import (
 log = logging.getLogger(__name__)
 
 CONTROLLER_EPOCH = 1
+
+
+class _DataLost(Exception):
+    """Every ZooKeeper server that answers is behind the zxid this client has seen."""
+
+    def __init__(self, seen: int, zxids: dict):
+        super().__init__(f"servers at {zxids} behind zxid {seen:#x}")
+        self.seen, self.zxids = seen, zxids
+
+
+class _ClusterIdChanged(Exception):
+    def __init__(self, now: str | None):
+        super().__init__(f"cluster id now {now}")
+        self.now = now
 
 
 class PartitionState(NamedTuple):
@@ -380,10 +396,102 @@ class ZkCluster:
             log.warning("ZooKeeper session lost (%s): registration gone until a new session is up", self.zk_connect)
         elif state == KazooState.SUSPENDED:
             log.info("ZooKeeper connection suspended (%s)", self.zk_connect)
+            if self.broker_id is not None and not self._stopping and not self._watchdog_running:
+                self._watchdog_running = True
+                zk = self.zk
+                if zk is not None:
+                    zk.handler.spawn(self._watch_disconnection, zk)
         elif state == KazooState.CONNECTED and self._session_lost and not self._stopping:
             self._session_lost = False
             if self.broker_id is not None and self.zk is not None:
                 self.zk.handler.spawn(self._reregister)
+
+    # while disconnected: probe the servers this often, and how many probes in a row must find
+    # every answering server behind the zxid this client has seen before the broker gives up
+    WATCHDOG_PROBE_S = 1.0
+    WATCHDOG_LOST_PROBES = 3
+
+    def _watch_disconnection(self, zk: KazooClient) -> None:
+        """While the connection is down (a kazoo handler thread): notice a ZooKeeper that came
+        back without its data, and say at WARNING, at growing intervals (5 s doubling up to 60 s),
+        how long the broker has had no connection.
+
+        A ZooKeeper server refuses a session from a client that has seen a newer zxid than its own
+        ("Refusing session request ... client must try another server"), so after a restart with an
+        empty data directory kazoo would retry forever.  The servers are asked for their last zxid
+        (the ``srvr`` four-letter word, on ZooKeeper's default whitelist); when every server that
+        answers is behind this client's last zxid on :attr:`WATCHDOG_LOST_PROBES` probes in a row,
+        ``on_fatal`` is called with what happened and what to do (the broker stops, keeping its
+        logs).  Without ``on_fatal`` (admin tools) it is logged at ERROR and the retry goes on."""
+        waited = Deadline.never()
+        warn_backoff = Backoff(5.0, multiplier=2.0, max_s=60.0, jitter=0.0)
+        next_warning = warn_backoff.next()
+        behind = 0
+
+        class _StillDisconnected(Exception):
+            pass
+
+        def check() -> None:
+            nonlocal behind, next_warning
+            if self._stopping or self.zk is not zk or zk.connected:
+                return
+            seen = zk.last_zxid or 0
+            zxids = self._probe_server_zxids()
+            if zxids and seen and all(z < seen for z in zxids.values()):
+                behind += 1
+            else:
+                behind = 0
+            if behind >= self.WATCHDOG_LOST_PROBES:
+                raise _DataLost(seen, zxids)
+            if waited.elapsed() >= next_warning:
+                next_warning = waited.elapsed() + warn_backoff.next()
+                log.warning("no ZooKeeper connection to %s for %.0fs (kazoo keeps reconnecting; servers' "
+                            "last zxids: %s)", self.zk_connect, waited.elapsed(),
+                            {h: hex(z) for h, z in zxids.items()} or "no answer")
+            raise _StillDisconnected()
+
+        try:
+            retry(check, deadline=Deadline.never(), backoff=Backoff.constant(self.WATCHDOG_PROBE_S),
+                  retriable=lambda e: isinstance(e, _StillDisconnected), what="ZooKeeper reconnection")
+            if not self._stopping and self.zk is zk and zk.connected and waited.elapsed() >= 5.0:
+                log.info("ZooKeeper connection to %s back after %.0fs", self.zk_connect, waited.elapsed())
+        except _DataLost as e:
+            message = (f"ZooKeeper at {self.zk_connect} lost its data: every server that answers is at zxid "
+                       f"{', '.join(f'{h}={hex(z)}' for h, z in sorted(e.zxids.items()))}, older than the "
+                       f"{hex(e.seen)} this broker has already seen, so it refuses this broker's session for ever "
+                       "(it was restarted without its data directory?). The broker's logs are kept. Restore "
+                       "ZooKeeper's data directory and restart ZooKeeper, then the broker")
+            if self._on_fatal is not None and not self._fatal_reported:
+                self._fatal_reported = True
+                self._on_fatal(message)
+            else:
+                log.error("%s", message)
+        finally:
+            self._watchdog_running = False
+
+    def _probe_server_zxids(self) -> dict[str, int]:
+        """``{"host:port": last zxid}`` of the servers that answer ``srvr`` (1 s each)."""
+        out = {}
+        for hp in self._hosts.split(","):
+            host, _, port = hp.strip().rpartition(":")
+            try:
+                text = four_letter_word(host or "127.0.0.1", int(port), "srvr", timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            m = re.search(r"^Zxid:\s*(0x[0-9a-fA-F]+)", text, re.MULTILINE)
+            if m:
+                out[hp.strip()] = int(m.group(1), 16)
+        return out
+
+    def _check_cluster_id_unchanged(self) -> None:
+        """After a new session: ZooKeeper must still hold the cluster id this broker joined."""
+        try:
+            data, _ = self._retry(self.zk.get, paths.CLUSTER_ID)
+            now = decode_cluster_id(data, paths.CLUSTER_ID)
+        except NoNodeError:
+            now = None
+        if now != self.cluster_id:
+            raise _ClusterIdChanged(now)
 
     def _reregister(self) -> None:
         """Register again after a new session is up (on a kazoo handler thread): retried every
@@ -393,6 +501,7 @@ class ZkCluster:
         def attempt() -> None:
             if self._stopping or self._session_lost:
                 return
+            self._check_cluster_id_unchanged()
             self._register()
             self._notify()
 
@@ -408,6 +517,17 @@ class ZkCluster:
                   what=f"re-registration of broker {self.broker_id}", on_retry=on_retry)
         except BrokerIdInUseError as e:
             log.error("cannot register again after a session expiry: %s", e)
+        except _ClusterIdChanged as e:
+            found = f"cluster id {e.now}" if e.now else "no cluster id (an empty ZooKeeper)"
+            message = (f"after a new ZooKeeper session, {self.zk_connect} holds {found}, not this broker's cluster "
+                       f"id {self.cluster_id}: ZooKeeper lost its data or was replaced. The broker does not "
+                       "register there; its logs are kept. Restore ZooKeeper's data directory, then restart "
+                       "the broker")
+            if self._on_fatal is not None and not self._fatal_reported:
+                self._fatal_reported = True
+                self._on_fatal(message)
+            else:
+                log.error("%s", message)
         except (ZooKeeperError, KazooException) as e:  # stopping, or the new session was lost too
             log.info("re-registration of broker %s abandoned: %s", self.broker_id, e)
 
