@@ -67,20 +67,18 @@ def test_console_zookeeper_keeps_its_data_by_default(tmp_path):
     prints where; --ephemeral comes back empty.  Old code: a temporary dir, removed on exit."""
     import os
 
-    from pyklog.broker.zk.server import default_data_dir, free_port
+    from pyklog.broker.zk.server import free_port
 
     env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"))
     port = free_port()
     expected = os.path.join(str(tmp_path / "xdg"), "pyklog", f"zookeeper-{port}")
-    proc, banner = _start_console_zookeeper(env, port)
-    assert expected in banner and "kept across restarts" in banner
+    proc, first_banner = _start_console_zookeeper(env, port)
     kc = KazooClient(hosts=f"127.0.0.1:{port}")
     kc.start(timeout=30)
     kc.create("/survivor", b"still here")
     kc.stop()
     kc.close()
     _stop(proc)
-    assert os.path.isdir(expected)
 
     proc, _ = _start_console_zookeeper(env, port)
     kc = KazooClient(hosts=f"127.0.0.1:{port}")
@@ -91,6 +89,8 @@ def test_console_zookeeper_keeps_its_data_by_default(tmp_path):
         kc.stop()
         kc.close()
         _stop(proc)
+    assert expected in first_banner and "kept across restarts" in first_banner
+    assert os.path.isdir(expected)
 
     proc, banner = _start_console_zookeeper(env, port, "--ephemeral")
     assert "removed on exit" in banner
@@ -102,5 +102,7 @@ def test_console_zookeeper_keeps_its_data_by_default(tmp_path):
         kc.stop()
         kc.close()
         _stop(proc)
+    from pyklog.broker.zk.server import default_data_dir
+
     with_home = default_data_dir(2181)
     assert with_home.endswith(os.path.join("pyklog", "zookeeper-2181"))
