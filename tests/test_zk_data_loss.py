@@ -96,6 +96,7 @@ def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp
         kc = kazoo_client(empty.connect_string)
         try:
             assert kc.exists("/cluster/id") is None, "the refusing broker created a cluster id"
+            assert kc.exists("/brokers") is None, "the refusing broker wrote into the empty ZooKeeper"
         finally:
             kc.stop()
             kc.close()

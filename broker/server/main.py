@@ -2,10 +2,18 @@
 
 Start-up: read and validate the config (a bad or unknown key exits with code 2 and a message
 naming it) -> the listener is bound (so ``listeners=PLAINTEXT://host:0`` registers the real port)
--> :class:`broker.zk.cluster.ZkCluster` connects and registers the broker -> :class:`broker.log.LogManager`
+-> the ``meta.properties`` of every log dir are read and checked against ``broker.id``
+(:mod:`pyklog.broker.server.meta_properties`) -> :class:`broker.zk.cluster.ZkCluster` connects,
+checks ZooKeeper's cluster id against the stored one (a mismatch, e.g. a ZooKeeper restarted empty,
+exits 1 with nothing written) and registers the broker -> ``meta.properties`` is written where
+missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.OffsetManager` starts -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
+
+A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
+behind the zxid the broker has seen, or a new session finds another cluster id) is logged at ERROR,
+the broker shuts down as below (logs flushed and kept) and exits 1.
 
 SIGTERM / SIGINT: stop accepting, answer waiting fetches, finish in-flight requests, then
 ``LogManager.shutdown()`` (flush, checkpoints, clean-shutdown marker), deregister from ZooKeeper,

@@ -19,6 +19,17 @@ every node's data encoded and decoded by :mod:`pyklog.broker.zk.znodes`):
   after a topic's config changes (:meth:`ZkCluster.alter_topic_config`, or Kafka's kafka-configs);
   every broker drops its cached topic configs and tells its listeners, which re-apply them to the logs.
 * ``/latest_producer_id_block`` -> ``{"version":1,"broker":id,"block_start":"0","block_end":"999"}``.
+* ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
+  removed when the name is created again.  A broker deletes its log of a topic missing from the
+  registry only if this record exists (:meth:`ZkCluster.topic_deletion_recorded`); Kafka's
+  controller tells its brokers with StopReplica(deletePartitions=true) instead.
+
+Losing ZooKeeper's data never deletes a log: ``cluster_id_check`` (the broker's meta.properties,
+Kafka's InconsistentClusterIdException) runs before anything is written, so a broker with data
+refuses an empty ZooKeeper; a new session after an expiry re-checks ``/cluster/id`` before
+registering again; and while disconnected a watchdog asks the servers for their last zxid
+(``srvr``): a ZooKeeper that came back empty refuses the broker's session for ever, so when every
+server is behind the zxid the broker has seen, ``on_fatal`` stops the broker with an ERROR.
 
 pyklog has no replication and no controller elections: a partition's leader is its first replica,
 fixed when the topic is created.  Metadata reports leader -1 for a partition whose leader is not a
@@ -218,10 +229,12 @@ class ZkCluster:
                 f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s") from None
         try:
             self.zk.add_listener(self._on_state)
+            # the cluster id first: a broker whose meta.properties names another cluster stops here,
+            # before anything is written into this ZooKeeper
+            self.cluster_id = self._get_or_create_cluster_id()
             for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
                       paths.ADMIN_DELETE_TOPICS, paths.ADMIN_DELETED_TOPICS):
                 self._retry(self.zk.ensure_path, p)
-            self.cluster_id = self._get_or_create_cluster_id()
             if self.broker_id is not None:
                 self._register()
             self._watches.append(ChildrenWatch(self.zk, paths.BROKER_IDS, self._on_broker_ids))
