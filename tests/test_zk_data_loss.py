@@ -16,23 +16,30 @@ from support import kazoo_client, wait_for
 N = 3000
 
 
-def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> int:
+def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1, timestamp_ms: int = 0,
+             **config) -> int:
     """Produce ``n`` distinct values with acks=all; return how many were acknowledged."""
     from confluent_kafka import Producer
 
     acked = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "enable.idempotence": False, "topic.metadata.refresh.interval.ms": 1000})
+                  "enable.idempotence": False, "topic.metadata.refresh.interval.ms": 1000, **config})
+
+    errors = []
 
     def cb(err, msg):
         if err is None:
             acked.append(msg.value())
+        else:
+            errors.append(err)
 
     for i in range(n):
-        p.produce(topic, value=b"v%06d" % i, partition=i % partitions, on_delivery=cb)
+        p.produce(topic, value=b"v%06d" % i, partition=i % partitions, on_delivery=cb, timestamp=timestamp_ms)
         if i % 500 == 0:
             p.poll(0)
     assert p.flush(30) == 0
+    if errors:
+        print(f"{len(errors)} produce error(s), first: {errors[0]}")
     return len(acked)
 
 
@@ -54,11 +61,11 @@ def _consume_all(bootstrap: str, topic: str, partitions: int, expect: int, timeo
     return out
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+def _create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
 
 
 def _counts(acked: int, values: list[bytes], n: int) -> dict:
@@ -154,6 +161,35 @@ def test_topic_removed_behind_the_brokers_back_is_kept(broker_factory, zk):
     values = _consume_all(b.bootstrap, "gone", 1, N)
     counts = _counts(acked, values, N)
     print("znodes removed and restored:", counts)
+    assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+
+
+def test_stray_log_is_not_cleaned_under_default_retention(broker_factory, zk):
+    """A topic kept forever (retention.ms=-1) whose znodes vanish, then a broker restart: the log is
+    loaded with the broker's default retention (7 days) since its config is gone, but its retention
+    is paused while it is a stray, so 30-day-old records survive; restored, all are readable.
+    Old code: the log was deleted at the first sync (lost = N)."""
+    b = broker_factory(0, log_retention_check_interval_ms=200)
+    _create_topic(b.bootstrap, "forever", 1, {"retention.ms": "-1", "segment.bytes": "20000"})
+    month_ago = int(time.time() * 1000) - 30 * 24 * 3600 * 1000
+    acked = _produce(b.bootstrap, "forever", N, timestamp_ms=month_ago, **{"batch.size": 8000})
+    assert acked == N
+    seg_dir = os.path.join(b.log_dir, "data", "forever-0")
+    segments = [f for f in os.listdir(seg_dir) if f.endswith(".log")]
+    assert len(segments) > 2
+    saved = _snapshot(zk, "/brokers/topics/forever") + _snapshot(zk, "/config/topics/forever")
+    zk.delete("/brokers/topics/forever", recursive=True)
+    zk.delete("/config/topics/forever", recursive=True)
+    wait_for(lambda: "whose topic is not in the ZooKeeper registry" in b.output(), 30, message="stray ERROR")
+    assert b.stop() == 0
+    b.start()
+    time.sleep(2)  # ten retention checks at the default 7 days
+    assert sorted(f for f in os.listdir(seg_dir) if f.endswith(".log")) == sorted(segments)
+    for path, data in saved:
+        zk.create(path, data)
+    values = _consume_all(b.bootstrap, "forever", 1, N)
+    counts = _counts(acked, values, N)
+    print("stray log through a restart under default retention:", counts)
     assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
 
 

@@ -110,7 +110,10 @@ class BrokerServer:
                     log.info("%s: wrote %s (broker.id=%d, cluster.id=%s)", d, META_PROPERTIES,
                              cfg.broker_id, self.cluster.cluster_id)
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
-            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config)
+            # retention and compaction wait for the first sync with the registry (hold_cleaning), which
+            # pauses them for logs whose topic is missing (their topic config is unknown)
+            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
+                                          hold_cleaning=True)
             self.log_manager.startup()
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)

@@ -98,12 +98,16 @@ class ReplicaManager:
                     log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot delete the log of %s-%d", t, p)
+            set_paused = getattr(self.logs, "set_cleaning_paused", None)
+            if set_paused is not None:
+                set_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
 
     def _report_strays(self, strays: dict) -> None:
         """Logs present on disk whose topic is missing from the registry without a deletion request
         (ZooKeeper restarted empty, znodes removed by hand): kept, not served (not in the led set),
-        reported at ERROR once per log until its topic comes back (then it is served again)."""
+        their retention and compaction paused, reported at ERROR once per log until its topic comes
+        back (then it is served and cleaned again)."""
         new = {k: lg for k, lg in strays.items() if k not in self._strays_reported}
         self._strays_reported = frozenset(strays)
         if not new:
