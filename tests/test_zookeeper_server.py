@@ -33,3 +33,76 @@ def test_paths_are_the_seeds():
     assert paths.consumer_id("g", "h:u") == "/consumers/g/ids/h:u"
     assert paths.consumer_offset("g", "t", 1) == "/consumers/g/offsets/t/1"
     assert paths.partition_owner("g", "t", 1) == "/consumers/g/owners/t/1"
+
+
+def _start_console_zookeeper(env, port, *extra):
+    import os
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "pyklog.broker.zk.server", "--port", str(port), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 60
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "ZooKeeper listening on" in line:
+            return proc, line
+    proc.kill()
+    raise AssertionError("pyklog-zookeeper did not start:\n" + "".join(lines) + os.linesep)
+
+
+def _stop(proc):
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    proc.stdout.close()
+
+
+def test_console_zookeeper_keeps_its_data_by_default(tmp_path):
+    """(d) pyklog-zookeeper without --data-dir keeps its data across a restart (a znode survives),
+    prints where; --ephemeral comes back empty.  Old code: a temporary dir, removed on exit."""
+    import os
+
+    from pyklog.broker.zk.server import free_port
+
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"))
+    port = free_port()
+    expected = os.path.join(str(tmp_path / "xdg"), "pyklog", f"zookeeper-{port}")
+    proc, first_banner = _start_console_zookeeper(env, port)
+    kc = KazooClient(hosts=f"127.0.0.1:{port}")
+    kc.start(timeout=30)
+    kc.create("/survivor", b"still here")
+    kc.stop()
+    kc.close()
+    _stop(proc)
+
+    proc, _ = _start_console_zookeeper(env, port)
+    kc = KazooClient(hosts=f"127.0.0.1:{port}")
+    kc.start(timeout=30)
+    try:
+        assert kc.get("/survivor")[0] == b"still here"
+    finally:
+        kc.stop()
+        kc.close()
+        _stop(proc)
+    assert expected in first_banner and "kept across restarts" in first_banner
+    assert os.path.isdir(expected)
+
+    proc, banner = _start_console_zookeeper(env, port, "--ephemeral")
+    assert "removed on exit" in banner
+    kc = KazooClient(hosts=f"127.0.0.1:{port}")
+    kc.start(timeout=30)
+    try:
+        assert kc.exists("/survivor") is None
+    finally:
+        kc.stop()
+        kc.close()
+        _stop(proc)
+    from pyklog.broker.zk.server import default_data_dir
+
+    with_home = default_data_dir(2181)
+    assert with_home.endswith(os.path.join("pyklog", "zookeeper-2181"))

@@ -67,7 +67,7 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
                  background: bool = True, recovery_threads: int = 2,
-                 topic_config: Callable[[str], dict | None] | None = None):
+                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False):
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d.strip()]
         if not log_dirs:
@@ -85,6 +85,10 @@ class LogManager:
         self._started = False
         self.stray_dirs: list[str] = []
         self.load_errors: dict[str, str] = {}
+        # (topic, partition) whose retention and compaction are paused (Kafka's LogCleanerManager
+        # "abortAndPauseCleaning"): the logs of topics missing from the registry, whose config is
+        # unknown.  None: every log paused, until the owner first says which (``hold_cleaning``).
+        self._cleaning_paused: frozenset | None = None if hold_cleaning else frozenset()
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -246,6 +250,18 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
+    def set_cleaning_paused(self, keys) -> None:
+        """Pause retention and compaction of exactly these ``(topic, partition)`` logs (replacing the
+        previous set): logs kept while their topic is missing from the registry must not lose
+        segments to a default retention their real topic config would not have allowed."""
+        self._cleaning_paused = frozenset(keys)
+
+    def _cleanable(self) -> list:
+        paused = self._cleaning_paused
+        if paused is None:
+            return []
+        return [lg for key, lg in self.logs().items() if key not in paused]
+
     # ---------------------------------------------------------------- periodic work
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         n = 0
@@ -260,9 +276,9 @@ class LogManager:
         return n
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """Run retention on every log; returns the segments deleted."""
+        """Run retention on every log (except those paused); returns the segments deleted."""
         n = 0
-        for lg in self.logs().values():
+        for lg in self._cleanable():
             try:
                 n += lg.delete_old_segments(now_ms)
                 lg.expire_producers(now_ms)
@@ -271,9 +287,9 @@ class LogManager:
         return n
 
     def compact_logs(self, now_ms: int | None = None) -> int:
-        """Compact every log whose policy includes ``compact``; returns logs compacted."""
+        """Compact every log whose policy includes ``compact`` (except those paused); returns logs compacted."""
         n = 0
-        for lg in self.logs().values():
+        for lg in self._cleanable():
             if self._stop.is_set():
                 break
             if not lg.config.compact or lg.closed:

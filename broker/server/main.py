@@ -2,10 +2,18 @@
 
 Start-up: read and validate the config (a bad or unknown key exits with code 2 and a message
 naming it) -> the listener is bound (so ``listeners=PLAINTEXT://host:0`` registers the real port)
--> :class:`broker.zk.cluster.ZkCluster` connects and registers the broker -> :class:`broker.log.LogManager`
+-> the ``meta.properties`` of every log dir are read and checked against ``broker.id``
+(:mod:`pyklog.broker.server.meta_properties`) -> :class:`broker.zk.cluster.ZkCluster` connects,
+checks ZooKeeper's cluster id against the stored one (a mismatch, e.g. a ZooKeeper restarted empty,
+exits 1 with nothing written) and registers the broker -> ``meta.properties`` is written where
+missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.OffsetManager` starts -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
+
+A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
+behind the zxid the broker has seen, or a new session finds another cluster id) is logged at ERROR,
+the broker shuts down as below (logs flushed and kept) and exits 1.
 
 SIGTERM / SIGINT: stop accepting, answer waiting fetches, finish in-flight requests, then
 ``LogManager.shutdown()`` (flush, checkpoints, clean-shutdown marker), deregister from ZooKeeper,
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,6 +34,14 @@ import threading
 from pyklog.broker.cli import add_version_argument
 from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
 from pyklog.broker.server.config import ServerConfig
+from pyklog.broker.server.meta_properties import (
+    META_PROPERTIES,
+    InconsistentBrokerMetadataError,
+    check_cluster_id,
+    read_meta_properties,
+    stored_identity,
+    write_meta_properties,
+)
 
 log = logging.getLogger("pyklog.broker.server")
 
@@ -50,6 +67,9 @@ class BrokerServer:
         self._sync_oneshot = None                # the latest on-change task
         self._stopping = threading.Event()
         self.port: int | None = None
+        # set when the broker must stop on its own (ZooKeeper lost its data under it); main() exits 1
+        self.fatal_error: str | None = None
+        self.failed = threading.Event()
 
     def startup(self) -> "BrokerServer":
         from pyklog.broker.log import LogManager
@@ -71,12 +91,29 @@ class BrokerServer:
             adv = cfg.advertised_listener
             adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port
             adv_host = cfg.advertised_host
+            # meta.properties (Kafka's BrokerMetadataCheckpoint): checked before ZooKeeper is written
+            log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
+            stored_cluster_id = stored_identity(log_dirs, cfg.broker_id)
+
+            def cluster_id_check(zk_cluster_id):
+                check_cluster_id(stored_cluster_id, zk_cluster_id, cfg.zookeeper_connect, log_dirs)
+
             self.cluster = ZkCluster(cfg.zookeeper_connect, cfg.broker_id, adv_host, adv_port,
                                      session_timeout_ms=cfg.zookeeper_session_timeout_ms,
-                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0)
+                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+                                     cluster_id_check=cluster_id_check, on_fatal=self._on_fatal)
             self.cluster.start()
+            for d in log_dirs:
+                meta = read_meta_properties(d)
+                if meta is None or meta["cluster.id"] != self.cluster.cluster_id:
+                    write_meta_properties(d, cfg.broker_id, self.cluster.cluster_id)
+                    log.info("%s: wrote %s (broker.id=%d, cluster.id=%s)", d, META_PROPERTIES,
+                             cfg.broker_id, self.cluster.cluster_id)
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
-            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config)
+            # retention and compaction wait for the first sync with the registry (hold_cleaning), which
+            # pauses them for logs whose topic is missing (their topic config is unknown)
+            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
+                                          hold_cleaning=True)
             self.log_manager.startup()
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
@@ -90,6 +127,14 @@ class BrokerServer:
             raise
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
         return self
+
+    def _on_fatal(self, message: str) -> None:
+        """A condition the broker cannot serve through (kazoo thread): remember it and wake up
+        :func:`main`, which shuts down cleanly and exits 1.  In-process owners watch :attr:`failed`."""
+        if self.fatal_error is None:
+            self.fatal_error = message
+            log.error("stopping the broker: %s", message)
+        self.failed.set()
 
     def _make_offset_manager(self):
         from pyklog.broker.coordinator import OffsetManager
@@ -205,18 +250,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"pyklog-broker: configuration error: {e}", file=sys.stderr)
         return 2
-    except BrokerIdInUseError as e:
+    except (BrokerIdInUseError, InconsistentBrokerMetadataError) as e:
         log.error("cannot start: %s", e)
         return 1
     except (ZooKeeperError, PyklogError, OSError) as e:
         log.error("cannot start: %s", e, exc_info=not isinstance(e, ZooKeeperError))
         return 1
-    while not stop.wait(1.0):
-        pass
+    while not stop.wait(0.2):
+        if server.failed.is_set():
+            break
     try:
         server.shutdown()
     except Exception:  # noqa: BLE001
         log.exception("unclean shutdown")
+        return 1
+    if server.fatal_error is not None:
+        log.error("pyklog broker %d stopped: %s", config.broker_id, server.fatal_error)
         return 1
     log.info("pyklog broker %d shut down cleanly", config.broker_id)
     return 0

@@ -8,7 +8,10 @@ a broker only ever holds leader logs (no follower replicas).
 
 * :meth:`ReplicaManager.sync_logs` makes the local logs follow the registry: it creates the log of
   every partition this broker leads (and applies changed topic configs to existing ones), records
-  the led partitions and their leader epochs, and deletes the logs of topics that no longer exist.
+  the led partitions and their leader epochs, and deletes the logs of topics deleted by request
+  (:meth:`ZkCluster.topic_deletion_recorded`).  A log whose topic is merely missing from the
+  registry (ZooKeeper restarted empty, znodes removed by hand) is kept, not served, and reported
+  at ERROR once: only an explicit deletion deletes data.
   Called at startup and on every registry change (the broker's sync thread).
 * :meth:`ReplicaManager.leader_log` is the lookup of the Produce, Fetch and ListOffsets handlers:
   the partition's leader log, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.  A partition in
@@ -54,11 +57,13 @@ class ReplicaManager:
         self._led: frozenset = frozenset()  # (topic, partition) this broker leads; replaced whole
         self._epochs: dict = {}  # (topic, partition) -> leader epoch; replaced whole
         self._sync_lock = threading.Lock()
+        self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
 
     # ------------------------------------------------------------------ following the registry
 
     def sync_logs(self) -> None:
-        """Create the logs of partitions this broker leads, delete the logs of deleted topics.
+        """Create the logs of partitions this broker leads, delete the logs of topics deleted by
+        request, keep (unserved) the logs of topics missing without a request.
         Called at startup and on every registry change (from a background thread)."""
         with self._sync_lock:
             topics = self.cluster.topics()
@@ -74,20 +79,46 @@ class ReplicaManager:
                     log.exception("cannot create the log of %s-%d", t, p)
             self._led = frozenset(led)
             self._epochs = epochs
-            for (t, p) in list(self.logs.logs()):
+            strays = {}
+            for (t, p), lg in list(self.logs.logs().items()):
                 if t in topics:
                     continue
                 try:
                     if self.cluster.topic(t, refresh_if_missing=True) is not None:
                         continue  # the cache was late; the topic exists
+                    deleted = self.cluster.topic_deletion_recorded(t)
                 except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
                     log.warning("cannot check whether topic %s still exists; keeping its logs", t)
                     continue
+                if not deleted:
+                    strays[(t, p)] = lg
+                    continue
                 try:
                     self.logs.delete_log(t, p)
-                    log.info("deleted log of %s-%d (topic deleted)", t, p)
+                    log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot delete the log of %s-%d", t, p)
+            set_paused = getattr(self.logs, "set_cleaning_paused", None)
+            if set_paused is not None:
+                set_paused(strays)  # no retention/compaction under a config the topic may not have
+            self._report_strays(strays)
+
+    def _report_strays(self, strays: dict) -> None:
+        """Logs present on disk whose topic is missing from the registry without a deletion request
+        (ZooKeeper restarted empty, znodes removed by hand): kept, not served (not in the led set),
+        their retention and compaction paused, reported at ERROR once per log until its topic comes
+        back (then it is served and cleaned again)."""
+        new = {k: lg for k, lg in strays.items() if k not in self._strays_reported}
+        self._strays_reported = frozenset(strays)
+        if not new:
+            return
+        details = ", ".join(f"{lg.dir} ({_size_of(lg)} bytes, log end offset {_leo_of(lg)})"
+                            for _, lg in sorted(new.items()))
+        log.error("keeping %d log(s) whose topic is not in the ZooKeeper registry and was not deleted by "
+                  "request: %s. They are not served. If ZooKeeper lost its data, restore it and the topics "
+                  "come back with their records; to remove them, re-create the topic and delete it "
+                  "(DeleteTopics / pyklog-topics --delete), or remove the directories by hand.",
+                  len(new), details)
 
     def delete_local_logs(self, topic: str) -> None:
         """Delete this broker's logs of a deleted topic at once (other brokers follow through their
@@ -182,6 +213,20 @@ class ReplicaManager:
         finally:
             if add is not None:
                 self.cluster.remove_listener(on_change)
+
+
+def _size_of(lg) -> int | str:
+    try:
+        return lg.size
+    except Exception:  # noqa: BLE001 - a closed or broken log still gets reported
+        return "?"
+
+
+def _leo_of(lg) -> int | str:
+    try:
+        return lg.log_end_offset
+    except Exception:  # noqa: BLE001
+        return "?"
 
 
 __all__ = ["ReplicaManager"]

@@ -19,6 +19,17 @@ every node's data encoded and decoded by :mod:`pyklog.broker.zk.znodes`):
   after a topic's config changes (:meth:`ZkCluster.alter_topic_config`, or Kafka's kafka-configs);
   every broker drops its cached topic configs and tells its listeners, which re-apply them to the logs.
 * ``/latest_producer_id_block`` -> ``{"version":1,"broker":id,"block_start":"0","block_end":"999"}``.
+* ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
+  removed when the name is created again.  A broker deletes its log of a topic missing from the
+  registry only if this record exists (:meth:`ZkCluster.topic_deletion_recorded`); Kafka's
+  controller tells its brokers with StopReplica(deletePartitions=true) instead.
+
+Losing ZooKeeper's data never deletes a log: ``cluster_id_check`` (the broker's meta.properties,
+Kafka's InconsistentClusterIdException) runs before anything is written, so a broker with data
+refuses an empty ZooKeeper; a new session after an expiry re-checks ``/cluster/id`` before
+registering again; and while disconnected a watchdog asks the servers for their last zxid
+(``srvr``): a ZooKeeper that came back empty refuses the broker's session for ever, so when every
+server is behind the zxid the broker has seen, ``on_fatal`` stops the broker with an ERROR.
 
 pyklog has no replication and no controller elections: a partition's leader is its first replica,
 fixed when the topic is created.  Metadata reports leader -1 for a partition whose leader is not a
@@ -37,6 +48,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import re
 import threading
 import time
 import uuid
@@ -68,6 +80,7 @@ from pyklog.broker.errors import (
     ZooKeeperError,
 )
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.server import four_letter_word
 from pyklog.broker.zk.znodes import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -97,6 +110,20 @@ from pyklog.broker.zk.topics import (
 log = logging.getLogger(__name__)
 
 CONTROLLER_EPOCH = 1
+
+
+class _DataLost(Exception):
+    """Every ZooKeeper server that answers is behind the zxid this client has seen."""
+
+    def __init__(self, seen: int, zxids: dict):
+        super().__init__(f"servers at {zxids} behind zxid {seen:#x}")
+        self.seen, self.zxids = seen, zxids
+
+
+class _ClusterIdChanged(Exception):
+    def __init__(self, now: str | None):
+        super().__init__(f"cluster id now {now}")
+        self.now = now
 
 
 class PartitionState(NamedTuple):
@@ -162,8 +189,17 @@ class ZkCluster:
 
     def __init__(self, zk_connect: str, broker_id: int | None, host: str | None = None, port: int | None = None,
                  *, session_timeout_ms: int = 18000, listeners: Iterable[str] | None = None,
-                 connect_timeout_s: float | None = None, rack: str | None = None):
+                 connect_timeout_s: float | None = None, rack: str | None = None,
+                 cluster_id_check: Callable[[str | None], None] | None = None,
+                 on_fatal: Callable[[str], None] | None = None):
         self.zk_connect = zk_connect
+        # called with ZooKeeper's /cluster/id (None if absent) before it is created and before the
+        # broker registers: raising there stops start() with nothing written (meta.properties check)
+        self._cluster_id_check = cluster_id_check
+        # called once (on a kazoo thread) when ZooKeeper is found to have lost its data under us
+        self._on_fatal = on_fatal
+        self._fatal_reported = False
+        self._watchdog_running = False
         self._hosts, self._chroot = split_connect_string(zk_connect)
         self.broker_id = None if broker_id is None else int(broker_id)
         self.host = host
@@ -212,10 +248,12 @@ class ZkCluster:
                 f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s") from None
         try:
             self.zk.add_listener(self._on_state)
-            for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
-                      paths.ADMIN_DELETE_TOPICS):
-                self._retry(self.zk.ensure_path, p)
+            # the cluster id first: a broker whose meta.properties names another cluster stops here,
+            # before anything is written into this ZooKeeper
             self.cluster_id = self._get_or_create_cluster_id()
+            for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
+                      paths.ADMIN_DELETE_TOPICS, paths.ADMIN_DELETED_TOPICS):
+                self._retry(self.zk.ensure_path, p)
             if self.broker_id is not None:
                 self._register()
             self._watches.append(ChildrenWatch(self.zk, paths.BROKER_IDS, self._on_broker_ids))
@@ -302,6 +340,8 @@ class ZkCluster:
             try:
                 data, _ = self._retry(self.zk.get, paths.CLUSTER_ID)
             except NoNodeError:
+                if self._cluster_id_check is not None:
+                    self._cluster_id_check(None)  # a broker with data refuses an empty ZooKeeper
                 cid = new_cluster_id()
                 try:
                     self._retry(self.zk.create, paths.CLUSTER_ID, encode_cluster_id(cid), makepath=True)
@@ -309,7 +349,10 @@ class ZkCluster:
                     return cid
                 except NodeExistsError:
                     continue  # another broker won the race: read its id
-            return decode_cluster_id(data, paths.CLUSTER_ID)
+            cid = decode_cluster_id(data, paths.CLUSTER_ID)
+            if self._cluster_id_check is not None:
+                self._cluster_id_check(cid)
+            return cid
 
     def broker_registration(self) -> BrokerRegistration:
         """The registration this broker writes at ``/brokers/ids/<id>`` (fresh timestamp, version
@@ -385,10 +428,102 @@ class ZkCluster:
             log.warning("ZooKeeper session lost (%s): registration gone until a new session is up", self.zk_connect)
         elif state == KazooState.SUSPENDED:
             log.info("ZooKeeper connection suspended (%s)", self.zk_connect)
+            if self.broker_id is not None and not self._stopping and not self._watchdog_running:
+                self._watchdog_running = True
+                zk = self.zk
+                if zk is not None:
+                    zk.handler.spawn(self._watch_disconnection, zk)
         elif state == KazooState.CONNECTED and self._session_lost and not self._stopping:
             self._session_lost = False
             if self.broker_id is not None and self.zk is not None:
                 self.zk.handler.spawn(self._reregister)
+
+    # while disconnected: probe the servers this often, and how many probes in a row must find
+    # every answering server behind the zxid this client has seen before the broker gives up
+    WATCHDOG_PROBE_S = 1.0
+    WATCHDOG_LOST_PROBES = 3
+
+    def _watch_disconnection(self, zk: KazooClient) -> None:
+        """While the connection is down (a kazoo handler thread): notice a ZooKeeper that came
+        back without its data, and say at WARNING, at growing intervals (5 s doubling up to 60 s),
+        how long the broker has had no connection.
+
+        A ZooKeeper server refuses a session from a client that has seen a newer zxid than its own
+        ("Refusing session request ... client must try another server"), so after a restart with an
+        empty data directory kazoo would retry forever.  The servers are asked for their last zxid
+        (the ``srvr`` four-letter word, on ZooKeeper's default whitelist); when every server that
+        answers is behind this client's last zxid on :attr:`WATCHDOG_LOST_PROBES` probes in a row,
+        ``on_fatal`` is called with what happened and what to do (the broker stops, keeping its
+        logs).  Without ``on_fatal`` (admin tools) it is logged at ERROR and the retry goes on."""
+        waited = Deadline.never()
+        warn_backoff = Backoff(5.0, multiplier=2.0, max_s=60.0, jitter=0.0)
+        next_warning = warn_backoff.next()
+        behind = 0
+
+        class _StillDisconnected(Exception):
+            pass
+
+        def check() -> None:
+            nonlocal behind, next_warning
+            if self._stopping or self.zk is not zk or zk.connected:
+                return
+            seen = zk.last_zxid or 0
+            zxids = self._probe_server_zxids()
+            if zxids and seen and all(z < seen for z in zxids.values()):
+                behind += 1
+            else:
+                behind = 0
+            if behind >= self.WATCHDOG_LOST_PROBES:
+                raise _DataLost(seen, zxids)
+            if waited.elapsed() >= next_warning:
+                next_warning = waited.elapsed() + warn_backoff.next()
+                log.warning("no ZooKeeper connection to %s for %.0fs (kazoo keeps reconnecting; servers' "
+                            "last zxids: %s)", self.zk_connect, waited.elapsed(),
+                            {h: hex(z) for h, z in zxids.items()} or "no answer")
+            raise _StillDisconnected()
+
+        try:
+            retry(check, deadline=Deadline.never(), backoff=Backoff.constant(self.WATCHDOG_PROBE_S),
+                  retriable=lambda e: isinstance(e, _StillDisconnected), what="ZooKeeper reconnection")
+            if not self._stopping and self.zk is zk and zk.connected and waited.elapsed() >= 5.0:
+                log.info("ZooKeeper connection to %s back after %.0fs", self.zk_connect, waited.elapsed())
+        except _DataLost as e:
+            message = (f"ZooKeeper at {self.zk_connect} lost its data: every server that answers is at zxid "
+                       f"{', '.join(f'{h}={hex(z)}' for h, z in sorted(e.zxids.items()))}, older than the "
+                       f"{hex(e.seen)} this broker has already seen, so it refuses this broker's session for ever "
+                       "(it was restarted without its data directory?). The broker's logs are kept. Restore "
+                       "ZooKeeper's data directory and restart ZooKeeper, then the broker")
+            if self._on_fatal is not None and not self._fatal_reported:
+                self._fatal_reported = True
+                self._on_fatal(message)
+            else:
+                log.error("%s", message)
+        finally:
+            self._watchdog_running = False
+
+    def _probe_server_zxids(self) -> dict[str, int]:
+        """``{"host:port": last zxid}`` of the servers that answer ``srvr`` (1 s each)."""
+        out = {}
+        for hp in self._hosts.split(","):
+            host, _, port = hp.strip().rpartition(":")
+            try:
+                text = four_letter_word(host or "127.0.0.1", int(port), "srvr", timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            m = re.search(r"^Zxid:\s*(0x[0-9a-fA-F]+)", text, re.MULTILINE)
+            if m:
+                out[hp.strip()] = int(m.group(1), 16)
+        return out
+
+    def _check_cluster_id_unchanged(self) -> None:
+        """After a new session: ZooKeeper must still hold the cluster id this broker joined."""
+        try:
+            data, _ = self._retry(self.zk.get, paths.CLUSTER_ID)
+            now = decode_cluster_id(data, paths.CLUSTER_ID)
+        except NoNodeError:
+            now = None
+        if now != self.cluster_id:
+            raise _ClusterIdChanged(now)
 
     def _reregister(self) -> None:
         """Register again after a new session is up (on a kazoo handler thread): retried every
@@ -398,6 +533,7 @@ class ZkCluster:
         def attempt() -> None:
             if self._stopping or self._session_lost:
                 return
+            self._check_cluster_id_unchanged()
             self._register()
             self._notify()
 
@@ -413,6 +549,17 @@ class ZkCluster:
                   what=f"re-registration of broker {self.broker_id}", on_retry=on_retry)
         except BrokerIdInUseError as e:
             log.error("cannot register again after a session expiry: %s", e)
+        except _ClusterIdChanged as e:
+            found = f"cluster id {e.now}" if e.now else "no cluster id (an empty ZooKeeper)"
+            message = (f"after a new ZooKeeper session, {self.zk_connect} holds {found}, not this broker's cluster "
+                       f"id {self.cluster_id}: ZooKeeper lost its data or was replaced. The broker does not "
+                       "register there; its logs are kept. Restore ZooKeeper's data directory, then restart "
+                       "the broker")
+            if self._on_fatal is not None and not self._fatal_reported:
+                self._fatal_reported = True
+                self._on_fatal(message)
+            else:
+                log.error("%s", message)
         except (ZooKeeperError, KazooException) as e:  # stopping, or the new session was lost too
             log.info("re-registration of broker %s abandoned: %s", self.broker_id, e)
 
@@ -680,6 +827,8 @@ class ZkCluster:
             else:
                 t.create(paths.topic_config(name), config_data)
             t.create(paths.topic(name), encode_topic_assignment(assignment))
+            if self.zk.exists(paths.deleted_topic_record(name)):  # the name is in use again
+                t.delete(paths.deleted_topic_record(name))
             t.create(paths.topic_partitions(name), b"")
             for p, replicas in sorted(assignment.items()):
                 t.create(paths.partition(name, p), b"")
@@ -712,6 +861,11 @@ class ZkCluster:
                     t.delete(paths.topic_config(name))
                 if self.zk.exists(paths.delete_topic_request(name)):
                     t.delete(paths.delete_topic_request(name))
+                # the record that lets every broker delete its logs of this topic (see paths)
+                if self.zk.exists(paths.ADMIN_DELETED_TOPICS) is None:
+                    self.zk.ensure_path(paths.ADMIN_DELETED_TOPICS)
+                if self.zk.exists(paths.deleted_topic_record(name)) is None:
+                    t.create(paths.deleted_topic_record(name), b"")
                 return t.commit()
 
             results = self._retry(delete)
@@ -727,6 +881,14 @@ class ZkCluster:
                 raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
             # The tree changed under us (a concurrent create/delete): look again.
         raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def topic_deletion_recorded(self, name: str) -> bool:
+        """True if ``name`` was deleted by request (DeleteTopics, ``pyklog-topics --delete``,
+        ``/admin/delete_topics``) and not created again since: only then may a broker delete its
+        local logs of a topic missing from the registry.  A topic whose znodes vanished otherwise
+        (ZooKeeper restarted empty, nodes removed by hand) has no record."""
+        validate_topic_name(name)
+        return self._retry(self.zk.exists, paths.deleted_topic_record(name)) is not None
 
     def _subtree(self, root: str) -> list[str]:
         """Every node under ``root`` and ``root`` itself, children before parents."""

@@ -88,6 +88,18 @@ def delete_topic_request(name: str) -> str:
     return f"{ADMIN_DELETE_TOPICS}/{name}"
 
 
+# pyklog's own record of a completed topic deletion (Kafka's controller sends StopReplica with
+# deletePartitions=true instead; pyklog has no controller-to-broker requests):
+#   /admin/deleted_topics/[topic]    persistent  (empty) written in the deletion's multi-op, removed
+#                                                 when a topic of that name is created again
+# A broker deletes a local log whose topic is absent from /brokers/topics only when this node exists.
+ADMIN_DELETED_TOPICS = "/admin/deleted_topics"
+
+
+def deleted_topic_record(name: str) -> str:
+    return f"{ADMIN_DELETED_TOPICS}/{name}"
+
+
 # Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"

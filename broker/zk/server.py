@@ -3,7 +3,11 @@
 The server is ``org.apache.zookeeper.server.ZooKeeperServerMain`` with a config file bound to
 127.0.0.1 (the short ``PORT DIR`` form would listen on every interface), admin server off.
 
-:class:`ZooKeeperServer` is used by tests, the demo and notebooks; ``main()`` is the console script.
+:class:`ZooKeeperServer` is used by tests, the demo and notebooks (without ``data_dir`` it uses a
+temporary directory removed on stop); ``main()`` is the console script, which keeps its data in a
+persistent directory by default (:func:`default_data_dir`), because a ZooKeeper that comes back
+empty has forgotten every topic and the cluster id (Kafka's quickstart keeps ZooKeeper's
+``dataDir`` for the same reason).  ``--ephemeral`` asks for a throwaway directory.
 Not thread-safe: one owner starts and stops it.
 """
 from __future__ import annotations
@@ -35,6 +39,13 @@ def pyspark_jars_dir() -> str:
     if not os.path.isdir(jars):
         raise RuntimeError(f"pyspark's jars directory not found at {jars}")
     return jars
+
+
+def default_data_dir(port: int) -> str:
+    """``$XDG_DATA_HOME/pyklog/zookeeper-<port>`` (``~/.local/share/pyklog/zookeeper-<port>``):
+    where ``pyklog-zookeeper`` keeps its data unless told otherwise."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "pyklog", f"zookeeper-{int(port)}")
 
 
 def free_port() -> int:
@@ -152,12 +163,23 @@ def main(argv=None) -> int:
                                 description="Start a real ZooKeeper (from pyspark's jars) on 127.0.0.1.")
     add_version_argument(p)
     p.add_argument("--port", type=int, default=2181)
-    p.add_argument("--data-dir", default=None, help="data directory (default: a temporary one, removed on exit)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", default=None,
+                       help="data directory, kept across restarts (default: $XDG_DATA_HOME/pyklog/zookeeper-PORT, "
+                            "i.e. ~/.local/share/pyklog/zookeeper-PORT)")
+    where.add_argument("--ephemeral", action="store_true",
+                       help="use a temporary data directory, REMOVED on exit: the next start is an empty "
+                            "ZooKeeper, and brokers with data refuse to join it (their meta.properties names "
+                            "the old cluster id)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    zk = ZooKeeperServer(data_dir=args.data_dir, port=args.port)
+    data_dir = None if args.ephemeral else os.path.abspath(args.data_dir or default_data_dir(args.port))
+    if data_dir is not None:
+        os.makedirs(data_dir, exist_ok=True)
+    zk = ZooKeeperServer(data_dir=data_dir, port=args.port)
     zk.start()
-    print(f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}); Ctrl-C or SIGTERM stops it",
+    kind = "temporary, removed on exit" if args.ephemeral else "kept across restarts"
+    print(f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}, {kind}); Ctrl-C or SIGTERM stops it",
           flush=True)
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
