@@ -815,6 +815,13 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.info("pyklog group %s: releasing %s at the batch boundary", d.group_id, sorted(release))
                 d.member.release(release)
         owned = set(d.owned())
+        if d.member is None:
+            # Without a group every partition of the subscription is read: one that was read and is
+            # no longer in the metadata is gone (its topic deleted), as Spark's Kafka source reports
+            # it.  (In a group, a partition not owned any more was handed to another member.)
+            for tp in sorted(tp for tp in start_map if tp not in owned and tp not in drop):
+                _report_loss(opts, tp[0], tp[1], start_map[tp], None,
+                             "the partition is gone (its topic was deleted)")
         latest = d.list_offsets(sorted(owned), LATEST) if owned else {}
         self._latest = latest
         # 3. continuing partitions advance; new ones are recorded at their start position
