@@ -282,6 +282,12 @@ class InvalidRequiredAcksError(PyklogError):
     """Produce acks must be 0, 1 or -1."""
 
 
+@_wire(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+class TransactionalIdAuthorizationFailedError(PyklogError):
+    """The transactional id may not be used (pyklog answers it while it has no transaction
+    coordinator: stock clients treat it as fatal and stop at once)."""
+
+
 @_wire(73, "TOPIC_DELETION_DISABLED")
 class TopicDeletionDisabledError(PyklogError):
     """DeleteTopics on a broker with delete.topic.enable=false."""

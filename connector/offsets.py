@@ -25,8 +25,7 @@ from typing import Iterable, Mapping
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from pyklog.broker.errors import (ConfigError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
-                           NotCoordinatorError, ZooKeeperError)
+from pyklog.broker.errors import ConfigError, ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.znodes import decode_consumer_offset, encode_consumer_offset
 
@@ -159,16 +158,13 @@ class KafkaOffsetStore(OffsetStore):
     network errors and looks the coordinator up again after the last three (as Kafka's
     ``ConsumerCoordinator.commitOffsetsSync`` marks the coordinator unknown and retries within one
     timer).  The store adds no loop of its own around it: a second loop would multiply the bound.
-    ``backoff_s`` is accepted for compatibility and not used.
     """
 
     storage = "kafka"
-    RETRIABLE = (CoordinatorLoadInProgressError, NotCoordinatorError, CoordinatorNotAvailableError)
 
-    def __init__(self, cluster_client, *, timeout_s: float = 30.0, backoff_s: float = 0.1):
+    def __init__(self, cluster_client, *, timeout_s: float = 30.0):
         self.client = cluster_client
         self.timeout_s = timeout_s
-        self.backoff_s = backoff_s
 
     def commit(self, group, offsets):
         items = _normalize(offsets)

@@ -9,7 +9,6 @@ import glob
 import os
 import time
 
-import pytest
 
 from support import kazoo_client, wait_for
 

@@ -56,6 +56,7 @@ import time
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
+    CorruptRecordError,
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidRequestError,
@@ -66,6 +67,7 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
     PyklogError,
     TopicDeletionDisabledError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -97,12 +99,12 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 #: (librdkafka's txnmgr, kafka-python's and Kafka's TransactionManager) treat as FATAL for a
 #: transactional producer: ``init_transactions()`` fails at once and shows the message, where
 #: COORDINATOR_NOT_AVAILABLE (retriable) made them retry until their timeout.
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailedError.code
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
-_CORRUPT_MESSAGE = 2
+_CORRUPT_MESSAGE = CorruptRecordError.code
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
 _CREATE_WAIT_S = 2.0

@@ -493,13 +493,18 @@ class ZkCluster:
                        f"{hex(e.seen)} this broker has already seen, so it refuses this broker's session for ever "
                        "(it was restarted without its data directory?). The broker's logs are kept. Restore "
                        "ZooKeeper's data directory and restart ZooKeeper, then the broker")
-            if self._on_fatal is not None and not self._fatal_reported:
-                self._fatal_reported = True
-                self._on_fatal(message)
-            else:
-                log.error("%s", message)
+            self._report_fatal(message)
         finally:
             self._watchdog_running = False
+
+    def _report_fatal(self, message: str) -> None:
+        """A condition the broker cannot serve through: hand it to ``on_fatal`` once (the broker
+        stops); without a handler, or after the first report, log it at ERROR."""
+        if self._on_fatal is not None and not self._fatal_reported:
+            self._fatal_reported = True
+            self._on_fatal(message)
+        else:
+            log.error("%s", message)
 
     def _probe_server_zxids(self) -> dict[str, int]:
         """``{"host:port": last zxid}`` of the servers that answer ``srvr`` (1 s each)."""
@@ -555,11 +560,7 @@ class ZkCluster:
                        f"id {self.cluster_id}: ZooKeeper lost its data or was replaced. The broker does not "
                        "register there; its logs are kept. Restore ZooKeeper's data directory, then restart "
                        "the broker")
-            if self._on_fatal is not None and not self._fatal_reported:
-                self._fatal_reported = True
-                self._on_fatal(message)
-            else:
-                log.error("%s", message)
+            self._report_fatal(message)
         except (ZooKeeperError, KazooException) as e:  # stopping, or the new session was lost too
             log.info("re-registration of broker %s abandoned: %s", self.broker_id, e)
 
