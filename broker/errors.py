@@ -324,3 +324,44 @@ class GroupMaxSizeReachedError(PyklogError):
 @_wire(82, "FENCED_INSTANCE_ID")
 class FencedInstanceIdError(PyklogError):
     """KIP-345: another member has joined with this group.instance.id; this one is a zombie."""
+
+
+# ---------------------------------------------------------------------------- transactions (KIP-98)
+
+@_wire(48, "INVALID_TXN_STATE")
+class InvalidTxnStateError(PyklogError):
+    """The request is not valid in the transaction's current state (e.g. EndTxn with no
+    transaction, produce outside a begun transaction, a marker older than the open transaction)."""
+
+
+@_wire(49, "INVALID_PRODUCER_ID_MAPPING")
+class InvalidProducerIdMappingError(PyklogError):
+    """The producer id is not the one the coordinator holds for this transactional id."""
+
+
+@_wire(50, "INVALID_TRANSACTION_TIMEOUT")
+class InvalidTransactionTimeoutError(PyklogError):
+    """transaction.timeout.ms is <= 0 or above the broker's transaction.max.timeout.ms."""
+
+
+@_wire(51, "CONCURRENT_TRANSACTIONS", retriable=True)
+class ConcurrentTransactionsError(PyklogError):
+    """The previous transaction of this transactional id is still being completed (its markers
+    are being written): retry shortly."""
+
+
+@_wire(52, "TRANSACTION_COORDINATOR_FENCED")
+class TransactionCoordinatorFencedError(PyklogError):
+    """A marker or request comes from a transaction coordinator with an older coordinator epoch
+    than one already seen (a coordinator that lost its partition)."""
+
+
+@_wire(90, "PRODUCER_FENCED")
+class ProducerFencedError(PyklogError):
+    """A newer producer with the same transactional id has initialised (a higher epoch): this one
+    is a zombie and must close."""
+
+
+@_wire(105, "TRANSACTIONAL_ID_NOT_FOUND")
+class TransactionalIdNotFoundError(PyklogError):
+    """The transactional id is not known to the coordinator."""

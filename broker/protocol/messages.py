@@ -40,6 +40,11 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -62,6 +67,13 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
+    # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
+    # once KafkaApis has a handler for it
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
+    ApiKey.END_TXN: (0, 2),
+    ApiKey.WRITE_TXN_MARKERS: (0, 0),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -518,6 +530,119 @@ INIT_PRODUCER_ID_RESPONSE = [
     F("ProducerEpoch", INT16),
 ]
 
+# ---------------------------------------------------------------------------- transactions (KIP-98)
+# AddPartitionsToTxn 24: v1 = v0, v2 adds the PRODUCER_FENCED error code, v3 flexible, v4+ (broker
+# to broker, KIP-890) batches several transactions.
+
+ADD_PARTITIONS_TO_TXN_REQUEST = [
+    F("V3AndBelowTransactionalId", STRING, "0-3"),
+    F("V3AndBelowProducerId", INT64, "0-3"),
+    F("V3AndBelowProducerEpoch", INT16, "0-3"),
+    A("V3AndBelowTopics", "0-3", fields=[
+        F("Name", STRING),
+        F("Partitions", "[]" + INT32),
+    ]),
+]
+
+ADD_PARTITIONS_TO_TXN_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("ResultsByTopicV3AndBelow", "0-3", fields=[
+        F("Name", STRING),
+        A("ResultsByPartition", fields=[
+            F("PartitionIndex", INT32),
+            F("PartitionErrorCode", INT16),
+        ]),
+    ]),
+]
+
+# AddOffsetsToTxn 25: v1 = v0, v2 adds PRODUCER_FENCED, v3 flexible.
+
+ADD_OFFSETS_TO_TXN_REQUEST = [
+    F("TransactionalId", STRING),
+    F("ProducerId", INT64),
+    F("ProducerEpoch", INT16),
+    F("GroupId", STRING),
+]
+
+ADD_OFFSETS_TO_TXN_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+]
+
+# EndTxn 26: v1 = v0, v2 adds PRODUCER_FENCED and TRANSACTION_TIMED_OUT, v3 flexible.
+
+END_TXN_REQUEST = [
+    F("TransactionalId", STRING),
+    F("ProducerId", INT64),
+    F("ProducerEpoch", INT16),
+    F("Committed", BOOL),
+]
+
+END_TXN_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+]
+
+# WriteTxnMarkers 27: the transaction coordinator asks the leaders of a transaction's partitions to
+# append its COMMIT or ABORT marker.  v0 is the non-flexible layout (pyklog brokers speak it among
+# themselves); Kafka 4 serves v1+ only.
+
+WRITE_TXN_MARKERS_REQUEST = [
+    A("Markers", fields=[
+        F("ProducerId", INT64),
+        F("ProducerEpoch", INT16),
+        F("TransactionResult", BOOL),  # false = ABORT, true = COMMIT
+        A("Topics", fields=[
+            F("Name", STRING),
+            F("PartitionIndexes", "[]" + INT32),
+        ]),
+        F("CoordinatorEpoch", INT32),
+    ]),
+]
+
+WRITE_TXN_MARKERS_RESPONSE = [
+    A("Markers", fields=[
+        F("ProducerId", INT64),
+        A("Topics", fields=[
+            F("Name", STRING),
+            A("Partitions", fields=[
+                F("PartitionIndex", INT32),
+                F("ErrorCode", INT16),
+            ]),
+        ]),
+    ]),
+]
+
+# TxnOffsetCommit 28: v1 = v0, v2 adds the committed leader epoch, v3 flexible (member id,
+# generation, group instance id).
+
+TXN_OFFSET_COMMIT_REQUEST = [
+    F("TransactionalId", STRING),
+    F("GroupId", STRING),
+    F("ProducerId", INT64),
+    F("ProducerEpoch", INT16),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("CommittedOffset", INT64),
+            F("CommittedLeaderEpoch", INT32, "2+", default=-1),
+            F("CommittedMetadata", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+]
+
+TXN_OFFSET_COMMIT_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+        ]),
+    ]),
+]
+
 
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
@@ -538,4 +663,10 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: ("InitProducerId", INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN_REQUEST,
+                                   ADD_PARTITIONS_TO_TXN_RESPONSE),
+    ApiKey.ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", ADD_OFFSETS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_RESPONSE),
+    ApiKey.END_TXN: ("EndTxn", END_TXN_REQUEST, END_TXN_RESPONSE),
+    ApiKey.WRITE_TXN_MARKERS: ("WriteTxnMarkers", WRITE_TXN_MARKERS_REQUEST, WRITE_TXN_MARKERS_RESPONSE),
+    ApiKey.TXN_OFFSET_COMMIT: ("TxnOffsetCommit", TXN_OFFSET_COMMIT_REQUEST, TXN_OFFSET_COMMIT_RESPONSE),
 }
