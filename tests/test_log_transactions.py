@@ -696,3 +696,44 @@ def test_cleaner_random_transactions_against_the_committed_view(tmp_path, seed):
     assert not aborted_vals & all_values
     assert latest(everything) == latest(consumer_view(lg))
     lg.close()
+
+
+def test_interrupted_swap_replaces_the_txnindex_too(tmp_path):
+    """A crash after the cleaned segment became ``.swap`` (before the originals were replaced):
+    start-up puts the swap in place, its ``.txnindex`` included, and drops the originals'
+    index, so no stale aborted transaction survives a marker the cleaner removed."""
+    import shutil
+
+    d = str(tmp_path / "a" / "s-0")
+    conf = compact_cfg(segment_bytes=100_000)
+    lg = Log(d, conf)
+    lg.append(build_batch([(b"x", b"X-aborted", None, ())], producer_id=1, producer_epoch=0,
+                          base_sequence=0, is_transactional=True))
+    lg.append_control_marker(1, 0, False, 0)
+    lg.append(build_batch([(b"x", b"x1", None, ())], producer_id=1, producer_epoch=0,
+                          base_sequence=1, is_transactional=True))
+    lg.append_control_marker(1, 0, True, 0)
+    lg.roll()
+    now = lg.segments[0].last_modified_ms
+    lg.compact(now_ms=now + 10_000, force=True)  # aborted batch removed, its marker kept
+    assert lg.aborted_transactions(0, 10) == [(1, 0)]
+    lg.append(build_batch([(b"y", b"y1", None, ())]))
+    lg.roll()
+    lg.close()
+    twin = str(tmp_path / "b" / "s-0")
+    shutil.copytree(d, twin)
+    tl = Log(twin, conf, clean_shutdown=True)
+    tl.compact(now_ms=now + 20_000, force=True)  # the abort marker goes with its index entry
+    expected = (consumer_view(tl), tl.aborted_transactions(0, 10), tl.log_end_offset)
+    assert expected[1] == []
+    first = tl.segments[0]
+    tl.close()
+    assert os.path.exists(os.path.join(d, "00000000000000000000.txnindex"))
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        src = first.log_path[:-4] + ext
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(d, os.path.basename(src) + ".swap"))
+    lg = Log(d, conf, clean_shutdown=True)
+    assert (consumer_view(lg), lg.aborted_transactions(0, 10), lg.log_end_offset) == expected
+    assert not any(n.endswith((".swap", ".cleaned", ".deleted")) for n in os.listdir(d))
+    lg.close()
