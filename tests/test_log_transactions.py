@@ -737,3 +737,30 @@ def test_interrupted_swap_replaces_the_txnindex_too(tmp_path):
     assert (consumer_view(lg), lg.aborted_transactions(0, 10), lg.log_end_offset) == expected
     assert not any(n.endswith((".swap", ".cleaned", ".deleted")) for n in os.listdir(d))
     lg.close()
+
+
+def test_producer_snapshot_carries_coordinator_epoch_and_open_transaction(tmp_path):
+    """Kafka's snapshot entry: producerId, epoch, lastSequence, lastOffset, offsetDelta,
+    timestamp, coordinatorEpoch, currentTxnFirstOffset (here with real values)."""
+    import struct
+
+    from crc32c import crc32c
+
+    d = tmp_path / "t-0"
+    lg = Log(str(d))
+    lg.append(build_batch([(b"k", b"v", 1000, ())] * 2, producer_id=5, producer_epoch=3,
+                          base_sequence=0, is_transactional=True))      # 0-1
+    lg.append_control_marker(5, 3, True, 7)                             # 2
+    lg.append(build_batch([(b"k", b"v", 2000, ())], producer_id=5, producer_epoch=3,
+                          base_sequence=2, is_transactional=True))      # 3 open
+    lg.close()
+    raw = open(d / "00000000000000000004.snapshot", "rb").read()
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 5, 3, 2, 3, 0, 2000, 7, 3)
+    assert raw == struct.pack(">hI", 1, crc32c(body)) + body
+    lg = Log(str(d), clean_shutdown=True)
+    e = lg.producer_state(5)
+    assert (e.epoch, e.coordinator_epoch, e.current_txn_first_offset, e.last_seq) == (3, 7, 3, 2)
+    assert lg.open_transactions() == {5: 3} and lg.last_stable_offset == 3
+    with pytest.raises(TransactionCoordinatorFencedError):  # the coordinator epoch survived
+        lg.append_control_marker(5, 3, True, 6)
+    lg.close()
