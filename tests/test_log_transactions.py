@@ -764,3 +764,47 @@ def test_producer_snapshot_carries_coordinator_epoch_and_open_transaction(tmp_pa
     with pytest.raises(TransactionCoordinatorFencedError):  # the coordinator epoch survived
         lg.append_control_marker(5, 3, True, 6)
     lg.close()
+
+
+def test_lock_free_readers_during_appends_and_markers(tmp_path):
+    """Readers (LSO, aborted list, READ_COMMITTED reads) race a writer that appends, writes
+    markers and rolls: the LSO never goes back, never passes the log end, the aborted list only
+    grows (earlier answers are prefixes of later ones), and reads up to the LSO return whole
+    batches below it."""
+    import threading
+
+    lg = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=700))
+    stop = threading.Event()
+    failures = []
+
+    def reader():
+        last_lso, last_aborted = 0, []
+        try:
+            while not stop.is_set():
+                lso = lg.last_stable_offset
+                leo = lg.log_end_offset
+                assert last_lso <= lso <= leo, (last_lso, lso, leo)
+                aborted = lg.aborted_transactions(0, 1 << 62)
+                assert aborted[: len(last_aborted)] == last_aborted
+                data = lg.read(0, 1 << 20, max_offset=lso).read_bytes()
+                pos = 0
+                while pos < len(data):
+                    b = decode_batch(data, pos)
+                    assert b.header.last_offset < lso
+                    pos += b.header.size
+                last_lso, last_aborted = lso, aborted
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        open_, aborted = run_random(lg, random.Random(3), 500, check=False)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert sorted(lg.aborted_transactions(0, lg.log_end_offset)) == overlapping(aborted, 0, lg.log_end_offset)
+    lg.close()
