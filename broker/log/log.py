@@ -453,9 +453,10 @@ class Log:
         return out
 
     def fetch_upper_bound(self, offset: int) -> int:
-        """The upper bound of the aborted transactions a Fetch at ``offset`` reports: the base
-        offset of the segment after the one holding ``offset``, else the log end offset (a
-        fetch returns batches of one segment).  Lock-free."""
+        """The upper bound of the aborted transactions a Fetch reports when the first batch it
+        returns starts at ``offset``: the base offset of the segment after the one holding
+        ``offset``, else the log end offset (a fetch returns batches of one segment; Kafka's
+        fallback in ``addAbortedTransactions``).  Lock-free."""
         v = self._view
         i = bisect_right(v.bases, offset)
         return v.bases[i] if i < len(v.bases) else v.log_end_offset
