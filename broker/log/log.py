@@ -415,11 +415,13 @@ class Log:
         producer's), TransactionCoordinatorFencedError (``coordinator_epoch`` older than the one
         stored for the producer), KafkaStorageError.  Thread-safe (the append lock); the caller
         notifies the fetch purgatory."""
-        if not 0 <= producer_id < 1 << 63 or not 0 <= producer_epoch < 1 << 15 \
-                or not -1 <= coordinator_epoch < 1 << 31:
+        # the wire types (int64, int16, int32); an epoch older than the producer's (-1 too) is
+        # the producer state's INVALID_PRODUCER_EPOCH below, as in Kafka
+        if not 0 <= producer_id < 1 << 63 or not -(1 << 15) <= producer_epoch < 1 << 15 \
+                or not -(1 << 31) <= coordinator_epoch < 1 << 31:
             raise InvalidRecordError(
-                f"{self._tp}: a transaction marker needs a producer id >= 0 (int64), a producer "
-                f"epoch 0..32767 and a coordinator epoch -1..2**31-1, got {producer_id}, "
+                f"{self._tp}: a transaction marker needs a producer id >= 0 (int64), an int16 "
+                f"producer epoch and an int32 coordinator epoch, got {producer_id}, "
                 f"{producer_epoch}, {coordinator_epoch}")
         raw = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                   producer_epoch, coordinator_epoch=coordinator_epoch)
