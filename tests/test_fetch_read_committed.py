@@ -67,13 +67,13 @@ class Writer:
         self.lg = leader_log(srv, topic)
         self.seq = {}
 
-    def data(self, pid, values, transactional=True):
+    def data(self, pid, values, transactional=True, ts=None):
         if pid is None:
-            b = build_batch([(b"k", v, None, ()) for v in values])
+            b = build_batch([(b"k", v, ts, ()) for v in values])
         else:
             s = self.seq.get(pid, 0)
             self.seq[pid] = s + len(values)
-            b = build_batch([(b"k", v, None, ()) for v in values], producer_id=pid, producer_epoch=0,
+            b = build_batch([(b"k", v, ts, ()) for v in values], producer_id=pid, producer_epoch=0,
                             base_sequence=s, is_transactional=transactional)
         info = self.lg.append(b)
         self.srv.apis.purgatory.notify((self.topic, 0), len(b))
@@ -109,6 +109,9 @@ def data_values(raw):
     return [r.value for b in iter_batches(bytes(raw or b"")) if not b.is_control for r in b.records]
 
 
+FUTURE = int(time.time() * 1000) + 3_600_000
+
+
 def scenario(wr):
     """Two interleaved transactions (one committed, one aborted), plain records, and a third
     transaction left open.  Returns (committed values, open-transaction first offset)."""
@@ -121,7 +124,7 @@ def scenario(wr):
     wr.marker(20, False)                       # 8    abort 20
     wr.data(None, [b"p2"])                     # 9
     wr.marker(10, True)                        # 10   commit 10
-    first_open = wr.data(30, [b"o0"]).first_offset  # 11 open
+    first_open = wr.data(30, [b"o0"], ts=FUTURE).first_offset  # 11 open, an hour ahead
     wr.data(None, [b"p3"])                     # 12
     return [b"p0", b"c0", b"c1", b"p1", b"c2", b"p2"], first_open
 
@@ -168,6 +171,9 @@ def test_fetch_and_list_offsets_wire(server):
         assert list_offset(w, topic, -1, 1, version=2) == first_open
         assert list_offset(w, topic, -1, 0) == leo
         assert list_offset(w, topic, -2, 1) == 0
+        # by timestamp: the open transaction's record is found only read_uncommitted
+        assert list_offset(w, topic, FUTURE, 0) == first_open
+        assert list_offset(w, topic, FUTURE, 1) == -1
 
         wr.marker(30, False)  # abort the open transaction: the LSO moves to the end
         rc = fetch(w, topic, first_open, isolation=1)
