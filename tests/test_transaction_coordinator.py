@@ -211,3 +211,14 @@ def test_a_new_producer_fences_the_zombie(broker_factory):
         assert zombie.end(True) == PRODUCER_FENCED  # its epoch was bumped by the abort
         assert zombie.end(True, version=1) == INVALID_PRODUCER_EPOCH
         assert set(zombie.add([(topic, 0)]).values()) == {PRODUCER_FENCED}
+
+
+def test_idempotent_producers_and_group_coordinators_unchanged(broker_factory):
+    b = broker_factory(0, **TXN_PROPS)
+    with Wire(b.port) as w:
+        r = w.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        assert r["error_code"] == 0 and r["producer_id"] >= 0 and r["producer_epoch"] == 0
+        r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": "some-group", "key_type": 0})
+        assert r["error_code"] in (0, 14, 15), r
+        r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": "x", "key_type": 7})
+        assert r["error_code"] == 42, r  # INVALID_REQUEST, answered at once
