@@ -243,3 +243,77 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
     assert c == {"committed": 20, "visible": 20, "lost": 0, "duplicated": 0, "leaked": 0}, c
     assert len(seen["aborted"]) == 25
     assert waited < 15, f"the abort took {waited:.1f}s (transaction.timeout.ms=2000, checked every 500 ms)"
+
+
+def _two_brokers(broker_factory):
+    b0 = broker_factory(0, port=stable_port(), **TXN_PROPS)
+    b1 = broker_factory(1, port=stable_port(), **TXN_PROPS)
+    with Wire(b0.port) as w:
+        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
+            "brokers"]) == 2, message="two brokers")
+    return b0, b1
+
+
+def _tid_coordinated_by(port: int, node: int) -> str:
+    with Wire(port) as w:
+        for _ in range(200):
+            tid = f"tx-{uuid.uuid4().hex[:8]}"
+            r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})
+            if r["error_code"] == 0 and r["node_id"] == node:
+                return tid
+    raise AssertionError(f"no transactional id coordinated by broker {node}")
+
+
+def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory):
+    """The transaction's partitions are led by broker 1, its coordinator is broker 0 (markers cross
+    brokers).  Broker 1 is SIGKILLed before the commit, so the markers cannot be written; the
+    commit is acknowledged (PrepareCommit in __transaction_state); broker 0 is SIGKILLed; broker 1
+    comes back: the transaction is still undecided; broker 0 comes back, reloads PrepareCommit and
+    writes the markers: every acknowledged record is visible once."""
+    b0, b1 = _two_brokers(broker_factory)
+    topic = f"txx-{uuid.uuid4().hex[:6]}"
+    with Wire(b0.port) as w:
+        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+            "name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+            "assignments": [{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [1]}]}],
+            "timeout_ms": 10000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
+    tid = _tid_coordinated_by(b0.port, 0)
+    p = confluent_producer(f"{b0.bootstrap},{b1.bootstrap}", tid)
+    p.init_transactions(30)
+    # A: an ordinary transaction whose markers go from broker 0 to broker 1
+    p.begin_transaction()
+    first = [b"a%d" % i for i in range(30)]
+    produce_values(p, topic, first, 2)
+    p.commit_transaction(30)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    message="markers written across brokers")
+    assert count(first, [], seen)["lost"] == 0
+    # B: the records are on broker 1, then broker 1 dies; the commit is acknowledged by broker 0
+    p.begin_transaction()
+    second = [b"b%d" % i for i in range(30)]
+    produce_values(p, topic, second, 2)
+    b1.kill()
+    p.commit_transaction(30)  # answered once PrepareCommit is written; the markers cannot reach broker 1
+    b0.kill()
+    b1.start()
+    seen = read_topic(lambda _p: b1.port, topic, 2)
+    assert sorted(seen["undecided"]) == sorted(second), "the markers were written before the coordinator died"
+    b0.start()
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    timeout=60, message="the restarted coordinator completes the commit")
+    c = count(first + second, [], seen)
+    assert c == {"committed": 60, "visible": 60, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert "left in PrepareCommit: sending its 2 markers again" in b0.output()
+    # the coordinator wrote CompleteCommit: the producer's next transaction is accepted at once
+    p.begin_transaction()
+    third = [b"c%d" % i for i in range(10)]
+    produce_values(p, topic, third, 2)
+    p.commit_transaction(60)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    message="third transaction")
+    c = count(first + second + third, [], seen)
+    assert c == {"committed": 70, "visible": 70, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    p.flush(10)
+    for b in (b0, b1):
+        assert "Traceback" not in b.output(), b.output()[-5000:]

@@ -152,9 +152,14 @@ class BrokerServer:
         from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
         om = self.offset_manager
+
+        def offsets_partition_for(group: str) -> tuple[str, int]:
+            om.ensure_topic()  # the markers of AddOffsetsToTxn need the partition to exist
+            return OFFSETS_TOPIC, om.partition_for(group)
+
         return TransactionCoordinator.from_config(
             self.config, self.log_manager, self.cluster, producer_id_allocator=self.apis._next_producer_id,
-            offsets_partition_for=lambda group: (OFFSETS_TOPIC, om.partition_for(group)))
+            offsets_partition_for=offsets_partition_for)
 
     def _topic_config(self, topic: str) -> dict | None:
         cluster = self.cluster

@@ -119,6 +119,7 @@ class TransactionMarkerChannelManager:
         self._conns: dict[int, _PeerConnection] = {}
         self._backoff: dict[int, tuple[Backoff, float]] = {}  # broker -> (backoff, not before monotonic)
         self._running = False
+        self._wakeup = False  # new work arrived since the current round began (no backoff wait then)
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"txn-marker-io-{broker_id}")
         self.markers_sent = 0  # partitions acknowledged (tests, logs)
@@ -152,6 +153,7 @@ class TransactionMarkerChannelManager:
                 self._completions.append(pending)
             else:
                 self._pending[pending.transactional_id] = pending
+            self._wakeup = True
             self._lock.notify_all()
 
     def remove_markers_for_txn_partition(self, txn_partition: int) -> None:
@@ -181,6 +183,7 @@ class TransactionMarkerChannelManager:
                     return
                 pending = list(self._pending.values())
                 completions, self._completions = self._completions, []
+                self._wakeup = False
             try:
                 self._complete(completions)
                 if pending:
@@ -188,8 +191,8 @@ class TransactionMarkerChannelManager:
             except Exception:  # noqa: BLE001 - the sender thread must go on
                 log.exception("transaction marker round failed")
             with self._lock:
-                if self._running and (self._pending or self._completions):
-                    self._lock.wait(self._next_wait())
+                if self._running and not self._wakeup and not self._completions and self._pending:
+                    self._lock.wait(self._next_wait())  # only failed partitions left: back off
 
     def _next_wait(self) -> float:
         now = time.monotonic()
@@ -251,9 +254,6 @@ class TransactionMarkerChannelManager:
                                 "transaction_result": txn.commit, "coordinator_epoch": txn.coordinator_epoch,
                                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in sorted(topics.items())]})
             jobs[broker] = self._pool.submit(self._send, broker, live[broker], markers)
-        by_pid = {}
-        for txn in pending:
-            by_pid.setdefault(txn.producer_id, []).append(txn)
         for broker, fut in jobs.items():
             try:
                 resp = fut.result()
@@ -312,4 +312,5 @@ class TransactionMarkerChannelManager:
                 txn.done = True
                 del self._pending[txn.transactional_id]
                 self._completions.append(txn)
+                self._wakeup = True
                 self._lock.notify_all()
