@@ -50,6 +50,7 @@ from pyklog.broker.errors import (
 from pyklog.broker.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
 from pyklog.broker.transaction.metadata import (
     IDLE_STATES,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     IllegalTransitionError,
     TransactionMetadata,
@@ -344,7 +345,7 @@ class TransactionCoordinator:
                 if md.state != S.ONGOING or md.pending_transition_in_progress \
                         or md.txn_start_timestamp + md.txn_timeout_ms >= now:
                     continue
-                if md.producer_epoch >= 32766:
+                if md.producer_epoch >= MAX_EPOCH:
                     log.warning("transaction %r timed out but its epoch %d cannot be bumped; left to the next "
                                 "InitProducerId", md.transactional_id, md.producer_epoch)
                     continue
