@@ -22,9 +22,10 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).
 * CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  No transactions
-  yet: FindCoordinator(key_type=1) and a transactional InitProducerId answer
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for stock transactional producers, which stop at once).
+* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
+  AddOffsetsToTxn v0-2 and EndTxn v0-2 go to :class:`broker.transaction.TransactionCoordinator`
+  (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
 * JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
@@ -75,7 +76,6 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
     PyklogError,
     TopicDeletionDisabledError,
-    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -100,17 +100,9 @@ log = logging.getLogger(__name__)
 
 #: Kafka's ``Topic.INTERNAL_TOPICS``: written only by the broker's own coordinators, which append
 #: through the log directly (:class:`broker.coordinator.OffsetManager`), never through Produce.
-#: ``__transaction_state`` is reserved for a future transaction coordinator.
+#: ``__transaction_state`` is written by the transaction coordinator (:mod:`broker.transaction`).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-
-#: There is no transaction coordinator yet (KIP-98).  FindCoordinator(key_type=1) and a
-#: transactional InitProducerId answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code stock clients
-#: (librdkafka's txnmgr, kafka-python's and Kafka's TransactionManager) treat as FATAL for a
-#: transactional producer: ``init_transactions()`` fails at once and shows the message, where
-#: COORDINATOR_NOT_AVAILABLE (retriable) made them retry until their timeout.
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailedError.code
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -165,12 +157,15 @@ class KafkaApis:
     leadership, leader logs) and ``zk_offsets`` (OffsetCommit/OffsetFetch v0) are built here.
     """
 
-    def __init__(self, config, log_manager, cluster, offset_manager=None):
+    def __init__(self, config, log_manager, cluster, offset_manager=None, txn_coordinator=None):
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
         self.cluster = cluster
         self.offsets = offset_manager
+        #: the transaction coordinator (broker.transaction.TransactionCoordinator); main.py sets it
+        #: once this object exists (it allocates producer ids through _next_producer_id)
+        self.txn_coordinator = txn_coordinator
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
         from pyklog.broker.group_coordinator import GroupCoordinator
 
@@ -203,6 +198,12 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
+        # transactions (KIP-98): the transaction coordinator's APIs
+        self._handlers.update({
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
+            ApiKey.END_TXN: self.handle_end_txn,
+        })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
             int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
@@ -648,9 +649,14 @@ class KafkaApis:
     def handle_init_producer_id(self, request, header, body):
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
-            resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # fatal for the client (see above)
-            log.info("InitProducerId for transactional id %r from %s (client %r): %s", body["transactional_id"],
-                     request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000))
+            except PyklogError as e:
+                resp["error_code"] = self._txn_error_code(e)
+                log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
                 resp["producer_id"] = self._next_producer_id()
@@ -667,6 +673,72 @@ class KafkaApis:
                 pid = next(self._pids)
             return pid
 
+    # ------------------------------------------------------------------ transactions (KIP-98)
+
+    @staticmethod
+    def _txn_error_code(e: PyklogError) -> int:
+        """Kafka's codes for the transaction APIs: an unexpected failure is COORDINATOR_NOT_AVAILABLE
+        (retriable) rather than UNKNOWN_SERVER_ERROR, which stock producers treat as fatal."""
+        return e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
+
+    def handle_add_partitions_to_txn(self, request, header, body):
+        """AddPartitionsToTxn v0-2: one error for every partition; partitions of unknown topics get
+        UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (55), as in Kafka."""
+        wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
+        codes: dict[tuple[str, int], int] = {}
+        unknown = set()
+        for name in {t for t, _ in wanted}:
+            try:
+                parts = self.cluster.topic(name)
+            except PyklogError:
+                parts = None
+            unknown.update((t, p) for t, p in wanted if t == name and (parts is None or p not in parts))
+        if unknown:
+            codes = {tp: UnknownTopicOrPartitionError.code if tp in unknown else 55 for tp in wanted}
+        else:
+            code = NONE
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                self.txn_coordinator.add_partitions_to_txn(
+                    body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
+                    body["v3_and_below_producer_epoch"], wanted, version=header.api_version)
+            except PyklogError as e:
+                code = self._txn_error_code(e)
+                log.debug("AddPartitionsToTxn %r: %s", body["v3_and_below_transactional_id"], e)
+            codes = {tp: code for tp in wanted}
+        results: dict[str, list] = {}
+        for t, p in wanted:
+            results.setdefault(t, []).append({"partition_index": p, "partition_error_code": codes[(t, p)]})
+        self._respond(request, header, {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t, "results_by_partition": ps} for t, ps in results.items()]})
+
+    def handle_add_offsets_to_txn(self, request, header, body):
+        code = NONE
+        try:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            self.txn_coordinator.add_offsets_to_txn(body["transactional_id"], body["producer_id"],
+                                                    body["producer_epoch"], body["group_id"],
+                                                    version=header.api_version)
+        except PyklogError as e:
+            code = self._txn_error_code(e)
+            log.debug("AddOffsetsToTxn %r: %s", body["transactional_id"], e)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": code})
+
+    def handle_end_txn(self, request, header, body):
+        """EndTxn v0-2 from any connection presenting the id's producer id and epoch."""
+        code = NONE
+        try:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            self.txn_coordinator.end_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                                         body["committed"], version=header.api_version)
+        except PyklogError as e:
+            code = self._txn_error_code(e)
+            log.debug("EndTxn %r: %s", body["transactional_id"], e)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": code})
+
     # ------------------------------------------------------------------ group coordination (offsets)
 
     def handle_find_coordinator(self, request, header, body):
@@ -674,10 +746,14 @@ class KafkaApis:
                 "host": "", "port": -1}
         try:
             if body.get("key_type", 0) == 1:
-                resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                resp["error_message"] = TRANSACTIONS_UNSUPPORTED
-                log.info("FindCoordinator for transactional id %r from %s (client %r): %s", body.get("key"),
-                         request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                node = self.txn_coordinator.coordinator_for(body["key"])
+                addr = self.cluster.live_brokers().get(node) if node is not None else None
+                if addr is None:
+                    raise CoordinatorNotAvailableError(
+                        f"the coordinator of transactional id {body['key']!r} is not available")
+                resp["node_id"], (resp["host"], resp["port"]) = node, addr
                 self._respond(request, header, resp)
                 return
             if body.get("key_type", 0) != 0:
@@ -886,6 +962,12 @@ class KafkaApis:
             return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         if api_key == ApiKey.DELETE_TOPICS:
             return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
+        if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": code} for p in t["partitions"]]}
+                for t in body["v3_and_below_topics"]]}
+        if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+            return {"error_code": code}
         return None
 
     # ------------------------------------------------------------------ lifecycle
