@@ -123,8 +123,9 @@ def test_write_txn_markers_commit_abort_and_errors(broker):
         assert produce(w, "tm", txn_batch(pid, epoch, 3, 2, b"x"), "tx", partition=0)["error_code"] == 0
         assert markers(w, pid, epoch, False, {"tm": [0]}) == {("tm", 0): 0}
         committed = fetch(w, "tm", 0, isolation=1)
-        assert data_values(committed["records"]) == [b"a0", b"a1", b"a2"]
-        assert [a["producer_id"] for a in committed["aborted_transactions"]] == [pid]
+        # the broker sends the batches up to the LSO and names the aborted transaction; the client drops it
+        assert [(a["producer_id"], a["first_offset"]) for a in committed["aborted_transactions"]] == [(pid, 4)]
+        assert committed["last_stable_offset"] == committed["high_watermark"] == 7
         assert data_values(fetch(w, "tm", 0)["records"]) == [b"a0", b"a1", b"a2", b"x3", b"x4"]
         # a marker with an older producer epoch is fenced (INVALID_PRODUCER_EPOCH), nothing appended
         end = fetch(w, "tm", 0)["high_watermark"]
