@@ -80,6 +80,7 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
     PyklogError,
     TopicDeletionDisabledError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
