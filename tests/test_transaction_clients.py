@@ -88,6 +88,34 @@ def count(acked_committed, must_not_see, seen: dict) -> dict:
             "leaked": sum(1 for v in must_not_see if visible[v] > 0)}
 
 
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 20.0) -> list[bytes]:
+    """What confluent-kafka's read_committed consumer delivers from the beginning to the end of
+    every partition (end = the last stable offset, reached when each partition reports EOF)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got, eof = [], set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    continue
+                raise AssertionError(m.error())
+            got.append(m.value())
+        assert len(eof) == partitions, f"no EOF on {partitions - len(eof)} partitions within {timeout}s"
+        return got
+    finally:
+        c.close()
+
+
 def confluent_producer(bootstrap: str, tid: str, **extra):
     from confluent_kafka import Producer
 
@@ -128,6 +156,7 @@ def test_confluent_kafka_commit_and_abort(broker_factory):
                     message="every marker written")
     c = count(committed, aborted, seen)
     assert c == {"committed": 100, "visible": 100, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
     assert sorted(seen["aborted"]) == sorted(aborted)
     # 4 transactions x 3 partitions: one marker each (commit, abort, commit, abort)
     assert Counter(commit for _, commit in seen["markers"]) == {True: 6, False: 6}
@@ -191,6 +220,7 @@ def test_zombie_is_fenced_by_a_second_producer(broker_factory):
                     message="every marker written")
     c = count(fresh_values, zombie_values, seen)
     assert c == {"committed": 30, "visible": 30, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(fresh_values, zombie_values, {"committed": read_committed(b.bootstrap, topic, 2)}) == c
     assert sorted(seen["aborted"]) == sorted(zombie_values)
 
 
@@ -236,12 +266,18 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
                     message="the later transaction's markers")
     # the killed producer's records are undecided until the coordinator aborts them (never committed)
     assert sorted(seen["undecided"] + seen["aborted"]) == open_values
+    if seen["undecided"]:
+        # a read_committed consumer stops at the open transaction: the later commit is not delivered yet
+        held = read_committed(b.bootstrap, topic, 2)
+        assert not set(held) & set(open_values)
     seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
                     timeout=30, message="the open transaction aborted")
     waited = time.monotonic() - killed_at
     c = count(later, open_values, seen)
     assert c == {"committed": 20, "visible": 20, "lost": 0, "duplicated": 0, "leaked": 0}, c
     assert len(seen["aborted"]) == 25
+    delivered = read_committed(b.bootstrap, topic, 2)  # stock read_committed consumer: same counts
+    assert count(later, open_values, {"committed": delivered}) == c
     assert waited < 15, f"the abort took {waited:.1f}s (transaction.timeout.ms=2000, checked every 500 ms)"
 
 
@@ -299,11 +335,13 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     b1.start()
     seen = read_topic(lambda _p: b1.port, topic, 2)
     assert sorted(seen["undecided"]) == sorted(second), "the markers were written before the coordinator died"
+    assert sorted(read_committed(b1.bootstrap, topic, 2)) == sorted(first)  # B not delivered yet
     b0.start()
     seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
                     timeout=60, message="the restarted coordinator completes the commit")
     c = count(first + second, [], seen)
     assert c == {"committed": 60, "visible": 60, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(first + second, [], {"committed": read_committed(b0.bootstrap, topic, 2)}) == c
     assert "left in PrepareCommit: sending its 2 markers again" in b0.output()
     # the coordinator wrote CompleteCommit: the producer's next transaction is accepted at once
     p.begin_transaction()
