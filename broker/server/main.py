@@ -9,7 +9,8 @@ exits 1 with nothing written) and registers the broker -> ``meta.properties`` is
 missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.OffsetManager` starts -> :class:`broker.transaction.TransactionCoordinator`
-starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket server serves, and the broker logs
+starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket
+server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
 
 A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
