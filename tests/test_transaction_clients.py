@@ -355,3 +355,50 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     p.flush(10)
     for b in (b0, b1):
         assert "Traceback" not in b.output(), b.output()[-5000:]
+
+
+def test_concurrent_transactional_producers(broker_factory):
+    """Four confluent-kafka producers (four transactional ids) commit and abort concurrently on the
+    same partitions: the handlers run on several threads; every committed record is visible once."""
+    import threading
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txp-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 3)["error_code"] == 0
+    committed, aborted, errors = [], [], []
+    lock = threading.Lock()
+
+    def run(n: int) -> None:
+        try:
+            p = confluent_producer(b.bootstrap, f"tx-{n}-{uuid.uuid4().hex[:6]}")
+            p.init_transactions(30)
+            for t in range(8):
+                p.begin_transaction()
+                values = [b"p%d-t%d-%d" % (n, t, i) for i in range(15)]
+                produce_values(p, topic, values, 3)
+                if (n + t) % 3:
+                    p.commit_transaction(30)
+                    with lock:
+                        committed.extend(values)
+                else:
+                    p.abort_transaction(30)
+                    with lock:
+                        aborted.extend(values)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 3)) and not s["undecided"] and s,
+                    message="every marker written")
+    c = count(committed, aborted, seen)
+    assert c == {"committed": len(committed), "visible": len(committed), "lost": 0, "duplicated": 0,
+                 "leaked": 0}, c
+    assert len(committed) + len(aborted) == 4 * 8 * 15
+    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
+    assert "Traceback" not in b.output()

@@ -277,3 +277,19 @@ def test_idle_transactional_ids_expire(broker_factory):
         old_pid = idle.pid
         assert idle.init()["error_code"] == NONE and idle.epoch == 0 and idle.pid != old_pid
     assert "expired (idle for more than 1500 ms): removed" in b.output()
+
+
+def test_markers_for_a_deleted_topic_are_dropped(broker_factory):
+    b = broker_factory(0, **TXN_PROPS)
+    with Wire(b.port) as w:
+        kept, doomed = f"k-{uuid.uuid4().hex[:6]}", f"d-{uuid.uuid4().hex[:6]}"
+        assert create_topic(w, kept, 1)["error_code"] == 0 and create_topic(w, doomed, 2)["error_code"] == 0
+        tx = Txn(w, _tid())
+        assert tx.init()["error_code"] == NONE
+        assert set(tx.add([(kept, 0), (doomed, 0), (doomed, 1)]).values()) == {NONE}
+        r = w.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": [doomed], "timeout_ms": 10000})
+        assert r["responses"][0]["error_code"] == 0
+        assert tx.end(True) == NONE
+        wait_for(lambda: tx.end(True) == NONE and tx.add([(kept, 0)]) == {(kept, 0): NONE}, timeout=20,
+                 message="the commit completed without the deleted topic's markers")
+    assert f"{doomed}-0 no longer exists" in b.output()
