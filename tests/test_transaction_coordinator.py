@@ -109,6 +109,9 @@ def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):
         # unknown topic: that partition UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED
         assert tx.add([(topic, 0), ("no-such-topic", 0), (topic, 7)]) == {
             (topic, 0): OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): UNKNOWN_TOPIC, (topic, 7): UNKNOWN_TOPIC}
+        # internal topics: INVALID_TOPIC_EXCEPTION (only the coordinators write there)
+        assert tx.add([(topic, 0), ("__transaction_state", 0)]) == {
+            (topic, 0): OPERATION_NOT_ATTEMPTED, ("__transaction_state", 0): 17}
         # a transaction: add, add again (idempotent), offsets, then commit
         assert tx.add([(topic, 0), (topic, 1)]) == {(topic, 0): NONE, (topic, 1): NONE}
         assert tx.add([(topic, 1)]) == {(topic, 1): NONE}

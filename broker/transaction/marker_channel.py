@@ -185,14 +185,17 @@ class TransactionMarkerChannelManager:
                 pending = list(self._pending.values())
                 completions, self._completions = self._completions, []
                 self._wakeup = False
+            retry_completions = False
             try:
-                self._complete(completions)
+                retry_completions = self._complete(completions)
                 if pending or self._inflight:
                     self._send_round(pending)
             except Exception:  # noqa: BLE001 - the sender thread must go on
                 log.exception("transaction marker round failed")
             with self._lock:
-                if self._running and not self._wakeup and not self._completions and self._pending:
+                if self._running and retry_completions:
+                    self._lock.wait(self.retry_backoff_s)  # a Complete* write failed: not in a busy loop
+                elif self._running and not self._wakeup and not self._completions and self._pending:
                     self._lock.wait(self._next_wait())  # only failed partitions left: back off
 
     def _next_wait(self) -> float:
@@ -200,7 +203,9 @@ class TransactionMarkerChannelManager:
         dues = [due - now for _, due in self._backoff.values() if due > now]
         return max(0.01, min([self.retry_backoff_s] + dues))
 
-    def _complete(self, completions: list[PendingCompletion]) -> None:
+    def _complete(self, completions: list[PendingCompletion]) -> bool:
+        """Write the completions; True when some must be tried again later."""
+        failed = False
         for c in completions:
             ok = False
             try:
@@ -208,9 +213,11 @@ class TransactionMarkerChannelManager:
             except Exception:  # noqa: BLE001
                 log.exception("writing the completion of transaction %r failed", c.transactional_id)
             if not ok:
+                failed = True
                 with self._lock:
                     if self._running:
                         self._completions.append(c)
+        return failed
 
     def _send_round(self, pending: list[PendingCompletion]) -> None:
         """One pass: apply the answers that arrived, resolve leaders, then one WriteTxnMarkers per
