@@ -22,6 +22,11 @@ def end_offsets(bootstrap: str, topic: str) -> dict:
         return {p: off for (_t, p), off in c.list_offsets({(topic, p): LATEST for p in parts}).items()}
 
 
+def visible_now(bootstrap: str, topic: str) -> dict:
+    """What a read_committed reader can see at this moment (pyklog, up to the LSO)."""
+    return read_pyklog(bootstrap, topic, "read_committed", to_lso=True)
+
+
 def read_confluent(bootstrap: str, topic: str, isolation: str, timeout: float = 30.0) -> dict:
     """Every record of ``topic`` read by a confluent-kafka consumer with ``isolation`` (assigned
     partitions, from the beginning, until its position reaches the high watermark of each):
@@ -47,8 +52,9 @@ def read_confluent(bootstrap: str, topic: str, isolation: str, timeout: float = 
         c.close()
 
 
-def read_pyklog(bootstrap: str, topic: str, isolation: str, timeout: float = 30.0) -> dict:
-    """The same with pyklog's SimpleConsumer: ``{partition: [value, ...]}``."""
+def read_pyklog(bootstrap: str, topic: str, isolation: str, timeout: float = 30.0, *, to_lso: bool = False) -> dict:
+    """The same with pyklog's SimpleConsumer: ``{partition: [value, ...]}``.  ``to_lso``: read only
+    what is stable now (up to the last stable offset: an open transaction stops it)."""
     from pyklog.connector.consumer import SimpleConsumer
 
     ends = end_offsets(bootstrap, topic)
@@ -62,6 +68,8 @@ def read_pyklog(bootstrap: str, topic: str, isolation: str, timeout: float = 30.
                     raise AssertionError(f"pyklog {isolation} did not reach {end} on partition {p}")
                 r = c.fetch(topic, p, off)
                 out[p].extend(rec.value for rec in r.records)
+                if to_lso and r.next_offset >= r.last_stable_offset:
+                    break
                 if r.next_offset == off:
                     time.sleep(0.05)  # nothing stable yet (an open transaction holds the LSO)
                 off = r.next_offset
