@@ -10,7 +10,8 @@ with the same transactional id and completes or aborts its open transaction), th
 the input topic and starts from the group's committed offsets.  Each batch of consumed records is
 copied to the same partition of the output topic inside one transaction, with
 ``send_offsets_to_transaction(positions, consumer_group_metadata())``, then committed.  Prints
-``READY`` when initialised, ``COMMITTED <records> <total>`` after each commit and ``DONE`` (exit
+``READY`` when initialised, ``OFFSETS_SENT`` once ``send_offsets_to_transaction`` returned (the
+offsets are pending in the group's coordinator), ``COMMITTED <records> <total>`` after each commit and ``DONE`` (exit
 0) once its positions reach the input's end.  Any error exits with status 3 after printing
 ``ERROR <what>``: the test restarts it with the same transactional id, which is the recovery
 being tested.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 
 def main(argv=None) -> int:
@@ -30,6 +32,9 @@ def main(argv=None) -> int:
     ap.add_argument("--transactional-id", required=True)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--timeout-s", type=float, default=30.0)
+    ap.add_argument("--hold-before-commit-ms", type=int, default=0,
+                    help="pause between send_offsets_to_transaction and commit_transaction (gives a test "
+                         "the moment where the offsets are pending)")
     args = ap.parse_args(argv)
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -71,6 +76,9 @@ def main(argv=None) -> int:
                 producer.poll(0)
             offsets = [TopicPartition(args.input, p, positions[p]) for p in parts]
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), args.timeout_s)
+            print("OFFSETS_SENT", flush=True)
+            if args.hold_before_commit_ms:
+                time.sleep(args.hold_before_commit_ms / 1000.0)
             producer.commit_transaction(args.timeout_s)
             total += len(msgs)
             print(f"COMMITTED {len(msgs)} {total}", flush=True)
