@@ -39,12 +39,13 @@ HOLD_MS = 40
 class Copier:
     """One copier process; its stdout lines are collected by a reader thread."""
 
-    def __init__(self, bootstrap, src, dst, group, txn_id, batch, hold_ms=HOLD_MS):
+    def __init__(self, bootstrap, src, dst, group, txn_id, batch, hold_ms=HOLD_MS, subscribe=None):
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
             [sys.executable, COPIER, "--bootstrap", bootstrap, "--input", src, "--output", dst, "--group", group,
-             "--transactional-id", txn_id, "--batch", str(batch), "--hold-before-commit-ms", str(hold_ms)],
+             "--transactional-id", txn_id, "--batch", str(batch), "--hold-before-commit-ms", str(hold_ms)]
+            + (["--subscribe", subscribe] if subscribe else []),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -145,7 +146,8 @@ def compare(expected, got) -> dict:
     return {"copied": copied, "duplicates": duplicates, "missing": missing, "partitions_differing": out_of_order}
 
 
-def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240):
+def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240,
+             subscribe: str | None = None):
     """Copy A to B with ``kills`` random SIGKILLs of the copier (and one broker SIGKILL before the
     ``broker_kill_at``-th copier kill); returns (expected, counts)."""
     rng = random.Random(seed)
@@ -162,7 +164,7 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
     events = ["copier"] * kills
     if broker_kill_at is not None:
         events.insert(broker_kill_at, "broker")
-    copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+    copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
     done = False
     try:
         for i, event in enumerate(events):
@@ -182,7 +184,7 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
                     break
                 exits += 1
                 restarts += 1
-                copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+                copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
             if event == "broker":
                 broker.kill()
                 broker_kills += 1
@@ -191,7 +193,7 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
             copier.kill()
             copier_kills += 1
             restarts += 1
-            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
         while not done:
             rc = copier.wait(max(1.0, deadline - time.monotonic()))
             if rc == 0:
@@ -200,13 +202,13 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
             assert time.monotonic() < deadline, f"copy did not finish; last output: {copier.lines[-20:]}"
             exits += 1
             restarts += 1
-            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
     finally:
         copier.kill()
     t_copy = time.monotonic() - t0 - t_input
     got = read_committed(broker.bootstrap, dst)
     counts = compare(expected, got)
-    counts.update(restarts=restarts, copier_kills=copier_kills, kills_while_offsets_pending=pending_kills, copier_error_exits=exits, broker_kills=broker_kills,
+    counts.update(mode="subscribe" if subscribe else "assign", restarts=restarts, copier_kills=copier_kills, kills_while_offsets_pending=pending_kills, copier_error_exits=exits, broker_kills=broker_kills,
                   input_s=round(t_input, 1), copy_s=round(t_copy, 1))
     uncommitted = read_committed(broker.bootstrap, dst, isolation="read_uncommitted")
     counts["aborted_or_open_records_in_log"] = sum(len(v) for v in uncommitted.values()) - counts["copied"]
@@ -221,9 +223,11 @@ def _check(expected, got, counts):
         assert got[q] == expected[q], f"partition {q} differs (order): {counts}"
 
 
-def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory):
+@pytest.mark.parametrize("mode", ["assign", "subscribe"])
+def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory, mode):
     broker = broker_factory(0, port=stable_port())
-    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1)
+    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1,
+                                     subscribe="copier-1" if mode == "subscribe" else None)
     assert counts["copier_kills"] >= 5, counts
     _check(expected, got, counts)
 
