@@ -186,15 +186,19 @@ def test_delayed_read_committed_fetch_completes_when_the_lso_moves(server):
         t0 = time.monotonic()
         cid = fetch(w, topic, 0, isolation=1, max_wait_ms=20000, min_bytes=1, send_only=True)
         wait_for(lambda: len(server.apis.purgatory) == 1, message="the fetch waits in the purgatory")
-        threading.Timer(0.3, wr.marker, (40, True)).start()
+        # more data of the open transaction wakes the fetch, which has still nothing committed
+        # to return: it must keep waiting, not answer empty
+        threading.Timer(0.2, wr.data, (40, [b"t2"])).start()
+        threading.Timer(1.0, wr.marker, (40, True)).start()
         from pyklog.broker.protocol import decode_response
 
         got_cid, resp = decode_response(ApiKey.FETCH, 11, w.recv_frame())
         took = time.monotonic() - t0
         assert got_cid == cid
         p = resp["responses"][0]["partitions"][0]
-        assert p["last_stable_offset"] == 3 and data_values(p["records"]) == [b"t0", b"t1"]
-        assert took < 10, f"the delayed fetch waited {took:.1f}s for a marker written after 0.3s"
+        assert data_values(p["records"]) == [b"t0", b"t1", b"t2"], f"answered after {took:.2f}s"
+        assert p["last_stable_offset"] == 4
+        assert 1.0 <= took < 10, f"the delayed fetch answered after {took:.1f}s (marker at 1.0s)"
 
 
 def _consume_confluent(bootstrap, topic, isolation, expect, timeout=30.0):

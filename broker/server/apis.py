@@ -459,10 +459,20 @@ class KafkaApis:
         self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
+        """The purgatory's completion (on the appending thread, the timer thread or at
+        shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
+        above the last stable offset (an open transaction's data) still has fewer than
+        ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
+        the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
         fetch = op.payload
         request = fetch[0]
         try:
-            responses, _, _ = self._read_fetch(fetch)
+            responses, nbytes, errors = self._read_fetch(fetch)
+            remaining_ms = int((op.deadline - time.monotonic()) * 1000)
+            if (fetch[4] == 1 and nbytes < op.min_bytes and not errors and remaining_ms > 0
+                    and not self._shutting_down):
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+                return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
             log.exception("completing a delayed fetch failed")
