@@ -17,7 +17,7 @@ from pyklog.broker.coordinator import partition_for_group
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
-from support import Wire, create_topic, wait_for
+from support import Wire, create_topic, stable_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -123,8 +123,9 @@ def test_write_txn_markers_commit_abort_and_errors(broker):
         assert produce(w, "tm", txn_batch(pid, epoch, 3, 2, b"x"), "tx", partition=0)["error_code"] == 0
         assert markers(w, pid, epoch, False, {"tm": [0]}) == {("tm", 0): 0}
         committed = fetch(w, "tm", 0, isolation=1)
-        assert data_values(committed["records"]) == [b"a0", b"a1", b"a2"]
-        assert [a["producer_id"] for a in committed["aborted_transactions"]] == [pid]
+        # the broker sends the batches up to the LSO and names the aborted transaction; the client drops it
+        assert [(a["producer_id"], a["first_offset"]) for a in committed["aborted_transactions"]] == [(pid, 4)]
+        assert committed["last_stable_offset"] == committed["high_watermark"] == 7
         assert data_values(fetch(w, "tm", 0)["records"]) == [b"a0", b"a1", b"a2", b"x3", b"x4"]
         # a marker with an older producer epoch is fenced (INVALID_PRODUCER_EPOCH), nothing appended
         end = fetch(w, "tm", 0)["high_watermark"]
@@ -175,10 +176,11 @@ def _txn_offset_commit(w, group, pid, epoch, topic, offsets: dict, version=2):
     return wait_for(attempt, 30, message="TxnOffsetCommit past the coordinator's loading")
 
 
-def test_txn_offset_commit_survives_broker_sigkill_before_and_after_the_marker(broker):
+def test_txn_offset_commit_survives_broker_sigkill_before_and_after_the_marker(broker_factory):
     """TxnOffsetCommit, SIGKILL, restart: still pending (OffsetFetch shows the old offsets); the
     marker after the restart commits them; SIGKILL again: still committed.  Counts: offsets
     exposed before the marker (must be 0) and lost after it (must be 0)."""
+    broker = broker_factory(0, port=stable_port())
     group = f"g-{uuid.uuid4().hex[:8]}"
     with Wire(broker.port) as w:
         assert create_topic(w, "src", 3)["error_code"] == 0
