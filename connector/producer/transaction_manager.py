@@ -466,6 +466,8 @@ class TransactionManager:
         failed by the sender.  Returns the error to raise.  Any thread."""
         if not isinstance(exc, PyklogError):
             exc = PyklogError(f"{what}: {type(exc).__name__}: {exc}")
+        if exc.code in _FENCED_CODES and not isinstance(exc, ProducerFencedError):
+            exc = _fenced(what, self.transactional_id, f" ({exc})")  # INVALID_PRODUCER_EPOCH from a Produce
         exc = self._timed_out_or(exc)
         with self._lock:
             source = self.state
