@@ -190,11 +190,14 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(broker_factory
         topic = f"t-{uuid.uuid4().hex[:6]}"
         assert create_topic(w, topic, 1)["error_code"] == 0
         tx = Txn(w, _tid())
-        assert tx.init(timeout_ms=1000)["error_code"] == NONE
+        assert tx.init_retrying(timeout_ms=1000)["error_code"] == NONE
         assert tx.add([(topic, 0)]) == {(topic, 0): NONE}
-        # the coordinator aborts it with epoch + 1: the producer's next request is fenced
-        wait_for(lambda: tx.add([(topic, 0)]) == {(topic, 0): PRODUCER_FENCED}, timeout=15,
+        # the coordinator aborts it with epoch + 1: the producer's next request is fenced (until then
+        # NONE, or CONCURRENT_TRANSACTIONS while the fence is being written)
+        seen = []
+        wait_for(lambda: seen.append(c := tx.add([(topic, 0)])[(topic, 0)]) or c == PRODUCER_FENCED, timeout=30,
                  message="the timed-out transaction's producer fenced")
+        assert set(seen) <= {NONE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED}, seen
         assert tx.end(True) == PRODUCER_FENCED
         assert tx.end(True, version=0) == INVALID_PRODUCER_EPOCH
     assert "timed out after 1000 ms: aborting it" in b.output()
