@@ -242,6 +242,8 @@ class Sender:
         for b in batches:
             if b.records is not None:
                 self._fail(b, exc)
+        for tp in [tp for tp in self._tp_retrying if not self._queues.get(tp) and not self._tp_inflight[tp]]:
+            self._tp_retrying.discard(tp)  # nothing of it left to resend in order
 
     # ------------------------------------------------------------------------------- transactions
     def _add_partitions(self, tps, now: float) -> None:
