@@ -270,3 +270,38 @@ def test_stock_consumers_read_committed(server, consume):
     wr.marker(30, True)
     got = consume(bootstrap, topic, "read_committed", len(committed) + 2)
     assert got == committed + [b"o0", b"p3"]
+
+
+def test_aborted_list_covers_data_read_past_a_compacted_gap(server):
+    """A read_committed fetch whose offset lies in a segment compaction emptied from there on
+    gets the next segment's batches; the aborted transactions reported must cover *those*
+    (the upper bound follows the first batch returned, not the fetch offset)."""
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    with Wire(server.port) as w:
+        assert create_topic(w, topic, configs=[
+            {"name": "cleanup.policy", "value": "compact"},
+            {"name": "delete.retention.ms", "value": "0"},
+            {"name": "min.cleanable.dirty.ratio", "value": "0"}])["error_code"] == 0
+        lg = leader_log(server, topic)
+        kv = lambda k, v, **kw: build_batch([(k, v, None, ())], **kw)  # noqa: E731
+        lg.append(kv(b"a", b"a1"))                                    # 0
+        lg.append(kv(b"b", b"b1"))                                    # 1
+        lg.append(kv(b"c", None))                                     # 2 tombstone
+        lg.roll()
+        lg.append(kv(b"x", b"X-aborted", producer_id=60, producer_epoch=0, base_sequence=0,
+                     is_transactional=True))                          # 3
+        lg.append(kv(b"d", b"d1"))                                    # 4
+        lg.append_control_marker(60, 0, False, 0)                     # 5
+        lg.append(kv(b"y", b"y-open", producer_id=61, producer_epoch=0, base_sequence=0,
+                     is_transactional=True))                          # 6 open: LSO
+        lg.roll()
+        assert lg.last_stable_offset == 6
+        # only the first segment is below the LSO: its tombstone goes, leaving a gap at 2
+        stats = lg.compact(now_ms=int(time.time() * 1000) + 60_000, force=True)
+        assert stats.tombstones_dropped == 1 and stats.aborted_batches_removed == 0
+        rc = fetch(w, topic, 2, isolation=1)
+        batches = list(iter_batches(bytes(rc["records"])))
+        assert batches[0].base_offset == 3
+        assert [(a["producer_id"], a["first_offset"]) for a in rc["aborted_transactions"]] == [(60, 3)]
+        kept = [r.value for b in batches if not b.is_control and b.producer_id != 60 for r in b.records]
+        assert kept == [b"d1"]
