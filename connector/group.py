@@ -580,7 +580,7 @@ class GroupMember:
         """(fence path, session) when this member may act as the owner of what it holds, else None:
         it has a fence of the session kazoo uses now and is neither LOST nor re-registering."""
         if self._state not in (MemberState.REBALANCING, MemberState.STABLE, MemberState.FAILED,
-                               MemberState.SUSPENDED):
+                               MemberState.SUSPENDED, MemberState.STOPPING):  # stop(): on_revoke commits
             return None
         if self._fence_path is None or self._fence_session is None:
             return None

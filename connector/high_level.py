@@ -431,13 +431,31 @@ class ConsumerConnector:
                     todo[info.tp] = info.consumed
         if not todo:
             return {}
-        self.offset_store.commit(self.group_id, todo)
+        member = self._member
+        if member is not None and self.offsets_storage == "zookeeper" and not self.dual_commit:
+            # fenced: only partitions this member owns through its live session, never backwards
+            # (a consumer paused past its session commits nothing once it resumes)
+            r = member.commit_offsets(todo)
+            done = r.committed
+            todo = {**r.committed, **{tp: todo[tp] for tp in r.ahead}}  # nothing left to commit for these
+        else:
+            if member is not None:
+                owned = member.assignment()
+                todo = {tp: off for tp, off in todo.items() if tp in owned}
+                if todo and not member.session_valid():
+                    log.warning("consumer %s: not committing %s: its ZooKeeper session is not live (its "
+                                "partitions may have moved)", self.consumer_id, sorted(todo))
+                    return {}
+                if not todo:
+                    return {}
+            self.offset_store.commit(self.group_id, todo)
+            done = todo
         for info in infos:
             with info.lock:
                 if info.tp in todo and (info.committed is None or todo[info.tp] > info.committed):
                     info.committed = todo[info.tp]
-        log.debug("consumer %s committed %s", self.consumer_id, todo)
-        return todo
+        log.debug("consumer %s committed %s", self.consumer_id, done)
+        return done
 
     def _auto_commit(self):
         """Every ``auto.commit.interval.ms`` on the committer's Scheduler thread."""
