@@ -33,6 +33,15 @@ once it has been disconnected for the session timeout it drops its ownership the
 reconnects within its still-valid session it claims its own owner nodes back (NodeExists from our own
 session is success).
 
+Fenced commits (:meth:`GroupMember.commit_offsets`): every session of a member creates an ephemeral
+sequential node ``/consumers/[group]/pyklog_fences/[consumer_id]-[seq]`` (pyklog's own record; a
+sequence number is never reused, so the node stands for one session).  A commit is one multi-op that
+checks that node, checks the partitions' owner nodes at the versions read (ours, created by this
+session) and sets the offset nodes at the versions read, skipping offsets already at or beyond: a
+member whose session expired while it was paused (a zombie) commits nothing, even once kazoo has
+opened a new session for it, and no offset moves backwards.  :meth:`GroupMember.session_valid` asks
+the server whether the session that owns the partitions still lives.
+
 ``manual_release=True`` (the Spark driver): partitions the new assignment takes away are not released
 by the rebalance; they show in :meth:`to_release` and stay owned until the caller calls
 :meth:`release` after committing them.  Partitions newly assigned but still held by others are claimed

@@ -25,12 +25,21 @@ complete, so the planner commits ``start`` for the partitions it owns, releases 
 rebalance took away (after that commit), and adds partitions it newly owns at the group's committed
 offset (an empty range in that batch, read from the next one).
 
+Because PySpark calls ``commit(end)`` only when it builds the next batch, a group query's planner
+also learns of each completed batch from pyklog's StreamingQueryListener in the user's process
+(:mod:`pyklog.connector.spark.batch_end`): :class:`_BatchEndWatcher` commits the batch's end at
+once.  Every group commit is fenced by the member's ZooKeeper session and never moves an offset
+backwards (:meth:`pyklog.connector.group.GroupMember.commit_offsets`); before planning, the planner
+checks that its session still lives (a planner paused past it, a zombie, registers again and plans
+only what it owns after the rebalance).
+
 PySpark sends SIGTERM to the planner worker instead of calling ``stop()`` on ``query.stop()``: a
-handler installed in the planner closes the ZooKeeper session first, so the group rebalances at
-once.
+handler installed in the planner commits the batches reported complete (waiting briefly for the
+last one), then closes the ZooKeeper session, so the group rebalances at once.
 
 Thread-safety: readers are used by one thread at a time (Spark's call protocol); _Driver is
-not thread-safe beyond that.
+not thread-safe beyond that, except that the batch-end watcher's thread commits through the offset
+store adapter, whose commits are serialized by its lock.
 """
 from __future__ import annotations
 
