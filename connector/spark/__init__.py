@@ -6,7 +6,6 @@ ZooKeeper consumer groups).  Importing this package imports pyspark and pyarrow.
 * :mod:`pyklog.connector.spark.arrow`    bulk decoding of fetched record batches to Arrow
 * :mod:`pyklog.connector.spark.source`   PyklogDataSource, stream and batch readers
 * :mod:`pyklog.connector.spark.sink`     stream and batch writers
-* :mod:`pyklog.connector.spark.batch_end`  the listener that reports completed batches to group planners
 """
 from pyklog.connector.spark.source import PyklogDataSource
 
