@@ -624,9 +624,11 @@ class GroupMember:
         member whose session expired (a zombie resumed after SIGSTOP) commits nothing, even when kazoo
         has already opened a new session for it, and a concurrent commit by anyone is never
         overwritten by a smaller offset: a version conflict re-reads and tries again (``attempts``).
-        Returns what was committed, refused (not owned, or fenced) and already ahead.  Raises kazoo's
-        ConnectionLoss when ZooKeeper cannot be reached (the caller retries; a multi-op that did land
-        is then seen as "ahead").  Caller's thread; thread-safe (ZooKeeper calls without the lock)."""
+        A lost connection is waited out (kazoo reconnects; if the session did not survive, nothing is
+        committed); ZooKeeper unreachable for the session timeout raises :class:`ZooKeeperError`
+        (retriable; a multi-op that did land is seen as "ahead" by the next try).
+        Returns what was committed, refused (not owned, or fenced) and already ahead.
+        Caller's thread; thread-safe (ZooKeeper calls without the lock)."""
         todo = {(t, int(p)): int(off) for (t, p), off in offsets.items()}
         result = FencedCommit()
         if not todo:
@@ -634,88 +636,102 @@ class GroupMember:
         with self._lock:
             fence = self._fence_locked()
         if fence is None:
-            result.refused.update(todo)
-            result.fenced = True
-            log.warning("group %s member %s: not committing %s: the member's session is not live (state %s)",
-                        self.group_id, self.consumer_id, _fmt(todo), self._state.name)
-            return result
+            return self._refuse_all(result, todo, f"the member's session is not live (state {self._state.name})")
+        deadline = Deadline.after(max(self.session_timeout_s, 1.0))
+        conflicts = 0
+        while True:
+            try:
+                done = self._commit_once(fence, todo, result)
+            except (SessionExpiredError, ConnectionClosedError):
+                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
+                                                      "(another member may own them now)")
+            except KazooException as e:  # ConnectionLoss, OperationTimeout: outcome unknown, try again
+                if deadline.expired():
+                    raise ZooKeeperError(f"committing offsets of group {self.group_id} failed: ZooKeeper "
+                                         f"unreachable ({type(e).__name__})") from e
+                time.sleep(0.1)
+                with self._lock:
+                    now = self._fence_locked()
+                if now != fence:  # the session was lost meanwhile
+                    return self._refuse_all(result, todo, "the ZooKeeper session that owned them was lost")
+                continue
+            if done is None:  # our fence node is gone: the session has expired
+                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
+                                                      "(another member may own them now)")
+            if done:
+                return result
+            conflicts += 1
+            if conflicts >= attempts:
+                return self._refuse_all(result, todo, f"{attempts} conflicting attempts", fenced=False)
+
+    def _commit_once(self, fence, todo: dict, result: "FencedCommit"):
+        """One read-check-write pass of :meth:`commit_offsets`; moves entries of ``todo`` into
+        ``result``.  True when done, False after a version conflict (read again), None when the
+        fence check failed (our session is gone)."""
         fence_path, session = fence
         zk = self.zk
-        for attempt in range(attempts):
-            owners = {tp: zk.get_async(paths.partition_owner(self.group_id, *tp)) for tp in sorted(todo)}
-            stored = {tp: zk.get_async(paths.consumer_offset(self.group_id, *tp)) for tp in sorted(todo)}
-            plan = []  # (tp, owner version, offset version or None to create)
-            for tp in sorted(todo):
-                try:
-                    data, stat = owners[tp].get()
-                except NoNodeError:
-                    data, stat = None, None
-                except (SessionExpiredError, ConnectionClosedError):
-                    result.refused.update(todo)
-                    result.fenced = True
-                    return self._log_fenced(result)
-                if stat is None or data != self._cid or stat.ephemeralOwner != session:
-                    result.refused[tp] = todo.pop(tp)
-                    continue
-                try:
-                    odata, ostat = stored[tp].get()
-                    current = decode_consumer_offset(odata, paths.consumer_offset(self.group_id, *tp))
-                except NoNodeError:
-                    current, ostat = None, None
-                except (SessionExpiredError, ConnectionClosedError):
-                    result.refused.update(todo)
-                    result.fenced = True
-                    return self._log_fenced(result)
-                if current is not None and current >= todo[tp]:
-                    result.ahead[tp] = current
-                    todo.pop(tp)
-                    continue
-                plan.append((tp, stat.version, None if ostat is None else ostat.version))
-            if result.refused and attempt == 0:
-                log.warning("group %s member %s: not committing %s: owned by another member now",
-                            self.group_id, self.consumer_id, _fmt(result.refused))
-            if not plan:
-                return result
-            for tp, _, over in plan:
-                if over is None:  # parents of a new offset node, outside the multi-op (harmless)
-                    zk.retry(zk.ensure_path, paths.consumer_offsets(self.group_id, tp[0]))
-            tx = zk.transaction()
-            tx.check(fence_path, 0)
-            for tp, owner_version, _ in plan:
-                tx.check(paths.partition_owner(self.group_id, *tp), owner_version)
-            for tp, _, over in plan:
-                path, data = paths.consumer_offset(self.group_id, *tp), encode_consumer_offset(todo[tp])
-                if over is None:
-                    tx.create(path, data)
-                else:
-                    tx.set_data(path, data, version=over)
+        owners = {tp: zk.get_async(paths.partition_owner(self.group_id, *tp)) for tp in sorted(todo)}
+        stored = {tp: zk.get_async(paths.consumer_offset(self.group_id, *tp)) for tp in sorted(todo)}
+        plan = []  # (tp, owner version, offset version or None to create)
+        not_owned = []
+        for tp in sorted(todo):
             try:
-                outcome = tx.commit()
-            except (SessionExpiredError, ConnectionClosedError):
-                result.refused.update(todo)
-                result.fenced = True
-                return self._log_fenced(result)
-            failed = [r for r in outcome if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-            if not failed:
-                for tp, _, _ in plan:
-                    result.committed[tp] = todo.pop(tp)
-                return result
-            if isinstance(outcome[0], Exception) and not isinstance(outcome[0], RolledBackError):
-                # our fence node is gone: the session that owned these partitions has expired
-                result.refused.update(todo)
-                result.fenced = True
-                return self._log_fenced(result)
-            log.debug("group %s member %s: commit conflict (%s); reading again", self.group_id,
-                      self.consumer_id, failed[0])
-        result.refused.update(todo)
-        log.warning("group %s member %s: not committing %s after %d conflicting attempts", self.group_id,
-                    self.consumer_id, _fmt(todo), attempts)
-        return result
+                data, stat = owners[tp].get()
+            except NoNodeError:
+                data, stat = None, None
+            if stat is None or data != self._cid or stat.ephemeralOwner != session:
+                not_owned.append(tp)
+                continue
+            try:
+                odata, ostat = stored[tp].get()
+                current = decode_consumer_offset(odata, paths.consumer_offset(self.group_id, *tp))
+            except NoNodeError:
+                current, ostat = None, None
+            if current is not None and current >= todo[tp]:
+                result.ahead[tp] = current
+                continue
+            plan.append((tp, stat.version, None if ostat is None else ostat.version))
+        for tp in not_owned:
+            result.refused[tp] = todo.pop(tp)
+        for tp in result.ahead:
+            todo.pop(tp, None)
+        if not_owned:
+            log.warning("group %s member %s: not committing %s: owned by another member now",
+                        self.group_id, self.consumer_id, _fmt(not_owned))
+        if not plan:
+            return True
+        for tp, _, over in plan:
+            if over is None:  # parents of a new offset node, outside the multi-op (harmless)
+                zk.retry(zk.ensure_path, paths.consumer_offsets(self.group_id, tp[0]))
+        tx = zk.transaction()
+        tx.check(fence_path, 0)
+        for tp, owner_version, _ in plan:
+            tx.check(paths.partition_owner(self.group_id, *tp), owner_version)
+        for tp, _, over in plan:
+            path, data = paths.consumer_offset(self.group_id, *tp), encode_consumer_offset(todo[tp])
+            if over is None:
+                tx.create(path, data)
+            else:
+                tx.set_data(path, data, version=over)
+        outcome = tx.commit()
+        failed = [r for r in outcome if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failed:
+            for tp, _, _ in plan:
+                result.committed[tp] = todo.pop(tp)
+            return True
+        if isinstance(outcome[0], Exception) and not isinstance(outcome[0], RolledBackError):
+            return None
+        log.debug("group %s member %s: commit conflict (%s); reading again", self.group_id,
+                  self.consumer_id, failed[0])
+        return False
 
-    def _log_fenced(self, result):
-        log.warning("group %s member %s: commit of %s refused: the ZooKeeper session that owned them has "
-                    "expired (another member may own them now)", self.group_id, self.consumer_id,
-                    _fmt(result.refused))
+    def _refuse_all(self, result, todo, why, fenced=True):
+        if todo:
+            result.refused.update(todo)
+            result.fenced = fenced
+            log.warning("group %s member %s: not committing %s: %s", self.group_id, self.consumer_id,
+                        _fmt(todo), why)
+            todo.clear()
         return result
 
     # ------------------------------------------------------------------ events (kazoo threads: no blocking)

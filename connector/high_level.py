@@ -210,6 +210,7 @@ class ConsumerConnector:
         self.consumer_id = cfg["consumer.id"] or default_consumer_id()
         self.auto_offset_reset = _RESET.get(reset, "none")
         self.auto_commit = values["auto.commit.enable"]
+        self._session_timeout_s = values["zookeeper.session.timeout.ms"] / 1000.0
         self.auto_commit_interval_s = values["auto.commit.interval.ms"] / 1000.0
         self.timeout_ms = values["consumer.timeout.ms"]
         self.fetch_size = values["fetch.message.max.bytes"]
@@ -508,6 +509,11 @@ class ConsumerConnector:
     def _fetch_loop(self):
         # after a failure: 0.1 s doubling up to 2 s; back to 0.1 s after a successful fetch
         backoff = Backoff(0.1, multiplier=2.0, max_s=2.0, jitter=0.0)
+        # how often to ask ZooKeeper whether our session still owns what we fetch: a process paused
+        # past its session (SIGSTOP, a stalled VM) resumes here before kazoo notices the expiry, and
+        # must not fetch and hand out records of partitions another consumer reads now
+        check_every = max(0.2, self._session_timeout_s / 3)
+        checked = time.monotonic()
         while True:
             with self._wake:
                 if not self._running:
@@ -528,6 +534,16 @@ class ConsumerConnector:
                     with self._wake:
                         self._wake.wait(0.05)
                     continue
+                member = self._member
+                if member is not None and time.monotonic() - checked > check_every:
+                    if not member.session_valid():
+                        log.warning("consumer %s: its ZooKeeper session expired (paused past "
+                                    "zookeeper.session.timeout.ms?); not fetching until it has rejoined",
+                                    self.consumer_id)
+                        with self._wake:
+                            self._wake.wait(0.1)
+                        continue
+                    checked = time.monotonic()
                 self._fetch_once(ready)
                 backoff.reset()
             except Exception as e:  # a broker or ZooKeeper problem: back off and try again

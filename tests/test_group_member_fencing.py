@@ -171,3 +171,81 @@ def test_without_the_fence_a_zombie_commit_lands(zk_chroot, zk):
     finally:
         b.stop()
         z.stop()
+
+
+def test_high_level_consumer_paused_past_its_session_commits_nothing_after(zk_chroot, broker):
+    """tests/group_consumer_proc.py (a ConsumerConnector committing after every record) SIGSTOPped
+    while it consumes a topic being written, past its session; another consumer takes over; SIGCONT:
+    the paused consumer's commits of the record(s) it had in hand must not land."""
+    from pyklog.connector.client import ClusterClient
+    from pyklog.connector.producer import Producer
+
+    with ClusterClient(broker.bootstrap) as c:
+        c.create_topic("hl", 1)
+    stop_producing = threading.Event()
+    acked = [0]  # records acknowledged so far (record i is at offset i)
+
+    def produce():
+        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+            i = 0
+            while not stop_producing.is_set():
+                p.produce("hl", f"r{i}".encode(), partition=0)
+                p.flush()
+                i += 1
+                acked[0] = i
+                time.sleep(0.02)
+
+    def consumer(cid):
+        return subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "group_consumer_proc.py"), "--zookeeper", zk_chroot, "--group", "hlg",
+             "--topics", "hl", "--consumer-id", cid, "--session-timeout-ms", str(SESSION_MS),
+             "--rebalance-backoff-ms", "200", "--rebalance-max-retries", "200"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    class Lines:
+        def __init__(self, proc):
+            self.proc, self.lines = proc, []
+            threading.Thread(target=lambda: self.lines.extend(ln.rstrip("\n") for ln in proc.stdout),
+                             daemon=True).start()
+
+        def offsets(self, kind, since=0):
+            return [int(ln.split()[3]) for ln in self.lines[since:] if ln.startswith(kind + " ")]
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    z = Lines(consumer("z"))
+    b = None
+    try:
+        wait_for(lambda: len(z.offsets("COMMITTED")) >= 20, 30, message="z consuming and committing")
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        mark = len(z.lines)
+        written_before_pause = acked[0] + 1  # (one more may be in flight)
+        b = Lines(consumer("b"))  # takes the partition once z's session expired
+        wait_for(lambda: len(b.offsets("COMMITTED")) >= 20, 30, message="b took over and commits")
+        os.kill(z.proc.pid, signal.SIGCONT)
+        # z hands out what it had in hand, then drops the partition when it notices its lost session
+        seen = [len(z.lines), time.monotonic()]
+
+        def z_quiet():
+            if len(z.lines) != seen[0]:
+                seen[:] = [len(z.lines), time.monotonic()]
+            return time.monotonic() - seen[1] > 1.0
+        wait_for(z_quiet, 30, message="z to stop consuming")
+        time.sleep(0.5)
+    finally:
+        stop_producing.set()
+        for p in (z.proc, b.proc if b else None):
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.terminate()
+                p.wait(30)
+    zombie_consumed = z.offsets("CONSUMED", mark)
+    zombie_committed = z.offsets("COMMITTED", mark)
+    twice = sorted(set(z.offsets("CONSUMED")) & set(b.offsets("CONSUMED")))
+    print(f"\nhigh-level consumer paused past its session: after SIGCONT it handed out offsets {zombie_consumed} "
+          f"(records written before the pause: offsets < {written_before_pause}) and committed "
+          f"{zombie_committed}; read by both: {len(twice)}")
+    assert zombie_committed == [], "a commit of the paused consumer landed after another took over"
+    # after SIGCONT it hands out only what it had fetched before the pause, nothing written meanwhile
+    assert all(o < written_before_pause for o in zombie_consumed), zombie_consumed
+    assert set(twice) <= set(zombie_consumed)
