@@ -32,6 +32,12 @@ How it works (Kafka's ZookeeperConsumerConnector):
   fetcher drops them, their consumed offsets are committed, their chunks are removed from the
   queues, and only then is ownership released (the owner nodes deleted).  A lost ZooKeeper session
   drops them the same way without committing (another consumer may own them already);
+* with ``offsets.storage=zookeeper`` commits go through the member's fence
+  (:meth:`GroupMember.commit_offsets`: only partitions owned through the live session, never
+  backwards); with Kafka storage a session check precedes them.  Before fetching, at most every
+  third of the session timeout, the fetcher asks ZooKeeper whether the session still lives, so a
+  consumer paused past its session fetches nothing more for partitions that moved (records fetched
+  before the pause may still be handed out once; their commits are refused);
 * ``consumer.timeout.ms`` (default -1: wait forever) ends an iteration of a stream when no record
   arrived for that long; iterating the stream again continues where it stopped.
   :meth:`shutdown` ends every stream for good.
