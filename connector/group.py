@@ -33,6 +33,15 @@ once it has been disconnected for the session timeout it drops its ownership the
 reconnects within its still-valid session it claims its own owner nodes back (NodeExists from our own
 session is success).
 
+Fenced commits (:meth:`GroupMember.commit_offsets`): every session of a member creates an ephemeral
+sequential node ``/consumers/[group]/pyklog_fences/[consumer_id]-[seq]`` (pyklog's own record; a
+sequence number is never reused, so the node stands for one session).  A commit is one multi-op that
+checks that node, checks the partitions' owner nodes at the versions read (ours, created by this
+session) and sets the offset nodes at the versions read, skipping offsets already at or beyond: a
+member whose session expired while it was paused (a zombie) commits nothing, even once kazoo has
+opened a new session for it, and no offset moves backwards.  :meth:`GroupMember.session_valid` asks
+the server whether the session that owns the partitions still lives.
+
 ``manual_release=True`` (the Spark driver): partitions the new assignment takes away are not released
 by the rebalance; they show in :meth:`to_release` and stay owned until the caller calls
 :meth:`release` after committing them.  Partitions newly assigned but still held by others are claimed
@@ -69,7 +78,8 @@ from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError,
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, KazooException, NodeExistsError,
+                              NoNodeError, RolledBackError, SessionExpiredError,
                               ZookeeperError as KazooZookeeperError)
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
@@ -77,6 +87,7 @@ from kazoo.retry import RetryFailedError
 from pyklog.broker.common.retry import Backoff, Deadline
 from pyklog.broker.errors import ConfigError, PyklogError, RebalanceFailedError, ZooKeeperError
 from pyklog.broker.zk import paths, znodes
+from pyklog.broker.zk.znodes import decode_consumer_offset, encode_consumer_offset
 from pyklog.connector.assignors import STRATEGIES, assign
 
 log = logging.getLogger(__name__)
@@ -244,6 +255,25 @@ def check_transition(old: MemberState, new: MemberState) -> None:
         raise IllegalTransitionError(old, new)
 
 
+class FencedCommit:
+    """What :meth:`GroupMember.commit_offsets` did: ``committed`` ({tp: offset} written), ``refused``
+    ({tp: offset} not written: not owned by this member's live session), ``ahead`` ({tp: stored
+    offset} already at or beyond the offset given, left alone), ``fenced`` (the session that owned
+    them had expired: nothing was written)."""
+
+    __slots__ = ("committed", "refused", "ahead", "fenced")
+
+    def __init__(self):
+        self.committed: dict = {}
+        self.refused: dict = {}
+        self.ahead: dict = {}
+        self.fenced = False
+
+    def __repr__(self):
+        return (f"FencedCommit(committed={self.committed}, refused={self.refused}, ahead={self.ahead}, "
+                f"fenced={self.fenced})")
+
+
 class GroupMember:
     """One member of ZooKeeper consumer group ``group_id`` (see the module doc).
 
@@ -340,6 +370,8 @@ class GroupMember:
         self._epoch = 0  # bumped when ownership is dropped (LOST)
         self._lost: set = set()  # dropped partitions not yet reported to on_lost
         self._registered_session = None
+        self._fence_path: str | None = None  # our session's node under paths.consumer_fences (zombie fence)
+        self._fence_session = None  # the ZooKeeper session that created _fence_path
         self._thread: threading.Thread | None = None
         self.zk: KazooClient | None = None
         self.rebalances = 0
@@ -523,6 +555,185 @@ class GroupMember:
                 self._claim_due = time.monotonic()  # a claim pass re-claims or settles on STABLE
                 self._cond.notify_all()
 
+    # ------------------------------------------------------------------ fenced commits (zombie fence)
+
+    @property
+    def epoch(self) -> int:
+        """How many times this member dropped its ownership (LOST).  A caller that remembers the epoch
+        of its last look at :meth:`assignment` can tell that partitions it owns now were owned by
+        another member in between (their committed offsets may have moved)."""
+        with self._lock:
+            return self._epoch
+
+    def _create_fence(self):
+        """Create this session's fence node (rebalance thread or start()): an ephemeral sequential
+        node under ``paths.consumer_fences``, so its name belongs to one session only (sequence
+        numbers are never reused).  Kept when the session already has one."""
+        session = self._session_id()
+        with self._lock:
+            if self._fence_path is not None and self._fence_session == session:
+                return
+        path = self.zk.retry(self.zk.create, paths.consumer_fence_prefix(self.group_id, self.consumer_id),
+                             b"", ephemeral=True, sequence=True, makepath=True)
+        try:
+            _, stat = self.zk.retry(self.zk.get, path)
+            owner = stat.ephemeralOwner
+        except NoNodeError:  # the session that created it is gone already: no fence, commits refused
+            path, owner = None, None
+        with self._lock:
+            self._fence_path, self._fence_session = path, owner
+        log.debug("group %s member %s: fence %s (session %s)", self.group_id, self.consumer_id, path,
+                  f"{owner:#x}" if owner else None)
+
+    def _fence_locked(self):
+        """(fence path, session) when this member may act as the owner of what it holds, else None:
+        it has a fence of the session kazoo uses now and is neither LOST nor re-registering."""
+        if self._state not in (MemberState.REBALANCING, MemberState.STABLE, MemberState.FAILED,
+                               MemberState.SUSPENDED, MemberState.STOPPING):  # stop(): on_revoke commits
+            return None
+        if self._fence_path is None or self._fence_session is None:
+            return None
+        if self._fence_session != self._session_id():
+            return None
+        return self._fence_path, self._fence_session
+
+    def session_valid(self) -> bool:
+        """Whether the ZooKeeper session that owns this member's partitions is alive now, asked of the
+        server (one round trip, no retry on a new session): the fence node of the session exists.
+        False after the session expired, even when kazoo has not noticed yet (a process paused past
+        its session timeout, a "zombie"): answering the request is how it finds out, and its LOST
+        handling then drops the ownership.  Raises kazoo's ConnectionLoss when ZooKeeper cannot be
+        reached (unknown).  Caller's thread; thread-safe."""
+        with self._lock:
+            fence = self._fence_locked()
+        if fence is None:
+            return False
+        try:
+            return self.zk.exists(fence[0]) is not None and self._session_id() == fence[1]
+        except (SessionExpiredError, ConnectionClosedError):
+            return False
+
+    def commit_offsets(self, offsets: Mapping, *, attempts: int = 5) -> "FencedCommit":
+        """Store the group's offsets in ZooKeeper (``/consumers/[group]/offsets/[topic]/[partition]``)
+        only for partitions this member owns through its live session, and never backwards.
+
+        For each partition: read its owner node (it must hold our consumer id and belong to our
+        session) and its offset node (an offset already at or beyond the new one is left alone); then
+        ONE multi-op checks our fence node (which exists only while our session lives), checks each
+        owner node's version and sets each offset node at the version read (or creates it).  So a
+        member whose session expired (a zombie resumed after SIGSTOP) commits nothing, even when kazoo
+        has already opened a new session for it, and a concurrent commit by anyone is never
+        overwritten by a smaller offset: a version conflict re-reads and tries again (``attempts``).
+        A lost connection is waited out (kazoo reconnects; if the session did not survive, nothing is
+        committed); ZooKeeper unreachable for the session timeout raises :class:`ZooKeeperError`
+        (retriable; a multi-op that did land is seen as "ahead" by the next try).
+        Returns what was committed, refused (not owned, or fenced) and already ahead.
+        Caller's thread; thread-safe (ZooKeeper calls without the lock)."""
+        todo = {(t, int(p)): int(off) for (t, p), off in offsets.items()}
+        result = FencedCommit()
+        if not todo:
+            return result
+        with self._lock:
+            fence = self._fence_locked()
+        if fence is None:
+            return self._refuse_all(result, todo, f"the member's session is not live (state {self._state.name})")
+        deadline = Deadline.after(max(self.session_timeout_s, 1.0))
+        conflicts = 0
+        while True:
+            try:
+                done = self._commit_once(fence, todo, result)
+            except (SessionExpiredError, ConnectionClosedError):
+                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
+                                                      "(another member may own them now)")
+            except KazooException as e:  # ConnectionLoss, OperationTimeout: outcome unknown, try again
+                if deadline.expired():
+                    raise ZooKeeperError(f"committing offsets of group {self.group_id} failed: ZooKeeper "
+                                         f"unreachable ({type(e).__name__})") from e
+                time.sleep(0.1)
+                with self._lock:
+                    now = self._fence_locked()
+                if now != fence:  # the session was lost meanwhile
+                    return self._refuse_all(result, todo, "the ZooKeeper session that owned them was lost")
+                continue
+            if done is None:  # our fence node is gone: the session has expired
+                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
+                                                      "(another member may own them now)")
+            if done:
+                return result
+            conflicts += 1
+            if conflicts >= attempts:
+                return self._refuse_all(result, todo, f"{attempts} conflicting attempts", fenced=False)
+
+    def _commit_once(self, fence, todo: dict, result: "FencedCommit"):
+        """One read-check-write pass of :meth:`commit_offsets`; moves entries of ``todo`` into
+        ``result``.  True when done, False after a version conflict (read again), None when the
+        fence check failed (our session is gone)."""
+        fence_path, session = fence
+        zk = self.zk
+        owners = {tp: zk.get_async(paths.partition_owner(self.group_id, *tp)) for tp in sorted(todo)}
+        stored = {tp: zk.get_async(paths.consumer_offset(self.group_id, *tp)) for tp in sorted(todo)}
+        plan = []  # (tp, owner version, offset version or None to create)
+        not_owned = []
+        for tp in sorted(todo):
+            try:
+                data, stat = owners[tp].get()
+            except NoNodeError:
+                data, stat = None, None
+            if stat is None or data != self._cid or stat.ephemeralOwner != session:
+                not_owned.append(tp)
+                continue
+            try:
+                odata, ostat = stored[tp].get()
+                current = decode_consumer_offset(odata, paths.consumer_offset(self.group_id, *tp))
+            except NoNodeError:
+                current, ostat = None, None
+            if current is not None and current >= todo[tp]:
+                result.ahead[tp] = current
+                continue
+            plan.append((tp, stat.version, None if ostat is None else ostat.version))
+        for tp in not_owned:
+            result.refused[tp] = todo.pop(tp)
+        for tp in result.ahead:
+            todo.pop(tp, None)
+        if not_owned:
+            log.warning("group %s member %s: not committing %s: owned by another member now",
+                        self.group_id, self.consumer_id, _fmt(not_owned))
+        if not plan:
+            return True
+        for tp, _, over in plan:
+            if over is None:  # parents of a new offset node, outside the multi-op (harmless)
+                zk.retry(zk.ensure_path, paths.consumer_offsets(self.group_id, tp[0]))
+        tx = zk.transaction()
+        tx.check(fence_path, 0)
+        for tp, owner_version, _ in plan:
+            tx.check(paths.partition_owner(self.group_id, *tp), owner_version)
+        for tp, _, over in plan:
+            path, data = paths.consumer_offset(self.group_id, *tp), encode_consumer_offset(todo[tp])
+            if over is None:
+                tx.create(path, data)
+            else:
+                tx.set_data(path, data, version=over)
+        outcome = tx.commit()
+        failed = [r for r in outcome if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failed:
+            for tp, _, _ in plan:
+                result.committed[tp] = todo.pop(tp)
+            return True
+        if isinstance(outcome[0], Exception) and not isinstance(outcome[0], RolledBackError):
+            return None
+        log.debug("group %s member %s: commit conflict (%s); reading again", self.group_id,
+                  self.consumer_id, failed[0])
+        return False
+
+    def _refuse_all(self, result, todo, why, fenced=True):
+        if todo:
+            result.refused.update(todo)
+            result.fenced = fenced
+            log.warning("group %s member %s: not committing %s: %s", self.group_id, self.consumer_id,
+                        _fmt(todo), why)
+            todo.clear()
+        return result
+
     # ------------------------------------------------------------------ events (kazoo threads: no blocking)
 
     def _on_state(self, state):
@@ -679,6 +890,7 @@ class GroupMember:
             try:
                 self.zk.retry(self.zk.create, path, data, ephemeral=True, makepath=True)
                 self._registered_session = session
+                self._create_fence()
                 log.info("consumer %s registered in group %s (%s %s)", self.consumer_id, self.group_id,
                          self.pattern, self.subscription)
                 return
@@ -689,6 +901,7 @@ class GroupMember:
                     continue
                 if stat.ephemeralOwner == session:
                     self._registered_session = session
+                    self._create_fence()
                     return
                 if deadline.expired():
                     raise ZooKeeperError(f"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "

@@ -32,6 +32,12 @@ How it works (Kafka's ZookeeperConsumerConnector):
   fetcher drops them, their consumed offsets are committed, their chunks are removed from the
   queues, and only then is ownership released (the owner nodes deleted).  A lost ZooKeeper session
   drops them the same way without committing (another consumer may own them already);
+* with ``offsets.storage=zookeeper`` commits go through the member's fence
+  (:meth:`GroupMember.commit_offsets`: only partitions owned through the live session, never
+  backwards); with Kafka storage a session check precedes them.  Before fetching, at most every
+  third of the session timeout, the fetcher asks ZooKeeper whether the session still lives, so a
+  consumer paused past its session fetches nothing more for partitions that moved (records fetched
+  before the pause may still be handed out once; their commits are refused);
 * ``consumer.timeout.ms`` (default -1: wait forever) ends an iteration of a stream when no record
   arrived for that long; iterating the stream again continues where it stopped.
   :meth:`shutdown` ends every stream for good.
@@ -210,6 +216,7 @@ class ConsumerConnector:
         self.consumer_id = cfg["consumer.id"] or default_consumer_id()
         self.auto_offset_reset = _RESET.get(reset, "none")
         self.auto_commit = values["auto.commit.enable"]
+        self._session_timeout_s = values["zookeeper.session.timeout.ms"] / 1000.0
         self.auto_commit_interval_s = values["auto.commit.interval.ms"] / 1000.0
         self.timeout_ms = values["consumer.timeout.ms"]
         self.fetch_size = values["fetch.message.max.bytes"]
@@ -431,13 +438,31 @@ class ConsumerConnector:
                     todo[info.tp] = info.consumed
         if not todo:
             return {}
-        self.offset_store.commit(self.group_id, todo)
+        member = self._member
+        if member is not None and self.offsets_storage == "zookeeper" and not self.dual_commit:
+            # fenced: only partitions this member owns through its live session, never backwards
+            # (a consumer paused past its session commits nothing once it resumes)
+            r = member.commit_offsets(todo)
+            done = r.committed
+            todo = {**r.committed, **{tp: todo[tp] for tp in r.ahead}}  # nothing left to commit for these
+        else:
+            if member is not None:
+                owned = member.assignment()
+                todo = {tp: off for tp, off in todo.items() if tp in owned}
+                if todo and not member.session_valid():
+                    log.warning("consumer %s: not committing %s: its ZooKeeper session is not live (its "
+                                "partitions may have moved)", self.consumer_id, sorted(todo))
+                    return {}
+                if not todo:
+                    return {}
+            self.offset_store.commit(self.group_id, todo)
+            done = todo
         for info in infos:
             with info.lock:
                 if info.tp in todo and (info.committed is None or todo[info.tp] > info.committed):
                     info.committed = todo[info.tp]
-        log.debug("consumer %s committed %s", self.consumer_id, todo)
-        return todo
+        log.debug("consumer %s committed %s", self.consumer_id, done)
+        return done
 
     def _auto_commit(self):
         """Every ``auto.commit.interval.ms`` on the committer's Scheduler thread."""
@@ -490,6 +515,11 @@ class ConsumerConnector:
     def _fetch_loop(self):
         # after a failure: 0.1 s doubling up to 2 s; back to 0.1 s after a successful fetch
         backoff = Backoff(0.1, multiplier=2.0, max_s=2.0, jitter=0.0)
+        # how often to ask ZooKeeper whether our session still owns what we fetch: a process paused
+        # past its session (SIGSTOP, a stalled VM) resumes here before kazoo notices the expiry, and
+        # must not fetch and hand out records of partitions another consumer reads now
+        check_every = max(0.2, self._session_timeout_s / 3)
+        checked = time.monotonic()
         while True:
             with self._wake:
                 if not self._running:
@@ -510,6 +540,16 @@ class ConsumerConnector:
                     with self._wake:
                         self._wake.wait(0.05)
                     continue
+                member = self._member
+                if member is not None and time.monotonic() - checked > check_every:
+                    if not member.session_valid():
+                        log.warning("consumer %s: its ZooKeeper session expired (paused past "
+                                    "zookeeper.session.timeout.ms?); not fetching until it has rejoined",
+                                    self.consumer_id)
+                        with self._wake:
+                            self._wake.wait(0.1)
+                        continue
+                    checked = time.monotonic()
                 self._fetch_once(ready)
                 backoff.reset()
             except Exception as e:  # a broker or ZooKeeper problem: back off and try again

@@ -4,7 +4,8 @@
 It runs a :class:`connector.high_level.ConsumerConnector` with one stream per topic, iterates the
 streams in one thread (``consumer.timeout.ms`` switches between them), and for every record prints
 ``CONSUMED <topic> <partition> <offset> <value>`` (flushed) and then commits synchronously
-(auto commit is off).  It prints ``READY`` once it is registered, ``OWNS <t-p,...>`` whenever its
+(auto commit is off), printing ``COMMITTED <topic> <partition> <next offset>`` for what the commit
+wrote.  It prints ``READY`` once it is registered, ``OWNS <t-p,...>`` whenever its
 assignment changes, and ``CLOSED`` after a graceful shutdown on SIGTERM.
 """
 from __future__ import annotations
@@ -57,7 +58,9 @@ def main(argv=None) -> int:
                 value = (record.value or b"").decode(errors="replace")
                 out.write(f"CONSUMED {record.topic} {record.partition} {record.offset} {value}\n")
                 out.flush()
-                conn.commit_offsets()
+                for (t, p), off in sorted(conn.commit_offsets().items()):
+                    out.write(f"COMMITTED {t} {p} {off}\n")
+                out.flush()
                 if stop.is_set():
                     break
     conn.shutdown()

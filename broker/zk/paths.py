@@ -60,6 +60,18 @@ def consumer_offset(group: str, topic_name: str, partition_id: int) -> str:
     return f"{CONSUMERS}/{group}/offsets/{topic_name}/{int(partition_id)}"
 
 
+def consumer_fences(group: str) -> str:
+    """pyklog's own record: ``/consumers/[group]/pyklog_fences``, parent of one ephemeral sequential
+    node per member session (``[consumer_id]-[seq]``).  A sequence number is never reused, so the node
+    names one ZooKeeper session of one member: a commit that checks it in the same multi-op cannot
+    succeed once that session has expired (the zombie fence of connector.group)."""
+    return f"{CONSUMERS}/{group}/pyklog_fences"
+
+
+def consumer_fence_prefix(group: str, consumer: str) -> str:
+    return f"{CONSUMERS}/{group}/pyklog_fences/{consumer}-"
+
+
 def partition_owners(group: str, topic_name: str | None = None) -> str:
     base = f"{CONSUMERS}/{group}/owners"
     return base if topic_name is None else f"{base}/{topic_name}"

@@ -25,12 +25,21 @@ complete, so the planner commits ``start`` for the partitions it owns, releases 
 rebalance took away (after that commit), and adds partitions it newly owns at the group's committed
 offset (an empty range in that batch, read from the next one).
 
+Because PySpark calls ``commit(end)`` only when it builds the next batch, a group query's planner
+also learns of each completed batch from pyklog's StreamingQueryListener in the user's process
+(:mod:`pyklog.connector.spark.batch_end`): :class:`_BatchEndWatcher` commits the batch's end at
+once.  Every group commit is fenced by the member's ZooKeeper session and never moves an offset
+backwards (:meth:`pyklog.connector.group.GroupMember.commit_offsets`); before planning, the planner
+checks that its session still lives (a planner paused past it, a zombie, registers again and plans
+only what it owns after the rebalance).
+
 PySpark sends SIGTERM to the planner worker instead of calling ``stop()`` on ``query.stop()``: a
-handler installed in the planner closes the ZooKeeper session first, so the group rebalances at
-once.
+handler installed in the planner commits the batches reported complete (waiting briefly for the
+last one), then closes the ZooKeeper session, so the group rebalances at once.
 
 Thread-safety: readers are used by one thread at a time (Spark's call protocol); _Driver is
-not thread-safe beyond that.
+not thread-safe beyond that, except that the batch-end watcher's thread commits through the offset
+store adapter, whose commits are serialized by its lock.
 """
 from __future__ import annotations
 
@@ -353,6 +362,7 @@ class _Driver:
         self.isolation = 1 if opts.isolation_level == "read_committed" else 0
         self.member = None
         self.store = None
+        self.batch_end: _BatchEndWatcher | None = None  # streaming group queries (start_group)
         self._closed = False
         self._close_lock = threading.Lock()
         self._down_since: float | None = None  # monotonic time of the first failure of this outage
@@ -584,22 +594,35 @@ class _Driver:
             log.info("pyklog query joined group %s as %s with %s", self.group_id, consumer_id,
                      sorted(self.member.assignment()))
         self.store = _OffsetStoreAdapter(self)
+        if self.member is not None and self.streaming:
+            self.batch_end = _BatchEndWatcher(self)
 
     def owned(self) -> list[tuple[str, int]]:
         if self.member is not None:
             return sorted(self.member.assignment())
         return self.subscribed_partitions()
 
+    DRAIN_S = 2.0  # SIGTERM: how long to wait for the last batch's completion to be reported
+
     def close(self, *, fast: bool = False) -> None:
-        """Leave the group and close connections.  ``fast`` (the SIGTERM path, where PySpark may
-        follow up with SIGKILL) closes the group member's ZooKeeper session before anything else,
-        so its registration and owner nodes disappear at once."""
+        """Leave the group and close connections.  First commits the batches Spark reported complete
+        (on the SIGTERM path waiting up to DRAIN_S for the last one, which a stop may have cut
+        short); then ``fast`` (the SIGTERM path, where PySpark may follow up with SIGKILL) closes the
+        group member's ZooKeeper session before anything else, so its registration and owner nodes
+        disappear at once."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         if self in _SIGTERM_DRIVERS:
             _SIGTERM_DRIVERS.remove(self)
+        if self.batch_end is not None:
+            # commit what Spark reported complete while the session (and the ownership) still lives
+            try:
+                self.batch_end.drain(self.DRAIN_S if fast else 0.0)
+            except Exception as e:  # noqa: BLE001 - best effort on shutdown
+                log.warning("pyklog: committing the completed batches on close failed: %s", e)
+            self.batch_end.close()
         if fast and self.member is not None and self.member.zk is not None:
             try:
                 self.member.zk.stop()
@@ -636,6 +659,11 @@ class _OffsetStoreAdapter:
         self._store = OffsetStore.create(opts.offsets_storage, opts.dual_commit,
                                          zk if need_zk else None, driver.client,
                                          timeout_s=min(opts.cluster.request_timeout_s, driver.bound_s()))
+        # a group member with offsets in ZooKeeper only commits through its fence (never backwards,
+        # nothing once its session expired); with Kafka storage only an ownership check guards it
+        self.member = driver.member
+        self.fenced = self.member is not None and opts.offsets_storage == "zookeeper" and not opts.dual_commit
+        self._lock = threading.RLock()  # the planner's thread and the batch-end watcher both commit
         self.last: dict = {}
 
     def _bounded(self, fn):
@@ -658,23 +686,156 @@ class _OffsetStoreAdapter:
         return {tp: off for tp, off in got.items() if off is not None and off >= 0}
 
     def commit(self, offsets: dict) -> None:
-        """Commit the group's offsets (for lag and for the group's other members).  Never fails the
-        query by itself: Spark's checkpoint is the source of truth, so a commit that still fails
-        after fetchOffset.numRetries retries is logged at WARNING and tried again at the next
-        trigger (``last`` only records what was committed)."""
-        todo = {tp: off for tp, off in offsets.items() if self.last.get(tp) != off}
+        """Commit the group's offsets (for lag and for the group's other members).  Planner thread.
+        Never fails the query by itself: Spark's checkpoint is the source of truth, so a commit that
+        still fails after fetchOffset.numRetries retries is logged at WARNING and tried again at the
+        next trigger (``last`` only records what was committed)."""
+        with self._lock:
+            todo = self._todo(offsets)
         if not todo:
             return
-        done = self.driver.call("OffsetCommit (group offsets)",
-                                self._bounded(lambda: (self._store.commit(self.group_id, todo), True)[1]),
-                                fatal=False)
-        if done:
+        self.driver.call("OffsetCommit (group offsets)", self._bounded(lambda: self._commit(todo)), fatal=False)
+
+    def commit_completed(self, offsets: dict) -> dict:
+        """Commit the end of a batch Spark reported complete (the batch-end watcher's thread, or the
+        SIGTERM handler): one attempt, no outage retries (the next completion or trigger commits
+        again); returns what was committed."""
+        with self._lock:
+            todo = self._todo(offsets)
+        if not todo:
+            return {}
+        try:
+            return self._commit(todo)
+        except Exception as e:  # noqa: BLE001 - logged; the next trigger commits again
+            log.warning("pyklog: committing a completed batch of group %s failed (%s: %s); the next "
+                        "trigger commits it", self.group_id, type(e).__name__, e)
+            return {}
+
+    def _todo(self, offsets: dict) -> dict:
+        if self.member is None:
+            return {tp: off for tp, off in offsets.items() if self.last.get(tp) != off}
+        return {tp: off for tp, off in offsets.items() if off > self.last.get(tp, -1)}
+
+    def _commit(self, todo: dict) -> dict:
+        """Write ``todo``; returns what was written.  A group member commits only partitions it owns
+        through its live session (fenced in ZooKeeper; a session check before a Kafka commit)."""
+        with self._lock:
+            if self.fenced:
+                r = self.member.commit_offsets(todo)
+                self.last.update(r.committed)
+                self.last.update(r.ahead)
+                return r.committed
+            if self.member is not None:
+                owned = self.member.assignment()
+                todo = {tp: off for tp, off in todo.items() if tp in owned}
+                if todo and not self.member.session_valid():
+                    log.warning("pyklog: not committing %s for group %s: the member's ZooKeeper session "
+                                "is not live (its partitions may have moved)", sorted(todo), self.group_id)
+                    return {}
+                if not todo:
+                    return {}
+            self._store.commit(self.group_id, todo)
             self.last.update(todo)
+            return todo
 
     def close(self) -> None:
         close = getattr(self._store, "close", None)
         if close is not None:
             close()
+
+
+class _BatchEndWatcher:
+    """Commits each micro-batch's end offsets as soon as Spark reports the batch complete (see
+    :mod:`pyklog.connector.spark.batch_end`): a daemon thread polls the channel file the user's
+    driver process writes, and for a batch this planner handed to Spark (:meth:`planned`, from
+    ``partitions(start, end)``) commits its end for the partitions the member still owns (fenced,
+    never backwards).  :meth:`drain` does the same once more on the SIGTERM path, waiting a little
+    for the completion of the last batch.  Planner process; thread-safe (one lock)."""
+
+    POLL_S = 0.05
+    KEEP = 64  # planned batches remembered (a completion is reported within a batch or two)
+
+    def __init__(self, driver: _Driver):
+        from pyklog.connector.spark.batch_end import BatchEndChannel
+
+        self.driver = driver
+        self.channel = BatchEndChannel()
+        self._lock = threading.RLock()  # re-entrant: drain() may run in a signal handler on the planner thread
+        self._planned: dict = {}  # end offsets as sorted JSON text -> {tp: offset}, insertion order
+        self._last_planned: str | None = None
+        self._completed: set = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"pyklog-batch-end-{driver.group_id}", daemon=True)
+        self._thread.start()
+
+    @property
+    def path(self) -> str:
+        return self.channel.path
+
+    @staticmethod
+    def _key(end: dict) -> str:
+        import json
+
+        return json.dumps(end, sort_keys=True)
+
+    def planned(self, start: dict, end: dict) -> None:
+        """Spark runs a batch ``(start, end)`` (planner thread, from ``partitions``)."""
+        if start == end:
+            return
+        key = self._key(end)
+        with self._lock:
+            self._planned[key] = _offsets.from_json(end)
+            self._last_planned = key
+            while len(self._planned) > self.KEEP:
+                self._planned.pop(next(iter(self._planned)))
+
+    def _run(self):
+        while not self._stop.wait(self.POLL_S):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - keep watching; the next trigger commits anyway
+                log.exception("pyklog: batch-end watcher of group %s", self.driver.group_id)
+
+    def poll(self) -> bool:
+        """Read the channel once; commit a newly completed batch.  True when one was found."""
+        with self._lock:
+            msg = self.channel.read_new()
+            if msg is None:
+                return False
+            batch_id, end = msg
+            key = self._key(end)
+            positions = self._planned.get(key)
+            if positions is None:
+                log.debug("pyklog: completed batch %s was not planned by this planner; ignored", batch_id)
+                return False
+            self._completed.add(key)
+        member = self.driver.member
+        owned = member.assignment() if member is not None else None
+        todo = {tp: off for tp, off in positions.items() if owned is None or tp in owned}
+        done = self.driver.store.commit_completed(todo)
+        log.debug("pyklog group %s: batch %s complete; committed %s", self.driver.group_id, batch_id, done)
+        return True
+
+    def drain(self, wait_s: float) -> None:
+        """SIGTERM path: commit what completed, waiting up to ``wait_s`` for the last batch handed to
+        Spark to be reported complete (it may have been interrupted by the stop: then it is not)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.poll()
+            with self._lock:
+                done = self._last_planned is None or self._last_planned in self._completed
+            if done or time.monotonic() >= deadline:
+                if not done:
+                    log.info("pyklog group %s: the last batch was not reported complete; its offsets stay "
+                             "uncommitted", self.driver.group_id)
+                return
+            time.sleep(self.POLL_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(2)
+        self.channel.close()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -742,6 +903,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict = {}
         self._target: dict | None = None  # Trigger.AvailableNow
         self._last_batch_time = time.monotonic()
+        self._epoch: int | None = None  # the group member's epoch at the last trigger
 
     def __getstate__(self):
         # only the options travel to the executors
@@ -794,11 +956,15 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.opts
         start_map = _offsets.from_json(start)
         first_call = self._prev_end_keys is None
+        epoch_changed = False
+        if d.member is not None:
+            epoch_changed = self._check_membership(d)
         owned_before = set(d.owned())
         drop: dict = {}  # partitions left out of this end offset, re-added at the given position next time
-        if first_call:
-            # a restart (no initialOffset in this process): another member may have advanced a
-            # partition while this query was down; its committed offset is then ahead of ours
+        if first_call or epoch_changed:
+            # a restart (no initialOffset in this process), or this member's session expired since the
+            # last trigger (it was paused, a "zombie") and what it owns now it may have regained: another
+            # member may have advanced a partition meanwhile; its committed offset is then ahead of ours
             mine = sorted(tp for tp in start_map if tp in owned_before)
             committed = d.store.fetch(mine)
             for tp in mine:
@@ -878,13 +1044,53 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._prev_end_keys = set(end)
         return _offsets.to_json(end)
 
+    _REJOIN_WAIT_S = 10.0
+
+    def _check_membership(self, d: _Driver) -> bool:
+        """Before planning: is the member's session still the one that owns its partitions?  A
+        planner paused past its ZooKeeper session (SIGSTOP, a long GC of the host...) resumes
+        owning nothing: the group gave its partitions to others.  Asking the server (one round trip)
+        is how it finds out; it then registers again and waits (at most _REJOIN_WAIT_S) for the
+        rebalance, and plans only what it owns after it.  Returns whether ownership was dropped since
+        the last trigger (the member's epoch moved).  ZooKeeper unreachable: plans with what it owns
+        (the member drops it after a session timeout of disconnection)."""
+        m = d.member
+        valid = None
+        for _ in range(20):  # a resumed zombie's first request may meet the dead connection
+            try:
+                valid = m.session_valid()
+                break
+            except Exception as e:  # noqa: BLE001
+                if not _outage_error(e):
+                    raise
+                time.sleep(0.1)
+        if valid is False:
+            log.warning("pyklog group %s: this member's ZooKeeper session expired (the planner was paused "
+                        "past zookeeper.session.timeout.ms); its partitions went to other members. "
+                        "Registering again before planning", d.group_id)
+            if not m.wait_stable(timeout=self._REJOIN_WAIT_S):
+                log.warning("pyklog group %s: not stable after rejoining; planning with %s", d.group_id,
+                            sorted(m.assignment()))
+        epoch = m.epoch
+        changed = self._epoch is not None and epoch != self._epoch
+        self._epoch = epoch
+        return changed
+
     def reportLatestOffset(self):
+        d = self._driver
+        if d is not None and d.batch_end is not None:
+            from pyklog.connector.spark.batch_end import REPORT_KEY
+
+            # where pyklog's listener in the user's process reports this query's completed batches
+            return {**_offsets.to_json(self._latest), REPORT_KEY: d.batch_end.path}
         if not self._latest:
             return None
         return _offsets.to_json(self._latest)
 
     def partitions(self, start: dict, end: dict):
         d = self._ensure_driver()
+        if d.batch_end is not None:
+            d.batch_end.planned(start, end)  # Spark runs this batch; its completion will be reported
         rngs = _offsets.split_ranges(_offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
                                      self.opts.min_partitions)
         return d.input_partitions(rngs)

@@ -39,7 +39,14 @@ def register(spark) -> None:
     ``spark.readStream.format("pyklog")``, ``spark.read.format("pyklog")``,
     ``df.write.format("pyklog")`` and ``df.writeStream.format("pyklog")`` work.  Idempotent; runs on
     the driver.  Raises :class:`PyklogSetupError` when Spark's Python workers run an interpreter
-    that cannot import pyklog (the message names the variable to set)."""
+    that cannot import pyklog (the message names the variable to set).
+
+    It also adds pyklog's StreamingQueryListener (:mod:`pyklog.connector.spark.batch_end`), which
+    tells a consumer-group query's planner that a micro-batch completed, so the group's offsets are
+    committed at the end of each batch instead of at the next trigger (a query stopped between two
+    triggers then hands over nothing to read twice)."""
+    from pyklog.connector.spark.batch_end import install
     from pyklog.connector.spark.registration import register as _register
 
     _register(spark)
+    install(spark)

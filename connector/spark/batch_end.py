@@ -1,0 +1,160 @@
+"""Telling a group query's planner that a micro-batch has completed, as soon as it has.
+
+PySpark calls a source's ``commit(end)`` only when it constructs the NEXT batch, so a planner on its
+own learns that batch N completed only at trigger N+1: a query stopped or killed before then leaves
+batch N's offsets uncommitted, and the member taking over its partitions reads them again.  Spark
+does publish the completion: after a batch's commit log entry is written it posts a
+``QueryProgressEvent`` whose sources carry the batch's ``endOffset`` and the ``latestOffset`` the
+source reported (``reportLatestOffset``).  So:
+
+* the planner (a Python worker on the driver host) creates a :class:`BatchEndChannel`, a private
+  temporary directory with one file, and adds the file's path to its ``reportLatestOffset`` under
+  :data:`REPORT_KEY` (a key no topic can have: ``:`` is not legal in a topic name);
+* :class:`BatchEndListener`, a ``StreamingQueryListener`` that :func:`install` adds to the user's
+  SparkSession (``pyklog.register(spark)`` does), runs in the user's driver process; for every
+  source of every progress event that names a channel it writes ``{"batchId", "end"}`` to that file
+  (write to a temporary name, then rename: the planner never reads half a file);
+* the planner's watcher thread (:class:`pyklog.connector.spark.source._BatchEndWatcher`) reads the
+  file and commits the batch's end offsets for the partitions it still owns (fenced, never
+  backwards: :meth:`pyklog.connector.group.GroupMember.commit_offsets`).
+
+The listener only relays what Spark reports: it commits nothing itself and touches only files named
+:data:`CHANNEL_FILE` in directories named ``pyklog-batch-end-*``.  Both processes run on the driver
+host (classic PySpark); where they cannot share the file (Spark Connect), nothing is relayed and
+offsets are committed at the next trigger as before.
+
+Thread-safety: :class:`BatchEndChannel` is used by the planner's threads under the caller's lock;
+the listener's callback runs on py4j's callback thread and keeps no state.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+
+log = logging.getLogger(__name__)
+
+__all__ = ["REPORT_KEY", "CHANNEL_FILE", "BatchEndChannel", "BatchEndListener", "install",
+           "strip_report"]
+
+REPORT_KEY = "pyklog:batchEnd"
+CHANNEL_FILE = "completed.json"
+CHANNEL_PREFIX = "pyklog-batch-end-"
+
+
+def strip_report(offsets: dict) -> dict:
+    """``offsets`` without the channel entry (what the report says about the topics)."""
+    return {k: v for k, v in offsets.items() if k != REPORT_KEY}
+
+
+class BatchEndChannel:
+    """The planner's end of the relay: a private directory (mode 0700) holding :data:`CHANNEL_FILE`.
+    Planner process only."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix=CHANNEL_PREFIX)
+        self.path = os.path.join(self.dir, CHANNEL_FILE)
+        self._seen = None  # (mtime_ns, size, inode) of the last read
+
+    def read_new(self):
+        """``(batch_id, end offsets dict)`` written since the last call, or None."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key == self._seen:
+            return None
+        self._seen = key
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                msg = json.load(f)
+            return int(msg["batchId"]), dict(msg["end"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("pyklog: unreadable batch completion in %s: %s", self.path, e)
+            return None
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _channel_path(report_json):
+    """The channel file named in a source's reported latest offset, if it is one of ours."""
+    if not report_json:
+        return None
+    try:
+        report = json.loads(report_json)
+    except ValueError:
+        return None
+    path = report.get(REPORT_KEY) if isinstance(report, dict) else None
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return None
+    d, name = os.path.split(path)
+    if name != CHANNEL_FILE or not os.path.basename(d).startswith(CHANNEL_PREFIX) or not os.path.isdir(d):
+        return None  # not ours, or the planner is gone (it removes the directory when it closes)
+    return path
+
+
+def relay(batch_id: int, sources) -> int:
+    """Write each pyklog group source's completed ``endOffset`` to its planner's channel; returns how
+    many were written.  ``sources``: (latestOffset JSON, endOffset JSON) pairs of one progress event."""
+    n = 0
+    for latest, end in sources:
+        path = _channel_path(latest)
+        if path is None or not end:
+            continue
+        try:
+            msg = json.dumps({"batchId": int(batch_id), "end": json.loads(end)})
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(msg)
+            os.replace(tmp, path)
+            n += 1
+        except (OSError, ValueError) as e:  # the planner went away meanwhile
+            log.debug("pyklog: could not relay the completion of batch %s to %s: %s", batch_id, path, e)
+    return n
+
+
+def _listener_class():
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class BatchEndListener(StreamingQueryListener):
+        """Relays each completed micro-batch of a pyklog group query to its planner (see the module
+        doc).  Runs in the user's driver process, on py4j's callback thread; never raises."""
+
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            try:
+                p = event.progress
+                relay(p.batchId, [(s.latestOffset, s.endOffset) for s in p.sources])
+            except Exception:  # noqa: BLE001 - a listener must not disturb the query
+                log.exception("pyklog: relaying a batch completion failed")
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return BatchEndListener
+
+
+BatchEndListener = None  # the class, created on first install() (it needs pyspark)
+
+
+def install(spark) -> bool:
+    """Add the :class:`BatchEndListener` to ``spark`` (a SparkSession) once; True when added now.
+    Runs in the user's driver process."""
+    global BatchEndListener
+    if getattr(spark, "_pyklog_batch_end_listener", None) is not None:
+        return False
+    if BatchEndListener is None:
+        BatchEndListener = _listener_class()
+    listener = BatchEndListener()
+    spark.streams.addListener(listener)
+    spark._pyklog_batch_end_listener = listener
+    return True
