@@ -1,0 +1,192 @@
+"""``deliveryGuarantee=exactly-once`` against real brokers and real Spark, with faults.
+
+* Streaming A -> B: the driver (tests/spark_sink_eos_driver.py, its own Spark in its own process
+  group) is SIGKILLed three times, once at a random moment, once inside the sink's commit between
+  two transaction completions (the sink's test hook pauses there), once more at a random moment;
+  each time it restarts from its checkpoint, the last run with Trigger.AvailableNow.  B read with
+  read_committed must equal A: no duplicate, no loss; no transaction of B may stay open.
+* Batch: a write whose job fails (one task meets a bad row after writing part of its rows) leaves
+  nothing visible to read_committed readers; the re-run writes every row exactly once.
+
+The unit tests of the driver's decisions are in tests/test_spark_sink_eos_unit.py.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.consumer import SimpleConsumer
+from pyklog.connector.producer import Producer
+
+from support import wait_for
+
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_sink_eos_driver.py")
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> list[bytes]:
+    values = []
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as p:
+        for part in range(partitions):
+            vs = [b"a-%d-%05d" % (part, i) for i in range(per_partition)]
+            p.send_many(topic, part, [b"k%d" % i for i in range(per_partition)], vs, None)
+            values += vs
+        p.flush()
+        assert p.failed_records == 0
+    return values
+
+
+def _read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    with SimpleConsumer(bootstrap, isolation_level=isolation) as c:
+        return [r.value for p in range(partitions) for r in c.iter_records(topic, p, 0)]
+
+
+def _open_transactions(bootstrap: str, topic: str, partitions: int) -> dict:
+    """Partitions whose last stable offset is behind the high watermark (an open transaction)."""
+    with SimpleConsumer(bootstrap) as hw, SimpleConsumer(bootstrap, isolation_level="read_committed") as lso:
+        out = {}
+        for p in range(partitions):
+            h, s = hw.latest_offset(topic, p), lso.latest_offset(topic, p)
+            if s < h:
+                out[p] = (s, h)
+        return out
+
+
+def _count(expected: list[bytes], got: list[bytes]) -> tuple[int, int]:
+    """(duplicates, lost) of ``got`` against ``expected``."""
+    c = collections.Counter(got)
+    dups = sum(n - 1 for n in c.values() if n > 1)
+    lost = len(set(expected) - set(c))
+    return dups, lost
+
+
+class _Driver:
+    """One run of tests/spark_sink_eos_driver.py in its own process group (killed as a whole)."""
+
+    def __init__(self, tmp_path, run: int, args: list[str], env: dict | None = None):
+        self.out_path = tmp_path / f"driver-{run}.log"
+        self._out = open(self.out_path, "w")
+        self.proc = subprocess.Popen([sys.executable, DRIVER, *args], stdout=self._out, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)  # the driver, its JVM and the JVM's Python workers
+        self.proc.wait(30)
+        self._out.close()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._out.close()
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+
+def _committed_batches(chk: str) -> int:
+    d = os.path.join(chk, "commits")
+    return len([f for f in os.listdir(d) if f.isdigit()]) if os.path.isdir(d) else 0
+
+
+@pytest.mark.integration
+def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, tmp_path):
+    seed = int(os.environ.get("PYKLOG_TEST_SEED", time.time_ns() % 100000))
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    with ClusterClient(broker.bootstrap) as c:
+        c.create_topic("eos-a", 3)
+        c.create_topic("eos-b", 3)
+    expected = _produce(broker.bootstrap, "eos-a", 3, 1500)
+    chk = str(tmp_path / "chk")
+    args = ["--zookeeper", zk_chroot, "--bootstrap", broker.bootstrap, "--source", "eos-a", "--sink", "eos-b",
+            "--checkpoint", chk, "--max-offsets-per-trigger", "450", "--transaction-timeout-ms", "120000"]
+    pause = str(tmp_path / "paused-in-commit")
+    kills = []
+    started = time.monotonic()
+    for run in range(3):
+        env = {"PYKLOG_TEST_SINK_COMMIT_PAUSE_FILE": pause} if run == 1 else {}
+        before = _committed_batches(chk)
+        d = _Driver(tmp_path, run, args, env)
+        try:
+            if run == 1:
+                wait_for(lambda: os.path.exists(pause), 240, 0.05, "the commit to pause between two completions")
+                kills.append(("in commit", _committed_batches(chk)))
+            else:
+                wait_for(lambda: _committed_batches(chk) > before or d.proc.poll() is not None, 240, 0.1,
+                         f"run {run} to commit a micro-batch")
+                assert d.proc.poll() is None, d.output()[-5000:]
+                time.sleep(rng.uniform(0.0, 2.5))
+                kills.append(("random", _committed_batches(chk)))
+        except BaseException:
+            print(d.output()[-8000:])
+            raise
+        d.kill()
+    final = _Driver(tmp_path, 3, [*args, "--available-now"])
+    rc = final.wait(300)
+    assert rc == 0, final.output()[-8000:]
+    elapsed = time.monotonic() - started
+
+    committed = _read(broker.bootstrap, "eos-b", 3, "read_committed")
+    raw = _read(broker.bootstrap, "eos-b", 3, "read_uncommitted")
+    dups, lost = _count(expected, committed)
+    raw_dups, _ = _count(expected, raw)
+    print(f"kills {kills}; A {len(expected)} rows; B read_committed {len(committed)} rows, {dups} duplicates, "
+          f"{lost} lost; B read_uncommitted {len(raw)} rows ({raw_dups} duplicates of aborted attempts); "
+          f"{_committed_batches(chk)} batches; {elapsed:.0f}s")
+    assert (dups, lost) == (0, 0)
+    assert collections.Counter(committed) == collections.Counter(expected)
+    # the kill inside the commit made the replay write its rows again (aborted): the fault was real
+    assert raw_dups > 0
+    # nothing of the killed runs is left open: read_committed readers are not held back
+    assert _open_transactions(broker.bootstrap, "eos-b", 3) == {}
+
+
+@pytest.mark.integration
+def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, broker):
+    with ClusterClient(broker.bootstrap) as c:
+        c.create_topic("eos-batch", 3)
+    n = 4000
+
+    def frame(fail: bool):
+        bad = "id = 3999" if fail else "false"
+        return spark.range(0, n, numPartitions=4).selectExpr(
+            f"CASE WHEN {bad} THEN CAST(NULL AS STRING) ELSE 'eos-batch' END AS topic",
+            "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
+
+    def write(df):
+        (df.write.mode("append").format("pyklog")
+         .option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("deliveryGuarantee", "exactly-once")
+         .option("kafka.transaction.timeout.ms", "20000")
+         .save())
+
+    prev = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")  # the failing task writes first
+    try:
+        with pytest.raises(Exception, match="null topic in row"):
+            write(frame(fail=True))
+        # nothing visible to read_committed readers (the failed task aborted its own transaction,
+        # abort(messages) the successful tasks' ones); the rows were physically written
+        wait_for(lambda: _open_transactions(broker.bootstrap, "eos-batch", 3) == {}, 40, 0.2,
+                 "the failed job's transactions to be aborted")
+        assert _read(broker.bootstrap, "eos-batch", 3, "read_committed") == []
+        first_raw = len(_read(broker.bootstrap, "eos-batch", 3, "read_uncommitted"))
+        assert first_raw > 0
+        write(frame(fail=False))
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", prev)
+    expected = [str(i).encode() for i in range(n)]
+    committed = _read(broker.bootstrap, "eos-batch", 3, "read_committed")
+    dups, lost = _count(expected, committed)
+    print(f"batch: failed job wrote {first_raw} rows (aborted); re-run: {len(committed)} committed rows, "
+          f"{dups} duplicates, {lost} lost")
+    assert (dups, lost, len(committed)) == (0, 0, n)
+    assert _open_transactions(broker.bootstrap, "eos-batch", 3) == {}
