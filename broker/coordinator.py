@@ -14,6 +14,18 @@ and ``segment.bytes=104857600``, spread over the live brokers like any topic.
   for groups of a partition this broker does not lead raise :class:`NotCoordinatorError`.
 * The log's compaction keeps the latest commit per key; :meth:`OffsetManager.delete_offsets` writes
   tombstones.
+* Transactional offset commits (KIP-98, Kafka's ``GroupMetadataManager.storeOffsets`` with a
+  producer id): TxnOffsetCommit appends the offsets as a *transactional* batch carrying the
+  producer's id and epoch (:meth:`OffsetManager.commit_transactional`) and keeps them *pending* per
+  producer id in memory; OffsetFetch does not show them.  When the transaction coordinator's
+  COMMIT/ABORT marker has been appended to the same partition (WriteTxnMarkers),
+  :meth:`OffsetManager.complete_transaction` makes them the group's committed offsets (commit) or
+  drops them (abort), as Kafka's ``handleTxnCompletion``.  A pending offset replaces a committed
+  one only if its record is later in the log (Kafka's ``CommitRecordMetadataAndOffset.olderThan``),
+  so a plain OffsetCommit appended after the TxnOffsetCommit but before the marker wins, in memory
+  and on reload alike.  Loading replays the same rules: transactional batches become pending,
+  control batches complete them, offsets still pending at the log end stay pending until their
+  marker arrives.
 
 Record format (Kafka's, ``OffsetCommitKey``/``OffsetCommitValue`` message schemas), all big-endian,
 strings as int16 length + UTF-8:
@@ -26,7 +38,10 @@ metadata, commit_timestamp); keys of version 2 (group metadata) are skipped.
 
 Thread-safety: :class:`OffsetManager` is thread-safe.  Commits to one offsets partition are
 serialised (append then cache update under the partition's lock); fetches read a snapshot.
-Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.
+Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.  The
+loader reads the last stretch of the log and marks the partition loaded under the partition's
+lock, so a marker appended while it loads is either read by the loader or completed by
+:meth:`OffsetManager.complete_transaction` afterwards, never neither nor both.
 """
 from __future__ import annotations
 
@@ -43,14 +58,16 @@ from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
     InvalidGroupIdError,
+    KafkaStorageError,
     MessageTooLargeError,
     NotCoordinatorError,
+    NotLeaderOrFollowerError,
     PyklogError,
     RecordListTooLargeError,
     TopicAlreadyExistsError,
     UnknownServerError,
 )
-from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.batch import CONTROL_COMMIT, build_batch
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
@@ -63,6 +80,9 @@ DEFAULT_OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
 DEFAULT_METADATA_MAX_BYTES = 4096
 INVALID_OFFSET = -1
 NO_LEADER_EPOCH = -1
+#: base sequence of a transactional offset commit batch: Kafka's GroupMetadataManager writes 0; the
+#: log skips sequence checks for coordinator appends (``from_client=False``)
+TXN_OFFSET_BASE_SEQUENCE = 0
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -174,17 +194,91 @@ def decode_offset_value(buf: bytes) -> OffsetAndMetadata:
 # ---------------------------------------------------------------------------- manager
 
 
+class _GroupOffsets:
+    """Committed and pending offsets of one ``__consumer_offsets`` partition (the loader builds
+    one, then hands it to the partition).  Not thread-safe: guarded by the partition's lock.
+
+    ``cache``: group -> (topic, partition) -> committed :class:`OffsetAndMetadata`.
+    ``positions``: group -> (topic, partition) -> log offset of the batch that holds the cached
+    value (Kafka's ``appendedBatchOffset``).  ``pending``: producer id -> group -> (topic,
+    partition) -> (value, log offset of its batch): transactional offsets awaiting their marker
+    (Kafka's ``pendingTransactionalOffsetCommits``).
+    """
+
+    __slots__ = ("cache", "positions", "pending")
+
+    def __init__(self):
+        self.cache: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.positions: dict[str, dict[tuple[str, int], int]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
+
+    def put(self, group: str, tp: tuple[str, int], value: OffsetAndMetadata | None, position: int) -> None:
+        """A committed offset (None: a tombstone) written at ``position``."""
+        if value is None:
+            self.remove(group, [tp])
+            return
+        self.cache.setdefault(group, {})[tp] = value
+        self.positions.setdefault(group, {})[tp] = position
+
+    def remove(self, group: str, tps) -> None:
+        cache = self.cache.get(group)
+        positions = self.positions.get(group)
+        for tp in tps:
+            if cache is not None:
+                cache.pop(tp, None)
+            if positions is not None:
+                positions.pop(tp, None)
+        if cache is not None and not cache:
+            del self.cache[group]
+        if positions is not None and not positions:
+            del self.positions[group]
+
+    def put_pending(self, producer_id: int, group: str, tp: tuple[str, int], value: OffsetAndMetadata | None,
+                    position: int) -> None:
+        """A transactional offset of ``producer_id`` (None: a transactional tombstone)."""
+        by_group = self.pending.setdefault(producer_id, {})
+        offsets = by_group.setdefault(group, {})
+        if value is None:
+            offsets.pop(tp, None)
+        else:
+            offsets[tp] = (value, position)
+
+    def complete(self, producer_id: int, commit: bool) -> int:
+        """The marker of ``producer_id``'s transaction: materialise (commit) or drop (abort) its
+        pending offsets; a pending offset loses to a committed one written later in the log.
+        Returns how many offsets became committed."""
+        by_group = self.pending.pop(producer_id, None)
+        if not by_group or not commit:
+            return 0
+        n = 0
+        for group, offsets in by_group.items():
+            positions = self.positions.get(group, {})
+            for tp, (value, position) in offsets.items():
+                current = positions.get(tp)
+                if current is None or current < position:
+                    self.put(group, tp, value, position)
+                    n += 1
+        return n
+
+    def pending_of(self, producer_id: int) -> dict:
+        return {g: {tp: v for tp, (v, _) in offs.items()} for g, offs in self.pending.get(producer_id, {}).items()}
+
+
 class _OffsetsPartition:
     """One ``__consumer_offsets`` partition this broker leads: load state and the offsets cache."""
 
-    __slots__ = ("partition", "state", "cache", "lock", "error")
+    __slots__ = ("partition", "state", "offsets", "lock", "error")
 
     def __init__(self, partition: int):
         self.partition = partition
         self.state = LOADING
-        self.cache: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.offsets = _GroupOffsets()
         self.lock = threading.Lock()  # serialises append + cache update
         self.error: str | None = None
+
+    @property
+    def cache(self) -> dict[str, dict[tuple[str, int], OffsetAndMetadata]]:
+        return self.offsets.cache
 
 
 class OffsetManager:
@@ -324,17 +418,10 @@ class OffsetManager:
 
     # ------------------------------------------------------------------ commit / fetch
 
-    def commit(self, group: str, offsets: dict, *, commit_timestamp: int | None = None) -> dict:
-        """Store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for ``group``.
-
-        Returns ``{(topic, partition): error_code}`` (0 = stored).  The offsets are appended to the
-        group's ``__consumer_offsets`` partition as one record batch; the answer comes after the
-        append.  Per partition: OFFSET_METADATA_TOO_LARGE for metadata over ``metadata_max_bytes``,
-        UNKNOWN_TOPIC_OR_PARTITION for a partition not in the cluster's metadata.  Raises
-        NotCoordinatorError / CoordinatorLoadInProgressError for the whole request.
-        """
-        part = self._partition_for_request(group)
-        now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
+    def _validate_offsets(self, offsets: dict, now: int) -> tuple[dict, dict]:
+        """``(errors, valid)``: per-partition error codes and the storable :class:`OffsetAndMetadata`
+        (OFFSET_METADATA_TOO_LARGE over ``metadata_max_bytes``, UNKNOWN_TOPIC_OR_PARTITION for a
+        partition not in the cluster's metadata)."""
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         topics: dict[str, dict] = {}
@@ -354,6 +441,20 @@ class OffsetManager:
                 continue
             valid[(topic, partition)] = OffsetAndMetadata(
                 int(offset), NO_LEADER_EPOCH if epoch is None else int(epoch), metadata, now)
+        return results, valid
+
+    def commit(self, group: str, offsets: dict, *, commit_timestamp: int | None = None) -> dict:
+        """Store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for ``group``.
+
+        Returns ``{(topic, partition): error_code}`` (0 = stored).  The offsets are appended to the
+        group's ``__consumer_offsets`` partition as one record batch; the answer comes after the
+        append.  Per partition: OFFSET_METADATA_TOO_LARGE for metadata over ``metadata_max_bytes``,
+        UNKNOWN_TOPIC_OR_PARTITION for a partition not in the cluster's metadata.  Raises
+        NotCoordinatorError / CoordinatorLoadInProgressError for the whole request.
+        """
+        part = self._partition_for_request(group)
+        now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
+        results, valid = self._validate_offsets(offsets, now)
         if not valid:
             return results
         try:
@@ -363,12 +464,9 @@ class OffsetManager:
             results.update({tp: e.code for tp in valid})
             return results
         with part.lock:
-            with self._lock:
-                if self._partitions.get(part.partition) is not part or part.state != LOADED:
-                    raise NotCoordinatorError(
-                        f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}")
+            self._check_still_loaded(part, group)
             try:
-                self._log(part.partition).append(batch)
+                info = self._log(part.partition).append(batch)
             except (MessageTooLargeError, RecordListTooLargeError) as e:
                 log.warning("offset commit of group %s too large: %s", group, e)
                 results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
@@ -377,10 +475,101 @@ class OffsetManager:
                 log.warning("offset commit of group %s failed: %s", group, e)
                 results.update({tp: e.code if e.code != -1 else UnknownServerError.code for tp in valid})
                 return results
-            group_cache = part.cache.setdefault(group, {})
-            group_cache.update(valid)
+            for tp, v in valid.items():
+                part.offsets.put(group, tp, v, info.first_offset)
         results.update({tp: 0 for tp in valid})
         return results
+
+    def _check_still_loaded(self, part: _OffsetsPartition, group: str) -> None:
+        """Under ``part.lock``: the partition is still ours and loaded (else NOT_COORDINATOR)."""
+        with self._lock:
+            if self._partitions.get(part.partition) is not part or part.state != LOADED:
+                raise NotCoordinatorError(
+                    f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}")
+
+    # ------------------------------------------------------------------ transactional offsets (KIP-98)
+
+    def commit_transactional(self, group: str, producer_id: int, producer_epoch: int, offsets: dict, *,
+                             commit_timestamp: int | None = None) -> dict:
+        """TxnOffsetCommit: store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for
+        ``group`` inside the transaction of ``producer_id`` (Kafka's ``storeOffsets`` with a producer id).
+
+        Runs on a request handler thread; takes the offsets partition's lock around the append and
+        the pending-offsets update.  The offsets are appended to the group's ``__consumer_offsets``
+        partition as one *transactional* batch (the producer's id and epoch, no sequence number,
+        ``from_client=False``: a coordinator's append) and kept pending for the producer: OffsetFetch
+        does not return them until :meth:`complete_transaction` runs for the COMMIT marker.
+        Returns ``{(topic, partition): error_code}`` (0 = stored); per partition
+        OFFSET_METADATA_TOO_LARGE and UNKNOWN_TOPIC_OR_PARTITION as :meth:`commit`; the log's
+        INVALID_PRODUCER_EPOCH (a fenced producer) for all.  Raises InvalidGroupIdError (empty
+        group id), NotCoordinatorError, CoordinatorLoadInProgressError for the whole request.
+        """
+        if not group:
+            raise InvalidGroupIdError(f"a transactional offset commit needs a non-empty group id, got {group!r}")
+        part = self._partition_for_request(group)
+        now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
+        results, valid = self._validate_offsets(offsets, now)
+        if not valid:
+            return results
+        try:
+            batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
+                                 for (t, p), v in valid.items()],
+                                producer_id=int(producer_id), producer_epoch=int(producer_epoch),
+                                base_sequence=TXN_OFFSET_BASE_SEQUENCE, is_transactional=True)
+        except PyklogError as e:
+            results.update({tp: e.code for tp in valid})
+            return results
+        with part.lock:
+            self._check_still_loaded(part, group)
+            try:
+                info = self._log(part.partition).append(batch, from_client=False)
+            except (MessageTooLargeError, RecordListTooLargeError) as e:
+                log.warning("transactional offset commit of group %s too large: %s", group, e)
+                results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
+                return results
+            except (NotLeaderOrFollowerError, KafkaStorageError) as e:  # Kafka maps these to NOT_COORDINATOR
+                log.warning("transactional offset commit of group %s failed: %s", group, e)
+                results.update({tp: NotCoordinatorError.code for tp in valid})
+                return results
+            except PyklogError as e:
+                log.info("transactional offset commit of group %s (producer %d epoch %d) refused: %s",
+                         group, producer_id, producer_epoch, e)
+                results.update({tp: e.code if e.code != -1 else UnknownServerError.code for tp in valid})
+                return results
+            for tp, v in valid.items():
+                part.offsets.put_pending(int(producer_id), group, tp, v, info.first_offset)
+        results.update({tp: 0 for tp in valid})
+        return results
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+        """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in ``__consumer_offsets``
+        partition ``partition``: its pending offsets there become committed or are dropped (Kafka's
+        ``GroupMetadataManager.handleTxnCompletion``).  Call only after the marker's append
+        returned.  Runs on a request handler thread (WriteTxnMarkers); takes the partition's lock.
+        Returns how many offsets became committed.  A partition this broker does not lead, or that
+        is still loading (the loader reads the marker from the log), is left alone.
+        """
+        with self._lock:
+            part = self._partitions.get(int(partition))
+        if part is None:
+            log.debug("marker of producer %d on %s-%d: not a partition this broker leads", producer_id,
+                      OFFSETS_TOPIC, partition)
+            return 0
+        with part.lock:
+            if part.state != LOADED:
+                return 0  # the loader reads the marker (appended before this call) from the log
+            n = part.offsets.complete(int(producer_id), bool(commit))
+        if n:
+            log.debug("%s-%d: transaction of producer %d committed %d offsets", OFFSETS_TOPIC, partition,
+                      producer_id, n)
+        return n
+
+    def pending_offsets(self, group: str, producer_id: int) -> dict:
+        """``{(topic, partition): OffsetAndMetadata}`` that ``producer_id``'s open transaction holds
+        for ``group`` (empty when none): for tests and diagnostics."""
+        part = self._partition_for_request(group)
+        with part.lock:
+            return dict(part.offsets.pending_of(int(producer_id)).get(group, {}))
 
     def fetch(self, group: str, partitions: Iterable[tuple[str, int]] | None = None) -> dict:
         """``{(topic, partition): (offset, leader_epoch, metadata)}`` committed by ``group``; with
@@ -422,11 +611,7 @@ class OffsetManager:
         batch = build_batch([(encode_offset_key(group, t, p), None, now, ()) for t, p in keys])
         with part.lock:
             self._log(part.partition).append(batch)
-            cache = part.cache.get(group, {})
-            for tp in keys:
-                cache.pop(tp, None)
-            if not cache:
-                part.cache.pop(group, None)
+            part.offsets.remove(group, keys)
 
     # ------------------------------------------------------------------ leadership and loading
 
@@ -480,59 +665,85 @@ class OffsetManager:
         return self.log_manager.get_or_create_log(OFFSETS_TOPIC, partition, config)
 
     def _load(self, part: _OffsetsPartition) -> None:
-        """Read the partition's log into a fresh cache; the latest value per key wins."""
+        """Read the partition's log into fresh offsets (Kafka's ``loadGroupsAndOffsets``): plain
+        commits in log order (the latest per key wins), transactional batches pending per producer,
+        control batches completing them.  Runs on the loader thread (or the caller's, for an empty
+        partition); the last stretch of the log is read, and the partition marked loaded, under the
+        partition's lock (see the module docstring)."""
         with self._lock:
             if self._partitions.get(part.partition) is not part or part.state != LOADING:
                 return
         started = time.monotonic()
-        cache: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        records = 0
+        loaded = _GroupOffsets()
+        counts = [0, 0]  # records, markers
         try:
             lg = self._log(part.partition, apply_config=True)
-            offset, end = lg.log_start_offset, lg.log_end_offset
-            while offset < end:
+            offset = self._replay(part, lg, lg.log_start_offset, lg.log_end_offset, loaded, counts)
+            if offset is None:
+                return  # leadership moved while loading
+            with part.lock:
+                # markers may have been appended meanwhile: read them here, where complete_transaction waits
+                offset = self._replay(part, lg, offset, lg.log_end_offset, loaded, counts)
+                if offset is None:
+                    return
+                part.offsets = loaded
                 with self._lock:
-                    if self._partitions.get(part.partition) is not part:
-                        return  # leadership moved while loading
-                buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
-                next_offset = offset
-                for batch in iter_batches(buf):
-                    next_offset = batch.next_offset
-                    if batch.is_control:
-                        continue
-                    for rec in batch.records:
-                        records += 1
-                        self._apply(cache, rec.key, rec.value, part.partition, rec.offset)
-                if next_offset <= offset:
-                    break
-                offset = next_offset
+                    part.state = LOADED
         except Exception as e:  # a broken log must not kill the loader thread
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, part.partition)
             with self._lock:
                 part.error = f"{type(e).__name__}: {e}"
                 part.state = FAILED
             return
-        with part.lock:
-            part.cache = cache
+        pending = sum(len(offs) for by_group in loaded.pending.values() for offs in by_group.values())
+        log.info("loaded %s-%d: %d groups from %d records and %d transaction markers in %.3fs "
+                 "(%d offsets of %d producers pending)", OFFSETS_TOPIC, part.partition, len(loaded.cache),
+                 counts[0], counts[1], time.monotonic() - started, pending, len(loaded.pending))
+
+    def _replay(self, part: _OffsetsPartition, lg, offset: int, end: int, loaded: _GroupOffsets,
+                counts: list) -> int | None:
+        """Apply the batches of ``lg`` from ``offset`` up to ``end`` to ``loaded``; returns the next
+        offset to read, or None when the partition is no longer ours."""
+        while offset < end:
             with self._lock:
-                part.state = LOADED
-        log.info("loaded %s-%d: %d groups from %d records in %.3fs", OFFSETS_TOPIC, part.partition,
-                 len(cache), records, time.monotonic() - started)
+                if self._partitions.get(part.partition) is not part:
+                    return None
+            buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
+            next_offset = offset
+            for batch in iter_batches(buf):
+                next_offset = batch.next_offset
+                if batch.is_control:
+                    try:
+                        ctype = batch.control_type
+                    except PyklogError as e:
+                        log.warning("%s-%d offset %d: skipping an unreadable control record: %s", OFFSETS_TOPIC,
+                                    part.partition, batch.base_offset, e)
+                        continue
+                    if ctype is not None:
+                        counts[1] += 1
+                        loaded.complete(batch.producer_id, ctype == CONTROL_COMMIT)
+                    continue
+                pid = batch.producer_id if batch.is_transactional else None
+                for rec in batch.records:
+                    counts[0] += 1
+                    self._apply(loaded, rec.key, rec.value, part.partition, rec.offset, batch.base_offset, pid)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        return offset
 
     @staticmethod
-    def _apply(cache, key, value, partition: int, offset: int) -> None:
+    def _apply(loaded: _GroupOffsets, key, value, partition: int, offset: int, position: int,
+               producer_id: int | None) -> None:
         try:
             k = decode_offset_key(key)
             if k is None:
                 return  # group metadata: pyklog's groups live in ZooKeeper
             group, topic, p = k
-            if value is None:
-                group_cache = cache.get(group)
-                if group_cache is not None:
-                    group_cache.pop((topic, p), None)
-                    if not group_cache:
-                        del cache[group]
-                return
-            cache.setdefault(group, {})[(topic, p)] = decode_offset_value(value)
+            v = None if value is None else decode_offset_value(value)
+            if producer_id is None:
+                loaded.put(group, (topic, p), v, position)
+            else:
+                loaded.put_pending(producer_id, group, (topic, p), v, position)
         except (ValueError, UnicodeDecodeError) as e:
             log.warning("%s-%d offset %d: skipping an unreadable record: %s", OFFSETS_TOPIC, partition, offset, e)

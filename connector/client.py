@@ -361,7 +361,7 @@ class ClusterClient:
         self._boot_conn: BrokerConnection | None = None
         self._md = ClusterMetadata()
         self._stale = True
-        self._coordinators: dict[str, int] = {}
+        self._coordinators: dict = {}  # group, or ("txn", transactional id) -> node id
         self._closed = False
         if zookeeper_connect:
             self._start_zk()
@@ -755,54 +755,71 @@ class ClusterClient:
             self.invalidate()
             raise
 
-    # -- group coordinator ---------------------------------------------------------------------
-    def find_coordinator(self, group: str, *, refresh: bool = False, timeout_s: float | None = None) -> int:
-        """Node id of the group coordinator of ``group`` (FindCoordinator v0-2), cached; retried
-        with backoff up to ``timeout_s`` (default request.timeout.ms)."""
+    # -- coordinators (group: key_type 0; transaction: key_type 1) ----------------------------
+    def find_coordinator(self, group: str, *, refresh: bool = False, timeout_s: float | None = None,
+                         key_type: int = 0) -> int:
+        """Node id of the coordinator of ``group`` (FindCoordinator v0-2), cached; retried with
+        backoff up to ``timeout_s`` (default request.timeout.ms).  ``key_type`` 1 asks for the
+        transaction coordinator of transactional id ``group`` (FindCoordinator v1+)."""
+        ck = _coordinator_cache_key(group, key_type)
         if not refresh:
             with self._lock:
-                nid = self._coordinators.get(group)
+                nid = self._coordinators.get(ck)
             if nid is not None:
                 return nid
-        return self._retrying(f"FindCoordinator({group})", lambda: self._find_coordinator_once(group), timeout_s)
+        return self._retrying(f"FindCoordinator({group})",
+                              lambda: self._find_coordinator_once(group, key_type), timeout_s)
 
-    def _find_coordinator_once(self, group: str) -> int:
+    def _find_coordinator_once(self, group: str, key_type: int = 0) -> int:
         """One FindCoordinator request (no retry); caches the answer."""
         conn = self._any_connection()
         version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 2)
+        if key_type and version < 1:
+            raise UnsupportedVersionError(
+                f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} has no FindCoordinator v1 "
+                f"(transaction coordinators): it does not support transactions")
+        what = "group" if key_type == 0 else "transactional id"
         try:
-            resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version)
+            resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": key_type}, version)
         except NetworkError:
             self.invalidate()
             raise
         code = int(resp.get("error_code", 0))
         if code:
-            raise _err(code, f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}")
+            raise _err(code, f"FindCoordinator for {what} {group!r}: {resp.get('error_message') or ''}".rstrip(": "))
         nid = int(resp["node_id"])
         with self._lock:
-            self._coordinators[group] = nid
+            self._coordinators[_coordinator_cache_key(group, key_type)] = nid
             if nid not in self._md.brokers:
                 self._md.brokers[nid] = (resp["host"], int(resp["port"]))
         return nid
 
-    def _coordinator_call(self, group: str, what: str, fn, timeout_s):
-        """``fn(node, connection)`` on the coordinator of ``group``, in ONE retry loop bounded by
-        ``timeout_s``: each attempt uses the cached coordinator or looks it up once (no retry loop
-        of its own), and NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / a network error drop the
-        cached coordinator so the next attempt looks it up again."""
-        def attempt():
-            with self._lock:
-                node = self._coordinators.get(group)
-            try:
-                if node is None:
-                    node = self._find_coordinator_once(group)
-                return fn(node, self.connection(node))
-            except (NotCoordinatorError, CoordinatorNotAvailableError, NetworkError):
-                with self._lock:
-                    self._coordinators.pop(group, None)
-                raise
+    def forget_coordinator(self, group: str, key_type: int = 0) -> None:
+        """Drop the cached coordinator of ``group`` (after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE
+        or a network error): the next call looks it up again."""
+        with self._lock:
+            self._coordinators.pop(_coordinator_cache_key(group, key_type), None)
 
-        return self._retrying(f"{what}({group})", attempt, timeout_s)
+    def coordinator_attempt(self, group: str, fn, key_type: int = 0):
+        """ONE attempt of ``fn(node, connection)`` on the coordinator of ``group``: the cached
+        coordinator, or one FindCoordinator (no retry loop of its own); NOT_COORDINATOR /
+        COORDINATOR_NOT_AVAILABLE / a network error drop the cached coordinator before being
+        raised, so the caller's next attempt looks it up again."""
+        with self._lock:
+            node = self._coordinators.get(_coordinator_cache_key(group, key_type))
+        try:
+            if node is None:
+                node = self._find_coordinator_once(group, key_type)
+            return fn(node, self.connection(node))
+        except (NotCoordinatorError, CoordinatorNotAvailableError, NetworkError):
+            self.forget_coordinator(group, key_type)
+            raise
+
+    def _coordinator_call(self, group: str, what: str, fn, timeout_s, key_type: int = 0):
+        """``fn(node, connection)`` on the coordinator of ``group``, in ONE retry loop bounded by
+        ``timeout_s``: each attempt is :meth:`coordinator_attempt`."""
+        return self._retrying(f"{what}({group})", lambda: self.coordinator_attempt(group, fn, key_type),
+                              timeout_s)
 
     def commit_offsets(self, group: str, offsets: dict, metadata: str = "", *,
                        timeout_s: float | None = None) -> None:
@@ -996,6 +1013,10 @@ class ClusterClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _coordinator_cache_key(key: str, key_type: int):
+    return key if key_type == 0 else ("txn", key)
 
 
 def _group_partitions(tps) -> dict:

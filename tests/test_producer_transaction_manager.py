@@ -32,8 +32,10 @@ KAFKA_VALID = {
     (S.IN_TRANSACTION, S.ABORTABLE_ERROR), (S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR),
     (S.ABORTABLE_ERROR, S.ABORTABLE_ERROR), (S.INITIALIZING, S.ABORTABLE_ERROR),
 } | {(s, S.FATAL_ERROR) for s in ALL}
-# pyklog's one addition: a failed InitProducerId leaves the producer uninitialized
-PYKLOG_VALID = KAFKA_VALID | {(S.INITIALIZING, S.UNINITIALIZED)}
+# pyklog's additions: a failed InitProducerId leaves the producer uninitialized; KIP-939's prepared
+# state, entered from IN_TRANSACTION, left only when a record fails during its flush (or fatally)
+PYKLOG_VALID = KAFKA_VALID | {(S.INITIALIZING, S.UNINITIALIZED), (S.IN_TRANSACTION, S.PREPARED_TRANSACTION),
+                              (S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR)}
 
 
 def _in_state(state: TransactionState) -> TransactionManager:

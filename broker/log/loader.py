@@ -33,8 +33,13 @@ opens the :class:`~pyklog.broker.log.log.Log`, before the log is visible to anyo
    cleaner's crash-safe two-step swap (``.cleaned`` -> ``.swap`` -> final name, with fsyncs),
    whose leftovers step 1 already finishes; a second crash anywhere in it loses nothing more
    (before the ``.swap`` rename the damaged original is still there and is recovered again);
-4. rebuild the producer state (idempotent producers' last sequences) from the latest snapshot
-   at or below the log end offset plus a replay of the batch headers after it.
+4. rebuild the transaction indexes (``.txnindex``) of every segment from the first one step 3
+   revalidated (or whose indexes it rebuilt) on: the producer state at that segment's base
+   offset is loaded (snapshot + replay), then each later segment's batches are replayed and
+   every ABORT marker that ends a transaction with data adds its entry (Kafka's
+   ``LogSegment.recover`` with ``updateTxnIndex``);
+5. rebuild the producer state (idempotent producers' last sequences, open transactions) from
+   the latest snapshot at or below the log end offset plus a replay of the batches after it.
 
 It returns a :class:`LoadedLog`: the segments, log start / end offsets, the new recovery point
 and a :class:`RecoveryReport`.
@@ -53,7 +58,7 @@ from typing import NamedTuple
 from pyklog.broker.errors import CorruptRecordError
 
 from .config import LogConfig
-from .producer_state import ProducerStateManager
+from .producer_state import ProducerStateManager, read_marker
 from .segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -61,14 +66,18 @@ from .segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
     LogSegment,
     parse_base_offset,
 )
+from .txn_index import AbortedTxn
+
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "SkippedRange", "rebuild_producer_state",
-           "segment_kwargs"]
+           "load_producer_state", "rebuild_txn_indexes", "replay_batch", "segment_kwargs"]
 
 
 @dataclass
@@ -165,7 +174,9 @@ class LogLoader:
         report = RecoveryReport(clean_shutdown=clean)
         self.complete_swaps_and_cleanup()
         segments = self._open_segments()
-        segments = self._recover(segments, report)
+        segments, first_recovered = self._recover(segments, report)
+        if first_recovered is not None:
+            rebuild_txn_indexes(self.producers, segments, first_recovered)
         if not segments:
             segments = [LogSegment.create(self.dir, max(self.log_start_offset, 0),
                                           **self._seg_kwargs)]
@@ -198,12 +209,15 @@ class LogLoader:
         bases.sort()
         return [LogSegment(self.dir, base, **self._seg_kwargs) for base in bases]
 
-    def _recover(self, segments: list[LogSegment], report: RecoveryReport) -> list[LogSegment]:
+    def _recover(self, segments: list[LogSegment], report: RecoveryReport
+                 ) -> tuple[list[LogSegment], int | None]:
         """Revalidate the segments from the one containing the recovery point on (all of them
         load their indexes).  A torn tail of the last segment is truncated; any other damaged
         range is cut out and the valid batches after it, in its segment and in later segments,
-        are kept (module docstring)."""
+        are kept (module docstring).  Returns the segments and the position of the first one
+        revalidated (None: none was), from which the transaction indexes are rebuilt."""
         clean = self.clean_shutdown
+        first_recovered = None
         first_unflushed = 0
         for i, seg in enumerate(segments):
             if seg.base_offset <= self.recovery_point:
@@ -222,6 +236,8 @@ class LogLoader:
                     report.rebuilt_indexes.append(os.path.basename(seg.log_path))
             limit = segments[i + 1].base_offset if i < last else None
             res = seg.recover(max_batch_bytes=None, resync=True, offset_limit=limit)
+            if first_recovered is None:
+                first_recovered = i
             report.recovered_segments += 1
             report.recovered_bytes += res.valid_bytes
             name = os.path.basename(seg.log_path)
@@ -252,7 +268,7 @@ class LogLoader:
                 rng.last_offset_lost = (first[1].base_offset if first is not None
                                         else nxt.base_offset) - 1
             self._log_skipped(rng)
-        return segments
+        return segments, first_recovered
 
     def _log_skipped(self, rng: SkippedRange) -> None:
         if rng.last_offset_lost is None:
@@ -295,9 +311,9 @@ class LogLoader:
                 if other.endswith(LOG_SUFFIX):
                     ob = parse_base_offset(other)
                     if ob is not None and base <= ob < max(end, base + 1):
-                        for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                        for suf in (LOG_SUFFIX,) + _INDEX_SUFFIXES:
                             _unlink(os.path.join(self.dir, f"{ob:020d}{suf}"))
-            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            for suf in (LOG_SUFFIX,) + _INDEX_SUFFIXES:
                 src = os.path.join(self.dir, f"{base:020d}{suf}{SWAP_SUFFIX}")
                 if os.path.exists(src):
                     os.replace(src, os.path.join(self.dir, f"{base:020d}{suf}"))
@@ -306,7 +322,7 @@ class LogLoader:
         # index files without a .log
         names = set(os.listdir(self.dir))
         for name in names:
-            for suf in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            for suf in _INDEX_SUFFIXES:
                 if name.endswith(suf):
                     stem = name[: -len(suf)]
                     if stem + LOG_SUFFIX not in names:
@@ -317,24 +333,73 @@ def rebuild_producer_state(producers: ProducerStateManager, segments, log_end_of
                            unclean: bool) -> None:
     """Reload the producers' state for a log ending at ``log_end_offset``: drop snapshots above
     it when the log may have lost data (``unclean``), load the latest snapshot at or below it
-    and replay the headers of the batches from there (Kafka's ``rebuildProducerState``).
-    The caller holds whatever lock guards ``producers`` and ``segments``."""
+    and replay the batches from there (Kafka's ``rebuildProducerState``; headers, plus the
+    control record of each transaction marker).  The caller holds whatever lock guards
+    ``producers`` and ``segments``."""
     if unclean:
         producers.delete_snapshots_above(log_end_offset)
-    snap = producers.load_latest(log_end_offset)
+    load_producer_state(producers, segments, log_end_offset)
+
+
+def load_producer_state(producers: ProducerStateManager, segments, upto: int) -> None:
+    """The producer state as of offset ``upto``: the latest snapshot at or below it plus a
+    replay of the batches from the snapshot's offset to ``upto``."""
+    snap = producers.load_latest(upto)
     first = segments[0].base_offset
     start = first if snap is None else max(snap, first)
-    if start >= log_end_offset:
+    if start >= upto:
         return
     for seg in segments:
         if seg.next_offset <= start:
             continue
+        if seg.base_offset >= upto:
+            break
         found = seg.translate_offset(start, seg.size)
         if found is None:
             continue
-        for _pos, h in seg.walk(found[0], seg.size):
-            if h.producer_id >= 0:
-                producers.replay(h)
+        for pos, h in seg.walk(found[0], seg.size):
+            if h.base_offset >= upto:
+                break
+            replay_batch(producers, seg, pos, h)
+
+
+def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int, h):
+    """Replay one batch of ``seg`` at ``pos`` into ``producers``; returns the CompletedTxn a
+    marker ends, if any.  A marker whose control record cannot be read is logged and skipped."""
+    if h.producer_id < 0:
+        return None
+    control = None
+    if h.is_control:
+        try:
+            control = read_marker(os.pread(seg.fd, h.size, pos))
+        except CorruptRecordError as e:
+            log.warning("%s: unreadable transaction marker at offset %d skipped: %s",
+                        seg.log_path, h.base_offset, e)
+            return None
+    return producers.replay(h, control)
+
+
+def rebuild_txn_indexes(producers: ProducerStateManager, segments, first: int) -> int:
+    """Rebuild the ``.txnindex`` of ``segments[first:]``: load the producer state as of
+    ``segments[first].base_offset``, then replay every later batch; each ABORT marker that ends
+    a transaction with data appends its :class:`AbortedTxn` to its segment's index, with the
+    last stable offset computed as at append time.  Leaves ``producers`` at the log end (the
+    caller reloads it anyway).  Returns the number of entries written."""
+    load_producer_state(producers, segments, segments[first].base_offset)
+    n = 0
+    for seg in segments[first:]:
+        seg.txn_index.reset()
+        for pos, h in seg.walk(0, seg.size):
+            done = replay_batch(producers, seg, pos, h)
+            if done is not None and done.is_aborted:
+                lso = producers.last_stable_offset_after(done)
+                seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset,
+                                                done.last_offset, lso))
+                n += 1
+    if n:
+        log.info("%s: rebuilt %d aborted-transaction index entries from segment %d on",
+                 segments[first].dir, n, segments[first].base_offset)
+    return n
 
 
 def _unlink(path: str) -> None:

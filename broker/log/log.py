@@ -51,12 +51,20 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler, ScheduledTask
-from pyklog.broker.errors import InvalidTopicError, KafkaStorageError, OffsetOutOfRangeError
+from pyklog.broker.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+from pyklog.broker.record.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 
 from .config import LogConfig
 from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
-from .producer_state import SNAPSHOT_SUFFIX, ProducerEntry, ProducerStateManager
+from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerEntry, ProducerStateManager, read_marker
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .txn_index import AbortedTxn
 from .validator import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
@@ -170,6 +178,7 @@ class LogView(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     end_position: int  # bytes of the active segment that are visible to readers
+    first_unstable_offset: int | None = None  # first offset of the oldest open transaction
 
 
 class Log:
@@ -227,7 +236,7 @@ class Log:
     def _publish(self) -> None:
         segs = tuple(self._segments)
         self._view = LogView(segs, tuple(s.base_offset for s in segs), self._log_start_offset,
-                             self._leo, segs[-1].size)
+                             self._leo, segs[-1].size, self._producers.first_unstable_offset)
 
     @property
     def view(self) -> LogView:
@@ -303,12 +312,24 @@ class Log:
         producer = checked.producer
         records = checked.records
         log_append = cfg.log_append_time
+        marker = None
+        if producer is not None and producer.is_control:  # only from the broker (validated)
+            pos = checked.batches[0][0]
+            try:
+                marker = read_marker(bytes(buf[pos: pos + producer.size]))
+            except CorruptRecordError as e:
+                raise InvalidRecordError(f"{self._tp}: unreadable transaction marker: {e}") from e
+            if marker[0] not in (CONTROL_ABORT, CONTROL_COMMIT):
+                raise InvalidRecordError(
+                    f"{self._tp}: unknown control record type {marker[0]} (0 ABORT, 1 COMMIT)")
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
             now = _now_ms()
-            if producer is not None:
-                dup = self._producers.check(producer)
+            if marker is not None:
+                self._producers.check_marker(producer.producer_id, producer.producer_epoch, marker[1])
+            elif producer is not None:
+                dup = self._producers.check(producer, from_client)
                 if dup is not None:
                     log.debug("%s-%d: duplicate batch of producer %d seq %d..%d at offset %d",
                               self.topic, self.partition, producer.producer_id, dup.first_seq,
@@ -326,7 +347,13 @@ class Log:
                 what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
                 STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
                 raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
-            if producer is not None:
+            if marker is not None:
+                done = self._producers.end_txn(producer.producer_id, producer.producer_epoch,
+                                               marker[1], marker[0] == CONTROL_COMMIT,
+                                               first_offset, metas[0][3])
+                if done is not None and done.is_aborted:
+                    self._index_aborted(seg, done)
+            elif producer is not None:
                 self._producers.update(producer, first_offset, next_offset - 1, metas[0][3])
             self._leo = next_offset
             self._publish()
@@ -342,6 +369,85 @@ class Log:
             STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
             return AppendInfo(first_offset, next_offset - 1, now if log_append else -1,
                               self._log_start_offset, records, False)
+
+    def _index_aborted(self, seg: LogSegment, done: CompletedTxn) -> None:
+        """Under the lock: add an aborted transaction to the index of ``seg`` (the segment that
+        holds its marker).  The marker is written already; an index entry that cannot be
+        written is rebuilt by recovery, so the failure is logged, not raised."""
+        entry = AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                           self._producers.last_stable_offset_after(done))
+        try:
+            seg.txn_index.append(entry)
+        except (OSError, ValueError) as e:
+            if isinstance(e, OSError):
+                STORAGE_ERRORS.failed(os.path.dirname(self.dir), seg.txn_index.path, "write", e)
+            log.error("%s: could not index aborted transaction %s: %s (a restart without a "
+                      "clean shutdown rebuilds it)", self.dir, entry, e)
+
+    def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, *, leader_epoch: int = 0) -> AppendInfo:
+        """Write a transaction marker (Kafka's ``EndTransactionMarker``, appended by
+        WriteTxnMarkers) for ``producer_id`` and end its open transaction.
+
+        One control batch: attributes control + transactional, the producer id/epoch, base
+        sequence -1, one record with key (version 0, type 0 ABORT / 1 COMMIT) and value (version
+        0, ``coordinator_epoch``).  The last stable offset moves past the transaction; an ABORT
+        of a transaction that had data adds an entry to the segment's ``.txnindex``.  A marker
+        for a producer with no open transaction is still written and changes no index (retried
+        markers).  Raises InvalidProducerEpochError (``producer_epoch`` older than the
+        producer's), TransactionCoordinatorFencedError (``coordinator_epoch`` older than the one
+        stored for the producer), KafkaStorageError.  Thread-safe (the append lock); the caller
+        notifies the fetch purgatory."""
+        if producer_id < 0:
+            raise InvalidRecordError(f"{self._tp}: a transaction marker needs a producer id >= 0, "
+                                     f"got {producer_id}")
+        raw = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
+                                  producer_epoch, coordinator_epoch=coordinator_epoch)
+        return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the high watermark (Kafka's
+        ``lastStableOffset``; never below the log start offset).  Lock-free."""
+        v = self._view
+        fu = v.first_unstable_offset
+        if fu is None:
+            return v.log_end_offset
+        return min(max(fu, v.log_start_offset), v.log_end_offset)
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of every aborted transaction overlapping
+        ``[start_offset, upper_bound_offset)``: what a READ_COMMITTED Fetch returns (Kafka's
+        ``collectAbortedTransactions``: the ``.txnindex`` of the segment holding
+        ``start_offset`` and of later segments until the search is complete).  Lock-free."""
+        return [(t.producer_id, t.first_offset)
+                for t in self.collect_aborted_txns(start_offset, upper_bound_offset)]
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Like :meth:`aborted_transactions`, whole :class:`AbortedTxn` entries.  Lock-free."""
+        v = self._view
+        out: list[AbortedTxn] = []
+        i = max(0, bisect_right(v.bases, start_offset) - 1)
+        for seg in v.segments[i:]:
+            found, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def fetch_upper_bound(self, offset: int) -> int:
+        """The upper bound of the aborted transactions a Fetch at ``offset`` reports: the base
+        offset of the segment after the one holding ``offset``, else the log end offset (a
+        fetch returns batches of one segment).  Lock-free."""
+        v = self._view
+        i = bisect_right(v.bases, offset)
+        return v.bases[i] if i < len(v.bases) else v.log_end_offset
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of every open transaction (Kafka's ongoing
+        transactions; DescribeProducers' ``currentTxnStartOffset``).  Takes the lock."""
+        with self._lock:
+            return dict(self._producers.ongoing)
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int,
                     now: int) -> LogSegment:
@@ -719,8 +825,8 @@ class Log:
             self._segments = keep
             self._leo = keep[-1].next_offset
             self.recovery_point = min(self.recovery_point, self._leo)
-            self._publish()
             rebuild_producer_state(self._producers, self._segments, self._leo, unclean=True)
+            self._publish()
             log.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, self._leo)
 
     # ================================================================== compaction

@@ -1,4 +1,4 @@
-"""LogSegment: one ``<20-digit base offset>.log`` file plus its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``<20-digit base offset>.log`` file plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The .log file is a plain concatenation of v2 record batches exactly as they travel on the wire
 (so a fetch is an ``os.sendfile`` of a byte range).  The indexes are sparse: after more than
@@ -6,7 +6,10 @@ The .log file is a plain concatenation of v2 record batches exactly as they trav
 index entry (its last offset -> its start position) and a time index entry (the segment's
 running max timestamp -> the offset that carried it).  Sealed segments also get a final time
 index entry for their largest timestamp (on roll and on close), so ``max_timestamp`` is known
-after a clean restart without reading the .log.
+after a clean restart without reading the .log.  ``<base>.txnindex``
+(:class:`~pyklog.broker.log.txn_index.TransactionIndex`) lists the aborted transactions whose
+ABORT marker the segment holds; it follows the segment through truncation, renames
+(``.deleted``/``.cleaned``/``.swap``) and deletion, and the Log appends to it.
 
 Thread safety: ``append``/``truncate_to``/``recover``/``flush``/``close`` are called by the
 owning :class:`broker.log.log.Log` under its per-log lock.  ``read``/``translate_offset``/
@@ -35,6 +38,7 @@ from pyklog.broker.record.header import (
 from crc32c import crc32c
 
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXNINDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +121,8 @@ class LogSegment:
         isuffix = suffix if file_suffix_for_indexes is None else file_suffix_for_indexes
         self.index = OffsetIndex(prefix + INDEX_SUFFIX + isuffix, base_offset, max_index_bytes)
         self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + isuffix, base_offset, max_index_bytes)
+        # aborted transactions whose ABORT marker is in this segment (created on first entry)
+        self.txn_index = TransactionIndex(prefix + TXNINDEX_SUFFIX + isuffix, base_offset)
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         fd = os.open(self.log_path, flags, 0o644)
         # the file object handed to readers (FetchSlice.file) for os.sendfile
@@ -140,6 +146,7 @@ class LogSegment:
             )
         seg.index.reset()
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     def load(self) -> None:
@@ -174,6 +181,8 @@ class LogSegment:
             )
         self.next_offset = nxt
         self.time_index.sanity_check(nxt)
+        self.txn_index.load()
+        self.txn_index.sanity_check(nxt)
         te = self.time_index.last_entry()
         if te is not None and te[0] > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = te
@@ -230,6 +239,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """The segment is sealed (rolled): record its largest timestamp in the time index."""
@@ -247,6 +257,7 @@ class LogSegment:
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self._rescan_tail()
         return removed
 
@@ -611,7 +622,7 @@ class LogSegment:
         if os.path.exists(self.log_path):
             os.rename(self.log_path, target)
         self.log_path = target
-        for idx in (self.index, self.time_index):
+        for idx in (self.index, self.time_index, self.txn_index):
             idx.rename(renamed(idx.path))
 
     def close(self) -> None:
@@ -625,6 +636,7 @@ class LogSegment:
             log.warning("could not write the final time index entry of %s", self.log_path)
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.file.close()
 
     def close_handles(self) -> None:
@@ -634,12 +646,13 @@ class LogSegment:
         self.closed = True
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.file.close()
 
     def delete_files(self) -> None:
         """Close and unlink the three files."""
         self.close_handles()
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -651,4 +664,4 @@ class LogSegment:
 
 __all__ = ["LogSegment", "RecoveryResult", "DamagedRange", "filename_prefix", "parse_base_offset",
            "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
-           "SWAP_SUFFIX"]
+           "SWAP_SUFFIX", "TXNINDEX_SUFFIX"]

@@ -133,7 +133,9 @@ def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
             )
         if h.is_control:
             if from_client:
-                raise InvalidRecordError(f"{tp}: clients may not write control batches")
+                raise InvalidRecordError(
+                    f"{tp}: clients may not write control batches (transaction markers are "
+                    f"written by the broker, WriteTxnMarkers)")
         elif compacted:
             missing = null_key_records(buf, pos, h)
             if missing:

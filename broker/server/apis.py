@@ -11,6 +11,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
   appends nothing: only the broker's own offset manager writes there, through the log.
+  Transactional batches (KIP-98) need the request's ``transactional_id`` (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
+  producer's open transaction.
 * Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
@@ -19,9 +22,10 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).
 * CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  No transactions
-  yet: FindCoordinator(key_type=1) and a transactional InitProducerId answer
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for stock transactional producers, which stop at once).
+* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
+  AddOffsetsToTxn v0-2 and EndTxn v0-2 go to :class:`broker.transaction.TransactionCoordinator`
+  (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
 * JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
@@ -29,6 +33,11 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
   (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
   :class:`broker.server.zk_offset_store.ZkOffsetStore`.
+* TxnOffsetCommit v0-2: a transactional producer's offsets, pending in ``__consumer_offsets`` until
+  the transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
+* WriteTxnMarkers v0: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
+  led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
+  completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
 
 The handlers here only translate requests into calls and results into responses.  Partition
 leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's ReplicaManager):
@@ -67,7 +76,6 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
     PyklogError,
     TopicDeletionDisabledError,
-    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -80,6 +88,8 @@ from pyklog.broker.protocol import (
     decode_request_header,
     encode_response,
 )
+from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
+from pyklog.broker.record.reader import iter_headers
 from pyklog.broker.server.network import OwnedFd, Request
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
 from pyklog.broker.server.replica_manager import ReplicaManager
@@ -90,17 +100,9 @@ log = logging.getLogger(__name__)
 
 #: Kafka's ``Topic.INTERNAL_TOPICS``: written only by the broker's own coordinators, which append
 #: through the log directly (:class:`broker.coordinator.OffsetManager`), never through Produce.
-#: ``__transaction_state`` is reserved for a future transaction coordinator.
+#: ``__transaction_state`` is written by the transaction coordinator (:mod:`broker.transaction`).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-
-#: There is no transaction coordinator yet (KIP-98).  FindCoordinator(key_type=1) and a
-#: transactional InitProducerId answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code stock clients
-#: (librdkafka's txnmgr, kafka-python's and Kafka's TransactionManager) treat as FATAL for a
-#: transactional producer: ``init_transactions()`` fails at once and shows the message, where
-#: COORDINATOR_NOT_AVAILABLE (retriable) made them retry until their timeout.
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailedError.code
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -113,10 +115,37 @@ _CREATE_WAIT_S = 2.0
 #: request must not make the broker build billions of assignments.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 _SLOW_REQUEST_S = 5.0
+#: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
+#: partition, for the fetch purgatory's min_bytes accounting
+_MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
 
 
 def _code(e: BaseException) -> int:
     return e.code if isinstance(e, PyklogError) else UNKNOWN_SERVER_ERROR
+
+
+def _batch_headers(records):
+    """``BatchHeader`` of each complete v2 batch of a Produce partition's records; stops quietly
+    at anything malformed (the log's validator reports it)."""
+    if not records or len(records) <= _MAGIC_OFFSET:
+        return
+    try:
+        for _, h in iter_headers(records, validate_crc=False):
+            yield h
+    except PyklogError:
+        return
+
+
+def _has_transactional_batch(records) -> bool:
+    return any(h.is_transactional for h in _batch_headers(records))
+
+
+def _check_transactional_producer_id(records, topic: str, partition: int) -> None:
+    """A transactional batch must carry a producer id (it belongs to that producer's transaction)."""
+    for h in _batch_headers(records):
+        if h.is_transactional and h.producer_id < 0:
+            raise InvalidRecordError(f"produce to {topic}-{partition}: a transactional record batch needs "
+                                     f"a producer id, read {h.producer_id}")
 
 
 class KafkaApis:
@@ -128,12 +157,15 @@ class KafkaApis:
     leadership, leader logs) and ``zk_offsets`` (OffsetCommit/OffsetFetch v0) are built here.
     """
 
-    def __init__(self, config, log_manager, cluster, offset_manager=None):
+    def __init__(self, config, log_manager, cluster, offset_manager=None, txn_coordinator=None):
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
         self.cluster = cluster
         self.offsets = offset_manager
+        #: the transaction coordinator (broker.transaction.TransactionCoordinator); main.py sets it
+        #: once this object exists (it allocates producer ids through _next_producer_id)
+        self.txn_coordinator = txn_coordinator
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
         from pyklog.broker.group_coordinator import GroupCoordinator
 
@@ -163,7 +195,15 @@ class KafkaApis:
             ApiKey.LEAVE_GROUP: self.handle_group_membership,
             ApiKey.LIST_GROUPS: self.handle_group_membership,
             ApiKey.DESCRIBE_GROUPS: self.handle_group_membership,
+            ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
+            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
+        # transactions (KIP-98): the transaction coordinator's APIs
+        self._handlers.update({
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
+            ApiKey.END_TXN: self.handle_end_txn,
+        })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
             int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
@@ -306,12 +346,7 @@ class KafkaApis:
         responses = []
         failed = False
         ack_error = acks not in (0, 1, -1)
-        if body.get("transactional_id") is not None:
-            # no transaction coordinator: transactional produce is refused
-            tx_error: PyklogError | None = InvalidRequestError(
-                "transactional produce is not supported by pyklog (no transaction coordinator)")
-        else:
-            tx_error = None
+        tx_error = self._check_transactional_produce(body, version)
         for td in body["topic_data"]:
             name = td["name"]
             parts = []
@@ -355,6 +390,22 @@ class KafkaApis:
             return
         self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
 
+    @staticmethod
+    def _check_transactional_produce(body, version: int) -> PyklogError | None:
+        """Kafka's KafkaApis.handleProduceRequest: a request holding transactional batches must name
+        its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, as
+        Kafka answers when the id is missing or not authorised).  A transactional id with
+        non-transactional batches is accepted, as in Kafka.  Runs on the request handler thread;
+        reads only the batch headers (the log validates the rest)."""
+        if version < 3 or body.get("transactional_id") is not None:
+            return None  # v0-2 message sets have no transactional bit
+        for td in body["topic_data"]:
+            for pd in td["partition_data"]:
+                if _has_transactional_batch(pd["records"]):
+                    return TransactionalIdAuthorizationFailedError(
+                        "transactional record batches need the request's transactional_id")
+        return None
+
     def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
         try:
             lg = self.replica_manager.leader_log(topic, partition)
@@ -379,6 +430,7 @@ class KafkaApis:
                 raise InvalidRecordError(
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
+            _check_transactional_producer_id(data, topic, partition)
         info = lg.append(data, leader_epoch=self.replica_manager.leader_epoch(topic, partition))
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
@@ -597,9 +649,14 @@ class KafkaApis:
     def handle_init_producer_id(self, request, header, body):
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
-            resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # fatal for the client (see above)
-            log.info("InitProducerId for transactional id %r from %s (client %r): %s", body["transactional_id"],
-                     request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000))
+            except PyklogError as e:
+                resp["error_code"] = self._txn_error_code(e)
+                log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
                 resp["producer_id"] = self._next_producer_id()
@@ -616,6 +673,72 @@ class KafkaApis:
                 pid = next(self._pids)
             return pid
 
+    # ------------------------------------------------------------------ transactions (KIP-98)
+
+    @staticmethod
+    def _txn_error_code(e: PyklogError) -> int:
+        """Kafka's codes for the transaction APIs: an unexpected failure is COORDINATOR_NOT_AVAILABLE
+        (retriable) rather than UNKNOWN_SERVER_ERROR, which stock producers treat as fatal."""
+        return e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
+
+    def handle_add_partitions_to_txn(self, request, header, body):
+        """AddPartitionsToTxn v0-2: one error for every partition; partitions of unknown topics get
+        UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (55), as in Kafka."""
+        wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
+        codes: dict[tuple[str, int], int] = {}
+        unknown = set()
+        for name in {t for t, _ in wanted}:
+            try:
+                parts = self.cluster.topic(name)
+            except PyklogError:
+                parts = None
+            unknown.update((t, p) for t, p in wanted if t == name and (parts is None or p not in parts))
+        if unknown:
+            codes = {tp: UnknownTopicOrPartitionError.code if tp in unknown else 55 for tp in wanted}
+        else:
+            code = NONE
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                self.txn_coordinator.add_partitions_to_txn(
+                    body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
+                    body["v3_and_below_producer_epoch"], wanted, version=header.api_version)
+            except PyklogError as e:
+                code = self._txn_error_code(e)
+                log.debug("AddPartitionsToTxn %r: %s", body["v3_and_below_transactional_id"], e)
+            codes = {tp: code for tp in wanted}
+        results: dict[str, list] = {}
+        for t, p in wanted:
+            results.setdefault(t, []).append({"partition_index": p, "partition_error_code": codes[(t, p)]})
+        self._respond(request, header, {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t, "results_by_partition": ps} for t, ps in results.items()]})
+
+    def handle_add_offsets_to_txn(self, request, header, body):
+        code = NONE
+        try:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            self.txn_coordinator.add_offsets_to_txn(body["transactional_id"], body["producer_id"],
+                                                    body["producer_epoch"], body["group_id"],
+                                                    version=header.api_version)
+        except PyklogError as e:
+            code = self._txn_error_code(e)
+            log.debug("AddOffsetsToTxn %r: %s", body["transactional_id"], e)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": code})
+
+    def handle_end_txn(self, request, header, body):
+        """EndTxn v0-2 from any connection presenting the id's producer id and epoch."""
+        code = NONE
+        try:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            self.txn_coordinator.end_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                                         body["committed"], version=header.api_version)
+        except PyklogError as e:
+            code = self._txn_error_code(e)
+            log.debug("EndTxn %r: %s", body["transactional_id"], e)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": code})
+
     # ------------------------------------------------------------------ group coordination (offsets)
 
     def handle_find_coordinator(self, request, header, body):
@@ -623,10 +746,14 @@ class KafkaApis:
                 "host": "", "port": -1}
         try:
             if body.get("key_type", 0) == 1:
-                resp["error_code"] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                resp["error_message"] = TRANSACTIONS_UNSUPPORTED
-                log.info("FindCoordinator for transactional id %r from %s (client %r): %s", body.get("key"),
-                         request.peer, header.client_id, TRANSACTIONS_UNSUPPORTED)
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                node = self.txn_coordinator.coordinator_for(body["key"])
+                addr = self.cluster.live_brokers().get(node) if node is not None else None
+                if addr is None:
+                    raise CoordinatorNotAvailableError(
+                        f"the coordinator of transactional id {body['key']!r} is not available")
+                resp["node_id"], (resp["host"], resp["port"]) = node, addr
                 self._respond(request, header, resp)
                 return
             if body.get("key_type", 0) != 0:
@@ -700,6 +827,85 @@ class KafkaApis:
         topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics, "error_code": top_error})
 
+    def handle_txn_offset_commit(self, request, header, body):
+        """TxnOffsetCommit v0-2 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
+        consumed offsets, stored pending in the group's ``__consumer_offsets`` partition until the
+        transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / INVALID_GROUP_ID for every partition;
+        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  No ACLs: Kafka's
+        TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
+        group = body["group_id"]
+        wanted = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                wanted[(t["name"], p["partition_index"])] = (
+                    p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+        try:
+            if self.offsets is None:
+                raise CoordinatorNotAvailableError("the offset manager is not running")
+            codes = self.offsets.commit_transactional(group, body["producer_id"], body["producer_epoch"], wanted)
+        except PyklogError as e:
+            codes = {k: e.code for k in wanted}
+            log.debug("TxnOffsetCommit of group %r (transactional id %r) refused: %s", group,
+                      body.get("transactional_id"), e)
+        topics = [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]}
+            for t in body["topics"]]
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    # ------------------------------------------------------------------ WriteTxnMarkers
+
+    def handle_write_txn_markers(self, request, header, body):
+        """WriteTxnMarkers v0 (Kafka's handleWriteTxnMarkersRequest): the transaction coordinator
+        asks this broker, the leader of the listed partitions, to append each transaction's COMMIT
+        or ABORT control batch (:meth:`broker.log.log.Log.append_control_marker`, with the
+        partition's leader epoch).  Per partition: UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
+        when not led here, the log's INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED, or
+        NONE.  After an append, long-polling fetches of the partition are woken (read_committed
+        ones see the new last stable offset), and on a ``__consumer_offsets`` partition the
+        producer's pending transactional offsets are completed (committed or dropped) -- only
+        once the marker is in the log.  Kafka authorises this as CLUSTER_ACTION; without ACLs it
+        is accepted from anyone, as here.  Runs on a request handler thread; holds no lock of its own."""
+        markers = []
+        for m in body["markers"]:
+            pid = m["producer_id"]
+            commit = bool(m["transaction_result"])
+            topics = []
+            for t in m["topics"]:
+                name = t["name"]
+                parts = []
+                for p in t["partition_indexes"]:
+                    parts.append({"partition_index": p, "error_code": self._write_marker(
+                        name, p, pid, m["producer_epoch"], commit, m["coordinator_epoch"])})
+                topics.append({"name": name, "partitions": parts})
+            markers.append({"producer_id": pid, "topics": topics})
+        self._respond(request, header, {"markers": markers})
+
+    def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int) -> int:
+        """Append one transaction marker; returns the partition's error code."""
+        try:
+            lg = self.replica_manager.leader_log(topic, partition)
+            lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                     leader_epoch=self.replica_manager.leader_epoch(topic, partition))
+        except PyklogError as e:
+            log.info("%s marker of producer %d epoch %d on %s-%d refused: %s", "COMMIT" if commit else "ABORT",
+                     producer_id, producer_epoch, topic, partition, e)
+            return e.code
+        except Exception:  # noqa: BLE001 - one partition's failure does not fail the others
+            log.exception("%s marker of producer %d on %s-%d failed", "COMMIT" if commit else "ABORT",
+                          producer_id, topic, partition)
+            return UNKNOWN_SERVER_ERROR
+        self.purgatory.notify((topic, partition), _MARKER_BYTES)
+        if topic == OFFSETS_TOPIC and self.offsets is not None:
+            try:
+                self.offsets.complete_transaction(partition, producer_id, commit)
+            except Exception:  # noqa: BLE001 - the marker is in the log: a reload applies it
+                log.exception("completing the transactional offsets of producer %d on %s-%d failed",
+                              producer_id, topic, partition)
+        return NONE
+
     def handle_group_membership(self, request, header, body):
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
         answers now or later (a waiting JoinGroup/SyncGroup holds no handler thread)."""
@@ -744,10 +950,24 @@ class KafkaApis:
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
         if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
             return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
+        if api_key == ApiKey.TXN_OFFSET_COMMIT:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
+        if api_key == ApiKey.WRITE_TXN_MARKERS:
+            return {"markers": [{"producer_id": m["producer_id"], "topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p, "error_code": code} for p in t["partition_indexes"]]} for t in m["topics"]]}
+                for m in body["markers"]]}
         if api_key == ApiKey.CREATE_TOPICS:
             return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         if api_key == ApiKey.DELETE_TOPICS:
             return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
+        if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": code} for p in t["partitions"]]}
+                for t in body["v3_and_below_topics"]]}
+        if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+            return {"error_code": code}
         return None
 
     # ------------------------------------------------------------------ lifecycle

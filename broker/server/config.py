@@ -43,12 +43,19 @@ Settings (Kafka's names and defaults unless noted)::
     group.min.session.timeout.ms       6000
     group.max.session.timeout.ms       1800000
     group.max.size                     2147483647
+    transaction.state.log.num.partitions                          50   (the transaction coordinator's
+    transaction.state.log.segment.bytes                           104857600     settings, Kafka's names
+    transaction.state.log.replication.factor                      1    and defaults; the replication
+    transaction.state.log.load.buffer.size                        5242880       factor is 1 as for
+    transaction.max.timeout.ms                                    900000        __consumer_offsets:
+    transactional.id.expiration.ms                                604800000     pyklog does not replicate,
+    transaction.abort.timed.out.transaction.cleanup.interval.ms   10000         Kafka's default is 3)
+    transaction.remove.expired.transaction.cleanup.interval.ms    3600000
     log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
                                        log.retention.hours, log.cleanup.policy, ...)
 
 Accepted for compatibility with a stock Kafka ``server.properties`` but without effect in pyklog
-(a warning is logged): ``num.recovery.threads.per.data.dir``, ``transaction.state.log.replication.factor``,
-``transaction.state.log.min.isr``.
+(a warning is logged): ``num.recovery.threads.per.data.dir``, ``transaction.state.log.min.isr``.
 
 Pure code apart from reading the file; :class:`ServerConfig` is immutable, hence thread-safe.
 """
@@ -78,14 +85,22 @@ LOG_KEYS = frozenset({
 })
 
 IGNORED_KEYS = frozenset({
-    "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
+    "num.recovery.threads.per.data.dir", "transaction.state.log.min.isr",
 })
 
 # Read by broker.group_coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
 GROUP_KEYS = frozenset({
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
     "group.max.size",
+})
+
+# Read by broker.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
+TRANSACTION_KEYS = frozenset({
+    "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+    "transaction.state.log.replication.factor", "transaction.state.log.load.buffer.size",
+    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
 
 _INT32_MAX = 2**31 - 1
@@ -245,13 +260,29 @@ def _server_config_def() -> ConfigDef:
                     "bytes of requests received or queued before the network threads stop reading; -1: no limit")
             # accepted for compatibility, no effect (IGNORED_KEYS)
             .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
-            .define("transaction.state.log.replication.factor", Type.INT, None, Range(0), L, "no effect in pyklog")
             .define("transaction.state.log.min.isr", Type.INT, None, Range(0), L, "no effect in pyklog")
             # read by broker.group_coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
             .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
             .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
             .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
-            .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group"))
+            .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group")
+            # the transaction coordinator (TRANSACTION_KEYS), Kafka's names and defaults
+            .define("transaction.state.log.num.partitions", Type.INT, 50, Range(1, 1_000_000), H,
+                    "partitions of __transaction_state")
+            .define("transaction.state.log.segment.bytes", Type.INT, 104857600, Range(1024), H,
+                    "segment size of __transaction_state")
+            .define("transaction.state.log.replication.factor", Type.INT, 1, Range(1, 32767), H,
+                    "replication factor of __transaction_state (1 as __consumer_offsets: no replication)")
+            .define("transaction.state.log.load.buffer.size", Type.INT, 5242880, Range(1), L,
+                    "bytes read at a time when loading __transaction_state")
+            .define("transaction.max.timeout.ms", Type.INT, 900000, Range(1), H,
+                    "largest transaction.timeout.ms a producer may ask for")
+            .define("transactional.id.expiration.ms", Type.INT, 604800000, Range(1), H,
+                    "an idle transactional id is removed after this long")
+            .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", Type.INT, 10000, Range(1), L,
+                    "how often timed-out transactions are looked for and aborted")
+            .define("transaction.remove.expired.transaction.cleanup.interval.ms", Type.INT, 3600000, Range(1), L,
+                    "how often expired transactional ids are looked for"))
 
 
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
@@ -299,7 +330,7 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
-    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS
+    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS
 
     @classmethod
     def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> "ServerConfig":
@@ -379,6 +410,19 @@ class ServerConfig:
                               f"{props.get('group.min.session.timeout.ms', 6000)} > "
                               f"{props.get('group.max.session.timeout.ms', 1800000)}")
         return cfg
+
+    def transaction_settings(self) -> dict[str, int]:
+        """The transaction coordinator's settings as keyword arguments of
+        :class:`pyklog.broker.transaction.TransactionCoordinator` (validated by :data:`SERVER_CONFIG`)."""
+        v = {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in TRANSACTION_KEYS}
+        return {"num_partitions": v["transaction.state.log.num.partitions"],
+                "segment_bytes": v["transaction.state.log.segment.bytes"],
+                "replication_factor": v["transaction.state.log.replication.factor"],
+                "load_buffer_bytes": v["transaction.state.log.load.buffer.size"],
+                "transaction_max_timeout_ms": v["transaction.max.timeout.ms"],
+                "transactional_id_expiration_ms": v["transactional.id.expiration.ms"],
+                "abort_timed_out_interval_ms": v["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                "remove_expired_interval_ms": v["transaction.remove.expired.transaction.cleanup.interval.ms"]}
 
     def socket_server_limits(self) -> dict[str, Any]:
         """The resource bounds as keyword arguments of :class:`pyklog.broker.server.network.SocketServer`."""

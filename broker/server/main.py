@@ -8,7 +8,8 @@ checks ZooKeeper's cluster id against the stored one (a mismatch, e.g. a ZooKeep
 exits 1 with nothing written) and registers the broker -> ``meta.properties`` is written where
 missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
-:class:`broker.coordinator.OffsetManager` starts -> the socket server serves, and the broker logs
+:class:`broker.coordinator.OffsetManager` starts -> :class:`broker.transaction.TransactionCoordinator`
+starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
 
 A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
@@ -56,6 +57,7 @@ class BrokerServer:
         self.log_manager = None
         self.cluster = None
         self.offset_manager = None
+        self.txn_coordinator = None
         self.apis = None
         self.socket_server = None
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
@@ -121,6 +123,9 @@ class BrokerServer:
             self.cluster.add_listener(self._request_sync)
             self._sync_periodic = self.log_manager.scheduler.schedule_periodic("log-sync", 10.0, self._sync)
             self.offset_manager.startup()
+            self.txn_coordinator = self._make_txn_coordinator()
+            self.apis.txn_coordinator = self.txn_coordinator
+            self.txn_coordinator.startup()
             self.socket_server.start()
         except BaseException:
             self.shutdown()
@@ -141,6 +146,15 @@ class BrokerServer:
 
         return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
                              num_partitions=self.config.offsets_topic_num_partitions)
+
+    def _make_txn_coordinator(self):
+        from pyklog.broker.transaction import TransactionCoordinator
+        from pyklog.broker.zk.topics import OFFSETS_TOPIC
+
+        om = self.offset_manager
+        return TransactionCoordinator.from_config(
+            self.config, self.log_manager, self.cluster, producer_id_allocator=self.apis._next_producer_id,
+            offsets_partition_for=lambda group: (OFFSETS_TOPIC, om.partition_for(group)))
 
     def _topic_config(self, topic: str) -> dict | None:
         cluster = self.cluster
@@ -187,6 +201,12 @@ class BrokerServer:
                 task.cancel()
         if self._sync_running.acquire(timeout=10):  # a sync in progress finishes first
             self._sync_running.release()
+        if self.txn_coordinator is not None:
+            try:
+                self.txn_coordinator.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("transaction coordinator shutdown failed")
+            self.txn_coordinator = None
         if self.offset_manager is not None:
             try:
                 self.offset_manager.shutdown()

@@ -6,10 +6,24 @@
 * :mod:`.future` -- :class:`RecordMetadata`, :class:`FutureRecordMetadata`;
 * :mod:`.accumulator` -- RecordAccumulator: per-partition batches, buffer.memory, linger.ms;
 * :mod:`.sender` -- Sender: the background thread, Produce requests, retries;
-* :mod:`.transaction_manager` -- TransactionManager: producer id, epoch, sequences, states.
+* :mod:`.transaction_manager` -- TransactionManager: producer id, epoch, sequences, states,
+  transactions (KIP-98) and :class:`PreparedTransaction`;
+* :func:`complete_transaction` -- ends a prepared transaction from any process (two-phase commit).
 """
 from pyklog.connector.producer.config import PRODUCER_DEFAULTS
 from pyklog.connector.producer.future import FutureRecordMetadata, RecordMetadata
-from pyklog.connector.producer.producer import Producer
+from pyklog.connector.producer.producer import Producer, complete_transaction
+from pyklog.connector.producer.transaction_manager import (
+    IllegalStateError,
+    PreparedTransaction,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionState,
+    TransactionTimedOutError,
+)
+from pyklog.broker.errors import InvalidTxnStateError, ProducerFencedError
 
-__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "PRODUCER_DEFAULTS"]
+__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "PRODUCER_DEFAULTS", "complete_transaction",
+           "PreparedTransaction", "TransactionState", "IllegalStateError", "ProducerFencedError",
+           "InvalidTxnStateError", "TransactionAbortableError", "TransactionAbortedError",
+           "TransactionTimedOutError"]

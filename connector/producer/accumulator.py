@@ -281,10 +281,24 @@ class RecordAccumulator:
             self._unfinished.discard(b.bid)
             self._done_cond.notify_all()
 
-    def abort_undrained(self) -> list:
-        """Take every batch not yet drained (open or closed), to be failed.  Sender or closing thread."""
+    def abort_undrained(self, bound=None) -> list:
+        """Take every batch not yet drained (open or closed) whose id is <= ``bound`` (None: all),
+        to be failed.  Sender or closing thread."""
         with self._lock:
-            batches = list(self._open.values()) + self._ready
-            self._open.clear()
-            self._ready = []
+            if bound is None:
+                batches = list(self._open.values()) + self._ready
+                self._open.clear()
+                self._ready = []
+            else:
+                batches = [b for b in self._ready if b.bid <= bound]
+                if batches:
+                    self._ready = [b for b in self._ready if b.bid > bound]
+                for tp, b in list(self._open.items()):
+                    if b.bid <= bound:
+                        batches.append(self._open.pop(tp))
         return batches
+
+    def last_batch_id(self) -> int:
+        """The id of the last batch created (batches created later have larger ids).  Any thread."""
+        with self._lock:
+            return self._batch_ids

@@ -44,6 +44,11 @@ def _callable(value, expected):
         raise InvalidValue("a callable (value -> bytes)", value)
 
 
+def _transactional_id(value, expected):
+    if value is not None and (not isinstance(value, str) or not value):
+        raise InvalidValue("a non-empty string", value)
+
+
 _H, _M, _L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 _POS = Range(0)
 
@@ -71,6 +76,10 @@ PRODUCER_CONFIG = (
     .define("value.serializer", Type.ANY, None, _callable, _H, "value -> bytes")
     .define("partitioner", Type.ANY, None, None, _M, "see connector.partitioner.resolve_partitioner")
     .define("allow.auto.create.topics", Type.BOOLEAN, True, None, _L)
+    .define("transactional.id", Type.ANY, None, _transactional_id, _L,
+            "makes the producer transactional (KIP-98): init_transactions, begin/commit/abort")
+    .define("transaction.timeout.ms", Type.INT, 60000, Range(1), _L,
+            "the coordinator aborts a transaction open longer than this")
 )
 # fmt: on
 
@@ -103,6 +112,19 @@ def parse_config(config: dict | None, kwargs: dict) -> tuple[dict, set]:
 def _apply_dependencies(cfg: dict, explicit: set) -> None:
     """The rules between settings.  A default gives way silently; a setting the caller chose
     that contradicts another raises ConfigError."""
+    if cfg["transactional.id"] is not None:
+        # Kafka's ProducerConfig: a transactional producer is idempotent (acks=all, at most 5
+        # requests in flight, retries > 0); contradictory explicit settings are refused
+        tid = cfg["transactional.id"]
+        if not cfg["enable.idempotence"]:
+            raise ConfigError(f"transactional.id={tid!r} needs enable.idempotence=true, got enable.idempotence=false")
+        for bad, why in ((cfg["acks"] != -1, f"acks=all (-1), got acks={cfg['acks']}"),
+                         (cfg["max.in.flight.requests.per.connection"] > 5,
+                          "max.in.flight.requests.per.connection <= 5, got "
+                          f"{cfg['max.in.flight.requests.per.connection']}"),
+                         (cfg["retries"] == 0, "retries > 0, got retries=0")):
+            if bad:
+                raise ConfigError(f"transactional.id={tid!r} implies enable.idempotence, which needs {why}")
     if cfg["enable.idempotence"]:
         if cfg["acks"] != -1:
             if "enable.idempotence" in explicit:

@@ -75,13 +75,18 @@ from pyklog.connector.producer.accumulator import RecordAccumulator
 from pyklog.connector.producer.config import PRODUCER_DEFAULTS, parse_config
 from pyklog.connector.producer.future import RecordMetadata
 from pyklog.connector.producer.sender import Sender
-from pyklog.connector.producer.transaction_manager import TransactionManager
+from pyklog.connector.producer.transaction_manager import (
+    PreparedTransaction,
+    TransactionManager,
+    TransactionState,
+    end_txn,
+)
 
 log = logging.getLogger(__name__)
 
 _wall_clock = time.time  # record timestamps (CreateTime, ms); bound once for the per-record path
 
-__all__ = ["Producer", "RecordMetadata", "PRODUCER_DEFAULTS"]
+__all__ = ["Producer", "RecordMetadata", "PRODUCER_DEFAULTS", "complete_transaction", "PreparedTransaction"]
 
 
 def _to_bytes(v, what: str):
@@ -124,7 +129,11 @@ class Producer:
         # topic -> (number of partitions, partitions with a leader): shared with the accumulator
         # and the sender; entries are replaced whole, so it is read without a lock
         self._topic_info: dict[str, tuple[int, list]] = {}
-        self._txn = TransactionManager(cfg["enable.idempotence"], "enable.idempotence" in self._explicit)
+        self._transactional = cfg["transactional.id"] is not None
+        self._txn = TransactionManager(cfg["enable.idempotence"], "enable.idempotence" in self._explicit,
+                                       transactional_id=cfg["transactional.id"],
+                                       transaction_timeout_ms=cfg["transaction.timeout.ms"],
+                                       retry_backoff_s=self._backoff_s)
         self._accumulator = RecordAccumulator(cfg["batch.size"], cfg["linger.ms"] / 1000.0,
                                               cfg["buffer.memory"], self._max_block_s, self._partitioner,
                                               self._topic_info)
@@ -170,6 +179,8 @@ class Producer:
     def _append(self, topic, value, key, partition, timestamp_ms, headers, want_future, cb, urgent=False):
         if self._closed:
             raise RuntimeError("send on a closed Producer")
+        if self._transactional and self._txn.state is not TransactionState.IN_TRANSACTION:
+            self._txn.check_can_send()
         kb = key if self._key_ser is None or key is None else self._key_ser(key)
         vb = value if self._value_ser is None or value is None else self._value_ser(value)
         if kb is not None and type(kb) is not bytes:
@@ -241,6 +252,8 @@ class Producer:
         is kept per partition.  Returns the number of records queued.  Thread-safe."""
         if self._closed:
             raise RuntimeError("send on a closed Producer")
+        if self._transactional and self._txn.state is not TransactionState.IN_TRANSACTION:
+            self._txn.check_can_send()
         if values is None:
             raise TypeError("send_many: expected a sequence of values, got None")
         if not isinstance(values, (list, tuple)):
@@ -355,9 +368,20 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``), stop the sender thread, close connections.  Idempotent;
-        records still unsent afterwards fail with RequestTimedOutError."""
+        records still unsent afterwards fail with RequestTimedOutError.  A transactional producer
+        first aborts an open transaction (as Kafka's does); a prepared transaction is left open
+        for :func:`complete_transaction`."""
         if self._closed:
             return
+        st = self._txn.state
+        if self._transactional and st in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR,
+                                          TransactionState.ABORTING_TRANSACTION):
+            try:
+                self.abort_transaction(timeout)
+            except PyklogError as e:
+                log.warning("close: could not abort the open transaction of transactional.id %r "
+                            "(the coordinator aborts it after transaction.timeout.ms): %s",
+                            self._txn.transactional_id, e)
         try:
             self.flush(timeout)
         except RequestTimedOutError as e:
@@ -367,8 +391,135 @@ class Producer:
             self._sender.close(RequestTimedOutError("REQUEST_TIMED_OUT: producer closed before delivery"))
             self.client.close()
 
+    # ------------------------------------------------------------------------------- transactions
+    def _txn_deadline(self, timeout_s: float | None) -> Deadline:
+        if self._closed:
+            raise RuntimeError("transaction call on a closed Producer")
+        return Deadline.after(self._max_block_s if timeout_s is None else timeout_s)
+
+    def _txn_flush(self, deadline: Deadline, op: str) -> None:
+        try:
+            self._accumulator.flush(deadline.remaining(), self._sender.is_alive)
+        except RequestTimedOutError as e:
+            raise RequestTimedOutError(f"REQUEST_TIMED_OUT: {op}: records of the transaction are not all "
+                                       f"acknowledged within the timeout ({e}); call {op}() again") from e
+
+    def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Find the transaction coordinator of ``transactional.id`` and take a producer id and
+        epoch (InitProducerId with transaction.timeout.ms).  Fences older producers with the same
+        transactional.id (their open transaction is aborted).  Retries CONCURRENT_TRANSACTIONS,
+        COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE within
+        ``timeout_s`` (default max.block.ms); RequestTimedOutError after it (call again).  A
+        broker without transactions raises a fatal error at once.  Kafka's initTransactions."""
+        self._txn.init_transactions(self.client, self._txn_deadline(timeout_s))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local only: partitions join it as records go to them)."""
+        self._txn_deadline(0)
+        self._txn.begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_id: str, timeout_s: float | None = None) -> None:
+        """Make ``offsets`` (``{(topic, partition): next offset to consume}``) the committed
+        offsets of consumer group ``group_id`` when, and only if, the transaction commits
+        (AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to the group
+        coordinator).  Kafka's sendOffsetsToTransaction."""
+        deadline = self._txn_deadline(timeout_s)
+        if not isinstance(group_id, str) or not group_id:
+            raise TypeError(f"send_offsets_to_transaction: expected a group id string, got {group_id!r}")
+        clean = {}
+        for tp, off in dict(offsets).items():
+            if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int)) \
+                    or not isinstance(off, int) or isinstance(off, bool) or off < 0:
+                raise TypeError(f"send_offsets_to_transaction: expected {{(topic, partition): offset >= 0}}, "
+                                f"got {tp!r}: {off!r}")
+            clean[tp] = off
+        if clean:
+            self._txn.add_offsets(self.client, clean, group_id, deadline)
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Flush every record of the transaction, then EndTxn(commit); returns once the
+        coordinator accepted the commit (the records become visible to read_committed consumers
+        as the markers are written).  A record that failed raises TransactionAbortableError (call
+        abort_transaction); a fenced producer ProducerFencedError (or TransactionTimedOutError);
+        a timeout RequestTimedOutError (call commit_transaction again).  Kafka's commitTransaction."""
+        deadline = self._txn_deadline(timeout_s)
+        txn = self._txn
+        txn.begin_commit()
+        self._txn_flush(deadline, "commit_transaction")
+        txn.end_transaction(self.client, True, deadline)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Drop the records not yet sent (their futures fail with TransactionAbortedError), wait
+        for those in flight, then EndTxn(abort): nothing of the transaction becomes visible to
+        read_committed consumers.  Kafka's abortTransaction."""
+        deadline = self._txn_deadline(timeout_s)
+        txn = self._txn
+        txn.begin_abort(self._accumulator.last_batch_id())
+        self._sender.wakeup()
+        self._txn_flush(deadline, "abort_transaction")
+        txn.end_transaction(self.client, False, deadline)
+
+    def prepare_transaction(self, timeout_s: float | None = None) -> PreparedTransaction:
+        """First phase of a two-phase commit (in the spirit of KIP-939): flush the open
+        transaction until every record is acknowledged and return a picklable
+        :class:`PreparedTransaction` ``(transactional_id, producer_id, producer_epoch)`` WITHOUT
+        ending it.  Any process then ends it with :func:`complete_transaction` (commit or abort)
+        within transaction.timeout.ms of its first record.  Afterwards this producer refuses
+        sends, commits and aborts; it may be closed, which does not abort the prepared
+        transaction.  A transaction without records or offsets gives producer_id -1 (nothing to
+        complete)."""
+        deadline = self._txn_deadline(timeout_s)
+        txn = self._txn
+        txn.begin_prepare()
+        self._txn_flush(deadline, "prepare_transaction")
+        return txn.prepared_transaction()
+
+    @property
+    def transaction_state(self) -> TransactionState:
+        """The TransactionManager's state (Kafka's TransactionManager.State)."""
+        return self._txn.state
+
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def complete_transaction(config: dict, prepared: PreparedTransaction, commit: bool,
+                         timeout_s: float | None = None) -> None:
+    """Second phase of a two-phase commit: end a transaction that ``Producer.prepare_transaction``
+    left open, from any process (the preparing producer may be closed or dead).
+
+    ``config``: the cluster options a Producer takes (``bootstrap.servers`` and/or
+    ``zookeeper.connect``; other producer settings are accepted, ``request.timeout.ms``,
+    ``retry.backoff.ms`` and ``max.block.ms`` used).  Finds the transaction coordinator of
+    ``prepared.transactional_id`` and sends EndTxn(transactional_id, producer_id, producer_epoch,
+    ``commit``), retrying retriable errors within ``timeout_s`` (default max.block.ms).
+    Succeeds when the coordinator completes the transaction, or already completed it with the same
+    result (a retried call).  Raises ProducerFencedError when the transaction was aborted because
+    it outlived transaction.timeout.ms or a newer producer with the same transactional.id
+    initialised (its epoch is newer), InvalidTxnStateError when the coordinator has no such open
+    transaction to end this way, RequestTimedOutError when the coordinator could not be reached
+    in time.  ``prepared.producer_id`` -1 (an empty transaction): nothing to do.  Runs in the
+    caller's thread; opens and closes its own connections."""
+    if not isinstance(prepared, tuple) or len(prepared) != 3:
+        raise TypeError(f"complete_transaction: expected a PreparedTransaction, got {prepared!r}")
+    prepared = PreparedTransaction(*prepared)
+    if not isinstance(prepared.transactional_id, str) or not prepared.transactional_id:
+        raise TypeError(f"complete_transaction: expected a transactional id, got {prepared.transactional_id!r}")
+    if prepared.producer_id < 0:
+        return
+    cfg, _explicit = parse_config(dict(config or {}), {})
+    deadline = Deadline.after(cfg["max.block.ms"] / 1000.0 if timeout_s is None else timeout_s)
+    client = ClusterClient(cfg["bootstrap.servers"], cfg["zookeeper.connect"], client_id=cfg["client.id"],
+                           request_timeout_ms=cfg["request.timeout.ms"], retry_backoff_ms=cfg["retry.backoff.ms"],
+                           metadata_max_age_ms=cfg["metadata.max.age.ms"])
+    try:
+        end_txn(client, prepared.transactional_id, int(prepared.producer_id), int(prepared.producer_epoch),
+                bool(commit), deadline, cfg["retry.backoff.ms"] / 1000.0)
+    finally:
+        client.close()
+    log.info("transactional.id %r: prepared transaction of producer id %d epoch %d %s",
+             prepared.transactional_id, prepared.producer_id, prepared.producer_epoch,
+             "committed" if commit else "aborted")

@@ -31,6 +31,7 @@ import threading
 import time
 
 from pyklog.broker.errors import (
+    ConcurrentTransactionsError,
     ConfigError,
     DuplicateSequenceError,
     NetworkError,
@@ -46,6 +47,7 @@ from pyklog.broker.record.batch import build_batch
 from pyklog.connector.client import REFRESH_METADATA_CODES, BrokerConnection
 from pyklog.connector.producer.accumulator import ProducerBatch
 from pyklog.connector.producer.future import RecordMetadata, resolve_all
+from pyklog.connector.producer.transaction_manager import TransactionAbortedError
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,9 @@ class Sender:
         # wait for responses, the wakeup socket, the next linger deadline or retry time
         timeout = next_wake - time.monotonic()
         retry_at = min((q[0].retry_at for q in self._queues.values() if q and q[0].retry_at), default=None)
+        add_at = self.txn.add_partitions_retry_at
+        if add_at and (retry_at is None or add_at < retry_at):
+            retry_at = add_at
         if retry_at is not None:
             timeout = min(timeout, retry_at - time.monotonic())
         pending = any(self._inflight.values())
@@ -192,8 +197,11 @@ class Sender:
         self.accumulator.deallocate(b)
 
     def _fail(self, b: ProducerBatch, exc: Exception) -> None:
-        log.warning("failed to deliver %d records to %s-%d: %s", len(b.records), b.topic, b.partition, exc)
-        self.txn.batch_failed(b)
+        if isinstance(exc, TransactionAbortedError):
+            log.debug("not sending %d records to %s-%d: %s", len(b.records), b.topic, b.partition, exc)
+        else:
+            log.warning("failed to deliver %d records to %s-%d: %s", len(b.records), b.topic, b.partition, exc)
+        self.txn.batch_failed(b, exc)
         if b.futures:
             resolve_all(b.cond, b.futures, None, exc)
         for _idx, cb in b.callbacks:
@@ -220,6 +228,41 @@ class Sender:
                 seen.add(id(b))
                 self._fail(b, exc)
 
+    def fail_unsent(self, bound, exc: Exception) -> None:
+        """Fail every batch with an id <= ``bound`` that is not in flight (undrained or queued):
+        a transaction is being aborted or cannot commit.  Sender thread."""
+        batches = self.accumulator.abort_undrained(bound)
+        for q in self._queues.values():
+            if q and any(b.bid <= bound for b in q):
+                keep = [b for b in q if b.bid > bound]
+                batches.extend(b for b in q if b.bid <= bound)
+                q.clear()
+                q.extend(keep)
+        for b in batches:
+            if b.records is not None:
+                self._fail(b, exc)
+
+    # ------------------------------------------------------------------------------- transactions
+    def _add_partitions(self, tps, now: float) -> None:
+        """AddPartitionsToTxn for the partitions of this drain that are not yet in the
+        transaction (one request for all of them, as Kafka's sender does).  A retriable error is
+        retried after retry.backoff.ms (20 ms for CONCURRENT_TRANSACTIONS before the first partition
+        is in: the previous transaction is still writing its markers, as Kafka does)."""
+        txn = self.txn
+        if txn.add_partitions_retry_at > now:
+            return
+        try:
+            txn.add_partitions_once(self.client, tps)
+        except PyklogError as e:
+            if e.retriable:
+                short = isinstance(e, ConcurrentTransactionsError) and not txn.partitions_in_txn
+                txn.add_partitions_retry_at = now + (min(0.02, self._backoff_s) if short else self._backoff_s)
+                log.debug("AddPartitionsToTxn %s: retrying: %s", sorted(tps), e)
+                return
+            log.warning("AddPartitionsToTxn %s failed: %s", sorted(tps), e)
+            return
+        txn.add_partitions_retry_at = 0.0
+
     # ------------------------------------------------------------------------------- sending
     def _build(self, b: ProducerBatch) -> None:
         txn = self.txn
@@ -230,7 +273,8 @@ class Sender:
         seq = txn.sequence_number(tp)
         # number the batch only once it is built: a batch that cannot be encoded leaves no gap
         b.data = build_batch(b.records, compression=self._codec, producer_id=txn.producer_id,
-                             producer_epoch=txn.producer_epoch, base_sequence=seq)
+                             producer_epoch=txn.producer_epoch, base_sequence=seq,
+                             is_transactional=txn.transactional)
         txn.assign_sequences(b, tp, seq)
 
     def _leader(self, topic: str, partition: int):
@@ -296,10 +340,24 @@ class Sender:
                     self._retry_or_fail(b, exc)
 
     def _send_ready(self, now: float) -> None:
+        txn = self.txn
+        if txn.transactional:
+            failing = txn.unsent_failure()
+            if failing is not None:
+                self.fail_unsent(*failing)
         if not any(self._queues.values()):
             return
-        txn = self.txn
-        if txn.reset_pending:
+        if txn.transactional:
+            if not txn.may_send():
+                return  # no transaction open (stragglers wait for the next one or an abort)
+            new = [tp for tp in self._queues if tp not in txn.partitions_in_txn and self._sendable(tp, now)]
+            if new:
+                self._add_partitions(new, now)
+                failing = txn.unsent_failure()
+                if failing is not None:
+                    self.fail_unsent(*failing)
+                    return
+        if txn.reset_pending and not txn.transactional:
             if not txn.maybe_reset_producer_id(any(self._inflight.values()), self._queues.values()):
                 self._tp_retrying.clear()
         if txn.idempotent and txn.producer_id < 0:
@@ -312,9 +370,12 @@ class Sender:
                 log.info("InitProducerId failed, retrying: %s", e)
                 return
         by_node: dict[int, list] = {}
+        in_txn = txn.partitions_in_txn if txn.transactional else None
         for tp in list(self._queues):
             if not self._sendable(tp, now):
                 continue
+            if in_txn is not None and tp not in in_txn:
+                continue  # AddPartitionsToTxn first
             node = self._leader(*tp)
             if node is None:
                 self._queues[tp][0].retry_at = now + self._backoff_s
@@ -377,7 +438,7 @@ class Sender:
             b.attempts += 1
             b.retry_at = 0.0
             topics.setdefault(t, []).append({"index": p, "records": b.data})
-        body = {"transactional_id": None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
+        body = {"transactional_id": self.txn.transactional_id, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
         try:
             version = conn.version_for(ApiKey.PRODUCE)

@@ -1,0 +1,384 @@
+"""The ``__transaction_state`` partitions this broker leads: Kafka's ``TransactionStateManager``.
+
+A transactional id lives in partition ``abs(javaStringHashCode(id)) % transaction.state.log.num.partitions``
+of the compacted topic ``__transaction_state``; the leader of that partition is the id's
+transaction coordinator, and the partition's leader epoch (from ZooKeeper) is the *coordinator
+epoch* carried by its WriteTxnMarkers.  The topic is created on first use (FindCoordinator or
+InitProducerId with a transactional id), ``cleanup.policy=compact`` and
+``segment.bytes=transaction.state.log.segment.bytes``, spread over the live brokers like
+``__consumer_offsets`` (:mod:`pyklog.broker.coordinator`, the model followed here).
+
+* Becoming the leader of a partition (start-up, topic creation, registry change): its log is read
+  into a fresh cache of :class:`TransactionMetadata` in a background thread (CoordinatorLoadInProgress
+  meanwhile; an empty log loads inline).  When the load ends, ``on_loaded(partition,
+  coordinator_epoch, [metadata in PrepareCommit/PrepareAbort])`` is called so their markers are sent
+  again (Kafka's ``transactionsPendingForCompletion``).
+* Ceasing to lead it: the cache is dropped and ``on_unloaded(partition)`` is called.
+* :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) and returns only
+  once the log holds it; the caller then applies it in memory.
+
+Thread-safety: thread-safe.  ``_lock`` guards the partition table; each partition's cache is a dict
+replaced whole at load and mutated under ``_lock``; a metadata's own fields are guarded by its lock
+(:mod:`.metadata`).  Appends to one partition are serialised by the log.  Loading runs on one
+daemon thread; the cluster listener runs on kazoo's callback thread.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Callable
+
+from pyklog.broker.common.retry import Deadline
+from pyklog.broker.coordinator import kafka_abs, java_string_hash
+from pyklog.broker.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    NotCoordinatorError,
+    PyklogError,
+    RecordListTooLargeError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
+)
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.reader import iter_batches
+from pyklog.broker.transaction.log import (
+    TRANSACTION_STATE_TOPIC,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from pyklog.broker.transaction.metadata import (
+    PREPARE_STATES,
+    TransactionMetadata,
+    TxnState,
+    TxnTransitMetadata,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SEGMENT_BYTES = 100 * 1024 * 1024
+LOADING, LOADED, FAILED = "loading", "loaded", "failed"
+
+
+def partition_for_transactional_id(transactional_id: str, num_partitions: int) -> int:
+    """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
+    return kafka_abs(java_string_hash(transactional_id)) % num_partitions
+
+
+class _TxnPartition:
+    """One led ``__transaction_state`` partition: load state, coordinator epoch, metadata cache."""
+
+    __slots__ = ("partition", "coordinator_epoch", "state", "cache", "error")
+
+    def __init__(self, partition: int, coordinator_epoch: int):
+        self.partition = partition
+        self.coordinator_epoch = coordinator_epoch
+        self.state = LOADING
+        self.cache: dict[str, TransactionMetadata] = {}
+        self.error: str | None = None
+
+
+class TransactionStateManager:
+    """See the module docstring.  ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a
+    started :class:`broker.zk.cluster.ZkCluster`."""
+
+    def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
+                 replication_factor: int = 3, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 load_buffer_bytes: int = 5 * 1024 * 1024,
+                 on_loaded: Callable[[int, int, list], None] | None = None,
+                 on_unloaded: Callable[[int], None] | None = None):
+        if num_partitions <= 0:
+            raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
+        self.log_manager = log_manager
+        self.cluster = cluster
+        self.broker_id = int(broker_id)
+        self.num_partitions = int(num_partitions)
+        self.replication_factor = int(replication_factor)
+        self.segment_bytes = int(segment_bytes)
+        self.load_buffer_bytes = int(load_buffer_bytes)
+        self.on_loaded = on_loaded
+        self.on_unloaded = on_unloaded
+        self._lock = threading.RLock()
+        self._partitions: dict[int, _TxnPartition] = {}
+        self._queue: queue.Queue = queue.Queue()
+        self._loader: threading.Thread | None = None
+        self._running = False
+        self._synced = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def startup(self) -> None:
+        with self._lock:
+            if self._running:
+                return
+            self._running = True
+            self._loader = threading.Thread(target=self._load_loop, name=f"txn-state-loader-{self.broker_id}",
+                                            daemon=True)
+            self._loader.start()
+        self.cluster.add_listener(self._on_cluster_change)
+        self._sync_leadership()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+        self.cluster.remove_listener(self._on_cluster_change)
+        self._queue.put(None)
+        if self._loader is not None:
+            self._loader.join(30)
+        with self._lock:
+            self._partitions.clear()
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` unless it exists (COORDINATOR_NOT_AVAILABLE if it cannot be)."""
+        if self._synced and self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False) is not None:
+            return
+        created = False
+        if self.cluster.topic(TRANSACTION_STATE_TOPIC) is None:
+            live = len(self.cluster.live_brokers()) or 1
+            try:
+                self.cluster.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
+                                          replication_factor=min(self.replication_factor, live),
+                                          configs={"cleanup.policy": "compact",
+                                                   "segment.bytes": str(self.segment_bytes),
+                                                   "compression.type": "uncompressed"})
+                created = True
+                log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
+            except TopicAlreadyExistsError:
+                pass
+            except PyklogError as e:
+                raise CoordinatorNotAvailableError(f"cannot create {TRANSACTION_STATE_TOPIC}: {e}") from e
+        self._sync_leadership(load_inline=True)
+        if created:
+            self.wait_loaded(10.0)
+
+    # ------------------------------------------------------------------ lookups
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for_transactional_id(transactional_id, self.num_partitions)
+
+    def coordinator_for(self, transactional_id: str) -> int | None:
+        """The broker coordinating ``transactional_id`` (creating the topic on first use); None when
+        its partition has no live leader."""
+        self.ensure_topic()
+        parts = self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False) or {}
+        state = parts.get(self.partition_for(transactional_id))
+        if state is None or state.leader < 0:
+            return None
+        return state.leader
+
+    def is_loading(self) -> bool:
+        with self._lock:
+            return any(p.state == LOADING for p in self._partitions.values())
+
+    def wait_loaded(self, timeout: float = 30.0) -> bool:
+        """Poll (every 20 ms, caller's thread) until no led partition is loading."""
+        deadline = Deadline.after(timeout)
+        while self.is_loading():
+            if deadline.expired():
+                return False
+            time.sleep(min(0.02, deadline.remaining()))
+        return True
+
+    def _partition_of(self, transactional_id: str) -> _TxnPartition:
+        p = self.partition_for(transactional_id)
+        with self._lock:
+            part = self._partitions.get(p)
+        if part is None:
+            raise NotCoordinatorError(f"broker {self.broker_id} is not the transaction coordinator of "
+                                      f"{transactional_id!r} ({TRANSACTION_STATE_TOPIC}-{p} is led elsewhere)")
+        if part.state == LOADING:
+            raise CoordinatorLoadInProgressError(
+                f"broker {self.broker_id} is still loading {TRANSACTION_STATE_TOPIC}-{p}")
+        if part.state == FAILED:
+            raise CoordinatorNotAvailableError(
+                f"loading {TRANSACTION_STATE_TOPIC}-{p} failed on broker {self.broker_id}: {part.error}")
+        return part
+
+    def get_transaction_state(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
+        """``(coordinator_epoch, metadata or None)``; NotCoordinator / CoordinatorLoadInProgress /
+        CoordinatorNotAvailable for the whole request (Kafka's ``getTransactionState``)."""
+        part = self._partition_of(transactional_id)
+        with self._lock:
+            return part.coordinator_epoch, part.cache.get(transactional_id)
+
+    def put_transaction_state_if_not_exists(self, metadata: TransactionMetadata) -> tuple[int, TransactionMetadata]:
+        """Cache ``metadata`` unless the id already has one; returns what the cache holds."""
+        part = self._partition_of(metadata.transactional_id)
+        with self._lock:
+            return part.coordinator_epoch, part.cache.setdefault(metadata.transactional_id, metadata)
+
+    def coordinator_epoch_of(self, transactional_id: str) -> int | None:
+        """The current coordinator epoch of the id's partition if led and loaded here, else None."""
+        with self._lock:
+            part = self._partitions.get(self.partition_for(transactional_id))
+            if part is None or part.state != LOADED:
+                return None
+            return part.coordinator_epoch
+
+    def all_transactions(self) -> list[TransactionMetadata]:
+        """Every cached metadata of the loaded partitions (for the timeout and expiration tasks)."""
+        with self._lock:
+            return [md for p in self._partitions.values() if p.state == LOADED for md in p.cache.values()]
+
+    def remove_if_dead(self, metadata: TransactionMetadata) -> None:
+        """Drop an expired id from the cache (after its tombstone was written)."""
+        with self._lock:
+            part = self._partitions.get(self.partition_for(metadata.transactional_id))
+            if part is not None and part.cache.get(metadata.transactional_id) is metadata:
+                del part.cache[metadata.transactional_id]
+
+    # ------------------------------------------------------------------ appends
+
+    def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
+                                  transit: TxnTransitMetadata) -> None:
+        """Write ``transit`` (Dead: a tombstone) to the id's partition; return once the log holds it.
+
+        Raises NotCoordinatorError when the partition is no longer led here with
+        ``coordinator_epoch``, CoordinatorNotAvailableError for storage errors (Kafka maps the
+        append's errors the same way), UnknownServerError for a record too large.  Runs on the
+        caller's thread, which holds the metadata's lock.
+        """
+        now = int(time.time() * 1000)
+        value = None if transit.state == TxnState.DEAD else encode_value(
+            transit.log_value(), null_partitions=transit.state == TxnState.EMPTY)
+        batch = build_batch([(encode_key(transactional_id), value, now, ())])
+        p = self.partition_for(transactional_id)
+        with self._lock:
+            part = self._partitions.get(p)
+            if part is None or part.state != LOADED or part.coordinator_epoch != coordinator_epoch:
+                raise NotCoordinatorError(
+                    f"broker {self.broker_id} is no longer the coordinator of {transactional_id!r} "
+                    f"at coordinator epoch {coordinator_epoch}")
+        try:
+            self._log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+        except (MessageTooLargeError, RecordListTooLargeError) as e:
+            raise UnknownServerError(f"transaction state of {transactional_id!r} too large: {e}") from e
+        except KafkaStorageError as e:
+            raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
+        except PyklogError as e:
+            raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
+        with self._lock:
+            if self._partitions.get(p) is not part:
+                # the write is in the log; the new leader (if any) reads it when it loads
+                raise NotCoordinatorError(f"broker {self.broker_id} lost {TRANSACTION_STATE_TOPIC}-{p} while "
+                                          f"writing {transactional_id!r}")
+
+    # ------------------------------------------------------------------ leadership and loading
+
+    def _on_cluster_change(self) -> None:
+        try:
+            self._sync_leadership()
+        except Exception:  # noqa: BLE001
+            log.exception("%s partition leadership update failed", TRANSACTION_STATE_TOPIC)
+
+    def _sync_leadership(self, load_inline: bool = False) -> None:
+        parts = self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False)
+        led: dict[int, int] = {}
+        if parts:
+            self._synced = True
+            self.num_partitions = len(parts)
+            led = {p: s.leader_epoch for p, s in parts.items() if s.leader == self.broker_id}
+        to_load, dropped = [], []
+        with self._lock:
+            if not self._running:
+                return
+            for p in sorted(self._partitions):
+                if p not in led or led[p] != self._partitions[p].coordinator_epoch:
+                    log.info("no longer the transaction coordinator of %s-%d at epoch %d: dropping its cache",
+                             TRANSACTION_STATE_TOPIC, p, self._partitions[p].coordinator_epoch)
+                    del self._partitions[p]
+                    dropped.append(p)
+            for p in sorted(set(led) - set(self._partitions)):
+                part = _TxnPartition(p, led[p])
+                self._partitions[p] = part
+                to_load.append(part)
+        for p in dropped:
+            if self.on_unloaded is not None:
+                self.on_unloaded(p)
+        for part in to_load:
+            existing = self.log_manager.get_log(TRANSACTION_STATE_TOPIC, part.partition)
+            empty = existing is None or existing.log_end_offset == existing.log_start_offset
+            if load_inline or empty:
+                self._load(part)
+            else:
+                self._queue.put(part)
+
+    def _load_loop(self) -> None:
+        while True:
+            part = self._queue.get()
+            if part is None:
+                return
+            self._load(part)
+
+    def _log(self, partition: int, *, apply_config: bool = False):
+        if not apply_config:
+            existing = self.log_manager.get_log(TRANSACTION_STATE_TOPIC, partition)
+            if existing is not None:
+                return existing
+        config = self.log_manager.default_config.with_overrides(self.cluster.topic_config(TRANSACTION_STATE_TOPIC))
+        return self.log_manager.get_or_create_log(TRANSACTION_STATE_TOPIC, partition, config)
+
+    def _load(self, part: _TxnPartition) -> None:
+        """Read the partition's log into a fresh cache (the latest value per id wins; a tombstone
+        removes it), then hand the transactions left in Prepare* to ``on_loaded``."""
+        with self._lock:
+            if self._partitions.get(part.partition) is not part or part.state != LOADING:
+                return
+        started = time.monotonic()
+        cache: dict[str, TransactionMetadata] = {}
+        records = 0
+        try:
+            lg = self._log(part.partition, apply_config=True)
+            offset, end = lg.log_start_offset, lg.log_end_offset
+            while offset < end:
+                with self._lock:
+                    if self._partitions.get(part.partition) is not part:
+                        return
+                buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
+                next_offset = offset
+                for batch in iter_batches(buf):
+                    next_offset = batch.next_offset
+                    if batch.is_control:
+                        continue
+                    for rec in batch.records:
+                        records += 1
+                        try:
+                            tid = decode_key(rec.key)
+                            if rec.value is None:
+                                cache.pop(tid, None)
+                            else:
+                                cache[tid] = TransactionMetadata.from_log(tid, decode_value(rec.value))
+                        except (ValueError, UnicodeDecodeError) as e:
+                            log.warning("%s-%d offset %d: skipping an unreadable record: %s",
+                                        TRANSACTION_STATE_TOPIC, part.partition, rec.offset, e)
+                if next_offset <= offset:
+                    break
+                offset = next_offset
+        except Exception as e:  # noqa: BLE001 - a broken log must not kill the loader thread
+            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, part.partition)
+            with self._lock:
+                part.error = f"{type(e).__name__}: {e}"
+                part.state = FAILED
+            return
+        with self._lock:
+            if self._partitions.get(part.partition) is not part:
+                return
+            part.cache = cache
+            part.state = LOADED
+        pending = [md for md in cache.values() if md.state in PREPARE_STATES]
+        log.info("loaded %s-%d (coordinator epoch %d): %d transactional ids from %d records in %.3fs, "
+                 "%d transactions to complete", TRANSACTION_STATE_TOPIC, part.partition, part.coordinator_epoch,
+                 len(cache), records, time.monotonic() - started, len(pending))
+        if self.on_loaded is not None:
+            try:
+                self.on_loaded(part.partition, part.coordinator_epoch, pending)
+            except Exception:  # noqa: BLE001
+                log.exception("completing the pending transactions of %s-%d failed", TRANSACTION_STATE_TOPIC,
+                              part.partition)

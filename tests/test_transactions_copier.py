@@ -1,0 +1,215 @@
+"""Exactly-once consume-transform-produce with stock clients under SIGKILL (Kafka's
+tests/kafkatest/tests/core/transactions_test.py criterion).
+
+Input topic A (3 partitions) holds N records with unique values, written before.  The copier
+(tests/txn_copier_proc.py: confluent-kafka read_committed consumer without auto commit, a
+transactional producer, ``send_offsets_to_transaction`` with the consumer's group metadata, one
+commit per batch) copies A to B partition by partition.  The copier process is SIGKILLed at random
+moments and restarted with the same transactional.id; in the second test the broker is SIGKILLed
+and restarted once as well.  At the end B read with read_committed must equal A exactly: no
+record missing, none duplicated, the same order in every partition.  The counts (copied,
+duplicates, missing, restarts) are printed.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from support import Wire, create_topic, stable_port
+
+pytestmark = pytest.mark.integration
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COPIER = os.path.join(HERE, "txn_copier_proc.py")
+N = 20_000
+PARTITIONS = 3
+
+
+class Copier:
+    """One copier process; its stdout lines are collected by a reader thread."""
+
+    def __init__(self, bootstrap, src, dst, group, txn_id, batch):
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, COPIER, "--bootstrap", bootstrap, "--input", src, "--output", dst, "--group", group,
+             "--transactional-id", txn_id, "--batch", str(batch)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def has(self, prefix) -> bool:
+        return any(line.startswith(prefix) for line in self.lines)
+
+    def commits(self) -> int:
+        return sum(1 for line in self.lines if line.startswith("COMMITTED "))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self._reader.join(5)
+
+    def wait(self, timeout):
+        rc = self.proc.wait(timeout)
+        self._reader.join(5)
+        return rc
+
+
+def write_input(bootstrap, topic) -> dict[int, list[bytes]]:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    expected: dict[int, list[bytes]] = {q: [] for q in range(PARTITIONS)}
+    for i in range(N):
+        value = b"rec-%06d" % i
+        q = i % PARTITIONS
+        expected[q].append(value)
+        while True:
+            try:
+                p.produce(topic, value=value, key=b"%d" % i, partition=q)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0
+    return expected
+
+
+def read_committed(bootstrap, topic, isolation="read_committed", timeout=60.0) -> dict[int, list[bytes]]:
+    """Every record of ``topic`` visible to ``isolation``, per partition in offset order."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, q, OFFSET_BEGINNING) for q in range(PARTITIONS)])
+    got: dict[int, list[bytes]] = {q: [] for q in range(PARTITIONS)}
+    eof: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(eof) < PARTITIONS:
+            assert time.monotonic() < deadline, f"reading {topic} timed out; EOF on {eof}"
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                        continue
+                    raise AssertionError(m.error())
+                eof.discard(m.partition())
+                got[m.partition()].append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def compare(expected, got) -> dict:
+    copied = sum(len(v) for v in got.values())
+    duplicates = missing = out_of_order = 0
+    for q in range(PARTITIONS):
+        seen: dict[bytes, int] = {}
+        for v in got[q]:
+            seen[v] = seen.get(v, 0) + 1
+        duplicates += sum(n - 1 for n in seen.values())
+        missing += sum(1 for v in expected[q] if v not in seen)
+        out_of_order += 0 if got[q] == expected[q] else 1
+    return {"copied": copied, "duplicates": duplicates, "missing": missing, "partitions_differing": out_of_order}
+
+
+def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240):
+    """Copy A to B with ``kills`` random SIGKILLs of the copier (and one broker SIGKILL before the
+    ``broker_kill_at``-th copier kill); returns (expected, counts)."""
+    rng = random.Random(seed)
+    src, dst = f"txA-{uuid.uuid4().hex[:6]}", f"txB-{uuid.uuid4().hex[:6]}"
+    group, txn_id = f"copier-{uuid.uuid4().hex[:6]}", f"copier-txn-{uuid.uuid4().hex[:6]}"
+    with Wire(broker.port) as w:
+        assert create_topic(w, src, PARTITIONS)["error_code"] == 0
+        assert create_topic(w, dst, PARTITIONS)["error_code"] == 0
+    t0 = time.monotonic()
+    expected = write_input(broker.bootstrap, src)
+    t_input = time.monotonic() - t0
+    restarts = copier_kills = exits = broker_kills = 0
+    deadline = time.monotonic() + deadline_s
+    events = ["copier"] * kills
+    if broker_kill_at is not None:
+        events.insert(broker_kill_at, "broker")
+    copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+    done = False
+    try:
+        for event in events:
+            # a random moment: before this instance's first commit, or after a few of them
+            wait_commits = rng.choice([0, 1, 1, 2, 3])
+            pause = rng.uniform(0.0, 0.6)
+            t_wait = time.monotonic() + 30
+            while copier.commits() < wait_commits and copier.proc.poll() is None and time.monotonic() < t_wait:
+                time.sleep(0.02)
+            time.sleep(pause)
+            if copier.proc.poll() is not None:  # it stopped on its own (an error during a broker outage)
+                copier.wait(5)
+                assert copier.proc.returncode in (0, 3), copier.lines[-20:]
+                if copier.proc.returncode == 0:
+                    done = True
+                    break
+                exits += 1
+                restarts += 1
+                copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+            if event == "broker":
+                broker.kill()
+                broker_kills += 1
+                broker.start()
+                continue
+            copier.kill()
+            copier_kills += 1
+            restarts += 1
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+        while not done:
+            rc = copier.wait(max(1.0, deadline - time.monotonic()))
+            if rc == 0:
+                break
+            assert rc == 3, copier.lines[-20:]
+            assert time.monotonic() < deadline, f"copy did not finish; last output: {copier.lines[-20:]}"
+            exits += 1
+            restarts += 1
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+    finally:
+        copier.kill()
+    t_copy = time.monotonic() - t0 - t_input
+    got = read_committed(broker.bootstrap, dst)
+    counts = compare(expected, got)
+    counts.update(restarts=restarts, copier_kills=copier_kills, copier_error_exits=exits, broker_kills=broker_kills,
+                  input_s=round(t_input, 1), copy_s=round(t_copy, 1))
+    uncommitted = read_committed(broker.bootstrap, dst, isolation="read_uncommitted")
+    counts["aborted_or_open_records_in_log"] = sum(len(v) for v in uncommitted.values()) - counts["copied"]
+    print(f"\ncopier counts: {counts}")
+    return expected, got, counts
+
+
+def _check(expected, got, counts):
+    assert counts["missing"] == 0 and counts["duplicates"] == 0, counts
+    assert counts["copied"] == N, counts
+    for q in range(PARTITIONS):
+        assert got[q] == expected[q], f"partition {q} differs (order): {counts}"
+
+
+def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory):
+    broker = broker_factory(0, port=stable_port())
+    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1)
+    assert counts["copier_kills"] >= 5, counts
+    _check(expected, got, counts)
+
+
+def test_copier_with_a_broker_sigkill_copies_exactly_once(broker_factory):
+    broker = broker_factory(0, port=stable_port())
+    expected, got, counts = run_copy(broker, kills=5, broker_kill_at=3, seed=2)
+    assert counts["broker_kills"] == 1 and counts["copier_kills"] >= 5, counts
+    _check(expected, got, counts)
