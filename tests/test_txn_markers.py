@@ -17,7 +17,7 @@ from pyklog.broker.coordinator import partition_for_group
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
-from support import Wire, create_topic, wait_for
+from support import Wire, create_topic, stable_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -175,10 +175,11 @@ def _txn_offset_commit(w, group, pid, epoch, topic, offsets: dict, version=2):
     return wait_for(attempt, 30, message="TxnOffsetCommit past the coordinator's loading")
 
 
-def test_txn_offset_commit_survives_broker_sigkill_before_and_after_the_marker(broker):
+def test_txn_offset_commit_survives_broker_sigkill_before_and_after_the_marker(broker_factory):
     """TxnOffsetCommit, SIGKILL, restart: still pending (OffsetFetch shows the old offsets); the
     marker after the restart commits them; SIGKILL again: still committed.  Counts: offsets
     exposed before the marker (must be 0) and lost after it (must be 0)."""
+    broker = broker_factory(0, port=stable_port())
     group = f"g-{uuid.uuid4().hex[:8]}"
     with Wire(broker.port) as w:
         assert create_topic(w, "src", 3)["error_code"] == 0

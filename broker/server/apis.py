@@ -76,6 +76,7 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
     PyklogError,
     TopicDeletionDisabledError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
