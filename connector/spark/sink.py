@@ -581,6 +581,8 @@ class _SinkWriter:
             producer.close()
             first_failure.detach()
         txn = (prepared.transactional_id, int(prepared.producer_id), int(prepared.producer_epoch))
+        if txn[1] < 0:  # nothing reached the transaction (producer id -1): nothing to complete
+            txn = None
         log.info("pyklog sink: task %s of batch %s prepared transaction %s (%d records)",
                  ident.partition, ident.batch_id, txn, sum(per_topic.values()))
         return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic, transaction=txn,
