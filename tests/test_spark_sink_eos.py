@@ -13,6 +13,7 @@ The unit tests of the driver's decisions are in tests/test_spark_sink_eos_unit.p
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import signal
@@ -27,6 +28,7 @@ from pyklog.broker.record.reader import iter_batches
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
+from pyklog.connector.spark.sink import SinkTransactionLog
 
 from support import wait_for
 
@@ -128,13 +130,20 @@ class _Driver:
         return self.out_path.read_text(errors="replace")
 
 
+def _paused_commit(zk, driver_output: str, batch: str) -> dict:
+    """The sink's ZooKeeper commit record of the micro-batch whose commit is paused."""
+    query_id = driver_output.split("STARTED ", 1)[1].split()[0]
+    data, _ = zk.get(SinkTransactionLog.commit_path(query_id, int(batch)))
+    return json.loads(data)
+
+
 def _committed_batches(chk: str) -> int:
     d = os.path.join(chk, "commits")
     return len([f for f in os.listdir(d) if f.isdigit()]) if os.path.isdir(d) else 0
 
 
 @pytest.mark.integration
-def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, tmp_path):
+def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, zk, tmp_path):
     seed = int(os.environ.get("PYKLOG_TEST_SEED", time.time_ns() % 100000))
     rng = random.Random(seed)
     print(f"seed {seed}")
@@ -144,7 +153,7 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, t
     expected = _produce(broker.bootstrap, "eos-a", 3, 1500)
     chk = str(tmp_path / "chk")
     args = ["--zookeeper", zk_chroot, "--bootstrap", broker.bootstrap, "--source", "eos-a", "--sink", "eos-b",
-            "--checkpoint", chk, "--max-offsets-per-trigger", "450", "--transaction-timeout-ms", "120000"]
+            "--checkpoint", chk, "--max-offsets-per-trigger", "450", "--transaction-timeout-ms", "300000"]
     pause = str(tmp_path / "paused-in-commit")
     kills = []
     started = time.monotonic()
@@ -156,6 +165,7 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, t
             if run == 1:
                 wait_for(lambda: os.path.exists(pause), 240, 0.05, "the commit to pause between two completions")
                 kills.append(("in commit", _committed_batches(chk)))
+                paused = _paused_commit(zk, d.output(), open(pause).read())
             else:
                 wait_for(lambda: _committed_batches(chk) > before or d.proc.poll() is not None, 240, 0.1,
                          f"run {run} to commit a micro-batch")
@@ -172,7 +182,7 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, t
     elapsed = time.monotonic() - started
 
     # the markers of the last commit follow EndTxn closely; transactions the killed runs left open
-    # must have been aborted by the restarted driver, well before their 120 s timeout
+    # must have been aborted by the restarted driver, well before their 300 s timeout
     view = lambda: _log_view(broker.bootstrap, "eos-b", 3)  # noqa: E731
     try:
         committed, raw, still_open = wait_for(lambda: (v := view())[2] == 0 and v, 20, 0.2, "no open transaction")
@@ -185,6 +195,8 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, t
           f"{still_open} in open transactions; {_committed_batches(chk)} batches; {elapsed:.0f}s")
     assert (dups, lost) == (0, 0)
     assert collections.Counter(committed) == collections.Counter(expected)
+    # the driver was killed with batch N's record written and only part of its transactions committed
+    assert paused["state"] == "prepared" and len(paused["transactions"]) >= 2, paused
     # the kill inside the commit made the replay write its rows again (then aborted): the fault was real
     assert raw_dups > 0
     # nothing of the killed runs is left open: read_committed readers are not held back

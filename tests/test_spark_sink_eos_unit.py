@@ -34,8 +34,8 @@ def test_delivery_guarantee_option():
     assert not parse_sink_options(base).exactly_once
     assert "transaction.timeout.ms" not in parse_sink_options(base).producer_dict()
     eos = parse_sink_options({**base, "deliveryGuarantee": "Exactly-Once"})
-    assert eos.exactly_once and eos.transaction_timeout_ms == 60000
-    assert eos.producer_dict() == {"acks": "all", "enable.idempotence": "true", "transaction.timeout.ms": "60000"}
+    assert eos.exactly_once and eos.transaction_timeout_ms == 900000
+    assert eos.producer_dict() == {"acks": "all", "enable.idempotence": "true", "transaction.timeout.ms": "900000"}
     eos = parse_sink_options({**base, "deliveryGuarantee": "exactly-once", "kafka.transaction.timeout.ms": "120000",
                               "transactionalIdPrefix": "etl-1"})
     assert eos.transaction_timeout_ms == 120000 and eos.transactional_id_prefix == "etl-1"

@@ -532,8 +532,11 @@ def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetS
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
-#: the sink's default ``kafka.transaction.timeout.ms`` with exactly-once (Kafka's producer default)
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
+#: the sink's default ``kafka.transaction.timeout.ms`` with exactly-once: the brokers' default
+#: ``transaction.max.timeout.ms``.  A transaction must outlive its micro-batch AND, after a driver
+#: crash inside ``commit``, the restart and the replay of that batch (measured: 70 s on a loaded
+#: 2-core machine), so Kafka's producer default of 60 s is too short; Flink's KafkaSink uses 1 h.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900000
 #: Kafka's broker default ``transaction.max.timeout.ms``: a larger timeout is refused by the broker
 BROKER_MAX_TRANSACTION_TIMEOUT_MS = 900000
 _PREFIX_RE = re.compile(r"^[a-zA-Z0-9._-]{1,160}$")
