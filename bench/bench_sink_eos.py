@@ -118,6 +118,18 @@ def main() -> int:
                       f"({batches} micro-batches)")
                 best[("stream", g)] = max(best.get(("stream", g), 0), wall)
                 best[("stream-steady", g)] = max(best.get(("stream-steady", g), 0), steady)
+        # what landed: every row once (committed view resolved from the log by a read_committed consumer)
+        from pyklog.connector.consumer import SimpleConsumer
+
+        with SimpleConsumer(cluster.bootstrap, isolation_level="read_committed") as c:
+            for kind in ("batch", "stream"):
+                for g in GUARANTEES:
+                    for r in range(args.rounds):
+                        t = f"bench-{kind}-{g}-{r}"
+                        got = sum(1 for p in range(args.partitions) for _ in c.iter_records(t, p, 0))
+                        ends = sum(c.latest_offset(t, p) for p in range(args.partitions))
+                        print(f"  check {t}: {got:,} rows read (log end offsets sum {ends:,})")
+                        assert got == n, f"{t}: {got} rows, expected {n}"
         print("best rounds, exactly-once / at-least-once (goal >= 0.8):")
         for kind in ("batch", "stream", "stream-steady"):
             a, e = best[(kind, "at-least-once")], best[(kind, "exactly-once")]

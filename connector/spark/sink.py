@@ -598,6 +598,54 @@ class _SinkWriter:
         producer_mod.complete_transaction(self._producer_config(), prepared, commit,
                                           timeout_s=self.opts.cluster.request_timeout_s * 2)
 
+    def _complete_all(self, txns, batch_id, *, pause: str | None = None) -> tuple[list, list]:
+        """Driver side: commit every transaction of ``txns``; returns (committed, aborted), where
+        aborted ones are those the coordinator had already aborted.  Any other error is raised
+        (after the other completions ran: they are idempotent, the replay repeats them).
+
+        The first one is completed alone (then the test hook ``pause`` may stop the driver there),
+        the others in parallel threads: each is one EndTxn to a coordinator, with its own
+        connections."""
+        committed, aborted, errors = [], [], []
+
+        def one(txn):
+            try:
+                self._complete(txn, commit=True)
+                return txn, None
+            except Exception as e:  # noqa: BLE001 - sorted below
+                return txn, e
+
+        def record(txn, e):
+            if e is None:
+                committed.append(txn)
+            elif _is_aborted_error(e):
+                log.error("pyklog sink: transaction %s of batch %s was aborted before the driver committed "
+                          "it: %s", txn[0], batch_id, e)
+                aborted.append(txn)
+            else:
+                errors.append(e)
+
+        txns = list(txns)
+        if txns:
+            record(*one(txns[0]))
+        if pause and len(txns) > 1:
+            with open(pause, "w") as f:
+                f.write(f"{batch_id}\n")
+            log.warning("pyklog sink: test hook %s: pausing between two completions", COMMIT_PAUSE_ENV)
+            time.sleep(3600)
+        rest = txns[1:]
+        if len(rest) == 1:
+            record(*one(rest[0]))
+        elif rest:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(8, len(rest)), thread_name_prefix="pyklog-sink-commit") as ex:
+                for txn, e in ex.map(one, rest):
+                    record(txn, e)
+        if errors:
+            raise errors[0]
+        return committed, aborted
+
     def _abort_quietly(self, txns, why: str) -> int:
         """Driver side: abort each of ``txns``; failures are logged (the transaction timeout, or
         the next commit's clean-up, ends them).  Returns how many were aborted."""
@@ -642,17 +690,12 @@ class PyklogBatchWriter(_SinkWriter, DataSourceArrowWriter):
         total, per = self._summary(messages)
         if self.opts.exactly_once:
             txns = [m.transaction for m in messages or [] if isinstance(m, PyklogCommitMessage) and m.transaction]
-            for i, txn in enumerate(txns):
-                try:
-                    self._complete(txn, commit=True)
-                except Exception as e:
-                    if _is_aborted_error(e):
-                        raise SinkTransactionError(
-                            f"pyklog sink: transaction {txn[0]} was aborted before the driver committed it "
-                            f"({i} of {len(txns)} transactions were committed); the transaction timeout "
-                            f"kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} is shorter than "
-                            f"the write took: {e}") from e
-                    raise
+            committed, aborted = self._complete_all(txns, "(batch write)")
+            if aborted:
+                raise SinkTransactionError(
+                    f"pyklog sink: {len(aborted)} of the write's {len(txns)} transactions were aborted before the "
+                    f"driver committed them ({', '.join(t[0] for t in aborted)}; {len(committed)} were committed): "
+                    f"kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} is shorter than the write took")
         log.info("pyklog sink: wrote %d records %s (%s)", total, per, self.opts.delivery_guarantee)
 
     def abort(self, messages) -> None:
@@ -742,22 +785,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                                   f"micro-batch {record.batch_id}'s oldest transaction has been open for",
                                   fail=False)
         pause = os.environ.get(COMMIT_PAUSE_ENV)
-        committed, aborted = [], []
-        for i, txn in enumerate(record.transactions):
-            try:
-                self._complete(txn, commit=True)
-                committed.append(txn)
-            except Exception as e:
-                if not _is_aborted_error(e):
-                    raise
-                log.error("pyklog sink: transaction %s of micro-batch %s was aborted before the driver "
-                          "committed it: %s", txn[0], record.batch_id, e)
-                aborted.append(txn)
-            if pause and i == 0 and len(record.transactions) > 1:
-                with open(pause, "w") as f:
-                    f.write(f"{record.batch_id}\n")
-                log.warning("pyklog sink: test hook %s: pausing between two completions", COMMIT_PAUSE_ENV)
-                time.sleep(3600)
+        committed, aborted = self._complete_all(record.transactions, record.batch_id, pause=pause)
         if aborted:
             if not committed and not created and mine:
                 fresh = CommitRecord(record.query_id, record.batch_id, mine, "prepared", None)
