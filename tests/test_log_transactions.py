@@ -2,7 +2,6 @@
 aborted-transaction index (.txnindex), producer snapshots with transaction state, recovery
 after SIGKILL, truncation and retention.  Real segment files, no server; batches from
 pyklog.broker.record.batch."""
-import json
 import os
 import random
 import signal
@@ -501,3 +500,310 @@ def test_transaction_index_unit(tmp_path):
     assert again.entries == [AbortedTxn(1, 0, 5, 3)]
     again.truncate_to(0)
     assert not os.path.exists(idx.path)
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def consumer_view(lg, upto=None):
+    """[(offset, key, value)] a READ_COMMITTED consumer sees from the log start: data up to the
+    LSO, minus the batches of aborted transactions (the Java consumer's algorithm over the
+    broker's aborted_transactions list and the control batches)."""
+    upto = lg.last_stable_offset if upto is None else upto
+    aborted = sorted(lg.aborted_transactions(lg.log_start_offset, upto), key=lambda t: t[1])
+    aborted_pids = set()
+    out = []
+    off = lg.log_start_offset
+    while off < upto:
+        data = lg.read(off, 1 << 20, max_offset=upto).read_bytes()
+        if not data:
+            break
+        pos = 0
+        while pos < len(data):
+            b = decode_batch(data, pos)
+            h = b.header
+            pos += h.size
+            off = h.next_offset
+            while aborted and aborted[0][1] <= h.last_offset:
+                aborted_pids.add(aborted.pop(0)[0])
+            if h.is_control:
+                if b.control_type == 0:
+                    aborted_pids.discard(h.producer_id)
+                continue
+            if h.is_transactional and h.producer_id in aborted_pids:
+                continue
+            out.extend((r.offset, r.key, r.value) for r in b.records)
+    return out
+
+
+def latest(view):
+    d = {}
+    for off, k, v in view:
+        d[k] = (off, v)
+    return d
+
+
+def compact_cfg(**kw):
+    base = dict(cleanup_policy="compact", segment_bytes=500, file_delete_delay_ms=0,
+                min_cleanable_dirty_ratio=0.0, delete_retention_ms=1000)
+    base.update(kw)
+    return LogConfig(**base)
+
+
+def test_cleaner_removes_aborted_records_and_keeps_committed_ones(tmp_path):
+    d = str(tmp_path / "c-0")
+    lg = Log(d, compact_cfg())
+    seq = {}
+
+    def tx(pid, pairs):
+        s = seq.get(pid, 0)
+        seq[pid] = s + len(pairs)
+        lg.append(build_batch([(k, v, None, ()) for k, v in pairs], producer_id=pid,
+                              producer_epoch=0, base_sequence=s, is_transactional=True))
+
+    tx(1, [(b"a", b"a1"), (b"b", b"b1")])
+    tx(2, [(b"a", b"A-aborted"), (b"c", b"C-aborted")])  # later than a1: must not shadow it
+    lg.append(build_batch([(b"d", b"d1", None, ())]))
+    lg.append_control_marker(1, 0, True, 0)
+    lg.append_control_marker(2, 0, False, 0)
+    lg.roll()
+    tx(3, [(b"a", b"a3-open")])  # open: the LSO stops here
+    lg.roll()
+    lg.append(build_batch([(b"e", b"e1", None, ())]))
+    lg.roll()
+    open_seg = [s for s in lg.segments if s.base_offset <= 7 < s.next_offset][0]
+    open_bytes = open(open_seg.log_path, "rb").read()
+    before = consumer_view(lg)
+    assert latest(before) == {b"a": (0, b"a1"), b"b": (1, b"b1"), b"d": (4, b"d1")}
+    now = int(open_seg.last_modified_ms)
+
+    stats = lg.compact(now_ms=now, force=True)
+    assert stats.aborted_batches_removed == 1
+    after = consumer_view(lg)
+    assert latest(after) == latest(before)
+    _, _, _, _, headers = scan(lg)
+    values = [r.value for h in headers if not h.is_control
+              for r in decode_batch(lg.read_bytes(h.base_offset, 1 << 20)).records
+              if r.offset <= h.last_offset]
+    assert b"A-aborted" not in values and b"C-aborted" not in values
+    # data of the aborted transaction was met in this pass: its marker and index entry stay
+    assert lg.aborted_transactions(0, 7) == [(2, 2)]
+    # the open transaction's segment was not touched
+    assert open(open_seg.log_path, "rb").read() == open_bytes
+    assert lg.last_stable_offset == 7 and lg.open_transactions() == {3: 7}
+
+    # nothing is cleanable at or beyond the LSO: the open transaction commits; producer 2
+    # writes again, so its aborted batch (kept empty as its last batch) may go
+    lg.append_control_marker(3, 0, True, 0)      # 9
+    tx(2, [(b"h", b"h2")])                        # 10
+    lg.append_control_marker(2, 0, True, 0)      # 11
+    lg.roll()
+    before = consumer_view(lg)
+    assert latest(before)[b"a"] == (7, b"a3-open")
+    stats = lg.compact(now_ms=now + 10_000, force=True)
+    # the empty aborted batch went in this pass, so its marker stays until the next one
+    assert stats.aborted_batches_removed == 1 and stats.markers_removed == 0
+    assert lg.aborted_transactions(0, lg.log_end_offset) == [(2, 2)]
+    lg.append(build_batch([(b"f", b"f1", None, ())]))  # dirty again
+    lg.roll()
+    before = consumer_view(lg)
+    # third pass past delete.retention.ms: the abort marker has no data left -> removed with
+    # its index entry; the commit markers stay (records of their transactions remain)
+    stats = lg.compact(now_ms=now + 10_000, force=True)
+    assert stats.markers_removed == 1
+    assert lg.aborted_transactions(0, lg.log_end_offset) == []
+    markers = [(h.producer_id, h.base_offset) for h in scan(lg)[4] if h.is_control]
+    assert markers == [(1, 5), (3, 9), (2, 11)]
+    assert latest(consumer_view(lg)) == latest(before)
+
+    # a later committed transaction overwrites b: producer 1's first transaction loses its last
+    # record, then (next pass) its commit marker
+    tx(1, [(b"b", b"b2")])
+    lg.append_control_marker(1, 0, True, 0)
+    lg.roll()
+    expected = latest(consumer_view(lg))
+    assert expected[b"b"][1] == b"b2"
+    lg.compact(now_ms=now + 20_000, force=True)
+    assert (1, 5) in [(h.producer_id, h.base_offset) for h in scan(lg)[4] if h.is_control]
+    lg.append(build_batch([(b"g", b"g1", None, ())]))  # dirty again
+    lg.roll()
+    expected = latest(consumer_view(lg))
+    lg.compact(now_ms=now + 30_000, force=True)
+    assert latest(consumer_view(lg)) == expected
+    markers = [(h.producer_id, h.base_offset) for h in scan(lg)[4] if h.is_control]
+    assert (1, 5) not in markers and (3, 9) in markers  # a3 (txn 3) is still the latest a
+    lg.close()
+    # after a restart (unclean, indexes rebuilt from the cleaned segments) the same view
+    lg = Log(d, compact_cfg(), clean_shutdown=False, recovery_point=0)
+    assert latest(consumer_view(lg)) == expected and lg.open_transactions() == {}
+    lg.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cleaner_random_transactions_against_the_committed_view(tmp_path, seed):
+    """Seeded random transactional writes to a compacted log, cleaned at advancing times: the
+    latest committed value of every key is what a read_committed consumer sees before and
+    after every pass, and no aborted value ever becomes visible or stays in the log."""
+    rng = random.Random(seed)
+    lg = Log(str(tmp_path / "c-0"), compact_cfg(segment_bytes=rng.choice([300, 600])))
+    seq, open_, aborted_vals = {}, {}, set()
+    pending = {}
+    t = None
+    for rnd in range(6):
+        for _ in range(60):
+            p = rng.randint(1, 4)
+            r = rng.random()
+            if r < 0.5:
+                k = b"k%d" % rng.randint(0, 7)
+                v = b"%d-%d-%d" % (rnd, p, rng.randint(0, 1 << 30))
+                s = seq.get(p, 0)
+                seq[p] = s + 1
+                lg.append(build_batch([(k, v, None, ())], producer_id=p, producer_epoch=0,
+                                      base_sequence=s, is_transactional=True))
+                open_[p] = True
+                pending.setdefault(p, []).append(v)
+            elif r < 0.6:
+                lg.append(build_batch([(b"k%d" % rng.randint(0, 7), b"plain", None, ())]))
+            else:
+                commit = rng.random() < 0.5
+                lg.append_control_marker(p, 0, commit, 0)
+                vals = pending.pop(p, [])
+                if not commit:
+                    aborted_vals.update(vals)
+                open_.pop(p, None)
+            if rng.random() < 0.1:
+                lg.roll()
+        before = latest(consumer_view(lg))
+        t = (t or lg.segments[0].last_modified_ms) + rng.choice([0, 500, 5000])
+        lg.compact(now_ms=t, force=True)
+        after_view = consumer_view(lg)
+        assert latest(after_view) == before, f"round {rnd}"
+        assert not aborted_vals & {v for _, _, v in after_view}
+        lso = lg.last_stable_offset
+        assert lso == (min(lg.open_transactions().values()) if lg.open_transactions() else lg.log_end_offset)
+    # finally every transaction ends; past the horizon the aborted values are gone from the log
+    for p in list(open_):
+        lg.append_control_marker(p, 0, False, 0)
+        aborted_vals.update(pending.pop(p, []))
+    lg.roll()
+    lg.compact(now_ms=t + 10_000, force=True)
+    everything = consumer_view(lg, upto=lg.log_end_offset)
+    all_values = set()
+    for h in scan(lg)[4]:
+        if not h.is_control:
+            all_values.update(r.value for r in decode_batch(lg.read_bytes(h.base_offset, 1 << 20)).records)
+    assert not aborted_vals & all_values
+    assert latest(everything) == latest(consumer_view(lg))
+    lg.close()
+
+
+def test_interrupted_swap_replaces_the_txnindex_too(tmp_path):
+    """A crash after the cleaned segment became ``.swap`` (before the originals were replaced):
+    start-up puts the swap in place, its ``.txnindex`` included, and drops the originals'
+    index, so no stale aborted transaction survives a marker the cleaner removed."""
+    import shutil
+
+    d = str(tmp_path / "a" / "s-0")
+    conf = compact_cfg(segment_bytes=100_000)
+    lg = Log(d, conf)
+    lg.append(build_batch([(b"x", b"X-aborted", None, ())], producer_id=1, producer_epoch=0,
+                          base_sequence=0, is_transactional=True))
+    lg.append_control_marker(1, 0, False, 0)
+    lg.append(build_batch([(b"x", b"x1", None, ())], producer_id=1, producer_epoch=0,
+                          base_sequence=1, is_transactional=True))
+    lg.append_control_marker(1, 0, True, 0)
+    lg.roll()
+    now = lg.segments[0].last_modified_ms
+    lg.compact(now_ms=now + 10_000, force=True)  # aborted batch removed, its marker kept
+    assert lg.aborted_transactions(0, 10) == [(1, 0)]
+    lg.append(build_batch([(b"y", b"y1", None, ())]))
+    lg.roll()
+    lg.close()
+    twin = str(tmp_path / "b" / "s-0")
+    shutil.copytree(d, twin)
+    tl = Log(twin, conf, clean_shutdown=True)
+    tl.compact(now_ms=now + 20_000, force=True)  # the abort marker goes with its index entry
+    expected = (consumer_view(tl), tl.aborted_transactions(0, 10), tl.log_end_offset)
+    assert expected[1] == []
+    first = tl.segments[0]
+    tl.close()
+    assert os.path.exists(os.path.join(d, "00000000000000000000.txnindex"))
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        src = first.log_path[:-4] + ext
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(d, os.path.basename(src) + ".swap"))
+    lg = Log(d, conf, clean_shutdown=True)
+    assert (consumer_view(lg), lg.aborted_transactions(0, 10), lg.log_end_offset) == expected
+    assert not any(n.endswith((".swap", ".cleaned", ".deleted")) for n in os.listdir(d))
+    lg.close()
+
+
+def test_producer_snapshot_carries_coordinator_epoch_and_open_transaction(tmp_path):
+    """Kafka's snapshot entry: producerId, epoch, lastSequence, lastOffset, offsetDelta,
+    timestamp, coordinatorEpoch, currentTxnFirstOffset (here with real values)."""
+    import struct
+
+    from crc32c import crc32c
+
+    d = tmp_path / "t-0"
+    lg = Log(str(d))
+    lg.append(build_batch([(b"k", b"v", 1000, ())] * 2, producer_id=5, producer_epoch=3,
+                          base_sequence=0, is_transactional=True))      # 0-1
+    lg.append_control_marker(5, 3, True, 7)                             # 2
+    lg.append(build_batch([(b"k", b"v", 2000, ())], producer_id=5, producer_epoch=3,
+                          base_sequence=2, is_transactional=True))      # 3 open
+    lg.close()
+    raw = open(d / "00000000000000000004.snapshot", "rb").read()
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 5, 3, 2, 3, 0, 2000, 7, 3)
+    assert raw == struct.pack(">hI", 1, crc32c(body)) + body
+    lg = Log(str(d), clean_shutdown=True)
+    e = lg.producer_state(5)
+    assert (e.epoch, e.coordinator_epoch, e.current_txn_first_offset, e.last_seq) == (3, 7, 3, 2)
+    assert lg.open_transactions() == {5: 3} and lg.last_stable_offset == 3
+    with pytest.raises(TransactionCoordinatorFencedError):  # the coordinator epoch survived
+        lg.append_control_marker(5, 3, True, 6)
+    lg.close()
+
+
+def test_lock_free_readers_during_appends_and_markers(tmp_path):
+    """Readers (LSO, aborted list, READ_COMMITTED reads) race a writer that appends, writes
+    markers and rolls: the LSO never goes back, never passes the log end, the aborted list only
+    grows (earlier answers are prefixes of later ones), and reads up to the LSO return whole
+    batches below it."""
+    import threading
+
+    lg = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=700))
+    stop = threading.Event()
+    failures = []
+
+    def reader():
+        last_lso, last_aborted = 0, []
+        try:
+            while not stop.is_set():
+                lso = lg.last_stable_offset
+                leo = lg.log_end_offset
+                assert last_lso <= lso <= leo, (last_lso, lso, leo)
+                aborted = lg.aborted_transactions(0, 1 << 62)
+                assert aborted[: len(last_aborted)] == last_aborted
+                data = lg.read(0, 1 << 20, max_offset=lso).read_bytes()
+                pos = 0
+                while pos < len(data):
+                    b = decode_batch(data, pos)
+                    assert b.header.last_offset < lso
+                    pos += b.header.size
+                last_lso, last_aborted = lso, aborted
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        open_, aborted = run_random(lg, random.Random(3), 500, check=False)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert sorted(lg.aborted_transactions(0, lg.log_end_offset)) == overlapping(aborted, 0, lg.log_end_offset)
+    lg.close()

@@ -17,7 +17,17 @@ One pass over a log (:func:`clean_log`):
    producer id/epoch, base sequence, attributes and leader epoch, so first/last offsets and the
    producer's sequence numbers are preserved.  A batch that loses every record is kept *empty*
    when it is its producer's last batch (the producer's sequence must survive, as the design
-   says); control batches are kept.
+   says).
+   Transactions (Kafka's ``LogCleaner`` with ``CleanedTransactionMetadata``): the cleanable range
+   ends at the segment holding the last stable offset (an open transaction's data is never
+   cleaned); records of aborted transactions are never put in the offset map (an aborted value
+   must not shadow a committed one) and are removed; a transaction marker is kept while any
+   batch of its transaction was met earlier in this pass, and otherwise removed once its
+   segment is older than ``delete.retention.ms`` (a consumer that read the data before the
+   marker must still find the marker, as for tombstones).  Every pass reads the log from its
+   start, so "met earlier in this pass" means "still in the log": a transactional batch is never
+   left without its marker.  A kept ABORT marker keeps its ``.txnindex`` entry in the cleaned
+   segment; a removed one takes it along.
 4. The group is swapped in: ``.cleaned`` -> ``.swap``, old segments -> ``.deleted`` (unlinked after
    ``file.delete.delay.ms``), ``.swap`` -> final name, all under the log's lock; a crash at any
    point is completed at start-up by the Log loader.
@@ -34,8 +44,10 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import parse_header
 
+from .producer_state import read_marker
 from .segment import CLEANED_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
@@ -53,6 +65,8 @@ class CleanerStats:
     records_retained: int = 0
     tombstones_dropped: int = 0
     batches_emptied: int = 0
+    aborted_batches_removed: int = 0
+    markers_removed: int = 0
     dirty_ratio: float = 0.0
     duration_s: float = 0.0
     skipped: str | None = None
@@ -94,6 +108,10 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     if lag > 0:
         while sealed and sealed[-1].max_timestamp > now - lag:
             sealed.pop()
+    # never clean at or beyond the last stable offset (Kafka's firstUncleanableDirtyOffset)
+    lso = lg.last_stable_offset
+    while sealed and sealed[-1].next_offset > lso:
+        sealed.pop()
     if not sealed:
         stats.skipped = "no sealed segment to clean"
         return stats
@@ -110,13 +128,23 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
         for pos, h in seg.walk(0, seg.size):
             yield pos, h
 
-    # 1. offset map over the dirty part
+    # aborted transactions overlapping the cleanable range, oldest first
+    aborted = sorted(lg.collect_aborted_txns(sealed[0].base_offset, end_offset),
+                     key=lambda t: t.first_offset)
+
+    # 1. offset map over the dirty part (records of aborted transactions left out)
     offset_map: dict[bytes, int] = {}
+    txns = _TxnTracker(aborted)
     for seg in sealed:
         if seg.next_offset <= first_dirty:
             continue
         for pos, h in batches(seg):
-            if h.last_offset < first_dirty or h.is_control:
+            if h.last_offset < first_dirty:
+                continue
+            if h.is_control:
+                txns.marker(h, _control_type(seg, pos, h))
+                continue
+            if txns.data(h):  # aborted
                 continue
             raw = os.pread(seg.fd, h.size, pos)
             for rec in decode_batch(raw, 0, validate_crc=False).records:
@@ -140,7 +168,8 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     if cur:
         groups.append(cur)
 
-    # 3. rewrite and swap each group
+    # 3. rewrite and swap each group (one transaction tracker for the whole pass, in offset order)
+    txns = _TxnTracker(aborted)
     for group in groups:
         out = LogSegment(lg.dir, group[0].base_offset, suffix=CLEANED_SUFFIX, create=True,
                          index_interval_bytes=cfg.index_interval_bytes,
@@ -150,19 +179,33 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
             out.size = 0
             out.index.reset()
             out.time_index.reset()
+            out.txn_index.reset()
             for seg in group:
                 horizon_passed = seg.last_modified_ms < now - cfg.delete_retention_ms
                 for pos, h in batches(seg):
                     raw = os.pread(seg.fd, h.size, pos)
                     stats.bytes_read += h.size
-                    new_raw = _filter_batch(raw, h, offset_map, horizon_passed, producer_last,
-                                            stats, decode_batch)
+                    if h.is_control:
+                        discardable, entry = txns.marker(h, _control_type(seg, pos, h))
+                        if discardable and horizon_passed:
+                            stats.markers_removed += 1
+                            continue
+                        new_raw = raw
+                        if entry is not None:
+                            out.txn_index.append(entry)
+                    else:
+                        new_raw = _filter_batch(raw, h, offset_map, horizon_passed, producer_last,
+                                                stats, decode_batch, txns.data(h))
                     if new_raw is None:
                         continue
                     nh = parse_header(new_raw, 0)
                     out.append(new_raw, [(0, len(new_raw), nh.last_offset, nh.max_timestamp)])
                     stats.bytes_written += len(new_raw)
             out.on_become_inactive()
+            # the cleaned segment keeps its sources' age (Kafka: cleaned.lastModified = modified),
+            # so tombstones and markers still pass delete.retention.ms after repeated cleanings
+            modified = max(s.last_modified_ms for s in group) / 1000.0
+            os.utime(out.fd, (modified, modified))
             lg._replace_segments(group, out)
         except BaseException:
             out.delete_files()
@@ -179,15 +222,74 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     return stats
 
 
-def _filter_batch(raw: bytes, h, offset_map, horizon_passed, producer_last, stats, decode_batch):
-    """The batch's bytes to keep (original, rebuilt or empty), or None to drop it."""
+class _TxnTracker:
+    """Which batches belong to aborted transactions and which markers may go, in one walk in
+    offset order (Kafka's ``CleanedTransactionMetadata``).  ``aborted``: AbortedTxn entries
+    sorted by first offset.  Single-threaded (one cleaner pass)."""
+
+    def __init__(self, aborted):
+        self._pending = list(reversed(aborted))  # pop() gives the oldest
+        self._aborted: dict[int, list] = {}      # pid -> [AbortedTxn, batch met?]
+        self._committed: set[int] = set()        # pids whose open (not aborted) txn had a batch met
+
+    def _consume(self, offset: int) -> None:
+        while self._pending and self._pending[-1].first_offset <= offset:
+            t = self._pending.pop()
+            self._aborted.setdefault(t.producer_id, [t, False])
+
+    def data(self, h) -> bool:
+        """A data batch was met; True when it belongs to an aborted transaction."""
+        self._consume(h.last_offset)
+        if not h.is_transactional:
+            return False
+        cur = self._aborted.get(h.producer_id)
+        if cur is not None:
+            cur[1] = True
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def marker(self, h, control_type: int | None):
+        """A marker was met: ``(discardable, AbortedTxn to keep indexed or None)``.  A marker
+        is discardable when no batch of its transaction was met in this pass (it is then
+        removed once past the delete horizon)."""
+        self._consume(h.last_offset)
+        pid = h.producer_id
+        if control_type == 0:  # ABORT
+            cur = self._aborted.pop(pid, None)
+            unindexed = pid in self._committed  # data of it met but not indexed: keep the marker
+            self._committed.discard(pid)
+            if cur is None:
+                return (not unindexed), None
+            return (not cur[1] and not unindexed), cur[0]
+        if control_type == 1:  # COMMIT
+            met = pid in self._committed
+            self._committed.discard(pid)
+            return (not met), None
+        return False, None  # unreadable / unknown: keep it
+
+
+def _control_type(seg: LogSegment, pos: int, h) -> int | None:
+    try:
+        return read_marker(os.pread(seg.fd, h.size, pos))[0]
+    except CorruptRecordError as e:
+        log.warning("%s: unreadable control batch at offset %d kept as it is: %s",
+                    seg.log_path, h.base_offset, e)
+        return None
+
+
+def _filter_batch(raw: bytes, h, offset_map, horizon_passed, producer_last, stats, decode_batch,
+                  aborted: bool = False):
+    """The data batch's bytes to keep (original, rebuilt or empty), or None to drop it.
+    ``aborted``: the batch belongs to an aborted transaction (every record goes)."""
     from pyklog.broker.record.batch import build_batch_from_records
 
-    if h.is_control:
-        return raw
     batch = decode_batch(raw, 0, validate_crc=False)
     kept = []
-    for rec in batch.records:
+    if aborted:
+        stats.records_read += len(batch.records)
+        stats.aborted_batches_removed += 1
+    for rec in batch.records if not aborted else ():
         stats.records_read += 1
         if rec.key is None:
             continue

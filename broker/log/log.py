@@ -16,13 +16,24 @@ batches' framing and CRC-32C and rewrite only the 8-byte baseOffset (plus the le
 neither covered by the CRC), so records are never decoded on the write path, except that a
 compacted topic's records are read up to their key length (null keys are refused).
 
+Transactions (KIP-98; Kafka's ``UnifiedLog`` with ``ProducerStateManager`` and
+``TransactionIndex``): a batch with the transactional attribute opens (or continues) its
+producer's transaction; :meth:`Log.append_control_marker` writes the COMMIT/ABORT marker that
+ends it (WriteTxnMarkers calls it).  The *last stable offset* (:attr:`Log.last_stable_offset`)
+is the first offset of the oldest open transaction, else the high watermark; READ_COMMITTED
+fetches read up to it.  Each ABORT of a transaction with data adds an entry to the
+``.txnindex`` of the segment holding the marker; :meth:`Log.aborted_transactions` reads them
+for Fetch.  The producer snapshots carry the open transactions, so the LSO survives restarts;
+recovery rebuilds the ``.txnindex`` of the segments it revalidates.
+
 Concurrency (the design's "copy-on-write segment list"):
 
 - one ``threading.RLock`` per log serialises appends, rolls, flushes' bookkeeping, retention,
   truncation and segment swaps;
 - every mutation ends by publishing a new immutable :class:`LogView` (segments tuple, their
   base offsets, log start/end offset and the byte position of the end of the active segment);
-- readers (:meth:`read`, :meth:`offset_for_timestamp`, :meth:`offsets_before`) take no lock:
+- readers (:meth:`read`, :meth:`offset_for_timestamp`, :meth:`offsets_before`,
+  :attr:`last_stable_offset`, :meth:`aborted_transactions`) take no lock:
   they read ``self._view`` once, binary-search its base offsets and ``pread`` the files up to the
   view's end position, so they never wait for an append and never see half-written bytes;
 - deleted segments are renamed ``.deleted`` and unlinked only after ``file.delete.delay.ms``, and
@@ -291,8 +302,14 @@ class Log:
         Raises CorruptRecordError, MessageTooLargeError (one batch over ``max.message.bytes``),
         RecordListTooLargeError (more than a segment), InvalidRecordError
         (RecordValidationError with ``record_errors`` for a per-record rule),
-        OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O).
+        OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O),
+        InvalidTxnStateError (a non-transactional batch of a producer whose transaction is open).
         A retried duplicate batch returns its original offsets with ``duplicate=True``.
+
+        ``from_client=False`` is the broker's own coordinators (Kafka's
+        ``AppendOrigin.COORDINATOR``): producer sequences are not checked (epochs are), and a
+        control batch is accepted and handled as :meth:`append_control_marker` (then
+        TransactionCoordinatorFencedError too).  Clients may not write control batches.
         """
         cfg = self.config
         if isinstance(data, bytearray):

@@ -17,10 +17,14 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
-  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset =
-  last stable offset; no aborted transactions.
+  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
+  every v4+ answer carries the last stable offset (the first offset of the oldest open
+  transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
+  answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
+  v0-3 (no isolation level) read uncommitted, as Kafka.
 * ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest, -2 earliest).
+  -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+  timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
 * CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
 * InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
   (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
@@ -456,10 +460,20 @@ class KafkaApis:
         self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
+        """The purgatory's completion (on the appending thread, the timer thread or at
+        shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
+        above the last stable offset (an open transaction's data) still has fewer than
+        ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
+        the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
         fetch = op.payload
         request = fetch[0]
         try:
-            responses, _, _ = self._read_fetch(fetch)
+            responses, nbytes, errors = self._read_fetch(fetch)
+            remaining_ms = int((op.deadline - time.monotonic()) * 1000)
+            if (fetch[4] == 1 and nbytes < op.min_bytes and not errors and remaining_ms > 0
+                    and not self._shutting_down):
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+                return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
             log.exception("completing a delayed fetch failed")
@@ -482,36 +496,45 @@ class KafkaApis:
         min_one = soft_limits
         total = 0
         errors = 0
-        aborted = [] if isolation == 1 else None
+        read_committed = isolation == 1 and version >= 4
         responses = []
         for name, parts in topics:
             out = []
             for p, offset, pmax in parts:
                 entry = {"partition_index": p, "error_code": NONE, "high_watermark": -1,
-                         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
+                         "last_stable_offset": -1, "log_start_offset": -1,
+                         "aborted_transactions": [] if read_committed else None,
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
+                    # read once: the LSO bounds a READ_COMMITTED read and is reported to all
+                    lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
                     if limit <= 0 and not min_one:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one)
-                    hw = lg.high_watermark
-                    entry["high_watermark"] = hw
-                    entry["last_stable_offset"] = hw
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one,
+                                     max_offset=lso if read_committed else None)
+                    entry["high_watermark"] = lg.high_watermark
+                    entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset
                     if sl is not None and sl.size > 0:
                         entry["records"] = sl
                         total += sl.size
                         remaining -= sl.size
                         min_one = False
+                        if read_committed:  # Kafka's addAbortedTransactions
+                            entry["aborted_transactions"] = [
+                                {"producer_id": pid, "first_offset": first}
+                                for pid, first in lg.aborted_transactions(
+                                    offset, lg.fetch_upper_bound(offset))]
                 except OffsetOutOfRangeError as e:
                     errors += 1
                     entry["error_code"] = e.code
                     lg = self.replica_manager.local_log(name, p)
                     if lg is not None:
-                        entry["high_watermark"] = entry["last_stable_offset"] = lg.high_watermark
+                        entry["high_watermark"] = lg.high_watermark
+                        entry["last_stable_offset"] = lg.last_stable_offset
                         entry["log_start_offset"] = lg.log_start_offset
                 except PyklogError as e:
                     errors += 1
@@ -558,6 +581,8 @@ class KafkaApis:
 
     def handle_list_offsets(self, request, header, body):
         version = header.api_version
+        # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
+        read_committed = version >= 2 and body.get("isolation_level", 0) == 1
         topics = []
         for t in body["topics"]:
             name = t["name"]
@@ -572,12 +597,13 @@ class KafkaApis:
                     if version == 0:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
-                        entry["offset"] = lg.log_end_offset
+                        entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
                     elif ts == -2:
                         entry["offset"] = lg.log_start_offset
                     else:
+                        lso = lg.last_stable_offset if read_committed else None
                         found = lg.offset_for_timestamp(ts)
-                        if found is not None:
+                        if found is not None and (lso is None or found[0] < lso):
                             entry["offset"], entry["timestamp"] = found
                     if version >= 4 and entry["offset"] >= 0:
                         entry["leader_epoch"] = self.replica_manager.leader_epoch(name, p)
