@@ -88,6 +88,34 @@ def count(acked_committed, must_not_see, seen: dict) -> dict:
             "leaked": sum(1 for v in must_not_see if visible[v] > 0)}
 
 
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 20.0) -> list[bytes]:
+    """What confluent-kafka's read_committed consumer delivers from the beginning to the end of
+    every partition (end = the last stable offset, reached when each partition reports EOF)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got, eof = [], set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    continue
+                raise AssertionError(m.error())
+            got.append(m.value())
+        assert len(eof) == partitions, f"no EOF on {partitions - len(eof)} partitions within {timeout}s"
+        return got
+    finally:
+        c.close()
+
+
 def confluent_producer(bootstrap: str, tid: str, **extra):
     from confluent_kafka import Producer
 
@@ -128,6 +156,7 @@ def test_confluent_kafka_commit_and_abort(broker_factory):
                     message="every marker written")
     c = count(committed, aborted, seen)
     assert c == {"committed": 100, "visible": 100, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
     assert sorted(seen["aborted"]) == sorted(aborted)
     # 4 transactions x 3 partitions: one marker each (commit, abort, commit, abort)
     assert Counter(commit for _, commit in seen["markers"]) == {True: 6, False: 6}
@@ -191,6 +220,7 @@ def test_zombie_is_fenced_by_a_second_producer(broker_factory):
                     message="every marker written")
     c = count(fresh_values, zombie_values, seen)
     assert c == {"committed": 30, "visible": 30, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(fresh_values, zombie_values, {"committed": read_committed(b.bootstrap, topic, 2)}) == c
     assert sorted(seen["aborted"]) == sorted(zombie_values)
 
 
@@ -236,10 +266,139 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
                     message="the later transaction's markers")
     # the killed producer's records are undecided until the coordinator aborts them (never committed)
     assert sorted(seen["undecided"] + seen["aborted"]) == open_values
+    if seen["undecided"]:
+        # a read_committed consumer stops at the open transaction: the later commit is not delivered yet
+        held = read_committed(b.bootstrap, topic, 2)
+        assert not set(held) & set(open_values)
     seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
                     timeout=30, message="the open transaction aborted")
     waited = time.monotonic() - killed_at
     c = count(later, open_values, seen)
     assert c == {"committed": 20, "visible": 20, "lost": 0, "duplicated": 0, "leaked": 0}, c
     assert len(seen["aborted"]) == 25
+    delivered = read_committed(b.bootstrap, topic, 2)  # stock read_committed consumer: same counts
+    assert count(later, open_values, {"committed": delivered}) == c
     assert waited < 15, f"the abort took {waited:.1f}s (transaction.timeout.ms=2000, checked every 500 ms)"
+
+
+def _two_brokers(broker_factory):
+    b0 = broker_factory(0, port=stable_port(), **TXN_PROPS)
+    b1 = broker_factory(1, port=stable_port(), **TXN_PROPS)
+    with Wire(b0.port) as w:
+        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
+            "brokers"]) == 2, message="two brokers")
+    return b0, b1
+
+
+def _tid_coordinated_by(port: int, node: int) -> str:
+    with Wire(port) as w:
+        for _ in range(200):
+            tid = f"tx-{uuid.uuid4().hex[:8]}"
+            r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})
+            if r["error_code"] == 0 and r["node_id"] == node:
+                return tid
+    raise AssertionError(f"no transactional id coordinated by broker {node}")
+
+
+def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory):
+    """The transaction's partitions are led by broker 1, its coordinator is broker 0 (markers cross
+    brokers).  Broker 1 is SIGKILLed before the commit, so the markers cannot be written; the
+    commit is acknowledged (PrepareCommit in __transaction_state); broker 0 is SIGKILLed; broker 1
+    comes back: the transaction is still undecided; broker 0 comes back, reloads PrepareCommit and
+    writes the markers: every acknowledged record is visible once."""
+    b0, b1 = _two_brokers(broker_factory)
+    topic = f"txx-{uuid.uuid4().hex[:6]}"
+    with Wire(b0.port) as w:
+        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+            "name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+            "assignments": [{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [1]}]}],
+            "timeout_ms": 10000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
+    tid = _tid_coordinated_by(b0.port, 0)
+    p = confluent_producer(f"{b0.bootstrap},{b1.bootstrap}", tid)
+    p.init_transactions(30)
+    # A: an ordinary transaction whose markers go from broker 0 to broker 1
+    p.begin_transaction()
+    first = [b"a%d" % i for i in range(30)]
+    produce_values(p, topic, first, 2)
+    p.commit_transaction(30)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    message="markers written across brokers")
+    assert count(first, [], seen)["lost"] == 0
+    # B: the records are on broker 1, then broker 1 dies; the commit is acknowledged by broker 0
+    p.begin_transaction()
+    second = [b"b%d" % i for i in range(30)]
+    produce_values(p, topic, second, 2)
+    b1.kill()
+    p.commit_transaction(30)  # answered once PrepareCommit is written; the markers cannot reach broker 1
+    b0.kill()
+    b1.start()
+    seen = read_topic(lambda _p: b1.port, topic, 2)
+    assert sorted(seen["undecided"]) == sorted(second), "the markers were written before the coordinator died"
+    assert sorted(read_committed(b1.bootstrap, topic, 2)) == sorted(first)  # B not delivered yet
+    b0.start()
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    timeout=60, message="the restarted coordinator completes the commit")
+    c = count(first + second, [], seen)
+    assert c == {"committed": 60, "visible": 60, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    assert count(first + second, [], {"committed": read_committed(b0.bootstrap, topic, 2)}) == c
+    assert "left in PrepareCommit: sending its 2 markers again" in b0.output()
+    # the coordinator wrote CompleteCommit: the producer's next transaction is accepted at once
+    p.begin_transaction()
+    third = [b"c%d" % i for i in range(10)]
+    produce_values(p, topic, third, 2)
+    p.commit_transaction(60)
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    message="third transaction")
+    c = count(first + second + third, [], seen)
+    assert c == {"committed": 70, "visible": 70, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    p.flush(10)
+    for b in (b0, b1):
+        assert "Traceback" not in b.output(), b.output()[-5000:]
+
+
+def test_concurrent_transactional_producers(broker_factory):
+    """Four confluent-kafka producers (four transactional ids) commit and abort concurrently on the
+    same partitions: the handlers run on several threads; every committed record is visible once."""
+    import threading
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txp-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 3)["error_code"] == 0
+    committed, aborted, errors = [], [], []
+    lock = threading.Lock()
+
+    def run(n: int) -> None:
+        try:
+            p = confluent_producer(b.bootstrap, f"tx-{n}-{uuid.uuid4().hex[:6]}")
+            p.init_transactions(30)
+            for t in range(8):
+                p.begin_transaction()
+                values = [b"p%d-t%d-%d" % (n, t, i) for i in range(15)]
+                produce_values(p, topic, values, 3)
+                if (n + t) % 3:
+                    p.commit_transaction(30)
+                    with lock:
+                        committed.extend(values)
+                else:
+                    p.abort_transaction(30)
+                    with lock:
+                        aborted.extend(values)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 3)) and not s["undecided"] and s,
+                    message="every marker written")
+    c = count(committed, aborted, seen)
+    assert c == {"committed": len(committed), "visible": len(committed), "lost": 0, "duplicated": 0,
+                 "leaked": 0}, c
+    assert len(committed) + len(aborted) == 4 * 8 * 15
+    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
+    assert "Traceback" not in b.output()

@@ -109,6 +109,9 @@ def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):
         # unknown topic: that partition UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED
         assert tx.add([(topic, 0), ("no-such-topic", 0), (topic, 7)]) == {
             (topic, 0): OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): UNKNOWN_TOPIC, (topic, 7): UNKNOWN_TOPIC}
+        # internal topics: INVALID_TOPIC_EXCEPTION (only the coordinators write there)
+        assert tx.add([(topic, 0), ("__transaction_state", 0)]) == {
+            (topic, 0): OPERATION_NOT_ATTEMPTED, ("__transaction_state", 0): 17}
         # a transaction: add, add again (idempotent), offsets, then commit
         assert tx.add([(topic, 0), (topic, 1)]) == {(topic, 0): NONE, (topic, 1): NONE}
         assert tx.add([(topic, 1)]) == {(topic, 1): NONE}
@@ -222,3 +225,74 @@ def test_idempotent_producers_and_group_coordinators_unchanged(broker_factory):
         assert r["error_code"] in (0, 14, 15), r
         r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": "x", "key_type": 7})
         assert r["error_code"] == 42, r  # INVALID_REQUEST, answered at once
+
+
+def test_end_txn_retries_concurrent_transactions_and_reinit(broker_factory):
+    """While the markers are pending the next request gets CONCURRENT_TRANSACTIONS; once complete,
+    a retried EndTxn of the same result succeeds and of the other result is INVALID_TXN_STATE;
+    EndTxn works from another connection presenting the producer id and epoch (the Spark driver
+    completing a task's transaction); InitProducerId over an Ongoing transaction aborts it."""
+    b = broker_factory(0, **TXN_PROPS)
+    with Wire(b.port) as w, Wire(b.port) as driver:
+        topic = f"t-{uuid.uuid4().hex[:6]}"
+        assert create_topic(w, topic, 2)["error_code"] == 0
+        tx = Txn(w, _tid())
+        assert tx.init()["error_code"] == NONE
+        for commit in (True, False, True):
+            assert tx.add([(topic, 0), (topic, 1)]) == {(topic, 0): NONE, (topic, 1): NONE}
+            assert tx.add_offsets("g1") == NONE
+            other = Txn(driver, tx.tid)
+            other.pid, other.epoch = tx.pid, tx.epoch
+            assert other.end(commit) == NONE  # from another connection
+            # until CompleteCommit/CompleteAbort: the same result is CONCURRENT_TRANSACTIONS, the next
+            # transaction too; afterwards the same result succeeds again
+            wait_for(lambda: tx.end(commit) == NONE, message="the transaction completed")
+            assert tx.end(not commit) == INVALID_TXN_STATE
+        # an Ongoing transaction and a new InitProducerId: aborted, then a bumped epoch
+        assert tx.add([(topic, 0)]) == {(topic, 0): NONE}
+        old_epoch = tx.epoch
+        fresh = Txn(driver, tx.tid)
+        r = fresh.init_retrying()
+        assert r["error_code"] == NONE and (fresh.pid, fresh.epoch) == (tx.pid, old_epoch + 2)  # fence + init
+        assert tx.end(False) == PRODUCER_FENCED
+
+
+def test_idle_transactional_ids_expire(broker_factory):
+    from support import stable_port
+
+    b = broker_factory(0, port=stable_port(), **TXN_PROPS, **{
+        "transactional.id.expiration.ms": "1500", "transaction.remove.expired.transaction.cleanup.interval.ms": "300"})
+    with Wire(b.port) as w:
+        topic = f"t-{uuid.uuid4().hex[:6]}"
+        assert create_topic(w, topic, 1)["error_code"] == 0
+        idle, busy = Txn(w, _tid()), Txn(w, _tid())
+        assert idle.init()["error_code"] == NONE and busy.init(timeout_ms=600000)["error_code"] == NONE
+        assert busy.add([(topic, 0)]) == {(topic, 0): NONE}  # Ongoing: never expires
+        wait_for(lambda: idle.end(True) == INVALID_PRODUCER_ID_MAPPING, timeout=20, message="the idle id expired")
+        assert busy.end(True) == NONE
+    b.kill()
+    b.start()
+    with Wire(b.port) as w:
+        idle.w = w
+        code = wait_for(lambda: (c := idle.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000,
+                        message="loaded") - 1000
+        assert code == INVALID_PRODUCER_ID_MAPPING  # the tombstone is in the log
+        old_pid = idle.pid
+        assert idle.init()["error_code"] == NONE and idle.epoch == 0 and idle.pid != old_pid
+    assert "expired (idle for more than 1500 ms): removed" in b.output()
+
+
+def test_markers_for_a_deleted_topic_are_dropped(broker_factory):
+    b = broker_factory(0, **TXN_PROPS)
+    with Wire(b.port) as w:
+        kept, doomed = f"k-{uuid.uuid4().hex[:6]}", f"d-{uuid.uuid4().hex[:6]}"
+        assert create_topic(w, kept, 1)["error_code"] == 0 and create_topic(w, doomed, 2)["error_code"] == 0
+        tx = Txn(w, _tid())
+        assert tx.init()["error_code"] == NONE
+        assert set(tx.add([(kept, 0), (doomed, 0), (doomed, 1)]).values()) == {NONE}
+        r = w.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": [doomed], "timeout_ms": 10000})
+        assert r["responses"][0]["error_code"] == 0
+        assert tx.end(True) == NONE
+        wait_for(lambda: tx.end(True) == NONE and tx.add([(kept, 0)]) == {(kept, 0): NONE}, timeout=20,
+                 message="the commit completed without the deleted topic's markers")
+    assert f"{doomed}-0 no longer exists" in b.output()

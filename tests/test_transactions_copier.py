@@ -31,29 +31,49 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COPIER = os.path.join(HERE, "txn_copier_proc.py")
 N = 20_000
 PARTITIONS = 3
+#: the copier pauses this long between send_offsets_to_transaction and commit_transaction, so a
+#: kill "while the offsets are pending" lands there for sure
+HOLD_MS = 40
 
 
 class Copier:
     """One copier process; its stdout lines are collected by a reader thread."""
 
-    def __init__(self, bootstrap, src, dst, group, txn_id, batch):
+    def __init__(self, bootstrap, src, dst, group, txn_id, batch, hold_ms=HOLD_MS, subscribe=None):
         self.lines: list[str] = []
+        self._changed = threading.Condition()
         self.proc = subprocess.Popen(
             [sys.executable, COPIER, "--bootstrap", bootstrap, "--input", src, "--output", dst, "--group", group,
-             "--transactional-id", txn_id, "--batch", str(batch)],
+             "--transactional-id", txn_id, "--batch", str(batch), "--hold-before-commit-ms", str(hold_ms)]
+            + (["--subscribe", subscribe] if subscribe else []),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self):
         for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def count(self, prefix) -> int:
+        return sum(1 for line in self.lines if line.startswith(prefix))
+
+    def wait_count(self, prefix, n, timeout) -> bool:
+        """Wait until ``n`` lines start with ``prefix`` (False: timeout or the process ended)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.count(prefix) < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    return False
+                self._changed.wait(min(left, 0.1))
+            return True
 
     def has(self, prefix) -> bool:
         return any(line.startswith(prefix) for line in self.lines)
-
-    def commits(self) -> int:
-        return sum(1 for line in self.lines if line.startswith("COMMITTED "))
 
     def kill(self):
         if self.proc.poll() is None:
@@ -126,7 +146,8 @@ def compare(expected, got) -> dict:
     return {"copied": copied, "duplicates": duplicates, "missing": missing, "partitions_differing": out_of_order}
 
 
-def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240):
+def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240,
+             subscribe: str | None = None):
     """Copy A to B with ``kills`` random SIGKILLs of the copier (and one broker SIGKILL before the
     ``broker_kill_at``-th copier kill); returns (expected, counts)."""
     rng = random.Random(seed)
@@ -138,22 +159,23 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
     t0 = time.monotonic()
     expected = write_input(broker.bootstrap, src)
     t_input = time.monotonic() - t0
-    restarts = copier_kills = exits = broker_kills = 0
+    restarts = copier_kills = exits = broker_kills = pending_kills = 0
     deadline = time.monotonic() + deadline_s
     events = ["copier"] * kills
     if broker_kill_at is not None:
         events.insert(broker_kill_at, "broker")
-    copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+    copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
     done = False
     try:
-        for event in events:
-            # a random moment: before this instance's first commit, or after a few of them
-            wait_commits = rng.choice([0, 1, 1, 2, 3])
-            pause = rng.uniform(0.0, 0.6)
-            t_wait = time.monotonic() + 30
-            while copier.commits() < wait_commits and copier.proc.poll() is None and time.monotonic() < t_wait:
-                time.sleep(0.02)
-            time.sleep(pause)
+        for i, event in enumerate(events):
+            if i % 2 == 1:
+                # while the offsets are pending: after send_offsets_to_transaction, before the commit
+                copier.wait_count("OFFSETS_SENT", rng.choice([1, 2, 3]), 30)
+                pending_kills += 1
+            else:
+                # a random moment: before this instance's first commit, or after a few of them
+                copier.wait_count("COMMITTED ", rng.choice([0, 1, 2, 3]), 30)
+                time.sleep(rng.uniform(0.0, 0.4))
             if copier.proc.poll() is not None:  # it stopped on its own (an error during a broker outage)
                 copier.wait(5)
                 assert copier.proc.returncode in (0, 3), copier.lines[-20:]
@@ -162,7 +184,7 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
                     break
                 exits += 1
                 restarts += 1
-                copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+                copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
             if event == "broker":
                 broker.kill()
                 broker_kills += 1
@@ -171,7 +193,7 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
             copier.kill()
             copier_kills += 1
             restarts += 1
-            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
         while not done:
             rc = copier.wait(max(1.0, deadline - time.monotonic()))
             if rc == 0:
@@ -180,13 +202,13 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
             assert time.monotonic() < deadline, f"copy did not finish; last output: {copier.lines[-20:]}"
             exits += 1
             restarts += 1
-            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch)
+            copier = Copier(broker.bootstrap, src, dst, group, txn_id, batch, subscribe=subscribe)
     finally:
         copier.kill()
     t_copy = time.monotonic() - t0 - t_input
     got = read_committed(broker.bootstrap, dst)
     counts = compare(expected, got)
-    counts.update(restarts=restarts, copier_kills=copier_kills, copier_error_exits=exits, broker_kills=broker_kills,
+    counts.update(mode="subscribe" if subscribe else "assign", restarts=restarts, copier_kills=copier_kills, kills_while_offsets_pending=pending_kills, copier_error_exits=exits, broker_kills=broker_kills,
                   input_s=round(t_input, 1), copy_s=round(t_copy, 1))
     uncommitted = read_committed(broker.bootstrap, dst, isolation="read_uncommitted")
     counts["aborted_or_open_records_in_log"] = sum(len(v) for v in uncommitted.values()) - counts["copied"]
@@ -201,9 +223,11 @@ def _check(expected, got, counts):
         assert got[q] == expected[q], f"partition {q} differs (order): {counts}"
 
 
-def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory):
+@pytest.mark.parametrize("mode", ["assign", "subscribe"])
+def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory, mode):
     broker = broker_factory(0, port=stable_port())
-    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1)
+    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1,
+                                     subscribe="copier-1" if mode == "subscribe" else None)
     assert counts["copier_kills"] >= 5, counts
     _check(expected, got, counts)
 

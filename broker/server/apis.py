@@ -81,6 +81,7 @@ from pyklog.broker.errors import (
     PyklogError,
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -704,13 +705,17 @@ class KafkaApis:
 
     @staticmethod
     def _txn_error_code(e: PyklogError) -> int:
-        """Kafka's codes for the transaction APIs: an unexpected failure is COORDINATOR_NOT_AVAILABLE
-        (retriable) rather than UNKNOWN_SERVER_ERROR, which stock producers treat as fatal."""
-        return e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
+        """Kafka's codes for the transaction APIs: a local failure without a wire code (ZooKeeper
+        trouble) is COORDINATOR_NOT_AVAILABLE (retriable); UNKNOWN_SERVER_ERROR stays what it is."""
+        if e.code == UNKNOWN_SERVER_ERROR and not isinstance(e, UnknownServerError):
+            return CoordinatorNotAvailableError.code
+        return e.code
 
     def handle_add_partitions_to_txn(self, request, header, body):
         """AddPartitionsToTxn v0-2: one error for every partition; partitions of unknown topics get
-        UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (55), as in Kafka."""
+        UNKNOWN_TOPIC_OR_PARTITION, of internal topics INVALID_TOPIC_EXCEPTION (as Produce: only the
+        coordinators write there; AddOffsetsToTxn adds __consumer_offsets) and the others
+        OPERATION_NOT_ATTEMPTED (55), as in Kafka."""
         wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
         codes: dict[tuple[str, int], int] = {}
         unknown = set()
@@ -720,8 +725,10 @@ class KafkaApis:
             except PyklogError:
                 parts = None
             unknown.update((t, p) for t, p in wanted if t == name and (parts is None or p not in parts))
-        if unknown:
-            codes = {tp: UnknownTopicOrPartitionError.code if tp in unknown else 55 for tp in wanted}
+        internal = {tp for tp in wanted if tp[0] in INTERNAL_TOPICS}
+        if unknown or internal:
+            codes = {tp: UnknownTopicOrPartitionError.code if tp in unknown else
+                     InvalidTopicError.code if tp in internal else 55 for tp in wanted}
         else:
             code = NONE
             try:

@@ -9,7 +9,8 @@ exits 1 with nothing written) and registers the broker -> ``meta.properties`` is
 missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.OffsetManager` starts -> :class:`broker.transaction.TransactionCoordinator`
-starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket server serves, and the broker logs
+starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket
+server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
 
 A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
@@ -152,9 +153,14 @@ class BrokerServer:
         from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
         om = self.offset_manager
+
+        def offsets_partition_for(group: str) -> tuple[str, int]:
+            om.ensure_topic()  # the markers of AddOffsetsToTxn need the partition to exist
+            return OFFSETS_TOPIC, om.partition_for(group)
+
         return TransactionCoordinator.from_config(
             self.config, self.log_manager, self.cluster, producer_id_allocator=self.apis._next_producer_id,
-            offsets_partition_for=lambda group: (OFFSETS_TOPIC, om.partition_for(group)))
+            offsets_partition_for=offsets_partition_for)
 
     def _topic_config(self, topic: str) -> dict | None:
         cluster = self.cluster

@@ -50,6 +50,7 @@ from pyklog.broker.errors import (
 from pyklog.broker.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
 from pyklog.broker.transaction.metadata import (
     IDLE_STATES,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     IllegalTransitionError,
     TransactionMetadata,
@@ -167,7 +168,7 @@ class TransactionCoordinator:
                 new_pid = self.producer_id_allocator() if md.is_producer_epoch_exhausted() else None
                 transit = md.prepare_increment_producer_epoch(transaction_timeout_ms, now, new_pid)
                 self._write(md, coordinator_epoch, transit)
-                log.info("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
+                log.debug("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
                          md.producer_epoch)
                 return md.producer_id, md.producer_epoch
             else:
@@ -276,7 +277,7 @@ class TransactionCoordinator:
                 raise InvalidTxnStateError(f"{transactional_id!r}: commit requested while aborting")
             else:  # Empty (no transaction), Dead
                 raise InvalidTxnStateError(f"{transactional_id!r}: {result} requested in state {state.kafka_name}")
-        log.info("EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send", transactional_id, result,
+        log.debug("EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send", transactional_id, result,
                  pending.producer_id, pending.producer_epoch, transit.state.kafka_name, len(pending.remaining))
         self.marker_channel.add_txn_markers_to_send(pending)
 
@@ -310,7 +311,7 @@ class TransactionCoordinator:
                 log.warning("transaction %r: writing %s failed (%s); retrying", tid,
                             "CompleteCommit" if pending.commit else "CompleteAbort", e)
                 return False
-        log.info("transaction %r (producer id %d epoch %d) %s", tid, pending.producer_id, pending.producer_epoch,
+        log.debug("transaction %r (producer id %d epoch %d) %s", tid, pending.producer_id, pending.producer_epoch,
                  "committed" if pending.commit else "aborted")
         return True
 
@@ -344,7 +345,7 @@ class TransactionCoordinator:
                 if md.state != S.ONGOING or md.pending_transition_in_progress \
                         or md.txn_start_timestamp + md.txn_timeout_ms >= now:
                     continue
-                if md.producer_epoch >= 32766:
+                if md.producer_epoch >= MAX_EPOCH:
                     log.warning("transaction %r timed out but its epoch %d cannot be bumped; left to the next "
                                 "InitProducerId", md.transactional_id, md.producer_epoch)
                     continue

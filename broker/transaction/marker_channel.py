@@ -118,7 +118,9 @@ class TransactionMarkerChannelManager:
         self._completions: list[PendingCompletion] = []   # all markers written, Complete* not yet
         self._conns: dict[int, _PeerConnection] = {}
         self._backoff: dict[int, tuple[Backoff, float]] = {}  # broker -> (backoff, not before monotonic)
+        self._inflight: dict[int, tuple] = {}  # broker -> (future, sent partitions, transactions); sender thread
         self._running = False
+        self._wakeup = False  # new work arrived since the current round began (no backoff wait then)
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"txn-marker-io-{broker_id}")
         self.markers_sent = 0  # partitions acknowledged (tests, logs)
@@ -152,6 +154,7 @@ class TransactionMarkerChannelManager:
                 self._completions.append(pending)
             else:
                 self._pending[pending.transactional_id] = pending
+            self._wakeup = True
             self._lock.notify_all()
 
     def remove_markers_for_txn_partition(self, txn_partition: int) -> None:
@@ -175,28 +178,34 @@ class TransactionMarkerChannelManager:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while self._running and not self._pending and not self._completions:
+                while self._running and not self._pending and not self._completions and not self._wakeup:
                     self._lock.wait()
                 if not self._running:
                     return
                 pending = list(self._pending.values())
                 completions, self._completions = self._completions, []
+                self._wakeup = False
+            retry_completions = False
             try:
-                self._complete(completions)
-                if pending:
+                retry_completions = self._complete(completions)
+                if pending or self._inflight:
                     self._send_round(pending)
             except Exception:  # noqa: BLE001 - the sender thread must go on
                 log.exception("transaction marker round failed")
             with self._lock:
-                if self._running and (self._pending or self._completions):
-                    self._lock.wait(self._next_wait())
+                if self._running and retry_completions:
+                    self._lock.wait(self.retry_backoff_s)  # a Complete* write failed: not in a busy loop
+                elif self._running and not self._wakeup and not self._completions and self._pending:
+                    self._lock.wait(self._next_wait())  # only failed partitions left: back off
 
     def _next_wait(self) -> float:
         now = time.monotonic()
         dues = [due - now for _, due in self._backoff.values() if due > now]
         return max(0.01, min([self.retry_backoff_s] + dues))
 
-    def _complete(self, completions: list[PendingCompletion]) -> None:
+    def _complete(self, completions: list[PendingCompletion]) -> bool:
+        """Write the completions; True when some must be tried again later."""
+        failed = False
         for c in completions:
             ok = False
             try:
@@ -204,12 +213,17 @@ class TransactionMarkerChannelManager:
             except Exception:  # noqa: BLE001
                 log.exception("writing the completion of transaction %r failed", c.transactional_id)
             if not ok:
+                failed = True
                 with self._lock:
                     if self._running:
                         self._completions.append(c)
+        return failed
 
     def _send_round(self, pending: list[PendingCompletion]) -> None:
-        """One pass: resolve leaders, one WriteTxnMarkers per reachable broker, apply the answers."""
+        """One pass: apply the answers that arrived, resolve leaders, then one WriteTxnMarkers per
+        reachable broker that has no request in flight (sent on the I/O pool: a hung broker delays
+        only its own partitions, by up to the request timeout)."""
+        self._harvest()
         now = time.monotonic()
         live = self.cluster.live_brokers()
         by_broker: dict[int, dict[str, dict[tuple, None]]] = {}
@@ -234,27 +248,39 @@ class TransactionMarkerChannelManager:
                     continue  # no live leader: retried next round
                 b = by_broker.setdefault(st.leader, {})
                 b.setdefault(txn.transactional_id, {})[tp] = None
-        jobs = {}
         for broker, txns in by_broker.items():
+            if broker in self._inflight:
+                continue
             bo = self._backoff.get(broker)
             if bo is not None and bo[1] > now:
                 continue
-            markers = []
+            markers, sent_txns = [], []
             for txn in pending:
                 tps = txns.get(txn.transactional_id)
                 if not tps:
                     continue
+                sent_txns.append(txn)
                 topics: dict[str, list[int]] = {}
                 for t, p in tps:
                     topics.setdefault(t, []).append(p)
                 markers.append({"producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch,
                                 "transaction_result": txn.commit, "coordinator_epoch": txn.coordinator_epoch,
                                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in sorted(topics.items())]})
-            jobs[broker] = self._pool.submit(self._send, broker, live[broker], markers)
-        by_pid = {}
-        for txn in pending:
-            by_pid.setdefault(txn.producer_id, []).append(txn)
-        for broker, fut in jobs.items():
+            fut = self._pool.submit(self._send, broker, live[broker], markers)
+            self._inflight[broker] = (fut, txns, sent_txns)
+            fut.add_done_callback(self._on_done)
+
+    def _on_done(self, _fut) -> None:
+        with self._lock:
+            self._wakeup = True
+            self._lock.notify_all()
+
+    def _harvest(self) -> None:
+        """Apply the answers (or failures) of the requests that completed (sender thread)."""
+        for broker, (fut, sent, sent_txns) in list(self._inflight.items()):
+            if not fut.done():
+                continue
+            del self._inflight[broker]
             try:
                 resp = fut.result()
             except Exception as e:  # noqa: BLE001 - unreachable broker: backoff
@@ -264,7 +290,7 @@ class TransactionMarkerChannelManager:
                 log.info("cannot send transaction markers to broker %d (%s); retrying in %.2fs", broker, e, delay)
                 continue
             self._backoff.pop(broker, None)
-            self._apply_response(broker, resp, by_broker[broker], pending)
+            self._apply_response(broker, resp, sent, sent_txns)
 
     def _send(self, broker: int, addr: tuple[str, int], markers: list) -> dict:
         conn = self._conns.get(broker)
@@ -276,6 +302,7 @@ class TransactionMarkerChannelManager:
         return conn.request(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": markers})
 
     def _apply_response(self, broker: int, resp: dict, sent: dict, pending: list[PendingCompletion]) -> None:
+        """Per partition of the answer: done, fenced (stop this transaction) or retried."""
         by_tid = {t.transactional_id: t for t in pending}
         pid_to_txns: dict[int, list[PendingCompletion]] = {}
         for tid in sent:
@@ -312,4 +339,5 @@ class TransactionMarkerChannelManager:
                 txn.done = True
                 del self._pending[txn.transactional_id]
                 self._completions.append(txn)
+                self._wakeup = True
                 self._lock.notify_all()
