@@ -165,3 +165,56 @@ def test_batch_of_an_older_producer_id_does_not_request_another_reset():
     assert not tm.reset_pending and old.base_sequence == -1
     tm.batch_failed(old)
     assert not tm.reset_pending
+
+
+# ------------------------------------------------------------------ transactional error handling
+
+def _txn_in(state):
+    from pyklog.connector.producer.transaction_manager import TransactionManager as TM
+
+    tm = TM(idempotent=True, transactional_id="tx", transaction_timeout_ms=1000)
+    tm.state = state
+    tm.producer_id, tm.producer_epoch = 3, 1
+    return tm
+
+
+@pytest.mark.parametrize("state", [S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.PREPARED_TRANSACTION])
+def test_a_failed_record_makes_the_transaction_abortable_and_fencing_fatal(state):
+    from pyklog.broker.errors import InvalidProducerEpochError, MessageTooLargeError, ProducerFencedError
+
+    tm = _txn_in(state)
+    b = _batch(("t", 0), 2, 5)
+    tm.assign_sequences(b, ("t", 0), 0)
+    tm.batch_failed(b, MessageTooLargeError("too large"))
+    assert tm.state is S.ABORTABLE_ERROR and tm.reset_pending  # the gap needs a new epoch after the abort
+    assert tm.unsent_failure()[0] == float("inf")
+    with pytest.raises(PyklogError, match="abort_transaction"):
+        tm.check_can_send()
+    # INVALID_PRODUCER_EPOCH from a Produce is a fencing: fatal, named so
+    err = tm.record_error(InvalidProducerEpochError("old epoch"), "Produce")
+    assert isinstance(err, ProducerFencedError) and tm.state is S.FATAL_ERROR
+    assert "newer epoch" in str(err)
+
+
+def test_fenced_after_the_timeout_is_named_a_timeout():
+    import time as _time
+
+    from pyklog.broker.errors import ProducerFencedError
+    from pyklog.connector.producer.transaction_manager import TransactionTimedOutError
+
+    tm = _txn_in(S.IN_TRANSACTION)
+    tm.txn_began_at = _time.monotonic() - 2.5
+    err = tm.record_error(ProducerFencedError("fenced"), "EndTxn")
+    assert isinstance(err, TransactionTimedOutError) and isinstance(err, ProducerFencedError)
+    assert "transaction.timeout.ms=1000" in str(err) and "open for 2.5s" in str(err)
+    tm2 = _txn_in(S.IN_TRANSACTION)
+    tm2.txn_began_at = _time.monotonic()
+    assert type(tm2.record_error(ProducerFencedError("fenced"), "EndTxn")) is ProducerFencedError
+
+
+def test_abort_fails_only_batches_of_the_aborted_transaction():
+    tm = _txn_in(S.IN_TRANSACTION)
+    tm.begin_abort(last_batch_id=7)
+    bound, err = tm.unsent_failure()
+    assert bound == 7 and "aborted" in str(err) and tm.state is S.ABORTING_TRANSACTION
+    assert not tm.may_send()

@@ -21,7 +21,9 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
+from pyklog.broker.zk.topics import TRANSACTION_STATE_TOPIC
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TxnLogValue", "decode_key", "decode_value", "encode_key", "encode_value"]
 KEY_VERSION = 0
 VALUE_VERSION = 0
 

@@ -31,6 +31,8 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 #: Kafka's internal topic holding committed consumer offsets.
 OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's internal topic holding the transaction coordinators' state (broker.transaction).
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 def validate_topic_name(name) -> str:
@@ -53,8 +55,8 @@ def validate_topic_name(name) -> str:
 
 
 def is_internal(name: str) -> bool:
-    """Kafka's internal topics (``__consumer_offsets``)."""
-    return name == OFFSETS_TOPIC
+    """Kafka's internal topics (``Topic.INTERNAL_TOPICS``: ``__consumer_offsets``, ``__transaction_state``)."""
+    return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 
 def _unify(name: str) -> str:

@@ -148,9 +148,10 @@ _FENCED_CODES = frozenset({InvalidProducerEpochError.code, ProducerFencedError.c
 
 def _fenced(what: str, transactional_id: str, detail: str = "") -> ProducerFencedError:
     return ProducerFencedError(
-        f"PRODUCER_FENCED: {what}: another producer with transactional.id={transactional_id!r} has "
-        f"initialised (a newer epoch), or the transaction coordinator aborted this producer's transaction; "
-        f"this producer is fenced and must be closed{detail}")
+        f"PRODUCER_FENCED: {what}: the coordinator holds a newer epoch of transactional.id={transactional_id!r}: "
+        f"another producer with this transactional.id initialised, or the coordinator aborted the transaction "
+        f"because it stayed open longer than transaction.timeout.ms; the transaction is aborted and this "
+        f"producer is fenced (close it){detail}")
 
 
 def _error(code: int, what: str, transactional_id: str, message: str = "") -> PyklogError:
@@ -465,6 +466,8 @@ class TransactionManager:
         failed by the sender.  Returns the error to raise.  Any thread."""
         if not isinstance(exc, PyklogError):
             exc = PyklogError(f"{what}: {type(exc).__name__}: {exc}")
+        if exc.code in _FENCED_CODES and not isinstance(exc, ProducerFencedError):
+            exc = _fenced(what, self.transactional_id, f" ({exc})")  # INVALID_PRODUCER_EPOCH from a Produce
         exc = self._timed_out_or(exc)
         with self._lock:
             source = self.state
