@@ -150,7 +150,7 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
     with ClusterClient(broker.bootstrap) as c:
         c.create_topic("eos-a", 3)
         c.create_topic("eos-b", 3)
-    expected = _produce(broker.bootstrap, "eos-a", 3, 1500)
+    expected = _produce(broker.bootstrap, "eos-a", 3, 900)
     chk = str(tmp_path / "chk")
     args = ["--zookeeper", zk_chroot, "--bootstrap", broker.bootstrap, "--source", "eos-a", "--sink", "eos-b",
             "--checkpoint", chk, "--max-offsets-per-trigger", "450", "--transaction-timeout-ms", "300000"]
