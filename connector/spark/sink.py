@@ -303,12 +303,20 @@ class SinkTransactionLog:
                 continue
         return out
 
-    def forget_registered(self, query_id: str, batch_id: int) -> None:
-        from kazoo.exceptions import NoNodeError
+    def forget_registered(self, query_id: str, batch_id: int, tids) -> None:
+        """Delete the registrations ``tids`` of a batch, then the batch's node if nothing else
+        registered meanwhile (a straggler's registration stays for the next commit's clean-up)."""
+        from kazoo.exceptions import NoNodeError, NotEmptyError
 
+        base = self.transactions_path(query_id, batch_id)
+        for tid in tids:
+            try:
+                self._zk.retry(self._zk.delete, f"{base}/{tid}")
+            except NoNodeError:
+                pass
         try:
-            self._zk.retry(self._zk.delete, self.transactions_path(query_id, batch_id), recursive=True)
-        except NoNodeError:
+            self._zk.retry(self._zk.delete, base)
+        except (NoNodeError, NotEmptyError):
             pass
 
     def forget_commits_before(self, query_id: str, batch_id: int) -> None:
@@ -819,7 +827,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                     stray = [t for t in stray if t not in {x[0] for x in earlier.transactions}]
             for tid in stray:
                 self._fence(tid)
-            tlog.forget_registered(query_id, b)
+            tlog.forget_registered(query_id, b, tids)
         tlog.forget_commits_before(query_id, batch_id)
 
     def _fence(self, tid: str) -> None:
