@@ -555,8 +555,8 @@ class _SinkWriter:
                 tlog.register(ident.query_id, ident.batch_id, tid, ident.partition, ident.attempt)
         timeout_s = self.opts.transaction_timeout_ms / 1000.0
         per_topic: dict = {}
-        first_failure = _FirstDeliveryFailure.attach()
         producer = self._producer(**{"transactional.id": tid})
+        first_failure = _FirstDeliveryFailure.attach()
         began = None
         try:
             try:
