@@ -67,13 +67,13 @@ class Writer:
         self.lg = leader_log(srv, topic)
         self.seq = {}
 
-    def data(self, pid, values, transactional=True):
+    def data(self, pid, values, transactional=True, ts=None):
         if pid is None:
-            b = build_batch([(b"k", v, None, ()) for v in values])
+            b = build_batch([(b"k", v, ts, ()) for v in values])
         else:
             s = self.seq.get(pid, 0)
             self.seq[pid] = s + len(values)
-            b = build_batch([(b"k", v, None, ()) for v in values], producer_id=pid, producer_epoch=0,
+            b = build_batch([(b"k", v, ts, ()) for v in values], producer_id=pid, producer_epoch=0,
                             base_sequence=s, is_transactional=transactional)
         info = self.lg.append(b)
         self.srv.apis.purgatory.notify((self.topic, 0), len(b))
@@ -109,6 +109,9 @@ def data_values(raw):
     return [r.value for b in iter_batches(bytes(raw or b"")) if not b.is_control for r in b.records]
 
 
+FUTURE = int(time.time() * 1000) + 3_600_000
+
+
 def scenario(wr):
     """Two interleaved transactions (one committed, one aborted), plain records, and a third
     transaction left open.  Returns (committed values, open-transaction first offset)."""
@@ -121,7 +124,7 @@ def scenario(wr):
     wr.marker(20, False)                       # 8    abort 20
     wr.data(None, [b"p2"])                     # 9
     wr.marker(10, True)                        # 10   commit 10
-    first_open = wr.data(30, [b"o0"]).first_offset  # 11 open
+    first_open = wr.data(30, [b"o0"], ts=FUTURE).first_offset  # 11 open, an hour ahead
     wr.data(None, [b"p3"])                     # 12
     return [b"p0", b"c0", b"c1", b"p1", b"c2", b"p2"], first_open
 
@@ -168,6 +171,9 @@ def test_fetch_and_list_offsets_wire(server):
         assert list_offset(w, topic, -1, 1, version=2) == first_open
         assert list_offset(w, topic, -1, 0) == leo
         assert list_offset(w, topic, -2, 1) == 0
+        # by timestamp: the open transaction's record is found only read_uncommitted
+        assert list_offset(w, topic, FUTURE, 0) == first_open
+        assert list_offset(w, topic, FUTURE, 1) == -1
 
         wr.marker(30, False)  # abort the open transaction: the LSO moves to the end
         rc = fetch(w, topic, first_open, isolation=1)
@@ -270,3 +276,38 @@ def test_stock_consumers_read_committed(server, consume):
     wr.marker(30, True)
     got = consume(bootstrap, topic, "read_committed", len(committed) + 2)
     assert got == committed + [b"o0", b"p3"]
+
+
+def test_aborted_list_covers_data_read_past_a_compacted_gap(server):
+    """A read_committed fetch whose offset lies in a segment compaction emptied from there on
+    gets the next segment's batches; the aborted transactions reported must cover *those*
+    (the upper bound follows the first batch returned, not the fetch offset)."""
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    with Wire(server.port) as w:
+        assert create_topic(w, topic, configs=[
+            {"name": "cleanup.policy", "value": "compact"},
+            {"name": "delete.retention.ms", "value": "0"},
+            {"name": "min.cleanable.dirty.ratio", "value": "0"}])["error_code"] == 0
+        lg = leader_log(server, topic)
+        kv = lambda k, v, **kw: build_batch([(k, v, None, ())], **kw)  # noqa: E731
+        lg.append(kv(b"a", b"a1"))                                    # 0
+        lg.append(kv(b"b", b"b1"))                                    # 1
+        lg.append(kv(b"c", None))                                     # 2 tombstone
+        lg.roll()
+        lg.append(kv(b"x", b"X-aborted", producer_id=60, producer_epoch=0, base_sequence=0,
+                     is_transactional=True))                          # 3
+        lg.append(kv(b"d", b"d1"))                                    # 4
+        lg.append_control_marker(60, 0, False, 0)                     # 5
+        lg.append(kv(b"y", b"y-open", producer_id=61, producer_epoch=0, base_sequence=0,
+                     is_transactional=True))                          # 6 open: LSO
+        lg.roll()
+        assert lg.last_stable_offset == 6
+        # only the first segment is below the LSO: its tombstone goes, leaving a gap at 2
+        stats = lg.compact(now_ms=int(time.time() * 1000) + 60_000, force=True)
+        assert stats.tombstones_dropped == 1 and stats.aborted_batches_removed == 0
+        rc = fetch(w, topic, 2, isolation=1)
+        batches = list(iter_batches(bytes(rc["records"])))
+        assert batches[0].base_offset == 3
+        assert [(a["producer_id"], a["first_offset"]) for a in rc["aborted_transactions"]] == [(60, 3)]
+        kept = [r.value for b in batches if not b.is_control and b.producer_id != 60 for r in b.records]
+        assert kept == [b"d1"]

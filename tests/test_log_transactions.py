@@ -161,8 +161,11 @@ def test_errors(tmp_path):
     with pytest.raises(TransactionCoordinatorFencedError):
         lg.append_control_marker(5, 2, False, 3)
     assert lg.log_end_offset == 2  # nothing of the refused appends was written
-    with pytest.raises(InvalidRecordError):
-        lg.append_control_marker(-1, 0, True, 0)
+    for bad in ((-1, 0, 0), (5, 1 << 15, 0), (5, 2, 1 << 31), (1 << 63, 0, 0)):
+        with pytest.raises(InvalidRecordError):
+            lg.append_control_marker(bad[0], bad[1], True, bad[2])
+    with pytest.raises(InvalidProducerEpochError):  # Kafka: -1 is just an older epoch
+        lg.append_control_marker(5, -1, True, 4)
     # a marker from the broker through append(from_client=False) is the same as append_control_marker
     lg.append(txn_batch(5, 1, epoch=2))
     lg.append(bytearray(build_control_batch(0, 5, 2, coordinator_epoch=4)), from_client=False)

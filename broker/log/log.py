@@ -415,9 +415,14 @@ class Log:
         producer's), TransactionCoordinatorFencedError (``coordinator_epoch`` older than the one
         stored for the producer), KafkaStorageError.  Thread-safe (the append lock); the caller
         notifies the fetch purgatory."""
-        if producer_id < 0:
-            raise InvalidRecordError(f"{self._tp}: a transaction marker needs a producer id >= 0, "
-                                     f"got {producer_id}")
+        # the wire types (int64, int16, int32); an epoch older than the producer's (-1 too) is
+        # the producer state's INVALID_PRODUCER_EPOCH below, as in Kafka
+        if not 0 <= producer_id < 1 << 63 or not -(1 << 15) <= producer_epoch < 1 << 15 \
+                or not -(1 << 31) <= coordinator_epoch < 1 << 31:
+            raise InvalidRecordError(
+                f"{self._tp}: a transaction marker needs a producer id >= 0 (int64), an int16 "
+                f"producer epoch and an int32 coordinator epoch, got {producer_id}, "
+                f"{producer_epoch}, {coordinator_epoch}")
         raw = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                   producer_epoch, coordinator_epoch=coordinator_epoch)
         return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
@@ -453,9 +458,10 @@ class Log:
         return out
 
     def fetch_upper_bound(self, offset: int) -> int:
-        """The upper bound of the aborted transactions a Fetch at ``offset`` reports: the base
-        offset of the segment after the one holding ``offset``, else the log end offset (a
-        fetch returns batches of one segment).  Lock-free."""
+        """The upper bound of the aborted transactions a Fetch reports when the first batch it
+        returns starts at ``offset``: the base offset of the segment after the one holding
+        ``offset``, else the log end offset (a fetch returns batches of one segment; Kafka's
+        fallback in ``addAbortedTransactions``).  Lock-free."""
         v = self._view
         i = bisect_right(v.bases, offset)
         return v.bases[i] if i < len(v.bases) else v.log_end_offset

@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from bisect import bisect_left
+from operator import attrgetter
 from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
@@ -71,6 +73,9 @@ def decode_entries(raw: bytes, path: str = "txnindex") -> list[AbortedTxn]:
             )
         out.append(AbortedTxn(pid, first, last, lso))
     return out
+
+
+_last_offset = attrgetter("last_offset")
 
 
 class TransactionIndex:
@@ -177,7 +182,13 @@ class TransactionIndex:
         complete (an entry's last stable offset reached the upper bound, so no later segment
         can hold an overlapping one).  Kafka's ``collectAbortedTxns``.  Lock-free."""
         out = []
-        for e in self.entries:
+        entries = self.entries  # one list: appends only add at its end, truncation replaces it
+        # entries ending before the fetch offset can neither overlap nor end the search (their
+        # last stable offset is at most their last offset + 1 <= fetch offset < upper bound
+        # when they are skipped): binary search past them (Kafka scans the file from the start)
+        start = bisect_left(entries, fetch_offset, key=_last_offset) if fetch_offset < upper_bound_offset else 0
+        for i in range(start, len(entries)):
+            e = entries[i]
             if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
                 out.append(e)
             if e.last_stable_offset >= upper_bound_offset:

@@ -528,7 +528,7 @@ class KafkaApis:
                             entry["aborted_transactions"] = [
                                 {"producer_id": pid, "first_offset": first}
                                 for pid, first in lg.aborted_transactions(
-                                    offset, lg.fetch_upper_bound(offset))]
+                                    offset, lg.fetch_upper_bound(sl.first_offset))]
                 except OffsetOutOfRangeError as e:
                     errors += 1
                     entry["error_code"] = e.code
