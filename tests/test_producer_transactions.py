@@ -582,3 +582,44 @@ def test_commit_and_complete_ride_out_a_broker_sigkill(broker_factory):
     assert sorted(values) == sorted(want) and len(values) == len(set(values))
     print(f"\nbroker SIGKILLed twice: commit took {took:.1f}s, {len(values)} of {len(want)} acknowledged records "
           f"visible, 0 lost, 0 duplicated")
+
+
+@pytest.mark.integration
+def test_two_brokers_coordinator_and_leaders_apart(broker_factory):
+    """Two brokers: partitions led by both, transaction coordinators spread over both (several
+    transactional ids).  Commits, aborts and a prepared-then-completed transaction per id; read
+    back with read_committed: exactly the committed records."""
+    b0, b1 = broker_factory(0, **TXN_PROPS), broker_factory(1, **TXN_PROPS)
+    bs = f"{b0.bootstrap},{b1.bootstrap}"
+    topic = _topic(bs, 4)
+    with ClusterClient(bs) as c:
+        leaders = {c.leader_for(topic, p) for p in range(4)}
+        coordinators = set()
+        tids = [_tid() for _ in range(4)]
+        for tid in tids:
+            coordinators.add(c.find_coordinator(tid, key_type=1, timeout_s=30))
+    assert leaders == {0, 1}
+    want: dict = {p: [] for p in range(4)}
+    for tid in tids:
+        p = _producer(bs, tid)
+        p.init_transactions(30)
+        for t, end in enumerate(("commit", "abort", "prepare")):
+            p.begin_transaction()
+            vals = [(k % 4, f"{tid}-{t}-{k}".encode()) for k in range(8)]
+            for part, v in vals:
+                p.send(topic, v, partition=part)
+            if end == "commit":
+                p.commit_transaction(30)
+            elif end == "abort":
+                p.abort_transaction(30)
+                continue
+            else:
+                prep = p.prepare_transaction(30)
+                complete_transaction({"bootstrap.servers": b1.bootstrap}, prep, commit=True, timeout_s=30)
+            for part, v in vals:
+                want[part].append(v)
+        p.close()
+    got = read_confluent(bs, topic, "read_committed")
+    assert {p: sorted(vs) for p, vs in got.items()} == {p: sorted(vs) for p, vs in want.items()}
+    print(f"\ntwo brokers, coordinators on {sorted(coordinators)}: {sum(map(len, want.values()))} committed "
+          f"records visible once, aborted ones never")

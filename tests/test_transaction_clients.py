@@ -352,6 +352,21 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
                     message="third transaction")
     c = count(first + second + third, [], seen)
     assert c == {"committed": 70, "visible": 70, "lost": 0, "duplicated": 0, "leaked": 0}, c
+    # D: the partitions' leader is down while the (live) coordinator sends the markers: retried with
+    # backoff until it is back
+    p.begin_transaction()
+    fourth = [b"d%d" % i for i in range(10)]
+    produce_values(p, topic, fourth, 2)
+    b1.kill()
+    failures = b0.output().count("cannot send transaction markers to broker 1")
+    p.commit_transaction(30)
+    wait_for(lambda: b0.output().count("cannot send transaction markers to broker 1") > failures,
+             message="a marker attempt failed while broker 1 is down")
+    b1.start()
+    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
+                    timeout=60, message="markers delivered once the leader is back")
+    c = count(first + second + third + fourth, [], seen)
+    assert c == {"committed": 80, "visible": 80, "lost": 0, "duplicated": 0, "leaked": 0}, c
     p.flush(10)
     for b in (b0, b1):
         assert "Traceback" not in b.output(), b.output()[-5000:]

@@ -4,6 +4,7 @@ SIGKILL, the fencing of a zombie producer, the timeout abort."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -189,11 +190,14 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(broker_factory
         topic = f"t-{uuid.uuid4().hex[:6]}"
         assert create_topic(w, topic, 1)["error_code"] == 0
         tx = Txn(w, _tid())
-        assert tx.init(timeout_ms=1000)["error_code"] == NONE
+        assert tx.init_retrying(timeout_ms=1000)["error_code"] == NONE
         assert tx.add([(topic, 0)]) == {(topic, 0): NONE}
-        # the coordinator aborts it with epoch + 1: the producer's next request is fenced
-        wait_for(lambda: tx.add([(topic, 0)]) == {(topic, 0): PRODUCER_FENCED}, timeout=15,
+        # the coordinator aborts it with epoch + 1: the producer's next request is fenced (until then
+        # NONE, or CONCURRENT_TRANSACTIONS while the fence is being written)
+        seen = []
+        wait_for(lambda: seen.append(c := tx.add([(topic, 0)])[(topic, 0)]) or c == PRODUCER_FENCED, timeout=30,
                  message="the timed-out transaction's producer fenced")
+        assert set(seen) <= {NONE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED}, seen
         assert tx.end(True) == PRODUCER_FENCED
         assert tx.end(True, version=0) == INVALID_PRODUCER_EPOCH
     assert "timed out after 1000 ms: aborting it" in b.output()
@@ -296,3 +300,65 @@ def test_markers_for_a_deleted_topic_are_dropped(broker_factory):
         wait_for(lambda: tx.end(True) == NONE and tx.add([(kept, 0)]) == {(kept, 0): NONE}, timeout=20,
                  message="the commit completed without the deleted topic's markers")
     assert f"{doomed}-0 no longer exists" in b.output()
+
+
+def test_racing_requests_on_one_transactional_id(broker_factory):
+    """Four connections race InitProducerId / AddPartitionsToTxn / EndTxn on the same id (handler
+    threads in parallel, one lock per id): no two successful InitProducerId answers share an epoch
+    (each fences all before it), every answer is one of Kafka's codes for the situation, and the
+    broker logs no error."""
+    import random
+    import threading
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    tid = _tid()
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 2)["error_code"] == 0
+        assert Txn(w, tid).init()["error_code"] == NONE
+    epochs, codes, errors = [], Counter(), []
+    lock = threading.Lock()
+
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            with Wire(b.port) as w:
+                tx = Txn(w, tid)
+                r = tx.init_retrying()  # a producer id first (without one: INVALID_PRODUCER_ID_MAPPING)
+                with lock:
+                    epochs.append((r["producer_id"], r["producer_epoch"]))
+                for _ in range(40):
+                    op = rng.choice(["init", "add", "add", "commit", "abort"])
+                    if op == "init":
+                        r = tx.init()
+                        code = r["error_code"]
+                        if code == NONE:
+                            with lock:
+                                epochs.append((r["producer_id"], r["producer_epoch"]))
+                    elif op == "add":
+                        code = set(tx.add([(topic, rng.randrange(2))]).values()).pop()
+                    else:
+                        code = tx.end(op == "commit")
+                    with lock:
+                        codes[(op, code)] += 1
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert len(epochs) == len(set(epochs)), sorted(epochs)
+    allowed = {NONE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, INVALID_TXN_STATE}
+    assert {code for _, code in codes} <= allowed, codes
+    assert codes[("init", NONE)] > 0 and codes[("add", NONE)] > 0
+    # the state is consistent afterwards: a new producer gets a fresh epoch and can commit
+    with Wire(b.port) as w:
+        tx = Txn(w, tid)
+        assert tx.init_retrying()["error_code"] == NONE
+        assert (tx.pid, tx.epoch) not in epochs
+        assert tx.add([(topic, 0)]) == {(topic, 0): NONE} and tx.end(True) == NONE
+    out = b.output()
+    assert "Traceback" not in out and " ERROR " not in out, out[-5000:]

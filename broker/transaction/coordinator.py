@@ -153,6 +153,9 @@ class TransactionCoordinator:
             fresh = TransactionMetadata(transactional_id, pid, NO_PRODUCER_EPOCH, transaction_timeout_ms,
                                         S.EMPTY, (), -1, _now_ms())
             coordinator_epoch, md = self.state_manager.put_transaction_state_if_not_exists(fresh)
+        # a new producer id when the epoch is exhausted, taken before the lock (the allocator may
+        # go to ZooKeeper); read without the lock, so re-checked under it
+        spare_pid = self.producer_id_allocator() if md.is_producer_epoch_exhausted() else None
         fence = None
         with md.lock:
             self._check_cached(md)
@@ -165,11 +168,13 @@ class TransactionCoordinator:
             if md.state == S.ONGOING:
                 fence = md.prepare_fence_producer_epoch(now)
             elif md.state in IDLE_STATES:
-                new_pid = self.producer_id_allocator() if md.is_producer_epoch_exhausted() else None
+                new_pid = None
+                if md.is_producer_epoch_exhausted():
+                    new_pid = spare_pid if spare_pid is not None else self.producer_id_allocator()
                 transit = md.prepare_increment_producer_epoch(transaction_timeout_ms, now, new_pid)
                 self._write(md, coordinator_epoch, transit)
                 log.debug("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
-                         md.producer_epoch)
+                          md.producer_epoch)
                 return md.producer_id, md.producer_epoch
             else:
                 raise InvalidTxnStateError(f"{transactional_id!r} is {md.state.kafka_name}")
@@ -249,6 +254,9 @@ class TransactionCoordinator:
                 else:
                     raise ConcurrentTransactionsError(f"{transactional_id!r}: a transition is in progress")
             state = md.state
+            if fencing and state != S.ONGOING:  # cannot happen: a pending fence blocks every other move
+                md.abort_transition()
+                raise InvalidTxnStateError(f"{transactional_id!r}: fencing in state {state.kafka_name}")
             if state == S.ONGOING:
                 target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
                 if fencing:
@@ -277,8 +285,9 @@ class TransactionCoordinator:
                 raise InvalidTxnStateError(f"{transactional_id!r}: commit requested while aborting")
             else:  # Empty (no transaction), Dead
                 raise InvalidTxnStateError(f"{transactional_id!r}: {result} requested in state {state.kafka_name}")
-        log.debug("EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send", transactional_id, result,
-                 pending.producer_id, pending.producer_epoch, transit.state.kafka_name, len(pending.remaining))
+        log.debug("EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send", transactional_id,
+                  result, pending.producer_id, pending.producer_epoch, transit.state.kafka_name,
+                  len(pending.remaining))
         self.marker_channel.add_txn_markers_to_send(pending)
 
     def _on_markers_written(self, pending: PendingCompletion) -> bool:
@@ -312,7 +321,7 @@ class TransactionCoordinator:
                             "CompleteCommit" if pending.commit else "CompleteAbort", e)
                 return False
         log.debug("transaction %r (producer id %d epoch %d) %s", tid, pending.producer_id, pending.producer_epoch,
-                 "committed" if pending.commit else "aborted")
+                  "committed" if pending.commit else "aborted")
         return True
 
     # ------------------------------------------------------------------ loading

@@ -83,6 +83,7 @@ class Sender:
         self._codec = cfg["compression.type"]
         self._auto_create = cfg["allow.auto.create.topics"]
         self.failed_records = 0
+        self._add_retries = 0  # AddPartitionsToTxn retries in a row
         self._queues: dict[tuple, collections.deque] = {}
         self._tp_inflight: dict[tuple, int] = collections.defaultdict(int)
         self._tp_retrying: set = set()
@@ -241,13 +242,17 @@ class Sender:
         for b in batches:
             if b.records is not None:
                 self._fail(b, exc)
+        for tp in [tp for tp in self._tp_retrying if not self._queues.get(tp) and not self._tp_inflight[tp]]:
+            self._tp_retrying.discard(tp)  # nothing of it left to resend in order
 
     # ------------------------------------------------------------------------------- transactions
     def _add_partitions(self, tps, now: float) -> None:
         """AddPartitionsToTxn for the partitions of this drain that are not yet in the
         transaction (one request for all of them, as Kafka's sender does).  A retriable error is
         retried after retry.backoff.ms (20 ms for CONCURRENT_TRANSACTIONS before the first partition
-        is in: the previous transaction is still writing its markers, as Kafka does)."""
+        is in: the previous transaction is still writing its markers, as Kafka does; pyklog starts
+        at 2 ms and doubles up to that 20 ms, since a coordinator on the same host completes a
+        transaction within a few milliseconds)."""
         txn = self.txn
         if txn.add_partitions_retry_at > now:
             return
@@ -255,12 +260,17 @@ class Sender:
             txn.add_partitions_once(self.client, tps)
         except PyklogError as e:
             if e.retriable:
-                short = isinstance(e, ConcurrentTransactionsError) and not txn.partitions_in_txn
-                txn.add_partitions_retry_at = now + (min(0.02, self._backoff_s) if short else self._backoff_s)
-                log.debug("AddPartitionsToTxn %s: retrying: %s", sorted(tps), e)
+                self._add_retries += 1
+                if isinstance(e, ConcurrentTransactionsError) and not txn.partitions_in_txn:
+                    delay = min(0.002 * 2 ** (self._add_retries - 1), 0.02, self._backoff_s)
+                else:
+                    delay = self._backoff_s
+                txn.add_partitions_retry_at = now + delay
+                log.debug("AddPartitionsToTxn %s: retrying in %.3fs: %s", sorted(tps), delay, e)
                 return
             log.warning("AddPartitionsToTxn %s failed: %s", sorted(tps), e)
             return
+        self._add_retries = 0
         txn.add_partitions_retry_at = 0.0
 
     # ------------------------------------------------------------------------------- sending

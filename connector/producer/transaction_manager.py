@@ -51,7 +51,6 @@ from typing import NamedTuple
 
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
-    ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     ProducerFencedError,
