@@ -261,3 +261,47 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
           f"{dups} duplicates, {lost} lost, {still_open} in open transactions")
     assert (dups, lost, len(committed), still_open) == (0, 0, n, 0)
     _check_broker_read_committed(broker.bootstrap, "eos-batch", 3, committed, raw)
+
+
+@pytest.mark.integration
+def test_abandoned_transaction_ends_at_its_timeout_and_a_late_commit_fails_clearly(broker_factory):
+    """A task's prepared transaction that no driver ever completes (a query killed and never
+    restarted) holds read_committed readers back at most kafka.transaction.timeout.ms (plus the
+    brokers' abort check interval); committing it later fails with an error naming the timeout.
+    A timeout above the brokers' transaction.max.timeout.ms fails the task naming both settings."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from pyklog.broker.errors import ConfigError
+    from pyklog.connector.spark.options import parse_sink_options
+    from pyklog.connector.spark.sink import PyklogBatchWriter, SinkTransactionError
+
+    b = broker_factory(0, transaction_abort_timed_out_transaction_cleanup_interval_ms=200,
+                       transaction_max_timeout_ms=60000)
+    with ClusterClient(b.bootstrap) as c:
+        c.create_topic("eos-abandoned", 1)
+    schema = StructType([StructField("value", BinaryType())])
+    rows = pa.RecordBatch.from_arrays([pa.array([b"r%d" % i for i in range(100)], pa.binary())], names=["value"])
+
+    def writer(timeout_ms: int) -> PyklogBatchWriter:
+        return PyklogBatchWriter(parse_sink_options({
+            "kafka.bootstrap.servers": b.bootstrap, "topic": "eos-abandoned", "deliveryGuarantee": "exactly-once",
+            "kafka.transaction.timeout.ms": str(timeout_ms)}), schema)
+
+    with pytest.raises(ConfigError, match="transaction.max.timeout.ms"):
+        writer(120000).write(iter([rows]))
+    w = writer(3000)
+    msg = w.write(iter([rows]))  # prepared; the "driver" never commits
+    t0 = time.monotonic()
+    committed, raw, still_open = _log_view(b.bootstrap, "eos-abandoned", 1)
+    assert (committed, len(raw), still_open) == ([], 100, 100)
+    assert _open_transactions(b.bootstrap, "eos-abandoned", 1) != {}  # read_committed readers wait
+    wait_for(lambda: _open_transactions(b.bootstrap, "eos-abandoned", 1) == {}, 20, 0.1,
+             "the brokers to abort the abandoned transaction")
+    ended = time.monotonic() - t0
+    print(f"abandoned transaction (timeout 3 s) ended {ended:.1f}s after it was prepared")
+    assert ended < 3 + 2
+    assert _log_view(b.bootstrap, "eos-abandoned", 1)[0] == []
+    with pytest.raises(SinkTransactionError, match="aborted before the driver committed.*kafka.transaction.timeout.ms=3000"):
+        w.commit([msg])
+    assert _read(b.bootstrap, "eos-abandoned", 1, "read_committed") == []
