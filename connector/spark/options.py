@@ -72,6 +72,7 @@ _DISPLAY = {
     "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
+    "deliveryguarantee": "deliveryGuarantee", "transactionalidprefix": "transactionalIdPrefix",
 }
 
 # Kafka consumer settings pyklog honours (after the "kafka." prefix)
@@ -95,15 +96,18 @@ PRODUCER_SETTINGS = {
     "bootstrap.servers", "acks", "compression.type", "linger.ms", "batch.size", "client.id",
     "max.request.size", "enable.idempotence", "request.timeout.ms", "retries",
     "max.in.flight.requests.per.connection", "delivery.timeout.ms", "retry.backoff.ms",
-    "buffer.memory", "security.protocol", "max.block.ms",
+    "buffer.memory", "security.protocol", "max.block.ms", "transaction.timeout.ms",
 }
 _REJECTED_PRODUCER = {
     "key.serializer": "keys are written as bytes (string columns are UTF-8 encoded)",
     "value.serializer": "values are written as bytes (string columns are UTF-8 encoded)",
     "interceptor.classes": "producer interceptors are a Java client feature",
+    "transactional.id": "with deliveryGuarantee=exactly-once each task derives its own transactional id "
+                        "from the option 'transactionalIdPrefix' (see docs/spark-connector.md)",
 }
 SINK_OPTIONS = {"kafka.bootstrap.servers", "zookeeper.connect", "topic", "includeheaders", "path",
-                "checkpointlocation", "queryname", "zookeeper.session.timeout.ms"}
+                "checkpointlocation", "queryname", "zookeeper.session.timeout.ms",
+                "deliveryguarantee", "transactionalidprefix"}
 
 
 def display(name: str) -> str:
@@ -526,11 +530,30 @@ def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetS
     return _spec_from_map("offsets", parse_partition_offsets(v, off_name))
 
 
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+#: the sink's default ``kafka.transaction.timeout.ms`` with exactly-once: the brokers' default
+#: ``transaction.max.timeout.ms``.  A transaction must outlive its micro-batch AND, after a driver
+#: crash inside ``commit``, the restart and the replay of that batch (measured: 70 s on a loaded
+#: 2-core machine), so Kafka's producer default of 60 s is too short; Flink's KafkaSink uses 1 h.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900000
+#: Kafka's broker default ``transaction.max.timeout.ms``: a larger timeout is refused by the broker
+BROKER_MAX_TRANSACTION_TIMEOUT_MS = 900000
+_PREFIX_RE = re.compile(r"^[a-zA-Z0-9._-]{1,160}$")
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     cluster: ClusterOptions
     topic: str | None
     producer_config: tuple  # sorted (setting, value) pairs for connector.producer.Producer
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None  # None: derived from the streaming query id
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     def producer_dict(self) -> dict[str, str]:
         return dict(self.producer_config)
@@ -561,7 +584,43 @@ def parse_sink_options(options) -> SinkOptions:
             _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)
     if "enable.idempotence" in producer:
         _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence")
-    return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())))
+
+    guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+    if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise ConfigError(f"option 'deliveryGuarantee': expected '{AT_LEAST_ONCE}' or '{EXACTLY_ONCE}', "
+                          f"read {opts['deliveryguarantee']!r}")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not _PREFIX_RE.match(prefix):
+            raise ConfigError("option 'transactionalIdPrefix': expected 1 to 160 letters, digits, '.', '_' "
+                              f"or '-', read {opts['transactionalidprefix']!r}")
+    timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS
+    if guarantee == EXACTLY_ONCE:
+        if "enable.idempotence" in producer and not _bool(
+                {"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence"):
+            raise ConfigError("option 'kafka.enable.idempotence': deliveryGuarantee=exactly-once writes "
+                              "through transactions, which need the idempotent producer; read 'false'")
+        if acks is not None and acks.strip().lower() not in ("all", "-1"):
+            raise ConfigError("option 'kafka.acks': deliveryGuarantee=exactly-once needs acks=all "
+                              f"(transactions are only as durable as their records), read {acks!r}")
+        timeout_ms = _long(opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, minimum=1000)
+        if timeout_ms > BROKER_MAX_TRANSACTION_TIMEOUT_MS:
+            log.warning("option 'kafka.transaction.timeout.ms'=%d is above Kafka's default broker limit "
+                        "transaction.max.timeout.ms=%d: the brokers refuse it unless their limit was raised",
+                        timeout_ms, BROKER_MAX_TRANSACTION_TIMEOUT_MS)
+        producer["transaction.timeout.ms"] = str(timeout_ms)
+        producer["enable.idempotence"] = "true"
+        producer["acks"] = "all"
+    else:
+        if prefix is not None:
+            log.warning("option 'transactionalIdPrefix' is ignored with deliveryGuarantee=at-least-once")
+        if "transaction.timeout.ms" in producer:
+            log.warning("option 'kafka.transaction.timeout.ms' is ignored with deliveryGuarantee=at-least-once")
+            del producer["transaction.timeout.ms"]
+    return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())),
+                       delivery_guarantee=guarantee, transactional_id_prefix=prefix,
+                       transaction_timeout_ms=timeout_ms)
 
 
 def default_group_id(prefix: str) -> str:

@@ -12,18 +12,31 @@ Other columns are ignored.  Strings are written as UTF-8.  Producer settings pas
 ``kafka.*`` options (``kafka.acks``, ``kafka.compression.type``, ``kafka.linger.ms``,
 ``kafka.batch.size``, ...) to :class:`connector.producer.Producer`.
 
-Delivery is at-least-once: each task flushes its producer and raises if any record was not
-acknowledged, so Spark fails the task (and retries it, then aborts the job) instead of committing;
-a retried task may write its records again.  ``commit(messages, batchId)`` only logs what was
-written, so calling it twice is harmless.
+``deliveryGuarantee=at-least-once`` (the default): each task flushes its producer and raises if
+any record was not acknowledged, so Spark fails the task (and retries it, then aborts the job)
+instead of committing; a retried task may write its records again.  ``commit(messages, batchId)``
+only logs what was written, so calling it twice is harmless.
+
+``deliveryGuarantee=exactly-once``: each task writes its rows in a Kafka transaction that it
+prepares (flushed, left open) and does not commit; the driver's ``commit`` completes them all,
+``abort`` aborts them.  For streaming queries the driver first records the batch's prepared
+transactions in ZooKeeper (:class:`SinkTransactionLog`), so a driver killed halfway through the
+completions is finished by the replay of the batch after a restart; the design, with the
+transaction timeout rules, is in docs/spark-connector.md ("Exactly-once writes").
 
 Where the code runs: the writer is created and validated on the driver, pickled to executors for
 ``write()`` (which opens its own producer); ``commit``/``abort`` run on the driver in a fresh
-worker.  Not thread-safe (one Spark task uses one writer copy).
+worker (a new instance: nothing survives from ``write``, everything travels in the commit
+messages and the ZooKeeper record).  Not thread-safe (one Spark task uses one writer copy).
 """
 from __future__ import annotations
 
+import itertools
+import json
 import logging
+import os
+import time
+import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -33,24 +46,293 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from pyklog.broker.errors import ConfigError, PyklogError
-from pyklog.connector.spark.options import SinkOptions
+from pyklog.broker.errors import (
+    ConfigError,
+    DataLossError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    PyklogError,
+    ZooKeeperError,
+)
+from pyklog.connector.spark.options import ClusterOptions, SinkOptions
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PyklogBatchWriter", "PyklogStreamWriter", "PyklogCommitMessage", "SinkWriteError"]
+__all__ = ["PyklogBatchWriter", "PyklogStreamWriter", "PyklogCommitMessage", "SinkWriteError",
+           "SinkTransactionError", "SinkTransactionLog", "TaskIdentity", "check_transaction_age"]
+
+#: Test hook (fault tests only): a file path; the driver's exactly-once commit creates it after
+#: completing the first of two or more transactions and then sleeps, so a test can SIGKILL the
+#: driver halfway through committing a micro-batch.
+COMMIT_PAUSE_ENV = "PYKLOG_TEST_SINK_COMMIT_PAUSE_FILE"
 
 
 class SinkWriteError(PyklogError):
     """Records a sink task wrote were not acknowledged by the brokers (the task fails)."""
 
 
+class SinkTransactionError(PyklogError):
+    """An exactly-once micro-batch could not be committed as decided (a transaction the driver
+    had to commit was aborted, in practice by the brokers' transaction timeout)."""
+
+
 @dataclass
 class PyklogCommitMessage(WriterCommitMessage):
-    """What one task wrote: ``records`` per topic."""
+    """What one task wrote: ``records`` per topic.  With exactly-once also the task's prepared
+    transaction ``(transactional_id, producer_id, producer_epoch)`` (None when the task had no
+    rows), the streaming query id and batch id the task ran for, its Spark partition id and the
+    wall-clock time its transaction began.  Plain picklable values only."""
 
     records: int = 0
     per_topic: dict = field(default_factory=dict)
+    transaction: tuple | None = None
+    query_id: str | None = None
+    batch_id: int | None = None
+    partition: int | None = None
+    started_at: float | None = None
+
+
+def check_transaction_age(elapsed_s: float, timeout_ms: int, what: str, *, fail: bool = True) -> None:
+    """Raise SinkTransactionError (``fail``, else log an ERROR) when a transaction is older than
+    ``kafka.transaction.timeout.ms`` (the brokers abort it then, so committing it later would lose
+    its rows); warn past half of it."""
+    timeout_s = timeout_ms / 1000.0
+    if elapsed_s >= timeout_s and not fail:
+        log.error("pyklog sink: %s %.1fs, longer than kafka.transaction.timeout.ms=%d: the brokers have "
+                  "probably aborted it", what, elapsed_s, timeout_ms)
+        return
+    if elapsed_s >= timeout_s:
+        raise SinkTransactionError(
+            f"pyklog sink: {what} {elapsed_s:.1f}s, longer than kafka.transaction.timeout.ms={timeout_ms}: "
+            "the brokers abort a transaction that stays open that long.  Raise "
+            "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms, 900000 by "
+            "default) or make micro-batches shorter (maxOffsetsPerTrigger, more partitions)")
+    if elapsed_s >= timeout_s / 2:
+        log.warning("pyklog sink: %s %.1fs, more than half of kafka.transaction.timeout.ms=%d; a batch "
+                    "that takes longer than the timeout fails", what, elapsed_s, timeout_ms)
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Who a sink task is, read on the executor from Spark's TaskContext.
+
+    Spark puts the streaming query's id (``sql.streaming.queryId``, stable across restarts from
+    the same checkpoint, a fresh UUID for a new query) and the micro-batch id
+    (``streaming.sql.batchId``) into every task's local properties; PySpark hands them to the
+    Python worker.  The transactional id is
+    ``<prefix>-<batch id>-<partition>-<attempt>-<8 random hex digits>``: the prefix
+    (``transactionalIdPrefix``, else ``pyklog-spark-<query id>``) keeps two queries apart, the
+    batch, partition and attempt say which task wrote it, and the random part makes every
+    execution of a task, including one replayed by a restarted driver, use an id of its own."""
+
+    query_id: str | None
+    batch_id: int | None
+    partition: int
+    attempt: int
+    prefix: str
+    token: str
+
+    @classmethod
+    def current(cls, *, streaming: bool, prefix: str | None) -> "TaskIdentity":
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        partition = tc.partitionId() if tc is not None else 0
+        attempt = tc.attemptNumber() if tc is not None else 0
+        query_id = batch_id = None
+        if streaming:
+            query_id = tc.getLocalProperty("sql.streaming.queryId") if tc is not None else None
+            batch = tc.getLocalProperty("streaming.sql.batchId") if tc is not None else None
+            if not query_id or batch is None:
+                raise SinkTransactionError(
+                    "pyklog sink: deliveryGuarantee=exactly-once could not read the streaming query id "
+                    "and batch id from the task's context (sql.streaming.queryId, streaming.sql.batchId)")
+            batch_id = int(batch)
+        if prefix is None:
+            prefix = f"pyklog-spark-{query_id}" if query_id else "pyklog-spark-batch"
+        return cls(query_id, batch_id, partition, attempt, prefix, uuid.uuid4().hex[:8])
+
+    def transactional_id(self) -> str:
+        batch = "w" if self.batch_id is None else str(self.batch_id)
+        return f"{self.prefix}-{batch}-{self.partition}-{self.attempt}-{self.token}"
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """The driver's durable decision for one micro-batch: which prepared transactions make up the
+    batch.  ``state`` is ``prepared`` (written before the first completion) or ``committed``."""
+
+    query_id: str
+    batch_id: int
+    transactions: tuple  # ((transactional_id, producer_id, producer_epoch), ...)
+    state: str = "prepared"
+    started_at: float | None = None  # the oldest transaction's start (wall clock)
+
+    def encode(self) -> bytes:
+        return json.dumps({"version": 1, "query_id": self.query_id, "batch_id": self.batch_id,
+                           "state": self.state, "started_at": self.started_at,
+                           "transactions": [list(t) for t in self.transactions]},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> "CommitRecord":
+        try:
+            d = json.loads(data.decode())
+            txns = tuple((str(t[0]), int(t[1]), int(t[2])) for t in d["transactions"])
+            state = d["state"]
+            if state not in ("prepared", "committed"):
+                raise ValueError(f"state {state!r}")
+            return cls(str(d["query_id"]), int(d["batch_id"]), txns, state, d.get("started_at"))
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise ZooKeeperError(f"unreadable exactly-once sink record {path}: {e}; read {data[:200]!r}") from e
+
+
+class SinkTransactionLog:
+    """The exactly-once stream sink's records in ZooKeeper (the cluster's own ZooKeeper, under the
+    sink's ``zookeeper.connect`` chroot)::
+
+        /pyklog_spark_sinks/[query id]/commits/[batch id]                    persistent  CommitRecord JSON
+        /pyklog_spark_sinks/[query id]/transactions/[batch id]/[transactional id]   persistent  {"partition","attempt"}
+
+    ``commits/N`` is created by the driver BEFORE it completes any transaction of batch N (a
+    create, so the first decision wins) and is what a restarted driver replaying batch N finds.
+    ``transactions/N/*`` is written by each task before its transaction begins, so the driver can
+    abort transactions nobody reported.  Used on executors (``register``) and on the driver; one
+    instance per call, not thread-safe; a context manager that opens and closes its session."""
+
+    ROOT = "/pyklog_spark_sinks"
+
+    def __init__(self, cluster: ClusterOptions):
+        if not cluster.zookeeper_connect:
+            raise ConfigError("pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
+                              "'zookeeper.connect' (it keeps each micro-batch's commit record there)")
+        self._connect = cluster.zookeeper_connect
+        self._timeout_s = cluster.zk_session_timeout_s
+        self._zk = None
+
+    # paths (built here only)
+    @classmethod
+    def commit_path(cls, query_id: str, batch_id: int) -> str:
+        return f"{cls.ROOT}/{query_id}/commits/{batch_id}"
+
+    @classmethod
+    def transactions_path(cls, query_id: str, batch_id: int | None = None) -> str:
+        base = f"{cls.ROOT}/{query_id}/transactions"
+        return base if batch_id is None else f"{base}/{batch_id}"
+
+    def __enter__(self) -> "SinkTransactionLog":
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        zk = KazooClient(hosts=self._connect, timeout=self._timeout_s)
+        try:
+            zk.start(timeout=max(self._timeout_s, 10.0))
+        except KazooTimeoutError as e:
+            zk.close()
+            raise ZooKeeperError(f"pyklog sink: cannot connect to ZooKeeper at {self._connect}: {e}") from e
+        self._zk = zk
+        return self
+
+    def __exit__(self, *exc) -> None:
+        zk, self._zk = self._zk, None
+        if zk is not None:
+            zk.stop()
+            zk.close()
+
+    def register(self, query_id: str, batch_id: int, tid: str, partition: int, attempt: int) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        path = f"{self.transactions_path(query_id, batch_id)}/{tid}"
+        data = json.dumps({"partition": partition, "attempt": attempt}, sort_keys=True).encode()
+        try:
+            self._zk.retry(self._zk.create, path, data, makepath=True)
+        except NodeExistsError:  # our own create, retried after a reconnect
+            pass
+
+    def read(self, query_id: str, batch_id: int) -> tuple[CommitRecord | None, int]:
+        from kazoo.exceptions import NoNodeError
+
+        path = self.commit_path(query_id, batch_id)
+        try:
+            data, stat = self._zk.retry(self._zk.get, path)
+        except NoNodeError:
+            return None, -1
+        return CommitRecord.decode(data, path), stat.version
+
+    def decide(self, record: CommitRecord) -> tuple[CommitRecord, int, bool]:
+        """Create ``commits/N`` with ``record`` unless it exists; return the record that holds
+        (ours or the earlier one), its version, and whether ours was created."""
+        from kazoo.exceptions import NodeExistsError
+
+        path = self.commit_path(record.query_id, record.batch_id)
+        try:
+            self._zk.retry(self._zk.create, path, record.encode(), makepath=True)
+            return record, 0, True
+        except NodeExistsError:
+            existing, version = self.read(record.query_id, record.batch_id)
+            if existing is None:  # deleted in between: cannot happen while one driver runs
+                raise ZooKeeperError(f"pyklog sink: {path} vanished while being read") from None
+            # a create retried after a lost connection may have been ours
+            if existing.transactions == record.transactions and version == 0 and existing.state == record.state:
+                return existing, version, True
+            return existing, version, False
+
+    def replace(self, record: CommitRecord, version: int) -> int:
+        """Overwrite ``commits/N`` if it is still at ``version`` (BadVersionError otherwise)."""
+        stat = self._zk.retry(self._zk.set, self.commit_path(record.query_id, record.batch_id),
+                              record.encode(), version=version)
+        return stat.version
+
+    def registered(self, query_id: str, up_to_batch: int) -> dict[int, list[str]]:
+        """Transactional ids tasks registered, per batch id <= ``up_to_batch``."""
+        from kazoo.exceptions import NoNodeError
+
+        out = {}
+        try:
+            batches = self._zk.retry(self._zk.get_children, self.transactions_path(query_id))
+        except NoNodeError:
+            return out
+        for b in batches:
+            if not b.isdigit() or int(b) > up_to_batch:
+                continue
+            try:
+                out[int(b)] = sorted(self._zk.retry(self._zk.get_children,
+                                                    self.transactions_path(query_id, int(b))))
+            except NoNodeError:
+                continue
+        return out
+
+    def forget_registered(self, query_id: str, batch_id: int, tids) -> None:
+        """Delete the registrations ``tids`` of a batch, then the batch's node if nothing else
+        registered meanwhile (a straggler's registration stays for the next commit's clean-up)."""
+        from kazoo.exceptions import NoNodeError, NotEmptyError
+
+        base = self.transactions_path(query_id, batch_id)
+        for tid in tids:
+            try:
+                self._zk.retry(self._zk.delete, f"{base}/{tid}")
+            except NoNodeError:
+                pass
+        try:
+            self._zk.retry(self._zk.delete, base)
+        except (NoNodeError, NotEmptyError):
+            pass
+
+    def forget_commits_before(self, query_id: str, batch_id: int) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        base = f"{self.ROOT}/{query_id}/commits"
+        try:
+            children = self._zk.retry(self._zk.get_children, base)
+        except NoNodeError:
+            return
+        for c in children:
+            if c.isdigit() and int(c) < batch_id:
+                try:
+                    self._zk.retry(self._zk.delete, f"{base}/{c}")
+                except NoNodeError:
+                    pass
 
 
 def _bytes_list(arr) -> list:
@@ -154,79 +436,236 @@ class _SinkWriter:
         self.opts = opts
         self.plan = validate_sink_schema(schema, opts)
 
-    def _producer(self):
-        from pyklog.connector.producer import Producer
-
+    def _producer_config(self) -> dict:
         cfg = {"client.id": self.opts.cluster.client_id, **self.opts.producer_dict()}
         if self.opts.cluster.bootstrap_servers:
             cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
         else:
             cfg["zookeeper.connect"] = self.opts.cluster.zookeeper_connect
-        return Producer(cfg)
+        return cfg
+
+    def _producer(self, **extra):
+        from pyklog.connector.producer import Producer
+
+        return Producer({**self._producer_config(), **extra})
+
+    def _send_batches(self, producer, iterator, per_topic: dict) -> None:
+        """Executor side: queue each Arrow batch with ``Producer.send_many`` (one call per topic
+        per batch); stops early once a record failed for good.  Counts rows into ``per_topic``."""
+        plan = self.plan
+        for batch in iterator:
+            if isinstance(batch, pa.Table):
+                batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+            if batch is None or batch.num_rows == 0:
+                continue
+            n = batch.num_rows
+            names = batch.schema.names
+            col = {name: batch.column(names.index(src)) for name, src in plan.items()}
+            values = _bytes_list(col["value"])
+            keys = _bytes_list(col["key"]) if "key" in col else None
+            parts = col["partition"].to_pylist() if "partition" in col else None
+            headers = None
+            if "headers" in col:
+                headers = [[(e["key"], e["value"]) for e in h] if h else None
+                           for h in col["headers"].to_pylist()]
+            if self.opts.topic is not None:
+                producer.send_many(self.opts.topic, parts, keys, values, headers)
+                per_topic[self.opts.topic] = per_topic.get(self.opts.topic, 0) + n
+            else:
+                topics = col["topic"].to_pylist()
+                rows_by_topic: dict = {}
+                for i, t in enumerate(topics):
+                    rows = rows_by_topic.get(t)
+                    if rows is None:
+                        if t is None:
+                            raise ConfigError("pyklog sink: null topic in row "
+                                              f"{i} of a batch; set the 'topic' option or fill the column")
+                        rows = rows_by_topic[t] = []
+                    rows.append(i)
+                for t, rows in rows_by_topic.items():
+                    if len(rows) == n:
+                        producer.send_many(t, parts, keys, values, headers)
+                    else:
+                        pick = (lambda seq: None if seq is None else [seq[i] for i in rows])
+                        producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows],
+                                           pick(headers))
+                    per_topic[t] = per_topic.get(t, 0) + len(rows)
+            if producer.failed_records:
+                break
+
+    def _delivery_error(self, failed: int, first_failure) -> SinkWriteError:
+        # the producer logged each failure (topic, partition, Kafka error) in the executor log
+        c = self.opts.cluster
+        where = (f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)" if c.bootstrap_servers
+                 else f"the brokers registered in ZooKeeper {c.zookeeper_connect} (zookeeper.connect)")
+        timeout = self.opts.producer_dict().get("delivery.timeout.ms", "120000")
+        return SinkWriteError(
+            f"pyklog sink: {failed} record(s) were not acknowledged by {where} within "
+            f"kafka.delivery.timeout.ms={timeout}; first failure: {first_failure.message or 'see this executor log'}"
+            "; the task fails so Spark retries it or aborts the write")
 
     def write(self, iterator) -> PyklogCommitMessage:
-        """Executor side: queue each Arrow batch with ``Producer.send_many`` (one call per topic
-        per batch), flush, raise if any record failed."""
-        plan = self.plan
+        """Executor side.  At-least-once: queue the rows, flush, raise if any record failed.
+        Exactly-once: the same inside a transaction that is prepared, not committed (see
+        :meth:`_write_transactional`)."""
+        if self.opts.exactly_once:
+            return self._write_transactional(iterator)
         per_topic: dict = {}
         producer = self._producer()
         first_failure = _FirstDeliveryFailure.attach()
         try:
-            for batch in iterator:
-                if isinstance(batch, pa.Table):
-                    batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
-                if batch is None or batch.num_rows == 0:
-                    continue
-                n = batch.num_rows
-                names = batch.schema.names
-                col = {name: batch.column(names.index(src)) for name, src in plan.items()}
-                values = _bytes_list(col["value"])
-                keys = _bytes_list(col["key"]) if "key" in col else None
-                parts = col["partition"].to_pylist() if "partition" in col else None
-                headers = None
-                if "headers" in col:
-                    headers = [[(e["key"], e["value"]) for e in h] if h else None
-                               for h in col["headers"].to_pylist()]
-                if self.opts.topic is not None:
-                    producer.send_many(self.opts.topic, parts, keys, values, headers)
-                    per_topic[self.opts.topic] = per_topic.get(self.opts.topic, 0) + n
-                else:
-                    topics = col["topic"].to_pylist()
-                    rows_by_topic: dict = {}
-                    for i, t in enumerate(topics):
-                        rows = rows_by_topic.get(t)
-                        if rows is None:
-                            if t is None:
-                                raise ConfigError("pyklog sink: null topic in row "
-                                                  f"{i} of a batch; set the 'topic' option or fill the column")
-                            rows = rows_by_topic[t] = []
-                        rows.append(i)
-                    for t, rows in rows_by_topic.items():
-                        if len(rows) == n:
-                            producer.send_many(t, parts, keys, values, headers)
-                        else:
-                            pick = (lambda seq: None if seq is None else [seq[i] for i in rows])
-                            producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows],
-                                               pick(headers))
-                        per_topic[t] = per_topic.get(t, 0) + len(rows)
-                if producer.failed_records:
-                    break
+            self._send_batches(producer, iterator, per_topic)
             producer.flush()
             failed = producer.failed_records
         finally:
             producer.close()
             first_failure.detach()
         if failed:
-            # the producer logged each failure (topic, partition, Kafka error) in the executor log
-            c = self.opts.cluster
-            where = (f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)" if c.bootstrap_servers
-                     else f"the brokers registered in ZooKeeper {c.zookeeper_connect} (zookeeper.connect)")
-            timeout = self.opts.producer_dict().get("delivery.timeout.ms", "120000")
-            raise SinkWriteError(
-                f"pyklog sink: {failed} record(s) were not acknowledged by {where} within "
-                f"kafka.delivery.timeout.ms={timeout}; first failure: {first_failure.message or 'see this executor log'}"
-                "; the task fails so Spark retries it or aborts the write")
+            raise self._delivery_error(failed, first_failure)
         return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic)
+
+    # -- exactly-once: the task's side -------------------------------------------------------------
+    def _task_identity(self) -> TaskIdentity:
+        """Executor side: who this task is (overridden by the stream writer)."""
+        return TaskIdentity.current(streaming=False, prefix=self.opts.transactional_id_prefix)
+
+    def _write_transactional(self, iterator) -> PyklogCommitMessage:
+        """Executor side: write the task's rows in one transaction and PREPARE it (flushed, left
+        open; closing the producer does not abort it).  The driver's ``commit`` completes it.
+
+        The transactional id is new for every task attempt (see :class:`TaskIdentity`), so a
+        replayed batch never fences a prepared transaction of an earlier attempt.  Streaming tasks
+        register the id in ZooKeeper BEFORE the transaction starts, so the driver finds and aborts
+        the transactions of attempts that never reached a commit (killed executors, speculative
+        losers, a driver that died before ``commit``).  A failure inside the task aborts its
+        transaction before the task fails."""
+        ident = self._task_identity()
+        it = iter(iterator)
+        first = None
+        for batch in it:
+            if batch is not None and batch.num_rows:
+                first = batch
+                break
+        if first is None:  # nothing to write: no transaction at all
+            return PyklogCommitMessage(query_id=ident.query_id, batch_id=ident.batch_id,
+                                       partition=ident.partition)
+        tid = ident.transactional_id()
+        if ident.query_id is not None:
+            with SinkTransactionLog(self.opts.cluster) as tlog:
+                tlog.register(ident.query_id, ident.batch_id, tid, ident.partition, ident.attempt)
+        timeout_s = self.opts.transaction_timeout_ms / 1000.0
+        per_topic: dict = {}
+        producer = self._producer(**{"transactional.id": tid})
+        first_failure = _FirstDeliveryFailure.attach()
+        began = None
+        try:
+            try:
+                producer.init_transactions()
+            except InvalidTransactionTimeoutError as e:
+                raise ConfigError(
+                    f"pyklog sink: the brokers refused kafka.transaction.timeout.ms="
+                    f"{self.opts.transaction_timeout_ms}: it must not exceed the brokers' "
+                    f"transaction.max.timeout.ms ({e})") from e
+            producer.begin_transaction()
+            began = time.monotonic()
+            started_at = time.time()
+            self._send_batches(producer, itertools.chain([first], it), per_topic)
+            producer.flush()
+            if producer.failed_records:
+                raise self._delivery_error(producer.failed_records, first_failure)
+            elapsed = time.monotonic() - began
+            check_transaction_age(elapsed, self.opts.transaction_timeout_ms,
+                                  f"task {ident.partition} (attempt {ident.attempt}) wrote for")
+            prepared = producer.prepare_transaction(timeout_s=max(1.0, timeout_s - elapsed))
+        except BaseException:
+            if began is not None:
+                try:
+                    producer.abort_transaction()
+                except Exception as e:  # noqa: BLE001 - the original error matters more
+                    log.warning("pyklog sink: could not abort transaction %s after a failure (the "
+                                "driver or the transaction timeout aborts it): %s", tid, e)
+            raise
+        finally:
+            producer.close()
+            first_failure.detach()
+        txn = (prepared.transactional_id, int(prepared.producer_id), int(prepared.producer_epoch))
+        if txn[1] < 0:  # nothing reached the transaction (producer id -1): nothing to complete
+            txn = None
+        log.info("pyklog sink: task %s of batch %s prepared transaction %s (%d records)",
+                 ident.partition, ident.batch_id, txn, sum(per_topic.values()))
+        return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic, transaction=txn,
+                                   query_id=ident.query_id, batch_id=ident.batch_id,
+                                   partition=ident.partition, started_at=started_at)
+
+    # -- exactly-once: the driver's side -----------------------------------------------------------
+    def _complete(self, txn, commit: bool) -> None:
+        """Driver side: EndTxn for a prepared transaction of a task (any process may do it)."""
+        from pyklog.connector import producer as producer_mod
+
+        prepared = producer_mod.PreparedTransaction(*txn)
+        producer_mod.complete_transaction(self._producer_config(), prepared, commit,
+                                          timeout_s=self.opts.cluster.request_timeout_s * 2)
+
+    def _complete_all(self, txns, batch_id, *, pause: str | None = None) -> tuple[list, list]:
+        """Driver side: commit every transaction of ``txns``; returns (committed, aborted), where
+        aborted ones are those the coordinator had already aborted.  Any other error is raised
+        (after the other completions ran: they are idempotent, the replay repeats them).
+
+        The first one is completed alone (then the test hook ``pause`` may stop the driver there),
+        the others in parallel threads: each is one EndTxn to a coordinator, with its own
+        connections."""
+        committed, aborted, errors = [], [], []
+
+        def one(txn):
+            try:
+                self._complete(txn, commit=True)
+                return txn, None
+            except Exception as e:  # noqa: BLE001 - sorted below
+                return txn, e
+
+        def record(txn, e):
+            if e is None:
+                committed.append(txn)
+            elif _is_aborted_error(e):
+                log.error("pyklog sink: transaction %s of batch %s was aborted before the driver committed "
+                          "it: %s", txn[0], batch_id, e)
+                aborted.append(txn)
+            else:
+                errors.append(e)
+
+        txns = list(txns)
+        if txns:
+            record(*one(txns[0]))
+        if pause and len(txns) > 1:
+            with open(pause, "w") as f:
+                f.write(f"{batch_id}\n")
+            log.warning("pyklog sink: test hook %s: pausing between two completions", COMMIT_PAUSE_ENV)
+            time.sleep(3600)
+        rest = txns[1:]
+        if len(rest) == 1:
+            record(*one(rest[0]))
+        elif rest:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(8, len(rest)), thread_name_prefix="pyklog-sink-commit") as ex:
+                for txn, e in ex.map(one, rest):
+                    record(txn, e)
+        if errors:
+            raise errors[0]
+        return committed, aborted
+
+    def _abort_quietly(self, txns, why: str) -> int:
+        """Driver side: abort each of ``txns``; failures are logged (the transaction timeout, or
+        the next commit's clean-up, ends them).  Returns how many were aborted."""
+        done = 0
+        for txn in txns:
+            try:
+                self._complete(txn, commit=False)
+                done += 1
+            except Exception as e:  # noqa: BLE001
+                log.warning("pyklog sink: could not abort transaction %s (%s): %s; it ends at "
+                            "kafka.transaction.timeout.ms at the latest", txn[0], why, e)
+        return done
 
     @staticmethod
     def _summary(messages) -> tuple[int, dict]:
@@ -240,27 +679,189 @@ class _SinkWriter:
         return total, per
 
 
+def _is_aborted_error(e: Exception) -> bool:
+    """complete_transaction's answer when the transaction was aborted (by the brokers' timeout, or
+    by someone fencing its transactional id) instead of committed."""
+    return isinstance(e, (ProducerFencedError, InvalidTxnStateError))
+
+
 class PyklogBatchWriter(_SinkWriter, DataSourceArrowWriter):
-    """``df.write.format("pyklog")``."""
+    """``df.write.format("pyklog")``.
+
+    Exactly-once: each task prepares one transaction; ``commit(messages)`` (driver, after every
+    task succeeded) commits them all, ``abort(messages)`` (the job failed) aborts the prepared
+    ones, so a failed job leaves nothing visible to read_committed readers and re-running it writes
+    every row once.  Spark's batch ``commit`` has no job id a re-run could find, so a driver that
+    dies between two completions leaves that write partly committed (see docs)."""
 
     def commit(self, messages) -> None:
         total, per = self._summary(messages)
-        log.info("pyklog sink: wrote %d records %s", total, per)
+        if self.opts.exactly_once:
+            txns = [m.transaction for m in messages or [] if isinstance(m, PyklogCommitMessage) and m.transaction]
+            committed, aborted = self._complete_all(txns, "(batch write)")
+            if aborted:
+                raise SinkTransactionError(
+                    f"pyklog sink: {len(aborted)} of the write's {len(txns)} transactions were aborted before the "
+                    f"driver committed them ({', '.join(t[0] for t in aborted)}; {len(committed)} were committed): "
+                    f"kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} is shorter than the write took")
+        log.info("pyklog sink: wrote %d records %s (%s)", total, per, self.opts.delivery_guarantee)
 
     def abort(self, messages) -> None:
         total, per = self._summary(messages)
+        if self.opts.exactly_once:
+            txns = [m.transaction for m in messages or [] if isinstance(m, PyklogCommitMessage) and m.transaction]
+            n = self._abort_quietly(txns, "write aborted")
+            log.error("pyklog sink: write aborted; aborted %d of the %d prepared transactions of its "
+                      "successful tasks (%d records, none visible to read_committed readers)", n, len(txns), total)
+            return
         log.error("pyklog sink: write aborted; %d records of the successful tasks were already written "
                   "(at-least-once) %s", total, per)
 
 
 class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
-    """``df.writeStream.format("pyklog")``: at-least-once, idempotent commit."""
+    """``df.writeStream.format("pyklog")``: at-least-once (idempotent commit), or exactly-once.
+
+    Exactly-once, per micro-batch N (recovery design in docs/spark-connector.md):
+
+    * executors (``write``): each task registers a fresh transactional id under
+      ``transactions/N`` in ZooKeeper, writes its rows in a transaction and prepares it; the commit
+      message carries ``(transactional_id, producer_id, producer_epoch)``.
+    * driver (``commit(messages, N)``, a fresh instance in a new driver worker): creates
+      ``commits/N`` listing the prepared transactions BEFORE completing any of them; if it already
+      exists (batch N is a replay of a batch whose commit began), the recorded transactions are the
+      batch and this attempt's are aborted.  Then it commits every recorded transaction
+      (idempotent), marks the record committed, aborts registered transactions that are not part of
+      any decision (attempts that never reached a commit) and forgets records of earlier batches.
+    * ``abort(messages, N)`` aborts this attempt's transactions except those recorded in
+      ``commits/N`` (a commit that failed half way is finished by the replay, never undone).
+    """
+
+    def __init__(self, opts: SinkOptions, schema):
+        super().__init__(opts, schema)
+        if opts.exactly_once and not opts.cluster.zookeeper_connect:
+            raise ConfigError("pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
+                              "'zookeeper.connect' (each micro-batch's commit record is kept in ZooKeeper, "
+                              "where a restarted query finds it); set it to the cluster's ZooKeeper")
+
+    def _task_identity(self) -> TaskIdentity:
+        return TaskIdentity.current(streaming=True, prefix=self.opts.transactional_id_prefix)
+
+    @staticmethod
+    def _eos_messages(messages) -> tuple[str | None, list, float | None]:
+        msgs = [m for m in messages or [] if isinstance(m, PyklogCommitMessage)]
+        query_id = next((m.query_id for m in msgs if m.query_id), None)
+        txns = tuple(sorted(m.transaction for m in msgs if m.transaction))
+        starts = [m.started_at for m in msgs if m.started_at is not None]
+        return query_id, txns, (min(starts) if starts else None)
 
     def commit(self, messages, batchId) -> None:
         total, per = self._summary(messages)
-        log.info("pyklog sink: micro-batch %s wrote %d records %s", batchId, total, per)
+        if not self.opts.exactly_once:
+            log.info("pyklog sink: micro-batch %s wrote %d records %s", batchId, total, per)
+            return
+        query_id, mine, started_at = self._eos_messages(messages)
+        if query_id is None:
+            log.info("pyklog sink: micro-batch %s had no tasks; nothing to commit", batchId)
+            return
+        with SinkTransactionLog(self.opts.cluster) as tlog:
+            record, version, created = tlog.decide(CommitRecord(query_id, batchId, mine, "prepared", started_at))
+            if not created:
+                log.warning("pyklog sink: micro-batch %s is a replay: its commit began before (%s, %d "
+                            "transactions); completing those and aborting this attempt's %d",
+                            batchId, record.state, len(record.transactions), len(mine))
+            if record.state != "committed":
+                record, version = self._commit_recorded(tlog, record, version, created, mine)
+            chosen = set(record.transactions)
+            extra = [t for t in mine if t not in chosen]
+            if extra:
+                self._abort_quietly(extra, f"replay of micro-batch {batchId}")
+            self._clean_up(tlog, query_id, batchId, {t[0] for t in chosen})
+        log.info("pyklog sink: micro-batch %s committed (%d transactions; this attempt wrote %d records %s)",
+                 batchId, len(record.transactions), total, per)
+
+    def _commit_recorded(self, tlog: SinkTransactionLog, record: CommitRecord, version: int,
+                         created: bool, mine: tuple) -> tuple[CommitRecord, int]:
+        """Driver side: commit every transaction of ``record`` (idempotent), then mark it committed.
+
+        If a transaction turns out aborted (the brokers' transaction timeout ran out before the
+        driver got to it): when NONE of the record's transactions was committed and this attempt
+        has its own, the record is switched to this attempt's transactions (nothing of the batch was
+        visible, so the replay's rows are the batch); otherwise the batch is partly lost and the
+        commit fails with SinkTransactionError."""
+        if record.started_at is not None:
+            check_transaction_age(time.time() - record.started_at, self.opts.transaction_timeout_ms,
+                                  f"micro-batch {record.batch_id}'s oldest transaction has been open for",
+                                  fail=False)
+        pause = os.environ.get(COMMIT_PAUSE_ENV)
+        committed, aborted = self._complete_all(record.transactions, record.batch_id, pause=pause)
+        if aborted:
+            if not committed and not created and mine:
+                fresh = CommitRecord(record.query_id, record.batch_id, mine, "prepared", None)
+                version = tlog.replace(fresh, version)
+                log.warning("pyklog sink: micro-batch %s: none of the %d recorded transactions was "
+                            "committed (all aborted); committing this attempt's %d instead",
+                            record.batch_id, len(record.transactions), len(mine))
+                return self._commit_recorded(tlog, fresh, version, True, mine)
+            raise SinkTransactionError(
+                f"pyklog sink: micro-batch {record.batch_id} cannot be committed exactly once: "
+                f"{len(aborted)} of its {len(record.transactions)} prepared transactions were aborted "
+                f"before the driver committed them ({', '.join(t[0] for t in aborted)}), "
+                f"{len(committed)} were committed.  The rows of the aborted ones are lost unless the "
+                f"batch is rewritten.  kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} must "
+                "exceed the time from a task's start to the driver's commit, including a driver restart")
+        done = CommitRecord(record.query_id, record.batch_id, record.transactions, "committed", record.started_at)
+        version = tlog.replace(done, version)
+        return done, version
+
+    def _clean_up(self, tlog: SinkTransactionLog, query_id: str, batch_id: int, chosen: set) -> None:
+        """Driver side, after batch N is committed: abort (by fencing their transactional ids)
+        registered transactions of batches <= N that are not part of N's decision (earlier batches'
+        decisions were committed before N ran), then forget their registrations and the commit
+        records of batches before N (Spark never replays a batch before the last committed one)."""
+        registered = tlog.registered(query_id, batch_id)
+        for b, tids in sorted(registered.items()):
+            stray = [t for t in tids if not (b == batch_id and t in chosen)]
+            if b < batch_id:
+                earlier, _ = tlog.read(query_id, b)
+                if earlier is not None:
+                    stray = [t for t in stray if t not in {x[0] for x in earlier.transactions}]
+            for tid in stray:
+                self._fence(tid)
+            tlog.forget_registered(query_id, b, tids)
+        tlog.forget_commits_before(query_id, batch_id)
+
+    def _fence(self, tid: str) -> None:
+        """Driver side: abort whatever transaction ``tid`` left open by initialising a producer with
+        that transactional id (the coordinator bumps its epoch and aborts an open transaction)."""
+        try:
+            p = self._producer(**{"transactional.id": tid})
+            try:
+                p.init_transactions()
+            finally:
+                p.close()
+            log.info("pyklog sink: aborted lingering transaction %s", tid)
+        except Exception as e:  # noqa: BLE001 - the transaction timeout ends it anyway
+            log.warning("pyklog sink: could not abort lingering transaction %s: %s; it ends at "
+                        "kafka.transaction.timeout.ms at the latest", tid, e)
 
     def abort(self, messages, batchId) -> None:
         total, per = self._summary(messages)
-        log.error("pyklog sink: micro-batch %s aborted; %d records of its successful tasks were already "
-                  "written (at-least-once) %s", batchId, total, per)
+        if not self.opts.exactly_once:
+            log.error("pyklog sink: micro-batch %s aborted; %d records of its successful tasks were already "
+                      "written (at-least-once) %s", batchId, total, per)
+            return
+        query_id, mine, _ = self._eos_messages(messages)
+        if query_id is None or not mine:
+            return
+        try:
+            with SinkTransactionLog(self.opts.cluster) as tlog:
+                record, _ = tlog.read(query_id, batchId)
+        except Exception as e:  # noqa: BLE001 - without the record, aborting could undo a commit
+            log.error("pyklog sink: micro-batch %s aborted; cannot read its commit record (%s): leaving its "
+                      "%d transactions to the replay's commit or the transaction timeout", batchId, e, len(mine))
+            return
+        recorded = set(record.transactions) if record is not None else set()
+        keep = [t for t in mine if t in recorded]
+        n = self._abort_quietly([t for t in mine if t not in recorded], f"micro-batch {batchId} aborted")
+        log.error("pyklog sink: micro-batch %s aborted: aborted %d prepared transactions, left %d that its "
+                  "commit record holds to the replay's commit", batchId, n, len(keep))
