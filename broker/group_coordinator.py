@@ -41,7 +41,8 @@ Group states and transitions (Kafka 2.x ``GroupMetadata``)::
   offsets are listed with an empty protocol type and described as Empty.
 * **OffsetCommit** validation (:meth:`GroupCoordinator.validate_offset_commit`): a commit with a
   generation >= 0 must come from a current member of the current generation
-  (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while CompletingRebalance); a
+  (UNKNOWN_MEMBER_ID, then ILLEGAL_GENERATION, then REBALANCE_IN_PROGRESS while CompletingRebalance:
+  Kafka's order of checks, member before generation before state); a
   commit with generation -1 (manual assignment, "simple" consumers) is accepted while the group
   has no members, as in Kafka.
 * **Static membership** (``group.instance.id``, KIP-345, JoinGroup v5 / SyncGroup, Heartbeat,
@@ -909,17 +910,20 @@ class GroupCoordinator:
                 raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
             if generation_id < 0 and group.state == EMPTY:
                 return  # offsets only: the group does not use Kafka's group management
+            # Kafka's order (GroupMetadata.validateOffsetCommit): the member, then the generation,
+            # then the group's state.  A stale member committing while its group completes a
+            # rebalance gets ILLEGAL_GENERATION (it must rejoin), not REBALANCE_IN_PROGRESS.
             if group.fenced(member_id, group_instance_id):
                 raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
                                             f"belongs to another member than {member_id!r}")
-            if group.state == COMPLETING_REBALANCE:
-                raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             m = group.members.get(member_id)
             if m is None:
                 raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r}")
             if generation_id != group.generation:
                 raise IllegalGenerationError(
                     f"group {group_id!r} is at generation {group.generation}, the commit is for {generation_id}")
+            if group.state == COMPLETING_REBALANCE:
+                raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             self._heartbeat_ok(group, m)
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups

@@ -121,6 +121,16 @@ _CREATE_WAIT_S = 2.0
 #: request must not make the broker build billions of assignments.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 _SLOW_REQUEST_S = 5.0
+
+# Metadata v8+ authorized operations (bit sets of Kafka's AclOperation codes).  Without an authorizer
+# Kafka reports every operation the resource type supports (AuthHelper.authorizedOperations with no
+# authorizer = AclEntry.supportedOperations); pyklog has no authorizer.  AclOperation codes:
+# READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))      # 3576
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))      # 8096
+#: Kafka's value of an authorized-operations field the client did not ask for (Integer.MIN_VALUE)
+NOT_REQUESTED_OPERATIONS = -(1 << 31)
 #: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
 #: partition, for the fetch purgatory's min_bytes accounting
 _MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
@@ -319,10 +329,14 @@ class KafkaApis:
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": partitions})
+                           "partitions": partitions,
+                           "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
+                           if body.get("include_topic_authorized_operations") else NOT_REQUESTED_OPERATIONS})
         self._respond(request, header, {
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
             "controller_id": self.cluster.controller_id, "topics": topics,
+            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
+            if body.get("include_cluster_authorized_operations") else NOT_REQUESTED_OPERATIONS,
         })
 
     def _metadata_for_missing_topic(self, name: str, allow_auto: bool):
