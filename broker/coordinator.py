@@ -613,6 +613,54 @@ class OffsetManager:
             self._log(part.partition).append(batch)
             part.offsets.remove(group, keys)
 
+    # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
+
+    def expire_group_offsets(self, group: str, now_ms: int, retention_ms: int, *,
+                             empty_since_ms: int | None = None) -> tuple[int, int]:
+        """Expire ``group``'s committed offsets older than ``retention_ms`` (Kafka's
+        ``GroupMetadata.removeExpiredOffsets`` with ``offsets.retention.minutes``, KIP-211); returns
+        (offsets expired, offsets left including pending transactional ones).
+
+        Called by :meth:`GroupCoordinator.cleanup_group_metadata` (its scheduler thread) only for a
+        group without members, with the group's lock held if the coordinator knows the group; takes
+        the offsets partition's lock (lock order: group lock, then partition lock).  An offset's clock
+        is its commit timestamp, or the time the group became empty (``empty_since_ms``) if later:
+        a recent commit is never expired (Kafka would use the empty-since time alone).  Offsets
+        with a pending transactional commit (TxnOffsetCommit awaiting its marker) are never expired.
+        Expired offsets get tombstones in ``__consumer_offsets`` (:meth:`_append_tombstones`)
+        before they leave the cache.  Raises NotCoordinatorError / CoordinatorLoadInProgressError
+        when this broker does not (yet) serve the group's partition.
+        """
+        part = self._partition_for_request(group)
+        with part.lock:
+            self._check_still_loaded(part, group)
+            cache = part.cache.get(group, {})
+            pending = {tp for by_group in part.offsets.pending.values() for tp in by_group.get(group, {})}
+            base_floor = empty_since_ms if empty_since_ms is not None else -1
+            expired = [tp for tp, v in cache.items()
+                       if tp not in pending and now_ms - max(v.commit_timestamp, base_floor) >= retention_ms]
+            if expired:
+                self._append_tombstones(part, group, expired, now_ms)
+            left = len(part.cache.get(group, {})) + len(pending)
+        if expired:
+            log.info("group %s: expired %d committed offset(s) older than %d ms (%d left)", group, len(expired),
+                     retention_ms, left)
+        return len(expired), left
+
+    def serves_group(self, group: str) -> bool:
+        """True if this broker leads ``group``'s ``__consumer_offsets`` partition and has loaded it."""
+        with self._lock:
+            part = self._partitions.get(self.partition_for(group))
+            return part is not None and part.state == LOADED
+
+    def _append_tombstones(self, part: _OffsetsPartition, group: str, keys: list, now_ms: int) -> None:
+        """Under ``part.lock``: write one batch of tombstones (null values, which compaction later
+        removes) for ``group``'s ``keys`` to its ``__consumer_offsets`` partition, then drop them from
+        the cache.  The single path by which the coordinator itself forgets committed offsets."""
+        batch = build_batch([(encode_offset_key(group, t, p), None, now_ms, ()) for t, p in keys])
+        self._log(part.partition).append(batch, from_client=False)
+        part.offsets.remove(group, keys)
+
     # ------------------------------------------------------------------ leadership and loading
 
     def _on_cluster_change(self) -> None:

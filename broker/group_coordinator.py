@@ -38,7 +38,13 @@ Group states and transitions (Kafka 2.x ``GroupMetadata``)::
   in its first JoinGroup more than 5 minutes, as Kafka).
 * **LeaveGroup** (v0-2 one member, v3 a batch): the members are removed at once and the group rebalances.
 * **ListGroups** (v0-2) / **DescribeGroups** (v0-4) for tools; groups that only have committed
-  offsets are listed with an empty protocol type and described as Empty.
+  offsets are listed with an empty protocol type and described as Empty; ZooKeeper consumer groups
+  (``/consumers/[group]``) are listed, protocol type "", by the broker leading their offsets partition.
+* **Offset expiry** (:meth:`GroupCoordinator.cleanup_group_metadata`, Kafka's
+  ``offsets.retention.minutes`` / ``offsets.retention.check.interval.ms``, KIP-211): offsets of a
+  group without members expire after the retention (counted from the later of the commit and the
+  moment the group became empty), with tombstones in ``__consumer_offsets``; the group is then
+  removed.  Abandoned ZooKeeper groups are deleted by the controller.
 * **OffsetCommit** validation (:meth:`GroupCoordinator.validate_offset_commit`): a commit with a
   generation >= 0 must come from a current member of the current generation
   (UNKNOWN_MEMBER_ID, then ILLEGAL_GENERATION, then REBALANCE_IN_PROGRESS while CompletingRebalance:
@@ -120,6 +126,14 @@ GROUP_API_KEYS = frozenset({JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESC
 
 Respond = Callable[[dict], None]
 
+#: Kafka's offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms (10 minutes)
+DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
 
 # ---------------------------------------------------------------------------- group state
 
@@ -174,7 +188,8 @@ class _Member:
 
 class _Group:
     __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
-                 "pending", "static", "lock", "join_timer", "initial_delay", "new_member_added", "remaining_ms")
+                 "pending", "static", "lock", "join_timer", "initial_delay", "new_member_added", "remaining_ms",
+                 "empty_since_ms")
 
     def __init__(self, group_id: str):
         self.group_id = group_id
@@ -191,6 +206,8 @@ class _Group:
         self.initial_delay = False                 # the join timer is Kafka's InitialDelayedJoin
         self.new_member_added = False
         self.remaining_ms = 0
+        #: wall-clock ms when the group last became Empty (Kafka's currentStateTimestamp, KIP-211)
+        self.empty_since_ms = _now_ms()
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -303,7 +320,12 @@ class GroupCoordinator:
     def __init__(self, offset_manager=None, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
                  min_session_timeout_ms: int = DEFAULT_MIN_SESSION_TIMEOUT_MS,
                  max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS, max_size: int = DEFAULT_MAX_SIZE,
-                 broker_id: int | None = None, clock: Callable[[], float] = time.monotonic):
+                 broker_id: int | None = None, clock: Callable[[], float] = time.monotonic,
+                 offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS,
+                 offsets_retention_check_interval_ms: int = DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS):
+        if offsets_retention_ms < 1 or offsets_retention_check_interval_ms < 1:
+            raise ValueError("offsets.retention.minutes and offsets.retention.check.interval.ms must be positive, "
+                             f"got {offsets_retention_ms} ms and {offsets_retention_check_interval_ms} ms")
         if initial_rebalance_delay_ms < 0:
             raise ValueError(f"group.initial.rebalance.delay.ms must be >= 0, got {initial_rebalance_delay_ms}")
         if not 0 < min_session_timeout_ms <= max_session_timeout_ms:
@@ -323,12 +345,21 @@ class GroupCoordinator:
         name = "pyklog-group-coordinator" + (f"-{broker_id}" if broker_id is not None else "")
         # Kafka's heartbeat / join purgatories as timers on one Scheduler thread (its clock is ours)
         self._scheduler = Scheduler(name, clock=clock)
+        self.broker_id = broker_id
+        self.offsets_retention_ms = int(offsets_retention_ms)
+        self.offsets_retention_check_interval_ms = int(offsets_retention_check_interval_ms)
+        if offset_manager is not None:
+            # Kafka's GroupMetadataManager "delete-expired-group-metadata" task
+            self._scheduler.schedule_periodic("delete-expired-group-metadata",
+                                              self.offsets_retention_check_interval_ms / 1000.0,
+                                              self._cleanup_task)
 
     @classmethod
     def from_config(cls, offset_manager, config) -> "GroupCoordinator":
         """Build from a :class:`broker.server.config.ServerConfig` (Kafka's setting names, read from
         ``config.raw``): ``group.initial.rebalance.delay.ms`` (3000), ``group.min.session.timeout.ms``
-        (6000), ``group.max.session.timeout.ms`` (1800000), ``group.max.size`` (2147483647)."""
+        (6000), ``group.max.session.timeout.ms`` (1800000), ``group.max.size`` (2147483647),
+        ``offsets.retention.minutes`` (10080, 7 days), ``offsets.retention.check.interval.ms`` (600000)."""
         raw = config.raw
 
         def setting(key: str, default: int) -> int:
@@ -348,7 +379,11 @@ class GroupCoordinator:
                    min_session_timeout_ms=setting("group.min.session.timeout.ms", DEFAULT_MIN_SESSION_TIMEOUT_MS),
                    max_session_timeout_ms=setting("group.max.session.timeout.ms", DEFAULT_MAX_SESSION_TIMEOUT_MS),
                    max_size=setting("group.max.size", DEFAULT_MAX_SIZE),
-                   broker_id=config.broker_id)
+                   broker_id=config.broker_id,
+                   offsets_retention_ms=setting("offsets.retention.minutes",
+                                                DEFAULT_OFFSETS_RETENTION_MS // 60_000) * 60_000,
+                   offsets_retention_check_interval_ms=setting("offsets.retention.check.interval.ms",
+                                                               DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS))
 
     def shutdown(self) -> None:
         """Stop the timers; every waiting JoinGroup/SyncGroup is answered NOT_COORDINATOR (the
@@ -674,6 +709,7 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_name = None
             group.state = EMPTY
+            group.empty_since_ms = _now_ms()
             log.info("group %s with generation %d is now empty", group.group_id, group.generation)
             return
         try:
@@ -686,6 +722,7 @@ class GroupCoordinator:
                     m.join_cb = None
                 self._remove_member(group, m, out)
             group.state = EMPTY
+            group.empty_since_ms = _now_ms()
             return
         group.state = COMPLETING_REBALANCE
         log.info("stabilized group %s generation %d (protocol %s, leader %s, %d members)", group.group_id,
@@ -926,6 +963,93 @@ class GroupCoordinator:
                 raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             self._heartbeat_ok(group, m)
 
+    # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
+
+    def _cleanup_task(self) -> None:
+        try:
+            self.cleanup_group_metadata()
+        except Exception:  # noqa: BLE001 - logged; the next check runs anyway
+            log.exception("expiring group offsets failed")
+
+    def cleanup_group_metadata(self, now_ms: int | None = None) -> dict:
+        """Expire committed offsets and remove abandoned groups (Kafka's
+        ``GroupMetadataManager.cleanupGroupMetadata``, every ``offsets.retention.check.interval.ms``
+        on the coordinator's scheduler thread; callable directly).
+
+        Only groups without members are touched (a group with members never loses offsets):
+        * a group this coordinator knows in state Empty: each offset expires once
+          ``offsets.retention.minutes`` passed since the later of its commit and the moment the
+          group became Empty (KIP-211); once it has no offsets left (and nothing pending) it is
+          removed, as Kafka's Empty -> Dead;
+        * a group with offsets only (a "simple" consumer, or a group whose membership was lost in a
+          restart): each offset by its commit timestamp;
+        * ZooKeeper consumer groups (``/consumers/[group]``, offsets.storage=zookeeper), on the
+          controller only: the whole group once it has no registered member and nothing under it
+          changed within the retention (:meth:`ZkCluster.delete_expired_zookeeper_group`).
+        Expired offsets get tombstones in ``__consumer_offsets`` (:meth:`OffsetManager.expire_group_offsets`).
+        Locks: each group's lock, then its offsets partition's lock; never two groups at once.
+        Returns ``{"expired_offsets", "removed_groups", "removed_zookeeper_groups"}`` (lists of names
+        for the groups).
+        """
+        now = _now_ms() if now_ms is None else int(now_ms)
+        retention = self.offsets_retention_ms
+        report = {"expired_offsets": 0, "removed_groups": [], "removed_zookeeper_groups": []}
+        if self.offsets is None:
+            return report
+        with self._lock:
+            names = set(self._groups)
+        names |= set(self.offsets.groups())
+        for gid in sorted(names):
+            if not self.offsets.serves_group(gid):
+                continue
+            with self._lock:
+                g = self._groups.get(gid)
+                offsets_only = g is None  # not known here: lock a placeholder so no join slips in
+                if offsets_only:
+                    g = self._groups[gid] = _Group(gid)
+            remove = offsets_only
+            try:
+                with g.lock:
+                    if g.state != EMPTY or g.members or g.pending:
+                        continue  # members: offsets are kept (Kafka's KIP-496 unsubscribed-topic expiry is not done)
+                    expired, left = self.offsets.expire_group_offsets(
+                        gid, now, retention, empty_since_ms=None if offsets_only else g.empty_since_ms)
+                    report["expired_offsets"] += expired
+                    if not left and (offsets_only or now - g.empty_since_ms >= retention):
+                        report["removed_groups"].append(gid)
+                        log.info("group %s removed: empty and without committed offsets", gid)
+                        remove = True
+                    if remove:
+                        g.state = DEAD  # a join holding this object answers COORDINATOR_NOT_AVAILABLE
+            except PyklogError as e:  # the partition moved or is loading: the next check retries
+                log.debug("group %s: offsets not expired now: %s", gid, e)
+                with g.lock:
+                    if offsets_only and g.state == EMPTY and not g.members and not g.pending:
+                        g.state = DEAD
+            finally:
+                if remove:
+                    with self._lock:
+                        if self._groups.get(gid) is g and g.state == DEAD:
+                            del self._groups[gid]
+        report["removed_zookeeper_groups"] = self._expire_zookeeper_groups(now, retention)
+        return report
+
+    def _expire_zookeeper_groups(self, now_ms: int, retention_ms: int) -> list[str]:
+        """On the controller (lowest live broker id) only: delete abandoned ZooKeeper groups."""
+        cluster = getattr(self.offsets, "cluster", None)
+        if cluster is None or not hasattr(cluster, "zookeeper_consumer_groups"):
+            return []
+        if self.broker_id is None or cluster.controller_id != self.broker_id:
+            return []
+        removed = []
+        for gid in cluster.zookeeper_consumer_groups():
+            try:
+                if cluster.delete_expired_zookeeper_group(gid, now_ms, retention_ms):
+                    removed.append(gid)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: keep everything, retry later
+                log.warning("could not check ZooKeeper group %s for expiry: %s", gid, e)
+        return removed
+
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
     def list_groups(self) -> tuple[int, list[tuple[str, str]]]:
@@ -953,7 +1077,22 @@ class GroupCoordinator:
                     found.setdefault(gid, "")
             except PyklogError as e:
                 code = e.code
+            for gid in self._zookeeper_groups():
+                found.setdefault(gid, "")
         return code, sorted(found.items())
+
+    def _zookeeper_groups(self) -> list[str]:
+        """ZooKeeper consumer groups (offsets.storage=zookeeper, e.g. a Spark query's generated
+        group) that this broker reports in ListGroups: those whose ``__consumer_offsets`` partition it
+        leads, so each is listed by exactly one broker of the cluster (protocol type "")."""
+        cluster = getattr(self.offsets, "cluster", None)
+        if cluster is None or not hasattr(cluster, "zookeeper_consumer_groups"):
+            return []
+        try:
+            return [g for g in cluster.zookeeper_consumer_groups() if self.offsets.serves_group(g)]
+        except Exception as e:  # noqa: BLE001 - ListGroups still answers with the broker's groups
+            log.warning("could not list ZooKeeper consumer groups: %s", e)
+            return []
 
     def describe_group(self, group_id: str, *, include_authorized_operations: bool = False) -> dict:
         """The DescribeGroups entry of one group (state Dead for an unknown group, as Kafka)."""

@@ -91,7 +91,7 @@ IGNORED_KEYS = frozenset({
 # Read by broker.group_coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
 GROUP_KEYS = frozenset({
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
-    "group.max.size",
+    "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
 })
 
 # Read by broker.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
@@ -266,6 +266,11 @@ def _server_config_def() -> ConfigDef:
             .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
             .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
             .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group")
+            .define("offsets.retention.minutes", Type.INT, 10080, Range(1), H,
+                    "committed offsets of a group without members expire this long after the later of "
+                    "their commit and the moment the group became empty (KIP-211); also ZooKeeper groups")
+            .define("offsets.retention.check.interval.ms", Type.LONG, 600000, Range(1), H,
+                    "how often expired offsets and abandoned groups are looked for")
             # the transaction coordinator (TRANSACTION_KEYS), Kafka's names and defaults
             .define("transaction.state.log.num.partitions", Type.INT, 50, Range(1, 1_000_000), H,
                     "partitions of __transaction_state")
