@@ -821,10 +821,12 @@ class KafkaApis:
     def handle_offset_commit(self, request, header, body):
         group = body["group_id"]
         wanted = {}
+        stamps: dict = {}  # OffsetCommit v1's per-partition commit timestamp (-1: now), as Kafka
         for t in body["topics"]:
             for p in t["partitions"]:
                 wanted[(t["name"], p["partition_index"])] = (
                     p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+                stamps[(t["name"], p["partition_index"])] = p.get("commit_timestamp", -1)
         if header.api_version == 0:
             codes = self.zk_offsets.commit(group, wanted)
         else:
@@ -834,7 +836,10 @@ class KafkaApis:
                 if self.groups is not None:  # generation >= 0: a group member's commit (ILLEGAL_GENERATION & co.)
                     self.groups.validate_offset_commit(group, body.get("generation_id_or_member_epoch", -1),
                                                        body.get("member_id", ""), body.get("group_instance_id"))
-                codes = self.offsets.commit(group, wanted)
+                codes = {}
+                for ts in sorted(set(stamps.values())):  # one append per distinct timestamp (usually one)
+                    part = {k: v for k, v in wanted.items() if stamps[k] == ts}
+                    codes.update(self.offsets.commit(group, part, commit_timestamp=ts if ts >= 0 else None))
             except PyklogError as e:
                 codes = {k: e.code for k in wanted}
         topics = []
