@@ -158,3 +158,51 @@ def test_stale_member_commit_during_completing_rebalance_is_illegal_generation(k
         assert _commit(wc, group, 2, b, topic, 7) == 0
         assert _commit(wc, group, 1, a, topic, 8) == ILLEGAL_GENERATION
         assert _committed(wc, group, topic) == 7
+
+
+# ------------------------------------------------------------------ CreateTopics / DeleteTopics in batches
+
+
+@pytest.mark.integration
+def test_create_and_delete_topics_in_one_batch_answer_each_topic(kbroker):
+    """One CreateTopics of 60 topics (written to ZooKeeper in one multi-op) with refused ones among
+    them: each topic gets its own answer, the refused ones write nothing; then one DeleteTopics."""
+    prefix = "batch-" + uuid.uuid4().hex[:6]
+    good = [f"{prefix}-{i:03d}" for i in range(60)]
+    with Wire(kbroker.port) as w:
+        assert create_topic(w, f"{prefix}-existing")["error_code"] == 0
+        topics = [{"name": n, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}
+                  for n in good]
+        topics += [
+            {"name": f"{prefix}-existing", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": []},
+            {"name": "bad/name", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+            {"name": f"{prefix}-badcfg", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "cleanup.policy", "value": "shred"}]},
+            {"name": f"{prefix}-rf", "num_partitions": 1, "replication_factor": 3, "assignments": [],
+             "configs": []},
+        ]
+        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": topics, "timeout_ms": 30000, "validate_only": False})
+        codes = {t["name"]: t["error_code"] for t in r["topics"]}
+        assert [codes[n] for n in good] == [0] * 60
+        assert codes[f"{prefix}-existing"] == 36      # TOPIC_ALREADY_EXISTS
+        assert codes["bad/name"] == 17                 # INVALID_TOPIC_EXCEPTION
+        assert codes[f"{prefix}-badcfg"] == 40         # INVALID_CONFIG
+        assert codes[f"{prefix}-rf"] == 38             # INVALID_REPLICATION_FACTOR
+        md = w.request(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                            "include_cluster_authorized_operations": False,
+                                            "include_topic_authorized_operations": False})
+        listed = {t["name"]: len(t["partitions"]) for t in md["topics"] if t["name"].startswith(prefix)}
+        assert listed == {**{n: 2 for n in good}, f"{prefix}-existing": 1}   # nothing of the refused ones
+        r = w.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": good + [f"{prefix}-missing"], "timeout_ms": 30000})
+        dcodes = {t["name"]: t["error_code"] for t in r["responses"]}
+        assert [dcodes[n] for n in good] == [0] * 60 and dcodes[f"{prefix}-missing"] == 3
+        md = w.request(ApiKey.METADATA, 8, {"topics": None, "allow_auto_topic_creation": False,
+                                            "include_cluster_authorized_operations": False,
+                                            "include_topic_authorized_operations": False})
+        assert {t["name"] for t in md["topics"] if t["name"].startswith(prefix)} == {f"{prefix}-existing"}
+    import os
+
+    wait_for(lambda: not [d for d in os.listdir(kbroker.props["log.dirs"]) if d.startswith(prefix + "-0")],
+             message="the deleted topics' logs to go")
+    assert os.path.isdir(os.path.join(kbroker.props["log.dirs"], f"{prefix}-existing-0"))

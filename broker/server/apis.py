@@ -631,15 +631,19 @@ class KafkaApis:
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
     def handle_create_topics(self, request, header, body):
+        """CreateTopics: each topic is checked on its own, then every valid topic is written to
+        ZooKeeper in one batch (:meth:`ZkCluster.create_topics`: one multi-op, one read of the
+        registry), so 100 topics cost about as much on a broker holding 900 topics as on one
+        holding 6.  Request handler thread."""
         validate_only = body.get("validate_only", False)
         timeout_s = min(max(body.get("timeout_ms", 0), 0) / 1000.0, _CREATE_WAIT_S)
         seen: dict[str, int] = {}
         for t in body["topics"]:
             seen[t["name"]] = seen.get(t["name"], 0) + 1
-        results = []
-        for t in body["topics"]:
+        errors: dict[int, PyklogError] = {}
+        specs: list[tuple[int, dict]] = []
+        for i, t in enumerate(body["topics"]):
             name = t["name"]
-            entry = {"name": name, "error_code": NONE, "error_message": None}
             try:
                 if seen[name] > 1:
                     raise InvalidRequestError(f"topic {name!r} appears more than once in the request")
@@ -651,6 +655,7 @@ class KafkaApis:
                         raise InvalidRequestError(
                             "with a manual replica assignment num_partitions and replication_factor must be -1")
                     assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
+                    n, rf = len(assignment), len(next(iter(assignment.values())))
                 else:
                     n = self.config.num_partitions if n == -1 else n
                     rf = self.config.default_replication_factor if rf == -1 else rf
@@ -658,32 +663,56 @@ class KafkaApis:
                         raise InvalidPartitionsError(
                             f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
                 configs = {c["name"]: c["value"] for c in t.get("configs") or []}
-                if assignment is not None:
-                    self.cluster.create_topic(name, len(assignment), len(next(iter(assignment.values()))),
-                                              configs, validate_only, replica_assignment=assignment)
-                else:
-                    self.cluster.create_topic(name, n, rf, configs, validate_only)
-                if not validate_only:
-                    self.replica_manager.wait_for_topic(name, timeout_s)
+                specs.append((i, {"name": name, "num_partitions": n, "replication_factor": rf, "configs": configs,
+                                  "replica_assignment": assignment}))
             except PyklogError as e:
-                entry["error_code"] = e.code
-                entry["error_message"] = str(e)[:1000]
+                errors[i] = e
+        if specs:
+            try:
+                created = self.cluster.create_topics([sp for _, sp in specs], validate_only)
+            except PyklogError as e:  # ZooKeeper unreachable & co.: every topic of the batch fails
+                created = {sp["name"]: e for _, sp in specs}
+            for i, sp in specs:
+                outcome = created.get(sp["name"])
+                if isinstance(outcome, PyklogError):
+                    errors[i] = outcome
+                elif not validate_only:
+                    self.replica_manager.wait_for_topic(sp["name"], timeout_s)
+        results = []
+        for i, t in enumerate(body["topics"]):
+            entry = {"name": t["name"], "error_code": NONE, "error_message": None}
+            if i in errors:
+                entry["error_code"] = errors[i].code
+                entry["error_message"] = str(errors[i])[:1000]
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
     def handle_delete_topics(self, request, header, body):
-        results = []
+        """DeleteTopics: valid names are deleted from ZooKeeper in one batch
+        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  Request handler thread."""
+        errors: dict[str, PyklogError] = {}
+        todo = []
         for name in body["topic_names"]:
-            entry = {"name": name, "error_code": NONE}
             try:
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
-                self.cluster.delete_topic(name)
-                self.replica_manager.delete_local_logs(name)
+                todo.append(name)
             except PyklogError as e:
-                entry["error_code"] = e.code
-            results.append(entry)
+                errors[name] = e
+        if todo:
+            try:
+                outcome = self.cluster.delete_topics(todo)
+            except PyklogError as e:
+                outcome = {name: e for name in todo}
+            for name in todo:
+                e = outcome.get(name)
+                if e is not None:
+                    errors[name] = e
+                else:
+                    self.replica_manager.delete_local_logs(name)
+        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE}
+                   for name in body["topic_names"]]
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
     # ------------------------------------------------------------------ InitProducerId

@@ -112,6 +112,29 @@ log = logging.getLogger(__name__)
 CONTROLLER_EPOCH = 1
 
 
+#: operations per ZooKeeper multi-op when topics are created or deleted in batches (a multi is one
+#: request and must stay under ZooKeeper's jute.maxbuffer, 1 MiB by default)
+MAX_OPS_PER_MULTI = 2000
+
+
+def _chunks(names, ops_of) -> list[list[str]]:
+    """Split ``names`` into lists whose ``ops_of(name)`` sum stays under :data:`MAX_OPS_PER_MULTI`
+    (a single larger topic gets a list of its own)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    count = 0
+    for n in names:
+        k = ops_of(n)
+        if current and count + k > MAX_OPS_PER_MULTI:
+            out.append(current)
+            current, count = [], 0
+        current.append(n)
+        count += k
+    if current:
+        out.append(current)
+    return out
+
+
 class _DataLost(Exception):
     """Every ZooKeeper server that answers is behind the zxid this client has seen."""
 
@@ -801,16 +824,97 @@ class ZkCluster:
         or brokers that are not live).  Nothing is written if ``validate_only``.  All nodes are
         created in one multi-op; the leader of each partition is its first replica.
         """
+        existing = self._retry(self.zk.get_children, paths.BROKER_TOPICS)
+        live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
+        assignment, config = self._plan_topic(name, num_partitions, replication_factor, configs,
+                                              replica_assignment, existing, live)
+        if validate_only:
+            return assignment
+        self._write_topic(name, assignment, config)
+        # Make the new topic visible to this process at once (the watch follows).
+        self.topic(name, refresh_if_missing=True)
+        with self._lock:
+            self._configs[name] = dict(config)
+        log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
+        return assignment
+
+    def create_topics(self, specs: list[dict], validate_only: bool = False) -> dict[str, object]:
+        """CreateTopics of many topics at once: ``specs`` are dicts with ``name``, ``num_partitions``,
+        ``replication_factor``, ``configs`` and optionally ``replica_assignment`` (as
+        :meth:`create_topic`).  Returns ``{name: assignment or the PyklogError refusing it}``.
+
+        Request handler thread.  The ZooKeeper work is batched: the topic names, live brokers,
+        stale config nodes and deletion records are read once for the whole batch, every valid
+        topic is written in ONE multi-op (Kafka's controller also writes a batch of topics
+        together), and the cache learns each new topic once.  A multi that fails (a topic created
+        meanwhile elsewhere) is retried topic by topic so each topic gets its own answer."""
+        existing = set(self._retry(self.zk.get_children, paths.BROKER_TOPICS))
+        live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
+        planned: dict[str, tuple] = {}
+        out: dict[str, object] = {}
+        taken = set(existing)
+        for spec in specs:
+            name = spec["name"]
+            try:
+                assignment, config = self._plan_topic(
+                    name, spec["num_partitions"], spec["replication_factor"], spec.get("configs"),
+                    spec.get("replica_assignment"), taken, live)
+            except PyklogError as e:
+                out[name] = e
+                continue
+            planned[name] = (assignment, config)
+            taken.add(name)
+            out[name] = assignment
+        if validate_only or not planned:
+            return out
+        try:
+            stale_configs = set(self._retry(self.zk.get_children, paths.CONFIG_TOPICS))
+        except NoNodeError:
+            stale_configs = set()
+        try:
+            deleted = set(self._retry(self.zk.get_children, paths.ADMIN_DELETED_TOPICS))
+        except NoNodeError:
+            deleted = set()
+
+        def write(chunk):
+            t = self.zk.transaction()
+            for name in chunk:
+                assignment, config = planned[name]
+                self._add_topic_ops(t, name, assignment, config, name in stale_configs, name in deleted)
+            return t.commit()
+
+        for chunk in _chunks(planned, lambda n: 4 + 2 * len(planned[n][0])):
+            results = self._retry(write, chunk)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failures:
+                log.info("creating %d topics in one multi-op failed (%r); creating them one by one",
+                         len(chunk), failures[0])
+                for name in chunk:
+                    try:
+                        self._write_topic(name, *planned[name])
+                    except PyklogError as e:
+                        out[name] = e
+        for name, (assignment, config) in planned.items():
+            if isinstance(out[name], PyklogError):
+                continue
+            self.topic(name, refresh_if_missing=True)
+            with self._lock:
+                self._configs[name] = dict(config)
+            log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
+        return out
+
+    def _plan_topic(self, name, num_partitions, replication_factor, configs, replica_assignment,
+                    existing, live) -> tuple[dict[int, list[int]], dict[str, str]]:
+        """Validate one topic against ``existing`` topic names and ``live`` broker ids; return its
+        (assignment, config).  Raises as :meth:`create_topic`."""
         validate_topic_name(name)
         config = validate_topic_configs(configs)
-        existing = self._retry(self.zk.get_children, paths.BROKER_TOPICS)
         if name in existing:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         clash = collides(name, existing)
         if clash:
             raise InvalidTopicError(
                 f"topic {name!r} collides with existing topic(s) {clash} ('.' and '_' are the same in metric names)")
-        live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
         if replica_assignment is not None:
             assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
             if not assignment or sorted(assignment) != list(range(len(assignment))):
@@ -828,32 +932,14 @@ class ZkCluster:
                     f"unknown broker(s) {unknown} in replica assignment (live brokers {live})")
         else:
             assignment = assign_replicas(live, num_partitions, replication_factor)
-        if validate_only:
-            return assignment
-        self._write_topic(name, assignment, config)
-        # Make the new topic visible to this process at once (the watch follows).
-        self.topic(name, refresh_if_missing=True)
-        with self._lock:
-            self._configs[name] = dict(config)
-        log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
-        return assignment
+        return assignment, config
 
     def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
         def write():
             t = self.zk.transaction()
-            config_data = encode_topic_config(config)
-            if self.zk.exists(paths.topic_config(name)):  # a stale config node of a deleted topic
-                t.set_data(paths.topic_config(name), config_data)
-            else:
-                t.create(paths.topic_config(name), config_data)
-            t.create(paths.topic(name), encode_topic_assignment(assignment))
-            if self.zk.exists(paths.deleted_topic_record(name)):  # the name is in use again
-                t.delete(paths.deleted_topic_record(name))
-            t.create(paths.topic_partitions(name), b"")
-            for p, replicas in sorted(assignment.items()):
-                t.create(paths.partition(name, p), b"")
-                t.create(paths.partition_state(name, p), encode_partition_state(
-                    LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
+            self._add_topic_ops(t, name, assignment, config,
+                                bool(self.zk.exists(paths.topic_config(name))),
+                                bool(self.zk.exists(paths.deleted_topic_record(name))))
             return t.commit()
 
         results = self._retry(write)
@@ -862,6 +948,26 @@ class ZkCluster:
             if any(isinstance(r, NodeExistsError) for r in failures):
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
             raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+
+    @staticmethod
+    def _add_topic_ops(t, name: str, assignment: dict[int, list[int]], config: dict[str, str],
+                       stale_config: bool, deletion_recorded: bool) -> None:
+        """Add one topic's nodes to the multi-op ``t``: its config (over a stale config node of a
+        deleted topic), assignment, partition states; removes its deletion record (the name is in
+        use again)."""
+        config_data = encode_topic_config(config)
+        if stale_config:
+            t.set_data(paths.topic_config(name), config_data)
+        else:
+            t.create(paths.topic_config(name), config_data)
+        t.create(paths.topic(name), encode_topic_assignment(assignment))
+        if deletion_recorded:
+            t.delete(paths.deleted_topic_record(name))
+        t.create(paths.topic_partitions(name), b"")
+        for p, replicas in sorted(assignment.items()):
+            t.create(paths.partition(name, p), b"")
+            t.create(paths.partition_state(name, p), encode_partition_state(
+                LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
 
     def delete_topic(self, name: str) -> None:
         """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
@@ -901,6 +1007,73 @@ class ZkCluster:
                 raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
             # The tree changed under us (a concurrent create/delete): look again.
         raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def delete_topics(self, names: list[str]) -> dict[str, PyklogError | None]:
+        """DeleteTopics of many topics at once; ``{name: None (deleted) or the error}``.
+
+        Request handler thread.  Reads each topic's subtree, then deletes every found topic in ONE
+        multi-op per :data:`MAX_OPS_PER_MULTI` operations (with its config, deletion request and a
+        deletion record, as :meth:`delete_topic`), updates the cache and notifies the listeners
+        once.  A multi that fails (a topic changed meanwhile) is retried topic by topic."""
+        out: dict[str, PyklogError | None] = {}
+        trees: dict[str, list[str]] = {}
+        for name in dict.fromkeys(names):
+            try:
+                validate_topic_name(name)
+                trees[name] = self._subtree(paths.topic(name))
+            except NoNodeError:
+                out[name] = UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            except PyklogError as e:
+                out[name] = e
+        if not trees:
+            return out
+
+        def children(path):
+            try:
+                return set(self._retry(self.zk.get_children, path))
+            except NoNodeError:
+                return set()
+
+        configs, requests = children(paths.CONFIG_TOPICS), children(paths.ADMIN_DELETE_TOPICS)
+        if self._retry(self.zk.exists, paths.ADMIN_DELETED_TOPICS) is None:
+            self._retry(self.zk.ensure_path, paths.ADMIN_DELETED_TOPICS)
+        recorded = children(paths.ADMIN_DELETED_TOPICS)
+
+        def delete(chunk):
+            t = self.zk.transaction()
+            for name in chunk:
+                for p in trees[name]:
+                    t.delete(p)
+                if name in configs:
+                    t.delete(paths.topic_config(name))
+                if name in requests:
+                    t.delete(paths.delete_topic_request(name))
+                if name not in recorded:
+                    t.create(paths.deleted_topic_record(name), b"")
+            return t.commit()
+
+        for chunk in _chunks(trees, lambda n: len(trees[n]) + 3):
+            results = self._retry(delete, chunk)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failures:
+                log.info("deleting %d topics in one multi-op failed (%r); deleting them one by one",
+                         len(chunk), failures[0])
+                for name in chunk:
+                    try:
+                        self.delete_topic(name)
+                        out[name] = None
+                    except PyklogError as e:
+                        out[name] = e
+                continue
+            with self._lock:
+                for name in chunk:
+                    self._topics.pop(name, None)
+                    self._configs.pop(name, None)
+            for name in chunk:
+                out[name] = None
+                log.info("deleted topic %s", name)
+        self._notify()
+        return out
 
     def topic_deletion_recorded(self, name: str) -> bool:
         """True if ``name`` was deleted by request (DeleteTopics, ``pyklog-topics --delete``,
