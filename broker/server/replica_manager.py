@@ -190,6 +190,12 @@ class ReplicaManager:
     # a cache update that does not call the listeners (ZkCluster.refresh()) is still seen this often
     TOPIC_RECHECK_S = 0.1
 
+    def _in_registry_cache(self, name: str) -> bool:
+        topic = getattr(self.cluster, "topic", None)
+        if topic is None:
+            return name in self.cluster.topics()
+        return topic(name, refresh_if_missing=False) is not None
+
     def wait_for_topic(self, name: str, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for ``name`` to be in the registry cache; True if it is.
 
@@ -205,7 +211,7 @@ class ReplicaManager:
         try:
             while True:
                 changed.clear()  # before the check, so a change during the check is not lost
-                if name in self.cluster.topics():
+                if self._in_registry_cache(name):  # O(1): no copy of the whole registry per topic
                     return True
                 if deadline.expired():
                     return False
