@@ -245,3 +245,57 @@ def test_abandoned_zookeeper_groups_are_listed_then_deleted_live_ones_kept(serve
         assert [zk.get(paths.consumer_offset(live, topic, p))[0] for p in range(2)] == [b"10", b"11"]
         listed = _listed(w)
         assert live in listed and abandoned not in listed and fresh not in listed
+
+
+# ------------------------------------------------------------------ a Spark query without group.id
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_spark_query_without_group_id_leaves_no_group_behind(spark, broker, zk_chroot, zk):
+    """A query without group.id commits under a generated ZooKeeper group (spark-pyklog-source-<uuid>);
+    stopping it deletes that group.  A query with group.id keeps its group and offsets."""
+    from pyklog.connector.client import ClusterClient
+    from pyklog.connector.producer import Producer
+
+    topic = "nogroup-" + uuid.uuid4().hex[:8]
+    named = "named-" + uuid.uuid4().hex[:6]
+    with ClusterClient(broker.bootstrap) as c:
+        c.create_topic(topic, 2)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
+        for i in range(10):
+            p.produce(topic, b"v%d" % i, partition=i % 2)
+        p.flush()
+    zk.ensure_path(paths.CONSUMERS)
+    before = set(zk.get_children(paths.CONSUMERS))
+
+    def start(**extra):
+        r = spark.readStream.format("pyklog")
+        for k, v in {"zookeeper.connect": zk_chroot, "subscribe": topic, "startingOffsets": "earliest",
+                     "zookeeper.session.timeout.ms": "30000", **extra}.items():
+            r = r.option(k, v)
+        return r.load().writeStream.format("noop").trigger(processingTime="500 milliseconds").start()
+
+    def committed(group):
+        try:
+            return {int(p): int(zk.get(paths.consumer_offset(group, topic, int(p)))[0])
+                    for p in zk.get_children(paths.consumer_offsets(group, topic))}
+        except Exception:  # noqa: BLE001 - not committed yet
+            return {}
+
+    q1, q2 = start(), start(**{"group.id": named})
+    try:
+        def generated():
+            return [g for g in set(zk.get_children(paths.CONSUMERS)) - before if g.startswith("spark-pyklog-source-")]
+
+        wait_for(lambda: len(generated()) == 1 and committed(generated()[0]) == {0: 5, 1: 5}
+                 and committed(named) == {0: 5, 1: 5}, timeout=120, interval=0.5,
+                 message="both queries' commits")
+        gen = generated()[0]
+    finally:
+        q1.stop()
+        q2.stop()
+    assert q1.exception() is None and q2.exception() is None
+    wait_for(lambda: zk.exists(paths.consumer_group(gen)) is None, timeout=30, interval=0.3,
+             message="the generated group to be deleted at stop")
+    assert committed(named) == {0: 5, 1: 5}   # an explicit group.id keeps its offsets

@@ -638,10 +638,51 @@ class _Driver:
                 self.store.close()
         except Exception as e:  # noqa: BLE001
             log.warning("pyklog: closing the offset store failed: %s", e)
+        self._forget_generated_group()
         try:
             self.client.close()
         except Exception as e:  # noqa: BLE001
             log.warning("pyklog: closing the cluster client failed: %s", e)
+
+
+    def _forget_generated_group(self) -> None:
+        """A query without ``group.id`` ran under a generated group (``<groupIdPrefix>-<uuid>``) that
+        no later run reuses (Spark's checkpoint is the source of truth; a restart generates a new
+        id): on a clean stop delete its ZooKeeper offsets, ``/consumers/[group]``, unless a member is
+        still registered there, so stopped queries do not leave groups behind.  Best effort, at
+        most a few seconds (the broker's offsets.retention.minutes expiry removes what is left, and
+        expires the group's offsets in Kafka storage).  Planner process, from :meth:`close`."""
+        opts = self.opts
+        zk_connect = opts.cluster.zookeeper_connect
+        if opts.group_id is not None or zk_connect is None or self.store is None:
+            return
+        if opts.offsets_storage != "zookeeper" and not opts.dual_commit:
+            return
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError, NotEmptyError
+
+        from pyklog.broker.zk import paths
+
+        zk = KazooClient(hosts=zk_connect, timeout=2.0)
+        try:
+            zk.start(timeout=2.0)
+            try:
+                if zk.get_children(paths.consumer_ids(self.group_id)):
+                    return  # someone registered under this group: keep it
+            except NoNodeError:
+                pass
+            zk.delete(paths.consumer_group(self.group_id), recursive=True)
+            log.info("pyklog: deleted the generated group %s of the stopped query", self.group_id)
+        except (NoNodeError, NotEmptyError):
+            pass
+        except Exception as e:  # noqa: BLE001 - best effort; the broker's expiry removes it later
+            log.info("pyklog: could not delete the generated group %s: %s", self.group_id, e)
+        finally:
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class _OffsetStoreAdapter:
