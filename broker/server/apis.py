@@ -1,12 +1,14 @@
-"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (non-flexible versions).
+"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (the versions of
+:data:`pyklog.broker.protocol.SUPPORTED`, KIP-482 flexible versions included: their headers and
+encodings are the codec's business, the handlers only fill the new versions' fields).
 
 :meth:`KafkaApis.handle` is the socket server's handler (:mod:`pyklog.broker.server.network`): it decodes
 the request header and body with :mod:`pyklog.broker.protocol`, dispatches on the API key and answers.
 
-* ApiVersions v0-2; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
+* ApiVersions v0-3; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
   our ranges (KIP-511) so librdkafka retries lower.
-* Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
-* Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
+* Metadata v0-9 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
+* Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
@@ -14,7 +16,7 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   Transactional batches (KIP-98) need the request's ``transactional_id`` (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
   producer's open transaction.
-* Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
+* Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
   arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
@@ -22,24 +24,26 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
-* ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+* ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
-* CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
-  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
-  AddOffsetsToTxn v0-2 and EndTxn v0-2 go to :class:`broker.transaction.TransactionCoordinator`
+* CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
+  DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
+* InitProducerId v0-2 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
+  AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
+* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-3, DescribeGroups v0-5
+  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
-* FindCoordinator v0-2, OffsetCommit v0-7, OffsetFetch v0-5 through
+* FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
   (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
   :class:`broker.server.zk_offset_store.ZkOffsetStore`.
 * TxnOffsetCommit v0-2: a transactional producer's offsets, pending in ``__consumer_offsets`` until
   the transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
-* WriteTxnMarkers v0: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
+* WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
   led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
   completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
 
@@ -645,10 +649,14 @@ class KafkaApis:
                             f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
                 configs = {c["name"]: c["value"] for c in t.get("configs") or []}
                 if assignment is not None:
-                    self.cluster.create_topic(name, len(assignment), len(next(iter(assignment.values()))),
-                                              configs, validate_only, replica_assignment=assignment)
+                    n, rf = len(assignment), len(next(iter(assignment.values())))
+                    self.cluster.create_topic(name, n, rf, configs, validate_only, replica_assignment=assignment)
                 else:
                     self.cluster.create_topic(name, n, rf, configs, validate_only)
+                if header.api_version >= 5:  # KIP-525: the created topic's layout and (explicit) configs
+                    entry.update(num_partitions=n, replication_factor=rf, configs=[
+                        {"name": k, "value": v, "read_only": False, "config_source": 1, "is_sensitive": False}
+                        for k, v in sorted(configs.items())])
                 if not validate_only:
                     self.replica_manager.wait_for_topic(name, timeout_s)
             except PyklogError as e:
@@ -669,6 +677,7 @@ class KafkaApis:
                 self.replica_manager.delete_local_logs(name)
             except PyklogError as e:
                 entry["error_code"] = e.code
+                entry["error_message"] = str(e)[:1000]  # v5+
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
@@ -949,8 +958,37 @@ class KafkaApis:
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))
             return
-        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer,
-                           lambda resp: self._respond(request, header, resp))
+        respond = lambda resp: self._respond(request, header, resp)  # noqa: E731
+        if (header.api_key == ApiKey.JOIN_GROUP and header.api_version >= 7) or (
+                header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5):
+            respond = self._with_group_protocol(request, header, body, respond)
+            if respond is None:
+                return
+        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _with_group_protocol(self, request, header, body, respond):
+        """JoinGroup v7+ / SyncGroup v5+ (KIP-559): the responses name the group's protocol type and
+        name; a SyncGroup naming another type or name than the group's is answered
+        INCONSISTENT_GROUP_PROTOCOL (as Kafka's GroupCoordinator.handleSyncGroup does).  Returns the
+        respond function to pass on, or None when the request was answered here."""
+        group_id = body["group_id"]
+        if header.api_key == ApiKey.SYNC_GROUP:
+            summary = self.groups.group_summary(group_id)
+            if summary is not None:
+                for key, have in (("protocol_type", summary["protocol_type"]), ("protocol_name", summary["protocol"])):
+                    want = body.get(key)
+                    if want is not None and have is not None and want != have:
+                        self._respond(request, header, {"throttle_time_ms": 0, "error_code": 23, "assignment": b""})
+                        return None
+
+        def respond_with_protocol(resp):
+            if resp.get("error_code") == NONE:
+                summary = self.groups.group_summary(group_id) or {}
+                resp = dict(resp, protocol_type=summary.get("protocol_type"))
+                if header.api_key == ApiKey.SYNC_GROUP:
+                    resp["protocol_name"] = summary.get("protocol")
+            respond(resp)
+        return respond_with_protocol
 
     # ------------------------------------------------------------------ error responses
 
