@@ -9,6 +9,7 @@ import random
 import re
 import struct
 import tempfile
+import uuid
 
 import pytest
 
@@ -46,6 +47,8 @@ _INT_RANGES = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 
 
 def _scalar(t: str, rng: random.Random):
+    if t == "uuid":
+        return uuid.UUID(int=rng.choice([0, rng.getrandbits(128)]))
     if t == "bool":
         return rng.random() < 0.5
     if t in _INT_RANGES:
@@ -367,7 +370,7 @@ def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
         "0000008e" "00000005" "0023" "00000016"
-        "000000000009" "00010000000c" "000200000006" "000300000009" "000800000008" "000900000006"
+        "000000000009" "00010000000c" "000200000006" "00030000000c" "000800000008" "000900000006"
         "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
         "001000000003" "001200000003" "001300000005" "001400000005" "001600000002"
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"

@@ -234,7 +234,12 @@ def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
     """
     api = _api(header.api_key, header.api_version)
     mv = _as_view(frame)
-    return _decode_body(api, header.api_version, mv, body_offset, mv.nbytes, "Request")
+    version = header.api_version
+    # Kafka's broker does not check that a request's bytes were all read, and librdkafka 2.x relies
+    # on it in flexible versions (an all-topics Metadata v12 request carries 3 stray zero bytes after
+    # the null topic array's count): bytes after a flexible request's body are ignored, as Kafka does.
+    lenient = api.flexible_from is not None and version >= api.flexible_from
+    return _decode_body(api, version, mv, body_offset, mv.nbytes, "Request", trailing_ok=lenient)
 
 
 # ------------------------------------------------------------------------------- responses
@@ -328,7 +333,8 @@ def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:
     return corr, _decode_body(api, version, mv, pos, end, "Response")
 
 
-def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str) -> dict:
+def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str,
+                 trailing_ok: bool = False) -> dict:
     """Decode with the fast decoder; on a low-level error re-run the checked one for the message.
     ``end`` must be ``mv.nbytes`` (the fast decoders rely on struct's bounds checks)."""
     i = version - api.min_version
@@ -347,7 +353,7 @@ def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, ki
         except Exception as e2:
             raise wrap_decode_error(f"{api.name}{kind} v{version}", e2) from None
         raise wrap_decode_error(f"{api.name}{kind} v{version}", e) from None
-    if pos != end:
+    if pos != end and not trailing_ok:
         raise InvalidRequestError(f"malformed {api.name}{kind} v{version}: {end - pos} trailing bytes after the body")
     return body
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 
 from pyklog.broker.protocol.schema import A, F, Field
-from pyklog.broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING
+from pyklog.broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING, UUID
 
 
 class ApiKey(enum.IntEnum):
@@ -55,7 +55,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
     ApiKey.FETCH: (0, 12),
     ApiKey.LIST_OFFSETS: (0, 6),
-    ApiKey.METADATA: (0, 9),
+    ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (0, 6),  # v7 RequireStable needs UNSTABLE_OFFSET_COMMIT for pending txn offsets
     ApiKey.FIND_COORDINATOR: (0, 3),
@@ -173,7 +173,8 @@ API_VERSIONS_RESPONSE = [
 METADATA_REQUEST = [
     # v0: empty array = all topics (null not allowed); v1+: null = all, empty = none
     A("Topics", nullable="1+", fields=[
-        F("Name", STRING),
+        F("TopicId", UUID, "10+"),                    # v10+: a topic may be asked for by id (name null)
+        F("Name", STRING, nullable="10+"),
     ]),
     F("AllowAutoTopicCreation", BOOL, "4+", default=True),
     F("IncludeClusterAuthorizedOperations", BOOL, "8-10"),
@@ -192,7 +193,8 @@ METADATA_RESPONSE = [
     F("ControllerId", INT32, "1+", default=-1),
     A("Topics", fields=[
         F("ErrorCode", INT16),
-        F("Name", STRING),
+        F("Name", STRING, nullable="12+"),            # v12+: null for an unknown topic asked for by id
+        F("TopicId", UUID, "10+"),                    # KIP-516: changes when a topic is re-created
         F("IsInternal", BOOL, "1+", default=False),
         A("Partitions", fields=[
             F("ErrorCode", INT16),

@@ -7,7 +7,7 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 
 * ApiVersions v0-3; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
   our ranges (KIP-511) so librdkafka retries lower.
-* Metadata v0-9 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
+* Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
@@ -89,6 +89,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.protocol import (
     SUPPORTED,
     ApiKey,
@@ -300,12 +301,25 @@ class KafkaApis:
         all_topics = self.cluster.topics()
         live = self.cluster.live_brokers()
         brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
+        unknown_ids = []
         if requested is None or (version == 0 and not requested):
             names = sorted(all_topics)
         else:
-            names = list(dict.fromkeys(t["name"] for t in requested))
+            names = []
+            for t in requested:
+                if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
+                    if version < 12:  # as Kafka: v10-11 carry ids but cannot answer a null name
+                        raise InvalidRequestError(f"Metadata v{version}: topic names cannot be null before v12")
+                    name = self.cluster.topic_name_by_id(t["topic_id"])
+                    if name is None:
+                        unknown_ids.append(t["topic_id"])
+                        continue
+                    t = {"name": name}
+                names.append(t["name"])
+            names = list(dict.fromkeys(names))
         allow_auto = self.config.auto_create_topics_enable and body.get("allow_auto_topic_creation", True)
-        topics = []
+        topics = [{"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
+                  for tid in dict.fromkeys(unknown_ids)]
         for name in names:
             parts = all_topics.get(name)
             code = NONE
@@ -323,7 +337,7 @@ class KafkaApis:
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": partitions})
+                           "partitions": partitions, "topic_id": self.cluster.topic_id(name) or ZERO_UUID})
         self._respond(request, header, {
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
             "controller_id": self.cluster.controller_id, "topics": topics,
