@@ -206,3 +206,33 @@ def test_delete_groups_and_offset_delete(broker_factory):
         assert [tp.offset for tp in committed] == [-1001, -1001]
     finally:
         c.close()
+
+
+def test_delete_records_seen_by_the_spark_source_fail_on_data_loss(broker_factory, spark):
+    """A batch read (format "pyklog") of a range below the start DeleteRecords set fails naming the
+    lost offsets with failOnDataLoss=true, and with false reads exactly the records kept."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    b = broker_factory(0)
+    topic = _topic()
+    _create(b.port, topic, 1)
+    with Wire(b.port) as w:
+        for i in range(5):
+            assert produce(w, topic, records(10, prefix=b"s%d-" % i))["error_code"] == 0
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive until its future completes
+    res = admin.delete_records([TopicPartition(topic, 0, 25)])
+    assert list(res.values())[0].result(30).low_watermark == 25
+
+    def read(fail_on_data_loss: str):
+        return (spark.read.format("pyklog").option("kafka.bootstrap.servers", b.bootstrap)
+                .option("assign", f'{{"{topic}":[0]}}').option("startingOffsets", f'{{"{topic}":{{"0":0}}}}')
+                .option("endingOffsets", f'{{"{topic}":{{"0":50}}}}').option("failOnDataLoss", fail_on_data_loss)
+                .load().select("offset", "value").collect())
+
+    with pytest.raises(Exception) as ei:
+        read("true")
+    assert f"{topic}-0 lost offsets [0, 25)" in str(ei.value) and "failOnDataLoss" in str(ei.value)
+    rows = read("false")
+    assert [r.offset for r in rows] == list(range(25, 50))
+    assert bytes(rows[0].value) == b"s2-5" and bytes(rows[-1].value) == b"s4-9"
