@@ -241,3 +241,44 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
     assert len(failed) == n_failed + 1
     send(b"small")
     assert _offsets(b.port, topic)[1] == 23
+
+
+def test_config_change_reaches_the_logs_of_every_broker(broker_factory):
+    """IncrementalAlterConfigs sent to broker 0 governs the partition broker 1 leads (the change
+    notification in /config/changes), and validate_only on AlterConfigs writes nothing."""
+    from support import produce, records
+
+    b0 = broker_factory(0)
+    b1 = broker_factory(1)
+    topic = _topic()
+    with Wire(b0.port) as w:
+        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1,
+                                                            "assignments": [{"partition_index": 0, "broker_ids": [1]}],
+                                                            "configs": []}], "timeout_ms": 10000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0
+    big = records(1, prefix=b"x" * 3000)
+    with Wire(b1.port) as w1:
+        wait_for(lambda: produce(w1, topic, big)["error_code"] == 0, 10, message="broker 1 leads partition 0")
+        with Wire(b0.port) as w0:
+            r = w0.request(ApiKey.ALTER_CONFIGS, 0, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+                {"name": "max.message.bytes", "value": "1000"}]}], "validate_only": True})
+            assert r["responses"][0]["error_code"] == 0
+            assert produce(w1, topic, big)["error_code"] == 0  # validate_only changed nothing
+            r = w0.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{
+                "resource_type": 2, "resource_name": topic,
+                "configs": [{"name": "max.message.bytes", "config_operation": 0, "value": "1000"}]}],
+                "validate_only": False})
+            assert r["responses"][0]["error_code"] == 0
+            # broker 1 applies it to its live log: MESSAGE_TOO_LARGE (10), nothing appended
+            codes: list[int] = []  # until broker 1 has applied the change a big record may still pass
+            wait_for(lambda: codes.append(produce(w1, topic, big)["error_code"]) or codes[-1] == 10, 10,
+                     message="limit on broker 1")
+            assert set(codes) <= {0, 10}
+            assert produce(w1, topic, records(1, prefix=b"y" * 100))["error_code"] == 0
+            r = w0.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+            assert r["topics"][0]["partitions"][0]["error_code"] == 6  # broker 0 does not lead it
+        r = w1.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        # two big records before the change, those accepted while it propagated, one small after
+        assert r["topics"][0]["partitions"][0]["offset"] == 3 + codes.count(0)

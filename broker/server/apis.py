@@ -46,6 +46,14 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
   led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
   completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
+* Admin APIs (Kafka's ZooKeeper-mode ``ZkAdminManager`` / ``ConfigHelper``): CreatePartitions v0-1
+  (:meth:`ZkCluster.create_partitions`; every broker follows by a data watch on
+  ``/brokers/topics/<t>`` and the leaders create the logs), DescribeConfigs v0-3, AlterConfigs v0-1,
+  IncrementalAlterConfigs v0 (:mod:`broker.server.config_helper`; topic overrides in
+  ``/config/topics/<t>`` with a ``/config/changes`` notification, applied to the live logs; broker
+  configs are static and read-only), DeleteRecords v0-1 (moves the log start offset, checkpointed
+  before the answer), DescribeLogDirs v0-1, DeleteGroups v0-1 and OffsetDelete v0
+  (:meth:`GroupCoordinator.delete_groups` / ``delete_offsets``), DescribeCluster v0-1 (flexible).
 
 The handlers here only translate requests into calls and results into responses.  Partition
 leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's ReplicaManager):
