@@ -210,6 +210,8 @@ def test_create_partitions_errors_and_validate_only(broker_factory):
     assert code == 37 and "already has 3" in msg
     # unknown topic; a topic named twice (INVALID_REQUEST, 42)
     assert res([{"name": "no-such-topic", "count": 4, "assignments": None}])["no-such-topic"][0] == 3
+    code, msg = res([{"name": "__consumer_offsets", "count": 99, "assignments": None}])["__consumer_offsets"]
+    assert code == 42 and "internal" in msg
     dup = _create_partitions(b0.port, [{"name": topic, "count": 4, "assignments": None}] * 2)
     assert [r["error_code"] for r in dup] == [42, 42]
     # manual assignments: wrong number, wrong replication factor, unknown broker, duplicates (39)

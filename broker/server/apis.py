@@ -735,6 +735,10 @@ class KafkaApis:
                 if seen[name] > 1:
                     raise InvalidRequestError(f"duplicate topic name {name!r} in the request")
                 validate_topic_name(name)
+                if name in INTERNAL_TOPICS:
+                    # the coordinators map groups and transactional ids onto a fixed partition count
+                    raise InvalidRequestError(f"cannot add partitions to the internal topic {name!r}: its "
+                                              "coordinators hash keys over the configured partition count")
                 count = t["count"]
                 if count > MAX_PARTITIONS_PER_TOPIC:
                     raise InvalidPartitionsError(
