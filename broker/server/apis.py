@@ -1,12 +1,14 @@
-"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (non-flexible versions).
+"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (the versions of
+:data:`pyklog.broker.protocol.SUPPORTED`, KIP-482 flexible versions included: their headers and
+encodings are the codec's business, the handlers only fill the new versions' fields).
 
 :meth:`KafkaApis.handle` is the socket server's handler (:mod:`pyklog.broker.server.network`): it decodes
 the request header and body with :mod:`pyklog.broker.protocol`, dispatches on the API key and answers.
 
-* ApiVersions v0-2; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
+* ApiVersions v0-3; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
   our ranges (KIP-511) so librdkafka retries lower.
-* Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
-* Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
+* Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
+* Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
@@ -14,7 +16,7 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   Transactional batches (KIP-98) need the request's ``transactional_id`` (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
   producer's open transaction.
-* Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
+* Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
   arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
@@ -22,26 +24,36 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
-* ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+* ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
-* CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
-  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
-  AddOffsetsToTxn v0-2 and EndTxn v0-2 go to :class:`broker.transaction.TransactionCoordinator`
+* CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
+  DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
+* InitProducerId v0-2 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
+  AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
+* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-3, DescribeGroups v0-5
+  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
-* FindCoordinator v0-2, OffsetCommit v0-7, OffsetFetch v0-5 through
+* FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
   (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
   :class:`broker.server.zk_offset_store.ZkOffsetStore`.
 * TxnOffsetCommit v0-2: a transactional producer's offsets, pending in ``__consumer_offsets`` until
   the transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
-* WriteTxnMarkers v0: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
+* WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
   led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
   completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
+* Admin APIs (Kafka's ZooKeeper-mode ``ZkAdminManager`` / ``ConfigHelper``): CreatePartitions v0-1
+  (:meth:`ZkCluster.create_partitions`; every broker follows by a data watch on
+  ``/brokers/topics/<t>`` and the leaders create the logs), DescribeConfigs v0-3, AlterConfigs v0-1,
+  IncrementalAlterConfigs v0 (:mod:`broker.server.config_helper`; topic overrides in
+  ``/config/topics/<t>`` with a ``/config/changes`` notification, applied to the live logs; broker
+  configs are static and read-only), DeleteRecords v0-1 (moves the log start offset, checkpointed
+  before the answer), DescribeLogDirs v0-1, DeleteGroups v0-1 and OffsetDelete v0
+  (:meth:`GroupCoordinator.delete_groups` / ``delete_offsets``), DescribeCluster v0-1 (flexible).
 
 The handlers here only translate requests into calls and results into responses.  Partition
 leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's ReplicaManager):
@@ -85,6 +97,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.protocol import (
     SUPPORTED,
     ApiKey,
@@ -220,6 +233,18 @@ class KafkaApis:
             ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
             ApiKey.END_TXN: self.handle_end_txn,
         })
+        # admin APIs (kafka-admin)
+        self._handlers.update({
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+        })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
             int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
@@ -306,12 +331,25 @@ class KafkaApis:
         all_topics = self.cluster.topics()
         live = self.cluster.live_brokers()
         brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
+        unknown_ids = []
         if requested is None or (version == 0 and not requested):
             names = sorted(all_topics)
         else:
-            names = list(dict.fromkeys(t["name"] for t in requested))
+            names = []
+            for t in requested:
+                if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
+                    if version < 12:  # as Kafka: v10-11 carry ids but cannot answer a null name
+                        raise InvalidRequestError(f"Metadata v{version}: topic names cannot be null before v12")
+                    name = self.cluster.topic_name_by_id(t["topic_id"])
+                    if name is None:
+                        unknown_ids.append(t["topic_id"])
+                        continue
+                    t = {"name": name}
+                names.append(t["name"])
+            names = list(dict.fromkeys(names))
         allow_auto = self.config.auto_create_topics_enable and body.get("allow_auto_topic_creation", True)
-        topics = []
+        topics = [{"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
+                  for tid in dict.fromkeys(unknown_ids)]
         for name in names:
             parts = all_topics.get(name)
             code = NONE
@@ -329,7 +367,7 @@ class KafkaApis:
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": partitions,
+                           "partitions": partitions, "topic_id": self.cluster.topic_id(name) or ZERO_UUID,
                            "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
                            if body.get("include_topic_authorized_operations") else NOT_REQUESTED_OPERATIONS})
         self._respond(request, header, {
@@ -678,12 +716,18 @@ class KafkaApis:
                     errors[i] = outcome
                 elif not validate_only:
                     self.replica_manager.wait_for_topic(sp["name"], timeout_s)
+        spec_of = dict(specs)
         results = []
         for i, t in enumerate(body["topics"]):
             entry = {"name": t["name"], "error_code": NONE, "error_message": None}
             if i in errors:
                 entry["error_code"] = errors[i].code
                 entry["error_message"] = str(errors[i])[:1000]
+            elif header.api_version >= 5 and i in spec_of:  # KIP-525: the created topic's layout and configs
+                sp = spec_of[i]
+                entry.update(num_partitions=sp["num_partitions"], replication_factor=sp["replication_factor"],
+                             configs=[{"name": k, "value": v, "read_only": False, "config_source": 1,
+                                       "is_sensitive": False} for k, v in sorted(sp["configs"].items())])
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
@@ -711,9 +755,292 @@ class KafkaApis:
                     errors[name] = e
                 else:
                     self.replica_manager.delete_local_logs(name)
-        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE}
+        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE,
+                    "error_message": str(errors[name])[:1000] if name in errors else None}  # v5+
                    for name in body["topic_names"]]
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
+
+    # ------------------------------------------------------------------ admin APIs (kafka-admin)
+
+    def handle_create_partitions(self, request, header, body):
+        """CreatePartitions v0-1 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
+        through :meth:`ZkCluster.create_partitions`, then wait (up to the request's timeout, at most
+        a few seconds) until this broker's registry cache shows the new partitions, so a Metadata
+        request right after the answer sees them.  A topic named twice gets INVALID_REQUEST, as Kafka."""
+        validate_only = body["validate_only"]
+        timeout_s = min(max(body["timeout_ms"], 0) / 1000.0, _CREATE_WAIT_S)
+        seen: dict[str, int] = {}
+        for t in body["topics"]:
+            seen[t["name"]] = seen.get(t["name"], 0) + 1
+        results = []
+        for t in body["topics"]:
+            name = t["name"]
+            entry = {"name": name, "error_code": NONE, "error_message": None}
+            try:
+                if seen[name] > 1:
+                    raise InvalidRequestError(f"duplicate topic name {name!r} in the request")
+                validate_topic_name(name)
+                if name in INTERNAL_TOPICS:
+                    # the coordinators map groups and transactional ids onto a fixed partition count
+                    raise InvalidRequestError(f"cannot add partitions to the internal topic {name!r}: its "
+                                              "coordinators hash keys over the configured partition count")
+                count = t["count"]
+                if count > MAX_PARTITIONS_PER_TOPIC:
+                    raise InvalidPartitionsError(
+                        f"topic {name!r}: {count} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
+                assignments = t.get("assignments")
+                if assignments is not None:
+                    assignments = [list(a["broker_ids"]) for a in assignments]
+                new = self.cluster.create_partitions(name, count, assignments, validate_only)
+                if not validate_only:
+                    self._wait_for_partitions(name, max(new) + 1, timeout_s)
+            except PyklogError as e:
+                entry["error_code"] = e.code
+                entry["error_message"] = str(e)[:1000]
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _config_resource_error(self, rtype: int, name: str, altering: bool) -> None:
+        """Raise Kafka's error for a config resource this broker cannot describe or alter."""
+        from pyklog.broker.server import config_helper as ch
+
+        if rtype == ch.RESOURCE_TOPIC:
+            validate_topic_name(name)
+            if self.cluster.topic(name, refresh_if_missing=True) is None:
+                raise UnknownTopicOrPartitionError(f"the topic {name!r} does not exist")
+        elif rtype == ch.RESOURCE_BROKER:
+            if name not in ("", str(self.broker_id)):
+                raise InvalidRequestError(
+                    f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}")
+            if altering:
+                raise InvalidRequestError(
+                    f"pyklog has no dynamic broker configs: broker {self.broker_id}'s settings are read from "
+                    "server.properties at start-up (change them there and restart); topic configs can be altered")
+        elif rtype == ch.RESOURCE_BROKER_LOGGER:
+            raise InvalidRequestError("pyklog does not describe or alter broker loggers (resource type 8)")
+        else:
+            raise InvalidRequestError(f"unsupported resource type {rtype}; expected 2 (TOPIC) or 4 (BROKER)")
+
+    def handle_describe_configs(self, request, header, body):
+        """DescribeConfigs v0-3 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
+        resources from ``/config/topics/<topic>`` and the broker's static settings, broker resources
+        from ``server.properties``, with sources and synonyms (see :mod:`config_helper`)."""
+        from pyklog.broker.server import config_helper as ch
+        from pyklog.broker.server.config import SERVER_CONFIG
+
+        include_synonyms = body.get("include_synonyms", False)
+        include_doc = body.get("include_documentation", False)
+        raw = dict(self.config.raw or {})
+        results = []
+        for r in body["resources"]:
+            rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
+                     "configs": []}
+            try:
+                self._config_resource_error(rtype, name, altering=False)
+                if rtype == ch.RESOURCE_TOPIC:
+                    entry["configs"] = ch.describe_topic_configs(name, self.cluster.topic_config(name), raw, keys,
+                                                                 include_synonyms, include_doc)
+                elif name:  # this broker; "" (the cluster-wide dynamic defaults) has none
+                    entry["configs"] = ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms,
+                                                                  include_doc)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000], configs=[])
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
+        from pyklog.broker.zk.topics import validate_topic_configs
+
+        validate_topic_configs(to_set)  # INVALID_CONFIG naming the key and what it expects
+        if not validate_only:
+            self.cluster.alter_topic_config(name, to_set, to_delete)
+            self.replica_manager.sync_logs()  # this broker's logs take the new config at once
+
+    def handle_alter_configs(self, request, header, body):
+        """AlterConfigs v0-1 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
+        replaced by the request's (null values dropped, as Kafka), written to ``/config/topics/<t>``
+        with a change notification, and applied to the live logs of every broker.  Broker resources
+        get INVALID_REQUEST (no dynamic broker configs).  ``validate_only`` checks and writes nothing."""
+        from pyklog.broker.server import config_helper as ch
+
+        validate_only = body["validate_only"]
+        responses = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                names = [c["name"] for c in r["configs"]]
+                dups = sorted({n for n in names if names.count(n) > 1})
+                if dups:
+                    raise InvalidRequestError(f"error due to duplicate config keys {dups}")
+                self._config_resource_error(rtype, name, altering=True)
+                if rtype == ch.RESOURCE_TOPIC:
+                    to_set = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+                    to_delete = set(self.cluster.topic_config(name)) - set(to_set)
+                    self._alter_topic(name, to_set, to_delete, validate_only)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000])
+            responses.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
+
+    def handle_incremental_alter_configs(self, request, header, body):
+        """IncrementalAlterConfigs v0 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
+        APPEND and SUBTRACT (list configs only) on a topic's overrides; otherwise as AlterConfigs."""
+        from pyklog.broker.server import config_helper as ch
+
+        validate_only = body["validate_only"]
+        responses = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                self._config_resource_error(rtype, name, altering=True)
+                if rtype == ch.RESOURCE_TOPIC:
+                    to_set, to_delete = ch.incremental_changes(self.cluster.topic_config(name), r["configs"])
+                    self._alter_topic(name, to_set, to_delete, validate_only)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000])
+            responses.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
+
+    def handle_delete_records(self, request, header, body):
+        """DeleteRecords v0-1 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
+        start offset up to the requested offset (-1: the high watermark) and answer the new low
+        watermark.  OFFSET_OUT_OF_RANGE beyond the high watermark or below -1, POLICY_VIOLATION on a
+        topic whose cleanup.policy lacks ``delete``; the whole segments below go with the next
+        retention pass.  The log dir's checkpoints are written before the answer, so the new start
+        offset survives a crash."""
+        from pyklog.broker.errors import PolicyViolationError
+
+        topics = []
+        for t in body["topics"]:
+            name = t["name"]
+            parts = []
+            for pd in t["partitions"]:
+                p, offset = pd["partition_index"], pd["offset"]
+                entry = {"partition_index": p, "low_watermark": -1, "error_code": NONE}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    if not lg.config.delete:
+                        raise PolicyViolationError(f"records of partition {name}-{p} can not be deleted due to "
+                                                   f"the configured policy (cleanup.policy={lg.config.cleanup_policy})")
+                    hw = lg.high_watermark
+                    target = hw if offset == -1 else offset
+                    if target < 0 or target > hw:
+                        raise OffsetOutOfRangeError(f"cannot delete records of {name}-{p} before offset {offset}: "
+                                                    f"expected -1 or an offset in [0, {hw}] (the high watermark)")
+                    before = lg.log_start_offset
+                    lg.increment_log_start_offset(target)
+                    if lg.log_start_offset != before:
+                        self.logs.checkpoint_log_start_offset(lg)
+                        log.info("DeleteRecords: log start offset of %s-%d moved from %d to %d",
+                                 name, p, before, lg.log_start_offset)
+                    entry["low_watermark"] = lg.log_start_offset
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_describe_log_dirs(self, request, header, body):
+        """DescribeLogDirs v0-1: each of ``log.dirs`` with the partitions it holds (all, or those
+        requested), their size in bytes and offset lag 0 (no future replicas, no replication)."""
+        wanted = None
+        if body["topics"] is not None:
+            wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
+        by_dir: dict[str, dict[str, list]] = {d: {} for d in self.logs.log_dirs}
+        for (t, p), lg in sorted(self.logs.logs().items()):
+            if wanted is not None and (t, p) not in wanted:
+                continue
+            d = os.path.dirname(lg.dir)
+            try:
+                size = lg.size
+            except Exception:  # noqa: BLE001 - a log closed meanwhile
+                continue
+            by_dir.setdefault(d, {}).setdefault(t, []).append(
+                {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
+        results = [{"error_code": NONE, "log_dir": d, "topics": [
+            {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
+            for d, topics in by_dir.items()]
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def handle_delete_groups(self, request, header, body):
+        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`."""
+        names = body["groups_names"]
+        if self.groups is None:
+            codes = {g: CoordinatorNotAvailableError.code for g in names}
+        else:
+            codes = self.groups.delete_groups(names)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": [
+            {"group_id": g, "error_code": codes[g]} for g in names]})
+
+    def handle_offset_delete(self, request, header, body):
+        """OffsetDelete v0 (KIP-496) through :meth:`GroupCoordinator.delete_offsets`; a topic this
+        cluster does not have gets UNKNOWN_TOPIC_OR_PARTITION per partition, as Kafka."""
+        group = body["group_id"]
+        known, unknown = [], set()
+        for t in body["topics"]:
+            exists = self.cluster.topic(t["name"], refresh_if_missing=True) is not None
+            for pd in t["partitions"]:
+                tp = (t["name"], pd["partition_index"])
+                if exists:
+                    known.append(tp)
+                else:
+                    unknown.add(tp)
+        if self.groups is None:
+            code, results = CoordinatorNotAvailableError.code, {}
+        else:
+            code, results = self.groups.delete_offsets(group, known)
+        topics = []
+        if code == NONE:
+            for t in body["topics"]:
+                topics.append({"name": t["name"], "partitions": [
+                    {"partition_index": pd["partition_index"],
+                     "error_code": UnknownTopicOrPartitionError.code if (t["name"], pd["partition_index"]) in unknown
+                     else results.get((t["name"], pd["partition_index"]), NONE)} for pd in t["partitions"]]})
+        self._respond(request, header, {"error_code": code, "throttle_time_ms": 0, "topics": topics})
+
+    #: KIP-430 bits of the cluster operations (Kafka's AclOperation codes CREATE 5, ALTER 7, DESCRIBE 8,
+    #: CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): pyklog has no ACLs,
+    #: so every client may do all of them
+    CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+    def handle_describe_cluster(self, request, header, body):
+        """DescribeCluster v0-1 (KIP-700, flexible): the cluster id, the controller (pyklog's: the
+        lowest live broker id) and the live brokers, as Metadata reports them.  v1 endpoint type 2
+        (controllers) gets MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE."""
+        from pyklog.broker.errors import MismatchedEndpointTypeError, UnsupportedEndpointTypeError
+
+        etype = body.get("endpoint_type", 1)
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "endpoint_type": etype,
+                "cluster_id": self.cluster.cluster_id or "", "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": -2147483648}
+        if etype == 2:
+            resp.update(error_code=MismatchedEndpointTypeError.code, endpoint_type=1,
+                        error_message="the request was sent to a broker, but asked for controller endpoints "
+                                      "(pyklog has no KRaft controllers)")
+        elif etype != 1:
+            resp.update(error_code=UnsupportedEndpointTypeError.code, endpoint_type=1,
+                        error_message=f"unsupported endpoint type {etype}; expected 1 (brokers)")
+        else:
+            resp["controller_id"] = self.cluster.controller_id
+            resp["brokers"] = [{"broker_id": b, "host": h, "port": p, "rack": None}
+                               for b, (h, p) in sorted(self.cluster.live_brokers().items())]
+            if body.get("include_cluster_authorized_operations"):
+                resp["cluster_authorized_operations"] = self.CLUSTER_AUTHORIZED_OPERATIONS
+        self._respond(request, header, resp)
+
+    def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
+        """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = self.cluster.topic(name, refresh_if_missing=False) or {}
+            if len(parts) >= count:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -997,8 +1324,37 @@ class KafkaApis:
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))
             return
-        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer,
-                           lambda resp: self._respond(request, header, resp))
+        respond = lambda resp: self._respond(request, header, resp)  # noqa: E731
+        if (header.api_key == ApiKey.JOIN_GROUP and header.api_version >= 7) or (
+                header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5):
+            respond = self._with_group_protocol(request, header, body, respond)
+            if respond is None:
+                return
+        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _with_group_protocol(self, request, header, body, respond):
+        """JoinGroup v7+ / SyncGroup v5+ (KIP-559): the responses name the group's protocol type and
+        name; a SyncGroup naming another type or name than the group's is answered
+        INCONSISTENT_GROUP_PROTOCOL (as Kafka's GroupCoordinator.handleSyncGroup does).  Returns the
+        respond function to pass on, or None when the request was answered here."""
+        group_id = body["group_id"]
+        if header.api_key == ApiKey.SYNC_GROUP:
+            summary = self.groups.group_summary(group_id)
+            if summary is not None:
+                for key, have in (("protocol_type", summary["protocol_type"]), ("protocol_name", summary["protocol"])):
+                    want = body.get(key)
+                    if want is not None and have is not None and want != have:
+                        self._respond(request, header, {"throttle_time_ms": 0, "error_code": 23, "assignment": b""})
+                        return None
+
+        def respond_with_protocol(resp):
+            if resp.get("error_code") == NONE:
+                summary = self.groups.group_summary(group_id) or {}
+                resp = dict(resp, protocol_type=summary.get("protocol_type"))
+                if header.api_key == ApiKey.SYNC_GROUP:
+                    resp["protocol_name"] = summary.get("protocol")
+            respond(resp)
+        return respond_with_protocol
 
     # ------------------------------------------------------------------ error responses
 
@@ -1050,6 +1406,26 @@ class KafkaApis:
                 for t in body["v3_and_below_topics"]]}
         if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
             return {"error_code": code}
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
+            return {"results": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
+                                 "resource_name": r["resource_name"], "configs": []} for r in body["resources"]]}
+        if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
+                                   "resource_name": r["resource_name"]} for r in body["resources"]]}
+        if api_key == ApiKey.DELETE_RECORDS:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
+                for p in t["partitions"]]} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_LOG_DIRS:
+            return {"results": []}
+        if api_key == ApiKey.DELETE_GROUPS:
+            return {"results": [{"group_id": g, "error_code": code} for g in body["groups_names"]]}
+        if api_key == ApiKey.OFFSET_DELETE:
+            return {"error_code": code, "topics": []}
+        if api_key == ApiKey.DESCRIBE_CLUSTER:
+            return {"error_code": code, "error_message": msg, "cluster_id": "", "brokers": []}
+        if api_key == ApiKey.CREATE_PARTITIONS:
+            return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         return None
 
     # ------------------------------------------------------------------ lifecycle
