@@ -9,7 +9,7 @@ import sys
 import pytest
 from kazoo.client import KazooClient
 
-from pyklog.broker.cli.topics import main
+from pyklog.connector.cli.topics import main
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.server import free_port
@@ -87,8 +87,8 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     (["--delete", "--topic", "missing"], "topic 'missing' does not exist"),
     (["--delete"], "--delete needs --topic"),
     (["--list", "--delete"], "not allowed with argument"),
-    (["--alter", "--topic", "dup", "--partitions", "3"], "cannot change the partition count"),
-    (["--alter", "--topic", "dup"], "--alter needs --config"),
+    (["--alter", "--topic", "dup"], "--alter needs --partitions N, --config KEY=VALUE"),
+    (["--alter", "--topic", "dup", "--partitions", "3", "--config", "a=b"], "in two runs"),
     (["--alter", "--topic", "missing", "--config", "retention.ms=1"], "topic 'missing' does not exist"),
 ])
 def test_errors_are_one_line_and_exit_1(zk_chroot, two_brokers, capsys, args, message):
