@@ -236,6 +236,8 @@ from kafka.protocol.producer.transaction import (  # noqa: E402
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from kafka.protocol.admin import (  # noqa: E402
+    CreatePartitionsRequest, CreatePartitionsResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -260,6 +262,7 @@ KP = {
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
 }
 
 
@@ -319,11 +322,12 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "0000008e" "00000005" "0023" "00000016"
+        "00000094" "00000005" "0023" "00000017"
         "000000000008" "00010000000b" "000200000005" "000300000008" "000800000007" "000900000005"
         "000a00000002" "000b00000005" "000c00000003" "000d00000003" "000e00000003" "000f00000004"
         "001000000002" "001200000002" "001300000004" "001400000003" "001600000001"
         "001800000002" "001900000002" "001a00000002" "001b00000000" "001c00000002"
+        "002500000001"  # admin APIs (kafka-admin)
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])
