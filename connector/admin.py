@@ -312,3 +312,22 @@ class AdminClient:
                     raise error_for_code(code, f"IncrementalAlterConfigs {name!r}: "
                                                f"{r.get('error_message') or ''}".rstrip(": "))
         self.client._retrying("IncrementalAlterConfigs", attempt, timeout_s)
+
+    def alter_configs(self, rtype: int, name: str, configs: dict, *, timeout_s: float | None = None) -> None:
+        """AlterConfigs (the legacy, whole-set call): the resource's dynamic configs become exactly
+        ``configs`` (``{key: value}``)."""
+        def attempt():
+            if rtype == 4 and name not in ("", None):
+                conn = self.client.connection(int(name))
+            else:
+                conn = self.client._any_connection()
+            v = self._version(conn, ALTER_CONFIGS, "AlterConfigs")
+            resp = conn.request(_api(ALTER_CONFIGS), {
+                "resources": [{"resource_type": rtype, "resource_name": str(name),
+                               "configs": [{"name": k, "value": val} for k, val in configs.items()]}],
+                "validate_only": False}, v)
+            for r in resp.get("responses") or []:
+                code = int(r.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"AlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": "))
+        self.client._retrying("AlterConfigs", attempt, timeout_s)
