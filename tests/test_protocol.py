@@ -147,7 +147,7 @@ def _load_kafka_json(name):
 
 
 def _kp_versions(spec):
-    if spec is None:
+    if spec is None or spec == "none":
         return None
     if spec.endswith("+"):
         return int(spec[:-1]), 0x7FFF
@@ -237,7 +237,11 @@ from kafka.protocol.producer.transaction import (  # noqa: E402
     EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from kafka.protocol.admin import (  # noqa: E402
-    CreatePartitionsRequest, CreatePartitionsResponse)
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
+from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteResponse  # noqa: E402
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -263,6 +267,13 @@ KP = {
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 
 
@@ -322,12 +333,13 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "00000094" "00000005" "0023" "00000017"
+        "000000be" "00000005" "0023" "0000001e"
         "000000000008" "00010000000b" "000200000005" "000300000008" "000800000007" "000900000005"
         "000a00000002" "000b00000005" "000c00000003" "000d00000003" "000e00000003" "000f00000004"
-        "001000000002" "001200000002" "001300000004" "001400000003" "001600000001"
+        "001000000002" "001200000002" "001300000004" "001400000003" "001500000001" "001600000001"
         "001800000002" "001900000002" "001a00000002" "001b00000000" "001c00000002"
-        "002500000001"  # admin APIs (kafka-admin)
+        "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002c00000000"
+        "002f00000000"  # DeleteRecords (21) and the admin APIs from DescribeConfigs (32) on (kafka-admin)
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])

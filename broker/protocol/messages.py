@@ -46,7 +46,14 @@ class ApiKey(enum.IntEnum):
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     # admin APIs (kafka-admin)
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -77,7 +84,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.WRITE_TXN_MARKERS: (0, 0),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
     # admin APIs (kafka-admin): the highest non-flexible versions
+    ApiKey.DELETE_RECORDS: (0, 1),
+    ApiKey.DESCRIBE_CONFIGS: (0, 3),
+    ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -673,6 +687,174 @@ CREATE_PARTITIONS_RESPONSE = [
 ]
 
 
+# DescribeConfigs 32: v1 adds synonyms and the config source (IsDefault only in v0), v2 = v1,
+# v3 adds the config type and documentation, v4+ flexible.  Resource types (Kafka's
+# ConfigResource.Type): 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER.
+
+DESCRIBE_CONFIGS_REQUEST = [
+    A("Resources", fields=[
+        F("ResourceType", INT8),
+        F("ResourceName", STRING),
+        F("ConfigurationKeys", "[]string", nullable="0+", default=None),
+    ]),
+    F("IncludeSynonyms", BOOL, "1+", default=False),
+    F("IncludeDocumentation", BOOL, "3+", default=False),
+]
+
+DESCRIBE_CONFIGS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Results", fields=[
+        F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, nullable="0+", default=None),
+        F("ResourceType", INT8),
+        F("ResourceName", STRING),
+        A("Configs", fields=[
+            F("Name", STRING),
+            F("Value", STRING, nullable="0+", default=None),
+            F("ReadOnly", BOOL),
+            F("ConfigSource", INT8, "1+", default=-1),
+            F("IsDefault", BOOL, "0", default=False),
+            F("IsSensitive", BOOL),
+            A("Synonyms", "1+", fields=[
+                F("Name", STRING),
+                F("Value", STRING, nullable="0+", default=None),
+                F("Source", INT8),
+            ]),
+            F("ConfigType", INT8, "3+", default=0),
+            F("Documentation", STRING, "3+", nullable="0+", default=None),
+        ]),
+    ]),
+]
+
+# AlterConfigs 33 (v1 = v0, v2+ flexible) and IncrementalAlterConfigs 44 (v1+ flexible); the
+# operations of the latter (Kafka's AlterConfigOp.OpType): 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+
+ALTER_CONFIGS_REQUEST = [
+    A("Resources", fields=[
+        F("ResourceType", INT8),
+        F("ResourceName", STRING),
+        A("Configs", fields=[
+            F("Name", STRING),
+            F("Value", STRING, nullable="0+"),
+        ]),
+    ]),
+    F("ValidateOnly", BOOL),
+]
+
+_ALTER_CONFIGS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Responses", fields=[
+        F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, nullable="0+", default=None),
+        F("ResourceType", INT8),
+        F("ResourceName", STRING),
+    ]),
+]
+ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = [
+    A("Resources", fields=[
+        F("ResourceType", INT8),
+        F("ResourceName", STRING),
+        A("Configs", fields=[
+            F("Name", STRING),
+            F("ConfigOperation", INT8),
+            F("Value", STRING, nullable="0+"),
+        ]),
+    ]),
+    F("ValidateOnly", BOOL),
+]
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
+
+# DeleteRecords 21: v1 = v0, v2+ flexible.
+
+DELETE_RECORDS_REQUEST = [
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("Offset", INT64),
+        ]),
+    ]),
+    F("TimeoutMs", INT32),
+]
+
+DELETE_RECORDS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("LowWatermark", INT64, default=-1),
+            F("ErrorCode", INT16),
+        ]),
+    ]),
+]
+
+# DescribeLogDirs 35: v1 = v0, v2+ flexible.  Topics null = every partition.
+
+DESCRIBE_LOG_DIRS_REQUEST = [
+    A("Topics", nullable="0+", fields=[
+        F("Topic", STRING),
+        F("Partitions", "[]int32"),
+    ]),
+]
+
+DESCRIBE_LOG_DIRS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Results", fields=[
+        F("ErrorCode", INT16),
+        F("LogDir", STRING),
+        A("Topics", fields=[
+            F("Name", STRING),
+            A("Partitions", fields=[
+                F("PartitionIndex", INT32),
+                F("PartitionSize", INT64),
+                F("OffsetLag", INT64),
+                F("IsFutureKey", BOOL, default=False),
+            ]),
+        ]),
+    ]),
+]
+
+# DeleteGroups 42: v1 = v0, v2+ flexible.  OffsetDelete 47: v0 only.
+
+DELETE_GROUPS_REQUEST = [
+    F("GroupsNames", "[]string"),
+]
+
+DELETE_GROUPS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Results", fields=[
+        F("GroupId", STRING),
+        F("ErrorCode", INT16),
+    ]),
+]
+
+OFFSET_DELETE_REQUEST = [
+    F("GroupId", STRING),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+        ]),
+    ]),
+]
+
+OFFSET_DELETE_RESPONSE = [
+    F("ErrorCode", INT16),
+    F(_THROTTLE, INT32),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+        ]),
+    ]),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -699,4 +881,12 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.WRITE_TXN_MARKERS: ("WriteTxnMarkers", WRITE_TXN_MARKERS_REQUEST, WRITE_TXN_MARKERS_RESPONSE),
     ApiKey.TXN_OFFSET_COMMIT: ("TxnOffsetCommit", TXN_OFFSET_COMMIT_REQUEST, TXN_OFFSET_COMMIT_RESPONSE),
     ApiKey.CREATE_PARTITIONS: ("CreatePartitions", CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
+    ApiKey.DELETE_RECORDS: ("DeleteRecords", DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE),
+    ApiKey.DESCRIBE_CONFIGS: ("DescribeConfigs", DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
+    ApiKey.ALTER_CONFIGS: ("AlterConfigs", ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+    ApiKey.DESCRIBE_LOG_DIRS: ("DescribeLogDirs", DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE),
+    ApiKey.DELETE_GROUPS: ("DeleteGroups", DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", INCREMENTAL_ALTER_CONFIGS_REQUEST,
+                                       INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
 }

@@ -213,6 +213,9 @@ class KafkaApis:
         # admin APIs (kafka-admin)
         self._handlers.update({
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -712,6 +715,110 @@ class KafkaApis:
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "results": results})
 
+    def _config_resource_error(self, rtype: int, name: str, altering: bool) -> None:
+        """Raise Kafka's error for a config resource this broker cannot describe or alter."""
+        from pyklog.broker.server import config_helper as ch
+
+        if rtype == ch.RESOURCE_TOPIC:
+            validate_topic_name(name)
+            if self.cluster.topic(name, refresh_if_missing=True) is None:
+                raise UnknownTopicOrPartitionError(f"the topic {name!r} does not exist")
+        elif rtype == ch.RESOURCE_BROKER:
+            if name not in ("", str(self.broker_id)):
+                raise InvalidRequestError(
+                    f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}")
+            if altering:
+                raise InvalidRequestError(
+                    f"pyklog has no dynamic broker configs: broker {self.broker_id}'s settings are read from "
+                    "server.properties at start-up (change them there and restart); topic configs can be altered")
+        elif rtype == ch.RESOURCE_BROKER_LOGGER:
+            raise InvalidRequestError("pyklog does not describe or alter broker loggers (resource type 8)")
+        else:
+            raise InvalidRequestError(f"unsupported resource type {rtype}; expected 2 (TOPIC) or 4 (BROKER)")
+
+    def handle_describe_configs(self, request, header, body):
+        """DescribeConfigs v0-3 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
+        resources from ``/config/topics/<topic>`` and the broker's static settings, broker resources
+        from ``server.properties``, with sources and synonyms (see :mod:`config_helper`)."""
+        from pyklog.broker.server import config_helper as ch
+        from pyklog.broker.server.config import SERVER_CONFIG
+
+        include_synonyms = body.get("include_synonyms", False)
+        include_doc = body.get("include_documentation", False)
+        raw = dict(self.config.raw or {})
+        results = []
+        for r in body["resources"]:
+            rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
+                     "configs": []}
+            try:
+                self._config_resource_error(rtype, name, altering=False)
+                if rtype == ch.RESOURCE_TOPIC:
+                    entry["configs"] = ch.describe_topic_configs(name, self.cluster.topic_config(name), raw, keys,
+                                                                 include_synonyms, include_doc)
+                elif name:  # this broker; "" (the cluster-wide dynamic defaults) has none
+                    entry["configs"] = ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms,
+                                                                  include_doc)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000], configs=[])
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
+        from pyklog.broker.zk.topics import validate_topic_configs
+
+        validate_topic_configs(to_set)  # INVALID_CONFIG naming the key and what it expects
+        if not validate_only:
+            self.cluster.alter_topic_config(name, to_set, to_delete)
+            self.replica_manager.sync_logs()  # this broker's logs take the new config at once
+
+    def handle_alter_configs(self, request, header, body):
+        """AlterConfigs v0-1 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
+        replaced by the request's (null values dropped, as Kafka), written to ``/config/topics/<t>``
+        with a change notification, and applied to the live logs of every broker.  Broker resources
+        get INVALID_REQUEST (no dynamic broker configs).  ``validate_only`` checks and writes nothing."""
+        from pyklog.broker.server import config_helper as ch
+
+        validate_only = body["validate_only"]
+        responses = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                names = [c["name"] for c in r["configs"]]
+                dups = sorted({n for n in names if names.count(n) > 1})
+                if dups:
+                    raise InvalidRequestError(f"error due to duplicate config keys {dups}")
+                self._config_resource_error(rtype, name, altering=True)
+                if rtype == ch.RESOURCE_TOPIC:
+                    to_set = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+                    to_delete = set(self.cluster.topic_config(name)) - set(to_set)
+                    self._alter_topic(name, to_set, to_delete, validate_only)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000])
+            responses.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
+
+    def handle_incremental_alter_configs(self, request, header, body):
+        """IncrementalAlterConfigs v0 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
+        APPEND and SUBTRACT (list configs only) on a topic's overrides; otherwise as AlterConfigs."""
+        from pyklog.broker.server import config_helper as ch
+
+        validate_only = body["validate_only"]
+        responses = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                self._config_resource_error(rtype, name, altering=True)
+                if rtype == ch.RESOURCE_TOPIC:
+                    to_set, to_delete = ch.incremental_changes(self.cluster.topic_config(name), r["configs"])
+                    self._alter_topic(name, to_set, to_delete, validate_only)
+            except PyklogError as e:
+                entry.update(error_code=e.code, error_message=str(e)[:1000])
+            responses.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -1053,6 +1160,12 @@ class KafkaApis:
                 for t in body["v3_and_below_topics"]]}
         if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
             return {"error_code": code}
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
+            return {"results": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
+                                 "resource_name": r["resource_name"], "configs": []} for r in body["resources"]]}
+        if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
+                                   "resource_name": r["resource_name"]} for r in body["resources"]]}
         if api_key == ApiKey.CREATE_PARTITIONS:
             return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         return None

@@ -1,0 +1,245 @@
+"""DescribeConfigs and the config changes of AlterConfigs / IncrementalAlterConfigs: Kafka's
+``ConfigHelper`` and ``ConfigAdminManager`` for a ZooKeeper-mode broker without dynamic broker configs.
+
+Runs on the request handler threads; pure apart from the reads it is handed (the topic's overrides
+from ZooKeeper, the broker's ``server.properties``); thread-safe.
+
+Topic resources (type 2) list every topic-level config (Kafka's ``TopicConfig`` names).  A value
+comes from, in Kafka's order of precedence:
+
+* the topic's override in ``/config/topics/<topic>``: source ``DYNAMIC_TOPIC_CONFIG`` (1);
+* a broker-level synonym set in ``server.properties`` (``retention.ms`` <- ``log.retention.ms`` <-
+  ``log.retention.minutes`` <- ``log.retention.hours``): ``STATIC_BROKER_CONFIG`` (4), the value
+  converted to the topic config's unit (hours -> ms);
+* Kafka's default, reported through the broker synonym that carries it (``log.retention.hours=168``):
+  ``DEFAULT_CONFIG`` (5).
+
+With ``include_synonyms`` each entry lists that chain, the topic override first, then per broker
+synonym its static value and its default, as Kafka's ``ZkAdminManager`` does.
+
+Broker resources (type 4, the name is this broker's id) list the broker's settings: those set in
+``server.properties`` as ``STATIC_BROKER_CONFIG``, the others with their defaults as
+``DEFAULT_CONFIG``; every broker config is read-only (pyklog has no dynamic broker configs);
+passwords and secrets are sensitive (value null).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from pyklog.broker.errors import InvalidConfigError, InvalidRequestError
+from pyklog.broker.zk.topics import TOPIC_CONFIGS
+
+# Kafka's ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+# Kafka's DescribeConfigsResponse.ConfigSource
+SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+# Kafka's DescribeConfigsResponse.ConfigType
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_CLASS, TYPE_PASSWORD = range(1, 10)
+
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+_LMAX = str(2**63 - 1)
+_KIND_TYPE = {"long": TYPE_LONG, "int": TYPE_INT, "boolean": TYPE_BOOLEAN, "ratio": TYPE_DOUBLE,
+              "list": TYPE_LIST, "string": TYPE_STRING}
+_UNIT_MS = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}
+
+#: topic config -> [(broker synonym, Kafka's default of that synonym or None)], Kafka's
+#: ServerTopicConfigSynonyms in order of precedence.  A topic config without a broker synonym
+#: takes the topic default of TOPIC_DEFAULTS.
+TOPIC_SYNONYMS: dict[str, list[tuple[str, str | None]]] = {
+    "segment.bytes": [("log.segment.bytes", "1073741824")],
+    "segment.ms": [("log.roll.ms", None), ("log.roll.hours", "168")],
+    "segment.jitter.ms": [("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0")],
+    "segment.index.bytes": [("log.index.size.max.bytes", "10485760")],
+    "flush.messages": [("log.flush.interval.messages", _LMAX)],
+    "flush.ms": [("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", _LMAX)],
+    "retention.bytes": [("log.retention.bytes", "-1")],
+    "retention.ms": [("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168")],
+    "max.message.bytes": [("message.max.bytes", "1048588")],
+    "index.interval.bytes": [("log.index.interval.bytes", "4096")],
+    "delete.retention.ms": [("log.cleaner.delete.retention.ms", "86400000")],
+    "min.compaction.lag.ms": [("log.cleaner.min.compaction.lag.ms", "0")],
+    "max.compaction.lag.ms": [("log.cleaner.max.compaction.lag.ms", _LMAX)],
+    "file.delete.delay.ms": [("log.segment.delete.delay.ms", "60000")],
+    "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", "0.5")],
+    "cleanup.policy": [("log.cleanup.policy", "delete")],
+    "unclean.leader.election.enable": [("unclean.leader.election.enable", "false")],
+    "min.insync.replicas": [("min.insync.replicas", "1")],
+    "compression.type": [("compression.type", "producer")],
+    "preallocate": [("log.preallocate", "false")],
+    "message.format.version": [("log.message.format.version", "3.0-IV1")],
+    "message.timestamp.type": [("log.message.timestamp.type", "CreateTime")],
+    "message.timestamp.difference.max.ms": [("log.message.timestamp.difference.max.ms", _LMAX)],
+    "message.timestamp.before.max.ms": [("log.message.timestamp.before.max.ms", _LMAX)],
+    "message.timestamp.after.max.ms": [("log.message.timestamp.after.max.ms", _LMAX)],
+    "message.downconversion.enable": [("log.message.downconversion.enable", "true")],
+    "local.retention.ms": [("log.local.retention.ms", "-2")],
+    "local.retention.bytes": [("log.local.retention.bytes", "-2")],
+}
+#: topic configs without a broker synonym: Kafka's topic-level defaults
+TOPIC_DEFAULTS = {"remote.storage.enable": "false", "follower.replication.throttled.replicas": "",
+                  "leader.replication.throttled.replicas": ""}
+
+#: broker settings pyklog knows beyond its ServerConfig table, with Kafka's defaults (what clients
+#: read at start-up: the topic defaults they may compare with, the protocol limits)
+_BROKER_EXTRA_DEFAULTS = {
+    "log.retention.hours": "168", "log.retention.bytes": "-1", "log.segment.bytes": "1073741824",
+    "log.roll.hours": "168", "log.cleanup.policy": "delete", "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760", "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5", "log.cleaner.min.compaction.lag.ms": "0",
+    "log.segment.delete.delay.ms": "60000", "log.message.timestamp.type": "CreateTime",
+    "log.flush.interval.messages": _LMAX, "log.flush.scheduler.interval.ms": _LMAX,
+    "log.retention.check.interval.ms": "300000", "min.insync.replicas": "1", "compression.type": "producer",
+    "unclean.leader.election.enable": "false", "log.preallocate": "false",
+    "replica.fetch.max.bytes": "1048576", "fetch.max.bytes": "57671680",
+}
+
+
+def _is_sensitive(name: str) -> bool:
+    n = name.lower()
+    return "password" in n or "secret" in n or n.endswith(".jaas.config")
+
+
+def _entry(name, value, source, read_only, ctype, synonyms, include_synonyms, doc=None):
+    return {"name": name, "value": None if _is_sensitive(name) else value, "read_only": read_only,
+            "config_source": source, "is_default": source == SOURCE_DEFAULT_CONFIG,
+            "is_sensitive": _is_sensitive(name), "synonyms": synonyms if include_synonyms else [],
+            "config_type": ctype, "documentation": doc}
+
+
+def _broker_value_in_unit(topic_name: str, broker_name: str, value: str) -> str:
+    """A broker synonym's value in the topic config's unit (``log.retention.hours=1`` -> 3600000)."""
+    unit = broker_name.rsplit(".", 1)[1]
+    if topic_name.endswith(".ms") and unit in ("minutes", "hours"):
+        try:
+            v = int(value)
+        except ValueError:
+            return value
+        return str(v if v < 0 else v * _UNIT_MS[unit])
+    return value
+
+
+def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_props: Mapping[str, str],
+                           keys: Iterable[str] | None, include_synonyms: bool,
+                           include_documentation: bool = False) -> list[dict]:
+    """The DescribeConfigs entries of one topic (see the module docstring).  ``keys`` None = all."""
+    wanted = None if keys is None else set(keys)
+    out = []
+    for name in sorted(set(TOPIC_CONFIGS) | set(TOPIC_SYNONYMS)):
+        if wanted is not None and name not in wanted:
+            continue
+        kind = TOPIC_CONFIGS.get(name, ("string", None))[0]
+        synonyms = []
+        if name in overrides:
+            synonyms.append({"name": name, "value": overrides[name], "source": SOURCE_DYNAMIC_TOPIC_CONFIG})
+        for bname, bdefault in TOPIC_SYNONYMS.get(name, ()):
+            if bname in broker_props and broker_props[bname] is not None:
+                synonyms.append({"name": bname, "value": str(broker_props[bname]), "source": SOURCE_STATIC_BROKER_CONFIG})
+            if bdefault is not None:
+                synonyms.append({"name": bname, "value": bdefault, "source": SOURCE_DEFAULT_CONFIG})
+        if synonyms:
+            first = synonyms[0]
+            value = first["value"] if first["source"] == SOURCE_DYNAMIC_TOPIC_CONFIG else \
+                _broker_value_in_unit(name, first["name"], first["value"])
+            source = first["source"]
+        else:
+            value, source = TOPIC_DEFAULTS.get(name), SOURCE_DEFAULT_CONFIG
+        doc = f"Kafka's topic config {name}" if include_documentation else None
+        out.append(_entry(name, value, source, False, _KIND_TYPE.get(kind, TYPE_STRING), synonyms,
+                          include_synonyms, doc))
+    return out
+
+
+def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, keys: Iterable[str] | None,
+                            include_synonyms: bool, include_documentation: bool = False) -> list[dict]:
+    """The DescribeConfigs entries of this broker: its static settings and the known defaults."""
+    wanted = None if keys is None else set(keys)
+    defaults: dict[str, tuple[str | None, int, str]] = {}
+    keys_table = server_config_def.keys
+    for name, key in (keys_table() if callable(keys_table) else keys_table).items():
+        d = key.default
+        text = None if d is None or key.required else (str(d).lower() if isinstance(d, bool) else str(d))
+        defaults[name] = (text, _TYPE_OF.get(key.type.name, TYPE_STRING), key.doc)
+    for name, d in _BROKER_EXTRA_DEFAULTS.items():
+        defaults.setdefault(name, (d, TYPE_STRING, ""))
+    out = []
+    for name in sorted(set(defaults) | {k for k in broker_props if isinstance(k, str)}):
+        if wanted is not None and name not in wanted:
+            continue
+        default, ctype, doc = defaults.get(name, (None, TYPE_STRING, ""))
+        synonyms = []
+        if name in broker_props and broker_props[name] is not None:
+            synonyms.append({"name": name, "value": str(broker_props[name]), "source": SOURCE_STATIC_BROKER_CONFIG})
+        if default is not None:
+            synonyms.append({"name": name, "value": default, "source": SOURCE_DEFAULT_CONFIG})
+        if synonyms:
+            value, source = synonyms[0]["value"], synonyms[0]["source"]
+        else:
+            value, source = None, SOURCE_DEFAULT_CONFIG
+        for s in synonyms:
+            if _is_sensitive(name):
+                s["value"] = None
+        out.append(_entry(name, value, source, True, ctype, synonyms, include_synonyms,
+                          (doc or None) if include_documentation else None))
+    return out
+
+
+_TYPE_OF = {"BOOLEAN": TYPE_BOOLEAN, "STRING": TYPE_STRING, "INT": TYPE_INT, "SHORT": TYPE_SHORT,
+            "LONG": TYPE_LONG, "DOUBLE": TYPE_DOUBLE, "LIST": TYPE_LIST, "CLASS": TYPE_CLASS,
+            "PASSWORD": TYPE_PASSWORD}
+
+_LIST_CONFIGS = frozenset(n for n, (kind, _) in TOPIC_CONFIGS.items() if kind == "list") | {
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"}
+
+
+def incremental_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[dict[str, str], set[str]]:
+    """Kafka's ``ConfigAdminManager.prepareIncrementalConfigs`` for a topic: the overrides to set
+    and the names to delete after applying ``ops`` (``{"name", "config_operation", "value"}``) to
+    ``current``.  INVALID_REQUEST for a key named twice or an unknown operation, INVALID_CONFIG
+    for an unknown key, a missing value or APPEND/SUBTRACT on a non-list config."""
+    names = [op["name"] for op in ops]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InvalidRequestError(f"error due to duplicate config keys {dups}")
+    to_set: dict[str, str] = {}
+    to_delete: set[str] = set()
+    for op in ops:
+        name, code, value = op["name"], op["config_operation"], op["value"]
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfigError(f"unknown topic config {name!r}")
+        if code == OP_SET:
+            if value is None:
+                raise InvalidConfigError(f"topic config {name!r}: SET needs a value, got null")
+            to_set[name] = value
+        elif code == OP_DELETE:
+            to_delete.add(name)
+        elif code in (OP_APPEND, OP_SUBTRACT):
+            if name not in _LIST_CONFIGS:
+                raise InvalidConfigError(
+                    f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
+                    f"key {name!r}: it is not a list (lists: {', '.join(sorted(_LIST_CONFIGS))})")
+            base = current.get(name)
+            if base is None:
+                base = TOPIC_DEFAULTS.get(name) or next((d for _, d in TOPIC_SYNONYMS.get(name, ()) if d), "")
+            items = [i.strip() for i in base.split(",") if i.strip()]
+            given = [i.strip() for i in (value or "").split(",") if i.strip()]
+            if code == OP_APPEND:
+                items += [g for g in given if g not in items]
+            else:
+                items = [i for i in items if i not in given]
+            to_set[name] = ",".join(items)  # an empty list is refused by the value check
+        else:
+            raise InvalidRequestError(f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, "
+                                      "2 APPEND or 3 SUBTRACT")
+    return to_set, to_delete - set(to_set)
+
+
+__all__ = ["describe_broker_configs", "describe_topic_configs", "incremental_changes", "RESOURCE_BROKER",
+           "RESOURCE_BROKER_LOGGER", "RESOURCE_TOPIC"]
