@@ -284,8 +284,11 @@ class AdminClient:
                 for r in resp.get("results") or []:
                     code = int(r.get("error_code", 0))
                     if code:
-                        raise error_for_code(code, f"DescribeConfigs {name!r}: {r.get('error_message') or ''}"
+                        err = error_for_code(code, f"DescribeConfigs {name!r}: {r.get('error_message') or ''}"
                                              .rstrip(": "))
+                        if code == 3:  # a topic that does not exist: final for an admin call
+                            err.retriable = False
+                        raise err
                     return r.get("configs") or []
                 return []
             out[(rtype, str(name))] = self.client._retrying("DescribeConfigs", attempt, timeout_s)

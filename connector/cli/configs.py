@@ -115,6 +115,11 @@ def _entry_line(e) -> str:
     return f"  {e['name']}={value} sensitive={str(sensitive).lower()} synonyms={{{syn}}}"
 
 
+def _topic_exists(admin, name) -> bool:
+    tm = admin.client.metadata([name], refresh=True).topics.get(name)
+    return tm is not None and not tm.error_code and bool(tm.partitions)
+
+
 def describe(admin, etype, name, show_all) -> None:
     rtype = TOPIC if etype == "topics" else BROKER
     if name is None:
@@ -126,7 +131,7 @@ def describe(admin, etype, name, show_all) -> None:
         names = [name]
     dynamic = {TOPIC: 1, BROKER: 2 if name != "" else 3}[rtype]
     for n in names:
-        if etype == "topics" and n not in admin.client.metadata([n], refresh=True).topics:
+        if etype == "topics" and not _topic_exists(admin, n):
             raise UnknownTopicOrPartitionError(f"The topic '{n}' does not exist.")
         entries = admin.describe_configs([(rtype, n)], include_synonyms=True)[(rtype, n)]
         if not show_all:
@@ -142,7 +147,7 @@ def describe(admin, etype, name, show_all) -> None:
 
 def alter(admin, etype, name, add, delete) -> None:
     rtype = TOPIC if etype == "topics" else BROKER
-    if etype == "topics" and name not in admin.client.metadata([name], refresh=True).topics:
+    if etype == "topics" and not _topic_exists(admin, name):
         raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
     ops = [(k, SET, v) for k, v in add.items()] + [(k, DELETE, None) for k in delete]
     try:
