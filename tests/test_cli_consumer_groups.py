@@ -200,6 +200,26 @@ def test_zookeeper_group_with_offsets_in_kafka_listed_and_described(setup, zk_ch
         assert t[2] == ["zk-kafka", "cg", "1", "9", "10", "1", "-", "-", "-"]
         assert t[4][:6] == ["zk-zk", "cg", "0", "4", "10", "6"]
         assert t[5][:6] == ["zk-zk", "cg", "1", "7", "10", "3"]
+        # --members / --state of a ZooKeeper group without members; --list --state
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-zk", "--members")
+        assert r.returncode == 0 and "Consumer group 'zk-zk' has no active members." in r.stderr
+        assert table(r.stdout) == [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]]
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-zk", "--state")
+        assert table(r.stdout)[1] == ["zk-zk", zk_chroot, "(zookeeper)", "-", "Empty", "0"]
+        zk.create(paths.consumer_id("zk-zk", "zk-zk_host-1"), b'{"version":1,"subscription":{"cg":1},'
+                  b'"pattern":"static","timestamp":"0"}', ephemeral=True)
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--list", "--state")
+        t = table(r.stdout)
+        assert t[0] == ["GROUP", "STATE"] and ["zk-zk", "Stable"] in t and ["zk-kafka", "Empty"] in t
+        assert r.stdout.splitlines()[0] == "GROUP" + " " * 21 + "STATE"
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--list", "--state", "stable")
+        assert table(r.stdout)[1:] == [["zk-zk", "Stable"]]
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--reset-offsets", "--group", "zk-zk",
+                 "--all-topics", "--to-latest", "--execute")
+        assert r.returncode == 1 and "can only be reset if the group 'zk-zk' is inactive" in r.stderr
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--delete", "--group", "zk-zk")
+        assert r.returncode == 1 and "* Group 'zk-zk' could not be deleted due to: NON_EMPTY_GROUP" in r.stderr
+        zk.delete(paths.consumer_id("zk-zk", "zk-zk_host-1"))
         # reset a ZooKeeper-storage group: written where its offsets are
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--reset-offsets", "--group", "zk-zk",
                  "--all-topics", "--to-latest", "--execute")

@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", action="append", default=[], help="the consumer group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="apply to all consumer groups")
     p.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    p.add_argument("--state", action="store_true", help="with --describe: the group's state")
+    p.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
+                   help="with --describe: the group's state; with --list: each group's state, optionally only "
+                        "these (comma-separated, e.g. Stable,Empty)")
     p.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's assignment")
     p.add_argument("--topic", action="append", default=[],
@@ -307,6 +309,28 @@ class GroupCommand:
         if a.all_groups:
             return self.all_groups()
         return list(dict.fromkeys(a.group))
+
+    def group_state(self, group: str) -> str:
+        if self.is_zk_group(group):
+            return "Stable" if zk_members(self.zk, group) else "Empty"
+        desc = self._describe_broker(group)
+        return "Dead" if desc is None else desc.state
+
+    def list_with_state(self, state_filter: str) -> int:
+        """``--list --state [S1,S2]``: Kafka's GROUP / STATE table."""
+        wanted = {x.strip().lower() for x in state_filter.split(",") if x.strip()}
+        known = {"stable", "empty", "preparingrebalance", "completingrebalance", "dead"}
+        bad = sorted(wanted - known)
+        if bad:
+            raise _UsageError(f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
+                              f"PreparingRebalance, CompletingRebalance, Dead")
+        rows = [(g, self.group_state(g)) for g in self.all_groups()]
+        rows = [r for r in rows if not wanted or r[1].lower() in wanted]
+        width = max([15] + [len(g) for g, _ in rows]) + 10
+        print(f"{'GROUP'.ljust(width)} {'STATE':<20}".rstrip())
+        for g, st in rows:
+            print(f"{g.ljust(width)} {st:<20}".rstrip())
+        return 0
 
     def is_zk_group(self, group: str) -> bool:
         return self.zk is not None and zk_group_exists(self.zk, group)
@@ -625,8 +649,13 @@ def main(argv=None) -> int:
                               "[all-groups], [group]")
         if args.group and args.all_groups:
             raise _UsageError("--group and --all-groups are exclusive")
-        if (args.members or args.state or args.offsets) and not args.describe:
-            raise _UsageError("--members, --state and --offsets need --describe")
+        if (args.members or args.offsets) and not args.describe:
+            raise _UsageError("--members and --offsets need --describe")
+        if args.state is not None and not (args.describe or args.list):
+            raise _UsageError("--state needs --describe or --list")
+        if args.describe and args.state:
+            raise _UsageError("--describe --state takes no value (a state filter goes with --list)")
+        args.state_filter, args.state = args.state, args.state is not None
         if sum([args.members, args.state, args.offsets]) > 1:
             raise _UsageError("--members, --state and --offsets are exclusive")
         if (args.dry_run or args.execute) and not args.reset_offsets:
@@ -638,6 +667,8 @@ def main(argv=None) -> int:
     try:
         cmd = GroupCommand(args)
         if args.list:
+            if args.state:
+                return cmd.list_with_state(args.state_filter)
             for g in cmd.all_groups():
                 print(g)
             return 0
