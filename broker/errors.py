@@ -365,3 +365,26 @@ class ProducerFencedError(PyklogError):
 @_wire(105, "TRANSACTIONAL_ID_NOT_FOUND")
 class TransactionalIdNotFoundError(PyklogError):
     """The transactional id is not known to the coordinator."""
+
+
+# ---------------------------------------------------------------------------- admin APIs (kafka-admin)
+
+@_wire(44, "POLICY_VIOLATION")
+class PolicyViolationError(PyklogError):
+    """The request breaks a topic's policy (DeleteRecords on a topic whose cleanup.policy has no
+    ``delete``)."""
+
+
+@_wire(68, "NON_EMPTY_GROUP")
+class NonEmptyGroupError(PyklogError):
+    """DeleteGroups / OffsetDelete on a group that still has members."""
+
+
+@_wire(69, "GROUP_ID_NOT_FOUND")
+class GroupIdNotFoundError(PyklogError):
+    """The group is not known to its coordinator (no members and no committed offsets)."""
+
+
+@_wire(86, "GROUP_SUBSCRIBED_TO_TOPIC")
+class GroupSubscribedToTopicError(PyklogError):
+    """OffsetDelete of a partition whose topic a member of the (consumer) group subscribes to."""

@@ -77,12 +77,15 @@ from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
+    NonEmptyGroupError,
     NotCoordinatorError,
     PyklogError,
     RebalanceInProgressError,
@@ -984,6 +987,88 @@ class GroupCoordinator:
                 "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
         return entry
 
+    # ------------------------------------------------------------------ DeleteGroups, OffsetDelete
+
+    def _committed(self, group_id: str) -> dict:
+        """The group's committed offsets ``{(topic, partition): OffsetAndMetadata}`` ({} without an
+        offset manager)."""
+        return self.offsets.fetch_detailed(group_id) if self.offsets is not None else {}
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
+        """DeleteGroups (Kafka's ``GroupCoordinator.handleDeleteGroups``): ``{group id: error code}``.
+
+        A group this broker coordinates that is Empty (no members), or known only by its committed
+        offsets, is deleted: its offsets get tombstones in ``__consumer_offsets`` and it becomes Dead.
+        NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown, the coordinator
+        errors (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) as Kafka.  Any
+        request handler thread; takes the coordinator's lock, then the group's."""
+        out: dict[str, int] = {}
+        for gid in group_ids:
+            try:
+                self._check_coordinator(gid)
+                group = self._group(gid, create=False)
+                committed = self._committed(gid)
+                if group is None:
+                    if not committed:
+                        raise GroupIdNotFoundError(f"group {gid!r} does not exist")
+                    self.offsets.delete_offsets(gid, list(committed))
+                else:
+                    with group.lock:
+                        if group.state == DEAD and not committed:
+                            raise GroupIdNotFoundError(f"group {gid!r} does not exist")
+                        if group.state not in (EMPTY, DEAD):
+                            raise NonEmptyGroupError(f"group {gid!r} has {len(group.members)} member(s) "
+                                                     f"(state {group.state}); stop them before deleting it")
+                        group.state = DEAD
+                    with self._lock:
+                        if self._groups.get(gid) is group:
+                            del self._groups[gid]
+                    if committed:  # outside the group's lock (the offset manager takes its own)
+                        self.offsets.delete_offsets(gid, list(committed))
+                log.info("deleted group %s (%d committed offset(s))", gid, len(committed))
+                out[gid] = NONE
+            except PyklogError as e:
+                out[gid] = e.code
+        return out
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> tuple[int, dict]:
+        """OffsetDelete (KIP-496, Kafka's ``GroupCoordinator.handleDeleteOffsets``):
+        ``(group error code, {(topic, partition): error code})``.
+
+        An Empty group (or one known only by its offsets) loses the offsets of every partition named;
+        a consumer group with members keeps those of the topics its members subscribe to
+        (GROUP_SUBSCRIBED_TO_TOPIC per partition) and loses the others; a non-consumer group with
+        members answers NON_EMPTY_GROUP; an unknown group GROUP_ID_NOT_FOUND."""
+        tps = [tuple(tp) for tp in partitions]
+        try:
+            self._check_coordinator(group_id)
+            group = self._group(group_id, create=False)
+            committed = self._committed(group_id)
+            subscribed: set[str] = set()
+            if group is None or group.state == DEAD:
+                if not committed:
+                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+            else:
+                with group.lock:
+                    if group.state != EMPTY:
+                        if group.protocol_type != "consumer":
+                            raise NonEmptyGroupError(
+                                f"group {group_id!r} has members and protocol type {group.protocol_type!r}")
+                        for m in group.members.values():
+                            for _name, meta in m.protocols:
+                                subscribed.update(_subscribed_topics(meta))
+        except PyklogError as e:
+            return e.code, {}
+        results = {tp: (GroupSubscribedToTopicError.code if tp[0] in subscribed else NONE) for tp in tps}
+        doomed = [tp for tp, code in results.items() if code == NONE and tp in committed]
+        if doomed:
+            try:
+                self.offsets.delete_offsets(group_id, doomed)
+            except PyklogError as e:
+                return e.code, {}
+        log.info("deleted %d offset(s) of group %s", len(doomed), group_id)
+        return NONE, results
+
     # ------------------------------------------------------------------ introspection (tools, tests)
 
     def group_state(self, group_id: str) -> str:
@@ -1002,6 +1087,24 @@ class GroupCoordinator:
         with g.lock:
             return {"state": g.state, "generation": g.generation, "protocol_type": g.protocol_type,
                     "protocol": g.protocol_name, "leader": g.leader_id, "members": list(g.members)}
+
+
+def _subscribed_topics(metadata: bytes) -> list[str]:
+    """The topics of a consumer protocol subscription (Kafka's ``ConsumerProtocolSubscription``:
+    int16 version, int32 count, int16-length topic names, ...); [] if it cannot be read."""
+    import struct
+
+    try:
+        mv = memoryview(metadata)
+        (n,) = struct.unpack_from(">i", mv, 2)
+        pos, out = 6, []
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", mv, pos)
+            out.append(bytes(mv[pos + 2:pos + 2 + ln]).decode("utf-8"))
+            pos += 2 + ln
+        return out
+    except (struct.error, UnicodeDecodeError, TypeError):
+        return []
 
 
 __all__ = [

@@ -79,6 +79,9 @@ class LogManager:
         self._topic_config = topic_config
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
+        # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
+        # DeleteRecords, which checkpoints a moved log start offset at once)
+        self._checkpoint_lock = threading.Lock()
         self._stop = threading.Event()
         self._scheduler: Scheduler | None = None
         self._lock_fds: list[int] = []
@@ -303,6 +306,15 @@ class LogManager:
         return n
 
     def checkpoint_dir(self, d: str) -> None:
+        with self._checkpoint_lock:
+            self._checkpoint_dir(d)
+
+    def checkpoint_log_start_offset(self, lg) -> None:
+        """Write the checkpoints of ``lg``'s log dir now (DeleteRecords: a moved log start offset
+        survives a crash, not only a clean shutdown).  Any thread."""
+        self.checkpoint_dir(os.path.dirname(lg.dir))
+
+    def _checkpoint_dir(self, d: str) -> None:
         logs = [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
         OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.recovery_point for lg in logs}

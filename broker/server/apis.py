@@ -216,6 +216,10 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -819,6 +823,103 @@ class KafkaApis:
             responses.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
 
+    def handle_delete_records(self, request, header, body):
+        """DeleteRecords v0-1 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
+        start offset up to the requested offset (-1: the high watermark) and answer the new low
+        watermark.  OFFSET_OUT_OF_RANGE beyond the high watermark or below -1, POLICY_VIOLATION on a
+        topic whose cleanup.policy lacks ``delete``; the whole segments below go with the next
+        retention pass.  The log dir's checkpoints are written before the answer, so the new start
+        offset survives a crash."""
+        from pyklog.broker.errors import PolicyViolationError
+
+        topics = []
+        for t in body["topics"]:
+            name = t["name"]
+            parts = []
+            for pd in t["partitions"]:
+                p, offset = pd["partition_index"], pd["offset"]
+                entry = {"partition_index": p, "low_watermark": -1, "error_code": NONE}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    if not lg.config.delete:
+                        raise PolicyViolationError(f"records of partition {name}-{p} can not be deleted due to "
+                                                   f"the configured policy (cleanup.policy={lg.config.cleanup_policy})")
+                    hw = lg.high_watermark
+                    target = hw if offset == -1 else offset
+                    if target < 0 or target > hw:
+                        raise OffsetOutOfRangeError(f"cannot delete records of {name}-{p} before offset {offset}: "
+                                                    f"expected -1 or an offset in [0, {hw}] (the high watermark)")
+                    before = lg.log_start_offset
+                    lg.increment_log_start_offset(target)
+                    if lg.log_start_offset != before:
+                        self.logs.checkpoint_log_start_offset(lg)
+                        log.info("DeleteRecords: log start offset of %s-%d moved from %d to %d",
+                                 name, p, before, lg.log_start_offset)
+                    entry["low_watermark"] = lg.log_start_offset
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_describe_log_dirs(self, request, header, body):
+        """DescribeLogDirs v0-1: each of ``log.dirs`` with the partitions it holds (all, or those
+        requested), their size in bytes and offset lag 0 (no future replicas, no replication)."""
+        wanted = None
+        if body["topics"] is not None:
+            wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
+        by_dir: dict[str, dict[str, list]] = {d: {} for d in self.logs.log_dirs}
+        for (t, p), lg in sorted(self.logs.logs().items()):
+            if wanted is not None and (t, p) not in wanted:
+                continue
+            d = os.path.dirname(lg.dir)
+            try:
+                size = lg.size
+            except Exception:  # noqa: BLE001 - a log closed meanwhile
+                continue
+            by_dir.setdefault(d, {}).setdefault(t, []).append(
+                {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
+        results = [{"error_code": NONE, "log_dir": d, "topics": [
+            {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
+            for d, topics in by_dir.items()]
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def handle_delete_groups(self, request, header, body):
+        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`."""
+        names = body["groups_names"]
+        if self.groups is None:
+            codes = {g: CoordinatorNotAvailableError.code for g in names}
+        else:
+            codes = self.groups.delete_groups(names)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": [
+            {"group_id": g, "error_code": codes[g]} for g in names]})
+
+    def handle_offset_delete(self, request, header, body):
+        """OffsetDelete v0 (KIP-496) through :meth:`GroupCoordinator.delete_offsets`; a topic this
+        cluster does not have gets UNKNOWN_TOPIC_OR_PARTITION per partition, as Kafka."""
+        group = body["group_id"]
+        known, unknown = [], set()
+        for t in body["topics"]:
+            exists = self.cluster.topic(t["name"], refresh_if_missing=True) is not None
+            for pd in t["partitions"]:
+                tp = (t["name"], pd["partition_index"])
+                if exists:
+                    known.append(tp)
+                else:
+                    unknown.add(tp)
+        if self.groups is None:
+            code, results = CoordinatorNotAvailableError.code, {}
+        else:
+            code, results = self.groups.delete_offsets(group, known)
+        topics = []
+        if code == NONE:
+            for t in body["topics"]:
+                topics.append({"name": t["name"], "partitions": [
+                    {"partition_index": pd["partition_index"],
+                     "error_code": UnknownTopicOrPartitionError.code if (t["name"], pd["partition_index"]) in unknown
+                     else results.get((t["name"], pd["partition_index"]), NONE)} for pd in t["partitions"]]})
+        self._respond(request, header, {"error_code": code, "throttle_time_ms": 0, "topics": topics})
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -1166,6 +1267,16 @@ class KafkaApis:
         if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
                                    "resource_name": r["resource_name"]} for r in body["resources"]]}
+        if api_key == ApiKey.DELETE_RECORDS:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
+                for p in t["partitions"]]} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_LOG_DIRS:
+            return {"results": []}
+        if api_key == ApiKey.DELETE_GROUPS:
+            return {"results": [{"group_id": g, "error_code": code} for g in body["groups_names"]]}
+        if api_key == ApiKey.OFFSET_DELETE:
+            return {"error_code": code, "topics": []}
         if api_key == ApiKey.CREATE_PARTITIONS:
             return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         return None
