@@ -105,8 +105,6 @@ def test_delete_records(topics, tmp_path):
     f.write_text(json.dumps({"partitions": [{"topic": "go-a", "partition": 2, "offset": 3},
                                             {"topic": "go-b", "partition": 0, "offset": -1}], "version": 1}))
     r = run("pyklog-delete-records", "--bootstrap-server", broker.bootstrap, "--offset-json-file", str(f))
-    if "does not support DeleteRecords" in r.stderr:
-        pytest.skip("broker without DeleteRecords (kafka-admin not merged yet)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
                                      "partition: go-a-2\tlow_watermark: 3", "partition: go-b-0\tlow_watermark: 1"]
@@ -138,9 +136,6 @@ def test_configs(broker, zk_chroot):
     # through the brokers
     b = ["--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--entity-name", "cfg"]
     r = run("pyklog-configs", *b, "--describe")
-    if "does not support DescribeConfigs" in r.stderr:
-        assert r.returncode == 1 and r.stderr.startswith("Error: UNSUPPORTED_VERSION")
-        pytest.skip("broker without DescribeConfigs (kafka-admin not merged yet)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "Dynamic configs for topic cfg are:"
     assert any(ln.startswith("  segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000")

@@ -162,8 +162,6 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
     assert r.returncode == 1 and "Error: Consumer group 'nope' does not exist." in r.stderr
     # delete
     r = tool("--bootstrap-server", b, "--delete", "--group", "kp-group")
-    if "does not support DeleteGroups" in r.stderr:
-        pytest.skip("broker without DeleteGroups (kafka-admin not merged): " + r.stderr)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "Deletion of requested consumer groups ('kp-group') was successful."
     assert "kp-group" not in tool("--bootstrap-server", b, "--list").stdout.split()
