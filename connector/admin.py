@@ -6,7 +6,8 @@ What the command-line tools need (Kafka's ``kafka.admin`` / ``org.apache.kafka.c
 groups                          ``list_groups`` (ListGroups to every broker),
                                 ``describe_groups`` (DescribeGroups at each coordinator),
                                 ``list_group_offsets`` (OffsetFetch), ``alter_group_offsets``
-                                (OffsetCommit with generation -1), ``delete_groups`` (DeleteGroups)
+                                (OffsetCommit with generation -1), ``delete_groups`` (DeleteGroups),
+                                ``delete_group_offsets`` (OffsetDelete)
 offsets                         ``list_offsets`` (ListOffsets: earliest, latest, by timestamp)
 topics                          ``create_partitions`` (CreatePartitions), ``delete_records``
                                 (DeleteRecords, at each partition leader)
@@ -43,7 +44,7 @@ LATEST = -1
 
 #: API keys that main's protocol table may not hold yet (the broker side adds them): Kafka's numbers.
 DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS, \
-    INCREMENTAL_ALTER_CONFIGS = 21, 32, 33, 37, 42, 44
+    INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 21, 32, 33, 37, 42, 44, 47
 
 
 def _api(key: int):
@@ -210,6 +211,32 @@ class AdminClient:
             except PyklogError as e:
                 out[g] = e
         return out
+
+    def delete_group_offsets(self, group: str, partitions, *, timeout_s: float | None = None):
+        """OffsetDelete at the coordinator: ``[(t, p)]`` -> ``(top-level error | None,
+        {(t, p): None | the error})``."""
+        tps = sorted({(t, int(p)) for t, p in partitions})
+
+        def call(node, conn):
+            v = self._version(conn, OFFSET_DELETE, "OffsetDelete")
+            topics: dict = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p})
+            resp = conn.request(_api(OFFSET_DELETE), {"group_id": group, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}, v)
+            code = int(resp.get("error_code", 0))
+            top = error_for_code(code, f"OffsetDelete group {group!r}") if code else None
+            if top is not None and top.retriable:
+                raise top
+            per = {}
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    pc = int(p.get("error_code", 0))
+                    per[(t["name"], int(p["partition_index"]))] = \
+                        error_for_code(pc, f"{t['name']}-{p['partition_index']}") if pc else None
+            return top, per
+
+        return self.client._coordinator_call(group, "OffsetDelete", call, timeout_s)
 
     # -- offsets ---------------------------------------------------------------------------------
     def list_offsets(self, specs: dict, *, isolation_level: int = 0, timeout_s: float | None = None) -> dict:

@@ -160,6 +160,15 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
     # --all-groups, --describe of a missing group
     r = tool("--bootstrap-server", b, "--describe", "--group", "nope")
     assert r.returncode == 1 and "Error: Consumer group 'nope' does not exist." in r.stderr
+    # --delete-offsets of one partition (the group is empty)
+    r = tool("--bootstrap-server", b, "--delete-offsets", "--group", "kp-group", "--topic", "cg:1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "Request succeed for deleting offsets with topic cg group kp-group"
+    assert table(r.stdout)[1:] == [["TOPIC", "PARTITION", "STATUS"], ["cg", "1", "Successful"]]
+    rows = table(tool("--bootstrap-server", b, "--describe", "--group", "kp-group").stdout)[1:]
+    assert [x[1:4] for x in rows] == [["cg", "0", "8"]]
+    r = tool("--bootstrap-server", b, "--delete-offsets", "--group", "nope", "--topic", "cg")
+    assert r.returncode == 1 and "Error: 'nope' does not exist." in r.stderr
     # delete
     r = tool("--bootstrap-server", b, "--delete", "--group", "kp-group")
     assert r.returncode == 0, r.stderr

@@ -8,6 +8,7 @@
                            --to-current | --to-offset N | --shift-by N | --to-datetime DT |
                            --by-duration PnDTnHnMnS) [--dry-run | --execute]
     pyklog-consumer-groups --bootstrap-server ... --delete (--group G ... | --all-groups)
+    pyklog-consumer-groups --bootstrap-server ... --delete-offsets --group G --topic T[:P,...] ...
 
 Groups come from two places and are shown together: the brokers' group coordinators (ListGroups,
 DescribeGroups, OffsetFetch) and, with ``--zookeeper``, the ZooKeeper consumer groups of
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     action.add_argument("--describe", action="store_true", help="describe consumer group(s)")
     action.add_argument("--reset-offsets", action="store_true", help="reset offsets of consumer group(s)")
     action.add_argument("--delete", action="store_true", help="delete consumer group(s)")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete a group's committed offsets of --topic T[:P,...] (OffsetDelete)")
     p.add_argument("--group", action="append", default=[], help="the consumer group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="apply to all consumer groups")
     p.add_argument("--members", action="store_true", help="with --describe: the group's members")
@@ -564,6 +567,44 @@ class GroupCommand:
         found = self.admin.list_offsets({tp: ts for tp in tps}, timeout_s=self.timeout_s)
         return {tp: (found.get(tp) if found.get(tp) is not None else hi[tp]) for tp in tps}
 
+    # -- --delete-offsets ------------------------------------------------------------------------------
+    def delete_offsets(self) -> int:
+        """Kafka's ``--delete-offsets``: OffsetDelete of the group's offsets of the given topics."""
+        group = self.args.group[0]
+        if self.admin is None:
+            raise PyklogError("--delete-offsets needs a reachable broker")
+        tps, missing = [], []
+        for spec in self.args.topic:
+            topic, sep, parts = spec.partition(":")
+            if sep:
+                tps += [(topic, int(x)) for x in parts.split(",") if x.strip().isdigit()]
+            else:
+                try:
+                    tps += [(topic, p) for p in self.admin.partitions_for(topic)]
+                except PyklogError as e:
+                    missing.append((topic, e))
+        top, per = self.admin.delete_group_offsets(group, tps, timeout_s=self.timeout_s) if tps else (None, {})
+        failed = top is not None or any(e is not None for e in per.values()) or bool(missing)
+        topics = ", ".join(dict.fromkeys(spec.partition(":")[0] for spec in self.args.topic))
+        if top is None:
+            print(f"Request succeed for deleting offsets with topic {topics} group {group}")
+        elif top.name == "GROUP_ID_NOT_FOUND":
+            print(f"Error: '{group}' does not exist.", file=sys.stderr)
+        elif top.name == "NON_EMPTY_GROUP":
+            print(f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+                  file=sys.stderr)
+        elif top.name in ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION"):
+            print(f"Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+        else:
+            print(f"Error: Encounter some unknown error: {top}", file=sys.stderr)
+        rows = [(t, str(p), "Successful" if e is None else f"Error: {e}") for (t, p), e in sorted(per.items())]
+        rows += [(t, "Not Provided", f"Error: {e}") for t, e in missing]
+        if rows:
+            print("\n%-30s %-15s %-15s" % ("TOPIC", "PARTITION", "STATUS"))
+            for r in rows:
+                print(("%-30s %-15s %-15s" % r).rstrip())
+        return 1 if failed else 0
+
     # -- --delete -------------------------------------------------------------------------------------
     def delete(self) -> int:
         groups = self.target_groups()
@@ -644,7 +685,8 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         if not args.bootstrap_server and not args.zookeeper:
             raise _UsageError("Missing required argument \"[bootstrap-server]\"")
-        if (args.describe or args.delete or args.reset_offsets) and not args.group and not args.all_groups:
+        if (args.describe or args.delete or args.reset_offsets or args.delete_offsets) and not args.group \
+                and not args.all_groups:
             raise _UsageError("Option [describe|delete|reset-offsets] takes one of these options: "
                               "[all-groups], [group]")
         if args.group and args.all_groups:
@@ -658,6 +700,8 @@ def main(argv=None) -> int:
         args.state_filter, args.state = args.state, args.state is not None
         if sum([args.members, args.state, args.offsets]) > 1:
             raise _UsageError("--members, --state and --offsets are exclusive")
+        if args.delete_offsets and (len(args.group) != 1 or args.all_groups or not args.topic):
+            raise _UsageError("--delete-offsets needs exactly one --group and at least one --topic")
         if (args.dry_run or args.execute) and not args.reset_offsets:
             raise _UsageError("--dry-run and --execute need --reset-offsets")
     except _UsageError as e:
@@ -676,6 +720,8 @@ def main(argv=None) -> int:
             return cmd.describe()
         if args.reset_offsets:
             return cmd.reset()
+        if args.delete_offsets:
+            return cmd.delete_offsets()
         return cmd.delete()
     except _UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
