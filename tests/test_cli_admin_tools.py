@@ -19,7 +19,9 @@ def run(name, *args):
 
 
 @pytest.mark.parametrize("name", ["pyklog-get-offsets", "pyklog-delete-records", "pyklog-configs",
-                                  "pyklog-consumer-groups", "pyklog-topics", "pyklog-dump-log"])
+                                  "pyklog-consumer-groups", "pyklog-topics", "pyklog-dump-log",
+                                  "pyklog-console-producer", "pyklog-console-consumer",
+                                  "pyklog-producer-perf-test", "pyklog-consumer-perf-test"])
 def test_every_tool_has_help_with_an_example_and_version(name):
     r = run(name, "--help")
     assert r.returncode == 0 and "example:" in r.stdout, r.stdout
@@ -28,6 +30,10 @@ def test_every_tool_has_help_with_an_example_and_version(name):
 
 
 def test_usage_errors_exit_1():
+    r = run("pyklog-console-consumer", "--topic", "t")
+    assert r.returncode == 1 and r.stderr.startswith("Error: one of the arguments --bootstrap-server --zookeeper")
+    r = run("pyklog-console-consumer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--offset", "3")
+    assert r.returncode == 1 and "--offset needs --partition" in r.stderr
     r = run("pyklog-get-offsets", "--topic", "x")
     assert r.returncode == 1 and "Missing required argument \"[bootstrap-server]\"" in r.stderr
     r = run("pyklog-get-offsets", "--bootstrap-server", "127.0.0.1:1", "--time", "yesterday")

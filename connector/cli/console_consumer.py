@@ -134,12 +134,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.offset is not None and args.partition is None:
         print("pyklog-console-consumer: --offset needs --partition", file=sys.stderr)
-        return 2
+        return 1
     try:
         props = consumer_settings(args)
     except (ValueError, OSError) as e:
         print(f"pyklog-console-consumer: {e}", file=sys.stderr)
-        return 2
+        return 1
     fmt = Formatter(parse_properties(args.property))
     from pyklog.connector.consumer import SimpleConsumer
 
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
                 except ValueError:
                     print(f"pyklog-console-consumer: --offset: expected a number, earliest or latest, "
                           f"got {args.offset!r}", file=sys.stderr)
-                    return 2
+                    return 1
             positions = {(topic, args.partition): start}
         else:
             tps = [(topic, p) for p in parts]
