@@ -207,6 +207,10 @@ def test_zookeeper_group_with_offsets_in_kafka_listed_and_described(setup, zk_ch
         assert t[2] == ["zk-kafka", "cg", "1", "9", "10", "1", "-", "-", "-"]
         assert t[4][:6] == ["zk-zk", "cg", "0", "4", "10", "6"]
         assert t[5][:6] == ["zk-zk", "cg", "1", "7", "10", "3"]
+        # --all-groups: broker groups and ZooKeeper groups in one run, sorted
+        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--all-groups")
+        assert r.returncode == 0, r.stderr
+        assert [row[0] for row in table(r.stdout) if row[0] != "GROUP"] == ["zk-kafka"] * 2 + ["zk-zk"] * 2
         # --members / --state of a ZooKeeper group without members; --list --state
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-zk", "--members")
         assert r.returncode == 0 and "Consumer group 'zk-zk' has no active members." in r.stderr
