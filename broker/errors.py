@@ -388,3 +388,13 @@ class GroupIdNotFoundError(PyklogError):
 @_wire(86, "GROUP_SUBSCRIBED_TO_TOPIC")
 class GroupSubscribedToTopicError(PyklogError):
     """OffsetDelete of a partition whose topic a member of the (consumer) group subscribes to."""
+
+
+@_wire(114, "MISMATCHED_ENDPOINT_TYPE")
+class MismatchedEndpointTypeError(PyklogError):
+    """DescribeCluster asked a broker for controller endpoints (KIP-919)."""
+
+
+@_wire(115, "UNSUPPORTED_ENDPOINT_TYPE")
+class UnsupportedEndpointTypeError(PyklogError):
+    """DescribeCluster named an endpoint type Kafka does not know."""

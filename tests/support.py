@@ -239,5 +239,7 @@ def from_kp(d, fields, version):
             v = [from_kp(x, f.fields, version) for x in v]
         elif f.key in KP_RENAME:
             v = _ops_from_kp(v)
+        elif f.type == "uuid" and v is None:  # kafka-python decodes Kafka's zero Uuid as None
+            v = uuid.UUID(int=0)
         out[f.key] = norm(v)
     return out

@@ -103,6 +103,13 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
         wait_for(lambda: (got.extend(m.value() for m in ck_consumer.consume(100, 0.2) if not m.error())
                           or len(ck_consumer.assignment()) == 2), 30, message="confluent consumer assigned 2")
 
+        import json
+
+        from pyklog.broker.zk import paths
+        from support import kazoo_client
+
+        zk = kazoo_client(zk_chroot)
+        topic_id = json.loads(zk.get(paths.topic(topic))[0]).get("topic_id")
         # confluent-kafka's AdminClient: 2 -> 4 (placed by the broker); kafka-python's: 4 -> 6
         admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=10)[topic].result(30)
         kp_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -111,15 +118,11 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
         finally:
             kp_admin.close()
 
-        # ZooKeeper: the assignment and the new partitions' state nodes
-        import json
-
-        from pyklog.broker.zk import paths
-        from support import kazoo_client
-
-        zk = kazoo_client(zk_chroot)
+        # ZooKeeper: the assignment and the new partitions' state nodes; the topic keeps its id (KIP-516)
         try:
-            assignment = json.loads(zk.get(paths.topic(topic))[0])["partitions"]
+            node = json.loads(zk.get(paths.topic(topic))[0])
+            assert topic_id is not None and node["topic_id"] == topic_id
+            assignment = node["partitions"]
             assert sorted(assignment, key=int) == [str(p) for p in range(6)]
             for p in range(6):
                 state = json.loads(zk.get(paths.partition_state(topic, p))[0])
@@ -237,3 +240,36 @@ def test_create_partitions_errors_and_validate_only(broker_factory):
             kp_admin.create_partitions({topic: KpNewPartitions(1)})
     finally:
         kp_admin.close()
+
+
+def test_describe_cluster(broker_factory):
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+
+    b0 = broker_factory(0)
+    b1 = broker_factory(1)
+    wait_for(lambda: len(AdminClient({"bootstrap.servers": b0.bootstrap}).list_topics(timeout=10).brokers) == 2, 20,
+             message="both brokers registered")
+    admin = AdminClient({"bootstrap.servers": b1.bootstrap})
+    desc = admin.describe_cluster(include_authorized_operations=True, request_timeout=10).result(30)
+    assert sorted((n.id, n.port) for n in desc.nodes) == [(0, b0.port), (1, b1.port)]
+    assert desc.controller.id == 0 and desc.cluster_id
+    # (librdkafka answers describe_cluster from a Metadata request; its authorized operations are Metadata's)
+    kp = KafkaAdminClient(bootstrap_servers=b0.bootstrap)
+    try:
+        got = kp.describe_cluster()
+        assert got["cluster_id"] == desc.cluster_id and got["controller_id"] == 0
+        assert sorted(n["node_id"] if "node_id" in n else n["broker_id"] for n in got["brokers"]) == [0, 1]
+    finally:
+        kp.close()
+    with Wire(b0.port) as w:
+        r0 = w.request(ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+        assert r0["error_code"] == 0 and r0["cluster_authorized_operations"] == -2147483648
+        assert [x["broker_id"] for x in r0["brokers"]] == [0, 1] and r0["cluster_id"] == desc.cluster_id
+        ops = w.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
+                                                     "endpoint_type": 1})["cluster_authorized_operations"]
+        assert ops == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # every cluster operation: no ACLs
+        r1 = w.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+        assert r1["error_code"] == 114 and r1["brokers"] == []
+        r1 = w.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 9})
+        assert r1["error_code"] == 115

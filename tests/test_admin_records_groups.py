@@ -119,11 +119,13 @@ def test_describe_log_dirs_sizes(broker_factory):
     b = broker_factory(0)
     topic = _topic()
     _create(b.port, topic, 2)
+    data_dir = os.path.join(b.log_dir, "data")
+    wait_for(lambda: all(os.path.isdir(os.path.join(data_dir, f"{topic}-{p}")) for p in (0, 1)), 10,
+             message="both logs created")
     with Wire(b.port) as w:
         assert produce(w, topic, records(50), partition=0)["error_code"] == 0
         r = w.request(ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": [{"topic": topic, "partitions": [0, 1, 7]}]})
         everything = w.request(ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": None})
-    data_dir = os.path.join(b.log_dir, "data")
     [res] = r["results"]
     assert res["error_code"] == 0 and os.path.realpath(res["log_dir"]) == os.path.realpath(data_dir)
     parts = {p["partition_index"]: p for t in res["topics"] if t["name"] == topic for p in t["partitions"]}

@@ -1,5 +1,6 @@
 """Fuzzing a live broker process with bad frames: random bytes, valid headers with random bodies,
-mutated valid requests, truncated frames and huge length prefixes (thousands of cases, seeded).
+mutated valid requests, flexible (KIP-482) requests with bad varints, huge compact lengths and
+broken tagged field sections, truncated frames and huge length prefixes (thousands of cases, seeded).
 
 After each case the same connection carries a valid ApiVersions request: the broker must either
 answer it (after any answer to the bad frame) or close the connection -- never hang, never crash.
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request
+from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request, is_flexible
 from support import Wire, create_topic, records, stable_port
 
 pytestmark = pytest.mark.integration
@@ -102,6 +103,25 @@ def _cases(rng: random.Random, topic: str):
             frame += rng.randbytes(rng.randint(1, 10))
             frame[0:4] = struct.pack(">i", len(frame) - 4)
         yield "mutated", bytes(frame)
+    flexible = [f for f in valid if is_flexible(*struct.unpack_from(">hh", f, 4))]
+    assert flexible
+    for _ in range(int(600 * SCALE)):  # flexible versions: bad varints, huge compact lengths, bad tags
+        frame = bytearray(rng.choice(flexible))
+        hdr_end = 14 + struct.unpack_from(">h", frame, 12)[0] + 1  # size, header v2 and its tag count
+        i = rng.randrange(hdr_end - 1, len(frame))
+        kind = rng.randrange(5)
+        if kind == 0:    # a varint that never ends (or ends after more than 5 bytes)
+            frame[i:i] = b"\xff" * rng.randint(1, 9)
+        elif kind == 1:  # a huge compact length / count (uvarint 2**32 - 1 .. 2**28)
+            frame[i:i + 1] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x01", b"\xfe\xff\x03"])
+        elif kind == 2:  # a tagged field section that promises more than it has
+            frame[-1:] = rng.choice([b"\x01", b"\x01\x05", b"\x01\x05\x10ab", b"\x7f\x00\x00", b"\x02\x01\x00\x00\x00"])
+        elif kind == 3:  # the header's tagged field count clobbered
+            frame[hdr_end - 1] = rng.choice([1, 0x7F, 0x80, 0xFF])
+        else:            # a compact length set to 0 (null) or to 1 + a random amount
+            frame[i] = rng.choice([0, 1, 0x7F, 0x80])
+        frame[0:4] = struct.pack(">i", len(frame) - 4)
+        yield "flexible", bytes(frame)
     for size in (REQUEST_MAX + 1, 2**31 - 1, -1, -2**31, 2**30):  # huge or negative length prefixes
         yield "huge-prefix", struct.pack(">i", size) + rng.randbytes(100)
     for _ in range(int(100 * SCALE)):  # truncated frames: the prefix promises more than is ever sent
@@ -172,7 +192,7 @@ def test_fuzz_live_broker_survives_and_keeps_serving(broker_factory):
             assert b.proc.poll() is None, f"broker died after {n} cases:\n{b.output()[-5000:]}"
     elapsed = time.monotonic() - t0
     print(f"{n} fuzz cases in {elapsed:.1f}s (seed {SEED}): {outcomes}")
-    assert n >= 3000 * SCALE
+    assert n >= 3600 * SCALE
     assert b.proc.poll() is None, b.output()[-5000:]
     timeouts = sum(o.get("timeout", 0) for o in outcomes.values())
     assert timeouts <= n // 100, outcomes  # only long-poll fetches with fuzzed max_wait may wait

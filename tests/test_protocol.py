@@ -9,12 +9,14 @@ import random
 import re
 import struct
 import tempfile
+import uuid
 
 import pytest
 
 from pyklog.broker.errors import InvalidRequestError, UnsupportedVersionError
 from pyklog.broker.protocol import (
     API_NAMES,
+    FLEXIBLE,
     SCHEMAS,
     SUPPORTED,
     ApiKey,
@@ -29,6 +31,7 @@ from pyklog.broker.protocol import (
     encode_request_chunks,
     encode_response,
     encoded_size,
+    response_header_version,
 )
 from pyklog.broker.protocol.schema import active_fields, snake_case
 from pyklog.broker.protocol.types import STRING
@@ -44,6 +47,8 @@ _INT_RANGES = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 
 
 def _scalar(t: str, rng: random.Random):
+    if t == "uuid":
+        return uuid.UUID(int=rng.choice([0, rng.getrandbits(128)]))
     if t == "bool":
         return rng.random() < 0.5
     if t in _INT_RANGES:
@@ -179,21 +184,64 @@ def _json_layout(fields, version, common=None):
 def _our_layout(fields, version):
     out = []
     for f in active_fields(fields, version):
+        if f.tagged_in(version):
+            continue
         sub = _our_layout(f.fields, version) if f.fields else None
         out.append((f.key, f.type, f.nullable_in(version), sub))
     return out
 
 
+def _json_tagged(fields, version, path, common):
+    """{path: (tag, type, nullable, default)} of Kafka's tagged fields present in ``version``."""
+    out = {}
+    for f in fields:
+        lo, hi = _kp_versions(f["versions"])
+        if not lo <= version <= hi:
+            continue
+        struct = f["fields"] if "fields" in f else common.get(f["type"][2:]) if f["type"].startswith("[]") else None
+        tagged = _kp_versions(f.get("taggedVersions"))
+        key = path + snake_case(f["name"])
+        if tagged and tagged[0] <= version <= tagged[1]:
+            nv = _kp_versions(f.get("nullableVersions"))
+            out[key] = (f["tag"], "[]" if struct is not None else f["type"], bool(nv and nv[0] <= version <= nv[1]))
+        elif struct is not None:
+            out.update(_json_tagged(struct, version, key + ".", common))
+    return out
+
+
+def _our_tagged(fields, version, path=""):
+    out = {}
+    for f in active_fields(fields, version):
+        if f.tagged_in(version):
+            out[path + f.key] = (f.tag, f.type, f.nullable_in(version))
+        elif f.fields:
+            out.update(_our_tagged(f.fields, version, path + f.key + "."))
+    return out
+
+
+#: Kafka's tagged fields pyklog neither sends nor reads (decoders skip unknown tags): the Fetch
+#: response's KIP-595 fields (a Raft/follower matter) and KIP-951's new-leader hints.
+UNDECLARED_TAGGED = {"FetchResponse": {"responses.partitions.diverging_epoch",
+                                       "responses.partitions.current_leader",
+                                       "responses.partitions.snapshot_id"}}
+
+
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
 def test_schema_matches_kafka_json(api_key, version):
-    """Field names, order, types and nullability equal Kafka's JSON schemas in every version."""
+    """Field names, order, types and nullability equal Kafka's JSON schemas in every version; a
+    version is flexible exactly when Kafka's ``flexibleVersions`` says so, and the tagged fields
+    (tag, type, nullability) are Kafka's, but for the few listed in UNDECLARED_TAGGED."""
     name, req, resp = SCHEMAS[api_key]
     for suffix, ours in (("Request", req), ("Response", resp)):
         js = _load_kafka_json(name + suffix)
         flex = _kp_versions(js.get("flexibleVersions"))
-        assert flex is None or version < flex[0], "pyklog must only serve non-flexible versions"
+        assert FLEXIBLE.get(api_key) == (flex[0] if flex else None), name + suffix
         common = {c["name"]: c["fields"] for c in js.get("commonStructs", ())}
         assert _our_layout(ours, version) == _json_layout(js["fields"], version, common), name + suffix
+        theirs = _json_tagged(js["fields"], version, "", common)
+        for path in UNDECLARED_TAGGED.get(name + suffix, ()):
+            theirs.pop(path, None)
+        assert _our_tagged(ours, version) == theirs, name + suffix
 
 
 def test_long_scalar_arrays_round_trip():
@@ -240,7 +288,8 @@ from kafka.protocol.admin import (  # noqa: E402
     AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
+    DescribeClusterRequest, DescribeClusterResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse)
 from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteResponse  # noqa: E402
 
 KP = {
@@ -274,6 +323,7 @@ KP = {
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
 }
 
 
@@ -303,11 +353,13 @@ def test_cross_check_kafka_python(api_key, version):
         body = _sample(SCHEMAS[api_key][2], version, rng)
         if api_key == ApiKey.API_VERSIONS:
             body["error_code"] = 0
+        hlen = 9 if response_header_version(api_key, version) == 1 else 8
         ours = _body_bytes(encode_response(api_key, version, 9, body))
+        assert ours[4:hlen] == (b"\0\0\0\x09" if hlen == 8 else b"\0\0\0\x09\0")
         theirs = bytes(to_kp(kp_resp, body, version).encode(version=version))
-        assert ours[8:] == theirs
-        assert norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
-        theirs_dec = kp_resp.decode(ours[8:], version=version).to_dict(json=False)
+        assert ours[hlen:] == theirs
+        assert norm(decode_response(api_key, version, ours[4:hlen] + theirs)[1]) == body
+        theirs_dec = kp_resp.decode(ours[hlen:], version=version).to_dict(json=False)
         assert from_kp(theirs_dec, SCHEMAS[api_key][2], version) == body
 
 
@@ -333,13 +385,13 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000be" "00000005" "0023" "0000001e"
-        "000000000008" "00010000000b" "000200000005" "000300000008" "000800000007" "000900000005"
-        "000a00000002" "000b00000005" "000c00000003" "000d00000003" "000e00000003" "000f00000004"
-        "001000000002" "001200000002" "001300000004" "001400000003" "001500000001" "001600000001"
-        "001800000002" "001900000002" "001a00000002" "001b00000000" "001c00000002"
+        "000000c4" "00000005" "0023" "0000001f"
+        "000000000009" "00010000000c" "000200000006" "00030000000c" "000800000008" "000900000006"
+        "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
+        "001000000003" "001200000003" "001300000005" "001400000005" "001500000001" "001600000002"
+        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
         "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002c00000000"
-        "002f00000000"  # DeleteRecords (21) and the admin APIs from DescribeConfigs (32) on (kafka-admin)
+        "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs (32) on
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])
@@ -368,14 +420,93 @@ def test_golden_produce_v3_request():
     )
 
 
-def test_api_versions_v3_request_is_unsupported_but_header_decodes():
-    # a flexible (header v2) ApiVersions v3 request as librdkafka sends it
-    frame = bytes.fromhex("0012" "0003" "00000007" "0007") + b"rdkafka" + bytes.fromhex("00" "0d") + b"librdkafka" + b"\x0702.16\x00"
+def test_golden_api_versions_v3_request_and_v4_is_unsupported_but_header_decodes():
+    # a flexible ApiVersions v3 request as librdkafka sends it: header v2 (int16 client_id, then an
+    # empty tagged field section), compact strings (length + 1), the body's empty tagged fields
+    body = bytes.fromhex("0b") + b"librdkafka" + bytes.fromhex("06") + b"2.6.0" + b"\x00"
+    frame = bytes.fromhex("0012" "0003" "00000007" "0007") + b"rdkafka" + b"\x00" + body
     header, off = decode_request_header(frame)
-    assert header.api_key == ApiKey.API_VERSIONS and header.api_version == 3 and header.client_id == "rdkafka"
-    with pytest.raises(UnsupportedVersionError, match=r"ApiVersions v3 .*0-2"):
-        decode_request(header, frame, off)
-    assert api_versions_error_response(header.correlation_id)[4:8] == b"\0\0\0\x07"
+    assert header == RequestHeader(ApiKey.API_VERSIONS, 3, 7, "rdkafka") and off == 18
+    assert decode_request(header, frame, off) == {"client_software_name": "librdkafka",
+                                                  "client_software_version": "2.6.0"}
+    assert encode_request(ApiKey.API_VERSIONS, 3, 7, "rdkafka", {
+        "client_software_name": "librdkafka", "client_software_version": "2.6.0"})[4:] == frame
+    # a header v2 with a tagged field in it: skipped
+    frame4 = bytes.fromhex("0012" "0004" "00000008" "ffff" "01" "05" "02" "abcd") + body
+    header, off = decode_request_header(frame4)
+    assert header == RequestHeader(ApiKey.API_VERSIONS, 4, 8, None) and frame4[off:] == body
+    with pytest.raises(UnsupportedVersionError, match=r"ApiVersions v4 .*0-3"):
+        decode_request(header, frame4, off)
+    assert api_versions_error_response(header.correlation_id)[4:8] == b"\0\0\0\x08"
+
+
+def test_golden_flexible_metadata_v9_and_response_header_v1():
+    frame = encode_request(ApiKey.METADATA, 9, 3, "c", {
+        "topics": [{"name": "t"}], "allow_auto_topic_creation": True,
+        "include_topic_authorized_operations": False})
+    assert frame.hex() == (
+        "00000014" "0003" "0009" "00000003" "0001" "63" "00"   # header v2: client_id "c", no tags
+        "02" "02" "74" "00"                                     # topics: 1 (+1), name "t" (+1), tags
+        "01" "00" "00" "00")                                    # allow, include x2, body tags
+    resp = {"throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+            "cluster_id": None, "controller_id": 1, "topics": []}
+    out = b"".join(encode_response(ApiKey.METADATA, 9, 3, resp))
+    assert out.hex() == (
+        "00000021" "00000003" "00"                              # response header v1
+        "00000000" "02" "00000001" "0268" "00002384" "00" "00"  # brokers: node 1 "h" 9092, rack null
+        "00" "00000001" "01" "80000000" "00")                   # cluster null, controller, no topics
+    assert decode_response(ApiKey.METADATA, 9, out[4:])[1]["brokers"][0]["host"] == "h"
+    # ApiVersions v3 answers with response header v0 (KIP-511)
+    out = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 4, {"api_keys": []}))
+    assert out.hex() == "0000000c" "00000004" "0000" "01" "00000000" "00"
+
+
+def test_tagged_fields_written_only_when_set_and_unknown_tags_skipped():
+    body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0, "finalized_features_epoch": 7,
+            "zk_migration_ready": True}
+    out = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 1, body))
+    # tagged section: 2 fields, tag 1 (8 bytes int64 7), tag 3 (1 byte true), in tag order
+    assert out[4:].hex().endswith("02" "01" "08" "0000000000000007" "03" "01" "01")
+    dec = decode_response(ApiKey.API_VERSIONS, 3, out[4:])[1]
+    assert dec["finalized_features_epoch"] == 7 and dec["zk_migration_ready"] is True
+    assert dec["supported_features"] == [] and dec["finalized_features"] == []
+    # an unknown tag (9) in a struct nested in the body, and one at the top: skipped
+    frame = encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "c", {"key": "g", "key_type": 0})
+    header, off = decode_request_header(frame[4:])
+    raw = frame[4:-1] + bytes.fromhex("01" "09" "03" "aabbcc")
+    assert decode_request(header, raw, off) == {"key": "g", "key_type": 0}
+    # a declared size that does not match the value, tags out of order, truncated sections
+    bad = frame[4:-1] + bytes.fromhex("02" "09" "00" "05" "00")
+    with pytest.raises(InvalidRequestError, match="tagged field 5 after tag 9"):
+        decode_request(header, bad, off)
+    with pytest.raises(InvalidRequestError, match="_tagged_fields"):
+        decode_request(header, frame[4:-1] + bytes.fromhex("01" "09" "05" "aa"), off)
+    r = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 1, body))[4:]
+    bad_size = r[:-14] + bytes.fromhex("02" "01" "09" "000000000000000700" "03" "01" "01")
+    with pytest.raises(InvalidRequestError, match="finalized_features_epoch: tagged field 1 declares 9 bytes"):
+        decode_response(ApiKey.API_VERSIONS, 3, bad_size)
+
+
+def test_compact_lengths_bad_varints_and_huge_counts_are_specific():
+    frame = encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "c", {"key": "g", "key_type": 0})
+    header, off = decode_request_header(frame[4:])
+    body = frame[4 + off:]
+    assert body == bytes.fromhex("02" "67" "00" "00")
+    with pytest.raises(InvalidRequestError, match="key: unsigned varint longer than 5 bytes"):
+        decode_request(header, frame[4:4 + off] + b"\xff" * 6 + body, off)
+    with pytest.raises(InvalidRequestError, match="key: unsigned varint truncated"):
+        decode_request(header, frame[4:4 + off] + b"\x80", off)
+    with pytest.raises(InvalidRequestError, match="key: expected a length >= 0 .*read -1"):
+        decode_request(header, frame[4:4 + off] + b"\x00\x00\x00", off)
+    with pytest.raises(InvalidRequestError, match="key: expected 4095 bytes"):
+        decode_request(header, frame[4:4 + off] + b"\x80\x20" + body[1:], off)
+    frame = encode_request(ApiKey.DELETE_TOPICS, 4, 1, "c", {"topic_names": ["a"], "timeout_ms": 1})
+    header, off = decode_request_header(frame[4:])
+    huge = frame[4:4 + off] + b"\xff\xff\xff\xff\x0f" + frame[4 + off + 1:]
+    with pytest.raises(InvalidRequestError, match="topic_names: array count 4294967294"):
+        decode_request(header, huge, off)
+    with pytest.raises(InvalidRequestError, match="request header v2: tagged fields"):
+        decode_request_header(frame[4:4 + off - 1] + b"\x05")
 
 
 # ------------------------------------------------------------------------------ version quirks
@@ -509,7 +640,7 @@ def test_unknown_api_key_header_decodes_and_request_names_the_key():
 
 def test_unsupported_versions():
     for key, (lo, hi) in SUPPORTED.items():
-        frame = struct.pack(">hhih", int(key), hi + 1, 1, -1)
+        frame = struct.pack(">hhih", int(key), hi + 1, 1, -1) + (b"\0" if FLEXIBLE.get(key, 99) <= hi + 1 else b"")
         header, off = decode_request_header(frame)
         with pytest.raises(UnsupportedVersionError, match=f"v{hi + 1} is not supported"):
             decode_request(header, frame, off)

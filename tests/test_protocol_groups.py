@@ -29,7 +29,9 @@ from kafka.protocol.consumer.group import (
 )
 
 from pyklog.broker.protocol import (
+    FLEXIBLE,
     SCHEMAS,
+    response_header_version,
     SUPPORTED,
     ApiKey,
     RequestHeader,
@@ -51,8 +53,8 @@ KP = {
     ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
 }
-EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3),
-                   ApiKey.SYNC_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4), ApiKey.LIST_GROUPS: (0, 2)}
+EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 7), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
+                   ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 3)}
 VERSIONS = [(k, v) for k in KP for v in range(SUPPORTED[k][0], SUPPORTED[k][1] + 1)]
 IDS = [f"{SCHEMAS[k][0]}-v{v}" for k, v in VERSIONS]
 _BITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
@@ -83,7 +85,7 @@ def _sample(fields, version, rng, depth=0):
     return out
 
 
-def test_advertised_ranges_are_the_non_flexible_versions():
+def test_advertised_ranges():
     for key, rng in EXPECTED_RANGES.items():
         assert SUPPORTED[key] == rng
         assert api_name(key) == SCHEMAS[key][0]
@@ -142,7 +144,7 @@ def test_schema_matches_kafka_json(api_key, version):
     name, req, resp = SCHEMAS[api_key]
     for suffix, ours in (("Request", req), ("Response", resp)):
         js = _load_kafka_json(name + suffix)
-        assert version < _vr(js["flexibleVersions"])[0], "only non-flexible versions are served"
+        assert FLEXIBLE[api_key] == _vr(js["flexibleVersions"])[0], name + suffix  # flexible from the same version
         assert _our_layout(ours, version) == _json_layout(js["fields"], version), name + suffix
 
 
@@ -166,9 +168,10 @@ def test_cross_check_kafka_python(api_key, version):
         body = _sample(SCHEMAS[api_key][2], version, rng)
         ours = b"".join(encode_response(api_key, version, 9, body))
         theirs = bytes(to_kp(kp_resp, body, version).encode(version=version))
-        assert ours[8:] == theirs
-        assert norm(decode_response(api_key, version, b"\0\0\0\x09" + theirs)[1]) == body
-        assert from_kp(kp_resp.decode(ours[8:], version=version).to_dict(json=False),
+        hlen = 8 + response_header_version(api_key, version)
+        assert ours[hlen:] == theirs
+        assert norm(decode_response(api_key, version, ours[4:hlen] + theirs)[1]) == body
+        assert from_kp(kp_resp.decode(ours[hlen:], version=version).to_dict(json=False),
                         SCHEMAS[api_key][2], version) == body
 
 

@@ -1,4 +1,4 @@
-"""Kafka wire protocol codec (non-flexible versions), pure code.
+"""Kafka wire protocol codec (flexible versions of KIP-482 included), pure code.
 
 Bodies are plain dicts keyed by the snake_case of the field names in Kafka's JSON message
 schemas (see :mod:`pyklog.broker.protocol.messages` for the transcribed schemas and the field names
@@ -22,16 +22,20 @@ from pyklog.broker.protocol.api import (
     decode_request_header,
     decode_response,
     encode_request,
+    is_flexible,
+    request_header_version,
+    response_header_version,
     encode_request_chunks,
     encode_response,
     encoded_size,
 )
-from pyklog.broker.protocol.messages import API_NAMES, SCHEMAS, SUPPORTED, ApiKey, api_name
+from pyklog.broker.protocol.messages import API_NAMES, FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
 from pyklog.broker.protocol.schema import Field, snake_case
 from pyklog.broker.protocol.types import FileRegion
 
 __all__ = [
     "API_NAMES",
+    "FLEXIBLE",
     "ApiKey",
     "Field",
     "FileRegion",
@@ -47,6 +51,9 @@ __all__ = [
     "encode_request",
     "encode_request_chunks",
     "encode_response",
+    "is_flexible",
+    "request_header_version",
+    "response_header_version",
     "encoded_size",
     "snake_case",
 ]

@@ -5,11 +5,15 @@ Frames on the wire::
     size      int32   bytes that follow
     request header v1:  api_key int16, api_version int16, correlation_id int32,
                         client_id string (int16 length, -1 = null)
+    request header v2:  header v1, then a tagged field section (flexible versions; the
+                        client_id stays an int16-length string, KIP-482)
     response header v0: correlation_id int32
+    response header v1: correlation_id int32, then a tagged field section (flexible versions)
     body      the message for (api_key, api_version)
 
-pyklog serves only non-flexible versions, so requests always use header v1 and responses
-header v0 (an ApiVersions response uses header v0 in every version anyway).  Functions
+A flexible version (``version >= FLEXIBLE[api_key]``, Kafka's ``flexibleVersions``) uses request
+header v2 and response header v1, except that an ApiVersions response always uses header v0
+(KIP-511: a client that does not know the broker's versions must still read it).  Functions
 taking a ``frame`` expect it WITHOUT the 4-byte size prefix; functions producing frames
 include it.  Everything here is pure and thread-safe.
 """
@@ -19,14 +23,14 @@ import struct
 from typing import Any, NamedTuple, Union
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
-from pyklog.broker.protocol.messages import SCHEMAS, SUPPORTED, ApiKey, api_name
+from pyklog.broker.protocol.messages import FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
 from pyklog.broker.protocol.schema import (
     compile_decoder,
     compile_encoder,
     explain_encode_error,
     wrap_decode_error,
 )
-from pyklog.broker.protocol.types import FileRegion
+from pyklog.broker.protocol.types import FileRegion, read_uvarint
 
 _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _SIZE = struct.Struct(">i")
@@ -35,8 +39,25 @@ _SIZE_CORR = struct.Struct(">ii")
 Chunk = Union[bytes, bytearray, memoryview, FileRegion]
 
 
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether ``version`` of the API is a flexible version (KIP-482)."""
+    first = FLEXIBLE.get(api_key)
+    return first is not None and version >= first
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    """Kafka's request header version for a request: 2 in flexible versions, else 1."""
+    return 2 if is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """Kafka's response header version: 1 in flexible versions, else 0; ApiVersions always 0."""
+    return 1 if is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS else 0
+
+
 class RequestHeader(NamedTuple):
-    """Request header v1.  ``api_key`` is an :class:`ApiKey` when known, else the raw int."""
+    """Request header v1 or v2 (the tagged fields of v2 are skipped: Kafka defines none a
+    broker must read).  ``api_key`` is an :class:`ApiKey` when known, else the raw int."""
 
     api_key: int
     api_version: int
@@ -53,12 +74,14 @@ class _Lazy:
     codec at import costs ~0.4 s in every process, e.g. each Spark Python worker).  Thread-safe:
     two threads may compile the same codec at once, and either result is kept."""
 
-    __slots__ = ("_compile", "_args", "_min", "_cache")
+    __slots__ = ("_compile", "_args", "_min", "_cache", "_flex")
 
-    def __init__(self, compile_fn, name: str, schema, min_version: int, max_version: int, **kw) -> None:
+    def __init__(self, compile_fn, name: str, schema, min_version: int, max_version: int,
+                 flexible_from: int | None, **kw) -> None:
         self._compile = compile_fn
         self._args = (name, schema, kw)
         self._min = min_version
+        self._flex = 1 << 30 if flexible_from is None else flexible_from
         self._cache = [None] * (max_version - min_version + 1)
 
     def __len__(self) -> int:
@@ -68,7 +91,8 @@ class _Lazy:
         fn = self._cache[i]
         if fn is None:
             name, schema, kw = self._args
-            fn = self._cache[i] = self._compile(name, schema, self._min + i, **kw)
+            v = self._min + i
+            fn = self._cache[i] = self._compile(name, schema, v, flexible=v >= self._flex, **kw)
         return fn
 
 
@@ -76,7 +100,7 @@ class _Api:
     """Codecs of one API for every supported version (each compiled on first use)."""
 
     __slots__ = ("key", "name", "min_version", "max_version", "req_dec", "req_enc", "resp_dec", "resp_enc",
-                 "req_dec_checked", "resp_dec_checked")
+                 "req_dec_checked", "resp_dec_checked", "flexible_from")
 
     def __init__(self, key: ApiKey) -> None:
         name, req, resp = SCHEMAS[key]
@@ -85,13 +109,14 @@ class _Api:
         self.name = name
         self.min_version = lo
         self.max_version = hi
+        fx = self.flexible_from = FLEXIBLE.get(key)
         # fast decoders (struct's own bounds checks) + checked twins that name the broken field
-        self.req_dec = _Lazy(compile_decoder, f"{name}Request", req, lo, hi, checked=False)
-        self.req_dec_checked = _Lazy(compile_decoder, f"{name}Request", req, lo, hi)
-        self.req_enc = _Lazy(compile_encoder, f"{name}Request", req, lo, hi)
-        self.resp_dec = _Lazy(compile_decoder, f"{name}Response", resp, lo, hi, checked=False)
-        self.resp_dec_checked = _Lazy(compile_decoder, f"{name}Response", resp, lo, hi)
-        self.resp_enc = _Lazy(compile_encoder, f"{name}Response", resp, lo, hi)
+        self.req_dec = _Lazy(compile_decoder, f"{name}Request", req, lo, hi, fx, checked=False)
+        self.req_dec_checked = _Lazy(compile_decoder, f"{name}Request", req, lo, hi, fx)
+        self.req_enc = _Lazy(compile_encoder, f"{name}Request", req, lo, hi, fx)
+        self.resp_dec = _Lazy(compile_decoder, f"{name}Response", resp, lo, hi, fx, checked=False)
+        self.resp_dec_checked = _Lazy(compile_decoder, f"{name}Response", resp, lo, hi, fx)
+        self.resp_enc = _Lazy(compile_encoder, f"{name}Response", resp, lo, hi, fx)
 
 
 _APIS: dict[int, _Api] = {int(k): _Api(k) for k in SUPPORTED}
@@ -139,6 +164,8 @@ def encode_request_chunks(api_key: int, version: int, correlation_id: int, clien
     except (struct.error, TypeError) as e:
         raise InvalidRequestError(f"cannot encode request header: {e} (correlation_id={correlation_id!r})") from None
     out += cid
+    if api.flexible_from is not None and version >= api.flexible_from:
+        out += b"\x00"  # request header v2: no tagged fields
     return _encode_body(api, version, body, out, request=True)
 
 
@@ -150,10 +177,12 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
 
 
 def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
-    """Parse request header v1 from ``frame`` (without the size prefix).
+    """Parse request header v1 or v2 from ``frame`` (without the size prefix).
 
     Returns the header and the offset of the body.  Any api key decodes (unknown keys stay
-    ints) so the server can answer or close; ``decode_request`` then rejects them.
+    ints, read as header v1) so the server can answer or close; ``decode_request`` then rejects
+    them.  A known API at a flexible version (also one pyklog does not serve, e.g. a newer
+    ApiVersions) is read as header v2: its tagged fields are skipped.
     """
     n = len(frame) if not isinstance(frame, memoryview) else frame.nbytes
     if n < _HEADER_V1.size:
@@ -175,7 +204,25 @@ def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
         key = ApiKey(key)
     except ValueError:
         pass
+    else:
+        if is_flexible(key, version):
+            pos = _skip_tagged_fields(frame, pos, n, "request header v2")
     return RequestHeader(key, version, corr, client_id), pos
+
+
+def _skip_tagged_fields(frame: Any, pos: int, end: int, what: str) -> int:
+    """Skip a tagged field section (count, then tag, size, value each) of a header."""
+    try:
+        count, pos = read_uvarint(frame, pos, end)
+        for _ in range(count):
+            _tag, pos = read_uvarint(frame, pos, end)
+            size, pos = read_uvarint(frame, pos, end)
+            if size > end - pos:
+                raise ValueError(f"tagged field of {size} bytes, only {end - pos} left")
+            pos += size
+    except ValueError as e:
+        raise InvalidRequestError(f"malformed {what}: tagged fields: {e}") from None
+    return pos
 
 
 def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
@@ -187,7 +234,12 @@ def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
     """
     api = _api(header.api_key, header.api_version)
     mv = _as_view(frame)
-    return _decode_body(api, header.api_version, mv, body_offset, mv.nbytes, "Request")
+    version = header.api_version
+    # Kafka's broker does not check that a request's bytes were all read, and librdkafka 2.x relies
+    # on it in flexible versions (an all-topics Metadata v12 request carries 3 stray zero bytes after
+    # the null topic array's count): bytes after a flexible request's body are ignored, as Kafka does.
+    lenient = api.flexible_from is not None and version >= api.flexible_from
+    return _decode_body(api, version, mv, body_offset, mv.nbytes, "Request", trailing_ok=lenient)
 
 
 # ------------------------------------------------------------------------------- responses
@@ -235,7 +287,7 @@ def encoded_size(chunks: list[Chunk]) -> int:
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> list[Chunk]:
-    """The response frame (size prefix + header v0 + body) as a list of chunks.
+    """The response frame (size prefix + header v0/v1 + body) as a list of chunks.
 
     Chunks are ``bytes`` for the encoded parts, ``records`` values of at least 1 KiB exactly as
     given (not copied: bytes, or whatever bytes-like object the caller passed) and
@@ -245,6 +297,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     api = _api(api_key, version)
     out = bytearray(8)
     _SIZE_CORR.pack_into(out, 0, 0, correlation_id)
+    if api.flexible_from is not None and version >= api.flexible_from and api.key != ApiKey.API_VERSIONS:
+        out += b"\x00"  # response header v1: no tagged fields
     return _encode_body(api, version, body, out, request=False)
 
 
@@ -273,10 +327,14 @@ def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:
                     return corr, _decode_body(api, 0, mv, 4, end, "Response")
                 except InvalidRequestError:
                     raise first from None
-    return corr, _decode_body(api, version, mv, 4, end, "Response")
+    pos = 4
+    if api.flexible_from is not None and version >= api.flexible_from:
+        pos = _skip_tagged_fields(mv, pos, end, f"{api.name}Response v{version} header v1")
+    return corr, _decode_body(api, version, mv, pos, end, "Response")
 
 
-def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str) -> dict:
+def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str,
+                 trailing_ok: bool = False) -> dict:
     """Decode with the fast decoder; on a low-level error re-run the checked one for the message.
     ``end`` must be ``mv.nbytes`` (the fast decoders rely on struct's bounds checks)."""
     i = version - api.min_version
@@ -295,7 +353,7 @@ def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, ki
         except Exception as e2:
             raise wrap_decode_error(f"{api.name}{kind} v{version}", e2) from None
         raise wrap_decode_error(f"{api.name}{kind} v{version}", e) from None
-    if pos != end:
+    if pos != end and not trailing_ok:
         raise InvalidRequestError(f"malformed {api.name}{kind} v{version}: {end - pos} trailing bytes after the body")
     return body
 

@@ -2,8 +2,10 @@
 
 Source: ``clients/src/main/resources/common/message/<Name>Request.json`` / ``<Name>Response.json``
 in apache/kafka, field names as in Kafka 4.x (the same files kafka-python 3.0.12 bundles in
-``kafka/protocol/schemas/resources/``).  Only the non-flexible versions are transcribed
-(no tagged fields, no compact types); fields that exist only in flexible versions are left out.
+``kafka/protocol/schemas/resources/``), up to the versions in :data:`SUPPORTED`, flexible ones
+(:data:`FLEXIBLE`) included; tagged fields carry ``tag=``/``tagged=`` (Kafka's ``tag`` and
+``taggedVersions``).  Tagged fields pyklog neither sends nor reads are left out (a decoder skips
+unknown tags).
 Dict keys are ``snake_case(name)``.
 
 Names worth knowing (they changed across Kafka releases; these are the current ones):
@@ -19,7 +21,7 @@ from __future__ import annotations
 import enum
 
 from pyklog.broker.protocol.schema import A, F, Field
-from pyklog.broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING
+from pyklog.broker.protocol.types import BOOL, BYTES, INT8, INT16, INT32, INT64, RECORDS, STRING, UUID
 
 
 class ApiKey(enum.IntEnum):
@@ -54,36 +56,37 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
-#: reaching down to 0), max = the highest non-flexible version.
+#: reaching down to 0), max = the highest version implemented (flexible ones included).
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 8),
-    ApiKey.FETCH: (0, 11),
-    ApiKey.LIST_OFFSETS: (0, 5),
-    ApiKey.METADATA: (0, 8),
-    ApiKey.OFFSET_COMMIT: (0, 7),
-    ApiKey.OFFSET_FETCH: (0, 5),
-    ApiKey.FIND_COORDINATOR: (0, 2),
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-    ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
-    ApiKey.API_VERSIONS: (0, 2),
-    ApiKey.CREATE_TOPICS: (0, 4),
-    ApiKey.DELETE_TOPICS: (0, 3),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.PRODUCE: (0, 9),
+    ApiKey.FETCH: (0, 12),
+    ApiKey.LIST_OFFSETS: (0, 6),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 6),  # v7 RequireStable needs UNSTABLE_OFFSET_COMMIT for pending txn offsets
+    ApiKey.FIND_COORDINATOR: (0, 3),
+    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 4),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 3),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (0, 5),
+    ApiKey.DELETE_TOPICS: (0, 5),
+    ApiKey.INIT_PRODUCER_ID: (0, 2),
     # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
     # once KafkaApis has a handler for it
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
-    ApiKey.END_TXN: (0, 2),
-    ApiKey.WRITE_TXN_MARKERS: (0, 0),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
-    # admin APIs (kafka-admin): the highest non-flexible versions
+    # admin APIs (kafka-admin): the highest non-flexible versions; DescribeCluster is flexible from v0
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
@@ -92,6 +95,45 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+#: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
+#: requests use header v2, responses header v1 (not ApiVersions), and the body compact lengths and
+#: tagged field sections (see :mod:`pyklog.broker.protocol.schema`).  An API gains flexible versions
+#: by listing it here and raising its SUPPORTED max, once its schema has the new versions' fields.
+FLEXIBLE: dict[ApiKey, int] = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.FETCH: 12,
+    ApiKey.LIST_OFFSETS: 6,
+    ApiKey.METADATA: 9,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 6,
+    ApiKey.FIND_COORDINATOR: 3,
+    ApiKey.JOIN_GROUP: 6,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 4,
+    ApiKey.SYNC_GROUP: 4,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.LIST_GROUPS: 3,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.CREATE_TOPICS: 5,
+    ApiKey.DELETE_TOPICS: 4,
+    ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.END_TXN: 3,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    # admin APIs (kafka-admin): only DescribeCluster is served in a flexible version yet
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.DESCRIBE_CONFIGS: 4,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.DESCRIBE_LOG_DIRS: 2,
+    ApiKey.CREATE_PARTITIONS: 2,
+    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_CLUSTER: 0,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -127,7 +169,10 @@ _THROTTLE = "ThrottleTimeMs"
 
 # ---------------------------------------------------------------------------- ApiVersions 18
 
-API_VERSIONS_REQUEST: list[Field] = []  # v0-2 have no fields
+API_VERSIONS_REQUEST = [  # v0-2 have no fields
+    F("ClientSoftwareName", STRING, "3+"),     # KIP-511, e.g. "apache-kafka-java", "librdkafka"
+    F("ClientSoftwareVersion", STRING, "3+"),
+]
 
 API_VERSIONS_RESPONSE = [
     F("ErrorCode", INT16),
@@ -137,6 +182,19 @@ API_VERSIONS_RESPONSE = [
         F("MaxVersion", INT16),
     ]),
     F(_THROTTLE, INT32, "1+"),
+    # KIP-584 feature flags (pyklog has none: left empty / at their defaults)
+    A("SupportedFeatures", "3+", tag=0, tagged="3+", fields=[
+        F("Name", STRING, "3+"),
+        F("MinVersion", INT16, "3+"),
+        F("MaxVersion", INT16, "3+"),
+    ]),
+    F("FinalizedFeaturesEpoch", INT64, "3+", default=-1, tag=1, tagged="3+"),
+    A("FinalizedFeatures", "3+", tag=2, tagged="3+", fields=[
+        F("Name", STRING, "3+"),
+        F("MaxVersionLevel", INT16, "3+"),
+        F("MinVersionLevel", INT16, "3+"),
+    ]),
+    F("ZkMigrationReady", BOOL, "3+", default=False, tag=3, tagged="3+"),
 ]
 
 # ---------------------------------------------------------------------------- Metadata 3
@@ -144,7 +202,8 @@ API_VERSIONS_RESPONSE = [
 METADATA_REQUEST = [
     # v0: empty array = all topics (null not allowed); v1+: null = all, empty = none
     A("Topics", nullable="1+", fields=[
-        F("Name", STRING),
+        F("TopicId", UUID, "10+"),                    # v10+: a topic may be asked for by id (name null)
+        F("Name", STRING, nullable="10+"),
     ]),
     F("AllowAutoTopicCreation", BOOL, "4+", default=True),
     F("IncludeClusterAuthorizedOperations", BOOL, "8-10"),
@@ -163,7 +222,8 @@ METADATA_RESPONSE = [
     F("ControllerId", INT32, "1+", default=-1),
     A("Topics", fields=[
         F("ErrorCode", INT16),
-        F("Name", STRING),
+        F("Name", STRING, nullable="12+"),            # v12+: null for an unknown topic asked for by id
+        F("TopicId", UUID, "10+"),                    # KIP-516: changes when a topic is re-created
         F("IsInternal", BOOL, "1+", default=False),
         A("Partitions", fields=[
             F("ErrorCode", INT16),
@@ -229,6 +289,7 @@ FETCH_REQUEST = [
             F("Partition", INT32),
             F("CurrentLeaderEpoch", INT32, "9+", default=-1),
             F("FetchOffset", INT64),
+            F("LastFetchedEpoch", INT32, "12+", default=-1),  # followers only (KIP-595)
             F("LogStartOffset", INT64, "5+", default=-1),
             F("PartitionMaxBytes", INT32),
         ]),
@@ -238,6 +299,7 @@ FETCH_REQUEST = [
         F("Partitions", "[]int32", "7+"),
     ]),
     F("RackId", STRING, "11+", default=""),
+    F("ClusterId", STRING, "12+", nullable="12+", default=None, tag=0, tagged="12+"),
 ]
 
 FETCH_RESPONSE = [
@@ -386,6 +448,7 @@ JOIN_GROUP_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
     F("ErrorCode", INT16),
     F("GenerationId", INT32, default=-1),
+    F("ProtocolType", STRING, "7+", nullable="7+", default=None),
     F("ProtocolName", STRING, nullable="7+"),
     F("Leader", STRING),
     F("MemberId", STRING),
@@ -438,6 +501,8 @@ SYNC_GROUP_REQUEST = [
     F("GenerationId", INT32),
     F("MemberId", STRING),
     F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+    F("ProtocolType", STRING, "5+", nullable="5+", default=None),
+    F("ProtocolName", STRING, "5+", nullable="5+", default=None),
     A("Assignments", fields=[  # only the leader sends assignments
         F("MemberId", STRING),
         F("Assignment", BYTES, default=b""),
@@ -447,6 +512,8 @@ SYNC_GROUP_REQUEST = [
 SYNC_GROUP_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     F("ErrorCode", INT16),
+    F("ProtocolType", STRING, "5+", nullable="5+", default=None),
+    F("ProtocolName", STRING, "5+", nullable="5+", default=None),
     F("Assignment", BYTES, default=b""),
 ]
 
@@ -516,6 +583,16 @@ CREATE_TOPICS_RESPONSE = [
         F("Name", STRING),
         F("ErrorCode", INT16),
         F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
+        F("TopicConfigErrorCode", INT16, "5+", default=0, tag=0, tagged="5+"),
+        F("NumPartitions", INT32, "5+", default=-1),
+        F("ReplicationFactor", INT16, "5+", default=-1),
+        A("Configs", "5+", nullable="5+", fields=[  # the created topic's configs (KIP-525)
+            F("Name", STRING, "5+"),
+            F("Value", STRING, "5+", nullable="5+"),
+            F("ReadOnly", BOOL, "5+"),
+            F("ConfigSource", INT8, "5+", default=-1),
+            F("IsSensitive", BOOL, "5+"),
+        ]),
     ]),
 ]
 
@@ -531,6 +608,7 @@ DELETE_TOPICS_RESPONSE = [
     A("Responses", fields=[
         F("Name", STRING),
         F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, "5+", nullable="5+", default=None),
     ]),
 ]
 
@@ -855,6 +933,31 @@ OFFSET_DELETE_RESPONSE = [
 ]
 
 
+# DescribeCluster 60 (KIP-700): flexible from v0; v1 adds the endpoint type (1 BROKERS, 2 CONTROLLERS),
+# v2 fenced brokers.
+
+DESCRIBE_CLUSTER_REQUEST = [
+    F("IncludeClusterAuthorizedOperations", BOOL),
+    F("EndpointType", INT8, "1+", default=1),
+]
+
+DESCRIBE_CLUSTER_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    F("EndpointType", INT8, "1+", default=1),
+    F("ClusterId", STRING),
+    F("ControllerId", INT32, default=-1),
+    A("Brokers", fields=[
+        F("BrokerId", INT32),
+        F("Host", STRING),
+        F("Port", INT32),
+        F("Rack", STRING, nullable="0+", default=None),
+    ]),
+    F("ClusterAuthorizedOperations", INT32, default=-2147483648),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -889,4 +992,5 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", INCREMENTAL_ALTER_CONFIGS_REQUEST,
                                        INCREMENTAL_ALTER_CONFIGS_RESPONSE),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
+    ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
 }

@@ -24,12 +24,22 @@ a large ``records`` value (or a :class:`~broker.protocol.types.FileRegion`) is n
 ``out`` is closed into ``chunks``, the value appended as its own chunk, and a new
 ``bytearray`` returned for what follows.
 
+Flexible versions (KIP-482): ``compile_decoder``/``compile_encoder`` take ``flexible=True`` for
+the versions in the message's ``flexibleVersions`` (:data:`messages.FLEXIBLE`).  Then lengths and
+counts are unsigned varints holding N + 1 (0 = null), and every struct ends with its tagged field
+section: a field with ``tag`` whose ``tagged`` versions include the version is written there
+(only when it differs from its default, in tag order) instead of in line; unknown tags are
+skipped on decode, and a struct without tagged fields is written with an empty section (one 0
+byte).  So a message gains flexible versions by a schema change only: list them in FLEXIBLE and
+declare the new fields (with ``tag=``/``tagged=`` where Kafka's JSON has ``tag``/``taggedVersions``).
+
 Compiled functions are pure and thread-safe.
 """
 from __future__ import annotations
 
 import re
 import struct
+import uuid
 from typing import Any, Callable, Iterable, Sequence
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError
@@ -42,7 +52,10 @@ from pyklog.broker.protocol.types import (
     RECORDS,
     SCALARS,
     STRING,
+    UUID,
     FileRegion,
+    read_uvarint,
+    uvarint_bytes,
 )
 
 MAX_VERSION = 0x7FFF
@@ -81,7 +94,7 @@ class Field:
     array of scalars, or ``"[]"`` with ``fields`` for an array of structs.
     """
 
-    __slots__ = ("name", "key", "type", "elem", "versions", "nullable", "default", "fields")
+    __slots__ = ("name", "key", "type", "elem", "versions", "nullable", "default", "fields", "tag", "tagged")
 
     def __init__(
         self,
@@ -92,7 +105,11 @@ class Field:
         nullable: str | None = None,
         default: Any = _MISSING,
         fields: Sequence["Field"] | None = None,
+        tag: int | None = None,
+        tagged: str | None = None,
     ) -> None:
+        """``tag``/``tagged``: Kafka's ``tag`` and ``taggedVersions`` (a tagged field of a
+        flexible version lives in its struct's tagged field section)."""
         self.name = name
         self.key = snake_case(name)
         self.type = type
@@ -116,11 +133,20 @@ class Field:
                 default = False if type == BOOL else 0
             elif type == STRING:
                 default = ""
+            elif type == UUID:
+                default = ZERO_UUID
             else:  # bytes, records
                 default = None
         elif isinstance(default, list):
             default = tuple(default)
         self.default = default
+        if (tag is None) != (tagged is None):
+            raise ValueError(f"{name}: tag and tagged go together")
+        self.tag = tag
+        self.tagged = parse_versions(tagged)
+
+    def tagged_in(self, version: int) -> bool:
+        return self.tagged is not None and self.tagged[0] <= version <= self.tagged[1]
 
     @property
     def is_array(self) -> bool:
@@ -147,18 +173,36 @@ def A(name: str, versions: str = "0+", fields: Sequence[Field] = (), **kw: Any) 
     return Field(name, "[]", versions, fields=fields, **kw)
 
 
+#: Kafka's Uuid.ZERO_UUID (the default of a uuid field: "no topic id").
+ZERO_UUID = uuid.UUID(int=0)
+
+
 def active_fields(fields: Iterable[Field], version: int) -> list[Field]:
+    """The fields present in ``version`` (tagged ones included: they are dict keys too)."""
     return [f for f in fields if f.present(version)]
 
 
-def min_size(fields: Iterable[Field], version: int) -> int:
-    """Smallest encoding of a struct in ``version`` (bounds array counts by bytes left)."""
-    total = 0
+def _split(fields: Iterable[Field], version: int, flexible: bool) -> tuple[list[Field], list[Field]]:
+    """(in-line fields, tagged fields sorted by tag) of a struct in ``version``."""
+    inline, tagged = [], []
     for f in active_fields(fields, version):
-        if f.is_array or f.type in (BYTES, RECORDS):
+        (tagged if flexible and f.tagged_in(version) else inline).append(f)
+    return inline, sorted(tagged, key=lambda f: f.tag)
+
+
+def min_size(fields: Iterable[Field], version: int, flexible: bool = False) -> int:
+    """Smallest encoding of a struct in ``version`` (bounds array counts by bytes left)."""
+    inline, _ = _split(fields, version, flexible)
+    total = 1 if flexible else 0  # the tagged field count
+    for f in inline:
+        if flexible and (f.is_array or f.type in (BYTES, RECORDS, STRING)):
+            total += 1
+        elif f.is_array or f.type in (BYTES, RECORDS):
             total += 4
         elif f.type == STRING:
             total += 2
+        elif f.type == UUID:
+            total += 16
         else:
             total += FIXED[f.type][1]
     return total
@@ -190,6 +234,26 @@ def _badcount(msg: str, path: str, idx: tuple, n: int, have: int, each: int) -> 
     )
 
 
+def _uvar(buf: Any, pos: int, end: int, msg: str, path: str, idx: tuple) -> tuple[int, int]:
+    """Read an unsigned varint (a compact length, a count or a tag) or raise naming the field."""
+    try:
+        return read_uvarint(buf, pos, end)
+    except ValueError as e:
+        raise InvalidRequestError(f"malformed {msg}: {_where(path, idx)}: {e}") from None
+
+
+def _badtag(msg: str, path: str, idx: tuple, tag: int, size: int, used: int) -> None:
+    raise InvalidRequestError(
+        f"malformed {msg}: {_where(path, idx)}: tagged field {tag} declares {size} bytes, its value used {used}"
+    )
+
+
+def _badorder(msg: str, path: str, idx: tuple, tag: int, prev: int) -> None:
+    raise InvalidRequestError(
+        f"malformed {msg}: {_where(path, idx)}: tagged field {tag} after tag {prev} (tags must increase)"
+    )
+
+
 def _null_error(msg: str, path: str) -> None:
     # a ValueError, not InvalidRequestError: the caller re-walks the body to name the element
     raise ValueError(f"{path} is None but not nullable in this version")
@@ -200,8 +264,9 @@ def _null_error(msg: str, path: str) -> None:
 
 
 class _Gen:
-    def __init__(self, msg: str, checked: bool = True) -> None:
+    def __init__(self, msg: str, checked: bool = True, flexible: bool = False) -> None:
         self.checked = checked
+        self.flex = flexible
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
             "_msg": msg,
@@ -209,6 +274,11 @@ class _Gen:
             "_badlen": _badlen,
             "_badcount": _badcount,
             "_null_error": _null_error,
+            "_uvar": _uvar,
+            "_badtag": _badtag,
+            "_badorder": _badorder,
+            "_uv": uvarint_bytes,
+            "_UUID": uuid.UUID,
             "_h_unpack": INT16_S.unpack_from,
             "_i_unpack": INT32_S.unpack_from,
             "_h_pack": INT16_S.pack,
@@ -251,8 +321,22 @@ def _idx_expr(idx: list[str]) -> str:
 # ---- decoder
 
 
+def _dec_uvarint(g: _Gen, ind: int, path: str, idx: list[str], nvar: str) -> None:
+    """Read an unsigned varint into ``nvar`` (one byte inline, longer ones via ``_uvar``)."""
+    if g.checked:
+        g.emit(ind, f"if pos >= end: _short(_msg, {path!r}, {_idx_expr(idx)}, 1, 0)")
+    g.emit(ind, f"{nvar} = buf[pos]")
+    g.emit(ind, f"if {nvar} < 128: pos += 1")
+    g.emit(ind, f"else: {nvar}, pos = _uvar(buf, pos, end, _msg, {path!r}, {_idx_expr(idx)})")
+
+
 def _dec_length(g: _Gen, ind: int, path: str, idx: list[str], width: int, nullable: bool, nvar: str) -> None:
-    """Read an int16/int32 length or count into ``nvar``."""
+    """Read an int16/int32 length or count (or, in a flexible version, a compact one: uvarint
+    N + 1) into ``nvar``; -1 means null either way."""
+    if g.flex:
+        _dec_uvarint(g, ind, path, idx, nvar)
+        g.emit(ind, f"{nvar} -= 1")
+        return
     unpack = "_h_unpack" if width == 2 else "_i_unpack"
     if g.checked:
         g.emit(ind, f"if pos + {width} > end: _short(_msg, {path!r}, {_idx_expr(idx)}, {width}, end - pos)")
@@ -261,7 +345,13 @@ def _dec_length(g: _Gen, ind: int, path: str, idx: list[str], width: int, nullab
 
 
 def _dec_scalar_var(g: _Gen, ind: int, ftype: str, path: str, idx: list[str], nullable: bool, var: str) -> None:
-    """Decode one string/bytes/records value into ``var`` (fixed types are handled in runs)."""
+    """Decode one string/bytes/records/uuid value into ``var`` (fixed types are handled in runs)."""
+    if ftype == UUID:
+        if g.checked:
+            g.emit(ind, f"if pos + 16 > end: _short(_msg, {path!r}, {_idx_expr(idx)}, 16, end - pos)")
+        g.emit(ind, f"{var} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+        g.emit(ind, "pos += 16")
+        return
     n = g.tmp("n")
     width = 2 if ftype == STRING else 4
     _dec_length(g, ind, path, idx, width, nullable, n)
@@ -282,9 +372,50 @@ def _dec_scalar_var(g: _Gen, ind: int, ftype: str, path: str, idx: list[str], nu
     g.emit(ind + 1, f"pos += {n}")
 
 
+def _dec_field(g: _Gen, f: Field, version: int, ind: int, fpath: str, idx: list[str], var: str) -> None:
+    """Decode one non-fixed-width field (string/bytes/records/uuid or an array) into ``var``."""
+    nullable = f.nullable_in(version)
+    if not f.is_array:
+        _dec_scalar_var(g, ind, f.type, fpath, idx, nullable, var)
+        return
+    n = g.tmp("n")
+    _dec_length(g, ind, fpath, idx, 4, nullable, n)
+    g.emit(ind, f"if {n} < 0:")
+    if nullable:
+        g.emit(ind + 1, f"if {n} != -1: _badlen(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, True)")
+        g.emit(ind + 1, f"{var} = None")
+    else:
+        g.emit(ind + 1, f"_badlen(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, False)")
+    g.emit(ind, "else:")
+    if f.elem in FIXED:
+        code, width = FIXED[f.elem]
+        g.emit(ind + 1, f"if {n} > (end - pos) // {width}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {width})")
+        small = g.const([struct.Struct(f">{k}{code}").unpack_from for k in range(16)], "_arr")
+        g.emit(ind + 1, f"{var} = list({small}[{n}](buf, pos) if {n} < 16 else _unpack_from('>%d{code}' % {n}, buf, pos))")
+        g.emit(ind + 1, f"pos += {n} * {width}")
+        return
+    if f.elem is None:
+        each = max(1, min_size(f.fields, version, g.flex))
+    elif f.elem == UUID:
+        each = 16
+    else:
+        each = 1 if g.flex else 2 if f.elem == STRING else 4
+    g.emit(ind + 1, f"if {n} > (end - pos) // {each}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {each})")
+    g.emit(ind + 1, f"{var} = []")
+    k = g.tmp("i")
+    g.emit(ind + 1, f"for {k} in range({n}):")
+    sub_idx = idx + [k]
+    if f.elem is not None:
+        ev = g.tmp()
+        _dec_scalar_var(g, ind + 2, f.elem, fpath + "[%d]", sub_idx, False, ev)
+    else:
+        ev = _dec_struct(g, f.fields, version, ind + 2, fpath + "[%d].", sub_idx)
+    g.emit(ind + 2, f"{var}.append({ev})")
+
+
 def _dec_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, path: str, idx: list[str]) -> str:
     """Emit code decoding one struct; returns the name of the variable holding its dict."""
-    act = active_fields(fields, version)
+    act, tagged = _split(fields, version, g.flex)
     pairs: list[tuple[str, str]] = []
     i = 0
     while i < len(act):
@@ -310,54 +441,83 @@ def _dec_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, path: 
             i = j
             continue
         var = g.tmp()
-        nullable = f.nullable_in(version)
-        if not f.is_array:
-            _dec_scalar_var(g, ind, f.type, fpath, idx, nullable, var)
-        else:
-            n = g.tmp("n")
-            _dec_length(g, ind, fpath, idx, 4, nullable, n)
-            g.emit(ind, f"if {n} < 0:")
-            if nullable:
-                g.emit(ind + 1, f"if {n} != -1: _badlen(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, True)")
-                g.emit(ind + 1, f"{var} = None")
-            else:
-                g.emit(ind + 1, f"_badlen(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, False)")
-            g.emit(ind, "else:")
-            if f.elem in FIXED:
-                code, width = FIXED[f.elem]
-                g.emit(ind + 1, f"if {n} > (end - pos) // {width}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {width})")
-                small = g.const([struct.Struct(f">{k}{code}").unpack_from for k in range(16)], "_arr")
-                g.emit(ind + 1, f"{var} = list({small}[{n}](buf, pos) if {n} < 16 else _unpack_from('>%d{code}' % {n}, buf, pos))")
-                g.emit(ind + 1, f"pos += {n} * {width}")
-            else:
-                each = 2 if f.elem == STRING else 4 if f.elem is not None else max(1, min_size(f.fields, version))
-                g.emit(ind + 1, f"if {n} > (end - pos) // {each}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {each})")
-                g.emit(ind + 1, f"{var} = []")
-                k = g.tmp("i")
-                g.emit(ind + 1, f"for {k} in range({n}):")
-                sub_idx = idx + [k]
-                if f.elem is not None:
-                    ev = g.tmp()
-                    _dec_scalar_var(g, ind + 2, f.elem, fpath + "[%d]", sub_idx, False, ev)
-                else:
-                    ev = _dec_struct(g, f.fields, version, ind + 2, fpath + "[%d].", sub_idx)
-                g.emit(ind + 2, f"{var}.append({ev})")
+        _dec_field(g, f, version, ind, fpath, idx, var)
         pairs.append((f.key, var))
         i += 1
+    if g.flex:
+        pairs.extend(_dec_tagged(g, tagged, version, ind, path, idx))
     d = g.tmp("d")
     g.emit(ind, f"{d} = {{" + ", ".join(f"{k!r}: {v}" for k, v in pairs) + "}")
     return d
 
 
-def compile_decoder(msg: str, fields: Sequence[Field], version: int, checked: bool = True) -> Callable:
+def _dec_tagged(g: _Gen, tagged: list[Field], version: int, ind: int, path: str, idx: list[str]) -> list[tuple[str, str]]:
+    """Emit the decoding of a struct's tagged field section: known tags decode into their field
+    (bounded by the declared size), unknown ones are skipped.  Returns (key, variable) pairs."""
+    where = f"{path}_tagged_fields"
+    pairs = []
+    for f in tagged:
+        var = g.tmp()
+        dflt = f.default
+        if isinstance(dflt, tuple):
+            g.emit(ind, f"{var} = []")
+        elif isinstance(dflt, (int, str, type(None))):
+            g.emit(ind, f"{var} = {dflt!r}")
+        else:
+            g.emit(ind, f"{var} = {g.const(dflt, '_d')}")
+        pairs.append((f.key, var))
+    cnt, tag, size, tend, prev, k = (g.tmp(p) for p in ("tc", "tg", "ts", "te", "tp", "ti"))
+    _dec_uvarint(g, ind, where, idx, cnt)
+    g.emit(ind, f"if {cnt}:")
+    g.emit(ind + 1, f"if {cnt} > (end - pos) // 2: _badcount(_msg, {where!r}, {_idx_expr(idx)}, {cnt}, end - pos, 2)")
+    g.emit(ind + 1, f"{prev} = -1")
+    g.emit(ind + 1, f"for {k} in range({cnt}):")
+    b = ind + 2
+    _dec_uvarint(g, b, where, idx, tag)
+    g.emit(b, f"if {tag} <= {prev}: _badorder(_msg, {where!r}, {_idx_expr(idx)}, {tag}, {prev})")
+    g.emit(b, f"{prev} = {tag}")
+    _dec_uvarint(g, b, where, idx, size)
+    g.emit(b, f"if {size} > end - pos: _short(_msg, {where!r}, {_idx_expr(idx)}, {size}, end - pos)")
+    g.emit(b, f"{tend} = pos + {size}")
+    kw = "if"
+    for f, (_, var) in zip(tagged, pairs):
+        g.emit(b, f"{kw} {tag} == {f.tag}:")
+        kw = "elif"
+        fpath = f"{path}{f.key}"
+        save = g.tmp("se")
+        # the value may not read past its declared size: decode it with end = the tag's end
+        g.emit(b + 1, f"{save} = end")
+        g.emit(b + 1, f"end = {tend}")
+        if f.type in FIXED:
+            s = struct.Struct(">" + FIXED[f.type][0])
+            if g.checked:
+                g.emit(b + 1, f"if pos + {s.size} > end: _short(_msg, {fpath!r}, {_idx_expr(idx)}, {s.size}, end - pos)")
+            g.emit(b + 1, f"{var}, = {g.const(s.unpack_from, '_s')}(buf, pos)")
+            g.emit(b + 1, f"pos += {s.size}")
+        else:
+            _dec_field(g, f, version, b + 1, fpath, idx, var)
+        g.emit(b + 1, f"end = {save}")
+        g.emit(b + 1, f"if pos != {tend}: _badtag(_msg, {fpath!r}, {_idx_expr(idx)}, {tag}, {size}, pos - {tend} + {size})")
+    if tagged:
+        g.emit(b, "else:")
+        g.emit(b + 1, f"pos = {tend}")
+    else:
+        g.emit(b, f"pos = {tend}")
+    return pairs
+
+
+def compile_decoder(msg: str, fields: Sequence[Field], version: int, checked: bool = True,
+                    flexible: bool = False) -> Callable:
     """Generate ``decode(buf, pos, end) -> (dict, pos)`` for ``version`` of a message.
 
     ``checked=False`` leaves out the bounds checks before fixed-width reads: ``struct`` raises
     ``struct.error`` past the end of ``buf`` anyway, so this is only valid when ``end ==
     len(buf)``; the caller then re-runs the checked decoder to report where the frame broke.
     Lengths of strings/bytes and array counts are checked in both variants.
+    ``flexible``: ``version`` is one of the message's flexible versions (compact lengths, tagged
+    field sections).
     """
-    g = _Gen(f"{msg} v{version}", checked)
+    g = _Gen(f"{msg} v{version}", checked, flexible)
     g.emit(0, "def decode(buf, pos, end):")
     d = _dec_struct(g, fields, version, 1, "", [])
     g.emit(1, f"return {d}, pos")
@@ -367,35 +527,48 @@ def compile_decoder(msg: str, fields: Sequence[Field], version: int, checked: bo
 # ---- encoder
 
 
+def _enc_len(g: _Gen, ind: int, width: int, n: str) -> None:
+    """Write the length/count expression ``n``: int16/int32, or a compact uvarint N + 1."""
+    if g.flex:
+        g.emit(ind, f"out += _uv({n} + 1)")
+    else:
+        g.emit(ind, f"out += {'_h_pack' if width == 2 else '_i_pack'}({n})")
+
+
+def _enc_null(g: _Gen, ind: int, width: int) -> None:
+    if g.flex:
+        g.emit(ind, "out += b'\\x00'")
+    else:
+        g.emit(ind, "out += " + ("b'\\xff\\xff'" if width == 2 else "b'\\xff\\xff\\xff\\xff'"))
+
+
 def _enc_scalar(g: _Gen, ind: int, ftype: str, nullable: bool, path: str, val: str) -> None:
+    if ftype == UUID:
+        g.emit(ind, f"out += {val}.bytes")
+        return
+    width = 2 if ftype == STRING else 4
+    g.emit(ind, f"if {val} is None:")
+    if nullable:
+        _enc_null(g, ind + 1, width)
+    else:
+        g.emit(ind + 1, f"_null_error(_msg, {path!r})")
     if ftype == STRING:
-        g.emit(ind, f"if {val} is None:")
-        if nullable:
-            g.emit(ind + 1, "out += b'\\xff\\xff'")
-        else:
-            g.emit(ind + 1, f"_null_error(_msg, {path!r})")
         g.emit(ind, "else:")
         b = g.tmp("b")
         g.emit(ind + 1, f"{b} = {val}.encode('utf-8')")
-        g.emit(ind + 1, f"out += _h_pack(len({b}))")
+        _enc_len(g, ind + 1, 2, f"len({b})")
         g.emit(ind + 1, f"out += {b}")
         return
-    # bytes / records
-    g.emit(ind, f"if {val} is None:")
-    if nullable:
-        g.emit(ind + 1, "out += b'\\xff\\xff\\xff\\xff'")
-    else:
-        g.emit(ind + 1, f"_null_error(_msg, {path!r})")
     if ftype == RECORDS:
         g.emit(ind, f"elif {val}.__class__ is FileRegion:")
-        g.emit(ind + 1, f"out += _i_pack({val}.size)")
+        _enc_len(g, ind + 1, 4, f"{val}.size")
         g.emit(ind + 1, "chunks.append(out)")
         g.emit(ind + 1, f"chunks.append({val})")
         g.emit(ind + 1, "out = bytearray()")
         g.emit(ind, "else:")
         n = g.tmp("n")
         g.emit(ind + 1, f"{n} = len({val})")
-        g.emit(ind + 1, f"out += _i_pack({n})")
+        _enc_len(g, ind + 1, 4, n)
         g.emit(ind + 1, f"if {n} >= _BIG:")
         g.emit(ind + 2, "chunks.append(out)")
         g.emit(ind + 2, f"chunks.append({val})")
@@ -404,12 +577,47 @@ def _enc_scalar(g: _Gen, ind: int, ftype: str, nullable: bool, path: str, val: s
         g.emit(ind + 2, f"out += {val}")
     else:
         g.emit(ind, "else:")
-        g.emit(ind + 1, f"out += _i_pack(len({val}))")
+        _enc_len(g, ind + 1, 4, f"len({val})")
         g.emit(ind + 1, f"out += {val}")
 
 
+def _enc_field(g: _Gen, f: Field, version: int, ind: int, val: str, fpath: str) -> None:
+    """Encode the value in variable ``val`` of one field (any type)."""
+    nullable = f.nullable_in(version)
+    if f.type in FIXED:
+        g.emit(ind, f"out += {g.const(struct.Struct('>' + FIXED[f.type][0]).pack, '_p')}({val})")
+    elif not f.is_array:
+        _enc_scalar(g, ind, f.type, nullable, fpath, val)
+    else:
+        g.emit(ind, f"if {val} is None:")
+        if nullable:
+            _enc_null(g, ind + 1, 4)
+        else:
+            g.emit(ind + 1, f"_null_error(_msg, {fpath!r})")
+        g.emit(ind, "else:")
+        if f.elem in FIXED:
+            code = FIXED[f.elem][0]
+            k = g.tmp("k")
+            g.emit(ind + 1, f"{k} = len({val})")
+            if g.flex:
+                small = g.const([struct.Struct(f">{k}{code}").pack for k in range(16)], "_parr")
+                g.emit(ind + 1, f"out += _uv({k} + 1)")
+                g.emit(ind + 1, f"out += {small}[{k}](*{val}) if {k} < 16 else _pack('>%d{code}' % {k}, *{val})")
+            else:
+                small = g.const([struct.Struct(f">i{k}{code}").pack for k in range(16)], "_parr")
+                g.emit(ind + 1, f"out += {small}[{k}]({k}, *{val}) if {k} < 16 else _pack('>i%d{code}' % {k}, {k}, *{val})")
+        else:
+            _enc_len(g, ind + 1, 4, f"len({val})")
+            e = g.tmp("e")
+            g.emit(ind + 1, f"for {e} in {val}:")
+            if f.elem is not None:
+                _enc_scalar(g, ind + 2, f.elem, False, fpath + "[]", e)
+            else:
+                _enc_struct(g, f.fields, version, ind + 2, e, fpath + "[].")
+
+
 def _enc_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, dvar: str, path: str) -> None:
-    act = active_fields(fields, version)
+    act, tagged = _split(fields, version, g.flex)
     i = 0
     while i < len(act):
         f = act[i]
@@ -427,39 +635,45 @@ def _enc_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, dvar: 
             g.emit(ind, f"out += {pack}({args})")
             i = j
             continue
-        nullable = f.nullable_in(version)
         val = g.tmp()
         g.emit(ind, f"{val} = {dvar}.get({f.key!r}, {dflt})")
-        if not f.is_array:
-            _enc_scalar(g, ind, f.type, nullable, fpath, val)
-        else:
-            g.emit(ind, f"if {val} is None:")
-            if nullable:
-                g.emit(ind + 1, "out += b'\\xff\\xff\\xff\\xff'")
-            else:
-                g.emit(ind + 1, f"_null_error(_msg, {fpath!r})")
-            g.emit(ind, "else:")
-            if f.elem not in FIXED:
-                g.emit(ind + 1, f"out += _i_pack(len({val}))")
-            if f.elem in FIXED:
-                code = FIXED[f.elem][0]
-                small = g.const([struct.Struct(f">i{k}{code}").pack for k in range(16)], "_parr")
-                k = g.tmp("k")
-                g.emit(ind + 1, f"{k} = len({val})")
-                g.emit(ind + 1, f"out += {small}[{k}]({k}, *{val}) if {k} < 16 else _pack('>i%d{code}' % {k}, {k}, *{val})")
-            else:
-                e = g.tmp("e")
-                g.emit(ind + 1, f"for {e} in {val}:")
-                if f.elem is not None:
-                    _enc_scalar(g, ind + 2, f.elem, False, fpath + "[]", e)
-                else:
-                    _enc_struct(g, f.fields, version, ind + 2, e, fpath + "[].")
+        _enc_field(g, f, version, ind, val, fpath)
         i += 1
+    if not g.flex:
+        return
+    if not tagged:
+        g.emit(ind, "out += b'\\x00'")  # an empty tagged field section
+        return
+    # tagged fields are written only when they differ from their default, in tag order
+    tl = g.tmp("tl")
+    g.emit(ind, f"{tl} = []")
+    for f in tagged:
+        fpath = f"{path}{f.key}"
+        dflt = g.const(f.default, "_d")
+        val = g.tmp()
+        g.emit(ind, f"{val} = {dvar}.get({f.key!r}, {dflt})")
+        if isinstance(f.default, tuple):
+            g.emit(ind, f"if {val} is None or len({val}):")
+        else:
+            g.emit(ind, f"if {val} != {dflt}:")
+        saved = g.tmp("so")
+        g.emit(ind + 1, f"{saved} = out")
+        g.emit(ind + 1, "out = bytearray()")
+        _enc_field(g, f, version, ind + 1, val, fpath)
+        g.emit(ind + 1, f"{tl}.append(({f.tag}, out))")
+        g.emit(ind + 1, f"out = {saved}")
+    g.emit(ind, f"out += _uv(len({tl}))")
+    t, data = g.tmp("t"), g.tmp("td")
+    g.emit(ind, f"for {t}, {data} in {tl}:")
+    g.emit(ind + 1, f"out += _uv({t})")
+    g.emit(ind + 1, f"out += _uv(len({data}))")
+    g.emit(ind + 1, f"out += {data}")
 
 
-def compile_encoder(msg: str, fields: Sequence[Field], version: int) -> Callable:
-    """Generate ``encode(body, out, chunks) -> out`` for ``version`` of a message."""
-    g = _Gen(f"{msg} v{version}")
+def compile_encoder(msg: str, fields: Sequence[Field], version: int, flexible: bool = False) -> Callable:
+    """Generate ``encode(body, out, chunks) -> out`` for ``version`` of a message
+    (``flexible``: compact lengths and tagged field sections)."""
+    g = _Gen(f"{msg} v{version}", flexible=flexible)
     g.emit(0, "def encode(body, out, chunks):")
     _enc_struct(g, fields, version, 1, "body", "")
     g.emit(1, "return out")
@@ -501,6 +715,8 @@ def _check_scalar(ftype: str, nullable: bool, value: Any, path: str) -> str | No
         except UnicodeEncodeError as e:
             return f"{path}: not encodable as UTF-8 ({e})"
         return None
+    if ftype == UUID:
+        return None if isinstance(value, uuid.UUID) else f"{path}: expected uuid.UUID, got {type(value).__name__}"
     if ftype == RECORDS and isinstance(value, FileRegion):
         return None
     try:

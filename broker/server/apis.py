@@ -1,12 +1,14 @@
-"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (non-flexible versions).
+"""Request handlers: Kafka's ``KafkaApis`` for the APIs pyklog serves (the versions of
+:data:`pyklog.broker.protocol.SUPPORTED`, KIP-482 flexible versions included: their headers and
+encodings are the codec's business, the handlers only fill the new versions' fields).
 
 :meth:`KafkaApis.handle` is the socket server's handler (:mod:`pyklog.broker.server.network`): it decodes
 the request header and body with :mod:`pyklog.broker.protocol`, dispatches on the API key and answers.
 
-* ApiVersions v0-2; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
+* ApiVersions v0-3; a newer ApiVersions version gets the v0 layout with UNSUPPORTED_VERSION and
   our ranges (KIP-511) so librdkafka retries lower.
-* Metadata v0-8 (auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
-* Produce v3-8 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
+* Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
+* Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
@@ -14,7 +16,7 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   Transactional batches (KIP-98) need the request's ``transactional_id`` (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
   producer's open transaction.
-* Fetch v4-11, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
+* Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
   arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
@@ -22,24 +24,26 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
-* ListOffsets v0-5 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+* ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
   -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
-* CreateTopics v0-4, DeleteTopics v0-3 through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-1 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
-  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-2,
-  AddOffsetsToTxn v0-2 and EndTxn v0-2 go to :class:`broker.transaction.TransactionCoordinator`
+* CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
+  DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
+* InitProducerId v0-2 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+  (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
+  AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-3, ListGroups v0-2, DescribeGroups v0-4
+* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-3, DescribeGroups v0-5
+  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
-* FindCoordinator v0-2, OffsetCommit v0-7, OffsetFetch v0-5 through
+* FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
   (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
   :class:`broker.server.zk_offset_store.ZkOffsetStore`.
 * TxnOffsetCommit v0-2: a transactional producer's offsets, pending in ``__consumer_offsets`` until
   the transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
-* WriteTxnMarkers v0: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
+* WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
   led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
   completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
 
@@ -85,6 +89,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.protocol import (
     SUPPORTED,
     ApiKey,
@@ -220,6 +225,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
             ApiKey.DELETE_GROUPS: self.handle_delete_groups,
             ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -307,12 +313,25 @@ class KafkaApis:
         all_topics = self.cluster.topics()
         live = self.cluster.live_brokers()
         brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
+        unknown_ids = []
         if requested is None or (version == 0 and not requested):
             names = sorted(all_topics)
         else:
-            names = list(dict.fromkeys(t["name"] for t in requested))
+            names = []
+            for t in requested:
+                if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
+                    if version < 12:  # as Kafka: v10-11 carry ids but cannot answer a null name
+                        raise InvalidRequestError(f"Metadata v{version}: topic names cannot be null before v12")
+                    name = self.cluster.topic_name_by_id(t["topic_id"])
+                    if name is None:
+                        unknown_ids.append(t["topic_id"])
+                        continue
+                    t = {"name": name}
+                names.append(t["name"])
+            names = list(dict.fromkeys(names))
         allow_auto = self.config.auto_create_topics_enable and body.get("allow_auto_topic_creation", True)
-        topics = []
+        topics = [{"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
+                  for tid in dict.fromkeys(unknown_ids)]
         for name in names:
             parts = all_topics.get(name)
             code = NONE
@@ -330,7 +349,7 @@ class KafkaApis:
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": partitions})
+                           "partitions": partitions, "topic_id": self.cluster.topic_id(name) or ZERO_UUID})
         self._respond(request, header, {
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
             "controller_id": self.cluster.controller_id, "topics": topics,
@@ -656,10 +675,14 @@ class KafkaApis:
                             f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
                 configs = {c["name"]: c["value"] for c in t.get("configs") or []}
                 if assignment is not None:
-                    self.cluster.create_topic(name, len(assignment), len(next(iter(assignment.values()))),
-                                              configs, validate_only, replica_assignment=assignment)
+                    n, rf = len(assignment), len(next(iter(assignment.values())))
+                    self.cluster.create_topic(name, n, rf, configs, validate_only, replica_assignment=assignment)
                 else:
                     self.cluster.create_topic(name, n, rf, configs, validate_only)
+                if header.api_version >= 5:  # KIP-525: the created topic's layout and (explicit) configs
+                    entry.update(num_partitions=n, replication_factor=rf, configs=[
+                        {"name": k, "value": v, "read_only": False, "config_source": 1, "is_sensitive": False}
+                        for k, v in sorted(configs.items())])
                 if not validate_only:
                     self.replica_manager.wait_for_topic(name, timeout_s)
             except PyklogError as e:
@@ -680,6 +703,7 @@ class KafkaApis:
                 self.replica_manager.delete_local_logs(name)
             except PyklogError as e:
                 entry["error_code"] = e.code
+                entry["error_message"] = str(e)[:1000]  # v5+
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
@@ -919,6 +943,36 @@ class KafkaApis:
                      "error_code": UnknownTopicOrPartitionError.code if (t["name"], pd["partition_index"]) in unknown
                      else results.get((t["name"], pd["partition_index"]), NONE)} for pd in t["partitions"]]})
         self._respond(request, header, {"error_code": code, "throttle_time_ms": 0, "topics": topics})
+
+    #: KIP-430 bits of the cluster operations (Kafka's AclOperation codes CREATE 5, ALTER 7, DESCRIBE 8,
+    #: CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): pyklog has no ACLs,
+    #: so every client may do all of them
+    CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+    def handle_describe_cluster(self, request, header, body):
+        """DescribeCluster v0-1 (KIP-700, flexible): the cluster id, the controller (pyklog's: the
+        lowest live broker id) and the live brokers, as Metadata reports them.  v1 endpoint type 2
+        (controllers) gets MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE."""
+        from pyklog.broker.errors import MismatchedEndpointTypeError, UnsupportedEndpointTypeError
+
+        etype = body.get("endpoint_type", 1)
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "endpoint_type": etype,
+                "cluster_id": self.cluster.cluster_id or "", "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": -2147483648}
+        if etype == 2:
+            resp.update(error_code=MismatchedEndpointTypeError.code, endpoint_type=1,
+                        error_message="the request was sent to a broker, but asked for controller endpoints "
+                                      "(pyklog has no KRaft controllers)")
+        elif etype != 1:
+            resp.update(error_code=UnsupportedEndpointTypeError.code, endpoint_type=1,
+                        error_message=f"unsupported endpoint type {etype}; expected 1 (brokers)")
+        else:
+            resp["controller_id"] = self.cluster.controller_id
+            resp["brokers"] = [{"broker_id": b, "host": h, "port": p, "rack": None}
+                               for b, (h, p) in sorted(self.cluster.live_brokers().items())]
+            if body.get("include_cluster_authorized_operations"):
+                resp["cluster_authorized_operations"] = self.CLUSTER_AUTHORIZED_OPERATIONS
+        self._respond(request, header, resp)
 
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
@@ -1208,8 +1262,37 @@ class KafkaApis:
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))
             return
-        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer,
-                           lambda resp: self._respond(request, header, resp))
+        respond = lambda resp: self._respond(request, header, resp)  # noqa: E731
+        if (header.api_key == ApiKey.JOIN_GROUP and header.api_version >= 7) or (
+                header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5):
+            respond = self._with_group_protocol(request, header, body, respond)
+            if respond is None:
+                return
+        self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _with_group_protocol(self, request, header, body, respond):
+        """JoinGroup v7+ / SyncGroup v5+ (KIP-559): the responses name the group's protocol type and
+        name; a SyncGroup naming another type or name than the group's is answered
+        INCONSISTENT_GROUP_PROTOCOL (as Kafka's GroupCoordinator.handleSyncGroup does).  Returns the
+        respond function to pass on, or None when the request was answered here."""
+        group_id = body["group_id"]
+        if header.api_key == ApiKey.SYNC_GROUP:
+            summary = self.groups.group_summary(group_id)
+            if summary is not None:
+                for key, have in (("protocol_type", summary["protocol_type"]), ("protocol_name", summary["protocol"])):
+                    want = body.get(key)
+                    if want is not None and have is not None and want != have:
+                        self._respond(request, header, {"throttle_time_ms": 0, "error_code": 23, "assignment": b""})
+                        return None
+
+        def respond_with_protocol(resp):
+            if resp.get("error_code") == NONE:
+                summary = self.groups.group_summary(group_id) or {}
+                resp = dict(resp, protocol_type=summary.get("protocol_type"))
+                if header.api_key == ApiKey.SYNC_GROUP:
+                    resp["protocol_name"] = summary.get("protocol")
+            respond(resp)
+        return respond_with_protocol
 
     # ------------------------------------------------------------------ error responses
 
@@ -1277,6 +1360,8 @@ class KafkaApis:
             return {"results": [{"group_id": g, "error_code": code} for g in body["groups_names"]]}
         if api_key == ApiKey.OFFSET_DELETE:
             return {"error_code": code, "topics": []}
+        if api_key == ApiKey.DESCRIBE_CLUSTER:
+            return {"error_code": code, "error_message": msg, "cluster_id": "", "brokers": []}
         if api_key == ApiKey.CREATE_PARTITIONS:
             return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         return None

@@ -93,6 +93,7 @@ from pyklog.broker.zk.znodes import (
     decode_producer_id_block,
     decode_topic_assignment,
     decode_topic_config,
+    decode_topic_id,
     encode_broker_registration,
     encode_cluster_id,
     encode_config_change,
@@ -100,6 +101,8 @@ from pyklog.broker.zk.znodes import (
     encode_producer_id_block,
     encode_topic_assignment,
     encode_topic_config,
+    new_topic_id,
+    with_topic_id,
 )
 from pyklog.broker.zk.topics import (
     TOPIC_CONFIGS,
@@ -143,6 +146,7 @@ class _TopicEntry:
     mzxid: int
     replicas: dict = field(default_factory=dict)  # partition -> [broker ids]
     states: dict = field(default_factory=dict)  # partition -> (leader, leader_epoch, isr)
+    topic_id: uuid.UUID | None = None  # KIP-516 (None: the node has none and none could be written)
 
 
 def split_connect_string(zk_connect: str) -> tuple[str, str]:
@@ -724,7 +728,49 @@ class ZkCluster:
             except ZooKeeperError as e:
                 log.warning("unreadable partition state %s-%d: %s", name, p, e)
                 states[p] = (-1, 0, [])
-        return _TopicEntry(stat.czxid, stat.mzxid, replicas, states)
+        try:
+            topic_id = decode_topic_id(data, path)
+        except ZooKeeperError as e:
+            log.warning("topic %s: %s", name, e)
+            topic_id = None
+        if topic_id is None and self.broker_id is not None:
+            topic_id = self._assign_topic_id(name, data, stat)
+        return _TopicEntry(stat.czxid, stat.mzxid, replicas, states, topic_id)
+
+    def _assign_topic_id(self, name: str, data: bytes, stat):
+        """Give a topic created without an id (by an older pyklog or Kafka before 2.8) one, as
+        Kafka's controller does on first sight: a conditional write of ``/brokers/topics/<t>``, so
+        when several brokers race the first write wins and the others read it back.  Runs on the
+        registry refresh (a kazoo or caller thread), no lock held.  Returns the id or None."""
+        path = paths.topic(name)
+        tid = new_topic_id()
+        try:
+            self.zk.set(path, with_topic_id(data, path, tid), version=stat.version)
+            log.info("assigned topic id %s to topic %s", tid, name)
+            return tid
+        except BadVersionError:
+            try:
+                return decode_topic_id(self.zk.get(path)[0], path)
+            except (NoNodeError, ZooKeeperError):
+                return None
+        except (NoNodeError, ZooKeeperError, KazooException) as e:
+            log.warning("could not assign a topic id to topic %s: %s", name, e)
+            return None
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The topic's id (KIP-516) from the registry cache; None if unknown or it has none."""
+        with self._lock:
+            entry = self._topics.get(name)
+        return None if entry is None else entry.topic_id
+
+    def topic_name_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic whose id is ``topic_id`` (from the registry cache), None if none."""
+        with self._lock:
+            entries = list(self._topics.items())
+        for name, entry in entries:
+            if entry.topic_id == topic_id:
+                return name
+        return None
 
     def refresh(self) -> None:
         """Re-read live brokers and the topic registry now (watches do this on every change)."""
@@ -866,7 +912,7 @@ class ZkCluster:
                 t.set_data(paths.topic_config(name), config_data)
             else:
                 t.create(paths.topic_config(name), config_data)
-            t.create(paths.topic(name), encode_topic_assignment(assignment))
+            t.create(paths.topic(name), encode_topic_assignment(assignment, new_topic_id()))
             if self.zk.exists(paths.deleted_topic_record(name)):  # the name is in use again
                 t.delete(paths.deleted_topic_record(name))
             t.create(paths.topic_partitions(name), b"")
@@ -951,11 +997,15 @@ class ZkCluster:
                 return new
             assignment = dict(existing)
             assignment.update(new)
+            try:  # the topic keeps its id (KIP-516): clients would take a new one for a re-created topic
+                topic_id = decode_topic_id(data, paths.topic(name))
+            except ZooKeeperError:
+                topic_id = None
 
             def write():
                 t = self.zk.transaction()
                 t.check(paths.topic(name), stat.version)
-                t.set_data(paths.topic(name), encode_topic_assignment(assignment))
+                t.set_data(paths.topic(name), encode_topic_assignment(assignment, topic_id))
                 for p, replicas in sorted(new.items()):
                     if self.zk.exists(paths.partition(name, p)) is None:
                         t.create(paths.partition(name, p), b"")

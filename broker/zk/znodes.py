@@ -26,7 +26,9 @@ node                                                        form (version)
                                                             protocol), v3 ``rack``, v4 the protocol map.
 ``/brokers/topics/<t>``                                     ``{"version":1,"partitions":{"0":[1,2]}}``; v2 adds
                                                             ``adding_replicas``/``removing_replicas`` (KIP-455),
-                                                            v3 ``topic_id``: read and ignored.
+                                                            v3 ``topic_id`` (KIP-516: Kafka's Uuid as 22
+                                                            chars of URL-safe base64), which pyklog writes
+                                                            at creation and adds to older nodes.
 ``/brokers/topics/<t>/partitions/<p>/state``                ``{"controller_epoch":1,"leader":1,"version":1,
                                                             "leader_epoch":0,"isr":[1,2]}``
 ``/config/topics/<t>``                                      ``{"version":1,"config":{"cleanup.policy":"compact"}}``
@@ -49,7 +51,9 @@ Thread-safety: stateless; every function may be called from any thread.
 """
 from __future__ import annotations
 
+import base64
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -253,6 +257,57 @@ def encode_topic_assignment(assignment: Mapping[int, list]) -> bytes:
     return _dumps({"version": 1, "partitions": {str(p): [int(b) for b in r] for p, r in sorted(assignment.items())}})
 
 
+def topic_id_str(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``; ValueError unless 22 chars of URL-safe base64 for 16 bytes."""
+    if not isinstance(text, str) or len(text) != 22:
+        raise ValueError(f"a topic id is 22 chars of URL-safe base64, got {text!r}")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+def new_topic_id() -> uuid.UUID:
+    """A random topic id, never the zero Uuid nor one whose string starts with ``-`` (Kafka's
+    ``Uuid.randomUuid`` rules, so the id is never mistaken for a command-line flag)."""
+    while True:
+        u = uuid.uuid4()
+        if u.int != 0 and not topic_id_str(u).startswith("-"):
+            return u
+
+
+def encode_topic_assignment(assignment: Mapping[int, list], topic_id: uuid.UUID | None = None) -> bytes:
+    """``/brokers/topics/<t>`` v1, or v3 with ``topic_id`` (and KIP-455's empty reassignment maps)."""
+    parts = {str(p): [int(b) for b in r] for p, r in sorted(assignment.items())}
+    if topic_id is None:
+        return _dumps({"version": 1, "partitions": parts})
+    return _dumps({"version": 3, "topic_id": topic_id_str(topic_id), "partitions": parts,
+                   "adding_replicas": {}, "removing_replicas": {}})
+
+
+def decode_topic_id(data: bytes, path: str) -> uuid.UUID | None:
+    """The ``topic_id`` of a ``/brokers/topics/<t>`` node, None if it has none (v1/v2)."""
+    obj = _object(data, path, '{"version":3,"topic_id":"<22 chars>","partitions":{...}}')
+    text = obj.get("topic_id")
+    if text is None:
+        return None
+    try:
+        return parse_topic_id(text)
+    except ValueError as e:
+        raise ZkDataError(path, "topic_id as 22 chars of URL-safe base64", data, read=repr(text)) from e
+
+
+def with_topic_id(data: bytes, path: str, topic_id: uuid.UUID) -> bytes:
+    """The ``/brokers/topics/<t>`` node ``data`` given ``topic_id`` (version 3), other fields kept."""
+    obj = dict(_object(data, path, '{"version":1,"partitions":{...}}'))
+    obj.update(version=3, topic_id=topic_id_str(topic_id))
+    obj.setdefault("adding_replicas", {})
+    obj.setdefault("removing_replicas", {})
+    return _dumps(obj)
+
+
 def decode_topic_assignment(data: bytes, path: str) -> dict[int, list[int]]:
     """``{partition: [replica broker ids]}`` of ``/brokers/topics/<t>`` (v1-v3; extra fields ignored)."""
     expected = '{"version":1,"partitions":{"0":[...],...}}'
@@ -419,4 +474,5 @@ __all__ = [
     "encode_broker_registration", "encode_cluster_id", "encode_config_change", "encode_consumer_offset",
     "encode_consumer_registration", "encode_partition_state", "encode_producer_id_block",
     "encode_topic_assignment", "encode_topic_config", "partition_count",
+    "decode_topic_id", "new_topic_id", "parse_topic_id", "topic_id_str", "with_topic_id",
 ]

@@ -1,0 +1,158 @@
+"""Topic ids (KIP-516): the ``topic_id`` of ``/brokers/topics/<t>`` (Kafka's ZooKeeper form),
+written at creation and given to older topics on first sight, served in Metadata v10+ (and a topic
+asked for by id in v12); a topic deleted and re-created with fewer partitions gets a new id, and a
+stock client (confluent-kafka) carries on with the new topic."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.protocol.schema import ZERO_UUID
+from pyklog.broker.zk.znodes import (
+    ZkDataError,
+    decode_topic_assignment,
+    decode_topic_id,
+    encode_topic_assignment,
+    new_topic_id,
+    parse_topic_id,
+    topic_id_str,
+    with_topic_id,
+)
+from support import Wire, create_topic, kazoo_client, records
+
+# ------------------------------------------------------------------------------ codecs (no server)
+
+
+def test_topic_id_string_form_is_kafkas_base64():
+    u = uuid.UUID("5c6d5b2e-0f4a-4b1e-9a55-0d3c2b1a0f9e")
+    assert topic_id_str(u) == "XG1bLg9KSx6aVQ08KxoPng" and parse_topic_id("XG1bLg9KSx6aVQ08KxoPng") == u
+    for _ in range(200):
+        t = new_topic_id()
+        assert t.int != 0 and not topic_id_str(t).startswith("-") and len(topic_id_str(t)) == 22
+    with pytest.raises(ValueError, match="22 chars"):
+        parse_topic_id("abc")
+
+
+def test_topic_node_v3_golden_and_older_nodes_gain_an_id():
+    u = uuid.UUID(int=1)
+    data = encode_topic_assignment({1: [1, 0], 0: [0, 1]}, u)
+    assert json.loads(data) == {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                "partitions": {"0": [0, 1], "1": [1, 0]},
+                                "adding_replicas": {}, "removing_replicas": {}}
+    assert decode_topic_id(data, "/p") == u and decode_topic_assignment(data, "/p") == {0: [0, 1], 1: [1, 0]}
+    v1 = encode_topic_assignment({0: [0]})
+    assert decode_topic_id(v1, "/p") is None
+    upgraded = with_topic_id(b'{"version":2,"partitions":{"0":[0]},"adding_replicas":{"0":[1]}}', "/p", u)
+    assert json.loads(upgraded) == {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": {"0": [0]},
+                                    "adding_replicas": {"0": [1]}, "removing_replicas": {}}
+    with pytest.raises(ZkDataError, match="topic_id"):
+        decode_topic_id(b'{"version":3,"topic_id":"nope","partitions":{}}', "/brokers/topics/x")
+
+
+# ------------------------------------------------------------------------------ a live broker
+
+pytestmark_integration = pytest.mark.integration
+
+
+def _metadata(w, names, version=12):
+    topics = None if names is None else [
+        {"name": n, "topic_id": ZERO_UUID} if isinstance(n, str) else {"name": None, "topic_id": n} for n in names]
+    return w.request(ApiKey.METADATA, version, {"topics": topics, "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+
+
+@pytest.mark.integration
+def test_metadata_topic_ids_by_name_and_by_id_and_old_topics_get_one(broker, zk):
+    with Wire(broker.port) as w:
+        assert create_topic(w, "ids-a", partitions=2, version=5)["error_code"] == 0
+        resp = _metadata(w, ["ids-a", "ids-missing"])
+        by_name = {t["name"]: t for t in resp["topics"]}
+        tid = by_name["ids-a"]["topic_id"]
+        assert tid != ZERO_UUID and by_name["ids-a"]["error_code"] == 0
+        assert by_name["ids-missing"]["error_code"] == 3 and by_name["ids-missing"]["topic_id"] == ZERO_UUID
+        # the id is Kafka's ZooKeeper form of it
+        data, _ = zk.get("/brokers/topics/ids-a")
+        assert json.loads(data)["topic_id"] == topic_id_str(tid)
+        # v10 and v11 carry the same id; v9 has none
+        assert _metadata(w, ["ids-a"], 10)["topics"][0]["topic_id"] == tid
+        assert "topic_id" not in _metadata(w, ["ids-a"], 9)["topics"][0]
+        # v12: asked for by id
+        unknown = uuid.uuid4()
+        resp = _metadata(w, [tid, unknown])
+        got = {(t["name"], t["error_code"]) for t in resp["topics"]}
+        assert got == {("ids-a", 0), (None, 100)}  # UNKNOWN_TOPIC_ID
+        assert {t["topic_id"] for t in resp["topics"]} == {tid, unknown}
+
+        # a topic written without an id (an older pyklog, Kafka before 2.8) is given one
+        zk.create("/brokers/topics/ids-old", encode_topic_assignment({0: [0]}), makepath=True)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            t = _metadata(w, ["ids-old"])["topics"][0]
+            if t["error_code"] == 0 and t["topic_id"] != ZERO_UUID:
+                break
+            time.sleep(0.05)
+        assert t["error_code"] == 0 and t["topic_id"] != ZERO_UUID
+        assert decode_topic_id(zk.get("/brokers/topics/ids-old")[0], "/p") == t["topic_id"]
+
+
+@pytest.mark.integration
+def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clients_follow(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "ids-recreated"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(30)
+    with Wire(broker.port) as w:
+        first = _metadata(w, [topic])["topics"][0]
+    assert len(first["partitions"]) == 3
+    p = Producer({"bootstrap.servers": broker.bootstrap, "topic.metadata.refresh.interval.ms": 500,
+                  "linger.ms": 0})
+    for i in range(3):
+        p.produce(topic, value=b"old-%d" % i, partition=i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ids-recreated-g",
+                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 500,
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while b"old-0" not in got and time.monotonic() < deadline:
+            got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
+        assert got == [b"old-0"]
+
+        admin.delete_topics([topic])[topic].result(30)
+        deadline = time.monotonic() + 30
+        while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+            time.sleep(0.05)
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+        with Wire(broker.port) as w:
+            second = _metadata(w, [topic])["topics"][0]
+        assert len(second["partitions"]) == 1 and second["topic_id"] not in (ZERO_UUID, first["topic_id"])
+        with Wire(broker.port) as w:
+            w.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": records(2, prefix=b"new-")}]}]})
+
+        # the producer learns the new layout: partition 0 only, messages land in the new topic
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = p.list_topics(topic, timeout=10).topics[topic]
+            if md.error is None and len(md.partitions) == 1:
+                break
+            time.sleep(0.1)
+        assert len(md.partitions) == 1
+        p.produce(topic, value=b"after", partition=0)
+        assert p.flush(30) == 0
+        # the consumer reads the new topic's partition 0 from its start (offset 0 again)
+        got = []
+        deadline = time.monotonic() + 40
+        while b"after" not in got and time.monotonic() < deadline:
+            got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
+        assert got == [b"new-0", b"new-1", b"after"]
+    finally:
+        c.close()
