@@ -150,7 +150,7 @@ def test_stream_checkpoint_restart_lag_and_sigterm(spark, broker, zk_chroot, tmp
         cli = subprocess.run([sys.executable, "-m", "pyklog.connector.cli.consumer_groups", "--zookeeper", zk_chroot,
                               "--describe", "--group", "clicks-app"], capture_output=True, text=True, timeout=60)
         assert cli.returncode == 0, cli.stderr
-        lines = [ln.split() for ln in cli.stdout.splitlines()]
+        lines = [ln.split()[1:] for ln in cli.stdout.splitlines() if ln]
         assert lines[0][:5] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"], cli.stdout
         assert sorted((ln[1], ln[2], ln[3], ln[4]) for ln in lines[1:]) == \
             [(str(p), "10", "10", "0") for p in range(3)], cli.stdout

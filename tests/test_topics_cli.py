@@ -9,7 +9,7 @@ import sys
 import pytest
 from kazoo.client import KazooClient
 
-from pyklog.broker.cli.topics import main
+from pyklog.connector.cli.topics import main
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.server import free_port
@@ -87,8 +87,8 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     (["--delete", "--topic", "missing"], "topic 'missing' does not exist"),
     (["--delete"], "--delete needs --topic"),
     (["--list", "--delete"], "not allowed with argument"),
-    (["--alter", "--topic", "dup", "--partitions", "3"], "cannot change the partition count"),
-    (["--alter", "--topic", "dup"], "--alter needs --config"),
+    (["--alter", "--topic", "dup"], "--alter needs --partitions N, --config KEY=VALUE"),
+    (["--alter", "--topic", "dup", "--partitions", "3", "--config", "a=b"], "in two runs"),
     (["--alter", "--topic", "missing", "--config", "retention.ms=1"], "topic 'missing' does not exist"),
 ])
 def test_errors_are_one_line_and_exit_1(zk_chroot, two_brokers, capsys, args, message):
@@ -118,3 +118,43 @@ def test_console_script_and_unreachable_zookeeper():
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip().splitlines()[-1].startswith("Error: could not connect to ZooKeeper at 127.0.0.1:")
     assert "within 1.5s" in r.stderr
+
+
+def _script(*args, timeout=60):
+    exe = os.path.join(os.path.dirname(sys.executable), "pyklog-topics")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.integration
+def test_bootstrap_server_mode_and_alter_partitions(broker, zk_chroot):
+    """--bootstrap-server: create, list, describe (Kafka's lines), alter --partitions, delete; --alter
+    --partitions in --zookeeper mode goes to the registered brokers."""
+    b = ["--bootstrap-server", broker.bootstrap]
+    r = _script(*b, "--create", "--topic", "grow", "--partitions", "2", "--config", "retention.ms=60000")
+    assert (r.returncode, r.stdout) == (0, "Created topic grow.\n"), r.stderr
+    r = _script(*b, "--list")
+    assert r.returncode == 0 and "grow" in r.stdout.split()
+    r = _script(*b, "--alter", "--topic", "grow", "--partitions", "3")
+    assert (r.returncode, r.stdout) == (0, "Adding partitions succeeded!\n"), r.stderr
+    r = _script("--zookeeper", zk_chroot, "--alter", "--topic", "grow", "--partitions", "4")
+    assert (r.returncode, r.stdout) == (0, "Adding partitions succeeded!\n"), r.stderr
+    r = _script(*b, "--describe", "--topic", "grow")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("Topic: grow\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: ")
+    assert lines[0].endswith("Configs: retention.ms=60000") and r.stderr == ""
+    assert [ln.split("\t")[1:3] for ln in lines[1:]] == [["Topic: grow", f"Partition: {p}"] for p in range(4)]
+    assert all("\tLeader: 0\tReplicas: 0\tIsr: 0" in ln for ln in lines[1:])
+    # the zookeeper view agrees
+    r = _script("--zookeeper", zk_chroot, "--describe", "--topic", "grow")
+    assert "PartitionCount: 4" in r.stdout
+    r = _script(*b, "--alter", "--topic", "grow", "--partitions", "2")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "can only be increased. Topic grow currently has 4 partitions, 2 would not be an increase." in r.stderr
+    r = _script(*b, "--alter", "--topic", "nope", "--partitions", "2")
+    assert r.returncode == 1 and "topic 'nope' does not exist" in r.stderr
+    r = _script(*b, "--delete", "--topic", "grow")
+    assert (r.returncode, r.stdout) == (0, "Deleted topic grow.\n"), r.stderr
+    r = _script(*b, "--describe", "--topic", "grow")
+    assert r.returncode == 1 and "topic 'grow' does not exist" in r.stderr
+    assert _script(*b, "--describe", "--topic", "grow", "--if-exists").returncode == 0

@@ -1,5 +1,8 @@
-"""``pyklog-topics``: create, list, describe and delete topics in ZooKeeper (Kafka's kafka-topics.sh).
+"""``pyklog-topics``: create, list, describe, alter and delete topics (Kafka's kafka-topics.sh).
 
+    pyklog-topics --bootstrap-server HOST:PORT --create --topic T --partitions N [--config k=v ...]
+    pyklog-topics --bootstrap-server ... --list | --describe [--topic T] | --delete --topic T
+    pyklog-topics --bootstrap-server ... --alter --topic T --partitions N
     pyklog-topics --zookeeper host:port[/chroot] --create --topic T --partitions N
                   [--replication-factor 1] [--config k=v ...] [--if-not-exists]
     pyklog-topics --zookeeper ... --list [--exclude-internal]
@@ -7,8 +10,16 @@
     pyklog-topics --zookeeper ... --delete --topic T [--if-exists]
     pyklog-topics --zookeeper ... --alter --topic T [--config k=v ...] [--delete-config k ...]
 
-Topics are written in Kafka's ZooKeeper layout (:mod:`pyklog.broker.zk.cluster`), partitions spread over
-the live brokers.  Errors print one line ``Error: ...`` on stderr and exit with 1.
+With ``--bootstrap-server`` the tool talks to the brokers (CreateTopics, DeleteTopics, Metadata,
+DescribeConfigs, CreatePartitions), as Kafka 3's tool; with ``--zookeeper`` topics are written in Kafka's
+ZooKeeper layout (:mod:`pyklog.broker.zk.cluster`), partitions spread over the live brokers, and
+``--alter --partitions`` goes to the brokers registered there (CreatePartitions).  Errors print one line
+``Error: ...`` on stderr and exit with 1.  The console script is :mod:`pyklog.connector.cli.topics`,
+which adds the broker API side (the broker package never imports the client).
+
+Example::
+
+    pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
 """
 from __future__ import annotations
 
@@ -32,18 +43,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-topics", description="Create, list, describe and delete pyklog topics.")
+    p = _Parser(prog="pyklog-topics", description="Create, list, describe, alter and delete pyklog topics.",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
+                       "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
+                       "--partitions 8")
     add_version_argument(p)
-    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
-                   help="ZooKeeper connect string of the cluster")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to talk to")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                       help="ZooKeeper connect string of the cluster")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--list", action="store_true", help="list topic names")
     action.add_argument("--describe", action="store_true", help="partitions, leaders, replicas, ISR")
     action.add_argument("--delete", action="store_true", help="delete a topic")
-    action.add_argument("--alter", action="store_true", help="change a topic's config overrides")
+    action.add_argument("--alter", action="store_true",
+                        help="add partitions (--partitions) or change config overrides (--zookeeper)")
     p.add_argument("--topic", help="topic name")
-    p.add_argument("--partitions", type=int, help="number of partitions (--create)")
+    p.add_argument("--partitions", type=int, help="number of partitions (--create; --alter: the new total)")
     p.add_argument("--replication-factor", type=int, default=1,
                    help="replicas per partition, at most the live brokers (default 1)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -90,16 +108,22 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
     return lines
 
 
-def run(args) -> int:
+def run(args, broker_api=None) -> int:
     for flag in ("create", "delete", "alter"):
         if getattr(args, flag) and not args.topic:
             raise _UsageError(f"--{flag} needs --topic")
-    if args.alter and args.partitions is not None:
-        raise _UsageError("--alter cannot change the partition count (pyklog keeps partitions fixed)")
-    if args.alter and not (args.config or args.delete_config):
-        raise _UsageError("--alter needs --config KEY=VALUE or --delete-config KEY")
+    if args.alter and args.partitions is None and not (args.config or args.delete_config):
+        raise _UsageError("--alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
+    if args.alter and args.partitions is not None and (args.config or args.delete_config):
+        raise _UsageError("--alter: change the partitions and the configs in two runs")
     if args.create and args.partitions is None:
         raise _UsageError("--create needs --partitions")
+    if args.bootstrap_server or (args.alter and args.partitions is not None):
+        # the brokers' APIs: the client side (pyklog.connector.cli.topics) passes the runner
+        if broker_api is None:
+            raise _UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
+                              "script (pyklog.connector.cli.topics)")
+        return broker_api(args)
     cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
     cluster.start()
     try:
@@ -141,11 +165,13 @@ def run(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, broker_api=None) -> int:
+    """``broker_api(args) -> exit code`` runs the actions that go through the brokers' APIs
+    (``--bootstrap-server``, ``--alter --partitions``); the broker side cannot import the client."""
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     try:
-        return run(parser.parse_args(argv))
+        return run(parser.parse_args(argv), broker_api)
     except _UsageError as e:
         print(f"Error: {e} (see pyklog-topics --help)", file=sys.stderr)
     except PyklogError as e:

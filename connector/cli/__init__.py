@@ -10,10 +10,26 @@ from pyklog.broker.cli import add_version_argument
 __all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
 
 
+_EXAMPLES = {
+    "pyklog-console-producer": "example:\n  pyklog-console-producer --bootstrap-server localhost:9092 --topic events "
+                               "--property parse.key=true --property key.separator=:",
+    "pyklog-console-consumer": "example:\n  pyklog-console-consumer --bootstrap-server localhost:9092 --topic events "
+                               "--from-beginning --group my-group --property print.key=true",
+}
+
+
+class _ConsoleParser(argparse.ArgumentParser):
+    """Usage errors as Kafka's tools report them: one ``Error: ...`` line and exit code 1."""
+
+    def error(self, message):
+        self.exit(1, f"Error: {message} (see {self.prog} --help)\n")
+
+
 def console_tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The options the console producer and consumer share: where the brokers are
     (``--bootstrap-server`` or ``--zookeeper``, exactly one) and ``--topic``."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap = _ConsoleParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=_EXAMPLES.get(prog))
     add_version_argument(ap)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")

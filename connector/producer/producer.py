@@ -62,6 +62,7 @@ from concurrent.futures import Future
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     MessageTooLargeError,
+    NetworkError,
     PyklogError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
@@ -164,10 +165,21 @@ class Producer:
             raise error_for_code(code, f"topic {topic!r} is not in the cluster metadata "
                                        f"({error_for_code(code).name})")
 
+        def on_retry(e, attempts, delay_s):
+            # as Kafka's producer: a WARN per failed attempt, not max.block.ms of silence
+            # (a wrong port, a topic that does not exist and is not auto-created)
+            if isinstance(e, NetworkError):
+                log.warning("[Producer clientId=%s] connection for the metadata of topic %r could not be "
+                            "established (attempt %d, retrying in %.1fs): %s. Broker may not be available.",
+                            self.config["client.id"], topic, attempts, delay_s, e)
+            else:
+                log.warning("[Producer clientId=%s] error while fetching metadata for topic %r (attempt %d, "
+                            "retrying in %.1fs): %s", self.config["client.id"], topic, attempts, delay_s, e)
+
         try:
             info = retry(lookup, deadline=Deadline.after(self._max_block_s),
                          backoff=Backoff(self._backoff_s, max_s=1.0, jitter=0.0),
-                         what=f"topic {topic!r}", raise_last=True)
+                         what=f"topic {topic!r}", raise_last=True, on_retry=on_retry)
         except PyklogError as err:
             if err.retriable:
                 raise RequestTimedOutError(f"topic {topic!r} not available after max.block.ms="

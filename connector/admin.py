@@ -1,0 +1,363 @@
+"""AdminClient: the cluster administration calls of Kafka's ``Admin`` over pyklog's ClusterClient.
+
+What the command-line tools need (Kafka's ``kafka.admin`` / ``org.apache.kafka.clients.admin``):
+
+==============================  ==========================================================
+groups                          ``list_groups`` (ListGroups to every broker),
+                                ``describe_groups`` (DescribeGroups at each coordinator),
+                                ``list_group_offsets`` (OffsetFetch), ``alter_group_offsets``
+                                (OffsetCommit with generation -1), ``delete_groups`` (DeleteGroups),
+                                ``delete_group_offsets`` (OffsetDelete)
+offsets                         ``list_offsets`` (ListOffsets: earliest, latest, by timestamp)
+topics                          ``create_partitions`` (CreatePartitions), ``delete_records``
+                                (DeleteRecords, at each partition leader)
+configs                         ``describe_configs`` / ``incremental_alter_configs``
+                                (DescribeConfigs / IncrementalAlterConfigs)
+==============================  ==========================================================
+
+Every call checks first that the broker advertises the API (ApiVersions) and raises
+:class:`UnsupportedVersionError` naming the API and the broker when it does not: a tool against a
+broker without the API says so and exits non-zero instead of waiting.  Thread-safe as the
+ClusterClient it wraps; it owns that client when it created it.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass, field
+
+from pyklog.broker.errors import (
+    PyklogError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from pyklog.broker.protocol import ApiKey
+from pyklog.connector.client import ClusterClient
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AdminClient", "GroupDescription", "MemberDescription", "GroupListing",
+           "decode_consumer_assignment", "EARLIEST", "LATEST"]
+
+EARLIEST = -2
+LATEST = -1
+
+#: API keys that main's protocol table may not hold yet (the broker side adds them): Kafka's numbers.
+DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS, \
+    INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 21, 32, 33, 37, 42, 44, 47
+
+
+def _api(key: int):
+    """The ApiKey member for ``key``, or None when pyklog's codecs do not know the API."""
+    try:
+        return ApiKey(key)
+    except ValueError:
+        return None
+
+
+@dataclass
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    coordinator: int
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list = field(default_factory=list)  # [(topic, partition)]
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    assignment_strategy: str
+    coordinator: tuple  # (node id, host, port)
+    members: list = field(default_factory=list)
+
+
+def decode_consumer_assignment(data: bytes) -> list[tuple[str, int]]:
+    """Kafka's ConsumerProtocol Assignment (any version: int16 version, [topic string,
+    [int32 partition]], user data ...) -> sorted ``[(topic, partition)]``; empty or unreadable
+    data gives []."""
+    if not data or len(data) < 6:
+        return []
+    out = []
+    try:
+        pos = 2
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n, 0)):
+            (tl,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = bytes(data[pos:pos + tl]).decode("utf-8")
+            pos += tl
+            (np_,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            for _ in range(max(np_, 0)):
+                (p,) = struct.unpack_from(">i", data, pos)
+                pos += 4
+                out.append((topic, p))
+    except (struct.error, UnicodeDecodeError):
+        log.debug("unreadable consumer assignment (%d bytes)", len(data))
+        return sorted(out)
+    return sorted(out)
+
+
+class AdminClient:
+    """Kafka's Admin calls for pyklog's tools.  ``bootstrap_servers`` / ``zookeeper_connect`` as
+    :class:`ClusterClient`, or ``client=`` an existing one (not closed by :meth:`close`)."""
+
+    def __init__(self, bootstrap_servers=None, zookeeper_connect: str | None = None, *,
+                 client: ClusterClient | None = None, client_id: str = "pyklog-admin",
+                 request_timeout_ms: int = 30000):
+        self._owns = client is None
+        self.client = client or ClusterClient(bootstrap_servers, zookeeper_connect, client_id=client_id,
+                                              request_timeout_ms=request_timeout_ms)
+
+    def close(self) -> None:
+        if self._owns:
+            self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _version(self, conn, key: int, name: str) -> int:
+        api = _api(key)
+        if api is None or int(key) not in conn.api_versions:
+            raise UnsupportedVersionError(
+                f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} does not support {name} "
+                f"(API key {key})")
+        return conn.version_for(api)
+
+    def _brokers(self) -> dict:
+        return self.client.metadata(None, refresh=True).brokers
+
+    # -- groups ----------------------------------------------------------------------------------
+    def list_groups(self, *, timeout_s: float | None = None) -> list[GroupListing]:
+        """ListGroups on every broker of the cluster: each broker answers the groups it coordinates."""
+        out = {}
+        for node in sorted(self._brokers()):
+            def attempt(node=node):
+                resp = self.client.send_to(node, ApiKey.LIST_GROUPS, {})
+                code = int(resp.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"ListGroups on broker {node}")
+                return resp
+            resp = self.client._retrying(f"ListGroups({node})", attempt, timeout_s)
+            for g in resp.get("groups") or []:
+                out[g["group_id"]] = GroupListing(g["group_id"], g.get("protocol_type") or "", node)
+        return [out[k] for k in sorted(out)]
+
+    def describe_groups(self, groups, *, timeout_s: float | None = None) -> dict[str, GroupDescription]:
+        """DescribeGroups at each group's coordinator -> ``{group: GroupDescription}`` (state
+        ``Dead`` for a group the coordinator does not know, as Kafka)."""
+        out = {}
+        for g in groups:
+            def call(node, conn, g=g):
+                resp = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [g],
+                                                             "include_authorized_operations": False})
+                entry = (resp.get("groups") or [{}])[0]
+                code = int(entry.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"DescribeGroups {g!r}")
+                host, port = self.client.broker_address(node)
+                members = [MemberDescription(m["member_id"], m.get("group_instance_id"), m.get("client_id", ""),
+                                             m.get("client_host", ""),
+                                             decode_consumer_assignment(m.get("member_assignment") or b"")
+                                             if entry.get("protocol_type") in ("consumer", "") else [])
+                           for m in entry.get("members") or []]
+                return GroupDescription(g, entry.get("group_state") or "Dead", entry.get("protocol_type") or "",
+                                        entry.get("protocol_data") or "", (node, host, port), members)
+            out[g] = self.client._coordinator_call(g, "DescribeGroups", call, timeout_s)
+        return out
+
+    def list_group_offsets(self, group: str, partitions=None, *, timeout_s: float | None = None) -> dict:
+        """OffsetFetch: ``{(t, p): offset}`` of what ``group`` committed (partitions without a
+        committed offset left out)."""
+        got = self.client.fetch_committed(group, partitions, timeout_s=timeout_s)
+        return {tp: off for tp, off in got.items() if off is not None}
+
+    def alter_group_offsets(self, group: str, offsets: dict, *, timeout_s: float | None = None) -> None:
+        """OffsetCommit ``{(t, p): offset}`` for an inactive group (generation -1, as Kafka's
+        ``alterConsumerGroupOffsets``); an active group answers UNKNOWN_MEMBER_ID and it is raised."""
+        self.client.commit_offsets(group, offsets, timeout_s=timeout_s)
+
+    def delete_groups(self, groups, *, timeout_s: float | None = None) -> dict[str, PyklogError | None]:
+        """DeleteGroups at each group's coordinator -> ``{group: None | the error}``."""
+        out = {}
+        for g in groups:
+            def call(node, conn, g=g):
+                v = self._version(conn, DELETE_GROUPS, "DeleteGroups")
+                resp = conn.request(_api(DELETE_GROUPS), {"groups_names": [g]}, v)
+                for r in resp.get("results") or []:
+                    code = int(r.get("error_code", 0))
+                    if code:
+                        return error_for_code(code, f"DeleteGroups {g!r}")
+                return None
+            try:
+                out[g] = self.client._coordinator_call(g, "DeleteGroups", call, timeout_s)
+            except UnsupportedVersionError:
+                raise
+            except PyklogError as e:
+                out[g] = e
+        return out
+
+    def delete_group_offsets(self, group: str, partitions, *, timeout_s: float | None = None):
+        """OffsetDelete at the coordinator: ``[(t, p)]`` -> ``(top-level error | None,
+        {(t, p): None | the error})``."""
+        tps = sorted({(t, int(p)) for t, p in partitions})
+
+        def call(node, conn):
+            v = self._version(conn, OFFSET_DELETE, "OffsetDelete")
+            topics: dict = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p})
+            resp = conn.request(_api(OFFSET_DELETE), {"group_id": group, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}, v)
+            code = int(resp.get("error_code", 0))
+            top = error_for_code(code, f"OffsetDelete group {group!r}") if code else None
+            if top is not None and top.retriable:
+                raise top
+            per = {}
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    pc = int(p.get("error_code", 0))
+                    per[(t["name"], int(p["partition_index"]))] = \
+                        error_for_code(pc, f"{t['name']}-{p['partition_index']}") if pc else None
+            return top, per
+
+        return self.client._coordinator_call(group, "OffsetDelete", call, timeout_s)
+
+    # -- offsets ---------------------------------------------------------------------------------
+    def list_offsets(self, specs: dict, *, isolation_level: int = 0, timeout_s: float | None = None) -> dict:
+        """``{(t, p): EARLIEST | LATEST | timestamp ms}`` -> ``{(t, p): offset | None}`` (None: no
+        record at or after the timestamp)."""
+        return self.client.list_offsets(specs, isolation_level=isolation_level, timeout_s=timeout_s)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self.client.partitions_for(topic)
+
+    # -- topics ----------------------------------------------------------------------------------
+    def create_partitions(self, counts: dict[str, int], *, validate_only: bool = False,
+                          timeout_s: float | None = None) -> None:
+        """CreatePartitions at the controller: ``{topic: new total count}``."""
+        timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+
+        def call(node, conn):
+            v = self._version(conn, CREATE_PARTITIONS, "CreatePartitions")
+            resp = conn.request(_api(CREATE_PARTITIONS), {
+                "topics": [{"name": t, "count": int(n), "assignments": None} for t, n in counts.items()],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}, v)
+            for r in resp.get("results") or []:
+                code = int(r.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"CreatePartitions {r.get('name')!r}: "
+                                               f"{r.get('error_message') or ''}".rstrip(": "))
+
+        self.client._controller_call("CreatePartitions", call, timeout_s)
+        self.client.invalidate()
+
+    def delete_records(self, offsets: dict, *, timeout_s: float | None = None) -> dict:
+        """DeleteRecords at each leader: ``{(t, p): offset}`` (-1 = the high watermark) ->
+        ``{(t, p): low watermark | the error}``."""
+        out: dict = {}
+        timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+        for node, tps in self.client._by_leader(list(offsets)).items():
+            conn = self.client.connection(node)
+            v = self._version(conn, DELETE_RECORDS, "DeleteRecords")
+            topics: dict = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p, "offset": int(offsets[(t, p)])})
+            resp = conn.request(_api(DELETE_RECORDS), {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": timeout_ms}, v)
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    tp = (t["name"], int(p["partition_index"]))
+                    code = int(p.get("error_code", 0))
+                    out[tp] = error_for_code(code, f"DeleteRecords {tp[0]}-{tp[1]}") if code \
+                        else int(p.get("low_watermark", -1))
+        return out
+
+    # -- configs ---------------------------------------------------------------------------------
+    def describe_configs(self, resources, *, include_synonyms: bool = False,
+                         timeout_s: float | None = None) -> dict:
+        """DescribeConfigs: ``[(resource_type, name)]`` (2 topic, 4 broker) -> ``{(type, name):
+        [config entry dicts: name, value, read_only, config_source, is_sensitive, synonyms]}``.
+        Broker resources go to that broker, topic resources to any broker."""
+        out: dict = {}
+        for rtype, name in resources:
+            def attempt(rtype=rtype, name=name):
+                if rtype == 4 and name not in ("", None):
+                    node = int(name)
+                    conn = self.client.connection(node)
+                else:
+                    conn = self.client._any_connection()
+                v = self._version(conn, DESCRIBE_CONFIGS, "DescribeConfigs")
+                resp = conn.request(_api(DESCRIBE_CONFIGS), {
+                    "resources": [{"resource_type": rtype, "resource_name": str(name),
+                                   "configuration_keys": None}],
+                    "include_synonyms": include_synonyms, "include_documentation": False}, v)
+                for r in resp.get("results") or []:
+                    code = int(r.get("error_code", 0))
+                    if code:
+                        err = error_for_code(code, f"DescribeConfigs {name!r}: {r.get('error_message') or ''}"
+                                             .rstrip(": "))
+                        if code == 3:  # a topic that does not exist: final for an admin call
+                            err.retriable = False
+                        raise err
+                    return r.get("configs") or []
+                return []
+            out[(rtype, str(name))] = self.client._retrying("DescribeConfigs", attempt, timeout_s)
+        return out
+
+    def incremental_alter_configs(self, rtype: int, name: str, ops: list, *,
+                                  timeout_s: float | None = None) -> None:
+        """IncrementalAlterConfigs of one resource: ``ops`` = ``[(key, op, value)]`` with op 0 SET,
+        1 DELETE, 2 APPEND, 3 SUBTRACT."""
+        def attempt():
+            if rtype == 4 and name not in ("", None):
+                conn = self.client.connection(int(name))
+            else:
+                conn = self.client._any_connection()
+            v = self._version(conn, INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs")
+            resp = conn.request(_api(INCREMENTAL_ALTER_CONFIGS), {
+                "resources": [{"resource_type": rtype, "resource_name": str(name),
+                               "configs": [{"name": k, "config_operation": op, "value": val}
+                                           for k, op, val in ops]}],
+                "validate_only": False}, v)
+            for r in resp.get("responses") or []:
+                code = int(r.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"IncrementalAlterConfigs {name!r}: "
+                                               f"{r.get('error_message') or ''}".rstrip(": "))
+        self.client._retrying("IncrementalAlterConfigs", attempt, timeout_s)
+
+    def alter_configs(self, rtype: int, name: str, configs: dict, *, timeout_s: float | None = None) -> None:
+        """AlterConfigs (the legacy, whole-set call): the resource's dynamic configs become exactly
+        ``configs`` (``{key: value}``)."""
+        def attempt():
+            if rtype == 4 and name not in ("", None):
+                conn = self.client.connection(int(name))
+            else:
+                conn = self.client._any_connection()
+            v = self._version(conn, ALTER_CONFIGS, "AlterConfigs")
+            resp = conn.request(_api(ALTER_CONFIGS), {
+                "resources": [{"resource_type": rtype, "resource_name": str(name),
+                               "configs": [{"name": k, "value": val} for k, val in configs.items()]}],
+                "validate_only": False}, v)
+            for r in resp.get("responses") or []:
+                code = int(r.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"AlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": "))
+        self.client._retrying("AlterConfigs", attempt, timeout_s)

@@ -1,0 +1,236 @@
+"""``pyklog-configs``: describe and alter topic and broker configs (Kafka's kafka-configs.sh,
+ConfigCommand).
+
+    pyklog-configs --bootstrap-server HOST:PORT --entity-type topics|brokers
+                   [--entity-name NAME | --entity-default] --describe [--all]
+    pyklog-configs --bootstrap-server ... --entity-type topics --entity-name T --alter
+                   [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
+    pyklog-configs --zookeeper HOST:PORT[/CHROOT] --entity-type topics ...   (topic overrides in ZooKeeper)
+
+Output as Kafka's tool::
+
+    Dynamic configs for topic orders are:
+      retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000, ...}
+    Completed updating config for topic orders.
+
+Alterations use IncrementalAlterConfigs, or AlterConfigs (the whole set, read first) when the broker
+has only that.  Exit code 0, or 1 with one ``Error: ...`` line.
+
+Example::
+
+    pyklog-configs --bootstrap-server localhost:9092 --entity-type topics --entity-name orders \\
+        --alter --add-config retention.ms=60000
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError, UnknownTopicOrPartitionError, UnsupportedVersionError
+from pyklog.connector.cli import setup_logging
+
+TOPIC, BROKER = 2, 4
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+SET, DELETE = 0, 1
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyklog-configs", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Describe and alter topic and broker configs.",
+                epilog="example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
+                       "--entity-name orders --alter --add-config retention.ms=60000\n"
+                       "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+                       "--entity-name 0 --describe --all")
+    add_version_argument(p)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="topics only: overrides in ZooKeeper")
+    act = p.add_mutually_exclusive_group(required=True)
+    act.add_argument("--describe", action="store_true", help="list the configs of the entity")
+    act.add_argument("--alter", action="store_true", help="change the configs of the entity")
+    p.add_argument("--entity-type", choices=("topics", "brokers"), help="REQUIRED: topics or brokers")
+    p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
+    p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name ID")
+    p.add_argument("--entity-name", help="the topic name or broker id")
+    p.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide default")
+    p.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
+    p.add_argument("--add-config", metavar="K=V,...", help="configs to set: k1=v1,k2=[v1,v2]")
+    p.add_argument("--delete-config", metavar="K,...", help="configs to remove: k1,k2")
+    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    return p
+
+
+def parse_add_config(spec: str | None) -> dict[str, str]:
+    """``k1=v1,k2=[a,b]`` -> ``{"k1": "v1", "k2": "a,b"}`` (Kafka's square brackets group a list)."""
+    if not spec:
+        return {}
+    out = {}
+    for m in re.finditer(r"([^=,\s][^=,]*)=(\[[^\]]*\]|[^,]*)(?:,|$)", spec):
+        k, v = m.group(1).strip(), m.group(2)
+        out[k] = v[1:-1] if v.startswith("[") else v
+    rebuilt = ",".join(f"{k}=" + (f"[{v}]" if "," in v else v) for k, v in out.items())
+    if not out or len(rebuilt.replace("[", "").replace("]", "")) != len(spec.replace("[", "").replace("]", "")):
+        raise _UsageError(f"--add-config: expected k1=v1,k2=[v1,v2,v2],k3=v3, got {spec!r}")
+    return out
+
+
+def _entity(a):
+    if a.topic:
+        return "topics", a.topic
+    if a.broker:
+        return "brokers", a.broker
+    if not a.entity_type:
+        raise _UsageError("Missing required argument \"[entity-type]\"")
+    if a.entity_default:
+        if a.entity_type != "brokers":
+            raise _UsageError("--entity-default applies to brokers only")
+        return "brokers", ""
+    return a.entity_type, a.entity_name
+
+
+def _label(etype, name) -> str:
+    if etype == "topics":
+        return f"topic {name}"
+    return f"broker {name}" if name else "brokers in the cluster"
+
+
+def _entry_line(e) -> str:
+    sensitive = bool(e.get("is_sensitive"))
+    value = "null" if sensitive or e.get("value") is None else e["value"]
+    syn = ", ".join(f"{SOURCES.get(int(s.get('source', 0)), 'UNKNOWN')}:{s['name']}="
+                    f"{'null' if sensitive or s.get('value') is None else s['value']}"
+                    for s in e.get("synonyms") or [])
+    return f"  {e['name']}={value} sensitive={str(sensitive).lower()} synonyms={{{syn}}}"
+
+
+def _topic_exists(admin, name) -> bool:
+    tm = admin.client.metadata([name], refresh=True).topics.get(name)
+    return tm is not None and not tm.error_code and bool(tm.partitions)
+
+
+def describe(admin, etype, name, show_all) -> None:
+    rtype = TOPIC if etype == "topics" else BROKER
+    if name is None:
+        if etype == "topics":
+            names = sorted(t for t in admin.client.metadata(None, refresh=True).topics)
+        else:
+            names = [str(b) for b in sorted(admin.client.metadata(None, refresh=True).brokers)]
+    else:
+        names = [name]
+    dynamic = {TOPIC: 1, BROKER: 2 if name != "" else 3}[rtype]
+    for n in names:
+        if etype == "topics" and not _topic_exists(admin, n):
+            raise UnknownTopicOrPartitionError(f"The topic '{n}' does not exist.")
+        entries = admin.describe_configs([(rtype, n)], include_synonyms=True)[(rtype, n)]
+        if not show_all:
+            entries = [e for e in entries if int(e.get("config_source", -1)) == dynamic]
+        what = "All" if show_all else ("Default" if etype == "brokers" and n == "" else "Dynamic")
+        label = _label(etype, n)
+        print(f"{what} configs for {label} are:")
+        for e in sorted(entries, key=lambda e: e["name"]):
+            if not show_all and e.get("synonyms"):
+                e = dict(e, synonyms=[s for s in e["synonyms"] if int(s.get("source", 0)) != 0])
+            print(_entry_line(e))
+
+
+def alter(admin, etype, name, add, delete) -> None:
+    rtype = TOPIC if etype == "topics" else BROKER
+    if etype == "topics" and not _topic_exists(admin, name):
+        raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+    ops = [(k, SET, v) for k, v in add.items()] + [(k, DELETE, None) for k in delete]
+    try:
+        admin.incremental_alter_configs(rtype, name, ops)
+    except UnsupportedVersionError:
+        entries = admin.describe_configs([(rtype, name)])[(rtype, name)]
+        dynamic = {TOPIC: 1, BROKER: 2 if name != "" else 3}[rtype]
+        current = {e["name"]: e.get("value") for e in entries if int(e.get("config_source", -1)) == dynamic}
+        missing = [k for k in delete if k not in current]
+        if missing:
+            raise PyklogError(f"Invalid config(s): {','.join(missing)}") from None
+        for k in delete:
+            current.pop(k, None)
+        current.update(add)
+        admin.alter_configs(rtype, name, current)
+    print(f"Completed updating config for {_label(etype, name)}." if name != ""
+          else "Completed updating default config for brokers in the cluster.")
+
+
+def run_zookeeper(a, etype, name, add, delete) -> None:
+    from pyklog.broker.zk.cluster import ZkCluster
+
+    if etype != "topics":
+        raise _UsageError("--zookeeper manages topic configs only; broker configs need --bootstrap-server")
+    cluster = ZkCluster(a.zookeeper, None, connect_timeout_s=15)
+    cluster.start()
+    try:
+        if a.describe:
+            names = [name] if name else sorted(cluster.topics())
+            for n in names:
+                if cluster.topic(n) is None:
+                    raise UnknownTopicOrPartitionError(f"The topic '{n}' does not exist.")
+                print(f"Dynamic configs for topic {n} are:")
+                for k, v in sorted(cluster.topic_config(n).items()):
+                    print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": 1}]}))
+        else:
+            cluster.alter_topic_config(name, add, delete)
+            print(f"Completed updating config for topic {name}.")
+    finally:
+        cluster.stop()
+
+
+def main(argv=None) -> int:
+    setup_logging()
+    try:
+        a = build_parser().parse_args(argv)
+        if not a.bootstrap_server and not a.zookeeper:
+            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
+        etype, name = _entity(a)
+        add = parse_add_config(a.add_config)
+        delete = [k.strip() for k in (a.delete_config or "").split(",") if k.strip()]
+        if a.alter:
+            if not add and not delete:
+                raise _UsageError("--alter needs --add-config or --delete-config")
+            if name is None:
+                raise _UsageError("an entity name must be specified with --alter of topics" if etype == "topics"
+                                  else "--alter of brokers needs --entity-name or --entity-default")
+            if set(add) & set(delete):
+                raise _UsageError(f"Invalid alter config: {sorted(set(add) & set(delete))} are both added and deleted")
+        elif add or delete:
+            raise _UsageError("--add-config and --delete-config need --alter")
+    except _UsageError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    try:
+        if a.zookeeper:
+            run_zookeeper(a, etype, name, add, delete)
+            return 0
+        from pyklog.connector.admin import AdminClient
+
+        with AdminClient(a.bootstrap_server, client_id="pyklog-configs", request_timeout_ms=15000) as admin:
+            if a.describe:
+                describe(admin, etype, name, a.all)
+            else:
+                alter(admin, etype, name, add, delete)
+        return 0
+    except _UsageError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""``pyklog-delete-records``: move the log start offset of partitions forward (Kafka's
+kafka-delete-records.sh, DeleteRecordsCommand).
+
+    pyklog-delete-records --bootstrap-server HOST:PORT --offset-json-file FILE
+
+The file is Kafka's JSON::
+
+    {"partitions": [{"topic": "orders", "partition": 0, "offset": 42}], "version": 1}
+
+(offset -1 = the high watermark).  Output as Kafka's tool::
+
+    Executing records delete operation
+    Records delete operation completed:
+    partition: orders-0	low_watermark: 42
+    partition: orders-1	error: OFFSET_OUT_OF_RANGE: ...
+
+Exit codes as Kafka's tool: 1 on bad input or when the brokers cannot be reached, 0 once the
+operation ran (a partition that failed says so on its line).
+
+Example::
+
+    pyklog-delete-records --bootstrap-server localhost:9092 --offset-json-file delete.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError
+from pyklog.connector.cli import setup_logging
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyklog-delete-records", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Delete records of partitions up to given offsets.",
+                epilog='example:\n  echo \'{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], '
+                       '"version": 1}\' > d.json\n  pyklog-delete-records --bootstrap-server localhost:9092 '
+                       '--offset-json-file d.json')
+    add_version_argument(p)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
+    p.add_argument("--offset-json-file", metavar="FILE", help="REQUIRED: the partitions and offsets (JSON)")
+    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    return p
+
+
+def parse_offset_json(text: str) -> dict:
+    """Kafka's offset JSON -> ``{(topic, partition): offset}``; a ValueError names what is wrong."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the offset JSON file is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise ValueError('the offset JSON file must be {"partitions": [{"topic": ..., "partition": ..., '
+                         '"offset": ...}], "version": 1}')
+    if doc.get("version", 1) != 1:
+        raise ValueError(f"Not supported version field value {doc.get('version')}")
+    out = {}
+    for i, e in enumerate(doc["partitions"]):
+        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) \
+                or not isinstance(e.get("partition"), int) or not isinstance(e.get("offset"), int):
+            raise ValueError(f"partitions[{i}]: expected topic (string), partition and offset (integers), got {e!r}")
+        tp = (e["topic"], e["partition"])
+        if tp in out:
+            raise ValueError(f"Offset json file contains duplicate topic partitions: {tp[0]}-{tp[1]}")
+        out[tp] = e["offset"]
+    return out
+
+
+def main(argv=None) -> int:
+    setup_logging()
+    try:
+        a = build_parser().parse_args(argv)
+        if not a.bootstrap_server:
+            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
+        if not a.offset_json_file:
+            raise _UsageError("Missing required argument \"[offset-json-file]\"")
+        try:
+            with open(a.offset_json_file, encoding="utf-8") as f:
+                offsets = parse_offset_json(f.read())
+        except OSError as e:
+            raise _UsageError(f"cannot read {a.offset_json_file}: {e}") from None
+        except ValueError as e:
+            raise _UsageError(str(e)) from None
+    except _UsageError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    from pyklog.connector.admin import AdminClient
+
+    print("Executing records delete operation")
+    try:
+        with AdminClient(a.bootstrap_server, client_id="pyklog-delete-records", request_timeout_ms=30000) as admin:
+            got = admin.delete_records(offsets)
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    print("Records delete operation completed:")
+    for (t, p) in sorted(offsets):
+        r = got.get((t, p))
+        if isinstance(r, int):
+            print(f"partition: {t}-{p}\tlow_watermark: {r}")
+        else:
+            print(f"partition: {t}-{p}\terror: {r if r is not None else 'no answer from the leader'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

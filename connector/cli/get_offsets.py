@@ -1,0 +1,148 @@
+"""``pyklog-get-offsets``: offsets of topic partitions (Kafka's kafka-get-offsets.sh, GetOffsetShell).
+
+    pyklog-get-offsets --bootstrap-server HOST:PORT [--topic REGEX] [--partitions 0,2-4]
+                       [--topic-partitions T:0,U:1-3,...] [--time latest|earliest|-1|-2|TIMESTAMP_MS]
+                       [--exclude-internal-topics]
+
+Prints ``topic:partition:offset`` per partition, sorted by topic then partition, as Kafka's tool:
+``--time -1``/``latest`` (default) the log end offset, ``-2``/``earliest`` the log start offset, a
+timestamp in ms the first offset whose timestamp is at or after it (empty when there is none).
+Exit code 0, or 1 with one ``Error: ...`` line.
+
+Example::
+
+    pyklog-get-offsets --bootstrap-server localhost:9092 --topic 'orders.*' --time earliest
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError
+from pyklog.connector.cli import setup_logging
+
+INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyklog-get-offsets", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Offsets of topic partitions.",
+                epilog="example:\n  pyklog-get-offsets --bootstrap-server localhost:9092 --topic orders --time -2")
+    add_version_argument(p)
+    p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
+                   help="REQUIRED: the brokers")
+    p.add_argument("--topic", metavar="REGEX", help="topics (a regular expression; default all)")
+    p.add_argument("--partitions", metavar="LIST", help="comma-separated partition ids or ranges (0,2-4)")
+    p.add_argument("--topic-partitions", metavar="T:P,...",
+                   help="topic/partition patterns: TOPIC_REGEX:PARTITIONS, comma-separated, e.g. t:0,u:1-3,v")
+    p.add_argument("--time", default="latest", metavar="TIME",
+                   help="latest (-1, default), earliest (-2) or a timestamp in ms")
+    p.add_argument("--exclude-internal-topics", action="store_true", help="skip the internal topics")
+    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    return p
+
+
+def parse_partitions(spec: str) -> list[tuple[int, int | None]] | None:
+    """``"0,2-4,7-"`` -> ``[(0, 0), (2, 4), (7, None)]`` (None: open range); None for no filter."""
+    if not spec:
+        return None
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:(-)(\d*))?", part)
+        if not m:
+            raise _UsageError(f"Invalid partition '{part}' specified in partition list '{spec}'")
+        lo = int(m.group(1))
+        out.append((lo, lo) if not m.group(2) else (lo, int(m.group(3)) if m.group(3) else None))
+    return out
+
+
+def _matches(ranges, p: int) -> bool:
+    return ranges is None or any(lo <= p and (hi is None or p <= hi) for lo, hi in ranges)
+
+
+def parse_time(s: str) -> int:
+    v = s.strip().lower()
+    if v in ("latest", "-1"):
+        return -1
+    if v in ("earliest", "-2"):
+        return -2
+    if v in ("max-timestamp", "-3"):
+        raise _UsageError("--time max-timestamp (-3) needs ListOffsets v7, which pyklog's brokers do not serve")
+    try:
+        t = int(v)
+    except ValueError:
+        raise _UsageError(f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
+                          f"a timestamp in ms") from None
+    if t < 0:
+        raise _UsageError(f"Malformed time argument {s}")
+    return t
+
+
+def main(argv=None) -> int:
+    setup_logging()
+    try:
+        a = build_parser().parse_args(argv)
+        if not a.bootstrap_server:
+            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
+        if a.topic_partitions and (a.topic or a.partitions):
+            raise _UsageError("--topic-partitions cannot be used with --topic or --partitions")
+        ts = parse_time(a.time)
+        filters = []  # (topic regex, partitions set | None)
+        if a.topic_partitions:
+            for item in _split_topic_partitions(a.topic_partitions):
+                t, sep, ps = item.partition(":")
+                filters.append((re.compile(t or ".*"), parse_partitions(ps) if sep else None))
+        else:
+            filters.append((re.compile(a.topic or ".*"), parse_partitions(a.partitions)))
+    except (_UsageError, re.error) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    from pyklog.connector.admin import AdminClient
+
+    try:
+        with AdminClient(a.bootstrap_server, client_id="pyklog-get-offsets", request_timeout_ms=15000) as admin:
+            md = admin.client.metadata(None, refresh=True)
+            tps = []
+            for name, tm in md.topics.items():
+                if a.exclude_internal_topics and (tm.is_internal or name in INTERNAL):
+                    continue
+                for rx, parts in filters:
+                    if rx.fullmatch(name):
+                        tps += [(name, p) for p in tm.partitions if _matches(parts, p)]
+            tps = sorted(set(tps))
+            got = admin.list_offsets({tp: ts for tp in tps}, timeout_s=15) if tps else {}
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    for t, p in tps:
+        off = got.get((t, p))
+        print(f"{t}:{p}:{'' if off is None else off}")
+    return 0
+
+
+def _split_topic_partitions(s: str) -> list[str]:
+    """``t:0,1-2,u:3,v`` -> ``["t:0,1-2", "u:3", "v"]``: a comma starts a new item unless what
+    follows is a partition (digits or a range)."""
+    items: list[str] = []
+    for piece in s.split(","):
+        if items and ":" in items[-1] and re.fullmatch(r"\d+(-\d*)?", piece.strip()):
+            items[-1] += "," + piece
+        else:
+            items.append(piece)
+    return [i for i in items if i.strip()]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``pyklog-topics``, the console script: :mod:`pyklog.broker.cli.topics` (ZooKeeper mode, the options
+and the output) plus the actions that go through the brokers' APIs (``--bootstrap-server``: CreateTopics,
+DeleteTopics, Metadata, DescribeConfigs; ``--alter --partitions``: CreatePartitions, in either mode).
+
+Example::
+
+    pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
+"""
+from __future__ import annotations
+
+import sys
+
+from pyklog.broker.cli import topics as _zk_topics
+from pyklog.broker.cli.topics import _configs, _ids, _UsageError
+from pyklog.broker.errors import (
+    InvalidPartitionsError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
+from pyklog.broker.zk.topics import is_internal
+
+
+def alter_partitions(args, bootstrap, zookeeper) -> int:
+    """CreatePartitions at the brokers (found through ``bootstrap`` or the ZooKeeper registry)."""
+    from pyklog.connector.admin import AdminClient
+
+    with AdminClient(bootstrap, zookeeper, client_id="pyklog-topics",
+                     request_timeout_ms=int(args.timeout * 1000)) as admin:
+        parts = admin.client.metadata([args.topic], refresh=True).topics.get(args.topic)
+        if parts is None or parts.error_code or not parts.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {args.topic!r} does not exist")
+        current = len(parts.partitions)
+        if args.partitions == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if args.partitions < current:
+            raise InvalidPartitionsError(
+                f"The number of partitions for a topic can only be increased. Topic {args.topic} currently has "
+                f"{current} partitions, {args.partitions} would not be an increase.")
+        admin.create_partitions({args.topic: args.partitions}, timeout_s=args.timeout)
+        admin.client.wait_for_topic(args.topic, args.partitions, timeout_s=args.timeout)
+    print("Adding partitions succeeded!")
+    return 0
+
+
+def broker_api(args) -> int:
+    """The actions through the brokers' APIs (Kafka 3's kafka-topics.sh --bootstrap-server)."""
+    from pyklog.connector.admin import AdminClient
+
+    if args.alter and args.partitions is None:
+        raise _UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
+    if args.alter:  # --alter --partitions, through the brokers registered in ZooKeeper without --bootstrap-server
+        return alter_partitions(args, args.bootstrap_server, None if args.bootstrap_server else args.zookeeper)
+    with AdminClient(args.bootstrap_server, client_id="pyklog-topics",
+                     request_timeout_ms=int(args.timeout * 1000)) as admin:
+        client = admin.client
+        if args.create:
+            try:
+                client.create_topic(args.topic, args.partitions, _configs(args.config),
+                                    replication_factor=args.replication_factor, timeout_s=args.timeout)
+            except TopicAlreadyExistsError:
+                if not args.if_not_exists:
+                    raise
+                return 0
+            print(f"Created topic {args.topic}.")
+        elif args.list:
+            md = client.metadata(None, refresh=True)
+            for name in sorted(md.topics):
+                if not (args.exclude_internal and (md.topics[name].is_internal or is_internal(name))):
+                    print(name)
+        elif args.describe:
+            md = client.metadata([args.topic] if args.topic else None, refresh=True)
+            names = [args.topic] if args.topic else sorted(
+                t for t, tm in md.topics.items() if not (args.exclude_internal and (tm.is_internal or is_internal(t))))
+            for name in names:
+                tm = md.topics.get(name)
+                if tm is None or tm.error_code or not tm.partitions:
+                    if args.if_exists:
+                        return 0
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                try:
+                    entries = admin.describe_configs([(2, name)], timeout_s=args.timeout)[(2, name)]
+                    overrides = {e["name"]: e.get("value") for e in entries
+                                 if int(e.get("config_source", 0)) == 1 and not e.get("is_default")}
+                except UnsupportedVersionError as e:
+                    print(f"Warning: configs not shown: {e}", file=sys.stderr)
+                    overrides = {}
+                rf = max((len(pm.replicas) for pm in tm.partitions.values()), default=0)
+                print(f"Topic: {name}\tPartitionCount: {len(tm.partitions)}\tReplicationFactor: {rf}\tConfigs: "
+                      + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+                for p, pm in sorted(tm.partitions.items()):
+                    leader = str(pm.leader) if pm.leader >= 0 else "none"
+                    print(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
+                          f"\tIsr: {_ids(pm.isr)}")
+        elif args.delete:
+            try:
+                client.delete_topic(args.topic, timeout_s=args.timeout)
+            except UnknownTopicOrPartitionError:
+                if args.if_exists:
+                    return 0
+                raise
+            print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def main(argv=None) -> int:
+    return _zk_topics.main(argv, broker_api=broker_api)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
