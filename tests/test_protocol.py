@@ -236,6 +236,8 @@ from kafka.protocol.producer.transaction import (  # noqa: E402
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from kafka.protocol.admin import (  # noqa: E402
+    CreatePartitionsRequest, CreatePartitionsResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -260,6 +262,7 @@ KP = {
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
 }
 
 

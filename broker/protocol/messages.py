@@ -45,6 +45,8 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    # admin APIs (kafka-admin)
+    CREATE_PARTITIONS = 37
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -74,6 +76,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 2),
     ApiKey.WRITE_TXN_MARKERS: (0, 0),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    # admin APIs (kafka-admin): the highest non-flexible versions
+    ApiKey.CREATE_PARTITIONS: (0, 1),
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -644,6 +648,31 @@ TXN_OFFSET_COMMIT_RESPONSE = [
 ]
 
 
+# ---------------------------------------------------------------------------- admin APIs (kafka-admin)
+# CreatePartitions 37: v1 = v0 (throttling behaviour), v2+ flexible.
+
+CREATE_PARTITIONS_REQUEST = [
+    A("Topics", fields=[
+        F("Name", STRING),
+        F("Count", INT32),
+        A("Assignments", nullable="0+", fields=[
+            F("BrokerIds", "[]int32"),
+        ]),
+    ]),
+    F("TimeoutMs", INT32),
+    F("ValidateOnly", BOOL),
+]
+
+CREATE_PARTITIONS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Results", fields=[
+        F("Name", STRING),
+        F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, nullable="0+", default=None),
+    ]),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -669,4 +698,5 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.END_TXN: ("EndTxn", END_TXN_REQUEST, END_TXN_RESPONSE),
     ApiKey.WRITE_TXN_MARKERS: ("WriteTxnMarkers", WRITE_TXN_MARKERS_REQUEST, WRITE_TXN_MARKERS_RESPONSE),
     ApiKey.TXN_OFFSET_COMMIT: ("TxnOffsetCommit", TXN_OFFSET_COMMIT_REQUEST, TXN_OFFSET_COMMIT_RESPONSE),
+    ApiKey.CREATE_PARTITIONS: ("CreatePartitions", CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
 }

@@ -210,6 +210,10 @@ class KafkaApis:
             ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
             ApiKey.END_TXN: self.handle_end_txn,
         })
+        # admin APIs (kafka-admin)
+        self._handlers.update({
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+        })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
             int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
@@ -672,6 +676,53 @@ class KafkaApis:
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
+    # ------------------------------------------------------------------ admin APIs (kafka-admin)
+
+    def handle_create_partitions(self, request, header, body):
+        """CreatePartitions v0-1 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
+        through :meth:`ZkCluster.create_partitions`, then wait (up to the request's timeout, at most
+        a few seconds) until this broker's registry cache shows the new partitions, so a Metadata
+        request right after the answer sees them.  A topic named twice gets INVALID_REQUEST, as Kafka."""
+        validate_only = body["validate_only"]
+        timeout_s = min(max(body["timeout_ms"], 0) / 1000.0, _CREATE_WAIT_S)
+        seen: dict[str, int] = {}
+        for t in body["topics"]:
+            seen[t["name"]] = seen.get(t["name"], 0) + 1
+        results = []
+        for t in body["topics"]:
+            name = t["name"]
+            entry = {"name": name, "error_code": NONE, "error_message": None}
+            try:
+                if seen[name] > 1:
+                    raise InvalidRequestError(f"duplicate topic name {name!r} in the request")
+                validate_topic_name(name)
+                count = t["count"]
+                if count > MAX_PARTITIONS_PER_TOPIC:
+                    raise InvalidPartitionsError(
+                        f"topic {name!r}: {count} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
+                assignments = t.get("assignments")
+                if assignments is not None:
+                    assignments = [list(a["broker_ids"]) for a in assignments]
+                new = self.cluster.create_partitions(name, count, assignments, validate_only)
+                if not validate_only:
+                    self._wait_for_partitions(name, max(new) + 1, timeout_s)
+            except PyklogError as e:
+                entry["error_code"] = e.code
+                entry["error_message"] = str(e)[:1000]
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
+        """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = self.cluster.topic(name, refresh_if_missing=False) or {}
+            if len(parts) >= count:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
     # ------------------------------------------------------------------ InitProducerId
 
     def handle_init_producer_id(self, request, header, body):
@@ -1002,6 +1053,8 @@ class KafkaApis:
                 for t in body["v3_and_below_topics"]]}
         if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
             return {"error_code": code}
+        if api_key == ApiKey.CREATE_PARTITIONS:
+            return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -72,7 +72,9 @@ from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     BrokerIdInUseError,
     InvalidConfigError,
+    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     InvalidTopicError,
     PyklogError,
     TopicAlreadyExistsError,
@@ -637,7 +639,9 @@ class ZkCluster:
             cached = dict(self._topics)
 
         def read():
-            pending = [(n, self.zk.get_async(paths.topic(n))) for n in names]
+            # a data watch on each topic node: CreatePartitions (or Kafka's tools) rewrite its
+            # assignment in place, which the children watch of /brokers/topics does not see
+            pending = [(n, self.zk.get_async(paths.topic(n), watch=self._on_topic_data)) for n in names]
             out = {}
             for n, res in pending:
                 try:
@@ -663,6 +667,41 @@ class ZkCluster:
                     del self._configs[name]  # deleted or re-created: read its config again
             self._topics = topics
         return changed
+
+    def _on_topic_data(self, event) -> None:
+        """Data watch of ``/brokers/topics/<topic>`` (kazoo's callback thread): the assignment changed
+        (partitions added); re-read that topic on another kazoo thread and tell the listeners.
+        A deletion is left to the children watch.  One-shot: :meth:`_reload_topic` re-arms it."""
+        if self._stopping or self.zk is None or event.path is None:
+            return
+        name = event.path.rsplit("/", 1)[-1]
+        if event.type == "DELETED":
+            return
+        self.zk.handler.spawn(self._reload_topic, name)
+
+    def _reload_topic(self, name: str) -> bool:
+        """Re-read one topic's assignment and partition states into the cache (re-arming its data
+        watch); True if the cached entry changed, and then the listeners are told.  Any thread."""
+        if self._stopping or self.zk is None:
+            return False
+        try:
+            data, stat = self._retry(self.zk.get, paths.topic(name), watch=self._on_topic_data)
+        except NoNodeError:
+            return False
+        except (PyklogError, KazooException) as e:
+            log.warning("could not re-read topic %s: %s", name, e)
+            return False
+        entry = self._read_topic_entry(name, data, stat)
+        if entry is None:
+            return False
+        with self._lock:
+            old = self._topics.get(name)
+            if old is not None and old.czxid == entry.czxid and old.mzxid == entry.mzxid \
+                    and old.states.keys() == entry.states.keys():
+                return False
+            self._topics[name] = entry
+        self._notify()
+        return True
 
     def _read_topic_entry(self, name: str, data: bytes, stat) -> _TopicEntry | None:
         path = paths.topic(name)
@@ -843,6 +882,97 @@ class ZkCluster:
             if any(isinstance(r, NodeExistsError) for r in failures):
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
             raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+
+    def create_partitions(self, name: str, count: int, assignments: list | None = None,
+                          validate_only: bool = False) -> dict[int, list[int]]:
+        """Grow a topic to ``count`` partitions; return the new partitions' assignment.
+
+        Kafka's ``AdminZkClient.createPartitions`` (ZkAdminManager): only an increase is allowed
+        (InvalidPartitionsError naming the current and requested counts); ``assignments`` (one
+        list of broker ids per new partition) must have as many entries as partitions added, the
+        topic's replication factor, no duplicates and only live brokers
+        (InvalidReplicaAssignmentError); without them the new replicas are placed as at creation,
+        continuing the topic's layout (start index = the position of partition 0's leader among
+        the sorted live brokers, Kafka's ``fixedStartIndex``).  UnknownTopicOrPartitionError if the
+        topic does not exist.  Nothing is written if ``validate_only``.
+
+        One multi-op (checked against the topic node's version, retried after a concurrent change)
+        rewrites ``/brokers/topics/<topic>`` and creates each new partition's ``state`` node (its
+        first replica leads, epoch 0): pyklog has no controller, so the writer does what Kafka's
+        controller does on the partition-modification event.  Every broker's data watch then
+        re-reads the topic and its leaders create the new logs.  Thread-safe.
+        """
+        validate_topic_name(name)
+        for _attempt in range(5):
+            try:
+                data, stat = self._retry(self.zk.get, paths.topic(name))
+            except NoNodeError:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+            existing = decode_topic_assignment(data, paths.topic(name))
+            old = len(existing)
+            if count < old:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} currently has {old} partitions, which is higher than the requested {count}")
+            if count == old:
+                raise InvalidPartitionsError(f"topic {name!r} already has {old} partitions")
+            rf = len(existing[0]) if existing.get(0) else 1
+            live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
+            added = count - old
+            if assignments is not None:
+                if len(assignments) != added:
+                    raise InvalidReplicaAssignmentError(
+                        f"increasing the number of partitions of {name!r} by {added} but "
+                        f"{len(assignments)} assignments provided")
+                new = {}
+                for i, brokers in enumerate(assignments):
+                    brokers = [int(b) for b in brokers]
+                    p = old + i
+                    if len(set(brokers)) != len(brokers):
+                        raise InvalidReplicaAssignmentError(
+                            f"duplicate brokers not allowed in the replica assignment of partition {p}: {brokers}")
+                    if len(brokers) != rf:
+                        raise InvalidReplicaAssignmentError(
+                            f"inconsistent replication factor: partition 0 of {name!r} has {rf} replica(s), "
+                            f"the assignment of partition {p} has {len(brokers)}")
+                    unknown = sorted(set(brokers) - set(live))
+                    if unknown:
+                        raise InvalidReplicaAssignmentError(
+                            f"unknown broker(s) {unknown} in the replica assignment of partition {p} "
+                            f"(live brokers {live})")
+                    new[p] = brokers
+            else:
+                if not live:
+                    raise InvalidReplicationFactorError(f"no live brokers to place new partitions of {name!r}")
+                leader0 = existing[0][0] if existing.get(0) else live[0]
+                start = next((i for i, b in enumerate(live) if b >= leader0), 0)
+                full = assign_replicas(live, count, rf, start_index=start, replica_shift=start)
+                new = {p: full[p] for p in range(old, count)}
+            if validate_only:
+                return new
+            assignment = dict(existing)
+            assignment.update(new)
+
+            def write():
+                t = self.zk.transaction()
+                t.check(paths.topic(name), stat.version)
+                t.set_data(paths.topic(name), encode_topic_assignment(assignment))
+                for p, replicas in sorted(new.items()):
+                    if self.zk.exists(paths.partition(name, p)) is None:
+                        t.create(paths.partition(name, p), b"")
+                    t.create(paths.partition_state(name, p), encode_partition_state(
+                        LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
+                return t.commit()
+
+            results = self._retry(write)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                log.info("added partitions %d..%d to topic %s: %s", old, count - 1, name, new)
+                self._reload_topic(name)  # this process sees them at once; other brokers by their watch
+                return new
+            if not any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in failures):
+                raise ZooKeeperError(f"adding partitions to topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+            # the topic changed under us (another CreatePartitions): read it again
+        raise ZooKeeperError(f"adding partitions to topic {name!r}: its assignment kept changing")
 
     def delete_topic(self, name: str) -> None:
         """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
