@@ -4,8 +4,8 @@ Spark's Kafka source names itself in ``query.lastProgress["sources"][i]["descrip
 (``KafkaV2[Subscribe[topicA]]``) and reports ``metrics`` with ``minOffsetsBehindLatest``,
 ``maxOffsetsBehindLatest`` and ``avgOffsetsBehindLatest`` (``ReportsSourceMetrics``).  A Python data
 source can do neither in PySpark 4.x: the JVM wraps it in ``PythonMicroBatchStream``, which does not
-override ``toString`` (so the description is ``PythonMicroBatchStream@1a2b3c``, or the class name of
-its admission-control variant) and does not implement ``ReportsSourceMetrics`` (so ``metrics`` is
+override ``toString`` (so the description is the wrapper's class and hash, e.g.
+``org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithTriggerAvailableNow@3187c5ee``) and does not implement ``ReportsSourceMetrics`` (so ``metrics`` is
 empty); the Python worker protocol (``pyspark/sql/streaming/python_streaming_source_runner.py``)
 has no call for either.
 
@@ -21,7 +21,7 @@ import re
 
 __all__ = ["offsets_behind_latest", "describe", "source_progress", "is_pyklog_source"]
 
-_PYTHON_STREAM = re.compile(r"^PythonMicroBatchStream")
+_PYTHON_STREAM = re.compile(r"(^|\.)PythonMicroBatchStream\w*@")
 
 
 def _offsets(value) -> dict:
@@ -51,7 +51,7 @@ def is_pyklog_source(source: dict) -> bool:
     """Whether a progress' source entry looks like a pyklog source: a Python stream whose offsets are
     Kafka's ``{topic: {partition: offset}}``."""
     desc = str(source.get("description", ""))
-    return bool(_PYTHON_STREAM.match(desc) or desc.startswith("pyklog[")) and bool(
+    return bool(_PYTHON_STREAM.search(desc) or desc.startswith("pyklog[")) and bool(
         _offsets(source.get("endOffset")) or _offsets(source.get("latestOffset")))
 
 
