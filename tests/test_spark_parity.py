@@ -292,6 +292,46 @@ def _grow(boot, topic, count):
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("group", [False, True])
+def test_planner_starts_added_partitions_at_earliest(broker, zk_chroot, group):
+    """The planner's side, step by step (no Spark): partitions added while the query runs, with
+    records already in them when it first sees them, enter at offset 0 and are then read whole."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from pyklog.connector.spark.source import PyklogStreamReader
+
+    boot = broker.bootstrap
+    topic = f"pgrow-{uuid.uuid4().hex[:6]}"
+    _make_topic(boot, topic, 2)
+    _produce(boot, topic, {0: ["a0", "a1"], 1: ["b0"]})
+    opts = {"subscribe": topic, "startingOffsets": "earliest"}
+    opts.update({"zookeeper.connect": zk_chroot, "group.id": f"g-{topic}"} if group else {"kafka.bootstrap.servers": boot})
+    r = PyklogStreamReader(parse_source_options(opts, streaming=True))
+    try:
+        s0 = r.initialOffset()
+        assert s0 == {topic: {"0": 0, "1": 0}}
+        s1 = r.latestOffset(s0, ReadAllAvailable())
+        assert s1 == {topic: {"0": 2, "1": 1}}
+        _grow(boot, topic, 4)
+        _produce(boot, topic, {2: ["c0", "c1", "c2"], 3: ["d0"], 0: ["a2"]})
+
+        def seen():
+            end = r.latestOffset(s1, ReadAllAvailable())
+            return end if "2" in end[topic] and "3" in end[topic] else None
+        from support import wait_for
+        s2 = wait_for(seen, 30, interval=0.2, message="the planner to see the added partitions")
+        # added partitions enter at their earliest offset (0), although they hold records already
+        assert s2 == {topic: {"0": 3, "1": 1, "2": 0, "3": 0}}
+        assert r.reportLatestOffset()[topic] == {"0": 3, "1": 1, "2": 3, "3": 1}
+        s3 = r.latestOffset(s2, ReadAllAvailable())
+        assert s3 == {topic: {"0": 3, "1": 1, "2": 3, "3": 1}}
+        got = sorted((p.partition, p.start, p.end) for p in r.partitions(s2, s3))
+        assert got == [(2, 0, 3), (3, 0, 1)]
+    finally:
+        r.stop()
+
+
+@pytest.mark.integration
 @pytest.mark.spark
 @pytest.mark.parametrize("kind,group", [("subscribe", False), ("subscribePattern", False),
                                         ("subscribe", True), ("subscribePattern", True)])
