@@ -6,6 +6,8 @@ ZooKeeper consumer groups).  Importing this package imports pyspark and pyarrow.
 * :mod:`pyklog.connector.spark.arrow`    bulk decoding of fetched record batches to Arrow
 * :mod:`pyklog.connector.spark.source`   PyklogDataSource, stream and batch readers
 * :mod:`pyklog.connector.spark.sink`     stream and batch writers
+* :mod:`pyklog.connector.spark.progress` Spark's Kafka description and offsets-behind-latest figures
+  computed from a query's progress (PySpark does not let a Python source report them)
 """
 from pyklog.connector.spark.source import PyklogDataSource
 

@@ -67,10 +67,19 @@ def ranges(start: dict, end: dict) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def split_ranges(rngs: list, min_partitions: int | None) -> list[tuple[str, int, int, int]]:
-    """Split offset ranges so there are at least ``min_partitions`` Spark tasks (Spark's
-    KafkaOffsetRangeCalculator rule: each range gets a share of ``min_partitions`` proportional to
-    its size, at least one)."""
+def split_ranges(rngs: list, min_partitions: int | None,
+                 max_records: int | None = None) -> list[tuple[str, int, int, int]]:
+    """Split offset ranges into Spark tasks as Spark's KafkaOffsetRangeCalculator does: first no
+    task gets more than ``max_records`` offsets (``maxRecordsPerPartition``: a range of n offsets
+    becomes ceil(n / max_records) nearly equal pieces), then, while there are fewer than
+    ``min_partitions`` tasks, each range gets a share of ``min_partitions`` proportional to its
+    size, at least one.  Pure; the same inputs always give the same pieces, in input order."""
+    rngs = [r for r in rngs if r[3] > r[2]]
+    if max_records:
+        pieces = []
+        for t, p, a, b in rngs:
+            pieces.extend((t, p, lo, hi) for lo, hi in _even_split(a, b, -(-(b - a) // max_records)))
+        rngs = pieces
     if not min_partitions or len(rngs) >= min_partitions or not rngs:
         return list(rngs)
     total = sum(b - a for _, _, a, b in rngs)
@@ -78,13 +87,18 @@ def split_ranges(rngs: list, min_partitions: int | None) -> list[tuple[str, int,
     for t, p, a, b in rngs:
         size = b - a
         parts = max(int(size * min_partitions / total + 0.5), 1)  # half up, as Spark's Math.round
-        parts = min(parts, size)
-        for i in range(parts):
-            lo = a + size * i // parts
-            hi = a + size * (i + 1) // parts
-            if hi > lo:
-                out.append((t, p, lo, hi))
+        out.extend((t, p, lo, hi) for lo, hi in _even_split(a, b, min(parts, size)))
     return out
+
+
+def _even_split(a: int, b: int, parts: int):
+    """``[a, b)`` in ``parts`` pieces whose sizes differ by at most one."""
+    size = b - a
+    for i in range(parts):
+        lo = a + size * i // parts
+        hi = a + size * (i + 1) // parts
+        if hi > lo:
+            yield lo, hi
 
 
 def rate_limit(start: dict, latest: dict, limit: int) -> dict:

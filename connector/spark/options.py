@@ -54,7 +54,7 @@ SOURCE_OPTIONS = {
     "startingoffsets", "endingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
     "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
     "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
-    "minpartitions", "includeheaders", "isolation.level", "group.id", "groupidprefix",
+    "minpartitions", "maxrecordsperpartition", "includeheaders", "isolation.level", "group.id", "groupidprefix",
     "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "zookeeper.session.timeout.ms", "path",
@@ -68,18 +68,34 @@ _DISPLAY = {
     "endingtimestamp": "endingTimestamp", "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
     "failondataloss": "failOnDataLoss", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
-    "minpartitions": "minPartitions", "includeheaders": "includeHeaders",
+    "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
+    "includeheaders": "includeHeaders",
     "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
     "deliveryguarantee": "deliveryGuarantee", "transactionalidprefix": "transactionalIdPrefix",
 }
 
-# Kafka consumer settings pyklog honours (after the "kafka." prefix)
+# Kafka consumer settings pyklog honours (after the "kafka." prefix); the fetch settings go to the
+# executors' SimpleConsumer (``SourceOptions.consumer_kwargs``)
 CONSUMER_SETTINGS = {
     "bootstrap.servers", "client.id", "max.partition.fetch.bytes", "fetch.max.bytes",
     "isolation.level", "request.timeout.ms", "group.id", "check.crcs", "security.protocol",
-    "session.timeout.ms", "default.api.timeout.ms",
+    "session.timeout.ms", "default.api.timeout.ms", "fetch.max.wait.ms", "fetch.min.bytes",
+    "retry.backoff.ms",
+}
+# Kafka consumer settings a Spark Kafka user may carry over that have no pyklog equivalent, with why
+# (named, with the unknown ones, in one WARNING; never an error, as Kafka's clients only log them)
+_NO_EFFECT_CONSUMER = {
+    "max.poll.records": "each Spark task fetches its whole offset range; there is no poll loop",
+    "max.poll.interval.ms": "there is no poll loop", "heartbeat.interval.ms": "no group coordinator heartbeats",
+    "auto.commit.interval.ms": "offsets are committed at micro-batch boundaries",
+    "client.rack": "no rack-aware fetching", "receive.buffer.bytes": "the OS default is used",
+    "send.buffer.bytes": "the OS default is used", "metadata.max.age.ms": "metadata is refreshed at every trigger",
+    "reconnect.backoff.ms": "see kafka.retry.backoff.ms", "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
+    "connections.max.idle.ms": "a task's connection lives as long as the task",
+    "allow.auto.create.topics": "the source never creates topics",
+    "exclude.internal.topics": "subscribePattern never matches internal topics (names starting with '__')",
 }
 # Kafka consumer settings Spark's Kafka source rejects, with its reasons
 _REJECTED_CONSUMER = {
@@ -97,6 +113,14 @@ PRODUCER_SETTINGS = {
     "max.request.size", "enable.idempotence", "request.timeout.ms", "retries",
     "max.in.flight.requests.per.connection", "delivery.timeout.ms", "retry.backoff.ms",
     "buffer.memory", "security.protocol", "max.block.ms", "transaction.timeout.ms",
+    "metadata.max.age.ms", "allow.auto.create.topics",
+}
+_NO_EFFECT_PRODUCER = {
+    "partitioner.class": "pyklog's producer uses its own partitioner (Kafka's default: murmur2 of the key)",
+    "client.dns.lookup": "host names are resolved by the OS", "receive.buffer.bytes": "the OS default is used",
+    "send.buffer.bytes": "the OS default is used", "client.rack": "no rack awareness",
+    "connections.max.idle.ms": "a task's connections live as long as the task",
+    "reconnect.backoff.ms": "see kafka.retry.backoff.ms", "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
 }
 _REJECTED_PRODUCER = {
     "key.serializer": "keys are written as bytes (string columns are UTF-8 encoded)",
@@ -131,7 +155,8 @@ BOOLEAN_OPTIONS = (
     .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
     .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
     .define("kafka.check.crcs", Type.BOOLEAN, True, doc="verify record batch CRCs")
-    .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)"))
+    .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)")
+    .define("kafka.allow.auto.create.topics", Type.BOOLEAN, True, doc="auto-create missing topics (sink)"))
 
 
 def _bool(opts: dict, name: str) -> bool:
@@ -295,6 +320,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
+    max_records_per_partition: int | None = None  # Spark 4.x maxRecordsPerPartition
     include_headers: bool = False
     isolation_level: str = "read_uncommitted"
     group_id: str | None = None
@@ -312,6 +338,27 @@ class SourceOptions:
     api_timeout_ms: int = 60000
     streaming: bool = True
     extra: tuple = field(default=())  # other kafka.* settings, for the record
+    # the executors' fetches (kafka.fetch.max.wait.ms, kafka.fetch.min.bytes, kafka.fetch.max.bytes,
+    # kafka.retry.backoff.ms); None: pyklog's defaults
+    fetch_max_wait_ms: int | None = None
+    fetch_min_bytes: int | None = None
+    fetch_max_bytes: int | None = None
+    retry_backoff_ms: int | None = None
+
+    def describe(self) -> str:
+        """A stable, readable name of this source, as Spark's Kafka source names itself in a query's
+        progress (``KafkaV2[Subscribe[topicA,topicB]]``): ``pyklog[Subscribe[topicA,topicB]]``,
+        ``pyklog[SubscribePattern[events-.*]]``, ``pyklog[Assign[t-0, t-1]]``, plus the group."""
+        sub = self.subscription
+        if sub.kind == "subscribe":
+            what = f"Subscribe[{','.join(sub.topics)}]"
+        elif sub.kind == "subscribePattern":
+            what = f"SubscribePattern[{sub.pattern}]"
+        else:
+            what = "Assign[" + ", ".join(f"{t}-{p}" for t, p in sub.partitions) + "]"
+        if self.uses_group and self.group_id:
+            what += f" group {self.group_id}"
+        return f"pyklog[{what}]"
 
     @property
     def uses_group(self) -> bool:
@@ -356,9 +403,12 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
 
 
 def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected: dict[str, str],
-                 role: str) -> list[str]:
-    """Reject Kafka settings Spark rejects and typos of known options; return unknown names."""
+                 role: str, no_effect: dict[str, str] | None = None) -> list[str]:
+    """Reject Kafka settings Spark rejects and typos of known options; return the names pyklog does
+    not use, after naming them all in one WARNING (Kafka settings pyklog knows to have no effect
+    with the reason, then the unknown ones)."""
     unknown = []
+    idle = []
     documented = {display(k) for k in known}
     for k in opts:
         if k.startswith("kafka."):
@@ -366,7 +416,9 @@ def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected:
             if setting in rejected:
                 raise ConfigError(f"option '{k}': Kafka option '{setting}' is not supported by the "
                                   f"pyklog {role}: {rejected[setting]}")
-            if setting not in allowed_kafka:
+            if setting in (no_effect or {}):
+                idle.append(f"{k} ({no_effect[setting]})")
+            elif setting not in allowed_kafka:
                 unknown.append(k)
             continue
         if k in known:
@@ -376,16 +428,21 @@ def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected:
             raise ConfigError(f"unknown option '{k}' for the pyklog {role}; did you mean "
                               f"'{display(close[0])}'? (known options: {', '.join(sorted(documented))})")
         unknown.append(k)
-    if unknown:
-        log.warning("pyklog %s ignores unknown options: %s", role, ", ".join(sorted(unknown)))
-    return unknown
+    if unknown or idle:
+        parts = []
+        if idle:
+            parts.append("Kafka settings without effect in pyklog: " + "; ".join(sorted(idle)))
+        if unknown:
+            parts.append("unknown options: " + ", ".join(sorted(unknown)))
+        log.warning("pyklog %s ignores %s", role, ". ".join(parts))
+    return sorted(unknown) + sorted(k.split(" ", 1)[0] for k in idle)
 
 
 def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     """Validate the source options of a streaming (``streaming=True``) or batch (False) query;
     None checks everything that does not depend on the kind of query (when a DataFrame is defined)."""
     opts = _lower(options)
-    _check_names(opts, SOURCE_OPTIONS, CONSUMER_SETTINGS, _REJECTED_CONSUMER, "source")
+    _check_names(opts, SOURCE_OPTIONS, CONSUMER_SETTINGS, _REJECTED_CONSUMER, "source", _NO_EFFECT_CONSUMER)
     cluster = _cluster(opts, role="source")
 
     given = [n for n in ("subscribe", "subscribepattern", "assign") if opts.get(n) is not None]
@@ -447,6 +504,9 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         if ending.kind == "offsets" and any(v == EARLIEST for _, v in ending.offsets):
             raise ConfigError("option 'endingOffsets': -2 (earliest) is not valid for batch queries")
 
+    if ending is not None:
+        _check_offset_limits(starting, ending)
+
     max_per = _long(opts, "maxoffsetspertrigger", None, minimum=1)
     min_per = _long(opts, "minoffsetspertrigger", None, minimum=1)
     if max_per is not None and min_per is not None and min_per > max_per:
@@ -492,6 +552,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         min_offsets_per_trigger=min_per,
         max_trigger_delay_ms=delay_ms,
         min_partitions=_long(opts, "minpartitions", None, minimum=1),
+        max_records_per_partition=_long(opts, "maxrecordsperpartition", None, minimum=1),
         include_headers=_bool(opts, "includeheaders"),
         isolation_level=isolation,
         group_id=group_id,
@@ -507,7 +568,53 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         api_timeout_ms=_long(opts, "kafka.default.api.timeout.ms", 60000, minimum=1),
         streaming=bool(streaming),
         extra=extra,
+        fetch_max_wait_ms=_long(opts, "kafka.fetch.max.wait.ms", None, minimum=0),
+        fetch_min_bytes=_long(opts, "kafka.fetch.min.bytes", None, minimum=0),
+        fetch_max_bytes=_long(opts, "kafka.fetch.max.bytes", None, minimum=1024),
+        retry_backoff_ms=_long(opts, "kafka.retry.backoff.ms", None, minimum=0),
     )
+
+
+def _tp_list(tps) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
+
+
+def _check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Spark's ``checkOffsetLimitValidity``: when both ends are per-partition JSON (offsets, or
+    timestamps) they must name the same partitions, and no start may lie after its end (earliest
+    and latest, -2 and -1, are not compared)."""
+    pairs = (("offsets", "startingOffsets", "endingOffsets"),
+             ("timestamps", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp"))
+    for kind, s_name, e_name in pairs:
+        if starting.kind != kind or ending.kind != kind:
+            continue
+        s, e = starting.offsets_dict(), ending.offsets_dict()
+        if set(s) != set(e):
+            raise ConfigError(
+                f"options '{s_name}' and '{e_name}' must name the same partitions: only in {s_name}: "
+                f"{_tp_list(set(s) - set(e))}; only in {e_name}: {_tp_list(set(e) - set(s))}")
+        for tp in sorted(s):
+            if s[tp] >= 0 and e[tp] >= 0 and s[tp] > e[tp]:
+                raise ConfigError(f"option '{s_name}': {tp[0]}-{tp[1]} starts at {s[tp]}, after its end "
+                                  f"{e[tp]} in '{e_name}'")
+
+
+def check_covers(spec: OffsetSpec, which: str, partitions) -> None:
+    """Spark's rule for per-partition JSON (``startingOffsets``/``endingOffsets``/``...ByTimestamp``):
+    it must name exactly the partitions the query reads, no more, no fewer (-2 earliest and -1
+    latest are there for partitions one does not care about).  ``partitions``: what the
+    subscription covers now (driver planner)."""
+    if spec is None or spec.kind not in ("offsets", "timestamps"):
+        return
+    name = f"{which}Offsets" if spec.kind == "offsets" else f"{which}OffsetsByTimestamp"
+    given = set(spec.offsets_dict())
+    assigned = set(partitions)
+    if given != assigned:
+        hint = ("use -2 for earliest and -1 for latest where you do not care" if spec.kind == "offsets"
+                else "every partition read must have a timestamp")
+        raise ConfigError(
+            f"option '{name}' must name every partition the query reads and no other ({hint}): "
+            f"missing {_tp_list(assigned - given)}; not read by this query {_tp_list(given - assigned)}")
 
 
 def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetSpec:
@@ -562,7 +669,7 @@ class SinkOptions:
 def parse_sink_options(options) -> SinkOptions:
     """Validate the sink options (``df.write`` / ``writeStream``)."""
     opts = _lower(options)
-    _check_names(opts, SINK_OPTIONS, PRODUCER_SETTINGS, _REJECTED_PRODUCER, "sink")
+    _check_names(opts, SINK_OPTIONS, PRODUCER_SETTINGS, _REJECTED_PRODUCER, "sink", _NO_EFFECT_PRODUCER)
     cluster = _cluster(opts, role="sink")
     topic = opts.get("topic")
     if topic is not None:
@@ -579,11 +686,14 @@ def parse_sink_options(options) -> SinkOptions:
         raise ConfigError(f"option 'kafka.compression.type': expected none, gzip, snappy, lz4 or zstd, read {codec!r}")
     for name in ("linger.ms", "batch.size", "max.request.size", "retries", "request.timeout.ms",
                  "delivery.timeout.ms", "retry.backoff.ms", "buffer.memory", "max.block.ms",
-                 "max.in.flight.requests.per.connection"):
+                 "max.in.flight.requests.per.connection", "metadata.max.age.ms"):
         if name in producer:
             _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)
     if "enable.idempotence" in producer:
         _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence")
+    if "allow.auto.create.topics" in producer:
+        _bool({"kafka.allow.auto.create.topics": producer["allow.auto.create.topics"]},
+              "kafka.allow.auto.create.topics")
 
     guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
     if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):

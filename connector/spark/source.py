@@ -84,6 +84,7 @@ from pyklog.connector.spark.options import (
     LATEST,
     SourceOptions,
     _lower,
+    check_covers,
     default_group_id,
     parse_sink_options,
     parse_source_options,
@@ -178,14 +179,33 @@ class PyklogDataSource(DataSource):
         return PyklogStreamReader(opts)
 
     def writer(self, schema, overwrite: bool):
+        """Batch write (driver).  Spark hands a Python data source only Append (``overwrite``
+        False) and Overwrite (True); it refuses ErrorIfExists, its default, and Ignore itself
+        (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before this is called, so ``df.write.format("pyklog")``
+        needs ``.mode("append")``.  Overwrite is refused here, as Spark's Kafka sink refuses it:
+        a topic cannot be truncated, so "overwrite" would silently append."""
         from pyklog.connector.spark.sink import PyklogBatchWriter
 
-        return PyklogBatchWriter(parse_sink_options(self.options), schema)
+        opts = parse_sink_options(self.options)
+        if overwrite:
+            raise ConfigError(OVERWRITE_REFUSED)
+        return PyklogBatchWriter(opts, schema)
 
     def streamWriter(self, schema, overwrite: bool):
+        """Streaming write (driver).  ``overwrite`` is True in the Complete output mode; as Spark's
+        Kafka sink (whose ``truncate()`` does nothing) every micro-batch's whole result is then
+        appended to the topic."""
         from pyklog.connector.spark.sink import PyklogStreamWriter
 
         return PyklogStreamWriter(parse_sink_options(self.options), schema)
+
+
+#: the error of ``df.write.format("pyklog").mode("overwrite")`` (Spark's Kafka sink refuses it too)
+OVERWRITE_REFUSED = (
+    "pyklog sink: save mode 'overwrite' is not allowed: a Kafka topic cannot be truncated, so the rows "
+    "would be appended to what the topic holds. Use .mode(\"append\") (as Spark's Kafka sink, which "
+    "allows only Append and ErrorIfExists; PySpark refuses ErrorIfExists and Ignore for every Python "
+    "data source, so .mode(\"append\") is the one mode that writes)")
 
 
 def _bool_option(options, name: str) -> bool:
@@ -239,8 +259,11 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
         isolation_level=opts.isolation_level,
         check_crcs=opts.check_crcs,
         request_timeout_ms=int(opts.cluster.request_timeout_s * 1000),
-        max_wait_ms=min(500, int(opts.cluster.request_timeout_s * 1000) - 1),
-        fetch_max_bytes=max(opts.max_partition_fetch_bytes, 1 << 20),
+        max_wait_ms=min(500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
+                        int(opts.cluster.request_timeout_s * 1000) - 1),
+        min_bytes=1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
+        fetch_max_bytes=opts.fetch_max_bytes or max(opts.max_partition_fetch_bytes, 1 << 20),
+        retry_backoff_ms=100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
     )
     if part.leader and part.leader_id is not None:
         host, port = parse_bootstrap(part.leader)[0]
@@ -972,6 +995,10 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             owned = d.owned()
             committed = d.store.fetch(owned)
             fresh = [tp for tp in owned if tp not in committed]
+            if fresh:
+                # per-partition JSON names every partition of the subscription (Spark's rule)
+                check_covers(self.opts.starting, "starting",
+                             owned if d.member is None else d.subscribed_partitions())
             positions = dict(committed)
             positions.update(d.resolve(self.opts.starting, fresh, default_kind="latest"))
             self._initial = _offsets.to_json(positions)
@@ -1054,6 +1081,16 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             committed = d.store.fetch(fresh)
             missing = [tp for tp in fresh if tp not in committed]
             earliest = d.list_offsets(missing, EARLIEST) if missing else {}
+            if d.member is None and missing:
+                # partitions added to a subscribed topic (CreatePartitions) or a new topic matching
+                # the pattern: read from their earliest offset, as Spark's Kafka source does
+                log.info("pyklog %s: partitions added: %s, read from their earliest offsets",
+                         opts.describe(), ", ".join(f"{t}-{p}@{earliest[(t, p)]}" for t, p in missing))
+            if d.member is None:
+                for tp in missing:
+                    if earliest[tp] != 0:
+                        _report_loss(opts, tp[0], tp[1], 0, earliest[tp],
+                                     f"the added partition starts at offset {earliest[tp]} instead of 0")
             for tp in new:
                 if tp in self._pending:
                     end[tp] = self._pending.pop(tp)
@@ -1133,7 +1170,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if d.batch_end is not None:
             d.batch_end.planned(start, end)  # Spark runs this batch; its completion will be reported
         rngs = _offsets.split_ranges(_offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
-                                     self.opts.min_partitions)
+                                     self.opts.min_partitions, self.opts.max_records_per_partition)
         return d.input_partitions(rngs)
 
     def read(self, partition: PyklogInputPartition):
@@ -1170,6 +1207,8 @@ class PyklogBatchReader(DataSourceReader):
             if not tps:
                 raise UnknownTopicOrPartitionError(
                     f"pyklog: no partitions found for {self.opts.subscription.describe()}")
+            check_covers(self.opts.starting, "starting", tps)  # Spark's rule for per-partition JSON
+            check_covers(self.opts.ending, "ending", tps)
             start = d.resolve(self.opts.starting, tps, default_kind="earliest")
             end = d.resolve(self.opts.ending, tps, default_kind="latest")
             earliest = d.list_offsets(tps, EARLIEST)
@@ -1182,7 +1221,8 @@ class PyklogBatchReader(DataSourceReader):
                     raise ConfigError(
                         f"option 'endingOffsets': {tp[0]}-{tp[1]} ends at {end[tp]}, before its starting offset "
                         f"{start[tp]}")
-            rngs = _offsets.split_ranges(_offsets.ranges(start, end), self.opts.min_partitions)
+            rngs = _offsets.split_ranges(_offsets.ranges(start, end), self.opts.min_partitions,
+                                         self.opts.max_records_per_partition)
             parts = d.input_partitions(rngs)
         finally:
             d.close()
