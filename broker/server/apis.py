@@ -33,8 +33,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
   AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-3, DescribeGroups v0-5
-  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559)
+* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-4, DescribeGroups v0-5
+  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559; ListGroups v4 the
+  group states and a states filter, KIP-518)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
 * FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
@@ -978,7 +979,23 @@ class KafkaApis:
             respond = self._with_group_protocol(request, header, body, respond)
             if respond is None:
                 return
+        elif header.api_key == ApiKey.LIST_GROUPS and header.api_version >= 4:
+            respond = self._with_group_states(body, respond)
         self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _with_group_states(self, body, respond):
+        """ListGroups v4+ (KIP-518): each group's state, and only the groups whose state is in the
+        request's ``states_filter`` (compared case-insensitively, as Kafka parses them) if any."""
+        wanted = {s.lower() for s in body.get("states_filter") or ()}
+
+        def respond_with_states(resp):
+            groups = []
+            for g in resp.get("groups", ()):
+                state = self.groups.group_state(g["group_id"])
+                if not wanted or state.lower() in wanted:
+                    groups.append(dict(g, group_state=state))
+            respond(dict(resp, groups=groups))
+        return respond_with_states
 
     def _with_group_protocol(self, request, header, body, respond):
         """JoinGroup v7+ / SyncGroup v5+ (KIP-559): the responses name the group's protocol type and
