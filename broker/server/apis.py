@@ -309,8 +309,12 @@ class KafkaApis:
             names = []
             for t in requested:
                 if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
-                    if version < 12:  # as Kafka: v10-11 carry ids but cannot answer a null name
-                        raise InvalidRequestError(f"Metadata v{version}: topic names cannot be null before v12")
+                    if version < 12:  # Kafka rejects it too: v10-11 carry ids but cannot answer a null name
+                        log.info("closing connection %d from %s (client %r): Metadata v%d asks for a topic by id; "
+                                 "topic names cannot be null before v12", request.connection_id, request.peer,
+                                 header.client_id, version)
+                        request.close_connection()
+                        return
                     name = self.cluster.topic_name_by_id(t["topic_id"])
                     if name is None:
                         unknown_ids.append(t["topic_id"])
