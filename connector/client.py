@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import socket
 import struct
 import threading
@@ -114,6 +115,21 @@ def _retriable_err(code: int, what: str) -> PyklogError:
 # ---------------------------------------------------------------------------------------------
 # one connection
 # ---------------------------------------------------------------------------------------------
+def _software_version() -> str:
+    """pyklog's version as KIP-511 wants it (letters, digits, '.', '-'; starting and ending alphanumeric)."""
+    try:
+        from importlib.metadata import version
+
+        v = version("pyklog")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        v = "0"
+    v = re.sub(r"[^A-Za-z0-9.-]", "-", v).strip(".-")
+    return v or "0"
+
+
+_SOFTWARE_VERSION = _software_version()
+
+
 class BrokerConnection:
     """A blocking connection to one broker, with ApiVersions negotiation.  Thread-safe.
 
@@ -170,7 +186,9 @@ class BrokerConnection:
         for _attempt in range(3):
             # an unsupported ApiVersions version is answered in the v0 layout with error 35
             # and the broker's ranges (KIP-511); decode_response handles that layout
-            resp = self.request(ApiKey.API_VERSIONS, {}, version)
+            # v3+ (KIP-511) names the client; Kafka answers INVALID_REQUEST to an empty name or version
+            resp = self.request(ApiKey.API_VERSIONS, {"client_software_name": "pyklog",
+                                                      "client_software_version": _SOFTWARE_VERSION}, version)
             code = resp.get("error_code", 0)
             ranges = {int(k["api_key"]): (int(k["min_version"]), int(k["max_version"]))
                       for k in resp.get("api_keys") or []}

@@ -54,7 +54,7 @@ KP = {
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
 }
 EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 7), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
-                   ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 3)}
+                   ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 4)}
 VERSIONS = [(k, v) for k in KP for v in range(SUPPORTED[k][0], SUPPORTED[k][1] + 1)]
 IDS = [f"{SCHEMAS[k][0]}-v{v}" for k, v in VERSIONS]
 _BITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}

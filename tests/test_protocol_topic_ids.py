@@ -4,7 +4,9 @@ asked for by id in v12); a topic deleted and re-created with fewer partitions ge
 stock client (confluent-kafka) carries on with the new topic."""
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import time
 import uuid
 
@@ -99,6 +101,17 @@ def test_metadata_topic_ids_by_name_and_by_id_and_old_topics_get_one(broker, zk)
         assert decode_topic_id(zk.get("/brokers/topics/ids-old")[0], "/p") == t["topic_id"]
 
 
+class _Lines(logging.Handler):
+    """Collects librdkafka's log lines (confluent-kafka forwards them to a logging.Logger)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
 @pytest.mark.integration
 def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clients_follow(broker):
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -110,21 +123,18 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
     with Wire(broker.port) as w:
         first = _metadata(w, [topic])["topics"][0]
     assert len(first["partitions"]) == 3
-    p = Producer({"bootstrap.servers": broker.bootstrap, "topic.metadata.refresh.interval.ms": 500,
-                  "linger.ms": 0})
-    for i in range(3):
-        p.produce(topic, value=b"old-%d" % i, partition=i)
-    assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ids-recreated-g",
-                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 500,
-                  "auto.offset.reset": "earliest"})
+    lines = _Lines()
+    rd_log = logging.getLogger(f"rdkafka.{topic}")
+    rd_log.addHandler(lines)
+    rd_log.setLevel(logging.DEBUG)
+    watcher = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ids-watcher",
+                        "debug": "metadata", "logger": rd_log})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        got = []
-        deadline = time.monotonic() + 30
-        while b"old-0" not in got and time.monotonic() < deadline:
-            got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
-        assert got == [b"old-0"]
+        assert len(watcher.list_topics(topic, timeout=10).topics[topic].partitions) == 3
+        for i in range(3):
+            p.produce(topic, value=b"old-%d" % i, partition=i)
+        assert p.flush(30) == 0
 
         admin.delete_topics([topic])[topic].result(30)
         deadline = time.monotonic() + 30
@@ -134,11 +144,19 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
         with Wire(broker.port) as w:
             second = _metadata(w, [topic])["topics"][0]
         assert len(second["partitions"]) == 1 and second["topic_id"] not in (ZERO_UUID, first["topic_id"])
-        with Wire(broker.port) as w:
-            w.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
-                {"name": topic, "partition_data": [{"index": 0, "records": records(2, prefix=b"new-")}]}]})
 
-        # the producer learns the new layout: partition 0 only, messages land in the new topic
+        # librdkafka notices the re-creation by the topic id (KIP-516), in Kafka's string form
+        # (librdkafka prints ids in standard base64, Kafka and ZooKeeper in the URL-safe alphabet)
+        def b64(u):
+            return base64.b64encode(u.bytes).decode().rstrip("=")
+        changed = f"Topic {topic} changed id from {b64(first['topic_id'])} to {b64(second['topic_id'])}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(changed in x for x in lines.lines):
+            watcher.list_topics(topic, timeout=10)
+            watcher.poll(0.1)  # delivers the queued log lines
+        assert any(changed in x for x in lines.lines), "\n".join(x for x in lines.lines if topic in x)
+
+        # the producer learns the new layout (one partition) and its messages land in the new topic
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             md = p.list_topics(topic, timeout=10).topics[topic]
@@ -146,13 +164,19 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
                 break
             time.sleep(0.1)
         assert len(md.partitions) == 1
-        p.produce(topic, value=b"after", partition=0)
+        for i in range(2):
+            p.produce(topic, value=b"new-%d" % i)
         assert p.flush(30) == 0
-        # the consumer reads the new topic's partition 0 from its start (offset 0 again)
-        got = []
-        deadline = time.monotonic() + 40
-        while b"after" not in got and time.monotonic() < deadline:
-            got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
-        assert got == [b"new-0", b"new-1", b"after"]
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ids-reader", "enable.auto.commit": False})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < 2 and time.monotonic() < deadline:
+                got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
+            assert got == [b"new-0", b"new-1"]
+        finally:
+            c.close()
     finally:
-        c.close()
+        watcher.close()
+        rd_log.removeHandler(lines)

@@ -23,7 +23,7 @@ from support import Wire, create_topic, fetch, produce, records, running_broker,
 MESSAGE_MAX = 100_000
 #: what the broker must advertise: every API it serves, from v0 to the highest non-flexible version
 SERVED = {0: (0, 9), 1: (0, 12), 2: (0, 6), 3: (0, 12), 8: (0, 8), 9: (0, 6), 10: (0, 3), 11: (0, 7),
-          12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 3), 18: (0, 3), 19: (0, 5), 20: (0, 5),
+          12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (0, 5), 20: (0, 5),
           22: (0, 2), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 2)}  # kafka-flex's ranges
 SERVED.update({21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),
                47: (0, 0), 60: (0, 1)})  # admin APIs (kafka-admin)
@@ -51,9 +51,9 @@ def wire(shared_broker):
 
 # ---------------------------------------------------------------------------------- ApiVersions
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_api_versions_advertises_supported_ranges(wire, version):
-    resp = wire.request(ApiKey.API_VERSIONS, version, {})
+    resp = wire.request(ApiKey.API_VERSIONS, version, {"client_software_name": "t", "client_software_version": "1"})
     assert resp["error_code"] == 0
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
     assert ranges == SERVED
@@ -61,10 +61,10 @@ def test_api_versions_advertises_supported_ranges(wire, version):
 
 
 def test_api_versions_newer_version_gets_v0_layout_with_unsupported_version(wire):
-    # ApiVersions v3 as librdkafka sends it: header v2 (tagged fields), compact strings in the body
+    # ApiVersions v4 (newer than pyklog's v3): header v2 (tagged fields), compact strings in the body
     body = bytes([len(b"librdkafka") + 1]) + b"librdkafka" + bytes([len(b"2.16") + 1]) + b"2.16" + b"\x00"
     cid = 77
-    header = struct.pack(">hhih", 18, 3, cid, 4) + b"rdkc" + b"\x00"
+    header = struct.pack(">hhih", 18, 4, cid, 4) + b"rdkc" + b"\x00"
     frame = header + body
     wire.sock.sendall(struct.pack(">i", len(frame)) + frame)
     raw = wire.recv_frame()

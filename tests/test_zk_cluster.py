@@ -22,7 +22,7 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster, split_connect_string
-from pyklog.broker.zk.znodes import decode_broker_registration
+from pyklog.broker.zk.znodes import decode_broker_registration, parse_topic_id
 from pyklog.broker.zk.server import free_port
 from pyklog.broker.zk.topics import assign_replicas, collides, validate_topic_configs, validate_topic_name
 from support import expire_session, wait_for
@@ -210,7 +210,11 @@ def test_topic_creation_spreads_over_brokers(cluster_factory, zk):
     assert sorted(r[0] for r in assignment.values()) == [0, 0, 1, 1, 2, 2]
     # what is in ZooKeeper is Kafka's layout
     reg = json.loads(zk.get(paths.topic("spread"))[0])
-    assert reg == {"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}
+    # Kafka's TopicZNode v3: the topic id (KIP-516, 22 chars of URL-safe base64) and empty reassignments
+    assert reg == {"version": 3, "topic_id": reg["topic_id"], "partitions": {str(p): r for p, r in assignment.items()},
+                   "adding_replicas": {}, "removing_replicas": {}}
+    assert brokers[0].topic("spread") is not None
+    assert len(reg["topic_id"]) == 22 and brokers[0].topic_id("spread") == parse_topic_id(reg["topic_id"])
     state = json.loads(zk.get(paths.partition_state("spread", 4))[0])
     assert state == {"controller_epoch": 1, "leader": assignment[4][0], "version": 1, "leader_epoch": 0,
                      "isr": [assignment[4][0]]}

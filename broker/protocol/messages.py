@@ -74,7 +74,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 4),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.LIST_GROUPS: (0, 3),
+    ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (0, 5),
     ApiKey.DELETE_TOPICS: (0, 5),
@@ -546,7 +546,9 @@ DESCRIBE_GROUPS_RESPONSE = [
 
 # ---------------------------------------------------------------------------- ListGroups 16
 
-LIST_GROUPS_REQUEST: list[Field] = []  # v0-2 have no fields (v4+ adds StatesFilter)
+LIST_GROUPS_REQUEST = [  # v0-3 have no fields
+    F("StatesFilter", "[]string", "4+"),  # KIP-518: only groups in these states (empty: all)
+]
 
 LIST_GROUPS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
@@ -554,6 +556,7 @@ LIST_GROUPS_RESPONSE = [
     A("Groups", fields=[
         F("GroupId", STRING),
         F("ProtocolType", STRING),
+        F("GroupState", STRING, "4+"),
     ]),
 ]
 

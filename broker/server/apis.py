@@ -33,8 +33,9 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
   AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-3, DescribeGroups v0-5
-  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559)
+* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-4, DescribeGroups v0-5
+  (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559; ListGroups v4 the
+  group states and a states filter, KIP-518)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
 * FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
@@ -338,8 +339,12 @@ class KafkaApis:
             names = []
             for t in requested:
                 if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
-                    if version < 12:  # as Kafka: v10-11 carry ids but cannot answer a null name
-                        raise InvalidRequestError(f"Metadata v{version}: topic names cannot be null before v12")
+                    if version < 12:  # Kafka rejects it too: v10-11 carry ids but cannot answer a null name
+                        log.info("closing connection %d from %s (client %r): Metadata v%d asks for a topic by id; "
+                                 "topic names cannot be null before v12", request.connection_id, request.peer,
+                                 header.client_id, version)
+                        request.close_connection()
+                        return
                     name = self.cluster.topic_name_by_id(t["topic_id"])
                     if name is None:
                         unknown_ids.append(t["topic_id"])
@@ -1330,7 +1335,23 @@ class KafkaApis:
             respond = self._with_group_protocol(request, header, body, respond)
             if respond is None:
                 return
+        elif header.api_key == ApiKey.LIST_GROUPS and header.api_version >= 4:
+            respond = self._with_group_states(body, respond)
         self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _with_group_states(self, body, respond):
+        """ListGroups v4+ (KIP-518): each group's state, and only the groups whose state is in the
+        request's ``states_filter`` (compared case-insensitively, as Kafka parses them) if any."""
+        wanted = {s.lower() for s in body.get("states_filter") or ()}
+
+        def respond_with_states(resp):
+            groups = []
+            for g in resp.get("groups", ()):
+                state = self.groups.group_state(g["group_id"])
+                if not wanted or state.lower() in wanted:
+                    groups.append(dict(g, group_state=state))
+            respond(dict(resp, groups=groups))
+        return respond_with_states
 
     def _with_group_protocol(self, request, header, body, respond):
         """JoinGroup v7+ / SyncGroup v5+ (KIP-559): the responses name the group's protocol type and
