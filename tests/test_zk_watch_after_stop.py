@@ -30,10 +30,14 @@ def test_watches_after_stop_return_quietly(zk_chroot, caplog):
         c = ZkCluster(zk_chroot, None)
         c.start()
         try:
-            while not stop.is_set():
+            # a steady churn, bounded: since topic creation stopped re-reading the whole registry it
+            # is fast enough to create thousands of topics during the 50 cycles, and every cycle's
+            # start() reads them all
+            while not stop.is_set() and len(background) < 300:
                 name = f"bg-{uuid.uuid4().hex[:8]}"
                 c.create_topic(name, 1, 1, {}, False, replica_assignment={0: [0]})
                 background.append(name)
+                stop.wait(0.02)
         finally:
             c.stop()
 
