@@ -107,6 +107,8 @@ def execute(nb, path, jupyter_path):
     try:
         client.execute()
     finally:
+        if km.has_kernel:  # nbclient leaves a kernel it was given running: shut it down (atexit runs)
+            km.shutdown_kernel(now=False)
         assert_nothing_left(marker)
     return marker
 
