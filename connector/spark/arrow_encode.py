@@ -240,6 +240,11 @@ class ArrowRecordEncoder:
         w_od = int(varint_width(np.array([n]))[0])  # an upper bound of every offsetDelta's width
         est = s0 + w_od
         est = est + varint_width(est)
+        room = self.batch_size - HEADER_SIZE
+        if (key is None or key.null_count == n) and (partition is None or partition.null_count == n):
+            # every row sticky: each run of rows on one partition is one batch, in row order
+            return self._encode_sorted(topic, n, ts, None, self._sticky_runs(topic, num_partitions, est),
+                                       s0, kl, vl, key, value, hsec)
         part = self.partitions(topic, num_partitions, key, kl, partition, est)
 
         # group by partition (stable: row order kept within a partition), cut batches
@@ -254,7 +259,6 @@ class ArrowRecordEncoder:
             ends = np.concatenate((cuts, [n]))
             bounds = [(int(sp[a]), int(a), int(b)) for a, b in zip(starts, ends)]
             s0, est, kl, vl = s0[order], est[order], kl[order], vl[order]
-        room = self.batch_size - HEADER_SIZE
         cum = np.cumsum(est)
         batches = []  # (partition, first row, end row) in sorted order
         for p, a, b in bounds:
@@ -265,6 +269,25 @@ class ArrowRecordEncoder:
                 end = min(max(end, pos + 1), b)
                 batches.append((p, pos, end))
                 pos = end
+        return self._encode_sorted(topic, n, ts, order, batches, s0, kl, vl, key, value, hsec)
+
+    def _sticky_runs(self, topic: str, num_partitions: int, est: np.ndarray) -> list:
+        """Batches ``(partition, first row, end row)`` for rows that are all sticky."""
+        room = self.batch_size - HEADER_SIZE
+        cum = np.cumsum(est)
+        runs = []
+        pos, n = 0, len(est)
+        while pos < n:
+            before = int(cum[pos - 1]) if pos else 0
+            end = min(max(int(np.searchsorted(cum, before + room, side="right")), pos + 1), n)
+            runs.append((self._next_sticky(topic, num_partitions), pos, end))
+            pos = end
+        return runs
+
+    @staticmethod
+    def _encode_sorted(topic, n, ts, order, batches, s0, kl, vl, key, value, hsec):
+        """The records of ``batches`` (``(partition, first, end)`` over the rows taken in
+        ``order``; ``s0``, ``kl``, ``vl`` already in that order) as RecordsSections."""
         # exact offsetDeltas and lengths
         firsts = np.array([a for _, a, _ in batches], dtype=np.int64)
         counts = np.array([b - a for _, a, b in batches], dtype=np.int64)
