@@ -162,3 +162,14 @@ def test_sliced_input_columns():
     headers = pa.array([[{"key": "h", "value": b"%d" % i}] if i % 2 else None for i in range(50)], HEADERS).slice(10, 20)
     (_, sec), = ArrowRecordEncoder(1 << 20).encode("t", 1, values, keys, None, headers, timestamp_ms=TS)
     assert sec.to_batch() == build_batch(_rows(keys.to_pylist(), values.to_pylist(), headers.to_pylist()))
+
+
+def test_sliced_key_column_partitions_by_its_own_bytes():
+    keys = pa.array(["key-%d" % i for i in range(300)]).slice(37, 200)
+    values = pa.array([b"v%d" % i for i in range(300)]).slice(37, 200)
+    out = ArrowRecordEncoder(1 << 20).encode("t", 5, values, keys, timestamp_ms=TS)
+    got = {}
+    for p, sec in out:
+        for r in decode_batch(sec.to_batch()):
+            got[r.key] = p
+    assert got == {k.encode(): partition_for_key(k.encode(), 5) for k in keys.to_pylist()}
