@@ -144,3 +144,25 @@ def test_abort_undrained_takes_open_and_ready():
     acc.append("t", 1, _rec(50), 50, False, False, None, False)  # open
     assert len(acc.abort_undrained()) == 2
     assert not acc._open and not acc._ready
+
+
+def test_append_section_closes_the_open_batch_first_and_keeps_order():
+    """A pre-built records section (the Spark sink's bulk encoder) is a closed batch of its own,
+    queued after the partition's open batch so the partition's order (and sequence numbers, given
+    by the sender in drain order) follow the calls; its bytes count against buffer.memory until
+    deallocated."""
+    from pyklog.broker.record.bulk import RecordsSection
+
+    acc = _acc()
+    acc.append("t", 1, _rec(), 108, False, False, None, False)
+    sec = RecordsSection(b"\x00" * 40, 3, 1)
+    acc.append_section("t", 1, sec, sec.nbytes)
+    acc.append("t", 1, _rec(), 108, False, False, None, False)  # a new open batch after the section
+    drained, _ = acc.drain(time.monotonic(), close_all=True)
+    assert [type(b.records) for b in drained] == [list, RecordsSection, list]
+    assert [len(b.records) for b in drained] == [1, 3, 1]
+    assert drained[0].bid < drained[1].bid < drained[2].bid
+    assert acc._buffered == sum(b.size for b in drained)
+    for b in drained:
+        acc.deallocate(b)
+    assert acc._buffered == 0 and not acc._unfinished

@@ -193,6 +193,30 @@ class RecordAccumulator:
                 self.waker.wakeup()
                 wake = False
 
+    def append_section(self, topic: str, partition: int, section, size: int) -> None:
+        """Queue one pre-built records section (:class:`broker.record.bulk.RecordsSection`, the
+        Spark sink's bulk encoder) as a closed batch of its own for ``partition``.  A batch of
+        that partition still open is closed first, so the partition's order (and, idempotent, its
+        sequence numbers, given when the sender builds each batch) follows the order of the calls.
+        ``size``: the batch's bytes, counted against buffer.memory until it is acknowledged."""
+        if self._buffered + size > self.buffer_memory:
+            self._wait_for_buffer(size)
+        with self._lock:
+            tp = (topic, partition)
+            b = self._open.pop(tp, None)
+            if b is not None:
+                self._ready.append(b)
+            b = ProducerBatch(topic, partition, time.monotonic())
+            self._batch_ids += 1
+            b.bid = self._batch_ids
+            self._unfinished.add(b.bid)
+            b.records = section
+            b.size = size
+            self._buffered += size
+            self._ready.append(b)
+        if self.waker.idle:
+            self.waker.wakeup()
+
     def _wait_for_buffer(self, size: int) -> None:
         """Block until ``size`` more bytes fit in buffer.memory (RequestTimedOutError after
         max.block.ms).  Closes the open batches so the sender can free memory."""

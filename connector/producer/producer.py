@@ -370,6 +370,45 @@ class Producer:
                             (nparts, avail))
         return n
 
+    def send_sections(self, topic: str, sections) -> int:
+        """Queue records encoded in bulk: ``sections`` is a list of ``(partition,
+        RecordsSection)`` (:mod:`broker.record.bulk`), each sent as one record batch of its own in
+        the order given.  The narrow entry point of the Spark sink's bulk encoder: the caller has
+        already chosen the partitions (murmur2 of the key as the default partitioner does) and cut
+        the batches (at most batch.size each unless a record alone is larger).  Like
+        :meth:`send_many`: no futures, failures are logged and counted in :attr:`failed_records`.
+        The sender gives each batch its producer id, epoch, sequence and transactional bit when it
+        sends it (idempotence and transactions as for any batch).  Every section is checked
+        (partition, max.request.size) before any is queued.  Returns the number of records."""
+        if self._closed:
+            raise RuntimeError("send on a closed Producer")
+        if self._transactional and self._txn.state is not TransactionState.IN_TRANSACTION:
+            self._txn.check_can_send()
+        nparts = (self._topic_info.get(topic) or self._num_partitions(topic))[0]
+        sizes = []
+        for partition, section in sections:
+            if type(partition) is not int or not 0 <= partition < nparts:
+                self._topic_info.pop(topic, None)  # maybe partitions were added: look again
+                nparts = self._num_partitions(topic)[0]
+                if type(partition) is not int or not 0 <= partition < nparts:
+                    raise UnknownTopicOrPartitionError(
+                        f"UNKNOWN_TOPIC_OR_PARTITION: partition {partition!r} of topic {topic!r} does not "
+                        f"exist (expected 0..{nparts - 1}; nothing was queued)")
+            size = section.nbytes
+            if size > self._max_request_size and len(section) == 1:
+                raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: a record of about {size} bytes exceeds "
+                                           f"max.request.size={self._max_request_size} (nothing was queued)")
+            if size > self._max_request_size:
+                raise ValueError(f"send_sections: a batch of {size} bytes ({len(section)} records) exceeds "
+                                 f"max.request.size={self._max_request_size}; cut batches at batch.size")
+            sizes.append(size)
+        append = self._accumulator.append_section
+        count = 0
+        for (partition, section), size in zip(sections, sizes):
+            append(topic, partition, section, size)
+            count += len(section)
+        return count
+
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._num_partitions(topic)[0]))
 

@@ -29,6 +29,7 @@ import selectors
 import socket
 import threading
 import time
+from functools import partial
 
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
@@ -44,6 +45,7 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.bulk import RecordsSection
 from pyklog.connector.client import REFRESH_METADATA_CODES, BrokerConnection
 from pyklog.connector.producer.accumulator import ProducerBatch
 from pyklog.connector.producer.future import RecordMetadata, resolve_all
@@ -276,15 +278,18 @@ class Sender:
     # ------------------------------------------------------------------------------- sending
     def _build(self, b: ProducerBatch) -> None:
         txn = self.txn
+        records = b.records
+        # a RecordsSection (bulk-encoded records, Producer.send_sections) only needs its header
+        build = records.to_batch if type(records) is RecordsSection else partial(build_batch, records)
         if not txn.idempotent:
-            b.data = build_batch(b.records, compression=self._codec)
+            b.data = build(compression=self._codec)
             return
         tp = (b.topic, b.partition)
         seq = txn.sequence_number(tp)
         # number the batch only once it is built: a batch that cannot be encoded leaves no gap
-        b.data = build_batch(b.records, compression=self._codec, producer_id=txn.producer_id,
-                             producer_epoch=txn.producer_epoch, base_sequence=seq,
-                             is_transactional=txn.transactional)
+        b.data = build(compression=self._codec, producer_id=txn.producer_id,
+                       producer_epoch=txn.producer_epoch, base_sequence=seq,
+                       is_transactional=txn.transactional)
         txn.assign_sequences(b, tp, seq)
 
     def _leader(self, topic: str, partition: int):

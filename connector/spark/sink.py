@@ -39,7 +39,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -335,6 +337,13 @@ class SinkTransactionLog:
                     pass
 
 
+#: the producer's ``partitioner`` settings the bulk encoder reproduces (Kafka's default: murmur2
+#: of the key, sticky for null keys); any other partitioner takes the row path
+_BULK_PARTITIONERS = (None, "default", "murmur2", "sticky", "murmur2_random")
+#: Arrow input gathered before one bulk encode (each partition then gets full batches)
+_GATHER_BYTES = 4 << 20
+
+
 def _bytes_list(arr) -> list:
     """An Arrow string / binary column as a list of ``bytes`` (None for nulls); strings are
     reinterpreted as binary (their UTF-8 bytes) in Arrow, without a Python str per row."""
@@ -450,8 +459,67 @@ class _SinkWriter:
         return Producer({**self._producer_config(), **extra})
 
     def _send_batches(self, producer, iterator, per_topic: dict) -> None:
-        """Executor side: queue each Arrow batch with ``Producer.send_many`` (one call per topic
-        per batch); stops early once a record failed for good.  Counts rows into ``per_topic``."""
+        """Executor side: encode the rows in bulk (:class:`ArrowRecordEncoder`: partitions, batches
+        and record bytes from the Arrow columns, no Python object per row) and queue the batches
+        with ``Producer.send_sections``; Arrow batches are gathered up to ``_GATHER_BYTES`` first so
+        each partition gets full batches.  Stops early once a record failed for good.  Counts rows
+        into ``per_topic``.  A custom ``kafka.partitioner`` takes the row path
+        (:meth:`_send_rows`)."""
+        if producer.config.get("partitioner") not in _BULK_PARTITIONERS:
+            return self._send_rows(producer, iterator, per_topic)
+        from pyklog.connector.spark.arrow_encode import ArrowRecordEncoder
+
+        encoder = ArrowRecordEncoder(producer.config["batch.size"])
+        nparts: dict = {}
+        pending: list = []
+        held = 0
+        for batch in iterator:
+            if isinstance(batch, pa.Table):
+                batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+            if batch is None or batch.num_rows == 0:
+                continue
+            pending.append(batch)
+            held += batch.nbytes
+            if held >= _GATHER_BYTES:
+                self._send_bulk(producer, encoder, pending, nparts, per_topic)
+                pending, held = [], 0
+                if producer.failed_records:
+                    return
+        if pending:
+            self._send_bulk(producer, encoder, pending, nparts, per_topic)
+
+    def _send_bulk(self, producer, encoder, batches: list, nparts: dict, per_topic: dict) -> None:
+        """Executor side: encode ``batches`` (Arrow, one schema) and queue them, per topic."""
+        if len(batches) == 1:
+            batch = batches[0]
+        else:
+            batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+        names = batch.schema.names
+        col = {name: batch.column(names.index(src)) for name, src in self.plan.items()}
+        if self.opts.topic is not None:
+            groups = [(self.opts.topic, None)]
+        else:
+            topics = col["topic"]
+            if topics.null_count:
+                i = int(np.flatnonzero(topics.is_null().to_numpy(zero_copy_only=False))[0])
+                raise ConfigError(f"pyklog sink: null topic in row {i} of a batch; set the 'topic' option or "
+                                  "fill the column")
+            uniq = pc.unique(topics).to_pylist()
+            groups = [(uniq[0], None)] if len(uniq) == 1 else [(t, pc.equal(topics, t)) for t in uniq]
+        for topic, mask in groups:
+            cols = col if mask is None else {k: pc.filter(v, mask) for k, v in col.items()}
+            n = nparts.get(topic)
+            if n is None:
+                n = nparts[topic] = len(producer.partitions_for(topic))
+            sections = encoder.encode(topic, n, cols["value"], cols.get("key"), cols.get("partition"),
+                                      cols.get("headers"))
+            count = producer.send_sections(topic, sections)
+            per_topic[topic] = per_topic.get(topic, 0) + count
+
+    def _send_rows(self, producer, iterator, per_topic: dict) -> None:
+        """Executor side, with a custom partitioner: queue each Arrow batch with
+        ``Producer.send_many`` (one call per topic per batch); stops early once a record failed
+        for good.  Counts rows into ``per_topic``."""
         plan = self.plan
         for batch in iterator:
             if isinstance(batch, pa.Table):
