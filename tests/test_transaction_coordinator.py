@@ -74,7 +74,10 @@ def test_api_versions_advertise_the_transaction_apis(broker_factory):
     with Wire(b.port) as w:
         keys = {k["api_key"]: (k["min_version"], k["max_version"])
                 for k in w.request(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
-    assert keys[24] == (0, 2) and keys[25] == (0, 2) and keys[26] == (0, 2)
+    from pyklog.broker.protocol import SUPPORTED
+
+    for k in (ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+        assert keys[int(k)] == SUPPORTED[k] and SUPPORTED[k][1] >= 2  # v2+: PRODUCER_FENCED
 
 
 def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):

@@ -69,11 +69,15 @@ def data_values(raw) -> list[bytes]:
     return [r.value for b in iter_batches(bytes(raw or b"")) if not b.is_control for r in b.records]
 
 
+from pyklog.broker.protocol import SUPPORTED  # noqa: E402
+
+
 def test_api_versions_advertise_the_leader_side(broker):
     with Wire(broker.port) as w:
         r = w.request(ApiKey.API_VERSIONS, 2, {})
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in r["api_keys"]}
-        assert ranges[27] == (0, 0) and ranges[28] == (0, 2), ranges
+        assert ranges[27] == SUPPORTED[ApiKey.WRITE_TXN_MARKERS] and ranges[27][0] == 0, ranges  # v0: between brokers
+        assert ranges[28] == SUPPORTED[ApiKey.TXN_OFFSET_COMMIT] and ranges[28][1] >= 2, ranges
 
 
 def test_produce_transactional_batches(broker):
