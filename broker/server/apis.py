@@ -202,6 +202,8 @@ class KafkaApis:
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
         # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
         self.replica_manager = ReplicaManager(config, log_manager, cluster)
+        # dynamic broker configs (KIP-226, broker.server.dynamic_config.DynamicBrokerConfig), set by BrokerServer
+        self.dynamic_config = None
         self.zk_offsets = ZkOffsetStore(cluster)
         self.purgatory = Purgatory(self._complete_delayed_fetch)
         self._pid_lock = threading.Lock()
@@ -817,10 +819,8 @@ class KafkaApis:
             if name not in ("", str(self.broker_id)):
                 raise InvalidRequestError(
                     f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}")
-            if altering:
-                raise InvalidRequestError(
-                    f"pyklog has no dynamic broker configs: broker {self.broker_id}'s settings are read from "
-                    "server.properties at start-up (change them there and restart); topic configs can be altered")
+            if altering and getattr(self, "dynamic_config", None) is None:
+                raise InvalidRequestError(f"broker {self.broker_id} has no dynamic config (not started by BrokerServer)")
         elif rtype == ch.RESOURCE_BROKER_LOGGER:
             raise InvalidRequestError("pyklog does not describe or alter broker loggers (resource type 8)")
         else:
@@ -828,8 +828,9 @@ class KafkaApis:
 
     def handle_describe_configs(self, request, header, body):
         """DescribeConfigs v0-3 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
-        resources from ``/config/topics/<topic>`` and the broker's static settings, broker resources
-        from ``server.properties``, with sources and synonyms (see :mod:`config_helper`)."""
+        resources from ``/config/topics/<topic>`` and the broker's dynamic and static settings, broker
+        resources from ``/config/brokers/<id>``, ``/config/brokers/<default>`` and ``server.properties``,
+        with sources and synonyms (see :mod:`config_helper`)."""
         from pyklog.broker.server import config_helper as ch
         from pyklog.broker.server.config import SERVER_CONFIG
 
@@ -845,14 +846,48 @@ class KafkaApis:
                 self._config_resource_error(rtype, name, altering=False)
                 if rtype == ch.RESOURCE_TOPIC:
                     entry["configs"] = ch.describe_topic_configs(name, self.cluster.topic_config(name), raw, keys,
-                                                                 include_synonyms, include_doc)
-                elif name:  # this broker; "" (the cluster-wide dynamic defaults) has none
-                    entry["configs"] = ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms,
-                                                                  include_doc)
+                                                                 include_synonyms, include_doc,
+                                                                 dynamic=self._dynamic_levels())
+                else:
+                    entry["configs"] = self._describe_broker(name, raw, keys, include_synonyms, include_doc)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000], configs=[])
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _dynamic_levels(self):
+        """(this broker's dynamic configs, the cluster-wide dynamic defaults), or None."""
+        dyn = getattr(self, "dynamic_config", None)
+        return None if dyn is None else (dyn.dynamic_broker_configs(), dyn.dynamic_default_configs())
+
+    def _describe_broker(self, name: str, raw: dict, keys, include_synonyms: bool, include_doc: bool) -> list:
+        """DescribeConfigs of a broker resource: this broker's id (every setting, with its dynamic,
+        static and default sources) or "" (the cluster-wide dynamic defaults only)."""
+        from pyklog.broker.server import config_helper as ch
+        from pyklog.broker.server.config import SERVER_CONFIG
+        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+
+        levels = self._dynamic_levels()
+        if not name:
+            return ch.describe_default_broker_configs(levels[1] if levels else {}, keys, include_synonyms,
+                                                      include_doc)
+        return ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms, include_doc, dynamic=levels,
+                                          dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset())
+
+    def _alter_broker(self, name: str, configs, incremental: bool, validate_only: bool) -> None:
+        """AlterConfigs (``configs`` = [{name, value}], the level is replaced) or
+        IncrementalAlterConfigs (``configs`` = the ops) on a broker resource: see
+        :meth:`pyklog.broker.server.dynamic_config.DynamicBrokerConfig.alter`."""
+        from pyklog.broker.server import config_helper as ch
+
+        dyn = self.dynamic_config
+        current = dyn.dynamic_default_configs() if name == "" else dyn.dynamic_broker_configs()
+        if incremental:
+            to_set, to_delete = ch.incremental_broker_changes(current, configs)
+        else:
+            to_set = {c["name"]: c["value"] for c in configs if c["value"] is not None}
+            to_delete = set(current) - set(to_set)
+        dyn.alter(self.cluster, name, to_set, to_delete, validate_only)
 
     def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
         from pyklog.broker.zk.topics import validate_topic_configs
@@ -866,7 +901,8 @@ class KafkaApis:
         """AlterConfigs v0-1 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
         replaced by the request's (null values dropped, as Kafka), written to ``/config/topics/<t>``
         with a change notification, and applied to the live logs of every broker.  Broker resources
-        get INVALID_REQUEST (no dynamic broker configs).  ``validate_only`` checks and writes nothing."""
+        (this broker's id, or "" for the cluster default) replace that dynamic level (KIP-226, see
+        :mod:`pyklog.broker.server.dynamic_config`).  ``validate_only`` checks and writes nothing."""
         from pyklog.broker.server import config_helper as ch
 
         validate_only = body["validate_only"]
@@ -884,6 +920,8 @@ class KafkaApis:
                     to_set = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
                     to_delete = set(self.cluster.topic_config(name)) - set(to_set)
                     self._alter_topic(name, to_set, to_delete, validate_only)
+                elif rtype == ch.RESOURCE_BROKER:
+                    self._alter_broker(name, r["configs"], False, validate_only)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000])
             responses.append(entry)
@@ -904,6 +942,8 @@ class KafkaApis:
                 if rtype == ch.RESOURCE_TOPIC:
                     to_set, to_delete = ch.incremental_changes(self.cluster.topic_config(name), r["configs"])
                     self._alter_topic(name, to_set, to_delete, validate_only)
+                elif rtype == ch.RESOURCE_BROKER:
+                    self._alter_broker(name, r["configs"], True, validate_only)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000])
             responses.append(entry)

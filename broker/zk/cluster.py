@@ -1430,6 +1430,84 @@ class ZkCluster:
                 log.debug("could not purge %s: %s", path, e)
                 return
 
+    # ------------------------------------------------------------------ dynamic broker configs (KIP-226)
+
+    def broker_config(self, entity: str | int) -> tuple[dict[str, str], int]:
+        """The dynamic configs stored at ``/config/brokers/<entity>`` (``entity`` a broker id, or ``""``
+        / ``"<default>"`` for the cluster-wide defaults) and the node's version (-1: no node)."""
+        path = paths.broker_config(entity)
+        try:
+            data, stat = self._retry(self.zk.get, path)
+        except NoNodeError:
+            return {}, -1
+        return (decode_topic_config(data, path) if data else {}), stat.version
+
+    def alter_broker_config(self, entity: str | int, set_configs: dict | None = None,
+                            delete_configs: Iterable[str] = (),
+                            validate: Callable[[dict[str, str]], None] | None = None) -> tuple[dict[str, str], int]:
+        """Change the dynamic configs of one broker (or of ``""``/``"<default>"``, every broker) as
+        Kafka's ``AdminZkClient.changeBrokerConfig``: write ``/config/brokers/<entity>``
+        (``{"version":1,"config":{...}}``) with a versioned set, then the notification
+        ``/config/changes/config_change_<seq>`` (``{"version":2,"entity_path":"brokers/<entity>"}``).
+        ``validate(new_config)`` runs on the complete new config before anything is written (raise to
+        refuse).  Returns the new config and its node version."""
+        path = paths.broker_config(entity)
+        name = path.rsplit("/", 1)[1]
+        removals = set(delete_configs or ())
+        updates = {str(k): str(v) for k, v in (set_configs or {}).items()}
+        while True:
+            try:
+                data, stat = self._retry(self.zk.get, path)
+                config = decode_topic_config(data, path) if data else {}
+            except NoNodeError:
+                stat, config = None, {}
+            for k in removals:
+                config.pop(k, None)
+            config.update(updates)
+            if validate is not None:
+                validate(dict(config))
+            new = encode_topic_config(config)
+            try:
+                if stat is None:
+                    self._retry(self.zk.create, path, new, makepath=True)
+                    version = 0
+                else:
+                    version = self._retry(self.zk.set, path, new, version=stat.version).version
+                break
+            except (BadVersionError, NodeExistsError):
+                continue  # a concurrent change: read again
+        self._retry(self.zk.create, paths.CONFIG_CHANGE_PREFIX,
+                    encode_config_change(f"brokers/{name}"), sequence=True, makepath=True)
+        log.info("altered dynamic config of brokers/%s: %s", name, config)
+        return dict(config), version
+
+    def watch_broker_config(self, entity: str | int,
+                            fn: Callable[[dict[str, str], int], None]) -> None:
+        """Call ``fn(config, version)`` (on kazoo's callback thread) now and whenever
+        ``/config/brokers/<entity>`` is created, changed or deleted (``({}, -1)``); the watch re-arms
+        itself after reconnects (kazoo's DataWatch) and ends with :meth:`stop`.  Kafka's brokers
+        follow the change notifications instead; watching the node itself also sees a change written
+        without one.  Data that cannot be decoded is logged at ERROR and ignored."""
+        from kazoo.recipe.watchers import DataWatch
+
+        path = paths.broker_config(entity)
+
+        def on_data(data, stat, *_):
+            if self._stopping:
+                return False
+            if stat is None:
+                fn({}, -1)
+                return None
+            try:
+                config = decode_topic_config(data, path) if data else {}
+            except Exception as e:  # noqa: BLE001 - bad data written by hand: keep the last good one
+                log.error("ignoring the dynamic broker config at %s: %s", path, e)
+                return None
+            fn(config, stat.version)
+            return None
+
+        DataWatch(self.zk, path, on_data)
+
     # ------------------------------------------------------------------ producer ids
 
     def allocate_producer_ids(self, block_size: int = 1000) -> range:
