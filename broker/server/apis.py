@@ -1011,14 +1011,34 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "results": results})
 
     def handle_delete_groups(self, request, header, body):
-        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`."""
+        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`, and of ZooKeeper groups
+        (:meth:`_delete_zookeeper_groups`)."""
         names = body["groups_names"]
         if self.groups is None:
             codes = {g: CoordinatorNotAvailableError.code for g in names}
         else:
             codes = self.groups.delete_groups(names)
+            codes = self._delete_zookeeper_groups(codes)
         self._respond(request, header, {"throttle_time_ms": 0, "results": [
             {"group_id": g, "error_code": codes[g]} for g in names]})
+
+    def _delete_zookeeper_groups(self, codes: dict[str, int]) -> dict[str, int]:
+        """DeleteGroups of ZooKeeper consumer groups (``/consumers/<group>``, offsets.storage=zookeeper):
+        after the coordinator's answer (NONE or GROUP_ID_NOT_FOUND, so only the group's coordinator
+        deletes), a ZooKeeper group of that name is deleted too (:meth:`ZkCluster.delete_zookeeper_group`:
+        NON_EMPTY_GROUP while a member is registered).  The code is NONE if either kind was deleted."""
+        from pyklog.broker.errors import GroupIdNotFoundError
+
+        out = dict(codes)
+        for g, code in codes.items():
+            if code not in (NONE, GroupIdNotFoundError.code):
+                continue
+            try:
+                if self.cluster.delete_zookeeper_group(g):
+                    out[g] = NONE
+            except PyklogError as e:
+                out[g] = e.code
+        return out
 
     def handle_offset_delete(self, request, header, body):
         """OffsetDelete v0 (KIP-496) through :meth:`GroupCoordinator.delete_offsets`; a topic this

@@ -1357,6 +1357,56 @@ class ZkCluster:
                  group, now_ms - newest, len(nodes))
         return True
 
+    def delete_zookeeper_group(self, group: str) -> bool:
+        """DeleteGroups of a ZooKeeper consumer group: delete ``/consumers/[group]`` when no member is
+        registered; False if there is no such group.  NonEmptyGroupError while ``ids`` has a child.
+
+        One multi-op deletes the subtree, children first, each node at the version read: a member
+        registering, an owner claimed or an offset committed meanwhile makes it fail (NotEmpty /
+        BadVersion / NoNode) and nothing is deleted; it is read and tried again a few times, then
+        NonEmptyGroupError (a member) or the ZooKeeper error is raised.  Request handler thread."""
+        from pyklog.broker.errors import NonEmptyGroupError
+
+        if not group or "/" in group or group in (".", ".."):
+            return False
+        root = paths.consumer_group(group)
+        for _ in range(5):
+            try:
+                members = self._retry(self.zk.get_children, paths.consumer_ids(group))
+            except NoNodeError:
+                members = []
+            if members:
+                raise NonEmptyGroupError(f"ZooKeeper consumer group {group!r} has {len(members)} registered "
+                                         f"member(s) ({', '.join(sorted(members)[:5])}); stop them before deleting it")
+            nodes: list[tuple[str, int]] = []
+
+            def walk(path: str) -> None:
+                _, stat = self._retry(self.zk.get, path)
+                for c in self._retry(self.zk.get_children, path):
+                    walk(f"{path}/{c}")
+                nodes.append((path, stat.version))
+
+            try:
+                walk(root)
+            except NoNodeError:
+                if self._retry(self.zk.exists, root) is None:
+                    return False
+                continue  # changed under us
+
+            def delete():
+                t = self.zk.transaction()
+                for path, version in nodes:
+                    t.delete(path, version=version)
+                return t.commit()
+
+            results = self._retry(delete)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                log.info("deleted ZooKeeper consumer group %s (%d nodes)", group, len(nodes))
+                return True
+            log.info("ZooKeeper group %s changed while deleting it (%r): reading it again", group, failures[0])
+        raise ZooKeeperError(f"ZooKeeper consumer group {group!r} kept changing while being deleted; try again")
+
     # ------------------------------------------------------------------ topic config changes
 
     def alter_topic_config(self, name: str, set_configs: dict | None = None,

@@ -607,10 +607,18 @@ class GroupCommand:
 
     # -- --delete -------------------------------------------------------------------------------------
     def delete(self) -> int:
+        """DeleteGroups through the brokers, which delete broker groups and ZooKeeper groups
+        (``/consumers/<g>``, one multi-op, NON_EMPTY_GROUP while a member is registered); without a
+        reachable broker, a ZooKeeper group is deleted from ``--zookeeper`` directly."""
         groups = self.target_groups()
         errors: dict = {}
         broker_side = []
-        for g in groups:
+        if self.admin is not None:
+            broker_side = list(groups)
+            groups_zk = []
+        else:
+            groups_zk = groups
+        for g in groups_zk:
             if self.is_zk_group(g):
                 if zk_members(self.zk, g):
                     errors[g] = "NON_EMPTY_GROUP: the group has active members"
@@ -633,7 +641,7 @@ class GroupCommand:
                 raise PyklogError("deleting broker groups needs a reachable broker")
             for g, e in self.admin.delete_groups(broker_side, timeout_s=self.timeout_s).items():
                 if e is not None:
-                    errors[g] = str(e)
+                    errors[g] = f"{getattr(e, 'name', None) or type(e).__name__}: {e}"
         ok = [g for g in groups if g not in errors]
         if not errors:
             print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
