@@ -89,7 +89,20 @@ def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
 
 
+def topic_line(name: str, topic_id, partition_count: int, replication_factor: int, configs: dict) -> str:
+    """Kafka 3's first ``--describe`` line of a topic (``TopicId`` is Kafka's ``Uuid.toString``; a
+    topic without an id shows the zero id, as Kafka)."""
+    import uuid as _uuid
+
+    from pyklog.broker.zk.znodes import topic_id_str
+
+    tid = topic_id_str(topic_id if topic_id is not None else _uuid.UUID(int=0))
+    return (f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {partition_count}\tReplicationFactor: "
+            f"{replication_factor}\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items())))
+
+
 def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool) -> list[str]:
+    """``--describe`` with ``--zookeeper``: Kafka's lines; Configs are the topic's overrides."""
     topics = cluster.topics()
     names = [topic] if topic else sorted(t for t in topics if not (exclude_internal and is_internal(t)))
     lines = []
@@ -99,8 +112,7 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         rf = max((len(s.replicas) for s in parts.values()), default=0)
         config = cluster.topic_config(name)
-        lines.append(f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: "
-                     + ",".join(f"{k}={v}" for k, v in sorted(config.items())))
+        lines.append(topic_line(name, cluster.topic_id(name), len(parts), rf, config))
         for p, s in sorted(parts.items()):
             leader = str(s.leader) if s.leader >= 0 else "none"
             lines.append(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}"
