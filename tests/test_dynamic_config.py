@@ -131,17 +131,21 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
             kp.close()
         assert json.loads(zk.get(paths.broker_config(1))[0])["config"] == {"log.retention.ms": str(2 * HOUR_MS)}
         res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-            ConfigEntry("log.retention.ms", str(3 * HOUR_MS), incremental_operation=AlterConfigOpType.SET)])
+            ConfigEntry("log.retention.ms", str(3 * HOUR_MS), incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("log.cleaner.delete.retention.ms", "1234", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([res])[res].result(30)
-        assert json.loads(zk.get(paths.broker_config(1))[0])["config"] == {"log.retention.ms": str(3 * HOUR_MS)}
+        assert json.loads(zk.get(paths.broker_config(1))[0])["config"] == {
+            "log.retention.ms": str(3 * HOUR_MS), "log.cleaner.delete.retention.ms": "1234"}
         cfg = _raw_describe(b1.port, 2, plain, ["retention.ms"])["retention.ms"]
         assert [(s["value"], s["source"]) for s in cfg["synonyms"]][:2] == [(str(3 * HOUR_MS), 2), (str(HOUR_MS), 3)]
         assert cfg["value"] == str(3 * HOUR_MS)
 
-        # SIGKILL broker 1; its per-broker value is removed by hand while it is down (no notification):
-        # at restart the default (1 hour) applies, read from ZooKeeper before the logs open
+        # SIGKILL broker 1; its per-broker log.retention.ms is removed by hand while it is down (no
+        # notification): at restart the default (1 hour) applies, read from ZooKeeper before the logs
+        # open, and its other per-broker value is still there
         b1.kill()
-        zk.set(paths.broker_config(1), json.dumps({"version": 1, "config": {}}).encode())
+        zk.set(paths.broker_config(1), json.dumps({"version": 1, "config": {"log.cleaner.delete.retention.ms": "1234"}})
+               .encode())
         b1.start()
         before = _offsets(b1.port, plain)
         # 2-hour-old records: kept under the 3 h per-broker value, deleted under the 1 h default
@@ -150,8 +154,10 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         wait_for(lambda: _offsets(b1.port, plain)[0] > before[1], 30, message="retention after restart")
         assert _offsets(b1.port, plain)[1] == 2 * n
         assert _offsets(b1.port, kept) == (0, 2 * n)  # acknowledged 80, all 80 still there
-        cfg = _raw_describe(b1.port, 2, plain, ["retention.ms"])["retention.ms"]
-        assert (cfg["value"], cfg["config_source"]) == (str(HOUR_MS), 3)
+        cfg = _raw_describe(b1.port, 2, plain, ["retention.ms", "delete.retention.ms"])
+        assert (cfg["retention.ms"]["value"], cfg["retention.ms"]["config_source"]) == (str(HOUR_MS), 3)
+        # the per-broker value kept across the SIGKILL
+        assert (cfg["delete.retention.ms"]["value"], cfg["delete.retention.ms"]["config_source"]) == ("1234", 2)
     finally:
         zk.stop()
         zk.close()
@@ -241,3 +247,44 @@ def test_configs_cli_alters_and_describes_broker_configs(broker_factory):
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.io.threads=4",
             check=False)
     assert p.returncode == 1 and "Cannot update these configs dynamically: Set(num.io.threads)" in p.stderr, p.stderr
+
+
+def test_max_connections_per_ip_changes_live(broker_factory):
+    """Kafka's DynamicConnectionQuota: a per-broker max.connections.per.ip applies to the next
+    connection (open ones are kept); deleting it restores server.properties' value."""
+    b = broker_factory(0)
+
+    def alter(op, value):
+        with Wire(b.port) as w:
+            r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{"resource_type": 4, "resource_name": "0",
+                          "configs": [{"name": "max.connections.per.ip", "config_operation": op, "value": value}]}],
+                          "validate_only": False})
+        assert r["responses"][0]["error_code"] == 0, r
+
+    def served(w) -> bool:
+        try:
+            return w.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        except Exception:  # noqa: BLE001 - closed by the broker
+            return False
+
+    open_before = [Wire(b.port) for _ in range(3)]
+    assert all(served(w) for w in open_before)
+    alter(0, "2")
+    extra = [Wire(b.port, timeout=10) for _ in range(2)]
+    refused = sum(1 for w in extra if w.is_closed(timeout=5))
+    kept = sum(1 for w in open_before if served(w))
+    assert (refused, kept) == (2, 3)  # new ones refused, the 3 open ones kept
+    for w in open_before + extra:
+        w.close()
+    alter(1, None)  # back to the default (no limit)
+    conns = [Wire(b.port) for _ in range(4)]
+    try:
+        assert all(served(w) for w in conns)
+    finally:
+        for w in conns:
+            w.close()
+    with Wire(b.port) as w:  # a bad value is refused, nothing applied
+        r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{"resource_type": 4, "resource_name": "0",
+                      "configs": [{"name": "max.connections.per.ip.overrides", "config_operation": 0,
+                                   "value": "host-without-count"}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 42

@@ -17,7 +17,10 @@ reconfigure callbacks, which give it to every log (a topic override still wins o
 
 Which settings can change: :data:`DYNAMIC_CONFIGS`, the broker synonyms of topic configs that a live
 log takes at once (Kafka's ``DynamicLogConfig.ReconfigurableConfigs`` restricted to what pyklog's logs
-implement) plus ``message.max.bytes``.  Every other setting pyklog knows is read-only (INVALID_REQUEST
+implement), ``message.max.bytes``, and the connection limits ``max.connections``,
+``max.connections.per.ip``, ``max.connections.per.ip.overrides`` (Kafka's ``DynamicConnectionQuota``:
+for the next connection, open ones are kept).  The thread pools (``num.io.threads``,
+``num.network.threads``) cannot be resized in pyklog and stay read-only.  Every other setting pyklog knows is read-only (INVALID_REQUEST
 "Cannot update these configs dynamically: Set(...)", Kafka's message); a name pyklog does not know is
 INVALID_CONFIG; a bad value is INVALID_REQUEST "Invalid config value for resource ...", as Kafka's
 ``ZkAdminManager``.  Nothing is stored when a request is refused.
@@ -44,7 +47,10 @@ DYNAMIC_CONFIGS = frozenset({
     "log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.cleaner.min.compaction.lag.ms", "log.segment.delete.delay.ms", "log.message.timestamp.type",
     "message.max.bytes",
+    # Kafka's DynamicConnectionQuota: the socket server's limits, for the next connection
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
 })
+CONNECTION_CONFIGS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 
 #: Kafka broker settings that exist but are read-only; the names pyklog reads from
 #: server.properties are added from ServerConfig.KNOWN_KEYS
@@ -53,7 +59,6 @@ _KAFKA_READ_ONLY = frozenset({
     "security.inter.broker.protocol", "inter.broker.listener.name", "broker.rack", "process.roles",
     "node.id", "log.retention.check.interval.ms", "log.cleaner.backoff.ms", "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms", "log.roll.minutes", "num.io.threads", "num.network.threads",
-    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
 })
 
 LEVEL_BROKER = "broker"      # /config/brokers/<id>
@@ -94,8 +99,22 @@ def validate_dynamic_configs(resource_name: str, props: Mapping[str, str],
 
         if "message.max.bytes" in props:
             SERVER_CONFIG.parse_value("message.max.bytes", props["message.max.bytes"])
+        connection_limits({**(static_props or {}), **props})
     except ConfigError as e:
         raise InvalidRequestError(f"Invalid config value for resource {resource_text(resource_name)}: {e}") from e
+
+
+def connection_limits(props: Mapping[str, str]) -> dict:
+    """The socket server's connection limits of merged broker props, as keyword arguments of
+    ``ConnectionQuotas.reconfigure`` (ConfigError on a bad value, as at start-up)."""
+    from pyklog.broker.server.config import SERVER_CONFIG, parse_connection_overrides
+
+    total = SERVER_CONFIG.parse_value("max.connections", props.get("max.connections"))
+    per_ip = SERVER_CONFIG.parse_value("max.connections.per.ip", props.get("max.connections.per.ip"))
+    overrides = parse_connection_overrides(str(props.get("max.connections.per.ip.overrides") or ""))
+    if per_ip == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides set")
+    return {"max_connections": total, "max_per_ip": per_ip, "per_ip_overrides": overrides}
 
 
 def effective_log_config(props: Mapping[str, str]):
@@ -123,7 +142,8 @@ class DynamicBrokerConfig:
         self._levels: dict[str, dict[str, str]] = {LEVEL_BROKER: {}, LEVEL_DEFAULT: {}}
         self._versions: dict[str, int] = {LEVEL_BROKER: -1, LEVEL_DEFAULT: -1}
         self._log_config = effective_log_config(self.static_props)
-        self._reconfigurables: list[Callable[[object], None]] = []
+        self._limits = connection_limits(self.static_props)
+        self._reconfigurables: list[Callable[[object, dict], None]] = []
         self._cluster = None
 
     # ------------------------------------------------------------------ reads
@@ -146,10 +166,15 @@ class DynamicBrokerConfig:
         with self._lock:
             return self._log_config
 
+    def connection_limits(self) -> dict:
+        """The connection limits with the dynamic levels applied (``ConnectionQuotas.reconfigure``)."""
+        with self._lock:
+            return dict(self._limits)
+
     # ------------------------------------------------------------------ changes
 
-    def add_reconfigurable(self, fn: Callable[[object], None]) -> None:
-        """``fn(new_log_config)`` after every change of the effective LogConfig (Kafka's
+    def add_reconfigurable(self, fn: Callable[[object, dict], None]) -> None:
+        """``fn(log_config, connection_limits)`` after every change of the effective settings (Kafka's
         ``BrokerReconfigurable``); runs on the thread that made the change, outside the lock."""
         self._reconfigurables.append(fn)
 
@@ -168,6 +193,7 @@ class DynamicBrokerConfig:
             merged = {**self.static_props, **levels[LEVEL_DEFAULT], **levels[LEVEL_BROKER]}
             try:
                 new = effective_log_config(merged)
+                limits = connection_limits(merged)
             except ConfigError as e:
                 log.error("%s dynamic broker configs could not be applied (%s): %s",
                           "per-broker" if level == LEVEL_BROKER else "cluster default", e, config)
@@ -176,13 +202,14 @@ class DynamicBrokerConfig:
                 log.error("ignoring dynamic broker configs pyklog cannot update at runtime: %s", ignored)
             self._levels = levels
             self._versions[level] = version
-            changed = new != self._log_config
+            changed = new != self._log_config or limits != self._limits
             self._log_config = new
+            self._limits = limits
         if changed:
             log.info("dynamic broker config changed (%s level, version %d): %s", level, version, usable)
             for fn in list(self._reconfigurables):
                 try:
-                    fn(new)
+                    fn(new, limits)
                 except Exception:  # noqa: BLE001
                     log.exception("applying the dynamic broker config failed")
         return changed
@@ -227,4 +254,4 @@ class DynamicBrokerConfig:
 
 
 __all__ = ["DYNAMIC_CONFIGS", "DynamicBrokerConfig", "LEVEL_BROKER", "LEVEL_DEFAULT", "effective_log_config",
-           "read_only_configs", "validate_dynamic_configs"]
+           "read_only_configs", "validate_dynamic_configs", "connection_limits", "CONNECTION_CONFIGS"]

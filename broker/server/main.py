@@ -152,15 +152,20 @@ class BrokerServer:
         LogConfig reaches every log without a topic override (Kafka's ``DynamicLogConfig``)."""
         self.apis.dynamic_config = self.dynamic_config
         self.apis.replica_manager.default_log_config = log_config
+        self.socket_server.quotas.reconfigure(**self.dynamic_config.connection_limits())
         self.dynamic_config.add_reconfigurable(self._reconfigure_logs)
         self.dynamic_config.watch(self.cluster)
 
-    def _reconfigure_logs(self, log_config) -> None:
-        """A dynamic broker config changed (request or kazoo thread): new defaults, then re-apply
-        every log's config on the scheduler (``sync_logs`` gives each log default + topic overrides)."""
-        self.log_manager.default_config = log_config
-        self.apis.replica_manager.default_log_config = log_config
-        self._request_sync()
+    def _reconfigure_logs(self, log_config, connection_limits) -> None:
+        """A dynamic broker config changed (request or kazoo thread): new log defaults, then re-apply
+        every log's config on the scheduler (``sync_logs`` gives each log default + topic overrides);
+        new connection limits for the next connection (Kafka's ``DynamicConnectionQuota``)."""
+        if self.socket_server is not None:
+            self.socket_server.quotas.reconfigure(**connection_limits)
+        if log_config != self.log_manager.default_config:
+            self.log_manager.default_config = log_config
+            self.apis.replica_manager.default_log_config = log_config
+            self._request_sync()
 
     def _on_fatal(self, message: str) -> None:
         """A condition the broker cannot serve through (kazoo thread): remember it and wake up
