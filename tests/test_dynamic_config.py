@@ -288,3 +288,32 @@ def test_max_connections_per_ip_changes_live(broker_factory):
                       "configs": [{"name": "max.connections.per.ip.overrides", "config_operation": 0,
                                    "value": "host-without-count"}]}], "validate_only": False})
     assert r["responses"][0]["error_code"] == 42
+
+
+def test_configs_cli_zookeeper_mode_reaches_a_live_broker(broker_factory, zk_chroot):
+    """pyklog-configs --zookeeper writes /config/brokers/<default> with a notification; the live
+    broker applies it (DescribeConfigs through the broker shows it), bad input is refused."""
+    b = broker_factory(0)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "pyklog.connector.cli.configs", "--zookeeper", zk_chroot, *args],
+                              capture_output=True, text=True, timeout=120)
+
+    p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "log.segment.bytes=5000000")
+    assert p.returncode == 0 and "Completed updating default config for brokers in the cluster." in p.stdout, p.stderr
+    from support import wait_for as _wait
+
+    _wait(lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000",
+          30, message="the live broker applies the ZooKeeper change")
+    p = cli("--entity-type", "brokers", "--entity-default", "--describe")
+    assert p.stdout.splitlines() == ["Default configs for brokers in the cluster are:",
+                                     "  log.segment.bytes=5000000 sensitive=false "
+                                     "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=5000000}"]
+    p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.segment.bytes=x")
+    assert p.returncode == 1 and "Invalid config value for resource ConfigResource(type=BROKER, name='0')" in p.stderr
+    p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--delete-config", "broker.id")
+    assert p.returncode == 1 and "Cannot update these configs dynamically: Set(broker.id)" in p.stderr
+    p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "log.segment.bytes")
+    assert p.returncode == 0, p.stderr
+    _wait(lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["config_source"] == 5,
+          30, message="the live broker drops the deleted default")

@@ -1,26 +1,29 @@
 """DescribeConfigs and the config changes of AlterConfigs / IncrementalAlterConfigs: Kafka's
-``ConfigHelper`` and ``ConfigAdminManager`` for a ZooKeeper-mode broker without dynamic broker configs.
+``ConfigHelper`` and ``ConfigAdminManager`` for a ZooKeeper-mode broker, with dynamic broker configs
+(KIP-226, :mod:`pyklog.broker.server.dynamic_config`).
 
 Runs on the request handler threads; pure apart from the reads it is handed (the topic's overrides
-from ZooKeeper, the broker's ``server.properties``); thread-safe.
+from ZooKeeper, the dynamic broker configs, the broker's ``server.properties``); thread-safe.
 
 Topic resources (type 2) list every topic-level config (Kafka's ``TopicConfig`` names).  A value
 comes from, in Kafka's order of precedence:
 
 * the topic's override in ``/config/topics/<topic>``: source ``DYNAMIC_TOPIC_CONFIG`` (1);
-* a broker-level synonym set in ``server.properties`` (``retention.ms`` <- ``log.retention.ms`` <-
-  ``log.retention.minutes`` <- ``log.retention.hours``): ``STATIC_BROKER_CONFIG`` (4), the value
-  converted to the topic config's unit (hours -> ms);
+* per broker synonym (``retention.ms`` <- ``log.retention.ms`` <- ``log.retention.minutes`` <-
+  ``log.retention.hours``): this broker's dynamic value (``/config/brokers/<id>``,
+  ``DYNAMIC_BROKER_CONFIG`` 2), the cluster-wide dynamic default (``/config/brokers/<default>``,
+  ``DYNAMIC_DEFAULT_BROKER_CONFIG`` 3), the value in ``server.properties`` (``STATIC_BROKER_CONFIG``
+  4), each converted to the topic config's unit (hours -> ms);
 * Kafka's default, reported through the broker synonym that carries it (``log.retention.hours=168``):
   ``DEFAULT_CONFIG`` (5).
 
 With ``include_synonyms`` each entry lists that chain, the topic override first, then per broker
-synonym its static value and its default, as Kafka's ``ZkAdminManager`` does.
+synonym its dynamic, static and default values, as Kafka's ``ZkAdminManager`` does.
 
-Broker resources (type 4, the name is this broker's id) list the broker's settings: those set in
-``server.properties`` as ``STATIC_BROKER_CONFIG``, the others with their defaults as
-``DEFAULT_CONFIG``; every broker config is read-only (pyklog has no dynamic broker configs);
-passwords and secrets are sensitive (value null).
+Broker resources (type 4) named by this broker's id list the broker's settings with the same sources
+(dynamic per-broker, dynamic default, static, default; synonyms per unit); only the dynamic broker
+configs are not read-only.  The resource name "" (the cluster-wide default) lists only what
+``/config/brokers/<default>`` holds.  Passwords and secrets are sensitive (value null).
 """
 from __future__ import annotations
 
