@@ -81,6 +81,11 @@ class GroupDescription:
     members: list = field(default_factory=list)
 
 
+#: Kafka's messages of the DeleteGroups errors (the response carries only the code)
+_DELETE_GROUP_REASONS = {68: "The group is not empty.", 69: "The group id does not exist.",
+                         24: "The configured groupId is invalid."}
+
+
 def decode_consumer_assignment(data: bytes) -> list[tuple[str, int]]:
     """Kafka's ConsumerProtocol Assignment (any version: int16 version, [topic string,
     [int32 partition]], user data ...) -> sorted ``[(topic, partition)]``; empty or unreadable
@@ -202,7 +207,8 @@ class AdminClient:
                 for r in resp.get("results") or []:
                     code = int(r.get("error_code", 0))
                     if code:
-                        return error_for_code(code, f"DeleteGroups {g!r}")
+                        why = _DELETE_GROUP_REASONS.get(code)
+                        return error_for_code(code, f"DeleteGroups {g!r}" + (f": {why}" if why else ""))
                 return None
             try:
                 out[g] = self.client._coordinator_call(g, "DeleteGroups", call, timeout_s)
