@@ -17,6 +17,15 @@ ZooKeeper layout (:mod:`pyklog.broker.zk.cluster`), partitions spread over the l
 ``Error: ...`` on stderr and exit with 1.  The console script is :mod:`pyklog.connector.cli.topics`,
 which adds the broker API side (the broker package never imports the client).
 
+``--describe`` prints Kafka 3's lines::
+
+    Topic: orders\tTopicId: 4zZ1bQpGRmmXw0sQx3sY8A\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact
+    \tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0
+
+(``TopicId`` is the id in ZooKeeper, KIP-516; ``Configs`` are, with ``--bootstrap-server``, every config
+that is not a default, as Kafka 3's tool: overrides, dynamic broker configs, server.properties; with
+``--zookeeper``, the topic's overrides.)
+
 Example::
 
     pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
