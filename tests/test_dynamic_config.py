@@ -305,6 +305,19 @@ def test_configs_cli_zookeeper_mode_reaches_a_live_broker(broker_factory, zk_chr
 
     _wait(lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000",
           30, message="the live broker applies the ZooKeeper change")
+    # a bad value written by hand (not through a validating tool): logged at ERROR, ignored, the last
+    # good value stays and the broker keeps serving
+    zk = kazoo_client(zk_chroot)
+    try:
+        good = zk.get(paths.broker_config(""))[0]
+        zk.set(paths.broker_config(""), b'{"version":1,"config":{"log.segment.bytes":"garbage"}}')
+        _wait(lambda: "cluster default dynamic broker configs could not be applied" in b.output(), 30,
+              message="the bad value reported")
+        assert _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000"
+        zk.set(paths.broker_config(""), good)
+    finally:
+        zk.stop()
+        zk.close()
     p = cli("--entity-type", "brokers", "--entity-default", "--describe")
     assert p.stdout.splitlines() == ["Default configs for brokers in the cluster are:",
                                      "  log.segment.bytes=5000000 sensitive=false "
