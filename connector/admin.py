@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from pyklog.broker.errors import (
     PyklogError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -465,8 +466,17 @@ class AdminClient:
         """DescribeProducers at each partition's leader (or at ``broker_id``) -> ``{(t, p):
         [ProducerState] | the error}``."""
         tps = sorted({(t, int(p)) for t, p in partitions})
-        by_node = {int(broker_id): tps} if broker_id is not None else self.client._by_leader(tps)
         out: dict = {}
+        if broker_id is None:
+            # a partition the cluster does not have fails at once (no leader look-up retried for it)
+            md = self.client.metadata(sorted({t for t, _ in tps}), refresh=True)
+            for t, p in tps:
+                tm = md.topics.get(t)
+                if tm is None or tm.error_code or p not in tm.partitions:
+                    code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+                    out[(t, p)] = error_for_code(code, f"DescribeProducers {t}-{p}: the cluster has no such partition")
+            tps = [tp for tp in tps if tp not in out]
+        by_node = {int(broker_id): tps} if broker_id is not None else self.client._by_leader(tps)
         for node, group in by_node.items():
             conn = self.client.connection(node)
             v = self._version(conn, DESCRIBE_PRODUCERS, "DescribeProducers")

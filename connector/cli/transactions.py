@@ -58,6 +58,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message}\n")
 
 
+def _why(e: PyklogError) -> str:
+    """An error as the tool prints it: Kafka's error name, then what failed."""
+    return str(e) if str(e).startswith(e.name) else f"{e.name}: {e}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pyklog-transactions", formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="This tool is used to analyze the transactional state of producers in the cluster. "
@@ -106,7 +111,7 @@ def _cmd_list(admin, a) -> None:
     try:
         by_broker = admin.list_transactions()
     except PyklogError as e:
-        raise _Failed(f"Failed to list transactions: {e}") from None
+        raise _Failed(f"Failed to list transactions: {_why(e)}") from None
     rows = [[t.transactional_id, str(node), str(t.producer_id), t.state]
             for node, listings in sorted(by_broker.items()) for t in listings]
     pretty_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
@@ -119,7 +124,7 @@ def _cmd_describe(admin, a) -> None:
     except PyklogError as e:
         d = e
     if isinstance(d, PyklogError):
-        raise _Failed(f"Failed to describe transaction state of transactional-id `{tid}`: {d}")
+        raise _Failed(f"Failed to describe transaction state of transactional-id `{tid}`: {_why(d)}")
     if d.start_time_ms >= 0:
         start, duration = str(d.start_time_ms), str(int(time.time() * 1000) - d.start_time_ms)
     else:
@@ -137,7 +142,7 @@ def _describe_one(admin, topic: str, partition: int, broker_id=None):
     except PyklogError as e:
         got = e
     if isinstance(got, PyklogError):
-        raise _Failed(f"Failed to describe producers for partition {topic}-{partition} on {where}: {got}")
+        raise _Failed(f"Failed to describe producers for partition {topic}-{partition} on {where}: {_why(got)}")
     return got
 
 
@@ -173,7 +178,7 @@ def _cmd_abort(admin, a) -> None:
         admin.abort_transaction(tp[0], tp[1], pid, epoch, coord_epoch)
     except PyklogError as e:
         raise _Failed(f"Failed to abort transaction of producer {pid} (epoch {epoch}, coordinator epoch "
-                      f"{coord_epoch}) on {tp[0]}-{tp[1]}: {e}") from None
+                      f"{coord_epoch}) on {tp[0]}-{tp[1]}: {_why(e)}") from None
 
 
 def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_transaction_timeout_ms=15 * 60000,
@@ -186,10 +191,10 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
         try:
             md = admin.client.metadata([topic] if topic is not None else None, refresh=True)
         except PyklogError as e:
-            raise _Failed(f"Failed to describe topics: {e}") from None
+            raise _Failed(f"Failed to describe topics: {_why(e)}") from None
         if topic is not None and (topic not in md.topics or md.topics[topic].error_code):
             code = md.topics[topic].error_code if topic in md.topics else 3
-            raise _Failed(f"Failed to describe 1 topics: {error_for_code(code, topic)}")
+            raise _Failed(f"Failed to describe 1 topics: {_why(error_for_code(code, topic))}")
         tps = sorted((t, p) for t, tm in md.topics.items() for p, pm in tm.partitions.items()
                      if broker_id is None or broker_id in (pm.replicas or (pm.leader,)))
     if not tps:
@@ -197,12 +202,12 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
     try:
         producers = admin.describe_producers(tps, broker_id=broker_id)
     except PyklogError as e:
-        raise _Failed(f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: {e}") from None
+        raise _Failed(f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: {_why(e)}") from None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     candidates: dict[int, list] = {}
     for tp, states in sorted(producers.items()):
         if isinstance(states, PyklogError):
-            raise _Failed(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: {states}")
+            raise _Failed(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: {_why(states)}")
         for s in states:
             if s.current_txn_start_offset >= 0 and now - s.last_timestamp > max_transaction_timeout_ms:
                 candidates.setdefault(s.producer_id, []).append((tp, s))
@@ -211,19 +216,19 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
     try:
         listings = admin.list_transactions(producer_id_filters=sorted(candidates))
     except PyklogError as e:
-        raise _Failed(f"Failed to list transactions for {len(candidates)} producers: {e}") from None
+        raise _Failed(f"Failed to list transactions for {len(candidates)} producers: {_why(e)}") from None
     tids = {t.producer_id: t.transactional_id for ls in listings.values() for t in ls if t.producer_id in candidates}
     try:
         descriptions = admin.describe_transactions(sorted(set(tids.values())))
     except PyklogError as e:
-        raise _Failed(f"Failed to describe {len(tids)} transactions: {e}") from None
+        raise _Failed(f"Failed to describe {len(tids)} transactions: {_why(e)}") from None
     hanging = []
     for pid, opens in sorted(candidates.items()):
         d = descriptions.get(tids.get(pid)) if pid in tids else None
         if isinstance(d, TransactionalIdNotFoundError):
             d = None
         elif isinstance(d, PyklogError):
-            raise _Failed(f"Failed to describe transaction {tids[pid]!r}: {d}")
+            raise _Failed(f"Failed to describe transaction {tids[pid]!r}: {_why(d)}")
         for tp, s in opens:
             # the coordinator still counts this partition in the producer's transaction: it will
             # write the marker itself (on commit, abort or timeout), so the transaction is not hanging
@@ -264,7 +269,7 @@ def main(argv=None) -> int:
         print(str(e), file=sys.stderr)
         return 1
     except PyklogError as e:
-        print(f"Failed to run {a.command}: {e}", file=sys.stderr)
+        print(f"Failed to run {a.command}: {_why(e)}", file=sys.stderr)
         return 1
     return 0
 
