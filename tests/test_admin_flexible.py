@@ -148,7 +148,8 @@ def test_kafka_python_admin_client_uses_the_new_versions(broker_factory):
 
     used = _versions_used(b.output(), "kp-admin")
     print(f"kafka-python admin versions: { {ApiKey(k).name: sorted(v) for k, v in used.items() if k in ADMIN_APIS} }")
-    for cls in (DescribeConfigsRequest, AlterConfigsRequest, IncrementalAlterConfigsRequest, CreatePartitionsRequest, DeleteRecordsRequest,
+    for cls in (DescribeConfigsRequest, AlterConfigsRequest, IncrementalAlterConfigsRequest,
+                CreatePartitionsRequest, DeleteRecordsRequest,
                 DescribeLogDirsRequest, DescribeClusterRequest, DeleteGroupsRequest, ListTransactionsRequest,
                 DescribeProducersRequest):
         want = min(cls.max_version, SUPPORTED[ApiKey(cls.API_KEY)][1])

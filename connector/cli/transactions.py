@@ -70,15 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog=_EPILOG)
     add_version_argument(p)
     p.add_argument("--bootstrap-server", metavar="host:port", required=True,
-                   help="hostname and port for the broker to connect to (multiple comma-separated entries can be given)")
-    p.add_argument("--command-config", metavar="FILE", help="accepted for compatibility (no security settings in pyklog)")
+                   help="hostname and port for the broker to connect to (multiple comma-separated entries "
+                        "can be given)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="accepted for compatibility (no security settings in pyklog)")
     sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", required=True,
                            parser_class=_Parser)
     sub.add_parser("list", help="list transactions")
     d = sub.add_parser("describe", help="describe the state of an active transactional-id")
     d.add_argument("--transactional-id", required=True, help="transactional id")
     dp = sub.add_parser("describe-producers", help="describe the states of active producers for a topic partition")
-    dp.add_argument("--broker-id", type=int, help="optional broker id to describe the producer state on a specific replica")
+    dp.add_argument("--broker-id", type=int,
+                    help="optional broker id to describe the producer state on a specific replica")
     dp.add_argument("--topic", required=True, help="topic name")
     dp.add_argument("--partition", type=int, required=True, help="partition number")
     a = sub.add_parser("abort", help="abort a hanging transaction (requires administrative privileges)")
@@ -130,7 +133,8 @@ def _cmd_describe(admin, a) -> None:
     else:
         start = duration = "None"
     pretty_table(["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-                  "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"],
+                  "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                  "TopicPartitions"],
                  [[str(d.coordinator), tid, str(d.producer_id), str(d.producer_epoch), d.state, str(d.timeout_ms),
                    start, duration, ",".join(f"{t}-{p}" for t, p in d.partitions)]])
 
@@ -202,12 +206,14 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
     try:
         producers = admin.describe_producers(tps, broker_id=broker_id)
     except PyklogError as e:
-        raise _Failed(f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: {_why(e)}") from None
+        raise _Failed(f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: "
+                      f"{_why(e)}") from None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     candidates: dict[int, list] = {}
     for tp, states in sorted(producers.items()):
         if isinstance(states, PyklogError):
-            raise _Failed(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: {_why(states)}")
+            raise _Failed(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: "
+                          f"{_why(states)}")
         for s in states:
             if s.current_txn_start_offset >= 0 and now - s.last_timestamp > max_transaction_timeout_ms:
                 candidates.setdefault(s.producer_id, []).append((tp, s))
