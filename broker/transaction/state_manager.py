@@ -243,7 +243,7 @@ class TransactionStateManager:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             if any(p.state == LOADING for p in self._partitions.values()):
-                return CoordinatorLoadInProgressError.code, unknown, []
+                return CoordinatorLoadInProgressError.code, [], []
             cached = [md for p in self._partitions.values() if p.state == LOADED for md in p.cache.values()]
         out = []
         for md in cached:
