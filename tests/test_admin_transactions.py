@@ -240,13 +240,13 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
         wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
             "brokers"]) == 2, message="two brokers")
     # one transactional id coordinated by each broker, each with an Empty state (InitProducerId only)
-    tids, pids = {}, {}
+    tids, pids, never_seen = {}, {}, {}
     with Wire(b0.port) as w:
-        while len(tids) < 2:
+        while len(tids) < 2 or len(never_seen) < 2:
             tid = f"tx-{uuid.uuid4().hex[:8]}"
             r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})
-            if r["error_code"] == 0 and r["node_id"] not in tids:
-                tids[r["node_id"]] = tid
+            if r["error_code"] == 0:
+                (tids if r["node_id"] not in tids else never_seen).setdefault(r["node_id"], tid)
     for node, tid in tids.items():
         with Wire((b0, b1)[node].port) as w:
             pids[node] = _init_producer_id(w, tid)[0]
@@ -265,11 +265,12 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
                                                         "producer_id_filters": [pids[other]]})
             assert f["unknown_state_filters"] == [] and f["transaction_states"] == []
             d = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tids[node], tids[other],
-                                                                                  "never-seen-" + tids[node]]})
+                                                                                  never_seen[node]]})
             mine, theirs, unknown = d["transaction_states"]
             assert (mine["error_code"], mine["transaction_state"], mine["producer_id"]) == (0, "Empty", pids[node])
+            assert mine["topics"] == [] and mine["transaction_start_time_ms"] == -1
             assert theirs["error_code"] == 16  # NOT_COORDINATOR
-            assert unknown["error_code"] in (16, 105)  # NOT_COORDINATOR or TRANSACTIONAL_ID_NOT_FOUND
+            assert unknown["error_code"] == 105  # TRANSACTIONAL_ID_NOT_FOUND (its coordinator has no state)
     # the tool asks every broker and each id's coordinator
     rows = rows_of(b0.bootstrap, "list")
     assert sorted((r["TransactionalId"], r["Coordinator"], int(r["ProducerId"]), r["TransactionState"])
@@ -277,6 +278,46 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
     for n in (0, 1):
         (d,) = rows_of(b1.bootstrap, "describe", "--transactional-id", tids[n])
         assert (d["CoordinatorId"], int(d["ProducerId"]), d["TransactionState"]) == (str(n), pids[n], "Empty")
+
+    # PrepareCommit: while a marker cannot be written, DescribeTransactions lists exactly the
+    # partitions still waiting for theirs (Kafka's rule); once written, CompleteCommit with none
+    from confluent_kafka import Producer
+
+    topic = f"txp-{uuid.uuid4().hex[:6]}"
+    with Wire(b0.port) as w:
+        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
+            "name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+            "assignments": [{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [1]}]}],
+            "timeout_ms": 10000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
+    tid = tids[0]  # coordinated by broker 0
+    p = Producer({"bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "transactional.id": tid, "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    values = [b"pc%d" % i for i in range(20)]
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % 2)
+    assert p.flush(30) == 0
+    (d,) = rows_of(b0.bootstrap, "describe", "--transactional-id", tid)
+    assert (d["TransactionState"], d["TopicPartitions"]) == ("Ongoing", f"{topic}-0,{topic}-1")
+    b1.kill()
+    p.commit_transaction(30)  # answered once PrepareCommit is logged; broker 1's marker cannot be written
+    d = wait_for(lambda: (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
+                 and r["TopicPartitions"] == f"{topic}-1" and r, message="partition 0's marker written")
+    assert d["TransactionState"] == "PrepareCommit"
+    with Wire(b0.port) as w:
+        listed = w.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": ["PrepareCommit"],
+                                                         "producer_id_filters": [], "duration_filter": 0})
+        assert [s["transactional_id"] for s in listed["transaction_states"]] == [tid]
+    (s,) = rows_of(b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+    assert s["CurrentTransactionStartOffset"] == "None"  # its marker is in partition 0's log
+    b1.start()
+    d = wait_for(lambda: (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
+                 and r["TransactionState"] == "CompleteCommit" and r, timeout=60, message="the commit completed")
+    assert d["TopicPartitions"] == ""
+    (s,) = rows_of(b1.bootstrap, "describe-producers", "--topic", topic, "--partition", "1")
+    assert s["CurrentTransactionStartOffset"] == "None" and int(s["ProducerId"]) == int(d["ProducerId"])
+    assert rows_of(b0.bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0") == []
 
 
 def test_tool_usage_and_errors_exit_1(broker):

@@ -161,8 +161,16 @@ class TransactionCoordinator:
         with md.lock:
             if md.state == S.DEAD:
                 raise TransactionalIdNotFoundError(f"{transactional_id!r} is being expired")
-            return TransactionDescription(md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp,
-                                          md.producer_id, md.producer_epoch, tuple(sorted(md.partitions)))
+            state, partitions = md.state, set(md.partitions)
+            desc = (md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp, md.producer_id,
+                    md.producer_epoch)
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # Kafka drops each partition from the metadata as its marker is written; pyklog keeps them
+            # in the marker channel's pending completion
+            remaining = self.marker_channel.remaining_partitions(transactional_id)
+            if remaining is not None:
+                partitions &= remaining
+        return TransactionDescription(*desc, tuple(sorted(partitions)))
 
     def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1):
         """ListTransactions: see :meth:`TransactionStateManager.list_transaction_states`."""
