@@ -846,7 +846,7 @@ class KafkaApis:
             raise InvalidRequestError(f"unsupported resource type {rtype}; expected 2 (TOPIC) or 4 (BROKER)")
 
     def handle_describe_configs(self, request, header, body):
-        """DescribeConfigs v0-4 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
+        """DescribeConfigs v0-3 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
         resources from ``/config/topics/<topic>`` and the broker's static settings, broker resources
         from ``server.properties``, with sources and synonyms (see :mod:`config_helper`)."""
         from pyklog.broker.server import config_helper as ch
@@ -999,7 +999,7 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "error_code": NONE, "results": results})
 
     def handle_delete_groups(self, request, header, body):
-        """DeleteGroups v0-2 through :meth:`GroupCoordinator.delete_groups`."""
+        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`."""
         names = body["groups_names"]
         if self.groups is None:
             codes = {g: CoordinatorNotAvailableError.code for g in names}
