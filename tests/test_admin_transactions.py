@@ -311,12 +311,18 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
         assert [s["transactional_id"] for s in listed["transaction_states"]] == [tid]
     (s,) = rows_of(b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
     assert s["CurrentTransactionStartOffset"] == "None"  # its marker is in partition 0's log
+    r = tool("--bootstrap-server", b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "0",
+             "--broker-id", "1")  # broker 1 is down
+    assert r.returncode == 1 and f"Failed to describe producers for partition {topic}-0 on broker 1" in r.stderr
     b1.start()
     d = wait_for(lambda: (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
                  and r["TransactionState"] == "CompleteCommit" and r, timeout=60, message="the commit completed")
     assert d["TopicPartitions"] == ""
     (s,) = rows_of(b1.bootstrap, "describe-producers", "--topic", topic, "--partition", "1")
     assert s["CurrentTransactionStartOffset"] == "None" and int(s["ProducerId"]) == int(d["ProducerId"])
+    r = tool("--bootstrap-server", b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "1",
+             "--broker-id", "0")  # not a replica of partition 1
+    assert r.returncode == 1 and "NOT_LEADER_OR_FOLLOWER" in r.stderr, r.stderr
     assert rows_of(b0.bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0") == []
 
 
