@@ -294,6 +294,9 @@ from kafka.protocol.admin import (  # noqa: E402
     DescribeClusterRequest, DescribeClusterResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse)
 from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteResponse  # noqa: E402
+from kafka.protocol.admin.transactions import (  # noqa: E402
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -327,6 +330,9 @@ KP = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
 }
 
 
@@ -388,13 +394,14 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000c4" "00000005" "0023" "0000001f"
+        "000000d6" "00000005" "0023" "00000022"
         "000000000009" "00010000000c" "000200000006" "00030000000c" "000800000008" "000900000006"
         "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
-        "001000000004" "001200000003" "001300000005" "001400000005" "001500000001" "001600000002"
+        "001000000004" "001200000003" "001300000005" "001400000005" "001500000002" "001600000002"
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
-        "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002c00000000"
+        "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002c00000001"
         "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs (32) on
+        "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])

@@ -57,6 +57,10 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # transaction admin APIs (KIP-664, flex-admin)
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -86,16 +90,21 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
-    # admin APIs (kafka-admin): the highest non-flexible versions; DescribeCluster is flexible from v0
-    ApiKey.DELETE_RECORDS: (0, 1),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),
-    ApiKey.ALTER_CONFIGS: (0, 1),
-    ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
-    ApiKey.CREATE_PARTITIONS: (0, 1),
-    ApiKey.DELETE_GROUPS: (0, 1),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    # admin APIs (kafka-admin, flex-admin): a Kafka 3.7 broker's versions, flexible ones included
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # transaction admin APIs (KIP-664): flexible from v0; ListTransactions v1 (KIP-994) adds the
+    # duration filter
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -125,7 +134,7 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.END_TXN: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
-    # admin APIs (kafka-admin): only DescribeCluster is served in a flexible version yet
+    # admin APIs (kafka-admin, flex-admin)
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2,
@@ -134,6 +143,9 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -744,7 +756,8 @@ TXN_OFFSET_COMMIT_RESPONSE = [
 
 
 # ---------------------------------------------------------------------------- admin APIs (kafka-admin)
-# CreatePartitions 37: v1 = v0 (throttling behaviour), v2+ flexible.
+# CreatePartitions 37: v1 = v0 (throttling behaviour), v2+ flexible, v3 = v2 (may answer
+# THROTTLING_QUOTA_EXCEEDED, KIP-599: pyklog has no quotas).
 
 CREATE_PARTITIONS_REQUEST = [
     A("Topics", fields=[
@@ -873,7 +886,8 @@ DELETE_RECORDS_RESPONSE = [
     ]),
 ]
 
-# DescribeLogDirs 35: v1 = v0, v2+ flexible.  Topics null = every partition.
+# DescribeLogDirs 35: v1 = v0, v2+ flexible, v3 adds the top-level error code, v4 the volume's total
+# and usable bytes (KIP-827).  Topics null = every partition.
 
 DESCRIBE_LOG_DIRS_REQUEST = [
     A("Topics", nullable="0+", fields=[
@@ -884,6 +898,7 @@ DESCRIBE_LOG_DIRS_REQUEST = [
 
 DESCRIBE_LOG_DIRS_RESPONSE = [
     F(_THROTTLE, INT32),
+    F("ErrorCode", INT16, "3+", default=0),
     A("Results", fields=[
         F("ErrorCode", INT16),
         F("LogDir", STRING),
@@ -896,6 +911,8 @@ DESCRIBE_LOG_DIRS_RESPONSE = [
                 F("IsFutureKey", BOOL, default=False),
             ]),
         ]),
+        F("TotalBytes", INT64, "4+", default=-1),
+        F("UsableBytes", INT64, "4+", default=-1),
     ]),
 ]
 
@@ -961,6 +978,78 @@ DESCRIBE_CLUSTER_RESPONSE = [
 ]
 
 
+# ---------------------------------------------------------------------------- transaction admin (KIP-664)
+# DescribeProducers 61: the producer state of partitions led here (Kafka's ``UnifiedLog.activeProducers``).
+# DescribeTransactions 65: the coordinator's state of transactional ids.  ListTransactions 66: every
+# transactional id this broker coordinates, filtered by state names and producer ids (v1: by how long
+# the transaction has run, KIP-994).  All three are flexible from v0.
+
+DESCRIBE_PRODUCERS_REQUEST = [
+    A("Topics", fields=[
+        F("Name", STRING),
+        F("PartitionIndexes", "[]int32"),
+    ]),
+]
+
+DESCRIBE_PRODUCERS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            A("ActiveProducers", fields=[
+                F("ProducerId", INT64),
+                F("ProducerEpoch", INT32),                       # int32 on the wire, as Kafka's schema
+                F("LastSequence", INT32, default=-1),
+                F("LastTimestamp", INT64, default=-1),
+                F("CoordinatorEpoch", INT32),
+                F("CurrentTxnStartOffset", INT64, default=-1),   # -1: no open transaction
+            ]),
+        ]),
+    ]),
+]
+
+DESCRIBE_TRANSACTIONS_REQUEST = [
+    F("TransactionalIds", "[]string"),
+]
+
+DESCRIBE_TRANSACTIONS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("TransactionStates", fields=[
+        F("ErrorCode", INT16),
+        F("TransactionalId", STRING),
+        F("TransactionState", STRING),        # Kafka's state name: "Ongoing", "PrepareCommit", ...
+        F("TransactionTimeoutMs", INT32),
+        F("TransactionStartTimeMs", INT64),
+        F("ProducerId", INT64),
+        F("ProducerEpoch", INT16),
+        A("Topics", fields=[
+            F("Topic", STRING),
+            F("Partitions", "[]int32"),
+        ]),
+    ]),
+]
+
+LIST_TRANSACTIONS_REQUEST = [
+    F("StateFilters", "[]string"),
+    F("ProducerIdFilters", "[]int64"),
+    F("DurationFilter", INT64, "1+", default=-1),
+]
+
+LIST_TRANSACTIONS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("UnknownStateFilters", "[]string"),
+    A("TransactionStates", fields=[
+        F("TransactionalId", STRING),
+        F("ProducerId", INT64),
+        F("TransactionState", STRING),
+    ]),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -996,4 +1085,8 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
                                        INCREMENTAL_ALTER_CONFIGS_RESPONSE),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
+    ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", DESCRIBE_TRANSACTIONS_REQUEST,
+                                   DESCRIBE_TRANSACTIONS_RESPONSE),
+    ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
 }

@@ -88,6 +88,7 @@ from pyklog.broker.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
+    KafkaStorageError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -148,6 +149,18 @@ NOT_REQUESTED_OPERATIONS = -(1 << 31)
 #: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
 #: partition, for the fetch purgatory's min_bytes accounting
 _MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
+
+
+def _volume_bytes(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the filesystem holding ``path`` (Kafka's DescribeLogDirs v4
+    TotalBytes/UsableBytes: ``FileStore.getTotalSpace()``/``getUsableSpace()``, the latter being what
+    an unprivileged process may still write, ``f_bavail``); (-1, -1) if the path cannot be read."""
+    try:
+        st = os.statvfs(path)
+    except OSError as e:
+        log.warning("DescribeLogDirs: cannot stat log dir %s: %s", path, e)
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _code(e: BaseException) -> int:
@@ -247,6 +260,12 @@ class KafkaApis:
             ApiKey.DELETE_GROUPS: self.handle_delete_groups,
             ApiKey.OFFSET_DELETE: self.handle_offset_delete,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+        })
+        # transaction admin APIs (KIP-664, flex-admin)
+        self._handlers.update({
+            ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -770,7 +789,7 @@ class KafkaApis:
     # ------------------------------------------------------------------ admin APIs (kafka-admin)
 
     def handle_create_partitions(self, request, header, body):
-        """CreatePartitions v0-1 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
+        """CreatePartitions v0-3 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
         through :meth:`ZkCluster.create_partitions`, then wait (up to the request's timeout, at most
         a few seconds) until this broker's registry cache shows the new partitions, so a Metadata
         request right after the answer sees them.  A topic named twice gets INVALID_REQUEST, as Kafka."""
@@ -898,7 +917,7 @@ class KafkaApis:
             self.replica_manager.sync_logs()  # this broker's logs take the new config at once
 
     def handle_alter_configs(self, request, header, body):
-        """AlterConfigs v0-1 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
+        """AlterConfigs v0-2 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
         replaced by the request's (null values dropped, as Kafka), written to ``/config/topics/<t>``
         with a change notification, and applied to the live logs of every broker.  Broker resources
         (this broker's id, or "" for the cluster default) replace that dynamic level (KIP-226, see
@@ -928,7 +947,7 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
 
     def handle_incremental_alter_configs(self, request, header, body):
-        """IncrementalAlterConfigs v0 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
+        """IncrementalAlterConfigs v0-1 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
         APPEND and SUBTRACT (list configs only) on a topic's overrides; otherwise as AlterConfigs."""
         from pyklog.broker.server import config_helper as ch
 
@@ -950,7 +969,7 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
 
     def handle_delete_records(self, request, header, body):
-        """DeleteRecords v0-1 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
+        """DeleteRecords v0-2 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
         start offset up to the requested offset (-1: the high watermark) and answer the new low
         watermark.  OFFSET_OUT_OF_RANGE beyond the high watermark or below -1, POLICY_VIOLATION on a
         topic whose cleanup.policy lacks ``delete``; the whole segments below go with the next
@@ -989,8 +1008,11 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_describe_log_dirs(self, request, header, body):
-        """DescribeLogDirs v0-1: each of ``log.dirs`` with the partitions it holds (all, or those
-        requested), their size in bytes and offset lag 0 (no future replicas, no replication)."""
+        """DescribeLogDirs v0-4: each of ``log.dirs`` with the partitions it holds (all, or those
+        requested), their size in bytes and offset lag 0 (no future replicas, no replication); v3
+        adds the top-level error code (0), v4 the volume's total and usable bytes (KIP-827, from
+        ``os.statvfs`` of the log dir, as Kafka's ``FileStore.getTotalSpace``/``getUsableSpace``;
+        -1 when the dir cannot be read: it then carries KAFKA_STORAGE_ERROR)."""
         wanted = None
         if body["topics"] is not None:
             wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
@@ -1005,10 +1027,16 @@ class KafkaApis:
                 continue
             by_dir.setdefault(d, {}).setdefault(t, []).append(
                 {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
-        results = [{"error_code": NONE, "log_dir": d, "topics": [
-            {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
-            for d, topics in by_dir.items()]
-        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+        results = []
+        for d, topics in by_dir.items():
+            entry = {"error_code": NONE, "log_dir": d, "topics": [
+                {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
+            if header.api_version >= 4:
+                entry["total_bytes"], entry["usable_bytes"] = _volume_bytes(d)
+                if entry["total_bytes"] < 0:
+                    entry["error_code"] = KafkaStorageError.code
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": NONE, "results": results})
 
     def handle_delete_groups(self, request, header, body):
         """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`, and of ZooKeeper groups
@@ -1094,6 +1122,72 @@ class KafkaApis:
                                for b, (h, p) in sorted(self.cluster.live_brokers().items())]
             if body.get("include_cluster_authorized_operations"):
                 resp["cluster_authorized_operations"] = self.CLUSTER_AUTHORIZED_OPERATIONS
+        self._respond(request, header, resp)
+
+    # ------------------------------------------------------------------ transaction admin APIs (KIP-664)
+
+    def handle_describe_producers(self, request, header, body):
+        """DescribeProducers v0 (Kafka's ``ReplicaManager.activeProducerState``): for each partition
+        led here, every producer id its log keeps state for (epoch, last sequence, last timestamp,
+        coordinator epoch of its last marker, first offset of its open transaction or -1).  Per
+        partition: UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER (only the leader holds a log
+        until replication exists) with a message.  Request thread."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partition_indexes"]:
+                entry = {"partition_index": p, "error_code": NONE, "error_message": None, "active_producers": []}
+                try:
+                    lg = self.replica_manager.leader_log(t["name"], p)
+                    entry["active_producers"] = [
+                        {"producer_id": pid, "producer_epoch": epoch, "last_sequence": seq, "last_timestamp": ts,
+                         "coordinator_epoch": ce, "current_txn_start_offset": txn}
+                        for pid, epoch, seq, ts, ce, txn in lg.active_producers()]
+                except PyklogError as e:
+                    entry.update(error_code=e.code, error_message=str(e)[:1000])
+                parts.append(entry)
+            topics.append({"name": t["name"], "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_describe_transactions(self, request, header, body):
+        """DescribeTransactions v0 through :meth:`TransactionCoordinator.describe_transaction`: per
+        transactional id its state, timeout, start time, producer id and epoch and the partitions of
+        its transaction, or COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+        / TRANSACTIONAL_ID_NOT_FOUND as Kafka.  Request thread."""
+        states = []
+        for tid in body["transactional_ids"]:
+            entry = {"error_code": NONE, "transactional_id": tid, "transaction_state": "",
+                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                     "producer_epoch": -1, "topics": []}
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                d = self.txn_coordinator.describe_transaction(tid)
+                by_topic: dict[str, list[int]] = {}
+                for topic, partition in d.partitions:
+                    by_topic.setdefault(topic, []).append(partition)
+                entry.update(transaction_state=d.state, transaction_timeout_ms=d.timeout_ms,
+                             transaction_start_time_ms=d.start_time_ms, producer_id=d.producer_id,
+                             producer_epoch=d.producer_epoch,
+                             topics=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())])
+            except PyklogError as e:
+                entry["error_code"] = e.code
+                log.debug("DescribeTransactions %r: %s", tid, e)
+            states.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "transaction_states": states})
+
+    def handle_list_transactions(self, request, header, body):
+        """ListTransactions v0-1 through :meth:`TransactionCoordinator.list_transactions`: the
+        transactional ids this broker coordinates (COORDINATOR_NOT_AVAILABLE without a coordinator,
+        COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads).  Request thread."""
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "unknown_state_filters": [], "transaction_states": []}
+        if self.txn_coordinator is None:
+            resp["error_code"] = CoordinatorNotAvailableError.code
+        else:
+            code, unknown, listed = self.txn_coordinator.list_transactions(
+                body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1))
+            resp.update(error_code=code, unknown_state_filters=unknown, transaction_states=[
+                {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed])
         self._respond(request, header, resp)
 
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
@@ -1498,7 +1592,7 @@ class KafkaApis:
                 {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
                 for p in t["partitions"]]} for t in body["topics"]]}
         if api_key == ApiKey.DESCRIBE_LOG_DIRS:
-            return {"results": []}
+            return {"error_code": code, "results": []}
         if api_key == ApiKey.DELETE_GROUPS:
             return {"results": [{"group_id": g, "error_code": code} for g in body["groups_names"]]}
         if api_key == ApiKey.OFFSET_DELETE:
@@ -1507,6 +1601,17 @@ class KafkaApis:
             return {"error_code": code, "error_message": msg, "cluster_id": "", "brokers": []}
         if api_key == ApiKey.CREATE_PARTITIONS:
             return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p, "error_code": code, "error_message": msg, "active_producers": []}
+                for p in t["partition_indexes"]]} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transaction_states": [{"error_code": code, "transactional_id": tid, "transaction_state": "",
+                                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                                            "producer_id": -1, "producer_epoch": -1, "topics": []}
+                                           for tid in body["transactional_ids"]]}
+        if api_key == ApiKey.LIST_TRANSACTIONS:
+            return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
@@ -46,6 +46,7 @@ from pyklog.broker.errors import (
     NotCoordinatorError,
     ProducerFencedError,
     PyklogError,
+    TransactionalIdNotFoundError,
 )
 from pyklog.broker.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
 from pyklog.broker.transaction.metadata import (
@@ -61,6 +62,17 @@ from pyklog.broker.transaction.state_manager import TransactionStateManager
 log = logging.getLogger(__name__)
 
 S = TxnState
+
+
+class TransactionDescription(NamedTuple):
+    """One transactional id as DescribeTransactions reports it (Kafka's ``TransactionDescription``)."""
+
+    state: str                    # Kafka's state name: "Ongoing", "PrepareCommit", "CompleteAbort", ...
+    timeout_ms: int
+    start_time_ms: int            # -1 when no transaction was started
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple             # sorted (topic, partition) pairs
 
 
 def _now_ms() -> int:
@@ -131,6 +143,39 @@ class TransactionCoordinator:
         if not transactional_id:
             raise InvalidRequestError("transactional id must be a non-empty string")
         return self.state_manager.coordinator_for(transactional_id)
+
+    # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
+
+    def describe_transaction(self, transactional_id: str) -> "TransactionDescription":
+        """DescribeTransactions of one id (Kafka's ``TransactionCoordinator.handleDescribeTransactions``):
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE as for any
+        coordinator request, TRANSACTIONAL_ID_NOT_FOUND for an id without state or being expired
+        (Dead).  The partitions are those of the open transaction (while completing: those still
+        waiting for their marker, as the coordinator keeps them).  Any thread (takes the metadata's lock)."""
+        if not transactional_id:
+            raise TransactionalIdNotFoundError("the transactional id is empty")
+        _, md = self.state_manager.get_transaction_state(transactional_id)
+        if md is None:
+            raise TransactionalIdNotFoundError(f"no transaction state for {transactional_id!r} on broker "
+                                               f"{self.broker_id}")
+        with md.lock:
+            if md.state == S.DEAD:
+                raise TransactionalIdNotFoundError(f"{transactional_id!r} is being expired")
+            state, partitions = md.state, set(md.partitions)
+            desc = (md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp, md.producer_id,
+                    md.producer_epoch)
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # Kafka drops each partition from the metadata as its marker is written; pyklog keeps them
+            # in the marker channel's pending completion
+            remaining = self.marker_channel.remaining_partitions(transactional_id)
+            if remaining is not None:
+                partitions &= remaining
+        return TransactionDescription(*desc, tuple(sorted(partitions)))
+
+    def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1):
+        """ListTransactions: see :meth:`TransactionStateManager.list_transaction_states`."""
+        return self.state_manager.list_transaction_states(list(state_filters), list(producer_id_filters),
+                                                          duration_filter_ms)
 
     # ------------------------------------------------------------------ InitProducerId
 
