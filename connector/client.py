@@ -40,6 +40,7 @@ from pyklog.broker.errors import (
     PyklogError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnknownServerError,
     UnsupportedVersionError,
     ZooKeeperError,
     error_for_code,
@@ -891,8 +892,15 @@ class ClusterClient:
             else:
                 topics = [{"name": t, "partition_indexes": ps}
                           for t, ps in _group_partitions(tps).items()]
-            resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
-                                                      "require_stable": False}, version)
+            if version >= 8:  # KIP-709: a batch of groups (here one); the group's result has v7's shape
+                resp = conn.request(ApiKey.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": topics}],
+                                                          "require_stable": False}, version)
+                resp = next((g for g in resp.get("groups") or [] if g.get("group_id") == group), None)
+                if resp is None:
+                    raise UnknownServerError(f"OffsetFetch v{version}: no result for group {group!r}")
+            else:
+                resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
+                                                          "require_stable": False}, version)
             code = int(resp.get("error_code", 0))
             if code:
                 raise _err(code, f"OffsetFetch group {group!r}")

@@ -67,8 +67,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (0, 6),
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (0, 6),  # v7 RequireStable needs UNSTABLE_OFFSET_COMMIT for pending txn offsets
-    ApiKey.FIND_COORDINATOR: (0, 3),
+    ApiKey.OFFSET_FETCH: (0, 8),  # v7 RequireStable (KIP-447), v8 several groups (KIP-709)
+    ApiKey.FIND_COORDINATOR: (0, 4),  # v4 batched keys (KIP-699)
     ApiKey.JOIN_GROUP: (0, 7),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 4),
@@ -389,43 +389,74 @@ OFFSET_COMMIT_RESPONSE = [
 # ---------------------------------------------------------------------------- OffsetFetch 9
 
 OFFSET_FETCH_REQUEST = [
-    F("GroupId", STRING),
+    F("GroupId", STRING, "0-7"),
     # v2+: null = all partitions the group committed
-    A("Topics", nullable="2+", fields=[
-        F("Name", STRING),
-        F("PartitionIndexes", "[]int32"),
+    A("Topics", "0-7", nullable="2-7", fields=[
+        F("Name", STRING, "0-7"),
+        F("PartitionIndexes", "[]int32", "0-7"),
     ]),
+    A("Groups", "8+", fields=[  # v8+: several groups in one request (KIP-709)
+        F("GroupId", STRING, "8+"),
+        A("Topics", "8+", nullable="8+", fields=[
+            F("Name", STRING, "8+"),
+            F("PartitionIndexes", "[]int32", "8+"),
+        ]),
+    ]),
+    F("RequireStable", BOOL, "7+", default=False),  # KIP-447: UNSTABLE_OFFSET_COMMIT for pending txn offsets
 ]
 
 OFFSET_FETCH_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CommittedOffset", INT64),
-            F("CommittedLeaderEpoch", INT32, "5+", default=-1),
-            F("Metadata", STRING, nullable="0+"),
-            F("ErrorCode", INT16),
+    A("Topics", "0-7", fields=[
+        F("Name", STRING, "0-7"),
+        A("Partitions", "0-7", fields=[
+            F("PartitionIndex", INT32, "0-7"),
+            F("CommittedOffset", INT64, "0-7"),
+            F("CommittedLeaderEpoch", INT32, "5-7", default=-1),
+            F("Metadata", STRING, "0-7", nullable="0-7"),
+            F("ErrorCode", INT16, "0-7"),
         ]),
     ]),
-    F("ErrorCode", INT16, "2+", default=0),
+    F("ErrorCode", INT16, "2-7", default=0),
+    A("Groups", "8+", fields=[
+        F("GroupId", STRING, "8+"),
+        A("Topics", "8+", fields=[
+            F("Name", STRING, "8+"),
+            A("Partitions", "8+", fields=[
+                F("PartitionIndex", INT32, "8+"),
+                F("CommittedOffset", INT64, "8+"),
+                F("CommittedLeaderEpoch", INT32, "8+", default=-1),
+                F("Metadata", STRING, "8+", nullable="8+"),
+                F("ErrorCode", INT16, "8+"),
+            ]),
+        ]),
+        F("ErrorCode", INT16, "8+", default=0),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- FindCoordinator 10
 
 FIND_COORDINATOR_REQUEST = [
-    F("Key", STRING),
+    F("Key", STRING, "0-3"),
     F("KeyType", INT8, "1+", default=0),
+    F("CoordinatorKeys", "[]string", "4+"),  # v4+: a batch of keys (KIP-699)
 ]
 
 FIND_COORDINATOR_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
-    F("ErrorCode", INT16),
-    F("ErrorMessage", STRING, "1+", nullable="1+", default=None),
-    F("NodeId", INT32),
-    F("Host", STRING),
-    F("Port", INT32),
+    F("ErrorCode", INT16, "0-3"),
+    F("ErrorMessage", STRING, "1-3", nullable="1-3", default=None),
+    F("NodeId", INT32, "0-3"),
+    F("Host", STRING, "0-3"),
+    F("Port", INT32, "0-3"),
+    A("Coordinators", "4+", fields=[  # v4+: one result per key
+        F("Key", STRING, "4+"),
+        F("NodeId", INT32, "4+"),
+        F("Host", STRING, "4+"),
+        F("Port", INT32, "4+"),
+        F("ErrorCode", INT16, "4+"),
+        F("ErrorMessage", STRING, "4+", nullable="4+", default=None),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- JoinGroup 11

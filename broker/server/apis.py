@@ -126,6 +126,9 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
+#: Kafka's UNSTABLE_OFFSET_COMMIT (KIP-447): OffsetFetch v7+ RequireStable on a partition with
+#: pending transactional offsets (retriable)
+UNSTABLE_OFFSET_COMMIT = 88
 _CORRUPT_MESSAGE = CorruptRecordError.code
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
@@ -1151,33 +1154,51 @@ class KafkaApis:
     # ------------------------------------------------------------------ group coordination (offsets)
 
     def handle_find_coordinator(self, request, header, body):
+        """FindCoordinator v0-4 (Kafka's handleFindCoordinatorRequest): key type 0 = a group (the
+        offset manager's partition leader), 1 = a transactional id (the transaction coordinator).
+        v4+ (KIP-699) carries a batch of keys of one type and answers each key on its own (error
+        code and message per key).  Runs on a request handler thread; no lock of its own."""
+        key_type = body.get("key_type", 0)
+        if header.api_version >= 4:
+            coordinators = []
+            for key in body["coordinator_keys"]:
+                result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
+                          "error_message": None}
+                try:
+                    result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
+                except PyklogError as e:
+                    result["error_code"], result["error_message"] = e.code, str(e)[:1000]
+                coordinators.append(result)
+            self._respond(request, header, {"throttle_time_ms": 0, "coordinators": coordinators})
+            return
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
                 "host": "", "port": -1}
         try:
-            if body.get("key_type", 0) == 1:
-                if self.txn_coordinator is None:
-                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
-                node = self.txn_coordinator.coordinator_for(body["key"])
-                addr = self.cluster.live_brokers().get(node) if node is not None else None
-                if addr is None:
-                    raise CoordinatorNotAvailableError(
-                        f"the coordinator of transactional id {body['key']!r} is not available")
-                resp["node_id"], (resp["host"], resp["port"]) = node, addr
-                self._respond(request, header, resp)
-                return
-            if body.get("key_type", 0) != 0:
-                raise InvalidRequestError(f"unknown coordinator key type {body.get('key_type')}")
-            if self.offsets is None:
-                raise CoordinatorNotAvailableError("the offset manager is not running")
-            node = self.offsets.coordinator_for(body["key"])
-            addr = self.cluster.live_brokers().get(node) if node is not None else None
-            if addr is None:
-                raise CoordinatorNotAvailableError(f"the coordinator of group {body['key']!r} is not available")
-            resp["node_id"], (resp["host"], resp["port"]) = node, addr
+            resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
         except PyklogError as e:
             resp["error_code"] = e.code
             resp["error_message"] = str(e)[:1000]
         self._respond(request, header, resp)
+
+    def _find_coordinator(self, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
+        """``(node id, (host, port))`` of the coordinator of ``key``; raises the PyklogError to answer."""
+        if key_type == 1:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            node = self.txn_coordinator.coordinator_for(key)
+            addr = self.cluster.live_brokers().get(node) if node is not None else None
+            if addr is None:
+                raise CoordinatorNotAvailableError(f"the coordinator of transactional id {key!r} is not available")
+            return node, addr
+        if key_type != 0:
+            raise InvalidRequestError(f"unknown coordinator key type {key_type}")
+        if self.offsets is None:
+            raise CoordinatorNotAvailableError("the offset manager is not running")
+        node = self.offsets.coordinator_for(key)
+        addr = self.cluster.live_brokers().get(node) if node is not None else None
+        if addr is None:
+            raise CoordinatorNotAvailableError(f"the coordinator of group {key!r} is not available")
+        return node, addr
 
     def handle_offset_commit(self, request, header, body):
         group = body["group_id"]
@@ -1211,35 +1232,66 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_offset_fetch(self, request, header, body):
+        """OffsetFetch v0-8 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
+        v1+ the offsets topic.  v7+ RequireStable (KIP-447): a partition for which an open
+        transaction holds a pending offset of the group is answered UNSTABLE_OFFSET_COMMIT with
+        offset -1 (the client retries until the marker).  v8+ (KIP-709) asks for several groups:
+        each group gets its own result, a coordinator error (NOT_COORDINATOR & co.) as that group's
+        error code.  Runs on a request handler thread; no lock of its own."""
         version = header.api_version
-        group = body["group_id"]
-        req_topics = body.get("topics")
+        if version >= 8:
+            groups = [self._offset_fetch_group(version, g["group_id"], g.get("topics"),
+                                               bool(body.get("require_stable")))
+                      for g in body["groups"]]
+            self._respond(request, header, {"throttle_time_ms": 0, "groups": groups})
+            return
+        result = self._offset_fetch_group(version, body["group_id"], body.get("topics"),
+                                          version >= 7 and bool(body.get("require_stable")))
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": result["topics"],
+                                        "error_code": result["error_code"]})
+
+    def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool) -> dict:
+        """One group's OffsetFetch result: ``{"group_id", "topics", "error_code"}`` (the v8 group
+        layout; v0-7 take its topics and error code)."""
         wanted = None if req_topics is None else [
             (t["name"], p) for t in req_topics for p in t["partition_indexes"]]
         top_error = NONE
         part_error = NONE
+        unstable: set = set()
         try:
             if version == 0:
                 found = self.zk_offsets.fetch(group, wanted or [])
             else:
                 if self.offsets is None:
                     raise CoordinatorNotAvailableError("the offset manager is not running")
-                found = self.offsets.fetch(group, wanted)
+                if require_stable:
+                    found, unstable = self.offsets.fetch_stable(group, wanted)
+                else:
+                    found = self.offsets.fetch(group, wanted)
         except PyklogError as e:
             found = {}
             if version >= 2:
                 top_error = e.code
             part_error = e.code
+            if version >= 8:  # Kafka: the group's error only, no partitions
+                return {"group_id": group, "topics": [], "error_code": e.code}
         if wanted is None:
             wanted = sorted(found)
         by_topic: dict[str, list] = {}
         for (t, p) in wanted:
+            if (t, p) in unstable:
+                by_topic.setdefault(t, []).append({
+                    "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": UNSTABLE_OFFSET_COMMIT})
+                continue
             offset, epoch, metadata = found.get((t, p), (-1, -1, ""))
             by_topic.setdefault(t, []).append({
                 "partition_index": p, "committed_offset": offset, "committed_leader_epoch": epoch,
                 "metadata": metadata if metadata is not None else "", "error_code": part_error})
-        topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics, "error_code": top_error})
+        if unstable:
+            log.debug("OffsetFetch of group %r: pending transactional offsets on %s", group, sorted(unstable))
+        return {"group_id": group, "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+                "error_code": top_error}
 
     def handle_txn_offset_commit(self, request, header, body):
         """TxnOffsetCommit v0-2 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
@@ -1404,9 +1456,15 @@ class KafkaApis:
                 {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
                 for t in body["topics"]]}
         if api_key == ApiKey.OFFSET_FETCH:
+            if version >= 8:
+                return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                   for g in body["groups"]]}
             return {"error_code": code, "topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if api_key == ApiKey.FIND_COORDINATOR and version >= 4:
+            return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                                      "error_message": msg} for k in body["coordinator_keys"]]}
         if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
             return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
         if api_key == ApiKey.TXN_OFFSET_COMMIT:
