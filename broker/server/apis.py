@@ -79,6 +79,7 @@ import os
 import struct
 import threading
 import time
+import uuid
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
@@ -129,6 +130,12 @@ NONE = 0
 #: Kafka's UNSTABLE_OFFSET_COMMIT (KIP-447): OffsetFetch v7+ RequireStable on a partition with
 #: pending transactional offsets (retriable)
 UNSTABLE_OFFSET_COMMIT = 88
+#: Kafka's UNKNOWN_TOPIC_ID (KIP-516): Fetch v13+ / DeleteTopics v6 naming an id no topic has
+UNKNOWN_TOPIC_ID = 100
+#: Fetch v13+: the stand-in name of a topic id no topic has (":" and "/" are never in topic names)
+_UNKNOWN_TOPIC_ID_PREFIX = "/unknown-topic-id:"
+_INVALID_PRODUCER_EPOCH = 47  # InitProducerId below v4 answers this for PRODUCER_FENCED (90)
+_PRODUCER_FENCED = 90
 _CORRUPT_MESSAGE = CorruptRecordError.code
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
@@ -507,6 +514,9 @@ class KafkaApis:
     # ------------------------------------------------------------------ Fetch
 
     def handle_fetch(self, request, header, body):
+        if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
+            for t in body["topics"]:
+                t["topic"] = self._fetch_topic_name(t["topic_id"])
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
@@ -608,10 +618,32 @@ class KafkaApis:
             responses.append({"topic": name, "partitions": out})
         return responses, total, errors
 
+    def _fetch_topic_name(self, topic_id) -> str:
+        """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
+        re-created with a new id, never existed), a placeholder no topic can be named (it has a
+        character topic names may not hold): reads of it fail as an unknown topic, and
+        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent."""
+        name = self.cluster.topic_name_by_id(topic_id)
+        return name if name is not None else _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+
+    def _fetch_topic_ids(self, responses) -> None:
+        """Fetch v13+: each response topic gets its topic id in place of its name; the partitions of
+        an unknown id get UNKNOWN_TOPIC_ID (the client refreshes its metadata)."""
+        for t in responses:
+            name = t["topic"]
+            if name.startswith(_UNKNOWN_TOPIC_ID_PREFIX):
+                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX):])
+                for entry in t["partitions"]:
+                    entry["error_code"] = UNKNOWN_TOPIC_ID
+            else:
+                t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
+
     def _send_fetch(self, fetch, responses) -> None:
         request, header, _, _, _ = fetch
         version = header.api_version
         owned = []
+        if version >= 13:
+            self._fetch_topic_ids(responses)
         try:
             for t in responses:
                 for entry in t["partitions"]:
@@ -641,6 +673,10 @@ class KafkaApis:
     # ------------------------------------------------------------------ ListOffsets
 
     def handle_list_offsets(self, request, header, body):
+        """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
+        with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
+        tiered storage the log start offset), else the first record at or after a timestamp.
+        Runs on a request handler thread; lock-free reads of the logs."""
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
@@ -659,8 +695,13 @@ class KafkaApis:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
                         entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
-                    elif ts == -2:
+                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
                         entry["offset"] = lg.log_start_offset
+                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
+                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+                        found = self._max_timestamp_offset(lg)
+                        if found is not None and found[0] < fetchable:
+                            entry["offset"], entry["timestamp"] = found
                     else:
                         lso = lg.last_stable_offset if read_committed else None
                         found = lg.offset_for_timestamp(ts)
@@ -673,6 +714,16 @@ class KafkaApis:
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    @staticmethod
+    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+        holding the largest timestamp of the log (its segments' largest, then the first record at
+        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+        if max_ts < 0:
+            return None
+        return lg.offset_for_timestamp(max_ts)
 
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
@@ -733,6 +784,8 @@ class KafkaApis:
                 entry["error_message"] = str(errors[i])[:1000]
             elif header.api_version >= 5 and i in spec_of:  # KIP-525: the created topic's layout and configs
                 sp = spec_of[i]
+                if header.api_version >= 7 and not validate_only:  # KIP-516
+                    entry["topic_id"] = self.cluster.topic_id(sp["name"]) or ZERO_UUID
                 entry.update(num_partitions=sp["num_partitions"], replication_factor=sp["replication_factor"],
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": 1,
                                        "is_sensitive": False} for k, v in sorted(sp["configs"].items())])
@@ -740,18 +793,41 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
     def handle_delete_topics(self, request, header, body):
-        """DeleteTopics: valid names are deleted from ZooKeeper in one batch
-        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  Request handler thread."""
-        errors: dict[str, PyklogError] = {}
+        """DeleteTopics v0-6: valid names are deleted from ZooKeeper in one batch
+        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  v6+ (KIP-516) names
+        each topic by name or by id: an id no topic has gets UNKNOWN_TOPIC_ID, both at once
+        INVALID_REQUEST, as Kafka; each result carries the topic's name and id.  Request handler
+        thread."""
+        version = header.api_version
+        if version >= 6:
+            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body["topics"]]
+        else:
+            wanted = [(n, ZERO_UUID) for n in body["topic_names"]]
+        errors: dict[int, PyklogError | int] = {}
+        names: dict[int, str] = {}
+        ids: dict[int, object] = {}
+        for i, (name, tid) in enumerate(wanted):
+            if name is not None and tid != ZERO_UUID:
+                errors[i] = InvalidRequestError("you may not name a topic by both its name and its id")
+            elif name is None:
+                found = self.cluster.topic_name_by_id(tid) if tid != ZERO_UUID else None
+                if found is None:
+                    errors[i] = UNKNOWN_TOPIC_ID
+                else:
+                    names[i], ids[i] = found, tid
+            else:
+                names[i] = name
+                ids[i] = self.cluster.topic_id(name) or ZERO_UUID
+        by_name: dict[str, PyklogError] = {}
         todo = []
-        for name in body["topic_names"]:
+        for name in dict.fromkeys(names.values()):
             try:
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
                 todo.append(name)
             except PyklogError as e:
-                errors[name] = e
+                by_name[name] = e
         if todo:
             try:
                 outcome = self.cluster.delete_topics(todo)
@@ -760,12 +836,17 @@ class KafkaApis:
             for name in todo:
                 e = outcome.get(name)
                 if e is not None:
-                    errors[name] = e
+                    by_name[name] = e
                 else:
                     self.replica_manager.delete_local_logs(name)
-        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE,
-                    "error_message": str(errors[name])[:1000] if name in errors else None}  # v5+
-                   for name in body["topic_names"]]
+        results = []
+        for i, (name, tid) in enumerate(wanted):
+            err = errors.get(i, by_name.get(names.get(i)))
+            code = err if isinstance(err, int) else err.code if err is not None else NONE
+            message = None if err is None else (f"no topic has the id {tid}" if isinstance(err, int)
+                                                else str(err)[:1000])
+            results.append({"name": names.get(i, name), "topic_id": ids.get(i, tid), "error_code": code,
+                            "error_message": message})  # v5+
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
     # ------------------------------------------------------------------ admin APIs (kafka-admin)
@@ -1053,15 +1134,26 @@ class KafkaApis:
     # ------------------------------------------------------------------ InitProducerId
 
     def handle_init_producer_id(self, request, header, body):
+        """InitProducerId v0-4 (Kafka's handleInitProducerIdRequest).  With a transactional id the
+        transaction coordinator answers; v3+ carries the producer's current id and epoch (KIP-360),
+        so a producer recovering from an abortable error gets its epoch bumped instead of a new
+        identity, and a stale one PRODUCER_FENCED -- INVALID_PRODUCER_EPOCH below v4, which does
+        not know that code.  Without a transactional id (an idempotent producer) every request
+        gets a new producer id with epoch 0, as in Kafka.  Runs on a request handler thread."""
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
+            expected = None
+            if header.api_version >= 3 and body.get("producer_id", -1) >= 0:
+                expected = (body["producer_id"], body.get("producer_epoch", -1))
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
-                    body["transactional_id"], body.get("transaction_timeout_ms", 60000))
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000), expected)
             except PyklogError as e:
                 resp["error_code"] = self._txn_error_code(e)
+                if resp["error_code"] == _PRODUCER_FENCED and header.api_version < 4:
+                    resp["error_code"] = _INVALID_PRODUCER_EPOCH
                 log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
@@ -1294,11 +1386,14 @@ class KafkaApis:
                 "error_code": top_error}
 
     def handle_txn_offset_commit(self, request, header, body):
-        """TxnOffsetCommit v0-2 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
+        """TxnOffsetCommit v0-3 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
         consumed offsets, stored pending in the group's ``__consumer_offsets`` partition until the
         transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
         NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / INVALID_GROUP_ID for every partition;
-        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  No ACLs: Kafka's
+        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  v3+ (KIP-447) names
+        the consumer group member whose offsets these are: a member that is not the group's current
+        one gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for every partition
+        (:meth:`broker.group_coordinator.GroupCoordinator.validate_txn_offset_commit`).  No ACLs: Kafka's
         TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
         group = body["group_id"]
         wanted = {}
@@ -1309,6 +1404,9 @@ class KafkaApis:
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
+            if header.api_version >= 3 and self.groups is not None:  # KIP-447: the member's generation
+                self.groups.validate_txn_offset_commit(group, body.get("generation_id", -1), body.get("member_id", ""),
+                                                       body.get("group_instance_id"))
             codes = self.offsets.commit_transactional(group, body["producer_id"], body["producer_epoch"], wanted)
         except PyklogError as e:
             codes = {k: e.code for k in wanted}
@@ -1441,7 +1539,8 @@ class KafkaApis:
                 {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
                 for p in t["partition_data"]]} for t in body["topic_data"]]}
         if api_key == ApiKey.FETCH:
-            return {"error_code": NONE, "session_id": 0, "responses": [{"topic": t["topic"], "partitions": [
+            return {"error_code": NONE, "session_id": 0, "responses": [{
+                "topic": t.get("topic", ""), "topic_id": t.get("topic_id", ZERO_UUID), "partitions": [
                 {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
                 for p in t["partitions"]]} for t in body["topics"]]}
         if api_key == ApiKey.LIST_OFFSETS:
@@ -1478,6 +1577,9 @@ class KafkaApis:
         if api_key == ApiKey.CREATE_TOPICS:
             return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         if api_key == ApiKey.DELETE_TOPICS:
+            if version >= 6:
+                return {"responses": [{"name": t.get("name"), "topic_id": t.get("topic_id") or ZERO_UUID,
+                                       "error_code": code, "error_message": msg} for t in body["topics"]]}
             return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
         if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
             return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [
