@@ -132,8 +132,15 @@ def test_offset_fetch_v8_several_groups_and_find_coordinator_v4(dbg_broker):
         client.commit_offsets(g2, {(t, 1): 21})
         assert client.fetch_committed(g1, [(t, 0), (t, 1)]) == {(t, 0): 11, (t, 1): 12}
         assert client.fetch_committed(g2) == {(t, 1): 21}
+        assert client.list_offsets({(t, 0): -3, (t, 1): -4}) == {(t, 0): None, (t, 1): 0}
+        extra = _uid("x")
+        client.create_topic(extra, 1)
+        client.delete_topic(extra)
+        assert extra not in client.metadata(None, refresh=True).topics
     own = versions_used(b, "pyklog-own")
     assert own[ApiKey.OFFSET_FETCH] == {SUPPORTED[ApiKey.OFFSET_FETCH][1]}
+    assert own[ApiKey.LIST_OFFSETS] == {8} and own[ApiKey.CREATE_TOPICS] == {7} and own[ApiKey.DELETE_TOPICS] == {6}
+    assert own[ApiKey.FIND_COORDINATOR] == {2}  # the client asks one key at a time
 
     with Wire(b.port) as w:
         resp = w.request(ApiKey.OFFSET_FETCH, 8, {"require_stable": True, "groups": [

@@ -213,6 +213,8 @@ class KafkaApis:
         # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
         self.replica_manager = ReplicaManager(config, log_manager, cluster)
         self.zk_offsets = ZkOffsetStore(cluster)
+        #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
+        self._topic_names_by_id: dict = {}
         self.purgatory = Purgatory(self._complete_delayed_fetch)
         self._pid_lock = threading.Lock()
         self._pids = iter(())
@@ -622,9 +624,20 @@ class KafkaApis:
         """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
         re-created with a new id, never existed), a placeholder no topic can be named (it has a
         character topic names may not hold): reads of it fail as an unknown topic, and
-        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent."""
-        name = self.cluster.topic_name_by_id(topic_id)
-        return name if name is not None else _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent.  Runs on
+        request handler threads; the id -> name cache is a dict used without a lock (each get/set
+        is atomic) and every hit is checked against the registry cache."""
+        name = self._topic_names_by_id.get(topic_id)
+        if name is not None and self.cluster.topic_id(name) == topic_id:  # O(1): still that topic
+            return name
+        name = self.cluster.topic_name_by_id(topic_id)  # a scan of the registry cache
+        if name is None:
+            self._topic_names_by_id.pop(topic_id, None)
+            return _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+        if len(self._topic_names_by_id) > 100_000:
+            self._topic_names_by_id.clear()
+        self._topic_names_by_id[topic_id] = name  # dict operations are atomic: no lock
+        return name
 
     def _fetch_topic_ids(self, responses) -> None:
         """Fetch v13+: each response topic gets its topic id in place of its name; the partitions of
