@@ -225,6 +225,35 @@ def test_stock_clients_use_the_new_group_versions(dbg_broker):
 
 # ------------------------------------------------------------------------------ InitProducerId (KIP-360)
 
+def test_kip360_epoch_transitions_unit():
+    """TransactionMetadata.prepare_increment_producer_epoch with the producer's expected epoch, as
+    Kafka's prepareIncrementProducerEpoch / prepareProducerIdRotation (no server needed)."""
+    from pyklog.broker.errors import ProducerFencedError
+    from pyklog.broker.transaction.metadata import MAX_EPOCH, TransactionMetadata, TxnState as S
+
+    m = TransactionMetadata("tx", 42, 5, 60000, S.COMPLETE_COMMIT, (), 100, 100)
+    t = m.prepare_increment_producer_epoch(60000, 1)                      # a new instance: last forgotten
+    assert (t.producer_epoch, t.last_producer_epoch) == (6, -1)
+    m.complete_transition(t)
+    t = m.prepare_increment_producer_epoch(60000, 2, expected_epoch=6)    # KIP-360 bump: last kept
+    assert (t.producer_epoch, t.last_producer_epoch) == (7, 6)
+    m.complete_transition(t)
+    t = m.prepare_increment_producer_epoch(60000, 3, expected_epoch=6)    # its retry: unchanged
+    assert (t.producer_id, t.producer_epoch, t.last_producer_epoch) == (42, 7, 6)
+    m.complete_transition(t)
+    with pytest.raises(ProducerFencedError):
+        m.prepare_increment_producer_epoch(60000, 4, expected_epoch=3)
+    assert m.pending_state is None  # a refusal leaves nothing pending
+    m.producer_epoch = MAX_EPOCH - 1
+    t = m.prepare_increment_producer_epoch(60000, 5, new_producer_id=99, expected_epoch=MAX_EPOCH - 1)
+    assert (t.producer_id, t.producer_epoch, t.last_producer_id, t.last_producer_epoch) == (
+        99, 0, 42, MAX_EPOCH - 1)
+    m.abort_transition()
+    fresh = TransactionMetadata("new", 7, -1, 60000)
+    t = fresh.prepare_increment_producer_epoch(60000, 6, expected_epoch=12)  # no epoch yet: accepted
+    assert (t.producer_id, t.producer_epoch) == (7, 0)
+
+
 _RETRY = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
 
 
@@ -706,3 +735,41 @@ def test_stock_admin_clients_create_and_delete_topics(dbg_broker):
         for k in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
             if k in used:
                 assert max(used[k]) <= SUPPORTED[k][1]
+
+
+def test_malformed_requests_of_the_new_versions_close_only_their_connection(dbg_broker):
+    """Truncated and forged frames of the new versions (a Fetch v16 cut inside a topic id, an
+    OffsetFetch v8 promising 2**28 groups, a FindCoordinator v4 key array cut short, an
+    InitProducerId v4 without its epoch): each closes its own connection with a log line naming the
+    API, version and field; the broker keeps serving others."""
+    import struct
+
+    from pyklog.broker.protocol import encode_request
+
+    b = dbg_broker
+    frames = []
+    f = encode_request(ApiKey.FETCH, 16, 1, "bad", {"max_wait_ms": 0, "min_bytes": 0, "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10}]}]})
+    cut = f[:4 + 40]
+    frames.append(struct.pack(">i", len(cut) - 4) + cut[4:])
+    f = bytearray(encode_request(ApiKey.OFFSET_FETCH, 8, 2, "bad", {"groups": [{"group_id": "g", "topics": None}]}))
+    i = f.index(b"\x02\x02g")  # compact array of 1 group, compact string "g"
+    f[i:i + 1] = b"\x80\x80\x80\x80\x01"  # 2**28 - 1 groups
+    f[0:4] = struct.pack(">i", len(f) - 4)
+    frames.append(bytes(f))
+    f = encode_request(ApiKey.FIND_COORDINATOR, 4, 3, "bad", {"key_type": 0, "coordinator_keys": ["a", "bb", "ccc"]})
+    frames.append(struct.pack(">i", len(f) - 4 - 6) + f[4:-6])
+    f = encode_request(ApiKey.INIT_PRODUCER_ID, 4, 4, "bad", {"transactional_id": "t", "transaction_timeout_ms": 1,
+                                                             "producer_id": 1, "producer_epoch": 2})
+    frames.append(struct.pack(">i", len(f) - 4 - 3) + f[4:-3])
+    for frame in frames:
+        with Wire(b.port) as w:
+            w.sock.sendall(frame)
+            assert w.is_closed(10)
+    out = b.output()
+    for api in ("Fetch v16", "OffsetFetch v8", "FindCoordinator v4", "InitProducerId v4"):
+        assert f"malformed {api} request" in out, api
+    with Wire(b.port) as w:
+        assert w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["alive"]})[
+            "coordinators"][0]["key"] == "alive"
+    assert b.proc.poll() is None
