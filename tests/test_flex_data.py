@@ -89,7 +89,7 @@ def test_offset_fetch_require_stable_while_a_transaction_holds_offsets(dbg_broke
         p.send_offsets_to_transaction([TopicPartition(src, 0, 7), TopicPartition(src, 1, 3)],
                                       meta.consumer_group_metadata(), 30)
         with Wire(b.port) as w:
-            for v in (7, 8):
+            for v in (7, 8, 9):
                 assert _offset_fetch(w, v, group, src, [0, 1, 2], True) == [
                     (-1, UNSTABLE_OFFSET_COMMIT), (-1, UNSTABLE_OFFSET_COMMIT), (-1, 0)]
                 assert _offset_fetch(w, v, group, src, [0, 1, 2], False) == [(5, 0), (-1, 0), (-1, 0)]
@@ -108,7 +108,7 @@ def test_offset_fetch_require_stable_while_a_transaction_holds_offsets(dbg_broke
                                                                   timeout=30)}
             assert got[0] == 7 and got[1] == 3 and got[2] < 0
             c.close()
-            for v in (6, 7, 8):
+            for v in (6, 7, 8, 9):
                 assert _offset_fetch(w, v, group, src, [0, 1, 2], True) == [(7, 0), (3, 0), (-1, 0)]
     finally:
         meta.close()
@@ -143,8 +143,9 @@ def test_offset_fetch_v8_several_groups_and_find_coordinator_v4(dbg_broker):
     assert own[ApiKey.FIND_COORDINATOR] == {2}  # the client asks one key at a time
 
     with Wire(b.port) as w:
-        resp = w.request(ApiKey.OFFSET_FETCH, 8, {"require_stable": True, "groups": [
-            {"group_id": g1, "topics": [{"name": t, "partition_indexes": [1, 0]}]},
+        resp = w.request(ApiKey.OFFSET_FETCH, 9, {"require_stable": True, "groups": [
+            {"group_id": g1, "member_id": "not-a-member", "member_epoch": 7,  # ignored: a classic group
+             "topics": [{"name": t, "partition_indexes": [1, 0]}]},
             {"group_id": g2, "topics": None},
             {"group_id": g3, "topics": [{"name": t, "partition_indexes": [0]}]}]})
         by_group = {g["group_id"]: g for g in resp["groups"]}

@@ -22,7 +22,7 @@ from support import Wire, create_topic, fetch, produce, records, running_broker,
 
 MESSAGE_MAX = 100_000
 #: what the broker must advertise: every API it serves, from v0 to the highest non-flexible version
-SERVED = {0: (0, 9), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 8), 9: (0, 8), 10: (0, 4), 11: (0, 9),
+SERVED = {0: (0, 9), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 8), 9: (0, 9), 10: (0, 4), 11: (0, 9),
           12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (0, 7), 20: (0, 6),
           22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3)}  # kafka-flex's ranges
 SERVED.update({21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),

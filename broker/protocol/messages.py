@@ -67,7 +67,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (0, 8),  # v7 max timestamp (KIP-734), v8 earliest local (KIP-405)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (0, 8),  # v7 RequireStable (KIP-447), v8 several groups (KIP-709)
+    ApiKey.OFFSET_FETCH: (0, 9),  # v7 RequireStable (KIP-447), v8 several groups (KIP-709), v9 member (KIP-848)
     ApiKey.FIND_COORDINATOR: (0, 4),  # v4 batched keys (KIP-699)
     ApiKey.JOIN_GROUP: (0, 9),  # v8 reason (KIP-800), v9 skip assignment (KIP-814, always false)
     ApiKey.HEARTBEAT: (0, 4),
@@ -409,6 +409,9 @@ OFFSET_FETCH_REQUEST = [
     ]),
     A("Groups", "8+", fields=[  # v8+: several groups in one request (KIP-709)
         F("GroupId", STRING, "8+"),
+        # v9+ (KIP-848): the consumer-protocol member asking; classic groups ignore them, as Kafka
+        F("MemberId", STRING, "9+", nullable="9+", default=None),
+        F("MemberEpoch", INT32, "9+", default=-1),
         A("Topics", "8+", nullable="8+", fields=[
             F("Name", STRING, "8+"),
             F("PartitionIndexes", "[]int32", "8+"),

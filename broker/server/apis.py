@@ -1337,12 +1337,14 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_offset_fetch(self, request, header, body):
-        """OffsetFetch v0-8 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
+        """OffsetFetch v0-9 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
         v1+ the offsets topic.  v7+ RequireStable (KIP-447): a partition for which an open
         transaction holds a pending offset of the group is answered UNSTABLE_OFFSET_COMMIT with
         offset -1 (the client retries until the marker).  v8+ (KIP-709) asks for several groups:
         each group gets its own result, a coordinator error (NOT_COORDINATOR & co.) as that group's
-        error code.  Runs on a request handler thread; no lock of its own."""
+        error code.  v9's member id and epoch (KIP-848) concern consumer-protocol groups only;
+        classic groups (all pyklog has) ignore them, as Kafka's ClassicGroup.validateOffsetFetch.
+        Runs on a request handler thread; no lock of its own."""
         version = header.api_version
         if version >= 8:
             groups = [self._offset_fetch_group(version, g["group_id"], g.get("topics"),
