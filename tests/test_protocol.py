@@ -223,7 +223,9 @@ def _our_tagged(fields, version, path=""):
 #: response's KIP-595 fields (a Raft/follower matter) and KIP-951's new-leader hints.
 UNDECLARED_TAGGED = {"FetchResponse": {"responses.partitions.diverging_epoch",
                                        "responses.partitions.current_leader",
-                                       "responses.partitions.snapshot_id"}}
+                                       "responses.partitions.snapshot_id"},
+                     # v15+: a follower's replica id and broker epoch, a tagged struct (KIP-903)
+                     "FetchRequest": {"replica_state"}}
 
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
@@ -395,10 +397,10 @@ def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
         "000000d6" "00000005" "0023" "00000022"
-        "000000000009" "00010000000c" "000200000006" "00030000000c" "000800000008" "000900000006"
-        "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
-        "001000000004" "001200000003" "001300000005" "001400000005" "001500000002" "001600000002"
-        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
+        "000000000009" "000100000010" "000200000008" "00030000000c" "000800000008" "000900000009"
+        "000a00000004" "000b00000009" "000c00000004" "000d00000005" "000e00000005" "000f00000005"
+        "001000000004" "001200000003" "001300000007" "001400000006" "001500000002" "001600000004"
+        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000003"
         "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002c00000001"
         "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs (32) on
         "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions

@@ -67,29 +67,29 @@ class ApiKey(enum.IntEnum):
 #: reaching down to 0), max = the highest version implemented (flexible ones included).
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
-    ApiKey.FETCH: (0, 12),
-    ApiKey.LIST_OFFSETS: (0, 6),
+    ApiKey.FETCH: (0, 16),  # v13 topic ids (KIP-516), v15 replica state, v16 node endpoints
+    ApiKey.LIST_OFFSETS: (0, 8),  # v7 max timestamp (KIP-734), v8 earliest local (KIP-405)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (0, 6),  # v7 RequireStable needs UNSTABLE_OFFSET_COMMIT for pending txn offsets
-    ApiKey.FIND_COORDINATOR: (0, 3),
-    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.OFFSET_FETCH: (0, 9),  # v7 RequireStable (KIP-447), v8 several groups (KIP-709), v9 member (KIP-848)
+    ApiKey.FIND_COORDINATOR: (0, 4),  # v4 batched keys (KIP-699)
+    ApiKey.JOIN_GROUP: (0, 9),  # v8 reason (KIP-800), v9 skip assignment (KIP-814, always false)
     ApiKey.HEARTBEAT: (0, 4),
-    ApiKey.LEAVE_GROUP: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),  # v5 reason (KIP-800)
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.CREATE_TOPICS: (0, 5),
-    ApiKey.DELETE_TOPICS: (0, 5),
-    ApiKey.INIT_PRODUCER_ID: (0, 2),
+    ApiKey.CREATE_TOPICS: (0, 7),  # v7 topic ids in the response (KIP-516)
+    ApiKey.DELETE_TOPICS: (0, 6),  # v6 by topic id (KIP-516)
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3 producer id/epoch (KIP-360), v4 PRODUCER_FENCED
     # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
     # once KafkaApis has a handler for it
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
-    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3 member id, generation, group instance id
     # admin APIs (kafka-admin, flex-admin): a Kafka 3.7 broker's versions, flexible ones included
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
@@ -288,7 +288,9 @@ PRODUCE_RESPONSE = [
 # ---------------------------------------------------------------------------- Fetch 1
 
 FETCH_REQUEST = [
-    F("ReplicaId", INT32, default=-1),
+    F("ReplicaId", INT32, "0-14", default=-1),  # v15+: the tagged ReplicaState (a follower's id and
+    # broker epoch, KIP-903) instead; the schema engine has no tagged structs yet, so pyklog skips it
+    # (consumers never send it) and a v15+ fetch is a consumer's
     F("MaxWaitMs", INT32),
     F("MinBytes", INT32),
     F("MaxBytes", INT32, "3+", default=0x7FFFFFFF),
@@ -296,7 +298,8 @@ FETCH_REQUEST = [
     F("SessionId", INT32, "7+", default=0),
     F("SessionEpoch", INT32, "7+", default=-1),
     A("Topics", fields=[
-        F("Topic", STRING),
+        F("Topic", STRING, "0-12"),
+        F("TopicId", UUID, "13+"),  # KIP-516: v13+ names topics by id
         A("Partitions", fields=[
             F("Partition", INT32),
             F("CurrentLeaderEpoch", INT32, "9+", default=-1),
@@ -307,7 +310,8 @@ FETCH_REQUEST = [
         ]),
     ]),
     A("ForgottenTopicsData", "7+", fields=[
-        F("Topic", STRING, "7+"),
+        F("Topic", STRING, "7-12"),
+        F("TopicId", UUID, "13+"),
         F("Partitions", "[]int32", "7+"),
     ]),
     F("RackId", STRING, "11+", default=""),
@@ -319,7 +323,8 @@ FETCH_RESPONSE = [
     F("ErrorCode", INT16, "7+"),
     F("SessionId", INT32, "7+", default=0),
     A("Responses", fields=[
-        F("Topic", STRING),
+        F("Topic", STRING, "0-12"),
+        F("TopicId", UUID, "13+"),
         A("Partitions", fields=[
             F("PartitionIndex", INT32),
             F("ErrorCode", INT16),
@@ -333,6 +338,13 @@ FETCH_RESPONSE = [
             F("PreferredReadReplica", INT32, "11+", default=-1),
             F("Records", RECORDS, nullable="0+"),
         ]),
+    ]),
+    # v16+ (KIP-951): the endpoints of the leaders named in NOT_LEADER hints; pyklog sends none
+    A("NodeEndpoints", "16+", tag=0, tagged="16+", fields=[
+        F("NodeId", INT32, "16+"),
+        F("Host", STRING, "16+"),
+        F("Port", INT32, "16+"),
+        F("Rack", STRING, "16+", nullable="16+", default=None),
     ]),
 ]
 
@@ -401,43 +413,77 @@ OFFSET_COMMIT_RESPONSE = [
 # ---------------------------------------------------------------------------- OffsetFetch 9
 
 OFFSET_FETCH_REQUEST = [
-    F("GroupId", STRING),
+    F("GroupId", STRING, "0-7"),
     # v2+: null = all partitions the group committed
-    A("Topics", nullable="2+", fields=[
-        F("Name", STRING),
-        F("PartitionIndexes", "[]int32"),
+    A("Topics", "0-7", nullable="2-7", fields=[
+        F("Name", STRING, "0-7"),
+        F("PartitionIndexes", "[]int32", "0-7"),
     ]),
+    A("Groups", "8+", fields=[  # v8+: several groups in one request (KIP-709)
+        F("GroupId", STRING, "8+"),
+        # v9+ (KIP-848): the consumer-protocol member asking; classic groups ignore them, as Kafka
+        F("MemberId", STRING, "9+", nullable="9+", default=None),
+        F("MemberEpoch", INT32, "9+", default=-1),
+        A("Topics", "8+", nullable="8+", fields=[
+            F("Name", STRING, "8+"),
+            F("PartitionIndexes", "[]int32", "8+"),
+        ]),
+    ]),
+    F("RequireStable", BOOL, "7+", default=False),  # KIP-447: UNSTABLE_OFFSET_COMMIT for pending txn offsets
 ]
 
 OFFSET_FETCH_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CommittedOffset", INT64),
-            F("CommittedLeaderEpoch", INT32, "5+", default=-1),
-            F("Metadata", STRING, nullable="0+"),
-            F("ErrorCode", INT16),
+    A("Topics", "0-7", fields=[
+        F("Name", STRING, "0-7"),
+        A("Partitions", "0-7", fields=[
+            F("PartitionIndex", INT32, "0-7"),
+            F("CommittedOffset", INT64, "0-7"),
+            F("CommittedLeaderEpoch", INT32, "5-7", default=-1),
+            F("Metadata", STRING, "0-7", nullable="0-7"),
+            F("ErrorCode", INT16, "0-7"),
         ]),
     ]),
-    F("ErrorCode", INT16, "2+", default=0),
+    F("ErrorCode", INT16, "2-7", default=0),
+    A("Groups", "8+", fields=[
+        F("GroupId", STRING, "8+"),
+        A("Topics", "8+", fields=[
+            F("Name", STRING, "8+"),
+            A("Partitions", "8+", fields=[
+                F("PartitionIndex", INT32, "8+"),
+                F("CommittedOffset", INT64, "8+"),
+                F("CommittedLeaderEpoch", INT32, "8+", default=-1),
+                F("Metadata", STRING, "8+", nullable="8+"),
+                F("ErrorCode", INT16, "8+"),
+            ]),
+        ]),
+        F("ErrorCode", INT16, "8+", default=0),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- FindCoordinator 10
 
 FIND_COORDINATOR_REQUEST = [
-    F("Key", STRING),
+    F("Key", STRING, "0-3"),
     F("KeyType", INT8, "1+", default=0),
+    F("CoordinatorKeys", "[]string", "4+"),  # v4+: a batch of keys (KIP-699)
 ]
 
 FIND_COORDINATOR_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
-    F("ErrorCode", INT16),
-    F("ErrorMessage", STRING, "1+", nullable="1+", default=None),
-    F("NodeId", INT32),
-    F("Host", STRING),
-    F("Port", INT32),
+    F("ErrorCode", INT16, "0-3"),
+    F("ErrorMessage", STRING, "1-3", nullable="1-3", default=None),
+    F("NodeId", INT32, "0-3"),
+    F("Host", STRING, "0-3"),
+    F("Port", INT32, "0-3"),
+    A("Coordinators", "4+", fields=[  # v4+: one result per key
+        F("Key", STRING, "4+"),
+        F("NodeId", INT32, "4+"),
+        F("Host", STRING, "4+"),
+        F("Port", INT32, "4+"),
+        F("ErrorCode", INT16, "4+"),
+        F("ErrorMessage", STRING, "4+", nullable="4+", default=None),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- JoinGroup 11
@@ -454,6 +500,7 @@ JOIN_GROUP_REQUEST = [
         F("Name", STRING),
         F("Metadata", BYTES, default=b""),
     ]),
+    F("Reason", STRING, "8+", nullable="8+", default=None),  # KIP-800: why the member (re)joins, logged
 ]
 
 JOIN_GROUP_RESPONSE = [
@@ -463,6 +510,7 @@ JOIN_GROUP_RESPONSE = [
     F("ProtocolType", STRING, "7+", nullable="7+", default=None),
     F("ProtocolName", STRING, nullable="7+"),
     F("Leader", STRING),
+    F("SkipAssignment", BOOL, "9+", default=False),  # KIP-814: only for KRaft-era server-side assignors
     F("MemberId", STRING),
     A("Members", fields=[  # only the leader gets the members
         F("MemberId", STRING),
@@ -493,6 +541,7 @@ LEAVE_GROUP_REQUEST = [
     A("Members", "3+", fields=[  # v3+: a batch of members (KIP-345)
         F("MemberId", STRING, "3+"),
         F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+        F("Reason", STRING, "5+", nullable="5+", default=None),  # KIP-800, logged
     ]),
 ]
 
@@ -596,6 +645,7 @@ CREATE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
     A("Topics", fields=[
         F("Name", STRING),
+        F("TopicId", UUID, "7+"),  # KIP-516
         F("ErrorCode", INT16),
         F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
         F("TopicConfigErrorCode", INT16, "5+", default=0, tag=0, tagged="5+"),
@@ -614,14 +664,19 @@ CREATE_TOPICS_RESPONSE = [
 # ---------------------------------------------------------------------------- DeleteTopics 20
 
 DELETE_TOPICS_REQUEST = [
-    F("TopicNames", "[]string"),
+    A("Topics", "6+", fields=[  # v6+ (KIP-516): by name or by id (name null)
+        F("Name", STRING, "6+", nullable="6+", default=None),
+        F("TopicId", UUID, "6+"),
+    ]),
+    F("TopicNames", "[]string", "0-5"),
     F("TimeoutMs", INT32),
 ]
 
 DELETE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     A("Responses", fields=[
-        F("Name", STRING),
+        F("Name", STRING, nullable="6+"),
+        F("TopicId", UUID, "6+"),
         F("ErrorCode", INT16),
         F("ErrorMessage", STRING, "5+", nullable="5+", default=None),
     ]),
@@ -632,6 +687,9 @@ DELETE_TOPICS_RESPONSE = [
 INIT_PRODUCER_ID_REQUEST = [
     F("TransactionalId", STRING, nullable="0+", default=None),
     F("TransactionTimeoutMs", INT32),
+    # v3+ (KIP-360): the producer's current id and epoch, to bump its epoch after an abortable error
+    F("ProducerId", INT64, "3+", default=-1),
+    F("ProducerEpoch", INT16, "3+", default=-1),
 ]
 
 INIT_PRODUCER_ID_RESPONSE = [
@@ -725,13 +783,16 @@ WRITE_TXN_MARKERS_RESPONSE = [
 ]
 
 # TxnOffsetCommit 28: v1 = v0, v2 adds the committed leader epoch, v3 flexible (member id,
-# generation, group instance id).
+# generation, group instance id: checked against the group as OffsetCommit, KIP-447).
 
 TXN_OFFSET_COMMIT_REQUEST = [
     F("TransactionalId", STRING),
     F("GroupId", STRING),
     F("ProducerId", INT64),
     F("ProducerEpoch", INT16),
+    F("GenerationId", INT32, "3+", default=-1),
+    F("MemberId", STRING, "3+", default=""),
+    F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
     A("Topics", fields=[
         F("Name", STRING),
         A("Partitions", fields=[

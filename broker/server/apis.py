@@ -79,6 +79,7 @@ import os
 import struct
 import threading
 import time
+import uuid
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
@@ -127,6 +128,15 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
+#: Kafka's UNSTABLE_OFFSET_COMMIT (KIP-447): OffsetFetch v7+ RequireStable on a partition with
+#: pending transactional offsets (retriable)
+UNSTABLE_OFFSET_COMMIT = 88
+#: Kafka's UNKNOWN_TOPIC_ID (KIP-516): Fetch v13+ / DeleteTopics v6 naming an id no topic has
+UNKNOWN_TOPIC_ID = 100
+#: Fetch v13+: the stand-in name of a topic id no topic has (":" and "/" are never in topic names)
+_UNKNOWN_TOPIC_ID_PREFIX = "/unknown-topic-id:"
+_INVALID_PRODUCER_EPOCH = 47  # InitProducerId below v4 answers this for PRODUCER_FENCED (90)
+_PRODUCER_FENCED = 90
 _CORRUPT_MESSAGE = CorruptRecordError.code
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
@@ -218,6 +228,8 @@ class KafkaApis:
         # dynamic broker configs (KIP-226, broker.server.dynamic_config.DynamicBrokerConfig), set by BrokerServer
         self.dynamic_config = None
         self.zk_offsets = ZkOffsetStore(cluster)
+        #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
+        self._topic_names_by_id: dict = {}
         self.purgatory = Purgatory(self._complete_delayed_fetch)
         self._pid_lock = threading.Lock()
         self._pids = iter(())
@@ -525,6 +537,9 @@ class KafkaApis:
     # ------------------------------------------------------------------ Fetch
 
     def handle_fetch(self, request, header, body):
+        if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
+            for t in body["topics"]:
+                t["topic"] = self._fetch_topic_name(t["topic_id"])
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
@@ -626,10 +641,43 @@ class KafkaApis:
             responses.append({"topic": name, "partitions": out})
         return responses, total, errors
 
+    def _fetch_topic_name(self, topic_id) -> str:
+        """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
+        re-created with a new id, never existed), a placeholder no topic can be named (it has a
+        character topic names may not hold): reads of it fail as an unknown topic, and
+        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent.  Runs on
+        request handler threads; the id -> name cache is a dict used without a lock (each get/set
+        is atomic) and every hit is checked against the registry cache."""
+        name = self._topic_names_by_id.get(topic_id)
+        if name is not None and self.cluster.topic_id(name) == topic_id:  # O(1): still that topic
+            return name
+        name = self.cluster.topic_name_by_id(topic_id)  # a scan of the registry cache
+        if name is None:
+            self._topic_names_by_id.pop(topic_id, None)
+            return _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+        if len(self._topic_names_by_id) > 100_000:
+            self._topic_names_by_id.clear()
+        self._topic_names_by_id[topic_id] = name  # dict operations are atomic: no lock
+        return name
+
+    def _fetch_topic_ids(self, responses) -> None:
+        """Fetch v13+: each response topic gets its topic id in place of its name; the partitions of
+        an unknown id get UNKNOWN_TOPIC_ID (the client refreshes its metadata)."""
+        for t in responses:
+            name = t["topic"]
+            if name.startswith(_UNKNOWN_TOPIC_ID_PREFIX):
+                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX):])
+                for entry in t["partitions"]:
+                    entry["error_code"] = UNKNOWN_TOPIC_ID
+            else:
+                t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
+
     def _send_fetch(self, fetch, responses) -> None:
         request, header, _, _, _ = fetch
         version = header.api_version
         owned = []
+        if version >= 13:
+            self._fetch_topic_ids(responses)
         try:
             for t in responses:
                 for entry in t["partitions"]:
@@ -659,6 +707,10 @@ class KafkaApis:
     # ------------------------------------------------------------------ ListOffsets
 
     def handle_list_offsets(self, request, header, body):
+        """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
+        with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
+        tiered storage the log start offset), else the first record at or after a timestamp.
+        Runs on a request handler thread; lock-free reads of the logs."""
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
@@ -677,8 +729,13 @@ class KafkaApis:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
                         entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
-                    elif ts == -2:
+                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
                         entry["offset"] = lg.log_start_offset
+                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
+                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+                        found = self._max_timestamp_offset(lg)
+                        if found is not None and found[0] < fetchable:
+                            entry["offset"], entry["timestamp"] = found
                     else:
                         lso = lg.last_stable_offset if read_committed else None
                         found = lg.offset_for_timestamp(ts)
@@ -691,6 +748,16 @@ class KafkaApis:
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    @staticmethod
+    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+        holding the largest timestamp of the log (its segments' largest, then the first record at
+        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+        if max_ts < 0:
+            return None
+        return lg.offset_for_timestamp(max_ts)
 
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
@@ -751,6 +818,8 @@ class KafkaApis:
                 entry["error_message"] = str(errors[i])[:1000]
             elif header.api_version >= 5 and i in spec_of:  # KIP-525: the created topic's layout and configs
                 sp = spec_of[i]
+                if header.api_version >= 7 and not validate_only:  # KIP-516
+                    entry["topic_id"] = self.cluster.topic_id(sp["name"]) or ZERO_UUID
                 entry.update(num_partitions=sp["num_partitions"], replication_factor=sp["replication_factor"],
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": 1,
                                        "is_sensitive": False} for k, v in sorted(sp["configs"].items())])
@@ -758,18 +827,41 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
     def handle_delete_topics(self, request, header, body):
-        """DeleteTopics: valid names are deleted from ZooKeeper in one batch
-        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  Request handler thread."""
-        errors: dict[str, PyklogError] = {}
+        """DeleteTopics v0-6: valid names are deleted from ZooKeeper in one batch
+        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  v6+ (KIP-516) names
+        each topic by name or by id: an id no topic has gets UNKNOWN_TOPIC_ID, both at once
+        INVALID_REQUEST, as Kafka; each result carries the topic's name and id.  Request handler
+        thread."""
+        version = header.api_version
+        if version >= 6:
+            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body["topics"]]
+        else:
+            wanted = [(n, ZERO_UUID) for n in body["topic_names"]]
+        errors: dict[int, PyklogError | int] = {}
+        names: dict[int, str] = {}
+        ids: dict[int, object] = {}
+        for i, (name, tid) in enumerate(wanted):
+            if name is not None and tid != ZERO_UUID:
+                errors[i] = InvalidRequestError("you may not name a topic by both its name and its id")
+            elif name is None:
+                found = self.cluster.topic_name_by_id(tid) if tid != ZERO_UUID else None
+                if found is None:
+                    errors[i] = UNKNOWN_TOPIC_ID
+                else:
+                    names[i], ids[i] = found, tid
+            else:
+                names[i] = name
+                ids[i] = self.cluster.topic_id(name) or ZERO_UUID
+        by_name: dict[str, PyklogError] = {}
         todo = []
-        for name in body["topic_names"]:
+        for name in dict.fromkeys(names.values()):
             try:
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
                 todo.append(name)
             except PyklogError as e:
-                errors[name] = e
+                by_name[name] = e
         if todo:
             try:
                 outcome = self.cluster.delete_topics(todo)
@@ -778,12 +870,17 @@ class KafkaApis:
             for name in todo:
                 e = outcome.get(name)
                 if e is not None:
-                    errors[name] = e
+                    by_name[name] = e
                 else:
                     self.replica_manager.delete_local_logs(name)
-        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE,
-                    "error_message": str(errors[name])[:1000] if name in errors else None}  # v5+
-                   for name in body["topic_names"]]
+        results = []
+        for i, (name, tid) in enumerate(wanted):
+            err = errors.get(i, by_name.get(names.get(i)))
+            code = err if isinstance(err, int) else err.code if err is not None else NONE
+            message = None if err is None else (f"no topic has the id {tid}" if isinstance(err, int)
+                                                else str(err)[:1000])
+            results.append({"name": names.get(i, name), "topic_id": ids.get(i, tid), "error_code": code,
+                            "error_message": message})  # v5+
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
     # ------------------------------------------------------------------ admin APIs (kafka-admin)
@@ -1204,15 +1301,26 @@ class KafkaApis:
     # ------------------------------------------------------------------ InitProducerId
 
     def handle_init_producer_id(self, request, header, body):
+        """InitProducerId v0-4 (Kafka's handleInitProducerIdRequest).  With a transactional id the
+        transaction coordinator answers; v3+ carries the producer's current id and epoch (KIP-360),
+        so a producer recovering from an abortable error gets its epoch bumped instead of a new
+        identity, and a stale one PRODUCER_FENCED -- INVALID_PRODUCER_EPOCH below v4, which does
+        not know that code.  Without a transactional id (an idempotent producer) every request
+        gets a new producer id with epoch 0, as in Kafka.  Runs on a request handler thread."""
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
+            expected = None
+            if header.api_version >= 3 and body.get("producer_id", -1) >= 0:
+                expected = (body["producer_id"], body.get("producer_epoch", -1))
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
-                    body["transactional_id"], body.get("transaction_timeout_ms", 60000))
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000), expected)
             except PyklogError as e:
                 resp["error_code"] = self._txn_error_code(e)
+                if resp["error_code"] == _PRODUCER_FENCED and header.api_version < 4:
+                    resp["error_code"] = _INVALID_PRODUCER_EPOCH
                 log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
@@ -1305,33 +1413,51 @@ class KafkaApis:
     # ------------------------------------------------------------------ group coordination (offsets)
 
     def handle_find_coordinator(self, request, header, body):
+        """FindCoordinator v0-4 (Kafka's handleFindCoordinatorRequest): key type 0 = a group (the
+        offset manager's partition leader), 1 = a transactional id (the transaction coordinator).
+        v4+ (KIP-699) carries a batch of keys of one type and answers each key on its own (error
+        code and message per key).  Runs on a request handler thread; no lock of its own."""
+        key_type = body.get("key_type", 0)
+        if header.api_version >= 4:
+            coordinators = []
+            for key in body["coordinator_keys"]:
+                result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
+                          "error_message": None}
+                try:
+                    result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
+                except PyklogError as e:
+                    result["error_code"], result["error_message"] = e.code, str(e)[:1000]
+                coordinators.append(result)
+            self._respond(request, header, {"throttle_time_ms": 0, "coordinators": coordinators})
+            return
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
                 "host": "", "port": -1}
         try:
-            if body.get("key_type", 0) == 1:
-                if self.txn_coordinator is None:
-                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
-                node = self.txn_coordinator.coordinator_for(body["key"])
-                addr = self.cluster.live_brokers().get(node) if node is not None else None
-                if addr is None:
-                    raise CoordinatorNotAvailableError(
-                        f"the coordinator of transactional id {body['key']!r} is not available")
-                resp["node_id"], (resp["host"], resp["port"]) = node, addr
-                self._respond(request, header, resp)
-                return
-            if body.get("key_type", 0) != 0:
-                raise InvalidRequestError(f"unknown coordinator key type {body.get('key_type')}")
-            if self.offsets is None:
-                raise CoordinatorNotAvailableError("the offset manager is not running")
-            node = self.offsets.coordinator_for(body["key"])
-            addr = self.cluster.live_brokers().get(node) if node is not None else None
-            if addr is None:
-                raise CoordinatorNotAvailableError(f"the coordinator of group {body['key']!r} is not available")
-            resp["node_id"], (resp["host"], resp["port"]) = node, addr
+            resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
         except PyklogError as e:
             resp["error_code"] = e.code
             resp["error_message"] = str(e)[:1000]
         self._respond(request, header, resp)
+
+    def _find_coordinator(self, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
+        """``(node id, (host, port))`` of the coordinator of ``key``; raises the PyklogError to answer."""
+        if key_type == 1:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            node = self.txn_coordinator.coordinator_for(key)
+            addr = self.cluster.live_brokers().get(node) if node is not None else None
+            if addr is None:
+                raise CoordinatorNotAvailableError(f"the coordinator of transactional id {key!r} is not available")
+            return node, addr
+        if key_type != 0:
+            raise InvalidRequestError(f"unknown coordinator key type {key_type}")
+        if self.offsets is None:
+            raise CoordinatorNotAvailableError("the offset manager is not running")
+        node = self.offsets.coordinator_for(key)
+        addr = self.cluster.live_brokers().get(node) if node is not None else None
+        if addr is None:
+            raise CoordinatorNotAvailableError(f"the coordinator of group {key!r} is not available")
+        return node, addr
 
     def handle_offset_commit(self, request, header, body):
         group = body["group_id"]
@@ -1365,42 +1491,78 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_offset_fetch(self, request, header, body):
+        """OffsetFetch v0-9 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
+        v1+ the offsets topic.  v7+ RequireStable (KIP-447): a partition for which an open
+        transaction holds a pending offset of the group is answered UNSTABLE_OFFSET_COMMIT with
+        offset -1 (the client retries until the marker).  v8+ (KIP-709) asks for several groups:
+        each group gets its own result, a coordinator error (NOT_COORDINATOR & co.) as that group's
+        error code.  v9's member id and epoch (KIP-848) concern consumer-protocol groups only;
+        classic groups (all pyklog has) ignore them, as Kafka's ClassicGroup.validateOffsetFetch.
+        Runs on a request handler thread; no lock of its own."""
         version = header.api_version
-        group = body["group_id"]
-        req_topics = body.get("topics")
+        if version >= 8:
+            groups = [self._offset_fetch_group(version, g["group_id"], g.get("topics"),
+                                               bool(body.get("require_stable")))
+                      for g in body["groups"]]
+            self._respond(request, header, {"throttle_time_ms": 0, "groups": groups})
+            return
+        result = self._offset_fetch_group(version, body["group_id"], body.get("topics"),
+                                          version >= 7 and bool(body.get("require_stable")))
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": result["topics"],
+                                        "error_code": result["error_code"]})
+
+    def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool) -> dict:
+        """One group's OffsetFetch result: ``{"group_id", "topics", "error_code"}`` (the v8 group
+        layout; v0-7 take its topics and error code)."""
         wanted = None if req_topics is None else [
             (t["name"], p) for t in req_topics for p in t["partition_indexes"]]
         top_error = NONE
         part_error = NONE
+        unstable: set = set()
         try:
             if version == 0:
                 found = self.zk_offsets.fetch(group, wanted or [])
             else:
                 if self.offsets is None:
                     raise CoordinatorNotAvailableError("the offset manager is not running")
-                found = self.offsets.fetch(group, wanted)
+                if require_stable:
+                    found, unstable = self.offsets.fetch_stable(group, wanted)
+                else:
+                    found = self.offsets.fetch(group, wanted)
         except PyklogError as e:
             found = {}
             if version >= 2:
                 top_error = e.code
             part_error = e.code
+            if version >= 8:  # Kafka: the group's error only, no partitions
+                return {"group_id": group, "topics": [], "error_code": e.code}
         if wanted is None:
             wanted = sorted(found)
         by_topic: dict[str, list] = {}
         for (t, p) in wanted:
+            if (t, p) in unstable:
+                by_topic.setdefault(t, []).append({
+                    "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": UNSTABLE_OFFSET_COMMIT})
+                continue
             offset, epoch, metadata = found.get((t, p), (-1, -1, ""))
             by_topic.setdefault(t, []).append({
                 "partition_index": p, "committed_offset": offset, "committed_leader_epoch": epoch,
                 "metadata": metadata if metadata is not None else "", "error_code": part_error})
-        topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics, "error_code": top_error})
+        if unstable:
+            log.debug("OffsetFetch of group %r: pending transactional offsets on %s", group, sorted(unstable))
+        return {"group_id": group, "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+                "error_code": top_error}
 
     def handle_txn_offset_commit(self, request, header, body):
-        """TxnOffsetCommit v0-2 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
+        """TxnOffsetCommit v0-3 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
         consumed offsets, stored pending in the group's ``__consumer_offsets`` partition until the
         transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
         NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / INVALID_GROUP_ID for every partition;
-        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  No ACLs: Kafka's
+        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  v3+ (KIP-447) names
+        the consumer group member whose offsets these are: a member that is not the group's current
+        one gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for every partition
+        (:meth:`broker.group_coordinator.GroupCoordinator.validate_txn_offset_commit`).  No ACLs: Kafka's
         TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
         group = body["group_id"]
         wanted = {}
@@ -1411,6 +1573,9 @@ class KafkaApis:
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
+            if header.api_version >= 3 and self.groups is not None:  # KIP-447: the member's generation
+                self.groups.validate_txn_offset_commit(group, body.get("generation_id", -1), body.get("member_id", ""),
+                                                       body.get("group_instance_id"))
             codes = self.offsets.commit_transactional(group, body["producer_id"], body["producer_epoch"], wanted)
         except PyklogError as e:
             codes = {k: e.code for k in wanted}
@@ -1543,7 +1708,8 @@ class KafkaApis:
                 {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
                 for p in t["partition_data"]]} for t in body["topic_data"]]}
         if api_key == ApiKey.FETCH:
-            return {"error_code": NONE, "session_id": 0, "responses": [{"topic": t["topic"], "partitions": [
+            return {"error_code": NONE, "session_id": 0, "responses": [{
+                "topic": t.get("topic", ""), "topic_id": t.get("topic_id", ZERO_UUID), "partitions": [
                 {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
                 for p in t["partitions"]]} for t in body["topics"]]}
         if api_key == ApiKey.LIST_OFFSETS:
@@ -1558,9 +1724,15 @@ class KafkaApis:
                 {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
                 for t in body["topics"]]}
         if api_key == ApiKey.OFFSET_FETCH:
+            if version >= 8:
+                return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                   for g in body["groups"]]}
             return {"error_code": code, "topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if api_key == ApiKey.FIND_COORDINATOR and version >= 4:
+            return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                                      "error_message": msg} for k in body["coordinator_keys"]]}
         if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
             return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
         if api_key == ApiKey.TXN_OFFSET_COMMIT:
@@ -1574,6 +1746,9 @@ class KafkaApis:
         if api_key == ApiKey.CREATE_TOPICS:
             return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         if api_key == ApiKey.DELETE_TOPICS:
+            if version >= 6:
+                return {"responses": [{"name": t.get("name"), "topic_id": t.get("topic_id") or ZERO_UUID,
+                                       "error_code": code, "error_message": msg} for t in body["topics"]]}
             return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
         if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
             return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [

@@ -182,11 +182,22 @@ class TransactionCoordinator:
     def _valid_timeout(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.transaction_max_timeout_ms
 
-    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
+                         expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """``(producer_id, producer_epoch)`` for a transactional producer (see the module docstring).
-        Raises CONCURRENT_TRANSACTIONS after starting the abort of an Ongoing transaction."""
+        Raises CONCURRENT_TRANSACTIONS after starting the abort of an Ongoing transaction.
+
+        ``expected`` (InitProducerId v3+, KIP-360): the ``(producer id, epoch)`` the producer holds
+        when it asks for an epoch bump to recover from an abortable error (None, or an id of -1:
+        a fresh producer).  As Kafka's ``prepareInitProducerIdTransit``: it is accepted when the id
+        has no epoch yet, when its producer id is the current one (the epoch is then checked by
+        :meth:`TransactionMetadata.prepare_increment_producer_epoch`), or when it is the previous
+        producer id with an exhausted epoch (a retry after a rotation); otherwise
+        ProducerFencedError.  The caller maps PRODUCER_FENCED to INVALID_PRODUCER_EPOCH below v4."""
         if transactional_id == "":
             raise InvalidRequestError("transactional id must not be empty")
+        if expected is not None and expected[0] < 0:
+            expected = None
         if not self._valid_timeout(transaction_timeout_ms):
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {transaction_timeout_ms} is not in 1..{self.transaction_max_timeout_ms} "
@@ -206,6 +217,12 @@ class TransactionCoordinator:
             self._check_cached(md)
             if md.pending_transition_in_progress:
                 raise ConcurrentTransactionsError(f"{transactional_id!r}: a transition is in progress")
+            if expected is not None and not (
+                    md.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == md.producer_id
+                    or (expected[0] == md.last_producer_id and expected[1] >= MAX_EPOCH - 1)):
+                raise ProducerFencedError(
+                    f"{transactional_id!r}: producer id {expected[0]} (epoch {expected[1]}) is not the current "
+                    f"producer id {md.producer_id}: a newer producer fenced it")
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 raise ConcurrentTransactionsError(
                     f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})")
@@ -214,9 +231,10 @@ class TransactionCoordinator:
                 fence = md.prepare_fence_producer_epoch(now)
             elif md.state in IDLE_STATES:
                 new_pid = None
-                if md.is_producer_epoch_exhausted():
+                if md.is_producer_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
                     new_pid = spare_pid if spare_pid is not None else self.producer_id_allocator()
-                transit = md.prepare_increment_producer_epoch(transaction_timeout_ms, now, new_pid)
+                transit = md.prepare_increment_producer_epoch(
+                    transaction_timeout_ms, now, new_pid, expected_epoch=None if expected is None else expected[1])
                 self._write(md, coordinator_epoch, transit)
                 log.debug("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
                           md.producer_epoch)
