@@ -26,6 +26,19 @@ fetches read up to it.  Each ABORT of a transaction with data adds an entry to t
 for Fetch.  The producer snapshots carry the open transactions, so the LSO survives restarts;
 recovery rebuilds the ``.txnindex`` of the segments it revalidates.
 
+Replication (issue 12; Kafka's ``UnifiedLog`` with ``LeaderEpochFileCache``, KIP-101/279):
+
+- every batch carries the leader epoch it was written in (``partitionLeaderEpoch``); the
+  :attr:`Log.leader_epoch_cache` (:mod:`~pyklog.broker.log.leader_epoch`) maps each epoch to its first
+  offset and answers :meth:`Log.end_offset_for_epoch` (OffsetsForLeaderEpoch); it is persisted in
+  ``leader-epoch-checkpoint``, checked against the batches at load and rebuilt from them if needed;
+- :meth:`Log.append_as_follower` copies the leader's batches keeping their offsets and epochs;
+  :meth:`Log.truncate_to` / :meth:`Log.truncate_fully_and_start_at` cut a follower back to the
+  leader (epoch cache, indexes, ``.txnindex``, producer state and snapshots follow);
+- the high watermark (:attr:`Log.high_watermark`) is the log end offset unless the log is
+  :attr:`Log.replicated`; then only :meth:`Log.update_high_watermark` (and truncation) moves it; the
+  LogManager checkpoints it in ``replication-offset-checkpoint``.
+
 Concurrency (the design's "copy-on-write segment list"):
 
 - one ``threading.RLock`` per log serialises appends, rolls, flushes' bookkeeping, retention,
