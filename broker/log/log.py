@@ -548,10 +548,15 @@ class Log:
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
         cfg = self.config
+        # framing and CRC outside the lock, against the end offset as it is now (one fetcher
+        # thread per partition appends, so it rarely changes meanwhile: then it is done again)
+        leo = self._view.log_end_offset
+        checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo, cfg.compact)
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
-            checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, self._leo, cfg.compact)
+            if self._leo != leo:
+                checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, self._leo, cfg.compact)
             markers = {}
             for pos, h in checked.batches:
                 if h.is_control and h.producer_id >= 0:
