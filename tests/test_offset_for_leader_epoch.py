@@ -20,6 +20,8 @@ import uuid
 import pytest
 
 from pyklog.broker.log import Log
+from pyklog.broker.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from pyklog.broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.zk import paths
@@ -118,6 +120,23 @@ def test_answers_every_version_and_fences(broker_factory, zk_chroot):
         got = [(p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
                for p in resp["topics"][0]["partitions"]]
         assert got == [(0, 0, 3, 10), (0, 0, 0, 5), (0, 0, 0, 5)]
+    # a clean stop checkpoints the high watermark (not replicated: the log end offset)
+    b.stop()
+    data_dir = b.props["log.dirs"]
+    hw = OffsetCheckpointFile(os.path.join(data_dir, REPLICATION_OFFSET_CHECKPOINT)).read()
+    assert hw[(topic, 0)] == 10
+    # SIGKILL with the epoch checkpoint lost: the restarted broker rebuilds it from the batches
+    b.start()
+    with Wire(b.port) as w:
+        wait_for(lambda: ask(w, 4, topic, 3)["end_offset"] == 10, message="answers after restart")
+    b.kill()
+    os.unlink(os.path.join(data_dir, f"{topic}-0", LEADER_EPOCH_CHECKPOINT))
+    b.start()
+    with Wire(b.port) as w:
+        got = wait_for(lambda: [(p["error_code"], p["leader_epoch"], p["end_offset"])
+                                for p in (ask(w, 4, topic, e) for e in (0, 2, 3))], message="answers")
+        assert got == [(0, 0, 5), (0, 0, 5), (0, 3, 10)]
+    assert re.search(r"ERROR .*leader-epoch-checkpoint missing; rebuilt 2 entries", b.output())
     assert "Traceback" not in b.output()
 
 
