@@ -336,6 +336,30 @@ class Log:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         return found_epoch, end
 
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+        """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer
+        ``(leader_epoch, leader_end_offset)`` for the follower's latest epoch (Kafka's
+        ``AbstractFetcherThread.getOffsetTruncationState``, KIP-101 with KIP-279).  Returns
+        ``(offset, completed)``; the caller truncates to ``offset`` and, when not ``completed``,
+        asks the leader again for its (new) latest epoch:
+
+        - the leader's answer is undefined (-1): the high watermark (bounded by the log end offset);
+        - the follower has no epoch at or below ``leader_epoch``: the leader's end offset;
+        - the follower's largest epoch at or below it is another one (the leader answered an
+          epoch the follower never had): the follower's end offset of that epoch, not completed;
+        - the same epoch: the smaller of both end offsets.
+
+        Never above the log end offset.  Lock-free (read-only)."""
+        leo = self._view.log_end_offset
+        if leader_end_offset == UNDEFINED_EPOCH_OFFSET or leader_epoch == UNDEFINED_EPOCH:
+            return min(self.high_watermark, leo), True
+        f_epoch, f_end = self.end_offset_for_epoch(leader_epoch)
+        if f_end == UNDEFINED_EPOCH_OFFSET:
+            return min(leader_end_offset, leo), True
+        if f_epoch != leader_epoch:
+            return min(f_end, leo), False
+        return min(f_end, leader_end_offset, leo), True
+
     @property
     def latest_epoch(self) -> int:
         """The latest leader epoch in the cache (-1: none).  Lock-free."""
