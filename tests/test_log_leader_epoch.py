@@ -534,3 +534,26 @@ def test_control_batch_from_leader_is_copied(tmp_path):
     raw = bytearray(build_control_batch(1, 5, 0, coordinator_epoch=3))
     f.append_as_follower(bytes(raw))
     assert f.log_end_offset == 1 and f.open_transactions() == {}
+
+
+def test_high_watermark_checkpoint_task(tmp_path):
+    """The background task writes replication-offset-checkpoint every
+    high_watermark_checkpoint_interval_ms, without waiting for the other checkpoints."""
+    import time
+
+    d = str(tmp_path / "logs")
+    m = LogManager([d], LogConfig(flush_offset_checkpoint_interval_ms=3_600_000), background=True,
+                   high_watermark_checkpoint_interval_ms=50)
+    m.startup()
+    try:
+        lg = m.get_or_create_log("r", 0)
+        lg.replicated = True
+        lg.append(batch(10))
+        lg.update_high_watermark(7)
+        path = os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)
+        deadline = time.monotonic() + 30
+        while OffsetCheckpointFile(path).read().get(("r", 0)) != 7:
+            assert time.monotonic() < deadline, "the high watermark was never checkpointed"
+            time.sleep(0.02)
+    finally:
+        m.shutdown()

@@ -69,7 +69,11 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
                  background: bool = True, recovery_threads: int = 2,
-                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False):
+                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False,
+                 high_watermark_checkpoint_interval_ms: int = 5000):
+        """``high_watermark_checkpoint_interval_ms``: how often ``replication-offset-checkpoint`` is
+        written (Kafka's ``replica.high.watermark.checkpoint.interval.ms``, default 5 s); the
+        other checkpoints follow ``log.flush.offset.checkpoint.interval.ms``."""
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d.strip()]
         if not log_dirs:
@@ -79,6 +83,7 @@ class LogManager:
         self.background = background
         self.recovery_threads = max(1, recovery_threads)
         self._topic_config = topic_config
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
@@ -329,9 +334,25 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
         )
+        self._checkpoint_high_watermarks(d, logs)
+
+    def _checkpoint_high_watermarks(self, d: str, logs) -> None:
+        """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
+        ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
         OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
         )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the ``replication-offset-checkpoint`` of every log dir (the scheduler's
+        ``highwatermark-checkpoint`` task; any thread)."""
+        for d in self.log_dirs:
+            try:
+                with self._checkpoint_lock:
+                    self._checkpoint_high_watermarks(
+                        d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d])
+            except OSError as e:
+                log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir."""
@@ -352,6 +373,8 @@ class LogManager:
         sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
         sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
         sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
+        sched.schedule_periodic("highwatermark-checkpoint", every(self.high_watermark_checkpoint_interval_ms),
+                                self.checkpoint_high_watermarks)
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
