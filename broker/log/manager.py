@@ -11,12 +11,13 @@ point.  The marker is removed once loading is done.  Directories that are not a 
 deletion) are removed.
 
 Background (``background=True``): one :class:`pyklog.broker.common.scheduler.Scheduler` (Kafka's
-``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs four periodic tasks, each
+``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs five periodic tasks, each
 ``interval`` after the end of its previous run: ``log-flush`` (time-based flushes,
 ``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), ``log-retention``
 (every ``log.retention.check.interval.ms``), ``log-checkpoint`` (every
-``log.flush.offset.checkpoint.interval.ms``) and ``log-cleaner`` (compacts logs whose policy includes
-``compact`` every ``log.cleaner.backoff.ms``).  The same scheduler (created before the logs are
+``log.flush.offset.checkpoint.interval.ms``), ``log-cleaner`` (compacts logs whose policy includes
+``compact`` every ``log.cleaner.backoff.ms``) and ``highwatermark-checkpoint`` (the high watermarks'
+``replication-offset-checkpoint``, every ``high_watermark_checkpoint_interval_ms``).  The same scheduler (created before the logs are
 loaded) is passed to every Log for its one-shot jobs: the fsync of a segment sealed by a roll and
 the delayed deletes of ``file.delete.delay.ms``; without ``background`` the logs use
 :mod:`~pyklog.broker.log.log`'s fallback scheduler.  They share the one thread, so a long compaction
