@@ -557,3 +557,16 @@ def test_high_watermark_checkpoint_task(tmp_path):
             time.sleep(0.02)
     finally:
         m.shutdown()
+
+
+def test_append_without_an_epoch_takes_the_latest(tmp_path):
+    """The coordinators append without naming an epoch: their batches carry the log's latest epoch
+    (0 on a fresh log), never an older one, and no warning is logged."""
+    lg = Log(str(tmp_path / "t-0"))
+    lg.append(batch(1))
+    lg.assign_epoch_start_offset(4)  # became leader in epoch 4
+    lg.append(batch(1))
+    lg.append_control_marker(9, 0, True, 0)
+    assert [h[2] for h in headers(lg)] == [0, 4, 4]
+    assert entries(lg) == [(0, 0), (4, 1)]
+    lg.close()

@@ -404,7 +404,7 @@ class Log:
                 f"end={v.log_end_offset}, segments={len(v.segments)})")
 
     # ================================================================== append
-    def append(self, data, *, leader_epoch: int = 0, from_client: bool = True) -> AppendInfo:
+    def append(self, data, *, leader_epoch: int | None = None, from_client: bool = True) -> AppendInfo:
         """Append one or more v2 record batches and assign their offsets.
 
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
@@ -420,6 +420,10 @@ class Log:
         OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O),
         InvalidTxnStateError (a non-transactional batch of a producer whose transaction is open).
         A retried duplicate batch returns its original offsets with ``duplicate=True``.
+
+        ``leader_epoch`` is stamped into every batch (``partitionLeaderEpoch``) and, when new, recorded
+        in the leader epoch cache at the first batch's offset; None (the coordinators' appends): the
+        cache's latest epoch, 0 when it has none, so an append that names no epoch never goes back.
 
         ``from_client=False`` is the broker's own coordinators (Kafka's
         ``AppendOrigin.COORDINATOR``): producer sequences are not checked (epochs are), and a
@@ -457,6 +461,8 @@ class Log:
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            if leader_epoch is None:
+                leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
             now = _now_ms()
             if marker is not None:
                 self._producers.check_marker(producer.producer_id, producer.producer_epoch, marker[1])
@@ -526,7 +532,7 @@ class Log:
                       "clean shutdown rebuilds it)", self.dir, entry, e)
 
     def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int, *, leader_epoch: int = 0) -> AppendInfo:
+                              coordinator_epoch: int, *, leader_epoch: int | None = None) -> AppendInfo:
         """Write a transaction marker (Kafka's ``EndTransactionMarker``, appended by
         WriteTxnMarkers) for ``producer_id`` and end its open transaction.
 
