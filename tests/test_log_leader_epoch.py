@@ -266,8 +266,6 @@ def test_append_as_follower_refuses_wrong_offsets_and_bad_crc(tmp_path):
     leader = leader_with(tmp_path, "l-0", [0, 0, 1])
     follower = Log(str(tmp_path / "f-0"))
     data = leader.read_bytes(0, 1 << 20)
-    with pytest.raises(OffsetOutOfRangeError):
-        follower.append_as_follower(leader.read_bytes(2, 1 << 20))  # starts at 2, LEO 0
     bad = bytearray(data)
     bad[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError):
@@ -278,11 +276,25 @@ def test_append_as_follower_refuses_wrong_offsets_and_bad_crc(tmp_path):
     follower.append_as_follower(data)
     with pytest.raises(OffsetOutOfRangeError):  # the same again: below the LEO
         follower.append_as_follower(data)
+    with pytest.raises(OffsetOutOfRangeError):  # a batch below the LEO
+        follower.append_as_follower(leader.read_bytes(2, 1 << 20))
     # batches out of order inside one append
     first = leader.read_bytes(0, 1)
     with pytest.raises(OffsetOutOfRangeError):
         Log(str(tmp_path / "g-0")).append_as_follower(bytes(first) + bytes(first))
     assert headers(follower) == headers(leader)
+
+
+def test_append_as_follower_accepts_a_gap_in_the_leaders_log(tmp_path, caplog):
+    """A leader whose recovery removed a damaged range has an offset gap; the follower copies the
+    batches after it with their offsets (Kafka's rule: only offsets below the LEO are refused) and
+    says so at WARNING."""
+    leader = leader_with(tmp_path, "l-0", [0, 0, 1])
+    follower = Log(str(tmp_path / "f-0"))
+    follower.append_as_follower(leader.read_bytes(2, 1 << 20))  # 0-1 missing on the leader
+    assert headers(follower) == headers(leader)[1:] and follower.log_end_offset == 6
+    assert entries(follower) == [(0, 2), (1, 4)]
+    assert any("offset gap" in r.message and r.levelname == "WARNING" for r in caplog.records)
 
 
 def test_append_as_follower_accepts_compacted_gaps_and_big_fetches(tmp_path):

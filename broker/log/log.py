@@ -562,9 +562,10 @@ class Log:
         ``AppendOrigin.REPLICATION``): offsets and ``partitionLeaderEpoch`` are the leader's and
         are kept as they are.
 
-        The first batch must start at the log end offset and the batches must follow one another
-        (on a compacted log, gaps are allowed: the leader's cleaner removed batches); else
-        OffsetOutOfRangeError and nothing is written.  Framing and CRC-32C are checked
+        The first batch must start at the log end offset or later and each batch after the previous
+        one (Kafka's rule; a gap means the leader's cleaner removed batches, or its recovery a damaged
+        range: logged at WARNING on a log that is not compacted); an offset below the log end offset
+        raises OffsetOutOfRangeError and nothing is written.  Framing and CRC-32C are checked
         (CorruptRecordError, nothing written); ``max.message.bytes`` and the per-record rules of
         client appends are not (the leader applied them).  Under the lock, per batch: the leader
         epoch cache gets (partitionLeaderEpoch, base offset) when the epoch is new (before the
@@ -581,12 +582,17 @@ class Log:
         # framing and CRC outside the lock, against the end offset as it is now (one fetcher
         # thread per partition appends, so it rarely changes meanwhile: then it is done again)
         leo = self._view.log_end_offset
-        checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo, cfg.compact)
+        checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
             if self._leo != leo:
-                checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, self._leo, cfg.compact)
+                leo = self._leo
+                checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
+            if checked.batches[0][1].base_offset > leo and not cfg.compact:
+                log.warning("%s: the leader's batches continue at offset %d, the log ends at %d: an offset "
+                            "gap in the leader's log (recovery removed a damaged range there)", self.dir,
+                            checked.batches[0][1].base_offset, leo)
             markers = {}
             for pos, h in checked.batches:
                 if h.is_control and h.producer_id >= 0:

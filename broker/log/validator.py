@@ -163,15 +163,17 @@ def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
 
 
 def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: int,
-                              allow_gaps: bool) -> ValidatedAppend:
+                              allow_gaps: bool = True) -> ValidatedAppend:
     """Check the batches a follower copies from its leader (Kafka's ``analyzeAndValidateRecords``
     for ``AppendOrigin.REPLICATION``): whole v2 batches (framing, magic 2, CRC-32C), offsets
     already assigned and increasing, the first batch starting at ``log_end_offset``.  No rule of a
     client append applies: ``max.message.bytes`` (the leader accepted the batch), null keys,
     ``recordsCount == lastOffsetDelta + 1`` (compaction keeps ``lastOffsetDelta`` and drops
     records), one batch per producer, control batches (the leader's markers are copied too).
-    ``allow_gaps`` (compacted logs, whose batches have offset gaps): a batch may start after the
-    previous one's end and the first after ``log_end_offset``.  Raises CorruptRecordError (framing,
+    ``allow_gaps`` (Kafka's rule: only an offset below the log end offset is an error): a batch
+    may start after the previous one's end and the first after ``log_end_offset``, as the
+    leader's log has gaps after compaction or after recovery removed a damaged range; False
+    (tests): they must be contiguous.  Raises CorruptRecordError (framing,
     CRC) and OffsetOutOfRangeError (offsets); ``producer`` is always None in the result.  Pure."""
     n = len(buf)
     if n == 0:
