@@ -585,6 +585,31 @@ class OffsetManager:
             out[tuple(tp)] = (v.offset, v.leader_epoch, v.metadata) if v else (INVALID_OFFSET, NO_LEADER_EPOCH, "")
         return out
 
+    def fetch_stable(self, group: str, partitions: Iterable[tuple[str, int]] | None = None
+                     ) -> tuple[dict, set]:
+        """OffsetFetch with RequireStable (v7+, KIP-447): ``(offsets, unstable)`` where ``offsets``
+        is :meth:`fetch`'s answer and ``unstable`` the requested partitions (with ``partitions``
+        None: the committed ones) for which an open transaction of any producer holds a pending
+        offset of ``group`` (Kafka's ``GroupMetadata.hasPendingOffsetCommitsForTopicPartition``;
+        the broker answers them UNSTABLE_OFFSET_COMMIT so a read_committed consumer retries until
+        the transaction's marker).  Runs on a request handler thread; one snapshot under the
+        offsets partition's lock."""
+        part = self._partition_for_request(group)
+        with part.lock:
+            cached = dict(part.cache.get(group, {}))
+            pending = set()
+            for by_group in part.offsets.pending.values():
+                pending.update(by_group.get(group, ()))
+        if partitions is None:
+            out = {tp: (v.offset, v.leader_epoch, v.metadata) for tp, v in sorted(cached.items())}
+        else:
+            out = {}
+            for tp in partitions:
+                v = cached.get(tuple(tp))
+                out[tuple(tp)] = (v.offset, v.leader_epoch, v.metadata) if v else (
+                    INVALID_OFFSET, NO_LEADER_EPOCH, "")
+        return out, {tp for tp in out if tp in pending}
+
     def fetch_detailed(self, group: str) -> dict[tuple[str, int], OffsetAndMetadata]:
         """Like :meth:`fetch` for all partitions, with commit timestamps."""
         part = self._partition_for_request(group)

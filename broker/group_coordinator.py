@@ -422,6 +422,9 @@ class GroupCoordinator:
         try:
             if api_key == JOIN_GROUP:
                 protocols = [(p["name"], bytes(p.get("metadata") or b"")) for p in body.get("protocols") or []]
+                if body.get("reason"):  # v8+ (KIP-800): why the client (re)joins, for the operator
+                    log.info("member %r (client %r) joins group %s: client reason: %s", body.get("member_id", ""),
+                             client_id, body["group_id"], body["reason"])
                 self.join_group(
                     body["group_id"], body.get("member_id", ""), client_id=client_id or "",
                     client_host=_client_host(peer), session_timeout_ms=body["session_timeout_ms"],
@@ -438,15 +441,16 @@ class GroupCoordinator:
                                       body.get("group_instance_id"))
                 respond({"throttle_time_ms": 0, "error_code": code})
             elif api_key == LEAVE_GROUP:
-                if version >= 3:
-                    members = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []]
+                if version >= 3:  # v5+ (KIP-800): each member's reason, logged
+                    members = [(m["member_id"], m.get("group_instance_id"), m.get("reason"))
+                               for m in body.get("members") or []]
                 else:
                     members = [(body.get("member_id", ""), None)]
                 top, codes = self.leave_group(body["group_id"], members)
                 if version >= 3:
                     respond({"throttle_time_ms": 0, "error_code": top, "members": [
                         {"member_id": m, "group_instance_id": gi, "error_code": c}
-                        for (m, gi), c in zip(members, codes)]})
+                        for (m, gi, _), c in zip(members, codes)]})
                 else:
                     respond({"throttle_time_ms": 0, "error_code": top or codes[0], "members": []})
             elif api_key == LIST_GROUPS:
@@ -888,10 +892,11 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ LeaveGroup
 
-    def leave_group(self, group_id: str, member_ids: Iterable[str | tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """Remove members (member ids, or ``(member_id, group_instance_id)``: a static member may leave
-        by instance id with an empty member id); returns (request error code, one code per member)."""
-        member_ids = [(x, None) if isinstance(x, str) else tuple(x) for x in member_ids]
+    def leave_group(self, group_id: str, member_ids: Iterable[str | tuple]) -> tuple[int, list[int]]:
+        """Remove members (member ids, or ``(member_id, group_instance_id[, reason])``: a static
+        member may leave by instance id with an empty member id; the client's reason, LeaveGroup v5+,
+        is logged); returns (request error code, one code per member)."""
+        member_ids = [(x, None, None) if isinstance(x, str) else (tuple(x) + (None,))[:3] for x in member_ids]
         try:
             self._check_coordinator(group_id)
         except PyklogError as e:
@@ -904,7 +909,7 @@ class GroupCoordinator:
         with group.lock:
             if group.state == DEAD:
                 return CoordinatorNotAvailableError.code, [CoordinatorNotAvailableError.code] * len(member_ids)
-            for mid, instance in member_ids:
+            for mid, instance, reason in member_ids:
                 if instance is not None:
                     owner = group.static.get(instance)
                     if owner is None:
@@ -923,8 +928,9 @@ class GroupCoordinator:
                 if m is None:
                     codes.append(UnknownMemberIdError.code)
                     continue
-                log.info("member %s leaves group %s", mid, group_id)
-                self._remove_member_and_update_group(group, m, f"member {mid} left the group", out)
+                log.info("member %s leaves group %s%s", mid, group_id, f" (client reason: {reason})" if reason else "")
+                self._remove_member_and_update_group(
+                    group, m, f"member {mid} left the group" + (f"; client reason: {reason}" if reason else ""), out)
                 codes.append(NONE)
         _fire(out)
         return NONE, codes
@@ -965,6 +971,39 @@ class GroupCoordinator:
             if group.state == COMPLETING_REBALANCE:
                 raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             self._heartbeat_ok(group, m)
+
+    def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                                   group_instance_id: str | None = None) -> None:
+        """Raise unless a TxnOffsetCommit (v3+, KIP-447) from this member may be stored (Kafka's
+        ``validateOffsetCommit`` with ``isTransactional``): when the request names a member
+        (generation >= 0, a member id or a group instance id) it must be the group's current
+        member -- FencedInstanceIdError for a static member replaced by another, UnknownMemberIdError
+        -- at the group's generation (IllegalGenerationError); a request naming no member (v0-2,
+        or a producer outside the group) passes whatever the group's state.  A Dead group raises
+        CoordinatorNotAvailableError.  Runs on a request handler thread; takes the group's lock."""
+        names_member = (generation_id is not None and generation_id >= 0) or bool(member_id) \
+            or group_instance_id is not None
+        group = self._group(group_id, create=False) if group_id else None
+        if group is not None or names_member:
+            self._check_coordinator(group_id)
+        if not names_member:
+            if group is not None and group.state == DEAD:
+                raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+            return
+        if group is None:
+            raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r} (no members here)")
+        with group.lock:
+            if group.state == DEAD:
+                raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+            if group.fenced(member_id, group_instance_id):
+                raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
+                                            f"belongs to another member than {member_id!r}")
+            if member_id not in group.members:
+                raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r}")
+            if generation_id != group.generation:
+                raise IllegalGenerationError(
+                    f"group {group_id!r} is at generation {group.generation}, the transactional commit is for "
+                    f"{generation_id}")
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
 

@@ -13,6 +13,10 @@ topics                          ``create_partitions`` (CreatePartitions), ``dele
                                 (DeleteRecords, at each partition leader)
 configs                         ``describe_configs`` / ``incremental_alter_configs``
                                 (DescribeConfigs / IncrementalAlterConfigs)
+transactions                    ``list_transactions`` (ListTransactions to every broker),
+                                ``describe_transactions`` (DescribeTransactions at each
+                                coordinator), ``describe_producers`` (DescribeProducers at each
+                                leader), ``abort_transaction`` (WriteTxnMarkers ABORT at the leader)
 ==============================  ==========================================================
 
 Every call checks first that the broker advertises the API (ApiVersions) and raises
@@ -25,9 +29,11 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pyklog.broker.errors import (
     PyklogError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -37,7 +43,8 @@ from pyklog.connector.client import ClusterClient
 log = logging.getLogger(__name__)
 
 __all__ = ["AdminClient", "GroupDescription", "MemberDescription", "GroupListing",
-           "decode_consumer_assignment", "EARLIEST", "LATEST"]
+           "decode_consumer_assignment", "EARLIEST", "LATEST", "ProducerState", "TransactionDescription",
+           "TransactionListing"]
 
 EARLIEST = -2
 LATEST = -1
@@ -45,6 +52,8 @@ LATEST = -1
 #: API keys that main's protocol table may not hold yet (the broker side adds them): Kafka's numbers.
 DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS, \
     INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 21, 32, 33, 37, 42, 44, 47
+#: the transaction admin APIs (KIP-664)
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 
 def _api(key: int):
@@ -79,6 +88,43 @@ class GroupDescription:
     assignment_strategy: str
     coordinator: tuple  # (node id, host, port)
     members: list = field(default_factory=list)
+
+
+#: Kafka's messages of the DeleteGroups errors (the response carries only the code)
+_DELETE_GROUP_REASONS = {68: "The group is not empty.", 69: "The group id does not exist.",
+                         24: "The configured groupId is invalid."}
+
+class TransactionListing(NamedTuple):
+    """One ListTransactions row (Kafka's ``TransactionListing``) plus the broker that answered it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str          # Kafka's state name: "Ongoing", "PrepareAbort", "CompleteCommit", ...
+    coordinator: int
+
+
+class TransactionDescription(NamedTuple):
+    """DescribeTransactions of one id (Kafka's ``TransactionDescription``)."""
+
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction started
+    partitions: list    # sorted [(topic, partition)]
+
+
+class ProducerState(NamedTuple):
+    """One DescribeProducers row (Kafka's ``ProducerState``); -1 means "none"."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 def decode_consumer_assignment(data: bytes) -> list[tuple[str, int]]:
@@ -202,7 +248,8 @@ class AdminClient:
                 for r in resp.get("results") or []:
                     code = int(r.get("error_code", 0))
                     if code:
-                        return error_for_code(code, f"DeleteGroups {g!r}")
+                        why = _DELETE_GROUP_REASONS.get(code)
+                        return error_for_code(code, f"DeleteGroups {g!r}" + (f": {why}" if why else ""))
                 return None
             try:
                 out[g] = self.client._coordinator_call(g, "DeleteGroups", call, timeout_s)
@@ -361,3 +408,125 @@ class AdminClient:
                 if code:
                     raise error_for_code(code, f"AlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": "))
         self.client._retrying("AlterConfigs", attempt, timeout_s)
+
+    # -- transactions (KIP-664: Kafka's Admin listTransactions / describeTransactions /
+    # describeProducers / abortTransaction, the calls kafka-transactions.sh makes) ----------------
+    def list_transactions(self, *, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1,
+                          broker_ids=None, timeout_s: float | None = None) -> dict[int, list[TransactionListing]]:
+        """ListTransactions on every broker (or ``broker_ids``): each answers the transactional ids
+        it coordinates -> ``{broker id: [TransactionListing]}`` (sorted).  ``duration_filter_ms >= 0``
+        needs ListTransactions v1 (KIP-994) and raises UnsupportedVersionError on an older broker.
+        A broker's error (COORDINATOR_LOAD_IN_PROGRESS is retried) is raised."""
+        out: dict[int, list[TransactionListing]] = {}
+        nodes = sorted(self._brokers()) if broker_ids is None else sorted(int(b) for b in broker_ids)
+        for node in nodes:
+            def attempt(node=node):
+                conn = self.client.connection(node)
+                v = self._version(conn, LIST_TRANSACTIONS, "ListTransactions")
+                if duration_filter_ms >= 0 and v < 1:
+                    raise UnsupportedVersionError(f"broker {node} does not support ListTransactions v1 "
+                                                  "(the duration filter, KIP-994)")
+                resp = conn.request(_api(LIST_TRANSACTIONS), {
+                    "state_filters": list(state_filters), "producer_id_filters": [int(p) for p in producer_id_filters],
+                    "duration_filter": int(duration_filter_ms)}, v)
+                code = int(resp.get("error_code", 0))
+                if code:
+                    raise error_for_code(code, f"ListTransactions on broker {node}")
+                return resp
+            resp = self.client._retrying(f"ListTransactions({node})", attempt, timeout_s)
+            out[node] = sorted(TransactionListing(s["transactional_id"], int(s["producer_id"]), s["transaction_state"],
+                                                  node) for s in resp.get("transaction_states") or [])
+        return out
+
+    def describe_transactions(self, transactional_ids, *, timeout_s: float | None = None
+                              ) -> dict[str, TransactionDescription | PyklogError]:
+        """DescribeTransactions at each id's transaction coordinator -> ``{id: TransactionDescription
+        | the error}`` (TRANSACTIONAL_ID_NOT_FOUND among them; coordinator moves are retried)."""
+        out: dict = {}
+        for tid in transactional_ids:
+            def call(node, conn, tid=tid):
+                v = self._version(conn, DESCRIBE_TRANSACTIONS, "DescribeTransactions")
+                resp = conn.request(_api(DESCRIBE_TRANSACTIONS), {"transactional_ids": [tid]}, v)
+                (s,) = resp["transaction_states"]
+                code = int(s.get("error_code", 0))
+                if code:
+                    err = error_for_code(code, f"DescribeTransactions {tid!r} at broker {node}")
+                    if err.retriable:
+                        raise err
+                    return err
+                return TransactionDescription(
+                    tid, node, s["transaction_state"], int(s["producer_id"]), int(s["producer_epoch"]),
+                    int(s["transaction_timeout_ms"]), int(s["transaction_start_time_ms"]),
+                    sorted((t["topic"], int(p)) for t in s.get("topics") or [] for p in t["partitions"]))
+            try:
+                out[tid] = self.client._coordinator_call(tid, "DescribeTransactions", call, timeout_s, key_type=1)
+            except UnsupportedVersionError:
+                raise
+            except PyklogError as e:
+                out[tid] = e
+        return out
+
+    def describe_producers(self, partitions, *, broker_id: int | None = None, timeout_s: float | None = None
+                           ) -> dict[tuple, list[ProducerState] | PyklogError]:
+        """DescribeProducers at each partition's leader (or at ``broker_id``) -> ``{(t, p):
+        [ProducerState] | the error}``."""
+        tps = sorted({(t, int(p)) for t, p in partitions})
+        out: dict = {}
+        if broker_id is None:
+            # a partition the cluster does not have fails at once (no leader look-up retried for it)
+            md = self.client.metadata(sorted({t for t, _ in tps}), refresh=True)
+            for t, p in tps:
+                tm = md.topics.get(t)
+                if tm is None or tm.error_code or p not in tm.partitions:
+                    code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
+                    out[(t, p)] = error_for_code(code, f"DescribeProducers {t}-{p}: the cluster has no such partition")
+            tps = [tp for tp in tps if tp not in out]
+        by_node = {int(broker_id): tps} if broker_id is not None else self.client._by_leader(tps)
+        for node, group in by_node.items():
+            conn = self.client.connection(node)
+            v = self._version(conn, DESCRIBE_PRODUCERS, "DescribeProducers")
+            topics: dict = {}
+            for t, p in group:
+                topics.setdefault(t, []).append(p)
+            resp = conn.request(_api(DESCRIBE_PRODUCERS), {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, v)
+            for t in resp.get("topics") or []:
+                for p in t.get("partitions") or []:
+                    tp = (t["name"], int(p["partition_index"]))
+                    code = int(p.get("error_code", 0))
+                    if code:
+                        out[tp] = error_for_code(code, f"DescribeProducers {tp[0]}-{tp[1]} at broker {node}: "
+                                                       f"{p.get('error_message') or ''}".rstrip(": "))
+                    else:
+                        out[tp] = [ProducerState(int(a["producer_id"]), int(a["producer_epoch"]),
+                                                 int(a["last_sequence"]), int(a["last_timestamp"]),
+                                                 int(a["coordinator_epoch"]), int(a["current_txn_start_offset"]))
+                                   for a in p.get("active_producers") or []]
+        return out
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, *, timeout_s: float | None = None) -> None:
+        """Kafka's ``Admin.abortTransaction``: an ABORT marker for ``producer_id`` (at
+        ``producer_epoch``, ``coordinator_epoch``) written by the partition's leader (WriteTxnMarkers),
+        which closes a hanging transaction and lets the last stable offset move on.  The leader's
+        error (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...) is raised."""
+        tp = (topic, int(partition))
+
+        def attempt():
+            node = self.client.leader_for(topic, int(partition), timeout_s=timeout_s)
+            conn = self.client.connection(node)
+            v = self._version(conn, int(ApiKey.WRITE_TXN_MARKERS), "WriteTxnMarkers")
+            resp = conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+                "producer_id": int(producer_id), "producer_epoch": int(producer_epoch), "transaction_result": False,
+                "topics": [{"name": topic, "partition_indexes": [int(partition)]}],
+                "coordinator_epoch": int(coordinator_epoch)}]}, v)
+            for m in resp.get("markers") or []:
+                for t in m.get("topics") or []:
+                    for p in t.get("partitions") or []:
+                        code = int(p.get("error_code", 0))
+                        if code:
+                            err = error_for_code(code, f"abort of producer {producer_id} on {tp[0]}-{tp[1]}")
+                            if err.retriable:
+                                self.client.invalidate()
+                            raise err
+        self.client._retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)

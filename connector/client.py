@@ -40,6 +40,7 @@ from pyklog.broker.errors import (
     PyklogError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnknownServerError,
     UnsupportedVersionError,
     ZooKeeperError,
     error_for_code,
@@ -62,6 +63,8 @@ __all__ = [
 
 EARLIEST = -2  # ListOffsets timestamp: the log start offset
 LATEST = -1  # ListOffsets timestamp: the log end offset (high watermark)
+MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734): the offset of the record with the largest timestamp
+EARLIEST_LOCAL = -4  # ListOffsets v8+ (KIP-405): the earliest offset on local disk (= EARLIEST here)
 
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
@@ -98,6 +101,12 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
             raise ConfigError(f"bootstrap.servers: expected host:port, got {item!r}")
         out.append((host.strip("[]") or "localhost", int(port)))
     return out
+
+
+#: The client's own highest version where it is below what the broker side implements (SUPPORTED):
+#: Fetch v13+ names topics by id, and the consumer fetches by name (its metadata cache and leader
+#: hints carry no topic ids).
+CLIENT_MAX: dict[int, int] = {int(ApiKey.FETCH): 12}
 
 
 def _err(code: int, what: str) -> PyklogError:
@@ -204,8 +213,11 @@ class BrokerConnection:
         raise UnsupportedVersionError(f"broker {self._name()}: no common ApiVersions version")
 
     def version_for(self, api_key: int) -> int:
-        """The highest version of ``api_key`` both pyklog and this broker support."""
+        """The highest version of ``api_key`` both pyklog's client (SUPPORTED, capped by
+        :data:`CLIENT_MAX`) and this broker support."""
         ours = SUPPORTED.get(api_key)
+        if ours is not None and int(api_key) in CLIENT_MAX:
+            ours = (ours[0], min(ours[1], CLIENT_MAX[int(api_key)]))
         theirs = self.api_versions.get(int(api_key))
         if ours is None or theirs is None:
             raise UnsupportedVersionError(
@@ -699,7 +711,8 @@ class ClusterClient:
 
     def offsets_for_times(self, timestamps: dict, *, isolation_level: int = 0,
                           timeout_s: float | None = None) -> dict:
-        """ListOffsets v1+: ``{(t, p): timestamp}`` (-1 latest, -2 earliest, else ms) ->
+        """ListOffsets v1+: ``{(t, p): timestamp}`` (-1 latest, -2 earliest, -3 the record with the
+        largest timestamp (v7+), -4 the earliest local offset (v8+), else ms) ->
         ``{(t, p): (offset, timestamp) | None}`` (None: no record at or after the timestamp)."""
         result: dict = {}
         pending = dict(timestamps)
@@ -711,6 +724,12 @@ class ClusterClient:
                 version = conn.version_for(ApiKey.LIST_OFFSETS)
                 if version < 1:
                     raise UnsupportedVersionError(f"broker {node} has no ListOffsets v1 (timestamps)")
+                for spec, need, what in ((MAX_TIMESTAMP, 7, "max-timestamp (-3), KIP-734"),
+                                         (EARLIEST_LOCAL, 8, "earliest-local (-4), KIP-405")):
+                    if version < need and any(pending[tp] == spec for tp in tps):
+                        raise UnsupportedVersionError(
+                            f"UNSUPPORTED_VERSION: broker {node} serves ListOffsets up to v{version}; "
+                            f"{what} needs v{need}")
                 resp = self._request(node, conn, ApiKey.LIST_OFFSETS, {
                     "replica_id": -1,
                     "isolation_level": isolation_level,
@@ -891,8 +910,15 @@ class ClusterClient:
             else:
                 topics = [{"name": t, "partition_indexes": ps}
                           for t, ps in _group_partitions(tps).items()]
-            resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
-                                                      "require_stable": False}, version)
+            if version >= 8:  # KIP-709: a batch of groups (here one); the group's result has v7's shape
+                resp = conn.request(ApiKey.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": topics}],
+                                                          "require_stable": False}, version)
+                resp = next((g for g in resp.get("groups") or [] if g.get("group_id") == group), None)
+                if resp is None:
+                    raise UnknownServerError(f"OffsetFetch v{version}: no result for group {group!r}")
+            else:
+                resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
+                                                          "require_stable": False}, version)
             code = int(resp.get("error_code", 0))
             if code:
                 raise _err(code, f"OffsetFetch group {group!r}")
@@ -975,7 +1001,11 @@ class ClusterClient:
 
         def call(node, conn):
             version = conn.version_for(ApiKey.DELETE_TOPICS)
-            resp = conn.request(ApiKey.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": timeout_ms}, version)
+            if version >= 6:  # KIP-516: by name or by id; pyklog names it
+                body = {"topics": [{"name": name}], "timeout_ms": timeout_ms}
+            else:
+                body = {"topic_names": [name], "timeout_ms": timeout_ms}
+            resp = conn.request(ApiKey.DELETE_TOPICS, body, version)
             for t in resp.get("responses") or []:
                 code = int(t.get("error_code", 0))
                 if code:

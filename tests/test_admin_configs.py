@@ -94,11 +94,13 @@ def test_describe_configs_right_after_create_topics_sources_and_synonyms(broker_
         assert {c["name"]: c["is_default"] for c in r0["results"][0]["configs"]} == {
             "segment.bytes": True, "retention.bytes": False}
 
-    # the broker's settings: static ones read-only from server.properties, the others defaults
+    # the broker's settings: static ones from server.properties, the others defaults; only the
+    # dynamic broker configs (KIP-226) are not read-only
     bc = _describe(admin, ResourceType.BROKER, "0")
     assert bc["log.retention.hours"].value == "1"
     assert bc["log.retention.hours"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert bc["log.retention.hours"].is_read_only
+    assert not bc["log.retention.hours"].is_read_only
+    assert bc["num.partitions"].is_read_only
     assert bc["num.partitions"].value == "1" and bc["auto.create.topics.enable"].value == "true"
     assert bc["message.max.bytes"].value == "1048588" and bc["message.max.bytes"].is_default
     assert bc["default.replication.factor"].source == ConfigSource.DEFAULT_CONFIG.value
@@ -117,7 +119,8 @@ def test_describe_configs_right_after_create_topics_sources_and_synonyms(broker_
         modified = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, names[1])])["topic"][names[1]]
         assert set(modified) == {"retention.bytes"}
         got = kp.describe_configs([KpResource(ConfigResourceType.BROKER, "0")], config_filter="all")["broker"]["0"]
-        assert got["log.retention.hours"]["value"] == "1" and got["log.retention.hours"]["read_only"]
+        assert got["log.retention.hours"]["value"] == "1" and not got["log.retention.hours"]["read_only"]
+        assert got["num.partitions"]["read_only"]
     finally:
         kp.close()
 
@@ -222,9 +225,9 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
                 ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET),
                 ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET))
     assert _describe(admin, ResourceType.TOPIC, topic)["cleanup.policy"].value == "compact,delete"
-    # the broker resource cannot be altered (no dynamic broker configs)
+    # a read-only broker setting cannot be altered (dynamic broker configs: tests/test_dynamic_config.py)
     res = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
-        ConfigEntry("log.retention.hours", "2", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("num.partitions", "2", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as e:
         admin.incremental_alter_configs([res])[res].result(30)
     assert e.value.args[0].code() == 42

@@ -12,7 +12,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import SUPPORTED, ApiKey
-from pyklog.connector.client import BrokerConnection, ClusterClient, parse_bootstrap
+from pyklog.connector.client import CLIENT_MAX, BrokerConnection, ClusterClient, parse_bootstrap
 from pyklog.connector.producer import Producer
 from support import wait_for
 
@@ -32,7 +32,8 @@ def test_connection_negotiates_and_pipelines(broker):
     conn = BrokerConnection("127.0.0.1", broker.port, client_id="t")
     try:
         for key, (lo, hi) in SUPPORTED.items():
-            assert conn.version_for(key) == min(hi, conn.api_versions[int(key)][1])
+            assert conn.version_for(key) == min(hi, CLIENT_MAX.get(int(key), hi), conn.api_versions[int(key)][1])
+        assert conn.version_for(ApiKey.FETCH) == 12  # the consumer fetches by name (Fetch v13+ is by id)
         # three requests in flight, answers read in reverse order (the connection parks frames)
         cids = [conn.send(ApiKey.METADATA, {"topics": None}) for _ in range(3)]
         bodies = [conn.receive(c) for c in reversed(cids)]

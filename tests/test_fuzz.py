@@ -14,6 +14,7 @@ import random
 import socket
 import struct
 import time
+import uuid
 
 import pytest
 
@@ -39,19 +40,25 @@ def _valid_requests(topic: str) -> list[bytes]:
         ApiKey.PRODUCE: {"acks": 1, "timeout_ms": 1000, "topic_data": [
             {"name": topic, "partition_data": [{"index": 0, "records": records(3)}]}]},
         ApiKey.FETCH: {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}]}]},
+            {"topic": topic, "topic_id": uuid.UUID(int=0x5EED), "partitions": [  # v13+: by id (unknown here)
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}]}]},
         ApiKey.LIST_OFFSETS: {"replica_id": -1, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "max_num_offsets": 3}]}]},
         ApiKey.METADATA: {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
         ApiKey.OFFSET_COMMIT: {"group_id": "fuzz", "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]},
-        ApiKey.OFFSET_FETCH: {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0]}]},
-        ApiKey.FIND_COORDINATOR: {"key": "fuzz"},
+        ApiKey.OFFSET_FETCH: {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0]}],
+                              "require_stable": True, "groups": [  # v8+
+                                  {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0, 1]}]},
+                                  {"group_id": "fuzz-2", "topics": None}]},
+        ApiKey.FIND_COORDINATOR: {"key": "fuzz", "coordinator_keys": ["fuzz", "fuzz-2"]},  # v4+: batched
         ApiKey.API_VERSIONS: {},
         ApiKey.CREATE_TOPICS: {"topics": [{"name": "fuzz-created", "num_partitions": 1, "replication_factor": 1}],
                                "timeout_ms": 1000, "validate_only": True},
-        ApiKey.DELETE_TOPICS: {"topic_names": ["fuzz-not-there"], "timeout_ms": 1000},
-        ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout_ms": 1000},
+        ApiKey.DELETE_TOPICS: {"topic_names": ["fuzz-not-there"], "timeout_ms": 1000, "topics": [  # v6+
+            {"name": "fuzz-not-there"}, {"name": None, "topic_id": uuid.UUID(int=0x5EED)}]},
+        ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout_ms": 1000,
+                                  "producer_id": 5, "producer_epoch": 1},  # v3+ (KIP-360)
     }
     for api, body in bodies.items():
         lo, hi = SUPPORTED[api]

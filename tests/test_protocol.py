@@ -223,7 +223,9 @@ def _our_tagged(fields, version, path=""):
 #: response's KIP-595 fields (a Raft/follower matter) and KIP-951's new-leader hints.
 UNDECLARED_TAGGED = {"FetchResponse": {"responses.partitions.diverging_epoch",
                                        "responses.partitions.current_leader",
-                                       "responses.partitions.snapshot_id"}}
+                                       "responses.partitions.snapshot_id"},
+                     # v15+: a follower's replica id and broker epoch, a tagged struct (KIP-903)
+                     "FetchRequest": {"replica_state"}}
 
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
@@ -295,6 +297,9 @@ from kafka.protocol.admin import (  # noqa: E402
     DescribeClusterRequest, DescribeClusterResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse)
 from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteResponse  # noqa: E402
+from kafka.protocol.admin.transactions import (  # noqa: E402
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -329,6 +334,9 @@ KP = {
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
 }
 
 
@@ -390,14 +398,15 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000ca" "00000005" "0023" "00000020"
-        "000000000009" "00010000000c" "000200000006" "00030000000c" "000800000008" "000900000006"
-        "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
-        "001000000004" "001200000003" "001300000005" "001400000005" "001500000001" "001600000002"
+        "000000dc" "00000005" "0023" "00000023"
+        "000000000009" "000100000010" "000200000008" "00030000000c" "000800000008" "000900000009"
+        "000a00000004" "000b00000009" "000c00000004" "000d00000005" "000e00000005" "000f00000005"
+        "001000000004" "001200000003" "001300000007" "001400000006" "001500000002" "001600000004"
         "001700000004"  # OffsetForLeaderEpoch (23) v0-4
-        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
-        "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002c00000000"
+        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000003"
+        "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002c00000001"
         "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs (32) on
+        "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])

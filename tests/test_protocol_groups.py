@@ -53,7 +53,7 @@ KP = {
     ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
 }
-EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 7), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
+EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 9), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 5),
                    ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 4)}
 VERSIONS = [(k, v) for k in KP for v in range(SUPPORTED[k][0], SUPPORTED[k][1] + 1)]
 IDS = [f"{SCHEMAS[k][0]}-v{v}" for k, v in VERSIONS]

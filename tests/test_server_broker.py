@@ -22,11 +22,12 @@ from support import Wire, create_topic, fetch, produce, records, running_broker,
 
 MESSAGE_MAX = 100_000
 #: what the broker must advertise: every API it serves, from v0 to the highest non-flexible version
-SERVED = {0: (0, 9), 1: (0, 12), 2: (0, 6), 3: (0, 12), 8: (0, 8), 9: (0, 6), 10: (0, 3), 11: (0, 7),
-          12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (0, 5), 20: (0, 5),
-          22: (0, 2), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 2)}  # kafka-flex's ranges
-SERVED.update({21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),
-               47: (0, 0), 60: (0, 1)})  # admin APIs (kafka-admin)
+SERVED = {0: (0, 9), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 8), 9: (0, 9), 10: (0, 4), 11: (0, 9),
+          12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (0, 7), 20: (0, 6),
+          22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3)}  # kafka-flex's ranges
+SERVED.update({21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
+               47: (0, 0), 60: (0, 1)})  # admin APIs (flex-admin: a Kafka 3.7 broker's versions)
+SERVED.update({61: (0, 0), 65: (0, 0), 66: (0, 1)})  # transaction admin APIs (KIP-664, flex-admin)
 SERVED.update({23: (0, 4)})  # OffsetForLeaderEpoch (repl-log)
 REQUEST_MAX = 4 * 1024 * 1024
 
@@ -333,7 +334,7 @@ def test_list_offsets_every_version(wire):
 
 # ---------------------------------------------------------------------------------- admin APIs
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 8))
 def test_create_topics_every_version(shared_broker, wire, version):
     name = topic_name()
     assert create_topic(wire, name, 2, version=version)["error_code"] == 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -40,8 +41,8 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     rc, out, _ = cli(capsys, *zk, "--describe", "--topic", "orders")
     lines = out.splitlines()
     assert rc == 0 and len(lines) == 5
-    assert lines[0] == ("Topic: orders\tPartitionCount: 4\tReplicationFactor: 1\t"
-                        "Configs: cleanup.policy=compact,retention.ms=60000")
+    assert re.fullmatch(r"Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\t"
+                        r"Configs: cleanup.policy=compact,retention.ms=60000", lines[0]), lines[0]
     leaders = []
     for p, line in enumerate(lines[1:]):
         fields = dict(f.split(": ") for f in line.strip().split("\t"))
@@ -141,7 +142,8 @@ def test_bootstrap_server_mode_and_alter_partitions(broker, zk_chroot):
     r = _script(*b, "--describe", "--topic", "grow")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("Topic: grow\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: ")
+    assert re.match(r"Topic: grow\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: ",
+                    lines[0]), lines[0]
     assert lines[0].endswith("Configs: retention.ms=60000") and r.stderr == ""
     assert [ln.split("\t")[1:3] for ln in lines[1:]] == [["Topic: grow", f"Partition: {p}"] for p in range(4)]
     assert all("\tLeader: 0\tReplicas: 0\tIsr: 0" in ln for ln in lines[1:])

@@ -17,6 +17,15 @@ ZooKeeper layout (:mod:`pyklog.broker.zk.cluster`), partitions spread over the l
 ``Error: ...`` on stderr and exit with 1.  The console script is :mod:`pyklog.connector.cli.topics`,
 which adds the broker API side (the broker package never imports the client).
 
+``--describe`` prints Kafka 3's lines::
+
+    Topic: orders\tTopicId: 4zZ1bQpGRmmXw0sQx3sY8A\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact
+    \tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0
+
+(``TopicId`` is the id in ZooKeeper, KIP-516; ``Configs`` are, with ``--bootstrap-server``, every config
+that is not a default, as Kafka 3's tool: overrides, dynamic broker configs, server.properties; with
+``--zookeeper``, the topic's overrides.)
+
 Example::
 
     pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
@@ -89,7 +98,20 @@ def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
 
 
+def topic_line(name: str, topic_id, partition_count: int, replication_factor: int, configs: dict) -> str:
+    """Kafka 3's first ``--describe`` line of a topic (``TopicId`` is Kafka's ``Uuid.toString``; a
+    topic without an id shows the zero id, as Kafka)."""
+    import uuid as _uuid
+
+    from pyklog.broker.zk.znodes import topic_id_str
+
+    tid = topic_id_str(topic_id if topic_id is not None else _uuid.UUID(int=0))
+    return (f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {partition_count}\tReplicationFactor: "
+            f"{replication_factor}\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items())))
+
+
 def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool) -> list[str]:
+    """``--describe`` with ``--zookeeper``: Kafka's lines; Configs are the topic's overrides."""
     topics = cluster.topics()
     names = [topic] if topic else sorted(t for t in topics if not (exclude_internal and is_internal(t)))
     lines = []
@@ -99,8 +121,7 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         rf = max((len(s.replicas) for s in parts.values()), default=0)
         config = cluster.topic_config(name)
-        lines.append(f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: "
-                     + ",".join(f"{k}={v}" for k, v in sorted(config.items())))
+        lines.append(topic_line(name, cluster.topic_id(name), len(parts), rf, config))
         for p, s in sorted(parts.items()):
             leader = str(s.leader) if s.leader >= 0 else "none"
             lines.append(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}"

@@ -950,6 +950,15 @@ class Log:
         with self._lock:
             return self._producers.get(producer_id)
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Every producer id this partition keeps state for, as Kafka's ``UnifiedLog.activeProducers``
+        (DescribeProducers): ``(producer_id, epoch, last_sequence, last_timestamp, coordinator_epoch,
+        current_txn_start_offset)``, -1 for "none", sorted by producer id.  A copy taken under the
+        lock (any thread)."""
+        with self._lock:
+            return sorted((e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                           e.current_txn_first_offset) for e in self._producers.producers.values())
+
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget producers whose last batch is older than ``producer.id.expiration.ms``
         (run by the LogManager with retention).  Takes the lock."""

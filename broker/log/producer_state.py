@@ -439,3 +439,11 @@ def read_marker(raw) -> tuple[int, int]:
         raise CorruptRecordError(f"control batch at offset {batch.header.base_offset} has no record")
     ctype, epoch = decode_control_record(batch.records[0])
     return ctype, -1 if epoch is None else epoch
+
+
+def read_snapshot(raw: bytes, path: str = "snapshot") -> list[ProducerEntry]:
+    """The producer entries of a ``.snapshot`` file's bytes, by producer id (Kafka's
+    ``ProducerStateManager.readSnapshot``, for offline tools such as ``pyklog-dump-log``).
+    CorruptRecordError for a bad version, CRC or length.  Pure; thread-safe."""
+    entries = ProducerStateManager.decode(None, raw, path)  # decode reads no instance state
+    return [entries[pid] for pid in sorted(entries)]

@@ -58,28 +58,32 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # transaction admin APIs (KIP-664, flex-admin)
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
 #: reaching down to 0), max = the highest version implemented (flexible ones included).
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
-    ApiKey.FETCH: (0, 12),
-    ApiKey.LIST_OFFSETS: (0, 6),
+    ApiKey.FETCH: (0, 16),  # v13 topic ids (KIP-516), v15 replica state, v16 node endpoints
+    ApiKey.LIST_OFFSETS: (0, 8),  # v7 max timestamp (KIP-734), v8 earliest local (KIP-405)
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (0, 6),  # v7 RequireStable needs UNSTABLE_OFFSET_COMMIT for pending txn offsets
-    ApiKey.FIND_COORDINATOR: (0, 3),
-    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.OFFSET_FETCH: (0, 9),  # v7 RequireStable (KIP-447), v8 several groups (KIP-709), v9 member (KIP-848)
+    ApiKey.FIND_COORDINATOR: (0, 4),  # v4 batched keys (KIP-699)
+    ApiKey.JOIN_GROUP: (0, 9),  # v8 reason (KIP-800), v9 skip assignment (KIP-814, always false)
     ApiKey.HEARTBEAT: (0, 4),
-    ApiKey.LEAVE_GROUP: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),  # v5 reason (KIP-800)
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.CREATE_TOPICS: (0, 5),
-    ApiKey.DELETE_TOPICS: (0, 5),
-    ApiKey.INIT_PRODUCER_ID: (0, 2),
+    ApiKey.CREATE_TOPICS: (0, 7),  # v7 topic ids in the response (KIP-516)
+    ApiKey.DELETE_TOPICS: (0, 6),  # v6 by topic id (KIP-516)
+    ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3 producer id/epoch (KIP-360), v4 PRODUCER_FENCED
     # v2+ CurrentLeaderEpoch fencing (KIP-320), v3+ ReplicaId, v4 flexible; Kafka 4 dropped v0-1
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
@@ -88,17 +92,22 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
-    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
-    # admin APIs (kafka-admin): the highest non-flexible versions; DescribeCluster is flexible from v0
-    ApiKey.DELETE_RECORDS: (0, 1),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),
-    ApiKey.ALTER_CONFIGS: (0, 1),
-    ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
-    ApiKey.CREATE_PARTITIONS: (0, 1),
-    ApiKey.DELETE_GROUPS: (0, 1),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3 member id, generation, group instance id
+    # admin APIs (kafka-admin, flex-admin): a Kafka 3.7 broker's versions, flexible ones included
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # transaction admin APIs (KIP-664): flexible from v0; ListTransactions v1 (KIP-994) adds the
+    # duration filter
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -129,7 +138,7 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.END_TXN: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
-    # admin APIs (kafka-admin): only DescribeCluster is served in a flexible version yet
+    # admin APIs (kafka-admin, flex-admin)
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2,
@@ -138,6 +147,9 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 0,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -280,7 +292,9 @@ PRODUCE_RESPONSE = [
 # ---------------------------------------------------------------------------- Fetch 1
 
 FETCH_REQUEST = [
-    F("ReplicaId", INT32, default=-1),
+    F("ReplicaId", INT32, "0-14", default=-1),  # v15+: the tagged ReplicaState (a follower's id and
+    # broker epoch, KIP-903) instead; the schema engine has no tagged structs yet, so pyklog skips it
+    # (consumers never send it) and a v15+ fetch is a consumer's
     F("MaxWaitMs", INT32),
     F("MinBytes", INT32),
     F("MaxBytes", INT32, "3+", default=0x7FFFFFFF),
@@ -288,7 +302,8 @@ FETCH_REQUEST = [
     F("SessionId", INT32, "7+", default=0),
     F("SessionEpoch", INT32, "7+", default=-1),
     A("Topics", fields=[
-        F("Topic", STRING),
+        F("Topic", STRING, "0-12"),
+        F("TopicId", UUID, "13+"),  # KIP-516: v13+ names topics by id
         A("Partitions", fields=[
             F("Partition", INT32),
             F("CurrentLeaderEpoch", INT32, "9+", default=-1),
@@ -299,7 +314,8 @@ FETCH_REQUEST = [
         ]),
     ]),
     A("ForgottenTopicsData", "7+", fields=[
-        F("Topic", STRING, "7+"),
+        F("Topic", STRING, "7-12"),
+        F("TopicId", UUID, "13+"),
         F("Partitions", "[]int32", "7+"),
     ]),
     F("RackId", STRING, "11+", default=""),
@@ -311,7 +327,8 @@ FETCH_RESPONSE = [
     F("ErrorCode", INT16, "7+"),
     F("SessionId", INT32, "7+", default=0),
     A("Responses", fields=[
-        F("Topic", STRING),
+        F("Topic", STRING, "0-12"),
+        F("TopicId", UUID, "13+"),
         A("Partitions", fields=[
             F("PartitionIndex", INT32),
             F("ErrorCode", INT16),
@@ -325,6 +342,13 @@ FETCH_RESPONSE = [
             F("PreferredReadReplica", INT32, "11+", default=-1),
             F("Records", RECORDS, nullable="0+"),
         ]),
+    ]),
+    # v16+ (KIP-951): the endpoints of the leaders named in NOT_LEADER hints; pyklog sends none
+    A("NodeEndpoints", "16+", tag=0, tagged="16+", fields=[
+        F("NodeId", INT32, "16+"),
+        F("Host", STRING, "16+"),
+        F("Port", INT32, "16+"),
+        F("Rack", STRING, "16+", nullable="16+", default=None),
     ]),
 ]
 
@@ -393,43 +417,77 @@ OFFSET_COMMIT_RESPONSE = [
 # ---------------------------------------------------------------------------- OffsetFetch 9
 
 OFFSET_FETCH_REQUEST = [
-    F("GroupId", STRING),
+    F("GroupId", STRING, "0-7"),
     # v2+: null = all partitions the group committed
-    A("Topics", nullable="2+", fields=[
-        F("Name", STRING),
-        F("PartitionIndexes", "[]int32"),
+    A("Topics", "0-7", nullable="2-7", fields=[
+        F("Name", STRING, "0-7"),
+        F("PartitionIndexes", "[]int32", "0-7"),
     ]),
+    A("Groups", "8+", fields=[  # v8+: several groups in one request (KIP-709)
+        F("GroupId", STRING, "8+"),
+        # v9+ (KIP-848): the consumer-protocol member asking; classic groups ignore them, as Kafka
+        F("MemberId", STRING, "9+", nullable="9+", default=None),
+        F("MemberEpoch", INT32, "9+", default=-1),
+        A("Topics", "8+", nullable="8+", fields=[
+            F("Name", STRING, "8+"),
+            F("PartitionIndexes", "[]int32", "8+"),
+        ]),
+    ]),
+    F("RequireStable", BOOL, "7+", default=False),  # KIP-447: UNSTABLE_OFFSET_COMMIT for pending txn offsets
 ]
 
 OFFSET_FETCH_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CommittedOffset", INT64),
-            F("CommittedLeaderEpoch", INT32, "5+", default=-1),
-            F("Metadata", STRING, nullable="0+"),
-            F("ErrorCode", INT16),
+    A("Topics", "0-7", fields=[
+        F("Name", STRING, "0-7"),
+        A("Partitions", "0-7", fields=[
+            F("PartitionIndex", INT32, "0-7"),
+            F("CommittedOffset", INT64, "0-7"),
+            F("CommittedLeaderEpoch", INT32, "5-7", default=-1),
+            F("Metadata", STRING, "0-7", nullable="0-7"),
+            F("ErrorCode", INT16, "0-7"),
         ]),
     ]),
-    F("ErrorCode", INT16, "2+", default=0),
+    F("ErrorCode", INT16, "2-7", default=0),
+    A("Groups", "8+", fields=[
+        F("GroupId", STRING, "8+"),
+        A("Topics", "8+", fields=[
+            F("Name", STRING, "8+"),
+            A("Partitions", "8+", fields=[
+                F("PartitionIndex", INT32, "8+"),
+                F("CommittedOffset", INT64, "8+"),
+                F("CommittedLeaderEpoch", INT32, "8+", default=-1),
+                F("Metadata", STRING, "8+", nullable="8+"),
+                F("ErrorCode", INT16, "8+"),
+            ]),
+        ]),
+        F("ErrorCode", INT16, "8+", default=0),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- FindCoordinator 10
 
 FIND_COORDINATOR_REQUEST = [
-    F("Key", STRING),
+    F("Key", STRING, "0-3"),
     F("KeyType", INT8, "1+", default=0),
+    F("CoordinatorKeys", "[]string", "4+"),  # v4+: a batch of keys (KIP-699)
 ]
 
 FIND_COORDINATOR_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
-    F("ErrorCode", INT16),
-    F("ErrorMessage", STRING, "1+", nullable="1+", default=None),
-    F("NodeId", INT32),
-    F("Host", STRING),
-    F("Port", INT32),
+    F("ErrorCode", INT16, "0-3"),
+    F("ErrorMessage", STRING, "1-3", nullable="1-3", default=None),
+    F("NodeId", INT32, "0-3"),
+    F("Host", STRING, "0-3"),
+    F("Port", INT32, "0-3"),
+    A("Coordinators", "4+", fields=[  # v4+: one result per key
+        F("Key", STRING, "4+"),
+        F("NodeId", INT32, "4+"),
+        F("Host", STRING, "4+"),
+        F("Port", INT32, "4+"),
+        F("ErrorCode", INT16, "4+"),
+        F("ErrorMessage", STRING, "4+", nullable="4+", default=None),
+    ]),
 ]
 
 # ---------------------------------------------------------------------------- JoinGroup 11
@@ -446,6 +504,7 @@ JOIN_GROUP_REQUEST = [
         F("Name", STRING),
         F("Metadata", BYTES, default=b""),
     ]),
+    F("Reason", STRING, "8+", nullable="8+", default=None),  # KIP-800: why the member (re)joins, logged
 ]
 
 JOIN_GROUP_RESPONSE = [
@@ -455,6 +514,7 @@ JOIN_GROUP_RESPONSE = [
     F("ProtocolType", STRING, "7+", nullable="7+", default=None),
     F("ProtocolName", STRING, nullable="7+"),
     F("Leader", STRING),
+    F("SkipAssignment", BOOL, "9+", default=False),  # KIP-814: only for KRaft-era server-side assignors
     F("MemberId", STRING),
     A("Members", fields=[  # only the leader gets the members
         F("MemberId", STRING),
@@ -485,6 +545,7 @@ LEAVE_GROUP_REQUEST = [
     A("Members", "3+", fields=[  # v3+: a batch of members (KIP-345)
         F("MemberId", STRING, "3+"),
         F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+        F("Reason", STRING, "5+", nullable="5+", default=None),  # KIP-800, logged
     ]),
 ]
 
@@ -588,6 +649,7 @@ CREATE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
     A("Topics", fields=[
         F("Name", STRING),
+        F("TopicId", UUID, "7+"),  # KIP-516
         F("ErrorCode", INT16),
         F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
         F("TopicConfigErrorCode", INT16, "5+", default=0, tag=0, tagged="5+"),
@@ -606,14 +668,19 @@ CREATE_TOPICS_RESPONSE = [
 # ---------------------------------------------------------------------------- DeleteTopics 20
 
 DELETE_TOPICS_REQUEST = [
-    F("TopicNames", "[]string"),
+    A("Topics", "6+", fields=[  # v6+ (KIP-516): by name or by id (name null)
+        F("Name", STRING, "6+", nullable="6+", default=None),
+        F("TopicId", UUID, "6+"),
+    ]),
+    F("TopicNames", "[]string", "0-5"),
     F("TimeoutMs", INT32),
 ]
 
 DELETE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     A("Responses", fields=[
-        F("Name", STRING),
+        F("Name", STRING, nullable="6+"),
+        F("TopicId", UUID, "6+"),
         F("ErrorCode", INT16),
         F("ErrorMessage", STRING, "5+", nullable="5+", default=None),
     ]),
@@ -624,6 +691,9 @@ DELETE_TOPICS_RESPONSE = [
 INIT_PRODUCER_ID_REQUEST = [
     F("TransactionalId", STRING, nullable="0+", default=None),
     F("TransactionTimeoutMs", INT32),
+    # v3+ (KIP-360): the producer's current id and epoch, to bump its epoch after an abortable error
+    F("ProducerId", INT64, "3+", default=-1),
+    F("ProducerEpoch", INT16, "3+", default=-1),
 ]
 
 INIT_PRODUCER_ID_RESPONSE = [
@@ -717,13 +787,16 @@ WRITE_TXN_MARKERS_RESPONSE = [
 ]
 
 # TxnOffsetCommit 28: v1 = v0, v2 adds the committed leader epoch, v3 flexible (member id,
-# generation, group instance id).
+# generation, group instance id: checked against the group as OffsetCommit, KIP-447).
 
 TXN_OFFSET_COMMIT_REQUEST = [
     F("TransactionalId", STRING),
     F("GroupId", STRING),
     F("ProducerId", INT64),
     F("ProducerEpoch", INT16),
+    F("GenerationId", INT32, "3+", default=-1),
+    F("MemberId", STRING, "3+", default=""),
+    F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
     A("Topics", fields=[
         F("Name", STRING),
         A("Partitions", fields=[
@@ -748,7 +821,8 @@ TXN_OFFSET_COMMIT_RESPONSE = [
 
 
 # ---------------------------------------------------------------------------- admin APIs (kafka-admin)
-# CreatePartitions 37: v1 = v0 (throttling behaviour), v2+ flexible.
+# CreatePartitions 37: v1 = v0 (throttling behaviour), v2+ flexible, v3 = v2 (may answer
+# THROTTLING_QUOTA_EXCEEDED, KIP-599: pyklog has no quotas).
 
 CREATE_PARTITIONS_REQUEST = [
     A("Topics", fields=[
@@ -906,7 +980,8 @@ DELETE_RECORDS_RESPONSE = [
     ]),
 ]
 
-# DescribeLogDirs 35: v1 = v0, v2+ flexible.  Topics null = every partition.
+# DescribeLogDirs 35: v1 = v0, v2+ flexible, v3 adds the top-level error code, v4 the volume's total
+# and usable bytes (KIP-827).  Topics null = every partition.
 
 DESCRIBE_LOG_DIRS_REQUEST = [
     A("Topics", nullable="0+", fields=[
@@ -917,6 +992,7 @@ DESCRIBE_LOG_DIRS_REQUEST = [
 
 DESCRIBE_LOG_DIRS_RESPONSE = [
     F(_THROTTLE, INT32),
+    F("ErrorCode", INT16, "3+", default=0),
     A("Results", fields=[
         F("ErrorCode", INT16),
         F("LogDir", STRING),
@@ -929,6 +1005,8 @@ DESCRIBE_LOG_DIRS_RESPONSE = [
                 F("IsFutureKey", BOOL, default=False),
             ]),
         ]),
+        F("TotalBytes", INT64, "4+", default=-1),
+        F("UsableBytes", INT64, "4+", default=-1),
     ]),
 ]
 
@@ -994,6 +1072,78 @@ DESCRIBE_CLUSTER_RESPONSE = [
 ]
 
 
+# ---------------------------------------------------------------------------- transaction admin (KIP-664)
+# DescribeProducers 61: the producer state of partitions led here (Kafka's ``UnifiedLog.activeProducers``).
+# DescribeTransactions 65: the coordinator's state of transactional ids.  ListTransactions 66: every
+# transactional id this broker coordinates, filtered by state names and producer ids (v1: by how long
+# the transaction has run, KIP-994).  All three are flexible from v0.
+
+DESCRIBE_PRODUCERS_REQUEST = [
+    A("Topics", fields=[
+        F("Name", STRING),
+        F("PartitionIndexes", "[]int32"),
+    ]),
+]
+
+DESCRIBE_PRODUCERS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            A("ActiveProducers", fields=[
+                F("ProducerId", INT64),
+                F("ProducerEpoch", INT32),                       # int32 on the wire, as Kafka's schema
+                F("LastSequence", INT32, default=-1),
+                F("LastTimestamp", INT64, default=-1),
+                F("CoordinatorEpoch", INT32),
+                F("CurrentTxnStartOffset", INT64, default=-1),   # -1: no open transaction
+            ]),
+        ]),
+    ]),
+]
+
+DESCRIBE_TRANSACTIONS_REQUEST = [
+    F("TransactionalIds", "[]string"),
+]
+
+DESCRIBE_TRANSACTIONS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A("TransactionStates", fields=[
+        F("ErrorCode", INT16),
+        F("TransactionalId", STRING),
+        F("TransactionState", STRING),        # Kafka's state name: "Ongoing", "PrepareCommit", ...
+        F("TransactionTimeoutMs", INT32),
+        F("TransactionStartTimeMs", INT64),
+        F("ProducerId", INT64),
+        F("ProducerEpoch", INT16),
+        A("Topics", fields=[
+            F("Topic", STRING),
+            F("Partitions", "[]int32"),
+        ]),
+    ]),
+]
+
+LIST_TRANSACTIONS_REQUEST = [
+    F("StateFilters", "[]string"),
+    F("ProducerIdFilters", "[]int64"),
+    F("DurationFilter", INT64, "1+", default=-1),
+]
+
+LIST_TRANSACTIONS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("UnknownStateFilters", "[]string"),
+    A("TransactionStates", fields=[
+        F("TransactionalId", STRING),
+        F("ProducerId", INT64),
+        F("TransactionState", STRING),
+    ]),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -1031,4 +1181,8 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
                                        INCREMENTAL_ALTER_CONFIGS_RESPONSE),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
+    ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", DESCRIBE_TRANSACTIONS_REQUEST,
+                                   DESCRIBE_TRANSACTIONS_RESPONSE),
+    ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
 }

@@ -79,6 +79,7 @@ import os
 import struct
 import threading
 import time
+import uuid
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
@@ -89,6 +90,7 @@ from pyklog.broker.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
+    KafkaStorageError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -128,6 +130,15 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
+#: Kafka's UNSTABLE_OFFSET_COMMIT (KIP-447): OffsetFetch v7+ RequireStable on a partition with
+#: pending transactional offsets (retriable)
+UNSTABLE_OFFSET_COMMIT = 88
+#: Kafka's UNKNOWN_TOPIC_ID (KIP-516): Fetch v13+ / DeleteTopics v6 naming an id no topic has
+UNKNOWN_TOPIC_ID = 100
+#: Fetch v13+: the stand-in name of a topic id no topic has (":" and "/" are never in topic names)
+_UNKNOWN_TOPIC_ID_PREFIX = "/unknown-topic-id:"
+_INVALID_PRODUCER_EPOCH = 47  # InitProducerId below v4 answers this for PRODUCER_FENCED (90)
+_PRODUCER_FENCED = 90
 _CORRUPT_MESSAGE = CorruptRecordError.code
 _MAGIC_OFFSET = 16
 _INT32_MAX = 0x7FFFFFFF
@@ -150,6 +161,18 @@ NOT_REQUESTED_OPERATIONS = -(1 << 31)
 #: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
 #: partition, for the fetch purgatory's min_bytes accounting
 _MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
+
+
+def _volume_bytes(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the filesystem holding ``path`` (Kafka's DescribeLogDirs v4
+    TotalBytes/UsableBytes: ``FileStore.getTotalSpace()``/``getUsableSpace()``, the latter being what
+    an unprivileged process may still write, ``f_bavail``); (-1, -1) if the path cannot be read."""
+    try:
+        st = os.statvfs(path)
+    except OSError as e:
+        log.warning("DescribeLogDirs: cannot stat log dir %s: %s", path, e)
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _code(e: BaseException) -> int:
@@ -204,7 +227,11 @@ class KafkaApis:
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
         # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
         self.replica_manager = ReplicaManager(config, log_manager, cluster)
+        # dynamic broker configs (KIP-226, broker.server.dynamic_config.DynamicBrokerConfig), set by BrokerServer
+        self.dynamic_config = None
         self.zk_offsets = ZkOffsetStore(cluster)
+        #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
+        self._topic_names_by_id: dict = {}
         self.purgatory = Purgatory(self._complete_delayed_fetch)
         self._pid_lock = threading.Lock()
         self._pids = iter(())
@@ -249,6 +276,12 @@ class KafkaApis:
             ApiKey.DELETE_GROUPS: self.handle_delete_groups,
             ApiKey.OFFSET_DELETE: self.handle_offset_delete,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+        })
+        # transaction admin APIs (KIP-664, flex-admin)
+        self._handlers.update({
+            ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -508,6 +541,9 @@ class KafkaApis:
     # ------------------------------------------------------------------ Fetch
 
     def handle_fetch(self, request, header, body):
+        if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
+            for t in body["topics"]:
+                t["topic"] = self._fetch_topic_name(t["topic_id"])
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
@@ -609,10 +645,43 @@ class KafkaApis:
             responses.append({"topic": name, "partitions": out})
         return responses, total, errors
 
+    def _fetch_topic_name(self, topic_id) -> str:
+        """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
+        re-created with a new id, never existed), a placeholder no topic can be named (it has a
+        character topic names may not hold): reads of it fail as an unknown topic, and
+        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent.  Runs on
+        request handler threads; the id -> name cache is a dict used without a lock (each get/set
+        is atomic) and every hit is checked against the registry cache."""
+        name = self._topic_names_by_id.get(topic_id)
+        if name is not None and self.cluster.topic_id(name) == topic_id:  # O(1): still that topic
+            return name
+        name = self.cluster.topic_name_by_id(topic_id)  # a scan of the registry cache
+        if name is None:
+            self._topic_names_by_id.pop(topic_id, None)
+            return _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+        if len(self._topic_names_by_id) > 100_000:
+            self._topic_names_by_id.clear()
+        self._topic_names_by_id[topic_id] = name  # dict operations are atomic: no lock
+        return name
+
+    def _fetch_topic_ids(self, responses) -> None:
+        """Fetch v13+: each response topic gets its topic id in place of its name; the partitions of
+        an unknown id get UNKNOWN_TOPIC_ID (the client refreshes its metadata)."""
+        for t in responses:
+            name = t["topic"]
+            if name.startswith(_UNKNOWN_TOPIC_ID_PREFIX):
+                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX):])
+                for entry in t["partitions"]:
+                    entry["error_code"] = UNKNOWN_TOPIC_ID
+            else:
+                t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
+
     def _send_fetch(self, fetch, responses) -> None:
         request, header, _, _, _ = fetch
         version = header.api_version
         owned = []
+        if version >= 13:
+            self._fetch_topic_ids(responses)
         try:
             for t in responses:
                 for entry in t["partitions"]:
@@ -642,6 +711,10 @@ class KafkaApis:
     # ------------------------------------------------------------------ ListOffsets
 
     def handle_list_offsets(self, request, header, body):
+        """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
+        with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
+        tiered storage the log start offset), else the first record at or after a timestamp.
+        Runs on a request handler thread; lock-free reads of the logs."""
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
@@ -660,8 +733,13 @@ class KafkaApis:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
                         entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
-                    elif ts == -2:
+                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
                         entry["offset"] = lg.log_start_offset
+                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
+                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+                        found = self._max_timestamp_offset(lg)
+                        if found is not None and found[0] < fetchable:
+                            entry["offset"], entry["timestamp"] = found
                     else:
                         lso = lg.last_stable_offset if read_committed else None
                         found = lg.offset_for_timestamp(ts)
@@ -725,6 +803,16 @@ class KafkaApis:
             topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
+    @staticmethod
+    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+        holding the largest timestamp of the log (its segments' largest, then the first record at
+        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+        if max_ts < 0:
+            return None
+        return lg.offset_for_timestamp(max_ts)
+
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
     def handle_create_topics(self, request, header, body):
@@ -784,6 +872,8 @@ class KafkaApis:
                 entry["error_message"] = str(errors[i])[:1000]
             elif header.api_version >= 5 and i in spec_of:  # KIP-525: the created topic's layout and configs
                 sp = spec_of[i]
+                if header.api_version >= 7 and not validate_only:  # KIP-516
+                    entry["topic_id"] = self.cluster.topic_id(sp["name"]) or ZERO_UUID
                 entry.update(num_partitions=sp["num_partitions"], replication_factor=sp["replication_factor"],
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": 1,
                                        "is_sensitive": False} for k, v in sorted(sp["configs"].items())])
@@ -791,18 +881,41 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
     def handle_delete_topics(self, request, header, body):
-        """DeleteTopics: valid names are deleted from ZooKeeper in one batch
-        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  Request handler thread."""
-        errors: dict[str, PyklogError] = {}
+        """DeleteTopics v0-6: valid names are deleted from ZooKeeper in one batch
+        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  v6+ (KIP-516) names
+        each topic by name or by id: an id no topic has gets UNKNOWN_TOPIC_ID, both at once
+        INVALID_REQUEST, as Kafka; each result carries the topic's name and id.  Request handler
+        thread."""
+        version = header.api_version
+        if version >= 6:
+            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body["topics"]]
+        else:
+            wanted = [(n, ZERO_UUID) for n in body["topic_names"]]
+        errors: dict[int, PyklogError | int] = {}
+        names: dict[int, str] = {}
+        ids: dict[int, object] = {}
+        for i, (name, tid) in enumerate(wanted):
+            if name is not None and tid != ZERO_UUID:
+                errors[i] = InvalidRequestError("you may not name a topic by both its name and its id")
+            elif name is None:
+                found = self.cluster.topic_name_by_id(tid) if tid != ZERO_UUID else None
+                if found is None:
+                    errors[i] = UNKNOWN_TOPIC_ID
+                else:
+                    names[i], ids[i] = found, tid
+            else:
+                names[i] = name
+                ids[i] = self.cluster.topic_id(name) or ZERO_UUID
+        by_name: dict[str, PyklogError] = {}
         todo = []
-        for name in body["topic_names"]:
+        for name in dict.fromkeys(names.values()):
             try:
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
                 todo.append(name)
             except PyklogError as e:
-                errors[name] = e
+                by_name[name] = e
         if todo:
             try:
                 outcome = self.cluster.delete_topics(todo)
@@ -811,18 +924,23 @@ class KafkaApis:
             for name in todo:
                 e = outcome.get(name)
                 if e is not None:
-                    errors[name] = e
+                    by_name[name] = e
                 else:
                     self.replica_manager.delete_local_logs(name)
-        results = [{"name": name, "error_code": errors[name].code if name in errors else NONE,
-                    "error_message": str(errors[name])[:1000] if name in errors else None}  # v5+
-                   for name in body["topic_names"]]
+        results = []
+        for i, (name, tid) in enumerate(wanted):
+            err = errors.get(i, by_name.get(names.get(i)))
+            code = err if isinstance(err, int) else err.code if err is not None else NONE
+            message = None if err is None else (f"no topic has the id {tid}" if isinstance(err, int)
+                                                else str(err)[:1000])
+            results.append({"name": names.get(i, name), "topic_id": ids.get(i, tid), "error_code": code,
+                            "error_message": message})  # v5+
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
     # ------------------------------------------------------------------ admin APIs (kafka-admin)
 
     def handle_create_partitions(self, request, header, body):
-        """CreatePartitions v0-1 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
+        """CreatePartitions v0-3 (Kafka's ``ZkAdminManager.createPartitions``): grow each topic
         through :meth:`ZkCluster.create_partitions`, then wait (up to the request's timeout, at most
         a few seconds) until this broker's registry cache shows the new partitions, so a Metadata
         request right after the answer sees them.  A topic named twice gets INVALID_REQUEST, as Kafka."""
@@ -871,10 +989,8 @@ class KafkaApis:
             if name not in ("", str(self.broker_id)):
                 raise InvalidRequestError(
                     f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}")
-            if altering:
-                raise InvalidRequestError(
-                    f"pyklog has no dynamic broker configs: broker {self.broker_id}'s settings are read from "
-                    "server.properties at start-up (change them there and restart); topic configs can be altered")
+            if altering and getattr(self, "dynamic_config", None) is None:
+                raise InvalidRequestError(f"broker {self.broker_id} has no dynamic config (not started by BrokerServer)")
         elif rtype == ch.RESOURCE_BROKER_LOGGER:
             raise InvalidRequestError("pyklog does not describe or alter broker loggers (resource type 8)")
         else:
@@ -882,8 +998,9 @@ class KafkaApis:
 
     def handle_describe_configs(self, request, header, body):
         """DescribeConfigs v0-3 (Kafka's ``ConfigHelper.describeConfigs``, ZooKeeper mode): topic
-        resources from ``/config/topics/<topic>`` and the broker's static settings, broker resources
-        from ``server.properties``, with sources and synonyms (see :mod:`config_helper`)."""
+        resources from ``/config/topics/<topic>`` and the broker's dynamic and static settings, broker
+        resources from ``/config/brokers/<id>``, ``/config/brokers/<default>`` and ``server.properties``,
+        with sources and synonyms (see :mod:`config_helper`)."""
         from pyklog.broker.server import config_helper as ch
         from pyklog.broker.server.config import SERVER_CONFIG
 
@@ -899,14 +1016,48 @@ class KafkaApis:
                 self._config_resource_error(rtype, name, altering=False)
                 if rtype == ch.RESOURCE_TOPIC:
                     entry["configs"] = ch.describe_topic_configs(name, self.cluster.topic_config(name), raw, keys,
-                                                                 include_synonyms, include_doc)
-                elif name:  # this broker; "" (the cluster-wide dynamic defaults) has none
-                    entry["configs"] = ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms,
-                                                                  include_doc)
+                                                                 include_synonyms, include_doc,
+                                                                 dynamic=self._dynamic_levels())
+                else:
+                    entry["configs"] = self._describe_broker(name, raw, keys, include_synonyms, include_doc)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000], configs=[])
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _dynamic_levels(self):
+        """(this broker's dynamic configs, the cluster-wide dynamic defaults), or None."""
+        dyn = getattr(self, "dynamic_config", None)
+        return None if dyn is None else (dyn.dynamic_broker_configs(), dyn.dynamic_default_configs())
+
+    def _describe_broker(self, name: str, raw: dict, keys, include_synonyms: bool, include_doc: bool) -> list:
+        """DescribeConfigs of a broker resource: this broker's id (every setting, with its dynamic,
+        static and default sources) or "" (the cluster-wide dynamic defaults only)."""
+        from pyklog.broker.server import config_helper as ch
+        from pyklog.broker.server.config import SERVER_CONFIG
+        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+
+        levels = self._dynamic_levels()
+        if not name:
+            return ch.describe_default_broker_configs(levels[1] if levels else {}, keys, include_synonyms,
+                                                      include_doc)
+        return ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms, include_doc, dynamic=levels,
+                                          dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset())
+
+    def _alter_broker(self, name: str, configs, incremental: bool, validate_only: bool) -> None:
+        """AlterConfigs (``configs`` = [{name, value}], the level is replaced) or
+        IncrementalAlterConfigs (``configs`` = the ops) on a broker resource: see
+        :meth:`pyklog.broker.server.dynamic_config.DynamicBrokerConfig.alter`."""
+        from pyklog.broker.server import config_helper as ch
+
+        dyn = self.dynamic_config
+        current = dyn.dynamic_default_configs() if name == "" else dyn.dynamic_broker_configs()
+        if incremental:
+            to_set, to_delete = ch.incremental_broker_changes(current, configs)
+        else:
+            to_set = {c["name"]: c["value"] for c in configs if c["value"] is not None}
+            to_delete = set(current) - set(to_set)
+        dyn.alter(self.cluster, name, to_set, to_delete, validate_only)
 
     def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
         from pyklog.broker.zk.topics import validate_topic_configs
@@ -917,10 +1068,11 @@ class KafkaApis:
             self.replica_manager.sync_logs()  # this broker's logs take the new config at once
 
     def handle_alter_configs(self, request, header, body):
-        """AlterConfigs v0-1 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
+        """AlterConfigs v0-2 (Kafka's ``ZkAdminManager.alterConfigs``): a topic's overrides are
         replaced by the request's (null values dropped, as Kafka), written to ``/config/topics/<t>``
         with a change notification, and applied to the live logs of every broker.  Broker resources
-        get INVALID_REQUEST (no dynamic broker configs).  ``validate_only`` checks and writes nothing."""
+        (this broker's id, or "" for the cluster default) replace that dynamic level (KIP-226, see
+        :mod:`pyklog.broker.server.dynamic_config`).  ``validate_only`` checks and writes nothing."""
         from pyklog.broker.server import config_helper as ch
 
         validate_only = body["validate_only"]
@@ -938,13 +1090,15 @@ class KafkaApis:
                     to_set = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
                     to_delete = set(self.cluster.topic_config(name)) - set(to_set)
                     self._alter_topic(name, to_set, to_delete, validate_only)
+                elif rtype == ch.RESOURCE_BROKER:
+                    self._alter_broker(name, r["configs"], False, validate_only)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000])
             responses.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
 
     def handle_incremental_alter_configs(self, request, header, body):
-        """IncrementalAlterConfigs v0 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
+        """IncrementalAlterConfigs v0-1 (KIP-339, Kafka's ``ConfigAdminManager``): SET, DELETE,
         APPEND and SUBTRACT (list configs only) on a topic's overrides; otherwise as AlterConfigs."""
         from pyklog.broker.server import config_helper as ch
 
@@ -958,13 +1112,15 @@ class KafkaApis:
                 if rtype == ch.RESOURCE_TOPIC:
                     to_set, to_delete = ch.incremental_changes(self.cluster.topic_config(name), r["configs"])
                     self._alter_topic(name, to_set, to_delete, validate_only)
+                elif rtype == ch.RESOURCE_BROKER:
+                    self._alter_broker(name, r["configs"], True, validate_only)
             except PyklogError as e:
                 entry.update(error_code=e.code, error_message=str(e)[:1000])
             responses.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "responses": responses})
 
     def handle_delete_records(self, request, header, body):
-        """DeleteRecords v0-1 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
+        """DeleteRecords v0-2 (Kafka's ``ReplicaManager.deleteRecords``): move each partition's log
         start offset up to the requested offset (-1: the high watermark) and answer the new low
         watermark.  OFFSET_OUT_OF_RANGE beyond the high watermark or below -1, POLICY_VIOLATION on a
         topic whose cleanup.policy lacks ``delete``; the whole segments below go with the next
@@ -1003,8 +1159,11 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_describe_log_dirs(self, request, header, body):
-        """DescribeLogDirs v0-1: each of ``log.dirs`` with the partitions it holds (all, or those
-        requested), their size in bytes and offset lag 0 (no future replicas, no replication)."""
+        """DescribeLogDirs v0-4: each of ``log.dirs`` with the partitions it holds (all, or those
+        requested), their size in bytes and offset lag 0 (no future replicas, no replication); v3
+        adds the top-level error code (0), v4 the volume's total and usable bytes (KIP-827, from
+        ``os.statvfs`` of the log dir, as Kafka's ``FileStore.getTotalSpace``/``getUsableSpace``;
+        -1 when the dir cannot be read: it then carries KAFKA_STORAGE_ERROR)."""
         wanted = None
         if body["topics"] is not None:
             wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
@@ -1019,20 +1178,46 @@ class KafkaApis:
                 continue
             by_dir.setdefault(d, {}).setdefault(t, []).append(
                 {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
-        results = [{"error_code": NONE, "log_dir": d, "topics": [
-            {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
-            for d, topics in by_dir.items()]
-        self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+        results = []
+        for d, topics in by_dir.items():
+            entry = {"error_code": NONE, "log_dir": d, "topics": [
+                {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
+            if header.api_version >= 4:
+                entry["total_bytes"], entry["usable_bytes"] = _volume_bytes(d)
+                if entry["total_bytes"] < 0:
+                    entry["error_code"] = KafkaStorageError.code
+            results.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "error_code": NONE, "results": results})
 
     def handle_delete_groups(self, request, header, body):
-        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`."""
+        """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`, and of ZooKeeper groups
+        (:meth:`_delete_zookeeper_groups`)."""
         names = body["groups_names"]
         if self.groups is None:
             codes = {g: CoordinatorNotAvailableError.code for g in names}
         else:
             codes = self.groups.delete_groups(names)
+            codes = self._delete_zookeeper_groups(codes)
         self._respond(request, header, {"throttle_time_ms": 0, "results": [
             {"group_id": g, "error_code": codes[g]} for g in names]})
+
+    def _delete_zookeeper_groups(self, codes: dict[str, int]) -> dict[str, int]:
+        """DeleteGroups of ZooKeeper consumer groups (``/consumers/<group>``, offsets.storage=zookeeper):
+        after the coordinator's answer (NONE or GROUP_ID_NOT_FOUND, so only the group's coordinator
+        deletes), a ZooKeeper group of that name is deleted too (:meth:`ZkCluster.delete_zookeeper_group`:
+        NON_EMPTY_GROUP while a member is registered).  The code is NONE if either kind was deleted."""
+        from pyklog.broker.errors import GroupIdNotFoundError
+
+        out = dict(codes)
+        for g, code in codes.items():
+            if code not in (NONE, GroupIdNotFoundError.code):
+                continue
+            try:
+                if self.cluster.delete_zookeeper_group(g):
+                    out[g] = NONE
+            except PyklogError as e:
+                out[g] = e.code
+        return out
 
     def handle_offset_delete(self, request, header, body):
         """OffsetDelete v0 (KIP-496) through :meth:`GroupCoordinator.delete_offsets`; a topic this
@@ -1090,6 +1275,72 @@ class KafkaApis:
                 resp["cluster_authorized_operations"] = self.CLUSTER_AUTHORIZED_OPERATIONS
         self._respond(request, header, resp)
 
+    # ------------------------------------------------------------------ transaction admin APIs (KIP-664)
+
+    def handle_describe_producers(self, request, header, body):
+        """DescribeProducers v0 (Kafka's ``ReplicaManager.activeProducerState``): for each partition
+        led here, every producer id its log keeps state for (epoch, last sequence, last timestamp,
+        coordinator epoch of its last marker, first offset of its open transaction or -1).  Per
+        partition: UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER (only the leader holds a log
+        until replication exists) with a message.  Request thread."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partition_indexes"]:
+                entry = {"partition_index": p, "error_code": NONE, "error_message": None, "active_producers": []}
+                try:
+                    lg = self.replica_manager.leader_log(t["name"], p)
+                    entry["active_producers"] = [
+                        {"producer_id": pid, "producer_epoch": epoch, "last_sequence": seq, "last_timestamp": ts,
+                         "coordinator_epoch": ce, "current_txn_start_offset": txn}
+                        for pid, epoch, seq, ts, ce, txn in lg.active_producers()]
+                except PyklogError as e:
+                    entry.update(error_code=e.code, error_message=str(e)[:1000])
+                parts.append(entry)
+            topics.append({"name": t["name"], "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_describe_transactions(self, request, header, body):
+        """DescribeTransactions v0 through :meth:`TransactionCoordinator.describe_transaction`: per
+        transactional id its state, timeout, start time, producer id and epoch and the partitions of
+        its transaction, or COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+        / TRANSACTIONAL_ID_NOT_FOUND as Kafka.  Request thread."""
+        states = []
+        for tid in body["transactional_ids"]:
+            entry = {"error_code": NONE, "transactional_id": tid, "transaction_state": "",
+                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                     "producer_epoch": -1, "topics": []}
+            try:
+                if self.txn_coordinator is None:
+                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+                d = self.txn_coordinator.describe_transaction(tid)
+                by_topic: dict[str, list[int]] = {}
+                for topic, partition in d.partitions:
+                    by_topic.setdefault(topic, []).append(partition)
+                entry.update(transaction_state=d.state, transaction_timeout_ms=d.timeout_ms,
+                             transaction_start_time_ms=d.start_time_ms, producer_id=d.producer_id,
+                             producer_epoch=d.producer_epoch,
+                             topics=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())])
+            except PyklogError as e:
+                entry["error_code"] = e.code
+                log.debug("DescribeTransactions %r: %s", tid, e)
+            states.append(entry)
+        self._respond(request, header, {"throttle_time_ms": 0, "transaction_states": states})
+
+    def handle_list_transactions(self, request, header, body):
+        """ListTransactions v0-1 through :meth:`TransactionCoordinator.list_transactions`: the
+        transactional ids this broker coordinates (COORDINATOR_NOT_AVAILABLE without a coordinator,
+        COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads).  Request thread."""
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "unknown_state_filters": [], "transaction_states": []}
+        if self.txn_coordinator is None:
+            resp["error_code"] = CoordinatorNotAvailableError.code
+        else:
+            code, unknown, listed = self.txn_coordinator.list_transactions(
+                body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1))
+            resp.update(error_code=code, unknown_state_filters=unknown, transaction_states=[
+                {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed])
+        self._respond(request, header, resp)
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -1104,15 +1355,26 @@ class KafkaApis:
     # ------------------------------------------------------------------ InitProducerId
 
     def handle_init_producer_id(self, request, header, body):
+        """InitProducerId v0-4 (Kafka's handleInitProducerIdRequest).  With a transactional id the
+        transaction coordinator answers; v3+ carries the producer's current id and epoch (KIP-360),
+        so a producer recovering from an abortable error gets its epoch bumped instead of a new
+        identity, and a stale one PRODUCER_FENCED -- INVALID_PRODUCER_EPOCH below v4, which does
+        not know that code.  Without a transactional id (an idempotent producer) every request
+        gets a new producer id with epoch 0, as in Kafka.  Runs on a request handler thread."""
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
         if body.get("transactional_id") is not None:
+            expected = None
+            if header.api_version >= 3 and body.get("producer_id", -1) >= 0:
+                expected = (body["producer_id"], body.get("producer_epoch", -1))
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
-                    body["transactional_id"], body.get("transaction_timeout_ms", 60000))
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000), expected)
             except PyklogError as e:
                 resp["error_code"] = self._txn_error_code(e)
+                if resp["error_code"] == _PRODUCER_FENCED and header.api_version < 4:
+                    resp["error_code"] = _INVALID_PRODUCER_EPOCH
                 log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
@@ -1205,33 +1467,51 @@ class KafkaApis:
     # ------------------------------------------------------------------ group coordination (offsets)
 
     def handle_find_coordinator(self, request, header, body):
+        """FindCoordinator v0-4 (Kafka's handleFindCoordinatorRequest): key type 0 = a group (the
+        offset manager's partition leader), 1 = a transactional id (the transaction coordinator).
+        v4+ (KIP-699) carries a batch of keys of one type and answers each key on its own (error
+        code and message per key).  Runs on a request handler thread; no lock of its own."""
+        key_type = body.get("key_type", 0)
+        if header.api_version >= 4:
+            coordinators = []
+            for key in body["coordinator_keys"]:
+                result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
+                          "error_message": None}
+                try:
+                    result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
+                except PyklogError as e:
+                    result["error_code"], result["error_message"] = e.code, str(e)[:1000]
+                coordinators.append(result)
+            self._respond(request, header, {"throttle_time_ms": 0, "coordinators": coordinators})
+            return
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
                 "host": "", "port": -1}
         try:
-            if body.get("key_type", 0) == 1:
-                if self.txn_coordinator is None:
-                    raise CoordinatorNotAvailableError("the transaction coordinator is not running")
-                node = self.txn_coordinator.coordinator_for(body["key"])
-                addr = self.cluster.live_brokers().get(node) if node is not None else None
-                if addr is None:
-                    raise CoordinatorNotAvailableError(
-                        f"the coordinator of transactional id {body['key']!r} is not available")
-                resp["node_id"], (resp["host"], resp["port"]) = node, addr
-                self._respond(request, header, resp)
-                return
-            if body.get("key_type", 0) != 0:
-                raise InvalidRequestError(f"unknown coordinator key type {body.get('key_type')}")
-            if self.offsets is None:
-                raise CoordinatorNotAvailableError("the offset manager is not running")
-            node = self.offsets.coordinator_for(body["key"])
-            addr = self.cluster.live_brokers().get(node) if node is not None else None
-            if addr is None:
-                raise CoordinatorNotAvailableError(f"the coordinator of group {body['key']!r} is not available")
-            resp["node_id"], (resp["host"], resp["port"]) = node, addr
+            resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
         except PyklogError as e:
             resp["error_code"] = e.code
             resp["error_message"] = str(e)[:1000]
         self._respond(request, header, resp)
+
+    def _find_coordinator(self, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
+        """``(node id, (host, port))`` of the coordinator of ``key``; raises the PyklogError to answer."""
+        if key_type == 1:
+            if self.txn_coordinator is None:
+                raise CoordinatorNotAvailableError("the transaction coordinator is not running")
+            node = self.txn_coordinator.coordinator_for(key)
+            addr = self.cluster.live_brokers().get(node) if node is not None else None
+            if addr is None:
+                raise CoordinatorNotAvailableError(f"the coordinator of transactional id {key!r} is not available")
+            return node, addr
+        if key_type != 0:
+            raise InvalidRequestError(f"unknown coordinator key type {key_type}")
+        if self.offsets is None:
+            raise CoordinatorNotAvailableError("the offset manager is not running")
+        node = self.offsets.coordinator_for(key)
+        addr = self.cluster.live_brokers().get(node) if node is not None else None
+        if addr is None:
+            raise CoordinatorNotAvailableError(f"the coordinator of group {key!r} is not available")
+        return node, addr
 
     def handle_offset_commit(self, request, header, body):
         group = body["group_id"]
@@ -1265,42 +1545,78 @@ class KafkaApis:
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     def handle_offset_fetch(self, request, header, body):
+        """OffsetFetch v0-9 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
+        v1+ the offsets topic.  v7+ RequireStable (KIP-447): a partition for which an open
+        transaction holds a pending offset of the group is answered UNSTABLE_OFFSET_COMMIT with
+        offset -1 (the client retries until the marker).  v8+ (KIP-709) asks for several groups:
+        each group gets its own result, a coordinator error (NOT_COORDINATOR & co.) as that group's
+        error code.  v9's member id and epoch (KIP-848) concern consumer-protocol groups only;
+        classic groups (all pyklog has) ignore them, as Kafka's ClassicGroup.validateOffsetFetch.
+        Runs on a request handler thread; no lock of its own."""
         version = header.api_version
-        group = body["group_id"]
-        req_topics = body.get("topics")
+        if version >= 8:
+            groups = [self._offset_fetch_group(version, g["group_id"], g.get("topics"),
+                                               bool(body.get("require_stable")))
+                      for g in body["groups"]]
+            self._respond(request, header, {"throttle_time_ms": 0, "groups": groups})
+            return
+        result = self._offset_fetch_group(version, body["group_id"], body.get("topics"),
+                                          version >= 7 and bool(body.get("require_stable")))
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": result["topics"],
+                                        "error_code": result["error_code"]})
+
+    def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool) -> dict:
+        """One group's OffsetFetch result: ``{"group_id", "topics", "error_code"}`` (the v8 group
+        layout; v0-7 take its topics and error code)."""
         wanted = None if req_topics is None else [
             (t["name"], p) for t in req_topics for p in t["partition_indexes"]]
         top_error = NONE
         part_error = NONE
+        unstable: set = set()
         try:
             if version == 0:
                 found = self.zk_offsets.fetch(group, wanted or [])
             else:
                 if self.offsets is None:
                     raise CoordinatorNotAvailableError("the offset manager is not running")
-                found = self.offsets.fetch(group, wanted)
+                if require_stable:
+                    found, unstable = self.offsets.fetch_stable(group, wanted)
+                else:
+                    found = self.offsets.fetch(group, wanted)
         except PyklogError as e:
             found = {}
             if version >= 2:
                 top_error = e.code
             part_error = e.code
+            if version >= 8:  # Kafka: the group's error only, no partitions
+                return {"group_id": group, "topics": [], "error_code": e.code}
         if wanted is None:
             wanted = sorted(found)
         by_topic: dict[str, list] = {}
         for (t, p) in wanted:
+            if (t, p) in unstable:
+                by_topic.setdefault(t, []).append({
+                    "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": UNSTABLE_OFFSET_COMMIT})
+                continue
             offset, epoch, metadata = found.get((t, p), (-1, -1, ""))
             by_topic.setdefault(t, []).append({
                 "partition_index": p, "committed_offset": offset, "committed_leader_epoch": epoch,
                 "metadata": metadata if metadata is not None else "", "error_code": part_error})
-        topics = [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics, "error_code": top_error})
+        if unstable:
+            log.debug("OffsetFetch of group %r: pending transactional offsets on %s", group, sorted(unstable))
+        return {"group_id": group, "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+                "error_code": top_error}
 
     def handle_txn_offset_commit(self, request, header, body):
-        """TxnOffsetCommit v0-2 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
+        """TxnOffsetCommit v0-3 (Kafka's handleTxnOffsetCommitRequest): a transactional producer's
         consumed offsets, stored pending in the group's ``__consumer_offsets`` partition until the
         transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
         NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / INVALID_GROUP_ID for every partition;
-        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  No ACLs: Kafka's
+        OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  v3+ (KIP-447) names
+        the consumer group member whose offsets these are: a member that is not the group's current
+        one gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for every partition
+        (:meth:`broker.group_coordinator.GroupCoordinator.validate_txn_offset_commit`).  No ACLs: Kafka's
         TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
         group = body["group_id"]
         wanted = {}
@@ -1311,6 +1627,9 @@ class KafkaApis:
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
+            if header.api_version >= 3 and self.groups is not None:  # KIP-447: the member's generation
+                self.groups.validate_txn_offset_commit(group, body.get("generation_id", -1), body.get("member_id", ""),
+                                                       body.get("group_instance_id"))
             codes = self.offsets.commit_transactional(group, body["producer_id"], body["producer_epoch"], wanted)
         except PyklogError as e:
             codes = {k: e.code for k in wanted}
@@ -1443,7 +1762,8 @@ class KafkaApis:
                 {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
                 for p in t["partition_data"]]} for t in body["topic_data"]]}
         if api_key == ApiKey.FETCH:
-            return {"error_code": NONE, "session_id": 0, "responses": [{"topic": t["topic"], "partitions": [
+            return {"error_code": NONE, "session_id": 0, "responses": [{
+                "topic": t.get("topic", ""), "topic_id": t.get("topic_id", ZERO_UUID), "partitions": [
                 {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
                 for p in t["partitions"]]} for t in body["topics"]]}
         if api_key == ApiKey.LIST_OFFSETS:
@@ -1458,9 +1778,15 @@ class KafkaApis:
                 {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
                 for t in body["topics"]]}
         if api_key == ApiKey.OFFSET_FETCH:
+            if version >= 8:
+                return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                   for g in body["groups"]]}
             return {"error_code": code, "topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if api_key == ApiKey.FIND_COORDINATOR and version >= 4:
+            return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                                      "error_message": msg} for k in body["coordinator_keys"]]}
         if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
             return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
         if api_key == ApiKey.TXN_OFFSET_COMMIT:
@@ -1474,6 +1800,9 @@ class KafkaApis:
         if api_key == ApiKey.CREATE_TOPICS:
             return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
         if api_key == ApiKey.DELETE_TOPICS:
+            if version >= 6:
+                return {"responses": [{"name": t.get("name"), "topic_id": t.get("topic_id") or ZERO_UUID,
+                                       "error_code": code, "error_message": msg} for t in body["topics"]]}
             return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
         if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
             return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [
@@ -1496,7 +1825,7 @@ class KafkaApis:
                 {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
                 for p in t["partitions"]]} for t in body["topics"]]}
         if api_key == ApiKey.DESCRIBE_LOG_DIRS:
-            return {"results": []}
+            return {"error_code": code, "results": []}
         if api_key == ApiKey.DELETE_GROUPS:
             return {"results": [{"group_id": g, "error_code": code} for g in body["groups_names"]]}
         if api_key == ApiKey.OFFSET_DELETE:
@@ -1505,6 +1834,17 @@ class KafkaApis:
             return {"error_code": code, "error_message": msg, "cluster_id": "", "brokers": []}
         if api_key == ApiKey.CREATE_PARTITIONS:
             return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p, "error_code": code, "error_message": msg, "active_producers": []}
+                for p in t["partition_indexes"]]} for t in body["topics"]]}
+        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transaction_states": [{"error_code": code, "transactional_id": tid, "transaction_state": "",
+                                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                                            "producer_id": -1, "producer_epoch": -1, "topics": []}
+                                           for tid in body["transactional_ids"]]}
+        if api_key == ApiKey.LIST_TRANSACTIONS:
+            return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle

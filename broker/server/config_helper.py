@@ -1,26 +1,29 @@
 """DescribeConfigs and the config changes of AlterConfigs / IncrementalAlterConfigs: Kafka's
-``ConfigHelper`` and ``ConfigAdminManager`` for a ZooKeeper-mode broker without dynamic broker configs.
+``ConfigHelper`` and ``ConfigAdminManager`` for a ZooKeeper-mode broker, with dynamic broker configs
+(KIP-226, :mod:`pyklog.broker.server.dynamic_config`).
 
 Runs on the request handler threads; pure apart from the reads it is handed (the topic's overrides
-from ZooKeeper, the broker's ``server.properties``); thread-safe.
+from ZooKeeper, the dynamic broker configs, the broker's ``server.properties``); thread-safe.
 
 Topic resources (type 2) list every topic-level config (Kafka's ``TopicConfig`` names).  A value
 comes from, in Kafka's order of precedence:
 
 * the topic's override in ``/config/topics/<topic>``: source ``DYNAMIC_TOPIC_CONFIG`` (1);
-* a broker-level synonym set in ``server.properties`` (``retention.ms`` <- ``log.retention.ms`` <-
-  ``log.retention.minutes`` <- ``log.retention.hours``): ``STATIC_BROKER_CONFIG`` (4), the value
-  converted to the topic config's unit (hours -> ms);
+* per broker synonym (``retention.ms`` <- ``log.retention.ms`` <- ``log.retention.minutes`` <-
+  ``log.retention.hours``): this broker's dynamic value (``/config/brokers/<id>``,
+  ``DYNAMIC_BROKER_CONFIG`` 2), the cluster-wide dynamic default (``/config/brokers/<default>``,
+  ``DYNAMIC_DEFAULT_BROKER_CONFIG`` 3), the value in ``server.properties`` (``STATIC_BROKER_CONFIG``
+  4), each converted to the topic config's unit (hours -> ms);
 * Kafka's default, reported through the broker synonym that carries it (``log.retention.hours=168``):
   ``DEFAULT_CONFIG`` (5).
 
 With ``include_synonyms`` each entry lists that chain, the topic override first, then per broker
-synonym its static value and its default, as Kafka's ``ZkAdminManager`` does.
+synonym its dynamic, static and default values, as Kafka's ``ZkAdminManager`` does.
 
-Broker resources (type 4, the name is this broker's id) list the broker's settings: those set in
-``server.properties`` as ``STATIC_BROKER_CONFIG``, the others with their defaults as
-``DEFAULT_CONFIG``; every broker config is read-only (pyklog has no dynamic broker configs);
-passwords and secrets are sensitive (value null).
+Broker resources (type 4) named by this broker's id list the broker's settings with the same sources
+(dynamic per-broker, dynamic default, static, default; synonyms per unit); only the dynamic broker
+configs are not read-only.  The resource name "" (the cluster-wide default) lists only what
+``/config/brokers/<default>`` holds.  Passwords and secrets are sensitive (value null).
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ RESOURCE_BROKER_LOGGER = 8
 
 # Kafka's DescribeConfigsResponse.ConfigSource
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
@@ -128,8 +133,11 @@ def _broker_value_in_unit(topic_name: str, broker_name: str, value: str) -> str:
 
 def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_props: Mapping[str, str],
                            keys: Iterable[str] | None, include_synonyms: bool,
-                           include_documentation: bool = False) -> list[dict]:
-    """The DescribeConfigs entries of one topic (see the module docstring).  ``keys`` None = all."""
+                           include_documentation: bool = False, *,
+                           dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None) -> list[dict]:
+    """The DescribeConfigs entries of one topic (see the module docstring).  ``keys`` None = all.
+    ``dynamic`` = (this broker's dynamic configs, the cluster-wide dynamic defaults): per broker
+    synonym they come before its static value, as Kafka's ``DynamicBrokerConfig`` lists them."""
     wanted = None if keys is None else set(keys)
     out = []
     for name in sorted(set(TOPIC_CONFIGS) | set(TOPIC_SYNONYMS)):
@@ -140,6 +148,7 @@ def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_prop
         if name in overrides:
             synonyms.append({"name": name, "value": overrides[name], "source": SOURCE_DYNAMIC_TOPIC_CONFIG})
         for bname, bdefault in TOPIC_SYNONYMS.get(name, ()):
+            synonyms.extend(_dynamic_synonyms(bname, dynamic))
             if bname in broker_props and broker_props[bname] is not None:
                 synonyms.append({"name": bname, "value": str(broker_props[bname]), "source": SOURCE_STATIC_BROKER_CONFIG})
             if bdefault is not None:
@@ -157,9 +166,41 @@ def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_prop
     return out
 
 
+def _dynamic_synonyms(bname: str, dynamic) -> list[dict]:
+    """The dynamic levels of one broker setting, per-broker first (Kafka's order)."""
+    if not dynamic:
+        return []
+    per_broker, default = dynamic
+    out = []
+    if bname in per_broker:
+        out.append({"name": bname, "value": str(per_broker[bname]), "source": SOURCE_DYNAMIC_BROKER_CONFIG})
+    if bname in default:
+        out.append({"name": bname, "value": str(default[bname]), "source": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG})
+    return out
+
+
+#: broker settings that are one duration in several units (Kafka's brokerConfigSynonyms)
+_BROKER_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                          ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                          ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+
+
+def _broker_synonym_names(name: str) -> tuple[str, ...]:
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return group if name != "log.flush.scheduler.interval.ms" else (name,)
+    return (name,)
+
+
 def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, keys: Iterable[str] | None,
-                            include_synonyms: bool, include_documentation: bool = False) -> list[dict]:
-    """The DescribeConfigs entries of this broker: its static settings and the known defaults."""
+                            include_synonyms: bool, include_documentation: bool = False, *,
+                            dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
+                            dynamic_names: frozenset = frozenset()) -> list[dict]:
+    """The DescribeConfigs entries of this broker (resource name = its id): every setting with its
+    value from, in Kafka's order, ``dynamic`` = (per-broker ``DYNAMIC_BROKER_CONFIG``, cluster default
+    ``DYNAMIC_DEFAULT_BROKER_CONFIG``), ``server.properties`` (``STATIC_BROKER_CONFIG``), the default
+    (``DEFAULT_CONFIG``); synonyms per synonym name (``log.retention.ms`` <- ``.minutes`` <- ``.hours``).
+    Names in ``dynamic_names`` are not read-only."""
     wanted = None if keys is None else set(keys)
     defaults: dict[str, tuple[str | None, int, str]] = {}
     keys_table = server_config_def.keys
@@ -170,24 +211,50 @@ def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, 
     for name, d in _BROKER_EXTRA_DEFAULTS.items():
         defaults.setdefault(name, (d, TYPE_STRING, ""))
     out = []
-    for name in sorted(set(defaults) | {k for k in broker_props if isinstance(k, str)}):
+    names = set(defaults) | {k for k in broker_props if isinstance(k, str)} | set(dynamic_names)
+    if dynamic:
+        names |= set(dynamic[0]) | set(dynamic[1])
+    for name in sorted(names):
         if wanted is not None and name not in wanted:
             continue
-        default, ctype, doc = defaults.get(name, (None, TYPE_STRING, ""))
+        _, ctype, doc = defaults.get(name, (None, TYPE_STRING, ""))
         synonyms = []
-        if name in broker_props and broker_props[name] is not None:
-            synonyms.append({"name": name, "value": str(broker_props[name]), "source": SOURCE_STATIC_BROKER_CONFIG})
-        if default is not None:
-            synonyms.append({"name": name, "value": default, "source": SOURCE_DEFAULT_CONFIG})
+        for sname in _broker_synonym_names(name):
+            synonyms.extend(_dynamic_synonyms(sname, dynamic))
+            if sname in broker_props and broker_props[sname] is not None:
+                synonyms.append({"name": sname, "value": str(broker_props[sname]), "source": SOURCE_STATIC_BROKER_CONFIG})
+            sdefault = defaults.get(sname, (None,))[0]
+            if sdefault is not None:
+                synonyms.append({"name": sname, "value": sdefault, "source": SOURCE_DEFAULT_CONFIG})
+        own = [s for s in synonyms if s["name"] == name]
         if synonyms:
             value, source = synonyms[0]["value"], synonyms[0]["source"]
+            if synonyms[0]["name"] != name:  # a finer unit wins: log.retention.ms for log.retention.hours
+                value, source = (own[0]["value"], own[0]["source"]) if own else (None, synonyms[0]["source"])
         else:
             value, source = None, SOURCE_DEFAULT_CONFIG
         for s in synonyms:
-            if _is_sensitive(name):
+            if _is_sensitive(s["name"]):
                 s["value"] = None
-        out.append(_entry(name, value, source, True, ctype, synonyms, include_synonyms,
+        out.append(_entry(name, value, source, name not in dynamic_names, ctype, synonyms, include_synonyms,
                           (doc or None) if include_documentation else None))
+    return out
+
+
+def describe_default_broker_configs(default: Mapping[str, str], keys: Iterable[str] | None,
+                                    include_synonyms: bool, include_documentation: bool = False) -> list[dict]:
+    """The DescribeConfigs entries of the cluster-wide default broker resource (name ""): only the
+    settings stored at ``/config/brokers/<default>``, source ``DYNAMIC_DEFAULT_BROKER_CONFIG``, as
+    Kafka's ZooKeeper-mode brokers answer."""
+    wanted = None if keys is None else set(keys)
+    out = []
+    for name in sorted(default):
+        if wanted is not None and name not in wanted:
+            continue
+        syn = [{"name": name, "value": None if _is_sensitive(name) else str(default[name]),
+                "source": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG}]
+        out.append(_entry(name, str(default[name]), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, False, TYPE_STRING, syn,
+                          include_synonyms, None))
     return out
 
 
@@ -241,5 +308,41 @@ def incremental_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[di
     return to_set, to_delete - set(to_set)
 
 
-__all__ = ["describe_broker_configs", "describe_topic_configs", "incremental_changes", "RESOURCE_BROKER",
+def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[dict[str, str], set[str]]:
+    """IncrementalAlterConfigs on a broker resource (Kafka's ``ConfigAdminManager``): the settings to
+    set and the names to delete in one dynamic level after applying ``ops`` to ``current``.
+    INVALID_REQUEST for a key named twice, an unknown operation or a missing value; APPEND/SUBTRACT
+    only on list settings (``log.cleanup.policy``).  Names and values are checked by the caller
+    (:func:`pyklog.broker.server.dynamic_config.validate_dynamic_configs`)."""
+    names = [op["name"] for op in ops]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InvalidRequestError(f"error due to duplicate config keys {dups}")
+    to_set: dict[str, str] = {}
+    to_delete: set[str] = set()
+    for op in ops:
+        name, code, value = op["name"], op["config_operation"], op["value"]
+        if code == OP_SET:
+            if value is None:
+                raise InvalidRequestError(f"broker config {name!r}: SET needs a value, got null")
+            to_set[name] = value
+        elif code == OP_DELETE:
+            to_delete.add(name)
+        elif code in (OP_APPEND, OP_SUBTRACT):
+            if name != "log.cleanup.policy":
+                raise InvalidConfigError(
+                    f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
+                    f"key {name!r}: it is not a list (the list broker config is log.cleanup.policy)")
+            items = [i.strip() for i in (current.get(name) or "delete").split(",") if i.strip()]
+            given = [i.strip() for i in (value or "").split(",") if i.strip()]
+            items = items + [g for g in given if g not in items] if code == OP_APPEND else \
+                [i for i in items if i not in given]
+            to_set[name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, "
+                                      "2 APPEND or 3 SUBTRACT")
+    return to_set, to_delete - set(to_set)
+
+
+__all__ = ["describe_broker_configs", "describe_default_broker_configs", "incremental_broker_changes", "describe_topic_configs", "incremental_changes", "RESOURCE_BROKER",
            "RESOURCE_BROKER_LOGGER", "RESOURCE_TOPIC"]

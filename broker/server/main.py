@@ -61,6 +61,7 @@ class BrokerServer:
         self.txn_coordinator = None
         self.apis = None
         self.socket_server = None
+        self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
         # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
         self._sync_lock = threading.Lock()       # guards _sync_pending
@@ -115,11 +116,13 @@ class BrokerServer:
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
             # retention and compaction wait for the first sync with the registry (hold_cleaning), which
             # pauses them for logs whose topic is missing (their topic config is unknown)
+            log_config = self._load_dynamic_config()
             self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
                                           hold_cleaning=True)
             self.log_manager.startup()
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
+            self._watch_dynamic_config(log_config)
             self.apis.sync_logs()
             self.cluster.add_listener(self._request_sync)
             self._sync_periodic = self.log_manager.scheduler.schedule_periodic("log-sync", 10.0, self._sync)
@@ -133,6 +136,36 @@ class BrokerServer:
             raise
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
         return self
+
+    def _load_dynamic_config(self):
+        """Dynamic broker configs (KIP-226): read ``/config/brokers/<default>`` and
+        ``/config/brokers/<id>`` before the logs open, so they apply from the first moment; returns
+        the broker-wide default LogConfig with them applied."""
+        from pyklog.broker.server.dynamic_config import DynamicBrokerConfig
+
+        self.dynamic_config = DynamicBrokerConfig(self.config.broker_id, self.config.raw)
+        self.dynamic_config.load(self.cluster)
+        return self.dynamic_config.log_config()
+
+    def _watch_dynamic_config(self, log_config) -> None:
+        """Hand the dynamic config to the request handlers and follow its changes: each new default
+        LogConfig reaches every log without a topic override (Kafka's ``DynamicLogConfig``)."""
+        self.apis.dynamic_config = self.dynamic_config
+        self.apis.replica_manager.default_log_config = log_config
+        self.socket_server.quotas.reconfigure(**self.dynamic_config.connection_limits())
+        self.dynamic_config.add_reconfigurable(self._reconfigure_logs)
+        self.dynamic_config.watch(self.cluster)
+
+    def _reconfigure_logs(self, log_config, connection_limits) -> None:
+        """A dynamic broker config changed (request or kazoo thread): new log defaults, then re-apply
+        every log's config on the scheduler (``sync_logs`` gives each log default + topic overrides);
+        new connection limits for the next connection (Kafka's ``DynamicConnectionQuota``)."""
+        if self.socket_server is not None:
+            self.socket_server.quotas.reconfigure(**connection_limits)
+        if log_config != self.log_manager.default_config:
+            self.log_manager.default_config = log_config
+            self.apis.replica_manager.default_log_config = log_config
+            self._request_sync()
 
     def _on_fatal(self, message: str) -> None:
         """A condition the broker cannot serve through (kazoo thread): remember it and wake up

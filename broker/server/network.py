@@ -135,6 +135,15 @@ class ConnectionQuotas:
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(ip, self.max_per_ip)
 
+    def reconfigure(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int]) -> None:
+        """New limits (dynamic broker configs, Kafka's ``DynamicConnectionQuota``): they apply to the
+        next connection; open connections are kept; an acceptor waiting for a slot re-checks at once."""
+        with self._cond:
+            self.max_connections = max_connections
+            self.max_per_ip = max_per_ip
+            self.overrides = dict(per_ip_overrides)
+            self._cond.notify_all()
+
     def wait_for_slot(self, timeout: float) -> bool:
         """Block (up to ``timeout`` seconds) while ``max.connections`` are open; True when a slot is free."""
         with self._cond:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
@@ -46,6 +46,7 @@ from pyklog.broker.errors import (
     NotCoordinatorError,
     ProducerFencedError,
     PyklogError,
+    TransactionalIdNotFoundError,
 )
 from pyklog.broker.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
 from pyklog.broker.transaction.metadata import (
@@ -61,6 +62,17 @@ from pyklog.broker.transaction.state_manager import TransactionStateManager
 log = logging.getLogger(__name__)
 
 S = TxnState
+
+
+class TransactionDescription(NamedTuple):
+    """One transactional id as DescribeTransactions reports it (Kafka's ``TransactionDescription``)."""
+
+    state: str                    # Kafka's state name: "Ongoing", "PrepareCommit", "CompleteAbort", ...
+    timeout_ms: int
+    start_time_ms: int            # -1 when no transaction was started
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple             # sorted (topic, partition) pairs
 
 
 def _now_ms() -> int:
@@ -132,16 +144,60 @@ class TransactionCoordinator:
             raise InvalidRequestError("transactional id must be a non-empty string")
         return self.state_manager.coordinator_for(transactional_id)
 
+    # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
+
+    def describe_transaction(self, transactional_id: str) -> "TransactionDescription":
+        """DescribeTransactions of one id (Kafka's ``TransactionCoordinator.handleDescribeTransactions``):
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE as for any
+        coordinator request, TRANSACTIONAL_ID_NOT_FOUND for an id without state or being expired
+        (Dead).  The partitions are those of the open transaction (while completing: those still
+        waiting for their marker, as the coordinator keeps them).  Any thread (takes the metadata's lock)."""
+        if not transactional_id:
+            raise TransactionalIdNotFoundError("the transactional id is empty")
+        _, md = self.state_manager.get_transaction_state(transactional_id)
+        if md is None:
+            raise TransactionalIdNotFoundError(f"no transaction state for {transactional_id!r} on broker "
+                                               f"{self.broker_id}")
+        with md.lock:
+            if md.state == S.DEAD:
+                raise TransactionalIdNotFoundError(f"{transactional_id!r} is being expired")
+            state, partitions = md.state, set(md.partitions)
+            desc = (md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp, md.producer_id,
+                    md.producer_epoch)
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # Kafka drops each partition from the metadata as its marker is written; pyklog keeps them
+            # in the marker channel's pending completion
+            remaining = self.marker_channel.remaining_partitions(transactional_id)
+            if remaining is not None:
+                partitions &= remaining
+        return TransactionDescription(*desc, tuple(sorted(partitions)))
+
+    def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1):
+        """ListTransactions: see :meth:`TransactionStateManager.list_transaction_states`."""
+        return self.state_manager.list_transaction_states(list(state_filters), list(producer_id_filters),
+                                                          duration_filter_ms)
+
     # ------------------------------------------------------------------ InitProducerId
 
     def _valid_timeout(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.transaction_max_timeout_ms
 
-    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
+                         expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """``(producer_id, producer_epoch)`` for a transactional producer (see the module docstring).
-        Raises CONCURRENT_TRANSACTIONS after starting the abort of an Ongoing transaction."""
+        Raises CONCURRENT_TRANSACTIONS after starting the abort of an Ongoing transaction.
+
+        ``expected`` (InitProducerId v3+, KIP-360): the ``(producer id, epoch)`` the producer holds
+        when it asks for an epoch bump to recover from an abortable error (None, or an id of -1:
+        a fresh producer).  As Kafka's ``prepareInitProducerIdTransit``: it is accepted when the id
+        has no epoch yet, when its producer id is the current one (the epoch is then checked by
+        :meth:`TransactionMetadata.prepare_increment_producer_epoch`), or when it is the previous
+        producer id with an exhausted epoch (a retry after a rotation); otherwise
+        ProducerFencedError.  The caller maps PRODUCER_FENCED to INVALID_PRODUCER_EPOCH below v4."""
         if transactional_id == "":
             raise InvalidRequestError("transactional id must not be empty")
+        if expected is not None and expected[0] < 0:
+            expected = None
         if not self._valid_timeout(transaction_timeout_ms):
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {transaction_timeout_ms} is not in 1..{self.transaction_max_timeout_ms} "
@@ -161,6 +217,12 @@ class TransactionCoordinator:
             self._check_cached(md)
             if md.pending_transition_in_progress:
                 raise ConcurrentTransactionsError(f"{transactional_id!r}: a transition is in progress")
+            if expected is not None and not (
+                    md.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == md.producer_id
+                    or (expected[0] == md.last_producer_id and expected[1] >= MAX_EPOCH - 1)):
+                raise ProducerFencedError(
+                    f"{transactional_id!r}: producer id {expected[0]} (epoch {expected[1]}) is not the current "
+                    f"producer id {md.producer_id}: a newer producer fenced it")
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 raise ConcurrentTransactionsError(
                     f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})")
@@ -169,9 +231,10 @@ class TransactionCoordinator:
                 fence = md.prepare_fence_producer_epoch(now)
             elif md.state in IDLE_STATES:
                 new_pid = None
-                if md.is_producer_epoch_exhausted():
+                if md.is_producer_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
                     new_pid = spare_pid if spare_pid is not None else self.producer_id_allocator()
-                transit = md.prepare_increment_producer_epoch(transaction_timeout_ms, now, new_pid)
+                transit = md.prepare_increment_producer_epoch(
+                    transaction_timeout_ms, now, new_pid, expected_epoch=None if expected is None else expected[1])
                 self._write(md, coordinator_epoch, transit)
                 log.debug("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
                           md.producer_epoch)

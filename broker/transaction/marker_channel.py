@@ -173,6 +173,18 @@ class TransactionMarkerChannelManager:
             return transactional_id in self._pending or any(
                 c.transactional_id == transactional_id for c in self._completions)
 
+    def remaining_partitions(self, transactional_id: str) -> frozenset | None:
+        """The partitions of ``transactional_id``'s completing transaction still without their marker
+        (DescribeTransactions in PrepareCommit/PrepareAbort, as Kafka reports them); an empty set once
+        every marker is written, None when no completion of it is pending here.  Any thread."""
+        with self._lock:
+            p = self._pending.get(transactional_id)
+            if p is not None:
+                return frozenset(p.remaining)
+            if any(c.transactional_id == transactional_id for c in self._completions):
+                return frozenset()
+            return None
+
     # ------------------------------------------------------------------ sender thread
 
     def _run(self) -> None:

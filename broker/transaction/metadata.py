@@ -27,6 +27,7 @@ import enum
 import threading
 from typing import NamedTuple
 
+from pyklog.broker.errors import ProducerFencedError
 from pyklog.broker.transaction.log import TxnLogValue
 
 NO_PRODUCER_ID = -1
@@ -170,18 +171,38 @@ class TransactionMetadata:
             now_ms)
 
     def prepare_increment_producer_epoch(self, txn_timeout_ms: int, now_ms: int,
-                                         new_producer_id=None) -> TxnTransitMetadata:
+                                         new_producer_id=None, *, expected_epoch: int | None = None
+                                         ) -> TxnTransitMetadata:
         """InitProducerId on an idle id: the epoch + 1 (fencing older producers), state Empty.
-        ``new_producer_id`` (called when :meth:`is_producer_epoch_exhausted`): that id with epoch 0."""
+        ``new_producer_id`` (called when :meth:`is_producer_epoch_exhausted`): that id with epoch 0
+        (Kafka's ``prepareProducerIdRotation``; with ``expected_epoch`` given the old epoch is kept as
+        the last epoch, so a retry of that call is recognised).
+
+        ``expected_epoch`` (InitProducerId v3+, KIP-360: the epoch the producer holds; None for a
+        fresh producer), as Kafka's ``prepareIncrementProducerEpoch``: None bumps and forgets the
+        last epoch (so no older producer can resume); the current epoch (or no epoch yet) bumps and
+        keeps the current one as the last epoch; the last epoch is a retry of a bump that succeeded,
+        answered with the current epoch unchanged; any other epoch raises ProducerFencedError."""
         if new_producer_id is not None:
             return self._prepare(S.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
-                                 producer_epoch=0, last_producer_epoch=NO_PRODUCER_EPOCH,
+                                 producer_epoch=0,
+                                 last_producer_epoch=self.producer_epoch if expected_epoch is not None
+                                 else NO_PRODUCER_EPOCH,
                                  txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1, now_ms=now_ms)
+        if expected_epoch is not None and self.producer_epoch != NO_PRODUCER_EPOCH \
+                and expected_epoch != self.producer_epoch:
+            if expected_epoch == self.last_producer_epoch:  # a retry of a bump whose answer was lost
+                return self._prepare(S.EMPTY, txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1,
+                                     now_ms=now_ms)
+            raise ProducerFencedError(
+                f"{self.transactional_id!r}: producer epoch {expected_epoch} is neither the current epoch "
+                f"{self.producer_epoch} nor the last one {self.last_producer_epoch}: a newer producer fenced it")
         if self.producer_epoch >= MAX_EPOCH:
             raise IllegalTransitionError(f"{self.transactional_id!r}: epoch {self.producer_epoch} cannot be bumped")
         return self._prepare(S.EMPTY, producer_epoch=self.producer_epoch + 1,
-                             last_producer_epoch=self.producer_epoch, txn_timeout_ms=txn_timeout_ms,
-                             partitions=(), txn_start_timestamp=-1, now_ms=now_ms)
+                             last_producer_epoch=self.producer_epoch if expected_epoch is not None
+                             else NO_PRODUCER_EPOCH,
+                             txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1, now_ms=now_ms)
 
     def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransitMetadata:
         """An Ongoing transaction must be aborted by the coordinator (new producer, timeout): pending

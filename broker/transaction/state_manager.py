@@ -227,6 +227,35 @@ class TransactionStateManager:
         with self._lock:
             return [md for p in self._partitions.values() if p.state == LOADED for md in p.cache.values()]
 
+    def list_transaction_states(self, state_filters, producer_id_filters, duration_filter_ms: int = -1,
+                                now_ms: int | None = None) -> tuple[int, list[str], list[tuple[str, int, str]]]:
+        """ListTransactions (Kafka's ``TransactionStateManager.listTransactionStates``):
+        ``(error code, unknown state filters, [(transactional id, producer id, state name)])`` over
+        every id of the partitions loaded here.  COORDINATOR_LOAD_IN_PROGRESS while any led
+        partition loads; Dead ids (being expired) are never listed; a state filter that names no
+        state matches nothing and comes back in the unknown list; ``duration_filter_ms >= 0`` keeps
+        only transactions started more than that long ago (KIP-994).  Any thread (takes ``_lock``,
+        then each metadata's lock)."""
+        by_name = {s.kafka_name: s for s in TxnState}
+        unknown = [n for n in state_filters if n not in by_name]
+        states = {by_name[n] for n in state_filters if n in by_name}
+        pids = set(producer_id_filters)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            if any(p.state == LOADING for p in self._partitions.values()):
+                return CoordinatorLoadInProgressError.code, [], []
+            cached = [md for p in self._partitions.values() if p.state == LOADED for md in p.cache.values()]
+        out = []
+        for md in cached:
+            with md.lock:
+                state, pid, started = md.state, md.producer_id, md.txn_start_timestamp
+            if state == TxnState.DEAD or (pids and pid not in pids) or (state_filters and state not in states):
+                continue
+            if duration_filter_ms >= 0 and now - started <= duration_filter_ms:
+                continue
+            out.append((md.transactional_id, pid, state.kafka_name))
+        return 0, unknown, sorted(out)
+
     def remove_if_dead(self, metadata: TransactionMetadata) -> None:
         """Drop an expired id from the cache (after its tombstone was written)."""
         with self._lock:

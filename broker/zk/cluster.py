@@ -1357,6 +1357,56 @@ class ZkCluster:
                  group, now_ms - newest, len(nodes))
         return True
 
+    def delete_zookeeper_group(self, group: str) -> bool:
+        """DeleteGroups of a ZooKeeper consumer group: delete ``/consumers/[group]`` when no member is
+        registered; False if there is no such group.  NonEmptyGroupError while ``ids`` has a child.
+
+        One multi-op deletes the subtree, children first, each node at the version read: a member
+        registering, an owner claimed or an offset committed meanwhile makes it fail (NotEmpty /
+        BadVersion / NoNode) and nothing is deleted; it is read and tried again a few times, then
+        NonEmptyGroupError (a member) or the ZooKeeper error is raised.  Request handler thread."""
+        from pyklog.broker.errors import NonEmptyGroupError
+
+        if not group or "/" in group or group in (".", ".."):
+            return False
+        root = paths.consumer_group(group)
+        for _ in range(5):
+            try:
+                members = self._retry(self.zk.get_children, paths.consumer_ids(group))
+            except NoNodeError:
+                members = []
+            if members:
+                raise NonEmptyGroupError(f"ZooKeeper consumer group {group!r} has {len(members)} registered "
+                                         f"member(s) ({', '.join(sorted(members)[:5])}); stop them before deleting it")
+            nodes: list[tuple[str, int]] = []
+
+            def walk(path: str) -> None:
+                _, stat = self._retry(self.zk.get, path)
+                for c in self._retry(self.zk.get_children, path):
+                    walk(f"{path}/{c}")
+                nodes.append((path, stat.version))
+
+            try:
+                walk(root)
+            except NoNodeError:
+                if self._retry(self.zk.exists, root) is None:
+                    return False
+                continue  # changed under us
+
+            def delete():
+                t = self.zk.transaction()
+                for path, version in nodes:
+                    t.delete(path, version=version)
+                return t.commit()
+
+            results = self._retry(delete)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                log.info("deleted ZooKeeper consumer group %s (%d nodes)", group, len(nodes))
+                return True
+            log.info("ZooKeeper group %s changed while deleting it (%r): reading it again", group, failures[0])
+        raise ZooKeeperError(f"ZooKeeper consumer group {group!r} kept changing while being deleted; try again")
+
     # ------------------------------------------------------------------ topic config changes
 
     def alter_topic_config(self, name: str, set_configs: dict | None = None,
@@ -1429,6 +1479,84 @@ class ZkCluster:
             except (PyklogError, KazooException) as e:
                 log.debug("could not purge %s: %s", path, e)
                 return
+
+    # ------------------------------------------------------------------ dynamic broker configs (KIP-226)
+
+    def broker_config(self, entity: str | int) -> tuple[dict[str, str], int]:
+        """The dynamic configs stored at ``/config/brokers/<entity>`` (``entity`` a broker id, or ``""``
+        / ``"<default>"`` for the cluster-wide defaults) and the node's version (-1: no node)."""
+        path = paths.broker_config(entity)
+        try:
+            data, stat = self._retry(self.zk.get, path)
+        except NoNodeError:
+            return {}, -1
+        return (decode_topic_config(data, path) if data else {}), stat.version
+
+    def alter_broker_config(self, entity: str | int, set_configs: dict | None = None,
+                            delete_configs: Iterable[str] = (),
+                            validate: Callable[[dict[str, str]], None] | None = None) -> tuple[dict[str, str], int]:
+        """Change the dynamic configs of one broker (or of ``""``/``"<default>"``, every broker) as
+        Kafka's ``AdminZkClient.changeBrokerConfig``: write ``/config/brokers/<entity>``
+        (``{"version":1,"config":{...}}``) with a versioned set, then the notification
+        ``/config/changes/config_change_<seq>`` (``{"version":2,"entity_path":"brokers/<entity>"}``).
+        ``validate(new_config)`` runs on the complete new config before anything is written (raise to
+        refuse).  Returns the new config and its node version."""
+        path = paths.broker_config(entity)
+        name = path.rsplit("/", 1)[1]
+        removals = set(delete_configs or ())
+        updates = {str(k): str(v) for k, v in (set_configs or {}).items()}
+        while True:
+            try:
+                data, stat = self._retry(self.zk.get, path)
+                config = decode_topic_config(data, path) if data else {}
+            except NoNodeError:
+                stat, config = None, {}
+            for k in removals:
+                config.pop(k, None)
+            config.update(updates)
+            if validate is not None:
+                validate(dict(config))
+            new = encode_topic_config(config)
+            try:
+                if stat is None:
+                    self._retry(self.zk.create, path, new, makepath=True)
+                    version = 0
+                else:
+                    version = self._retry(self.zk.set, path, new, version=stat.version).version
+                break
+            except (BadVersionError, NodeExistsError):
+                continue  # a concurrent change: read again
+        self._retry(self.zk.create, paths.CONFIG_CHANGE_PREFIX,
+                    encode_config_change(f"brokers/{name}"), sequence=True, makepath=True)
+        log.info("altered dynamic config of brokers/%s: %s", name, config)
+        return dict(config), version
+
+    def watch_broker_config(self, entity: str | int,
+                            fn: Callable[[dict[str, str], int], None]) -> None:
+        """Call ``fn(config, version)`` (on kazoo's callback thread) now and whenever
+        ``/config/brokers/<entity>`` is created, changed or deleted (``({}, -1)``); the watch re-arms
+        itself after reconnects (kazoo's DataWatch) and ends with :meth:`stop`.  Kafka's brokers
+        follow the change notifications instead; watching the node itself also sees a change written
+        without one.  Data that cannot be decoded is logged at ERROR and ignored."""
+        from kazoo.recipe.watchers import DataWatch
+
+        path = paths.broker_config(entity)
+
+        def on_data(data, stat, *_):
+            if self._stopping:
+                return False
+            if stat is None:
+                fn({}, -1)
+                return None
+            try:
+                config = decode_topic_config(data, path) if data else {}
+            except Exception as e:  # noqa: BLE001 - bad data written by hand: keep the last good one
+                log.error("ignoring the dynamic broker config at %s: %s", path, e)
+                return None
+            fn(config, stat.version)
+            return None
+
+        DataWatch(self.zk, path, on_data)
 
     # ------------------------------------------------------------------ producer ids
 

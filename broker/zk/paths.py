@@ -112,6 +112,23 @@ def deleted_topic_record(name: str) -> str:
     return f"{ADMIN_DELETED_TOPICS}/{name}"
 
 
+# Dynamic broker configs (Kafka's ZkData ConfigEntityZNode for ConfigType.Broker, KIP-226):
+#   /config/brokers/[id]             persistent  {"version":1,"config":{"log.retention.ms":"3600000",...}}
+#   /config/brokers/<default>        persistent  the cluster-wide defaults (the resource name "" of AlterConfigs)
+CONFIG_BROKERS = "/config/brokers"
+BROKER_DEFAULT_ENTITY = "<default>"
+
+
+def broker_config(entity: str | int) -> str:
+    """``/config/brokers/<id>``, or ``/config/brokers/<default>`` for ``""`` / ``"<default>"``."""
+    entity = str(entity)
+    if entity in ("", BROKER_DEFAULT_ENTITY):
+        return f"{CONFIG_BROKERS}/{BROKER_DEFAULT_ENTITY}"
+    if not entity.isdigit():
+        raise ValueError(f"a broker config entity is a broker id or '' / '<default>', got {entity!r}")
+    return f"{CONFIG_BROKERS}/{int(entity)}"
+
+
 # Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"

@@ -5,7 +5,9 @@ ConfigCommand).
                    [--entity-name NAME | --entity-default] --describe [--all]
     pyklog-configs --bootstrap-server ... --entity-type topics --entity-name T --alter
                    [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
-    pyklog-configs --zookeeper HOST:PORT[/CHROOT] --entity-type topics ...   (topic overrides in ZooKeeper)
+    pyklog-configs --bootstrap-server ... --entity-type brokers (--entity-name ID | --entity-default) --alter
+                   [--add-config k1=v1] [--delete-config k1]            (dynamic broker configs, KIP-226)
+    pyklog-configs --zookeeper HOST:PORT[/CHROOT] --entity-type topics|brokers ...   (straight in ZooKeeper)
 
 Output as Kafka's tool::
 
@@ -14,12 +16,17 @@ Output as Kafka's tool::
     Completed updating config for topic orders.
 
 Alterations use IncrementalAlterConfigs, or AlterConfigs (the whole set, read first) when the broker
-has only that.  Exit code 0, or 1 with one ``Error: ...`` line.
+has only that.  Broker entities are the dynamic broker configs (:mod:`pyklog.broker.server.dynamic_config`):
+``--entity-name N`` one broker (the request goes to that broker), ``--entity-default`` the cluster-wide
+default every broker applies; ``--describe`` lists the dynamic ones (``--all``: every setting with its
+source).  Exit code 0, or 1 with one ``Error: ...`` line.
 
 Example::
 
     pyklog-configs --bootstrap-server localhost:9092 --entity-type topics --entity-name orders \\
         --alter --add-config retention.ms=60000
+    pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers --entity-default \\
+        --alter --add-config log.retention.ms=86400000
 """
 from __future__ import annotations
 
@@ -51,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Describe and alter topic and broker configs.",
                 epilog="example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
                        "--entity-name orders --alter --add-config retention.ms=60000\n"
+                       "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+                       "--entity-default --alter --add-config log.retention.ms=86400000\n"
                        "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
                        "--entity-name 0 --describe --all")
     add_version_argument(p)
@@ -170,12 +179,12 @@ def alter(admin, etype, name, add, delete) -> None:
 def run_zookeeper(a, etype, name, add, delete) -> None:
     from pyklog.broker.zk.cluster import ZkCluster
 
-    if etype != "topics":
-        raise _UsageError("--zookeeper manages topic configs only; broker configs need --bootstrap-server")
     cluster = ZkCluster(a.zookeeper, None, connect_timeout_s=15)
     cluster.start()
     try:
-        if a.describe:
+        if etype == "brokers":
+            run_zookeeper_brokers(cluster, a, name, add, delete)
+        elif a.describe:
             names = [name] if name else sorted(cluster.topics())
             for n in names:
                 if cluster.topic(n) is None:
@@ -188,6 +197,34 @@ def run_zookeeper(a, etype, name, add, delete) -> None:
             print(f"Completed updating config for topic {name}.")
     finally:
         cluster.stop()
+
+
+def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
+    """Dynamic broker configs straight in ZooKeeper (``/config/brokers/<id>`` or ``<default>``, with a
+    change notification; Kafka 2's kafka-configs --zookeeper), validated as the brokers validate
+    AlterConfigs; every live broker applies a change through its watch."""
+    from pyklog.broker.server.dynamic_config import validate_dynamic_configs
+
+    if name is None:
+        raise _UsageError("--entity-type brokers with --zookeeper needs --entity-name or --entity-default")
+    if name != "" and not name.isdigit():
+        raise _UsageError(f"--entity-name of brokers: a broker id or --entity-default, got {name!r}")
+    if a.describe:
+        config, _ = cluster.broker_config(name)
+        source = 2 if name else 3
+        print("Default configs for brokers in the cluster are:" if name == "" else f"Dynamic configs for broker {name} are:")
+        for k, v in sorted(config.items()):
+            print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": source}]}))
+        return
+    from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+
+    validate_dynamic_configs(name, add)
+    for k in delete:
+        if k not in DYNAMIC_CONFIGS:  # an unknown or read-only name: refused by name
+            validate_dynamic_configs(name, {k: ""})
+    cluster.alter_broker_config(name, add, delete, validate=lambda new: validate_dynamic_configs(name, new))
+    print("Completed updating default config for brokers in the cluster." if name == ""
+          else f"Completed updating config for broker {name}.")
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@
     pyklog-consumer-groups --bootstrap-server ... --reset-offsets (--group G | --all-groups)
                            (--topic T[:P,...] ... | --all-topics) (--to-earliest | --to-latest |
                            --to-current | --to-offset N | --shift-by N | --to-datetime DT |
-                           --by-duration PnDTnHnMnS) [--dry-run | --execute]
+                           --by-duration PnDTnHnMnS | --from-file CSV) [--dry-run | --execute] [--export]
     pyklog-consumer-groups --bootstrap-server ... --delete (--group G ... | --all-groups)
     pyklog-consumer-groups --bootstrap-server ... --delete-offsets --group G --topic T[:P,...] ...
 
@@ -21,7 +21,16 @@ are found where they are: ``/consumers/[group]/offsets`` and the group coordinat
 
     GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
 
-"-" where there is no value.  Exit codes as Kafka's tool: 0 on success, 1 on a usage error or a
+"-" where there is no value.  A ZooKeeper group's HOST is the host part of the member's consumer id
+(pyklog's ``host:uuid``, Kafka's ``group_host-timestamp-uuid``) and its CLIENT-ID the registration's
+``client_id`` if it holds one, else the group id (the old consumer's default ``client.id``).
+
+``--list --type [classic,consumer]`` adds Kafka 3.7's TYPE column: broker groups are ``Classic``
+(pyklog has no KIP-848 groups), ZooKeeper groups ``zookeeper``.  ``--reset-offsets --export`` prints
+Kafka's CSV (``topic,partition,offset``; ``group,topic,partition,offset`` for several groups) instead
+of the table, and ``--from-file`` reads that CSV as the reset plan.
+
+  Exit codes as Kafka's tool: 0 on success, 1 on a usage error or a
 failure (one ``Error: ...`` line on stderr).
 
 Example::
@@ -50,7 +59,11 @@ MISSING = "-"
 EXAMPLE = """example:
   pyklog-consumer-groups --bootstrap-server localhost:9092 --describe --group my-group
   pyklog-consumer-groups --bootstrap-server localhost:9092 --reset-offsets --group my-group \\
-      --topic clicks --to-earliest --execute"""
+      --topic clicks --to-earliest --execute
+  pyklog-consumer-groups --bootstrap-server localhost:9092 --reset-offsets --group my-group \\
+      --all-topics --to-current --export > plan.csv
+  pyklog-consumer-groups --bootstrap-server localhost:9092 --reset-offsets --group my-group \\
+      --from-file plan.csv --execute"""
 
 
 class _UsageError(Exception):
@@ -98,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                     help="reset to the first offset at or after this time (UTC unless a zone is given)")
     sc.add_argument("--by-duration", metavar="PnDTnHnMnS", help="reset to the offset this long ago")
+    sc.add_argument("--from-file", metavar="CSV", help="reset to the offsets of this CSV (topic,partition,offset "
+                                                        "or group,topic,partition,offset, as --export writes)")
+    p.add_argument("--export", action="store_true", help="with --reset-offsets: print the plan as CSV")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="with --list: each group's type, optionally only these (classic,consumer)")
     ex = p.add_mutually_exclusive_group()
     ex.add_argument("--dry-run", action="store_true", help="only show the result (the default)")
     ex.add_argument("--execute", action="store_true", help="commit the new offsets")
@@ -160,6 +178,34 @@ def zk_group_exists(zk, group: str) -> bool:
 
 def zk_members(zk, group: str) -> list[str]:
     return _children(zk, paths.consumer_ids(group))
+
+
+def zk_member_host(group: str, consumer_id: str) -> str:
+    """The host part of a ZooKeeper consumer id: pyklog's ``host:uuid`` or Kafka's
+    ``[group]_[host]-[timestamp]-[uuid8]``; the id itself when it has neither form."""
+    m = re.fullmatch(re.escape(group) + r"_(.+)-\d{10,}-[0-9a-f]{8}", consumer_id)
+    if m:
+        return m.group(1)
+    host, sep, rest = consumer_id.rpartition(":")
+    if sep and host and re.fullmatch(r"[0-9a-f-]{8,}", rest):
+        return host
+    return consumer_id
+
+
+def zk_member_client_id(zk, group: str, consumer_id: str) -> str:
+    """The registration's ``client_id`` (or ``client.id``) if it holds one, else the group id (the
+    ZooKeeper consumer's default client.id)."""
+    import json
+
+    try:
+        data, _ = zk.retry(zk.get, paths.consumer_id(group, consumer_id))
+        obj = json.loads(data.decode("utf-8"))
+        for key in ("client_id", "client.id"):
+            if isinstance(obj, dict) and isinstance(obj.get(key), str) and obj[key]:
+                return obj[key]
+    except (NoNodeError, ValueError, UnicodeDecodeError, AttributeError):
+        pass
+    return group
 
 
 def _zk_topics(zk, group: str) -> set:
@@ -319,20 +365,40 @@ class GroupCommand:
         desc = self._describe_broker(group)
         return "Dead" if desc is None else desc.state
 
-    def list_with_state(self, state_filter: str) -> int:
-        """``--list --state [S1,S2]``: Kafka's GROUP / STATE table."""
-        wanted = {x.strip().lower() for x in state_filter.split(",") if x.strip()}
+    def group_type(self, group: str) -> str:
+        """Kafka 3.7's group type: broker groups are Classic (no KIP-848 groups in pyklog); a
+        ZooKeeper group is "zookeeper"."""
+        return "zookeeper" if self.is_zk_group(group) else "Classic"
+
+    def list_with_state(self, state_filter: str | None, type_filter: str | None = None) -> int:
+        """``--list [--type [T1,T2]] [--state [S1,S2]]``: Kafka's GROUP [TYPE] [STATE] table."""
+        wanted = {x.strip().lower() for x in (state_filter or "").split(",") if x.strip()}
         known = {"stable", "empty", "preparingrebalance", "completingrebalance", "dead"}
         bad = sorted(wanted - known)
         if bad:
             raise _UsageError(f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
                               f"PreparingRebalance, CompletingRebalance, Dead")
-        rows = [(g, self.group_state(g)) for g in self.all_groups()]
-        rows = [r for r in rows if not wanted or r[1].lower() in wanted]
-        width = max([15] + [len(g) for g, _ in rows]) + 10
-        print(f"{'GROUP'.ljust(width)} {'STATE':<20}".rstrip())
-        for g, st in rows:
-            print(f"{g.ljust(width)} {st:<20}".rstrip())
+        types = {x.strip().lower() for x in (type_filter or "").split(",") if x.strip()}
+        bad = sorted(types - {"classic", "consumer", "zookeeper"})
+        if bad:
+            raise _UsageError(f"Invalid types list '{type_filter}'. Valid types are: classic, consumer")
+        rows = []
+        for g in self.all_groups():
+            gtype = self.group_type(g)
+            if types and gtype.lower() not in types:
+                continue
+            st = self.group_state(g) if state_filter is not None else None
+            if wanted and st.lower() not in wanted:
+                continue
+            rows.append((g, gtype, st))
+        width = max([15] + [len(g) for g, _, _ in rows]) + 10
+        show_type, show_state = type_filter is not None, state_filter is not None
+        header = ["GROUP".ljust(width)] + (["TYPE".ljust(20)] if show_type else []) + \
+            (["STATE".ljust(20)] if show_state else [])
+        print(" ".join(header).rstrip())
+        for g, gtype, st in rows:
+            cells = [g.ljust(width)] + ([gtype.ljust(20)] if show_type else []) + ([st.ljust(20)] if show_state else [])
+            print(" ".join(cells).rstrip())
         return 0
 
     def is_zk_group(self, group: str) -> bool:
@@ -351,7 +417,9 @@ class GroupCommand:
         if self.is_zk_group(group):
             rows = describe_group(self.zk, group, self.args.offsets_storage, client)
             state = "Stable" if zk_members(self.zk, group) else "Empty"
-            return state, [(group, t, p, cur, end, lag, owner, None, None) for t, p, cur, end, lag, owner in rows]
+            return state, [(group, t, p, cur, end, lag, owner,
+                            owner and zk_member_host(group, owner), owner and zk_member_client_id(self.zk, group, owner))
+                           for t, p, cur, end, lag, owner in rows]
         desc = self._describe_broker(group)
         if desc is None or desc.state == "Dead":
             return "Dead", []
@@ -417,7 +485,8 @@ class GroupCommand:
                         continue
                     owned.setdefault(cid, []).append((t, int(p)))
             for cid in zk_members(self.zk, group):
-                members.append((cid, MISSING, MISSING, sorted(owned.get(cid, []))))
+                members.append((cid, zk_member_host(group, cid), zk_member_client_id(self.zk, group, cid),
+                                sorted(owned.get(cid, []))))
             state = "Stable" if members else "Empty"
         else:
             desc = self._describe_broker(group)
@@ -459,11 +528,12 @@ class GroupCommand:
     def reset(self) -> int:
         a = self.args
         scenarios = [a.to_earliest, a.to_latest, a.to_current, a.to_offset is not None, a.shift_by is not None,
-                     a.to_datetime is not None, a.by_duration is not None]
+                     a.to_datetime is not None, a.by_duration is not None, a.from_file is not None]
         if not any(scenarios):
             raise _UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
-                              "--to-offset, --shift-by, --to-datetime, --by-duration")
-        if not a.topic and not a.all_topics:
+                              "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
+        file_plan = read_reset_plan(a.from_file, self.target_groups()) if a.from_file is not None else None
+        if not a.topic and not a.all_topics and file_plan is None:
             raise _UsageError("--reset-offsets needs --topic or --all-topics")
         if a.topic and a.all_topics:
             raise _UsageError("--topic and --all-topics are exclusive")
@@ -503,8 +573,12 @@ class GroupCommand:
                     continue
                 committed = self.admin.list_group_offsets(g, timeout_s=self.timeout_s)
                 zk_offsets, broker_offsets = {}, committed
-            tps = self._partitions_to_reset(committed)
-            new = self._prepare(g, tps, committed, ts)
+            if file_plan is not None:
+                new = dict(file_plan.get(g, {}))
+                self._check_partitions(new)
+            else:
+                tps = self._partitions_to_reset(committed)
+                new = self._prepare(g, tps, committed, ts)
             plan[g] = new
             if a.execute and new:
                 if zk_group:
@@ -519,9 +593,23 @@ class GroupCommand:
                 else:
                     self.admin.alter_group_offsets(g, new, timeout_s=self.timeout_s)
         rows = [[g, t, str(p), str(o)] for g in sorted(plan) for (t, p), o in sorted(plan[g].items())]
-        if plan:
+        if a.export:
+            print(export_csv(plan, single_group=len(a.group) == 1))
+        elif plan:
             _print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, [-15, -15, -10, 0])
         return 1 if failed else 0
+
+    def _check_partitions(self, offsets: dict) -> None:
+        """Every partition of a --from-file plan must exist (Kafka's checkAllTopicPartitionsValid)."""
+        missing = []
+        for t in sorted({t for t, _ in offsets}):
+            try:
+                known = set(self.admin.partitions_for(t))
+            except PyklogError:
+                known = set()
+            missing += [f"{t}-{p}" for tt, p in sorted(offsets) if tt == t and p not in known]
+        if missing:
+            raise PyklogError(f"The partitions \"{', '.join(missing)}\" do not exist")
 
     def _partitions_to_reset(self, committed) -> list:
         a = self.args
@@ -607,10 +695,18 @@ class GroupCommand:
 
     # -- --delete -------------------------------------------------------------------------------------
     def delete(self) -> int:
+        """DeleteGroups through the brokers, which delete broker groups and ZooKeeper groups
+        (``/consumers/<g>``, one multi-op, NON_EMPTY_GROUP while a member is registered); without a
+        reachable broker, a ZooKeeper group is deleted from ``--zookeeper`` directly."""
         groups = self.target_groups()
         errors: dict = {}
         broker_side = []
-        for g in groups:
+        if self.admin is not None:
+            broker_side = list(groups)
+            groups_zk = []
+        else:
+            groups_zk = groups
+        for g in groups_zk:
             if self.is_zk_group(g):
                 if zk_members(self.zk, g):
                     errors[g] = "NON_EMPTY_GROUP: the group has active members"
@@ -633,7 +729,7 @@ class GroupCommand:
                 raise PyklogError("deleting broker groups needs a reachable broker")
             for g, e in self.admin.delete_groups(broker_side, timeout_s=self.timeout_s).items():
                 if e is not None:
-                    errors[g] = str(e)
+                    errors[g] = f"{getattr(e, 'name', None) or type(e).__name__}: {e}"
         ok = [g for g in groups if g not in errors]
         if not errors:
             print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
@@ -644,6 +740,47 @@ class GroupCommand:
         if ok:
             print("\nThese consumer groups were deleted successfully: " + ", ".join(f"'{g}'" for g in ok))
         return 1
+
+
+def export_csv(plan: dict, single_group: bool) -> str:
+    """Kafka's ``--export``: ``topic,partition,offset`` lines for one group, else
+    ``group,topic,partition,offset`` (no header; the last line ends with a newline)."""
+    lines = []
+    for g in sorted(plan):
+        for (t, p), o in sorted(plan[g].items()):
+            lines.append(f"{t},{p},{o}" if single_group else f"{g},{t},{p},{o}")
+    return "".join(line + "\n" for line in lines)
+
+
+def read_reset_plan(path: str, groups: list[str]) -> dict:
+    """Kafka's ``--from-file``: ``{group: {(topic, partition): offset}}`` from the CSV that
+    ``--export`` writes.  Three columns apply to every group of the command (Kafka allows that with
+    one group only), four name the group.  A usage error for a malformed line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise PyklogError(f"cannot read --from-file {path!r}: {e.strerror or e}") from None
+    plan: dict = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split(",")]
+        try:
+            if len(cols) == 3:
+                if len(groups) != 1:
+                    raise ValueError("a line without a group needs exactly one --group")
+                g, t, p, o = groups[0], cols[0], int(cols[1]), int(cols[2])
+            elif len(cols) == 4:
+                g, t, p, o = cols[0], cols[1], int(cols[2]), int(cols[3])
+            else:
+                raise ValueError("expected topic,partition,offset or group,topic,partition,offset")
+            if not t or p < 0 or o < 0:
+                raise ValueError("a topic, a partition >= 0 and an offset >= 0")
+        except ValueError as e:
+            raise _UsageError(f"--from-file {path}: line {n} {line!r}: {e}") from None
+        plan.setdefault(g, {})[(t, p)] = o
+    return plan
 
 
 def _s(v) -> str:
@@ -704,6 +841,10 @@ def main(argv=None) -> int:
             raise _UsageError("--delete-offsets needs exactly one --group and at least one --topic")
         if (args.dry_run or args.execute) and not args.reset_offsets:
             raise _UsageError("--dry-run and --execute need --reset-offsets")
+        if args.export and not args.reset_offsets:
+            raise _UsageError("Option [export] takes one of these options: [reset-offsets]")
+        if args.type is not None and not args.list:
+            raise _UsageError("Option [type] takes one of these options: [list]")
     except _UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
@@ -711,8 +852,8 @@ def main(argv=None) -> int:
     try:
         cmd = GroupCommand(args)
         if args.list:
-            if args.state:
-                return cmd.list_with_state(args.state_filter)
+            if args.state or args.type is not None:
+                return cmd.list_with_state(args.state_filter, args.type)
             for g in cmd.all_groups():
                 print(g)
             return 0

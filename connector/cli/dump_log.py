@@ -12,6 +12,9 @@ payload; control records show ``endTxnMarker``).  Bytes after the last whole, va
 reported as ``Found N invalid bytes at the end of FILE`` (what an operator checks after a crash).
 For ``.index`` / ``.timeindex``: the entries, checked against the .log of the same base offset
 (``--verify-index-only`` prints only the mismatches).  For ``.txnindex``: the aborted transactions.
+For a producer state ``.snapshot``: one line per producer id (producerId, producerEpoch,
+coordinatorEpoch, currentTxnFirstOffset, lastTimestamp, and its last batch's firstSequence,
+lastSequence, lastOffset, offsetDelta, timestamp).  For a ``leader-epoch-checkpoint``: its entries.
 
 Exit code 0 once the files were read (as Kafka's tool; a damaged batch is reported in the output),
 1 on a usage error or a file that cannot be read.
@@ -46,8 +49,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pyklog-dump-log", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Dump log segments (.log), indexes (.index, .timeindex) and transaction "
-                            "indexes (.txnindex), offline.",
+                description="Dump log segments (.log), indexes (.index, .timeindex), transaction "
+                            "indexes (.txnindex), producer snapshots (.snapshot) and leader-epoch-checkpoint "
+                            "files, offline.",
                 epilog="example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
                        "--deep-iteration --print-data-log")
     add_version_argument(p)
@@ -222,8 +226,47 @@ def dump_txn_index(path: str, a, out) -> None:
             f"lastStableOffset: {e.last_stable_offset}")
 
 
+def dump_producer_snapshot(path: str, a, out) -> None:
+    """A producer state ``.snapshot`` (Kafka's DumpLogSegments.dumpProducerIdSnapshot): one line per
+    producer id; the batch fields are those of its last batch (the snapshot keeps one)."""
+    from pyklog.broker.log.producer_state import read_snapshot
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    for e in read_snapshot(raw, path):
+        txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
+        line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
+        if e.batches:
+            b = e.batches[0]
+            line += (f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: {b.last_offset} "
+                     f"offsetDelta: {b.last_offset - b.first_offset} timestamp: {b.timestamp}")
+        out(line)
+
+
+def dump_leader_epoch_checkpoint(path: str, a, out) -> None:
+    """A ``leader-epoch-checkpoint`` (Kafka's LeaderEpochCheckpointFile: a version line ``0``, a count
+    line, then ``epoch startOffset`` lines): ``version: 0`` then one ``epoch: E startOffset: O`` line per
+    entry.  ValueError for a malformed file (a count that does not match, a bad line)."""
+    with open(path, encoding="utf-8") as f:
+        lines = [ln.strip() for ln in f.read().splitlines()]
+    if len(lines) < 2 or lines[0] != "0" or not lines[1].isdigit():
+        raise ValueError(f"expected a version line '0' and a count line, read {lines[:2]!r}")
+    entries = [ln for ln in lines[2:] if ln]
+    if len(entries) != int(lines[1]):
+        raise ValueError(f"the count line says {lines[1]} entries, the file has {len(entries)}")
+    out("version: 0")
+    for ln in entries:
+        parts = ln.split()
+        if len(parts) != 2 or not all(p.lstrip("-").isdigit() for p in parts):
+            raise ValueError(f"expected 'epoch startOffset', read {ln!r}")
+        out(f"epoch: {int(parts[0])} startOffset: {int(parts[1])}")
+
+
 DUMPERS = {".log": dump_log, ".index": dump_offset_index, ".timeindex": dump_time_index,
-           ".txnindex": dump_txn_index}
+           ".txnindex": dump_txn_index, ".snapshot": dump_producer_snapshot}
+#: files recognised by their whole name
+NAMED_DUMPERS = {"leader-epoch-checkpoint": dump_leader_epoch_checkpoint}
 
 
 def main(argv=None) -> int:
@@ -237,7 +280,7 @@ def main(argv=None) -> int:
     rc = 0
     for path in [p for p in a.files.split(",") if p]:
         ext = os.path.splitext(path)[1]
-        dumper = DUMPERS.get(ext)
+        dumper = NAMED_DUMPERS.get(os.path.basename(path)) or DUMPERS.get(ext)
         print(f"Dumping {path}")
         if dumper is None:
             print(f"Ignoring unknown file {path}", file=sys.stderr)

@@ -1,12 +1,16 @@
 """``pyklog-get-offsets``: offsets of topic partitions (Kafka's kafka-get-offsets.sh, GetOffsetShell).
 
     pyklog-get-offsets --bootstrap-server HOST:PORT [--topic REGEX] [--partitions 0,2-4]
-                       [--topic-partitions T:0,U:1-3,...] [--time latest|earliest|-1|-2|TIMESTAMP_MS]
+                       [--topic-partitions T:0,U:1-3,...]
+                       [--time latest|earliest|max-timestamp|earliest-local|-1|-2|-3|-4|TIMESTAMP_MS]
                        [--exclude-internal-topics]
 
 Prints ``topic:partition:offset`` per partition, sorted by topic then partition, as Kafka's tool:
-``--time -1``/``latest`` (default) the log end offset, ``-2``/``earliest`` the log start offset, a
-timestamp in ms the first offset whose timestamp is at or after it (empty when there is none).
+``--time -1``/``latest`` (default) the log end offset, ``-2``/``earliest`` the log start offset,
+``-3``/``max-timestamp`` the offset of the record with the largest timestamp (ListOffsets v7,
+KIP-734; empty for an empty partition), ``-4``/``earliest-local`` the earliest offset on the
+broker's disk (ListOffsets v8; the log start offset, pyklog has no tiered storage), a timestamp in
+ms the first offset whose timestamp is at or after it (empty when there is none).
 Exit code 0, or 1 with one ``Error: ...`` line.
 
 Example::
@@ -47,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic-partitions", metavar="T:P,...",
                    help="topic/partition patterns: TOPIC_REGEX:PARTITIONS, comma-separated, e.g. t:0,u:1-3,v")
     p.add_argument("--time", default="latest", metavar="TIME",
-                   help="latest (-1, default), earliest (-2) or a timestamp in ms")
+                   help="latest (-1, default), earliest (-2), max-timestamp (-3), earliest-local (-4) "
+                        "or a timestamp in ms")
     p.add_argument("--exclude-internal-topics", action="store_true", help="skip the internal topics")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
     return p
@@ -73,20 +78,19 @@ def _matches(ranges, p: int) -> bool:
 
 
 def parse_time(s: str) -> int:
+    """Kafka 3.x GetOffsetShell's spellings: ``latest``/``-1``, ``earliest``/``-2``,
+    ``max-timestamp``/``-3``, ``earliest-local``/``-4``, or a timestamp in ms (>= 0)."""
     v = s.strip().lower()
-    if v in ("latest", "-1"):
-        return -1
-    if v in ("earliest", "-2"):
-        return -2
-    if v in ("max-timestamp", "-3"):
-        raise _UsageError("--time max-timestamp (-3) needs ListOffsets v7, which pyklog's brokers do not serve")
+    named = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4}
+    if v in named:
+        return named[v]
     try:
         t = int(v)
     except ValueError:
+        t = None
+    if t is None or t < -4:
         raise _UsageError(f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
-                          f"a timestamp in ms") from None
-    if t < 0:
-        raise _UsageError(f"Malformed time argument {s}")
+                          f"-3 or max-timestamp / -4 or earliest-local, or a timestamp in ms")
     return t
 
 

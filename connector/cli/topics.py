@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from pyklog.broker.cli import topics as _zk_topics
-from pyklog.broker.cli.topics import _configs, _ids, _UsageError
+from pyklog.broker.cli.topics import _configs, _ids, _UsageError, topic_line
 from pyklog.broker.errors import (
     InvalidPartitionsError,
     TopicAlreadyExistsError,
@@ -19,6 +19,25 @@ from pyklog.broker.errors import (
     UnsupportedVersionError,
 )
 from pyklog.broker.zk.topics import is_internal
+
+
+def topic_ids(client, names) -> dict:
+    """``{topic: uuid}`` from Metadata v10+ (KIP-516); ``{}`` from a broker without topic ids."""
+    from pyklog.broker.protocol import ApiKey
+
+    if not names:
+        return {}
+    conn = client._any_connection()
+    try:
+        v = conn.version_for(ApiKey.METADATA)
+    except UnsupportedVersionError:
+        return {}
+    if v < 10:
+        return {}
+    resp = conn.request(ApiKey.METADATA, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False,
+                                          "include_cluster_authorized_operations": False,
+                                          "include_topic_authorized_operations": False}, v)
+    return {t["name"]: t.get("topic_id") for t in resp.get("topics") or [] if t.get("name") and not t.get("error_code")}
 
 
 def alter_partitions(args, bootstrap, zookeeper) -> int:
@@ -72,6 +91,7 @@ def broker_api(args) -> int:
             md = client.metadata([args.topic] if args.topic else None, refresh=True)
             names = [args.topic] if args.topic else sorted(
                 t for t, tm in md.topics.items() if not (args.exclude_internal and (tm.is_internal or is_internal(t))))
+            ids = topic_ids(client, names)
             for name in names:
                 tm = md.topics.get(name)
                 if tm is None or tm.error_code or not tm.partitions:
@@ -80,14 +100,15 @@ def broker_api(args) -> int:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 try:
                     entries = admin.describe_configs([(2, name)], timeout_s=args.timeout)[(2, name)]
-                    overrides = {e["name"]: e.get("value") for e in entries
-                                 if int(e.get("config_source", 0)) == 1 and not e.get("is_default")}
+                    # Kafka 3's TopicCommand: every config that is not a default (the topic's overrides,
+                    # dynamic broker configs, server.properties)
+                    shown = {e["name"]: e.get("value") for e in entries
+                             if int(e.get("config_source", 5)) != 5 and not e.get("is_default")}
                 except UnsupportedVersionError as e:
                     print(f"Warning: configs not shown: {e}", file=sys.stderr)
-                    overrides = {}
+                    shown = {}
                 rf = max((len(pm.replicas) for pm in tm.partitions.values()), default=0)
-                print(f"Topic: {name}\tPartitionCount: {len(tm.partitions)}\tReplicationFactor: {rf}\tConfigs: "
-                      + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+                print(topic_line(name, ids.get(name), len(tm.partitions), rf, shown))
                 for p, pm in sorted(tm.partitions.items()):
                     leader = str(pm.leader) if pm.leader >= 0 else "none"
                     print(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
