@@ -278,3 +278,58 @@ def test_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr(broke
              message="the resumed follower rejoins the ISR")
     wait_for(lambda: log_end_offset(f1, topic, 0) == 15, message="the resumed follower caught up")
     assert_replicas_identical(brokers, topic, 0)
+
+
+def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicated_records(broker_factory, zk):
+    """The test plays the controller (repl-controller's job): it moves leadership by writing the state
+    znode with a bumped leader epoch.  The old leader held records no follower had (acks=1 while the
+    followers were stopped); back as a follower it truncates them (OffsetsForLeaderEpoch, or its high
+    watermark when the leader does not serve it) and ends byte-identical to the new leader."""
+    brokers = start_cluster(broker_factory)
+    topic = f"epoch-{uuid.uuid4().hex[:6]}"
+    assignment = create_topic(zk, brokers, topic, partitions=1, **{"min.insync.replicas": 1})
+    a_id, b_id, c_id = assignment[0]
+    a, b, c = (next(x for x in brokers if x.broker_id == i) for i in (a_id, b_id, c_id))
+    acked, errors = produce_acks_all(a.bootstrap, topic, [b"e0-%03d" % i for i in range(10)], partition=0)
+    assert not errors and len(acked) == 10
+    wait_for(lambda: log_end_offset(b, topic, 0) == 10 and log_end_offset(c, topic, 0) == 10,
+             message="followers caught up")
+    for x in (b, c):
+        x.proc.send_signal(signal.SIGSTOP)
+    try:
+        for i in range(5):  # acks=1: on the leader only, never acknowledged to an acks=all producer
+            assert produce_raw(a.port, topic, 0, b"lost%d" % i, acks=1)["error_code"] == 0
+        assert log_end_offset(a, topic, 0) == 15
+        a.kill()
+        # the "controller": b leads at epoch 1 with ISR [b, c] (conditional on the node's version)
+        path = paths.partition_state(topic, 0)
+        data, stat = zk.get(path)
+        st = json.loads(data)
+        st.update(leader=b_id, leader_epoch=st["leader_epoch"] + 1, isr=sorted([b_id, c_id]))
+        zk.set(path, json.dumps(st).encode(), version=stat.version)
+    finally:
+        for x in (b, c):
+            x.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: produce_raw(b.port, topic, 0, b"probe")["error_code"] == 0,
+             message="b accepts Produce as the new leader")
+    acked_values = [v for _, _, v in acked] + [b"probe0"]
+    acked, errors = produce_acks_all(b.bootstrap, topic, [b"e1-%03d" % i for i in range(20)], partition=0)
+    assert not errors and len(acked) == 20
+    acked_values += [v for _, _, v in acked]
+    a.start()  # the old leader comes back as a follower of b at epoch 1
+    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([a_id, b_id, c_id]), timeout=60,
+             message="the old leader rejoins the ISR")
+    n = log_end_offset(b, topic, 0)  # the acknowledged records, plus a record a follower had fetched
+    assert n in (len(acked_values), len(acked_values) + 1)  # before SIGSTOP (one 'lost' batch at most)
+    wait_for(lambda: all(log_end_offset(x, topic, 0) == n for x in brokers), message="all replicas at n")
+    batches = assert_replicas_identical(brokers, topic, 0)  # a's unreplicated records are gone
+    assert b"lost4" not in b"".join(x[2] for x in batches)
+    assert "truncating from log end offset 15 to" in a.output()
+    got = consume_all(b.bootstrap, topic, [0], n)
+    values = [v for _, _, v in got]
+    assert [o for _, o, _ in got] == list(range(n))
+    assert sorted(v for v in values if not v.startswith(b"lost")) == sorted(acked_values)  # 0 lost, 0 dup
+    # the new leader's epoch is in the batches it wrote (partitionLeaderEpoch, bytes 12..15)
+    epoch_of = {o: struct.unpack_from(">i", raw, 12)[0] for base, last, raw in batches for o in range(base, last + 1)}
+    assert [epoch_of[o] for o in range(10)] == [0] * 10
+    assert [epoch_of[o] for o in range(n - 21, n)] == [1] * 21
