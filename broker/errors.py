@@ -224,6 +224,12 @@ class FencedLeaderEpochError(PyklogError):
     pass
 
 
+@_wire(75, "UNKNOWN_LEADER_EPOCH", retriable=True)
+class UnknownLeaderEpochError(PyklogError):
+    """The request's current leader epoch is newer than the broker's (KIP-320): the broker has
+    not yet learned of the leader change; the client retries."""
+
+
 @_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")
 class UnsupportedCompressionTypeError(PyklogError):
     pass

@@ -83,6 +83,7 @@ import time
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidRequestError,
@@ -96,6 +97,7 @@ from pyklog.broker.errors import (
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
     UnknownServerError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -233,6 +235,8 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
+        # replication (issue 12): a returning follower's truncation point, KIP-320 position validation
+        self._handlers[ApiKey.OFFSET_FOR_LEADER_EPOCH] = self.handle_offset_for_leader_epoch
         # transactions (KIP-98): the transaction coordinator's APIs
         self._handlers.update({
             ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
@@ -753,6 +757,51 @@ class KafkaApis:
                     entry["error_code"] = e.code
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+
+    def handle_offset_for_leader_epoch(self, request, header, body):
+        """OffsetForLeaderEpoch (key 23, Kafka's ``handleOffsetForLeaderEpochRequest`` and
+        ``Partition.lastOffsetForLeaderEpoch``): for each partition led here, where the requested
+        leader epoch ends in the leader's log (``Log.end_offset_for_epoch``: the largest epoch <=
+        the requested one and the start offset of the next, or the log end offset for the current
+        epoch; -1/-1 when undefined).  A returning follower truncates there (KIP-101/279); a KIP-320
+        consumer checks that its position is not beyond it after a leader change.
+
+        v2+ ``current_leader_epoch`` (-1: no check) is fenced against this broker's leader epoch:
+        older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
+        change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
+        Request handler thread; lock-free reads of the log's epoch cache."""
+        topics = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition"]
+                entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    current = self.replica_manager.leader_epoch(name, p)
+                    asked = pd.get("current_leader_epoch", -1)
+                    if asked >= 0 and asked < current:
+                        raise FencedLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}")
+                    if asked > current:
+                        raise UnknownLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
+                    epoch = pd["leader_epoch"]
+                    if epoch == current and epoch > lg.latest_epoch:
+                        # the leader's current epoch before anything was written in it (Kafka's
+                        # leader has assigned it already at becoming leader): it ends at the LEO
+                        entry["leader_epoch"], entry["end_offset"] = epoch, lg.log_end_offset
+                    else:
+                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
@@ -1517,6 +1566,10 @@ class KafkaApis:
         if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
                                    "resource_name": r["resource_name"]} for r in body["resources"]]}
+        if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"topics": [{"topic": t["topic"], "partitions": [
+                {"partition": p["partition"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
         if api_key == ApiKey.DELETE_RECORDS:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
