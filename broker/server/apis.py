@@ -518,10 +518,15 @@ class KafkaApis:
         rm = self.replica_manager
         part = rm.partition(topic, partition)
         replicated = part is not None and part.replicated
-        if replicated and acks == -1:
-            rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
         leader_epoch = rm.leader_epoch(topic, partition)
-        info = lg.append(data, leader_epoch=leader_epoch)
+        if replicated and acks == -1:
+            # Kafka's appendRecordsToLeader under leaderIsrUpdateLock: an ISR change in flight (its
+            # ZooKeeper write) finishes first, and none happens between the check and the append
+            with part.lock:
+                rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
+                info = lg.append(data, leader_epoch=leader_epoch)
+        else:
+            info = lg.append(data, leader_epoch=leader_epoch)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
@@ -583,8 +588,10 @@ class KafkaApis:
     def handle_fetch(self, request, header, body):
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
+        replica_id = body.get("replica_id", -1)
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
-                 body.get("isolation_level", 0), body.get("replica_id", -1))
+                 body.get("isolation_level", 0), replica_id,
+                 self._fenced_follower_partitions(body) if replica_id >= 0 else {})
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
@@ -593,6 +600,31 @@ class KafkaApis:
             return
         keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
         self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+
+    def _fenced_follower_partitions(self, body) -> dict:
+        """A follower's Fetch (v9+ ``current_leader_epoch``) checked against this leader's epoch, as
+        Kafka's ``Partition.checkCurrentLeaderEpoch``: older -> FENCED_LEADER_EPOCH (the follower
+        missed a leader change), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        rm = self.replica_manager
+        for t in body["topics"]:
+            for pd in t["partitions"]:
+                asked = pd.get("current_leader_epoch", -1)
+                if asked is None or asked < 0:
+                    continue
+                part = rm.partition(t["topic"], pd["partition"])
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                if asked < part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = FencedLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is older than "
+                        f"{part.leader_epoch}")
+                elif asked > part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = UnknownLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is newer than "
+                        f"{part.leader_epoch}")
+        return out
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
@@ -626,7 +658,7 @@ class KafkaApis:
 
     def _read_fetch(self, fetch):
         """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation, replica_id = fetch
+        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
         version = header.api_version
         follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
         soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
@@ -645,6 +677,8 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
+                    if follower and (name, p) in fenced:
+                        raise fenced[(name, p)]
                     if follower:  # Kafka's updateFollowerFetchState: the follower's log end offset
                         self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all

@@ -44,6 +44,7 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
@@ -55,7 +56,6 @@ FETCH_VERSION = 12
 #: Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-_UNKNOWN_LEADER_EPOCH = 75
 
 
 class _PartitionFetchState:
@@ -237,8 +237,8 @@ class ReplicaFetcherThread(threading.Thread):
             logs[key] = lg
         if not logs:
             return
-        api = getattr(ApiKey, "OFFSET_FOR_LEADER_EPOCH", None)
-        version = conn.version(api, 3) if api is not None else None
+        api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+        version = conn.version(api, 3)
         if version is None or version < 2:
             # the leader knows no epochs: truncate to the high watermark (Kafka before KIP-101)
             for key, lg in logs.items():
@@ -353,7 +353,7 @@ class ReplicaFetcherThread(threading.Thread):
             else:
                 state.truncating = True  # above the leader's end: truncate by epoch again
             return
-        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, _UNKNOWN_LEADER_EPOCH,
+        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, UnknownLeaderEpochError.code,
                     UnknownTopicOrPartitionError.code):
             self._delay(key, state, f"error {code}")
             return
