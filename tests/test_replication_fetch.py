@@ -336,3 +336,93 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     epoch_of = {o: struct.unpack_from(">i", raw, 12)[0] for base, last, raw in batches for o in range(base, last + 1)}
     assert [epoch_of[o] for o in range(10)] == [0] * 10
     assert [epoch_of[o] for o in range(n - 21, n)] == [1] * 21
+
+
+def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_killed(broker_factory, zk):
+    """confluent-kafka produces acks=all + idempotence without pause while each follower is SIGKILLed
+    and restarted in turn (the last one with its log directory wiped), min.insync.replicas=2: no
+    delivery fails; every acknowledged record is read back once, in order per partition.  Then the
+    leader is SIGKILLed: without a controller (repl-controller) nobody takes over -- Metadata says
+    LEADER_NOT_AVAILABLE and the followers refuse Produce -- until the leader restarts."""
+    import shutil
+    import threading
+
+    from confluent_kafka import Producer
+
+    brokers = start_cluster(broker_factory)
+    leader, f1, f2 = brokers
+    topic = f"load-{uuid.uuid4().hex[:6]}"
+    with support.Wire(leader.port) as w:  # every partition led by broker 0 (CreateTopics' assignments)
+        created = support.create_topic(w, topic, num_partitions=-1, replication_factor=-1, assignments=[
+            {"partition_index": 0, "broker_ids": [0, 1, 2]}, {"partition_index": 1, "broker_ids": [0, 2, 1]}])
+    assert created["error_code"] == 0, created
+    acked, errors, stop = [], [], threading.Event()
+
+    def on_delivery(err, msg):
+        (acked.append((msg.partition(), msg.offset(), msg.value())) if err is None else errors.append(err))
+
+    def produce():
+        p = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 120000})
+        i = 0
+        while not stop.is_set():
+            try:
+                p.produce(topic, value=b"m%06d" % i, partition=i % 2, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                pass
+            p.poll(0.001 if i % 50 else 0.02)
+        p.flush(120)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    timings = []
+    try:
+        for victim, wipe in ((f1, False), (f2, False), (f1, False), (f2, True)):
+            before = len(acked)
+            wait_for(lambda: len(acked) >= before + 200, timeout=60, message="acknowledged writes go on")
+            victim.kill()
+            t0 = time.monotonic()
+            wait_for(lambda: all(victim.broker_id not in state(zk, topic, p)["isr"] for p in (0, 1)),
+                     timeout=LAG_MS / 1000 + 30, message=f"broker {victim.broker_id} leaves the ISRs")
+            shrunk = time.monotonic() - t0
+            mark = len(acked)
+            wait_for(lambda: len(acked) >= mark + 200, timeout=60, message="writes go on with ISR 2")
+            if wipe:
+                shutil.rmtree(victim.props["log.dirs"])
+            victim.start()
+            t1 = time.monotonic()
+            wait_for(lambda: all(state(zk, topic, p)["isr"] == [0, 1, 2] for p in (0, 1)), timeout=90,
+                     message=f"broker {victim.broker_id} rejoins the ISRs")
+            timings.append((victim.broker_id, wipe, round(shrunk, 1), round(time.monotonic() - t1, 1)))
+    finally:
+        stop.set()
+        t.join(150)
+    assert not errors, errors[:5]
+    n = {p: sum(1 for a in acked if a[0] == p) for p in (0, 1)}
+    for p in (0, 1):
+        assert list_latest(leader.port, topic, p) == n[p]
+        wait_for(lambda p=p: all(log_end_offset(b, topic, p) == n[p] for b in brokers), message="replicas equal")
+        assert_replicas_identical(brokers, topic, p)
+    got = consume_all(leader.bootstrap, topic, [0, 1], len(acked))
+    assert sorted(got) == sorted(acked)  # 0 lost, 0 duplicated
+    for p in (0, 1):
+        assert [o for q, o, _ in got if q == p] == list(range(n[p]))  # in order, no gap
+    print(f"acknowledged {len(acked)}, read back {len(got)}, lost 0, duplicated 0; "
+          f"(broker, wiped, ISR shrink s, rejoin s): {timings}")
+
+    # the leader SIGKILLed: unavailable until it comes back (elections are the controller's)
+    leader.kill()
+    with support.Wire(f1.port) as w:
+        md = wait_for(lambda: (m := w.request(ApiKey.METADATA, 5, {"topics": [{"name": topic}],
+                                                                     "allow_auto_topic_creation": False}))
+                      and all(x["leader_id"] == -1 for x in m["topics"][0]["partitions"]) and m,
+                      message="leader -1 in Metadata")
+    assert {x["error_code"] for x in md["topics"][0]["partitions"]} == {5}  # LEADER_NOT_AVAILABLE
+    for p in (0, 1):
+        assert state(zk, topic, p)["leader"] == 0  # nobody elected
+        assert produce_raw(f1.port, topic, p, b"nope")["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+    leader.start()
+    wait_for(lambda: produce_raw(leader.port, topic, 0, b"back")["error_code"] == 0, message="leader back")
+    got = consume_all(leader.bootstrap, topic, [0, 1], len(acked) + 1)
+    assert sorted(v for _, _, v in got) == sorted([v for _, _, v in acked] + [b"back0"])
