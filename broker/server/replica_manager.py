@@ -206,8 +206,11 @@ class ReplicaManager:
             hosted_fn = getattr(self.cluster, "partitions_hosted_by", None)
             hosted = hosted_fn(self.broker_id) if hosted_fn is not None else self.cluster.partitions_led_by(
                 self.broker_id)
+            written: dict = {}
             for (t, p) in sorted(hosted):
-                st = topics.get(t, {}).get(p)
+                if t not in written:
+                    written[t] = self._states_as_written(t, topics.get(t))
+                st = (written[t] or {}).get(p)
                 if st is None:
                     continue
                 try:
@@ -251,8 +254,7 @@ class ReplicaManager:
         if self._shutdown:
             return
         try:
-            parts = self.cluster.topic(topic, refresh_if_missing=False)
-            st = (parts or {}).get(partition)
+            st = (self._states_as_written(topic, None) or {}).get(partition)
             if st is None or self.broker_id not in st.replicas:
                 return
             with self._sync_lock:
@@ -260,6 +262,14 @@ class ReplicaManager:
                 self._apply_state(topic, partition, lg, st)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
+
+    def _states_as_written(self, topic: str, fallback):
+        """The topic's partition states with the leaders as the state znodes say (a leader that is not
+        live stays the leader for its replicas: this broker keeps leading through a ZooKeeper session
+        blip, followers keep following a dead leader until the controller elects another)."""
+        fn = getattr(self.cluster, "partition_states_as_written", None)
+        got = fn(topic) if fn is not None else None
+        return got if got is not None else fallback
 
     def _apply_state(self, topic: str, partition: int, lg, st) -> None:
         """Under ``_sync_lock``: make this broker leader or follower of a hosted partition as its
@@ -271,8 +281,6 @@ class ReplicaManager:
             self._partitions = {**self._partitions, key: part}
         else:
             part.replicas = tuple(st.replicas)
-        # the cache reports leader -1 for a leader that is not live; a partition with one replica is
-        # led by its only replica whenever this broker runs (pyklog's behaviour before replication)
         if st.leader == self.broker_id:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
                 return
@@ -583,7 +591,7 @@ class ReplicaManager:
         if not parts or partition not in parts:
             raise UnknownTopicOrPartitionError(
                 f"this server does not host partition {topic}-{partition}")
-        st = parts[partition]
+        st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
         if st.leader != self.broker_id:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")

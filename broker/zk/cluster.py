@@ -900,6 +900,16 @@ class ZkCluster:
             entries = dict(self._topics)
         return {(name, p) for name, e in entries.items() for p, r in e.replicas.items() if broker_id in r}
 
+    def partition_states_as_written(self, topic: str) -> dict[int, PartitionState] | None:
+        """One topic's partitions from the cache with the state znodes' leaders as written (not -1
+        for a leader that is not live, unlike :meth:`topic`); None if the topic is not cached.
+        What a replica follows: a dead leader is still the leader until the controller says otherwise."""
+        with self._lock:
+            entry = self._topics.get(topic)
+        if entry is None:
+            return None
+        return {p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())}
+
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
         with self._lock:
