@@ -599,7 +599,27 @@ class KafkaApis:
             self._send_fetch(fetch, responses)
             return
         keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch,
+                                              ready=self._fetch_moved(keys, fetch)))
+
+    def _fetch_moved(self, keys, fetch):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  The purgatory checks it once right after
+        the watch is registered, so an append landing between the first read and the watch (its
+        notify finding no watcher) does not leave the fetch waiting out its max_wait_ms -- on the
+        acks=all path that would stall every such produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+        follower = fetch[5] >= 0
+        rm = self.replica_manager
+
+        def end(key):
+            lg = rm.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
 
     def _fenced_follower_partitions(self, body) -> dict:
         """A follower's Fetch (v9+ ``current_leader_epoch``) checked against this leader's epoch, as
@@ -641,7 +661,8 @@ class KafkaApis:
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
             if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
                     and (fetch[4] == 1 or fetch[5] < 0)):
-                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
+                                                      ready=self._fetch_moved(op.keys, fetch)))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
