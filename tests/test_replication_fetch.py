@@ -156,7 +156,7 @@ def assert_replicas_identical(brokers, topic, p):
 # ------------------------------------------------------------------------------------ tests
 
 def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk):
-    brokers = start_cluster(broker_factory)
+    brokers = start_cluster(broker_factory, **{"default.replication.factor": 3})
     topic = f"repl-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=2)
     assert all(sorted(r) == [0, 1, 2] for r in assignment.values())  # distinct brokers
@@ -184,6 +184,25 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
         assert sorted(part["isr_nodes"]) == [0, 1, 2] and part["offline_replicas"] == []
     got = consume_all(brokers[0].bootstrap, topic, list(assignment), len(acked))
     assert sorted(got) == sorted(acked)  # 0 lost, 0 duplicated
+    # pyklog-topics --replication-factor 3, and a topic auto-created with default.replication.factor=3:
+    # replicas on distinct brokers, a log on each, records replicated
+    from pyklog.connector.cli.topics import main as topics_main
+
+    cli_topic, auto_topic = f"cli-{uuid.uuid4().hex[:6]}", f"auto-{uuid.uuid4().hex[:6]}"
+    assert topics_main(["--zookeeper", brokers[0].zk_connect, "--create", "--topic", cli_topic,
+                        "--partitions", "3", "--replication-factor", "3"]) == 0
+    with support.Wire(brokers[0].port) as w:  # Metadata auto-creates it (auto.create.topics.enable)
+        w.request(ApiKey.METADATA, 5, {"topics": [{"name": auto_topic}], "allow_auto_topic_creation": True})
+    auto_leader = next(b for b in brokers if b.broker_id == wait_for(
+        lambda: zk.exists(paths.partition_state(auto_topic, 0)) and state(zk, auto_topic, 0)["leader"] + 1) - 1)
+    wait_for(lambda: produce_raw(auto_leader.port, auto_topic, 0, b"auto")["error_code"] == 0,
+             message="auto-created topic accepts an acks=all write")
+    for t, count in ((cli_topic, 3), (auto_topic, 1)):
+        layout = {int(p): r for p, r in json.loads(zk.get(paths.topic(t))[0])["partitions"].items()}
+        assert len(layout) == count and all(sorted(r) == [0, 1, 2] for r in layout.values())
+        wait_for(lambda t=t, layout=layout: all(os.path.isdir(partition_dir(b, t, p)) for b in brokers
+                                                for p in layout), message=f"logs of {t} on every replica")
+    wait_for(lambda: all(log_end_offset(b, auto_topic, 0) == 1 for b in brokers), message="auto topic replicated")
     for b in brokers:
         assert "Traceback" not in b.output(), b.output()[-5000:]
 
