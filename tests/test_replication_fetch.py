@@ -164,9 +164,12 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
     # every replica has a log, before any record
     wait_for(lambda: all(os.path.isdir(partition_dir(b, topic, p)) for b in brokers for p in assignment),
              message="a log on every replica")
-    values = [b"r%05d" % i for i in range(2000)]
-    acked, errors = produce_acks_all(brokers[1].bootstrap, topic, values)
-    assert not errors and len(acked) == len(values)
+    acked, errors = [], []
+    for p in assignment:
+        a, e = produce_acks_all(brokers[1].bootstrap, topic, [b"r%d-%05d" % (p, i) for i in range(1000)], partition=p)
+        acked += a
+        errors += e
+    assert not errors and len(acked) == 2000
     # acknowledged with acks=all: on every ISR member already, byte for byte
     for p in assignment:
         n = sum(1 for a in acked if a[0] == p)

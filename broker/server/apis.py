@@ -9,7 +9,11 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   our ranges (KIP-511) so librdkafka retries lower.
 * Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
-  up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
+  up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
+  before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
+  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
+  NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
   appends nothing: only the broker's own offset manager writes there, through the log.
@@ -19,13 +23,15 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
-  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
-  every v4+ answer carries the last stable offset (the first offset of the oldest open
+  arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
+  0, fenced by its current_leader_epoch) reads up to the log end offset and tells the replica manager
+  the follower's position; consumers (replica_id -1) read only below the high watermark (= the log
+  end offset on a partition with one replica).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
 * ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+  -1 latest = the high watermark, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
 * CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
   DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
@@ -700,8 +706,6 @@ class KafkaApis:
                     lg = self.replica_manager.leader_log(name, p)
                     if follower and (name, p) in fenced:
                         raise fenced[(name, p)]
-                    if follower:  # Kafka's updateFollowerFetchState: the follower's log end offset
-                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
@@ -715,6 +719,9 @@ class KafkaApis:
                         sl = None
                     else:
                         sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     entry["high_watermark"] = lg.high_watermark
                     entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset

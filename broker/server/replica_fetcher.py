@@ -328,7 +328,8 @@ class ReplicaFetcherThread(threading.Thread):
         if code == 0:
             records = pr.get("records")
             try:
-                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch)
+                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch,
+                                           pr.get("log_start_offset", -1))
             except NotLeaderOrFollowerError:
                 return  # the role changed meanwhile
             except OffsetOutOfRangeError as e:  # the log moved under us (a truncation): start over

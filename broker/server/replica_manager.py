@@ -283,12 +283,23 @@ class ReplicaManager:
             part.replicas = tuple(st.replicas)
         if st.leader == self.broker_id:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
+                self._update_followers(part)  # replicas added or removed without an epoch change
                 return
             self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
             self.become_follower(topic, partition, st.leader, st.leader_epoch)
+
+    def _update_followers(self, part: Partition) -> None:
+        """As leader: track exactly the assigned replicas (a reassignment changed them)."""
+        with part.lock:
+            want = {r for r in part.replicas if r != self.broker_id}
+            if want == set(part.followers):
+                return
+            part.followers = {r: part.followers.get(r) or FollowerState(r, 0) for r in want}
+            if part.replicated and not part.log.replicated:
+                part.log.replicated = True
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -338,8 +349,7 @@ class ReplicaManager:
                 part.isr = frozenset(isr) | {self.broker_id}
                 part.zk_version = -1 if zk_version is None else zk_version
                 lg = part.log
-                if replicated:
-                    lg.replicated = True
+                lg.replicated = replicated  # one replica: the high watermark is the log end offset
                 part.leader_epoch_start_offset = lg.log_end_offset
                 _log_call(lg, "assign_epoch_start_offset", leader_epoch, lg.log_end_offset)
                 part.followers = {r: FollowerState(r, now if r in part.isr else 0)
@@ -545,10 +555,12 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ follower side (fetcher threads)
 
-    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int):
+    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int,
+                           leader_log_start_offset: int = -1):
         """A fetcher thread's append of the leader's batches (offsets kept), then the follower's
-        high watermark = min(leader's, own log end offset).  NotLeaderOrFollowerError if the
-        partition is no longer followed at ``leader_epoch``."""
+        high watermark = min(leader's, own log end offset) and its log start offset moves up to the
+        leader's (DeleteRecords, retention on the leader; Kafka's ``maybeIncrementLogStartOffset``).
+        NotLeaderOrFollowerError if the partition is no longer followed at ``leader_epoch``."""
         part = self._partitions.get((topic, partition))
         if part is None or part.is_leader or part.leader_epoch != leader_epoch:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
@@ -559,6 +571,9 @@ class ReplicaManager:
         hw = min(leader_high_watermark, lg.log_end_offset)
         if hw > lg.high_watermark:
             lg.update_high_watermark(hw)
+        start = min(leader_log_start_offset, lg.high_watermark)
+        if start > lg.log_start_offset:
+            lg.increment_log_start_offset(start)
         return info
 
     def follower_log(self, topic: str, partition: int, leader_epoch: int):
