@@ -448,3 +448,48 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     wait_for(lambda: produce_raw(leader.port, topic, 0, b"back")["error_code"] == 0, message="leader back")
     got = consume_all(leader.bootstrap, topic, [0, 1], len(acked) + 1)
     assert sorted(v for _, _, v in got) == sorted([v for _, _, v in acked] + [b"back0"])
+
+
+def test_transactions_on_a_replicated_topic(broker_factory, zk):
+    """A transactional producer (confluent-kafka) on a replication-factor-3 topic: markers and aborted
+    batches are replicated byte for byte; read_committed reads exactly the committed records (LSO
+    bounded by the high watermark), read_uncommitted everything below the high watermark."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    brokers = start_cluster(broker_factory)
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    assignment = create_topic(zk, brokers, topic, partitions=1)
+    leader = next(b for b in brokers if b.broker_id == assignment[0][0])
+    p = Producer({"bootstrap.servers": leader.bootstrap, "transactional.id": f"t-{topic}", "acks": "all"})
+    p.init_transactions(30)
+    committed = []
+    for round_, commit in enumerate((True, False, True, False, True)):
+        p.begin_transaction()
+        vals = [b"%s-%d-%d" % (b"c" if commit else b"a", round_, i) for i in range(50)]
+        for v in vals:
+            p.produce(topic, v, partition=0)
+        if commit:
+            p.commit_transaction(30)
+            committed += vals
+        else:
+            p.flush(30)  # on the log before the abort (librdkafka purges unsent records on abort)
+            p.abort_transaction(30)
+    n = 250 + 5  # 250 records, 5 markers (written by the coordinator after EndTxn)
+    wait_for(lambda: log_end_offset(leader, topic, 0) == n, message="every marker on the leader")
+    wait_for(lambda: all(log_end_offset(b, topic, 0) == n for b in brokers), message="markers replicated")
+    assert_replicas_identical(brokers, topic, 0)
+    for b in brokers:  # the aborted transactions are indexed on every replica
+        txn = glob.glob(os.path.join(partition_dir(b, topic, 0), "*.txnindex"))
+        assert txn and sum(os.path.getsize(f) for f in txn) == 2 * 34, b.broker_id  # two AbortedTxn entries
+    wait_for(lambda: list_latest(leader.port, topic, 0) == n, message="high watermark at the last marker")
+    c = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": f"g-{topic}", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert got == committed

@@ -192,11 +192,15 @@ class ReplicaFetcherThread(threading.Thread):
                     self._stopped.wait(self.backoff_s)
                     continue
                 truncating = {k: s for k, s in ready.items() if s.truncating}
+                sent = False
                 if truncating:
-                    self._truncate(conn, truncating)
+                    sent |= self._truncate(conn, truncating)
                 fetching = {k: s for k, s in ready.items() if not s.truncating}
                 if fetching:
-                    self._fetch(conn, fetching)
+                    sent |= self._fetch(conn, fetching)
+                if not sent:  # every partition's role is changing: the manager updates this thread
+                    self._wake.clear()
+                    self._wake.wait(0.05)
             except (OSError, ConnectionError, PyklogError, ValueError, struct.error) as e:
                 if self._stopped.is_set():
                     break
@@ -228,7 +232,8 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ truncation (KIP-101 / KIP-279)
 
-    def _truncate(self, conn: _Connection, parts: dict) -> None:
+    def _truncate(self, conn: _Connection, parts: dict) -> bool:
+        """Truncate the partitions just added; True if anything was done."""
         logs = {}
         for key, state in parts.items():
             lg = self.rm.follower_log(key[0], key[1], state.leader_epoch)
@@ -236,14 +241,14 @@ class ReplicaFetcherThread(threading.Thread):
                 continue  # no longer followed at this epoch: the manager removes or re-adds it
             logs[key] = lg
         if not logs:
-            return
+            return False
         api = ApiKey.OFFSET_FOR_LEADER_EPOCH
         version = conn.version(api, 3)
         if version is None or version < 2:
             # the leader knows no epochs: truncate to the high watermark (Kafka before KIP-101)
             for key, lg in logs.items():
                 self._truncate_to(key, parts[key], lg, lg.high_watermark, "leader without OffsetsForLeaderEpoch")
-            return
+            return True
         topics: dict[str, list] = {}
         for (t, p), lg in logs.items():
             epoch = _latest_epoch(lg)
@@ -254,7 +259,7 @@ class ReplicaFetcherThread(threading.Thread):
             topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": parts[(t, p)].leader_epoch,
                                              "leader_epoch": epoch})
         if not topics:
-            return
+            return True
         body = {"replica_id": self.rm.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = conn.request(api, version, body)
@@ -280,6 +285,7 @@ class ReplicaFetcherThread(threading.Thread):
                         target = min(target, local[1])
                 self._truncate_to(key, state, lg, target,
                                   f"leader's end offset of epoch {leader_epoch} is {end}")
+        return True
 
     def _truncate_to(self, key, state, lg, offset: int, why: str) -> None:
         if offset < lg.log_end_offset:
@@ -290,7 +296,8 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ fetch
 
-    def _fetch(self, conn: _Connection, parts: dict) -> None:
+    def _fetch(self, conn: _Connection, parts: dict) -> bool:
+        """One Fetch for the partitions ready to fetch; True if a request was sent."""
         version = conn.version(ApiKey.FETCH, FETCH_VERSION)
         if version is None or version < 4:
             raise ConnectionError(f"broker {self.source_broker} serves no Fetch v4+ for replication")
@@ -306,7 +313,7 @@ class ReplicaFetcherThread(threading.Thread):
                 "last_fetched_epoch": -1, "log_start_offset": lg.log_start_offset,
                 "partition_max_bytes": self.partition_max_bytes})
         if not topics:
-            return
+            return False
         body = {"replica_id": self.rm.broker_id, "max_wait_ms": self.wait_ms, "min_bytes": self.min_bytes,
                 "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
@@ -321,6 +328,7 @@ class ReplicaFetcherThread(threading.Thread):
                 if state is None or key not in offsets or not self._current(key, state):
                     continue
                 self._process(key, state, offsets[key], pr)
+        return True
 
     def _process(self, key, state, fetch_offset: int, pr: dict) -> None:
         t, p = key
