@@ -854,10 +854,15 @@ class KafkaApis:
                         raise UnknownLeaderEpochError(
                             f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
                     epoch = pd["leader_epoch"]
-                    if epoch == current and epoch > lg.latest_epoch:
-                        # the leader's current epoch before anything was written in it (Kafka's
-                        # leader has assigned it already at becoming leader): it ends at the LEO
-                        entry["leader_epoch"], entry["end_offset"] = epoch, lg.log_end_offset
+                    latest = lg.latest_epoch
+                    if latest < epoch <= current:
+                        # the cache lacks the current epoch (nothing written in it yet and the
+                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
+                        # always ends with (current epoch, its start): the epoch asked for ends at
+                        # the LEO, reported as the current one, the latest known below it, or
+                        # itself when none is known
+                        found = epoch if epoch == current or latest < 0 else latest
+                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
                     else:
                         entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
                 except PyklogError as e:
