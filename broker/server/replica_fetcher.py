@@ -9,9 +9,10 @@ at every reconnect) and loops:
 
 1. **Truncation** (KIP-101/KIP-279) for the partitions just added (a new leader or epoch): one
    OffsetsForLeaderEpoch request (replica_id = this broker) for the local log's latest epoch; the
-   log is truncated to the leader's end offset of that epoch (when the leader answers an older
-   epoch, to the smaller of its end offset and ours for that epoch); a leader that knows no epoch
-   for it (UNDEFINED) or does not serve the API -> truncate to the local high watermark.
+   log is truncated where ``Log.truncation_offset`` says (Kafka's ``getOffsetTruncationState``:
+   the smaller end offset of a common epoch; when the leader answered an epoch this log never had,
+   truncate to our end of it and ask again with the new latest epoch); a leader that knows no
+   epoch for it (UNDEFINED) or does not serve the API -> truncate to the local high watermark.
 2. **Fetch** (v12 or the highest both serve) with replica_id = this broker's id, fetch offset = the
    local log end offset, ``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``,
    ``replica.fetch.max.bytes`` per partition and ``replica.fetch.response.max.bytes`` in all; the
@@ -274,25 +275,23 @@ class ReplicaFetcherThread(threading.Thread):
                     self._delay(key, state, f"OffsetsForLeaderEpoch error {code}")
                     continue
                 leader_epoch, end = pr.get("leader_epoch", UNDEFINED_EPOCH), pr.get("end_offset", -1)
-                if leader_epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:
-                    self._truncate_to(key, state, lg, lg.high_watermark, "leader has no such epoch")
-                    continue
-                target = min(end, lg.log_end_offset)
-                mine = _latest_epoch(lg)
-                if leader_epoch != mine:
-                    local = _end_offset_for_epoch(lg, leader_epoch)
-                    if local is not None and local[0] == leader_epoch:
-                        target = min(target, local[1])
+                # Kafka's getOffsetTruncationState (KIP-101, KIP-279): not completed when the leader
+                # answered an epoch this log never had -> truncate there and ask again next round
+                target, completed = lg.truncation_offset(leader_epoch, end)
                 self._truncate_to(key, state, lg, target,
-                                  f"leader's end offset of epoch {leader_epoch} is {end}")
+                                  f"leader's end offset of epoch {leader_epoch} is {end}", completed)
         return True
 
-    def _truncate_to(self, key, state, lg, offset: int, why: str) -> None:
+    def _truncate_to(self, key, state, lg, offset: int, why: str, completed: bool = True) -> None:
         if offset < lg.log_end_offset:
             log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1], lg.log_end_offset,
                      offset, why)
             lg.truncate_to(offset)
-        state.truncating = False
+        elif not completed:
+            # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
+            # leader, nothing written in it): drop it, or the next round would ask about it again
+            lg.leader_epoch_cache.truncate_from_end(offset)
+        state.truncating = not completed
 
     # ------------------------------------------------------------------ fetch
 
@@ -370,23 +369,9 @@ class ReplicaFetcherThread(threading.Thread):
         self._delay(key, state, f"error {code}")
 
 
-def _latest_epoch(lg) -> int | None:
-    v = getattr(lg, "latest_epoch", None)
-    if callable(v):
-        v = v()
-    if v is None:
-        cache = getattr(lg, "leader_epoch_cache", None)
-        v = getattr(cache, "latest_epoch", None) if cache is not None else None
-        if callable(v):
-            v = v()
-    return v
-
-
-def _end_offset_for_epoch(lg, epoch: int):
-    fn = getattr(lg, "end_offset_for_epoch", None)
-    if fn is None:
-        return None
-    return fn(epoch)
+def _latest_epoch(lg) -> int:
+    """The log's latest leader epoch (-1: none)."""
+    return lg.latest_epoch
 
 
 class ReplicaFetcherManager:

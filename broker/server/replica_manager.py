@@ -165,12 +165,6 @@ class ReplicaManager:
                 self._scheduler = Scheduler(f"pyklog-replica-manager-{self.broker_id}")
                 interval = max(0.01, self.replica_lag_time_max_ms / 2000.0)
                 self._scheduler.schedule_periodic("isr-expiration", interval, self.maybe_shrink_isr)
-                # Kafka's highwatermark-checkpoint task: replication-offset-checkpoint (with the
-                # log manager's other checkpoint files) every replica.high.watermark.checkpoint.interval.ms
-                checkpoint = getattr(self.logs, "checkpoint", None)
-                if checkpoint is not None:
-                    every = self.replication_settings.get("replica_high_watermark_checkpoint_interval_ms", 5000)
-                    self._scheduler.schedule_periodic("highwatermark-checkpoint", every / 1000.0, checkpoint)
             return self._scheduler
 
     def fetcher_manager(self):
