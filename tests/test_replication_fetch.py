@@ -493,3 +493,43 @@ def test_transactions_on_a_replicated_topic(broker_factory, zk):
             got.append(m.value())
     c.close()
     assert got == committed
+
+
+def read_offset_checkpoint(path) -> dict:
+    with open(path) as f:
+        lines = f.read().split("\n")
+    return {(t, int(p)): int(o) for t, p, o in (ln.split() for ln in lines[2:] if ln.strip())}
+
+
+def test_log_start_offset_follows_the_leader_and_a_wiped_follower_restarts_at_it(broker_factory, zk):
+    """DeleteRecords on the leader: the followers' log start offsets follow (from the Fetch answers).
+    A follower whose disk is wiped asks for offset 0, below the leader's log start: it restarts its
+    log at the leader's log start offset (Kafka's truncateFullyAndStartAt), catches up, rejoins."""
+    brokers = start_cluster(broker_factory, **{"log.flush.offset.checkpoint.interval.ms": 300})
+    topic = f"start-{uuid.uuid4().hex[:6]}"
+    assignment = create_topic(zk, brokers, topic, partitions=1)
+    leader_id, f1_id, f2_id = assignment[0]
+    leader, f1 = (next(b for b in brokers if b.broker_id == i) for i in (leader_id, f1_id))
+    with support.Wire(leader.port) as w:
+        for i in range(150):  # one batch per record: batch boundaries at every offset
+            assert support.produce(w, topic, support.records(1, prefix=b"s%03d-" % i), acks=-1)["error_code"] == 0
+        resp = w.request(ApiKey.DELETE_RECORDS, 1, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "offset": 100}]}], "timeout_ms": 5000})
+    assert resp["topics"][0]["partitions"][0]["error_code"] == 0, resp
+    for b in brokers:  # every replica's log-start-offset-checkpoint says 100
+        wait_for(lambda b=b: read_offset_checkpoint(os.path.join(b.props["log.dirs"], "log-start-offset-checkpoint"))
+                 .get((topic, 0)) == 100, message=f"log start offset 100 on broker {b.broker_id}")
+    f1.kill()
+    import shutil
+
+    shutil.rmtree(f1.props["log.dirs"])
+    f1.start()
+    wait_for(lambda: log_end_offset(f1, topic, 0) == 150, timeout=60, message="the wiped follower caught up")
+    assert "restarting the log there" in f1.output()
+    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]), timeout=60,
+             message="the wiped follower rejoins the ISR")
+    mine = batches_on_disk(f1, topic, 0)
+    assert mine[0][0] == 100
+    assert mine == [x for x in batches_on_disk(leader, topic, 0) if x[0] >= 100]  # byte-identical from 100
+    got = consume_all(leader.bootstrap, topic, [0], 50)
+    assert [o for _, o, _ in got] == list(range(100, 150))

@@ -283,14 +283,20 @@ class ReplicaFetcherThread(threading.Thread):
         return True
 
     def _truncate_to(self, key, state, lg, offset: int, why: str, completed: bool = True) -> None:
-        if offset < lg.log_end_offset:
-            log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1], lg.log_end_offset,
-                     offset, why)
-            lg.truncate_to(offset)
-        elif not completed:
-            # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
-            # leader, nothing written in it): drop it, or the next round would ask about it again
-            lg.leader_epoch_cache.truncate_from_end(offset)
+        def cut(lg):
+            if offset < lg.log_end_offset:
+                log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1],
+                         lg.log_end_offset, offset, why)
+                lg.truncate_to(offset)
+            elif not completed:
+                # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
+                # leader, nothing written in it): drop it, or the next round would ask about it again
+                lg.leader_epoch_cache.truncate_from_end(offset)
+
+        try:
+            self.rm.as_follower(key[0], key[1], state.leader_epoch, cut)
+        except NotLeaderOrFollowerError:
+            return  # the role changed meanwhile: the manager removed or re-added the partition
         state.truncating = not completed
 
     # ------------------------------------------------------------------ fetch
@@ -352,12 +358,10 @@ class ReplicaFetcherThread(threading.Thread):
             if lg is not None and 0 <= fetch_offset < leader_start:
                 log.info("%s-%d: fetch offset %d is below the leader's log start offset %d: restarting the "
                          "log there", t, p, fetch_offset, leader_start)
-                fn = getattr(lg, "truncate_fully_and_start_at", None)
-                if fn is not None:
-                    fn(leader_start)
-                else:
-                    lg.truncate_to(0)
-                    lg.increment_log_start_offset(leader_start)
+                try:
+                    self.rm.as_follower(t, p, state.leader_epoch, lambda lg: lg.truncate_fully_and_start_at(leader_start))
+                except NotLeaderOrFollowerError:
+                    return
             else:
                 state.truncating = True  # above the leader's end: truncate by epoch again
             return

@@ -556,19 +556,36 @@ class ReplicaManager:
         leader's (DeleteRecords, retention on the leader; Kafka's ``maybeIncrementLogStartOffset``).
         NotLeaderOrFollowerError if the partition is no longer followed at ``leader_epoch``."""
         part = self._partitions.get((topic, partition))
-        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
-            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-        lg = part.log
-        info = None
-        if data is not None and len(data) > 0:
-            info = lg.append_as_follower(data)
-        hw = min(leader_high_watermark, lg.log_end_offset)
-        if hw > lg.high_watermark:
-            lg.update_high_watermark(hw)
-        start = min(leader_log_start_offset, lg.high_watermark)
-        if start > lg.log_start_offset:
-            lg.increment_log_start_offset(start)
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        # under the partition lock: a role change (become_leader assigns its epoch at the log end
+        # offset) never interleaves with an append of the old leader's batches
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            lg = part.log
+            info = None
+            if data is not None and len(data) > 0:
+                info = lg.append_as_follower(data)
+            hw = min(leader_high_watermark, lg.log_end_offset)
+            if hw > lg.high_watermark:
+                lg.update_high_watermark(hw)
+            start = min(leader_log_start_offset, lg.high_watermark)
+            if start > lg.log_start_offset:
+                lg.increment_log_start_offset(start)
         return info
+
+    def as_follower(self, topic: str, partition: int, leader_epoch: int, fn):
+        """Run ``fn(log)`` (a fetcher thread's truncation) under the partition lock if the partition
+        is still followed at ``leader_epoch``; else NotLeaderOrFollowerError and nothing runs (a
+        truncation must never cut a log that has just become the leader's)."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            return fn(part.log)
 
     def follower_log(self, topic: str, partition: int, leader_epoch: int):
         """The local log of a partition followed at ``leader_epoch`` (fetcher threads), else None."""
