@@ -598,22 +598,22 @@ class KafkaApis:
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
                  body.get("isolation_level", 0), replica_id,
                  self._fenced_follower_partitions(body) if replica_id >= 0 else {})
+        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
+        moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
         if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
             self._send_fetch(fetch, responses)
             return
-        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch,
-                                              ready=self._fetch_moved(keys, fetch)))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved))
 
     def _fetch_moved(self, keys, fetch):
         """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
-        for a follower, high watermark for a consumer)?  The purgatory checks it once right after
-        the watch is registered, so an append landing between the first read and the watch (its
-        notify finding no watcher) does not leave the fetch waiting out its max_wait_ms -- on the
-        acks=all path that would stall every such produce by replica.fetch.wait.max.ms (Kafka's
+        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
+        it once right after the watch is registered, so an append landing between the read and the
+        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
+        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
         DelayedOperation.safeTryCompleteOrElse)."""
         follower = fetch[5] >= 0
         rm = self.replica_manager
@@ -661,6 +661,7 @@ class KafkaApis:
         fetch = op.payload
         request = fetch[0]
         try:
+            moved = self._fetch_moved(op.keys, fetch)  # before the re-read, as in handle_fetch
             responses, nbytes, errors = self._read_fetch(fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
@@ -668,7 +669,7 @@ class KafkaApis:
             if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
                     and (fetch[4] == 1 or fetch[5] < 0)):
                 self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
-                                                      ready=self._fetch_moved(op.keys, fetch)))
+                                                      ready=moved))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
