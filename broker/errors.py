@@ -124,6 +124,11 @@ class NotEnoughReplicasError(PyklogError):
     pass
 
 
+@_wire(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", retriable=True)
+class NotEnoughReplicasAfterAppendError(PyklogError):
+    pass
+
+
 @_wire(22, "ILLEGAL_GENERATION")
 class IllegalGenerationError(PyklogError):
     pass

@@ -9,7 +9,11 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   our ranges (KIP-511) so librdkafka retries lower.
 * Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
-  up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
+  up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
+  before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
+  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
+  NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
   appends nothing: only the broker's own offset manager writes there, through the log.
@@ -19,13 +23,15 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
-  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
-  every v4+ answer carries the last stable offset (the first offset of the oldest open
+  arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
+  0, fenced by its current_leader_epoch) reads up to the log end offset and tells the replica manager
+  the follower's position; consumers (replica_id -1) read only below the high watermark (= the log
+  end offset on a partition with one replica).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
 * ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+  -1 latest = the high watermark, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
 * CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
   DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
@@ -95,6 +101,7 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
+    RequestTimedOutError,
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
     UnknownServerError,
@@ -233,6 +240,10 @@ class KafkaApis:
         #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
         self._topic_names_by_id: dict = {}
         self.purgatory = Purgatory(self._complete_delayed_fetch)
+        # replication: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
+        self.produce_purgatory = Purgatory(self._complete_delayed_produce, name="produce")
+        self.replica_manager.on_high_watermark = self._on_high_watermark
+        self.replica_manager.on_role_change = self._on_partition_role_change
         self._pid_lock = threading.Lock()
         self._pids = iter(())
         self._shutting_down = False
@@ -405,7 +416,7 @@ class KafkaApis:
                     "leader_id": st.leader,
                     "leader_epoch": st.leader_epoch,
                     "replica_nodes": list(st.replicas),
-                    "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
+                    "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
@@ -447,6 +458,7 @@ class KafkaApis:
         failed = False
         ack_error = acks not in (0, 1, -1)
         tx_error = self._check_transactional_produce(body, version)
+        waits = []  # acks=all appends to replicated partitions: (entry, topic, partition, offset, epoch)
         for td in body["topic_data"]:
             name = td["name"]
             parts = []
@@ -463,7 +475,9 @@ class KafkaApis:
                         # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
                         # topics (a forged record would rewrite committed offsets)
                         raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    self._append(name, idx, pd["records"], version, entry)
+                    wait = self._append(name, idx, pd["records"], version, entry, acks)
+                    if wait is not None:
+                        waits.append((entry,) + wait)
                 except PyklogError as e:
                     failed = True
                     entry["error_code"] = e.code
@@ -488,7 +502,14 @@ class KafkaApis:
             else:
                 request.send_nothing()
             return
-        self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+        if waits and not self._shutting_down:
+            produce = (request, header, responses, waits)
+            keys = [(w[1], w[2]) for w in waits]
+            self.produce_purgatory.watch(DelayedOperation(
+                keys, body.get("timeout_ms", 30000), 0, 0, produce,
+                ready=lambda: all(self._produce_status(w) is not None for w in waits)))
+            return
+        self._finish_produce(request, header, responses, waits)
 
     @staticmethod
     def _check_transactional_produce(body, version: int) -> PyklogError | None:
@@ -506,7 +527,9 @@ class KafkaApis:
                         "transactional record batches need the request's transactional_id")
         return None
 
-    def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
+    def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
+        """Append to the leader log; returns ``(topic, partition, required offset, leader epoch)``
+        when an acks=all Produce must wait for the high watermark (a replicated partition), else None."""
         try:
             lg = self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -531,12 +554,73 @@ class KafkaApis:
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
             _check_transactional_producer_id(data, topic, partition)
-        info = lg.append(data, leader_epoch=self.replica_manager.leader_epoch(topic, partition))
+        rm = self.replica_manager
+        part = rm.partition(topic, partition)
+        replicated = part is not None and part.replicated
+        leader_epoch = rm.leader_epoch(topic, partition)
+        if replicated and acks == -1:
+            # Kafka's appendRecordsToLeader under leaderIsrUpdateLock: an ISR change in flight (its
+            # ZooKeeper write) finishes first, and none happens between the check and the append
+            with part.lock:
+                rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
+                info = lg.append(data, leader_epoch=leader_epoch)
+        else:
+            info = lg.append(data, leader_epoch=leader_epoch)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
         if not info.duplicate:
             self.purgatory.notify((topic, partition), len(data))
+        if not replicated:
+            return None
+        rm.maybe_increment_high_watermark(part)  # an ISR of the leader alone
+        if acks != -1:
+            return None
+        # a duplicate's offsets were written before: it too waits until they are replicated
+        return (topic, partition, info.last_offset + 1, leader_epoch)
+
+    # ------------------------------------------------------------------ acks=all (replication)
+
+    def _produce_status(self, wait):
+        """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
+        _, topic, partition, required, epoch = wait
+        return self.replica_manager.produce_status(topic, partition, required, epoch)
+
+    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
+        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
+        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
+        request, header, responses, waits = op.payload
+        try:
+            self._finish_produce(request, header, responses, waits)
+        except Exception:  # noqa: BLE001
+            log.exception("completing a delayed produce failed")
+            if not request.answered:
+                request.close_connection()
+
+    def _finish_produce(self, request, header, responses, waits) -> None:
+        for w in waits:
+            entry = w[0]
+            status = self._produce_status(w)
+            if status is None:
+                status = RequestTimedOutError(
+                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout")
+            if status != 0:
+                entry["error_code"] = status.code
+                entry["error_message"] = str(status)[:1000]
+        if not request.answered:
+            self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+    def _on_high_watermark(self, topic: str, partition: int) -> None:
+        """The replica manager moved a high watermark (no lock held): waiting acks=all Produces may
+        complete, and consumers' delayed Fetches see new data (they re-read and wait again if short)."""
+        self.produce_purgatory.check((topic, partition))
+        # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
+        self.purgatory.notify((topic, partition), _INT32_MAX)
+
+    def _on_partition_role_change(self, topic: str, partition: int) -> None:
+        """Leadership or the ISR changed: waiting acks=all Produces re-check (NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        self.produce_purgatory.check((topic, partition))
 
     # ------------------------------------------------------------------ Fetch
 
@@ -546,16 +630,63 @@ class KafkaApis:
                 t["topic"] = self._fetch_topic_name(t["topic_id"])
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
+        replica_id = body.get("replica_id", -1)
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
-                 body.get("isolation_level", 0))
+                 body.get("isolation_level", 0), replica_id,
+                 self._fenced_follower_partitions(body) if replica_id >= 0 else {})
+        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
+        moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
         if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
             self._send_fetch(fetch, responses)
             return
-        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved))
+
+    def _fetch_moved(self, keys, fetch):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
+        it once right after the watch is registered, so an append landing between the read and the
+        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
+        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+        follower = fetch[5] >= 0
+        rm = self.replica_manager
+
+        def end(key):
+            lg = rm.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
+
+    def _fenced_follower_partitions(self, body) -> dict:
+        """A follower's Fetch (v9+ ``current_leader_epoch``) checked against this leader's epoch, as
+        Kafka's ``Partition.checkCurrentLeaderEpoch``: older -> FENCED_LEADER_EPOCH (the follower
+        missed a leader change), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        rm = self.replica_manager
+        for t in body["topics"]:
+            for pd in t["partitions"]:
+                asked = pd.get("current_leader_epoch", -1)
+                if asked is None or asked < 0:
+                    continue
+                part = rm.partition(t["topic"], pd["partition"])
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                if asked < part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = FencedLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is older than "
+                        f"{part.leader_epoch}")
+                elif asked > part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = UnknownLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is newer than "
+                        f"{part.leader_epoch}")
+        return out
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
@@ -566,11 +697,15 @@ class KafkaApis:
         fetch = op.payload
         request = fetch[0]
         try:
+            moved = self._fetch_moved(op.keys, fetch)  # before the re-read, as in handle_fetch
             responses, nbytes, errors = self._read_fetch(fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
-            if (fetch[4] == 1 and nbytes < op.min_bytes and not errors and remaining_ms > 0
-                    and not self._shutting_down):
-                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
+            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
+            if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
+                    and (fetch[4] == 1 or fetch[5] < 0)):
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
+                                                      ready=moved))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
@@ -587,8 +722,9 @@ class KafkaApis:
 
     def _read_fetch(self, fetch):
         """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation = fetch
+        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
         version = header.api_version
+        follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
         soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
         remaining = max_bytes if version >= 3 else _INT32_MAX
         min_one = soft_limits
@@ -605,14 +741,24 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
+                    if follower and (name, p) in fenced:
+                        raise fenced[(name, p)]
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
+                    if follower:
+                        bound = None
+                    elif read_committed:
+                        bound = lso
+                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
+                        bound = lg.high_watermark
                     if limit <= 0 and not min_one:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one,
-                                     max_offset=lso if read_committed else None)
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     entry["high_watermark"] = lg.high_watermark
                     entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset
@@ -677,7 +823,7 @@ class KafkaApis:
                 t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
 
     def _send_fetch(self, fetch, responses) -> None:
-        request, header, _, _, _ = fetch
+        request, header = fetch[0], fetch[1]
         version = header.api_version
         owned = []
         if version >= 13:
@@ -732,7 +878,8 @@ class KafkaApis:
                     if version == 0:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
-                        entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
+                        # consumers' latest: the high watermark (= log end offset unreplicated)
+                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
                     elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
                         entry["offset"] = lg.log_start_offset
                     elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
@@ -741,7 +888,7 @@ class KafkaApis:
                         if found is not None and found[0] < fetchable:
                             entry["offset"], entry["timestamp"] = found
                     else:
-                        lso = lg.last_stable_offset if read_committed else None
+                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
                         found = lg.offset_for_timestamp(ts)
                         if found is not None and (lso is None or found[0] < lso):
                             entry["offset"], entry["timestamp"] = found
@@ -1853,6 +2000,8 @@ class KafkaApis:
         """Answer every waiting fetch now; later fetches are answered at once."""
         self._shutting_down = True
         self.purgatory.complete_all()
+        self.produce_purgatory.complete_all()  # acks=all Produces still waiting: REQUEST_TIMED_OUT
+        self.replica_manager.shutdown()  # fetcher threads and the ISR task stop before the logs close
         if self.groups is not None:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 

@@ -133,3 +133,9 @@ def broker_config(entity: str | int) -> str:
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
+
+# Kafka's IsrChangeNotificationZNode: a partition's leader writes a sequential child
+# ``isr_change_<seq>`` = ``{"version":1,"partitions":[{"topic":t,"partition":p}]}`` after changing
+# the ISR in the partition state, so the controller propagates it to every broker's metadata.
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
