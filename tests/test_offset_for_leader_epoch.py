@@ -25,7 +25,7 @@ from pyklog.broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.zk import paths
-from support import Wire, create_topic, kazoo_client, produce, records, wait_for
+from support import Wire, create_topic, kazoo_client, produce, records, values, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +213,33 @@ def test_stock_consumers_reset_to_the_divergence_point_after_truncation(broker_f
         assert ofle_requests(b) - before >= 1  # validated through the new API
     finally:
         ck.close()
+
+
+def test_consumer_fetch_is_fenced_by_its_current_leader_epoch(broker_factory, zk_chroot):
+    """KIP-320 as Kafka's ``Partition.checkCurrentLeaderEpoch``: a consumer's Fetch (replica_id -1,
+    v9+) naming an older leader epoch gets FENCED_LEADER_EPOCH and no records (it must refresh its
+    metadata and validate its position before reading from a leader that may have truncated), a
+    newer one UNKNOWN_LEADER_EPOCH, the current one or -1 its records."""
+    b = broker_factory(0)
+    topic = _topic()
+
+    def consumer_fetch(w, current):
+        resp = w.request(ApiKey.FETCH, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": current, "fetch_offset": 0,
+                 "partition_max_bytes": 1 << 20}]}]})
+        p = resp["responses"][0]["partitions"][0]
+        return p["error_code"], len(values(p["records"]))
+
+    with Wire(b.port) as w:
+        assert create_topic(w, topic)["error_code"] == 0
+        wait_for(lambda: produce(w, topic, records(5))["error_code"] == 0, message="first produce")
+    b.stop()
+    set_leader_epoch(zk_chroot, topic, 3)
+    b.start()
+    with Wire(b.port) as w:
+        wait_for(lambda: consumer_fetch(w, 3) == (0, 5), message="fetch at the current epoch")
+        assert consumer_fetch(w, -1) == (0, 5)
+        assert consumer_fetch(w, 2) == (74, 0)  # FENCED_LEADER_EPOCH
+        assert consumer_fetch(w, 4) == (75, 0)  # UNKNOWN_LEADER_EPOCH

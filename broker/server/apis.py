@@ -24,9 +24,10 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
   arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
-  0, fenced by its current_leader_epoch) reads up to the log end offset and tells the replica manager
-  the follower's position; consumers (replica_id -1) read only below the high watermark (= the log
-  end offset on a partition with one replica).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
+  0) reads up to the log end offset and tells the replica manager the follower's position;
+  consumers (replica_id -1) read only below the high watermark (= the log end offset on a partition
+  with one replica).  v9+ ``current_leader_epoch`` is fenced for both (FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH, KIP-320).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
@@ -633,7 +634,7 @@ class KafkaApis:
         replica_id = body.get("replica_id", -1)
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
                  body.get("isolation_level", 0), replica_id,
-                 self._fenced_follower_partitions(body) if replica_id >= 0 else {})
+                 self._fenced_partitions(body))
         keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
         moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
         responses, nbytes, errors = self._read_fetch(fetch)
@@ -663,10 +664,12 @@ class KafkaApis:
         marks = {k: end(k) for k in keys}
         return lambda: any(end(k) != m for k, m in marks.items())
 
-    def _fenced_follower_partitions(self, body) -> dict:
-        """A follower's Fetch (v9+ ``current_leader_epoch``) checked against this leader's epoch, as
-        Kafka's ``Partition.checkCurrentLeaderEpoch``: older -> FENCED_LEADER_EPOCH (the follower
-        missed a leader change), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+    def _fenced_partitions(self, body) -> dict:
+        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
+        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
+        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
+        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
+        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
         Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
         out = {}
         rm = self.replica_manager
@@ -741,7 +744,7 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
-                    if follower and (name, p) in fenced:
+                    if (name, p) in fenced:
                         raise fenced[(name, p)]
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
