@@ -905,6 +905,32 @@ class _BatchEndWatcher:
 # ------------------------------------------------------------------------------------------------
 # stream reader
 # ------------------------------------------------------------------------------------------------
+def _traced(fn):
+    """Planner calls record their wall time (JSON lines ``{"call", "ms", "t"}``) in the file named by
+    the environment variable ``PYKLOG_PLANNER_TRACE`` when it is set (bench/bench_latency.py; Spark's
+    Python workers inherit the driver's environment).  Otherwise ``fn`` unchanged.  Planner thread."""
+    import functools
+
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        path = os.environ.get("PYKLOG_PLANNER_TRACE")
+        if not path:
+            return fn(*args, **kwargs)
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ms = (time.perf_counter() - t0) * 1000
+            try:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(f'{{"call": "{name}", "ms": {ms:.3f}, "t": {time.time():.3f}}}\n')
+            except OSError:
+                pass
+    return wrapper
+
+
 _SIGTERM_DRIVERS: list = []
 _SIGTERM_INSTALLED = False
 
@@ -1019,6 +1045,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = d.list_offsets(owned, LATEST)
         log.info("pyklog Trigger.AvailableNow target: %s", _offsets.to_json(self._target))
 
+    @_traced
     def latestOffset(self, start: dict, limit: ReadLimit = None) -> dict:
         d = self._ensure_driver()
         opts = self.opts
@@ -1165,6 +1192,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         return _offsets.to_json(self._latest)
 
+    @_traced
     def partitions(self, start: dict, end: dict):
         d = self._ensure_driver()
         if d.batch_end is not None:
@@ -1176,6 +1204,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: PyklogInputPartition):
         return read_range(self.opts, partition)
 
+    @_traced
     def commit(self, end: dict) -> None:
         """Spark's commit of the previous batch (it lags: ``latestOffset`` has usually committed
         these offsets already).  Commits owned partitions, never moving an offset backwards."""
