@@ -358,6 +358,8 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
         pool.shutdown(wait=True)
         consumer.close()
         elapsed = time.perf_counter() - t_start
+        _trace("read", elapsed * 1000)
+        _trace("read fetch", t_fetch * 1000)
         log.debug("pyklog read %s-%s [%s, %s): %d rows in %.3f s (fetch %.3f s, the rest decoding and "
                   "handing batches to Spark)", topic, partition, part.start, part.end, n_rows, elapsed, t_fetch)
 
@@ -905,6 +907,18 @@ class _BatchEndWatcher:
 # ------------------------------------------------------------------------------------------------
 # stream reader
 # ------------------------------------------------------------------------------------------------
+def _trace(name: str, ms: float) -> None:
+    """Record one planner call or read task's wall time (see :func:`_traced`)."""
+    path = os.environ.get("PYKLOG_PLANNER_TRACE")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f'{{"call": "{name}", "ms": {ms:.3f}, "t": {time.time():.3f}, "pid": {os.getpid()}}}\n')
+    except OSError:
+        pass
+
+
 def _traced(fn):
     """Planner calls record their wall time (JSON lines ``{"call", "ms", "t"}``) in the file named by
     the environment variable ``PYKLOG_PLANNER_TRACE`` when it is set (bench/bench_latency.py; Spark's
@@ -922,12 +936,7 @@ def _traced(fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            ms = (time.perf_counter() - t0) * 1000
-            try:
-                with open(path, "a", encoding="utf-8") as f:
-                    f.write(f'{{"call": "{name}", "ms": {ms:.3f}, "t": {time.time():.3f}}}\n')
-            except OSError:
-                pass
+            _trace(name, (time.perf_counter() - t0) * 1000)
     return wrapper
 
 
