@@ -446,7 +446,7 @@ class _Driver:
             except Exception as e:  # noqa: BLE001 - _outage_error decides
                 if _outage_error(e):
                     if self._down_since is None:
-                        self._down_since = time.monotonic()
+                        self._down_since = now  # the call started failing (the client may have retried inside)
                         log.warning("pyklog: %s failed, %s unreachable (%s: %s); retrying for up to %.1f s "
                                     "(kafka.default.api.timeout.ms)", what, self.where(), type(e).__name__, e, bound)
                     if not fatal and retries[0] >= self.opts.fetch_offset_retries:
