@@ -199,8 +199,8 @@ def read_trace(path, since):
     return out
 
 
-def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace):
-    topic = f"lat-{case}-{rate}"
+def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace, tag=""):
+    topic = f"lat-{case}-{rate}{tag}"
     from pyklog.connector.client import ClusterClient
 
     with ClusterClient(cluster.bootstrap) as c:
@@ -222,7 +222,7 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace):
             r = r.option("kafka.bootstrap.servers", cluster.bootstrap)
         df = r.load()
     w = df.writeStream.trigger(processingTime="0 seconds").option(
-        "checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}"))
+        "checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}{tag}"))
     if case.endswith("async"):
         # Spark's asynchronous progress tracking: the offset and commit logs are written off the
         # trigger's critical path (foreachBatch is not on Spark's list of sinks it allows; the
@@ -235,7 +235,7 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace):
                                     args=(cluster.bootstrap, topic + "-out", stop_consumer, k2k_lat), daemon=True)
         consumer.start()
         q = (df.select("value").writeStream.trigger(processingTime="0 seconds")
-             .option("checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}"))
+             .option("checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}{tag}"))
              .format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
              .option("topic", topic + "-out").option("kafka.linger.ms", "0").start())
     else:
@@ -281,7 +281,7 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=12.0, help="measured seconds per case and rate")
+    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case and rate")
     ap.add_argument("--rates", default="20,10000")
     ap.add_argument("--cases", default="clock,fb,group,k2k", help="comma-separated of " + ",".join(CASES))
     ap.add_argument("--partitions", type=int, default=2)
@@ -306,6 +306,8 @@ def main() -> int:
 
         pyklog.register(spark)
         spark.dataSource.register(ClockSource)
+        # warm-up (not reported): Spark's first queries of a session pay JIT and worker start-up
+        run_case(spark, cluster, "clock", rates[0], 3.0, args.partitions, tmp, trace, tag="-warmup")
         results = {}
         for rate in rates:
             for case in cases:
