@@ -9,20 +9,24 @@ produce time (8-byte big-endian ns since the epoch; ``linger.ms=0`` at 20/s, 1 m
   source is used); a record is visible when ``df.select("value").toArrow()`` in the foreachBatch
   function has returned it.  Latency = that time - the produce time.
 * ``pyklog group -> foreachBatch``: the same with ``zookeeper.connect`` and ``group.id`` (a
-  ZooKeeper consumer group: membership check and offset commits per trigger).
-* ``pyklog -> pyklog sink -> consumer`` (Kafka to Kafka, Spark's real-time-mode figure): the query
+  ZooKeeper consumer group: membership and offset commits).
+* ``pyklog -> sink -> consumer`` (Kafka to Kafka, Spark's real-time-mode figure): the query
   writes the value to a second topic with the pyklog sink; a confluent-kafka consumer reads it there.
-* baseline, same run: ``rate -> foreachBatch``: Spark's own rate source at the same rate, whose rows
-  carry their generation time: what a micro-batch costs Spark itself (the floor for any source).
+* ``fbasync`` (not in the default set): ``pyklog -> foreachBatch`` with Spark's asynchronous progress
+  tracking (the offset and commit logs written off the trigger).
+* baseline, same run: ``clock``, a Python streaming source without I/O whose records appear at the
+  same rate (record i at t0 + i / rate, its value that time): Spark's own floor for a Python source,
+  measured exactly as the pyklog cases.
 
 Prints p50/p95/p99/max per case, the ratio to the baseline, Spark's per-trigger ``durationMs`` (median
-of the triggers that read rows: triggerExecution, latestOffset, queryPlanning, walCommit, addBatch,
-commitOffsets) and the pyklog planner's own per-call costs (``latestOffset``, ``partitions``,
-``commit``: medians and p95, recorded by the planner when ``PYKLOG_PLANNER_TRACE`` names a file).
-The machine's load average is printed with the figures.  Defaults run in about 2.5 minutes.
+of the triggers that read rows, and the slowest: triggerExecution, latestOffset, queryPlanning,
+walCommit, addBatch, commitOffsets) and the pyklog planner's own per-call costs (``latestOffset``,
+``partitions``, ``commit``, and each read task: medians and p95, recorded by the planner and the
+tasks when ``PYKLOG_PLANNER_TRACE`` names a file).  The load average is printed with the figures.
+A warm-up query runs first; the defaults take about 3 minutes on a quiet machine.
 
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_latency.py [--seconds 12] [--rates 20,10000]
-        [--cases fb,group,k2k,rate]
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_latency.py [--seconds 10] [--rates 20,10000]
+        [--cases clock,fb,group,k2k,fbasync]
 """
 from __future__ import annotations
 

@@ -667,7 +667,7 @@ class _Driver:
             self.batch_end.close()
         if self.store is not None:
             try:
-                self.store.flush()  # the offsets commit_later() still holds, while the session lives
+                self.store.flush(closing=True)  # what commit_later() still holds, while the session lives
             except Exception as e:  # noqa: BLE001 - best effort on shutdown
                 log.warning("pyklog: committing the last offsets on close failed: %s", e)
         if fast and self.member is not None and self.member.zk is not None:
@@ -757,6 +757,7 @@ class _OffsetStoreAdapter:
         self._later: dict = {}
         self._later_cond = threading.Condition()
         self._committer: threading.Thread | None = None
+        self._in_flight = False  # the committer thread is writing what it took from _later
         self._closing = False
 
     def _bounded(self, fn):
@@ -819,18 +820,31 @@ class _OffsetStoreAdapter:
                 if self._closing and not self._later:
                     return
                 todo, self._later = self._later, {}
-            self.commit_completed(todo)
+                self._in_flight = True
+            try:
+                self.commit_completed(todo)
+            finally:
+                with self._later_cond:
+                    self._in_flight = False
+                    self._later_cond.notify_all()
 
-    def flush(self) -> None:
-        """Write what :meth:`commit_later` still holds, on the caller's thread (outage retries as
-        :meth:`commit`); a commit the committer thread is writing finishes first (the adapter's
-        lock).  Before a release and on close.  Planner thread (or the SIGTERM handler)."""
+    FLUSH_WAIT_S = 10.0
+
+    def flush(self, *, closing: bool = False) -> None:
+        """Write what :meth:`commit_later` still holds, on the caller's thread, after a commit the
+        committer thread is writing has finished (at most FLUSH_WAIT_S).  Before a release (with
+        outage retries, as :meth:`commit`), and on close (``closing``: one attempt, as
+        :meth:`commit_completed`, so a stop never waits out an outage).  Planner thread (or the
+        SIGTERM handler)."""
         with self._later_cond:
+            self._later_cond.wait_for(lambda: not self._in_flight,
+                                      timeout=2.0 if closing else self.FLUSH_WAIT_S)
             todo, self._later = self._later, {}
-        with self._lock:  # waits for a write in progress on the committer thread
-            pass
         if todo:
-            self.commit(todo)
+            if closing:
+                self.commit_completed(todo)
+            else:
+                self.commit(todo)
 
     def commit_completed(self, offsets: dict) -> dict:
         """Commit the end of a batch Spark reported complete (the batch-end watcher's thread, or the
@@ -876,7 +890,7 @@ class _OffsetStoreAdapter:
 
     def close(self) -> None:
         try:
-            self.flush()
+            self.flush(closing=True)
         except Exception as e:  # noqa: BLE001 - best effort on close; the group's offsets lag a batch
             log.warning("pyklog: committing the last offsets of group %s on close failed: %s", self.group_id, e)
         with self._later_cond:
