@@ -57,6 +57,9 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # the controller (pyklog.broker.controller)
+    CONTROLLED_SHUTDOWN = 7
+    ELECT_LEADERS = 43
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -96,6 +99,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # the controller: ControlledShutdown v0 has Kafka 0.8's header without client id, not served
+    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -134,6 +140,8 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.CONTROLLED_SHUTDOWN: 3,
+    ApiKey.ELECT_LEADERS: 2,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -961,6 +969,46 @@ DESCRIBE_CLUSTER_RESPONSE = [
 ]
 
 
+# ControlledShutdown 7 (broker to controller): v1 = v0 (v0's header has no client id), v2 adds the
+# broker epoch (KIP-380), v3+ flexible.  ElectLeaders 43 (KIP-183, KIP-460): v1 adds the election
+# type and the top-level error, v2+ flexible.
+
+CONTROLLED_SHUTDOWN_REQUEST = [
+    F("BrokerId", INT32),
+    F("BrokerEpoch", INT64, "2+", default=-1),
+]
+
+CONTROLLED_SHUTDOWN_RESPONSE = [
+    F("ErrorCode", INT16),
+    A("RemainingPartitions", fields=[
+        F("TopicName", STRING),
+        F("PartitionIndex", INT32),
+    ]),
+]
+
+ELECT_LEADERS_REQUEST = [
+    F("ElectionType", INT8, "1+", default=0),
+    A("TopicPartitions", nullable="0+", fields=[
+        F("Topic", STRING),
+        F("Partitions", "[]int32"),
+    ]),
+    F("TimeoutMs", INT32, default=60000),
+]
+
+ELECT_LEADERS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16, "1+", default=0),
+    A("ReplicaElectionResults", fields=[
+        F("Topic", STRING),
+        A("PartitionResult", fields=[
+            F("PartitionId", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -996,4 +1044,6 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
                                        INCREMENTAL_ALTER_CONFIGS_RESPONSE),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    ApiKey.CONTROLLED_SHUTDOWN: ("ControlledShutdown", CONTROLLED_SHUTDOWN_REQUEST, CONTROLLED_SHUTDOWN_RESPONSE),
+    ApiKey.ELECT_LEADERS: ("ElectLeaders", ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
 }

@@ -1,0 +1,330 @@
+"""The controller (pyklog.broker.controller) with real broker processes in one ZooKeeper chroot.
+
+Until followers replicate (the replica fetcher), these tests put followers into the ISR by writing
+the partition state znodes as a partition leader would (conditionally, keeping leader and epoch),
+and check every election by reading the state znodes the controller writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from pyklog.broker.controller import election
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.cluster import ZkCluster
+from pyklog.broker.zk.znodes import (
+    decode_controller,
+    decode_partition_list,
+    decode_reassignment,
+    encode_partition_list,
+    encode_reassignment,
+)
+import support
+from pyklog.broker.protocol import ApiKey
+from support import wait_for
+
+SESSION_S = 6.0  # BrokerProcess's zookeeper.session.timeout.ms
+
+
+# ------------------------------------------------------------------------------ pure algorithms
+
+def test_offline_election_takes_the_first_live_isr_replica_in_assignment_order():
+    assert election.offline_partition_leader([3, 1, 2], isr=[1, 2], live=[1, 2, 3]) == (1, False)
+    assert election.offline_partition_leader([3, 1, 2], isr=[2, 1], live=[2]) == (2, False)
+    # never from outside the ISR unless unclean election is allowed
+    assert election.offline_partition_leader([1, 2, 3], isr=[1], live=[2, 3]) == (None, False)
+    assert election.offline_partition_leader([1, 2, 3], isr=[1], live=[3, 2], unclean_allowed=True) == (2, True)
+
+
+def test_preferred_reassign_and_controlled_shutdown_elections():
+    assert election.preferred_replica_leader([2, 1], isr=[1, 2], live=[1, 2]) == (2, False)
+    assert election.preferred_replica_leader([2, 1], isr=[1], live=[1, 2]).leader is None
+    assert election.preferred_replica_leader([2, 1], isr=[1, 2], live=[1]).leader is None
+    assert election.reassign_partition_leader([4, 5], isr=[1, 5, 4], live=[1, 4, 5]).leader == 4
+    assert election.reassign_partition_leader([4, 5], isr=[1], live=[1, 4, 5]).leader is None
+    assert election.controlled_shutdown_leader([1, 2, 3], [1, 2, 3], [1, 2, 3], shutting_down=[1, 2]).leader == 3
+    assert election.controlled_shutdown_leader([1, 2], [1], [1, 2], shutting_down=[1]).leader is None
+
+
+def test_imbalance_ratio():
+    assignments = {("t", 0): [1, 2], ("t", 1): [1, 2], ("t", 2): [2, 1], ("t", 3): [1, 2]}
+    leaders = {("t", 0): 2, ("t", 1): 1, ("t", 2): 2, ("t", 3): 1}
+    assert election.imbalanced_brokers(leaders, assignments, 10) == {1: [("t", 0)]}
+    assert election.imbalanced_brokers(leaders, assignments, 50) == {}
+
+
+def test_controller_znode_codecs_are_kafkas_json():
+    from pyklog.broker.zk.znodes import ControllerRegistration, encode_controller
+
+    assert encode_controller(ControllerRegistration(2, 1700000000000)) == \
+        b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}'
+    assert decode_controller(b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}').broker_id == 2
+    assert decode_controller(b"3").broker_id == 3  # Kafka 0.8
+    assert encode_partition_list([("t", 1)]) == b'{"version":1,"partitions":[{"topic":"t","partition":1}]}'
+    assert decode_partition_list(b'{"version":1,"partitions":[{"topic":"t","partition":1}]}', "/x") == [("t", 1)]
+    doc = encode_reassignment({("t", 0): [1, 2]})
+    assert doc == b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}'
+    assert decode_reassignment(
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}',
+        "/x") == {("t", 0): [1, 2]}
+    with pytest.raises(ValueError):
+        decode_reassignment(b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+                            b'{"topic":"t","partition":0,"replicas":[2]}]}', "/x")
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def controller_of(zk) -> tuple[int, int]:
+    """(controller broker id or -1, controller epoch or 0)."""
+    try:
+        cid = decode_controller(zk.get(paths.CONTROLLER)[0]).broker_id
+    except Exception:  # noqa: BLE001
+        cid = -1
+    try:
+        epoch = int(zk.get(paths.CONTROLLER_EPOCH)[0])
+    except Exception:  # noqa: BLE001
+        epoch = 0
+    return cid, epoch
+
+
+def state(zk, topic, p) -> dict:
+    return json.loads(zk.get(paths.partition_state(topic, p))[0])
+
+
+def create_topic(zk_chroot, assignment: dict[int, list[int]], name=None) -> str:
+    name = name or f"ctl-{uuid.uuid4().hex[:8]}"
+    admin = ZkCluster(zk_chroot, None).start()
+    try:
+        admin.create_topic(name, len(assignment), len(next(iter(assignment.values()))),
+                           replica_assignment=assignment)
+    finally:
+        admin.stop()
+    return name
+
+
+def set_isr(zk, topic, p, isr) -> None:
+    """Put replicas into the ISR as the partition leader does (leader and epoch kept, conditional)."""
+    while True:
+        data, stat = zk.get(paths.partition_state(topic, p))
+        st = json.loads(data)
+        st["isr"] = list(isr)
+        try:
+            zk.set(paths.partition_state(topic, p), json.dumps(st).encode(), version=stat.version)
+            return
+        except Exception as e:  # noqa: BLE001 - BadVersion: the controller wrote meanwhile
+            if type(e).__name__ != "BadVersionError":
+                raise
+
+
+def start_cluster(broker_factory, zk, ids=(0, 1, 2), **props):
+    brokers = {i: broker_factory(i, **props) for i in ids}
+    wait_for(lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == sorted(ids),
+             message="brokers registered")
+    wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
+    return brokers
+
+
+# ------------------------------------------------------------------------------ controller election
+
+@pytest.mark.integration
+def test_controller_failover_and_a_stopped_old_controller_writes_nothing(broker_factory, zk, zk_chroot):
+    brokers = start_cluster(broker_factory, zk)
+    first, epoch = controller_of(zk)
+    assert epoch >= 1
+    # every broker reports the controller of /controller in Metadata
+    for b in brokers.values():
+        with support.Wire(b.port) as w:
+            md = w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})
+            assert md["controller_id"] == first
+
+    topic = create_topic(zk_chroot, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]})
+    for p in range(3):
+        set_isr(zk, topic, p, [0, 1, 2])
+
+    # SIGKILL the controller: another broker takes over within the session timeout (+ slack)
+    t0 = time.monotonic()
+    brokers[first].kill()
+    second, epoch2 = wait_for(lambda: (c := controller_of(zk)) and c[0] not in (-1, first) and c,
+                              timeout=SESSION_S + 20, message="a new controller")
+    took = time.monotonic() - t0
+    assert epoch2 == epoch + 1, (epoch, epoch2)
+    assert took < SESSION_S + 20
+    # ... and it elected new leaders for the dead controller's partitions, from the ISR, epoch+1
+    st = wait_for(lambda: (s := state(zk, topic, first)) and s["leader"] not in (first, -1) and s,
+                  timeout=20, message="new leader of the dead controller's partition")
+    assert st["leader"] in (0, 1, 2) and first not in st["isr"] and st["leader_epoch"] == 1
+    assert st["controller_epoch"] == epoch2
+
+    # SIGSTOP the new controller past its session: the third broker takes over (epoch + 2)
+    third = next(i for i in brokers if i not in (first, second))
+    brokers[second].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: controller_of(zk)[0] == third, timeout=SESSION_S + 30, message="third controller")
+        assert controller_of(zk)[1] == epoch2 + 1
+        # the stopped broker's partitions moved to the third broker by the third controller
+        wait_for(lambda: state(zk, topic, second)["leader"] == third, timeout=20, message="failover of p")
+        before = {p: zk.get(paths.partition_state(topic, p))[1].mzxid for p in range(3)}
+    finally:
+        brokers[second].proc.send_signal(signal.SIGCONT)
+    # resumed, the old controller finds its session expired and resigns: it writes nothing with its epoch
+    wait_for(lambda: f"broker {second} stops acting as controller" in brokers[second].output()
+             or "no longer acting as controller" in brokers[second].output(),
+             timeout=30, message="the old controller resigns")
+    # it re-registers as a broker; the controller (third) may then shrink/expand nothing for it
+    time.sleep(2.0)
+    for p in range(3):
+        s = state(zk, topic, p)
+        assert s["controller_epoch"] != epoch2 or zk.get(paths.partition_state(topic, p))[1].mzxid == before[p], s
+    assert controller_of(zk) == (third, epoch2 + 1)
+    assert "Traceback" not in brokers[third].output()
+
+
+# ------------------------------------------------------------------------------ leader failure
+
+@pytest.mark.integration
+def test_leader_sigkilled_rf3_new_leader_from_isr_never_outside(broker_factory, zk, zk_chroot):
+    brokers = start_cluster(broker_factory, zk)
+    ctl, _ = controller_of(zk)
+    victim = next(i for i in (2, 1, 0) if i != ctl)  # never the controller here: no failover delay
+    others = [i for i in (0, 1, 2) if i != victim]
+    # p0: ISR is every replica; p1: the second replica is out of the ISR
+    topic = create_topic(zk_chroot, {0: [victim, others[0], others[1]], 1: [victim, others[0], others[1]]})
+    set_isr(zk, topic, 0, [victim, others[0], others[1]])
+    set_isr(zk, topic, 1, [victim, others[1]])
+    t0 = time.monotonic()
+    brokers[victim].kill()
+    s0 = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] != victim and s, timeout=SESSION_S + 20,
+                  message="new leader of p0")
+    took = time.monotonic() - t0
+    assert s0["leader"] == others[0] and s0["leader_epoch"] == 1 and s0["isr"] == [others[0], others[1]], s0
+    s1 = wait_for(lambda: (s := state(zk, topic, 1)) and s["leader"] != victim and s, timeout=20,
+                  message="new leader of p1")
+    # others[0] comes first in the assignment but is not in the ISR: never elected
+    assert s1["leader"] == others[1] and s1["leader_epoch"] == 1 and s1["isr"] == [others[1]], s1
+    assert took < SESSION_S + 10, took
+
+    # now the only ISR member of p1 dies too: no live ISR member -> leader -1, ISR keeps the last one
+    brokers[others[1]].kill() if others[1] != ctl else None
+    if others[1] != ctl:
+        s1 = wait_for(lambda: (s := state(zk, topic, 1)) and s["leader"] == -1 and s, timeout=SESSION_S + 20,
+                      message="p1 offline")
+        assert s1["isr"] == [others[1]] and s1["leader_epoch"] == 2, s1
+        # the live replica outside the ISR was not elected (unclean.leader.election.enable=false)
+        time.sleep(1.0)
+        assert state(zk, topic, 1)["leader"] == -1
+
+
+@pytest.mark.integration
+def test_rf1_leader_is_minus_one_while_down_and_back_on_return(broker_factory, zk, zk_chroot):
+    brokers = start_cluster(broker_factory, zk, ids=(0, 1))
+    ctl, _ = controller_of(zk)
+    other = 1 - ctl
+    topic = create_topic(zk_chroot, {0: [other]})
+    brokers[other].kill()
+    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == -1 and s, timeout=SESSION_S + 20,
+                 message="leader -1")
+    assert s["isr"] == [other] and s["leader_epoch"] == 1
+    brokers[other].start()
+    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == other and s, timeout=SESSION_S + 30,
+                 message="leader back")
+    assert s["leader_epoch"] == 2 and s["isr"] == [other]
+
+
+# ------------------------------------------------------------------------------ preferred election
+
+@pytest.mark.integration
+def test_preferred_replica_election_znode_and_tool(broker_factory, zk, zk_chroot, capsys):
+    brokers = start_cluster(broker_factory, zk, auto_leader_rebalance_enable="false")
+    ctl, _ = controller_of(zk)
+    pref = next(i for i in (0, 1, 2) if i != ctl)
+    rest = [i for i in (0, 1, 2) if i != pref]
+    topic = create_topic(zk_chroot, {0: [pref] + rest, 1: [pref] + rest, 2: [ctl, pref, rest[-1] if rest[-1] != ctl else rest[0]]})
+    for p in range(3):
+        set_isr(zk, topic, p, list(json.loads(zk.get(paths.topic(topic))[0])["partitions"][str(p)]))
+    brokers[pref].kill()
+    wait_for(lambda: all(state(zk, topic, p)["leader"] not in (pref, -1) for p in (0, 1)), timeout=SESSION_S + 20,
+             message="leaders moved away")
+    brokers[pref].start()
+    wait_for(lambda: str(pref) in zk.get_children(paths.BROKER_IDS), timeout=30, message="back")
+    time.sleep(1.0)
+    assert state(zk, topic, 0)["leader"] != pref  # not in the ISR any more, and no auto rebalance
+    for p in (0, 1):
+        set_isr(zk, topic, p, state(zk, topic, p)["isr"] + [pref])  # caught up again (as its leader would)
+
+    # Kafka's znode: the controller elects the preferred replica and deletes the znode
+    zk.create(paths.ADMIN_PREFERRED_REPLICA_ELECTION, encode_partition_list([(topic, 0)]))
+    wait_for(lambda: zk.exists(paths.ADMIN_PREFERRED_REPLICA_ELECTION) is None, timeout=20, message="znode done")
+    s = state(zk, topic, 0)
+    assert s["leader"] == pref and s["leader_epoch"] == 2, s
+
+    # the tool (ElectLeaders to the controller): p1 elected, p2 already led by its preferred replica
+    from pyklog.connector.cli import leader_election
+
+    any_broker = brokers[ctl].bootstrap
+    rc = leader_election.main(["--bootstrap-server", any_broker, "--election-type", "preferred",
+                               "--all-topic-partitions"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-1" in out, out
+    assert "Valid replica already elected for partitions" in out and f"{topic}-0" in out and f"{topic}-2" in out
+    assert state(zk, topic, 1)["leader"] == pref
+    rc = leader_election.main(["--bootstrap-server", any_broker, "--election-type", "preferred",
+                               "--topic", topic, "--partition", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"Valid replica already elected for partitions {topic}-1" in out, out
+
+
+@pytest.mark.integration
+def test_auto_leader_rebalance_moves_leadership_back(broker_factory, zk, zk_chroot):
+    brokers = start_cluster(broker_factory, zk, leader_imbalance_check_interval_seconds="1")
+    ctl, _ = controller_of(zk)
+    pref = next(i for i in (0, 1, 2) if i != ctl)
+    rest = [i for i in (0, 1, 2) if i != pref]
+    topic = create_topic(zk_chroot, {0: [pref] + rest})
+    set_isr(zk, topic, 0, [pref] + rest)
+    brokers[pref].kill()
+    wait_for(lambda: state(zk, topic, 0)["leader"] not in (pref, -1), timeout=SESSION_S + 20, message="moved")
+    brokers[pref].start()
+    time.sleep(2.5)
+    assert state(zk, topic, 0)["leader"] != pref  # out of the ISR: not preferred-elected
+    set_isr(zk, topic, 0, state(zk, topic, 0)["isr"] + [pref])
+    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == pref and s, timeout=20,
+                 message="rebalanced back")
+    assert s["leader_epoch"] == 2
+
+
+# ------------------------------------------------------------------------------ controlled shutdown
+
+@pytest.mark.integration
+def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot):
+    from kazoo.recipe.watchers import DataWatch
+
+    brokers = start_cluster(broker_factory, zk, controlled_shutdown_retry_backoff_ms="500")
+    ctl, _ = controller_of(zk)
+    victims = [i for i in (0, 1, 2) if i != ctl]
+    victim = victims[0]
+    topic = create_topic(zk_chroot, {0: [victim, victims[1], ctl], 1: [ctl, victim, victims[1]]})
+    set_isr(zk, topic, 0, [victim, victims[1], ctl])
+    set_isr(zk, topic, 1, [ctl, victim, victims[1]])
+    seen = []  # (leader, isr, victim still registered) at each change of p0's state
+
+    def on_change(data, stat, event=None):
+        if data:
+            s = json.loads(data)
+            seen.append((s["leader"], s["isr"], zk.exists(paths.broker_id(victim)) is not None))
+
+    DataWatch(zk, paths.partition_state(topic, 0), on_change)
+    assert brokers[victim].stop(signal.SIGTERM) == 0
+    out = brokers[victim].output()
+    assert f"controlled shutdown of broker {victim} succeeded" in out, out[-3000:]
+    wait_for(lambda: any(l != victim for l, _, _ in seen), timeout=10, message="p0 change seen")
+    moved = next(x for x in seen if x[0] != victim)
+    assert moved[0] == victims[1] and victim not in moved[1] and moved[2], seen  # before it deregistered
+    s0 = state(zk, topic, 0)
+    assert s0["leader"] == victims[1] and s0["leader_epoch"] == 1
+    assert victim not in state(zk, topic, 1)["isr"] and state(zk, topic, 1)["leader"] == ctl
