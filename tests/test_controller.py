@@ -328,3 +328,82 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
     s0 = state(zk, topic, 0)
     assert s0["leader"] == victims[1] and s0["leader_epoch"] == 1
     assert victim not in state(zk, topic, 1)["isr"] and state(zk, topic, 1)["leader"] == ctl
+
+
+# ------------------------------------------------------------------------------ reassignment
+
+def reassign(zk_chroot, tmp_path, target: dict, action: str, capsys) -> str:
+    from pyklog.connector.cli import reassign_partitions
+
+    f = tmp_path / f"r-{uuid.uuid4().hex[:6]}.json"
+    f.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": r} for (t, p), r in target.items()]}))
+    rc = reassign_partitions.main(["--zookeeper", zk_chroot, "--reassignment-json-file", str(f), f"--{action}"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return out
+
+
+@pytest.mark.integration
+def test_reassignment_rf1_to_rf3_and_back(broker_factory, zk, zk_chroot, tmp_path, capsys):
+    start_cluster(broker_factory, zk)
+    ctl, _ = controller_of(zk)
+    a = next(i for i in (0, 1, 2) if i != ctl)
+    topic = create_topic(zk_chroot, {0: [a]})
+    others = [i for i in (0, 1, 2) if i != a]
+
+    # --generate proposes an assignment over the broker list, in Kafka's JSON
+    from pyklog.connector.cli import reassign_partitions
+
+    tf = tmp_path / "topics.json"
+    tf.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
+    assert reassign_partitions.main(["--zookeeper", zk_chroot, "--generate", "--topics-to-move-json-file", str(tf),
+                                     "--broker-list", ",".join(map(str, others))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert json.loads(lines[1]) == {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [a], "log_dirs": ["any"]}]}
+    assert lines[3] == "Proposed partition reassignment configuration"
+    assert json.loads(lines[4])["partitions"][0]["replicas"][0] in others
+
+    # RF 1 -> RF 3: the new replicas are added, the controller waits for them to be in the ISR
+    target = {(topic, 0): [a] + others}
+    out = reassign(zk_chroot, tmp_path, target, "execute", capsys)
+    assert "Successfully started reassignment of partitions." in out
+    assert "Save this to use as the --reassignment-json-file option during rollback" in out
+    wait_for(lambda: json.loads(zk.get(paths.topic(topic))[0])["partitions"]["0"] == [a] + others, timeout=20,
+             message="RS+TRS written")
+    assert state(zk, topic, 0)["leader_epoch"] == 1  # bumped so new replicas follow
+    assert "is still in progress" in reassign(zk_chroot, tmp_path, target, "verify", capsys)
+    time.sleep(1.5)
+    assert zk.exists(paths.ADMIN_REASSIGN_PARTITIONS) is not None  # not in the ISR yet: not complete
+    # the followers catch up: the leader expands the ISR and notifies (as the replica fetcher's leader does)
+    set_isr(zk, topic, 0, [a] + others)
+    zk.create(paths.isr_change_notification("isr_change_"), encode_partition_list([(topic, 0)]), sequence=True)
+    wait_for(lambda: zk.exists(paths.ADMIN_REASSIGN_PARTITIONS) is None, timeout=20, message="reassignment done")
+    s = state(zk, topic, 0)
+    assert s["leader"] == a and s["leader_epoch"] == 2 and sorted(s["isr"]) == [0, 1, 2]
+    assert "completed successfully" in reassign(zk_chroot, tmp_path, target, "verify", capsys)
+    wait_for(lambda: not zk.get_children(paths.ISR_CHANGE_NOTIFICATION), timeout=10, message="notification read")
+
+    # and back to RF 1 on another broker: the leader moves into the target set, old replicas leave
+    back = {(topic, 0): [others[0]]}
+    reassign(zk_chroot, tmp_path, back, "execute", capsys)
+    wait_for(lambda: zk.exists(paths.ADMIN_REASSIGN_PARTITIONS) is None, timeout=20, message="back done")
+    assert json.loads(zk.get(paths.topic(topic))[0])["partitions"]["0"] == [others[0]]
+    s = state(zk, topic, 0)
+    assert s["leader"] == others[0] and s["isr"] == [others[0]] and s["leader_epoch"] == 4, s
+    assert "completed successfully" in reassign(zk_chroot, tmp_path, back, "verify", capsys)
+
+
+def test_reassign_tool_refuses_bad_input(tmp_path, capsys):
+    from pyklog.connector.cli import reassign_partitions
+
+    f = tmp_path / "bad.json"
+    f.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}')
+    assert reassign_partitions.main(["--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(f),
+                                     "--execute"]) == 1
+    assert "may not contain duplicate entries" in capsys.readouterr().err
+    assert reassign_partitions.main(["--bootstrap-server", "127.0.0.1:1", "--reassignment-json-file", str(f),
+                                     "--execute", "--verify"]) == 1
+    assert "exactly one action" in capsys.readouterr().err
