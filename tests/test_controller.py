@@ -407,3 +407,17 @@ def test_reassign_tool_refuses_bad_input(tmp_path, capsys):
     assert reassign_partitions.main(["--bootstrap-server", "127.0.0.1:1", "--reassignment-json-file", str(f),
                                      "--execute", "--verify"]) == 1
     assert "exactly one action" in capsys.readouterr().err
+
+
+def test_golden_controlled_shutdown_v0_has_kafka_08s_header_without_client_id():
+    from pyklog.broker.protocol import decode_request_header, encode_request
+    from pyklog.broker.protocol.api import decode_request
+
+    frame = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 0, 1, "ignored", {"broker_id": 3})
+    assert frame == bytes.fromhex("0000000c" "0007" "0000" "00000001" "00000003")
+    header, off = decode_request_header(frame[4:])
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id, off) == \
+        (ApiKey.CONTROLLED_SHUTDOWN, 0, 1, None, 8)
+    assert decode_request(header, frame[4:], off) == {"broker_id": 3}
+    v2 = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 2, 1, "c", {"broker_id": 3, "broker_epoch": 7})
+    assert v2 == bytes.fromhex("00000017" "0007" "0002" "00000001" "0001" "63" "00000003" "0000000000000007")

@@ -413,14 +413,14 @@ def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
         "000000d0" "00000005" "0023" "00000021"
-        "000000000009" "00010000000c" "000200000006" "00030000000c" "000700010003" "000800000008"
+        "000000000009" "00010000000c" "000200000006" "00030000000c" "000700000003" "000800000008"
         "000900000006"
         "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
         "001000000004" "001200000003" "001300000005" "001400000005" "001500000001" "001600000002"
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
         "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002b00000002"
         "002c00000000" "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs
-        # (32) on; ControlledShutdown (7) v1-3 and ElectLeaders (43) v0-2 (the controller)
+        # (32) on; ControlledShutdown (7) v0-3 and ElectLeaders (43) v0-2 (the controller)
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])

@@ -99,8 +99,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    # the controller: ControlledShutdown v0 has Kafka 0.8's header without client id, not served
-    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    # the controller: ControlledShutdown v0 has request header v0 (Kafka 0.8's, no client_id)
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     ApiKey.ELECT_LEADERS: (0, 2),
 }
 

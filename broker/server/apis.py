@@ -1045,7 +1045,7 @@ class KafkaApis:
     # ------------------------------------------------------------------ the controller's APIs
 
     def handle_controlled_shutdown(self, request, header, body):
-        """ControlledShutdown v1-3 (a stopping broker to the controller, Kafka's
+        """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
         ``KafkaApis.handleControlledShutdownRequest``): NOT_CONTROLLER unless this broker is the
         controller; else the partitions the stopping broker still leads.  Blocks this request thread
         until the controller's event thread has moved the leaderships (up to 30 s)."""
