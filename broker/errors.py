@@ -124,6 +124,11 @@ class NotEnoughReplicasError(PyklogError):
     pass
 
 
+@_wire(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", retriable=True)
+class NotEnoughReplicasAfterAppendError(PyklogError):
+    pass
+
+
 @_wire(22, "ILLEGAL_GENERATION")
 class IllegalGenerationError(PyklogError):
     pass
@@ -217,6 +222,12 @@ class UnknownProducerIdError(PyklogError):
 @_wire(74, "FENCED_LEADER_EPOCH", retriable=True)
 class FencedLeaderEpochError(PyklogError):
     pass
+
+
+@_wire(75, "UNKNOWN_LEADER_EPOCH", retriable=True)
+class UnknownLeaderEpochError(PyklogError):
+    """The request's current leader epoch is newer than the broker's (KIP-320): the broker has
+    not yet learned of the leader change; the client retries."""
 
 
 @_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")

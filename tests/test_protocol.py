@@ -298,6 +298,7 @@ from kafka.protocol.consumer.group import (  # noqa: E402
     LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
     SyncGroupRequest, SyncGroupResponse)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse  # noqa: E402
+from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse  # noqa: E402
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse  # noqa: E402
 from kafka.protocol.metadata.find_coordinator import (  # noqa: E402
     FindCoordinatorRequest, FindCoordinatorResponse)
@@ -349,6 +350,7 @@ KP = {
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 }
 
 
@@ -412,11 +414,12 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000d0" "00000005" "0023" "00000021"
+        "000000d6" "00000005" "0023" "00000022"
         "000000000009" "00010000000c" "000200000006" "00030000000c" "000700000003" "000800000008"
         "000900000006"
         "000a00000003" "000b00000007" "000c00000004" "000d00000004" "000e00000005" "000f00000005"
         "001000000004" "001200000003" "001300000005" "001400000005" "001500000001" "001600000002"
+        "001700000004"  # OffsetForLeaderEpoch (23) v0-4
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000002"
         "002000000003" "002100000001" "002300000001" "002500000001" "002a00000001" "002b00000002"
         "002c00000000" "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs
@@ -661,10 +664,10 @@ def test_unknown_api_key_header_decodes_and_request_names_the_key():
     assert header == RequestHeader(999, 0, 12, None) and off == 10
     with pytest.raises(InvalidRequestError, match="999"):
         decode_request(header, frame, off)
-    header, off = decode_request_header(struct.pack(">hhih", 23, 0, 1, -1))  # OffsetForLeaderEpoch: known name, not served
-    with pytest.raises(InvalidRequestError, match=r"api key 23 \(OffsetForLeaderEpoch\)"):
+    header, off = decode_request_header(struct.pack(">hhih", 4, 0, 1, -1))  # LeaderAndIsr: known name, not served
+    with pytest.raises(InvalidRequestError, match=r"api key 4 \(LeaderAndIsr\)"):
         decode_request(header, b"", off)
-    assert API_NAMES[23] == "OffsetForLeaderEpoch" and header.api_name == "OffsetForLeaderEpoch"
+    assert API_NAMES[4] == "LeaderAndIsr" and header.api_name == "LeaderAndIsr"
 
 
 def test_unsupported_versions():

@@ -28,6 +28,7 @@ SERVED = {0: (0, 9), 1: (0, 12), 2: (0, 6), 3: (0, 12), 8: (0, 8), 9: (0, 6), 10
 SERVED.update({21: (0, 1), 32: (0, 3), 33: (0, 1), 35: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),
                47: (0, 0), 60: (0, 1)})  # admin APIs (kafka-admin)
 SERVED.update({7: (0, 3), 43: (0, 2)})  # the controller: ControlledShutdown, ElectLeaders
+SERVED.update({23: (0, 4)})  # OffsetForLeaderEpoch (repl-log)
 REQUEST_MAX = 4 * 1024 * 1024
 
 

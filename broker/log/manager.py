@@ -2,7 +2,8 @@
 
 Start-up (:meth:`LogManager.startup`): each log dir is locked (``.lock``, ``fcntl.flock``, so two
 brokers cannot share it), its checkpoints are read (``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint``), and every ``<topic>-<partition>`` directory is loaded in a
+``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` and the high watermarks'
+``replication-offset-checkpoint``, Kafka's ``highWatermarkCheckpoints``), and every ``<topic>-<partition>`` directory is loaded in a
 small thread pool.  If the dir holds the clean-shutdown marker ``.kafka_cleanshutdown`` the logs
 are opened without revalidation; otherwise each log recovers from its checkpointed recovery
 point.  The marker is removed once loading is done.  Directories that are not a legal
@@ -51,6 +52,7 @@ from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
 from .config import LogConfig
@@ -161,6 +163,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = self._read_checkpoint(d, CLEANER_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
         jobs = []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
@@ -181,7 +184,8 @@ class LogManager:
         def load(job):
             tp, path = job
             lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
-                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler)
+                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler,
+                     high_watermark=high_watermarks.get(tp))
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
 
@@ -324,6 +328,9 @@ class LogManager:
         )
         OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
+        )
+        OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
+            {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
         )
 
     def checkpoint(self) -> None:

@@ -42,6 +42,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23  # replication (issue 12) and KIP-320 consumers
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -82,6 +83,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 5),
     ApiKey.DELETE_TOPICS: (0, 5),
     ApiKey.INIT_PRODUCER_ID: (0, 2),
+    # v2+ CurrentLeaderEpoch fencing (KIP-320), v3+ ReplicaId, v4 flexible; Kafka 4 dropped v0-1
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
     # once KafkaApis has a handler for it
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -126,6 +129,7 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.CREATE_TOPICS: 5,
     ApiKey.DELETE_TOPICS: 4,
     ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
@@ -856,6 +860,35 @@ INCREMENTAL_ALTER_CONFIGS_REQUEST = [
 
 INCREMENTAL_ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
 
+# OffsetForLeaderEpoch 23 (KIP-101, KIP-279, KIP-320): v1 adds the answered LeaderEpoch, v2 the
+# request's CurrentLeaderEpoch (fencing) and ThrottleTimeMs, v3 ReplicaId (-1 consumer, -2 unset),
+# v4+ flexible.
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = [
+    F("ReplicaId", INT32, "3+", default=-2),
+    A("Topics", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("Partition", INT32),
+            F("CurrentLeaderEpoch", INT32, "2+", default=-1),
+            F("LeaderEpoch", INT32),
+        ]),
+    ]),
+]
+
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = [
+    F(_THROTTLE, INT32, "2+"),
+    A("Topics", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("ErrorCode", INT16),
+            F("Partition", INT32),
+            F("LeaderEpoch", INT32, "1+", default=-1),
+            F("EndOffset", INT64, default=-1),
+        ]),
+    ]),
+]
+
 # DeleteRecords 21: v1 = v0, v2+ flexible.
 
 DELETE_RECORDS_REQUEST = [
@@ -1028,6 +1061,8 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: ("InitProducerId", INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("OffsetForLeaderEpoch", OFFSET_FOR_LEADER_EPOCH_REQUEST,
+                                     OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     ApiKey.ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN_REQUEST,
                                    ADD_PARTITIONS_TO_TXN_RESPONSE),
     ApiKey.ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", ADD_OFFSETS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_RESPONSE),

@@ -83,6 +83,7 @@ import time
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidRequestError,
@@ -92,9 +93,11 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
+    RequestTimedOutError,
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
     UnknownServerError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -204,6 +207,10 @@ class KafkaApis:
         self.replica_manager = ReplicaManager(config, log_manager, cluster)
         self.zk_offsets = ZkOffsetStore(cluster)
         self.purgatory = Purgatory(self._complete_delayed_fetch)
+        # replication: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
+        self.produce_purgatory = Purgatory(self._complete_delayed_produce, name="produce")
+        self.replica_manager.on_high_watermark = self._on_high_watermark
+        self.replica_manager.on_role_change = self._on_partition_role_change
         self._pid_lock = threading.Lock()
         self._pids = iter(())
         self._shutting_down = False
@@ -228,6 +235,8 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
+        # replication (issue 12): a returning follower's truncation point, KIP-320 position validation
+        self._handlers[ApiKey.OFFSET_FOR_LEADER_EPOCH] = self.handle_offset_for_leader_epoch
         # transactions (KIP-98): the transaction coordinator's APIs
         self._handlers.update({
             ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
@@ -374,7 +383,7 @@ class KafkaApis:
                     "leader_id": st.leader,
                     "leader_epoch": st.leader_epoch,
                     "replica_nodes": list(st.replicas),
-                    "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
+                    "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
@@ -416,6 +425,7 @@ class KafkaApis:
         failed = False
         ack_error = acks not in (0, 1, -1)
         tx_error = self._check_transactional_produce(body, version)
+        waits = []  # acks=all appends to replicated partitions: (entry, topic, partition, offset, epoch)
         for td in body["topic_data"]:
             name = td["name"]
             parts = []
@@ -432,7 +442,9 @@ class KafkaApis:
                         # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
                         # topics (a forged record would rewrite committed offsets)
                         raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    self._append(name, idx, pd["records"], version, entry)
+                    wait = self._append(name, idx, pd["records"], version, entry, acks)
+                    if wait is not None:
+                        waits.append((entry,) + wait)
                 except PyklogError as e:
                     failed = True
                     entry["error_code"] = e.code
@@ -457,7 +469,14 @@ class KafkaApis:
             else:
                 request.send_nothing()
             return
-        self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+        if waits and not self._shutting_down:
+            produce = (request, header, responses, waits)
+            keys = [(w[1], w[2]) for w in waits]
+            self.produce_purgatory.watch(DelayedOperation(
+                keys, body.get("timeout_ms", 30000), 0, 0, produce,
+                ready=lambda: all(self._produce_status(w) is not None for w in waits)))
+            return
+        self._finish_produce(request, header, responses, waits)
 
     @staticmethod
     def _check_transactional_produce(body, version: int) -> PyklogError | None:
@@ -475,7 +494,9 @@ class KafkaApis:
                         "transactional record batches need the request's transactional_id")
         return None
 
-    def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
+    def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
+        """Append to the leader log; returns ``(topic, partition, required offset, leader epoch)``
+        when an acks=all Produce must wait for the high watermark (a replicated partition), else None."""
         try:
             lg = self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -500,12 +521,68 @@ class KafkaApis:
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
             _check_transactional_producer_id(data, topic, partition)
-        info = lg.append(data, leader_epoch=self.replica_manager.leader_epoch(topic, partition))
+        rm = self.replica_manager
+        part = rm.partition(topic, partition)
+        replicated = part is not None and part.replicated
+        if replicated and acks == -1:
+            rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
+        leader_epoch = rm.leader_epoch(topic, partition)
+        info = lg.append(data, leader_epoch=leader_epoch)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
         if not info.duplicate:
             self.purgatory.notify((topic, partition), len(data))
+        if not replicated:
+            return None
+        rm.maybe_increment_high_watermark(part)  # an ISR of the leader alone
+        if acks != -1:
+            return None
+        # a duplicate's offsets were written before: it too waits until they are replicated
+        return (topic, partition, info.last_offset + 1, leader_epoch)
+
+    # ------------------------------------------------------------------ acks=all (replication)
+
+    def _produce_status(self, wait):
+        """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
+        _, topic, partition, required, epoch = wait
+        return self.replica_manager.produce_status(topic, partition, required, epoch)
+
+    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
+        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
+        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
+        request, header, responses, waits = op.payload
+        try:
+            self._finish_produce(request, header, responses, waits)
+        except Exception:  # noqa: BLE001
+            log.exception("completing a delayed produce failed")
+            if not request.answered:
+                request.close_connection()
+
+    def _finish_produce(self, request, header, responses, waits) -> None:
+        for w in waits:
+            entry = w[0]
+            status = self._produce_status(w)
+            if status is None:
+                status = RequestTimedOutError(
+                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout")
+            if status != 0:
+                entry["error_code"] = status.code
+                entry["error_message"] = str(status)[:1000]
+        if not request.answered:
+            self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+    def _on_high_watermark(self, topic: str, partition: int) -> None:
+        """The replica manager moved a high watermark (no lock held): waiting acks=all Produces may
+        complete, and consumers' delayed Fetches see new data (they re-read and wait again if short)."""
+        self.produce_purgatory.check((topic, partition))
+        # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
+        self.purgatory.notify((topic, partition), _INT32_MAX)
+
+    def _on_partition_role_change(self, topic: str, partition: int) -> None:
+        """Leadership or the ISR changed: waiting acks=all Produces re-check (NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        self.produce_purgatory.check((topic, partition))
 
     # ------------------------------------------------------------------ Fetch
 
@@ -513,7 +590,7 @@ class KafkaApis:
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
-                 body.get("isolation_level", 0))
+                 body.get("isolation_level", 0), body.get("replica_id", -1))
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
@@ -534,8 +611,10 @@ class KafkaApis:
         try:
             responses, nbytes, errors = self._read_fetch(fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
-            if (fetch[4] == 1 and nbytes < op.min_bytes and not errors and remaining_ms > 0
-                    and not self._shutting_down):
+            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
+            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
+            if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
+                    and (fetch[4] == 1 or fetch[5] < 0)):
                 self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
                 return
             self._send_fetch(fetch, responses)
@@ -553,8 +632,9 @@ class KafkaApis:
 
     def _read_fetch(self, fetch):
         """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation = fetch
+        _, header, topics, max_bytes, isolation, replica_id = fetch
         version = header.api_version
+        follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
         soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
         remaining = max_bytes if version >= 3 else _INT32_MAX
         min_one = soft_limits
@@ -571,14 +651,21 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
+                    if follower:  # Kafka's updateFollowerFetchState: the follower's log end offset
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
+                    if follower:
+                        bound = None
+                    elif read_committed:
+                        bound = lso
+                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
+                        bound = lg.high_watermark
                     if limit <= 0 and not min_one:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one,
-                                     max_offset=lso if read_committed else None)
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
                     entry["high_watermark"] = lg.high_watermark
                     entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset
@@ -612,7 +699,7 @@ class KafkaApis:
         return responses, total, errors
 
     def _send_fetch(self, fetch, responses) -> None:
-        request, header, _, _, _ = fetch
+        request, header = fetch[0], fetch[1]
         version = header.api_version
         owned = []
         try:
@@ -661,11 +748,12 @@ class KafkaApis:
                     if version == 0:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
-                        entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
+                        # consumers' latest: the high watermark (= log end offset unreplicated)
+                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
                     elif ts == -2:
                         entry["offset"] = lg.log_start_offset
                     else:
-                        lso = lg.last_stable_offset if read_committed else None
+                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
                         found = lg.offset_for_timestamp(ts)
                         if found is not None and (lso is None or found[0] < lso):
                             entry["offset"], entry["timestamp"] = found
@@ -675,6 +763,51 @@ class KafkaApis:
                     entry["error_code"] = e.code
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+
+    def handle_offset_for_leader_epoch(self, request, header, body):
+        """OffsetForLeaderEpoch (key 23, Kafka's ``handleOffsetForLeaderEpochRequest`` and
+        ``Partition.lastOffsetForLeaderEpoch``): for each partition led here, where the requested
+        leader epoch ends in the leader's log (``Log.end_offset_for_epoch``: the largest epoch <=
+        the requested one and the start offset of the next, or the log end offset for the current
+        epoch; -1/-1 when undefined).  A returning follower truncates there (KIP-101/279); a KIP-320
+        consumer checks that its position is not beyond it after a leader change.
+
+        v2+ ``current_leader_epoch`` (-1: no check) is fenced against this broker's leader epoch:
+        older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
+        change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
+        Request handler thread; lock-free reads of the log's epoch cache."""
+        topics = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition"]
+                entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    current = self.replica_manager.leader_epoch(name, p)
+                    asked = pd.get("current_leader_epoch", -1)
+                    if asked >= 0 and asked < current:
+                        raise FencedLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}")
+                    if asked > current:
+                        raise UnknownLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
+                    epoch = pd["leader_epoch"]
+                    if epoch == current and epoch > lg.latest_epoch:
+                        # the leader's current epoch before anything was written in it (Kafka's
+                        # leader has assigned it already at becoming leader): it ends at the LEO
+                        entry["leader_epoch"], entry["end_offset"] = epoch, lg.log_end_offset
+                    else:
+                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
@@ -1505,6 +1638,10 @@ class KafkaApis:
         if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
                                    "resource_name": r["resource_name"]} for r in body["resources"]]}
+        if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"topics": [{"topic": t["topic"], "partitions": [
+                {"partition": p["partition"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
         if api_key == ApiKey.DELETE_RECORDS:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
@@ -1531,6 +1668,8 @@ class KafkaApis:
         """Answer every waiting fetch now; later fetches are answered at once."""
         self._shutting_down = True
         self.purgatory.complete_all()
+        self.produce_purgatory.complete_all()  # acks=all Produces still waiting: REQUEST_TIMED_OUT
+        self.replica_manager.shutdown()  # fetcher threads and the ISR task stop before the logs close
         if self.groups is not None:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 

@@ -117,6 +117,11 @@ def deleted_topic_record(name: str) -> str:
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 
+# Kafka's IsrChangeNotificationZNode: a partition's leader writes a sequential child
+# ``isr_change_<seq>`` = ``{"version":1,"partitions":[{"topic":t,"partition":p}]}`` after changing
+# the ISR in the partition state, so the controller propagates it to every broker's metadata.
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 
 # The controller (Kafka's ZkData ControllerZNode, ControllerEpochZNode, PreferredReplicaElectionZNode,
 # ReassignPartitionsZNode, IsrChangeNotificationZNode), used by pyklog.broker.controller:
@@ -130,7 +135,6 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
 
 def isr_change_notification(child: str) -> str:

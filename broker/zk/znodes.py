@@ -475,6 +475,7 @@ __all__ = [
     "encode_consumer_registration", "encode_partition_state", "encode_producer_id_block",
     "encode_topic_assignment", "encode_topic_config", "partition_count",
     "decode_topic_id", "new_topic_id", "parse_topic_id", "topic_id_str", "with_topic_id",
+    "encode_isr_change_notification",
 ]
 
 
@@ -566,3 +567,9 @@ def decode_reassignment(data: bytes, path: str) -> dict[tuple[str, int], list[in
             raise ZkDataError(path, "each partition once", data, read=f"{tp[0]}-{tp[1]} twice")
         out[tp] = _int_list(item["replicas"], path, f"replicas of {tp[0]}-{tp[1]}", data)
     return out
+
+
+def encode_isr_change_notification(partitions) -> bytes:
+    """Kafka's ``IsrChangeNotificationZNode`` data: ``{"version":1,"partitions":[{"topic":t,"partition":p}]}``
+    (``partitions``: (topic, partition) pairs) written by a leader after it changed the ISR."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions]})
