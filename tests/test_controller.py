@@ -439,3 +439,57 @@ def test_golden_controlled_shutdown_v0_has_kafka_08s_header_without_client_id():
     assert decode_request(header, frame[4:], off) == {"broker_id": 3}
     v2 = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 2, 1, "c", {"broker_id": 3, "broker_epoch": 7})
     assert v2 == bytes.fromhex("00000017" "0007" "0002" "00000001" "0001" "63" "00000003" "0000000000000007")
+
+
+@pytest.mark.integration
+def test_controlled_shutdown_leaves_an_acks_all_producer_no_leader_gap(broker_factory, zk, zk_chroot):
+    """SIGTERM of a leader (RF 3): leadership moves before it stops, so an acks=all producer's
+    longest pause between acknowledgements stays far below the session timeout a SIGKILL costs."""
+    from confluent_kafka import Producer
+
+    session_ms = 10000
+    brokers = start_cluster(broker_factory, zk, zookeeper_session_timeout_ms=str(session_ms),
+                            min_insync_replicas="2", controlled_shutdown_retry_backoff_ms="500")
+    ctl, _ = controller_of(zk)
+    victim = next(i for i in (0, 1, 2) if i != ctl)
+    topic = create_topic(zk_chroot, {0: [victim] + [i for i in (0, 1, 2) if i != victim]})
+    wait_for(lambda: len(state(zk, topic, 0)["isr"]) == 3, timeout=30, message="ISR")
+    acks, errors = [], []
+
+    def on_delivery(err, msg):
+        (errors if err is not None else acks).append((time.monotonic(), str(err) if err else msg.offset()))
+
+    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values()), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 2, "message.timeout.ms": 60000})
+    stop = [False]
+
+    def loop():
+        n = 0
+        while not stop[0]:
+            producer.produce(topic, value=b"%d" % n, partition=0, on_delivery=on_delivery)
+            n += 1
+            producer.poll(0.005)
+        producer.flush(60)
+
+    import threading
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: len(acks) > 50, timeout=60, message="acks before")
+        t0 = time.monotonic()
+        assert brokers[victim].stop(signal.SIGTERM) == 0
+        stopped = time.monotonic()
+        wait_for(lambda: any(a[0] > stopped + 1.0 for a in list(acks)), timeout=60, message="acks after")
+    finally:
+        stop[0] = True
+        t.join(90)
+    assert f"controlled shutdown of broker {victim} succeeded" in brokers[victim].output()
+    times = [a[0] for a in acks if a[0] >= t0 - 1.0]
+    gap = max(b - a for a, b in zip(times, times[1:]))
+    print(f"\nlongest pause between acknowledgements around the SIGTERM: {gap:.2f}s "
+          f"(session timeout {session_ms / 1000:.0f}s), errors {len(errors)}")
+    assert not errors, errors[:5]
+    assert gap < 5.0, gap
+    s = state(zk, topic, 0)
+    assert s["leader"] != victim and victim not in s["isr"]
