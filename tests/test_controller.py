@@ -329,9 +329,10 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
     wait_for(lambda: any(l != victim for l, _, _ in seen), timeout=10, message="p0 change seen")
     moved = next(x for x in seen if x[0] != victim)
     assert moved[0] == victims[1] and victim not in moved[1] and moved[2], seen  # before it deregistered
-    s0 = state(zk, topic, 0)
-    assert s0["leader"] == victims[1] and s0["leader_epoch"] == 1
-    assert victim not in state(zk, topic, 1)["isr"] and state(zk, topic, 1)["leader"] == ctl
+    s0 = wait_for(lambda: (s := state(zk, topic, 0)) and victim not in s["isr"] and s, timeout=20, message="p0")
+    assert s0["leader"] == victims[1] and s0["leader_epoch"] >= 1
+    s1 = wait_for(lambda: (s := state(zk, topic, 1)) and victim not in s["isr"] and s, timeout=20, message="p1")
+    assert s1["leader"] == ctl and s1["leader_epoch"] >= 1
 
 
 # ------------------------------------------------------------------------------ reassignment

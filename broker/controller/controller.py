@@ -18,9 +18,11 @@ SIGSTOPped), the check fails, nothing is written, and this controller resigns
 partition state znodes ``/brokers/topics/<t>/partitions/<p>/state``
 ``{"controller_epoch","leader","version","leader_epoch","isr"}`` conditionally on each znode's version
 (batched, many partitions per multi-op), and brokers follow them through ZooKeeper watches
-(``ZkCluster``/``ReplicaManager``, pyklog.broker.server).  Every leader change bumps
-``leader_epoch``; an ISR-only change by the controller (dead followers removed) keeps it.  A write
-that loses a race with a partition leader's ISR change (BadVersion) is re-read and decided again.
+(``ZkCluster``/``ReplicaManager``, pyklog.broker.server).  Every change the controller writes bumps
+``leader_epoch`` (Kafka 2.x's ``newLeaderAndIsr``), an ISR it shrinks (dead or stopping followers
+removed) too: brokers apply a state when its epoch moves, so that is how the leader learns of the
+smaller ISR and stops waiting for the dead follower.  A write that loses a race with a partition
+leader's ISR change (BadVersion) is re-read and decided again.
 
 **What it does** (each on the controller's single event thread, Kafka's ``ControllerEventManager``;
 watch callbacks only enqueue events):
@@ -588,8 +590,8 @@ class KafkaController:
         electable = self._electable() - set(dead)
         if st.leader in live_all:
             gone = [r for r in st.isr if r not in live_all]
-            if gone:
-                return self._state(st.leader, st.leader_epoch, [r for r in st.isr if r in live_all])
+            if gone:  # epoch + 1: how the leader learns of the smaller ISR (Kafka 2.x's LeaderAndIsr)
+                return self._state(st.leader, st.leader_epoch + 1, [r for r in st.isr if r in live_all])
             return None
         isr_live = [r for r in st.isr if r in live_all]
         unclean = self._unclean_allowed(tp[0])
@@ -655,7 +657,7 @@ class KafkaController:
                     return None
                 return self._state(e.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id])
             if broker_id in st.isr and st.leader in self._live and len(st.isr) > 1:
-                return self._state(st.leader, st.leader_epoch, [r for r in st.isr if r != broker_id])
+                return self._state(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id])
             return None
 
         final = self._update_partitions(tps, decide, assignments=assignments)

@@ -169,6 +169,14 @@ class BrokerServer:
                                 retry_backoff_ms=s["controlled.shutdown.retry.backoff.ms"])
         except Exception:  # noqa: BLE001 - a failed controlled shutdown never blocks the shutdown
             log.exception("controlled shutdown failed")
+        # as Kafka's StopReplica to a stopping broker: it stops fetching, so its new leaders do not
+        # take it back into their ISRs (and then wait for it) in its last moments
+        rm = getattr(self.apis, "replica_manager", None)
+        if rm is not None and hasattr(rm, "shutdown"):
+            try:
+                rm.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping the replica fetchers failed")
 
     def _on_fatal(self, message: str) -> None:
         """A condition the broker cannot serve through (kazoo thread): remember it and wake up
