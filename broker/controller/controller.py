@@ -820,11 +820,12 @@ class KafkaController:
                 continue
             log.info("reassignment of %s: %s -> %s started", _tp_str(tp), assignments[tp], target)
             self._reassigning[tp] = list(target)
-            union = list(target) + [r for r in assignments[tp] if r not in target]
-            self._write_assignment(tp, union)
-            # bump the leader epoch so every replica (old and new) follows the state again
-            self._update_partitions([tp], lambda _tp, st, r: self._state(st.leader, st.leader_epoch + 1, st.isr),
-                                    assignments={tp: union})
+            if not set(target) <= set(assignments[tp]):  # replicas to add: RS + TRS first
+                union = list(target) + [r for r in assignments[tp] if r not in target]
+                self._write_assignment(tp, union)
+                # bump the leader epoch so every replica (old and new) follows the state again
+                self._update_partitions([tp], lambda _tp, st, r: self._state(st.leader, st.leader_epoch + 1,
+                                                                             st.isr), assignments={tp: union})
         if done:
             self._remove_from_reassignment_znode(done)
         self._check_reassignments()
@@ -870,11 +871,17 @@ class KafkaController:
                     return None
                 return self._state(e.leader, st.leader_epoch + 1, isr)
 
+            if decide(tp, st, target) is None:
+                continue  # no leader in the target yet: try again later
+            # the final assignment first, then the state (epoch + 1): a broker applies the new state
+            # with the replica list of its registry cache, so the leader stops tracking (and taking
+            # back into its ISR) the removed replicas, which still fetch until they see the change
+            self._write_assignment(tp, target)
             final = self._update_partitions([tp], decide, assignments={tp: target})
             st = final.get(tp)
             if st is None or st.leader not in target:
-                continue  # no leader in the target yet: try again later
-            self._write_assignment(tp, target)
+                log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
+                continue
             log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
                      st.leader, st.leader_epoch)
             complete.append(tp)
