@@ -307,26 +307,20 @@ def test_append_as_follower_accepts_compacted_gaps_and_big_fetches(tmp_path):
 
 
 def truncate_follower(leader, follower):
-    """What the replica fetcher does on becoming follower: ask the leader where the follower's
-    latest epoch ends, truncate there (to the follower's own end for that epoch when the leader
-    answers an earlier epoch, KIP-279), repeat while the answer is an earlier epoch."""
+    """What the replica fetcher does on becoming follower: ask the leader (OffsetsForLeaderEpoch)
+    where the follower's latest epoch ends, truncate to ``Log.truncation_offset`` of the answer,
+    ask again until it says completed.  Returns the rounds it took."""
+    rounds = 0
     while True:
+        rounds += 1
         epoch = follower.latest_epoch
-        if epoch < 0:
-            follower.truncate_to(min(follower.log_end_offset, leader.log_end_offset))
-            return
-        l_epoch, l_end = leader.end_offset_for_epoch(epoch)
-        if l_end < 0:
+        if epoch < 0:  # nothing to ask about: Kafka truncates to the high watermark
             follower.truncate_to(min(follower.high_watermark, follower.log_end_offset))
-            return
-        if l_epoch == epoch:
-            follower.truncate_to(min(l_end, follower.log_end_offset))
-            return
-        # KIP-279: the leader does not know our epoch; truncate to our end for the epoch it knows
-        f_epoch, f_end = follower.end_offset_for_epoch(l_epoch)
-        follower.truncate_to(min(l_end, f_end, follower.log_end_offset))
-        if follower.latest_epoch == epoch:
-            return
+            return rounds
+        offset, completed = follower.truncation_offset(*leader.end_offset_for_epoch(epoch))
+        follower.truncate_to(offset)
+        if completed:
+            return rounds
 
 
 def catch_up(leader, follower):
@@ -378,7 +372,7 @@ def test_kip279_follower_with_an_epoch_the_leader_never_had(tmp_path):
     b = Log(str(tmp_path / "b-0"))  # the new leader
     a.append(batch(2), leader_epoch=0)
     b.append_as_follower(a.read_bytes(0, 1 << 20))
-    a.append(batch(2), leader_epoch=1)  # A led epoch 1 and wrote 2-3; B got 2 only ... see below
+    a.append(batch(2), leader_epoch=1)  # A led epoch 1 and wrote 2-3; B copied them
     b.append_as_follower(a.read_bytes(2, 1 << 20))
     a.append(batch(2), leader_epoch=2)  # A led epoch 2 (B was away): 4-5, never replicated
     b.assign_epoch_start_offset(3)  # B becomes leader in epoch 3 and writes
@@ -389,6 +383,46 @@ def test_kip279_follower_with_an_epoch_the_leader_never_had(tmp_path):
     assert a.log_end_offset == 4 and entries(a) == [(0, 0), (1, 2)]
     catch_up(b, a)
     assert headers(a) == headers(b) and entries(a) == entries(b) == [(0, 0), (1, 2), (3, 4)]
+
+
+def test_kip279_two_rounds_when_the_leader_answers_an_epoch_the_follower_never_had(tmp_path):
+    """KIP-279's multi-round case.  Leader B: epoch 0 at 0-5, epoch 2 at 6-8, epoch 4 at 9-11.
+    Follower A copied only 0-2 of epoch 0, then led epochs 1 (3-7) and 3 (8-10) that B never saw.
+    A asks for epoch 3: B answers (2, 9); A's largest epoch <= 2 is 1, so it truncates to its end of
+    epoch 1 (8) and asks again for epoch 1: B answers (0, 6); A's epoch 0 ends at 3: the point of
+    divergence.  Truncating straight to B's first answer (9) would keep A's epoch-1 records."""
+    b = Log(str(tmp_path / "b-0"))
+    a = Log(str(tmp_path / "a-0"))
+    for epoch in (0, 0, 2, 4):
+        b.append(batch(3), leader_epoch=epoch)
+    assert entries(b) == [(0, 0), (2, 6), (4, 9)]
+    a.append_as_follower(b.read_bytes(0, 1))  # offsets 0-2
+    a.append(batch(3), leader_epoch=1)  # 3-5
+    a.append(batch(2), leader_epoch=1)  # 6-7
+    a.append(batch(3), leader_epoch=3)  # 8-10
+    assert entries(a) == [(0, 0), (1, 3), (3, 8)]
+    assert a.truncation_offset(*b.end_offset_for_epoch(3)) == (8, False)
+    assert truncate_follower(b, a) == 2
+    assert a.log_end_offset == 3 and entries(a) == [(0, 0)]
+    catch_up(b, a)
+    assert headers(a) == headers(b) and entries(a) == entries(b)
+
+
+def test_truncation_offset_rules(tmp_path):
+    f = Log(str(tmp_path / "f-0"), replicated=True)
+    for epoch in (1, 1, 3, 5):
+        f.append(batch(2), leader_epoch=epoch)
+    assert f.high_watermark == 0  # replicated from the start: appends do not move it
+    f.update_high_watermark(3)
+    assert entries(f) == [(1, 0), (3, 4), (5, 6)] and f.log_end_offset == 8
+    assert f.truncation_offset(-1, -1) == (3, True)  # undefined answer: the high watermark
+    assert f.truncation_offset(0, 2) == (0, True)  # below our first epoch: (0, our first start 0)
+    assert f.truncation_offset(3, 5) == (5, True)  # same epoch: the smaller end
+    assert f.truncation_offset(3, 7) == (6, True)
+    assert f.truncation_offset(4, 20) == (6, False)  # we never had 4: our end of 3, ask again
+    assert f.truncation_offset(5, 99) == (8, True)  # never above our log end offset
+    empty = Log(str(tmp_path / "e-0"))
+    assert empty.truncation_offset(2, 10) == (0, True)
 
 
 def test_kip279_fast_leader_change_truncates_mid_epoch(tmp_path):
@@ -500,3 +534,26 @@ def test_control_batch_from_leader_is_copied(tmp_path):
     raw = bytearray(build_control_batch(1, 5, 0, coordinator_epoch=3))
     f.append_as_follower(bytes(raw))
     assert f.log_end_offset == 1 and f.open_transactions() == {}
+
+
+def test_high_watermark_checkpoint_task(tmp_path):
+    """The background task writes replication-offset-checkpoint every
+    high_watermark_checkpoint_interval_ms, without waiting for the other checkpoints."""
+    import time
+
+    d = str(tmp_path / "logs")
+    m = LogManager([d], LogConfig(flush_offset_checkpoint_interval_ms=3_600_000), background=True,
+                   high_watermark_checkpoint_interval_ms=50)
+    m.startup()
+    try:
+        lg = m.get_or_create_log("r", 0)
+        lg.replicated = True
+        lg.append(batch(10))
+        lg.update_high_watermark(7)
+        path = os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)
+        deadline = time.monotonic() + 30
+        while OffsetCheckpointFile(path).read().get(("r", 0)) != 7:
+            assert time.monotonic() < deadline, "the high watermark was never checkpointed"
+            time.sleep(0.02)
+    finally:
+        m.shutdown()

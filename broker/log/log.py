@@ -26,6 +26,19 @@ fetches read up to it.  Each ABORT of a transaction with data adds an entry to t
 for Fetch.  The producer snapshots carry the open transactions, so the LSO survives restarts;
 recovery rebuilds the ``.txnindex`` of the segments it revalidates.
 
+Replication (issue 12; Kafka's ``UnifiedLog`` with ``LeaderEpochFileCache``, KIP-101/279):
+
+- every batch carries the leader epoch it was written in (``partitionLeaderEpoch``); the
+  :attr:`Log.leader_epoch_cache` (:mod:`~pyklog.broker.log.leader_epoch`) maps each epoch to its first
+  offset and answers :meth:`Log.end_offset_for_epoch` (OffsetsForLeaderEpoch); it is persisted in
+  ``leader-epoch-checkpoint``, checked against the batches at load and rebuilt from them if needed;
+- :meth:`Log.append_as_follower` copies the leader's batches keeping their offsets and epochs;
+  :meth:`Log.truncate_to` / :meth:`Log.truncate_fully_and_start_at` cut a follower back to the
+  leader (epoch cache, indexes, ``.txnindex``, producer state and snapshots follow);
+- the high watermark (:attr:`Log.high_watermark`) is the log end offset unless the log is
+  :attr:`Log.replicated`; then only :meth:`Log.update_high_watermark` (and truncation) moves it; the
+  LogManager checkpoints it in ``replication-offset-checkpoint``.
+
 Concurrency (the design's "copy-on-write segment list"):
 
 - one ``threading.RLock`` per log serialises appends, rolls, flushes' bookkeeping, retention,
@@ -323,6 +336,30 @@ class Log:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         return found_epoch, end
 
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+        """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer
+        ``(leader_epoch, leader_end_offset)`` for the follower's latest epoch (Kafka's
+        ``AbstractFetcherThread.getOffsetTruncationState``, KIP-101 with KIP-279).  Returns
+        ``(offset, completed)``; the caller truncates to ``offset`` and, when not ``completed``,
+        asks the leader again for its (new) latest epoch:
+
+        - the leader's answer is undefined (-1): the high watermark (bounded by the log end offset);
+        - the follower has no epoch at or below ``leader_epoch``: the leader's end offset;
+        - the follower's largest epoch at or below it is another one (the leader answered an
+          epoch the follower never had): the follower's end offset of that epoch, not completed;
+        - the same epoch: the smaller of both end offsets.
+
+        Never above the log end offset.  Lock-free (read-only)."""
+        leo = self._view.log_end_offset
+        if leader_end_offset == UNDEFINED_EPOCH_OFFSET or leader_epoch == UNDEFINED_EPOCH:
+            return min(self.high_watermark, leo), True
+        f_epoch, f_end = self.end_offset_for_epoch(leader_epoch)
+        if f_end == UNDEFINED_EPOCH_OFFSET:
+            return min(leader_end_offset, leo), True
+        if f_epoch != leader_epoch:
+            return min(f_end, leo), False
+        return min(f_end, leader_end_offset, leo), True
+
     @property
     def latest_epoch(self) -> int:
         """The latest leader epoch in the cache (-1: none).  Lock-free."""
@@ -535,10 +572,15 @@ class Log:
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
         cfg = self.config
+        # framing and CRC outside the lock, against the end offset as it is now (one fetcher
+        # thread per partition appends, so it rarely changes meanwhile: then it is done again)
+        leo = self._view.log_end_offset
+        checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo, cfg.compact)
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
-            checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, self._leo, cfg.compact)
+            if self._leo != leo:
+                checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, self._leo, cfg.compact)
             markers = {}
             for pos, h in checked.batches:
                 if h.is_control and h.producer_id >= 0:

@@ -11,12 +11,13 @@ point.  The marker is removed once loading is done.  Directories that are not a 
 deletion) are removed.
 
 Background (``background=True``): one :class:`pyklog.broker.common.scheduler.Scheduler` (Kafka's
-``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs four periodic tasks, each
+``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs five periodic tasks, each
 ``interval`` after the end of its previous run: ``log-flush`` (time-based flushes,
 ``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), ``log-retention``
 (every ``log.retention.check.interval.ms``), ``log-checkpoint`` (every
-``log.flush.offset.checkpoint.interval.ms``) and ``log-cleaner`` (compacts logs whose policy includes
-``compact`` every ``log.cleaner.backoff.ms``).  The same scheduler (created before the logs are
+``log.flush.offset.checkpoint.interval.ms``), ``log-cleaner`` (compacts logs whose policy includes
+``compact`` every ``log.cleaner.backoff.ms``) and ``highwatermark-checkpoint`` (the high watermarks'
+``replication-offset-checkpoint``, every ``high_watermark_checkpoint_interval_ms``).  The same scheduler (created before the logs are
 loaded) is passed to every Log for its one-shot jobs: the fsync of a segment sealed by a roll and
 the delayed deletes of ``file.delete.delay.ms``; without ``background`` the logs use
 :mod:`~pyklog.broker.log.log`'s fallback scheduler.  They share the one thread, so a long compaction
@@ -69,7 +70,11 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
                  background: bool = True, recovery_threads: int = 2,
-                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False):
+                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False,
+                 high_watermark_checkpoint_interval_ms: int = 5000):
+        """``high_watermark_checkpoint_interval_ms``: how often ``replication-offset-checkpoint`` is
+        written (Kafka's ``replica.high.watermark.checkpoint.interval.ms``, default 5 s); the
+        other checkpoints follow ``log.flush.offset.checkpoint.interval.ms``."""
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d.strip()]
         if not log_dirs:
@@ -79,6 +84,7 @@ class LogManager:
         self.background = background
         self.recovery_threads = max(1, recovery_threads)
         self._topic_config = topic_config
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
@@ -329,9 +335,25 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
         )
+        self._checkpoint_high_watermarks(d, logs)
+
+    def _checkpoint_high_watermarks(self, d: str, logs) -> None:
+        """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
+        ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
         OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
         )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the ``replication-offset-checkpoint`` of every log dir (the scheduler's
+        ``highwatermark-checkpoint`` task; any thread)."""
+        for d in self.log_dirs:
+            try:
+                with self._checkpoint_lock:
+                    self._checkpoint_high_watermarks(
+                        d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d])
+            except OSError as e:
+                log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir."""
@@ -352,6 +374,8 @@ class LogManager:
         sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
         sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
         sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
+        sched.schedule_periodic("highwatermark-checkpoint", every(self.high_watermark_checkpoint_interval_ms),
+                                self.checkpoint_high_watermarks)
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

@@ -9,7 +9,11 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   our ranges (KIP-511) so librdkafka retries lower.
 * Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
-  up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
+  up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
+  before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
+  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
+  NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
   appends nothing: only the broker's own offset manager writes there, through the log.
@@ -19,13 +23,15 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
-  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
-  every v4+ answer carries the last stable offset (the first offset of the oldest open
+  arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
+  0, fenced by its current_leader_epoch) reads up to the log end offset and tells the replica manager
+  the follower's position; consumers (replica_id -1) read only below the high watermark (= the log
+  end offset on a partition with one replica).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
 * ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+  -1 latest = the high watermark, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
 * CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
   DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
@@ -524,10 +530,15 @@ class KafkaApis:
         rm = self.replica_manager
         part = rm.partition(topic, partition)
         replicated = part is not None and part.replicated
-        if replicated and acks == -1:
-            rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
         leader_epoch = rm.leader_epoch(topic, partition)
-        info = lg.append(data, leader_epoch=leader_epoch)
+        if replicated and acks == -1:
+            # Kafka's appendRecordsToLeader under leaderIsrUpdateLock: an ISR change in flight (its
+            # ZooKeeper write) finishes first, and none happens between the check and the append
+            with part.lock:
+                rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
+                info = lg.append(data, leader_epoch=leader_epoch)
+        else:
+            info = lg.append(data, leader_epoch=leader_epoch)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
@@ -589,8 +600,10 @@ class KafkaApis:
     def handle_fetch(self, request, header, body):
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
+        replica_id = body.get("replica_id", -1)
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
-                 body.get("isolation_level", 0), body.get("replica_id", -1))
+                 body.get("isolation_level", 0), replica_id,
+                 self._fenced_follower_partitions(body) if replica_id >= 0 else {})
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
@@ -598,7 +611,52 @@ class KafkaApis:
             self._send_fetch(fetch, responses)
             return
         keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch,
+                                              ready=self._fetch_moved(keys, fetch)))
+
+    def _fetch_moved(self, keys, fetch):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  The purgatory checks it once right after
+        the watch is registered, so an append landing between the first read and the watch (its
+        notify finding no watcher) does not leave the fetch waiting out its max_wait_ms -- on the
+        acks=all path that would stall every such produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+        follower = fetch[5] >= 0
+        rm = self.replica_manager
+
+        def end(key):
+            lg = rm.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
+
+    def _fenced_follower_partitions(self, body) -> dict:
+        """A follower's Fetch (v9+ ``current_leader_epoch``) checked against this leader's epoch, as
+        Kafka's ``Partition.checkCurrentLeaderEpoch``: older -> FENCED_LEADER_EPOCH (the follower
+        missed a leader change), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        rm = self.replica_manager
+        for t in body["topics"]:
+            for pd in t["partitions"]:
+                asked = pd.get("current_leader_epoch", -1)
+                if asked is None or asked < 0:
+                    continue
+                part = rm.partition(t["topic"], pd["partition"])
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                if asked < part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = FencedLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is older than "
+                        f"{part.leader_epoch}")
+                elif asked > part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = UnknownLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is newer than "
+                        f"{part.leader_epoch}")
+        return out
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
@@ -615,7 +673,8 @@ class KafkaApis:
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
             if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
                     and (fetch[4] == 1 or fetch[5] < 0)):
-                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
+                                                      ready=self._fetch_moved(op.keys, fetch)))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
@@ -632,7 +691,7 @@ class KafkaApis:
 
     def _read_fetch(self, fetch):
         """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation, replica_id = fetch
+        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
         version = header.api_version
         follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
         soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
@@ -651,8 +710,8 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
-                    if follower:  # Kafka's updateFollowerFetchState: the follower's log end offset
-                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
+                    if follower and (name, p) in fenced:
+                        raise fenced[(name, p)]
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
@@ -666,6 +725,9 @@ class KafkaApis:
                         sl = None
                     else:
                         sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     entry["high_watermark"] = lg.high_watermark
                     entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset
@@ -798,10 +860,15 @@ class KafkaApis:
                         raise UnknownLeaderEpochError(
                             f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
                     epoch = pd["leader_epoch"]
-                    if epoch == current and epoch > lg.latest_epoch:
-                        # the leader's current epoch before anything was written in it (Kafka's
-                        # leader has assigned it already at becoming leader): it ends at the LEO
-                        entry["leader_epoch"], entry["end_offset"] = epoch, lg.log_end_offset
+                    latest = lg.latest_epoch
+                    if latest < epoch <= current:
+                        # the cache lacks the current epoch (nothing written in it yet and the
+                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
+                        # always ends with (current epoch, its start): the epoch asked for ends at
+                        # the LEO, reported as the current one, the latest known below it, or
+                        # itself when none is known
+                        found = epoch if epoch == current or latest < 0 else latest
+                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
                     else:
                         entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
                 except PyklogError as e:

@@ -118,7 +118,8 @@ class BrokerServer:
             # retention and compaction wait for the first sync with the registry (hold_cleaning), which
             # pauses them for logs whose topic is missing (their topic config is unknown)
             self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
-                                          hold_cleaning=True)
+                                          hold_cleaning=True, high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
+                                              "replica_high_watermark_checkpoint_interval_ms"])
             self.log_manager.startup()
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)

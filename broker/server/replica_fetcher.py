@@ -9,9 +9,10 @@ at every reconnect) and loops:
 
 1. **Truncation** (KIP-101/KIP-279) for the partitions just added (a new leader or epoch): one
    OffsetsForLeaderEpoch request (replica_id = this broker) for the local log's latest epoch; the
-   log is truncated to the leader's end offset of that epoch (when the leader answers an older
-   epoch, to the smaller of its end offset and ours for that epoch); a leader that knows no epoch
-   for it (UNDEFINED) or does not serve the API -> truncate to the local high watermark.
+   log is truncated where ``Log.truncation_offset`` says (Kafka's ``getOffsetTruncationState``:
+   the smaller end offset of a common epoch; when the leader answered an epoch this log never had,
+   truncate to our end of it and ask again with the new latest epoch); a leader that knows no
+   epoch for it (UNDEFINED) or does not serve the API -> truncate to the local high watermark.
 2. **Fetch** (v12 or the highest both serve) with replica_id = this broker's id, fetch offset = the
    local log end offset, ``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``,
    ``replica.fetch.max.bytes`` per partition and ``replica.fetch.response.max.bytes`` in all; the
@@ -44,6 +45,7 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
@@ -55,7 +57,6 @@ FETCH_VERSION = 12
 #: Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-_UNKNOWN_LEADER_EPOCH = 75
 
 
 class _PartitionFetchState:
@@ -192,11 +193,15 @@ class ReplicaFetcherThread(threading.Thread):
                     self._stopped.wait(self.backoff_s)
                     continue
                 truncating = {k: s for k, s in ready.items() if s.truncating}
+                sent = False
                 if truncating:
-                    self._truncate(conn, truncating)
+                    sent |= self._truncate(conn, truncating)
                 fetching = {k: s for k, s in ready.items() if not s.truncating}
                 if fetching:
-                    self._fetch(conn, fetching)
+                    sent |= self._fetch(conn, fetching)
+                if not sent:  # every partition's role is changing: the manager updates this thread
+                    self._wake.clear()
+                    self._wake.wait(0.05)
             except (OSError, ConnectionError, PyklogError, ValueError, struct.error) as e:
                 if self._stopped.is_set():
                     break
@@ -228,7 +233,8 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ truncation (KIP-101 / KIP-279)
 
-    def _truncate(self, conn: _Connection, parts: dict) -> None:
+    def _truncate(self, conn: _Connection, parts: dict) -> bool:
+        """Truncate the partitions just added; True if anything was done."""
         logs = {}
         for key, state in parts.items():
             lg = self.rm.follower_log(key[0], key[1], state.leader_epoch)
@@ -236,14 +242,14 @@ class ReplicaFetcherThread(threading.Thread):
                 continue  # no longer followed at this epoch: the manager removes or re-adds it
             logs[key] = lg
         if not logs:
-            return
-        api = getattr(ApiKey, "OFFSET_FOR_LEADER_EPOCH", None)
-        version = conn.version(api, 3) if api is not None else None
+            return False
+        api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+        version = conn.version(api, 3)
         if version is None or version < 2:
             # the leader knows no epochs: truncate to the high watermark (Kafka before KIP-101)
             for key, lg in logs.items():
                 self._truncate_to(key, parts[key], lg, lg.high_watermark, "leader without OffsetsForLeaderEpoch")
-            return
+            return True
         topics: dict[str, list] = {}
         for (t, p), lg in logs.items():
             epoch = _latest_epoch(lg)
@@ -254,7 +260,7 @@ class ReplicaFetcherThread(threading.Thread):
             topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": parts[(t, p)].leader_epoch,
                                              "leader_epoch": epoch})
         if not topics:
-            return
+            return True
         body = {"replica_id": self.rm.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = conn.request(api, version, body)
@@ -269,28 +275,34 @@ class ReplicaFetcherThread(threading.Thread):
                     self._delay(key, state, f"OffsetsForLeaderEpoch error {code}")
                     continue
                 leader_epoch, end = pr.get("leader_epoch", UNDEFINED_EPOCH), pr.get("end_offset", -1)
-                if leader_epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:
-                    self._truncate_to(key, state, lg, lg.high_watermark, "leader has no such epoch")
-                    continue
-                target = min(end, lg.log_end_offset)
-                mine = _latest_epoch(lg)
-                if leader_epoch != mine:
-                    local = _end_offset_for_epoch(lg, leader_epoch)
-                    if local is not None and local[0] == leader_epoch:
-                        target = min(target, local[1])
+                # Kafka's getOffsetTruncationState (KIP-101, KIP-279): not completed when the leader
+                # answered an epoch this log never had -> truncate there and ask again next round
+                target, completed = lg.truncation_offset(leader_epoch, end)
                 self._truncate_to(key, state, lg, target,
-                                  f"leader's end offset of epoch {leader_epoch} is {end}")
+                                  f"leader's end offset of epoch {leader_epoch} is {end}", completed)
+        return True
 
-    def _truncate_to(self, key, state, lg, offset: int, why: str) -> None:
-        if offset < lg.log_end_offset:
-            log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1], lg.log_end_offset,
-                     offset, why)
-            lg.truncate_to(offset)
-        state.truncating = False
+    def _truncate_to(self, key, state, lg, offset: int, why: str, completed: bool = True) -> None:
+        def cut(lg):
+            if offset < lg.log_end_offset:
+                log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1],
+                         lg.log_end_offset, offset, why)
+                lg.truncate_to(offset)
+            elif not completed:
+                # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
+                # leader, nothing written in it): drop it, or the next round would ask about it again
+                lg.leader_epoch_cache.truncate_from_end(offset)
+
+        try:
+            self.rm.as_follower(key[0], key[1], state.leader_epoch, cut)
+        except NotLeaderOrFollowerError:
+            return  # the role changed meanwhile: the manager removed or re-added the partition
+        state.truncating = not completed
 
     # ------------------------------------------------------------------ fetch
 
-    def _fetch(self, conn: _Connection, parts: dict) -> None:
+    def _fetch(self, conn: _Connection, parts: dict) -> bool:
+        """One Fetch for the partitions ready to fetch; True if a request was sent."""
         version = conn.version(ApiKey.FETCH, FETCH_VERSION)
         if version is None or version < 4:
             raise ConnectionError(f"broker {self.source_broker} serves no Fetch v4+ for replication")
@@ -306,7 +318,7 @@ class ReplicaFetcherThread(threading.Thread):
                 "last_fetched_epoch": -1, "log_start_offset": lg.log_start_offset,
                 "partition_max_bytes": self.partition_max_bytes})
         if not topics:
-            return
+            return False
         body = {"replica_id": self.rm.broker_id, "max_wait_ms": self.wait_ms, "min_bytes": self.min_bytes,
                 "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
@@ -321,6 +333,7 @@ class ReplicaFetcherThread(threading.Thread):
                 if state is None or key not in offsets or not self._current(key, state):
                     continue
                 self._process(key, state, offsets[key], pr)
+        return True
 
     def _process(self, key, state, fetch_offset: int, pr: dict) -> None:
         t, p = key
@@ -328,7 +341,8 @@ class ReplicaFetcherThread(threading.Thread):
         if code == 0:
             records = pr.get("records")
             try:
-                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch)
+                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch,
+                                           pr.get("log_start_offset", -1))
             except NotLeaderOrFollowerError:
                 return  # the role changed meanwhile
             except OffsetOutOfRangeError as e:  # the log moved under us (a truncation): start over
@@ -344,16 +358,14 @@ class ReplicaFetcherThread(threading.Thread):
             if lg is not None and 0 <= fetch_offset < leader_start:
                 log.info("%s-%d: fetch offset %d is below the leader's log start offset %d: restarting the "
                          "log there", t, p, fetch_offset, leader_start)
-                fn = getattr(lg, "truncate_fully_and_start_at", None)
-                if fn is not None:
-                    fn(leader_start)
-                else:
-                    lg.truncate_to(0)
-                    lg.increment_log_start_offset(leader_start)
+                try:
+                    self.rm.as_follower(t, p, state.leader_epoch, lambda lg: lg.truncate_fully_and_start_at(leader_start))
+                except NotLeaderOrFollowerError:
+                    return
             else:
                 state.truncating = True  # above the leader's end: truncate by epoch again
             return
-        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, _UNKNOWN_LEADER_EPOCH,
+        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, UnknownLeaderEpochError.code,
                     UnknownTopicOrPartitionError.code):
             self._delay(key, state, f"error {code}")
             return
@@ -361,23 +373,9 @@ class ReplicaFetcherThread(threading.Thread):
         self._delay(key, state, f"error {code}")
 
 
-def _latest_epoch(lg) -> int | None:
-    v = getattr(lg, "latest_epoch", None)
-    if callable(v):
-        v = v()
-    if v is None:
-        cache = getattr(lg, "leader_epoch_cache", None)
-        v = getattr(cache, "latest_epoch", None) if cache is not None else None
-        if callable(v):
-            v = v()
-    return v
-
-
-def _end_offset_for_epoch(lg, epoch: int):
-    fn = getattr(lg, "end_offset_for_epoch", None)
-    if fn is None:
-        return None
-    return fn(epoch)
+def _latest_epoch(lg) -> int:
+    """The log's latest leader epoch (-1: none)."""
+    return lg.latest_epoch
 
 
 class ReplicaFetcherManager:

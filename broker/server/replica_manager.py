@@ -200,8 +200,11 @@ class ReplicaManager:
             hosted_fn = getattr(self.cluster, "partitions_hosted_by", None)
             hosted = hosted_fn(self.broker_id) if hosted_fn is not None else self.cluster.partitions_led_by(
                 self.broker_id)
+            written: dict = {}
             for (t, p) in sorted(hosted):
-                st = topics.get(t, {}).get(p)
+                if t not in written:
+                    written[t] = self._states_as_written(t, topics.get(t))
+                st = (written[t] or {}).get(p)
                 if st is None:
                     continue
                 try:
@@ -245,8 +248,7 @@ class ReplicaManager:
         if self._shutdown:
             return
         try:
-            parts = self.cluster.topic(topic, refresh_if_missing=False)
-            st = (parts or {}).get(partition)
+            st = (self._states_as_written(topic, None) or {}).get(partition)
             if st is None or self.broker_id not in st.replicas:
                 return
             with self._sync_lock:
@@ -254,6 +256,14 @@ class ReplicaManager:
                 self._apply_state(topic, partition, lg, st)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
+
+    def _states_as_written(self, topic: str, fallback):
+        """The topic's partition states with the leaders as the state znodes say (a leader that is not
+        live stays the leader for its replicas: this broker keeps leading through a ZooKeeper session
+        blip, followers keep following a dead leader until the controller elects another)."""
+        fn = getattr(self.cluster, "partition_states_as_written", None)
+        got = fn(topic) if fn is not None else None
+        return got if got is not None else fallback
 
     def _apply_state(self, topic: str, partition: int, lg, st) -> None:
         """Under ``_sync_lock``: make this broker leader or follower of a hosted partition as its
@@ -265,16 +275,25 @@ class ReplicaManager:
             self._partitions = {**self._partitions, key: part}
         else:
             part.replicas = tuple(st.replicas)
-        # the cache reports leader -1 for a leader that is not live; a partition with one replica is
-        # led by its only replica whenever this broker runs (pyklog's behaviour before replication)
         if st.leader == self.broker_id:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
+                self._update_followers(part)  # replicas added or removed without an epoch change
                 return
             self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
             self.become_follower(topic, partition, st.leader, st.leader_epoch)
+
+    def _update_followers(self, part: Partition) -> None:
+        """As leader: track exactly the assigned replicas (a reassignment changed them)."""
+        with part.lock:
+            want = {r for r in part.replicas if r != self.broker_id}
+            if want == set(part.followers):
+                return
+            part.followers = {r: part.followers.get(r) or FollowerState(r, 0) for r in want}
+            if part.replicated and not part.log.replicated:
+                part.log.replicated = True
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -324,8 +343,7 @@ class ReplicaManager:
                 part.isr = frozenset(isr) | {self.broker_id}
                 part.zk_version = -1 if zk_version is None else zk_version
                 lg = part.log
-                if replicated:
-                    lg.replicated = True
+                lg.replicated = replicated  # one replica: the high watermark is the log end offset
                 part.leader_epoch_start_offset = lg.log_end_offset
                 _log_call(lg, "assign_epoch_start_offset", leader_epoch, lg.log_end_offset)
                 part.followers = {r: FollowerState(r, now if r in part.isr else 0)
@@ -531,21 +549,43 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ follower side (fetcher threads)
 
-    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int):
+    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int,
+                           leader_log_start_offset: int = -1):
         """A fetcher thread's append of the leader's batches (offsets kept), then the follower's
-        high watermark = min(leader's, own log end offset).  NotLeaderOrFollowerError if the
-        partition is no longer followed at ``leader_epoch``."""
+        high watermark = min(leader's, own log end offset) and its log start offset moves up to the
+        leader's (DeleteRecords, retention on the leader; Kafka's ``maybeIncrementLogStartOffset``).
+        NotLeaderOrFollowerError if the partition is no longer followed at ``leader_epoch``."""
         part = self._partitions.get((topic, partition))
-        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
-            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-        lg = part.log
-        info = None
-        if data is not None and len(data) > 0:
-            info = lg.append_as_follower(data)
-        hw = min(leader_high_watermark, lg.log_end_offset)
-        if hw > lg.high_watermark:
-            lg.update_high_watermark(hw)
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        # under the partition lock: a role change (become_leader assigns its epoch at the log end
+        # offset) never interleaves with an append of the old leader's batches
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            lg = part.log
+            info = None
+            if data is not None and len(data) > 0:
+                info = lg.append_as_follower(data)
+            hw = min(leader_high_watermark, lg.log_end_offset)
+            if hw > lg.high_watermark:
+                lg.update_high_watermark(hw)
+            start = min(leader_log_start_offset, lg.high_watermark)
+            if start > lg.log_start_offset:
+                lg.increment_log_start_offset(start)
         return info
+
+    def as_follower(self, topic: str, partition: int, leader_epoch: int, fn):
+        """Run ``fn(log)`` (a fetcher thread's truncation) under the partition lock if the partition
+        is still followed at ``leader_epoch``; else NotLeaderOrFollowerError and nothing runs (a
+        truncation must never cut a log that has just become the leader's)."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            return fn(part.log)
 
     def follower_log(self, topic: str, partition: int, leader_epoch: int):
         """The local log of a partition followed at ``leader_epoch`` (fetcher threads), else None."""
@@ -577,7 +617,7 @@ class ReplicaManager:
         if not parts or partition not in parts:
             raise UnknownTopicOrPartitionError(
                 f"this server does not host partition {topic}-{partition}")
-        st = parts[partition]
+        st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
         if st.leader != self.broker_id:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")

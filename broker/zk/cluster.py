@@ -31,9 +31,14 @@ registering again; and while disconnected a watchdog asks the servers for their 
 (``srvr``): a ZooKeeper that came back empty refuses the broker's session for ever, so when every
 server is behind the zxid the broker has seen, ``on_fatal`` stops the broker with an ERROR.
 
-pyklog has no replication and no controller elections: a partition's leader is its first replica,
-fixed when the topic is created.  Metadata reports leader -1 for a partition whose leader is not a
-live broker (as Kafka does once the controller finds no live ISR member).
+A topic's partitions are created with their first replica as leader (epoch 0) and every replica in
+the ISR, as Kafka's controller writes them.  Replication (issue 12): each registering broker
+watches the state znodes of the partitions it caches (one read of the changed node per change,
+re-armed after a connection loss) and tells its partition-state listeners (the ReplicaManager);
+a partition's leader changes only the ISR (:meth:`ZkCluster.update_isr`, conditional on the node's
+version, then ``/isr_change_notification/isr_change_<seq>``); leader and epoch are the
+controller's.  Metadata reports leader -1 for a partition whose leader is not a live broker (as
+Kafka does once the controller finds no live ISR member).
 
 Every ZooKeeper call goes through ``client.retry`` (connection loss and session moves are retried up
 to a deadline); a caller sees :class:`ZooKeeperError` when ZooKeeper stays unreachable.  The cache of
@@ -915,6 +920,16 @@ class ZkCluster:
         with self._lock:
             entries = dict(self._topics)
         return {(name, p) for name, e in entries.items() for p, r in e.replicas.items() if broker_id in r}
+
+    def partition_states_as_written(self, topic: str) -> dict[int, PartitionState] | None:
+        """One topic's partitions from the cache with the state znodes' leaders as written (not -1
+        for a leader that is not live, unlike :meth:`topic`); None if the topic is not cached.
+        What a replica follows: a dead leader is still the leader until the controller says otherwise."""
+        with self._lock:
+            entry = self._topics.get(topic)
+        if entry is None:
+            return None
+        return {p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())}
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
