@@ -420,16 +420,8 @@ def test_reassignment_rf1_to_rf3_and_back(broker_factory, zk, zk_chroot, tmp_pat
     with support.Wire(brokers[others[0]].port) as w:
         try:
             got = wait_for(read_all, timeout=30, message="records on the new leader")
-        except AssertionError:
-            got = None
-    if got is None:
-        # what it serves is a prefix of what was written (nothing lost below its high watermark,
-        # nothing duplicated), but the high watermark did not reach the log end offset
-        served = [v for v in last.get("vals", []) if not v.startswith(b"probe")]
-        assert last.get("error") == 0 and served == sent[:len(served)], last
-        pytest.xfail(f"replica manager (repl-fetch): the log's high watermark stays at {last.get('hw')} after "
-                     "RF 3 -> 1 (Log.replicated stays True once the partition has one replica), records above "
-                     f"it are not served; state {state(zk, topic, 0)}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: last fetch {last}, state {state(zk, topic, 0)}") from None
     assert [v for v in got if not v.startswith(b"probe")] == sent
 
 
