@@ -409,3 +409,34 @@ class MismatchedEndpointTypeError(PyklogError):
 @_wire(115, "UNSUPPORTED_ENDPOINT_TYPE")
 class UnsupportedEndpointTypeError(PyklogError):
     """DescribeCluster named an endpoint type Kafka does not know."""
+
+
+# the controller (pyklog.broker.controller): ControlledShutdown, ElectLeaders, reassignments
+@_wire(8, "BROKER_NOT_AVAILABLE")
+class BrokerNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(60, "REASSIGNMENT_IN_PROGRESS")
+class ReassignmentInProgressError(PyklogError):
+    pass
+
+
+@_wire(77, "STALE_BROKER_EPOCH")
+class StaleBrokerEpochError(PyklogError):
+    pass
+
+
+@_wire(80, "PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)
+class PreferredLeaderNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE")
+class EligibleLeadersNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(84, "ELECTION_NOT_NEEDED")
+class ElectionNotNeededError(PyklogError):
+    pass

@@ -228,10 +228,10 @@ def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(br
              message="the killed follower leaves the ISR")
     shrink_s = time.monotonic() - t0
     st = state(zk, topic, 0)
-    assert st["leader"] == leader_id and st["leader_epoch"] == 0  # the leader changes only the ISR
-    # Kafka's notification for the controller, written right after the state node
-    wait_for(lambda: zk.exists(paths.ISR_CHANGE_NOTIFICATION) and zk.get_children(paths.ISR_CHANGE_NOTIFICATION),
-             message="an isr_change notification")
+    # the leader changes only the ISR (epoch 0); under load the controller may remove the dead
+    # follower first, when its ZooKeeper session expires (epoch + 1, as Kafka 2.x's controller).
+    # Kafka's isr_change notifications are read and deleted by the controller (tests/test_controller.py)
+    assert st["leader"] == leader_id and st["leader_epoch"] in (0, 1)
     acked, errors = produce_acks_all(leader.bootstrap, topic, [b"b%04d" % i for i in range(300)], partition=0)
     assert not errors
     acked_all += acked
@@ -367,8 +367,8 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     """confluent-kafka produces acks=all + idempotence without pause while each follower is SIGKILLed
     and restarted in turn (the last one with its log directory wiped), min.insync.replicas=2: no
     delivery fails; every acknowledged record is read back once, in order per partition.  Then the
-    leader is SIGKILLed: without a controller (repl-controller) nobody takes over -- Metadata says
-    LEADER_NOT_AVAILABLE and the followers refuse Produce -- until the leader restarts."""
+    leader is SIGKILLed: the controller elects a follower from the ISR, which takes writes; nothing
+    acknowledged is lost."""
     import shutil
     import threading
 
@@ -436,20 +436,16 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     print(f"acknowledged {len(acked)}, read back {len(got)}, lost 0, duplicated 0; "
           f"(broker, wiped, ISR shrink s, rejoin s): {timings}")
 
-    # the leader SIGKILLed: unavailable until it comes back (elections are the controller's)
+    # the leader SIGKILLed: the controller elects a follower of the ISR (epoch + 1), which takes writes
     leader.kill()
-    with support.Wire(f1.port) as w:
-        md = wait_for(lambda: (m := w.request(ApiKey.METADATA, 5, {"topics": [{"name": topic}],
-                                                                     "allow_auto_topic_creation": False}))
-                      and all(x["leader_id"] == -1 for x in m["topics"][0]["partitions"]) and m,
-                      message="leader -1 in Metadata")
-    assert {x["error_code"] for x in md["topics"][0]["partitions"]} == {5}  # LEADER_NOT_AVAILABLE
-    for p in (0, 1):
-        assert state(zk, topic, p)["leader"] == 0  # nobody elected
-        assert produce_raw(f1.port, topic, p, b"nope")["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+    by_id = {b.broker_id: b for b in brokers}
+    new_leaders = {p: wait_for(lambda p=p: (st := state(zk, topic, p))["leader"] not in (-1, 0) and st["leader"],
+                               timeout=60, message="a new leader elected") for p in (0, 1)}
+    assert all(state(zk, topic, p)["leader_epoch"] >= 1 for p in (0, 1))
+    new0 = by_id[new_leaders[0]]
+    wait_for(lambda: produce_raw(new0.port, topic, 0, b"back")["error_code"] == 0, message="new leader takes writes")
     leader.start()
-    wait_for(lambda: produce_raw(leader.port, topic, 0, b"back")["error_code"] == 0, message="leader back")
-    got = consume_all(leader.bootstrap, topic, [0, 1], len(acked) + 1)
+    got = consume_all(new0.bootstrap, topic, [0, 1], len(acked) + 1)
     assert sorted(v for _, _, v in got) == sorted([v for _, _, v in acked] + [b"back0"])
 
 

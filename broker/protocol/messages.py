@@ -62,6 +62,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    # the controller (pyklog.broker.controller)
+    CONTROLLED_SHUTDOWN = 7
+    ELECT_LEADERS = 43
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -108,6 +111,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # the controller: ControlledShutdown v0 has request header v0 (Kafka 0.8's, no client_id)
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -150,6 +156,8 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.CONTROLLED_SHUTDOWN: 3,
+    ApiKey.ELECT_LEADERS: 2,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -1105,6 +1113,46 @@ DESCRIBE_PRODUCERS_RESPONSE = [
     ]),
 ]
 
+
+# ControlledShutdown 7 (broker to controller): v1 = v0 (v0's header has no client id), v2 adds the
+# broker epoch (KIP-380), v3+ flexible.  ElectLeaders 43 (KIP-183, KIP-460): v1 adds the election
+# type and the top-level error, v2+ flexible.
+
+CONTROLLED_SHUTDOWN_REQUEST = [
+    F("BrokerId", INT32),
+    F("BrokerEpoch", INT64, "2+", default=-1),
+]
+
+CONTROLLED_SHUTDOWN_RESPONSE = [
+    F("ErrorCode", INT16),
+    A("RemainingPartitions", fields=[
+        F("TopicName", STRING),
+        F("PartitionIndex", INT32),
+    ]),
+]
+
+ELECT_LEADERS_REQUEST = [
+    F("ElectionType", INT8, "1+", default=0),
+    A("TopicPartitions", nullable="0+", fields=[
+        F("Topic", STRING),
+        F("Partitions", "[]int32"),
+    ]),
+    F("TimeoutMs", INT32, default=60000),
+]
+
+ELECT_LEADERS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16, "1+", default=0),
+    A("ReplicaElectionResults", fields=[
+        F("Topic", STRING),
+        A("PartitionResult", fields=[
+            F("PartitionId", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+]
+
 DESCRIBE_TRANSACTIONS_REQUEST = [
     F("TransactionalIds", "[]string"),
 ]
@@ -1185,4 +1233,6 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", DESCRIBE_TRANSACTIONS_REQUEST,
                                    DESCRIBE_TRANSACTIONS_RESPONSE),
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
+    ApiKey.CONTROLLED_SHUTDOWN: ("ControlledShutdown", CONTROLLED_SHUTDOWN_REQUEST, CONTROLLED_SHUTDOWN_RESPONSE),
+    ApiKey.ELECT_LEADERS: ("ElectLeaders", ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
 }

@@ -295,6 +295,12 @@ class KafkaApis:
             ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
             ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
         })
+        # the controller (pyklog.broker.controller.KafkaController); main.py sets it
+        self.controller = None
+        self._handlers.update({
+            ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
+            ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+        })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
             int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
@@ -1491,6 +1497,72 @@ class KafkaApis:
                 {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed])
         self._respond(request, header, resp)
 
+    # ------------------------------------------------------------------ the controller's APIs
+
+    def handle_controlled_shutdown(self, request, header, body):
+        """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
+        ``KafkaApis.handleControlledShutdownRequest``): NOT_CONTROLLER unless this broker is the
+        controller; else the partitions the stopping broker still leads.  Blocks this request thread
+        until the controller's event thread has moved the leaderships (up to 30 s)."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        resp = {"error_code": NONE, "remaining_partitions": []}
+        if controller is None or not controller.is_active:
+            resp["error_code"] = NotControllerError.code
+        else:
+            try:
+                remaining = controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
+                resp["remaining_partitions"] = [{"topic_name": t, "partition_index": p} for t, p in remaining]
+            except PyklogError as e:
+                resp["error_code"] = e.code
+            except TimeoutError:
+                resp["error_code"] = RequestTimedOutError.code
+        self._respond(request, header, resp)
+
+    def handle_elect_leaders(self, request, header, body):
+        """ElectLeaders v0-2 (KIP-183/KIP-460; the admin client sends it to the controller):
+        NOT_CONTROLLER unless this broker is the controller; else each partition's result
+        (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_OR_PARTITION).  Null partitions: every partition.  Election type 0 preferred,
+        1 unclean (v1+)."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        version = header.api_version
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": []}
+
+        def fail(code):
+            if version >= 1:
+                resp["error_code"] = code
+            else:  # v0 has no top-level error: every partition carries it
+                resp["replica_election_results"] = [
+                    {"topic": t["topic"], "partition_result": [
+                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+                    for t in body.get("topic_partitions") or []]
+            self._respond(request, header, resp)
+
+        etype = body.get("election_type", 0)
+        if etype not in (0, 1):
+            return fail(InvalidRequestError.code)
+        if controller is None or not controller.is_active:
+            return fail(NotControllerError.code)
+        wanted = body.get("topic_partitions")
+        tps = None if wanted is None else [(t["topic"], p) for t in wanted for p in t["partitions"]]
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+        try:
+            results = controller.elect_leaders(tps, etype, timeout_s=timeout_s)
+        except PyklogError as e:
+            return fail(e.code)
+        except TimeoutError:
+            return fail(RequestTimedOutError.code)
+        by_topic: dict[str, list] = {}
+        for (t, p), err in sorted(results.items()):
+            by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
+                                               "error_message": None if err is None else str(err)})
+        resp["replica_election_results"] = [{"topic": t, "partition_result": r} for t, r in by_topic.items()]
+        self._respond(request, header, resp)
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -1995,6 +2067,10 @@ class KafkaApis:
                                            for tid in body["transactional_ids"]]}
         if api_key == ApiKey.LIST_TRANSACTIONS:
             return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
+        if api_key == ApiKey.CONTROLLED_SHUTDOWN:
+            return {"error_code": code, "remaining_partitions": []}
+        if api_key == ApiKey.ELECT_LEADERS:
+            return {"error_code": code, "replica_election_results": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -322,8 +322,37 @@ def _server_config_def() -> ConfigDef:
                     "how often the high watermarks are written to replication-offset-checkpoint"))
 
 
+def _define_controller_settings(cdef: ConfigDef) -> ConfigDef:
+    """The controller's settings (CONTROLLER_KEYS, read by pyklog.broker.controller through
+    :meth:`ServerConfig.controller_settings`), Kafka's names and defaults."""
+    H, M = Importance.HIGH, Importance.MEDIUM
+    return (cdef
+            .define("controlled.shutdown.enable", Type.BOOLEAN, True, None, M,
+                    "a stopping broker first asks the controller to move its leaderships away")
+            .define("controlled.shutdown.max.retries", Type.INT, 3, Range(1), M,
+                    "controlled shutdown attempts before the broker stops anyway")
+            .define("controlled.shutdown.retry.backoff.ms", Type.LONG, 5000, Range(0), M,
+                    "wait between controlled shutdown attempts")
+            .define("unclean.leader.election.enable", Type.BOOLEAN, False, None, H,
+                    "elect a replica outside the ISR when no ISR member is live (records may be lost)")
+            .define("auto.leader.rebalance.enable", Type.BOOLEAN, True, None, H,
+                    "the controller moves leadership back to preferred replicas")
+            .define("leader.imbalance.check.interval.seconds", Type.LONG, 300, Range(1), H,
+                    "how often the controller checks the leader balance")
+            .define("leader.imbalance.per.broker.percentage", Type.INT, 10, Range(0, 100), H,
+                    "share of a broker's preferred partitions led elsewhere that triggers a rebalance"))
+
+
+# Read by pyklog.broker.controller (ServerConfig.controller_settings()).
+CONTROLLER_KEYS = frozenset({
+    "controlled.shutdown.enable", "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+})
+
+
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
-SERVER_CONFIG = _server_config_def()
+SERVER_CONFIG = _define_controller_settings(_server_config_def())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,7 +396,8 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
-    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS
+    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
+        | CONTROLLER_KEYS
 
     @classmethod
     def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> "ServerConfig":
@@ -460,6 +490,10 @@ class ServerConfig:
                 "transactional_id_expiration_ms": v["transactional.id.expiration.ms"],
                 "abort_timed_out_interval_ms": v["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                 "remove_expired_interval_ms": v["transaction.remove.expired.transaction.cleanup.interval.ms"]}
+
+    def controller_settings(self) -> dict[str, Any]:
+        """The controller's settings (:data:`CONTROLLER_KEYS`), validated by :data:`SERVER_CONFIG`."""
+        return {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in CONTROLLER_KEYS}
 
     def replication_settings(self) -> dict[str, int]:
         """The replication settings (:data:`REPLICATION_KEYS`, validated by :data:`SERVER_CONFIG`), keyed

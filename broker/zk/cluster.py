@@ -841,9 +841,25 @@ class ZkCluster:
 
     @property
     def controller_id(self) -> int:
-        """The lowest live broker id (pyklog's controller for metadata purposes), -1 if none."""
+        """The broker holding ``/controller`` as the broker's controller (pyklog.broker.controller)
+        last saw it and it is live; else (no controller known yet, an admin client) the lowest live
+        broker id; -1 if no broker is live."""
         with self._lock:
+            cid = getattr(self, "_active_controller_id", None)
+            if cid is not None and cid in self._brokers:
+                return cid
             return min(self._brokers) if self._brokers else -1
+
+    def set_controller_id(self, broker_id: int | None) -> None:
+        """Called by the broker's controller (a kazoo or controller thread) with the broker holding
+        ``/controller`` (None: nobody).  The newly elected controller carries out pending topic
+        deletion requests."""
+        with self._lock:
+            before = getattr(self, "_active_controller_id", None)
+            self._active_controller_id = broker_id
+        if broker_id is not None and broker_id != before and broker_id == self.broker_id \
+                and not self._stopping and self.zk is not None:
+            self.zk.handler.spawn(self._process_delete_requests)
 
     @staticmethod
     def _partition_states(entry: _TopicEntry, live) -> dict[int, PartitionState]:
