@@ -36,28 +36,17 @@ import argparse
 import logging
 import sys
 
-from pyklog.broker.cli import add_version_argument
-from pyklog.broker.errors import PyklogError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from pyklog.broker.cli import UsageError, print_error, reports_errors, tool_parser
+from pyklog.broker.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.topics import is_internal
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit code 1, like every other error of this tool
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-topics", description="Create, list, describe, alter and delete pyklog topics.",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
-                       "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
-                       "--partitions 8")
-    add_version_argument(p)
+    p = tool_parser("pyklog-topics", "Create, list, describe, alter and delete pyklog topics.",
+                    "example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
+                    "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
+                    "--partitions 8")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to talk to")
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -89,7 +78,7 @@ def _configs(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise _UsageError(f"--config expects KEY=VALUE, got {item!r}")
+            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -132,17 +121,17 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
 def run(args, broker_api=None) -> int:
     for flag in ("create", "delete", "alter"):
         if getattr(args, flag) and not args.topic:
-            raise _UsageError(f"--{flag} needs --topic")
+            raise UsageError(f"--{flag} needs --topic")
     if args.alter and args.partitions is None and not (args.config or args.delete_config):
-        raise _UsageError("--alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
+        raise UsageError("--alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
     if args.alter and args.partitions is not None and (args.config or args.delete_config):
-        raise _UsageError("--alter: change the partitions and the configs in two runs")
+        raise UsageError("--alter: change the partitions and the configs in two runs")
     if args.create and args.partitions is None:
-        raise _UsageError("--create needs --partitions")
+        raise UsageError("--create needs --partitions")
     if args.bootstrap_server or (args.alter and args.partitions is not None):
         # the brokers' APIs: the client side (pyklog.connector.cli.topics) passes the runner
         if broker_api is None:
-            raise _UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
+            raise UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
                               "script (pyklog.connector.cli.topics)")
         return broker_api(args)
     cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
@@ -186,6 +175,7 @@ def run(args, broker_api=None) -> int:
     return 0
 
 
+@reports_errors(usage="{} (see pyklog-topics --help)")
 def main(argv=None, *, broker_api=None) -> int:
     """``broker_api(args) -> exit code`` runs the actions that go through the brokers' APIs
     (``--bootstrap-server``, ``--alter --partitions``); the broker side cannot import the client."""
@@ -193,13 +183,8 @@ def main(argv=None, *, broker_api=None) -> int:
     parser = build_parser()
     try:
         return run(parser.parse_args(argv), broker_api)
-    except _UsageError as e:
-        print(f"Error: {e} (see pyklog-topics --help)", file=sys.stderr)
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
     except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-    return 1
+        return print_error("interrupted")
 
 
 if __name__ == "__main__":

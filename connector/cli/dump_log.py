@@ -29,7 +29,7 @@ import argparse
 import os
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import require, reports_errors, tool_parser
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.log.index import OFFSET_ENTRY, TIME_ENTRY
 from pyklog.broker.log.txn_index import decode_entries
@@ -38,23 +38,12 @@ from pyklog.broker.record.compression import codec_name
 from pyklog.broker.record.header import HEADER_SIZE, LOG_OVERHEAD, compute_crc, parse_header, peek_size_and_magic
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-dump-log", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Dump log segments (.log), indexes (.index, .timeindex), transaction "
-                            "indexes (.txnindex), producer snapshots (.snapshot) and leader-epoch-checkpoint "
-                            "files, offline.",
-                epilog="example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
-                       "--deep-iteration --print-data-log")
-    add_version_argument(p)
+    p = tool_parser("pyklog-dump-log",
+                    "Dump log segments (.log), indexes (.index, .timeindex), transaction indexes (.txnindex), "
+                    "producer snapshots (.snapshot) and leader-epoch-checkpoint files, offline.",
+                    "example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
+                    "--deep-iteration --print-data-log")
     p.add_argument("--files", required=False, metavar="FILE[,FILE...]", help="REQUIRED: the files to dump")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only the batches")
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies deep iteration)")
@@ -269,14 +258,10 @@ DUMPERS = {".log": dump_log, ".index": dump_offset_index, ".timeindex": dump_tim
 NAMED_DUMPERS = {"leader-epoch-checkpoint": dump_leader_epoch_checkpoint}
 
 
+@reports_errors()
 def main(argv=None) -> int:
-    try:
-        a = build_parser().parse_args(argv)
-        if not a.files:
-            raise _UsageError("Missing required argument \"[files]\"")
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    a = build_parser().parse_args(argv)
+    require(a, "files")
     rc = 0
     for path in [p for p in a.files.split(",") if p]:
         ext = os.path.splitext(path)[1]

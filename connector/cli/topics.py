@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 
 from pyklog.broker.cli import topics as _zk_topics
-from pyklog.broker.cli.topics import _configs, _ids, _UsageError, topic_line
+from pyklog.broker.cli import UsageError
+from pyklog.broker.cli.topics import _configs, _ids, topic_line
 from pyklog.broker.errors import (
     InvalidPartitionsError,
     TopicAlreadyExistsError,
@@ -67,7 +68,7 @@ def broker_api(args) -> int:
     from pyklog.connector.admin import AdminClient
 
     if args.alter and args.partitions is None:
-        raise _UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
+        raise UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
     if args.alter:  # --alter --partitions, through the brokers registered in ZooKeeper without --bootstrap-server
         return alter_partitions(args, args.bootstrap_server, None if args.bootstrap_server else args.zookeeper)
     with AdminClient(args.bootstrap_server, client_id="pyklog-topics",
