@@ -118,6 +118,32 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
     return lines
 
 
+def create_topic(args, create) -> int:
+    """``--create`` through ``create()`` (ZooKeeper or CreateTopics): ``Created topic T.``; a topic
+    that exists already is an error unless ``--if-not-exists``.  Returns the exit code."""
+    try:
+        create()
+    except TopicAlreadyExistsError:
+        if not args.if_not_exists:
+            raise
+        return 0
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def delete_topic(args, delete) -> int:
+    """``--delete`` through ``delete()`` (ZooKeeper or DeleteTopics): ``Deleted topic T.``; a
+    missing topic is an error unless ``--if-exists``.  Returns the exit code."""
+    try:
+        delete()
+    except UnknownTopicOrPartitionError:
+        if args.if_exists:
+            return 0
+        raise
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
 def run(args, broker_api=None) -> int:
     for flag in ("create", "delete", "alter"):
         if getattr(args, flag) and not args.topic:
@@ -138,13 +164,8 @@ def run(args, broker_api=None) -> int:
     cluster.start()
     try:
         if args.create:
-            try:
-                cluster.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config))
-            except TopicAlreadyExistsError:
-                if not args.if_not_exists:
-                    raise
-                return 0
-            print(f"Created topic {args.topic}.")
+            return create_topic(args, lambda: cluster.create_topic(args.topic, args.partitions,
+                                                                   args.replication_factor, _configs(args.config)))
         elif args.list:
             for name in sorted(cluster.topics()):
                 if not (args.exclude_internal and is_internal(name)):
@@ -159,13 +180,7 @@ def run(args, broker_api=None) -> int:
             for line in lines:
                 print(line)
         elif args.delete:
-            try:
-                cluster.delete_topic(args.topic)
-            except UnknownTopicOrPartitionError:
-                if args.if_exists:
-                    return 0
-                raise
-            print(f"Deleted topic {args.topic}.")
+            return delete_topic(args, lambda: cluster.delete_topic(args.topic))
         elif args.alter:
             config = cluster.alter_topic_config(args.topic, _configs(args.config), args.delete_config)
             print(f"Updated config of topic {args.topic}: "
