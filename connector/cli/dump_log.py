@@ -135,13 +135,20 @@ def _log_batches(index_path: str):
     return [(pos, h.last_offset, h.max_timestamp) for pos, h, _, _ in scan_log(buf, len(buf))], log_path
 
 
-def dump_offset_index(path: str, a, out) -> None:
+def _index_entries(path: str, entry, out) -> tuple[int, list[tuple]]:
+    """The base offset (from the file name) and the whole ``entry``-sized entries of an index file;
+    a partial entry at the end is reported as corruption and left out."""
     base = int(os.path.basename(path).split(".")[0])
     with open(path, "rb") as f:
         raw = f.read()
-    if len(raw) % OFFSET_ENTRY.size:
-        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {OFFSET_ENTRY.size}: index is corrupt")
-    entries = [(base + rel, position) for rel, position in OFFSET_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 8])]
+    if len(raw) % entry.size:
+        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {entry.size}: index is corrupt")
+    return base, list(entry.iter_unpack(raw[:len(raw) - len(raw) % entry.size]))
+
+
+def dump_offset_index(path: str, a, out) -> None:
+    base, raw_entries = _index_entries(path, OFFSET_ENTRY, out)
+    entries = [(base + rel, position) for rel, position in raw_entries]
     if a.index_sanity_check:
         bad = [i for i in range(1, len(entries)) if entries[i][0] <= entries[i - 1][0]
                or entries[i][1] <= entries[i - 1][1]]
@@ -170,12 +177,8 @@ def dump_offset_index(path: str, a, out) -> None:
 
 
 def dump_time_index(path: str, a, out) -> None:
-    base = int(os.path.basename(path).split(".")[0])
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) % TIME_ENTRY.size:
-        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {TIME_ENTRY.size}: index is corrupt")
-    entries = [(ts, base + rel) for ts, rel in TIME_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 12])]
+    base, raw_entries = _index_entries(path, TIME_ENTRY, out)
+    entries = [(ts, base + rel) for ts, rel in raw_entries]
     if a.index_sanity_check:
         bad = [i for i in range(1, len(entries)) if entries[i][0] < entries[i - 1][0]
                or entries[i][1] < entries[i - 1][1]]
