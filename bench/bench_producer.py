@@ -19,16 +19,10 @@ share the same server-side ceiling.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
 import time
-import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-from pyklog.broker.server.process import BrokerProcess  # noqa: E402
-from pyklog.broker.zk.server import ZooKeeperServer  # noqa: E402
+from _common import bench_broker, confluent_produce, confluent_settings, producer_parser
 
 
 def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, float]:
@@ -75,22 +69,10 @@ def run_confluent(bootstrap, topic, n, payload, args) -> float:
             errors.append(err)
 
     p = CProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                   "linger.ms": args.linger_ms, "batch.size": args.batch_size,
-                   "compression.type": args.compression, "client.id": "bench-confluent",
-                   "queue.buffering.max.messages": max(100000, n + 1),
-                   "queue.buffering.max.kbytes": 1048576})
+                   **confluent_settings(args, n)})
     p.list_topics(topic, timeout=30)
     t0 = time.perf_counter()
-    produce = p.produce
-    poll = p.poll
-    for i in range(n):
-        try:
-            produce(topic, payload, on_delivery=cb)
-        except BufferError:
-            poll(0.01)
-            produce(topic, payload, on_delivery=cb)
-        if (i & 0xFFF) == 0:
-            poll(0)
+    confluent_produce(p, topic, payload, n, cb)
     remaining = p.flush(120)
     dt = time.perf_counter() - t0
     if remaining or errors:
@@ -108,30 +90,8 @@ def count_records(bootstrap, topic) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200000)
-    ap.add_argument("--size", type=int, default=100, help="value bytes per record")
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--linger-ms", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=262144)
-    ap.add_argument("--compression", default="none")
-    ap.add_argument("--rounds", type=int, default=2, help="runs per client (best is reported)")
-    args = ap.parse_args()
-
-    zk = ZooKeeperServer()
-    zk.start()
-    root = f"/bench-{uuid.uuid4().hex[:8]}"
-    from kazoo.client import KazooClient
-
-    kc = KazooClient(hosts=zk.connect_string)
-    kc.start(timeout=30)
-    kc.ensure_path(root)
-    kc.stop()
-    kc.close()
-    broker = BrokerProcess(zk.connect_string + root, 0, log_dir=tempfile.mkdtemp(prefix="pyklog-bench-"),
-                           **{"log.segment.bytes": str(1 << 30)})
-    try:
-        broker.start()
+    args = producer_parser(__doc__, records=200000).parse_args()
+    with bench_broker() as broker:
         from pyklog.connector.client import ClusterClient
 
         payload = os.urandom(args.size)
@@ -168,9 +128,6 @@ def main() -> None:
             if queued.get(name):
                 extra = f"   queueing {args.records / min(queued[name]):12,.0f} records/s"
             print(f"{name:28s} {rate:12,.0f} records/s {mb / dt:8.1f} MB/s   ratio {rate / base:5.2f}x{extra}")
-    finally:
-        broker.stop()
-        zk.stop()
 
 
 if __name__ == "__main__":

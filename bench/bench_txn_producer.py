@@ -21,14 +21,11 @@ server-side ceiling (a commit costs an EndTxn round trip and the coordinator's m
 """
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
 import time
 import uuid
 
-from pyklog.broker.server.process import BrokerProcess
-from pyklog.broker.zk.server import ZooKeeperServer
+from _common import bench_broker, confluent_produce, confluent_settings, producer_parser
 
 
 def run_pyklog(bootstrap, topic, args, payload, bulk: bool) -> float:
@@ -71,26 +68,15 @@ def run_confluent(bootstrap, topic, args, payload) -> float:
             errors.append(err)
 
     p = CProducer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
-                   "linger.ms": args.linger_ms, "batch.size": args.batch_size,
-                   "compression.type": args.compression, "client.id": "bench-confluent",
-                   "queue.buffering.max.messages": max(100000, args.txn_size + 1),
-                   "queue.buffering.max.kbytes": 1048576})
+                   **confluent_settings(args, args.txn_size)})
     p.init_transactions(60)
     p.list_topics(topic, timeout=30)
     t0 = time.perf_counter()
     left = args.records
-    produce, poll = p.produce, p.poll
     while left > 0:
         k = min(args.txn_size, left)
         p.begin_transaction()
-        for i in range(k):
-            try:
-                produce(topic, payload, on_delivery=cb)
-            except BufferError:
-                poll(0.01)
-                produce(topic, payload, on_delivery=cb)
-            if (i & 0xFFF) == 0:
-                poll(0)
+        confluent_produce(p, topic, payload, k, cb)
         p.commit_transaction(120)  # flushes first
         left -= k
     dt = time.perf_counter() - t0
@@ -115,31 +101,10 @@ def count_committed(bootstrap, topic) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=100000)
-    ap.add_argument("--size", type=int, default=100, help="value bytes per record")
+    ap = producer_parser(__doc__, records=100000)
     ap.add_argument("--txn-size", type=int, default=1000, help="records per transaction")
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--linger-ms", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=262144)
-    ap.add_argument("--compression", default="none")
-    ap.add_argument("--rounds", type=int, default=2, help="runs per client (best is reported)")
     args = ap.parse_args()
-
-    zk = ZooKeeperServer()
-    zk.start()
-    root = f"/bench-{uuid.uuid4().hex[:8]}"
-    from kazoo.client import KazooClient
-
-    kc = KazooClient(hosts=zk.connect_string)
-    kc.start(timeout=30)
-    kc.ensure_path(root)
-    kc.stop()
-    kc.close()
-    broker = BrokerProcess(zk.connect_string + root, 0, log_dir=tempfile.mkdtemp(prefix="pyklog-bench-"),
-                           **{"log.segment.bytes": str(1 << 30), "transaction.state.log.num.partitions": "4"})
-    try:
-        broker.start()
+    with bench_broker(**{"transaction.state.log.num.partitions": "4"}) as broker:
         from pyklog.connector.client import ClusterClient
 
         payload = os.urandom(args.size)
@@ -168,9 +133,6 @@ def main() -> None:
         for name, dt in best.items():
             rate = args.records / dt
             print(f"{name:28s} {rate:12,.0f} records/s {txns / dt:8.1f} txn/s   ratio {rate / base:5.2f}x")
-    finally:
-        broker.stop()
-        zk.stop()
 
 
 if __name__ == "__main__":

@@ -11,19 +11,15 @@ runs ``commit``) makes a commit pause between two transaction completions.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 
+from txn_support import child_parser
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--zookeeper", required=True)
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--sink", required=True)
-    ap.add_argument("--checkpoint", required=True)
+    ap = child_parser("--zookeeper", "--bootstrap", "--source", "--sink", "--checkpoint")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=300)
     ap.add_argument("--transaction-timeout-ms", type=int, default=120000)
     ap.add_argument("--available-now", action="store_true")

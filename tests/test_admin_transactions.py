@@ -16,10 +16,8 @@ and ``pyklog-transactions`` (Kafka's kafka-transactions.sh) against real brokers
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 
@@ -27,7 +25,8 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
-from support import Wire, create_topic, produce, records, stable_port, wait_for
+from support import Wire, create_topic, produce, records, wait_for
+from txn_support import read_committed_values, sigkill_in_open_transaction, two_brokers
 
 pytestmark = pytest.mark.integration
 
@@ -58,50 +57,6 @@ def rows_of(bootstrap: str, *args) -> list[dict]:
     return table(r.stdout)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[bytes]:
-    """What confluent-kafka's read_committed consumer delivers up to the last stable offset of
-    every partition (reached when each partition reports EOF)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got, eof = [], set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            got.append(m.value())
-        assert len(eof) == partitions, f"no EOF on {partitions - len(eof)} partitions within {timeout}s"
-        return got
-    finally:
-        c.close()
-
-
-_KILLED_PRODUCER = textwrap.dedent("""
-    import sys
-    from confluent_kafka import Producer
-    bootstrap, tid, topic = sys.argv[1:4]
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 120000,
-                  "linger.ms": 5})
-    p.init_transactions(30)
-    p.begin_transaction()
-    for i in range(25):
-        p.produce(topic, value=b"open%d" % i, partition=i % 2)
-    assert p.flush(30) == 0
-    print("produced", flush=True)
-    sys.stdin.read()   # wait to be killed
-""")
-
-
 def test_sigkilled_producers_open_transaction_in_list_describe_and_describe_producers(broker_factory):
     from confluent_kafka import Producer
     from kafka import TopicPartition as KpTP
@@ -113,14 +68,7 @@ def test_sigkilled_producers_open_transaction_in_list_describe_and_describe_prod
         assert create_topic(w, topic, 2)["error_code"] == 0
         assert produce(w, topic, records(3, prefix=b"plain"), partition=0)["error_code"] == 0  # offsets 0-2
     started_ms = int(time.time() * 1000)
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, b.bootstrap, tid, topic],
-                            stdout=subprocess.PIPE, stdin=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline().strip() == b"produced"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    sigkill_in_open_transaction(b.bootstrap, tid, topic, transaction_timeout_ms=120000)
 
     listed = [r for r in rows_of(b.bootstrap, "list") if r["TransactionalId"] == tid]
     assert len(listed) == 1 and listed[0]["Coordinator"] == "0" and listed[0]["TransactionState"] == "Ongoing"
@@ -169,7 +117,7 @@ def test_sigkilled_producers_open_transaction_in_list_describe_and_describe_prod
         (s,) = rows_of(b.bootstrap, "describe-producers", "--topic", topic, "--partition", str(partition))
         assert s["CurrentTransactionStartOffset"] == "None" and int(s["ProducerEpoch"]) >= 1, s
         assert int(s["LatestCoordinatorEpoch"]) >= 0  # the abort marker's coordinator epoch
-    seen = read_committed(b.bootstrap, topic, 2)
+    seen = read_committed_values(b.bootstrap, topic, 2)
     acked_open = {b"open%d" % i for i in range(25)}
     plain = [b"plain%d" % i for i in range(3)]
     assert sorted(seen) == plain, f"lost {set(plain) - set(seen)}, leaked {set(seen) & acked_open}"
@@ -207,7 +155,7 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
         plain.produce(topic, value=v, partition=0)
     assert plain.flush(30) == 0
 
-    held = read_committed(b.bootstrap, topic, 1)
+    held = read_committed_values(b.bootstrap, topic, 1)
     assert held == [b"before0", b"before1"]  # stuck at the hanging transaction's first offset
 
     assert rows_of(b.bootstrap, "find-hanging", "--broker-id", "0") == []  # younger than 15 minutes
@@ -224,7 +172,7 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
     r = tool("--bootstrap-server", b.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "2")
     assert r.returncode == 0, r.stderr
 
-    seen = read_committed(b.bootstrap, topic, 1)
+    seen = read_committed_values(b.bootstrap, topic, 1)
     hanging = {b"hanging%d" % i for i in range(5)}
     assert seen == [b"before0", b"before1"] + after, \
         f"lost {set(after) - set(seen)}, leaked {set(seen) & hanging}, duplicated {len(seen) - len(set(seen))}"
@@ -234,11 +182,7 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
 
 
 def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_coordinator(broker_factory):
-    b0 = broker_factory(0, port=stable_port(), **TXN_PROPS)
-    b1 = broker_factory(1, port=stable_port(), **TXN_PROPS)
-    with Wire(b0.port) as w:
-        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
-            "brokers"]) == 2, message="two brokers")
+    b0, b1 = two_brokers(broker_factory, **TXN_PROPS)
     # one transactional id coordinated by each broker, each with an Empty state (InitProducerId only)
     tids, pids, never_seen = {}, {}, {}
     with Wire(b0.port) as w:

@@ -14,23 +14,19 @@ from pyklog.broker.coordinator import OFFSETS_TOPIC
 from pyklog.broker.errors import InvalidGroupIdError, NotCoordinatorError
 from pyklog.broker.record.reader import iter_batches
 from support import wait_for
-from test_coordinator import Node, group_on
+from test_coordinator import group_on, nodes  # noqa: F401  (nodes: the fixture of broker-side nodes)
 
 PID = 4242
 
 
-@pytest.fixture
-def nodes(zk_chroot, tmp_path):
-    made = []
-
-    def make(broker_id=0, **kw):
-        n = Node(zk_chroot, broker_id, tmp_path / f"b{broker_id}", **kw)
-        made.append(n)
-        return n
-
-    yield make
-    for n in made:
-        n.close()
+def node_with_topic(nodes, topic: str, partitions: int, offsets_partitions: int = 1, **kw):
+    """Broker node 0 (``offsets_partitions`` partitions of __consumer_offsets, created; ``kw`` as
+    :class:`test_coordinator.Node` takes them) with ``topic`` of ``partitions`` partitions in its
+    ZooKeeper."""
+    node = nodes(0, num_partitions=offsets_partitions, **kw)
+    node.cluster.create_topic(topic, partitions)
+    node.om.ensure_topic()
+    return node
 
 
 def marker(node, group, producer_id, commit, epoch=0, coordinator_epoch=0):
@@ -50,9 +46,7 @@ def reload(node):
 
 
 def test_pending_until_commit_marker_then_abort_drops(nodes):
-    node = nodes(0, num_partitions=2)
-    node.cluster.create_topic("t", 3)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 3, offsets_partitions=2)
     om = node.om
     assert om.commit("g", {("t", 0): (5, -1, "plain")}) == {("t", 0): 0}
     res = om.commit_transactional("g", PID, 0, {("t", 0): (10, 2, "tx"), ("t", 1): (20, -1, None),
@@ -81,9 +75,7 @@ def test_pending_until_commit_marker_then_abort_drops(nodes):
 
 def test_plain_commit_written_after_the_txn_commit_wins(nodes):
     """Kafka's olderThan rule: a pending offset replaces a committed one only if it is later in the log."""
-    node = nodes(0, num_partitions=1)
-    node.cluster.create_topic("t", 2)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 2)
     om = node.om
     om.commit_transactional("g", PID, 0, {("t", 0): (100, -1, "tx"), ("t", 1): (200, -1, "tx")})
     om.commit("g", {("t", 0): (7, -1, "plain-later")})
@@ -97,9 +89,7 @@ def test_plain_commit_written_after_the_txn_commit_wins(nodes):
 def test_restart_between_txn_offset_commit_and_marker(nodes):
     """The broker restarts after TxnOffsetCommit, before the marker: the offsets reload as pending
     (still invisible); the marker after the restart commits (or aborts) them."""
-    node = nodes(0, num_partitions=1)
-    node.cluster.create_topic("t", 2)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 2)
     node.om.commit("a", {("t", 0): (1, -1, "")})
     node.om.commit_transactional("a", PID, 3, {("t", 0): (50, -1, "m"), ("t", 1): (60, -1, "")})
     node.om.commit_transactional("b", PID + 1, 0, {("t", 0): (70, -1, "")})
@@ -122,9 +112,7 @@ def test_restart_between_txn_offset_commit_and_marker(nodes):
 def test_marker_appended_while_the_partition_loads(nodes):
     """A marker that arrives while the offsets partition is loading is applied exactly once: by the
     loader (it reads the log up to the end under the partition's lock) or by complete_transaction."""
-    node = nodes(0, num_partitions=1)
-    node.cluster.create_topic("big", 100)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "big", 100)
     for i in range(150):
         node.om.commit("g", {("big", p): (i, -1, "") for p in range(100)})
     node.om.commit_transactional("g", PID, 0, {("big", 0): (1000, -1, ""), ("big", 1): (1001, -1, "")})
@@ -140,9 +128,7 @@ def test_marker_appended_while_the_partition_loads(nodes):
 
 
 def test_fenced_producer_epoch_and_request_errors(nodes):
-    node = nodes(0, num_partitions=1)
-    node.cluster.create_topic("t", 1)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 1)
     om = node.om
     assert om.commit_transactional("g", PID, 0, {("t", 0): (1, -1, "")}) == {("t", 0): 0}
     # InitProducerId bumped the epoch: the coordinator aborted the old transaction with epoch 1
@@ -192,9 +178,7 @@ def _compact_shrinks(node):
 def test_compaction_keeps_committed_txn_offsets_and_open_transactions(nodes):
     """__consumer_offsets is compacted (the log's cleaner): committed transactional offsets
     survive it, and a transaction still open at the cleaning stays pending (then commits)."""
-    node = nodes(0, num_partitions=1, segment_bytes=2048)
-    node.cluster.create_topic("t", 3)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 3, segment_bytes=2048)
     om = node.om
     g = group_on(om, 0)
     om.commit_transactional(g, PID, 0, {("t", 0): (10, -1, "committed")})
@@ -221,9 +205,7 @@ def test_compaction_does_not_let_an_aborted_offset_replace_a_committed_one(nodes
     """The cleaner discards aborted transactional records (Kafka's LogCleaner): a later aborted
     offset must not replace an older committed one in the compacted log (the reload would then
     drop it as aborted and the group would lose its committed offset)."""
-    node = nodes(0, num_partitions=1, segment_bytes=2048)
-    node.cluster.create_topic("t", 3)
-    node.om.ensure_topic()
+    node = node_with_topic(nodes, "t", 3, segment_bytes=2048)
     om = node.om
     g = group_on(om, 0)
     om.commit_transactional(g, PID, 0, {("t", 0): (10, -1, "committed")})

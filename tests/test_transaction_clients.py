@@ -12,11 +12,6 @@ records acknowledged as committed, visible, lost (committed but not visible), du
 """
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from collections import Counter
@@ -25,7 +20,8 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.reader import iter_batches
-from support import Wire, create_topic, stable_port, wait_for
+from support import Wire, create_topic, wait_for
+from txn_support import read_committed_values, sigkill_in_open_transaction, two_brokers
 
 pytestmark = pytest.mark.integration
 
@@ -79,6 +75,13 @@ def read_topic(port_of, topic: str, partitions: int) -> dict:
     return total
 
 
+def read_decided(port: int, topic: str, partitions: int, timeout: float = 30.0, message: str = "markers") -> dict:
+    """:func:`read_topic` once every transaction in ``topic`` is decided (its marker written):
+    fails after ``timeout`` naming ``message``."""
+    return wait_for(lambda: (s := read_topic(lambda _p: port, topic, partitions)) and not s["undecided"] and s,
+                    timeout=timeout, message=message)
+
+
 def count(acked_committed, must_not_see, seen: dict) -> dict:
     visible = Counter(seen["committed"])
     acked = set(acked_committed)
@@ -86,34 +89,6 @@ def count(acked_committed, must_not_see, seen: dict) -> dict:
             "lost": sum(1 for v in acked if visible[v] == 0),
             "duplicated": sum(c - 1 for c in visible.values() if c > 1),
             "leaked": sum(1 for v in must_not_see if visible[v] > 0)}
-
-
-def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 20.0) -> list[bytes]:
-    """What confluent-kafka's read_committed consumer delivers from the beginning to the end of
-    every partition (end = the last stable offset, reached when each partition reports EOF)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got, eof = [], set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            got.append(m.value())
-        assert len(eof) == partitions, f"no EOF on {partitions - len(eof)} partitions within {timeout}s"
-        return got
-    finally:
-        c.close()
 
 
 def confluent_producer(bootstrap: str, tid: str, **extra):
@@ -152,11 +127,10 @@ def test_confluent_kafka_commit_and_abort(broker_factory):
         else:
             p.abort_transaction(30)
             aborted += values
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 3)) and not s["undecided"] and s,
-                    message="every marker written")
+    seen = read_decided(b.port, topic, 3, message="every marker written")
     c = count(committed, aborted, seen)
     assert c == {"committed": 100, "visible": 100, "lost": 0, "duplicated": 0, "leaked": 0}, c
-    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
+    assert count(committed, aborted, {"committed": read_committed_values(b.bootstrap, topic, 3)}) == c
     assert sorted(seen["aborted"]) == sorted(aborted)
     # 4 transactions x 3 partitions: one marker each (commit, abort, commit, abort)
     assert Counter(commit for _, commit in seen["markers"]) == {True: 6, False: 6}
@@ -186,8 +160,7 @@ def test_kafka_python_transactional_producer(broker_factory):
         p.abort_transaction()
     finally:
         p.close(timeout=10)
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
-                    message="every marker written")
+    seen = read_decided(b.port, topic, 2, message="every marker written")
     c = count(committed, aborted, seen)
     assert c == {"committed": 40, "visible": 40, "lost": 0, "duplicated": 0, "leaked": 0}, c
 
@@ -216,28 +189,11 @@ def test_zombie_is_fenced_by_a_second_producer(broker_factory):
     fresh_values = [b"f%d" % i for i in range(30)]
     produce_values(fresh, topic, fresh_values, 2)
     fresh.commit_transaction(30)
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
-                    message="every marker written")
+    seen = read_decided(b.port, topic, 2, message="every marker written")
     c = count(fresh_values, zombie_values, seen)
     assert c == {"committed": 30, "visible": 30, "lost": 0, "duplicated": 0, "leaked": 0}, c
-    assert count(fresh_values, zombie_values, {"committed": read_committed(b.bootstrap, topic, 2)}) == c
+    assert count(fresh_values, zombie_values, {"committed": read_committed_values(b.bootstrap, topic, 2)}) == c
     assert sorted(seen["aborted"]) == sorted(zombie_values)
-
-
-_KILLED_PRODUCER = textwrap.dedent("""
-    import sys
-    from confluent_kafka import Producer
-    bootstrap, tid, topic = sys.argv[1:4]
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 2000,
-                  "linger.ms": 5})
-    p.init_transactions(30)
-    p.begin_transaction()
-    for i in range(25):
-        p.produce(topic, value=b"open%d" % i, partition=i % 2)
-    assert p.flush(30) == 0
-    print("produced", flush=True)
-    sys.stdin.read()   # wait to be killed
-""")
 
 
 def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker_factory):
@@ -245,14 +201,7 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
     topic = f"txo-{uuid.uuid4().hex[:6]}"
     with Wire(b.port) as w:
         assert create_topic(w, topic, 2)["error_code"] == 0
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}",
-                             topic], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline().strip() == b"produced"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    sigkill_in_open_transaction(b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}", topic, transaction_timeout_ms=2000)
     killed_at = time.monotonic()
     # another producer commits after the open transaction: held back until the open one is aborted
     p = confluent_producer(b.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
@@ -268,26 +217,16 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
     assert sorted(seen["undecided"] + seen["aborted"]) == open_values
     if seen["undecided"]:
         # a read_committed consumer stops at the open transaction: the later commit is not delivered yet
-        held = read_committed(b.bootstrap, topic, 2)
+        held = read_committed_values(b.bootstrap, topic, 2)
         assert not set(held) & set(open_values)
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and not s["undecided"] and s,
-                    timeout=30, message="the open transaction aborted")
+    seen = read_decided(b.port, topic, 2, timeout=30, message="the open transaction aborted")
     waited = time.monotonic() - killed_at
     c = count(later, open_values, seen)
     assert c == {"committed": 20, "visible": 20, "lost": 0, "duplicated": 0, "leaked": 0}, c
     assert len(seen["aborted"]) == 25
-    delivered = read_committed(b.bootstrap, topic, 2)  # stock read_committed consumer: same counts
+    delivered = read_committed_values(b.bootstrap, topic, 2)  # stock read_committed consumer: same counts
     assert count(later, open_values, {"committed": delivered}) == c
     assert waited < 15, f"the abort took {waited:.1f}s (transaction.timeout.ms=2000, checked every 500 ms)"
-
-
-def _two_brokers(broker_factory):
-    b0 = broker_factory(0, port=stable_port(), **TXN_PROPS)
-    b1 = broker_factory(1, port=stable_port(), **TXN_PROPS)
-    with Wire(b0.port) as w:
-        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
-            "brokers"]) == 2, message="two brokers")
-    return b0, b1
 
 
 def _tid_coordinated_by(port: int, node: int) -> str:
@@ -306,7 +245,7 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     commit is acknowledged (PrepareCommit in __transaction_state); broker 0 is SIGKILLed; broker 1
     comes back: the transaction is still undecided; broker 0 comes back, reloads PrepareCommit and
     writes the markers: every acknowledged record is visible once."""
-    b0, b1 = _two_brokers(broker_factory)
+    b0, b1 = two_brokers(broker_factory, **TXN_PROPS)
     topic = f"txx-{uuid.uuid4().hex[:6]}"
     with Wire(b0.port) as w:
         r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
@@ -322,8 +261,7 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     first = [b"a%d" % i for i in range(30)]
     produce_values(p, topic, first, 2)
     p.commit_transaction(30)
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
-                    message="markers written across brokers")
+    seen = read_decided(b1.port, topic, 2, message="markers written across brokers")
     assert count(first, [], seen)["lost"] == 0
     # B: the records are on broker 1, then broker 1 dies; the commit is acknowledged by broker 0
     p.begin_transaction()
@@ -335,21 +273,19 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     b1.start()
     seen = read_topic(lambda _p: b1.port, topic, 2)
     assert sorted(seen["undecided"]) == sorted(second), "the markers were written before the coordinator died"
-    assert sorted(read_committed(b1.bootstrap, topic, 2)) == sorted(first)  # B not delivered yet
+    assert sorted(read_committed_values(b1.bootstrap, topic, 2)) == sorted(first)  # B not delivered yet
     b0.start()
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
-                    timeout=60, message="the restarted coordinator completes the commit")
+    seen = read_decided(b1.port, topic, 2, timeout=60, message="the restarted coordinator completes the commit")
     c = count(first + second, [], seen)
     assert c == {"committed": 60, "visible": 60, "lost": 0, "duplicated": 0, "leaked": 0}, c
-    assert count(first + second, [], {"committed": read_committed(b0.bootstrap, topic, 2)}) == c
+    assert count(first + second, [], {"committed": read_committed_values(b0.bootstrap, topic, 2)}) == c
     assert "left in PrepareCommit: sending its 2 markers again" in b0.output()
     # the coordinator wrote CompleteCommit: the producer's next transaction is accepted at once
     p.begin_transaction()
     third = [b"c%d" % i for i in range(10)]
     produce_values(p, topic, third, 2)
     p.commit_transaction(60)
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
-                    message="third transaction")
+    seen = read_decided(b1.port, topic, 2, message="third transaction")
     c = count(first + second + third, [], seen)
     assert c == {"committed": 70, "visible": 70, "lost": 0, "duplicated": 0, "leaked": 0}, c
     # D: the partitions' leader is down while the (live) coordinator sends the markers: retried with
@@ -363,8 +299,7 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     wait_for(lambda: b0.output().count("cannot send transaction markers to broker 1") > failures,
              message="a marker attempt failed while broker 1 is down")
     b1.start()
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b1.port, topic, 2)) and not s["undecided"] and s,
-                    timeout=60, message="markers delivered once the leader is back")
+    seen = read_decided(b1.port, topic, 2, timeout=60, message="markers delivered once the leader is back")
     c = count(first + second + third + fourth, [], seen)
     assert c == {"committed": 80, "visible": 80, "lost": 0, "duplicated": 0, "leaked": 0}, c
     p.flush(10)
@@ -409,11 +344,10 @@ def test_concurrent_transactional_producers(broker_factory):
     for t in threads:
         t.join(120)
     assert errors == []
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 3)) and not s["undecided"] and s,
-                    message="every marker written")
+    seen = read_decided(b.port, topic, 3, message="every marker written")
     c = count(committed, aborted, seen)
     assert c == {"committed": len(committed), "visible": len(committed), "lost": 0, "duplicated": 0,
                  "leaked": 0}, c
     assert len(committed) + len(aborted) == 4 * 8 * 15
-    assert count(committed, aborted, {"committed": read_committed(b.bootstrap, topic, 3)}) == c
+    assert count(committed, aborted, {"committed": read_committed_values(b.bootstrap, topic, 3)}) == c
     assert "Traceback" not in b.output()

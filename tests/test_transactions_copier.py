@@ -24,6 +24,7 @@ import uuid
 import pytest
 
 from support import Wire, create_topic, stable_port
+from txn_support import read_confluent_to_eof
 
 pytestmark = pytest.mark.integration
 
@@ -107,32 +108,6 @@ def write_input(bootstrap, topic) -> dict[int, list[bytes]]:
     return expected
 
 
-def read_committed(bootstrap, topic, isolation="read_committed", timeout=60.0) -> dict[int, list[bytes]]:
-    """Every record of ``topic`` visible to ``isolation``, per partition in offset order."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, q, OFFSET_BEGINNING) for q in range(PARTITIONS)])
-    got: dict[int, list[bytes]] = {q: [] for q in range(PARTITIONS)}
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < PARTITIONS:
-            assert time.monotonic() < deadline, f"reading {topic} timed out; EOF on {eof}"
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
-                        continue
-                    raise AssertionError(m.error())
-                eof.discard(m.partition())
-                got[m.partition()].append(m.value())
-    finally:
-        c.close()
-    return got
-
-
 def compare(expected, got) -> dict:
     copied = sum(len(v) for v in got.values())
     duplicates = missing = out_of_order = 0
@@ -206,11 +181,11 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
     finally:
         copier.kill()
     t_copy = time.monotonic() - t0 - t_input
-    got = read_committed(broker.bootstrap, dst)
+    got = read_confluent_to_eof(broker.bootstrap, dst, PARTITIONS, timeout=60)
     counts = compare(expected, got)
     counts.update(mode="subscribe" if subscribe else "assign", restarts=restarts, copier_kills=copier_kills, kills_while_offsets_pending=pending_kills, copier_error_exits=exits, broker_kills=broker_kills,
                   input_s=round(t_input, 1), copy_s=round(t_copy, 1))
-    uncommitted = read_committed(broker.bootstrap, dst, isolation="read_uncommitted")
+    uncommitted = read_confluent_to_eof(broker.bootstrap, dst, PARTITIONS, "read_uncommitted", timeout=60)
     counts["aborted_or_open_records_in_log"] = sum(len(v) for v in uncommitted.values()) - counts["copied"]
     print(f"\ncopier counts: {counts}")
     return expected, got, counts

@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from support import Wire, create_topic
+from txn_support import read_confluent_to_eof
 
 pytestmark = pytest.mark.integration
 
@@ -26,32 +27,6 @@ def _topics(broker, *names, partitions=PARTS):
     with Wire(broker.port) as w:
         for n in names:
             assert create_topic(w, n, partitions)["error_code"] == 0
-
-
-def ck_read(bootstrap, topic, isolation, timeout=30.0) -> dict[int, list[bytes]]:
-    """confluent-kafka: every record of ``topic`` visible to ``isolation``, per partition."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTS)])
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < PARTS:
-            assert time.monotonic() < deadline, f"timed out reading {topic} ({isolation}); EOF on {eof}; got {got}"
-            for m in c.consume(num_messages=500, timeout=0.5):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
-                        continue
-                    raise AssertionError(m.error())
-                eof.discard(m.partition())
-                got[m.partition()].append(m.value())
-    finally:
-        c.close()
-    return got
 
 
 def kp_read(bootstrap, topic, isolation, expected_total, timeout=30.0) -> dict[int, list[bytes]]:
@@ -126,8 +101,8 @@ def test_confluent_kafka_transactions_commit_and_abort(broker):
     txn("t2", 30, False, {0: 99, 1: 99, 2: 99})
     txn("t3", 15, True, {0: 20})
     meta_consumer.close()
-    assert ck_read(broker.bootstrap, out, "read_committed") == committed
-    assert ck_read(broker.bootstrap, out, "read_uncommitted") == everything
+    assert read_confluent_to_eof(broker.bootstrap, out, PARTS, "read_committed") == committed
+    assert read_confluent_to_eof(broker.bootstrap, out, PARTS, "read_uncommitted") == everything
     assert kp_read(broker.bootstrap, out, "read_committed", 45) == committed
     assert kp_read(broker.bootstrap, out, "read_uncommitted", 75) == everything
     assert committed_offsets(broker.bootstrap, group, src) == {0: 20, 1: 11, 2: 12}
@@ -175,7 +150,7 @@ def test_kafka_python_transactional_producer(broker):
                 p.abort_transaction()
     finally:
         p.close(timeout=10)
-    assert ck_read(broker.bootstrap, out, "read_committed") == committed
+    assert read_confluent_to_eof(broker.bootstrap, out, PARTS, "read_committed") == committed
     assert kp_read(broker.bootstrap, out, "read_committed", 18) == committed
-    assert ck_read(broker.bootstrap, out, "read_uncommitted") == everything
+    assert read_confluent_to_eof(broker.bootstrap, out, PARTS, "read_uncommitted") == everything
     assert committed_offsets(broker.bootstrap, group, src)[0] == 100

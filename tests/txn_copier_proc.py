@@ -19,18 +19,14 @@ being tested.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
+from txn_support import child_parser
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--output", required=True)
-    ap.add_argument("--group", required=True)
-    ap.add_argument("--transactional-id", required=True)
+    ap = child_parser("--bootstrap", "--input", "--output", "--group", "--transactional-id")
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--timeout-s", type=float, default=30.0)
     ap.add_argument("--subscribe", metavar="INSTANCE_ID",

@@ -36,28 +36,17 @@ import argparse
 import logging
 import sys
 
-from pyklog.broker.cli import add_version_argument
-from pyklog.broker.errors import PyklogError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from pyklog.broker.cli import UsageError, print_error, reports_errors, tool_parser
+from pyklog.broker.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.topics import is_internal
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit code 1, like every other error of this tool
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-topics", description="Create, list, describe, alter and delete pyklog topics.",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
-                       "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
-                       "--partitions 8")
-    add_version_argument(p)
+    p = tool_parser("pyklog-topics", "Create, list, describe, alter and delete pyklog topics.",
+                    "example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
+                    "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
+                    "--partitions 8")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to talk to")
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -89,7 +78,7 @@ def _configs(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise _UsageError(f"--config expects KEY=VALUE, got {item!r}")
+            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -129,33 +118,54 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
     return lines
 
 
+def create_topic(args, create) -> int:
+    """``--create`` through ``create()`` (ZooKeeper or CreateTopics): ``Created topic T.``; a topic
+    that exists already is an error unless ``--if-not-exists``.  Returns the exit code."""
+    try:
+        create()
+    except TopicAlreadyExistsError:
+        if not args.if_not_exists:
+            raise
+        return 0
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def delete_topic(args, delete) -> int:
+    """``--delete`` through ``delete()`` (ZooKeeper or DeleteTopics): ``Deleted topic T.``; a
+    missing topic is an error unless ``--if-exists``.  Returns the exit code."""
+    try:
+        delete()
+    except UnknownTopicOrPartitionError:
+        if args.if_exists:
+            return 0
+        raise
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
 def run(args, broker_api=None) -> int:
     for flag in ("create", "delete", "alter"):
         if getattr(args, flag) and not args.topic:
-            raise _UsageError(f"--{flag} needs --topic")
+            raise UsageError(f"--{flag} needs --topic")
     if args.alter and args.partitions is None and not (args.config or args.delete_config):
-        raise _UsageError("--alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
+        raise UsageError("--alter needs --partitions N, --config KEY=VALUE or --delete-config KEY")
     if args.alter and args.partitions is not None and (args.config or args.delete_config):
-        raise _UsageError("--alter: change the partitions and the configs in two runs")
+        raise UsageError("--alter: change the partitions and the configs in two runs")
     if args.create and args.partitions is None:
-        raise _UsageError("--create needs --partitions")
+        raise UsageError("--create needs --partitions")
     if args.bootstrap_server or (args.alter and args.partitions is not None):
         # the brokers' APIs: the client side (pyklog.connector.cli.topics) passes the runner
         if broker_api is None:
-            raise _UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
+            raise UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
                               "script (pyklog.connector.cli.topics)")
         return broker_api(args)
     cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
     cluster.start()
     try:
         if args.create:
-            try:
-                cluster.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config))
-            except TopicAlreadyExistsError:
-                if not args.if_not_exists:
-                    raise
-                return 0
-            print(f"Created topic {args.topic}.")
+            return create_topic(args, lambda: cluster.create_topic(args.topic, args.partitions,
+                                                                   args.replication_factor, _configs(args.config)))
         elif args.list:
             for name in sorted(cluster.topics()):
                 if not (args.exclude_internal and is_internal(name)):
@@ -170,13 +180,7 @@ def run(args, broker_api=None) -> int:
             for line in lines:
                 print(line)
         elif args.delete:
-            try:
-                cluster.delete_topic(args.topic)
-            except UnknownTopicOrPartitionError:
-                if args.if_exists:
-                    return 0
-                raise
-            print(f"Deleted topic {args.topic}.")
+            return delete_topic(args, lambda: cluster.delete_topic(args.topic))
         elif args.alter:
             config = cluster.alter_topic_config(args.topic, _configs(args.config), args.delete_config)
             print(f"Updated config of topic {args.topic}: "
@@ -186,6 +190,7 @@ def run(args, broker_api=None) -> int:
     return 0
 
 
+@reports_errors(usage="{} (see pyklog-topics --help)")
 def main(argv=None, *, broker_api=None) -> int:
     """``broker_api(args) -> exit code`` runs the actions that go through the brokers' APIs
     (``--bootstrap-server``, ``--alter --partitions``); the broker side cannot import the client."""
@@ -193,13 +198,8 @@ def main(argv=None, *, broker_api=None) -> int:
     parser = build_parser()
     try:
         return run(parser.parse_args(argv), broker_api)
-    except _UsageError as e:
-        print(f"Error: {e} (see pyklog-topics --help)", file=sys.stderr)
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
     except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-    return 1
+        return print_error("interrupted")
 
 
 if __name__ == "__main__":

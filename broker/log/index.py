@@ -32,19 +32,23 @@ OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
 
-class _IndexFile:
-    entry: struct.Struct
+class IndexFile:
+    """The file under one of a segment's indexes (offset, time, transaction index): opened for
+    appends on the first write, fsynced by :meth:`flush`, replaced whole (tmp + rename) by a
+    truncation or rebuild, renamed with its segment (``.deleted``, ``.swap``), deleted.  The file
+    side of Kafka's ``AbstractIndex`` / ``TransactionIndex``.  Callers hold the owning Log's lock
+    (or own the segment, as the loader and the cleaner do)."""
 
-    def __init__(self, path: str, base_offset: int, max_index_bytes: int):
+    def __init__(self, path: str, base_offset: int):
         self.path = path
         self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // self.entry.size)
         self._fd = -1
 
     # -------------------------------------------------------------- file
-    def _open_fd(self):
+    def _open_fd(self) -> int:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
 
     def _load_raw(self) -> bytes:
         try:
@@ -74,6 +78,24 @@ class _IndexFile:
         with open(tmp, "wb") as f:
             f.write(raw)
         os.replace(tmp, self.path)
+
+    def delete(self) -> None:
+        """Close and remove the file (absent already: nothing to do)."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class _IndexFile(IndexFile):
+    """An index of fixed-size entries with a maximum size (``segment.index.bytes``)."""
+
+    entry: struct.Struct
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int):
+        super().__init__(path, base_offset)
+        self.max_entries = max(1, max_index_bytes // self.entry.size)
 
     @property
     def is_full(self) -> bool:

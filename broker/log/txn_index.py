@@ -35,6 +35,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.log.index import IndexFile
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,13 @@ def decode_entries(raw: bytes, path: str = "txnindex") -> list[AbortedTxn]:
 _last_offset = attrgetter("last_offset")
 
 
-class TransactionIndex:
-    """The aborted transactions of one segment (see the module docstring)."""
+class TransactionIndex(IndexFile):
+    """The aborted transactions of one segment (see the module docstring); the file handling
+    (flush, close, rename, delete) is :class:`~pyklog.broker.log.index.IndexFile`'s."""
 
     def __init__(self, path: str, base_offset: int):
-        self.path = path
-        self.base_offset = base_offset
+        super().__init__(path, base_offset)
         self.entries: list[AbortedTxn] = []
-        self._fd = -1
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -93,12 +93,7 @@ class TransactionIndex:
     # -------------------------------------------------------------- file
     def load(self) -> None:
         """Read the file (absent: no entries).  Raises CorruptRecordError (the caller rebuilds)."""
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raw = b""
-        entries = decode_entries(raw, self.path)
+        entries = decode_entries(self._load_raw(), self.path)
         for a, b in zip(entries, entries[1:]):
             if b.last_offset <= a.last_offset:
                 raise CorruptRecordError(
@@ -114,11 +109,6 @@ class TransactionIndex:
                     f"{self.path}: aborted transaction of producer {e.producer_id} ends at offset "
                     f"{e.last_offset}, outside the segment [{self.base_offset}, {next_offset})"
                 )
-
-    def _open_fd(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry (one ``os.write`` of 34 bytes).  Raises ValueError when its last offset
@@ -137,44 +127,23 @@ class TransactionIndex:
             raise OSError(f"{self.path}: short write of an aborted-transaction entry ({n} of {len(raw)})")
         self.entries.append(txn)
 
-    def _rewrite(self, entries: list[AbortedTxn]) -> None:
-        self.close()
-        if not entries:
-            _unlink(self.path)
+    def _rewrite_entries(self, entries: list[AbortedTxn]) -> None:
+        """The file holds exactly ``entries``: none, no file."""
+        if entries:
+            self._rewrite(b"".join(e.encode() for e in entries))
         else:
-            tmp = self.path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(b"".join(e.encode() for e in entries))
-            os.replace(tmp, self.path)
+            self.delete()
         self.entries = list(entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above ``offset`` (Kafka's ``truncateTo``)."""
         keep = [e for e in self.entries if e.last_offset < offset]
         if len(keep) != len(self.entries):
-            self._rewrite(keep)
+            self._rewrite_entries(keep)
 
     def reset(self) -> None:
         """Remove every entry and the file (rebuild)."""
-        self._rewrite([])
-
-    def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def rename(self, new_path: str) -> None:
-        if os.path.exists(self.path):
-            os.rename(self.path, new_path)
-        self.path = new_path
-
-    def delete(self) -> None:
-        self.close()
-        _unlink(self.path)
+        self._rewrite_entries([])
 
     # -------------------------------------------------------------- reads
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -194,13 +163,6 @@ class TransactionIndex:
             if e.last_stable_offset >= upper_bound_offset:
                 return out, True
         return out, False
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 __all__ = ["TransactionIndex", "AbortedTxn", "TXNINDEX_SUFFIX", "ABORTED_TXN", "decode_entries"]

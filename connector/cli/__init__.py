@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import tool_parser
 
 __all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
 
@@ -28,9 +28,7 @@ class _ConsoleParser(argparse.ArgumentParser):
 def console_tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The options the console producer and consumer share: where the brokers are
     (``--bootstrap-server`` or ``--zookeeper``, exactly one) and ``--topic``."""
-    ap = _ConsoleParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog=_EXAMPLES.get(prog))
-    add_version_argument(ap)
+    ap = tool_parser(prog, description, _EXAMPLES.get(prog), parser_class=_ConsoleParser)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of brokers")
     src.add_argument("--zookeeper", help="ZooKeeper connect string (brokers found in /brokers/ids)")

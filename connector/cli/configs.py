@@ -34,7 +34,7 @@ import argparse
 import re
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from pyklog.connector.cli import setup_logging
 
@@ -44,25 +44,14 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 
 SET, DELETE = 0, 1
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-configs", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Describe and alter topic and broker configs.",
-                epilog="example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
-                       "--entity-name orders --alter --add-config retention.ms=60000\n"
-                       "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
-                       "--entity-default --alter --add-config log.retention.ms=86400000\n"
-                       "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
-                       "--entity-name 0 --describe --all")
-    add_version_argument(p)
+    p = tool_parser("pyklog-configs", "Describe and alter topic and broker configs.",
+                    "example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
+                    "--entity-name orders --alter --add-config retention.ms=60000\n"
+                    "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+                    "--entity-default --alter --add-config log.retention.ms=86400000\n"
+                    "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+                    "--entity-name 0 --describe --all")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers")
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="topics only: overrides in ZooKeeper")
@@ -91,7 +80,7 @@ def parse_add_config(spec: str | None) -> dict[str, str]:
         out[k] = v[1:-1] if v.startswith("[") else v
     rebuilt = ",".join(f"{k}=" + (f"[{v}]" if "," in v else v) for k, v in out.items())
     if not out or len(rebuilt.replace("[", "").replace("]", "")) != len(spec.replace("[", "").replace("]", "")):
-        raise _UsageError(f"--add-config: expected k1=v1,k2=[v1,v2,v2],k3=v3, got {spec!r}")
+        raise UsageError(f"--add-config: expected k1=v1,k2=[v1,v2,v2],k3=v3, got {spec!r}")
     return out
 
 
@@ -101,10 +90,10 @@ def _entity(a):
     if a.broker:
         return "brokers", a.broker
     if not a.entity_type:
-        raise _UsageError("Missing required argument \"[entity-type]\"")
+        raise UsageError("Missing required argument \"[entity-type]\"")
     if a.entity_default:
         if a.entity_type != "brokers":
-            raise _UsageError("--entity-default applies to brokers only")
+            raise UsageError("--entity-default applies to brokers only")
         return "brokers", ""
     return a.entity_type, a.entity_name
 
@@ -206,9 +195,9 @@ def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
     from pyklog.broker.server.dynamic_config import validate_dynamic_configs
 
     if name is None:
-        raise _UsageError("--entity-type brokers with --zookeeper needs --entity-name or --entity-default")
+        raise UsageError("--entity-type brokers with --zookeeper needs --entity-name or --entity-default")
     if name != "" and not name.isdigit():
-        raise _UsageError(f"--entity-name of brokers: a broker id or --entity-default, got {name!r}")
+        raise UsageError(f"--entity-name of brokers: a broker id or --entity-default, got {name!r}")
     if a.describe:
         config, _ = cluster.broker_config(name)
         source = 2 if name else 3
@@ -227,46 +216,36 @@ def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
           else f"Completed updating config for broker {name}.")
 
 
+@reports_errors()
 def main(argv=None) -> int:
     setup_logging()
-    try:
-        a = build_parser().parse_args(argv)
-        if not a.bootstrap_server and not a.zookeeper:
-            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
-        etype, name = _entity(a)
-        add = parse_add_config(a.add_config)
-        delete = [k.strip() for k in (a.delete_config or "").split(",") if k.strip()]
-        if a.alter:
-            if not add and not delete:
-                raise _UsageError("--alter needs --add-config or --delete-config")
-            if name is None:
-                raise _UsageError("an entity name must be specified with --alter of topics" if etype == "topics"
-                                  else "--alter of brokers needs --entity-name or --entity-default")
-            if set(add) & set(delete):
-                raise _UsageError(f"Invalid alter config: {sorted(set(add) & set(delete))} are both added and deleted")
-        elif add or delete:
-            raise _UsageError("--add-config and --delete-config need --alter")
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
-    try:
-        if a.zookeeper:
-            run_zookeeper(a, etype, name, add, delete)
-            return 0
-        from pyklog.connector.admin import AdminClient
-
-        with AdminClient(a.bootstrap_server, client_id="pyklog-configs", request_timeout_ms=15000) as admin:
-            if a.describe:
-                describe(admin, etype, name, a.all)
-            else:
-                alter(admin, etype, name, add, delete)
+    a = build_parser().parse_args(argv)
+    if not a.zookeeper:
+        require(a, "bootstrap-server")
+    etype, name = _entity(a)
+    add = parse_add_config(a.add_config)
+    delete = [k.strip() for k in (a.delete_config or "").split(",") if k.strip()]
+    if a.alter:
+        if not add and not delete:
+            raise UsageError("--alter needs --add-config or --delete-config")
+        if name is None:
+            raise UsageError("an entity name must be specified with --alter of topics" if etype == "topics"
+                             else "--alter of brokers needs --entity-name or --entity-default")
+        if set(add) & set(delete):
+            raise UsageError(f"Invalid alter config: {sorted(set(add) & set(delete))} are both added and deleted")
+    elif add or delete:
+        raise UsageError("--add-config and --delete-config need --alter")
+    if a.zookeeper:
+        run_zookeeper(a, etype, name, add, delete)
         return 0
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    from pyklog.connector.admin import AdminClient
+
+    with AdminClient(a.bootstrap_server, client_id="pyklog-configs", request_timeout_ms=15000) as admin:
+        if a.describe:
+            describe(admin, etype, name, a.all)
+        else:
+            alter(admin, etype, name, add, delete)
+    return 0
 
 
 if __name__ == "__main__":

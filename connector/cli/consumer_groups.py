@@ -48,7 +48,7 @@ import time
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError, ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.connector.group import parse_registration, partition_count, topics_of
@@ -66,21 +66,9 @@ EXAMPLE = """example:
       --from-file plan.csv --execute"""
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-consumer-groups", epilog=EXAMPLE,
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="List, describe, reset and delete consumer groups (broker groups and "
-                            "ZooKeeper groups).")
-    add_version_argument(p)
+    p = tool_parser("pyklog-consumer-groups", "List, describe, reset and delete consumer groups (broker groups and "
+                    "ZooKeeper groups).", EXAMPLE)
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED (unless --zookeeper): the brokers")
     p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                    help="ZooKeeper of the cluster: also list/describe the ZooKeeper consumer groups")
@@ -135,7 +123,7 @@ def parse_datetime(s: str) -> int:
         txt = txt[:-1] + "+00:00"
     m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{1,3})?([+-]\d\d:?\d\d)?", txt)
     if not m:
-        raise _UsageError(f"--to-datetime: expected YYYY-MM-DDTHH:mm:SS.sss, got {s!r}")
+        raise UsageError(f"--to-datetime: expected YYYY-MM-DDTHH:mm:SS.sss, got {s!r}")
     d = _dt.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")
     ms = int((m.group(2) or ".0")[1:].ljust(3, "0"))
     zone = m.group(3)
@@ -152,7 +140,7 @@ def parse_duration(s: str) -> int:
     """ISO-8601 ``PnDTnHnMn.nS`` (Java's Duration.parse, optional leading '-') -> ms."""
     m = re.fullmatch(r"(-)?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", s.strip().upper())
     if not m or s.strip().upper() in ("P", "PT", "-P"):
-        raise _UsageError(f"--by-duration: expected an ISO-8601 duration like PT1H or P1DT2H30M, got {s!r}")
+        raise UsageError(f"--by-duration: expected an ISO-8601 duration like PT1H or P1DT2H30M, got {s!r}")
     d, h, mi, sec = (m.group(2), m.group(3), m.group(4), m.group(5))
     ms = int(d or 0) * 86400000 + int(h or 0) * 3600000 + int(mi or 0) * 60000 + int(float(sec or 0) * 1000)
     return -ms if m.group(1) else ms
@@ -376,12 +364,12 @@ class GroupCommand:
         known = {"stable", "empty", "preparingrebalance", "completingrebalance", "dead"}
         bad = sorted(wanted - known)
         if bad:
-            raise _UsageError(f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
+            raise UsageError(f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
                               f"PreparingRebalance, CompletingRebalance, Dead")
         types = {x.strip().lower() for x in (type_filter or "").split(",") if x.strip()}
         bad = sorted(types - {"classic", "consumer", "zookeeper"})
         if bad:
-            raise _UsageError(f"Invalid types list '{type_filter}'. Valid types are: classic, consumer")
+            raise UsageError(f"Invalid types list '{type_filter}'. Valid types are: classic, consumer")
         rows = []
         for g in self.all_groups():
             gtype = self.group_type(g)
@@ -530,13 +518,13 @@ class GroupCommand:
         scenarios = [a.to_earliest, a.to_latest, a.to_current, a.to_offset is not None, a.shift_by is not None,
                      a.to_datetime is not None, a.by_duration is not None, a.from_file is not None]
         if not any(scenarios):
-            raise _UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
+            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
                               "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
         file_plan = read_reset_plan(a.from_file, self.target_groups()) if a.from_file is not None else None
         if not a.topic and not a.all_topics and file_plan is None:
-            raise _UsageError("--reset-offsets needs --topic or --all-topics")
+            raise UsageError("--reset-offsets needs --topic or --all-topics")
         if a.topic and a.all_topics:
-            raise _UsageError("--topic and --all-topics are exclusive")
+            raise UsageError("--topic and --all-topics are exclusive")
         if self.admin is None:
             raise PyklogError("--reset-offsets needs a reachable broker")
         ts = None
@@ -622,7 +610,7 @@ class GroupCommand:
                 try:
                     out += [(topic, int(x)) for x in parts.split(",") if x.strip()]
                 except ValueError:
-                    raise _UsageError(f"--topic: expected TOPIC or TOPIC:P1,P2, got {spec!r}") from None
+                    raise UsageError(f"--topic: expected TOPIC or TOPIC:P1,P2, got {spec!r}") from None
             else:
                 out += [(topic, p) for p in self.admin.partitions_for(topic)]
         return sorted(set(out))
@@ -778,7 +766,7 @@ def read_reset_plan(path: str, groups: list[str]) -> dict:
             if not t or p < 0 or o < 0:
                 raise ValueError("a topic, a partition >= 0 and an offset >= 0")
         except ValueError as e:
-            raise _UsageError(f"--from-file {path}: line {n} {line!r}: {e}") from None
+            raise UsageError(f"--from-file {path}: line {n} {line!r}: {e}") from None
         plan.setdefault(g, {})[(t, p)] = o
     return plan
 
@@ -815,39 +803,36 @@ def _print_table(header, rows, widths, fixed: bool = False) -> None:
     print("\n".join(lines))
 
 
+@reports_errors(failure="Executing consumer group command failed due to {}")
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # connection retries are reported as one Error line
-    try:
-        args = build_parser().parse_args(argv)
-        if not args.bootstrap_server and not args.zookeeper:
-            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
-        if (args.describe or args.delete or args.reset_offsets or args.delete_offsets) and not args.group \
-                and not args.all_groups:
-            raise _UsageError("Option [describe|delete|reset-offsets] takes one of these options: "
-                              "[all-groups], [group]")
-        if args.group and args.all_groups:
-            raise _UsageError("--group and --all-groups are exclusive")
-        if (args.members or args.offsets) and not args.describe:
-            raise _UsageError("--members and --offsets need --describe")
-        if args.state is not None and not (args.describe or args.list):
-            raise _UsageError("--state needs --describe or --list")
-        if args.describe and args.state:
-            raise _UsageError("--describe --state takes no value (a state filter goes with --list)")
-        args.state_filter, args.state = args.state, args.state is not None
-        if sum([args.members, args.state, args.offsets]) > 1:
-            raise _UsageError("--members, --state and --offsets are exclusive")
-        if args.delete_offsets and (len(args.group) != 1 or args.all_groups or not args.topic):
-            raise _UsageError("--delete-offsets needs exactly one --group and at least one --topic")
-        if (args.dry_run or args.execute) and not args.reset_offsets:
-            raise _UsageError("--dry-run and --execute need --reset-offsets")
-        if args.export and not args.reset_offsets:
-            raise _UsageError("Option [export] takes one of these options: [reset-offsets]")
-        if args.type is not None and not args.list:
-            raise _UsageError("Option [type] takes one of these options: [list]")
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    args = build_parser().parse_args(argv)
+    if not args.zookeeper:
+        require(args, "bootstrap-server")
+    if (args.describe or args.delete or args.reset_offsets or args.delete_offsets) and not args.group \
+            and not args.all_groups:
+        raise UsageError("Option [describe|delete|reset-offsets] takes one of these options: "
+                         "[all-groups], [group]")
+    if args.group and args.all_groups:
+        raise UsageError("--group and --all-groups are exclusive")
+    if (args.members or args.offsets) and not args.describe:
+        raise UsageError("--members and --offsets need --describe")
+    if args.state is not None and not (args.describe or args.list):
+        raise UsageError("--state needs --describe or --list")
+    if args.describe and args.state:
+        raise UsageError("--describe --state takes no value (a state filter goes with --list)")
+    args.state_filter, args.state = args.state, args.state is not None
+    if sum([args.members, args.state, args.offsets]) > 1:
+        raise UsageError("--members, --state and --offsets are exclusive")
+    if args.delete_offsets and (len(args.group) != 1 or args.all_groups or not args.topic):
+        raise UsageError("--delete-offsets needs exactly one --group and at least one --topic")
+    if (args.dry_run or args.execute) and not args.reset_offsets:
+        raise UsageError("--dry-run and --execute need --reset-offsets")
+    if args.export and not args.reset_offsets:
+        raise UsageError("Option [export] takes one of these options: [reset-offsets]")
+    if args.type is not None and not args.list:
+        raise UsageError("Option [type] takes one of these options: [list]")
     cmd = None
     try:
         cmd = GroupCommand(args)
@@ -864,12 +849,6 @@ def main(argv=None) -> int:
         if args.delete_offsets:
             return cmd.delete_offsets()
         return cmd.delete()
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
-    except PyklogError as e:
-        print(f"Error: Executing consumer group command failed due to {e}", file=sys.stderr)
-        return 1
     finally:
         if cmd is not None:
             cmd.close()

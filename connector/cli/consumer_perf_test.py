@@ -26,7 +26,7 @@ import sys
 import time
 from datetime import datetime
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import require, reports_errors, tool_parser
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
 from pyklog.connector.cli import setup_logging
 
@@ -36,21 +36,10 @@ DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.i
                    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-consumer-perf-test", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Measure the consumer's throughput.",
-                epilog="example:\n  pyklog-consumer-perf-test --bootstrap-server localhost:9092 --topic perf "
-                       "--messages 100000")
-    add_version_argument(p)
+    p = tool_parser("pyklog-consumer-perf-test", "Measure the consumer's throughput.",
+                    "example:\n  pyklog-consumer-perf-test --bootstrap-server localhost:9092 --topic perf "
+                    "--messages 100000")
     p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", help="REQUIRED: the brokers")
     p.add_argument("--topic", help="REQUIRED: the topic")
     p.add_argument("--messages", type=int, help="REQUIRED: records to consume")
@@ -73,23 +62,14 @@ def _fmt_time(ms: float, fmt: str) -> str:
     return s[:-3] if fmt.endswith("%f") else s  # Kafka's SSS: milliseconds
 
 
+@reports_errors()
 def main(argv=None) -> int:
     setup_logging()
-    try:
-        a = build_parser().parse_args(argv)
-        for flag, v in (("bootstrap-server", a.bootstrap_server), ("topic", a.topic), ("messages", a.messages)):
-            if v is None:
-                raise _UsageError(f"Missing required argument \"[{flag}]\"")
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    a = build_parser().parse_args(argv)
+    require(a, "bootstrap-server", "topic", "messages")
     from pyklog.connector.consumer import SimpleConsumer
 
-    try:
-        consumer = SimpleConsumer(a.bootstrap_server, None, client_id="pyklog-consumer-perf-test", max_wait_ms=100)
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    consumer = SimpleConsumer(a.bootstrap_server, None, client_id="pyklog-consumer-perf-test", max_wait_ms=100)
     out = lambda s: print(s, flush=True)  # noqa: E731
     count = nbytes = 0
     try:
@@ -148,10 +128,9 @@ def main(argv=None) -> int:
             consumer.client.commit_offsets(a.group, positions, timeout_s=10)
     except KeyboardInterrupt:
         end_ms = time.time() * 1000
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    except PyklogError:
         consumer.close()
-        return 1
+        raise
     consumer.close()
     el = max((end_ms - start_ms) / 1000.0, 1e-9)
     mb = nbytes / 1024 / 1024

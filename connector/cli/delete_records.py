@@ -27,27 +27,15 @@ import argparse
 import json
 import sys
 
-from pyklog.broker.cli import add_version_argument
-from pyklog.broker.errors import PyklogError
+from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.connector.cli import setup_logging
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-delete-records", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Delete records of partitions up to given offsets.",
-                epilog='example:\n  echo \'{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], '
-                       '"version": 1}\' > d.json\n  pyklog-delete-records --bootstrap-server localhost:9092 '
-                       '--offset-json-file d.json')
-    add_version_argument(p)
+    p = tool_parser("pyklog-delete-records", "Delete records of partitions up to given offsets.",
+                    'example:\n  echo \'{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], '
+                    '"version": 1}\' > d.json\n  pyklog-delete-records --bootstrap-server localhost:9092 '
+                    '--offset-json-file d.json')
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
     p.add_argument("--offset-json-file", metavar="FILE", help="REQUIRED: the partitions and offsets (JSON)")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
@@ -77,33 +65,23 @@ def parse_offset_json(text: str) -> dict:
     return out
 
 
+@reports_errors()
 def main(argv=None) -> int:
     setup_logging()
+    a = build_parser().parse_args(argv)
+    require(a, "bootstrap-server", "offset-json-file")
     try:
-        a = build_parser().parse_args(argv)
-        if not a.bootstrap_server:
-            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
-        if not a.offset_json_file:
-            raise _UsageError("Missing required argument \"[offset-json-file]\"")
-        try:
-            with open(a.offset_json_file, encoding="utf-8") as f:
-                offsets = parse_offset_json(f.read())
-        except OSError as e:
-            raise _UsageError(f"cannot read {a.offset_json_file}: {e}") from None
-        except ValueError as e:
-            raise _UsageError(str(e)) from None
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+        with open(a.offset_json_file, encoding="utf-8") as f:
+            offsets = parse_offset_json(f.read())
+    except OSError as e:
+        raise UsageError(f"cannot read {a.offset_json_file}: {e}") from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     from pyklog.connector.admin import AdminClient
 
     print("Executing records delete operation")
-    try:
-        with AdminClient(a.bootstrap_server, client_id="pyklog-delete-records", request_timeout_ms=30000) as admin:
-            got = admin.delete_records(offsets)
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    with AdminClient(a.bootstrap_server, client_id="pyklog-delete-records", request_timeout_ms=30000) as admin:
+        got = admin.delete_records(offsets)
     print("Records delete operation completed:")
     for (t, p) in sorted(offsets):
         r = got.get((t, p))

@@ -29,7 +29,7 @@ import argparse
 import os
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import require, reports_errors, tool_parser
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.log.index import OFFSET_ENTRY, TIME_ENTRY
 from pyklog.broker.log.txn_index import decode_entries
@@ -38,23 +38,12 @@ from pyklog.broker.record.compression import codec_name
 from pyklog.broker.record.header import HEADER_SIZE, LOG_OVERHEAD, compute_crc, parse_header, peek_size_and_magic
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-dump-log", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Dump log segments (.log), indexes (.index, .timeindex), transaction "
-                            "indexes (.txnindex), producer snapshots (.snapshot) and leader-epoch-checkpoint "
-                            "files, offline.",
-                epilog="example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
-                       "--deep-iteration --print-data-log")
-    add_version_argument(p)
+    p = tool_parser("pyklog-dump-log",
+                    "Dump log segments (.log), indexes (.index, .timeindex), transaction indexes (.txnindex), "
+                    "producer snapshots (.snapshot) and leader-epoch-checkpoint files, offline.",
+                    "example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
+                    "--deep-iteration --print-data-log")
     p.add_argument("--files", required=False, metavar="FILE[,FILE...]", help="REQUIRED: the files to dump")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only the batches")
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies deep iteration)")
@@ -146,13 +135,20 @@ def _log_batches(index_path: str):
     return [(pos, h.last_offset, h.max_timestamp) for pos, h, _, _ in scan_log(buf, len(buf))], log_path
 
 
-def dump_offset_index(path: str, a, out) -> None:
+def _index_entries(path: str, entry, out) -> tuple[int, list[tuple]]:
+    """The base offset (from the file name) and the whole ``entry``-sized entries of an index file;
+    a partial entry at the end is reported as corruption and left out."""
     base = int(os.path.basename(path).split(".")[0])
     with open(path, "rb") as f:
         raw = f.read()
-    if len(raw) % OFFSET_ENTRY.size:
-        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {OFFSET_ENTRY.size}: index is corrupt")
-    entries = [(base + rel, position) for rel, position in OFFSET_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 8])]
+    if len(raw) % entry.size:
+        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {entry.size}: index is corrupt")
+    return base, list(entry.iter_unpack(raw[:len(raw) - len(raw) % entry.size]))
+
+
+def dump_offset_index(path: str, a, out) -> None:
+    base, raw_entries = _index_entries(path, OFFSET_ENTRY, out)
+    entries = [(base + rel, position) for rel, position in raw_entries]
     if a.index_sanity_check:
         bad = [i for i in range(1, len(entries)) if entries[i][0] <= entries[i - 1][0]
                or entries[i][1] <= entries[i - 1][1]]
@@ -181,12 +177,8 @@ def dump_offset_index(path: str, a, out) -> None:
 
 
 def dump_time_index(path: str, a, out) -> None:
-    base = int(os.path.basename(path).split(".")[0])
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) % TIME_ENTRY.size:
-        out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {TIME_ENTRY.size}: index is corrupt")
-    entries = [(ts, base + rel) for ts, rel in TIME_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 12])]
+    base, raw_entries = _index_entries(path, TIME_ENTRY, out)
+    entries = [(ts, base + rel) for ts, rel in raw_entries]
     if a.index_sanity_check:
         bad = [i for i in range(1, len(entries)) if entries[i][0] < entries[i - 1][0]
                or entries[i][1] < entries[i - 1][1]]
@@ -269,14 +261,10 @@ DUMPERS = {".log": dump_log, ".index": dump_offset_index, ".timeindex": dump_tim
 NAMED_DUMPERS = {"leader-epoch-checkpoint": dump_leader_epoch_checkpoint}
 
 
+@reports_errors()
 def main(argv=None) -> int:
-    try:
-        a = build_parser().parse_args(argv)
-        if not a.files:
-            raise _UsageError("Missing required argument \"[files]\"")
-    except _UsageError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    a = build_parser().parse_args(argv)
+    require(a, "files")
     rc = 0
     for path in [p for p in a.files.split(",") if p]:
         ext = os.path.splitext(path)[1]

@@ -23,27 +23,15 @@ import argparse
 import re
 import sys
 
-from pyklog.broker.cli import add_version_argument
-from pyklog.broker.errors import PyklogError
+from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.connector.cli import setup_logging
 
 INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-get-offsets", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Offsets of topic partitions.",
-                epilog="example:\n  pyklog-get-offsets --bootstrap-server localhost:9092 --topic orders --time -2")
-    add_version_argument(p)
+    p = tool_parser("pyklog-get-offsets", "Offsets of topic partitions.",
+                    "example:\n  pyklog-get-offsets --bootstrap-server localhost:9092 --topic orders --time -2")
     p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
                    help="REQUIRED: the brokers")
     p.add_argument("--topic", metavar="REGEX", help="topics (a regular expression; default all)")
@@ -67,7 +55,7 @@ def parse_partitions(spec: str) -> list[tuple[int, int | None]] | None:
         part = part.strip()
         m = re.fullmatch(r"(\d+)(?:(-)(\d*))?", part)
         if not m:
-            raise _UsageError(f"Invalid partition '{part}' specified in partition list '{spec}'")
+            raise UsageError(f"Invalid partition '{part}' specified in partition list '{spec}'")
         lo = int(m.group(1))
         out.append((lo, lo) if not m.group(2) else (lo, int(m.group(3)) if m.group(3) else None))
     return out
@@ -89,47 +77,39 @@ def parse_time(s: str) -> int:
     except ValueError:
         t = None
     if t is None or t < -4:
-        raise _UsageError(f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
+        raise UsageError(f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
                           f"-3 or max-timestamp / -4 or earliest-local, or a timestamp in ms")
     return t
 
 
+@reports_errors(re.error)
 def main(argv=None) -> int:
     setup_logging()
-    try:
-        a = build_parser().parse_args(argv)
-        if not a.bootstrap_server:
-            raise _UsageError("Missing required argument \"[bootstrap-server]\"")
-        if a.topic_partitions and (a.topic or a.partitions):
-            raise _UsageError("--topic-partitions cannot be used with --topic or --partitions")
-        ts = parse_time(a.time)
-        filters = []  # (topic regex, partitions set | None)
-        if a.topic_partitions:
-            for item in _split_topic_partitions(a.topic_partitions):
-                t, sep, ps = item.partition(":")
-                filters.append((re.compile(t or ".*"), parse_partitions(ps) if sep else None))
-        else:
-            filters.append((re.compile(a.topic or ".*"), parse_partitions(a.partitions)))
-    except (_UsageError, re.error) as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    a = build_parser().parse_args(argv)
+    require(a, "bootstrap-server")
+    if a.topic_partitions and (a.topic or a.partitions):
+        raise UsageError("--topic-partitions cannot be used with --topic or --partitions")
+    ts = parse_time(a.time)
+    filters = []  # (topic regex, partitions set | None)
+    if a.topic_partitions:
+        for item in _split_topic_partitions(a.topic_partitions):
+            t, sep, ps = item.partition(":")
+            filters.append((re.compile(t or ".*"), parse_partitions(ps) if sep else None))
+    else:
+        filters.append((re.compile(a.topic or ".*"), parse_partitions(a.partitions)))
     from pyklog.connector.admin import AdminClient
 
-    try:
-        with AdminClient(a.bootstrap_server, client_id="pyklog-get-offsets", request_timeout_ms=15000) as admin:
-            md = admin.client.metadata(None, refresh=True)
-            tps = []
-            for name, tm in md.topics.items():
-                if a.exclude_internal_topics and (tm.is_internal or name in INTERNAL):
-                    continue
-                for rx, parts in filters:
-                    if rx.fullmatch(name):
-                        tps += [(name, p) for p in tm.partitions if _matches(parts, p)]
-            tps = sorted(set(tps))
-            got = admin.list_offsets({tp: ts for tp in tps}, timeout_s=15) if tps else {}
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    with AdminClient(a.bootstrap_server, client_id="pyklog-get-offsets", request_timeout_ms=15000) as admin:
+        md = admin.client.metadata(None, refresh=True)
+        tps = []
+        for name, tm in md.topics.items():
+            if a.exclude_internal_topics and (tm.is_internal or name in INTERNAL):
+                continue
+            for rx, parts in filters:
+                if rx.fullmatch(name):
+                    tps += [(name, p) for p in tm.partitions if _matches(parts, p)]
+        tps = sorted(set(tps))
+        got = admin.list_offsets({tp: ts for tp in tps}, timeout_s=15) if tps else {}
     for t, p in tps:
         off = got.get((t, p))
         print(f"{t}:{p}:{'' if off is None else off}")

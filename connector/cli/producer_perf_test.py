@@ -25,34 +25,22 @@ Example::
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import threading
 import time
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import UsageError, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError
 from pyklog.connector.cli import parse_properties, setup_logging
 
 REPORT_INTERVAL_S = 5.0
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-producer-perf-test", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Measure the producer's throughput and latency.",
-                epilog="example:\n  pyklog-producer-perf-test --topic perf --num-records 100000 --record-size 100 "
-                       "--throughput -1 --producer-props bootstrap.servers=localhost:9092")
-    add_version_argument(p)
+    p = tool_parser("pyklog-producer-perf-test", "Measure the producer's throughput and latency.",
+                    "example:\n  pyklog-producer-perf-test --topic perf --num-records 100000 --record-size 100 "
+                    "--throughput -1 --producer-props bootstrap.servers=localhost:9092")
     p.add_argument("--topic", required=False, help="REQUIRED: the topic")
     p.add_argument("--num-records", type=int, help="REQUIRED: records to send")
     src = p.add_mutually_exclusive_group()
@@ -138,41 +126,43 @@ def _read_props_file(path: str) -> dict:
     return out
 
 
+def _read_payloads(path: str, delimiter: str) -> list[bytes]:
+    """The records' values of ``--payload-file``: its text split by ``--payload-delimiter``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            delim = delimiter.encode().decode("unicode_escape")
+            payloads = [s.encode() for s in f.read().split(delim) if s]
+    except OSError as e:
+        raise UsageError(e) from None
+    if not payloads:
+        raise UsageError(f"File is empty: {path}")
+    return payloads
+
+
+@reports_errors()
 def main(argv=None) -> int:
     setup_logging()
+    a = build_parser().parse_args(argv)
+    for flag, v in (("topic", a.topic), ("num-records", a.num_records), ("throughput", a.throughput)):
+        if v is None:
+            raise UsageError(f"argument --{flag} is required")
+    if a.record_size is None and a.payload_file is None:
+        raise UsageError("Either --record-size or --payload-file must be specified but not both.")
     try:
-        a = build_parser().parse_args(argv)
-        for flag, v in (("topic", a.topic), ("num-records", a.num_records), ("throughput", a.throughput)):
-            if v is None:
-                raise _UsageError(f"argument --{flag} is required")
-        if a.record_size is None and a.payload_file is None:
-            raise _UsageError("Either --record-size or --payload-file must be specified but not both.")
         props = _read_props_file(a.producer_config) if a.producer_config else {}
-        props.update(parse_properties(a.producer_props, "--producer-props"))
-        if a.bootstrap_server:
-            props["bootstrap.servers"] = a.bootstrap_server
-        if "bootstrap.servers" not in props:
-            raise _UsageError("either --bootstrap-server or --producer-props bootstrap.servers=... is required")
-        if a.transactional_id:
-            props["transactional.id"] = a.transactional_id
-        if a.payload_file:
-            with open(a.payload_file, encoding="utf-8") as f:
-                delim = a.payload_delimiter.encode().decode("unicode_escape")
-                payloads = [s.encode() for s in f.read().split(delim) if s]
-            if not payloads:
-                raise _UsageError(f"File is empty: {a.payload_file}")
-        else:
-            payloads = None
-    except (_UsageError, OSError) as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    except OSError as e:
+        raise UsageError(e) from None
+    props.update(parse_properties(a.producer_props, "--producer-props"))
+    if a.bootstrap_server:
+        props["bootstrap.servers"] = a.bootstrap_server
+    if "bootstrap.servers" not in props:
+        raise UsageError("either --bootstrap-server or --producer-props bootstrap.servers=... is required")
+    if a.transactional_id:
+        props["transactional.id"] = a.transactional_id
+    payloads = _read_payloads(a.payload_file, a.payload_delimiter) if a.payload_file else None
     from pyklog.connector.producer import Producer
 
-    try:
-        producer = Producer(props)
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    producer = Producer(props)
     payload = bytes(random.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(a.record_size)) \
         if payloads is None else None
     stats = Stats(a.num_records, out=lambda s: print(s, flush=True), interval_s=max(a.reporting_interval, 1) / 1000)
@@ -209,10 +199,9 @@ def main(argv=None) -> int:
         producer.flush()
     except KeyboardInterrupt:
         pass
-    except PyklogError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    except PyklogError:
         producer.close(timeout=5)
-        return 1
+        raise
     producer.close()
     stats.total()
     if failed[0]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
+from pyklog.broker.cli import UsageError
 from pyklog.broker.cli import topics as _zk_topics
-from pyklog.broker.cli.topics import _configs, _ids, _UsageError, topic_line
+from pyklog.broker.cli.topics import _configs, _ids, create_topic, delete_topic, topic_line
 from pyklog.broker.errors import (
     InvalidPartitionsError,
-    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -67,21 +67,16 @@ def broker_api(args) -> int:
     from pyklog.connector.admin import AdminClient
 
     if args.alter and args.partitions is None:
-        raise _UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
+        raise UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
     if args.alter:  # --alter --partitions, through the brokers registered in ZooKeeper without --bootstrap-server
         return alter_partitions(args, args.bootstrap_server, None if args.bootstrap_server else args.zookeeper)
     with AdminClient(args.bootstrap_server, client_id="pyklog-topics",
                      request_timeout_ms=int(args.timeout * 1000)) as admin:
         client = admin.client
         if args.create:
-            try:
-                client.create_topic(args.topic, args.partitions, _configs(args.config),
-                                    replication_factor=args.replication_factor, timeout_s=args.timeout)
-            except TopicAlreadyExistsError:
-                if not args.if_not_exists:
-                    raise
-                return 0
-            print(f"Created topic {args.topic}.")
+            return create_topic(args, lambda: client.create_topic(args.topic, args.partitions, _configs(args.config),
+                                                                  replication_factor=args.replication_factor,
+                                                                  timeout_s=args.timeout))
         elif args.list:
             md = client.metadata(None, refresh=True)
             for name in sorted(md.topics):
@@ -114,13 +109,7 @@ def broker_api(args) -> int:
                     print(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
                           f"\tIsr: {_ids(pm.isr)}")
         elif args.delete:
-            try:
-                client.delete_topic(args.topic, timeout_s=args.timeout)
-            except UnknownTopicOrPartitionError:
-                if args.if_exists:
-                    return 0
-                raise
-            print(f"Deleted topic {args.topic}.")
+            return delete_topic(args, lambda: client.delete_topic(args.topic, timeout_s=args.timeout))
     return 0
 
 

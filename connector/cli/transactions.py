@@ -37,7 +37,7 @@ import argparse
 import sys
 import time
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.cli import tool_parser
 from pyklog.broker.errors import PyklogError, TransactionalIdNotFoundError, error_for_code
 from pyklog.connector.cli import setup_logging
 
@@ -64,11 +64,9 @@ def _why(e: PyklogError) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-transactions", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="This tool is used to analyze the transactional state of producers in the cluster. "
-                            "It can be used to detect and recover from hanging transactions.",
-                epilog=_EPILOG)
-    add_version_argument(p)
+    p = tool_parser("pyklog-transactions", "This tool is used to analyze the transactional state of producers in "
+                    "the cluster. It can be used to detect and recover from hanging transactions.", _EPILOG,
+                    parser_class=_Parser)
     p.add_argument("--bootstrap-server", metavar="host:port", required=True,
                    help="hostname and port for the broker to connect to (multiple comma-separated entries "
                         "can be given)")
