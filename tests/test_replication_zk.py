@@ -94,3 +94,22 @@ def test_update_isr_is_conditional_and_stops_when_deposed(brokers, zk):
                                                       "leader_epoch": 1, "isr": [1]}).encode())
     assert b0.update_isr("i", 0, 0, [0], 2) is None
     assert json.loads(zk.get(paths.partition_state("i", 0))[0])["isr"] == [1]
+
+
+def test_update_isr_keeps_the_controller_epoch_of_the_state(brokers, zk):
+    """The leader's ISR write keeps the controller epoch the state node carries (the controller that
+    elected it), as Kafka's leader writes the controllerEpoch it learned; never a constant."""
+    b0 = brokers(0)
+    brokers(1)
+    b0.create_topic("ce", 1, 2, replica_assignment={0: [0, 1]})
+    zk.set(paths.partition_state("ce", 0), json.dumps({"controller_epoch": 7, "leader": 0, "version": 1,
+                                                       "leader_epoch": 0, "isr": [0, 1]}).encode())
+    _, version = b0.partition_state("ce", 0)
+    assert b0.update_isr("ce", 0, 0, [0], version) == version + 1
+    assert json.loads(zk.get(paths.partition_state("ce", 0))[0]) == {
+        "controller_epoch": 7, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0]}
+    # after a conflict (the controller rewrote the node at epoch 8, same leader and leader epoch)
+    zk.set(paths.partition_state("ce", 0), json.dumps({"controller_epoch": 8, "leader": 0, "version": 1,
+                                                       "leader_epoch": 0, "isr": [0]}).encode())
+    assert b0.update_isr("ce", 0, 0, [0, 1], version + 1) == version + 3
+    assert json.loads(zk.get(paths.partition_state("ce", 0))[0])["controller_epoch"] == 8

@@ -248,10 +248,14 @@ class ReplicaManager:
         if self._shutdown:
             return
         try:
-            st = (self._states_as_written(topic, None) or {}).get(partition)
-            if st is None or self.broker_id not in st.replicas:
-                return
             with self._sync_lock:
+                # the state is read under the lock that applies it: two callbacks (or a callback
+                # and sync_logs) racing for the lock each apply the newest cached state, never an
+                # older one read before another thread applied a newer ("follower at epoch 3"
+                # applied after "leader at epoch 4")
+                st = (self._states_as_written(topic, None) or {}).get(partition)
+                if st is None or self.broker_id not in st.replicas:
+                    return
                 lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
                 self._apply_state(topic, partition, lg, st)
         except Exception:  # noqa: BLE001
@@ -623,6 +627,11 @@ class ReplicaManager:
                 f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")
         # a partition this broker leads that the last sync has not applied yet (a brand new topic)
         with self._sync_lock:
+            # re-read under the applying lock: never apply a state older than one applied meanwhile
+            st = (self._states_as_written(topic, None) or {}).get(partition, st)
+            if st.leader != self.broker_id:
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")
             lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
             self._apply_state(topic, partition, lg, st)
         return lg

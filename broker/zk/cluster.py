@@ -1774,8 +1774,14 @@ class ZkCluster:
         otherwise None.  Any thread; blocking."""
         path = paths.partition_state(topic, partition)
         isr = tuple(int(b) for b in isr)
+        # the node keeps the controller epoch of the controller that wrote it (Kafka's leader writes
+        # the controllerEpoch it learned with its leadership), never a constant
+        now = self.partition_state(topic, partition)
+        if now is None:
+            return None
+        controller_epoch = now[0].controller_epoch
         for _attempt in range(10):
-            data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, CONTROLLER_EPOCH))
+            data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, controller_epoch))
             try:
                 stat = self._retry(self.zk.set, path, data, version=zk_version)
                 break
@@ -1786,6 +1792,7 @@ class ZkCluster:
                 if now is None:
                     return None
                 state, version = now
+                controller_epoch = state.controller_epoch
                 if state.leader != self.broker_id or state.leader_epoch != leader_epoch:
                     log.info("%s-%d: not updating the ISR to %s: the state node now says leader %d epoch %d "
                              "(ours: leader %d epoch %d)", topic, partition, list(isr), state.leader,
