@@ -20,7 +20,7 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   Transactional batches (KIP-98) need the request's ``transactional_id`` (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
   producer's open transaction.
-* Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
+* Fetch v4-16 (v13+: topics by id, KIP-516), sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
   arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
@@ -31,43 +31,50 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
-* ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest = the high watermark, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+* ListOffsets v0-8 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+  -1 latest = the high watermark, -2 earliest, v7 -3 max timestamp, v8 -4 earliest local).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
-* CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
-  DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
-* InitProducerId v0-2 (idempotent producers; producer ids in blocks from ZooKeeper).  Transactions
+* CreateTopics v0-7 (v5: the created topic's partitions, replication factor and explicit configs;
+  v7 topic ids), DeleteTopics v0-6 (v5: error messages; v6 by topic id) through :class:`broker.zk.cluster.ZkCluster`.
+* InitProducerId v0-4 (idempotent producers; producer ids in blocks from ZooKeeper; v3+ KIP-360
+  epoch bump of the current producer).  Transactions
   (KIP-98): FindCoordinator(key_type=1), a transactional InitProducerId, AddPartitionsToTxn v0-3,
   AddOffsetsToTxn v0-3 and EndTxn v0-3 go to :class:`broker.transaction.TransactionCoordinator`
   (``__transaction_state``); COORDINATOR_NOT_AVAILABLE while it is not running.
-* JoinGroup v0-7, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-4, ListGroups v0-4, DescribeGroups v0-5
+* JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, ListGroups v0-4, DescribeGroups v0-5
   (JoinGroup v7 / SyncGroup v5 name the group's protocol type and name, KIP-559; ListGroups v4 the
   group states and a states filter, KIP-518)
   through :class:`broker.group_coordinator.GroupCoordinator` (OffsetCommit with a generation >= 0 is
   validated against the group).
-* FindCoordinator v0-3, OffsetCommit v0-8, OffsetFetch v0-6 through
+* FindCoordinator v0-4 (v4 batched keys), OffsetCommit v0-8, OffsetFetch v0-9 (v7 RequireStable,
+  v8 several groups) through
   :class:`broker.coordinator.OffsetManager`; OffsetCommit/OffsetFetch v0 use ZooKeeper
   (``/consumers/<group>/offsets/<topic>/<partition>``) as Kafka 0.8.2 did, through
   :class:`broker.server.zk_offset_store.ZkOffsetStore`.
-* TxnOffsetCommit v0-2: a transactional producer's offsets, pending in ``__consumer_offsets`` until
+* TxnOffsetCommit v0-3 (v3: member and generation checked): a transactional producer's offsets, pending in ``__consumer_offsets`` until
   the transaction's marker (:meth:`broker.coordinator.OffsetManager.commit_transactional`).
 * WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the partitions
   led here; on ``__consumer_offsets`` partitions the pending transactional offsets are then
   completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
-* Admin APIs (Kafka's ZooKeeper-mode ``ZkAdminManager`` / ``ConfigHelper``): CreatePartitions v0-1
+* Admin APIs (Kafka's ZooKeeper-mode ``ZkAdminManager`` / ``ConfigHelper``): CreatePartitions v0-3
   (:meth:`ZkCluster.create_partitions`; every broker follows by a data watch on
-  ``/brokers/topics/<t>`` and the leaders create the logs), DescribeConfigs v0-3, AlterConfigs v0-1,
-  IncrementalAlterConfigs v0 (:mod:`broker.server.config_helper`; topic overrides in
-  ``/config/topics/<t>`` with a ``/config/changes`` notification, applied to the live logs; broker
-  configs are static and read-only), DeleteRecords v0-1 (moves the log start offset, checkpointed
-  before the answer), DescribeLogDirs v0-1, DeleteGroups v0-1 and OffsetDelete v0
-  (:meth:`GroupCoordinator.delete_groups` / ``delete_offsets``), DescribeCluster v0-1 (flexible).
+  ``/brokers/topics/<t>`` and the leaders create the logs), DescribeConfigs v0-4, AlterConfigs v0-2,
+  IncrementalAlterConfigs v0-1 (:mod:`broker.server.config_helper`; topic overrides in
+  ``/config/topics/<t>`` with a ``/config/changes`` notification, applied to the live logs; dynamic
+  broker configs in ``/config/brokers/<id>`` and ``<default>``, KIP-226), DeleteRecords v0-2 (moves the log start offset, checkpointed
+  before the answer), DescribeLogDirs v0-4, DeleteGroups v0-2 (ZooKeeper groups too) and OffsetDelete v0
+  (:meth:`GroupCoordinator.delete_groups` / ``delete_offsets``), DescribeCluster v0-1 (flexible);
+  DescribeProducers v0, DescribeTransactions v0, ListTransactions v0-1 (KIP-664, read-only).
+* Replication (issue 12): OffsetForLeaderEpoch v0-4 (``Log.end_offset_for_epoch``); ControlledShutdown
+  v0-3 and ElectLeaders v0-2 go to :class:`broker.controller.KafkaController` (NOT_CONTROLLER on a
+  broker that is not the controller).
 
 The handlers here only translate requests into calls and results into responses.  Partition
 leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's ReplicaManager):
-a broker serves only the partitions it leads (NOT_LEADER_OR_FOLLOWER otherwise), their leader logs
-are created as the ZooKeeper registry changes (:meth:`KafkaApis.sync_logs`) and the logs of deleted
-topics are deleted.
+a broker serves Produce and consumers' Fetch only for the partitions it leads (NOT_LEADER_OR_FOLLOWER
+otherwise), holds the logs of every partition it is a replica of (created as the ZooKeeper registry
+changes, :meth:`KafkaApis.sync_logs`), follows leadership through the partition state watches, and the
+logs of deleted topics are deleted.
 
 Bad input: an unparseable header, an unknown API key or an unsupported version closes that
 connection (Kafka does the same; no response layout can be formed); a malformed body closes the
