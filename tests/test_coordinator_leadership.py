@@ -2,8 +2,8 @@
 
 The state znodes of ``__consumer_offsets-0`` and ``__transaction_state-0`` are rewritten by hand
 as the controller will rewrite them (leader elsewhere at epoch +1, back here at epoch +1 again;
-and a new epoch with the same leader), while a confluent-kafka consumer commits offsets of a group
-in a loop and a confluent-kafka transactional producer runs transactions with
+and a new epoch with the same leader), while a kafka-python consumer commits offsets of a group
+in a loop and a kafka-python transactional producer runs transactions with
 ``send_offsets_to_transaction``.  The topic node is touched after each rewrite so a broker without
 partition-state watches re-reads the states (with them, the watch fires as well).
 
@@ -52,18 +52,20 @@ class Committer(threading.Thread):
         self.attempted = self.acked = self.errors = 0
 
     def run(self):
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
 
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "cg", "enable.auto.commit": False})
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id="cg", enable_auto_commit=False)
         try:
             i = 0
             while not self.stop_ev.is_set():
                 i += 1
                 self.attempted = i
                 try:
-                    c.commit(offsets=[TopicPartition("in", p, i) for p in range(IN_PARTS)], asynchronous=False)
+                    c.commit({TopicPartition("in", p): OffsetAndMetadata(i, "", -1) for p in range(IN_PARTS)})
                     self.acked = i
-                except KafkaException:
+                except KafkaError:
                     self.errors += 1
                     time.sleep(0.1)
                 time.sleep(0.02)
@@ -80,44 +82,35 @@ class Transactor(threading.Thread):
         self.stop_ev = threading.Event()
         self.committed: list[int] = []
         self.aborted: list[int] = []
+        self.errors: list[str] = []
         self.fatal: BaseException | None = None
 
     def run(self):
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        from kafka import KafkaProducer, TopicPartition
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
 
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "tx-lead",
-                      "transaction.timeout.ms": 60000, "linger.ms": 0})
-        meta = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "tg", "enable.auto.commit": False})
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, transactional_id="tx-lead", transaction_timeout_ms=60000)
         try:
-            p.init_transactions(60)
+            p.init_transactions()
             n = 0
             while not self.stop_ev.is_set():
                 n += 1
+                p.begin_transaction()
                 try:
-                    p.begin_transaction()
                     for j in range(PER_TXN):
-                        p.produce("out", f"{n}-{j}".encode())
-                    p.send_offsets_to_transaction([TopicPartition("in", 0, n)], meta.consumer_group_metadata(), 60)
-                    for _ in range(20):
-                        try:
-                            p.commit_transaction(60)
-                            break
-                        except KafkaException as e:
-                            if not e.args[0].retriable():
-                                raise
-                    else:
-                        raise AssertionError(f"transaction {n}: commit never completed")
+                        p.send("out", f"{n}-{j}".encode())
+                    p.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(n, "", -1)}, "tg")
+                    p.commit_transaction()
                     self.committed.append(n)
-                except KafkaException as e:
-                    err = e.args[0]
-                    if err.fatal() or not err.txn_requires_abort():
-                        raise
-                    p.abort_transaction(60)
+                except KafkaError as e:
+                    self.errors.append(repr(e))
+                    p.abort_transaction()
                     self.aborted.append(n)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.fatal = e
         finally:
-            meta.close()
+            p.close(10)
 
 
 def committed_offsets(bootstrap, group, parts) -> list[int]:
@@ -176,6 +169,7 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
 
     warm = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "warm-up"})
     warm.init_transactions(60)
+    del warm
     b.stop()
     b.start()
 
@@ -185,7 +179,9 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
     tx.start()
     try:
         wait_for(lambda: committer.acked >= 5 and len(tx.committed) >= 2 or tx.fatal, timeout=60,
-                 message="workers running")
+                 message=f"workers running (commits {committer.acked}/{committer.attempted}, txns {tx.committed}, "
+                 f"errors {tx.errors[-3:]})")
+        assert tx.fatal is None, repr(tx.fatal)
         for cycle in range(2):
             for topic, gone in ((OFFSETS, f"no longer the coordinator of {OFFSETS}-0 at epoch"),
                                 (TXN_STATE, f"no longer the transaction coordinator of {TXN_STATE}-0 at epoch")):
