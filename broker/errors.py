@@ -124,6 +124,11 @@ class NotEnoughReplicasError(PyklogError):
     pass
 
 
+@_wire(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", retriable=True)
+class NotEnoughReplicasAfterAppendError(PyklogError):
+    pass
+
+
 @_wire(22, "ILLEGAL_GENERATION")
 class IllegalGenerationError(PyklogError):
     pass
@@ -217,6 +222,12 @@ class UnknownProducerIdError(PyklogError):
 @_wire(74, "FENCED_LEADER_EPOCH", retriable=True)
 class FencedLeaderEpochError(PyklogError):
     pass
+
+
+@_wire(75, "UNKNOWN_LEADER_EPOCH", retriable=True)
+class UnknownLeaderEpochError(PyklogError):
+    """The request's current leader epoch is newer than the broker's (KIP-320): the broker has
+    not yet learned of the leader change; the client retries."""
 
 
 @_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")
@@ -398,3 +409,34 @@ class MismatchedEndpointTypeError(PyklogError):
 @_wire(115, "UNSUPPORTED_ENDPOINT_TYPE")
 class UnsupportedEndpointTypeError(PyklogError):
     """DescribeCluster named an endpoint type Kafka does not know."""
+
+
+# the controller (pyklog.broker.controller): ControlledShutdown, ElectLeaders, reassignments
+@_wire(8, "BROKER_NOT_AVAILABLE")
+class BrokerNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(60, "REASSIGNMENT_IN_PROGRESS")
+class ReassignmentInProgressError(PyklogError):
+    pass
+
+
+@_wire(77, "STALE_BROKER_EPOCH")
+class StaleBrokerEpochError(PyklogError):
+    pass
+
+
+@_wire(80, "PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)
+class PreferredLeaderNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE")
+class EligibleLeadersNotAvailableError(PyklogError):
+    pass
+
+
+@_wire(84, "ELECTION_NOT_NEEDED")
+class ElectionNotNeededError(PyklogError):
+    pass

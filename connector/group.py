@@ -597,6 +597,14 @@ class GroupMember:
             return None
         return self._fence_path, self._fence_session
 
+    def session_valid_cached(self) -> bool:
+        """Whether this member, by its own view (no round trip), holds the fence of the session kazoo
+        uses now and may act as the owner of what it holds: False when LOST, re-registering, or on
+        another session.  A process paused past its session still answers True until it has heard
+        from the server: :meth:`session_valid` asks.  Caller's thread; thread-safe."""
+        with self._lock:
+            return self._fence_locked() is not None
+
     def session_valid(self) -> bool:
         """Whether the ZooKeeper session that owns this member's partitions is alive now, asked of the
         server (one round trip, no retry on a new session): the fence node of the session exists.

@@ -190,7 +190,7 @@ def test_logs_delete_on_the_managers_scheduler_and_shutdown_loses_no_delete(tmp_
                     flush_scheduler_interval_ms=3_600_000, flush_offset_checkpoint_interval_ms=3_600_000,
                     cleaner_backoff_ms=3_600_000)  # no periodic run in between: pending() stays exact
     d = tmp_path / "d"
-    m = LogManager([str(d)], cfg, background=True)
+    m = LogManager([str(d)], cfg, background=True, high_watermark_checkpoint_interval_ms=3_600_000)
     m.startup()
     try:
         lg = m.get_or_create_log("t", 0)
@@ -199,8 +199,8 @@ def test_logs_delete_on_the_managers_scheduler_and_shutdown_loses_no_delete(tmp_
         deadline = time.time() + 10  # the sealed-segment flushes ran on the manager's scheduler
         while lg.recovery_point < lg.segments[-1].base_offset and time.time() < deadline:
             time.sleep(0.02)
-        pending = m.scheduler.pending()  # the four periodic tasks
-        assert pending == 4
+        pending = m.scheduler.pending()  # the five periodic tasks (with highwatermark-checkpoint)
+        assert pending == 5
         assert lg.delete_old_segments() == 2
         assert m.scheduler.pending() == pending + 1  # the delayed delete, 60 s away
         assert len([f for f in os.listdir(lg.dir) if f.endswith(".log.deleted")]) == 2

@@ -94,7 +94,9 @@ def test_request_round_trip(api_key, version):
         body = _sample(SCHEMAS[api_key][1], version, rng)
         frame, header, off = _req_frame_body(api_key, version, body, corr=77, client_id="cl")
         assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
-        assert header == RequestHeader(api_key, version, 77, "cl")
+        # ControlledShutdown v0: request header v0, which has no client_id (Kafka 0.8)
+        client_id = None if (api_key, version) == (ApiKey.CONTROLLED_SHUTDOWN, 0) else "cl"
+        assert header == RequestHeader(api_key, version, 77, client_id)
         assert isinstance(header.api_key, ApiKey)
         decoded = decode_request(header, frame[4:], off)
         expected = body
@@ -145,7 +147,27 @@ KP_SCHEMAS = os.path.join(
 )
 
 
+# Kafka's schemas of broker-internal APIs that kafka-python does not bundle, transcribed from
+# clients/src/main/resources/common/message/ (Kafka 2.4-3.x, comments left out)
+BROKER_INTERNAL_SCHEMAS = {
+    "ControlledShutdownRequest": {
+        "apiKey": 7, "type": "request", "name": "ControlledShutdownRequest",
+        "validVersions": "0-3", "flexibleVersions": "3+", "fields": [
+            {"name": "BrokerId", "type": "int32", "versions": "0+", "entityType": "brokerId"},
+            {"name": "BrokerEpoch", "type": "int64", "versions": "2+", "default": "-1", "ignorable": True}]},
+    "ControlledShutdownResponse": {
+        "apiKey": 7, "type": "response", "name": "ControlledShutdownResponse",
+        "validVersions": "0-3", "flexibleVersions": "3+", "fields": [
+            {"name": "ErrorCode", "type": "int16", "versions": "0+"},
+            {"name": "RemainingPartitions", "type": "[]RemainingPartition", "versions": "0+", "fields": [
+                {"name": "TopicName", "type": "string", "versions": "0+", "mapKey": True},
+                {"name": "PartitionIndex", "type": "int32", "versions": "0+", "mapKey": True}]}]},
+}
+
+
 def _load_kafka_json(name):
+    if name in BROKER_INTERNAL_SCHEMAS and not os.path.exists(os.path.join(KP_SCHEMAS, name + ".json")):
+        return BROKER_INTERNAL_SCHEMAS[name]
     with open(os.path.join(KP_SCHEMAS, name + ".json")) as fh:
         text = re.sub(r"^\s*//.*$", "", fh.read(), flags=re.M)
     return json.loads(text)
@@ -280,6 +302,7 @@ from kafka.protocol.consumer.group import (  # noqa: E402
     LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
     SyncGroupRequest, SyncGroupResponse)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse  # noqa: E402
+from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse  # noqa: E402
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse  # noqa: E402
 from kafka.protocol.metadata.find_coordinator import (  # noqa: E402
     FindCoordinatorRequest, FindCoordinatorResponse)
@@ -299,6 +322,7 @@ from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteRespo
 from kafka.protocol.admin.transactions import (  # noqa: E402
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
     DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse)
+from kafka.protocol.admin.topics import ElectLeadersRequest, ElectLeadersResponse  # noqa: E402
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -332,6 +356,8 @@ KP = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
@@ -340,6 +366,8 @@ KP = {
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
 def test_cross_check_kafka_python(api_key, version):
+    if api_key not in KP:
+        pytest.skip(f"kafka-python has no {SCHEMAS[api_key][0]} (a broker-to-controller API)")
     kp_req, kp_resp = KP[api_key]
     if version < kp_req.min_version:
         pytest.skip(f"kafka-python has no {kp_req.__name__} v{version} (Kafka 4 removed it)")
@@ -396,13 +424,16 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000d6" "00000005" "0023" "00000022"
-        "000000000009" "000100000010" "000200000008" "00030000000c" "000800000008" "000900000009"
+        "000000e8" "00000005" "0023" "00000025"
+        "000000000009" "000100000010" "000200000008" "00030000000c" "000700000003" "000800000008"
+        "000900000009"
         "000a00000004" "000b00000009" "000c00000004" "000d00000005" "000e00000005" "000f00000005"
         "001000000004" "001200000003" "001300000007" "001400000006" "001500000002" "001600000004"
+        "001700000004"  # OffsetForLeaderEpoch (23) v0-4
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000003"
-        "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002c00000001"
-        "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs (32) on
+        "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002b00000002"
+        "002c00000001" "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs
+        # (32) on; ControlledShutdown (7) v0-3 and ElectLeaders (43) v0-2 (the controller)
         "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
     )
     # a client that asked for v2 decodes it in the v0 layout
@@ -644,10 +675,10 @@ def test_unknown_api_key_header_decodes_and_request_names_the_key():
     assert header == RequestHeader(999, 0, 12, None) and off == 10
     with pytest.raises(InvalidRequestError, match="999"):
         decode_request(header, frame, off)
-    header, off = decode_request_header(struct.pack(">hhih", 23, 0, 1, -1))  # OffsetForLeaderEpoch: known name, not served
-    with pytest.raises(InvalidRequestError, match=r"api key 23 \(OffsetForLeaderEpoch\)"):
+    header, off = decode_request_header(struct.pack(">hhih", 4, 0, 1, -1))  # LeaderAndIsr: known name, not served
+    with pytest.raises(InvalidRequestError, match=r"api key 4 \(LeaderAndIsr\)"):
         decode_request(header, b"", off)
-    assert API_NAMES[23] == "OffsetForLeaderEpoch" and header.api_name == "OffsetForLeaderEpoch"
+    assert API_NAMES[4] == "LeaderAndIsr" and header.api_name == "LeaderAndIsr"
 
 
 def test_unsupported_versions():

@@ -21,7 +21,7 @@ def test_api_versions_v3_advertises_the_flexible_versions(broker):
                                                   "client_software_version": "1.0"})
     assert resp["error_code"] == 0
     got = {a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]}
-    assert got[ApiKey.METADATA] == (0, 12) and got[ApiKey.PRODUCE] == (0, 9) and got[ApiKey.FETCH] == (0, 12)
+    assert got[ApiKey.METADATA] == (0, 12) and got[ApiKey.PRODUCE] == (0, 9) and got[ApiKey.FETCH] == (0, 16)
     assert all(got[int(k)] == SUPPORTED[k] for k in SUPPORTED if int(k) in got)
 
 

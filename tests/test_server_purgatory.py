@@ -66,3 +66,34 @@ def test_complete_all_completes_waiting_ops_once_and_later_watches_at_once():
     assert "pyklog-t3-purgatory" not in [t.name for t in threading.enumerate()]
     p.watch(DelayedOperation([("t", 0)], 60_000, 1 << 20, 0, "z"))  # after shutdown: completes now
     assert sorted(rec.done) == ["x", "y", "z"]
+
+
+def test_ready_predicate_checked_at_watch_and_by_check_exactly_once():
+    """acks=all Produces (and fetches that must not miss an append racing their watch) carry a
+    ``ready`` predicate: checked once when watched, then by check(key) of a watched key."""
+    rec = Recorder()
+    p = Purgatory(rec, name="t-ready")
+    state = {"hw": 0}
+    try:
+        p.watch(DelayedOperation([("t", 0)], 10_000, 0, 0, "already", ready=lambda: True))
+        assert rec.done == ["already"] and len(p) == 0  # ready at watch time: completed at once
+        p.watch(DelayedOperation([("t", 0)], 10_000, 0, 0, "hw>=5", ready=lambda: state["hw"] >= 5))
+        p.check(("t", 0))
+        assert rec.done == ["already"] and len(p) == 1
+        state["hw"] = 5
+        p.check(("t", 1))  # another key: not looked at
+        assert len(p) == 1
+        threads = [threading.Thread(target=p.check, args=(("t", 0),)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert rec.done == ["already", "hw>=5"] and len(p) == 0  # exactly once under concurrent checks
+        # a predicate that raises completes the operation (its completer answers the error)
+        p.watch(DelayedOperation([("t", 0)], 10_000, 0, 0, "boom", ready=lambda: 1 / 0))
+        assert rec.done[-1] == "boom"
+        # not ready before the deadline: the timer completes it
+        p.watch(DelayedOperation([("t", 2)], 50, 0, 0, "expired", ready=lambda: False))
+        assert rec.wait_for(4, timeout=5) and rec.done[-1] == "expired"
+    finally:
+        p.complete_all()

@@ -1,5 +1,6 @@
 """Offset checkpoint files in Kafka's text format (``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint``)::
+``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint``, ``replication-offset-checkpoint``
+(the high watermarks))::
 
     0                       version
     2                       number of entries
@@ -20,6 +21,7 @@ from pyklog.broker.errors import CorruptRecordError
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # Kafka's high-watermark checkpoint
 CHECKPOINT_VERSION = 0
 
 

@@ -26,6 +26,19 @@ fetches read up to it.  Each ABORT of a transaction with data adds an entry to t
 for Fetch.  The producer snapshots carry the open transactions, so the LSO survives restarts;
 recovery rebuilds the ``.txnindex`` of the segments it revalidates.
 
+Replication (issue 12; Kafka's ``UnifiedLog`` with ``LeaderEpochFileCache``, KIP-101/279):
+
+- every batch carries the leader epoch it was written in (``partitionLeaderEpoch``); the
+  :attr:`Log.leader_epoch_cache` (:mod:`~pyklog.broker.log.leader_epoch`) maps each epoch to its first
+  offset and answers :meth:`Log.end_offset_for_epoch` (OffsetsForLeaderEpoch); it is persisted in
+  ``leader-epoch-checkpoint``, checked against the batches at load and rebuilt from them if needed;
+- :meth:`Log.append_as_follower` copies the leader's batches keeping their offsets and epochs;
+  :meth:`Log.truncate_to` / :meth:`Log.truncate_fully_and_start_at` cut a follower back to the
+  leader (epoch cache, indexes, ``.txnindex``, producer state and snapshots follow);
+- the high watermark (:attr:`Log.high_watermark`) is the log end offset unless the log is
+  :attr:`Log.replicated`; then only :meth:`Log.update_high_watermark` (and truncation) moves it; the
+  LogManager checkpoints it in ``replication-offset-checkpoint``.
+
 Concurrency (the design's "copy-on-write segment list"):
 
 - one ``threading.RLock`` per log serialises appends, rolls, flushes' bookkeeping, retention,
@@ -72,11 +85,12 @@ from pyklog.broker.errors import (
 from pyklog.broker.record.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 
 from .config import LogConfig
+from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
 from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerEntry, ProducerStateManager, read_marker
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .txn_index import AbortedTxn
-from .validator import assign_offsets, validate_batches
+from .validator import assign_offsets, validate_batches, validate_follower_batches
 
 log = logging.getLogger(__name__)
 
@@ -198,9 +212,12 @@ class Log:
 
     def __init__(self, dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
-                 scheduler: Scheduler | None = None):
+                 scheduler: Scheduler | None = None, high_watermark: int | None = None,
+                 replicated: bool = False):
         """``scheduler`` runs the sealed-segment flushes and the delayed deletes (the
-        LogManager's; None: the module's fallback scheduler, see the module docstring)."""
+        LogManager's; None: the module's fallback scheduler, see the module docstring).
+        ``high_watermark``: the value read from ``replication-offset-checkpoint`` (None: no
+        entry); ``replicated``: see :attr:`replicated`."""
         self.dir = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition(self.dir)
         self._tp = f"{self.topic}-{self.partition}"  # for the validator's messages
@@ -216,8 +233,12 @@ class Log:
         self._last_flush_ms = _now_ms()
         self.recovery_point = recovery_point
         self.cleaner_checkpoint = 0  # offset up to which the log has been compacted
+        self._replicated = bool(replicated)
         os.makedirs(self.dir, exist_ok=True)
         self.last_recovery = self._load(recovery_point, log_start_offset, clean_shutdown)
+        # Kafka: HW on load = the checkpointed value clamped to [log start, LEO]; no entry -> 0
+        hw = 0 if high_watermark is None else high_watermark
+        self._hw = min(max(hw, self._log_start_offset), self._leo)
 
     @classmethod
     def open(cls, dir: str, config: LogConfig | None = None, **kw) -> "Log":
@@ -241,6 +262,8 @@ class Log:
         self._leo = loaded.log_end_offset
         self._log_start_offset = loaded.log_start_offset
         self._publish()
+        self.leader_epoch_cache = load_leader_epoch_cache(self.dir, self._segments, self._log_start_offset,
+                                                          self._leo, lambda: self._view.log_end_offset)
         return loaded.report
 
     # ================================================================== views
@@ -261,9 +284,101 @@ class Log:
     def log_end_offset(self) -> int:
         return self._view.log_end_offset
 
+    # ================================================================== high watermark
     @property
     def high_watermark(self) -> int:
-        return self._view.log_end_offset
+        """The high watermark (Kafka's ``highWatermark``): offsets below it are on every in-sync
+        replica and may be read by consumers.  Not :attr:`replicated`: the log end offset.
+        Lock-free."""
+        if not self._replicated:
+            return self._view.log_end_offset
+        return self._hw
+
+    @property
+    def replicated(self) -> bool:
+        """False (default, replication factor 1): the high watermark follows the log end offset,
+        as before replication existed.  True (set by the ReplicaManager on becoming leader or
+        follower): it moves only through :meth:`update_high_watermark` (and truncation).  Turning
+        it on keeps the value loaded from ``replication-offset-checkpoint`` (0, i.e. the log start
+        offset, without an entry) unless the log was appended to meanwhile (then the log end
+        offset at that append).  Takes the lock."""
+        return self._replicated
+
+    @replicated.setter
+    def replicated(self, value: bool) -> None:
+        with self._lock:
+            value = bool(value)
+            if value and not self._replicated:
+                self._hw = min(max(self._hw, self._log_start_offset), self._leo)
+            elif not value and self._replicated:
+                self._hw = self._leo
+            self._replicated = value
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward to ``offset`` clamped to [log start offset, log end
+        offset] (Kafka's ``maybeIncrementHighWatermark``/follower ``updateHighWatermark``: a
+        leader's minimum ISR end offset, a follower's min(leader HW, own LEO)).  Never moves it
+        backwards (only truncation does).  Returns whether it moved.  Takes the lock."""
+        with self._lock:
+            new = min(max(offset, self._log_start_offset), self._leo)
+            if new <= self._hw:
+                return False
+            self._hw = new
+            return True
+
+    # ================================================================== leader epochs
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end_offset)`` for OffsetsForLeaderEpoch (Kafka's ``endOffsetForEpoch``,
+        :meth:`LeaderEpochFileCache.end_offset_for` against the current log end offset);
+        ``(-1, -1)`` when undefined.  Lock-free."""
+        found_epoch, end = self.leader_epoch_cache.end_offset_for(epoch, self._view.log_end_offset)
+        if end == UNDEFINED_EPOCH_OFFSET:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return found_epoch, end
+
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+        """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer
+        ``(leader_epoch, leader_end_offset)`` for the follower's latest epoch (Kafka's
+        ``AbstractFetcherThread.getOffsetTruncationState``, KIP-101 with KIP-279).  Returns
+        ``(offset, completed)``; the caller truncates to ``offset`` and, when not ``completed``,
+        asks the leader again for its (new) latest epoch:
+
+        - the leader's answer is undefined (-1): the high watermark (bounded by the log end offset);
+        - the follower has no epoch at or below ``leader_epoch``: the leader's end offset;
+        - the follower's largest epoch at or below it is another one (the leader answered an
+          epoch the follower never had): the follower's end offset of that epoch, not completed;
+        - the same epoch: the smaller of both end offsets.
+
+        Never above the log end offset.  Lock-free (read-only)."""
+        leo = self._view.log_end_offset
+        if leader_end_offset == UNDEFINED_EPOCH_OFFSET or leader_epoch == UNDEFINED_EPOCH:
+            return min(self.high_watermark, leo), True
+        f_epoch, f_end = self.end_offset_for_epoch(leader_epoch)
+        if f_end == UNDEFINED_EPOCH_OFFSET:
+            return min(leader_end_offset, leo), True
+        if f_epoch != leader_epoch:
+            return min(f_end, leo), False
+        return min(f_end, leader_end_offset, leo), True
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch in the cache (-1: none).  Lock-free."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (default: the log end offset), as the
+        ReplicaManager does when this broker becomes leader (Kafka's
+        ``maybeAssignEpochStartOffset``).  Returns whether the cache changed.  Takes the lock."""
+        with self._lock:
+            try:
+                return self.leader_epoch_cache.assign(epoch, self._leo if start_offset is None else start_offset)
+            except OSError as e:
+                self._epoch_write_failed(e)
+
+    def _epoch_write_failed(self, e: OSError):
+        path = self.leader_epoch_cache.file.path
+        STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, "write", e)
+        raise KafkaStorageError(f"{self.topic}-{self.partition}: write of {path} failed: {e}") from e
 
     @property
     def segments(self) -> tuple:
@@ -289,7 +404,7 @@ class Log:
                 f"end={v.log_end_offset}, segments={len(v.segments)})")
 
     # ================================================================== append
-    def append(self, data, *, leader_epoch: int = 0, from_client: bool = True) -> AppendInfo:
+    def append(self, data, *, leader_epoch: int | None = None, from_client: bool = True) -> AppendInfo:
         """Append one or more v2 record batches and assign their offsets.
 
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
@@ -305,6 +420,10 @@ class Log:
         OutOfOrderSequenceError, InvalidProducerEpochError, KafkaStorageError (log closed / I/O),
         InvalidTxnStateError (a non-transactional batch of a producer whose transaction is open).
         A retried duplicate batch returns its original offsets with ``duplicate=True``.
+
+        ``leader_epoch`` is stamped into every batch (``partitionLeaderEpoch``) and, when new, recorded
+        in the leader epoch cache at the first batch's offset; None (the coordinators' appends): the
+        cache's latest epoch, 0 when it has none, so an append that names no epoch never goes back.
 
         ``from_client=False`` is the broker's own coordinators (Kafka's
         ``AppendOrigin.COORDINATOR``): producer sequences are not checked (epochs are), and a
@@ -342,6 +461,8 @@ class Log:
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            if leader_epoch is None:
+                leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
             now = _now_ms()
             if marker is not None:
                 self._producers.check_marker(producer.producer_id, producer.producer_epoch, marker[1])
@@ -356,6 +477,13 @@ class Log:
             first_offset = self._leo
             out, metas, next_offset, max_ts_all = assign_offsets(
                 buf, checked.batches, first_offset, leader_epoch, now if log_append else None)
+            if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
+                # before the write, as Kafka: a crash in between leaves an epoch starting at the
+                # log end offset, which loading drops (truncate_from_end)
+                try:
+                    self.leader_epoch_cache.assign(leader_epoch, first_offset)
+                except OSError as e:
+                    self._epoch_write_failed(e)
             seg = None
             try:
                 seg = self._maybe_roll(n, first_offset, next_offset - 1, max_ts_all, now)
@@ -373,6 +501,8 @@ class Log:
             elif producer is not None:
                 self._producers.update(producer, first_offset, next_offset - 1, metas[0][3])
             self._leo = next_offset
+            if not self._replicated:
+                self._hw = next_offset
             self._publish()
             self._unflushed_messages += records
             if (self._unflushed_messages >= cfg.flush_interval_messages
@@ -402,7 +532,7 @@ class Log:
                       "clean shutdown rebuilds it)", self.dir, entry, e)
 
     def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int, *, leader_epoch: int = 0) -> AppendInfo:
+                              coordinator_epoch: int, *, leader_epoch: int | None = None) -> AppendInfo:
         """Write a transaction marker (Kafka's ``EndTransactionMarker``, appended by
         WriteTxnMarkers) for ``producer_id`` and end its open transaction.
 
@@ -427,15 +557,113 @@ class Log:
                                   producer_epoch, coordinator_epoch=coordinator_epoch)
         return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
 
+    def append_as_follower(self, data) -> AppendInfo:
+        """Append batches copied from the leader (Kafka's ``appendAsFollower``,
+        ``AppendOrigin.REPLICATION``): offsets and ``partitionLeaderEpoch`` are the leader's and
+        are kept as they are.
+
+        The first batch must start at the log end offset or later and each batch after the previous
+        one (Kafka's rule; a gap means the leader's cleaner removed batches, or its recovery a damaged
+        range: logged at WARNING on a log that is not compacted); an offset below the log end offset
+        raises OffsetOutOfRangeError and nothing is written.  Framing and CRC-32C are checked
+        (CorruptRecordError, nothing written); ``max.message.bytes`` and the per-record rules of
+        client appends are not (the leader applied them).  Under the lock, per batch: the leader
+        epoch cache gets (partitionLeaderEpoch, base offset) when the epoch is new (before the
+        write), the producer state is updated without sequence-duplicate checks, a transaction
+        marker ends its transaction and an ABORT indexes it in the ``.txnindex``.  Data larger
+        than ``segment.bytes`` is written as several appends, each to one segment (rolling as
+        needed).  The high watermark does not move (the ReplicaManager sets it from the
+        leader's); on a log that is not :attr:`replicated` it follows the end offset.  Returns
+        the first/last offsets; raises KafkaStorageError on I/O errors or a closed log."""
+        buf = memoryview(data)
+        if buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
+        cfg = self.config
+        # framing and CRC outside the lock, against the end offset as it is now (one fetcher
+        # thread per partition appends, so it rarely changes meanwhile: then it is done again)
+        leo = self._view.log_end_offset
+        checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            if self._leo != leo:
+                leo = self._leo
+                checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
+            if checked.batches[0][1].base_offset > leo and not cfg.compact:
+                log.warning("%s: the leader's batches continue at offset %d, the log ends at %d: an offset "
+                            "gap in the leader's log (recovery removed a damaged range there)", self.dir,
+                            checked.batches[0][1].base_offset, leo)
+            markers = {}
+            for pos, h in checked.batches:
+                if h.is_control and h.producer_id >= 0:
+                    try:
+                        markers[pos] = read_marker(bytes(buf[pos: pos + h.size]))
+                    except CorruptRecordError as e:
+                        log.warning("%s: unreadable transaction marker at offset %d copied as is: %s",
+                                    self.dir, h.base_offset, e)
+            first_offset = checked.batches[0][1].base_offset
+            groups, cur, cur_size = [], [], 0
+            for pos, h in checked.batches:
+                if cur and cur_size + h.size > cfg.segment_bytes:
+                    groups.append(cur)
+                    cur, cur_size = [], 0
+                cur.append((pos, h))
+                cur_size += h.size
+            groups.append(cur)
+            now = _now_ms()
+            last_offset = first_offset - 1
+            for group in groups:
+                start = group[0][0]
+                end = group[-1][0] + group[-1][1].size
+                g_first = group[0][1].base_offset
+                g_last = group[-1][1].last_offset
+                metas = [(pos - start, h.size, h.last_offset, h.max_timestamp) for pos, h in group]
+                max_ts = max(m[3] for m in metas)
+                for _pos, h in group:
+                    if h.partition_leader_epoch >= 0 and h.partition_leader_epoch != self.leader_epoch_cache.latest_epoch:
+                        try:
+                            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                        except OSError as e:
+                            self._epoch_write_failed(e)
+                seg = None
+                try:
+                    seg = self._maybe_roll(end - start, g_first, g_last, max_ts, now)
+                    seg.append(buf[start:end], metas, end - start)
+                except OSError as e:
+                    what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
+                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
+                    raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
+                for pos, h in group:
+                    done = self._producers.replay(h, markers.get(pos))
+                    if done is not None and done.is_aborted:
+                        self._index_aborted(seg, done)
+                self._leo = g_last + 1
+                last_offset = g_last
+                if not self._replicated:
+                    self._hw = self._leo
+                self._publish()
+            self._unflushed_messages += checked.records
+            if (self._unflushed_messages >= cfg.flush_interval_messages
+                    or (cfg.flush_interval_ms is not None
+                        and now - self._last_flush_ms >= cfg.flush_interval_ms)):
+                try:
+                    self._flush_locked()
+                except OSError as e:
+                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "flush", e)
+                    raise KafkaStorageError(f"{self.topic}-{self.partition}: flush failed: {e}") from e
+            STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
+            return AppendInfo(first_offset, last_offset, -1, self._log_start_offset, checked.records, False)
+
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, else the high watermark (Kafka's
         ``lastStableOffset``; never below the log start offset).  Lock-free."""
         v = self._view
+        hw = v.log_end_offset if not self._replicated else self._hw
         fu = v.first_unstable_offset
         if fu is None:
-            return v.log_end_offset
-        return min(max(fu, v.log_start_offset), v.log_end_offset)
+            return hw
+        return min(max(fu, v.log_start_offset), hw)
 
     def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of every aborted transaction overlapping
@@ -785,6 +1013,7 @@ class Log:
             self._segments = segs[k:]
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._publish()
+            self._log_start_moved()
             self._schedule_delete(doomed)
             log.info("%s: retention deleted %d segment(s) (time %d, size %d), log start offset %d",
                      self.dir, k, k_time, k_size, self._log_start_offset)
@@ -831,9 +1060,15 @@ class Log:
                     f"{self.topic}-{self.partition}: cannot move the log start offset to {offset}, "
                     f"beyond the log end offset {self._leo}"
                 )
+            if self._replicated and offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic}-{self.partition}: cannot move the log start offset to {offset}, "
+                    f"beyond the high watermark {self._hw}"
+                )
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._publish()
+                self._log_start_moved()
 
     # ================================================================== truncation
     def truncate_to(self, offset: int) -> None:
@@ -857,9 +1092,50 @@ class Log:
             self._segments = keep
             self._leo = keep[-1].next_offset
             self.recovery_point = min(self.recovery_point, self._leo)
+            self._hw = min(max(self._hw, self._log_start_offset), self._leo)
             rebuild_producer_state(self._producers, self._segments, self._leo, unclean=True)
             self._publish()
+            try:
+                self.leader_epoch_cache.truncate_from_end(self._leo)
+                self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            except OSError as e:
+                self._epoch_write_failed(e)
             log.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, self._leo)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Remove every segment and start an empty log at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``: a follower whose fetch offset is out of the leader's range).
+        Log start, log end, high watermark and recovery point become ``offset``; the leader
+        epoch cache, producer state and producer snapshots are cleared.  Takes the lock."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"{self.topic}-{self.partition}: cannot start a log at offset {offset}")
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            self._schedule_delete(list(self._segments))
+            self._segments = [LogSegment.create(self.dir, offset, **self._seg_kwargs())]
+            self._log_start_offset = self._leo = self._hw = offset
+            self.recovery_point = offset
+            self._producers.delete_snapshots_above(-1)
+            self._producers.clear()
+            self._publish()
+            try:
+                self.leader_epoch_cache.clear()
+            except OSError as e:
+                self._epoch_write_failed(e)
+            log.info("%s: truncated fully, the log now starts at offset %d", self.dir, offset)
+
+    def _log_start_moved(self) -> None:
+        """Under the lock, after the log start offset moved up (DeleteRecords, retention): the
+        high watermark and the leader epoch cache follow (Kafka's ``truncateFromStart``).  An
+        epoch checkpoint that cannot be written is logged: the cache is right in memory and the
+        next load trims it again."""
+        if self._hw < self._log_start_offset:
+            self._hw = self._log_start_offset
+        try:
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        except OSError as e:
+            STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "write", e)
 
     # ================================================================== compaction
     def compact(self, now_ms: int | None = None, *, force: bool = False):
@@ -942,6 +1218,109 @@ class Log:
             except FileNotFoundError:
                 return
             shutil.rmtree(target, ignore_errors=True)
+
+
+def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_offset: int,
+                            leo_fn) -> LeaderEpochFileCache:
+    """Load a partition's leader epoch cache at start-up (no lock: the Log is not published yet).
+
+    The ``leader-epoch-checkpoint`` is read and checked against the batches (each entry's start
+    offset must be where its epoch's first batch is, see :func:`_epoch_entries_match`); when the
+    file is missing, unreadable or does not match, the cache is rebuilt from the batches'
+    ``partitionLeaderEpoch`` (logged at ERROR with what was rebuilt; data is never deleted
+    because of it) and written.  Then, as Kafka's loader, entries at or beyond the log end offset
+    are dropped (epochs whose batches a crash cut off) and the first entry follows the log start
+    offset."""
+    cache = LeaderEpochFileCache(dir, leo_fn)
+    problem = None
+    try:
+        entries = cache.file.read()
+    except (CorruptRecordError, OSError) as e:
+        entries, problem = None, f"unreadable: {e}"
+    has_data = any(s.size for s in segments)
+    if entries is not None:
+        bad = _epoch_entries_match(segments, entries, log_start_offset, log_end_offset)
+        if bad is not None:
+            entries, problem = None, f"does not match the log: {bad}"
+    if entries is None:
+        entries = rebuild_epoch_entries(segments)
+        if problem is None:
+            problem = "missing"
+        if has_data or problem != "missing":
+            log.error("%s: leader-epoch-checkpoint %s; rebuilt %d entries from the batches' "
+                      "partitionLeaderEpoch: %s", dir, problem, len(entries), [tuple(e) for e in entries])
+            cache = LeaderEpochFileCache(dir, leo_fn, entries, write=True)
+        else:
+            cache = LeaderEpochFileCache(dir, leo_fn, entries)
+    else:
+        cache = LeaderEpochFileCache(dir, leo_fn, entries)
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
+    return cache
+
+
+def rebuild_epoch_entries(segments) -> list:
+    """The (epoch, start offset) entries the batches' ``partitionLeaderEpoch`` imply, with
+    :meth:`LeaderEpochFileCache.assign`'s rules (epochs below the latest ignored)."""
+    out = []
+    for seg in segments:
+        for _pos, h in seg.walk(0, seg.size):
+            e = h.partition_leader_epoch
+            if e < 0 or (out and e <= out[-1][0]):
+                continue
+            out.append((e, h.base_offset))
+    return out
+
+
+def _batch_from(segments, offset: int):
+    """Header of the first batch whose last offset is >= ``offset`` (None: none)."""
+    bases = [s.base_offset for s in segments]
+    i = max(0, bisect_right(bases, offset) - 1)
+    for seg in segments[i:]:
+        found = seg.translate_offset(offset, seg.size)
+        if found is not None:
+            return found[1]
+    return None
+
+
+def _epoch_entries_match(segments, entries, log_start_offset: int, log_end_offset: int) -> str | None:
+    """Check the checkpoint entries below the log end offset against the batches (a few index
+    lookups and header reads per entry, no full scan).  For each entry (E, S): the first batch
+    holding S or later was written in E (in E or later when compaction removed E's first
+    batches, i.e. that batch starts after S); S is a batch's base offset unless it is at or below
+    the log start offset (Kafka's ``truncateFromStart`` moves the first entry there); the last
+    batch before S was written in the previous entry's epoch or earlier (in an earlier epoch than
+    E for the first entry).  The last batch of the log was written in the last entry's epoch or
+    earlier.  Returns what does not match, or None."""
+    entries = [e for e in entries if e.start_offset < log_end_offset]
+    prev_epoch = None
+    for e in entries:
+        h = _batch_from(segments, e.start_offset)
+        if h is not None and h.partition_leader_epoch >= 0:
+            if h.base_offset <= e.start_offset and h.partition_leader_epoch != e.epoch:
+                return (f"entry {e.epoch} {e.start_offset}: the batch at offset {h.base_offset} has "
+                        f"leader epoch {h.partition_leader_epoch}")
+            if h.partition_leader_epoch < e.epoch:
+                return (f"entry {e.epoch} {e.start_offset}: the next batch, at offset {h.base_offset}, "
+                        f"has the earlier leader epoch {h.partition_leader_epoch}")
+            if h.base_offset < e.start_offset and e.start_offset > log_start_offset:
+                return (f"entry {e.epoch} {e.start_offset}: the offset is inside the batch "
+                        f"{h.base_offset}..{h.last_offset}")
+        if e.start_offset > log_start_offset and e.start_offset > 0:
+            prev = _batch_from(segments, e.start_offset - 1)
+            if prev is not None and prev.last_offset < e.start_offset and prev.partition_leader_epoch >= 0:
+                limit = e.epoch - 1 if prev_epoch is None else prev_epoch
+                if prev.partition_leader_epoch > limit:
+                    return (f"entry {e.epoch} {e.start_offset}: the batch at offset {prev.base_offset} "
+                            f"before it has leader epoch {prev.partition_leader_epoch}")
+        prev_epoch = e.epoch
+    if log_end_offset > 0:
+        last = _batch_from(segments, log_end_offset - 1)
+        if last is not None and last.partition_leader_epoch >= 0:
+            if not entries or last.partition_leader_epoch > entries[-1].epoch:
+                return (f"the last batch, at offset {last.base_offset}, has leader epoch "
+                        f"{last.partition_leader_epoch}, above every entry")
+    return None
 
 
 __all__ = ["Log", "LogView", "AppendInfo", "FetchSlice", "RecoveryReport", "SegmentCut",

@@ -2,7 +2,8 @@
 
 Start-up (:meth:`LogManager.startup`): each log dir is locked (``.lock``, ``fcntl.flock``, so two
 brokers cannot share it), its checkpoints are read (``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint``), and every ``<topic>-<partition>`` directory is loaded in a
+``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` and the high watermarks'
+``replication-offset-checkpoint``, Kafka's ``highWatermarkCheckpoints``), and every ``<topic>-<partition>`` directory is loaded in a
 small thread pool.  If the dir holds the clean-shutdown marker ``.kafka_cleanshutdown`` the logs
 are opened without revalidation; otherwise each log recovers from its checkpointed recovery
 point.  The marker is removed once loading is done.  Directories that are not a legal
@@ -10,12 +11,13 @@ point.  The marker is removed once loading is done.  Directories that are not a 
 deletion) are removed.
 
 Background (``background=True``): one :class:`pyklog.broker.common.scheduler.Scheduler` (Kafka's
-``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs four periodic tasks, each
+``KafkaScheduler``, thread ``log-scheduler``) owned by the manager runs five periodic tasks, each
 ``interval`` after the end of its previous run: ``log-flush`` (time-based flushes,
 ``log.flush.interval.ms``, checked every ``log.flush.scheduler.interval.ms``), ``log-retention``
 (every ``log.retention.check.interval.ms``), ``log-checkpoint`` (every
-``log.flush.offset.checkpoint.interval.ms``) and ``log-cleaner`` (compacts logs whose policy includes
-``compact`` every ``log.cleaner.backoff.ms``).  The same scheduler (created before the logs are
+``log.flush.offset.checkpoint.interval.ms``), ``log-cleaner`` (compacts logs whose policy includes
+``compact`` every ``log.cleaner.backoff.ms``) and ``highwatermark-checkpoint`` (the high watermarks'
+``replication-offset-checkpoint``, every ``high_watermark_checkpoint_interval_ms``).  The same scheduler (created before the logs are
 loaded) is passed to every Log for its one-shot jobs: the fsync of a segment sealed by a roll and
 the delayed deletes of ``file.delete.delay.ms``; without ``background`` the logs use
 :mod:`~pyklog.broker.log.log`'s fallback scheduler.  They share the one thread, so a long compaction
@@ -51,6 +53,7 @@ from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
 from .config import LogConfig
@@ -67,7 +70,11 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
                  background: bool = True, recovery_threads: int = 2,
-                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False):
+                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False,
+                 high_watermark_checkpoint_interval_ms: int = 5000):
+        """``high_watermark_checkpoint_interval_ms``: how often ``replication-offset-checkpoint`` is
+        written (Kafka's ``replica.high.watermark.checkpoint.interval.ms``, default 5 s); the
+        other checkpoints follow ``log.flush.offset.checkpoint.interval.ms``."""
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d.strip()]
         if not log_dirs:
@@ -77,6 +84,7 @@ class LogManager:
         self.background = background
         self.recovery_threads = max(1, recovery_threads)
         self._topic_config = topic_config
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
@@ -161,6 +169,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = self._read_checkpoint(d, CLEANER_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
         jobs = []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
@@ -181,7 +190,8 @@ class LogManager:
         def load(job):
             tp, path = job
             lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
-                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler)
+                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler,
+                     high_watermark=high_watermarks.get(tp))
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
 
@@ -325,6 +335,25 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
             {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
         )
+        self._checkpoint_high_watermarks(d, logs)
+
+    def _checkpoint_high_watermarks(self, d: str, logs) -> None:
+        """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
+        ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
+        OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
+            {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the ``replication-offset-checkpoint`` of every log dir (the scheduler's
+        ``highwatermark-checkpoint`` task; any thread)."""
+        for d in self.log_dirs:
+            try:
+                with self._checkpoint_lock:
+                    self._checkpoint_high_watermarks(
+                        d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d])
+            except OSError as e:
+                log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir."""
@@ -345,6 +374,8 @@ class LogManager:
         sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
         sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
         sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
+        sched.schedule_periodic("highwatermark-checkpoint", every(self.high_watermark_checkpoint_interval_ms),
+                                self.checkpoint_high_watermarks)
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

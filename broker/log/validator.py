@@ -41,6 +41,7 @@ from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,
     MessageTooLargeError,
+    OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
 from pyklog.broker.record import compression as _compression
@@ -58,7 +59,7 @@ from pyklog.broker.record.header import (
 )
 from pyklog.broker.record.varint import decode_varint
 
-__all__ = ["ValidatedAppend", "RecordValidationError", "validate_batches", "assign_offsets",
+__all__ = ["ValidatedAppend", "RecordValidationError", "validate_batches", "validate_follower_batches", "assign_offsets",
            "null_key_records", "MAX_IOV_BATCHES"]
 
 _MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")  # 35: baseOffset .. firstTimestamp
@@ -159,6 +160,58 @@ def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
         )
     # tuple.__new__: the NamedTuple's generated __new__ costs a Python call on every append
     return _new_tuple(ValidatedAppend, (batches, records, batches[0][1] if has_pid else None))
+
+
+def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: int,
+                              allow_gaps: bool = True) -> ValidatedAppend:
+    """Check the batches a follower copies from its leader (Kafka's ``analyzeAndValidateRecords``
+    for ``AppendOrigin.REPLICATION``): whole v2 batches (framing, magic 2, CRC-32C), offsets
+    already assigned and increasing, the first batch starting at ``log_end_offset``.  No rule of a
+    client append applies: ``max.message.bytes`` (the leader accepted the batch), null keys,
+    ``recordsCount == lastOffsetDelta + 1`` (compaction keeps ``lastOffsetDelta`` and drops
+    records), one batch per producer, control batches (the leader's markers are copied too).
+    ``allow_gaps`` (Kafka's rule: only an offset below the log end offset is an error): a batch
+    may start after the previous one's end and the first after ``log_end_offset``, as the
+    leader's log has gaps after compaction or after recovery removed a damaged range; False
+    (tests): they must be contiguous.  Raises CorruptRecordError (framing,
+    CRC) and OffsetOutOfRangeError (offsets); ``producer`` is always None in the result.  Pure."""
+    n = len(buf)
+    if n == 0:
+        raise CorruptRecordError(f"{tp}: expected at least one record batch, read 0 bytes")
+    batches = []
+    pos = 0
+    records = 0
+    expected = log_end_offset
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"{tp}: expected a {HEADER_SIZE}-byte batch header at position {pos}, read {n - pos} bytes")
+        h = parse_header(buf, pos)
+        size = h.size
+        if pos + size > n:
+            raise CorruptRecordError(
+                f"{tp}: batch at position {pos} declares {size} bytes, only {n - pos} remain")
+        if size > segment_bytes:
+            raise CorruptRecordError(
+                f"{tp}: batch at position {pos} of {size} bytes is larger than segment.bytes {segment_bytes}")
+        validate_crc(buf, pos, h)
+        if h.last_offset_delta < 0 or h.records_count < 0 or h.records_count > h.last_offset_delta + 1:
+            raise CorruptRecordError(
+                f"{tp}: batch at position {pos} has {h.records_count} records and lastOffsetDelta "
+                f"{h.last_offset_delta} (expected at most lastOffsetDelta + 1 records)")
+        if h.base_offset != expected and not (allow_gaps and h.base_offset > expected):
+            if not batches:
+                raise OffsetOutOfRangeError(
+                    f"{tp}: a follower append must start at the log end offset {log_end_offset}, "
+                    f"the first batch starts at {h.base_offset}")
+            raise OffsetOutOfRangeError(
+                f"{tp}: follower batches out of order: batch at position {pos} starts at offset "
+                f"{h.base_offset}, expected {expected}")
+        expected = h.base_offset + h.last_offset_delta + 1
+        batches.append((pos, h))
+        records += h.records_count
+        pos += size
+    return _new_tuple(ValidatedAppend, (batches, records, None))
 
 
 def null_key_records(buf, pos: int, h: BatchHeader) -> list[int]:

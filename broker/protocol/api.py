@@ -46,7 +46,10 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def request_header_version(api_key: int, version: int) -> int:
-    """Kafka's request header version for a request: 2 in flexible versions, else 1."""
+    """Kafka's request header version for a request: 2 in flexible versions, else 1; 0 (no
+    client_id, Kafka 0.8's) for ControlledShutdown v0."""
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+        return 0
     return 2 if is_flexible(api_key, version) else 1
 
 
@@ -164,6 +167,8 @@ def encode_request_chunks(api_key: int, version: int, correlation_id: int, clien
     except (struct.error, TypeError) as e:
         raise InvalidRequestError(f"cannot encode request header: {e} (correlation_id={correlation_id!r})") from None
     out += cid
+    if request_header_version(api_key, version) == 0:
+        del out[4 + _HEADER_V1.size - 2:]  # header v0: no client_id at all
     if api.flexible_from is not None and version >= api.flexible_from:
         out += b"\x00"  # request header v2: no tagged fields
     return _encode_body(api, version, body, out, request=True)
@@ -189,6 +194,8 @@ def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
         raise InvalidRequestError(f"malformed request header: expected at least {_HEADER_V1.size} bytes, got {n}")
     key, version, corr, clen = _HEADER_V1.unpack_from(frame, 0)
     pos = _HEADER_V1.size
+    if key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+        return RequestHeader(ApiKey.CONTROLLED_SHUTDOWN, 0, corr, None), _HEADER_V1.size - 2  # header v0
     if clen == -1:
         client_id = None
     elif clen < 0:

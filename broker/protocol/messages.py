@@ -42,6 +42,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23  # replication (issue 12) and KIP-320 consumers
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -61,6 +62,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    # the controller (pyklog.broker.controller)
+    CONTROLLED_SHUTDOWN = 7
+    ELECT_LEADERS = 43
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -83,6 +87,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (0, 7),  # v7 topic ids in the response (KIP-516)
     ApiKey.DELETE_TOPICS: (0, 6),  # v6 by topic id (KIP-516)
     ApiKey.INIT_PRODUCER_ID: (0, 4),  # v3 producer id/epoch (KIP-360), v4 PRODUCER_FENCED
+    # v2+ CurrentLeaderEpoch fencing (KIP-320), v3+ ReplicaId, v4 flexible; Kafka 4 dropped v0-1
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     # transactions (KIP-98): the codecs exist for these versions; ApiVersions advertises an API only
     # once KafkaApis has a handler for it
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -105,6 +111,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # the controller: ControlledShutdown v0 has request header v0 (Kafka 0.8's, no client_id)
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -129,6 +138,7 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.CREATE_TOPICS: 5,
     ApiKey.DELETE_TOPICS: 4,
     ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
     ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
@@ -146,6 +156,8 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
+    ApiKey.CONTROLLED_SHUTDOWN: 3,
+    ApiKey.ELECT_LEADERS: 2,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -922,6 +934,35 @@ INCREMENTAL_ALTER_CONFIGS_REQUEST = [
 
 INCREMENTAL_ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
 
+# OffsetForLeaderEpoch 23 (KIP-101, KIP-279, KIP-320): v1 adds the answered LeaderEpoch, v2 the
+# request's CurrentLeaderEpoch (fencing) and ThrottleTimeMs, v3 ReplicaId (-1 consumer, -2 unset),
+# v4+ flexible.
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = [
+    F("ReplicaId", INT32, "3+", default=-2),
+    A("Topics", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("Partition", INT32),
+            F("CurrentLeaderEpoch", INT32, "2+", default=-1),
+            F("LeaderEpoch", INT32),
+        ]),
+    ]),
+]
+
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = [
+    F(_THROTTLE, INT32, "2+"),
+    A("Topics", fields=[
+        F("Topic", STRING),
+        A("Partitions", fields=[
+            F("ErrorCode", INT16),
+            F("Partition", INT32),
+            F("LeaderEpoch", INT32, "1+", default=-1),
+            F("EndOffset", INT64, default=-1),
+        ]),
+    ]),
+]
+
 # DeleteRecords 21: v1 = v0, v2+ flexible.
 
 DELETE_RECORDS_REQUEST = [
@@ -1072,6 +1113,46 @@ DESCRIBE_PRODUCERS_RESPONSE = [
     ]),
 ]
 
+
+# ControlledShutdown 7 (broker to controller): v1 = v0 (v0's header has no client id), v2 adds the
+# broker epoch (KIP-380), v3+ flexible.  ElectLeaders 43 (KIP-183, KIP-460): v1 adds the election
+# type and the top-level error, v2+ flexible.
+
+CONTROLLED_SHUTDOWN_REQUEST = [
+    F("BrokerId", INT32),
+    F("BrokerEpoch", INT64, "2+", default=-1),
+]
+
+CONTROLLED_SHUTDOWN_RESPONSE = [
+    F("ErrorCode", INT16),
+    A("RemainingPartitions", fields=[
+        F("TopicName", STRING),
+        F("PartitionIndex", INT32),
+    ]),
+]
+
+ELECT_LEADERS_REQUEST = [
+    F("ElectionType", INT8, "1+", default=0),
+    A("TopicPartitions", nullable="0+", fields=[
+        F("Topic", STRING),
+        F("Partitions", "[]int32"),
+    ]),
+    F("TimeoutMs", INT32, default=60000),
+]
+
+ELECT_LEADERS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16, "1+", default=0),
+    A("ReplicaElectionResults", fields=[
+        F("Topic", STRING),
+        A("PartitionResult", fields=[
+            F("PartitionId", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+]
+
 DESCRIBE_TRANSACTIONS_REQUEST = [
     F("TransactionalIds", "[]string"),
 ]
@@ -1130,6 +1211,8 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: ("InitProducerId", INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("OffsetForLeaderEpoch", OFFSET_FOR_LEADER_EPOCH_REQUEST,
+                                     OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     ApiKey.ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN_REQUEST,
                                    ADD_PARTITIONS_TO_TXN_RESPONSE),
     ApiKey.ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", ADD_OFFSETS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_RESPONSE),
@@ -1150,4 +1233,6 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", DESCRIBE_TRANSACTIONS_REQUEST,
                                    DESCRIBE_TRANSACTIONS_RESPONSE),
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
+    ApiKey.CONTROLLED_SHUTDOWN: ("ControlledShutdown", CONTROLLED_SHUTDOWN_REQUEST, CONTROLLED_SHUTDOWN_RESPONSE),
+    ApiKey.ELECT_LEADERS: ("ElectLeaders", ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
 }

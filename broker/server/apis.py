@@ -9,7 +9,11 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
   our ranges (KIP-511) so librdkafka retries lower.
 * Metadata v0-12 (v10+: topic ids, KIP-516, also to ask for a topic by id; auto-creates unknown topics when ``auto.create.topics.enable`` and the request allow it).
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
-  up-converted to v2); acks 0 / 1 / -1 (no replication: -1 is answered like 1).  acks=0 with an
+  up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
+  before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
+  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
+  NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
   (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
   appends nothing: only the broker's own offset manager writes there, through the log.
@@ -19,13 +23,16 @@ the request header and body with :mod:`pyklog.broker.protocol`, dispatches on th
 * Fetch v4-12, sessionless (session id 0 in every answer), record bytes sent with ``os.sendfile``
   from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.  ``max_wait_ms`` /
   ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and complete when data
-  arrives or the wait expires, without holding a handler thread.  High watermark = log end offset;
-  every v4+ answer carries the last stable offset (the first offset of the oldest open
+  arrives or the wait expires, without holding a handler thread.  A follower's Fetch (replica_id >=
+  0) reads up to the log end offset and tells the replica manager the follower's position;
+  consumers (replica_id -1) read only below the high watermark (= the log end offset on a partition
+  with one replica).  v9+ ``current_leader_epoch`` is fenced for both (FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH, KIP-320).  Every v4+ answer carries the last stable offset (the first offset of the oldest open
   transaction).  isolation_level 1 (READ_COMMITTED) reads only up to the last stable offset and
   answers the aborted transactions overlapping what it returns (``Log.aborted_transactions``);
   v0-3 (no isolation level) read uncommitted, as Kafka.
 * ListOffsets v0-6 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
-  -1 latest, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
+  -1 latest = the high watermark, -2 earliest).  v2+ with isolation_level 1: latest is the last stable offset and a
   timestamp lookup finds only offsets below it (Kafka's ``lastFetchableOffset``).
 * CreateTopics v0-5 (v5: the created topic's partitions, replication factor and explicit configs),
   DeleteTopics v0-5 (v5: error messages) through :class:`broker.zk.cluster.ZkCluster`.
@@ -84,6 +91,7 @@ import uuid
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidRequestError,
@@ -94,9 +102,11 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
+    RequestTimedOutError,
     TopicDeletionDisabledError,
     TransactionalIdAuthorizationFailedError,
     UnknownServerError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -231,6 +241,10 @@ class KafkaApis:
         #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
         self._topic_names_by_id: dict = {}
         self.purgatory = Purgatory(self._complete_delayed_fetch)
+        # replication: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
+        self.produce_purgatory = Purgatory(self._complete_delayed_produce, name="produce")
+        self.replica_manager.on_high_watermark = self._on_high_watermark
+        self.replica_manager.on_role_change = self._on_partition_role_change
         self._pid_lock = threading.Lock()
         self._pids = iter(())
         self._shutting_down = False
@@ -255,6 +269,8 @@ class KafkaApis:
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
+        # replication (issue 12): a returning follower's truncation point, KIP-320 position validation
+        self._handlers[ApiKey.OFFSET_FOR_LEADER_EPOCH] = self.handle_offset_for_leader_epoch
         # transactions (KIP-98): the transaction coordinator's APIs
         self._handlers.update({
             ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
@@ -278,6 +294,12 @@ class KafkaApis:
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
             ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
+        })
+        # the controller (pyklog.broker.controller.KafkaController); main.py sets it
+        self.controller = None
+        self._handlers.update({
+            ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
+            ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -401,7 +423,7 @@ class KafkaApis:
                     "leader_id": st.leader,
                     "leader_epoch": st.leader_epoch,
                     "replica_nodes": list(st.replicas),
-                    "isr_nodes": [b for b in st.isr if b in live] if st.leader >= 0 else list(st.isr),
+                    "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
                     "offline_replicas": [b for b in st.replicas if b not in live],
                 })
             topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
@@ -443,6 +465,7 @@ class KafkaApis:
         failed = False
         ack_error = acks not in (0, 1, -1)
         tx_error = self._check_transactional_produce(body, version)
+        waits = []  # acks=all appends to replicated partitions: (entry, topic, partition, offset, epoch)
         for td in body["topic_data"]:
             name = td["name"]
             parts = []
@@ -459,7 +482,9 @@ class KafkaApis:
                         # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
                         # topics (a forged record would rewrite committed offsets)
                         raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    self._append(name, idx, pd["records"], version, entry)
+                    wait = self._append(name, idx, pd["records"], version, entry, acks)
+                    if wait is not None:
+                        waits.append((entry,) + wait)
                 except PyklogError as e:
                     failed = True
                     entry["error_code"] = e.code
@@ -484,7 +509,14 @@ class KafkaApis:
             else:
                 request.send_nothing()
             return
-        self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+        if waits and not self._shutting_down:
+            produce = (request, header, responses, waits)
+            keys = [(w[1], w[2]) for w in waits]
+            self.produce_purgatory.watch(DelayedOperation(
+                keys, body.get("timeout_ms", 30000), 0, 0, produce,
+                ready=lambda: all(self._produce_status(w) is not None for w in waits)))
+            return
+        self._finish_produce(request, header, responses, waits)
 
     @staticmethod
     def _check_transactional_produce(body, version: int) -> PyklogError | None:
@@ -502,7 +534,9 @@ class KafkaApis:
                         "transactional record batches need the request's transactional_id")
         return None
 
-    def _append(self, topic: str, partition: int, records, version: int, entry: dict) -> None:
+    def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
+        """Append to the leader log; returns ``(topic, partition, required offset, leader epoch)``
+        when an acks=all Produce must wait for the high watermark (a replicated partition), else None."""
         try:
             lg = self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -527,12 +561,73 @@ class KafkaApis:
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
             _check_transactional_producer_id(data, topic, partition)
-        info = lg.append(data, leader_epoch=self.replica_manager.leader_epoch(topic, partition))
+        rm = self.replica_manager
+        part = rm.partition(topic, partition)
+        replicated = part is not None and part.replicated
+        leader_epoch = rm.leader_epoch(topic, partition)
+        if replicated and acks == -1:
+            # Kafka's appendRecordsToLeader under leaderIsrUpdateLock: an ISR change in flight (its
+            # ZooKeeper write) finishes first, and none happens between the check and the append
+            with part.lock:
+                rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
+                info = lg.append(data, leader_epoch=leader_epoch)
+        else:
+            info = lg.append(data, leader_epoch=leader_epoch)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
         if not info.duplicate:
             self.purgatory.notify((topic, partition), len(data))
+        if not replicated:
+            return None
+        rm.maybe_increment_high_watermark(part)  # an ISR of the leader alone
+        if acks != -1:
+            return None
+        # a duplicate's offsets were written before: it too waits until they are replicated
+        return (topic, partition, info.last_offset + 1, leader_epoch)
+
+    # ------------------------------------------------------------------ acks=all (replication)
+
+    def _produce_status(self, wait):
+        """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
+        _, topic, partition, required, epoch = wait
+        return self.replica_manager.produce_status(topic, partition, required, epoch)
+
+    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
+        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
+        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
+        request, header, responses, waits = op.payload
+        try:
+            self._finish_produce(request, header, responses, waits)
+        except Exception:  # noqa: BLE001
+            log.exception("completing a delayed produce failed")
+            if not request.answered:
+                request.close_connection()
+
+    def _finish_produce(self, request, header, responses, waits) -> None:
+        for w in waits:
+            entry = w[0]
+            status = self._produce_status(w)
+            if status is None:
+                status = RequestTimedOutError(
+                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout")
+            if status != 0:
+                entry["error_code"] = status.code
+                entry["error_message"] = str(status)[:1000]
+        if not request.answered:
+            self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+    def _on_high_watermark(self, topic: str, partition: int) -> None:
+        """The replica manager moved a high watermark (no lock held): waiting acks=all Produces may
+        complete, and consumers' delayed Fetches see new data (they re-read and wait again if short)."""
+        self.produce_purgatory.check((topic, partition))
+        # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
+        self.purgatory.notify((topic, partition), _INT32_MAX)
+
+    def _on_partition_role_change(self, topic: str, partition: int) -> None:
+        """Leadership or the ISR changed: waiting acks=all Produces re-check (NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        self.produce_purgatory.check((topic, partition))
 
     # ------------------------------------------------------------------ Fetch
 
@@ -542,16 +637,65 @@ class KafkaApis:
                 t["topic"] = self._fetch_topic_name(t["topic_id"])
         body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
                                      for p in t["partitions"]]) for t in body["topics"]]
+        replica_id = body.get("replica_id", -1)
         fetch = (request, header, body_topics, body.get("max_bytes", _INT32_MAX),
-                 body.get("isolation_level", 0))
+                 body.get("isolation_level", 0), replica_id,
+                 self._fenced_partitions(body))
+        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
+        moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
         if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
             self._send_fetch(fetch, responses)
             return
-        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved))
+
+    def _fetch_moved(self, keys, fetch):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
+        it once right after the watch is registered, so an append landing between the read and the
+        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
+        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+        follower = fetch[5] >= 0
+        rm = self.replica_manager
+
+        def end(key):
+            lg = rm.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
+
+    def _fenced_partitions(self, body) -> dict:
+        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
+        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
+        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
+        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
+        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        rm = self.replica_manager
+        for t in body["topics"]:
+            for pd in t["partitions"]:
+                asked = pd.get("current_leader_epoch", -1)
+                if asked is None or asked < 0:
+                    continue
+                part = rm.partition(t["topic"], pd["partition"])
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                if asked < part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = FencedLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is older than "
+                        f"{part.leader_epoch}")
+                elif asked > part.leader_epoch:
+                    out[(t["topic"], pd["partition"])] = UnknownLeaderEpochError(
+                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is newer than "
+                        f"{part.leader_epoch}")
+        return out
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
@@ -562,11 +706,15 @@ class KafkaApis:
         fetch = op.payload
         request = fetch[0]
         try:
+            moved = self._fetch_moved(op.keys, fetch)  # before the re-read, as in handle_fetch
             responses, nbytes, errors = self._read_fetch(fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
-            if (fetch[4] == 1 and nbytes < op.min_bytes and not errors and remaining_ms > 0
-                    and not self._shutting_down):
-                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch))
+            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
+            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
+            if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
+                    and (fetch[4] == 1 or fetch[5] < 0)):
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
+                                                      ready=moved))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
@@ -583,8 +731,9 @@ class KafkaApis:
 
     def _read_fetch(self, fetch):
         """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation = fetch
+        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
         version = header.api_version
+        follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
         soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
         remaining = max_bytes if version >= 3 else _INT32_MAX
         min_one = soft_limits
@@ -601,14 +750,24 @@ class KafkaApis:
                          "preferred_read_replica": -1, "records": None}
                 try:
                     lg = self.replica_manager.leader_log(name, p)
+                    if (name, p) in fenced:
+                        raise fenced[(name, p)]
                     # read once: the LSO bounds a READ_COMMITTED read and is reported to all
                     lso = lg.last_stable_offset
                     limit = min(pmax, remaining)
+                    if follower:
+                        bound = None
+                    elif read_committed:
+                        bound = lso
+                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
+                        bound = lg.high_watermark
                     if limit <= 0 and not min_one:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one,
-                                     max_offset=lso if read_committed else None)
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
                     entry["high_watermark"] = lg.high_watermark
                     entry["last_stable_offset"] = lso
                     entry["log_start_offset"] = lg.log_start_offset
@@ -673,7 +832,7 @@ class KafkaApis:
                 t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
 
     def _send_fetch(self, fetch, responses) -> None:
-        request, header, _, _, _ = fetch
+        request, header = fetch[0], fetch[1]
         version = header.api_version
         owned = []
         if version >= 13:
@@ -728,7 +887,8 @@ class KafkaApis:
                     if version == 0:
                         entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
                     elif ts == -1:
-                        entry["offset"] = lg.last_stable_offset if read_committed else lg.log_end_offset
+                        # consumers' latest: the high watermark (= log end offset unreplicated)
+                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
                     elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
                         entry["offset"] = lg.log_start_offset
                     elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
@@ -737,7 +897,7 @@ class KafkaApis:
                         if found is not None and found[0] < fetchable:
                             entry["offset"], entry["timestamp"] = found
                     else:
-                        lso = lg.last_stable_offset if read_committed else None
+                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
                         found = lg.offset_for_timestamp(ts)
                         if found is not None and (lso is None or found[0] < lso):
                             entry["offset"], entry["timestamp"] = found
@@ -747,6 +907,56 @@ class KafkaApis:
                     entry["error_code"] = e.code
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+
+    def handle_offset_for_leader_epoch(self, request, header, body):
+        """OffsetForLeaderEpoch (key 23, Kafka's ``handleOffsetForLeaderEpochRequest`` and
+        ``Partition.lastOffsetForLeaderEpoch``): for each partition led here, where the requested
+        leader epoch ends in the leader's log (``Log.end_offset_for_epoch``: the largest epoch <=
+        the requested one and the start offset of the next, or the log end offset for the current
+        epoch; -1/-1 when undefined).  A returning follower truncates there (KIP-101/279); a KIP-320
+        consumer checks that its position is not beyond it after a leader change.
+
+        v2+ ``current_leader_epoch`` (-1: no check) is fenced against this broker's leader epoch:
+        older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
+        change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
+        Request handler thread; lock-free reads of the log's epoch cache."""
+        topics = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition"]
+                entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    current = self.replica_manager.leader_epoch(name, p)
+                    asked = pd.get("current_leader_epoch", -1)
+                    if asked >= 0 and asked < current:
+                        raise FencedLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}")
+                    if asked > current:
+                        raise UnknownLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
+                    epoch = pd["leader_epoch"]
+                    latest = lg.latest_epoch
+                    if latest < epoch <= current:
+                        # the cache lacks the current epoch (nothing written in it yet and the
+                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
+                        # always ends with (current epoch, its start): the epoch asked for ends at
+                        # the LEO, reported as the current one, the latest known below it, or
+                        # itself when none is known
+                        found = epoch if epoch == current or latest < 0 else latest
+                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
+                    else:
+                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     @staticmethod
@@ -1287,6 +1497,72 @@ class KafkaApis:
                 {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed])
         self._respond(request, header, resp)
 
+    # ------------------------------------------------------------------ the controller's APIs
+
+    def handle_controlled_shutdown(self, request, header, body):
+        """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
+        ``KafkaApis.handleControlledShutdownRequest``): NOT_CONTROLLER unless this broker is the
+        controller; else the partitions the stopping broker still leads.  Blocks this request thread
+        until the controller's event thread has moved the leaderships (up to 30 s)."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        resp = {"error_code": NONE, "remaining_partitions": []}
+        if controller is None or not controller.is_active:
+            resp["error_code"] = NotControllerError.code
+        else:
+            try:
+                remaining = controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
+                resp["remaining_partitions"] = [{"topic_name": t, "partition_index": p} for t, p in remaining]
+            except PyklogError as e:
+                resp["error_code"] = e.code
+            except TimeoutError:
+                resp["error_code"] = RequestTimedOutError.code
+        self._respond(request, header, resp)
+
+    def handle_elect_leaders(self, request, header, body):
+        """ElectLeaders v0-2 (KIP-183/KIP-460; the admin client sends it to the controller):
+        NOT_CONTROLLER unless this broker is the controller; else each partition's result
+        (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_OR_PARTITION).  Null partitions: every partition.  Election type 0 preferred,
+        1 unclean (v1+)."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        version = header.api_version
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": []}
+
+        def fail(code):
+            if version >= 1:
+                resp["error_code"] = code
+            else:  # v0 has no top-level error: every partition carries it
+                resp["replica_election_results"] = [
+                    {"topic": t["topic"], "partition_result": [
+                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+                    for t in body.get("topic_partitions") or []]
+            self._respond(request, header, resp)
+
+        etype = body.get("election_type", 0)
+        if etype not in (0, 1):
+            return fail(InvalidRequestError.code)
+        if controller is None or not controller.is_active:
+            return fail(NotControllerError.code)
+        wanted = body.get("topic_partitions")
+        tps = None if wanted is None else [(t["topic"], p) for t in wanted for p in t["partitions"]]
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+        try:
+            results = controller.elect_leaders(tps, etype, timeout_s=timeout_s)
+        except PyklogError as e:
+            return fail(e.code)
+        except TimeoutError:
+            return fail(RequestTimedOutError.code)
+        by_topic: dict[str, list] = {}
+        for (t, p), err in sorted(results.items()):
+            by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
+                                               "error_message": None if err is None else str(err)})
+        resp["replica_election_results"] = [{"topic": t, "partition_result": r} for t, r in by_topic.items()]
+        self._respond(request, header, resp)
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -1762,6 +2038,10 @@ class KafkaApis:
         if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
                                    "resource_name": r["resource_name"]} for r in body["resources"]]}
+        if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"topics": [{"topic": t["topic"], "partitions": [
+                {"partition": p["partition"], "error_code": code} for p in t["partitions"]]}
+                for t in body["topics"]]}
         if api_key == ApiKey.DELETE_RECORDS:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
@@ -1787,6 +2067,10 @@ class KafkaApis:
                                            for tid in body["transactional_ids"]]}
         if api_key == ApiKey.LIST_TRANSACTIONS:
             return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
+        if api_key == ApiKey.CONTROLLED_SHUTDOWN:
+            return {"error_code": code, "remaining_partitions": []}
+        if api_key == ApiKey.ELECT_LEADERS:
+            return {"error_code": code, "replica_election_results": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle
@@ -1795,6 +2079,8 @@ class KafkaApis:
         """Answer every waiting fetch now; later fetches are answered at once."""
         self._shutting_down = True
         self.purgatory.complete_all()
+        self.produce_purgatory.complete_all()  # acks=all Produces still waiting: REQUEST_TIMED_OUT
+        self.replica_manager.shutdown()  # fetcher threads and the ISR task stop before the logs close
         if self.groups is not None:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 

@@ -51,6 +51,16 @@ Settings (Kafka's names and defaults unless noted)::
     transactional.id.expiration.ms                                604800000     pyklog does not replicate,
     transaction.abort.timed.out.transaction.cleanup.interval.ms   10000         Kafka's default is 3)
     transaction.remove.expired.transaction.cleanup.interval.ms    3600000
+    min.insync.replicas                1      (replication, Kafka's names and defaults: acks=all
+    replica.lag.time.max.ms            30000   needs this many in-sync replicas; a follower not
+    replica.fetch.wait.max.ms          500     caught up within the lag time leaves the ISR; the
+    replica.fetch.min.bytes            1       followers' Fetch settings; fetcher threads per
+    replica.fetch.max.bytes            1048576 source broker; how often the high watermarks are
+    replica.fetch.response.max.bytes   10485760 checkpointed)
+    replica.fetch.backoff.ms           1000
+    replica.socket.timeout.ms          30000
+    num.replica.fetchers               1
+    replica.high.watermark.checkpoint.interval.ms 5000
     log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
                                        log.retention.hours, log.cleanup.policy, ...)
 
@@ -92,6 +102,13 @@ IGNORED_KEYS = frozenset({
 GROUP_KEYS = frozenset({
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
     "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+})
+
+# Read by broker.server.replica_manager.ReplicaManager (ServerConfig.replication_settings()).
+REPLICATION_KEYS = frozenset({
+    "min.insync.replicas", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
+    "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    "replica.socket.timeout.ms", "num.replica.fetchers", "replica.high.watermark.checkpoint.interval.ms",
 })
 
 # Read by broker.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
@@ -287,11 +304,55 @@ def _server_config_def() -> ConfigDef:
             .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", Type.INT, 10000, Range(1), L,
                     "how often timed-out transactions are looked for and aborted")
             .define("transaction.remove.expired.transaction.cleanup.interval.ms", Type.INT, 3600000, Range(1), L,
-                    "how often expired transactional ids are looked for"))
+                    "how often expired transactional ids are looked for")
+            # replication (Kafka's ReplicaManager / ReplicaFetcherThread settings)
+            .define("min.insync.replicas", Type.INT, 1, Range(1), H,
+                    "in-sync replicas an acks=all produce needs (topic config overrides)")
+            .define("replica.lag.time.max.ms", Type.LONG, 30000, Range(1), H,
+                    "a follower not caught up for this long leaves the ISR")
+            .define("replica.fetch.wait.max.ms", Type.INT, 500, Range(0), M, "followers' Fetch max_wait_ms")
+            .define("replica.fetch.min.bytes", Type.INT, 1, Range(1), M, "followers' Fetch min_bytes")
+            .define("replica.fetch.max.bytes", Type.INT, 1048576, Range(0), M,
+                    "followers' Fetch partition_max_bytes")
+            .define("replica.fetch.response.max.bytes", Type.INT, 10485760, Range(0), M, "followers' Fetch max_bytes")
+            .define("replica.fetch.backoff.ms", Type.INT, 1000, Range(0), M, "follower's pause after a fetch error")
+            .define("replica.socket.timeout.ms", Type.INT, 30000, Range(1), M, "followers' socket timeout")
+            .define("num.replica.fetchers", Type.INT, 1, Range(1, 64), M, "fetcher threads per source broker")
+            .define("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, Range(1), M,
+                    "how often the high watermarks are written to replication-offset-checkpoint"))
+
+
+def _define_controller_settings(cdef: ConfigDef) -> ConfigDef:
+    """The controller's settings (CONTROLLER_KEYS, read by pyklog.broker.controller through
+    :meth:`ServerConfig.controller_settings`), Kafka's names and defaults."""
+    H, M = Importance.HIGH, Importance.MEDIUM
+    return (cdef
+            .define("controlled.shutdown.enable", Type.BOOLEAN, True, None, M,
+                    "a stopping broker first asks the controller to move its leaderships away")
+            .define("controlled.shutdown.max.retries", Type.INT, 3, Range(1), M,
+                    "controlled shutdown attempts before the broker stops anyway")
+            .define("controlled.shutdown.retry.backoff.ms", Type.LONG, 5000, Range(0), M,
+                    "wait between controlled shutdown attempts")
+            .define("unclean.leader.election.enable", Type.BOOLEAN, False, None, H,
+                    "elect a replica outside the ISR when no ISR member is live (records may be lost)")
+            .define("auto.leader.rebalance.enable", Type.BOOLEAN, True, None, H,
+                    "the controller moves leadership back to preferred replicas")
+            .define("leader.imbalance.check.interval.seconds", Type.LONG, 300, Range(1), H,
+                    "how often the controller checks the leader balance")
+            .define("leader.imbalance.per.broker.percentage", Type.INT, 10, Range(0, 100), H,
+                    "share of a broker's preferred partitions led elsewhere that triggers a rebalance"))
+
+
+# Read by pyklog.broker.controller (ServerConfig.controller_settings()).
+CONTROLLER_KEYS = frozenset({
+    "controlled.shutdown.enable", "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+})
 
 
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
-SERVER_CONFIG = _server_config_def()
+SERVER_CONFIG = _define_controller_settings(_server_config_def())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,7 +396,8 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
-    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS
+    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
+        | CONTROLLER_KEYS
 
     @classmethod
     def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> "ServerConfig":
@@ -428,6 +490,15 @@ class ServerConfig:
                 "transactional_id_expiration_ms": v["transactional.id.expiration.ms"],
                 "abort_timed_out_interval_ms": v["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                 "remove_expired_interval_ms": v["transaction.remove.expired.transaction.cleanup.interval.ms"]}
+
+    def controller_settings(self) -> dict[str, Any]:
+        """The controller's settings (:data:`CONTROLLER_KEYS`), validated by :data:`SERVER_CONFIG`."""
+        return {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in CONTROLLER_KEYS}
+
+    def replication_settings(self) -> dict[str, int]:
+        """The replication settings (:data:`REPLICATION_KEYS`, validated by :data:`SERVER_CONFIG`), keyed
+        by Kafka's names with ``.`` replaced by ``_`` (``min_insync_replicas``, ``replica_lag_time_max_ms``, ...)."""
+        return {k.replace(".", "_"): SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in REPLICATION_KEYS}
 
     def socket_server_limits(self) -> dict[str, Any]:
         """The resource bounds as keyword arguments of :class:`pyklog.broker.server.network.SocketServer`."""

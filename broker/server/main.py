@@ -9,15 +9,16 @@ exits 1 with nothing written) and registers the broker -> ``meta.properties`` is
 missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.OffsetManager` starts -> :class:`broker.transaction.TransactionCoordinator`
-starts (loads the ``__transaction_state`` partitions led here in the background) -> the socket
-server serves, and the broker logs
+starts (loads the ``__transaction_state`` partitions led here in the background) -> the controller
+starts (:mod:`pyklog.broker.controller`: runs for ``/controller``) -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
 
 A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
 behind the zxid the broker has seen, or a new session finds another cluster id) is logged at ERROR,
 the broker shuts down as below (logs flushed and kept) and exits 1.
 
-SIGTERM / SIGINT: stop accepting, answer waiting fetches, finish in-flight requests, then
+SIGTERM / SIGINT: controlled shutdown first (``controlled.shutdown.enable``: the controller moves
+this broker's leaderships to other ISR members), then stop accepting, answer waiting fetches, finish in-flight requests, then
 ``LogManager.shutdown()`` (flush, checkpoints, clean-shutdown marker), deregister from ZooKeeper,
 exit 0.
 
@@ -59,6 +60,7 @@ class BrokerServer:
         self.cluster = None
         self.offset_manager = None
         self.txn_coordinator = None
+        self.controller = None
         self.apis = None
         self.socket_server = None
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
@@ -118,7 +120,8 @@ class BrokerServer:
             # pauses them for logs whose topic is missing (their topic config is unknown)
             log_config = self._load_dynamic_config()
             self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
-                                          hold_cleaning=True)
+                                          hold_cleaning=True, high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
+                                              "replica_high_watermark_checkpoint_interval_ms"])
             self.log_manager.startup()
             self.offset_manager = self._make_offset_manager()
             self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
@@ -130,6 +133,7 @@ class BrokerServer:
             self.txn_coordinator = self._make_txn_coordinator()
             self.apis.txn_coordinator = self.txn_coordinator
             self.txn_coordinator.startup()
+            self._start_controller()
             self.socket_server.start()
         except BaseException:
             self.shutdown()
@@ -166,6 +170,47 @@ class BrokerServer:
             self.log_manager.default_config = log_config
             self.apis.replica_manager.default_log_config = log_config
             self._request_sync()
+
+    def _start_controller(self) -> None:
+        """Start this broker's controller (pyklog.broker.controller; acts only while this broker
+        holds ``/controller``) and hand it to the request handlers (ControlledShutdown, ElectLeaders)."""
+        from pyklog.broker.controller.controller import KafkaController
+
+        s = self.config.controller_settings()
+        self.controller = KafkaController(
+            self.cluster, self.config.broker_id,
+            unclean_leader_election=s["unclean.leader.election.enable"],
+            auto_leader_rebalance=s["auto.leader.rebalance.enable"],
+            imbalance_check_interval_s=float(s["leader.imbalance.check.interval.seconds"]),
+            imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
+            topic_config=self._topic_config)
+        self.apis.controller = self.controller
+        self.controller.startup()
+
+    def _controlled_shutdown(self) -> None:
+        """Before the broker stops serving: ask the controller to move this broker's leaderships
+        away (controlled.shutdown.enable), retried as Kafka's KafkaServer.controlledShutdown."""
+        if self.cluster is None or self.cluster.zk is None or self.controller is None:
+            return
+        s = self.config.controller_settings()
+        if not s["controlled.shutdown.enable"]:
+            return
+        from pyklog.broker.controller.channel import controlled_shutdown
+
+        try:
+            controlled_shutdown(self.cluster, self.config.broker_id, local_controller=self.controller,
+                                max_retries=s["controlled.shutdown.max.retries"],
+                                retry_backoff_ms=s["controlled.shutdown.retry.backoff.ms"])
+        except Exception:  # noqa: BLE001 - a failed controlled shutdown never blocks the shutdown
+            log.exception("controlled shutdown failed")
+        # as Kafka's StopReplica to a stopping broker: it stops fetching, so its new leaders do not
+        # take it back into their ISRs (and then wait for it) in its last moments
+        rm = getattr(self.apis, "replica_manager", None)
+        if rm is not None and hasattr(rm, "shutdown"):
+            try:
+                rm.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping the replica fetchers failed")
 
     def _on_fatal(self, message: str) -> None:
         """A condition the broker cannot serve through (kazoo thread): remember it and wake up
@@ -229,6 +274,8 @@ class BrokerServer:
 
     def shutdown(self) -> None:
         """Stop serving, finish in-flight requests, flush and close the logs, deregister."""
+        if not self._stopping.is_set() and self.fatal_error is None:
+            self._controlled_shutdown()
         self._stopping.set()
         if self.apis is not None:
             self.apis.begin_shutdown()
@@ -258,6 +305,12 @@ class BrokerServer:
             except Exception:  # noqa: BLE001
                 log.exception("log manager shutdown failed")
             self.log_manager = None
+        if self.controller is not None:
+            try:
+                self.controller.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("controller shutdown failed")
+            self.controller = None
         if self.cluster is not None:
             try:
                 self.cluster.stop()

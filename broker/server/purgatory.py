@@ -8,7 +8,10 @@ fetched partitions and returns.  The operation completes exactly once, whichever
   first read found) to ``min_bytes`` -- completed on the appending (Produce handler) thread;
 * the wait expires -- completed on the purgatory's timer thread (a
   :class:`pyklog.broker.common.scheduler.Scheduler`, Kafka's expiration reaper);
-* :meth:`Purgatory.complete_all` (broker shutdown).
+* :meth:`Purgatory.complete_all` (broker shutdown);
+* for an operation with a ``ready`` predicate (Kafka's ``DelayedOperation.tryComplete``, e.g. an
+  acks=all Produce waiting for the high watermark): :meth:`Purgatory.check` of a watched key finds
+  ``ready()`` true -- completed on the checking thread (a follower's Fetch, the ISR shrink task).
 
 ``complete(op)`` is the caller's function; it re-reads the logs and sends the response, so it must
 be quick and must not raise (exceptions are logged).
@@ -30,10 +33,12 @@ log = logging.getLogger(__name__)
 class DelayedOperation:
     """One waiting operation.  ``payload`` is whatever the completer needs (the parsed request)."""
 
-    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "_claimed", "_timer")
+    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "ready", "_claimed", "_timer")
 
-    def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload):
+    def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload,
+                 ready: Callable[[], bool] | None = None):
         self.keys = tuple(keys)
+        self.ready = ready  # checked by Purgatory.check (and once at watch); None: byte counting only
         self.deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         self.min_bytes = min_bytes
         self.accumulated = accumulated
@@ -61,6 +66,33 @@ class Purgatory:
                 op._timer = self._timer.schedule_at(op.deadline, self._expire, op, name="delayed-operation-expiry")
         if ready:
             self._run(op)
+        elif op.ready is not None:
+            self._try(op)  # it may have become ready between the caller's check and the watch
+
+    def check(self, key: Hashable) -> None:
+        """Complete the operations watching ``key`` whose ``ready()`` is now true (called after the
+        state they wait for changed: a high watermark moved, an ISR shrank, leadership moved)."""
+        if not self._watchers:  # fast path, no lock
+            return
+        with self._lock:
+            ops = [op for op in self._watchers.get(key, ()) if not op._claimed and op.ready is not None]
+        for op in ops:
+            self._try(op)
+
+    def _try(self, op: DelayedOperation) -> None:
+        try:
+            ok = op.ready()
+        except Exception:  # noqa: BLE001 - the completer answers with the error
+            log.exception("checking a delayed operation failed")
+            ok = True
+        if not ok:
+            return
+        with self._lock:
+            if op._claimed:
+                return
+            op._claimed = True
+            self._forget(op)
+        self._run(op)
 
     def notify(self, key: Hashable, nbytes: int) -> None:
         """``nbytes`` were appended to ``key``: complete the operations that now have enough."""

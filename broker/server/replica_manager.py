@@ -1,51 +1,135 @@
-"""Partition leadership of one broker: Kafka's ``ReplicaManager`` (and its ``Partition``s) for pyklog.
+"""Partition leadership and replication of one broker: Kafka's ``ReplicaManager`` and ``Partition``.
 
-Which partitions this broker leads, their leader epochs and their leader logs (the local
-:class:`~pyklog.broker.log.Log` of a partition it leads).  The ZooKeeper registry
-(:class:`~pyklog.broker.zk.cluster.ZkCluster`) says who leads what; pyklog has no replication and no
-leader elections, so a partition's leader is its first replica, fixed when the topic is created, and
-a broker only ever holds leader logs (no follower replicas).
+Which partitions this broker hosts (leader or follower replica), their leader epochs, their local
+:class:`~pyklog.broker.log.Log`, and replication in ZooKeeper mode, as Kafka 2.x does it:
 
-* :meth:`ReplicaManager.sync_logs` makes the local logs follow the registry: it creates the log of
-  every partition this broker leads (and applies changed topic configs to existing ones), records
-  the led partitions and their leader epochs, and deletes the logs of topics deleted by request
-  (:meth:`ZkCluster.topic_deletion_recorded`).  A log whose topic is merely missing from the
-  registry (ZooKeeper restarted empty, znodes removed by hand) is kept, not served, and reported
-  at ERROR once: only an explicit deletion deletes data.
-  Called at startup and on every registry change (the broker's sync thread).
-* :meth:`ReplicaManager.leader_log` is the lookup of the Produce, Fetch and ListOffsets handlers:
-  the partition's leader log, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.  A partition in
-  the led set costs one set lookup and one dict lookup, no ZooKeeper read; only a partition this
-  broker does not (yet) know to lead consults the registry (the topic may be brand new).
-* :meth:`ReplicaManager.delete_local_logs` drops a deleted topic's logs at once (DeleteTopics on
-  this broker; the other brokers follow through their registry listener).
-* :meth:`ReplicaManager.auto_create_topic` / :meth:`wait_for_topic`: ``auto.create.topics.enable``
-  for Metadata and Produce, and CreateTopics waiting until the new topic is in the registry cache.
+* **Roles** come from the partition state znodes (``/brokers/topics/<t>/partitions/<p>/state``:
+  leader, leader_epoch, isr), which :class:`~pyklog.broker.zk.cluster.ZkCluster` watches and caches.
+  The controller alone changes leader and epoch (until it exists, the first replica leads, as
+  written at creation).  :meth:`ReplicaManager.sync_logs` (start-up, registry changes, every 10 s)
+  and the partition-state listener (one changed partition: O(1) per change) apply them through
+  :meth:`ReplicaManager.become_leader` (Kafka's ``makeLeader``: the epoch cache gets (epoch, log end
+  offset), follower tracking restarts, Produce is accepted, the partition leaves the fetchers) or
+  :meth:`ReplicaManager.become_follower` (``makeFollower``: Produce gets NOT_LEADER_OR_FOLLOWER; the
+  :class:`~pyklog.broker.server.replica_fetcher.ReplicaFetcherManager` truncates by
+  OffsetsForLeaderEpoch against the new leader, then fetches from it).  Every partition this broker
+  is a replica of has a local log.
+* **Follower tracking** (leader side, Kafka's ``Replica.updateFetchState``): each follower Fetch
+  (replica_id >= 0) gives the follower's log end offset (its fetch offset) and its last caught-up
+  time.  **High watermark** = the smallest log end offset over the ISR, leader included, moved
+  forward after appends and follower fetches (``maybeIncrementLeaderHW``).
+* **ISR**: a follower not caught up within ``replica.lag.time.max.ms`` leaves the ISR (the shrink
+  task runs every half lag time, ``isr-expiration``); a follower outside the ISR whose log end offset
+  reaches the high watermark and the current epoch's start offset joins it.  Each change is written
+  to the state znode by :meth:`ZkCluster.update_isr` conditionally on the node's version; a write
+  refused because leader or epoch changed means we were deposed (the state watch brings the role).
+* **acks=all / min.insync.replicas** (broker setting, topic override): :meth:`check_enough_replicas`
+  before an acks=all append (NOT_ENOUGH_REPLICAS, nothing appended) and :meth:`produce_status` for
+  the Produce purgatory (Kafka's ``checkEnoughReplicasReachOffset``: done once the high watermark
+  passed the append; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below the minimum then).
+* A partition with a single replica keeps pyklog's earlier behaviour: high watermark = log end offset.
 
-Thread-safety: thread-safe.  ``leader_log`` and ``leader_epoch`` run on every request handler thread
-without a lock: they read ``_led`` and ``_epochs``, which are replaced whole (an immutable frozenset,
-a dict never mutated after publication), never changed in place.  ``sync_logs`` and
-``delete_local_logs`` run under ``_sync_lock`` (one writer at a time), which is held across the
-log manager's create/delete calls and never taken on the Produce/Fetch path.  The log manager and
-the ZkCluster are thread-safe themselves.
+Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
+reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
+
+Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
+handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
+(never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
+follower states with its own lock (taken after ``_sync_lock`` when both are held); the ZooKeeper ISR
+write is made under the partition lock (it never calls back into this module).  The callbacks to the
+purgatories (``on_high_watermark``, ``on_role_change``) are made with no lock held.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from pyklog.broker.common.retry import Deadline
-from pyklog.broker.errors import NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from pyklog.broker.common.scheduler import Scheduler
+from pyklog.broker.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    PyklogError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from pyklog.broker.zk.topics import validate_topic_name
 
 log = logging.getLogger(__name__)
 
 
-class ReplicaManager:
-    """The partitions one broker leads and their leader logs.
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
-    ``config`` is the broker's :class:`~pyklog.broker.server.config.BrokerConfig`, ``log_manager`` a
+
+class FollowerState:
+    """The leader's view of one follower replica (Kafka's ``Replica``): its log end offset as of its
+    last Fetch (-1: unknown since this broker became leader), when it was last caught up, and the
+    leader's log end offset / time at its previous Fetch.  Guarded by the partition's lock."""
+
+    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+
+    def __init__(self, broker_id: int, last_caught_up_ms: int):
+        self.broker_id = broker_id
+        self.log_end_offset = -1
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_ms = 0
+
+    def update(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        """Kafka's ``Replica.updateFetchState``: caught up when the fetch reaches the leader's log end
+        offset now, or the one the leader had at the follower's previous fetch."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo >= 0:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_ms = now_ms
+
+
+class Partition:
+    """One hosted partition (Kafka's ``Partition``): its local log, replicas, current leader and leader
+    epoch, and as leader its ISR, state-znode version and followers.  ``lock`` guards all of it."""
+
+    def __init__(self, topic: str, partition: int, log_, replicas):
+        self.topic = topic
+        self.partition = partition
+        self.log = log_
+        self.replicas: tuple = tuple(replicas)
+        self.leader = -1
+        self.leader_epoch = -1
+        self.is_leader = False
+        self.isr: frozenset = frozenset()
+        self.zk_version = -1
+        self.leader_epoch_start_offset = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.lock = threading.RLock()
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.replicas) > 1
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader}"
+        return f"Partition({self.topic}-{self.partition}, {role}, epoch {self.leader_epoch}, isr {sorted(self.isr)})"
+
+
+def _log_call(lg, name: str, *args):
+    """Call a replication method of the log layer when it has it (``broker/log``, repl-log's API)."""
+    fn = getattr(lg, name, None)
+    return fn(*args) if fn is not None else None
+
+
+class ReplicaManager:
+    """The partitions one broker hosts, their roles, logs and replication state.
+
+    ``config`` is the broker's :class:`~pyklog.broker.server.config.ServerConfig`, ``log_manager`` a
     :class:`~pyklog.broker.log.LogManager`, ``cluster`` a started :class:`~pyklog.broker.zk.cluster.ZkCluster`.
+    ``on_high_watermark(topic, partition)`` / ``on_role_change(topic, partition)`` are set by the
+    request layer (the purgatories); they are called with no lock held.
     """
 
     def __init__(self, config, log_manager, cluster):
@@ -54,31 +138,85 @@ class ReplicaManager:
         self.logs = log_manager
         self.cluster = cluster
         self.default_log_config = config.log_config()
+        settings = config.replication_settings() if hasattr(config, "replication_settings") else {}
+        self.min_insync_replicas = settings.get("min_insync_replicas", 1)
+        self.replica_lag_time_max_ms = settings.get("replica_lag_time_max_ms", 30000)
+        self.replication_settings = settings
         self._led: frozenset = frozenset()  # (topic, partition) this broker leads; replaced whole
         self._epochs: dict = {}  # (topic, partition) -> leader epoch; replaced whole
-        self._sync_lock = threading.Lock()
+        self._partitions: dict = {}  # (topic, partition) -> Partition; replaced whole
+        self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
+        self.on_high_watermark = None
+        self.on_role_change = None
+        self._scheduler: Scheduler | None = None
+        self._fetchers = None
+        self._shutdown = False
+        add = getattr(cluster, "add_partition_state_listener", None)
+        if add is not None:
+            add(self._on_partition_state)
+
+    # ------------------------------------------------------------------ background work
+
+    def _background(self) -> Scheduler:
+        """The replica manager's scheduler (Kafka's ``isr-expiration`` task), started on first need."""
+        with self._sync_lock:
+            if self._scheduler is None:
+                self._scheduler = Scheduler(f"pyklog-replica-manager-{self.broker_id}")
+                interval = max(0.01, self.replica_lag_time_max_ms / 2000.0)
+                self._scheduler.schedule_periodic("isr-expiration", interval, self.maybe_shrink_isr)
+            return self._scheduler
+
+    def fetcher_manager(self):
+        """The :class:`~pyklog.broker.server.replica_fetcher.ReplicaFetcherManager`, made on first need."""
+        with self._sync_lock:
+            if self._fetchers is None:
+                from pyklog.broker.server.replica_fetcher import ReplicaFetcherManager
+
+                self._fetchers = ReplicaFetcherManager(self, self.cluster, self.replication_settings)
+            return self._fetchers
+
+    def shutdown(self) -> None:
+        """Stop the fetcher threads and the ISR task (broker shutdown, before the logs close)."""
+        self._shutdown = True
+        add = getattr(self.cluster, "remove_partition_state_listener", None)
+        if add is not None:
+            add(self._on_partition_state)
+        fetchers, sched = self._fetchers, self._scheduler
+        if fetchers is not None:
+            fetchers.shutdown()
+        if sched is not None:
+            sched.shutdown(wait=True, timeout_s=5)
 
     # ------------------------------------------------------------------ following the registry
 
     def sync_logs(self) -> None:
-        """Create the logs of partitions this broker leads, delete the logs of topics deleted by
-        request, keep (unserved) the logs of topics missing without a request.
-        Called at startup and on every registry change (from a background thread)."""
+        """Create the logs of partitions this broker hosts and apply their states (leader or
+        follower), delete the logs of topics deleted by request, keep (unserved) the logs of
+        topics missing without a request.  Called at startup, on every registry change and every
+        10 s (a background thread)."""
         with self._sync_lock:
             topics = self.cluster.topics()
-            led = self.cluster.partitions_led_by(self.broker_id)
-            epochs = {}
-            for (t, p) in led:
-                st = topics.get(t, {}).get(p)
-                epochs[(t, p)] = st.leader_epoch if st is not None else 0
+            hosted_fn = getattr(self.cluster, "partitions_hosted_by", None)
+            hosted = hosted_fn(self.broker_id) if hosted_fn is not None else self.cluster.partitions_led_by(
+                self.broker_id)
+            written: dict = {}
+            for (t, p) in sorted(hosted):
+                if t not in written:
+                    written[t] = self._states_as_written(t, topics.get(t))
+                st = (written[t] or {}).get(p)
+                if st is None:
+                    continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
-                    self.logs.get_or_create_log(t, p, self.log_config_for(t))
+                    lg = self.logs.get_or_create_log(t, p, self.log_config_for(t))
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
-            self._led = frozenset(led)
-            self._epochs = epochs
+                    continue
+                self._apply_state(t, p, lg, st)
+            gone = [k for k in self._partitions if k not in hosted]
+            for k in gone:
+                self._drop_partition(k)
             strays = {}
             for (t, p), lg in list(self.logs.logs().items()):
                 if t in topics:
@@ -94,6 +232,7 @@ class ReplicaManager:
                     strays[(t, p)] = lg
                     continue
                 try:
+                    self._drop_partition((t, p))
                     self.logs.delete_log(t, p)
                     log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
@@ -102,6 +241,418 @@ class ReplicaManager:
             if set_paused is not None:
                 set_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
+
+    def _on_partition_state(self, topic: str, partition: int) -> None:
+        """ZkCluster's partition-state listener (a kazoo handler thread): one partition's state node
+        changed; apply it if this broker hosts the partition."""
+        if self._shutdown:
+            return
+        try:
+            st = (self._states_as_written(topic, None) or {}).get(partition)
+            if st is None or self.broker_id not in st.replicas:
+                return
+            with self._sync_lock:
+                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                self._apply_state(topic, partition, lg, st)
+        except Exception:  # noqa: BLE001
+            log.exception("applying the new state of %s-%d failed", topic, partition)
+
+    def _states_as_written(self, topic: str, fallback):
+        """The topic's partition states with the leaders as the state znodes say (a leader that is not
+        live stays the leader for its replicas: this broker keeps leading through a ZooKeeper session
+        blip, followers keep following a dead leader until the controller elects another)."""
+        fn = getattr(self.cluster, "partition_states_as_written", None)
+        got = fn(topic) if fn is not None else None
+        return got if got is not None else fallback
+
+    def _apply_state(self, topic: str, partition: int, lg, st) -> None:
+        """Under ``_sync_lock``: make this broker leader or follower of a hosted partition as its
+        cached state says (nothing if role, leader and epoch are unchanged)."""
+        key = (topic, partition)
+        part = self._partitions.get(key)
+        if part is None or part.log is not lg:
+            part = Partition(topic, partition, lg, st.replicas)
+            self._partitions = {**self._partitions, key: part}
+        else:
+            part.replicas = tuple(st.replicas)
+        if st.leader == self.broker_id:
+            if part.is_leader and part.leader_epoch == st.leader_epoch:
+                self._update_followers(part)  # replicas added or removed without an epoch change
+                return
+            self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
+        else:
+            if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
+                return
+            self.become_follower(topic, partition, st.leader, st.leader_epoch)
+
+    def _update_followers(self, part: Partition) -> None:
+        """As leader: track exactly the assigned replicas (a reassignment changed them)."""
+        with part.lock:
+            want = {r for r in part.replicas if r != self.broker_id}
+            if want == set(part.followers):
+                return
+            part.followers = {r: part.followers.get(r) or FollowerState(r, 0) for r in want}
+            if part.replicated and not part.log.replicated:
+                part.log.replicated = True
+
+    def _drop_partition(self, key) -> None:
+        """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
+        part = self._partitions.get(key)
+        if part is None:
+            return
+        self._partitions = {k: v for k, v in self._partitions.items() if k != key}
+        self._led = frozenset(k for k in self._led if k != key)
+        if self._fetchers is not None:
+            self._fetchers.remove_partitions([key])
+        self._role_changed(*key)
+
+    def _publish_roles(self) -> None:
+        """Under ``_sync_lock``: rebuild the lock-free lookups from the partitions."""
+        self._led = frozenset(k for k, p in self._partitions.items() if p.is_leader)
+        self._epochs = {k: p.leader_epoch for k, p in self._partitions.items() if p.is_leader}
+
+    # ------------------------------------------------------------------ roles
+
+    def become_leader(self, topic: str, partition: int, leader_epoch: int, isr, zk_version: int | None) -> None:
+        """Kafka's ``Partition.makeLeader``: this broker leads ``topic-partition`` at ``leader_epoch``
+        with ``isr`` (``zk_version`` of the state node; None: read it).  The epoch cache gets
+        (epoch, log end offset); follower states restart (ISR members count as caught up now);
+        the partition leaves the fetchers; the high watermark may move."""
+        key = (topic, partition)
+        with self._sync_lock:
+            part = self._partitions.get(key)
+            if part is None:
+                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id])
+                self._partitions = {**self._partitions, key: part}
+            if self._fetchers is not None:
+                self._fetchers.remove_partitions([key])
+            replicated = part.replicated
+            if replicated and zk_version is None:
+                got = self.cluster.partition_state(topic, partition)
+                if got is not None:
+                    state, zk_version = got
+                    if state.leader != self.broker_id:
+                        return  # moved on meanwhile: the state watch brings the new role
+                    leader_epoch, isr = state.leader_epoch, state.isr
+            with part.lock:
+                now = _now_ms()
+                part.is_leader = True
+                part.leader = self.broker_id
+                part.leader_epoch = leader_epoch
+                part.isr = frozenset(isr) | {self.broker_id}
+                part.zk_version = -1 if zk_version is None else zk_version
+                lg = part.log
+                lg.replicated = replicated  # one replica: the high watermark is the log end offset
+                part.leader_epoch_start_offset = lg.log_end_offset
+                _log_call(lg, "assign_epoch_start_offset", leader_epoch, lg.log_end_offset)
+                part.followers = {r: FollowerState(r, now if r in part.isr else 0)
+                                  for r in part.replicas if r != self.broker_id}
+            self._publish_roles()
+            if replicated:
+                self._background()
+        log.info("%s-%d: leader at epoch %d (isr %s, log end offset %d)", topic, partition, leader_epoch,
+                 sorted(part.isr), part.log.log_end_offset)
+        self.maybe_increment_high_watermark(part)
+        self._role_changed(topic, partition)
+
+    def become_follower(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+        """Kafka's ``Partition.makeFollower``: Produce is refused from now on; the fetchers truncate
+        against ``leader`` (OffsetsForLeaderEpoch) and fetch from it.  Leader -1 (not live): wait."""
+        key = (topic, partition)
+        with self._sync_lock:
+            part = self._partitions.get(key)
+            if part is None:
+                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
+                self._partitions = {**self._partitions, key: part}
+            with part.lock:
+                part.is_leader = False
+                part.leader = leader
+                part.leader_epoch = leader_epoch
+                part.isr = frozenset()
+                part.followers = {}
+                if part.replicated:
+                    part.log.replicated = True
+            self._publish_roles()
+            if leader >= 0 and part.replicated:
+                self.fetcher_manager().add_partition(key, leader, leader_epoch)
+            elif self._fetchers is not None:
+                self._fetchers.remove_partitions([key])
+        log.info("%s-%d: follower of broker %d at epoch %d (log end offset %d)", topic, partition, leader,
+                 leader_epoch, part.log.log_end_offset)
+        self._role_changed(topic, partition)
+
+    def _role_changed(self, topic: str, partition: int) -> None:
+        cb = self.on_role_change
+        if cb is not None:
+            try:
+                cb(topic, partition)
+            except Exception:  # noqa: BLE001
+                log.exception("role change callback failed")
+
+    # ------------------------------------------------------------------ leader side: followers, HW, ISR
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The hosted partition (lock-free lookup), None if this broker does not host it."""
+        return self._partitions.get((topic, partition))
+
+    def update_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+        """A follower's Fetch reached the leader (request handler thread): record its log end
+        offset and caught-up time, let it join the ISR, move the high watermark.  Raises
+        NotLeaderOrFollowerError if this broker does not lead the partition."""
+        part = self._partitions.get((topic, partition))
+        if part is None or not part.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+        with part.lock:
+            fs = part.followers.get(replica_id)
+            if fs is None:
+                return  # not an assigned replica (an old replica, a tool): no tracking
+            fs.update(fetch_offset, part.log.log_end_offset, _now_ms())
+        self._maybe_expand_isr(part, replica_id)
+        self.maybe_increment_high_watermark(part)
+
+    def maybe_increment_high_watermark(self, part: Partition) -> bool:
+        """Kafka's ``maybeIncrementLeaderHW``: HW = min log end offset over the ISR (leader included);
+        a follower in the ISR whose offset is unknown holds it.  True if it moved (then the
+        purgatories are told).  Any thread."""
+        lg = part.log
+        if not part.is_leader:
+            return False
+        if not part.replicated or not getattr(lg, "replicated", False):
+            moved = True  # high watermark = log end offset: waiting operations may complete
+        else:
+            with part.lock:
+                if not part.is_leader:
+                    return False
+                leo = lg.log_end_offset
+                new_hw = leo
+                for r in part.isr:
+                    if r == self.broker_id:
+                        continue
+                    fs = part.followers.get(r)
+                    if fs is None or fs.log_end_offset < 0:
+                        new_hw = min(new_hw, lg.high_watermark)
+                    else:
+                        new_hw = min(new_hw, fs.log_end_offset)
+                moved = bool(lg.update_high_watermark(new_hw)) if new_hw > lg.high_watermark else False
+        if moved:
+            cb = self.on_high_watermark
+            if cb is not None:
+                try:
+                    cb(part.topic, part.partition)
+                except Exception:  # noqa: BLE001
+                    log.exception("high watermark callback failed")
+        return moved
+
+    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        """Kafka's ``maybeExpandIsr``: a follower outside the ISR whose log end offset reached the
+        high watermark and the current epoch's start offset joins it (ZooKeeper write)."""
+        if replica_id in part.isr:
+            return
+        with part.lock:
+            fs = part.followers.get(replica_id)
+            if (not part.is_leader or fs is None or replica_id in part.isr
+                    or fs.log_end_offset < part.log.high_watermark
+                    or fs.log_end_offset < part.leader_epoch_start_offset):
+                return
+            new_isr = part.isr | {replica_id}
+            self._write_isr(part, new_isr, "expand")
+
+    def maybe_shrink_isr(self) -> None:
+        """Kafka's ``maybeShrinkIsr`` (the scheduler's ``isr-expiration`` task, every half
+        ``replica.lag.time.max.ms``): drop the followers not caught up within the lag time; the high
+        watermark may then move.  Also moves the high watermark of every led partition (appends made
+        directly to the log by the broker's coordinators)."""
+        now = _now_ms()
+        lag = self.replica_lag_time_max_ms
+        for part in list(self._partitions.values()):
+            if not part.is_leader or not part.replicated:
+                continue
+            try:
+                with part.lock:
+                    if not part.is_leader:
+                        continue
+                    out = {r for r in part.isr if r != self.broker_id and
+                           (part.followers.get(r) is None or now - part.followers[r].last_caught_up_ms > lag)}
+                    if out:
+                        log.info("%s-%d: shrinking the ISR from %s to %s: out of sync %s (lag time %d ms)",
+                                 part.topic, part.partition, sorted(part.isr), sorted(part.isr - out),
+                                 sorted(out), lag)
+                        self._write_isr(part, part.isr - out, "shrink")
+                self.maybe_increment_high_watermark(part)
+                if out:
+                    self._role_changed(part.topic, part.partition)  # waiting acks=all produces re-check
+            except Exception:  # noqa: BLE001 - one partition's trouble never stops the task
+                log.exception("ISR check of %s-%d failed", part.topic, part.partition)
+
+    def _write_isr(self, part: Partition, new_isr: frozenset, why: str) -> None:
+        """Under ``part.lock``: write the ISR to ZooKeeper (conditional on the node version), then
+        adopt it; deposed (leader or epoch changed) -> nothing changes here (the watch follows)."""
+        if part.zk_version < 0:
+            got = self.cluster.partition_state(part.topic, part.partition)
+            if got is None:
+                return
+            state, part.zk_version = got
+            if state.leader != self.broker_id or state.leader_epoch != part.leader_epoch:
+                return
+        version = self.cluster.update_isr(part.topic, part.partition, part.leader_epoch, sorted(new_isr),
+                                          part.zk_version)
+        if version is None:
+            log.info("%s-%d: ISR %s not written: deposed as leader", part.topic, part.partition, why)
+            return
+        part.zk_version = version
+        part.isr = frozenset(new_isr)
+
+    # ------------------------------------------------------------------ acks=all
+
+    def min_insync_replicas_for(self, topic: str) -> int:
+        """``min.insync.replicas``: the topic's override, else the broker's."""
+        try:
+            value = self.cluster.topic_config(topic).get("min.insync.replicas")
+            if value is not None:
+                return max(1, int(value))
+        except Exception:  # noqa: BLE001 - ZooKeeper trouble: the broker's value
+            pass
+        return self.min_insync_replicas
+
+    def check_enough_replicas(self, topic: str, partition: int) -> None:
+        """Before an acks=all append (Kafka's ``Partition.appendRecordsToLeader``): raise
+        NotEnoughReplicasError when the ISR is smaller than ``min.insync.replicas``."""
+        part = self._partitions.get((topic, partition))
+        if part is None or not part.replicated:
+            return  # a single replica: its ISR is itself (min.insync.replicas > 1 cannot be met: Kafka refuses too)
+        need = self.min_insync_replicas_for(topic)
+        isr = part.isr
+        if len(isr) < need:
+            raise NotEnoughReplicasError(
+                f"the ISR of {topic}-{partition} is {sorted(isr)}: {len(isr)} in-sync replica(s), "
+                f"min.insync.replicas is {need}")
+
+    def produce_status(self, topic: str, partition: int, required_offset: int, leader_epoch: int):
+        """Kafka's ``checkEnoughReplicasReachOffset`` for an acks=all append that needs the high
+        watermark at ``required_offset`` (its last offset + 1): None (keep waiting), 0 (done), or
+        the PyklogError to answer (no longer the leader at ``leader_epoch``; the ISR below
+        ``min.insync.replicas`` when the high watermark got there)."""
+        part = self._partitions.get((topic, partition))
+        if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
+            return NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}")
+        if part.log.high_watermark >= required_offset:
+            if part.replicated and len(part.isr) < self.min_insync_replicas_for(topic):
+                return NotEnoughReplicasAfterAppendError(
+                    f"{topic}-{partition}: the record is replicated to the ISR {sorted(part.isr)} only, fewer "
+                    f"than min.insync.replicas {self.min_insync_replicas_for(topic)}")
+            return 0
+        return None
+
+    # ------------------------------------------------------------------ follower side (fetcher threads)
+
+    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int,
+                           leader_log_start_offset: int = -1):
+        """A fetcher thread's append of the leader's batches (offsets kept), then the follower's
+        high watermark = min(leader's, own log end offset) and its log start offset moves up to the
+        leader's (DeleteRecords, retention on the leader; Kafka's ``maybeIncrementLogStartOffset``).
+        NotLeaderOrFollowerError if the partition is no longer followed at ``leader_epoch``."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        # under the partition lock: a role change (become_leader assigns its epoch at the log end
+        # offset) never interleaves with an append of the old leader's batches
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            lg = part.log
+            info = None
+            if data is not None and len(data) > 0:
+                info = lg.append_as_follower(data)
+            hw = min(leader_high_watermark, lg.log_end_offset)
+            if hw > lg.high_watermark:
+                lg.update_high_watermark(hw)
+            start = min(leader_log_start_offset, lg.high_watermark)
+            if start > lg.log_start_offset:
+                lg.increment_log_start_offset(start)
+        return info
+
+    def as_follower(self, topic: str, partition: int, leader_epoch: int, fn):
+        """Run ``fn(log)`` (a fetcher thread's truncation) under the partition lock if the partition
+        is still followed at ``leader_epoch``; else NotLeaderOrFollowerError and nothing runs (a
+        truncation must never cut a log that has just become the leader's)."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
+        with part.lock:
+            if part.is_leader or part.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
+            return fn(part.log)
+
+    def follower_log(self, topic: str, partition: int, leader_epoch: int):
+        """The local log of a partition followed at ``leader_epoch`` (fetcher threads), else None."""
+        part = self._partitions.get((topic, partition))
+        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
+            return None
+        return part.log
+
+    def log_config_for(self, topic: str):
+        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say)."""
+        try:
+            overrides = self.cluster.topic_config(topic)
+        except Exception:  # noqa: BLE001
+            overrides = {}
+        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
+
+    # ------------------------------------------------------------------ lookups (request handler threads)
+
+    def leader_log(self, topic: str, partition: int):
+        """The local log of a partition this broker leads; UnknownTopicOrPartitionError /
+        NotLeaderOrFollowerError otherwise."""
+        key = (topic, partition)
+        if key in self._led:
+            lg = self.logs.get_log(topic, partition)
+            if lg is not None:
+                return lg
+        validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
+        parts = self.cluster.topic(topic, refresh_if_missing=True)
+        if not parts or partition not in parts:
+            raise UnknownTopicOrPartitionError(
+                f"this server does not host partition {topic}-{partition}")
+        st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
+        if st.leader != self.broker_id:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")
+        # a partition this broker leads that the last sync has not applied yet (a brand new topic)
+        with self._sync_lock:
+            lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+            self._apply_state(topic, partition, lg, st)
+        return lg
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch of a partition this broker leads (0 if not known yet)."""
+        return self._epochs.get((topic, partition), 0)
+
+    def local_log(self, topic: str, partition: int):
+        """This broker's log of a partition, or None (no leadership check)."""
+        return self.logs.get_log(topic, partition)
+
+    @property
+    def led_partitions(self) -> frozenset:
+        """The (topic, partition) pairs this broker leads, as of the last sync."""
+        return self._led
+
+    def delete_local_logs(self, topic: str) -> None:
+        """Delete this broker's logs of a deleted topic at once (other brokers follow through their
+        registry listener), so a topic re-created right away never finds the old records."""
+        with self._sync_lock:
+            for key in [k for k in self._partitions if k[0] == topic]:
+                self._drop_partition(key)
+            self._led = frozenset(k for k in self._led if k[0] != topic)
+            for (t, p) in list(self.logs.logs()):
+                if t == topic:
+                    try:
+                        self.logs.delete_log(t, p)
+                    except Exception:  # noqa: BLE001
+                        log.exception("cannot delete the log of %s-%d", t, p)
 
     def _report_strays(self, strays: dict) -> None:
         """Logs present on disk whose topic is missing from the registry without a deletion request
@@ -131,50 +682,6 @@ class ReplicaManager:
                         self.logs.delete_log(t, p)
                     except Exception:  # noqa: BLE001
                         log.exception("cannot delete the log of %s-%d", t, p)
-
-    def log_config_for(self, topic: str):
-        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say)."""
-        try:
-            overrides = self.cluster.topic_config(topic)
-        except Exception:  # noqa: BLE001
-            overrides = {}
-        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
-
-    # ------------------------------------------------------------------ lookups (request handler threads)
-
-    def leader_log(self, topic: str, partition: int):
-        """The local log of a partition this broker leads; UnknownTopicOrPartitionError /
-        NotLeaderOrFollowerError otherwise."""
-        key = (topic, partition)
-        if key in self._led:
-            lg = self.logs.get_log(topic, partition)
-            if lg is not None:
-                return lg
-        validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
-        parts = self.cluster.topic(topic, refresh_if_missing=True)
-        if not parts or partition not in parts:
-            raise UnknownTopicOrPartitionError(
-                f"this server does not host partition {topic}-{partition}")
-        leader = parts[partition].leader
-        if leader != self.broker_id:
-            led = self.cluster.partitions_led_by(self.broker_id)
-            if key not in led:
-                raise NotLeaderOrFollowerError(
-                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {leader})")
-        return self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
-
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        """The leader epoch of a partition this broker leads (0 if not known yet)."""
-        return self._epochs.get((topic, partition), 0)
-
-    def local_log(self, topic: str, partition: int):
-        """This broker's log of a partition, or None (no leadership check)."""
-        return self.logs.get_log(topic, partition)
-
-    @property
-    def led_partitions(self) -> frozenset:
-        """The (topic, partition) pairs this broker leads, as of the last sync."""
-        return self._led
 
     # ------------------------------------------------------------------ topic creation
 
@@ -235,4 +742,4 @@ def _leo_of(lg) -> int | str:
         return "?"
 
 
-__all__ = ["ReplicaManager"]
+__all__ = ["FollowerState", "Partition", "ReplicaManager"]

@@ -31,9 +31,14 @@ registering again; and while disconnected a watchdog asks the servers for their 
 (``srvr``): a ZooKeeper that came back empty refuses the broker's session for ever, so when every
 server is behind the zxid the broker has seen, ``on_fatal`` stops the broker with an ERROR.
 
-pyklog has no replication and no controller elections: a partition's leader is its first replica,
-fixed when the topic is created.  Metadata reports leader -1 for a partition whose leader is not a
-live broker (as Kafka does once the controller finds no live ISR member).
+A topic's partitions are created with their first replica as leader (epoch 0) and every replica in
+the ISR, as Kafka's controller writes them.  Replication (issue 12): each registering broker
+watches the state znodes of the partitions it caches (one read of the changed node per change,
+re-armed after a connection loss) and tells its partition-state listeners (the ReplicaManager);
+a partition's leader changes only the ISR (:meth:`ZkCluster.update_isr`, conditional on the node's
+version, then ``/isr_change_notification/isr_change_<seq>``); leader and epoch are the
+controller's.  Metadata reports leader -1 for a partition whose leader is not a live broker (as
+Kafka does once the controller finds no live ISR member).
 
 Every ZooKeeper call goes through ``client.retry`` (connection loss and session moves are retried up
 to a deadline); a caller sees :class:`ZooKeeperError` when ZooKeeper stays unreachable.  The cache of
@@ -97,6 +102,7 @@ from pyklog.broker.zk.znodes import (
     encode_broker_registration,
     encode_cluster_id,
     encode_config_change,
+    encode_isr_change_notification,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic_assignment,
@@ -253,6 +259,10 @@ class ZkCluster:
         self._registered = threading.Event()
         self._watches: list[ChildrenWatch] = []
         self._last_full_topic_refresh = time.monotonic()
+        # replication: listeners told of each changed partition state, and the watch re-arm after a
+        # connection loss (see "partition states" below)
+        self._state_listeners: list[Callable[[str, int], None]] = []
+        self._state_rearm_pending = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -756,7 +766,8 @@ class ZkCluster:
         except ZooKeeperError as e:
             log.warning("ignoring topic %s with an unreadable assignment: %s", name, e)
             return None
-        pending = [(p, self.zk.get_async(paths.partition_state(name, p))) for p in replicas]
+        watch = self._on_partition_state_data if self.broker_id is not None else None
+        pending = [(p, self.zk.get_async(paths.partition_state(name, p), watch=watch)) for p in replicas]
         states = {}
         for p, res in pending:
             try:
@@ -830,9 +841,25 @@ class ZkCluster:
 
     @property
     def controller_id(self) -> int:
-        """The lowest live broker id (pyklog's controller for metadata purposes), -1 if none."""
+        """The broker holding ``/controller`` as the broker's controller (pyklog.broker.controller)
+        last saw it and it is live; else (no controller known yet, an admin client) the lowest live
+        broker id; -1 if no broker is live."""
         with self._lock:
+            cid = getattr(self, "_active_controller_id", None)
+            if cid is not None and cid in self._brokers:
+                return cid
             return min(self._brokers) if self._brokers else -1
+
+    def set_controller_id(self, broker_id: int | None) -> None:
+        """Called by the broker's controller (a kazoo or controller thread) with the broker holding
+        ``/controller`` (None: nobody).  The newly elected controller carries out pending topic
+        deletion requests."""
+        with self._lock:
+            before = getattr(self, "_active_controller_id", None)
+            self._active_controller_id = broker_id
+        if broker_id is not None and broker_id != before and broker_id == self.broker_id \
+                and not self._stopping and self.zk is not None:
+            self.zk.handler.spawn(self._process_delete_requests)
 
     @staticmethod
     def _partition_states(entry: _TopicEntry, live) -> dict[int, PartitionState]:
@@ -887,6 +914,28 @@ class ZkCluster:
             with self._lock:
                 self._configs[topic] = config
         return dict(config)
+
+    def partitions_hosted_by(self, broker_id: int) -> set[tuple[str, int]]:
+        """Partitions that have ``broker_id`` among their replicas (leader or follower)."""
+        with self._lock:
+            entries = dict(self._topics)
+        return {(name, p) for name, e in entries.items() for p, r in e.replicas.items() if broker_id in r}
+
+    def partition_states_as_written(self, topic: str) -> dict[int, PartitionState] | None:
+        """One topic's partitions from the cache with the state znodes' leaders as written (not -1
+        for a leader that is not live, unlike :meth:`topic`); None if the topic is not cached.
+        What a replica follows: a dead leader is still the leader until the controller says otherwise."""
+        with self._lock:
+            entry = self._topics.get(topic)
+        if entry is None:
+            return None
+        return {p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())}
+
+    def partition_replicas(self, topic: str, partition: int) -> list[int]:
+        """The assigned replicas of a partition from the cache ([] if unknown)."""
+        with self._lock:
+            entry = self._topics.get(topic)
+        return list(entry.replicas.get(partition, ())) if entry is not None else []
 
     def partitions_led_by(self, broker_id: int) -> set[tuple[str, int]]:
         """Partitions whose (fixed) leader is ``broker_id``."""
@@ -1052,7 +1101,7 @@ class ZkCluster:
         for p, replicas in sorted(assignment.items()):
             t.create(paths.partition(name, p), b"")
             t.create(paths.partition_state(name, p), encode_partition_state(
-                LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
+                LeaderAndIsr(replicas[0], 0, tuple(replicas), CONTROLLER_EPOCH)))
 
     def create_partitions(self, name: str, count: int, assignments: list | None = None,
                           validate_only: bool = False) -> dict[int, list[int]]:
@@ -1135,7 +1184,7 @@ class ZkCluster:
                     if self.zk.exists(paths.partition(name, p)) is None:
                         t.create(paths.partition(name, p), b"")
                     t.create(paths.partition_state(name, p), encode_partition_state(
-                        LeaderAndIsr(replicas[0], 0, (replicas[0],), CONTROLLER_EPOCH)))
+                        LeaderAndIsr(replicas[0], 0, tuple(replicas), CONTROLLER_EPOCH)))
                 return t.commit()
 
             results = self._retry(write)
@@ -1592,3 +1641,175 @@ class ZkCluster:
                 continue
             log.debug("allocated producer id block [%d, %d]", start, end)
             return range(start, end + 1)
+
+    # ------------------------------------------------------------------ partition states (replication)
+    #
+    # Kafka's brokers learn leaders and ISRs from the controller's LeaderAndIsr requests; pyklog's
+    # brokers follow the state znodes ``/brokers/topics/<t>/partitions/<p>/state`` through one-shot
+    # data watches instead (armed whenever a state node is read by a registering broker,
+    # :meth:`_read_topic_entry`), so a change costs one read of the changed node on each broker.
+    # The controller alone changes leader and leader_epoch; a partition's leader changes the ISR
+    # (:meth:`update_isr`), both conditionally on the node's version.
+
+    def add_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
+        """Call ``fn(topic, partition)`` (on a kazoo handler thread) after a partition's state node
+        changed and the cache holds the new state (see :meth:`partition_state`)."""
+        with self._lock:
+            self._state_listeners.append(fn)
+
+    def remove_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
+        with self._lock:
+            if fn in self._state_listeners:
+                self._state_listeners.remove(fn)
+
+    def _on_partition_state_data(self, event) -> None:
+        """One-shot data watch of a state node (kazoo's callback thread: no blocking call here).
+        A connection loss fires every watch with no path (kazoo drops them): re-arm them all once
+        the connection is back."""
+        if self._stopping or self.zk is None:
+            return
+        if event.path is None:
+            with self._lock:
+                if self._state_rearm_pending:
+                    return
+                self._state_rearm_pending = True
+            self.zk.handler.spawn(self._rearm_partition_state_watches)
+            return
+        if event.type == "DELETED":
+            return  # the topic is being deleted: the registry's children watch handles it
+        parts = event.path.split("/")  # ['', 'brokers', 'topics', t, 'partitions', p, 'state']
+        if len(parts) != 7 or not parts[5].isdigit():
+            return
+        self.zk.handler.spawn(self._reload_partition_state, parts[3], int(parts[5]))
+
+    def _reload_partition_state(self, topic: str, partition: int) -> None:
+        """Re-read one state node (re-arming its watch), update the cache, tell the listeners."""
+        if self._stopping or self.zk is None:
+            return
+        path = paths.partition_state(topic, partition)
+        try:
+            data, _ = self._retry(self.zk.get, path, watch=self._on_partition_state_data)
+            s = decode_partition_state(data, path)
+        except NoNodeError:
+            return
+        except (PyklogError, KazooException) as e:
+            log.warning("could not re-read partition state %s-%d: %s", topic, partition, e)
+            return
+        self._cache_partition_state(topic, partition, s.leader, s.leader_epoch, list(s.isr))
+
+    def _cache_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list) -> None:
+        with self._lock:
+            entry = self._topics.get(topic)
+            if entry is not None and partition in entry.replicas:
+                states = dict(entry.states)
+                states[partition] = (leader, leader_epoch, list(isr))
+                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+            listeners = list(self._state_listeners)
+        for fn in listeners:
+            try:
+                fn(topic, partition)
+            except Exception:  # noqa: BLE001
+                log.exception("partition state listener %r failed", fn)
+
+    def _rearm_partition_state_watches(self) -> None:
+        """After a connection loss (kazoo handler thread): wait for the connection, then re-read
+        every cached partition's state with its watch, and tell the listeners of each (a change
+        made while disconnected was missed).  Retried every second while not stopping."""
+        try:
+            while not self._stopping:
+                zk = self.zk
+                if zk is None:
+                    return
+                if not zk.connected:
+                    time.sleep(0.2)
+                    continue
+                with self._lock:
+                    self._state_rearm_pending = False
+                    names = list(self._topics)
+                try:
+                    for name in names:
+                        with self._lock:
+                            entry = self._topics.get(name)
+                        if entry is None:
+                            continue
+                        pending = [(p, zk.get_async(paths.partition_state(name, p),
+                                                    watch=self._on_partition_state_data)) for p in entry.replicas]
+                        for p, res in pending:
+                            try:
+                                data, _ = res.get()
+                                s = decode_partition_state(data, paths.partition_state(name, p))
+                            except NoNodeError:
+                                continue
+                            except ZooKeeperError as e:
+                                log.warning("unreadable partition state %s-%d: %s", name, p, e)
+                                continue
+                            self._cache_partition_state(name, p, s.leader, s.leader_epoch, list(s.isr))
+                    return
+                except KazooException as e:
+                    log.info("re-arming the partition state watches failed (%s); retrying", e)
+                    time.sleep(1.0)
+        except Exception:  # noqa: BLE001
+            log.exception("re-arming the partition state watches failed")
+
+    def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
+        """The state node of a partition read from ZooKeeper now, with its version (Kafka's
+        ``getTopicPartitionState``/``zkVersion``); None if it does not exist."""
+        path = paths.partition_state(topic, partition)
+        try:
+            data, stat = self._retry(self.zk.get, path)
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, path), stat.version
+
+    def update_isr(self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int],
+                   zk_version: int) -> int | None:
+        """The leader's ISR change (Kafka's ``Partition.updateIsr`` through ``KafkaZkClient.
+        conditionalUpdatePath``): write ``isr`` into the state node if its version is still
+        ``zk_version``, keeping leader and leader_epoch, then a ``/isr_change_notification/isr_change_``
+        node.  Returns the node's new version, or None if this broker is no longer the leader at
+        ``leader_epoch`` (the controller moved leadership: we were deposed; write nothing).
+
+        On a version conflict the node is read again: same leader and epoch (a retried write that
+        had succeeded, or a concurrent ISR write of our own) -> write again at the new version;
+        otherwise None.  Any thread; blocking."""
+        path = paths.partition_state(topic, partition)
+        isr = tuple(int(b) for b in isr)
+        for _attempt in range(10):
+            data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, CONTROLLER_EPOCH))
+            try:
+                stat = self._retry(self.zk.set, path, data, version=zk_version)
+                break
+            except NoNodeError:
+                return None
+            except BadVersionError:
+                now = self.partition_state(topic, partition)
+                if now is None:
+                    return None
+                state, version = now
+                if state.leader != self.broker_id or state.leader_epoch != leader_epoch:
+                    log.info("%s-%d: not updating the ISR to %s: the state node now says leader %d epoch %d "
+                             "(ours: leader %d epoch %d)", topic, partition, list(isr), state.leader,
+                             state.leader_epoch, self.broker_id, leader_epoch)
+                    return None
+                if tuple(state.isr) == isr:
+                    stat = None
+                    zk_version = version
+                    break
+                zk_version = version
+        else:
+            raise ZooKeeperError(f"updating the ISR of {topic}-{partition}: its state node kept changing")
+        new_version = stat.version if stat is not None else zk_version
+        try:
+            self._retry(self.zk.create, paths.ISR_CHANGE_PREFIX,
+                        encode_isr_change_notification([(topic, partition)]), sequence=True, makepath=True)
+        except (PyklogError, KazooException) as e:  # the ISR is written; the notification is advisory
+            log.warning("could not write the ISR change notification of %s-%d: %s", topic, partition, e)
+        with self._lock:
+            entry = self._topics.get(topic)
+            if entry is not None and partition in entry.replicas:
+                states = dict(entry.states)
+                states[partition] = (self.broker_id, leader_epoch, list(isr))
+                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+        log.info("%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)", topic, partition, list(isr),
+                 self.broker_id, leader_epoch, new_version)
+        return new_version

@@ -133,3 +133,26 @@ def broker_config(entity: str | int) -> str:
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
+
+# Kafka's IsrChangeNotificationZNode: a partition's leader writes a sequential child
+# ``isr_change_<seq>`` = ``{"version":1,"partitions":[{"topic":t,"partition":p}]}`` after changing
+# the ISR in the partition state, so the controller propagates it to every broker's metadata.
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
+
+# The controller (Kafka's ZkData ControllerZNode, ControllerEpochZNode, PreferredReplicaElectionZNode,
+# ReassignPartitionsZNode, IsrChangeNotificationZNode), used by pyklog.broker.controller:
+#   /controller                         ephemeral   {"version":1,"brokerid":N,"timestamp":"<ms>"}
+#   /controller_epoch                   persistent  the epoch as decimal text, +1 by each new controller
+#   /admin/preferred_replica_election   persistent  {"version":1,"partitions":[{"topic":..,"partition":..}]}
+#   /admin/reassign_partitions          persistent  {"version":1,"partitions":[{"topic":..,"partition":..,
+#                                                    "replicas":[..]}]}
+#   /isr_change_notification/isr_change_[seq]   persistent sequential, written by partition leaders
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+
+
+def isr_change_notification(child: str) -> str:
+    return f"{ISR_CHANGE_NOTIFICATION}/{child}"

@@ -475,4 +475,101 @@ __all__ = [
     "encode_consumer_registration", "encode_partition_state", "encode_producer_id_block",
     "encode_topic_assignment", "encode_topic_config", "partition_count",
     "decode_topic_id", "new_topic_id", "parse_topic_id", "topic_id_str", "with_topic_id",
+    "encode_isr_change_notification",
 ]
+
+
+# ------------------------------------------------------------------ the controller's znodes
+
+@dataclass(frozen=True)
+class ControllerRegistration:
+    """``/controller`` (Kafka's ``ControllerZNode``): ``{"version":1,"brokerid":N,"timestamp":"<ms>"}``."""
+
+    broker_id: int
+    timestamp_ms: int = 0
+
+
+def encode_controller(reg: ControllerRegistration) -> bytes:
+    return _dumps({"version": 1, "brokerid": reg.broker_id, "timestamp": str(reg.timestamp_ms)})
+
+
+def decode_controller(data: bytes, path: str = "/controller") -> ControllerRegistration:
+    """Also reads Kafka 0.8's bare broker id (``"3"``)."""
+    text = (data or b"").decode("utf-8", "replace").strip()
+    if text.lstrip("-").isdigit():
+        return ControllerRegistration(int(text))
+    obj = _object(data, path, '{"version":1,"brokerid":N,"timestamp":"..."}')
+    if "brokerid" not in obj:
+        raise ZkDataError(path, '{"version":1,"brokerid":N,"timestamp":"..."}', data)
+    ts = obj.get("timestamp", 0)
+    try:
+        ts = int(ts)
+    except (TypeError, ValueError):
+        ts = 0
+    return ControllerRegistration(_int(obj["brokerid"], path, "brokerid", data), ts)
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """``/controller_epoch``: the epoch as decimal text (Kafka's ``ControllerEpochZNode``)."""
+    return str(int(epoch)).encode("ascii")
+
+
+def decode_controller_epoch(data: bytes, path: str = "/controller_epoch") -> int:
+    text = (data or b"").decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise ZkDataError(path, "the controller epoch as decimal text", data)
+    return int(text)
+
+
+def encode_partition_list(partitions) -> bytes:
+    """``/admin/preferred_replica_election`` and ``/isr_change_notification/isr_change_<seq>``:
+    ``{"version":1,"partitions":[{"topic":"t","partition":0}]}`` (Kafka's JSON)."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions]})
+
+
+def decode_partition_list(data: bytes, path: str) -> list[tuple[str, int]]:
+    expected = '{"version":1,"partitions":[{"topic":"t","partition":0}]}'
+    obj = _object(data, path, expected)
+    items = obj.get("partitions")
+    if not isinstance(items, list):
+        raise ZkDataError(path, expected, data)
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str) or "partition" not in item:
+            raise ZkDataError(path, expected, data, read=repr(item))
+        out.append((item["topic"], _int(item["partition"], path, "partition", data)))
+    return out
+
+
+def encode_reassignment(assignment: Mapping[tuple[str, int], list]) -> bytes:
+    """``/admin/reassign_partitions`` and the tools' JSON (Kafka's ``ReassignPartitionsZNode``):
+    ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}``."""
+    return _dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": int(p), "replicas": [int(r) for r in replicas]}
+        for (t, p), replicas in sorted(assignment.items())]})
+
+
+def decode_reassignment(data: bytes, path: str) -> dict[tuple[str, int], list[int]]:
+    """The target replicas per partition; ``log_dirs`` (Kafka 1.1+) is accepted and ignored when all
+    ``"any"``.  ZkDataError on a malformed document or a partition listed twice."""
+    expected = '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}'
+    obj = _object(data, path, expected)
+    items = obj.get("partitions")
+    if not isinstance(items, list):
+        raise ZkDataError(path, expected, data)
+    out: dict[tuple[str, int], list[int]] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str) or "partition" not in item \
+                or "replicas" not in item:
+            raise ZkDataError(path, expected, data, read=repr(item))
+        tp = (item["topic"], _int(item["partition"], path, "partition", data))
+        if tp in out:
+            raise ZkDataError(path, "each partition once", data, read=f"{tp[0]}-{tp[1]} twice")
+        out[tp] = _int_list(item["replicas"], path, f"replicas of {tp[0]}-{tp[1]}", data)
+    return out
+
+
+def encode_isr_change_notification(partitions) -> bytes:
+    """Kafka's ``IsrChangeNotificationZNode`` data: ``{"version":1,"partitions":[{"topic":t,"partition":p}]}``
+    (``partitions``: (topic, partition) pairs) written by a leader after it changed the ISR."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions]})

@@ -358,6 +358,8 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
         pool.shutdown(wait=True)
         consumer.close()
         elapsed = time.perf_counter() - t_start
+        _trace("read", elapsed * 1000)
+        _trace("read fetch", t_fetch * 1000)
         log.debug("pyklog read %s-%s [%s, %s): %d rows in %.3f s (fetch %.3f s, the rest decoding and "
                   "handing batches to Spark)", topic, partition, part.start, part.end, n_rows, elapsed, t_fetch)
 
@@ -444,7 +446,7 @@ class _Driver:
             except Exception as e:  # noqa: BLE001 - _outage_error decides
                 if _outage_error(e):
                     if self._down_since is None:
-                        self._down_since = time.monotonic()
+                        self._down_since = now  # the call started failing (the client may have retried inside)
                         log.warning("pyklog: %s failed, %s unreachable (%s: %s); retrying for up to %.1f s "
                                     "(kafka.default.api.timeout.ms)", what, self.where(), type(e).__name__, e, bound)
                     if not fatal and retries[0] >= self.opts.fetch_offset_retries:
@@ -482,12 +484,29 @@ class _Driver:
         return result
 
     # -- partitions and offsets ----------------------------------------------------------------
-    def subscribed_partitions(self) -> list[tuple[str, int]]:
-        """Every partition the subscription covers now (no group: what this query reads)."""
+    #: streaming without a group: how old the partition discovery (a metadata request) used by a
+    #: trigger may be.  Spark's Kafka source relies on its consumer's metadata (metadata.max.age.ms,
+    #: 5 minutes); pyklog used to refresh it on every trigger (issue 13).  A ListOffsets that finds a
+    #: partition gone discovers again at once.
+    DISCOVERY_S = 1.0
+
+    def subscribed_partitions(self, max_age_s: float = 0.0) -> list[tuple[str, int]]:
+        """Every partition the subscription covers now (no group: what this query reads); with
+        ``max_age_s`` a discovery at most that old may be reused."""
         sub = self.opts.subscription
         if sub.kind == "assign":
             return list(sub.partitions)
-        return self.call("partition discovery", self._subscribed_partitions)
+        now = time.monotonic()
+        cached = getattr(self, "_discovered", None)
+        if max_age_s > 0 and cached is not None and now - cached[0] < max_age_s:
+            return list(cached[1])
+        out = self.call("partition discovery", self._subscribed_partitions)
+        self._discovered = (now, list(out))
+        return out
+
+    def discovered_recently(self) -> bool:
+        """Whether a cached partition discovery exists (see :meth:`subscribed_partitions`)."""
+        return getattr(self, "_discovered", None) is not None
 
     def _subscribed_partitions(self) -> list[tuple[str, int]]:
         sub = self.opts.subscription
@@ -620,10 +639,10 @@ class _Driver:
         if self.member is not None and self.streaming:
             self.batch_end = _BatchEndWatcher(self)
 
-    def owned(self) -> list[tuple[str, int]]:
+    def owned(self, max_age_s: float = 0.0) -> list[tuple[str, int]]:
         if self.member is not None:
             return sorted(self.member.assignment())
-        return self.subscribed_partitions()
+        return self.subscribed_partitions(max_age_s)
 
     DRAIN_S = 2.0  # SIGTERM: how long to wait for the last batch's completion to be reported
 
@@ -646,6 +665,11 @@ class _Driver:
             except Exception as e:  # noqa: BLE001 - best effort on shutdown
                 log.warning("pyklog: committing the completed batches on close failed: %s", e)
             self.batch_end.close()
+        if self.store is not None:
+            try:
+                self.store.flush(closing=True)  # what commit_later() still holds, while the session lives
+            except Exception as e:  # noqa: BLE001 - best effort on shutdown
+                log.warning("pyklog: committing the last offsets on close failed: %s", e)
         if fast and self.member is not None and self.member.zk is not None:
             try:
                 self.member.zk.stop()
@@ -729,6 +753,12 @@ class _OffsetStoreAdapter:
         self.fenced = self.member is not None and opts.offsets_storage == "zookeeper" and not opts.dual_commit
         self._lock = threading.RLock()  # the planner's thread and the batch-end watcher both commit
         self.last: dict = {}
+        # commit_later(): offsets waiting for the committer thread, newest (largest) per partition
+        self._later: dict = {}
+        self._later_cond = threading.Condition()
+        self._committer: threading.Thread | None = None
+        self._in_flight = False  # the committer thread is writing what it took from _later
+        self._closing = False
 
     def _bounded(self, fn):
         """``fn`` with the Kafka store's own retry loop bounded by what is left of the driver's
@@ -759,6 +789,62 @@ class _OffsetStoreAdapter:
         if not todo:
             return
         self.driver.call("OffsetCommit (group offsets)", self._bounded(lambda: self._commit(todo)), fatal=False)
+
+    def commit_later(self, offsets: dict) -> None:
+        """Commit ``offsets`` off the planner's critical path (issue 13): the committer thread writes
+        them (one attempt, as :meth:`commit_completed`; what fails is submitted again at the next
+        trigger, since ``last`` records only what was written).  The planner never waits here: for a
+        group member with offsets in ZooKeeper a fenced commit costs two round trips per partition
+        and a multi-op, which used to run inside every ``latestOffset``.  Fenced and never backwards
+        as every commit; what must be durable first (a release, a stop) calls :meth:`flush`.
+        Planner thread."""
+        if not offsets:
+            return
+        with self._later_cond:
+            if self._closing:
+                return
+            for tp, off in offsets.items():
+                if self.member is None or off > self._later.get(tp, -1):
+                    self._later[tp] = off
+            if self._committer is None:
+                self._committer = threading.Thread(target=self._commit_loop, daemon=True,
+                                                   name=f"pyklog-commit-{self.group_id}")
+                self._committer.start()
+            self._later_cond.notify_all()
+
+    def _commit_loop(self) -> None:
+        while True:
+            with self._later_cond:
+                while not self._later and not self._closing:
+                    self._later_cond.wait()
+                if self._closing and not self._later:
+                    return
+                todo, self._later = self._later, {}
+                self._in_flight = True
+            try:
+                self.commit_completed(todo)
+            finally:
+                with self._later_cond:
+                    self._in_flight = False
+                    self._later_cond.notify_all()
+
+    FLUSH_WAIT_S = 10.0
+
+    def flush(self, *, closing: bool = False) -> None:
+        """Write what :meth:`commit_later` still holds, on the caller's thread, after a commit the
+        committer thread is writing has finished (at most FLUSH_WAIT_S).  Before a release (with
+        outage retries, as :meth:`commit`), and on close (``closing``: one attempt, as
+        :meth:`commit_completed`, so a stop never waits out an outage).  Planner thread (or the
+        SIGTERM handler)."""
+        with self._later_cond:
+            self._later_cond.wait_for(lambda: not self._in_flight,
+                                      timeout=2.0 if closing else self.FLUSH_WAIT_S)
+            todo, self._later = self._later, {}
+        if todo:
+            if closing:
+                self.commit_completed(todo)
+            else:
+                self.commit(todo)
 
     def commit_completed(self, offsets: dict) -> dict:
         """Commit the end of a batch Spark reported complete (the batch-end watcher's thread, or the
@@ -803,6 +889,15 @@ class _OffsetStoreAdapter:
             return todo
 
     def close(self) -> None:
+        try:
+            self.flush(closing=True)
+        except Exception as e:  # noqa: BLE001 - best effort on close; the group's offsets lag a batch
+            log.warning("pyklog: committing the last offsets of group %s on close failed: %s", self.group_id, e)
+        with self._later_cond:
+            self._closing = True
+            self._later_cond.notify_all()
+        if self._committer is not None and self._committer is not threading.current_thread():
+            self._committer.join(2)
         close = getattr(self._store, "close", None)
         if close is not None:
             close()
@@ -905,6 +1000,39 @@ class _BatchEndWatcher:
 # ------------------------------------------------------------------------------------------------
 # stream reader
 # ------------------------------------------------------------------------------------------------
+def _trace(name: str, ms: float) -> None:
+    """Record one planner call or read task's wall time (see :func:`_traced`)."""
+    path = os.environ.get("PYKLOG_PLANNER_TRACE")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f'{{"call": "{name}", "ms": {ms:.3f}, "t": {time.time():.3f}, "pid": {os.getpid()}}}\n')
+    except OSError:
+        pass
+
+
+def _traced(fn):
+    """Planner calls record their wall time (JSON lines ``{"call", "ms", "t"}``) in the file named by
+    the environment variable ``PYKLOG_PLANNER_TRACE`` when it is set (bench/bench_latency.py; Spark's
+    Python workers inherit the driver's environment).  Otherwise ``fn`` unchanged.  Planner thread."""
+    import functools
+
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        path = os.environ.get("PYKLOG_PLANNER_TRACE")
+        if not path:
+            return fn(*args, **kwargs)
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _trace(name, (time.perf_counter() - t0) * 1000)
+    return wrapper
+
+
 _SIGTERM_DRIVERS: list = []
 _SIGTERM_INSTALLED = False
 
@@ -954,6 +1082,14 @@ def _install_sigterm(driver: _Driver) -> None:
         log.debug("pyklog: cannot install a SIGTERM handler outside the main thread")
 
 
+def _zk_connected(member) -> bool:
+    """Whether the member's kazoo client is connected now (its own view, no round trip)."""
+    from kazoo.client import KazooState
+
+    zk = member.zk
+    return zk is not None and zk.state == KazooState.CONNECTED and member.session_valid_cached()
+
+
 class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader.  Driver (planner) methods use :class:`_Driver`; ``read()`` runs on
     executors on a pickled copy that holds only the options."""
@@ -968,6 +1104,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict | None = None  # Trigger.AvailableNow
         self._last_batch_time = time.monotonic()
         self._epoch: int | None = None  # the group member's epoch at the last trigger
+        self._verified_at: float | None = None  # monotonic time the member's session was last verified
 
     def __getstate__(self):
         # only the options travel to the executors
@@ -1019,15 +1156,25 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = d.list_offsets(owned, LATEST)
         log.info("pyklog Trigger.AvailableNow target: %s", _offsets.to_json(self._target))
 
+    @_traced
     def latestOffset(self, start: dict, limit: ReadLimit = None) -> dict:
         d = self._ensure_driver()
+        if d.member is not None:
+            return self._latest_offset(d, start, limit, 0.0)
+        try:
+            return self._latest_offset(d, start, limit, d.DISCOVERY_S)
+        except UnknownTopicOrPartitionError:
+            # a partition of the reused discovery is gone: discover again (then it is reported lost)
+            return self._latest_offset(d, start, limit, 0.0)
+
+    def _latest_offset(self, d: _Driver, start: dict, limit, discovery_age_s: float) -> dict:
         opts = self.opts
         start_map = _offsets.from_json(start)
         first_call = self._prev_end_keys is None
         epoch_changed = False
         if d.member is not None:
             epoch_changed = self._check_membership(d)
-        owned_before = set(d.owned())
+        owned_before = set(d.owned(discovery_age_s))
         drop: dict = {}  # partitions left out of this end offset, re-added at the given position next time
         if first_call or epoch_changed:
             # a restart (no initialOffset in this process), or this member's session expired since the
@@ -1040,15 +1187,19 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     log.info("pyklog: %s-%s was advanced to %s by another member of group %s; resuming "
                              "there", tp[0], tp[1], committed[tp], d.group_id)
                     drop[tp] = committed[tp]
-        # 1. every batch up to ``start`` is complete: commit it for the partitions this query owns
-        d.store.commit({tp: off for tp, off in start_map.items() if tp in owned_before and tp not in drop})
-        # 2. give up what a rebalance took away (after that commit)
+        # 1. every batch up to ``start`` is complete: commit it for the partitions this query owns,
+        #    on the committer thread (the batch-end watcher has usually committed it already)
+        d.store.commit_later({tp: off for tp, off in start_map.items() if tp in owned_before and tp not in drop})
+        # 2. give up what a rebalance took away (after that commit: written now, on this thread)
         if d.member is not None:
             release = d.member.to_release()
             if release:
+                d.store.flush()
                 log.info("pyklog group %s: releasing %s at the batch boundary", d.group_id, sorted(release))
                 d.member.release(release)
-        owned = set(d.owned())
+            owned = set(d.owned())
+        else:
+            owned = owned_before
         if d.member is None:
             # Without a group every partition of the subscription is read: one that was read and is
             # no longer in the metadata is gone (its topic deleted), as Spark's Kafka source reports
@@ -1133,8 +1284,17 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         the last trigger (the member's epoch moved).  ZooKeeper unreachable: plans with what it owns
         (the member drops it after a session timeout of disconnection)."""
         m = d.member
-        valid = None
-        for _ in range(20):  # a resumed zombie's first request may meet the dead connection
+        now = time.monotonic()
+        if self._verified_at is not None and now - self._verified_at < m.session_timeout_s / 3 \
+                and _zk_connected(m):
+            # Verified less than a third of the session timeout ago and connected since: the session
+            # cannot have expired unnoticed meanwhile (a pause long enough shows as a jump of the
+            # monotonic clock, which also runs while the process is stopped), so no round trip on
+            # this trigger (issue 13: it was one ZooKeeper round trip per trigger).
+            valid = True
+        else:
+            valid = None
+        for _ in range(0 if valid else 20):  # a resumed zombie's first request may meet the dead connection
             try:
                 valid = m.session_valid()
                 break
@@ -1142,6 +1302,10 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if not _outage_error(e):
                     raise
                 time.sleep(0.1)
+        if valid:
+            self._verified_at = now
+        else:
+            self._verified_at = None
         if valid is False:
             log.warning("pyklog group %s: this member's ZooKeeper session expired (the planner was paused "
                         "past zookeeper.session.timeout.ms); its partitions went to other members. "
@@ -1165,6 +1329,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         return _offsets.to_json(self._latest)
 
+    @_traced
     def partitions(self, start: dict, end: dict):
         d = self._ensure_driver()
         if d.batch_end is not None:
@@ -1176,14 +1341,16 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: PyklogInputPartition):
         return read_range(self.opts, partition)
 
+    @_traced
     def commit(self, end: dict) -> None:
         """Spark's commit of the previous batch (it lags: ``latestOffset`` has usually committed
         these offsets already).  Commits owned partitions, never moving an offset backwards."""
         d = self._ensure_driver()
-        owned = set(d.owned())
+        # what the last latestOffset found owned (no second partition discovery in one trigger)
+        owned = self._prev_end_keys or set()
         last = d.store.last
-        d.store.commit({tp: off for tp, off in _offsets.from_json(end).items()
-                        if tp in owned and tp in (self._prev_end_keys or ()) and off > last.get(tp, -1)})
+        d.store.commit_later({tp: off for tp, off in _offsets.from_json(end).items()
+                              if tp in owned and off > last.get(tp, -1)})
 
     def stop(self) -> None:
         if self._driver is not None:

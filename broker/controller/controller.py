@@ -1,0 +1,913 @@
+"""The controller: Kafka's ``KafkaController`` in ZooKeeper mode, telling brokers through ZooKeeper.
+
+Every broker runs one :class:`KafkaController`; it acts only while its broker holds ``/controller``.
+
+**Election** (Kafka's ``KafkaZkClient.registerControllerAndIncrementControllerEpoch``): a broker
+that sees no ``/controller`` (a data watch, re-armed by kazoo after reconnects and new sessions)
+runs for it in ONE multi-op: create the ephemeral ``/controller``
+``{"version":1,"brokerid":N,"timestamp":"<ms>"}`` and set ``/controller_epoch`` to epoch+1 at the
+version read.  The first broker whose multi succeeds is the controller; the others read who won.
+
+**Fencing.** Every write of the controller (partition states, assignments, admin znodes) is a
+multi-op that starts with a check of ``/controller_epoch`` at the version this controller wrote:
+once another broker has become controller (after this one's session expired, say while it was
+SIGSTOPped), the check fails, nothing is written, and this controller resigns
+(:class:`ControllerMovedError`).  A lost session also resigns at once (kazoo's LOST state).
+
+**Telling brokers.** No LeaderAndIsr / UpdateMetadata requests: the controller writes Kafka's
+partition state znodes ``/brokers/topics/<t>/partitions/<p>/state``
+``{"controller_epoch","leader","version","leader_epoch","isr"}`` conditionally on each znode's version
+(batched, many partitions per multi-op), and brokers follow them through ZooKeeper watches
+(``ZkCluster``/``ReplicaManager``, pyklog.broker.server).  Every change the controller writes bumps
+``leader_epoch`` (Kafka 2.x's ``newLeaderAndIsr``), an ISR it shrinks (dead or stopping followers
+removed) too: brokers apply a state when its epoch moves, so that is how the leader learns of the
+smaller ISR and stops waiting for the dead follower.  A write that loses a race with a partition
+leader's ISR change (BadVersion) is re-read and decided again.
+
+**What it does** (each on the controller's single event thread, Kafka's ``ControllerEventManager``;
+watch callbacks only enqueue events):
+
+* broker failure (``/brokers/ids`` child gone, or re-created with a new czxid: a bounced broker is
+  a failure then a start-up): partitions led by a dead broker get the first live replica in
+  assignment order that is in the ISR (Kafka's OfflinePartitionLeaderElection), ISR minus the dead,
+  leader_epoch+1.  With no live ISR member the leader becomes -1 and the ISR keeps its last member,
+  unless ``unclean.leader.election.enable`` (broker default false, topic override) lets a live
+  replica outside the ISR lead (logged at ERROR: records may be lost).  Dead followers leave the ISR
+  of partitions whose leader lives.
+* broker start-up: partitions without a live leader whose ISR holds the new broker get it as leader.
+* controlled shutdown (ControlledShutdown, API key 7): leadership of the stopping broker's
+  partitions (replication factor > 1) moves to another live ISR member (epoch+1), the broker
+  leaves the ISRs, and the partitions it still leads are answered (the broker retries).
+* preferred replica election: ``/admin/preferred_replica_election`` (Kafka's JSON), ElectLeaders
+  (API key 43, preferred and unclean) and ``auto.leader.rebalance.enable`` (every
+  ``leader.imbalance.check.interval.seconds``, brokers over ``leader.imbalance.per.broker.percentage``).
+* partition reassignment: ``/admin/reassign_partitions`` (Kafka's JSON), Kafka's algorithm: the
+  assignment becomes the target followed by the old replicas (RS+TRS) and the leader epoch is bumped
+  so new replicas start fetching; once every target replica is in the ISR (checked on
+  ``/isr_change_notification`` events and every second) a leader is elected from the target if the
+  current one is not in it, the ISR keeps only target replicas, the assignment becomes the target
+  and the partition leaves the znode, which is deleted when empty.
+* ``/isr_change_notification/isr_change_<seq>`` nodes written by partition leaders are read and
+  deleted.
+
+Thread-safety: public methods may be called from any thread; everything that reads or writes
+ZooKeeper state runs on the event thread (``controller-event-thread``); callers of
+:meth:`controlled_shutdown` and :meth:`elect_leaders` wait for their event.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable, Iterable
+
+from kazoo.client import KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from pyklog.broker.controller import election
+from pyklog.broker.errors import (
+    BrokerNotAvailableError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    PyklogError,
+    StaleBrokerEpochError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+)
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.znodes import (
+    ControllerRegistration,
+    LeaderAndIsr,
+    ZkDataError,
+    decode_controller,
+    decode_controller_epoch,
+    decode_partition_list,
+    decode_partition_state,
+    decode_reassignment,
+    decode_topic_assignment,
+    decode_topic_id,
+    encode_controller,
+    encode_controller_epoch,
+    encode_partition_state,
+    encode_reassignment,
+    encode_topic_assignment,
+)
+
+log = logging.getLogger(__name__)
+
+TP = tuple  # (topic, partition)
+
+#: partition state writes per multi-op (each a set_data, plus the epoch check)
+MAX_STATES_PER_MULTI = 1000
+#: how often reassignments in progress are checked besides ISR change notifications
+REASSIGNMENT_CHECK_S = 1.0
+#: ElectionType of ElectLeaders (KIP-460)
+PREFERRED, UNCLEAN = 0, 1
+
+
+class ControllerMovedError(Exception):
+    """The ``/controller_epoch`` check of a controller write failed: another broker is controller."""
+
+
+def _tp_str(tp: TP) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+class KafkaController:
+    """One broker's controller (active only while this broker holds ``/controller``).
+
+    ``cluster`` is the broker's started :class:`~pyklog.broker.zk.cluster.ZkCluster` (its kazoo
+    client and topic registry cache are used); ``topic_config(topic) -> dict`` reads topic overrides
+    (``unclean.leader.election.enable``).
+    """
+
+    def __init__(self, cluster, broker_id: int, *, unclean_leader_election: bool = False,
+                 auto_leader_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
+                 imbalance_percentage: int = 10, topic_config: Callable[[str], dict] | None = None,
+                 on_elected: Callable[[], None] | None = None):
+        self.cluster = cluster
+        self.broker_id = int(broker_id)
+        self.unclean_leader_election = unclean_leader_election
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_percentage = imbalance_percentage
+        self._topic_config = topic_config or (lambda t: cluster.topic_config(t))
+        self._on_elected = on_elected
+        self._events: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._watches: list = []
+        # event-thread state (Kafka's ControllerContext)
+        self._active = False
+        self.epoch = 0                       # this controller's epoch (valid while active)
+        self._epoch_zk_version = -1          # /controller_epoch's version it wrote
+        self._live: dict[int, int] = {}      # live broker -> registration czxid (Kafka's broker epoch)
+        self._shutting_down: set[int] = set()
+        self._reassigning: dict[TP, list[int]] = {}
+        self._next_rebalance = 0.0
+        self._next_reassignment_check = 0.0
+        #: the broker holding /controller as last seen (any thread reads it), -1 if none
+        self.active_controller_id = -1
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def zk(self):
+        return self.cluster.zk
+
+    @property
+    def is_active(self) -> bool:
+        """True while this broker is the controller."""
+        return self._active
+
+    def startup(self) -> "KafkaController":
+        """Start the event thread and the watches; runs for controller at once if there is none."""
+        zk = self.zk
+        for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION):
+            self.cluster._retry(zk.ensure_path, p)
+        self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
+        self._thread.start()
+        zk.add_listener(self._on_zk_state)
+        self._watches.append(DataWatch(zk, paths.CONTROLLER, self._on_controller_node))
+        self._watches.append(ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids, send_event=False))
+        self._watches.append(ChildrenWatch(zk, paths.ISR_CHANGE_NOTIFICATION, self._on_isr_changes))
+        self._watches.append(DataWatch(zk, paths.ADMIN_REASSIGN_PARTITIONS, self._on_admin_node("reassign")))
+        self._watches.append(DataWatch(zk, paths.ADMIN_PREFERRED_REPLICA_ELECTION,
+                                       self._on_admin_node("preferred_znode")))
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the event thread; if this broker is the controller, delete ``/controller`` so another
+        broker takes over at once (instead of after the session timeout)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        zk = self.zk
+        if zk is not None:
+            try:
+                zk.remove_listener(self._on_zk_state)
+            except Exception:  # noqa: BLE001
+                pass
+        self._events.put(("stop", None, None))
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._active and zk is not None and zk.connected:
+            try:
+                _, stat = zk.get(paths.CONTROLLER)
+                if stat.ephemeralOwner == zk.client_id[0]:
+                    zk.delete(paths.CONTROLLER, version=stat.version)
+                    log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+            except (NoNodeError, BadVersionError):
+                pass
+            except KazooException as e:
+                log.warning("could not delete %s at shutdown: %s", paths.CONTROLLER, e)
+        self._active = False
+
+    # ------------------------------------------------------------------ public requests
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1, timeout_s: float = 30.0) -> list[TP]:
+        """ControlledShutdown (Kafka's ``doControlledShutdown``): move leadership away from
+        ``broker_id`` and take it out of the ISRs; returns the partitions it still leads.  Raises
+        NotControllerError, BrokerNotAvailableError, StaleBrokerEpochError."""
+        return self._call("controlled_shutdown", (int(broker_id), int(broker_epoch)), timeout_s)
+
+    def elect_leaders(self, partitions: Iterable[TP] | None, election_type: int = PREFERRED,
+                      timeout_s: float = 30.0) -> dict[TP, PyklogError | None]:
+        """ElectLeaders (KIP-460): ``{tp: None (elected) or the error}`` (ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION);
+        ``partitions`` None means every partition.  NotControllerError if not the controller."""
+        tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
+        return self._call("elect_leaders", (tps, int(election_type)), timeout_s)
+
+    def _call(self, name, arg, timeout_s):
+        if not self._active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller "
+                                     f"(controller: {self.active_controller_id})")
+        fut: Future = Future()
+        self._events.put((name, arg, fut))
+        return fut.result(timeout=timeout_s)
+
+    # ------------------------------------------------------------------ watches (kazoo threads)
+
+    def _enqueue(self, name, arg=None) -> None:
+        if not self._stopping:
+            self._events.put((name, arg, None))
+
+    def _on_zk_state(self, state) -> None:
+        # kazoo's connection thread: no blocking calls
+        if state == KazooState.LOST and self._active:
+            self._active = False  # a lost session resigns at once; the epoch check fences the rest
+            log.warning("broker %d: ZooKeeper session lost: no longer acting as controller", self.broker_id)
+            self._enqueue("resigned")
+        elif state == KazooState.CONNECTED:
+            self._enqueue("elect")
+
+    def _on_controller_node(self, data, stat, event=None):
+        if self._stopping:
+            return False
+        if data is None:
+            self.active_controller_id = -1
+            self._set_cluster_controller(None)
+            self._enqueue("elect")
+            return None
+        try:
+            cid = decode_controller(data, paths.CONTROLLER).broker_id
+        except ZkDataError as e:
+            log.warning("%s", e)
+            return None
+        self.active_controller_id = cid
+        self._set_cluster_controller(cid)
+        if cid != self.broker_id and self._active:
+            self._enqueue("elect")  # someone else holds it: the event thread resigns
+        return None
+
+    def _set_cluster_controller(self, cid):
+        setter = getattr(self.cluster, "set_controller_id", None)
+        if setter is not None:
+            setter(cid)
+
+    def _on_broker_ids(self, children):
+        if self._stopping:
+            return False
+        self._enqueue("broker_change")
+        return None
+
+    def _on_isr_changes(self, children):
+        if self._stopping:
+            return False
+        if children:
+            self._enqueue("isr_change")
+        return None
+
+    def _on_admin_node(self, event_name):
+        def watch(data, stat, event=None):
+            if self._stopping:
+                return False
+            if data is not None:
+                self._enqueue(event_name)
+            return None
+        return watch
+
+    # ------------------------------------------------------------------ the event thread
+
+    def _run(self) -> None:
+        handlers = {
+            "elect": self._elect, "resigned": lambda: None, "broker_change": self._on_broker_change,
+            "isr_change": self._process_isr_changes, "reassign": self._read_reassignments,
+            "preferred_znode": self._process_preferred_znode,
+        }
+        while True:
+            timeout = self._next_timer()
+            try:
+                name, arg, fut = self._events.get(timeout=timeout)
+            except queue.Empty:
+                name, arg, fut = "timer", None, None
+            if name == "stop":
+                if fut is not None:
+                    fut.set_result(None)
+                return
+            try:
+                if name in ("controlled_shutdown", "elect_leaders"):
+                    if not self._active:
+                        raise NotControllerError(f"broker {self.broker_id} is not the controller")
+                    result = (self._controlled_shutdown(*arg) if name == "controlled_shutdown"
+                              else self._elect_leaders(*arg))
+                    fut.set_result(result)
+                elif name == "timer":
+                    self._on_timer()
+                elif name == "elect":
+                    self._elect()
+                elif self._active:
+                    handlers[name]()
+            except ControllerMovedError as e:
+                self._resign(str(e))
+                if fut is not None and not fut.done():
+                    fut.set_exception(NotControllerError(f"controller moved: {e}"))
+            except BaseException as e:  # noqa: BLE001 - the event thread never dies
+                if fut is not None and not fut.done():
+                    fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+                if self._stopping:
+                    continue
+                if isinstance(e, (PyklogError, KazooException)):
+                    log.warning("controller event %s failed: %s", name, e)
+                else:
+                    log.exception("controller event %s failed", name)
+
+    def _next_timer(self) -> float | None:
+        if not self._active:
+            return 1.0
+        now = time.monotonic()
+        due = []
+        if self.auto_leader_rebalance:
+            due.append(self._next_rebalance)
+        if self._reassigning:
+            due.append(self._next_reassignment_check)
+        if not due:
+            return 1.0
+        return max(0.0, min(min(due) - now, 1.0))
+
+    def _on_timer(self) -> None:
+        if not self._active:
+            return
+        now = time.monotonic()
+        if self._reassigning and now >= self._next_reassignment_check:
+            self._next_reassignment_check = now + REASSIGNMENT_CHECK_S
+            self._check_reassignments()
+        if self.auto_leader_rebalance and now >= self._next_rebalance:
+            self._next_rebalance = now + self.imbalance_check_interval_s
+            self._auto_rebalance()
+
+    # ------------------------------------------------------------------ election and fencing
+
+    def _elect(self) -> None:
+        """Run for controller if ``/controller`` is absent; resign if another broker holds it."""
+        zk = self.zk
+        if self._stopping or zk is None or not zk.connected:
+            return
+        for _ in range(5):
+            try:
+                data, stat = self.cluster._retry(zk.get, paths.CONTROLLER)
+            except NoNodeError:
+                pass
+            else:
+                holder = decode_controller(data, paths.CONTROLLER).broker_id
+                self.active_controller_id = holder
+                self._set_cluster_controller(holder)
+                if holder == self.broker_id and stat.ephemeralOwner == zk.client_id[0]:
+                    if not self._active:  # our own node (a retried create): act on it
+                        self._read_epoch_and_failover()
+                    return
+                if self._active:
+                    self._resign(f"/controller is held by broker {holder}")
+                return
+            try:
+                edata, estat = self.cluster._retry(zk.get, paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.cluster._retry(zk.create, paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
+                except NodeExistsError:
+                    pass
+                continue
+            epoch = decode_controller_epoch(edata, paths.CONTROLLER_EPOCH)
+
+            def attempt():
+                t = zk.transaction()
+                t.create(paths.CONTROLLER, encode_controller(
+                    ControllerRegistration(self.broker_id, int(time.time() * 1000))), ephemeral=True)
+                t.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=estat.version)
+                return t.commit()
+
+            results = self.cluster._retry(attempt)
+            if isinstance(results[0], NodeExistsError):
+                continue  # another broker won: read who
+            if isinstance(results[0], Exception) or isinstance(results[1], Exception):
+                continue  # the epoch moved under us: read again
+            self.epoch = epoch + 1
+            self._epoch_zk_version = results[1].version
+            self._become_controller()
+            return
+
+    def _read_epoch_and_failover(self) -> None:
+        edata, estat = self.cluster._retry(self.zk.get, paths.CONTROLLER_EPOCH)
+        self.epoch = decode_controller_epoch(edata, paths.CONTROLLER_EPOCH)
+        self._epoch_zk_version = estat.version
+        self._become_controller()
+
+    def _become_controller(self) -> None:
+        """Kafka's ``onControllerFailover``: read the brokers, elect leaders for offline partitions,
+        take dead brokers out of ISRs, resume reassignments and preferred elections."""
+        self._active = True
+        self.active_controller_id = self.broker_id
+        self._set_cluster_controller(self.broker_id)
+        log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
+        self._shutting_down = set()
+        self._reassigning = {}
+        self._live = self._read_live_brokers()
+        now = time.monotonic()
+        self._next_rebalance = now + self.imbalance_check_interval_s
+        self._next_reassignment_check = now
+        try:
+            self.cluster.refresh()
+        except (PyklogError, KazooException) as e:
+            log.warning("controller failover: could not refresh the topic registry: %s", e)
+        self._update_partitions(self._all_partitions(), self._decide_online)
+        self._read_reassignments()
+        self._process_preferred_znode()
+        self._process_isr_changes()
+        if self._on_elected is not None:
+            try:
+                self._on_elected()
+            except Exception:  # noqa: BLE001
+                log.exception("on_elected hook failed")
+
+    def _resign(self, why: str) -> None:
+        if self._active:
+            log.warning("broker %d stops acting as controller (epoch %d): %s", self.broker_id, self.epoch, why)
+        self._active = False
+        self._reassigning = {}
+        self._shutting_down = set()
+
+    def _multi(self, build: Callable) -> list:
+        """One multi-op guarded by ``/controller_epoch``'s version; returns the results of the
+        operations ``build(transaction)`` added.  ControllerMovedError if the guard failed."""
+        if not self._active:
+            raise ControllerMovedError("not the controller")
+        zk = self.zk
+
+        def attempt():
+            t = zk.transaction()
+            t.check(paths.CONTROLLER_EPOCH, self._epoch_zk_version)
+            build(t)
+            return t.commit()
+
+        results = self.cluster._retry(attempt)
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise ControllerMovedError(f"/controller_epoch is no longer at version {self._epoch_zk_version} "
+                                       f"({type(results[0]).__name__}): another controller was elected")
+        return results[1:]
+
+    # ------------------------------------------------------------------ reading the cluster
+
+    def _read_live_brokers(self) -> dict[int, int]:
+        zk = self.zk
+
+        def read():
+            children = zk.get_children(paths.BROKER_IDS)
+            pending = [(int(c), zk.exists_async(paths.broker_id(int(c)))) for c in children if c.isdigit()]
+            out = {}
+            for b, res in pending:
+                stat = res.get()
+                if stat is not None:
+                    out[b] = stat.czxid
+            return out
+
+        return self.cluster._retry(read)
+
+    def _assignments(self) -> dict[TP, list[int]]:
+        return {(t, p): list(s.replicas) for t, parts in self.cluster.topics().items() for p, s in parts.items()}
+
+    def _all_partitions(self) -> list[TP]:
+        return sorted(self._assignments())
+
+    def _read_states(self, tps) -> dict[TP, tuple[LeaderAndIsr, int]]:
+        """Fresh ``{tp: (state, znode version)}`` (partitions without a state znode are left out)."""
+        zk = self.zk
+
+        def read():
+            pending = [(tp, zk.get_async(paths.partition_state(*tp))) for tp in tps]
+            out = {}
+            for tp, res in pending:
+                try:
+                    data, stat = res.get()
+                except NoNodeError:
+                    continue
+                try:
+                    out[tp] = (decode_partition_state(data, paths.partition_state(*tp)), stat.version)
+                except ZkDataError as e:
+                    log.warning("%s", e)
+            return out
+
+        return self.cluster._retry(read)
+
+    def _electable(self) -> set[int]:
+        """Live brokers that may lead (Kafka's ``liveBrokerIds``: not shutting down)."""
+        return set(self._live) - self._shutting_down
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        try:
+            value = (self._topic_config(topic) or {}).get("unclean.leader.election.enable")
+        except Exception:  # noqa: BLE001 - unreadable config: the broker default
+            value = None
+        if value is None:
+            return self.unclean_leader_election
+        return str(value).strip().lower() == "true"
+
+    # ------------------------------------------------------------------ writing partition states
+
+    def _update_partitions(self, tps, decide, *, assignments=None, attempts: int = 5) -> dict[TP, LeaderAndIsr]:
+        """Read each partition's state, ``decide(tp, state, replicas)`` its new :class:`LeaderAndIsr`
+        (None: unchanged), write the changes conditionally (batched multi-ops); partitions whose
+        znode changed meanwhile (a leader's ISR change) are read and decided again.  Returns the
+        final state of every partition read."""
+        assignments = assignments if assignments is not None else self._assignments()
+        todo = [tp for tp in dict.fromkeys(tps) if tp in assignments]
+        final: dict[TP, LeaderAndIsr] = {}
+        for _ in range(attempts):
+            if not todo:
+                break
+            states = self._read_states(todo)
+            changes: dict[TP, tuple[LeaderAndIsr, int]] = {}
+            for tp in todo:
+                if tp not in states:
+                    continue
+                st, version = states[tp]
+                final[tp] = st
+                new = decide(tp, st, assignments[tp])
+                if new is not None and new != st:
+                    changes[tp] = (new, version)
+            retry = []
+            items = sorted(changes.items())
+            for i in range(0, len(items), MAX_STATES_PER_MULTI):
+                chunk = items[i:i + MAX_STATES_PER_MULTI]
+
+                def build(t, chunk=chunk):
+                    for tp, (new, version) in chunk:
+                        t.set_data(paths.partition_state(*tp), encode_partition_state(new), version=version)
+
+                results = self._multi(build)
+                if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
+                    retry.extend(tp for tp, _ in chunk)  # atomic: the whole chunk is re-decided
+                    continue
+                for tp, (new, _) in chunk:
+                    final[tp] = new
+                    self._log_change(tp, states[tp][0], new)
+            todo = retry
+        if todo:
+            log.warning("controller: partition states kept changing, not updated: %s",
+                        ", ".join(_tp_str(tp) for tp in todo[:20]))
+        return final
+
+    def _log_change(self, tp, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
+        if old.leader != new.leader:
+            log.info("partition %s: leader %d -> %d, leader epoch %d, ISR %s (controller epoch %d)",
+                     _tp_str(tp), old.leader, new.leader, new.leader_epoch, list(new.isr), self.epoch)
+        else:
+            log.info("partition %s: ISR %s -> %s (leader %d, leader epoch %d)", _tp_str(tp), list(old.isr),
+                     list(new.isr), new.leader, new.leader_epoch)
+
+    def _state(self, leader: int, leader_epoch: int, isr) -> LeaderAndIsr:
+        return LeaderAndIsr(int(leader), int(leader_epoch), tuple(isr), self.epoch)
+
+    def _decide_online(self, tp, st: LeaderAndIsr, replicas, dead: frozenset = frozenset()):
+        """Kafka's OnlinePartition transition for a partition that may have lost its leader, plus the
+        removal of dead replicas from the ISR."""
+        live_all = set(self._live) - set(dead)
+        electable = self._electable() - set(dead)
+        if st.leader in live_all:
+            gone = [r for r in st.isr if r not in live_all]
+            if gone:  # epoch + 1: how the leader learns of the smaller ISR (Kafka 2.x's LeaderAndIsr)
+                return self._state(st.leader, st.leader_epoch + 1, [r for r in st.isr if r in live_all])
+            return None
+        isr_live = [r for r in st.isr if r in live_all]
+        unclean = self._unclean_allowed(tp[0])
+        if st.leader == -1 and not isr_live and not (unclean and electable & set(replicas)):
+            return None  # still offline: nothing to write
+        e = election.offline_partition_leader(replicas, isr_live, electable, unclean_allowed=unclean)
+        if e.leader is None:
+            if st.leader == -1:
+                return None
+            keep = [st.leader] if st.leader in st.isr else list(st.isr[:1])
+            return self._state(-1, st.leader_epoch + 1, keep)
+        if e.unclean:
+            log.error("partition %s: UNCLEAN leader election of broker %d, which is not in the ISR %s "
+                      "(unclean.leader.election.enable): records acknowledged by the old leader may be lost",
+                      _tp_str(tp), e.leader, list(st.isr))
+            return self._state(e.leader, st.leader_epoch + 1, [e.leader])
+        return self._state(e.leader, st.leader_epoch + 1, isr_live)
+
+    # ------------------------------------------------------------------ broker changes
+
+    def _on_broker_change(self) -> None:
+        """Kafka's ``BrokerChange`` event: failures first (bounced brokers included), then start-ups."""
+        current = self._read_live_brokers()
+        old = self._live
+        dead = {b for b in old if current.get(b) != old[b]}
+        new = {b for b in current if old.get(b) != current[b]}
+        if not dead and not new:
+            return
+        log.info("controller: live brokers %s (failed: %s, started: %s)", sorted(current), sorted(dead), sorted(new))
+        self._shutting_down -= dead
+        assignments = self._assignments()
+        if dead:
+            self._live = {b: z for b, z in current.items() if b not in dead}
+            dead_set = frozenset(dead)
+            tps = [tp for tp, replicas in assignments.items() if dead_set & set(replicas)]
+            self._update_partitions(tps, lambda tp, st, r: self._decide_online(tp, st, r, dead_set),
+                                    assignments=assignments)
+        self._live = current
+        if new:
+            tps = [tp for tp, replicas in assignments.items() if set(replicas) & new]
+            self._update_partitions(tps, self._decide_online, assignments=assignments)
+        if self._reassigning:
+            self._check_reassignments()
+
+    # ------------------------------------------------------------------ controlled shutdown
+
+    def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TP]:
+        """Kafka's ``doControlledShutdown`` (event thread)."""
+        live = self._read_live_brokers()
+        if broker_id not in live:
+            raise BrokerNotAvailableError(f"broker {broker_id} is not registered (not live)")
+        if broker_epoch not in (-1, live[broker_id]):
+            raise StaleBrokerEpochError(f"broker {broker_id}'s epoch is {live[broker_id]}, the request "
+                                        f"carries {broker_epoch}")
+        self._shutting_down.add(broker_id)
+        assignments = self._assignments()
+        tps = [tp for tp, replicas in assignments.items() if broker_id in replicas and len(replicas) > 1]
+
+        def decide(tp, st, replicas):
+            if st.leader == broker_id:
+                e = election.controlled_shutdown_leader(replicas, st.isr, set(self._live), self._shutting_down)
+                if e.leader is None:
+                    return None
+                return self._state(e.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id])
+            if broker_id in st.isr and st.leader in self._live and len(st.isr) > 1:
+                return self._state(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id])
+            return None
+
+        final = self._update_partitions(tps, decide, assignments=assignments)
+        remaining = sorted(tp for tp, st in final.items() if st.leader == broker_id)
+        log.info("controlled shutdown of broker %d: %d partition(s) with replicas elsewhere, %d still led by it%s",
+                 broker_id, len(tps), len(remaining),
+                 f" ({', '.join(_tp_str(tp) for tp in remaining[:10])})" if remaining else "")
+        return remaining
+
+    # ------------------------------------------------------------------ preferred / unclean elections
+
+    def _elect_leaders(self, tps, election_type: int) -> dict[TP, PyklogError | None]:
+        assignments = self._assignments()
+        if tps is None:
+            tps = sorted(assignments)
+        out: dict[TP, PyklogError | None] = {}
+        for tp in tps:
+            if tp not in assignments:
+                out[tp] = UnknownTopicOrPartitionError(f"{_tp_str(tp)} does not exist")
+
+        def decide(tp, st, replicas):
+            electable = self._electable()
+            if election_type == PREFERRED:
+                if replicas and st.leader == replicas[0]:
+                    out[tp] = ElectionNotNeededError("Leader election not needed for topic partition.")
+                    return None
+                e = election.preferred_replica_leader(replicas, st.isr, electable)
+                if e.leader is None:
+                    out[tp] = PreferredLeaderNotAvailableError(
+                        f"Failed to elect leader for partition {_tp_str(tp)} under strategy "
+                        f"PreferredReplicaPartitionLeaderElectionStrategy: preferred replica "
+                        f"{replicas[0] if replicas else -1} is not live or not in the ISR {list(st.isr)}")
+                    return None
+                out[tp] = None
+                return self._state(e.leader, st.leader_epoch + 1, st.isr)
+            if st.leader in self._live:
+                out[tp] = ElectionNotNeededError("Leader election not needed for topic partition.")
+                return None
+            isr_live = [r for r in st.isr if r in self._live]
+            e = election.offline_partition_leader(replicas, isr_live, electable, unclean_allowed=True)
+            if e.leader is None:
+                out[tp] = EligibleLeadersNotAvailableError(
+                    f"Failed to elect leader for partition {_tp_str(tp)}: no replica of {replicas} is live")
+                return None
+            out[tp] = None
+            if e.unclean:
+                log.error("partition %s: UNCLEAN leader election of broker %d requested (ElectLeaders): records "
+                          "acknowledged by the old leader may be lost", _tp_str(tp), e.leader)
+                return self._state(e.leader, st.leader_epoch + 1, [e.leader])
+            return self._state(e.leader, st.leader_epoch + 1, isr_live)
+
+        self._update_partitions([tp for tp in tps if tp in assignments], decide, assignments=assignments)
+        for tp in tps:
+            out.setdefault(tp, EligibleLeadersNotAvailableError(f"{_tp_str(tp)} has no partition state"))
+        return out
+
+    def _process_preferred_znode(self) -> None:
+        """``/admin/preferred_replica_election`` (Kafka's PreferredReplicaLeaderElection event): elect
+        the preferred replicas listed, then delete the znode."""
+        zk = self.zk
+        try:
+            data, stat = self.cluster._retry(zk.get, paths.ADMIN_PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return
+        try:
+            tps = decode_partition_list(data, paths.ADMIN_PREFERRED_REPLICA_ELECTION)
+        except ZkDataError as e:
+            log.error("ignoring %s", e)
+            tps = []
+        results = self._elect_leaders(tps, PREFERRED) if tps else {}
+        for tp, err in sorted(results.items()):
+            if err is None:
+                log.info("preferred replica election of %s: done", _tp_str(tp))
+            elif not isinstance(err, ElectionNotNeededError):
+                log.warning("preferred replica election of %s failed: %s", _tp_str(tp), err)
+        self._multi(lambda t: t.delete(paths.ADMIN_PREFERRED_REPLICA_ELECTION, version=stat.version))
+
+    def _auto_rebalance(self) -> None:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``."""
+        if self._reassigning:
+            return
+        assignments = self._assignments()
+        electable = self._electable()
+        candidates = [tp for tp, r in assignments.items() if len(r) > 1 and r[0] in electable]
+        if not candidates:
+            return
+        states = self._read_states(candidates)
+        leaders = {tp: st.leader for tp, (st, _) in states.items()}
+        imbalanced = election.imbalanced_brokers(leaders, {tp: assignments[tp] for tp in states},
+                                                 self.imbalance_percentage)
+        todo = [tp for broker, tps in imbalanced.items() for tp in tps if broker in states[tp][0].isr]
+        if todo:
+            log.info("auto leader rebalance: electing preferred leaders of %s", ", ".join(map(_tp_str, todo[:20])))
+            self._elect_leaders(todo, PREFERRED)
+
+    # ------------------------------------------------------------------ ISR change notifications
+
+    def _process_isr_changes(self) -> None:
+        zk = self.zk
+        try:
+            children = sorted(self.cluster._retry(zk.get_children, paths.ISR_CHANGE_NOTIFICATION))
+        except NoNodeError:
+            return
+        if not children:
+            return
+        changed = set()
+        for c in children:
+            path = paths.isr_change_notification(c)
+            try:
+                data, _ = self.cluster._retry(zk.get, path)
+                changed.update(decode_partition_list(data, path))
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.warning("ignoring %s", e)
+
+        def delete():
+            for c in children:
+                try:
+                    zk.delete(paths.isr_change_notification(c))
+                except NoNodeError:
+                    pass
+
+        self.cluster._retry(delete)
+        if self._reassigning and changed & set(self._reassigning):
+            self._check_reassignments()
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    def _read_reassignments(self) -> None:
+        """``/admin/reassign_partitions`` (Kafka's PartitionReassignment event): start the new ones."""
+        zk = self.zk
+        try:
+            data, _ = self.cluster._retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return
+        try:
+            wanted = decode_reassignment(data, paths.ADMIN_REASSIGN_PARTITIONS)
+        except ZkDataError as e:
+            log.error("deleting an unreadable reassignment: %s", e)
+            self._multi(lambda t: t.delete(paths.ADMIN_REASSIGN_PARTITIONS))
+            return
+        assignments = self._assignments()
+        done = []
+        for tp, target in sorted(wanted.items()):
+            if self._reassigning.get(tp) == target:
+                continue
+            problem = None
+            if tp not in assignments:
+                problem = "the partition does not exist"
+            elif not target or len(set(target)) != len(target) or any(r < 0 for r in target):
+                problem = f"invalid replica list {target}"
+            if problem:
+                log.error("reassignment of %s to %s refused: %s", _tp_str(tp), target, problem)
+                done.append(tp)
+                continue
+            if assignments[tp] == target:
+                log.info("reassignment of %s: already assigned to %s", _tp_str(tp), target)
+                done.append(tp)
+                continue
+            log.info("reassignment of %s: %s -> %s started", _tp_str(tp), assignments[tp], target)
+            self._reassigning[tp] = list(target)
+            if not set(target) <= set(assignments[tp]):  # replicas to add: RS + TRS first
+                union = list(target) + [r for r in assignments[tp] if r not in target]
+                self._write_assignment(tp, union)
+                # bump the leader epoch so every replica (old and new) follows the state again
+                self._update_partitions([tp], lambda _tp, st, r: self._state(st.leader, st.leader_epoch + 1,
+                                                                             st.isr), assignments={tp: union})
+        if done:
+            self._remove_from_reassignment_znode(done)
+        self._check_reassignments()
+
+    def _write_assignment(self, tp: TP, replicas: list[int]) -> None:
+        """Set one partition's replicas in ``/brokers/topics/<t>`` (conditionally, topic id kept)."""
+        zk = self.zk
+        topic, partition = tp
+        for _ in range(5):
+            data, stat = self.cluster._retry(zk.get, paths.topic(topic))
+            assignment = decode_topic_assignment(data, paths.topic(topic))
+            topic_id = decode_topic_id(data, paths.topic(topic))
+            assignment[partition] = list(replicas)
+            new = encode_topic_assignment(assignment, topic_id)
+            results = self._multi(lambda t: t.set_data(paths.topic(topic), new, version=stat.version))
+            if not isinstance(results[0], Exception):
+                self.cluster._reload_topic(topic)
+                return
+        raise ZooKeeperError(f"reassignment of {_tp_str(tp)}: /brokers/topics/{topic} kept changing")
+
+    def _check_reassignments(self) -> None:
+        """Complete the reassignments whose target replicas are all in the ISR."""
+        if not self._reassigning:
+            return
+        states = self._read_states(list(self._reassigning))
+        live = set(self._live)
+        complete = []
+        for tp, target in sorted(self._reassigning.items()):
+            if tp not in states:
+                log.warning("reassignment of %s abandoned: the partition is gone", _tp_str(tp))
+                complete.append(tp)
+                continue
+            st, _ = states[tp]
+            if not set(target) <= set(st.isr):
+                continue
+
+            def decide(_tp, st, replicas, target=target):
+                isr = [r for r in st.isr if r in target]
+                if st.leader in target and st.leader in live:
+                    return self._state(st.leader, st.leader_epoch + 1, isr)
+                e = election.reassign_partition_leader(target, isr, self._electable())
+                if e.leader is None:
+                    return None
+                return self._state(e.leader, st.leader_epoch + 1, isr)
+
+            if decide(tp, st, target) is None:
+                continue  # no leader in the target yet: try again later
+            # the final assignment first, then the state (epoch + 1): a broker applies the new state
+            # with the replica list of its registry cache, so the leader stops tracking (and taking
+            # back into its ISR) the removed replicas, which still fetch until they see the change
+            self._write_assignment(tp, target)
+            final = self._update_partitions([tp], decide, assignments={tp: target})
+            st = final.get(tp)
+            if st is None or st.leader not in target:
+                log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
+                continue
+            log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
+                     st.leader, st.leader_epoch)
+            complete.append(tp)
+        for tp in complete:
+            self._reassigning.pop(tp, None)
+        if complete:
+            self._remove_from_reassignment_znode(complete)
+
+    def _remove_from_reassignment_znode(self, tps) -> None:
+        zk = self.zk
+        for _ in range(5):
+            try:
+                data, stat = self.cluster._retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+            except NoNodeError:
+                return
+            try:
+                wanted = decode_reassignment(data, paths.ADMIN_REASSIGN_PARTITIONS)
+            except ZkDataError:
+                wanted = {}
+            for tp in tps:
+                wanted.pop(tp, None)
+            if wanted:
+                new = encode_reassignment(wanted)
+                results = self._multi(lambda t: t.set_data(paths.ADMIN_REASSIGN_PARTITIONS, new,
+                                                           version=stat.version))
+            else:
+                results = self._multi(lambda t: t.delete(paths.ADMIN_REASSIGN_PARTITIONS, version=stat.version))
+            if not isinstance(results[0], Exception):
+                return

@@ -1,0 +1,445 @@
+"""Followers fetching from their leaders: Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread``
+(``AbstractFetcherThread``) for pyklog.
+
+A broker that follows a partition fetches it from the partition's leader on a fetcher thread:
+``num.replica.fetchers`` threads per source broker, a partition always on the same one
+(``hash(topic, partition) % num.replica.fetchers``, Kafka's ``getFetcherId``).  Each thread keeps one
+blocking connection to its source broker (address from the ZooKeeper registration, looked up again
+at every reconnect) and loops:
+
+1. **Truncation** (KIP-101/KIP-279) for the partitions just added (a new leader or epoch): one
+   OffsetsForLeaderEpoch request (replica_id = this broker) for the local log's latest epoch; the
+   log is truncated where ``Log.truncation_offset`` says (Kafka's ``getOffsetTruncationState``:
+   the smaller end offset of a common epoch; when the leader answered an epoch this log never had,
+   truncate to our end of it and ask again with the new latest epoch); a leader that knows no
+   epoch for it (UNDEFINED) or does not serve the API -> truncate to the local high watermark.
+2. **Fetch** (v12 or the highest both serve) with replica_id = this broker's id, fetch offset = the
+   local log end offset, ``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``,
+   ``replica.fetch.max.bytes`` per partition and ``replica.fetch.response.max.bytes`` in all; the
+   batches are appended with ``Log.append_as_follower`` (the leader's offsets and epochs kept) and
+   the local high watermark becomes min(leader's high watermark, local log end offset).
+3. Errors: OFFSET_OUT_OF_RANGE below the leader's log start -> the log restarts at the leader's log
+   start offset (``truncate_fully_and_start_at``), else truncation again; NOT_LEADER_OR_FOLLOWER,
+   FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION -> the partition waits
+   ``replica.fetch.backoff.ms`` (the state watch brings the new leader); a connection failure ->
+   reconnect after ``replica.fetch.backoff.ms``.
+
+A partition is removed from its thread when this broker becomes its leader, stops hosting it, or
+follows another leader; a response for a removed or re-added partition (another epoch) is dropped.
+
+Thread-safety: the manager's methods may be called from any thread (its lock guards the thread
+table); each thread's partition table is guarded by that thread's lock, and only the thread itself
+touches its connection.  The ReplicaManager's calls made here take its per-partition locks.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+import zlib
+
+from pyklog.broker.errors import (
+    FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PyklogError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from pyklog.broker.protocol import ApiKey, decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+#: Fetch version a follower sends when the leader serves it (replica id in the body, leader epochs)
+FETCH_VERSION = 12
+#: Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class _PartitionFetchState:
+    """One followed partition on a fetcher thread (Kafka's ``PartitionFetchState``)."""
+
+    __slots__ = ("leader_epoch", "truncating", "delayed_until")
+
+    def __init__(self, leader_epoch: int):
+        self.leader_epoch = leader_epoch
+        self.truncating = True
+        self.delayed_until = 0.0
+
+
+class _Connection:
+    """One blocking Kafka-protocol connection to the source broker (fetcher thread only)."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.cid = 0
+        _, body = self._request(ApiKey.API_VERSIONS, 0, {})
+        self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body.get("api_keys", [])}
+
+    def version(self, api: int, highest: int) -> int | None:
+        rng = self.versions.get(int(api))
+        if rng is None or rng[0] > highest:
+            return None
+        return min(rng[1], highest)
+
+    def _request(self, api, version, body):
+        self.cid += 1
+        self.sock.sendall(encode_request(api, version, self.cid, self.client_id, body))
+        size = struct.unpack(">i", self._exact(4))[0]
+        cid, resp = decode_response(api, version, self._exact(size))
+        if cid != self.cid:
+            raise ConnectionError(f"correlation id {cid} does not match the request's {self.cid}")
+        return cid, resp
+
+    def request(self, api, version, body) -> dict:
+        return self._request(api, version, body)[1]
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
+                raise ConnectionError(f"connection closed by the leader after {got} of {n} bytes")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class ReplicaFetcherThread(threading.Thread):
+    """Fetches the partitions this broker follows from one source broker (daemon thread)."""
+
+    def __init__(self, manager: "ReplicaFetcherManager", source_broker: int, fetcher_id: int):
+        super().__init__(name=f"ReplicaFetcherThread-{fetcher_id}-{source_broker}", daemon=True)
+        self.manager = manager
+        self.rm = manager.replica_manager
+        self.source_broker = source_broker
+        self.fetcher_id = fetcher_id
+        self._lock = threading.Lock()
+        self._partitions: dict[tuple[str, int], _PartitionFetchState] = {}
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._conn: _Connection | None = None
+        s = manager.settings
+        self.wait_ms = s.get("replica_fetch_wait_max_ms", 500)
+        self.min_bytes = s.get("replica_fetch_min_bytes", 1)
+        self.partition_max_bytes = s.get("replica_fetch_max_bytes", 1048576)
+        self.max_bytes = s.get("replica_fetch_response_max_bytes", 10485760)
+        self.backoff_s = s.get("replica_fetch_backoff_ms", 1000) / 1000.0
+        self.socket_timeout_s = max(s.get("replica_socket_timeout_ms", 30000) / 1000.0, self.wait_ms / 1000.0 + 5)
+
+    # ------------------------------------------------------------------ partition table (any thread)
+
+    def add_partition(self, key, leader_epoch: int) -> None:
+        with self._lock:
+            self._partitions[key] = _PartitionFetchState(leader_epoch)
+        self._wake.set()
+
+    def remove_partitions(self, keys) -> None:
+        with self._lock:
+            for k in keys:
+                self._partitions.pop(k, None)
+
+    def partition_count(self) -> int:
+        with self._lock:
+            return len(self._partitions)
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _current(self, key, state) -> bool:
+        with self._lock:
+            return self._partitions.get(key) is state
+
+    def _delay(self, key, state, why: str) -> None:
+        state.delayed_until = time.monotonic() + self.backoff_s
+        log.debug("%s-%d: fetch from broker %d paused %.1fs: %s", key[0], key[1], self.source_broker,
+                  self.backoff_s, why)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            with self._lock:
+                parts = dict(self._partitions)
+            now = time.monotonic()
+            ready = {k: s for k, s in parts.items() if s.delayed_until <= now}
+            if not ready:
+                self._wake.clear()
+                nxt = min((s.delayed_until for s in parts.values()), default=now + 1.0)
+                self._wake.wait(max(0.01, min(1.0, nxt - now)))
+                continue
+            try:
+                conn = self._connection()
+                if conn is None:
+                    self._stopped.wait(self.backoff_s)
+                    continue
+                truncating = {k: s for k, s in ready.items() if s.truncating}
+                sent = False
+                if truncating:
+                    sent |= self._truncate(conn, truncating)
+                fetching = {k: s for k, s in ready.items() if not s.truncating}
+                if fetching:
+                    sent |= self._fetch(conn, fetching)
+                if not sent:  # every partition's role is changing: the manager updates this thread
+                    self._wake.clear()
+                    self._wake.wait(0.05)
+            except (OSError, ConnectionError, PyklogError, ValueError, struct.error) as e:
+                if self._stopped.is_set():
+                    break
+                log.info("fetcher %s: %s; reconnecting in %.1fs", self.name, e, self.backoff_s)
+                self._close()
+                self._stopped.wait(self.backoff_s)
+            except Exception:  # noqa: BLE001 - the thread never dies of one bad answer
+                log.exception("fetcher %s failed; retrying in %.1fs", self.name, self.backoff_s)
+                self._close()
+                self._stopped.wait(self.backoff_s)
+        self._close()
+
+    def _connection(self) -> _Connection | None:
+        if self._conn is not None:
+            return self._conn
+        addr = self.manager.cluster.live_brokers().get(self.source_broker)
+        if addr is None:
+            log.debug("fetcher %s: broker %d is not registered", self.name, self.source_broker)
+            return None
+        self._conn = _Connection(addr[0], addr[1], f"pyklog-replica-fetcher-{self.rm.broker_id}",
+                                 self.socket_timeout_s)
+        log.info("fetcher %s: connected to broker %d at %s:%d", self.name, self.source_broker, *addr)
+        return self._conn
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # ------------------------------------------------------------------ truncation (KIP-101 / KIP-279)
+
+    def _truncate(self, conn: _Connection, parts: dict) -> bool:
+        """Truncate the partitions just added; True if anything was done."""
+        logs = {}
+        for key, state in parts.items():
+            lg = self.rm.follower_log(key[0], key[1], state.leader_epoch)
+            if lg is None:
+                continue  # no longer followed at this epoch: the manager removes or re-adds it
+            logs[key] = lg
+        if not logs:
+            return False
+        api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+        version = conn.version(api, 3)
+        if version is None or version < 2:
+            # the leader knows no epochs: truncate to the high watermark (Kafka before KIP-101)
+            for key, lg in logs.items():
+                self._truncate_to(key, parts[key], lg, lg.high_watermark, "leader without OffsetsForLeaderEpoch")
+            return True
+        topics: dict[str, list] = {}
+        for (t, p), lg in logs.items():
+            epoch = _latest_epoch(lg)
+            if epoch is None or epoch < 0:
+                # an empty epoch cache: nothing to compare, keep the log up to the high watermark
+                self._truncate_to((t, p), parts[(t, p)], lg, lg.high_watermark, "no local leader epoch")
+                continue
+            topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": parts[(t, p)].leader_epoch,
+                                             "leader_epoch": epoch})
+        if not topics:
+            return True
+        body = {"replica_id": self.rm.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = conn.request(api, version, body)
+        for tr in resp.get("topics", []):
+            for pr in tr.get("partitions", []):
+                key = (tr["topic"], pr["partition"])
+                state, lg = parts.get(key), logs.get(key)
+                if state is None or lg is None or not self._current(key, state):
+                    continue
+                code = pr.get("error_code", 0)
+                if code:
+                    self._delay(key, state, f"OffsetsForLeaderEpoch error {code}")
+                    continue
+                leader_epoch, end = pr.get("leader_epoch", UNDEFINED_EPOCH), pr.get("end_offset", -1)
+                # Kafka's getOffsetTruncationState (KIP-101, KIP-279): not completed when the leader
+                # answered an epoch this log never had -> truncate there and ask again next round
+                target, completed = lg.truncation_offset(leader_epoch, end)
+                self._truncate_to(key, state, lg, target,
+                                  f"leader's end offset of epoch {leader_epoch} is {end}", completed)
+        return True
+
+    def _truncate_to(self, key, state, lg, offset: int, why: str, completed: bool = True) -> None:
+        def cut(lg):
+            if offset < lg.log_end_offset:
+                log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1],
+                         lg.log_end_offset, offset, why)
+                lg.truncate_to(offset)
+            elif not completed:
+                # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
+                # leader, nothing written in it): drop it, or the next round would ask about it again
+                lg.leader_epoch_cache.truncate_from_end(offset)
+
+        try:
+            self.rm.as_follower(key[0], key[1], state.leader_epoch, cut)
+        except NotLeaderOrFollowerError:
+            return  # the role changed meanwhile: the manager removed or re-added the partition
+        state.truncating = not completed
+
+    # ------------------------------------------------------------------ fetch
+
+    def _fetch(self, conn: _Connection, parts: dict) -> bool:
+        """One Fetch for the partitions ready to fetch; True if a request was sent."""
+        version = conn.version(ApiKey.FETCH, FETCH_VERSION)
+        if version is None or version < 4:
+            raise ConnectionError(f"broker {self.source_broker} serves no Fetch v4+ for replication")
+        topics: dict[str, list] = {}
+        offsets = {}
+        for (t, p), state in parts.items():
+            lg = self.rm.follower_log(t, p, state.leader_epoch)
+            if lg is None:
+                continue
+            offsets[(t, p)] = lg.log_end_offset
+            topics.setdefault(t, []).append({
+                "partition": p, "current_leader_epoch": state.leader_epoch, "fetch_offset": lg.log_end_offset,
+                "last_fetched_epoch": -1, "log_start_offset": lg.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes})
+        if not topics:
+            return False
+        body = {"replica_id": self.rm.broker_id, "max_wait_ms": self.wait_ms, "min_bytes": self.min_bytes,
+                "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        resp = conn.request(ApiKey.FETCH, version, body)
+        if resp.get("error_code", 0):
+            raise ConnectionError(f"Fetch answered error {resp['error_code']}")
+        for tr in resp.get("responses", []):
+            for pr in tr.get("partitions", []):
+                key = (tr["topic"], pr["partition_index"])
+                state = parts.get(key)
+                if state is None or key not in offsets or not self._current(key, state):
+                    continue
+                self._process(key, state, offsets[key], pr)
+        return True
+
+    def _process(self, key, state, fetch_offset: int, pr: dict) -> None:
+        t, p = key
+        code = pr.get("error_code", 0)
+        if code == 0:
+            records = pr.get("records")
+            try:
+                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch,
+                                           pr.get("log_start_offset", -1))
+            except NotLeaderOrFollowerError:
+                return  # the role changed meanwhile
+            except OffsetOutOfRangeError as e:  # the log moved under us (a truncation): start over
+                log.info("%s-%d: follower append refused (%s); truncating again", t, p, e)
+                state.truncating = True
+            except PyklogError as e:
+                log.warning("%s-%d: cannot append the leader's batches at %d: %s", t, p, fetch_offset, e)
+                self._delay(key, state, str(e))
+            return
+        if code == OffsetOutOfRangeError.code:
+            lg = self.rm.follower_log(t, p, state.leader_epoch)
+            leader_start = pr.get("log_start_offset", -1)
+            if lg is not None and 0 <= fetch_offset < leader_start:
+                log.info("%s-%d: fetch offset %d is below the leader's log start offset %d: restarting the "
+                         "log there", t, p, fetch_offset, leader_start)
+                try:
+                    self.rm.as_follower(t, p, state.leader_epoch, lambda lg: lg.truncate_fully_and_start_at(leader_start))
+                except NotLeaderOrFollowerError:
+                    return
+            else:
+                state.truncating = True  # above the leader's end: truncate by epoch again
+            return
+        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, UnknownLeaderEpochError.code,
+                    UnknownTopicOrPartitionError.code):
+            self._delay(key, state, f"error {code}")
+            return
+        log.warning("%s-%d: fetch from broker %d answered error %d", t, p, self.source_broker, code)
+        self._delay(key, state, f"error {code}")
+
+
+def _latest_epoch(lg) -> int:
+    """The log's latest leader epoch (-1: none)."""
+    return lg.latest_epoch
+
+
+class ReplicaFetcherManager:
+    """The fetcher threads of one broker (Kafka's ``ReplicaFetcherManager``): ``num.replica.fetchers``
+    per source broker, created on first need, stopped when they have no partition left."""
+
+    def __init__(self, replica_manager, cluster, settings: dict):
+        self.replica_manager = replica_manager
+        self.cluster = cluster
+        self.settings = dict(settings)
+        self.num_fetchers = max(1, int(self.settings.get("num_replica_fetchers", 1)))
+        self._lock = threading.Lock()
+        self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
+        self._where: dict[tuple[str, int], tuple[int, int]] = {}  # partition -> (source broker, fetcher id)
+        self._stopped = False
+
+    def add_partition(self, key, leader: int, leader_epoch: int) -> None:
+        """Follow ``key`` from ``leader`` at ``leader_epoch`` (truncation first)."""
+        fid = (31 * zlib.crc32(key[0].encode()) + key[1]) % self.num_fetchers  # Kafka's getFetcherId
+        with self._lock:
+            if self._stopped:
+                return
+            old = self._where.get(key)
+            if old is not None and old != (leader, fid):
+                self._threads[old].remove_partitions([key])
+            thread = self._threads.get((leader, fid))
+            if thread is None or not thread.is_alive():
+                thread = ReplicaFetcherThread(self, leader, fid)
+                self._threads[(leader, fid)] = thread
+                thread.start()
+            self._where[key] = (leader, fid)
+            thread.add_partition(key, leader_epoch)
+        self._stop_idle()
+
+    def remove_partitions(self, keys) -> None:
+        with self._lock:
+            for key in keys:
+                where = self._where.pop(key, None)
+                if where is not None and where in self._threads:
+                    self._threads[where].remove_partitions([key])
+        self._stop_idle()
+
+    def _stop_idle(self) -> None:
+        with self._lock:
+            idle = [k for k, t in self._threads.items() if t.partition_count() == 0]
+            stopping = [self._threads.pop(k) for k in idle]
+        for t in stopping:
+            t.shutdown()
+
+    def fetching(self) -> dict[tuple[str, int], int]:
+        """``{partition: source broker}`` being fetched now (tests, diagnostics)."""
+        with self._lock:
+            return {k: w[0] for k, w in self._where.items()}
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._stopped = True
+            threads = list(self._threads.values())
+            self._threads.clear()
+            self._where.clear()
+        for t in threads:
+            t.shutdown()
+        for t in threads:
+            t.join(timeout=5)
+
+
+__all__ = ["FETCH_VERSION", "ReplicaFetcherManager", "ReplicaFetcherThread"]

@@ -1,0 +1,308 @@
+"""``pyklog-reassign-partitions``: move partition replicas between brokers (Kafka's
+kafka-reassign-partitions.sh, ReassignPartitionsCommand, ZooKeeper mode).
+
+    pyklog-reassign-partitions --zookeeper ZK --generate --topics-to-move-json-file F --broker-list 1,2,3
+    pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --execute
+    pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --verify
+
+(``--bootstrap-server HOST:PORT`` instead of ``--zookeeper`` for ``--generate`` and ``--verify``,
+which only read the assignment through Metadata; ``--execute`` writes ``/admin/reassign_partitions``
+and needs ``--zookeeper``: pyklog does not serve AlterPartitionReassignments, KIP-455, yet.)
+
+Kafka's JSON: the topics file ``{"topics": [{"topic": "foo"}], "version": 1}``; the reassignment
+``{"version": 1, "partitions": [{"topic": "foo", "partition": 0, "replicas": [1, 2, 3],
+"log_dirs": ["any", "any", "any"]}]}`` (``log_dirs`` optional, only ``"any"``).  ``--execute`` prints
+the current assignment (to roll back with) and writes the znode the controller carries out
+(pyklog.broker.controller): new replicas added, caught up into the ISR, leader moved if needed,
+old replicas removed.  ``--verify`` says per partition ``completed successfully``, ``is still in
+progress`` or ``failed``.  Exit code 1 on bad input or when ZooKeeper/brokers cannot be reached.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyklog.broker.cli import add_version_argument
+from pyklog.broker.errors import PyklogError
+from pyklog.connector.cli import setup_logging
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyklog-reassign-partitions", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Move partition replicas between brokers.",
+                epilog="examples:\n  pyklog-reassign-partitions --zookeeper localhost:2181 --generate "
+                       "--topics-to-move-json-file topics.json --broker-list 0,1,2\n"
+                       "  pyklog-reassign-partitions --zookeeper localhost:2181 --reassignment-json-file r.json "
+                       "--execute")
+    add_version_argument(p)
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper of the cluster")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers (--generate, --verify)")
+    p.add_argument("--generate", action="store_true", help="propose an assignment of the topics over --broker-list")
+    p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
+    p.add_argument("--verify", action="store_true", help="report the status of --reassignment-json-file")
+    p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
+    p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
+    p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
+    p.add_argument("--disable-rack-aware", action="store_true", help="accepted (pyklog's placement ignores racks)")
+    p.add_argument("--throttle", type=int, default=-1, help="accepted for compatibility, no effect")
+    p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
+    return p
+
+
+def format_assignment(assignment: dict) -> str:
+    """Kafka's reassignment JSON (with ``log_dirs`` of ``"any"``), partitions in order."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def parse_reassignment_json(text: str) -> dict[tuple[str, int], list[int]]:
+    """Kafka's reassignment JSON -> ``{(topic, partition): [replicas]}``; ValueError names the problem."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the reassignment JSON file is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise ValueError('the reassignment JSON must be {"version": 1, "partitions": [{"topic": ..., '
+                         '"partition": ..., "replicas": [...]}]}')
+    if not doc["partitions"]:
+        raise ValueError("Partition reassignment data file is empty")
+    out: dict = {}
+    for i, e in enumerate(doc["partitions"]):
+        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not isinstance(e.get("partition"), int) \
+                or not isinstance(e.get("replicas"), list) or not all(isinstance(r, int) for r in e["replicas"]):
+            raise ValueError(f"partitions[{i}]: expected topic (string), partition (integer) and replicas "
+                             f"(list of broker ids), got {e!r}")
+        tp = (e["topic"], e["partition"])
+        if tp in out:
+            raise ValueError(f"Partition reassignment contains duplicate topic partitions: {tp[0]}-{tp[1]}")
+        if not e["replicas"]:
+            raise ValueError(f"Partition replica list cannot be empty: {tp[0]}-{tp[1]}")
+        if len(set(e["replicas"])) != len(e["replicas"]):
+            raise ValueError(f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]} "
+                             f"contains {e['replicas']}")
+        dirs = e.get("log_dirs")
+        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(e["replicas"])
+                                 or any(d != "any" for d in dirs)):
+            raise ValueError(f"{tp[0]}-{tp[1]}: log_dirs must list \"any\" once per replica "
+                             "(pyklog does not move replicas between log dirs)")
+        out[tp] = list(e["replicas"])
+    return out
+
+
+def parse_topics_json(text: str) -> list[str]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the topics JSON file is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list) or not all(
+            isinstance(t, dict) and isinstance(t.get("topic"), str) for t in doc["topics"]):
+        raise ValueError('the topics JSON must be {"topics": [{"topic": "foo"}], "version": 1}')
+    return list(dict.fromkeys(t["topic"] for t in doc["topics"]))
+
+
+class _Cluster:
+    """The current assignment and live brokers, from ZooKeeper or through Metadata."""
+
+    def __init__(self, zookeeper: str | None, bootstrap: str | None):
+        self.zk_cluster = None
+        self.client = None
+        if zookeeper:
+            from pyklog.broker.zk.cluster import ZkCluster
+
+            self.zk_cluster = ZkCluster(zookeeper, None).start()
+        else:
+            from pyklog.connector.client import ClusterClient
+
+            self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions")
+
+    def close(self):
+        if self.zk_cluster is not None:
+            self.zk_cluster.stop()
+        if self.client is not None:
+            self.client.close()
+
+    def brokers(self) -> set[int]:
+        if self.zk_cluster is not None:
+            return set(self.zk_cluster.live_brokers())
+        return set(self.client.metadata(None, refresh=True).brokers)
+
+    def assignment(self, topics) -> dict[tuple[str, int], list[int]]:
+        out = {}
+        if self.zk_cluster is not None:
+            for t in topics:
+                parts = self.zk_cluster.topic(t) or {}
+                out.update({(t, p): list(s.replicas) for p, s in parts.items()})
+            return out
+        md = self.client.metadata(list(topics), refresh=True)
+        for t in topics:
+            tm = md.topics.get(t)
+            if tm is None or tm.error_code:
+                continue
+            out.update({(t, p): list(pm.replicas) for p, pm in tm.partitions.items()})
+        return out
+
+    def in_progress(self) -> dict | None:
+        if self.zk_cluster is None:
+            return None
+        from kazoo.exceptions import NoNodeError
+
+        from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znodes import decode_reassignment
+
+        try:
+            data, _ = self.zk_cluster._retry(self.zk_cluster.zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}
+        return decode_reassignment(data, paths.ADMIN_REASSIGN_PARTITIONS)
+
+    def write(self, target: dict) -> bool:
+        """Create ``/admin/reassign_partitions``; False if a reassignment is already running."""
+        from kazoo.exceptions import NodeExistsError
+
+        from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znodes import encode_reassignment
+
+        try:
+            self.zk_cluster._retry(self.zk_cluster.zk.create, paths.ADMIN_REASSIGN_PARTITIONS,
+                                   encode_reassignment(target), makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise _UsageError(f"cannot read the {what} {path}: {e}") from None
+
+
+def main(argv=None) -> int:
+    setup_logging()
+    try:
+        a = build_parser().parse_args(argv)
+        actions = [n for n in ("generate", "execute", "verify") if getattr(a, n)]
+        if len(actions) != 1:
+            raise _UsageError("Command must include exactly one action: --generate, --execute or --verify")
+        if bool(a.zookeeper) == bool(a.bootstrap_server):
+            raise _UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
+        action = actions[0]
+        if action == "execute" and not a.zookeeper:
+            raise _UsageError("--execute writes /admin/reassign_partitions: use --zookeeper (pyklog does not "
+                              "serve AlterPartitionReassignments yet)")
+        if action == "generate":
+            if not a.topics_to_move_json_file or not a.broker_list:
+                raise _UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+            try:
+                topics = parse_topics_json(_read(a.topics_to_move_json_file, "topics JSON file"))
+                brokers = sorted({int(b) for b in a.broker_list.split(",") if b.strip()})
+            except ValueError as e:
+                raise _UsageError(str(e)) from None
+            if not brokers:
+                raise _UsageError("--broker-list: expected broker ids such as 0,1,2")
+        else:
+            if not a.reassignment_json_file:
+                raise _UsageError(f"--{action} needs --reassignment-json-file")
+            try:
+                target = parse_reassignment_json(_read(a.reassignment_json_file, "reassignment JSON file"))
+            except ValueError as e:
+                raise _UsageError(str(e)) from None
+    except _UsageError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    try:
+        cluster = _Cluster(a.zookeeper, a.bootstrap_server)
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    try:
+        if action == "generate":
+            return _generate(cluster, topics, brokers)
+        if action == "execute":
+            return _execute(cluster, target)
+        return _verify(cluster, target)
+    except PyklogError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.close()
+
+
+def _generate(cluster: _Cluster, topics: list[str], brokers: list[int]) -> int:
+    from pyklog.broker.zk.topics import assign_replicas
+
+    current = cluster.assignment(topics)
+    missing = [t for t in topics if not any(tp[0] == t for tp in current)]
+    if missing:
+        print(f"Error: Topic(s) {', '.join(missing)} do(es) not exist", file=sys.stderr)
+        return 1
+    proposed = {}
+    for t in topics:
+        parts = sorted(p for (tt, p) in current if tt == t)
+        rf = len(current[(t, parts[0])])
+        for p, replicas in assign_replicas(brokers, len(parts), rf).items():
+            proposed[(t, p)] = replicas
+    print("Current partition replica assignment")
+    print(format_assignment(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(format_assignment(proposed))
+    return 0
+
+
+def _execute(cluster: _Cluster, target: dict) -> int:
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    unknown = sorted(tp for tp in target if tp not in current)
+    if unknown:
+        print("Error: The proposed assignment contains non-existent partitions: "
+              + ", ".join(f"{t}-{p}" for t, p in unknown), file=sys.stderr)
+        return 1
+    known = cluster.brokers()
+    bad = sorted({r for rs in target.values() for r in rs} - known)
+    if bad:
+        print(f"Error: The proposed assignment contains non-existent brokerIDs: {','.join(map(str, bad))}",
+              file=sys.stderr)
+        return 1
+    print("Current partition replica assignment")
+    print()
+    print(format_assignment({tp: current[tp] for tp in target}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    if not cluster.write(target):
+        print("Error: There is an existing assignment running.", file=sys.stderr)
+        return 1
+    print("Successfully started reassignment of partitions.")
+    return 0
+
+
+def _verify(cluster: _Cluster, target: dict) -> int:
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    running = cluster.in_progress()
+    print("Status of partition reassignment:")
+    for tp, replicas in sorted(target.items()):
+        name = f"{tp[0]}-{tp[1]}"
+        if running and tp in running:  # Kafka's order: the znode first (RS+TRS may equal the target)
+            print(f"Reassignment of partition {name} is still in progress")
+        elif current.get(tp) == replicas:
+            print(f"Reassignment of partition {name} completed successfully")
+        elif running is None:
+            print(f"Reassignment of partition {name} is still in progress")
+        else:
+            print(f"Reassignment of partition {name} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
