@@ -4,8 +4,8 @@ The state znodes of ``__consumer_offsets-0`` and ``__transaction_state-0`` are r
 as the controller will rewrite them (leader elsewhere at epoch +1, back here at epoch +1 again;
 and a new epoch with the same leader), while a kafka-python consumer commits offsets of a group
 in a loop and a kafka-python transactional producer runs transactions with
-``send_offsets_to_transaction``.  The topic node is touched after each rewrite so a broker without
-partition-state watches re-reads the states (with them, the watch fires as well).
+``send_offsets_to_transaction``.  The broker learns of each rewrite through its partition-state
+watch, as it learns of the controller's elections.
 
 Counted: offset commits acknowledged vs the committed offsets read back (nothing acknowledged is
 lost), transactions committed / aborted vs the records a read_committed consumer reads (each
@@ -34,7 +34,6 @@ def move(zk, topic: str, leader: int, epoch: int) -> None:
     path = paths.partition_state(topic, 0)
     old = decode_partition_state(zk.get(path)[0], path)
     zk.set(path, encode_partition_state(LeaderAndIsr(leader, epoch, (leader,), old.controller_epoch)))
-    zk.set(paths.topic(topic), zk.get(paths.topic(topic))[0])
 
 
 def epoch_of(zk, topic: str) -> int:
@@ -162,8 +161,7 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
     with Wire(b.port) as w:
         assert create_topic(w, "in", IN_PARTS)["error_code"] == 0
         assert create_topic(w, "out", 1)["error_code"] == 0
-    # both coordinator topics created on first use, then a restart: the broker's registry watch
-    # covers them from the start (touching the topic node makes it re-read the states)
+    # both coordinator topics created on first use, then a restart (their logs are reloaded)
     assert committed_offsets(b.bootstrap, "cg", 1) == [-1001]
     from confluent_kafka import Producer
 

@@ -1,8 +1,8 @@
 """CoordinatorPartitions (broker/coordinator_runtime.py), the leadership and loading shared by the
 offset manager and the transaction state manager, driven by a minimal coordinator of its own over
 a real ZkCluster (zk_chroot) and a real LogManager (tmp_path).  Leadership is changed the way the
-controller will change it: by rewriting the partition's state znode (leader, leader epoch); the
-topic node is touched as well so a broker without partition-state watches re-reads the states.
+controller changes it: by rewriting the partition's state znode (leader, leader epoch), which the
+ZkCluster's partition-state watch reports.
 
 Checked: load on election with coordinator epoch = leader epoch, unload (hook) on resignation,
 reload at a new epoch while still the leader, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
@@ -83,16 +83,15 @@ def key_on(partition: int) -> str:
 
 
 def move(zk, partition: int, leader: int, epoch: int) -> None:
-    """Rewrite the partition's state znode (as the controller does), then touch the topic node."""
+    """Rewrite the partition's state znode (as the controller does)."""
     path = paths.partition_state(TOPIC, partition)
     old = decode_partition_state(zk.get(path)[0], path)
     zk.set(path, encode_partition_state(LeaderAndIsr(leader, epoch, (leader,), old.controller_epoch)))
-    zk.set(paths.topic(TOPIC), zk.get(paths.topic(TOPIC))[0])
 
 
 @pytest.fixture
 def node(zk_chroot, zk, tmp_path):
-    # the topic exists before the broker's ZkCluster starts (so its registry watch covers it)
+    # the topic exists before this ZkCluster starts: it reads it (and arms its state watches) at start-up
     first = ZkCluster(zk_chroot, 0, "127.0.0.1", 9290, session_timeout_ms=6000).start()
     first.create_topic(TOPIC, PARTS, configs={"cleanup.policy": "compact"})
     first.stop()
