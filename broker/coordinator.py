@@ -8,8 +8,8 @@ and ``segment.bytes=104857600``, spread over the live brokers like any topic.
 * OffsetCommit appends one v2 record batch (all the commit's offsets) to the partition and, only
   once the append returned, updates an in-memory cache.
 * OffsetFetch answers from the cache.
-* When this broker becomes the leader of an offsets partition (start-up, topic creation) it loads
-  the partition's log into the cache in a background thread; until that finishes requests for its
+* When this broker becomes the leader of an offsets partition (start-up, topic creation, or later
+  at a new leader epoch) it loads the partition's log into the cache in a background thread; until that finishes requests for its
   groups raise :class:`CoordinatorLoadInProgressError` (the seed's OffsetsLoadInProgress).  Requests
   for groups of a partition this broker does not lead raise :class:`NotCoordinatorError`.
 * The log's compaction keeps the latest commit per key; :meth:`OffsetManager.delete_offsets` writes
@@ -38,24 +38,35 @@ metadata, commit_timestamp); keys of version 2 (group metadata) are skipped.
 
 Thread-safety: :class:`OffsetManager` is thread-safe.  Commits to one offsets partition are
 serialised (append then cache update under the partition's lock); fetches read a snapshot.
+Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
+COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
+(shared with the transaction state manager; its lock guards the partition table and load states).
 Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.  The
 loader reads the last stretch of the log and marks the partition loaded under the partition's
 lock, so a marker appended while it loads is either read by the loader or completed by
-:meth:`OffsetManager.complete_transaction` afterwards, never neither nor both.
+:meth:`OffsetManager.complete_transaction` afterwards, never neither nor both.  Lock order: a
+partition's lock, then the runtime's lock.  A partition number keeps one lock across reloads at new
+leader epochs, so a commit in flight on the old epoch's object is read by the reload or refused.
 """
 from __future__ import annotations
 
 import logging
-import queue
 import struct
 import threading
 import time
 from typing import Iterable, NamedTuple
 
-from pyklog.broker.common.retry import Deadline
+from pyklog.broker.coordinator_runtime import (  # noqa: F401 - java_string_hash, kafka_abs re-exported
+    FAILED,
+    LOADED,
+    LOADING,
+    CoordinatorPartition,
+    CoordinatorPartitions,
+    java_string_hash,
+    kafka_abs,
+    partition_for_key,
+)
 from pyklog.broker.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
     InvalidGroupIdError,
     KafkaStorageError,
@@ -64,7 +75,6 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     PyklogError,
     RecordListTooLargeError,
-    TopicAlreadyExistsError,
     UnknownServerError,
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_batch
@@ -88,8 +98,6 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
-LOADING, LOADED, FAILED = "loading", "loaded", "failed"
-
 
 class OffsetAndMetadata(NamedTuple):
     offset: int
@@ -98,26 +106,12 @@ class OffsetAndMetadata(NamedTuple):
     commit_timestamp: int
 
 
-# ---------------------------------------------------------------------------- Java's hash
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: ``abs`` with ``Integer.MIN_VALUE`` mapped to 0."""
-    return 0 if n == -0x80000000 else abs(n)
+# ---------------------------------------------------------------------------- partitioning
 
 
 def partition_for_group(group: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group`` (Kafka's choice, identical in every process)."""
-    return kafka_abs(java_string_hash(group)) % num_partitions
+    return partition_for_key(group, num_partitions)
 
 
 # ---------------------------------------------------------------------------- record codec
@@ -264,17 +258,19 @@ class _GroupOffsets:
         return {g: {tp: v for tp, (v, _) in offs.items()} for g, offs in self.pending.get(producer_id, {}).items()}
 
 
-class _OffsetsPartition:
-    """One ``__consumer_offsets`` partition this broker leads: load state and the offsets cache."""
+class _OffsetsPartition(CoordinatorPartition):
+    """One ``__consumer_offsets`` partition this broker leads: load state and coordinator epoch
+    (:class:`CoordinatorPartition`) and the offsets cache."""
 
-    __slots__ = ("partition", "state", "offsets", "lock", "error")
+    __slots__ = ("offsets", "lock")
 
-    def __init__(self, partition: int):
-        self.partition = partition
-        self.state = LOADING
+    def __init__(self, partition: int, coordinator_epoch: int = 0, lock: threading.Lock | None = None):
+        super().__init__(partition, coordinator_epoch)
         self.offsets = _GroupOffsets()
-        self.lock = threading.Lock()  # serialises append + cache update
-        self.error: str | None = None
+        # serialises append + cache update; one lock per partition number for the manager's life, so
+        # a commit still holding the object of an older epoch and the reload at the new epoch
+        # serialise too (the reload's last read of the log sees that commit, or the commit fails)
+        self.lock = lock if lock is not None else threading.Lock()
 
     @property
     def cache(self) -> dict[str, dict[tuple[str, int], OffsetAndMetadata]]:
@@ -297,17 +293,36 @@ class OffsetManager:
         self.log_manager = log_manager
         self.cluster = cluster
         self.broker_id = int(broker_id)
-        self.num_partitions = int(num_partitions)
         self.replication_factor = int(replication_factor)
         self.segment_bytes = int(segment_bytes)
         self.metadata_max_bytes = int(metadata_max_bytes)
         self.load_buffer_bytes = int(load_buffer_bytes)
-        self._lock = threading.RLock()
-        self._partitions: dict[int, _OffsetsPartition] = {}
-        self._queue: queue.Queue = queue.Queue()
-        self._loader: threading.Thread | None = None
-        self._running = False
-        self._synced = False  # leadership of an existing offsets topic has been looked at
+        #: leadership, loading and the per-request checks of the offsets partitions (shared with the
+        #: transaction state manager)
+        self.runtime: CoordinatorPartitions[_OffsetsPartition] = CoordinatorPartitions(
+            OFFSETS_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
+            replication_factor=self.replication_factor,
+            topic_configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                           "compression.type": "producer"},
+            new_partition=self._new_partition, load=self._load, loader_name=f"offsets-loader-{self.broker_id}",
+            coordinator_name="coordinator")
+        self._lock = self.runtime.lock
+        self._partitions = self.runtime.partitions
+        self._partition_locks: dict[int, threading.Lock] = {}
+
+    def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
+        """The runtime's ``new_partition`` hook (under the runtime's lock)."""
+        lock = self._partition_locks.setdefault(partition, threading.Lock())
+        return _OffsetsPartition(partition, coordinator_epoch, lock)
+
+    @property
+    def num_partitions(self) -> int:
+        """``offsets.topic.num.partitions``, or the existing topic's own partition count once seen."""
+        return self.runtime.num_partitions
+
+    @property
+    def _synced(self) -> bool:
+        return self.runtime.synced
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -317,104 +332,40 @@ class OffsetManager:
         The topic itself is created on first use (:meth:`ensure_topic`), when the brokers that
         form the cluster are registered, so its partitions spread over all of them.
         """
-        with self._lock:
-            if self._running:
-                return
-            self._running = True
-            self._loader = threading.Thread(target=self._load_loop, name=f"offsets-loader-{self.broker_id}",
-                                            daemon=True)
-            self._loader.start()
-        self.cluster.add_listener(self._on_cluster_change)
-        self._sync_leadership()
+        self.runtime.startup()
 
     def shutdown(self) -> None:
-        with self._lock:
-            if not self._running:
-                return
-            self._running = False
-        self.cluster.remove_listener(self._on_cluster_change)
-        self._queue.put(None)
-        if self._loader is not None:
-            self._loader.join(30)
-        with self._lock:
-            self._partitions.clear()
+        self.runtime.shutdown()
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted) unless it exists; load partitions we now lead."""
-        if self.cluster.topic(OFFSETS_TOPIC) is not None and self._synced:
-            return
-        created = False
-        if self.cluster.topic(OFFSETS_TOPIC) is None:
-            live = len(self.cluster.live_brokers()) or 1
-            try:
-                self.cluster.create_topic(OFFSETS_TOPIC, self.num_partitions,
-                                          replication_factor=min(self.replication_factor, live),
-                                          configs={"cleanup.policy": "compact",
-                                                   "segment.bytes": str(self.segment_bytes),
-                                                   "compression.type": "producer"})
-                created = True
-                log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-            except TopicAlreadyExistsError:
-                pass
-            except PyklogError as e:  # e.g. no live broker yet: the client retries FindCoordinator
-                raise CoordinatorNotAvailableError(f"cannot create {OFFSETS_TOPIC}: {e}") from e
-        self._sync_leadership(load_inline=True)
-        if created:
-            # the new (empty) partitions may be loading on the listener's thread: they are ready at once
-            self.wait_loaded(10.0)
+        self.runtime.ensure_topic()
 
     # ------------------------------------------------------------------ coordinator lookup
 
     def partition_for(self, group: str) -> int:
-        return partition_for_group(group, self.num_partitions)
+        return self.runtime.partition_for(group)
 
     def coordinator_for(self, group: str) -> int | None:
         """The broker id coordinating ``group`` (creating ``__consumer_offsets`` on first use);
         None when its partition has no live leader (COORDINATOR_NOT_AVAILABLE)."""
         if group is None:
             raise InvalidGroupIdError("group id must not be null")
-        self.ensure_topic()
-        parts = self.cluster.topic(OFFSETS_TOPIC, refresh_if_missing=False) or {}
-        state = parts.get(self.partition_for(group))
-        if state is None or state.leader < 0:
-            return None
-        return state.leader
+        return self.runtime.coordinator_for(group)
 
     def is_loading(self, group: str | None = None) -> bool:
         """True while any (or ``group``'s) led offsets partition is still loading."""
-        with self._lock:
-            if group is not None:
-                part = self._partitions.get(self.partition_for(group))
-                return part is not None and part.state == LOADING
-            return any(p.state == LOADING for p in self._partitions.values())
+        return self.runtime.is_loading(group)
 
     def wait_loaded(self, timeout: float = 30.0) -> bool:
         """Poll (every 20 ms) until no led offsets partition is loading; False after ``timeout`` s.
         Runs in the caller's thread."""
-        deadline = Deadline.after(timeout)
-        while self.is_loading():
-            if deadline.expired():
-                return False
-            time.sleep(min(0.02, deadline.remaining()))
-        return True
+        return self.runtime.wait_loaded(timeout)
 
     def _partition_for_request(self, group: str) -> _OffsetsPartition:
         if group is None:
             raise InvalidGroupIdError("group id must not be null")
-        p = self.partition_for(group)
-        with self._lock:
-            part = self._partitions.get(p)
-        if part is None:
-            raise NotCoordinatorError(
-                f"broker {self.broker_id} is not the coordinator of group {group!r} "
-                f"({OFFSETS_TOPIC} partition {p} is led elsewhere)")
-        if part.state == LOADING:
-            raise CoordinatorLoadInProgressError(
-                f"broker {self.broker_id} is still loading {OFFSETS_TOPIC}-{p} (group {group!r})")
-        if part.state == FAILED:
-            raise CoordinatorNotAvailableError(
-                f"loading {OFFSETS_TOPIC}-{p} failed on broker {self.broker_id}: {part.error}")
-        return part
+        return self.runtime.partition_for_request(group, f"group {group!r}", loading_note=f" (group {group!r})")
 
     # ------------------------------------------------------------------ commit / fetch
 
@@ -466,7 +417,7 @@ class OffsetManager:
         with part.lock:
             self._check_still_loaded(part, group)
             try:
-                info = self._log(part.partition).append(batch)
+                info = self.runtime.log(part.partition).append(batch)
             except (MessageTooLargeError, RecordListTooLargeError) as e:
                 log.warning("offset commit of group %s too large: %s", group, e)
                 results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
@@ -482,10 +433,9 @@ class OffsetManager:
 
     def _check_still_loaded(self, part: _OffsetsPartition, group: str) -> None:
         """Under ``part.lock``: the partition is still ours and loaded (else NOT_COORDINATOR)."""
-        with self._lock:
-            if self._partitions.get(part.partition) is not part or part.state != LOADED:
-                raise NotCoordinatorError(
-                    f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}")
+        if not self.runtime.is_current(part):
+            raise NotCoordinatorError(
+                f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}")
 
     # ------------------------------------------------------------------ transactional offsets (KIP-98)
 
@@ -522,7 +472,7 @@ class OffsetManager:
         with part.lock:
             self._check_still_loaded(part, group)
             try:
-                info = self._log(part.partition).append(batch, from_client=False)
+                info = self.runtime.log(part.partition).append(batch, from_client=False)
             except (MessageTooLargeError, RecordListTooLargeError) as e:
                 log.warning("transactional offset commit of group %s too large: %s", group, e)
                 results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
@@ -549,8 +499,7 @@ class OffsetManager:
         Returns how many offsets became committed.  A partition this broker does not lead, or that
         is still loading (the loader reads the marker from the log), is left alone.
         """
-        with self._lock:
-            part = self._partitions.get(int(partition))
+        part = self.runtime.get(partition)
         if part is None:
             log.debug("marker of producer %d on %s-%d: not a partition this broker leads", producer_id,
                       OFFSETS_TOPIC, partition)
@@ -618,8 +567,7 @@ class OffsetManager:
 
     def groups(self) -> list[str]:
         """Groups with committed offsets in the loaded partitions this broker leads."""
-        with self._lock:
-            parts = [p for p in self._partitions.values() if p.state == LOADED]
+        parts = self.runtime.loaded_partitions()
         out = set()
         for p in parts:
             with p.lock:
@@ -635,7 +583,7 @@ class OffsetManager:
         now = int(time.time() * 1000)
         batch = build_batch([(encode_offset_key(group, t, p), None, now, ()) for t, p in keys])
         with part.lock:
-            self._log(part.partition).append(batch)
+            self.runtime.log(part.partition).append(batch)
             part.offsets.remove(group, keys)
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
@@ -674,100 +622,37 @@ class OffsetManager:
 
     def serves_group(self, group: str) -> bool:
         """True if this broker leads ``group``'s ``__consumer_offsets`` partition and has loaded it."""
-        with self._lock:
-            part = self._partitions.get(self.partition_for(group))
-            return part is not None and part.state == LOADED
+        return self.runtime.get_loaded(self.partition_for(group)) is not None
 
     def _append_tombstones(self, part: _OffsetsPartition, group: str, keys: list, now_ms: int) -> None:
         """Under ``part.lock``: write one batch of tombstones (null values, which compaction later
         removes) for ``group``'s ``keys`` to its ``__consumer_offsets`` partition, then drop them from
         the cache.  The single path by which the coordinator itself forgets committed offsets."""
         batch = build_batch([(encode_offset_key(group, t, p), None, now_ms, ()) for t, p in keys])
-        self._log(part.partition).append(batch, from_client=False)
+        self.runtime.log(part.partition).append(batch, from_client=False)
         part.offsets.remove(group, keys)
 
     # ------------------------------------------------------------------ leadership and loading
-
-    def _on_cluster_change(self) -> None:
-        try:
-            self._sync_leadership()
-        except Exception:
-            log.exception("offsets partition leadership update failed")
-
-    def _sync_leadership(self, load_inline: bool = False) -> None:
-        parts = self.cluster.topic(OFFSETS_TOPIC, refresh_if_missing=False)
-        led = set()
-        if parts:
-            self._synced = True
-            self.num_partitions = len(parts)
-            led = {p for p, s in parts.items() if s.leader == self.broker_id}
-        to_load = []
-        with self._lock:
-            if not self._running:
-                return
-            for p in sorted(set(self._partitions) - led):
-                log.info("no longer the leader of %s-%d: dropping its offsets cache", OFFSETS_TOPIC, p)
-                del self._partitions[p]
-            for p in sorted(led - set(self._partitions)):
-                part = _OffsetsPartition(p)
-                self._partitions[p] = part
-                to_load.append(part)
-        for part in to_load:
-            existing = self.log_manager.get_log(OFFSETS_TOPIC, part.partition)
-            empty = existing is None or existing.log_end_offset == existing.log_start_offset
-            if load_inline or empty:
-                self._load(part)  # nothing (or a caller that waits anyway): no load-in-progress window
-            else:
-                self._queue.put(part)
-
-    def _load_loop(self) -> None:
-        while True:
-            part = self._queue.get()
-            if part is None:
-                return
-            self._load(part)
-
-    def _log(self, partition: int, *, apply_config: bool = False):
-        """The partition's log; with ``apply_config`` (at load) create it or make sure it runs with
-        the topic's config (compaction), whatever config the LogManager opened it with."""
-        if not apply_config:
-            existing = self.log_manager.get_log(OFFSETS_TOPIC, partition)
-            if existing is not None:
-                return existing
-        config = self.log_manager.default_config.with_overrides(self.cluster.topic_config(OFFSETS_TOPIC))
-        return self.log_manager.get_or_create_log(OFFSETS_TOPIC, partition, config)
 
     def _load(self, part: _OffsetsPartition) -> None:
         """Read the partition's log into fresh offsets (Kafka's ``loadGroupsAndOffsets``): plain
         commits in log order (the latest per key wins), transactional batches pending per producer,
         control batches completing them.  Runs on the loader thread (or the caller's, for an empty
         partition); the last stretch of the log is read, and the partition marked loaded, under the
-        partition's lock (see the module docstring)."""
-        with self._lock:
-            if self._partitions.get(part.partition) is not part or part.state != LOADING:
-                return
+        partition's lock (see the module docstring).  The runtime's ``load`` hook: an exception
+        marks the partition FAILED (COORDINATOR_NOT_AVAILABLE for its groups)."""
         started = time.monotonic()
         loaded = _GroupOffsets()
         counts = [0, 0]  # records, markers
-        try:
-            lg = self._log(part.partition, apply_config=True)
-            offset = self._replay(part, lg, lg.log_start_offset, lg.log_end_offset, loaded, counts)
-            if offset is None:
-                return  # leadership moved while loading
-            with part.lock:
-                # markers may have been appended meanwhile: read them here, where complete_transaction waits
-                offset = self._replay(part, lg, offset, lg.log_end_offset, loaded, counts)
-                if offset is None:
-                    return
-                part.offsets = loaded
-                with self._lock:
-                    part.state = LOADED
-        except Exception as e:  # a broken log must not kill the loader thread
-            log.exception("loading %s-%d failed", OFFSETS_TOPIC, part.partition)
-            with self._lock:
-                part.error = f"{type(e).__name__}: {e}"
-                part.state = FAILED
-            return
+        lg = self.runtime.log(part.partition, apply_config=True)
+        offset = self._replay(part, lg, lg.log_start_offset, lg.log_end_offset, loaded, counts)
+        if offset is None:
+            return  # leadership moved while loading
+        with part.lock:
+            # markers may have been appended meanwhile: read them here, where complete_transaction waits
+            offset = self._replay(part, lg, offset, lg.log_end_offset, loaded, counts)
+            if offset is None or not self.runtime.mark_loaded(part, lambda: setattr(part, "offsets", loaded)):
+                return
         pending = sum(len(offs) for by_group in loaded.pending.values() for offs in by_group.values())
         log.info("loaded %s-%d: %d groups from %d records and %d transaction markers in %.3fs "
                  "(%d offsets of %d producers pending)", OFFSETS_TOPIC, part.partition, len(loaded.cache),
@@ -778,9 +663,8 @@ class OffsetManager:
         """Apply the batches of ``lg`` from ``offset`` up to ``end`` to ``loaded``; returns the next
         offset to read, or None when the partition is no longer ours."""
         while offset < end:
-            with self._lock:
-                if self._partitions.get(part.partition) is not part:
-                    return None
+            if not self.runtime.owns(part):
+                return None
             buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
             next_offset = offset
             for batch in iter_batches(buf):

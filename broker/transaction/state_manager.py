@@ -8,30 +8,40 @@ InitProducerId with a transactional id), ``cleanup.policy=compact`` and
 ``segment.bytes=transaction.state.log.segment.bytes``, spread over the live brokers like
 ``__consumer_offsets`` (:mod:`pyklog.broker.coordinator`, the model followed here).
 
-* Becoming the leader of a partition (start-up, topic creation, registry change): its log is read
+* Becoming the leader of a partition (start-up, topic creation, registry change, a new leader
+  epoch): its log is read
   into a fresh cache of :class:`TransactionMetadata` in a background thread (CoordinatorLoadInProgress
   meanwhile; an empty log loads inline).  When the load ends, ``on_loaded(partition,
   coordinator_epoch, [metadata in PrepareCommit/PrepareAbort])`` is called so their markers are sent
   again (Kafka's ``transactionsPendingForCompletion``).
-* Ceasing to lead it: the cache is dropped and ``on_unloaded(partition)`` is called.
+* Ceasing to lead it, or leading it at another epoch: the cache is dropped and
+  ``on_unloaded(partition)`` is called (then, at a new epoch, it loads again).
 * :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) and returns only
   once the log holds it; the caller then applies it in memory.
 
-Thread-safety: thread-safe.  ``_lock`` guards the partition table; each partition's cache is a dict
-replaced whole at load and mutated under ``_lock``; a metadata's own fields are guarded by its lock
-(:mod:`.metadata`).  Appends to one partition are serialised by the log.  Loading runs on one
-daemon thread; the cluster listener runs on kazoo's callback thread.
+Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
+COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
+(shared with the offset manager).
+
+Thread-safety: thread-safe.  ``_lock`` (the runtime's lock) guards the partition table; each
+partition's cache is a dict replaced whole at load and mutated under ``_lock``; a metadata's own
+fields are guarded by its lock (:mod:`.metadata`).  Appends to one partition are serialised by the
+log.  Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.
 """
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from typing import Callable
 
-from pyklog.broker.common.retry import Deadline
-from pyklog.broker.coordinator import kafka_abs, java_string_hash
+from pyklog.broker.coordinator_runtime import (
+    FAILED,  # noqa: F401 - re-exported
+    LOADED,
+    LOADING,
+    CoordinatorPartition,
+    CoordinatorPartitions,
+    partition_for_key,
+)
 from pyklog.broker.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -40,7 +50,6 @@ from pyklog.broker.errors import (
     NotCoordinatorError,
     PyklogError,
     RecordListTooLargeError,
-    TopicAlreadyExistsError,
     UnknownServerError,
 )
 from pyklog.broker.record.batch import build_batch
@@ -62,25 +71,22 @@ from pyklog.broker.transaction.metadata import (
 log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 100 * 1024 * 1024
-LOADING, LOADED, FAILED = "loading", "loaded", "failed"
 
 
 def partition_for_transactional_id(transactional_id: str, num_partitions: int) -> int:
     """The ``__transaction_state`` partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
-    return kafka_abs(java_string_hash(transactional_id)) % num_partitions
+    return partition_for_key(transactional_id, num_partitions)
 
 
-class _TxnPartition:
-    """One led ``__transaction_state`` partition: load state, coordinator epoch, metadata cache."""
+class _TxnPartition(CoordinatorPartition):
+    """One led ``__transaction_state`` partition: load state, coordinator epoch
+    (:class:`CoordinatorPartition`) and the metadata cache."""
 
-    __slots__ = ("partition", "coordinator_epoch", "state", "cache", "error")
+    __slots__ = ("cache",)
 
     def __init__(self, partition: int, coordinator_epoch: int):
-        self.partition = partition
-        self.coordinator_epoch = coordinator_epoch
-        self.state = LOADING
+        super().__init__(partition, coordinator_epoch)
         self.cache: dict[str, TransactionMetadata] = {}
-        self.error: str | None = None
 
 
 class TransactionStateManager:
@@ -97,109 +103,58 @@ class TransactionStateManager:
         self.log_manager = log_manager
         self.cluster = cluster
         self.broker_id = int(broker_id)
-        self.num_partitions = int(num_partitions)
         self.replication_factor = int(replication_factor)
         self.segment_bytes = int(segment_bytes)
         self.load_buffer_bytes = int(load_buffer_bytes)
         self.on_loaded = on_loaded
         self.on_unloaded = on_unloaded
-        self._lock = threading.RLock()
-        self._partitions: dict[int, _TxnPartition] = {}
-        self._queue: queue.Queue = queue.Queue()
-        self._loader: threading.Thread | None = None
-        self._running = False
-        self._synced = False
+        #: leadership, loading and the per-request checks (shared with the offset manager)
+        self.runtime: CoordinatorPartitions[_TxnPartition] = CoordinatorPartitions(
+            TRANSACTION_STATE_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
+            replication_factor=self.replication_factor,
+            topic_configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                           "compression.type": "uncompressed"},
+            new_partition=_TxnPartition, load=self._load, on_unloaded=self._unloaded,
+            loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
+        self._lock = self.runtime.lock
+        self._partitions = self.runtime.partitions
+
+    @property
+    def num_partitions(self) -> int:
+        """``transaction.state.log.num.partitions``, or the existing topic's own count once seen."""
+        return self.runtime.num_partitions
 
     # ------------------------------------------------------------------ lifecycle
 
     def startup(self) -> None:
-        with self._lock:
-            if self._running:
-                return
-            self._running = True
-            self._loader = threading.Thread(target=self._load_loop, name=f"txn-state-loader-{self.broker_id}",
-                                            daemon=True)
-            self._loader.start()
-        self.cluster.add_listener(self._on_cluster_change)
-        self._sync_leadership()
+        self.runtime.startup()
 
     def shutdown(self) -> None:
-        with self._lock:
-            if not self._running:
-                return
-            self._running = False
-        self.cluster.remove_listener(self._on_cluster_change)
-        self._queue.put(None)
-        if self._loader is not None:
-            self._loader.join(30)
-        with self._lock:
-            self._partitions.clear()
+        self.runtime.shutdown()
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` unless it exists (COORDINATOR_NOT_AVAILABLE if it cannot be)."""
-        if self._synced and self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False) is not None:
-            return
-        created = False
-        if self.cluster.topic(TRANSACTION_STATE_TOPIC) is None:
-            live = len(self.cluster.live_brokers()) or 1
-            try:
-                self.cluster.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
-                                          replication_factor=min(self.replication_factor, live),
-                                          configs={"cleanup.policy": "compact",
-                                                   "segment.bytes": str(self.segment_bytes),
-                                                   "compression.type": "uncompressed"})
-                created = True
-                log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
-            except TopicAlreadyExistsError:
-                pass
-            except PyklogError as e:
-                raise CoordinatorNotAvailableError(f"cannot create {TRANSACTION_STATE_TOPIC}: {e}") from e
-        self._sync_leadership(load_inline=True)
-        if created:
-            self.wait_loaded(10.0)
+        self.runtime.ensure_topic()
 
     # ------------------------------------------------------------------ lookups
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for_transactional_id(transactional_id, self.num_partitions)
+        return self.runtime.partition_for(transactional_id)
 
     def coordinator_for(self, transactional_id: str) -> int | None:
         """The broker coordinating ``transactional_id`` (creating the topic on first use); None when
         its partition has no live leader."""
-        self.ensure_topic()
-        parts = self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False) or {}
-        state = parts.get(self.partition_for(transactional_id))
-        if state is None or state.leader < 0:
-            return None
-        return state.leader
+        return self.runtime.coordinator_for(transactional_id)
 
     def is_loading(self) -> bool:
-        with self._lock:
-            return any(p.state == LOADING for p in self._partitions.values())
+        return self.runtime.is_loading()
 
     def wait_loaded(self, timeout: float = 30.0) -> bool:
         """Poll (every 20 ms, caller's thread) until no led partition is loading."""
-        deadline = Deadline.after(timeout)
-        while self.is_loading():
-            if deadline.expired():
-                return False
-            time.sleep(min(0.02, deadline.remaining()))
-        return True
+        return self.runtime.wait_loaded(timeout)
 
     def _partition_of(self, transactional_id: str) -> _TxnPartition:
-        p = self.partition_for(transactional_id)
-        with self._lock:
-            part = self._partitions.get(p)
-        if part is None:
-            raise NotCoordinatorError(f"broker {self.broker_id} is not the transaction coordinator of "
-                                      f"{transactional_id!r} ({TRANSACTION_STATE_TOPIC}-{p} is led elsewhere)")
-        if part.state == LOADING:
-            raise CoordinatorLoadInProgressError(
-                f"broker {self.broker_id} is still loading {TRANSACTION_STATE_TOPIC}-{p}")
-        if part.state == FAILED:
-            raise CoordinatorNotAvailableError(
-                f"loading {TRANSACTION_STATE_TOPIC}-{p} failed on broker {self.broker_id}: {part.error}")
-        return part
+        return self.runtime.partition_for_request(transactional_id, repr(transactional_id))
 
     def get_transaction_state(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
         """``(coordinator_epoch, metadata or None)``; NotCoordinator / CoordinatorLoadInProgress /
@@ -216,11 +171,8 @@ class TransactionStateManager:
 
     def coordinator_epoch_of(self, transactional_id: str) -> int | None:
         """The current coordinator epoch of the id's partition if led and loaded here, else None."""
-        with self._lock:
-            part = self._partitions.get(self.partition_for(transactional_id))
-            if part is None or part.state != LOADED:
-                return None
-            return part.coordinator_epoch
+        part = self.runtime.get_loaded(self.partition_for(transactional_id))
+        return None if part is None else part.coordinator_epoch
 
     def all_transactions(self) -> list[TransactionMetadata]:
         """Every cached metadata of the loaded partitions (for the timeout and expiration tasks)."""
@@ -286,7 +238,7 @@ class TransactionStateManager:
                     f"broker {self.broker_id} is no longer the coordinator of {transactional_id!r} "
                     f"at coordinator epoch {coordinator_epoch}")
         try:
-            self._log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+            self.runtime.log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
         except (MessageTooLargeError, RecordListTooLargeError) as e:
             raise UnknownServerError(f"transaction state of {transactional_id!r} too large: {e}") from e
         except KafkaStorageError as e:
@@ -301,106 +253,46 @@ class TransactionStateManager:
 
     # ------------------------------------------------------------------ leadership and loading
 
-    def _on_cluster_change(self) -> None:
-        try:
-            self._sync_leadership()
-        except Exception:  # noqa: BLE001
-            log.exception("%s partition leadership update failed", TRANSACTION_STATE_TOPIC)
-
-    def _sync_leadership(self, load_inline: bool = False) -> None:
-        parts = self.cluster.topic(TRANSACTION_STATE_TOPIC, refresh_if_missing=False)
-        led: dict[int, int] = {}
-        if parts:
-            self._synced = True
-            self.num_partitions = len(parts)
-            led = {p: s.leader_epoch for p, s in parts.items() if s.leader == self.broker_id}
-        to_load, dropped = [], []
-        with self._lock:
-            if not self._running:
-                return
-            for p in sorted(self._partitions):
-                if p not in led or led[p] != self._partitions[p].coordinator_epoch:
-                    log.info("no longer the transaction coordinator of %s-%d at epoch %d: dropping its cache",
-                             TRANSACTION_STATE_TOPIC, p, self._partitions[p].coordinator_epoch)
-                    del self._partitions[p]
-                    dropped.append(p)
-            for p in sorted(set(led) - set(self._partitions)):
-                part = _TxnPartition(p, led[p])
-                self._partitions[p] = part
-                to_load.append(part)
-        for p in dropped:
-            if self.on_unloaded is not None:
-                self.on_unloaded(p)
-        for part in to_load:
-            existing = self.log_manager.get_log(TRANSACTION_STATE_TOPIC, part.partition)
-            empty = existing is None or existing.log_end_offset == existing.log_start_offset
-            if load_inline or empty:
-                self._load(part)
-            else:
-                self._queue.put(part)
-
-    def _load_loop(self) -> None:
-        while True:
-            part = self._queue.get()
-            if part is None:
-                return
-            self._load(part)
-
-    def _log(self, partition: int, *, apply_config: bool = False):
-        if not apply_config:
-            existing = self.log_manager.get_log(TRANSACTION_STATE_TOPIC, partition)
-            if existing is not None:
-                return existing
-        config = self.log_manager.default_config.with_overrides(self.cluster.topic_config(TRANSACTION_STATE_TOPIC))
-        return self.log_manager.get_or_create_log(TRANSACTION_STATE_TOPIC, partition, config)
+    def _unloaded(self, part: _TxnPartition) -> None:
+        """The runtime's ``on_unloaded`` hook (listener thread, no lock held)."""
+        if self.on_unloaded is not None:
+            self.on_unloaded(part.partition)
 
     def _load(self, part: _TxnPartition) -> None:
         """Read the partition's log into a fresh cache (the latest value per id wins; a tombstone
-        removes it), then hand the transactions left in Prepare* to ``on_loaded``."""
-        with self._lock:
-            if self._partitions.get(part.partition) is not part or part.state != LOADING:
-                return
+        removes it), then hand the transactions left in Prepare* to ``on_loaded``.  The runtime's
+        ``load`` hook (loader thread, or the caller's for an empty log): an exception marks the
+        partition FAILED (COORDINATOR_NOT_AVAILABLE for its ids)."""
         started = time.monotonic()
         cache: dict[str, TransactionMetadata] = {}
         records = 0
-        try:
-            lg = self._log(part.partition, apply_config=True)
-            offset, end = lg.log_start_offset, lg.log_end_offset
-            while offset < end:
-                with self._lock:
-                    if self._partitions.get(part.partition) is not part:
-                        return
-                buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
-                next_offset = offset
-                for batch in iter_batches(buf):
-                    next_offset = batch.next_offset
-                    if batch.is_control:
-                        continue
-                    for rec in batch.records:
-                        records += 1
-                        try:
-                            tid = decode_key(rec.key)
-                            if rec.value is None:
-                                cache.pop(tid, None)
-                            else:
-                                cache[tid] = TransactionMetadata.from_log(tid, decode_value(rec.value))
-                        except (ValueError, UnicodeDecodeError) as e:
-                            log.warning("%s-%d offset %d: skipping an unreadable record: %s",
-                                        TRANSACTION_STATE_TOPIC, part.partition, rec.offset, e)
-                if next_offset <= offset:
-                    break
-                offset = next_offset
-        except Exception as e:  # noqa: BLE001 - a broken log must not kill the loader thread
-            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, part.partition)
-            with self._lock:
-                part.error = f"{type(e).__name__}: {e}"
-                part.state = FAILED
-            return
-        with self._lock:
-            if self._partitions.get(part.partition) is not part:
+        lg = self.runtime.log(part.partition, apply_config=True)
+        offset, end = lg.log_start_offset, lg.log_end_offset
+        while offset < end:
+            if not self.runtime.owns(part):
                 return
-            part.cache = cache
-            part.state = LOADED
+            buf = lg.read(offset, self.load_buffer_bytes).read_bytes()
+            next_offset = offset
+            for batch in iter_batches(buf):
+                next_offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                for rec in batch.records:
+                    records += 1
+                    try:
+                        tid = decode_key(rec.key)
+                        if rec.value is None:
+                            cache.pop(tid, None)
+                        else:
+                            cache[tid] = TransactionMetadata.from_log(tid, decode_value(rec.value))
+                    except (ValueError, UnicodeDecodeError) as e:
+                        log.warning("%s-%d offset %d: skipping an unreadable record: %s",
+                                    TRANSACTION_STATE_TOPIC, part.partition, rec.offset, e)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        if not self.runtime.mark_loaded(part, lambda: setattr(part, "cache", cache)):
+            return
         pending = [md for md in cache.values() if md.state in PREPARE_STATES]
         log.info("loaded %s-%d (coordinator epoch %d): %d transactional ids from %d records in %.3fs, "
                  "%d transactions to complete", TRANSACTION_STATE_TOPIC, part.partition, part.coordinator_epoch,
