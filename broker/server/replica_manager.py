@@ -680,18 +680,6 @@ class ReplicaManager:
                   "(DeleteTopics / pyklog-topics --delete), or remove the directories by hand.",
                   len(new), details)
 
-    def delete_local_logs(self, topic: str) -> None:
-        """Delete this broker's logs of a deleted topic at once (other brokers follow through their
-        registry listener), so a topic re-created right away never finds the old records."""
-        with self._sync_lock:
-            self._led = frozenset(k for k in self._led if k[0] != topic)
-            for (t, p) in list(self.logs.logs()):
-                if t == topic:
-                    try:
-                        self.logs.delete_log(t, p)
-                    except Exception:  # noqa: BLE001
-                        log.exception("cannot delete the log of %s-%d", t, p)
-
     # ------------------------------------------------------------------ topic creation
 
     def auto_create_topic(self, name: str) -> None:

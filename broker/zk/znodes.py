@@ -252,11 +252,6 @@ def decode_broker_registration(data: bytes, path: str = "/brokers/ids/?") -> Bro
 # ---------------------------------------------------------------------------- topics
 
 
-def encode_topic_assignment(assignment: Mapping[int, list]) -> bytes:
-    """``/brokers/topics/<t>`` v1: ``{"version":1,"partitions":{"0":[replicas],...}}``."""
-    return _dumps({"version": 1, "partitions": {str(p): [int(b) for b in r] for p, r in sorted(assignment.items())}})
-
-
 def topic_id_str(topic_id: uuid.UUID) -> str:
     """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
     return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
