@@ -1,6 +1,7 @@
 # pyklog: the two commands of the README.  Both set up everything on a fresh machine.
 #   make demo   ZooKeeper + a broker + a Spark streaming query through pyklog, end to end
-#   make test   the whole test suite (unit, integration with real servers, Spark, notebooks)
+#   make check  the whole test suite: `make test` (unit, integration with real servers, Spark,
+#               notebooks) then `make test-faults` (the slow fault scenarios)
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -11,7 +12,7 @@ VPY := $(VENV)/bin/python
 SRC_HASH := $(shell find src broker connector -name '*.py' 2>/dev/null | sort | cksum | cut -d' ' -f1)
 STAMP := $(VENV)/.installed-$(SRC_HASH)
 
-.PHONY: demo test venv debian bench clean
+.PHONY: demo test test-faults check venv debian bench clean
 
 debian:
 	@command -v kcat >/dev/null 2>&1 || { \
@@ -30,8 +31,16 @@ $(STAMP): setup.cfg pyproject.toml
 
 venv: $(STAMP)
 
+# `make test` keeps under 30 minutes on 2 cores; the slowest fault scenarios (marked `faults`: many
+# SIGKILLs of brokers or drivers under load, each a minute or more) run in `make test-faults`.
+# `make check` runs both, one after the other: it is what CI runs.
 test: debian venv
-	$(VPY) -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra --durations=25 -m 'not faults' $(PYTEST_ARGS)
+
+test-faults: debian venv
+	$(VPY) -m pytest -q -ra --durations=10 -m faults $(PYTEST_ARGS)
+
+check: test test-faults
 
 demo: debian venv
 	$(VPY) examples/demo.py

@@ -30,6 +30,7 @@ def _state(zk, topic, p):
     return json.loads(zk.get(paths.partition_state(topic, p))[0])
 
 
+@pytest.mark.faults
 def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory, zk, zk_chroot, tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
 

@@ -363,6 +363,7 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     assert [epoch_of[o] for o in range(10 + extra, n)] == [1] * 21
 
 
+@pytest.mark.faults
 def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_killed(broker_factory, zk):
     """confluent-kafka produces acks=all + idempotence without pause while each follower is SIGKILLed
     and restarted in turn (the last one with its log directory wiped), min.insync.replicas=2: no

@@ -143,6 +143,7 @@ def _committed_batches(chk: str) -> int:
 
 
 @pytest.mark.integration
+@pytest.mark.faults
 def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, zk, tmp_path):
     seed = int(os.environ.get("PYKLOG_TEST_SEED", time.time_ns() % 100000))
     rng = random.Random(seed)

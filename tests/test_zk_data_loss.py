@@ -83,6 +83,7 @@ def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp
     original = ZooKeeperServer(data_dir=str(tmp_path / "zk-original"), port=port)
     original.start()
     empty = None
+    b = None
     try:
         b = broker_factory(0, zk_connect=original.connect_string)
         _create_topic(b.bootstrap, "keep", 2)
@@ -117,6 +118,8 @@ def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp
         print("empty ZooKeeper, then restored:", counts)
         assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
     finally:
+        if b is not None:
+            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
         if empty is not None:
             empty.stop()
         original.stop()
@@ -224,6 +227,7 @@ def test_zookeeper_restarted_empty_under_a_running_broker(broker_factory, tmp_pa
     original = ZooKeeperServer(data_dir=str(tmp_path / "zk-original"), port=port)
     original.start()
     empty = None
+    b = None
     try:
         b = broker_factory(0, zk_connect=original.connect_string)
         _create_topic(b.bootstrap, "live", 1)
@@ -252,6 +256,8 @@ def test_zookeeper_restarted_empty_under_a_running_broker(broker_factory, tmp_pa
         print("ZooKeeper emptied under a running broker, then restored:", counts)
         assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
     finally:
+        if b is not None:
+            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
         if empty is not None:
             empty.stop()
         original.stop()
@@ -266,6 +272,7 @@ def test_zookeeper_away_then_back_with_its_data(broker_factory, tmp_path):
     port = free_port()
     original = ZooKeeperServer(data_dir=str(tmp_path / "zk"), port=port)
     original.start()
+    b = None
     try:
         b = broker_factory(0, zk_connect=original.connect_string)
         _create_topic(b.bootstrap, "steady", 1)
@@ -288,4 +295,6 @@ def test_zookeeper_away_then_back_with_its_data(broker_factory, tmp_path):
         print("ZooKeeper away 12 s, back with its data:", counts)
         assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
     finally:
+        if b is not None:
+            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
         original.stop()
