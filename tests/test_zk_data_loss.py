@@ -73,6 +73,21 @@ def _counts(acked: int, values: list[bytes], n: int) -> dict:
     return {"acknowledged": acked, "lost": len(want - got), "duplicated": len(values) - len(got)}
 
 
+def _check_all_read(bootstrap: str, topic: str, partitions: int, acked: int, what: str) -> None:
+    """Read the topic back and require every one of the N acknowledged values, once."""
+    counts = _counts(acked, _consume_all(bootstrap, topic, partitions, N), N)
+    print(f"{what}:", counts)
+    assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+
+
+def _stop_in_order(*servers) -> None:
+    """Stop the broker before its private ZooKeeper (a broker whose ZooKeeper is gone takes 20 s
+    to stop); None entries are skipped."""
+    for s in servers:
+        if s is not None:
+            s.stop()
+
+
 def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp_path):
     """(a) ZooKeeper restarted EMPTY: the broker refuses to start (cluster id), deletes nothing; after
     the operator restores ZooKeeper's data every acknowledged record is readable.
@@ -113,16 +128,9 @@ def test_empty_zookeeper_refused_then_restored_loses_nothing(broker_factory, tmp
 
         original.start()  # the operator restores ZooKeeper's data
         b.start()
-        values = _consume_all(b.bootstrap, "keep", 2, N)
-        counts = _counts(acked, values, N)
-        print("empty ZooKeeper, then restored:", counts)
-        assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+        _check_all_read(b.bootstrap, "keep", 2, acked, "empty ZooKeeper, then restored")
     finally:
-        if b is not None:
-            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
-        if empty is not None:
-            empty.stop()
-        original.stop()
+        _stop_in_order(b, empty, original)
 
 
 def test_broker_id_mismatch_refused(broker_factory):
@@ -251,16 +259,9 @@ def test_zookeeper_restarted_empty_under_a_running_broker(broker_factory, tmp_pa
 
         original.start()
         b.start()
-        values = _consume_all(b.bootstrap, "live", 1, N)
-        counts = _counts(acked, values, N)
-        print("ZooKeeper emptied under a running broker, then restored:", counts)
-        assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+        _check_all_read(b.bootstrap, "live", 1, acked, "ZooKeeper emptied under a running broker, then restored")
     finally:
-        if b is not None:
-            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
-        if empty is not None:
-            empty.stop()
-        original.stop()
+        _stop_in_order(b, empty, original)
 
 
 def test_zookeeper_away_then_back_with_its_data(broker_factory, tmp_path):
@@ -290,11 +291,6 @@ def test_zookeeper_away_then_back_with_its_data(broker_factory, tmp_path):
         print(f"outage: {len(lines)} log lines, {len(ours)} watchdog warning(s)")
         assert not any("lost its data" in ln for ln in lines)
         assert 1 <= len(ours) <= 3 and len(lines) < 60, "\n".join(lines)
-        values = _consume_all(b.bootstrap, "steady", 1, N)
-        counts = _counts(acked, values, N)
-        print("ZooKeeper away 12 s, back with its data:", counts)
-        assert counts == {"acknowledged": N, "lost": 0, "duplicated": 0}
+        _check_all_read(b.bootstrap, "steady", 1, acked, "ZooKeeper away 12 s, back with its data")
     finally:
-        if b is not None:
-            b.stop()  # before its ZooKeeper: a broker whose ZooKeeper is gone takes 20 s to stop
-        original.stop()
+        _stop_in_order(b, original)
