@@ -1367,8 +1367,29 @@ class ZkCluster:
         One multi-op deletes the subtree, children first, each offset node at the version read: a
         member registering or a commit landing meanwhile makes it fail (NotEmpty / BadVersion) and
         the group is kept.  Runs on the group coordinator's scheduler thread of the controller."""
-        root = paths.consumer_group(group)
-        nodes: list[tuple[str, int]] = []  # (path, version), children before parents
+        try:
+            if self._retry(self.zk.get_children, paths.consumer_ids(group)):
+                return False  # a registered member: the group is alive
+        except NoNodeError:
+            pass
+        try:
+            nodes, newest = self._read_subtree(paths.consumer_group(group))
+        except NoNodeError:
+            return False  # changed under us: look again at the next check
+        if now_ms - newest < retention_ms:
+            return False
+        failures = self._delete_subtree_at_versions(nodes)
+        if failures:
+            log.info("ZooKeeper group %s changed while expiring it (%r): kept", group, failures[0])
+            return False
+        log.info("deleted ZooKeeper consumer group %s: no member and nothing written for %d ms (%d nodes)",
+                 group, now_ms - newest, len(nodes))
+        return True
+
+    def _read_subtree(self, root: str) -> tuple[list[tuple[str, int]], int]:
+        """The nodes under ``root`` (itself included) as ``(path, version)``, children before their
+        parent, and the newest mtime/ctime among them.  NoNodeError if a node goes away meanwhile."""
+        nodes: list[tuple[str, int]] = []
         newest = 0
 
         def walk(path: str) -> None:
@@ -1379,18 +1400,12 @@ class ZkCluster:
                 walk(f"{path}/{c}")
             nodes.append((path, stat.version))
 
-        try:
-            if self._retry(self.zk.get_children, paths.consumer_ids(group)):
-                return False  # a registered member: the group is alive
-        except NoNodeError:
-            pass
-        try:
-            walk(root)
-        except NoNodeError:
-            return False  # changed under us: look again at the next check
-        if now_ms - newest < retention_ms:
-            return False
+        walk(root)
+        return nodes, newest
 
+    def _delete_subtree_at_versions(self, nodes: list[tuple[str, int]]) -> list[Exception]:
+        """Delete ``nodes`` (from :meth:`_read_subtree`) in one multi-op, each at the version read;
+        return the failures (empty: all deleted; otherwise nothing was, as a multi-op is atomic)."""
         def delete():
             t = self.zk.transaction()
             for path, version in nodes:
@@ -1398,13 +1413,7 @@ class ZkCluster:
             return t.commit()
 
         results = self._retry(delete)
-        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-        if failures:
-            log.info("ZooKeeper group %s changed while expiring it (%r): kept", group, failures[0])
-            return False
-        log.info("deleted ZooKeeper consumer group %s: no member and nothing written for %d ms (%d nodes)",
-                 group, now_ms - newest, len(nodes))
-        return True
+        return [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
 
     def delete_zookeeper_group(self, group: str) -> bool:
         """DeleteGroups of a ZooKeeper consumer group: delete ``/consumers/[group]`` when no member is
@@ -1427,29 +1436,13 @@ class ZkCluster:
             if members:
                 raise NonEmptyGroupError(f"ZooKeeper consumer group {group!r} has {len(members)} registered "
                                          f"member(s) ({', '.join(sorted(members)[:5])}); stop them before deleting it")
-            nodes: list[tuple[str, int]] = []
-
-            def walk(path: str) -> None:
-                _, stat = self._retry(self.zk.get, path)
-                for c in self._retry(self.zk.get_children, path):
-                    walk(f"{path}/{c}")
-                nodes.append((path, stat.version))
-
             try:
-                walk(root)
+                nodes, _ = self._read_subtree(root)
             except NoNodeError:
                 if self._retry(self.zk.exists, root) is None:
                     return False
                 continue  # changed under us
-
-            def delete():
-                t = self.zk.transaction()
-                for path, version in nodes:
-                    t.delete(path, version=version)
-                return t.commit()
-
-            results = self._retry(delete)
-            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            failures = self._delete_subtree_at_versions(nodes)
             if not failures:
                 log.info("deleted ZooKeeper consumer group %s (%d nodes)", group, len(nodes))
                 return True
