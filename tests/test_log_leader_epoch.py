@@ -16,7 +16,8 @@ from pyklog.broker.log.leader_epoch import (
     LeaderEpochCheckpointFile,
     LeaderEpochFileCache,
 )
-from pyklog.broker.record.batch import build_batch, build_control_batch, decode_batch
+from log_support import batch_headers, epoch_model
+from pyklog.broker.record.batch import build_batch, build_control_batch
 
 
 def batch(n=2, key=b"k", **kw):
@@ -25,31 +26,6 @@ def batch(n=2, key=b"k", **kw):
 
 def entries(lg):
     return [tuple(e) for e in lg.leader_epoch_cache.epoch_entries()]
-
-
-def headers(lg):
-    """(base, last, epoch) of every batch, read through the log's own read path (one segment
-    per read, as Fetch)."""
-    out = []
-    off = lg.log_start_offset
-    while off < lg.log_end_offset:
-        data = lg.read_bytes(off, 1 << 24)
-        pos = 0
-        while pos < len(data):
-            b = decode_batch(data, pos)
-            out.append((b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch))
-            pos += b.header.size
-            off = b.header.last_offset + 1
-    return out
-
-
-def model_entries(hdrs):
-    """The cache an independent reader derives from (base, last, epoch) headers."""
-    out = []
-    for base, _last, e in hdrs:
-        if e >= 0 and (not out or e > out[-1][0]):
-            out.append((e, base))
-    return out
 
 
 # --------------------------------------------------------------------------- the cache alone
@@ -130,7 +106,7 @@ def test_append_assigns_epochs_and_survives_reopen(tmp_path):
     for e in (0, 0, 1, 1, 3):
         lg.append(batch(2), leader_epoch=e)
     assert entries(lg) == [(0, 0), (1, 4), (3, 8)]
-    assert [h[2] for h in headers(lg)] == [0, 0, 1, 1, 3]
+    assert [h[2] for h in batch_headers(lg)] == [0, 0, 1, 1, 3]
     assert lg.end_offset_for_epoch(1) == (1, 8)
     assert lg.end_offset_for_epoch(2) == (1, 8)
     assert lg.end_offset_for_epoch(3) == (3, 10)
@@ -149,7 +125,7 @@ def test_missing_or_corrupt_checkpoint_is_rebuilt_from_batches(tmp_path, damage,
         lg.append(batch(3), leader_epoch=e)
     want = entries(lg)
     assert want == [(0, 0), (2, 6), (5, 15), (7, 18)] and len(lg.segments) > 2
-    before = headers(lg)
+    before = batch_headers(lg)
     lg.close()
     p = d / LEADER_EPOCH_CHECKPOINT
     if damage == "delete":
@@ -164,7 +140,7 @@ def test_missing_or_corrupt_checkpoint_is_rebuilt_from_batches(tmp_path, damage,
         p.write_text("0\n3\n0 0\n2 6\n5 15\n")
     lg = Log(str(d), LogConfig(segment_bytes=250), clean_shutdown=True)
     assert entries(lg) == want
-    assert headers(lg) == before  # nothing deleted because of it
+    assert batch_headers(lg) == before  # nothing deleted because of it
     assert any("leader-epoch-checkpoint" in r.message and r.levelname == "ERROR" for r in caplog.records)
     assert LeaderEpochCheckpointFile(str(p)).read() == [EpochEntry(*e) for e in want]
     lg.close()
@@ -218,7 +194,7 @@ def test_compaction_keeps_the_cache(tmp_path):
         lg.append(batch(1, key=b"same"), leader_epoch=e)
     before = entries(lg)
     lg.compact(force=True)
-    assert len(headers(lg)) < 7
+    assert len(batch_headers(lg)) < 7
     assert entries(lg) == before
     lg.close()
     lg = Log(str(tmp_path / "t-0"), cfg, clean_shutdown=True)
@@ -250,7 +226,7 @@ def test_append_as_follower_copies_offsets_and_epochs(tmp_path):
         info = follower.append_as_follower(data)
         assert info.first_offset == off
         off = info.last_offset + 1
-    assert headers(follower) == headers(leader)
+    assert batch_headers(follower) == batch_headers(leader)
     assert follower.read_bytes(0, 1 << 20) == leader.read_bytes(0, 1 << 20)  # byte for byte
     assert entries(follower) == entries(leader) == [(0, 0), (1, 4), (2, 6)]
     assert follower.collect_aborted_txns(0, 100) == leader.collect_aborted_txns(0, 100)
@@ -282,7 +258,7 @@ def test_append_as_follower_refuses_wrong_offsets_and_bad_crc(tmp_path):
     first = leader.read_bytes(0, 1)
     with pytest.raises(OffsetOutOfRangeError):
         Log(str(tmp_path / "g-0")).append_as_follower(bytes(first) + bytes(first))
-    assert headers(follower) == headers(leader)
+    assert batch_headers(follower) == batch_headers(leader)
 
 
 def test_append_as_follower_accepts_a_gap_in_the_leaders_log(tmp_path, caplog):
@@ -292,7 +268,7 @@ def test_append_as_follower_accepts_a_gap_in_the_leaders_log(tmp_path, caplog):
     leader = leader_with(tmp_path, "l-0", [0, 0, 1])
     follower = Log(str(tmp_path / "f-0"))
     follower.append_as_follower(leader.read_bytes(2, 1 << 20))  # 0-1 missing on the leader
-    assert headers(follower) == headers(leader)[1:] and follower.log_end_offset == 6
+    assert batch_headers(follower) == batch_headers(leader)[1:] and follower.log_end_offset == 6
     assert entries(follower) == [(0, 2), (1, 4)]
     assert any("offset gap" in r.message and r.levelname == "WARNING" for r in caplog.records)
 
@@ -304,15 +280,15 @@ def test_append_as_follower_accepts_compacted_gaps_and_big_fetches(tmp_path):
     for i in range(12):
         leader.append(batch(1, key=b"k%d" % (i % 3)), leader_epoch=i // 4)
     leader.compact(force=True)
-    hl = headers(leader)
+    hl = batch_headers(leader)
     assert hl[0][0] > 0 or any(b[0] != a[1] + 1 for a, b in zip(hl, hl[1:]))  # there is a gap
     follower = Log(str(tmp_path / "f-0"), LogConfig(**cfg))
     follower.append_as_follower(leader.read_bytes(0, 1 << 20, max_offset=None))
     while follower.log_end_offset < leader.log_end_offset:
         follower.append_as_follower(leader.read_bytes(follower.log_end_offset, 1 << 20))
-    assert headers(follower) == hl
+    assert batch_headers(follower) == hl
     assert len(follower.segments) > 1  # more than segment.bytes: written as several appends
-    assert entries(follower) == model_entries(hl)
+    assert entries(follower) == epoch_model(hl)
 
 
 # --------------------------------------------------------------------------- truncation by epoch (KIP-101/279)
@@ -354,7 +330,7 @@ def test_kip101_scenario1_leader_change_after_uncommitted_writes(tmp_path):
     truncate_follower(b, a)
     assert a.log_end_offset == 1
     catch_up(b, a)
-    assert headers(a) == headers(b) == [(0, 0, 0), (1, 1, 1)]
+    assert batch_headers(a) == batch_headers(b) == [(0, 0, 0), (1, 1, 1)]
     assert entries(a) == entries(b) == [(0, 0), (1, 1)]
 
 
@@ -373,7 +349,7 @@ def test_kip101_scenario2_divergent_logs_after_double_failure(tmp_path):
     truncate_follower(b, a)
     assert a.log_end_offset == 2
     catch_up(b, a)
-    assert headers(a) == headers(b) and entries(a) == entries(b) == [(0, 0), (1, 2)]
+    assert batch_headers(a) == batch_headers(b) and entries(a) == entries(b) == [(0, 0), (1, 2)]
 
 
 def test_kip279_follower_with_an_epoch_the_leader_never_had(tmp_path):
@@ -394,7 +370,7 @@ def test_kip279_follower_with_an_epoch_the_leader_never_had(tmp_path):
     truncate_follower(b, a)
     assert a.log_end_offset == 4 and entries(a) == [(0, 0), (1, 2)]
     catch_up(b, a)
-    assert headers(a) == headers(b) and entries(a) == entries(b) == [(0, 0), (1, 2), (3, 4)]
+    assert batch_headers(a) == batch_headers(b) and entries(a) == entries(b) == [(0, 0), (1, 2), (3, 4)]
 
 
 def test_kip279_two_rounds_when_the_leader_answers_an_epoch_the_follower_never_had(tmp_path):
@@ -417,7 +393,7 @@ def test_kip279_two_rounds_when_the_leader_answers_an_epoch_the_follower_never_h
     assert truncate_follower(b, a) == 2
     assert a.log_end_offset == 3 and entries(a) == [(0, 0)]
     catch_up(b, a)
-    assert headers(a) == headers(b) and entries(a) == entries(b)
+    assert batch_headers(a) == batch_headers(b) and entries(a) == entries(b)
 
 
 def test_truncation_offset_rules(tmp_path):
@@ -451,7 +427,7 @@ def test_kip279_fast_leader_change_truncates_mid_epoch(tmp_path):
     truncate_follower(b, a)
     assert a.log_end_offset == 2
     catch_up(b, a)
-    assert headers(a) == headers(b) == [(0, 1, 1), (2, 2, 2)]
+    assert batch_headers(a) == batch_headers(b) == [(0, 1, 1), (2, 2, 2)]
 
 
 def test_truncate_fully_and_start_at(tmp_path):
@@ -579,6 +555,6 @@ def test_append_without_an_epoch_takes_the_latest(tmp_path):
     lg.assign_epoch_start_offset(4)  # became leader in epoch 4
     lg.append(batch(1))
     lg.append_control_marker(9, 0, True, 0)
-    assert [h[2] for h in headers(lg)] == [0, 4, 4]
+    assert [h[2] for h in batch_headers(lg)] == [0, 4, 4]
     assert entries(lg) == [(0, 0), (4, 1)]
     lg.close()

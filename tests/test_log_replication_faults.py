@@ -22,7 +22,8 @@ import pytest
 
 from pyklog.broker.log import Log, LogConfig
 from pyklog.broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
-from pyklog.broker.record.batch import build_batch, decode_batch
+from log_support import batch_headers, epoch_model, iter_batches
+from pyklog.broker.record.batch import build_batch
 
 SEGMENT_BYTES = 1500
 
@@ -62,28 +63,6 @@ CHILD = textwrap.dedent("""
     while True:
         ack("L", lg.append(batch(rng.randint(1, 4)), leader_epoch=3), 3)
 """ % (SEGMENT_BYTES, SEGMENT_BYTES))
-
-
-def log_headers(lg):
-    out = []
-    off = lg.log_start_offset
-    while off < lg.log_end_offset:
-        data = lg.read_bytes(off, 1 << 24)
-        pos = 0
-        while pos < len(data):
-            b = decode_batch(data, pos)  # CRC checked
-            out.append((b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch))
-            pos += b.header.size
-            off = b.header.last_offset + 1
-    return out
-
-
-def model_entries(hdrs):
-    out = []
-    for base, _last, e in hdrs:
-        if e >= 0 and (not out or e > out[-1][0]):
-            out.append((e, base))
-    return out
 
 
 def run_child_until(tmp_path, d, seed, phase, n):
@@ -145,7 +124,7 @@ def test_sigkill_mid_write_then_damaged_epoch_checkpoint(tmp_path, damage, phase
             f.write(build_batch([(b"k", b"torn" * 30, None, ())], base_offset=acked[-1][1] + 1)[:70])
     lg = Log(d, LogConfig(segment_bytes=SEGMENT_BYTES), clean_shutdown=False, recovery_point=0)
     try:
-        hdrs = log_headers(lg)
+        hdrs = batch_headers(lg)
         bases = [h[0] for h in hdrs]
         assert len(set(bases)) == len(bases) and bases == sorted(bases)  # no duplicate, in order
         by_base = {h[0]: h for h in hdrs}
@@ -156,9 +135,9 @@ def test_sigkill_mid_write_then_damaged_epoch_checkpoint(tmp_path, damage, phase
         if damage == "torn_tail":
             assert lg.last_recovery.cuts, "the torn tail must be cut"
         # the epoch cache equals the model from the batches and from the acknowledgements
-        want = model_entries(hdrs)
+        want = epoch_model(hdrs)
         assert [tuple(e) for e in lg.leader_epoch_cache.epoch_entries()] == want
-        assert model_entries(acked) == want[:len(model_entries(acked))]
+        assert epoch_model(acked) == want[:len(epoch_model(acked))]
         assert [tuple(e) for e in Log(d, LogConfig(segment_bytes=SEGMENT_BYTES), clean_shutdown=True)
                 .leader_epoch_cache.epoch_entries()] == want  # and the rewritten file says the same
         print(f"seed {seed} {phase} {damage}: {len(acked)} acknowledged, lost 0, duplicated 0, in flight "
@@ -175,26 +154,19 @@ def txn_model(lg):
     [(pid, first, marker offset)], the producers' (epoch, last sequence) and the LSO (with HW =
     LEO: the log is not replicated here)."""
     open_, aborted, producers = {}, [], {}
-    off = lg.log_start_offset
-    while off < lg.log_end_offset:
-        data = lg.read_bytes(off, 1 << 24)
-        pos = 0
-        while pos < len(data):
-            b = decode_batch(data, pos)
-            h = b.header
-            pos += h.size
-            off = h.last_offset + 1
-            if h.producer_id < 0:
-                continue
-            if h.is_control:
-                if h.producer_id in open_:
-                    first = open_.pop(h.producer_id)
-                    if b.control_type == 0:
-                        aborted.append((h.producer_id, first, h.base_offset))
-                continue
-            if h.is_transactional:
-                open_.setdefault(h.producer_id, h.base_offset)
-            producers[h.producer_id] = (h.producer_epoch, h.base_sequence + h.last_offset_delta)
+    for b in iter_batches(lg):
+        h = b.header
+        if h.producer_id < 0:
+            continue
+        if h.is_control:
+            if h.producer_id in open_:
+                first = open_.pop(h.producer_id)
+                if b.control_type == 0:
+                    aborted.append((h.producer_id, first, h.base_offset))
+            continue
+        if h.is_transactional:
+            open_.setdefault(h.producer_id, h.base_offset)
+        producers[h.producer_id] = (h.producer_epoch, h.base_sequence + h.last_offset_delta)
     lso = min(open_.values()) if open_ else lg.log_end_offset
     return open_, sorted(aborted), producers, lso
 
@@ -251,7 +223,7 @@ def test_truncation_into_transactions_then_follower_appends_and_reload(tmp_path,
     assert len(follower.segments) > 2
 
     # the follower is truncated to a random batch boundary (a new leader had less)
-    hdrs = log_headers(follower)
+    hdrs = batch_headers(follower)
     cut = rng.choice(hdrs[len(hdrs) // 3:])[0]
     follower.truncate_to(cut)
     assert follower.log_end_offset == cut
@@ -272,10 +244,10 @@ def test_truncation_into_transactions_then_follower_appends_and_reload(tmp_path,
         step(new_leader, 1)
     while follower.log_end_offset < new_leader.log_end_offset:
         follower.append_as_follower(new_leader.read_bytes(follower.log_end_offset, 1 << 20))
-    assert log_headers(follower) == log_headers(new_leader)
+    assert batch_headers(follower) == batch_headers(new_leader)
     want = txn_model(follower)
     assert txn_state(follower) == want == txn_state(new_leader)
-    assert [tuple(e) for e in follower.leader_epoch_cache.epoch_entries()] == model_entries(log_headers(follower))
+    assert [tuple(e) for e in follower.leader_epoch_cache.epoch_entries()] == epoch_model(batch_headers(follower))
     follower.close()
 
     for clean in (True, False):
