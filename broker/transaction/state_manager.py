@@ -48,6 +48,7 @@ from pyklog.broker.errors import (
     KafkaStorageError,
     MessageTooLargeError,
     NotCoordinatorError,
+    NotLeaderOrFollowerError,
     PyklogError,
     RecordListTooLargeError,
     UnknownServerError,
@@ -118,6 +119,9 @@ class TransactionStateManager:
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
+        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the
+        #: broker; None (unit tests): an append returns once it is in the local log
+        self.replication = None
 
     @property
     def num_partitions(self) -> int:
@@ -237,13 +241,26 @@ class TransactionStateManager:
                 raise NotCoordinatorError(
                     f"broker {self.broker_id} is no longer the coordinator of {transactional_id!r} "
                     f"at coordinator epoch {coordinator_epoch}")
+        repl = self.replication
         try:
-            self.runtime.log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+            if repl is None:
+                self.runtime.log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+            else:
+                # acks=all (Kafka's TransactionLog.EnforcedRequiredAcks): return only once the ISR has
+                # it, so the state an election leaves is the state the coordinator acted on.  Blocks
+                # this thread up to the replication timeout (the caller holds the metadata's lock,
+                # as Kafka's appendTransactionToLog callback chain serialises the id's transitions)
+                _, wait = repl.append(TRANSACTION_STATE_TOPIC, p, batch, leader_epoch=coordinator_epoch,
+                                      from_client=False)
+                error = repl.wait_replicated(wait)
+                if error is not None:
+                    raise error
         except (MessageTooLargeError, RecordListTooLargeError) as e:
             raise UnknownServerError(f"transaction state of {transactional_id!r} too large: {e}") from e
-        except KafkaStorageError as e:
-            raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
+        except (NotLeaderOrFollowerError, KafkaStorageError) as e:
+            raise NotCoordinatorError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
         except PyklogError as e:
+            # UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT & co.
             raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
         with self._lock:
             if self._partitions.get(p) is not part:
