@@ -235,3 +235,124 @@ def test_confluent_consumer_commits_through_offsets_leader_sigkills(broker_facto
           f"committed={final} kills={kills}")
     assert kills == 3
     assert final >= acked[-1], (final, acked[-1])
+
+
+@pytest.mark.faults
+def test_confluent_transactions_through_transaction_state_leader_sigkills(broker_factory, zk, zk_chroot):
+    """A confluent-kafka transactional producer commits (and every third time aborts) transactions of
+    5 records while the leader of __transaction_state-0 is SIGKILLed and restarted twice.  A
+    read_committed consumer then reads every transaction whose commit_transaction() returned exactly
+    once (all 5 records), none that was aborted, and each whose outcome the client could not learn
+    (a fatal error) wholly or not at all."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    brokers, topic = _cluster(broker_factory, zk, zk_chroot, replica_lag_time_max_ms="10000",
+                              transaction_abort_timed_out_transaction_cleanup_interval_ms="2000")
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    tid = f"tx-{uuid.uuid4().hex[:6]}"
+    _find_coordinator(brokers, tid, key_type=1)
+    _full_isr(zk, TXN_STATE)
+    _full_isr(zk, topic)
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60000,
+            "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000, "message.timeout.ms": 60000}
+    committed: list[int] = []
+    aborted: list[int] = []
+    unknown: list[int] = []
+    stop = threading.Event()
+    holder = {"p": Producer(conf)}
+    holder["p"].init_transactions(60)
+
+    def run_one(p, i: int) -> None:
+        p.begin_transaction()
+        for k in range(5):
+            p.produce(topic, value=f"{i}:{k}".encode(), partition=0)
+        if i % 3 == 2:
+            p.abort_transaction(60)
+            aborted.append(i)
+            return
+        for _ in range(20):
+            try:
+                p.commit_transaction(60)
+                committed.append(i)
+                return
+            except KafkaException as e:
+                err = e.args[0]
+                if err.retriable():
+                    time.sleep(0.2)
+                    continue
+                if err.txn_requires_abort():
+                    p.abort_transaction(60)
+                    aborted.append(i)
+                    return
+                raise
+        raise RuntimeError(f"transaction {i}: commit never settled")
+
+    def loop():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                run_one(holder["p"], i)
+            except Exception:  # noqa: BLE001 - fatal or unsettled: outcome unknown; start afresh
+                unknown.append(i)
+                while not stop.is_set():
+                    try:
+                        holder["p"] = Producer(conf)
+                        holder["p"].init_transactions(60)
+                        break
+                    except KafkaException:
+                        time.sleep(0.5)
+
+    t = threading.Thread(target=loop, daemon=True, name="txn-producer")
+    t.start()
+    kills = 0
+    try:
+        wait_for(lambda: len(committed) >= 3, timeout=90, message="first transactions")
+        for _ in range(2):
+            st = _full_isr(zk, TXN_STATE)
+            victim = st["leader"]
+            before = len(committed)
+            brokers[victim].kill()
+            wait_for(lambda: (s := _state(zk, TXN_STATE)) and s["leader"] not in (victim, -1), timeout=60,
+                     message="new __transaction_state leader")
+            wait_for(lambda: len(committed) > before + 2, timeout=120, message="commits after the election")
+            brokers[victim].start()
+            kills += 1
+    finally:
+        stop.set()
+        t.join(120)
+        try:
+            holder["p"].flush(10)
+        except Exception:  # noqa: BLE001
+            pass
+    _full_isr(zk, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    seen: dict[int, list[int]] = {}
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        want = 5 * len(committed)
+        deadline = time.monotonic() + 90
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None or m.error():
+                if sum(len(v) for v in seen.values()) >= want and time.monotonic() - idle_since > 3:
+                    break
+                continue
+            idle_since = time.monotonic()
+            i, k = (int(x) for x in m.value().decode().split(":"))
+            seen.setdefault(i, []).append(k)
+    finally:
+        consumer.close()
+    lost = [i for i in committed if sorted(seen.get(i, [])) != list(range(5))]
+    read_aborted = [i for i in aborted if i in seen]
+    partial_unknown = [i for i in unknown if i in seen and sorted(seen[i]) != list(range(5))]
+    dup = [i for i, ks in seen.items() if len(ks) != len(set(ks))]
+    stray = [i for i in seen if i not in committed and i not in unknown and i not in aborted]
+    print(f"\nTXNS committed={len(committed)} aborted={len(aborted)} unknown={len(unknown)} kills={kills} "
+          f"lost_or_partial={lost} read_aborted={read_aborted} partial_unknown={partial_unknown} dup={dup} "
+          f"stray={stray}")
+    assert kills == 2
+    assert not lost and not read_aborted and not partial_unknown and not dup, (lost, read_aborted, dup)
