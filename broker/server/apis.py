@@ -258,6 +258,7 @@ class KafkaApis:
 
         self.coordinator_appends = CoordinatorAppends(
             self.replica_manager, timeout_ms=getattr(config, "offsets_commit_timeout_ms", 5000))
+        self.coordinator_appends.on_append = lambda t, p, n: self.purgatory.notify((t, p), n)
         if offset_manager is not None:
             offset_manager.replication = self.coordinator_appends
         self._pid_lock = threading.Lock()

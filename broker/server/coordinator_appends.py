@@ -86,6 +86,10 @@ class CoordinatorAppends:
         self.replica_manager = replica_manager
         self.timeout_ms = int(timeout_ms)
         self.purgatory = Purgatory(self._complete, name="coordinator-append")
+        #: ``on_append(topic, partition, nbytes)``: set by the request layer to wake the long-polling
+        #: Fetches of the partition (the followers': without it a follower would see the write only
+        #: after its replica.fetch.wait.max.ms, and the write would wait that long for the ISR)
+        self.on_append = None
 
     # ------------------------------------------------------------------ append
 
@@ -103,7 +107,9 @@ class CoordinatorAppends:
             if leader_epoch is not None and leader_epoch >= 0 and epoch != leader_epoch and part is not None:
                 raise NotLeaderOrFollowerError(
                     f"{topic}-{partition} is at leader epoch {epoch}, the coordinator at {leader_epoch}")
-            return lg.append(batch, leader_epoch=max(epoch, 0), from_client=from_client), None
+            info = lg.append(batch, leader_epoch=max(epoch, 0), from_client=from_client)
+            self._appended(topic, partition, batch, info)
+            return info, None
         with part.lock:
             if not part.is_leader or (leader_epoch is not None and leader_epoch >= 0
                                       and part.leader_epoch != leader_epoch):
@@ -113,9 +119,17 @@ class CoordinatorAppends:
             rm.check_enough_replicas(topic, partition)
             epoch = part.leader_epoch
             info = lg.append(batch, leader_epoch=epoch, from_client=from_client)
+        self._appended(topic, partition, batch, info)
         # the high watermark moves in await_replicated, outside the caller's locks (a completion
         # it triggers may take them)
         return info, ReplicaWait(topic, partition, info.last_offset + 1, epoch)
+
+    def _appended(self, topic: str, partition: int, batch, info) -> None:
+        if self.on_append is not None and not getattr(info, "duplicate", False):
+            try:
+                self.on_append(topic, partition, len(batch))
+            except Exception:  # noqa: BLE001 - a wake-up failing never fails the write
+                log.exception("waking the fetches of %s-%d failed", topic, partition)
 
     # ------------------------------------------------------------------ wait
 
