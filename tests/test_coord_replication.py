@@ -379,3 +379,59 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
           f"stray={stray}")
     assert kills == 3
     assert not lost and not read_aborted and not partial_unknown and not dup, (lost, read_aborted, dup)
+
+
+@pytest.mark.faults
+def test_confluent_consumer_recovers_when_an_offline_offsets_partition_comes_back(broker_factory, zk, zk_chroot):
+    """Stop 16's observation: ``__consumer_offsets-0`` with one replica whose broker is SIGKILLed has
+    no leader to elect (leader -1); FindCoordinator answers COORDINATOR_NOT_AVAILABLE meanwhile, and
+    confluent-kafka (which loops on its coordinator query) must commit again, by itself, once the
+    broker is back.  Counts: commits acknowledged before, during (none may be) and after the outage."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    brokers, topic = _cluster(broker_factory, zk, zk_chroot, offsets_topic_replication_factor="1")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    victim = _find_coordinator(brokers, group)
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000})
+    stop = threading.Event()
+    acked: list[tuple[int, float]] = []
+    failed: list[str] = []
+
+    def commit_loop():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=False)
+                acked.append((n, time.monotonic()))
+            except KafkaException as e:
+                failed.append(str(e))
+                time.sleep(0.1)
+
+    t = threading.Thread(target=commit_loop, daemon=True, name="committer")
+    t.start()
+    try:
+        wait_for(lambda: len(acked) >= 5, timeout=60, message="first commits")
+        brokers[victim].kill()
+        wait_for(lambda: _state(zk, OFFSETS)["leader"] == -1, timeout=60, message="__consumer_offsets-0 offline")
+        others = [b for i, b in brokers.items() if i != victim]
+        with Wire(others[0].port) as w:
+            r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+        assert r["error_code"] == COORDINATOR_NOT_AVAILABLE, r
+        time.sleep(3)  # the client keeps asking meanwhile (what stop 16 saw looping)
+        during = sum(1 for _, at in acked if at > time.monotonic() - 2.5)
+        restarted = time.monotonic()
+        brokers[victim].start()
+        wait_for(lambda: any(at > restarted for _, at in acked), timeout=90, message="a commit after the restart")
+        recovered_s = next(at for _, at in acked if at > restarted) - restarted
+    finally:
+        stop.set()
+        t.join(60)
+        consumer.close()
+    final = _committed(brokers, group, topic)
+    print(f"\nOFFLINE COORDINATOR acknowledged={len(acked)} during_outage={during} failed={len(failed)} "
+          f"first_commit_after_restart_s={recovered_s:.1f} committed={final} last={acked[-1][0]}")
+    assert during == 0
+    assert final == acked[-1][0]
