@@ -42,7 +42,8 @@ RETRIABLE_COORDINATOR = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, LOAD_IN_PRO
 
 PROPS = dict(min_insync_replicas="2", default_replication_factor="3", offsets_topic_replication_factor="3",
              offsets_topic_num_partitions="1", transaction_state_log_replication_factor="3",
-             transaction_state_log_num_partitions="1", group_initial_rebalance_delay_ms="0")
+             transaction_state_log_num_partitions="1", transaction_state_log_min_isr="2",
+             group_initial_rebalance_delay_ms="0")
 
 
 def _state(zk, topic, p=0):
@@ -274,6 +275,8 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
     tid = f"tx-{uuid.uuid4().hex[:6]}"
     _find_coordinator(brokers, tid, key_type=1)
     _full_isr(zk, TXN_STATE)
+    # transaction.state.log.min.isr became the topic's min.insync.replicas (Kafka's TransactionLog config)
+    assert json.loads(zk.get(paths.topic_config(TXN_STATE))[0])["config"]["min.insync.replicas"] == "2"
     _full_isr(zk, topic)
     conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60000,
             "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000, "message.timeout.ms": 60000}

@@ -95,10 +95,10 @@ class TransactionStateManager:
     started :class:`broker.zk.cluster.ZkCluster`."""
 
     def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
-                 replication_factor: int = 3, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 replication_factor: int = 1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  load_buffer_bytes: int = 5 * 1024 * 1024,
                  on_loaded: Callable[[int, int, list], None] | None = None,
-                 on_unloaded: Callable[[int], None] | None = None):
+                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None):
         if num_partitions <= 0:
             raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -113,8 +113,9 @@ class TransactionStateManager:
         self.runtime: CoordinatorPartitions[_TxnPartition] = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
             replication_factor=self.replication_factor,
-            topic_configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                           "compression.type": "uncompressed"},
+            topic_configs=dict({"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                                "compression.type": "uncompressed"},
+                               **({"min.insync.replicas": str(int(min_isr))} if min_isr else {})),
             new_partition=_TxnPartition, load=self._load, on_unloaded=self._unloaded,
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
@@ -257,8 +258,10 @@ class TransactionStateManager:
                     raise error
         except (MessageTooLargeError, RecordListTooLargeError) as e:
             raise UnknownServerError(f"transaction state of {transactional_id!r} too large: {e}") from e
-        except (NotLeaderOrFollowerError, KafkaStorageError) as e:
+        except NotLeaderOrFollowerError as e:  # leadership moved since the coordinator's check
             raise NotCoordinatorError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
+        except KafkaStorageError as e:  # pyklog keeps its earlier answer here (Kafka: NOT_COORDINATOR)
+            raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
         except PyklogError as e:
             # UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT & co.
             raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
