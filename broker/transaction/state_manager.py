@@ -16,8 +16,10 @@ InitProducerId with a transactional id), ``cleanup.policy=compact`` and
   again (Kafka's ``transactionsPendingForCompletion``).
 * Ceasing to lead it, or leading it at another epoch: the cache is dropped and
   ``on_unloaded(partition)`` is called (then, at a new epoch, it loads again).
-* :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) and returns only
-  once the log holds it; the caller then applies it in memory.
+* :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) with acks=all and
+  returns only once the ISR of the partition holds it (Kafka's ``TransactionLog.EnforcedRequiredAcks``;
+  a blocking wait of at most 5 s on the caller's thread, see
+  :mod:`pyklog.broker.server.coordinator_appends`); the caller then applies it in memory.
 
 Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
