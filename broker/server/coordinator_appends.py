@@ -62,6 +62,7 @@ class ReplicaWait(NamedTuple):
     partition: int
     required_offset: int
     leader_epoch: int
+    nbytes: int = 0  # appended bytes: the long-polling Fetches of the partition are woken by that much
 
 
 def coordinator_error_for(e: PyklogError, what: str) -> PyklogError:
@@ -107,9 +108,7 @@ class CoordinatorAppends:
             if leader_epoch is not None and leader_epoch >= 0 and epoch != leader_epoch and part is not None:
                 raise NotLeaderOrFollowerError(
                     f"{topic}-{partition} is at leader epoch {epoch}, the coordinator at {leader_epoch}")
-            info = lg.append(batch, leader_epoch=max(epoch, 0), from_client=from_client)
-            self._appended(topic, partition, batch, info)
-            return info, None
+            return lg.append(batch, leader_epoch=max(epoch, 0), from_client=from_client), None
         with part.lock:
             if not part.is_leader or (leader_epoch is not None and leader_epoch >= 0
                                       and part.leader_epoch != leader_epoch):
@@ -119,17 +118,11 @@ class CoordinatorAppends:
             rm.check_enough_replicas(topic, partition)
             epoch = part.leader_epoch
             info = lg.append(batch, leader_epoch=epoch, from_client=from_client)
-        self._appended(topic, partition, batch, info)
-        # the high watermark moves in await_replicated, outside the caller's locks (a completion
-        # it triggers may take them)
-        return info, ReplicaWait(topic, partition, info.last_offset + 1, epoch)
-
-    def _appended(self, topic: str, partition: int, batch, info) -> None:
-        if self.on_append is not None and not getattr(info, "duplicate", False):
-            try:
-                self.on_append(topic, partition, len(batch))
-            except Exception:  # noqa: BLE001 - a wake-up failing never fails the write
-                log.exception("waking the fetches of %s-%d failed", topic, partition)
+        # the followers are woken and the high watermark moves in await_replicated, outside the
+        # caller's locks: a follower's Fetch completed there may move the high watermark, whose
+        # completions take the offsets partition's lock
+        nbytes = 0 if getattr(info, "duplicate", False) else len(batch)
+        return info, ReplicaWait(topic, partition, info.last_offset + 1, epoch, nbytes)
 
     # ------------------------------------------------------------------ wait
 
@@ -152,7 +145,13 @@ class CoordinatorAppends:
         if not waits:
             callback(None)
             return
-        for w in waits:  # an ISR of the leader alone: replicated by the append itself
+        for w in waits:
+            if w.nbytes and self.on_append is not None:  # the followers' long polls see the write now
+                try:
+                    self.on_append(w.topic, w.partition, w.nbytes)
+                except Exception:  # noqa: BLE001 - a wake-up failing never fails the write
+                    log.exception("waking the fetches of %s-%d failed", w.topic, w.partition)
+            # an ISR of the leader alone: replicated by the append itself
             part = self.replica_manager.partition(w.topic, w.partition)
             if part is not None and part.is_leader:
                 self.replica_manager.maybe_increment_high_watermark(part)
