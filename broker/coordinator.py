@@ -5,8 +5,10 @@ of the compacted topic ``__consumer_offsets``; the leader of that partition is t
 coordinator (FindCoordinator).  The topic is created on first use with ``cleanup.policy=compact``
 and ``segment.bytes=104857600``, spread over the live brokers like any topic.
 
-* OffsetCommit appends one v2 record batch (all the commit's offsets) to the partition and, only
-  once the append returned, updates an in-memory cache.
+* OffsetCommit appends one v2 record batch (all the commit's offsets) to the partition with acks=all
+  (:mod:`pyklog.broker.server.coordinator_appends`) and, only once the ISR has it, updates an
+  in-memory cache and answers (Kafka's ``offsets.commit.required.acks`` = -1): OffsetFetch never
+  shows a commit an election could undo.
 * OffsetFetch answers from the cache.
 * When this broker becomes the leader of an offsets partition (start-up, topic creation, or later
   at a new leader epoch) it loads the partition's log into the cache in a background thread; until that finishes requests for its
@@ -67,6 +69,7 @@ from pyklog.broker.coordinator_runtime import (  # noqa: F401 - java_string_hash
     partition_for_key,
 )
 from pyklog.broker.errors import (
+    CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
     InvalidGroupIdError,
     KafkaStorageError,
@@ -78,6 +81,7 @@ from pyklog.broker.errors import (
     UnknownServerError,
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_batch
+from pyklog.broker.server.coordinator_appends import coordinator_error_for
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
@@ -214,6 +218,13 @@ class _GroupOffsets:
         self.cache.setdefault(group, {})[tp] = value
         self.positions.setdefault(group, {})[tp] = position
 
+    def put_if_newer(self, group: str, tp: tuple[str, int], value: OffsetAndMetadata, position: int) -> None:
+        """A committed offset replicated at ``position``: cached unless a later record's value is
+        (commits of one partition may finish replicating in any order)."""
+        current = self.positions.get(group, {}).get(tp)
+        if current is None or current < position:
+            self.put(group, tp, value, position)
+
     def remove(self, group: str, tps) -> None:
         cache = self.cache.get(group)
         positions = self.positions.get(group)
@@ -309,6 +320,9 @@ class OffsetManager:
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         self._partition_locks: dict[int, threading.Lock] = {}
+        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the request
+        #: layer; None (unit tests without a replica manager): appends are answered at once
+        self.replication = None
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
         """The runtime's ``new_partition`` hook (under the runtime's lock)."""
@@ -395,41 +409,112 @@ class OffsetManager:
         return results, valid
 
     def commit(self, group: str, offsets: dict, *, commit_timestamp: int | None = None) -> dict:
-        """Store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for ``group``.
+        """Blocking form of :meth:`commit_async` (tests, tools): returns its result."""
+        return self._blocking(lambda done: self.commit_async(group, offsets, done, commit_timestamp=commit_timestamp),
+                              offsets)
 
-        Returns ``{(topic, partition): error_code}`` (0 = stored).  The offsets are appended to the
-        group's ``__consumer_offsets`` partition as one record batch; the answer comes after the
-        append.  Per partition: OFFSET_METADATA_TOO_LARGE for metadata over ``metadata_max_bytes``,
-        UNKNOWN_TOPIC_OR_PARTITION for a partition not in the cluster's metadata.  Raises
-        NotCoordinatorError / CoordinatorLoadInProgressError for the whole request.
+    def commit_async(self, group: str, offsets: dict, done, *, commit_timestamp: int | None = None) -> None:
+        """Store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for ``group``; ``done(results)``
+        gets ``{(topic, partition): error_code}`` (0 = stored).
+
+        The offsets are appended to the group's ``__consumer_offsets`` partition as one record
+        batch with acks=all (Kafka's ``storeOffsets``, ``offsets.commit.required.acks`` = -1): on a
+        replicated partition ``done`` is called once the ISR has the batch -- from the completing
+        thread, never blocking this one -- and only then does the cache (OffsetFetch) show the
+        offsets, so an election cannot undo a commit a client saw acknowledged.  Errors, as Kafka
+        maps them: NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT (not replicated within
+        ``offsets.commit.timeout.ms``) -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR;
+        too large -> INVALID_COMMIT_OFFSET_SIZE.  Per partition: OFFSET_METADATA_TOO_LARGE,
+        UNKNOWN_TOPIC_OR_PARTITION.  Raises NotCoordinatorError / CoordinatorLoadInProgressError for
+        the whole request (before anything is appended).  Runs on a request handler thread.
         """
         part = self._partition_for_request(group)
         now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
         results, valid = self._validate_offsets(offsets, now)
         if not valid:
-            return results
+            done(results)
+            return
         try:
             batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
                                  for (t, p), v in valid.items()])
         except PyklogError as e:
             results.update({tp: e.code for tp in valid})
-            return results
+            done(results)
+            return
+
+        def install(position: int) -> None:
+            for tp, v in valid.items():
+                part.offsets.put_if_newer(group, tp, v, position)
+
+        self._store(part, group, batch, valid, results, install, done, from_client=True, what="offset commit")
+
+    def _blocking(self, start, offsets: dict) -> dict:
+        """Run an ``*_async`` store and wait for its result (bounded by the replication timeout)."""
+        box: list = []
+        ev = threading.Event()
+
+        def done(results):
+            box.append(results)
+            ev.set()
+
+        start(done)
+        if not ev.wait(self._replication_timeout_s() + 5.0):
+            return {tp: CoordinatorNotAvailableError.code for tp in offsets}
+        return box[0]
+
+    def _replication_timeout_s(self) -> float:
+        repl = self.replication
+        return (getattr(repl, "timeout_ms", 5000) or 5000) / 1000.0
+
+    def _store(self, part: _OffsetsPartition, group: str, batch, valid: dict, results: dict, install, done, *,
+               from_client: bool, what: str) -> None:
+        """Append ``batch`` for ``valid``'s partitions, wait for the ISR, then ``install(position)``
+        (under the partition's lock, still current or not: the record is replicated, a reload reads
+        it) and ``done(results)``.  Errors go to every partition of ``valid``."""
+        wait = None
         with part.lock:
             self._check_still_loaded(part, group)
             try:
-                info = self.runtime.log(part.partition).append(batch)
+                info, wait = self._append(part, batch, from_client=from_client)
             except (MessageTooLargeError, RecordListTooLargeError) as e:
-                log.warning("offset commit of group %s too large: %s", group, e)
+                log.warning("%s of group %s too large: %s", what, group, e)
                 results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
-                return results
+                done(results)
+                return
             except PyklogError as e:
-                log.warning("offset commit of group %s failed: %s", group, e)
+                e = coordinator_error_for(e, f"{what} of group {group!r}")
+                log.info("%s of group %s failed: %s", what, group, e)
                 results.update({tp: e.code if e.code != -1 else UnknownServerError.code for tp in valid})
-                return results
-            for tp, v in valid.items():
-                part.offsets.put(group, tp, v, info.first_offset)
-        results.update({tp: 0 for tp in valid})
-        return results
+                done(results)
+                return
+            if wait is None:
+                install(info.first_offset)
+        if wait is None:
+            results.update({tp: 0 for tp in valid})
+            done(results)
+            return
+        position = info.first_offset
+
+        def replicated(error) -> None:
+            if error is not None:
+                error = coordinator_error_for(error, f"{what} of group {group!r}")
+                log.info("%s of group %s not acknowledged: %s", what, group, error)
+                results.update({tp: error.code for tp in valid})
+            else:
+                with part.lock:
+                    install(position)
+                results.update({tp: 0 for tp in valid})
+            done(results)
+
+        self.replication.await_replicated(wait, replicated)
+
+    def _append(self, part: _OffsetsPartition, batch, *, from_client: bool = False):
+        """Under ``part.lock``: append to the partition at its coordinator epoch; ``(AppendInfo,
+        ReplicaWait | None)`` (None: no replication wait, the single-broker path)."""
+        if self.replication is None:
+            return self.runtime.log(part.partition).append(batch, from_client=from_client), None
+        return self.replication.append(OFFSETS_TOPIC, part.partition, batch,
+                                       leader_epoch=part.coordinator_epoch, from_client=from_client)
 
     def _check_still_loaded(self, part: _OffsetsPartition, group: str) -> None:
         """Under ``part.lock``: the partition is still ours and loaded (else NOT_COORDINATOR)."""
@@ -441,18 +526,26 @@ class OffsetManager:
 
     def commit_transactional(self, group: str, producer_id: int, producer_epoch: int, offsets: dict, *,
                              commit_timestamp: int | None = None) -> dict:
-        """TxnOffsetCommit: store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for
-        ``group`` inside the transaction of ``producer_id`` (Kafka's ``storeOffsets`` with a producer id).
+        """Blocking form of :meth:`commit_transactional_async` (tests, tools)."""
+        return self._blocking(lambda done: self.commit_transactional_async(
+            group, producer_id, producer_epoch, offsets, done, commit_timestamp=commit_timestamp), offsets)
 
-        Runs on a request handler thread; takes the offsets partition's lock around the append and
-        the pending-offsets update.  The offsets are appended to the group's ``__consumer_offsets``
-        partition as one *transactional* batch (the producer's id and epoch, no sequence number,
-        ``from_client=False``: a coordinator's append) and kept pending for the producer: OffsetFetch
-        does not return them until :meth:`complete_transaction` runs for the COMMIT marker.
-        Returns ``{(topic, partition): error_code}`` (0 = stored); per partition
-        OFFSET_METADATA_TOO_LARGE and UNKNOWN_TOPIC_OR_PARTITION as :meth:`commit`; the log's
-        INVALID_PRODUCER_EPOCH (a fenced producer) for all.  Raises InvalidGroupIdError (empty
-        group id), NotCoordinatorError, CoordinatorLoadInProgressError for the whole request.
+    def commit_transactional_async(self, group: str, producer_id: int, producer_epoch: int, offsets: dict, done, *,
+                                   commit_timestamp: int | None = None) -> None:
+        """TxnOffsetCommit: store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for
+        ``group`` inside the transaction of ``producer_id`` (Kafka's ``storeOffsets`` with a producer id);
+        ``done(results)`` as :meth:`commit_async`.
+
+        Runs on a request handler thread; takes the offsets partition's lock around the append.
+        The offsets are appended to the group's ``__consumer_offsets`` partition as one
+        *transactional* batch (the producer's id and epoch, no sequence number,
+        ``from_client=False``: a coordinator's append) with acks=all, and once the ISR has it kept
+        pending for the producer: OffsetFetch does not return them until :meth:`complete_transaction`
+        runs for the COMMIT marker.  Per partition OFFSET_METADATA_TOO_LARGE and
+        UNKNOWN_TOPIC_OR_PARTITION as :meth:`commit_async`; the log's INVALID_PRODUCER_EPOCH (a fenced
+        producer) and the replication errors (mapped as :meth:`commit_async`) for all.  Raises
+        InvalidGroupIdError (empty group id), NotCoordinatorError, CoordinatorLoadInProgressError
+        for the whole request.
         """
         if not group:
             raise InvalidGroupIdError(f"a transactional offset commit needs a non-empty group id, got {group!r}")
@@ -460,7 +553,8 @@ class OffsetManager:
         now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
         results, valid = self._validate_offsets(offsets, now)
         if not valid:
-            return results
+            done(results)
+            return
         try:
             batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
                                  for (t, p), v in valid.items()],
@@ -468,28 +562,15 @@ class OffsetManager:
                                 base_sequence=TXN_OFFSET_BASE_SEQUENCE, is_transactional=True)
         except PyklogError as e:
             results.update({tp: e.code for tp in valid})
-            return results
-        with part.lock:
-            self._check_still_loaded(part, group)
-            try:
-                info = self.runtime.log(part.partition).append(batch, from_client=False)
-            except (MessageTooLargeError, RecordListTooLargeError) as e:
-                log.warning("transactional offset commit of group %s too large: %s", group, e)
-                results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
-                return results
-            except (NotLeaderOrFollowerError, KafkaStorageError) as e:  # Kafka maps these to NOT_COORDINATOR
-                log.warning("transactional offset commit of group %s failed: %s", group, e)
-                results.update({tp: NotCoordinatorError.code for tp in valid})
-                return results
-            except PyklogError as e:
-                log.info("transactional offset commit of group %s (producer %d epoch %d) refused: %s",
-                         group, producer_id, producer_epoch, e)
-                results.update({tp: e.code if e.code != -1 else UnknownServerError.code for tp in valid})
-                return results
+            done(results)
+            return
+
+        def install(position: int) -> None:
             for tp, v in valid.items():
-                part.offsets.put_pending(int(producer_id), group, tp, v, info.first_offset)
-        results.update({tp: 0 for tp in valid})
-        return results
+                part.offsets.put_pending(int(producer_id), group, tp, v, position)
+
+        self._store(part, group, batch, valid, results, install, done, from_client=False,
+                    what=f"transactional offset commit (producer {producer_id} epoch {producer_epoch})")
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in ``__consumer_offsets``
@@ -583,7 +664,7 @@ class OffsetManager:
         now = int(time.time() * 1000)
         batch = build_batch([(encode_offset_key(group, t, p), None, now, ()) for t, p in keys])
         with part.lock:
-            self.runtime.log(part.partition).append(batch)
+            self._append(part, batch)  # not waited for: a lost tombstone leaves the offsets to expiry
             part.offsets.remove(group, keys)
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
@@ -629,7 +710,7 @@ class OffsetManager:
         removes) for ``group``'s ``keys`` to its ``__consumer_offsets`` partition, then drop them from
         the cache.  The single path by which the coordinator itself forgets committed offsets."""
         batch = build_batch([(encode_offset_key(group, t, p), None, now_ms, ()) for t, p in keys])
-        self.runtime.log(part.partition).append(batch, from_client=False)
+        self._append(part, batch)  # not waited for: a lost tombstone is written again at the next expiry
         part.offsets.remove(group, keys)
 
     # ------------------------------------------------------------------ leadership and loading

@@ -171,18 +171,25 @@ class CoordinatorPartitions(Generic[P]):
             self.partitions.clear()
 
     def ensure_topic(self) -> None:
-        """Create the topic (``topic_configs``, ``min(replication_factor, live brokers)`` replicas)
-        unless it exists, then load the partitions this broker now leads inline; COORDINATOR_NOT_AVAILABLE
-        if it cannot be created (e.g. no live broker yet: the client retries FindCoordinator).
+        """Create the topic (``topic_configs``, ``replication_factor`` replicas) unless it exists,
+        then load the partitions this broker now leads inline; COORDINATOR_NOT_AVAILABLE if it cannot
+        be created (fewer live brokers than the replication factor, as Kafka 2.x: never created
+        with fewer replicas than configured; the client retries FindCoordinator).
         Caller's thread (a request handler)."""
         if self.synced and self.cluster.topic(self.topic, refresh_if_missing=False) is not None:
             return
         created = False
         if self.cluster.topic(self.topic) is None:
-            live = len(self.cluster.live_brokers()) or 1
+            live = len(self.cluster.live_brokers())
+            if live < self.replication_factor:
+                # Kafka 2.x (KafkaApis.createInternalTopic): never created with fewer replicas than
+                # configured; the client retries FindCoordinator until enough brokers are up
+                raise CoordinatorNotAvailableError(
+                    f"cannot create {self.topic} yet: {live} live broker(s), its replication factor is "
+                    f"{self.replication_factor}")
             try:
                 self.cluster.create_topic(self.topic, self.num_partitions,
-                                          replication_factor=min(self.replication_factor, live),
+                                          replication_factor=self.replication_factor,
                                           configs=dict(self.topic_configs))
                 created = True
                 log.info("created %s with %d partitions", self.topic, self.num_partitions)

@@ -130,6 +130,7 @@ from pyklog.broker.protocol import (
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
 from pyklog.broker.record.reader import iter_headers
 from pyklog.broker.server.network import OwnedFd, Request
+from pyklog.broker.server.coordinator_appends import ReplicaWait
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
 from pyklog.broker.server.replica_manager import ReplicaManager
 from pyklog.broker.server.zk_offset_store import ZkOffsetStore
@@ -252,6 +253,14 @@ class KafkaApis:
         self.produce_purgatory = Purgatory(self._complete_delayed_produce, name="produce")
         self.replica_manager.on_high_watermark = self._on_high_watermark
         self.replica_manager.on_role_change = self._on_partition_role_change
+        # the coordinators' own appends (offsets, transaction state, markers) with acks=all
+        from pyklog.broker.server.coordinator_appends import CoordinatorAppends
+
+        self.coordinator_appends = CoordinatorAppends(
+            self.replica_manager, timeout_ms=getattr(config, "offsets_commit_timeout_ms", 5000))
+        self.coordinator_appends.on_append = lambda t, p, n: self.purgatory.notify((t, p), n)
+        if offset_manager is not None:
+            offset_manager.replication = self.coordinator_appends
         self._pid_lock = threading.Lock()
         self._pids = iter(())
         self._shutting_down = False
@@ -628,6 +637,7 @@ class KafkaApis:
         """The replica manager moved a high watermark (no lock held): waiting acks=all Produces may
         complete, and consumers' delayed Fetches see new data (they re-read and wait again if short)."""
         self.produce_purgatory.check((topic, partition))
+        self.coordinator_appends.check(topic, partition)
         # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
         self.purgatory.notify((topic, partition), _INT32_MAX)
 
@@ -635,6 +645,7 @@ class KafkaApis:
         """Leadership or the ISR changed: waiting acks=all Produces re-check (NOT_LEADER_OR_FOLLOWER,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         self.produce_purgatory.check((topic, partition))
+        self.coordinator_appends.check(topic, partition)
 
     # ------------------------------------------------------------------ Fetch
 
@@ -1751,27 +1762,51 @@ class KafkaApis:
                 wanted[(t["name"], p["partition_index"])] = (
                     p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
                 stamps[(t["name"], p["partition_index"])] = p.get("commit_timestamp", -1)
+        topics_of = body["topics"]
+
+        def respond(codes: dict) -> None:
+            topics = []
+            for t in topics_of:
+                topics.append({"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"],
+                     "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]})
+            if not request.answered:
+                self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
         if header.api_version == 0:
-            codes = self.zk_offsets.commit(group, wanted)
-        else:
-            try:
-                if self.offsets is None:
-                    raise CoordinatorNotAvailableError("the offset manager is not running")
-                if self.groups is not None:  # generation >= 0: a group member's commit (ILLEGAL_GENERATION & co.)
-                    self.groups.validate_offset_commit(group, body.get("generation_id_or_member_epoch", -1),
-                                                       body.get("member_id", ""), body.get("group_instance_id"))
-                codes = {}
-                for ts in sorted(set(stamps.values())):  # one append per distinct timestamp (usually one)
-                    part = {k: v for k, v in wanted.items() if stamps[k] == ts}
-                    codes.update(self.offsets.commit(group, part, commit_timestamp=ts if ts >= 0 else None))
-            except PyklogError as e:
-                codes = {k: e.code for k in wanted}
-        topics = []
-        for t in body["topics"]:
-            topics.append({"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"],
-                 "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]})
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+            respond(self.zk_offsets.commit(group, wanted))
+            return
+        try:
+            if self.offsets is None:
+                raise CoordinatorNotAvailableError("the offset manager is not running")
+            if self.groups is not None:  # generation >= 0: a group member's commit (ILLEGAL_GENERATION & co.)
+                self.groups.validate_offset_commit(group, body.get("generation_id_or_member_epoch", -1),
+                                                   body.get("member_id", ""), body.get("group_instance_id"))
+            # one append per distinct timestamp (usually one); answered when every one is replicated
+            # (acks=all, OffsetManager.commit_async: from the completing thread, none waits here)
+            batches = [(ts, {k: v for k, v in wanted.items() if stamps[k] == ts}) for ts in sorted(set(stamps.values()))]
+            if not batches:
+                respond({})
+                return
+            gathered: dict = {}
+            remaining = [len(batches)]
+            gather_lock = threading.Lock()
+
+            def one_done(codes: dict) -> None:
+                with gather_lock:
+                    gathered.update(codes)
+                    remaining[0] -= 1
+                    last = remaining[0] == 0
+                if last:
+                    respond(gathered)
+
+            for ts, part in batches:
+                try:
+                    self.offsets.commit_async(group, part, one_done, commit_timestamp=ts if ts >= 0 else None)
+                except PyklogError as e:
+                    one_done({k: e.code for k in part})
+        except PyklogError as e:
+            respond({k: e.code for k in wanted})
 
     def handle_offset_fetch(self, request, header, body):
         """OffsetFetch v0-9 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
@@ -1859,16 +1894,23 @@ class KafkaApis:
             if header.api_version >= 3 and self.groups is not None:  # KIP-447: the member's generation
                 self.groups.validate_txn_offset_commit(group, body.get("generation_id", -1), body.get("member_id", ""),
                                                        body.get("group_instance_id"))
-            codes = self.offsets.commit_transactional(group, body["producer_id"], body["producer_epoch"], wanted)
+            # acks=all: answered once the ISR has the batch (OffsetManager.commit_transactional_async)
+            self.offsets.commit_transactional_async(group, body["producer_id"], body["producer_epoch"], wanted,
+                                                    lambda codes: self._answer_txn_offset_commit(
+                                                        request, header, body, codes))
         except PyklogError as e:
-            codes = {k: e.code for k in wanted}
             log.debug("TxnOffsetCommit of group %r (transactional id %r) refused: %s", group,
                       body.get("transactional_id"), e)
+            self._answer_txn_offset_commit(request, header, body, {k: e.code for k in wanted})
+
+    def _answer_txn_offset_commit(self, request, header, body, codes: dict) -> None:
+        """TxnOffsetCommit's response from the per-partition error codes (any thread)."""
         topics = [{"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"],
              "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]}
             for t in body["topics"]]
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+        if not request.answered:
+            self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
     # ------------------------------------------------------------------ WriteTxnMarkers
 
@@ -1884,6 +1926,7 @@ class KafkaApis:
         once the marker is in the log.  Kafka authorises this as CLUSTER_ACTION; without ACLs it
         is accepted from anyone, as here.  Runs on a request handler thread; holds no lock of its own."""
         markers = []
+        waits = []  # (partition entry, topic, partition, producer id, commit, ReplicaWait)
         for m in body["markers"]:
             pid = m["producer_id"]
             commit = bool(m["transaction_result"])
@@ -1892,35 +1935,86 @@ class KafkaApis:
                 name = t["name"]
                 parts = []
                 for p in t["partition_indexes"]:
-                    parts.append({"partition_index": p, "error_code": self._write_marker(
-                        name, p, pid, m["producer_epoch"], commit, m["coordinator_epoch"])})
+                    code, wait = self._write_marker(name, p, pid, m["producer_epoch"], commit, m["coordinator_epoch"])
+                    entry = {"partition_index": p, "error_code": code}
+                    parts.append(entry)
+                    if code == NONE:
+                        waits.append((entry, name, p, pid, commit, wait))
                 topics.append({"name": name, "partitions": parts})
             markers.append({"producer_id": pid, "topics": topics})
-        self._respond(request, header, {"markers": markers})
+        self._await_markers(request, header, markers, waits)
+
+    def _await_markers(self, request, header, markers: list, waits: list) -> None:
+        """WriteTxnMarkers with acks=all (Kafka's handleWriteTxnMarkersRequest appends with
+        requiredAcks -1): each written marker waits for its partition's ISR (no thread waits:
+        :class:`~pyklog.broker.server.coordinator_appends.CoordinatorAppends`), then a marker on a
+        ``__consumer_offsets`` partition completes the producer's pending offsets there, and the
+        response goes out once every marker is settled.  A marker not replicated gets its
+        partition's error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT):
+        the marker sender retries it (appending a marker twice is harmless)."""
+        remaining = [len(waits)]
+        lock = threading.Lock()
+
+        def finish() -> None:
+            if not request.answered:
+                self._respond(request, header, {"markers": markers})
+
+        if not waits:
+            finish()
+            return
+
+        def settled(w, error) -> None:
+            entry, topic, partition, pid, commit, _ = w
+            if error is not None:
+                entry["error_code"] = error.code
+                log.info("%s marker of producer %d on %s-%d not replicated: %s", "COMMIT" if commit else "ABORT",
+                         pid, topic, partition, error)
+            elif topic == OFFSETS_TOPIC and self.offsets is not None:
+                try:
+                    self.offsets.complete_transaction(partition, pid, commit)
+                except Exception:  # noqa: BLE001 - the marker is in the log: a reload applies it
+                    log.exception("completing the transactional offsets of producer %d on %s-%d failed",
+                                  pid, topic, partition)
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                finish()
+
+        for w in waits:
+            self.coordinator_appends.await_replicated(w[5], lambda error, w=w: settled(w, error))
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int) -> int:
-        """Append one transaction marker; returns the partition's error code."""
+                      coordinator_epoch: int):
+        """Append one transaction marker; returns ``(error code, ReplicaWait | None)``."""
         try:
-            lg = self.replica_manager.leader_log(topic, partition)
-            lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                     leader_epoch=self.replica_manager.leader_epoch(topic, partition))
+            rm = self.replica_manager
+            lg = rm.leader_log(topic, partition)
+            part = rm.partition(topic, partition)
+            if part is not None and part.replicated:
+                # acks=all: the ISR check and the append under the partition's lock, as a Produce
+                with part.lock:
+                    if not part.is_leader:
+                        raise NotLeaderOrFollowerError(f"broker {self.broker_id} no longer leads {topic}-{partition}")
+                    rm.check_enough_replicas(topic, partition)
+                    epoch = part.leader_epoch
+                    info = lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                    leader_epoch=epoch)
+                wait = ReplicaWait(topic, partition, info.last_offset + 1, epoch)
+            else:
+                lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                         leader_epoch=rm.leader_epoch(topic, partition))
+                wait = None
         except PyklogError as e:
             log.info("%s marker of producer %d epoch %d on %s-%d refused: %s", "COMMIT" if commit else "ABORT",
                      producer_id, producer_epoch, topic, partition, e)
-            return e.code
+            return e.code, None
         except Exception:  # noqa: BLE001 - one partition's failure does not fail the others
             log.exception("%s marker of producer %d on %s-%d failed", "COMMIT" if commit else "ABORT",
                           producer_id, topic, partition)
-            return UNKNOWN_SERVER_ERROR
+            return UNKNOWN_SERVER_ERROR, None
         self.purgatory.notify((topic, partition), _MARKER_BYTES)
-        if topic == OFFSETS_TOPIC and self.offsets is not None:
-            try:
-                self.offsets.complete_transaction(partition, producer_id, commit)
-            except Exception:  # noqa: BLE001 - the marker is in the log: a reload applies it
-                log.exception("completing the transactional offsets of producer %d on %s-%d failed",
-                              producer_id, topic, partition)
-        return NONE
+        return NONE, wait
 
     def handle_group_membership(self, request, header, body):
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
@@ -2087,6 +2181,7 @@ class KafkaApis:
         self._shutting_down = True
         self.purgatory.complete_all()
         self.produce_purgatory.complete_all()  # acks=all Produces still waiting: REQUEST_TIMED_OUT
+        self.coordinator_appends.shutdown()
         self.replica_manager.shutdown()  # fetcher threads and the ISR task stop before the logs close
         if self.groups is not None:
             self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR

@@ -65,7 +65,9 @@ Settings (Kafka's names and defaults unless noted)::
                                        log.retention.hours, log.cleanup.policy, ...)
 
 Accepted for compatibility with a stock Kafka ``server.properties`` but without effect in pyklog
-(a warning is logged): ``num.recovery.threads.per.data.dir``, ``transaction.state.log.min.isr``.
+(a warning is logged): ``num.recovery.threads.per.data.dir``.  ``transaction.state.log.min.isr`` becomes
+``__transaction_state``'s ``min.insync.replicas`` when the topic is created (unset: the broker's
+``min.insync.replicas`` applies; Kafka's default is 2).
 
 Pure code apart from reading the file; :class:`ServerConfig` is immutable, hence thread-safe.
 """
@@ -95,7 +97,7 @@ LOG_KEYS = frozenset({
 })
 
 IGNORED_KEYS = frozenset({
-    "num.recovery.threads.per.data.dir", "transaction.state.log.min.isr",
+    "num.recovery.threads.per.data.dir",
 })
 
 # Read by broker.group_coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
@@ -277,7 +279,8 @@ def _server_config_def() -> ConfigDef:
                     "bytes of requests received or queued before the network threads stop reading; -1: no limit")
             # accepted for compatibility, no effect (IGNORED_KEYS)
             .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
-            .define("transaction.state.log.min.isr", Type.INT, None, Range(0), L, "no effect in pyklog")
+            .define("transaction.state.log.min.isr", Type.INT, None, Range(1), L,
+                    "min.insync.replicas of __transaction_state when created (unset: the broker's)")
             # read by broker.group_coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
             .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
             .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
@@ -396,6 +399,8 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
+        # read by broker.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
+        "transaction.state.log.min.isr",
     }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
         | CONTROLLER_KEYS
 

@@ -132,6 +132,7 @@ class BrokerServer:
             self.offset_manager.startup()
             self.txn_coordinator = self._make_txn_coordinator()
             self.apis.txn_coordinator = self.txn_coordinator
+            self.txn_coordinator.state_manager.replication = self.apis.coordinator_appends  # acks=all
             self.txn_coordinator.startup()
             self._start_controller()
             self.socket_server.start()
@@ -224,7 +225,8 @@ class BrokerServer:
         from pyklog.broker.coordinator import OffsetManager
 
         return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
-                             num_partitions=self.config.offsets_topic_num_partitions)
+                             num_partitions=self.config.offsets_topic_num_partitions,
+                             replication_factor=self.config.offsets_topic_replication_factor)
 
     def _make_txn_coordinator(self):
         from pyklog.broker.transaction import TransactionCoordinator

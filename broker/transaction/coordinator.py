@@ -89,11 +89,11 @@ class TransactionCoordinator:
 
     def __init__(self, log_manager, cluster, broker_id: int, *, producer_id_allocator: Callable[[], int],
                  offsets_partition_for: Callable[[str], tuple[str, int]] | None = None,
-                 num_partitions: int = 50, replication_factor: int = 3, segment_bytes: int = 100 * 1024 * 1024,
+                 num_partitions: int = 50, replication_factor: int = 1, segment_bytes: int = 100 * 1024 * 1024,
                  transaction_max_timeout_ms: int = 900000, transactional_id_expiration_ms: int = 604800000,
                  abort_timed_out_interval_ms: int = 10000, remove_expired_interval_ms: int = 3600000,
                  load_buffer_bytes: int = 5 * 1024 * 1024, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100):
+                 retry_backoff_ms: int = 100, state_log_min_isr: int | None = None):
         self.broker_id = int(broker_id)
         self.cluster = cluster
         self.producer_id_allocator = producer_id_allocator
@@ -105,7 +105,7 @@ class TransactionCoordinator:
         self.state_manager = TransactionStateManager(
             log_manager, cluster, broker_id, num_partitions=num_partitions, replication_factor=replication_factor,
             segment_bytes=segment_bytes, load_buffer_bytes=load_buffer_bytes, on_loaded=self._on_partition_loaded,
-            on_unloaded=self._on_partition_unloaded)
+            on_unloaded=self._on_partition_unloaded, min_isr=state_log_min_isr)
         self.marker_channel = TransactionMarkerChannelManager(
             cluster, broker_id, self._on_markers_written, request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms)
@@ -115,6 +115,13 @@ class TransactionCoordinator:
     def from_config(cls, config, log_manager, cluster, *, producer_id_allocator, offsets_partition_for=None):
         """Build from a :class:`broker.server.config.ServerConfig` (its ``transaction_*`` settings)."""
         t = config.transaction_settings()
+        from pyklog.broker.server.config import SERVER_CONFIG
+
+        raw = getattr(config, "raw", None) or {}
+        # transaction.state.log.min.isr: __transaction_state's min.insync.replicas (Kafka's
+        # TransactionLog topic config); unset: the broker's min.insync.replicas applies
+        t["state_log_min_isr"] = SERVER_CONFIG.parse_value("transaction.state.log.min.isr",
+                                                           raw.get("transaction.state.log.min.isr"))
         return cls(log_manager, cluster, config.broker_id, producer_id_allocator=producer_id_allocator,
                    offsets_partition_for=offsets_partition_for, **t)
 

@@ -16,8 +16,10 @@ InitProducerId with a transactional id), ``cleanup.policy=compact`` and
   again (Kafka's ``transactionsPendingForCompletion``).
 * Ceasing to lead it, or leading it at another epoch: the cache is dropped and
   ``on_unloaded(partition)`` is called (then, at a new epoch, it loads again).
-* :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) and returns only
-  once the log holds it; the caller then applies it in memory.
+* :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) with acks=all and
+  returns only once the ISR of the partition holds it (Kafka's ``TransactionLog.EnforcedRequiredAcks``;
+  a blocking wait of at most 5 s on the caller's thread, see
+  :mod:`pyklog.broker.server.coordinator_appends`); the caller then applies it in memory.
 
 Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
@@ -48,6 +50,7 @@ from pyklog.broker.errors import (
     KafkaStorageError,
     MessageTooLargeError,
     NotCoordinatorError,
+    NotLeaderOrFollowerError,
     PyklogError,
     RecordListTooLargeError,
     UnknownServerError,
@@ -94,10 +97,10 @@ class TransactionStateManager:
     started :class:`broker.zk.cluster.ZkCluster`."""
 
     def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
-                 replication_factor: int = 3, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 replication_factor: int = 1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  load_buffer_bytes: int = 5 * 1024 * 1024,
                  on_loaded: Callable[[int, int, list], None] | None = None,
-                 on_unloaded: Callable[[int], None] | None = None):
+                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None):
         if num_partitions <= 0:
             raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -112,12 +115,16 @@ class TransactionStateManager:
         self.runtime: CoordinatorPartitions[_TxnPartition] = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
             replication_factor=self.replication_factor,
-            topic_configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                           "compression.type": "uncompressed"},
+            topic_configs=dict({"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                                "compression.type": "uncompressed"},
+                               **({"min.insync.replicas": str(int(min_isr))} if min_isr else {})),
             new_partition=_TxnPartition, load=self._load, on_unloaded=self._unloaded,
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
+        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the
+        #: broker; None (unit tests): an append returns once it is in the local log
+        self.replication = None
 
     @property
     def num_partitions(self) -> int:
@@ -237,13 +244,28 @@ class TransactionStateManager:
                 raise NotCoordinatorError(
                     f"broker {self.broker_id} is no longer the coordinator of {transactional_id!r} "
                     f"at coordinator epoch {coordinator_epoch}")
+        repl = self.replication
         try:
-            self.runtime.log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+            if repl is None:
+                self.runtime.log(p).append(batch, leader_epoch=max(coordinator_epoch, 0))
+            else:
+                # acks=all (Kafka's TransactionLog.EnforcedRequiredAcks): return only once the ISR has
+                # it, so the state an election leaves is the state the coordinator acted on.  Blocks
+                # this thread up to the replication timeout (the caller holds the metadata's lock,
+                # as Kafka's appendTransactionToLog callback chain serialises the id's transitions)
+                _, wait = repl.append(TRANSACTION_STATE_TOPIC, p, batch, leader_epoch=coordinator_epoch,
+                                      from_client=False)
+                error = repl.wait_replicated(wait)
+                if error is not None:
+                    raise error
         except (MessageTooLargeError, RecordListTooLargeError) as e:
             raise UnknownServerError(f"transaction state of {transactional_id!r} too large: {e}") from e
-        except KafkaStorageError as e:
+        except NotLeaderOrFollowerError as e:  # leadership moved since the coordinator's check
+            raise NotCoordinatorError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
+        except KafkaStorageError as e:  # pyklog keeps its earlier answer here (Kafka: NOT_COORDINATOR)
             raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
         except PyklogError as e:
+            # UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT & co.
             raise CoordinatorNotAvailableError(f"cannot write {TRANSACTION_STATE_TOPIC}-{p}: {e}") from e
         with self._lock:
             if self._partitions.get(p) is not part:
