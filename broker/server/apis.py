@@ -307,6 +307,8 @@ class KafkaApis:
         self._handlers.update({
             ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.handle_list_partition_reassignments,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -1570,6 +1572,71 @@ class KafkaApis:
         resp["replica_election_results"] = [{"topic": t, "partition_result": r} for t, r in by_topic.items()]
         self._respond(request, header, resp)
 
+    def handle_alter_partition_reassignments(self, request, header, body):
+        """AlterPartitionReassignments v0 (KIP-455; the admin client sends it to the controller):
+        NOT_CONTROLLER (top level) unless this broker is the controller; else per partition NONE
+        (started, or cancelled for null replicas), UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS.  The controller's event thread
+        starts the moves; this request thread waits only for that, not for the data to move."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "responses": []}
+
+        def fail(code, msg):
+            resp.update(error_code=code, error_message=msg)
+            self._respond(request, header, resp)
+
+        if controller is None or not controller.is_active:
+            return fail(NotControllerError.code, "This is not the correct controller for this cluster.")
+        changes = {}
+        for t in body.get("topics") or []:
+            for p in t.get("partitions") or []:
+                changes[(t["name"], p["partition_index"])] = p.get("replicas")
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+        try:
+            results = controller.alter_partition_reassignments(changes, timeout_s=timeout_s)
+        except PyklogError as e:
+            return fail(e.code, str(e))
+        except TimeoutError:
+            return fail(RequestTimedOutError.code, "the controller did not answer in time")
+        by_topic: dict[str, list] = {}
+        for (t, p), err in sorted(results.items()):
+            by_topic.setdefault(t, []).append({"partition_index": p, "error_code": NONE if err is None else err.code,
+                                               "error_message": None if err is None else str(err)})
+        resp["responses"] = [{"name": t, "partitions": r} for t, r in by_topic.items()]
+        self._respond(request, header, resp)
+
+    def handle_list_partition_reassignments(self, request, header, body):
+        """ListPartitionReassignments v0 (KIP-455): the controller's reassignments in progress, each
+        with its full replica set (target then original replicas), adding and removing replicas;
+        null topics: all of them.  NOT_CONTROLLER unless this broker is the controller."""
+        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+
+        controller = self.controller
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "topics": []}
+        if controller is None or not controller.is_active:
+            resp.update(error_code=NotControllerError.code,
+                        error_message="This is not the correct controller for this cluster.")
+            return self._respond(request, header, resp)
+        wanted = body.get("topics")
+        tps = None if wanted is None else [(t["name"], p) for t in wanted for p in t.get("partition_indexes") or []]
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+        try:
+            found = controller.list_partition_reassignments(tps, timeout_s=timeout_s)
+        except PyklogError as e:
+            resp.update(error_code=e.code, error_message=str(e))
+            return self._respond(request, header, resp)
+        except TimeoutError:
+            resp.update(error_code=RequestTimedOutError.code, error_message="the controller did not answer in time")
+            return self._respond(request, header, resp)
+        by_topic: dict[str, list] = {}
+        for (t, p), (replicas, adding, removing) in sorted(found.items()):
+            by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas,
+                                               "adding_replicas": adding, "removing_replicas": removing})
+        resp["topics"] = [{"name": t, "partitions": r} for t, r in by_topic.items()]
+        self._respond(request, header, resp)
+
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
         deadline = time.monotonic() + timeout_s
@@ -2078,6 +2145,10 @@ class KafkaApis:
             return {"error_code": code, "remaining_partitions": []}
         if api_key == ApiKey.ELECT_LEADERS:
             return {"error_code": code, "replica_election_results": []}
+        if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+            return {"error_code": code, "error_message": msg, "responses": []}
+        if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+            return {"error_code": code, "error_message": msg, "topics": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle

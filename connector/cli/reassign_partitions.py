@@ -5,9 +5,13 @@ kafka-reassign-partitions.sh, ReassignPartitionsCommand, ZooKeeper mode).
     pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --execute
     pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --verify
 
-(``--bootstrap-server HOST:PORT`` instead of ``--zookeeper`` for ``--generate`` and ``--verify``,
-which only read the assignment through Metadata; ``--execute`` writes ``/admin/reassign_partitions``
-and needs ``--zookeeper``: pyklog does not serve AlterPartitionReassignments, KIP-455, yet.)
+    pyklog-reassign-partitions --bootstrap-server HOST:PORT --reassignment-json-file F --execute|--verify|--cancel
+    pyklog-reassign-partitions --bootstrap-server HOST:PORT --list
+
+With ``--bootstrap-server`` (Kafka 2.4+'s tool) ``--execute``, ``--verify``, ``--cancel`` and ``--list``
+go through the controller's AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and
+print Kafka 2.5+'s messages; with ``--zookeeper`` ``--execute`` writes ``/admin/reassign_partitions``
+(Kafka's older path) and ``--verify`` prints the 2.x messages.
 
 Kafka's JSON: the topics file ``{"topics": [{"topic": "foo"}], "version": 1}``; the reassignment
 ``{"version": 1, "partitions": [{"topic": "foo", "partition": 0, "replicas": [1, 2, 3],
@@ -50,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generate", action="store_true", help="propose an assignment of the topics over --broker-list")
     p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
     p.add_argument("--verify", action="store_true", help="report the status of --reassignment-json-file")
+    p.add_argument("--cancel", action="store_true",
+                   help="cancel the reassignments of --reassignment-json-file (--bootstrap-server)")
+    p.add_argument("--list", action="store_true", help="list the reassignments in progress (--bootstrap-server)")
+    p.add_argument("--additional", action="store_true",
+                   help="--execute even when other reassignments are in progress (--bootstrap-server)")
+    p.add_argument("--preserve-throttles", action="store_true", help="accepted for compatibility")
+    p.add_argument("--timeout", type=int, default=10000, help="ms to wait for the controller (default 10000)")
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
@@ -124,7 +135,10 @@ class _Cluster:
         else:
             from pyklog.connector.client import ClusterClient
 
+            from pyklog.connector.admin import AdminClient
+
             self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions")
+            self.admin = AdminClient(client=self.client)
 
     def close(self):
         if self.zk_cluster is not None:
@@ -193,16 +207,19 @@ def main(argv=None) -> int:
     setup_logging()
     try:
         a = build_parser().parse_args(argv)
-        actions = [n for n in ("generate", "execute", "verify") if getattr(a, n)]
+        actions = [n for n in ("generate", "execute", "verify", "cancel", "list") if getattr(a, n)]
         if len(actions) != 1:
-            raise _UsageError("Command must include exactly one action: --generate, --execute or --verify")
+            raise _UsageError("Command must include exactly one action: --generate, --execute, --verify, "
+                              "--cancel or --list")
         if bool(a.zookeeper) == bool(a.bootstrap_server):
             raise _UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
         action = actions[0]
-        if action == "execute" and not a.zookeeper:
-            raise _UsageError("--execute writes /admin/reassign_partitions: use --zookeeper (pyklog does not "
-                              "serve AlterPartitionReassignments yet)")
-        if action == "generate":
+        if action in ("cancel", "list") and not a.bootstrap_server:
+            raise _UsageError(f"--{action} needs --bootstrap-server (the KIP-455 APIs)")
+        target = None
+        if action == "list":
+            pass
+        elif action == "generate":
             if not a.topics_to_move_json_file or not a.broker_list:
                 raise _UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             try:
@@ -230,6 +247,15 @@ def main(argv=None) -> int:
     try:
         if action == "generate":
             return _generate(cluster, topics, brokers)
+        if cluster.zk_cluster is None:  # KIP-455: through the controller
+            timeout_s = max(1.0, a.timeout / 1000.0)
+            if action == "execute":
+                return _execute_api(cluster, target, a.additional, timeout_s)
+            if action == "verify":
+                return _verify_api(cluster, target, timeout_s)
+            if action == "cancel":
+                return _cancel_api(cluster, target, timeout_s)
+            return _list_api(cluster, timeout_s)
         if action == "execute":
             return _execute(cluster, target)
         return _verify(cluster, target)
@@ -301,6 +327,94 @@ def _verify(cluster: _Cluster, target: dict) -> int:
             print(f"Reassignment of partition {name} is still in progress")
         else:
             print(f"Reassignment of partition {name} failed")
+    return 0
+
+
+def _names(tps) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(tps))
+
+
+def _check_target(cluster: _Cluster, target: dict, current: dict) -> str | None:
+    unknown = sorted(tp for tp in target if tp not in current)
+    if unknown:
+        return "The proposed assignment contains non-existent partitions: " + _names(unknown)
+    bad = sorted({r for rs in target.values() for r in rs} - cluster.brokers())
+    if bad:
+        return f"The proposed assignment contains non-existent brokerIDs: {','.join(map(str, bad))}"
+    return None
+
+
+def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: float) -> int:
+    """Kafka 2.5+'s ``executeAssignment`` through AlterPartitionReassignments."""
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    problem = _check_target(cluster, target, current)
+    if problem:
+        print(f"Error: {problem}", file=sys.stderr)
+        return 1
+    if not additional and cluster.admin.list_partition_reassignments(timeout_s=timeout_s):
+        print("Error: Cannot execute because there is an existing partition assignment.  Use --additional to "
+              "override this and create a new partition assignment in addition to the existing one.",
+              file=sys.stderr)
+        return 1
+    print("Current partition replica assignment")
+    print()
+    print(format_assignment({tp: current[tp] for tp in target}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    results = cluster.admin.alter_partition_reassignments(target, timeout_s=timeout_s)
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    if failed:
+        for tp, e in sorted(failed.items()):
+            print(f"Error reassigning partition(s):\n{tp[0]}-{tp[1]}: {e}", file=sys.stderr)
+        return 1
+    print(f"Successfully started partition reassignment{'s' if len(target) > 1 else ''} for {_names(target)}")
+    return 0
+
+
+def _verify_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
+    """Kafka 2.5+'s ``verifyAssignment``: ongoing reassignments from the controller, the rest
+    compared with the assignment in the metadata."""
+    running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    print("Status of partition reassignment:")
+    for tp, replicas in sorted(target.items()):
+        name = f"{tp[0]}-{tp[1]}"
+        if tp in running:
+            print(f"Reassignment of partition {name} is still in progress.")
+        elif current.get(tp) == replicas:
+            print(f"Reassignment of partition {name} is complete.")
+        else:
+            print(f"There is no active reassignment of partition {name}, but replica set is "
+                  f"{current.get(tp, [])} rather than {replicas}.")
+    return 0
+
+
+def _cancel_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
+    """Kafka 2.5+'s ``cancelAssignment``: null replicas for the partitions of the file."""
+    running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
+    todo = [tp for tp in sorted(target) if tp in running]
+    results = cluster.admin.alter_partition_reassignments({tp: None for tp in todo}, timeout_s=timeout_s) \
+        if todo else {}
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    for tp, e in sorted(failed.items()):
+        print(f"Error cancelling partition reassignment for {tp[0]}-{tp[1]}: {e}", file=sys.stderr)
+    done = [tp for tp in todo if tp not in failed]
+    if done:
+        print(f"Successfully cancelled partition reassignment{'s' if len(done) > 1 else ''} for: {_names(done)}")
+    else:
+        print("None of the specified partition reassignments are active.")
+    return 1 if failed else 0
+
+
+def _list_api(cluster: _Cluster, timeout_s: float) -> int:
+    running = cluster.admin.list_partition_reassignments(timeout_s=timeout_s)
+    if not running:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for (t, p), r in sorted(running.items()):
+        print(f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}. adding: "
+              f"{','.join(map(str, r['adding_replicas']))}. removing: {','.join(map(str, r['removing_replicas']))}.")
     return 0
 
 
