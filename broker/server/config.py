@@ -396,6 +396,7 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
+        "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
     }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
         | CONTROLLER_KEYS
 
