@@ -148,6 +148,7 @@ def test_rf1_to_rf3_and_back_to_rf1_through_the_api_under_produce(broker_factory
     assert s["leader_epoch"] >= 1
 
 
+@pytest.mark.faults  # a ZooKeeper session expiry and a controller SIGKILL: ~15-25 s
 def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, zk, zk_chroot):
     from kafka import TopicPartition
     from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, \

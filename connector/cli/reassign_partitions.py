@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
-    p.add_argument("--disable-rack-aware", action="store_true", help="accepted (pyklog's placement ignores racks)")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="--generate: ignore broker.rack (with --zookeeper racks are read from the registrations)")
     p.add_argument("--throttle", type=int, default=-1, help="accepted for compatibility, no effect")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
     return p
@@ -246,7 +247,7 @@ def main(argv=None) -> int:
         return 1
     try:
         if action == "generate":
-            return _generate(cluster, topics, brokers)
+            return _generate(cluster, topics, brokers, not a.disable_rack_aware)
         if cluster.zk_cluster is None:  # KIP-455: through the controller
             timeout_s = max(1.0, a.timeout / 1000.0)
             if action == "execute":
@@ -266,19 +267,22 @@ def main(argv=None) -> int:
         cluster.close()
 
 
-def _generate(cluster: _Cluster, topics: list[str], brokers: list[int]) -> int:
-    from pyklog.broker.zk.topics import assign_replicas
+def _generate(cluster: _Cluster, topics: list[str], brokers: list[int], rack_aware: bool = True) -> int:
+    from pyklog.broker.zk.topics import assign_replicas, placement_racks
 
     current = cluster.assignment(topics)
     missing = [t for t in topics if not any(tp[0] == t for tp in current)]
     if missing:
         print(f"Error: Topic(s) {', '.join(missing)} do(es) not exist", file=sys.stderr)
         return 1
+    racks = None
+    if cluster.zk_cluster is not None:  # Metadata carries no racks: only the registrations say
+        racks = placement_racks(cluster.zk_cluster.broker_racks(brokers), rack_aware)
     proposed = {}
     for t in topics:
         parts = sorted(p for (tt, p) in current if tt == t)
         rf = len(current[(t, parts[0])])
-        for p, replicas in assign_replicas(brokers, len(parts), rf).items():
+        for p, replicas in assign_replicas(brokers, len(parts), rf, racks=racks).items():
             proposed[(t, p)] = replicas
     print("Current partition replica assignment")
     print(format_assignment(current))
