@@ -52,7 +52,8 @@ def test_brokers_with_racks_place_replicas_across_racks(broker_factory, zk, zk_c
     from confluent_kafka.admin import AdminClient, NewTopic
 
     racks = {0: "r1", 1: "r1", 2: "r2", 3: "r2"}
-    brokers = {i: broker_factory(i, **{"broker.rack": r}) for i, r in racks.items()}
+    quick = {"controlled.shutdown.enable": "false"}  # placement only: stop at once at teardown
+    brokers = {i: broker_factory(i, **{"broker.rack": r}, **quick) for i, r in racks.items()}
     wait_for(lambda: len(zk.get_children(paths.BROKER_IDS)) == 4, message="brokers registered")
     for i, r in racks.items():  # Kafka's registration JSON carries the rack
         assert json.loads(zk.get(paths.broker_id(i))[0])["rack"] == r
@@ -66,7 +67,7 @@ def test_brokers_with_racks_place_replicas_across_racks(broker_factory, zk, zk_c
     assert set(collections.Counter(r[0] for r in assignment.values()).values()) == {2}  # leaders even
 
     # a broker without broker.rack: Kafka's enforced mode refuses to place, --disable-rack-aware places
-    broker_factory(4)
+    broker_factory(4, **quick)
     wait_for(lambda: len(zk.get_children(paths.BROKER_IDS)) == 5, message="fifth broker registered")
     t2 = f"rack-{uuid.uuid4().hex[:6]}"
     fut = ad.create_topics([NewTopic(t2, num_partitions=2, replication_factor=2)])[t2]
