@@ -770,10 +770,22 @@ class KafkaApis:
                         bound = lso
                     else:  # consumers read only below the high watermark (= log end offset unreplicated)
                         bound = lg.high_watermark
-                    if limit <= 0 and not min_one:
+                    in_sync = True
+                    if follower:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
+                        part = self.replica_manager.partition(name, p)
+                        in_sync = part is None or replica_id in part.isr
+                        if self._leader_quota().should_throttle(name, p, in_sync):
+                            limit, min_one_here = 0, False
+                        else:
+                            min_one_here = min_one
+                    else:
+                        min_one_here = min_one
+                    if limit <= 0 and not min_one_here:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
+                    if follower and sl is not None:
+                        self._leader_quota().record(name, p, in_sync, sl.size)
                     if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
                         # follower's log end offset and caught-up time; may expand the ISR, move the HW
                         self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
@@ -808,6 +820,22 @@ class KafkaApis:
                 out.append(entry)
             responses.append({"topic": name, "partitions": out})
         return responses, total, errors
+
+    def _leader_quota(self):
+        """The leader's replication throttle (:class:`~pyklog.broker.server.replication_quota.
+        LeaderReplicationQuota`), made on first use from the dynamic broker config and the topic
+        configs.  Request handler threads."""
+        q = getattr(self, "_replication_quota", None)
+        if q is None:
+            from pyklog.broker.server.replication_quota import RATE_CONFIG, LeaderReplicationQuota
+
+            def rate():
+                dyn = getattr(self, "dynamic_config", None)
+                return dyn.effective_props().get(RATE_CONFIG) if dyn is not None else None
+
+            q = self._replication_quota = LeaderReplicationQuota(self.replica_manager.broker_id, rate,
+                                                                 self.cluster.topic_config)
+        return q
 
     def _fetch_topic_name(self, topic_id) -> str:
         """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,

@@ -59,14 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the reassignments in progress (--bootstrap-server)")
     p.add_argument("--additional", action="store_true",
                    help="--execute even when other reassignments are in progress (--bootstrap-server)")
-    p.add_argument("--preserve-throttles", action="store_true", help="accepted for compatibility")
+    p.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
     p.add_argument("--timeout", type=int, default=10000, help="ms to wait for the controller (default 10000)")
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="--generate: ignore broker.rack (with --zookeeper racks are read from the registrations)")
-    p.add_argument("--throttle", type=int, default=-1, help="accepted for compatibility, no effect")
+    p.add_argument("--throttle", type=int, default=-1,
+                   help="--execute with --bootstrap-server: replication throttle in bytes/s for the moving "
+                        "replicas (leader side), removed by --verify once every reassignment is complete")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
     return p
 
@@ -251,9 +253,9 @@ def main(argv=None) -> int:
         if cluster.zk_cluster is None:  # KIP-455: through the controller
             timeout_s = max(1.0, a.timeout / 1000.0)
             if action == "execute":
-                return _execute_api(cluster, target, a.additional, timeout_s)
+                return _execute_api(cluster, target, a.additional, timeout_s, a.throttle)
             if action == "verify":
-                return _verify_api(cluster, target, timeout_s)
+                return _verify_api(cluster, target, timeout_s, a.preserve_throttles)
             if action == "cancel":
                 return _cancel_api(cluster, target, timeout_s)
             return _list_api(cluster, timeout_s)
@@ -348,7 +350,44 @@ def _check_target(cluster: _Cluster, target: dict, current: dict) -> str | None:
     return None
 
 
-def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: float) -> int:
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLE_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+BROKER, TOPIC = 4, 2  # ConfigResource types
+
+
+def _set_throttles(cluster: _Cluster, target: dict, current: dict, rate: int, timeout_s: float) -> None:
+    """Kafka's ``modifyReassignmentThrottle`` + ``modifyTopicThrottles``: the rate on every broker
+    of the moves, the current replicas as leader-throttled and the added ones as follower-throttled."""
+    brokers = sorted({b for tp in target for b in list(current[tp]) + list(target[tp])})
+    for b in brokers:
+        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 0, str(rate)) for k in THROTTLE_RATES],
+                                                timeout_s=timeout_s)
+    for topic in sorted({t for t, _ in target}):
+        moving = sorted(p for t, p in target if t == topic and current[(t, p)] != target[(t, p)])
+        leader = ",".join(f"{p}:{b}" for p in moving for b in current[(topic, p)])
+        follower = ",".join(f"{p}:{b}" for p in moving for b in target[(topic, p)] if b not in current[(topic, p)])
+        ops = [(THROTTLE_REPLICAS[0], 0, leader)] if leader else []
+        ops += [(THROTTLE_REPLICAS[1], 0, follower)] if follower else []
+        if ops:
+            cluster.admin.incremental_alter_configs(TOPIC, topic, ops, timeout_s=timeout_s)
+
+
+def _clear_throttles(cluster: _Cluster, topics, timeout_s: float) -> None:
+    """Kafka's ``clearAllThrottles``: the rates off every live broker, the replica lists off the topics."""
+    brokers = sorted(cluster.brokers())
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
+          f"{','.join(map(str, brokers))}")
+    for b in brokers:
+        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 1, None) for k in THROTTLE_RATES],
+                                                timeout_s=timeout_s)
+    topics = sorted(set(topics))
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
+    for t in topics:
+        cluster.admin.incremental_alter_configs(TOPIC, t, [(k, 1, None) for k in THROTTLE_REPLICAS],
+                                                timeout_s=timeout_s)
+
+
+def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: float, throttle: int = -1) -> int:
     """Kafka 2.5+'s ``executeAssignment`` through AlterPartitionReassignments."""
     current = cluster.assignment(sorted({t for t, _ in target}))
     problem = _check_target(cluster, target, current)
@@ -365,6 +404,11 @@ def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: f
     print(format_assignment({tp: current[tp] for tp in target}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        _set_throttles(cluster, target, current, throttle, timeout_s)
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = cluster.admin.alter_partition_reassignments(target, timeout_s=timeout_s)
     failed = {tp: e for tp, e in results.items() if e is not None}
     if failed:
@@ -375,11 +419,12 @@ def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: f
     return 0
 
 
-def _verify_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
+def _verify_api(cluster: _Cluster, target: dict, timeout_s: float, preserve_throttles: bool = False) -> int:
     """Kafka 2.5+'s ``verifyAssignment``: ongoing reassignments from the controller, the rest
     compared with the assignment in the metadata."""
     running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
     current = cluster.assignment(sorted({t for t, _ in target}))
+    all_done = not running and all(current.get(tp) == r for tp, r in target.items())
     print("Status of partition reassignment:")
     for tp, replicas in sorted(target.items()):
         name = f"{tp[0]}-{tp[1]}"
@@ -390,6 +435,9 @@ def _verify_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
         else:
             print(f"There is no active reassignment of partition {name}, but replica set is "
                   f"{current.get(tp, [])} rather than {replicas}.")
+    if all_done and not preserve_throttles:  # Kafka: throttles go once nothing is moving any more
+        print()
+        _clear_throttles(cluster, {t for t, _ in target}, timeout_s)
     return 0
 
 
