@@ -10,7 +10,8 @@ kafka-reassign-partitions.sh, ReassignPartitionsCommand, ZooKeeper mode).
 
 With ``--bootstrap-server`` (Kafka 2.4+'s tool) ``--execute``, ``--verify``, ``--cancel`` and ``--list``
 go through the controller's AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and
-print Kafka 2.5+'s messages; with ``--zookeeper`` ``--execute`` writes ``/admin/reassign_partitions``
+print Kafka 2.5+'s messages (``--throttle RATE`` sets the KIP-73 replication throttle for the move,
+``--verify`` clears it once complete); with ``--zookeeper`` ``--execute`` writes ``/admin/reassign_partitions``
 (Kafka's older path) and ``--verify`` prints the 2.x messages.
 
 Kafka's JSON: the topics file ``{"topics": [{"topic": "foo"}], "version": 1}``; the reassignment
