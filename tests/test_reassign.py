@@ -298,3 +298,47 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
     for b in blist:
         later = b.output()[marks[b.broker_id]:]
         assert "Traceback" not in later and "ERROR" not in later, later[-2000:]
+
+
+@pytest.mark.faults  # 40 partitions moved at once: ~10-20 s
+def test_a_long_controller_event_holds_no_io_thread(broker_factory, zk, zk_chroot):
+    """AlterPartitionReassignments of 40 partitions keeps the controller's event thread busy for
+    seconds; with ONE request handler thread (num.io.threads=1) the controller broker still answers
+    Metadata meanwhile: the handler hands the event over and the answer goes out when it is done."""
+    ids = (0, 1, 2)
+    brokers = {i: broker_factory(i, **REPL_PROPS, **{"num.io.threads": "1",
+                                                      "controlled.shutdown.retry.backoff.ms": "300"}) for i in ids}
+    wait_for(lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == list(ids), message="registered")
+    wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
+    ctl = controller_of(zk)[0]
+    a, b = [i for i in ids if i != ctl]
+    n = 40
+    topic = create_topic(zk_chroot, {p: [a, b] for p in range(n)})
+    wait_for(lambda: all(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"] == [a, b] or
+                         sorted(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"]) == sorted([a, b])
+                         for p in (0, n - 1)), timeout=60, message="ISRs")
+    result = {}
+
+    def alter():
+        with support.Wire(brokers[ctl].port, timeout=120) as w:
+            t0 = time.monotonic()
+            r = w.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 120000, "topics": [
+                {"name": topic, "partitions": [{"partition_index": p, "replicas": [b, a]} for p in range(n)]}]})
+            result.update(resp=r, took=time.monotonic() - t0)
+
+    th = threading.Thread(target=alter)
+    latencies = []
+    with support.Wire(brokers[ctl].port) as w:
+        th.start()
+        while th.is_alive():
+            t0 = time.monotonic()
+            w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.05)
+    th.join()
+    r = result["resp"]
+    assert r["error_code"] == 0 and all(p["error_code"] == 0 for t in r["responses"] for p in t["partitions"]), r
+    took = result["took"]
+    assert took >= 1.0, f"the controller event took {took:.2f} s: too short to tell"
+    assert len(latencies) >= 5 and max(latencies) < took / 2, (took, max(latencies), len(latencies))
+    wait_for(lambda: assignment(zk, topic, n - 1) == [b, a], timeout=60, message="moved")

@@ -245,13 +245,21 @@ class KafkaController:
         tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
         return self._call("list_reassignments", (tps,), timeout_s)
 
-    def _call(self, name, arg, timeout_s):
+    def submit(self, name: str, arg: tuple) -> Future:
+        """Queue one of the request events (``controlled_shutdown``, ``elect_leaders``,
+        ``alter_reassignments``, ``list_reassignments``, with the argument tuple of the blocking
+        method of that name) and return its Future at once; it completes on the event thread.  A
+        request handler uses it to answer from the Future's callback instead of waiting (the I/O
+        thread is not held).  NotControllerError if this broker is not the controller."""
         if not self._active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller "
                                      f"(controller: {self.active_controller_id})")
         fut: Future = Future()
         self._events.put((name, arg, fut))
-        return fut.result(timeout=timeout_s)
+        return fut
+
+    def _call(self, name, arg, timeout_s):
+        return self.submit(name, arg).result(timeout=timeout_s)
 
     # ------------------------------------------------------------------ watches (kazoo threads)
 

@@ -1539,23 +1539,69 @@ class KafkaApis:
     def handle_controlled_shutdown(self, request, header, body):
         """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
         ``KafkaApis.handleControlledShutdownRequest``): NOT_CONTROLLER unless this broker is the
-        controller; else the partitions the stopping broker still leads.  Blocks this request thread
-        until the controller's event thread has moved the leaderships (up to 30 s)."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        controller; else the partitions the stopping broker still leads, answered when the
+        controller's event thread has moved the leaderships (REQUEST_TIMED_OUT after 30 s); the
+        request thread does not wait (:meth:`_answer_from_controller`)."""
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
-        resp = {"error_code": NONE, "remaining_partitions": []}
         if controller is None or not controller.is_active:
-            resp["error_code"] = NotControllerError.code
-        else:
+            return self._respond(request, header, {"error_code": NotControllerError.code, "remaining_partitions": []})
+
+        def answer(remaining):
+            return {"error_code": NONE, "remaining_partitions": [
+                {"topic_name": t, "partition_index": p} for t, p in remaining]}
+
+        self._answer_from_controller(
+            request, header, "controlled_shutdown", (int(body["broker_id"]), int(body.get("broker_epoch", -1))),
+            30.0, answer, lambda code, msg: {"error_code": code, "remaining_partitions": []})
+
+    def _answer_from_controller(self, request, header, event: str, arg: tuple, timeout_s: float,
+                                answer, fail) -> None:
+        """Hand ``event`` to the controller's event thread and answer when it is done: ``answer(result)``
+        builds the response, ``fail(code, message)`` the error response (the controller's error, or
+        REQUEST_TIMED_OUT after ``timeout_s``, whichever comes first: exactly one is sent).  Runs on a
+        request handler thread and returns at once, so a slow controller holds no I/O thread (the
+        response goes out from the controller's event thread or the timer's thread)."""
+        from pyklog.broker.errors import RequestTimedOutError
+
+        lock = threading.Lock()
+        sent = []
+
+        def send(build):
+            with lock:
+                if sent:
+                    return
+                sent.append(True)
+            timer.cancel()
             try:
-                remaining = controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
-                resp["remaining_partitions"] = [{"topic_name": t, "partition_index": p} for t, p in remaining]
-            except PyklogError as e:
-                resp["error_code"] = e.code
-            except TimeoutError:
-                resp["error_code"] = RequestTimedOutError.code
-        self._respond(request, header, resp)
+                resp = build()
+            except Exception as e:  # noqa: BLE001 - never leave the client without an answer
+                log.exception("building the %s answer failed", event)
+                resp = fail(UNKNOWN_SERVER_ERROR, str(e))
+            try:
+                self._respond(request, header, resp)
+            except Exception:  # noqa: BLE001
+                log.exception("sending the %s answer failed", event)
+
+        def done(fut):
+            def build():
+                try:
+                    result = fut.result()
+                except PyklogError as e:
+                    return fail(e.code, str(e))
+                return answer(result)
+            send(build)
+
+        timer = threading.Timer(timeout_s, lambda: send(lambda: fail(
+            RequestTimedOutError.code, f"the controller did not finish {event} within {timeout_s:.0f} s")))
+        timer.daemon = True
+        try:
+            fut = self.controller.submit(event, arg)
+        except PyklogError as e:
+            return self._respond(request, header, fail(e.code, str(e)))
+        timer.start()
+        fut.add_done_callback(done)
 
     def handle_elect_leaders(self, request, header, body):
         """ElectLeaders v0-2 (KIP-183/KIP-460; the admin client sends it to the controller):
@@ -1563,7 +1609,7 @@ class KafkaApis:
         (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
         UNKNOWN_TOPIC_OR_PARTITION).  Null partitions: every partition.  Election type 0 preferred,
         1 unclean (v1+)."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
         version = header.api_version
@@ -1587,18 +1633,28 @@ class KafkaApis:
         wanted = body.get("topic_partitions")
         tps = None if wanted is None else [(t["topic"], p) for t in wanted for p in t["partitions"]]
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
-        try:
-            results = controller.elect_leaders(tps, etype, timeout_s=timeout_s)
-        except PyklogError as e:
-            return fail(e.code)
-        except TimeoutError:
-            return fail(RequestTimedOutError.code)
-        by_topic: dict[str, list] = {}
-        for (t, p), err in sorted(results.items()):
-            by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
-                                               "error_message": None if err is None else str(err)})
-        resp["replica_election_results"] = [{"topic": t, "partition_result": r} for t, r in by_topic.items()]
-        self._respond(request, header, resp)
+
+        def error_body(code, _msg=None):
+            out = dict(resp)
+            if version >= 1:
+                out["error_code"] = code
+            else:
+                out["replica_election_results"] = [
+                    {"topic": t["topic"], "partition_result": [
+                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+                    for t in body.get("topic_partitions") or []]
+            return out
+
+        def answer(results):
+            by_topic: dict[str, list] = {}
+            for (t, p), err in sorted(results.items()):
+                by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
+                                                   "error_message": None if err is None else str(err)})
+            return dict(resp, replica_election_results=[{"topic": t, "partition_result": r}
+                                                        for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "elect_leaders", (tps, int(etype)), timeout_s, answer,
+                                     error_body)
 
     def handle_alter_partition_reassignments(self, request, header, body):
         """AlterPartitionReassignments v0 (KIP-455; the admin client sends it to the controller):
@@ -1606,7 +1662,7 @@ class KafkaApis:
         (started, or cancelled for null replicas), UNKNOWN_TOPIC_OR_PARTITION,
         INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS.  The controller's event thread
         starts the moves; this request thread waits only for that, not for the data to move."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "responses": []}
@@ -1622,24 +1678,23 @@ class KafkaApis:
             for p in t.get("partitions") or []:
                 changes[(t["name"], p["partition_index"])] = p.get("replicas")
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
-        try:
-            results = controller.alter_partition_reassignments(changes, timeout_s=timeout_s)
-        except PyklogError as e:
-            return fail(e.code, str(e))
-        except TimeoutError:
-            return fail(RequestTimedOutError.code, "the controller did not answer in time")
-        by_topic: dict[str, list] = {}
-        for (t, p), err in sorted(results.items()):
-            by_topic.setdefault(t, []).append({"partition_index": p, "error_code": NONE if err is None else err.code,
-                                               "error_message": None if err is None else str(err)})
-        resp["responses"] = [{"name": t, "partitions": r} for t, r in by_topic.items()]
-        self._respond(request, header, resp)
+
+        def answer(results):
+            by_topic: dict[str, list] = {}
+            for (t, p), err in sorted(results.items()):
+                by_topic.setdefault(t, []).append({"partition_index": p,
+                                                   "error_code": NONE if err is None else err.code,
+                                                   "error_message": None if err is None else str(err)})
+            return dict(resp, responses=[{"name": t, "partitions": r} for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "alter_reassignments", (changes,), timeout_s, answer,
+                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
 
     def handle_list_partition_reassignments(self, request, header, body):
         """ListPartitionReassignments v0 (KIP-455): the controller's reassignments in progress, each
         with its full replica set (target then original replicas), adding and removing replicas;
         null topics: all of them.  NOT_CONTROLLER unless this broker is the controller."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "topics": []}
@@ -1650,20 +1705,16 @@ class KafkaApis:
         wanted = body.get("topics")
         tps = None if wanted is None else [(t["name"], p) for t in wanted for p in t.get("partition_indexes") or []]
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
-        try:
-            found = controller.list_partition_reassignments(tps, timeout_s=timeout_s)
-        except PyklogError as e:
-            resp.update(error_code=e.code, error_message=str(e))
-            return self._respond(request, header, resp)
-        except TimeoutError:
-            resp.update(error_code=RequestTimedOutError.code, error_message="the controller did not answer in time")
-            return self._respond(request, header, resp)
-        by_topic: dict[str, list] = {}
-        for (t, p), (replicas, adding, removing) in sorted(found.items()):
-            by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas,
-                                               "adding_replicas": adding, "removing_replicas": removing})
-        resp["topics"] = [{"name": t, "partitions": r} for t, r in by_topic.items()]
-        self._respond(request, header, resp)
+
+        def answer(found):
+            by_topic: dict[str, list] = {}
+            for (t, p), (replicas, adding, removing) in sorted(found.items()):
+                by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas,
+                                                   "adding_replicas": adding, "removing_replicas": removing})
+            return dict(resp, topics=[{"name": t, "partitions": r} for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "list_reassignments", (tps,), timeout_s, answer,
+                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
 
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
