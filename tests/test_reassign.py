@@ -300,9 +300,9 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
         assert "Traceback" not in later and "ERROR" not in later, later[-2000:]
 
 
-@pytest.mark.faults  # 40 partitions moved at once: ~10-20 s
+@pytest.mark.faults  # 300 partitions moved at once (~10 s)
 def test_a_long_controller_event_holds_no_io_thread(broker_factory, zk, zk_chroot):
-    """AlterPartitionReassignments of 40 partitions keeps the controller's event thread busy for
+    """AlterPartitionReassignments of 300 partitions keeps the controller's event thread busy for
     seconds; with ONE request handler thread (num.io.threads=1) the controller broker still answers
     Metadata meanwhile: the handler hands the event over and the answer goes out when it is done."""
     ids = (0, 1, 2)
@@ -312,7 +312,7 @@ def test_a_long_controller_event_holds_no_io_thread(broker_factory, zk, zk_chroo
     wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
     ctl = controller_of(zk)[0]
     a, b = [i for i in ids if i != ctl]
-    n = 40
+    n = 300
     topic = create_topic(zk_chroot, {p: [a, b] for p in range(n)})
     wait_for(lambda: all(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"] == [a, b] or
                          sorted(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"]) == sorted([a, b])
@@ -339,6 +339,7 @@ def test_a_long_controller_event_holds_no_io_thread(broker_factory, zk, zk_chroo
     r = result["resp"]
     assert r["error_code"] == 0 and all(p["error_code"] == 0 for t in r["responses"] for p in t["partitions"]), r
     took = result["took"]
-    assert took >= 1.0, f"the controller event took {took:.2f} s: too short to tell"
+    print(f"alter took {took:.2f} s, Metadata max {max(latencies):.3f} s over {len(latencies)}")
+    assert took >= 0.5, f"the controller event took {took:.2f} s: too short to tell"
     assert len(latencies) >= 5 and max(latencies) < took / 2, (took, max(latencies), len(latencies))
     wait_for(lambda: assignment(zk, topic, n - 1) == [b, a], timeout=60, message="moved")

@@ -835,6 +835,7 @@ class KafkaController:
             return
         assignments = self._assignments()
         done = []
+        todo = []
         for tp, target in sorted(wanted.items()):
             if self._reassigning.get(tp) == target:
                 continue
@@ -851,12 +852,42 @@ class KafkaController:
                 log.info("reassignment of %s: already assigned to %s", _tp_str(tp), target)
                 done.append(tp)
                 continue
-            self._start_reassignment(tp, list(target), assignments[tp])
+            todo.append((tp, list(target), assignments[tp]))
+        self._start_reassignments(todo)
         if done:
             self._remove_from_reassignment_znode(done)
         self._check_reassignments()
 
     def _start_reassignment(self, tp: TP, target: list[int], current: list[int]) -> None:
+        self._start_reassignments([(tp, target, current)])
+
+    def _start_reassignments(self, items) -> None:
+        """:meth:`_start_one` for many ``(tp, target, current)``: one assignment write per topic and
+        one batch of state writes (a reassignment of hundreds of partitions is a few round trips)."""
+        writes: dict[str, dict[int, tuple]] = {}
+        unions: dict[TP, list[int]] = {}
+        for tp, target, current in items:
+            planned = self._plan_reassignment(tp, target, current)
+            if planned is not None:
+                writes.setdefault(tp[0], {})[tp[1]] = planned
+                unions[tp] = planned[0]
+        for topic, changes in sorted(writes.items()):
+            self._write_assignments(topic, changes)
+
+        def bump(tp, st, replicas):
+            union = unions[tp]
+            isr = [r for r in st.isr if r in union]
+            if st.leader in union:
+                return self._state(st.leader, st.leader_epoch + 1, isr or [st.leader])
+            e = election.reassign_partition_leader(union, isr, self._electable())
+            if e.leader is None:
+                return self._state(st.leader, st.leader_epoch + 1, st.isr)
+            return self._state(e.leader, st.leader_epoch + 1, isr)
+
+        if unions:
+            self._update_partitions(sorted(unions), bump, assignments=unions)
+
+    def _plan_reassignment(self, tp: TP, target: list[int], current: list[int]):
         """Kafka's ``onPartitionReassignment`` steps A1-A3 (event thread): the assignment becomes
         RS = TRS + ORS (the target, then the original replicas not in it), with KIP-455's
         ``adding_replicas``/``removing_replicas`` kept in ``/brokers/topics/<t>`` (so a new controller
@@ -872,19 +903,8 @@ class KafkaController:
         self._reassigning[tp] = list(target)
         self._origin[tp] = origin
         if union == list(current) and not adding and not removing:
-            return
-        self._write_assignment(tp, union, adding=adding, removing=removing)
-
-        def bump(_tp, st, replicas):
-            isr = [r for r in st.isr if r in union]
-            if st.leader in union:
-                return self._state(st.leader, st.leader_epoch + 1, isr or [st.leader])
-            e = election.reassign_partition_leader(union, isr, self._electable())
-            if e.leader is None:
-                return self._state(st.leader, st.leader_epoch + 1, st.isr)
-            return self._state(e.leader, st.leader_epoch + 1, isr)
-
-        self._update_partitions([tp], bump, assignments={tp: union})
+            return None
+        return union, adding, removing
 
     def _resume_reassignments(self) -> None:
         """Kafka's ``initializePartitionReassignments`` (failover): reassignments recorded in the
@@ -926,6 +946,7 @@ class KafkaController:
         assignments = self._assignments()
         live = self._read_live_brokers()
         out: dict[TP, PyklogError | None] = {}
+        todo = []
         for tp, target in sorted(changes.items()):
             if tp not in assignments:
                 out[tp] = UnknownTopicOrPartitionError(f"{_tp_str(tp)} does not exist")
@@ -953,8 +974,9 @@ class KafkaController:
                 if tp not in self._reassigning and assignments[tp] == target:
                     out[tp] = None  # already there
                     continue
-            self._start_reassignment(tp, target, assignments[tp])
+            todo.append((tp, target, assignments[tp]))
             out[tp] = None
+        self._start_reassignments(todo)
         self._check_reassignments()
         return out
 
@@ -970,15 +992,19 @@ class KafkaController:
         return out
 
     def _write_assignment(self, tp: TP, replicas: list[int], *, adding=None, removing=None) -> None:
-        """Set one partition's replicas in ``/brokers/topics/<t>`` (conditionally, topic id and other
-        fields kept) and its KIP-455 ``adding_replicas``/``removing_replicas`` (dropped when empty)."""
+        self._write_assignments(tp[0], {tp[1]: (replicas, adding, removing)})
+
+    def _write_assignments(self, topic: str, changes: dict) -> None:
+        """Set partitions' replicas in ``/brokers/topics/<t>`` (one conditional write, topic id and
+        other fields kept) and their KIP-455 ``adding_replicas``/``removing_replicas`` (dropped when
+        empty): ``changes`` = ``{partition: (replicas, adding or None, removing or None)}``."""
         zk = self.zk
-        topic, partition = tp
         for _ in range(5):
             data, stat = self.cluster._retry(zk.get, paths.topic(topic))
             assignment = decode_topic_assignment(data, paths.topic(topic))
             topic_id = decode_topic_id(data, paths.topic(topic))
-            assignment[partition] = list(replicas)
+            for partition, (replicas, _, _) in changes.items():
+                assignment[partition] = list(replicas)
             new = encode_topic_assignment(assignment, topic_id)
             if topic_id is not None:
                 try:
@@ -986,17 +1012,19 @@ class KafkaController:
                 except ValueError:
                     old = {}
                 doc = json.loads(new)
-                for key, value in (("adding_replicas", adding), ("removing_replicas", removing)):
-                    m = {k: v for k, v in (old.get(key) or {}).items() if k != str(partition)}
-                    if value:
-                        m[str(partition)] = [int(b) for b in value]
+                for i, key in ((1, "adding_replicas"), (2, "removing_replicas")):
+                    m = {k: v for k, v in (old.get(key) or {}).items() if int(k) not in changes}
+                    for partition, change in changes.items():
+                        if change[i]:
+                            m[str(partition)] = [int(b) for b in change[i]]
                     doc[key] = dict(sorted(m.items(), key=lambda kv: int(kv[0])))
                 new = json.dumps(doc, separators=(",", ":")).encode()
             results = self._multi(lambda t: t.set_data(paths.topic(topic), new, version=stat.version))
             if not isinstance(results[0], Exception):
                 self.cluster._reload_topic(topic)
                 return
-        raise ZooKeeperError(f"reassignment of {_tp_str(tp)}: /brokers/topics/{topic} kept changing")
+        raise ZooKeeperError(f"reassignment of {topic} partitions {sorted(changes)}: /brokers/topics/{topic} "
+                             "kept changing")
 
     def _check_reassignments(self) -> None:
         """Complete the reassignments whose target replicas are all in the ISR."""
@@ -1005,6 +1033,17 @@ class KafkaController:
         states = self._read_states(list(self._reassigning))
         live = set(self._live)
         complete = []
+        def decide(tp, st, replicas):
+            target = self._reassigning[tp]
+            isr = [r for r in st.isr if r in target]
+            if st.leader in target and st.leader in live:
+                return self._state(st.leader, st.leader_epoch + 1, isr)
+            e = election.reassign_partition_leader(target, isr, self._electable())
+            if e.leader is None:
+                return None
+            return self._state(e.leader, st.leader_epoch + 1, isr)
+
+        ready: dict[TP, list[int]] = {}
         for tp, target in sorted(self._reassigning.items()):
             if tp not in states:
                 log.warning("reassignment of %s abandoned: the partition is gone", _tp_str(tp))
@@ -1013,30 +1052,28 @@ class KafkaController:
             st, _ = states[tp]
             if not set(target) <= set(st.isr):
                 continue
-
-            def decide(_tp, st, replicas, target=target):
-                isr = [r for r in st.isr if r in target]
-                if st.leader in target and st.leader in live:
-                    return self._state(st.leader, st.leader_epoch + 1, isr)
-                e = election.reassign_partition_leader(target, isr, self._electable())
-                if e.leader is None:
-                    return None
-                return self._state(e.leader, st.leader_epoch + 1, isr)
-
             if decide(tp, st, target) is None:
                 continue  # no leader in the target yet: try again later
-            # the final assignment first, then the state (epoch + 1): a broker applies the new state
-            # with the replica list of its registry cache, so the leader stops tracking (and taking
-            # back into its ISR) the removed replicas, which still fetch until they see the change
-            self._write_assignment(tp, target)
-            final = self._update_partitions([tp], decide, assignments={tp: target})
-            st = final.get(tp)
-            if st is None or st.leader not in target:
-                log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
-                continue
-            log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
-                     st.leader, st.leader_epoch)
-            complete.append(tp)
+            ready[tp] = list(target)
+        if ready:
+            # the final assignment first (one write per topic), then the states (epoch + 1): a broker
+            # applies the new state with the replica list of its registry cache, so the leader stops
+            # tracking (and taking back into its ISR) the removed replicas, which still fetch until
+            # they see the change (then they stop: ReplicaManager.stop_replica)
+            by_topic: dict[str, dict] = {}
+            for (t, p), target in ready.items():
+                by_topic.setdefault(t, {})[p] = (target, None, None)
+            for t, changes in sorted(by_topic.items()):
+                self._write_assignments(t, changes)
+            final = self._update_partitions(sorted(ready), decide, assignments=ready)
+            for tp, target in sorted(ready.items()):
+                st = final.get(tp)
+                if st is None or st.leader not in target:
+                    log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
+                    continue
+                log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
+                         st.leader, st.leader_epoch)
+                complete.append(tp)
         for tp in complete:
             self._reassigning.pop(tp, None)
             self._origin.pop(tp, None)
