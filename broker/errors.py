@@ -440,3 +440,8 @@ class EligibleLeadersNotAvailableError(PyklogError):
 @_wire(84, "ELECTION_NOT_NEEDED")
 class ElectionNotNeededError(PyklogError):
     pass
+
+
+@_wire(85, "NO_REASSIGNMENT_IN_PROGRESS")
+class NoReassignmentInProgressError(PyklogError):
+    pass

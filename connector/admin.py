@@ -530,3 +530,62 @@ class AdminClient:
                                 self.client.invalidate()
                             raise err
         self.client._retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)
+
+    # -- partition reassignment (KIP-455) ---------------------------------------------------------
+    def alter_partition_reassignments(self, reassignments: dict, *, timeout_s: float | None = None
+                                      ) -> dict[tuple[str, int], PyklogError | None]:
+        """AlterPartitionReassignments (API key 45) at the controller: ``{(topic, partition): [target
+        replicas] or None (cancel)}`` -> ``{(topic, partition): None (accepted) or the error}``
+        (INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION).  A
+        top-level error (NOT_CONTROLLER is retried on the new controller) is raised.  Runs on the
+        caller's thread; returns once the controller has started the moves, not when they are done."""
+        timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+        by_topic: dict[str, list] = {}
+        for (t, p), r in sorted(reassignments.items()):
+            by_topic.setdefault(t, []).append(
+                {"partition_index": int(p), "replicas": None if r is None else [int(b) for b in r]})
+
+        def call(node, conn):
+            v = self._version(conn, ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments")
+            resp = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": timeout_ms, "topics": [
+                {"name": t, "partitions": ps} for t, ps in by_topic.items()]}, v)
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise error_for_code(code, f"AlterPartitionReassignments: {resp.get('error_message') or ''}")
+            out = {}
+            for t in resp.get("responses") or []:
+                for p in t.get("partitions") or []:
+                    c = int(p.get("error_code", 0))
+                    out[(t["name"], int(p["partition_index"]))] = (
+                        error_for_code(c, p.get("error_message") or "") if c else None)
+            return out
+
+        result = self.client._controller_call("AlterPartitionReassignments", call, timeout_s)
+        self.client.invalidate()
+        return result
+
+    def list_partition_reassignments(self, partitions=None, *, timeout_s: float | None = None
+                                     ) -> dict[tuple[str, int], dict[str, list[int]]]:
+        """ListPartitionReassignments (API key 46) at the controller: the reassignments in progress
+        (of ``partitions`` [(topic, partition)] only, if given) as ``{(topic, partition): {"replicas",
+        "adding_replicas", "removing_replicas"}}``."""
+        timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for t, p in partitions:
+                grouped.setdefault(t, []).append(int(p))
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in sorted(grouped.items())]
+
+        def call(node, conn):
+            v = self._version(conn, ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments")
+            resp = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": timeout_ms, "topics": topics}, v)
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise error_for_code(code, f"ListPartitionReassignments: {resp.get('error_message') or ''}")
+            return {(t["name"], int(p["partition_index"])): {
+                "replicas": list(p["replicas"]), "adding_replicas": list(p["adding_replicas"]),
+                "removing_replicas": list(p["removing_replicas"])}
+                for t in resp.get("topics") or [] for p in t.get("partitions") or []}
+
+        return self.client._controller_call("ListPartitionReassignments", call, timeout_s)

@@ -323,6 +323,9 @@ from kafka.protocol.admin.transactions import (  # noqa: E402
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
     DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse)
 from kafka.protocol.admin.topics import ElectLeadersRequest, ElectLeadersResponse  # noqa: E402
+from kafka.protocol.admin.topics import (  # noqa: E402
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -357,6 +360,8 @@ KP = {
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
@@ -424,7 +429,7 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000e8" "00000005" "0023" "00000025"
+        "000000f4" "00000005" "0023" "00000027"
         "000000000009" "000100000010" "000200000008" "00030000000c" "000700000003" "000800000008"
         "000900000009"
         "000a00000004" "000b00000009" "000c00000004" "000d00000005" "000e00000005" "000f00000005"
@@ -432,8 +437,9 @@ def test_golden_api_versions_error_response():
         "001700000004"  # OffsetForLeaderEpoch (23) v0-4
         "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000003"
         "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002b00000002"
-        "002c00000001" "002f00000000" "003c00000001"  # DeleteRecords (21), the admin APIs from DescribeConfigs
-        # (32) on; ControlledShutdown (7) v0-3 and ElectLeaders (43) v0-2 (the controller)
+        "002c00000001" "002d00000000" "002e00000000" "002f00000000" "003c00000001"  # DeleteRecords (21), the
+        # admin APIs from DescribeConfigs (32) on; ControlledShutdown (7) v0-3, ElectLeaders (43) v0-2,
+        # Alter/ListPartitionReassignments (45, 46) v0 (the controller)
         "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
     )
     # a client that asked for v2 decodes it in the v0 layout

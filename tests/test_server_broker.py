@@ -28,7 +28,8 @@ SERVED = {0: (0, 9), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 8), 9: (0, 9), 10
 SERVED.update({21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
                47: (0, 0), 60: (0, 1)})  # admin APIs (flex-admin: a Kafka 3.7 broker's versions)
 SERVED.update({61: (0, 0), 65: (0, 0), 66: (0, 1)})  # transaction admin APIs (KIP-664, flex-admin)
-SERVED.update({7: (0, 3), 43: (0, 2)})  # the controller: ControlledShutdown, ElectLeaders
+SERVED.update({7: (0, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0)})  # the controller: ControlledShutdown,
+# ElectLeaders, Alter/ListPartitionReassignments (KIP-455)
 SERVED.update({23: (0, 4)})  # OffsetForLeaderEpoch (repl-log)
 REQUEST_MAX = 4 * 1024 * 1024
 

@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="topic config override, repeatable (e.g. cleanup.policy=compact)")
     p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                    help="--alter: remove a topic config override, repeatable")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="--create with --zookeeper: place replicas ignoring broker.rack")
     p.add_argument("--if-not-exists", action="store_true", help="--create: no error if the topic exists")
     p.add_argument("--if-exists", action="store_true", help="--delete/--describe: no error if the topic is missing")
     p.add_argument("--exclude-internal", action="store_true", help="--list/--describe: skip __consumer_offsets")
@@ -165,7 +167,8 @@ def run(args, broker_api=None) -> int:
     try:
         if args.create:
             return create_topic(args, lambda: cluster.create_topic(args.topic, args.partitions,
-                                                                   args.replication_factor, _configs(args.config)))
+                                                                   args.replication_factor, _configs(args.config),
+                                                                   rack_aware=not args.disable_rack_aware))
         elif args.list:
             for name in sorted(cluster.topics()):
                 if not (args.exclude_internal and is_internal(name)):

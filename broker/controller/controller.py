@@ -56,6 +56,7 @@ ZooKeeper state runs on the event thread (``controller-event-thread``); callers 
 """
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -72,6 +73,8 @@ from pyklog.broker.errors import (
     BrokerNotAvailableError,
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
+    InvalidReplicaAssignmentError,
+    NoReassignmentInProgressError,
     NotControllerError,
     PreferredLeaderNotAvailableError,
     PyklogError,
@@ -148,7 +151,8 @@ class KafkaController:
         self._epoch_zk_version = -1          # /controller_epoch's version it wrote
         self._live: dict[int, int] = {}      # live broker -> registration czxid (Kafka's broker epoch)
         self._shutting_down: set[int] = set()
-        self._reassigning: dict[TP, list[int]] = {}
+        self._reassigning: dict[TP, list[int]] = {}   # target replicas (Kafka's TRS)
+        self._origin: dict[TP, list[int]] = {}        # replicas before the reassignment (Kafka's ORS)
         self._next_rebalance = 0.0
         self._next_reassignment_check = 0.0
         #: the broker holding /controller as last seen (any thread reads it), -1 if none
@@ -224,13 +228,38 @@ class KafkaController:
         tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
         return self._call("elect_leaders", (tps, int(election_type)), timeout_s)
 
-    def _call(self, name, arg, timeout_s):
+    def alter_partition_reassignments(self, changes: dict, timeout_s: float = 30.0) -> dict[TP, PyklogError | None]:
+        """AlterPartitionReassignments (KIP-455): ``changes`` maps ``(topic, partition)`` to the target
+        replica list, or None to cancel that partition's reassignment.  Returns ``{tp: None (started,
+        cancelled or nothing to do) or the error}`` (UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS).  NotControllerError if not the
+        controller.  Runs the change on the event thread; the caller waits for it, not for the move."""
+        norm = {(str(t), int(p)): (None if r is None else [int(b) for b in r]) for (t, p), r in changes.items()}
+        return self._call("alter_reassignments", (norm,), timeout_s)
+
+    def list_partition_reassignments(self, partitions: Iterable[TP] | None = None,
+                                     timeout_s: float = 30.0) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments (KIP-455): ``{tp: (replicas, adding_replicas, removing_replicas)}``
+        of the reassignments in progress (of ``partitions`` only, if given).  NotControllerError if not
+        the controller."""
+        tps = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
+        return self._call("list_reassignments", (tps,), timeout_s)
+
+    def submit(self, name: str, arg: tuple) -> Future:
+        """Queue one of the request events (``controlled_shutdown``, ``elect_leaders``,
+        ``alter_reassignments``, ``list_reassignments``, with the argument tuple of the blocking
+        method of that name) and return its Future at once; it completes on the event thread.  A
+        request handler uses it to answer from the Future's callback instead of waiting (the I/O
+        thread is not held).  NotControllerError if this broker is not the controller."""
         if not self._active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller "
                                      f"(controller: {self.active_controller_id})")
         fut: Future = Future()
         self._events.put((name, arg, fut))
-        return fut.result(timeout=timeout_s)
+        return fut
+
+    def _call(self, name, arg, timeout_s):
+        return self.submit(name, arg).result(timeout=timeout_s)
 
     # ------------------------------------------------------------------ watches (kazoo threads)
 
@@ -312,12 +341,13 @@ class KafkaController:
                     fut.set_result(None)
                 return
             try:
-                if name in ("controlled_shutdown", "elect_leaders"):
+                if name in ("controlled_shutdown", "elect_leaders", "alter_reassignments", "list_reassignments"):
                     if not self._active:
                         raise NotControllerError(f"broker {self.broker_id} is not the controller")
-                    result = (self._controlled_shutdown(*arg) if name == "controlled_shutdown"
-                              else self._elect_leaders(*arg))
-                    fut.set_result(result)
+                    fn = {"controlled_shutdown": self._controlled_shutdown, "elect_leaders": self._elect_leaders,
+                          "alter_reassignments": self._alter_reassignments,
+                          "list_reassignments": self._list_reassignments}[name]
+                    fut.set_result(fn(*arg))
                 elif name == "timer":
                     self._on_timer()
                 elif name == "elect":
@@ -427,6 +457,7 @@ class KafkaController:
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
         self._shutting_down = set()
         self._reassigning = {}
+        self._origin = {}
         self._live = self._read_live_brokers()
         now = time.monotonic()
         self._next_rebalance = now + self.imbalance_check_interval_s
@@ -436,6 +467,7 @@ class KafkaController:
         except (PyklogError, KazooException) as e:
             log.warning("controller failover: could not refresh the topic registry: %s", e)
         self._update_partitions(self._all_partitions(), self._decide_online)
+        self._resume_reassignments()
         self._read_reassignments()
         self._process_preferred_znode()
         self._process_isr_changes()
@@ -450,6 +482,7 @@ class KafkaController:
             log.warning("broker %d stops acting as controller (epoch %d): %s", self.broker_id, self.epoch, why)
         self._active = False
         self._reassigning = {}
+        self._origin = {}
         self._shutting_down = set()
 
     def _multi(self, build: Callable) -> list:
@@ -802,6 +835,7 @@ class KafkaController:
             return
         assignments = self._assignments()
         done = []
+        todo = []
         for tp, target in sorted(wanted.items()):
             if self._reassigning.get(tp) == target:
                 continue
@@ -818,33 +852,179 @@ class KafkaController:
                 log.info("reassignment of %s: already assigned to %s", _tp_str(tp), target)
                 done.append(tp)
                 continue
-            log.info("reassignment of %s: %s -> %s started", _tp_str(tp), assignments[tp], target)
-            self._reassigning[tp] = list(target)
-            if not set(target) <= set(assignments[tp]):  # replicas to add: RS + TRS first
-                union = list(target) + [r for r in assignments[tp] if r not in target]
-                self._write_assignment(tp, union)
-                # bump the leader epoch so every replica (old and new) follows the state again
-                self._update_partitions([tp], lambda _tp, st, r: self._state(st.leader, st.leader_epoch + 1,
-                                                                             st.isr), assignments={tp: union})
+            todo.append((tp, list(target), assignments[tp]))
+        self._start_reassignments(todo)
         if done:
             self._remove_from_reassignment_znode(done)
         self._check_reassignments()
 
-    def _write_assignment(self, tp: TP, replicas: list[int]) -> None:
-        """Set one partition's replicas in ``/brokers/topics/<t>`` (conditionally, topic id kept)."""
+    def _start_reassignment(self, tp: TP, target: list[int], current: list[int]) -> None:
+        self._start_reassignments([(tp, target, current)])
+
+    def _start_reassignments(self, items) -> None:
+        """:meth:`_start_one` for many ``(tp, target, current)``: one assignment write per topic and
+        one batch of state writes (a reassignment of hundreds of partitions is a few round trips)."""
+        writes: dict[str, dict[int, tuple]] = {}
+        unions: dict[TP, list[int]] = {}
+        for tp, target, current in items:
+            planned = self._plan_reassignment(tp, target, current)
+            if planned is not None:
+                writes.setdefault(tp[0], {})[tp[1]] = planned
+                unions[tp] = planned[0]
+        for topic, changes in sorted(writes.items()):
+            self._write_assignments(topic, changes)
+
+        def bump(tp, st, replicas):
+            union = unions[tp]
+            isr = [r for r in st.isr if r in union]
+            if st.leader in union:
+                return self._state(st.leader, st.leader_epoch + 1, isr or [st.leader])
+            e = election.reassign_partition_leader(union, isr, self._electable())
+            if e.leader is None:
+                return self._state(st.leader, st.leader_epoch + 1, st.isr)
+            return self._state(e.leader, st.leader_epoch + 1, isr)
+
+        if unions:
+            self._update_partitions(sorted(unions), bump, assignments=unions)
+
+    def _plan_reassignment(self, tp: TP, target: list[int], current: list[int]):
+        """Kafka's ``onPartitionReassignment`` steps A1-A3 (event thread): the assignment becomes
+        RS = TRS + ORS (the target, then the original replicas not in it), with KIP-455's
+        ``adding_replicas``/``removing_replicas`` kept in ``/brokers/topics/<t>`` (so a new controller
+        resumes it), and the leader epoch is bumped so every replica follows the state again.  A
+        reassignment that replaces one in progress keeps its original replicas; replicas of the old
+        target in neither set leave the ISR.  Cancelling is a reassignment to the original replicas."""
+        origin = list(self._origin.get(tp) or current)
+        union = list(target) + [r for r in origin if r not in target]
+        adding = [r for r in target if r not in origin]
+        removing = [r for r in origin if r not in target]
+        log.info("reassignment of %s: %s -> %s started (adding %s, removing %s)", _tp_str(tp), current, target,
+                 adding, removing)
+        self._reassigning[tp] = list(target)
+        self._origin[tp] = origin
+        if union == list(current) and not adding and not removing:
+            return None
+        return union, adding, removing
+
+    def _resume_reassignments(self) -> None:
+        """Kafka's ``initializePartitionReassignments`` (failover): reassignments recorded in the
+        topic znodes' ``adding_replicas``/``removing_replicas`` (KIP-455) continue."""
         zk = self.zk
-        topic, partition = tp
+        topics = sorted(self.cluster.topics())
+
+        def read():
+            pending = [(t, zk.get_async(paths.topic(t))) for t in topics]
+            out = {}
+            for t, res in pending:
+                try:
+                    out[t] = res.get()[0]
+                except NoNodeError:
+                    continue
+            return out
+
+        for topic, data in self.cluster._retry(read).items():
+            try:
+                obj = json.loads(data)
+                replicas = decode_topic_assignment(data, paths.topic(topic))
+                adding = {int(p): [int(b) for b in r] for p, r in (obj.get("adding_replicas") or {}).items()}
+                removing = {int(p): [int(b) for b in r] for p, r in (obj.get("removing_replicas") or {}).items()}
+            except (ValueError, TypeError, AttributeError, ZkDataError) as e:
+                log.warning("controller failover: unreadable reassignment state of topic %s: %s", topic, e)
+                continue
+            for p in sorted(set(adding) | set(removing)):
+                rs = replicas.get(p)
+                if not rs or not (adding.get(p) or removing.get(p)):
+                    continue
+                tp = (topic, p)
+                self._reassigning[tp] = [r for r in rs if r not in removing.get(p, [])]
+                self._origin[tp] = [r for r in rs if r not in adding.get(p, [])]
+                log.info("controller failover: resuming the reassignment of %s to %s", _tp_str(tp),
+                         self._reassigning[tp])
+
+    def _alter_reassignments(self, changes: dict) -> dict[TP, PyklogError | None]:
+        """AlterPartitionReassignments on the event thread (Kafka's ``onApiPartitionReassignment``)."""
+        assignments = self._assignments()
+        live = self._read_live_brokers()
+        out: dict[TP, PyklogError | None] = {}
+        todo = []
+        for tp, target in sorted(changes.items()):
+            if tp not in assignments:
+                out[tp] = UnknownTopicOrPartitionError(f"{_tp_str(tp)} does not exist")
+                continue
+            if target is None:
+                if tp not in self._reassigning:
+                    out[tp] = NoReassignmentInProgressError(f"no reassignment of {_tp_str(tp)} is in progress")
+                    continue
+                log.info("reassignment of %s cancelled: back to %s", _tp_str(tp), self._origin[tp])
+                target = list(self._origin[tp])
+            else:
+                problem = None
+                if not target:
+                    problem = "The replica list cannot be empty"
+                elif len(set(target)) != len(target):
+                    problem = f"The replica list {target} contains duplicates"
+                elif any(r < 0 for r in target):
+                    problem = f"The replica list {target} contains negative broker ids"
+                elif not set(target) <= set(live):
+                    problem = (f"Replica assignment has brokers that are not alive. Replica list: {target}, "
+                               f"live broker list: {sorted(live)}")
+                if problem:
+                    out[tp] = InvalidReplicaAssignmentError(problem)
+                    continue
+                if tp not in self._reassigning and assignments[tp] == target:
+                    out[tp] = None  # already there
+                    continue
+            todo.append((tp, target, assignments[tp]))
+            out[tp] = None
+        self._start_reassignments(todo)
+        self._check_reassignments()
+        return out
+
+    def _list_reassignments(self, tps) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        assignments = self._assignments()
+        out = {}
+        for tp, target in sorted(self._reassigning.items()):
+            if tps is not None and tp not in tps:
+                continue
+            rs = assignments.get(tp, [])
+            origin = self._origin.get(tp, rs)
+            out[tp] = (list(rs), [r for r in rs if r not in origin], [r for r in rs if r not in target])
+        return out
+
+    def _write_assignment(self, tp: TP, replicas: list[int], *, adding=None, removing=None) -> None:
+        self._write_assignments(tp[0], {tp[1]: (replicas, adding, removing)})
+
+    def _write_assignments(self, topic: str, changes: dict) -> None:
+        """Set partitions' replicas in ``/brokers/topics/<t>`` (one conditional write, topic id and
+        other fields kept) and their KIP-455 ``adding_replicas``/``removing_replicas`` (dropped when
+        empty): ``changes`` = ``{partition: (replicas, adding or None, removing or None)}``."""
+        zk = self.zk
         for _ in range(5):
             data, stat = self.cluster._retry(zk.get, paths.topic(topic))
             assignment = decode_topic_assignment(data, paths.topic(topic))
             topic_id = decode_topic_id(data, paths.topic(topic))
-            assignment[partition] = list(replicas)
+            for partition, (replicas, _, _) in changes.items():
+                assignment[partition] = list(replicas)
             new = encode_topic_assignment(assignment, topic_id)
+            if topic_id is not None:
+                try:
+                    old = json.loads(data)
+                except ValueError:
+                    old = {}
+                doc = json.loads(new)
+                for i, key in ((1, "adding_replicas"), (2, "removing_replicas")):
+                    m = {k: v for k, v in (old.get(key) or {}).items() if int(k) not in changes}
+                    for partition, change in changes.items():
+                        if change[i]:
+                            m[str(partition)] = [int(b) for b in change[i]]
+                    doc[key] = dict(sorted(m.items(), key=lambda kv: int(kv[0])))
+                new = json.dumps(doc, separators=(",", ":")).encode()
             results = self._multi(lambda t: t.set_data(paths.topic(topic), new, version=stat.version))
             if not isinstance(results[0], Exception):
                 self.cluster._reload_topic(topic)
                 return
-        raise ZooKeeperError(f"reassignment of {_tp_str(tp)}: /brokers/topics/{topic} kept changing")
+        raise ZooKeeperError(f"reassignment of {topic} partitions {sorted(changes)}: /brokers/topics/{topic} "
+                             "kept changing")
 
     def _check_reassignments(self) -> None:
         """Complete the reassignments whose target replicas are all in the ISR."""
@@ -853,6 +1033,17 @@ class KafkaController:
         states = self._read_states(list(self._reassigning))
         live = set(self._live)
         complete = []
+        def decide(tp, st, replicas):
+            target = self._reassigning[tp]
+            isr = [r for r in st.isr if r in target]
+            if st.leader in target and st.leader in live:
+                return self._state(st.leader, st.leader_epoch + 1, isr)
+            e = election.reassign_partition_leader(target, isr, self._electable())
+            if e.leader is None:
+                return None
+            return self._state(e.leader, st.leader_epoch + 1, isr)
+
+        ready: dict[TP, list[int]] = {}
         for tp, target in sorted(self._reassigning.items()):
             if tp not in states:
                 log.warning("reassignment of %s abandoned: the partition is gone", _tp_str(tp))
@@ -861,32 +1052,31 @@ class KafkaController:
             st, _ = states[tp]
             if not set(target) <= set(st.isr):
                 continue
-
-            def decide(_tp, st, replicas, target=target):
-                isr = [r for r in st.isr if r in target]
-                if st.leader in target and st.leader in live:
-                    return self._state(st.leader, st.leader_epoch + 1, isr)
-                e = election.reassign_partition_leader(target, isr, self._electable())
-                if e.leader is None:
-                    return None
-                return self._state(e.leader, st.leader_epoch + 1, isr)
-
             if decide(tp, st, target) is None:
                 continue  # no leader in the target yet: try again later
-            # the final assignment first, then the state (epoch + 1): a broker applies the new state
-            # with the replica list of its registry cache, so the leader stops tracking (and taking
-            # back into its ISR) the removed replicas, which still fetch until they see the change
-            self._write_assignment(tp, target)
-            final = self._update_partitions([tp], decide, assignments={tp: target})
-            st = final.get(tp)
-            if st is None or st.leader not in target:
-                log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
-                continue
-            log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
-                     st.leader, st.leader_epoch)
-            complete.append(tp)
+            ready[tp] = list(target)
+        if ready:
+            # the final assignment first (one write per topic), then the states (epoch + 1): a broker
+            # applies the new state with the replica list of its registry cache, so the leader stops
+            # tracking (and taking back into its ISR) the removed replicas, which still fetch until
+            # they see the change (then they stop: ReplicaManager.stop_replica)
+            by_topic: dict[str, dict] = {}
+            for (t, p), target in ready.items():
+                by_topic.setdefault(t, {})[p] = (target, None, None)
+            for t, changes in sorted(by_topic.items()):
+                self._write_assignments(t, changes)
+            final = self._update_partitions(sorted(ready), decide, assignments=ready)
+            for tp, target in sorted(ready.items()):
+                st = final.get(tp)
+                if st is None or st.leader not in target:
+                    log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
+                    continue
+                log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
+                         st.leader, st.leader_epoch)
+                complete.append(tp)
         for tp in complete:
             self._reassigning.pop(tp, None)
+            self._origin.pop(tp, None)
         if complete:
             self._remove_from_reassignment_znode(complete)
 

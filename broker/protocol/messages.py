@@ -65,6 +65,8 @@ class ApiKey(enum.IntEnum):
     # the controller (pyklog.broker.controller)
     CONTROLLED_SHUTDOWN = 7
     ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45  # KIP-455
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -114,6 +116,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     # the controller: ControlledShutdown v0 has request header v0 (Kafka 0.8's, no client_id)
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -158,6 +162,8 @@ FLEXIBLE: dict[ApiKey, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.CONTROLLED_SHUTDOWN: 3,
     ApiKey.ELECT_LEADERS: 2,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -1153,6 +1159,58 @@ ELECT_LEADERS_RESPONSE = [
     ]),
 ]
 
+# AlterPartitionReassignments 45 and ListPartitionReassignments 46 (KIP-455, the admin client sends
+# them to the controller): v0 flexible.  Null Replicas cancels a partition's reassignment; null
+# Topics lists every reassignment in progress.
+
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = [
+    F("TimeoutMs", INT32, default=60000),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("Replicas", "[]int32", nullable="0+", default=None),
+        ]),
+    ]),
+]
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    A("Responses", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+]
+
+LIST_PARTITION_REASSIGNMENTS_REQUEST = [
+    F("TimeoutMs", INT32, default=60000),
+    A("Topics", nullable="0+", default=None, fields=[
+        F("Name", STRING),
+        F("PartitionIndexes", "[]int32"),
+    ]),
+]
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    A("Topics", fields=[
+        F("Name", STRING),
+        A("Partitions", fields=[
+            F("PartitionIndex", INT32),
+            F("Replicas", "[]int32"),
+            F("AddingReplicas", "[]int32"),
+            F("RemovingReplicas", "[]int32"),
+        ]),
+    ]),
+]
+
 DESCRIBE_TRANSACTIONS_REQUEST = [
     F("TransactionalIds", "[]string"),
 ]
@@ -1235,4 +1293,8 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
     ApiKey.CONTROLLED_SHUTDOWN: ("ControlledShutdown", CONTROLLED_SHUTDOWN_REQUEST, CONTROLLED_SHUTDOWN_RESPONSE),
     ApiKey.ELECT_LEADERS: ("ElectLeaders", ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("AlterPartitionReassignments", ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+                                           ALTER_PARTITION_REASSIGNMENTS_RESPONSE),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ("ListPartitionReassignments", LIST_PARTITION_REASSIGNMENTS_REQUEST,
+                                          LIST_PARTITION_REASSIGNMENTS_RESPONSE),
 }

@@ -316,6 +316,8 @@ class KafkaApis:
         self._handlers.update({
             ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.handle_list_partition_reassignments,
         })
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
@@ -779,10 +781,22 @@ class KafkaApis:
                         bound = lso
                     else:  # consumers read only below the high watermark (= log end offset unreplicated)
                         bound = lg.high_watermark
-                    if limit <= 0 and not min_one:
+                    in_sync = True
+                    if follower:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
+                        part = self.replica_manager.partition(name, p)
+                        in_sync = part is None or replica_id in part.isr
+                        if self._leader_quota().should_throttle(name, p, in_sync):
+                            limit, min_one_here = 0, False
+                        else:
+                            min_one_here = min_one
+                    else:
+                        min_one_here = min_one
+                    if limit <= 0 and not min_one_here:
                         sl = None
                     else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one, max_offset=bound)
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
+                    if follower and sl is not None:
+                        self._leader_quota().record(name, p, in_sync, sl.size)
                     if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
                         # follower's log end offset and caught-up time; may expand the ISR, move the HW
                         self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
@@ -817,6 +831,22 @@ class KafkaApis:
                 out.append(entry)
             responses.append({"topic": name, "partitions": out})
         return responses, total, errors
+
+    def _leader_quota(self):
+        """The leader's replication throttle (:class:`~pyklog.broker.server.replication_quota.
+        LeaderReplicationQuota`), made on first use from the dynamic broker config and the topic
+        configs.  Request handler threads."""
+        q = getattr(self, "_replication_quota", None)
+        if q is None:
+            from pyklog.broker.server.replication_quota import RATE_CONFIG, LeaderReplicationQuota
+
+            def rate():
+                dyn = getattr(self, "dynamic_config", None)
+                return dyn.effective_props().get(RATE_CONFIG) if dyn is not None else None
+
+            q = self._replication_quota = LeaderReplicationQuota(self.replica_manager.broker_id, rate,
+                                                                 self.cluster.topic_config)
+        return q
 
     def _fetch_topic_name(self, topic_id) -> str:
         """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
@@ -1520,23 +1550,69 @@ class KafkaApis:
     def handle_controlled_shutdown(self, request, header, body):
         """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
         ``KafkaApis.handleControlledShutdownRequest``): NOT_CONTROLLER unless this broker is the
-        controller; else the partitions the stopping broker still leads.  Blocks this request thread
-        until the controller's event thread has moved the leaderships (up to 30 s)."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        controller; else the partitions the stopping broker still leads, answered when the
+        controller's event thread has moved the leaderships (REQUEST_TIMED_OUT after 30 s); the
+        request thread does not wait (:meth:`_answer_from_controller`)."""
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
-        resp = {"error_code": NONE, "remaining_partitions": []}
         if controller is None or not controller.is_active:
-            resp["error_code"] = NotControllerError.code
-        else:
+            return self._respond(request, header, {"error_code": NotControllerError.code, "remaining_partitions": []})
+
+        def answer(remaining):
+            return {"error_code": NONE, "remaining_partitions": [
+                {"topic_name": t, "partition_index": p} for t, p in remaining]}
+
+        self._answer_from_controller(
+            request, header, "controlled_shutdown", (int(body["broker_id"]), int(body.get("broker_epoch", -1))),
+            30.0, answer, lambda code, msg: {"error_code": code, "remaining_partitions": []})
+
+    def _answer_from_controller(self, request, header, event: str, arg: tuple, timeout_s: float,
+                                answer, fail) -> None:
+        """Hand ``event`` to the controller's event thread and answer when it is done: ``answer(result)``
+        builds the response, ``fail(code, message)`` the error response (the controller's error, or
+        REQUEST_TIMED_OUT after ``timeout_s``, whichever comes first: exactly one is sent).  Runs on a
+        request handler thread and returns at once, so a slow controller holds no I/O thread (the
+        response goes out from the controller's event thread or the timer's thread)."""
+        from pyklog.broker.errors import RequestTimedOutError
+
+        lock = threading.Lock()
+        sent = []
+
+        def send(build):
+            with lock:
+                if sent:
+                    return
+                sent.append(True)
+            timer.cancel()
             try:
-                remaining = controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
-                resp["remaining_partitions"] = [{"topic_name": t, "partition_index": p} for t, p in remaining]
-            except PyklogError as e:
-                resp["error_code"] = e.code
-            except TimeoutError:
-                resp["error_code"] = RequestTimedOutError.code
-        self._respond(request, header, resp)
+                resp = build()
+            except Exception as e:  # noqa: BLE001 - never leave the client without an answer
+                log.exception("building the %s answer failed", event)
+                resp = fail(UNKNOWN_SERVER_ERROR, str(e))
+            try:
+                self._respond(request, header, resp)
+            except Exception:  # noqa: BLE001
+                log.exception("sending the %s answer failed", event)
+
+        def done(fut):
+            def build():
+                try:
+                    result = fut.result()
+                except PyklogError as e:
+                    return fail(e.code, str(e))
+                return answer(result)
+            send(build)
+
+        timer = threading.Timer(timeout_s, lambda: send(lambda: fail(
+            RequestTimedOutError.code, f"the controller did not finish {event} within {timeout_s:.0f} s")))
+        timer.daemon = True
+        try:
+            fut = self.controller.submit(event, arg)
+        except PyklogError as e:
+            return self._respond(request, header, fail(e.code, str(e)))
+        timer.start()
+        fut.add_done_callback(done)
 
     def handle_elect_leaders(self, request, header, body):
         """ElectLeaders v0-2 (KIP-183/KIP-460; the admin client sends it to the controller):
@@ -1544,7 +1620,7 @@ class KafkaApis:
         (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
         UNKNOWN_TOPIC_OR_PARTITION).  Null partitions: every partition.  Election type 0 preferred,
         1 unclean (v1+)."""
-        from pyklog.broker.errors import NotControllerError, RequestTimedOutError
+        from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
         version = header.api_version
@@ -1568,18 +1644,88 @@ class KafkaApis:
         wanted = body.get("topic_partitions")
         tps = None if wanted is None else [(t["topic"], p) for t in wanted for p in t["partitions"]]
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
-        try:
-            results = controller.elect_leaders(tps, etype, timeout_s=timeout_s)
-        except PyklogError as e:
-            return fail(e.code)
-        except TimeoutError:
-            return fail(RequestTimedOutError.code)
-        by_topic: dict[str, list] = {}
-        for (t, p), err in sorted(results.items()):
-            by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
-                                               "error_message": None if err is None else str(err)})
-        resp["replica_election_results"] = [{"topic": t, "partition_result": r} for t, r in by_topic.items()]
-        self._respond(request, header, resp)
+
+        def error_body(code, _msg=None):
+            out = dict(resp)
+            if version >= 1:
+                out["error_code"] = code
+            else:
+                out["replica_election_results"] = [
+                    {"topic": t["topic"], "partition_result": [
+                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+                    for t in body.get("topic_partitions") or []]
+            return out
+
+        def answer(results):
+            by_topic: dict[str, list] = {}
+            for (t, p), err in sorted(results.items()):
+                by_topic.setdefault(t, []).append({"partition_id": p, "error_code": NONE if err is None else err.code,
+                                                   "error_message": None if err is None else str(err)})
+            return dict(resp, replica_election_results=[{"topic": t, "partition_result": r}
+                                                        for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "elect_leaders", (tps, int(etype)), timeout_s, answer,
+                                     error_body)
+
+    def handle_alter_partition_reassignments(self, request, header, body):
+        """AlterPartitionReassignments v0 (KIP-455; the admin client sends it to the controller):
+        NOT_CONTROLLER (top level) unless this broker is the controller; else per partition NONE
+        (started, or cancelled for null replicas), UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS.  The controller's event thread
+        starts the moves; this request thread waits only for that, not for the data to move."""
+        from pyklog.broker.errors import NotControllerError
+
+        controller = self.controller
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "responses": []}
+
+        def fail(code, msg):
+            resp.update(error_code=code, error_message=msg)
+            self._respond(request, header, resp)
+
+        if controller is None or not controller.is_active:
+            return fail(NotControllerError.code, "This is not the correct controller for this cluster.")
+        changes = {}
+        for t in body.get("topics") or []:
+            for p in t.get("partitions") or []:
+                changes[(t["name"], p["partition_index"])] = p.get("replicas")
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+
+        def answer(results):
+            by_topic: dict[str, list] = {}
+            for (t, p), err in sorted(results.items()):
+                by_topic.setdefault(t, []).append({"partition_index": p,
+                                                   "error_code": NONE if err is None else err.code,
+                                                   "error_message": None if err is None else str(err)})
+            return dict(resp, responses=[{"name": t, "partitions": r} for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "alter_reassignments", (changes,), timeout_s, answer,
+                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
+
+    def handle_list_partition_reassignments(self, request, header, body):
+        """ListPartitionReassignments v0 (KIP-455): the controller's reassignments in progress, each
+        with its full replica set (target then original replicas), adding and removing replicas;
+        null topics: all of them.  NOT_CONTROLLER unless this broker is the controller."""
+        from pyklog.broker.errors import NotControllerError
+
+        controller = self.controller
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "topics": []}
+        if controller is None or not controller.is_active:
+            resp.update(error_code=NotControllerError.code,
+                        error_message="This is not the correct controller for this cluster.")
+            return self._respond(request, header, resp)
+        wanted = body.get("topics")
+        tps = None if wanted is None else [(t["name"], p) for t in wanted for p in t.get("partition_indexes") or []]
+        timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
+
+        def answer(found):
+            by_topic: dict[str, list] = {}
+            for (t, p), (replicas, adding, removing) in sorted(found.items()):
+                by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas,
+                                                   "adding_replicas": adding, "removing_replicas": removing})
+            return dict(resp, topics=[{"name": t, "partitions": r} for t, r in by_topic.items()])
+
+        self._answer_from_controller(request, header, "list_reassignments", (tps,), timeout_s, answer,
+                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
 
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""
@@ -2172,6 +2318,10 @@ class KafkaApis:
             return {"error_code": code, "remaining_partitions": []}
         if api_key == ApiKey.ELECT_LEADERS:
             return {"error_code": code, "replica_election_results": []}
+        if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+            return {"error_code": code, "error_message": msg, "responses": []}
+        if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+            return {"error_code": code, "error_message": msg, "topics": []}
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -401,6 +401,7 @@ class ServerConfig:
         "queued.max.request.bytes",
         # read by broker.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
         "transaction.state.log.min.isr",
+        "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
     }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
         | CONTROLLER_KEYS
 

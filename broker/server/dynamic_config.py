@@ -49,7 +49,10 @@ DYNAMIC_CONFIGS = frozenset({
     "message.max.bytes",
     # Kafka's DynamicConnectionQuota: the socket server's limits, for the next connection
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    # replication throttles (KIP-73; broker.server.replication_quota reads them at each use)
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
 })
+THROTTLE_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 CONNECTION_CONFIGS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 
 #: Kafka broker settings that exist but are read-only; the names pyklog reads from
@@ -100,6 +103,9 @@ def validate_dynamic_configs(resource_name: str, props: Mapping[str, str],
         if "message.max.bytes" in props:
             SERVER_CONFIG.parse_value("message.max.bytes", props["message.max.bytes"])
         connection_limits({**(static_props or {}), **props})
+        for name in THROTTLE_RATE_CONFIGS:
+            if name in props and not (str(props[name]).strip().isdigit()):
+                raise ConfigError(f"{name}: expected a rate in bytes/s >= 0, read {props[name]!r}")
     except ConfigError as e:
         raise InvalidRequestError(f"Invalid config value for resource {resource_text(resource_name)}: {e}") from e
 

@@ -107,7 +107,8 @@ class BrokerServer:
             self.cluster = ZkCluster(cfg.zookeeper_connect, cfg.broker_id, adv_host, adv_port,
                                      session_timeout_ms=cfg.zookeeper_session_timeout_ms,
                                      connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
-                                     cluster_id_check=cluster_id_check, on_fatal=self._on_fatal)
+                                     cluster_id_check=cluster_id_check, on_fatal=self._on_fatal,
+                                     rack=(cfg.raw.get("broker.rack") or "").strip() or None)
             self.cluster.start()
             for d in log_dirs:
                 meta = read_meta_properties(d)

@@ -216,7 +216,10 @@ class ReplicaManager:
                 self._apply_state(t, p, lg, st)
             gone = [k for k in self._partitions if k not in hosted]
             for k in gone:
-                self._drop_partition(k)
+                if k[0] in topics and k[1] in (topics.get(k[0]) or {}):
+                    self._stop_replica_soon(*k)  # the topic lives on: reassigned away (StopReplica)
+                else:
+                    self._drop_partition(k)
             strays = {}
             for (t, p), lg in list(self.logs.logs().items()):
                 if t in topics:
@@ -254,6 +257,8 @@ class ReplicaManager:
                 # older one read before another thread applied a newer ("follower at epoch 3"
                 # applied after "leader at epoch 4")
                 st = (self._states_as_written(topic, None) or {}).get(partition)
+                if st is not None and self.broker_id not in st.replicas and (topic, partition) in self._partitions:
+                    self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
                 if st is None or self.broker_id not in st.replicas:
                     return
                 lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
@@ -309,6 +314,63 @@ class ReplicaManager:
         if self._fetchers is not None:
             self._fetchers.remove_partitions([key])
         self._role_changed(*key)
+
+    def _stop_replica_soon(self, topic: str, partition: int) -> None:
+        """Run :meth:`stop_replica` on its own thread (callers hold ``_sync_lock`` or run on a kazoo
+        handler thread, where the ZooKeeper read it makes must not block)."""
+        if not self._shutdown:
+            threading.Thread(target=self.stop_replica, args=(topic, partition), daemon=True,
+                             name=f"stop-replica-{topic}-{partition}").start()
+
+    def stop_replica(self, topic: str, partition: int) -> bool:
+        """Kafka's StopReplica(delete=true) for a replica a reassignment removed from this broker
+        (ZooKeeper mode: no request, the assignment in ``/brokers/topics/<t>`` says so): the partition
+        stops being led or fetched (Produce gets NOT_LEADER_OR_FOLLOWER, the fetcher drops it) and its
+        log is deleted (renamed ``<dir>.<uuid>-delete`` first, then removed, as Kafka's LogManager).
+        The assignment is read from ZooKeeper itself first: a log whose partition still lists this
+        broker, or whose topic or partition ZooKeeper does not know, is never touched.  Any thread but
+        a kazoo handler thread; takes ``_sync_lock``.  Returns whether the replica was stopped."""
+        from kazoo.exceptions import NoNodeError
+
+        from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znodes import decode_topic_assignment
+
+        if self._shutdown:
+            return False
+        try:
+            data, _ = self.cluster._retry(self.cluster.zk.get, paths.topic(topic))
+            replicas = decode_topic_assignment(data, paths.topic(topic)).get(partition)
+        except NoNodeError:
+            return False  # a deleted topic: the topic deletion path deletes its logs
+        except Exception as e:  # noqa: BLE001 - unreadable or unreachable: keep the log
+            log.warning("%s-%d: cannot read its assignment (%s); keeping the replica", topic, partition, e)
+            return False
+        if replicas is None or self.broker_id in replicas:
+            return False
+        try:
+            got = self.cluster.partition_state(topic, partition)
+        except Exception as e:  # noqa: BLE001
+            log.warning("%s-%d: cannot read its state (%s); keeping the replica", topic, partition, e)
+            return False
+        if got is None or got[0].leader == self.broker_id:
+            # still the leader as written: the controller moves leadership right after the assignment
+            # (Kafka elects before it stops the old replicas); the state change calls this again.
+            # Stopping now would let a request re-create an empty log a follower could truncate to.
+            log.info("%s-%d: removed from broker %d, which still leads it: waiting for the new leader",
+                     topic, partition, self.broker_id)
+            return False
+        with self._sync_lock:
+            if self._shutdown or self.broker_id in self.cluster.partition_replicas(topic, partition):
+                return False
+            self._drop_partition((topic, partition))
+            try:
+                deleted = self.logs.delete_log(topic, partition)
+            except Exception:  # noqa: BLE001
+                log.exception("%s-%d: cannot delete the log of the removed replica", topic, partition)
+                deleted = False
+        log.info("%s-%d: replica removed from broker %d (assigned to %s): stopped%s", topic, partition,
+                 self.broker_id, replicas, ", log deleted" if deleted else "")
+        return True
 
     def _publish_roles(self) -> None:
         """Under ``_sync_lock``: rebuild the lock-free lookups from the partitions."""

@@ -113,6 +113,7 @@ from pyklog.broker.zk.znodes import (
 from pyklog.broker.zk.topics import (
     TOPIC_CONFIGS,
     assign_replicas,
+    placement_racks,
     collides,
     validate_topic_configs,
     validate_topic_name,
@@ -948,8 +949,12 @@ class ZkCluster:
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int = 1,
                      configs: dict | None = None, validate_only: bool = False, *,
-                     replica_assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+                     replica_assignment: dict[int, list[int]] | None = None,
+                     rack_aware: bool = True) -> dict[int, list[int]]:
         """Create a topic spread over the live brokers; return its assignment ``{partition: [replicas]}``.
+        Rack-aware (Kafka's ``RackAwareMode.Enforced``, :func:`~pyklog.broker.zk.topics.assign_replicas`)
+        when every live broker registered a ``broker.rack``, unless ``rack_aware`` is false
+        (``--disable-rack-aware``); InvalidReplicaAssignmentError when only some did.
 
         Raises InvalidTopicError (illegal name, or a name colliding with an existing topic by
         ``.``/``_``), TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError
@@ -961,7 +966,8 @@ class ZkCluster:
         existing = self._retry(self.zk.get_children, paths.BROKER_TOPICS)
         live = sorted(int(c) for c in self._retry(self.zk.get_children, paths.BROKER_IDS) if c.isdigit())
         assignment, config = self._plan_topic(name, num_partitions, replication_factor, configs,
-                                              replica_assignment, existing, live)
+                                              replica_assignment, existing, live,
+                                              racks=lambda: placement_racks(self.broker_racks(live), rack_aware))
         if validate_only:
             return assignment
         self._write_topic(name, assignment, config)
@@ -987,12 +993,19 @@ class ZkCluster:
         planned: dict[str, tuple] = {}
         out: dict[str, object] = {}
         taken = set(existing)
+        rack_map: list = []  # the live brokers' racks, read once when a topic needs placing
+
+        def racks():
+            if not rack_map:
+                rack_map.append(self.broker_racks(live))
+            return placement_racks(rack_map[0])
+
         for spec in specs:
             name = spec["name"]
             try:
                 assignment, config = self._plan_topic(
                     name, spec["num_partitions"], spec["replication_factor"], spec.get("configs"),
-                    spec.get("replica_assignment"), taken, live)
+                    spec.get("replica_assignment"), taken, live, racks=racks)
             except PyklogError as e:
                 out[name] = e
                 continue
@@ -1038,7 +1051,7 @@ class ZkCluster:
         return out
 
     def _plan_topic(self, name, num_partitions, replication_factor, configs, replica_assignment,
-                    existing, live) -> tuple[dict[int, list[int]], dict[str, str]]:
+                    existing, live, racks=None) -> tuple[dict[int, list[int]], dict[str, str]]:
         """Validate one topic against ``existing`` topic names and ``live`` broker ids; return its
         (assignment, config).  Raises as :meth:`create_topic`."""
         validate_topic_name(name)
@@ -1065,8 +1078,28 @@ class ZkCluster:
                 raise InvalidReplicaAssignmentError(
                     f"unknown broker(s) {unknown} in replica assignment (live brokers {live})")
         else:
-            assignment = assign_replicas(live, num_partitions, replication_factor)
+            assignment = assign_replicas(live, num_partitions, replication_factor,
+                                         racks=racks() if racks is not None else None)
         return assignment, config
+
+    def broker_racks(self, ids) -> dict[int, str | None]:
+        """``{broker id: broker.rack or None}`` of the registrations of ``ids`` read from ZooKeeper
+        now (a broker gone meanwhile is left out).  Any thread but a kazoo handler thread."""
+        def read():
+            pending = [(b, self.zk.get_async(paths.broker_id(int(b)))) for b in ids]
+            out = {}
+            for b, res in pending:
+                try:
+                    data, _ = res.get()
+                except NoNodeError:
+                    continue
+                try:
+                    out[int(b)] = decode_broker_registration(data, paths.broker_id(int(b))).rack or None
+                except (ZooKeeperError, ValueError) as e:
+                    log.warning("ignoring unreadable broker registration %s: %s", b, e)
+            return out
+
+        return self._retry(read)
 
     def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
         def write():
@@ -1165,7 +1198,8 @@ class ZkCluster:
                     raise InvalidReplicationFactorError(f"no live brokers to place new partitions of {name!r}")
                 leader0 = existing[0][0] if existing.get(0) else live[0]
                 start = next((i for i, b in enumerate(live) if b >= leader0), 0)
-                full = assign_replicas(live, count, rf, start_index=start, replica_shift=start)
+                full = assign_replicas(live, count, rf, start_index=start, replica_shift=start,
+                                       racks=placement_racks(self.broker_racks(live)))
                 new = {p: full[p] for p in range(old, count)}
             if validate_only:
                 return new

@@ -22,6 +22,7 @@ from typing import Iterable, Mapping
 from pyklog.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
 )
@@ -73,8 +74,16 @@ def collides(name: str, existing: Iterable[str]) -> list[str]:
 
 def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_factor: int = 1, *,
                     start_index: int | None = None, replica_shift: int | None = None,
-                    rng: random.Random | None = None) -> dict[int, list[int]]:
+                    rng: random.Random | None = None, racks: dict[int, str] | None = None
+                    ) -> dict[int, list[int]]:
     """Spread ``num_partitions`` partitions with ``replication_factor`` replicas over ``brokers``.
+
+    With ``racks`` (every broker's ``broker.rack``; see :func:`placement_racks`) Kafka's
+    rack-aware algorithm (``AdminUtils.assignReplicasToBrokersRackAware``): the brokers are taken
+    in rack-alternated order (:func:`rack_alternated_brokers`) and each further replica goes to
+    the next broker, in the same shifted order, whose rack holds no replica of the partition yet
+    (once every rack has one, any broker without one), so the replicas of a partition span
+    min(replication factor, racks) racks and leaders spread evenly over racks.
 
     Kafka's rack-unaware algorithm: with the broker ids sorted into ``b[0..n-1]``, partition ``p``'s
     first replica (its leader) is ``b[(start + p) % n]``; replica ``j >= 1`` sits at
@@ -96,6 +105,12 @@ def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_fac
     rng = rng or random
     start = start_index if start_index is not None else rng.randrange(n)
     shift = replica_shift if replica_shift is not None else rng.randrange(n)
+    if racks is not None:
+        unknown = [b for b in ids if not racks.get(b)]
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"no rack known for broker(s) {unknown}")
+        return _assign_rack_aware({b: racks[b] for b in ids}, int(num_partitions), int(replication_factor),
+                                  start, shift)
     out: dict[int, list[int]] = {}
     for p in range(int(num_partitions)):
         if p > 0 and p % n == 0:
@@ -104,6 +119,64 @@ def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_fac
         replicas = [ids[first]]
         for j in range(replication_factor - 1):
             replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[p] = replicas
+    return out
+
+
+def rack_alternated_brokers(racks: dict[int, str]) -> list[int]:
+    """Kafka's ``getRackAlternatedBrokerList``: racks sorted, brokers sorted within a rack, then one
+    broker of each rack in turn (``{0: r1, 1: r3, 2: r3, 3: r2, 4: r2, 5: r1}`` -> 0, 3, 1, 5, 4, 2)."""
+    by_rack: dict[str, list[int]] = {}
+    for b, r in racks.items():
+        by_rack.setdefault(r, []).append(int(b))
+    queues = [sorted(by_rack[r]) for r in sorted(by_rack)]
+    out: list[int] = []
+    i = 0
+    while len(out) < len(racks):
+        q = queues[i % len(queues)]
+        if q:
+            out.append(q.pop(0))
+        i += 1
+    return out
+
+
+def placement_racks(racks: dict[int, str | None], rack_aware: bool = True) -> dict[int, str] | None:
+    """The racks to place replicas by (Kafka's ``RackAwareMode.Enforced``, or ``Disabled`` when
+    ``rack_aware`` is false): None when no broker has a rack or ``rack_aware`` is false; every
+    broker's rack when all have one; InvalidReplicaAssignmentError when only some do."""
+    if not rack_aware or not any(racks.values()):
+        return None
+    missing = sorted(b for b, r in racks.items() if not r)
+    if missing:
+        raise InvalidReplicaAssignmentError(
+            f"Not all brokers have rack information for replica rack aware assignment (brokers without "
+            f"broker.rack: {missing}); use --disable-rack-aware to ignore racks")
+    return {b: str(r) for b, r in racks.items()}
+
+
+def _assign_rack_aware(racks: dict[int, str], num_partitions: int, replication_factor: int, start: int,
+                       shift: int) -> dict[int, list[int]]:
+    arranged = rack_alternated_brokers(racks)
+    n = len(arranged)
+    num_racks = len(set(racks.values()))
+    out: dict[int, list[int]] = {}
+    for p in range(num_partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        leader = arranged[first]
+        replicas, used_racks, used = [leader], {racks[leader]}, {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[(first + 1 + (shift * num_racks + k) % (n - 1)) % n]
+                k += 1
+                rack = racks[broker]
+                if (rack not in used_racks or len(used_racks) == num_racks) and (broker not in used or len(used) == n):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+                    used.add(broker)
+                    break
         out[p] = replicas
     return out
 

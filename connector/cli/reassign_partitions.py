@@ -5,9 +5,14 @@ kafka-reassign-partitions.sh, ReassignPartitionsCommand, ZooKeeper mode).
     pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --execute
     pyklog-reassign-partitions --zookeeper ZK --reassignment-json-file F --verify
 
-(``--bootstrap-server HOST:PORT`` instead of ``--zookeeper`` for ``--generate`` and ``--verify``,
-which only read the assignment through Metadata; ``--execute`` writes ``/admin/reassign_partitions``
-and needs ``--zookeeper``: pyklog does not serve AlterPartitionReassignments, KIP-455, yet.)
+    pyklog-reassign-partitions --bootstrap-server HOST:PORT --reassignment-json-file F --execute|--verify|--cancel
+    pyklog-reassign-partitions --bootstrap-server HOST:PORT --list
+
+With ``--bootstrap-server`` (Kafka 2.4+'s tool) ``--execute``, ``--verify``, ``--cancel`` and ``--list``
+go through the controller's AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and
+print Kafka 2.5+'s messages (``--throttle RATE`` sets the KIP-73 replication throttle for the move,
+``--verify`` clears it once complete); with ``--zookeeper`` ``--execute`` writes ``/admin/reassign_partitions``
+(Kafka's older path) and ``--verify`` prints the 2.x messages.
 
 Kafka's JSON: the topics file ``{"topics": [{"topic": "foo"}], "version": 1}``; the reassignment
 ``{"version": 1, "partitions": [{"topic": "foo", "partition": 0, "replicas": [1, 2, 3],
@@ -50,11 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generate", action="store_true", help="propose an assignment of the topics over --broker-list")
     p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
     p.add_argument("--verify", action="store_true", help="report the status of --reassignment-json-file")
+    p.add_argument("--cancel", action="store_true",
+                   help="cancel the reassignments of --reassignment-json-file (--bootstrap-server)")
+    p.add_argument("--list", action="store_true", help="list the reassignments in progress (--bootstrap-server)")
+    p.add_argument("--additional", action="store_true",
+                   help="--execute even when other reassignments are in progress (--bootstrap-server)")
+    p.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
+    p.add_argument("--timeout", type=int, default=10000, help="ms to wait for the controller (default 10000)")
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
-    p.add_argument("--disable-rack-aware", action="store_true", help="accepted (pyklog's placement ignores racks)")
-    p.add_argument("--throttle", type=int, default=-1, help="accepted for compatibility, no effect")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="--generate: ignore broker.rack (with --zookeeper racks are read from the registrations)")
+    p.add_argument("--throttle", type=int, default=-1,
+                   help="--execute with --bootstrap-server: replication throttle in bytes/s for the moving "
+                        "replicas (leader side), removed by --verify once every reassignment is complete")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
     return p
 
@@ -124,7 +139,10 @@ class _Cluster:
         else:
             from pyklog.connector.client import ClusterClient
 
+            from pyklog.connector.admin import AdminClient
+
             self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions")
+            self.admin = AdminClient(client=self.client)
 
     def close(self):
         if self.zk_cluster is not None:
@@ -193,16 +211,19 @@ def main(argv=None) -> int:
     setup_logging()
     try:
         a = build_parser().parse_args(argv)
-        actions = [n for n in ("generate", "execute", "verify") if getattr(a, n)]
+        actions = [n for n in ("generate", "execute", "verify", "cancel", "list") if getattr(a, n)]
         if len(actions) != 1:
-            raise _UsageError("Command must include exactly one action: --generate, --execute or --verify")
+            raise _UsageError("Command must include exactly one action: --generate, --execute, --verify, "
+                              "--cancel or --list")
         if bool(a.zookeeper) == bool(a.bootstrap_server):
             raise _UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
         action = actions[0]
-        if action == "execute" and not a.zookeeper:
-            raise _UsageError("--execute writes /admin/reassign_partitions: use --zookeeper (pyklog does not "
-                              "serve AlterPartitionReassignments yet)")
-        if action == "generate":
+        if action in ("cancel", "list") and not a.bootstrap_server:
+            raise _UsageError(f"--{action} needs --bootstrap-server (the KIP-455 APIs)")
+        target = None
+        if action == "list":
+            pass
+        elif action == "generate":
             if not a.topics_to_move_json_file or not a.broker_list:
                 raise _UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             try:
@@ -229,7 +250,16 @@ def main(argv=None) -> int:
         return 1
     try:
         if action == "generate":
-            return _generate(cluster, topics, brokers)
+            return _generate(cluster, topics, brokers, not a.disable_rack_aware)
+        if cluster.zk_cluster is None:  # KIP-455: through the controller
+            timeout_s = max(1.0, a.timeout / 1000.0)
+            if action == "execute":
+                return _execute_api(cluster, target, a.additional, timeout_s, a.throttle)
+            if action == "verify":
+                return _verify_api(cluster, target, timeout_s, a.preserve_throttles)
+            if action == "cancel":
+                return _cancel_api(cluster, target, timeout_s)
+            return _list_api(cluster, timeout_s)
         if action == "execute":
             return _execute(cluster, target)
         return _verify(cluster, target)
@@ -240,19 +270,22 @@ def main(argv=None) -> int:
         cluster.close()
 
 
-def _generate(cluster: _Cluster, topics: list[str], brokers: list[int]) -> int:
-    from pyklog.broker.zk.topics import assign_replicas
+def _generate(cluster: _Cluster, topics: list[str], brokers: list[int], rack_aware: bool = True) -> int:
+    from pyklog.broker.zk.topics import assign_replicas, placement_racks
 
     current = cluster.assignment(topics)
     missing = [t for t in topics if not any(tp[0] == t for tp in current)]
     if missing:
         print(f"Error: Topic(s) {', '.join(missing)} do(es) not exist", file=sys.stderr)
         return 1
+    racks = None
+    if cluster.zk_cluster is not None:  # Metadata carries no racks: only the registrations say
+        racks = placement_racks(cluster.zk_cluster.broker_racks(brokers), rack_aware)
     proposed = {}
     for t in topics:
         parts = sorted(p for (tt, p) in current if tt == t)
         rf = len(current[(t, parts[0])])
-        for p, replicas in assign_replicas(brokers, len(parts), rf).items():
+        for p, replicas in assign_replicas(brokers, len(parts), rf, racks=racks).items():
             proposed[(t, p)] = replicas
     print("Current partition replica assignment")
     print(format_assignment(current))
@@ -301,6 +334,140 @@ def _verify(cluster: _Cluster, target: dict) -> int:
             print(f"Reassignment of partition {name} is still in progress")
         else:
             print(f"Reassignment of partition {name} failed")
+    return 0
+
+
+def _names(tps) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(tps))
+
+
+def _check_target(cluster: _Cluster, target: dict, current: dict) -> str | None:
+    unknown = sorted(tp for tp in target if tp not in current)
+    if unknown:
+        return "The proposed assignment contains non-existent partitions: " + _names(unknown)
+    bad = sorted({r for rs in target.values() for r in rs} - cluster.brokers())
+    if bad:
+        return f"The proposed assignment contains non-existent brokerIDs: {','.join(map(str, bad))}"
+    return None
+
+
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLE_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+BROKER, TOPIC = 4, 2  # ConfigResource types
+
+
+def _set_throttles(cluster: _Cluster, target: dict, current: dict, rate: int, timeout_s: float) -> None:
+    """Kafka's ``modifyReassignmentThrottle`` + ``modifyTopicThrottles``: the rate on every broker
+    of the moves, the current replicas as leader-throttled and the added ones as follower-throttled."""
+    brokers = sorted({b for tp in target for b in list(current[tp]) + list(target[tp])})
+    for b in brokers:
+        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 0, str(rate)) for k in THROTTLE_RATES],
+                                                timeout_s=timeout_s)
+    for topic in sorted({t for t, _ in target}):
+        moving = sorted(p for t, p in target if t == topic and current[(t, p)] != target[(t, p)])
+        leader = ",".join(f"{p}:{b}" for p in moving for b in current[(topic, p)])
+        follower = ",".join(f"{p}:{b}" for p in moving for b in target[(topic, p)] if b not in current[(topic, p)])
+        ops = [(THROTTLE_REPLICAS[0], 0, leader)] if leader else []
+        ops += [(THROTTLE_REPLICAS[1], 0, follower)] if follower else []
+        if ops:
+            cluster.admin.incremental_alter_configs(TOPIC, topic, ops, timeout_s=timeout_s)
+
+
+def _clear_throttles(cluster: _Cluster, topics, timeout_s: float) -> None:
+    """Kafka's ``clearAllThrottles``: the rates off every live broker, the replica lists off the topics."""
+    brokers = sorted(cluster.brokers())
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
+          f"{','.join(map(str, brokers))}")
+    for b in brokers:
+        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 1, None) for k in THROTTLE_RATES],
+                                                timeout_s=timeout_s)
+    topics = sorted(set(topics))
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
+    for t in topics:
+        cluster.admin.incremental_alter_configs(TOPIC, t, [(k, 1, None) for k in THROTTLE_REPLICAS],
+                                                timeout_s=timeout_s)
+
+
+def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: float, throttle: int = -1) -> int:
+    """Kafka 2.5+'s ``executeAssignment`` through AlterPartitionReassignments."""
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    problem = _check_target(cluster, target, current)
+    if problem:
+        print(f"Error: {problem}", file=sys.stderr)
+        return 1
+    if not additional and cluster.admin.list_partition_reassignments(timeout_s=timeout_s):
+        print("Error: Cannot execute because there is an existing partition assignment.  Use --additional to "
+              "override this and create a new partition assignment in addition to the existing one.",
+              file=sys.stderr)
+        return 1
+    print("Current partition replica assignment")
+    print()
+    print(format_assignment({tp: current[tp] for tp in target}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        _set_throttles(cluster, target, current, throttle, timeout_s)
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
+    results = cluster.admin.alter_partition_reassignments(target, timeout_s=timeout_s)
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    if failed:
+        for tp, e in sorted(failed.items()):
+            print(f"Error reassigning partition(s):\n{tp[0]}-{tp[1]}: {e}", file=sys.stderr)
+        return 1
+    print(f"Successfully started partition reassignment{'s' if len(target) > 1 else ''} for {_names(target)}")
+    return 0
+
+
+def _verify_api(cluster: _Cluster, target: dict, timeout_s: float, preserve_throttles: bool = False) -> int:
+    """Kafka 2.5+'s ``verifyAssignment``: ongoing reassignments from the controller, the rest
+    compared with the assignment in the metadata."""
+    running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
+    current = cluster.assignment(sorted({t for t, _ in target}))
+    all_done = not running and all(current.get(tp) == r for tp, r in target.items())
+    print("Status of partition reassignment:")
+    for tp, replicas in sorted(target.items()):
+        name = f"{tp[0]}-{tp[1]}"
+        if tp in running:
+            print(f"Reassignment of partition {name} is still in progress.")
+        elif current.get(tp) == replicas:
+            print(f"Reassignment of partition {name} is complete.")
+        else:
+            print(f"There is no active reassignment of partition {name}, but replica set is "
+                  f"{current.get(tp, [])} rather than {replicas}.")
+    if all_done and not preserve_throttles:  # Kafka: throttles go once nothing is moving any more
+        print()
+        _clear_throttles(cluster, {t for t, _ in target}, timeout_s)
+    return 0
+
+
+def _cancel_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
+    """Kafka 2.5+'s ``cancelAssignment``: null replicas for the partitions of the file."""
+    running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
+    todo = [tp for tp in sorted(target) if tp in running]
+    results = cluster.admin.alter_partition_reassignments({tp: None for tp in todo}, timeout_s=timeout_s) \
+        if todo else {}
+    failed = {tp: e for tp, e in results.items() if e is not None}
+    for tp, e in sorted(failed.items()):
+        print(f"Error cancelling partition reassignment for {tp[0]}-{tp[1]}: {e}", file=sys.stderr)
+    done = [tp for tp in todo if tp not in failed]
+    if done:
+        print(f"Successfully cancelled partition reassignment{'s' if len(done) > 1 else ''} for: {_names(done)}")
+    else:
+        print("None of the specified partition reassignments are active.")
+    return 1 if failed else 0
+
+
+def _list_api(cluster: _Cluster, timeout_s: float) -> int:
+    running = cluster.admin.list_partition_reassignments(timeout_s=timeout_s)
+    if not running:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for (t, p), r in sorted(running.items()):
+        print(f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}. adding: "
+              f"{','.join(map(str, r['adding_replicas']))}. removing: {','.join(map(str, r['removing_replicas']))}.")
     return 0
 
 
