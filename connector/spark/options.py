@@ -71,6 +71,7 @@ _DISPLAY = {
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
     "includeheaders": "includeHeaders", "consumercache.enabled": "consumerCache.enabled",
+    "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
@@ -132,7 +133,7 @@ _REJECTED_PRODUCER = {
 }
 SINK_OPTIONS = {"kafka.bootstrap.servers", "zookeeper.connect", "topic", "includeheaders", "path",
                 "checkpointlocation", "queryname", "zookeeper.session.timeout.ms",
-                "deliveryguarantee", "transactionalidprefix"}
+                "deliveryguarantee", "transactionalidprefix", "producercache.enabled"}
 
 
 def display(name: str) -> str:
@@ -156,6 +157,8 @@ BOOLEAN_OPTIONS = (
     .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
     .define("consumercache.enabled", Type.BOOLEAN, True,
             doc="read tasks reuse their Python worker's broker connections")
+    .define("producercache.enabled", Type.BOOLEAN, True,
+            doc="at-least-once write tasks reuse their Python worker's producer")
     .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
     .define("kafka.check.crcs", Type.BOOLEAN, True, doc="verify record batch CRCs")
     .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)")
@@ -664,6 +667,9 @@ class SinkOptions:
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None  # None: derived from the streaming query id
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # at-least-once tasks take their producer from the Python worker's cache (producerCache.enabled;
+    # Spark's Kafka sink: spark.kafka.producer.cache.timeout)
+    producer_cache: bool = True
 
     @property
     def exactly_once(self) -> bool:
@@ -737,7 +743,8 @@ def parse_sink_options(options) -> SinkOptions:
             del producer["transaction.timeout.ms"]
     return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())),
                        delivery_guarantee=guarantee, transactional_id_prefix=prefix,
-                       transaction_timeout_ms=timeout_ms)
+                       transaction_timeout_ms=timeout_ms,
+                       producer_cache=_bool(opts, "producercache.enabled"))
 
 
 def default_group_id(prefix: str) -> str:
