@@ -12,8 +12,17 @@ produce time (8-byte big-endian ns since the epoch; ``linger.ms=0`` at 20/s, 1 m
   ZooKeeper consumer group: membership and offset commits).
 * ``pyklog -> sink -> consumer`` (Kafka to Kafka, Spark's real-time-mode figure): the query
   writes the value to a second topic with the pyklog sink; a confluent-kafka consumer reads it there.
-* ``fbasync`` (not in the default set): ``pyklog -> foreachBatch`` with Spark's asynchronous progress
-  tracking (the offset and commit logs written off the trigger).
+* levers, not in the default set: a case name followed by ``+LEVER``s (e.g. ``fb+async+shm``):
+
+  - ``async``: Spark's asynchronous progress tracking (the offset and commit logs written off the
+    trigger; ``fbasync`` is ``fb+async``);
+  - ``shm``: the checkpoint on tmpfs (/dev/shm) instead of the temporary directory's disk;
+  - ``rawfs``: Hadoop's raw local file system for the checkpoint (no ``.crc`` side files:
+    ``fs.AbstractFileSystem.file.impl=org.apache.hadoop.fs.local.RawLocalFs``,
+    ``fs.file.impl=org.apache.hadoop.fs.RawLocalFileSystem``, set for that query only);
+  - ``nodata``: ``spark.sql.streaming.noDataMicroBatches.enabled=false``;
+  - ``nocache``: ``consumerCache.enabled=false`` and ``producerCache.enabled=false`` (pyklog's read
+    and write tasks open their own connections, as before the per-worker caches).
 * baseline, same run: ``clock``, a Python streaming source without I/O whose records appear at the
   same rate (record i at t0 + i / rate, its value that time): Spark's own floor for a Python source,
   measured exactly as the pyklog cases.
@@ -26,7 +35,7 @@ tasks when ``PYKLOG_PLANNER_TRACE`` names a file).  The load average is printed 
 A warm-up query runs first; the defaults take about 3 minutes on a quiet machine.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_latency.py [--seconds 10] [--rates 20,10000]
-        [--cases clock,fb,group,k2k,fbasync]
+        [--cases clock,fb,group,k2k,fbasync,fb+shm+rawfs,k2k+nocache,...]
 """
 from __future__ import annotations
 
@@ -44,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI (--task-metrics) and the driver on loopback
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 from local_cluster import LocalCluster  # noqa: E402
@@ -99,8 +109,25 @@ class ClockReader(DataSourceStreamReader):
 
 
 CASES = {"fb": "pyklog -> foreachBatch", "group": "pyklog group -> foreachBatch",
-         "fbasync": "pyklog -> foreachBatch, async WAL",
          "k2k": "pyklog -> sink -> consumer", "clock": "Python source, no I/O (baseline)"}
+LEVERS = ("async", "shm", "rawfs", "nodata", "nocache")
+RAWFS = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+         "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
+
+
+def parse_case(name: str):
+    """``fb+async+shm`` -> ("fb", {"async", "shm"}); ``fbasync`` is ``fb+async``."""
+    if name == "fbasync":
+        name = "fb+async"
+    base, *levers = name.split("+")
+    if base not in CASES or any(lv not in LEVERS for lv in levers):
+        raise SystemExit(f"unknown case {name!r}: cases {', '.join(CASES)}; levers +{', +'.join(LEVERS)}")
+    return base, set(levers)
+
+
+def label(name: str) -> str:
+    base, levers = parse_case(name)
+    return CASES[base] + ("" if not levers else " +" + "+".join(sorted(levers)))
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 
 
@@ -203,14 +230,28 @@ def read_trace(path, since):
     return out
 
 
-def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace, tag=""):
-    topic = f"lat-{case}-{rate}{tag}"
+def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""):
+    case, levers = parse_case(name)
+    slug = name.replace("+", "-")
+    topic = f"lat-{slug}-{rate}{tag}"
     from pyklog.connector.client import ClusterClient
+    from pyklog.connector.spark.sink import TASK_PRODUCERS
+    from pyklog.connector.spark.source import TASK_CONSUMERS
 
     with ClusterClient(cluster.bootstrap) as c:
         c.create_topic(topic, partitions)
         if case == "k2k":
             c.create_topic(topic + "-out", partitions)
+    ck_root = tmp
+    if "shm" in levers:
+        ck_root = tempfile.mkdtemp(prefix="pyklog-bench-lat-", dir="/dev/shm")
+    checkpoint = os.path.join(ck_root, f"ck-{slug}-{rate}{tag}")
+    confs = dict(RAWFS) if "rawfs" in levers else {}
+    if "nodata" in levers:
+        confs["spark.sql.streaming.noDataMicroBatches.enabled"] = "false"
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    cache = "false" if "nocache" in levers else "true"
     coll = Collector()
     k2k_lat: list = []
     stop_consumer = threading.Event()
@@ -219,31 +260,31 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace, tag=""
         df = (spark.readStream.format("bench_clock").option("t0_ns", str(time.time_ns() + 10**9))
               .option("rate", str(rate)).option("partitions", str(partitions)).load())
     else:
-        r = spark.readStream.format("pyklog").option("subscribe", topic).option("startingOffsets", "latest")
-        if case in ("group", "groupasync"):
+        r = (spark.readStream.format("pyklog").option("subscribe", topic).option("startingOffsets", "latest")
+             .option("consumerCache.enabled", cache))
+        if case == "group":
             r = r.option("zookeeper.connect", cluster.zookeeper).option("group.id", f"g-{topic}")
         else:
             r = r.option("kafka.bootstrap.servers", cluster.bootstrap)
         df = r.load()
-    w = df.writeStream.trigger(processingTime="0 seconds").option(
-        "checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}{tag}"))
-    if case.endswith("async"):
-        # Spark's asynchronous progress tracking: the offset and commit logs are written off the
-        # trigger's critical path (foreachBatch is not on Spark's list of sinks it allows; the
-        # override says the sink tolerates replays, which a foreachBatch that is idempotent does)
-        w = (w.option("asyncProgressTrackingEnabled", "true")
-             .option("asyncProgressTrackingCheckpointIntervalMs", "1000")
-             .option("_asyncProgressTrackingOverrideSinkSupportCheck", "true"))
     if case == "k2k":
         consumer = threading.Thread(target=consume_latency,
                                     args=(cluster.bootstrap, topic + "-out", stop_consumer, k2k_lat), daemon=True)
         consumer.start()
-        q = (df.select("value").writeStream.trigger(processingTime="0 seconds")
-             .option("checkpointLocation", os.path.join(tmp, f"ck-{case}-{rate}{tag}"))
-             .format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-             .option("topic", topic + "-out").option("kafka.linger.ms", "0").start())
+        w = (df.select("value").writeStream.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
+             .option("topic", topic + "-out").option("kafka.linger.ms", "0").option("producerCache.enabled", cache))
     else:
-        q = w.foreachBatch(coll).start()
+        w = df.writeStream.foreachBatch(coll)
+    w = w.trigger(processingTime="0 seconds").option("checkpointLocation", checkpoint)
+    if "async" in levers:
+        # Spark's asynchronous progress tracking: the offset and commit logs are written off the
+        # trigger's critical path (neither foreachBatch nor a Python sink is on Spark's list of sinks
+        # it allows; the override says the sink tolerates replays, which an idempotent foreachBatch
+        # or an at-least-once sink does)
+        w = (w.option("asyncProgressTrackingEnabled", "true")
+             .option("asyncProgressTrackingCheckpointIntervalMs", "1000")
+             .option("_asyncProgressTrackingOverrideSinkSupportCheck", "true"))
+    q = w.start()
     producer = None
     try:
         # warm up: the query's first batches (worker start-up) are not measured
@@ -271,6 +312,13 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace, tag=""
         stop_consumer.set()
         if consumer is not None:
             consumer.join(5)
+        for k in confs:
+            spark.conf.unset(k)
+    crc = sum(1 for _, _, files in os.walk(checkpoint) for f in files if f.endswith(".crc"))
+    if ck_root != tmp:
+        import shutil
+
+        shutil.rmtree(ck_root, ignore_errors=True)
     if q.exception() is not None:
         raise RuntimeError(q.exception())
     lat = k2k_lat if case == "k2k" else coll.lat_ms
@@ -280,7 +328,46 @@ def run_case(spark, cluster, case, rate, seconds, partitions, tmp, trace, tag=""
     if coll.fn_ms:
         planner["foreachBatch fn"] = coll.fn_ms
     slowest = max(progress, key=lambda p: p["durationMs"].get("triggerExecution", 0))["durationMs"] if progress else {}
-    return {"lat": lat, "durs": durs, "slowest": slowest, "batches": len(progress), "planner": planner, "load": load}
+    return {"lat": lat, "durs": durs, "slowest": slowest, "batches": len(progress), "planner": planner,
+            "load": load, "crc": crc, "since": since}
+
+
+TASK_FIELDS = ("duration", "schedulerDelay", "executorDeserializeTime", "executorRunTime",
+               "resultSerializationTime", "gettingResultTime")
+
+
+def task_metrics(spark, since_ms: float) -> dict:
+    """Spark's own per-task figures for the stages submitted after ``since_ms`` (epoch ms), from
+    the status REST API of this application's UI (loopback; ``--task-metrics`` turns the UI on):
+    ``{field: [ms per task]}`` plus ``stages``."""
+    import datetime
+    import urllib.request
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return {}
+    app = spark.sparkContext.applicationId
+    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete&details=true",
+                                timeout=30) as f:
+        stages = json.load(f)
+    out: dict = {k: [] for k in TASK_FIELDS}
+    n = 0
+    for st in stages:
+        sub = st.get("submissionTime")
+        if not sub:
+            continue
+        t = datetime.datetime.strptime(sub.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000
+        if t < since_ms:
+            continue
+        n += 1
+        for task in (st.get("tasks") or {}).values():
+            m = task.get("taskMetrics") or {}
+            for k in TASK_FIELDS:
+                v = task.get(k, m.get(k))
+                if v is not None:
+                    out[k].append(float(v))
+    out["stages"] = n
+    return out
 
 
 def main() -> int:
@@ -289,9 +376,13 @@ def main() -> int:
     ap.add_argument("--rates", default="20,10000")
     ap.add_argument("--cases", default="clock,fb,group,k2k", help="comma-separated of " + ",".join(CASES))
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--task-metrics", action="store_true",
+                    help="turn Spark's UI on (loopback) and print its per-task figures of each case")
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     cases = args.cases.split(",")
+    for c in cases:
+        parse_case(c)
     tmp = tempfile.mkdtemp(prefix="pyklog-bench-lat-")
     trace = os.path.join(tmp, "planner-trace.jsonl")
     os.environ["PYKLOG_PLANNER_TRACE"] = trace  # inherited by Spark's Python workers
@@ -302,8 +393,13 @@ def main() -> int:
         from pyspark.sql import SparkSession
 
         spark = (SparkSession.builder.master("local[2]").appName("pyklog-bench-latency")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.ui.enabled", "true" if args.task_metrics else "false")
+                 .config("spark.ui.port", "0").config("spark.driver.host", "127.0.0.1")
+                 .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.retainedStages", "100000")
+                 .config("spark.ui.retainedTasks", "1000000").config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "2")
+                 # Spark's stream thread hit a StackOverflowError deep in java.util.regex in some runs
+                 .config("spark.driver.extraJavaOptions", "-Xss16m")
                  .config("spark.sql.streaming.numRecentProgressUpdates", "100000").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         import pyklog
@@ -315,18 +411,27 @@ def main() -> int:
         results = {}
         for rate in rates:
             for case in cases:
-                r = run_case(spark, cluster, case, rate, args.seconds, args.partitions, tmp, trace)
+                try:
+                    r = run_case(spark, cluster, case, rate, args.seconds, args.partitions, tmp, trace)
+                except Exception as e:  # noqa: BLE001 - one failed case does not end the run
+                    print(f"  {rate:>6,}/s {label(case):32s} FAILED: {str(e).splitlines()[0][:300]}")
+                    continue
+                tm = task_metrics(spark, r["since"] * 1000) if args.task_metrics else {}
                 results[(case, rate)] = r
                 lat = r["lat"]
-                print(f"  {rate:>6,}/s {CASES[case]:32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
+                print(f"  {rate:>6,}/s {label(case):32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
                       f"p95 {pct(lat, 95):7.1f}  p99 {pct(lat, 99):7.1f}  max {max(lat, default=float('nan')):7.1f}"
-                      f"  ({r['batches']} batches, load {r['load']:.2f})")
+                      f"  ({r['batches']} batches, load {r['load']:.2f}, {r['crc']} .crc files)")
                 d = r["durs"]
                 print("           Spark durationMs (median per batch): " +
                       ", ".join(f"{k} {d[k]:g}" for k in DURATIONS))
                 if r["slowest"]:
                     print("           slowest batch durationMs: " +
                           ", ".join(f"{k} {r['slowest'].get(k, 0):g}" for k in DURATIONS))
+                if tm.get("duration"):
+                    print(f"           Spark tasks ({tm['stages']} stages, {len(tm['duration'])} tasks) ms "
+                          "median/p95: " + ", ".join(f"{k} {statistics.median(tm[k]):.1f}/{pct(tm[k], 95):.1f}"
+                                                     for k in TASK_FIELDS if tm[k]))
                 if r["planner"]:
                     print("           pyklog planner/task ms (median/p95, calls): " + ", ".join(
                         f"{k} {statistics.median(v):.1f}/{pct(v, 95):.1f} ({len(v)})"
@@ -337,8 +442,10 @@ def main() -> int:
             for case in cases:
                 if case == "clock" or base is None or not base["lat"]:
                     continue
+                if (case, rate) not in results or not results[(case, rate)]["lat"]:
+                    continue
                 lat = results[(case, rate)]["lat"]
-                print(f"  {rate:>6,}/s {CASES[case]:32s} p50 {pct(lat, 50) / pct(base['lat'], 50):.2f}x  "
+                print(f"  {rate:>6,}/s {label(case):32s} p50 {pct(lat, 50) / pct(base['lat'], 50):.2f}x  "
                       f"p99 {pct(lat, 99) / pct(base['lat'], 99):.2f}x   (goal p50 <= 100 ms, p99 <= 300 ms: "
                       f"{'met' if pct(lat, 50) <= 100 and pct(lat, 99) <= 300 else 'NOT met'})")
         spark.stop()

@@ -2,9 +2,13 @@
 
 The brokers run at DEBUG, where their socket server logs one line per accepted connection and one
 per request (API key, connection id).  A task whose partition carries the leader planned by the
-driver must open exactly one connection, to that leader, do one ApiVersions handshake on it and
-then only fetch (no Metadata request, no bootstrap connection).  When the planned leader is wrong
-or gone the task looks the leader up, logs it, and still returns every record."""
+driver sends no Metadata request and opens no bootstrap connection: it fetches from that leader at
+once.  Tasks in one process (a PySpark Python worker) share their connections through the worker's
+consumer cache (``consumerCache.enabled``, default true): at most one connection per leader and
+process, with one ApiVersions handshake each, however many tasks ran; a connection the broker
+closed meanwhile is dropped and reopened.  With the cache off, each task opens exactly one
+connection.  When the planned leader is wrong or gone the task looks the leader up, logs it, and
+still returns every record."""
 from __future__ import annotations
 
 import logging
@@ -18,9 +22,17 @@ from pyklog.broker.zk.server import free_port
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.producer import Producer
 from pyklog.connector.spark.options import parse_source_options
-from pyklog.connector.spark.source import PyklogBatchReader, PyklogInputPartition, read_range
+from pyklog.connector.spark.source import TASK_CONSUMERS, PyklogBatchReader, PyklogInputPartition, read_range
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _empty_consumer_cache():
+    """Each test starts (and leaves) this process's task-consumer cache empty."""
+    TASK_CONSUMERS.clear()
+    yield
+    TASK_CONSUMERS.clear()
 
 API_VERSIONS, METADATA, FETCH = 18, 3, 1
 _ACCEPTED = re.compile(r"accepted connection (\d+) from ")
@@ -80,12 +92,14 @@ def _rows(batches) -> list:
                                                           b.column("value").to_pylist())]
 
 
-def test_a_task_opens_one_connection_to_the_planned_leader(two_brokers):
-    b0, b1 = two_brokers
-    leaders = _topic(b0.bootstrap, "one", 4, 300)
+def _read_planned(b0, b1, topic: str, cache: bool):
+    """Plan ``topic`` (4 partitions x 300 records, 8 tasks of several fetches each) on the driver,
+    run every task in this process as an executor would, and return (parts, leaders, broker logs)."""
+    leaders = _topic(b0.bootstrap, topic, 4, 300)
     assert set(leaders.values()) == {0, 1}
-    opts = {"kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "subscribe": "one",
-            "minPartitions": "8", "kafka.max.partition.fetch.bytes": "2048"}  # several fetches a task
+    opts = {"kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "subscribe": topic,
+            "minPartitions": "8", "kafka.max.partition.fetch.bytes": "2048",  # several fetches a task
+            "consumerCache.enabled": str(cache).lower()}
     reader = PyklogBatchReader(parse_source_options(opts, streaming=False))
     parts = reader.partitions()  # the driver planner
     assert len(parts) == 8
@@ -100,6 +114,12 @@ def test_a_task_opens_one_connection_to_the_planned_leader(two_brokers):
     for part in parts:
         rows += _rows(executor_reader.read(pickle.loads(pickle.dumps(part))))
     assert sorted((p, o) for p, o, _ in rows) == [(p, o) for p in range(4) for o in range(300)]
+    return parts, logs
+
+
+def test_without_the_cache_a_task_opens_one_connection_to_the_planned_leader(two_brokers):
+    b0, b1 = two_brokers
+    parts, logs = _read_planned(b0, b1, "one", cache=False)
     for node, lg in logs.items():
         conns = lg.connections()
         tasks = sum(1 for part in parts if part.leader_id == node)
@@ -108,9 +128,67 @@ def test_a_task_opens_one_connection_to_the_planned_leader(two_brokers):
             assert apis[0] == API_VERSIONS and apis.count(API_VERSIONS) == 1, apis
             assert METADATA not in apis, apis
             assert set(apis[1:]) == {FETCH} and len(apis) >= 3, apis
+    assert TASK_CONSUMERS.created == 0
 
 
-def test_spark_read_costs_one_connection_per_task(spark, two_brokers):
+def test_tasks_of_one_worker_share_one_connection_per_leader(two_brokers):
+    b0, b1 = two_brokers
+    created, reused = TASK_CONSUMERS.created, TASK_CONSUMERS.reused
+    parts, logs = _read_planned(b0, b1, "shared", cache=True)
+    for node, lg in logs.items():
+        conns = lg.connections()
+        tasks = sum(1 for part in parts if part.leader_id == node)
+        assert tasks >= 2
+        assert len(conns) == 1, conns  # 4 tasks on this leader, one connection, no other broker
+        (apis,) = conns.values()
+        assert apis[0] == API_VERSIONS and apis.count(API_VERSIONS) == 1 and METADATA not in apis, apis
+        assert set(apis[1:]) == {FETCH} and len(apis) >= 1 + 2 * tasks, apis
+    assert TASK_CONSUMERS.created - created == 2 and TASK_CONSUMERS.reused - reused == 6
+
+
+def test_a_cached_connection_the_broker_closed_is_reopened(broker_factory):
+    """The leader restarts (SIGKILL, same port) between two tasks of one worker: the cached
+    consumer's connection is dead; the next task notices before it fetches, reconnects to the
+    same leader and reads every record, without a metadata lookup."""
+    b0 = broker_factory(0, log_level="DEBUG")
+    _topic(b0.bootstrap, "restart", 1, 200)
+    opts = parse_source_options({"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "restart"},
+                                streaming=False)
+    part = PyklogInputPartition("restart", 0, 0, 100, b0.bootstrap, 0)
+    assert [o for _, o, _ in _rows(read_range(opts, part))] == list(range(100))
+    assert TASK_CONSUMERS.created == 1
+    b0.kill()
+    b0.start()
+    with ClusterClient(b0.bootstrap) as c:
+        c.wait_for_topic("restart", 1)
+    lg = BrokerLog(b0)
+    lg.mark()
+    part = PyklogInputPartition("restart", 0, 100, 200, b0.bootstrap, 0)
+    rows = _rows(read_range(opts, part))
+    assert [o for _, o, _ in rows] == list(range(100, 200))
+    assert [v for _, _, v in rows] == [f"0-{o}".encode() for o in range(100, 200)]
+    assert TASK_CONSUMERS.created == 1 and TASK_CONSUMERS.reused == 1  # the same consumer
+    conns = lg.connections()
+    assert len(conns) == 1, conns
+    (apis,) = conns.values()
+    assert apis[0] == API_VERSIONS and METADATA not in apis, apis  # reconnected, no lookup
+
+
+def test_a_failed_task_does_not_give_its_consumer_back(two_brokers):
+    b0, _ = two_brokers
+    _topic(b0.bootstrap, "fails", 1, 10)
+    opts = parse_source_options({"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "fails",
+                                 "kafkaConsumer.pollTimeoutMs": "300"}, streaming=False)
+    part = PyklogInputPartition("fails", 0, 0, 50, b0.bootstrap, 0)  # 40 records that never come
+    with pytest.raises(Exception):
+        list(read_range(opts, part))
+    assert TASK_CONSUMERS.created == 1
+    assert [o for _, o, _ in _rows(read_range(opts, PyklogInputPartition("fails", 0, 0, 10, b0.bootstrap, 0)))] \
+        == list(range(10))
+    assert TASK_CONSUMERS.created == 2 and TASK_CONSUMERS.reused == 0  # the failed one was closed
+
+
+def test_spark_read_connections_are_bounded_by_workers(spark, two_brokers):
     b0, b1 = two_brokers
     _topic(b0.bootstrap, "sparkone", 4, 200)
     logs = [BrokerLog(b0), BrokerLog(b1)]
@@ -123,9 +201,12 @@ def test_spark_read_costs_one_connection_per_task(spark, two_brokers):
     for lg in logs:
         for apis in lg.connections().values():
             (task_conns if FETCH in apis else other_conns).append(apis)
-    assert len(task_conns) == 8, task_conns  # one per Spark task (two per partition)
+    # 8 Spark tasks (two per partition) on local[2]: at most one connection per Python worker
+    # (at most 2 run at once, a reused worker keeps its consumers) and leader, not one per task
+    assert 1 <= len(task_conns) <= 2 * 2, task_conns
     for apis in task_conns:
         assert apis[0] == API_VERSIONS and apis.count(API_VERSIONS) == 1 and METADATA not in apis, apis
+    assert sum(apis.count(FETCH) for apis in task_conns) >= 8
     # the planner's own: one bootstrap connection and one per leader it asked for offsets (at most
     # 3 with two brokers); a task that looked the leader up would add one more each
     assert len(other_conns) <= 3, other_conns

@@ -446,3 +446,50 @@ def test_input_partition_carries_the_planned_leader_through_pickling():
     assert "leader=1@127.0.0.1:9093" in repr(part)
     unplanned = pickle.loads(pickle.dumps(PyklogInputPartition("t", 0, 0, 0, None)))
     assert unplanned.leader is None and unplanned.leader_id is None
+
+
+def test_task_cache_options():
+    from pyklog.connector.spark.options import parse_sink_options, parse_source_options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
+    assert parse_source_options(base, streaming=True).consumer_cache is True
+    assert parse_source_options({**base, "consumerCache.enabled": "FALSE"}, streaming=True).consumer_cache is False
+    with pytest.raises(ConfigError, match=r"option 'consumerCache.enabled': expected 'true' or 'false', read 'off'"):
+        parse_source_options({**base, "consumercache.enabled": "off"}, streaming=True)
+    sink = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"}
+    assert parse_sink_options(sink).producer_cache is True
+    assert parse_sink_options({**sink, "producerCache.enabled": "false"}).producer_cache is False
+    with pytest.raises(ConfigError, match=r"option 'producerCache.enabled'"):
+        parse_sink_options({**sink, "producercache.enabled": "1"})
+
+
+def test_consumer_cache_take_give_expire():
+    """The per-process cache of read-task consumers (no broker: stand-in consumers with a closed
+    flag; the cache's own rules: one task at a time, failed ones closed, idle ones expire)."""
+    import time as _time
+
+    from pyklog.connector.spark.source import _ConsumerCache
+
+    class Fake:
+        def __init__(self):
+            self.closed = False
+            self.client = type("C", (), {"_conns": {}, "_lock": __import__("threading").Lock()})()
+
+        def close(self):
+            self.closed = True
+
+    cache = _ConsumerCache()
+    a = cache.take("k", Fake)
+    b = cache.take("k", Fake)  # a is in use: a second one
+    assert a is not b and cache.created == 2
+    cache.give("k", a, ok=True)
+    assert cache.take("k", Fake) is a and cache.reused == 1
+    cache.give("k", b, ok=False)  # a failed task closes its consumer
+    assert b.closed
+    cache.give("k", a, ok=True)
+    assert cache.take("other", Fake) is not a  # keys never share
+    cache.IDLE_TIMEOUT_S = 0.0
+    _time.sleep(0.01)
+    c = cache.take("k", Fake)  # a expired: closed, a new one made
+    assert a.closed and c is not a
+    cache.clear()

@@ -19,6 +19,7 @@ Source options (see docs/spark-connector.md for the full table)::
     maxOffsetsPerTrigger, minOffsetsPerTrigger, maxTriggerDelay (default 15m)
     minPartitions        split large offset ranges into several Spark tasks
     includeHeaders       true | false                (adds the ``headers`` column)
+    consumerCache.enabled  true | false              (default true: tasks reuse a worker's connections)
     isolation.level | kafka.isolation.level          read_uncommitted | read_committed
     group.id | kafka.group.id, groupIdPrefix         consumer group (default: unique per query)
     offsets.storage      zookeeper | kafka           where the group's offsets are committed
@@ -57,7 +58,7 @@ SOURCE_OPTIONS = {
     "minpartitions", "maxrecordsperpartition", "includeheaders", "isolation.level", "group.id", "groupidprefix",
     "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "zookeeper.session.timeout.ms", "path",
+    "zookeeper.session.timeout.ms", "path", "consumercache.enabled",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -69,7 +70,8 @@ _DISPLAY = {
     "failondataloss": "failOnDataLoss", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
-    "includeheaders": "includeHeaders",
+    "includeheaders": "includeHeaders", "consumercache.enabled": "consumerCache.enabled",
+    "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
@@ -131,7 +133,7 @@ _REJECTED_PRODUCER = {
 }
 SINK_OPTIONS = {"kafka.bootstrap.servers", "zookeeper.connect", "topic", "includeheaders", "path",
                 "checkpointlocation", "queryname", "zookeeper.session.timeout.ms",
-                "deliveryguarantee", "transactionalidprefix"}
+                "deliveryguarantee", "transactionalidprefix", "producercache.enabled"}
 
 
 def display(name: str) -> str:
@@ -153,6 +155,10 @@ BOOLEAN_OPTIONS = (
               expected={Type.BOOLEAN: "'true' or 'false'"})
     .define("failondataloss", Type.BOOLEAN, True, doc="fail the query when offsets are gone")
     .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
+    .define("consumercache.enabled", Type.BOOLEAN, True,
+            doc="read tasks reuse their Python worker's broker connections")
+    .define("producercache.enabled", Type.BOOLEAN, True,
+            doc="at-least-once write tasks reuse their Python worker's producer")
     .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
     .define("kafka.check.crcs", Type.BOOLEAN, True, doc="verify record batch CRCs")
     .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)")
@@ -344,6 +350,9 @@ class SourceOptions:
     fetch_min_bytes: int | None = None
     fetch_max_bytes: int | None = None
     retry_backoff_ms: int | None = None
+    # read tasks take their consumer (its broker connections) from the Python worker's cache
+    # (source option consumerCache.enabled, Spark's spark.kafka.consumer.cache.* for its Kafka source)
+    consumer_cache: bool = True
 
     def describe(self) -> str:
         """A stable, readable name of this source, as Spark's Kafka source names itself in a query's
@@ -572,6 +581,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         fetch_min_bytes=_long(opts, "kafka.fetch.min.bytes", None, minimum=0),
         fetch_max_bytes=_long(opts, "kafka.fetch.max.bytes", None, minimum=1024),
         retry_backoff_ms=_long(opts, "kafka.retry.backoff.ms", None, minimum=0),
+        consumer_cache=_bool(opts, "consumercache.enabled"),
     )
 
 
@@ -657,6 +667,9 @@ class SinkOptions:
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None  # None: derived from the streaming query id
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # at-least-once tasks take their producer from the Python worker's cache (producerCache.enabled;
+    # Spark's Kafka sink: spark.kafka.producer.cache.timeout)
+    producer_cache: bool = True
 
     @property
     def exactly_once(self) -> bool:
@@ -730,7 +743,8 @@ def parse_sink_options(options) -> SinkOptions:
             del producer["transaction.timeout.ms"]
     return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())),
                        delivery_guarantee=guarantee, transactional_id_prefix=prefix,
-                       transaction_timeout_ms=timeout_ms)
+                       transaction_timeout_ms=timeout_ms,
+                       producer_cache=_bool(opts, "producercache.enabled"))
 
 
 def default_group_id(prefix: str) -> str:

@@ -243,16 +243,131 @@ def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int
     log.warning("%s Skipping them because failOnDataLoss is false.", msg)
 
 
-def read_range(opts: SourceOptions, part: PyklogInputPartition):
-    """Yield ``pyarrow.RecordBatch``es of the rows ``[part.start, part.end)`` (executor side)."""
-    from pyklog.connector.client import parse_bootstrap
-    from pyklog.connector.consumer import SimpleConsumer
+class _ConsumerCache:
+    """The read tasks' consumers kept between tasks, one cache per process (executor side: each
+    PySpark Python worker, which Spark reuses for task after task while ``spark.python.worker.reuse``
+    is true, its default).  Spark's Kafka source keeps such a cache per executor JVM
+    (``KafkaDataConsumer``, ``spark.kafka.consumer.cache.capacity``/``.timeout``); here the thing
+    reused is a :class:`SimpleConsumer` with its broker connections, so a task after the first one
+    in a worker opens no connection and sends no ApiVersions: it fetches at once.
 
-    topic, partition, offset, end = part.topic, part.partition, part.start, part.end
+    Keyed by everything the consumer was built from (bootstrap servers, ZooKeeper, client id, the
+    fetch settings): tasks of different sources never share one.  A consumer is taken out while a
+    task uses it (never two tasks at once) and given back when the task ends well; a task that
+    failed closes its consumer instead (its connections may be half-way through a response).  A
+    consumer idle for more than :attr:`IDLE_TIMEOUT_S` is closed when next seen (brokers close
+    connections idle for ``connections.max.idle.ms``, 10 minutes by default), and on taking one every
+    connection whose socket is readable while idle (closed by the broker, or stray bytes) is
+    closed, so the next request reopens it.  At most :attr:`MAX_IDLE_PER_KEY` idle consumers per key
+    (a worker runs one task at a time).  A forked child (PySpark's daemon forks its workers)
+    starts with an empty cache.  Locking: ``_lock`` guards ``_idle``; consumers are closed outside it."""
+
+    IDLE_TIMEOUT_S = 60.0
+    MAX_IDLE_PER_KEY = 2
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: dict = {}  # key -> [(consumer, monotonic time given back)]
+        self._pid = os.getpid()
+        self.created = 0  # consumers built by take() (tests and the benchmark read it)
+        self.reused = 0
+
+    def take(self, key, make):
+        """An idle consumer for ``key``, or ``make()``'s new one; the caller gives it back."""
+        now = time.monotonic()
+        found, stale = None, []
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+                self._idle, self._pid = {}, os.getpid()
+            for k in list(self._idle):
+                keep = []
+                for c, at in self._idle[k]:
+                    (keep if now - at <= self.IDLE_TIMEOUT_S else stale).append((c, at))
+                if keep:
+                    self._idle[k] = keep
+                else:
+                    del self._idle[k]
+            lst = self._idle.get(key)
+            if lst:
+                found = lst.pop()[0]
+                if not lst:
+                    del self._idle[key]
+        for c, _ in stale:
+            _close_quietly(c)
+        if found is not None and _drop_dead_connections(found):
+            self.reused += 1
+            return found
+        if found is not None:
+            _close_quietly(found)
+        self.created += 1
+        return make()
+
+    def give(self, key, consumer, ok: bool) -> None:
+        """Back after a task: kept when the task ended well, closed otherwise."""
+        if ok:
+            with self._lock:
+                lst = self._idle.setdefault(key, [])
+                if len(lst) < self.MAX_IDLE_PER_KEY and self._pid == os.getpid():
+                    lst.append((consumer, time.monotonic()))
+                    return
+        _close_quietly(consumer)
+
+    def clear(self) -> None:
+        """Close every idle consumer and reset the counters (tests; the benchmark)."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+            self.created = self.reused = 0
+        for lst in idle.values():
+            for c, _ in lst:
+                _close_quietly(c)
+
+
+def _close_quietly(consumer) -> None:
+    try:
+        consumer.close()
+    except Exception:  # noqa: BLE001 - closing a broken consumer must not fail a task
+        log.debug("closing a cached consumer failed", exc_info=True)
+
+
+def _drop_dead_connections(consumer) -> bool:
+    """Close the idle connections of a cached consumer that a broker closed meanwhile (an idle
+    Kafka connection is never readable: readable means EOF or bytes nobody asked for).  True if the
+    consumer is usable (its client still open)."""
+    import select
+
+    client = getattr(consumer, "client", None)
+    conns = getattr(client, "_conns", None)
+    lock = getattr(client, "_lock", None)
+    if client is None or conns is None or lock is None:
+        return False
+    with lock:
+        items = list(conns.items())
+    for nid, conn in items:
+        try:
+            dead = conn.closed or bool(select.select([conn.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):
+            dead = True
+        if dead:
+            with lock:
+                if conns.get(nid) is conn:
+                    del conns[nid]
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+    return True
+
+
+#: this process's cache of read-task consumers (see :class:`_ConsumerCache`)
+TASK_CONSUMERS = _ConsumerCache()
+
+
+def _task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> dict:
+    """What a read task's :class:`SimpleConsumer` is built from (also its cache key)."""
     # the planned leader first; the cluster's own bootstrap servers are where a lookup goes when
     # that broker is gone (nothing connects to them while the planned leader serves the fetches)
     bootstrap = ",".join(b for b in (part.leader, opts.cluster.bootstrap_servers) if b) or None
-    consumer = SimpleConsumer(
+    return dict(
         bootstrap_servers=bootstrap,
         zookeeper_connect=None if bootstrap else opts.cluster.zookeeper_connect,
         client_id=opts.cluster.client_id,
@@ -265,6 +380,40 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
         fetch_max_bytes=opts.fetch_max_bytes or max(opts.max_partition_fetch_bytes, 1 << 20),
         retry_backoff_ms=100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
     )
+
+
+def read_range(opts: SourceOptions, part: PyklogInputPartition):
+    """Yield ``pyarrow.RecordBatch``es of the rows ``[part.start, part.end)`` (executor side).
+
+    The consumer comes from this worker's :data:`TASK_CONSUMERS` cache (``consumerCache.enabled``,
+    default true) and goes back there when every row was read; a failed task closes it."""
+    ok = False
+    kwargs = _task_consumer_kwargs(opts, part)
+    if opts.consumer_cache:
+        key = tuple(sorted(kwargs.items()))
+        consumer = TASK_CONSUMERS.take(key, lambda: _new_consumer(kwargs))
+    else:
+        key, consumer = None, _new_consumer(kwargs)
+    try:
+        yield from _read_range(opts, part, consumer)
+        ok = True
+    finally:
+        if key is not None:
+            TASK_CONSUMERS.give(key, consumer, ok)
+        else:
+            consumer.close()
+
+
+def _new_consumer(kwargs: dict):
+    from pyklog.connector.consumer import SimpleConsumer
+
+    return SimpleConsumer(**kwargs)
+
+
+def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
+    from pyklog.connector.client import parse_bootstrap
+
+    topic, partition, offset, end = part.topic, part.partition, part.start, part.end
     if part.leader and part.leader_id is not None:
         host, port = parse_bootstrap(part.leader)[0]
         consumer.use_leader(topic, partition, part.leader_id, host, port)
@@ -277,9 +426,7 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
     stalled_since = None
     # One fetch ahead: while this response is decoded and handed to Spark, a thread already waits
     # for the next one (the broker works meanwhile; socket waits release the GIL).
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix=f"pyklog-fetch-{topic}-{partition}")
+    pool = None  # started at the first prefetch (a small range takes one fetch and needs none)
     ahead = None  # (offset, max_bytes, future)
 
     def fetch(off: int, mb: int):
@@ -319,6 +466,10 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
                 return
             nxt = _arrow.complete_batches_end(r.records)
             if nxt is not None and offset < nxt < end:
+                if pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    pool = ThreadPoolExecutor(1, thread_name_prefix=f"pyklog-fetch-{topic}-{partition}")
                 ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes,
                                                       timeout_s=deadline_s))
             aborted = _arrow.AbortedTransactions(r.aborted_transactions) if read_committed else None
@@ -355,8 +506,8 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
                     f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
             time.sleep(0.05)
     finally:
-        pool.shutdown(wait=True)
-        consumer.close()
+        if pool is not None:
+            pool.shutdown(wait=True)  # a prefetch still under way ends before the consumer is reused
         elapsed = time.perf_counter() - t_start
         _trace("read", elapsed * 1000)
         _trace("read fetch", t_fetch * 1000)
