@@ -22,7 +22,9 @@ produce time (8-byte big-endian ns since the epoch; ``linger.ms=0`` at 20/s, 1 m
     ``fs.file.impl=org.apache.hadoop.fs.RawLocalFileSystem``, set for that query only);
   - ``nodata``: ``spark.sql.streaming.noDataMicroBatches.enabled=false``;
   - ``nocache``: ``consumerCache.enabled=false`` and ``producerCache.enabled=false`` (pyklog's read
-    and write tasks open their own connections, as before the per-worker caches).
+    and write tasks open their own connections, as before the per-worker caches);
+  - ``driver``: the source option ``fetchOnDriver=true`` (the planner fetches each batch's records and
+    hands them to Spark with the plan: no Python read task).
 * baseline, same run: ``clock``, a Python streaming source without I/O whose records appear at the
   same rate (record i at t0 + i / rate, its value that time): Spark's own floor for a Python source,
   measured exactly as the pyklog cases.
@@ -110,7 +112,7 @@ class ClockReader(DataSourceStreamReader):
 
 CASES = {"fb": "pyklog -> foreachBatch", "group": "pyklog group -> foreachBatch",
          "k2k": "pyklog -> sink -> consumer", "clock": "Python source, no I/O (baseline)"}
-LEVERS = ("async", "shm", "rawfs", "nodata", "nocache")
+LEVERS = ("async", "shm", "rawfs", "nodata", "nocache", "driver")
 RAWFS = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
          "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
 
@@ -262,6 +264,8 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
     else:
         r = (spark.readStream.format("pyklog").option("subscribe", topic).option("startingOffsets", "latest")
              .option("consumerCache.enabled", cache))
+        if "driver" in levers:
+            r = r.option("fetchOnDriver", "true")
         if case == "group":
             r = r.option("zookeeper.connect", cluster.zookeeper).option("group.id", f"g-{topic}")
         else:

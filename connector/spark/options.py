@@ -58,7 +58,7 @@ SOURCE_OPTIONS = {
     "minpartitions", "maxrecordsperpartition", "includeheaders", "isolation.level", "group.id", "groupidprefix",
     "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "zookeeper.session.timeout.ms", "path", "consumercache.enabled",
+    "zookeeper.session.timeout.ms", "path", "consumercache.enabled", "fetchondriver",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -71,6 +71,7 @@ _DISPLAY = {
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
     "includeheaders": "includeHeaders", "consumercache.enabled": "consumerCache.enabled",
+    "fetchondriver": "fetchOnDriver",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
@@ -157,6 +158,8 @@ BOOLEAN_OPTIONS = (
     .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
     .define("consumercache.enabled", Type.BOOLEAN, True,
             doc="read tasks reuse their Python worker's broker connections")
+    .define("fetchondriver", Type.BOOLEAN, False,
+            doc="the planner fetches each micro-batch's records itself (no read task per partition)")
     .define("producercache.enabled", Type.BOOLEAN, True,
             doc="at-least-once write tasks reuse their Python worker's producer")
     .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
@@ -353,6 +356,9 @@ class SourceOptions:
     # read tasks take their consumer (its broker connections) from the Python worker's cache
     # (source option consumerCache.enabled, Spark's spark.kafka.consumer.cache.* for its Kafka source)
     consumer_cache: bool = True
+    # source option fetchOnDriver: the planner fetches each micro-batch's records in latestOffset and
+    # hands them to Spark with the plan (PySpark's SimpleDataSourceStreamReader): no Python read task
+    fetch_on_driver: bool = False
 
     def describe(self) -> str:
         """A stable, readable name of this source, as Spark's Kafka source names itself in a query's
@@ -522,6 +528,16 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         raise ConfigError(f"option 'minOffsetsPerTrigger' ({min_per}) must not exceed "
                           f"'maxOffsetsPerTrigger' ({max_per})")
     delay_ms = parse_duration_ms(opts.get("maxtriggerdelay", "15m"), "maxtriggerdelay")
+    if _bool(opts, "fetchondriver"):
+        limits = [display(n) for n in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+                                       "minpartitions", "maxrecordsperpartition") if n in opts]
+        if limits:
+            raise ConfigError(f"option 'fetchOnDriver' cannot be combined with {', '.join(limits)}: the "
+                              "planner then fetches everything available in each trigger and hands it to "
+                              "Spark as one partition (PySpark's simple stream reader has no read limits); "
+                              "drop those options or fetchOnDriver")
+        if streaming is False:
+            raise ConfigError("option 'fetchOnDriver' is valid in streaming queries only")
 
     isolation = (opts.get("isolation.level") or opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
     if isolation not in ("read_uncommitted", "read_committed"):
@@ -582,6 +598,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         fetch_max_bytes=_long(opts, "kafka.fetch.max.bytes", None, minimum=1024),
         retry_backoff_ms=_long(opts, "kafka.retry.backoff.ms", None, minimum=0),
         consumer_cache=_bool(opts, "consumercache.enabled"),
+        fetch_on_driver=_bool(opts, "fetchondriver"),
     )
 
 

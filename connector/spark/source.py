@@ -176,7 +176,21 @@ class PyklogDataSource(DataSource):
     def streamReader(self, schema):
         opts = parse_source_options(self.options, streaming=True)
         _check_schema(schema, opts.include_headers)
+        if opts.fetch_on_driver:
+            # PySpark then asks simpleStreamReader (its documented fallback)
+            from pyspark.errors import PySparkNotImplementedError
+
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                             messageParameters={"feature": "streamReader with fetchOnDriver"})
         return PyklogStreamReader(opts)
+
+    def simpleStreamReader(self, schema):
+        """Source option ``fetchOnDriver=true``: see :mod:`pyklog.connector.spark.driver_fetch`."""
+        from pyklog.connector.spark.driver_fetch import PyklogDriverStreamReader
+
+        opts = parse_source_options(self.options, streaming=True)
+        _check_schema(schema, opts.include_headers)
+        return PyklogDriverStreamReader(opts)
 
     def writer(self, schema, overwrite: bool):
         """Batch write (driver).  Spark hands a Python data source only Append (``overwrite``

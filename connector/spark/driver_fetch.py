@@ -1,0 +1,92 @@
+"""The ``fetchOnDriver`` source mode: the planner fetches each micro-batch's records itself.
+
+Runs on the driver, in the Python process PySpark keeps for a streaming Python data source (its
+"streaming source runner").  PySpark calls ``DataSource.simpleStreamReader`` when ``streamReader``
+raises ``PySparkNotImplementedError`` and wraps the result (``_SimpleStreamReaderWrapper``): Spark's
+``latestOffset`` calls :meth:`PyklogDriverStreamReader.read`, which plans the next batch exactly as
+the ordinary reader does (:class:`~pyklog.connector.spark.source.PyklogStreamReader`: the same
+offsets JSON, group membership, commits, failOnDataLoss) and then fetches the batch's records from
+the partition leaders right there, as Arrow record batches.  PySpark sends them to the JVM with the
+plan, which keeps them in its block manager: the batch's one input partition is read from there by
+the JVM, with no Python read task.
+
+Why: on a 2-core machine a Python read task costs Spark ~55-60 ms of worker round trip whatever the
+source does (bench/README.md, "The last levers"), once per partition per trigger; with few records
+per trigger that round trip is most of a record's latency.  The trade-off: every record passes
+through the driver (one Python process, sequential fetches over the partitions), so this mode is for
+low-latency streams of modest volume; there are no read limits (maxOffsetsPerTrigger and friends are
+refused: PySpark's simple reader has none) and Spark replays a batch after a restart through
+:meth:`readBetweenOffsets`, which fetches the same offset range again (in a Python task).
+
+What the ordinary reader does that this mode cannot: PySpark's wrapper does not pass
+``reportLatestOffset`` through, so pyklog's batch-end relay (``pyklog.register(spark)``) does not see
+this source's batches; a group's offsets are committed at Spark's ``commit`` of the batch (the next
+trigger) instead of at once.  The wrapper has no ``stop()`` either: the planner's group membership
+and ZooKeeper session are closed when the runner process exits (``atexit``) or on SIGTERM.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import weakref
+
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+
+from pyklog.connector.spark import offsets as _offsets
+from pyklog.connector.spark.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+
+class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``SimpleDataSourceStreamReader`` over the ordinary planner (driver, the streaming source
+    runner's one thread: PySpark calls these methods one at a time)."""
+
+    def __init__(self, opts: SourceOptions):
+        from pyklog.connector.spark.source import PyklogStreamReader
+
+        self.opts = opts
+        self._planner = PyklogStreamReader(opts)
+        ref = weakref.ref(self)
+        atexit.register(lambda: ref() is not None and ref()._stop())
+
+    def initialOffset(self) -> dict:
+        return self._planner.initialOffset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._planner.prepareForTriggerAvailableNow()
+
+    def read(self, start: dict):
+        """Spark's ``latestOffset``: plan the next batch from ``start`` and fetch its records.
+        Returns ``(iterator of pyarrow.RecordBatch, end offset)``; ``start`` itself when there is
+        nothing new (PySpark then runs no batch)."""
+        end = self._planner.latestOffset(start, ReadAllAvailable())
+        if _offsets.from_json(end) == _offsets.from_json(start):
+            return iter(()), start
+        batches = self._fetch(start, end)
+        # PySpark copies this iterator for each planning of the batch: a list iterator copies
+        return iter(batches), end
+
+    def readBetweenOffsets(self, start: dict, end: dict):
+        """A batch planned before a restart (Spark's offset log), fetched again (in a Python task)."""
+        return iter(self._fetch(start, end))
+
+    def commit(self, end: dict) -> None:
+        self._planner.commit(end)
+
+    def _fetch(self, start: dict, end: dict) -> list:
+        from pyklog.connector.spark.source import read_range
+
+        d = self._planner._ensure_driver()
+        rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
+        out: list = []
+        for part in d.input_partitions(rngs):
+            out.extend(read_range(self.opts, part))
+        return out
+
+    def _stop(self) -> None:
+        try:
+            self._planner.stop()
+        except Exception:  # noqa: BLE001 - at exit: say so, never raise
+            log.exception("pyklog fetchOnDriver: closing the planner at exit failed")

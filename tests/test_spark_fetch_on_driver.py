@@ -1,0 +1,105 @@
+"""Source option ``fetchOnDriver`` (connector/spark/driver_fetch.py): the planner fetches each
+micro-batch's records and hands them to Spark with the plan.  Real SparkSession (the suite's shared
+one), real ZooKeeper and broker: every record read exactly once across a checkpoint restart, a batch
+that Spark replays after its commit-log entry is lost reads the same records again, a ZooKeeper group
+query commits its offsets, and the options it cannot honour are refused with a clear error."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from pyspark.sql import functions as F
+
+from test_spark_source import group_members, make_topic, produce, stream, wait_query
+from pyklog.connector.offsets import OffsetStore
+from support import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+class Rows:
+    """foreachBatch target: the (batch id, partition, offset, value) of every row, in the driver."""
+
+    def __init__(self):
+        self.rows: list[tuple[int, int, int, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, df, batch_id):
+        got = [(batch_id, r.partition, r.offset, r.v) for r in df.collect()]
+        with self.lock:
+            self.rows.extend(got)
+
+    def offsets(self):
+        with self.lock:
+            return sorted((p, o) for _, p, o, _ in self.rows)
+
+
+def test_fetch_on_driver_reads_once_across_restart_and_replays_a_lost_commit(spark, broker, zk_chroot, tmp_path):
+    boot = broker.bootstrap
+    make_topic(boot, "drv", 3)
+    produce(boot, "drv", 30, 3)
+    chk = str(tmp_path / "chk")
+    opts = {"zookeeper.connect": zk_chroot, "subscribe": "drv", "startingOffsets": "earliest",
+            "group.id": "drv-app", "fetchOnDriver": "true"}
+    sink = Rows()
+
+    def start():
+        df = stream(spark, **opts).select(F.col("value").cast("string").alias("v"), "partition", "offset")
+        return (df.writeStream.foreachBatch(sink).option("checkpointLocation", chk)
+                .trigger(processingTime="200 milliseconds").start())
+
+    q = start()
+    try:
+        wait_query(q, lambda: len(sink.rows) >= 30, what="the first 30 records")
+        produce(boot, "drv", 15, 3, start=30)
+        wait_query(q, lambda: len(sink.rows) >= 45, what="15 more")
+        assert len(group_members(zk_chroot, "drv-app")) == 1
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sink.offsets() == [(p, o) for p in range(3) for o in range(15)], "loss or duplicates"
+    assert sorted(v for *_, v in sink.rows) == sorted(f"v{i}" for i in range(45))
+    # the group's offsets were committed (at Spark's commit of each batch, the next trigger)
+    with OffsetStore.create("zookeeper", False, zk_chroot) as store:
+        committed = store.fetch("drv-app", [("drv", p) for p in range(3)])
+    assert all(10 <= committed.get(("drv", p), -1) <= 15 for p in range(3)), committed
+
+    # Spark lost the commit-log entry of the last batch: on restart it runs that batch again, whose
+    # records are no longer in the planner's memory (a new process): readBetweenOffsets fetches them
+    commits = os.path.join(chk, "commits")
+    last = max(int(f) for f in os.listdir(commits) if f.isdigit())
+    replayed = sorted((p, o) for b, p, o, _ in sink.rows if b == last)
+    assert replayed, "the last batch read nothing"
+    os.remove(os.path.join(commits, str(last)))
+    crc = os.path.join(commits, f".{last}.crc")
+    if os.path.exists(crc):
+        os.remove(crc)
+    before = len(sink.rows)
+    produce(boot, "drv", 15, 3, start=45)  # while the query is down
+    q = start()
+    try:
+        wait_query(q, lambda: len(sink.rows) >= before + len(replayed) + 15, what="the replay and 15 more")
+    finally:
+        q.stop()
+    assert q.exception() is None
+    again = sorted((p, o) for b, p, o, _ in sink.rows[before:] if b == last)
+    assert again == replayed, "the replayed batch read other records than the original"
+    rest = sorted((p, o) for b, p, o, _ in sink.rows[before:] if b != last)
+    assert rest == [(p, o) for p in range(3) for o in range(15, 20)], "loss or duplicates after the restart"
+    wait_for(lambda: group_members(zk_chroot, "drv-app") == [], 45, interval=0.3,
+             message="the stopped query's group registration to disappear")
+
+
+@pytest.mark.parametrize("extra", [{"maxOffsetsPerTrigger": "10"}, {"minPartitions": "4"}])
+def test_fetch_on_driver_refuses_read_limits(spark, broker, extra):
+    make_topic(broker.bootstrap, "drv-limits", 1)
+    q = None
+    with pytest.raises(Exception) as e:  # at load(), where the source options are checked
+        df = stream(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "drv-limits",
+                              "fetchOnDriver": "true", **extra})
+        q = df.writeStream.format("noop").start()
+        q.awaitTermination(60)
+    if q is not None:
+        q.stop()
+    assert "fetchOnDriver" in str(e.value) and next(iter(extra)) in str(e.value), str(e.value)[-2000:]
