@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import uuid
 
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
@@ -83,3 +84,39 @@ def count(acked: dict, read: dict) -> dict:
         out["out_of_order"] += sum(1 for x, y in zip(r, r[1:]) if y <= x)
         out["phantom"] += len(set(r) - a)
     return out
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> dict:
+    """Every record of ``topic`` (values ``b"<partition>:<seq>"``) as ``{partition: [seq, ...]}`` in
+    offset order, read with confluent-kafka (a reader independent of pyklog's clients) up to the high
+    watermark each partition has when the call starts."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rb-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0})
+    read = {p: [] for p in range(partitions)}
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = {p: 0 for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while any(got[p] < ends[p] for p in range(partitions)) and time.monotonic() < deadline:
+            m = consumer.poll(1.0)
+            if m is None or m.error():
+                continue
+            got[m.partition()] = m.offset() + 1
+            read[m.partition()].append(int(m.value().decode().split(":")[1]))
+    finally:
+        consumer.close()
+    return read
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of ``topic``'s high watermarks (confluent-kafka)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw", "log_level": 0})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()

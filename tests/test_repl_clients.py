@@ -21,36 +21,12 @@ import uuid
 
 import pytest
 
-from repl_support import bounce, count, create_rf3_topic, start_cluster, state
+from repl_support import bounce, count, create_rf3_topic, read_back, start_cluster, state
 from support import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 PARTITIONS = 3
-
-
-def _read_back(bootstrap: str, topic: str, partitions: int) -> dict:
-    """Every record of ``topic`` as ``{partition: [seq, ...]}`` in offset order, read with
-    confluent-kafka (a reader independent of the client under test)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rb-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    read = {p: [] for p in range(partitions)}
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got = {p: 0 for p in range(partitions)}
-        deadline = time.monotonic() + 120
-        while any(got[p] < ends[p] for p in range(partitions)) and time.monotonic() < deadline:
-            m = consumer.poll(1.0)
-            if m is None or m.error():
-                continue
-            got[m.partition()] = m.offset() + 1
-            read[m.partition()].append(int(m.value().decode().split(":")[1]))
-    finally:
-        consumer.close()
-    return read
 
 
 def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, zk_chroot):
@@ -110,7 +86,7 @@ def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, z
         producer.flush(150)
         producer.close(30)
 
-    read = _read_back(bootstrap, topic, PARTITIONS)
+    read = read_back(bootstrap, topic, PARTITIONS)
     counts = count(acked, read)
     counts.update(sent=sum(sent.values()), failed=len(failed), failed_examples=failed[:5], bounces=events)
     print("\nPYKLOG PRODUCER COUNTS " + json.dumps(counts))
