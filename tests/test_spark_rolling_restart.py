@@ -5,8 +5,9 @@ duplicate and no query failure.
 Set-up: 3 brokers; source and sink topics with replication factor 3 and ``min.insync.replicas=2``;
 the internal topics with replication factor 3.  confluent-kafka (``acks=all``, idempotence) writes
 numbered records (value ``"<partition>:<seq>"``, keyed) to the source; the query copies key, value and
-partition to the sink with the default at-least-once sink (pyklog's idempotent producer,
-``acks=all``).  Each broker in turn is stopped with SIGTERM (a controlled shutdown: its leaderships
+partition to the sink, once with the at-least-once sink (pyklog's idempotent producer, ``acks=all``:
+no duplicate as long as no task is retried) and once with the exactly-once sink (one transaction per
+task, committed by the driver; the sink is read ``read_committed``).  Each broker in turn is stopped with SIGTERM (a controlled shutdown: its leaderships
 move first), restarted and waited for until it is back in every ISR; then the leader of partition 0
 is SIGKILLed and restarted.  Producing then stops, the query drains and is stopped.
 
@@ -71,7 +72,8 @@ class _SourceProducer(threading.Thread):
             return sum(len(v) for v in self.acked.values())
 
 
-def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_chroot, tmp_path):
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_chroot, tmp_path, guarantee):
     brokers = start_cluster(broker_factory, zk, offsets_topic_replication_factor="3",
                             transaction_state_log_replication_factor="3")
     source, sink = f"rr-src-{uuid.uuid4().hex[:6]}", f"rr-sink-{uuid.uuid4().hex[:6]}"
@@ -89,6 +91,8 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
              .selectExpr("key", "value", "partition")
              .writeStream.format("pyklog")
              .option("kafka.bootstrap.servers", bootstrap)
+             .option("zookeeper.connect", zk_chroot)
+             .option("deliveryGuarantee", guarantee)
              .option("topic", sink)
              .option("checkpointLocation", str(tmp_path / "chk"))
              .trigger(processingTime="0.5 seconds")
@@ -120,7 +124,7 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
         query.stop()
 
     counts = count(prod.acked, read_back(bootstrap, sink, PARTITIONS))
-    counts.update(failed_sends=len(prod.failed), query_exception=str(exc) if exc else None,
+    counts.update(guarantee=guarantee, failed_sends=len(prod.failed), query_exception=str(exc) if exc else None,
                   query_active_until_stopped=active, bounces=events)
     print("\nSPARK ROLLING RESTART COUNTS " + json.dumps(counts))
     assert exc is None and active, counts
