@@ -88,8 +88,8 @@ def count(acked: dict, read: dict) -> dict:
 
 def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> dict:
     """Every record of ``topic`` (values ``b"<partition>:<seq>"``) as ``{partition: [seq, ...]}`` in
-    offset order, read with confluent-kafka (a reader independent of pyklog's clients) up to the high
-    watermark each partition has when the call starts."""
+    offset order, read with confluent-kafka (a reader independent of pyklog's clients; librdkafka
+    reads ``read_committed``) up to the high watermark each partition has when the call starts."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rb-{uuid.uuid4().hex[:6]}",
@@ -101,8 +101,11 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120)
         got = {p: 0 for p in range(partitions)}
         deadline = time.monotonic() + timeout
         while any(got[p] < ends[p] for p in range(partitions)) and time.monotonic() < deadline:
-            m = consumer.poll(1.0)
+            m = consumer.poll(0.2)
             if m is None or m.error():
+                # the last offsets may be transaction markers, never delivered: the position passes them
+                for tp in consumer.position([TopicPartition(topic, p) for p in range(partitions)]):
+                    got[tp.partition] = max(got[tp.partition], tp.offset)
                 continue
             got[m.partition()] = m.offset() + 1
             read[m.partition()].append(int(m.value().decode().split(":")[1]))
