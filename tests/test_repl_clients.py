@@ -119,7 +119,7 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
     stop_reading = threading.Event()
     producer = CkProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                            "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                           "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100})
+                           "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100, "log_level": 0})
 
     def on_delivery(err, msg):
         p, seq = (int(x) for x in msg.value().decode().split(":"))
