@@ -243,7 +243,6 @@ def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int
     log.warning("%s Skipping them because failOnDataLoss is false.", msg)
 
 
-
 def log_end_reaches(consumer, topic: str, partition: int, offset: int, *, timeout_s: float | None = None) -> bool:
     """Whether the leader of ``topic``-``partition`` holds ``offset`` in its log (``offset`` at most its
     log end offset), asked with one Fetch at ``offset`` (OFFSET_OUT_OF_RANGE: no).  Driver or executor.
