@@ -625,6 +625,17 @@ class ClusterClient:
         return retry(attempt, deadline=self._deadline(timeout_s), backoff=self._backoff(),
                      what=f"leader lookup {topic}-{partition}", raise_last=True)
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch of ``topic``/``partition`` in the cached metadata (no request), -1 when
+        unknown.  Sent as ``current_leader_epoch`` in Fetch v9+ and ListOffsets v4+ (KIP-320): a broker
+        that is not at that epoch answers FENCED_LEADER_EPOCH (it is newer: the metadata is stale) or
+        UNKNOWN_LEADER_EPOCH (it is older: it has not learned of the election yet), both of which
+        refresh the metadata and are retried, so a deposed leader never serves the request."""
+        with self._lock:
+            tm = self._md.topics.get(topic)
+        pm = tm.partitions.get(int(partition)) if tm is not None else None
+        return -1 if pm is None else int(pm.leader_epoch)
+
     def broker_address(self, node_id: int) -> tuple[str, int]:
         with self._lock:
             addr = self._md.brokers.get(node_id)
@@ -734,7 +745,7 @@ class ClusterClient:
                     "replica_id": -1,
                     "isolation_level": isolation_level,
                     "topics": _group_topics(tps, lambda tp: {"partition_index": tp[1],
-                                                             "current_leader_epoch": -1,
+                                                             "current_leader_epoch": self.leader_epoch(*tp),
                                                              "timestamp": pending[tp]}),
                 }, version)
                 failed = None

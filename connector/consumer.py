@@ -197,11 +197,18 @@ class SimpleConsumer:
             log.info("%s-%s: broker %d at %s:%d, the leader known in advance, %s; looking the leader "
                      "up in the cluster metadata", tp[0], tp[1], hint[0], hint[1], hint[2], why)
 
+    def _leader_epoch(self, topic: str, partition: int) -> int:
+        """``current_leader_epoch`` of a Fetch (KIP-320): the cached metadata's, or -1 (no check) when
+        the leader is a hint from :meth:`use_leader` (its epoch is not known)."""
+        if (topic, partition) in self._known_leaders:
+            return -1
+        return self.client.leader_epoch(topic, partition)
+
     # -- raw fetch --------------------------------------------------------------------------------
     def _fetch_body(self, version: int, parts: dict) -> dict:
         topics: dict = {}
         for (t, p), (off, mb) in parts.items():
-            topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": -1,
+            topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": self._leader_epoch(t, p),
                                              "fetch_offset": off, "last_fetched_epoch": -1,
                                              "log_start_offset": -1, "partition_max_bytes": mb})
         return {

@@ -257,6 +257,26 @@ def _report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int
     log.warning("%s Skipping them because failOnDataLoss is false.", msg)
 
 
+def log_end_reaches(consumer, topic: str, partition: int, offset: int, *, timeout_s: float | None = None) -> bool:
+    """Whether the leader of ``topic``-``partition`` holds ``offset`` in its log (``offset`` at most its
+    log end offset), asked with one Fetch at ``offset`` (OFFSET_OUT_OF_RANGE: no).  Driver or executor.
+
+    A partition's high watermark can be below what the query already saw for a moment: after a leader
+    change the new leader's high watermark lags the old leader's until its followers fetch from it
+    (Kafka answers ListOffsets with OFFSET_NOT_AVAILABLE then, KIP-207).  Records below the log end
+    offset are not lost, they are not yet known to be replicated: the source waits for them.  A log
+    end offset below the query's position means the log was truncated or the topic recreated: data
+    loss (failOnDataLoss).  ``consumer`` is a :class:`~connector.consumer.SimpleConsumer`; errors other
+    than OFFSET_OUT_OF_RANGE are raised."""
+    r = consumer.multi_fetch_raw({(topic, int(partition)): (int(offset), 1)},
+                                 timeout_s=timeout_s)[(topic, int(partition))]
+    if r.error_code == OffsetOutOfRangeError.code:
+        return False
+    if r.error_code:
+        raise r.error
+    return True
+
+
 class _ConsumerCache:
     """The read tasks' consumers kept between tasks, one cache per process (executor side: each
     PySpark Python worker, which Spark reuses for task after task while ``spark.python.worker.reuse``
@@ -438,6 +458,7 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
     n_rows = 0
     deadline_s = opts.poll_timeout_ms / 1000.0
     stalled_since = None
+    hw_lags = False  # the high watermark was seen behind the planned end, with the records on the leader
     # One fetch ahead: while this response is decoded and handed to Spark, a thread already waits
     # for the next one (the broker works meanwhile; socket waits release the GIL).
     pool = None  # started at the first prefetch (a small range takes one fetch and needs none)
@@ -507,10 +528,17 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                 continue
             hw = r.last_stable_offset if read_committed and r.last_stable_offset >= 0 else r.high_watermark
             if 0 <= hw <= offset:
-                if r.high_watermark >= 0 and offset >= r.high_watermark:
-                    _report_loss(opts, topic, partition, offset, end,
-                                 f"the log ends at offset {r.high_watermark}, before the planned end {end}")
-                    return
+                if r.high_watermark >= 0 and offset >= r.high_watermark and not hw_lags:
+                    # below the planned end: lost (the log ends before it), or a new leader's
+                    # high watermark not caught up yet (wait for it, up to pollTimeoutMs)
+                    if not log_end_reaches(consumer, topic, partition, end, timeout_s=deadline_s):
+                        _report_loss(opts, topic, partition, offset, end,
+                                     f"the log ends at offset {r.high_watermark}, before the planned end {end}")
+                        return
+                    hw_lags = True
+                    log.info("pyklog: %s-%s: high watermark %d is behind the planned end %d (the records are "
+                             "in the leader's log, not yet known to be replicated: a new leader?); waiting",
+                             topic, partition, r.high_watermark, end)
             now = time.monotonic()
             if stalled_since is None:
                 stalled_since = now
@@ -557,6 +585,7 @@ class _Driver:
         self._close_lock = threading.Lock()
         self._down_since: float | None = None  # monotonic time of the first failure of this outage
         self._deadline: Deadline | None = None  # set while call() runs (nested calls do not retry)
+        self._probe = None  # SimpleConsumer on self.client for high_watermark_lags, opened on first use
 
     # -- outages: every look-up and commit goes through call() -----------------------------------
     def where(self) -> str:
@@ -759,6 +788,24 @@ class _Driver:
             out[tp] = r[0]
         out.update(self.list_offsets(latest_needed, LATEST))
         return out
+
+    def high_watermark_lags(self, tp, offset: int, high_watermark: int) -> bool:
+        """Whether ``tp``'s high watermark (``high_watermark``, below the query's ``offset``) only lags:
+        the leader's log still reaches ``offset`` (:func:`log_end_reaches`; a new leader whose followers
+        have not fetched from it yet).  False: the log ends before ``offset`` (truncated, or the topic
+        recreated).  Planner thread; retried as every look-up while the cluster is unreachable."""
+        from pyklog.connector.consumer import SimpleConsumer
+
+        if self._probe is None:
+            self._probe = SimpleConsumer(client=self.client, max_wait_ms=0, min_bytes=0,
+                                         request_timeout_ms=int(self.opts.cluster.request_timeout_s * 1000))
+        reaches = self.call(f"log end check of {tp[0]}-{tp[1]}",
+                            lambda: log_end_reaches(self._probe, tp[0], tp[1], offset, timeout_s=self.timeout_s()))
+        if reaches:
+            log.info("pyklog: %s-%s: high watermark %d is behind the query's offset %d, which the leader's log "
+                     "holds (a new leader whose followers have not fetched yet?); no rows for it this trigger",
+                     tp[0], tp[1], high_watermark, offset)
+        return bool(reaches)
 
     def leaders(self, tps) -> dict:
         """``{tp: (leader broker id, "host:port")}``, ``(None, None)`` when there is none now
@@ -1382,6 +1429,8 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             if tp in start_map:
                 s = start_map[tp]
+                if s > latest[tp] and d.high_watermark_lags(tp, s, latest[tp]):
+                    latest[tp] = s  # nothing new this trigger: the records are there, wait for them
                 if s > latest[tp]:
                     _report_loss(opts, tp[0], tp[1], latest[tp], s,
                                  f"the query's offset {s} is beyond the log end {latest[tp]} (the topic "
