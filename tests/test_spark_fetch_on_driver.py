@@ -80,6 +80,8 @@ def test_fetch_on_driver_reads_once_across_restart_and_replays_a_lost_commit(spa
     q = start()
     try:
         wait_query(q, lambda: len(sink.rows) >= before + len(replayed) + 15, what="the replay and 15 more")
+        # the replay ran in a Python task: it fetched without joining the group
+        assert len(group_members(zk_chroot, "drv-app")) == 1
     finally:
         q.stop()
     assert q.exception() is None
@@ -89,6 +91,29 @@ def test_fetch_on_driver_reads_once_across_restart_and_replays_a_lost_commit(spa
     assert rest == [(p, o) for p in range(3) for o in range(15, 20)], "loss or duplicates after the restart"
     wait_for(lambda: group_members(zk_chroot, "drv-app") == [], 45, interval=0.3,
              message="the stopped query's group registration to disappear")
+
+
+def test_fetch_on_driver_group_from_latest_reads_every_partition_as_one_member(spark, broker, zk_chroot, tmp_path):
+    """The query's first batch has no records in the planner's memory (from "latest" it is empty):
+    Spark reads it in a Python task (readBetweenOffsets).  That task must not join the group: a
+    second member would take half the partitions and the query would read only the others (it did:
+    20 of 40 records, partition 0 only)."""
+    boot = broker.bootstrap
+    make_topic(boot, "drv-latest", 2)
+    sink = Rows()
+    df = stream(spark, **{"zookeeper.connect": zk_chroot, "subscribe": "drv-latest", "startingOffsets": "latest",
+                          "group.id": "drv-latest-app", "fetchOnDriver": "true"})
+    q = (df.select(F.col("value").cast("string").alias("v"), "partition", "offset").writeStream.foreachBatch(sink)
+         .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="0 seconds").start())
+    try:
+        wait_query(q, lambda: q.lastProgress is not None, what="the first (empty) batch")
+        produce(boot, "drv-latest", 40, 2)
+        wait_query(q, lambda: len(sink.rows) >= 40, timeout=60, what="40 records from both partitions")
+        assert len(group_members(zk_chroot, "drv-latest-app")) == 1
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sink.offsets() == [(p, o) for p in range(2) for o in range(20)], "loss or duplicates"
 
 
 @pytest.mark.parametrize("extra", [{"maxOffsetsPerTrigger": "10"}, {"minPartitions": "4"}])

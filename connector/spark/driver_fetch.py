@@ -69,19 +69,30 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         return iter(batches), end
 
     def readBetweenOffsets(self, start: dict, end: dict):
-        """A batch planned before a restart (Spark's offset log), fetched again (in a Python task)."""
-        return iter(self._fetch(start, end))
+        """A batch whose records are not in the planner's memory: one planned before a restart
+        (Spark's offset log), or the query's first batch.  Runs in a Python task on an executor, on
+        a copy that holds only the options: it must not start a planner there (that would join the
+        query's group as a second member), so the task's consumer finds each leader itself."""
+        from pyklog.connector.spark.source import PyklogInputPartition
+
+        rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
+        return iter(self._read([PyklogInputPartition(t, p, a, b, None, None) for t, p, a, b in rngs]))
 
     def commit(self, end: dict) -> None:
         self._planner.commit(end)
 
     def _fetch(self, start: dict, end: dict) -> list:
+        """Driver: the batch's records, each partition read from the leader the planner knows."""
+        rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
+        if not rngs:
+            return []
+        return self._read(self._planner._ensure_driver().input_partitions(rngs))
+
+    def _read(self, parts) -> list:
         from pyklog.connector.spark.source import read_range
 
-        d = self._planner._ensure_driver()
-        rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
         out: list = []
-        for part in d.input_partitions(rngs):
+        for part in parts:
             out.extend(read_range(self.opts, part))
         return out
 
