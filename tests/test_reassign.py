@@ -189,6 +189,13 @@ def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, 
         assert assignment(zk, topic) == [a, b]
         znode = json.loads(zk.get(paths.topic(topic))[0])
         assert znode["adding_replicas"] == {"0": [b]} and znode["removing_replicas"] == {}, znode
+        # adding partitions meanwhile is refused (REASSIGNMENT_IN_PROGRESS, 60), as Kafka: the
+        # rewrite of the topic znode would drop the reassignment's adding_replicas
+        with support.Wire(brokers[a].port) as w:
+            r = w.request(ApiKey.CREATE_PARTITIONS, 1, {"topics": [{"name": topic, "count": 3, "assignments": None}],
+                                                       "timeout_ms": 5000, "validate_only": False})
+        assert r["results"][0]["error_code"] == 60, r
+        assert json.loads(zk.get(paths.topic(topic))[0]) == znode
 
         # the controller dies: the next one (a; b is stopped) resumes the reassignment from the znode
         brokers[ctl].proc.send_signal(signal.SIGKILL)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import logging
 import re
 import threading
@@ -82,6 +83,7 @@ from pyklog.broker.errors import (
     InvalidReplicationFactorError,
     InvalidTopicError,
     PyklogError,
+    ReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     ZooKeeperError,
@@ -214,6 +216,21 @@ def _watch_callback(fn):
 
     return watch
 
+
+
+def _reassigning_partitions(data: bytes) -> list[int]:
+    """The partitions of a ``/brokers/topics/<t>`` node with KIP-455 ``adding_replicas`` or
+    ``removing_replicas`` (a reassignment in progress), sorted; [] for v1/v2 nodes."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return []
+    out: set[int] = set()
+    for key in ("adding_replicas", "removing_replicas"):
+        for p, replicas in (obj.get(key) or {}).items() if isinstance(obj, dict) else ():
+            if replicas and str(p).isdigit():
+                out.add(int(p))
+    return sorted(out)
 
 class ZkCluster:
     """One broker's (or an admin tool's) view of the cluster in ZooKeeper.
@@ -1162,6 +1179,12 @@ class ZkCluster:
             except NoNodeError:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
             existing = decode_topic_assignment(data, paths.topic(name))
+            moving = _reassigning_partitions(data)
+            if moving:
+                # Kafka's ZkAdminManager refuses too: the rewrite would drop adding/removing_replicas
+                raise ReassignmentInProgressError(
+                    f"a partition reassignment is in progress for topic {name!r} (partitions "
+                    f"{', '.join(str(p) for p in moving)}); add partitions once it is complete or cancelled")
             old = len(existing)
             if count < old:
                 raise InvalidPartitionsError(
