@@ -94,6 +94,17 @@ def _commit(port, group, topic, offset) -> int:
     return r["topics"][0]["partitions"][0]["error_code"]
 
 
+def _commit_when_loaded(port, group, topic, offset) -> None:
+    """Commit until the coordinator has loaded its partition: a raw client sees the retriable
+    COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR right after the offsets topic is created (a stock
+    client retries them by itself)."""
+    def attempt():
+        code = _commit(port, group, topic, offset)
+        assert code in (0,) + RETRIABLE_COORDINATOR, code
+        return code == 0
+    wait_for(attempt, timeout=30, interval=0.1, message="a first commit acknowledged")
+
+
 def _committed(brokers, group, topic) -> int:
     """OffsetFetch from whichever broker coordinates the group now (retrying coordinator errors)."""
     def ask():
@@ -127,6 +138,7 @@ def test_commit_answered_only_when_replicated_survives_leader_sigkill(broker_fac
     leader = _find_coordinator(brokers, group)
     st = _full_isr(zk, OFFSETS)
     assert st["leader"] == leader
+    _commit_when_loaded(brokers[leader].port, group, topic, 0)
     # acks=all costs one follower round trip, not a follower's long-poll wait (500 ms): the append
     # wakes the followers' delayed Fetches
     took = []
@@ -180,7 +192,7 @@ def test_commit_with_isr_below_min_insync_is_refused_retriably(broker_factory, z
     group = f"g-{uuid.uuid4().hex[:6]}"
     leader = _find_coordinator(brokers, group)
     _full_isr(zk, OFFSETS)
-    assert _commit(brokers[leader].port, group, topic, 5) == 0
+    _commit_when_loaded(brokers[leader].port, group, topic, 5)
     for f in (i for i in brokers if i != leader):
         brokers[f].kill()
     wait_for(lambda: _state(zk, OFFSETS)["isr"] == [leader], timeout=60, message="ISR shrunk to the leader")
