@@ -706,3 +706,76 @@ def test_close_carries_out_deletes_the_shut_down_scheduler_dropped(tmp_path):
     lg.close()
     assert not any(f.endswith(".deleted") for f in os.listdir(lg.dir))
     assert lg.recovery_point == lg.log_end_offset
+
+
+@pytest.mark.parametrize("how", ["clean-restart", "roll-snapshot", "truncate"])
+def test_last_five_batches_deduplicated_after_a_reload(tmp_path, how):
+    """Up to 5 batches of an idempotent producer may be in flight: after any reload of the producer
+    state (a clean restart's snapshot at the log end, a roll's snapshot, a follower's truncation) a
+    resend of each of the last 5 batches is a duplicate answered with its original offsets, not an
+    OutOfOrderSequenceError (a snapshot holds only the last batch per producer, as Kafka's; the
+    loader fills in the earlier ones from the log).  Two producers interleave; the 6th newest is
+    still forgotten."""
+    one = len(idem(0, 0))
+    seg = 8 * one if how == "roll-snapshot" else 1 << 20
+    lg = open_log(tmp_path, segment_bytes=seg)
+    offsets = {}
+    for k in range(10):
+        for pid in (42, 43):
+            offsets[(pid, k)] = lg.append(idem(k, 2 * k, pid=pid)).first_offset
+    if how == "truncate":  # a restarted follower appends a little, then truncates on a leader change
+        lg.close()
+        lg = Log(lg.dir, LogConfig(segment_bytes=seg), clean_shutdown=True)  # snapshot at the end
+        kept = lg.append(idem(98, 0, pid=77)).last_offset
+        lg.append(idem(99, 2, pid=77))
+        lg.truncate_to(kept + 1)
+        assert lg.producer_state(77).last_seq == 1
+    elif how == "roll-snapshot":
+        assert len(lg.segments) > 2
+        lg.append(idem(50, 0, pid=88))  # a roll snapshot above producer 42's batches
+        lg.close()
+        for f in os.listdir(lg.dir):  # keep only the roll snapshots (no clean-shutdown one)
+            if f.endswith(".snapshot") and int(f.split(".")[0]) == lg.log_end_offset:
+                os.unlink(os.path.join(lg.dir, f))
+        lg = Log(lg.dir, LogConfig(segment_bytes=seg), clean_shutdown=True)
+    else:
+        lg.close()
+        lg = Log(lg.dir, LogConfig(segment_bytes=seg), clean_shutdown=True)
+    end = lg.log_end_offset
+    for pid in (42, 43):
+        for k in range(5, 10):  # the last five, newest last
+            dup = lg.append(idem(k, 2 * k, pid=pid))
+            assert dup.duplicate and dup.first_offset == offsets[(pid, k)], (pid, k)
+        with pytest.raises(OutOfOrderSequenceError):
+            lg.append(idem(4, 8, pid=pid))  # the 6th newest: forgotten, as Kafka
+    assert lg.log_end_offset == end
+    assert lg.append(idem(10, 20, pid=42)).first_offset == end
+    lg.close()
+
+
+def test_backfill_reads_back_a_bounded_window(tmp_path):
+    """The loader's read-back of earlier batches stops at ``max_bytes`` (an idle producer whose
+    batches lie further back keeps only its last one) and reads nothing for a producer whose
+    earliest batch is its epoch's first (sequence 0: nothing came before it)."""
+    from pyklog.broker.log.loader import backfill_batches
+    from pyklog.broker.log.producer_state import ProducerStateManager
+
+    lg = open_log(tmp_path)
+    for k in range(6):
+        lg.append(idem(k, 2 * k, pid=42))
+    filler = batch(0, n=1, size=1000)
+    for _ in range(300):  # ~300 KB of other writes after producer 42's
+        lg.append(filler)
+    lg.append(idem(90, 0, pid=55))  # a new producer: one batch at sequence 0
+    lg.close()
+    lg = Log(lg.dir, LogConfig(), clean_shutdown=True)
+    state = ProducerStateManager(lg.dir)
+    end = state.load_latest(lg.log_end_offset)
+    assert end == lg.log_end_offset and len(state.get(42).batches) == 1
+    assert state.short_of_batches() == {42}  # 55 starts at 0
+    scanned = backfill_batches(state, lg.segments, end, max_bytes=64 * 1024)
+    assert scanned < 64 * 1024 + 4096 + 2000 and len(state.get(42).batches) == 1  # too far back: kept
+    scanned = backfill_batches(state, lg.segments, end, max_bytes=1 << 20)
+    assert [b.first_seq for b in state.get(42).batches] == [2, 4, 6, 8, 10]
+    assert scanned < 1 << 20  # stopped once complete
+    lg.close()

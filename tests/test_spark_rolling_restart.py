@@ -156,12 +156,5 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
     mismatch = {p: (len(src[p]), len(snk[p])) for p in range(PARTITIONS) if sorted(src[p]) != sorted(snk[p])}
     assert not mismatch, f"sink differs from source (source, sink records per partition): {mismatch} {counts}"
     assert (counts["lost"], counts["duplicated"], counts["out_of_order"]) == (0, 0, 0), counts
-    if prod.fatal is not None and "OUT_OF_ORDER_SEQUENCE" in str(prod.fatal):
-        # Known, open (stop 17's note): after a leader SIGKILL librdkafka resent batches the new
-        # leader had (from the old leader, before a bounce of the new one) and was answered
-        # OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka; the producer died with records in
-        # flight that the brokers hold unacknowledged ("phantom" above).  The Spark checks above
-        # still hold; the producer-side defect is tracked by the issue, not hidden here.
-        pytest.xfail(f"source producer died of a fatal idempotence error: {prod.fatal}; counts {counts}")
     assert prod.fatal is None, f"the source producer died: {prod.fatal!r} {counts}"
     assert counts["phantom"] == 0, counts

@@ -77,7 +77,7 @@ _INDEX_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 log = logging.getLogger(__name__)
 
 __all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "SkippedRange", "rebuild_producer_state",
-           "load_producer_state", "rebuild_txn_indexes", "replay_batch", "segment_kwargs"]
+           "load_producer_state", "backfill_batches", "rebuild_txn_indexes", "replay_batch", "segment_kwargs"]
 
 
 @dataclass
@@ -341,12 +341,22 @@ def rebuild_producer_state(producers: ProducerStateManager, segments, log_end_of
     load_producer_state(producers, segments, log_end_offset)
 
 
+#: how far back from a snapshot's offset the loader looks for producers' earlier batches: the
+#: first window, doubled each time, and the total (bytes of the log's segments; 16 MiB of the
+#: smallest batches, ~150 k headers, take ~0.13 s to walk)
+BACKFILL_FIRST_WINDOW = 1 << 20
+BACKFILL_MAX_BYTES = 16 << 20
+
+
 def load_producer_state(producers: ProducerStateManager, segments, upto: int) -> None:
-    """The producer state as of offset ``upto``: the latest snapshot at or below it plus a
-    replay of the batches from the snapshot's offset to ``upto``."""
+    """The producer state as of offset ``upto``: the latest snapshot at or below it, the
+    earlier batches of its producers read back from the log before it (:func:`backfill_batches`),
+    and a replay of the batches from the snapshot's offset to ``upto``."""
     snap = producers.load_latest(upto)
     first = segments[0].base_offset
     start = first if snap is None else max(snap, first)
+    if start > first:
+        backfill_batches(producers, segments, start)
     if start >= upto:
         return
     for seg in segments:
@@ -361,6 +371,39 @@ def load_producer_state(producers: ProducerStateManager, segments, upto: int) ->
             if h.base_offset >= upto:
                 break
             replay_batch(producers, seg, pos, h)
+
+
+def backfill_batches(producers: ProducerStateManager, segments, before: int,
+                     max_bytes: int = BACKFILL_MAX_BYTES) -> int:
+    """Complete the producers' last 5 batches from the log before offset ``before`` (a snapshot
+    holds only each producer's last batch; an idempotent producer may have 5 in flight, and a
+    resend of any of them after a restart or a truncation must be answered as a duplicate, not
+    OUT_OF_ORDER_SEQUENCE_NUMBER).  Reads batch headers backwards in windows that double from
+    :data:`BACKFILL_FIRST_WINDOW` (each window walked forwards from an offset-index entry, so it
+    starts on a batch), segment by segment, until every producer short of batches has 5 or its
+    chain breaks, or about ``max_bytes`` were read (windows start at offset-index entries, one
+    index interval apart): a producer idle for longer than that keeps what it
+    has (a resend so old is past any delivery timeout).  Returns the bytes read.  The caller
+    holds whatever lock guards ``producers`` and ``segments``."""
+    wanted = producers.short_of_batches()
+    scanned = 0
+    window = BACKFILL_FIRST_WINDOW
+    for seg in reversed(segments):
+        if not wanted or scanned >= max_bytes:
+            break
+        if seg.base_offset >= before:
+            continue
+        found = seg.translate_offset(before, seg.size)
+        end = found[0] if found is not None else seg.size
+        while end > 0 and wanted and scanned < max_bytes:
+            start = seg.index.lookup_position(max(0, end - min(window, max_bytes - scanned)))
+            headers = [h for _pos, h in seg.walk(start, end) if h.producer_id in wanted]
+            for h in reversed(headers):
+                producers.prepend_earlier(h, wanted)
+            scanned += end - start
+            end = start
+            window *= 2
+    return scanned
 
 
 def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int, h):

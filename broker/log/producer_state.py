@@ -40,8 +40,12 @@ layout (version 1)::
 The file name's offset is the log end offset the state covers; on load the state is read from
 the newest snapshot at or below the log end offset and the batches after it are replayed from
 the log (headers only, plus the one control record of each marker).  Like Kafka's, a snapshot
-keeps only the last batch per producer; it restores open transactions, so the last stable offset
-is right after a restart.
+keeps only the last batch per producer; the loader then reads the log backwards from the
+snapshot's offset (a bounded window, :meth:`prepend_earlier`) to restore each producer's last 5
+batches, so a resend of any batch that was in flight when the broker stopped is still recognised
+as a duplicate after a restart or a truncation (Kafka's state after a clean restart only
+recognises the last one).  It restores open transactions, so the last stable offset is right
+after a restart.
 
 Thread safety: not thread-safe; the owning Log calls it under its lock.
 """
@@ -308,6 +312,35 @@ class ProducerStateManager:
                                 h.base_offset, h.max_timestamp)
         self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
         return None
+
+    def short_of_batches(self) -> set[int]:
+        """Producer ids whose entry holds at least one but fewer than the last 5 batches (a
+        snapshot keeps only each producer's last batch) and whose earliest one does not start
+        its epoch at sequence 0 (then nothing came before it): the ones :meth:`prepend_earlier`
+        can complete from the log before the snapshot's offset."""
+        return {pid for pid, e in self.producers.items()
+                if 0 < len(e.batches) < MAX_BATCHES_PER_PRODUCER and e.batches[0].first_seq != 0}
+
+    def prepend_earlier(self, h: BatchHeader, wanted: set[int]) -> None:
+        """Offer the batch ``h`` read from the log *before* the entries' earliest batches, newest
+        first: a data batch of a producer in ``wanted`` at the same epoch whose sequences end
+        right before the entry's earliest batch is put in front of it.  A batch that does not
+        chain (another epoch, a sequence gap) ends the search for that producer, as does a full
+        entry or a batch at sequence 0 (the epoch's first): its id leaves ``wanted``.  Markers and other producers' batches are skipped."""
+        pid = h.producer_id
+        if pid not in wanted or h.is_control:
+            return
+        entry = self.producers[pid]
+        oldest = entry.batches[0]
+        if h.base_offset >= oldest.first_offset:
+            return  # the entry's own batch (or a later one): not earlier
+        if (h.producer_epoch == entry.epoch and h.base_sequence >= 0
+                and _in_sequence(h.last_sequence, oldest.first_seq)):
+            entry.batches.appendleft(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset,
+                                                   h.last_offset, h.max_timestamp))
+            if len(entry.batches) < MAX_BATCHES_PER_PRODUCER and h.base_sequence != 0:
+                return
+        wanted.discard(pid)
 
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self.producers.get(producer_id)
