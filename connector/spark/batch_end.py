@@ -13,7 +13,9 @@ source reported (``reportLatestOffset``).  So:
 * :class:`BatchEndListener`, a ``StreamingQueryListener`` that :func:`install` adds to the user's
   SparkSession (``pyklog.register(spark)`` does), runs in the user's driver process; for every
   source of every progress event that names a channel it writes ``{"batchId", "end"}`` to that file
-  (write to a temporary name, then rename: the planner never reads half a file);
+  (write to a temporary name, then rename: the planner never reads half a file); in classic PySpark
+  it reads each event as the JSON Spark writes (:class:`_ProgressJsonRelay`: one py4j round trip
+  per event, not PySpark's ~200);
 * the planner's watcher thread (:class:`pyklog.connector.spark.source._BatchEndWatcher`) reads the
   file and commits the batch's end offsets for the partitions it still owns (fenced, never
   backwards: :meth:`pyklog.connector.group.GroupMember.commit_offsets`).
@@ -81,13 +83,17 @@ class BatchEndChannel:
 
 
 def _channel_path(report_json):
-    """The channel file named in a source's reported latest offset, if it is one of ours."""
+    """The channel file named in a source's reported latest offset (its JSON text, or already
+    parsed, as in a progress event's JSON), if it is one of ours."""
     if not report_json:
         return None
-    try:
-        report = json.loads(report_json)
-    except ValueError:
-        return None
+    if isinstance(report_json, dict):
+        report = report_json
+    else:
+        try:
+            report = json.loads(report_json)
+        except (TypeError, ValueError):
+            return None
     path = report.get(REPORT_KEY) if isinstance(report, dict) else None
     if not isinstance(path, str) or not os.path.isabs(path):
         return None
@@ -99,14 +105,15 @@ def _channel_path(report_json):
 
 def relay(batch_id: int, sources) -> int:
     """Write each pyklog group source's completed ``endOffset`` to its planner's channel; returns how
-    many were written.  ``sources``: (latestOffset JSON, endOffset JSON) pairs of one progress event."""
+    many were written.  ``sources``: (latestOffset, endOffset) pairs of one progress event, each the
+    offset's JSON text or its parsed value."""
     n = 0
     for latest, end in sources:
         path = _channel_path(latest)
         if path is None or not end:
             continue
         try:
-            msg = json.dumps({"batchId": int(batch_id), "end": json.loads(end)})
+            msg = json.dumps({"batchId": int(batch_id), "end": end if isinstance(end, dict) else json.loads(end)})
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(msg)
@@ -115,6 +122,47 @@ def relay(batch_id: int, sources) -> int:
         except (OSError, ValueError) as e:  # the planner went away meanwhile
             log.debug("pyklog: could not relay the completion of batch %s to %s: %s", batch_id, path, e)
     return n
+
+
+def relay_progress_json(progress_json: str) -> int:
+    """:func:`relay` for one ``StreamingQueryProgress`` as Spark's ``progress.json()`` writes it (the
+    offsets there are JSON values, not text).  Returns how many completions were written."""
+    p = json.loads(progress_json)
+    return relay(p["batchId"], [(s.get("latestOffset"), s.get("endOffset")) for s in p.get("sources") or ()])
+
+
+class _ProgressJsonRelay:
+    """The JVM side's view of :class:`BatchEndListener` in classic PySpark: a py4j callback object
+    implementing ``org.apache.spark.sql.streaming.PythonStreamingQueryListener`` (what PySpark's own
+    ``JStreamingQueryListener`` implements) that asks the JVM for each progress event's JSON, one
+    round trip, and relays from that.
+
+    Why not PySpark's own conversion: it rebuilds every event as Python objects field by field,
+    walking each Java map (durationMs, eventTime, each source's and the sink's metrics) through
+    py4j's iterator, whose end is a Java exception that PySpark's error handler then classifies with
+    about ten further round trips, each resolving ``py4j.reflection.TypeUtil`` by name (class look-ups
+    that miss through every jar on the class path).  Measured on a 2-core machine (bench/README.md,
+    "Micro-batch latency"): some 200 py4j round trips per event and the busiest JVM thread of a
+    10,000 records/s query, on every query of the session, pyklog's or not.  Runs on the listener
+    bus' py4j callback; never raises."""
+
+    def onQueryStarted(self, jevent):  # noqa: N802 - Java interface
+        pass
+
+    def onQueryProgress(self, jevent):  # noqa: N802
+        try:
+            relay_progress_json(jevent.progress().json())
+        except Exception:  # noqa: BLE001 - a listener must not disturb the query
+            log.exception("pyklog: relaying a batch completion failed")
+
+    def onQueryIdle(self, jevent):  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent):  # noqa: N802
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def _listener_class():
@@ -139,6 +187,20 @@ def _listener_class():
 
         def onQueryTerminated(self, event):
             pass
+
+        @property
+        def _jlistener(self):
+            """Classic PySpark registers this JVM object (``StreamingQueryManager.addListener``):
+            the JVM's wrapper around :class:`_ProgressJsonRelay` instead of around PySpark's
+            converting ``JStreamingQueryListener``.  Spark Connect does not use it (it runs the
+            public callbacks above)."""
+            jl = self.__dict__.get("_pyklog_jlistener")
+            if jl is None:
+                from pyspark import SparkContext
+
+                jl = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressJsonRelay())
+                self.__dict__["_pyklog_jlistener"] = jl
+            return jl
 
     return BatchEndListener
 
