@@ -427,6 +427,77 @@ def test_fast_path_detects_corruption_inside_a_run():
     assert A.decode_fetch(good, "t", 0, 0, 100).batch.num_rows == 40
 
 
+# ------------------------------------------- many small batches (arrow._lockstep_starts)
+def _small_batches(seed, n_batches=60, max_records=8, big_at=None):
+    """Batches of 1..max_records records of varied layouts, as a producer lingering a millisecond
+    sends them; returns (buffer, list of (base offset, bytes) per batch)."""
+    rnd = random.Random(seed)
+    t0, base, out = 1_700_000_000_000, 500, []
+    for b in range(n_batches):
+        n = 40 if b == big_at else rnd.randint(1, max_records)
+        recs = [(None if rnd.random() < 0.5 else rnd.randbytes(rnd.randint(0, 12)),
+                 None if rnd.random() < 0.05 else rnd.randbytes(rnd.choice((8, 8, 8, rnd.randint(0, 200)))),
+                 t0 + b + rnd.randint(0, 3000), (("h", b"1"),) if rnd.random() < 0.05 else ())
+                for _ in range(n)]
+        codec = "lz4" if b % 7 == 3 else "none"
+        out.append((base, build_batch(recs, base_offset=base, compression=codec)))
+        base += n
+    return b"".join(x for _, x in out), out
+
+
+def test_many_small_batches_decode_exactly_in_lockstep(monkeypatch):
+    calls = []
+    real = A._lockstep_starts
+    monkeypatch.setattr(A, "_lockstep_starts", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
+    buf, batches = _small_batches(1, big_at=20)
+    ctrl = build_control_batch(1, 9, 0, base_offset=batches[-1][0] + 100)
+    last = batches[-1][0]
+    for start, end in ((0, 10**9), (batches[5][0] + 1, batches[40][0] + 2), (last, last + 1)):
+        for hdrs in (False, True):
+            d = A.decode_fetch(buf + ctrl[:30], "t", 3, start, end, include_headers=hdrs)  # + partial
+            assert decoded_rows(d) == reference_rows(buf, start, end, hdrs)
+    assert calls and calls[0] == len(batches) - 1  # every batch but the 40-record one, together
+    full = A.decode_fetch(buf + ctrl, "t", 3, 0, 10**9)
+    assert full.next_offset == batches[-1][0] + 101
+
+
+@given(st.lists(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=20)),
+                                   st.one_of(st.none(), st.binary(max_size=300)),
+                                   st.integers(0, 2**35)), min_size=1, max_size=5),
+                min_size=2, max_size=40))
+@settings(max_examples=60, deadline=None)
+def test_small_batches_round_trip_property(batches):
+    parts, base = [], 0
+    for recs in batches:
+        parts.append(build_batch([(k, v, ts, ()) for k, v, ts in recs], base_offset=base))
+        base += len(recs)
+    buf = b"".join(parts)
+    assert decoded_rows(A.decode_fetch(buf, "t", 3, 0, 10**9)) == reference_rows(buf)
+
+
+def test_corruption_in_one_small_batch_names_it():
+    from pyklog.broker.record.header import HEADER_SIZE
+
+    buf, batches = _small_batches(2, n_batches=30, max_records=4)
+    offsets = [0]
+    for _, b in batches[:-1]:
+        offsets.append(offsets[-1] + len(b))
+    k = 16
+    assert batches[k][1][22] & 0x7 == 0  # uncompressed: the records section is as built
+    pos = offsets[k] + HEADER_SIZE  # the batch's first record's length varint
+    for change, what in ((lambda b: b.__setitem__(pos, b[pos] + 2), "runs past it|bytes before"),
+                         (lambda b: b.__setitem__(pos, b[pos] - 2), "bytes before its end|record length"),
+                         (lambda b: b.__setitem__(pos, 1), "runs past it|record length"),  # -1
+                         (lambda b: b.__setitem__(slice(pos, pos + 6), b"\xff" * 6), "runs past it")):
+        bad = bytearray(buf)
+        change(bad)
+        with pytest.raises(CorruptRecordError, match=f"batch at offset {batches[k][0]}") as e:
+            A.decode_fetch(re_sign(bad, offsets[k]), "t", 3, 0, 10**9)
+        assert e.match(what)
+    assert len(decoded_rows(A.decode_fetch(buf, "t", 3, 0, 10**9))) == sum(
+        1 for _ in reference_rows(buf))
+
+
 def test_bool_option_of_source_schema_uses_the_option_rules():
     from pyklog.broker.errors import ConfigError
     from pyklog.connector.spark.source import _bool_option
@@ -493,3 +564,24 @@ def test_consumer_cache_take_give_expire():
     c = cache.take("k", Fake)  # a expired: closed, a new one made
     assert a.closed and c is not a
     cache.clear()
+
+
+# ------------------------------------------------ fetchOnDriver: one Arrow batch per micro-batch
+@pytest.mark.parametrize("without_concat_batches", [False, True])
+def test_driver_fetch_coalesces_batches_in_order(monkeypatch, without_concat_batches):
+    from pyklog.connector.spark import driver_fetch as D
+
+    if without_concat_batches:  # pyarrow < 19 (setup.cfg allows 18): the Table route
+        monkeypatch.delattr(pa, "concat_batches", raising=False)
+    parts = []
+    for p in range(3):
+        recs = [(None if i % 3 else b"k%d" % i, b"v%d-%d" % (p, i), 1_700_000_000_000 + i, ()) for i in range(50)]
+        parts.append(A.decode_fetch(build_batch(recs, base_offset=10), "t", p, 0, 10**9,
+                                    include_headers=True).batch)
+    one = D.coalesce(parts)
+    assert len(one) == 1 and one[0].schema == A.arrow_schema(True)
+    assert one[0].to_pylist() == [r for b in parts for r in b.to_pylist()]
+    # a cap on the bytes per batch: consecutive groups, rows still in order
+    capped = D.coalesce(parts, max_bytes=parts[0].nbytes + 1)
+    assert len(capped) == 3 and [r for b in capped for r in b.to_pylist()] == one[0].to_pylist()
+    assert D.coalesce(parts[:1]) == parts[:1] and D.coalesce([]) == []

@@ -424,7 +424,10 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
     a = np.frombuffer(buf, dtype=np.uint8)
     per_batch = np.array(counts, dtype=np.int64)
     base_rep = np.repeat(np.array(bases, dtype=np.int64), per_batch)
-    fast = _uniform_runs(buf, a, sections, counts)
+    # runs never span batches, and _uniform_runs gives up once runs average under 32 records: with
+    # many small batches (a producer lingering a millisecond) it would only cost its attempt
+    small_batches = len(counts) > 16 and total < 32 * len(counts)
+    fast = None if small_batches else _uniform_runs(buf, a, sections, counts)
     if fast is not None:
         # header-less records in runs of one layout (see _uniform_runs): every field is checked
         ts_delta, off_delta, runs = fast
@@ -713,16 +716,29 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
     leading run of guesses that each end exactly where the next guess starts (correct by
     induction).  Fixed-size records take one round per batch, records whose size changes now and
     then a few rounds; when rounds stop paying off (varied sizes) the rest of the batch is walked
-    with one Python step per record.  The caller checks every length against ``E`` again.
+    with one Python step per record.  Small batches (at most ``_LOCKSTEP_MAX`` records, what a
+    producer lingering a millisecond sends) are walked all together instead, record ``j`` of every
+    one of them in one numpy step (:func:`_lockstep_starts`): a fetch of a hundred 5-record batches
+    takes 5 steps, not a hundred rounds.  The caller checks every length against ``E`` again.
     """
-    v_parts = []
+    counts_arr = np.array(counts, dtype=np.int64)
+    sec_len = np.array([len(sec) for sec, _ in zip(sections, counts)], dtype=np.int64)
+    sec_ends = np.cumsum(sec_len)
+    first_rec = np.cumsum(counts_arr) - counts_arr
+    V_all = np.empty(int(counts_arr.sum()), dtype=np.int64)
+    small = (counts_arr > 0) & (counts_arr <= _LOCKSTEP_MAX)
+    if small.sum() > 1:
+        _lockstep_starts(a, V_all, np.flatnonzero(small), counts_arr, sec_ends - sec_len, sec_ends,
+                         first_rec, bases, topic, partition)
+    else:
+        small[:] = False
     sec_start = 0
-    for sec, count in zip(sections, counts):
+    for s, (sec, count) in enumerate(zip(sections, counts)):
         sec_end = sec_start + len(sec)
-        if count == 0:
+        if count == 0 or small[s]:
             sec_start = sec_end
             continue
-        V = np.empty(count, dtype=np.int64)
+        V = V_all[first_rec[s]:first_rec[s] + count]
         k = 0
         p = sec_start
         try:
@@ -746,24 +762,65 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
                     k, p = _walk_records(buf, V, k, count, p)
         except (IndexError, CorruptRecordError) as e:
             raise CorruptRecordError(
-                f"{topic}-{partition}: batch at offset {bases[counts_index(counts, sum(len(x) for x in v_parts))]}: "
+                f"{topic}-{partition}: batch at offset {bases[s]}: "
                 f"expected {count} records filling its {len(sec)}-byte records section, read {e}"
             ) from None
         if p != sec_end:
             raise CorruptRecordError(
-                f"{topic}-{partition}: batch at offset {bases[counts_index(counts, sum(len(x) for x in v_parts))]}: "
+                f"{topic}-{partition}: batch at offset {bases[s]}: "
                 f"expected its {count} records to fill the {len(sec)}-byte records section exactly, "
                 f"they end {sec_end - p} bytes before its end"
             )
-        v_parts.append(V)
         sec_start = sec_end
-    V = v_parts[0] if len(v_parts) == 1 else np.concatenate(v_parts)
+    V = V_all
     # a record ends where the next one starts; the last record of a section at the section's end
     E = np.empty(len(V), dtype=np.int64)
     E[:-1] = V[1:]
-    ends = np.cumsum([len(sec) for sec, c in zip(sections, counts) if c > 0])
-    E[np.cumsum([c for c in counts if c > 0]) - 1] = ends
+    nz = counts_arr > 0
+    E[(first_rec + counts_arr - 1)[nz]] = sec_ends[nz]
     return V, E
+
+
+_LOCKSTEP_MAX = 32  # batches of at most this many records are walked together (_lockstep_starts)
+
+
+def _lockstep_starts(a: np.ndarray, V: np.ndarray, secs: np.ndarray, counts: np.ndarray,
+                     starts: np.ndarray, ends: np.ndarray, first_rec: np.ndarray, bases, topic,
+                     partition) -> None:
+    """Record positions of the small batches ``secs`` (indices), written into ``V`` at each
+    batch's records (``first_rec``): step ``j`` reads the length varint of record ``j`` of every
+    batch that has one and moves each to the record after it.  Every record must lie inside its
+    batch's records section (``starts``/``ends``) and the last one must end exactly at its end."""
+    pos = starts[secs].copy()
+    cnt = counts[secs]
+    end = ends[secs]
+    first = first_rec[secs]
+
+    def corrupt(k: int, what: str):
+        s = int(secs[k])
+        return CorruptRecordError(
+            f"{topic}-{partition}: batch at offset {bases[s]}: expected {int(counts[s])} records "
+            f"filling its {int(ends[s] - starts[s])}-byte records section, {what}")
+
+    act = np.arange(len(secs))
+    for j in range(int(cnt.max())):
+        if j:
+            act = act[cnt[act] > j]
+        p = pos[act]
+        V[first[act] + j] = p
+        # strict=False: an over-long varint gives a meaningless value, refused just below
+        lens, after = _varints(a, p, strict=False)
+        nxt = after + lens
+        bad = (lens < 0) | (after - p > 5) | (nxt > end[act])
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise corrupt(int(act[i]), f"read a length of {int(lens[i])} for its record {j} at "
+                                       f"position {int(p[i] - starts[secs[act[i]]])}, which runs past it")
+        pos[act] = nxt
+    short = np.flatnonzero(pos != end)
+    if short.size:
+        k = int(short[0])
+        raise corrupt(k, f"they end {int(end[k] - pos[k])} bytes before its end")
 
 
 def _walk_records(buf: bytes, V: np.ndarray, k: int, count: int, p: int) -> tuple[int, int]:
