@@ -112,9 +112,9 @@ def coalesce(batches: list, max_bytes: int = COALESCE_MAX_BYTES) -> list:
     when they hold more), rows in the same order.
 
     Why: the planner reads one Arrow batch per partition and fetch, each built over its own fetch
-    buffer.  Measured (bench/README.md, "Issue 13, stop 21"): at 10,000 records/s over 2 partitions,
-    a trigger took 107-116 ms with the batches joined against 112-136 ms without (p50 latency
-    157-164 against 186-195 ms, two interleaved pairs of runs).  Two batches as such cost Spark
+    buffer.  Measured (bench/README.md, "10,000 records/s with fetchOnDriver", stop 21): at 10,000
+    records/s over 2 partitions, a trigger took 95-116 ms with the batches joined against 112-137 ms
+    without (p50 latency 157-164 against 186-195 ms, two interleaved pairs of runs).  Two batches as such cost Spark
     nothing measurable (the benchmark's no-I/O floor with ``+split``), so what the join saves is in
     how Spark takes the planner's batches apart, not found.  Joining costs a copy of the rows (~50 KB
     there, well under a millisecond)."""
