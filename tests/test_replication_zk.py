@@ -72,6 +72,53 @@ def test_state_watch_reports_only_the_changed_partition_and_updates_the_cache(br
              message="a change after the session expiry")
 
 
+
+@pytest.mark.parametrize("install", ["first read", "reload", "full refresh"])
+def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, zk, install):
+    """A broker reads a topic's states (arming their watches) and caches the entry afterwards; a
+    controller write in between fires the watch, whose re-read found no entry to update yet (or one
+    the install then replaced), and the spent watch never fired again: CI saw a restarted broker
+    stay "follower of -1 at epoch 1" of a partition the controller had just given it (epoch 2)."""
+    b0, b1 = brokers(0), brokers(1)
+    name = f"race-{install.replace(' ', '-')}"
+    b0.create_topic(name, 2, 1, replica_assignment={0: [1], 1: [1]})
+    path = paths.partition_state(name, 0)
+    if install != "first read":
+        wait_for(lambda: b1.topic(name, refresh_if_missing=False) is not None, message="b1 caches the topic")
+    heard = threading.Event()
+    b1.add_partition_state_listener(lambda t, p: (t, p) == (name, 0) and heard.set())
+    real_read = b1._read_topic_entry
+
+    def read_then_controller_writes(n, data, stat):
+        entry = real_read(n, data, stat)  # the states as read, their watches armed
+        if n == name:
+            zk.set(path, json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7,
+                                     "isr": [1]}).encode())
+            assert heard.wait(10), "the state watch fired"
+        return entry
+
+    b1._read_topic_entry = read_then_controller_writes
+    if install == "first read":
+        with b1._lock:
+            b1._topics.pop(name, None)
+        states = b1.topic(name)
+    elif install == "reload":
+        zk.set(paths.topic(name), zk.get(paths.topic(name))[0])  # the assignment node rewritten
+        wait_for(lambda: heard.is_set(), message="the reload read the topic")
+        states = b1.topic(name, refresh_if_missing=False)
+    else:
+        with b1._lock:
+            b1._topics.pop(name, None)
+        b1._refresh_topics([name])
+        states = b1.topic(name, refresh_if_missing=False)
+    b1._read_topic_entry = real_read
+    wait_for(lambda: b1.partition_states_as_written(name)[0].leader_epoch == 7, timeout=5,
+             message="the cache holds the controller's write")
+    assert states is not None and b1.partition_states_as_written(name)[1].leader_epoch == 0
+    # and an older read never goes over a newer one: the watch's own re-read again, late
+    b1._reload_partition_state(name, 0)
+    assert b1.partition_states_as_written(name)[0].leader_epoch == 7
+
 def test_update_isr_is_conditional_and_stops_when_deposed(brokers, zk):
     b0 = brokers(0)
     brokers(1)

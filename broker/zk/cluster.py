@@ -281,6 +281,9 @@ class ZkCluster:
         # connection loss (see "partition states" below)
         self._state_listeners: list[Callable[[str, int], None]] = []
         self._state_rearm_pending = False
+        # the newest state read of each partition, by its node's (czxid, version): a topic entry
+        # read before a state change must not be installed over it (see _with_newest_states)
+        self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -739,7 +742,8 @@ class ZkCluster:
                 old = self._topics.get(name)
                 if name not in topics or (old is not None and old.czxid != topics[name].czxid):
                     del self._configs[name]  # deleted or re-created: read its config again
-            self._topics = topics
+            self._topics = {n: self._with_newest_states(n, e) for n, e in topics.items()}
+            self._newest_states = {k: v for k, v in self._newest_states.items() if k[0] in topics}
         return changed
 
     def _on_topic_data(self, event) -> None:
@@ -773,7 +777,7 @@ class ZkCluster:
             if old is not None and old.czxid == entry.czxid and old.mzxid == entry.mzxid \
                     and old.states.keys() == entry.states.keys():
                 return False
-            self._topics[name] = entry
+            self._topics[name] = self._with_newest_states(name, entry)
         self._notify()
         return True
 
@@ -789,9 +793,10 @@ class ZkCluster:
         states = {}
         for p, res in pending:
             try:
-                sdata, _ = res.get()
+                sdata, sstat = res.get()
                 s = decode_partition_state(sdata, paths.partition_state(name, p))
                 states[p] = (s.leader, s.leader_epoch, list(s.isr))
+                self._note_state(name, p, sstat, states[p])
             except NoNodeError:
                 # Assignment written without state (e.g. by another tool): the first replica leads.
                 first = replicas[p][0] if replicas[p] else -1
@@ -912,7 +917,7 @@ class ZkCluster:
             if fresh is None:
                 return None
             with self._lock:
-                entry = self._topics.setdefault(name, fresh)
+                entry = self._topics.setdefault(name, self._with_newest_states(name, fresh))
         return None if entry is None else self._partition_states(entry, live)
 
     def topic_config(self, topic: str) -> dict[str, str]:
@@ -1738,21 +1743,55 @@ class ZkCluster:
             return
         path = paths.partition_state(topic, partition)
         try:
-            data, _ = self._retry(self.zk.get, path, watch=self._on_partition_state_data)
+            data, stat = self._retry(self.zk.get, path, watch=self._on_partition_state_data)
             s = decode_partition_state(data, path)
         except NoNodeError:
             return
         except (PyklogError, KazooException) as e:
             log.warning("could not re-read partition state %s-%d: %s", topic, partition, e)
             return
-        self._cache_partition_state(topic, partition, s.leader, s.leader_epoch, list(s.isr))
+        self._cache_partition_state(topic, partition, s.leader, s.leader_epoch, list(s.isr), stat)
 
-    def _cache_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list) -> None:
+    def _note_state(self, topic: str, partition: int, stat, state: tuple) -> bool:
+        """Under or outside ``_lock``: remember ``state`` as the partition's newest if its node's
+        ``(czxid, version)`` is newer than the one remembered; True if it was."""
+        if stat is None:
+            return True
+        key = (stat.czxid, stat.version)
         with self._lock:
+            seen = self._newest_states.get((topic, partition))
+            if seen is not None and seen[0] >= key:
+                return seen[0] == key
+            self._newest_states[(topic, partition)] = (key, state)
+            return True
+
+    def _with_newest_states(self, name: str, entry: _TopicEntry) -> _TopicEntry:
+        """Under ``_lock``: ``entry`` with each partition's newest state seen.  A topic entry is read
+        (its states with their watches) before it is installed: a state change in between fires the
+        watch, whose re-read finds no entry to update yet (a broker starting while the controller
+        elects it) or updates one the install then replaces; the watch is spent, so without this the
+        cache kept the older state for good (a restarted broker stayed "follower of -1" of a
+        partition it had been elected to lead)."""
+        states = None
+        for p in entry.replicas:
+            seen = self._newest_states.get((name, p))
+            if seen is not None and entry.states.get(p) != seen[1]:
+                states = dict(entry.states) if states is None else states
+                states[p] = seen[1]
+        if states is None:
+            return entry
+        return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+
+    def _cache_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list,
+                               stat=None) -> None:
+        state = (leader, leader_epoch, list(isr))
+        with self._lock:
+            if not self._note_state(topic, partition, stat, state):
+                return  # an older read than the state cached (two re-reads overtaking each other)
             entry = self._topics.get(topic)
             if entry is not None and partition in entry.replicas:
                 states = dict(entry.states)
-                states[partition] = (leader, leader_epoch, list(isr))
+                states[partition] = state
                 self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
             listeners = list(self._state_listeners)
         for fn in listeners:
@@ -1786,14 +1825,14 @@ class ZkCluster:
                                                     watch=self._on_partition_state_data)) for p in entry.replicas]
                         for p, res in pending:
                             try:
-                                data, _ = res.get()
+                                data, stat = res.get()
                                 s = decode_partition_state(data, paths.partition_state(name, p))
                             except NoNodeError:
                                 continue
                             except ZooKeeperError as e:
                                 log.warning("unreadable partition state %s-%d: %s", name, p, e)
                                 continue
-                            self._cache_partition_state(name, p, s.leader, s.leader_epoch, list(s.isr))
+                            self._cache_partition_state(name, p, s.leader, s.leader_epoch, list(s.isr), stat)
                     return
                 except KazooException as e:
                     log.info("re-arming the partition state watches failed (%s); retrying", e)
@@ -1863,9 +1902,10 @@ class ZkCluster:
             log.warning("could not write the ISR change notification of %s-%d: %s", topic, partition, e)
         with self._lock:
             entry = self._topics.get(topic)
-            if entry is not None and partition in entry.replicas:
+            state = (self.broker_id, leader_epoch, list(isr))
+            if entry is not None and partition in entry.replicas and self._note_state(topic, partition, stat, state):
                 states = dict(entry.states)
-                states[partition] = (self.broker_id, leader_epoch, list(isr))
+                states[partition] = state
                 self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
         log.info("%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)", topic, partition, list(isr),
                  self.broker_id, leader_epoch, new_version)
