@@ -83,15 +83,20 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
     name = f"race-{install.replace(' ', '-')}"
     b0.create_topic(name, 2, 1, replica_assignment={0: [1], 1: [1]})
     path = paths.partition_state(name, 0)
-    if install != "first read":
-        wait_for(lambda: b1.topic(name, refresh_if_missing=False) is not None, message="b1 caches the topic")
+    # b1's own first read (its topic watch) is over before the injected one: a read on kazoo's event
+    # thread would hold up the state watch it waits for (the callbacks run one at a time there)
+    wait_for(lambda: b1.topic(name, refresh_if_missing=False) is not None, message="b1 caches the topic")
     heard = threading.Event()
     b1.add_partition_state_listener(lambda t, p: (t, p) == (name, 0) and heard.set())
     real_read = b1._read_topic_entry
+    injected = []
 
     def read_then_controller_writes(n, data, stat):
         entry = real_read(n, data, stat)  # the states as read, their watches armed
-        if n == name:
+        # the read under test: the test's own call, or (reload) the topic watch's
+        ours = (threading.current_thread() is threading.main_thread()) != (install == "reload")
+        if n == name and ours and not injected:
+            injected.append(n)
             zk.set(path, json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7,
                                      "isr": [1]}).encode())
             assert heard.wait(10), "the state watch fired"
@@ -118,6 +123,31 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
     # and an older read never goes over a newer one: the watch's own re-read again, late
     b1._reload_partition_state(name, 0)
     assert b1.partition_states_as_written(name)[0].leader_epoch == 7
+
+def test_a_topic_created_again_does_not_inherit_the_old_topics_states(brokers, zk):
+    """The newest state kept per partition (above) belongs to one topic node: a topic deleted and
+    written again under the same name, here without state nodes (an assignment written by another
+    tool: the first replica leads at epoch 0), must not get the old topic's leader epoch."""
+    b0, b1 = brokers(0), brokers(1)
+    b0.create_topic("again", 1, 1, replica_assignment={0: [1]})
+    zk.set(paths.partition_state("again", 0), json.dumps({"controller_epoch": 2, "leader": 1, "version": 1,
+                                                           "leader_epoch": 7, "isr": [1]}).encode())
+    wait_for(lambda: (b1.topic("again", refresh_if_missing=False) or {}).get(0) is not None and
+             b1.partition_states_as_written("again")[0].leader_epoch == 7, message="b1 caches epoch 7")
+    assignment = zk.get(paths.topic("again"))[0]
+    czxid = zk.get(paths.topic("again"))[1].czxid
+    # deleted and written again at once: the topic node's data watch sees the deletion, and b1
+    # reads the node written meanwhile
+    tx = zk.transaction()
+    for node in (paths.partition_state("again", 0), paths.partition("again", 0), paths.topic_partitions("again"),
+                 paths.topic("again")):
+        tx.delete(node)
+    tx.create(paths.topic("again"), assignment)
+    assert all(r is True or isinstance(r, str) for r in tx.commit())
+    wait_for(lambda: b1._topics.get("again") is not None and b1._topics["again"].czxid != czxid,
+             timeout=10, message="b1 reads the new topic node")
+    assert b1.partition_states_as_written("again")[0].leader_epoch == 0
+
 
 def test_update_isr_is_conditional_and_stops_when_deposed(brokers, zk):
     b0 = brokers(0)

@@ -749,12 +749,13 @@ class ZkCluster:
     def _on_topic_data(self, event) -> None:
         """Data watch of ``/brokers/topics/<topic>`` (kazoo's callback thread): the assignment changed
         (partitions added); re-read that topic on another kazoo thread and tell the listeners.
-        A deletion is left to the children watch.  One-shot: :meth:`_reload_topic` re-arms it."""
+        A deletion is left to the children watch, but the node is looked at again: a topic created
+        again under the same name at once (the children watch may see no change of names) is read
+        now, with its data watch, instead of at the next full refresh.  One-shot:
+        :meth:`_reload_topic` re-arms it."""
         if self._stopping or self.zk is None or event.path is None:
             return
         name = event.path.rsplit("/", 1)[-1]
-        if event.type == "DELETED":
-            return
         self.zk.handler.spawn(self._reload_topic, name)
 
     def _reload_topic(self, name: str) -> bool:
@@ -777,6 +778,8 @@ class ZkCluster:
             if old is not None and old.czxid == entry.czxid and old.mzxid == entry.mzxid \
                     and old.states.keys() == entry.states.keys():
                 return False
+            if old is not None and old.czxid != entry.czxid:
+                self._configs.pop(name, None)  # created again: read its config again
             self._topics[name] = self._with_newest_states(name, entry)
         self._notify()
         return True
@@ -1775,7 +1778,9 @@ class ZkCluster:
         states = None
         for p in entry.replicas:
             seen = self._newest_states.get((name, p))
-            if seen is not None and entry.states.get(p) != seen[1]:
+            # a state node created before the topic node belongs to an earlier topic of that name
+            # (deleted and created again): never carried over
+            if seen is not None and seen[0][0] >= entry.czxid and entry.states.get(p) != seen[1]:
                 states = dict(entry.states) if states is None else states
                 states[p] = seen[1]
         if states is None:
