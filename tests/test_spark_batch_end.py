@@ -5,6 +5,7 @@ tests/test_spark_group_handover.py::test_stop_after_a_batch_hands_over_nothing_t
 these pin the shapes: Spark's ``StreamingQueryProgress.json()`` carries each source's offsets as
 JSON values (objects), PySpark's converted event as JSON text."""
 import json
+import os
 
 from pyklog.connector.spark import batch_end
 
@@ -33,6 +34,28 @@ def test_progress_json_relays_the_end_offsets_of_our_sources_only(tmp_path):
         assert batch_end.relay_progress_json(_progress(7, [rate, ours, foreign])) == 1
         assert ch.read_new() == (7, {"t": {"0": 5}})
         assert ch.read_new() is None  # read once
+    finally:
+        ch.close()
+
+
+def test_a_completion_with_the_same_size_time_and_inode_is_still_read():
+    """Two completions written within the file system's timestamp granularity, of equal size, the
+    second on the inode the first one freed: the file's stat is unchanged, its text is not."""
+    ch = batch_end.BatchEndChannel()
+    try:
+        latest = {batch_end.REPORT_KEY: ch.path}
+        assert batch_end.relay(11, [(latest, {"t": {"0": 40}})]) == 1
+        assert ch.read_new() == (11, {"t": {"0": 40}})
+        st = os.stat(ch.path)
+        with open(ch.path, "r+", encoding="utf-8") as f:  # same inode, same size
+            text = f.read()
+            f.seek(0)
+            f.write(text.replace("11", "12").replace("40", "47"))
+        os.utime(ch.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        now = os.stat(ch.path)
+        assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+        assert ch.read_new() == (12, {"t": {"0": 47}})
+        assert ch.read_new() is None
     finally:
         ch.close()
 

@@ -58,23 +58,27 @@ class BatchEndChannel:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix=CHANNEL_PREFIX)
         self.path = os.path.join(self.dir, CHANNEL_FILE)
-        self._seen = None  # (mtime_ns, size, inode) of the last read
+        self._seen = None  # the text of the last completion read
 
     def read_new(self):
-        """``(batch_id, end offsets dict)`` written since the last call, or None."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if key == self._seen:
-            return None
-        self._seen = key
+        """``(batch_id, end offsets dict)`` written since the last call, or None.  Compares the
+        file's text, not its stat: two completions written within the file system's timestamp
+        granularity, of equal size, may reuse the replaced file's inode."""
         try:
             with open(self.path, encoding="utf-8") as f:
-                msg = json.load(f)
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("pyklog: unreadable batch completion in %s: %s", self.path, e)
+            return None
+        if text == self._seen:
+            return None
+        self._seen = text
+        try:
+            msg = json.loads(text)
             return int(msg["batchId"]), dict(msg["end"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError) as e:
             log.warning("pyklog: unreadable batch completion in %s: %s", self.path, e)
             return None
 
