@@ -50,11 +50,12 @@ else the plain one), Spark's per-trigger ``durationMs`` (median
 of the triggers that read rows, and the slowest: triggerExecution, latestOffset, queryPlanning,
 walCommit, addBatch, commitOffsets) and the pyklog planner's own per-call costs (``latestOffset``,
 ``partitions``, ``commit``, and each read task: medians and p95, recorded by the planner and the
-tasks when ``PYKLOG_PLANNER_TRACE`` names a file).  The load average is printed with the figures.
-Every case first runs unreported for a share of ``--warmup`` seconds (20; at least 3 s each) at the
-highest rate: Spark's per-trigger code keeps getting faster for tens of seconds after a session
-starts, and a case measured first came out 1.5-2x slower than the same case measured later.  The
-defaults take about 4 minutes on a quiet machine.  ``--repeat N``
+tasks when ``PYKLOG_PLANNER_TRACE`` names a file: medians, p95 and max).  The load average is
+printed with the figures.  Every case first runs unreported for a share of ``--warmup`` seconds (40;
+at least 3 s each) at the highest rate: Spark's per-trigger code keeps getting faster for the first
+minute or so of a session (a round measured after 6 s of warm-up: p50 137 ms at 10,000/s; the next
+round of the same run: 78 ms), and a long-running query lives at the later figure.  The defaults
+take about 5 minutes on a quiet machine.  ``--repeat N``
 runs the whole set N times, the cases interleaved (an A/B on a 2-core machine needs it: one case's
 figures move +-20% from run to run), and reports each case's latencies pooled over the rounds with
 the spread of the rounds' medians; ``--conf KEY=VALUE`` sets a SparkSession configuration for the
@@ -562,8 +563,9 @@ def print_run(rate, case, r, tm, rnd):
               "median/p95: " + ", ".join(f"{k} {statistics.median(tm[k]):.1f}/{pct(tm[k], 95):.1f}"
                                          for k in TASK_FIELDS if tm[k]))
     if r["planner"]:
-        print("           pyklog planner/task ms (median/p95, calls): " + ", ".join(
-            f"{k} {statistics.median(v):.1f}/{pct(v, 95):.1f} ({len(v)})" for k, v in sorted(r["planner"].items())))
+        print("           pyklog planner/task ms (median/p95/max, calls): " + ", ".join(
+            f"{k} {statistics.median(v):.1f}/{pct(v, 95):.1f}/{max(v):.1f} ({len(v)})"
+            for k, v in sorted(r["planner"].items())))
 
 
 def main() -> int:
@@ -574,7 +576,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--linger-ms", type=int, default=None,
                     help="the producer's linger.ms (default 0 at rates up to 100/s, 1 above)")
-    ap.add_argument("--warmup", type=float, default=20.0,
+    ap.add_argument("--warmup", type=float, default=40.0,
                     help="seconds of unreported warm-up, shared by the cases (at least 3 s each)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole set, cases interleaved")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",

@@ -128,3 +128,75 @@ def test_fetch_on_driver_refuses_read_limits(spark, broker, extra):
     if q is not None:
         q.stop()
     assert "fetchOnDriver" in str(e.value) and next(iter(extra)) in str(e.value), str(e.value)[-2000:]
+
+
+def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
+    """fetchOnDriver asks no ListOffsets per trigger: one Fetch at the query's positions gives each
+    partition's end (high watermark) and the records, decoded for the batch; what that Fetch did not
+    reach (a partition with more than maxPartitionFetchBytes) is read on from where it stopped.  The
+    rows equal what the ordinary read path gives for the same offsets.  A position outside the log
+    falls back to ListOffsets, which reports the loss as before."""
+    from pyklog.connector.consumer import SimpleConsumer
+    from pyklog.connector.producer import Producer
+    from pyklog.connector.spark import source as S
+    from pyklog.connector.spark.driver_fetch import PyklogDriverStreamReader
+    from pyklog.broker.errors import DataLossError
+    from pyklog.connector.spark.options import parse_source_options
+
+    boot = broker.bootstrap
+    make_topic(boot, "drv-one", 2)
+
+    def write(n, start):
+        with Producer({"bootstrap.servers": boot, "linger.ms": 5}) as p:
+            for i in range(start, start + n):
+                p.produce("drv-one", f"small {i}".encode(), partition=0)
+                if i % 10 == 0:  # partition 1: ~20 KB records, more than one Fetch's 50 KB per trigger
+                    p.produce("drv-one", f"big {i} ".encode() + b"x" * 20_000, partition=1)
+            p.flush()
+
+    write(300, 0)
+    calls = {"ListOffsets": 0, "planner Fetch": 0, "task Fetch": 0}
+    real_list, real_multi, real_fetch = S._Driver.list_offsets, SimpleConsumer.multi_fetch_raw, SimpleConsumer.fetch_raw
+
+    def list_offsets(self, tps, spec):
+        calls["ListOffsets"] += spec == S.LATEST
+        return real_list(self, tps, spec)
+
+    def multi_fetch_raw(self, *a, **kw):
+        calls["planner Fetch"] += self is reader._planner._driver._fetcher  # not a task's (fetch_raw)
+        return real_multi(self, *a, **kw)
+
+    def fetch_raw(self, *a, **kw):
+        calls["task Fetch"] += 1
+        return real_fetch(self, *a, **kw)
+
+    monkeypatch.setattr(S._Driver, "list_offsets", list_offsets)
+    monkeypatch.setattr(SimpleConsumer, "multi_fetch_raw", multi_fetch_raw)
+    monkeypatch.setattr(SimpleConsumer, "fetch_raw", fetch_raw)
+    opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "drv-one", "startingOffsets": "earliest",
+                                 "fetchOnDriver": "true", "kafka.max.partition.fetch.bytes": "50000"}, streaming=True)
+    reader = PyklogDriverStreamReader(opts)
+    try:
+        def rows(batches):
+            return [r for b in batches for r in b.select(["partition", "offset", "value"]).to_pylist()]
+
+        start = reader.initialOffset()
+        for round_ in range(2):
+            before = dict(calls)
+            it, end = reader.read(start)
+            got = rows(it)
+            assert end == {"drv-one": {"0": 300 * (round_ + 1), "1": 30 * (round_ + 1)}}
+            assert calls["ListOffsets"] == before["ListOffsets"] and calls["planner Fetch"] == before["planner Fetch"] + 1
+            assert calls["task Fetch"] > before["task Fetch"]  # partition 1 read on past the 50 KB
+            assert got == rows(reader.readBetweenOffsets(start, end))  # the ordinary read path
+            assert [(r["partition"], r["offset"]) for r in got] == \
+                [(0, o) for o in range(300 * round_, 300 * (round_ + 1))] + [(1, o) for o in range(30 * round_, 30 * (round_ + 1))]
+            write(300, 300)
+            start = end
+        # a position beyond the log end: the Fetch answers OFFSET_OUT_OF_RANGE, ListOffsets decides
+        before = calls["ListOffsets"]
+        with pytest.raises(DataLossError, match="beyond the log end"):
+            reader.read({"drv-one": {"0": 10_000, "1": 60}})
+        assert calls["ListOffsets"] == before + 1
+    finally:
+        reader._stop()

@@ -5,8 +5,13 @@ Runs on the driver, in the Python process PySpark keeps for a streaming Python d
 raises ``PySparkNotImplementedError`` and wraps the result (``_SimpleStreamReaderWrapper``): Spark's
 ``latestOffset`` calls :meth:`PyklogDriverStreamReader.read`, which plans the next batch exactly as
 the ordinary reader does (:class:`~pyklog.connector.spark.source.PyklogStreamReader`: the same
-offsets JSON, group membership, commits, failOnDataLoss) and then fetches the batch's records from
-the partition leaders right there, as Arrow record batches.  PySpark sends them to the JVM with the
+offsets JSON, group membership, commits, failOnDataLoss) and has the batch's records right there, as
+Arrow record batches: the planner asks each leader one Fetch at the query's positions, whose answer
+gives both each partition's end (its high watermark, or last stable offset for read_committed: what
+ListOffsets would say) and the records from there on (``_Driver.latest_by_fetch``); only what that
+Fetch did not reach (more than maxPartitionFetchBytes of a partition) is fetched again.  Where the
+Fetch answers an error (a position outside the log...), that trigger asks ListOffsets as the ordinary
+reader does, which reports the case.  PySpark sends them to the JVM with the
 plan, which keeps them in its block manager: the batch's one input partition is read from there by
 the JVM, with no Python read task.
 
@@ -48,6 +53,7 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
 
         self.opts = opts
         self._planner = PyklogStreamReader(opts)
+        self._planner.latest_by_fetch = True  # one Fetch per trigger gives the ends and the records
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref()._stop())
 
@@ -82,12 +88,42 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         self._planner.commit(end)
 
     def _fetch(self, start: dict, end: dict) -> list:
-        """Driver: the batch's records, each partition read from the leader the planner knows, as
-        few Arrow record batches as :func:`coalesce` makes of them."""
+        """Driver: the batch's records, as few Arrow record batches as :func:`coalesce` makes of
+        them.  What the planner's Fetch at the batch's start brought (``latest_by_fetch``) is decoded
+        here; what it did not reach (a batch larger than maxPartitionFetchBytes, or no such Fetch
+        this trigger) is read from the leader the planner knows."""
         rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
+        prefetched, self._planner.prefetched = self._planner.prefetched, {}
         if not rngs:
             return []
-        return coalesce(self._read(self._planner._ensure_driver().input_partitions(rngs)))
+        out: list = []
+        rest = []
+        for t, p, a, b in rngs:
+            r = prefetched.get((t, p))
+            if r is not None and r.offset == a:
+                a = self._decode(r, t, p, a, b, out)
+            if a < b:
+                rest.append((t, p, a, b))
+        if rest:
+            out.extend(self._read(self._planner._ensure_driver().input_partitions(rest)))
+        return coalesce(out)
+
+    def _decode(self, r, topic: str, partition: int, start: int, end: int, out: list) -> int:
+        """The rows ``[start, end)`` of a prefetched Fetch answer appended to ``out`` (the decoding
+        of :func:`pyklog.connector.spark.source.read_range`); returns the offset reading goes on from
+        (``start`` when the answer holds no complete batch)."""
+        from pyklog.connector.spark import arrow as _arrow
+
+        opts = self.opts
+        aborted = _arrow.AbortedTransactions(r.aborted_transactions) \
+            if opts.isolation_level == "read_committed" else None
+        d = _arrow.decode_fetch(r.records, topic, partition, start, end, include_headers=opts.include_headers,
+                                validate_crc=opts.check_crcs, aborted=aborted)
+        if d.batch is not None and d.batch.num_rows:
+            out.append(d.batch)
+        if d.next_offset is not None and d.next_offset > start:
+            return min(d.next_offset, end)
+        return start
 
     def _read(self, parts) -> list:
         from pyklog.connector.spark.source import read_range

@@ -586,6 +586,7 @@ class _Driver:
         self._down_since: float | None = None  # monotonic time of the first failure of this outage
         self._deadline: Deadline | None = None  # set while call() runs (nested calls do not retry)
         self._probe = None  # SimpleConsumer on self.client for high_watermark_lags, opened on first use
+        self._fetcher = None  # SimpleConsumer on self.client for latest_by_fetch (fetchOnDriver)
 
     # -- outages: every look-up and commit goes through call() -----------------------------------
     def where(self) -> str:
@@ -788,6 +789,39 @@ class _Driver:
             out[tp] = r[0]
         out.update(self.list_offsets(latest_needed, LATEST))
         return out
+
+    def latest_by_fetch(self, positions: dict):
+        """fetchOnDriver: one Fetch per leader at the query's ``positions`` (``{tp: offset}``), which
+        answers both questions of a trigger at once: where each partition ends now (its high
+        watermark, or its last stable offset for read_committed, as ListOffsets would say) and the
+        records from ``positions`` on (up to maxPartitionFetchBytes each).  Returns ``(latest,
+        {tp: RawFetchResult})``, or None when a partition answers with an error (the position
+        outside the log, no leader...): the caller then asks ListOffsets, whose path reports each
+        case.  Planner thread; retried as every look-up while the cluster is unreachable."""
+        from pyklog.connector.consumer import SimpleConsumer
+
+        if not positions:
+            return {}, {}
+        opts = self.opts
+        if self._fetcher is None:
+            self._fetcher = SimpleConsumer(client=self.client, isolation_level=opts.isolation_level,
+                                           check_crcs=opts.check_crcs, max_wait_ms=0, min_bytes=0,
+                                           fetch_max_bytes=opts.fetch_max_bytes or
+                                           max(opts.max_partition_fetch_bytes, 1 << 20),
+                                           request_timeout_ms=int(opts.cluster.request_timeout_s * 1000))
+        mb = opts.max_partition_fetch_bytes
+        res = self.call("Fetch (latest offsets)", lambda: self._fetcher.multi_fetch_raw(
+            {tp: (off, mb) for tp, off in positions.items()}, timeout_s=self.timeout_s()))
+        latest = {}
+        for tp in positions:
+            r = res.get(tp)
+            if r is None or r.error_code:
+                return None
+            end = r.last_stable_offset if self.isolation and r.last_stable_offset >= 0 else r.high_watermark
+            if end < 0:
+                return None
+            latest[tp] = end
+        return latest, res
 
     def high_watermark_lags(self, tp, offset: int, high_watermark: int) -> bool:
         """Whether ``tp``'s high watermark (``high_watermark``, below the query's ``offset``) only lags:
@@ -1317,6 +1351,10 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_time = time.monotonic()
         self._epoch: int | None = None  # the group member's epoch at the last trigger
         self._verified_at: float | None = None  # monotonic time the member's session was last verified
+        # fetchOnDriver (driver_fetch): the trigger's ends come from a Fetch at the query's positions,
+        # whose records are kept for the batch (prefetched: {tp: RawFetchResult}, consumed once)
+        self.latest_by_fetch = False
+        self.prefetched: dict = {}
 
     def __getstate__(self):
         # only the options travel to the executors
@@ -1409,6 +1447,8 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 d.store.flush()
                 log.info("pyklog group %s: releasing %s at the batch boundary", d.group_id, sorted(release))
                 d.member.release(release)
+                for tp in release:  # a position kept for it is stale once another member reads it
+                    self._pending.pop(tp, None)
             owned = set(d.owned())
         else:
             owned = owned_before
@@ -1419,7 +1459,14 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for tp in sorted(tp for tp in start_map if tp not in owned and tp not in drop):
                 _report_loss(opts, tp[0], tp[1], start_map[tp], None,
                              "the partition is gone (its topic was deleted)")
-        latest = d.list_offsets(sorted(owned), LATEST) if owned else {}
+        latest = None
+        self.prefetched = {}
+        if self.latest_by_fetch and owned and all(tp in start_map and tp not in drop for tp in owned):
+            got = d.latest_by_fetch({tp: start_map[tp] for tp in sorted(owned)})
+            if got is not None:
+                latest, self.prefetched = got
+        if latest is None:
+            latest = d.list_offsets(sorted(owned), LATEST) if owned else {}
         self._latest = latest
         # 3. continuing partitions advance; new ones are recorded at their start position
         end: dict = {}
