@@ -12,7 +12,9 @@ produce time (8-byte big-endian ns since the epoch; ``linger.ms=0`` at 20/s, 1 m
   ZooKeeper consumer group: membership and offset commits).
 * ``pyklog -> sink -> consumer`` (Kafka to Kafka, Spark's real-time-mode figure): the query
   writes the value to a second topic with the pyklog sink; a confluent-kafka consumer reads it there.
-* levers, not in the default set: a case name followed by ``+LEVER``s (e.g. ``fb+async+shm``):
+* levers: a case name followed by ``+LEVER``s (e.g. ``fb+async+shm``; the default set ends with the
+  tuned cases ``clock+driver+load+async+shm+rawfs``, ``fb+driver+async+shm+rawfs`` and
+  ``group+driver+async+shm+rawfs``):
 
   - ``async``: Spark's asynchronous progress tracking (the offset and commit logs written off the
     trigger; ``fbasync`` is ``fb+async``);
@@ -55,7 +57,7 @@ printed with the figures.  Every case first runs unreported for a share of ``--w
 at least 3 s each) at the highest rate: Spark's per-trigger code keeps getting faster for the first
 minute or so of a session (a round measured after 6 s of warm-up: p50 137 ms at 10,000/s; the next
 round of the same run: 78 ms), and a long-running query lives at the later figure.  The defaults
-take about 5 minutes on a quiet machine.  ``--repeat N``
+take about 8 minutes on a quiet machine.  ``--repeat N``
 runs the whole set N times, the cases interleaved (an A/B on a 2-core machine needs it: one case's
 figures move +-20% from run to run), and reports each case's latencies pooled over the rounds with
 the spread of the rounds' medians; ``--conf KEY=VALUE`` sets a SparkSession configuration for the
@@ -197,6 +199,11 @@ class SimpleClockReader(SimpleDataSourceStreamReader):
 CASES = {"fb": "pyklog -> foreachBatch", "group": "pyklog group -> foreachBatch",
          "k2k": "pyklog -> sink -> consumer", "clock": "Python source, no I/O (baseline)"}
 LEVERS = ("async", "shm", "rawfs", "nodata", "nocache", "driver", "nolistener", "pylistener", "load", "split")
+# what `make bench` measures: each case as a user first writes it, then with the settings the
+# connector's guide recommends for latency (fetchOnDriver and Spark's three checkpoint knobs), each
+# against its own same-run floor
+DEFAULT_CASES = ("clock,fb,group,k2k,"
+                 "clock+driver+load+async+shm+rawfs,fb+driver+async+shm+rawfs,group+driver+async+shm+rawfs")
 RAWFS = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
          "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
 
@@ -572,7 +579,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case and rate")
     ap.add_argument("--rates", default="20,10000")
-    ap.add_argument("--cases", default="clock,fb,group,k2k", help="comma-separated of " + ",".join(CASES))
+    ap.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated of " + ",".join(CASES)
+                    + " (with +levers); default: the plain cases, then the tuned ones of docs/spark-connector.md")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--linger-ms", type=int, default=None,
                     help="the producer's linger.ms (default 0 at rates up to 100/s, 1 above)")
