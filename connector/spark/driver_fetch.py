@@ -109,16 +109,12 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         return coalesce(out)
 
     def _decode(self, r, topic: str, partition: int, start: int, end: int, out: list) -> int:
-        """The rows ``[start, end)`` of a prefetched Fetch answer appended to ``out`` (the decoding
-        of :func:`pyklog.connector.spark.source.read_range`); returns the offset reading goes on from
-        (``start`` when the answer holds no complete batch)."""
-        from pyklog.connector.spark import arrow as _arrow
+        """The rows ``[start, end)`` of a prefetched Fetch answer appended to ``out`` (decoded as a
+        read task decodes, :func:`pyklog.connector.spark.source.decode_raw`); returns the offset
+        reading goes on from (``start`` when the answer holds no complete batch)."""
+        from pyklog.connector.spark.source import decode_raw
 
-        opts = self.opts
-        aborted = _arrow.AbortedTransactions(r.aborted_transactions) \
-            if opts.isolation_level == "read_committed" else None
-        d = _arrow.decode_fetch(r.records, topic, partition, start, end, include_headers=opts.include_headers,
-                                validate_crc=opts.check_crcs, aborted=aborted)
+        d = decode_raw(self.opts, r, topic, partition, start, end)
         if d.batch is not None and d.batch.num_rows:
             out.append(d.batch)
         if d.next_offset is not None and d.next_offset > start:

@@ -411,9 +411,32 @@ def _task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> di
         max_wait_ms=min(500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
                         int(opts.cluster.request_timeout_s * 1000) - 1),
         min_bytes=1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
-        fetch_max_bytes=opts.fetch_max_bytes or max(opts.max_partition_fetch_bytes, 1 << 20),
+        fetch_max_bytes=_fetch_max_bytes(opts),
         retry_backoff_ms=100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
     )
+
+
+def _fetch_max_bytes(opts: SourceOptions) -> int:
+    """The Fetch response limit of the source's consumers (tasks and the fetchOnDriver planner)."""
+    return opts.fetch_max_bytes or max(opts.max_partition_fetch_bytes, 1 << 20)
+
+
+def decode_raw(opts: SourceOptions, r, topic: str, partition: int, start: int, end: int):
+    """The rows ``[start, end)`` of one partition's Fetch answer ``r`` (a RawFetchResult) as the
+    source's options ask: headers, CRC check, read_committed's aborted transactions.  Read tasks and
+    the fetchOnDriver planner."""
+    aborted = _arrow.AbortedTransactions(r.aborted_transactions) if opts.isolation_level == "read_committed" else None
+    return _arrow.decode_fetch(r.records, topic, partition, start, end, include_headers=opts.include_headers,
+                               validate_crc=opts.check_crcs, aborted=aborted)
+
+
+def readable_end(opts: SourceOptions, r) -> int:
+    """Where a Fetch answer ``r`` says the partition ends for this source: its last stable offset
+    for read_committed (when the broker gives one), else its high watermark (what ListOffsets
+    answers with the same isolation level)."""
+    if opts.isolation_level == "read_committed" and r.last_stable_offset >= 0:
+        return r.last_stable_offset
+    return r.high_watermark
 
 
 def read_range(opts: SourceOptions, part: PyklogInputPartition):
@@ -451,7 +474,6 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
     if part.leader and part.leader_id is not None:
         host, port = parse_bootstrap(part.leader)[0]
         consumer.use_leader(topic, partition, part.leader_id, host, port)
-    read_committed = opts.isolation_level == "read_committed"
     max_bytes = opts.max_partition_fetch_bytes
     t_start = time.perf_counter()
     t_fetch = 0.0
@@ -507,10 +529,7 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                     pool = ThreadPoolExecutor(1, thread_name_prefix=f"pyklog-fetch-{topic}-{partition}")
                 ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes,
                                                       timeout_s=deadline_s))
-            aborted = _arrow.AbortedTransactions(r.aborted_transactions) if read_committed else None
-            d = _arrow.decode_fetch(r.records, topic, partition, offset, end,
-                                    include_headers=opts.include_headers, validate_crc=opts.check_crcs,
-                                    aborted=aborted)
+            d = decode_raw(opts, r, topic, partition, offset, end)
             if d.batch is not None and d.batch.num_rows:
                 n_rows += d.batch.num_rows
                 yield d.batch
@@ -526,7 +545,7 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                         f"in 1 GiB")
                 max_bytes *= 2  # a batch larger than kafka.max.partition.fetch.bytes
                 continue
-            hw = r.last_stable_offset if read_committed and r.last_stable_offset >= 0 else r.high_watermark
+            hw = readable_end(opts, r)
             if 0 <= hw <= offset:
                 if r.high_watermark >= 0 and offset >= r.high_watermark and not hw_lags:
                     # below the planned end: lost (the log ends before it), or a new leader's
@@ -806,8 +825,7 @@ class _Driver:
         if self._fetcher is None:
             self._fetcher = SimpleConsumer(client=self.client, isolation_level=opts.isolation_level,
                                            check_crcs=opts.check_crcs, max_wait_ms=0, min_bytes=0,
-                                           fetch_max_bytes=opts.fetch_max_bytes or
-                                           max(opts.max_partition_fetch_bytes, 1 << 20),
+                                           fetch_max_bytes=_fetch_max_bytes(opts),
                                            request_timeout_ms=int(opts.cluster.request_timeout_s * 1000))
         mb = opts.max_partition_fetch_bytes
         res = self.call("Fetch (latest offsets)", lambda: self._fetcher.multi_fetch_raw(
@@ -817,7 +835,7 @@ class _Driver:
             r = res.get(tp)
             if r is None or r.error_code:
                 return None
-            end = r.last_stable_offset if self.isolation and r.last_stable_offset >= 0 else r.high_watermark
+            end = readable_end(opts, r)
             if end < 0:
                 return None
             latest[tp] = end
