@@ -1,7 +1,8 @@
 # pyklog: the two commands of the README.  Both set up everything on a fresh machine.
 #   make demo   ZooKeeper + a broker + a Spark streaming query through pyklog, end to end
-#   make check  the whole test suite: `make test` (unit, integration with real servers, Spark,
-#               notebooks) then `make test-faults` (the slow fault scenarios)
+#   make check  the whole test suite: `make test` (tests/unit and tests/integration: real servers,
+#               stock clients, Spark, notebooks) then `make test-faults` (tests/faults)
+#   make unit   tests/unit alone: no server, JRE, root or network, under a minute
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -12,7 +13,7 @@ VPY := $(VENV)/bin/python
 SRC_HASH := $(shell find src broker connector -name '*.py' 2>/dev/null | sort | cksum | cut -d' ' -f1)
 STAMP := $(VENV)/.installed-$(SRC_HASH)
 
-.PHONY: demo test test-faults check venv debian bench clean
+.PHONY: demo unit integration test test-faults check venv debian bench clean
 
 debian:
 	@command -v kcat >/dev/null 2>&1 || { \
@@ -31,14 +32,21 @@ $(STAMP): setup.cfg pyproject.toml
 
 venv: $(STAMP)
 
-# `make test` keeps under 30 minutes on 2 cores; the slowest fault scenarios (marked `faults`: many
-# SIGKILLs of brokers or drivers under load, each a minute or more) run in `make test-faults`.
-# `make check` runs both, one after the other: it is what CI runs.
+# The directory is the tier (tests/conftest.py marks each test by it): tests/unit needs no server,
+# JRE, root or network; tests/integration starts real ZooKeeper, brokers, stock clients and Spark;
+# tests/faults holds the slow fault scenarios (a minute or more of broker or driver SIGKILLs each).
+# `make check` runs `make test` (unit + integration) then `make test-faults`: it is what CI runs.
+unit: venv
+	$(VPY) -m pytest -q -ra tests/unit $(PYTEST_ARGS)
+
+integration: debian venv
+	$(VPY) -m pytest -q -ra --durations=25 tests/integration $(PYTEST_ARGS)
+
 test: debian venv
-	$(VPY) -m pytest -q -ra --durations=25 -m 'not faults' $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra --durations=25 tests/unit tests/integration $(PYTEST_ARGS)
 
 test-faults: debian venv
-	$(VPY) -m pytest -q -ra --durations=10 -m faults $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra --durations=10 tests/faults $(PYTEST_ARGS)
 
 check: test test-faults
 

@@ -1,4 +1,13 @@
-"""Shared fixtures: ONE ZooKeeper and ONE SparkSession per test session (CI time budget).
+"""The test tiers and the shared fixtures.
+
+The directory decides a test's tier (and its marker, so ``-m`` can be trusted):
+
+* ``tests/unit/<area>/``: needs no server, JRE, root or network (``make unit``, under a minute);
+  a unit test asking for a server fixture below is a collection error.
+* ``tests/integration/<area>/``: real ZooKeeper, broker processes, stock clients, Spark (``make test``).
+* ``tests/faults/``: the slow fault scenarios, minutes of SIGKILLs under load (``make test-faults``).
+
+Shared fixtures, ONE ZooKeeper and ONE SparkSession per test session (CI time budget):
 
 * ``zookeeper``: a real ZooKeeper from pyspark's jars (or an external one: PYKLOG_TEST_ZK=host:port).
 * ``zk_chroot``: a fresh uuid chroot connect string per test (``127.0.0.1:port/pyklog-<uuid>``),
@@ -13,12 +22,37 @@ import os
 import shutil
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tests.support import BrokerProcess, kazoo_client, new_chroot
 
-from support import BrokerProcess, kazoo_client, new_chroot  # noqa: E402
+TESTS = Path(__file__).resolve().parent
+#: the fixtures that start a server (or the JVM): not for tests/unit/
+SERVER_FIXTURES = frozenset({"zookeeper", "zk_chroot", "zk", "broker_factory", "broker", "spark"})
+TIERS = {"unit": "unit", "integration": "integration", "faults": "faults"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with the tier of its directory (and ``spark`` when it uses the SparkSession);
+    a test in tests/unit/ that asks for a server fixture stops the run."""
+    wrong = []
+    for item in items:
+        rel = Path(str(item.path)).resolve().relative_to(TESTS).parts
+        tier = TIERS.get(rel[0]) if len(rel) > 1 else None
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: a test belongs under tests/unit, tests/integration or tests/faults")
+        item.add_marker(getattr(pytest.mark, tier))
+        if "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.spark)
+        if tier == "unit":
+            used = SERVER_FIXTURES.intersection(item.fixturenames)
+            if used:
+                wrong.append(f"{item.nodeid} uses {', '.join(sorted(used))}")
+    if wrong:
+        raise pytest.UsageError("unit tests may not start servers; move these to tests/integration/:\n  "
+                                + "\n  ".join(wrong))
 
 # No PYSPARK_PYTHON here: `import pyklog` (through support) sets it, as it does for users.
 

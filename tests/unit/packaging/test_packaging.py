@@ -1,0 +1,174 @@
+"""The installed package: one import name (``pyklog``), nothing named ``broker`` or ``connector``,
+version and metadata, ``--version`` on every console script, the import directions between the
+layers, Spark finding ``format("pyklog")`` with no registration call, and the README's Spark snippet
+run as written (plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set."""
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib
+import importlib.metadata
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyklog
+
+REPO = Path(__file__).resolve().parents[3]
+VENV_BIN = Path(sys.executable).parent
+
+
+def _all_modules() -> list[str]:
+    import pyklog.broker
+    import pyklog.connector
+
+    names = ["pyklog"]
+    for pkg in (pyklog.broker, pyklog.connector):
+        names.append(pkg.__name__)
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+    return names
+
+
+def _clean_env(**extra) -> dict[str, str]:
+    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
+    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(extra)
+    return env
+
+
+def test_version_and_metadata():
+    meta = importlib.metadata.metadata("pyklog")
+    assert pyklog.__version__ == importlib.metadata.version("pyklog") == meta["Version"]
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["License"] == "Apache-2.0" and meta["Summary"] and meta["Home-page"]
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL")} >= {"Documentation", "Source", "Issues"}
+    assert "Programming Language :: Python :: 3.11" in meta.get_all("Classifier")
+    requires = {r.split(";")[0].replace(" ", "") for r in meta.get_all("Requires-Dist")}
+    assert "pandas<3,>=2.2" in requires  # pyspark 4.3 warns in every session under pandas 3
+
+
+def test_every_module_imports_under_pyklog_and_no_bare_names():
+    for name in _all_modules():
+        importlib.import_module(name)
+    assert "broker" not in sys.modules and "connector" not in sys.modules
+    bare = [m for m in sys.modules if m.split(".")[0] in ("broker", "connector")]
+    assert bare == []
+
+
+def test_bare_names_are_not_importable_after_install(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                        "print(u.find_spec('broker'), u.find_spec('connector'), u.find_spec('pyklog.broker') is not None)"],
+                       cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["None", "None", "True"]
+
+
+def test_setup_cfg_lists_every_package():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    listed = {p.strip() for p in cfg["options"]["packages"].split() if p.strip()}
+    on_disk = {"pyklog"}
+    for top in ("broker", "connector"):
+        for init in (REPO / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO).parts
+            on_disk.add(".".join(("pyklog",) + rel))
+    assert listed == on_disk
+
+
+def test_every_console_script_has_version():
+    scripts = [ep.name for ep in importlib.metadata.entry_points(group="console_scripts")
+               if ep.value.startswith("pyklog.")]
+    assert len(scripts) >= 6
+    for name in scripts:
+        r = subprocess.run([str(VENV_BIN / name), "--version"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (name, r.stderr)
+        assert r.stdout.strip() == f"{name} (pyklog {pyklog.__version__})"
+
+
+def _imports_of(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    pkg = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                out.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                out.add(node.module)
+    return out
+
+
+def _source_modules(top: str):
+    for path in sorted((REPO / top).rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("").parts
+        if rel[-1] == "__init__":
+            rel = rel[:-1]
+        yield path, ".".join(("pyklog",) + rel)
+
+
+def test_import_directions():
+    """connector may import broker; broker never imports connector or pyspark; inside the broker
+    the record format knows nothing of storage or the server, storage nothing of the server."""
+    bad = []
+    rank = {"record": 0, "protocol": 0, "log": 1, "server": 2}
+    for path, mod in _source_modules("broker"):
+        layer = mod.split(".")[2] if mod.count(".") >= 2 else None
+        for imp in _imports_of(path, mod):
+            root = imp.split(".")[0]
+            if root in ("pyspark", "connector", "broker") or imp.startswith("pyklog.connector"):
+                bad.append(f"{mod} imports {imp}")
+            if imp.startswith("pyklog.broker.") and layer in rank:
+                other = imp.split(".")[2]
+                if other in rank and rank[other] > rank[layer]:
+                    bad.append(f"{mod} ({layer}) imports {imp} ({other}): runs up the layers")
+    for path, mod in _source_modules("connector"):
+        for imp in _imports_of(path, mod):
+            if imp.split(".")[0] in ("broker", "connector"):
+                bad.append(f"{mod} imports {imp} (bare name)")
+            if imp.startswith("pyspark") and not mod.startswith("pyklog.connector.spark"):
+                bad.append(f"{mod} imports {imp}: only pyklog.connector.spark may import pyspark")
+    assert bad == []
+
+
+def test_light_imports():
+    """``import pyklog`` and ``import pyklog.connector`` import neither pyspark nor the broker's server."""
+    r = subprocess.run([sys.executable, "-c",
+                        "import sys, pyklog, pyklog.connector, pyklog.connector.producer; "
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark' "
+                        "or m.startswith('pyklog.broker.server')))"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_import_sets_pyspark_python_only_when_unset():
+    code = "import os, sys, pyklog; print(os.environ.get('PYSPARK_PYTHON') == sys.executable)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env())
+    assert r.stdout.strip() == "True", r.stderr
+    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"))
+    assert r.stdout.strip() == "/opt/mine/python", r.stderr
+    # under spark-submit / the pyspark shell the JVM came first: the deployment's choice stands
+    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ.get('PYSPARK_PYTHON'))"],
+                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_GATEWAY_PORT="1"))
+    assert r.stdout.strip() == "None", r.stderr
+
+
+def test_worker_python_check_names_what_to_set():
+    from pyklog.connector.spark.registration import worker_python_problem
+
+    assert worker_python_problem(sys.executable) is None
+    problem = worker_python_problem("/usr/bin/python3")
+    assert problem is not None and "cannot import pyklog" in problem
+    assert "cannot run" in worker_python_problem("/nonexistent/python")
+
+
