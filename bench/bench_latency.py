@@ -1,4 +1,4 @@
-"""End-to-end latency of the Spark micro-batch path (issue 13 part 2), with a same-run baseline.
+"""End-to-end latency of the Spark micro-batch path, with a same-run baseline.
 
 Starts ZooKeeper and one broker (examples/local_cluster.py) and one SparkSession (local[2]).  For each
 rate (default 20 and 10,000 records/s) a confluent-kafka producer writes records whose value is the
@@ -24,7 +24,7 @@ produce time (8-byte big-endian ns since the epoch; ``linger.ms=0`` at 20/s, 1 m
     ``fs.file.impl=org.apache.hadoop.fs.RawLocalFileSystem``, set for that query only);
   - ``nodata``: ``spark.sql.streaming.noDataMicroBatches.enabled=false``;
   - ``nocache``: ``consumerCache.enabled=false`` and ``producerCache.enabled=false`` (pyklog's read
-    and write tasks open their own connections, as before the per-worker caches);
+    and write tasks open connections of their own per task instead of the Python worker's cached ones);
   - ``driver``: the source option ``fetchOnDriver=true`` (the planner fetches each batch's records and
     hands them to Spark with the plan: no Python read task);
   - ``nolistener``: without the batch-end listener ``pyklog.register(spark)`` adds to the session
