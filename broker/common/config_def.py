@@ -287,7 +287,7 @@ class ConfigDef:
         try:
             value = _coerce(key.type, raw)
             if key.validator is not None:
-                value = self._validated(key, value)
+                value = self._validated(key.validator, key.type, value)
             if key.type in (Type.INT, Type.LONG) and value is not None:  # after the validator (finer wording)
                 lo, hi = (INT32_MIN, INT32_MAX) if key.type is Type.INT else (LONG_MIN, LONG_MAX)
                 if not lo <= value <= hi:
@@ -299,12 +299,12 @@ class ConfigDef:
                                                        value=e.value)) from None
         return value
 
-    def _validated(self, key: ConfigKey, value: Any) -> Any:
-        key.validator(value, _EXPECTED[key.type])
-        if isinstance(key.validator, OneOf) and not key.validator.case_sensitive and value is not None:
+    def _validated(self, validator: Callable[[Any, str], None], key_type: Type, value: Any) -> Any:
+        validator(value, _EXPECTED[key_type])
+        if isinstance(validator, OneOf) and not validator.case_sensitive and value is not None:
             if isinstance(value, list):
-                return [key.validator._canonical(v) for v in value]
-            return key.validator._canonical(value)
+                return [validator._canonical(v) for v in value]
+            return validator._canonical(value)
         return value
 
     def __repr__(self) -> str:

@@ -37,7 +37,7 @@ class Deadline:
         self.expires_at = float(expires_at)
 
     @classmethod
-    def after(cls, seconds: float, *, clock: Clock = time.monotonic) -> "Deadline":
+    def after(cls, seconds: float | None, *, clock: Clock = time.monotonic) -> "Deadline":
         """The deadline ``seconds`` from now (``None`` or ``math.inf``: never)."""
         if seconds is None or seconds == math.inf:
             return cls.never(clock=clock)

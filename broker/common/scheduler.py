@@ -167,8 +167,9 @@ class Scheduler:
                 log.exception("scheduled task %r failed", task.name)
             finally:
                 self._current = None
-            if task.periodic:
+            if task.interval_s is not None:  # periodic
                 with self._cond:
-                    if self._running and not task.cancelled:
+                    # _running was True when the task was taken; stop() may have cleared it since
+                    if self._running and not task.cancelled:  # type: ignore[redundant-expr]
                         task.when = self._clock() + task.interval_s
                         heapq.heappush(self._heap, (task.when, next(self._seq), task))

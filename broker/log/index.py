@@ -97,6 +97,10 @@ class _IndexFile(IndexFile):
         super().__init__(path, base_offset)
         self.max_entries = max(1, max_index_bytes // self.entry.size)
 
+    def __len__(self) -> int:
+        """The number of entries (each subclass counts its own)."""
+        raise NotImplementedError
+
     @property
     def is_full(self) -> bool:
         return len(self) >= self.max_entries

@@ -320,12 +320,12 @@ class LogLoader:
             log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
                      self.dir, base, res.batches)
         # index files without a .log
-        names = set(os.listdir(self.dir))
-        for name in names:
+        left = set(os.listdir(self.dir))
+        for name in left:
             for suf in _INDEX_SUFFIXES:
                 if name.endswith(suf):
                     stem = name[: -len(suf)]
-                    if stem + LOG_SUFFIX not in names:
+                    if stem + LOG_SUFFIX not in left:
                         _unlink(os.path.join(self.dir, name))
 
 

@@ -72,7 +72,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple, NoReturn
 
 from pyklog.broker.common.scheduler import Scheduler, ScheduledTask
 from pyklog.broker.errors import (
@@ -83,14 +83,18 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
 )
 from pyklog.broker.record.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from pyklog.broker.record.header import BatchHeader
 
 from .config import LogConfig
-from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
 from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerEntry, ProducerStateManager, read_marker
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .txn_index import AbortedTxn
 from .validator import assign_offsets, validate_batches, validate_follower_batches
+
+if TYPE_CHECKING:  # the cleaner imports this module
+    from .cleaner import CleanerStats
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +188,7 @@ class AppendInfo(NamedTuple):
 class FetchSlice(NamedTuple):
     """Whole batches of one segment: ``os.sendfile(sock, file.fileno(), position, size)``."""
 
-    file: object
+    file: IO[bytes]
     position: int
     size: int
     first_offset: int
@@ -375,7 +379,7 @@ class Log:
             except OSError as e:
                 self._epoch_write_failed(e)
 
-    def _epoch_write_failed(self, e: OSError):
+    def _epoch_write_failed(self, e: OSError) -> NoReturn:
         path = self.leader_epoch_cache.file.path
         STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, "write", e)
         raise KafkaStorageError(f"{self.topic}-{self.partition}: write of {path} failed: {e}") from e
@@ -431,6 +435,7 @@ class Log:
         TransactionCoordinatorFencedError too).  Clients may not write control batches.
         """
         cfg = self.config
+        buf: bytearray | memoryview
         if isinstance(data, bytearray):
             buf = data  # handed over: offsets are rewritten in place
         elif cfg.log_append_time:
@@ -464,7 +469,7 @@ class Log:
             if leader_epoch is None:
                 leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
             now = _now_ms()
-            if marker is not None:
+            if marker is not None and producer is not None:  # a marker always comes with its batch's header
                 self._producers.check_marker(producer.producer_id, producer.producer_epoch, marker[1])
             elif producer is not None:
                 dup = self._producers.check(producer, from_client)
@@ -492,7 +497,7 @@ class Log:
                 what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
                 STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
                 raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
-            if marker is not None:
+            if marker is not None and producer is not None:
                 done = self._producers.end_txn(producer.producer_id, producer.producer_epoch,
                                                marker[1], marker[0] == CONTROL_COMMIT,
                                                first_offset, metas[0][3])
@@ -602,7 +607,9 @@ class Log:
                         log.warning("%s: unreadable transaction marker at offset %d copied as is: %s",
                                     self.dir, h.base_offset, e)
             first_offset = checked.batches[0][1].base_offset
-            groups, cur, cur_size = [], [], 0
+            groups: list[list[tuple[int, BatchHeader]]] = []
+            cur: list[tuple[int, BatchHeader]] = []
+            cur_size = 0
             for pos, h in checked.batches:
                 if cur and cur_size + h.size > cfg.segment_bytes:
                     groups.append(cur)
@@ -938,7 +945,7 @@ class Log:
             if start < 0:
                 return []
         n = min(max_num_offsets, start + 1)
-        out = []
+        out: list[int] = []
         for i in range(start, start - n, -1):
             off = pairs[i][0]
             if not out or off != out[-1]:
@@ -958,6 +965,13 @@ class Log:
         with self._lock:
             return sorted((e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
                            e.current_txn_first_offset) for e in self._producers.producers.values())
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> offset of its last batch, for every producer this partition keeps state
+        for (compaction keeps each producer's last batch, even emptied, so that its sequence
+        survives).  A copy taken under the lock (any thread)."""
+        with self._lock:
+            return {pid: e.last_offset for pid, e in self._producers.producers.items()}
 
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget producers whose last batch is older than ``producer.id.expiration.ms``
@@ -1138,7 +1152,7 @@ class Log:
             STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "write", e)
 
     # ================================================================== compaction
-    def compact(self, now_ms: int | None = None, *, force: bool = False):
+    def compact(self, now_ms: int | None = None, *, force: bool = False) -> CleanerStats:
         """Compact the sealed segments (``cleanup.policy`` containing ``compact``); see
         :mod:`pyklog.broker.log.cleaner`.  Returns CleanerStats.  Reads run lock-free in the cleaner;
         the swap takes the lock."""
@@ -1146,8 +1160,10 @@ class Log:
 
         return clean_log(self, now_ms=now_ms, force=force)
 
-    def _replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
-        """Under the lock (taken here): swap ``new`` in for the contiguous ``old`` segments.
+    def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
+        """Swap ``new`` in for the contiguous ``old`` segments (the cleaner's last step), or just
+        drop ``old`` when ``new`` is None.  Takes the lock; any thread.  KafkaStorageError when the
+        log is closed or ``old`` is no longer a run of its segment list (nothing is renamed then).
 
         Crash-safe order, as Kafka's: the cleaned files are already ``.cleaned``; rename them
         ``.swap``; rename the old ones ``.deleted``; rename the swap files to their final name.
@@ -1233,6 +1249,7 @@ def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_o
     offset."""
     cache = LeaderEpochFileCache(dir, leo_fn)
     problem = None
+    entries: list[EpochEntry] | list[tuple[int, int]] | None
     try:
         entries = cache.file.read()
     except (CorruptRecordError, OSError) as e:
@@ -1259,10 +1276,10 @@ def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_o
     return cache
 
 
-def rebuild_epoch_entries(segments) -> list:
+def rebuild_epoch_entries(segments) -> list[tuple[int, int]]:
     """The (epoch, start offset) entries the batches' ``partitionLeaderEpoch`` imply, with
     :meth:`LeaderEpochFileCache.assign`'s rules (epochs below the latest ignored)."""
-    out = []
+    out: list[tuple[int, int]] = []
     for seg in segments:
         for _pos, h in seg.walk(0, seg.size):
             e = h.partition_leader_epoch

@@ -142,8 +142,8 @@ class LogManager:
                  time.monotonic() - t0)
         self._started = True
         self._stop.clear()
-        if self.background:
-            self._start_threads()
+        if self.background and self._scheduler is not None:  # with background, created above
+            self._start_threads(self._scheduler)
 
     def _lock_dir(self, d: str) -> None:
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -363,9 +363,8 @@ class LogManager:
             except OSError as e:
                 log.error("%s: writing checkpoints failed: %s", d, e)
 
-    def _start_threads(self) -> None:
+    def _start_threads(self, sched: Scheduler) -> None:
         cfg = self.default_config
-        sched = self._scheduler
 
         def every(ms: int) -> float:
             return max(0.01, ms / 1000.0)

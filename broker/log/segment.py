@@ -23,7 +23,7 @@ import logging
 import mmap
 import os
 import time
-from typing import Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import (
@@ -364,6 +364,10 @@ class LogSegment:
             interval = self.index_interval_bytes
             unpack = HEADER.unpack_from
             damaged: list[DamagedRange] = []
+            # a batch's header fields: read below whenever a whole header is there, which is
+            # always the case when reason stays None (the only path that uses them)
+            base = last_delta = max_ts = size = 0
+            fields: tuple[Any, ...] = ()
             while pos < file_size:
                 reason = None
                 if file_size - pos < HEADER_SIZE:

@@ -66,7 +66,7 @@ def decode_entries(raw: bytes, path: str = "txnindex") -> list[AbortedTxn]:
         raise CorruptRecordError(
             f"{path}: expected a multiple of {ABORTED_TXN.size} bytes, read {len(raw)}"
         )
-    out = []
+    out: list[AbortedTxn] = []
     for version, pid, first, last, lso in ABORTED_TXN.iter_unpack(raw):
         if version != ABORTED_TXN_VERSION:
             raise CorruptRecordError(

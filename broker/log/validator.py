@@ -90,7 +90,7 @@ class ValidatedAppend(NamedTuple):
     the total ``records``, and ``producer`` (the header of the single batch of an idempotent
     producer, else None)."""
 
-    batches: list
+    batches: list[tuple[int, BatchHeader]]
     records: int
     producer: BatchHeader | None
 
@@ -178,7 +178,7 @@ def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: 
     n = len(buf)
     if n == 0:
         raise CorruptRecordError(f"{tp}: expected at least one record batch, read 0 bytes")
-    batches = []
+    batches: list[tuple[int, BatchHeader]] = []
     pos = 0
     records = 0
     expected = log_end_offset
@@ -261,7 +261,7 @@ def null_key_records(buf, pos: int, h: BatchHeader) -> list[int]:
     return out
 
 
-def assign_offsets(buf, batches: list, first_offset: int, leader_epoch: int,
+def assign_offsets(buf, batches: list[tuple[int, BatchHeader]], first_offset: int, leader_epoch: int,
                    log_append_time_ms: int | None):
     """Give the validated ``batches`` of ``buf`` consecutive offsets from ``first_offset``.
 
@@ -275,7 +275,7 @@ def assign_offsets(buf, batches: list, first_offset: int, leader_epoch: int,
     segment's indexes."""
     if isinstance(buf, memoryview) and len(batches) > MAX_IOV_BATCHES:
         buf = bytearray(buf)  # many small batches: one copy beats a huge iovec list
-    iov = [] if isinstance(buf, memoryview) else None
+    iov: list[bytes | memoryview] | None = [] if isinstance(buf, memoryview) else None
     next_offset = first_offset
     metas = []
     max_ts_all = -1

@@ -20,7 +20,7 @@ include it.  Everything here is pure and thread-safe.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple, Union, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
 from pyklog.broker.protocol.messages import FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
@@ -178,7 +178,8 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
                    body: dict) -> bytes:
     """The whole request frame (size prefix included) as bytes."""
     chunks = encode_request_chunks(api_key, version, correlation_id, client_id, body)
-    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+    # only a response's records may be a FileRegion: a request's chunks are all bytes-like
+    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(cast(list[bytes], chunks))
 
 
 def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
@@ -275,7 +276,7 @@ def _finish(chunks: list[Chunk]) -> None:
     encoder's own bytearrays into bytes.  Encoders append (encoded part, records value) pairs and
     then the last encoded part, so encoded parts sit at even indexes and the caller's records
     values (left as given, never copied) at odd ones."""
-    _SIZE.pack_into(chunks[0], 0, encoded_size(chunks) - 4)
+    _SIZE.pack_into(cast(bytearray, chunks[0]), 0, encoded_size(chunks) - 4)  # the encoder's own
     for i in range(0, len(chunks), 2):
         chunks[i] = bytes(chunks[i])
 
@@ -381,7 +382,7 @@ def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> dict:
 
 
 _API_VERSIONS_ERROR = b"".join(
-    encode_response(ApiKey.API_VERSIONS, 0, 0, api_versions_body(UnsupportedVersionError.code))
+    cast(list[bytes], encode_response(ApiKey.API_VERSIONS, 0, 0, api_versions_body(UnsupportedVersionError.code)))
 )
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from crc32c import crc32c as _crc32c
 
@@ -212,7 +213,7 @@ def _encode_records(records, first_ts: int, offset_deltas=None) -> tuple[bytes, 
 
     ``offset_deltas`` (a sequence aligned with ``records``) defaults to 0..n-1.
     """
-    parts = []
+    parts: list[Any] = []  # bytes-like, unless the caller passed something else (see the TypeError below)
     extend = parts.extend
     vget = _vget
     slow = _encode_varint_slow
@@ -523,7 +524,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     The hot loop of every consumer: each varint has its one- and two-byte forms inlined (a
     two-byte varint is (b0 & 0x7f) | (b1 << 7), then zigzag), longer ones call decode_varint.
     """
-    records = []
+    records: list[Record] = []
     append = records.append
     R = Record
     Z = _ZZ1
