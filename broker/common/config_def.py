@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pyklog.broker.errors import ConfigError
 
@@ -240,7 +241,7 @@ class ConfigDef:
         self._expected = {**_EXPECTED, **(expected or {})}
 
     def define(self, name: str, type: Type, default: Any = REQUIRED, validator=None,
-               importance: Importance = Importance.MEDIUM, doc: str = "") -> "ConfigDef":
+               importance: Importance = Importance.MEDIUM, doc: str = "") -> ConfigDef:
         """Add a key (``ValueError`` if already defined or the default does not pass); returns self."""
         if name in self._keys:
             raise ValueError(f"config key {name!r} is defined twice")

@@ -27,7 +27,8 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Scheduler", "ScheduledTask"]
 
@@ -40,7 +41,7 @@ class ScheduledTask:
 
     __slots__ = ("name", "fn", "args", "when", "interval_s", "cancelled", "_scheduler")
 
-    def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[..., Any], args: tuple,
+    def __init__(self, scheduler: Scheduler, name: str, fn: Callable[..., Any], args: tuple,
                  when: float, interval_s: float | None):
         self._scheduler = scheduler
         self.name = name

@@ -50,7 +50,7 @@ class OffsetCheckpointFile:
         """The entries, or {} when the file does not exist.  Raises CorruptRecordError with the
         line number and what was expected on a malformed file."""
         try:
-            with open(self.path, "r", encoding="utf-8") as f:
+            with open(self.path, encoding="utf-8") as f:
                 text = f.read()
         except FileNotFoundError:
             return {}

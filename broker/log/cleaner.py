@@ -45,8 +45,9 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import parse_header
@@ -136,8 +137,7 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
         return stats
 
     def batches(seg: LogSegment) -> Iterator[tuple[int, BatchHeader]]:
-        for pos, h in seg.walk(0, seg.size):
-            yield pos, h
+        yield from seg.walk(0, seg.size)
 
     # aborted transactions overlapping the cleanable range, oldest first
     aborted = sorted(lg.collect_aborted_txns(sealed[0].base_offset, end_offset),

@@ -92,7 +92,7 @@ class LogConfig:
 
     # ---------------------------------------------------------------- parsing
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> "LogConfig":
+    def from_properties(cls, props: dict[str, str]) -> LogConfig:
         """Build from broker-level settings (``log.segment.bytes``, ``log.retention.hours``, ...).
 
         Unrelated keys are ignored (server.properties holds many other settings).  Where Kafka has
@@ -101,7 +101,7 @@ class LogConfig:
         """
         return cls(**_fields(BROKER_LOG_CONFIG, _BROKER_FIELDS, props))
 
-    def with_overrides(self, topic_props: dict[str, str] | None) -> "LogConfig":
+    def with_overrides(self, topic_props: dict[str, str] | None) -> LogConfig:
         """A copy with topic-level settings applied (``segment.bytes``, ``retention.ms``, ...).
 
         Unknown topic-level keys that are not storage settings are ignored.

@@ -133,7 +133,7 @@ class OffsetIndex(_IndexFile):
         offs, poss = array("q"), array("q")
         last_o = last_p = -1
         for rel, pos in OFFSET_ENTRY.iter_unpack(raw):
-            if rel <= last_o or pos <= last_p and last_p >= 0 or rel < 0 or pos < 0:
+            if rel <= last_o or (pos <= last_p and last_p >= 0) or rel < 0 or pos < 0:
                 raise CorruptRecordError(
                     f"{self.path}: entry {len(offs)} ({rel}, {pos}) does not increase on "
                     f"({last_o}, {last_p})"

@@ -39,7 +39,8 @@ import logging
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 

@@ -294,7 +294,7 @@ class LogLoader:
         names = os.listdir(self.dir)
         for name in names:
             path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
                 log.info("%s: removing leftover %s", self.dir, name)
                 _unlink(path)
         swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))

@@ -74,7 +74,7 @@ import uuid
 from bisect import bisect_right
 from typing import IO, TYPE_CHECKING, NamedTuple, NoReturn
 
-from pyklog.broker.common.scheduler import Scheduler, ScheduledTask
+from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -245,7 +245,7 @@ class Log:
         self._hw = min(max(hw, self._log_start_offset), self._leo)
 
     @classmethod
-    def open(cls, dir: str, config: LogConfig | None = None, **kw) -> "Log":
+    def open(cls, dir: str, config: LogConfig | None = None, **kw) -> Log:
         """Create the directory if needed, load the segments and recover unless the previous
         shutdown was clean."""
         os.makedirs(dir, exist_ok=True)
@@ -1333,10 +1333,10 @@ def _epoch_entries_match(segments, entries, log_start_offset: int, log_end_offse
         prev_epoch = e.epoch
     if log_end_offset > 0:
         last = _batch_from(segments, log_end_offset - 1)
-        if last is not None and last.partition_leader_epoch >= 0:
-            if not entries or last.partition_leader_epoch > entries[-1].epoch:
-                return (f"the last batch, at offset {last.base_offset}, has leader epoch "
-                        f"{last.partition_leader_epoch}, above every entry")
+        if last is not None and last.partition_leader_epoch >= 0 and (
+                not entries or last.partition_leader_epoch > entries[-1].epoch):
+            return (f"the last batch, at offset {last.base_offset}, has leader epoch "
+                    f"{last.partition_leader_epoch}, above every entry")
     return None
 
 

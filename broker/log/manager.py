@@ -38,8 +38,8 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
@@ -205,7 +205,7 @@ class LogManager:
                 try:
                     tp, path, lg = fut.result()
                 except Exception as e:  # one bad partition must not stop the broker
-                    log.error("%s: could not load log %s: %s", d, job[1], e, exc_info=True)
+                    log.exception("%s: could not load log %s: %s", d, job[1], e)
                     self.load_errors[job[1]] = str(e)
                     continue
                 with self._lock:
@@ -284,7 +284,7 @@ class LogManager:
                     n += 1
             except OSError as e:  # once per log dir and errno, not every interval
                 STORAGE_ERRORS.failed(os.path.dirname(lg.dir), e.filename or lg.dir, "flush", e)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("flush of %s failed: %s", lg, e)
         return n
 
@@ -295,7 +295,7 @@ class LogManager:
             try:
                 n += lg.delete_old_segments(now_ms)
                 lg.expire_producers(now_ms)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("retention of %s failed: %s", lg, e)
         return n
 
@@ -312,7 +312,7 @@ class LogManager:
                 if stats is not None and stats.segments_cleaned:
                     n += 1
             except Exception as e:
-                log.error("compaction of %s failed: %s", lg, e, exc_info=True)
+                log.exception("compaction of %s failed: %s", lg, e)
         return n
 
     def checkpoint_dir(self, d: str) -> None:
@@ -390,7 +390,7 @@ class LogManager:
         for lg in logs:
             try:
                 lg.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
                 failed = True
                 log.error("closing %s failed: %s", lg, e)
         for d in self.log_dirs:

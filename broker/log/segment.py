@@ -23,7 +23,10 @@ import logging
 import mmap
 import os
 import time
-from typing import Any, Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from crc32c import crc32c
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import (
@@ -35,7 +38,6 @@ from pyklog.broker.record.header import (
     BatchHeader,
     parse_header,
 )
-from crc32c import crc32c
 
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TXNINDEX_SUFFIX, TransactionIndex
@@ -138,7 +140,7 @@ class LogSegment:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def create(cls, dir: str, base_offset: int, **kw) -> "LogSegment":
+    def create(cls, dir: str, base_offset: int, **kw) -> LogSegment:
         seg = cls(dir, base_offset, create=True, **kw)
         if seg.size:
             raise CorruptRecordError(

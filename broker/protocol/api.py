@@ -20,7 +20,7 @@ include it.  Everything here is pure and thread-safe.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple, Union, cast
+from typing import Any, NamedTuple, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
 from pyklog.broker.protocol.messages import FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
@@ -36,7 +36,7 @@ _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, cli
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 
-Chunk = Union[bytes, bytearray, memoryview, FileRegion]
+Chunk = bytes | bytearray | memoryview | FileRegion
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -262,7 +262,7 @@ def _encode_body(api, version: int, body: dict, out: bytearray, *, request: bool
         out = enc(body, out, chunks)
     except PyklogError:
         raise
-    except Exception as e:  # bad value in body: explain which field
+    except Exception as e:  # noqa: BLE001 - a bad value in body: explain which field
         kind, schema = ("Request", SCHEMAS[api.key][1]) if request else ("Response", SCHEMAS[api.key][2])
         raise explain_encode_error(f"{api.name}{kind}", schema, version, body, e) from None
     if out or not chunks:
@@ -352,13 +352,13 @@ def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, ki
         body, pos = dec(mv, pos, end)
     except PyklogError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure of the fast decoder: the checked one says where
         checked = api.req_dec_checked[i] if kind == "Request" else api.resp_dec_checked[i]
         try:
             checked(mv, start, end)
         except PyklogError:
             raise
-        except Exception as e2:
+        except Exception as e2:  # noqa: BLE001 - wrapped into the protocol's decode error
             raise wrap_decode_error(f"{api.name}{kind} v{version}", e2) from None
         raise wrap_decode_error(f"{api.name}{kind} v{version}", e) from None
     if pos != end and not trailing_ok:

@@ -40,7 +40,8 @@ from __future__ import annotations
 import re
 import struct
 import uuid
-from typing import Any, Callable, Iterable, Sequence, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError
 from pyklog.broker.protocol.types import (
@@ -104,7 +105,7 @@ class Field:
         *,
         nullable: str | None = None,
         default: Any = _MISSING,
-        fields: Sequence["Field"] | None = None,
+        fields: Sequence[Field] | None = None,
         tag: int | None = None,
         tagged: str | None = None,
     ) -> None:
@@ -156,7 +157,7 @@ class Field:
         return self.type.startswith("[]")
 
     @property
-    def struct_fields(self) -> tuple["Field", ...]:
+    def struct_fields(self) -> tuple[Field, ...]:
         """The fields of each element of a struct array (``elem is None``; the constructor checked
         that it has some)."""
         return self.fields or ()

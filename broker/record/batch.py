@@ -48,6 +48,7 @@ Pure code: bytes in, objects out; thread-safe.  Malformed input raises
 """
 from __future__ import annotations
 
+import itertools
 import struct
 import time
 from dataclasses import dataclass
@@ -74,7 +75,6 @@ from pyklog.broker.record.header import (
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
 from pyklog.broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
-
 
 __all__ = [
     "Record",
@@ -392,7 +392,7 @@ def build_batch_from_records(
             raise ValueError(
                 f"record offset {records[0].offset} is below the batch base offset {base_offset}"
             )
-        for a, b in zip(deltas, deltas[1:]):
+        for a, b in itertools.pairwise(deltas):
             if b <= a:
                 raise ValueError(f"record offsets must increase, got delta {a} then {b}")
         body, max_ts, _ = _encode_records(

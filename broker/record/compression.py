@@ -239,7 +239,7 @@ def _snappy_decompress(data) -> bytes:
     if bytes(mv[:8]) != XERIAL_MAGIC:
         try:
             return snappy.decompress(mv)
-        except Exception as e:  # snappy raises its own error types (cramjam / UncompressError)
+        except Exception as e:  # noqa: BLE001 - snappy raises its own error types (cramjam / UncompressError)
             raise CorruptRecordError(
                 f"snappy: cannot decompress a raw block of {len(mv)} bytes: {e}"
             ) from None
@@ -267,7 +267,7 @@ def _snappy_decompress(data) -> bytes:
             )
         try:
             parts.append(decompress_raw(mv[pos : pos + length]))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - as above
             raise CorruptRecordError(
                 f"snappy (xerial): cannot decompress block at position {pos - 4}: {e}"
             ) from None

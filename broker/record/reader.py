@@ -28,11 +28,11 @@ from collections.abc import Iterator
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.batch import RecordBatch, _decode_batch_records
 from pyklog.broker.record.header import (
+    _COMMON,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchHeader,
-    _COMMON,
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
@@ -111,7 +111,7 @@ def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
         peek = _peek(buf, pos, n)
         if peek is None:
             return
-        base_offset, size, magic = peek
+        _, size, magic = peek
         if magic == 2:
             h = parse_header(buf, pos)
             if validate_crc:
