@@ -72,7 +72,7 @@ class Password:
     def __init__(self, value: str):
         self.value = value
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Password) and other.value == self.value
 
     def __hash__(self) -> int:
@@ -139,7 +139,7 @@ class OneOf:
             if self._canonical(item) is None:
                 raise InvalidValue("one of " + ", ".join(str(c) for c in self.choices), item)
 
-    def _canonical(self, item):
+    def _canonical(self, item: Any) -> Any:
         for c in self.choices:
             if c == item or (not self.case_sensitive and isinstance(item, str) and str(c).lower() == item.lower()):
                 return c
@@ -240,7 +240,8 @@ class ConfigDef:
         self._display = display or (lambda n: n)
         self._expected = {**_EXPECTED, **(expected or {})}
 
-    def define(self, name: str, type: Type, default: Any = REQUIRED, validator=None,
+    def define(self, name: str, type: Type, default: Any = REQUIRED,
+               validator: Callable[[Any, str], None] | None = None,
                importance: Importance = Importance.MEDIUM, doc: str = "") -> ConfigDef:
         """Add a key (``ValueError`` if already defined or the default does not pass); returns self."""
         if name in self._keys:

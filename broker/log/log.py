@@ -72,7 +72,8 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from typing import IO, TYPE_CHECKING, NamedTuple, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.errors import (
@@ -120,7 +121,7 @@ class StorageErrorReport:
     every failed write, as here.)  Thread-safe: one lock, taken on the success path only while
     a condition is open."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[str, dict[int | None, int]] = {}  # log dir -> errno -> failed writes
 
@@ -245,7 +246,7 @@ class Log:
         self._hw = min(max(hw, self._log_start_offset), self._leo)
 
     @classmethod
-    def open(cls, dir: str, config: LogConfig | None = None, **kw) -> Log:
+    def open(cls, dir: str, config: LogConfig | None = None, **kw: Any) -> Log:
         """Create the directory if needed, load the segments and recover unless the previous
         shutdown was clean."""
         os.makedirs(dir, exist_ok=True)
@@ -408,7 +409,8 @@ class Log:
                 f"end={v.log_end_offset}, segments={len(v.segments)})")
 
     # ================================================================== append
-    def append(self, data, *, leader_epoch: int | None = None, from_client: bool = True) -> AppendInfo:
+    def append(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
+               from_client: bool = True) -> AppendInfo:
         """Append one or more v2 record batches and assign their offsets.
 
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
@@ -562,7 +564,7 @@ class Log:
                                   producer_epoch, coordinator_epoch=coordinator_epoch)
         return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
 
-    def append_as_follower(self, data) -> AppendInfo:
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader (Kafka's ``appendAsFollower``,
         ``AppendOrigin.REPLICATION``): offsets and ``partitionLeaderEpoch`` are the leader's and
         are kept as they are.
@@ -879,7 +881,7 @@ class Log:
             i += 1
         return FetchSlice(segs[last].file, v.end_position, 0, offset)
 
-    def read_bytes(self, offset: int, max_bytes: int, **kw) -> bytes:
+    def read_bytes(self, offset: int, max_bytes: int, **kw: Any) -> bytes:
         """Convenience: :meth:`read` and return the bytes."""
         return self.read(offset, max_bytes, **kw).read_bytes()
 
@@ -905,10 +907,12 @@ class Log:
             return self._record_for_timestamp(seg, h, timestamp, v.log_start_offset)
         return None
 
-    def _record_for_timestamp(self, seg, h, timestamp, start_offset):
+    def _record_for_timestamp(self, seg: LogSegment, h: BatchHeader, timestamp: int,
+                              start_offset: int) -> tuple[int, int]:
         if h.timestamp_type == 1:
             return max(h.base_offset, start_offset), h.max_timestamp
         found = seg.translate_offset(h.base_offset, seg.size)
+        assert found is not None, "h was read from this segment"
         from pyklog.broker.record.batch import decode_batch  # pure codec, imported on first use
 
         raw = os.pread(seg.fd, h.size, found[0])
@@ -1236,8 +1240,8 @@ class Log:
             shutil.rmtree(target, ignore_errors=True)
 
 
-def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_offset: int,
-                            leo_fn) -> LeaderEpochFileCache:
+def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_offset: int,
+                            log_end_offset: int, leo_fn: Callable[[], int]) -> LeaderEpochFileCache:
     """Load a partition's leader epoch cache at start-up (no lock: the Log is not published yet).
 
     The ``leader-epoch-checkpoint`` is read and checked against the batches (each entry's start
@@ -1276,7 +1280,7 @@ def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_o
     return cache
 
 
-def rebuild_epoch_entries(segments) -> list[tuple[int, int]]:
+def rebuild_epoch_entries(segments: Iterable[LogSegment]) -> list[tuple[int, int]]:
     """The (epoch, start offset) entries the batches' ``partitionLeaderEpoch`` imply, with
     :meth:`LeaderEpochFileCache.assign`'s rules (epochs below the latest ignored)."""
     out: list[tuple[int, int]] = []
@@ -1289,7 +1293,7 @@ def rebuild_epoch_entries(segments) -> list[tuple[int, int]]:
     return out
 
 
-def _batch_from(segments, offset: int):
+def _batch_from(segments: Sequence[LogSegment], offset: int) -> BatchHeader | None:
     """Header of the first batch whose last offset is >= ``offset`` (None: none)."""
     bases = [s.base_offset for s in segments]
     i = max(0, bisect_right(bases, offset) - 1)
@@ -1300,7 +1304,8 @@ def _batch_from(segments, offset: int):
     return None
 
 
-def _epoch_entries_match(segments, entries, log_start_offset: int, log_end_offset: int) -> str | None:
+def _epoch_entries_match(segments: Sequence[LogSegment], entries: Sequence[EpochEntry], log_start_offset: int,
+                         log_end_offset: int) -> str | None:
     """Check the checkpoint entries below the log end offset against the batches (a few index
     lookups and header reads per entry, no full scan).  For each entry (E, S): the first batch
     holding S or later was written in E (in E or later when compaction removed E's first

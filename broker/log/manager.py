@@ -38,7 +38,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from pyklog.broker.common.scheduler import Scheduler
@@ -187,7 +187,7 @@ class LogManager:
                 continue
             jobs.append((tp, path))
 
-        def load(job):
+        def load(job: tuple[tuple[str, int], str]) -> tuple[tuple[str, int], str, Log]:
             tp, path = job
             lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
                      log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler,
@@ -263,7 +263,7 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def set_cleaning_paused(self, keys) -> None:
+    def set_cleaning_paused(self, keys: Iterable[tuple[str, int]]) -> None:
         """Pause retention and compaction of exactly these ``(topic, partition)`` logs (replacing the
         previous set): logs kept while their topic is missing from the registry must not lose
         segments to a default retention their real topic config would not have allowed."""
@@ -319,7 +319,7 @@ class LogManager:
         with self._checkpoint_lock:
             self._checkpoint_dir(d)
 
-    def checkpoint_log_start_offset(self, lg) -> None:
+    def checkpoint_log_start_offset(self, lg: Log) -> None:
         """Write the checkpoints of ``lg``'s log dir now (DeleteRecords: a moved log start offset
         survives a crash, not only a clean shutdown).  Any thread."""
         self.checkpoint_dir(os.path.dirname(lg.dir))
@@ -337,7 +337,7 @@ class LogManager:
         )
         self._checkpoint_high_watermarks(d, logs)
 
-    def _checkpoint_high_watermarks(self, d: str, logs) -> None:
+    def _checkpoint_high_watermarks(self, d: str, logs: Iterable[Log]) -> None:
         """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
         ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
         OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(

@@ -463,7 +463,7 @@ def _unlink(path: str) -> None:
         pass
 
 
-def read_marker(raw) -> tuple[int, int]:
+def read_marker(raw: bytes) -> tuple[int, int]:
     """``(control_type, coordinator_epoch)`` of the control batch ``raw`` (its whole bytes):
     Kafka's ``EndTransactionMarker`` key (version, type: 0 ABORT, 1 COMMIT) and value (version,
     coordinatorEpoch; -1 when absent).  Raises CorruptRecordError."""

@@ -20,11 +20,13 @@ include it.  Everything here is pure and thread-safe.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
 from pyklog.broker.protocol.messages import FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
 from pyklog.broker.protocol.schema import (
+    Field,
     compile_decoder,
     compile_encoder,
     explain_encode_error,
@@ -79,18 +81,18 @@ class _Lazy:
 
     __slots__ = ("_compile", "_args", "_min", "_cache", "_flex")
 
-    def __init__(self, compile_fn, name: str, schema, min_version: int, max_version: int,
-                 flexible_from: int | None, **kw) -> None:
+    def __init__(self, compile_fn: Callable[..., Callable[..., Any]], name: str, schema: Sequence[Field],
+                 min_version: int, max_version: int, flexible_from: int | None, **kw: Any) -> None:
         self._compile = compile_fn
         self._args = (name, schema, kw)
         self._min = min_version
         self._flex = 1 << 30 if flexible_from is None else flexible_from
-        self._cache = [None] * (max_version - min_version + 1)
+        self._cache: list[Callable[..., Any] | None] = [None] * (max_version - min_version + 1)
 
     def __len__(self) -> int:
         return len(self._cache)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> Callable[..., Any]:
         fn = self._cache[i]
         if fn is None:
             name, schema, kw = self._args
@@ -253,7 +255,7 @@ def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
 # ------------------------------------------------------------------------------- responses
 
 
-def _encode_body(api, version: int, body: dict, out: bytearray, *, request: bool) -> list[Chunk]:
+def _encode_body(api: _Api, version: int, body: dict, out: bytearray, *, request: bool) -> list[Chunk]:
     """Append ``body`` to ``out`` (the frame's size prefix and header) with the request or
     response encoder of ``api`` v``version``; return the finished chunks (see :func:`_finish`)."""
     chunks: list[Chunk] = []

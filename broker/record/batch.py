@@ -51,6 +51,7 @@ from __future__ import annotations
 import itertools
 import struct
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,7 @@ from pyklog.broker.record.header import (
     TRANSACTIONAL_MASK,
     ZSTD,
     BatchHeader,
+    BytesLike,
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
@@ -164,7 +166,7 @@ class RecordBatch:
     def __len__(self) -> int:
         return len(self.records)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
 
     def __repr__(self) -> str:
@@ -191,7 +193,7 @@ def _v(n: int) -> bytes:
     return _encode_varint_slow(n) if b is None else b
 
 
-def _encode_headers(headers) -> list:
+def _encode_headers(headers: Sequence[tuple[Any, Any]]) -> list[Any]:
     parts = [_v(len(headers))]
     for hk, hv in headers:
         if type(hk) is str:
@@ -208,7 +210,8 @@ def _encode_headers(headers) -> list:
     return parts
 
 
-def _encode_records(records, first_ts: int, offset_deltas=None) -> tuple[bytes, int, int]:
+def _encode_records(records: Sequence[Any], first_ts: int,
+                    offset_deltas: Sequence[int] | None = None) -> tuple[bytes, int, int]:
     """Encode ``(key, value, timestamp, headers)`` tuples; returns (bytes, max_ts, last_delta).
 
     ``offset_deltas`` (a sequence aligned with ``records``) defaults to 0..n-1.
@@ -307,10 +310,10 @@ def _now_ms() -> int:
 
 
 def build_batch(
-    records,
+    records: Iterable[Any],
     *,
     base_offset: int = 0,
-    compression=0,
+    compression: int | str = 0,
     timestamp_type: int = CREATE_TIME,
     producer_id: int = -1,
     producer_epoch: int = -1,
@@ -355,11 +358,11 @@ def build_batch(
 
 
 def build_batch_from_records(
-    records,
+    records: Sequence[Record],
     *,
     base_offset: int | None = None,
     last_offset_delta: int | None = None,
-    compression=0,
+    compression: int | str = 0,
     timestamp_type: int = CREATE_TIME,
     producer_id: int = -1,
     producer_epoch: int = -1,
@@ -494,10 +497,10 @@ def decode_control_record(record: Record) -> tuple[int, int | None]:
 _ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 
 
-def _decode_headers(data, pos: int, count: int):
+def _decode_headers(data: bytes, pos: int, count: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     if count < 0:
         raise CorruptRecordError(f"expected a header count >= 0, read {count}")
-    out = []
+    out: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         kl, pos = decode_varint(data, pos)
         if kl < 0:
@@ -518,7 +521,7 @@ def _decode_headers(data, pos: int, count: int):
 
 
 def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
-                    first_ts: int, lat_ts, where: str) -> list:
+                    first_ts: int, lat_ts: int | None, where: str) -> list[Record]:
     """Decode ``count`` records from ``data[pos:end]`` (``data`` must be bytes).
 
     The hot loop of every consumer: each varint has its one- and two-byte forms inlined (a
@@ -609,7 +612,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             else:
                 value = None
             if data[pos] == 0:
-                headers = ()
+                headers: tuple[tuple[str, bytes | None], ...] = ()
                 pos += 1
             else:
                 hc, pos = dv(data, pos)
@@ -633,7 +636,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     return records
 
 
-def decode_batch(buf, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
+def decode_batch(buf: BytesLike, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
     """Decode the v2 batch at ``pos`` of ``buf`` (bytes, bytearray or memoryview).
 
     The whole batch must be present (a reader that may see partial batches checks the size
@@ -657,7 +660,7 @@ def decode_batch(buf, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
     return RecordBatch(h, _decode_batch_records(buf, pos, h))
 
 
-def _decode_batch_records(buf, pos: int, h: BatchHeader) -> list:
+def _decode_batch_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[Record]:
     count = h.records_count
     where = f"batch at offset {h.base_offset}"
     if count < 0:

@@ -17,7 +17,7 @@ from crc32c import crc32c as _crc32c
 
 from pyklog.broker.record import compression as _compression
 from pyklog.broker.record.batch import _HEAD, _LENGTH_BASE, _TAIL, MAGIC
-from pyklog.broker.record.header import NO_COMPRESSION, TRANSACTIONAL_MASK
+from pyklog.broker.record.header import NO_COMPRESSION, TRANSACTIONAL_MASK, BytesLike
 
 __all__ = ["RecordsSection"]
 
@@ -31,7 +31,7 @@ class RecordsSection:
 
     __slots__ = ("records", "count", "first_timestamp", "max_timestamp")
 
-    def __init__(self, records, count: int, first_timestamp: int, max_timestamp: int | None = None):
+    def __init__(self, records: BytesLike, count: int, first_timestamp: int, max_timestamp: int | None = None):
         if count <= 0:
             raise ValueError(f"a records section needs at least one record, got count={count}")
         self.records = records

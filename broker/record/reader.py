@@ -33,6 +33,7 @@ from pyklog.broker.record.header import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchHeader,
+    BytesLike,
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
@@ -49,7 +50,7 @@ MIN_ENTRY_LENGTH = {
 _PEEK = MAGIC_OFFSET + 1  # 17
 
 
-def _peek(buf, pos: int, n: int):
+def _peek(buf: BytesLike, pos: int, n: int) -> tuple[int, int, int] | None:
     """(base_offset, size, magic) of the entry at ``pos`` or None when it is partial."""
     if n - pos < _PEEK:
         return None
@@ -71,7 +72,7 @@ def _peek(buf, pos: int, n: int):
     return base_offset, size, magic
 
 
-def iter_headers(buf, validate_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(buf: BytesLike, validate_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, BatchHeader)`` of each complete v2 batch in ``buf``.
 
     Legacy entries are not expected here (the log holds v2 only): one raises
@@ -97,7 +98,7 @@ def iter_headers(buf, validate_crc: bool = True) -> Iterator[tuple[int, BatchHea
         pos += size
 
 
-def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(buf: BytesLike, validate_crc: bool = True) -> Iterator[RecordBatch]:
     """Yield a :class:`RecordBatch` for each complete entry of ``buf``.
 
     v2 batches decode as they are.  Each legacy top-level message (a plain message or a

@@ -21,6 +21,7 @@ Pure functions, thread-safe.  Malformed input raises
 from __future__ import annotations
 
 from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.header import BytesLike
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -102,7 +103,7 @@ def size_of_unsigned_varint(u: int) -> int:
     return (max(u.bit_length(), 1) + 6) // 7
 
 
-def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
+def decode_unsigned_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
     """Read an unsigned varint at ``pos``; return ``(value, position after it)``."""
     try:
         b = buf[pos]
@@ -131,7 +132,7 @@ def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
         ) from None
 
 
-def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+def decode_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
     """Read a zigzag varint at ``pos``; return ``(value, position after it)``."""
     try:
         b = buf[pos]

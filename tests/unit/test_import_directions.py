@@ -178,7 +178,7 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
             if name == "TYPE_CHECKING":
                 for stmt in node.body:
                     ids.update(id(n) for n in ast.walk(stmt))
