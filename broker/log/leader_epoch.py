@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 
-from .checkpoint import _fsync_dir
+from .checkpoint import fsync_dir_quietly
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class LeaderEpochCheckpointFile:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(os.path.dirname(self.path) or ".")
+        fsync_dir_quietly(os.path.dirname(self.path) or ".")
 
     def read(self) -> list[EpochEntry] | None:
         """The entries, or None when the file does not exist.  Raises CorruptRecordError naming

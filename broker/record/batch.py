@@ -76,7 +76,7 @@ from pyklog.broker.record.header import (
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
-from pyklog.broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
+from pyklog.broker.record.varint import SMALL_VARINTS, decode_varint, encode_varint_uncached
 
 __all__ = [
     "Record",
@@ -95,12 +95,12 @@ MAGIC = 2
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
-# Header split at the CRC: the CRC covers _TAIL and the records, _HEAD holds what precedes it.
-_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
-assert _HEAD.size == ATTRIBUTES_OFFSET and _HEAD.size + _TAIL.size == HEADER_SIZE
+# Header split at the CRC: the CRC covers BATCH_TAIL and the records, BATCH_HEAD holds what precedes it.
+BATCH_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+assert BATCH_HEAD.size == ATTRIBUTES_OFFSET and BATCH_HEAD.size + BATCH_TAIL.size == HEADER_SIZE
 # batchLength counts everything after the batchLength field itself
-_LENGTH_BASE = HEADER_SIZE - LOG_OVERHEAD  # 49
+BATCH_LENGTH_BASE = HEADER_SIZE - LOG_OVERHEAD  # 49
 
 CONTROL_KEY = struct.Struct(">hh")  # version, type
 CONTROL_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version, coordinatorEpoch
@@ -182,15 +182,15 @@ class RecordBatch:
 # ---------------------------------------------------------------------------------------------
 # building
 # ---------------------------------------------------------------------------------------------
-_vget = _SMALL.get
-_NULL = _SMALL[-1]
-_ZERO = _SMALL[0]
+_vget = SMALL_VARINTS.get
+_NULL = SMALL_VARINTS[-1]
+_ZERO = SMALL_VARINTS[0]
 _ATTR0 = b"\x00"
 
 
 def _v(n: int) -> bytes:
     b = _vget(n)
-    return _encode_varint_slow(n) if b is None else b
+    return encode_varint_uncached(n) if b is None else b
 
 
 def _encode_headers(headers: Sequence[tuple[Any, Any]]) -> list[Any]:
@@ -219,7 +219,7 @@ def _encode_records(records: Sequence[Any], first_ts: int,
     parts: list[Any] = []  # bytes-like, unless the caller passed something else (see the TypeError below)
     extend = parts.extend
     vget = _vget
-    slow = _encode_varint_slow
+    slow = encode_varint_uncached
     max_ts = first_ts
     i = -1
     for key, value, ts, headers in records:
@@ -290,7 +290,7 @@ def _assemble(
         attributes |= CONTROL_MASK
     if compression != NO_COMPRESSION and body:
         body = _compression.compress(compression, body)
-    tail = _TAIL.pack(
+    tail = BATCH_TAIL.pack(
         attributes,
         last_offset_delta,
         first_timestamp,
@@ -301,7 +301,7 @@ def _assemble(
         count,
     )
     crc = _crc32c(body, _crc32c(tail))
-    head = _HEAD.pack(base_offset, _LENGTH_BASE + len(body), partition_leader_epoch, MAGIC, crc)
+    head = BATCH_HEAD.pack(base_offset, BATCH_LENGTH_BASE + len(body), partition_leader_epoch, MAGIC, crc)
     return b"".join((head, tail, body))
 
 
@@ -657,10 +657,12 @@ def decode_batch(buf: BytesLike, pos: int = 0, validate_crc: bool = True) -> Rec
         )
     if validate_crc:
         _check_crc(buf, pos, h)
-    return RecordBatch(h, _decode_batch_records(buf, pos, h))
+    return RecordBatch(h, decode_batch_records(buf, pos, h))
 
 
-def _decode_batch_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[Record]:
+def decode_batch_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[Record]:
+    """The records of the v2 batch at ``pos`` whose header ``h`` the caller parsed (and whose CRC
+    it checked, if it wanted to): :func:`decode_batch` without the header work."""
     count = h.records_count
     where = f"batch at offset {h.base_offset}"
     if count < 0:

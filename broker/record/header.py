@@ -58,7 +58,8 @@ NO_SEQUENCE = -1
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-_COMMON = struct.Struct(">qiib")  # baseOffset, length, leaderEpoch, magic
+# the prefix a v2 batch shares with a legacy v0/v1 entry (reader.py tells them apart by it)
+ENTRY_PREFIX = struct.Struct(">qiib")  # baseOffset, length, leaderEpoch, magic
 
 
 class BatchHeader(NamedTuple):
@@ -119,7 +120,7 @@ def peek_size_and_magic(buf: BytesLike, pos: int = 0) -> tuple[int, int, int] | 
     """
     if len(buf) - pos < MAGIC_OFFSET + 1:
         return None
-    base_offset, length, _epoch, magic = _COMMON.unpack_from(buf, pos)
+    base_offset, length, _epoch, magic = ENTRY_PREFIX.unpack_from(buf, pos)
     return base_offset, LOG_OVERHEAD + length, magic
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pyklog.broker.errors import CorruptRecordError
-from pyklog.broker.record.batch import RecordBatch, _decode_batch_records
+from pyklog.broker.record.batch import RecordBatch, decode_batch_records
 from pyklog.broker.record.header import (
-    _COMMON,
+    ENTRY_PREFIX,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -54,7 +54,7 @@ def _peek(buf: BytesLike, pos: int, n: int) -> tuple[int, int, int] | None:
     """(base_offset, size, magic) of the entry at ``pos`` or None when it is partial."""
     if n - pos < _PEEK:
         return None
-    base_offset, length, _, magic = _COMMON.unpack_from(buf, pos)
+    base_offset, length, _, magic = ENTRY_PREFIX.unpack_from(buf, pos)
     min_length = MIN_ENTRY_LENGTH.get(magic)
     if min_length is None:
         raise CorruptRecordError(
@@ -117,7 +117,7 @@ def iter_batches(buf: BytesLike, validate_crc: bool = True) -> Iterator[RecordBa
             h = parse_header(buf, pos)
             if validate_crc:
                 _check_crc(buf, pos, h)
-            yield RecordBatch(h, _decode_batch_records(buf, pos, h))
+            yield RecordBatch(h, decode_batch_records(buf, pos, h))
         else:
             yield legacy_entry_to_batch(buf, pos, size, validate_crc)
         pos += size
