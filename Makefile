@@ -13,7 +13,7 @@ VPY := $(VENV)/bin/python
 SRC_HASH := $(shell find src broker connector -name '*.py' 2>/dev/null | sort | cksum | cut -d' ' -f1)
 STAMP := $(VENV)/.installed-$(SRC_HASH)
 
-.PHONY: demo unit integration test test-faults check venv debian bench clean
+.PHONY: demo unit integration test test-faults lint check venv debian bench clean
 
 debian:
 	@command -v kcat >/dev/null 2>&1 || { \
@@ -49,6 +49,23 @@ test-faults: debian venv
 	$(VPY) -m pytest -q -ra --durations=10 tests/faults $(PYTEST_ARGS)
 
 check: test test-faults
+
+# `make lint`: ruff (lint rules, then the formatter's check) over the package, the tests, the benchmarks
+# and the examples, then mypy over the packages listed in pyproject.toml ([tool.mypy] packages).
+# mypy sees the sources under their import names (pyklog.broker...) through build/typecheck, a tree
+# of three links laid here: the repository's directories are not named as the package is.
+LINT_PATHS := broker connector src tests bench examples
+TYPECHECK := build/typecheck/pyklog
+lint: venv
+	mkdir -p $(TYPECHECK)
+	ln -sfn ../../../src/pyklog/__init__.py $(TYPECHECK)/__init__.py
+	ln -sfn ../../../broker $(TYPECHECK)/broker
+	ln -sfn ../../../connector $(TYPECHECK)/connector
+	@rc=0; \
+	$(VPY) -m ruff check $(LINT_PATHS) || rc=1; \
+	$(VPY) -m ruff format --check $(LINT_PATHS) || rc=1; \
+	$(VPY) -m mypy || rc=1; \
+	exit $$rc
 
 demo: debian venv
 	$(VPY) examples/demo.py

@@ -37,7 +37,7 @@ def create(admin, names, partitions) -> float:
     t0 = time.perf_counter()
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=120,
                                   operation_timeout=120)
-    for n, f in futures.items():
+    for f in futures.values():
         f.result(180)
     return time.perf_counter() - t0
 
@@ -45,7 +45,7 @@ def create(admin, names, partitions) -> float:
 def delete(admin, names) -> float:
     t0 = time.perf_counter()
     futures = admin.delete_topics(list(names), request_timeout=120, operation_timeout=120)
-    for n, f in futures.items():
+    for f in futures.values():
         f.result(180)
     return time.perf_counter() - t0
 

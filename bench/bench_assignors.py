@@ -22,7 +22,6 @@ import gc
 import sys
 import time
 
-
 from pyklog.connector import assignors  # noqa: E402
 from pyklog.connector.assignors import assign  # noqa: E402
 
@@ -56,9 +55,9 @@ def run_scale(name, n_members, topics, repeat, goal_s, baseline=True):
           f"(goal <= {fmt(goal_s).strip()}) ==")
     rows = []
     for strategy in ("range", "roundrobin", "sticky"):
-        t, fresh = best(lambda: assign(strategy, members, topics), repeat)
+        t, _ = best(lambda: assign(strategy, members, topics), repeat)
         rows.append((strategy, "fresh", t))
-    t_fresh_sticky, prev = best(lambda: assign("sticky", members, topics), 1)
+    _, prev = best(lambda: assign("sticky", members, topics), 1)
     t, again = best(lambda: assign("sticky", members, topics, prev), repeat)
     assert again == prev, "steady-state sticky must not move anything"
     rows.append(("sticky", "steady (owned = current)", t))
@@ -73,12 +72,12 @@ def run_scale(name, n_members, topics, repeat, goal_s, baseline=True):
         ok = "ok" if t <= goal_s else "OVER GOAL"
         print(f"  {strategy:<10} {case:<34} {fmt(t)}   {ok}")
     if baseline:
-        tb, resb = best(lambda: general_sticky(members, topics, None), 1)
+        tb, _ = best(lambda: general_sticky(members, topics, None), 1)
         tc = min(t for s, c, t in rows if s == "sticky" and c == "fresh")
         print(f"  baseline: general sticky path, fresh            {fmt(tb)}   "
               f"constrained is {tb / tc:.1f}x faster")
         tb2, _ = best(lambda: general_sticky(members, topics, before), 1)
-        tj = [t for s, c, t in rows if c.startswith("join")][0]
+        tj = next(t for s, c, t in rows if c.startswith("join"))
         print(f"  baseline: general sticky path, join             {fmt(tb2)}   "
               f"constrained is {tb2 / tj:.1f}x faster")
 

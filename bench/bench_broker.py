@@ -140,7 +140,7 @@ def kcat_ingest(bootstrap: str, topic: str, path: str, linger_ms: int) -> float:
                         "-X", f"linger.ms={linger_ms}", "-X", "batch.size=1000000", "-X", "acks=1",
                         "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2000000",
                         "-X", "message.max.bytes=2000000", "-X", "enable.idempotence=false"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, check=False)
     elapsed = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"kcat -P failed: {r.stderr[-2000:]}")
@@ -155,7 +155,7 @@ def kcat_egress(bootstrap: str, topic: str, n: int) -> float:
                             "-X", "max.partition.fetch.bytes=16777216", "-X", "receive.message.max.bytes=134217728",
                             "-X", "queued.min.messages=10000000",
                             "-X", "fetch.wait.max.ms=100"],
-                           stdout=devnull, stderr=subprocess.PIPE, text=True, timeout=600)
+                           stdout=devnull, stderr=subprocess.PIPE, text=True, timeout=600, check=False)
     elapsed = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"kcat -C failed: {r.stderr[-2000:]}")
@@ -288,7 +288,6 @@ def main() -> None:
 
         pid = broker.proc.pid
         data_dir = broker.props["log.dirs"]
-        mb = n * size / 1e6
 
         def log_size(t):
             return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(os.path.join(data_dir, f"{t}-0"))
@@ -305,7 +304,8 @@ def main() -> None:
         print(f"pyklog broker benchmark: {n:,} records of {size} bytes, one partition, "
               f"{os.cpu_count()} CPUs shared with everything else on the machine, Python {sys.version.split()[0]}")
         try:
-            load = open("/proc/loadavg").read().split()[:3]
+            with open("/proc/loadavg") as f:
+                load = f.read().split()[:3]
             print(f"  load average at start: {' '.join(load)}")
         except OSError:
             pass

@@ -85,9 +85,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI (--task-metrics) and the driver on loopback
 warnings.filterwarnings("ignore", category=FutureWarning)
 
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader  # noqa: E402
+
 from local_cluster import LocalCluster  # noqa: E402
-from pyspark.sql.datasource import (  # noqa: E402
-    DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader)
 
 
 class _ClockPart(InputPartition):
@@ -228,7 +228,7 @@ def pct(xs, q):
     if not xs:
         return float("nan")
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, int(round(q / 100.0 * len(xs) + 0.5)) - 1))]
+    return xs[min(len(xs) - 1, max(0, round(q / 100.0 * len(xs) + 0.5) - 1))]
 
 
 class Paced:
@@ -386,8 +386,6 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
     slug = name.replace("+", "-")
     topic = f"lat-{slug}-{rate}{tag}"
     from pyklog.connector.client import ClusterClient
-    from pyklog.connector.spark.sink import TASK_PRODUCERS
-    from pyklog.connector.spark.source import TASK_CONSUMERS
 
     with ClusterClient(cluster.bootstrap) as c:
         c.create_topic(topic, partitions)

@@ -25,7 +25,6 @@ import shutil
 import tempfile
 import time
 
-
 from pyklog.broker.log import Log, LogConfig  # noqa: E402
 from pyklog.broker.record.batch import build_batch  # noqa: E402
 from pyklog.broker.record.header import parse_header  # noqa: E402

@@ -15,7 +15,6 @@ import argparse
 import sys
 import time
 
-
 from pyklog.broker.record.batch import build_batch, decode_batch  # noqa: E402
 from pyklog.broker.record.compression import CODEC_NAMES  # noqa: E402
 from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches  # noqa: E402

@@ -142,10 +142,10 @@ def main() -> None:
     ap.add_argument("--failovers", type=int, default=3, help="leader SIGKILLs timed (0: none)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    import support
     from pyklog.broker.protocol import ApiKey
     from pyklog.broker.server.process import BrokerProcess
     from pyklog.broker.zk.server import ZooKeeperServer
-    import support
 
     workdir = tempfile.mkdtemp(prefix="pyklog-bench-repl-", dir=args.dir)
     zk = ZooKeeperServer(data_dir=os.path.join(workdir, "zk"))

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pyklog.broker.errors import ConfigError
 
@@ -71,7 +72,7 @@ class Password:
     def __init__(self, value: str):
         self.value = value
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Password) and other.value == self.value
 
     def __hash__(self) -> int:
@@ -138,7 +139,7 @@ class OneOf:
             if self._canonical(item) is None:
                 raise InvalidValue("one of " + ", ".join(str(c) for c in self.choices), item)
 
-    def _canonical(self, item):
+    def _canonical(self, item: Any) -> Any:
         for c in self.choices:
             if c == item or (not self.case_sensitive and isinstance(item, str) and str(c).lower() == item.lower()):
                 return c
@@ -239,8 +240,9 @@ class ConfigDef:
         self._display = display or (lambda n: n)
         self._expected = {**_EXPECTED, **(expected or {})}
 
-    def define(self, name: str, type: Type, default: Any = REQUIRED, validator=None,
-               importance: Importance = Importance.MEDIUM, doc: str = "") -> "ConfigDef":
+    def define(self, name: str, type: Type, default: Any = REQUIRED,
+               validator: Callable[[Any, str], None] | None = None,
+               importance: Importance = Importance.MEDIUM, doc: str = "") -> ConfigDef:
         """Add a key (``ValueError`` if already defined or the default does not pass); returns self."""
         if name in self._keys:
             raise ValueError(f"config key {name!r} is defined twice")
@@ -287,7 +289,7 @@ class ConfigDef:
         try:
             value = _coerce(key.type, raw)
             if key.validator is not None:
-                value = self._validated(key, value)
+                value = self._validated(key.validator, key.type, value)
             if key.type in (Type.INT, Type.LONG) and value is not None:  # after the validator (finer wording)
                 lo, hi = (INT32_MIN, INT32_MAX) if key.type is Type.INT else (LONG_MIN, LONG_MAX)
                 if not lo <= value <= hi:
@@ -299,12 +301,12 @@ class ConfigDef:
                                                        value=e.value)) from None
         return value
 
-    def _validated(self, key: ConfigKey, value: Any) -> Any:
-        key.validator(value, _EXPECTED[key.type])
-        if isinstance(key.validator, OneOf) and not key.validator.case_sensitive and value is not None:
+    def _validated(self, validator: Callable[[Any, str], None], key_type: Type, value: Any) -> Any:
+        validator(value, _EXPECTED[key_type])
+        if isinstance(validator, OneOf) and not validator.case_sensitive and value is not None:
             if isinstance(value, list):
-                return [key.validator._canonical(v) for v in value]
-            return key.validator._canonical(value)
+                return [validator._canonical(v) for v in value]
+            return validator._canonical(value)
         return value
 
     def __repr__(self) -> str:

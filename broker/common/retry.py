@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from pyklog.broker.errors import PyklogError, RequestTimedOutError
 
@@ -37,7 +38,7 @@ class Deadline:
         self.expires_at = float(expires_at)
 
     @classmethod
-    def after(cls, seconds: float, *, clock: Clock = time.monotonic) -> "Deadline":
+    def after(cls, seconds: float | None, *, clock: Clock = time.monotonic) -> Deadline:
         """The deadline ``seconds`` from now (``None`` or ``math.inf``: never)."""
         if seconds is None or seconds == math.inf:
             return cls.never(clock=clock)
@@ -46,7 +47,7 @@ class Deadline:
         return cls(clock() + max(0.0, float(seconds)), clock=clock)
 
     @classmethod
-    def never(cls, *, clock: Clock = time.monotonic) -> "Deadline":
+    def never(cls, *, clock: Clock = time.monotonic) -> Deadline:
         """A deadline that never expires (``remaining()`` is ``math.inf``)."""
         return cls(math.inf, clock=clock)
 
@@ -98,7 +99,7 @@ class Backoff:
             self._exp_max = 0
 
     @classmethod
-    def constant(cls, seconds: float) -> "Backoff":
+    def constant(cls, seconds: float) -> Backoff:
         """The same delay every time (Kafka's ``retry.backoff.ms`` without a max)."""
         return cls(seconds, multiplier=1.0, max_s=seconds, jitter=0.0)
 

@@ -27,7 +27,8 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Scheduler", "ScheduledTask"]
 
@@ -40,7 +41,7 @@ class ScheduledTask:
 
     __slots__ = ("name", "fn", "args", "when", "interval_s", "cancelled", "_scheduler")
 
-    def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[..., Any], args: tuple,
+    def __init__(self, scheduler: Scheduler, name: str, fn: Callable[..., Any], args: tuple,
                  when: float, interval_s: float | None):
         self._scheduler = scheduler
         self.name = name
@@ -64,6 +65,11 @@ class ScheduledTask:
         return f"ScheduledTask({self.name!r}, {kind}, cancelled={self.cancelled})"
 
 
+def _task_name(name: str | None, fn: Callable[..., Any]) -> str:
+    """The name given, else the function's."""
+    return name if name else str(getattr(fn, "__name__", "task"))
+
+
 class Scheduler:
     """Delayed and periodic tasks on one daemon thread (started at construction).  Thread-safe."""
 
@@ -81,12 +87,12 @@ class Scheduler:
     # ------------------------------------------------------------------ scheduling
     def schedule(self, delay_s: float, fn: Callable[..., Any], *args: Any, name: str | None = None) -> ScheduledTask:
         """Run ``fn(*args)`` once, ``delay_s`` seconds from now (<= 0: as soon as possible)."""
-        return self._add(name or getattr(fn, "__name__", "task"), fn, args, max(0.0, float(delay_s)), None)
+        return self._add(_task_name(name, fn), fn, args, max(0.0, float(delay_s)), None)
 
     def schedule_at(self, when: float, fn: Callable[..., Any], *args: Any, name: str | None = None) -> ScheduledTask:
         """Run ``fn(*args)`` once at ``when`` on the scheduler's clock (in the past: as soon as
         possible); the handle's ``when`` is exactly ``when``."""
-        return self._add(name or getattr(fn, "__name__", "task"), fn, args, None, None, when=float(when))
+        return self._add(_task_name(name, fn), fn, args, None, None, when=float(when))
 
     def schedule_periodic(self, name: str, interval_s: float, fn: Callable[..., Any], *args: Any,
                           initial_delay_s: float | None = None) -> ScheduledTask:
@@ -97,12 +103,15 @@ class Scheduler:
         first = interval_s if initial_delay_s is None else max(0.0, float(initial_delay_s))
         return self._add(name, fn, args, first, float(interval_s))
 
-    def _add(self, name, fn, args, delay_s, interval_s, when=None) -> ScheduledTask:
+    def _add(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], delay_s: float | None,
+             interval_s: float | None, when: float | None = None) -> ScheduledTask:
         with self._cond:
             if not self._running:
                 raise RuntimeError(f"scheduler {self.name} is shut down: cannot schedule {name!r}")
-            task = ScheduledTask(self, name, fn, args, self._clock() + delay_s if when is None else when,
-                                 interval_s)
+            if when is None:
+                assert delay_s is not None, "a delay or a time"
+                when = self._clock() + delay_s
+            task = ScheduledTask(self, name, fn, args, when, interval_s)
             heapq.heappush(self._heap, (task.when, next(self._seq), task))
             if self._heap[0][2] is task:
                 self._cond.notify()
@@ -167,7 +176,7 @@ class Scheduler:
                 log.exception("scheduled task %r failed", task.name)
             finally:
                 self._current = None
-            if task.periodic:
+            if task.interval_s is not None:  # periodic
                 with self._cond:
                     if self._running and not task.cancelled:
                         task.when = self._clock() + task.interval_s

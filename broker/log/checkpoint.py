@@ -44,13 +44,13 @@ class OffsetCheckpointFile:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            _fsync_dir(os.path.dirname(self.path) or ".")
+            fsync_dir_quietly(os.path.dirname(self.path) or ".")
 
     def read(self) -> dict[tuple[str, int], int]:
         """The entries, or {} when the file does not exist.  Raises CorruptRecordError with the
         line number and what was expected on a malformed file."""
         try:
-            with open(self.path, "r", encoding="utf-8") as f:
+            with open(self.path, encoding="utf-8") as f:
                 text = f.read()
         except FileNotFoundError:
             return {}
@@ -89,7 +89,10 @@ class OffsetCheckpointFile:
         return out
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir_quietly(path: str) -> None:
+    """fsync the directory ``path`` so that a rename or a new file in it is durable; best effort
+    (a directory that cannot be opened or synced is left as it is, as Kafka's ``flushDir`` callers
+    tolerate)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

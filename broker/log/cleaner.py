@@ -33,7 +33,10 @@ One pass over a log (:func:`clean_log`):
    point is completed at start-up by the Log loader.
 
 Thread safety: reads of sealed segments are lock-free; only the swap takes the log's lock.  One
-cleaner per log at a time (a per-log lock held for the pass).
+cleaner per log at a time (a per-log lock held for the pass).  The cleaner uses the Log's public
+surface only: ``view``, ``config``, ``last_stable_offset``, ``cleaner_checkpoint``,
+``collect_aborted_txns``, ``producer_last_offsets`` (under the log's lock, taken there) and
+``replace_segments`` (the swap, under the log's lock, taken there).
 """
 from __future__ import annotations
 
@@ -42,17 +45,26 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import parse_header
 
 from .producer_state import read_marker
 from .segment import CLEANED_SUFFIX, LogSegment
+from .txn_index import AbortedTxn
+
+if TYPE_CHECKING:  # the log imports this module (Log.compact)
+    from pyklog.broker.record.batch import RecordBatch
+    from pyklog.broker.record.header import BatchHeader
+
+    from .log import Log
 
 log = logging.getLogger(__name__)
 
-_cleaning_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_cleaning_locks: weakref.WeakKeyDictionary[Log, threading.Lock] = weakref.WeakKeyDictionary()
 _registry_lock = threading.Lock()
 
 
@@ -72,7 +84,7 @@ class CleanerStats:
     skipped: str | None = None
 
 
-def _log_lock(lg) -> threading.Lock:
+def _log_lock(lg: Log) -> threading.Lock:
     with _registry_lock:
         lk = _cleaning_locks.get(lg)
         if lk is None:
@@ -80,7 +92,7 @@ def _log_lock(lg) -> threading.Lock:
         return lk
 
 
-def clean_log(lg, now_ms: int | None = None, force: bool = False) -> CleanerStats:
+def clean_log(lg: Log, now_ms: int | None = None, force: bool = False) -> CleanerStats:
     """Compact ``lg`` once (see the module docstring).  Returns CleanerStats; ``skipped`` says
     why nothing was done."""
     stats = CleanerStats()
@@ -97,7 +109,7 @@ def clean_log(lg, now_ms: int | None = None, force: bool = False) -> CleanerStat
         lock.release()
 
 
-def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
+def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     from pyklog.broker.record.batch import decode_batch  # pure codec
 
     t0 = time.monotonic()
@@ -124,9 +136,8 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
         stats.skipped = f"dirty ratio {stats.dirty_ratio:.2f} below {cfg.min_cleanable_dirty_ratio}"
         return stats
 
-    def batches(seg: LogSegment):
-        for pos, h in seg.walk(0, seg.size):
-            yield pos, h
+    def batches(seg: LogSegment) -> Iterator[tuple[int, BatchHeader]]:
+        yield from seg.walk(0, seg.size)
 
     # aborted transactions overlapping the cleanable range, oldest first
     aborted = sorted(lg.collect_aborted_txns(sealed[0].base_offset, end_offset),
@@ -151,8 +162,7 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
                 if rec.key is not None and rec.offset >= first_dirty:
                     offset_map[rec.key] = rec.offset
     # last batch of each producer (its sequence must survive)
-    with lg._lock:
-        producer_last = {pid: e.last_offset for pid, e in lg._producers.producers.items()}
+    producer_last = lg.producer_last_offsets()
 
     # 2. group consecutive segments
     groups: list[list[LogSegment]] = []
@@ -185,6 +195,7 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
                 for pos, h in batches(seg):
                     raw = os.pread(seg.fd, h.size, pos)
                     stats.bytes_read += h.size
+                    new_raw: bytes | None
                     if h.is_control:
                         discardable, entry = txns.marker(h, _control_type(seg, pos, h))
                         if discardable and horizon_passed:
@@ -206,7 +217,7 @@ def _clean(lg, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
             # so tombstones and markers still pass delete.retention.ms after repeated cleanings
             modified = max(s.last_modified_ms for s in group) / 1000.0
             os.utime(out.fd, (modified, modified))
-            lg._replace_segments(group, out)
+            lg.replace_segments(group, out)
         except BaseException:
             out.delete_files()
             raise
@@ -227,9 +238,9 @@ class _TxnTracker:
     offset order (Kafka's ``CleanedTransactionMetadata``).  ``aborted``: AbortedTxn entries
     sorted by first offset.  Single-threaded (one cleaner pass)."""
 
-    def __init__(self, aborted):
+    def __init__(self, aborted: list[AbortedTxn]):
         self._pending = list(reversed(aborted))  # pop() gives the oldest
-        self._aborted: dict[int, list] = {}      # pid -> [AbortedTxn, batch met?]
+        self._aborted: dict[int, list[Any]] = {}  # pid -> [AbortedTxn, batch met?]
         self._committed: set[int] = set()        # pids whose open (not aborted) txn had a batch met
 
     def _consume(self, offset: int) -> None:
@@ -237,7 +248,7 @@ class _TxnTracker:
             t = self._pending.pop()
             self._aborted.setdefault(t.producer_id, [t, False])
 
-    def data(self, h) -> bool:
+    def data(self, h: BatchHeader) -> bool:
         """A data batch was met; True when it belongs to an aborted transaction."""
         self._consume(h.last_offset)
         if not h.is_transactional:
@@ -249,7 +260,7 @@ class _TxnTracker:
         self._committed.add(h.producer_id)
         return False
 
-    def marker(self, h, control_type: int | None):
+    def marker(self, h: BatchHeader, control_type: int | None) -> tuple[bool, AbortedTxn | None]:
         """A marker was met: ``(discardable, AbortedTxn to keep indexed or None)``.  A marker
         is discardable when no batch of its transaction was met in this pass (it is then
         removed once past the delete horizon)."""
@@ -269,7 +280,7 @@ class _TxnTracker:
         return False, None  # unreadable / unknown: keep it
 
 
-def _control_type(seg: LogSegment, pos: int, h) -> int | None:
+def _control_type(seg: LogSegment, pos: int, h: BatchHeader) -> int | None:
     try:
         return read_marker(os.pread(seg.fd, h.size, pos))[0]
     except CorruptRecordError as e:
@@ -278,8 +289,9 @@ def _control_type(seg: LogSegment, pos: int, h) -> int | None:
         return None
 
 
-def _filter_batch(raw: bytes, h, offset_map, horizon_passed, producer_last, stats, decode_batch,
-                  aborted: bool = False):
+def _filter_batch(raw: bytes, h: BatchHeader, offset_map: dict[bytes, int], horizon_passed: bool,
+                  producer_last: dict[int, int], stats: CleanerStats,
+                  decode_batch: Callable[..., RecordBatch], aborted: bool = False) -> bytes | None:
     """The data batch's bytes to keep (original, rebuilt or empty), or None to drop it.
     ``aborted``: the batch belongs to an aborted transaction (every record goes)."""
     from pyklog.broker.record.batch import build_batch_from_records

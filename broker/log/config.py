@@ -12,7 +12,9 @@ Immutable (frozen dataclass), so it is safe to share between threads.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyklog.broker.common.config_def import ConfigDef, Importance, Type
 from pyklog.broker.errors import ConfigError
@@ -47,7 +49,7 @@ class LogConfig:
     flush_offset_checkpoint_interval_ms: int = 60_000
     producer_id_expiration_ms: int = 86_400_000
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.segment_bytes < 14:
             raise ConfigError(f"segment.bytes must be >= 14, got {self.segment_bytes}")
         if self.segment_ms < 1:
@@ -92,7 +94,7 @@ class LogConfig:
 
     # ---------------------------------------------------------------- parsing
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> "LogConfig":
+    def from_properties(cls, props: dict[str, str]) -> LogConfig:
         """Build from broker-level settings (``log.segment.bytes``, ``log.retention.hours``, ...).
 
         Unrelated keys are ignored (server.properties holds many other settings).  Where Kafka has
@@ -101,7 +103,7 @@ class LogConfig:
         """
         return cls(**_fields(BROKER_LOG_CONFIG, _BROKER_FIELDS, props))
 
-    def with_overrides(self, topic_props: dict[str, str] | None) -> "LogConfig":
+    def with_overrides(self, topic_props: dict[str, str] | None) -> LogConfig:
         """A copy with topic-level settings applied (``segment.bytes``, ``retention.ms``, ...).
 
         Unknown topic-level keys that are not storage settings are ignored.
@@ -173,7 +175,7 @@ BROKER_LOG_CONFIG = _table(_BROKER_FIELDS)
 TOPIC_LOG_CONFIG = _table(_TOPIC_FIELDS)
 
 
-def _fields(table: ConfigDef, fields: dict[str, str | tuple[str, ...]], props) -> dict:
+def _fields(table: ConfigDef, fields: dict[str, str | tuple[str, ...]], props: Mapping[str, Any]) -> dict:
     """The LogConfig fields set in ``props`` (keys absent or None are left out)."""
     kw: dict = {}
     for field, keys in fields.items():

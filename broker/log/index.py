@@ -97,6 +97,10 @@ class _IndexFile(IndexFile):
         super().__init__(path, base_offset)
         self.max_entries = max(1, max_index_bytes // self.entry.size)
 
+    def __len__(self) -> int:
+        """The number of entries (each subclass counts its own)."""
+        raise NotImplementedError
+
     @property
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
@@ -129,7 +133,7 @@ class OffsetIndex(_IndexFile):
         offs, poss = array("q"), array("q")
         last_o = last_p = -1
         for rel, pos in OFFSET_ENTRY.iter_unpack(raw):
-            if rel <= last_o or pos <= last_p and last_p >= 0 or rel < 0 or pos < 0:
+            if rel <= last_o or (pos <= last_p and last_p >= 0) or rel < 0 or pos < 0:
                 raise CorruptRecordError(
                     f"{self.path}: entry {len(offs)} ({rel}, {pos}) does not increase on "
                     f"({last_o}, {last_p})"

@@ -39,11 +39,12 @@ import logging
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from typing import Callable, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 
-from .checkpoint import _fsync_dir
+from .checkpoint import fsync_dir_quietly
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class LeaderEpochCheckpointFile:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def write(self, entries) -> None:
+    def write(self, entries: Sequence[EpochEntry]) -> None:
         lines = [str(LEADER_EPOCH_CHECKPOINT_VERSION), str(len(entries))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in entries)
         data = ("\n".join(lines) + "\n").encode()
@@ -84,7 +85,7 @@ class LeaderEpochCheckpointFile:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(os.path.dirname(self.path) or ".")
+        fsync_dir_quietly(os.path.dirname(self.path) or ".")
 
     def read(self) -> list[EpochEntry] | None:
         """The entries, or None when the file does not exist.  Raises CorruptRecordError naming
@@ -134,7 +135,8 @@ class LeaderEpochFileCache:
     the locking rule.  ``log_end_offset`` is a callable giving the log's current end offset
     (what :meth:`end_offset_for` answers for the latest epoch)."""
 
-    def __init__(self, dir: str, log_end_offset: Callable[[], int], entries=(), *, write: bool = False):
+    def __init__(self, dir: str, log_end_offset: Callable[[], int], entries: Iterable[tuple[int, int]] = (), *,
+                 write: bool = False):
         self.dir = dir
         self.file = LeaderEpochCheckpointFile(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
         self._log_end_offset = log_end_offset

@@ -52,13 +52,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.header import BatchHeader
 
 from .config import LogConfig
-from .producer_state import ProducerStateManager, read_marker
+from .producer_state import CompletedTxn, ProducerStateManager, read_marker
 from .segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -294,7 +296,7 @@ class LogLoader:
         names = os.listdir(self.dir)
         for name in names:
             path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
                 log.info("%s: removing leftover %s", self.dir, name)
                 _unlink(path)
         swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
@@ -320,16 +322,16 @@ class LogLoader:
             log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
                      self.dir, base, res.batches)
         # index files without a .log
-        names = set(os.listdir(self.dir))
-        for name in names:
+        left = set(os.listdir(self.dir))
+        for name in left:
             for suf in _INDEX_SUFFIXES:
                 if name.endswith(suf):
                     stem = name[: -len(suf)]
-                    if stem + LOG_SUFFIX not in names:
+                    if stem + LOG_SUFFIX not in left:
                         _unlink(os.path.join(self.dir, name))
 
 
-def rebuild_producer_state(producers: ProducerStateManager, segments, log_end_offset: int, *,
+def rebuild_producer_state(producers: ProducerStateManager, segments: Sequence[LogSegment], log_end_offset: int, *,
                            unclean: bool) -> None:
     """Reload the producers' state for a log ending at ``log_end_offset``: drop snapshots above
     it when the log may have lost data (``unclean``), load the latest snapshot at or below it
@@ -348,7 +350,7 @@ BACKFILL_FIRST_WINDOW = 1 << 20
 BACKFILL_MAX_BYTES = 16 << 20
 
 
-def load_producer_state(producers: ProducerStateManager, segments, upto: int) -> None:
+def load_producer_state(producers: ProducerStateManager, segments: Sequence[LogSegment], upto: int) -> None:
     """The producer state as of offset ``upto``: the latest snapshot at or below it, the
     earlier batches of its producers read back from the log before it (:func:`backfill_batches`),
     and a replay of the batches from the snapshot's offset to ``upto``."""
@@ -373,7 +375,7 @@ def load_producer_state(producers: ProducerStateManager, segments, upto: int) ->
             replay_batch(producers, seg, pos, h)
 
 
-def backfill_batches(producers: ProducerStateManager, segments, before: int,
+def backfill_batches(producers: ProducerStateManager, segments: Sequence[LogSegment], before: int,
                      max_bytes: int = BACKFILL_MAX_BYTES) -> int:
     """Complete the producers' last 5 batches from the log before offset ``before`` (a snapshot
     holds only each producer's last batch; an idempotent producer may have 5 in flight, and a
@@ -406,7 +408,8 @@ def backfill_batches(producers: ProducerStateManager, segments, before: int,
     return scanned
 
 
-def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int, h):
+def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int,
+                 h: BatchHeader) -> CompletedTxn | None:
     """Replay one batch of ``seg`` at ``pos`` into ``producers``; returns the CompletedTxn a
     marker ends, if any.  A marker whose control record cannot be read is logged and skipped."""
     if h.producer_id < 0:
@@ -422,7 +425,7 @@ def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int, h):
     return producers.replay(h, control)
 
 
-def rebuild_txn_indexes(producers: ProducerStateManager, segments, first: int) -> int:
+def rebuild_txn_indexes(producers: ProducerStateManager, segments: Sequence[LogSegment], first: int) -> int:
     """Rebuild the ``.txnindex`` of ``segments[first:]``: load the producer state as of
     ``segments[first].base_offset``, then replay every later batch; each ABORT marker that ends
     a transaction with data appends its :class:`AbortedTxn` to its segment's index, with the

@@ -72,9 +72,10 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from pyklog.broker.common.scheduler import Scheduler, ScheduledTask
+from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -83,14 +84,18 @@ from pyklog.broker.errors import (
     OffsetOutOfRangeError,
 )
 from pyklog.broker.record.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from pyklog.broker.record.header import BatchHeader
 
 from .config import LogConfig
-from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
 from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerEntry, ProducerStateManager, read_marker
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from .txn_index import AbortedTxn
 from .validator import assign_offsets, validate_batches, validate_follower_batches
+
+if TYPE_CHECKING:  # the cleaner imports this module
+    from .cleaner import CleanerStats
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +121,7 @@ class StorageErrorReport:
     every failed write, as here.)  Thread-safe: one lock, taken on the success path only while
     a condition is open."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[str, dict[int | None, int]] = {}  # log dir -> errno -> failed writes
 
@@ -184,7 +189,7 @@ class AppendInfo(NamedTuple):
 class FetchSlice(NamedTuple):
     """Whole batches of one segment: ``os.sendfile(sock, file.fileno(), position, size)``."""
 
-    file: object
+    file: IO[bytes]
     position: int
     size: int
     first_offset: int
@@ -241,7 +246,7 @@ class Log:
         self._hw = min(max(hw, self._log_start_offset), self._leo)
 
     @classmethod
-    def open(cls, dir: str, config: LogConfig | None = None, **kw) -> "Log":
+    def open(cls, dir: str, config: LogConfig | None = None, **kw: Any) -> Log:
         """Create the directory if needed, load the segments and recover unless the previous
         shutdown was clean."""
         os.makedirs(dir, exist_ok=True)
@@ -375,7 +380,7 @@ class Log:
             except OSError as e:
                 self._epoch_write_failed(e)
 
-    def _epoch_write_failed(self, e: OSError):
+    def _epoch_write_failed(self, e: OSError) -> NoReturn:
         path = self.leader_epoch_cache.file.path
         STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, "write", e)
         raise KafkaStorageError(f"{self.topic}-{self.partition}: write of {path} failed: {e}") from e
@@ -404,7 +409,8 @@ class Log:
                 f"end={v.log_end_offset}, segments={len(v.segments)})")
 
     # ================================================================== append
-    def append(self, data, *, leader_epoch: int | None = None, from_client: bool = True) -> AppendInfo:
+    def append(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
+               from_client: bool = True) -> AppendInfo:
         """Append one or more v2 record batches and assign their offsets.
 
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
@@ -431,6 +437,7 @@ class Log:
         TransactionCoordinatorFencedError too).  Clients may not write control batches.
         """
         cfg = self.config
+        buf: bytearray | memoryview
         if isinstance(data, bytearray):
             buf = data  # handed over: offsets are rewritten in place
         elif cfg.log_append_time:
@@ -464,7 +471,7 @@ class Log:
             if leader_epoch is None:
                 leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
             now = _now_ms()
-            if marker is not None:
+            if marker is not None and producer is not None:  # a marker always comes with its batch's header
                 self._producers.check_marker(producer.producer_id, producer.producer_epoch, marker[1])
             elif producer is not None:
                 dup = self._producers.check(producer, from_client)
@@ -492,7 +499,7 @@ class Log:
                 what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
                 STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
                 raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
-            if marker is not None:
+            if marker is not None and producer is not None:
                 done = self._producers.end_txn(producer.producer_id, producer.producer_epoch,
                                                marker[1], marker[0] == CONTROL_COMMIT,
                                                first_offset, metas[0][3])
@@ -557,7 +564,7 @@ class Log:
                                   producer_epoch, coordinator_epoch=coordinator_epoch)
         return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
 
-    def append_as_follower(self, data) -> AppendInfo:
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from the leader (Kafka's ``appendAsFollower``,
         ``AppendOrigin.REPLICATION``): offsets and ``partitionLeaderEpoch`` are the leader's and
         are kept as they are.
@@ -602,7 +609,9 @@ class Log:
                         log.warning("%s: unreadable transaction marker at offset %d copied as is: %s",
                                     self.dir, h.base_offset, e)
             first_offset = checked.batches[0][1].base_offset
-            groups, cur, cur_size = [], [], 0
+            groups: list[list[tuple[int, BatchHeader]]] = []
+            cur: list[tuple[int, BatchHeader]] = []
+            cur_size = 0
             for pos, h in checked.batches:
                 if cur and cur_size + h.size > cfg.segment_bytes:
                     groups.append(cur)
@@ -872,7 +881,7 @@ class Log:
             i += 1
         return FetchSlice(segs[last].file, v.end_position, 0, offset)
 
-    def read_bytes(self, offset: int, max_bytes: int, **kw) -> bytes:
+    def read_bytes(self, offset: int, max_bytes: int, **kw: Any) -> bytes:
         """Convenience: :meth:`read` and return the bytes."""
         return self.read(offset, max_bytes, **kw).read_bytes()
 
@@ -898,10 +907,12 @@ class Log:
             return self._record_for_timestamp(seg, h, timestamp, v.log_start_offset)
         return None
 
-    def _record_for_timestamp(self, seg, h, timestamp, start_offset):
+    def _record_for_timestamp(self, seg: LogSegment, h: BatchHeader, timestamp: int,
+                              start_offset: int) -> tuple[int, int]:
         if h.timestamp_type == 1:
             return max(h.base_offset, start_offset), h.max_timestamp
         found = seg.translate_offset(h.base_offset, seg.size)
+        assert found is not None, "h was read from this segment"
         from pyklog.broker.record.batch import decode_batch  # pure codec, imported on first use
 
         raw = os.pread(seg.fd, h.size, found[0])
@@ -938,7 +949,7 @@ class Log:
             if start < 0:
                 return []
         n = min(max_num_offsets, start + 1)
-        out = []
+        out: list[int] = []
         for i in range(start, start - n, -1):
             off = pairs[i][0]
             if not out or off != out[-1]:
@@ -958,6 +969,13 @@ class Log:
         with self._lock:
             return sorted((e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
                            e.current_txn_first_offset) for e in self._producers.producers.values())
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> offset of its last batch, for every producer this partition keeps state
+        for (compaction keeps each producer's last batch, even emptied, so that its sequence
+        survives).  A copy taken under the lock (any thread)."""
+        with self._lock:
+            return {pid: e.last_offset for pid, e in self._producers.producers.items()}
 
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget producers whose last batch is older than ``producer.id.expiration.ms``
@@ -1138,7 +1156,7 @@ class Log:
             STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "write", e)
 
     # ================================================================== compaction
-    def compact(self, now_ms: int | None = None, *, force: bool = False):
+    def compact(self, now_ms: int | None = None, *, force: bool = False) -> CleanerStats:
         """Compact the sealed segments (``cleanup.policy`` containing ``compact``); see
         :mod:`pyklog.broker.log.cleaner`.  Returns CleanerStats.  Reads run lock-free in the cleaner;
         the swap takes the lock."""
@@ -1146,8 +1164,10 @@ class Log:
 
         return clean_log(self, now_ms=now_ms, force=force)
 
-    def _replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
-        """Under the lock (taken here): swap ``new`` in for the contiguous ``old`` segments.
+    def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
+        """Swap ``new`` in for the contiguous ``old`` segments (the cleaner's last step), or just
+        drop ``old`` when ``new`` is None.  Takes the lock; any thread.  KafkaStorageError when the
+        log is closed or ``old`` is no longer a run of its segment list (nothing is renamed then).
 
         Crash-safe order, as Kafka's: the cleaned files are already ``.cleaned``; rename them
         ``.swap``; rename the old ones ``.deleted``; rename the swap files to their final name.
@@ -1220,8 +1240,8 @@ class Log:
             shutil.rmtree(target, ignore_errors=True)
 
 
-def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_offset: int,
-                            leo_fn) -> LeaderEpochFileCache:
+def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_offset: int,
+                            log_end_offset: int, leo_fn: Callable[[], int]) -> LeaderEpochFileCache:
     """Load a partition's leader epoch cache at start-up (no lock: the Log is not published yet).
 
     The ``leader-epoch-checkpoint`` is read and checked against the batches (each entry's start
@@ -1233,6 +1253,7 @@ def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_o
     offset."""
     cache = LeaderEpochFileCache(dir, leo_fn)
     problem = None
+    entries: list[EpochEntry] | list[tuple[int, int]] | None
     try:
         entries = cache.file.read()
     except (CorruptRecordError, OSError) as e:
@@ -1259,10 +1280,10 @@ def load_leader_epoch_cache(dir: str, segments, log_start_offset: int, log_end_o
     return cache
 
 
-def rebuild_epoch_entries(segments) -> list:
+def rebuild_epoch_entries(segments: Iterable[LogSegment]) -> list[tuple[int, int]]:
     """The (epoch, start offset) entries the batches' ``partitionLeaderEpoch`` imply, with
     :meth:`LeaderEpochFileCache.assign`'s rules (epochs below the latest ignored)."""
-    out = []
+    out: list[tuple[int, int]] = []
     for seg in segments:
         for _pos, h in seg.walk(0, seg.size):
             e = h.partition_leader_epoch
@@ -1272,7 +1293,7 @@ def rebuild_epoch_entries(segments) -> list:
     return out
 
 
-def _batch_from(segments, offset: int):
+def _batch_from(segments: Sequence[LogSegment], offset: int) -> BatchHeader | None:
     """Header of the first batch whose last offset is >= ``offset`` (None: none)."""
     bases = [s.base_offset for s in segments]
     i = max(0, bisect_right(bases, offset) - 1)
@@ -1283,7 +1304,8 @@ def _batch_from(segments, offset: int):
     return None
 
 
-def _epoch_entries_match(segments, entries, log_start_offset: int, log_end_offset: int) -> str | None:
+def _epoch_entries_match(segments: Sequence[LogSegment], entries: Sequence[EpochEntry], log_start_offset: int,
+                         log_end_offset: int) -> str | None:
     """Check the checkpoint entries below the log end offset against the batches (a few index
     lookups and header reads per entry, no full scan).  For each entry (E, S): the first batch
     holding S or later was written in E (in E or later when compaction removed E's first
@@ -1316,10 +1338,10 @@ def _epoch_entries_match(segments, entries, log_start_offset: int, log_end_offse
         prev_epoch = e.epoch
     if log_end_offset > 0:
         last = _batch_from(segments, log_end_offset - 1)
-        if last is not None and last.partition_leader_epoch >= 0:
-            if not entries or last.partition_leader_epoch > entries[-1].epoch:
-                return (f"the last batch, at offset {last.base_offset}, has leader epoch "
-                        f"{last.partition_leader_epoch}, above every entry")
+        if last is not None and last.partition_leader_epoch >= 0 and (
+                not entries or last.partition_leader_epoch > entries[-1].epoch):
+            return (f"the last batch, at offset {last.base_offset}, has leader epoch "
+                    f"{last.partition_leader_epoch}, above every entry")
     return None
 
 

@@ -38,8 +38,8 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
@@ -142,8 +142,8 @@ class LogManager:
                  time.monotonic() - t0)
         self._started = True
         self._stop.clear()
-        if self.background:
-            self._start_threads()
+        if self.background and self._scheduler is not None:  # with background, created above
+            self._start_threads(self._scheduler)
 
     def _lock_dir(self, d: str) -> None:
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -187,7 +187,7 @@ class LogManager:
                 continue
             jobs.append((tp, path))
 
-        def load(job):
+        def load(job: tuple[tuple[str, int], str]) -> tuple[tuple[str, int], str, Log]:
             tp, path = job
             lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
                      log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler,
@@ -205,7 +205,7 @@ class LogManager:
                 try:
                     tp, path, lg = fut.result()
                 except Exception as e:  # one bad partition must not stop the broker
-                    log.error("%s: could not load log %s: %s", d, job[1], e, exc_info=True)
+                    log.exception("%s: could not load log %s: %s", d, job[1], e)
                     self.load_errors[job[1]] = str(e)
                     continue
                 with self._lock:
@@ -263,7 +263,7 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def set_cleaning_paused(self, keys) -> None:
+    def set_cleaning_paused(self, keys: Iterable[tuple[str, int]]) -> None:
         """Pause retention and compaction of exactly these ``(topic, partition)`` logs (replacing the
         previous set): logs kept while their topic is missing from the registry must not lose
         segments to a default retention their real topic config would not have allowed."""
@@ -284,7 +284,7 @@ class LogManager:
                     n += 1
             except OSError as e:  # once per log dir and errno, not every interval
                 STORAGE_ERRORS.failed(os.path.dirname(lg.dir), e.filename or lg.dir, "flush", e)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("flush of %s failed: %s", lg, e)
         return n
 
@@ -295,7 +295,7 @@ class LogManager:
             try:
                 n += lg.delete_old_segments(now_ms)
                 lg.expire_producers(now_ms)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("retention of %s failed: %s", lg, e)
         return n
 
@@ -312,14 +312,14 @@ class LogManager:
                 if stats is not None and stats.segments_cleaned:
                     n += 1
             except Exception as e:
-                log.error("compaction of %s failed: %s", lg, e, exc_info=True)
+                log.exception("compaction of %s failed: %s", lg, e)
         return n
 
     def checkpoint_dir(self, d: str) -> None:
         with self._checkpoint_lock:
             self._checkpoint_dir(d)
 
-    def checkpoint_log_start_offset(self, lg) -> None:
+    def checkpoint_log_start_offset(self, lg: Log) -> None:
         """Write the checkpoints of ``lg``'s log dir now (DeleteRecords: a moved log start offset
         survives a crash, not only a clean shutdown).  Any thread."""
         self.checkpoint_dir(os.path.dirname(lg.dir))
@@ -337,7 +337,7 @@ class LogManager:
         )
         self._checkpoint_high_watermarks(d, logs)
 
-    def _checkpoint_high_watermarks(self, d: str, logs) -> None:
+    def _checkpoint_high_watermarks(self, d: str, logs: Iterable[Log]) -> None:
         """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
         ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
         OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
@@ -363,9 +363,8 @@ class LogManager:
             except OSError as e:
                 log.error("%s: writing checkpoints failed: %s", d, e)
 
-    def _start_threads(self) -> None:
+    def _start_threads(self, sched: Scheduler) -> None:
         cfg = self.default_config
-        sched = self._scheduler
 
         def every(ms: int) -> float:
             return max(0.01, ms / 1000.0)
@@ -391,7 +390,7 @@ class LogManager:
         for lg in logs:
             try:
                 lg.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
                 failed = True
                 log.error("closing %s failed: %s", lg, e)
         for d in self.log_dirs:

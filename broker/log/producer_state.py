@@ -361,7 +361,7 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------ snapshots
     def snapshot_offsets(self) -> list[int]:
-        out = []
+        out: list[int] = []
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
@@ -387,7 +387,9 @@ class ProducerStateManager:
                                     e.current_txn_first_offset)
         return _HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
 
-    def decode(self, raw: bytes, path: str = "snapshot") -> dict[int, ProducerEntry]:
+    @staticmethod
+    def decode(raw: bytes, path: str = "snapshot") -> dict[int, ProducerEntry]:
+        """The producer entries of a snapshot file's bytes, by producer id.  Pure."""
         if len(raw) < _HEAD.size + _COUNT.size:
             raise CorruptRecordError(f"{path}: expected at least 10 bytes, read {len(raw)}")
         version, crc = _HEAD.unpack_from(raw, 0)
@@ -461,7 +463,7 @@ def _unlink(path: str) -> None:
         pass
 
 
-def read_marker(raw) -> tuple[int, int]:
+def read_marker(raw: bytes) -> tuple[int, int]:
     """``(control_type, coordinator_epoch)`` of the control batch ``raw`` (its whole bytes):
     Kafka's ``EndTransactionMarker`` key (version, type: 0 ABORT, 1 COMMIT) and value (version,
     coordinatorEpoch; -1 when absent).  Raises CorruptRecordError."""
@@ -478,5 +480,5 @@ def read_snapshot(raw: bytes, path: str = "snapshot") -> list[ProducerEntry]:
     """The producer entries of a ``.snapshot`` file's bytes, by producer id (Kafka's
     ``ProducerStateManager.readSnapshot``, for offline tools such as ``pyklog-dump-log``).
     CorruptRecordError for a bad version, CRC or length.  Pure; thread-safe."""
-    entries = ProducerStateManager.decode(None, raw, path)  # decode reads no instance state
+    entries = ProducerStateManager.decode(raw, path)
     return [entries[pid] for pid in sorted(entries)]

@@ -23,7 +23,10 @@ import logging
 import mmap
 import os
 import time
-from typing import Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from crc32c import crc32c
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.header import (
@@ -33,9 +36,9 @@ from pyklog.broker.record.header import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchHeader,
+    BytesLike,
     parse_header,
 )
-from crc32c import crc32c
 
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TXNINDEX_SUFFIX, TransactionIndex
@@ -138,7 +141,7 @@ class LogSegment:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def create(cls, dir: str, base_offset: int, **kw) -> "LogSegment":
+    def create(cls, dir: str, base_offset: int, **kw: Any) -> LogSegment:
         seg = cls(dir, base_offset, create=True, **kw)
         if seg.size:
             raise CorruptRecordError(
@@ -192,7 +195,8 @@ class LogSegment:
         self._bytes_since_index = self.size - self.index.last_entry()[1] if len(self.index) else self.size
 
     # ------------------------------------------------------------------ writes
-    def append(self, data, batches: list[tuple[int, int, int, int]], size: int | None = None) -> None:
+    def append(self, data: BytesLike | list[bytes | bytearray | memoryview],
+               batches: list[tuple[int, int, int, int]], size: int | None = None) -> None:
         """Write ``data`` (whole batches, offsets already assigned) at the end of the file.
 
         ``data`` is one buffer (one ``os.pwrite``) or a list of buffers of ``size`` bytes in all
@@ -334,7 +338,9 @@ class LogSegment:
         return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches,
                               tuple(damaged))
 
-    def _validate(self, file_size, on_batch, max_batch_bytes, resync, offset_limit):
+    def _validate(self, file_size: int, on_batch: Callable[[BatchHeader], None] | None,
+                  max_batch_bytes: int | None, resync: bool,
+                  offset_limit: int | None) -> tuple[int, str | None, int, int, list[DamagedRange]]:
         self.index.reset()
         self.time_index.reset()
         self.max_timestamp = _NO_TIMESTAMP
@@ -353,8 +359,9 @@ class LogSegment:
         finally:
             mm.close()
 
-    def _recover_mapped(self, mm, file_size, on_batch, max_batch_bytes, resync=False,
-                        offset_limit=None):
+    def _recover_mapped(self, mm: mmap.mmap, file_size: int, on_batch: Callable[[BatchHeader], None] | None,
+                        max_batch_bytes: int | None, resync: bool = False,
+                        offset_limit: int | None = None) -> tuple[int, str | None, int, int, list[DamagedRange]]:
         mv = memoryview(mm)
         try:
             pos = 0
@@ -364,6 +371,10 @@ class LogSegment:
             interval = self.index_interval_bytes
             unpack = HEADER.unpack_from
             damaged: list[DamagedRange] = []
+            # a batch's header fields: read below whenever a whole header is there, which is
+            # always the case when reason stays None (the only path that uses them)
+            base = last_delta = max_ts = size = 0
+            fields: tuple[Any, ...] = ()
             while pos < file_size:
                 reason = None
                 if file_size - pos < HEADER_SIZE:
@@ -421,7 +432,7 @@ class LogSegment:
         finally:
             mv.release()
 
-    def _valid_batch_at(self, mm, mv, p: int, file_size: int, min_base: int,
+    def _valid_batch_at(self, mm: mmap.mmap, mv: memoryview, p: int, file_size: int, min_base: int,
                         offset_limit: int | None) -> bool:
         """True when a whole valid v2 batch starts at ``p`` with base offset >= ``min_base``."""
         if p < 0 or file_size - p < HEADER_SIZE:
@@ -435,7 +446,7 @@ class LogSegment:
             return False
         return crc32c(mv[p + ATTRIBUTES_OFFSET: p + LOG_OVERHEAD + length]) == crc
 
-    def _resync(self, mm, mv, pos: int, file_size: int, min_base: int,
+    def _resync(self, mm: mmap.mmap, mv: memoryview, pos: int, file_size: int, min_base: int,
                 offset_limit: int | None) -> int | None:
         """Position of the first valid batch after the invalid one at ``pos`` (or None).
         Tries the end the damaged header declares first (a flipped payload byte leaves the
@@ -459,7 +470,7 @@ class LogSegment:
         return None
 
     @staticmethod
-    def _claimed_records(mm, pos: int, end: int, first_lost: int, next_base: int) -> int | None:
+    def _claimed_records(mm: mmap.mmap, pos: int, end: int, first_lost: int, next_base: int) -> int | None:
         """Record count of the damaged batch at ``pos`` when its header is believable: it is
         the only batch in ``[pos, end)`` and covers exactly the lost offsets."""
         if end - pos < HEADER_SIZE:

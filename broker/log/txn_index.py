@@ -27,6 +27,7 @@ replaced, never shrunk in place, by a truncation.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
@@ -66,7 +67,7 @@ def decode_entries(raw: bytes, path: str = "txnindex") -> list[AbortedTxn]:
         raise CorruptRecordError(
             f"{path}: expected a multiple of {ABORTED_TXN.size} bytes, read {len(raw)}"
         )
-    out = []
+    out: list[AbortedTxn] = []
     for version, pid, first, last, lso in ABORTED_TXN.iter_unpack(raw):
         if version != ABORTED_TXN_VERSION:
             raise CorruptRecordError(
@@ -94,7 +95,7 @@ class TransactionIndex(IndexFile):
     def load(self) -> None:
         """Read the file (absent: no entries).  Raises CorruptRecordError (the caller rebuilds)."""
         entries = decode_entries(self._load_raw(), self.path)
-        for a, b in zip(entries, entries[1:]):
+        for a, b in itertools.pairwise(entries):
             if b.last_offset <= a.last_offset:
                 raise CorruptRecordError(
                     f"{self.path}: last offsets must increase, read {a.last_offset} then {b.last_offset}"

@@ -53,6 +53,7 @@ from pyklog.broker.record.header import (
     NO_COMPRESSION,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    BytesLike,
     compute_crc,
     parse_header,
     validate_crc,
@@ -90,12 +91,12 @@ class ValidatedAppend(NamedTuple):
     the total ``records``, and ``producer`` (the header of the single batch of an idempotent
     producer, else None)."""
 
-    batches: list
+    batches: list[tuple[int, BatchHeader]]
     records: int
     producer: BatchHeader | None
 
 
-def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
+def validate_batches(buf: BytesLike, tp: str, max_message_bytes: int, segment_bytes: int,
                      from_client: bool = True, compacted: bool = False) -> ValidatedAppend:
     """Check the batches in ``buf`` (see the module docstring for the rules); ``tp`` is
     ``"<topic>-<partition>"`` for messages.  Nothing is decoded unless ``compacted``."""
@@ -162,7 +163,7 @@ def validate_batches(buf, tp: str, max_message_bytes: int, segment_bytes: int,
     return _new_tuple(ValidatedAppend, (batches, records, batches[0][1] if has_pid else None))
 
 
-def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: int,
+def validate_follower_batches(buf: BytesLike, tp: str, segment_bytes: int, log_end_offset: int,
                               allow_gaps: bool = True) -> ValidatedAppend:
     """Check the batches a follower copies from its leader (Kafka's ``analyzeAndValidateRecords``
     for ``AppendOrigin.REPLICATION``): whole v2 batches (framing, magic 2, CRC-32C), offsets
@@ -178,7 +179,7 @@ def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: 
     n = len(buf)
     if n == 0:
         raise CorruptRecordError(f"{tp}: expected at least one record batch, read 0 bytes")
-    batches = []
+    batches: list[tuple[int, BatchHeader]] = []
     pos = 0
     records = 0
     expected = log_end_offset
@@ -214,7 +215,7 @@ def validate_follower_batches(buf, tp: str, segment_bytes: int, log_end_offset: 
     return _new_tuple(ValidatedAppend, (batches, records, None))
 
 
-def null_key_records(buf, pos: int, h: BatchHeader) -> list[int]:
+def null_key_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[int]:
     """Indexes (within the batch) of the records with a null key in the v2 batch at ``pos``.
 
     Reads each record's length, skips attributes, timestampDelta and offsetDelta, and reads the
@@ -261,8 +262,10 @@ def null_key_records(buf, pos: int, h: BatchHeader) -> list[int]:
     return out
 
 
-def assign_offsets(buf, batches: list, first_offset: int, leader_epoch: int,
-                   log_append_time_ms: int | None):
+def assign_offsets(buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], first_offset: int,
+                   leader_epoch: int, log_append_time_ms: int | None) -> tuple[
+                       bytearray | memoryview | list[bytes | bytearray | memoryview], list[tuple[int, int, int, int]],
+                       int, int]:
     """Give the validated ``batches`` of ``buf`` consecutive offsets from ``first_offset``.
 
     ``buf`` is a bytearray (rewritten in place) or a memoryview of the caller's bytes (left
@@ -275,7 +278,7 @@ def assign_offsets(buf, batches: list, first_offset: int, leader_epoch: int,
     segment's indexes."""
     if isinstance(buf, memoryview) and len(batches) > MAX_IOV_BATCHES:
         buf = bytearray(buf)  # many small batches: one copy beats a huge iovec list
-    iov = [] if isinstance(buf, memoryview) else None
+    iov: list[bytes | bytearray | memoryview] | None = [] if isinstance(buf, memoryview) else None
     next_offset = first_offset
     metas = []
     max_ts_all = -1

@@ -22,12 +22,12 @@ from pyklog.broker.protocol.api import (
     decode_request_header,
     decode_response,
     encode_request,
-    is_flexible,
-    request_header_version,
-    response_header_version,
     encode_request_chunks,
     encode_response,
     encoded_size,
+    is_flexible,
+    request_header_version,
+    response_header_version,
 )
 from pyklog.broker.protocol.messages import API_NAMES, FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
 from pyklog.broker.protocol.schema import Field, snake_case

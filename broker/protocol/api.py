@@ -20,11 +20,13 @@ include it.  Everything here is pure and thread-safe.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple, Union
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnsupportedVersionError
 from pyklog.broker.protocol.messages import FLEXIBLE, SCHEMAS, SUPPORTED, ApiKey, api_name
 from pyklog.broker.protocol.schema import (
+    Field,
     compile_decoder,
     compile_encoder,
     explain_encode_error,
@@ -36,7 +38,7 @@ _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, cli
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 
-Chunk = Union[bytes, bytearray, memoryview, FileRegion]
+Chunk = bytes | bytearray | memoryview | FileRegion
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -79,18 +81,18 @@ class _Lazy:
 
     __slots__ = ("_compile", "_args", "_min", "_cache", "_flex")
 
-    def __init__(self, compile_fn, name: str, schema, min_version: int, max_version: int,
-                 flexible_from: int | None, **kw) -> None:
+    def __init__(self, compile_fn: Callable[..., Callable[..., Any]], name: str, schema: Sequence[Field],
+                 min_version: int, max_version: int, flexible_from: int | None, **kw: Any) -> None:
         self._compile = compile_fn
         self._args = (name, schema, kw)
         self._min = min_version
         self._flex = 1 << 30 if flexible_from is None else flexible_from
-        self._cache = [None] * (max_version - min_version + 1)
+        self._cache: list[Callable[..., Any] | None] = [None] * (max_version - min_version + 1)
 
     def __len__(self) -> int:
         return len(self._cache)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> Callable[..., Any]:
         fn = self._cache[i]
         if fn is None:
             name, schema, kw = self._args
@@ -178,7 +180,8 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
                    body: dict) -> bytes:
     """The whole request frame (size prefix included) as bytes."""
     chunks = encode_request_chunks(api_key, version, correlation_id, client_id, body)
-    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+    # only a response's records may be a FileRegion: a request's chunks are all bytes-like
+    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(cast(list[bytes], chunks))
 
 
 def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
@@ -252,7 +255,7 @@ def decode_request(header: RequestHeader, frame: Any, body_offset: int) -> dict:
 # ------------------------------------------------------------------------------- responses
 
 
-def _encode_body(api, version: int, body: dict, out: bytearray, *, request: bool) -> list[Chunk]:
+def _encode_body(api: _Api, version: int, body: dict, out: bytearray, *, request: bool) -> list[Chunk]:
     """Append ``body`` to ``out`` (the frame's size prefix and header) with the request or
     response encoder of ``api`` v``version``; return the finished chunks (see :func:`_finish`)."""
     chunks: list[Chunk] = []
@@ -261,7 +264,7 @@ def _encode_body(api, version: int, body: dict, out: bytearray, *, request: bool
         out = enc(body, out, chunks)
     except PyklogError:
         raise
-    except Exception as e:  # bad value in body: explain which field
+    except Exception as e:  # noqa: BLE001 - a bad value in body: explain which field
         kind, schema = ("Request", SCHEMAS[api.key][1]) if request else ("Response", SCHEMAS[api.key][2])
         raise explain_encode_error(f"{api.name}{kind}", schema, version, body, e) from None
     if out or not chunks:
@@ -275,7 +278,7 @@ def _finish(chunks: list[Chunk]) -> None:
     encoder's own bytearrays into bytes.  Encoders append (encoded part, records value) pairs and
     then the last encoded part, so encoded parts sit at even indexes and the caller's records
     values (left as given, never copied) at odd ones."""
-    _SIZE.pack_into(chunks[0], 0, encoded_size(chunks) - 4)
+    _SIZE.pack_into(cast(bytearray, chunks[0]), 0, encoded_size(chunks) - 4)  # the encoder's own
     for i in range(0, len(chunks), 2):
         chunks[i] = bytes(chunks[i])
 
@@ -351,13 +354,13 @@ def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, ki
         body, pos = dec(mv, pos, end)
     except PyklogError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure of the fast decoder: the checked one says where
         checked = api.req_dec_checked[i] if kind == "Request" else api.resp_dec_checked[i]
         try:
             checked(mv, start, end)
         except PyklogError:
             raise
-        except Exception as e2:
+        except Exception as e2:  # noqa: BLE001 - wrapped into the protocol's decode error
             raise wrap_decode_error(f"{api.name}{kind} v{version}", e2) from None
         raise wrap_decode_error(f"{api.name}{kind} v{version}", e) from None
     if pos != end and not trailing_ok:
@@ -381,7 +384,7 @@ def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> dict:
 
 
 _API_VERSIONS_ERROR = b"".join(
-    encode_response(ApiKey.API_VERSIONS, 0, 0, api_versions_body(UnsupportedVersionError.code))
+    cast(list[bytes], encode_response(ApiKey.API_VERSIONS, 0, 0, api_versions_body(UnsupportedVersionError.code)))
 )
 
 

@@ -124,7 +124,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 #: requests use header v2, responses header v1 (not ApiVersions), and the body compact lengths and
 #: tagged field sections (see :mod:`pyklog.broker.protocol.schema`).  An API gains flexible versions
 #: by listing it here and raising its SUPPORTED max, once its schema has the new versions' fields.
-FLEXIBLE: dict[ApiKey, int] = {
+FLEXIBLE: dict[int, int] = {  # ApiKey -> first flexible version; looked up by a plain int too
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,
     ApiKey.LIST_OFFSETS: 6,

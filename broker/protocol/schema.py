@@ -40,7 +40,8 @@ from __future__ import annotations
 import re
 import struct
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError
 from pyklog.broker.protocol.types import (
@@ -104,7 +105,7 @@ class Field:
         *,
         nullable: str | None = None,
         default: Any = _MISSING,
-        fields: Sequence["Field"] | None = None,
+        fields: Sequence[Field] | None = None,
         tag: int | None = None,
         tagged: str | None = None,
     ) -> None:
@@ -124,7 +125,10 @@ class Field:
             if type not in SCALARS:
                 raise ValueError(f"unknown type {type} of {name}")
             self.elem = None
-        self.versions = parse_versions(versions)
+        present_in = parse_versions(versions)
+        if present_in is None:
+            raise ValueError(f"{name}: versions {versions!r} names no version")
+        self.versions: tuple[int, int] = present_in
         self.nullable = parse_versions(nullable)
         if default is _MISSING:
             if type.startswith("[]"):
@@ -151,6 +155,12 @@ class Field:
     @property
     def is_array(self) -> bool:
         return self.type.startswith("[]")
+
+    @property
+    def struct_fields(self) -> tuple[Field, ...]:
+        """The fields of each element of a struct array (``elem is None``; the constructor checked
+        that it has some)."""
+        return self.fields or ()
 
     def present(self, version: int) -> bool:
         lo, hi = self.versions
@@ -184,10 +194,11 @@ def active_fields(fields: Iterable[Field], version: int) -> list[Field]:
 
 def _split(fields: Iterable[Field], version: int, flexible: bool) -> tuple[list[Field], list[Field]]:
     """(in-line fields, tagged fields sorted by tag) of a struct in ``version``."""
-    inline, tagged = [], []
+    inline: list[Field] = []
+    tagged: list[Field] = []
     for f in active_fields(fields, version):
         (tagged if flexible and f.tagged_in(version) else inline).append(f)
-    return inline, sorted(tagged, key=lambda f: f.tag)
+    return inline, sorted(tagged, key=lambda f: cast(int, f.tag))  # a tagged field has a tag
 
 
 def min_size(fields: Iterable[Field], version: int, flexible: bool = False) -> int:
@@ -395,7 +406,7 @@ def _dec_field(g: _Gen, f: Field, version: int, ind: int, fpath: str, idx: list[
         g.emit(ind + 1, f"pos += {n} * {width}")
         return
     if f.elem is None:
-        each = max(1, min_size(f.fields, version, g.flex))
+        each = max(1, min_size(f.struct_fields, version, g.flex))
     elif f.elem == UUID:
         each = 16
     else:
@@ -409,7 +420,7 @@ def _dec_field(g: _Gen, f: Field, version: int, ind: int, fpath: str, idx: list[
         ev = g.tmp()
         _dec_scalar_var(g, ind + 2, f.elem, fpath + "[%d]", sub_idx, False, ev)
     else:
-        ev = _dec_struct(g, f.fields, version, ind + 2, fpath + "[%d].", sub_idx)
+        ev = _dec_struct(g, f.struct_fields, version, ind + 2, fpath + "[%d].", sub_idx)
     g.emit(ind + 2, f"{var}.append({ev})")
 
 
@@ -613,7 +624,7 @@ def _enc_field(g: _Gen, f: Field, version: int, ind: int, val: str, fpath: str) 
             if f.elem is not None:
                 _enc_scalar(g, ind + 2, f.elem, False, fpath + "[]", e)
             else:
-                _enc_struct(g, f.fields, version, ind + 2, e, fpath + "[].")
+                _enc_struct(g, f.struct_fields, version, ind + 2, e, fpath + "[].")
 
 
 def _enc_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, dvar: str, path: str) -> None:
@@ -747,7 +758,7 @@ def _find_problem(fields: Sequence[Field], version: int, body: Any, path: str) -
                 if f.elem is not None:
                     p = _check_scalar(f.elem, False, item, f"{fpath}[{k}]")
                 else:
-                    p = _find_problem(f.fields, version, item, f"{fpath}[{k}].")
+                    p = _find_problem(f.struct_fields, version, item, f"{fpath}[{k}].")
                 if p:
                     break
         if p:

@@ -23,10 +23,10 @@ from pyklog.broker.record.batch import (
     decode_control_record,
 )
 from pyklog.broker.record.compression import CODECS, codec_id, compress, decompress
+from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches
 from pyklog.broker.record.header import BatchHeader, parse_header
 from pyklog.broker.record.legacy import LegacyMessage, build_message_set, decode_message_set
 from pyklog.broker.record.reader import iter_batches, iter_headers
-from pyklog.broker.record.convert import batches_to_message_set, message_set_to_batches
 from pyklog.broker.record.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = [

@@ -48,9 +48,12 @@ Pure code: bytes in, objects out; thread-safe.  Malformed input raises
 """
 from __future__ import annotations
 
+import itertools
 import struct
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from crc32c import crc32c as _crc32c
 
@@ -69,11 +72,11 @@ from pyklog.broker.record.header import (
     TRANSACTIONAL_MASK,
     ZSTD,
     BatchHeader,
+    BytesLike,
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # decode_batch's flag is named validate_crc
-from pyklog.broker.record.varint import _SMALL, _encode_varint_slow, decode_varint
-
+from pyklog.broker.record.varint import SMALL_VARINTS, decode_varint, encode_varint_uncached
 
 __all__ = [
     "Record",
@@ -92,12 +95,12 @@ MAGIC = 2
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
-# Header split at the CRC: the CRC covers _TAIL and the records, _HEAD holds what precedes it.
-_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
-assert _HEAD.size == ATTRIBUTES_OFFSET and _HEAD.size + _TAIL.size == HEADER_SIZE
+# Header split at the CRC: the CRC covers BATCH_TAIL and the records, BATCH_HEAD holds what precedes it.
+BATCH_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+assert BATCH_HEAD.size == ATTRIBUTES_OFFSET and BATCH_HEAD.size + BATCH_TAIL.size == HEADER_SIZE
 # batchLength counts everything after the batchLength field itself
-_LENGTH_BASE = HEADER_SIZE - LOG_OVERHEAD  # 49
+BATCH_LENGTH_BASE = HEADER_SIZE - LOG_OVERHEAD  # 49
 
 CONTROL_KEY = struct.Struct(">hh")  # version, type
 CONTROL_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version, coordinatorEpoch
@@ -163,7 +166,7 @@ class RecordBatch:
     def __len__(self) -> int:
         return len(self.records)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
 
     def __repr__(self) -> str:
@@ -179,18 +182,18 @@ class RecordBatch:
 # ---------------------------------------------------------------------------------------------
 # building
 # ---------------------------------------------------------------------------------------------
-_vget = _SMALL.get
-_NULL = _SMALL[-1]
-_ZERO = _SMALL[0]
+_vget = SMALL_VARINTS.get
+_NULL = SMALL_VARINTS[-1]
+_ZERO = SMALL_VARINTS[0]
 _ATTR0 = b"\x00"
 
 
 def _v(n: int) -> bytes:
     b = _vget(n)
-    return _encode_varint_slow(n) if b is None else b
+    return encode_varint_uncached(n) if b is None else b
 
 
-def _encode_headers(headers) -> list:
+def _encode_headers(headers: Sequence[tuple[Any, Any]]) -> list[Any]:
     parts = [_v(len(headers))]
     for hk, hv in headers:
         if type(hk) is str:
@@ -207,15 +210,16 @@ def _encode_headers(headers) -> list:
     return parts
 
 
-def _encode_records(records, first_ts: int, offset_deltas=None) -> tuple[bytes, int, int]:
+def _encode_records(records: Sequence[Any], first_ts: int,
+                    offset_deltas: Sequence[int] | None = None) -> tuple[bytes, int, int]:
     """Encode ``(key, value, timestamp, headers)`` tuples; returns (bytes, max_ts, last_delta).
 
     ``offset_deltas`` (a sequence aligned with ``records``) defaults to 0..n-1.
     """
-    parts = []
+    parts: list[Any] = []  # bytes-like, unless the caller passed something else (see the TypeError below)
     extend = parts.extend
     vget = _vget
-    slow = _encode_varint_slow
+    slow = encode_varint_uncached
     max_ts = first_ts
     i = -1
     for key, value, ts, headers in records:
@@ -286,7 +290,7 @@ def _assemble(
         attributes |= CONTROL_MASK
     if compression != NO_COMPRESSION and body:
         body = _compression.compress(compression, body)
-    tail = _TAIL.pack(
+    tail = BATCH_TAIL.pack(
         attributes,
         last_offset_delta,
         first_timestamp,
@@ -297,7 +301,7 @@ def _assemble(
         count,
     )
     crc = _crc32c(body, _crc32c(tail))
-    head = _HEAD.pack(base_offset, _LENGTH_BASE + len(body), partition_leader_epoch, MAGIC, crc)
+    head = BATCH_HEAD.pack(base_offset, BATCH_LENGTH_BASE + len(body), partition_leader_epoch, MAGIC, crc)
     return b"".join((head, tail, body))
 
 
@@ -306,10 +310,10 @@ def _now_ms() -> int:
 
 
 def build_batch(
-    records,
+    records: Iterable[Any],
     *,
     base_offset: int = 0,
-    compression=0,
+    compression: int | str = 0,
     timestamp_type: int = CREATE_TIME,
     producer_id: int = -1,
     producer_epoch: int = -1,
@@ -354,11 +358,11 @@ def build_batch(
 
 
 def build_batch_from_records(
-    records,
+    records: Sequence[Record],
     *,
     base_offset: int | None = None,
     last_offset_delta: int | None = None,
-    compression=0,
+    compression: int | str = 0,
     timestamp_type: int = CREATE_TIME,
     producer_id: int = -1,
     producer_epoch: int = -1,
@@ -391,7 +395,7 @@ def build_batch_from_records(
             raise ValueError(
                 f"record offset {records[0].offset} is below the batch base offset {base_offset}"
             )
-        for a, b in zip(deltas, deltas[1:]):
+        for a, b in itertools.pairwise(deltas):
             if b <= a:
                 raise ValueError(f"record offsets must increase, got delta {a} then {b}")
         body, max_ts, _ = _encode_records(
@@ -493,10 +497,10 @@ def decode_control_record(record: Record) -> tuple[int, int | None]:
 _ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 
 
-def _decode_headers(data, pos: int, count: int):
+def _decode_headers(data: bytes, pos: int, count: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     if count < 0:
         raise CorruptRecordError(f"expected a header count >= 0, read {count}")
-    out = []
+    out: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         kl, pos = decode_varint(data, pos)
         if kl < 0:
@@ -517,13 +521,13 @@ def _decode_headers(data, pos: int, count: int):
 
 
 def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
-                    first_ts: int, lat_ts, where: str) -> list:
+                    first_ts: int, lat_ts: int | None, where: str) -> list[Record]:
     """Decode ``count`` records from ``data[pos:end]`` (``data`` must be bytes).
 
     The hot loop of every consumer: each varint has its one- and two-byte forms inlined (a
     two-byte varint is (b0 & 0x7f) | (b1 << 7), then zigzag), longer ones call decode_varint.
     """
-    records = []
+    records: list[Record] = []
     append = records.append
     R = Record
     Z = _ZZ1
@@ -608,7 +612,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             else:
                 value = None
             if data[pos] == 0:
-                headers = ()
+                headers: tuple[tuple[str, bytes | None], ...] = ()
                 pos += 1
             else:
                 hc, pos = dv(data, pos)
@@ -632,7 +636,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     return records
 
 
-def decode_batch(buf, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
+def decode_batch(buf: BytesLike, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
     """Decode the v2 batch at ``pos`` of ``buf`` (bytes, bytearray or memoryview).
 
     The whole batch must be present (a reader that may see partial batches checks the size
@@ -653,10 +657,12 @@ def decode_batch(buf, pos: int = 0, validate_crc: bool = True) -> RecordBatch:
         )
     if validate_crc:
         _check_crc(buf, pos, h)
-    return RecordBatch(h, _decode_batch_records(buf, pos, h))
+    return RecordBatch(h, decode_batch_records(buf, pos, h))
 
 
-def _decode_batch_records(buf, pos: int, h: BatchHeader) -> list:
+def decode_batch_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[Record]:
+    """The records of the v2 batch at ``pos`` whose header ``h`` the caller parsed (and whose CRC
+    it checked, if it wanted to): :func:`decode_batch` without the header work."""
     count = h.records_count
     where = f"batch at offset {h.base_offset}"
     if count < 0:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from crc32c import crc32c as _crc32c
 
 from pyklog.broker.record import compression as _compression
-from pyklog.broker.record.batch import _HEAD, _LENGTH_BASE, _TAIL, MAGIC
-from pyklog.broker.record.header import NO_COMPRESSION, TRANSACTIONAL_MASK
+from pyklog.broker.record.batch import BATCH_HEAD, BATCH_LENGTH_BASE, BATCH_TAIL, MAGIC
+from pyklog.broker.record.header import NO_COMPRESSION, TRANSACTIONAL_MASK, BytesLike
 
 __all__ = ["RecordsSection"]
 
@@ -31,7 +31,7 @@ class RecordsSection:
 
     __slots__ = ("records", "count", "first_timestamp", "max_timestamp")
 
-    def __init__(self, records, count: int, first_timestamp: int, max_timestamp: int | None = None):
+    def __init__(self, records: BytesLike, count: int, first_timestamp: int, max_timestamp: int | None = None):
         if count <= 0:
             raise ValueError(f"a records section needs at least one record, got count={count}")
         self.records = records
@@ -45,7 +45,7 @@ class RecordsSection:
     @property
     def nbytes(self) -> int:
         """Size of the batch without compression (header + records)."""
-        return _HEAD.size + _TAIL.size + len(memoryview(self.records))
+        return BATCH_HEAD.size + BATCH_TAIL.size + len(memoryview(self.records))
 
     def to_batch(self, *, compression: int = NO_COMPRESSION, producer_id: int = -1, producer_epoch: int = -1,
                  base_sequence: int = -1, is_transactional: bool = False, base_offset: int = 0,
@@ -57,8 +57,8 @@ class RecordsSection:
             attributes |= TRANSACTIONAL_MASK
         if compression != NO_COMPRESSION:
             body = _compression.compress(compression, bytes(body))
-        tail = _TAIL.pack(attributes, self.count - 1, self.first_timestamp, self.max_timestamp,
+        tail = BATCH_TAIL.pack(attributes, self.count - 1, self.first_timestamp, self.max_timestamp,
                           producer_id, producer_epoch, base_sequence, self.count)
         crc = _crc32c(body, _crc32c(tail))
-        head = _HEAD.pack(base_offset, _LENGTH_BASE + len(memoryview(body)), partition_leader_epoch, MAGIC, crc)
+        head = BATCH_HEAD.pack(base_offset, BATCH_LENGTH_BASE + len(memoryview(body)), partition_leader_epoch, MAGIC, crc)
         return b"".join((head, tail, body))

@@ -47,7 +47,7 @@ import snappy
 import zstandard
 
 from pyklog.broker.errors import CorruptRecordError
-from pyklog.broker.record.header import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
+from pyklog.broker.record.header import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD, BytesLike
 
 CODECS = {"none": NO_COMPRESSION, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 CODEC_NAMES = {v: k for k, v in CODECS.items()}
@@ -70,7 +70,7 @@ XERIAL_BLOCK_SIZE = 32 * 1024  # uncompressed bytes per block, as snappy-java
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 
 
-def codec_id(name_or_id) -> int:
+def codec_id(name_or_id: int | str) -> int:
     """Codec id for a name ("gzip"), an id (1), or a numeric string ("1")."""
     if isinstance(name_or_id, bool):
         raise ValueError(f"expected a compression codec name or id, got {name_or_id!r}")
@@ -160,7 +160,7 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def _lz4_descriptor_end(frame) -> int:
+def _lz4_descriptor_end(frame: BytesLike) -> int:
     """Position of the header-checksum byte of an lz4 frame (after FLG, BD and options)."""
     if len(frame) < 7 or bytes(frame[:4]) != LZ4_FRAME_MAGIC:
         raise CorruptRecordError(
@@ -190,7 +190,7 @@ def _lz4_break_checksum(frame: bytes) -> bytes:
     return frame[:hc] + bytes((bad,)) + frame[hc + 1 :]
 
 
-def _lz4_compress(data) -> bytes:
+def _lz4_compress(data: BytesLike) -> bytes:
     return lz4.frame.compress(
         data,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -201,7 +201,7 @@ def _lz4_compress(data) -> bytes:
     )
 
 
-def _lz4_decompress(data) -> bytes:
+def _lz4_decompress(data: BytesLike) -> bytes:
     # lz4 raises RuntimeError on a damaged frame, MemoryError when a damaged header claims a
     # huge content size; both mean the payload is corrupt.
     try:
@@ -221,7 +221,7 @@ def _lz4_decompress(data) -> bytes:
 
 
 # -- snappy ------------------------------------------------------------------------------------
-def _snappy_compress_xerial(data) -> bytes:
+def _snappy_compress_xerial(data: BytesLike) -> bytes:
     mv = memoryview(data)
     n = len(mv)
     parts = [XERIAL_HEADER_BYTES]
@@ -234,12 +234,12 @@ def _snappy_compress_xerial(data) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data) -> bytes:
+def _snappy_decompress(data: BytesLike) -> bytes:
     mv = memoryview(data)
     if bytes(mv[:8]) != XERIAL_MAGIC:
         try:
             return snappy.decompress(mv)
-        except Exception as e:  # snappy raises its own error types (cramjam / UncompressError)
+        except Exception as e:  # noqa: BLE001 - snappy raises its own error types (cramjam / UncompressError)
             raise CorruptRecordError(
                 f"snappy: cannot decompress a raw block of {len(mv)} bytes: {e}"
             ) from None
@@ -267,7 +267,7 @@ def _snappy_decompress(data) -> bytes:
             )
         try:
             parts.append(decompress_raw(mv[pos : pos + length]))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - as above
             raise CorruptRecordError(
                 f"snappy (xerial): cannot decompress block at position {pos - 4}: {e}"
             ) from None
@@ -276,7 +276,8 @@ def _snappy_decompress(data) -> bytes:
 
 
 # -- public API --------------------------------------------------------------------------------
-def compress(codec, data, *, level: int | None = None, legacy_lz4: bool = False) -> bytes:
+def compress(codec: int | str, data: bytes | bytearray | memoryview, *, level: int | None = None,
+             legacy_lz4: bool = False) -> bytes:
     """Compress ``data`` with ``codec`` (id or name) in the on-wire form described above.
 
     ``level`` overrides the codec's default level (gzip 1-9, zstd 1-22; ignored by snappy/lz4).
@@ -298,7 +299,7 @@ def compress(codec, data, *, level: int | None = None, legacy_lz4: bool = False)
     raise ValueError(f"expected a compression codec id 0-4, got {codec!r}")
 
 
-def decompress(codec, data) -> bytes:
+def decompress(codec: int | str, data: BytesLike) -> bytes:
     """Decompress a payload written by any Kafka client with ``codec`` (id or name)."""
     c = codec if type(codec) is int else codec_id(codec)
     if c == NO_COMPRESSION:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pyklog.broker.record import compression as _compression
 from pyklog.broker.record.batch import build_batch
-from pyklog.broker.record.header import NO_COMPRESSION, TIMESTAMP_TYPE_MASK, ZSTD
+from pyklog.broker.record.header import NO_COMPRESSION, TIMESTAMP_TYPE_MASK, ZSTD, BytesLike
 from pyklog.broker.record.legacy import (
     LEGACY_CODECS,
     NO_TIMESTAMP,
@@ -34,7 +34,7 @@ from pyklog.broker.record.reader import iter_batches
 __all__ = ["message_set_to_batches", "batches_to_message_set"]
 
 
-def message_set_to_batches(buf, *, compression=None, base_offset: int = 0) -> bytes:
+def message_set_to_batches(buf: BytesLike, *, compression: int | str | None = None, base_offset: int = 0) -> bytes:
     """Convert a Produce v0-2 message set into one v2 batch (bytes; b"" for an empty set).
 
     Records get offsets ``base_offset`` + 0..n-1 (the offsets in a produce request mean nothing;
@@ -57,7 +57,7 @@ def message_set_to_batches(buf, *, compression=None, base_offset: int = 0) -> by
     )
 
 
-def batches_to_message_set(buf, magic: int) -> bytes:
+def batches_to_message_set(buf: BytesLike, magic: int) -> bytes:
     """Down-convert v2 batches (and any legacy entries) to a magic 0/1 message set (Fetch v0-3).
 
     Offsets and timestamps are kept; headers are dropped; control batches and empty batches are

@@ -23,12 +23,16 @@ Pure code: bytes in, objects out.
 """
 from __future__ import annotations
 
+import mmap
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from crc32c import crc32c
 
 from pyklog.broker.errors import CorruptRecordError
+
+#: What the codecs read: bytes, a bytearray, a memoryview or a mapped segment file.
+BytesLike: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -54,7 +58,8 @@ NO_SEQUENCE = -1
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-_COMMON = struct.Struct(">qiib")  # baseOffset, length, leaderEpoch, magic
+# the prefix a v2 batch shares with a legacy v0/v1 entry (reader.py tells them apart by it)
+ENTRY_PREFIX = struct.Struct(">qiib")  # baseOffset, length, leaderEpoch, magic
 
 
 class BatchHeader(NamedTuple):
@@ -108,18 +113,18 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-def peek_size_and_magic(buf, pos: int = 0) -> tuple[int, int, int] | None:
+def peek_size_and_magic(buf: BytesLike, pos: int = 0) -> tuple[int, int, int] | None:
     """Return ``(base_offset, total_size, magic)`` of the entry at ``pos``, or None when fewer
     than 17 bytes remain (a partial trailing entry).  Works for v0/v1 messages and v2 batches:
     for legacy messages ``base_offset`` is the message offset and the size is 12 + message_size.
     """
     if len(buf) - pos < MAGIC_OFFSET + 1:
         return None
-    base_offset, length, _epoch, magic = _COMMON.unpack_from(buf, pos)
+    base_offset, length, _epoch, magic = ENTRY_PREFIX.unpack_from(buf, pos)
     return base_offset, LOG_OVERHEAD + length, magic
 
 
-def parse_header(buf, pos: int = 0) -> BatchHeader:
+def parse_header(buf: BytesLike, pos: int = 0) -> BatchHeader:
     """Parse a v2 batch header at ``pos`` (no CRC check).  The caller ensures 61 bytes exist."""
     h = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if h.magic != 2:
@@ -132,12 +137,12 @@ def parse_header(buf, pos: int = 0) -> BatchHeader:
     return h
 
 
-def compute_crc(buf, pos: int, size: int) -> int:
+def compute_crc(buf: BytesLike, pos: int, size: int) -> int:
     """CRC-32C of a v2 batch at ``pos`` spanning ``size`` bytes (attributes .. end)."""
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
 
 
-def validate_crc(buf, pos: int, header: BatchHeader) -> None:
+def validate_crc(buf: BytesLike, pos: int, header: BatchHeader) -> None:
     """Raise CorruptRecordError unless the stored CRC matches the batch bytes."""
     actual = compute_crc(buf, pos, header.size)
     if actual != header.crc:

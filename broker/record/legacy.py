@@ -39,7 +39,8 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record import compression as _compression
@@ -53,6 +54,7 @@ from pyklog.broker.record.header import (
     SNAPPY,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    BytesLike,
 )
 
 __all__ = [
@@ -117,7 +119,7 @@ class SetInfo:
 
     __slots__ = ("first_codec", "log_append_time", "crc", "attributes", "magic")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.first_codec = NO_COMPRESSION
         self.log_append_time = False
         self.crc = 0
@@ -125,8 +127,8 @@ class SetInfo:
         self.magic = 0
 
 
-def scan_message_set(buf, out: list, *, strict: bool, validate_crc: bool, info: SetInfo | None = None,
-          where: str = "message set", nested: bool = False) -> None:
+def scan_message_set(buf: BytesLike, out: list[Any], *, strict: bool, validate_crc: bool,
+                     info: SetInfo | None = None, where: str = "message set", nested: bool = False) -> None:
     """Append ``(offset, magic, attributes, timestamp, timestamp_type, key, value)`` for every
     message of the set in ``buf`` to ``out``, wrappers flattened with absolute offsets.
 
@@ -253,7 +255,7 @@ def scan_message_set(buf, out: list, *, strict: bool, validate_crc: bool, info: 
 
 
 def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, timestamp: int,
-                    ts_type: int, value, validate_crc: bool) -> None:
+                    ts_type: int, value: BytesLike | None, validate_crc: bool) -> None:
     if codec not in LEGACY_CODECS[magic]:
         raise CorruptRecordError(
             f"message at offset {offset} (position {pos}): expected compression 0-3 for magic "
@@ -290,7 +292,7 @@ def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, ti
         out.extend(inner)
 
 
-def decode_message_set(buf, validate_crc: bool = True) -> list[LegacyMessage]:
+def decode_message_set(buf: BytesLike, validate_crc: bool = True) -> list[LegacyMessage]:
     """Decode a magic 0/1 message set, wrappers flattened, offsets absolute.
 
     A partial trailing message (a fetch cut at max_bytes) is ignored; a v2 batch in the set is
@@ -302,7 +304,7 @@ def decode_message_set(buf, validate_crc: bool = True) -> list[LegacyMessage]:
     return [make(m) for m in out]
 
 
-def legacy_entry_to_batch(buf, pos: int, size: int, validate_crc: bool = True) -> RecordBatch:
+def legacy_entry_to_batch(buf: BytesLike, pos: int, size: int, validate_crc: bool = True) -> RecordBatch:
     """The legacy entry at ``pos`` as a RecordBatch (header magic 0/1, see reader.iter_batches)."""
     msgs: list = []
     info = SetInfo()
@@ -330,7 +332,8 @@ def legacy_entry_to_batch(buf, pos: int, size: int, validate_crc: bool = True) -
 # ---------------------------------------------------------------------------------------------
 # building
 # ---------------------------------------------------------------------------------------------
-def encode_message(parts: list, offset: int, magic: int, attributes: int, timestamp: int, key, value) -> None:
+def encode_message(parts: list[Any], offset: int, magic: int, attributes: int, timestamp: int,
+                   key: BytesLike | None, value: BytesLike | None) -> None:
     if magic == 1:
         head = _BODY_V1.pack(1, attributes, timestamp, -1 if key is None else len(key))
     else:
@@ -364,7 +367,8 @@ def wrap_message_set(parts: list, inner: bytes, magic: int, codec: int, wrapper_
     encode_message(parts, wrapper_offset, magic, attributes, wrapper_ts, None, payload)
 
 
-def build_message_set(messages, magic: int, compression=0, base_offset: int = 0,
+def build_message_set(messages: Iterable[tuple[Any, Any, Any]], magic: int, compression: int | str = 0,
+                      base_offset: int = 0,
                       *, timestamp_type: int = 0) -> bytes:
     """Build a magic 0/1 message set from ``(key, value, timestamp_ms)`` tuples.
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pyklog.broker.errors import CorruptRecordError
-from pyklog.broker.record.batch import RecordBatch, _decode_batch_records
+from pyklog.broker.record.batch import RecordBatch, decode_batch_records
 from pyklog.broker.record.header import (
+    ENTRY_PREFIX,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchHeader,
-    _COMMON,
+    BytesLike,
     parse_header,
 )
 from pyklog.broker.record.header import validate_crc as _check_crc  # the functions' flag is named validate_crc
@@ -49,11 +50,11 @@ MIN_ENTRY_LENGTH = {
 _PEEK = MAGIC_OFFSET + 1  # 17
 
 
-def _peek(buf, pos: int, n: int):
+def _peek(buf: BytesLike, pos: int, n: int) -> tuple[int, int, int] | None:
     """(base_offset, size, magic) of the entry at ``pos`` or None when it is partial."""
     if n - pos < _PEEK:
         return None
-    base_offset, length, _, magic = _COMMON.unpack_from(buf, pos)
+    base_offset, length, _, magic = ENTRY_PREFIX.unpack_from(buf, pos)
     min_length = MIN_ENTRY_LENGTH.get(magic)
     if min_length is None:
         raise CorruptRecordError(
@@ -71,7 +72,7 @@ def _peek(buf, pos: int, n: int):
     return base_offset, size, magic
 
 
-def iter_headers(buf, validate_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(buf: BytesLike, validate_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, BatchHeader)`` of each complete v2 batch in ``buf``.
 
     Legacy entries are not expected here (the log holds v2 only): one raises
@@ -97,7 +98,7 @@ def iter_headers(buf, validate_crc: bool = True) -> Iterator[tuple[int, BatchHea
         pos += size
 
 
-def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(buf: BytesLike, validate_crc: bool = True) -> Iterator[RecordBatch]:
     """Yield a :class:`RecordBatch` for each complete entry of ``buf``.
 
     v2 batches decode as they are.  Each legacy top-level message (a plain message or a
@@ -111,12 +112,12 @@ def iter_batches(buf, validate_crc: bool = True) -> Iterator[RecordBatch]:
         peek = _peek(buf, pos, n)
         if peek is None:
             return
-        base_offset, size, magic = peek
+        _, size, magic = peek
         if magic == 2:
             h = parse_header(buf, pos)
             if validate_crc:
                 _check_crc(buf, pos, h)
-            yield RecordBatch(h, _decode_batch_records(buf, pos, h))
+            yield RecordBatch(h, decode_batch_records(buf, pos, h))
         else:
             yield legacy_entry_to_batch(buf, pos, size, validate_crc)
         pos += size

@@ -21,6 +21,7 @@ Pure functions, thread-safe.  Malformed input raises
 from __future__ import annotations
 
 from pyklog.broker.errors import CorruptRecordError
+from pyklog.broker.record.header import BytesLike
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -67,7 +68,9 @@ def encode_unsigned_varint(u: int) -> bytes:
     return _encode_unsigned(u)
 
 
-def _encode_varint_slow(n: int) -> bytes:
+def encode_varint_uncached(n: int) -> bytes:
+    """:func:`encode_varint` without the :data:`SMALL_VARINTS` lookup (the record encoder's hot
+    loop looks up the cache itself and calls this for the values outside it)."""
     if n < INT64_MIN or n > INT64_MAX:
         raise ValueError(f"varint must fit in an int64, got {n}")
     return _encode_unsigned((n << 1) ^ (n >> 63))
@@ -77,17 +80,17 @@ def _encode_varint_slow(n: int) -> bytes:
 # lengths, deltas and key/value sizes of small records are all in this range, and a dict lookup
 # is several times cheaper than running the encoder.
 _ONE_BYTE = [bytes((i,)) for i in range(128)]
-_SMALL: dict[int, bytes] = {}
+SMALL_VARINTS: dict[int, bytes] = {}
 for _n in range(-8192, 8192):
-    _SMALL[_n] = _encode_unsigned((_n << 1) ^ (_n >> 63))
+    SMALL_VARINTS[_n] = _encode_unsigned((_n << 1) ^ (_n >> 63))
 del _n
 
 
 def encode_varint(n: int) -> bytes:
     """Zigzag varint of a signed int64 ``n`` (Kafka's writeVarint / writeVarlong)."""
-    b = _SMALL.get(n)
+    b = SMALL_VARINTS.get(n)
     if b is None:
-        return _encode_varint_slow(n)
+        return encode_varint_uncached(n)
     return b
 
 
@@ -102,7 +105,7 @@ def size_of_unsigned_varint(u: int) -> int:
     return (max(u.bit_length(), 1) + 6) // 7
 
 
-def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
+def decode_unsigned_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
     """Read an unsigned varint at ``pos``; return ``(value, position after it)``."""
     try:
         b = buf[pos]
@@ -131,7 +134,7 @@ def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
         ) from None
 
 
-def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+def decode_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
     """Read a zigzag varint at ``pos``; return ``(value, position after it)``."""
     try:
         b = buf[pos]
