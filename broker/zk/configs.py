@@ -194,7 +194,7 @@ class ZkConfigs:
                             fn: Callable[[dict[str, str], int], None]) -> None:
         """Call ``fn(config, version)`` (on kazoo's callback thread) now and whenever
         ``/config/brokers/<entity>`` is created, changed or deleted (``({}, -1)``); the watch re-arms
-        itself after reconnects (kazoo's DataWatch) and ends with :meth:`stop`.  Kafka's brokers
+        itself after reconnects (kazoo's DataWatch) and ends with the session.  Kafka's brokers
         follow the change notifications instead; watching the node itself also sees a change written
         without one.  Data that cannot be decoded is logged at ERROR and ignored."""
         path = paths.broker_config(entity)

@@ -504,11 +504,11 @@ class ZkMetadataCache:
     # data watches instead (armed whenever a state node is read by a registering broker,
     # :meth:`_read_topic_entry`), so a change costs one read of the changed node on each broker.
     # The controller alone changes leader and leader_epoch; a partition's leader changes the ISR
-    # (:meth:`update_isr`), both conditionally on the node's version.
+    # (:meth:`pyklog.broker.zk.isr.IsrWriter.update_isr`), both conditionally on the node's version.
 
     def add_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
         """Call ``fn(topic, partition)`` (on a kazoo handler thread) after a partition's state node
-        changed and the cache holds the new state (see :meth:`partition_state`)."""
+        changed and the cache holds the new state (see :meth:`partition_states_as_written`)."""
         with self._lock:
             self._state_listeners.append(fn)
 
