@@ -163,7 +163,7 @@ def registration_json(subscription: Mapping[str, int], pattern: str) -> bytes:
         dict(subscription), pattern, str(int(time.time() * 1000)), REGISTRATION_VERSION))
 
 
-def parse_registration(data: bytes, path: str = "/consumers/?/ids/?") -> tuple[str, dict[str, int]]:
+def parse_registration(data: bytes, path: str = paths.consumer_id("?", "?")) -> tuple[str, dict[str, int]]:
     """(pattern, subscription) from a registration node; ZkDataError (a ValueError) says what was read."""
     reg = znodes.decode_consumer_registration(data, path)
     return reg.pattern, reg.subscription

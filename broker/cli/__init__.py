@@ -11,6 +11,8 @@ import argparse
 import functools
 import sys
 
+from pyklog.broker.common.version_option import add_version_argument
+
 __all__ = ["UsageError", "UsageParser", "add_version_argument", "tool_parser", "require", "print_error",
            "reports_errors"]
 
@@ -25,14 +27,6 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(message)
-
-
-def add_version_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``--version``: print ``<prog> (pyklog <version>)`` and exit 0, as every pyklog tool does."""
-    from pyklog import __version__
-
-    parser.add_argument("--version", action="version", version=f"%(prog)s (pyklog {__version__})")
-    return parser
 
 
 def tool_parser(prog: str, description: str, epilog: str | None = None, *,

@@ -53,12 +53,12 @@ def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float) ->
     """One ControlledShutdown; returns the remaining partitions, raises on any failure."""
     zk = cluster.zk
     try:
-        data, _ = cluster._retry(zk.get, paths.CONTROLLER)
+        data, _ = cluster.retry(zk.get, paths.CONTROLLER)
         controller_id = decode_controller(data, paths.CONTROLLER).broker_id
     except NoNodeError:
         raise NotControllerError("no controller is elected (no /controller)") from None
     try:
-        stat = cluster._retry(zk.exists, paths.broker_id(broker_id))
+        stat = cluster.retry(zk.exists, paths.broker_id(broker_id))
     except KazooException:
         stat = None
     broker_epoch = stat.czxid if stat is not None else -1

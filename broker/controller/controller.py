@@ -173,7 +173,7 @@ class KafkaController:
         """Start the event thread and the watches; runs for controller at once if there is none."""
         zk = self.zk
         for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION):
-            self.cluster._retry(zk.ensure_path, p)
+            self.cluster.retry(zk.ensure_path, p)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._thread.start()
         zk.add_listener(self._on_zk_state)
@@ -401,7 +401,7 @@ class KafkaController:
             return
         for _ in range(5):
             try:
-                data, stat = self.cluster._retry(zk.get, paths.CONTROLLER)
+                data, stat = self.cluster.retry(zk.get, paths.CONTROLLER)
             except NoNodeError:
                 pass
             else:
@@ -413,13 +413,13 @@ class KafkaController:
                         self._read_epoch_and_failover()
                     return
                 if self._active:
-                    self._resign(f"/controller is held by broker {holder}")
+                    self._resign(f"{paths.CONTROLLER} is held by broker {holder}")
                 return
             try:
-                edata, estat = self.cluster._retry(zk.get, paths.CONTROLLER_EPOCH)
+                edata, estat = self.cluster.retry(zk.get, paths.CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
-                    self.cluster._retry(zk.create, paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
+                    self.cluster.retry(zk.create, paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
                 except NodeExistsError:
                     pass
                 continue
@@ -432,7 +432,7 @@ class KafkaController:
                 t.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=estat.version)
                 return t.commit()
 
-            results = self.cluster._retry(attempt)
+            results = self.cluster.retry(attempt)
             if isinstance(results[0], NodeExistsError):
                 continue  # another broker won: read who
             if isinstance(results[0], Exception) or isinstance(results[1], Exception):
@@ -443,7 +443,7 @@ class KafkaController:
             return
 
     def _read_epoch_and_failover(self) -> None:
-        edata, estat = self.cluster._retry(self.zk.get, paths.CONTROLLER_EPOCH)
+        edata, estat = self.cluster.retry(self.zk.get, paths.CONTROLLER_EPOCH)
         self.epoch = decode_controller_epoch(edata, paths.CONTROLLER_EPOCH)
         self._epoch_zk_version = estat.version
         self._become_controller()
@@ -498,9 +498,9 @@ class KafkaController:
             build(t)
             return t.commit()
 
-        results = self.cluster._retry(attempt)
+        results = self.cluster.retry(attempt)
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(f"/controller_epoch is no longer at version {self._epoch_zk_version} "
+            raise ControllerMovedError(f"{paths.CONTROLLER_EPOCH} is no longer at version {self._epoch_zk_version} "
                                        f"({type(results[0]).__name__}): another controller was elected")
         return results[1:]
 
@@ -519,7 +519,7 @@ class KafkaController:
                     out[b] = stat.czxid
             return out
 
-        return self.cluster._retry(read)
+        return self.cluster.retry(read)
 
     def _assignments(self) -> dict[TP, list[int]]:
         return {(t, p): list(s.replicas) for t, parts in self.cluster.topics().items() for p, s in parts.items()}
@@ -545,7 +545,7 @@ class KafkaController:
                     log.warning("%s", e)
             return out
 
-        return self.cluster._retry(read)
+        return self.cluster.retry(read)
 
     def _electable(self) -> set[int]:
         """Live brokers that may lead (Kafka's ``liveBrokerIds``: not shutting down)."""
@@ -752,7 +752,7 @@ class KafkaController:
         the preferred replicas listed, then delete the znode."""
         zk = self.zk
         try:
-            data, stat = self.cluster._retry(zk.get, paths.ADMIN_PREFERRED_REPLICA_ELECTION)
+            data, stat = self.cluster.retry(zk.get, paths.ADMIN_PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             return
         try:
@@ -791,7 +791,7 @@ class KafkaController:
     def _process_isr_changes(self) -> None:
         zk = self.zk
         try:
-            children = sorted(self.cluster._retry(zk.get_children, paths.ISR_CHANGE_NOTIFICATION))
+            children = sorted(self.cluster.retry(zk.get_children, paths.ISR_CHANGE_NOTIFICATION))
         except NoNodeError:
             return
         if not children:
@@ -800,7 +800,7 @@ class KafkaController:
         for c in children:
             path = paths.isr_change_notification(c)
             try:
-                data, _ = self.cluster._retry(zk.get, path)
+                data, _ = self.cluster.retry(zk.get, path)
                 changed.update(decode_partition_list(data, path))
             except NoNodeError:
                 continue
@@ -814,7 +814,7 @@ class KafkaController:
                 except NoNodeError:
                     pass
 
-        self.cluster._retry(delete)
+        self.cluster.retry(delete)
         if self._reassigning and changed & set(self._reassigning):
             self._check_reassignments()
 
@@ -824,7 +824,7 @@ class KafkaController:
         """``/admin/reassign_partitions`` (Kafka's PartitionReassignment event): start the new ones."""
         zk = self.zk
         try:
-            data, _ = self.cluster._retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+            data, _ = self.cluster.retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
         except NoNodeError:
             return
         try:
@@ -922,7 +922,7 @@ class KafkaController:
                     continue
             return out
 
-        for topic, data in self.cluster._retry(read).items():
+        for topic, data in self.cluster.retry(read).items():
             try:
                 obj = json.loads(data)
                 replicas = decode_topic_assignment(data, paths.topic(topic))
@@ -1000,7 +1000,7 @@ class KafkaController:
         empty): ``changes`` = ``{partition: (replicas, adding or None, removing or None)}``."""
         zk = self.zk
         for _ in range(5):
-            data, stat = self.cluster._retry(zk.get, paths.topic(topic))
+            data, stat = self.cluster.retry(zk.get, paths.topic(topic))
             assignment = decode_topic_assignment(data, paths.topic(topic))
             topic_id = decode_topic_id(data, paths.topic(topic))
             for partition, (replicas, _, _) in changes.items():
@@ -1021,7 +1021,7 @@ class KafkaController:
                 new = json.dumps(doc, separators=(",", ":")).encode()
             results = self._multi(lambda t: t.set_data(paths.topic(topic), new, version=stat.version))
             if not isinstance(results[0], Exception):
-                self.cluster._reload_topic(topic)
+                self.cluster.reload_topic(topic)
                 return
         raise ZooKeeperError(f"reassignment of {topic} partitions {sorted(changes)}: /brokers/topics/{topic} "
                              "kept changing")
@@ -1084,7 +1084,7 @@ class KafkaController:
         zk = self.zk
         for _ in range(5):
             try:
-                data, stat = self.cluster._retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+                data, stat = self.cluster.retry(zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
             except NoNodeError:
                 return
             try:

@@ -338,7 +338,7 @@ class ReplicaManager:
         if self._shutdown:
             return False
         try:
-            data, _ = self.cluster._retry(self.cluster.zk.get, paths.topic(topic))
+            data, _ = self.cluster.retry(self.cluster.zk.get, paths.topic(topic))
             replicas = decode_topic_assignment(data, paths.topic(topic)).get(partition)
         except NoNodeError:
             return False  # a deleted topic: the topic deletion path deletes its logs

@@ -19,8 +19,18 @@ BROKER_TOPICS = "/brokers/topics"
 CONSUMERS = "/consumers"
 
 
+def child(parent: str, name: str) -> str:
+    """The node ``name`` (a child as ``get_children`` lists it) under ``parent``."""
+    return f"{parent}/{name}"
+
+
 def broker_id(broker: int) -> str:
     return f"{BROKER_IDS}/{int(broker)}"
+
+
+def broker_id_placeholder() -> str:
+    """``/brokers/ids/?``: the path named in a decoding error when the caller gave none."""
+    return f"{BROKER_IDS}/?"
 
 
 def topic(name: str) -> str:
@@ -156,3 +166,23 @@ ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 
 def isr_change_notification(child: str) -> str:
     return f"{ISR_CHANGE_NOTIFICATION}/{child}"
+
+
+# The exactly-once Spark stream sink's records (pyklog's own, pyklog.connector.spark.sink's
+# SinkTransactionLog), under the sink's zookeeper.connect chroot:
+#   /pyklog_spark_sinks/[query id]/commits/[batch id]                            persistent  CommitRecord JSON
+#   /pyklog_spark_sinks/[query id]/transactions/[batch id]/[transactional id]    persistent  {"partition","attempt"}
+SPARK_SINKS = "/pyklog_spark_sinks"
+
+
+def spark_sink_commits(query_id: str) -> str:
+    return f"{SPARK_SINKS}/{query_id}/commits"
+
+
+def spark_sink_commit(query_id: str, batch_id: int) -> str:
+    return f"{SPARK_SINKS}/{query_id}/commits/{batch_id}"
+
+
+def spark_sink_transactions(query_id: str, batch_id: int | None = None) -> str:
+    base = f"{SPARK_SINKS}/{query_id}/transactions"
+    return base if batch_id is None else f"{base}/{batch_id}"

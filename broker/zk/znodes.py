@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from pyklog.broker.errors import ZooKeeperError
+from pyklog.broker.zk import paths
 
 #: Version of the broker registration written (Kafka 2.x writes 4: endpoints, rack, protocol map).
 BROKER_INFO_VERSION = 4
@@ -120,7 +121,7 @@ def encode_cluster_id(cluster_id: str) -> bytes:
     return _dumps({"version": "1", "id": cluster_id})
 
 
-def decode_cluster_id(data: bytes, path: str = "/cluster/id") -> str:
+def decode_cluster_id(data: bytes, path: str = paths.CLUSTER_ID) -> str:
     obj = _object(data, path, '{"version":"1","id":...}')
     cid = obj.get("id")
     if not isinstance(cid, str) or not cid:
@@ -197,7 +198,7 @@ class BrokerRegistration:
                     return e
         return None
 
-    def address(self, listener_name: str | None = None, path: str = "/brokers/ids/?") -> tuple[str, int]:
+    def address(self, listener_name: str | None = None, path: str = paths.broker_id_placeholder()) -> tuple[str, int]:
         """(host, port) a PLAINTEXT client (or one of listener ``listener_name``) connects to.
         ZkDataError if the registration advertises no such listener."""
         e = self.endpoint(listener_name)
@@ -213,7 +214,7 @@ def encode_broker_registration(reg: BrokerRegistration) -> bytes:
     return _dumps(reg.to_json())
 
 
-def decode_broker_registration(data: bytes, path: str = "/brokers/ids/?") -> BrokerRegistration:
+def decode_broker_registration(data: bytes, path: str = paths.broker_id_placeholder()) -> BrokerRegistration:
     """Kafka's registration JSON, any version 1-5.  An endpoint's security protocol comes from
     ``listener_security_protocol_map`` (v4+), else it is the listener name (v2/v3)."""
     obj = _object(data, path, "broker registration")
@@ -397,7 +398,7 @@ def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
                    "block_start": str(block.block_start), "block_end": str(block.block_end)})
 
 
-def decode_producer_id_block(data: bytes, path: str = "/latest_producer_id_block") -> ProducerIdBlock:
+def decode_producer_id_block(data: bytes, path: str = paths.LATEST_PRODUCER_ID_BLOCK) -> ProducerIdBlock:
     expected = '{"version":1,"broker":...,"block_start":"...","block_end":"..."}'
     obj = _object(data, path, expected)
     if "block_end" not in obj:
@@ -441,7 +442,7 @@ def encode_consumer_registration(reg: ConsumerRegistration) -> bytes:
                    "timestamp": reg.timestamp})
 
 
-def decode_consumer_registration(data: bytes, path: str = "/consumers/?/ids/?") -> ConsumerRegistration:
+def decode_consumer_registration(data: bytes, path: str = paths.consumer_id("?", "?")) -> ConsumerRegistration:
     try:
         obj = json.loads(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, TypeError):
@@ -488,7 +489,7 @@ def encode_controller(reg: ControllerRegistration) -> bytes:
     return _dumps({"version": 1, "brokerid": reg.broker_id, "timestamp": str(reg.timestamp_ms)})
 
 
-def decode_controller(data: bytes, path: str = "/controller") -> ControllerRegistration:
+def decode_controller(data: bytes, path: str = paths.CONTROLLER) -> ControllerRegistration:
     """Also reads Kafka 0.8's bare broker id (``"3"``)."""
     text = (data or b"").decode("utf-8", "replace").strip()
     if text.lstrip("-").isdigit():
@@ -509,7 +510,7 @@ def encode_controller_epoch(epoch: int) -> bytes:
     return str(int(epoch)).encode("ascii")
 
 
-def decode_controller_epoch(data: bytes, path: str = "/controller_epoch") -> int:
+def decode_controller_epoch(data: bytes, path: str = paths.CONTROLLER_EPOCH) -> int:
     text = (data or b"").decode("ascii", "replace").strip()
     if not text.isdigit():
         raise ZkDataError(path, "the controller epoch as decimal text", data)

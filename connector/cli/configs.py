@@ -166,29 +166,33 @@ def alter(admin, etype, name, add, delete) -> None:
 
 
 def run_zookeeper(a, etype, name, add, delete) -> None:
-    from pyklog.broker.zk.cluster import ZkCluster
+    """--zookeeper: the config znodes read and written directly (an admin session: no registration,
+    no cache), through the broker's ZooKeeper layout modules (pyklog.broker.zk), never its server."""
+    from pyklog.broker.zk.configs import ZkConfigs
+    from pyklog.broker.zk.session import ZkSession
 
-    cluster = ZkCluster(a.zookeeper, None, connect_timeout_s=15)
-    cluster.start()
+    session = ZkSession(a.zookeeper, session_timeout_s=18.0, connect_timeout_s=15, registering=False)
+    session.start()
+    configs = ZkConfigs(session, None, None)
     try:
         if etype == "brokers":
-            run_zookeeper_brokers(cluster, a, name, add, delete)
+            run_zookeeper_brokers(configs, a, name, add, delete)
         elif a.describe:
-            names = [name] if name else sorted(cluster.topics())
+            names = [name] if name else configs.topic_names()
             for n in names:
-                if cluster.topic(n) is None:
+                if not configs.topic_exists(n):
                     raise UnknownTopicOrPartitionError(f"The topic '{n}' does not exist.")
                 print(f"Dynamic configs for topic {n} are:")
-                for k, v in sorted(cluster.topic_config(n).items()):
+                for k, v in sorted(configs.read_topic_config(n).items()):
                     print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": 1}]}))
         else:
-            cluster.alter_topic_config(name, add, delete)
+            configs.alter_topic_config(name, add, delete)
             print(f"Completed updating config for topic {name}.")
     finally:
-        cluster.stop()
+        session.close()
 
 
-def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
+def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
     """Dynamic broker configs straight in ZooKeeper (``/config/brokers/<id>`` or ``<default>``, with a
     change notification; Kafka 2's kafka-configs --zookeeper), validated as the brokers validate
     AlterConfigs; every live broker applies a change through its watch."""
@@ -199,7 +203,7 @@ def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
     if name != "" and not name.isdigit():
         raise UsageError(f"--entity-name of brokers: a broker id or --entity-default, got {name!r}")
     if a.describe:
-        config, _ = cluster.broker_config(name)
+        config, _ = configs.broker_config(name)
         source = 2 if name else 3
         print("Default configs for brokers in the cluster are:" if name == "" else f"Dynamic configs for broker {name} are:")
         for k, v in sorted(config.items()):
@@ -211,7 +215,7 @@ def run_zookeeper_brokers(cluster, a, name, add, delete) -> None:
     for k in delete:
         if k not in DYNAMIC_CONFIGS:  # an unknown or read-only name: refused by name
             validate_dynamic_configs(name, {k: ""})
-    cluster.alter_broker_config(name, add, delete, validate=lambda new: validate_dynamic_configs(name, new))
+    configs.alter_broker_config(name, add, delete, validate=lambda new: validate_dynamic_configs(name, new))
     print("Completed updating default config for brokers in the cluster." if name == ""
           else f"Completed updating config for broker {name}.")
 

@@ -179,7 +179,7 @@ class _Cluster:
         from pyklog.broker.zk.znodes import decode_reassignment
 
         try:
-            data, _ = self.zk_cluster._retry(self.zk_cluster.zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
+            data, _ = self.zk_cluster.retry(self.zk_cluster.zk.get, paths.ADMIN_REASSIGN_PARTITIONS)
         except NoNodeError:
             return {}
         return decode_reassignment(data, paths.ADMIN_REASSIGN_PARTITIONS)
@@ -192,7 +192,7 @@ class _Cluster:
         from pyklog.broker.zk.znodes import encode_reassignment
 
         try:
-            self.zk_cluster._retry(self.zk_cluster.zk.create, paths.ADMIN_REASSIGN_PARTITIONS,
+            self.zk_cluster.retry(self.zk_cluster.zk.create, paths.ADMIN_REASSIGN_PARTITIONS,
                                    encode_reassignment(target), makepath=True)
             return True
         except NodeExistsError:

@@ -58,6 +58,7 @@ from pyklog.broker.errors import (
     PyklogError,
     ZooKeeperError,
 )
+from pyklog.broker.zk import paths
 from pyklog.connector.spark.options import ClusterOptions, SinkOptions
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ class SinkTransactionLog:
     abort transactions nobody reported.  Used on executors (``register``) and on the driver; one
     instance per call, not thread-safe; a context manager that opens and closes its session."""
 
-    ROOT = "/pyklog_spark_sinks"
+    ROOT = paths.SPARK_SINKS
 
     def __init__(self, cluster: ClusterOptions):
         if not cluster.zookeeper_connect:
@@ -214,15 +215,14 @@ class SinkTransactionLog:
         self._timeout_s = cluster.zk_session_timeout_s
         self._zk = None
 
-    # paths (built here only)
+    # paths (built in pyklog.broker.zk.paths)
     @classmethod
     def commit_path(cls, query_id: str, batch_id: int) -> str:
-        return f"{cls.ROOT}/{query_id}/commits/{batch_id}"
+        return paths.spark_sink_commit(query_id, batch_id)
 
     @classmethod
     def transactions_path(cls, query_id: str, batch_id: int | None = None) -> str:
-        base = f"{cls.ROOT}/{query_id}/transactions"
-        return base if batch_id is None else f"{base}/{batch_id}"
+        return paths.spark_sink_transactions(query_id, batch_id)
 
     def __enter__(self) -> "SinkTransactionLog":
         from kazoo.client import KazooClient
@@ -325,7 +325,7 @@ class SinkTransactionLog:
     def forget_commits_before(self, query_id: str, batch_id: int) -> None:
         from kazoo.exceptions import NoNodeError
 
-        base = f"{self.ROOT}/{query_id}/commits"
+        base = paths.spark_sink_commits(query_id)
         try:
             children = self._zk.retry(self._zk.get_children, base)
         except NoNodeError:

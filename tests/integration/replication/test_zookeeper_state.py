@@ -85,7 +85,7 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
     wait_for(lambda: b1.topic(name, refresh_if_missing=False) is not None, message="b1 caches the topic")
     heard = threading.Event()
     b1.add_partition_state_listener(lambda t, p: (t, p) == (name, 0) and heard.set())
-    real_read = b1._read_topic_entry
+    real_read = b1.metadata_cache._read_topic_entry
     injected = []
 
     def read_then_controller_writes(n, data, stat):
@@ -99,26 +99,26 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
             assert heard.wait(10), "the state watch fired"
         return entry
 
-    b1._read_topic_entry = read_then_controller_writes
+    b1.metadata_cache._read_topic_entry = read_then_controller_writes
     if install == "first read":
-        with b1._lock:
-            b1._topics.pop(name, None)
+        with b1.metadata_cache._lock:
+            b1.metadata_cache._topics.pop(name, None)
         states = b1.topic(name)
     elif install == "reload":
         zk.set(paths.topic(name), zk.get(paths.topic(name))[0])  # the assignment node rewritten
         wait_for(lambda: heard.is_set(), message="the reload read the topic")
         states = b1.topic(name, refresh_if_missing=False)
     else:
-        with b1._lock:
-            b1._topics.pop(name, None)
-        b1._refresh_topics([name])
+        with b1.metadata_cache._lock:
+            b1.metadata_cache._topics.pop(name, None)
+        b1.metadata_cache._refresh_topics([name])
         states = b1.topic(name, refresh_if_missing=False)
-    b1._read_topic_entry = real_read
+    b1.metadata_cache._read_topic_entry = real_read
     wait_for(lambda: b1.partition_states_as_written(name)[0].leader_epoch == 7, timeout=5,
              message="the cache holds the controller's write")
     assert states is not None and b1.partition_states_as_written(name)[1].leader_epoch == 0
     # and an older read never goes over a newer one: the watch's own re-read again, late
-    b1._reload_partition_state(name, 0)
+    b1.metadata_cache._reload_partition_state(name, 0)
     assert b1.partition_states_as_written(name)[0].leader_epoch == 7
 
 def test_a_topic_created_again_does_not_inherit_the_old_topics_states(brokers, zk):
@@ -141,7 +141,7 @@ def test_a_topic_created_again_does_not_inherit_the_old_topics_states(brokers, z
         tx.delete(node)
     tx.create(paths.topic("again"), assignment)
     assert all(r is True or isinstance(r, str) for r in tx.commit())
-    wait_for(lambda: b1._topics.get("again") is not None and b1._topics["again"].czxid != czxid,
+    wait_for(lambda: b1.metadata_cache._topics.get("again") is not None and b1.metadata_cache._topics["again"].czxid != czxid,
              timeout=10, message="b1 reads the new topic node")
     assert b1.partition_states_as_written("again")[0].leader_epoch == 0
 

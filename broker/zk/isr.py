@@ -1,0 +1,104 @@
+"""A partition leader's writes of its partition's state node: the ISR (Kafka's
+``Partition.updateIsr`` through ``KafkaZkClient.conditionalUpdatePath``).
+
+``/brokers/topics/[topic]/partitions/[p]/state`` -> ``{"controller_epoch","leader","version",
+"leader_epoch","isr"}``: the controller alone changes leader and leader_epoch; a partition's leader
+changes only the ISR, conditionally on the node's version, then writes
+``/isr_change_notification/isr_change_<seq>`` so the controller propagates it.
+
+Thread-safety: thread-safe; any thread, blocking.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+
+from pyklog.broker.errors import PyklogError, ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.metadata_cache import ZkMetadataCache
+from pyklog.broker.zk.session import ZkSession
+from pyklog.broker.zk.znodes import (
+    LeaderAndIsr,
+    decode_partition_state,
+    encode_isr_change_notification,
+    encode_partition_state,
+)
+
+log = logging.getLogger(__name__)
+
+
+class IsrWriter:
+    """Reads a partition's state node and writes broker ``broker_id``'s ISR changes into it, keeping
+    ``cache`` in step with what it wrote."""
+
+    def __init__(self, session: ZkSession, cache: ZkMetadataCache, broker_id: int | None):
+        self.session = session
+        self.cache = cache
+        self.broker_id = broker_id
+
+    def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
+        """The state node of a partition read from ZooKeeper now, with its version (Kafka's
+        ``getTopicPartitionState``/``zkVersion``); None if it does not exist."""
+        path = paths.partition_state(topic, partition)
+        try:
+            data, stat = self.session.retry(self.session.zk.get, path)
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, path), stat.version
+
+    def update_isr(self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int],
+                   zk_version: int) -> int | None:
+        """The leader's ISR change (Kafka's ``Partition.updateIsr`` through ``KafkaZkClient.
+        conditionalUpdatePath``): write ``isr`` into the state node if its version is still
+        ``zk_version``, keeping leader and leader_epoch, then a ``/isr_change_notification/isr_change_``
+        node.  Returns the node's new version, or None if this broker is no longer the leader at
+        ``leader_epoch`` (the controller moved leadership: we were deposed; write nothing).
+
+        On a version conflict the node is read again: same leader and epoch (a retried write that
+        had succeeded, or a concurrent ISR write of our own) -> write again at the new version;
+        otherwise None.  Any thread; blocking."""
+        path = paths.partition_state(topic, partition)
+        isr = tuple(int(b) for b in isr)
+        # the node keeps the controller epoch of the controller that wrote it (Kafka's leader writes
+        # the controllerEpoch it learned with its leadership), never a constant
+        now = self.partition_state(topic, partition)
+        if now is None:
+            return None
+        controller_epoch = now[0].controller_epoch
+        for _attempt in range(10):
+            data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, controller_epoch))
+            try:
+                stat = self.session.retry(self.session.zk.set, path, data, version=zk_version)
+                break
+            except NoNodeError:
+                return None
+            except BadVersionError:
+                now = self.partition_state(topic, partition)
+                if now is None:
+                    return None
+                state, version = now
+                controller_epoch = state.controller_epoch
+                if state.leader != self.broker_id or state.leader_epoch != leader_epoch:
+                    log.info("%s-%d: not updating the ISR to %s: the state node now says leader %d epoch %d "
+                             "(ours: leader %d epoch %d)", topic, partition, list(isr), state.leader,
+                             state.leader_epoch, self.broker_id, leader_epoch)
+                    return None
+                if tuple(state.isr) == isr:
+                    stat = None
+                    zk_version = version
+                    break
+                zk_version = version
+        else:
+            raise ZooKeeperError(f"updating the ISR of {topic}-{partition}: its state node kept changing")
+        new_version = stat.version if stat is not None else zk_version
+        try:
+            self.session.retry(self.session.zk.create, paths.ISR_CHANGE_PREFIX,
+                               encode_isr_change_notification([(topic, partition)]), sequence=True, makepath=True)
+        except (PyklogError, KazooException) as e:  # the ISR is written; the notification is advisory
+            log.warning("could not write the ISR change notification of %s-%d: %s", topic, partition, e)
+        self.cache.record_isr_write(topic, partition, stat, (self.broker_id, leader_epoch, list(isr)))
+        log.info("%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)", topic, partition, list(isr),
+                 self.broker_id, leader_epoch, new_version)
+        return new_version

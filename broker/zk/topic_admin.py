@@ -1,0 +1,569 @@
+"""Topic administration in ZooKeeper: CreateTopics, CreatePartitions, DeleteTopics and the
+``/admin/delete_topics`` requests.
+
+Written (paths from :mod:`pyklog.broker.zk.paths`, data by :mod:`pyklog.broker.zk.znodes`):
+
+* ``/brokers/topics/[topic]`` -> ``{"version":1,"partitions":{"0":[replicas]}}``, its
+  ``partitions/[p]/state`` nodes and ``/config/topics/[topic]`` -> ``{"version":1,"config":{...}}``.
+  A topic's nodes are created (and deleted) in one ZooKeeper multi-op, so no reader sees half a
+  topic.  A topic's partitions are created with their first replica as leader (epoch 0) and every
+  replica in the ISR, as Kafka's controller writes them.
+* ``/admin/delete_topics/[topic]``: deletion requests as Kafka's old tools write them; the controller
+  carries them out (:meth:`TopicAdmin.process_delete_requests`).
+* ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
+  removed when the name is created again.  A broker deletes its log of a topic missing from the
+  registry only if this record exists (:meth:`TopicAdmin.topic_deletion_recorded`); Kafka's
+  controller tells its brokers with StopReplica(deletePartitions=true) instead.
+
+After each write the :class:`~pyklog.broker.zk.metadata_cache.ZkMetadataCache` of this process is
+brought up to date at once (other brokers follow through their watches).
+
+Thread-safety: thread-safe (every write is a conditional or atomic ZooKeeper operation; the cache
+has its own lock).  Request handler threads and admin tools call it; the deletion-request watch runs
+on kazoo's threads.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoNodeError,
+    NodeExistsError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.recipe.watchers import ChildrenWatch
+
+from pyklog.broker.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    PyklogError,
+    ReassignmentInProgressError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+)
+from pyklog.broker.zk import paths
+from pyklog.broker.zk.metadata_cache import ZkMetadataCache
+from pyklog.broker.zk.session import ZkSession, watch_callback
+from pyklog.broker.zk.topics import (
+    assign_replicas,
+    collides,
+    placement_racks,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from pyklog.broker.zk.znodes import (
+    LeaderAndIsr,
+    decode_broker_registration,
+    decode_topic_assignment,
+    decode_topic_id,
+    encode_partition_state,
+    encode_topic_assignment,
+    encode_topic_config,
+    new_topic_id,
+)
+
+log = logging.getLogger(__name__)
+
+#: the controller epoch written into the state node of a partition created here (Kafka's
+#: controller writes its own; pyklog's topic writers are not the controller)
+INITIAL_CONTROLLER_EPOCH = 1
+
+
+
+#: operations per ZooKeeper multi-op when topics are created or deleted in batches (a multi is one
+#: request and must stay under ZooKeeper's jute.maxbuffer, 1 MiB by default)
+MAX_OPS_PER_MULTI = 2000
+
+
+def _chunks(names, ops_of) -> list[list[str]]:
+    """Split ``names`` into lists whose ``ops_of(name)`` sum stays under :data:`MAX_OPS_PER_MULTI`
+    (a single larger topic gets a list of its own)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    count = 0
+    for n in names:
+        k = ops_of(n)
+        if current and count + k > MAX_OPS_PER_MULTI:
+            out.append(current)
+            current, count = [], 0
+        current.append(n)
+        count += k
+    if current:
+        out.append(current)
+    return out
+
+
+def _reassigning_partitions(data: bytes) -> list[int]:
+    """The partitions of a ``/brokers/topics/<t>`` node with KIP-455 ``adding_replicas`` or
+    ``removing_replicas`` (a reassignment in progress), sorted; [] for v1/v2 nodes."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return []
+    out: set[int] = set()
+    for key in ("adding_replicas", "removing_replicas"):
+        for p, replicas in (obj.get(key) or {}).items() if isinstance(obj, dict) else ():
+            if replicas and str(p).isdigit():
+                out.add(int(p))
+    return sorted(out)
+
+
+class TopicAdmin:
+    """Creates, grows and deletes topics in ZooKeeper.  ``broker_id`` None: an admin tool (the
+    deletion-request watch is only started by a registering broker)."""
+
+    def __init__(self, session: ZkSession, cache: ZkMetadataCache, broker_id: int | None):
+        self.session = session
+        self.cache = cache
+        self.broker_id = broker_id
+
+    def _live_broker_ids(self) -> list[int]:
+        """The registered broker ids read from ZooKeeper now (not the cache), sorted."""
+        return sorted(int(c) for c in self.session.retry(self.session.zk.get_children, paths.BROKER_IDS)
+                      if c.isdigit())
+
+    def watch_delete_requests(self):
+        """Start the ChildrenWatch of ``/admin/delete_topics`` (a registering broker's)."""
+        return ChildrenWatch(self.session.zk, paths.ADMIN_DELETE_TOPICS, self._on_delete_requests)
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int = 1,
+                     configs: dict | None = None, validate_only: bool = False, *,
+                     replica_assignment: dict[int, list[int]] | None = None,
+                     rack_aware: bool = True) -> dict[int, list[int]]:
+        """Create a topic spread over the live brokers; return its assignment ``{partition: [replicas]}``.
+        Rack-aware (Kafka's ``RackAwareMode.Enforced``, :func:`~pyklog.broker.zk.topics.assign_replicas`)
+        when every live broker registered a ``broker.rack``, unless ``rack_aware`` is false
+        (``--disable-rack-aware``); InvalidReplicaAssignmentError when only some did.
+
+        Raises InvalidTopicError (illegal name, or a name colliding with an existing topic by
+        ``.``/``_``), TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError
+        (more replicas than live brokers), InvalidConfigError, InvalidReplicaAssignmentError (a
+        ``replica_assignment`` {partition: [broker ids]} with gaps, duplicates, uneven replica counts
+        or brokers that are not live).  Nothing is written if ``validate_only``.  All nodes are
+        created in one multi-op; the leader of each partition is its first replica.
+        """
+        existing = self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS)
+        live = self._live_broker_ids()
+        assignment, config = self._plan_topic(name, num_partitions, replication_factor, configs,
+                                              replica_assignment, existing, live,
+                                              racks=lambda: placement_racks(self.broker_racks(live), rack_aware))
+        if validate_only:
+            return assignment
+        self._write_topic(name, assignment, config)
+        # Make the new topic visible to this process at once (the watch follows).
+        self.cache.topic(name, refresh_if_missing=True)
+        self.cache.set_topic_config(name, config)
+        log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
+        return assignment
+
+    def create_topics(self, specs: list[dict], validate_only: bool = False) -> dict[str, object]:
+        """CreateTopics of many topics at once: ``specs`` are dicts with ``name``, ``num_partitions``,
+        ``replication_factor``, ``configs`` and optionally ``replica_assignment`` (as
+        :meth:`create_topic`).  Returns ``{name: assignment or the PyklogError refusing it}``.
+
+        Request handler thread.  The ZooKeeper work is batched: the topic names, live brokers,
+        stale config nodes and deletion records are read once for the whole batch, every valid
+        topic is written in ONE multi-op (Kafka's controller also writes a batch of topics
+        together), and the cache learns each new topic once.  A multi that fails (a topic created
+        meanwhile elsewhere) is retried topic by topic so each topic gets its own answer."""
+        existing = set(self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS))
+        live = self._live_broker_ids()
+        planned: dict[str, tuple] = {}
+        out: dict[str, object] = {}
+        taken = set(existing)
+        rack_map: list = []  # the live brokers' racks, read once when a topic needs placing
+
+        def racks():
+            if not rack_map:
+                rack_map.append(self.broker_racks(live))
+            return placement_racks(rack_map[0])
+
+        for spec in specs:
+            name = spec["name"]
+            try:
+                assignment, config = self._plan_topic(
+                    name, spec["num_partitions"], spec["replication_factor"], spec.get("configs"),
+                    spec.get("replica_assignment"), taken, live, racks=racks)
+            except PyklogError as e:
+                out[name] = e
+                continue
+            planned[name] = (assignment, config)
+            taken.add(name)
+            out[name] = assignment
+        if validate_only or not planned:
+            return out
+        try:
+            stale_configs = set(self.session.retry(self.session.zk.get_children, paths.CONFIG_TOPICS))
+        except NoNodeError:
+            stale_configs = set()
+        try:
+            deleted = set(self.session.retry(self.session.zk.get_children, paths.ADMIN_DELETED_TOPICS))
+        except NoNodeError:
+            deleted = set()
+
+        def write(chunk):
+            t = self.session.zk.transaction()
+            for name in chunk:
+                assignment, config = planned[name]
+                self._add_topic_ops(t, name, assignment, config, name in stale_configs, name in deleted)
+            return t.commit()
+
+        for chunk in _chunks(planned, lambda n: 4 + 2 * len(planned[n][0])):
+            results = self.session.retry(write, chunk)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failures:
+                log.info("creating %d topics in one multi-op failed (%r); creating them one by one",
+                         len(chunk), failures[0])
+                for name in chunk:
+                    try:
+                        self._write_topic(name, *planned[name])
+                    except PyklogError as e:
+                        out[name] = e
+        for name, (assignment, config) in planned.items():
+            if isinstance(out[name], PyklogError):
+                continue
+            self.cache.topic(name, refresh_if_missing=True)
+            self.cache.set_topic_config(name, config)
+            log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
+        return out
+
+    def _plan_topic(self, name, num_partitions, replication_factor, configs, replica_assignment,
+                    existing, live, racks=None) -> tuple[dict[int, list[int]], dict[str, str]]:
+        """Validate one topic against ``existing`` topic names and ``live`` broker ids; return its
+        (assignment, config).  Raises as :meth:`create_topic`."""
+        validate_topic_name(name)
+        config = validate_topic_configs(configs)
+        if name in existing:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        clash = collides(name, existing)
+        if clash:
+            raise InvalidTopicError(
+                f"topic {name!r} collides with existing topic(s) {clash} ('.' and '_' are the same in metric names)")
+        if replica_assignment is not None:
+            assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
+            if not assignment or sorted(assignment) != list(range(len(assignment))):
+                raise InvalidReplicaAssignmentError(
+                    f"replica assignment must cover partitions 0..n-1, got partitions {sorted(assignment)}")
+            if any(not r or len(set(r)) != len(r) for r in assignment.values()):
+                raise InvalidReplicaAssignmentError(
+                    f"replica assignment has empty or duplicate replica lists: {assignment}")
+            if len({len(r) for r in assignment.values()}) != 1:
+                raise InvalidReplicaAssignmentError(
+                    f"all partitions must have the same number of replicas: {assignment}")
+            unknown = sorted({b for r in assignment.values() for b in r} - set(live))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"unknown broker(s) {unknown} in replica assignment (live brokers {live})")
+        else:
+            assignment = assign_replicas(live, num_partitions, replication_factor,
+                                         racks=racks() if racks is not None else None)
+        return assignment, config
+
+    def broker_racks(self, ids) -> dict[int, str | None]:
+        """``{broker id: broker.rack or None}`` of the registrations of ``ids`` read from ZooKeeper
+        now (a broker gone meanwhile is left out).  Any thread but a kazoo handler thread."""
+        def read():
+            pending = [(b, self.session.zk.get_async(paths.broker_id(int(b)))) for b in ids]
+            out = {}
+            for b, res in pending:
+                try:
+                    data, _ = res.get()
+                except NoNodeError:
+                    continue
+                try:
+                    out[int(b)] = decode_broker_registration(data, paths.broker_id(int(b))).rack or None
+                except (ZooKeeperError, ValueError) as e:
+                    log.warning("ignoring unreadable broker registration %s: %s", b, e)
+            return out
+
+        return self.session.retry(read)
+
+    def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
+        def write():
+            t = self.session.zk.transaction()
+            self._add_topic_ops(t, name, assignment, config,
+                                bool(self.session.zk.exists(paths.topic_config(name))),
+                                bool(self.session.zk.exists(paths.deleted_topic_record(name))))
+            return t.commit()
+
+        results = self.session.retry(write)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            if any(isinstance(r, NodeExistsError) for r in failures):
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+
+    @staticmethod
+    def _add_topic_ops(t, name: str, assignment: dict[int, list[int]], config: dict[str, str],
+                       stale_config: bool, deletion_recorded: bool) -> None:
+        """Add one topic's nodes to the multi-op ``t``: its config (over a stale config node of a
+        deleted topic), assignment, partition states; removes its deletion record (the name is in
+        use again)."""
+        config_data = encode_topic_config(config)
+        if stale_config:
+            t.set_data(paths.topic_config(name), config_data)
+        else:
+            t.create(paths.topic_config(name), config_data)
+        t.create(paths.topic(name), encode_topic_assignment(assignment, new_topic_id()))
+        if deletion_recorded:
+            t.delete(paths.deleted_topic_record(name))
+        t.create(paths.topic_partitions(name), b"")
+        for p, replicas in sorted(assignment.items()):
+            t.create(paths.partition(name, p), b"")
+            t.create(paths.partition_state(name, p), encode_partition_state(
+                LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)))
+
+    def create_partitions(self, name: str, count: int, assignments: list | None = None,
+                          validate_only: bool = False) -> dict[int, list[int]]:
+        """Grow a topic to ``count`` partitions; return the new partitions' assignment.
+
+        Kafka's ``AdminZkClient.createPartitions`` (ZkAdminManager): only an increase is allowed
+        (InvalidPartitionsError naming the current and requested counts); ``assignments`` (one
+        list of broker ids per new partition) must have as many entries as partitions added, the
+        topic's replication factor, no duplicates and only live brokers
+        (InvalidReplicaAssignmentError); without them the new replicas are placed as at creation,
+        continuing the topic's layout (start index = the position of partition 0's leader among
+        the sorted live brokers, Kafka's ``fixedStartIndex``).  UnknownTopicOrPartitionError if the
+        topic does not exist.  Nothing is written if ``validate_only``.
+
+        One multi-op (checked against the topic node's version, retried after a concurrent change)
+        rewrites ``/brokers/topics/<topic>`` and creates each new partition's ``state`` node (its
+        first replica leads, epoch 0): pyklog has no controller, so the writer does what Kafka's
+        controller does on the partition-modification event.  Every broker's data watch then
+        re-reads the topic and its leaders create the new logs.  Thread-safe.
+        """
+        validate_topic_name(name)
+        for _attempt in range(5):
+            try:
+                data, stat = self.session.retry(self.session.zk.get, paths.topic(name))
+            except NoNodeError:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+            existing = decode_topic_assignment(data, paths.topic(name))
+            moving = _reassigning_partitions(data)
+            if moving:
+                # Kafka's ZkAdminManager refuses too: the rewrite would drop adding/removing_replicas
+                raise ReassignmentInProgressError(
+                    f"a partition reassignment is in progress for topic {name!r} (partitions "
+                    f"{', '.join(str(p) for p in moving)}); add partitions once it is complete or cancelled")
+            old = len(existing)
+            if count < old:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} currently has {old} partitions, which is higher than the requested {count}")
+            if count == old:
+                raise InvalidPartitionsError(f"topic {name!r} already has {old} partitions")
+            rf = len(existing[0]) if existing.get(0) else 1
+            live = self._live_broker_ids()
+            added = count - old
+            if assignments is not None:
+                if len(assignments) != added:
+                    raise InvalidReplicaAssignmentError(
+                        f"increasing the number of partitions of {name!r} by {added} but "
+                        f"{len(assignments)} assignments provided")
+                new = {}
+                for i, brokers in enumerate(assignments):
+                    brokers = [int(b) for b in brokers]
+                    p = old + i
+                    if len(set(brokers)) != len(brokers):
+                        raise InvalidReplicaAssignmentError(
+                            f"duplicate brokers not allowed in the replica assignment of partition {p}: {brokers}")
+                    if len(brokers) != rf:
+                        raise InvalidReplicaAssignmentError(
+                            f"inconsistent replication factor: partition 0 of {name!r} has {rf} replica(s), "
+                            f"the assignment of partition {p} has {len(brokers)}")
+                    unknown = sorted(set(brokers) - set(live))
+                    if unknown:
+                        raise InvalidReplicaAssignmentError(
+                            f"unknown broker(s) {unknown} in the replica assignment of partition {p} "
+                            f"(live brokers {live})")
+                    new[p] = brokers
+            else:
+                if not live:
+                    raise InvalidReplicationFactorError(f"no live brokers to place new partitions of {name!r}")
+                leader0 = existing[0][0] if existing.get(0) else live[0]
+                start = next((i for i, b in enumerate(live) if b >= leader0), 0)
+                full = assign_replicas(live, count, rf, start_index=start, replica_shift=start,
+                                       racks=placement_racks(self.broker_racks(live)))
+                new = {p: full[p] for p in range(old, count)}
+            if validate_only:
+                return new
+            assignment = dict(existing)
+            assignment.update(new)
+            try:  # the topic keeps its id (KIP-516): clients would take a new one for a re-created topic
+                topic_id = decode_topic_id(data, paths.topic(name))
+            except ZooKeeperError:
+                topic_id = None
+
+            def write():
+                t = self.session.zk.transaction()
+                t.check(paths.topic(name), stat.version)
+                t.set_data(paths.topic(name), encode_topic_assignment(assignment, topic_id))
+                for p, replicas in sorted(new.items()):
+                    if self.session.zk.exists(paths.partition(name, p)) is None:
+                        t.create(paths.partition(name, p), b"")
+                    t.create(paths.partition_state(name, p), encode_partition_state(
+                        LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)))
+                return t.commit()
+
+            results = self.session.retry(write)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                log.info("added partitions %d..%d to topic %s: %s", old, count - 1, name, new)
+                self.cache.reload_topic(name)  # this process sees them at once; other brokers by their watch
+                return new
+            if not any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in failures):
+                raise ZooKeeperError(f"adding partitions to topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+            # the topic changed under us (another CreatePartitions): read it again
+        raise ZooKeeperError(f"adding partitions to topic {name!r}: its assignment kept changing")
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
+        if it does not exist.  Brokers delete their local logs from their listeners."""
+        validate_topic_name(name)
+        for attempt in range(5):
+            try:
+                tree = self._subtree(paths.topic(name))
+            except NoNodeError:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+
+            def delete():
+                t = self.session.zk.transaction()
+                for p in tree:
+                    t.delete(p)
+                if self.session.zk.exists(paths.topic_config(name)):
+                    t.delete(paths.topic_config(name))
+                if self.session.zk.exists(paths.delete_topic_request(name)):
+                    t.delete(paths.delete_topic_request(name))
+                # the record that lets every broker delete its logs of this topic (see paths)
+                if self.session.zk.exists(paths.ADMIN_DELETED_TOPICS) is None:
+                    self.session.zk.ensure_path(paths.ADMIN_DELETED_TOPICS)
+                if self.session.zk.exists(paths.deleted_topic_record(name)) is None:
+                    t.create(paths.deleted_topic_record(name), b"")
+                return t.commit()
+
+            results = self.session.retry(delete)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                self.cache.forget_topics([name])
+                log.info("deleted topic %s", name)
+                self.cache.notify()
+                return
+            if not any(isinstance(r, (NotEmptyError, NoNodeError)) for r in failures):
+                raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+            # The tree changed under us (a concurrent create/delete): look again.
+        raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def delete_topics(self, names: list[str]) -> dict[str, PyklogError | None]:
+        """DeleteTopics of many topics at once; ``{name: None (deleted) or the error}``.
+
+        Request handler thread.  Reads each topic's subtree, then deletes every found topic in ONE
+        multi-op per :data:`MAX_OPS_PER_MULTI` operations (with its config, deletion request and a
+        deletion record, as :meth:`delete_topic`), updates the cache and notifies the listeners
+        once.  A multi that fails (a topic changed meanwhile) is retried topic by topic."""
+        out: dict[str, PyklogError | None] = {}
+        trees: dict[str, list[str]] = {}
+        for name in dict.fromkeys(names):
+            try:
+                validate_topic_name(name)
+                trees[name] = self._subtree(paths.topic(name))
+            except NoNodeError:
+                out[name] = UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            except PyklogError as e:
+                out[name] = e
+        if not trees:
+            return out
+
+        def children(path):
+            try:
+                return set(self.session.retry(self.session.zk.get_children, path))
+            except NoNodeError:
+                return set()
+
+        configs, requests = children(paths.CONFIG_TOPICS), children(paths.ADMIN_DELETE_TOPICS)
+        if self.session.retry(self.session.zk.exists, paths.ADMIN_DELETED_TOPICS) is None:
+            self.session.retry(self.session.zk.ensure_path, paths.ADMIN_DELETED_TOPICS)
+        recorded = children(paths.ADMIN_DELETED_TOPICS)
+
+        def delete(chunk):
+            t = self.session.zk.transaction()
+            for name in chunk:
+                for p in trees[name]:
+                    t.delete(p)
+                if name in configs:
+                    t.delete(paths.topic_config(name))
+                if name in requests:
+                    t.delete(paths.delete_topic_request(name))
+                if name not in recorded:
+                    t.create(paths.deleted_topic_record(name), b"")
+            return t.commit()
+
+        for chunk in _chunks(trees, lambda n: len(trees[n]) + 3):
+            results = self.session.retry(delete, chunk)
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failures:
+                log.info("deleting %d topics in one multi-op failed (%r); deleting them one by one",
+                         len(chunk), failures[0])
+                for name in chunk:
+                    try:
+                        self.delete_topic(name)
+                        out[name] = None
+                    except PyklogError as e:
+                        out[name] = e
+                continue
+            self.cache.forget_topics(chunk)
+            for name in chunk:
+                out[name] = None
+                log.info("deleted topic %s", name)
+        self.cache.notify()
+        return out
+
+    def topic_deletion_recorded(self, name: str) -> bool:
+        """True if ``name`` was deleted by request (DeleteTopics, ``pyklog-topics --delete``,
+        ``/admin/delete_topics``) and not created again since: only then may a broker delete its
+        local logs of a topic missing from the registry.  A topic whose znodes vanished otherwise
+        (ZooKeeper restarted empty, nodes removed by hand) has no record."""
+        validate_topic_name(name)
+        return self.session.retry(self.session.zk.exists, paths.deleted_topic_record(name)) is not None
+
+    def _subtree(self, root: str) -> list[str]:
+        """Every node under ``root`` and ``root`` itself, children before parents."""
+        out: list[str] = []
+
+        def walk(path):
+            for c in self.session.retry(self.session.zk.get_children, path):
+                walk(f"{path}/{c}")
+            out.append(path)
+
+        walk(root)
+        return out
+
+    @watch_callback
+    def _on_delete_requests(self, children) -> bool | None:
+        if children and self.cache.controller_id == self.broker_id:
+            self.session.zk.handler.spawn(self.process_delete_requests)
+        return None
+
+    def process_delete_requests(self) -> None:
+        """Carry out ``/admin/delete_topics/<topic>`` requests (only on the controller)."""
+        try:
+            requests = self.session.retry(self.session.zk.get_children, paths.ADMIN_DELETE_TOPICS)
+        except (PyklogError, KazooException) as e:
+            log.warning("could not read deletion requests: %s", e)
+            return
+        for name in requests:
+            try:
+                self.delete_topic(name)
+            except (UnknownTopicOrPartitionError, InvalidTopicError):
+                try:
+                    self.session.retry(self.session.zk.delete, paths.delete_topic_request(name))
+                except NoNodeError:
+                    pass
+            except (PyklogError, KazooException) as e:
+                log.warning("deletion request for topic %s failed: %s", name, e)
+
