@@ -36,7 +36,7 @@ import argparse
 import logging
 import sys
 
-from pyklog.broker.cli import UsageError, print_error, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, print_error, reports_errors, tool_parser
 from pyklog.broker.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.topics import is_internal

@@ -34,7 +34,7 @@ import signal
 import sys
 import threading
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.common.cli import add_version_argument
 from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
 from pyklog.broker.server.config import ServerConfig
 from pyklog.broker.server.meta_properties import (

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from pyklog.broker.common.version_option import add_version_argument
+from pyklog.broker.common.cli import add_version_argument
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from pyklog.broker.cli import tool_parser
+from pyklog.broker.common.cli import tool_parser
 
 __all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
 

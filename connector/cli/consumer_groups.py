@@ -48,7 +48,7 @@ import time
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError, ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.connector.group import parse_registration, partition_count, topics_of

@@ -26,7 +26,7 @@ import sys
 import time
 from datetime import datetime
 
-from pyklog.broker.cli import require, reports_errors, tool_parser
+from pyklog.broker.common.cli import require, reports_errors, tool_parser
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
 from pyklog.connector.cli import setup_logging
 

@@ -23,7 +23,7 @@ import argparse
 import re
 import sys
 
-from pyklog.broker.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
 from pyklog.connector.cli import setup_logging
 
 INTERNAL = ("__consumer_offsets", "__transaction_state")

@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.common.cli import add_version_argument
 from pyklog.broker.errors import ElectionNotNeededError, PyklogError, error_for_code
 from pyklog.broker.protocol import ApiKey
 from pyklog.connector.cli import setup_logging

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from pyklog.broker.cli import UsageError, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError
 from pyklog.connector.cli import parse_properties, setup_logging
 

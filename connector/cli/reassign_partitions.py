@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 
-from pyklog.broker.cli import add_version_argument
+from pyklog.broker.common.cli import add_version_argument
 from pyklog.broker.errors import PyklogError
 from pyklog.connector.cli import setup_logging
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from pyklog.broker.cli import UsageError
+from pyklog.broker.common.cli import UsageError
 from pyklog.broker.cli import topics as _zk_topics
 from pyklog.broker.cli.topics import _configs, _ids, create_topic, delete_topic, topic_line
 from pyklog.broker.errors import (

@@ -37,7 +37,7 @@ import argparse
 import sys
 import time
 
-from pyklog.broker.cli import tool_parser
+from pyklog.broker.common.cli import tool_parser
 from pyklog.broker.errors import PyklogError, TransactionalIdNotFoundError, error_for_code
 from pyklog.connector.cli import setup_logging
 
