@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pyklog.connector.spark import offsets as _offsets
+from pyklog.connector.spark.batch_end import BatchEndChannel
 
 if TYPE_CHECKING:
     from pyklog.connector.spark.planner import SourcePlanner
@@ -214,8 +215,6 @@ class BatchEndWatcher:
     KEEP = 64  # planned batches remembered (a completion is reported within a batch or two)
 
     def __init__(self, driver: SourcePlanner):
-        from pyklog.connector.spark.batch_end import BatchEndChannel
-
         self.driver = driver
         self.channel = BatchEndChannel()
         self._lock = threading.RLock()  # re-entrant: drain() may run in a signal handler on the planner thread

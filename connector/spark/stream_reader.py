@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from pyklog.broker.errors import UnknownTopicOrPartitionError
 from pyklog.connector.spark import offsets as _offsets
 from pyklog.connector.spark import planner_signals
+from pyklog.connector.spark.batch_end import REPORT_KEY
 from pyklog.connector.spark.end_offsets import plan_end_offsets
 from pyklog.connector.spark.input_partition import PyklogInputPartition
 from pyklog.connector.spark.options import EARLIEST, LATEST, SourceOptions, check_covers
@@ -293,8 +294,6 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self):
         d = self._driver
         if d is not None and d.batch_end is not None:
-            from pyklog.connector.spark.batch_end import REPORT_KEY
-
             # where pyklog's listener in the user's process reports this query's completed batches
             return {**_offsets.to_json(self._latest), REPORT_KEY: d.batch_end.path}
         if not self._latest:
