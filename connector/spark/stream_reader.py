@@ -59,8 +59,9 @@ def zk_connected(member) -> bool:
 
 
 class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader.  Driver (planner) methods use :class:`~pyklog.connector.spark.planner.SourcePlanner`; ``read()`` runs on
-    executors on a pickled copy that holds only the options."""
+    """Micro-batch reader.  Driver (planner) methods use
+    :class:`~pyklog.connector.spark.planner.SourcePlanner`; ``read()`` runs on executors on a pickled
+    copy that holds only the options."""
 
     def __init__(self, opts: SourceOptions):
         self.opts = opts
