@@ -199,7 +199,7 @@ class AdminClient:
                 if code:
                     raise error_for_code(code, f"ListGroups on broker {node}")
                 return resp
-            resp = self.client._retrying(f"ListGroups({node})", attempt, timeout_s)
+            resp = self.client.retrying(f"ListGroups({node})", attempt, timeout_s)
             for g in resp.get("groups") or []:
                 out[g["group_id"]] = GroupListing(g["group_id"], g.get("protocol_type") or "", node)
         return [out[k] for k in sorted(out)]
@@ -224,7 +224,7 @@ class AdminClient:
                            for m in entry.get("members") or []]
                 return GroupDescription(g, entry.get("group_state") or "Dead", entry.get("protocol_type") or "",
                                         entry.get("protocol_data") or "", (node, host, port), members)
-            out[g] = self.client._coordinator_call(g, "DescribeGroups", call, timeout_s)
+            out[g] = self.client.coordinator_call(g, "DescribeGroups", call, timeout_s)
         return out
 
     def list_group_offsets(self, group: str, partitions=None, *, timeout_s: float | None = None) -> dict:
@@ -252,7 +252,7 @@ class AdminClient:
                         return error_for_code(code, f"DeleteGroups {g!r}" + (f": {why}" if why else ""))
                 return None
             try:
-                out[g] = self.client._coordinator_call(g, "DeleteGroups", call, timeout_s)
+                out[g] = self.client.coordinator_call(g, "DeleteGroups", call, timeout_s)
             except UnsupportedVersionError:
                 raise
             except PyklogError as e:
@@ -283,7 +283,7 @@ class AdminClient:
                         error_for_code(pc, f"{t['name']}-{p['partition_index']}") if pc else None
             return top, per
 
-        return self.client._coordinator_call(group, "OffsetDelete", call, timeout_s)
+        return self.client.coordinator_call(group, "OffsetDelete", call, timeout_s)
 
     # -- offsets ---------------------------------------------------------------------------------
     def list_offsets(self, specs: dict, *, isolation_level: int = 0, timeout_s: float | None = None) -> dict:
@@ -311,7 +311,7 @@ class AdminClient:
                     raise error_for_code(code, f"CreatePartitions {r.get('name')!r}: "
                                                f"{r.get('error_message') or ''}".rstrip(": "))
 
-        self.client._controller_call("CreatePartitions", call, timeout_s)
+        self.client.controller_call("CreatePartitions", call, timeout_s)
         self.client.invalidate()
 
     def delete_records(self, offsets: dict, *, timeout_s: float | None = None) -> dict:
@@ -319,7 +319,7 @@ class AdminClient:
         ``{(t, p): low watermark | the error}``."""
         out: dict = {}
         timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
-        for node, tps in self.client._by_leader(list(offsets)).items():
+        for node, tps in self.client.by_leader(list(offsets)).items():
             conn = self.client.connection(node)
             v = self._version(conn, DELETE_RECORDS, "DeleteRecords")
             topics: dict = {}
@@ -349,7 +349,7 @@ class AdminClient:
                     node = int(name)
                     conn = self.client.connection(node)
                 else:
-                    conn = self.client._any_connection()
+                    conn = self.client.any_connection()
                 v = self._version(conn, DESCRIBE_CONFIGS, "DescribeConfigs")
                 resp = conn.request(_api(DESCRIBE_CONFIGS), {
                     "resources": [{"resource_type": rtype, "resource_name": str(name),
@@ -365,7 +365,7 @@ class AdminClient:
                         raise err
                     return r.get("configs") or []
                 return []
-            out[(rtype, str(name))] = self.client._retrying("DescribeConfigs", attempt, timeout_s)
+            out[(rtype, str(name))] = self.client.retrying("DescribeConfigs", attempt, timeout_s)
         return out
 
     def incremental_alter_configs(self, rtype: int, name: str, ops: list, *,
@@ -376,7 +376,7 @@ class AdminClient:
             if rtype == 4 and name not in ("", None):
                 conn = self.client.connection(int(name))
             else:
-                conn = self.client._any_connection()
+                conn = self.client.any_connection()
             v = self._version(conn, INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs")
             resp = conn.request(_api(INCREMENTAL_ALTER_CONFIGS), {
                 "resources": [{"resource_type": rtype, "resource_name": str(name),
@@ -388,7 +388,7 @@ class AdminClient:
                 if code:
                     raise error_for_code(code, f"IncrementalAlterConfigs {name!r}: "
                                                f"{r.get('error_message') or ''}".rstrip(": "))
-        self.client._retrying("IncrementalAlterConfigs", attempt, timeout_s)
+        self.client.retrying("IncrementalAlterConfigs", attempt, timeout_s)
 
     def alter_configs(self, rtype: int, name: str, configs: dict, *, timeout_s: float | None = None) -> None:
         """AlterConfigs (the legacy, whole-set call): the resource's dynamic configs become exactly
@@ -397,7 +397,7 @@ class AdminClient:
             if rtype == 4 and name not in ("", None):
                 conn = self.client.connection(int(name))
             else:
-                conn = self.client._any_connection()
+                conn = self.client.any_connection()
             v = self._version(conn, ALTER_CONFIGS, "AlterConfigs")
             resp = conn.request(_api(ALTER_CONFIGS), {
                 "resources": [{"resource_type": rtype, "resource_name": str(name),
@@ -407,7 +407,7 @@ class AdminClient:
                 code = int(r.get("error_code", 0))
                 if code:
                     raise error_for_code(code, f"AlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": "))
-        self.client._retrying("AlterConfigs", attempt, timeout_s)
+        self.client.retrying("AlterConfigs", attempt, timeout_s)
 
     # -- transactions (KIP-664: Kafka's Admin listTransactions / describeTransactions /
     # describeProducers / abortTransaction, the calls kafka-transactions.sh makes) ----------------
@@ -433,7 +433,7 @@ class AdminClient:
                 if code:
                     raise error_for_code(code, f"ListTransactions on broker {node}")
                 return resp
-            resp = self.client._retrying(f"ListTransactions({node})", attempt, timeout_s)
+            resp = self.client.retrying(f"ListTransactions({node})", attempt, timeout_s)
             out[node] = sorted(TransactionListing(s["transactional_id"], int(s["producer_id"]), s["transaction_state"],
                                                   node) for s in resp.get("transaction_states") or [])
         return out
@@ -459,7 +459,7 @@ class AdminClient:
                     int(s["transaction_timeout_ms"]), int(s["transaction_start_time_ms"]),
                     sorted((t["topic"], int(p)) for t in s.get("topics") or [] for p in t["partitions"]))
             try:
-                out[tid] = self.client._coordinator_call(tid, "DescribeTransactions", call, timeout_s, key_type=1)
+                out[tid] = self.client.coordinator_call(tid, "DescribeTransactions", call, timeout_s, key_type=1)
             except UnsupportedVersionError:
                 raise
             except PyklogError as e:
@@ -481,7 +481,7 @@ class AdminClient:
                     code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
                     out[(t, p)] = error_for_code(code, f"DescribeProducers {t}-{p}: the cluster has no such partition")
             tps = [tp for tp in tps if tp not in out]
-        by_node = {int(broker_id): tps} if broker_id is not None else self.client._by_leader(tps)
+        by_node = {int(broker_id): tps} if broker_id is not None else self.client.by_leader(tps)
         for node, group in by_node.items():
             conn = self.client.connection(node)
             v = self._version(conn, DESCRIBE_PRODUCERS, "DescribeProducers")
@@ -529,7 +529,7 @@ class AdminClient:
                             if err.retriable:
                                 self.client.invalidate()
                             raise err
-        self.client._retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)
+        self.client.retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)
 
     # -- partition reassignment (KIP-455) ---------------------------------------------------------
     def alter_partition_reassignments(self, reassignments: dict, *, timeout_s: float | None = None
@@ -560,7 +560,7 @@ class AdminClient:
                         error_for_code(c, p.get("error_message") or "") if c else None)
             return out
 
-        result = self.client._controller_call("AlterPartitionReassignments", call, timeout_s)
+        result = self.client.controller_call("AlterPartitionReassignments", call, timeout_s)
         self.client.invalidate()
         return result
 
@@ -588,4 +588,4 @@ class AdminClient:
                 "removing_replicas": list(p["removing_replicas"])}
                 for t in resp.get("topics") or [] for p in t.get("partitions") or []}
 
-        return self.client._controller_call("ListPartitionReassignments", call, timeout_s)
+        return self.client.controller_call("ListPartitionReassignments", call, timeout_s)

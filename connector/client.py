@@ -27,7 +27,9 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pyklog.broker.errors import (
     ConfigError,
@@ -49,6 +51,8 @@ from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")  # what a retried call returns
 
 __all__ = [
     "BrokerConnection",
@@ -470,8 +474,9 @@ class ClusterClient:
                 uniq.append(c)
         return uniq
 
-    def _any_connection(self) -> BrokerConnection:
-        """A connection to some live broker (an existing one when possible)."""
+    def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker (an existing one when possible), for a request any
+        broker answers (DescribeConfigs, AlterConfigs...).  Thread-safe."""
         with self._lock:
             for conn in self._conns.values():
                 if not conn.closed:
@@ -513,7 +518,7 @@ class ClusterClient:
         with self._refresh_lock:
             last = None
             for _attempt in range(3):
-                conn = self._any_connection()
+                conn = self.any_connection()
                 try:
                     return self._refresh_from(conn, topics, auto_create)
                 except NetworkError as e:
@@ -687,7 +692,8 @@ class ClusterClient:
         Kafka's ``ExponentialBackoff``, KIP-580, with jitter 0)."""
         return Backoff(self.retry_backoff_s, multiplier=2.0, max_s=max(1.0, self.retry_backoff_s), jitter=0.0)
 
-    def _retrying(self, what: str, fn, timeout_s: float | None = None, *, deadline: Deadline | None = None):
+    def retrying(self, what: str, fn: Callable[[], _T], timeout_s: float | None = None, *,
+                 deadline: Deadline | None = None) -> _T:
         """``fn()`` retried on retriable errors with :meth:`_backoff` until ``deadline`` (default:
         ``timeout_s`` from now); the last error is raised as is when time runs out.  An error whose
         code asks for fresh metadata (REFRESH_METADATA_CODES) invalidates the cached metadata."""
@@ -711,7 +717,8 @@ class ClusterClient:
             raise
 
     # -- offsets -------------------------------------------------------------------------------
-    def _by_leader(self, tps, deadline: Deadline | None = None):
+    def by_leader(self, tps: Iterable[tuple[str, int]],
+                  deadline: Deadline | None = None) -> dict[int, list[tuple[str, int]]]:
         """``{leader node: [tp]}``; each leader look-up retries at most until ``deadline`` (the
         caller's, so one call's bound is not multiplied by nested retry loops)."""
         groups: dict[int, list] = {}
@@ -730,7 +737,7 @@ class ClusterClient:
         deadline = self._deadline(timeout_s)
 
         def attempt():
-            for node, tps in self._by_leader(list(pending), deadline).items():
+            for node, tps in self.by_leader(list(pending), deadline).items():
                 conn = self.connection(node)
                 version = conn.version_for(ApiKey.LIST_OFFSETS)
                 if version < 1:
@@ -763,7 +770,7 @@ class ClusterClient:
                     raise failed
             return result
 
-        return self._retrying("ListOffsets", attempt, deadline=deadline)
+        return self.retrying("ListOffsets", attempt, deadline=deadline)
 
     def list_offsets(self, timestamps: dict, *, isolation_level: int = 0,
                      timeout_s: float | None = None) -> dict:
@@ -794,7 +801,7 @@ class ClusterClient:
                     return [int(o) for o in p.get("old_style_offsets") or []]
             raise UnknownTopicOrPartitionError(f"ListOffsets v0: no answer for {topic}-{partition}")
 
-        return self._retrying("ListOffsets v0", attempt, timeout_s)
+        return self.retrying("ListOffsets v0", attempt, timeout_s)
 
     def _request(self, node: int, conn: BrokerConnection, api_key, body, version=None) -> dict:
         try:
@@ -815,12 +822,12 @@ class ClusterClient:
                 nid = self._coordinators.get(ck)
             if nid is not None:
                 return nid
-        return self._retrying(f"FindCoordinator({group})",
+        return self.retrying(f"FindCoordinator({group})",
                               lambda: self._find_coordinator_once(group, key_type), timeout_s)
 
     def _find_coordinator_once(self, group: str, key_type: int = 0) -> int:
         """One FindCoordinator request (no retry); caches the answer."""
-        conn = self._any_connection()
+        conn = self.any_connection()
         version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 2)
         if key_type and version < 1:
             raise UnsupportedVersionError(
@@ -863,10 +870,11 @@ class ClusterClient:
             self.forget_coordinator(group, key_type)
             raise
 
-    def _coordinator_call(self, group: str, what: str, fn, timeout_s, key_type: int = 0):
+    def coordinator_call(self, group: str, what: str, fn: Callable[[int, BrokerConnection], _T],
+                         timeout_s: float | None, key_type: int = 0) -> _T:
         """``fn(node, connection)`` on the coordinator of ``group``, in ONE retry loop bounded by
         ``timeout_s``: each attempt is :meth:`coordinator_attempt`."""
-        return self._retrying(f"{what}({group})", lambda: self.coordinator_attempt(group, fn, key_type),
+        return self.retrying(f"{what}({group})", lambda: self.coordinator_attempt(group, fn, key_type),
                               timeout_s)
 
     def commit_offsets(self, group: str, offsets: dict, metadata: str = "", *,
@@ -906,7 +914,7 @@ class ClusterClient:
             if first is not None:
                 raise first
 
-        self._coordinator_call(group, "OffsetCommit", call, timeout_s)
+        self.coordinator_call(group, "OffsetCommit", call, timeout_s)
 
     def fetch_committed(self, group: str, partitions=None, *, timeout_s: float | None = None) -> dict:
         """OffsetFetch: ``[(t, p)]`` (None = all the group committed) -> ``{(t, p): offset | None}``."""
@@ -944,10 +952,14 @@ class ClusterClient:
                     out[tp] = None if off < 0 else off
             return out
 
-        return self._coordinator_call(group, "OffsetFetch", call, timeout_s)
+        return self.coordinator_call(group, "OffsetFetch", call, timeout_s)
 
     # -- topics ---------------------------------------------------------------------------------
-    def _controller_call(self, what, fn, timeout_s):
+    def controller_call(self, what: str, fn: Callable[[int, BrokerConnection], _T],
+                        timeout_s: float | None) -> _T:
+        """``fn(node, connection)`` on the controller (any broker when the metadata names none),
+        retried as :meth:`retrying` until ``timeout_s``; NOT_CONTROLLER and network errors refresh
+        the metadata before the next attempt."""
         def attempt():
             md = self.metadata(None, refresh=self._stale)
             node = md.controller_id if md.controller_id in md.brokers else next(iter(md.brokers), None)
@@ -959,7 +971,7 @@ class ClusterClient:
                 self.invalidate()
                 raise
 
-        return self._retrying(what, attempt, timeout_s)
+        return self.retrying(what, attempt, timeout_s)
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, *,
                      replication_factor: int = 1, validate_only: bool = False, wait: bool = True,
@@ -983,7 +995,7 @@ class ClusterClient:
                 if code:
                     raise _err(code, f"CreateTopics {name!r}: {t.get('error_message') or ''}")
 
-        self._controller_call(f"CreateTopics({name})", call, timeout_s)
+        self.controller_call(f"CreateTopics({name})", call, timeout_s)
         if wait and not validate_only:
             self.wait_for_topic(name, partitions, timeout_s=timeout_ms / 1000.0)
 
@@ -1022,7 +1034,7 @@ class ClusterClient:
                 if code:
                     raise _err(code, f"DeleteTopics {name!r}")
 
-        self._controller_call(f"DeleteTopics({name})", call, timeout_s)
+        self.controller_call(f"DeleteTopics({name})", call, timeout_s)
         self.invalidate()
 
     # -- producer ids --------------------------------------------------------------------------
@@ -1031,7 +1043,7 @@ class ClusterClient:
         """InitProducerId (idempotent producer): ``(producer_id, producer_epoch)``."""
 
         def attempt():
-            conn = self._any_connection()
+            conn = self.any_connection()
             try:
                 resp = conn.request(ApiKey.INIT_PRODUCER_ID, {
                     "transactional_id": transactional_id,
@@ -1045,7 +1057,39 @@ class ClusterClient:
                 raise _err(code, "InitProducerId")
             return int(resp["producer_id"]), int(resp["producer_epoch"])
 
-        return self._retrying("InitProducerId", attempt, timeout_s)
+        return self.retrying("InitProducerId", attempt, timeout_s)
+
+    def close_dead_connections(self) -> int:
+        """Close the shared broker connections that are readable while idle: an idle Kafka
+        connection is never readable, so readable means the broker closed it (EOF) or sent bytes
+        nobody asked for.  The next request to that broker opens a new one.  Returns how many were
+        closed.  Only for a client no other thread uses at the moment (a pooled consumer between
+        tasks): a connection waiting for a response is readable too.  Thread-safe as to the
+        connection table."""
+        import select
+
+        with self._lock:
+            items = list(self._conns.items())
+        closed = 0
+        for nid, conn in items:
+            try:
+                dead = conn.closed or bool(select.select([conn.fileno()], [], [], 0)[0])
+            except (OSError, ValueError):
+                dead = True
+            if dead:
+                with self._lock:
+                    if self._conns.get(nid) is conn:
+                        del self._conns[nid]
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                closed += 1
+        return closed
+
+    # the names connector/cli still calls (the public ones above are the interface)
+    _any_connection = any_connection
+    _controller_call = controller_call
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:

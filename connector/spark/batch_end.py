@@ -16,7 +16,7 @@ source reported (``reportLatestOffset``).  So:
   (write to a temporary name, then rename: the planner never reads half a file); in classic PySpark
   it reads each event as the JSON Spark writes (:class:`_ProgressJsonRelay`: one py4j round trip
   per event, not PySpark's ~200);
-* the planner's watcher thread (:class:`pyklog.connector.spark.source._BatchEndWatcher`) reads the
+* the planner's watcher thread (:class:`pyklog.connector.spark.group_commits.BatchEndWatcher`) reads the
   file and commits the batch's end offsets for the partitions it still owns (fenced, never
   backwards: :meth:`pyklog.connector.group.GroupMember.commit_offsets`).
 

@@ -4,11 +4,11 @@ Runs on the driver, in the Python process PySpark keeps for a streaming Python d
 "streaming source runner").  PySpark calls ``DataSource.simpleStreamReader`` when ``streamReader``
 raises ``PySparkNotImplementedError`` and wraps the result (``_SimpleStreamReaderWrapper``): Spark's
 ``latestOffset`` calls :meth:`PyklogDriverStreamReader.read`, which plans the next batch exactly as
-the ordinary reader does (:class:`~pyklog.connector.spark.source.PyklogStreamReader`: the same
+the ordinary reader does (:class:`~pyklog.connector.spark.stream_reader.PyklogStreamReader`: the same
 offsets JSON, group membership, commits, failOnDataLoss) and has the batch's records right there, as
 Arrow record batches: the planner asks each leader one Fetch at the query's positions, whose answer
 gives both each partition's end (its high watermark, or last stable offset for read_committed: what
-ListOffsets would say) and the records from there on (``_Driver.latest_by_fetch``); only what that
+ListOffsets would say) and the records from there on (``SourcePlanner.latest_by_fetch``); only what that
 Fetch did not reach (more than maxPartitionFetchBytes of a partition) is fetched again.  Where the
 Fetch answers an error (a position outside the log...), that trigger asks ListOffsets as the ordinary
 reader does, which reports the case.  PySpark sends them to the JVM with the
@@ -39,7 +39,10 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
 from pyklog.connector.spark import offsets as _offsets
+from pyklog.connector.spark.input_partition import PyklogInputPartition
 from pyklog.connector.spark.options import SourceOptions
+from pyklog.connector.spark.read_task import decode_raw, read_range
+from pyklog.connector.spark.stream_reader import PyklogStreamReader
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +52,6 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
     runner's one thread: PySpark calls these methods one at a time)."""
 
     def __init__(self, opts: SourceOptions):
-        from pyklog.connector.spark.source import PyklogStreamReader
-
         self.opts = opts
         self._planner = PyklogStreamReader(opts)
         self._planner.latest_by_fetch = True  # one Fetch per trigger gives the ends and the records
@@ -79,8 +80,6 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         (Spark's offset log), or the query's first batch.  Runs in a Python task on an executor, on
         a copy that holds only the options: it must not start a planner there (that would join the
         query's group as a second member), so the task's consumer finds each leader itself."""
-        from pyklog.connector.spark.source import PyklogInputPartition
-
         rngs = _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end))
         return iter(self._read([PyklogInputPartition(t, p, a, b, None, None) for t, p, a, b in rngs]))
 
@@ -105,15 +104,13 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
             if a < b:
                 rest.append((t, p, a, b))
         if rest:
-            out.extend(self._read(self._planner._ensure_driver().input_partitions(rest)))
+            out.extend(self._read(self._planner.ensure_planner().input_partitions(rest)))
         return coalesce(out)
 
     def _decode(self, r, topic: str, partition: int, start: int, end: int, out: list) -> int:
         """The rows ``[start, end)`` of a prefetched Fetch answer appended to ``out`` (decoded as a
-        read task decodes, :func:`pyklog.connector.spark.source.decode_raw`); returns the offset
+        read task decodes, :func:`pyklog.connector.spark.read_task.decode_raw`); returns the offset
         reading goes on from (``start`` when the answer holds no complete batch)."""
-        from pyklog.connector.spark.source import decode_raw
-
         d = decode_raw(self.opts, r, topic, partition, start, end)
         if d.batch is not None and d.batch.num_rows:
             out.append(d.batch)
@@ -122,8 +119,6 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         return start
 
     def _read(self, parts) -> list:
-        from pyklog.connector.spark.source import read_range
-
         out: list = []
         for part in parts:
             out.extend(read_range(self.opts, part))
@@ -144,7 +139,7 @@ def coalesce(batches: list, max_bytes: int = COALESCE_MAX_BYTES) -> list:
     when they hold more), rows in the same order.
 
     Why: the planner reads one Arrow batch per partition and fetch, each built over its own fetch
-    buffer.  Measured (bench/README.md, "10,000 records/s with fetchOnDriver", stop 21): at 10,000
+    buffer.  Measured (bench/README.md, "10,000 records/s with fetchOnDriver"): at 10,000
     records/s over 2 partitions, a trigger took 95-116 ms with the batches joined against 112-137 ms
     without (p50 latency 157-164 against 186-195 ms, two interleaved pairs of runs).  Two batches as such cost Spark
     nothing measurable (the benchmark's no-I/O floor with ``+split``), so what the join saves is in

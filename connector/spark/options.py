@@ -142,7 +142,8 @@ def display(name: str) -> str:
     return _DISPLAY.get(name, name)
 
 
-def _lower(options) -> dict[str, str]:
+def lower_keys(options) -> dict[str, str]:
+    """Spark's options with lower-case keys and string values (option names are case-insensitive)."""
     out = {}
     for k, v in dict(options or {}).items():
         out[str(k).lower()] = v if isinstance(v, str) else str(v)
@@ -456,7 +457,7 @@ def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected:
 def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     """Validate the source options of a streaming (``streaming=True``) or batch (False) query;
     None checks everything that does not depend on the kind of query (when a DataFrame is defined)."""
-    opts = _lower(options)
+    opts = lower_keys(options)
     _check_names(opts, SOURCE_OPTIONS, CONSUMER_SETTINGS, _REJECTED_CONSUMER, "source", _NO_EFFECT_CONSUMER)
     cluster = _cluster(opts, role="source")
 
@@ -698,7 +699,7 @@ class SinkOptions:
 
 def parse_sink_options(options) -> SinkOptions:
     """Validate the sink options (``df.write`` / ``writeStream``)."""
-    opts = _lower(options)
+    opts = lower_keys(options)
     _check_names(opts, SINK_OPTIONS, PRODUCER_SETTINGS, _REJECTED_PRODUCER, "sink", _NO_EFFECT_PRODUCER)
     cluster = _cluster(opts, role="sink")
     topic = opts.get("topic")

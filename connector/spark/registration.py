@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+from pyklog.errors import PyklogSetupError
+
 log = logging.getLogger(__name__)
 
 __all__ = ["register", "worker_python_problem"]
@@ -36,8 +38,7 @@ def worker_python_problem(python: str) -> str | None:
 
 def register(spark) -> None:
     """See :func:`pyklog.register`."""
-    from pyklog import PyklogSetupError
-    from pyklog.connector.spark.source import PyklogDataSource
+    from pyklog.connector.spark.source import PyklogDataSource  # imports pyspark: at registration only
 
     sc = getattr(spark, "sparkContext", None)
     python = getattr(sc, "pythonExec", None) if sc is not None else None

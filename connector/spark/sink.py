@@ -35,7 +35,6 @@ import itertools
 import json
 import logging
 import os
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.zk import paths
 from pyklog.connector.spark.options import ClusterOptions, SinkOptions
+from pyklog.connector.spark.task_cache import TaskClientCache
 
 log = logging.getLogger(__name__)
 
@@ -439,77 +439,9 @@ class _FirstDeliveryFailure(logging.Handler):
                 self.message = msg
 
 
-class _ProducerCache:
-    """At-least-once write tasks' producers kept between tasks, one cache per process (executor
-    side: each PySpark Python worker, reused task after task while ``spark.python.worker.reuse`` is
-    true).  Spark's Kafka sink keeps one such cache per executor JVM (``CachedKafkaProducer``,
-    ``spark.kafka.producer.cache.timeout``, 10 minutes); reusing a producer saves a task its
-    bootstrap connection, Metadata, InitProducerId and leader connections.
-
-    Keyed by the producer's whole configuration.  A task takes a producer out (never two tasks at
-    once), and gives it back only when it ended well: flushed, no record failed, no exception; a
-    failed task closes its producer (its sender may hold a fatal error or a broken sequence).  One
-    idle producer at most per key; one idle for more than :attr:`IDLE_TIMEOUT_S` is closed when next
-    seen.  A forked child starts with an empty cache.  Locking: ``_lock`` guards ``_idle``;
-    producers are closed outside it.  Exactly-once tasks never use it (a transactional id per
-    task)."""
-
-    IDLE_TIMEOUT_S = 60.0
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._idle: dict = {}  # key -> (producer, monotonic time given back)
-        self._pid = os.getpid()
-        self.created = 0
-        self.reused = 0
-
-    def take(self, key, make):
-        now = time.monotonic()
-        found, stale = None, []
-        with self._lock:
-            if self._pid != os.getpid():
-                self._idle, self._pid = {}, os.getpid()
-            for k, (p, at) in list(self._idle.items()):
-                if now - at > self.IDLE_TIMEOUT_S:
-                    stale.append(p)
-                    del self._idle[k]
-            entry = self._idle.pop(key, None)
-            if entry is not None:
-                found = entry[0]
-        for p in stale:
-            _close_quietly(p)
-        if found is not None:
-            self.reused += 1
-            return found
-        self.created += 1
-        return make()
-
-    def give(self, key, producer, ok: bool) -> None:
-        if ok:
-            with self._lock:
-                if key not in self._idle and self._pid == os.getpid():
-                    self._idle[key] = (producer, time.monotonic())
-                    return
-        _close_quietly(producer)
-
-    def clear(self) -> None:
-        """Close every idle producer and reset the counters (tests; the benchmark)."""
-        with self._lock:
-            idle, self._idle = self._idle, {}
-            self.created = self.reused = 0
-        for p, _ in idle.values():
-            _close_quietly(p)
-
-
-def _close_quietly(producer) -> None:
-    try:
-        producer.close()
-    except Exception:  # noqa: BLE001 - closing a broken producer must not fail a task
-        log.debug("closing a cached producer failed", exc_info=True)
-
-
-#: this process's cache of at-least-once write tasks' producers (see :class:`_ProducerCache`)
-TASK_PRODUCERS = _ProducerCache()
+#: this process's cache of at-least-once write tasks' producers (see :mod:`.task_cache`): one idle
+#: producer at most per configuration.  Exactly-once tasks never use it (a transactional id per task).
+TASK_PRODUCERS = TaskClientCache("producer", max_idle_per_key=1)
 
 
 class _SinkWriter:

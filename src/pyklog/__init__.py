@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from pyklog.errors import PyklogSetupError
+
 __version__ = "0.2.0"
 __all__ = ["__version__", "register", "PyklogSetupError"]
 
@@ -28,10 +30,6 @@ __all__ = ["__version__", "register", "PyklogSetupError"]
 # not have this interpreter's path; register() checks the workers' Python there instead.
 if not os.environ.get("PYSPARK_PYTHON") and not os.environ.get("PYSPARK_GATEWAY_PORT") and sys.executable:
     os.environ["PYSPARK_PYTHON"] = sys.executable
-
-
-class PyklogSetupError(RuntimeError):
-    """Spark is set up in a way with which pyklog cannot work; the message says what to change."""
 
 
 def register(spark) -> None:

@@ -241,5 +241,3 @@ def test_sink_outage_longer_than_its_bound_names_the_brokers(spark, broker):
     print(f"\nsink failed after {time.monotonic() - t0:.1f}s: ...{msg[:1500]}")
     assert time.monotonic() - t0 < 40, "the sink did not honour kafka.max.block.ms / kafka.delivery.timeout.ms"
     assert broker.bootstrap in msg and ("delivery.timeout.ms" in msg or "max.block.ms" in msg), msg[:3000]
-
-

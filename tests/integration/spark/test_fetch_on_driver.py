@@ -143,9 +143,9 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
     from pyklog.broker.errors import DataLossError
     from pyklog.connector.consumer import SimpleConsumer
     from pyklog.connector.producer import Producer
-    from pyklog.connector.spark import source as S
+    from pyklog.connector.spark.planner import SourcePlanner
     from pyklog.connector.spark.driver_fetch import PyklogDriverStreamReader
-    from pyklog.connector.spark.options import parse_source_options
+    from pyklog.connector.spark.options import LATEST, parse_source_options
 
     boot = broker.bootstrap
     make_topic(boot, "drv-one", 2)
@@ -160,10 +160,10 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
 
     write(300, 0)
     calls = {"ListOffsets": 0, "planner Fetch": 0, "task Fetch": 0}
-    real_list, real_multi, real_fetch = S._Driver.list_offsets, SimpleConsumer.multi_fetch_raw, SimpleConsumer.fetch_raw
+    real_list, real_multi, real_fetch = SourcePlanner.list_offsets, SimpleConsumer.multi_fetch_raw, SimpleConsumer.fetch_raw
 
     def list_offsets(self, tps, spec):
-        calls["ListOffsets"] += spec == S.LATEST
+        calls["ListOffsets"] += spec == LATEST
         return real_list(self, tps, spec)
 
     def multi_fetch_raw(self, *a, **kw):
@@ -174,7 +174,7 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
         calls["task Fetch"] += 1
         return real_fetch(self, *a, **kw)
 
-    monkeypatch.setattr(S._Driver, "list_offsets", list_offsets)
+    monkeypatch.setattr(SourcePlanner, "list_offsets", list_offsets)
     monkeypatch.setattr(SimpleConsumer, "multi_fetch_raw", multi_fetch_raw)
     monkeypatch.setattr(SimpleConsumer, "fetch_raw", fetch_raw)
     opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "drv-one", "startingOffsets": "earliest",

@@ -1,11 +1,6 @@
-"""A streaming ``format("pyklog")`` query survives a broker SIGKILL and restart (real broker
-process, the suite's SparkSession, a stock producer with acks=all): every acknowledged record
-reaches the sink, the query never fails, and only an outage longer than
-``kafka.default.api.timeout.ms`` fails it, with a message naming what was unreachable.
-
-Figures counted: acknowledged (delivery reports without error), distinct (partition, offset)
-rows seen by an idempotent foreachBatch sink, lost (acknowledged values never seen) and
-re-delivered (rows seen more than once, e.g. a micro-batch replayed)."""
+"""The Spark source planner's retry options and its bound on a cluster that does not answer (no
+broker: a closed port).  The outage tests with a real broker are
+tests/integration/spark/test_broker_restart.py."""
 from __future__ import annotations
 
 import time
@@ -19,14 +14,14 @@ def test_driver_retry_options_and_bound_without_a_broker():
     commit that gives up quietly (the query goes on)."""
     from pyklog.broker.zk.server import free_port
     from pyklog.connector.spark.options import parse_source_options
-    from pyklog.connector.spark.source import ClusterUnreachableError, _Driver
+    from pyklog.connector.spark.planner import ClusterUnreachableError, SourcePlanner
 
     boot = f"127.0.0.1:{free_port()}"
     opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "t"}, streaming=True)
     assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms, opts.api_timeout_ms) == (3, 10, 60000)
     opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "t",
                                  "kafka.default.api.timeout.ms": "1500"}, streaming=True)
-    d = _Driver(opts, streaming=True)
+    d = SourcePlanner(opts, streaming=True)
     try:
         t0 = time.monotonic()
         with pytest.raises(ClusterUnreachableError) as info:

@@ -542,17 +542,18 @@ def test_consumer_cache_take_give_expire():
     flag; the cache's own rules: one task at a time, failed ones closed, idle ones expire)."""
     import time as _time
 
-    from pyklog.connector.spark.source import _ConsumerCache
+    from pyklog.connector.spark.read_task import consumer_usable
+    from pyklog.connector.spark.task_cache import TaskClientCache
 
     class Fake:
         def __init__(self):
             self.closed = False
-            self.client = type("C", (), {"_conns": {}, "_lock": __import__("threading").Lock()})()
+            self.client = type("C", (), {"close_dead_connections": lambda self: 0})()
 
         def close(self):
             self.closed = True
 
-    cache = _ConsumerCache()
+    cache = TaskClientCache("consumer", max_idle_per_key=2, usable=consumer_usable)  # as TASK_CONSUMERS
     a = cache.take("k", Fake)
     b = cache.take("k", Fake)  # a is in use: a second one
     assert a is not b and cache.created == 2
