@@ -72,6 +72,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: Modules matched exactly (package roots that would otherwise swallow every new submodule).
 EXACT: dict[str, str] = {
     "pyklog": "pyklog",
+    "pyklog.errors": "pyklog",
     "pyklog.broker": "broker",
 }
 
@@ -105,9 +106,6 @@ KNOWN_VIOLATIONS: set[tuple[str, ...]] = {
     # - pyklog-configs --zookeeper validates dynamic broker configs with the server's config
     #   definitions (ServerConfig, the log config keys), which belong below the server;
     ("pyklog.connector.cli.configs", "pyklog.broker.server.dynamic_config"),
-    # - two import cycles through function-level imports.
-    ("pyklog.connector.spark.driver_fetch", "pyklog.connector.spark.source"),
-    ("pyklog", "pyklog.connector.spark.registration"),
 }
 
 
