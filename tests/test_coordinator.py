@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyklog.broker.coordinator import (
+from pyklog.broker.coordinator.offsets import (
     OFFSETS_TOPIC,
     OffsetAndMetadata,
     OffsetManager,

@@ -1,4 +1,4 @@
-"""CoordinatorPartitions (broker/coordinator_runtime.py), the leadership and loading shared by the
+"""CoordinatorPartitions (broker/coordinator/runtime.py), the leadership and loading shared by the
 offset manager and the transaction state manager, driven by a minimal coordinator of its own over
 a real ZkCluster (zk_chroot) and a real LogManager (tmp_path).  Leadership is changed the way the
 controller changes it: by rewriting the partition's state znode (leader, leader epoch), which the
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from pyklog.broker.coordinator_runtime import (
+from pyklog.broker.coordinator.runtime import (
     FAILED,
     LOADED,
     CoordinatorPartition,

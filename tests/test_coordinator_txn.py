@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyklog.broker.coordinator import OFFSETS_TOPIC
+from pyklog.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyklog.broker.errors import InvalidGroupIdError, NotCoordinatorError
 from pyklog.broker.record.reader import iter_batches
 from support import wait_for

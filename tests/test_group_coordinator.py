@@ -1,6 +1,6 @@
 """The group coordinator (Kafka's classic group membership protocol).
 
-Unit tests drive :class:`broker.group_coordinator.GroupCoordinator` directly (no sockets, real
+Unit tests drive :class:`broker.coordinator.group.coordinator.GroupCoordinator` directly (no sockets, real
 timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
 kcat) against real broker processes."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from pyklog.broker.group_coordinator import (
+from pyklog.broker.coordinator.group import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,
@@ -56,7 +56,8 @@ class Answer:
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records if r.name == "pyklog.broker.group_coordinator" and r.levelname == "ERROR"]
+    errors = [r for r in caplog.records
+              if r.name == "pyklog.broker.coordinator.group.coordinator" and r.levelname == "ERROR"]
     assert not errors, [r.getMessage() for r in errors]
 
 

@@ -14,8 +14,8 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.log import LogConfig, LogManager
 from pyklog.broker.server.config import ServerConfig
-from pyklog.broker.transaction import TransactionCoordinator, TxnState
-from pyklog.broker.transaction.log import TRANSACTION_STATE_TOPIC
+from pyklog.broker.coordinator.transaction import TransactionCoordinator, TxnState
+from pyklog.broker.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
 from pyklog.broker.zk.cluster import ZkCluster
 from support import wait_for
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from pyklog.broker.coordinator import partition_for_group
+from pyklog.broker.coordinator.offsets import partition_for_group
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches

@@ -238,7 +238,7 @@ class KafkaApis:
         #: once this object exists (it allocates producer ids through _next_producer_id)
         self.txn_coordinator = txn_coordinator
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
-        from pyklog.broker.group_coordinator import GroupCoordinator
+        from pyklog.broker.coordinator.group import GroupCoordinator
 
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
         # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
@@ -2166,7 +2166,7 @@ class KafkaApis:
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
         answers now or later (a waiting JoinGroup/SyncGroup holds no handler thread)."""
         if self.groups is None:
-            from pyklog.broker.group_coordinator import error_response
+            from pyklog.broker.coordinator.group import error_response
 
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))

@@ -7,7 +7,7 @@ members, runs rebalances and hands the leader's partition assignment to every me
 assignment itself is computed by the group leader (a client), as in Kafka.
 
 Which broker coordinates a group: the leader of the group's ``__consumer_offsets`` partition,
-the same broker :class:`broker.coordinator.OffsetManager` picks for its offsets.  Requests for a
+the same broker :class:`broker.coordinator.offsets.OffsetManager` picks for its offsets.  Requests for a
 group coordinated elsewhere get NOT_COORDINATOR, while that partition is loading
 COORDINATOR_LOAD_IN_PROGRESS.
 
@@ -310,7 +310,7 @@ def _fire(out: list) -> None:
 class GroupCoordinator:
     """Kafka's classic group membership protocol (see the module docstring).
 
-    ``offset_manager`` (a :class:`broker.coordinator.OffsetManager`) decides which groups this
+    ``offset_manager`` (a :class:`broker.coordinator.offsets.OffsetManager`) decides which groups this
     broker coordinates and supplies the groups that only have committed offsets (ListGroups,
     DescribeGroups); ``None`` makes this coordinator responsible for every group (standalone use,
     unit tests).  ``clock`` returns monotonic seconds.

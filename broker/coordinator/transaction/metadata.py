@@ -28,7 +28,7 @@ import threading
 from typing import NamedTuple
 
 from pyklog.broker.errors import ProducerFencedError
-from pyklog.broker.transaction.log import TxnLogValue
+from pyklog.broker.coordinator.transaction.log import TxnLogValue
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
