@@ -13,15 +13,11 @@ import uuid
 
 import pytest
 
-from pyklog.broker.coordinator.group import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    GroupCoordinator,
-)
+from pyklog.broker.coordinator.group import GroupCoordinator, GroupState
 from support import Wire, wait_for
+
+EMPTY, STABLE, DEAD = GroupState.EMPTY, GroupState.STABLE, GroupState.DEAD
+PREPARING_REBALANCE, COMPLETING_REBALANCE = GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE
 
 NONE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 0, 22, 23, 24, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, NOT_COORDINATOR = 26, 27, 79, 16
@@ -57,7 +53,7 @@ def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
     errors = [r for r in caplog.records
-              if r.name == "pyklog.broker.coordinator.group.coordinator" and r.levelname == "ERROR"]
+              if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"]
     assert not errors, [r.getMessage() for r in errors]
 
 

@@ -1,11 +1,12 @@
-"""The group coordinator (Kafka's classic consumer group protocol); see :mod:`.coordinator`."""
-from pyklog.broker.coordinator.group.coordinator import (  # noqa: F401
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    GROUP_API_KEYS,
-    PREPARING_REBALANCE,
-    STABLE,
-    GroupCoordinator,
-    error_response,
-)
+"""The group coordinator: Kafka's classic consumer group protocol on the broker.
+
+* :mod:`.state`: :class:`GroupState` and its table of valid previous states.
+* :mod:`.metadata`: a group's and its members' fields (:class:`~.metadata.GroupMetadata`,
+  :class:`~.metadata.MemberMetadata`), guarded by the group's lock.
+* :mod:`.coordinator`: :class:`GroupCoordinator`, the JoinGroup / SyncGroup / Heartbeat /
+  LeaveGroup / ListGroups / DescribeGroups handling, rebalances, timers and offset expiry.
+"""
+from pyklog.broker.coordinator.group.coordinator import GROUP_API_KEYS, GroupCoordinator, error_response
+from pyklog.broker.coordinator.group.state import GroupState
+
+__all__ = ["GROUP_API_KEYS", "GroupCoordinator", "GroupState", "error_response"]
