@@ -4,7 +4,12 @@ Dead ids never listed, COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
 from __future__ import annotations
 
 from pyklog.broker.coordinator.transaction.metadata import TransactionMetadata, TxnState
-from pyklog.broker.coordinator.transaction.state_manager import LOADED, LOADING, TransactionStateManager, _TxnPartition
+from pyklog.broker.coordinator.transaction.state_manager import (
+    LOADED,
+    LOADING,
+    TransactionStateManager,
+    _TxnPartition,
+)
 
 NOW = 1_700_000_000_000
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from pyklog.broker.coordinator.transaction.log import TxnLogValue, decode_key, decode_value, encode_key, encode_value
+from pyklog.broker.coordinator.transaction.log import (
+    TxnLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from pyklog.broker.coordinator.transaction.state_manager import partition_for_transactional_id
 
 

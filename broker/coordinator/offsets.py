@@ -6,9 +6,9 @@ coordinator (FindCoordinator).  The topic is created on first use with ``cleanup
 and ``segment.bytes=104857600``, spread over the live brokers like any topic.
 
 * OffsetCommit appends one v2 record batch (all the commit's offsets) to the partition with acks=all
-  (:class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`) and, only once the ISR has it, updates an
-  in-memory cache and answers (Kafka's ``offsets.commit.required.acks`` = -1): OffsetFetch never
-  shows a commit an election could undo.
+  (:class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`) and, only once
+  the ISR has it, updates an in-memory cache and answers (Kafka's ``offsets.commit.required.acks``
+  = -1): OffsetFetch never shows a commit an election could undo.
 * OffsetFetch answers from the cache.
 * When this broker becomes the leader of an offsets partition (start-up, topic creation, or later
   at a new leader epoch) it loads the partition's log into the cache in a background thread; until that finishes requests for its

@@ -490,7 +490,8 @@ class ServerConfig:
 
     def transaction_settings(self) -> dict[str, int]:
         """The transaction coordinator's settings as keyword arguments of
-        :class:`pyklog.broker.coordinator.transaction.TransactionCoordinator` (validated by :data:`SERVER_CONFIG`)."""
+        :class:`pyklog.broker.coordinator.transaction.TransactionCoordinator` (validated by
+        :data:`SERVER_CONFIG`)."""
         v = {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in TRANSACTION_KEYS}
         return {"num_partitions": v["transaction.state.log.num.partitions"],
                 "segment_bytes": v["transaction.state.log.segment.bytes"],

@@ -4,7 +4,9 @@
 * :mod:`.metadata`: a group's and its members' fields (:class:`~.metadata.GroupMetadata`,
   :class:`~.metadata.MemberMetadata`), guarded by the group's lock.
 * :mod:`.coordinator`: :class:`GroupCoordinator`, the JoinGroup / SyncGroup / Heartbeat /
-  LeaveGroup / ListGroups / DescribeGroups handling, rebalances, timers and offset expiry.
+  LeaveGroup handling, rebalances and timers; OffsetCommit validation.
+* :mod:`.admin`: its base class, offset expiry and ListGroups / DescribeGroups / DeleteGroups /
+  OffsetDelete.
 """
 from pyklog.broker.coordinator.group.coordinator import GROUP_API_KEYS, GroupCoordinator, error_response
 from pyklog.broker.coordinator.group.state import GroupState

@@ -19,7 +19,8 @@ InitProducerId with a transactional id), ``cleanup.policy=compact`` and
 * :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) with acks=all and
   returns only once the ISR of the partition holds it (Kafka's ``TransactionLog.EnforcedRequiredAcks``;
   a blocking wait of at most 5 s on the caller's thread, see
-  :class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`); the caller then applies it in memory.
+  :class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`); the caller then
+  applies it in memory.
 
 Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator.runtime.CoordinatorPartitions`
