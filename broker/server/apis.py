@@ -236,7 +236,7 @@ class KafkaApis:
         self.cluster = cluster
         self.offsets = offset_manager
         #: the transaction coordinator (broker.transaction.TransactionCoordinator); main.py sets it
-        #: once this object exists (it allocates producer ids through _next_producer_id)
+        #: once this object exists (it allocates producer ids through producer_ids)
         self.txn_coordinator = txn_coordinator
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
         from pyklog.broker.coordinator.group import GroupCoordinator
@@ -1765,14 +1765,11 @@ class KafkaApis:
                 log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
-                resp["producer_id"] = self._next_producer_id()
+                resp["producer_id"] = self.producer_ids.generate_producer_id()
                 resp["producer_epoch"] = 0
             except PyklogError as e:
                 resp["error_code"] = e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
         self._respond(request, header, resp)
-
-    def _next_producer_id(self) -> int:
-        return self.producer_ids.generate_producer_id()
 
     # ------------------------------------------------------------------ transactions (KIP-98)
 

@@ -240,7 +240,8 @@ class BrokerServer:
             return OFFSETS_TOPIC, om.partition_for(group)
 
         return TransactionCoordinator.from_config(
-            self.config, self.log_manager, self.cluster, producer_id_allocator=self.apis._next_producer_id,
+            self.config, self.log_manager, self.cluster,
+            producer_id_allocator=self.apis.producer_ids.generate_producer_id,
             offsets_partition_for=offsets_partition_for)
 
     def _topic_config(self, topic: str) -> dict | None:
