@@ -36,6 +36,16 @@ import time
 from typing import Callable, NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler
+from pyklog.broker.coordinator.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
+from pyklog.broker.coordinator.transaction.metadata import (
+    IDLE_STATES,
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    IllegalTransitionError,
+    TransactionMetadata,
+    TxnState,
+)
+from pyklog.broker.coordinator.transaction.state_manager import TransactionStateManager
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -48,16 +58,6 @@ from pyklog.broker.errors import (
     PyklogError,
     TransactionalIdNotFoundError,
 )
-from pyklog.broker.coordinator.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
-from pyklog.broker.coordinator.transaction.metadata import (
-    IDLE_STATES,
-    MAX_EPOCH,
-    NO_PRODUCER_EPOCH,
-    IllegalTransitionError,
-    TransactionMetadata,
-    TxnState,
-)
-from pyklog.broker.coordinator.transaction.state_manager import TransactionStateManager
 
 log = logging.getLogger(__name__)
 

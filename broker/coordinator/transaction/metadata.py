@@ -28,8 +28,8 @@ import threading
 from typing import NamedTuple
 
 from pyklog.broker.common.state_machine import IllegalTransitionError, check_transition
-from pyklog.broker.errors import ProducerFencedError
 from pyklog.broker.coordinator.transaction.log import TxnLogValue
+from pyklog.broker.errors import ProducerFencedError
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -46,19 +46,6 @@ from pyklog.broker.coordinator.runtime import (
     CoordinatorPartitions,
     partition_for_key,
 )
-from pyklog.broker.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    NotCoordinatorError,
-    NotLeaderOrFollowerError,
-    PyklogError,
-    RecordListTooLargeError,
-    UnknownServerError,
-)
-from pyklog.broker.record.batch import build_batch
-from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.coordinator.transaction.log import (
     TRANSACTION_STATE_TOPIC,
     decode_key,
@@ -72,6 +59,19 @@ from pyklog.broker.coordinator.transaction.metadata import (
     TxnState,
     TxnTransitMetadata,
 )
+from pyklog.broker.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    PyklogError,
+    RecordListTooLargeError,
+    UnknownServerError,
+)
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.reader import iter_batches
 
 log = logging.getLogger(__name__)
 
