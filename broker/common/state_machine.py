@@ -8,6 +8,12 @@ previous states*).  A move the table does not allow is a bug in the code that tr
 client's error: :func:`check_transition` raises :class:`IllegalTransitionError` and the caller
 leaves the state unchanged.
 
+The connector's machines raise subclasses of the same error that are also
+:class:`~pyklog.broker.errors.PyklogError` s, as they always were:
+``pyklog.connector.group.IllegalTransitionError`` (a ZooKeeper group member, whose table lists the
+states each state may move to) and ``pyklog.connector.producer.transaction_manager.IllegalStateTransitionError``
+(the producer's ``VALID_TRANSITIONS``, valid previous states like Kafka's producer).
+
 Pure code, no state of its own.
 """
 from __future__ import annotations
