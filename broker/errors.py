@@ -304,7 +304,7 @@ class TopicDeletionDisabledError(PyklogError):
     """DeleteTopics on a broker with delete.topic.enable=false."""
 
 
-# Group membership (broker.group_coordinator; Kafka's classic group protocol).
+# Group membership (broker.coordinator.group.coordinator; Kafka's classic group protocol).
 
 
 @_wire(23, "INCONSISTENT_GROUP_PROTOCOL")

@@ -84,6 +84,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionClosedError, KazooExcep
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
+from pyklog.broker.common import state_machine
 from pyklog.broker.common.retry import Backoff, Deadline
 from pyklog.broker.errors import ConfigError, PyklogError, RebalanceFailedError, ZooKeeperError
 from pyklog.broker.zk import paths, znodes
@@ -238,9 +239,10 @@ TRANSITIONS: Mapping[MemberState, frozenset] = MappingProxyType({
 })
 
 
-class IllegalTransitionError(PyklogError):
+class IllegalTransitionError(state_machine.IllegalTransitionError, PyklogError):
     """A :class:`GroupMember` tried a state change :data:`TRANSITIONS` does not allow.  This is a bug
-    in the member, never a user error; the state is left unchanged."""
+    in the member, never a user error; the state is left unchanged.  It is the broker's one
+    :class:`pyklog.broker.common.state_machine.IllegalTransitionError`, and a PyklogError as before."""
 
     def __init__(self, old: MemberState, new: MemberState):
         allowed = ", ".join(s.name for s in sorted(TRANSITIONS[old], key=lambda s: s.name)) or "none"

@@ -505,7 +505,7 @@ FIND_COORDINATOR_RESPONSE = [
 ]
 
 # ---------------------------------------------------------------------------- JoinGroup 11
-# (group membership: broker.group_coordinator; Kafka's classic group protocol)
+# (group membership: broker.coordinator.group.coordinator; Kafka's classic group protocol)
 
 JOIN_GROUP_REQUEST = [
     F("GroupId", STRING),

@@ -82,9 +82,9 @@ connection; an unexpected failure inside a handler is logged and answered with
 UNKNOWN_SERVER_ERROR for every partition of the request.
 
 Thread-safe: ``handle`` runs concurrently on every request handler thread.  KafkaApis itself holds
-one lock, ``_pid_lock`` (the current producer id block); the replica manager, the ZooKeeper offset
-store, the offset manager, the group coordinator and the purgatory each guard their own state and
-document their locking rule.
+no lock; the producer id manager, the replica manager, the ZooKeeper offset store, the offset
+manager, the group coordinator and the purgatory each guard their own state and document their
+locking rule.
 """
 from __future__ import annotations
 
@@ -130,6 +130,7 @@ from pyklog.broker.protocol import (
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
 from pyklog.broker.record.reader import iter_headers
 from pyklog.broker.server.network import OwnedFd, Request
+from pyklog.broker.coordinator.producer_id import ProducerIdManager
 from pyklog.broker.server.coordinator_appends import ReplicaWait
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
 from pyklog.broker.server.replica_manager import ReplicaManager
@@ -235,10 +236,10 @@ class KafkaApis:
         self.cluster = cluster
         self.offsets = offset_manager
         #: the transaction coordinator (broker.transaction.TransactionCoordinator); main.py sets it
-        #: once this object exists (it allocates producer ids through _next_producer_id)
+        #: once this object exists (it allocates producer ids through producer_ids)
         self.txn_coordinator = txn_coordinator
         # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
-        from pyklog.broker.group_coordinator import GroupCoordinator
+        from pyklog.broker.coordinator.group import GroupCoordinator
 
         self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
         # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
@@ -261,8 +262,8 @@ class KafkaApis:
         self.coordinator_appends.on_append = lambda t, p, n: self.purgatory.notify((t, p), n)
         if offset_manager is not None:
             offset_manager.replication = self.coordinator_appends
-        self._pid_lock = threading.Lock()
-        self._pids = iter(())
+        #: producer ids from blocks reserved in ZooKeeper (InitProducerId; the transaction coordinator)
+        self.producer_ids = ProducerIdManager(lambda n: self.cluster.allocate_producer_ids(n))
         self._shutting_down = False
         self._handlers = {
             ApiKey.PRODUCE: self.handle_produce,
@@ -1764,19 +1765,11 @@ class KafkaApis:
                 log.debug("InitProducerId %r from %s: %s", body["transactional_id"], request.peer, e)
         else:
             try:
-                resp["producer_id"] = self._next_producer_id()
+                resp["producer_id"] = self.producer_ids.generate_producer_id()
                 resp["producer_epoch"] = 0
             except PyklogError as e:
                 resp["error_code"] = e.code if e.code != UNKNOWN_SERVER_ERROR else CoordinatorNotAvailableError.code
         self._respond(request, header, resp)
-
-    def _next_producer_id(self) -> int:
-        with self._pid_lock:
-            pid = next(self._pids, None)
-            if pid is None:
-                self._pids = iter(self.cluster.allocate_producer_ids(1000))
-                pid = next(self._pids)
-            return pid
 
     # ------------------------------------------------------------------ transactions (KIP-98)
 
@@ -2166,7 +2159,7 @@ class KafkaApis:
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.group_coordinator
         answers now or later (a waiting JoinGroup/SyncGroup holds no handler thread)."""
         if self.groups is None:
-            from pyklog.broker.group_coordinator import error_response
+            from pyklog.broker.coordinator.group import error_response
 
             self._respond(request, header, error_response(header.api_key, header.api_version, body,
                                                           CoordinatorNotAvailableError.code))

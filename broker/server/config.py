@@ -100,7 +100,7 @@ IGNORED_KEYS = frozenset({
     "num.recovery.threads.per.data.dir",
 })
 
-# Read by broker.group_coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
+# Read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
 GROUP_KEYS = frozenset({
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
     "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
@@ -113,7 +113,7 @@ REPLICATION_KEYS = frozenset({
     "replica.socket.timeout.ms", "num.replica.fetchers", "replica.high.watermark.checkpoint.interval.ms",
 })
 
-# Read by broker.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
+# Read by broker.coordinator.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
 TRANSACTION_KEYS = frozenset({
     "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
     "transaction.state.log.replication.factor", "transaction.state.log.load.buffer.size",
@@ -281,7 +281,7 @@ def _server_config_def() -> ConfigDef:
             .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
             .define("transaction.state.log.min.isr", Type.INT, None, Range(1), L,
                     "min.insync.replicas of __transaction_state when created (unset: the broker's)")
-            # read by broker.group_coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
+            # read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
             .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
             .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
             .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
@@ -399,7 +399,7 @@ class ServerConfig:
         "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "queued.max.request.bytes",
-        # read by broker.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
+        # read by broker.coordinator.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
         "transaction.state.log.min.isr",
         "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
     }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
@@ -484,9 +484,14 @@ class ServerConfig:
                               f"{props.get('group.max.session.timeout.ms', 1800000)}")
         return cfg
 
+    def setting(self, key: str) -> Any:
+        """One declared setting's typed value (its default when unset), validated by :data:`SERVER_CONFIG`."""
+        return SERVER_CONFIG.parse_value(key, self.raw.get(key))
+
     def transaction_settings(self) -> dict[str, int]:
         """The transaction coordinator's settings as keyword arguments of
-        :class:`pyklog.broker.transaction.TransactionCoordinator` (validated by :data:`SERVER_CONFIG`)."""
+        :class:`pyklog.broker.coordinator.transaction.TransactionCoordinator` (validated by
+        :data:`SERVER_CONFIG`)."""
         v = {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in TRANSACTION_KEYS}
         return {"num_partitions": v["transaction.state.log.num.partitions"],
                 "segment_bytes": v["transaction.state.log.segment.bytes"],

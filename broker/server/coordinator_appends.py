@@ -24,9 +24,11 @@ acknowledged.  :class:`CoordinatorAppends` is that path for pyklog's coordinator
 * :meth:`CoordinatorAppends.wait_replicated` is the blocking form for callers that hold a lock
   across the write (the transaction coordinator; bounded by the timeout).
 
-Each coordinator maps the errors the Kafka way (offsets: ``GroupMetadataManager.storeOffsets``;
-transaction state: ``TransactionStateManager.appendTransactionToLog``), see
-:func:`coordinator_error_for`.
+It implements :class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`, the
+path the coordinator package declares (the coordinators never import the server); :class:`ReplicaWait`
+is declared there too.  Each coordinator maps the errors the Kafka way (offsets:
+``GroupMetadataManager.storeOffsets``; transaction state: ``TransactionStateManager.appendTransactionToLog``),
+see :func:`pyklog.broker.coordinator.partition_writer.coordinator_error_for`.
 
 Thread-safety: thread-safe; no lock of its own beyond the purgatory's and the partition's.
 """
@@ -34,48 +36,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, NamedTuple
+from typing import Callable
 
-from pyklog.broker.errors import (
-    CoordinatorNotAvailableError,
-    KafkaStorageError,
-    NotCoordinatorError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    NotLeaderOrFollowerError,
-    PyklogError,
-    RequestTimedOutError,
-    UnknownTopicOrPartitionError,
-)
+from pyklog.broker.coordinator.partition_writer import ReplicaWait
+from pyklog.broker.errors import NotLeaderOrFollowerError, PyklogError, RequestTimedOutError
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
 
 log = logging.getLogger(__name__)
 
 #: Kafka's default ``offsets.commit.timeout.ms`` / the transaction coordinator's request timeout
 DEFAULT_REPLICATION_TIMEOUT_MS = 5000
-
-
-class ReplicaWait(NamedTuple):
-    """One appended coordinator write waiting for the ISR: the high watermark must reach
-    ``required_offset`` (the append's last offset + 1) while this broker still leads at ``leader_epoch``."""
-    topic: str
-    partition: int
-    required_offset: int
-    leader_epoch: int
-    nbytes: int = 0  # appended bytes: the long-polling Fetches of the partition are woken by that much
-
-
-def coordinator_error_for(e: PyklogError, what: str) -> PyklogError:
-    """Kafka's mapping of an append's error for a coordinator's client (``storeOffsets`` /
-    ``appendTransactionToLog``): a missing partition, too few replicas or a replication timeout ->
-    COORDINATOR_NOT_AVAILABLE (retriable: the client finds the coordinator again); leadership
-    moved or a storage error -> NOT_COORDINATOR; other errors as they are."""
-    if isinstance(e, (UnknownTopicOrPartitionError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
-                      RequestTimedOutError)):
-        return CoordinatorNotAvailableError(f"{what}: {e}")
-    if isinstance(e, (NotLeaderOrFollowerError, KafkaStorageError)):
-        return NotCoordinatorError(f"{what}: {e}")
-    return e
 
 
 class CoordinatorAppends:
@@ -204,4 +174,4 @@ class CoordinatorAppends:
         self.purgatory.complete_all()
 
 
-__all__ = ["CoordinatorAppends", "ReplicaWait", "coordinator_error_for", "DEFAULT_REPLICATION_TIMEOUT_MS"]
+__all__ = ["CoordinatorAppends", "DEFAULT_REPLICATION_TIMEOUT_MS"]

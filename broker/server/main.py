@@ -223,14 +223,14 @@ class BrokerServer:
         self.failed.set()
 
     def _make_offset_manager(self):
-        from pyklog.broker.coordinator import OffsetManager
+        from pyklog.broker.coordinator.offsets import OffsetManager
 
         return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
                              num_partitions=self.config.offsets_topic_num_partitions,
                              replication_factor=self.config.offsets_topic_replication_factor)
 
     def _make_txn_coordinator(self):
-        from pyklog.broker.transaction import TransactionCoordinator
+        from pyklog.broker.coordinator.transaction import TransactionCoordinator
         from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
         om = self.offset_manager
@@ -240,7 +240,8 @@ class BrokerServer:
             return OFFSETS_TOPIC, om.partition_for(group)
 
         return TransactionCoordinator.from_config(
-            self.config, self.log_manager, self.cluster, producer_id_allocator=self.apis._next_producer_id,
+            self.config, self.log_manager, self.cluster,
+            producer_id_allocator=self.apis.producer_ids.generate_producer_id,
             offsets_partition_for=offsets_partition_for)
 
     def _topic_config(self, topic: str) -> dict | None:

@@ -32,7 +32,7 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 #: Kafka's internal topic holding committed consumer offsets.
 OFFSETS_TOPIC = "__consumer_offsets"
-#: Kafka's internal topic holding the transaction coordinators' state (broker.transaction).
+#: Kafka's internal topic holding the transaction coordinators' state (broker.coordinator.transaction).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 

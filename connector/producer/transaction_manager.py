@@ -8,7 +8,8 @@ cut: :class:`TransactionManager` owns
 * the state, one of :class:`TransactionState` (Kafka's ``TransactionManager.State``, plus
   PREPARED_TRANSACTION in the spirit of KIP-939), changed only by
   :meth:`TransactionManager.transition_to`, which checks the transition against
-  :data:`VALID_TRANSITIONS` and raises :class:`IllegalStateError` naming both states;
+  :data:`VALID_TRANSITIONS` (each state with the states it may be entered from) and raises
+  :class:`IllegalStateTransitionError` (an :class:`IllegalStateError`) naming both states;
 * the producer id and epoch (InitProducerId), and the next sequence number of each partition;
 * the rule that a numbered batch which fails for good leaves a gap the broker would answer with
   OUT_OF_ORDER_SEQUENCE_NUMBER forever: the idempotent producer then stops numbering new batches,
@@ -49,6 +50,7 @@ import threading
 import time
 from typing import NamedTuple
 
+from pyklog.broker.common import state_machine
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     InvalidProducerEpochError,
@@ -66,7 +68,8 @@ from pyklog.broker.protocol import ApiKey
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "TransactionState", "TransactionManager", "IllegalStateError", "VALID_TRANSITIONS",
+    "TransactionState", "TransactionManager", "IllegalStateError", "IllegalStateTransitionError",
+    "VALID_TRANSITIONS",
     "PreparedTransaction", "TransactionAbortedError", "TransactionAbortableError",
     "TransactionTimedOutError", "end_txn",
 ]
@@ -110,6 +113,11 @@ VALID_TRANSITIONS: dict[TransactionState, frozenset] = {
 class IllegalStateError(PyklogError):
     """An operation or transition the producer's current state does not allow (Kafka's
     IllegalStateException)."""
+
+
+class IllegalStateTransitionError(IllegalStateError, state_machine.IllegalTransitionError):
+    """A transition :data:`VALID_TRANSITIONS` does not allow: an :class:`IllegalStateError` as before,
+    and the project's one :class:`pyklog.broker.common.state_machine.IllegalTransitionError`."""
 
 
 class TransactionAbortedError(PyklogError):
@@ -323,8 +331,8 @@ class TransactionManager:
         with self._lock:
             source = self.state
             if source not in VALID_TRANSITIONS[target]:
-                raise IllegalStateError(f"producer state: invalid transition from {source.name} to "
-                                        f"{target.name}")
+                raise IllegalStateTransitionError(f"producer state: invalid transition from {source.name} to "
+                                                  f"{target.name}")
             self.state = target
         log.debug("producer state %s -> %s", source.name, target.name)
 

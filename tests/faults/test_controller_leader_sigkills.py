@@ -16,7 +16,6 @@ import uuid
 
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
-
 from tests.support import wait_for
 
 KILLS = 10

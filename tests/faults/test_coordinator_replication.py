@@ -27,7 +27,6 @@ import uuid
 from pyklog.broker.protocol import ApiKey, decode_response
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
-
 from tests.support import Wire, wait_for
 
 OFFSETS = "__consumer_offsets"

@@ -21,7 +21,6 @@ import uuid
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
-
 from tests.integration.replication_support import (
     create_rf3_topic,
     read_back,

@@ -19,9 +19,8 @@ import socket
 import time
 import uuid
 
-from pyklog.broker.protocol import ApiKey, decode_response
-
 import tests.support as support
+from pyklog.broker.protocol import ApiKey, decode_response
 from tests.integration.replication_support import (
     assert_replicas_identical,
     consume_all,

@@ -13,10 +13,9 @@ import json
 import threading
 import time
 
+import tests.support as support
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-
-import tests.support as support
 from tests.integration.controller.support import assignment, controller_of, create_topic
 from tests.integration.replication_support import REPL_PROPS
 from tests.support import wait_for

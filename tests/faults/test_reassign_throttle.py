@@ -8,7 +8,6 @@ import time
 import uuid
 
 from pyklog.broker.zk import paths
-
 from tests.integration.controller.support import (
     assignment,
     controller_of,
@@ -32,6 +31,7 @@ def config_node(zk, path) -> dict:
 def test_throttled_reassignment_moves_at_about_the_rate_and_verify_clears_the_throttle(
         broker_factory, zk, zk_chroot, tmp_path, capsys):
     from confluent_kafka import Producer
+
     from pyklog.connector.cli import reassign_partitions
 
     brokers = start_cluster(broker_factory, zk)

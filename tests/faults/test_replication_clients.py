@@ -104,6 +104,7 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
     consumer reads every acknowledged record exactly once, in order, nothing never acknowledged
     (nothing beyond the high watermark), and its reader sees no error."""
     from confluent_kafka import Producer as CkProducer
+
     from pyklog.connector.consumer import SimpleConsumer
     from pyklog.connector.high_level import ConsumerConnector
 

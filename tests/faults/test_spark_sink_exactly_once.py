@@ -22,13 +22,13 @@ import sys
 import time
 
 import pytest
+
 from pyklog.broker.record.batch import CONTROL_COMMIT
 from pyklog.broker.record.reader import iter_batches
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
 from pyklog.connector.spark.sink import SinkTransactionLog
-
 from tests.support import wait_for
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration", "spark",

@@ -17,7 +17,6 @@ import uuid
 
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
-
 from tests.support import wait_for
 
 #: broker properties of a cluster whose partitions survive one broker down (acks=all, min ISR 2)

@@ -30,7 +30,6 @@ def two_brokers(broker_factory, **props):
     """Brokers 0 and 1 (``props`` on top of the defaults) on ports that survive a restart, once
     broker 0's Metadata lists both: ``(b0, b1)``."""
     from pyklog.broker.protocol import ApiKey
-
     from tests.support import Wire, stable_port, wait_for
 
     b0 = broker_factory(0, port=stable_port(), **props)

@@ -15,9 +15,9 @@ import os
 import uuid
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-
 from tests.support import Wire, kazoo_client, wait_for
 
 

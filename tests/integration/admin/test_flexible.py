@@ -12,7 +12,6 @@ import struct
 import uuid
 
 from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request
-
 from tests.support import Wire, create_topic, produce, records, wait_for
 
 _REQUEST = re.compile(r"request api_key=(\d+) api_version=(\d+) correlation_id=-?\d+ client_id=(\S*) ")

@@ -15,8 +15,8 @@ import time
 import uuid
 
 import pytest
-from pyklog.broker.protocol import ApiKey
 
+from pyklog.broker.protocol import ApiKey
 from tests.support import Wire, wait_for
 
 
@@ -75,6 +75,7 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewPartitions as KpNewPartitions
+
     from pyklog.connector.group import GroupMember
     from pyklog.connector.producer import Producer
 
@@ -107,7 +108,6 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
         import json
 
         from pyklog.broker.zk import paths
-
         from tests.support import kazoo_client
 
         zk = kazoo_client(zk_chroot)

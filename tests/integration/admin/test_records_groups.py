@@ -13,8 +13,8 @@ import time
 import uuid
 
 import pytest
-from pyklog.broker.protocol import ApiKey
 
+from pyklog.broker.protocol import ApiKey
 from tests.support import Wire, fetch, produce, records, wait_for
 
 

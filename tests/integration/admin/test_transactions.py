@@ -23,7 +23,6 @@ import uuid
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
-
 from tests.integration.transaction_support import (
     read_committed_values,
     sigkill_in_open_transaction,

@@ -157,6 +157,7 @@ def test_zookeeper_group_with_offsets_in_kafka_listed_and_described(setup, zk_ch
     """A ZooKeeper group that commits to the broker (offsets.storage=kafka) shows its offsets without
     --offsets-storage; a ZooKeeper-storage group next to it; --list shows both kinds."""
     from kazoo.client import KazooClient
+
     from pyklog.broker.zk import paths
     from pyklog.connector.client import ClusterClient
     from pyklog.connector.offsets import ZooKeeperOffsetStore

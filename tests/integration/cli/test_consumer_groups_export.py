@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from pyklog.broker.zk import paths
 
+from pyklog.broker.zk import paths
 from tests.support import kazoo_client
 
 BIN = os.path.dirname(sys.executable)

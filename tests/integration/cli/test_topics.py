@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from kazoo.client import KazooClient
+
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.server import free_port

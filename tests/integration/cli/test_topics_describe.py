@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 from pyklog.broker.zk import paths
-
 from tests.support import kazoo_client
 
 BIN = os.path.dirname(sys.executable)

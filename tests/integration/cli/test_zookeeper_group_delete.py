@@ -12,9 +12,9 @@ import subprocess
 import sys
 
 import pytest
+
 from pyklog.broker.errors import NonEmptyGroupError
 from pyklog.broker.zk import paths
-
 from tests.support import kazoo_client
 
 

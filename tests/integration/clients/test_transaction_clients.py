@@ -17,9 +17,9 @@ import uuid
 from collections import Counter
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.reader import iter_batches
-
 from tests.integration.transaction_support import (
     read_committed_values,
     sigkill_in_open_transaction,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from pyklog.broker.errors import (
     NetworkError,
     TopicAlreadyExistsError,
@@ -12,7 +13,6 @@ from pyklog.broker.errors import (
 from pyklog.broker.protocol import SUPPORTED, ApiKey
 from pyklog.connector.client import CLIENT_MAX, BrokerConnection, ClusterClient
 from pyklog.connector.producer import Producer
-
 from tests.support import wait_for
 
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+
 from pyklog.broker.errors import RebalanceFailedError
 from pyklog.broker.zk import paths
 from pyklog.connector.group import Blacklist, GroupMember, MemberState, Whitelist
-
 from tests.support import expire_session, wait_for
 
 SESSION_S = 4.0  # ZooKeeper's minimum (2 x tickTime)

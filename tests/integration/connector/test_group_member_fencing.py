@@ -20,7 +20,6 @@ import time
 from pyklog.broker.zk import paths
 from pyklog.connector.group import GroupMember
 from pyklog.connector.offsets import ZooKeeperOffsetStore
-
 from tests.support import wait_for
 
 SESSION_MS = 4000  # ZooKeeper's minimum with the test server's tickTime (2 s)

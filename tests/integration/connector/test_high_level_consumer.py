@@ -11,9 +11,9 @@ import threading
 import time
 
 import pytest
+
 from pyklog.broker.errors import OffsetOutOfRangeError
 from pyklog.connector.high_level import ConsumerConnector, Whitelist
-
 from tests.support import wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))

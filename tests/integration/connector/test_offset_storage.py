@@ -3,6 +3,7 @@ seed's migration from ZooKeeper to Kafka."""
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.connector.offsets import (
@@ -11,7 +12,6 @@ from pyklog.connector.offsets import (
     OffsetStore,
     ZooKeeperOffsetStore,
 )
-
 from tests.support import wait_for
 
 
@@ -88,7 +88,6 @@ def test_broker_offset_commit_v0_and_zookeeper_store_share_one_node(broker, zk):
     ZooKeeperOffsetStore read and write the same node in the same form; an unreadable node is no offset
     for the broker (logged) and an error naming the node for the store."""
     from pyklog.broker.protocol import ApiKey
-
     from tests.support import Wire
 
     w = Wire(broker.port)

@@ -9,6 +9,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import pytest
+
 from pyklog.broker.errors import UnknownTopicOrPartitionError  # noqa: E402
 from pyklog.broker.protocol import ApiKey  # noqa: E402
 from pyklog.broker.record.batch import build_batch  # noqa: E402

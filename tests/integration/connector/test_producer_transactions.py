@@ -21,6 +21,7 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
@@ -40,7 +41,6 @@ from pyklog.connector.producer import (
     TransactionTimedOutError,
     complete_transaction,
 )
-
 from tests.integration.transaction_support import (
     TXN_PROPS,
     ProducerProc,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.record.batch import build_batch, build_control_batch
 from pyklog.broker.record.header import set_base_offset
 
@@ -30,7 +31,6 @@ from pyklog.connector.client import ClusterClient  # noqa: E402
 from pyklog.connector.consumer import SimpleConsumer  # noqa: E402
 from pyklog.connector.partitioner import partition_for_key  # noqa: E402
 from pyklog.connector.producer import Producer  # noqa: E402
-
 from tests.support import wait_for  # noqa: E402
 
 

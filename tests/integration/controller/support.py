@@ -9,7 +9,6 @@ from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.znodes import (
     decode_controller,
 )
-
 from tests.integration.replication_support import REPL_PROPS
 from tests.support import wait_for
 

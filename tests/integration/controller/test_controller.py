@@ -11,13 +11,12 @@ import signal
 import time
 import uuid
 
+import tests.support as support
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.znodes import (
     encode_partition_list,
 )
-
-import tests.support as support
 from tests.integration.controller.support import controller_of, create_topic
 from tests.support import wait_for
 

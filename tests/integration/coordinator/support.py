@@ -1,7 +1,7 @@
 """Helpers shared by the tests of this directory (and the fault scenarios that build on them)."""
 from __future__ import annotations
 
-from pyklog.broker.coordinator import (
+from pyklog.broker.coordinator.offsets import (
     OffsetManager,
 )
 from pyklog.broker.log.config import LogConfig

@@ -11,16 +11,14 @@ import time
 import uuid
 
 import pytest
-from pyklog.broker.group_coordinator import (
-    EMPTY,
-    STABLE,
-)
 
+from pyklog.broker.coordinator.group import GroupState
 from tests.support import Wire, wait_for
 
 NONE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 0, 22, 23, 24, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, NOT_COORDINATOR = 26, 27, 79, 16
 
+EMPTY, STABLE = GroupState.EMPTY, GroupState.STABLE
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
@@ -28,7 +26,8 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records if r.name == "pyklog.broker.group_coordinator" and r.levelname == "ERROR"]
+    errors = [r for r in caplog.records
+              if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"]
     assert not errors, [r.getMessage() for r in errors]
 
 

@@ -43,7 +43,8 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
 
 def test_forged_offset_commit_is_refused_and_offsets_survive_restart(broker_factory):
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-    from pyklog.broker.coordinator import (
+
+    from pyklog.broker.coordinator.offsets import (
         OffsetAndMetadata,
         encode_offset_key,
         encode_offset_value,

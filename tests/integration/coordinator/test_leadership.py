@@ -23,7 +23,6 @@ from pyklog.broker.zk.znodes import (
     decode_partition_state,
     encode_partition_state,
 )
-
 from tests.support import Wire, create_topic, kazoo_client, wait_for
 
 OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"

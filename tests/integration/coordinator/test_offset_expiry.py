@@ -17,10 +17,10 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.zk import paths
-
 from tests.support import Wire, create_topic, wait_for
 
 MINUTE = 60_000
@@ -63,7 +63,7 @@ def _listed(w: Wire) -> set[str]:
 
 def _tombstones(w: Wire) -> list[tuple[str, str, int]]:
     """(group, topic, partition) of every tombstone in __consumer_offsets-0."""
-    from pyklog.broker.coordinator import decode_offset_key
+    from pyklog.broker.coordinator.offsets import decode_offset_key
 
     r = w.request(ApiKey.FETCH, 4, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,

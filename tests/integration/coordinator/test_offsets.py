@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from pyklog.broker.coordinator import (
+
+from pyklog.broker.coordinator.offsets import (
     OFFSETS_TOPIC,
     decode_offset_key,
     decode_offset_value,
@@ -13,7 +14,6 @@ from pyklog.broker.errors import (
     NotCoordinatorError,
 )
 from pyklog.broker.record.reader import iter_batches
-
 from tests.integration.coordinator.support import group_on
 from tests.support import wait_for
 

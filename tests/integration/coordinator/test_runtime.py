@@ -1,4 +1,4 @@
-"""CoordinatorPartitions (broker/coordinator_runtime.py), the leadership and loading shared by the
+"""CoordinatorPartitions (broker/coordinator/runtime.py), the leadership and loading shared by the
 offset manager and the transaction state manager, driven by a minimal coordinator of its own over
 a real ZkCluster (zk_chroot) and a real LogManager (tmp_path).  Leadership is changed the way the
 controller changes it: by rewriting the partition's state znode (leader, leader epoch), which the
@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from pyklog.broker.coordinator_runtime import (
+
+from pyklog.broker.coordinator.runtime import (
     FAILED,
     LOADED,
     CoordinatorPartition,
@@ -36,7 +37,6 @@ from pyklog.broker.zk.znodes import (
     decode_partition_state,
     encode_partition_state,
 )
-
 from tests.support import wait_for
 
 TOPIC = "__unit_coordinator"

@@ -7,7 +7,6 @@ import uuid
 from collections import Counter
 
 from pyklog.broker.protocol import ApiKey
-
 from tests.support import Wire, create_topic, wait_for
 
 TXN_PROPS = {"transaction.state.log.num.partitions": "4"}

@@ -5,16 +5,16 @@ from ``__transaction_state`` -- plus the server settings' defaults and checks.""
 from __future__ import annotations
 
 import pytest
+
+from pyklog.broker.coordinator.transaction import TransactionCoordinator, TxnState
+from pyklog.broker.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidTxnStateError,
 )
 from pyklog.broker.log import LogConfig, LogManager
-from pyklog.broker.transaction import TransactionCoordinator, TxnState
-from pyklog.broker.transaction.log import TRANSACTION_STATE_TOPIC
 from pyklog.broker.zk.cluster import ZkCluster
-
 from tests.support import wait_for
 
 

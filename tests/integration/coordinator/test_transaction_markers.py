@@ -11,11 +11,10 @@ import threading
 import time
 import uuid
 
-from pyklog.broker.coordinator import partition_for_group
+from pyklog.broker.coordinator.offsets import partition_for_group
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
-
 from tests.support import Wire, create_topic, stable_port, wait_for
 
 OFFSETS = "__consumer_offsets"

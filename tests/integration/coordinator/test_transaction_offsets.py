@@ -9,10 +9,10 @@ was committed, lost or wrongly exposed.
 from __future__ import annotations
 
 import pytest
-from pyklog.broker.coordinator import OFFSETS_TOPIC
+
+from pyklog.broker.coordinator.offsets import OFFSETS_TOPIC
 from pyklog.broker.errors import InvalidGroupIdError, NotCoordinatorError
 from pyklog.broker.record.reader import iter_batches
-
 from tests.integration.coordinator.support import group_on
 from tests.support import wait_for
 

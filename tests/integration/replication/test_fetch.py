@@ -17,10 +17,9 @@ import struct
 import time
 import uuid
 
+import tests.support as support
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-
-import tests.support as support
 from tests.integration.replication_support import (
     LAG_MS,
     REPL_PROPS,

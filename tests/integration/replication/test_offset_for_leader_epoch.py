@@ -26,7 +26,6 @@ from pyklog.broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.zk import paths
-
 from tests.support import (
     Wire,
     create_topic,

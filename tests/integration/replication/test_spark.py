@@ -29,7 +29,6 @@ from pyklog.connector.spark.source import (
     PyklogStreamReader,
     read_range,
 )
-
 from tests.integration.replication_support import create_rf3_topic, start_cluster, state
 from tests.support import wait_for
 

@@ -7,9 +7,9 @@ import json
 import threading
 
 import pytest
+
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
-
 from tests.support import expire_session, wait_for
 
 

@@ -13,11 +13,11 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey, decode_response
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.legacy import build_message_set, decode_message_set
 from pyklog.broker.record.reader import iter_batches
-
 from tests.support import (
     Wire,
     create_topic,
@@ -259,6 +259,7 @@ def test_not_leader_for_partitions_of_another_broker(shared_broker, wire):
     import json
 
     from kazoo.client import KazooClient
+
     from pyklog.broker.zk import paths
 
     name = topic_name()

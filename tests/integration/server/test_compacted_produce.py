@@ -11,10 +11,10 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.legacy import build_message_set
 from pyklog.broker.record.reader import iter_batches
-
 from tests.support import Wire, create_topic, fetch, produce, running_broker
 
 COMPACT = [{"name": "cleanup.policy", "value": "compact"}]

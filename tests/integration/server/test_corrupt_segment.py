@@ -11,7 +11,6 @@ import os
 import uuid
 
 from pyklog.broker.record.header import HEADER, LOG_OVERHEAD
-
 from tests.support import Wire, create_topic
 
 N = 20_000

@@ -18,9 +18,9 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-
 from tests.support import Wire, create_topic, kazoo_client, wait_for
 
 HOUR_MS = 3_600_000

@@ -14,12 +14,12 @@ import time
 import uuid
 
 import pytest
+
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.server.config import ServerConfig
 from pyklog.broker.server.main import BrokerServer
-
 from tests.support import Wire, create_topic, wait_for
 
 

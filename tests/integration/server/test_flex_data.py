@@ -12,8 +12,8 @@ import time
 import uuid
 
 import pytest
-from pyklog.broker.protocol import SUPPORTED, ApiKey
 
+from pyklog.broker.protocol import SUPPORTED, ApiKey
 from tests.integration.transaction_support import TXN_PROPS
 from tests.support import Wire, create_topic, wait_for
 
@@ -459,7 +459,6 @@ def test_fetch_by_topic_id_and_unknown_topic_id_after_recreation(dbg_broker):
     and the new id reads the new records; an id no topic ever had too, and a v13 request mixing
     both answers each on its own."""
     from pyklog.broker.record.batch import build_batch
-
     from tests.support import produce, values
 
     b = dbg_broker
@@ -575,7 +574,6 @@ def test_list_offsets_v7_max_timestamp_and_v8_earliest_local(dbg_broker):
 
     from pyklog.broker.record.batch import build_batch
     from pyklog.connector.cli import get_offsets
-
     from tests.support import produce
 
     b = dbg_broker

@@ -8,8 +8,8 @@ import socket
 import struct
 
 import pytest
-from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request
 
+from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request
 from tests.support import Wire
 
 

@@ -17,7 +17,6 @@ import time
 import uuid
 
 from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request, is_flexible
-
 from tests.support import Wire, create_topic, records, stable_port
 
 SEED = int(os.environ.get("PYKLOG_FUZZ_SEED", "20261122"))

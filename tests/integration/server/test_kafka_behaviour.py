@@ -14,8 +14,8 @@ import threading
 import uuid
 
 import pytest
-from pyklog.broker.protocol import ApiKey
 
+from pyklog.broker.protocol import ApiKey
 from tests.support import Wire, create_topic, wait_for
 
 TOPIC_OPS = 3576     # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS

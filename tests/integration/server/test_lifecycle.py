@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 from pyklog.broker.protocol import ApiKey
-
 from tests.support import (
     BrokerProcess,
     Wire,

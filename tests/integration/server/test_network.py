@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from pyklog.broker.server.network import OwnedFd, SocketServer
 
+from pyklog.broker.server.network import OwnedFd, SocketServer
 from tests.support import wait_for
 
 

@@ -12,7 +12,6 @@ import time
 import uuid
 
 from pyklog.broker.protocol import ApiKey, decode_response
-
 from tests.support import Wire, wait_for
 
 MiB = 1024 * 1024

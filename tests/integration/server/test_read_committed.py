@@ -13,9 +13,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
-
 from tests.integration.transaction_support import TXN_PROPS, read_confluent
 from tests.support import wait_for
 

@@ -4,6 +4,7 @@ logs created and deleted as the registry changes."""
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import (
     InvalidTopicError,
     NotLeaderOrFollowerError,

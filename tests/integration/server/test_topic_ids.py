@@ -17,7 +17,6 @@ from pyklog.broker.zk.znodes import (
     encode_topic_assignment,
     topic_id_str,
 )
-
 from tests.support import Wire, create_topic
 
 # ------------------------------------------------------------------------------ codecs (no server)

@@ -6,11 +6,10 @@ import os
 import signal
 import uuid
 
+import tests.support as support
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.zk import paths
-
-import tests.support as support
 from tests.support import wait_for
 
 

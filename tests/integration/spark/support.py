@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from kazoo.client import KazooClient
+
 from pyklog.broker.zk import paths
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.producer import Producer

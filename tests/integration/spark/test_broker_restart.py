@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from pyklog.connector.client import ClusterClient
 
 PARTITIONS = 2

@@ -9,9 +9,9 @@ import os
 import threading
 
 import pytest
-from pyklog.connector.offsets import OffsetStore
 from pyspark.sql import functions as F
 
+from pyklog.connector.offsets import OffsetStore
 from tests.integration.spark.support import (
     group_members,
     make_topic,
@@ -143,9 +143,9 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
     from pyklog.broker.errors import DataLossError
     from pyklog.connector.consumer import SimpleConsumer
     from pyklog.connector.producer import Producer
-    from pyklog.connector.spark.planner import SourcePlanner
     from pyklog.connector.spark.driver_fetch import PyklogDriverStreamReader
     from pyklog.connector.spark.options import LATEST, parse_source_options
+    from pyklog.connector.spark.planner import SourcePlanner
 
     boot = broker.bootstrap
     make_topic(boot, "drv-one", 2)

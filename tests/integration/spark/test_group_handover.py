@@ -24,11 +24,11 @@ from collections import Counter
 
 import pytest
 from kazoo.client import KazooClient
+
 from pyklog.broker.zk import paths
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.offsets import OffsetStore
 from pyklog.connector.producer import Producer
-
 from tests.support import wait_for
 
 SESSION_MS = "4000"  # ZooKeeper's minimum with the test server (tickTime 2 s)

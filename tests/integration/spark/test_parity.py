@@ -20,6 +20,7 @@ import json
 import uuid
 
 import pytest
+
 from pyklog.connector.spark.options import parse_source_options
 from pyklog.connector.spark.progress import source_progress
 
@@ -188,8 +189,9 @@ def _grow(boot, topic, count):
 def test_planner_starts_added_partitions_at_earliest(broker, zk_chroot, group):
     """The planner's side, step by step (no Spark): partitions added while the query runs, with
     records already in them when it first sees them, enter at offset 0 and are then read whole."""
-    from pyklog.connector.spark.source import PyklogStreamReader
     from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from pyklog.connector.spark.source import PyklogStreamReader
 
     boot = broker.bootstrap
     topic = f"pgrow-{uuid.uuid4().hex[:6]}"

@@ -10,14 +10,14 @@ import time
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
 from pyklog.broker.errors import DataLossError
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.offsets import OffsetStore
 from pyklog.connector.producer import Producer
 from pyklog.connector.spark.options import parse_source_options
 from pyklog.connector.spark.source import PyklogBatchReader, PyklogStreamReader
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-
 from tests.support import wait_for
 
 

@@ -5,12 +5,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from pyklog.broker.errors import ConfigError
-from pyklog.connector.client import ClusterClient
-from pyklog.connector.consumer import SimpleConsumer
-from pyklog.connector.partitioner import partition_for_key
-from pyklog.connector.spark.options import parse_sink_options
-from pyklog.connector.spark.sink import PyklogBatchWriter, PyklogCommitMessage
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -19,6 +13,13 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from pyklog.broker.errors import ConfigError
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.consumer import SimpleConsumer
+from pyklog.connector.partitioner import partition_for_key
+from pyklog.connector.spark.options import parse_sink_options
+from pyklog.connector.spark.sink import PyklogBatchWriter, PyklogCommitMessage
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 SCHEMA = StructType([StructField("topic", StringType()), StructField("key", StringType()),

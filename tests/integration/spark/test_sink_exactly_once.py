@@ -16,11 +16,11 @@ import collections
 import time
 
 import pytest
+
 from pyklog.broker.record.batch import CONTROL_COMMIT
 from pyklog.broker.record.reader import iter_batches
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
-
 from tests.support import wait_for
 
 
@@ -147,10 +147,11 @@ def test_abandoned_transaction_ends_at_its_timeout_and_a_late_commit_fails_clear
     brokers' abort check interval); committing it later fails with an error naming the timeout.
     A timeout above the brokers' transaction.max.timeout.ms fails the task naming both settings."""
     import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
     from pyklog.broker.errors import ConfigError
     from pyklog.connector.spark.options import parse_sink_options
     from pyklog.connector.spark.sink import PyklogBatchWriter, SinkTransactionError
-    from pyspark.sql.types import BinaryType, StructField, StructType
 
     b = broker_factory(0, transaction_abort_timed_out_transaction_cleanup_interval_ms=200,
                        transaction_max_timeout_ms=60000)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
 from pyklog.broker.errors import InvalidTxnStateError, ProducerFencedError
 from pyklog.connector.spark.options import parse_sink_options
 from pyklog.connector.spark.sink import (
@@ -20,7 +22,6 @@ from pyklog.connector.spark.sink import (
     SinkTransactionLog,
     TaskIdentity,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
 
 SCHEMA = StructType([StructField("value", BinaryType())])
 

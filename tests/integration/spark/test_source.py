@@ -14,11 +14,6 @@ import time
 import pytest
 from chispa import assert_df_equality
 from kazoo.client import KazooClient
-from pyklog.broker.errors import ZooKeeperError
-from pyklog.broker.zk import paths
-from pyklog.connector.client import ClusterClient
-from pyklog.connector.offsets import OffsetStore
-from pyklog.connector.producer import Producer
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -31,6 +26,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyklog.broker.errors import ZooKeeperError
+from pyklog.broker.zk import paths
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.offsets import OffsetStore
+from pyklog.connector.producer import Producer
 from tests.integration.spark.support import (
     group_members,
     make_topic,

@@ -16,6 +16,7 @@ import pickle
 import re
 
 import pytest
+
 from pyklog.broker.server.process import BrokerProcess
 from pyklog.broker.zk.server import free_port
 from pyklog.connector.client import ClusterClient

@@ -12,6 +12,8 @@ import re
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.spark.options import parse_sink_options
@@ -20,7 +22,6 @@ from pyklog.connector.spark.sink import (
     PyklogBatchWriter,
     SinkWriteError,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
 
 SCHEMA = StructType([StructField("value", BinaryType())])
 _ACCEPTED = re.compile(r"accepted connection (\d+) from ")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+
 from pyklog.broker.errors import (
     BrokerIdInUseError,
     InvalidConfigError,
@@ -23,7 +24,6 @@ from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.server import free_port
 from pyklog.broker.zk.znodes import parse_topic_id
-
 from tests.support import expire_session, wait_for
 
 SESSION_MS = 6000

@@ -7,8 +7,8 @@ import json
 import uuid
 
 import pytest
-from pyklog.broker.zk import paths
 
+from pyklog.broker.zk import paths
 from tests.support import wait_for
 
 

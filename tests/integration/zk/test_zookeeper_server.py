@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 from kazoo.client import KazooClient
+
 from pyklog.broker.zk.server import four_letter_word
 
 

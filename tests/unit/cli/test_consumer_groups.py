@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from pyklog.connector.cli.consumer_groups import parse_datetime, parse_duration
 
 BIN = os.path.dirname(sys.executable)

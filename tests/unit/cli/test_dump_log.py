@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from pyklog.broker.log import Log, LogConfig
 from pyklog.broker.record.batch import build_batch
 

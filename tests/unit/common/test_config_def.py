@@ -1,5 +1,6 @@
 """Unit tests of pyklog.broker.common.config_def (no server)."""
 import pytest
+
 from pyklog.broker.common.config_def import (
     INT32_MAX,
     REQUIRED,

@@ -3,6 +3,7 @@ import math
 import random
 
 import pytest
+
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     InvalidConfigError,

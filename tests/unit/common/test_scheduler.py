@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+
 from pyklog.broker.common.scheduler import Scheduler
 
 

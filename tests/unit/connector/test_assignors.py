@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.assignors import STRATEGIES, assign
 

@@ -3,6 +3,7 @@ the partition owner registry, session loss, manual release (the Spark driver's m
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.group import GroupMember, Whitelist, parse_registration, topics_of
 

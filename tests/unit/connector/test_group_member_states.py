@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from pyklog.broker.errors import PyklogError
 from pyklog.connector.group import (
     TRANSITIONS,

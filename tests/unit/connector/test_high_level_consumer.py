@@ -4,6 +4,7 @@ topic filters pick up new topics; offsets reset/commit; pyklog-consumer-groups."
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.high_level import ConsumerConnector
 

@@ -3,6 +3,7 @@ seed's migration from ZooKeeper to Kafka."""
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.offsets import OffsetStore
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from pyklog.connector.partitioner import (
     DefaultPartitioner,
     RoundRobinPartitioner,

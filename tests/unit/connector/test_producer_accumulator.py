@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+
 from pyklog.broker.errors import RequestTimedOutError
 from pyklog.connector.partitioner import DefaultPartitioner
 from pyklog.connector.producer.accumulator import BATCH_OVERHEAD, RecordAccumulator

@@ -9,6 +9,7 @@ import collections
 import itertools
 
 import pytest
+
 from pyklog.broker.errors import (
     OutOfOrderSequenceError,
     PyklogError,

@@ -16,6 +16,7 @@ import pickle
 import re
 
 import pytest
+
 from pyklog.broker.errors import (
     ConfigError,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from pyklog.broker.controller import election
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths

@@ -1,6 +1,6 @@
 """The group coordinator (Kafka's classic group membership protocol).
 
-Unit tests drive :class:`broker.group_coordinator.GroupCoordinator` directly (no sockets, real
+Unit tests drive :class:`broker.coordinator.group.coordinator.GroupCoordinator` directly (no sockets, real
 timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
 kcat) against real broker processes."""
 from __future__ import annotations
@@ -9,16 +9,12 @@ import threading
 import time
 
 import pytest
-from pyklog.broker.group_coordinator import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    GroupCoordinator,
-)
 
+from pyklog.broker.coordinator.group import GroupCoordinator, GroupState
 from tests.support import wait_for
+
+EMPTY, STABLE, DEAD = GroupState.EMPTY, GroupState.STABLE, GroupState.DEAD
+PREPARING_REBALANCE, COMPLETING_REBALANCE = GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE
 
 NONE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 0, 22, 23, 24, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, NOT_COORDINATOR = 26, 27, 79, 16
@@ -51,7 +47,8 @@ class Answer:
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records if r.name == "pyklog.broker.group_coordinator" and r.levelname == "ERROR"]
+    errors = [r for r in caplog.records
+              if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"]
     assert not errors, [r.getMessage() for r in errors]
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from pyklog.broker.coordinator import (
+
+from pyklog.broker.coordinator.offsets import (
     OffsetAndMetadata,
     decode_offset_key,
     decode_offset_value,

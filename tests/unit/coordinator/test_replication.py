@@ -2,7 +2,8 @@
 cache rule for commits that finish replicating out of order."""
 from __future__ import annotations
 
-from pyklog.broker.coordinator import OffsetAndMetadata, _GroupOffsets
+from pyklog.broker.coordinator.offsets import OffsetAndMetadata, _GroupOffsets
+from pyklog.broker.coordinator.partition_writer import ReplicaWait, coordinator_error_for
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
@@ -14,11 +15,7 @@ from pyklog.broker.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from pyklog.broker.server.coordinator_appends import (
-    CoordinatorAppends,
-    ReplicaWait,
-    coordinator_error_for,
-)
+from pyklog.broker.server.coordinator_appends import CoordinatorAppends
 
 
 def test_kafka_error_mapping_of_coordinator_appends():

@@ -10,7 +10,7 @@ COORDINATOR_NOT_AVAILABLE per request, a stale partition object refused after a 
 load that does not kill the loader thread."""
 from __future__ import annotations
 
-from pyklog.broker.coordinator_runtime import (
+from pyklog.broker.coordinator.runtime import (
     java_string_hash,
     partition_for_key,
 )

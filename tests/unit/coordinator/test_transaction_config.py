@@ -5,6 +5,7 @@ from ``__transaction_state`` -- plus the server settings' defaults and checks.""
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import (
     ConfigError,
 )

@@ -3,14 +3,15 @@ transactional id -> partition mapping.  Pure: no server."""
 from __future__ import annotations
 
 import pytest
-from pyklog.broker.transaction.log import (
+
+from pyklog.broker.coordinator.transaction.log import (
     TxnLogValue,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from pyklog.broker.transaction.state_manager import partition_for_transactional_id
+from pyklog.broker.coordinator.transaction.state_manager import partition_for_transactional_id
 
 
 def test_key_golden_bytes():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from pyklog.broker.transaction.log import decode_value, encode_value
-from pyklog.broker.transaction.metadata import (
+
+from pyklog.broker.coordinator.transaction.log import decode_value, encode_value
+from pyklog.broker.coordinator.transaction.metadata import (
     MAX_EPOCH,
     VALID_PREVIOUS,
     IllegalTransitionError,

@@ -3,6 +3,7 @@ import os
 import struct
 
 import pytest
+
 from pyklog.broker.errors import (
     ConfigError,
     CorruptRecordError,

@@ -6,6 +6,7 @@ server."""
 import os
 
 import pytest
+
 from pyklog.broker.errors import CorruptRecordError, OffsetOutOfRangeError
 from pyklog.broker.log import Log, LogConfig, LogManager
 from pyklog.broker.log.checkpoint import (
@@ -19,7 +20,6 @@ from pyklog.broker.log.leader_epoch import (
     LeaderEpochFileCache,
 )
 from pyklog.broker.record.batch import build_batch, build_control_batch
-
 from tests.unit.log.support import batch_headers, epoch_model
 
 

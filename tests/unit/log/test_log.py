@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,

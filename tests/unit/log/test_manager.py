@@ -3,6 +3,7 @@ import os
 import time
 
 import pytest
+
 from pyklog.broker.errors import KafkaStorageError
 from pyklog.broker.log import LogConfig, LogManager
 from pyklog.broker.log.checkpoint import OffsetCheckpointFile

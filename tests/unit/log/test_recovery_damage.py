@@ -8,6 +8,7 @@ import logging
 import os
 
 import pytest
+
 from pyklog.broker.log import Log, LogConfig
 from pyklog.broker.log import segment as segment_mod
 from pyklog.broker.record.batch import build_batch, decode_batch

@@ -19,10 +19,10 @@ import sys
 import textwrap
 
 import pytest
+
 from pyklog.broker.log import Log, LogConfig
 from pyklog.broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from pyklog.broker.record.batch import build_batch
-
 from tests.unit.log.support import batch_headers, epoch_model, iter_batches
 
 SEGMENT_BYTES = 1500

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+
 from pyklog.broker.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,

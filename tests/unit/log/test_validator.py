@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from pyklog.broker.errors import (
     CorruptRecordError,
     InvalidRecordError,

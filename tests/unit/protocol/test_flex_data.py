@@ -17,9 +17,9 @@ import pytest
 def test_kip360_epoch_transitions_unit():
     """TransactionMetadata.prepare_increment_producer_epoch with the producer's expected epoch, as
     Kafka's prepareIncrementProducerEpoch / prepareProducerIdRotation (no server needed)."""
+    from pyklog.broker.coordinator.transaction.metadata import MAX_EPOCH, TransactionMetadata
+    from pyklog.broker.coordinator.transaction.metadata import TxnState as S
     from pyklog.broker.errors import ProducerFencedError
-    from pyklog.broker.transaction.metadata import MAX_EPOCH, TransactionMetadata
-    from pyklog.broker.transaction.metadata import TxnState as S
 
     m = TransactionMetadata("tx", 42, 5, 60000, S.COMPLETE_COMMIT, (), 100, 100)
     t = m.prepare_increment_producer_epoch(60000, 1)                      # a new instance: last forgotten

@@ -27,6 +27,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+
 from pyklog.broker.protocol import (
     FLEXIBLE,
     SCHEMAS,
@@ -42,7 +43,6 @@ from pyklog.broker.protocol import (
     response_header_version,
 )
 from pyklog.broker.protocol.schema import active_fields, snake_case
-
 from tests.support import from_kp, norm, to_kp
 
 KP = {

@@ -12,6 +12,7 @@ import tempfile
 import uuid
 
 import pytest
+
 from pyklog.broker.errors import InvalidRequestError, UnsupportedVersionError
 from pyklog.broker.protocol import (
     API_NAMES,
@@ -34,7 +35,6 @@ from pyklog.broker.protocol import (
 )
 from pyklog.broker.protocol.schema import active_fields, snake_case
 from pyklog.broker.protocol.types import STRING
-
 from tests.support import from_kp, norm, to_kp
 
 ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in range(lo, hi + 1)]

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+
 from pyklog.broker.zk.znodes import (
     ZkDataError,
     decode_topic_assignment,

@@ -8,6 +8,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record import header as H
 from pyklog.broker.record.batch import (

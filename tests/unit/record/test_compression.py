@@ -11,6 +11,7 @@ import pytest
 import snappy
 import zstandard
 from crc32c import crc32c
+
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.compression import (
     CODECS,

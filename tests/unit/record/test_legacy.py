@@ -6,6 +6,7 @@ import struct
 import zlib
 
 import pytest
+
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.batch import (
     Record,

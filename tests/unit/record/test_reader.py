@@ -4,6 +4,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.batch import build_batch, build_control_batch
 from pyklog.broker.record.legacy import build_message_set

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.record.varint import (
     decode_unsigned_varint,

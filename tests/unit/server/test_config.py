@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.server.config import ServerConfig, parse_properties
 

@@ -2,6 +2,7 @@
 import os
 
 import pytest
+
 from pyklog.broker.server.meta_properties import (
     InconsistentBrokerIdError,
     InconsistentBrokerMetadataError,

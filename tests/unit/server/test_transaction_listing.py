@@ -3,8 +3,8 @@ them, on a state manager's cache (no server): state names, producer ids, the v1 
 Dead ids never listed, COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
 from __future__ import annotations
 
-from pyklog.broker.transaction.metadata import TransactionMetadata, TxnState
-from pyklog.broker.transaction.state_manager import (
+from pyklog.broker.coordinator.transaction.metadata import TransactionMetadata, TxnState
+from pyklog.broker.coordinator.transaction.state_manager import (
     LOADED,
     LOADING,
     TransactionStateManager,

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
+
 from pyklog.broker.errors import ConfigError, UnknownTopicOrPartitionError
 from pyklog.broker.record.batch import build_batch, decode_batch
 from pyklog.broker.record.bulk import RecordsSection

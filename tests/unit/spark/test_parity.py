@@ -20,6 +20,7 @@ import json
 import logging
 
 import pytest
+
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.spark import offsets as O
 from pyklog.connector.spark.options import (

@@ -11,6 +11,8 @@ import json
 import logging
 
 import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
 from pyklog.broker.errors import ConfigError, ZooKeeperError
 from pyklog.connector.spark.options import parse_sink_options
 from pyklog.connector.spark.sink import (
@@ -20,7 +22,6 @@ from pyklog.connector.spark.sink import (
     TaskIdentity,
     check_transaction_age,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
 
 SCHEMA = StructType([StructField("value", BinaryType())])
 

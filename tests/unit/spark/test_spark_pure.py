@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from pyklog.broker.errors import ConfigError, CorruptRecordError
 from pyklog.broker.record.batch import build_batch, build_control_batch
 from pyklog.broker.record.header import LOG_APPEND_TIME
@@ -294,6 +295,7 @@ def test_corrupt_input_is_reported():
     # a wrong record length with a valid CRC: re-sign the batch after breaking a length varint
     good = build_batch([(b"k", b"v" * 10, 1, ())] * 3)
     from crc32c import crc32c
+
     from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
     bad = bytearray(good)
     bad[HEADER_SIZE] = bad[HEADER_SIZE] + 2  # first record claims one more byte
@@ -351,6 +353,7 @@ def decoded_rows(d):
 
 def re_sign(buf: bytearray, pos: int = 0) -> bytes:
     from crc32c import crc32c
+
     from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
 
     size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8:pos + 12], "big")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 
 import pytest
+
 from pyklog.broker.errors import InvalidReplicaAssignmentError
 from pyklog.broker.zk.topics import (
     assign_replicas,

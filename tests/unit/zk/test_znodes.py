@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.znodes import (

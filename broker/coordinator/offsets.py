@@ -6,9 +6,9 @@ coordinator (FindCoordinator).  The topic is created on first use with ``cleanup
 and ``segment.bytes=104857600``, spread over the live brokers like any topic.
 
 * OffsetCommit appends one v2 record batch (all the commit's offsets) to the partition with acks=all
-  (:mod:`pyklog.broker.server.coordinator_appends`) and, only once the ISR has it, updates an
-  in-memory cache and answers (Kafka's ``offsets.commit.required.acks`` = -1): OffsetFetch never
-  shows a commit an election could undo.
+  (:class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`) and, only once
+  the ISR has it, updates an in-memory cache and answers (Kafka's ``offsets.commit.required.acks``
+  = -1): OffsetFetch never shows a commit an election could undo.
 * OffsetFetch answers from the cache.
 * When this broker becomes the leader of an offsets partition (start-up, topic creation, or later
   at a new leader epoch) it loads the partition's log into the cache in a background thread; until that finishes requests for its
@@ -41,7 +41,7 @@ metadata, commit_timestamp); keys of version 2 (group metadata) are skipped.
 Thread-safety: :class:`OffsetManager` is thread-safe.  Commits to one offsets partition are
 serialised (append then cache update under the partition's lock); fetches read a snapshot.
 Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
-COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
+COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator.runtime.CoordinatorPartitions`
 (shared with the transaction state manager; its lock guards the partition table and load states).
 Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.  The
 loader reads the last stretch of the log and marks the partition loaded under the partition's
@@ -58,7 +58,8 @@ import threading
 import time
 from typing import Iterable, NamedTuple
 
-from pyklog.broker.coordinator_runtime import (  # noqa: F401 - java_string_hash, kafka_abs re-exported
+from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter, coordinator_error_for
+from pyklog.broker.coordinator.runtime import (  # noqa: F401 - java_string_hash, kafka_abs re-exported
     FAILED,
     LOADED,
     LOADING,
@@ -81,7 +82,6 @@ from pyklog.broker.errors import (
     UnknownServerError,
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_batch
-from pyklog.broker.server.coordinator_appends import coordinator_error_for
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
@@ -298,7 +298,8 @@ class OffsetManager:
 
     def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
                  replication_factor: int = 1, segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
-                 metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES, load_buffer_bytes: int = 5 * 1024 * 1024):
+                 metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES, load_buffer_bytes: int = 5 * 1024 * 1024,
+                 replication: CoordinatorPartitionWriter | None = None):
         if num_partitions <= 0:
             raise ValueError(f"offsets.topic.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -320,9 +321,9 @@ class OffsetManager:
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         self._partition_locks: dict[int, threading.Lock] = {}
-        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the request
-        #: layer; None (unit tests without a replica manager): appends are answered at once
-        self.replication = None
+        #: the acks=all path (the server's CoordinatorAppends), given here or set by the request layer
+        #: before the first commit; None (unit tests without a replica manager): appends are answered at once
+        self.replication: CoordinatorPartitionWriter | None = replication
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
         """The runtime's ``new_partition`` hook (under the runtime's lock)."""

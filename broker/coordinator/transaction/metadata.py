@@ -27,8 +27,9 @@ import enum
 import threading
 from typing import NamedTuple
 
+from pyklog.broker.common.state_machine import IllegalTransitionError, check_transition
+from pyklog.broker.coordinator.transaction.log import TxnLogValue
 from pyklog.broker.errors import ProducerFencedError
-from pyklog.broker.transaction.log import TxnLogValue
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -67,14 +68,16 @@ VALID_PREVIOUS: dict[TxnState, frozenset] = {
     S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
 }
 
+
+
+def _kafka_name(state: TxnState) -> str:
+    return state.kafka_name
+
+
 PREPARE_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT})
 COMPLETE_STATES = frozenset({S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 #: states in which the id holds no open transaction (may expire)
 IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
-
-
-class IllegalTransitionError(Exception):
-    """A move outside :data:`VALID_PREVIOUS` (a coordinator bug, never a client's error)."""
 
 
 class TxnTransitMetadata(NamedTuple):
@@ -155,9 +158,7 @@ class TransactionMetadata:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: preparing {state.kafka_name} while {self.pending_state.kafka_name} "
                 "is pending")
-        if self.state not in VALID_PREVIOUS[state]:
-            raise IllegalTransitionError(
-                f"{self.transactional_id!r}: {self.state.kafka_name} -> {state.kafka_name} is not a legal move")
+        check_transition(VALID_PREVIOUS, self.state, state, repr(self.transactional_id), _kafka_name)
         self.pending_state = state
         return TxnTransitMetadata(
             self.producer_id if producer_id is None else producer_id,
@@ -247,9 +248,7 @@ class TransactionMetadata:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: completing {transit.state.kafka_name} but "
                 f"{self.pending_state.kafka_name if self.pending_state is not None else 'nothing'} is pending")
-        if self.state not in VALID_PREVIOUS[transit.state]:
-            raise IllegalTransitionError(
-                f"{self.transactional_id!r}: {self.state.kafka_name} -> {transit.state.kafka_name} is not a legal move")
+        check_transition(VALID_PREVIOUS, self.state, transit.state, repr(self.transactional_id), _kafka_name)
         self.producer_id = transit.producer_id
         self.last_producer_id = transit.last_producer_id
         self.producer_epoch = transit.producer_epoch

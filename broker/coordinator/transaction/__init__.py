@@ -8,8 +8,8 @@
 * :mod:`.coordinator`    :class:`TransactionCoordinator`: InitProducerId, AddPartitionsToTxn,
                          AddOffsetsToTxn, EndTxn, timeouts and expiration
 """
-from pyklog.broker.transaction.coordinator import TransactionCoordinator
-from pyklog.broker.transaction.log import TRANSACTION_STATE_TOPIC
-from pyklog.broker.transaction.metadata import TransactionMetadata, TxnState
+from pyklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
+from pyklog.broker.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
+from pyklog.broker.coordinator.transaction.metadata import TransactionMetadata, TxnState
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator", "TransactionMetadata", "TxnState"]

@@ -36,6 +36,16 @@ import time
 from typing import Callable, NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler
+from pyklog.broker.coordinator.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
+from pyklog.broker.coordinator.transaction.metadata import (
+    IDLE_STATES,
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    IllegalTransitionError,
+    TransactionMetadata,
+    TxnState,
+)
+from pyklog.broker.coordinator.transaction.state_manager import TransactionStateManager
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -48,16 +58,6 @@ from pyklog.broker.errors import (
     PyklogError,
     TransactionalIdNotFoundError,
 )
-from pyklog.broker.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
-from pyklog.broker.transaction.metadata import (
-    IDLE_STATES,
-    MAX_EPOCH,
-    NO_PRODUCER_EPOCH,
-    IllegalTransitionError,
-    TransactionMetadata,
-    TxnState,
-)
-from pyklog.broker.transaction.state_manager import TransactionStateManager
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +113,12 @@ class TransactionCoordinator:
 
     @classmethod
     def from_config(cls, config, log_manager, cluster, *, producer_id_allocator, offsets_partition_for=None):
-        """Build from a :class:`broker.server.config.ServerConfig` (its ``transaction_*`` settings)."""
+        """Build from a :class:`broker.server.config.ServerConfig`: its ``broker_id``,
+        ``transaction_settings()`` and ``setting(key)`` (a validated typed value) are all it reads."""
         t = config.transaction_settings()
-        from pyklog.broker.server.config import SERVER_CONFIG
-
-        raw = getattr(config, "raw", None) or {}
         # transaction.state.log.min.isr: __transaction_state's min.insync.replicas (Kafka's
         # TransactionLog topic config); unset: the broker's min.insync.replicas applies
-        t["state_log_min_isr"] = SERVER_CONFIG.parse_value("transaction.state.log.min.isr",
-                                                           raw.get("transaction.state.log.min.isr"))
+        t["state_log_min_isr"] = config.setting("transaction.state.log.min.isr")
         return cls(log_manager, cluster, config.broker_id, producer_id_allocator=producer_id_allocator,
                    offsets_partition_for=offsets_partition_for, **t)
 

@@ -1,6 +1,6 @@
 """The partitions of an internal coordinator topic this broker leads: the part shared by the offset
-manager (``__consumer_offsets``, :mod:`pyklog.broker.coordinator`) and the transaction state
-manager (``__transaction_state``, :mod:`pyklog.broker.transaction.state_manager`).
+manager (``__consumer_offsets``, :mod:`pyklog.broker.coordinator.offsets`) and the transaction state
+manager (``__transaction_state``, :mod:`pyklog.broker.coordinator.transaction.state_manager`).
 
 Kafka's name for this: the loading half of ``GroupMetadataManager`` / ``TransactionStateManager``
 (``onElection`` / ``onResignation``, ``loadingPartitions``, ``ownedPartitions``, the coordinator

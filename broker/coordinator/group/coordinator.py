@@ -7,16 +7,13 @@ members, runs rebalances and hands the leader's partition assignment to every me
 assignment itself is computed by the group leader (a client), as in Kafka.
 
 Which broker coordinates a group: the leader of the group's ``__consumer_offsets`` partition,
-the same broker :class:`broker.coordinator.OffsetManager` picks for its offsets.  Requests for a
+the same broker :class:`broker.coordinator.offsets.OffsetManager` picks for its offsets.  Requests for a
 group coordinated elsewhere get NOT_COORDINATOR, while that partition is loading
 COORDINATOR_LOAD_IN_PROGRESS.
 
-Group states and transitions (Kafka 2.x ``GroupMetadata``)::
-
-    Empty --join--> PreparingRebalance --all known members rejoined / rebalance timeout-->
-    CompletingRebalance --leader's SyncGroup--> Stable
-    Stable / CompletingRebalance --join with new metadata, a leave, a session expiry--> PreparingRebalance
-    PreparingRebalance --nobody rejoined--> Empty
+Group states and transitions: :mod:`pyklog.broker.coordinator.group.state` (Kafka's ``GroupState``,
+each state with its valid previous states; every move is checked); a group's and its members'
+fields: :mod:`pyklog.broker.coordinator.group.metadata`.
 
 * **JoinGroup** (v0-5).  An empty member id gets a new one (``<client_id>-<uuid4>``); from v4 the
   first join is answered MEMBER_ID_REQUIRED with that id and the member joins again with it
@@ -67,6 +64,10 @@ stores the caller's ``respond`` callback in the member and returns; the callback
 from whichever thread completes the rebalance (another request handler, or the coordinator's
 scheduler thread on a timeout).  The network layer allows ``Request.send`` from any thread.
 
+Offset expiry and the administration APIs (ListGroups, DescribeGroups, DeleteGroups, OffsetDelete)
+are written in :mod:`pyklog.broker.coordinator.group.admin` (:class:`GroupCoordinator`'s base class
+:class:`~pyklog.broker.coordinator.group.admin.GroupAdministration`).
+
 Thread-safety: :class:`GroupCoordinator` is thread-safe.  Each group has its own lock; all timers
 (session expiry, rebalance timeout, initial delay) run on one
 :class:`pyklog.broker.common.scheduler.Scheduler` thread (Kafka's DelayedHeartbeat/DelayedJoin timers); ``respond``
@@ -81,41 +82,38 @@ import uuid
 from typing import Callable, Iterable
 
 from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
+from pyklog.broker.coordinator.group.admin import GroupAdministration
+from pyklog.broker.coordinator.group.metadata import (
+    GroupMetadata,
+    MemberMetadata,
+    Respond,
+    join_result,
+    sync_result,
+)
+from pyklog.broker.coordinator.group.state import GroupState
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
-    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
-    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
-    NonEmptyGroupError,
     NotCoordinatorError,
     PyklogError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from pyklog.broker.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
-
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
-NO_GENERATION = -1
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member waiting in its first JoinGroup
 #: longer than this (its client probably went away) is dropped.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
-#: DescribeGroups authorized operations when asked (no ACLs in pyklog): READ, DELETE, DESCRIBE.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-_NOT_REQUESTED_OPERATIONS = -(1 << 31)
 
 # Kafka's defaults of the broker settings this module reads.
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3000
@@ -123,11 +121,9 @@ DEFAULT_MIN_SESSION_TIMEOUT_MS = 6000
 DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
 DEFAULT_MAX_SIZE = 2**31 - 1
 
-# API keys (broker.protocol.ApiKey values), so this module does not need the codec.
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
-GROUP_API_KEYS = frozenset({JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS})
-
-Respond = Callable[[dict], None]
+#: the APIs :meth:`GroupCoordinator.handle` answers
+GROUP_API_KEYS = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP,
+                            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS})
 
 #: Kafka's offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms (10 minutes)
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
@@ -136,133 +132,6 @@ DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-# ---------------------------------------------------------------------------- group state
-
-
-class _Member:
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout_ms",
-                 "rebalance_timeout_ms", "protocol_type", "protocols", "assignment", "join_cb", "sync_cb",
-                 "deadline", "timer", "is_new")
-
-    def __init__(self, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                 rebalance_timeout_ms, protocol_type, protocols):
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols: list[tuple[str, bytes]] = protocols
-        self.assignment = b""
-        self.join_cb: Respond | None = None  # a JoinGroup waiting for the rebalance
-        self.sync_cb: Respond | None = None  # a SyncGroup waiting for the leader's assignment
-        self.deadline = 0.0                  # session expiry (monotonic seconds)
-        self.timer: ScheduledTask | None = None
-        self.is_new = True
-
-    def answer_waiting(self, code: int, out: list) -> None:
-        """Queue ``code`` as the answer to a waiting JoinGroup and SyncGroup (``out`` is fired later,
-        outside the group lock)."""
-        if self.join_cb is not None:
-            out.append((self.join_cb, _join_result(self.member_id, code)))
-            self.join_cb = None
-        if self.sync_cb is not None:
-            out.append((self.sync_cb, _sync_result(code)))
-            self.sync_cb = None
-
-    def metadata(self, protocol: str | None) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
-        return self.protocols == protocols
-
-    def vote(self, candidates: set[str]) -> str:
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise InconsistentGroupProtocolError(f"member {self.member_id} supports none of {sorted(candidates)}")
-
-
-class _Group:
-    __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
-                 "pending", "static", "lock", "join_timer", "initial_delay", "new_member_added", "remaining_ms",
-                 "empty_since_ms")
-
-    def __init__(self, group_id: str):
-        self.group_id = group_id
-        self.state = EMPTY
-        self.generation = 0
-        self.protocol_type: str | None = None
-        self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.members: dict[str, _Member] = {}      # join order: the first is the leader
-        self.pending: dict[str, ScheduledTask] = {}       # member ids handed out with MEMBER_ID_REQUIRED
-        self.static: dict[str, str] = {}           # group.instance.id -> member id (KIP-345)
-        self.lock = threading.Lock()
-        self.join_timer: ScheduledTask | None = None
-        self.initial_delay = False                 # the join timer is Kafka's InitialDelayedJoin
-        self.new_member_added = False
-        self.remaining_ms = 0
-        #: wall-clock ms when the group last became Empty (Kafka's currentStateTimestamp, KIP-211)
-        self.empty_since_ms = _now_ms()
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def fenced(self, member_id: str, group_instance_id: str | None) -> bool:
-        """KIP-345: the instance id belongs to another (newer) member id."""
-        if group_instance_id is None:
-            return False
-        owner = self.static.get(group_instance_id)
-        return owner is not None and owner != member_id
-
-    def all_members_joined(self) -> bool:
-        return not self.pending and all(m.join_cb is not None for m in self.members.values())
-
-    def candidate_protocols(self) -> set[str]:
-        """Protocols every member supports."""
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        if not protocol_type or not protocols:
-            return False
-        if self.state == EMPTY or not self.members:
-            return True
-        if protocol_type != self.protocol_type:
-            return False
-        candidates = self.candidate_protocols()
-        return any(name in candidates for name, _ in protocols)
-
-    def select_protocol(self) -> str:
-        candidates = self.candidate_protocols()
-        if not candidates:
-            raise InconsistentGroupProtocolError(f"the members of group {self.group_id!r} share no protocol")
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            name = m.vote(candidates)
-            votes[name] = votes.get(name, 0) + 1
-        best = max(votes.values())
-        leader = self.members.get(self.leader_id) or next(iter(self.members.values()))
-        for name, _ in leader.protocols:  # ties: the leader's preference
-            if votes.get(name) == best:
-                return name
-        return sorted(n for n, v in votes.items() if v == best)[0]
-
-
-def _join_result(member_id: str, code: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "generation_id": NO_GENERATION, "protocol_name": "",
-            "leader": "", "member_id": member_id, "members": []}
-
-
-def _sync_result(code: int, assignment: bytes = b"") -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "assignment": assignment}
 
 
 def _client_host(peer: str | None) -> str:
@@ -276,19 +145,19 @@ def _client_host(peer: str | None) -> str:
 def error_response(api_key: int, version: int, body: dict, code: int) -> dict:
     """A response body to the group request ``body`` with error ``code`` (e.g. no coordinator running)."""
     api_key = int(api_key)
-    if api_key == JOIN_GROUP:
-        return _join_result(body.get("member_id", ""), code)
-    if api_key == SYNC_GROUP:
-        return _sync_result(code)
-    if api_key == HEARTBEAT:
+    if api_key == ApiKey.JOIN_GROUP:
+        return join_result(body.get("member_id", ""), code)
+    if api_key == ApiKey.SYNC_GROUP:
+        return sync_result(code)
+    if api_key == ApiKey.HEARTBEAT:
         return {"throttle_time_ms": 0, "error_code": code}
-    if api_key == LEAVE_GROUP:
+    if api_key == ApiKey.LEAVE_GROUP:
         members = [{"member_id": m.get("member_id", ""), "group_instance_id": m.get("group_instance_id"),
                     "error_code": code} for m in body.get("members") or []]
         return {"throttle_time_ms": 0, "error_code": code, "members": members}
-    if api_key == LIST_GROUPS:
+    if api_key == ApiKey.LIST_GROUPS:
         return {"throttle_time_ms": 0, "error_code": code, "groups": []}
-    if api_key == DESCRIBE_GROUPS:
+    if api_key == ApiKey.DESCRIBE_GROUPS:
         return {"throttle_time_ms": 0, "groups": [
             {"error_code": code, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "",
              "members": []} for g in body.get("groups") or []]}
@@ -307,10 +176,10 @@ def _fire(out: list) -> None:
 # ---------------------------------------------------------------------------- coordinator
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupAdministration):
     """Kafka's classic group membership protocol (see the module docstring).
 
-    ``offset_manager`` (a :class:`broker.coordinator.OffsetManager`) decides which groups this
+    ``offset_manager`` (a :class:`broker.coordinator.offsets.OffsetManager`) decides which groups this
     broker coordinates and supplies the groups that only have committed offsets (ListGroups,
     DescribeGroups); ``None`` makes this coordinator responsible for every group (standalone use,
     unit tests).  ``clock`` returns monotonic seconds.
@@ -343,7 +212,7 @@ class GroupCoordinator:
         self.max_size = int(max_size)
         self._clock = clock
         self._lock = threading.Lock()
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, GroupMetadata] = {}
         self._running = True
         name = "pyklog-group-coordinator" + (f"-{broker_id}" if broker_id is not None else "")
         # Kafka's heartbeat / join purgatories as timers on one Scheduler thread (its clock is ours)
@@ -420,7 +289,7 @@ class GroupCoordinator:
         (from another thread), exactly once.  Never raises: failures are answered with an error."""
         api_key = int(api_key)
         try:
-            if api_key == JOIN_GROUP:
+            if api_key == ApiKey.JOIN_GROUP:
                 protocols = [(p["name"], bytes(p.get("metadata") or b"")) for p in body.get("protocols") or []]
                 if body.get("reason"):  # v8+ (KIP-800): why the client (re)joins, for the operator
                     log.info("member %r (client %r) joins group %s: client reason: %s", body.get("member_id", ""),
@@ -431,16 +300,16 @@ class GroupCoordinator:
                     rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
                     protocol_type=body.get("protocol_type", ""), protocols=protocols, respond=respond,
                     require_known_member_id=version >= 4, group_instance_id=body.get("group_instance_id"))
-            elif api_key == SYNC_GROUP:
+            elif api_key == ApiKey.SYNC_GROUP:
                 assignments = {a["member_id"]: bytes(a.get("assignment") or b"")
                                for a in body.get("assignments") or []}
                 self.sync_group(body["group_id"], body["generation_id"], body["member_id"], assignments, respond,
                                 body.get("group_instance_id"))
-            elif api_key == HEARTBEAT:
+            elif api_key == ApiKey.HEARTBEAT:
                 code = self.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                       body.get("group_instance_id"))
                 respond({"throttle_time_ms": 0, "error_code": code})
-            elif api_key == LEAVE_GROUP:
+            elif api_key == ApiKey.LEAVE_GROUP:
                 if version >= 3:  # v5+ (KIP-800): each member's reason, logged
                     members = [(m["member_id"], m.get("group_instance_id"), m.get("reason"))
                                for m in body.get("members") or []]
@@ -453,11 +322,11 @@ class GroupCoordinator:
                         for (m, gi, _), c in zip(members, codes)]})
                 else:
                     respond({"throttle_time_ms": 0, "error_code": top or codes[0], "members": []})
-            elif api_key == LIST_GROUPS:
+            elif api_key == ApiKey.LIST_GROUPS:
                 code, groups = self.list_groups()
                 respond({"throttle_time_ms": 0, "error_code": code, "groups": [
                     {"group_id": g, "protocol_type": pt} for g, pt in groups]})
-            elif api_key == DESCRIBE_GROUPS:
+            elif api_key == ApiKey.DESCRIBE_GROUPS:
                 include_ops = bool(body.get("include_authorized_operations"))
                 respond({"throttle_time_ms": 0, "groups": [
                     self.describe_group(g, include_authorized_operations=include_ops) for g in body["groups"]]})
@@ -483,11 +352,11 @@ class GroupCoordinator:
             # raises NotCoordinatorError / CoordinatorLoadInProgressError / CoordinatorNotAvailableError
             self.offsets.fetch(group_id, ())
 
-    def _group(self, group_id: str, create: bool) -> _Group | None:
+    def _group(self, group_id: str, create: bool) -> GroupMetadata | None:
         with self._lock:
             g = self._groups.get(group_id)
             if g is None and create:
-                g = self._groups[group_id] = _Group(group_id)
+                g = self._groups[group_id] = GroupMetadata(group_id)
             return g
 
     # ------------------------------------------------------------------ JoinGroup
@@ -505,41 +374,41 @@ class GroupCoordinator:
                     f"session timeout {session_timeout_ms} ms is outside [{self.min_session_timeout_ms}, "
                     f"{self.max_session_timeout_ms}] (group.min/max.session.timeout.ms)")
         except PyklogError as e:
-            respond(_join_result(member_id, e.code))
+            respond(join_result(member_id, e.code))
             return
         if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
         protocols = [(str(n), bytes(m or b"")) for n, m in protocols]
         group = self._group(group_id, create=not member_id)
         if group is None:
-            respond(_join_result(member_id, UnknownMemberIdError.code))
+            respond(join_result(member_id, UnknownMemberIdError.code))
             return
         out: list = []
         with group.lock:
             args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
                     respond, group_instance_id)
-            if group.state == DEAD:
-                out.append((respond, _join_result(member_id, CoordinatorNotAvailableError.code)))
+            if group.state == GroupState.DEAD:
+                out.append((respond, join_result(member_id, CoordinatorNotAvailableError.code)))
             elif not group.supports(protocol_type, protocols):
-                out.append((respond, _join_result(member_id, InconsistentGroupProtocolError.code)))
+                out.append((respond, join_result(member_id, InconsistentGroupProtocolError.code)))
             elif not member_id and group_instance_id is not None and group_instance_id in group.static:
                 self._rejoin_static_member(group, args, out)
             elif not member_id:
                 # static members need no MEMBER_ID_REQUIRED round trip (their instance id identifies them)
                 self._join_new_member(group, require_known_member_id and group_instance_id is None, args, out)
             elif group.fenced(member_id, group_instance_id):
-                out.append((respond, _join_result(member_id, FencedInstanceIdError.code)))
+                out.append((respond, join_result(member_id, FencedInstanceIdError.code)))
             else:
                 self._join_known_member(group, member_id, args, out)
-            if group.state == PREPARING_REBALANCE:
+            if group.state == GroupState.PREPARING_REBALANCE:
                 self._try_complete_join(group, out)
         _fire(out)
 
-    def _join_new_member(self, group: _Group, require_known: bool, args, out: list) -> None:
+    def _join_new_member(self, group: GroupMetadata, require_known: bool, args, out: list) -> None:
         client_id, _, session_timeout_ms, *_ = args
         respond = args[6]
         if len(group.members) + len(group.pending) >= self.max_size:
-            out.append((respond, _join_result("", GroupMaxSizeReachedError.code)))
+            out.append((respond, join_result("", GroupMaxSizeReachedError.code)))
             return
         new_id = f"{args[7] if args[7] is not None else client_id}-{uuid.uuid4()}"
         if require_known:
@@ -547,30 +416,30 @@ class GroupCoordinator:
             group.pending[new_id] = self._schedule_at(
                 self._clock() + session_timeout_ms / 1000.0,
                 lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t))
-            out.append((respond, _join_result(new_id, MemberIdRequiredError.code)))
+            out.append((respond, join_result(new_id, MemberIdRequiredError.code)))
             return
         self._add_member_and_rebalance(group, new_id, args, out)
 
-    def _join_known_member(self, group: _Group, member_id: str, args, out: list) -> None:
+    def _join_known_member(self, group: GroupMetadata, member_id: str, args, out: list) -> None:
         respond = args[6]
         if member_id in group.pending:
             group.pending.pop(member_id).cancel()
             self._add_member_and_rebalance(group, member_id, args, out)
             return
         m = group.members.get(member_id)
-        if m is None or group.state == EMPTY:
-            out.append((respond, _join_result(member_id, UnknownMemberIdError.code)))
+        if m is None or group.state == GroupState.EMPTY:
+            out.append((respond, join_result(member_id, UnknownMemberIdError.code)))
             return
         protocols = args[5]
-        if group.state == PREPARING_REBALANCE:
+        if group.state == GroupState.PREPARING_REBALANCE:
             self._update_member_and_rebalance(group, m, args, out)
-        elif group.state == COMPLETING_REBALANCE:
+        elif group.state == GroupState.COMPLETING_REBALANCE:
             if m.matches(protocols):
                 # a retried join of the current generation: answer it again
                 out.append((respond, self._join_response(group, m)))
             else:
                 self._update_member_and_rebalance(group, m, args, out)
-        elif group.state == STABLE:
+        elif group.state == GroupState.STABLE:
             if member_id == group.leader_id or not m.matches(protocols):
                 # the leader rejoins to trigger a rebalance (e.g. its subscription saw new partitions)
                 self._update_member_and_rebalance(group, m, args, out)
@@ -578,13 +447,13 @@ class GroupCoordinator:
                 out.append((respond, self._join_response(group, m)))
                 self._heartbeat_ok(group, m)
 
-    def _add_member_and_rebalance(self, group: _Group, member_id: str, args, out: list) -> None:
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, args, out: list) -> None:
         (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols, respond,
          group_instance_id) = args
-        m = _Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-                    protocol_type, protocols)
+        m = MemberMetadata(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                           rebalance_timeout_ms, protocol_type, protocols)
         m.join_cb = respond
-        if group.state == PREPARING_REBALANCE and group.generation == 0:
+        if group.state == GroupState.PREPARING_REBALANCE and group.generation == 0:
             group.new_member_added = True
         if not group.members:
             group.protocol_type = protocol_type
@@ -598,7 +467,7 @@ class GroupCoordinator:
                  client_host, group.group_id, group.state, group.generation, len(group.members))
         self._maybe_prepare_rebalance(group, f"member {member_id} joined", out)
 
-    def _rejoin_static_member(self, group: _Group, args, out: list) -> None:
+    def _rejoin_static_member(self, group: GroupMetadata, args, out: list) -> None:
         """KIP-345: a known group.instance.id joins with an empty member id (a restarted consumer): the
         old member id is fenced and replaced; a Stable group keeps its assignment when the group's
         protocol does not change (no rebalance)."""
@@ -622,7 +491,7 @@ class GroupCoordinator:
         self._heartbeat_ok(group, m)
         log.info("static member %s of group %s rejoined as %s (the old id is fenced)", instance, group.group_id,
                  new_id)
-        if group.state == STABLE:
+        if group.state == GroupState.STABLE:
             try:
                 same = group.select_protocol() == group.protocol_name
             except InconsistentGroupProtocolError:
@@ -635,14 +504,14 @@ class GroupCoordinator:
                 out.append((respond, resp))
                 return
             self._prepare_rebalance(group, f"static member {instance} rejoined with other protocols", out)
-        elif group.state == COMPLETING_REBALANCE:
+        elif group.state == GroupState.COMPLETING_REBALANCE:
             self._prepare_rebalance(group, f"static member {instance} rejoined", out)
 
-    def _update_member_and_rebalance(self, group: _Group, m: _Member, args, out: list) -> None:
+    def _update_member_and_rebalance(self, group: GroupMetadata, m: MemberMetadata, args, out: list) -> None:
         _, client_host, session_timeout_ms, rebalance_timeout_ms, _, protocols, respond, _ = args
         if m.join_cb is not None and m.join_cb is not respond:
             # an earlier JoinGroup of this member (on another connection) is superseded
-            out.append((m.join_cb, _join_result(m.member_id, RebalanceInProgressError.code)))
+            out.append((m.join_cb, join_result(m.member_id, RebalanceInProgressError.code)))
         m.protocols = protocols
         m.session_timeout_ms = session_timeout_ms
         m.rebalance_timeout_ms = rebalance_timeout_ms
@@ -650,23 +519,23 @@ class GroupCoordinator:
         m.join_cb = respond
         self._maybe_prepare_rebalance(group, f"member {m.member_id} rejoined", out)
 
-    def _maybe_prepare_rebalance(self, group: _Group, reason: str, out: list) -> None:
-        if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str, out: list) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
             self._prepare_rebalance(group, reason, out)
 
-    def _prepare_rebalance(self, group: _Group, reason: str, out: list) -> None:
-        if group.state == COMPLETING_REBALANCE:
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str, out: list) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE:
             # the assignment being distributed is void: waiting syncs learn to rejoin
             for m in group.members.values():
                 m.assignment = b""
                 if m.sync_cb is not None:
-                    out.append((m.sync_cb, _sync_result(RebalanceInProgressError.code)))
+                    out.append((m.sync_cb, sync_result(RebalanceInProgressError.code)))
                     m.sync_cb = None
         if group.join_timer is not None:
             group.join_timer.cancel()
         now = self._clock()
         rebalance_timeout = group.rebalance_timeout_ms()
-        if group.state == EMPTY:
+        if group.state == GroupState.EMPTY:
             delay = min(self.initial_rebalance_delay_ms, rebalance_timeout)
             group.initial_delay = True
             group.new_member_added = False
@@ -676,19 +545,20 @@ class GroupCoordinator:
             group.initial_delay = False
         log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
                  group.group_id, group.state, group.generation, reason)
-        group.state = PREPARING_REBALANCE
+        group.transition_to(GroupState.PREPARING_REBALANCE)
         group.join_timer = self._schedule_at(now + delay / 1000.0,
                                                     lambda t, g=group: self._on_join_timer(g, t))
         self._try_complete_join(group, out)
 
-    def _try_complete_join(self, group: _Group, out: list) -> None:
-        if group.state == PREPARING_REBALANCE and not group.initial_delay and group.all_members_joined():
+    def _try_complete_join(self, group: GroupMetadata, out: list) -> None:
+        if (group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay
+                and group.all_members_joined()):
             self._complete_join(group, out)
 
-    def _on_join_timer(self, group: _Group, timer: ScheduledTask) -> None:
+    def _on_join_timer(self, group: GroupMetadata, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
-            if group.join_timer is not timer or group.state != PREPARING_REBALANCE:
+            if group.join_timer is not timer or group.state != GroupState.PREPARING_REBALANCE:
                 return
             if group.initial_delay and group.new_member_added and group.remaining_ms > 0:
                 # Kafka's InitialDelayedJoin: new members keep arriving, wait once more
@@ -701,7 +571,7 @@ class GroupCoordinator:
             self._complete_join(group, out)
         _fire(out)
 
-    def _complete_join(self, group: _Group, out: list) -> None:
+    def _complete_join(self, group: GroupMetadata, out: list) -> None:
         if group.join_timer is not None:
             group.join_timer.cancel()
             group.join_timer = None
@@ -710,12 +580,12 @@ class GroupCoordinator:
             log.info("member %s of group %s did not rejoin within the rebalance timeout: removed",
                      m.member_id, group.group_id)
             self._remove_member(group, m, out)
-        if group.state == DEAD:
+        if group.state == GroupState.DEAD:
             return
         group.generation += 1
         if not group.members:
             group.protocol_name = None
-            group.state = EMPTY
+            group.transition_to(GroupState.EMPTY)
             group.empty_since_ms = _now_ms()
             log.info("group %s with generation %d is now empty", group.group_id, group.generation)
             return
@@ -725,13 +595,13 @@ class GroupCoordinator:
             log.exception("group %s: no common protocol", group.group_id)
             for m in list(group.members.values()):
                 if m.join_cb is not None:
-                    out.append((m.join_cb, _join_result(m.member_id, InconsistentGroupProtocolError.code)))
+                    out.append((m.join_cb, join_result(m.member_id, InconsistentGroupProtocolError.code)))
                     m.join_cb = None
                 self._remove_member(group, m, out)
-            group.state = EMPTY
+            group.transition_to(GroupState.EMPTY)
             group.empty_since_ms = _now_ms()
             return
-        group.state = COMPLETING_REBALANCE
+        group.transition_to(GroupState.COMPLETING_REBALANCE)
         log.info("stabilized group %s generation %d (protocol %s, leader %s, %d members)", group.group_id,
                  group.generation, group.protocol_name, group.leader_id, len(group.members))
         for m in group.members.values():
@@ -741,7 +611,7 @@ class GroupCoordinator:
             m.is_new = False
             self._heartbeat_ok(group, m)
 
-    def _join_response(self, group: _Group, m: _Member) -> dict:
+    def _join_response(self, group: GroupMetadata, m: MemberMetadata) -> dict:
         members = []
         if m.member_id == group.leader_id:
             members = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
@@ -752,7 +622,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ members: expiry and removal
 
-    def _set_deadline(self, group: _Group, m: _Member, deadline: float) -> None:
+    def _set_deadline(self, group: GroupMetadata, m: MemberMetadata, deadline: float) -> None:
         """Kafka's completeAndScheduleNextHeartbeatExpiration: the member lives until ``deadline``."""
         m.deadline = deadline
         if m.timer is None or m.timer.cancelled or m.timer.when > deadline:
@@ -760,10 +630,10 @@ class GroupCoordinator:
                 m.timer.cancel()
             m.timer = self._schedule_at(deadline, lambda t, g=group, mid=m.member_id: self._on_expiry(g, mid, t))
 
-    def _heartbeat_ok(self, group: _Group, m: _Member) -> None:
+    def _heartbeat_ok(self, group: GroupMetadata, m: MemberMetadata) -> None:
         self._set_deadline(group, m, self._clock() + m.session_timeout_ms / 1000.0)
 
-    def _on_expiry(self, group: _Group, member_id: str, timer: ScheduledTask) -> None:
+    def _on_expiry(self, group: GroupMetadata, member_id: str, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
             m = group.members.get(member_id)
@@ -783,7 +653,7 @@ class GroupCoordinator:
             self._remove_member_and_update_group(group, m, f"member {member_id} expired", out)
         _fire(out)
 
-    def _expire_pending(self, group: _Group, member_id: str, timer: ScheduledTask) -> None:
+    def _expire_pending(self, group: GroupMetadata, member_id: str, timer: ScheduledTask) -> None:
         out: list = []
         with group.lock:
             if group.pending.get(member_id) is not timer:
@@ -793,7 +663,7 @@ class GroupCoordinator:
             self._try_complete_join(group, out)
         _fire(out)
 
-    def _remove_member(self, group: _Group, m: _Member, out: list) -> None:
+    def _remove_member(self, group: GroupMetadata, m: MemberMetadata, out: list) -> None:
         if m.timer is not None:
             m.timer.cancel()
             m.timer = None
@@ -804,11 +674,12 @@ class GroupCoordinator:
         if group.leader_id == m.member_id:
             group.leader_id = next(iter(group.members), None)
 
-    def _remove_member_and_update_group(self, group: _Group, m: _Member, reason: str, out: list) -> None:
+    def _remove_member_and_update_group(self, group: GroupMetadata, m: MemberMetadata, reason: str,
+                                        out: list) -> None:
         self._remove_member(group, m, out)
-        if group.state in (STABLE, COMPLETING_REBALANCE):
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, reason, out)
-        elif group.state == PREPARING_REBALANCE:
+        elif group.state == GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group, out)
 
     # ------------------------------------------------------------------ SyncGroup
@@ -820,48 +691,48 @@ class GroupCoordinator:
         try:
             self._check_coordinator(group_id)
         except PyklogError as e:
-            respond(_sync_result(e.code))
+            respond(sync_result(e.code))
             return
         group = self._group(group_id, create=False)
         if group is None:
-            respond(_sync_result(UnknownMemberIdError.code))
+            respond(sync_result(UnknownMemberIdError.code))
             return
         out: list = []
         with group.lock:
             m = group.members.get(member_id)
-            if group.state == DEAD:
-                out.append((respond, _sync_result(CoordinatorNotAvailableError.code)))
+            if group.state == GroupState.DEAD:
+                out.append((respond, sync_result(CoordinatorNotAvailableError.code)))
             elif group.fenced(member_id, group_instance_id):
-                out.append((respond, _sync_result(FencedInstanceIdError.code)))
+                out.append((respond, sync_result(FencedInstanceIdError.code)))
             elif m is None:
-                out.append((respond, _sync_result(UnknownMemberIdError.code)))
+                out.append((respond, sync_result(UnknownMemberIdError.code)))
             elif generation_id != group.generation:
-                out.append((respond, _sync_result(IllegalGenerationError.code)))
-            elif group.state == PREPARING_REBALANCE:
-                out.append((respond, _sync_result(RebalanceInProgressError.code)))
-            elif group.state == COMPLETING_REBALANCE:
+                out.append((respond, sync_result(IllegalGenerationError.code)))
+            elif group.state == GroupState.PREPARING_REBALANCE:
+                out.append((respond, sync_result(RebalanceInProgressError.code)))
+            elif group.state == GroupState.COMPLETING_REBALANCE:
                 if m.sync_cb is not None and m.sync_cb is not respond:
-                    out.append((m.sync_cb, _sync_result(RebalanceInProgressError.code)))
+                    out.append((m.sync_cb, sync_result(RebalanceInProgressError.code)))
                 m.sync_cb = respond
                 if member_id == group.leader_id:
                     for mid, other in group.members.items():
                         other.assignment = bytes(assignments.get(mid, b""))
                         if other.sync_cb is not None:
-                            out.append((other.sync_cb, _sync_result(NONE, other.assignment)))
+                            out.append((other.sync_cb, sync_result(NONE, other.assignment)))
                             other.sync_cb = None
                     unknown = set(assignments) - set(group.members)
                     if unknown:
                         log.info("group %s: leader assigned to unknown members %s (ignored)", group_id,
                                  sorted(unknown))
-                    group.state = STABLE
+                    group.transition_to(GroupState.STABLE)
                     log.info("group %s generation %d is stable (%d members)", group_id, group.generation,
                              len(group.members))
                 self._heartbeat_ok(group, m)
-            elif group.state == STABLE:
-                out.append((respond, _sync_result(NONE, m.assignment)))
+            elif group.state == GroupState.STABLE:
+                out.append((respond, sync_result(NONE, m.assignment)))
                 self._heartbeat_ok(group, m)
             else:  # Empty
-                out.append((respond, _sync_result(UnknownMemberIdError.code)))
+                out.append((respond, sync_result(UnknownMemberIdError.code)))
         _fire(out)
 
     # ------------------------------------------------------------------ Heartbeat
@@ -876,17 +747,17 @@ class GroupCoordinator:
         if group is None:
             return UnknownMemberIdError.code
         with group.lock:
-            if group.state == DEAD:
+            if group.state == GroupState.DEAD:
                 return CoordinatorNotAvailableError.code
             if group.fenced(member_id, group_instance_id):
                 return FencedInstanceIdError.code
             m = group.members.get(member_id)
-            if group.state == EMPTY or m is None:
+            if group.state == GroupState.EMPTY or m is None:
                 return UnknownMemberIdError.code
             if generation_id != group.generation:
                 return IllegalGenerationError.code
             self._heartbeat_ok(group, m)
-            if group.state == PREPARING_REBALANCE:
+            if group.state == GroupState.PREPARING_REBALANCE:
                 return RebalanceInProgressError.code
             return NONE
 
@@ -907,7 +778,7 @@ class GroupCoordinator:
         out: list = []
         codes = []
         with group.lock:
-            if group.state == DEAD:
+            if group.state == GroupState.DEAD:
                 return CoordinatorNotAvailableError.code, [CoordinatorNotAvailableError.code] * len(member_ids)
             for mid, instance, reason in member_ids:
                 if instance is not None:
@@ -952,9 +823,9 @@ class GroupCoordinator:
                     f"group {group_id!r} has no members here; generation {generation_id} is not current")
             return
         with group.lock:
-            if group.state == DEAD:
+            if group.state == GroupState.DEAD:
                 raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
-            if generation_id < 0 and group.state == EMPTY:
+            if generation_id < 0 and group.state == GroupState.EMPTY:
                 return  # offsets only: the group does not use Kafka's group management
             # Kafka's order (GroupMetadata.validateOffsetCommit): the member, then the generation,
             # then the group's state.  A stale member committing while its group completes a
@@ -968,7 +839,7 @@ class GroupCoordinator:
             if generation_id != group.generation:
                 raise IllegalGenerationError(
                     f"group {group_id!r} is at generation {group.generation}, the commit is for {generation_id}")
-            if group.state == COMPLETING_REBALANCE:
+            if group.state == GroupState.COMPLETING_REBALANCE:
                 raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             self._heartbeat_ok(group, m)
 
@@ -987,13 +858,13 @@ class GroupCoordinator:
         if group is not None or names_member:
             self._check_coordinator(group_id)
         if not names_member:
-            if group is not None and group.state == DEAD:
+            if group is not None and group.state == GroupState.DEAD:
                 raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
             return
         if group is None:
             raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r} (no members here)")
         with group.lock:
-            if group.state == DEAD:
+            if group.state == GroupState.DEAD:
                 raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
             if group.fenced(member_id, group_instance_id):
                 raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
@@ -1006,6 +877,7 @@ class GroupCoordinator:
                     f"{generation_id}")
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
+    # cleanup_group_metadata and the administration APIs: GroupAdministration (admin.py)
 
     def _cleanup_task(self) -> None:
         try:
@@ -1013,283 +885,5 @@ class GroupCoordinator:
         except Exception:  # noqa: BLE001 - logged; the next check runs anyway
             log.exception("expiring group offsets failed")
 
-    def cleanup_group_metadata(self, now_ms: int | None = None) -> dict:
-        """Expire committed offsets and remove abandoned groups (Kafka's
-        ``GroupMetadataManager.cleanupGroupMetadata``, every ``offsets.retention.check.interval.ms``
-        on the coordinator's scheduler thread; callable directly).
 
-        Only groups without members are touched (a group with members never loses offsets):
-        * a group this coordinator knows in state Empty: each offset expires once
-          ``offsets.retention.minutes`` passed since the later of its commit and the moment the
-          group became Empty (KIP-211); once it has no offsets left (and nothing pending) it is
-          removed, as Kafka's Empty -> Dead;
-        * a group with offsets only (a "simple" consumer, or a group whose membership was lost in a
-          restart): each offset by its commit timestamp;
-        * ZooKeeper consumer groups (``/consumers/[group]``, offsets.storage=zookeeper), on the
-          controller only: the whole group once it has no registered member and nothing under it
-          changed within the retention (:meth:`ZkCluster.delete_expired_zookeeper_group`).
-        Expired offsets get tombstones in ``__consumer_offsets`` (:meth:`OffsetManager.expire_group_offsets`).
-        Locks: each group's lock, then its offsets partition's lock; never two groups at once.
-        Returns ``{"expired_offsets", "removed_groups", "removed_zookeeper_groups"}`` (lists of names
-        for the groups).
-        """
-        now = _now_ms() if now_ms is None else int(now_ms)
-        retention = self.offsets_retention_ms
-        report = {"expired_offsets": 0, "removed_groups": [], "removed_zookeeper_groups": []}
-        if self.offsets is None:
-            return report
-        with self._lock:
-            names = set(self._groups)
-        names |= set(self.offsets.groups())
-        for gid in sorted(names):
-            if not self.offsets.serves_group(gid):
-                continue
-            with self._lock:
-                g = self._groups.get(gid)
-                offsets_only = g is None  # not known here: lock a placeholder so no join slips in
-                if offsets_only:
-                    g = self._groups[gid] = _Group(gid)
-            remove = offsets_only
-            try:
-                with g.lock:
-                    if g.state != EMPTY or g.members or g.pending:
-                        continue  # members: offsets are kept (Kafka's KIP-496 unsubscribed-topic expiry is not done)
-                    expired, left = self.offsets.expire_group_offsets(
-                        gid, now, retention, empty_since_ms=None if offsets_only else g.empty_since_ms)
-                    report["expired_offsets"] += expired
-                    if not left and (offsets_only or now - g.empty_since_ms >= retention):
-                        report["removed_groups"].append(gid)
-                        log.info("group %s removed: empty and without committed offsets", gid)
-                        remove = True
-                    if remove:
-                        g.state = DEAD  # a join holding this object answers COORDINATOR_NOT_AVAILABLE
-            except PyklogError as e:  # the partition moved or is loading: the next check retries
-                log.debug("group %s: offsets not expired now: %s", gid, e)
-                with g.lock:
-                    if offsets_only and g.state == EMPTY and not g.members and not g.pending:
-                        g.state = DEAD
-            finally:
-                if remove:
-                    with self._lock:
-                        if self._groups.get(gid) is g and g.state == DEAD:
-                            del self._groups[gid]
-        report["removed_zookeeper_groups"] = self._expire_zookeeper_groups(now, retention)
-        return report
-
-    def _expire_zookeeper_groups(self, now_ms: int, retention_ms: int) -> list[str]:
-        """On the controller (lowest live broker id) only: delete abandoned ZooKeeper groups."""
-        cluster = getattr(self.offsets, "cluster", None)
-        if cluster is None or not hasattr(cluster, "zookeeper_consumer_groups"):
-            return []
-        if self.broker_id is None or cluster.controller_id != self.broker_id:
-            return []
-        removed = []
-        for gid in cluster.zookeeper_consumer_groups():
-            try:
-                if cluster.delete_expired_zookeeper_group(gid, now_ms, retention_ms):
-                    removed.append(gid)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: keep everything, retry later
-                log.warning("could not check ZooKeeper group %s for expiry: %s", gid, e)
-        return removed
-
-    # ------------------------------------------------------------------ ListGroups / DescribeGroups
-
-    def list_groups(self) -> tuple[int, list[tuple[str, str]]]:
-        """(error code, [(group id, protocol type)]) of the groups this broker coordinates, including
-        groups that only have committed offsets (protocol type "")."""
-        code = NONE
-        with self._lock:
-            groups = list(self._groups.values())
-        found: dict[str, str] = {}
-        for g in groups:
-            with g.lock:
-                if g.state == DEAD:
-                    continue
-                ptype = g.protocol_type or ""
-            try:
-                self._check_coordinator(g.group_id)
-            except PyklogError:
-                continue
-            found[g.group_id] = ptype
-        if self.offsets is not None:
-            try:
-                if self.offsets.is_loading():
-                    code = 14  # COORDINATOR_LOAD_IN_PROGRESS
-                for gid in self.offsets.groups():
-                    found.setdefault(gid, "")
-            except PyklogError as e:
-                code = e.code
-            for gid in self._zookeeper_groups():
-                found.setdefault(gid, "")
-        return code, sorted(found.items())
-
-    def _zookeeper_groups(self) -> list[str]:
-        """ZooKeeper consumer groups (offsets.storage=zookeeper, e.g. a Spark query's generated
-        group) that this broker reports in ListGroups: those whose ``__consumer_offsets`` partition it
-        leads, so each is listed by exactly one broker of the cluster (protocol type "")."""
-        cluster = getattr(self.offsets, "cluster", None)
-        if cluster is None or not hasattr(cluster, "zookeeper_consumer_groups"):
-            return []
-        try:
-            return [g for g in cluster.zookeeper_consumer_groups() if self.offsets.serves_group(g)]
-        except Exception as e:  # noqa: BLE001 - ListGroups still answers with the broker's groups
-            log.warning("could not list ZooKeeper consumer groups: %s", e)
-            return []
-
-    def describe_group(self, group_id: str, *, include_authorized_operations: bool = False) -> dict:
-        """The DescribeGroups entry of one group (state Dead for an unknown group, as Kafka)."""
-        entry = {"error_code": NONE, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
-                 "protocol_data": "", "members": [],
-                 "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_authorized_operations
-                 else _NOT_REQUESTED_OPERATIONS}
-        try:
-            self._check_coordinator(group_id)
-        except PyklogError as e:
-            entry["error_code"] = e.code
-            entry["group_state"] = ""
-            return entry
-        group = self._group(group_id, create=False)
-        if group is None:
-            if self.offsets is not None:
-                try:
-                    if self.offsets.fetch(group_id, None):
-                        entry["group_state"] = EMPTY  # offsets only (a "simple" consumer group)
-                except PyklogError as e:
-                    entry["error_code"] = e.code
-            return entry
-        with group.lock:
-            entry["group_state"] = group.state
-            entry["protocol_type"] = group.protocol_type or ""
-            stable = group.state == STABLE
-            entry["protocol_data"] = (group.protocol_name or "") if stable else ""
-            entry["members"] = [{
-                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                "client_host": m.client_host,
-                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
-        return entry
-
-    # ------------------------------------------------------------------ DeleteGroups, OffsetDelete
-
-    def _committed(self, group_id: str) -> dict:
-        """The group's committed offsets ``{(topic, partition): OffsetAndMetadata}`` ({} without an
-        offset manager)."""
-        return self.offsets.fetch_detailed(group_id) if self.offsets is not None else {}
-
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
-        """DeleteGroups (Kafka's ``GroupCoordinator.handleDeleteGroups``): ``{group id: error code}``.
-
-        A group this broker coordinates that is Empty (no members), or known only by its committed
-        offsets, is deleted: its offsets get tombstones in ``__consumer_offsets`` and it becomes Dead.
-        NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown, the coordinator
-        errors (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) as Kafka.  Any
-        request handler thread; takes the coordinator's lock, then the group's."""
-        out: dict[str, int] = {}
-        for gid in group_ids:
-            try:
-                self._check_coordinator(gid)
-                group = self._group(gid, create=False)
-                committed = self._committed(gid)
-                if group is None:
-                    if not committed:
-                        raise GroupIdNotFoundError(f"group {gid!r} does not exist")
-                    self.offsets.delete_offsets(gid, list(committed))
-                else:
-                    with group.lock:
-                        if group.state == DEAD and not committed:
-                            raise GroupIdNotFoundError(f"group {gid!r} does not exist")
-                        if group.state not in (EMPTY, DEAD):
-                            raise NonEmptyGroupError(f"group {gid!r} has {len(group.members)} member(s) "
-                                                     f"(state {group.state}); stop them before deleting it")
-                        group.state = DEAD
-                    with self._lock:
-                        if self._groups.get(gid) is group:
-                            del self._groups[gid]
-                    if committed:  # outside the group's lock (the offset manager takes its own)
-                        self.offsets.delete_offsets(gid, list(committed))
-                log.info("deleted group %s (%d committed offset(s))", gid, len(committed))
-                out[gid] = NONE
-            except PyklogError as e:
-                out[gid] = e.code
-        return out
-
-    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> tuple[int, dict]:
-        """OffsetDelete (KIP-496, Kafka's ``GroupCoordinator.handleDeleteOffsets``):
-        ``(group error code, {(topic, partition): error code})``.
-
-        An Empty group (or one known only by its offsets) loses the offsets of every partition named;
-        a consumer group with members keeps those of the topics its members subscribe to
-        (GROUP_SUBSCRIBED_TO_TOPIC per partition) and loses the others; a non-consumer group with
-        members answers NON_EMPTY_GROUP; an unknown group GROUP_ID_NOT_FOUND."""
-        tps = [tuple(tp) for tp in partitions]
-        try:
-            self._check_coordinator(group_id)
-            group = self._group(group_id, create=False)
-            committed = self._committed(group_id)
-            subscribed: set[str] = set()
-            if group is None or group.state == DEAD:
-                if not committed:
-                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
-            else:
-                with group.lock:
-                    if group.state != EMPTY:
-                        if group.protocol_type != "consumer":
-                            raise NonEmptyGroupError(
-                                f"group {group_id!r} has members and protocol type {group.protocol_type!r}")
-                        for m in group.members.values():
-                            for _name, meta in m.protocols:
-                                subscribed.update(_subscribed_topics(meta))
-        except PyklogError as e:
-            return e.code, {}
-        results = {tp: (GroupSubscribedToTopicError.code if tp[0] in subscribed else NONE) for tp in tps}
-        doomed = [tp for tp, code in results.items() if code == NONE and tp in committed]
-        if doomed:
-            try:
-                self.offsets.delete_offsets(group_id, doomed)
-            except PyklogError as e:
-                return e.code, {}
-        log.info("deleted %d offset(s) of group %s", len(doomed), group_id)
-        return NONE, results
-
-    # ------------------------------------------------------------------ introspection (tools, tests)
-
-    def group_state(self, group_id: str) -> str:
-        """The group's state name (``Dead`` for an unknown group)."""
-        g = self._group(group_id, create=False)
-        if g is None:
-            return DEAD
-        with g.lock:
-            return g.state
-
-    def group_summary(self, group_id: str) -> dict | None:
-        """``{state, generation, protocol_type, protocol, leader, members: [ids]}`` or None."""
-        g = self._group(group_id, create=False)
-        if g is None:
-            return None
-        with g.lock:
-            return {"state": g.state, "generation": g.generation, "protocol_type": g.protocol_type,
-                    "protocol": g.protocol_name, "leader": g.leader_id, "members": list(g.members)}
-
-
-def _subscribed_topics(metadata: bytes) -> list[str]:
-    """The topics of a consumer protocol subscription (Kafka's ``ConsumerProtocolSubscription``:
-    int16 version, int32 count, int16-length topic names, ...); [] if it cannot be read."""
-    import struct
-
-    try:
-        mv = memoryview(metadata)
-        (n,) = struct.unpack_from(">i", mv, 2)
-        pos, out = 6, []
-        for _ in range(max(n, 0)):
-            (ln,) = struct.unpack_from(">h", mv, pos)
-            out.append(bytes(mv[pos + 2:pos + 2 + ln]).decode("utf-8"))
-            pos += 2 + ln
-        return out
-    except (struct.error, UnicodeDecodeError, TypeError):
-        return []
-
-
-__all__ = [
-    "COMPLETING_REBALANCE", "DEAD", "EMPTY", "GROUP_API_KEYS", "GroupCoordinator", "PREPARING_REBALANCE", "STABLE",
-    "error_response",
-]
+__all__ = ["GROUP_API_KEYS", "GroupCoordinator", "GroupState", "error_response"]

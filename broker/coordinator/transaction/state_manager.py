@@ -6,7 +6,7 @@ transaction coordinator, and the partition's leader epoch (from ZooKeeper) is th
 epoch* carried by its WriteTxnMarkers.  The topic is created on first use (FindCoordinator or
 InitProducerId with a transactional id), ``cleanup.policy=compact`` and
 ``segment.bytes=transaction.state.log.segment.bytes``, spread over the live brokers like
-``__consumer_offsets`` (:mod:`pyklog.broker.coordinator`, the model followed here).
+``__consumer_offsets`` (:mod:`pyklog.broker.coordinator.offsets`, the model followed here).
 
 * Becoming the leader of a partition (start-up, topic creation, registry change, a new leader
   epoch): its log is read
@@ -19,10 +19,11 @@ InitProducerId with a transactional id), ``cleanup.policy=compact`` and
 * :meth:`append_transaction_to_log` writes one transition (a tombstone for Dead) with acks=all and
   returns only once the ISR of the partition holds it (Kafka's ``TransactionLog.EnforcedRequiredAcks``;
   a blocking wait of at most 5 s on the caller's thread, see
-  :mod:`pyklog.broker.server.coordinator_appends`); the caller then applies it in memory.
+  :class:`pyklog.broker.coordinator.partition_writer.CoordinatorPartitionWriter`); the caller then
+  applies it in memory.
 
 Leadership, loading and the per-request NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
-COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator_runtime.CoordinatorPartitions`
+COORDINATOR_NOT_AVAILABLE checks are :class:`pyklog.broker.coordinator.runtime.CoordinatorPartitions`
 (shared with the offset manager).
 
 Thread-safety: thread-safe.  ``_lock`` (the runtime's lock) guards the partition table; each
@@ -36,13 +37,27 @@ import logging
 import time
 from typing import Callable
 
-from pyklog.broker.coordinator_runtime import (
+from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter
+from pyklog.broker.coordinator.runtime import (
     FAILED,  # noqa: F401 - re-exported
     LOADED,
     LOADING,
     CoordinatorPartition,
     CoordinatorPartitions,
     partition_for_key,
+)
+from pyklog.broker.coordinator.transaction.log import (
+    TRANSACTION_STATE_TOPIC,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from pyklog.broker.coordinator.transaction.metadata import (
+    PREPARE_STATES,
+    TransactionMetadata,
+    TxnState,
+    TxnTransitMetadata,
 )
 from pyklog.broker.errors import (
     CoordinatorLoadInProgressError,
@@ -57,19 +72,6 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
-from pyklog.broker.transaction.log import (
-    TRANSACTION_STATE_TOPIC,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
-from pyklog.broker.transaction.metadata import (
-    PREPARE_STATES,
-    TransactionMetadata,
-    TxnState,
-    TxnTransitMetadata,
-)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,8 @@ class TransactionStateManager:
                  replication_factor: int = 1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  load_buffer_bytes: int = 5 * 1024 * 1024,
                  on_loaded: Callable[[int, int, list], None] | None = None,
-                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None):
+                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None,
+                 replication: CoordinatorPartitionWriter | None = None):
         if num_partitions <= 0:
             raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -122,9 +125,9 @@ class TransactionStateManager:
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
-        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the
-        #: broker; None (unit tests): an append returns once it is in the local log
-        self.replication = None
+        #: the acks=all path (the server's CoordinatorAppends), given here or set by the broker before
+        #: the first write; None (unit tests): an append returns once it is in the local log
+        self.replication: CoordinatorPartitionWriter | None = replication
 
     @property
     def num_partitions(self) -> int:
