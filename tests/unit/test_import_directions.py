@@ -10,9 +10,9 @@ The layers (:data:`LAYERS`), lowest first; a module may import its own layer and
 - ``errors``, then ``common`` / ``record`` / ``protocol``: the codecs and shared utilities;
 - ``log``: storage (Kafka's ``storage`` module);
 - ``zk``: the ZooKeeper layout, codecs and client;
-- ``coordinator``: the group and transaction coordinators (``broker/coordinator/``; before it
-  exists, ``broker/coordinator.py``, ``group_coordinator.py``, ``coordinator_runtime.py`` and
-  ``transaction/``): above the log, never the server;
+- ``coordinator``: the group and transaction coordinators and the offset manager
+  (``broker/coordinator/``): above the log, never the server (what they need of it comes in as
+  constructor arguments, the append path as the ``CoordinatorPartitionWriter`` protocol);
 - ``controller``, then ``server`` (the request handling, replica manager, network, main), then
   the broker's ``cli`` and ``python -m pyklog.broker``.
 
@@ -58,8 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", ("pyklog.broker.protocol",)),
     ("log", ("pyklog.broker.log",)),
     ("zk", ("pyklog.broker.zk",)),
-    ("coordinator", ("pyklog.broker.coordinator", "pyklog.broker.group_coordinator",
-                     "pyklog.broker.coordinator_runtime", "pyklog.broker.transaction")),
+    ("coordinator", ("pyklog.broker.coordinator",)),
     ("controller", ("pyklog.broker.controller",)),
     ("server", ("pyklog.broker.server",)),
     ("cli", ("pyklog.broker.cli",)),
@@ -93,16 +92,9 @@ CONNECTOR_ZK_MODULES = {"pyklog.broker.zk.paths", "pyklog.broker.zk.znodes"}
 TOOLS_MAY_IMPORT = CONNECTOR_MAY_IMPORT | {"zk", "log", "cli"}
 CONNECTOR_RANKS: list[set[str]] = [{"connector"}, {"connector.cli"}, {"connector.spark"}]
 
-#: What breaks the rules today, each being removed by the restructuring under way (the test
-#: fails when an entry no longer happens: delete it then).  Each is (importer, imported) for a
+#: What breaks the rules today (the test fails when an entry no longer happens: delete it then).  Each is (importer, imported) for a
 #: direction, or the sorted modules of an import cycle.
 KNOWN_VIOLATIONS: set[tuple[str, ...]] = {
-    # Being removed by the restructuring under way:
-    # - the group coordinator's facade appends through the server's coordinator_appends (the
-    #   coordinators become broker/coordinator/, with what they need passed in);
-    ("pyklog.broker.coordinator", "pyklog.broker.server.coordinator_appends"),
-    # - the transaction coordinator reads the server's config;
-    ("pyklog.broker.transaction.coordinator", "pyklog.broker.server.config"),
     # - pyklog-configs --zookeeper validates dynamic broker configs with the server's config
     #   definitions (ServerConfig, the log config keys), which belong below the server;
     ("pyklog.connector.cli.configs", "pyklog.broker.server.dynamic_config"),
