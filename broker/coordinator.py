@@ -298,7 +298,8 @@ class OffsetManager:
 
     def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
                  replication_factor: int = 1, segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
-                 metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES, load_buffer_bytes: int = 5 * 1024 * 1024):
+                 metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES, load_buffer_bytes: int = 5 * 1024 * 1024,
+                 replication=None):
         if num_partitions <= 0:
             raise ValueError(f"offsets.topic.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -320,9 +321,9 @@ class OffsetManager:
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         self._partition_locks: dict[int, threading.Lock] = {}
-        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the request
-        #: layer; None (unit tests without a replica manager): appends are answered at once
-        self.replication = None
+        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends, the replica
+        #: manager's); None (unit tests without a replica manager): appends are answered at once
+        self.replication = replication
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
         """The runtime's ``new_partition`` hook (under the runtime's lock)."""

@@ -29,7 +29,7 @@ translating requests into calls on the broker's components and results into resp
 Partition leadership lives in :class:`broker.server.replica_manager.ReplicaManager` (Kafka's
 ReplicaManager): a broker serves Produce and consumers' Fetch only for the partitions it leads
 (NOT_LEADER_OR_FOLLOWER otherwise), holds the logs of every partition it is a replica of (created as
-the ZooKeeper registry changes, :meth:`KafkaApis.sync_logs`), follows leadership through the
+the ZooKeeper registry changes, :meth:`ReplicaManager.sync_logs`), follows leadership through the
 partition state watches, and the logs of deleted topics are deleted.
 
 Bad input: an unparseable header, an unknown API key or an unsupported version closes that
@@ -74,7 +74,6 @@ from pyklog.broker.server.handlers.responses import (
 )
 from pyklog.broker.server.handlers.transactions import TransactionApis
 from pyklog.broker.server.network import Request
-from pyklog.broker.server.replica_manager import ReplicaManager
 from pyklog.broker.server.zk_offset_store import ZkOffsetStore
 
 log = logging.getLogger(__name__)
@@ -83,40 +82,39 @@ _SLOW_REQUEST_S = 5.0
 
 
 class KafkaApis:
-    """The request dispatch of one broker.
+    """The request dispatch of one broker: builds the handler families from the broker's
+    components (all built by :class:`~pyklog.broker.server.main.BrokerServer`).
 
-    ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a started
-    :class:`broker.zk.cluster.ZkCluster`, ``offset_manager`` a :class:`broker.coordinator.OffsetManager`
-    (or None: the group APIs then answer COORDINATOR_NOT_AVAILABLE).  ``replica_manager`` (partition
-    leadership, leader logs), the group coordinator, ``zk_offsets`` (OffsetCommit/OffsetFetch v0)
-    and the handler families are built here.
+    ``cluster`` is a started :class:`broker.zk.cluster.ZkCluster`, ``replica_manager`` the
+    :class:`~pyklog.broker.server.replica_manager.ReplicaManager` (partition leadership, leader
+    logs, purgatories), ``log_manager`` a :class:`broker.log.LogManager`.  ``offset_manager``
+    (:class:`broker.coordinator.OffsetManager`) and ``group_coordinator`` may be None: the group
+    APIs then answer COORDINATOR_NOT_AVAILABLE; ``txn_coordinator`` None: the transaction APIs
+    answer COORDINATOR_NOT_AVAILABLE; ``controller`` None: the controller's APIs answer
+    NOT_CONTROLLER; ``dynamic_config`` None: broker configs cannot be altered.  ``zk_offsets``
+    (OffsetCommit/OffsetFetch v0) defaults to a :class:`ZkOffsetStore` of ``cluster``.
     """
 
-    def __init__(self, config, log_manager, cluster, offset_manager=None, txn_coordinator=None):
+    def __init__(self, config, cluster, replica_manager, log_manager, *, offset_manager=None,
+                 group_coordinator=None, txn_coordinator=None, controller=None, dynamic_config=None,
+                 zk_offsets=None):
         self.config = config
         self.broker_id = config.broker_id
         self.cluster = cluster
+        self.replica_manager = replica_manager
         self.offsets = offset_manager
-        # group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups)
-        from pyklog.broker.group_coordinator import GroupCoordinator
-
-        self.groups = GroupCoordinator.from_config(offset_manager, config) if offset_manager is not None else None
-        # partition leadership and leader logs (Kafka's ReplicaManager), ZooKeeper offsets for v0 commits
-        self.replica_manager = ReplicaManager(config, log_manager, cluster)
-        self.zk_offsets = ZkOffsetStore(cluster)
-        self.produce_fetch = ProduceFetchApis(config, cluster, self.replica_manager)
-        #: the fetch purgatory (long polls) and the coordinators' acks=all appends
-        self.purgatory = self.produce_fetch.purgatory
-        self.coordinator_appends = self.produce_fetch.coordinator_appends
-        if offset_manager is not None:
-            offset_manager.replication = self.coordinator_appends
-        self.metadata = MetadataApis(config, cluster, self.replica_manager)
-        self.topic_admin = TopicAdminApis(config, cluster, self.replica_manager, log_manager)
-        self.configs = ConfigApis(config, cluster, self.replica_manager)
-        self.group_apis = GroupApis(cluster, offset_manager, self.groups, self.zk_offsets, txn_coordinator)
-        self.transactions = TransactionApis(config, cluster, self.replica_manager, self.coordinator_appends,
-                                            self.purgatory, offset_manager, self.groups, txn_coordinator)
-        self.controller_apis = ControllerApis()
+        self.groups = group_coordinator
+        self.zk_offsets = zk_offsets if zk_offsets is not None else ZkOffsetStore(cluster)
+        #: the fetch purgatory (long polls), the replica manager's
+        self.purgatory = replica_manager.fetch_purgatory
+        self.produce_fetch = ProduceFetchApis(config, cluster, replica_manager, dynamic_config)
+        self.metadata = MetadataApis(config, cluster, replica_manager)
+        self.topic_admin = TopicAdminApis(config, cluster, replica_manager, log_manager)
+        self.configs = ConfigApis(config, cluster, replica_manager, dynamic_config)
+        self.group_apis = GroupApis(cluster, offset_manager, group_coordinator, self.zk_offsets, txn_coordinator)
+        self.transactions = TransactionApis(config, cluster, replica_manager, offset_manager, group_coordinator,
+                                            txn_coordinator)
+        self.controller_apis = ControllerApis(controller)
         pf, md, adm, cfg, grp, txn, ctl = (self.produce_fetch, self.metadata, self.topic_admin, self.configs,
                                            self.group_apis, self.transactions, self.controller_apis)
         #: the dispatch table: API key -> handler(request, header, body)
@@ -229,54 +227,19 @@ class KafkaApis:
     def handle_api_versions(self, request, header, body):
         respond(request, header, {"error_code": NONE, "api_keys": self._api_keys, "throttle_time_ms": 0})
 
-    # ------------------------------------------------------------------ components set by BrokerServer
-
-    @property
-    def txn_coordinator(self):
-        """The transaction coordinator (broker.transaction.TransactionCoordinator), or None."""
-        return self.transactions.txn_coordinator
-
-    @txn_coordinator.setter
-    def txn_coordinator(self, value) -> None:
-        self.transactions.txn_coordinator = value
-        self.group_apis.txn_coordinator = value
-
-    @property
-    def controller(self):
-        """The controller (pyklog.broker.controller.KafkaController), or None."""
-        return self.controller_apis.controller
-
-    @controller.setter
-    def controller(self, value) -> None:
-        self.controller_apis.controller = value
-
-    @property
-    def dynamic_config(self):
-        """Dynamic broker configs (KIP-226, broker.server.dynamic_config.DynamicBrokerConfig), or None."""
-        return self.configs.dynamic_config
-
-    @dynamic_config.setter
-    def dynamic_config(self, value) -> None:
-        self.configs.dynamic_config = value
-        self.produce_fetch.dynamic_config = value
+    # ------------------------------------------------------------------ producer ids
 
     def _next_producer_id(self) -> int:
+        """A new cluster-unique producer id (InitProducerId's allocator, also the transaction
+        coordinator's)."""
         return self.transactions._next_producer_id()
-
-    # ------------------------------------------------------------------ partitions and logs
-
-    def sync_logs(self) -> None:
-        """Make the local logs follow the ZooKeeper registry (see :meth:`ReplicaManager.sync_logs`)."""
-        self.replica_manager.sync_logs()
 
     # ------------------------------------------------------------------ lifecycle
 
     def begin_shutdown(self) -> None:
-        """Answer every waiting fetch now; later fetches are answered at once."""
+        """The broker is stopping: from now on Fetches and acks=all Produces are answered at once,
+        never delayed (the broker then completes the ones waiting, see ``BrokerServer.shutdown``)."""
         self.produce_fetch.begin_shutdown()
-        self.replica_manager.shutdown()  # fetcher threads and the ISR task stop before the logs close
-        if self.groups is not None:
-            self.groups.shutdown()  # waiting JoinGroup/SyncGroup get NOT_COORDINATOR
 
 
 __all__ = ["INTERNAL_TOPICS", "KafkaApis", "MAX_PARTITIONS_PER_TOPIC"]

@@ -100,7 +100,8 @@ class TransactionStateManager:
                  replication_factor: int = 1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  load_buffer_bytes: int = 5 * 1024 * 1024,
                  on_loaded: Callable[[int, int, list], None] | None = None,
-                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None):
+                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None,
+                 replication=None):
         if num_partitions <= 0:
             raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -122,9 +123,9 @@ class TransactionStateManager:
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
-        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends), set by the
-        #: broker; None (unit tests): an append returns once it is in the local log
-        self.replication = None
+        #: the acks=all path (broker.server.coordinator_appends.CoordinatorAppends, the replica
+        #: manager's); None (unit tests): an append returns once it is in the local log
+        self.replication = replication
 
     @property
     def num_partitions(self) -> int:

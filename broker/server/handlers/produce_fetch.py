@@ -58,7 +58,6 @@ from pyklog.broker.errors import (
 from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
 from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.record.reader import iter_headers
-from pyklog.broker.server.coordinator_appends import CoordinatorAppends
 from pyklog.broker.server.handlers.responses import (
     INTERNAL_TOPICS,
     NONE,
@@ -69,7 +68,7 @@ from pyklog.broker.server.handlers.responses import (
     error_code_of,
 )
 from pyklog.broker.server.network import OwnedFd
-from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
+from pyklog.broker.server.purgatory import DelayedOperation
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
@@ -109,10 +108,8 @@ class ProduceFetchApis(RequestHandlers):
     """Produce, Fetch, ListOffsets and OffsetForLeaderEpoch of one broker.
 
     ``replica_manager`` (:class:`~pyklog.broker.server.replica_manager.ReplicaManager`) serves the
-    leader logs; ``dynamic_config`` (or None) gives the leader's replication throttle rate.  Builds
-    the fetch purgatory (long polls), the produce purgatory (acks=all) and the coordinators'
-    acks=all appends (:class:`~pyklog.broker.server.coordinator_appends.CoordinatorAppends`), and
-    follows the replica manager's high watermark and role changes.
+    leader logs and owns the purgatories where long-polling Fetches and acks=all Produces wait;
+    ``dynamic_config`` (or None) gives the leader's replication throttle rate.
     """
 
     def __init__(self, config, cluster, replica_manager, dynamic_config=None):
@@ -120,26 +117,16 @@ class ProduceFetchApis(RequestHandlers):
         self.cluster = cluster
         self.replica_manager = replica_manager
         self.dynamic_config = dynamic_config
+        self.purgatory = replica_manager.fetch_purgatory
+        self.produce_purgatory = replica_manager.produce_purgatory
         #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
         self._topic_names_by_id: dict = {}
         self._replication_quota = None  # made on first use (_leader_quota)
         self._shutting_down = False
-        self.purgatory = Purgatory(self._complete_delayed_fetch)
-        # replication: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
-        self.produce_purgatory = Purgatory(self._complete_delayed_produce, name="produce")
-        replica_manager.on_high_watermark = self._on_high_watermark
-        replica_manager.on_role_change = self._on_partition_role_change
-        # the coordinators' own appends (offsets, transaction state, markers) with acks=all
-        self.coordinator_appends = CoordinatorAppends(
-            replica_manager, timeout_ms=getattr(config, "offsets_commit_timeout_ms", 5000))
-        self.coordinator_appends.on_append = lambda t, p, n: self.purgatory.notify((t, p), n)
 
     def begin_shutdown(self) -> None:
-        """Answer every waiting fetch and acks=all Produce now; later fetches are answered at once."""
+        """From now on Fetches and acks=all Produces are answered at once, never delayed."""
         self._shutting_down = True
-        self.purgatory.complete_all()
-        self.produce_purgatory.complete_all()  # acks=all Produces still waiting: REQUEST_TIMED_OUT
-        self.coordinator_appends.shutdown()
 
     def handle_produce(self, request, header, body):
         version = header.api_version
@@ -197,7 +184,8 @@ class ProduceFetchApis(RequestHandlers):
             keys = [(w[1], w[2]) for w in waits]
             self.produce_purgatory.watch(DelayedOperation(
                 keys, body.get("timeout_ms", 30000), 0, 0, produce,
-                ready=lambda: all(self._produce_status(w) is not None for w in waits)))
+                ready=lambda: all(self._produce_status(w) is not None for w in waits),
+                on_complete=self._complete_delayed_produce))
             return
         self._finish_produce(request, header, responses, waits)
 
@@ -218,17 +206,20 @@ class ProduceFetchApis(RequestHandlers):
         return None
 
     def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
-        """Append to the leader log; returns ``(topic, partition, required offset, leader epoch)``
-        when an acks=all Produce must wait for the high watermark (a replicated partition), else None."""
+        """Validate one partition's records and append them through
+        :meth:`ReplicaManager.append_records`; returns ``(topic, partition, required offset, leader
+        epoch)`` when an acks=all Produce must wait for the high watermark (a replicated partition),
+        else None.  Leadership is checked before the records (UNKNOWN_TOPIC_OR_PARTITION /
+        NOT_LEADER_OR_FOLLOWER win over a malformed batch)."""
         try:
-            lg = self.replica_manager.leader_log(topic, partition)
+            self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
             # auto.create.topics.enable also covers Produce to an unknown topic
             if not self.config.auto_create_topics_enable or topic == OFFSETS_TOPIC \
                     or self.cluster.topic(topic, refresh_if_missing=True) is not None:
                 raise
             self.replica_manager.auto_create_topic(topic)
-            lg = self.replica_manager.leader_log(topic, partition)
+            self.replica_manager.leader_log(topic, partition)
         if records is None or len(records) == 0:
             raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
         if version < 3:
@@ -244,30 +235,11 @@ class ProduceFetchApis(RequestHandlers):
                     f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
             _check_transactional_producer_id(data, topic, partition)
-        rm = self.replica_manager
-        part = rm.partition(topic, partition)
-        replicated = part is not None and part.replicated
-        leader_epoch = rm.leader_epoch(topic, partition)
-        if replicated and acks == -1:
-            # Kafka's appendRecordsToLeader under leaderIsrUpdateLock: an ISR change in flight (its
-            # ZooKeeper write) finishes first, and none happens between the check and the append
-            with part.lock:
-                rm.check_enough_replicas(topic, partition)  # NOT_ENOUGH_REPLICAS: nothing appended
-                info = lg.append(data, leader_epoch=leader_epoch)
-        else:
-            info = lg.append(data, leader_epoch=leader_epoch)
+        info, wait = self.replica_manager.append_records(topic, partition, data, acks)
         entry["base_offset"] = info.first_offset
         entry["log_append_time_ms"] = info.log_append_time
         entry["log_start_offset"] = info.log_start_offset
-        if not info.duplicate:
-            self.purgatory.notify((topic, partition), len(data))
-        if not replicated:
-            return None
-        rm.maybe_increment_high_watermark(part)  # an ISR of the leader alone
-        if acks != -1:
-            return None
-        # a duplicate's offsets were written before: it too waits until they are replicated
-        return (topic, partition, info.last_offset + 1, leader_epoch)
+        return None if wait is None else (topic, partition) + wait
 
     def _produce_status(self, wait):
         """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
@@ -298,20 +270,6 @@ class ProduceFetchApis(RequestHandlers):
         if not request.answered:
             self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
 
-    def _on_high_watermark(self, topic: str, partition: int) -> None:
-        """The replica manager moved a high watermark (no lock held): waiting acks=all Produces may
-        complete, and consumers' delayed Fetches see new data (they re-read and wait again if short)."""
-        self.produce_purgatory.check((topic, partition))
-        self.coordinator_appends.check(topic, partition)
-        # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
-        self.purgatory.notify((topic, partition), INT32_MAX)
-
-    def _on_partition_role_change(self, topic: str, partition: int) -> None:
-        """Leadership or the ISR changed: waiting acks=all Produces re-check (NOT_LEADER_OR_FOLLOWER,
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
-        self.produce_purgatory.check((topic, partition))
-        self.coordinator_appends.check(topic, partition)
-
     def handle_fetch(self, request, header, body):
         if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
             for t in body["topics"]:
@@ -330,7 +288,8 @@ class ProduceFetchApis(RequestHandlers):
         if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
             self._send_fetch(fetch, responses)
             return
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved))
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved,
+                                              on_complete=self._complete_delayed_fetch))
 
     def _fetch_moved(self, keys, fetch):
         """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
@@ -395,7 +354,7 @@ class ProduceFetchApis(RequestHandlers):
             if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
                     and (fetch[4] == 1 or fetch[5] < 0)):
                 self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
-                                                      ready=moved))
+                                                      ready=moved, on_complete=self._complete_delayed_fetch))
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001

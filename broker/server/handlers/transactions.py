@@ -47,16 +47,18 @@ _MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
 class TransactionApis(RequestHandlers):
     """The transaction APIs.  ``txn_coordinator`` (:class:`broker.transaction.TransactionCoordinator`)
     may be None (COORDINATOR_NOT_AVAILABLE); ``offset_manager`` and ``group_coordinator`` serve
-    TxnOffsetCommit and the markers of ``__consumer_offsets``; ``coordinator_appends`` waits for
-    the ISR of each marker; ``fetch_purgatory`` is woken by each marker appended."""
+    TxnOffsetCommit and the markers of ``__consumer_offsets``; the replica manager's coordinator
+    appends wait for the ISR of each marker, and its fetch purgatory is woken by each marker.
 
-    def __init__(self, config, cluster, replica_manager, coordinator_appends, fetch_purgatory,
-                 offset_manager=None, group_coordinator=None, txn_coordinator=None):
+    :meth:`_next_producer_id` is also the transaction coordinator's producer id allocator."""
+
+    def __init__(self, config, cluster, replica_manager, offset_manager=None, group_coordinator=None,
+                 txn_coordinator=None):
         self.broker_id = config.broker_id
         self.cluster = cluster
         self.replica_manager = replica_manager
-        self.coordinator_appends = coordinator_appends
-        self.purgatory = fetch_purgatory
+        self.coordinator_appends = replica_manager.coordinator_appends
+        self.purgatory = replica_manager.fetch_purgatory
         self.offsets = offset_manager
         self.groups = group_coordinator
         self.txn_coordinator = txn_coordinator
