@@ -4,8 +4,9 @@ watermark and lock) and ``Replica`` (the leader's view of a follower).
 :class:`Partition` is made and given its role by the
 :class:`~pyklog.broker.server.replica_manager.ReplicaManager` (``become_leader`` /
 ``become_follower``, ISR changes written to ZooKeeper there).  The partition itself owns what is
-decided under its lock: the acks=all append of a leader (:meth:`Partition.append_records_to_leader`:
-the ISR checked against ``min.insync.replicas`` and the append made with no ISR change in between),
+decided under its lock: the acks=all appends of a leader (:meth:`Partition.append_records_to_leader`,
+:meth:`Partition.append_control_marker_to_leader`: the ISR checked against ``min.insync.replicas``
+and the append made with no ISR change in between),
 the high watermark a leader computes from its ISR (:meth:`Partition.maybe_increment_high_watermark`)
 and the ``min.insync.replicas`` check (:meth:`Partition.check_enough_replicas`).
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 
-from pyklog.broker.errors import NotEnoughReplicasError
+from pyklog.broker.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 
 
 class FollowerState:
@@ -93,6 +94,22 @@ class Partition:
                 self.check_enough_replicas(min_insync_replicas())
                 return self.log.append(records, leader_epoch=leader_epoch)
         return self.log.append(records, leader_epoch=leader_epoch)
+
+    def append_control_marker_to_leader(self, local_broker_id: int, producer_id: int, producer_epoch: int,
+                                        commit: bool, coordinator_epoch: int, min_insync_replicas):
+        """A transaction marker appended as leader with acks=all (Kafka's WriteTxnMarkers appends
+        with requiredAcks -1): under the lock, still the leader (else NOT_LEADER_OR_FOLLOWER), the ISR
+        checked against ``min_insync_replicas()``, the marker appended at the current leader epoch.
+        Returns ``(AppendInfo, leader epoch)``.  Request handler threads."""
+        with self.lock:
+            if not self.is_leader:
+                raise NotLeaderOrFollowerError(
+                    f"broker {local_broker_id} no longer leads {self.topic}-{self.partition}")
+            self.check_enough_replicas(min_insync_replicas())
+            epoch = self.leader_epoch
+            info = self.log.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                  leader_epoch=epoch)
+        return info, epoch
 
     def maybe_increment_high_watermark(self, local_broker_id: int) -> bool:
         """Kafka's ``maybeIncrementLeaderHW``: as leader, HW = min log end offset over the ISR

@@ -65,7 +65,8 @@ from pyklog.broker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from pyklog.broker.server.coordinator_appends import CoordinatorAppends
+from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
+from pyklog.broker.server.coordinator_appends import CoordinatorAppends, ReplicaWait
 from pyklog.broker.server.partition import FollowerState, Partition
 from pyklog.broker.server.purgatory import Purgatory
 from pyklog.broker.zk.topics import validate_topic_name
@@ -80,6 +81,9 @@ log = logging.getLogger(__name__)
 
 #: a byte count that completes any waiting Fetch (a high watermark moved: every waiter re-reads)
 INT32_MAX = 0x7FFFFFFF
+#: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
+#: partition, for the fetch purgatory's min_bytes accounting
+MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
 
 
 def _now_ms() -> int:
@@ -579,6 +583,28 @@ class ReplicaManager:
         if required_acks != -1:
             return info, None
         return info, (info.last_offset + 1, leader_epoch)
+
+    def append_transaction_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                                  commit: bool, coordinator_epoch: int) -> ReplicaWait | None:
+        """WriteTxnMarkers' append of one COMMIT/ABORT marker to a partition led here (request handler
+        thread): on a replicated partition through :meth:`Partition.append_control_marker_to_leader`
+        (acks=all: returns the :class:`ReplicaWait` to wait on), else to the log at the leader epoch
+        (None); then the long-polling Fetches of the partition are woken (read_committed ones see the
+        new last stable offset).  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER /
+        NOT_ENOUGH_REPLICAS and the log's errors (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED)."""
+        lg = self.leader_log(topic, partition)
+        part = self._partitions.get((topic, partition))
+        if part is not None and part.replicated:
+            info, epoch = part.append_control_marker_to_leader(
+                self.broker_id, producer_id, producer_epoch, commit, coordinator_epoch,
+                min_insync_replicas=lambda: self.min_insync_replicas_for(topic))
+            wait = ReplicaWait(topic, partition, info.last_offset + 1, epoch)
+        else:
+            lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                     leader_epoch=self.leader_epoch(topic, partition))
+            wait = None
+        self.fetch_purgatory.notify((topic, partition), MARKER_BYTES)
+        return wait
 
     def produce_status(self, topic: str, partition: int, required_offset: int, leader_epoch: int):
         """Kafka's ``checkEnoughReplicasReachOffset`` for an acks=all append that needs the high

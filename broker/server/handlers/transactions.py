@@ -25,13 +25,10 @@ import threading
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidTopicError,
-    NotLeaderOrFollowerError,
     PyklogError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
-from pyklog.broker.server.coordinator_appends import ReplicaWait
 from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, UNKNOWN_SERVER_ERROR, RequestHandlers
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
@@ -39,16 +36,13 @@ log = logging.getLogger(__name__)
 
 _INVALID_PRODUCER_EPOCH = 47  # InitProducerId below v4 answers this for PRODUCER_FENCED (90)
 _PRODUCER_FENCED = 90
-#: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
-#: partition, for the fetch purgatory's min_bytes accounting
-_MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
 
 
 class TransactionApis(RequestHandlers):
     """The transaction APIs.  ``txn_coordinator`` (:class:`broker.transaction.TransactionCoordinator`)
     may be None (COORDINATOR_NOT_AVAILABLE); ``offset_manager`` and ``group_coordinator`` serve
-    TxnOffsetCommit and the markers of ``__consumer_offsets``; the replica manager's coordinator
-    appends wait for the ISR of each marker, and its fetch purgatory is woken by each marker.
+    TxnOffsetCommit and the markers of ``__consumer_offsets``; the replica manager appends each
+    marker and its coordinator appends wait for the ISR of each.
 
     :meth:`_next_producer_id` is also the transaction coordinator's producer id allocator."""
 
@@ -58,7 +52,6 @@ class TransactionApis(RequestHandlers):
         self.cluster = cluster
         self.replica_manager = replica_manager
         self.coordinator_appends = replica_manager.coordinator_appends
-        self.purgatory = replica_manager.fetch_purgatory
         self.offsets = offset_manager
         self.groups = group_coordinator
         self.txn_coordinator = txn_coordinator
@@ -285,25 +278,11 @@ class TransactionApis(RequestHandlers):
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int):
-        """Append one transaction marker; returns ``(error code, ReplicaWait | None)``."""
+        """Append one transaction marker (:meth:`ReplicaManager.append_transaction_marker`); returns
+        ``(error code, ReplicaWait | None)``."""
         try:
-            rm = self.replica_manager
-            lg = rm.leader_log(topic, partition)
-            part = rm.partition(topic, partition)
-            if part is not None and part.replicated:
-                # acks=all: the ISR check and the append under the partition's lock, as a Produce
-                with part.lock:
-                    if not part.is_leader:
-                        raise NotLeaderOrFollowerError(f"broker {self.broker_id} no longer leads {topic}-{partition}")
-                    rm.check_enough_replicas(topic, partition)
-                    epoch = part.leader_epoch
-                    info = lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                    leader_epoch=epoch)
-                wait = ReplicaWait(topic, partition, info.last_offset + 1, epoch)
-            else:
-                lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                         leader_epoch=rm.leader_epoch(topic, partition))
-                wait = None
+            wait = self.replica_manager.append_transaction_marker(topic, partition, producer_id, producer_epoch,
+                                                                  commit, coordinator_epoch)
         except PyklogError as e:
             log.info("%s marker of producer %d epoch %d on %s-%d refused: %s", "COMMIT" if commit else "ABORT",
                      producer_id, producer_epoch, topic, partition, e)
@@ -312,7 +291,6 @@ class TransactionApis(RequestHandlers):
             log.exception("%s marker of producer %d on %s-%d failed", "COMMIT" if commit else "ABORT",
                           producer_id, topic, partition)
             return UNKNOWN_SERVER_ERROR, None
-        self.purgatory.notify((topic, partition), _MARKER_BYTES)
         return NONE, wait
 
     def handle_describe_producers(self, request, header, body):
