@@ -19,7 +19,12 @@ from __future__ import annotations
 
 import threading
 
-from pyklog.broker.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from pyklog.broker.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
 
 
 class FollowerState:
@@ -69,6 +74,20 @@ class Partition:
     @property
     def replicated(self) -> bool:
         return len(self.replicas) > 1
+
+    def check_current_leader_epoch(self, asked: int):
+        """Kafka's ``checkCurrentLeaderEpoch`` for a fetcher's ``current_leader_epoch`` (KIP-320):
+        None if it is this partition's leader epoch, else the error to answer -- older:
+        FENCED_LEADER_EPOCH (the fetcher missed a leader change), newer: UNKNOWN_LEADER_EPOCH (this
+        broker has not seen it yet).  A lock-free read of the epoch."""
+        current = self.leader_epoch
+        if asked < current:
+            return FencedLeaderEpochError(
+                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is older than {current}")
+        if asked > current:
+            return UnknownLeaderEpochError(
+                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is newer than {current}")
+        return None
 
     def check_enough_replicas(self, min_insync_replicas: int) -> None:
         """Before an acks=all append (Kafka's ``Partition.appendRecordsToLeader``): raise

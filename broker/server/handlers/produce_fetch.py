@@ -327,14 +327,9 @@ class ProduceFetchApis(RequestHandlers):
                 part = rm.partition(t["topic"], pd["partition"])
                 if part is None or not part.is_leader:
                     continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
-                if asked < part.leader_epoch:
-                    out[(t["topic"], pd["partition"])] = FencedLeaderEpochError(
-                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is older than "
-                        f"{part.leader_epoch}")
-                elif asked > part.leader_epoch:
-                    out[(t["topic"], pd["partition"])] = UnknownLeaderEpochError(
-                        f"{t['topic']}-{pd['partition']}: the follower's leader epoch {asked} is newer than "
-                        f"{part.leader_epoch}")
+                error = part.check_current_leader_epoch(asked)
+                if error is not None:
+                    out[(t["topic"], pd["partition"])] = error
         return out
 
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
