@@ -321,8 +321,8 @@ class OffsetManager:
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         self._partition_locks: dict[int, threading.Lock] = {}
-        #: the acks=all path (the server's CoordinatorAppends), given here or set by the request layer
-        #: before the first commit; None (unit tests without a replica manager): appends are answered at once
+        #: the acks=all path (the server's CoordinatorAppends, built with the replica manager);
+        #: None (unit tests without a replica manager): appends are answered at once
         self.replication: CoordinatorPartitionWriter | None = replication
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:

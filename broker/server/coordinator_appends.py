@@ -50,17 +50,18 @@ DEFAULT_REPLICATION_TIMEOUT_MS = 5000
 
 class CoordinatorAppends:
     """acks=all appends of the coordinators (see the module docstring).  ``replica_manager`` is the
-    broker's :class:`~pyklog.broker.server.replica_manager.ReplicaManager`; the request layer calls
+    broker's :class:`~pyklog.broker.server.replica_manager.ReplicaManager`, which builds it and calls
     :meth:`check` when a partition's high watermark, leadership or ISR changed."""
 
-    def __init__(self, replica_manager, timeout_ms: int = DEFAULT_REPLICATION_TIMEOUT_MS):
+    def __init__(self, replica_manager, timeout_ms: int = DEFAULT_REPLICATION_TIMEOUT_MS, *,
+                 on_append: Callable[[str, int, int], None] | None = None):
         self.replica_manager = replica_manager
         self.timeout_ms = int(timeout_ms)
         self.purgatory = Purgatory(self._complete, name="coordinator-append")
-        #: ``on_append(topic, partition, nbytes)``: set by the request layer to wake the long-polling
-        #: Fetches of the partition (the followers': without it a follower would see the write only
-        #: after its replica.fetch.wait.max.ms, and the write would wait that long for the ISR)
-        self.on_append = None
+        #: ``on_append(topic, partition, nbytes)``: wakes the long-polling Fetches of the partition
+        #: (the followers': without it a follower would see the write only after its
+        #: replica.fetch.wait.max.ms, and the write would wait that long for the ISR)
+        self.on_append = on_append
 
     # ------------------------------------------------------------------ append
 

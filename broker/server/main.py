@@ -8,7 +8,7 @@ checks ZooKeeper's cluster id against the stored one (a mismatch, e.g. a ZooKeep
 exits 1 with nothing written) and registers the broker -> ``meta.properties`` is written where
 missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
-:class:`broker.coordinator.OffsetManager` starts -> :class:`broker.transaction.TransactionCoordinator`
+:class:`broker.coordinator.offsets.OffsetManager` starts -> :class:`broker.coordinator.transaction.TransactionCoordinator`
 starts (loads the ``__transaction_state`` partitions led here in the background) -> the controller
 starts (:mod:`pyklog.broker.controller`: runs for ``/controller``) -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
@@ -52,13 +52,24 @@ READY_MESSAGE = "pyklog broker started (broker.id=%d, listener=%s:%d)"
 
 
 class BrokerServer:
-    """One broker: log manager, ZooKeeper registration, offset manager, socket server."""
+    """One broker, and its composition root: :meth:`startup` builds every component with
+    constructor arguments, in dependency order (socket server -> ZooKeeper registration -> dynamic
+    config -> log manager -> replica manager (purgatories, coordinator appends) -> offset manager ->
+    group coordinator -> transaction coordinator -> controller -> request dispatch), then starts
+    them in the order the module docstring gives; :meth:`shutdown` stops them in reverse.  Nothing
+    is handed to a component by attribute after its construction.
+
+    Owned by one thread (``startup`` / ``shutdown``); the log-sync tasks run on the log manager's
+    scheduler (see ``_sync_lock``)."""
 
     def __init__(self, config: ServerConfig):
         self.config = config
         self.log_manager = None
         self.cluster = None
+        self.replica_manager = None
         self.offset_manager = None
+        self.group_coordinator = None
+        self.producer_ids = None
         self.txn_coordinator = None
         self.controller = None
         self.apis = None
@@ -78,9 +89,16 @@ class BrokerServer:
         self.failed = threading.Event()
 
     def startup(self) -> "BrokerServer":
+        from pyklog.broker.controller.controller import KafkaController
+        from pyklog.broker.coordinator.offsets import OffsetManager
+        from pyklog.broker.coordinator.producer_id import ProducerIdManager
+        from pyklog.broker.coordinator.group import GroupCoordinator
         from pyklog.broker.log import LogManager
         from pyklog.broker.server.apis import KafkaApis
+        from pyklog.broker.server.dynamic_config import DynamicBrokerConfig
         from pyklog.broker.server.network import SocketServer
+        from pyklog.broker.server.replica_manager import ReplicaManager
+        from pyklog.broker.coordinator.transaction import TransactionCoordinator
         from pyklog.broker.zk.cluster import ZkCluster
 
         cfg = self.config
@@ -116,26 +134,51 @@ class BrokerServer:
                     write_meta_properties(d, cfg.broker_id, self.cluster.cluster_id)
                     log.info("%s: wrote %s (broker.id=%d, cluster.id=%s)", d, META_PROPERTIES,
                              cfg.broker_id, self.cluster.cluster_id)
+            # Dynamic broker configs (KIP-226): /config/brokers/<default> and /config/brokers/<id> are
+            # read before the logs open, so they apply from the first moment
+            self.dynamic_config = DynamicBrokerConfig(cfg.broker_id, cfg.raw)
+            self.dynamic_config.load(self.cluster)
+            log_config = self.dynamic_config.log_config()
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
             # retention and compaction wait for the first sync with the registry (hold_cleaning), which
             # pauses them for logs whose topic is missing (their topic config is unknown)
-            log_config = self._load_dynamic_config()
             self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
                                           hold_cleaning=True, high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
                                               "replica_high_watermark_checkpoint_interval_ms"])
             self.log_manager.startup()
-            self.offset_manager = self._make_offset_manager()
-            self.apis = KafkaApis(cfg, self.log_manager, self.cluster, self.offset_manager)
-            self._watch_dynamic_config(log_config)
-            self.apis.sync_logs()
+            rm = self.replica_manager = ReplicaManager(cfg, self.log_manager, self.cluster,
+                                                       default_log_config=log_config)
+            # the coordinators append with acks=all through the replica manager
+            self.offset_manager = OffsetManager(self.log_manager, self.cluster, cfg.broker_id,
+                                                num_partitions=cfg.offsets_topic_num_partitions,
+                                                replication_factor=cfg.offsets_topic_replication_factor,
+                                                replication=rm.coordinator_appends)
+            self.group_coordinator = GroupCoordinator.from_config(self.offset_manager, cfg)
+            # producer ids from blocks reserved in ZooKeeper: InitProducerId's and the transaction coordinator's
+            self.producer_ids = ProducerIdManager(self.cluster.allocate_producer_ids)
+            self.txn_coordinator = TransactionCoordinator.from_config(
+                cfg, self.log_manager, self.cluster, producer_id_allocator=self.producer_ids.generate_producer_id,
+                offsets_partition_for=self._offsets_partition_for, replication=rm.coordinator_appends)
+            s = cfg.controller_settings()
+            self.controller = KafkaController(
+                self.cluster, cfg.broker_id,
+                unclean_leader_election=s["unclean.leader.election.enable"],
+                auto_leader_rebalance=s["auto.leader.rebalance.enable"],
+                imbalance_check_interval_s=float(s["leader.imbalance.check.interval.seconds"]),
+                imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
+                topic_config=self._topic_config)
+            self.apis = KafkaApis(cfg, self.cluster, rm, self.log_manager, offset_manager=self.offset_manager,
+                                  group_coordinator=self.group_coordinator, txn_coordinator=self.txn_coordinator,
+                                  controller=self.controller, dynamic_config=self.dynamic_config,
+                                  producer_ids=self.producer_ids)
+            # start, in dependency order
+            self._watch_dynamic_config()
+            rm.sync_logs()
             self.cluster.add_listener(self._request_sync)
             self._sync_periodic = self.log_manager.scheduler.schedule_periodic("log-sync", 10.0, self._sync)
             self.offset_manager.startup()
-            self.txn_coordinator = self._make_txn_coordinator()
-            self.apis.txn_coordinator = self.txn_coordinator
-            self.txn_coordinator.state_manager.replication = self.apis.coordinator_appends  # acks=all
-            self.txn_coordinator.startup()
-            self._start_controller()
+            self.txn_coordinator.startup()  # loads the __transaction_state partitions led here
+            self.controller.startup()  # runs for /controller; acts only while this broker holds it
             self.socket_server.start()
         except BaseException:
             self.shutdown()
@@ -143,21 +186,9 @@ class BrokerServer:
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
         return self
 
-    def _load_dynamic_config(self):
-        """Dynamic broker configs (KIP-226): read ``/config/brokers/<default>`` and
-        ``/config/brokers/<id>`` before the logs open, so they apply from the first moment; returns
-        the broker-wide default LogConfig with them applied."""
-        from pyklog.broker.server.dynamic_config import DynamicBrokerConfig
-
-        self.dynamic_config = DynamicBrokerConfig(self.config.broker_id, self.config.raw)
-        self.dynamic_config.load(self.cluster)
-        return self.dynamic_config.log_config()
-
-    def _watch_dynamic_config(self, log_config) -> None:
-        """Hand the dynamic config to the request handlers and follow its changes: each new default
-        LogConfig reaches every log without a topic override (Kafka's ``DynamicLogConfig``)."""
-        self.apis.dynamic_config = self.dynamic_config
-        self.apis.replica_manager.default_log_config = log_config
+    def _watch_dynamic_config(self) -> None:
+        """Follow the dynamic config's changes: each new default LogConfig reaches every log without
+        a topic override (Kafka's ``DynamicLogConfig``), new connection limits the socket server."""
         self.socket_server.quotas.reconfigure(**self.dynamic_config.connection_limits())
         self.dynamic_config.add_reconfigurable(self._reconfigure_logs)
         self.dynamic_config.watch(self.cluster)
@@ -170,24 +201,8 @@ class BrokerServer:
             self.socket_server.quotas.reconfigure(**connection_limits)
         if log_config != self.log_manager.default_config:
             self.log_manager.default_config = log_config
-            self.apis.replica_manager.default_log_config = log_config
+            self.replica_manager.default_log_config = log_config
             self._request_sync()
-
-    def _start_controller(self) -> None:
-        """Start this broker's controller (pyklog.broker.controller; acts only while this broker
-        holds ``/controller``) and hand it to the request handlers (ControlledShutdown, ElectLeaders)."""
-        from pyklog.broker.controller.controller import KafkaController
-
-        s = self.config.controller_settings()
-        self.controller = KafkaController(
-            self.cluster, self.config.broker_id,
-            unclean_leader_election=s["unclean.leader.election.enable"],
-            auto_leader_rebalance=s["auto.leader.rebalance.enable"],
-            imbalance_check_interval_s=float(s["leader.imbalance.check.interval.seconds"]),
-            imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
-            topic_config=self._topic_config)
-        self.apis.controller = self.controller
-        self.controller.startup()
 
     def _controlled_shutdown(self) -> None:
         """Before the broker stops serving: ask the controller to move this broker's leaderships
@@ -207,10 +222,9 @@ class BrokerServer:
             log.exception("controlled shutdown failed")
         # as Kafka's StopReplica to a stopping broker: it stops fetching, so its new leaders do not
         # take it back into their ISRs (and then wait for it) in its last moments
-        rm = getattr(self.apis, "replica_manager", None)
-        if rm is not None and hasattr(rm, "shutdown"):
+        if self.replica_manager is not None:
             try:
-                rm.shutdown()
+                self.replica_manager.shutdown()
             except Exception:  # noqa: BLE001
                 log.exception("stopping the replica fetchers failed")
 
@@ -222,27 +236,13 @@ class BrokerServer:
             log.error("stopping the broker: %s", message)
         self.failed.set()
 
-    def _make_offset_manager(self):
-        from pyklog.broker.coordinator.offsets import OffsetManager
-
-        return OffsetManager(self.log_manager, self.cluster, self.config.broker_id,
-                             num_partitions=self.config.offsets_topic_num_partitions,
-                             replication_factor=self.config.offsets_topic_replication_factor)
-
-    def _make_txn_coordinator(self):
-        from pyklog.broker.coordinator.transaction import TransactionCoordinator
+    def _offsets_partition_for(self, group: str) -> tuple[str, int]:
+        """AddOffsetsToTxn: the ``__consumer_offsets`` partition of ``group`` (created if missing:
+        the markers of AddOffsetsToTxn need the partition to exist)."""
         from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
-        om = self.offset_manager
-
-        def offsets_partition_for(group: str) -> tuple[str, int]:
-            om.ensure_topic()  # the markers of AddOffsetsToTxn need the partition to exist
-            return OFFSETS_TOPIC, om.partition_for(group)
-
-        return TransactionCoordinator.from_config(
-            self.config, self.log_manager, self.cluster,
-            producer_id_allocator=self.apis.producer_ids.generate_producer_id,
-            offsets_partition_for=offsets_partition_for)
+        self.offset_manager.ensure_topic()
+        return OFFSETS_TOPIC, self.offset_manager.partition_for(group)
 
     def _topic_config(self, topic: str) -> dict | None:
         cluster = self.cluster
@@ -265,24 +265,34 @@ class BrokerServer:
         self._sync_oneshot = self.log_manager.scheduler.schedule(0, self._sync, name="log-sync-on-change")
 
     def _sync(self) -> None:
-        """On the log manager's Scheduler thread: one pass of :meth:`KafkaApis.sync_logs`."""
+        """On the log manager's Scheduler thread: one pass of :meth:`ReplicaManager.sync_logs`."""
         with self._sync_lock:
             self._sync_pending = False
         if self._stopping.is_set():
             return
         with self._sync_running:
             try:
-                self.apis.sync_logs()
+                self.replica_manager.sync_logs()
             except Exception:  # noqa: BLE001
                 log.exception("synchronising local logs with the topic registry failed")
 
     def shutdown(self) -> None:
-        """Stop serving, finish in-flight requests, flush and close the logs, deregister."""
+        """Stop serving, finish in-flight requests, flush and close the logs, deregister: the
+        components stop in the reverse of their start order.  Safe after a failed :meth:`startup`
+        (what was not built is skipped)."""
         if not self._stopping.is_set() and self.fatal_error is None:
             self._controlled_shutdown()
         self._stopping.set()
+        # waiting requests are answered first, while the socket server still sends: Fetches and
+        # acks=all Produces now (later ones at once), JoinGroup/SyncGroup NOT_COORDINATOR
         if self.apis is not None:
             self.apis.begin_shutdown()
+        if self.replica_manager is not None:
+            self._stop("completing delayed operations", self.replica_manager.complete_delayed_operations)
+            # fetcher threads and the ISR task stop before the logs close
+            self._stop("replica manager shutdown", self.replica_manager.shutdown)
+        if self.group_coordinator is not None:
+            self._stop("group coordinator shutdown", self.group_coordinator.shutdown)
         if self.socket_server is not None:
             self.socket_server.stop(drain_timeout_s=10.0)  # in-flight requests get 10 s to finish
             self.socket_server = None
@@ -291,36 +301,29 @@ class BrokerServer:
                 task.cancel()
         if self._sync_running.acquire(timeout=10):  # a sync in progress finishes first
             self._sync_running.release()
+        if self.controller is not None:
+            self._stop("controller shutdown", self.controller.shutdown)
+            self.controller = None
         if self.txn_coordinator is not None:
-            try:
-                self.txn_coordinator.shutdown()
-            except Exception:  # noqa: BLE001
-                log.exception("transaction coordinator shutdown failed")
+            self._stop("transaction coordinator shutdown", self.txn_coordinator.shutdown)
             self.txn_coordinator = None
         if self.offset_manager is not None:
-            try:
-                self.offset_manager.shutdown()
-            except Exception:  # noqa: BLE001
-                log.exception("offset manager shutdown failed")
+            self._stop("offset manager shutdown", self.offset_manager.shutdown)
             self.offset_manager = None
         if self.log_manager is not None:
-            try:
-                self.log_manager.shutdown()
-            except Exception:  # noqa: BLE001
-                log.exception("log manager shutdown failed")
+            self._stop("log manager shutdown", self.log_manager.shutdown)
             self.log_manager = None
-        if self.controller is not None:
-            try:
-                self.controller.shutdown()
-            except Exception:  # noqa: BLE001
-                log.exception("controller shutdown failed")
-            self.controller = None
         if self.cluster is not None:
-            try:
-                self.cluster.stop()
-            except Exception:  # noqa: BLE001
-                log.exception("ZooKeeper deregistration failed")
+            self._stop("ZooKeeper deregistration", self.cluster.stop)
             self.cluster = None
+
+    @staticmethod
+    def _stop(what: str, stop) -> None:
+        """Run one component's stop; a failure is logged and never stops the rest of the shutdown."""
+        try:
+            stop()
+        except Exception:  # noqa: BLE001
+            log.exception("%s failed", what)
 
 
 def _configure_logging(level: str) -> None:

@@ -13,8 +13,10 @@ fetched partitions and returns.  The operation completes exactly once, whichever
   acks=all Produce waiting for the high watermark): :meth:`Purgatory.check` of a watched key finds
   ``ready()`` true -- completed on the checking thread (a follower's Fetch, the ISR shrink task).
 
-``complete(op)`` is the caller's function; it re-reads the logs and sends the response, so it must
-be quick and must not raise (exceptions are logged).
+Completion runs the operation's own ``on_complete(op)`` when it has one (a purgatory shared by
+several kinds of waiters, as the replica manager's), else the purgatory's ``complete(op)``; it
+re-reads the logs and sends the response, so it must be quick and must not raise (exceptions are
+logged).
 
 Thread-safe: every method may be called from any thread.
 """
@@ -31,14 +33,18 @@ log = logging.getLogger(__name__)
 
 
 class DelayedOperation:
-    """One waiting operation.  ``payload`` is whatever the completer needs (the parsed request)."""
+    """One waiting operation.  ``payload`` is whatever the completer needs (the parsed request);
+    ``on_complete(op)``, if given, completes it in place of the purgatory's ``complete``."""
 
-    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "ready", "_claimed", "_timer")
+    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "ready", "on_complete", "_claimed",
+                 "_timer")
 
     def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload,
-                 ready: Callable[[], bool] | None = None):
+                 ready: Callable[[], bool] | None = None,
+                 on_complete: Callable[["DelayedOperation"], None] | None = None):
         self.keys = tuple(keys)
         self.ready = ready  # checked by Purgatory.check (and once at watch); None: byte counting only
+        self.on_complete = on_complete
         self.deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         self.min_bytes = min_bytes
         self.accumulated = accumulated
@@ -48,7 +54,10 @@ class DelayedOperation:
 
 
 class Purgatory:
-    def __init__(self, complete: Callable[[DelayedOperation], None], name: str = "fetch"):
+    """The waiting operations of one kind, watched by key.  ``complete(op)`` completes an operation
+    without an ``on_complete`` of its own (None: every operation brings one)."""
+
+    def __init__(self, complete: Callable[[DelayedOperation], None] | None, name: str = "fetch"):
         self._complete = complete
         self._lock = threading.Lock()
         self._watchers: dict[Hashable, list[DelayedOperation]] = {}
@@ -150,7 +159,7 @@ class Purgatory:
 
     def _run(self, op: DelayedOperation) -> None:
         try:
-            self._complete(op)
+            (op.on_complete or self._complete)(op)
         except Exception:
             log.exception("completing a delayed operation failed")
 

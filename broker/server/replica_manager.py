@@ -1,4 +1,5 @@
-"""Partition leadership and replication of one broker: Kafka's ``ReplicaManager`` and ``Partition``.
+"""Partition leadership and replication of one broker: Kafka's ``ReplicaManager`` (the partitions
+themselves are :class:`~pyklog.broker.server.partition.Partition`).
 
 Which partitions this broker hosts (leader or follower replica), their leader epochs, their local
 :class:`~pyklog.broker.log.Log`, and replication in ZooKeeper mode, as Kafka 2.x does it:
@@ -29,116 +30,89 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
   passed the append; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below the minimum then).
 * A partition with a single replica keeps pyklog's earlier behaviour: high watermark = log end offset.
 
+* **Produce path**: :meth:`ReplicaManager.append_records` appends a Produce's records to a leader
+  log (acks=all through :meth:`Partition.append_records_to_leader`), wakes the long polls and moves
+  the high watermark.  The purgatories (fetch, produce, coordinator appends) belong to this object
+  and are checked on every high watermark, leadership or ISR change.
+
 Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
 reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
+
+Collaborators, used only through their public methods: the broker's ``ServerConfig``, the
+``LogManager`` and its logs, and a started ``ZkCluster`` (registry cache, partition states, ISR
+writes, listeners) -- except :meth:`ReplicaManager.stop_replica`, which reads a topic's assignment
+fresh from ZooKeeper through the cluster's retrying client.
 
 Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
 handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
 (never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
 follower states with its own lock (taken after ``_sync_lock`` when both are held); the ZooKeeper ISR
-write is made under the partition lock (it never calls back into this module).  The callbacks to the
-purgatories (``on_high_watermark``, ``on_role_change``) are made with no lock held.
+write is made under the partition lock (it never calls back into this module).  The purgatories this
+object owns are checked after a high watermark, leadership or ISR change with no lock held.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
     NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    PyklogError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
+from pyklog.broker.server.coordinator_appends import CoordinatorAppends, ReplicaWait
+from pyklog.broker.server.partition import FollowerState, Partition
+from pyklog.broker.server.purgatory import Purgatory
 from pyklog.broker.zk.topics import validate_topic_name
 
+if TYPE_CHECKING:
+    from pyklog.broker.log import LogConfig, LogManager
+    from pyklog.broker.server.config import ServerConfig
+    from pyklog.broker.zk.cluster import ZkCluster
+
 log = logging.getLogger(__name__)
+
+
+#: a byte count that completes any waiting Fetch (a high watermark moved: every waiter re-reads)
+INT32_MAX = 0x7FFFFFFF
+#: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
+#: partition, for the fetch purgatory's min_bytes accounting
+MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
 
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class FollowerState:
-    """The leader's view of one follower replica (Kafka's ``Replica``): its log end offset as of its
-    last Fetch (-1: unknown since this broker became leader), when it was last caught up, and the
-    leader's log end offset / time at its previous Fetch.  Guarded by the partition's lock."""
-
-    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
-
-    def __init__(self, broker_id: int, last_caught_up_ms: int):
-        self.broker_id = broker_id
-        self.log_end_offset = -1
-        self.last_caught_up_ms = last_caught_up_ms
-        self.last_fetch_leader_leo = -1
-        self.last_fetch_ms = 0
-
-    def update(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
-        """Kafka's ``Replica.updateFetchState``: caught up when the fetch reaches the leader's log end
-        offset now, or the one the leader had at the follower's previous fetch."""
-        if fetch_offset >= leader_leo:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
-        elif fetch_offset >= self.last_fetch_leader_leo >= 0:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
-        self.log_end_offset = fetch_offset
-        self.last_fetch_leader_leo = leader_leo
-        self.last_fetch_ms = now_ms
-
-
-class Partition:
-    """One hosted partition (Kafka's ``Partition``): its local log, replicas, current leader and leader
-    epoch, and as leader its ISR, state-znode version and followers.  ``lock`` guards all of it."""
-
-    def __init__(self, topic: str, partition: int, log_, replicas):
-        self.topic = topic
-        self.partition = partition
-        self.log = log_
-        self.replicas: tuple = tuple(replicas)
-        self.leader = -1
-        self.leader_epoch = -1
-        self.is_leader = False
-        self.isr: frozenset = frozenset()
-        self.zk_version = -1
-        self.leader_epoch_start_offset = 0
-        self.followers: dict[int, FollowerState] = {}
-        self.lock = threading.RLock()
-
-    @property
-    def replicated(self) -> bool:
-        return len(self.replicas) > 1
-
-    def __repr__(self) -> str:
-        role = "leader" if self.is_leader else f"follower of {self.leader}"
-        return f"Partition({self.topic}-{self.partition}, {role}, epoch {self.leader_epoch}, isr {sorted(self.isr)})"
-
-
-def _log_call(lg, name: str, *args):
-    """Call a replication method of the log layer when it has it (``broker/log``, repl-log's API)."""
-    fn = getattr(lg, name, None)
-    return fn(*args) if fn is not None else None
-
-
 class ReplicaManager:
     """The partitions one broker hosts, their roles, logs and replication state.
 
     ``config`` is the broker's :class:`~pyklog.broker.server.config.ServerConfig`, ``log_manager`` a
-    :class:`~pyklog.broker.log.LogManager`, ``cluster`` a started :class:`~pyklog.broker.zk.cluster.ZkCluster`.
-    ``on_high_watermark(topic, partition)`` / ``on_role_change(topic, partition)`` are set by the
-    request layer (the purgatories); they are called with no lock held.
+    :class:`~pyklog.broker.log.LogManager`, ``cluster`` a started :class:`~pyklog.broker.zk.cluster.ZkCluster`,
+    ``default_log_config`` the broker-wide log defaults (with the dynamic broker configs applied;
+    None: the static config's).
+
+    Owns the delayed operations of the partitions (Kafka's ReplicaManager purgatories): the fetch
+    purgatory (long-polling Fetches), the produce purgatory (acks=all Produces) and the
+    coordinators' acks=all appends (:attr:`coordinator_appends`).  A high watermark, leadership or
+    ISR change checks them (with no lock held); :meth:`complete_delayed_operations` completes them
+    all at shutdown.
     """
 
-    def __init__(self, config, log_manager, cluster):
+    def __init__(self, config: ServerConfig, log_manager: LogManager, cluster: ZkCluster, *,
+                 default_log_config: LogConfig | None = None):
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
         self.cluster = cluster
-        self.default_log_config = config.log_config()
-        settings = config.replication_settings() if hasattr(config, "replication_settings") else {}
+        self.default_log_config = default_log_config if default_log_config is not None else config.log_config()
+        settings = config.replication_settings()
         self.min_insync_replicas = settings.get("min_insync_replicas", 1)
         self.replica_lag_time_max_ms = settings.get("replica_lag_time_max_ms", 30000)
         self.replication_settings = settings
@@ -147,14 +121,17 @@ class ReplicaManager:
         self._partitions: dict = {}  # (topic, partition) -> Partition; replaced whole
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
-        self.on_high_watermark = None
-        self.on_role_change = None
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
-        add = getattr(cluster, "add_partition_state_listener", None)
-        if add is not None:
-            add(self._on_partition_state)
+        #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
+        self.fetch_purgatory = Purgatory(None, name="fetch")
+        #: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
+        self.produce_purgatory = Purgatory(None, name="produce")
+        #: the coordinators' own appends (offsets, transaction state, markers) with acks=all
+        self.coordinator_appends = CoordinatorAppends(
+            self, on_append=lambda t, p, n: self.fetch_purgatory.notify((t, p), n))
+        cluster.add_partition_state_listener(self._on_partition_state)
 
     # ------------------------------------------------------------------ background work
 
@@ -179,9 +156,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Stop the fetcher threads and the ISR task (broker shutdown, before the logs close)."""
         self._shutdown = True
-        add = getattr(self.cluster, "remove_partition_state_listener", None)
-        if add is not None:
-            add(self._on_partition_state)
+        self.cluster.remove_partition_state_listener(self._on_partition_state)
         fetchers, sched = self._fetchers, self._scheduler
         if fetchers is not None:
             fetchers.shutdown()
@@ -197,9 +172,7 @@ class ReplicaManager:
         10 s (a background thread)."""
         with self._sync_lock:
             topics = self.cluster.topics()
-            hosted_fn = getattr(self.cluster, "partitions_hosted_by", None)
-            hosted = hosted_fn(self.broker_id) if hosted_fn is not None else self.cluster.partitions_led_by(
-                self.broker_id)
+            hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
             for (t, p) in sorted(hosted):
                 if t not in written:
@@ -240,9 +213,7 @@ class ReplicaManager:
                     log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot delete the log of %s-%d", t, p)
-            set_paused = getattr(self.logs, "set_cleaning_paused", None)
-            if set_paused is not None:
-                set_paused(strays)  # no retention/compaction under a config the topic may not have
+            self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
@@ -270,8 +241,7 @@ class ReplicaManager:
         """The topic's partition states with the leaders as the state znodes say (a leader that is not
         live stays the leader for its replicas: this broker keeps leading through a ZooKeeper session
         blip, followers keep following a dead leader until the controller elects another)."""
-        fn = getattr(self.cluster, "partition_states_as_written", None)
-        got = fn(topic) if fn is not None else None
+        got = self.cluster.partition_states_as_written(topic)
         return got if got is not None else fallback
 
     def _apply_state(self, topic: str, partition: int, lg, st) -> None:
@@ -411,7 +381,7 @@ class ReplicaManager:
                 lg = part.log
                 lg.replicated = replicated  # one replica: the high watermark is the log end offset
                 part.leader_epoch_start_offset = lg.log_end_offset
-                _log_call(lg, "assign_epoch_start_offset", leader_epoch, lg.log_end_offset)
+                lg.assign_epoch_start_offset(leader_epoch, lg.log_end_offset)
                 part.followers = {r: FollowerState(r, now if r in part.isr else 0)
                                   for r in part.replicas if r != self.broker_id}
             self._publish_roles()
@@ -450,12 +420,31 @@ class ReplicaManager:
         self._role_changed(topic, partition)
 
     def _role_changed(self, topic: str, partition: int) -> None:
-        cb = self.on_role_change
-        if cb is not None:
-            try:
-                cb(topic, partition)
-            except Exception:  # noqa: BLE001
-                log.exception("role change callback failed")
+        """Leadership or the ISR changed (no lock held): waiting acks=all Produces and coordinator
+        appends re-check (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        try:
+            self.produce_purgatory.check((topic, partition))
+            self.coordinator_appends.check(topic, partition)
+        except Exception:  # noqa: BLE001
+            log.exception("role change callback failed")
+
+    def _high_watermark_moved(self, topic: str, partition: int) -> None:
+        """A high watermark moved (no lock held): waiting acks=all Produces may complete, and
+        delayed Fetches see new data (they re-read and wait again if short)."""
+        try:
+            self.produce_purgatory.check((topic, partition))
+            self.coordinator_appends.check(topic, partition)
+            # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
+            self.fetch_purgatory.notify((topic, partition), INT32_MAX)
+        except Exception:  # noqa: BLE001
+            log.exception("high watermark callback failed")
+
+    def complete_delayed_operations(self) -> None:
+        """Broker shutdown: answer every waiting Fetch, acks=all Produce (REQUEST_TIMED_OUT or its
+        outcome) and coordinator append now; later ones complete at once."""
+        self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
+        self.coordinator_appends.shutdown()
 
     # ------------------------------------------------------------------ leader side: followers, HW, ISR
 
@@ -480,36 +469,11 @@ class ReplicaManager:
         self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
-        """Kafka's ``maybeIncrementLeaderHW``: HW = min log end offset over the ISR (leader included);
-        a follower in the ISR whose offset is unknown holds it.  True if it moved (then the
-        purgatories are told).  Any thread."""
-        lg = part.log
-        if not part.is_leader:
-            return False
-        if not part.replicated or not getattr(lg, "replicated", False):
-            moved = True  # high watermark = log end offset: waiting operations may complete
-        else:
-            with part.lock:
-                if not part.is_leader:
-                    return False
-                leo = lg.log_end_offset
-                new_hw = leo
-                for r in part.isr:
-                    if r == self.broker_id:
-                        continue
-                    fs = part.followers.get(r)
-                    if fs is None or fs.log_end_offset < 0:
-                        new_hw = min(new_hw, lg.high_watermark)
-                    else:
-                        new_hw = min(new_hw, fs.log_end_offset)
-                moved = bool(lg.update_high_watermark(new_hw)) if new_hw > lg.high_watermark else False
+        """:meth:`Partition.maybe_increment_high_watermark`, then, if it moved, the purgatories are
+        told (with no lock held).  Any thread."""
+        moved = part.maybe_increment_high_watermark(self.broker_id)
         if moved:
-            cb = self.on_high_watermark
-            if cb is not None:
-                try:
-                    cb(part.topic, part.partition)
-                except Exception:  # noqa: BLE001
-                    log.exception("high watermark callback failed")
+            self._high_watermark_moved(part.topic, part.partition)
         return moved
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
@@ -589,12 +553,58 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None or not part.replicated:
             return  # a single replica: its ISR is itself (min.insync.replicas > 1 cannot be met: Kafka refuses too)
-        need = self.min_insync_replicas_for(topic)
-        isr = part.isr
-        if len(isr) < need:
-            raise NotEnoughReplicasError(
-                f"the ISR of {topic}-{partition} is {sorted(isr)}: {len(isr)} in-sync replica(s), "
-                f"min.insync.replicas is {need}")
+        part.check_enough_replicas(self.min_insync_replicas_for(topic))
+
+    def append_records(self, topic: str, partition: int, records, required_acks: int):
+        """Kafka's ``appendRecords`` for one partition of a Produce (request handler thread): append
+        ``records`` (validated record batches v2) to the leader log at the current leader epoch --
+        for acks=all on a replicated partition through :meth:`Partition.append_records_to_leader`
+        (NOT_ENOUGH_REPLICAS, nothing appended) -- then wake the long-polling Fetches of the
+        partition and move its high watermark.  Returns ``(AppendInfo, wait)``: ``wait`` is
+        ``(required offset, leader epoch)`` when an acks=all Produce must wait in the produce
+        purgatory for the high watermark (a replicated partition; a duplicate's offsets were written
+        before: it waits too), else None.  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
+        and the log's errors."""
+        lg = self.leader_log(topic, partition)
+        key = (topic, partition)
+        part = self._partitions.get(key)
+        replicated = part is not None and part.replicated
+        leader_epoch = self.leader_epoch(topic, partition)
+        if replicated and required_acks == -1:
+            info = part.append_records_to_leader(records, leader_epoch,
+                                                 min_insync_replicas=lambda: self.min_insync_replicas_for(topic))
+        else:
+            info = lg.append(records, leader_epoch=leader_epoch)
+        if not info.duplicate:
+            self.fetch_purgatory.notify(key, len(records))
+        if not replicated:
+            return info, None
+        self.maybe_increment_high_watermark(part)  # an ISR of the leader alone
+        if required_acks != -1:
+            return info, None
+        return info, (info.last_offset + 1, leader_epoch)
+
+    def append_transaction_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                                  commit: bool, coordinator_epoch: int) -> ReplicaWait | None:
+        """WriteTxnMarkers' append of one COMMIT/ABORT marker to a partition led here (request handler
+        thread): on a replicated partition through :meth:`Partition.append_control_marker_to_leader`
+        (acks=all: returns the :class:`ReplicaWait` to wait on), else to the log at the leader epoch
+        (None); then the long-polling Fetches of the partition are woken (read_committed ones see the
+        new last stable offset).  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER /
+        NOT_ENOUGH_REPLICAS and the log's errors (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED)."""
+        lg = self.leader_log(topic, partition)
+        part = self._partitions.get((topic, partition))
+        if part is not None and part.replicated:
+            info, epoch = part.append_control_marker_to_leader(
+                self.broker_id, producer_id, producer_epoch, commit, coordinator_epoch,
+                min_insync_replicas=lambda: self.min_insync_replicas_for(topic))
+            wait = ReplicaWait(topic, partition, info.last_offset + 1, epoch)
+        else:
+            lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                     leader_epoch=self.leader_epoch(topic, partition))
+            wait = None
+        self.fetch_purgatory.notify((topic, partition), MARKER_BYTES)
+        return wait
 
     def produce_status(self, topic: str, partition: int, required_offset: int, leader_epoch: int):
         """Kafka's ``checkEnoughReplicasReachOffset`` for an acks=all append that needs the high
@@ -757,23 +767,18 @@ class ReplicaManager:
     TOPIC_RECHECK_S = 0.1
 
     def _in_registry_cache(self, name: str) -> bool:
-        topic = getattr(self.cluster, "topic", None)
-        if topic is None:
-            return name in self.cluster.topics()
-        return topic(name, refresh_if_missing=False) is not None
+        return self.cluster.topic(name, refresh_if_missing=False) is not None
 
     def wait_for_topic(self, name: str, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for ``name`` to be in the registry cache; True if it is.
 
         Wakes up on the registry's change listener (called when the topic watch has updated the
         cache) and re-checks at least every :attr:`TOPIC_RECHECK_S` (a cache refreshed without a
-        notification); a cluster without ``add_listener`` is simply polled at that interval."""
+        notification)."""
         deadline = Deadline.after(timeout_s)
         changed = threading.Event()
         on_change = changed.set
-        add = getattr(self.cluster, "add_listener", None)
-        if add is not None:
-            add(on_change)
+        self.cluster.add_listener(on_change)
         try:
             while True:
                 changed.clear()  # before the check, so a change during the check is not lost
@@ -783,8 +788,7 @@ class ReplicaManager:
                     return False
                 changed.wait(min(self.TOPIC_RECHECK_S, deadline.remaining()))
         finally:
-            if add is not None:
-                self.cluster.remove_listener(on_change)
+            self.cluster.remove_listener(on_change)
 
 
 def _size_of(lg) -> int | str:
@@ -801,4 +805,4 @@ def _leo_of(lg) -> int | str:
         return "?"
 
 
-__all__ = ["FollowerState", "Partition", "ReplicaManager"]
+__all__ = ["FollowerState", "Partition", "ReplicaManager"]  # Partition, FollowerState: broker.server.partition

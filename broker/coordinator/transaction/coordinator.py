@@ -46,6 +46,7 @@ from pyklog.broker.coordinator.transaction.metadata import (
     TxnState,
 )
 from pyklog.broker.coordinator.transaction.state_manager import TransactionStateManager
+from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -84,7 +85,9 @@ class TransactionCoordinator:
 
     ``producer_id_allocator()`` returns a new cluster-unique producer id (KafkaApis' ZooKeeper block
     allocator); ``offsets_partition_for(group) -> (topic, partition)`` names a group's
-    ``__consumer_offsets`` partition (AddOffsetsToTxn).  Settings have Kafka's names and defaults.
+    ``__consumer_offsets`` partition (AddOffsetsToTxn); ``replication`` is the acks=all path of the
+    state log (the replica manager's coordinator appends; None: local appends only).  Settings have
+    Kafka's names and defaults.
     """
 
     def __init__(self, log_manager, cluster, broker_id: int, *, producer_id_allocator: Callable[[], int],
@@ -93,7 +96,7 @@ class TransactionCoordinator:
                  transaction_max_timeout_ms: int = 900000, transactional_id_expiration_ms: int = 604800000,
                  abort_timed_out_interval_ms: int = 10000, remove_expired_interval_ms: int = 3600000,
                  load_buffer_bytes: int = 5 * 1024 * 1024, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, state_log_min_isr: int | None = None):
+                 retry_backoff_ms: int = 100, state_log_min_isr: int | None = None, replication: CoordinatorPartitionWriter | None = None):
         self.broker_id = int(broker_id)
         self.cluster = cluster
         self.producer_id_allocator = producer_id_allocator
@@ -105,14 +108,15 @@ class TransactionCoordinator:
         self.state_manager = TransactionStateManager(
             log_manager, cluster, broker_id, num_partitions=num_partitions, replication_factor=replication_factor,
             segment_bytes=segment_bytes, load_buffer_bytes=load_buffer_bytes, on_loaded=self._on_partition_loaded,
-            on_unloaded=self._on_partition_unloaded, min_isr=state_log_min_isr)
+            on_unloaded=self._on_partition_unloaded, min_isr=state_log_min_isr, replication=replication)
         self.marker_channel = TransactionMarkerChannelManager(
             cluster, broker_id, self._on_markers_written, request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms)
         self.scheduler: Scheduler | None = None
 
     @classmethod
-    def from_config(cls, config, log_manager, cluster, *, producer_id_allocator, offsets_partition_for=None):
+    def from_config(cls, config, log_manager, cluster, *, producer_id_allocator, offsets_partition_for=None,
+                    replication: CoordinatorPartitionWriter | None = None):
         """Build from a :class:`broker.server.config.ServerConfig`: its ``broker_id``,
         ``transaction_settings()`` and ``setting(key)`` (a validated typed value) are all it reads."""
         t = config.transaction_settings()
@@ -120,7 +124,7 @@ class TransactionCoordinator:
         # TransactionLog topic config); unset: the broker's min.insync.replicas applies
         t["state_log_min_isr"] = config.setting("transaction.state.log.min.isr")
         return cls(log_manager, cluster, config.broker_id, producer_id_allocator=producer_id_allocator,
-                   offsets_partition_for=offsets_partition_for, **t)
+                   offsets_partition_for=offsets_partition_for, replication=replication, **t)
 
     # ------------------------------------------------------------------ lifecycle
 

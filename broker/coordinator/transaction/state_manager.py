@@ -125,8 +125,8 @@ class TransactionStateManager:
             loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
-        #: the acks=all path (the server's CoordinatorAppends), given here or set by the broker before
-        #: the first write; None (unit tests): an append returns once it is in the local log
+        #: the acks=all path (the server's CoordinatorAppends, built with the replica manager);
+        #: None (unit tests): an append returns once it is in the local log
         self.replication: CoordinatorPartitionWriter | None = replication
 
     @property

@@ -1,0 +1,629 @@
+"""Produce, Fetch, ListOffsets and OffsetForLeaderEpoch: the data path of the request handlers.
+
+* Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
+  up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
+  before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
+  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
+  NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
+  error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
+  (``__consumer_offsets``, ``__transaction_state``) gets INVALID_TOPIC_EXCEPTION per partition and
+  appends nothing: only the broker's own offset manager writes there, through the log.
+  Transactional batches (KIP-98) need the request's ``transactional_id`` (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
+  producer's open transaction.
+* Fetch v4-16 (v13+: topics by id, KIP-516), sessionless (session id 0 in every answer), record bytes
+  sent with ``os.sendfile`` from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.
+  ``max_wait_ms`` / ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and
+  complete when data arrives or the wait expires, without holding a handler thread.  A follower's
+  Fetch (replica_id >= 0) reads up to the log end offset and tells the replica manager the
+  follower's position; consumers (replica_id -1) read only below the high watermark (= the log end
+  offset on a partition with one replica).  v9+ ``current_leader_epoch`` is fenced for both
+  (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320).  Every v4+ answer carries the last stable
+  offset (the first offset of the oldest open transaction).  isolation_level 1 (READ_COMMITTED)
+  reads only up to the last stable offset and answers the aborted transactions overlapping what it
+  returns (``Log.aborted_transactions``); v0-3 (no isolation level) read uncommitted, as Kafka.
+* ListOffsets v0-8 (v0: the seed's getOffsetsBefore with max_num_offsets; v1+: by timestamp,
+  -1 latest = the high watermark, -2 earliest, v7 -3 max timestamp, v8 -4 earliest local).  v2+
+  with isolation_level 1: latest is the last stable offset and a timestamp lookup finds only offsets
+  below it (Kafka's ``lastFetchableOffset``).
+* OffsetForLeaderEpoch v0-4 (``Log.end_offset_for_epoch``).
+
+Thread-safety: the handlers run concurrently on every request handler thread; delayed operations
+complete on the purgatories' threads (an appending thread, the timer, shutdown).  No lock of its
+own: the replica manager, the purgatories and the logs guard their own state.  The Fetch v13+
+topic-id cache is a dict used without a lock (each get/set is atomic).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+
+from pyklog.broker.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PyklogError,
+    RequestTimedOutError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
+from pyklog.broker.protocol.schema import ZERO_UUID
+from pyklog.broker.record.reader import iter_headers
+from pyklog.broker.server.handlers.responses import (
+    INTERNAL_TOPICS,
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_ID,
+    RequestHandlers,
+    error_body,
+    error_code_of,
+)
+from pyklog.broker.server.network import OwnedFd
+from pyklog.broker.server.purgatory import DelayedOperation
+from pyklog.broker.zk.topics import OFFSETS_TOPIC
+
+log = logging.getLogger(__name__)
+
+#: Fetch v13+: the stand-in name of a topic id no topic has (":" and "/" are never in topic names)
+_UNKNOWN_TOPIC_ID_PREFIX = "/unknown-topic-id:"
+_CORRUPT_MESSAGE = CorruptRecordError.code
+_MAGIC_OFFSET = 16
+INT32_MAX = 0x7FFFFFFF
+
+
+def _batch_headers(records):
+    """``BatchHeader`` of each complete v2 batch of a Produce partition's records; stops quietly
+    at anything malformed (the log's validator reports it)."""
+    if not records or len(records) <= _MAGIC_OFFSET:
+        return
+    try:
+        for _, h in iter_headers(records, validate_crc=False):
+            yield h
+    except PyklogError:
+        return
+
+
+def _has_transactional_batch(records) -> bool:
+    return any(h.is_transactional for h in _batch_headers(records))
+
+
+def _check_transactional_producer_id(records, topic: str, partition: int) -> None:
+    """A transactional batch must carry a producer id (it belongs to that producer's transaction)."""
+    for h in _batch_headers(records):
+        if h.is_transactional and h.producer_id < 0:
+            raise InvalidRecordError(f"produce to {topic}-{partition}: a transactional record batch needs "
+                                     f"a producer id, read {h.producer_id}")
+
+
+class ProduceFetchApis(RequestHandlers):
+    """Produce, Fetch, ListOffsets and OffsetForLeaderEpoch of one broker.
+
+    ``replica_manager`` (:class:`~pyklog.broker.server.replica_manager.ReplicaManager`) serves the
+    leader logs and owns the purgatories where long-polling Fetches and acks=all Produces wait;
+    ``dynamic_config`` (or None) gives the leader's replication throttle rate.
+    """
+
+    def __init__(self, config, cluster, replica_manager, dynamic_config=None):
+        self.config = config
+        self.cluster = cluster
+        self.replica_manager = replica_manager
+        self.dynamic_config = dynamic_config
+        self.purgatory = replica_manager.fetch_purgatory
+        self.produce_purgatory = replica_manager.produce_purgatory
+        #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
+        self._topic_names_by_id: dict = {}
+        self._replication_quota = None  # made on first use (_leader_quota)
+        self._shutting_down = False
+
+    def begin_shutdown(self) -> None:
+        """From now on Fetches and acks=all Produces are answered at once, never delayed."""
+        self._shutting_down = True
+
+    def handle_produce(self, request, header, body):
+        version = header.api_version
+        acks = body["acks"]
+        responses = []
+        failed = False
+        ack_error = acks not in (0, 1, -1)
+        tx_error = self._check_transactional_produce(body, version)
+        waits = []  # acks=all appends to replicated partitions: (entry, topic, partition, offset, epoch)
+        for td in body["topic_data"]:
+            name = td["name"]
+            parts = []
+            for pd in td["partition_data"]:
+                idx = pd["index"]
+                entry = {"index": idx, "error_code": NONE, "base_offset": -1, "log_append_time_ms": -1,
+                         "log_start_offset": -1, "record_errors": [], "error_message": None}
+                try:
+                    if ack_error:
+                        raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
+                    if tx_error is not None:
+                        raise tx_error
+                    if name in INTERNAL_TOPICS:
+                        # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
+                        # topics (a forged record would rewrite committed offsets)
+                        raise InvalidTopicError(f"Cannot append to internal topic {name}")
+                    wait = self._append(name, idx, pd["records"], version, entry, acks)
+                    if wait is not None:
+                        waits.append((entry,) + wait)
+                except PyklogError as e:
+                    failed = True
+                    entry["error_code"] = e.code
+                    entry["error_message"] = str(e)[:1000]
+                    if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
+                        entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                                  for i, m in e.record_errors]
+                        if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
+                            entry["error_code"] = _CORRUPT_MESSAGE
+                    if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
+                        log.debug("produce to %s-%d failed: %s", name, idx, e)
+                except Exception as e:  # noqa: BLE001
+                    failed = True
+                    log.exception("produce to %s-%d failed", name, idx)
+                    entry["error_code"] = UNKNOWN_SERVER_ERROR
+                    entry["error_message"] = f"{type(e).__name__}: {e}"[:1000]
+                parts.append(entry)
+            responses.append({"name": name, "partition_responses": parts})
+        if acks == 0:
+            if failed:
+                request.close_connection()  # Kafka closes so an acks=0 producer notices
+            else:
+                request.send_nothing()
+            return
+        if waits and not self._shutting_down:
+            produce = (request, header, responses, waits)
+            keys = [(w[1], w[2]) for w in waits]
+            self.produce_purgatory.watch(DelayedOperation(
+                keys, body.get("timeout_ms", 30000), 0, 0, produce,
+                ready=lambda: all(self._produce_status(w) is not None for w in waits),
+                on_complete=self._complete_delayed_produce))
+            return
+        self._finish_produce(request, header, responses, waits)
+
+    @staticmethod
+    def _check_transactional_produce(body, version: int) -> PyklogError | None:
+        """Kafka's KafkaApis.handleProduceRequest: a request holding transactional batches must name
+        its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, as
+        Kafka answers when the id is missing or not authorised).  A transactional id with
+        non-transactional batches is accepted, as in Kafka.  Runs on the request handler thread;
+        reads only the batch headers (the log validates the rest)."""
+        if version < 3 or body.get("transactional_id") is not None:
+            return None  # v0-2 message sets have no transactional bit
+        for td in body["topic_data"]:
+            for pd in td["partition_data"]:
+                if _has_transactional_batch(pd["records"]):
+                    return TransactionalIdAuthorizationFailedError(
+                        "transactional record batches need the request's transactional_id")
+        return None
+
+    def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
+        """Validate one partition's records and append them through
+        :meth:`ReplicaManager.append_records`; returns ``(topic, partition, required offset, leader
+        epoch)`` when an acks=all Produce must wait for the high watermark (a replicated partition),
+        else None.  Leadership is checked before the records (UNKNOWN_TOPIC_OR_PARTITION /
+        NOT_LEADER_OR_FOLLOWER win over a malformed batch)."""
+        try:
+            self.replica_manager.leader_log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            # auto.create.topics.enable also covers Produce to an unknown topic
+            if not self.config.auto_create_topics_enable or topic == OFFSETS_TOPIC \
+                    or self.cluster.topic(topic, refresh_if_missing=True) is not None:
+                raise
+            self.replica_manager.auto_create_topic(topic)
+            self.replica_manager.leader_log(topic, partition)
+        if records is None or len(records) == 0:
+            raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
+        if version < 3:
+            from pyklog.broker.record.convert import message_set_to_batches
+
+            data = message_set_to_batches(records)
+            if not data:
+                raise InvalidRecordError(f"produce v{version} to {topic}-{partition}: no complete message")
+        else:
+            if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
+                magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
+                raise InvalidRecordError(
+                    f"Produce v{version} requires record batches with magic 2, read magic {magic}")
+            data = records
+            _check_transactional_producer_id(data, topic, partition)
+        info, wait = self.replica_manager.append_records(topic, partition, data, acks)
+        entry["base_offset"] = info.first_offset
+        entry["log_append_time_ms"] = info.log_append_time
+        entry["log_start_offset"] = info.log_start_offset
+        return None if wait is None else (topic, partition) + wait
+
+    def _produce_status(self, wait):
+        """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
+        _, topic, partition, required, epoch = wait
+        return self.replica_manager.produce_status(topic, partition, required, epoch)
+
+    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
+        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
+        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
+        request, header, responses, waits = op.payload
+        try:
+            self._finish_produce(request, header, responses, waits)
+        except Exception:  # noqa: BLE001
+            log.exception("completing a delayed produce failed")
+            if not request.answered:
+                request.close_connection()
+
+    def _finish_produce(self, request, header, responses, waits) -> None:
+        for w in waits:
+            entry = w[0]
+            status = self._produce_status(w)
+            if status is None:
+                status = RequestTimedOutError(
+                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout")
+            if status != 0:
+                entry["error_code"] = status.code
+                entry["error_message"] = str(status)[:1000]
+        if not request.answered:
+            self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+    def handle_fetch(self, request, header, body):
+        if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
+            for t in body["topics"]:
+                t["topic"] = self._fetch_topic_name(t["topic_id"])
+        body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+                                     for p in t["partitions"]]) for t in body["topics"]]
+        replica_id = body.get("replica_id", -1)
+        fetch = (request, header, body_topics, body.get("max_bytes", INT32_MAX),
+                 body.get("isolation_level", 0), replica_id,
+                 self._fenced_partitions(body))
+        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
+        moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
+        responses, nbytes, errors = self._read_fetch(fetch)
+        max_wait = body["max_wait_ms"]
+        min_bytes = body["min_bytes"]
+        if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
+            self._send_fetch(fetch, responses)
+            return
+        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved,
+                                              on_complete=self._complete_delayed_fetch))
+
+    def _fetch_moved(self, keys, fetch):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
+        it once right after the watch is registered, so an append landing between the read and the
+        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
+        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+        follower = fetch[5] >= 0
+        rm = self.replica_manager
+
+        def end(key):
+            lg = rm.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
+
+    def _fenced_partitions(self, body) -> dict:
+        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
+        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
+        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
+        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
+        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        rm = self.replica_manager
+        for t in body["topics"]:
+            for pd in t["partitions"]:
+                asked = pd.get("current_leader_epoch", -1)
+                if asked is None or asked < 0:
+                    continue
+                part = rm.partition(t["topic"], pd["partition"])
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                error = part.check_current_leader_epoch(asked)
+                if error is not None:
+                    out[(t["topic"], pd["partition"])] = error
+        return out
+
+    def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
+        """The purgatory's completion (on the appending thread, the timer thread or at
+        shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
+        above the last stable offset (an open transaction's data) still has fewer than
+        ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
+        the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
+        fetch = op.payload
+        request = fetch[0]
+        try:
+            moved = self._fetch_moved(op.keys, fetch)  # before the re-read, as in handle_fetch
+            responses, nbytes, errors = self._read_fetch(fetch)
+            remaining_ms = int((op.deadline - time.monotonic()) * 1000)
+            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
+            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
+            if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
+                    and (fetch[4] == 1 or fetch[5] < 0)):
+                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
+                                                      ready=moved, on_complete=self._complete_delayed_fetch))
+                return
+            self._send_fetch(fetch, responses)
+        except Exception as e:  # noqa: BLE001
+            log.exception("completing a delayed fetch failed")
+            if not request.answered:
+                header = fetch[1]
+                try:
+                    err = error_body(ApiKey.FETCH, header.api_version, {"topics": [
+                        {"topic": t, "partitions": [{"partition": p} for p, _, _ in parts]}
+                        for t, parts in fetch[2]]}, error_code_of(e), str(e))
+                    self._respond(request, header, err)
+                except Exception:  # noqa: BLE001
+                    request.close_connection()
+
+    def _read_fetch(self, fetch):
+        """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
+        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
+        version = header.api_version
+        follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
+        soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
+        remaining = max_bytes if version >= 3 else INT32_MAX
+        min_one = soft_limits
+        total = 0
+        errors = 0
+        read_committed = isolation == 1 and version >= 4
+        responses = []
+        for name, parts in topics:
+            out = []
+            for p, offset, pmax in parts:
+                entry = {"partition_index": p, "error_code": NONE, "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1,
+                         "aborted_transactions": [] if read_committed else None,
+                         "preferred_read_replica": -1, "records": None}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    if (name, p) in fenced:
+                        raise fenced[(name, p)]
+                    # read once: the LSO bounds a READ_COMMITTED read and is reported to all
+                    lso = lg.last_stable_offset
+                    limit = min(pmax, remaining)
+                    if follower:
+                        bound = None
+                    elif read_committed:
+                        bound = lso
+                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
+                        bound = lg.high_watermark
+                    in_sync = True
+                    if follower:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
+                        part = self.replica_manager.partition(name, p)
+                        in_sync = part is None or replica_id in part.isr
+                        if self._leader_quota().should_throttle(name, p, in_sync):
+                            limit, min_one_here = 0, False
+                        else:
+                            min_one_here = min_one
+                    else:
+                        min_one_here = min_one
+                    if limit <= 0 and not min_one_here:
+                        sl = None
+                    else:
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
+                    if follower and sl is not None:
+                        self._leader_quota().record(name, p, in_sync, sl.size)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
+                    entry["high_watermark"] = lg.high_watermark
+                    entry["last_stable_offset"] = lso
+                    entry["log_start_offset"] = lg.log_start_offset
+                    if sl is not None and sl.size > 0:
+                        entry["records"] = sl
+                        total += sl.size
+                        remaining -= sl.size
+                        min_one = False
+                        if read_committed:  # Kafka's addAbortedTransactions
+                            entry["aborted_transactions"] = [
+                                {"producer_id": pid, "first_offset": first}
+                                for pid, first in lg.aborted_transactions(
+                                    offset, lg.fetch_upper_bound(sl.first_offset))]
+                except OffsetOutOfRangeError as e:
+                    errors += 1
+                    entry["error_code"] = e.code
+                    lg = self.replica_manager.local_log(name, p)
+                    if lg is not None:
+                        entry["high_watermark"] = lg.high_watermark
+                        entry["last_stable_offset"] = lg.last_stable_offset
+                        entry["log_start_offset"] = lg.log_start_offset
+                except PyklogError as e:
+                    errors += 1
+                    entry["error_code"] = e.code
+                except Exception:  # noqa: BLE001
+                    errors += 1
+                    log.exception("fetch from %s-%d failed", name, p)
+                    entry["error_code"] = UNKNOWN_SERVER_ERROR
+                out.append(entry)
+            responses.append({"topic": name, "partitions": out})
+        return responses, total, errors
+
+    def _leader_quota(self):
+        """The leader's replication throttle (:class:`~pyklog.broker.server.replication_quota.
+        LeaderReplicationQuota`), made on first use from the dynamic broker config and the topic
+        configs.  Request handler threads."""
+        q = self._replication_quota
+        if q is None:
+            from pyklog.broker.server.replication_quota import RATE_CONFIG, LeaderReplicationQuota
+
+            def rate():
+                dyn = self.dynamic_config
+                return dyn.effective_props().get(RATE_CONFIG) if dyn is not None else None
+
+            q = self._replication_quota = LeaderReplicationQuota(self.replica_manager.broker_id, rate,
+                                                                 self.cluster.topic_config)
+        return q
+
+    def _fetch_topic_name(self, topic_id) -> str:
+        """Fetch v13+: the name of the topic ``topic_id`` names, or, for an id no topic has (deleted,
+        re-created with a new id, never existed), a placeholder no topic can be named (it has a
+        character topic names may not hold): reads of it fail as an unknown topic, and
+        :meth:`_fetch_topic_ids` answers UNKNOWN_TOPIC_ID with the id the client sent.  Runs on
+        request handler threads; the id -> name cache is a dict used without a lock (each get/set
+        is atomic) and every hit is checked against the registry cache."""
+        name = self._topic_names_by_id.get(topic_id)
+        if name is not None and self.cluster.topic_id(name) == topic_id:  # O(1): still that topic
+            return name
+        name = self.cluster.topic_name_by_id(topic_id)  # a scan of the registry cache
+        if name is None:
+            self._topic_names_by_id.pop(topic_id, None)
+            return _UNKNOWN_TOPIC_ID_PREFIX + str(topic_id)
+        if len(self._topic_names_by_id) > 100_000:
+            self._topic_names_by_id.clear()
+        self._topic_names_by_id[topic_id] = name  # dict operations are atomic: no lock
+        return name
+
+    def _fetch_topic_ids(self, responses) -> None:
+        """Fetch v13+: each response topic gets its topic id in place of its name; the partitions of
+        an unknown id get UNKNOWN_TOPIC_ID (the client refreshes its metadata)."""
+        for t in responses:
+            name = t["topic"]
+            if name.startswith(_UNKNOWN_TOPIC_ID_PREFIX):
+                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX):])
+                for entry in t["partitions"]:
+                    entry["error_code"] = UNKNOWN_TOPIC_ID
+            else:
+                t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
+
+    def _send_fetch(self, fetch, responses) -> None:
+        request, header = fetch[0], fetch[1]
+        version = header.api_version
+        owned = []
+        if version >= 13:
+            self._fetch_topic_ids(responses)
+        try:
+            for t in responses:
+                for entry in t["partitions"]:
+                    sl = entry["records"]
+                    if sl is None:
+                        entry["records"] = b""
+                    elif version >= 4:
+                        fd = OwnedFd(os.dup(sl.file.fileno()))
+                        owned.append(fd)
+                        entry["records"] = FileRegion(fd, sl.position, sl.size)
+                    else:
+                        entry["records"] = self._down_convert(sl, 0 if version < 2 else 1)
+            chunks = encode_response(ApiKey.FETCH, version, header.correlation_id, {
+                "throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses})
+        except BaseException:
+            for fd in owned:
+                fd.close()
+            raise
+        request.send(chunks)
+
+    @staticmethod
+    def _down_convert(sl, magic: int) -> bytes:
+        from pyklog.broker.record.convert import batches_to_message_set
+
+        return batches_to_message_set(sl.read_bytes(), magic)
+
+    def handle_list_offsets(self, request, header, body):
+        """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
+        with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
+        tiered storage the log start offset), else the first record at or after a timestamp.
+        Runs on a request handler thread; lock-free reads of the logs."""
+        version = header.api_version
+        # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
+        read_committed = version >= 2 and body.get("isolation_level", 0) == 1
+        topics = []
+        for t in body["topics"]:
+            name = t["name"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition_index"]
+                ts = pd["timestamp"]
+                entry = {"partition_index": p, "error_code": NONE, "old_style_offsets": [],
+                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    if version == 0:
+                        entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
+                    elif ts == -1:
+                        # consumers' latest: the high watermark (= log end offset unreplicated)
+                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
+                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
+                        entry["offset"] = lg.log_start_offset
+                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
+                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+                        found = self._max_timestamp_offset(lg)
+                        if found is not None and found[0] < fetchable:
+                            entry["offset"], entry["timestamp"] = found
+                    else:
+                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
+                        found = lg.offset_for_timestamp(ts)
+                        if found is not None and (lso is None or found[0] < lso):
+                            entry["offset"], entry["timestamp"] = found
+                    if version >= 4 and entry["offset"] >= 0:
+                        entry["leader_epoch"] = self.replica_manager.leader_epoch(name, p)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"name": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    def handle_offset_for_leader_epoch(self, request, header, body):
+        """OffsetForLeaderEpoch (key 23, Kafka's ``handleOffsetForLeaderEpochRequest`` and
+        ``Partition.lastOffsetForLeaderEpoch``): for each partition led here, where the requested
+        leader epoch ends in the leader's log (``Log.end_offset_for_epoch``: the largest epoch <=
+        the requested one and the start offset of the next, or the log end offset for the current
+        epoch; -1/-1 when undefined).  A returning follower truncates there (KIP-101/279); a KIP-320
+        consumer checks that its position is not beyond it after a leader change.
+
+        v2+ ``current_leader_epoch`` (-1: no check) is fenced against this broker's leader epoch:
+        older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
+        change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
+        Request handler thread; lock-free reads of the log's epoch cache."""
+        topics = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for pd in t["partitions"]:
+                p = pd["partition"]
+                entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    lg = self.replica_manager.leader_log(name, p)
+                    current = self.replica_manager.leader_epoch(name, p)
+                    asked = pd.get("current_leader_epoch", -1)
+                    if asked >= 0 and asked < current:
+                        raise FencedLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}")
+                    if asked > current:
+                        raise UnknownLeaderEpochError(
+                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
+                    epoch = pd["leader_epoch"]
+                    latest = lg.latest_epoch
+                    if latest < epoch <= current:
+                        # the cache lacks the current epoch (nothing written in it yet and the
+                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
+                        # always ends with (current epoch, its start): the epoch asked for ends at
+                        # the LEO, reported as the current one, the latest known below it, or
+                        # itself when none is known
+                        found = epoch if epoch == current or latest < 0 else latest
+                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
+                    else:
+                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                except PyklogError as e:
+                    entry["error_code"] = e.code
+                parts.append(entry)
+            topics.append({"topic": name, "partitions": parts})
+        self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
+
+    @staticmethod
+    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+        holding the largest timestamp of the log (its segments' largest, then the first record at
+        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+        if max_ts < 0:
+            return None
+        return lg.offset_for_timestamp(max_ts)
