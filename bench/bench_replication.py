@@ -143,6 +143,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     import support
+
     from pyklog.broker.protocol import ApiKey
     from pyklog.broker.server.process import BrokerProcess
     from pyklog.broker.zk.server import ZooKeeperServer

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
+from collections.abc import Iterable, Mapping
 from itertools import repeat
-from typing import Iterable, Mapping
 
 from pyklog.broker.errors import ConfigError
 
@@ -392,7 +392,7 @@ def _sticky_general(member_ids, subs, counts, owned):
     n_members = len(member_ids)
     count = [0] * n_members
     # held[mi][topic] = set of ids; orig[mi] = ids owned before (to prefer moving other ones)
-    held: list[dict[str, set]] = [dict() for _ in member_ids]
+    held: list[dict[str, set]] = [{} for _ in member_ids]
     topic_of = []  # id -> topic
     for t in topics:
         topic_of.extend(repeat(t, counts[t]))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import (
     ConfigError,
     CoordinatorNotAvailableError,
@@ -41,13 +42,12 @@ from pyklog.broker.errors import (
     NotLeaderOrFollowerError,
     PyklogError,
     RequestTimedOutError,
-    UnknownTopicOrPartitionError,
     UnknownServerError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     ZooKeeperError,
     error_for_code,
 )
-from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ class ClusterClient:
 
         try:
             zk.ChildrenWatch(paths.BROKER_IDS, on_brokers)
-        except Exception:  # the path may not exist before the first broker: check on refresh
+        except Exception:  # noqa: BLE001 - the path may not exist before the first broker: check on refresh
             log.debug("no %s yet in %s", paths.BROKER_IDS, self._zk_connect)
 
     def _zk_brokers(self) -> dict[int, tuple[str, int]]:
@@ -941,7 +941,7 @@ class ClusterClient:
             code = int(resp.get("error_code", 0))
             if code:
                 raise _err(code, f"OffsetFetch group {group!r}")
-            out = {} if tps is None else {tp: None for tp in tps}
+            out = {} if tps is None else dict.fromkeys(tps)
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     tp = (t["name"], int(p["partition_index"]))
@@ -1108,7 +1108,7 @@ class ClusterClient:
             try:
                 zk.stop()
                 zk.close()
-            except Exception:  # pragma: no cover - best effort on shutdown
+            except Exception:  # noqa: BLE001 - best effort on shutdown
                 pass
 
     def __enter__(self):

@@ -74,13 +74,20 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionClosedError, KazooException, NodeExistsError,
-                              NoNodeError, RolledBackError, SessionExpiredError,
-                              ZookeeperError as KazooZookeeperError)
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.exceptions import ZookeeperError as KazooZookeeperError
 from kazoo.protocol.states import EventType
 from kazoo.retry import RetryFailedError
 
@@ -326,7 +333,7 @@ class GroupMember:
         else:
             if isinstance(topics, str):
                 topics = [topics]
-            sub = dict(topics) if isinstance(topics, Mapping) else {t: 1 for t in topics}
+            sub = dict(topics) if isinstance(topics, Mapping) else dict.fromkeys(topics, 1)
             if not sub:
                 raise ConfigError("topics must name at least one topic")
             for t, n in sub.items():
@@ -413,7 +420,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "GroupMember":
+    def start(self) -> GroupMember:
         """Connect, register in ``/consumers/[group]/ids`` and start rebalancing (in the background).
         NEW -> REGISTERING -> REBALANCING; if connecting or registering fails the member is NEW again."""
         with self._lock:
@@ -623,7 +630,7 @@ class GroupMember:
         except (SessionExpiredError, ConnectionClosedError):
             return False
 
-    def commit_offsets(self, offsets: Mapping, *, attempts: int = 5) -> "FencedCommit":
+    def commit_offsets(self, offsets: Mapping, *, attempts: int = 5) -> FencedCommit:
         """Store the group's offsets in ZooKeeper (``/consumers/[group]/offsets/[topic]/[partition]``)
         only for partitions this member owns through its live session, and never backwards.
 
@@ -674,7 +681,7 @@ class GroupMember:
             if conflicts >= attempts:
                 return self._refuse_all(result, todo, f"{attempts} conflicting attempts", fenced=False)
 
-    def _commit_once(self, fence, todo: dict, result: "FencedCommit"):
+    def _commit_once(self, fence, todo: dict, result: FencedCommit):
         """One read-check-write pass of :meth:`commit_offsets`; moves entries of ``todo`` into
         ``result``.  True when done, False after a version conflict (read again), None when the
         fence check failed (our session is gone)."""
@@ -914,7 +921,7 @@ class GroupMember:
                     self._create_fence()
                     return
                 if deadline.expired():
-                    raise ZooKeeperError(f"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "
+                    raise ZooKeeperError(  # noqa: B904 - the wait ran out; the lookup error is not the causef"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "
                                          f"expected ours ({session:#x}) or none; is another consumer using "
                                          f"consumer id {self.consumer_id!r}?")
                 log.info("%s still held by an older session %#x; waiting for it to expire", path,

@@ -51,7 +51,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyklog.broker.common.config_def import ConfigDef, Range, Type
 from pyklog.broker.common.retry import Backoff
@@ -135,7 +135,7 @@ class KafkaStream:
     Iteration ends after ``consumer.timeout.ms`` without a record (it may be resumed) or for good
     after :meth:`ConsumerConnector.shutdown`.  One thread at a time per stream."""
 
-    def __init__(self, connector: "ConsumerConnector", index: int, maxsize: int, timeout_ms: int):
+    def __init__(self, connector: ConsumerConnector, index: int, maxsize: int, timeout_ms: int):
         self._connector = connector
         self.index = index
         self.queue: queue.Queue = queue.Queue(maxsize)
@@ -470,7 +470,7 @@ class ConsumerConnector:
             return
         try:
             self.commit_offsets()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - an auto commit never stops consumption
             log.warning("auto commit failed (retrying in auto.commit.interval.ms): %s", e)
 
     def _initial_offsets(self, infos):
@@ -507,7 +507,7 @@ class ConsumerConnector:
         from pyklog.connector.client import EARLIEST, LATEST
 
         ts = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-        got = self.client.list_offsets({tp: ts for tp in tps})
+        got = self.client.list_offsets(dict.fromkeys(tps, ts))
         return {tp: (got.get(tp) or 0) for tp in tps}
 
     # ------------------------------------------------------------------ fetcher thread
@@ -552,7 +552,7 @@ class ConsumerConnector:
                     checked = time.monotonic()
                 self._fetch_once(ready)
                 backoff.reset()
-            except Exception as e:  # a broker or ZooKeeper problem: back off and try again
+            except Exception as e:  # noqa: BLE001 - a broker or ZooKeeper problem: back off and try again
                 if not self._running:
                     return
                 delay = backoff.next()

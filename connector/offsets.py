@@ -21,7 +21,7 @@ An offset stored is the *next offset to consume* of a partition (Kafka's convent
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
@@ -68,7 +68,7 @@ class OffsetStore:
 
     @staticmethod
     def create(storage: str, dual_commit: bool = False, zk=None, cluster_client=None, *,
-               timeout_s: float = 30.0) -> "OffsetStore":
+               timeout_s: float = 30.0) -> OffsetStore:
         """The store for ``offsets.storage`` = ``storage`` and ``dual.commit.enabled`` = ``dual_commit``.
         ``zk``: a KazooClient (shared, not closed by the store) or a connect string (the store opens and
         closes its own client); ``cluster_client``: a ClusterClient (shared, not closed)."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import collections
 import os
-import warnings
 import random
 import re
 import sys
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -29,10 +29,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note abou
 from local_cluster import LocalCluster  # noqa: E402
 from word_count import read_counts, start_word_count  # noqa: E402
 
-WORDS = ("the log is the source of truth every consumer keeps its own offset a partition is an ordered "
-         "sequence of records brokers append batches and consumers fetch them in order the group shares "
-         "the partitions among its members spark reads each partition as a task offsets commit after "
-         "every batch so lag shows how far behind the query is").split()
+WORDS = ["the", "log", "is", "the", "source", "of", "truth", "every", "consumer", "keeps", "its", "own", "offset", "a", "partition", "is", "an", "ordered", "sequence", "of", "records", "brokers", "append", "batches", "and", "consumers", "fetch", "them", "in", "order", "the", "group", "shares", "the", "partitions", "among", "its", "members", "spark", "reads", "each", "partition", "as", "a", "task", "offsets", "commit", "after", "every", "batch", "so", "lag", "shows", "how", "far", "behind", "the", "query", "is"]
 
 
 def make_lines(n: int, seed: int) -> list[str]:
@@ -52,7 +49,7 @@ def produce(bootstrap: str, topic: str, lines: list[str]) -> None:
 def lag_table(client, store, group: str, topic: str) -> tuple[str, int]:
     parts = client.partitions_for(topic)
     tps = [(topic, p) for p in parts]
-    ends = client.list_offsets({tp: -1 for tp in tps})
+    ends = client.list_offsets(dict.fromkeys(tps, -1))
     committed = store.fetch(group, tps)
     cells, total = [], 0
     for tp in tps:

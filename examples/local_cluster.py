@@ -33,7 +33,7 @@ class LocalCluster:
         """The connect string with the cluster's chroot (what brokers and consumers use)."""
         return self.zk.connect_string + self.chroot
 
-    def start(self, timeout: float = 90.0) -> "LocalCluster":
+    def start(self, timeout: float = 90.0) -> LocalCluster:
         atexit.register(self.stop)  # a notebook kernel or script that dies early still cleans up
         self.zk = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper"))
         self.zk.start()
@@ -58,7 +58,7 @@ class LocalCluster:
             self.zk = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -12,7 +12,6 @@ import argparse
 import functools
 import sys
 
-
 __all__ = ["UsageError", "UsageParser", "add_version_argument", "tool_parser", "require", "print_error",
            "reports_errors"]
 

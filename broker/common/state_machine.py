@@ -18,7 +18,8 @@ Pure code, no state of its own.
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Mapping, TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
 
 S = TypeVar("S", bound=Hashable)
 

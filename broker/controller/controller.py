@@ -61,8 +61,8 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Callable, Iterable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
@@ -139,7 +139,7 @@ class KafkaController:
         self.auto_leader_rebalance = auto_leader_rebalance
         self.imbalance_check_interval_s = imbalance_check_interval_s
         self.imbalance_percentage = imbalance_percentage
-        self._topic_config = topic_config or (lambda t: cluster.topic_config(t))
+        self._topic_config = topic_config or (cluster.topic_config)
         self._on_elected = on_elected
         self._events: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -169,7 +169,7 @@ class KafkaController:
         """True while this broker is the controller."""
         return self._active
 
-    def startup(self) -> "KafkaController":
+    def startup(self) -> KafkaController:
         """Start the event thread and the watches; runs for controller at once if there is none."""
         zk = self.zk
         for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION):

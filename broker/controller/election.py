@@ -14,7 +14,8 @@ these, and writes the result conditionally.  Thread-safe (stateless).
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 
 class Election(NamedTuple):

@@ -56,7 +56,8 @@ import logging
 import struct
 import threading
 import time
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter, coordinator_error_for
 from pyklog.broker.coordinator.runtime import (  # noqa: F401 - java_string_hash, kafka_abs re-exported
@@ -73,10 +74,8 @@ from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
     InvalidGroupIdError,
-    KafkaStorageError,
     MessageTooLargeError,
     NotCoordinatorError,
-    NotLeaderOrFollowerError,
     PyklogError,
     RecordListTooLargeError,
     UnknownServerError,
@@ -439,7 +438,7 @@ class OffsetManager:
             batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
                                  for (t, p), v in valid.items()])
         except PyklogError as e:
-            results.update({tp: e.code for tp in valid})
+            results.update(dict.fromkeys(valid, e.code))
             done(results)
             return
 
@@ -460,7 +459,7 @@ class OffsetManager:
 
         start(done)
         if not ev.wait(self._replication_timeout_s() + 5.0):
-            return {tp: CoordinatorNotAvailableError.code for tp in offsets}
+            return dict.fromkeys(offsets, CoordinatorNotAvailableError.code)
         return box[0]
 
     def _replication_timeout_s(self) -> float:
@@ -479,19 +478,19 @@ class OffsetManager:
                 info, wait = self._append(part, batch, from_client=from_client)
             except (MessageTooLargeError, RecordListTooLargeError) as e:
                 log.warning("%s of group %s too large: %s", what, group, e)
-                results.update({tp: InvalidCommitOffsetSizeError.code for tp in valid})
+                results.update(dict.fromkeys(valid, InvalidCommitOffsetSizeError.code))
                 done(results)
                 return
             except PyklogError as e:
                 e = coordinator_error_for(e, f"{what} of group {group!r}")
                 log.info("%s of group %s failed: %s", what, group, e)
-                results.update({tp: e.code if e.code != -1 else UnknownServerError.code for tp in valid})
+                results.update(dict.fromkeys(valid, e.code if e.code != -1 else UnknownServerError.code))
                 done(results)
                 return
             if wait is None:
                 install(info.first_offset)
         if wait is None:
-            results.update({tp: 0 for tp in valid})
+            results.update(dict.fromkeys(valid, 0))
             done(results)
             return
         position = info.first_offset
@@ -500,11 +499,11 @@ class OffsetManager:
             if error is not None:
                 error = coordinator_error_for(error, f"{what} of group {group!r}")
                 log.info("%s of group %s not acknowledged: %s", what, group, error)
-                results.update({tp: error.code for tp in valid})
+                results.update(dict.fromkeys(valid, error.code))
             else:
                 with part.lock:
                     install(position)
-                results.update({tp: 0 for tp in valid})
+                results.update(dict.fromkeys(valid, 0))
             done(results)
 
         self.replication.await_replicated(wait, replicated)
@@ -562,7 +561,7 @@ class OffsetManager:
                                 producer_id=int(producer_id), producer_epoch=int(producer_epoch),
                                 base_sequence=TXN_OFFSET_BASE_SEQUENCE, is_transactional=True)
         except PyklogError as e:
-            results.update({tp: e.code for tp in valid})
+            results.update(dict.fromkeys(valid, e.code))
             done(results)
             return
 

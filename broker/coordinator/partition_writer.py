@@ -16,7 +16,8 @@ Pure declarations; no state, no locks.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,

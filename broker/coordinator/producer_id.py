@@ -16,7 +16,7 @@ held across a reservation (concurrent callers wait for it rather than reserve a 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 #: Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``
 PRODUCER_ID_BLOCK_SIZE = 1000

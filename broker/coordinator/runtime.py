@@ -42,7 +42,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.errors import (

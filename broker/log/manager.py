@@ -236,7 +236,7 @@ class LogManager:
                 return lg
             if partition < 0:
                 raise InvalidTopicError(f"partition must be >= 0, got {partition}")
-            counts = {d: 0 for d in self.log_dirs}
+            counts = dict.fromkeys(self.log_dirs, 0)
             for other in self._logs.values():
                 parent = os.path.dirname(other.dir)
                 if parent in counts:

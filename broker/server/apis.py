@@ -49,6 +49,7 @@ import logging
 import struct
 import time
 
+from pyklog.broker.coordinator.producer_id import ProducerIdManager
 from pyklog.broker.errors import UnsupportedVersionError
 from pyklog.broker.protocol import (
     SUPPORTED,
@@ -74,7 +75,6 @@ from pyklog.broker.server.handlers.responses import (
 )
 from pyklog.broker.server.handlers.transactions import TransactionApis
 from pyklog.broker.server.network import Request
-from pyklog.broker.coordinator.producer_id import ProducerIdManager
 from pyklog.broker.server.zk_offset_store import ZkOffsetStore
 
 log = logging.getLogger(__name__)

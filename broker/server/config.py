@@ -406,14 +406,14 @@ class ServerConfig:
         | CONTROLLER_KEYS
 
     @classmethod
-    def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> "ServerConfig":
+    def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> ServerConfig:
         props = load_properties(path)
         if overrides:
             props.update(overrides)
         return cls.from_properties(props)
 
     @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> "ServerConfig":
+    def from_properties(cls, props: dict[str, Any]) -> ServerConfig:
         props = {str(k).strip(): str(v).strip() for k, v in props.items()}
         unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS)
         if unknown:

@@ -27,7 +27,7 @@ configs are not read-only.  The resource name "" (the cluster-wide default) list
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from pyklog.broker.errors import InvalidConfigError, InvalidRequestError
 from pyklog.broker.zk.topics import TOPIC_CONFIGS

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from pyklog.broker.coordinator.partition_writer import ReplicaWait
 from pyklog.broker.errors import NotLeaderOrFollowerError, PyklogError, RequestTimedOutError

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from pyklog.broker.errors import ConfigError, InvalidConfigError, InvalidRequestError
 

@@ -88,17 +88,17 @@ class BrokerServer:
         self.fatal_error: str | None = None
         self.failed = threading.Event()
 
-    def startup(self) -> "BrokerServer":
+    def startup(self) -> BrokerServer:
         from pyklog.broker.controller.controller import KafkaController
+        from pyklog.broker.coordinator.group import GroupCoordinator
         from pyklog.broker.coordinator.offsets import OffsetManager
         from pyklog.broker.coordinator.producer_id import ProducerIdManager
-        from pyklog.broker.coordinator.group import GroupCoordinator
+        from pyklog.broker.coordinator.transaction import TransactionCoordinator
         from pyklog.broker.log import LogManager
         from pyklog.broker.server.apis import KafkaApis
         from pyklog.broker.server.dynamic_config import DynamicBrokerConfig
         from pyklog.broker.server.network import SocketServer
         from pyklog.broker.server.replica_manager import ReplicaManager
-        from pyklog.broker.coordinator.transaction import TransactionCoordinator
         from pyklog.broker.zk.cluster import ZkCluster
 
         cfg = self.config

@@ -57,7 +57,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pyklog.broker.errors import ConfigError
 
@@ -222,7 +222,7 @@ class Request:
 
     __slots__ = ("frame", "connection_id", "peer", "_conn", "_done")
 
-    def __init__(self, conn: "_Connection", frame: memoryview):
+    def __init__(self, conn: _Connection, frame: memoryview):
         self.frame = frame
         self.connection_id = conn.id
         self.peer = conn.peer
@@ -276,7 +276,7 @@ class _Connection:
     __slots__ = ("id", "sock", "fd", "peer", "processor", "buf", "start", "end", "muted", "out",
                  "registered", "last_active", "closed", "inflight", "ip", "reserved", "memory_muted")
 
-    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: "Processor", ip: str = ""):
+    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: Processor, ip: str = ""):
         self.id = cid
         self.sock = sock
         self.fd = sock.fileno()
@@ -299,7 +299,7 @@ class _Connection:
 class Processor(threading.Thread):
     """One network thread: reads requests from and writes responses to its connections."""
 
-    def __init__(self, server: "SocketServer", index: int):
+    def __init__(self, server: SocketServer, index: int):
         super().__init__(name=f"pyklog-network-{index}", daemon=True)
         self.server = server
         self.index = index
@@ -737,7 +737,7 @@ class SocketServer:
         self._handlers_running = False
 
     # -- lifecycle ------------------------------------------------------------------------
-    def bind(self) -> "SocketServer":
+    def bind(self) -> SocketServer:
         """Bind and listen (connections queue in the backlog until :meth:`start`); sets :attr:`port`."""
         if self._listen is not None:
             return self
@@ -761,7 +761,7 @@ class SocketServer:
             log.info("queued.max.request.bytes=%d exhausted: network threads stop reading new requests until "
                      "memory is released (logged at most once a minute)", self.memory_pool.capacity)
 
-    def start(self) -> "SocketServer":
+    def start(self) -> SocketServer:
         """Bind if needed and start the handler pool, the processors and the acceptor."""
         self.bind()
         self._handlers_running = True

@@ -55,9 +55,9 @@ class BrokerProcess:
                 f.write(f"{k}={v}\n")
         return path
 
-    def start(self, timeout: float = 60.0, expect_ready: bool = True) -> "BrokerProcess":
+    def start(self, timeout: float = 60.0, expect_ready: bool = True) -> BrokerProcess:
         cfg = self.write_config()
-        self._out = open(self.stdout_path, "ab")
+        self._out = open(self.stdout_path, "ab")  # noqa: SIM115 - the child writes to it until stop() closes it
         self._mark = self._out.tell()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         argv = [sys.executable, "-m", "pyklog.broker", cfg]
@@ -109,6 +109,6 @@ class BrokerProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
-    def restart(self, timeout: float = 60.0) -> "BrokerProcess":
+    def restart(self, timeout: float = 60.0) -> BrokerProcess:
         self.stop()
         return self.start(timeout)

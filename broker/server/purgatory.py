@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from pyklog.broker.common.scheduler import Scheduler
 
@@ -41,7 +41,7 @@ class DelayedOperation:
 
     def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload,
                  ready: Callable[[], bool] | None = None,
-                 on_complete: Callable[["DelayedOperation"], None] | None = None):
+                 on_complete: Callable[[DelayedOperation], None] | None = None):
         self.keys = tuple(keys)
         self.ready = ready  # checked by Purgatory.check (and once at watch); None: byte counting only
         self.on_complete = on_complete

@@ -120,7 +120,7 @@ class _Connection:
 class ReplicaFetcherThread(threading.Thread):
     """Fetches the partitions this broker follows from one source broker (daemon thread)."""
 
-    def __init__(self, manager: "ReplicaFetcherManager", source_broker: int, fetcher_id: int):
+    def __init__(self, manager: ReplicaFetcherManager, source_broker: int, fetcher_id: int):
         super().__init__(name=f"ReplicaFetcherThread-{fetcher_id}-{source_broker}", daemon=True)
         self.manager = manager
         self.rm = manager.replica_manager

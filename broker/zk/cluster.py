@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
@@ -103,7 +104,7 @@ class ZkCluster:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "ZkCluster":
+    def start(self) -> ZkCluster:
         """Connect, read or create the cluster id, register the broker, start the watches.
 
         Raises :class:`ZooKeeperError` if ZooKeeper cannot be reached within ``connect_timeout_s``

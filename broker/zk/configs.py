@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NodeExistsError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from pyklog.broker.errors import InvalidConfigError, InvalidTopicError, PyklogError, UnknownTopicOrPartitionError

@@ -11,7 +11,7 @@ Thread-safety: thread-safe; any thread, blocking.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 

@@ -38,8 +38,9 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch

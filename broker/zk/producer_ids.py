@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths

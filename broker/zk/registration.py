@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NodeExistsError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import BrokerIdInUseError, ZooKeeperError

@@ -35,7 +35,7 @@ def pyspark_jars_dir() -> str:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("pyspark is not installed: ZooKeeper's jars come from its jars directory")
-    jars = os.path.join(list(spec.submodule_search_locations)[0], "jars")
+    jars = os.path.join(next(iter(spec.submodule_search_locations)), "jars")
     if not os.path.isdir(jars):
         raise RuntimeError(f"pyspark's jars directory not found at {jars}")
     return jars
@@ -102,7 +102,7 @@ class ZooKeeperServer:
             f.write("\n".join(lines) + "\n")
         return cfg
 
-    def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
+    def start(self, timeout: float = 60.0) -> ZooKeeperServer:
         java = shutil.which("java")
         if not java:
             raise RuntimeError("java not found on PATH: ZooKeeper needs a JRE (Java 17 is expected)")
@@ -114,7 +114,7 @@ class ZooKeeperServer:
             "-cp", os.path.join(pyspark_jars_dir(), "*"),
             "org.apache.zookeeper.server.ZooKeeperServerMain", cfg,
         ]
-        self._log = open(self.log_file, "ab")
+        self._log = open(self.log_file, "ab")  # noqa: SIM115 - ZooKeeper writes to it until stop() closes it
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -30,8 +30,8 @@ import logging
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
-    NoNodeError,
     NodeExistsError,
+    NoNodeError,
     NotEmptyError,
     RolledBackError,
 )
@@ -426,7 +426,7 @@ class TopicAdmin:
         """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
         if it does not exist.  Brokers delete their local logs from their listeners."""
         validate_topic_name(name)
-        for attempt in range(5):
+        for _attempt in range(5):
             try:
                 tree = self._subtree(paths.topic(name))
             except NoNodeError:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from pyklog.broker.errors import (
     InvalidConfigError,
@@ -91,7 +91,7 @@ def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_fac
     ``start_index`` and ``replica_shift`` default to random choices (so that many small topics do not
     all put partition 0 on the same broker); pass them for a deterministic layout.
     """
-    ids = sorted(set(int(b) for b in brokers))
+    ids = sorted({int(b) for b in brokers})
     if num_partitions is None or int(num_partitions) <= 0:
         raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {num_partitions}")
     if replication_factor is None or int(replication_factor) <= 0:

@@ -54,8 +54,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths
@@ -162,7 +162,7 @@ class BrokerRegistration:
 
     @classmethod
     def for_listeners(cls, listeners, host: str | None, port: int | None, *, rack: str | None = None,
-                      timestamp_ms: int = 0) -> "BrokerRegistration":
+                      timestamp_ms: int = 0) -> BrokerRegistration:
         """A v4 registration of ``listeners`` (``["PLAINTEXT://h:9092", ...]``); a listener whose
         name is not a security protocol is mapped to PLAINTEXT."""
         eps = []

@@ -34,7 +34,7 @@ import argparse
 import re
 import sys
 
-from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.broker.errors import PyklogError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from pyklog.connector.cli import setup_logging
 

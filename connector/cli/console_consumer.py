@@ -187,7 +187,7 @@ def main(argv=None) -> int:
                                   f"partitions: {', '.join(f'{t}-{p}' for t, p in missing)}")
             ts = -2 if props.get("auto.offset.reset") == "earliest" else -1
             if missing:
-                positions.update(consumer.list_offsets({tp: ts for tp in missing}))
+                positions.update(consumer.list_offsets(dict.fromkeys(missing, ts)))
         last_record = time.monotonic()
         last_commit = time.monotonic()
         mb = int(props.get("max.partition.fetch.bytes", 1048576))

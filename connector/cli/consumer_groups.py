@@ -48,7 +48,7 @@ import time
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.broker.errors import PyklogError, ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.connector.group import parse_registration, partition_count, topics_of
@@ -132,7 +132,7 @@ def parse_datetime(s: str) -> int:
         off = (int(zone[1:3]) * 60 + int(zone[3:5])) * (1 if zone[0] == "+" else -1)
         tz = _dt.timezone(_dt.timedelta(minutes=off))
     else:
-        tz = _dt.timezone.utc
+        tz = _dt.UTC
     return int(d.replace(tzinfo=tz).timestamp()) * 1000 + ms
 
 
@@ -275,7 +275,7 @@ def _log_end_offsets(client, tps) -> dict:
     from pyklog.connector.client import LATEST
 
     try:
-        got = client.list_offsets({tp: LATEST for tp in tps}, timeout_s=10)
+        got = client.list_offsets(dict.fromkeys(tps, LATEST), timeout_s=10)
         return {tp: off for tp, off in got.items() if off is not None}
     except PyklogError as e:
         print(f"Warning: log end offsets unavailable: {e}", file=sys.stderr)
@@ -621,8 +621,8 @@ class GroupCommand:
         a = self.args
         if not tps:
             return {}
-        lo = self.admin.list_offsets({tp: EARLIEST for tp in tps}, timeout_s=self.timeout_s)
-        hi = self.admin.list_offsets({tp: LATEST for tp in tps}, timeout_s=self.timeout_s)
+        lo = self.admin.list_offsets(dict.fromkeys(tps, EARLIEST), timeout_s=self.timeout_s)
+        hi = self.admin.list_offsets(dict.fromkeys(tps, LATEST), timeout_s=self.timeout_s)
 
         def clamp(tp, o):
             return max(lo.get(tp) or 0, min(o, hi.get(tp) or 0))
@@ -640,7 +640,7 @@ class GroupCommand:
             if missing:
                 raise PyklogError(f"group {group!r} has no committed offset to shift for {', '.join(missing)}")
             return {tp: clamp(tp, committed[tp] + a.shift_by) for tp in tps}
-        found = self.admin.list_offsets({tp: ts for tp in tps}, timeout_s=self.timeout_s)
+        found = self.admin.list_offsets(dict.fromkeys(tps, ts), timeout_s=self.timeout_s)
         return {tp: (found.get(tp) if found.get(tp) is not None else hi[tp]) for tp in tps}
 
     # -- --delete-offsets ------------------------------------------------------------------------------
@@ -670,7 +670,7 @@ class GroupCommand:
             print(f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
                   file=sys.stderr)
         elif top.name in ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION"):
-            print(f"Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+            print("Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
         else:
             print(f"Error: Encounter some unknown error: {top}", file=sys.stderr)
         rows = [(t, str(p), "Successful" if e is None else f"Error: {e}") for (t, p), e in sorted(per.items())]

@@ -26,7 +26,7 @@ import sys
 import time
 from datetime import datetime
 
-from pyklog.broker.common.cli import require, reports_errors, tool_parser
+from pyklog.broker.common.cli import reports_errors, require, tool_parser
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
 from pyklog.connector.cli import setup_logging
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     try:
         parts = consumer.partitions_for(a.topic)
         tps = [(a.topic, p) for p in parts]
-        positions = consumer.list_offsets({tp: (-1 if a.from_latest else -2) for tp in tps})
+        positions = consumer.list_offsets(dict.fromkeys(tps, -1 if a.from_latest else -2))
         if a.group:
             committed = consumer.client.fetch_committed(a.group, tps, timeout_s=10)
             positions.update({tp: off for tp, off in committed.items() if off is not None})

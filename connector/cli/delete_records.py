@@ -27,7 +27,7 @@ import argparse
 import json
 import sys
 
-from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.connector.cli import setup_logging
 
 

@@ -29,7 +29,7 @@ import argparse
 import os
 import sys
 
-from pyklog.broker.common.cli import require, reports_errors, tool_parser
+from pyklog.broker.common.cli import reports_errors, require, tool_parser
 from pyklog.broker.errors import CorruptRecordError
 from pyklog.broker.log.index import OFFSET_ENTRY, TIME_ENTRY
 from pyklog.broker.log.txn_index import decode_entries

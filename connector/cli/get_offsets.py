@@ -23,7 +23,7 @@ import argparse
 import re
 import sys
 
-from pyklog.broker.common.cli import UsageError, require, reports_errors, tool_parser
+from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.connector.cli import setup_logging
 
 INTERNAL = ("__consumer_offsets", "__transaction_state")
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
                 if rx.fullmatch(name):
                     tps += [(name, p) for p in tm.partitions if _matches(parts, p)]
         tps = sorted(set(tps))
-        got = admin.list_offsets({tp: ts for tp in tps}, timeout_s=15) if tps else {}
+        got = admin.list_offsets(dict.fromkeys(tps, ts), timeout_s=15) if tps else {}
     for t, p in tps:
         off = got.get((t, p))
         print(f"{t}:{p}:{'' if off is None else off}")

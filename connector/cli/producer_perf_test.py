@@ -180,7 +180,7 @@ def main(argv=None) -> int:
             value = payload if payloads is None else payloads[i % len(payloads)]
             sent = time.monotonic()
 
-            def done(md, exc, i=i, sent=sent, size=len(value)):
+            def done(md, exc, i=i, sent=sent, size=len(value)):  # noqa: B008 - binds this record's values
                 if exc is not None:
                     failed[0] += 1
                     return

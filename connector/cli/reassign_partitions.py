@@ -137,9 +137,8 @@ class _Cluster:
 
             self.zk_cluster = ZkCluster(zookeeper, None).start()
         else:
-            from pyklog.connector.client import ClusterClient
-
             from pyklog.connector.admin import AdminClient
+            from pyklog.connector.client import ClusterClient
 
             self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions")
             self.admin = AdminClient(client=self.client)
@@ -446,7 +445,7 @@ def _cancel_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
     """Kafka 2.5+'s ``cancelAssignment``: null replicas for the partitions of the file."""
     running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
     todo = [tp for tp in sorted(target) if tp in running]
-    results = cluster.admin.alter_partition_reassignments({tp: None for tp in todo}, timeout_s=timeout_s) \
+    results = cluster.admin.alter_partition_reassignments(dict.fromkeys(todo), timeout_s=timeout_s) \
         if todo else {}
     failed = {tp: e for tp, e in results.items() if e is not None}
     for tp, e in sorted(failed.items()):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 
-from pyklog.broker.common.cli import UsageError
 from pyklog.broker.cli import topics as _zk_topics
 from pyklog.broker.cli.topics import _configs, _ids, create_topic, delete_topic, topic_line
+from pyklog.broker.common.cli import UsageError
 from pyklog.broker.errors import (
     InvalidPartitionsError,
     UnknownTopicOrPartitionError,

@@ -10,6 +10,7 @@
   transactions (KIP-98) and :class:`PreparedTransaction`;
 * :func:`complete_transaction` -- ends a prepared transaction from any process (two-phase commit).
 """
+from pyklog.broker.errors import InvalidTxnStateError, ProducerFencedError
 from pyklog.connector.producer.config import PRODUCER_DEFAULTS
 from pyklog.connector.producer.future import FutureRecordMetadata, RecordMetadata
 from pyklog.connector.producer.producer import Producer, complete_transaction
@@ -21,7 +22,6 @@ from pyklog.connector.producer.transaction_manager import (
     TransactionState,
     TransactionTimedOutError,
 )
-from pyklog.broker.errors import InvalidTxnStateError, ProducerFencedError
 
 __all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "PRODUCER_DEFAULTS", "complete_transaction",
            "PreparedTransaction", "TransactionState", "IllegalStateError", "ProducerFencedError",

@@ -35,7 +35,7 @@ def _acks(value, expected):
 def _codec(value, expected):
     try:
         _compression.codec_id(value or "none")
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the codec lookup is an invalid value
         raise InvalidValue("one of none, gzip, snappy, lz4, zstd", value) from None
 
 

@@ -418,7 +418,7 @@ class Sender:
                     if b.data is None:
                         try:
                             self._build(b)
-                        except Exception as e:  # bad header key etc.: fail this batch only
+                        except Exception as e:  # noqa: BLE001 - bad header key etc.: fail this batch only
                             q.popleft()
                             self._fail(b, e if isinstance(e, PyklogError) else
                                        ConfigError(f"cannot encode a record batch for {tp[0]}-{tp[1]}: {e}"))
@@ -443,9 +443,8 @@ class Sender:
             return False
         if b.data is None and self.txn.reset_pending:
             return False  # numbered under the next producer id
-        if tp in self._tp_retrying and self._tp_inflight[tp] > 0:
-            return False  # resend in sequence order once the earlier batches of tp are resolved
-        return True
+        # resend in sequence order once the earlier batches of tp are resolved
+        return not (tp in self._tp_retrying and self._tp_inflight[tp] > 0)
 
     def _send_request(self, node, conn, dq, batches, now) -> None:
         topics: dict = {}
@@ -461,7 +460,7 @@ class Sender:
                 raise UnsupportedVersionError(f"broker {node} has no Produce v3+ (record batch v2)")
             cid = conn.send(ApiKey.PRODUCE, body, version, expect_response=self._acks != 0)
         except NetworkError as e:
-            for tp, b in batches.items():
+            for b in batches.values():
                 self._retry_or_fail(b, e)
             self._drop_connection(node, e)
             return

@@ -522,7 +522,7 @@ def _record_layout(buf: bytes, p: int, sec_end: int):
     except (CorruptRecordError, IndexError):
         return None
     size = q + length - p
-    checks = [(c, 0xFF, buf[p + c]) for c in range(0, w_len)]
+    checks = [(c, 0xFF, buf[p + c]) for c in range(w_len)]
     checks += [(c, 0x80, 0x80 if c < c_ts + w_ts - 1 else 0) for c in range(c_ts, c_ts + w_ts)]
     checks += [(c, 0x80, 0x80 if c < c_od + w_od - 1 else 0) for c in range(c_od, c_od + w_od)]
     checks += [(c, 0xFF, buf[p + c]) for c in range(c_kl, c_key)]

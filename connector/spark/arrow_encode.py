@@ -232,7 +232,9 @@ class ArrowRecordEncoder:
         s0 = 2 + varint_width(kl) + np.maximum(kl, 0) + varint_width(vl) + np.maximum(vl, 0) + hbytes
         if int(s0.sum()) + 16 * n > _MAX_JOIN_BYTES and n > 1:
             half = n // 2
-            sl = (lambda a, i, j: None if a is None else a.slice(i, j - i))
+            def sl(a, i, j):
+                return None if a is None else a.slice(i, j - i)
+
             return (self.encode(topic, num_partitions, value.slice(0, half), sl(key, 0, half),
                                 sl(partition, 0, half), sl(headers, 0, half), ts)
                     + self.encode(topic, num_partitions, value.slice(half), sl(key, half, n),

@@ -166,7 +166,7 @@ class _ProgressJsonRelay:
         pass
 
     class Java:
-        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]  # noqa: RUF012 - py4j's callback contract
 
 
 def _listener_class():

@@ -239,7 +239,7 @@ class SourcePlanner:
         if not tps:
             return {}
         res = self.call(f"ListOffsets ({'latest' if spec == LATEST else 'earliest'})",
-                        lambda: self.client.list_offsets({tp: spec for tp in tps}, isolation_level=self.isolation,
+                        lambda: self.client.list_offsets(dict.fromkeys(tps, spec), isolation_level=self.isolation,
                                                          timeout_s=self.timeout_s()))
         out = {}
         for tp in tps:
@@ -275,7 +275,7 @@ class SourcePlanner:
             return out
         # timestamps
         if kind == "timestamp":
-            ts = {tp: spec.timestamp for tp in tps}
+            ts = dict.fromkeys(tps, spec.timestamp)
             name = "startingTimestamp/endingTimestamp"
         else:
             given = spec.offsets_dict()

@@ -87,19 +87,19 @@ def task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> dic
     # the planned leader first; the cluster's own bootstrap servers are where a lookup goes when
     # that broker is gone (nothing connects to them while the planned leader serves the fetches)
     bootstrap = ",".join(b for b in (part.leader, opts.cluster.bootstrap_servers) if b) or None
-    return dict(
-        bootstrap_servers=bootstrap,
-        zookeeper_connect=None if bootstrap else opts.cluster.zookeeper_connect,
-        client_id=opts.cluster.client_id,
-        isolation_level=opts.isolation_level,
-        check_crcs=opts.check_crcs,
-        request_timeout_ms=int(opts.cluster.request_timeout_s * 1000),
-        max_wait_ms=min(500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
+    return {
+        "bootstrap_servers": bootstrap,
+        "zookeeper_connect": None if bootstrap else opts.cluster.zookeeper_connect,
+        "client_id": opts.cluster.client_id,
+        "isolation_level": opts.isolation_level,
+        "check_crcs": opts.check_crcs,
+        "request_timeout_ms": int(opts.cluster.request_timeout_s * 1000),
+        "max_wait_ms": min(500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
                         int(opts.cluster.request_timeout_s * 1000) - 1),
-        min_bytes=1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
-        fetch_max_bytes=fetch_max_bytes(opts),
-        retry_backoff_ms=100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
-    )
+        "min_bytes": 1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
+        "fetch_max_bytes": fetch_max_bytes(opts),
+        "retry_backoff_ms": 100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
+    }
 
 
 def fetch_max_bytes(opts: SourceOptions) -> int:

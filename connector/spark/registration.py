@@ -27,7 +27,7 @@ def worker_python_problem(python: str) -> str | None:
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         return None
     try:
-        r = subprocess.run([python, "-c", "import pyklog"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([python, "-c", "import pyklog"], check=False, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
         return f"cannot run {python!r}: {e}"
     if r.returncode == 0:

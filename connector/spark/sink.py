@@ -50,7 +50,6 @@ from pyspark.sql.datasource import (
 
 from pyklog.broker.errors import (
     ConfigError,
-    DataLossError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     ProducerFencedError,
@@ -138,7 +137,7 @@ class TaskIdentity:
     token: str
 
     @classmethod
-    def current(cls, *, streaming: bool, prefix: str | None) -> "TaskIdentity":
+    def current(cls, *, streaming: bool, prefix: str | None) -> TaskIdentity:
         from pyspark import TaskContext
 
         tc = TaskContext.get()
@@ -180,7 +179,7 @@ class CommitRecord:
                           sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes, path: str) -> "CommitRecord":
+    def decode(cls, data: bytes, path: str) -> CommitRecord:
         try:
             d = json.loads(data.decode())
             txns = tuple((str(t[0]), int(t[1]), int(t[2])) for t in d["transactions"])
@@ -224,7 +223,7 @@ class SinkTransactionLog:
     def transactions_path(cls, query_id: str, batch_id: int | None = None) -> str:
         return paths.spark_sink_transactions(query_id, batch_id)
 
-    def __enter__(self) -> "SinkTransactionLog":
+    def __enter__(self) -> SinkTransactionLog:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
@@ -421,7 +420,7 @@ class _FirstDeliveryFailure(logging.Handler):
         self.message: str | None = None
 
     @classmethod
-    def attach(cls) -> "_FirstDeliveryFailure":
+    def attach(cls) -> _FirstDeliveryFailure:
         h = cls()
         logging.getLogger(cls._LOGGER).addHandler(h)
         return h
@@ -560,7 +559,9 @@ class _SinkWriter:
                     if len(rows) == n:
                         producer.send_many(t, parts, keys, values, headers)
                     else:
-                        pick = (lambda seq: None if seq is None else [seq[i] for i in rows])
+                        def pick(seq, rows=rows):
+                            return None if seq is None else [seq[i] for i in rows]
+
                         producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows],
                                            pick(headers))
                     per_topic[t] = per_topic.get(t, 0) + len(rows)

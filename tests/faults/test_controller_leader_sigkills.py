@@ -9,6 +9,7 @@ SIGKILL to the new leader in ZooKeeper and to the first acknowledged write after
 """
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -29,8 +30,8 @@ def _state(zk, topic, p):
 def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory, zk, zk_chroot, tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    props = dict(min_insync_replicas="2", default_replication_factor="3", replica_lag_time_max_ms="10000",
-                 offsets_topic_replication_factor="1")
+    props = {"min_insync_replicas": "2", "default_replication_factor": "3", "replica_lag_time_max_ms": "10000",
+                 "offsets_topic_replication_factor": "1"}
     brokers = {i: broker_factory(i, **props) for i in range(3)}
     wait_for(lambda: len(zk.get_children(paths.BROKER_IDS)) == 3, message="3 brokers")
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
@@ -48,7 +49,7 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
     failed: list[tuple[int, int, str]] = []
     lock = threading.Lock()
     stop = threading.Event()
-    sent = {p: 0 for p in range(PARTITIONS)}
+    sent = dict.fromkeys(range(PARTITIONS), 0)
 
     def on_delivery(err, msg):
         p, seq = (int(x) for x in msg.value().decode().split(":"))
@@ -117,7 +118,7 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
             m = consumer.poll(1.0)
             if m is None or m.error():
                 continue
-            q, seq = (int(x) for x in m.value().decode().split(":"))
+            _q, seq = (int(x) for x in m.value().decode().split(":"))
             read[m.partition()].append((seq, m.offset()))
     finally:
         consumer.close()
@@ -130,8 +131,8 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
         counts["duplicated"][p] = len(seqs) - len(set(seqs))
         acked_seqs = {s for s, _, _ in acked[p]}
         counts["lost"][p] = len(acked_seqs - set(seqs))
-        counts["out_of_order"][p] = sum(1 for a, b in zip(seqs, seqs[1:]) if b <= a)
-        offsets = dict((s, o) for s, o in read[p])
+        counts["out_of_order"][p] = sum(1 for a, b in itertools.pairwise(seqs) if b <= a)
+        offsets = dict(read[p])
         # librdkafka acks some messages "implicitly" (a later sequence of the same producer was
         # acknowledged after a retry): delivered, offset not reported (None); counted apart
         counts.setdefault("acked_without_offset", {})[p] = sum(1 for _, o, _ in acked[p] if o is None)

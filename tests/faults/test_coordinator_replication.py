@@ -36,10 +36,10 @@ NOT_COORDINATOR = 16
 LOAD_IN_PROGRESS = 14
 RETRIABLE_COORDINATOR = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, LOAD_IN_PROGRESS)
 
-PROPS = dict(min_insync_replicas="2", default_replication_factor="3", offsets_topic_replication_factor="3",
-             offsets_topic_num_partitions="1", transaction_state_log_replication_factor="3",
-             transaction_state_log_num_partitions="1", transaction_state_log_min_isr="2",
-             group_initial_rebalance_delay_ms="0")
+PROPS = {"min_insync_replicas": "2", "default_replication_factor": "3", "offsets_topic_replication_factor": "3",
+             "offsets_topic_num_partitions": "1", "transaction_state_log_replication_factor": "3",
+             "transaction_state_log_num_partitions": "1", "transaction_state_log_min_isr": "2",
+             "group_initial_rebalance_delay_ms": "0"}
 
 
 def _state(zk, topic, p=0):

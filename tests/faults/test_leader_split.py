@@ -15,7 +15,6 @@ acknowledged.  Real broker processes and ZooKeeper, 3 brokers, replication facto
 from __future__ import annotations
 
 import signal
-import socket
 import time
 import uuid
 
@@ -46,7 +45,7 @@ def _answer(w: support.Wire, cid: int) -> int | None:
     nothing came within its timeout (not acknowledged either way)."""
     try:
         got, resp = decode_response(ApiKey.PRODUCE, 8, w.recv_frame())
-    except (ConnectionError, socket.timeout, OSError):
+    except (TimeoutError, ConnectionError, OSError):
         return None
     assert got == cid
     return resp["responses"][0]["partition_responses"][0]["error_code"]

@@ -48,7 +48,7 @@ def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, z
     failed: list = []
     lock = threading.Lock()
     stop = threading.Event()
-    sent = {p: 0 for p in range(PARTITIONS)}
+    sent = dict.fromkeys(range(PARTITIONS), 0)
     producer = Producer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
                         request_timeout_ms=10000, retry_backoff_ms=100, delivery_timeout_ms=120000,
                         metadata_max_age_ms=5000)
@@ -128,7 +128,7 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
             (failed.append((p, seq, str(err))) if err is not None else acked[p].append(seq))
 
     def produce_loop():
-        n = {p: 0 for p in range(PARTITIONS)}
+        n = dict.fromkeys(range(PARTITIONS), 0)
         while not stop_producing.is_set():
             for p in range(PARTITIONS):
                 try:
@@ -144,7 +144,7 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
     simple = SimpleConsumer(bootstrap, max_wait_ms=200, request_timeout_ms=30000)
 
     def simple_loop():
-        offsets = {p: 0 for p in range(PARTITIONS)}
+        offsets = dict.fromkeys(range(PARTITIONS), 0)
         while not stop_reading.is_set():
             try:
                 got = simple.multi_fetch({(topic, p): (offsets[p], 1 << 20) for p in range(PARTITIONS)})

@@ -68,7 +68,7 @@ class _SourceProducer(threading.Thread):
             self.fatal = e
 
     def _run(self):
-        n = {p: 0 for p in range(PARTITIONS)}
+        n = dict.fromkeys(range(PARTITIONS), 0)
         while not self.halt.is_set():
             for p in range(PARTITIONS):
                 try:

@@ -8,6 +8,7 @@ Runs in the pytest process; the brokers are real processes from ``broker_factory
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import signal
@@ -20,8 +21,8 @@ from pyklog.broker.zk.cluster import ZkCluster
 from tests.support import wait_for
 
 #: broker properties of a cluster whose partitions survive one broker down (acks=all, min ISR 2)
-CLUSTER_PROPS = dict(min_insync_replicas="2", default_replication_factor="3", replica_lag_time_max_ms="10000",
-                     replica_fetch_wait_max_ms="200", offsets_topic_replication_factor="1")
+CLUSTER_PROPS = {"min_insync_replicas": "2", "default_replication_factor": "3", "replica_lag_time_max_ms": "10000",
+                     "replica_fetch_wait_max_ms": "200", "offsets_topic_replication_factor": "1"}
 
 
 def state(zk, topic: str, p: int) -> dict:
@@ -84,7 +85,7 @@ def count(acked: dict, read: dict) -> dict:
         out["read"] += len(r)
         out["lost"] += len(a - set(r))
         out["duplicated"] += len(r) - len(set(r))
-        out["out_of_order"] += sum(1 for x, y in zip(r, r[1:]) if y <= x)
+        out["out_of_order"] += sum(1 for x, y in itertools.pairwise(r) if y <= x)
         out["phantom"] += len(set(r) - a)
     return out
 
@@ -101,7 +102,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120)
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got = {p: 0 for p in range(partitions)}
+        got = dict.fromkeys(range(partitions), 0)
         deadline = time.monotonic() + timeout
         while any(got[p] < ends[p] for p in range(partitions)) and time.monotonic() < deadline:
             m = consumer.poll(0.2)

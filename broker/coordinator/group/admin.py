@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from pyklog.broker.coordinator.group.metadata import GroupMetadata, subscribed_topics
 from pyklog.broker.coordinator.group.state import GroupState

@@ -79,7 +79,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.coordinator.group.admin import GroupAdministration
@@ -227,7 +227,7 @@ class GroupCoordinator(GroupAdministration):
                                               self._cleanup_task)
 
     @classmethod
-    def from_config(cls, offset_manager, config) -> "GroupCoordinator":
+    def from_config(cls, offset_manager, config) -> GroupCoordinator:
         """Build from a :class:`broker.server.config.ServerConfig` (Kafka's setting names, read from
         ``config.raw``): ``group.initial.rebalance.delay.ms`` (3000), ``group.min.session.timeout.ms``
         (6000), ``group.max.session.timeout.ms`` (1800000), ``group.max.size`` (2147483647),

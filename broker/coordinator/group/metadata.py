@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from pyklog.broker.common.scheduler import ScheduledTask
 from pyklog.broker.common.state_machine import check_transition

@@ -19,8 +19,8 @@ Pure declarations; no state.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 
 class GroupState(enum.StrEnum):

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from pyklog.broker.common.scheduler import Scheduler
+from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter
 from pyklog.broker.coordinator.transaction.marker_channel import PendingCompletion, TransactionMarkerChannelManager
 from pyklog.broker.coordinator.transaction.metadata import (
     IDLE_STATES,
@@ -46,7 +48,6 @@ from pyklog.broker.coordinator.transaction.metadata import (
     TxnState,
 )
 from pyklog.broker.coordinator.transaction.state_manager import TransactionStateManager
-from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter
 from pyklog.broker.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -154,7 +155,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
 
-    def describe_transaction(self, transactional_id: str) -> "TransactionDescription":
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
         """DescribeTransactions of one id (Kafka's ``TransactionCoordinator.handleDescribeTransactions``):
         NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE as for any
         coordinator request, TRANSACTIONAL_ID_NOT_FOUND for an id without state or being expired

@@ -28,9 +28,9 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pyklog.broker.common.retry import Backoff
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request

@@ -123,7 +123,7 @@ class TransactionMetadata:
         self.lock = threading.RLock()
 
     @classmethod
-    def from_log(cls, transactional_id: str, value: TxnLogValue) -> "TransactionMetadata":
+    def from_log(cls, transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
         return cls(transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
                    TxnState(value.state), value.partitions, value.start_timestamp_ms,
                    value.last_update_timestamp_ms)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter
 from pyklog.broker.coordinator.runtime import (

@@ -167,7 +167,7 @@ class TopicAdminApis(RequestHandlers):
             try:
                 outcome = self.cluster.delete_topics(todo)
             except PyklogError as e:
-                outcome = {name: e for name in todo}
+                outcome = dict.fromkeys(todo, e)
             for name in todo:
                 e = outcome.get(name)
                 if e is not None:

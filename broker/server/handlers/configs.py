@@ -50,7 +50,6 @@ class ConfigApis(RequestHandlers):
         resources from ``/config/brokers/<id>``, ``/config/brokers/<default>`` and ``server.properties``,
         with sources and synonyms (see :mod:`config_helper`)."""
         from pyklog.broker.server import config_helper as ch
-        from pyklog.broker.server.config import SERVER_CONFIG
 
         include_synonyms = body.get("include_synonyms", False)
         include_doc = body.get("include_documentation", False)

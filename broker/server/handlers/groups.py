@@ -150,9 +150,9 @@ class GroupApis(RequestHandlers):
                 try:
                     self.offsets.commit_async(group, part, one_done, commit_timestamp=ts if ts >= 0 else None)
                 except PyklogError as e:
-                    one_done({k: e.code for k in part})
+                    one_done(dict.fromkeys(part, e.code))
         except PyklogError as e:
-            respond({k: e.code for k in wanted})
+            respond(dict.fromkeys(wanted, e.code))
 
     def handle_offset_fetch(self, request, header, body):
         """OffsetFetch v0-9 (Kafka's handleOffsetFetchRequest).  v0 reads ZooKeeper's offsets;
@@ -280,7 +280,7 @@ class GroupApis(RequestHandlers):
         (:meth:`_delete_zookeeper_groups`)."""
         names = body["groups_names"]
         if self.groups is None:
-            codes = {g: CoordinatorNotAvailableError.code for g in names}
+            codes = dict.fromkeys(names, CoordinatorNotAvailableError.code)
         else:
             codes = self.groups.delete_groups(names)
             codes = self._delete_zookeeper_groups(codes)

@@ -124,7 +124,7 @@ class TransactionApis(RequestHandlers):
             except PyklogError as e:
                 code = self._txn_error_code(e)
                 log.debug("AddPartitionsToTxn %r: %s", body["v3_and_below_transactional_id"], e)
-            codes = {tp: code for tp in wanted}
+            codes = dict.fromkeys(wanted, code)
         results: dict[str, list] = {}
         for t, p in wanted:
             results.setdefault(t, []).append({"partition_index": p, "partition_error_code": codes[(t, p)]})
@@ -186,7 +186,7 @@ class TransactionApis(RequestHandlers):
         except PyklogError as e:
             log.debug("TxnOffsetCommit of group %r (transactional id %r) refused: %s", group,
                       body.get("transactional_id"), e)
-            self._answer_txn_offset_commit(request, header, body, {k: e.code for k in wanted})
+            self._answer_txn_offset_commit(request, header, body, dict.fromkeys(wanted, e.code))
 
     def _answer_txn_offset_commit(self, request, header, body, codes: dict) -> None:
         """TxnOffsetCommit's response from the per-partition error codes (any thread)."""

@@ -202,7 +202,7 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
     # retention.ms: old segments are deleted on the live log, the log start offset moves
     incremental(ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET))
     wait_for(lambda: _offsets(b.port, topic)[0] > 0, 20, message="retention deleted old segments")
-    start, end = _offsets(b.port, topic)
+    _start, end = _offsets(b.port, topic)
     assert end == 22 and len(segments()) < 5
 
     # cleanup.policy: APPEND compact (kafka-python's incremental alter), null keys are refused

@@ -78,7 +78,7 @@ def test_confluent_kafka_admin_client_uses_the_new_versions(broker_factory):
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
     wait_for(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3,
              message="3 partitions")
-    low = list(admin.delete_records([TopicPartition(topic, 0, 4)]).values())[0].result(30)
+    low = next(iter(admin.delete_records([TopicPartition(topic, 0, 4)]).values())).result(30)
     assert low.low_watermark == 4
 
     from confluent_kafka import Consumer

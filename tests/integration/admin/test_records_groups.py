@@ -72,7 +72,7 @@ def test_delete_records_moves_the_log_start_offset_and_survives_kill(broker_fact
     # confluent-kafka: everything before offset 40 of partition 0
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     res = admin.delete_records([TopicPartition(topic, 0, 40)])
-    got = list(res.values())[0].result(30)
+    got = next(iter(res.values())).result(30)
     assert got.low_watermark == 40
     assert _start_offset(b.port, topic, 0) == 40
     # kafka-python: partition 1 up to its high watermark
@@ -222,7 +222,7 @@ def test_delete_records_seen_by_the_spark_source_fail_on_data_loss(broker_factor
             assert produce(w, topic, records(10, prefix=b"s%d-" % i))["error_code"] == 0
     admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive until its future completes
     res = admin.delete_records([TopicPartition(topic, 0, 25)])
-    assert list(res.values())[0].result(30).low_watermark == 25
+    assert next(iter(res.values())).result(30).low_watermark == 25
 
     def read(fail_on_data_loss: str):
         return (spark.read.format("pyklog").option("kafka.bootstrap.servers", b.bootstrap)

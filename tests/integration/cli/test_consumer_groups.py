@@ -59,7 +59,7 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
         from pyklog.connector.producer import Producer
 
         p = Producer(bootstrap_servers=b, linger_ms=0)
-        for i in range(3):
+        for _i in range(3):
             p.send("cg", b"late", partition=0)
         p.flush()
         p.close()

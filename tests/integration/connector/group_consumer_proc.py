@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         "zookeeper.session.timeout.ms": args.session_timeout_ms,
         "rebalance.backoff.ms": args.rebalance_backoff_ms, "rebalance.max.retries": args.rebalance_max_retries,
     })
-    streams = conn.create_message_streams({t: 1 for t in args.topics.split(",")})
+    streams = conn.create_message_streams(dict.fromkeys(args.topics.split(","), 1))
     out = sys.stdout
     print("READY", flush=True)
     owned = None

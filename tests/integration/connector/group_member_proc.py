@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         if args.unfenced:
             try:
                 plain.commit(args.group, batch)
-                outcome = {tp: "committed" for tp in batch}
+                outcome = dict.fromkeys(batch, "committed")
             except Exception as e:  # noqa: BLE001
                 outcome = {tp: f"error:{type(e).__name__}" for tp in batch}
         else:
@@ -70,8 +70,8 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 outcome = {tp: f"error:{type(e).__name__}" for tp in batch}
             else:
-                outcome = {**{tp: "committed" for tp in r.committed}, **{tp: "refused" for tp in r.refused},
-                           **{tp: "ahead" for tp in r.ahead}}
+                outcome = {**dict.fromkeys(r.committed, "committed"), **dict.fromkeys(r.refused, "refused"),
+                           **dict.fromkeys(r.ahead, "ahead")}
         for tp, what in sorted(outcome.items()):
             print(f"COMMIT {tp[1]} {batch[tp]} {what}", flush=True)
             if what == "committed":

@@ -19,7 +19,7 @@ from tests.support import wait_for
 def test_connection_negotiates_and_pipelines(broker):
     conn = BrokerConnection("127.0.0.1", broker.port, client_id="t")
     try:
-        for key, (lo, hi) in SUPPORTED.items():
+        for key, (_lo, hi) in SUPPORTED.items():
             assert conn.version_for(key) == min(hi, CLIENT_MAX.get(int(key), hi), conn.api_versions[int(key)][1])
         assert conn.version_for(ApiKey.FETCH) == 12  # the consumer fetches by name (Fetch v13+ is by id)
         # three requests in flight, answers read in reverse order (the connection parks frames)

@@ -9,6 +9,7 @@ offset ever moved backwards, and how many records the new owner reads again (the
 flight)."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -82,7 +83,7 @@ class OffsetWatcher:
         self._t.join(5)
 
     def backwards(self):
-        return {tp: h for tp, h in self.history.items() if any(b < a for a, b in zip(h, h[1:]))}
+        return {tp: h for tp, h in self.history.items() if any(b < a for a, b in itertools.pairwise(h))}
 
 
 def run_zombie(zk_chroot, zk, unfenced: bool):
@@ -159,7 +160,7 @@ def test_zombie_commits_are_refused_and_offsets_never_move_backwards(zk_chroot, 
 def test_without_the_fence_a_zombie_commit_lands(zk_chroot, zk):
     """What the fence prevents: a plain offset write after SIGCONT goes through kazoo's retry on a new
     session and lands on partitions another member owns (partition 0 even moves backwards)."""
-    zombie_commits, b_commits, last, _, watcher, z, b = run_zombie(zk_chroot, zk, unfenced=True)
+    zombie_commits, _b_commits, _last, _, watcher, z, b = run_zombie(zk_chroot, zk, unfenced=True)
     try:
         landed = [ln for ln in zombie_commits if ln.endswith(" committed")]
         assert landed, zombie_commits

@@ -206,7 +206,7 @@ def test_idempotent_retry_does_not_duplicate(kafka):
 
 
 def test_raw_resend_of_same_sequence_is_deduplicated(kafka):
-    broker, client, consumer = kafka
+    _broker, client, consumer = kafka
     client.create_topic("raw", 1)
     pid, epoch = client.init_producer_id()
     batch = build_batch([(None, b"once-%d" % i, None, ()) for i in range(5)], producer_id=pid,
@@ -222,7 +222,7 @@ def test_raw_resend_of_same_sequence_is_deduplicated(kafka):
 
 
 def test_metadata_refresh_for_a_topic_created_later(kafka):
-    broker, client, consumer = kafka
+    broker, _client, _consumer = kafka
     with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
                   max_block_ms=20000, retry_backoff_ms=50) as p:
         def create_late():
@@ -235,16 +235,15 @@ def test_metadata_refresh_for_a_topic_created_later(kafka):
         t.join()
         assert md.partition == partition_for_key(b"abc", 2) and md.offset == 0
     with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
-                  max_block_ms=300) as p2:
-        with pytest.raises(Exception, match="nosuch"):
-            p2.send("nosuch", b"x")
+                  max_block_ms=300) as p2, pytest.raises(Exception, match="nosuch"):
+        p2.send("nosuch", b"x")
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_reads_what_we_wrote(kafka, codec):
     from confluent_kafka import Consumer, TopicPartition
 
-    broker, client, consumer = kafka
+    broker, client, _consumer = kafka
     topic = f"codec-{codec}"
     client.create_topic(topic, 1)
     expected = []
@@ -305,7 +304,7 @@ def test_idempotent_retry_with_pipelined_requests_keeps_order(kafka):
 def test_delivery_timeout_when_the_broker_is_gone(kafka):
     from pyklog.broker.errors import RequestTimedOutError
 
-    broker, client, consumer = kafka
+    broker, client, _consumer = kafka
     client.create_topic("gone", 1)
     with Producer(bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500, retry_backoff_ms=100,
                   request_timeout_ms=1000) as p:
@@ -440,5 +439,5 @@ def test_send_many_bulk_append(kafka):
     assert (p3[b"p3b"].key, p3[b"p3b"].timestamp, p3[b"p3b"].headers) == (None, 3000, (("h", None),))
     nulls = {q: [r.value for r in got[q] if r.key is None and r.value.startswith(b"0")] for q in range(4)}
     assert sum(len(v) for v in nulls.values()) == 400 and sum(1 for v in nulls.values() if v) >= 2
-    for q, vals in nulls.items():
+    for vals in nulls.values():
         assert vals == sorted(vals)  # in order within each partition

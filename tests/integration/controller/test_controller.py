@@ -6,6 +6,7 @@ and check every election by reading the state znodes the controller writes.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import time
@@ -397,7 +398,7 @@ def test_controlled_shutdown_leaves_an_acks_all_producer_no_leader_gap(broker_fa
         t.join(90)
     assert f"controlled shutdown of broker {victim} succeeded" in brokers[victim].output()
     times = [a[0] for a in acks if a[0] >= t0 - 1.0]
-    gap = max(b - a for a, b in zip(times, times[1:]))
+    gap = max(b - a for a, b in itertools.pairwise(times))
     print(f"\nlongest pause between acknowledgements around the SIGTERM: {gap:.2f}s "
           f"(session timeout {session_ms / 1000:.0f}s), errors {len(errors)}")
     assert not errors, errors[:5]

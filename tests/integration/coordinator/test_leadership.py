@@ -176,11 +176,11 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
     committer.start()
     tx.start()
     try:
-        wait_for(lambda: committer.acked >= 5 and len(tx.committed) >= 2 or tx.fatal, timeout=60,
+        wait_for(lambda: (committer.acked >= 5 and len(tx.committed) >= 2) or tx.fatal, timeout=60,
                  message=f"workers running (commits {committer.acked}/{committer.attempted}, txns {tx.committed}, "
                  f"errors {tx.errors[-3:]})")
         assert tx.fatal is None, repr(tx.fatal)
-        for cycle in range(2):
+        for _cycle in range(2):
             for topic, gone in ((OFFSETS, f"no longer the coordinator of {OFFSETS}-0 at epoch"),
                                 (TXN_STATE, f"no longer the transaction coordinator of {TXN_STATE}-0 at epoch")):
                 e = epoch_of(zk, topic)

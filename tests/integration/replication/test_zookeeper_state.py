@@ -106,7 +106,7 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
         states = b1.topic(name)
     elif install == "reload":
         zk.set(paths.topic(name), zk.get(paths.topic(name))[0])  # the assignment node rewritten
-        wait_for(lambda: heard.is_set(), message="the reload read the topic")
+        wait_for(heard.is_set, message="the reload read the topic")
         states = b1.topic(name, refresh_if_missing=False)
     else:
         with b1.metadata_cache._lock:

@@ -89,7 +89,7 @@ def test_api_versions_newer_version_gets_v0_layout_with_unsupported_version(wire
 
 # ---------------------------------------------------------------------------------- Metadata
 
-@pytest.mark.parametrize("version", range(0, 9))
+@pytest.mark.parametrize("version", range(9))
 def test_metadata_every_version_auto_creates(shared_broker, wire, version):
     name = topic_name()
     body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
@@ -345,7 +345,7 @@ def test_list_offsets_every_version(wire):
 
 # ---------------------------------------------------------------------------------- admin APIs
 
-@pytest.mark.parametrize("version", range(0, 8))
+@pytest.mark.parametrize("version", range(8))
 def test_create_topics_every_version(shared_broker, wire, version):
     name = topic_name()
     assert create_topic(wire, name, 2, version=version)["error_code"] == 0
@@ -370,7 +370,7 @@ def test_create_topics_every_version(shared_broker, wire, version):
         assert meta["topics"][0]["error_code"] == 3  # validate_only created nothing
 
 
-@pytest.mark.parametrize("version", range(0, 4))
+@pytest.mark.parametrize("version", range(4))
 def test_delete_topics_removes_logs(shared_broker, wire, version):
     name = topic_name()
     create_topic(wire, name, 2)
@@ -429,7 +429,7 @@ def test_find_coordinator_and_offsets_all_versions(shared_broker, wire):
                 "topics": [{"name": name, "partitions": [
                     {"partition_index": p, "committed_offset": offset + p, "committed_metadata": f"m{v}",
                      "committed_leader_epoch": -1, "commit_timestamp": -1} for p in (0, 1)]}]}
-        for attempt in range(100):
+        for _attempt in range(100):
             resp = wire.request(ApiKey.OFFSET_COMMIT, v, body)
             codes = [p["error_code"] for p in resp["topics"][0]["partitions"]]
             if codes != [14, 14]:  # COORDINATOR_LOAD_IN_PROGRESS right after creation

@@ -84,7 +84,7 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
     from kafka.admin import ConfigResource as KpResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-    static = dict(log_retention_check_interval_ms=200, log_segment_bytes=1200, log_segment_delete_delay_ms=0)
+    static = {"log_retention_check_interval_ms": 200, "log_segment_bytes": 1200, "log_segment_delete_delay_ms": 0}
     b0 = broker_factory(0, **static)
     b1 = broker_factory(1, **static)
     admin = AdminClient({"bootstrap.servers": b0.bootstrap})

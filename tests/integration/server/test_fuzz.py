@@ -142,7 +142,7 @@ def _run_case(port: int, data: bytes, kind: str) -> str:
             try:
                 while s.recv(65536):
                     pass
-            except (ConnectionResetError, socket.timeout):
+            except (TimeoutError, ConnectionResetError):
                 pass
             return "truncated"
         try:
@@ -155,7 +155,7 @@ def _run_case(port: int, data: bytes, kind: str) -> str:
                 chunk = s.recv(65536)
             except ConnectionResetError:
                 return "closed"
-            except socket.timeout:
+            except TimeoutError:
                 return "timeout"
             if not chunk:
                 return "closed"

@@ -81,7 +81,7 @@ def stall_half_sent_requests(port: int, pid: int, connections: int = 8, request_
             s.sendall(struct.pack(">i", request_size))
             while sent[i] < body_bytes:
                 sent[i] += s.send(chunk[:min(len(chunk), body_bytes - sent[i])])
-        except (socket.timeout, OSError):
+        except (TimeoutError, OSError):
             pass
 
     threads = [threading.Thread(target=feed, args=(i,)) for i in range(connections)]
@@ -113,7 +113,7 @@ def test_queued_max_request_bytes_bounds_half_sent_requests(broker_factory):
     waiting.sock.settimeout(2.0)
     try:
         early = waiting.sock.recv(1)
-    except socket.timeout:
+    except TimeoutError:
         early = None
     assert early is None, "answered while queued.max.request.bytes was exhausted"
     for s in r["socks"]:
@@ -171,7 +171,7 @@ def test_max_connections_makes_the_acceptor_wait(broker_factory):
     eleventh.sock.settimeout(2.0)
     try:
         early = eleventh.sock.recv(1)
-    except socket.timeout:
+    except TimeoutError:
         early = None
     assert early is None, "the 11th connection was served while 10 were open"
     ten.pop(0).close()  # a slot frees up: the acceptor takes the waiting connection

@@ -16,6 +16,7 @@ its consumer id (``<host>-spark-<pid>-<hex>``); the tests SIGKILL and SIGSTOP th
 """
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -138,7 +139,7 @@ def test_stop_after_a_batch_hands_over_nothing_to_read_twice(spark, group_env, z
         wait_query(qa, lambda: len(a.rows) == 20, what="A's first batch")
         # the batch has completed: give the completion a moment to be committed, then stop A
         try:
-            wait_for(lambda: store.fetch("stop-g", tps) == {tp: 10 for tp in tps}, 5, message="A's commit")
+            wait_for(lambda: store.fetch("stop-g", tps) == dict.fromkeys(tps, 10), 5, message="A's commit")
         except AssertionError:
             pass  # without a batch-end commit (before issue 9 item 6) it never comes: counted below
     finally:
@@ -147,7 +148,7 @@ def test_stop_after_a_batch_hands_over_nothing_to_read_twice(spark, group_env, z
     produce(boot, "stop", 10, 2, start=10)
     qb = start(spark, b, opts)
     try:
-        wait_query(qb, lambda: store.fetch("stop-g", tps) == {tp: 20 for tp in tps}, what="B caught up")
+        wait_query(qb, lambda: store.fetch("stop-g", tps) == dict.fromkeys(tps, 20), what="B caught up")
     finally:
         qb.stop()
     read, lost, twice = counts([(p, o) for p in range(2) for o in range(20)], a, b)
@@ -167,7 +168,7 @@ def test_planner_sigkilled_after_a_batch(spark, group_env, zk_chroot):
     try:
         wait_query(qa, lambda: len(a.rows) == 20, what="A's first batch")
         try:
-            wait_for(lambda: store.fetch("kill-g", tps) == {tp: 10 for tp in tps}, 5, message="A's commit")
+            wait_for(lambda: store.fetch("kill-g", tps) == dict.fromkeys(tps, 10), 5, message="A's commit")
         except AssertionError:
             pass
         (cid,) = members(zk_chroot, "kill-g")
@@ -175,7 +176,7 @@ def test_planner_sigkilled_after_a_batch(spark, group_env, zk_chroot):
         produce(boot, "kill", 10, 2, start=10)
         t0 = time.monotonic()
         qb = start(spark, b, opts)  # joins once A's session has expired
-        wait_query(qb, lambda: store.fetch("kill-g", tps) == {tp: 20 for tp in tps}, what="B took over")
+        wait_query(qb, lambda: store.fetch("kill-g", tps) == dict.fromkeys(tps, 20), what="B took over")
         took = time.monotonic() - t0
     finally:
         qa.stop()
@@ -211,16 +212,16 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
     pid = None
     try:
         wait_query(qa, lambda: len(a.rows) == 20, what="A's first batch")
-        wait_for(lambda: store.fetch("zomb-g", tps) == {tp: 10 for tp in tps}, 10, message="A's commit of batch 0")
+        wait_for(lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 10), 10, message="A's commit of batch 0")
         (cid,) = members(zk_chroot, "zomb-g")
         pid = planner_pid(cid)
         produce(boot, "zomb", 10, 2, start=10)
         wait_query(qa, a.held.is_set, what="A's batch 1 in the sink")
         os.kill(pid, signal.SIGSTOP)  # the planner is paused; A's batch 1 (rows 10-19) is in flight
         qb = start(spark, b, opts)  # B joins when A's session expires, and starts at the group's offsets
-        wait_query(qb, lambda: store.fetch("zomb-g", tps) == {tp: 20 for tp in tps}, what="B took over")
+        wait_query(qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 20), what="B took over")
         produce(boot, "zomb", 10, 2, start=20)
-        wait_query(qb, lambda: store.fetch("zomb-g", tps) == {tp: 30 for tp in tps}, what="B read on")
+        wait_query(qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 30), what="B read on")
         a.release()  # A's batch 1 completes; its completion is reported to the paused planner
         wait_query(qa, lambda: any(bid == 1 for bid, _ in a.batches), what="A's batch 1 to complete")
         os.kill(pid, signal.SIGCONT)
@@ -228,7 +229,7 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
         # A notices its expired session, rejoins and takes one partition back at the group's offset
         wait_for(lambda: len(members(zk_chroot, "zomb-g")) == 2, 30, message="A to rejoin")
         produce(boot, "zomb", 10, 2, start=30)
-        wait_query(qb, lambda: store.fetch("zomb-g", tps) == {tp: 40 for tp in tps}, timeout=60,
+        wait_query(qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 40), timeout=60,
                    what="A and B to read on")
         time.sleep(1.5)  # a trigger more: anything else either would read shows up
     finally:
@@ -241,7 +242,7 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
         watching.set()
         watcher.join(5)
     read, lost, twice = counts([(p, o) for p in range(2) for o in range(40)], a, b)
-    backwards = {tp: h for tp, h in history.items() if any(y < x for x, y in zip(h, h[1:]))}
+    backwards = {tp: h for tp, h in history.items() if any(y < x for x, y in itertools.pairwise(h))}
     in_flight = Counter(row for row in a.rows if 10 <= row[1] < 20)
     print(f"\nplanner paused past its session during a batch: read {read}, lost {lost}, read twice {twice} "
           f"(A's batch in flight: {len(in_flight)} rows); offsets history {history}; backwards {backwards}")
@@ -266,7 +267,7 @@ def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(s
     tps = [("load", p) for p in range(parts)]
     opts = opts_for(zk_chroot, "load", "load-g")
     a, b = Sink(), Sink()
-    produced = {p: 0 for p in range(parts)}
+    produced = dict.fromkeys(range(parts), 0)
     stop = threading.Event()
 
     def keep_producing():

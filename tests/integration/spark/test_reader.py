@@ -77,7 +77,7 @@ def test_group_split_handover_exactly_once(broker, zk_chroot):
         b_init: dict = {}
         t = threading.Thread(target=lambda: b_init.update(off=b.initialOffset()))
         t.start()
-        wait_for(lambda: a._driver.member.to_release(), 20, message="rebalance after B joined")
+        wait_for(a._driver.member.to_release, 20, message="rebalance after B joined")
         produce(boot, "ev", 5, 4, start=10)
         a2 = a.latestOffset(a1, ReadAllAvailable())  # commits a1, releases what moved to B
         t.join(30)

@@ -3,6 +3,8 @@
 partition / key / headers columns, string and binary columns, and a null topic."""
 from __future__ import annotations
 
+import itertools
+
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
@@ -134,4 +136,4 @@ def test_bulk_sink_rows_read_back_with_confluent_kafka(broker, guarantee):
             assert p == part, value
     # null keys without a partition are sticky: several rows per batch on one partition, not spread row by row
     sticky = [got[r[2]][0] for r in rows if r[1] is None and r[3] is None]
-    assert sum(1 for a, b in zip(sticky, sticky[1:]) if a != b) < len(sticky) // 4
+    assert sum(1 for a, b in itertools.pairwise(sticky) if a != b) < len(sticky) // 4

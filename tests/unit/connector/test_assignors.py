@@ -87,7 +87,7 @@ def test_invariants_random_groups(strategy):
         try:
             check_invariants(strategy, members, partitions, result)
         except AssertionError as e:
-            raise AssertionError(f"case {case}: members={members} partitions={partitions} owned={owned}: {e}")
+            raise AssertionError(f"case {case}: members={members} partitions={partitions} owned={owned}: {e}") from e
         # deterministic and independent of input order
         shuffled = dict(reversed(list(members.items())))
         assert assign(strategy, shuffled, partitions, owned) == result

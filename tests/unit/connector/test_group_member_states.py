@@ -86,9 +86,8 @@ def test_member_refuses_an_illegal_transition_and_keeps_its_state():
     seen = []
     m.add_state_listener(lambda old, new: seen.append((old, new)))
     assert m.state is S.NEW and not m.is_stable() and m.error is None
-    with m._lock:
-        with pytest.raises(IllegalTransitionError, match="NEW -> STABLE"):
-            m._transition(S.STABLE)
+    with m._lock, pytest.raises(IllegalTransitionError, match="NEW -> STABLE"):
+        m._transition(S.STABLE)
     assert m.state is S.NEW and seen == []
     m.stop()  # stop() before start() does nothing
     assert m.state is S.NEW and seen == []

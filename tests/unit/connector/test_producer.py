@@ -51,7 +51,7 @@ def test_default_partitioner_keyed_and_sticky_null_keys():
     assert p.partition("t", None, 12) != first  # moves on when the batch closes
     # only partitions with a leader are candidates for null keys
     p2 = DefaultPartitioner(random.Random(2))
-    for i in range(20):
+    for _i in range(20):
         p2.on_new_batch("u", 8, p2.partition("u", None, 8, available=[3, 5]), available=[3, 5])
         assert p2.partition("u", None, 8, available=[3, 5]) in (3, 5)
 

@@ -27,8 +27,8 @@ def dump(lg):
 
 
 def cfg(**kw):
-    base = dict(cleanup_policy="compact", segment_bytes=600, file_delete_delay_ms=0,
-                min_cleanable_dirty_ratio=0.0)
+    base = {"cleanup_policy": "compact", "segment_bytes": 600, "file_delete_delay_ms": 0,
+                "min_cleanable_dirty_ratio": 0.0}
     base.update(kw)
     return LogConfig(**base)
 

@@ -3,6 +3,7 @@
 (``Log.append_as_follower``), truncation by epoch with two local logs standing in for leader and
 follower, the high watermark and ``replication-offset-checkpoint``.  Real segment files, no
 server."""
+import itertools
 import os
 
 import pytest
@@ -277,14 +278,14 @@ def test_append_as_follower_accepts_a_gap_in_the_leaders_log(tmp_path, caplog):
 
 
 def test_append_as_follower_accepts_compacted_gaps_and_big_fetches(tmp_path):
-    cfg = dict(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
-               file_delete_delay_ms=0)
+    cfg = {"segment_bytes": 300, "cleanup_policy": "compact", "min_cleanable_dirty_ratio": 0.0,
+               "file_delete_delay_ms": 0}
     leader = Log(str(tmp_path / "l-0"), LogConfig(**cfg))
     for i in range(12):
         leader.append(batch(1, key=b"k%d" % (i % 3)), leader_epoch=i // 4)
     leader.compact(force=True)
     hl = batch_headers(leader)
-    assert hl[0][0] > 0 or any(b[0] != a[1] + 1 for a, b in zip(hl, hl[1:]))  # there is a gap
+    assert hl[0][0] > 0 or any(b[0] != a[1] + 1 for a, b in itertools.pairwise(hl))  # there is a gap
     follower = Log(str(tmp_path / "f-0"), LogConfig(**cfg))
     follower.append_as_follower(leader.read_bytes(0, 1 << 20, max_offset=None))
     while follower.log_end_offset < leader.log_end_offset:

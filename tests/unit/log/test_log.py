@@ -263,7 +263,7 @@ def test_reads_never_see_partial_appends(tmp_path):
                 data = lg.read(max(lg.log_start_offset, leo - 30), 50_000).read_bytes()
                 for b in decode_all(data):
                     assert b.header.next_offset <= lg.log_end_offset
-            except Exception as e:  # pragma: no cover - reported below
+            except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(e)
                 return
 
@@ -463,7 +463,7 @@ def test_recovery_cuts_only_a_flipped_batch_and_keeps_later_segments(tmp_path, w
 
 
 def test_recovery_starts_at_the_recovery_point(tmp_path):
-    d, one, expected, cfg = build_damage_log(tmp_path, one_segment=False)
+    d, _one, _expected, cfg = build_damage_log(tmp_path, one_segment=False)
     lg = Log(d, cfg, recovery_point=40, clean_shutdown=False)
     # only the segment holding offset 40 (base 36) and later ones are revalidated
     assert lg.last_recovery.recovered_segments == 2
@@ -488,7 +488,7 @@ def test_clean_shutdown_skips_recovery(tmp_path):
 
 
 def test_deleted_or_corrupt_index_is_rebuilt(tmp_path):
-    d, one, expected, cfg = build_damage_log(tmp_path)
+    d, _one, expected, cfg = build_damage_log(tmp_path)
     idx = os.path.join(d, "00000000000000000000.index")
     tidx = os.path.join(d, "00000000000000000000.timeindex")
     before, tbefore = open(idx, "rb").read(), open(tidx, "rb").read()
@@ -551,7 +551,7 @@ def test_random_appends_and_reads_match_a_model(tmp_path, seed):
     import random
 
     rnd = random.Random(seed)
-    cfg = dict(segment_bytes=rnd.choice([3000, 8000]), index_interval_bytes=rnd.choice([0, 500, 4096]))
+    cfg = {"segment_bytes": rnd.choice([3000, 8000]), "index_interval_bytes": rnd.choice([0, 500, 4096])}
     lg = open_log(tmp_path, **cfg)
     model = []  # (offset, value)
     for i in range(150):
@@ -614,7 +614,7 @@ def test_concurrent_appends_get_distinct_contiguous_offsets(tmp_path):
                 results.append((info.first_offset, t * 100 + i))
                 if i % 10 == 0:
                     lg.delete_old_segments()
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]

@@ -207,7 +207,7 @@ def test_marker_with_a_newer_epoch_ends_the_transaction(tmp_path):
 
 
 def run_random(lg, rng, ops, pids=(1, 2, 3, 4), roll_every=None, check=True):
-    seq = {p: 0 for p in pids}
+    seq = dict.fromkeys(pids, 0)
     open_ = {}
     aborted = []
     for i in range(ops):
@@ -266,7 +266,7 @@ def test_restart_clean_and_from_log_only(tmp_path):
     d = str(tmp_path / "t-0")
     rng = random.Random(42)
     lg = Log(d, LogConfig(segment_bytes=700))
-    open_, aborted = run_random(lg, rng, 200)
+    _open, _aborted = run_random(lg, rng, 200)
     lg.append(txn_batch(99, 0))  # an open transaction at close
     before = state(lg)
     assert 99 in before[2] and before[3]
@@ -391,7 +391,7 @@ def test_sigkill_recovery_keeps_lso_and_aborted_list(tmp_path, seed):
             os.unlink(os.path.join(d, name))
     lg = Log(d, LogConfig(segment_bytes=800), clean_shutdown=False, recovery_point=0)
     assert lg.last_recovery.recovered_segments >= 1
-    s_open, s_aborted, committed, aborted_recs, headers = scan(lg)
+    s_open, s_aborted, _committed, _aborted_recs, headers = scan(lg)
     # acknowledged appends: all present, none twice (offsets of the log's batches are unique)
     by_first = {h.base_offset: h for h in headers}
     assert len(by_first) == len(headers)
@@ -401,7 +401,7 @@ def test_sigkill_recovery_keeps_lso_and_aborted_list(tmp_path, seed):
     assert extra in (0, 1)  # the append in flight at the kill may or may not have landed
     # the model of the acknowledged appends (plus the one in flight, read from the log)
     open_, aborted = {}, []
-    for kind, pid, first, last in acked:
+    for kind, pid, first, _last in acked:
         if kind == "D":
             open_.setdefault(pid, first)
         elif kind in "AC" and pid in open_:
@@ -547,8 +547,8 @@ def latest(view):
 
 
 def compact_cfg(**kw):
-    base = dict(cleanup_policy="compact", segment_bytes=500, file_delete_delay_ms=0,
-                min_cleanable_dirty_ratio=0.0, delete_retention_ms=1000)
+    base = {"cleanup_policy": "compact", "segment_bytes": 500, "file_delete_delay_ms": 0,
+                "min_cleanable_dirty_ratio": 0.0, "delete_retention_ms": 1000}
     base.update(kw)
     return LogConfig(**base)
 
@@ -574,7 +574,7 @@ def test_cleaner_removes_aborted_records_and_keeps_committed_ones(tmp_path):
     lg.roll()
     lg.append(build_batch([(b"e", b"e1", None, ())]))
     lg.roll()
-    open_seg = [s for s in lg.segments if s.base_offset <= 7 < s.next_offset][0]
+    open_seg = next(s for s in lg.segments if s.base_offset <= 7 < s.next_offset)
     open_bytes = open(open_seg.log_path, "rb").read()
     before = consumer_view(lg)
     assert latest(before) == {b"a": (0, b"a1"), b"b": (1, b"b1"), b"d": (4, b"d1")}
@@ -802,7 +802,7 @@ def test_lock_free_readers_during_appends_and_markers(tmp_path):
     for t in threads:
         t.start()
     try:
-        open_, aborted = run_random(lg, random.Random(3), 500, check=False)
+        _open, aborted = run_random(lg, random.Random(3), 500, check=False)
     finally:
         stop.set()
         for t in threads:

@@ -151,7 +151,7 @@ def test_schema_matches_kafka_json(api_key, version):
 @pytest.mark.parametrize("api_key,version", VERSIONS, ids=IDS)
 def test_cross_check_kafka_python(api_key, version):
     kp_req, kp_resp = KP[api_key]
-    assert kp_req.API_KEY == int(api_key) and kp_req.max_version >= version
+    assert int(api_key) == kp_req.API_KEY and kp_req.max_version >= version
     rng = random.Random(int(api_key) * 1000 + version)
     for _ in range(4):
         body = _sample(SCHEMAS[api_key][1], version, rng)

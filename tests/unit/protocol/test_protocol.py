@@ -430,7 +430,7 @@ def test_cross_check_kafka_python(api_key, version):
     kp_req, kp_resp = KP[api_key]
     if version < kp_req.min_version:
         pytest.skip(f"kafka-python has no {kp_req.__name__} v{version} (Kafka 4 removed it)")
-    assert kp_req.API_KEY == int(api_key) and kp_req.max_version >= version
+    assert int(api_key) == kp_req.API_KEY and kp_req.max_version >= version
     rng = random.Random(f"kp-{int(api_key)}-{version}")
     for _ in range(3):
         # request: same bytes both ways (whole frame incl. header v1), values equal both ways
@@ -641,7 +641,7 @@ def test_offset_commit_timestamp_and_retention_by_version():
     part = {"partition_index": 0, "committed_offset": 10, "commit_timestamp": 1234, "committed_metadata": "m"}
     body = {"group_id": "g", "retention_time_ms": 999, "topics": [{"name": "t", "partitions": [part]}]}
     got = {}
-    for version in range(0, 8):
+    for version in range(8):
         frame, header, off = _req_frame_body(ApiKey.OFFSET_COMMIT, version, body)
         got[version] = decode_request(header, frame[4:], off)
     assert "commit_timestamp" not in got[0]["topics"][0]["partitions"][0]
@@ -742,7 +742,7 @@ def test_unknown_api_key_header_decodes_and_request_names_the_key():
 
 
 def test_unsupported_versions():
-    for key, (lo, hi) in SUPPORTED.items():
+    for key, (_lo, hi) in SUPPORTED.items():
         frame = struct.pack(">hhih", int(key), hi + 1, 1, -1) + (b"\0" if FLEXIBLE.get(key, 99) <= hi + 1 else b"")
         header, off = decode_request_header(frame)
         with pytest.raises(UnsupportedVersionError, match=f"v{hi + 1} is not supported"):

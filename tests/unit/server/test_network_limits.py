@@ -27,6 +27,6 @@ def test_connection_limit_settings_parse_and_refuse_bad_values():
         try:
             ServerConfig.from_properties({**base, **bad})
         except ConfigError as e:
-            assert list(bad)[0] in str(e)
+            assert next(iter(bad)) in str(e)
         else:
             raise AssertionError(f"accepted {bad}")

@@ -5,6 +5,7 @@ and check every row lands once, on Kafka's partition, in row order, in batches o
 batch.size; the vectorised murmur2 against the scalar one."""
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -122,13 +123,12 @@ def test_random_tables_round_trip(rows, nparts, batch_size, with_key, with_part,
             key = (r.value, None if keys is None else (r.key.decode() if r.key is not None else None))
             (i,) = by_value[key]
             seen.append((p, i))
-            assert (r.key, r.value, tuple(r.headers)) == tuple(
-                (want_rows[i][0], want_rows[i][1], tuple(want_rows[i][3])))
+            assert (r.key, r.value, tuple(r.headers)) == (want_rows[i][0], want_rows[i][1], tuple(want_rows[i][3]))
         # the whole batch equals the row-by-row builder's for the same records
         assert data == build_batch([want_rows[i] for _, i in seen[-len(sec):]], producer_id=5,
                                    producer_epoch=0, base_sequence=0)
     assert sorted(i for _, i in seen) == list(range(len(values)))  # every row exactly once
-    got_part = dict((i, p) for p, i in seen)
+    got_part = {i: p for p, i in seen}
     for i in range(len(values)):
         if parts is not None and parts[i] is not None:
             assert got_part[i] == parts[i]
@@ -143,7 +143,7 @@ def test_null_keys_are_sticky_for_a_batch_then_move_on():
     enc = ArrowRecordEncoder(1000, random.Random(3))
     out = enc.encode("t", 4, pa.array([b"x" * 50] * 200), timestamp_ms=TS)
     assert len(out) > 5
-    assert all(a[0] != b[0] for a, b in zip(out, out[1:]))  # each full batch moves to another partition
+    assert all(a[0] != b[0] for a, b in itertools.pairwise(out))  # each full batch moves to another partition
     assert all(sec.nbytes <= 1000 for _, sec in out)
     assert len({p for p, _ in out}) > 1
 

@@ -16,6 +16,7 @@ server is involved (the suite's ZooKeeper, broker processes and shared SparkSess
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 
@@ -49,7 +50,7 @@ def test_max_records_per_partition_splits_as_spark():
     assert len(out) >= 8
     for tp, lo, hi in ((("t", 0), 0, 25), (("t", 1), 100, 103)):
         mine = sorted((a, b) for t, p, a, b in out if (t, p) == tp)
-        assert mine[0][0] == lo and mine[-1][1] == hi and all(x[1] == y[0] for x, y in zip(mine, mine[1:]))
+        assert mine[0][0] == lo and mine[-1][1] == hi and all(x[1] == y[0] for x, y in itertools.pairwise(mine))
     assert all(b - a <= 10 for _, _, a, b in out)
     assert O.split_ranges(rngs, None, None) == rngs[:2]
     o = parse_source_options({**BOOT, "subscribe": "t", "maxRecordsPerPartition": "1000"}, streaming=False)

@@ -2,6 +2,7 @@
 bulk Arrow decoder (against batches built by broker.record.batch).  No servers, no SparkSession."""
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 import random
@@ -173,7 +174,7 @@ def test_split_ranges_min_partitions():
     assert len([r for r in out if r[1] == 0]) == 9 and len([r for r in out if r[1] == 1]) == 1
     # contiguous, no gap or overlap
     zero = sorted((a, b) for t, p, a, b in out if p == 0)
-    assert zero[0][0] == 0 and zero[-1][1] == 100 and all(x[1] == y[0] for x, y in zip(zero, zero[1:]))
+    assert zero[0][0] == 0 and zero[-1][1] == 100 and all(x[1] == y[0] for x, y in itertools.pairwise(zero))
 
 
 @given(st.dictionaries(st.tuples(st.sampled_from("ab"), st.integers(0, 5)),
