@@ -4,6 +4,7 @@ and the producer settings every producer benchmark takes.
 Runs in the benchmark's process (one thread).  Imported by the scripts as ``from _common import ...``:
 ``python bench/bench_X.py`` puts ``bench/`` first on ``sys.path``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,12 @@ def bench_broker(**props: str) -> Iterator:
     zk = ZooKeeperServer()
     zk.start()
     try:
-        broker = BrokerProcess(make_chroot(zk.connect_string), 0, log_dir=tempfile.mkdtemp(prefix="pyklog-bench-"),
-                               **{"log.segment.bytes": str(1 << 30), **props})
+        broker = BrokerProcess(
+            make_chroot(zk.connect_string),
+            0,
+            log_dir=tempfile.mkdtemp(prefix="pyklog-bench-"),
+            **{"log.segment.bytes": str(1 << 30), **props},
+        )
         try:
             broker.start()
             yield broker
@@ -69,9 +74,14 @@ def bench_broker(**props: str) -> Iterator:
 def confluent_settings(args: argparse.Namespace, queued_records: int) -> dict:
     """confluent-kafka producer settings of ``producer_parser``'s options (``linger.ms``,
     ``batch.size``, ``compression.type``), its local queue sized for ``queued_records``."""
-    return {"linger.ms": args.linger_ms, "batch.size": args.batch_size, "compression.type": args.compression,
-            "client.id": "bench-confluent", "queue.buffering.max.messages": max(100000, queued_records + 1),
-            "queue.buffering.max.kbytes": 1048576}
+    return {
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_size,
+        "compression.type": args.compression,
+        "client.id": "bench-confluent",
+        "queue.buffering.max.messages": max(100000, queued_records + 1),
+        "queue.buffering.max.kbytes": 1048576,
+    }
 
 
 def confluent_produce(producer, topic: str, payload: bytes, n: int, on_delivery) -> None:

@@ -13,6 +13,7 @@ a slow broker is measured rather than cut off at the clients' usual 30 s):
 Prints the seconds of each step and the broker process's CPU seconds.  Clients time out admin
 calls after 30 s by default (``request.timeout.ms`` / ``default.api.timeout.ms``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ def create(admin, names, partitions) -> float:
     from confluent_kafka.admin import NewTopic
 
     t0 = time.perf_counter()
-    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], request_timeout=120,
-                                  operation_timeout=120)
+    futures = admin.create_topics(
+        [NewTopic(n, partitions, 1) for n in names], request_timeout=120, operation_timeout=120
+    )
     for f in futures.values():
         f.result(180)
     return time.perf_counter() - t0
@@ -72,8 +74,9 @@ def main() -> None:
     kc.ensure_path(root)
     kc.stop()
     kc.close()
-    broker = BrokerProcess(zk.connect_string + root, 0, log_dir=os.path.join(workdir, "broker"),
-                           **{"offsets.topic.num.partitions": "1"})
+    broker = BrokerProcess(
+        zk.connect_string + root, 0, log_dir=os.path.join(workdir, "broker"), **{"offsets.topic.num.partitions": "1"}
+    )
     try:
         broker.start()
         pid = broker.proc.pid
@@ -88,8 +91,11 @@ def main() -> None:
             c1 = cpu_seconds(pid)
             td = delete(admin, names)
             c2 = cpu_seconds(pid)
-            print(f"  {label:<34} create {args.batch} topics {tc:7.2f} s (broker CPU {c1 - c0:6.2f} s)   "
-                  f"delete {td:7.2f} s (broker CPU {c2 - c1:6.2f} s)", flush=True)
+            print(
+                f"  {label:<34} create {args.batch} topics {tc:7.2f} s (broker CPU {c1 - c0:6.2f} s)   "
+                f"delete {td:7.2f} s (broker CPU {c2 - c1:6.2f} s)",
+                flush=True,
+            )
             return tc, td
 
         print(f"CreateTopics / DeleteTopics of {args.batch} topics x {args.partitions} partition(s), one request each")
@@ -100,8 +106,11 @@ def main() -> None:
             more = [f"held-{i:05d}" for i in range(len(held), min(args.held, len(held) + 100))]
             create(admin, more, args.partitions)
             held += more
-        print(f"  filled to {len(held)} topics in {time.perf_counter() - t0:.1f} s "
-              f"(broker CPU {cpu_seconds(pid) - c0:.1f} s)", flush=True)
+        print(
+            f"  filled to {len(held)} topics in {time.perf_counter() - t0:.1f} s "
+            f"(broker CPU {cpu_seconds(pid) - c0:.1f} s)",
+            flush=True,
+        )
         full = measure(f"broker holding {len(held)} topics")
         print(f"  ratio full/baseline: create x{full[0] / base[0]:.1f}, delete x{full[1] / base[1]:.1f}")
     finally:

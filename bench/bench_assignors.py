@@ -15,6 +15,7 @@ general sticky path (what runs when subscriptions differ: place on the least loa
 forced on the same inputs, i.e. the algorithm KAFKA-9987 replaces for equal subscriptions.
 Figures are the best of ``--repeat`` runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,10 @@ def run_scale(name, n_members, topics, repeat, goal_s, baseline=True):
     members = {f"consumer-{i:05d}": topics.keys() for i in range(n_members)}
     members = {m: frozenset(t) for m, t in members.items()}
     total = sum(topics.values())
-    print(f"\n== {name}: {n_members:,} consumers, {len(topics):,} topics, {total:,} partitions "
-          f"(goal <= {fmt(goal_s).strip()}) ==")
+    print(
+        f"\n== {name}: {n_members:,} consumers, {len(topics):,} topics, {total:,} partitions "
+        f"(goal <= {fmt(goal_s).strip()}) =="
+    )
     rows = []
     for strategy in ("range", "roundrobin", "sticky"):
         t, _ = best(lambda: assign(strategy, members, topics), repeat)
@@ -74,12 +77,10 @@ def run_scale(name, n_members, topics, repeat, goal_s, baseline=True):
     if baseline:
         tb, _ = best(lambda: general_sticky(members, topics, None), 1)
         tc = min(t for s, c, t in rows if s == "sticky" and c == "fresh")
-        print(f"  baseline: general sticky path, fresh            {fmt(tb)}   "
-              f"constrained is {tb / tc:.1f}x faster")
+        print(f"  baseline: general sticky path, fresh            {fmt(tb)}   constrained is {tb / tc:.1f}x faster")
         tb2, _ = best(lambda: general_sticky(members, topics, before), 1)
         tj = next(t for s, c, t in rows if c.startswith("join"))
-        print(f"  baseline: general sticky path, join             {fmt(tb2)}   "
-              f"constrained is {tb2 / tj:.1f}x faster")
+        print(f"  baseline: general sticky path, join             {fmt(tb2)}   constrained is {tb2 / tj:.1f}x faster")
 
 
 def main(argv=None):

@@ -26,6 +26,7 @@ published single-producer figure is 821,557 records/s --, egress 2,000,000 recor
 raw write, and the CPU seconds the broker process and this client process used, so a reader can
 tell whether the broker or the client was the bottleneck on this machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,12 +66,14 @@ def start_broker(zk_connect: str, workdir: str, port: int, extra: dict):
     from pyklog.broker.server.process import BrokerProcess
 
     broker = BrokerProcess(zk_connect, 0, log_dir=workdir, port=port)
-    broker.props.update({
-        "offsets.topic.num.partitions": "1",
-        "message.max.bytes": str(2 * 1024 * 1024),
-        "log.segment.bytes": str(1024 * 1024 * 1024),
-        **extra,
-    })
+    broker.props.update(
+        {
+            "offsets.topic.num.partitions": "1",
+            "message.max.bytes": str(2 * 1024 * 1024),
+            "log.segment.bytes": str(1024 * 1024 * 1024),
+            **extra,
+        }
+    )
     return broker.start()
 
 
@@ -91,10 +94,20 @@ def raw_write(path: str, total_bytes: int) -> float:
 def ingest(bootstrap: str, topic: str, n: int, size: int, linger_ms: int) -> float:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 1_000_000,
-                  "acks": 1, "compression.type": "none", "queue.buffering.max.messages": 2_000_000,
-                  "queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 2_000_000,
-                  "enable.idempotence": False, "max.in.flight.requests.per.connection": 5})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": linger_ms,
+            "batch.size": 1_000_000,
+            "acks": 1,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "message.max.bytes": 2_000_000,
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 5,
+        }
+    )
     p.list_topics(topic, timeout=30)  # create the topic, warm the connection
     value = b"x" * size
     produce = p.produce
@@ -116,10 +129,19 @@ def ingest(bootstrap: str, topic: str, n: int, size: int, linger_ms: int) -> flo
 def egress(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 4 * 1024 * 1024,
-                  "receive.message.max.bytes": 128 * 1024 * 1024, "queued.min.messages": 1_000_000,
-                  "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 4 * 1024 * 1024,
+            "receive.message.max.bytes": 128 * 1024 * 1024,
+            "queued.min.messages": 1_000_000,
+            "fetch.queue.backoff.ms": 1,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     t0 = time.perf_counter()
@@ -136,11 +158,38 @@ def egress(bootstrap: str, topic: str, n: int) -> float:
 
 def kcat_ingest(bootstrap: str, topic: str, path: str, linger_ms: int) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run([KCAT, "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-l", path,
-                        "-X", f"linger.ms={linger_ms}", "-X", "batch.size=1000000", "-X", "acks=1",
-                        "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2000000",
-                        "-X", "message.max.bytes=2000000", "-X", "enable.idempotence=false"],
-                       capture_output=True, text=True, timeout=600, check=False)
+    r = subprocess.run(
+        [
+            KCAT,
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-l",
+            path,
+            "-X",
+            f"linger.ms={linger_ms}",
+            "-X",
+            "batch.size=1000000",
+            "-X",
+            "acks=1",
+            "-X",
+            "queue.buffering.max.messages=2000000",
+            "-X",
+            "queue.buffering.max.kbytes=2000000",
+            "-X",
+            "message.max.bytes=2000000",
+            "-X",
+            "enable.idempotence=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     elapsed = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"kcat -P failed: {r.stderr[-2000:]}")
@@ -150,12 +199,41 @@ def kcat_ingest(bootstrap: str, topic: str, path: str, linger_ms: int) -> float:
 def kcat_egress(bootstrap: str, topic: str, n: int) -> float:
     t0 = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
-        r = subprocess.run([KCAT, "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
-                            "-c", str(n), "-f", "%s\n", "-X", "fetch.max.bytes=67108864",
-                            "-X", "max.partition.fetch.bytes=16777216", "-X", "receive.message.max.bytes=134217728",
-                            "-X", "queued.min.messages=10000000",
-                            "-X", "fetch.wait.max.ms=100"],
-                           stdout=devnull, stderr=subprocess.PIPE, text=True, timeout=600, check=False)
+        r = subprocess.run(
+            [
+                KCAT,
+                "-C",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-p",
+                "0",
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+                "-c",
+                str(n),
+                "-f",
+                "%s\n",
+                "-X",
+                "fetch.max.bytes=67108864",
+                "-X",
+                "max.partition.fetch.bytes=16777216",
+                "-X",
+                "receive.message.max.bytes=134217728",
+                "-X",
+                "queued.min.messages=10000000",
+                "-X",
+                "fetch.wait.max.ms=100",
+            ],
+            stdout=devnull,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     elapsed = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"kcat -C failed: {r.stderr[-2000:]}")
@@ -197,11 +275,21 @@ def wire_ingest(port: int, topic: str, n: int, size: int, inflight: int = 5) -> 
     value = b"x" * size
     now = int(time.time() * 1000)
     batch = build_batch([(None, value, now, ())] * per_batch)
-    frame = encode_request(ApiKey.PRODUCE, 8, 1, "bench-wire", {"acks": 1, "timeout_ms": 30000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    frame = encode_request(
+        ApiKey.PRODUCE,
+        8,
+        1,
+        "bench-wire",
+        {
+            "acks": 1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
     w = RawWire(port)
-    meta = encode_request(ApiKey.METADATA, 4, 1, "bench-wire", {"topics": [{"name": topic}],
-                                                                 "allow_auto_topic_creation": True})
+    meta = encode_request(
+        ApiKey.METADATA, 4, 1, "bench-wire", {"topics": [{"name": topic}], "allow_auto_topic_creation": True}
+    )
     w.sock.sendall(meta)
     w.read_frame()
     time.sleep(0.5)  # let the leader's log be created
@@ -232,10 +320,27 @@ def wire_egress(port: int, topic: str, n: int) -> float:
     got = 0
     t0 = time.perf_counter()
     while offset < n:
-        w.sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "bench-wire", {
-            "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 << 20, "isolation_level": 0,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 16 << 20}]}]}))
+        w.sock.sendall(
+            encode_request(
+                ApiKey.FETCH,
+                11,
+                1,
+                "bench-wire",
+                {
+                    "replica_id": -1,
+                    "max_wait_ms": 100,
+                    "min_bytes": 1,
+                    "max_bytes": 64 << 20,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 16 << 20}],
+                        }
+                    ],
+                },
+            )
+        )
         frame = w.read_frame()
         # walk only the record batch headers to find the next offset (no record decoding)
         (rsize,) = struct.unpack_from(">i", frame, RECORDS_SIZE_POS_V11 + len(topic))
@@ -280,8 +385,12 @@ def main() -> None:
     broker = None
     try:
         port = free_port()
-        broker = start_broker(zk.connect_string + "/bench", workdir, port, {
-            "num.io.threads": str(args.io_threads), "num.network.threads": str(args.network_threads)})
+        broker = start_broker(
+            zk.connect_string + "/bench",
+            workdir,
+            port,
+            {"num.io.threads": str(args.io_threads), "num.network.threads": str(args.network_threads)},
+        )
         bootstrap = f"127.0.0.1:{port}"
         n, size = args.records, args.size
         topic = "bench"
@@ -290,19 +399,27 @@ def main() -> None:
         data_dir = broker.props["log.dirs"]
 
         def log_size(t):
-            return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(os.path.join(data_dir, f"{t}-0"))
-                       for f in fs if f.endswith(".log"))
+            return sum(
+                os.path.getsize(os.path.join(dp, f))
+                for dp, _, fs in os.walk(os.path.join(data_dir, f"{t}-0"))
+                for f in fs
+                if f.endswith(".log")
+            )
 
         def line(label, seconds, records, bcpu, ccpu=None, disk=None):
             rps = records / seconds
             extra = f"  {disk / 1e6 / seconds:8,.1f} MB/s log" if disk else ""
-            print(f"  {label:<46} {seconds:7.2f} s {rps:12,.0f} records/s {records * size / 1e6 / seconds:8,.1f} MB/s"
-                  f"{extra}   broker CPU {bcpu:5.2f} s ({records / max(bcpu, 1e-9) / 1e6:5.1f} M records/CPU-s)"
-                  + (f", client CPU {ccpu:5.2f} s" if ccpu is not None else ""))
+            print(
+                f"  {label:<46} {seconds:7.2f} s {rps:12,.0f} records/s {records * size / 1e6 / seconds:8,.1f} MB/s"
+                f"{extra}   broker CPU {bcpu:5.2f} s ({records / max(bcpu, 1e-9) / 1e6:5.1f} M records/CPU-s)"
+                + (f", client CPU {ccpu:5.2f} s" if ccpu is not None else "")
+            )
             return rps
 
-        print(f"pyklog broker benchmark: {n:,} records of {size} bytes, one partition, "
-              f"{os.cpu_count()} CPUs shared with everything else on the machine, Python {sys.version.split()[0]}")
+        print(
+            f"pyklog broker benchmark: {n:,} records of {size} bytes, one partition, "
+            f"{os.cpu_count()} CPUs shared with everything else on the machine, Python {sys.version.split()[0]}"
+        )
         try:
             with open("/proc/loadavg") as f:
                 load = f.read().split()[:3]
@@ -317,9 +434,11 @@ def main() -> None:
         rin = line(f"confluent-kafka Producer (linger {args.linger_ms} ms)", t_in, n, b1 - b0, c1 - c0, log_bytes)
         raw_times = [raw_write(os.path.join(data_dir, "raw-write.bin"), log_bytes) for _ in range(3)]
         t_raw = min(raw_times)  # the best of three: the disk's (page cache's) capacity, not a stall
-        print(f"  {'raw write of the same bytes (1 MiB writes)':<46} {t_raw:7.2f} s {n / t_raw:12,.0f} records/s "
-              f"{log_bytes / 1e6 / t_raw:8,.1f} MB/s of log bytes (best of 3: "
-              f"{', '.join(f'{log_bytes / 1e6 / t:,.0f}' for t in raw_times)} MB/s)")
+        print(
+            f"  {'raw write of the same bytes (1 MiB writes)':<46} {t_raw:7.2f} s {n / t_raw:12,.0f} records/s "
+            f"{log_bytes / 1e6 / t_raw:8,.1f} MB/s of log bytes (best of 3: "
+            f"{', '.join(f'{log_bytes / 1e6 / t:,.0f}' for t in raw_times)} MB/s)"
+        )
         rin_k = None
         if KCAT:
             lines_path = os.path.join(workdir, "records.txt")
@@ -330,17 +449,31 @@ def main() -> None:
                 f.write(row * (n % 10_000))
             b0, k0 = cpu_seconds(pid), children_cpu()
             t_k = kcat_ingest(bootstrap, topic + "-kcat", lines_path, args.linger_ms)
-            rin_k = line("kcat -P (librdkafka in C, same settings)", t_k, n, cpu_seconds(pid) - b0,
-                         children_cpu() - k0, disk=log_size(topic + "-kcat"))
+            rin_k = line(
+                "kcat -P (librdkafka in C, same settings)",
+                t_k,
+                n,
+                cpu_seconds(pid) - b0,
+                children_cpu() - k0,
+                disk=log_size(topic + "-kcat"),
+            )
             os.unlink(lines_path)
         b0, c0 = cpu_seconds(pid), self_cpu()
         t_w, n_w = wire_ingest(port, topic + "-wire", n, size)
-        rin_w = line("pre-encoded 0.9 MB batches, 5 in flight", t_w, n_w, cpu_seconds(pid) - b0, self_cpu() - c0,
-                     log_size(topic + "-wire"))
+        rin_w = line(
+            "pre-encoded 0.9 MB batches, 5 in flight",
+            t_w,
+            n_w,
+            cpu_seconds(pid) - b0,
+            self_cpu() - c0,
+            log_size(topic + "-wire"),
+        )
         print("egress:")
         b0, c0 = cpu_seconds(pid), self_cpu()
         t_out = egress(bootstrap, topic, n)
-        rout = line("confluent-kafka Consumer (assign, consume(1000))", t_out, n, cpu_seconds(pid) - b0, self_cpu() - c0)
+        rout = line(
+            "confluent-kafka Consumer (assign, consume(1000))", t_out, n, cpu_seconds(pid) - b0, self_cpu() - c0
+        )
         rout_k = None
         if KCAT:
             b0, k0 = cpu_seconds(pid), children_cpu()
@@ -352,15 +485,23 @@ def main() -> None:
 
         print("ratios:")
         print("  ingest goal 1,000,000 records/s (Kafka's published single producer: 821,557):")
-        print(f"    confluent-kafka {rin / GOAL_INGEST:.2f}x"
-              + (f", kcat {rin_k / GOAL_INGEST:.2f}x" if rin_k else "")
-              + f", pre-encoded {rin_w / GOAL_INGEST:.2f}x;  vs Kafka's figure: confluent-kafka "
-              f"{rin / KAFKA_SINGLE_PRODUCER:.2f}x" + (f", kcat {rin_k / KAFKA_SINGLE_PRODUCER:.2f}x" if rin_k else ""))
+        print(
+            f"    confluent-kafka {rin / GOAL_INGEST:.2f}x"
+            + (f", kcat {rin_k / GOAL_INGEST:.2f}x" if rin_k else "")
+            + f", pre-encoded {rin_w / GOAL_INGEST:.2f}x;  vs Kafka's figure: confluent-kafka "
+            f"{rin / KAFKA_SINGLE_PRODUCER:.2f}x" + (f", kcat {rin_k / KAFKA_SINGLE_PRODUCER:.2f}x" if rin_k else "")
+        )
         raw_rps = n / t_raw
-        print(f"    vs the raw write of the same bytes: confluent-kafka {rin / raw_rps:.2f}x"
-              + (f", kcat {rin_k / raw_rps:.2f}x" if rin_k else "") + f", pre-encoded {rin_w / raw_rps:.2f}x")
-        print(f"  egress goal 2,000,000 records/s: confluent-kafka {rout / GOAL_EGRESS:.2f}x"
-              + (f", kcat {rout_k / GOAL_EGRESS:.2f}x" if rout_k else "") + f", raw fetch {rout_w / GOAL_EGRESS:.2f}x")
+        print(
+            f"    vs the raw write of the same bytes: confluent-kafka {rin / raw_rps:.2f}x"
+            + (f", kcat {rin_k / raw_rps:.2f}x" if rin_k else "")
+            + f", pre-encoded {rin_w / raw_rps:.2f}x"
+        )
+        print(
+            f"  egress goal 2,000,000 records/s: confluent-kafka {rout / GOAL_EGRESS:.2f}x"
+            + (f", kcat {rout_k / GOAL_EGRESS:.2f}x" if rout_k else "")
+            + f", raw fetch {rout_w / GOAL_EGRESS:.2f}x"
+        )
     finally:
         if broker is not None:
             rc = broker.stop(timeout=60)

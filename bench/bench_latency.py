@@ -66,6 +66,7 @@ whole run (e.g. ``spark.serializer=org.apache.spark.serializer.KryoSerializer``)
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_latency.py [--seconds 10] [--rates 20,10000]
         [--cases clock,fb,group,k2k,fbasync,fb+shm+rawfs,k2k+nocache,...] [--repeat 3] [--conf K=V ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,8 +108,10 @@ class ClockSource(DataSource):
 
     def schema(self):
         if self.options.get("simple") == "true":
-            return ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-                    "timestampType int")
+            return (
+                "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+                "timestampType int"
+            )
         return "value binary"
 
     def streamReader(self, schema):
@@ -117,13 +120,16 @@ class ClockSource(DataSource):
             # PySpark falls back to simpleStreamReader when streamReader is not implemented
             from pyspark.errors import PySparkNotImplementedError
 
-            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
         return ClockReader(int(o["t0_ns"]), float(o["rate"]), int(o["partitions"]))
 
     def simpleStreamReader(self, schema):
         o = self.options
-        return SimpleClockReader(int(o["t0_ns"]), float(o["rate"]), int(o["partitions"]),
-                                 split=o.get("split") == "true")
+        return SimpleClockReader(
+            int(o["t0_ns"]), float(o["rate"]), int(o["partitions"]), split=o.get("split") == "true"
+        )
 
 
 class ClockReader(DataSourceStreamReader):
@@ -185,27 +191,41 @@ class SimpleClockReader(SimpleDataSourceStreamReader):
         n = b - a
         idx = list(range(a, b))
         ts = [self.t0_ns + int(i * 1e9 / self.rate) for i in idx]
-        return pa.RecordBatch.from_arrays([
-            pa.nulls(n, pa.binary()), pa.array([t.to_bytes(8, "big") for t in ts], pa.binary()),
-            pa.array(["clock"] * n, pa.string()), pa.array([i % self.parts for i in idx], pa.int32()),
-            pa.array([i // self.parts for i in idx], pa.int64()),
-            pa.array([t // 1000 for t in ts], pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
-            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.nulls(n, pa.binary()),
+                pa.array([t.to_bytes(8, "big") for t in ts], pa.binary()),
+                pa.array(["clock"] * n, pa.string()),
+                pa.array([i % self.parts for i in idx], pa.int32()),
+                pa.array([i // self.parts for i in idx], pa.int64()),
+                pa.array([t // 1000 for t in ts], pa.timestamp("us", tz="UTC")),
+                pa.array([0] * n, pa.int32()),
+            ],
+            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"],
+        )
 
     def commit(self, end):
         pass
 
 
-CASES = {"fb": "pyklog -> foreachBatch", "group": "pyklog group -> foreachBatch",
-         "k2k": "pyklog -> sink -> consumer", "clock": "Python source, no I/O (baseline)"}
+CASES = {
+    "fb": "pyklog -> foreachBatch",
+    "group": "pyklog group -> foreachBatch",
+    "k2k": "pyklog -> sink -> consumer",
+    "clock": "Python source, no I/O (baseline)",
+}
 LEVERS = ("async", "shm", "rawfs", "nodata", "nocache", "driver", "nolistener", "pylistener", "load", "split")
 # what `make bench` measures: each case as a user first writes it, then with the settings the
 # connector's guide recommends for latency (fetchOnDriver and Spark's three checkpoint knobs), each
 # against its own same-run floor
-DEFAULT_CASES = ("clock,fb,group,k2k,"
-                 "clock+driver+load+async+shm+rawfs,fb+driver+async+shm+rawfs,group+driver+async+shm+rawfs")
-RAWFS = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
-         "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
+DEFAULT_CASES = (
+    "clock,fb,group,k2k,clock+driver+load+async+shm+rawfs,fb+driver+async+shm+rawfs,group+driver+async+shm+rawfs"
+)
+RAWFS = {
+    "fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 
 
 def parse_case(name: str):
@@ -221,6 +241,8 @@ def parse_case(name: str):
 def label(name: str) -> str:
     base, levers = parse_case(name)
     return CASES[base] + ("" if not levers else " +" + "+".join(sorted(levers)))
+
+
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 
 
@@ -246,9 +268,12 @@ class Paced:
         self._stop = ctx.Event()
         self._ready = ctx.Event()
         self._sent = ctx.Value("q", 0)
-        self._proc = ctx.Process(target=_paced_run, daemon=True, name="bench-producer",
-                                 args=(bootstrap, topic, rate, partitions, linger_ms, self._stop, self._ready,
-                                       self._sent))
+        self._proc = ctx.Process(
+            target=_paced_run,
+            daemon=True,
+            name="bench-producer",
+            args=(bootstrap, topic, rate, partitions, linger_ms, self._stop, self._ready, self._sent),
+        )
 
     @property
     def sent(self):
@@ -276,8 +301,7 @@ def _paced_run(bootstrap, topic, rate, partitions, linger_ms, stop, ready, sent_
     next one is due (at most 1 ms at high rates: a tick of up to rate/1000 records)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
-                  "enable.idempotence": False})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1, "enable.idempotence": False})
     produce = p.produce
     sent = 0
     ready.set()
@@ -321,8 +345,15 @@ def consume_latency(bootstrap, topic, stop, out):
     """Kafka to Kafka: a confluent-kafka consumer of the sink's topic."""
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time_ns()}",
-                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 5, "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"lat-{time.time_ns()}",
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 5,
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     while not stop.is_set():
         msgs = c.consume(1000, 0.05)
@@ -412,13 +443,22 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
     stop_consumer = threading.Event()
     consumer = None
     if case == "clock":
-        df = (spark.readStream.format("bench_clock").option("t0_ns", str(time.time_ns() + 10**9))
-              .option("rate", str(rate)).option("partitions", str(partitions))
-              .option("simple", "true" if "driver" in levers else "false")
-              .option("split", "true" if "split" in levers else "false").load())
+        df = (
+            spark.readStream.format("bench_clock")
+            .option("t0_ns", str(time.time_ns() + 10**9))
+            .option("rate", str(rate))
+            .option("partitions", str(partitions))
+            .option("simple", "true" if "driver" in levers else "false")
+            .option("split", "true" if "split" in levers else "false")
+            .load()
+        )
     else:
-        r = (spark.readStream.format("pyklog").option("subscribe", topic).option("startingOffsets", "latest")
-             .option("consumerCache.enabled", cache))
+        r = (
+            spark.readStream.format("pyklog")
+            .option("subscribe", topic)
+            .option("startingOffsets", "latest")
+            .option("consumerCache.enabled", cache)
+        )
         if "driver" in levers:
             r = r.option("fetchOnDriver", "true")
         if case == "group":
@@ -427,11 +467,18 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
             r = r.option("kafka.bootstrap.servers", cluster.bootstrap)
         df = r.load()
     if case == "k2k":
-        consumer = threading.Thread(target=consume_latency,
-                                    args=(cluster.bootstrap, topic + "-out", stop_consumer, k2k_lat), daemon=True)
+        consumer = threading.Thread(
+            target=consume_latency, args=(cluster.bootstrap, topic + "-out", stop_consumer, k2k_lat), daemon=True
+        )
         consumer.start()
-        w = (df.select("value").writeStream.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-             .option("topic", topic + "-out").option("kafka.linger.ms", "0").option("producerCache.enabled", cache))
+        w = (
+            df.select("value")
+            .writeStream.format("pyklog")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("topic", topic + "-out")
+            .option("kafka.linger.ms", "0")
+            .option("producerCache.enabled", cache)
+        )
     else:
         w = df.writeStream.foreachBatch(coll)
     w = w.trigger(processingTime="0 seconds").option("checkpointLocation", checkpoint)
@@ -440,9 +487,11 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
         # trigger's critical path (neither foreachBatch nor a Python sink is on Spark's list of sinks
         # it allows; the override says the sink tolerates replays, which an idempotent foreachBatch
         # or an at-least-once sink does)
-        w = (w.option("asyncProgressTrackingEnabled", "true")
-             .option("asyncProgressTrackingCheckpointIntervalMs", "1000")
-             .option("_asyncProgressTrackingOverrideSinkSupportCheck", "true"))
+        w = (
+            w.option("asyncProgressTrackingEnabled", "true")
+            .option("asyncProgressTrackingCheckpointIntervalMs", "1000")
+            .option("_asyncProgressTrackingOverrideSinkSupportCheck", "true")
+        )
     q = w.start()
     producer = None
     try:
@@ -485,18 +534,34 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
     if q.exception() is not None:
         raise RuntimeError(q.exception())
     lat = k2k_lat if case == "k2k" else coll.lat_ms
-    durs = {k: statistics.median([p["durationMs"].get(k, 0) for p in progress]) if progress else float("nan")
-            for k in DURATIONS}
+    durs = {
+        k: statistics.median([p["durationMs"].get(k, 0) for p in progress]) if progress else float("nan")
+        for k in DURATIONS
+    }
     planner = read_trace(trace, since) if case != "clock" else {}
     if coll.fn_ms:
         planner["foreachBatch fn"] = coll.fn_ms
     slowest = max(progress, key=lambda p: p["durationMs"].get("triggerExecution", 0))["durationMs"] if progress else {}
-    return {"lat": lat, "durs": durs, "slowest": slowest, "batches": len(progress), "planner": planner,
-            "load": load, "crc": crc, "since": since}
+    return {
+        "lat": lat,
+        "durs": durs,
+        "slowest": slowest,
+        "batches": len(progress),
+        "planner": planner,
+        "load": load,
+        "crc": crc,
+        "since": since,
+    }
 
 
-TASK_FIELDS = ("duration", "schedulerDelay", "executorDeserializeTime", "executorRunTime",
-               "resultSerializationTime", "gettingResultTime")
+TASK_FIELDS = (
+    "duration",
+    "schedulerDelay",
+    "executorDeserializeTime",
+    "executorRunTime",
+    "resultSerializationTime",
+    "gettingResultTime",
+)
 
 
 def task_metrics(spark, since_ms: float) -> dict:
@@ -510,8 +575,9 @@ def task_metrics(spark, since_ms: float) -> dict:
     if not url:
         return {}
     app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete&details=true",
-                                timeout=30) as f:
+    with urllib.request.urlopen(
+        f"{url}/api/v1/applications/{app}/stages?status=complete&details=true", timeout=30
+    ) as f:
         stages = json.load(f)
     out: dict = {k: [] for k in TASK_FIELDS}
     n = 0
@@ -555,40 +621,65 @@ def pooled(runs):
 def print_run(rate, case, r, tm, rnd):
     lat = r["lat"]
     tag = f"[{rnd + 1}] " if rnd is not None else ""
-    print(f"  {tag}{rate:>6,}/s {label(case):32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
-          f"p95 {pct(lat, 95):7.1f}  p99 {pct(lat, 99):7.1f}  max {max(lat, default=float('nan')):7.1f}"
-          f"  ({r['batches']} batches, load {r['load']:.2f}, {r['crc']} .crc files)")
+    print(
+        f"  {tag}{rate:>6,}/s {label(case):32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
+        f"p95 {pct(lat, 95):7.1f}  p99 {pct(lat, 99):7.1f}  max {max(lat, default=float('nan')):7.1f}"
+        f"  ({r['batches']} batches, load {r['load']:.2f}, {r['crc']} .crc files)"
+    )
     d = r["durs"]
     print("           Spark durationMs (median per batch): " + ", ".join(f"{k} {d[k]:g}" for k in DURATIONS))
     if r["slowest"]:
-        print("           slowest batch durationMs: " +
-              ", ".join(f"{k} {r['slowest'].get(k, 0):g}" for k in DURATIONS))
+        print("           slowest batch durationMs: " + ", ".join(f"{k} {r['slowest'].get(k, 0):g}" for k in DURATIONS))
     if tm.get("duration"):
-        print(f"           Spark tasks ({tm['stages']} stages, {len(tm['duration'])} tasks) ms "
-              "median/p95: " + ", ".join(f"{k} {statistics.median(tm[k]):.1f}/{pct(tm[k], 95):.1f}"
-                                         for k in TASK_FIELDS if tm[k]))
+        print(
+            f"           Spark tasks ({tm['stages']} stages, {len(tm['duration'])} tasks) ms "
+            "median/p95: "
+            + ", ".join(f"{k} {statistics.median(tm[k]):.1f}/{pct(tm[k], 95):.1f}" for k in TASK_FIELDS if tm[k])
+        )
     if r["planner"]:
-        print("           pyklog planner/task ms (median/p95/max, calls): " + ", ".join(
-            f"{k} {statistics.median(v):.1f}/{pct(v, 95):.1f}/{max(v):.1f} ({len(v)})"
-            for k, v in sorted(r["planner"].items())))
+        print(
+            "           pyklog planner/task ms (median/p95/max, calls): "
+            + ", ".join(
+                f"{k} {statistics.median(v):.1f}/{pct(v, 95):.1f}/{max(v):.1f} ({len(v)})"
+                for k, v in sorted(r["planner"].items())
+            )
+        )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case and rate")
     ap.add_argument("--rates", default="20,10000")
-    ap.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated of " + ",".join(CASES)
-                    + " (with +levers); default: the plain cases, then the tuned ones of docs/spark-connector.md")
+    ap.add_argument(
+        "--cases",
+        default=DEFAULT_CASES,
+        help="comma-separated of "
+        + ",".join(CASES)
+        + " (with +levers); default: the plain cases, then the tuned ones of docs/spark-connector.md",
+    )
     ap.add_argument("--partitions", type=int, default=2)
-    ap.add_argument("--linger-ms", type=int, default=None,
-                    help="the producer's linger.ms (default 0 at rates up to 100/s, 1 above)")
-    ap.add_argument("--warmup", type=float, default=40.0,
-                    help="seconds of unreported warm-up, shared by the cases (at least 3 s each)")
+    ap.add_argument(
+        "--linger-ms", type=int, default=None, help="the producer's linger.ms (default 0 at rates up to 100/s, 1 above)"
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=40.0,
+        help="seconds of unreported warm-up, shared by the cases (at least 3 s each)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole set, cases interleaved")
-    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="a SparkSession configuration for the whole run (repeatable)")
-    ap.add_argument("--task-metrics", action="store_true",
-                    help="turn Spark's UI on (loopback) and print its per-task figures of each case")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a SparkSession configuration for the whole run (repeatable)",
+    )
+    ap.add_argument(
+        "--task-metrics",
+        action="store_true",
+        help="turn Spark's UI on (loopback) and print its per-task figures of each case",
+    )
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     global LINGER_MS
@@ -600,22 +691,30 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="pyklog-bench-lat-")
     trace = os.path.join(tmp, "planner-trace.jsonl")
     os.environ["PYKLOG_PLANNER_TRACE"] = trace  # inherited by Spark's Python workers
-    print(f"pyklog micro-batch latency: trigger processingTime=0, {args.partitions} partitions, local[2], "
-          f"{args.seconds:g} s per case, {args.repeat} round(s)"
-          f"{'; ' + ', '.join(args.conf) if args.conf else ''}; load average at start {os.getloadavg()[0]:.2f}")
+    print(
+        f"pyklog micro-batch latency: trigger processingTime=0, {args.partitions} partitions, local[2], "
+        f"{args.seconds:g} s per case, {args.repeat} round(s)"
+        f"{'; ' + ', '.join(args.conf) if args.conf else ''}; load average at start {os.getloadavg()[0]:.2f}"
+    )
     t_all = time.monotonic()
     with LocalCluster(partitions=args.partitions) as cluster:
         from pyspark.sql import SparkSession
 
-        b = (SparkSession.builder.master("local[2]").appName("pyklog-bench-latency")
-             .config("spark.ui.enabled", "true" if args.task_metrics else "false")
-             .config("spark.ui.port", "0").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.retainedStages", "100000")
-             .config("spark.ui.retainedTasks", "1000000").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             # Spark's stream thread hit a StackOverflowError deep in java.util.regex in some runs
-             .config("spark.driver.extraJavaOptions", "-Xss16m")
-             .config("spark.sql.streaming.numRecentProgressUpdates", "100000"))
+        b = (
+            SparkSession.builder.master("local[2]")
+            .appName("pyklog-bench-latency")
+            .config("spark.ui.enabled", "true" if args.task_metrics else "false")
+            .config("spark.ui.port", "0")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.retainedStages", "100000")
+            .config("spark.ui.retainedTasks", "1000000")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            # Spark's stream thread hit a StackOverflowError deep in java.util.regex in some runs
+            .config("spark.driver.extraJavaOptions", "-Xss16m")
+            .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
+        )
         for k, v in extra.items():
             b = b.config(k, v)
         spark = b.getOrCreate()
@@ -630,8 +729,17 @@ def main() -> int:
         # runs once at the highest rate before anything is measured
         for case in cases:
             try:
-                run_case(spark, cluster, case, max(rates), max(3.0, args.warmup / len(cases)),
-                         args.partitions, tmp, trace, tag="-warmup")
+                run_case(
+                    spark,
+                    cluster,
+                    case,
+                    max(rates),
+                    max(3.0, args.warmup / len(cases)),
+                    args.partitions,
+                    tmp,
+                    trace,
+                    tag="-warmup",
+                )
             except Exception as e:  # noqa: BLE001 - reported when the case is measured
                 print(f"  warm-up of {case} failed: {str(e).splitlines()[0][:200]}")
         results: dict = {}
@@ -653,11 +761,16 @@ def main() -> int:
                 for case in cases:
                     lat, p50s = pooled(results.get((case, rate), []))
                     if lat:
-                        print(f"  {rate:>6,}/s {label(case):32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
-                              f"p95 {pct(lat, 95):7.1f}  p99 {pct(lat, 99):7.1f}   rounds' p50 "
-                              + " ".join(f"{x:.0f}" for x in p50s))
-        print("ratios to the same-run baseline (Python source without I/O -> foreachBatch"
-              + (", pooled" if args.repeat > 1 else "") + "):")
+                        print(
+                            f"  {rate:>6,}/s {label(case):32s} n={len(lat):6d} p50 {pct(lat, 50):7.1f} ms  "
+                            f"p95 {pct(lat, 95):7.1f}  p99 {pct(lat, 99):7.1f}   rounds' p50 "
+                            + " ".join(f"{x:.0f}" for x in p50s)
+                        )
+        print(
+            "ratios to the same-run baseline (Python source without I/O -> foreachBatch"
+            + (", pooled" if args.repeat > 1 else "")
+            + "):"
+        )
         for rate in rates:
             for case in cases:
                 if parse_case(case)[0] == "clock":
@@ -667,9 +780,11 @@ def main() -> int:
                 blat, _ = pooled(base or [])
                 if not lat or not blat:
                     continue
-                print(f"  {rate:>6,}/s {label(case):32s} p50 {pct(lat, 50) / pct(blat, 50):.2f}x  "
-                      f"p99 {pct(lat, 99) / pct(blat, 99):.2f}x of {bname}  (goal p50 <= 100 ms, p99 <= 300 ms: "
-                      f"{'met' if pct(lat, 50) <= 100 and pct(lat, 99) <= 300 else 'NOT met'})")
+                print(
+                    f"  {rate:>6,}/s {label(case):32s} p50 {pct(lat, 50) / pct(blat, 50):.2f}x  "
+                    f"p99 {pct(lat, 99) / pct(blat, 99):.2f}x of {bname}  (goal p50 <= 100 ms, p99 <= 300 ms: "
+                    f"{'met' if pct(lat, 50) <= 100 and pct(lat, 99) <= 300 else 'NOT met'})"
+                )
         spark.stop()
     print(f"total {time.monotonic() - t_all:.0f} s; load average at end {os.getloadavg()[0]:.2f}")
     return 0

@@ -17,6 +17,7 @@ Log and baseline operations are interleaved one batch at a time, so both see the
 load and page-cache writeback (the machine is shared); figures are from the median round.
 Everything runs against the page cache (no fsync), for the log and the baseline alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,11 +51,19 @@ def bench_append(raw_path: str, log_dir: str, data: bytes, count: int, cfg: LogC
     clock = time.perf_counter
     for i in range(count):
         if i & 1:
-            t0 = clock(); lg.append(data); t1 = clock(); os.write(fd, data); t2 = clock()  # noqa: E702
+            t0 = clock()
+            lg.append(data)
+            t1 = clock()
+            os.write(fd, data)
+            t2 = clock()  # noqa: E702
             t_log += t1 - t0
             t_raw += t2 - t1
         else:
-            t0 = clock(); os.write(fd, data); t1 = clock(); lg.append(data); t2 = clock()  # noqa: E702
+            t0 = clock()
+            os.write(fd, data)
+            t1 = clock()
+            lg.append(data)
+            t2 = clock()  # noqa: E702
             t_raw += t1 - t0
             t_log += t2 - t1
     os.close(fd)
@@ -103,8 +112,10 @@ def main() -> None:
     records = count * per_batch
     root = tempfile.mkdtemp(prefix="bench-log-", dir=args.dir)
     cfg = LogConfig(segment_bytes=max(1 << 30, total + 1), max_message_bytes=2 * len(data))
-    print(f"workload: {count} batches x {len(data)} bytes ({per_batch} records of "
-          f"{RECORD_BYTES} B) = {total / 1e6:.0f} MB, {records:,} records; dir {root}")
+    print(
+        f"workload: {count} batches x {len(data)} bytes ({per_batch} records of "
+        f"{RECORD_BYTES} B) = {total / 1e6:.0f} MB, {records:,} records; dir {root}"
+    )
     res = {"raw_w": [], "app": [], "raw_r": [], "read": [], "rec": []}
     try:
         for rnd in range(args.rounds):
@@ -121,13 +132,14 @@ def main() -> None:
             assert rec.last_recovery.recovered_bytes == total and not rec.last_recovery.cuts
             rec.close()
             os.unlink(raw)
-            for k, v in (("raw_w", t_raw_w), ("app", t_app), ("raw_r", t_raw_r),
-                         ("read", t_read), ("rec", t_rec)):
+            for k, v in (("raw_w", t_raw_w), ("app", t_app), ("raw_r", t_raw_r), ("read", t_read), ("rec", t_rec)):
                 res[k].append(v)
-            print(f"round {rnd + 1}: append {total / t_app / 1e6:.0f} MB/s vs raw write "
-                  f"{total / t_raw_w / 1e6:.0f} MB/s ({t_raw_w / t_app:.2f}x); log read "
-                  f"{total / t_read / 1e6:.0f} MB/s vs raw read {total / t_raw_r / 1e6:.0f} MB/s "
-                  f"({t_raw_r / t_read:.2f}x); recovery {total / t_rec / 1e9:.2f} GB/s")
+            print(
+                f"round {rnd + 1}: append {total / t_app / 1e6:.0f} MB/s vs raw write "
+                f"{total / t_raw_w / 1e6:.0f} MB/s ({t_raw_w / t_app:.2f}x); log read "
+                f"{total / t_read / 1e6:.0f} MB/s vs raw read {total / t_raw_r / 1e6:.0f} MB/s "
+                f"({t_raw_r / t_read:.2f}x); recovery {total / t_rec / 1e9:.2f} GB/s"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -144,13 +156,18 @@ def main() -> None:
     mb = total / 1e6
     print("\nmedian round:")
     print(f"append   : {records / best['app']:>12,.0f} records/s  {mb / best['app']:8.0f} MB/s")
-    print(f"raw write: {records / best['raw_w']:>12,.0f} records/s  {mb / best['raw_w']:8.0f} MB/s"
-          f"   ratio {best['raw_w'] / best['app']:.2f}x (goal >= 0.6x)")
+    print(
+        f"raw write: {records / best['raw_w']:>12,.0f} records/s  {mb / best['raw_w']:8.0f} MB/s"
+        f"   ratio {best['raw_w'] / best['app']:.2f}x (goal >= 0.6x)"
+    )
     print(f"read     : {records / best['read']:>12,.0f} records/s  {mb / best['read']:8.0f} MB/s")
-    print(f"raw read : {records / best['raw_r']:>12,.0f} records/s  {mb / best['raw_r']:8.0f} MB/s"
-          f"   ratio {best['raw_r'] / best['read']:.2f}x (goal >= 0.8x)")
-    print(f"recovery : {mb / best['rec'] / 1000:.2f} GB/s for a {mb:.0f} MB segment "
-          f"({best['rec']:.2f} s; goal >= 1 GB/s)")
+    print(
+        f"raw read : {records / best['raw_r']:>12,.0f} records/s  {mb / best['raw_r']:8.0f} MB/s"
+        f"   ratio {best['raw_r'] / best['read']:.2f}x (goal >= 0.8x)"
+    )
+    print(
+        f"recovery : {mb / best['rec'] / 1000:.2f} GB/s for a {mb:.0f} MB segment ({best['rec']:.2f} s; goal >= 1 GB/s)"
+    )
 
 
 if __name__ == "__main__":

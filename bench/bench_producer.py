@@ -17,6 +17,7 @@ share the same server-side ceiling.
 
     .venv/bin/python bench/bench_producer.py --records 200000 --size 100 [--compression lz4]
 """
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,17 @@ from _common import bench_broker, confluent_produce, confluent_settings, produce
 def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, float]:
     from pyklog.connector.producer import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": args.linger_ms, "batch.size": args.batch_size,
-                  "compression.type": args.compression, "client.id": "bench-pyklog"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": args.linger_ms,
+            "batch.size": args.batch_size,
+            "compression.type": args.compression,
+            "client.id": "bench-pyklog",
+        }
+    )
     p.partitions_for(topic)  # metadata outside the timed part, as for librdkafka below
     chunk = [payload] * 10000
     t0 = time.perf_counter()
@@ -42,7 +51,7 @@ def run_pyklog(bootstrap, topic, n, payload, args, mode: str) -> tuple[float, fl
     elif mode == "send_many":
         send_many = p.send_many
         for i in range(0, n, len(chunk)):
-            send_many(topic, None, None, chunk if n - i >= len(chunk) else chunk[:n - i])
+            send_many(topic, None, None, chunk if n - i >= len(chunk) else chunk[: n - i])
     else:
         produce = p.produce
         for _ in range(n):
@@ -68,8 +77,9 @@ def run_confluent(bootstrap, topic, n, payload, args) -> float:
         if err is not None:
             errors.append(err)
 
-    p = CProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                   **confluent_settings(args, n)})
+    p = CProducer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **confluent_settings(args, n)}
+    )
     p.list_topics(topic, timeout=30)
     t0 = time.perf_counter()
     confluent_produce(p, topic, payload, n, cb)
@@ -95,10 +105,13 @@ def main() -> None:
         from pyklog.connector.client import ClusterClient
 
         payload = os.urandom(args.size)
-        modes = {"pyklog produce()": "produce", "pyklog send() + futures": "send",
-                 "pyklog send_many()": "send_many"}
-        results: dict[str, list[float]] = {"pyklog produce()": [], "pyklog send() + futures": [],
-                                           "pyklog send_many()": [], "confluent-kafka produce()": []}
+        modes = {"pyklog produce()": "produce", "pyklog send() + futures": "send", "pyklog send_many()": "send_many"}
+        results: dict[str, list[float]] = {
+            "pyklog produce()": [],
+            "pyklog send() + futures": [],
+            "pyklog send_many()": [],
+            "confluent-kafka produce()": [],
+        }
         queued: dict[str, list[float]] = {name: [] for name in modes}
         with ClusterClient(broker.bootstrap) as admin:
             for rnd in range(args.rounds):
@@ -117,9 +130,11 @@ def main() -> None:
                     results[name].append(dt)
                     print(f"  round {rnd + 1}: {name:28s} {args.records / dt:12,.0f} records/s", flush=True)
         mb = args.records * args.size / 1e6
-        print(f"\n{args.records} records x {args.size} B, {args.partitions} partitions, acks=all, idempotence on, "
-              f"linger.ms={args.linger_ms}, batch.size={args.batch_size}, compression={args.compression}; "
-              f"best of {args.rounds}")
+        print(
+            f"\n{args.records} records x {args.size} B, {args.partitions} partitions, acks=all, idempotence on, "
+            f"linger.ms={args.linger_ms}, batch.size={args.batch_size}, compression={args.compression}; "
+            f"best of {args.rounds}"
+        )
         best = {name: min(ts) for name, ts in results.items()}
         base = args.records / best["confluent-kafka produce()"]
         for name, dt in best.items():

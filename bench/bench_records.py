@@ -9,6 +9,7 @@ Baseline, measured in the same run on the same records: kafka-python's record co
 Figures are CPU time (``time.process_time``, single thread), the best of ``--repeat`` runs: the
 machine is shared, and CPU time of the least disturbed run is the steadiest figure.  MB/s counts the records' key + value bytes (uncompressed payload).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,23 +97,47 @@ def main() -> None:
         name = CODEC_NAMES[codec]
         raw = build_batch(records, compression=codec)
         assert [r.value for r in decode_batch(raw).records] == [v for _, v, _, _ in records]
-        row(f"build  {name}", n, payload, best_of(lambda: build_batch(records, compression=codec), rep),
-            best_of(lambda: kp_build(records, codec), max(2, rep // 3)))
-        row(f"decode {name}", n, payload, best_of(lambda: decode_batch(raw), rep),
-            best_of(lambda: kp_decode(raw), max(2, rep // 3)))
+        row(
+            f"build  {name}",
+            n,
+            payload,
+            best_of(lambda: build_batch(records, compression=codec), rep),
+            best_of(lambda: kp_build(records, codec), max(2, rep // 3)),
+        )
+        row(
+            f"decode {name}",
+            n,
+            payload,
+            best_of(lambda: decode_batch(raw), rep),
+            best_of(lambda: kp_decode(raw), max(2, rep // 3)),
+        )
 
     print("legacy message sets (magic 1)")
     for codec in (0, 1):
         name = CODEC_NAMES[codec]
         legacy = build_message_set([(k, v, ts) for k, v, ts, _ in records], 1, codec)
-        row(f"build v1 {name}", n, payload,
+        row(
+            f"build v1 {name}",
+            n,
+            payload,
             best_of(lambda: build_message_set([(k, v, ts) for k, v, ts, _ in records], 1, codec), rep),
-            best_of(lambda: kp_legacy_build(records, 1, codec), max(2, rep // 3)))
-        row(f"v1 -> v2 {name} (Produce)", n, payload, best_of(lambda: message_set_to_batches(legacy), rep),
-            best_of(lambda: kp_legacy_decode(legacy), max(2, rep // 3)))
+            best_of(lambda: kp_legacy_build(records, 1, codec), max(2, rep // 3)),
+        )
+        row(
+            f"v1 -> v2 {name} (Produce)",
+            n,
+            payload,
+            best_of(lambda: message_set_to_batches(legacy), rep),
+            best_of(lambda: kp_legacy_decode(legacy), max(2, rep // 3)),
+        )
         v2 = build_batch(records, compression=codec)
-        row(f"v2 -> v1 {name} (Fetch)", n, payload, best_of(lambda: batches_to_message_set(v2, 1), rep),
-            best_of(lambda: kp_legacy_build(records, 1, codec), max(2, rep // 3)))
+        row(
+            f"v2 -> v1 {name} (Fetch)",
+            n,
+            payload,
+            best_of(lambda: batches_to_message_set(v2, 1), rep),
+            best_of(lambda: kp_legacy_build(records, 1, codec), max(2, rep // 3)),
+        )
     print("  (baseline for v1 -> v2: kafka-python decoding the set; for v2 -> v1: building it)")
 
     # header scan: what the log does on append / recovery (no record decoding)

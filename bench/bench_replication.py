@@ -17,6 +17,7 @@ The followers fetch with Kafka's defaults (replica.fetch.wait.max.ms 500, min by
 waiting in the leader's purgatory is woken by each append, so acks=all costs about two follower
 round trips per batch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,15 @@ def run(bootstrap: str, topic: str, acks: str, records: int, size: int, probes: 
     from confluent_kafka import Producer
 
     errors: list = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-                  "enable.idempotence": acks == "all", "queue.buffering.max.messages": 200000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "enable.idempotence": acks == "all",
+            "queue.buffering.max.messages": 200000,
+        }
+    )
     payload = b"x" * size
 
     def done(err, msg):
@@ -62,8 +70,12 @@ def run(bootstrap: str, topic: str, acks: str, records: int, size: int, probes: 
         p.flush(30)
         lat.append(time.perf_counter() - t0)
     lat.sort()
-    return {"records_s": records / elapsed, "p50_ms": lat[len(lat) // 2] * 1000,
-            "p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000, "errors": len(errors)}
+    return {
+        "records_s": records / elapsed,
+        "p50_ms": lat[len(lat) // 2] * 1000,
+        "p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000,
+        "errors": len(errors),
+    }
 
 
 def failover(zk_connect: str, brokers: list, topic: str, kills: int, session_ms: int) -> list[dict]:
@@ -84,12 +96,24 @@ def failover(zk_connect: str, brokers: list, topic: str, kills: int, session_ms:
     stop = threading.Event()
 
     def produce():
-        p = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers), "acks": "all",
-                      "enable.idempotence": True, "linger.ms": 0, "message.timeout.ms": 120000,
-                      "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50})
+        p = Producer(
+            {
+                "bootstrap.servers": ",".join(b.bootstrap for b in brokers),
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": 120000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "retry.backoff.ms": 50,
+            }
+        )
         while not stop.is_set():
-            p.produce(topic, b"f", partition=0,
-                      on_delivery=lambda err, msg: err is None and acks.append((time.monotonic(), msg.offset())))
+            p.produce(
+                topic,
+                b"f",
+                partition=0,
+                on_delivery=lambda err, msg: err is None and acks.append((time.monotonic(), msg.offset())),
+            )
             p.poll(0.01)
         p.flush(60)
 
@@ -120,8 +144,12 @@ def failover(zk_connect: str, brokers: list, topic: str, kills: int, session_ms:
                     first = later[0][0]
                     break
                 time.sleep(0.02)
-            out.append({"elected_s": None if elected is None else elected - killed,
-                        "first_ack_s": None if first is None else first - killed})
+            out.append(
+                {
+                    "elected_s": None if elected is None else elected - killed,
+                    "first_ack_s": None if first is None else first - killed,
+                }
+            )
             victim.start()
             deadline = time.monotonic() + 90
             while len(st()["isr"]) < 3 and time.monotonic() < deadline:
@@ -156,33 +184,47 @@ def main() -> None:
         for i in range(3):
             brokers.append(BrokerProcess(zk.connect_string, i, log_dir=os.path.join(workdir, f"b{i}")).start())
         with support.Wire(brokers[0].port) as w:
-            support.wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation":
-                                                                           False})["brokers"]) == 3)
+            support.wait_for(
+                lambda: (
+                    len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"])
+                    == 3
+                )
+            )
             for name, replicas in (("rf1", [0]), ("rf3", [0, 1, 2])):
-                r = support.create_topic(w, name, num_partitions=-1, replication_factor=-1,
-                                         assignments=[{"partition_index": 0, "broker_ids": replicas}],
-                                         configs=[{"name": "min.insync.replicas", "value": "2"}] if len(replicas) > 1
-                                         else [])
+                r = support.create_topic(
+                    w,
+                    name,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=[{"partition_index": 0, "broker_ids": replicas}],
+                    configs=[{"name": "min.insync.replicas", "value": "2"}] if len(replicas) > 1 else [],
+                )
                 assert r["error_code"] == 0, r
         time.sleep(1.0)
         results = {}
         for label, topic, acks in (("acks=1, RF 1", "rf1", "1"), ("acks=all, RF 3", "rf3", "all")):
             run(brokers[0].bootstrap, topic, acks, min(2000, args.records), args.size)  # warm-up
             results[label] = r = run(brokers[0].bootstrap, topic, acks, args.records, args.size)
-            print(f"{label:16s} {r['records_s']:10.0f} records/s   p50 {r['p50_ms']:7.1f} ms   "
-                  f"p99 {r['p99_ms']:7.1f} ms   errors {r['errors']}")
+            print(
+                f"{label:16s} {r['records_s']:10.0f} records/s   p50 {r['p50_ms']:7.1f} ms   "
+                f"p99 {r['p99_ms']:7.1f} ms   errors {r['errors']}"
+            )
         a, b = results["acks=1, RF 1"], results["acks=all, RF 3"]
-        print(f"acks=all RF 3 / acks=1 RF 1: throughput x{b['records_s'] / a['records_s']:.2f}, "
-              f"p99 x{b['p99_ms'] / a['p99_ms']:.2f}")
+        print(
+            f"acks=all RF 3 / acks=1 RF 1: throughput x{b['records_s'] / a['records_s']:.2f}, "
+            f"p99 x{b['p99_ms'] / a['p99_ms']:.2f}"
+        )
         if args.failovers:
             session_ms = int(brokers[0].props.get("zookeeper.session.timeout.ms", 6000))
             for i, f in enumerate(failover(zk.connect_string, brokers, "rf3", args.failovers, session_ms)):
                 elected, first = f["elected_s"], f["first_ack_s"]
                 ratio = "-" if first is None else f"{first * 1000 / session_ms:.2f}x"
-                print(f"leader SIGKILL {i + 1}: new leader in ZooKeeper after "
-                      f"{'-' if elected is None else f'{elected:.2f} s'}, first acknowledged write on it after "
-                      f"{'-' if first is None else f'{first:.2f} s'} ({ratio} the ZooKeeper session of "
-                      f"{session_ms / 1000:.0f} s)")
+                print(
+                    f"leader SIGKILL {i + 1}: new leader in ZooKeeper after "
+                    f"{'-' if elected is None else f'{elected:.2f} s'}, first acknowledged write on it after "
+                    f"{'-' if first is None else f'{first:.2f} s'} ({ratio} the ZooKeeper session of "
+                    f"{session_ms / 1000:.0f} s)"
+                )
     finally:
         for b in brokers:
             b.stop()

@@ -14,6 +14,7 @@ afterwards (read_committed): the row count must match.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_sink.py [--records 1000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,13 +32,22 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 from local_cluster import LocalCluster  # noqa: E402
 
-CASES = [("keyed", "at-least-once"), ("keyless", "at-least-once"), ("keyed", "exactly-once"),
-         ("keyless", "exactly-once")]
+CASES = [
+    ("keyed", "at-least-once"),
+    ("keyless", "at-least-once"),
+    ("keyed", "exactly-once"),
+    ("keyless", "exactly-once"),
+]
 
 
 def stream_read(spark, bootstrap: str, n: int) -> float:
-    df = (spark.readStream.format("pyklog").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", "bench-src").option("startingOffsets", "earliest").load())
+    df = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "bench-src")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     t0 = time.perf_counter()
     q = df.writeStream.format("noop").trigger(availableNow=True).start()
     q.awaitTermination()
@@ -52,10 +62,17 @@ def stream_read(spark, bootstrap: str, n: int) -> float:
 
 def sink_write(df, cluster, topic: str, guarantee: str, n: int) -> float:
     t0 = time.perf_counter()
-    (df.write.mode("append").format("pyklog").option("zookeeper.connect", cluster.zookeeper)
-     .option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", topic)
-     .option("deliveryGuarantee", guarantee).option("kafka.linger.ms", "50")
-     .option("kafka.batch.size", str(512 << 10)).save())
+    (
+        df.write.mode("append")
+        .format("pyklog")
+        .option("zookeeper.connect", cluster.zookeeper)
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", topic)
+        .option("deliveryGuarantee", guarantee)
+        .option("kafka.linger.ms", "50")
+        .option("kafka.batch.size", str(512 << 10))
+        .save()
+    )
     return n / (time.perf_counter() - t0)
 
 
@@ -70,8 +87,10 @@ def main() -> int:
     args = ap.parse_args()
     n = args.records
     cases = CASES if args.cases == "all" else [CASES[int(i)] for i in args.cases.split(",")]
-    print(f"pyklog sink vs stream read: {n:,} rows of {args.size} B, {args.partitions} partitions, "
-          f"{args.tasks} tasks, local[2], {args.rounds} rounds")
+    print(
+        f"pyklog sink vs stream read: {n:,} rows of {args.size} B, {args.partitions} partitions, "
+        f"{args.tasks} tasks, local[2], {args.rounds} rounds"
+    )
     with LocalCluster(partitions=args.partitions) as cluster:
         from pyklog.connector.client import ClusterClient
         from pyklog.connector.producer import Producer
@@ -91,15 +110,28 @@ def main() -> int:
 
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master("local[2]").appName("pyklog-bench-sink")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pyklog-bench-sink")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         import pyklog
 
         pyklog.register(spark)
-        rows = (spark.read.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-                .option("subscribe", "bench-src").load().select("key", "value").repartition(args.tasks).cache())
+        rows = (
+            spark.read.format("pyklog")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("subscribe", "bench-src")
+            .load()
+            .select("key", "value")
+            .repartition(args.tasks)
+            .cache()
+        )
         assert rows.count() == n
         frames = {"keyed": rows, "keyless": rows.select("value")}
         # warm-up: Python workers, imports, the transaction coordinator
@@ -112,13 +144,17 @@ def main() -> int:
             wall_rate, steady_rate = stream_read(spark, cluster.bootstrap, n)
             reads.append(wall_rate)
             steadies.append(steady_rate)
-            print(f"  round {r}: stream read -> noop {wall_rate:,.0f} rows/s wall, {steady_rate:,.0f} steady "
-                  "(without the query's start-up)")
-            for kind, g in (cases if r % 2 == 0 else cases[::-1]):
+            print(
+                f"  round {r}: stream read -> noop {wall_rate:,.0f} rows/s wall, {steady_rate:,.0f} steady "
+                "(without the query's start-up)"
+            )
+            for kind, g in cases if r % 2 == 0 else cases[::-1]:
                 rate = sink_write(frames[kind], cluster, f"bench-out-{kind}-{g}-{r}", g, n)
                 sinks[(kind, g)].append(rate)
-                print(f"  round {r}: sink {kind:8s} {g:14s} {rate:,.0f} rows/s ({rate / reads[-1]:.2f}x this "
-                      "round's read)")
+                print(
+                    f"  round {r}: sink {kind:8s} {g:14s} {rate:,.0f} rows/s ({rate / reads[-1]:.2f}x this "
+                    "round's read)"
+                )
         from pyklog.connector.consumer import SimpleConsumer
 
         with SimpleConsumer(cluster.bootstrap, isolation_level="read_committed") as c:
@@ -132,14 +168,18 @@ def main() -> int:
                         got = sum(1 for p in range(args.partitions) for _ in c.iter_records(t, p, 0))
                         assert got == n, f"{t}: {got} rows, expected {n}"
         best_read, med_read = max(reads), statistics.median(reads)
-        print(f"stream read: best {best_read:,.0f}, median {med_read:,.0f} rows/s wall; best "
-              f"{max(steadies):,.0f} rows/s steady")
+        print(
+            f"stream read: best {best_read:,.0f}, median {med_read:,.0f} rows/s wall; best "
+            f"{max(steadies):,.0f} rows/s steady"
+        )
         print("sink / stream read (best / median rounds; goal >= 0.5):")
         for kind, g in cases:
             s = sinks[(kind, g)]
-            print(f"  {kind:8s} {g:14s} best {max(s):,.0f} rows/s = {max(s) / best_read:.2f}x, "
-                  f"median {statistics.median(s):,.0f} = {statistics.median(s) / med_read:.2f}x; "
-                  f"best / best read steady {max(s) / max(steadies):.2f}x")
+            print(
+                f"  {kind:8s} {g:14s} best {max(s):,.0f} rows/s = {max(s) / best_read:.2f}x, "
+                f"median {statistics.median(s):,.0f} = {statistics.median(s) / med_read:.2f}x; "
+                f"best / best read steady {max(s) / max(steadies):.2f}x"
+            )
         spark.stop()
     return 0
 

@@ -12,6 +12,7 @@ reported, and the ratio exactly-once / at-least-once, goal >= 0.8):
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_sink_eos.py [--records 1000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,14 @@ GUARANTEES = ("at-least-once", "exactly-once")
 
 
 def _sink_options(writer, cluster, topic: str, guarantee: str):
-    return (writer.format("pyklog").option("zookeeper.connect", cluster.zookeeper)
-            .option("topic", topic).option("deliveryGuarantee", guarantee)
-            .option("kafka.linger.ms", "50").option("kafka.batch.size", str(512 << 10)))
+    return (
+        writer.format("pyklog")
+        .option("zookeeper.connect", cluster.zookeeper)
+        .option("topic", topic)
+        .option("deliveryGuarantee", guarantee)
+        .option("kafka.linger.ms", "50")
+        .option("kafka.batch.size", str(512 << 10))
+    )
 
 
 def batch_round(spark, cluster, src, n: int, guarantee: str, topic: str) -> float:
@@ -45,13 +51,23 @@ def batch_round(spark, cluster, src, n: int, guarantee: str, topic: str) -> floa
 
 
 def stream_round(spark, cluster, n: int, per_trigger: int, guarantee: str, topic: str) -> tuple[float, float, int]:
-    df = (spark.readStream.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-          .option("subscribe", "bench-src").option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", str(per_trigger)).load().selectExpr("key", "value"))
+    df = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", "bench-src")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+        .selectExpr("key", "value")
+    )
     chk = tempfile.mkdtemp(prefix="pyklog-bench-eos-chk-")
     t0 = time.perf_counter()
-    q = (_sink_options(df.writeStream, cluster, topic, guarantee).option("checkpointLocation", chk)
-         .trigger(availableNow=True).start())
+    q = (
+        _sink_options(df.writeStream, cluster, topic, guarantee)
+        .option("checkpointLocation", chk)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     wall = time.perf_counter() - t0
     progress = [p for p in q.recentProgress if p["numInputRows"]]
@@ -71,8 +87,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     n = args.records
-    print(f"pyklog sink benchmark: {n:,} rows of {args.size} B, {args.tasks} tasks, local[2], "
-          f"{args.rounds} rounds per guarantee")
+    print(
+        f"pyklog sink benchmark: {n:,} rows of {args.size} B, {args.tasks} tasks, local[2], "
+        f"{args.rounds} rounds per guarantee"
+    )
     with LocalCluster(partitions=args.partitions) as cluster:
         from pyklog.connector.client import ClusterClient
         from pyklog.connector.producer import Producer
@@ -93,29 +111,41 @@ def main() -> int:
 
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master("local[2]").appName("pyklog-bench-sink-eos")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pyklog-bench-sink-eos")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         import pyklog
 
         pyklog.register(spark)
-        src = spark.range(0, n, numPartitions=args.tasks).selectExpr(
-            f"CAST(repeat('v', {args.size}) AS BINARY) AS value").cache()
+        src = (
+            spark.range(0, n, numPartitions=args.tasks)
+            .selectExpr(f"CAST(repeat('v', {args.size}) AS BINARY) AS value")
+            .cache()
+        )
         src.count()
         warm = src.limit(1000)
         for g in GUARANTEES:  # Python workers, imports, the transaction coordinator's partitions
             batch_round(spark, cluster, warm, 1000, g, f"bench-batch-{g}-{args.rounds}")
         best: dict = {}
         for r in range(args.rounds):
-            for g in (GUARANTEES if r % 2 == 0 else GUARANTEES[::-1]):
+            for g in GUARANTEES if r % 2 == 0 else GUARANTEES[::-1]:
                 rate = batch_round(spark, cluster, src, n, g, f"bench-batch-{g}-{r}")
                 print(f"  batch  {g:14s} round {r}: {rate:,.0f} rows/s")
                 best[("batch", g)] = max(best.get(("batch", g), 0), rate)
-                wall, steady, batches = stream_round(spark, cluster, n, args.max_offsets_per_trigger, g,
-                                                     f"bench-stream-{g}-{r}")
-                print(f"  stream {g:14s} round {r}: {wall:,.0f} rows/s wall, {steady:,.0f} rows/s steady "
-                      f"({batches} micro-batches)")
+                wall, steady, batches = stream_round(
+                    spark, cluster, n, args.max_offsets_per_trigger, g, f"bench-stream-{g}-{r}"
+                )
+                print(
+                    f"  stream {g:14s} round {r}: {wall:,.0f} rows/s wall, {steady:,.0f} rows/s steady "
+                    f"({batches} micro-batches)"
+                )
                 best[("stream", g)] = max(best.get(("stream", g), 0), wall)
                 best[("stream-steady", g)] = max(best.get(("stream-steady", g), 0), steady)
         # what landed: every row once (committed view resolved from the log by a read_committed consumer)

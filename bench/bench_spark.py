@@ -17,6 +17,7 @@ micro-batch durations Spark reports).
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py [--records 10000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ class MemoryKafkaSource(DataSource):
         return "bench_memory"
 
     def schema(self):
-        return ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-                "timestampType int")
+        return (
+            "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+        )
 
     def streamReader(self, schema):
         return MemoryReader(int(self.options["rows"]), int(self.options["partitions"]), int(self.options["size"]))
@@ -72,24 +74,36 @@ class MemoryReader(DataSourceStreamReader):
     def partitions(self, start, end):
         n = end["rows"] - start["rows"]
         per = n // self.parts
-        return [_Part(p, 0, per if p < self.parts - 1 else n - per * (self.parts - 1), self.size)
-                for p in range(self.parts)]
+        return [
+            _Part(p, 0, per if p < self.parts - 1 else n - per * (self.parts - 1), self.size) for p in range(self.parts)
+        ]
 
     def read(self, part):
         import numpy as np
         import pyarrow as pa
 
         value = os.urandom(part.size) * BATCH_ROWS
-        values = pa.Array.from_buffers(pa.binary(), BATCH_ROWS, [None, pa.py_buffer(
-            np.arange(BATCH_ROWS + 1, dtype=np.int32) * part.size), pa.py_buffer(value)])
+        values = pa.Array.from_buffers(
+            pa.binary(),
+            BATCH_ROWS,
+            [None, pa.py_buffer(np.arange(BATCH_ROWS + 1, dtype=np.int32) * part.size), pa.py_buffer(value)],
+        )
         keys = pa.nulls(BATCH_ROWS, pa.binary())
         topic = pa.array(["bench"] * BATCH_ROWS)
         partition = pa.array(np.full(BATCH_ROWS, part.partition, np.int32))
         tstype = pa.array(np.zeros(BATCH_ROWS, np.int32))
         ts_type = pa.timestamp("us", tz="UTC")
-        schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                            ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", ts_type),
-                            ("timestampType", pa.int32())])
+        schema = pa.schema(
+            [
+                ("key", pa.binary()),
+                ("value", pa.binary()),
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("timestamp", ts_type),
+                ("timestampType", pa.int32()),
+            ]
+        )
         off = part.start
         while off < part.end:
             n = min(BATCH_ROWS, part.end - off)
@@ -109,8 +123,15 @@ def produce(bootstrap, topic, n, size, partitions):
     from pyklog.connector.producer import Producer
 
     payload = os.urandom(size)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 512 << 10,
-                  "compression.type": "none", "buffer.memory": 256 << 20})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 512 << 10,
+            "compression.type": "none",
+            "buffer.memory": 256 << 20,
+        }
+    )
     p.partitions_for(topic)
     t0 = time.perf_counter()
     produce_ = p.produce
@@ -185,14 +206,22 @@ def main() -> int:
         prod_rate = produce(cluster.bootstrap, "bench", n, args.size, args.partitions)
         print(f"  producer (one Python process, Producer.produce): {prod_rate:,.0f} records/s")
         fetch_decode, decode_only = decoder_figures(cluster.bootstrap, "bench", args.partitions)
-        print(f"  in-process fetch_raw + Arrow decode (1 partition): {fetch_decode:,.0f} rows/s; "
-              f"decode only: {decode_only:,.0f} rows/s")
+        print(
+            f"  in-process fetch_raw + Arrow decode (1 partition): {fetch_decode:,.0f} rows/s; "
+            f"decode only: {decode_only:,.0f} rows/s"
+        )
 
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master("local[2]").appName("pyklog-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pyklog-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         import pyklog
 
@@ -200,10 +229,20 @@ def main() -> int:
         spark.dataSource.register(MemoryKafkaSource)
         tmp = tempfile.mkdtemp(prefix="pyklog-bench-")
 
-        pyk = (spark.readStream.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-               .option("subscribe", "bench").option("startingOffsets", "earliest").load())
-        mem = (spark.readStream.format("bench_memory").option("rows", str(n))
-               .option("partitions", str(args.partitions)).option("size", str(args.size)).load())
+        pyk = (
+            spark.readStream.format("pyklog")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("subscribe", "bench")
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        mem = (
+            spark.readStream.format("bench_memory")
+            .option("rows", str(n))
+            .option("partitions", str(args.partitions))
+            .option("size", str(args.size))
+            .load()
+        )
         # warm up the Python workers with both sources (imports, JIT of the JVM side), then two rounds
         # of each, alternating; the best round of each is reported (the machine is shared)
         from pyklog.connector.producer import Producer
@@ -212,22 +251,39 @@ def main() -> int:
             for i in range(1000):
                 p.produce("bench-warmup", b"x" * 10, partition=i % args.partitions)
             p.flush()
-        run_stream(spark, spark.readStream.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap)
-                   .option("subscribe", "bench-warmup").option("startingOffsets", "earliest").load(), 1000)
-        run_stream(spark, spark.readStream.format("bench_memory").option("rows", "1000")
-                   .option("partitions", str(args.partitions)).option("size", "10").load(), 1000)
+        run_stream(
+            spark,
+            spark.readStream.format("pyklog")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("subscribe", "bench-warmup")
+            .option("startingOffsets", "earliest")
+            .load(),
+            1000,
+        )
+        run_stream(
+            spark,
+            spark.readStream.format("bench_memory")
+            .option("rows", "1000")
+            .option("partitions", str(args.partitions))
+            .option("size", "10")
+            .load(),
+            1000,
+        )
         results = {}
         for _round in range(args.rounds):
             for name, df in (("pyklog stream read", pyk), ("memory Python source", mem)):
                 wall_rate, steady_rate, wall = run_stream(spark, df, n)
                 best = results.get(name, (0, 0))
                 results[name] = (max(best[0], wall_rate), max(best[1], steady_rate))
-                print(f"  {name:24s} -> noop: {wall_rate:,.0f} rows/s wall ({wall:.1f} s), "
-                      f"{steady_rate:,.0f} rows/s steady")
+                print(
+                    f"  {name:24s} -> noop: {wall_rate:,.0f} rows/s wall ({wall:.1f} s), "
+                    f"{steady_rate:,.0f} rows/s steady"
+                )
 
         path = os.path.join(tmp, "rows.parquet")
-        spark.read.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap).option("subscribe", "bench") \
-            .load().write.mode("overwrite").parquet(path)
+        spark.read.format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "subscribe", "bench"
+        ).load().write.mode("overwrite").parquet(path)
         t0 = time.perf_counter()
         spark.read.parquet(path).write.format("noop").mode("overwrite").save()
         pq = n / (time.perf_counter() - t0)
@@ -237,20 +293,24 @@ def main() -> int:
         src = spark.read.parquet(path).select("value", "partition").limit(m).repartition(2).cache()
         src.count()
         t0 = time.perf_counter()
-        src.write.mode("append").format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap) \
-            .option("topic", "bench-sink").option("kafka.linger.ms", "50").option("kafka.batch.size", str(512 << 10)).save()
+        src.write.mode("append").format("pyklog").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "topic", "bench-sink"
+        ).option("kafka.linger.ms", "50").option("kafka.batch.size", str(512 << 10)).save()
         sink_rate = m / (time.perf_counter() - t0)
         print(f"  df.write.format('pyklog') of {m:,} rows (2 tasks): {sink_rate:,.0f} rows/s")
 
         pw, ps = results["pyklog stream read"]
         mw, ms = results["memory Python source"]
         print("ratios:")
-        print(f"  pyklog / memory Python source (best rounds): {pw / mw:.2f}x wall, {ps / ms:.2f}x steady "
-              "(goal >= 0.8)")
+        print(
+            f"  pyklog / memory Python source (best rounds): {pw / mw:.2f}x wall, {ps / ms:.2f}x steady (goal >= 0.8)"
+        )
         print(f"  pyklog / spark.read.parquet:   {pw / pq:.2f}x wall")
         print(f"  sink / Producer:               {sink_rate / prod_rate:.2f}x")
-        print(f"  sink / pyklog stream read:     {sink_rate / pw:.2f}x wall (goal >= 0.5; bench_sink.py has "
-              "keyed/keyless, at-least-once/exactly-once)")
+        print(
+            f"  sink / pyklog stream read:     {sink_rate / pw:.2f}x wall (goal >= 0.5; bench_sink.py has "
+            "keyed/keyless, at-least-once/exactly-once)"
+        )
         spark.stop()
     return 0
 

@@ -19,6 +19,7 @@ server-side ceiling (a commit costs an EndTxn round trip and the coordinator's m
 
     .venv/bin/python bench/bench_txn_producer.py --records 100000 --size 100 --txn-size 1000
 """
+
 from __future__ import annotations
 
 import os
@@ -31,9 +32,16 @@ from _common import bench_broker, confluent_produce, confluent_settings, produce
 def run_pyklog(bootstrap, topic, args, payload, bulk: bool) -> float:
     from pyklog.connector.producer import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
-                  "linger.ms": args.linger_ms, "batch.size": args.batch_size,
-                  "compression.type": args.compression, "client.id": "bench-pyklog"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "linger.ms": args.linger_ms,
+            "batch.size": args.batch_size,
+            "compression.type": args.compression,
+            "client.id": "bench-pyklog",
+        }
+    )
     p.init_transactions(60)
     p.partitions_for(topic)
     chunk = [payload] * args.txn_size
@@ -67,8 +75,13 @@ def run_confluent(bootstrap, topic, args, payload) -> float:
         if err is not None:
             errors.append(err)
 
-    p = CProducer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
-                   **confluent_settings(args, args.txn_size)})
+    p = CProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-ck-{uuid.uuid4().hex[:8]}",
+            **confluent_settings(args, args.txn_size),
+        }
+    )
     p.init_transactions(60)
     p.list_topics(topic, timeout=30)
     t0 = time.perf_counter()
@@ -125,9 +138,11 @@ def main() -> None:
                     results[name].append(dt)
                     print(f"  round {rnd + 1}: {name:28s} {args.records / dt:12,.0f} records/s", flush=True)
         txns = -(-args.records // args.txn_size)
-        print(f"\n{args.records} records x {args.size} B in {txns} transactions of {args.txn_size}, "
-              f"{args.partitions} partitions, acks=all, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
-              f"compression={args.compression}; best of {args.rounds}")
+        print(
+            f"\n{args.records} records x {args.size} B in {txns} transactions of {args.txn_size}, "
+            f"{args.partitions} partitions, acks=all, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
+            f"compression={args.compression}; best of {args.rounds}"
+        )
         best = {name: min(ts) for name, ts in results.items()}
         base = args.records / best["confluent-kafka produce()"]
         for name, dt in best.items():

@@ -1,4 +1,5 @@
 """``python -m pyklog.broker server.properties``: run a broker (same as ``pyklog-broker``)."""
+
 import sys
 
 from pyklog.broker.server.main import main

@@ -7,6 +7,7 @@ says whether repeating the same operation later may succeed (Kafka's RetriableEx
 
 Codes are those of ``org.apache.kafka.common.protocol.Errors``.
 """
+
 from __future__ import annotations
 
 
@@ -339,6 +340,7 @@ class FencedInstanceIdError(PyklogError):
 
 # ---------------------------------------------------------------------------- transactions (KIP-98)
 
+
 @_wire(48, "INVALID_TXN_STATE")
 class InvalidTxnStateError(PyklogError):
     """The request is not valid in the transaction's current state (e.g. EndTxn with no
@@ -379,6 +381,7 @@ class TransactionalIdNotFoundError(PyklogError):
 
 
 # ---------------------------------------------------------------------------- admin APIs (kafka-admin)
+
 
 @_wire(44, "POLICY_VIOLATION")
 class PolicyViolationError(PyklogError):

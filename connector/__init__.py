@@ -4,6 +4,7 @@ PySpark data source ``format("pyklog")``.
 ``import pyklog.connector`` stays light (no pyspark import); :func:`pyklog.register` imports pyspark
 lazily.
 """
+
 from __future__ import annotations
 
 from pyklog import register

@@ -24,6 +24,7 @@ Every call checks first that the broker advertises the API (ApiVersions) and rai
 broker without the API says so and exits non-zero instead of waiting.  Thread-safe as the
 ClusterClient it wraps; it owns that client when it created it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,16 +43,32 @@ from pyklog.connector.client import ClusterClient
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AdminClient", "GroupDescription", "MemberDescription", "GroupListing",
-           "decode_consumer_assignment", "EARLIEST", "LATEST", "ProducerState", "TransactionDescription",
-           "TransactionListing"]
+__all__ = [
+    "AdminClient",
+    "GroupDescription",
+    "MemberDescription",
+    "GroupListing",
+    "decode_consumer_assignment",
+    "EARLIEST",
+    "LATEST",
+    "ProducerState",
+    "TransactionDescription",
+    "TransactionListing",
+]
 
 EARLIEST = -2
 LATEST = -1
 
 #: API keys that main's protocol table may not hold yet (the broker side adds them): Kafka's numbers.
-DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS, \
-    INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 21, 32, 33, 37, 42, 44, 47
+(
+    DELETE_RECORDS,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    DELETE_GROUPS,
+    INCREMENTAL_ALTER_CONFIGS,
+    OFFSET_DELETE,
+) = 21, 32, 33, 37, 42, 44, 47
 #: the transaction admin APIs (KIP-664)
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
@@ -91,15 +108,19 @@ class GroupDescription:
 
 
 #: Kafka's messages of the DeleteGroups errors (the response carries only the code)
-_DELETE_GROUP_REASONS = {68: "The group is not empty.", 69: "The group id does not exist.",
-                         24: "The configured groupId is invalid."}
+_DELETE_GROUP_REASONS = {
+    68: "The group is not empty.",
+    69: "The group id does not exist.",
+    24: "The configured groupId is invalid.",
+}
+
 
 class TransactionListing(NamedTuple):
     """One ListTransactions row (Kafka's ``TransactionListing``) plus the broker that answered it."""
 
     transactional_id: str
     producer_id: int
-    state: str          # Kafka's state name: "Ongoing", "PrepareAbort", "CompleteCommit", ...
+    state: str  # Kafka's state name: "Ongoing", "PrepareAbort", "CompleteCommit", ...
     coordinator: int
 
 
@@ -113,7 +134,7 @@ class TransactionDescription(NamedTuple):
     producer_epoch: int
     timeout_ms: int
     start_time_ms: int  # -1: no transaction started
-    partitions: list    # sorted [(topic, partition)]
+    partitions: list  # sorted [(topic, partition)]
 
 
 class ProducerState(NamedTuple):
@@ -141,7 +162,7 @@ def decode_consumer_assignment(data: bytes) -> list[tuple[str, int]]:
         for _ in range(max(n, 0)):
             (tl,) = struct.unpack_from(">h", data, pos)
             pos += 2
-            topic = bytes(data[pos:pos + tl]).decode("utf-8")
+            topic = bytes(data[pos : pos + tl]).decode("utf-8")
             pos += tl
             (np_,) = struct.unpack_from(">i", data, pos)
             pos += 4
@@ -159,12 +180,19 @@ class AdminClient:
     """Kafka's Admin calls for pyklog's tools.  ``bootstrap_servers`` / ``zookeeper_connect`` as
     :class:`ClusterClient`, or ``client=`` an existing one (not closed by :meth:`close`)."""
 
-    def __init__(self, bootstrap_servers=None, zookeeper_connect: str | None = None, *,
-                 client: ClusterClient | None = None, client_id: str = "pyklog-admin",
-                 request_timeout_ms: int = 30000):
+    def __init__(
+        self,
+        bootstrap_servers=None,
+        zookeeper_connect: str | None = None,
+        *,
+        client: ClusterClient | None = None,
+        client_id: str = "pyklog-admin",
+        request_timeout_ms: int = 30000,
+    ):
         self._owns = client is None
-        self.client = client or ClusterClient(bootstrap_servers, zookeeper_connect, client_id=client_id,
-                                              request_timeout_ms=request_timeout_ms)
+        self.client = client or ClusterClient(
+            bootstrap_servers, zookeeper_connect, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
 
     def close(self) -> None:
         if self._owns:
@@ -181,8 +209,8 @@ class AdminClient:
         api = _api(key)
         if api is None or int(key) not in conn.api_versions:
             raise UnsupportedVersionError(
-                f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} does not support {name} "
-                f"(API key {key})")
+                f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} does not support {name} (API key {key})"
+            )
         return conn.version_for(api)
 
     def _brokers(self) -> dict:
@@ -193,12 +221,14 @@ class AdminClient:
         """ListGroups on every broker of the cluster: each broker answers the groups it coordinates."""
         out = {}
         for node in sorted(self._brokers()):
+
             def attempt(node=node):
                 resp = self.client.send_to(node, ApiKey.LIST_GROUPS, {})
                 code = int(resp.get("error_code", 0))
                 if code:
                     raise error_for_code(code, f"ListGroups on broker {node}")
                 return resp
+
             resp = self.client.retrying(f"ListGroups({node})", attempt, timeout_s)
             for g in resp.get("groups") or []:
                 out[g["group_id"]] = GroupListing(g["group_id"], g.get("protocol_type") or "", node)
@@ -209,21 +239,35 @@ class AdminClient:
         ``Dead`` for a group the coordinator does not know, as Kafka)."""
         out = {}
         for g in groups:
+
             def call(node, conn, g=g):
-                resp = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [g],
-                                                             "include_authorized_operations": False})
+                resp = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [g], "include_authorized_operations": False})
                 entry = (resp.get("groups") or [{}])[0]
                 code = int(entry.get("error_code", 0))
                 if code:
                     raise error_for_code(code, f"DescribeGroups {g!r}")
                 host, port = self.client.broker_address(node)
-                members = [MemberDescription(m["member_id"], m.get("group_instance_id"), m.get("client_id", ""),
-                                             m.get("client_host", ""),
-                                             decode_consumer_assignment(m.get("member_assignment") or b"")
-                                             if entry.get("protocol_type") in ("consumer", "") else [])
-                           for m in entry.get("members") or []]
-                return GroupDescription(g, entry.get("group_state") or "Dead", entry.get("protocol_type") or "",
-                                        entry.get("protocol_data") or "", (node, host, port), members)
+                members = [
+                    MemberDescription(
+                        m["member_id"],
+                        m.get("group_instance_id"),
+                        m.get("client_id", ""),
+                        m.get("client_host", ""),
+                        decode_consumer_assignment(m.get("member_assignment") or b"")
+                        if entry.get("protocol_type") in ("consumer", "")
+                        else [],
+                    )
+                    for m in entry.get("members") or []
+                ]
+                return GroupDescription(
+                    g,
+                    entry.get("group_state") or "Dead",
+                    entry.get("protocol_type") or "",
+                    entry.get("protocol_data") or "",
+                    (node, host, port),
+                    members,
+                )
+
             out[g] = self.client.coordinator_call(g, "DescribeGroups", call, timeout_s)
         return out
 
@@ -242,6 +286,7 @@ class AdminClient:
         """DeleteGroups at each group's coordinator -> ``{group: None | the error}``."""
         out = {}
         for g in groups:
+
             def call(node, conn, g=g):
                 v = self._version(conn, DELETE_GROUPS, "DeleteGroups")
                 resp = conn.request(_api(DELETE_GROUPS), {"groups_names": [g]}, v)
@@ -251,6 +296,7 @@ class AdminClient:
                         why = _DELETE_GROUP_REASONS.get(code)
                         return error_for_code(code, f"DeleteGroups {g!r}" + (f": {why}" if why else ""))
                 return None
+
             try:
                 out[g] = self.client.coordinator_call(g, "DeleteGroups", call, timeout_s)
             except UnsupportedVersionError:
@@ -269,8 +315,11 @@ class AdminClient:
             topics: dict = {}
             for t, p in tps:
                 topics.setdefault(t, []).append({"partition_index": p})
-            resp = conn.request(_api(OFFSET_DELETE), {"group_id": group, "topics": [
-                {"name": t, "partitions": ps} for t, ps in topics.items()]}, v)
+            resp = conn.request(
+                _api(OFFSET_DELETE),
+                {"group_id": group, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+                v,
+            )
             code = int(resp.get("error_code", 0))
             top = error_for_code(code, f"OffsetDelete group {group!r}") if code else None
             if top is not None and top.retriable:
@@ -279,8 +328,9 @@ class AdminClient:
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     pc = int(p.get("error_code", 0))
-                    per[(t["name"], int(p["partition_index"]))] = \
+                    per[(t["name"], int(p["partition_index"]))] = (
                         error_for_code(pc, f"{t['name']}-{p['partition_index']}") if pc else None
+                    )
             return top, per
 
         return self.client.coordinator_call(group, "OffsetDelete", call, timeout_s)
@@ -295,21 +345,29 @@ class AdminClient:
         return self.client.partitions_for(topic)
 
     # -- topics ----------------------------------------------------------------------------------
-    def create_partitions(self, counts: dict[str, int], *, validate_only: bool = False,
-                          timeout_s: float | None = None) -> None:
+    def create_partitions(
+        self, counts: dict[str, int], *, validate_only: bool = False, timeout_s: float | None = None
+    ) -> None:
         """CreatePartitions at the controller: ``{topic: new total count}``."""
         timeout_ms = int((self.client.request_timeout_s if timeout_s is None else timeout_s) * 1000)
 
         def call(node, conn):
             v = self._version(conn, CREATE_PARTITIONS, "CreatePartitions")
-            resp = conn.request(_api(CREATE_PARTITIONS), {
-                "topics": [{"name": t, "count": int(n), "assignments": None} for t, n in counts.items()],
-                "timeout_ms": timeout_ms, "validate_only": validate_only}, v)
+            resp = conn.request(
+                _api(CREATE_PARTITIONS),
+                {
+                    "topics": [{"name": t, "count": int(n), "assignments": None} for t, n in counts.items()],
+                    "timeout_ms": timeout_ms,
+                    "validate_only": validate_only,
+                },
+                v,
+            )
             for r in resp.get("results") or []:
                 code = int(r.get("error_code", 0))
                 if code:
-                    raise error_for_code(code, f"CreatePartitions {r.get('name')!r}: "
-                                               f"{r.get('error_message') or ''}".rstrip(": "))
+                    raise error_for_code(
+                        code, f"CreatePartitions {r.get('name')!r}: {r.get('error_message') or ''}".rstrip(": ")
+                    )
 
         self.client.controller_call("CreatePartitions", call, timeout_s)
         self.client.invalidate()
@@ -325,25 +383,30 @@ class AdminClient:
             topics: dict = {}
             for t, p in tps:
                 topics.setdefault(t, []).append({"partition_index": p, "offset": int(offsets[(t, p)])})
-            resp = conn.request(_api(DELETE_RECORDS), {
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                "timeout_ms": timeout_ms}, v)
+            resp = conn.request(
+                _api(DELETE_RECORDS),
+                {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()], "timeout_ms": timeout_ms},
+                v,
+            )
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     tp = (t["name"], int(p["partition_index"]))
                     code = int(p.get("error_code", 0))
-                    out[tp] = error_for_code(code, f"DeleteRecords {tp[0]}-{tp[1]}") if code \
+                    out[tp] = (
+                        error_for_code(code, f"DeleteRecords {tp[0]}-{tp[1]}")
+                        if code
                         else int(p.get("low_watermark", -1))
+                    )
         return out
 
     # -- configs ---------------------------------------------------------------------------------
-    def describe_configs(self, resources, *, include_synonyms: bool = False,
-                         timeout_s: float | None = None) -> dict:
+    def describe_configs(self, resources, *, include_synonyms: bool = False, timeout_s: float | None = None) -> dict:
         """DescribeConfigs: ``[(resource_type, name)]`` (2 topic, 4 broker) -> ``{(type, name):
         [config entry dicts: name, value, read_only, config_source, is_sensitive, synonyms]}``.
         Broker resources go to that broker, topic resources to any broker."""
         out: dict = {}
         for rtype, name in resources:
+
             def attempt(rtype=rtype, name=name):
                 if rtype == 4 and name not in ("", None):
                     node = int(name)
@@ -351,68 +414,105 @@ class AdminClient:
                 else:
                     conn = self.client.any_connection()
                 v = self._version(conn, DESCRIBE_CONFIGS, "DescribeConfigs")
-                resp = conn.request(_api(DESCRIBE_CONFIGS), {
-                    "resources": [{"resource_type": rtype, "resource_name": str(name),
-                                   "configuration_keys": None}],
-                    "include_synonyms": include_synonyms, "include_documentation": False}, v)
+                resp = conn.request(
+                    _api(DESCRIBE_CONFIGS),
+                    {
+                        "resources": [{"resource_type": rtype, "resource_name": str(name), "configuration_keys": None}],
+                        "include_synonyms": include_synonyms,
+                        "include_documentation": False,
+                    },
+                    v,
+                )
                 for r in resp.get("results") or []:
                     code = int(r.get("error_code", 0))
                     if code:
-                        err = error_for_code(code, f"DescribeConfigs {name!r}: {r.get('error_message') or ''}"
-                                             .rstrip(": "))
+                        err = error_for_code(
+                            code, f"DescribeConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": ")
+                        )
                         if code == 3:  # a topic that does not exist: final for an admin call
                             err.retriable = False
                         raise err
                     return r.get("configs") or []
                 return []
+
             out[(rtype, str(name))] = self.client.retrying("DescribeConfigs", attempt, timeout_s)
         return out
 
-    def incremental_alter_configs(self, rtype: int, name: str, ops: list, *,
-                                  timeout_s: float | None = None) -> None:
+    def incremental_alter_configs(self, rtype: int, name: str, ops: list, *, timeout_s: float | None = None) -> None:
         """IncrementalAlterConfigs of one resource: ``ops`` = ``[(key, op, value)]`` with op 0 SET,
         1 DELETE, 2 APPEND, 3 SUBTRACT."""
+
         def attempt():
             if rtype == 4 and name not in ("", None):
                 conn = self.client.connection(int(name))
             else:
                 conn = self.client.any_connection()
             v = self._version(conn, INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs")
-            resp = conn.request(_api(INCREMENTAL_ALTER_CONFIGS), {
-                "resources": [{"resource_type": rtype, "resource_name": str(name),
-                               "configs": [{"name": k, "config_operation": op, "value": val}
-                                           for k, op, val in ops]}],
-                "validate_only": False}, v)
+            resp = conn.request(
+                _api(INCREMENTAL_ALTER_CONFIGS),
+                {
+                    "resources": [
+                        {
+                            "resource_type": rtype,
+                            "resource_name": str(name),
+                            "configs": [{"name": k, "config_operation": op, "value": val} for k, op, val in ops],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+                v,
+            )
             for r in resp.get("responses") or []:
                 code = int(r.get("error_code", 0))
                 if code:
-                    raise error_for_code(code, f"IncrementalAlterConfigs {name!r}: "
-                                               f"{r.get('error_message') or ''}".rstrip(": "))
+                    raise error_for_code(
+                        code, f"IncrementalAlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": ")
+                    )
+
         self.client.retrying("IncrementalAlterConfigs", attempt, timeout_s)
 
     def alter_configs(self, rtype: int, name: str, configs: dict, *, timeout_s: float | None = None) -> None:
         """AlterConfigs (the legacy, whole-set call): the resource's dynamic configs become exactly
         ``configs`` (``{key: value}``)."""
+
         def attempt():
             if rtype == 4 and name not in ("", None):
                 conn = self.client.connection(int(name))
             else:
                 conn = self.client.any_connection()
             v = self._version(conn, ALTER_CONFIGS, "AlterConfigs")
-            resp = conn.request(_api(ALTER_CONFIGS), {
-                "resources": [{"resource_type": rtype, "resource_name": str(name),
-                               "configs": [{"name": k, "value": val} for k, val in configs.items()]}],
-                "validate_only": False}, v)
+            resp = conn.request(
+                _api(ALTER_CONFIGS),
+                {
+                    "resources": [
+                        {
+                            "resource_type": rtype,
+                            "resource_name": str(name),
+                            "configs": [{"name": k, "value": val} for k, val in configs.items()],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+                v,
+            )
             for r in resp.get("responses") or []:
                 code = int(r.get("error_code", 0))
                 if code:
                     raise error_for_code(code, f"AlterConfigs {name!r}: {r.get('error_message') or ''}".rstrip(": "))
+
         self.client.retrying("AlterConfigs", attempt, timeout_s)
 
     # -- transactions (KIP-664: Kafka's Admin listTransactions / describeTransactions /
     # describeProducers / abortTransaction, the calls kafka-transactions.sh makes) ----------------
-    def list_transactions(self, *, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1,
-                          broker_ids=None, timeout_s: float | None = None) -> dict[int, list[TransactionListing]]:
+    def list_transactions(
+        self,
+        *,
+        state_filters=(),
+        producer_id_filters=(),
+        duration_filter_ms: int = -1,
+        broker_ids=None,
+        timeout_s: float | None = None,
+    ) -> dict[int, list[TransactionListing]]:
         """ListTransactions on every broker (or ``broker_ids``): each answers the transactional ids
         it coordinates -> ``{broker id: [TransactionListing]}`` (sorted).  ``duration_filter_ms >= 0``
         needs ListTransactions v1 (KIP-994) and raises UnsupportedVersionError on an older broker.
@@ -420,30 +520,43 @@ class AdminClient:
         out: dict[int, list[TransactionListing]] = {}
         nodes = sorted(self._brokers()) if broker_ids is None else sorted(int(b) for b in broker_ids)
         for node in nodes:
+
             def attempt(node=node):
                 conn = self.client.connection(node)
                 v = self._version(conn, LIST_TRANSACTIONS, "ListTransactions")
                 if duration_filter_ms >= 0 and v < 1:
-                    raise UnsupportedVersionError(f"broker {node} does not support ListTransactions v1 "
-                                                  "(the duration filter, KIP-994)")
-                resp = conn.request(_api(LIST_TRANSACTIONS), {
-                    "state_filters": list(state_filters), "producer_id_filters": [int(p) for p in producer_id_filters],
-                    "duration_filter": int(duration_filter_ms)}, v)
+                    raise UnsupportedVersionError(
+                        f"broker {node} does not support ListTransactions v1 (the duration filter, KIP-994)"
+                    )
+                resp = conn.request(
+                    _api(LIST_TRANSACTIONS),
+                    {
+                        "state_filters": list(state_filters),
+                        "producer_id_filters": [int(p) for p in producer_id_filters],
+                        "duration_filter": int(duration_filter_ms),
+                    },
+                    v,
+                )
                 code = int(resp.get("error_code", 0))
                 if code:
                     raise error_for_code(code, f"ListTransactions on broker {node}")
                 return resp
+
             resp = self.client.retrying(f"ListTransactions({node})", attempt, timeout_s)
-            out[node] = sorted(TransactionListing(s["transactional_id"], int(s["producer_id"]), s["transaction_state"],
-                                                  node) for s in resp.get("transaction_states") or [])
+            out[node] = sorted(
+                TransactionListing(s["transactional_id"], int(s["producer_id"]), s["transaction_state"], node)
+                for s in resp.get("transaction_states") or []
+            )
         return out
 
-    def describe_transactions(self, transactional_ids, *, timeout_s: float | None = None
-                              ) -> dict[str, TransactionDescription | PyklogError]:
+    def describe_transactions(
+        self, transactional_ids, *, timeout_s: float | None = None
+    ) -> dict[str, TransactionDescription | PyklogError]:
         """DescribeTransactions at each id's transaction coordinator -> ``{id: TransactionDescription
         | the error}`` (TRANSACTIONAL_ID_NOT_FOUND among them; coordinator moves are retried)."""
         out: dict = {}
         for tid in transactional_ids:
+
             def call(node, conn, tid=tid):
                 v = self._version(conn, DESCRIBE_TRANSACTIONS, "DescribeTransactions")
                 resp = conn.request(_api(DESCRIBE_TRANSACTIONS), {"transactional_ids": [tid]}, v)
@@ -455,9 +568,16 @@ class AdminClient:
                         raise err
                     return err
                 return TransactionDescription(
-                    tid, node, s["transaction_state"], int(s["producer_id"]), int(s["producer_epoch"]),
-                    int(s["transaction_timeout_ms"]), int(s["transaction_start_time_ms"]),
-                    sorted((t["topic"], int(p)) for t in s.get("topics") or [] for p in t["partitions"]))
+                    tid,
+                    node,
+                    s["transaction_state"],
+                    int(s["producer_id"]),
+                    int(s["producer_epoch"]),
+                    int(s["transaction_timeout_ms"]),
+                    int(s["transaction_start_time_ms"]),
+                    sorted((t["topic"], int(p)) for t in s.get("topics") or [] for p in t["partitions"]),
+                )
+
             try:
                 out[tid] = self.client.coordinator_call(tid, "DescribeTransactions", call, timeout_s, key_type=1)
             except UnsupportedVersionError:
@@ -466,8 +586,9 @@ class AdminClient:
                 out[tid] = e
         return out
 
-    def describe_producers(self, partitions, *, broker_id: int | None = None, timeout_s: float | None = None
-                           ) -> dict[tuple, list[ProducerState] | PyklogError]:
+    def describe_producers(
+        self, partitions, *, broker_id: int | None = None, timeout_s: float | None = None
+    ) -> dict[tuple, list[ProducerState] | PyklogError]:
         """DescribeProducers at each partition's leader (or at ``broker_id``) -> ``{(t, p):
         [ProducerState] | the error}``."""
         tps = sorted({(t, int(p)) for t, p in partitions})
@@ -488,24 +609,45 @@ class AdminClient:
             topics: dict = {}
             for t, p in group:
                 topics.setdefault(t, []).append(p)
-            resp = conn.request(_api(DESCRIBE_PRODUCERS), {"topics": [
-                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, v)
+            resp = conn.request(
+                _api(DESCRIBE_PRODUCERS),
+                {"topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]},
+                v,
+            )
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     tp = (t["name"], int(p["partition_index"]))
                     code = int(p.get("error_code", 0))
                     if code:
-                        out[tp] = error_for_code(code, f"DescribeProducers {tp[0]}-{tp[1]} at broker {node}: "
-                                                       f"{p.get('error_message') or ''}".rstrip(": "))
+                        out[tp] = error_for_code(
+                            code,
+                            f"DescribeProducers {tp[0]}-{tp[1]} at broker {node}: "
+                            f"{p.get('error_message') or ''}".rstrip(": "),
+                        )
                     else:
-                        out[tp] = [ProducerState(int(a["producer_id"]), int(a["producer_epoch"]),
-                                                 int(a["last_sequence"]), int(a["last_timestamp"]),
-                                                 int(a["coordinator_epoch"]), int(a["current_txn_start_offset"]))
-                                   for a in p.get("active_producers") or []]
+                        out[tp] = [
+                            ProducerState(
+                                int(a["producer_id"]),
+                                int(a["producer_epoch"]),
+                                int(a["last_sequence"]),
+                                int(a["last_timestamp"]),
+                                int(a["coordinator_epoch"]),
+                                int(a["current_txn_start_offset"]),
+                            )
+                            for a in p.get("active_producers") or []
+                        ]
         return out
 
-    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                          coordinator_epoch: int, *, timeout_s: float | None = None) -> None:
+    def abort_transaction(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> None:
         """Kafka's ``Admin.abortTransaction``: an ABORT marker for ``producer_id`` (at
         ``producer_epoch``, ``coordinator_epoch``) written by the partition's leader (WriteTxnMarkers),
         which closes a hanging transaction and lets the last stable offset move on.  The leader's
@@ -516,10 +658,21 @@ class AdminClient:
             node = self.client.leader_for(topic, int(partition), timeout_s=timeout_s)
             conn = self.client.connection(node)
             v = self._version(conn, int(ApiKey.WRITE_TXN_MARKERS), "WriteTxnMarkers")
-            resp = conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
-                "producer_id": int(producer_id), "producer_epoch": int(producer_epoch), "transaction_result": False,
-                "topics": [{"name": topic, "partition_indexes": [int(partition)]}],
-                "coordinator_epoch": int(coordinator_epoch)}]}, v)
+            resp = conn.request(
+                ApiKey.WRITE_TXN_MARKERS,
+                {
+                    "markers": [
+                        {
+                            "producer_id": int(producer_id),
+                            "producer_epoch": int(producer_epoch),
+                            "transaction_result": False,
+                            "topics": [{"name": topic, "partition_indexes": [int(partition)]}],
+                            "coordinator_epoch": int(coordinator_epoch),
+                        }
+                    ]
+                },
+                v,
+            )
             for m in resp.get("markers") or []:
                 for t in m.get("topics") or []:
                     for p in t.get("partitions") or []:
@@ -529,11 +682,13 @@ class AdminClient:
                             if err.retriable:
                                 self.client.invalidate()
                             raise err
+
         self.client.retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)
 
     # -- partition reassignment (KIP-455) ---------------------------------------------------------
-    def alter_partition_reassignments(self, reassignments: dict, *, timeout_s: float | None = None
-                                      ) -> dict[tuple[str, int], PyklogError | None]:
+    def alter_partition_reassignments(
+        self, reassignments: dict, *, timeout_s: float | None = None
+    ) -> dict[tuple[str, int], PyklogError | None]:
         """AlterPartitionReassignments (API key 45) at the controller: ``{(topic, partition): [target
         replicas] or None (cancel)}`` -> ``{(topic, partition): None (accepted) or the error}``
         (INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION).  A
@@ -543,12 +698,16 @@ class AdminClient:
         by_topic: dict[str, list] = {}
         for (t, p), r in sorted(reassignments.items()):
             by_topic.setdefault(t, []).append(
-                {"partition_index": int(p), "replicas": None if r is None else [int(b) for b in r]})
+                {"partition_index": int(p), "replicas": None if r is None else [int(b) for b in r]}
+            )
 
         def call(node, conn):
             v = self._version(conn, ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments")
-            resp = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": timeout_ms, "topics": [
-                {"name": t, "partitions": ps} for t, ps in by_topic.items()]}, v)
+            resp = conn.request(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+                v,
+            )
             code = int(resp.get("error_code", 0))
             if code:
                 raise error_for_code(code, f"AlterPartitionReassignments: {resp.get('error_message') or ''}")
@@ -557,15 +716,17 @@ class AdminClient:
                 for p in t.get("partitions") or []:
                     c = int(p.get("error_code", 0))
                     out[(t["name"], int(p["partition_index"]))] = (
-                        error_for_code(c, p.get("error_message") or "") if c else None)
+                        error_for_code(c, p.get("error_message") or "") if c else None
+                    )
             return out
 
         result = self.client.controller_call("AlterPartitionReassignments", call, timeout_s)
         self.client.invalidate()
         return result
 
-    def list_partition_reassignments(self, partitions=None, *, timeout_s: float | None = None
-                                     ) -> dict[tuple[str, int], dict[str, list[int]]]:
+    def list_partition_reassignments(
+        self, partitions=None, *, timeout_s: float | None = None
+    ) -> dict[tuple[str, int], dict[str, list[int]]]:
         """ListPartitionReassignments (API key 46) at the controller: the reassignments in progress
         (of ``partitions`` [(topic, partition)] only, if given) as ``{(topic, partition): {"replicas",
         "adding_replicas", "removing_replicas"}}``."""
@@ -583,9 +744,14 @@ class AdminClient:
             code = int(resp.get("error_code", 0))
             if code:
                 raise error_for_code(code, f"ListPartitionReassignments: {resp.get('error_message') or ''}")
-            return {(t["name"], int(p["partition_index"])): {
-                "replicas": list(p["replicas"]), "adding_replicas": list(p["adding_replicas"]),
-                "removing_replicas": list(p["removing_replicas"])}
-                for t in resp.get("topics") or [] for p in t.get("partitions") or []}
+            return {
+                (t["name"], int(p["partition_index"])): {
+                    "replicas": list(p["replicas"]),
+                    "adding_replicas": list(p["adding_replicas"]),
+                    "removing_replicas": list(p["removing_replicas"]),
+                }
+                for t in resp.get("topics") or []
+                for p in t.get("partitions") or []
+            }
 
         return self.client.controller_call("ListPartitionReassignments", call, timeout_s)

@@ -41,6 +41,7 @@ groups (a million partitions) are assigned in about a second; see ``bench/bench_
 
 All functions are pure and thread-safe.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -55,13 +56,16 @@ TopicPartition = tuple  # (topic: str, partition: int)
 STRATEGIES = ("range", "roundrobin", "sticky")
 
 
-def assign(strategy: str, members: Mapping[str, Iterable[str]], partitions: Mapping[str, int],
-           owned: Mapping[str, Iterable[TopicPartition]] | None = None) -> dict[str, list[TopicPartition]]:
+def assign(
+    strategy: str,
+    members: Mapping[str, Iterable[str]],
+    partitions: Mapping[str, int],
+    owned: Mapping[str, Iterable[TopicPartition]] | None = None,
+) -> dict[str, list[TopicPartition]]:
     """Assign the partitions of ``partitions`` to ``members`` with ``strategy`` (see the module doc)."""
     fn = _ASSIGNORS.get(strategy)
     if fn is None:
-        raise ConfigError(f"partition.assignment.strategy must be one of {', '.join(STRATEGIES)}; "
-                          f"got {strategy!r}")
+        raise ConfigError(f"partition.assignment.strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     member_ids, subs, counts = _normalize(members, partitions)
     return fn(member_ids, subs, counts, owned or {})
 
@@ -368,9 +372,9 @@ def _sticky_constrained(member_ids, topics, counts, owned):
         if have < min_quota:
             need = min_quota - have
             if have:
-                assigned_ids[mi].extend(pool[pos:pos + need])
+                assigned_ids[mi].extend(pool[pos : pos + need])
             else:
-                assigned_ids[mi] = pool[pos:pos + need]
+                assigned_ids[mi] = pool[pos : pos + need]
             pos += need
     # the remaining partitions (exactly ``over_left`` of them): one more each to members at min_quota
     if pos < len(pool):

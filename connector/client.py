@@ -18,6 +18,7 @@
 
 Both classes are thread-safe.
 """
+
 from __future__ import annotations
 
 import logging
@@ -74,14 +75,16 @@ _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
 
 # errors after which the metadata (leaders, partitions) is stale
-REFRESH_METADATA_CODES = frozenset({
-    NotLeaderOrFollowerError.code,
-    UnknownTopicOrPartitionError.code,
-    LeaderNotAvailableError.code,
-    NetworkError.code,
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-})
+REFRESH_METADATA_CODES = frozenset(
+    {
+        NotLeaderOrFollowerError.code,
+        UnknownTopicOrPartitionError.code,
+        LeaderNotAvailableError.code,
+        NetworkError.code,
+        74,  # FENCED_LEADER_EPOCH
+        75,  # UNKNOWN_LEADER_EPOCH
+    }
+)
 
 
 def parse_bootstrap(servers) -> list[tuple[str, int]]:
@@ -151,8 +154,9 @@ class BrokerConnection:
     expect_response=False)`` (Produce with acks=0) registers no response.
     """
 
-    def __init__(self, host: str, port: int, *, client_id: str = "pyklog", timeout_s: float = 30,
-                 node_id: int | None = None):
+    def __init__(
+        self, host: str, port: int, *, client_id: str = "pyklog", timeout_s: float = 30, node_id: int | None = None
+    ):
         self.host = host
         self.port = int(port)
         self.node_id = node_id
@@ -200,11 +204,15 @@ class BrokerConnection:
             # an unsupported ApiVersions version is answered in the v0 layout with error 35
             # and the broker's ranges (KIP-511); decode_response handles that layout
             # v3+ (KIP-511) names the client; Kafka answers INVALID_REQUEST to an empty name or version
-            resp = self.request(ApiKey.API_VERSIONS, {"client_software_name": "pyklog",
-                                                      "client_software_version": _SOFTWARE_VERSION}, version)
+            resp = self.request(
+                ApiKey.API_VERSIONS,
+                {"client_software_name": "pyklog", "client_software_version": _SOFTWARE_VERSION},
+                version,
+            )
             code = resp.get("error_code", 0)
-            ranges = {int(k["api_key"]): (int(k["min_version"]), int(k["max_version"]))
-                      for k in resp.get("api_keys") or []}
+            ranges = {
+                int(k["api_key"]): (int(k["min_version"]), int(k["max_version"])) for k in resp.get("api_keys") or []
+            }
             if code == UnsupportedVersionError.code and ApiKey.API_VERSIONS in ranges:
                 version = min(version - 1, ranges[ApiKey.API_VERSIONS][1])
                 if version < lo:
@@ -225,13 +233,13 @@ class BrokerConnection:
         theirs = self.api_versions.get(int(api_key))
         if ours is None or theirs is None:
             raise UnsupportedVersionError(
-                f"broker {self._name()} does not support API {ApiKey(api_key).name} "
-                f"(ours {ours}, broker's {theirs})")
+                f"broker {self._name()} does not support API {ApiKey(api_key).name} (ours {ours}, broker's {theirs})"
+            )
         v = min(ours[1], theirs[1])
         if v < max(ours[0], theirs[0]):
             raise UnsupportedVersionError(
-                f"broker {self._name()}: no common version of {ApiKey(api_key).name} "
-                f"(ours {ours}, broker's {theirs})")
+                f"broker {self._name()}: no common version of {ApiKey(api_key).name} (ours {ours}, broker's {theirs})"
+            )
         return v
 
     # -- I/O -----------------------------------------------------------------------------------
@@ -246,11 +254,11 @@ class BrokerConnection:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NetworkError(f"connection to broker {self._name()} is closed"
-                               + (f" ({self._error})" if self._error else ""))
+            raise NetworkError(
+                f"connection to broker {self._name()} is closed" + (f" ({self._error})" if self._error else "")
+            )
 
-    def send(self, api_key: int, body: dict, version: int | None = None,
-             expect_response: bool = True) -> int:
+    def send(self, api_key: int, body: dict, version: int | None = None, expect_response: bool = True) -> int:
         """Write one request; return its correlation id (wait with :meth:`receive`)."""
         if version is None:
             version = self.version_for(api_key)
@@ -283,8 +291,9 @@ class BrokerConnection:
         try:
             size = _SIZE.unpack(self._read_exact(4))[0]
             if size < 4:
-                raise NetworkError(f"broker {self._name()}: expected a response frame of at least "
-                                   f"4 bytes, read size {size}")
+                raise NetworkError(
+                    f"broker {self._name()}: expected a response frame of at least 4 bytes, read size {size}"
+                )
             frame = self._read_exact(size)
         except (OSError, NetworkError) as e:
             raise self._fail(e) from e
@@ -302,16 +311,18 @@ class BrokerConnection:
                     got, frame = self._read_frame()
                     if got != cid:
                         if got not in self._pending:
-                            raise self._fail(NetworkError(
-                                f"broker {self._name()}: response for unknown correlation id {got}"))
+                            raise self._fail(
+                                NetworkError(f"broker {self._name()}: response for unknown correlation id {got}")
+                            )
                         self._stash[got] = frame
                         continue
                 api_key, version = self._pending.pop(cid)
             try:
                 _cid, body = decode_response(api_key, version, frame)
             except PyklogError as e:
-                raise self._fail(NetworkError(
-                    f"broker {self._name()}: undecodable {ApiKey(api_key).name} v{version} response: {e}")) from e
+                raise self._fail(
+                    NetworkError(f"broker {self._name()}: undecodable {ApiKey(api_key).name} v{version} response: {e}")
+                ) from e
             return body
 
     def has_response(self, cid: int) -> bool:
@@ -375,10 +386,17 @@ class ClusterClient:
     connection table are guarded by a lock; each connection has its own.
     """
 
-    def __init__(self, bootstrap_servers=None, zookeeper_connect: str | None = None, *,
-                 client_id: str = "pyklog", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300000,
-                 zk_session_timeout_ms: int = 10000):
+    def __init__(
+        self,
+        bootstrap_servers=None,
+        zookeeper_connect: str | None = None,
+        *,
+        client_id: str = "pyklog",
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+        zk_session_timeout_ms: int = 10000,
+    ):
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")
         self.client_id = client_id
@@ -488,8 +506,7 @@ class ClusterClient:
             try:
                 if nid is not None:
                     return self.connection(nid, _address=(host, port))
-                conn = BrokerConnection(host, port, client_id=self.client_id,
-                                        timeout_s=self.request_timeout_s)
+                conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s)
                 with self._lock:
                     if self._boot_conn is not None:
                         self._boot_conn.close()
@@ -508,8 +525,7 @@ class ClusterClient:
             topics = [topics]
         with self._lock:
             md = self._md
-            fresh = (not self._stale and md.updated
-                     and time.monotonic() - md.updated < self.metadata_max_age_s)
+            fresh = not self._stale and md.updated and time.monotonic() - md.updated < self.metadata_max_age_s
             if fresh and not refresh and topics is not None and all(t in md.topics for t in topics):
                 return md
         return self._refresh(topics, auto_create)
@@ -532,12 +548,16 @@ class ClusterClient:
             req_topics = [] if version == 0 else None
         else:
             req_topics = [{"name": t} for t in topics]
-        resp = conn.request(ApiKey.METADATA, {
-            "topics": req_topics,
-            "allow_auto_topic_creation": bool(auto_create),
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False,
-        }, version)
+        resp = conn.request(
+            ApiKey.METADATA,
+            {
+                "topics": req_topics,
+                "allow_auto_topic_creation": bool(auto_create),
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+            version,
+        )
         brokers = {int(b["node_id"]): (b["host"], int(b["port"])) for b in resp.get("brokers") or []}
         new_topics = {}
         for t in resp.get("topics") or []:
@@ -552,8 +572,9 @@ class ClusterClient:
                     error_code=int(p.get("error_code", 0)),
                 )
                 parts[pm.partition] = pm
-            new_topics[t["name"]] = TopicMetadata(t["name"], parts, int(t.get("error_code", 0)),
-                                                  bool(t.get("is_internal", False)))
+            new_topics[t["name"]] = TopicMetadata(
+                t["name"], parts, int(t.get("error_code", 0)), bool(t.get("is_internal", False))
+            )
         with self._lock:
             old = self._md
             if topics is None:
@@ -567,10 +588,13 @@ class ClusterClient:
                         merged[name] = tm  # keep the error visible for the caller
                 else:
                     merged[name] = tm
-            md = ClusterMetadata(brokers=brokers or dict(old.brokers),
-                                 controller_id=int(resp.get("controller_id", -1)),
-                                 cluster_id=resp.get("cluster_id"), topics=merged,
-                                 updated=time.monotonic())
+            md = ClusterMetadata(
+                brokers=brokers or dict(old.brokers),
+                controller_id=int(resp.get("controller_id", -1)),
+                cluster_id=resp.get("cluster_id"),
+                topics=merged,
+                updated=time.monotonic(),
+            )
             self._md = md
             self._stale = False
             # drop connections to brokers that left or moved
@@ -622,13 +646,19 @@ class ClusterClient:
             if pm is None:
                 raise UnknownTopicOrPartitionError(
                     f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} has partitions "
-                    f"{sorted(tm.partitions)}, not {partition}")
+                    f"{sorted(tm.partitions)}, not {partition}"
+                )
             if pm.leader >= 0 and pm.leader in md.brokers:
                 return pm.leader
             raise LeaderNotAvailableError(f"LEADER_NOT_AVAILABLE: {topic}-{partition} has no leader")
 
-        return retry(attempt, deadline=self._deadline(timeout_s), backoff=self._backoff(),
-                     what=f"leader lookup {topic}-{partition}", raise_last=True)
+        return retry(
+            attempt,
+            deadline=self._deadline(timeout_s),
+            backoff=self._backoff(),
+            what=f"leader lookup {topic}-{partition}",
+            raise_last=True,
+        )
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The leader epoch of ``topic``/``partition`` in the cached metadata (no request), -1 when
@@ -657,8 +687,7 @@ class ClusterClient:
             if conn is not None and not conn.closed:
                 return conn
         host, port = _address or self.broker_address(node_id)
-        conn = BrokerConnection(host, port, client_id=self.client_id,
-                                timeout_s=self.request_timeout_s, node_id=node_id)
+        conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
         with self._lock:
             old = self._conns.get(node_id)
             if old is not None and not old.closed:
@@ -670,8 +699,7 @@ class ClusterClient:
     def new_connection(self, node_id: int) -> BrokerConnection:
         """A private (unshared) connection to ``node_id``; the caller closes it."""
         host, port = self.broker_address(node_id)
-        return BrokerConnection(host, port, client_id=self.client_id,
-                                timeout_s=self.request_timeout_s, node_id=node_id)
+        return BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
 
     def send_to(self, node_id: int, api_key: int, body: dict, version: int | None = None) -> dict:
         """One request to ``node_id``; a connection error invalidates the metadata and is raised."""
@@ -692,11 +720,13 @@ class ClusterClient:
         Kafka's ``ExponentialBackoff``, KIP-580, with jitter 0)."""
         return Backoff(self.retry_backoff_s, multiplier=2.0, max_s=max(1.0, self.retry_backoff_s), jitter=0.0)
 
-    def retrying(self, what: str, fn: Callable[[], _T], timeout_s: float | None = None, *,
-                 deadline: Deadline | None = None) -> _T:
+    def retrying(
+        self, what: str, fn: Callable[[], _T], timeout_s: float | None = None, *, deadline: Deadline | None = None
+    ) -> _T:
         """``fn()`` retried on retriable errors with :meth:`_backoff` until ``deadline`` (default:
         ``timeout_s`` from now); the last error is raised as is when time runs out.  An error whose
         code asks for fresh metadata (REFRESH_METADATA_CODES) invalidates the cached metadata."""
+
         def attempt():
             try:
                 return fn()
@@ -709,16 +739,23 @@ class ClusterClient:
             log.debug("%s: retrying in %.3fs after attempt %d: %s", what, delay_s, attempts, e)
 
         try:
-            return retry(attempt, deadline=deadline or self._deadline(timeout_s), backoff=self._backoff(),
-                         what=what, on_retry=on_retry, raise_last=True)
+            return retry(
+                attempt,
+                deadline=deadline or self._deadline(timeout_s),
+                backoff=self._backoff(),
+                what=what,
+                on_retry=on_retry,
+                raise_last=True,
+            )
         except PyklogError as e:
             if e.retriable:
                 log.info("%s: giving up after retries: %s", what, e)
             raise
 
     # -- offsets -------------------------------------------------------------------------------
-    def by_leader(self, tps: Iterable[tuple[str, int]],
-                  deadline: Deadline | None = None) -> dict[int, list[tuple[str, int]]]:
+    def by_leader(
+        self, tps: Iterable[tuple[str, int]], deadline: Deadline | None = None
+    ) -> dict[int, list[tuple[str, int]]]:
         """``{leader node: [tp]}``; each leader look-up retries at most until ``deadline`` (the
         caller's, so one call's bound is not multiplied by nested retry loops)."""
         groups: dict[int, list] = {}
@@ -727,8 +764,7 @@ class ClusterClient:
             groups.setdefault(self.leader_for(*tp, timeout_s=timeout_s), []).append(tp)
         return groups
 
-    def offsets_for_times(self, timestamps: dict, *, isolation_level: int = 0,
-                          timeout_s: float | None = None) -> dict:
+    def offsets_for_times(self, timestamps: dict, *, isolation_level: int = 0, timeout_s: float | None = None) -> dict:
         """ListOffsets v1+: ``{(t, p): timestamp}`` (-1 latest, -2 earliest, -3 the record with the
         largest timestamp (v7+), -4 the earliest local offset (v8+), else ms) ->
         ``{(t, p): (offset, timestamp) | None}`` (None: no record at or after the timestamp)."""
@@ -742,19 +778,33 @@ class ClusterClient:
                 version = conn.version_for(ApiKey.LIST_OFFSETS)
                 if version < 1:
                     raise UnsupportedVersionError(f"broker {node} has no ListOffsets v1 (timestamps)")
-                for spec, need, what in ((MAX_TIMESTAMP, 7, "max-timestamp (-3), KIP-734"),
-                                         (EARLIEST_LOCAL, 8, "earliest-local (-4), KIP-405")):
+                for spec, need, what in (
+                    (MAX_TIMESTAMP, 7, "max-timestamp (-3), KIP-734"),
+                    (EARLIEST_LOCAL, 8, "earliest-local (-4), KIP-405"),
+                ):
                     if version < need and any(pending[tp] == spec for tp in tps):
                         raise UnsupportedVersionError(
                             f"UNSUPPORTED_VERSION: broker {node} serves ListOffsets up to v{version}; "
-                            f"{what} needs v{need}")
-                resp = self._request(node, conn, ApiKey.LIST_OFFSETS, {
-                    "replica_id": -1,
-                    "isolation_level": isolation_level,
-                    "topics": _group_topics(tps, lambda tp: {"partition_index": tp[1],
-                                                             "current_leader_epoch": self.leader_epoch(*tp),
-                                                             "timestamp": pending[tp]}),
-                }, version)
+                            f"{what} needs v{need}"
+                        )
+                resp = self._request(
+                    node,
+                    conn,
+                    ApiKey.LIST_OFFSETS,
+                    {
+                        "replica_id": -1,
+                        "isolation_level": isolation_level,
+                        "topics": _group_topics(
+                            tps,
+                            lambda tp: {
+                                "partition_index": tp[1],
+                                "current_leader_epoch": self.leader_epoch(*tp),
+                                "timestamp": pending[tp],
+                            },
+                        ),
+                    },
+                    version,
+                )
                 failed = None
                 for t in resp.get("topics") or []:
                     for p in t.get("partitions") or []:
@@ -772,27 +822,38 @@ class ClusterClient:
 
         return self.retrying("ListOffsets", attempt, deadline=deadline)
 
-    def list_offsets(self, timestamps: dict, *, isolation_level: int = 0,
-                     timeout_s: float | None = None) -> dict:
+    def list_offsets(self, timestamps: dict, *, isolation_level: int = 0, timeout_s: float | None = None) -> dict:
         """``{(t, p): timestamp}`` -> ``{(t, p): offset | None}`` (ListOffsets v1+; -1 latest,
         -2 earliest)."""
         r = self.offsets_for_times(timestamps, isolation_level=isolation_level, timeout_s=timeout_s)
         return {tp: (None if v is None else v[0]) for tp, v in r.items()}
 
-    def offsets_before(self, topic: str, partition: int, time_ms: int, max_num_offsets: int = 1,
-                       *, timeout_s: float | None = None) -> list[int]:
+    def offsets_before(
+        self, topic: str, partition: int, time_ms: int, max_num_offsets: int = 1, *, timeout_s: float | None = None
+    ) -> list[int]:
         """ListOffsets v0 (the seed's getOffsetsBefore): up to ``max_num_offsets`` offsets before
         ``time_ms`` (-1 latest, -2 earliest), descending."""
 
         def attempt():
             node = self.leader_for(topic, partition)
             conn = self.connection(node)
-            resp = self._request(node, conn, ApiKey.LIST_OFFSETS, {
-                "replica_id": -1,
-                "topics": [{"name": topic, "partitions": [{"partition_index": partition,
-                                                           "timestamp": time_ms,
-                                                           "max_num_offsets": max_num_offsets}]}],
-            }, 0)
+            resp = self._request(
+                node,
+                conn,
+                ApiKey.LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {"partition_index": partition, "timestamp": time_ms, "max_num_offsets": max_num_offsets}
+                            ],
+                        }
+                    ],
+                },
+                0,
+            )
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     code = int(p.get("error_code", 0))
@@ -811,8 +872,9 @@ class ClusterClient:
             raise
 
     # -- coordinators (group: key_type 0; transaction: key_type 1) ----------------------------
-    def find_coordinator(self, group: str, *, refresh: bool = False, timeout_s: float | None = None,
-                         key_type: int = 0) -> int:
+    def find_coordinator(
+        self, group: str, *, refresh: bool = False, timeout_s: float | None = None, key_type: int = 0
+    ) -> int:
         """Node id of the coordinator of ``group`` (FindCoordinator v0-2), cached; retried with
         backoff up to ``timeout_s`` (default request.timeout.ms).  ``key_type`` 1 asks for the
         transaction coordinator of transactional id ``group`` (FindCoordinator v1+)."""
@@ -822,8 +884,9 @@ class ClusterClient:
                 nid = self._coordinators.get(ck)
             if nid is not None:
                 return nid
-        return self.retrying(f"FindCoordinator({group})",
-                              lambda: self._find_coordinator_once(group, key_type), timeout_s)
+        return self.retrying(
+            f"FindCoordinator({group})", lambda: self._find_coordinator_once(group, key_type), timeout_s
+        )
 
     def _find_coordinator_once(self, group: str, key_type: int = 0) -> int:
         """One FindCoordinator request (no retry); caches the answer."""
@@ -832,7 +895,8 @@ class ClusterClient:
         if key_type and version < 1:
             raise UnsupportedVersionError(
                 f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} has no FindCoordinator v1 "
-                f"(transaction coordinators): it does not support transactions")
+                f"(transaction coordinators): it does not support transactions"
+            )
         what = "group" if key_type == 0 else "transactional id"
         try:
             resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": key_type}, version)
@@ -870,21 +934,25 @@ class ClusterClient:
             self.forget_coordinator(group, key_type)
             raise
 
-    def coordinator_call(self, group: str, what: str, fn: Callable[[int, BrokerConnection], _T],
-                         timeout_s: float | None, key_type: int = 0) -> _T:
+    def coordinator_call(
+        self,
+        group: str,
+        what: str,
+        fn: Callable[[int, BrokerConnection], _T],
+        timeout_s: float | None,
+        key_type: int = 0,
+    ) -> _T:
         """``fn(node, connection)`` on the coordinator of ``group``, in ONE retry loop bounded by
         ``timeout_s``: each attempt is :meth:`coordinator_attempt`."""
-        return self.retrying(f"{what}({group})", lambda: self.coordinator_attempt(group, fn, key_type),
-                              timeout_s)
+        return self.retrying(f"{what}({group})", lambda: self.coordinator_attempt(group, fn, key_type), timeout_s)
 
-    def commit_offsets(self, group: str, offsets: dict, metadata: str = "", *,
-                       timeout_s: float | None = None) -> None:
+    def commit_offsets(self, group: str, offsets: dict, metadata: str = "", *, timeout_s: float | None = None) -> None:
         """OffsetCommit for a group without members (generation -1, member ""): ``{(t, p): offset}``
         (a value may also be ``(offset, metadata)``).  Retries COORDINATOR_LOAD_IN_PROGRESS /
         NOT_COORDINATOR (rediscovering the coordinator) with backoff, up to ``timeout_s``."""
         items = {}
         for tp, v in offsets.items():
-            off, md = (v if isinstance(v, tuple) else (v, metadata))
+            off, md = v if isinstance(v, tuple) else (v, metadata)
             items[(tp[0], int(tp[1]))] = (int(off), md)
         if not items:
             return
@@ -897,10 +965,16 @@ class ClusterClient:
                 "member_id": "",
                 "group_instance_id": None,
                 "retention_time_ms": -1,
-                "topics": _group_topics(items, lambda tp: {
-                    "partition_index": tp[1], "committed_offset": items[tp][0],
-                    "committed_leader_epoch": -1, "commit_timestamp": -1,
-                    "committed_metadata": items[tp][1]}),
+                "topics": _group_topics(
+                    items,
+                    lambda tp: {
+                        "partition_index": tp[1],
+                        "committed_offset": items[tp][0],
+                        "committed_leader_epoch": -1,
+                        "commit_timestamp": -1,
+                        "committed_metadata": items[tp][1],
+                    },
+                ),
             }
             resp = conn.request(ApiKey.OFFSET_COMMIT, body, version)
             first = None
@@ -927,17 +1001,20 @@ class ClusterClient:
                     raise UnsupportedVersionError("OffsetFetch of all partitions needs v2+")
                 topics = None
             else:
-                topics = [{"name": t, "partition_indexes": ps}
-                          for t, ps in _group_partitions(tps).items()]
+                topics = [{"name": t, "partition_indexes": ps} for t, ps in _group_partitions(tps).items()]
             if version >= 8:  # KIP-709: a batch of groups (here one); the group's result has v7's shape
-                resp = conn.request(ApiKey.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": topics}],
-                                                          "require_stable": False}, version)
+                resp = conn.request(
+                    ApiKey.OFFSET_FETCH,
+                    {"groups": [{"group_id": group, "topics": topics}], "require_stable": False},
+                    version,
+                )
                 resp = next((g for g in resp.get("groups") or [] if g.get("group_id") == group), None)
                 if resp is None:
                     raise UnknownServerError(f"OffsetFetch v{version}: no result for group {group!r}")
             else:
-                resp = conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics,
-                                                          "require_stable": False}, version)
+                resp = conn.request(
+                    ApiKey.OFFSET_FETCH, {"group_id": group, "topics": topics, "require_stable": False}, version
+                )
             code = int(resp.get("error_code", 0))
             if code:
                 raise _err(code, f"OffsetFetch group {group!r}")
@@ -955,11 +1032,11 @@ class ClusterClient:
         return self.coordinator_call(group, "OffsetFetch", call, timeout_s)
 
     # -- topics ---------------------------------------------------------------------------------
-    def controller_call(self, what: str, fn: Callable[[int, BrokerConnection], _T],
-                        timeout_s: float | None) -> _T:
+    def controller_call(self, what: str, fn: Callable[[int, BrokerConnection], _T], timeout_s: float | None) -> _T:
         """``fn(node, connection)`` on the controller (any broker when the metadata names none),
         retried as :meth:`retrying` until ``timeout_s``; NOT_CONTROLLER and network errors refresh
         the metadata before the next attempt."""
+
         def attempt():
             md = self.metadata(None, refresh=self._stale)
             node = md.controller_id if md.controller_id in md.brokers else next(iter(md.brokers), None)
@@ -973,23 +1050,43 @@ class ClusterClient:
 
         return self.retrying(what, attempt, timeout_s)
 
-    def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, *,
-                     replication_factor: int = 1, validate_only: bool = False, wait: bool = True,
-                     timeout_s: float | None = None) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: dict | None = None,
+        *,
+        replication_factor: int = 1,
+        validate_only: bool = False,
+        wait: bool = True,
+        timeout_s: float | None = None,
+    ) -> None:
         """CreateTopics for one topic; with ``wait`` also waits until every partition has a leader
         in the metadata.  TopicAlreadyExistsError / InvalidPartitionsError / ... as the broker says."""
         timeout_ms = int((self.request_timeout_s if timeout_s is None else timeout_s) * 1000)
 
         def call(node, conn):
             version = conn.version_for(ApiKey.CREATE_TOPICS)
-            resp = conn.request(ApiKey.CREATE_TOPICS, {
-                "topics": [{"name": name, "num_partitions": int(partitions),
-                            "replication_factor": int(replication_factor), "assignments": [],
-                            "configs": [{"name": str(k), "value": None if v is None else str(v)}
-                                        for k, v in (configs or {}).items()]}],
-                "timeout_ms": timeout_ms,
-                "validate_only": validate_only,
-            }, version)
+            resp = conn.request(
+                ApiKey.CREATE_TOPICS,
+                {
+                    "topics": [
+                        {
+                            "name": name,
+                            "num_partitions": int(partitions),
+                            "replication_factor": int(replication_factor),
+                            "assignments": [],
+                            "configs": [
+                                {"name": str(k), "value": None if v is None else str(v)}
+                                for k, v in (configs or {}).items()
+                            ],
+                        }
+                    ],
+                    "timeout_ms": timeout_ms,
+                    "validate_only": validate_only,
+                },
+                version,
+            )
             for t in resp.get("topics") or []:
                 code = int(t.get("error_code", 0))
                 if code:
@@ -1009,13 +1106,19 @@ class ClusterClient:
         while True:
             md = self.metadata([name], refresh=True)
             tm = md.topics.get(name)
-            if tm is not None and tm.partitions and not tm.error_code \
-                    and (partitions is None or len(tm.partitions) >= partitions) \
-                    and all(pm.leader >= 0 and pm.leader in md.brokers for pm in tm.partitions.values()):
+            if (
+                tm is not None
+                and tm.partitions
+                and not tm.error_code
+                and (partitions is None or len(tm.partitions) >= partitions)
+                and all(pm.leader >= 0 and pm.leader in md.brokers for pm in tm.partitions.values())
+            ):
                 return
             if deadline.expired():
-                raise RequestTimedOutError(f"REQUEST_TIMED_OUT: topic {name!r} has no leader for every "
-                                           f"partition after {timeout_s}s (metadata: {tm})")
+                raise RequestTimedOutError(
+                    f"REQUEST_TIMED_OUT: topic {name!r} has no leader for every "
+                    f"partition after {timeout_s}s (metadata: {tm})"
+                )
             time.sleep(min(poll.next(), deadline.remaining()))
 
     def delete_topic(self, name: str, *, timeout_s: float | None = None) -> None:
@@ -1038,17 +1141,27 @@ class ClusterClient:
         self.invalidate()
 
     # -- producer ids --------------------------------------------------------------------------
-    def init_producer_id(self, *, transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
-                         timeout_s: float | None = None) -> tuple[int, int]:
+    def init_producer_id(
+        self,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        timeout_s: float | None = None,
+    ) -> tuple[int, int]:
         """InitProducerId (idempotent producer): ``(producer_id, producer_epoch)``."""
 
         def attempt():
             conn = self.any_connection()
             try:
-                resp = conn.request(ApiKey.INIT_PRODUCER_ID, {
-                    "transactional_id": transactional_id,
-                    "transaction_timeout_ms": transaction_timeout_ms,
-                    "producer_id": -1, "producer_epoch": -1})
+                resp = conn.request(
+                    ApiKey.INIT_PRODUCER_ID,
+                    {
+                        "transactional_id": transactional_id,
+                        "transaction_timeout_ms": transaction_timeout_ms,
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                    },
+                )
             except NetworkError:
                 self.invalidate()
                 raise

@@ -32,6 +32,7 @@ Decoding rules (the same as Kafka's Java consumer):
 
 Thread-safe (the underlying :class:`~connector.client.ClusterClient` is).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -94,9 +95,17 @@ class RawFetchResult(NamedTuple):
         return None if not self.error_code else _err(self.error_code, f"{self.topic}-{self.partition}")
 
 
-def decode_records(topic: str, partition: int, buf, offset: int, *, isolation_level: int = 0,
-                   aborted_transactions=None, last_stable_offset: int = -1,
-                   validate_crc: bool = True) -> tuple[list, int]:
+def decode_records(
+    topic: str,
+    partition: int,
+    buf,
+    offset: int,
+    *,
+    isolation_level: int = 0,
+    aborted_transactions=None,
+    last_stable_offset: int = -1,
+    validate_crc: bool = True,
+) -> tuple[list, int]:
     """Decode a Fetch response's record bytes: ``(records, next_offset)``.
 
     Pure function; applies every rule in the module docstring.  ``next_offset`` is ``offset``
@@ -152,16 +161,27 @@ class SimpleConsumer:
     ("read_uncommitted" | "read_committed"), ``check_crcs``.
     """
 
-    def __init__(self, bootstrap_servers=None, zookeeper_connect: str | None = None, *,
-                 client_id: str = "pyklog-simple-consumer", isolation_level="read_uncommitted",
-                 max_wait_ms: int = 100, min_bytes: int = 1, fetch_max_bytes: int = 52428800,
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100, check_crcs: bool = True,
-                 client: ClusterClient | None = None):
+    def __init__(
+        self,
+        bootstrap_servers=None,
+        zookeeper_connect: str | None = None,
+        *,
+        client_id: str = "pyklog-simple-consumer",
+        isolation_level="read_uncommitted",
+        max_wait_ms: int = 100,
+        min_bytes: int = 1,
+        fetch_max_bytes: int = 52428800,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        check_crcs: bool = True,
+        client: ClusterClient | None = None,
+    ):
         if isinstance(isolation_level, str):
             isolation_level = isolation_level.replace(".", "_").lower()
         if isolation_level not in _ISOLATION:
-            raise ConfigError(f"isolation.level: expected 'read_uncommitted' or 'read_committed', "
-                              f"got {isolation_level!r}")
+            raise ConfigError(
+                f"isolation.level: expected 'read_uncommitted' or 'read_committed', got {isolation_level!r}"
+            )
         if max_wait_ms >= request_timeout_ms:
             raise ConfigError(f"max_wait_ms ({max_wait_ms}) must be below request_timeout_ms ({request_timeout_ms})")
         self.isolation_level = _ISOLATION[isolation_level]
@@ -170,9 +190,13 @@ class SimpleConsumer:
         self.fetch_max_bytes = int(fetch_max_bytes)
         self.check_crcs = check_crcs
         self._owns_client = client is None
-        self.client = client or ClusterClient(bootstrap_servers, zookeeper_connect, client_id=client_id,
-                                              request_timeout_ms=request_timeout_ms,
-                                              retry_backoff_ms=retry_backoff_ms)
+        self.client = client or ClusterClient(
+            bootstrap_servers,
+            zookeeper_connect,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
         self._known_leaders: dict = {}  # (t, p) -> (node_id, host, port), see use_leader
@@ -194,8 +218,16 @@ class SimpleConsumer:
     def _forget_leader(self, tp, why: str) -> None:
         hint = self._known_leaders.pop(tp, None)
         if hint is not None:
-            log.info("%s-%s: broker %d at %s:%d, the leader known in advance, %s; looking the leader "
-                     "up in the cluster metadata", tp[0], tp[1], hint[0], hint[1], hint[2], why)
+            log.info(
+                "%s-%s: broker %d at %s:%d, the leader known in advance, %s; looking the leader "
+                "up in the cluster metadata",
+                tp[0],
+                tp[1],
+                hint[0],
+                hint[1],
+                hint[2],
+                why,
+            )
 
     def _leader_epoch(self, topic: str, partition: int) -> int:
         """``current_leader_epoch`` of a Fetch (KIP-320): the cached metadata's, or -1 (no check) when
@@ -208,15 +240,27 @@ class SimpleConsumer:
     def _fetch_body(self, version: int, parts: dict) -> dict:
         topics: dict = {}
         for (t, p), (off, mb) in parts.items():
-            topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": self._leader_epoch(t, p),
-                                             "fetch_offset": off, "last_fetched_epoch": -1,
-                                             "log_start_offset": -1, "partition_max_bytes": mb})
+            topics.setdefault(t, []).append(
+                {
+                    "partition": p,
+                    "current_leader_epoch": self._leader_epoch(t, p),
+                    "fetch_offset": off,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": mb,
+                }
+            )
         return {
-            "replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
-            "max_bytes": self.fetch_max_bytes, "isolation_level": self.isolation_level,
-            "session_id": 0, "session_epoch": -1,
+            "replica_id": -1,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.fetch_max_bytes,
+            "isolation_level": self.isolation_level,
+            "session_id": 0,
+            "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": [],
+            "rack_id": "",
         }
 
     def multi_fetch_raw(self, requests: dict, *, timeout_s: float | None = None) -> dict:
@@ -244,8 +288,9 @@ class SimpleConsumer:
                     addresses[hint[0]] = hint[1:]
                     continue
                 try:
-                    by_node.setdefault(client.leader_for(*tp, timeout_s=max(0.0, deadline - time.monotonic())),
-                                       {})[tp] = pending[tp]
+                    by_node.setdefault(client.leader_for(*tp, timeout_s=max(0.0, deadline - time.monotonic())), {})[
+                        tp
+                    ] = pending[tp]
                 except PyklogError as e:
                     if not e.retriable:
                         results[tp] = RawFetchResult(tp[0], tp[1], pending.pop(tp)[0], b"", -1, -1, -1, [], e.code)
@@ -295,10 +340,16 @@ class SimpleConsumer:
                             continue
                         aborted = p.get("aborted_transactions") or []
                         results[tp] = RawFetchResult(
-                            tp[0], tp[1], pending.pop(tp)[0], p.get("records") or b"",
-                            int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)),
+                            tp[0],
+                            tp[1],
+                            pending.pop(tp)[0],
+                            p.get("records") or b"",
+                            int(p.get("high_watermark", -1)),
+                            int(p.get("last_stable_offset", -1)),
                             int(p.get("log_start_offset", -1)),
-                            [(int(a["producer_id"]), int(a["first_offset"])) for a in aborted], code)
+                            [(int(a["producer_id"]), int(a["first_offset"])) for a in aborted],
+                            code,
+                        )
             if pending and hint_failed:
                 continue
             if pending:
@@ -323,35 +374,48 @@ class SimpleConsumer:
         except PyklogError:
             start = end = None
         e = OffsetOutOfRangeError(
-            f"OFFSET_OUT_OF_RANGE: offset {offset} of {topic}-{partition} is outside the log "
-            f"[{start}, {end}]")
+            f"OFFSET_OUT_OF_RANGE: offset {offset} of {topic}-{partition} is outside the log [{start}, {end}]"
+        )
         e.topic, e.partition, e.offset = topic, partition, offset
         e.log_start_offset, e.log_end_offset = start, end
         return e
 
-    def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *,
-                  timeout_s: float | None = None) -> RawFetchResult:
+    def fetch_raw(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *, timeout_s: float | None = None
+    ) -> RawFetchResult:
         """The raw record bytes of one partition from ``offset`` (error_code is always 0: errors
         raise, OffsetOutOfRangeError with ``log_start_offset``/``log_end_offset``).  A leader that
         went away (unreachable, NOT_LEADER_OR_FOLLOWER) is looked up again in fresh metadata, with
         backoff, for up to ``timeout_s`` (default request.timeout.ms)."""
-        r = self.multi_fetch_raw({(topic, partition): (offset, max_bytes)},
-                                 timeout_s=timeout_s)[(topic, int(partition))]
+        r = self.multi_fetch_raw({(topic, partition): (offset, max_bytes)}, timeout_s=timeout_s)[
+            (topic, int(partition))
+        ]
         self._raise_for(r)
         return r
 
     # -- decoded fetch ----------------------------------------------------------------------------
     def _decode(self, r: RawFetchResult, max_bytes: int) -> FetchResult:
-        recs, nxt = decode_records(r.topic, r.partition, bytes(r.records), r.offset,
-                                   isolation_level=self.isolation_level,
-                                   aborted_transactions=r.aborted_transactions,
-                                   last_stable_offset=r.last_stable_offset,
-                                   validate_crc=self.check_crcs)
-        if nxt == r.offset and not recs and len(r.records) > 0 and r.high_watermark > r.offset \
-                and not (self.isolation_level and 0 <= r.last_stable_offset <= r.offset):
+        recs, nxt = decode_records(
+            r.topic,
+            r.partition,
+            bytes(r.records),
+            r.offset,
+            isolation_level=self.isolation_level,
+            aborted_transactions=r.aborted_transactions,
+            last_stable_offset=r.last_stable_offset,
+            validate_crc=self.check_crcs,
+        )
+        if (
+            nxt == r.offset
+            and not recs
+            and len(r.records) > 0
+            and r.high_watermark > r.offset
+            and not (self.isolation_level and 0 <= r.last_stable_offset <= r.offset)
+        ):
             raise MessageTooLargeError(
                 f"MESSAGE_TOO_LARGE: {r.topic}-{r.partition} at offset {r.offset}: the first batch does "
-                f"not fit in max_bytes={max_bytes} ({len(r.records)} bytes returned, no complete batch)")
+                f"not fit in max_bytes={max_bytes} ({len(r.records)} bytes returned, no complete batch)"
+            )
         return FetchResult(recs, r.high_watermark, r.last_stable_offset, r.log_start_offset, nxt)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> FetchResult:
@@ -374,8 +438,9 @@ class SimpleConsumer:
                 out[tp] = e
         return out
 
-    def iter_records(self, topic: str, partition: int, offset: int, *, end_offset: int | None = None,
-                     max_bytes: int = 1048576):
+    def iter_records(
+        self, topic: str, partition: int, offset: int, *, end_offset: int | None = None, max_bytes: int = 1048576
+    ):
         """Yield records from ``offset`` until ``end_offset`` (default: the high watermark when
         the iteration started), fetching as needed."""
         if end_offset is None:
@@ -399,18 +464,21 @@ class SimpleConsumer:
         return self.client.offsets_before(topic, partition, time_ms, max_num_offsets)
 
     def earliest_offset(self, topic: str, partition: int) -> int:
-        return self.client.list_offsets({(topic, partition): EARLIEST},
-                                        isolation_level=self.isolation_level)[(topic, partition)]
+        return self.client.list_offsets({(topic, partition): EARLIEST}, isolation_level=self.isolation_level)[
+            (topic, partition)
+        ]
 
     def latest_offset(self, topic: str, partition: int) -> int:
         """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
-        return self.client.list_offsets({(topic, partition): LATEST},
-                                        isolation_level=self.isolation_level)[(topic, partition)]
+        return self.client.list_offsets({(topic, partition): LATEST}, isolation_level=self.isolation_level)[
+            (topic, partition)
+        ]
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int):
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``, or None."""
-        return self.client.offsets_for_times({(topic, partition): timestamp_ms},
-                                             isolation_level=self.isolation_level)[(topic, partition)]
+        return self.client.offsets_for_times({(topic, partition): timestamp_ms}, isolation_level=self.isolation_level)[
+            (topic, partition)
+        ]
 
     def list_offsets(self, timestamps: dict) -> dict:
         """``{(t, p): timestamp | -1 | -2}`` -> ``{(t, p): offset | None}``."""

@@ -65,6 +65,7 @@ Thread-safety: all public methods are thread-safe.  Callbacks (``on_assign``, ``
 ``on_lost``, ``on_error``) run on the member's rebalance thread (never on a kazoo thread) and must not
 call :meth:`stop`.  Several members may live in one process; each has its own ZooKeeper session.
 """
+
 from __future__ import annotations
 
 import enum
@@ -167,8 +168,9 @@ def filter_for(pattern: str, regex: str) -> TopicFilter:
 
 def registration_json(subscription: Mapping[str, int], pattern: str) -> bytes:
     """The value of ``/consumers/[group]/ids/[consumer_id]`` (Kafka's layout, :mod:`pyklog.broker.zk.znodes`)."""
-    return znodes.encode_consumer_registration(znodes.ConsumerRegistration(
-        dict(subscription), pattern, str(int(time.time() * 1000)), REGISTRATION_VERSION))
+    return znodes.encode_consumer_registration(
+        znodes.ConsumerRegistration(dict(subscription), pattern, str(int(time.time() * 1000)), REGISTRATION_VERSION)
+    )
 
 
 def parse_registration(data: bytes, path: str = paths.consumer_id("?", "?")) -> tuple[str, dict[str, int]]:
@@ -177,8 +179,9 @@ def parse_registration(data: bytes, path: str = paths.consumer_id("?", "?")) -> 
     return reg.pattern, reg.subscription
 
 
-def topics_of(pattern: str, subscription: Mapping[str, int], all_topics: Iterable[str],
-              exclude_internal_topics: bool = True) -> set[str]:
+def topics_of(
+    pattern: str, subscription: Mapping[str, int], all_topics: Iterable[str], exclude_internal_topics: bool = True
+) -> set[str]:
     """The topics a registration subscribes to, given the topics that exist."""
     if pattern == "static":
         return set(subscription)
@@ -210,15 +213,15 @@ class MemberState(enum.Enum):
     The member's own vocabulary for what kazoo's ``SetPartitioner`` calls ALLOCATING / ACQUIRED /
     RELEASE / FAILURE, with kazoo's connection states (SUSPENDED: ownership kept; LOST: given up)."""
 
-    NEW = "new"                  # constructed; start() not called yet (or start() failed)
+    NEW = "new"  # constructed; start() not called yet (or start() failed)
     REGISTERING = "registering"  # connecting, creating /consumers/[group]/ids/[consumer_id]
     REBALANCING = "rebalancing"  # a rebalance is due or running: release, assign, claim owner nodes
-    STABLE = "stable"            # owns exactly the target of the last rebalance; nothing is pending
-    FAILED = "failed"            # rebalance.max.retries claims failed (RebalanceFailedError)
-    SUSPENDED = "suspended"      # disconnected from ZooKeeper; ownership kept (the session may live)
-    LOST = "lost"                # session expired, or disconnected for the session timeout: ownership dropped
-    STOPPING = "stopping"        # stop() called: on_revoke, then the session is closed
-    STOPPED = "stopped"          # the session is closed; a member is never started twice
+    STABLE = "stable"  # owns exactly the target of the last rebalance; nothing is pending
+    FAILED = "failed"  # rebalance.max.retries claims failed (RebalanceFailedError)
+    SUSPENDED = "suspended"  # disconnected from ZooKeeper; ownership kept (the session may live)
+    LOST = "lost"  # session expired, or disconnected for the session timeout: ownership dropped
+    STOPPING = "stopping"  # stop() called: on_revoke, then the session is closed
+    STOPPED = "stopped"  # the session is closed; a member is never started twice
 
     def __repr__(self):
         return f"{type(self).__name__}.{self.name}"
@@ -226,24 +229,26 @@ class MemberState(enum.Enum):
 
 _S = MemberState
 # The only legal moves; _S.X -> {...}.  A move not listed is a bug (IllegalTransitionError).
-TRANSITIONS: Mapping[MemberState, frozenset] = MappingProxyType({
-    # start(): connect and register
-    _S.NEW: frozenset({_S.REGISTERING}),
-    # registered -> rebalance; start() failed -> NEW (start may be called again); connection trouble
-    _S.REGISTERING: frozenset({_S.REBALANCING, _S.NEW, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-    # all claimed -> STABLE; retries exhausted -> FAILED; own registration vanished -> REGISTERING
-    _S.REBALANCING: frozenset({_S.STABLE, _S.FAILED, _S.REGISTERING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-    # a watch fired (group, brokers, topics, owner registry for sticky) or a release -> REBALANCING
-    _S.STABLE: frozenset({_S.REBALANCING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-    # a registry change starts a fresh attempt; a blocked owner let go and the claim succeeded -> STABLE
-    _S.FAILED: frozenset({_S.REBALANCING, _S.STABLE, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-    # reconnected within the session -> REBALANCING; expired or disconnected too long -> LOST
-    _S.SUSPENDED: frozenset({_S.REBALANCING, _S.LOST, _S.STOPPING}),
-    # connected again (new or surviving session) -> register again
-    _S.LOST: frozenset({_S.REGISTERING, _S.STOPPING}),
-    _S.STOPPING: frozenset({_S.STOPPED}),
-    _S.STOPPED: frozenset(),
-})
+TRANSITIONS: Mapping[MemberState, frozenset] = MappingProxyType(
+    {
+        # start(): connect and register
+        _S.NEW: frozenset({_S.REGISTERING}),
+        # registered -> rebalance; start() failed -> NEW (start may be called again); connection trouble
+        _S.REGISTERING: frozenset({_S.REBALANCING, _S.NEW, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+        # all claimed -> STABLE; retries exhausted -> FAILED; own registration vanished -> REGISTERING
+        _S.REBALANCING: frozenset({_S.STABLE, _S.FAILED, _S.REGISTERING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+        # a watch fired (group, brokers, topics, owner registry for sticky) or a release -> REBALANCING
+        _S.STABLE: frozenset({_S.REBALANCING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+        # a registry change starts a fresh attempt; a blocked owner let go and the claim succeeded -> STABLE
+        _S.FAILED: frozenset({_S.REBALANCING, _S.STABLE, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
+        # reconnected within the session -> REBALANCING; expired or disconnected too long -> LOST
+        _S.SUSPENDED: frozenset({_S.REBALANCING, _S.LOST, _S.STOPPING}),
+        # connected again (new or surviving session) -> register again
+        _S.LOST: frozenset({_S.REGISTERING, _S.STOPPING}),
+        _S.STOPPING: frozenset({_S.STOPPED}),
+        _S.STOPPED: frozenset(),
+    }
+)
 
 
 class IllegalTransitionError(state_machine.IllegalTransitionError, PyklogError):
@@ -253,8 +258,9 @@ class IllegalTransitionError(state_machine.IllegalTransitionError, PyklogError):
 
     def __init__(self, old: MemberState, new: MemberState):
         allowed = ", ".join(s.name for s in sorted(TRANSITIONS[old], key=lambda s: s.name)) or "none"
-        super().__init__(f"illegal group member state transition {old.name} -> {new.name} "
-                         f"(allowed from {old.name}: {allowed})")
+        super().__init__(
+            f"illegal group member state transition {old.name} -> {new.name} (allowed from {old.name}: {allowed})"
+        )
         self.old, self.new = old, new
 
 
@@ -279,8 +285,10 @@ class FencedCommit:
         self.fenced = False
 
     def __repr__(self):
-        return (f"FencedCommit(committed={self.committed}, refused={self.refused}, ahead={self.ahead}, "
-                f"fenced={self.fenced})")
+        return (
+            f"FencedCommit(committed={self.committed}, refused={self.refused}, ahead={self.ahead}, "
+            f"fenced={self.fenced})"
+        )
 
 
 class GroupMember:
@@ -308,19 +316,34 @@ class GroupMember:
     :attr:`state` and the retry interrupt.  Callbacks run on the member's rebalance thread.
     """
 
-    def __init__(self, zk_connect: str, group_id: str, *, topics=None, topic_filter=None,
-                 strategy: str = "range", consumer_id: str | None = None, session_timeout_s: float = 6.0,
-                 rebalance_max_retries: int = 4, rebalance_backoff_ms: int = 2000,
-                 on_assign: Callable | None = None, on_revoke: Callable | None = None,
-                 on_lost: Callable | None = None, on_error: Callable | None = None,
-                 manual_release: bool = False, exclude_internal_topics: bool = True,
-                 connect_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        zk_connect: str,
+        group_id: str,
+        *,
+        topics=None,
+        topic_filter=None,
+        strategy: str = "range",
+        consumer_id: str | None = None,
+        session_timeout_s: float = 6.0,
+        rebalance_max_retries: int = 4,
+        rebalance_backoff_ms: int = 2000,
+        on_assign: Callable | None = None,
+        on_revoke: Callable | None = None,
+        on_lost: Callable | None = None,
+        on_error: Callable | None = None,
+        manual_release: bool = False,
+        exclude_internal_topics: bool = True,
+        connect_timeout_s: float = 30.0,
+    ):
         if not isinstance(group_id, str) or not group_id or "/" in group_id or group_id in (".", ".."):
             raise ConfigError(f"group.id must be a non-empty name without '/'; got {group_id!r}")
         if strategy not in STRATEGIES:
             raise ConfigError(f"partition.assignment.strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
         if (topics is None) == (topic_filter is None):
-            raise ConfigError("give exactly one of topics (a {topic: n_streams} map) or topic_filter (Whitelist/Blacklist)")
+            raise ConfigError(
+                "give exactly one of topics (a {topic: n_streams} map) or topic_filter (Whitelist/Blacklist)"
+            )
         if topic_filter is not None:
             n_streams = 1
             if isinstance(topic_filter, tuple):
@@ -428,10 +451,11 @@ class GroupMember:
                 raise RuntimeError("GroupMember already started")
             self._transition(MemberState.REGISTERING)
         self.zk = KazooClient(
-            hosts=self.zk_connect, timeout=self.session_timeout_s,
+            hosts=self.zk_connect,
+            timeout=self.session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
-            command_retry={"max_tries": -1, "delay": 0.05, "max_delay": 1.0,
-                           "interrupt": self._closing})
+            command_retry={"max_tries": -1, "delay": 0.05, "max_delay": 1.0, "interrupt": self._closing},
+        )
         self.zk.add_listener(self._on_state)
         try:
             self.zk.start(timeout=self.connect_timeout_s)
@@ -443,8 +467,9 @@ class GroupMember:
         except BaseException:
             self._abandon_start()
             raise
-        self._thread = threading.Thread(target=self._run, name=f"pyklog-group-{self.group_id}-{self.consumer_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"pyklog-group-{self.group_id}-{self.consumer_id}", daemon=True
+        )
         with self._cond:
             if self._state is MemberState.REGISTERING:  # else the connection listener or stop() moved on
                 self._transition(MemberState.REBALANCING)
@@ -582,8 +607,14 @@ class GroupMember:
         with self._lock:
             if self._fence_path is not None and self._fence_session == session:
                 return
-        path = self.zk.retry(self.zk.create, paths.consumer_fence_prefix(self.group_id, self.consumer_id),
-                             b"", ephemeral=True, sequence=True, makepath=True)
+        path = self.zk.retry(
+            self.zk.create,
+            paths.consumer_fence_prefix(self.group_id, self.consumer_id),
+            b"",
+            ephemeral=True,
+            sequence=True,
+            makepath=True,
+        )
         try:
             _, stat = self.zk.retry(self.zk.get, path)
             owner = stat.ephemeralOwner
@@ -591,14 +622,24 @@ class GroupMember:
             path, owner = None, None
         with self._lock:
             self._fence_path, self._fence_session = path, owner
-        log.debug("group %s member %s: fence %s (session %s)", self.group_id, self.consumer_id, path,
-                  f"{owner:#x}" if owner else None)
+        log.debug(
+            "group %s member %s: fence %s (session %s)",
+            self.group_id,
+            self.consumer_id,
+            path,
+            f"{owner:#x}" if owner else None,
+        )
 
     def _fence_locked(self):
         """(fence path, session) when this member may act as the owner of what it holds, else None:
         it has a fence of the session kazoo uses now and is neither LOST nor re-registering."""
-        if self._state not in (MemberState.REBALANCING, MemberState.STABLE, MemberState.FAILED,
-                               MemberState.SUSPENDED, MemberState.STOPPING):  # stop(): on_revoke commits
+        if self._state not in (
+            MemberState.REBALANCING,
+            MemberState.STABLE,
+            MemberState.FAILED,
+            MemberState.SUSPENDED,
+            MemberState.STOPPING,
+        ):  # stop(): on_revoke commits
             return None
         if self._fence_path is None or self._fence_session is None:
             return None
@@ -660,12 +701,15 @@ class GroupMember:
             try:
                 done = self._commit_once(fence, todo, result)
             except (SessionExpiredError, ConnectionClosedError):
-                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
-                                                      "(another member may own them now)")
+                return self._refuse_all(
+                    result, todo, "the ZooKeeper session that owned them has expired (another member may own them now)"
+                )
             except KazooException as e:  # ConnectionLoss, OperationTimeout: outcome unknown, try again
                 if deadline.expired():
-                    raise ZooKeeperError(f"committing offsets of group {self.group_id} failed: ZooKeeper "
-                                         f"unreachable ({type(e).__name__})") from e
+                    raise ZooKeeperError(
+                        f"committing offsets of group {self.group_id} failed: ZooKeeper "
+                        f"unreachable ({type(e).__name__})"
+                    ) from e
                 time.sleep(0.1)
                 with self._lock:
                     now = self._fence_locked()
@@ -673,8 +717,9 @@ class GroupMember:
                     return self._refuse_all(result, todo, "the ZooKeeper session that owned them was lost")
                 continue
             if done is None:  # our fence node is gone: the session has expired
-                return self._refuse_all(result, todo, "the ZooKeeper session that owned them has expired "
-                                                      "(another member may own them now)")
+                return self._refuse_all(
+                    result, todo, "the ZooKeeper session that owned them has expired (another member may own them now)"
+                )
             if done:
                 return result
             conflicts += 1
@@ -713,8 +758,12 @@ class GroupMember:
         for tp in result.ahead:
             todo.pop(tp, None)
         if not_owned:
-            log.warning("group %s member %s: not committing %s: owned by another member now",
-                        self.group_id, self.consumer_id, _fmt(not_owned))
+            log.warning(
+                "group %s member %s: not committing %s: owned by another member now",
+                self.group_id,
+                self.consumer_id,
+                _fmt(not_owned),
+            )
         if not plan:
             return True
         for tp, _, over in plan:
@@ -738,16 +787,14 @@ class GroupMember:
             return True
         if isinstance(outcome[0], Exception) and not isinstance(outcome[0], RolledBackError):
             return None
-        log.debug("group %s member %s: commit conflict (%s); reading again", self.group_id,
-                  self.consumer_id, failed[0])
+        log.debug("group %s member %s: commit conflict (%s); reading again", self.group_id, self.consumer_id, failed[0])
         return False
 
     def _refuse_all(self, result, todo, why, fenced=True):
         if todo:
             result.refused.update(todo)
             result.fenced = fenced
-            log.warning("group %s member %s: not committing %s: %s", self.group_id, self.consumer_id,
-                        _fmt(todo), why)
+            log.warning("group %s member %s: not committing %s: %s", self.group_id, self.consumer_id, _fmt(todo), why)
             todo.clear()
         return result
 
@@ -779,8 +826,13 @@ class GroupMember:
     def _lose_locked(self, why):
         """Drop all ownership at once (another member may own our partitions already) -> LOST."""
         if self._owned:
-            log.warning("consumer %s of group %s %s: dropping %d partitions", self.consumer_id, self.group_id,
-                        why, len(self._owned))
+            log.warning(
+                "consumer %s of group %s %s: dropping %d partitions",
+                self.consumer_id,
+                self.group_id,
+                why,
+                len(self._owned),
+            )
         self._lost |= self._owned
         self._owned = set()
         self._epoch += 1
@@ -837,7 +889,8 @@ class GroupMember:
                         if now - self._state_since >= self.session_timeout_s:
                             self._lose_locked(
                                 f"was disconnected from ZooKeeper for {now - self._state_since:.1f}s "
-                                f"(session timeout {self.session_timeout_s:.1f}s)")
+                                f"(session timeout {self.session_timeout_s:.1f}s)"
+                            )
                             continue
                         self._cond.wait(0.1)
                         continue
@@ -865,8 +918,9 @@ class GroupMember:
                     if state in (S.SUSPENDED, S.LOST):  # work resumes on reconnect
                         continue
                     register = state is S.REGISTERING
-                    full = register or self._dirty or (self._dirty_at is not None
-                                                       and time.monotonic() >= self._dirty_at)
+                    full = (
+                        register or self._dirty or (self._dirty_at is not None and time.monotonic() >= self._dirty_at)
+                    )
                     if full:
                         self._dirty = False
                         self._dirty_at = None
@@ -880,8 +934,12 @@ class GroupMember:
                     self._claim()
             except _ZK_ERRORS as e:
                 if not self._closing():
-                    log.warning("group %s member %s: ZooKeeper error during rebalance (%s); retrying",
-                                self.group_id, self.consumer_id, e)
+                    log.warning(
+                        "group %s member %s: ZooKeeper error during rebalance (%s); retrying",
+                        self.group_id,
+                        self.consumer_id,
+                        e,
+                    )
                     with self._cond:
                         self._need_rebalance_locked()
                         self._cond.wait(0.2)
@@ -908,8 +966,13 @@ class GroupMember:
                 self.zk.retry(self.zk.create, path, data, ephemeral=True, makepath=True)
                 self._registered_session = session
                 self._create_fence()
-                log.info("consumer %s registered in group %s (%s %s)", self.consumer_id, self.group_id,
-                         self.pattern, self.subscription)
+                log.info(
+                    "consumer %s registered in group %s (%s %s)",
+                    self.consumer_id,
+                    self.group_id,
+                    self.pattern,
+                    self.subscription,
+                )
                 return
             except NodeExistsError:
                 try:
@@ -922,10 +985,10 @@ class GroupMember:
                     return
                 if deadline.expired():
                     raise ZooKeeperError(  # noqa: B904 - the wait ran out; the lookup error is not the causef"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}, "
-                                         f"expected ours ({session:#x}) or none; is another consumer using "
-                                         f"consumer id {self.consumer_id!r}?")
-                log.info("%s still held by an older session %#x; waiting for it to expire", path,
-                         stat.ephemeralOwner)
+                        f"expected ours ({session:#x}) or none; is another consumer using "
+                        f"consumer id {self.consumer_id!r}?"
+                    )
+                log.info("%s still held by an older session %#x; waiting for it to expire", path, stat.ephemeralOwner)
                 time.sleep(wait_for_expiry.next())
 
     def _register_and_resume(self):
@@ -1028,9 +1091,15 @@ class GroupMember:
             self._claim_due = None
             revoke = self._owned - target
             self.rebalances += 1
-        log.info("group %s member %s: rebalance %d with %d members: target %d partitions, releasing %d",
-                 self.group_id, self.consumer_id, self.rebalances, len(members), len(target),
-                 0 if self.manual_release else len(revoke))
+        log.info(
+            "group %s member %s: rebalance %d with %d members: target %d partitions, releasing %d",
+            self.group_id,
+            self.consumer_id,
+            self.rebalances,
+            len(members),
+            len(target),
+            0 if self.manual_release else len(revoke),
+        )
         if revoke and not self.manual_release:
             if self.on_revoke is not None:
                 self._callback(self.on_revoke, sorted(revoke))
@@ -1063,7 +1132,8 @@ class GroupMember:
                         f"consumer {self.consumer_id} of group {self.group_id} could not claim {len(blocked)} "
                         f"partitions ({holders}) still owned by other consumers after "
                         f"{self._attempts} attempts (rebalance.max.retries={self.rebalance_max_retries}, "
-                        f"rebalance.backoff.ms={int(self.rebalance_backoff_s * 1000)})")
+                        f"rebalance.backoff.ms={int(self.rebalance_backoff_s * 1000)})"
+                    )
                     self._error = err
                     self._claim_due = None
                 else:
@@ -1096,8 +1166,9 @@ class GroupMember:
             if state is MemberState.REBALANCING:
                 self._transition(MemberState.FAILED)
             return
-        pending = (self._dirty or self._dirty_at is not None or self._claim_due is not None
-                   or self._owned != self._target)
+        pending = (
+            self._dirty or self._dirty_at is not None or self._claim_due is not None or self._owned != self._target
+        )
         settled = MemberState.REBALANCING if pending else MemberState.STABLE
         if settled is not state:
             self._transition(settled)

@@ -45,6 +45,7 @@ How it works (Kafka's ZookeeperConsumerConnector):
 Thread-safety: the connector is thread-safe; each :class:`KafkaStream` is meant to be iterated by
 one thread at a time (different streams by different threads).
 """
+
 from __future__ import annotations
 
 import logging
@@ -108,14 +109,14 @@ CONSUMER_CONFIG = (
     .define("fetch.wait.max.ms", Type.INT, DEFAULTS["fetch.wait.max.ms"], Range(0))
     .define("fetch.min.bytes", Type.INT, DEFAULTS["fetch.min.bytes"], Range(0))
     .define("queued.max.message.chunks", Type.INT, DEFAULTS["queued.max.message.chunks"], Range(1))
-    .define("offsets.commit.timeout.ms", Type.INT, DEFAULTS["offsets.commit.timeout.ms"], Range(1)))
+    .define("offsets.commit.timeout.ms", Type.INT, DEFAULTS["offsets.commit.timeout.ms"], Range(1))
+)
 
 
 class _PartitionInfo:
     """Fetch and consumed positions of one owned partition (Kafka's PartitionTopicInfo)."""
 
-    __slots__ = ("tp", "stream", "fetch_offset", "consumed", "committed", "active", "lock", "error_until",
-                 "failed")
+    __slots__ = ("tp", "stream", "fetch_offset", "consumed", "committed", "active", "lock", "error_until", "failed")
 
     def __init__(self, tp, stream):
         self.tp = tp
@@ -231,18 +232,26 @@ class ConsumerConnector:
         from pyklog.connector.consumer import SimpleConsumer
 
         client_id = cfg["client.id"] or self.group_id
-        self.client = ClusterClient(cfg["bootstrap.servers"] or None,
-                                    None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
-                                    client_id=client_id)
+        self.client = ClusterClient(
+            cfg["bootstrap.servers"] or None,
+            None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
+            client_id=client_id,
+        )
         try:
-            self.simple = SimpleConsumer(client=self.client, client_id=client_id,
-                                         isolation_level=cfg["isolation.level"],
-                                         max_wait_ms=values["fetch.wait.max.ms"],
-                                         min_bytes=values["fetch.min.bytes"])
+            self.simple = SimpleConsumer(
+                client=self.client,
+                client_id=client_id,
+                isolation_level=cfg["isolation.level"],
+                max_wait_ms=values["fetch.wait.max.ms"],
+                min_bytes=values["fetch.min.bytes"],
+            )
             self.offset_store = OffsetStore.create(
-                storage, self.dual_commit,
-                cfg["zookeeper.connect"] if (storage == "zookeeper" or self.dual_commit) else None, self.client,
-                timeout_s=values["offsets.commit.timeout.ms"] / 1000.0)
+                storage,
+                self.dual_commit,
+                cfg["zookeeper.connect"] if (storage == "zookeeper" or self.dual_commit) else None,
+                self.client,
+                timeout_s=values["offsets.commit.timeout.ms"] / 1000.0,
+            )
         except BaseException:
             self.client.close()
             raise
@@ -361,14 +370,19 @@ class ConsumerConnector:
     def _start(self, **subscription):
         cfg, values = self.config, self._values
         self._member = GroupMember(
-            cfg["zookeeper.connect"], self.group_id, strategy=cfg["partition.assignment.strategy"],
+            cfg["zookeeper.connect"],
+            self.group_id,
+            strategy=cfg["partition.assignment.strategy"],
             consumer_id=self.consumer_id,
             session_timeout_s=values["zookeeper.session.timeout.ms"] / 1000.0,
             rebalance_max_retries=values["rebalance.max.retries"],
             rebalance_backoff_ms=values["rebalance.backoff.ms"],
-            on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
             exclude_internal_topics=values["exclude.internal.topics"],
-            **subscription)
+            **subscription,
+        )
         self._running = True
         fetcher = threading.Thread(target=self._fetch_loop, name=f"pyklog-fetcher-{self.consumer_id}", daemon=True)
         self._threads.append(fetcher)
@@ -450,8 +464,12 @@ class ConsumerConnector:
                 owned = member.assignment()
                 todo = {tp: off for tp, off in todo.items() if tp in owned}
                 if todo and not member.session_valid():
-                    log.warning("consumer %s: not committing %s: its ZooKeeper session is not live (its "
-                                "partitions may have moved)", self.consumer_id, sorted(todo))
+                    log.warning(
+                        "consumer %s: not committing %s: its ZooKeeper session is not live (its "
+                        "partitions may have moved)",
+                        self.consumer_id,
+                        sorted(todo),
+                    )
                     return {}
                 if not todo:
                     return {}
@@ -481,9 +499,13 @@ class ConsumerConnector:
         if missing and self.auto_offset_reset == "none":
             for info in infos:
                 if info.tp not in committed:
-                    self._fail(info, OffsetOutOfRangeError(
-                        f"{info.tp[0]}-{info.tp[1]} has no committed offset in group {self.group_id} and "
-                        "auto.offset.reset=none"))
+                    self._fail(
+                        info,
+                        OffsetOutOfRangeError(
+                            f"{info.tp[0]}-{info.tp[1]} has no committed offset in group {self.group_id} and "
+                            "auto.offset.reset=none"
+                        ),
+                    )
             infos = [i for i in infos if i.tp in committed]
             missing = []
         reset = self._reset_offsets(missing) if missing else {}
@@ -534,8 +556,11 @@ class ConsumerConnector:
                 if pending:
                     self._initial_offsets(pending)
                 now = time.monotonic()
-                ready = [i for i in infos if i.active and i.fetch_offset is not None and i.error_until <= now
-                         and not i.stream.queue.full()]
+                ready = [
+                    i
+                    for i in infos
+                    if i.active and i.fetch_offset is not None and i.error_until <= now and not i.stream.queue.full()
+                ]
                 if not ready:
                     with self._wake:
                         self._wake.wait(0.05)
@@ -543,9 +568,11 @@ class ConsumerConnector:
                 member = self._member
                 if member is not None and time.monotonic() - checked > check_every:
                     if not member.session_valid():
-                        log.warning("consumer %s: its ZooKeeper session expired (paused past "
-                                    "zookeeper.session.timeout.ms?); not fetching until it has rejoined",
-                                    self.consumer_id)
+                        log.warning(
+                            "consumer %s: its ZooKeeper session expired (paused past "
+                            "zookeeper.session.timeout.ms?); not fetching until it has rejoined",
+                            self.consumer_id,
+                        )
                         with self._wake:
                             self._wake.wait(0.1)
                         continue
@@ -577,14 +604,25 @@ class ConsumerConnector:
                     log.warning("fetch %s-%s at %d: %s", tp[0], tp[1], r.offset, r.error)
                     info.error_until = time.monotonic() + 1.0
                 continue
-            records, nxt = decode_records(tp[0], tp[1], bytes(r.records), r.offset,
-                                          isolation_level=self.simple.isolation_level,
-                                          aborted_transactions=r.aborted_transactions,
-                                          last_stable_offset=r.last_stable_offset,
-                                          validate_crc=self.simple.check_crcs)
+            records, nxt = decode_records(
+                tp[0],
+                tp[1],
+                bytes(r.records),
+                r.offset,
+                isolation_level=self.simple.isolation_level,
+                aborted_transactions=r.aborted_transactions,
+                last_stable_offset=r.last_stable_offset,
+                validate_crc=self.simple.check_crcs,
+            )
             if nxt == r.offset and not records and len(r.records) > 0 and r.high_watermark > r.offset:
-                log.error("%s-%s at offset %d: a batch larger than fetch.message.max.bytes=%d; skipping "
-                          "fetches of this partition for 5s", tp[0], tp[1], r.offset, self.fetch_size)
+                log.error(
+                    "%s-%s at offset %d: a batch larger than fetch.message.max.bytes=%d; skipping "
+                    "fetches of this partition for 5s",
+                    tp[0],
+                    tp[1],
+                    r.offset,
+                    self.fetch_size,
+                )
                 info.error_until = time.monotonic() + 5.0
                 continue
             if records:
@@ -611,8 +649,12 @@ class ConsumerConnector:
     def _handle_out_of_range(self, info):
         tp = info.tp
         if self.auto_offset_reset == "none":
-            self._fail(info, OffsetOutOfRangeError(
-                f"offset {info.fetch_offset} of {tp[0]}-{tp[1]} is out of range and auto.offset.reset=none"))
+            self._fail(
+                info,
+                OffsetOutOfRangeError(
+                    f"offset {info.fetch_offset} of {tp[0]}-{tp[1]} is out of range and auto.offset.reset=none"
+                ),
+            )
             return
         try:
             new = self._reset_offsets([tp])[tp]
@@ -620,8 +662,14 @@ class ConsumerConnector:
             log.error("%s-%s: offset %s out of range and cannot reset: %s", tp[0], tp[1], info.fetch_offset, e)
             info.error_until = time.monotonic() + 5.0
             return
-        log.warning("%s-%s: offset %d out of range; resetting to %s offset %d (auto.offset.reset)",
-                    tp[0], tp[1], info.fetch_offset, self.auto_offset_reset, new)
+        log.warning(
+            "%s-%s: offset %d out of range; resetting to %s offset %d (auto.offset.reset)",
+            tp[0],
+            tp[1],
+            info.fetch_offset,
+            self.auto_offset_reset,
+            new,
+        )
         with info.lock:
             info.fetch_offset = new
             info.consumed = new

@@ -18,6 +18,7 @@ An offset stored is the *next offset to consume* of a partition (Kafka's convent
 :meth:`OffsetStore.create` builds the right one from the two settings.  All stores are thread-safe
 (kazoo clients and ClusterClient are).
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,9 @@ def _normalize(offsets: Mapping) -> dict:
     for tp, off in offsets.items():
         t, p = tp
         if isinstance(off, bool) or not isinstance(off, int) or off < 0:
-            raise ValueError(f"offset to commit for {t}-{p} must be an int >= 0 (the next offset to consume); "
-                             f"got {off!r}")
+            raise ValueError(
+                f"offset to commit for {t}-{p} must be an int >= 0 (the next offset to consume); got {off!r}"
+            )
         out[(t, int(p))] = off
     return out
 
@@ -67,8 +69,9 @@ class OffsetStore:
         self.close()
 
     @staticmethod
-    def create(storage: str, dual_commit: bool = False, zk=None, cluster_client=None, *,
-               timeout_s: float = 30.0) -> OffsetStore:
+    def create(
+        storage: str, dual_commit: bool = False, zk=None, cluster_client=None, *, timeout_s: float = 30.0
+    ) -> OffsetStore:
         """The store for ``offsets.storage`` = ``storage`` and ``dual.commit.enabled`` = ``dual_commit``.
         ``zk``: a KazooClient (shared, not closed by the store) or a connect string (the store opens and
         closes its own client); ``cluster_client``: a ClusterClient (shared, not closed)."""
@@ -78,11 +81,15 @@ class OffsetStore:
         need_zk = storage == "zookeeper" or dual_commit
         need_kafka = storage == "kafka" or dual_commit
         if need_zk and zk is None:
-            raise ConfigError(f"offsets.storage={storage} with dual.commit.enabled={str(bool(dual_commit)).lower()} "
-                              "needs ZooKeeper (zookeeper.connect)")
+            raise ConfigError(
+                f"offsets.storage={storage} with dual.commit.enabled={str(bool(dual_commit)).lower()} "
+                "needs ZooKeeper (zookeeper.connect)"
+            )
         if need_kafka and cluster_client is None:
-            raise ConfigError(f"offsets.storage={storage} with dual.commit.enabled={str(bool(dual_commit)).lower()} "
-                              "needs brokers (a ClusterClient from bootstrap.servers or zookeeper.connect)")
+            raise ConfigError(
+                f"offsets.storage={storage} with dual.commit.enabled={str(bool(dual_commit)).lower()} "
+                "needs brokers (a ClusterClient from bootstrap.servers or zookeeper.connect)"
+            )
         zk_store = ZooKeeperOffsetStore(zk) if need_zk else None
         kafka_store = KafkaOffsetStore(cluster_client, timeout_s=timeout_s) if need_kafka else None
         if dual_commit:

@@ -17,14 +17,21 @@ A custom partitioner is any callable ``partitioner(key_bytes, num_partitions) ->
 
 Pure code; :class:`DefaultPartitioner` keeps the sticky choice per topic and is thread-safe.
 """
+
 from __future__ import annotations
 
 import random
 import struct
 import threading
 
-__all__ = ["murmur2", "murmur2_array", "to_positive", "partition_for_key", "DefaultPartitioner",
-           "RoundRobinPartitioner"]
+__all__ = [
+    "murmur2",
+    "murmur2_array",
+    "to_positive",
+    "partition_for_key",
+    "DefaultPartitioner",
+    "RoundRobinPartitioner",
+]
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -77,7 +84,7 @@ def murmur2_array(data, starts, lengths):
             rows = data[starts[idx][:, None] + np.arange(length, dtype=np.int64)]  # (keys, length) uint8
             n4 = length >> 2
             if n4:
-                blocks = np.ascontiguousarray(rows[:, :n4 * 4]).view("<u4")
+                blocks = np.ascontiguousarray(rows[:, : n4 * 4]).view("<u4")
                 for j in range(n4):
                     k = blocks[:, j] * m
                     k ^= k >> np.uint32(24)
@@ -185,8 +192,9 @@ def resolve_partitioner(spec):
     if spec in ("round_robin", "roundrobin"):
         return RoundRobinPartitioner()
     if isinstance(spec, str):
-        raise ConfigError(f"partitioner: expected 'default', 'round_robin', a callable or an object "
-                          f"with partition(), got {spec!r}")
+        raise ConfigError(
+            f"partitioner: expected 'default', 'round_robin', a callable or an object with partition(), got {spec!r}"
+        )
     if hasattr(spec, "partition") and callable(spec.partition):
         if not hasattr(spec, "on_new_batch"):
             return _Wrapped(spec.partition, with_topic=True)

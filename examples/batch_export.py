@@ -8,6 +8,7 @@ Keys and values are exported as UTF-8 strings (binary content that is not text i
 the record's partition, offset, timestamp and timestampType.  Prints how many records each
 partition contributed.  Set PYSPARK_PYTHON to the Python that has pyklog installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,18 +19,37 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 
-def load_range(spark: SparkSession, topic: str, *, bootstrap: str | None = None, zookeeper: str | None = None,
-               starting: str = "earliest", ending: str = "latest", starting_timestamp: int | None = None,
-               min_partitions: int | None = None) -> DataFrame:
-    r = spark.read.format("pyklog").option("subscribe", topic).option("startingOffsets", starting) \
+def load_range(
+    spark: SparkSession,
+    topic: str,
+    *,
+    bootstrap: str | None = None,
+    zookeeper: str | None = None,
+    starting: str = "earliest",
+    ending: str = "latest",
+    starting_timestamp: int | None = None,
+    min_partitions: int | None = None,
+) -> DataFrame:
+    r = (
+        spark.read.format("pyklog")
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
         .option("endingOffsets", ending)
+    )
     r = r.option("kafka.bootstrap.servers", bootstrap) if bootstrap else r.option("zookeeper.connect", zookeeper)
     if starting_timestamp is not None:
         r = r.option("startingTimestamp", str(starting_timestamp))
     if min_partitions:
         r = r.option("minPartitions", str(min_partitions))
-    return r.load().select(F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"),
-                           "topic", "partition", "offset", "timestamp", "timestampType")
+    return r.load().select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+    )
 
 
 def export(df: DataFrame, out: str, fmt: str = "parquet") -> dict[int, int]:
@@ -60,8 +80,16 @@ def main(argv=None) -> int:
     import pyklog
 
     pyklog.register(spark)
-    df = load_range(spark, args.topic, bootstrap=args.bootstrap, zookeeper=args.zookeeper, starting=args.starting,
-                    ending=args.ending, starting_timestamp=args.starting_timestamp, min_partitions=args.min_partitions)
+    df = load_range(
+        spark,
+        args.topic,
+        bootstrap=args.bootstrap,
+        zookeeper=args.zookeeper,
+        starting=args.starting,
+        ending=args.ending,
+        starting_timestamp=args.starting_timestamp,
+        min_partitions=args.min_partitions,
+    )
     per = export(df, args.out, args.format)
     for p in sorted(per):
         print(f"partition {p}: {per[p]} records")

@@ -10,6 +10,7 @@
 4. reads the counts back with a batch query, checks them against a count done in plain Python and
    prints the top words.
 """
+
 from __future__ import annotations
 
 import collections
@@ -29,7 +30,67 @@ warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note abou
 from local_cluster import LocalCluster  # noqa: E402
 from word_count import read_counts, start_word_count  # noqa: E402
 
-WORDS = ["the", "log", "is", "the", "source", "of", "truth", "every", "consumer", "keeps", "its", "own", "offset", "a", "partition", "is", "an", "ordered", "sequence", "of", "records", "brokers", "append", "batches", "and", "consumers", "fetch", "them", "in", "order", "the", "group", "shares", "the", "partitions", "among", "its", "members", "spark", "reads", "each", "partition", "as", "a", "task", "offsets", "commit", "after", "every", "batch", "so", "lag", "shows", "how", "far", "behind", "the", "query", "is"]
+WORDS = [
+    "the",
+    "log",
+    "is",
+    "the",
+    "source",
+    "of",
+    "truth",
+    "every",
+    "consumer",
+    "keeps",
+    "its",
+    "own",
+    "offset",
+    "a",
+    "partition",
+    "is",
+    "an",
+    "ordered",
+    "sequence",
+    "of",
+    "records",
+    "brokers",
+    "append",
+    "batches",
+    "and",
+    "consumers",
+    "fetch",
+    "them",
+    "in",
+    "order",
+    "the",
+    "group",
+    "shares",
+    "the",
+    "partitions",
+    "among",
+    "its",
+    "members",
+    "spark",
+    "reads",
+    "each",
+    "partition",
+    "as",
+    "a",
+    "task",
+    "offsets",
+    "commit",
+    "after",
+    "every",
+    "batch",
+    "so",
+    "lag",
+    "shows",
+    "how",
+    "far",
+    "behind",
+    "the",
+    "query",
+    "is",
+]
 
 
 def make_lines(n: int, seed: int) -> list[str]:
@@ -80,10 +141,14 @@ def main() -> int:
             print("== starting Spark (local[2]) and the streaming word count through format('pyklog')")
             from pyspark.sql import SparkSession
 
-            spark = (SparkSession.builder.master("local[2]").appName("pyklog-demo")
-                     .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-                     .config("spark.ui.showConsoleProgress", "false")
-                     .getOrCreate())
+            spark = (
+                SparkSession.builder.master("local[2]")
+                .appName("pyklog-demo")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.ui.showConsoleProgress", "false")
+                .getOrCreate()
+            )
             spark.sparkContext.setLogLevel("ERROR")
             import tempfile
 
@@ -91,9 +156,16 @@ def main() -> int:
 
             pyklog.register(spark)
             checkpoint = tempfile.mkdtemp(prefix="pyklog-demo-chk-")
-            q = start_word_count(spark, input_topic="lines", output_topic="word-counts", checkpoint=checkpoint,
-                                 zookeeper=cluster.zookeeper, group="demo-word-count", interval_s=2,
-                                 max_offsets_per_trigger=1500)
+            q = start_word_count(
+                spark,
+                input_topic="lines",
+                output_topic="word-counts",
+                checkpoint=checkpoint,
+                zookeeper=cluster.zookeeper,
+                group="demo-word-count",
+                interval_s=2,
+                max_offsets_per_trigger=1500,
+            )
             try:
                 produced_second = False
                 deadline = time.monotonic() + 300
@@ -115,8 +187,10 @@ def main() -> int:
                 else:
                     raise RuntimeError("the query did not catch up within 5 minutes")
                 batches = [p for p in q.recentProgress if p["numInputRows"]]
-                print(f"== caught up: {len(batches)} micro-batches with data, "
-                      f"{sum(p['numInputRows'] for p in batches)} lines read")
+                print(
+                    f"== caught up: {len(batches)} micro-batches with data, "
+                    f"{sum(p['numInputRows'] for p in batches)} lines read"
+                )
             finally:
                 q.stop()
             counts = read_counts(spark, "word-counts", zookeeper=cluster.zookeeper)
@@ -125,12 +199,17 @@ def main() -> int:
             for word, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
                 print(f"   {n:6d}  {word}")
             if counts != dict(expected):
-                wrong = {w: (counts.get(w), expected.get(w)) for w in set(counts) | set(expected)
-                         if counts.get(w) != expected.get(w)}
+                wrong = {
+                    w: (counts.get(w), expected.get(w))
+                    for w in set(counts) | set(expected)
+                    if counts.get(w) != expected.get(w)
+                }
                 print(f"!! counts differ from a plain Python count: {dict(list(wrong.items())[:10])}")
                 return 1
-            print(f"== OK: all {len(counts)} word counts match a plain Python count "
-                  f"({sum(counts.values())} words) in {time.monotonic() - t0:.0f}s")
+            print(
+                f"== OK: all {len(counts)} word counts match a plain Python count "
+                f"({sum(counts.values())} words) in {time.monotonic() - t0:.0f}s"
+            )
             spark.stop()
         finally:
             store.close()

@@ -3,6 +3,7 @@ pyspark's jars (broker.zk.server.ZooKeeperServer) and one broker process (``pyth
 temporary directory.  ``with LocalCluster() as c: c.bootstrap, c.zookeeper``; everything is stopped
 and deleted on exit.  Not thread-safe (one owner starts and stops it).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -44,8 +45,7 @@ class LocalCluster:
         kc.ensure_path(self.chroot)
         kc.stop()
         kc.close()
-        self.broker = BrokerProcess(self.zookeeper, 0, log_dir=self.dir, port=self.port,
-                                    num_partitions=self.partitions)
+        self.broker = BrokerProcess(self.zookeeper, 0, log_dir=self.dir, port=self.port, num_partitions=self.partitions)
         self.broker.start(timeout)
         return self
 

@@ -12,6 +12,7 @@ With ``--zookeeper`` and ``--group`` the query reads as a member of that consume
 copy of the job with the same group splits the partitions with it.
 Set PYSPARK_PYTHON to the Python that has pyklog installed (the Makefile does).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,13 +29,24 @@ def word_counts(lines: DataFrame) -> DataFrame:
     return words.where(F.length("word") > 0).groupBy("word").count()
 
 
-def start_word_count(spark: SparkSession, *, input_topic: str, output_topic: str, checkpoint: str,
-                     bootstrap: str | None = None, zookeeper: str | None = None, group: str | None = None,
-                     available_now: bool = False, interval_s: float = 5.0, starting_offsets: str = "earliest",
-                     max_offsets_per_trigger: int | None = None):
+def start_word_count(
+    spark: SparkSession,
+    *,
+    input_topic: str,
+    output_topic: str,
+    checkpoint: str,
+    bootstrap: str | None = None,
+    zookeeper: str | None = None,
+    group: str | None = None,
+    available_now: bool = False,
+    interval_s: float = 5.0,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+):
     """Start the streaming query; returns the StreamingQuery."""
-    reader = spark.readStream.format("pyklog").option("subscribe", input_topic) \
-        .option("startingOffsets", starting_offsets)
+    reader = (
+        spark.readStream.format("pyklog").option("subscribe", input_topic).option("startingOffsets", starting_offsets)
+    )
     if bootstrap:
         reader = reader.option("kafka.bootstrap.servers", bootstrap)
     if zookeeper:
@@ -45,21 +57,35 @@ def start_word_count(spark: SparkSession, *, input_topic: str, output_topic: str
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     counts = word_counts(reader.load())
     out = counts.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
-    writer = out.writeStream.format("pyklog").outputMode("complete").option("topic", output_topic) \
+    writer = (
+        out.writeStream.format("pyklog")
+        .outputMode("complete")
+        .option("topic", output_topic)
         .option("checkpointLocation", checkpoint)
-    writer = writer.option("kafka.bootstrap.servers", bootstrap) if bootstrap else \
-        writer.option("zookeeper.connect", zookeeper)
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_s} seconds")
+    )
+    writer = (
+        writer.option("kafka.bootstrap.servers", bootstrap)
+        if bootstrap
+        else writer.option("zookeeper.connect", zookeeper)
+    )
+    writer = (
+        writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval_s} seconds")
+    )
     return writer.queryName(f"word_count_{input_topic}".replace("-", "_")).start()
 
 
-def read_counts(spark: SparkSession, topic: str, *, bootstrap: str | None = None,
-                zookeeper: str | None = None) -> dict[str, int]:
+def read_counts(
+    spark: SparkSession, topic: str, *, bootstrap: str | None = None, zookeeper: str | None = None
+) -> dict[str, int]:
     """The current count of every word: the latest record per key of the output topic (batch read)."""
     r = spark.read.format("pyklog").option("subscribe", topic)
     r = r.option("kafka.bootstrap.servers", bootstrap) if bootstrap else r.option("zookeeper.connect", zookeeper)
-    df = r.load().select(F.col("key").cast("string").alias("word"), F.col("value").cast("string").cast("long").alias("n"),
-                         "partition", "offset")
+    df = r.load().select(
+        F.col("key").cast("string").alias("word"),
+        F.col("value").cast("string").cast("long").alias("n"),
+        "partition",
+        "offset",
+    )
     latest = df.groupBy("word").agg(F.max(F.struct("partition", "offset", "n")).alias("last"))
     return {row.word: row.last.n for row in latest.collect()}
 
@@ -82,9 +108,17 @@ def main(argv=None) -> int:
     import pyklog
 
     pyklog.register(spark)
-    q = start_word_count(spark, input_topic=args.input, output_topic=args.output, checkpoint=args.checkpoint,
-                         bootstrap=args.bootstrap, zookeeper=args.zookeeper, group=args.group,
-                         available_now=args.available_now, interval_s=args.interval)
+    q = start_word_count(
+        spark,
+        input_topic=args.input,
+        output_topic=args.output,
+        checkpoint=args.checkpoint,
+        bootstrap=args.bootstrap,
+        zookeeper=args.zookeeper,
+        group=args.group,
+        available_now=args.available_now,
+        interval_s=args.interval,
+    )
     try:
         q.awaitTermination()
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ Shared fixtures, ONE ZooKeeper and ONE SparkSession per test session (CI time bu
 * ``broker``: one broker process in its own chroot, per test;  ``broker_factory`` for clusters.
 * ``spark``: the shared SparkSession (local[2]) with pyklog registered.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ def pytest_collection_modifyitems(config, items):
         rel = Path(str(item.path)).resolve().relative_to(TESTS).parts
         tier = TIERS.get(rel[0]) if len(rel) > 1 else None
         if tier is None:
-            raise pytest.UsageError(f"{item.nodeid}: a test belongs under tests/unit, tests/integration or tests/faults")
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test belongs under tests/unit, tests/integration or tests/faults"
+            )
         item.add_marker(getattr(pytest.mark, tier))
         if "spark" in item.fixturenames:
             item.add_marker(pytest.mark.spark)
@@ -51,8 +54,10 @@ def pytest_collection_modifyitems(config, items):
             if used:
                 wrong.append(f"{item.nodeid} uses {', '.join(sorted(used))}")
     if wrong:
-        raise pytest.UsageError("unit tests may not start servers; move these to tests/integration/:\n  "
-                                + "\n  ".join(wrong))
+        raise pytest.UsageError(
+            "unit tests may not start servers; move these to tests/integration/:\n  " + "\n  ".join(wrong)
+        )
+
 
 # No PYSPARK_PYTHON here: `import pyklog` (through support) sets it, as it does for users.
 
@@ -111,8 +116,12 @@ def broker_factory(zk_chroot, tmp_path, request):
     started: list[BrokerProcess] = []
 
     def make(broker_id: int = 0, start: bool = True, zk_connect: str | None = None, **props) -> BrokerProcess:
-        b = BrokerProcess(zk_connect or zk_chroot, broker_id=broker_id,
-                          log_dir=str(tmp_path / f"broker{broker_id}-{len(started)}"), **props)
+        b = BrokerProcess(
+            zk_connect or zk_chroot,
+            broker_id=broker_id,
+            log_dir=str(tmp_path / f"broker{broker_id}-{len(started)}"),
+            **props,
+        )
         started.append(b)
         if start:
             b.start()

@@ -5,6 +5,7 @@ conversions for byte-for-byte cross-checks against kafka-python's protocol class
 Modelled on kafka-python's integration fixtures: free port, readiness wait on the broker's
 "started" log line, log dump on failure.  ZooKeeper comes from broker.zk.server.ZooKeeperServer.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -68,6 +69,7 @@ def running_broker(zookeeper: str, log_dir: str, **props):
 
 # ------------------------------------------------------------------------------------ ZooKeeper
 
+
 def kazoo_client(hosts: str):
     """A started KazooClient (the caller stops and closes it)."""
     from kazoo.client import KazooClient
@@ -100,6 +102,7 @@ def expire_session(zk_connect: str, client) -> None:
 
 
 # ------------------------------------------------------------------------------------ raw wire
+
 
 class Wire:
     """A raw Kafka-protocol connection for tests (broker.protocol frames on a blocking socket)."""
@@ -155,18 +158,50 @@ def records(n: int, prefix: bytes = b"v", compression: int = 0, **kw) -> bytes:
 
 
 def produce(w: Wire, topic: str, data: bytes, version: int = 8, acks: int = 1, partition: int = 0) -> dict:
-    resp = w.request(ApiKey.PRODUCE, version, {"acks": acks, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": data}]}]})
+    resp = w.request(
+        ApiKey.PRODUCE,
+        version,
+        {
+            "acks": acks,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}],
+        },
+    )
     return resp["responses"][0]["partition_responses"][0]
 
 
-def fetch(w: Wire, topic: str, offset: int, version: int = 11, max_wait_ms: int = 0, min_bytes: int = 0,
-          partition_max_bytes: int = 1 << 20, max_bytes: int = 50 << 20, partition: int = 0) -> dict:
-    resp = w.request(ApiKey.FETCH, version, {
-        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": partition_max_bytes}]}]})
+def fetch(
+    w: Wire,
+    topic: str,
+    offset: int,
+    version: int = 11,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    partition_max_bytes: int = 1 << 20,
+    max_bytes: int = 50 << 20,
+    partition: int = 0,
+) -> dict:
+    resp = w.request(
+        ApiKey.FETCH,
+        version,
+        {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": partition, "fetch_offset": offset, "partition_max_bytes": partition_max_bytes}
+                    ],
+                }
+            ],
+        },
+    )
     if version >= 7:
         assert resp["error_code"] == 0 and resp["session_id"] == 0
     return resp["responses"][0]["partitions"][0]
@@ -177,13 +212,31 @@ def values(raw) -> list[bytes]:
 
 
 def create_topic(w: Wire, name: str, partitions: int = 1, version: int = 4, **extra) -> dict:
-    resp = w.request(ApiKey.CREATE_TOPICS, version, {"topics": [dict(
-        {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []},
-        **extra)], "timeout_ms": 10000, "validate_only": False})
+    resp = w.request(
+        ApiKey.CREATE_TOPICS,
+        version,
+        {
+            "topics": [
+                dict(
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    },
+                    **extra,
+                )
+            ],
+            "timeout_ms": 10000,
+            "validate_only": False,
+        },
+    )
     return resp["topics"][0]
 
 
 # ----------------------------------------------------------------- kafka-python cross-checks
+
 
 def norm(value):
     """memoryviews -> bytes, recursively (decoded records are zero-copy views)."""
@@ -198,9 +251,11 @@ def norm(value):
 
 # kafka-python renames Metadata's *_authorized_operations to authorized_operations and
 # represents it as a set of bit positions (None for Kafka's "not requested" -2**31).
-KP_RENAME = {"cluster_authorized_operations": "authorized_operations",
-             "topic_authorized_operations": "authorized_operations",
-             "authorized_operations": "authorized_operations"}  # DescribeGroups v3+
+KP_RENAME = {
+    "cluster_authorized_operations": "authorized_operations",
+    "topic_authorized_operations": "authorized_operations",
+    "authorized_operations": "authorized_operations",
+}  # DescribeGroups v3+
 
 
 def _ops_to_kp(v):

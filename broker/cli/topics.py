@@ -30,6 +30,7 @@ Example::
 
     pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,31 +44,48 @@ from pyklog.broker.zk.topics import is_internal
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-topics", "Create, list, describe, alter and delete pyklog topics.",
-                    "example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
-                    "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
-                    "--partitions 8")
+    p = tool_parser(
+        "pyklog-topics",
+        "Create, list, describe, alter and delete pyklog topics.",
+        "example:\n  pyklog-topics --bootstrap-server localhost:9092 --create --topic orders "
+        "--partitions 4\n  pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders "
+        "--partitions 8",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to talk to")
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                       help="ZooKeeper connect string of the cluster")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connect string of the cluster")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--list", action="store_true", help="list topic names")
     action.add_argument("--describe", action="store_true", help="partitions, leaders, replicas, ISR")
     action.add_argument("--delete", action="store_true", help="delete a topic")
-    action.add_argument("--alter", action="store_true",
-                        help="add partitions (--partitions) or change config overrides (--zookeeper)")
+    action.add_argument(
+        "--alter", action="store_true", help="add partitions (--partitions) or change config overrides (--zookeeper)"
+    )
     p.add_argument("--topic", help="topic name")
     p.add_argument("--partitions", type=int, help="number of partitions (--create; --alter: the new total)")
-    p.add_argument("--replication-factor", type=int, default=1,
-                   help="replicas per partition, at most the live brokers (default 1)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="topic config override, repeatable (e.g. cleanup.policy=compact)")
-    p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
-                   help="--alter: remove a topic config override, repeatable")
-    p.add_argument("--disable-rack-aware", action="store_true",
-                   help="--create with --zookeeper: place replicas ignoring broker.rack")
+    p.add_argument(
+        "--replication-factor", type=int, default=1, help="replicas per partition, at most the live brokers (default 1)"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic config override, repeatable (e.g. cleanup.policy=compact)",
+    )
+    p.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="--alter: remove a topic config override, repeatable",
+    )
+    p.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="--create with --zookeeper: place replicas ignoring broker.rack",
+    )
     p.add_argument("--if-not-exists", action="store_true", help="--create: no error if the topic exists")
     p.add_argument("--if-exists", action="store_true", help="--delete/--describe: no error if the topic is missing")
     p.add_argument("--exclude-internal", action="store_true", help="--list/--describe: skip __consumer_offsets")
@@ -97,8 +115,10 @@ def topic_line(name: str, topic_id, partition_count: int, replication_factor: in
     from pyklog.broker.zk.znodes import topic_id_str
 
     tid = topic_id_str(topic_id if topic_id is not None else _uuid.UUID(int=0))
-    return (f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {partition_count}\tReplicationFactor: "
-            f"{replication_factor}\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items())))
+    return (
+        f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {partition_count}\tReplicationFactor: "
+        f"{replication_factor}\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+    )
 
 
 def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool) -> list[str]:
@@ -115,8 +135,9 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
         lines.append(topic_line(name, cluster.topic_id(name), len(parts), rf, config))
         for p, s in sorted(parts.items()):
             leader = str(s.leader) if s.leader >= 0 else "none"
-            lines.append(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}"
-                         f"\tIsr: {_ids(s.isr)}")
+            lines.append(
+                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}\tIsr: {_ids(s.isr)}"
+            )
     return lines
 
 
@@ -159,16 +180,25 @@ def run(args, broker_api=None) -> int:
     if args.bootstrap_server or (args.alter and args.partitions is not None):
         # the brokers' APIs: the client side (pyklog.connector.cli.topics) passes the runner
         if broker_api is None:
-            raise UsageError("--bootstrap-server and --alter --partitions need the pyklog-topics console "
-                              "script (pyklog.connector.cli.topics)")
+            raise UsageError(
+                "--bootstrap-server and --alter --partitions need the pyklog-topics console "
+                "script (pyklog.connector.cli.topics)"
+            )
         return broker_api(args)
     cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
     cluster.start()
     try:
         if args.create:
-            return create_topic(args, lambda: cluster.create_topic(args.topic, args.partitions,
-                                                                   args.replication_factor, _configs(args.config),
-                                                                   rack_aware=not args.disable_rack_aware))
+            return create_topic(
+                args,
+                lambda: cluster.create_topic(
+                    args.topic,
+                    args.partitions,
+                    args.replication_factor,
+                    _configs(args.config),
+                    rack_aware=not args.disable_rack_aware,
+                ),
+            )
         elif args.list:
             for name in sorted(cluster.topics()):
                 if not (args.exclude_internal and is_internal(name)):
@@ -186,8 +216,10 @@ def run(args, broker_api=None) -> int:
             return delete_topic(args, lambda: cluster.delete_topic(args.topic))
         elif args.alter:
             config = cluster.alter_topic_config(args.topic, _configs(args.config), args.delete_config)
-            print(f"Updated config of topic {args.topic}: "
-                  + (",".join(f"{k}={v}" for k, v in sorted(config.items())) or "(no overrides)"))
+            print(
+                f"Updated config of topic {args.topic}: "
+                + (",".join(f"{k}={v}" for k, v in sorted(config.items())) or "(no overrides)")
+            )
     finally:
         cluster.stop()
     return 0

@@ -6,14 +6,24 @@ the tools under ``broker/cli`` and ``connector/cli``, ``pyklog-broker`` and ``py
 it sits in ``common`` so that each of them, wherever it lives, can import it.  Runs in the tool's
 process (one thread).
 """
+
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-__all__ = ["UsageError", "UsageParser", "add_version_argument", "tool_parser", "require", "print_error",
-           "reports_errors"]
+__all__ = [
+    "UsageError",
+    "UsageParser",
+    "add_version_argument",
+    "tool_parser",
+    "require",
+    "print_error",
+    "reports_errors",
+]
 
 
 class UsageError(Exception):
@@ -24,7 +34,7 @@ class UsageParser(argparse.ArgumentParser):
     """argparse raising :class:`UsageError` instead of exiting with 2, so a tool reports a bad
     option as it reports every other error."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -36,12 +46,14 @@ def add_version_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def tool_parser(prog: str, description: str, epilog: str | None = None, *,
-                parser_class: type[argparse.ArgumentParser] = UsageParser) -> argparse.ArgumentParser:
+def tool_parser(
+    prog: str, description: str, epilog: str | None = None, *, parser_class: type[argparse.ArgumentParser] = UsageParser
+) -> argparse.ArgumentParser:
     """A tool's parser: ``--help`` with the description and the examples (``epilog``) as written,
     ``--version``; errors as ``parser_class`` reports them (default: :class:`UsageError`)."""
-    p = parser_class(prog=prog, description=description, epilog=epilog,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser_class(
+        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_version_argument(p)
     return p
 
@@ -52,16 +64,18 @@ def require(args: argparse.Namespace, *options: str) -> None:
     for option in options:
         value = getattr(args, option.replace("-", "_").replace(".", "_"))
         if value is None or value == "":
-            raise UsageError(f"Missing required argument \"[{option}]\"")
+            raise UsageError(f'Missing required argument "[{option}]"')
 
 
-def print_error(message) -> int:
+def print_error(message: object) -> int:
     """``Error: <message>`` on stderr; returns the exit code 1."""
     print(f"Error: {message}", file=sys.stderr)
     return 1
 
 
-def reports_errors(*also: type[BaseException], usage: str = "{}", failure: str = "{}"):
+def reports_errors(
+    *also: type[BaseException], usage: str = "{}", failure: str = "{}"
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """Decorates a tool's ``main(...) -> int``: a :class:`UsageError` (or one of ``also``) ends it
     with ``Error: `` + ``usage.format(error)``, a PyklogError (a failed call) with ``Error: `` +
     ``failure.format(error)``, both on stderr and with exit code 1."""
@@ -69,14 +83,16 @@ def reports_errors(*also: type[BaseException], usage: str = "{}", failure: str =
 
     usage_errors = (UsageError,) + also
 
-    def wrap(main):
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
-        def run(*args, **kwargs) -> int:
+        def run(*args: Any, **kwargs: Any) -> int:
             try:
                 return main(*args, **kwargs)
             except usage_errors as e:
                 return print_error(usage.format(e))
             except PyklogError as e:
                 return print_error(failure.format(e))
+
         return run
+
     return wrap

@@ -22,6 +22,7 @@ client's callables), checked only by its validator.  A bad value raises
 Pure code; a :class:`ConfigDef` is built once at import time and is then only read, so it is safe
 to share between threads (``define`` is not meant to be called concurrently with ``parse``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,21 @@ from typing import Any
 
 from pyklog.broker.errors import ConfigError
 
-__all__ = ["ConfigDef", "ConfigKey", "Type", "Importance", "Range", "OneOf", "Password", "REQUIRED", "InvalidValue",
-           "INT32_MAX", "INT32_MIN", "LONG_MAX", "LONG_MIN"]
+__all__ = [
+    "ConfigDef",
+    "ConfigKey",
+    "Type",
+    "Importance",
+    "Range",
+    "OneOf",
+    "Password",
+    "REQUIRED",
+    "InvalidValue",
+    "INT32_MAX",
+    "INT32_MIN",
+    "LONG_MAX",
+    "LONG_MIN",
+]
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
@@ -85,9 +99,14 @@ class Password:
 
 
 _EXPECTED = {
-    Type.BOOLEAN: "true or false", Type.INT: "an integer", Type.LONG: "an integer",
-    Type.DOUBLE: "a number", Type.STRING: "a string", Type.LIST: "a comma-separated list",
-    Type.PASSWORD: "a string", Type.ANY: "a value",
+    Type.BOOLEAN: "true or false",
+    Type.INT: "an integer",
+    Type.LONG: "an integer",
+    Type.DOUBLE: "a number",
+    Type.STRING: "a string",
+    Type.LIST: "a comma-separated list",
+    Type.PASSWORD: "a string",
+    Type.ANY: "a value",
 }
 
 DEFAULT_ERROR_FORMAT = "{name}: expected {expected}, read {value!r}"
@@ -135,7 +154,7 @@ class OneOf:
     def __call__(self, value: Any, expected: str) -> None:
         if value is None:
             return
-        for item in (value if isinstance(value, list) else [value]):
+        for item in value if isinstance(value, list) else [value]:
             if self._canonical(item) is None:
                 raise InvalidValue("one of " + ", ".join(str(c) for c in self.choices), item)
 
@@ -233,16 +252,27 @@ class ConfigDef:
     per-type "expected ..." texts (e.g. ``{Type.BOOLEAN: "'true' or 'false'"}``).
     """
 
-    def __init__(self, *, error_format: str = DEFAULT_ERROR_FORMAT,
-                 display: Callable[[str], str] | None = None, expected: Mapping[Type, str] | None = None):
+    def __init__(
+        self,
+        *,
+        error_format: str = DEFAULT_ERROR_FORMAT,
+        display: Callable[[str], str] | None = None,
+        expected: Mapping[Type, str] | None = None,
+    ):
         self._keys: dict[str, ConfigKey] = {}
         self.error_format = error_format
         self._display = display or (lambda n: n)
         self._expected = {**_EXPECTED, **(expected or {})}
 
-    def define(self, name: str, type: Type, default: Any = REQUIRED,
-               validator: Callable[[Any, str], None] | None = None,
-               importance: Importance = Importance.MEDIUM, doc: str = "") -> ConfigDef:
+    def define(
+        self,
+        name: str,
+        type: Type,
+        default: Any = REQUIRED,
+        validator: Callable[[Any, str], None] | None = None,
+        importance: Importance = Importance.MEDIUM,
+        doc: str = "",
+    ) -> ConfigDef:
         """Add a key (``ValueError`` if already defined or the default does not pass); returns self."""
         if name in self._keys:
             raise ValueError(f"config key {name!r} is defined twice")
@@ -295,10 +325,14 @@ class ConfigDef:
                 if not lo <= value <= hi:
                     raise InvalidValue(f"an integer in [{lo}, {hi}]", value)
         except InvalidValue as e:
-            expected = self._expected[key.type] if e.expected == _EXPECTED[key.type] else \
-                e.expected.replace(_EXPECTED[key.type], self._expected[key.type], 1)
-            raise ConfigError(self.error_format.format(name=self._display(key.name), expected=expected,
-                                                       value=e.value)) from None
+            expected = (
+                self._expected[key.type]
+                if e.expected == _EXPECTED[key.type]
+                else e.expected.replace(_EXPECTED[key.type], self._expected[key.type], 1)
+            )
+            raise ConfigError(
+                self.error_format.format(name=self._display(key.name), expected=expected, value=e.value)
+            ) from None
         return value
 
     def _validated(self, validator: Callable[[Any, str], None], key_type: Type, value: Any) -> Any:

@@ -11,6 +11,7 @@ Thread-safety: a :class:`Deadline` is immutable and may be shared; a :class:`Bac
 attempts and belongs to one loop (one thread) at a time; :func:`retry` runs in the caller's thread
 and keeps no state between calls.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,15 @@ class Backoff:
     instance per retry loop.  ``rng`` may be a seeded ``random.Random`` for tests.
     """
 
-    def __init__(self, initial_s: float, *, multiplier: float = 2.0, max_s: float | None = None,
-                 jitter: float = 0.2, rng: random.Random | None = None):
+    def __init__(
+        self,
+        initial_s: float,
+        *,
+        multiplier: float = 2.0,
+        max_s: float | None = None,
+        jitter: float = 0.2,
+        rng: random.Random | None = None,
+    ):
         if initial_s < 0:
             raise ValueError(f"backoff initial_s must be >= 0, read {initial_s}")
         if multiplier < 1:
@@ -115,8 +123,10 @@ class Backoff:
         self.attempts = 0
 
     def __repr__(self) -> str:
-        return (f"Backoff(initial_s={self.initial_s}, multiplier={self.multiplier}, max_s={self.max_s}, "
-                f"jitter={self.jitter}, attempts={self.attempts})")
+        return (
+            f"Backoff(initial_s={self.initial_s}, multiplier={self.multiplier}, max_s={self.max_s}, "
+            f"jitter={self.jitter}, attempts={self.attempts})"
+        )
 
 
 def is_retriable(error: BaseException) -> bool:
@@ -124,10 +134,17 @@ def is_retriable(error: BaseException) -> bool:
     return isinstance(error, PyklogError) and bool(error.retriable)
 
 
-def retry(fn: Callable[[], T], *, deadline: Deadline, backoff: Backoff,
-          retriable: Callable[[BaseException], bool] = is_retriable, what: str = "operation",
-          on_retry: Callable[[BaseException, int, float], None] | None = None,
-          sleep: Callable[[float], None] = time.sleep, raise_last: bool = False) -> T:
+def retry(
+    fn: Callable[[], T],
+    *,
+    deadline: Deadline,
+    backoff: Backoff,
+    retriable: Callable[[BaseException], bool] = is_retriable,
+    what: str = "operation",
+    on_retry: Callable[[BaseException, int, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    raise_last: bool = False,
+) -> T:
     """Call ``fn()`` until it returns, then return its value.
 
     * An exception for which ``retriable(e)`` is false is re-raised as is, at once.
@@ -157,7 +174,8 @@ def retry(fn: Callable[[], T], *, deadline: Deadline, backoff: Backoff,
                 raise last
             raise RequestTimedOutError(
                 f"{what} timed out after {attempts} attempt{'s' if attempts != 1 else ''} in "
-                f"{deadline.elapsed():.2f}s: {type(last).__name__}: {last}") from last
+                f"{deadline.elapsed():.2f}s: {type(last).__name__}: {last}"
+            ) from last
         if on_retry is not None:
             on_retry(last, attempts, delay)
         sleep(delay)

@@ -20,6 +20,7 @@ Thread-safe: every method may be called from any thread, including from a task. 
 monotonic clock in seconds (``time.monotonic``; tests may pass a fake one and call
 :meth:`Scheduler.wakeup` after moving it).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -41,8 +42,15 @@ class ScheduledTask:
 
     __slots__ = ("name", "fn", "args", "when", "interval_s", "cancelled", "_scheduler")
 
-    def __init__(self, scheduler: Scheduler, name: str, fn: Callable[..., Any], args: tuple,
-                 when: float, interval_s: float | None):
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple,
+        when: float,
+        interval_s: float | None,
+    ):
         self._scheduler = scheduler
         self.name = name
         self.fn = fn
@@ -94,8 +102,9 @@ class Scheduler:
         possible); the handle's ``when`` is exactly ``when``."""
         return self._add(_task_name(name, fn), fn, args, None, None, when=float(when))
 
-    def schedule_periodic(self, name: str, interval_s: float, fn: Callable[..., Any], *args: Any,
-                          initial_delay_s: float | None = None) -> ScheduledTask:
+    def schedule_periodic(
+        self, name: str, interval_s: float, fn: Callable[..., Any], *args: Any, initial_delay_s: float | None = None
+    ) -> ScheduledTask:
         """Run ``fn(*args)`` every ``interval_s`` seconds (after the end of each run); the first run
         after ``initial_delay_s`` (default: ``interval_s``)."""
         if not interval_s > 0:
@@ -103,8 +112,15 @@ class Scheduler:
         first = interval_s if initial_delay_s is None else max(0.0, float(initial_delay_s))
         return self._add(name, fn, args, first, float(interval_s))
 
-    def _add(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], delay_s: float | None,
-             interval_s: float | None, when: float | None = None) -> ScheduledTask:
+    def _add(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        delay_s: float | None,
+        interval_s: float | None,
+        when: float | None = None,
+    ) -> ScheduledTask:
         with self._cond:
             if not self._running:
                 raise RuntimeError(f"scheduler {self.name} is shut down: cannot schedule {name!r}")

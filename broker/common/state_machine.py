@@ -16,6 +16,7 @@ states each state may move to) and ``pyklog.connector.producer.transaction_manag
 
 Pure code, no state of its own.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
@@ -30,8 +31,9 @@ class IllegalTransitionError(Exception):
     has no wire error code and must not be answered as one."""
 
 
-def check_transition(valid_previous: Mapping[S, frozenset], old: S, new: S, what: str,
-                     name: Callable[[S], str] = str) -> None:
+def check_transition(
+    valid_previous: Mapping[S, frozenset], old: S, new: S, what: str, name: Callable[[S], str] = str
+) -> None:
     """Raise :class:`IllegalTransitionError` (``"<what>: <old> -> <new> is not a legal move"``, the
     states written with ``name``) unless ``old`` is one of ``valid_previous[new]``."""
     if old not in valid_previous[new]:

@@ -10,6 +10,7 @@ apart, while partitions remain or the controller cannot be reached or has moved.
 
 Not thread-safe (one caller, once).
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,11 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 def _send(host: str, port: int, body: dict, timeout_s: float) -> dict:
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.settimeout(timeout_s)
-        sock.sendall(encode_request(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, 1,
-                                    "pyklog-controlled-shutdown", body))
+        sock.sendall(
+            encode_request(
+                ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, 1, "pyklog-controlled-shutdown", body
+            )
+        )
 
         def exact(n):
             out = bytearray()
@@ -73,29 +77,45 @@ def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float) ->
     return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
 
 
-def controlled_shutdown(cluster, broker_id: int, *, local_controller=None, max_retries: int = 3,
-                        retry_backoff_ms: int = 5000, timeout_s: float = 30.0) -> bool:
+def controlled_shutdown(
+    cluster,
+    broker_id: int,
+    *,
+    local_controller=None,
+    max_retries: int = 3,
+    retry_backoff_ms: int = 5000,
+    timeout_s: float = 30.0,
+) -> bool:
     """Ask the controller to move this broker's leaderships away; True once none remain.  A broker
     that hosts no partition with more than one replica has nothing to move and asks nothing."""
-    hosted = [(t, p) for t, parts in cluster.topics().items() for p, s in parts.items()
-              if broker_id in s.replicas and len(s.replicas) > 1]
+    hosted = [
+        (t, p)
+        for t, parts in cluster.topics().items()
+        for p, s in parts.items()
+        if broker_id in s.replicas and len(s.replicas) > 1
+    ]
     if not hosted:
         return True
     for attempt in range(1, max_retries + 1):
         try:
             remaining = _one_attempt(cluster, broker_id, local_controller, timeout_s)
         except (PyklogError, KazooException, ZkDataError, OSError, TimeoutError) as e:
-            log.warning("controlled shutdown attempt %d/%d of broker %d failed: %s", attempt, max_retries,
-                        broker_id, e)
+            log.warning("controlled shutdown attempt %d/%d of broker %d failed: %s", attempt, max_retries, broker_id, e)
         else:
             if not remaining:
                 log.info("controlled shutdown of broker %d succeeded (attempt %d)", broker_id, attempt)
                 return True
-            log.info("controlled shutdown attempt %d/%d of broker %d: %d partition(s) still led here: %s",
-                     attempt, max_retries, broker_id, len(remaining),
-                     ", ".join(f"{t}-{p}" for t, p in remaining[:10]))
+            log.info(
+                "controlled shutdown attempt %d/%d of broker %d: %d partition(s) still led here: %s",
+                attempt,
+                max_retries,
+                broker_id,
+                len(remaining),
+                ", ".join(f"{t}-{p}" for t, p in remaining[:10]),
+            )
         if attempt < max_retries:
             time.sleep(retry_backoff_ms / 1000.0)
-    log.warning("controlled shutdown of broker %d did not complete after %d attempt(s): stopping anyway",
-                broker_id, max_retries)
+    log.warning(
+        "controlled shutdown of broker %d did not complete after %d attempt(s): stopping anyway", broker_id, max_retries
+    )
     return False

@@ -54,6 +54,7 @@ Thread-safety: public methods may be called from any thread; everything that rea
 ZooKeeper state runs on the event thread (``controller-event-thread``); callers of
 :meth:`controlled_shutdown` and :meth:`elect_leaders` wait for their event.
 """
+
 from __future__ import annotations
 
 import json
@@ -129,10 +130,18 @@ class KafkaController:
     (``unclean.leader.election.enable``).
     """
 
-    def __init__(self, cluster, broker_id: int, *, unclean_leader_election: bool = False,
-                 auto_leader_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
-                 imbalance_percentage: int = 10, topic_config: Callable[[str], dict] | None = None,
-                 on_elected: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        cluster,
+        broker_id: int,
+        *,
+        unclean_leader_election: bool = False,
+        auto_leader_rebalance: bool = True,
+        imbalance_check_interval_s: float = 300.0,
+        imbalance_percentage: int = 10,
+        topic_config: Callable[[str], dict] | None = None,
+        on_elected: Callable[[], None] | None = None,
+    ):
         self.cluster = cluster
         self.broker_id = int(broker_id)
         self.unclean_leader_election = unclean_leader_election
@@ -147,12 +156,12 @@ class KafkaController:
         self._watches: list = []
         # event-thread state (Kafka's ControllerContext)
         self._active = False
-        self.epoch = 0                       # this controller's epoch (valid while active)
-        self._epoch_zk_version = -1          # /controller_epoch's version it wrote
-        self._live: dict[int, int] = {}      # live broker -> registration czxid (Kafka's broker epoch)
+        self.epoch = 0  # this controller's epoch (valid while active)
+        self._epoch_zk_version = -1  # /controller_epoch's version it wrote
+        self._live: dict[int, int] = {}  # live broker -> registration czxid (Kafka's broker epoch)
         self._shutting_down: set[int] = set()
-        self._reassigning: dict[TP, list[int]] = {}   # target replicas (Kafka's TRS)
-        self._origin: dict[TP, list[int]] = {}        # replicas before the reassignment (Kafka's ORS)
+        self._reassigning: dict[TP, list[int]] = {}  # target replicas (Kafka's TRS)
+        self._origin: dict[TP, list[int]] = {}  # replicas before the reassignment (Kafka's ORS)
         self._next_rebalance = 0.0
         self._next_reassignment_check = 0.0
         #: the broker holding /controller as last seen (any thread reads it), -1 if none
@@ -181,8 +190,9 @@ class KafkaController:
         self._watches.append(ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids, send_event=False))
         self._watches.append(ChildrenWatch(zk, paths.ISR_CHANGE_NOTIFICATION, self._on_isr_changes))
         self._watches.append(DataWatch(zk, paths.ADMIN_REASSIGN_PARTITIONS, self._on_admin_node("reassign")))
-        self._watches.append(DataWatch(zk, paths.ADMIN_PREFERRED_REPLICA_ELECTION,
-                                       self._on_admin_node("preferred_znode")))
+        self._watches.append(
+            DataWatch(zk, paths.ADMIN_PREFERRED_REPLICA_ELECTION, self._on_admin_node("preferred_znode"))
+        )
         return self
 
     def shutdown(self) -> None:
@@ -220,8 +230,9 @@ class KafkaController:
         NotControllerError, BrokerNotAvailableError, StaleBrokerEpochError."""
         return self._call("controlled_shutdown", (int(broker_id), int(broker_epoch)), timeout_s)
 
-    def elect_leaders(self, partitions: Iterable[TP] | None, election_type: int = PREFERRED,
-                      timeout_s: float = 30.0) -> dict[TP, PyklogError | None]:
+    def elect_leaders(
+        self, partitions: Iterable[TP] | None, election_type: int = PREFERRED, timeout_s: float = 30.0
+    ) -> dict[TP, PyklogError | None]:
         """ElectLeaders (KIP-460): ``{tp: None (elected) or the error}`` (ELECTION_NOT_NEEDED,
         PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION);
         ``partitions`` None means every partition.  NotControllerError if not the controller."""
@@ -237,8 +248,9 @@ class KafkaController:
         norm = {(str(t), int(p)): (None if r is None else [int(b) for b in r]) for (t, p), r in changes.items()}
         return self._call("alter_reassignments", (norm,), timeout_s)
 
-    def list_partition_reassignments(self, partitions: Iterable[TP] | None = None,
-                                     timeout_s: float = 30.0) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+    def list_partition_reassignments(
+        self, partitions: Iterable[TP] | None = None, timeout_s: float = 30.0
+    ) -> dict[TP, tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments (KIP-455): ``{tp: (replicas, adding_replicas, removing_replicas)}``
         of the reassignments in progress (of ``partitions`` only, if given).  NotControllerError if not
         the controller."""
@@ -252,8 +264,9 @@ class KafkaController:
         request handler uses it to answer from the Future's callback instead of waiting (the I/O
         thread is not held).  NotControllerError if this broker is not the controller."""
         if not self._active:
-            raise NotControllerError(f"broker {self.broker_id} is not the controller "
-                                     f"(controller: {self.active_controller_id})")
+            raise NotControllerError(
+                f"broker {self.broker_id} is not the controller (controller: {self.active_controller_id})"
+            )
         fut: Future = Future()
         self._events.put((name, arg, fut))
         return fut
@@ -320,14 +333,18 @@ class KafkaController:
             if data is not None:
                 self._enqueue(event_name)
             return None
+
         return watch
 
     # ------------------------------------------------------------------ the event thread
 
     def _run(self) -> None:
         handlers = {
-            "elect": self._elect, "resigned": lambda: None, "broker_change": self._on_broker_change,
-            "isr_change": self._process_isr_changes, "reassign": self._read_reassignments,
+            "elect": self._elect,
+            "resigned": lambda: None,
+            "broker_change": self._on_broker_change,
+            "isr_change": self._process_isr_changes,
+            "reassign": self._read_reassignments,
             "preferred_znode": self._process_preferred_znode,
         }
         while True:
@@ -344,9 +361,12 @@ class KafkaController:
                 if name in ("controlled_shutdown", "elect_leaders", "alter_reassignments", "list_reassignments"):
                     if not self._active:
                         raise NotControllerError(f"broker {self.broker_id} is not the controller")
-                    fn = {"controlled_shutdown": self._controlled_shutdown, "elect_leaders": self._elect_leaders,
-                          "alter_reassignments": self._alter_reassignments,
-                          "list_reassignments": self._list_reassignments}[name]
+                    fn = {
+                        "controlled_shutdown": self._controlled_shutdown,
+                        "elect_leaders": self._elect_leaders,
+                        "alter_reassignments": self._alter_reassignments,
+                        "list_reassignments": self._list_reassignments,
+                    }[name]
                     fut.set_result(fn(*arg))
                 elif name == "timer":
                     self._on_timer()
@@ -427,8 +447,11 @@ class KafkaController:
 
             def attempt():
                 t = zk.transaction()
-                t.create(paths.CONTROLLER, encode_controller(
-                    ControllerRegistration(self.broker_id, int(time.time() * 1000))), ephemeral=True)
+                t.create(
+                    paths.CONTROLLER,
+                    encode_controller(ControllerRegistration(self.broker_id, int(time.time() * 1000))),
+                    ephemeral=True,
+                )
                 t.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=estat.version)
                 return t.commit()
 
@@ -500,8 +523,10 @@ class KafkaController:
 
         results = self.cluster.retry(attempt)
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(f"{paths.CONTROLLER_EPOCH} is no longer at version {self._epoch_zk_version} "
-                                       f"({type(results[0]).__name__}): another controller was elected")
+            raise ControllerMovedError(
+                f"{paths.CONTROLLER_EPOCH} is no longer at version {self._epoch_zk_version} "
+                f"({type(results[0]).__name__}): another controller was elected"
+            )
         return results[1:]
 
     # ------------------------------------------------------------------ reading the cluster
@@ -586,7 +611,7 @@ class KafkaController:
             retry = []
             items = sorted(changes.items())
             for i in range(0, len(items), MAX_STATES_PER_MULTI):
-                chunk = items[i:i + MAX_STATES_PER_MULTI]
+                chunk = items[i : i + MAX_STATES_PER_MULTI]
 
                 def build(t, chunk=chunk):
                     for tp, (new, version) in chunk:
@@ -601,17 +626,32 @@ class KafkaController:
                     self._log_change(tp, states[tp][0], new)
             todo = retry
         if todo:
-            log.warning("controller: partition states kept changing, not updated: %s",
-                        ", ".join(_tp_str(tp) for tp in todo[:20]))
+            log.warning(
+                "controller: partition states kept changing, not updated: %s",
+                ", ".join(_tp_str(tp) for tp in todo[:20]),
+            )
         return final
 
     def _log_change(self, tp, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
         if old.leader != new.leader:
-            log.info("partition %s: leader %d -> %d, leader epoch %d, ISR %s (controller epoch %d)",
-                     _tp_str(tp), old.leader, new.leader, new.leader_epoch, list(new.isr), self.epoch)
+            log.info(
+                "partition %s: leader %d -> %d, leader epoch %d, ISR %s (controller epoch %d)",
+                _tp_str(tp),
+                old.leader,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+                self.epoch,
+            )
         else:
-            log.info("partition %s: ISR %s -> %s (leader %d, leader epoch %d)", _tp_str(tp), list(old.isr),
-                     list(new.isr), new.leader, new.leader_epoch)
+            log.info(
+                "partition %s: ISR %s -> %s (leader %d, leader epoch %d)",
+                _tp_str(tp),
+                list(old.isr),
+                list(new.isr),
+                new.leader,
+                new.leader_epoch,
+            )
 
     def _state(self, leader: int, leader_epoch: int, isr) -> LeaderAndIsr:
         return LeaderAndIsr(int(leader), int(leader_epoch), tuple(isr), self.epoch)
@@ -637,9 +677,13 @@ class KafkaController:
             keep = [st.leader] if st.leader in st.isr else list(st.isr[:1])
             return self._state(-1, st.leader_epoch + 1, keep)
         if e.unclean:
-            log.error("partition %s: UNCLEAN leader election of broker %d, which is not in the ISR %s "
-                      "(unclean.leader.election.enable): records acknowledged by the old leader may be lost",
-                      _tp_str(tp), e.leader, list(st.isr))
+            log.error(
+                "partition %s: UNCLEAN leader election of broker %d, which is not in the ISR %s "
+                "(unclean.leader.election.enable): records acknowledged by the old leader may be lost",
+                _tp_str(tp),
+                e.leader,
+                list(st.isr),
+            )
             return self._state(e.leader, st.leader_epoch + 1, [e.leader])
         return self._state(e.leader, st.leader_epoch + 1, isr_live)
 
@@ -660,8 +704,9 @@ class KafkaController:
             self._live = {b: z for b, z in current.items() if b not in dead}
             dead_set = frozenset(dead)
             tps = [tp for tp, replicas in assignments.items() if dead_set & set(replicas)]
-            self._update_partitions(tps, lambda tp, st, r: self._decide_online(tp, st, r, dead_set),
-                                    assignments=assignments)
+            self._update_partitions(
+                tps, lambda tp, st, r: self._decide_online(tp, st, r, dead_set), assignments=assignments
+            )
         self._live = current
         if new:
             tps = [tp for tp, replicas in assignments.items() if set(replicas) & new]
@@ -677,8 +722,9 @@ class KafkaController:
         if broker_id not in live:
             raise BrokerNotAvailableError(f"broker {broker_id} is not registered (not live)")
         if broker_epoch not in (-1, live[broker_id]):
-            raise StaleBrokerEpochError(f"broker {broker_id}'s epoch is {live[broker_id]}, the request "
-                                        f"carries {broker_epoch}")
+            raise StaleBrokerEpochError(
+                f"broker {broker_id}'s epoch is {live[broker_id]}, the request carries {broker_epoch}"
+            )
         self._shutting_down.add(broker_id)
         assignments = self._assignments()
         tps = [tp for tp, replicas in assignments.items() if broker_id in replicas and len(replicas) > 1]
@@ -695,9 +741,13 @@ class KafkaController:
 
         final = self._update_partitions(tps, decide, assignments=assignments)
         remaining = sorted(tp for tp, st in final.items() if st.leader == broker_id)
-        log.info("controlled shutdown of broker %d: %d partition(s) with replicas elsewhere, %d still led by it%s",
-                 broker_id, len(tps), len(remaining),
-                 f" ({', '.join(_tp_str(tp) for tp in remaining[:10])})" if remaining else "")
+        log.info(
+            "controlled shutdown of broker %d: %d partition(s) with replicas elsewhere, %d still led by it%s",
+            broker_id,
+            len(tps),
+            len(remaining),
+            f" ({', '.join(_tp_str(tp) for tp in remaining[:10])})" if remaining else "",
+        )
         return remaining
 
     # ------------------------------------------------------------------ preferred / unclean elections
@@ -722,7 +772,8 @@ class KafkaController:
                     out[tp] = PreferredLeaderNotAvailableError(
                         f"Failed to elect leader for partition {_tp_str(tp)} under strategy "
                         f"PreferredReplicaPartitionLeaderElectionStrategy: preferred replica "
-                        f"{replicas[0] if replicas else -1} is not live or not in the ISR {list(st.isr)}")
+                        f"{replicas[0] if replicas else -1} is not live or not in the ISR {list(st.isr)}"
+                    )
                     return None
                 out[tp] = None
                 return self._state(e.leader, st.leader_epoch + 1, st.isr)
@@ -733,12 +784,17 @@ class KafkaController:
             e = election.offline_partition_leader(replicas, isr_live, electable, unclean_allowed=True)
             if e.leader is None:
                 out[tp] = EligibleLeadersNotAvailableError(
-                    f"Failed to elect leader for partition {_tp_str(tp)}: no replica of {replicas} is live")
+                    f"Failed to elect leader for partition {_tp_str(tp)}: no replica of {replicas} is live"
+                )
                 return None
             out[tp] = None
             if e.unclean:
-                log.error("partition %s: UNCLEAN leader election of broker %d requested (ElectLeaders): records "
-                          "acknowledged by the old leader may be lost", _tp_str(tp), e.leader)
+                log.error(
+                    "partition %s: UNCLEAN leader election of broker %d requested (ElectLeaders): records "
+                    "acknowledged by the old leader may be lost",
+                    _tp_str(tp),
+                    e.leader,
+                )
                 return self._state(e.leader, st.leader_epoch + 1, [e.leader])
             return self._state(e.leader, st.leader_epoch + 1, isr_live)
 
@@ -779,8 +835,9 @@ class KafkaController:
             return
         states = self._read_states(candidates)
         leaders = {tp: st.leader for tp, (st, _) in states.items()}
-        imbalanced = election.imbalanced_brokers(leaders, {tp: assignments[tp] for tp in states},
-                                                 self.imbalance_percentage)
+        imbalanced = election.imbalanced_brokers(
+            leaders, {tp: assignments[tp] for tp in states}, self.imbalance_percentage
+        )
         todo = [tp for broker, tps in imbalanced.items() for tp in tps if broker in states[tp][0].isr]
         if todo:
             log.info("auto leader rebalance: electing preferred leaders of %s", ", ".join(map(_tp_str, todo[:20])))
@@ -898,8 +955,14 @@ class KafkaController:
         union = list(target) + [r for r in origin if r not in target]
         adding = [r for r in target if r not in origin]
         removing = [r for r in origin if r not in target]
-        log.info("reassignment of %s: %s -> %s started (adding %s, removing %s)", _tp_str(tp), current, target,
-                 adding, removing)
+        log.info(
+            "reassignment of %s: %s -> %s started (adding %s, removing %s)",
+            _tp_str(tp),
+            current,
+            target,
+            adding,
+            removing,
+        )
         self._reassigning[tp] = list(target)
         self._origin[tp] = origin
         if union == list(current) and not adding and not removing:
@@ -938,8 +1001,9 @@ class KafkaController:
                 tp = (topic, p)
                 self._reassigning[tp] = [r for r in rs if r not in removing.get(p, [])]
                 self._origin[tp] = [r for r in rs if r not in adding.get(p, [])]
-                log.info("controller failover: resuming the reassignment of %s to %s", _tp_str(tp),
-                         self._reassigning[tp])
+                log.info(
+                    "controller failover: resuming the reassignment of %s to %s", _tp_str(tp), self._reassigning[tp]
+                )
 
     def _alter_reassignments(self, changes: dict) -> dict[TP, PyklogError | None]:
         """AlterPartitionReassignments on the event thread (Kafka's ``onApiPartitionReassignment``)."""
@@ -966,8 +1030,10 @@ class KafkaController:
                 elif any(r < 0 for r in target):
                     problem = f"The replica list {target} contains negative broker ids"
                 elif not set(target) <= set(live):
-                    problem = (f"Replica assignment has brokers that are not alive. Replica list: {target}, "
-                               f"live broker list: {sorted(live)}")
+                    problem = (
+                        f"Replica assignment has brokers that are not alive. Replica list: {target}, "
+                        f"live broker list: {sorted(live)}"
+                    )
                 if problem:
                     out[tp] = InvalidReplicaAssignmentError(problem)
                     continue
@@ -1023,8 +1089,9 @@ class KafkaController:
             if not isinstance(results[0], Exception):
                 self.cluster.reload_topic(topic)
                 return
-        raise ZooKeeperError(f"reassignment of {topic} partitions {sorted(changes)}: /brokers/topics/{topic} "
-                             "kept changing")
+        raise ZooKeeperError(
+            f"reassignment of {topic} partitions {sorted(changes)}: /brokers/topics/{topic} kept changing"
+        )
 
     def _check_reassignments(self) -> None:
         """Complete the reassignments whose target replicas are all in the ISR."""
@@ -1033,6 +1100,7 @@ class KafkaController:
         states = self._read_states(list(self._reassigning))
         live = set(self._live)
         complete = []
+
         def decide(tp, st, replicas):
             target = self._reassigning[tp]
             isr = [r for r in st.isr if r in target]
@@ -1071,8 +1139,13 @@ class KafkaController:
                 if st is None or st.leader not in target:
                     log.warning("reassignment of %s: no leader elected from %s yet", _tp_str(tp), target)
                     continue
-                log.info("reassignment of %s to %s completed (leader %d, leader epoch %d)", _tp_str(tp), target,
-                         st.leader, st.leader_epoch)
+                log.info(
+                    "reassignment of %s to %s completed (leader %d, leader epoch %d)",
+                    _tp_str(tp),
+                    target,
+                    st.leader,
+                    st.leader_epoch,
+                )
                 complete.append(tp)
         for tp in complete:
             self._reassigning.pop(tp, None)
@@ -1095,8 +1168,7 @@ class KafkaController:
                 wanted.pop(tp, None)
             if wanted:
                 new = encode_reassignment(wanted)
-                results = self._multi(lambda t: t.set_data(paths.ADMIN_REASSIGN_PARTITIONS, new,
-                                                           version=stat.version))
+                results = self._multi(lambda t: t.set_data(paths.ADMIN_REASSIGN_PARTITIONS, new, version=stat.version))
             else:
                 results = self._multi(lambda t: t.delete(paths.ADMIN_REASSIGN_PARTITIONS, version=stat.version))
             if not isinstance(results[0], Exception):

@@ -12,6 +12,7 @@ these, and writes the result conditionally.  Thread-safe (stateless).
 * controlled shutdown: the first replica in assignment order that is live, in the ISR and not
   shutting down.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -23,8 +24,9 @@ class Election(NamedTuple):
     unclean: bool = False  # elected from outside the ISR
 
 
-def offline_partition_leader(assignment: Iterable[int], isr: Iterable[int], live: Iterable[int], *,
-                             unclean_allowed: bool = False) -> Election:
+def offline_partition_leader(
+    assignment: Iterable[int], isr: Iterable[int], live: Iterable[int], *, unclean_allowed: bool = False
+) -> Election:
     """Kafka's ``offlinePartitionLeaderElection``."""
     isr, live = set(isr), set(live)
     for r in assignment:
@@ -53,8 +55,9 @@ def preferred_replica_leader(assignment: list[int], isr: Iterable[int], live: It
     return Election(None)
 
 
-def controlled_shutdown_leader(assignment: Iterable[int], isr: Iterable[int], live: Iterable[int],
-                               shutting_down: Iterable[int]) -> Election:
+def controlled_shutdown_leader(
+    assignment: Iterable[int], isr: Iterable[int], live: Iterable[int], shutting_down: Iterable[int]
+) -> Election:
     """Kafka's ``controlledShutdownPartitionLeaderElection``."""
     isr, live, down = set(isr), set(live), set(shutting_down)
     for r in assignment:

@@ -50,6 +50,7 @@ lock, so a marker appended while it loads is either read by the loader or comple
 partition's lock, then the runtime's lock.  A partition number keeps one lock across reloads at new
 leader epochs, so a commit in flight on the old epoch's object is read by the reload or refused.
 """
+
 from __future__ import annotations
 
 import logging
@@ -136,7 +137,7 @@ def _read_str(buf: bytes, pos: int, what: str) -> tuple[str | None, int]:
         return None, pos
     if pos + n > len(buf):
         raise ValueError(f"{what}: string of {n} bytes at byte {pos} runs past the {len(buf)}-byte buffer")
-    return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+    return bytes(buf[pos : pos + n]).decode("utf-8"), pos + n
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -144,8 +145,13 @@ def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_offset_value(value: OffsetAndMetadata) -> bytes:
-    return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64.pack(value.offset) + _I32.pack(value.leader_epoch)
-            + _str(value.metadata or "") + _I64.pack(value.commit_timestamp))
+    return (
+        _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
+        + _I64.pack(value.offset)
+        + _I32.pack(value.leader_epoch)
+        + _str(value.metadata or "")
+        + _I64.pack(value.commit_timestamp)
+    )
 
 
 def decode_offset_key(buf: bytes) -> tuple[str, str, int] | None:
@@ -237,8 +243,9 @@ class _GroupOffsets:
         if positions is not None and not positions:
             del self.positions[group]
 
-    def put_pending(self, producer_id: int, group: str, tp: tuple[str, int], value: OffsetAndMetadata | None,
-                    position: int) -> None:
+    def put_pending(
+        self, producer_id: int, group: str, tp: tuple[str, int], value: OffsetAndMetadata | None, position: int
+    ) -> None:
         """A transactional offset of ``producer_id`` (None: a transactional tombstone)."""
         by_group = self.pending.setdefault(producer_id, {})
         offsets = by_group.setdefault(group, {})
@@ -295,10 +302,19 @@ class OffsetManager:
     (an existing topic's own partition count wins, as in Kafka).
     """
 
-    def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
-                 replication_factor: int = 1, segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
-                 metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES, load_buffer_bytes: int = 5 * 1024 * 1024,
-                 replication: CoordinatorPartitionWriter | None = None):
+    def __init__(
+        self,
+        log_manager,
+        cluster,
+        broker_id: int,
+        *,
+        num_partitions: int = 50,
+        replication_factor: int = 1,
+        segment_bytes: int = DEFAULT_OFFSETS_SEGMENT_BYTES,
+        metadata_max_bytes: int = DEFAULT_METADATA_MAX_BYTES,
+        load_buffer_bytes: int = 5 * 1024 * 1024,
+        replication: CoordinatorPartitionWriter | None = None,
+    ):
         if num_partitions <= 0:
             raise ValueError(f"offsets.topic.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -311,12 +327,22 @@ class OffsetManager:
         #: leadership, loading and the per-request checks of the offsets partitions (shared with the
         #: transaction state manager)
         self.runtime: CoordinatorPartitions[_OffsetsPartition] = CoordinatorPartitions(
-            OFFSETS_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
+            OFFSETS_TOPIC,
+            log_manager,
+            cluster,
+            self.broker_id,
+            num_partitions=num_partitions,
             replication_factor=self.replication_factor,
-            topic_configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                           "compression.type": "producer"},
-            new_partition=self._new_partition, load=self._load, loader_name=f"offsets-loader-{self.broker_id}",
-            coordinator_name="coordinator")
+            topic_configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.segment_bytes),
+                "compression.type": "producer",
+            },
+            new_partition=self._new_partition,
+            load=self._load,
+            loader_name=f"offsets-loader-{self.broker_id}",
+            coordinator_name="coordinator",
+        )
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         self._partition_locks: dict[int, threading.Lock] = {}
@@ -405,13 +431,15 @@ class OffsetManager:
                 results[(topic, partition)] = 3  # UNKNOWN_TOPIC_OR_PARTITION
                 continue
             valid[(topic, partition)] = OffsetAndMetadata(
-                int(offset), NO_LEADER_EPOCH if epoch is None else int(epoch), metadata, now)
+                int(offset), NO_LEADER_EPOCH if epoch is None else int(epoch), metadata, now
+            )
         return results, valid
 
     def commit(self, group: str, offsets: dict, *, commit_timestamp: int | None = None) -> dict:
         """Blocking form of :meth:`commit_async` (tests, tools): returns its result."""
-        return self._blocking(lambda done: self.commit_async(group, offsets, done, commit_timestamp=commit_timestamp),
-                              offsets)
+        return self._blocking(
+            lambda done: self.commit_async(group, offsets, done, commit_timestamp=commit_timestamp), offsets
+        )
 
     def commit_async(self, group: str, offsets: dict, done, *, commit_timestamp: int | None = None) -> None:
         """Store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for ``group``; ``done(results)``
@@ -435,8 +463,9 @@ class OffsetManager:
             done(results)
             return
         try:
-            batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
-                                 for (t, p), v in valid.items()])
+            batch = build_batch(
+                [(encode_offset_key(group, t, p), encode_offset_value(v), now, ()) for (t, p), v in valid.items()]
+            )
         except PyklogError as e:
             results.update(dict.fromkeys(valid, e.code))
             done(results)
@@ -466,8 +495,19 @@ class OffsetManager:
         repl = self.replication
         return (getattr(repl, "timeout_ms", 5000) or 5000) / 1000.0
 
-    def _store(self, part: _OffsetsPartition, group: str, batch, valid: dict, results: dict, install, done, *,
-               from_client: bool, what: str) -> None:
+    def _store(
+        self,
+        part: _OffsetsPartition,
+        group: str,
+        batch,
+        valid: dict,
+        results: dict,
+        install,
+        done,
+        *,
+        from_client: bool,
+        what: str,
+    ) -> None:
         """Append ``batch`` for ``valid``'s partitions, wait for the ISR, then ``install(position)``
         (under the partition's lock, still current or not: the record is replicated, a reload reads
         it) and ``done(results)``.  Errors go to every partition of ``valid``."""
@@ -513,25 +553,40 @@ class OffsetManager:
         ReplicaWait | None)`` (None: no replication wait, the single-broker path)."""
         if self.replication is None:
             return self.runtime.log(part.partition).append(batch, from_client=from_client), None
-        return self.replication.append(OFFSETS_TOPIC, part.partition, batch,
-                                       leader_epoch=part.coordinator_epoch, from_client=from_client)
+        return self.replication.append(
+            OFFSETS_TOPIC, part.partition, batch, leader_epoch=part.coordinator_epoch, from_client=from_client
+        )
 
     def _check_still_loaded(self, part: _OffsetsPartition, group: str) -> None:
         """Under ``part.lock``: the partition is still ours and loaded (else NOT_COORDINATOR)."""
         if not self.runtime.is_current(part):
             raise NotCoordinatorError(
-                f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}")
+                f"broker {self.broker_id} lost {OFFSETS_TOPIC}-{part.partition} while committing for {group!r}"
+            )
 
     # ------------------------------------------------------------------ transactional offsets (KIP-98)
 
-    def commit_transactional(self, group: str, producer_id: int, producer_epoch: int, offsets: dict, *,
-                             commit_timestamp: int | None = None) -> dict:
+    def commit_transactional(
+        self, group: str, producer_id: int, producer_epoch: int, offsets: dict, *, commit_timestamp: int | None = None
+    ) -> dict:
         """Blocking form of :meth:`commit_transactional_async` (tests, tools)."""
-        return self._blocking(lambda done: self.commit_transactional_async(
-            group, producer_id, producer_epoch, offsets, done, commit_timestamp=commit_timestamp), offsets)
+        return self._blocking(
+            lambda done: self.commit_transactional_async(
+                group, producer_id, producer_epoch, offsets, done, commit_timestamp=commit_timestamp
+            ),
+            offsets,
+        )
 
-    def commit_transactional_async(self, group: str, producer_id: int, producer_epoch: int, offsets: dict, done, *,
-                                   commit_timestamp: int | None = None) -> None:
+    def commit_transactional_async(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict,
+        done,
+        *,
+        commit_timestamp: int | None = None,
+    ) -> None:
         """TxnOffsetCommit: store ``{(topic, partition): (offset, leader_epoch, metadata)}`` for
         ``group`` inside the transaction of ``producer_id`` (Kafka's ``storeOffsets`` with a producer id);
         ``done(results)`` as :meth:`commit_async`.
@@ -556,10 +611,13 @@ class OffsetManager:
             done(results)
             return
         try:
-            batch = build_batch([(encode_offset_key(group, t, p), encode_offset_value(v), now, ())
-                                 for (t, p), v in valid.items()],
-                                producer_id=int(producer_id), producer_epoch=int(producer_epoch),
-                                base_sequence=TXN_OFFSET_BASE_SEQUENCE, is_transactional=True)
+            batch = build_batch(
+                [(encode_offset_key(group, t, p), encode_offset_value(v), now, ()) for (t, p), v in valid.items()],
+                producer_id=int(producer_id),
+                producer_epoch=int(producer_epoch),
+                base_sequence=TXN_OFFSET_BASE_SEQUENCE,
+                is_transactional=True,
+            )
         except PyklogError as e:
             results.update(dict.fromkeys(valid, e.code))
             done(results)
@@ -569,8 +627,17 @@ class OffsetManager:
             for tp, v in valid.items():
                 part.offsets.put_pending(int(producer_id), group, tp, v, position)
 
-        self._store(part, group, batch, valid, results, install, done, from_client=False,
-                    what=f"transactional offset commit (producer {producer_id} epoch {producer_epoch})")
+        self._store(
+            part,
+            group,
+            batch,
+            valid,
+            results,
+            install,
+            done,
+            from_client=False,
+            what=f"transactional offset commit (producer {producer_id} epoch {producer_epoch})",
+        )
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in ``__consumer_offsets``
@@ -582,16 +649,21 @@ class OffsetManager:
         """
         part = self.runtime.get(partition)
         if part is None:
-            log.debug("marker of producer %d on %s-%d: not a partition this broker leads", producer_id,
-                      OFFSETS_TOPIC, partition)
+            log.debug(
+                "marker of producer %d on %s-%d: not a partition this broker leads",
+                producer_id,
+                OFFSETS_TOPIC,
+                partition,
+            )
             return 0
         with part.lock:
             if part.state != LOADED:
                 return 0  # the loader reads the marker (appended before this call) from the log
             n = part.offsets.complete(int(producer_id), bool(commit))
         if n:
-            log.debug("%s-%d: transaction of producer %d committed %d offsets", OFFSETS_TOPIC, partition,
-                      producer_id, n)
+            log.debug(
+                "%s-%d: transaction of producer %d committed %d offsets", OFFSETS_TOPIC, partition, producer_id, n
+            )
         return n
 
     def pending_offsets(self, group: str, producer_id: int) -> dict:
@@ -615,8 +687,7 @@ class OffsetManager:
             out[tuple(tp)] = (v.offset, v.leader_epoch, v.metadata) if v else (INVALID_OFFSET, NO_LEADER_EPOCH, "")
         return out
 
-    def fetch_stable(self, group: str, partitions: Iterable[tuple[str, int]] | None = None
-                     ) -> tuple[dict, set]:
+    def fetch_stable(self, group: str, partitions: Iterable[tuple[str, int]] | None = None) -> tuple[dict, set]:
         """OffsetFetch with RequireStable (v7+, KIP-447): ``(offsets, unstable)`` where ``offsets``
         is :meth:`fetch`'s answer and ``unstable`` the requested partitions (with ``partitions``
         None: the committed ones) for which an open transaction of any producer holds a pending
@@ -636,8 +707,7 @@ class OffsetManager:
             out = {}
             for tp in partitions:
                 v = cached.get(tuple(tp))
-                out[tuple(tp)] = (v.offset, v.leader_epoch, v.metadata) if v else (
-                    INVALID_OFFSET, NO_LEADER_EPOCH, "")
+                out[tuple(tp)] = (v.offset, v.leader_epoch, v.metadata) if v else (INVALID_OFFSET, NO_LEADER_EPOCH, "")
         return out, {tp for tp in out if tp in pending}
 
     def fetch_detailed(self, group: str) -> dict[tuple[str, int], OffsetAndMetadata]:
@@ -669,8 +739,9 @@ class OffsetManager:
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
 
-    def expire_group_offsets(self, group: str, now_ms: int, retention_ms: int, *,
-                             empty_since_ms: int | None = None) -> tuple[int, int]:
+    def expire_group_offsets(
+        self, group: str, now_ms: int, retention_ms: int, *, empty_since_ms: int | None = None
+    ) -> tuple[int, int]:
         """Expire ``group``'s committed offsets older than ``retention_ms`` (Kafka's
         ``GroupMetadata.removeExpiredOffsets`` with ``offsets.retention.minutes``, KIP-211); returns
         (offsets expired, offsets left including pending transactional ones).
@@ -691,14 +762,22 @@ class OffsetManager:
             cache = part.cache.get(group, {})
             pending = {tp for by_group in part.offsets.pending.values() for tp in by_group.get(group, {})}
             base_floor = empty_since_ms if empty_since_ms is not None else -1
-            expired = [tp for tp, v in cache.items()
-                       if tp not in pending and now_ms - max(v.commit_timestamp, base_floor) >= retention_ms]
+            expired = [
+                tp
+                for tp, v in cache.items()
+                if tp not in pending and now_ms - max(v.commit_timestamp, base_floor) >= retention_ms
+            ]
             if expired:
                 self._append_tombstones(part, group, expired, now_ms)
             left = len(part.cache.get(group, {})) + len(pending)
         if expired:
-            log.info("group %s: expired %d committed offset(s) older than %d ms (%d left)", group, len(expired),
-                     retention_ms, left)
+            log.info(
+                "group %s: expired %d committed offset(s) older than %d ms (%d left)",
+                group,
+                len(expired),
+                retention_ms,
+                left,
+            )
         return len(expired), left
 
     def serves_group(self, group: str) -> bool:
@@ -735,12 +814,22 @@ class OffsetManager:
             if offset is None or not self.runtime.mark_loaded(part, lambda: setattr(part, "offsets", loaded)):
                 return
         pending = sum(len(offs) for by_group in loaded.pending.values() for offs in by_group.values())
-        log.info("loaded %s-%d: %d groups from %d records and %d transaction markers in %.3fs "
-                 "(%d offsets of %d producers pending)", OFFSETS_TOPIC, part.partition, len(loaded.cache),
-                 counts[0], counts[1], time.monotonic() - started, pending, len(loaded.pending))
+        log.info(
+            "loaded %s-%d: %d groups from %d records and %d transaction markers in %.3fs "
+            "(%d offsets of %d producers pending)",
+            OFFSETS_TOPIC,
+            part.partition,
+            len(loaded.cache),
+            counts[0],
+            counts[1],
+            time.monotonic() - started,
+            pending,
+            len(loaded.pending),
+        )
 
-    def _replay(self, part: _OffsetsPartition, lg, offset: int, end: int, loaded: _GroupOffsets,
-                counts: list) -> int | None:
+    def _replay(
+        self, part: _OffsetsPartition, lg, offset: int, end: int, loaded: _GroupOffsets, counts: list
+    ) -> int | None:
         """Apply the batches of ``lg`` from ``offset`` up to ``end`` to ``loaded``; returns the next
         offset to read, or None when the partition is no longer ours."""
         while offset < end:
@@ -754,8 +843,13 @@ class OffsetManager:
                     try:
                         ctype = batch.control_type
                     except PyklogError as e:
-                        log.warning("%s-%d offset %d: skipping an unreadable control record: %s", OFFSETS_TOPIC,
-                                    part.partition, batch.base_offset, e)
+                        log.warning(
+                            "%s-%d offset %d: skipping an unreadable control record: %s",
+                            OFFSETS_TOPIC,
+                            part.partition,
+                            batch.base_offset,
+                            e,
+                        )
                         continue
                     if ctype is not None:
                         counts[1] += 1
@@ -771,8 +865,9 @@ class OffsetManager:
         return offset
 
     @staticmethod
-    def _apply(loaded: _GroupOffsets, key, value, partition: int, offset: int, position: int,
-               producer_id: int | None) -> None:
+    def _apply(
+        loaded: _GroupOffsets, key, value, partition: int, offset: int, position: int, producer_id: int | None
+    ) -> None:
         try:
             k = decode_offset_key(key)
             if k is None:

@@ -14,6 +14,7 @@ Also here: :class:`ReplicaWait` (one appended write waiting for the ISR) and
 
 Pure declarations; no state, no locks.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from pyklog.broker.errors import (
 class ReplicaWait(NamedTuple):
     """One appended coordinator write waiting for the ISR: the high watermark must reach
     ``required_offset`` (the append's last offset + 1) while this broker still leads at ``leader_epoch``."""
+
     topic: str
     partition: int
     required_offset: int
@@ -48,15 +50,15 @@ class CoordinatorPartitionWriter(Protocol):
     #: how long a write may wait for the ISR (Kafka's ``offsets.commit.timeout.ms``)
     timeout_ms: int
 
-    def append(self, topic: str, partition: int, batch, *, leader_epoch: int | None = None,
-               from_client: bool = False):
+    def append(self, topic: str, partition: int, batch, *, leader_epoch: int | None = None, from_client: bool = False):
         """Append ``batch`` as the leader at ``leader_epoch`` (the coordinator epoch); returns
         ``(AppendInfo, ReplicaWait | None)``, None when the write needs no replication wait.  Raises the
         log's errors, NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS (nothing appended).  Caller's thread."""
         ...
 
-    def await_replicated(self, waits, callback: Callable[[PyklogError | None], None],
-                         timeout_ms: int | None = None) -> None:
+    def await_replicated(
+        self, waits, callback: Callable[[PyklogError | None], None], timeout_ms: int | None = None
+    ) -> None:
         """``callback(None)`` once every wait is replicated, else ``callback(first error)``; never
         blocks.  The callback may run on this thread or another and must not block."""
         ...
@@ -71,8 +73,10 @@ def coordinator_error_for(e: PyklogError, what: str) -> PyklogError:
     ``appendTransactionToLog``): a missing partition, too few replicas or a replication timeout ->
     COORDINATOR_NOT_AVAILABLE (retriable: the client finds the coordinator again); leadership
     moved or a storage error -> NOT_COORDINATOR; other errors as they are."""
-    if isinstance(e, (UnknownTopicOrPartitionError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
-                      RequestTimedOutError)):
+    if isinstance(
+        e,
+        (UnknownTopicOrPartitionError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError, RequestTimedOutError),
+    ):
         return CoordinatorNotAvailableError(f"{what}: {e}")
     if isinstance(e, (NotLeaderOrFollowerError, KafkaStorageError)):
         return NotCoordinatorError(f"{what}: {e}")

@@ -13,6 +13,7 @@ a versioned write to ZooKeeper); this module only takes a callable, so it needs 
 Thread-safety: :class:`ProducerIdManager` is thread-safe; one lock guards the current block and is
 held across a reservation (concurrent callers wait for it rather than reserve a block each).
 """
+
 from __future__ import annotations
 
 import threading

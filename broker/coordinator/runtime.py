@@ -36,6 +36,7 @@ without it).  A manager may take it inside its own per-partition lock (the offse
 holder of a stale object finds out with :meth:`CoordinatorPartitions.owns` /
 :meth:`CoordinatorPartitions.is_current`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -110,11 +111,22 @@ class CoordinatorPartitions(Generic[P]):
     "transaction coordinator").
     """
 
-    def __init__(self, topic: str, log_manager, cluster, broker_id: int, *, num_partitions: int,
-                 replication_factor: int, topic_configs: dict[str, str],
-                 new_partition: Callable[[int, int], P], load: Callable[[P], None],
-                 on_unloaded: Callable[[P], None] | None = None, loader_name: str = "coordinator-loader",
-                 coordinator_name: str = "coordinator"):
+    def __init__(
+        self,
+        topic: str,
+        log_manager,
+        cluster,
+        broker_id: int,
+        *,
+        num_partitions: int,
+        replication_factor: int,
+        topic_configs: dict[str, str],
+        new_partition: Callable[[int, int], P],
+        load: Callable[[P], None],
+        on_unloaded: Callable[[P], None] | None = None,
+        loader_name: str = "coordinator-loader",
+        coordinator_name: str = "coordinator",
+    ):
         self.topic = topic
         self.log_manager = log_manager
         self.cluster = cluster
@@ -187,11 +199,15 @@ class CoordinatorPartitions(Generic[P]):
                 # configured; the client retries FindCoordinator until enough brokers are up
                 raise CoordinatorNotAvailableError(
                     f"cannot create {self.topic} yet: {live} live broker(s), its replication factor is "
-                    f"{self.replication_factor}")
+                    f"{self.replication_factor}"
+                )
             try:
-                self.cluster.create_topic(self.topic, self.num_partitions,
-                                          replication_factor=self.replication_factor,
-                                          configs=dict(self.topic_configs))
+                self.cluster.create_topic(
+                    self.topic,
+                    self.num_partitions,
+                    replication_factor=self.replication_factor,
+                    configs=dict(self.topic_configs),
+                )
                 created = True
                 log.info("created %s with %d partitions", self.topic, self.num_partitions)
             except TopicAlreadyExistsError:
@@ -270,14 +286,18 @@ class CoordinatorPartitions(Generic[P]):
         with self.lock:
             part = self.partitions.get(p)
         if part is None:
-            raise NotCoordinatorError(f"broker {self.broker_id} is not the {self.coordinator_name} of {what} "
-                                      f"({self.topic}-{p} is led elsewhere)")
+            raise NotCoordinatorError(
+                f"broker {self.broker_id} is not the {self.coordinator_name} of {what} "
+                f"({self.topic}-{p} is led elsewhere)"
+            )
         if part.state == LOADING:
             raise CoordinatorLoadInProgressError(
-                f"broker {self.broker_id} is still loading {self.topic}-{p}{loading_note}")
+                f"broker {self.broker_id} is still loading {self.topic}-{p}{loading_note}"
+            )
         if part.state == FAILED:
             raise CoordinatorNotAvailableError(
-                f"loading {self.topic}-{p} failed on broker {self.broker_id}: {part.error}")
+                f"loading {self.topic}-{p} failed on broker {self.broker_id}: {part.error}"
+            )
         return part
 
     # ------------------------------------------------------------------ leadership
@@ -311,11 +331,22 @@ class CoordinatorPartitions(Generic[P]):
                 old = self.partitions[p]
                 if p not in led or led[p] != old.coordinator_epoch:
                     if p in led:
-                        log.info("%s-%d: leader epoch %d -> %d: reloading its %s cache", self.topic, p,
-                                 old.coordinator_epoch, led[p], self.coordinator_name)
+                        log.info(
+                            "%s-%d: leader epoch %d -> %d: reloading its %s cache",
+                            self.topic,
+                            p,
+                            old.coordinator_epoch,
+                            led[p],
+                            self.coordinator_name,
+                        )
                     else:
-                        log.info("no longer the %s of %s-%d at epoch %d: dropping its cache", self.coordinator_name,
-                                 self.topic, p, old.coordinator_epoch)
+                        log.info(
+                            "no longer the %s of %s-%d at epoch %d: dropping its cache",
+                            self.coordinator_name,
+                            self.topic,
+                            p,
+                            old.coordinator_epoch,
+                        )
                     del self.partitions[p]
                     dropped.append(old)
             for p in sorted(set(led) - set(self.partitions)):

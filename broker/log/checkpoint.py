@@ -11,6 +11,7 @@ Written to ``<file>.tmp``, fsynced, renamed over the file, then the directory is
 crash leaves either the old or the new file.  Thread safety: each instance serialises its own
 writes with a lock; reads are plain file reads.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,28 +59,21 @@ class OffsetCheckpointFile:
         if not lines:
             raise CorruptRecordError(f"{self.path}: empty checkpoint file, expected a version line")
         if lines[0].strip() != str(CHECKPOINT_VERSION):
-            raise CorruptRecordError(
-                f"{self.path}: line 1: expected version {CHECKPOINT_VERSION}, read {lines[0]!r}"
-            )
+            raise CorruptRecordError(f"{self.path}: line 1: expected version {CHECKPOINT_VERSION}, read {lines[0]!r}")
         try:
             count = int(lines[1])
         except (IndexError, ValueError):
             raise CorruptRecordError(
-                f"{self.path}: line 2: expected the entry count, read "
-                f"{lines[1] if len(lines) > 1 else 'end of file'!r}"
+                f"{self.path}: line 2: expected the entry count, read {lines[1] if len(lines) > 1 else 'end of file'!r}"
             ) from None
         entries = [ln for ln in lines[2:] if ln.strip()]
         if len(entries) != count:
-            raise CorruptRecordError(
-                f"{self.path}: expected {count} entries, read {len(entries)}"
-            )
+            raise CorruptRecordError(f"{self.path}: expected {count} entries, read {len(entries)}")
         out: dict[tuple[str, int], int] = {}
         for i, ln in enumerate(entries, start=3):
             parts = ln.split()
             if len(parts) != 3:
-                raise CorruptRecordError(
-                    f"{self.path}: line {i}: expected 'topic partition offset', read {ln!r}"
-                )
+                raise CorruptRecordError(f"{self.path}: line {i}: expected 'topic partition offset', read {ln!r}")
             try:
                 out[(parts[0], int(parts[1]))] = int(parts[2])
             except ValueError:

@@ -38,6 +38,7 @@ surface only: ``view``, ``config``, ``last_stable_offset``, ``cleaner_checkpoint
 ``collect_aborted_txns``, ``producer_last_offsets`` (under the log's lock, taken there) and
 ``replace_segments`` (the swap, under the log's lock, taken there).
 """
+
 from __future__ import annotations
 
 import logging
@@ -140,8 +141,7 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
         yield from seg.walk(0, seg.size)
 
     # aborted transactions overlapping the cleanable range, oldest first
-    aborted = sorted(lg.collect_aborted_txns(sealed[0].base_offset, end_offset),
-                     key=lambda t: t.first_offset)
+    aborted = sorted(lg.collect_aborted_txns(sealed[0].base_offset, end_offset), key=lambda t: t.first_offset)
 
     # 1. offset map over the dirty part (records of aborted transactions left out)
     offset_map: dict[bytes, int] = {}
@@ -169,8 +169,7 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     cur: list[LogSegment] = []
     cur_size = 0
     for seg in sealed:
-        if cur and (cur_size + seg.size > cfg.segment_bytes
-                    or seg.next_offset - 1 - cur[0].base_offset > 0x7FFFFFFF):
+        if cur and (cur_size + seg.size > cfg.segment_bytes or seg.next_offset - 1 - cur[0].base_offset > 0x7FFFFFFF):
             groups.append(cur)
             cur, cur_size = [], 0
         cur.append(seg)
@@ -181,9 +180,14 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     # 3. rewrite and swap each group (one transaction tracker for the whole pass, in offset order)
     txns = _TxnTracker(aborted)
     for group in groups:
-        out = LogSegment(lg.dir, group[0].base_offset, suffix=CLEANED_SUFFIX, create=True,
-                         index_interval_bytes=cfg.index_interval_bytes,
-                         max_index_bytes=cfg.segment_index_bytes)
+        out = LogSegment(
+            lg.dir,
+            group[0].base_offset,
+            suffix=CLEANED_SUFFIX,
+            create=True,
+            index_interval_bytes=cfg.index_interval_bytes,
+            max_index_bytes=cfg.segment_index_bytes,
+        )
         try:
             os.ftruncate(out.fd, 0)
             out.size = 0
@@ -205,8 +209,9 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
                         if entry is not None:
                             out.txn_index.append(entry)
                     else:
-                        new_raw = _filter_batch(raw, h, offset_map, horizon_passed, producer_last,
-                                                stats, decode_batch, txns.data(h))
+                        new_raw = _filter_batch(
+                            raw, h, offset_map, horizon_passed, producer_last, stats, decode_batch, txns.data(h)
+                        )
                     if new_raw is None:
                         continue
                     nh = parse_header(new_raw, 0)
@@ -225,10 +230,15 @@ def _clean(lg: Log, stats: CleanerStats, now: int, force: bool) -> CleanerStats:
     lg.cleaner_checkpoint = max(lg.cleaner_checkpoint, end_offset)
     stats.duration_s = time.monotonic() - t0
     log.info(
-        "%s: compacted %d segment(s): %d -> %d bytes, %d of %d records kept, %d tombstones "
-        "dropped in %.2fs", lg.dir, stats.segments_cleaned, stats.bytes_read,
-        stats.bytes_written, stats.records_retained, stats.records_read,
-        stats.tombstones_dropped, stats.duration_s,
+        "%s: compacted %d segment(s): %d -> %d bytes, %d of %d records kept, %d tombstones dropped in %.2fs",
+        lg.dir,
+        stats.segments_cleaned,
+        stats.bytes_read,
+        stats.bytes_written,
+        stats.records_retained,
+        stats.records_read,
+        stats.tombstones_dropped,
+        stats.duration_s,
     )
     return stats
 
@@ -241,7 +251,7 @@ class _TxnTracker:
     def __init__(self, aborted: list[AbortedTxn]):
         self._pending = list(reversed(aborted))  # pop() gives the oldest
         self._aborted: dict[int, list[Any]] = {}  # pid -> [AbortedTxn, batch met?]
-        self._committed: set[int] = set()        # pids whose open (not aborted) txn had a batch met
+        self._committed: set[int] = set()  # pids whose open (not aborted) txn had a batch met
 
     def _consume(self, offset: int) -> None:
         while self._pending and self._pending[-1].first_offset <= offset:
@@ -284,14 +294,20 @@ def _control_type(seg: LogSegment, pos: int, h: BatchHeader) -> int | None:
     try:
         return read_marker(os.pread(seg.fd, h.size, pos))[0]
     except CorruptRecordError as e:
-        log.warning("%s: unreadable control batch at offset %d kept as it is: %s",
-                    seg.log_path, h.base_offset, e)
+        log.warning("%s: unreadable control batch at offset %d kept as it is: %s", seg.log_path, h.base_offset, e)
         return None
 
 
-def _filter_batch(raw: bytes, h: BatchHeader, offset_map: dict[bytes, int], horizon_passed: bool,
-                  producer_last: dict[int, int], stats: CleanerStats,
-                  decode_batch: Callable[..., RecordBatch], aborted: bool = False) -> bytes | None:
+def _filter_batch(
+    raw: bytes,
+    h: BatchHeader,
+    offset_map: dict[bytes, int],
+    horizon_passed: bool,
+    producer_last: dict[int, int],
+    stats: CleanerStats,
+    decode_batch: Callable[..., RecordBatch],
+    aborted: bool = False,
+) -> bytes | None:
     """The data batch's bytes to keep (original, rebuilt or empty), or None to drop it.
     ``aborted``: the batch belongs to an aborted transaction (every record goes)."""
     from pyklog.broker.record.batch import build_batch_from_records

@@ -9,6 +9,7 @@ setting is malformed.
 
 Immutable (frozen dataclass), so it is safe to share between threads.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,25 +60,19 @@ class LogConfig:
         if self.segment_index_bytes < 12:
             raise ConfigError(f"segment.index.bytes must be >= 12, got {self.segment_index_bytes}")
         if self.flush_interval_messages < 1:
-            raise ConfigError(
-                f"flush.messages must be >= 1, got {self.flush_interval_messages}"
-            )
+            raise ConfigError(f"flush.messages must be >= 1, got {self.flush_interval_messages}")
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ConfigError(
-                f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}, "
-                f"got {self.cleanup_policy!r}"
+                f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}, got {self.cleanup_policy!r}"
             )
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(
-                f"message.timestamp.type must be CreateTime or LogAppendTime, "
-                f"got {self.message_timestamp_type!r}"
+                f"message.timestamp.type must be CreateTime or LogAppendTime, got {self.message_timestamp_type!r}"
             )
         if self.max_message_bytes < 0:
             raise ConfigError(f"max.message.bytes must be >= 0, got {self.max_message_bytes}")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
-            raise ConfigError(
-                f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
-            )
+            raise ConfigError(f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}")
 
     # ---------------------------------------------------------------- derived
     @property
@@ -158,14 +153,17 @@ _TOPIC_FIELDS: dict[str, str | tuple[str, ...]] = {
     "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
     "min_compaction_lag_ms": "min.compaction.lag.ms",
 }
-_FIELD_TYPES = {"cleanup_policy": Type.LIST, "message_timestamp_type": Type.STRING,
-                "min_cleanable_dirty_ratio": Type.DOUBLE}
+_FIELD_TYPES = {
+    "cleanup_policy": Type.LIST,
+    "message_timestamp_type": Type.STRING,
+    "min_cleanable_dirty_ratio": Type.DOUBLE,
+}
 
 
 def _table(fields: dict[str, str | tuple[str, ...]]) -> ConfigDef:
     d = ConfigDef(error_format="{name} must be {expected}, got {value!r}")
     for field, keys in fields.items():
-        for key in (keys if isinstance(keys, tuple) else (keys,)):
+        for key in keys if isinstance(keys, tuple) else (keys,):
             d.define(key, _FIELD_TYPES.get(field, Type.LONG), None, None, Importance.MEDIUM, f"LogConfig.{field}")
     return d
 
@@ -179,7 +177,7 @@ def _fields(table: ConfigDef, fields: dict[str, str | tuple[str, ...]], props: M
     """The LogConfig fields set in ``props`` (keys absent or None are left out)."""
     kw: dict = {}
     for field, keys in fields.items():
-        for key in (keys if isinstance(keys, tuple) else (keys,)):
+        for key in keys if isinstance(keys, tuple) else (keys,):
             value = table.parse_value(key, props.get(key))
             if value is None:
                 continue

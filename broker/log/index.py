@@ -19,6 +19,7 @@ Thread safety: appends/truncations come from the owning Log under its lock; look
 lock-free from readers.  A lookup that races an append sees either the old or the new entry
 count (arrays only grow at the end, and readers bound their search by a length read once).
 """
+
 from __future__ import annotations
 
 import os
@@ -127,16 +128,13 @@ class OffsetIndex(_IndexFile):
         (size not a multiple of 8, or entries not strictly increasing)."""
         raw = self._load_raw()
         if len(raw) % OFFSET_ENTRY.size:
-            raise CorruptRecordError(
-                f"{self.path}: expected a multiple of {OFFSET_ENTRY.size} bytes, read {len(raw)}"
-            )
+            raise CorruptRecordError(f"{self.path}: expected a multiple of {OFFSET_ENTRY.size} bytes, read {len(raw)}")
         offs, poss = array("q"), array("q")
         last_o = last_p = -1
         for rel, pos in OFFSET_ENTRY.iter_unpack(raw):
             if rel <= last_o or (pos <= last_p and last_p >= 0) or rel < 0 or pos < 0:
                 raise CorruptRecordError(
-                    f"{self.path}: entry {len(offs)} ({rel}, {pos}) does not increase on "
-                    f"({last_o}, {last_p})"
+                    f"{self.path}: entry {len(offs)} ({rel}, {pos}) does not increase on ({last_o}, {last_p})"
                 )
             offs.append(rel)
             poss.append(pos)
@@ -236,15 +234,11 @@ class TimeIndex(_IndexFile):
     def load(self) -> None:
         raw = self._load_raw()
         if len(raw) % TIME_ENTRY.size:
-            raise CorruptRecordError(
-                f"{self.path}: expected a multiple of {TIME_ENTRY.size} bytes, read {len(raw)}"
-            )
+            raise CorruptRecordError(f"{self.path}: expected a multiple of {TIME_ENTRY.size} bytes, read {len(raw)}")
         tss, offs = array("q"), array("q")
         for ts, rel in TIME_ENTRY.iter_unpack(raw):
             if (len(tss) and (ts <= tss[-1] or rel < offs[-1])) or rel < 0:
-                raise CorruptRecordError(
-                    f"{self.path}: entry {len(tss)} ({ts}, {rel}) does not increase"
-                )
+                raise CorruptRecordError(f"{self.path}: entry {len(tss)} ({ts}, {rel}) does not increase")
             tss.append(ts)
             offs.append(rel)
         self._timestamps, self._offsets = tss, offs

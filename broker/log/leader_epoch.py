@@ -33,6 +33,7 @@ Thread safety: writers serialise on the cache's lock (in practice the Log's lock
 held); readers (:meth:`end_offset_for`, :attr:`latest_epoch`, :meth:`epoch_entries`) take no
 lock: they read one immutable tuple that writers replace whole.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,8 +55,14 @@ LEADER_EPOCH_CHECKPOINT_VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
-__all__ = ["EpochEntry", "LeaderEpochFileCache", "LeaderEpochCheckpointFile", "LEADER_EPOCH_CHECKPOINT",
-           "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+__all__ = [
+    "EpochEntry",
+    "LeaderEpochFileCache",
+    "LeaderEpochCheckpointFile",
+    "LEADER_EPOCH_CHECKPOINT",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+]
 
 
 class EpochEntry(NamedTuple):
@@ -106,11 +113,12 @@ class LeaderEpochCheckpointFile:
         if not lines or lines[0] != str(LEADER_EPOCH_CHECKPOINT_VERSION):
             raise CorruptRecordError(
                 f"{self.path}: line 1: expected version {LEADER_EPOCH_CHECKPOINT_VERSION}, "
-                f"read {lines[0] if lines else 'end of file'!r}")
+                f"read {lines[0] if lines else 'end of file'!r}"
+            )
         if len(lines) < 2 or not lines[1].isdigit():
             raise CorruptRecordError(
-                f"{self.path}: line 2: expected the entry count, read "
-                f"{lines[1] if len(lines) > 1 else 'end of file'!r}")
+                f"{self.path}: line 2: expected the entry count, read {lines[1] if len(lines) > 1 else 'end of file'!r}"
+            )
         count = int(lines[1])
         if len(lines) - 2 != count:
             raise CorruptRecordError(f"{self.path}: expected {count} entries, read {len(lines) - 2}")
@@ -119,12 +127,14 @@ class LeaderEpochCheckpointFile:
             parts = ln.split(" ")
             if len(parts) != 2 or not all(p.isdigit() for p in parts):
                 raise CorruptRecordError(
-                    f"{self.path}: line {i}: expected 'epoch startOffset' (two integers >= 0), read {ln!r}")
+                    f"{self.path}: line {i}: expected 'epoch startOffset' (two integers >= 0), read {ln!r}"
+                )
             e = EpochEntry(int(parts[0]), int(parts[1]))
             if out and (e.epoch <= out[-1].epoch or e.start_offset <= out[-1].start_offset):
                 raise CorruptRecordError(
                     f"{self.path}: line {i}: entry {e.epoch} {e.start_offset} does not increase "
-                    f"on the previous {out[-1].epoch} {out[-1].start_offset}")
+                    f"on the previous {out[-1].epoch} {out[-1].start_offset}"
+                )
             out.append(e)
         return out
 
@@ -135,8 +145,14 @@ class LeaderEpochFileCache:
     the locking rule.  ``log_end_offset`` is a callable giving the log's current end offset
     (what :meth:`end_offset_for` answers for the latest epoch)."""
 
-    def __init__(self, dir: str, log_end_offset: Callable[[], int], entries: Iterable[tuple[int, int]] = (), *,
-                 write: bool = False):
+    def __init__(
+        self,
+        dir: str,
+        log_end_offset: Callable[[], int],
+        entries: Iterable[tuple[int, int]] = (),
+        *,
+        write: bool = False,
+    ):
         self.dir = dir
         self.file = LeaderEpochCheckpointFile(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
         self._log_end_offset = log_end_offset
@@ -221,14 +237,25 @@ class LeaderEpochFileCache:
                 if epoch == last.epoch:
                     return False
                 if epoch < last.epoch:
-                    log.warning("%s: ignoring leader epoch %d at offset %d: it is below the latest "
-                                "epoch %d (starting at %d)", self.dir, epoch, start_offset,
-                                last.epoch, last.start_offset)
+                    log.warning(
+                        "%s: ignoring leader epoch %d at offset %d: it is below the latest epoch %d (starting at %d)",
+                        self.dir,
+                        epoch,
+                        start_offset,
+                        last.epoch,
+                        last.start_offset,
+                    )
                     return False
                 if start_offset < last.start_offset:
-                    log.warning("%s: ignoring leader epoch %d at offset %d: the offset is below the "
-                                "latest epoch %d's start offset %d", self.dir, epoch, start_offset,
-                                last.epoch, last.start_offset)
+                    log.warning(
+                        "%s: ignoring leader epoch %d at offset %d: the offset is below the "
+                        "latest epoch %d's start offset %d",
+                        self.dir,
+                        epoch,
+                        start_offset,
+                        last.epoch,
+                        last.start_offset,
+                    )
                     return False
                 if start_offset == last.start_offset:
                     entries = entries[:-1]
@@ -246,8 +273,12 @@ class LeaderEpochFileCache:
             k = bisect_left([e.start_offset for e in entries], end_offset)
             removed = list(entries[k:])
             self._set(entries[:k])
-            log.info("%s: leader epoch cache truncated to end offset %d, removed %s", self.dir,
-                     end_offset, [tuple(e) for e in removed])
+            log.info(
+                "%s: leader epoch cache truncated to end offset %d, removed %s",
+                self.dir,
+                end_offset,
+                [tuple(e) for e in removed],
+            )
             return removed
 
     def truncate_from_start(self, start_offset: int) -> bool:

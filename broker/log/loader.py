@@ -48,6 +48,7 @@ Not thread-safe and holds no lock: it owns the directory while it runs (the Log 
 published).  :func:`rebuild_producer_state` is also called by ``Log.truncate_to`` under the
 log's lock.
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,8 +79,19 @@ _INDEX_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LogLoader", "LoadedLog", "RecoveryReport", "SegmentCut", "SkippedRange", "rebuild_producer_state",
-           "load_producer_state", "backfill_batches", "rebuild_txn_indexes", "replay_batch", "segment_kwargs"]
+__all__ = [
+    "LogLoader",
+    "LoadedLog",
+    "RecoveryReport",
+    "SegmentCut",
+    "SkippedRange",
+    "rebuild_producer_state",
+    "load_producer_state",
+    "backfill_batches",
+    "rebuild_txn_indexes",
+    "replay_batch",
+    "segment_kwargs",
+]
 
 
 @dataclass
@@ -152,17 +164,23 @@ class LoadedLog(NamedTuple):
 
 def segment_kwargs(config: LogConfig) -> dict:
     """The LogSegment options a log's config implies (index interval and size)."""
-    return {"index_interval_bytes": config.index_interval_bytes,
-            "max_index_bytes": config.segment_index_bytes}
+    return {"index_interval_bytes": config.index_interval_bytes, "max_index_bytes": config.segment_index_bytes}
 
 
 class LogLoader:
     """Loads one partition directory (see the module docstring).  Single use, not
     thread-safe, no lock: call :meth:`load` once before the log is shared."""
 
-    def __init__(self, dir: str, config: LogConfig, producers: ProducerStateManager, *,
-                 recovery_point: int = 0, log_start_offset: int = 0,
-                 clean_shutdown: bool = False):
+    def __init__(
+        self,
+        dir: str,
+        config: LogConfig,
+        producers: ProducerStateManager,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ):
         self.dir = dir
         self.config = config
         self.producers = producers
@@ -180,8 +198,7 @@ class LogLoader:
         if first_recovered is not None:
             rebuild_txn_indexes(self.producers, segments, first_recovered)
         if not segments:
-            segments = [LogSegment.create(self.dir, max(self.log_start_offset, 0),
-                                          **self._seg_kwargs)]
+            segments = [LogSegment.create(self.dir, max(self.log_start_offset, 0), **self._seg_kwargs)]
         # an empty trailing segment older than its predecessor's end cannot happen; still guard
         leo = segments[-1].next_offset
         if segments[-1].size == 0 and len(segments) > 1:
@@ -189,11 +206,17 @@ class LogLoader:
         lso = max(self.log_start_offset, segments[0].base_offset)
         if lso > leo:
             lso = leo
-        rebuild_producer_state(self.producers, segments, leo,
-                               unclean=not clean or bool(report.cuts) or bool(report.skipped))
+        rebuild_producer_state(
+            self.producers, segments, leo, unclean=not clean or bool(report.cuts) or bool(report.skipped)
+        )
         if report.cuts or report.skipped or report.recovered_segments:
-            log.info("%s: recovered %d segment(s), %d bytes valid, log end offset %d", self.dir,
-                     report.recovered_segments, report.recovered_bytes, leo)
+            log.info(
+                "%s: recovered %d segment(s), %d bytes valid, log end offset %d",
+                self.dir,
+                report.recovered_segments,
+                report.recovered_bytes,
+                leo,
+            )
         # clean: everything was flushed at shutdown; unclean: everything from the recovery
         # point on has just been revalidated.  Either way the log is consistent up to its end.
         return LoadedLog(segments, lso, leo, leo, report)
@@ -211,8 +234,7 @@ class LogLoader:
         bases.sort()
         return [LogSegment(self.dir, base, **self._seg_kwargs) for base in bases]
 
-    def _recover(self, segments: list[LogSegment], report: RecoveryReport
-                 ) -> tuple[list[LogSegment], int | None]:
+    def _recover(self, segments: list[LogSegment], report: RecoveryReport) -> tuple[list[LogSegment], int | None]:
         """Revalidate the segments from the one containing the recovery point on (all of them
         load their indexes).  A torn tail of the last segment is truncated; any other damaged
         range is cut out and the valid batches after it, in its segment and in later segments,
@@ -233,8 +255,7 @@ class LogLoader:
                     seg.load()
                     continue
                 except (CorruptRecordError, OSError) as e:
-                    log.warning("%s: rebuilding the indexes of %s: %s", self.dir,
-                                os.path.basename(seg.log_path), e)
+                    log.warning("%s: rebuilding the indexes of %s: %s", self.dir, os.path.basename(seg.log_path), e)
                     report.rebuilt_indexes.append(os.path.basename(seg.log_path))
             limit = segments[i + 1].base_offset if i < last else None
             res = seg.recover(max_batch_bytes=None, resync=True, offset_limit=limit)
@@ -246,29 +267,37 @@ class LogLoader:
             for d in res.damaged:
                 if d.next_base_offset is None and i == last:
                     continue  # the torn tail of the active segment: a cut, below
-                rng = SkippedRange(name, d.position, d.size, d.reason, d.first_lost_offset,
-                                   None if d.next_base_offset is None else d.next_base_offset - 1,
-                                   d.records)
+                rng = SkippedRange(
+                    name,
+                    d.position,
+                    d.size,
+                    d.reason,
+                    d.first_lost_offset,
+                    None if d.next_base_offset is None else d.next_base_offset - 1,
+                    d.records,
+                )
                 report.skipped.append(rng)
                 if d.next_base_offset is None:
                     pending_tail.append((i, rng))
                 else:
                     self._log_skipped(rng)
             if res.truncated_bytes:
-                cut = SegmentCut(name, res.position, res.truncated_bytes,
-                                 res.reason or "invalid data")
+                cut = SegmentCut(name, res.position, res.truncated_bytes, res.reason or "invalid data")
                 report.cuts.append(cut)
                 if i == last:
                     log.warning(
                         "%s: recovery truncated segment %s at position %d, cutting %d bytes: %s",
-                        self.dir, cut.segment, cut.position, cut.bytes_cut, cut.reason,
+                        self.dir,
+                        cut.segment,
+                        cut.position,
+                        cut.bytes_cut,
+                        cut.reason,
                     )
         for i, rng in pending_tail:
-            nxt = next((s for s in segments[i + 1:] if s.size), None)
+            nxt = next((s for s in segments[i + 1 :] if s.size), None)
             if nxt is not None:
                 first = next(nxt.walk(0, nxt.size), None)
-                rng.last_offset_lost = (first[1].base_offset if first is not None
-                                        else nxt.base_offset) - 1
+                rng.last_offset_lost = (first[1].base_offset if first is not None else nxt.base_offset) - 1
             self._log_skipped(rng)
         return segments, first_recovered
 
@@ -278,15 +307,19 @@ class LogLoader:
         elif rng.last_offset_lost < rng.first_offset_lost:
             offsets = "no offsets lost"
         else:
-            offsets = (f"offsets {rng.first_offset_lost}..{rng.last_offset_lost} lost "
-                       f"({rng.offsets_lost} offsets, "
-                       + (f"{rng.records_lost} records)" if rng.records_lost is not None
-                          else "record count unknown)"))
+            offsets = f"offsets {rng.first_offset_lost}..{rng.last_offset_lost} lost ({rng.offsets_lost} offsets, " + (
+                f"{rng.records_lost} records)" if rng.records_lost is not None else "record count unknown)"
+            )
         log.error(
             "%s: recovery removed damaged bytes [%d, %d) (%d bytes) of segment %s and kept the "
             "valid batches after them: %s; reason: %s",
-            self.dir, rng.position, rng.position + rng.bytes_skipped, rng.bytes_skipped,
-            os.path.join(self.dir, rng.segment), offsets, rng.reason,
+            self.dir,
+            rng.position,
+            rng.position + rng.bytes_skipped,
+            rng.bytes_skipped,
+            os.path.join(self.dir, rng.segment),
+            offsets,
+            rng.reason,
         )
 
     def complete_swaps_and_cleanup(self) -> None:
@@ -319,8 +352,9 @@ class LogLoader:
                 src = os.path.join(self.dir, f"{base:020d}{suf}{SWAP_SUFFIX}")
                 if os.path.exists(src):
                     os.replace(src, os.path.join(self.dir, f"{base:020d}{suf}"))
-            log.info("%s: completed an interrupted segment swap at base offset %d (%d batches)",
-                     self.dir, base, res.batches)
+            log.info(
+                "%s: completed an interrupted segment swap at base offset %d (%d batches)", self.dir, base, res.batches
+            )
         # index files without a .log
         left = set(os.listdir(self.dir))
         for name in left:
@@ -331,8 +365,9 @@ class LogLoader:
                         _unlink(os.path.join(self.dir, name))
 
 
-def rebuild_producer_state(producers: ProducerStateManager, segments: Sequence[LogSegment], log_end_offset: int, *,
-                           unclean: bool) -> None:
+def rebuild_producer_state(
+    producers: ProducerStateManager, segments: Sequence[LogSegment], log_end_offset: int, *, unclean: bool
+) -> None:
     """Reload the producers' state for a log ending at ``log_end_offset``: drop snapshots above
     it when the log may have lost data (``unclean``), load the latest snapshot at or below it
     and replay the batches from there (Kafka's ``rebuildProducerState``; headers, plus the
@@ -375,8 +410,9 @@ def load_producer_state(producers: ProducerStateManager, segments: Sequence[LogS
             replay_batch(producers, seg, pos, h)
 
 
-def backfill_batches(producers: ProducerStateManager, segments: Sequence[LogSegment], before: int,
-                     max_bytes: int = BACKFILL_MAX_BYTES) -> int:
+def backfill_batches(
+    producers: ProducerStateManager, segments: Sequence[LogSegment], before: int, max_bytes: int = BACKFILL_MAX_BYTES
+) -> int:
     """Complete the producers' last 5 batches from the log before offset ``before`` (a snapshot
     holds only each producer's last batch; an idempotent producer may have 5 in flight, and a
     resend of any of them after a restart or a truncation must be answered as a duplicate, not
@@ -408,8 +444,7 @@ def backfill_batches(producers: ProducerStateManager, segments: Sequence[LogSegm
     return scanned
 
 
-def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int,
-                 h: BatchHeader) -> CompletedTxn | None:
+def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int, h: BatchHeader) -> CompletedTxn | None:
     """Replay one batch of ``seg`` at ``pos`` into ``producers``; returns the CompletedTxn a
     marker ends, if any.  A marker whose control record cannot be read is logged and skipped."""
     if h.producer_id < 0:
@@ -419,8 +454,7 @@ def replay_batch(producers: ProducerStateManager, seg: LogSegment, pos: int,
         try:
             control = read_marker(os.pread(seg.fd, h.size, pos))
         except CorruptRecordError as e:
-            log.warning("%s: unreadable transaction marker at offset %d skipped: %s",
-                        seg.log_path, h.base_offset, e)
+            log.warning("%s: unreadable transaction marker at offset %d skipped: %s", seg.log_path, h.base_offset, e)
             return None
     return producers.replay(h, control)
 
@@ -439,12 +473,15 @@ def rebuild_txn_indexes(producers: ProducerStateManager, segments: Sequence[LogS
             done = replay_batch(producers, seg, pos, h)
             if done is not None and done.is_aborted:
                 lso = producers.last_stable_offset_after(done)
-                seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset,
-                                                done.last_offset, lso))
+                seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
                 n += 1
     if n:
-        log.info("%s: rebuilt %d aborted-transaction index entries from segment %d on",
-                 segments[first].dir, n, segments[first].base_offset)
+        log.info(
+            "%s: rebuilt %d aborted-transaction index entries from segment %d on",
+            segments[first].dir,
+            n,
+            segments[first].base_offset,
+        )
     return n
 
 

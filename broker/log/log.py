@@ -61,6 +61,7 @@ Log, never shut down).  :meth:`Log.close` cancels the log's pending deletes and 
 at once, and flushes everything, so nothing depends on the scheduler still running at close: a
 scheduler shut down first (the LogManager's order) drops tasks, never files or data.
 """
+
 from __future__ import annotations
 
 import errno
@@ -132,9 +133,15 @@ class StorageErrorReport:
             conditions[e.errno] = conditions.get(e.errno, 0) + 1
         if first:
             name = errno.errorcode.get(e.errno, str(e.errno)) if e.errno is not None else type(e).__name__
-            log.error("storage error in log directory %s: %s of %s failed: %s (%s); producers get "
-                      "KAFKA_STORAGE_ERROR until writes succeed again (logged once per directory and errno)",
-                      log_dir, what, path, e.strerror or e, name)
+            log.error(
+                "storage error in log directory %s: %s of %s failed: %s (%s); producers get "
+                "KAFKA_STORAGE_ERROR until writes succeed again (logged once per directory and errno)",
+                log_dir,
+                what,
+                path,
+                e.strerror or e,
+                name,
+            )
 
     def succeeded(self, log_dir: str) -> None:
         if not self._open:  # the append path: no lock while nothing failed
@@ -143,8 +150,12 @@ class StorageErrorReport:
             conditions = self._open.pop(log_dir, None)
         if conditions:
             names = ", ".join(errno.errorcode.get(c, str(c)) if c is not None else "?" for c in conditions)
-            log.info("log directory %s recovered: writes succeed again after %s (%d failed writes)",
-                     log_dir, names, sum(conditions.values()))
+            log.info(
+                "log directory %s recovered: writes succeed again after %s (%d failed writes)",
+                log_dir,
+                names,
+                sum(conditions.values()),
+            )
 
 
 #: the broker's one report of storage errors (every Log and the LogManager use it)
@@ -166,13 +177,10 @@ def parse_topic_partition(dirname: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(dirname))
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
-        raise InvalidTopicError(
-            f"expected a log directory named <topic>-<partition>, read {name!r}"
-        )
+        raise InvalidTopicError(f"expected a log directory named <topic>-<partition>, read {name!r}")
     if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
         raise InvalidTopicError(
-            f"log directory {name!r}: topic {topic!r} is not a legal topic name "
-            f"(1-249 of [a-zA-Z0-9._-])"
+            f"log directory {name!r}: topic {topic!r} is not a legal topic name (1-249 of [a-zA-Z0-9._-])"
         )
     return topic, int(part)
 
@@ -215,10 +223,18 @@ class Log:
     """One partition's log.  Thread-safe: writers serialise on a per-log lock, readers are
     lock-free against an immutable segment-list snapshot (see the module docstring)."""
 
-    def __init__(self, dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = False,
-                 scheduler: Scheduler | None = None, high_watermark: int | None = None,
-                 replicated: bool = False):
+    def __init__(
+        self,
+        dir: str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        scheduler: Scheduler | None = None,
+        high_watermark: int | None = None,
+        replicated: bool = False,
+    ):
         """``scheduler`` runs the sealed-segment flushes and the delayed deletes (the
         LogManager's; None: the module's fallback scheduler, see the module docstring).
         ``high_watermark``: the value read from ``replication-offset-checkpoint`` (None: no
@@ -260,22 +276,35 @@ class Log:
         """Load the directory through :class:`~pyklog.broker.log.loader.LogLoader` (swap and
         delete leftovers, recovery from the recovery point, index and producer-state rebuild)
         and publish the first view."""
-        loaded = LogLoader(self.dir, self.config, self._producers, recovery_point=recovery_point,
-                           log_start_offset=log_start_offset, clean_shutdown=clean).load()
+        loaded = LogLoader(
+            self.dir,
+            self.config,
+            self._producers,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean,
+        ).load()
         self.recovery_point = loaded.recovery_point
         self._segments = loaded.segments
         self._leo = loaded.log_end_offset
         self._log_start_offset = loaded.log_start_offset
         self._publish()
-        self.leader_epoch_cache = load_leader_epoch_cache(self.dir, self._segments, self._log_start_offset,
-                                                          self._leo, lambda: self._view.log_end_offset)
+        self.leader_epoch_cache = load_leader_epoch_cache(
+            self.dir, self._segments, self._log_start_offset, self._leo, lambda: self._view.log_end_offset
+        )
         return loaded.report
 
     # ================================================================== views
     def _publish(self) -> None:
         segs = tuple(self._segments)
-        self._view = LogView(segs, tuple(s.base_offset for s in segs), self._log_start_offset,
-                             self._leo, segs[-1].size, self._producers.first_unstable_offset)
+        self._view = LogView(
+            segs,
+            tuple(s.base_offset for s in segs),
+            self._log_start_offset,
+            self._leo,
+            segs[-1].size,
+            self._producers.first_unstable_offset,
+        )
 
     @property
     def view(self) -> LogView:
@@ -405,12 +434,15 @@ class Log:
 
     def __repr__(self) -> str:
         v = self._view
-        return (f"Log({self.topic}-{self.partition}, start={v.log_start_offset}, "
-                f"end={v.log_end_offset}, segments={len(v.segments)})")
+        return (
+            f"Log({self.topic}-{self.partition}, start={v.log_start_offset}, "
+            f"end={v.log_end_offset}, segments={len(v.segments)})"
+        )
 
     # ================================================================== append
-    def append(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None,
-               from_client: bool = True) -> AppendInfo:
+    def append(
+        self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None, from_client: bool = True
+    ) -> AppendInfo:
         """Append one or more v2 record batches and assign their offsets.
 
         ``data`` may be bytes, a memoryview or a bytearray.  A bytearray is modified in place (the
@@ -450,8 +482,9 @@ class Log:
                 buf = buf.cast("B")
         n = len(buf)
         # positional arguments: this runs on every produce request
-        checked = validate_batches(buf, self._tp, cfg.max_message_bytes, cfg.segment_bytes,
-                                   from_client, "compact" in cfg.cleanup_policy)
+        checked = validate_batches(
+            buf, self._tp, cfg.max_message_bytes, cfg.segment_bytes, from_client, "compact" in cfg.cleanup_policy
+        )
         producer = checked.producer
         records = checked.records
         log_append = cfg.log_append_time
@@ -459,12 +492,11 @@ class Log:
         if producer is not None and producer.is_control:  # only from the broker (validated)
             pos = checked.batches[0][0]
             try:
-                marker = read_marker(bytes(buf[pos: pos + producer.size]))
+                marker = read_marker(bytes(buf[pos : pos + producer.size]))
             except CorruptRecordError as e:
                 raise InvalidRecordError(f"{self._tp}: unreadable transaction marker: {e}") from e
             if marker[0] not in (CONTROL_ABORT, CONTROL_COMMIT):
-                raise InvalidRecordError(
-                    f"{self._tp}: unknown control record type {marker[0]} (0 ABORT, 1 COMMIT)")
+                raise InvalidRecordError(f"{self._tp}: unknown control record type {marker[0]} (0 ABORT, 1 COMMIT)")
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
@@ -476,14 +508,22 @@ class Log:
             elif producer is not None:
                 dup = self._producers.check(producer, from_client)
                 if dup is not None:
-                    log.debug("%s-%d: duplicate batch of producer %d seq %d..%d at offset %d",
-                              self.topic, self.partition, producer.producer_id, dup.first_seq,
-                              dup.last_seq, dup.first_offset)
-                    return AppendInfo(dup.first_offset, dup.last_offset, -1,
-                                      self._log_start_offset, producer.records_count, True)
+                    log.debug(
+                        "%s-%d: duplicate batch of producer %d seq %d..%d at offset %d",
+                        self.topic,
+                        self.partition,
+                        producer.producer_id,
+                        dup.first_seq,
+                        dup.last_seq,
+                        dup.first_offset,
+                    )
+                    return AppendInfo(
+                        dup.first_offset, dup.last_offset, -1, self._log_start_offset, producer.records_count, True
+                    )
             first_offset = self._leo
             out, metas, next_offset, max_ts_all = assign_offsets(
-                buf, checked.batches, first_offset, leader_epoch, now if log_append else None)
+                buf, checked.batches, first_offset, leader_epoch, now if log_append else None
+            )
             if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
                 # before the write, as Kafka: a crash in between leaves an epoch starting at the
                 # log end offset, which loading drops (truncate_from_end)
@@ -500,9 +540,14 @@ class Log:
                 STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
                 raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
             if marker is not None and producer is not None:
-                done = self._producers.end_txn(producer.producer_id, producer.producer_epoch,
-                                               marker[1], marker[0] == CONTROL_COMMIT,
-                                               first_offset, metas[0][3])
+                done = self._producers.end_txn(
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    marker[1],
+                    marker[0] == CONTROL_COMMIT,
+                    first_offset,
+                    metas[0][3],
+                )
                 if done is not None and done.is_aborted:
                     self._index_aborted(seg, done)
             elif producer is not None:
@@ -512,34 +557,47 @@ class Log:
                 self._hw = next_offset
             self._publish()
             self._unflushed_messages += records
-            if (self._unflushed_messages >= cfg.flush_interval_messages
-                    or (cfg.flush_interval_ms is not None
-                        and now - self._last_flush_ms >= cfg.flush_interval_ms)):
+            if self._unflushed_messages >= cfg.flush_interval_messages or (
+                cfg.flush_interval_ms is not None and now - self._last_flush_ms >= cfg.flush_interval_ms
+            ):
                 try:
                     self._flush_locked()
                 except OSError as e:  # appended but not durable: the producer is told to retry
                     STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "flush", e)
                     raise KafkaStorageError(f"{self.topic}-{self.partition}: flush failed: {e}") from e
             STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
-            return AppendInfo(first_offset, next_offset - 1, now if log_append else -1,
-                              self._log_start_offset, records, False)
+            return AppendInfo(
+                first_offset, next_offset - 1, now if log_append else -1, self._log_start_offset, records, False
+            )
 
     def _index_aborted(self, seg: LogSegment, done: CompletedTxn) -> None:
         """Under the lock: add an aborted transaction to the index of ``seg`` (the segment that
         holds its marker).  The marker is written already; an index entry that cannot be
         written is rebuilt by recovery, so the failure is logged, not raised."""
-        entry = AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
-                           self._producers.last_stable_offset_after(done))
+        entry = AbortedTxn(
+            done.producer_id, done.first_offset, done.last_offset, self._producers.last_stable_offset_after(done)
+        )
         try:
             seg.txn_index.append(entry)
         except (OSError, ValueError) as e:
             if isinstance(e, OSError):
                 STORAGE_ERRORS.failed(os.path.dirname(self.dir), seg.txn_index.path, "write", e)
-            log.error("%s: could not index aborted transaction %s: %s (a restart without a "
-                      "clean shutdown rebuilds it)", self.dir, entry, e)
+            log.error(
+                "%s: could not index aborted transaction %s: %s (a restart without a clean shutdown rebuilds it)",
+                self.dir,
+                entry,
+                e,
+            )
 
-    def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int, *, leader_epoch: int | None = None) -> AppendInfo:
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
         """Write a transaction marker (Kafka's ``EndTransactionMarker``, appended by
         WriteTxnMarkers) for ``producer_id`` and end its open transaction.
 
@@ -554,14 +612,22 @@ class Log:
         notifies the fetch purgatory."""
         # the wire types (int64, int16, int32); an epoch older than the producer's (-1 too) is
         # the producer state's INVALID_PRODUCER_EPOCH below, as in Kafka
-        if not 0 <= producer_id < 1 << 63 or not -(1 << 15) <= producer_epoch < 1 << 15 \
-                or not -(1 << 31) <= coordinator_epoch < 1 << 31:
+        if (
+            not 0 <= producer_id < 1 << 63
+            or not -(1 << 15) <= producer_epoch < 1 << 15
+            or not -(1 << 31) <= coordinator_epoch < 1 << 31
+        ):
             raise InvalidRecordError(
                 f"{self._tp}: a transaction marker needs a producer id >= 0 (int64), an int16 "
                 f"producer epoch and an int32 coordinator epoch, got {producer_id}, "
-                f"{producer_epoch}, {coordinator_epoch}")
-        raw = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
-                                  producer_epoch, coordinator_epoch=coordinator_epoch)
+                f"{producer_epoch}, {coordinator_epoch}"
+            )
+        raw = build_control_batch(
+            CONTROL_COMMIT if commit else CONTROL_ABORT,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+        )
         return self.append(bytearray(raw), leader_epoch=leader_epoch, from_client=False)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
@@ -597,17 +663,25 @@ class Log:
                 leo = self._leo
                 checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
             if checked.batches[0][1].base_offset > leo and not cfg.compact:
-                log.warning("%s: the leader's batches continue at offset %d, the log ends at %d: an offset "
-                            "gap in the leader's log (recovery removed a damaged range there)", self.dir,
-                            checked.batches[0][1].base_offset, leo)
+                log.warning(
+                    "%s: the leader's batches continue at offset %d, the log ends at %d: an offset "
+                    "gap in the leader's log (recovery removed a damaged range there)",
+                    self.dir,
+                    checked.batches[0][1].base_offset,
+                    leo,
+                )
             markers = {}
             for pos, h in checked.batches:
                 if h.is_control and h.producer_id >= 0:
                     try:
-                        markers[pos] = read_marker(bytes(buf[pos: pos + h.size]))
+                        markers[pos] = read_marker(bytes(buf[pos : pos + h.size]))
                     except CorruptRecordError as e:
-                        log.warning("%s: unreadable transaction marker at offset %d copied as is: %s",
-                                    self.dir, h.base_offset, e)
+                        log.warning(
+                            "%s: unreadable transaction marker at offset %d copied as is: %s",
+                            self.dir,
+                            h.base_offset,
+                            e,
+                        )
             first_offset = checked.batches[0][1].base_offset
             groups: list[list[tuple[int, BatchHeader]]] = []
             cur: list[tuple[int, BatchHeader]] = []
@@ -629,7 +703,10 @@ class Log:
                 metas = [(pos - start, h.size, h.last_offset, h.max_timestamp) for pos, h in group]
                 max_ts = max(m[3] for m in metas)
                 for _pos, h in group:
-                    if h.partition_leader_epoch >= 0 and h.partition_leader_epoch != self.leader_epoch_cache.latest_epoch:
+                    if (
+                        h.partition_leader_epoch >= 0
+                        and h.partition_leader_epoch != self.leader_epoch_cache.latest_epoch
+                    ):
                         try:
                             self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
                         except OSError as e:
@@ -652,9 +729,9 @@ class Log:
                     self._hw = self._leo
                 self._publish()
             self._unflushed_messages += checked.records
-            if (self._unflushed_messages >= cfg.flush_interval_messages
-                    or (cfg.flush_interval_ms is not None
-                        and now - self._last_flush_ms >= cfg.flush_interval_ms)):
+            if self._unflushed_messages >= cfg.flush_interval_messages or (
+                cfg.flush_interval_ms is not None and now - self._last_flush_ms >= cfg.flush_interval_ms
+            ):
                 try:
                     self._flush_locked()
                 except OSError as e:
@@ -679,8 +756,7 @@ class Log:
         ``[start_offset, upper_bound_offset)``: what a READ_COMMITTED Fetch returns (Kafka's
         ``collectAbortedTransactions``: the ``.txnindex`` of the segment holding
         ``start_offset`` and of later segments until the search is complete).  Lock-free."""
-        return [(t.producer_id, t.first_offset)
-                for t in self.collect_aborted_txns(start_offset, upper_bound_offset)]
+        return [(t.producer_id, t.first_offset) for t in self.collect_aborted_txns(start_offset, upper_bound_offset)]
 
     def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Like :meth:`aborted_transactions`, whole :class:`AbortedTxn` entries.  Lock-free."""
@@ -709,8 +785,7 @@ class Log:
         with self._lock:
             return dict(self._producers.ongoing)
 
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int,
-                    now: int) -> LogSegment:
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int, now: int) -> LogSegment:
         """Under the lock: the segment to append to, rolling first when needed."""
         seg = self._segments[-1]
         if seg.size == 0:
@@ -757,8 +832,9 @@ class Log:
         # Kafka flushes the sealed segment asynchronously ("flush-log" on the scheduler) and then
         # advances the recovery point; a scheduler already shut down leaves it to close()'s flush
         try:
-            self._background().schedule(0, self._flush_sealed, old, new_base,
-                                        name=f"flush-log-{self.topic}-{self.partition}")
+            self._background().schedule(
+                0, self._flush_sealed, old, new_base, name=f"flush-log-{self.topic}-{self.partition}"
+            )
         except RuntimeError as e:
             log.info("%s: sealed segment %d not flushed in the background: %s", self.dir, old.base_offset, e)
         return new
@@ -774,8 +850,7 @@ class Log:
             with self._lock:
                 if self._closed:
                     return
-                segs = [s for s in self._segments
-                        if s.base_offset < upto and s.next_offset > self.recovery_point]
+                segs = [s for s in self._segments if s.base_offset < upto and s.next_offset > self.recovery_point]
             for s in segs:
                 try:
                     s.flush()
@@ -835,8 +910,7 @@ class Log:
         return self._unflushed_messages
 
     # ================================================================== reads
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True,
-             max_offset: int | None = None) -> FetchSlice:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None) -> FetchSlice:
         """Whole batches from ``offset`` (the batch holding it first), at most ``max_bytes``
         unless ``min_one`` and the first batch alone is larger; stops before ``max_offset``.
 
@@ -907,8 +981,9 @@ class Log:
             return self._record_for_timestamp(seg, h, timestamp, v.log_start_offset)
         return None
 
-    def _record_for_timestamp(self, seg: LogSegment, h: BatchHeader, timestamp: int,
-                              start_offset: int) -> tuple[int, int]:
+    def _record_for_timestamp(
+        self, seg: LogSegment, h: BatchHeader, timestamp: int, start_offset: int
+    ) -> tuple[int, int]:
         if h.timestamp_type == 1:
             return max(h.base_offset, start_offset), h.max_timestamp
         found = seg.translate_offset(h.base_offset, seg.size)
@@ -967,8 +1042,10 @@ class Log:
         current_txn_start_offset)``, -1 for "none", sorted by producer id.  A copy taken under the
         lock (any thread)."""
         with self._lock:
-            return sorted((e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
-                           e.current_txn_first_offset) for e in self._producers.producers.values())
+            return sorted(
+                (e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+                for e in self._producers.producers.values()
+            )
 
     def producer_last_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last batch, for every producer this partition keeps state
@@ -1033,8 +1110,14 @@ class Log:
             self._publish()
             self._log_start_moved()
             self._schedule_delete(doomed)
-            log.info("%s: retention deleted %d segment(s) (time %d, size %d), log start offset %d",
-                     self.dir, k, k_time, k_size, self._log_start_offset)
+            log.info(
+                "%s: retention deleted %d segment(s) (time %d, size %d), log start offset %d",
+                self.dir,
+                k,
+                k_time,
+                k_size,
+                self._log_start_offset,
+            )
             return k
 
     def _schedule_delete(self, doomed: list[LogSegment]) -> None:
@@ -1056,8 +1139,9 @@ class Log:
                 s.delete_files()
             return
         try:
-            task = self._background().schedule(delay, self._delete_now, doomed,
-                                               name=f"delete-file-{self.topic}-{self.partition}")
+            task = self._background().schedule(
+                delay, self._delete_now, doomed, name=f"delete-file-{self.topic}-{self.partition}"
+            )
         except RuntimeError as e:
             log.info("%s: delete of %d segment(s) left to close(): %s", self.dir, len(doomed), e)
             task = None
@@ -1176,10 +1260,8 @@ class Log:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
             idx = self._segments.index(old[0])
-            if self._segments[idx: idx + len(old)] != old:
-                raise KafkaStorageError(
-                    f"{self.topic}-{self.partition}: segment list changed during cleaning"
-                )
+            if self._segments[idx : idx + len(old)] != old:
+                raise KafkaStorageError(f"{self.topic}-{self.partition}: segment list changed during cleaning")
             if new is not None:
                 new.flush()
                 new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -1187,8 +1269,9 @@ class Log:
                 s.change_suffix("", DELETED_SUFFIX)
             if new is not None:
                 new.change_suffix(SWAP_SUFFIX, "")
-            self._segments = self._segments[:idx] + ([new] if new is not None else []) + \
-                self._segments[idx + len(old):]
+            self._segments = (
+                self._segments[:idx] + ([new] if new is not None else []) + self._segments[idx + len(old) :]
+            )
             self._publish()
             self._delete_later(old)
 
@@ -1240,8 +1323,9 @@ class Log:
             shutil.rmtree(target, ignore_errors=True)
 
 
-def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_offset: int,
-                            log_end_offset: int, leo_fn: Callable[[], int]) -> LeaderEpochFileCache:
+def load_leader_epoch_cache(
+    dir: str, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, leo_fn: Callable[[], int]
+) -> LeaderEpochFileCache:
     """Load a partition's leader epoch cache at start-up (no lock: the Log is not published yet).
 
     The ``leader-epoch-checkpoint`` is read and checked against the batches (each entry's start
@@ -1268,8 +1352,13 @@ def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_
         if problem is None:
             problem = "missing"
         if has_data or problem != "missing":
-            log.error("%s: leader-epoch-checkpoint %s; rebuilt %d entries from the batches' "
-                      "partitionLeaderEpoch: %s", dir, problem, len(entries), [tuple(e) for e in entries])
+            log.error(
+                "%s: leader-epoch-checkpoint %s; rebuilt %d entries from the batches' partitionLeaderEpoch: %s",
+                dir,
+                problem,
+                len(entries),
+                [tuple(e) for e in entries],
+            )
             cache = LeaderEpochFileCache(dir, leo_fn, entries, write=True)
         else:
             cache = LeaderEpochFileCache(dir, leo_fn, entries)
@@ -1304,8 +1393,9 @@ def _batch_from(segments: Sequence[LogSegment], offset: int) -> BatchHeader | No
     return None
 
 
-def _epoch_entries_match(segments: Sequence[LogSegment], entries: Sequence[EpochEntry], log_start_offset: int,
-                         log_end_offset: int) -> str | None:
+def _epoch_entries_match(
+    segments: Sequence[LogSegment], entries: Sequence[EpochEntry], log_start_offset: int, log_end_offset: int
+) -> str | None:
     """Check the checkpoint entries below the log end offset against the batches (a few index
     lookups and header reads per entry, no full scan).  For each entry (E, S): the first batch
     holding S or later was written in E (in E or later when compaction removed E's first
@@ -1320,30 +1410,52 @@ def _epoch_entries_match(segments: Sequence[LogSegment], entries: Sequence[Epoch
         h = _batch_from(segments, e.start_offset)
         if h is not None and h.partition_leader_epoch >= 0:
             if h.base_offset <= e.start_offset and h.partition_leader_epoch != e.epoch:
-                return (f"entry {e.epoch} {e.start_offset}: the batch at offset {h.base_offset} has "
-                        f"leader epoch {h.partition_leader_epoch}")
+                return (
+                    f"entry {e.epoch} {e.start_offset}: the batch at offset {h.base_offset} has "
+                    f"leader epoch {h.partition_leader_epoch}"
+                )
             if h.partition_leader_epoch < e.epoch:
-                return (f"entry {e.epoch} {e.start_offset}: the next batch, at offset {h.base_offset}, "
-                        f"has the earlier leader epoch {h.partition_leader_epoch}")
+                return (
+                    f"entry {e.epoch} {e.start_offset}: the next batch, at offset {h.base_offset}, "
+                    f"has the earlier leader epoch {h.partition_leader_epoch}"
+                )
             if h.base_offset < e.start_offset and e.start_offset > log_start_offset:
-                return (f"entry {e.epoch} {e.start_offset}: the offset is inside the batch "
-                        f"{h.base_offset}..{h.last_offset}")
+                return (
+                    f"entry {e.epoch} {e.start_offset}: the offset is inside the batch {h.base_offset}..{h.last_offset}"
+                )
         if e.start_offset > log_start_offset and e.start_offset > 0:
             prev = _batch_from(segments, e.start_offset - 1)
             if prev is not None and prev.last_offset < e.start_offset and prev.partition_leader_epoch >= 0:
                 limit = e.epoch - 1 if prev_epoch is None else prev_epoch
                 if prev.partition_leader_epoch > limit:
-                    return (f"entry {e.epoch} {e.start_offset}: the batch at offset {prev.base_offset} "
-                            f"before it has leader epoch {prev.partition_leader_epoch}")
+                    return (
+                        f"entry {e.epoch} {e.start_offset}: the batch at offset {prev.base_offset} "
+                        f"before it has leader epoch {prev.partition_leader_epoch}"
+                    )
         prev_epoch = e.epoch
     if log_end_offset > 0:
         last = _batch_from(segments, log_end_offset - 1)
-        if last is not None and last.partition_leader_epoch >= 0 and (
-                not entries or last.partition_leader_epoch > entries[-1].epoch):
-            return (f"the last batch, at offset {last.base_offset}, has leader epoch "
-                    f"{last.partition_leader_epoch}, above every entry")
+        if (
+            last is not None
+            and last.partition_leader_epoch >= 0
+            and (not entries or last.partition_leader_epoch > entries[-1].epoch)
+        ):
+            return (
+                f"the last batch, at offset {last.base_offset}, has leader epoch "
+                f"{last.partition_leader_epoch}, above every entry"
+            )
     return None
 
 
-__all__ = ["Log", "LogView", "AppendInfo", "FetchSlice", "RecoveryReport", "SegmentCut",
-           "parse_topic_partition", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "SNAPSHOT_SUFFIX"]
+__all__ = [
+    "Log",
+    "LogView",
+    "AppendInfo",
+    "FetchSlice",
+    "RecoveryReport",
+    "SegmentCut",
+    "parse_topic_partition",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "SNAPSHOT_SUFFIX",
+]

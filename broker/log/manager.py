@@ -30,6 +30,7 @@ clean-shutdown marker.
 
 Thread-safe: the log table is guarded by a lock; each Log is thread-safe itself.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -68,10 +69,17 @@ LOCK_FILE = ".lock"
 class LogManager:
     """All partition logs of a broker.  Thread-safe."""
 
-    def __init__(self, log_dirs: list[str] | str, default_config: LogConfig | None = None, *,
-                 background: bool = True, recovery_threads: int = 2,
-                 topic_config: Callable[[str], dict | None] | None = None, hold_cleaning: bool = False,
-                 high_watermark_checkpoint_interval_ms: int = 5000):
+    def __init__(
+        self,
+        log_dirs: list[str] | str,
+        default_config: LogConfig | None = None,
+        *,
+        background: bool = True,
+        recovery_threads: int = 2,
+        topic_config: Callable[[str], dict | None] | None = None,
+        hold_cleaning: bool = False,
+        high_watermark_checkpoint_interval_ms: int = 5000,
+    ):
         """``high_watermark_checkpoint_interval_ms``: how often ``replication-offset-checkpoint`` is
         written (Kafka's ``replica.high.watermark.checkpoint.interval.ms``, default 5 s); the
         other checkpoints follow ``log.flush.offset.checkpoint.interval.ms``."""
@@ -138,8 +146,7 @@ class LogManager:
                 self._scheduler.shutdown(wait=False)
                 self._scheduler = None
             raise
-        log.info("loaded %d log(s) from %s in %.2fs", len(self._logs), ",".join(self.log_dirs),
-                 time.monotonic() - t0)
+        log.info("loaded %d log(s) from %s in %.2fs", len(self._logs), ",".join(self.log_dirs), time.monotonic() - t0)
         self._started = True
         self._stop.clear()
         if self.background and self._scheduler is not None:  # with background, created above
@@ -151,9 +158,7 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise KafkaStorageError(
-                f"log dir {d} is locked by another process (is another broker using it?)"
-            ) from None
+            raise KafkaStorageError(f"log dir {d} is locked by another process (is another broker using it?)") from None
         self._lock_fds.append(fd)
 
     def _read_checkpoint(self, d: str, name: str) -> dict:
@@ -189,17 +194,24 @@ class LogManager:
 
         def load(job: tuple[tuple[str, int], str]) -> tuple[tuple[str, int], str, Log]:
             tp, path = job
-            lg = Log(path, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
-                     log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean, scheduler=self._scheduler,
-                     high_watermark=high_watermarks.get(tp))
+            lg = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                clean_shutdown=clean,
+                scheduler=self._scheduler,
+                high_watermark=high_watermarks.get(tp),
+            )
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
 
         if not jobs:
             _unlink(marker)
             return
-        with ThreadPoolExecutor(max_workers=min(self.recovery_threads, len(jobs)),
-                                thread_name_prefix="log-recovery") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(self.recovery_threads, len(jobs)), thread_name_prefix="log-recovery"
+        ) as pool:
             futures = [(job, pool.submit(load, job)) for job in jobs]
             for job, fut in futures:
                 try:
@@ -210,8 +222,13 @@ class LogManager:
                     continue
                 with self._lock:
                     if tp in self._logs:
-                        log.error("duplicate log directories for %s-%d: %s and %s; ignoring the "
-                                  "second", tp[0], tp[1], self._logs[tp].dir, path)
+                        log.error(
+                            "duplicate log directories for %s-%d: %s and %s; ignoring the second",
+                            tp[0],
+                            tp[1],
+                            self._logs[tp].dir,
+                            path,
+                        )
                         lg.close()
                         self.stray_dirs.append(path)
                         continue
@@ -351,7 +368,8 @@ class LogManager:
             try:
                 with self._checkpoint_lock:
                     self._checkpoint_high_watermarks(
-                        d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d])
+                        d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
+                    )
             except OSError as e:
                 log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
 
@@ -373,8 +391,11 @@ class LogManager:
         sched.schedule_periodic("log-retention", every(cfg.retention_check_interval_ms), self.cleanup_logs)
         sched.schedule_periodic("log-checkpoint", every(cfg.flush_offset_checkpoint_interval_ms), self.checkpoint)
         sched.schedule_periodic("log-cleaner", every(cfg.cleaner_backoff_ms), self.compact_logs)
-        sched.schedule_periodic("highwatermark-checkpoint", every(self.high_watermark_checkpoint_interval_ms),
-                                self.checkpoint_high_watermarks)
+        sched.schedule_periodic(
+            "highwatermark-checkpoint",
+            every(self.high_watermark_checkpoint_interval_ms),
+            self.checkpoint_high_watermarks,
+        )
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

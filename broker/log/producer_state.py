@@ -49,6 +49,7 @@ after a restart.
 
 Thread safety: not thread-safe; the owning Log calls it under its lock.
 """
+
 from __future__ import annotations
 
 import logging
@@ -104,8 +105,7 @@ class ProducerEntry:
     ``current_txn_first_offset`` (-1: no open transaction) and ``timestamp`` of its last batch
     or marker."""
 
-    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset",
-                 "timestamp")
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset", "timestamp")
 
     def __init__(self, producer_id: int, epoch: int):
         self.producer_id = producer_id
@@ -134,9 +134,11 @@ class ProducerEntry:
         return None
 
     def __repr__(self) -> str:
-        return (f"ProducerEntry(pid={self.producer_id}, epoch={self.epoch}, "
-                f"coordinator_epoch={self.coordinator_epoch}, "
-                f"txn_first_offset={self.current_txn_first_offset}, batches={list(self.batches)})")
+        return (
+            f"ProducerEntry(pid={self.producer_id}, epoch={self.epoch}, "
+            f"coordinator_epoch={self.coordinator_epoch}, "
+            f"txn_first_offset={self.current_txn_first_offset}, batches={list(self.batches)})"
+        )
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -170,8 +172,9 @@ class ProducerStateManager:
             self.first_unstable_offset = min(self.ongoing.values()) if self.ongoing else None
 
     def _reindex(self) -> None:
-        self.ongoing = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
-                        if e.current_txn_first_offset >= 0}
+        self.ongoing = {
+            pid: e.current_txn_first_offset for pid, e in self.producers.items() if e.current_txn_first_offset >= 0
+        }
         self.first_unstable_offset = min(self.ongoing.values()) if self.ongoing else None
 
     # ------------------------------------------------------------ validation
@@ -194,15 +197,13 @@ class ProducerStateManager:
             return None
         if from_client and h.base_sequence < 0:
             raise InvalidRecordError(
-                f"producer {pid}: a batch with a producer id needs a base sequence >= 0, "
-                f"read {h.base_sequence}"
+                f"producer {pid}: a batch with a producer id needs a base sequence >= 0, read {h.base_sequence}"
             )
         if entry is None:
             return None
         if h.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
-                f"producer {pid}: epoch {h.producer_epoch} is older than the current epoch "
-                f"{entry.epoch}"
+                f"producer {pid}: epoch {h.producer_epoch} is older than the current epoch {entry.epoch}"
             )
         if entry.current_txn_first_offset >= 0 and not h.is_transactional:
             # Kafka's ProducerAppendInfo.appendDataBatch
@@ -224,8 +225,7 @@ class ProducerStateManager:
                 )
         elif h.base_sequence != 0:
             raise OutOfOrderSequenceError(
-                f"producer {pid}: a new epoch {h.producer_epoch} must start at sequence 0, "
-                f"read {h.base_sequence}"
+                f"producer {pid}: a new epoch {h.producer_epoch} must start at sequence 0, read {h.base_sequence}"
             )
         return None
 
@@ -270,12 +270,17 @@ class ProducerStateManager:
             self._txn_started(pid, first_offset)
         if h.base_sequence < 0:
             return
-        entry.batches.append(
-            BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset, timestamp)
-        )
+        entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset, timestamp))
 
-    def end_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                marker_offset: int, timestamp: int) -> CompletedTxn | None:
+    def end_txn(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        marker_offset: int,
+        timestamp: int,
+    ) -> CompletedTxn | None:
         """Record a marker written at ``marker_offset``: the producer's open transaction ends.
         Returns the :class:`CompletedTxn` when a transaction with data was open, else None (a
         marker without data changes neither the last stable offset nor the index)."""
@@ -287,8 +292,7 @@ class ProducerStateManager:
             entry.batches.clear()
         completed = None
         if entry.current_txn_first_offset >= 0:
-            completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset,
-                                     not commit)
+            completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, not commit)
             entry.current_txn_first_offset = -1
             self._txn_ended(producer_id)
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
@@ -308,8 +312,9 @@ class ProducerStateManager:
         if h.is_control:
             if control is None or control[0] not in (0, 1):
                 return None  # an unknown control type (none exists yet) changes nothing
-            return self.end_txn(h.producer_id, h.producer_epoch, control[1], control[0] == 1,
-                                h.base_offset, h.max_timestamp)
+            return self.end_txn(
+                h.producer_id, h.producer_epoch, control[1], control[0] == 1, h.base_offset, h.max_timestamp
+            )
         self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
         return None
 
@@ -318,8 +323,11 @@ class ProducerStateManager:
         snapshot keeps only each producer's last batch) and whose earliest one does not start
         its epoch at sequence 0 (then nothing came before it): the ones :meth:`prepend_earlier`
         can complete from the log before the snapshot's offset."""
-        return {pid for pid, e in self.producers.items()
-                if 0 < len(e.batches) < MAX_BATCHES_PER_PRODUCER and e.batches[0].first_seq != 0}
+        return {
+            pid
+            for pid, e in self.producers.items()
+            if 0 < len(e.batches) < MAX_BATCHES_PER_PRODUCER and e.batches[0].first_seq != 0
+        }
 
     def prepend_earlier(self, h: BatchHeader, wanted: set[int]) -> None:
         """Offer the batch ``h`` read from the log *before* the entries' earliest batches, newest
@@ -334,10 +342,10 @@ class ProducerStateManager:
         oldest = entry.batches[0]
         if h.base_offset >= oldest.first_offset:
             return  # the entry's own batch (or a later one): not earlier
-        if (h.producer_epoch == entry.epoch and h.base_sequence >= 0
-                and _in_sequence(h.last_sequence, oldest.first_seq)):
-            entry.batches.appendleft(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset,
-                                                   h.last_offset, h.max_timestamp))
+        if h.producer_epoch == entry.epoch and h.base_sequence >= 0 and _in_sequence(h.last_sequence, oldest.first_seq):
+            entry.batches.appendleft(
+                BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
+            )
             if len(entry.batches) < MAX_BATCHES_PER_PRODUCER and h.base_sequence != 0:
                 return
         wanted.discard(pid)
@@ -352,9 +360,11 @@ class ProducerStateManager:
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for longer than ``expiration_ms``, except those with an open
         transaction (Kafka's ``isProducerExpired``); return how many."""
-        dead = [pid for pid, e in self.producers.items()
-                if e.timestamp >= 0 and e.current_txn_first_offset < 0
-                and now_ms - e.timestamp > expiration_ms]
+        dead = [
+            pid
+            for pid, e in self.producers.items()
+            if e.timestamp >= 0 and e.current_txn_first_offset < 0 and now_ms - e.timestamp > expiration_ms
+        ]
         for pid in dead:
             del self.producers[pid]
         return len(dead)
@@ -379,12 +389,20 @@ class ProducerStateManager:
             e = self.producers[pid]
             if e.batches:
                 b = e.batches[-1]
-                body += _ENTRY.pack(pid, e.epoch, b.last_seq, b.last_offset,
-                                    b.last_offset - b.first_offset, e.timestamp,
-                                    e.coordinator_epoch, e.current_txn_first_offset)
+                body += _ENTRY.pack(
+                    pid,
+                    e.epoch,
+                    b.last_seq,
+                    b.last_offset,
+                    b.last_offset - b.first_offset,
+                    e.timestamp,
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
             else:
-                body += _ENTRY.pack(pid, e.epoch, -1, -1, 0, e.timestamp, e.coordinator_epoch,
-                                    e.current_txn_first_offset)
+                body += _ENTRY.pack(
+                    pid, e.epoch, -1, -1, 0, e.timestamp, e.coordinator_epoch, e.current_txn_first_offset
+                )
         return _HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
 
     @staticmethod
@@ -395,17 +413,16 @@ class ProducerStateManager:
         version, crc = _HEAD.unpack_from(raw, 0)
         if version != SNAPSHOT_VERSION:
             raise CorruptRecordError(f"{path}: expected snapshot version 1, read {version}")
-        body = memoryview(raw)[_HEAD.size:]
+        body = memoryview(raw)[_HEAD.size :]
         if crc32c(body) != crc:
             raise CorruptRecordError(f"{path}: CRC-32C mismatch")
         (count,) = _COUNT.unpack_from(body, 0)
         if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
             raise CorruptRecordError(
-                f"{path}: {count} entries need {_COUNT.size + count * _ENTRY.size} bytes, "
-                f"read {len(body)}"
+                f"{path}: {count} entries need {_COUNT.size + count * _ENTRY.size} bytes, read {len(body)}"
             )
         out: dict[int, ProducerEntry] = {}
-        for pid, epoch, last_seq, last_off, delta, ts, ce, txn in _ENTRY.iter_unpack(body[_COUNT.size:]):
+        for pid, epoch, last_seq, last_off, delta, ts, ce, txn in _ENTRY.iter_unpack(body[_COUNT.size :]):
             e = ProducerEntry(pid, epoch)
             e.timestamp = ts
             e.coordinator_epoch = ce

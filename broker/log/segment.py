@@ -17,6 +17,7 @@ owning :class:`broker.log.log.Log` under its per-log lock.  ``read``/``translate
 bounded by a ``max_position`` the caller took from an immutable snapshot, so they never see
 bytes an append is still writing.
 """
+
 from __future__ import annotations
 
 import logging
@@ -113,9 +114,17 @@ class RecoveryResult(NamedTuple):
 class LogSegment:
     """One segment.  Not thread-safe for writers; see the module docstring for readers."""
 
-    def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
-                 max_index_bytes: int = 10 * 1024 * 1024, suffix: str = "",
-                 create: bool = False, file_suffix_for_indexes: str | None = None):
+    def __init__(
+        self,
+        dir: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_bytes: int = 10 * 1024 * 1024,
+        suffix: str = "",
+        create: bool = False,
+        file_suffix_for_indexes: str | None = None,
+    ):
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -144,9 +153,7 @@ class LogSegment:
     def create(cls, dir: str, base_offset: int, **kw: Any) -> LogSegment:
         seg = cls(dir, base_offset, create=True, **kw)
         if seg.size:
-            raise CorruptRecordError(
-                f"{seg.log_path}: expected a new empty segment, found {seg.size} bytes"
-            )
+            raise CorruptRecordError(f"{seg.log_path}: expected a new empty segment, found {seg.size} bytes")
         seg.index.reset()
         seg.time_index.reset()
         seg.txn_index.reset()
@@ -179,9 +186,7 @@ class LogSegment:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = h.last_offset
         if end != self.size:
-            raise CorruptRecordError(
-                f"{self.log_path}: batches end at position {end}, file holds {self.size} bytes"
-            )
+            raise CorruptRecordError(f"{self.log_path}: batches end at position {end}, file holds {self.size} bytes")
         self.next_offset = nxt
         self.time_index.sanity_check(nxt)
         self.txn_index.load()
@@ -195,8 +200,12 @@ class LogSegment:
         self._bytes_since_index = self.size - self.index.last_entry()[1] if len(self.index) else self.size
 
     # ------------------------------------------------------------------ writes
-    def append(self, data: BytesLike | list[bytes | bytearray | memoryview],
-               batches: list[tuple[int, int, int, int]], size: int | None = None) -> None:
+    def append(
+        self,
+        data: BytesLike | list[bytes | bytearray | memoryview],
+        batches: list[tuple[int, int, int, int]],
+        size: int | None = None,
+    ) -> None:
         """Write ``data`` (whole batches, offsets already assigned) at the end of the file.
 
         ``data`` is one buffer (one ``os.pwrite``) or a list of buffers of ``size`` bytes in all
@@ -283,9 +292,14 @@ class LogSegment:
             self.rolling_based_timestamp = None
 
     # ------------------------------------------------------------------ recovery
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None,
-                max_batch_bytes: int | None = None, *, resync: bool = False,
-                offset_limit: int | None = None) -> RecoveryResult:
+    def recover(
+        self,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+        max_batch_bytes: int | None = None,
+        *,
+        resync: bool = False,
+        offset_limit: int | None = None,
+    ) -> RecoveryResult:
         """Revalidate every batch (framing, magic, offsets increasing, CRC-32C; no record
         decode), rebuild both indexes, and cut invalid bytes.
 
@@ -303,7 +317,8 @@ class LogSegment:
         copy.  ``on_batch(header)`` is called for each valid batch (producer-state rebuild)."""
         file_size = os.fstat(self.fd).st_size
         pos, reason, batches, prev_next, damaged = self._validate(
-            file_size, on_batch, max_batch_bytes, resync, offset_limit)
+            file_size, on_batch, max_batch_bytes, resync, offset_limit
+        )
         inner = [d for d in damaged if d.next_base_offset is not None]
         if inner:
             # keep every valid range; the trailing damage (if any) is dropped with the rest
@@ -319,7 +334,8 @@ class LogSegment:
             # second pass over the rewritten file: positions moved, so the indexes are rebuilt
             # from scratch; the producer-state callback already saw every valid batch
             _pos, _reason, batches, prev_next, again = self._validate(
-                new_size, None, max_batch_bytes, False, offset_limit)
+                new_size, None, max_batch_bytes, False, offset_limit
+            )
             if again:  # cannot happen unless the disk changes under us: keep what validated
                 os.ftruncate(self.fd, _pos)
                 new_size = _pos
@@ -328,19 +344,22 @@ class LogSegment:
             tail = damaged[-1] if damaged[-1].next_base_offset is None else None
             if tail is None:
                 return RecoveryResult(new_size, 0, file_size, None, batches, tuple(damaged))
-            return RecoveryResult(new_size, tail.size, tail.position, tail.reason, batches,
-                                  tuple(damaged))
+            return RecoveryResult(new_size, tail.size, tail.position, tail.reason, batches, tuple(damaged))
         truncated = file_size - pos
         if truncated:
             os.ftruncate(self.fd, pos)
         self.size = pos
         self.next_offset = prev_next
-        return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches,
-                              tuple(damaged))
+        return RecoveryResult(pos, truncated, pos, reason if truncated else None, batches, tuple(damaged))
 
-    def _validate(self, file_size: int, on_batch: Callable[[BatchHeader], None] | None,
-                  max_batch_bytes: int | None, resync: bool,
-                  offset_limit: int | None) -> tuple[int, str | None, int, int, list[DamagedRange]]:
+    def _validate(
+        self,
+        file_size: int,
+        on_batch: Callable[[BatchHeader], None] | None,
+        max_batch_bytes: int | None,
+        resync: bool,
+        offset_limit: int | None,
+    ) -> tuple[int, str | None, int, int, list[DamagedRange]]:
         self.index.reset()
         self.time_index.reset()
         self.max_timestamp = _NO_TIMESTAMP
@@ -354,14 +373,19 @@ class LogSegment:
         try:
             if hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_SEQUENTIAL)
-            return self._recover_mapped(mm, file_size, on_batch, max_batch_bytes, resync,
-                                        offset_limit)
+            return self._recover_mapped(mm, file_size, on_batch, max_batch_bytes, resync, offset_limit)
         finally:
             mm.close()
 
-    def _recover_mapped(self, mm: mmap.mmap, file_size: int, on_batch: Callable[[BatchHeader], None] | None,
-                        max_batch_bytes: int | None, resync: bool = False,
-                        offset_limit: int | None = None) -> tuple[int, str | None, int, int, list[DamagedRange]]:
+    def _recover_mapped(
+        self,
+        mm: mmap.mmap,
+        file_size: int,
+        on_batch: Callable[[BatchHeader], None] | None,
+        max_batch_bytes: int | None,
+        resync: bool = False,
+        offset_limit: int | None = None,
+    ) -> tuple[int, str | None, int, int, list[DamagedRange]]:
         mv = memoryview(mm)
         try:
             pos = 0
@@ -380,8 +404,9 @@ class LogSegment:
                 if file_size - pos < HEADER_SIZE:
                     reason = f"partial batch header: {file_size - pos} bytes at the end of the file"
                 else:
-                    (base, length, _epoch, magic, crc, _attr, last_delta, _fts, max_ts, _pid, _pe,
-                     _bs, _cnt) = fields = unpack(mm, pos)
+                    (base, length, _epoch, magic, crc, _attr, last_delta, _fts, max_ts, _pid, _pe, _bs, _cnt) = (
+                        fields
+                    ) = unpack(mm, pos)
                     size = LOG_OVERHEAD + length
                     if magic != 2:
                         reason = f"expected magic 2, read magic {magic}"
@@ -392,24 +417,32 @@ class LogSegment:
                     elif max_batch_bytes is not None and size > max_batch_bytes:
                         reason = f"batch of {size} bytes exceeds the maximum {max_batch_bytes}"
                     elif base < prev_next or last_delta < 0:
-                        reason = (f"offsets do not increase: batch base offset {base} (last delta "
-                                  f"{last_delta}) after next offset {prev_next}")
+                        reason = (
+                            f"offsets do not increase: batch base offset {base} (last delta "
+                            f"{last_delta}) after next offset {prev_next}"
+                        )
                     elif base - self.base_offset + last_delta > 0x7FFFFFFF:
                         reason = f"offset {base + last_delta} does not fit the segment's relative offsets"
-                    elif crc32c(mv[pos + ATTRIBUTES_OFFSET: pos + size]) != crc:
+                    elif crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
                         reason = "CRC-32C mismatch"
                 if reason is not None:
                     if not resync:
                         break
                     nxt = self._resync(mm, mv, pos, file_size, prev_next, offset_limit)
                     if nxt is None:
-                        damaged.append(DamagedRange(pos, file_size, reason, prev_next, None,
-                                                    None))
+                        damaged.append(DamagedRange(pos, file_size, reason, prev_next, None, None))
                         break
                     nxt_base = unpack(mm, nxt)[0]
-                    damaged.append(DamagedRange(pos, nxt, reason, prev_next, nxt_base,
-                                                self._claimed_records(mm, pos, nxt, prev_next,
-                                                                      nxt_base)))
+                    damaged.append(
+                        DamagedRange(
+                            pos,
+                            nxt,
+                            reason,
+                            prev_next,
+                            nxt_base,
+                            self._claimed_records(mm, pos, nxt, prev_next, nxt_base),
+                        )
+                    )
                     pos = nxt
                     continue
                 last_offset = base + last_delta
@@ -432,8 +465,9 @@ class LogSegment:
         finally:
             mv.release()
 
-    def _valid_batch_at(self, mm: mmap.mmap, mv: memoryview, p: int, file_size: int, min_base: int,
-                        offset_limit: int | None) -> bool:
+    def _valid_batch_at(
+        self, mm: mmap.mmap, mv: memoryview, p: int, file_size: int, min_base: int, offset_limit: int | None
+    ) -> bool:
         """True when a whole valid v2 batch starts at ``p`` with base offset >= ``min_base``."""
         if p < 0 or file_size - p < HEADER_SIZE:
             return False
@@ -444,10 +478,11 @@ class LogSegment:
             return False
         if offset_limit is not None and base + last_delta >= offset_limit:
             return False
-        return crc32c(mv[p + ATTRIBUTES_OFFSET: p + LOG_OVERHEAD + length]) == crc
+        return crc32c(mv[p + ATTRIBUTES_OFFSET : p + LOG_OVERHEAD + length]) == crc
 
-    def _resync(self, mm: mmap.mmap, mv: memoryview, pos: int, file_size: int, min_base: int,
-                offset_limit: int | None) -> int | None:
+    def _resync(
+        self, mm: mmap.mmap, mv: memoryview, pos: int, file_size: int, min_base: int, offset_limit: int | None
+    ) -> int | None:
         """Position of the first valid batch after the invalid one at ``pos`` (or None).
         Tries the end the damaged header declares first (a flipped payload byte leaves the
         framing intact), then every later position whose magic byte reads 2, up to the end of
@@ -455,8 +490,7 @@ class LogSegment:
         if file_size - pos >= HEADER_SIZE:
             length = HEADER.unpack_from(mm, pos)[1]
             guess = pos + LOG_OVERHEAD + length
-            if length >= _MIN_BATCH_LENGTH and self._valid_batch_at(mm, mv, guess, file_size,
-                                                                     min_base, offset_limit):
+            if length >= _MIN_BATCH_LENGTH and self._valid_batch_at(mm, mv, guess, file_size, min_base, offset_limit):
                 return guess
         q = pos + 1 + MAGIC_OFFSET
         last = file_size - HEADER_SIZE + MAGIC_OFFSET
@@ -476,8 +510,13 @@ class LogSegment:
         if end - pos < HEADER_SIZE:
             return None
         (base, length, _e, magic, _c, _a, last_delta, *_r, count) = HEADER.unpack_from(mm, pos)
-        if (magic == 2 and LOG_OVERHEAD + length == end - pos and base == first_lost
-                and base + last_delta == next_base - 1 and 0 < count <= last_delta + 1):
+        if (
+            magic == 2
+            and LOG_OVERHEAD + length == end - pos
+            and base == first_lost
+            and base + last_delta == next_base - 1
+            and 0 < count <= last_delta + 1
+        ):
             return count
         return None
 
@@ -562,8 +601,7 @@ class LogSegment:
                 return pos, h
         return None
 
-    def read(self, offset: int, max_bytes: int, max_position: int,
-             min_one: bool = True) -> tuple[int, int, int] | None:
+    def read(self, offset: int, max_bytes: int, max_position: int, min_one: bool = True) -> tuple[int, int, int] | None:
         """Locate ``offset`` and size a read of whole batches: ``(position, size, first_offset)``
         with ``size <= max_bytes`` (or one whole batch when ``min_one``), or None when no batch
         before ``max_position`` holds ``offset`` or later."""
@@ -590,8 +628,7 @@ class LogSegment:
                 return pos, 0, h.base_offset
         return pos, end - pos, h.base_offset
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int,
-                                 max_position: int) -> BatchHeader | None:
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, max_position: int) -> BatchHeader | None:
         """Header of the first batch with max timestamp >= ``timestamp`` and last offset >=
         ``start_offset``, or None."""
         below = self.time_index.lookup_below(timestamp)
@@ -626,6 +663,7 @@ class LogSegment:
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the three files (e.g. ``""`` -> ``".deleted"``); open handles stay valid."""
+
         def renamed(path: str) -> str:
             return path[: len(path) - len(old)] + new
 
@@ -673,6 +711,17 @@ class LogSegment:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
 
 
-__all__ = ["LogSegment", "RecoveryResult", "DamagedRange", "filename_prefix", "parse_base_offset",
-           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
-           "SWAP_SUFFIX", "TXNINDEX_SUFFIX"]
+__all__ = [
+    "LogSegment",
+    "RecoveryResult",
+    "DamagedRange",
+    "filename_prefix",
+    "parse_base_offset",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIMEINDEX_SUFFIX",
+    "DELETED_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+    "TXNINDEX_SUFFIX",
+]

@@ -25,6 +25,7 @@ the owning Log under its lock (or from the loader / cleaner that own the segment
 (:meth:`collect`, :attr:`entries`) take no lock: the entry list only grows at its end and is
 replaced, never shrunk in place, by a truncation.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,17 +57,16 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
     def encode(self) -> bytes:
-        return ABORTED_TXN.pack(ABORTED_TXN_VERSION, self.producer_id, self.first_offset,
-                                self.last_offset, self.last_stable_offset)
+        return ABORTED_TXN.pack(
+            ABORTED_TXN_VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset
+        )
 
 
 def decode_entries(raw: bytes, path: str = "txnindex") -> list[AbortedTxn]:
     """The entries of a whole ``.txnindex`` file.  Raises CorruptRecordError when the size is
     not a multiple of 34 or an entry has a version other than 0."""
     if len(raw) % ABORTED_TXN.size:
-        raise CorruptRecordError(
-            f"{path}: expected a multiple of {ABORTED_TXN.size} bytes, read {len(raw)}"
-        )
+        raise CorruptRecordError(f"{path}: expected a multiple of {ABORTED_TXN.size} bytes, read {len(raw)}")
     out: list[AbortedTxn] = []
     for version, pid, first, last, lso in ABORTED_TXN.iter_unpack(raw):
         if version != ABORTED_TXN_VERSION:

@@ -32,6 +32,7 @@ Pure: bytes in, results out, no file I/O, no locks, thread-safe.  :func:`validat
 runs on the request thread before the log's lock is taken; :func:`assign_offsets` runs under
 the log's lock (it needs the log end offset) and only rewrites the caller's in-memory buffer.
 """
+
 from __future__ import annotations
 
 import struct
@@ -60,8 +61,15 @@ from pyklog.broker.record.header import (
 )
 from pyklog.broker.record.varint import decode_varint
 
-__all__ = ["ValidatedAppend", "RecordValidationError", "validate_batches", "validate_follower_batches", "assign_offsets",
-           "null_key_records", "MAX_IOV_BATCHES"]
+__all__ = [
+    "ValidatedAppend",
+    "RecordValidationError",
+    "validate_batches",
+    "validate_follower_batches",
+    "assign_offsets",
+    "null_key_records",
+    "MAX_IOV_BATCHES",
+]
 
 _MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")  # 35: baseOffset .. firstTimestamp
 _I16 = struct.Struct(">h")
@@ -96,17 +104,21 @@ class ValidatedAppend(NamedTuple):
     producer: BatchHeader | None
 
 
-def validate_batches(buf: BytesLike, tp: str, max_message_bytes: int, segment_bytes: int,
-                     from_client: bool = True, compacted: bool = False) -> ValidatedAppend:
+def validate_batches(
+    buf: BytesLike,
+    tp: str,
+    max_message_bytes: int,
+    segment_bytes: int,
+    from_client: bool = True,
+    compacted: bool = False,
+) -> ValidatedAppend:
     """Check the batches in ``buf`` (see the module docstring for the rules); ``tp`` is
     ``"<topic>-<partition>"`` for messages.  Nothing is decoded unless ``compacted``."""
     n = len(buf)
     if n == 0:
         raise CorruptRecordError(f"{tp}: expected at least one record batch, read 0 bytes")
     if n > segment_bytes:
-        raise RecordListTooLargeError(
-            f"{tp}: {n} bytes of batches exceed segment.bytes {segment_bytes}"
-        )
+        raise RecordListTooLargeError(f"{tp}: {n} bytes of batches exceed segment.bytes {segment_bytes}")
     batches = []
     pos = 0
     records = 0
@@ -114,19 +126,14 @@ def validate_batches(buf: BytesLike, tp: str, max_message_bytes: int, segment_by
     while pos < n:
         if n - pos < HEADER_SIZE:
             raise CorruptRecordError(
-                f"{tp}: expected a {HEADER_SIZE}-byte batch header at position {pos}, "
-                f"read {n - pos} bytes"
+                f"{tp}: expected a {HEADER_SIZE}-byte batch header at position {pos}, read {n - pos} bytes"
             )
         h = parse_header(buf, pos)
         size = h.size
         if pos + size > n:
-            raise CorruptRecordError(
-                f"{tp}: batch at position {pos} declares {size} bytes, only {n - pos} remain"
-            )
+            raise CorruptRecordError(f"{tp}: batch at position {pos} declares {size} bytes, only {n - pos} remain")
         if size > max_message_bytes:
-            raise MessageTooLargeError(
-                f"{tp}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}"
-            )
+            raise MessageTooLargeError(f"{tp}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
         validate_crc(buf, pos, h)
         if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
             raise InvalidRecordError(
@@ -137,7 +144,8 @@ def validate_batches(buf: BytesLike, tp: str, max_message_bytes: int, segment_by
             if from_client:
                 raise InvalidRecordError(
                     f"{tp}: clients may not write control batches (transaction markers are "
-                    f"written by the broker, WriteTxnMarkers)")
+                    f"written by the broker, WriteTxnMarkers)"
+                )
         elif compacted:
             missing = null_key_records(buf, pos, h)
             if missing:
@@ -156,15 +164,15 @@ def validate_batches(buf: BytesLike, tp: str, max_message_bytes: int, segment_by
         pos += size
     if has_pid and len(batches) > 1:
         raise InvalidRecordError(
-            f"{tp}: an idempotent producer's append must hold exactly one batch, "
-            f"read {len(batches)}"
+            f"{tp}: an idempotent producer's append must hold exactly one batch, read {len(batches)}"
         )
     # tuple.__new__: the NamedTuple's generated __new__ costs a Python call on every append
     return _new_tuple(ValidatedAppend, (batches, records, batches[0][1] if has_pid else None))
 
 
-def validate_follower_batches(buf: BytesLike, tp: str, segment_bytes: int, log_end_offset: int,
-                              allow_gaps: bool = True) -> ValidatedAppend:
+def validate_follower_batches(
+    buf: BytesLike, tp: str, segment_bytes: int, log_end_offset: int, allow_gaps: bool = True
+) -> ValidatedAppend:
     """Check the batches a follower copies from its leader (Kafka's ``analyzeAndValidateRecords``
     for ``AppendOrigin.REPLICATION``): whole v2 batches (framing, magic 2, CRC-32C), offsets
     already assigned and increasing, the first batch starting at ``log_end_offset``.  No rule of a
@@ -186,28 +194,32 @@ def validate_follower_batches(buf: BytesLike, tp: str, segment_bytes: int, log_e
     while pos < n:
         if n - pos < HEADER_SIZE:
             raise CorruptRecordError(
-                f"{tp}: expected a {HEADER_SIZE}-byte batch header at position {pos}, read {n - pos} bytes")
+                f"{tp}: expected a {HEADER_SIZE}-byte batch header at position {pos}, read {n - pos} bytes"
+            )
         h = parse_header(buf, pos)
         size = h.size
         if pos + size > n:
-            raise CorruptRecordError(
-                f"{tp}: batch at position {pos} declares {size} bytes, only {n - pos} remain")
+            raise CorruptRecordError(f"{tp}: batch at position {pos} declares {size} bytes, only {n - pos} remain")
         if size > segment_bytes:
             raise CorruptRecordError(
-                f"{tp}: batch at position {pos} of {size} bytes is larger than segment.bytes {segment_bytes}")
+                f"{tp}: batch at position {pos} of {size} bytes is larger than segment.bytes {segment_bytes}"
+            )
         validate_crc(buf, pos, h)
         if h.last_offset_delta < 0 or h.records_count < 0 or h.records_count > h.last_offset_delta + 1:
             raise CorruptRecordError(
                 f"{tp}: batch at position {pos} has {h.records_count} records and lastOffsetDelta "
-                f"{h.last_offset_delta} (expected at most lastOffsetDelta + 1 records)")
+                f"{h.last_offset_delta} (expected at most lastOffsetDelta + 1 records)"
+            )
         if h.base_offset != expected and not (allow_gaps and h.base_offset > expected):
             if not batches:
                 raise OffsetOutOfRangeError(
                     f"{tp}: a follower append must start at the log end offset {log_end_offset}, "
-                    f"the first batch starts at {h.base_offset}")
+                    f"the first batch starts at {h.base_offset}"
+                )
             raise OffsetOutOfRangeError(
                 f"{tp}: follower batches out of order: batch at position {pos} starts at offset "
-                f"{h.base_offset}, expected {expected}")
+                f"{h.base_offset}, expected {expected}"
+            )
         expected = h.base_offset + h.last_offset_delta + 1
         batches.append((pos, h))
         records += h.records_count
@@ -233,8 +245,7 @@ def null_key_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[int]:
             raise
         except Exception as e:  # noqa: BLE001 - a codec library's own error
             raise CorruptRecordError(
-                f"batch at position {pos}: could not decompress its records with codec "
-                f"{codec}: {e}"
+                f"batch at position {pos}: could not decompress its records with codec {codec}: {e}"
             ) from e
         start, end = 0, len(data)
     out = []
@@ -244,8 +255,7 @@ def null_key_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[int]:
         rec_end = p + length
         if length < 6 or rec_end > end:
             raise CorruptRecordError(
-                f"batch at position {pos}: record {i}: expected a length of 6 .. {end - p} "
-                f"bytes, read {length}"
+                f"batch at position {pos}: record {i}: expected a length of 6 .. {end - p} bytes, read {length}"
             )
         q = p + 1  # attributes (int8, unused)
         _, q = decode_varint(data, q)  # timestampDelta
@@ -262,10 +272,13 @@ def null_key_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[int]:
     return out
 
 
-def assign_offsets(buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], first_offset: int,
-                   leader_epoch: int, log_append_time_ms: int | None) -> tuple[
-                       bytearray | memoryview | list[bytes | bytearray | memoryview], list[tuple[int, int, int, int]],
-                       int, int]:
+def assign_offsets(
+    buf: bytearray | memoryview,
+    batches: list[tuple[int, BatchHeader]],
+    first_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+) -> tuple[bytearray | memoryview | list[bytes | bytearray | memoryview], list[tuple[int, int, int, int]], int, int]:
     """Give the validated ``batches`` of ``buf`` consecutive offsets from ``first_offset``.
 
     ``buf`` is a bytearray (rewritten in place) or a memoryview of the caller's bytes (left
@@ -285,7 +298,7 @@ def assign_offsets(buf: bytearray | memoryview, batches: list[tuple[int, BatchHe
     for bpos, h in batches:
         if iov is not None:
             iov.append(_PREFIX.pack(next_offset, h.batch_length, leader_epoch))
-            iov.append(buf[bpos + _PREFIX.size: bpos + h.size])
+            iov.append(buf[bpos + _PREFIX.size : bpos + h.size])
         else:
             _PREFIX.pack_into(buf, bpos, next_offset, h.batch_length, leader_epoch)
         max_ts = h.max_timestamp

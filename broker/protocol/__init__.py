@@ -14,6 +14,7 @@ Example::
     header, off = decode_request_header(frame[4:])
     body = decode_request(header, frame[4:], off)
 """
+
 from pyklog.broker.protocol.api import (
     RequestHeader,
     api_versions_body,

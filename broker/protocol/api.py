@@ -17,6 +17,7 @@ header v2 and response header v1, except that an ApiVersions response always use
 taking a ``frame`` expect it WITHOUT the 4-byte size prefix; functions producing frames
 include it.  Everything here is pure and thread-safe.
 """
+
 from __future__ import annotations
 
 import struct
@@ -81,8 +82,16 @@ class _Lazy:
 
     __slots__ = ("_compile", "_args", "_min", "_cache", "_flex")
 
-    def __init__(self, compile_fn: Callable[..., Callable[..., Any]], name: str, schema: Sequence[Field],
-                 min_version: int, max_version: int, flexible_from: int | None, **kw: Any) -> None:
+    def __init__(
+        self,
+        compile_fn: Callable[..., Callable[..., Any]],
+        name: str,
+        schema: Sequence[Field],
+        min_version: int,
+        max_version: int,
+        flexible_from: int | None,
+        **kw: Any,
+    ) -> None:
         self._compile = compile_fn
         self._args = (name, schema, kw)
         self._min = min_version
@@ -104,8 +113,19 @@ class _Lazy:
 class _Api:
     """Codecs of one API for every supported version (each compiled on first use)."""
 
-    __slots__ = ("key", "name", "min_version", "max_version", "req_dec", "req_enc", "resp_dec", "resp_enc",
-                 "req_dec_checked", "resp_dec_checked", "flexible_from")
+    __slots__ = (
+        "key",
+        "name",
+        "min_version",
+        "max_version",
+        "req_dec",
+        "req_enc",
+        "resp_dec",
+        "resp_enc",
+        "req_dec_checked",
+        "resp_dec_checked",
+        "flexible_from",
+    )
 
     def __init__(self, key: ApiKey) -> None:
         name, req, resp = SCHEMAS[key]
@@ -148,8 +168,9 @@ def _as_view(frame: Any) -> memoryview:
 # ------------------------------------------------------------------------------- requests
 
 
-def encode_request_chunks(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                          body: dict) -> list[Chunk]:
+def encode_request_chunks(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict
+) -> list[Chunk]:
     """Like :func:`encode_request` but returns the frame as chunks (size prefix included)
     without joining them, so large ``records`` values are never copied (``socket.sendmsg``)."""
     api = _api(api_key, version)
@@ -163,21 +184,22 @@ def encode_request_chunks(api_key: int, version: int, correlation_id: int, clien
         cid = client_id.encode("utf-8")
         clen = len(cid)
     else:
-        raise InvalidRequestError(f"cannot encode request header: client_id must be str or None, got {type(client_id).__name__}")
+        raise InvalidRequestError(
+            f"cannot encode request header: client_id must be str or None, got {type(client_id).__name__}"
+        )
     try:
         _HEADER_V1.pack_into(out, 4, int(api_key), version, correlation_id, clen)
     except (struct.error, TypeError) as e:
         raise InvalidRequestError(f"cannot encode request header: {e} (correlation_id={correlation_id!r})") from None
     out += cid
     if request_header_version(api_key, version) == 0:
-        del out[4 + _HEADER_V1.size - 2:]  # header v0: no client_id at all
+        del out[4 + _HEADER_V1.size - 2 :]  # header v0: no client_id at all
     if api.flexible_from is not None and version >= api.flexible_from:
         out += b"\x00"  # request header v2: no tagged fields
     return _encode_body(api, version, body, out, request=True)
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body: dict) -> bytes:
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
     """The whole request frame (size prefix included) as bytes."""
     chunks = encode_request_chunks(api_key, version, correlation_id, client_id, body)
     # only a response's records may be a FileRegion: a request's chunks are all bytes-like
@@ -204,11 +226,9 @@ def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
     elif clen < 0:
         raise InvalidRequestError(f"malformed request header: client_id length {clen} (expected -1 or >= 0)")
     elif pos + clen > n:
-        raise InvalidRequestError(
-            f"malformed request header: client_id length {clen} but only {n - pos} bytes left"
-        )
+        raise InvalidRequestError(f"malformed request header: client_id length {clen} but only {n - pos} bytes left")
     else:
-        client_id = str(frame[pos:pos + clen], "utf-8", "replace")
+        client_id = str(frame[pos : pos + clen], "utf-8", "replace")
         pos += clen
     try:
         key = ApiKey(key)
@@ -322,7 +342,9 @@ def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:
     mv = _as_view(frame)
     end = mv.nbytes
     if end < 4:
-        raise InvalidRequestError(f"malformed {api.name}Response v{version}: frame of {end} bytes has no correlation id")
+        raise InvalidRequestError(
+            f"malformed {api.name}Response v{version}: frame of {end} bytes has no correlation id"
+        )
     corr = _SIZE.unpack_from(mv, 0)[0]
     if api.key == ApiKey.API_VERSIONS and version > 0:
         # KIP-511: a broker answers an ApiVersions version it does not know in the v0 layout
@@ -343,8 +365,9 @@ def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, dict]:
     return corr, _decode_body(api, version, mv, pos, end, "Response")
 
 
-def _decode_body(api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str,
-                 trailing_ok: bool = False) -> dict:
+def _decode_body(
+    api: _Api, version: int, mv: memoryview, pos: int, end: int, kind: str, trailing_ok: bool = False
+) -> dict:
     """Decode with the fast decoder; on a low-level error re-run the checked one for the message.
     ``end`` must be ``mv.nbytes`` (the fast decoders rely on struct's bounds checks)."""
     i = version - api.min_version
@@ -376,8 +399,7 @@ def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> dict:
     return {
         "error_code": error_code,
         "api_keys": [
-            {"api_key": int(k), "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in sorted(SUPPORTED.items())
+            {"api_key": int(k), "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())
         ],
         "throttle_time_ms": throttle_time_ms,
     }

@@ -16,6 +16,7 @@ Produce request ``topic_data[].partition_data[].{index, records}``, response
 records}``; OffsetCommit ``generation_id_or_member_epoch``; CreateTopics ``timeout_ms``,
 ``validate_only``; DeleteTopics ``topic_names``.
 """
+
 from __future__ import annotations
 
 import enum
@@ -168,26 +169,71 @@ FLEXIBLE: dict[int, int] = {  # ApiKey -> first flexible version; looked up by a
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
 API_NAMES: dict[int, str] = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
-    5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
-    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
-    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
-    32: "DescribeConfigs", 33: "AlterConfigs", 34: "AlterReplicaLogDirs",
-    35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions",
-    38: "CreateDelegationToken", 39: "RenewDelegationToken", 40: "ExpireDelegationToken",
-    41: "DescribeDelegationToken", 42: "DeleteGroups", 43: "ElectLeaders",
-    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
-    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
-    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 57: "UpdateFeatures",
-    60: "DescribeCluster", 61: "DescribeProducers", 65: "DescribeTransactions",
-    66: "ListTransactions", 67: "AllocateProducerIds", 68: "ConsumerGroupHeartbeat",
-    69: "ConsumerGroupDescribe", 71: "GetTelemetrySubscriptions", 72: "PushTelemetry",
-    74: "ListConfigResources", 75: "DescribeTopicPartitions",
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    4: "LeaderAndIsr",
+    5: "StopReplica",
+    6: "UpdateMetadata",
+    7: "ControlledShutdown",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    34: "AlterReplicaLogDirs",
+    35: "DescribeLogDirs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    38: "CreateDelegationToken",
+    39: "RenewDelegationToken",
+    40: "ExpireDelegationToken",
+    41: "DescribeDelegationToken",
+    42: "DeleteGroups",
+    43: "ElectLeaders",
+    44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments",
+    47: "OffsetDelete",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
+    55: "DescribeQuorum",
+    57: "UpdateFeatures",
+    60: "DescribeCluster",
+    61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
+    67: "AllocateProducerIds",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    71: "GetTelemetrySubscriptions",
+    72: "PushTelemetry",
+    74: "ListConfigResources",
+    75: "DescribeTopicPartitions",
 }
 
 
@@ -200,30 +246,45 @@ _THROTTLE = "ThrottleTimeMs"
 # ---------------------------------------------------------------------------- ApiVersions 18
 
 API_VERSIONS_REQUEST = [  # v0-2 have no fields
-    F("ClientSoftwareName", STRING, "3+"),     # KIP-511, e.g. "apache-kafka-java", "librdkafka"
+    F("ClientSoftwareName", STRING, "3+"),  # KIP-511, e.g. "apache-kafka-java", "librdkafka"
     F("ClientSoftwareVersion", STRING, "3+"),
 ]
 
 API_VERSIONS_RESPONSE = [
     F("ErrorCode", INT16),
-    A("ApiKeys", fields=[
-        F("ApiKey", INT16),
-        F("MinVersion", INT16),
-        F("MaxVersion", INT16),
-    ]),
+    A(
+        "ApiKeys",
+        fields=[
+            F("ApiKey", INT16),
+            F("MinVersion", INT16),
+            F("MaxVersion", INT16),
+        ],
+    ),
     F(_THROTTLE, INT32, "1+"),
     # KIP-584 feature flags (pyklog has none: left empty / at their defaults)
-    A("SupportedFeatures", "3+", tag=0, tagged="3+", fields=[
-        F("Name", STRING, "3+"),
-        F("MinVersion", INT16, "3+"),
-        F("MaxVersion", INT16, "3+"),
-    ]),
+    A(
+        "SupportedFeatures",
+        "3+",
+        tag=0,
+        tagged="3+",
+        fields=[
+            F("Name", STRING, "3+"),
+            F("MinVersion", INT16, "3+"),
+            F("MaxVersion", INT16, "3+"),
+        ],
+    ),
     F("FinalizedFeaturesEpoch", INT64, "3+", default=-1, tag=1, tagged="3+"),
-    A("FinalizedFeatures", "3+", tag=2, tagged="3+", fields=[
-        F("Name", STRING, "3+"),
-        F("MaxVersionLevel", INT16, "3+"),
-        F("MinVersionLevel", INT16, "3+"),
-    ]),
+    A(
+        "FinalizedFeatures",
+        "3+",
+        tag=2,
+        tagged="3+",
+        fields=[
+            F("Name", STRING, "3+"),
+            F("MaxVersionLevel", INT16, "3+"),
+            F("MinVersionLevel", INT16, "3+"),
+        ],
+    ),
     F("ZkMigrationReady", BOOL, "3+", default=False, tag=3, tagged="3+"),
 ]
 
@@ -231,10 +292,14 @@ API_VERSIONS_RESPONSE = [
 
 METADATA_REQUEST = [
     # v0: empty array = all topics (null not allowed); v1+: null = all, empty = none
-    A("Topics", nullable="1+", fields=[
-        F("TopicId", UUID, "10+"),                    # v10+: a topic may be asked for by id (name null)
-        F("Name", STRING, nullable="10+"),
-    ]),
+    A(
+        "Topics",
+        nullable="1+",
+        fields=[
+            F("TopicId", UUID, "10+"),  # v10+: a topic may be asked for by id (name null)
+            F("Name", STRING, nullable="10+"),
+        ],
+    ),
     F("AllowAutoTopicCreation", BOOL, "4+", default=True),
     F("IncludeClusterAuthorizedOperations", BOOL, "8-10"),
     F("IncludeTopicAuthorizedOperations", BOOL, "8+"),
@@ -242,30 +307,39 @@ METADATA_REQUEST = [
 
 METADATA_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Brokers", fields=[
-        F("NodeId", INT32),
-        F("Host", STRING),
-        F("Port", INT32),
-        F("Rack", STRING, "1+", nullable="1+", default=None),
-    ]),
+    A(
+        "Brokers",
+        fields=[
+            F("NodeId", INT32),
+            F("Host", STRING),
+            F("Port", INT32),
+            F("Rack", STRING, "1+", nullable="1+", default=None),
+        ],
+    ),
     F("ClusterId", STRING, "2+", nullable="2+", default=None),
     F("ControllerId", INT32, "1+", default=-1),
-    A("Topics", fields=[
-        F("ErrorCode", INT16),
-        F("Name", STRING, nullable="12+"),            # v12+: null for an unknown topic asked for by id
-        F("TopicId", UUID, "10+"),                    # KIP-516: changes when a topic is re-created
-        F("IsInternal", BOOL, "1+", default=False),
-        A("Partitions", fields=[
+    A(
+        "Topics",
+        fields=[
             F("ErrorCode", INT16),
-            F("PartitionIndex", INT32),
-            F("LeaderId", INT32),
-            F("LeaderEpoch", INT32, "7+", default=-1),
-            F("ReplicaNodes", "[]int32"),
-            F("IsrNodes", "[]int32"),
-            F("OfflineReplicas", "[]int32", "5+"),
-        ]),
-        F("TopicAuthorizedOperations", INT32, "8+", default=-2147483648),
-    ]),
+            F("Name", STRING, nullable="12+"),  # v12+: null for an unknown topic asked for by id
+            F("TopicId", UUID, "10+"),  # KIP-516: changes when a topic is re-created
+            F("IsInternal", BOOL, "1+", default=False),
+            A(
+                "Partitions",
+                fields=[
+                    F("ErrorCode", INT16),
+                    F("PartitionIndex", INT32),
+                    F("LeaderId", INT32),
+                    F("LeaderEpoch", INT32, "7+", default=-1),
+                    F("ReplicaNodes", "[]int32"),
+                    F("IsrNodes", "[]int32"),
+                    F("OfflineReplicas", "[]int32", "5+"),
+                ],
+            ),
+            F("TopicAuthorizedOperations", INT32, "8+", default=-2147483648),
+        ],
+    ),
     F("ClusterAuthorizedOperations", INT32, "8-10", default=-2147483648),
 ]
 
@@ -275,31 +349,47 @@ PRODUCE_REQUEST = [
     F("TransactionalId", STRING, "3+", nullable="3+", default=None),
     F("Acks", INT16),
     F("TimeoutMs", INT32),
-    A("TopicData", fields=[
-        F("Name", STRING),
-        A("PartitionData", fields=[
-            F("Index", INT32),
-            F("Records", RECORDS, nullable="0+"),
-        ]),
-    ]),
+    A(
+        "TopicData",
+        fields=[
+            F("Name", STRING),
+            A(
+                "PartitionData",
+                fields=[
+                    F("Index", INT32),
+                    F("Records", RECORDS, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
 ]
 
 PRODUCE_RESPONSE = [
-    A("Responses", fields=[
-        F("Name", STRING),
-        A("PartitionResponses", fields=[
-            F("Index", INT32),
-            F("ErrorCode", INT16),
-            F("BaseOffset", INT64),
-            F("LogAppendTimeMs", INT64, "2+", default=-1),
-            F("LogStartOffset", INT64, "5+", default=-1),
-            A("RecordErrors", "8+", fields=[
-                F("BatchIndex", INT32, "8+"),
-                F("BatchIndexErrorMessage", STRING, "8+", nullable="8+", default=None),
-            ]),
-            F("ErrorMessage", STRING, "8+", nullable="8+", default=None),
-        ]),
-    ]),
+    A(
+        "Responses",
+        fields=[
+            F("Name", STRING),
+            A(
+                "PartitionResponses",
+                fields=[
+                    F("Index", INT32),
+                    F("ErrorCode", INT16),
+                    F("BaseOffset", INT64),
+                    F("LogAppendTimeMs", INT64, "2+", default=-1),
+                    F("LogStartOffset", INT64, "5+", default=-1),
+                    A(
+                        "RecordErrors",
+                        "8+",
+                        fields=[
+                            F("BatchIndex", INT32, "8+"),
+                            F("BatchIndexErrorMessage", STRING, "8+", nullable="8+", default=None),
+                        ],
+                    ),
+                    F("ErrorMessage", STRING, "8+", nullable="8+", default=None),
+                ],
+            ),
+        ],
+    ),
     F(_THROTTLE, INT32, "1+"),
 ]
 
@@ -315,23 +405,33 @@ FETCH_REQUEST = [
     F("IsolationLevel", INT8, "4+", default=0),
     F("SessionId", INT32, "7+", default=0),
     F("SessionEpoch", INT32, "7+", default=-1),
-    A("Topics", fields=[
-        F("Topic", STRING, "0-12"),
-        F("TopicId", UUID, "13+"),  # KIP-516: v13+ names topics by id
-        A("Partitions", fields=[
-            F("Partition", INT32),
-            F("CurrentLeaderEpoch", INT32, "9+", default=-1),
-            F("FetchOffset", INT64),
-            F("LastFetchedEpoch", INT32, "12+", default=-1),  # followers only (KIP-595)
-            F("LogStartOffset", INT64, "5+", default=-1),
-            F("PartitionMaxBytes", INT32),
-        ]),
-    ]),
-    A("ForgottenTopicsData", "7+", fields=[
-        F("Topic", STRING, "7-12"),
-        F("TopicId", UUID, "13+"),
-        F("Partitions", "[]int32", "7+"),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Topic", STRING, "0-12"),
+            F("TopicId", UUID, "13+"),  # KIP-516: v13+ names topics by id
+            A(
+                "Partitions",
+                fields=[
+                    F("Partition", INT32),
+                    F("CurrentLeaderEpoch", INT32, "9+", default=-1),
+                    F("FetchOffset", INT64),
+                    F("LastFetchedEpoch", INT32, "12+", default=-1),  # followers only (KIP-595)
+                    F("LogStartOffset", INT64, "5+", default=-1),
+                    F("PartitionMaxBytes", INT32),
+                ],
+            ),
+        ],
+    ),
+    A(
+        "ForgottenTopicsData",
+        "7+",
+        fields=[
+            F("Topic", STRING, "7-12"),
+            F("TopicId", UUID, "13+"),
+            F("Partitions", "[]int32", "7+"),
+        ],
+    ),
     F("RackId", STRING, "11+", default=""),
     F("ClusterId", STRING, "12+", nullable="12+", default=None, tag=0, tagged="12+"),
 ]
@@ -340,30 +440,47 @@ FETCH_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     F("ErrorCode", INT16, "7+"),
     F("SessionId", INT32, "7+", default=0),
-    A("Responses", fields=[
-        F("Topic", STRING, "0-12"),
-        F("TopicId", UUID, "13+"),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-            F("HighWatermark", INT64),
-            F("LastStableOffset", INT64, "4+", default=-1),
-            F("LogStartOffset", INT64, "5+", default=-1),
-            A("AbortedTransactions", "4+", nullable="4+", fields=[
-                F("ProducerId", INT64, "4+"),
-                F("FirstOffset", INT64, "4+"),
-            ]),
-            F("PreferredReadReplica", INT32, "11+", default=-1),
-            F("Records", RECORDS, nullable="0+"),
-        ]),
-    ]),
+    A(
+        "Responses",
+        fields=[
+            F("Topic", STRING, "0-12"),
+            F("TopicId", UUID, "13+"),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                    F("HighWatermark", INT64),
+                    F("LastStableOffset", INT64, "4+", default=-1),
+                    F("LogStartOffset", INT64, "5+", default=-1),
+                    A(
+                        "AbortedTransactions",
+                        "4+",
+                        nullable="4+",
+                        fields=[
+                            F("ProducerId", INT64, "4+"),
+                            F("FirstOffset", INT64, "4+"),
+                        ],
+                    ),
+                    F("PreferredReadReplica", INT32, "11+", default=-1),
+                    F("Records", RECORDS, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
     # v16+ (KIP-951): the endpoints of the leaders named in NOT_LEADER hints; pyklog sends none
-    A("NodeEndpoints", "16+", tag=0, tagged="16+", fields=[
-        F("NodeId", INT32, "16+"),
-        F("Host", STRING, "16+"),
-        F("Port", INT32, "16+"),
-        F("Rack", STRING, "16+", nullable="16+", default=None),
-    ]),
+    A(
+        "NodeEndpoints",
+        "16+",
+        tag=0,
+        tagged="16+",
+        fields=[
+            F("NodeId", INT32, "16+"),
+            F("Host", STRING, "16+"),
+            F("Port", INT32, "16+"),
+            F("Rack", STRING, "16+", nullable="16+", default=None),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- ListOffsets 2
@@ -371,30 +488,42 @@ FETCH_RESPONSE = [
 LIST_OFFSETS_REQUEST = [
     F("ReplicaId", INT32),
     F("IsolationLevel", INT8, "2+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CurrentLeaderEpoch", INT32, "4+", default=-1),
-            F("Timestamp", INT64),
-            F("MaxNumOffsets", INT32, "0", default=1),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("CurrentLeaderEpoch", INT32, "4+", default=-1),
+                    F("Timestamp", INT64),
+                    F("MaxNumOffsets", INT32, "0", default=1),
+                ],
+            ),
+        ],
+    ),
 ]
 
 LIST_OFFSETS_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-            F("OldStyleOffsets", "[]int64", "0"),
-            F("Timestamp", INT64, "1+", default=-1),
-            F("Offset", INT64, "1+", default=-1),
-            F("LeaderEpoch", INT32, "4+", default=-1),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                    F("OldStyleOffsets", "[]int64", "0"),
+                    F("Timestamp", INT64, "1+", default=-1),
+                    F("Offset", INT64, "1+", default=-1),
+                    F("LeaderEpoch", INT32, "4+", default=-1),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- OffsetCommit 8
@@ -405,27 +534,39 @@ OFFSET_COMMIT_REQUEST = [
     F("MemberId", STRING, "1+"),
     F("GroupInstanceId", STRING, "7+", nullable="7+", default=None),
     F("RetentionTimeMs", INT64, "2-4", default=-1),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CommittedOffset", INT64),
-            F("CommittedLeaderEpoch", INT32, "6+", default=-1),
-            F("CommitTimestamp", INT64, "1", default=-1),
-            F("CommittedMetadata", STRING, nullable="0+"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("CommittedOffset", INT64),
+                    F("CommittedLeaderEpoch", INT32, "6+", default=-1),
+                    F("CommitTimestamp", INT64, "1", default=-1),
+                    F("CommittedMetadata", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
 ]
 
 OFFSET_COMMIT_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- OffsetFetch 9
@@ -433,50 +574,84 @@ OFFSET_COMMIT_RESPONSE = [
 OFFSET_FETCH_REQUEST = [
     F("GroupId", STRING, "0-7"),
     # v2+: null = all partitions the group committed
-    A("Topics", "0-7", nullable="2-7", fields=[
-        F("Name", STRING, "0-7"),
-        F("PartitionIndexes", "[]int32", "0-7"),
-    ]),
-    A("Groups", "8+", fields=[  # v8+: several groups in one request (KIP-709)
-        F("GroupId", STRING, "8+"),
-        # v9+ (KIP-848): the consumer-protocol member asking; classic groups ignore them, as Kafka
-        F("MemberId", STRING, "9+", nullable="9+", default=None),
-        F("MemberEpoch", INT32, "9+", default=-1),
-        A("Topics", "8+", nullable="8+", fields=[
-            F("Name", STRING, "8+"),
-            F("PartitionIndexes", "[]int32", "8+"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        "0-7",
+        nullable="2-7",
+        fields=[
+            F("Name", STRING, "0-7"),
+            F("PartitionIndexes", "[]int32", "0-7"),
+        ],
+    ),
+    A(
+        "Groups",
+        "8+",
+        fields=[  # v8+: several groups in one request (KIP-709)
+            F("GroupId", STRING, "8+"),
+            # v9+ (KIP-848): the consumer-protocol member asking; classic groups ignore them, as Kafka
+            F("MemberId", STRING, "9+", nullable="9+", default=None),
+            F("MemberEpoch", INT32, "9+", default=-1),
+            A(
+                "Topics",
+                "8+",
+                nullable="8+",
+                fields=[
+                    F("Name", STRING, "8+"),
+                    F("PartitionIndexes", "[]int32", "8+"),
+                ],
+            ),
+        ],
+    ),
     F("RequireStable", BOOL, "7+", default=False),  # KIP-447: UNSTABLE_OFFSET_COMMIT for pending txn offsets
 ]
 
 OFFSET_FETCH_RESPONSE = [
     F(_THROTTLE, INT32, "3+"),
-    A("Topics", "0-7", fields=[
-        F("Name", STRING, "0-7"),
-        A("Partitions", "0-7", fields=[
-            F("PartitionIndex", INT32, "0-7"),
-            F("CommittedOffset", INT64, "0-7"),
-            F("CommittedLeaderEpoch", INT32, "5-7", default=-1),
-            F("Metadata", STRING, "0-7", nullable="0-7"),
-            F("ErrorCode", INT16, "0-7"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        "0-7",
+        fields=[
+            F("Name", STRING, "0-7"),
+            A(
+                "Partitions",
+                "0-7",
+                fields=[
+                    F("PartitionIndex", INT32, "0-7"),
+                    F("CommittedOffset", INT64, "0-7"),
+                    F("CommittedLeaderEpoch", INT32, "5-7", default=-1),
+                    F("Metadata", STRING, "0-7", nullable="0-7"),
+                    F("ErrorCode", INT16, "0-7"),
+                ],
+            ),
+        ],
+    ),
     F("ErrorCode", INT16, "2-7", default=0),
-    A("Groups", "8+", fields=[
-        F("GroupId", STRING, "8+"),
-        A("Topics", "8+", fields=[
-            F("Name", STRING, "8+"),
-            A("Partitions", "8+", fields=[
-                F("PartitionIndex", INT32, "8+"),
-                F("CommittedOffset", INT64, "8+"),
-                F("CommittedLeaderEpoch", INT32, "8+", default=-1),
-                F("Metadata", STRING, "8+", nullable="8+"),
-                F("ErrorCode", INT16, "8+"),
-            ]),
-        ]),
-        F("ErrorCode", INT16, "8+", default=0),
-    ]),
+    A(
+        "Groups",
+        "8+",
+        fields=[
+            F("GroupId", STRING, "8+"),
+            A(
+                "Topics",
+                "8+",
+                fields=[
+                    F("Name", STRING, "8+"),
+                    A(
+                        "Partitions",
+                        "8+",
+                        fields=[
+                            F("PartitionIndex", INT32, "8+"),
+                            F("CommittedOffset", INT64, "8+"),
+                            F("CommittedLeaderEpoch", INT32, "8+", default=-1),
+                            F("Metadata", STRING, "8+", nullable="8+"),
+                            F("ErrorCode", INT16, "8+"),
+                        ],
+                    ),
+                ],
+            ),
+            F("ErrorCode", INT16, "8+", default=0),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- FindCoordinator 10
@@ -494,14 +669,18 @@ FIND_COORDINATOR_RESPONSE = [
     F("NodeId", INT32, "0-3"),
     F("Host", STRING, "0-3"),
     F("Port", INT32, "0-3"),
-    A("Coordinators", "4+", fields=[  # v4+: one result per key
-        F("Key", STRING, "4+"),
-        F("NodeId", INT32, "4+"),
-        F("Host", STRING, "4+"),
-        F("Port", INT32, "4+"),
-        F("ErrorCode", INT16, "4+"),
-        F("ErrorMessage", STRING, "4+", nullable="4+", default=None),
-    ]),
+    A(
+        "Coordinators",
+        "4+",
+        fields=[  # v4+: one result per key
+            F("Key", STRING, "4+"),
+            F("NodeId", INT32, "4+"),
+            F("Host", STRING, "4+"),
+            F("Port", INT32, "4+"),
+            F("ErrorCode", INT16, "4+"),
+            F("ErrorMessage", STRING, "4+", nullable="4+", default=None),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- JoinGroup 11
@@ -514,10 +693,13 @@ JOIN_GROUP_REQUEST = [
     F("MemberId", STRING),
     F("GroupInstanceId", STRING, "5+", nullable="5+", default=None),  # KIP-345 static membership
     F("ProtocolType", STRING),
-    A("Protocols", fields=[
-        F("Name", STRING),
-        F("Metadata", BYTES, default=b""),
-    ]),
+    A(
+        "Protocols",
+        fields=[
+            F("Name", STRING),
+            F("Metadata", BYTES, default=b""),
+        ],
+    ),
     F("Reason", STRING, "8+", nullable="8+", default=None),  # KIP-800: why the member (re)joins, logged
 ]
 
@@ -530,11 +712,14 @@ JOIN_GROUP_RESPONSE = [
     F("Leader", STRING),
     F("SkipAssignment", BOOL, "9+", default=False),  # KIP-814: only for KRaft-era server-side assignors
     F("MemberId", STRING),
-    A("Members", fields=[  # only the leader gets the members
-        F("MemberId", STRING),
-        F("GroupInstanceId", STRING, "5+", nullable="5+", default=None),
-        F("Metadata", BYTES, default=b""),
-    ]),
+    A(
+        "Members",
+        fields=[  # only the leader gets the members
+            F("MemberId", STRING),
+            F("GroupInstanceId", STRING, "5+", nullable="5+", default=None),
+            F("Metadata", BYTES, default=b""),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- Heartbeat 12
@@ -556,21 +741,29 @@ HEARTBEAT_RESPONSE = [
 LEAVE_GROUP_REQUEST = [
     F("GroupId", STRING),
     F("MemberId", STRING, "0-2"),
-    A("Members", "3+", fields=[  # v3+: a batch of members (KIP-345)
-        F("MemberId", STRING, "3+"),
-        F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
-        F("Reason", STRING, "5+", nullable="5+", default=None),  # KIP-800, logged
-    ]),
+    A(
+        "Members",
+        "3+",
+        fields=[  # v3+: a batch of members (KIP-345)
+            F("MemberId", STRING, "3+"),
+            F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+            F("Reason", STRING, "5+", nullable="5+", default=None),  # KIP-800, logged
+        ],
+    ),
 ]
 
 LEAVE_GROUP_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     F("ErrorCode", INT16),
-    A("Members", "3+", fields=[
-        F("MemberId", STRING, "3+"),
-        F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
-        F("ErrorCode", INT16, "3+"),
-    ]),
+    A(
+        "Members",
+        "3+",
+        fields=[
+            F("MemberId", STRING, "3+"),
+            F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
+            F("ErrorCode", INT16, "3+"),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- SyncGroup 14
@@ -582,10 +775,13 @@ SYNC_GROUP_REQUEST = [
     F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
     F("ProtocolType", STRING, "5+", nullable="5+", default=None),
     F("ProtocolName", STRING, "5+", nullable="5+", default=None),
-    A("Assignments", fields=[  # only the leader sends assignments
-        F("MemberId", STRING),
-        F("Assignment", BYTES, default=b""),
-    ]),
+    A(
+        "Assignments",
+        fields=[  # only the leader sends assignments
+            F("MemberId", STRING),
+            F("Assignment", BYTES, default=b""),
+        ],
+    ),
 ]
 
 SYNC_GROUP_RESPONSE = [
@@ -605,22 +801,28 @@ DESCRIBE_GROUPS_REQUEST = [
 
 DESCRIBE_GROUPS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
-    A("Groups", fields=[
-        F("ErrorCode", INT16),
-        F("GroupId", STRING),
-        F("GroupState", STRING),      # Empty / PreparingRebalance / CompletingRebalance / Stable / Dead
-        F("ProtocolType", STRING),
-        F("ProtocolData", STRING),    # the chosen protocol (assignor) name
-        A("Members", fields=[
-            F("MemberId", STRING),
-            F("GroupInstanceId", STRING, "4+", nullable="4+", default=None),
-            F("ClientId", STRING),
-            F("ClientHost", STRING),
-            F("MemberMetadata", BYTES, default=b""),
-            F("MemberAssignment", BYTES, default=b""),
-        ]),
-        F("AuthorizedOperations", INT32, "3+", default=-2147483648),
-    ]),
+    A(
+        "Groups",
+        fields=[
+            F("ErrorCode", INT16),
+            F("GroupId", STRING),
+            F("GroupState", STRING),  # Empty / PreparingRebalance / CompletingRebalance / Stable / Dead
+            F("ProtocolType", STRING),
+            F("ProtocolData", STRING),  # the chosen protocol (assignor) name
+            A(
+                "Members",
+                fields=[
+                    F("MemberId", STRING),
+                    F("GroupInstanceId", STRING, "4+", nullable="4+", default=None),
+                    F("ClientId", STRING),
+                    F("ClientHost", STRING),
+                    F("MemberMetadata", BYTES, default=b""),
+                    F("MemberAssignment", BYTES, default=b""),
+                ],
+            ),
+            F("AuthorizedOperations", INT32, "3+", default=-2147483648),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- ListGroups 16
@@ -632,72 +834,99 @@ LIST_GROUPS_REQUEST = [  # v0-3 have no fields
 LIST_GROUPS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
     F("ErrorCode", INT16),
-    A("Groups", fields=[
-        F("GroupId", STRING),
-        F("ProtocolType", STRING),
-        F("GroupState", STRING, "4+"),
-    ]),
+    A(
+        "Groups",
+        fields=[
+            F("GroupId", STRING),
+            F("ProtocolType", STRING),
+            F("GroupState", STRING, "4+"),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- CreateTopics 19
 
 CREATE_TOPICS_REQUEST = [
-    A("Topics", fields=[
-        F("Name", STRING),
-        F("NumPartitions", INT32),
-        F("ReplicationFactor", INT16),
-        A("Assignments", fields=[
-            F("PartitionIndex", INT32),
-            F("BrokerIds", "[]int32"),
-        ]),
-        A("Configs", fields=[
+    A(
+        "Topics",
+        fields=[
             F("Name", STRING),
-            F("Value", STRING, nullable="0+"),
-        ]),
-    ]),
+            F("NumPartitions", INT32),
+            F("ReplicationFactor", INT16),
+            A(
+                "Assignments",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("BrokerIds", "[]int32"),
+                ],
+            ),
+            A(
+                "Configs",
+                fields=[
+                    F("Name", STRING),
+                    F("Value", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
     F("timeoutMs", INT32, default=60000),
     F("validateOnly", BOOL, "1+", default=False),
 ]
 
 CREATE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
-    A("Topics", fields=[
-        F("Name", STRING),
-        F("TopicId", UUID, "7+"),  # KIP-516
-        F("ErrorCode", INT16),
-        F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
-        F("TopicConfigErrorCode", INT16, "5+", default=0, tag=0, tagged="5+"),
-        F("NumPartitions", INT32, "5+", default=-1),
-        F("ReplicationFactor", INT16, "5+", default=-1),
-        A("Configs", "5+", nullable="5+", fields=[  # the created topic's configs (KIP-525)
-            F("Name", STRING, "5+"),
-            F("Value", STRING, "5+", nullable="5+"),
-            F("ReadOnly", BOOL, "5+"),
-            F("ConfigSource", INT8, "5+", default=-1),
-            F("IsSensitive", BOOL, "5+"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            F("TopicId", UUID, "7+"),  # KIP-516
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, "1+", nullable="0+", default=None),
+            F("TopicConfigErrorCode", INT16, "5+", default=0, tag=0, tagged="5+"),
+            F("NumPartitions", INT32, "5+", default=-1),
+            F("ReplicationFactor", INT16, "5+", default=-1),
+            A(
+                "Configs",
+                "5+",
+                nullable="5+",
+                fields=[  # the created topic's configs (KIP-525)
+                    F("Name", STRING, "5+"),
+                    F("Value", STRING, "5+", nullable="5+"),
+                    F("ReadOnly", BOOL, "5+"),
+                    F("ConfigSource", INT8, "5+", default=-1),
+                    F("IsSensitive", BOOL, "5+"),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- DeleteTopics 20
 
 DELETE_TOPICS_REQUEST = [
-    A("Topics", "6+", fields=[  # v6+ (KIP-516): by name or by id (name null)
-        F("Name", STRING, "6+", nullable="6+", default=None),
-        F("TopicId", UUID, "6+"),
-    ]),
+    A(
+        "Topics",
+        "6+",
+        fields=[  # v6+ (KIP-516): by name or by id (name null)
+            F("Name", STRING, "6+", nullable="6+", default=None),
+            F("TopicId", UUID, "6+"),
+        ],
+    ),
     F("TopicNames", "[]string", "0-5"),
     F("TimeoutMs", INT32),
 ]
 
 DELETE_TOPICS_RESPONSE = [
     F(_THROTTLE, INT32, "1+"),
-    A("Responses", fields=[
-        F("Name", STRING, nullable="6+"),
-        F("TopicId", UUID, "6+"),
-        F("ErrorCode", INT16),
-        F("ErrorMessage", STRING, "5+", nullable="5+", default=None),
-    ]),
+    A(
+        "Responses",
+        fields=[
+            F("Name", STRING, nullable="6+"),
+            F("TopicId", UUID, "6+"),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, "5+", nullable="5+", default=None),
+        ],
+    ),
 ]
 
 # ---------------------------------------------------------------------------- InitProducerId 22
@@ -725,21 +954,32 @@ ADD_PARTITIONS_TO_TXN_REQUEST = [
     F("V3AndBelowTransactionalId", STRING, "0-3"),
     F("V3AndBelowProducerId", INT64, "0-3"),
     F("V3AndBelowProducerEpoch", INT16, "0-3"),
-    A("V3AndBelowTopics", "0-3", fields=[
-        F("Name", STRING),
-        F("Partitions", "[]" + INT32),
-    ]),
+    A(
+        "V3AndBelowTopics",
+        "0-3",
+        fields=[
+            F("Name", STRING),
+            F("Partitions", "[]" + INT32),
+        ],
+    ),
 ]
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("ResultsByTopicV3AndBelow", "0-3", fields=[
-        F("Name", STRING),
-        A("ResultsByPartition", fields=[
-            F("PartitionIndex", INT32),
-            F("PartitionErrorCode", INT16),
-        ]),
-    ]),
+    A(
+        "ResultsByTopicV3AndBelow",
+        "0-3",
+        fields=[
+            F("Name", STRING),
+            A(
+                "ResultsByPartition",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("PartitionErrorCode", INT16),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # AddOffsetsToTxn 25: v1 = v0, v2 adds PRODUCER_FENCED, v3 flexible.
@@ -775,29 +1015,44 @@ END_TXN_RESPONSE = [
 # themselves); Kafka 4 serves v1+ only.
 
 WRITE_TXN_MARKERS_REQUEST = [
-    A("Markers", fields=[
-        F("ProducerId", INT64),
-        F("ProducerEpoch", INT16),
-        F("TransactionResult", BOOL),  # false = ABORT, true = COMMIT
-        A("Topics", fields=[
-            F("Name", STRING),
-            F("PartitionIndexes", "[]" + INT32),
-        ]),
-        F("CoordinatorEpoch", INT32),
-    ]),
+    A(
+        "Markers",
+        fields=[
+            F("ProducerId", INT64),
+            F("ProducerEpoch", INT16),
+            F("TransactionResult", BOOL),  # false = ABORT, true = COMMIT
+            A(
+                "Topics",
+                fields=[
+                    F("Name", STRING),
+                    F("PartitionIndexes", "[]" + INT32),
+                ],
+            ),
+            F("CoordinatorEpoch", INT32),
+        ],
+    ),
 ]
 
 WRITE_TXN_MARKERS_RESPONSE = [
-    A("Markers", fields=[
-        F("ProducerId", INT64),
-        A("Topics", fields=[
-            F("Name", STRING),
-            A("Partitions", fields=[
-                F("PartitionIndex", INT32),
-                F("ErrorCode", INT16),
-            ]),
-        ]),
-    ]),
+    A(
+        "Markers",
+        fields=[
+            F("ProducerId", INT64),
+            A(
+                "Topics",
+                fields=[
+                    F("Name", STRING),
+                    A(
+                        "Partitions",
+                        fields=[
+                            F("PartitionIndex", INT32),
+                            F("ErrorCode", INT16),
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # TxnOffsetCommit 28: v1 = v0, v2 adds the committed leader epoch, v3 flexible (member id,
@@ -811,26 +1066,38 @@ TXN_OFFSET_COMMIT_REQUEST = [
     F("GenerationId", INT32, "3+", default=-1),
     F("MemberId", STRING, "3+", default=""),
     F("GroupInstanceId", STRING, "3+", nullable="3+", default=None),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("CommittedOffset", INT64),
-            F("CommittedLeaderEpoch", INT32, "2+", default=-1),
-            F("CommittedMetadata", STRING, nullable="0+", default=None),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("CommittedOffset", INT64),
+                    F("CommittedLeaderEpoch", INT32, "2+", default=-1),
+                    F("CommittedMetadata", STRING, nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
 ]
 
 TXN_OFFSET_COMMIT_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                ],
+            ),
+        ],
+    ),
 ]
 
 
@@ -839,24 +1106,34 @@ TXN_OFFSET_COMMIT_RESPONSE = [
 # THROTTLING_QUOTA_EXCEEDED, KIP-599: pyklog has no quotas).
 
 CREATE_PARTITIONS_REQUEST = [
-    A("Topics", fields=[
-        F("Name", STRING),
-        F("Count", INT32),
-        A("Assignments", nullable="0+", fields=[
-            F("BrokerIds", "[]int32"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            F("Count", INT32),
+            A(
+                "Assignments",
+                nullable="0+",
+                fields=[
+                    F("BrokerIds", "[]int32"),
+                ],
+            ),
+        ],
+    ),
     F("TimeoutMs", INT32),
     F("ValidateOnly", BOOL),
 ]
 
 CREATE_PARTITIONS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Results", fields=[
-        F("Name", STRING),
-        F("ErrorCode", INT16),
-        F("ErrorMessage", STRING, nullable="0+", default=None),
-    ]),
+    A(
+        "Results",
+        fields=[
+            F("Name", STRING),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ],
+    ),
 ]
 
 
@@ -865,76 +1142,104 @@ CREATE_PARTITIONS_RESPONSE = [
 # ConfigResource.Type): 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER.
 
 DESCRIBE_CONFIGS_REQUEST = [
-    A("Resources", fields=[
-        F("ResourceType", INT8),
-        F("ResourceName", STRING),
-        F("ConfigurationKeys", "[]string", nullable="0+", default=None),
-    ]),
+    A(
+        "Resources",
+        fields=[
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            F("ConfigurationKeys", "[]string", nullable="0+", default=None),
+        ],
+    ),
     F("IncludeSynonyms", BOOL, "1+", default=False),
     F("IncludeDocumentation", BOOL, "3+", default=False),
 ]
 
 DESCRIBE_CONFIGS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Results", fields=[
-        F("ErrorCode", INT16),
-        F("ErrorMessage", STRING, nullable="0+", default=None),
-        F("ResourceType", INT8),
-        F("ResourceName", STRING),
-        A("Configs", fields=[
-            F("Name", STRING),
-            F("Value", STRING, nullable="0+", default=None),
-            F("ReadOnly", BOOL),
-            F("ConfigSource", INT8, "1+", default=-1),
-            F("IsDefault", BOOL, "0", default=False),
-            F("IsSensitive", BOOL),
-            A("Synonyms", "1+", fields=[
-                F("Name", STRING),
-                F("Value", STRING, nullable="0+", default=None),
-                F("Source", INT8),
-            ]),
-            F("ConfigType", INT8, "3+", default=0),
-            F("Documentation", STRING, "3+", nullable="0+", default=None),
-        ]),
-    ]),
+    A(
+        "Results",
+        fields=[
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            A(
+                "Configs",
+                fields=[
+                    F("Name", STRING),
+                    F("Value", STRING, nullable="0+", default=None),
+                    F("ReadOnly", BOOL),
+                    F("ConfigSource", INT8, "1+", default=-1),
+                    F("IsDefault", BOOL, "0", default=False),
+                    F("IsSensitive", BOOL),
+                    A(
+                        "Synonyms",
+                        "1+",
+                        fields=[
+                            F("Name", STRING),
+                            F("Value", STRING, nullable="0+", default=None),
+                            F("Source", INT8),
+                        ],
+                    ),
+                    F("ConfigType", INT8, "3+", default=0),
+                    F("Documentation", STRING, "3+", nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # AlterConfigs 33 (v1 = v0, v2+ flexible) and IncrementalAlterConfigs 44 (v1+ flexible); the
 # operations of the latter (Kafka's AlterConfigOp.OpType): 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
 
 ALTER_CONFIGS_REQUEST = [
-    A("Resources", fields=[
-        F("ResourceType", INT8),
-        F("ResourceName", STRING),
-        A("Configs", fields=[
-            F("Name", STRING),
-            F("Value", STRING, nullable="0+"),
-        ]),
-    ]),
+    A(
+        "Resources",
+        fields=[
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            A(
+                "Configs",
+                fields=[
+                    F("Name", STRING),
+                    F("Value", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
     F("ValidateOnly", BOOL),
 ]
 
 _ALTER_CONFIGS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Responses", fields=[
-        F("ErrorCode", INT16),
-        F("ErrorMessage", STRING, nullable="0+", default=None),
-        F("ResourceType", INT8),
-        F("ResourceName", STRING),
-    ]),
+    A(
+        "Responses",
+        fields=[
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+        ],
+    ),
 ]
 ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
 
 INCREMENTAL_ALTER_CONFIGS_REQUEST = [
-    A("Resources", fields=[
-        F("ResourceType", INT8),
-        F("ResourceName", STRING),
-        A("Configs", fields=[
-            F("Name", STRING),
-            F("ConfigOperation", INT8),
-            F("Value", STRING, nullable="0+"),
-        ]),
-    ]),
+    A(
+        "Resources",
+        fields=[
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            A(
+                "Configs",
+                fields=[
+                    F("Name", STRING),
+                    F("ConfigOperation", INT8),
+                    F("Value", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
     F("ValidateOnly", BOOL),
 ]
 
@@ -946,82 +1251,119 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = [
     F("ReplicaId", INT32, "3+", default=-2),
-    A("Topics", fields=[
-        F("Topic", STRING),
-        A("Partitions", fields=[
-            F("Partition", INT32),
-            F("CurrentLeaderEpoch", INT32, "2+", default=-1),
-            F("LeaderEpoch", INT32),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Topic", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("Partition", INT32),
+                    F("CurrentLeaderEpoch", INT32, "2+", default=-1),
+                    F("LeaderEpoch", INT32),
+                ],
+            ),
+        ],
+    ),
 ]
 
 OFFSET_FOR_LEADER_EPOCH_RESPONSE = [
     F(_THROTTLE, INT32, "2+"),
-    A("Topics", fields=[
-        F("Topic", STRING),
-        A("Partitions", fields=[
-            F("ErrorCode", INT16),
-            F("Partition", INT32),
-            F("LeaderEpoch", INT32, "1+", default=-1),
-            F("EndOffset", INT64, default=-1),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Topic", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("ErrorCode", INT16),
+                    F("Partition", INT32),
+                    F("LeaderEpoch", INT32, "1+", default=-1),
+                    F("EndOffset", INT64, default=-1),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # DeleteRecords 21: v1 = v0, v2+ flexible.
 
 DELETE_RECORDS_REQUEST = [
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("Offset", INT64),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("Offset", INT64),
+                ],
+            ),
+        ],
+    ),
     F("TimeoutMs", INT32),
 ]
 
 DELETE_RECORDS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("LowWatermark", INT64, default=-1),
-            F("ErrorCode", INT16),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("LowWatermark", INT64, default=-1),
+                    F("ErrorCode", INT16),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # DescribeLogDirs 35: v1 = v0, v2+ flexible, v3 adds the top-level error code, v4 the volume's total
 # and usable bytes (KIP-827).  Topics null = every partition.
 
 DESCRIBE_LOG_DIRS_REQUEST = [
-    A("Topics", nullable="0+", fields=[
-        F("Topic", STRING),
-        F("Partitions", "[]int32"),
-    ]),
+    A(
+        "Topics",
+        nullable="0+",
+        fields=[
+            F("Topic", STRING),
+            F("Partitions", "[]int32"),
+        ],
+    ),
 ]
 
 DESCRIBE_LOG_DIRS_RESPONSE = [
     F(_THROTTLE, INT32),
     F("ErrorCode", INT16, "3+", default=0),
-    A("Results", fields=[
-        F("ErrorCode", INT16),
-        F("LogDir", STRING),
-        A("Topics", fields=[
-            F("Name", STRING),
-            A("Partitions", fields=[
-                F("PartitionIndex", INT32),
-                F("PartitionSize", INT64),
-                F("OffsetLag", INT64),
-                F("IsFutureKey", BOOL, default=False),
-            ]),
-        ]),
-        F("TotalBytes", INT64, "4+", default=-1),
-        F("UsableBytes", INT64, "4+", default=-1),
-    ]),
+    A(
+        "Results",
+        fields=[
+            F("ErrorCode", INT16),
+            F("LogDir", STRING),
+            A(
+                "Topics",
+                fields=[
+                    F("Name", STRING),
+                    A(
+                        "Partitions",
+                        fields=[
+                            F("PartitionIndex", INT32),
+                            F("PartitionSize", INT64),
+                            F("OffsetLag", INT64),
+                            F("IsFutureKey", BOOL, default=False),
+                        ],
+                    ),
+                ],
+            ),
+            F("TotalBytes", INT64, "4+", default=-1),
+            F("UsableBytes", INT64, "4+", default=-1),
+        ],
+    ),
 ]
 
 # DeleteGroups 42: v1 = v0, v2+ flexible.  OffsetDelete 47: v0 only.
@@ -1032,32 +1374,47 @@ DELETE_GROUPS_REQUEST = [
 
 DELETE_GROUPS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Results", fields=[
-        F("GroupId", STRING),
-        F("ErrorCode", INT16),
-    ]),
+    A(
+        "Results",
+        fields=[
+            F("GroupId", STRING),
+            F("ErrorCode", INT16),
+        ],
+    ),
 ]
 
 OFFSET_DELETE_REQUEST = [
     F("GroupId", STRING),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                ],
+            ),
+        ],
+    ),
 ]
 
 OFFSET_DELETE_RESPONSE = [
     F("ErrorCode", INT16),
     F(_THROTTLE, INT32),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                ],
+            ),
+        ],
+    ),
 ]
 
 
@@ -1076,12 +1433,15 @@ DESCRIBE_CLUSTER_RESPONSE = [
     F("EndpointType", INT8, "1+", default=1),
     F("ClusterId", STRING),
     F("ControllerId", INT32, default=-1),
-    A("Brokers", fields=[
-        F("BrokerId", INT32),
-        F("Host", STRING),
-        F("Port", INT32),
-        F("Rack", STRING, nullable="0+", default=None),
-    ]),
+    A(
+        "Brokers",
+        fields=[
+            F("BrokerId", INT32),
+            F("Host", STRING),
+            F("Port", INT32),
+            F("Rack", STRING, nullable="0+", default=None),
+        ],
+    ),
     F("ClusterAuthorizedOperations", INT32, default=-2147483648),
 ]
 
@@ -1093,30 +1453,42 @@ DESCRIBE_CLUSTER_RESPONSE = [
 # the transaction has run, KIP-994).  All three are flexible from v0.
 
 DESCRIBE_PRODUCERS_REQUEST = [
-    A("Topics", fields=[
-        F("Name", STRING),
-        F("PartitionIndexes", "[]int32"),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            F("PartitionIndexes", "[]int32"),
+        ],
+    ),
 ]
 
 DESCRIBE_PRODUCERS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-            F("ErrorMessage", STRING, nullable="0+", default=None),
-            A("ActiveProducers", fields=[
-                F("ProducerId", INT64),
-                F("ProducerEpoch", INT32),                       # int32 on the wire, as Kafka's schema
-                F("LastSequence", INT32, default=-1),
-                F("LastTimestamp", INT64, default=-1),
-                F("CoordinatorEpoch", INT32),
-                F("CurrentTxnStartOffset", INT64, default=-1),   # -1: no open transaction
-            ]),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                    F("ErrorMessage", STRING, nullable="0+", default=None),
+                    A(
+                        "ActiveProducers",
+                        fields=[
+                            F("ProducerId", INT64),
+                            F("ProducerEpoch", INT32),  # int32 on the wire, as Kafka's schema
+                            F("LastSequence", INT32, default=-1),
+                            F("LastTimestamp", INT64, default=-1),
+                            F("CoordinatorEpoch", INT32),
+                            F("CurrentTxnStartOffset", INT64, default=-1),  # -1: no open transaction
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    ),
 ]
 
 
@@ -1131,32 +1503,45 @@ CONTROLLED_SHUTDOWN_REQUEST = [
 
 CONTROLLED_SHUTDOWN_RESPONSE = [
     F("ErrorCode", INT16),
-    A("RemainingPartitions", fields=[
-        F("TopicName", STRING),
-        F("PartitionIndex", INT32),
-    ]),
+    A(
+        "RemainingPartitions",
+        fields=[
+            F("TopicName", STRING),
+            F("PartitionIndex", INT32),
+        ],
+    ),
 ]
 
 ELECT_LEADERS_REQUEST = [
     F("ElectionType", INT8, "1+", default=0),
-    A("TopicPartitions", nullable="0+", fields=[
-        F("Topic", STRING),
-        F("Partitions", "[]int32"),
-    ]),
+    A(
+        "TopicPartitions",
+        nullable="0+",
+        fields=[
+            F("Topic", STRING),
+            F("Partitions", "[]int32"),
+        ],
+    ),
     F("TimeoutMs", INT32, default=60000),
 ]
 
 ELECT_LEADERS_RESPONSE = [
     F(_THROTTLE, INT32),
     F("ErrorCode", INT16, "1+", default=0),
-    A("ReplicaElectionResults", fields=[
-        F("Topic", STRING),
-        A("PartitionResult", fields=[
-            F("PartitionId", INT32),
-            F("ErrorCode", INT16),
-            F("ErrorMessage", STRING, nullable="0+", default=None),
-        ]),
-    ]),
+    A(
+        "ReplicaElectionResults",
+        fields=[
+            F("Topic", STRING),
+            A(
+                "PartitionResult",
+                fields=[
+                    F("PartitionId", INT32),
+                    F("ErrorCode", INT16),
+                    F("ErrorMessage", STRING, nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
 ]
 
 # AlterPartitionReassignments 45 and ListPartitionReassignments 46 (KIP-455, the admin client sends
@@ -1165,50 +1550,73 @@ ELECT_LEADERS_RESPONSE = [
 
 ALTER_PARTITION_REASSIGNMENTS_REQUEST = [
     F("TimeoutMs", INT32, default=60000),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("Replicas", "[]int32", nullable="0+", default=None),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("Replicas", "[]int32", nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
 ]
 
 ALTER_PARTITION_REASSIGNMENTS_RESPONSE = [
     F(_THROTTLE, INT32),
     F("ErrorCode", INT16),
     F("ErrorMessage", STRING, nullable="0+", default=None),
-    A("Responses", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("ErrorCode", INT16),
-            F("ErrorMessage", STRING, nullable="0+", default=None),
-        ]),
-    ]),
+    A(
+        "Responses",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("ErrorCode", INT16),
+                    F("ErrorMessage", STRING, nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
 ]
 
 LIST_PARTITION_REASSIGNMENTS_REQUEST = [
     F("TimeoutMs", INT32, default=60000),
-    A("Topics", nullable="0+", default=None, fields=[
-        F("Name", STRING),
-        F("PartitionIndexes", "[]int32"),
-    ]),
+    A(
+        "Topics",
+        nullable="0+",
+        default=None,
+        fields=[
+            F("Name", STRING),
+            F("PartitionIndexes", "[]int32"),
+        ],
+    ),
 ]
 
 LIST_PARTITION_REASSIGNMENTS_RESPONSE = [
     F(_THROTTLE, INT32),
     F("ErrorCode", INT16),
     F("ErrorMessage", STRING, nullable="0+", default=None),
-    A("Topics", fields=[
-        F("Name", STRING),
-        A("Partitions", fields=[
-            F("PartitionIndex", INT32),
-            F("Replicas", "[]int32"),
-            F("AddingReplicas", "[]int32"),
-            F("RemovingReplicas", "[]int32"),
-        ]),
-    ]),
+    A(
+        "Topics",
+        fields=[
+            F("Name", STRING),
+            A(
+                "Partitions",
+                fields=[
+                    F("PartitionIndex", INT32),
+                    F("Replicas", "[]int32"),
+                    F("AddingReplicas", "[]int32"),
+                    F("RemovingReplicas", "[]int32"),
+                ],
+            ),
+        ],
+    ),
 ]
 
 DESCRIBE_TRANSACTIONS_REQUEST = [
@@ -1217,19 +1625,25 @@ DESCRIBE_TRANSACTIONS_REQUEST = [
 
 DESCRIBE_TRANSACTIONS_RESPONSE = [
     F(_THROTTLE, INT32),
-    A("TransactionStates", fields=[
-        F("ErrorCode", INT16),
-        F("TransactionalId", STRING),
-        F("TransactionState", STRING),        # Kafka's state name: "Ongoing", "PrepareCommit", ...
-        F("TransactionTimeoutMs", INT32),
-        F("TransactionStartTimeMs", INT64),
-        F("ProducerId", INT64),
-        F("ProducerEpoch", INT16),
-        A("Topics", fields=[
-            F("Topic", STRING),
-            F("Partitions", "[]int32"),
-        ]),
-    ]),
+    A(
+        "TransactionStates",
+        fields=[
+            F("ErrorCode", INT16),
+            F("TransactionalId", STRING),
+            F("TransactionState", STRING),  # Kafka's state name: "Ongoing", "PrepareCommit", ...
+            F("TransactionTimeoutMs", INT32),
+            F("TransactionStartTimeMs", INT64),
+            F("ProducerId", INT64),
+            F("ProducerEpoch", INT16),
+            A(
+                "Topics",
+                fields=[
+                    F("Topic", STRING),
+                    F("Partitions", "[]int32"),
+                ],
+            ),
+        ],
+    ),
 ]
 
 LIST_TRANSACTIONS_REQUEST = [
@@ -1242,11 +1656,14 @@ LIST_TRANSACTIONS_RESPONSE = [
     F(_THROTTLE, INT32),
     F("ErrorCode", INT16),
     F("UnknownStateFilters", "[]string"),
-    A("TransactionStates", fields=[
-        F("TransactionalId", STRING),
-        F("ProducerId", INT64),
-        F("TransactionState", STRING),
-    ]),
+    A(
+        "TransactionStates",
+        fields=[
+            F("TransactionalId", STRING),
+            F("ProducerId", INT64),
+            F("TransactionState", STRING),
+        ],
+    ),
 ]
 
 
@@ -1269,10 +1686,12 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.CREATE_TOPICS: ("CreateTopics", CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     ApiKey.DELETE_TOPICS: ("DeleteTopics", DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: ("InitProducerId", INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("OffsetForLeaderEpoch", OFFSET_FOR_LEADER_EPOCH_REQUEST,
-                                     OFFSET_FOR_LEADER_EPOCH_RESPONSE),
-    ApiKey.ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN_REQUEST,
-                                   ADD_PARTITIONS_TO_TXN_RESPONSE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (
+        "OffsetForLeaderEpoch",
+        OFFSET_FOR_LEADER_EPOCH_REQUEST,
+        OFFSET_FOR_LEADER_EPOCH_RESPONSE,
+    ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN_REQUEST, ADD_PARTITIONS_TO_TXN_RESPONSE),
     ApiKey.ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", ADD_OFFSETS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_RESPONSE),
     ApiKey.END_TXN: ("EndTxn", END_TXN_REQUEST, END_TXN_RESPONSE),
     ApiKey.WRITE_TXN_MARKERS: ("WriteTxnMarkers", WRITE_TXN_MARKERS_REQUEST, WRITE_TXN_MARKERS_RESPONSE),
@@ -1283,18 +1702,30 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.ALTER_CONFIGS: ("AlterConfigs", ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: ("DescribeLogDirs", DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE),
     ApiKey.DELETE_GROUPS: ("DeleteGroups", DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", INCREMENTAL_ALTER_CONFIGS_REQUEST,
-                                       INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        "IncrementalAlterConfigs",
+        INCREMENTAL_ALTER_CONFIGS_REQUEST,
+        INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+    ),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
-    ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", DESCRIBE_TRANSACTIONS_REQUEST,
-                                   DESCRIBE_TRANSACTIONS_RESPONSE),
+    ApiKey.DESCRIBE_TRANSACTIONS: (
+        "DescribeTransactions",
+        DESCRIBE_TRANSACTIONS_REQUEST,
+        DESCRIBE_TRANSACTIONS_RESPONSE,
+    ),
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE),
     ApiKey.CONTROLLED_SHUTDOWN: ("ControlledShutdown", CONTROLLED_SHUTDOWN_REQUEST, CONTROLLED_SHUTDOWN_RESPONSE),
     ApiKey.ELECT_LEADERS: ("ElectLeaders", ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("AlterPartitionReassignments", ALTER_PARTITION_REASSIGNMENTS_REQUEST,
-                                           ALTER_PARTITION_REASSIGNMENTS_RESPONSE),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: ("ListPartitionReassignments", LIST_PARTITION_REASSIGNMENTS_REQUEST,
-                                          LIST_PARTITION_REASSIGNMENTS_RESPONSE),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        "AlterPartitionReassignments",
+        ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+        ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        "ListPartitionReassignments",
+        LIST_PARTITION_REASSIGNMENTS_REQUEST,
+        LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    ),
 }

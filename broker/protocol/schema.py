@@ -35,6 +35,7 @@ declare the new fields (with ``tag=``/``tagged=`` where Kafka's JSON has ``tag``
 
 Compiled functions are pure and thread-safe.
 """
+
 from __future__ import annotations
 
 import re
@@ -240,8 +241,7 @@ def _badlen(msg: str, path: str, idx: tuple, n: int, nullable: bool) -> None:
 
 def _badcount(msg: str, path: str, idx: tuple, n: int, have: int, each: int) -> None:
     raise InvalidRequestError(
-        f"malformed {msg}: {_where(path, idx)}: array count {n} needs at least {n * each} bytes, "
-        f"only {have} left"
+        f"malformed {msg}: {_where(path, idx)}: array count {n} needs at least {n * each} bytes, only {have} left"
     )
 
 
@@ -400,9 +400,14 @@ def _dec_field(g: _Gen, f: Field, version: int, ind: int, fpath: str, idx: list[
     g.emit(ind, "else:")
     if f.elem in FIXED:
         code, width = FIXED[f.elem]
-        g.emit(ind + 1, f"if {n} > (end - pos) // {width}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {width})")
+        g.emit(
+            ind + 1,
+            f"if {n} > (end - pos) // {width}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {width})",
+        )
         small = g.const([struct.Struct(f">{k}{code}").unpack_from for k in range(16)], "_arr")
-        g.emit(ind + 1, f"{var} = list({small}[{n}](buf, pos) if {n} < 16 else _unpack_from('>%d{code}' % {n}, buf, pos))")
+        g.emit(
+            ind + 1, f"{var} = list({small}[{n}](buf, pos) if {n} < 16 else _unpack_from('>%d{code}' % {n}, buf, pos))"
+        )
         g.emit(ind + 1, f"pos += {n} * {width}")
         return
     if f.elem is None:
@@ -411,7 +416,9 @@ def _dec_field(g: _Gen, f: Field, version: int, ind: int, fpath: str, idx: list[
         each = 16
     else:
         each = 1 if g.flex else 2 if f.elem == STRING else 4
-    g.emit(ind + 1, f"if {n} > (end - pos) // {each}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {each})")
+    g.emit(
+        ind + 1, f"if {n} > (end - pos) // {each}: _badcount(_msg, {fpath!r}, {_idx_expr(idx)}, {n}, end - pos, {each})"
+    )
     g.emit(ind + 1, f"{var} = []")
     k = g.tmp("i")
     g.emit(ind + 1, f"for {k} in range({n}):")
@@ -462,7 +469,9 @@ def _dec_struct(g: _Gen, fields: Sequence[Field], version: int, ind: int, path: 
     return d
 
 
-def _dec_tagged(g: _Gen, tagged: list[Field], version: int, ind: int, path: str, idx: list[str]) -> list[tuple[str, str]]:
+def _dec_tagged(
+    g: _Gen, tagged: list[Field], version: int, ind: int, path: str, idx: list[str]
+) -> list[tuple[str, str]]:
     """Emit the decoding of a struct's tagged field section: known tags decode into their field
     (bounded by the declared size), unknown ones are skipped.  Returns (key, variable) pairs."""
     where = f"{path}_tagged_fields"
@@ -502,13 +511,17 @@ def _dec_tagged(g: _Gen, tagged: list[Field], version: int, ind: int, path: str,
         if f.type in FIXED:
             s = struct.Struct(">" + FIXED[f.type][0])
             if g.checked:
-                g.emit(b + 1, f"if pos + {s.size} > end: _short(_msg, {fpath!r}, {_idx_expr(idx)}, {s.size}, end - pos)")
+                g.emit(
+                    b + 1, f"if pos + {s.size} > end: _short(_msg, {fpath!r}, {_idx_expr(idx)}, {s.size}, end - pos)"
+                )
             g.emit(b + 1, f"{var}, = {g.const(s.unpack_from, '_s')}(buf, pos)")
             g.emit(b + 1, f"pos += {s.size}")
         else:
             _dec_field(g, f, version, b + 1, fpath, idx, var)
         g.emit(b + 1, f"end = {save}")
-        g.emit(b + 1, f"if pos != {tend}: _badtag(_msg, {fpath!r}, {_idx_expr(idx)}, {tag}, {size}, pos - {tend} + {size})")
+        g.emit(
+            b + 1, f"if pos != {tend}: _badtag(_msg, {fpath!r}, {_idx_expr(idx)}, {tag}, {size}, pos - {tend} + {size})"
+        )
     if tagged:
         g.emit(b, "else:")
         g.emit(b + 1, f"pos = {tend}")
@@ -517,8 +530,9 @@ def _dec_tagged(g: _Gen, tagged: list[Field], version: int, ind: int, path: str,
     return pairs
 
 
-def compile_decoder(msg: str, fields: Sequence[Field], version: int, checked: bool = True,
-                    flexible: bool = False) -> Callable:
+def compile_decoder(
+    msg: str, fields: Sequence[Field], version: int, checked: bool = True, flexible: bool = False
+) -> Callable:
     """Generate ``decode(buf, pos, end) -> (dict, pos)`` for ``version`` of a message.
 
     ``checked=False`` leaves out the bounds checks before fixed-width reads: ``struct`` raises
@@ -616,7 +630,9 @@ def _enc_field(g: _Gen, f: Field, version: int, ind: int, val: str, fpath: str) 
                 g.emit(ind + 1, f"out += {small}[{k}](*{val}) if {k} < 16 else _pack('>%d{code}' % {k}, *{val})")
             else:
                 small = g.const([struct.Struct(f">i{k}{code}").pack for k in range(16)], "_parr")
-                g.emit(ind + 1, f"out += {small}[{k}]({k}, *{val}) if {k} < 16 else _pack('>i%d{code}' % {k}, {k}, *{val})")
+                g.emit(
+                    ind + 1, f"out += {small}[{k}]({k}, *{val}) if {k} < 16 else _pack('>i%d{code}' % {k}, {k}, *{val})"
+                )
         else:
             _enc_len(g, ind + 1, 4, f"len({val})")
             e = g.tmp("e")
@@ -694,7 +710,9 @@ def compile_encoder(msg: str, fields: Sequence[Field], version: int, flexible: b
 # ---- slow path: explain why an encode failed
 
 
-def explain_encode_error(msg: str, fields: Sequence[Field], version: int, body: Any, exc: BaseException) -> InvalidRequestError:
+def explain_encode_error(
+    msg: str, fields: Sequence[Field], version: int, body: Any, exc: BaseException
+) -> InvalidRequestError:
     """Walk ``body`` against the schema and build an error naming the first bad field."""
     problem = _find_problem(fields, version, body, "")
     detail = problem or f"{type(exc).__name__}: {exc}"

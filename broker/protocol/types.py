@@ -25,6 +25,7 @@ then ends with a *tagged field section*: an unsigned varint count, then per fiel
 varints are 7 bits a byte, least significant group first, high bit set on every byte but the
 last (at most 5 bytes for the 32-bit values used here).
 """
+
 from __future__ import annotations
 
 import os
@@ -110,9 +111,7 @@ class FileRegion(NamedTuple):
         """Read the region (for tests and for transports that cannot use sendfile)."""
         data = _pread(self.file, self.size, self.position)
         if len(data) != self.size:
-            raise EOFError(
-                f"FileRegion expected {self.size} bytes at position {self.position}, read {len(data)}"
-            )
+            raise EOFError(f"FileRegion expected {self.size} bytes at position {self.position}, read {len(data)}")
         return data
 
 

@@ -11,6 +11,7 @@
 
 Every wire format is documented at the top of its module.  All functions are thread-safe.
 """
+
 from pyklog.broker.record.batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,

@@ -46,6 +46,7 @@ EndTransactionMarker ``version int16 (0), coordinatorEpoch int32``.
 Pure code: bytes in, objects out; thread-safe.  Malformed input raises
 :class:`broker.errors.CorruptRecordError` saying what was expected and what was read.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -210,8 +211,9 @@ def _encode_headers(headers: Sequence[tuple[Any, Any]]) -> list[Any]:
     return parts
 
 
-def _encode_records(records: Sequence[Any], first_ts: int,
-                    offset_deltas: Sequence[int] | None = None) -> tuple[bytes, int, int]:
+def _encode_records(
+    records: Sequence[Any], first_ts: int, offset_deltas: Sequence[int] | None = None
+) -> tuple[bytes, int, int]:
     """Encode ``(key, value, timestamp, headers)`` tuples; returns (bytes, max_ts, last_delta).
 
     ``offset_deltas`` (a sequence aligned with ``records``) defaults to 0..n-1.
@@ -392,9 +394,7 @@ def build_batch_from_records(
             first_timestamp = records[0].timestamp
         deltas = [r.offset - base_offset for r in records]
         if deltas[0] < 0:
-            raise ValueError(
-                f"record offset {records[0].offset} is below the batch base offset {base_offset}"
-            )
+            raise ValueError(f"record offset {records[0].offset} is below the batch base offset {base_offset}")
         for a, b in itertools.pairwise(deltas):
             if b <= a:
                 raise ValueError(f"record offsets must increase, got delta {a} then {b}")
@@ -404,9 +404,7 @@ def build_batch_from_records(
         if last_offset_delta is None:
             last_offset_delta = deltas[-1]
         elif last_offset_delta < deltas[-1]:
-            raise ValueError(
-                f"last_offset_delta {last_offset_delta} is below the last record's delta {deltas[-1]}"
-            )
+            raise ValueError(f"last_offset_delta {last_offset_delta} is below the last record's delta {deltas[-1]}")
     else:
         if base_offset is None or last_offset_delta is None:
             raise ValueError("an empty batch needs base_offset and last_offset_delta")
@@ -480,9 +478,7 @@ def decode_control_record(record: Record) -> tuple[int, int | None]:
         )
     version, ctype = CONTROL_KEY.unpack_from(key)
     if version != CONTROL_KEY_VERSION:
-        raise CorruptRecordError(
-            f"control record at offset {record.offset}: expected key version 0, read {version}"
-        )
+        raise CorruptRecordError(f"control record at offset {record.offset}: expected key version 0, read {version}")
     epoch = None
     value = record.value
     if value is not None and len(value) >= CONTROL_VALUE.size:
@@ -520,8 +516,9 @@ def _decode_headers(data: bytes, pos: int, count: int) -> tuple[tuple[tuple[str,
     return tuple(out), pos
 
 
-def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
-                    first_ts: int, lat_ts: int | None, where: str) -> list[Record]:
+def _decode_records(
+    data: bytes, pos: int, end: int, count: int, base_offset: int, first_ts: int, lat_ts: int | None, where: str
+) -> list[Record]:
     """Decode ``count`` records from ``data[pos:end]`` (``data`` must be bytes).
 
     The hot loop of every consumer: each varint has its one- and two-byte forms inlined (a
@@ -625,8 +622,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             append(R(base_offset + od, first_ts + tsd if lat_ts is None else lat_ts, key, value, headers))
     except IndexError:
         raise CorruptRecordError(
-            f"{where}: expected {count} records, the records section ({end} bytes) ends inside "
-            f"record {len(records)}"
+            f"{where}: expected {count} records, the records section ({end} bytes) ends inside record {len(records)}"
         ) from None
     if pos != end:
         raise CorruptRecordError(
@@ -678,20 +674,14 @@ def decode_batch_records(buf: BytesLike, pos: int, h: BatchHeader) -> list[Recor
             start, end = 0, len(data)
     else:
         if codec > ZSTD:
-            raise CorruptRecordError(
-                f"{where}: expected compression codec 0-4 in attributes, read {codec}"
-            )
+            raise CorruptRecordError(f"{where}: expected compression codec 0-4 in attributes, read {codec}")
         data = _compression.decompress(codec, memoryview(buf)[start:end])
         start, end = 0, len(data)
     if count == 0:
         if end != start:
-            raise CorruptRecordError(
-                f"{where}: expected no record bytes for recordsCount 0, read {end - start}"
-            )
+            raise CorruptRecordError(f"{where}: expected no record bytes for recordsCount 0, read {end - start}")
         return []
     if count > end - start:
-        raise CorruptRecordError(
-            f"{where}: recordsCount {count} cannot fit in {end - start} bytes of records"
-        )
+        raise CorruptRecordError(f"{where}: recordsCount {count} cannot fit in {end - start} bytes of records")
     lat_ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
     return _decode_records(data, start, end, count, h.base_offset, h.first_timestamp, lat_ts, where)

@@ -11,6 +11,7 @@ as :func:`batch.build_batch` lays them out.
 
 Pure code, immutable; thread-safe.
 """
+
 from __future__ import annotations
 
 from crc32c import crc32c as _crc32c
@@ -47,9 +48,17 @@ class RecordsSection:
         """Size of the batch without compression (header + records)."""
         return BATCH_HEAD.size + BATCH_TAIL.size + len(memoryview(self.records))
 
-    def to_batch(self, *, compression: int = NO_COMPRESSION, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, is_transactional: bool = False, base_offset: int = 0,
-                 partition_leader_epoch: int = -1) -> bytes:
+    def to_batch(
+        self,
+        *,
+        compression: int = NO_COMPRESSION,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        base_offset: int = 0,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
         """The whole v2 batch (header, CRC-32C, records compressed with ``compression``)."""
         body = self.records
         attributes = compression
@@ -57,8 +66,18 @@ class RecordsSection:
             attributes |= TRANSACTIONAL_MASK
         if compression != NO_COMPRESSION:
             body = _compression.compress(compression, bytes(body))
-        tail = BATCH_TAIL.pack(attributes, self.count - 1, self.first_timestamp, self.max_timestamp,
-                          producer_id, producer_epoch, base_sequence, self.count)
+        tail = BATCH_TAIL.pack(
+            attributes,
+            self.count - 1,
+            self.first_timestamp,
+            self.max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            self.count,
+        )
         crc = _crc32c(body, _crc32c(tail))
-        head = BATCH_HEAD.pack(base_offset, BATCH_LENGTH_BASE + len(memoryview(body)), partition_leader_epoch, MAGIC, crc)
+        head = BATCH_HEAD.pack(
+            base_offset, BATCH_LENGTH_BASE + len(memoryview(body)), partition_leader_epoch, MAGIC, crc
+        )
         return b"".join((head, tail, body))

@@ -35,6 +35,7 @@ zstd
 Pure functions.  Thread-safe: zstd contexts are kept per thread.  A damaged payload raises
 :class:`broker.errors.CorruptRecordError` naming the codec and what went wrong.
 """
+
 from __future__ import annotations
 
 import struct
@@ -86,9 +87,7 @@ def codec_id(name_or_id: int | str) -> int:
             return NO_COMPRESSION
         if key.isdigit() and int(key) in CODEC_NAMES:
             return int(key)
-    raise ValueError(
-        f"expected a compression codec ({', '.join(CODECS)}) or id 0-4, got {name_or_id!r}"
-    )
+    raise ValueError(f"expected a compression codec ({', '.join(CODECS)}) or id 0-4, got {name_or_id!r}")
 
 
 def codec_name(codec: int) -> str:
@@ -215,9 +214,7 @@ def _lz4_decompress(data: BytesLike) -> bytes:
         try:
             return lz4.frame.decompress(fixed)
         except (RuntimeError, MemoryError, ValueError):
-            raise CorruptRecordError(
-                f"lz4: cannot decompress {len(data)} bytes: {first}"
-            ) from None
+            raise CorruptRecordError(f"lz4: cannot decompress {len(data)} bytes: {first}") from None
 
 
 # -- snappy ------------------------------------------------------------------------------------
@@ -240,14 +237,10 @@ def _snappy_decompress(data: BytesLike) -> bytes:
         try:
             return snappy.decompress(mv)
         except Exception as e:  # noqa: BLE001 - snappy raises its own error types (cramjam / UncompressError)
-            raise CorruptRecordError(
-                f"snappy: cannot decompress a raw block of {len(mv)} bytes: {e}"
-            ) from None
+            raise CorruptRecordError(f"snappy: cannot decompress a raw block of {len(mv)} bytes: {e}") from None
     n = len(mv)
     if n < XERIAL_HEADER.size:
-        raise CorruptRecordError(
-            f"snappy: expected a {XERIAL_HEADER.size}-byte xerial header, read {n} bytes"
-        )
+        raise CorruptRecordError(f"snappy: expected a {XERIAL_HEADER.size}-byte xerial header, read {n} bytes")
     pos = XERIAL_HEADER.size
     parts = []
     unpack_from = XERIAL_BLOCK_LENGTH.unpack_from
@@ -255,29 +248,26 @@ def _snappy_decompress(data: BytesLike) -> bytes:
     while pos < n:
         if n - pos < 4:
             raise CorruptRecordError(
-                f"snappy (xerial): expected a 4-byte block length at position {pos}, "
-                f"read {n - pos} bytes"
+                f"snappy (xerial): expected a 4-byte block length at position {pos}, read {n - pos} bytes"
             )
         (length,) = unpack_from(mv, pos)
         pos += 4
         if length < 0 or pos + length > n:
             raise CorruptRecordError(
-                f"snappy (xerial): block at position {pos - 4} claims {length} bytes, "
-                f"{n - pos} remain"
+                f"snappy (xerial): block at position {pos - 4} claims {length} bytes, {n - pos} remain"
             )
         try:
             parts.append(decompress_raw(mv[pos : pos + length]))
         except Exception as e:  # noqa: BLE001 - as above
-            raise CorruptRecordError(
-                f"snappy (xerial): cannot decompress block at position {pos - 4}: {e}"
-            ) from None
+            raise CorruptRecordError(f"snappy (xerial): cannot decompress block at position {pos - 4}: {e}") from None
         pos += length
     return b"".join(parts)
 
 
 # -- public API --------------------------------------------------------------------------------
-def compress(codec: int | str, data: bytes | bytearray | memoryview, *, level: int | None = None,
-             legacy_lz4: bool = False) -> bytes:
+def compress(
+    codec: int | str, data: bytes | bytearray | memoryview, *, level: int | None = None, legacy_lz4: bool = False
+) -> bytes:
     """Compress ``data`` with ``codec`` (id or name) in the on-wire form described above.
 
     ``level`` overrides the codec's default level (gzip 1-9, zstd 1-22; ignored by snappy/lz4).
@@ -310,8 +300,7 @@ def decompress(codec: int | str, data: BytesLike) -> bytes:
             out = d.decompress(data)
             if not d.eof:
                 raise CorruptRecordError(
-                    f"gzip: expected a complete gzip stream, read {len(data)} bytes that end "
-                    "inside it"
+                    f"gzip: expected a complete gzip stream, read {len(data)} bytes that end inside it"
                 )
             rest = d.unused_data
             if rest:
@@ -321,8 +310,7 @@ def decompress(codec: int | str, data: BytesLike) -> bytes:
                     parts.append(d.decompress(rest))
                     if not d.eof:
                         raise CorruptRecordError(
-                            "gzip: expected a complete gzip member after the first, read a "
-                            "truncated one"
+                            "gzip: expected a complete gzip member after the first, read a truncated one"
                         )
                     rest = d.unused_data
                 out = b"".join(parts)
@@ -343,8 +331,7 @@ def decompress(codec: int | str, data: BytesLike) -> bytes:
                 parts.append(o.decompress(rest))
                 if not o.eof:
                     raise CorruptRecordError(
-                        f"zstd: expected a complete frame, read {len(data)} bytes that end "
-                        "inside one"
+                        f"zstd: expected a complete frame, read {len(data)} bytes that end inside one"
                     )
                 rest = o.unused_data
             return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -15,6 +15,7 @@ The wire formats are documented in :mod:`pyklog.broker.record.batch` (v2) and
 
 Pure functions, thread-safe.  Bad input raises :class:`broker.errors.CorruptRecordError`.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.record import compression as _compression
@@ -78,14 +79,22 @@ def batches_to_message_set(buf: BytesLike, magic: int) -> bytes:
         if codec == NO_COMPRESSION:
             attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and lat) else 0
             for r in records:
-                encode_message(parts, r.offset, magic, attributes,
-                                r.timestamp if magic else NO_TIMESTAMP, r.key, r.value)
+                encode_message(
+                    parts, r.offset, magic, attributes, r.timestamp if magic else NO_TIMESTAMP, r.key, r.value
+                )
             continue
         inner: list = []
         first = records[0].offset
         for r in records:
-            encode_message(inner, r.offset if magic == 0 else r.offset - first, magic, 0,
-                            r.timestamp if magic else NO_TIMESTAMP, r.key, r.value)
+            encode_message(
+                inner,
+                r.offset if magic == 0 else r.offset - first,
+                magic,
+                0,
+                r.timestamp if magic else NO_TIMESTAMP,
+                r.key,
+                r.value,
+            )
         wrapper_ts = max(r.timestamp for r in records) if magic else NO_TIMESTAMP
         if magic == 1 and lat:
             wrapper_ts = batch.header.max_timestamp

@@ -21,6 +21,7 @@ message format, so a reader can tell a v2 batch from a legacy v0/v1 message by `
 
 Pure code: bytes in, objects out.
 """
+
 from __future__ import annotations
 
 import mmap

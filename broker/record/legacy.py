@@ -34,6 +34,7 @@ depends on neither, so the reader can hand legacy entries here without an import
 
 Pure functions, thread-safe.  Bad input raises :class:`broker.errors.CorruptRecordError`.
 """
+
 from __future__ import annotations
 
 import struct
@@ -127,8 +128,16 @@ class SetInfo:
         self.magic = 0
 
 
-def scan_message_set(buf: BytesLike, out: list[Any], *, strict: bool, validate_crc: bool,
-                     info: SetInfo | None = None, where: str = "message set", nested: bool = False) -> None:
+def scan_message_set(
+    buf: BytesLike,
+    out: list[Any],
+    *,
+    strict: bool,
+    validate_crc: bool,
+    info: SetInfo | None = None,
+    where: str = "message set",
+    nested: bool = False,
+) -> None:
     """Append ``(offset, magic, attributes, timestamp, timestamp_type, key, value)`` for every
     message of the set in ``buf`` to ``out``, wrappers flattened with absolute offsets.
 
@@ -163,9 +172,7 @@ def scan_message_set(buf: BytesLike, out: list[Any], *, strict: bool, validate_c
             timestamp = NO_TIMESTAMP
             p = pos + KEY_OFFSET_V0
         elif magic == 2:
-            raise CorruptRecordError(
-                f"{where}: expected a magic 0/1 message at position {pos}, read a v2 batch"
-            )
+            raise CorruptRecordError(f"{where}: expected a magic 0/1 message at position {pos}, read a v2 batch")
         else:
             raise CorruptRecordError(
                 f"entry at offset {offset} (position {pos}): expected magic 0, 1 or 2, read {magic}"
@@ -254,12 +261,20 @@ def scan_message_set(buf: BytesLike, out: list[Any], *, strict: bool, validate_c
         info.crc, info.magic, info.attributes = crc, magic, attributes
 
 
-def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, timestamp: int,
-                    ts_type: int, value: BytesLike | None, validate_crc: bool) -> None:
+def _expand_wrapper(
+    out: list,
+    pos: int,
+    offset: int,
+    magic: int,
+    codec: int,
+    timestamp: int,
+    ts_type: int,
+    value: BytesLike | None,
+    validate_crc: bool,
+) -> None:
     if codec not in LEGACY_CODECS[magic]:
         raise CorruptRecordError(
-            f"message at offset {offset} (position {pos}): expected compression 0-3 for magic "
-            f"{magic}, read {codec}"
+            f"message at offset {offset} (position {pos}): expected compression 0-3 for magic {magic}, read {codec}"
         )
     if value is None:
         raise CorruptRecordError(
@@ -267,8 +282,14 @@ def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, ti
             "set as value, read null"
         )
     inner: list = []
-    scan_message_set(_compression.decompress(codec, value), inner, strict=True, validate_crc=validate_crc,
-          where=f"wrapper message at offset {offset}", nested=True)
+    scan_message_set(
+        _compression.decompress(codec, value),
+        inner,
+        strict=True,
+        validate_crc=validate_crc,
+        where=f"wrapper message at offset {offset}",
+        nested=True,
+    )
     if not inner:
         raise CorruptRecordError(
             f"wrapper message at offset {offset} (position {pos}): expected at least one inner "
@@ -284,8 +305,10 @@ def _expand_wrapper(out: list, pos: int, offset: int, magic: int, codec: int, ti
         # Kafka's DeepRecordsIterator does the same (absoluteBaseOffset < 0).
         shift = 0
     if ts_type == 1:
-        out.extend((o + shift, m, a, timestamp if m else NO_TIMESTAMP, 1 if m else NO_TIMESTAMP_TYPE, k, v)
-                   for o, m, a, _ts, _tt, k, v in inner)
+        out.extend(
+            (o + shift, m, a, timestamp if m else NO_TIMESTAMP, 1 if m else NO_TIMESTAMP_TYPE, k, v)
+            for o, m, a, _ts, _tt, k, v in inner
+        )
     elif shift:
         out.extend((o + shift, m, a, ts, tt, k, v) for o, m, a, ts, tt, k, v in inner)
     else:
@@ -332,8 +355,15 @@ def legacy_entry_to_batch(buf: BytesLike, pos: int, size: int, validate_crc: boo
 # ---------------------------------------------------------------------------------------------
 # building
 # ---------------------------------------------------------------------------------------------
-def encode_message(parts: list[Any], offset: int, magic: int, attributes: int, timestamp: int,
-                   key: BytesLike | None, value: BytesLike | None) -> None:
+def encode_message(
+    parts: list[Any],
+    offset: int,
+    magic: int,
+    attributes: int,
+    timestamp: int,
+    key: BytesLike | None,
+    value: BytesLike | None,
+) -> None:
     if magic == 1:
         head = _BODY_V1.pack(1, attributes, timestamp, -1 if key is None else len(key))
     else:
@@ -353,23 +383,26 @@ def check_magic(magic: int) -> None:
 
 def _legacy_codec(codec: int, magic: int) -> int:
     if codec not in LEGACY_CODECS[magic]:
-        raise ValueError(
-            f"compression {_compression.codec_name(codec)} has no magic-{magic} form "
-            "(zstd needs magic 2)"
-        )
+        raise ValueError(f"compression {_compression.codec_name(codec)} has no magic-{magic} form (zstd needs magic 2)")
     return codec
 
 
-def wrap_message_set(parts: list, inner: bytes, magic: int, codec: int, wrapper_offset: int,
-          wrapper_ts: int, log_append_time: bool) -> None:
+def wrap_message_set(
+    parts: list, inner: bytes, magic: int, codec: int, wrapper_offset: int, wrapper_ts: int, log_append_time: bool
+) -> None:
     payload = _compression.compress(codec, inner, legacy_lz4=(codec == LZ4 and magic == 0))
     attributes = codec | (TIMESTAMP_TYPE_MASK if (magic == 1 and log_append_time) else 0)
     encode_message(parts, wrapper_offset, magic, attributes, wrapper_ts, None, payload)
 
 
-def build_message_set(messages: Iterable[tuple[Any, Any, Any]], magic: int, compression: int | str = 0,
-                      base_offset: int = 0,
-                      *, timestamp_type: int = 0) -> bytes:
+def build_message_set(
+    messages: Iterable[tuple[Any, Any, Any]],
+    magic: int,
+    compression: int | str = 0,
+    base_offset: int = 0,
+    *,
+    timestamp_type: int = 0,
+) -> bytes:
     """Build a magic 0/1 message set from ``(key, value, timestamp_ms)`` tuples.
 
     Offsets are ``base_offset`` + 0..n-1.  With compression, the set is one wrapper whose inner
@@ -402,6 +435,5 @@ def build_message_set(messages: Iterable[tuple[Any, Any, Any]], magic: int, comp
     for i, (k, v, ts) in enumerate(messages):
         encode_message(inner, first + i, magic, 0, ts if magic else NO_TIMESTAMP, k, v)
     max_ts = max(ts for _, _, ts in messages) if magic == 1 else NO_TIMESTAMP
-    wrap_message_set(parts, b"".join(inner), magic, codec, base_offset + len(messages) - 1, max_ts,
-          timestamp_type == 1)
+    wrap_message_set(parts, b"".join(inner), magic, codec, base_offset + len(messages) - 1, max_ts, timestamp_type == 1)
     return b"".join(parts)

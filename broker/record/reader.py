@@ -21,6 +21,7 @@ Framing rules, the same as Kafka's ``ByteBufferLogInputStream``:
 
 Pure functions over an immutable buffer; thread-safe.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -58,8 +59,7 @@ def _peek(buf: BytesLike, pos: int, n: int) -> tuple[int, int, int] | None:
     min_length = MIN_ENTRY_LENGTH.get(magic)
     if min_length is None:
         raise CorruptRecordError(
-            f"entry at offset {base_offset} (position {pos}): expected magic 0, 1 or 2, "
-            f"read {magic}"
+            f"entry at offset {base_offset} (position {pos}): expected magic 0, 1 or 2, read {magic}"
         )
     if length < min_length:
         raise CorruptRecordError(

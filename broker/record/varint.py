@@ -18,6 +18,7 @@ arrays, strings and tagged fields.
 Pure functions, thread-safe.  Malformed input raises
 :class:`broker.errors.CorruptRecordError` saying what was expected and what was read.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.errors import CorruptRecordError
@@ -129,8 +130,7 @@ def decode_unsigned_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
                 )
     except IndexError:
         raise CorruptRecordError(
-            f"varint at position {pos}: expected another byte, read the end of the buffer "
-            f"(buffer is {len(buf)} bytes)"
+            f"varint at position {pos}: expected another byte, read the end of the buffer (buffer is {len(buf)} bytes)"
         ) from None
 
 
@@ -140,8 +140,7 @@ def decode_varint(buf: BytesLike, pos: int = 0) -> tuple[int, int]:
         b = buf[pos]
     except IndexError:
         raise CorruptRecordError(
-            f"varint at position {pos}: expected a byte, read the end of the buffer "
-            f"(buffer is {len(buf)} bytes)"
+            f"varint at position {pos}: expected a byte, read the end of the buffer (buffer is {len(buf)} bytes)"
         ) from None
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1

@@ -43,6 +43,7 @@ of its own; each handler family, the replica manager, the ZooKeeper offset store
 manager, the group coordinator and the purgatories guard their own state and document their
 locking rule.
 """
+
 from __future__ import annotations
 
 import logging
@@ -98,9 +99,21 @@ class KafkaApis:
     :class:`~pyklog.broker.coordinator.producer_id.ProducerIdManager` over ``cluster``'s blocks.
     """
 
-    def __init__(self, config, cluster, replica_manager, log_manager, *, offset_manager=None,
-                 group_coordinator=None, txn_coordinator=None, controller=None, dynamic_config=None,
-                 zk_offsets=None, producer_ids=None):
+    def __init__(
+        self,
+        config,
+        cluster,
+        replica_manager,
+        log_manager,
+        *,
+        offset_manager=None,
+        group_coordinator=None,
+        txn_coordinator=None,
+        controller=None,
+        dynamic_config=None,
+        zk_offsets=None,
+        producer_ids=None,
+    ):
         self.config = config
         self.broker_id = config.broker_id
         self.cluster = cluster
@@ -116,11 +129,19 @@ class KafkaApis:
         self.configs = ConfigApis(config, cluster, replica_manager, dynamic_config)
         self.group_apis = GroupApis(cluster, offset_manager, group_coordinator, self.zk_offsets, txn_coordinator)
         self.producer_ids = producer_ids or ProducerIdManager(cluster.allocate_producer_ids)
-        self.transactions = TransactionApis(config, cluster, replica_manager, self.producer_ids, offset_manager,
-                                            group_coordinator, txn_coordinator)
+        self.transactions = TransactionApis(
+            config, cluster, replica_manager, self.producer_ids, offset_manager, group_coordinator, txn_coordinator
+        )
         self.controller_apis = ControllerApis(controller)
-        pf, md, adm, cfg, grp, txn, ctl = (self.produce_fetch, self.metadata, self.topic_admin, self.configs,
-                                           self.group_apis, self.transactions, self.controller_apis)
+        pf, md, adm, cfg, grp, txn, ctl = (
+            self.produce_fetch,
+            self.metadata,
+            self.topic_admin,
+            self.configs,
+            self.group_apis,
+            self.transactions,
+            self.controller_apis,
+        )
         #: the dispatch table: API key -> handler(request, header, body)
         self._handlers = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
@@ -165,11 +186,19 @@ class KafkaApis:
         }
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {
-            int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED}
-        self._api_keys = [{"api_key": k, "min_version": lo, "max_version": hi}
-                          for k, (lo, hi) in sorted(self.served.items())]
-        self._api_versions_error = b"".join(encode_response(ApiKey.API_VERSIONS, 0, 0, {
-            "error_code": UnsupportedVersionError.code, "api_keys": self._api_keys, "throttle_time_ms": 0}))
+            int(k): SUPPORTED[k] for k in sorted(self._handlers) if k in SUPPORTED
+        }
+        self._api_keys = [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.served.items())
+        ]
+        self._api_versions_error = b"".join(
+            encode_response(
+                ApiKey.API_VERSIONS,
+                0,
+                0,
+                {"error_code": UnsupportedVersionError.code, "api_keys": self._api_keys, "throttle_time_ms": 0},
+            )
+        )
 
     # ------------------------------------------------------------------ dispatch
 
@@ -178,8 +207,9 @@ class KafkaApis:
         try:
             header, body_offset = decode_request_header(frame)
         except Exception as e:  # noqa: BLE001 - garbage from the network
-            log.info("closing connection %d from %s: unreadable request header (%s)",
-                     request.connection_id, request.peer, e)
+            log.info(
+                "closing connection %d from %s: unreadable request header (%s)", request.connection_id, request.peer, e
+            )
             request.close_connection()
             return
         api_key = header.api_key
@@ -192,16 +222,29 @@ class KafkaApis:
             return
         rng = self.served.get(api_key)
         if rng is None or not rng[0] <= version <= rng[1]:
-            log.info("closing connection %d from %s (client %r): %s v%d is not supported (supported: %s)",
-                     request.connection_id, request.peer, header.client_id, api_name(api_key), version,
-                     f"v{rng[0]}-{rng[1]}" if rng else "none")
+            log.info(
+                "closing connection %d from %s (client %r): %s v%d is not supported (supported: %s)",
+                request.connection_id,
+                request.peer,
+                header.client_id,
+                api_name(api_key),
+                version,
+                f"v{rng[0]}-{rng[1]}" if rng else "none",
+            )
             request.close_connection()
             return
         try:
             body = decode_request(header, frame, body_offset)
         except Exception as e:  # noqa: BLE001
-            log.info("closing connection %d from %s (client %r): malformed %s v%d request: %s",
-                     request.connection_id, request.peer, header.client_id, api_name(api_key), version, e)
+            log.info(
+                "closing connection %d from %s (client %r): malformed %s v%d request: %s",
+                request.connection_id,
+                request.peer,
+                header.client_id,
+                api_name(api_key),
+                version,
+                e,
+            )
             request.close_connection()
             return
         t0 = time.monotonic()
@@ -209,11 +252,18 @@ class KafkaApis:
             self._handlers[api_key](request, header, body)
             elapsed = time.monotonic() - t0
             if elapsed > _SLOW_REQUEST_S:
-                log.warning("slow request: %s v%d from %s (client %r) took %.1fs", api_name(api_key), version,
-                            request.peer, header.client_id, elapsed)
+                log.warning(
+                    "slow request: %s v%d from %s (client %r) took %.1fs",
+                    api_name(api_key),
+                    version,
+                    request.peer,
+                    header.client_id,
+                    elapsed,
+                )
         except Exception as e:  # noqa: BLE001 - one bad request never takes the broker down
-            log.exception("error handling %s v%d from %s (client %r)", api_name(api_key), version,
-                          request.peer, header.client_id)
+            log.exception(
+                "error handling %s v%d from %s (client %r)", api_name(api_key), version, request.peer, header.client_id
+            )
             if request.answered:
                 return
             try:
@@ -226,7 +276,6 @@ class KafkaApis:
                 log.exception("cannot form an error response; closing the connection")
                 if not request.answered:
                     request.close_connection()
-
 
     def handle_api_versions(self, request, header, body):
         respond(request, header, {"error_code": NONE, "api_keys": self._api_keys, "throttle_time_ms": 0})

@@ -71,6 +71,7 @@ Accepted for compatibility with a stock Kafka ``server.properties`` but without 
 
 Pure code apart from reading the file; :class:`ServerConfig` is immutable, hence thread-safe.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -85,42 +86,80 @@ from pyklog.broker.errors import ConfigError
 log = logging.getLogger(__name__)
 
 # Settings handed to broker.log.config.LogConfig.from_properties (Kafka's broker-level names).
-LOG_KEYS = frozenset({
-    "log.segment.bytes", "log.roll.ms", "log.roll.minutes", "log.roll.hours",
-    "log.index.interval.bytes", "log.index.size.max.bytes",
-    "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
-    "log.flush.offset.checkpoint.interval.ms",
-    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
-    "log.retention.check.interval.ms", "log.cleanup.policy",
-    "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
-    "log.cleaner.backoff.ms", "log.segment.delete.delay.ms", "log.message.timestamp.type",
-})
+LOG_KEYS = frozenset(
+    {
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.minutes",
+        "log.roll.hours",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.retention.check.interval.ms",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.backoff.ms",
+        "log.segment.delete.delay.ms",
+        "log.message.timestamp.type",
+    }
+)
 
-IGNORED_KEYS = frozenset({
-    "num.recovery.threads.per.data.dir",
-})
+IGNORED_KEYS = frozenset(
+    {
+        "num.recovery.threads.per.data.dir",
+    }
+)
 
 # Read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
-GROUP_KEYS = frozenset({
-    "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
-    "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-})
+GROUP_KEYS = frozenset(
+    {
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.max.size",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
+    }
+)
 
 # Read by broker.server.replica_manager.ReplicaManager (ServerConfig.replication_settings()).
-REPLICATION_KEYS = frozenset({
-    "min.insync.replicas", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
-    "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
-    "replica.socket.timeout.ms", "num.replica.fetchers", "replica.high.watermark.checkpoint.interval.ms",
-})
+REPLICATION_KEYS = frozenset(
+    {
+        "min.insync.replicas",
+        "replica.lag.time.max.ms",
+        "replica.fetch.wait.max.ms",
+        "replica.fetch.min.bytes",
+        "replica.fetch.max.bytes",
+        "replica.fetch.response.max.bytes",
+        "replica.fetch.backoff.ms",
+        "replica.socket.timeout.ms",
+        "num.replica.fetchers",
+        "replica.high.watermark.checkpoint.interval.ms",
+    }
+)
 
 # Read by broker.coordinator.transaction.TransactionCoordinator.from_config (ServerConfig.transaction_settings()).
-TRANSACTION_KEYS = frozenset({
-    "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
-    "transaction.state.log.replication.factor", "transaction.state.log.load.buffer.size",
-    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
-})
+TRANSACTION_KEYS = frozenset(
+    {
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.segment.bytes",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.load.buffer.size",
+        "transaction.max.timeout.ms",
+        "transactional.id.expiration.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+    }
+)
 
 _INT32_MAX = 2**31 - 1
 
@@ -180,7 +219,7 @@ def _unescape(s: str) -> str:
             nxt = s[j + 1]
             if nxt == "u" and j + 6 <= len(s):
                 try:
-                    out.append(chr(int(s[j + 2:j + 6], 16)))
+                    out.append(chr(int(s[j + 2 : j + 6], 16)))
                     j += 6
                     continue
                 except ValueError:
@@ -245,113 +284,278 @@ def parse_listeners(key: str, value: str) -> list[Endpoint]:
 
 def _server_config_def() -> ConfigDef:
     H, M, L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
-    return (ConfigDef()
-            .define("broker.id", Type.INT, REQUIRED, Range(0, _INT32_MAX), H, "an integer >= 0")
-            .define("zookeeper.session.timeout.ms", Type.INT, 18000, Range(1000), H, "ZooKeeper session timeout")
-            .define("zookeeper.connection.timeout.ms", Type.INT, None, Range(1), H,
-                    "ZooKeeper connection timeout (default: the session timeout)")
-            .define("num.partitions", Type.INT, 1, Range(1, 1_000_000), M, "partitions of an auto-created topic")
-            .define("default.replication.factor", Type.INT, 1, Range(1, 32767), M,
-                    "replication factor of an auto-created topic")
-            .define("auto.create.topics.enable", Type.BOOLEAN, True, None, H, "create topics on first use")
-            .define("delete.topic.enable", Type.BOOLEAN, True, None, H, "DeleteTopics allowed")
-            .define("offsets.topic.num.partitions", Type.INT, 50, Range(1, 1_000_000), H,
-                    "partitions of __consumer_offsets")
-            .define("offsets.topic.replication.factor", Type.INT, 1, Range(1, 32767), H,
-                    "replication factor of __consumer_offsets")
-            .define("message.max.bytes", Type.INT, 1048588, Range(0, _INT32_MAX), H, "largest record batch")
-            .define("socket.request.max.bytes", Type.INT, 104857600, Range(1, _INT32_MAX), H,
-                    "largest request frame")
-            .define("socket.send.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H, "SO_SNDBUF, -1: OS default")
-            .define("socket.receive.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H,
-                    "SO_RCVBUF, -1: OS default")
-            .define("num.network.threads", Type.INT, 3, Range(1, 256), H, "network threads")
-            .define("num.io.threads", Type.INT, 8, Range(1, 1024), H, "request handler threads")
-            .define("queued.max.requests", Type.INT, 500, Range(1, 1_000_000), H, "request queue size")
-            .define("connections.max.idle.ms", Type.LONG, 600000, Range(-1), M, "idle connection timeout")
-            .define("max.connections", Type.INT, _INT32_MAX, Range(0), M,
-                    "connections the broker allows at any time; at the limit the acceptor waits")
-            .define("max.connections.per.ip", Type.INT, _INT32_MAX, Range(0), M,
-                    "connections allowed from each address; more are closed at once")
-            .define("max.connections.per.ip.overrides", Type.STRING, "", None, M,
-                    "per-host limits, 'host:count,host:count'")
-            .define("queued.max.request.bytes", Type.LONG, -1, Range(-1), M,
-                    "bytes of requests received or queued before the network threads stop reading; -1: no limit")
-            # accepted for compatibility, no effect (IGNORED_KEYS)
-            .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
-            .define("transaction.state.log.min.isr", Type.INT, None, Range(1), L,
-                    "min.insync.replicas of __transaction_state when created (unset: the broker's)")
-            # read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
-            .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
-            .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
-            .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
-            .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group")
-            .define("offsets.retention.minutes", Type.INT, 10080, Range(1), H,
-                    "committed offsets of a group without members expire this long after the later of "
-                    "their commit and the moment the group became empty (KIP-211); also ZooKeeper groups")
-            .define("offsets.retention.check.interval.ms", Type.LONG, 600000, Range(1), H,
-                    "how often expired offsets and abandoned groups are looked for")
-            # the transaction coordinator (TRANSACTION_KEYS), Kafka's names and defaults
-            .define("transaction.state.log.num.partitions", Type.INT, 50, Range(1, 1_000_000), H,
-                    "partitions of __transaction_state")
-            .define("transaction.state.log.segment.bytes", Type.INT, 104857600, Range(1024), H,
-                    "segment size of __transaction_state")
-            .define("transaction.state.log.replication.factor", Type.INT, 1, Range(1, 32767), H,
-                    "replication factor of __transaction_state (1 as __consumer_offsets: no replication)")
-            .define("transaction.state.log.load.buffer.size", Type.INT, 5242880, Range(1), L,
-                    "bytes read at a time when loading __transaction_state")
-            .define("transaction.max.timeout.ms", Type.INT, 900000, Range(1), H,
-                    "largest transaction.timeout.ms a producer may ask for")
-            .define("transactional.id.expiration.ms", Type.INT, 604800000, Range(1), H,
-                    "an idle transactional id is removed after this long")
-            .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", Type.INT, 10000, Range(1), L,
-                    "how often timed-out transactions are looked for and aborted")
-            .define("transaction.remove.expired.transaction.cleanup.interval.ms", Type.INT, 3600000, Range(1), L,
-                    "how often expired transactional ids are looked for")
-            # replication (Kafka's ReplicaManager / ReplicaFetcherThread settings)
-            .define("min.insync.replicas", Type.INT, 1, Range(1), H,
-                    "in-sync replicas an acks=all produce needs (topic config overrides)")
-            .define("replica.lag.time.max.ms", Type.LONG, 30000, Range(1), H,
-                    "a follower not caught up for this long leaves the ISR")
-            .define("replica.fetch.wait.max.ms", Type.INT, 500, Range(0), M, "followers' Fetch max_wait_ms")
-            .define("replica.fetch.min.bytes", Type.INT, 1, Range(1), M, "followers' Fetch min_bytes")
-            .define("replica.fetch.max.bytes", Type.INT, 1048576, Range(0), M,
-                    "followers' Fetch partition_max_bytes")
-            .define("replica.fetch.response.max.bytes", Type.INT, 10485760, Range(0), M, "followers' Fetch max_bytes")
-            .define("replica.fetch.backoff.ms", Type.INT, 1000, Range(0), M, "follower's pause after a fetch error")
-            .define("replica.socket.timeout.ms", Type.INT, 30000, Range(1), M, "followers' socket timeout")
-            .define("num.replica.fetchers", Type.INT, 1, Range(1, 64), M, "fetcher threads per source broker")
-            .define("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, Range(1), M,
-                    "how often the high watermarks are written to replication-offset-checkpoint"))
+    return (
+        ConfigDef()
+        .define("broker.id", Type.INT, REQUIRED, Range(0, _INT32_MAX), H, "an integer >= 0")
+        .define("zookeeper.session.timeout.ms", Type.INT, 18000, Range(1000), H, "ZooKeeper session timeout")
+        .define(
+            "zookeeper.connection.timeout.ms",
+            Type.INT,
+            None,
+            Range(1),
+            H,
+            "ZooKeeper connection timeout (default: the session timeout)",
+        )
+        .define("num.partitions", Type.INT, 1, Range(1, 1_000_000), M, "partitions of an auto-created topic")
+        .define(
+            "default.replication.factor", Type.INT, 1, Range(1, 32767), M, "replication factor of an auto-created topic"
+        )
+        .define("auto.create.topics.enable", Type.BOOLEAN, True, None, H, "create topics on first use")
+        .define("delete.topic.enable", Type.BOOLEAN, True, None, H, "DeleteTopics allowed")
+        .define(
+            "offsets.topic.num.partitions", Type.INT, 50, Range(1, 1_000_000), H, "partitions of __consumer_offsets"
+        )
+        .define(
+            "offsets.topic.replication.factor",
+            Type.INT,
+            1,
+            Range(1, 32767),
+            H,
+            "replication factor of __consumer_offsets",
+        )
+        .define("message.max.bytes", Type.INT, 1048588, Range(0, _INT32_MAX), H, "largest record batch")
+        .define("socket.request.max.bytes", Type.INT, 104857600, Range(1, _INT32_MAX), H, "largest request frame")
+        .define("socket.send.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H, "SO_SNDBUF, -1: OS default")
+        .define("socket.receive.buffer.bytes", Type.INT, -1, Range(-1, _INT32_MAX), H, "SO_RCVBUF, -1: OS default")
+        .define("num.network.threads", Type.INT, 3, Range(1, 256), H, "network threads")
+        .define("num.io.threads", Type.INT, 8, Range(1, 1024), H, "request handler threads")
+        .define("queued.max.requests", Type.INT, 500, Range(1, 1_000_000), H, "request queue size")
+        .define("connections.max.idle.ms", Type.LONG, 600000, Range(-1), M, "idle connection timeout")
+        .define(
+            "max.connections",
+            Type.INT,
+            _INT32_MAX,
+            Range(0),
+            M,
+            "connections the broker allows at any time; at the limit the acceptor waits",
+        )
+        .define(
+            "max.connections.per.ip",
+            Type.INT,
+            _INT32_MAX,
+            Range(0),
+            M,
+            "connections allowed from each address; more are closed at once",
+        )
+        .define(
+            "max.connections.per.ip.overrides", Type.STRING, "", None, M, "per-host limits, 'host:count,host:count'"
+        )
+        .define(
+            "queued.max.request.bytes",
+            Type.LONG,
+            -1,
+            Range(-1),
+            M,
+            "bytes of requests received or queued before the network threads stop reading; -1: no limit",
+        )
+        # accepted for compatibility, no effect (IGNORED_KEYS)
+        .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
+        .define(
+            "transaction.state.log.min.isr",
+            Type.INT,
+            None,
+            Range(1),
+            L,
+            "min.insync.replicas of __transaction_state when created (unset: the broker's)",
+        )
+        # read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (GROUP_KEYS); checked here
+        .define("group.initial.rebalance.delay.ms", Type.INT, 3000, Range(0), M, "first rebalance delay")
+        .define("group.min.session.timeout.ms", Type.INT, 6000, Range(1), M, "smallest session timeout")
+        .define("group.max.session.timeout.ms", Type.INT, 1800000, Range(1), M, "largest session timeout")
+        .define("group.max.size", Type.INT, _INT32_MAX, Range(1), M, "members per group")
+        .define(
+            "offsets.retention.minutes",
+            Type.INT,
+            10080,
+            Range(1),
+            H,
+            "committed offsets of a group without members expire this long after the later of "
+            "their commit and the moment the group became empty (KIP-211); also ZooKeeper groups",
+        )
+        .define(
+            "offsets.retention.check.interval.ms",
+            Type.LONG,
+            600000,
+            Range(1),
+            H,
+            "how often expired offsets and abandoned groups are looked for",
+        )
+        # the transaction coordinator (TRANSACTION_KEYS), Kafka's names and defaults
+        .define(
+            "transaction.state.log.num.partitions",
+            Type.INT,
+            50,
+            Range(1, 1_000_000),
+            H,
+            "partitions of __transaction_state",
+        )
+        .define(
+            "transaction.state.log.segment.bytes",
+            Type.INT,
+            104857600,
+            Range(1024),
+            H,
+            "segment size of __transaction_state",
+        )
+        .define(
+            "transaction.state.log.replication.factor",
+            Type.INT,
+            1,
+            Range(1, 32767),
+            H,
+            "replication factor of __transaction_state (1 as __consumer_offsets: no replication)",
+        )
+        .define(
+            "transaction.state.log.load.buffer.size",
+            Type.INT,
+            5242880,
+            Range(1),
+            L,
+            "bytes read at a time when loading __transaction_state",
+        )
+        .define(
+            "transaction.max.timeout.ms",
+            Type.INT,
+            900000,
+            Range(1),
+            H,
+            "largest transaction.timeout.ms a producer may ask for",
+        )
+        .define(
+            "transactional.id.expiration.ms",
+            Type.INT,
+            604800000,
+            Range(1),
+            H,
+            "an idle transactional id is removed after this long",
+        )
+        .define(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            Type.INT,
+            10000,
+            Range(1),
+            L,
+            "how often timed-out transactions are looked for and aborted",
+        )
+        .define(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            Type.INT,
+            3600000,
+            Range(1),
+            L,
+            "how often expired transactional ids are looked for",
+        )
+        # replication (Kafka's ReplicaManager / ReplicaFetcherThread settings)
+        .define(
+            "min.insync.replicas",
+            Type.INT,
+            1,
+            Range(1),
+            H,
+            "in-sync replicas an acks=all produce needs (topic config overrides)",
+        )
+        .define(
+            "replica.lag.time.max.ms",
+            Type.LONG,
+            30000,
+            Range(1),
+            H,
+            "a follower not caught up for this long leaves the ISR",
+        )
+        .define("replica.fetch.wait.max.ms", Type.INT, 500, Range(0), M, "followers' Fetch max_wait_ms")
+        .define("replica.fetch.min.bytes", Type.INT, 1, Range(1), M, "followers' Fetch min_bytes")
+        .define("replica.fetch.max.bytes", Type.INT, 1048576, Range(0), M, "followers' Fetch partition_max_bytes")
+        .define("replica.fetch.response.max.bytes", Type.INT, 10485760, Range(0), M, "followers' Fetch max_bytes")
+        .define("replica.fetch.backoff.ms", Type.INT, 1000, Range(0), M, "follower's pause after a fetch error")
+        .define("replica.socket.timeout.ms", Type.INT, 30000, Range(1), M, "followers' socket timeout")
+        .define("num.replica.fetchers", Type.INT, 1, Range(1, 64), M, "fetcher threads per source broker")
+        .define(
+            "replica.high.watermark.checkpoint.interval.ms",
+            Type.LONG,
+            5000,
+            Range(1),
+            M,
+            "how often the high watermarks are written to replication-offset-checkpoint",
+        )
+    )
 
 
 def _define_controller_settings(cdef: ConfigDef) -> ConfigDef:
     """The controller's settings (CONTROLLER_KEYS, read by pyklog.broker.controller through
     :meth:`ServerConfig.controller_settings`), Kafka's names and defaults."""
     H, M = Importance.HIGH, Importance.MEDIUM
-    return (cdef
-            .define("controlled.shutdown.enable", Type.BOOLEAN, True, None, M,
-                    "a stopping broker first asks the controller to move its leaderships away")
-            .define("controlled.shutdown.max.retries", Type.INT, 3, Range(1), M,
-                    "controlled shutdown attempts before the broker stops anyway")
-            .define("controlled.shutdown.retry.backoff.ms", Type.LONG, 5000, Range(0), M,
-                    "wait between controlled shutdown attempts")
-            .define("unclean.leader.election.enable", Type.BOOLEAN, False, None, H,
-                    "elect a replica outside the ISR when no ISR member is live (records may be lost)")
-            .define("auto.leader.rebalance.enable", Type.BOOLEAN, True, None, H,
-                    "the controller moves leadership back to preferred replicas")
-            .define("leader.imbalance.check.interval.seconds", Type.LONG, 300, Range(1), H,
-                    "how often the controller checks the leader balance")
-            .define("leader.imbalance.per.broker.percentage", Type.INT, 10, Range(0, 100), H,
-                    "share of a broker's preferred partitions led elsewhere that triggers a rebalance"))
+    return (
+        cdef.define(
+            "controlled.shutdown.enable",
+            Type.BOOLEAN,
+            True,
+            None,
+            M,
+            "a stopping broker first asks the controller to move its leaderships away",
+        )
+        .define(
+            "controlled.shutdown.max.retries",
+            Type.INT,
+            3,
+            Range(1),
+            M,
+            "controlled shutdown attempts before the broker stops anyway",
+        )
+        .define(
+            "controlled.shutdown.retry.backoff.ms",
+            Type.LONG,
+            5000,
+            Range(0),
+            M,
+            "wait between controlled shutdown attempts",
+        )
+        .define(
+            "unclean.leader.election.enable",
+            Type.BOOLEAN,
+            False,
+            None,
+            H,
+            "elect a replica outside the ISR when no ISR member is live (records may be lost)",
+        )
+        .define(
+            "auto.leader.rebalance.enable",
+            Type.BOOLEAN,
+            True,
+            None,
+            H,
+            "the controller moves leadership back to preferred replicas",
+        )
+        .define(
+            "leader.imbalance.check.interval.seconds",
+            Type.LONG,
+            300,
+            Range(1),
+            H,
+            "how often the controller checks the leader balance",
+        )
+        .define(
+            "leader.imbalance.per.broker.percentage",
+            Type.INT,
+            10,
+            Range(0, 100),
+            H,
+            "share of a broker's preferred partitions led elsewhere that triggers a rebalance",
+        )
+    )
 
 
 # Read by pyklog.broker.controller (ServerConfig.controller_settings()).
-CONTROLLER_KEYS = frozenset({
-    "controlled.shutdown.enable", "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
-    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
-})
+CONTROLLER_KEYS = frozenset(
+    {
+        "controlled.shutdown.enable",
+        "controlled.shutdown.max.retries",
+        "controlled.shutdown.retry.backoff.ms",
+        "unclean.leader.election.enable",
+        "auto.leader.rebalance.enable",
+        "leader.imbalance.check.interval.seconds",
+        "leader.imbalance.per.broker.percentage",
+    }
+)
 
 
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
@@ -390,20 +594,47 @@ class ServerConfig:
     log_props: dict[str, str] = dataclasses.field(default_factory=dict)  # log.* + message.max.bytes
     raw: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    KNOWN_KEYS = frozenset({
-        "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect",
-        "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "num.partitions",
-        "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
-        "offsets.topic.num.partitions", "offsets.topic.replication.factor", "message.max.bytes",
-        "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-        "num.network.threads", "num.io.threads", "queued.max.requests", "connections.max.idle.ms",
-        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-        "queued.max.request.bytes",
-        # read by broker.coordinator.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
-        "transaction.state.log.min.isr",
-        "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
-    }) | LOG_KEYS | IGNORED_KEYS | GROUP_KEYS | TRANSACTION_KEYS | REPLICATION_KEYS \
+    KNOWN_KEYS = (
+        frozenset(
+            {
+                "broker.id",
+                "listeners",
+                "advertised.listeners",
+                "log.dirs",
+                "log.dir",
+                "zookeeper.connect",
+                "zookeeper.session.timeout.ms",
+                "zookeeper.connection.timeout.ms",
+                "num.partitions",
+                "default.replication.factor",
+                "auto.create.topics.enable",
+                "delete.topic.enable",
+                "offsets.topic.num.partitions",
+                "offsets.topic.replication.factor",
+                "message.max.bytes",
+                "socket.request.max.bytes",
+                "socket.send.buffer.bytes",
+                "socket.receive.buffer.bytes",
+                "num.network.threads",
+                "num.io.threads",
+                "queued.max.requests",
+                "connections.max.idle.ms",
+                "max.connections",
+                "max.connections.per.ip",
+                "max.connections.per.ip.overrides",
+                "queued.max.request.bytes",
+                # read by broker.coordinator.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
+                "transaction.state.log.min.isr",
+                "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
+            }
+        )
+        | LOG_KEYS
+        | IGNORED_KEYS
+        | GROUP_KEYS
+        | TRANSACTION_KEYS
+        | REPLICATION_KEYS
         | CONTROLLER_KEYS
+    )
 
     @classmethod
     def from_file(cls, path: str, overrides: dict[str, str] | None = None) -> ServerConfig:
@@ -419,10 +650,12 @@ class ServerConfig:
         if unknown:
             raise ConfigError(
                 f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
-                f"(pyklog knows: {', '.join(sorted(cls.KNOWN_KEYS - IGNORED_KEYS))})")
+                f"(pyklog knows: {', '.join(sorted(cls.KNOWN_KEYS - IGNORED_KEYS))})"
+            )
         for k in sorted(IGNORED_KEYS & props.keys()):
-            log.warning("setting %s=%s is accepted for compatibility with Kafka and has no effect in pyklog",
-                        k, props[k])
+            log.warning(
+                "setting %s=%s is accepted for compatibility with Kafka and has no effect in pyklog", k, props[k]
+            )
         values = SERVER_CONFIG.parse(props)
         zk = props.get("zookeeper.connect", "")
         if not zk:
@@ -432,8 +665,7 @@ class ServerConfig:
         if props.get("advertised.listeners"):
             advertised = parse_listeners("advertised.listeners", props["advertised.listeners"])[0]
             if not advertised.host:
-                raise ConfigError("advertised.listeners: a host is required, read "
-                                  f"{props['advertised.listeners']!r}")
+                raise ConfigError(f"advertised.listeners: a host is required, read {props['advertised.listeners']!r}")
         else:
             advertised = listener
         dirs_raw = props.get("log.dirs") or props.get("log.dir") or "/tmp/pyklog-logs"
@@ -447,8 +679,10 @@ class ServerConfig:
         connection = values["zookeeper.connection.timeout.ms"]
         overrides = parse_connection_overrides(values["max.connections.per.ip.overrides"])
         if values["max.connections.per.ip"] == 0 and not overrides:
-            raise ConfigError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides "
-                              "set, read 0 and no overrides")
+            raise ConfigError(
+                "max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides "
+                "set, read 0 and no overrides"
+            )
         cfg = cls(
             broker_id=values["broker.id"],
             zookeeper_connect=zk,
@@ -479,9 +713,11 @@ class ServerConfig:
             raw=props,
         )
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
-            raise ConfigError("group.min.session.timeout.ms: must not exceed group.max.session.timeout.ms, read "
-                              f"{props.get('group.min.session.timeout.ms', 6000)} > "
-                              f"{props.get('group.max.session.timeout.ms', 1800000)}")
+            raise ConfigError(
+                "group.min.session.timeout.ms: must not exceed group.max.session.timeout.ms, read "
+                f"{props.get('group.min.session.timeout.ms', 6000)} > "
+                f"{props.get('group.max.session.timeout.ms', 1800000)}"
+            )
         return cfg
 
     def setting(self, key: str) -> Any:
@@ -493,14 +729,16 @@ class ServerConfig:
         :class:`pyklog.broker.coordinator.transaction.TransactionCoordinator` (validated by
         :data:`SERVER_CONFIG`)."""
         v = {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in TRANSACTION_KEYS}
-        return {"num_partitions": v["transaction.state.log.num.partitions"],
-                "segment_bytes": v["transaction.state.log.segment.bytes"],
-                "replication_factor": v["transaction.state.log.replication.factor"],
-                "load_buffer_bytes": v["transaction.state.log.load.buffer.size"],
-                "transaction_max_timeout_ms": v["transaction.max.timeout.ms"],
-                "transactional_id_expiration_ms": v["transactional.id.expiration.ms"],
-                "abort_timed_out_interval_ms": v["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                "remove_expired_interval_ms": v["transaction.remove.expired.transaction.cleanup.interval.ms"]}
+        return {
+            "num_partitions": v["transaction.state.log.num.partitions"],
+            "segment_bytes": v["transaction.state.log.segment.bytes"],
+            "replication_factor": v["transaction.state.log.replication.factor"],
+            "load_buffer_bytes": v["transaction.state.log.load.buffer.size"],
+            "transaction_max_timeout_ms": v["transaction.max.timeout.ms"],
+            "transactional_id_expiration_ms": v["transactional.id.expiration.ms"],
+            "abort_timed_out_interval_ms": v["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            "remove_expired_interval_ms": v["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        }
 
     def controller_settings(self) -> dict[str, Any]:
         """The controller's settings (:data:`CONTROLLER_KEYS`), validated by :data:`SERVER_CONFIG`."""
@@ -513,9 +751,12 @@ class ServerConfig:
 
     def socket_server_limits(self) -> dict[str, Any]:
         """The resource bounds as keyword arguments of :class:`pyklog.broker.server.network.SocketServer`."""
-        return {"max_connections": self.max_connections, "max_connections_per_ip": self.max_connections_per_ip,
-                "max_connections_per_ip_overrides": dict(self.max_connections_per_ip_overrides),
-                "queued_max_request_bytes": self.queued_max_request_bytes}
+        return {
+            "max_connections": self.max_connections,
+            "max_connections_per_ip": self.max_connections_per_ip,
+            "max_connections_per_ip_overrides": dict(self.max_connections_per_ip_overrides),
+            "queued_max_request_bytes": self.queued_max_request_bytes,
+        }
 
     def log_config(self):
         """The broker-wide default :class:`broker.log.config.LogConfig` (ConfigError on a bad log.* value)."""
@@ -552,8 +793,10 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
         host = host.strip().strip("[]")
         count = count.strip()
         if not sep or not host or not count.isdigit() or int(count) > _INT32_MAX:
-            raise ConfigError("max.connections.per.ip.overrides: expected host:count[,host:count...] with "
-                              f"count 0..{_INT32_MAX}, read {part!r} in {value!r}")
+            raise ConfigError(
+                "max.connections.per.ip.overrides: expected host:count[,host:count...] with "
+                f"count 0..{_INT32_MAX}, read {part!r} in {value!r}"
+            )
         out[host] = int(count)
     return out
 

@@ -25,6 +25,7 @@ Broker resources (type 4) named by this broker's id list the broker's settings w
 configs are not read-only.  The resource name "" (the cluster-wide default) lists only what
 ``/config/brokers/<default>`` holds.  Passwords and secrets are sensitive (value null).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -45,14 +46,22 @@ SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
 # Kafka's DescribeConfigsResponse.ConfigType
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_CLASS, TYPE_PASSWORD = range(1, 10)
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_CLASS, TYPE_PASSWORD = range(
+    1, 10
+)
 
 # IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 _LMAX = str(2**63 - 1)
-_KIND_TYPE = {"long": TYPE_LONG, "int": TYPE_INT, "boolean": TYPE_BOOLEAN, "ratio": TYPE_DOUBLE,
-              "list": TYPE_LIST, "string": TYPE_STRING}
+_KIND_TYPE = {
+    "long": TYPE_LONG,
+    "int": TYPE_INT,
+    "boolean": TYPE_BOOLEAN,
+    "ratio": TYPE_DOUBLE,
+    "list": TYPE_LIST,
+    "string": TYPE_STRING,
+}
 _UNIT_MS = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}
 
 #: topic config -> [(broker synonym, Kafka's default of that synonym or None)], Kafka's
@@ -89,21 +98,36 @@ TOPIC_SYNONYMS: dict[str, list[tuple[str, str | None]]] = {
     "local.retention.bytes": [("log.local.retention.bytes", "-2")],
 }
 #: topic configs without a broker synonym: Kafka's topic-level defaults
-TOPIC_DEFAULTS = {"remote.storage.enable": "false", "follower.replication.throttled.replicas": "",
-                  "leader.replication.throttled.replicas": ""}
+TOPIC_DEFAULTS = {
+    "remote.storage.enable": "false",
+    "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "",
+}
 
 #: broker settings pyklog knows beyond its ServerConfig table, with Kafka's defaults (what clients
 #: read at start-up: the topic defaults they may compare with, the protocol limits)
 _BROKER_EXTRA_DEFAULTS = {
-    "log.retention.hours": "168", "log.retention.bytes": "-1", "log.segment.bytes": "1073741824",
-    "log.roll.hours": "168", "log.cleanup.policy": "delete", "log.index.interval.bytes": "4096",
-    "log.index.size.max.bytes": "10485760", "log.cleaner.delete.retention.ms": "86400000",
-    "log.cleaner.min.cleanable.ratio": "0.5", "log.cleaner.min.compaction.lag.ms": "0",
-    "log.segment.delete.delay.ms": "60000", "log.message.timestamp.type": "CreateTime",
-    "log.flush.interval.messages": _LMAX, "log.flush.scheduler.interval.ms": _LMAX,
-    "log.retention.check.interval.ms": "300000", "min.insync.replicas": "1", "compression.type": "producer",
-    "unclean.leader.election.enable": "false", "log.preallocate": "false",
-    "replica.fetch.max.bytes": "1048576", "fetch.max.bytes": "57671680",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.segment.bytes": "1073741824",
+    "log.roll.hours": "168",
+    "log.cleanup.policy": "delete",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.segment.delete.delay.ms": "60000",
+    "log.message.timestamp.type": "CreateTime",
+    "log.flush.interval.messages": _LMAX,
+    "log.flush.scheduler.interval.ms": _LMAX,
+    "log.retention.check.interval.ms": "300000",
+    "min.insync.replicas": "1",
+    "compression.type": "producer",
+    "unclean.leader.election.enable": "false",
+    "log.preallocate": "false",
+    "replica.fetch.max.bytes": "1048576",
+    "fetch.max.bytes": "57671680",
 }
 
 
@@ -113,10 +137,17 @@ def _is_sensitive(name: str) -> bool:
 
 
 def _entry(name, value, source, read_only, ctype, synonyms, include_synonyms, doc=None):
-    return {"name": name, "value": None if _is_sensitive(name) else value, "read_only": read_only,
-            "config_source": source, "is_default": source == SOURCE_DEFAULT_CONFIG,
-            "is_sensitive": _is_sensitive(name), "synonyms": synonyms if include_synonyms else [],
-            "config_type": ctype, "documentation": doc}
+    return {
+        "name": name,
+        "value": None if _is_sensitive(name) else value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_default": source == SOURCE_DEFAULT_CONFIG,
+        "is_sensitive": _is_sensitive(name),
+        "synonyms": synonyms if include_synonyms else [],
+        "config_type": ctype,
+        "documentation": doc,
+    }
 
 
 def _broker_value_in_unit(topic_name: str, broker_name: str, value: str) -> str:
@@ -131,10 +162,16 @@ def _broker_value_in_unit(topic_name: str, broker_name: str, value: str) -> str:
     return value
 
 
-def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_props: Mapping[str, str],
-                           keys: Iterable[str] | None, include_synonyms: bool,
-                           include_documentation: bool = False, *,
-                           dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None) -> list[dict]:
+def describe_topic_configs(
+    topic: str,
+    overrides: Mapping[str, str],
+    broker_props: Mapping[str, str],
+    keys: Iterable[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool = False,
+    *,
+    dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
+) -> list[dict]:
     """The DescribeConfigs entries of one topic (see the module docstring).  ``keys`` None = all.
     ``dynamic`` = (this broker's dynamic configs, the cluster-wide dynamic defaults): per broker
     synonym they come before its static value, as Kafka's ``DynamicBrokerConfig`` lists them."""
@@ -150,19 +187,25 @@ def describe_topic_configs(topic: str, overrides: Mapping[str, str], broker_prop
         for bname, bdefault in TOPIC_SYNONYMS.get(name, ()):
             synonyms.extend(_dynamic_synonyms(bname, dynamic))
             if bname in broker_props and broker_props[bname] is not None:
-                synonyms.append({"name": bname, "value": str(broker_props[bname]), "source": SOURCE_STATIC_BROKER_CONFIG})
+                synonyms.append(
+                    {"name": bname, "value": str(broker_props[bname]), "source": SOURCE_STATIC_BROKER_CONFIG}
+                )
             if bdefault is not None:
                 synonyms.append({"name": bname, "value": bdefault, "source": SOURCE_DEFAULT_CONFIG})
         if synonyms:
             first = synonyms[0]
-            value = first["value"] if first["source"] == SOURCE_DYNAMIC_TOPIC_CONFIG else \
-                _broker_value_in_unit(name, first["name"], first["value"])
+            value = (
+                first["value"]
+                if first["source"] == SOURCE_DYNAMIC_TOPIC_CONFIG
+                else _broker_value_in_unit(name, first["name"], first["value"])
+            )
             source = first["source"]
         else:
             value, source = TOPIC_DEFAULTS.get(name), SOURCE_DEFAULT_CONFIG
         doc = f"Kafka's topic config {name}" if include_documentation else None
-        out.append(_entry(name, value, source, False, _KIND_TYPE.get(kind, TYPE_STRING), synonyms,
-                          include_synonyms, doc))
+        out.append(
+            _entry(name, value, source, False, _KIND_TYPE.get(kind, TYPE_STRING), synonyms, include_synonyms, doc)
+        )
     return out
 
 
@@ -180,9 +223,12 @@ def _dynamic_synonyms(bname: str, dynamic) -> list[dict]:
 
 
 #: broker settings that are one duration in several units (Kafka's brokerConfigSynonyms)
-_BROKER_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-                          ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-                          ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+_BROKER_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
 
 
 def _broker_synonym_names(name: str) -> tuple[str, ...]:
@@ -192,10 +238,16 @@ def _broker_synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, keys: Iterable[str] | None,
-                            include_synonyms: bool, include_documentation: bool = False, *,
-                            dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
-                            dynamic_names: frozenset = frozenset()) -> list[dict]:
+def describe_broker_configs(
+    broker_props: Mapping[str, str],
+    server_config_def,
+    keys: Iterable[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool = False,
+    *,
+    dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
+    dynamic_names: frozenset = frozenset(),
+) -> list[dict]:
     """The DescribeConfigs entries of this broker (resource name = its id): every setting with its
     value from, in Kafka's order, ``dynamic`` = (per-broker ``DYNAMIC_BROKER_CONFIG``, cluster default
     ``DYNAMIC_DEFAULT_BROKER_CONFIG``), ``server.properties`` (``STATIC_BROKER_CONFIG``), the default
@@ -222,7 +274,9 @@ def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, 
         for sname in _broker_synonym_names(name):
             synonyms.extend(_dynamic_synonyms(sname, dynamic))
             if sname in broker_props and broker_props[sname] is not None:
-                synonyms.append({"name": sname, "value": str(broker_props[sname]), "source": SOURCE_STATIC_BROKER_CONFIG})
+                synonyms.append(
+                    {"name": sname, "value": str(broker_props[sname]), "source": SOURCE_STATIC_BROKER_CONFIG}
+                )
             sdefault = defaults.get(sname, (None,))[0]
             if sdefault is not None:
                 synonyms.append({"name": sname, "value": sdefault, "source": SOURCE_DEFAULT_CONFIG})
@@ -236,13 +290,24 @@ def describe_broker_configs(broker_props: Mapping[str, str], server_config_def, 
         for s in synonyms:
             if _is_sensitive(s["name"]):
                 s["value"] = None
-        out.append(_entry(name, value, source, name not in dynamic_names, ctype, synonyms, include_synonyms,
-                          (doc or None) if include_documentation else None))
+        out.append(
+            _entry(
+                name,
+                value,
+                source,
+                name not in dynamic_names,
+                ctype,
+                synonyms,
+                include_synonyms,
+                (doc or None) if include_documentation else None,
+            )
+        )
     return out
 
 
-def describe_default_broker_configs(default: Mapping[str, str], keys: Iterable[str] | None,
-                                    include_synonyms: bool, include_documentation: bool = False) -> list[dict]:
+def describe_default_broker_configs(
+    default: Mapping[str, str], keys: Iterable[str] | None, include_synonyms: bool, include_documentation: bool = False
+) -> list[dict]:
     """The DescribeConfigs entries of the cluster-wide default broker resource (name ""): only the
     settings stored at ``/config/brokers/<default>``, source ``DYNAMIC_DEFAULT_BROKER_CONFIG``, as
     Kafka's ZooKeeper-mode brokers answer."""
@@ -251,19 +316,44 @@ def describe_default_broker_configs(default: Mapping[str, str], keys: Iterable[s
     for name in sorted(default):
         if wanted is not None and name not in wanted:
             continue
-        syn = [{"name": name, "value": None if _is_sensitive(name) else str(default[name]),
-                "source": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG}]
-        out.append(_entry(name, str(default[name]), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, False, TYPE_STRING, syn,
-                          include_synonyms, None))
+        syn = [
+            {
+                "name": name,
+                "value": None if _is_sensitive(name) else str(default[name]),
+                "source": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+            }
+        ]
+        out.append(
+            _entry(
+                name,
+                str(default[name]),
+                SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+                False,
+                TYPE_STRING,
+                syn,
+                include_synonyms,
+                None,
+            )
+        )
     return out
 
 
-_TYPE_OF = {"BOOLEAN": TYPE_BOOLEAN, "STRING": TYPE_STRING, "INT": TYPE_INT, "SHORT": TYPE_SHORT,
-            "LONG": TYPE_LONG, "DOUBLE": TYPE_DOUBLE, "LIST": TYPE_LIST, "CLASS": TYPE_CLASS,
-            "PASSWORD": TYPE_PASSWORD}
+_TYPE_OF = {
+    "BOOLEAN": TYPE_BOOLEAN,
+    "STRING": TYPE_STRING,
+    "INT": TYPE_INT,
+    "SHORT": TYPE_SHORT,
+    "LONG": TYPE_LONG,
+    "DOUBLE": TYPE_DOUBLE,
+    "LIST": TYPE_LIST,
+    "CLASS": TYPE_CLASS,
+    "PASSWORD": TYPE_PASSWORD,
+}
 
 _LIST_CONFIGS = frozenset(n for n, (kind, _) in TOPIC_CONFIGS.items() if kind == "list") | {
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"}
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+}
 
 
 def incremental_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[dict[str, str], set[str]]:
@@ -291,7 +381,8 @@ def incremental_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[di
             if name not in _LIST_CONFIGS:
                 raise InvalidConfigError(
                     f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
-                    f"key {name!r}: it is not a list (lists: {', '.join(sorted(_LIST_CONFIGS))})")
+                    f"key {name!r}: it is not a list (lists: {', '.join(sorted(_LIST_CONFIGS))})"
+                )
             base = current.get(name)
             if base is None:
                 base = TOPIC_DEFAULTS.get(name) or next((d for _, d in TOPIC_SYNONYMS.get(name, ()) if d), "")
@@ -303,8 +394,9 @@ def incremental_changes(current: Mapping[str, str], ops: list[dict]) -> tuple[di
                 items = [i for i in items if i not in given]
             to_set[name] = ",".join(items)  # an empty list is refused by the value check
         else:
-            raise InvalidRequestError(f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, "
-                                      "2 APPEND or 3 SUBTRACT")
+            raise InvalidRequestError(
+                f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, 2 APPEND or 3 SUBTRACT"
+            )
     return to_set, to_delete - set(to_set)
 
 
@@ -332,17 +424,30 @@ def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> t
             if name != "log.cleanup.policy":
                 raise InvalidConfigError(
                     f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
-                    f"key {name!r}: it is not a list (the list broker config is log.cleanup.policy)")
+                    f"key {name!r}: it is not a list (the list broker config is log.cleanup.policy)"
+                )
             items = [i.strip() for i in (current.get(name) or "delete").split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
-            items = items + [g for g in given if g not in items] if code == OP_APPEND else \
-                [i for i in items if i not in given]
+            items = (
+                items + [g for g in given if g not in items]
+                if code == OP_APPEND
+                else [i for i in items if i not in given]
+            )
             to_set[name] = ",".join(items)
         else:
-            raise InvalidRequestError(f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, "
-                                      "2 APPEND or 3 SUBTRACT")
+            raise InvalidRequestError(
+                f"unknown config operation {code} for {name!r}; expected 0 SET, 1 DELETE, 2 APPEND or 3 SUBTRACT"
+            )
     return to_set, to_delete - set(to_set)
 
 
-__all__ = ["describe_broker_configs", "describe_default_broker_configs", "incremental_broker_changes", "describe_topic_configs", "incremental_changes", "RESOURCE_BROKER",
-           "RESOURCE_BROKER_LOGGER", "RESOURCE_TOPIC"]
+__all__ = [
+    "describe_broker_configs",
+    "describe_default_broker_configs",
+    "incremental_broker_changes",
+    "describe_topic_configs",
+    "incremental_changes",
+    "RESOURCE_BROKER",
+    "RESOURCE_BROKER_LOGGER",
+    "RESOURCE_TOPIC",
+]

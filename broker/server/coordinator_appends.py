@@ -32,6 +32,7 @@ see :func:`pyklog.broker.coordinator.partition_writer.coordinator_error_for`.
 
 Thread-safety: thread-safe; no lock of its own beyond the purgatory's and the partition's.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,8 +54,13 @@ class CoordinatorAppends:
     broker's :class:`~pyklog.broker.server.replica_manager.ReplicaManager`, which builds it and calls
     :meth:`check` when a partition's high watermark, leadership or ISR changed."""
 
-    def __init__(self, replica_manager, timeout_ms: int = DEFAULT_REPLICATION_TIMEOUT_MS, *,
-                 on_append: Callable[[str, int, int], None] | None = None):
+    def __init__(
+        self,
+        replica_manager,
+        timeout_ms: int = DEFAULT_REPLICATION_TIMEOUT_MS,
+        *,
+        on_append: Callable[[str, int, int], None] | None = None,
+    ):
         self.replica_manager = replica_manager
         self.timeout_ms = int(timeout_ms)
         self.purgatory = Purgatory(self._complete, name="coordinator-append")
@@ -65,8 +71,7 @@ class CoordinatorAppends:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, topic: str, partition: int, batch, *, leader_epoch: int | None = None,
-               from_client: bool = False):
+    def append(self, topic: str, partition: int, batch, *, leader_epoch: int | None = None, from_client: bool = False):
         """Append ``batch`` as the leader of ``topic``-``partition``; returns ``(AppendInfo, ReplicaWait
         | None)``.  ``leader_epoch`` (the coordinator epoch) must be the partition's current leader
         epoch, else NOT_LEADER_OR_FOLLOWER and nothing is appended.  Raises the log's errors and
@@ -78,14 +83,17 @@ class CoordinatorAppends:
             epoch = rm.leader_epoch(topic, partition)
             if leader_epoch is not None and leader_epoch >= 0 and epoch != leader_epoch and part is not None:
                 raise NotLeaderOrFollowerError(
-                    f"{topic}-{partition} is at leader epoch {epoch}, the coordinator at {leader_epoch}")
+                    f"{topic}-{partition} is at leader epoch {epoch}, the coordinator at {leader_epoch}"
+                )
             return lg.append(batch, leader_epoch=max(epoch, 0), from_client=from_client), None
         with part.lock:
-            if not part.is_leader or (leader_epoch is not None and leader_epoch >= 0
-                                      and part.leader_epoch != leader_epoch):
+            if not part.is_leader or (
+                leader_epoch is not None and leader_epoch >= 0 and part.leader_epoch != leader_epoch
+            ):
                 raise NotLeaderOrFollowerError(
                     f"broker {rm.broker_id} does not lead {topic}-{partition} at epoch {leader_epoch} "
-                    f"(leader {part.leader}, epoch {part.leader_epoch})")
+                    f"(leader {part.leader}, epoch {part.leader_epoch})"
+                )
             rm.check_enough_replicas(topic, partition)
             epoch = part.leader_epoch
             info = lg.append(batch, leader_epoch=epoch, from_client=from_client)
@@ -99,11 +107,11 @@ class CoordinatorAppends:
 
     def status(self, wait: ReplicaWait):
         """None (keep waiting), 0 (replicated) or the PyklogError that ends the wait."""
-        return self.replica_manager.produce_status(wait.topic, wait.partition, wait.required_offset,
-                                                   wait.leader_epoch)
+        return self.replica_manager.produce_status(wait.topic, wait.partition, wait.required_offset, wait.leader_epoch)
 
-    def await_replicated(self, waits, callback: Callable[[PyklogError | None], None],
-                         timeout_ms: int | None = None) -> None:
+    def await_replicated(
+        self, waits, callback: Callable[[PyklogError | None], None], timeout_ms: int | None = None
+    ) -> None:
         """``callback(None)`` once every wait in ``waits`` (a :class:`ReplicaWait`, a list of them,
         or None) is replicated, else ``callback(first error)``; never blocks.  Call it holding
         no lock a completion may take (the callback may run on this thread)."""
@@ -127,9 +135,16 @@ class CoordinatorAppends:
             if part is not None and part.is_leader:
                 self.replica_manager.maybe_increment_high_watermark(part)
         payload = (waits, callback)
-        self.purgatory.watch(DelayedOperation(
-            [(w.topic, w.partition) for w in waits], self.timeout_ms if timeout_ms is None else timeout_ms, 0, 0,
-            payload, ready=lambda: all(self.status(w) is not None for w in waits)))
+        self.purgatory.watch(
+            DelayedOperation(
+                [(w.topic, w.partition) for w in waits],
+                self.timeout_ms if timeout_ms is None else timeout_ms,
+                0,
+                0,
+                payload,
+                ready=lambda: all(self.status(w) is not None for w in waits),
+            )
+        )
 
     def wait_replicated(self, waits, timeout_ms: int | None = None) -> PyklogError | None:
         """Blocking form of :meth:`await_replicated`: the error, or None once replicated."""
@@ -157,7 +172,8 @@ class CoordinatorAppends:
                 status = e
             if status is None:
                 status = RequestTimedOutError(
-                    f"{w.topic}-{w.partition}: not replicated to the ISR up to offset {w.required_offset} in time")
+                    f"{w.topic}-{w.partition}: not replicated to the ISR up to offset {w.required_offset} in time"
+                )
             if status != 0:
                 error = status
                 break

@@ -29,6 +29,7 @@ Thread-safety: :class:`DynamicBrokerConfig` is thread-safe (one lock guards the 
 current LogConfig; the reconfigure callbacks run outside it, on the thread that made the change: a
 request handler thread or kazoo's callback thread).
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,40 +41,72 @@ from pyklog.broker.errors import ConfigError, InvalidConfigError, InvalidRequest
 log = logging.getLogger(__name__)
 
 #: the settings a live broker applies without a restart (Kafka's names)
-DYNAMIC_CONFIGS = frozenset({
-    "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.index.interval.bytes",
-    "log.index.size.max.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
-    "log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.min.compaction.lag.ms", "log.segment.delete.delay.ms", "log.message.timestamp.type",
-    "message.max.bytes",
-    # Kafka's DynamicConnectionQuota: the socket server's limits, for the next connection
-    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    # replication throttles (KIP-73; broker.server.replication_quota reads them at each use)
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-})
+DYNAMIC_CONFIGS = frozenset(
+    {
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.segment.delete.delay.ms",
+        "log.message.timestamp.type",
+        "message.max.bytes",
+        # Kafka's DynamicConnectionQuota: the socket server's limits, for the next connection
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        # replication throttles (KIP-73; broker.server.replication_quota reads them at each use)
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    }
+)
 THROTTLE_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 CONNECTION_CONFIGS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 
 #: Kafka broker settings that exist but are read-only; the names pyklog reads from
 #: server.properties are added from ServerConfig.KNOWN_KEYS
-_KAFKA_READ_ONLY = frozenset({
-    "broker.id", "log.dirs", "log.dir", "listeners", "advertised.listeners", "zookeeper.connect",
-    "security.inter.broker.protocol", "inter.broker.listener.name", "broker.rack", "process.roles",
-    "node.id", "log.retention.check.interval.ms", "log.cleaner.backoff.ms", "log.flush.scheduler.interval.ms",
-    "log.flush.offset.checkpoint.interval.ms", "log.roll.minutes", "num.io.threads", "num.network.threads",
-})
+_KAFKA_READ_ONLY = frozenset(
+    {
+        "broker.id",
+        "log.dirs",
+        "log.dir",
+        "listeners",
+        "advertised.listeners",
+        "zookeeper.connect",
+        "security.inter.broker.protocol",
+        "inter.broker.listener.name",
+        "broker.rack",
+        "process.roles",
+        "node.id",
+        "log.retention.check.interval.ms",
+        "log.cleaner.backoff.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.roll.minutes",
+        "num.io.threads",
+        "num.network.threads",
+    }
+)
 
-LEVEL_BROKER = "broker"      # /config/brokers/<id>
-LEVEL_DEFAULT = "default"    # /config/brokers/<default>
+LEVEL_BROKER = "broker"  # /config/brokers/<id>
+LEVEL_DEFAULT = "default"  # /config/brokers/<default>
 
 
 def read_only_configs() -> frozenset[str]:
     from pyklog.broker.server.config import ServerConfig
     from pyklog.broker.server.config_helper import _BROKER_EXTRA_DEFAULTS
 
-    return (frozenset(ServerConfig.KNOWN_KEYS) | _KAFKA_READ_ONLY | frozenset(_BROKER_EXTRA_DEFAULTS)) \
-        - DYNAMIC_CONFIGS
+    return (frozenset(ServerConfig.KNOWN_KEYS) | _KAFKA_READ_ONLY | frozenset(_BROKER_EXTRA_DEFAULTS)) - DYNAMIC_CONFIGS
 
 
 def resource_text(name: str) -> str:
@@ -81,8 +114,9 @@ def resource_text(name: str) -> str:
     return f"ConfigResource(type=BROKER, name='{name}')"
 
 
-def validate_dynamic_configs(resource_name: str, props: Mapping[str, str],
-                             static_props: Mapping[str, str] | None = None) -> None:
+def validate_dynamic_configs(
+    resource_name: str, props: Mapping[str, str], static_props: Mapping[str, str] | None = None
+) -> None:
     """Refuse a dynamic broker config set (the complete new content of one level) as Kafka's
     ``DynamicBrokerConfig.validateConfigs``: INVALID_CONFIG for a name pyklog does not know,
     INVALID_REQUEST for read-only names and bad values (each message names the resource)."""
@@ -91,11 +125,14 @@ def validate_dynamic_configs(resource_name: str, props: Mapping[str, str],
     if unknown:
         raise InvalidConfigError(
             f"Unknown broker config(s) for resource {resource_text(resource_name)}: {', '.join(unknown)} "
-            f"(dynamic broker configs pyklog applies: {', '.join(sorted(DYNAMIC_CONFIGS))})")
+            f"(dynamic broker configs pyklog applies: {', '.join(sorted(DYNAMIC_CONFIGS))})"
+        )
     fixed = sorted(names - DYNAMIC_CONFIGS)
     if fixed:
-        raise InvalidRequestError(f"Invalid config value for resource {resource_text(resource_name)}: "
-                                  f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+        raise InvalidRequestError(
+            f"Invalid config value for resource {resource_text(resource_name)}: "
+            f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+        )
     try:
         effective_log_config({**(static_props or {}), **props})
         from pyklog.broker.server.config import SERVER_CONFIG
@@ -201,8 +238,12 @@ class DynamicBrokerConfig:
                 new = effective_log_config(merged)
                 limits = connection_limits(merged)
             except ConfigError as e:
-                log.error("%s dynamic broker configs could not be applied (%s): %s",
-                          "per-broker" if level == LEVEL_BROKER else "cluster default", e, config)
+                log.error(
+                    "%s dynamic broker configs could not be applied (%s): %s",
+                    "per-broker" if level == LEVEL_BROKER else "cluster default",
+                    e,
+                    config,
+                )
                 return False
             if ignored:
                 log.error("ignoring dynamic broker configs pyklog cannot update at runtime: %s", ignored)
@@ -232,8 +273,7 @@ class DynamicBrokerConfig:
         cluster.watch_broker_config("", lambda c, v: self.update(LEVEL_DEFAULT, c, v))
         cluster.watch_broker_config(self.broker_id, lambda c, v: self.update(LEVEL_BROKER, c, v))
 
-    def alter(self, cluster, resource_name: str, to_set: Mapping[str, str], to_delete,
-              validate_only: bool) -> None:
+    def alter(self, cluster, resource_name: str, to_set: Mapping[str, str], to_delete, validate_only: bool) -> None:
         """AlterConfigs / IncrementalAlterConfigs on a broker resource (request handler thread):
         validate the new content of the level, store it in ZooKeeper (with the change notification)
         and apply it here at once; the other brokers follow through their watches.
@@ -259,5 +299,14 @@ class DynamicBrokerConfig:
         self.update(level, config, version)
 
 
-__all__ = ["DYNAMIC_CONFIGS", "DynamicBrokerConfig", "LEVEL_BROKER", "LEVEL_DEFAULT", "effective_log_config",
-           "read_only_configs", "validate_dynamic_configs", "connection_limits", "CONNECTION_CONFIGS"]
+__all__ = [
+    "DYNAMIC_CONFIGS",
+    "DynamicBrokerConfig",
+    "LEVEL_BROKER",
+    "LEVEL_DEFAULT",
+    "effective_log_config",
+    "read_only_configs",
+    "validate_dynamic_configs",
+    "connection_limits",
+    "CONNECTION_CONFIGS",
+]

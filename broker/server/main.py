@@ -25,6 +25,7 @@ exit 0.
 :class:`BrokerServer` can also run inside another process (tests, notebooks): ``startup()`` /
 ``shutdown()``, owned by one thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,11 +78,11 @@ class BrokerServer:
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
         # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
-        self._sync_lock = threading.Lock()       # guards _sync_pending
+        self._sync_lock = threading.Lock()  # guards _sync_pending
         self._sync_pending = False
-        self._sync_running = threading.Lock()    # held while sync_logs runs (shutdown waits for it)
-        self._sync_periodic = None               # the 10 s task (ScheduledTask)
-        self._sync_oneshot = None                # the latest on-change task
+        self._sync_running = threading.Lock()  # held while sync_logs runs (shutdown waits for it)
+        self._sync_periodic = None  # the 10 s task (ScheduledTask)
+        self._sync_oneshot = None  # the latest on-change task
         self._stopping = threading.Event()
         self.port: int | None = None
         # set when the broker must stop on its own (ZooKeeper lost its data under it); main() exits 1
@@ -106,11 +107,18 @@ class BrokerServer:
         try:
             # bind first: the registration must carry the real port (listeners=...:0 picks one)
             self.socket_server = SocketServer(
-                cfg.bind_host, cfg.listener.port, self._handle,
-                num_network_threads=cfg.num_network_threads, num_io_threads=cfg.num_io_threads,
-                queued_max_requests=cfg.queued_max_requests, max_request_bytes=cfg.socket_request_max_bytes,
-                send_buffer_bytes=cfg.socket_send_buffer_bytes, receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                connections_max_idle_ms=cfg.connections_max_idle_ms, **cfg.socket_server_limits()).bind()
+                cfg.bind_host,
+                cfg.listener.port,
+                self._handle,
+                num_network_threads=cfg.num_network_threads,
+                num_io_threads=cfg.num_io_threads,
+                queued_max_requests=cfg.queued_max_requests,
+                max_request_bytes=cfg.socket_request_max_bytes,
+                send_buffer_bytes=cfg.socket_send_buffer_bytes,
+                receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                connections_max_idle_ms=cfg.connections_max_idle_ms,
+                **cfg.socket_server_limits(),
+            ).bind()
             self.port = self.socket_server.port
             adv = cfg.advertised_listener
             adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port
@@ -122,18 +130,29 @@ class BrokerServer:
             def cluster_id_check(zk_cluster_id):
                 check_cluster_id(stored_cluster_id, zk_cluster_id, cfg.zookeeper_connect, log_dirs)
 
-            self.cluster = ZkCluster(cfg.zookeeper_connect, cfg.broker_id, adv_host, adv_port,
-                                     session_timeout_ms=cfg.zookeeper_session_timeout_ms,
-                                     connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
-                                     cluster_id_check=cluster_id_check, on_fatal=self._on_fatal,
-                                     rack=(cfg.raw.get("broker.rack") or "").strip() or None)
+            self.cluster = ZkCluster(
+                cfg.zookeeper_connect,
+                cfg.broker_id,
+                adv_host,
+                adv_port,
+                session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+                connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+                cluster_id_check=cluster_id_check,
+                on_fatal=self._on_fatal,
+                rack=(cfg.raw.get("broker.rack") or "").strip() or None,
+            )
             self.cluster.start()
             for d in log_dirs:
                 meta = read_meta_properties(d)
                 if meta is None or meta["cluster.id"] != self.cluster.cluster_id:
                     write_meta_properties(d, cfg.broker_id, self.cluster.cluster_id)
-                    log.info("%s: wrote %s (broker.id=%d, cluster.id=%s)", d, META_PROPERTIES,
-                             cfg.broker_id, self.cluster.cluster_id)
+                    log.info(
+                        "%s: wrote %s (broker.id=%d, cluster.id=%s)",
+                        d,
+                        META_PROPERTIES,
+                        cfg.broker_id,
+                        self.cluster.cluster_id,
+                    )
             # Dynamic broker configs (KIP-226): /config/brokers/<default> and /config/brokers/<id> are
             # read before the logs open, so they apply from the first moment
             self.dynamic_config = DynamicBrokerConfig(cfg.broker_id, cfg.raw)
@@ -142,35 +161,61 @@ class BrokerServer:
             # as Kafka: the log manager starts once topic configs (compaction etc.) can be read
             # retention and compaction wait for the first sync with the registry (hold_cleaning), which
             # pauses them for logs whose topic is missing (their topic config is unknown)
-            self.log_manager = LogManager(list(cfg.log_dirs), log_config, topic_config=self._topic_config,
-                                          hold_cleaning=True, high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
-                                              "replica_high_watermark_checkpoint_interval_ms"])
+            self.log_manager = LogManager(
+                list(cfg.log_dirs),
+                log_config,
+                topic_config=self._topic_config,
+                hold_cleaning=True,
+                high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
+                    "replica_high_watermark_checkpoint_interval_ms"
+                ],
+            )
             self.log_manager.startup()
-            rm = self.replica_manager = ReplicaManager(cfg, self.log_manager, self.cluster,
-                                                       default_log_config=log_config)
+            rm = self.replica_manager = ReplicaManager(
+                cfg, self.log_manager, self.cluster, default_log_config=log_config
+            )
             # the coordinators append with acks=all through the replica manager
-            self.offset_manager = OffsetManager(self.log_manager, self.cluster, cfg.broker_id,
-                                                num_partitions=cfg.offsets_topic_num_partitions,
-                                                replication_factor=cfg.offsets_topic_replication_factor,
-                                                replication=rm.coordinator_appends)
+            self.offset_manager = OffsetManager(
+                self.log_manager,
+                self.cluster,
+                cfg.broker_id,
+                num_partitions=cfg.offsets_topic_num_partitions,
+                replication_factor=cfg.offsets_topic_replication_factor,
+                replication=rm.coordinator_appends,
+            )
             self.group_coordinator = GroupCoordinator.from_config(self.offset_manager, cfg)
             # producer ids from blocks reserved in ZooKeeper: InitProducerId's and the transaction coordinator's
             self.producer_ids = ProducerIdManager(self.cluster.allocate_producer_ids)
             self.txn_coordinator = TransactionCoordinator.from_config(
-                cfg, self.log_manager, self.cluster, producer_id_allocator=self.producer_ids.generate_producer_id,
-                offsets_partition_for=self._offsets_partition_for, replication=rm.coordinator_appends)
+                cfg,
+                self.log_manager,
+                self.cluster,
+                producer_id_allocator=self.producer_ids.generate_producer_id,
+                offsets_partition_for=self._offsets_partition_for,
+                replication=rm.coordinator_appends,
+            )
             s = cfg.controller_settings()
             self.controller = KafkaController(
-                self.cluster, cfg.broker_id,
+                self.cluster,
+                cfg.broker_id,
                 unclean_leader_election=s["unclean.leader.election.enable"],
                 auto_leader_rebalance=s["auto.leader.rebalance.enable"],
                 imbalance_check_interval_s=float(s["leader.imbalance.check.interval.seconds"]),
                 imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
-                topic_config=self._topic_config)
-            self.apis = KafkaApis(cfg, self.cluster, rm, self.log_manager, offset_manager=self.offset_manager,
-                                  group_coordinator=self.group_coordinator, txn_coordinator=self.txn_coordinator,
-                                  controller=self.controller, dynamic_config=self.dynamic_config,
-                                  producer_ids=self.producer_ids)
+                topic_config=self._topic_config,
+            )
+            self.apis = KafkaApis(
+                cfg,
+                self.cluster,
+                rm,
+                self.log_manager,
+                offset_manager=self.offset_manager,
+                group_coordinator=self.group_coordinator,
+                txn_coordinator=self.txn_coordinator,
+                controller=self.controller,
+                dynamic_config=self.dynamic_config,
+                producer_ids=self.producer_ids,
+            )
             # start, in dependency order
             self._watch_dynamic_config()
             rm.sync_logs()
@@ -215,9 +260,13 @@ class BrokerServer:
         from pyklog.broker.controller.channel import controlled_shutdown
 
         try:
-            controlled_shutdown(self.cluster, self.config.broker_id, local_controller=self.controller,
-                                max_retries=s["controlled.shutdown.max.retries"],
-                                retry_backoff_ms=s["controlled.shutdown.retry.backoff.ms"])
+            controlled_shutdown(
+                self.cluster,
+                self.config.broker_id,
+                local_controller=self.controller,
+                max_retries=s["controlled.shutdown.max.retries"],
+                retry_backoff_ms=s["controlled.shutdown.retry.backoff.ms"],
+            )
         except Exception:  # noqa: BLE001 - a failed controlled shutdown never blocks the shutdown
             log.exception("controlled shutdown failed")
         # as Kafka's StopReplica to a stopping broker: it stops fetching, so its new leaders do not
@@ -327,8 +376,11 @@ class BrokerServer:
 
 
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="[%(asctime)s] %(levelname)s [%(threadName)s] %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="[%(asctime)s] %(levelname)s [%(threadName)s] %(name)s: %(message)s",
+    )
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
@@ -336,8 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyklog-broker", description="Run a pyklog broker.")
     add_version_argument(parser)
     parser.add_argument("config", help="server.properties file")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a setting of the file (repeatable), as kafka-server-start's --override")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the file (repeatable), as kafka-server-start's --override",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     args = parser.parse_args(argv)
     _configure_logging(args.log_level)

@@ -22,6 +22,7 @@ and ``checkClusterId``):
 
 Not thread-safe: used once at start-up by the broker's main thread.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,7 @@ def _parse(path: str) -> dict[str, str]:
                 continue
             key, sep, value = line.partition("=")
             if not sep:
-                raise InconsistentBrokerMetadataError(
-                    f"{path}:{lineno}: expected key=value, read {line!r}")
+                raise InconsistentBrokerMetadataError(f"{path}:{lineno}: expected key=value, read {line!r}")
             props[key.strip()] = value.strip()
     return props
 
@@ -74,10 +74,12 @@ def read_meta_properties(log_dir: str) -> dict | None:
         broker_id = int(props["broker.id"])
     except (KeyError, ValueError):
         raise InconsistentBrokerMetadataError(
-            f"{path}: expected version=0 and an integer broker.id, read {props}") from None
+            f"{path}: expected version=0 and an integer broker.id, read {props}"
+        ) from None
     if version != META_VERSION:
         raise InconsistentBrokerMetadataError(
-            f"{path}: unsupported meta.properties version {version} (expected {META_VERSION})")
+            f"{path}: unsupported meta.properties version {version} (expected {META_VERSION})"
+        )
     return {"version": version, "broker.id": broker_id, "cluster.id": props.get("cluster.id") or None}
 
 
@@ -86,8 +88,10 @@ def write_meta_properties(log_dir: str, broker_id: int, cluster_id: str) -> None
     os.makedirs(log_dir, exist_ok=True)
     path = os.path.join(log_dir, META_PROPERTIES)
     tmp = path + ".tmp"
-    text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
-            f"version={META_VERSION}\nbroker.id={int(broker_id)}\ncluster.id={cluster_id}\n")
+    text = (
+        f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+        f"version={META_VERSION}\nbroker.id={int(broker_id)}\ncluster.id={cluster_id}\n"
+    )
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
@@ -115,23 +119,24 @@ def stored_identity(log_dirs: list[str], broker_id: int) -> str | None:
     ids = {m["broker.id"] for m in found.values()}
     if len(ids) > 1:
         raise InconsistentBrokerMetadataError(
-            f"the log dirs disagree on broker.id: {_by_dir(found, 'broker.id')}; "
-            "each log dir belongs to one broker")
+            f"the log dirs disagree on broker.id: {_by_dir(found, 'broker.id')}; each log dir belongs to one broker"
+        )
     if ids and ids != {broker_id}:
         (stored,) = ids
         raise InconsistentBrokerIdError(
             f"configured broker.id {broker_id} does not match stored broker.id {stored} in meta.properties "
             f"of {sorted(found)}. If you moved your data, make sure your configured broker.id matches. "
-            "If you intend to create a new broker, remove all data in your data directories (log.dirs).")
+            "If you intend to create a new broker, remove all data in your data directories (log.dirs)."
+        )
     cluster_ids = {m["cluster.id"] for m in found.values() if m["cluster.id"]}
     if len(cluster_ids) > 1:
-        raise InconsistentBrokerMetadataError(
-            f"the log dirs disagree on cluster.id: {_by_dir(found, 'cluster.id')}")
+        raise InconsistentBrokerMetadataError(f"the log dirs disagree on cluster.id: {_by_dir(found, 'cluster.id')}")
     return next(iter(cluster_ids)) if cluster_ids else None
 
 
-def check_cluster_id(stored: str | None, zookeeper_cluster_id: str | None, zk_connect: str,
-                     log_dirs: list[str]) -> None:
+def check_cluster_id(
+    stored: str | None, zookeeper_cluster_id: str | None, zk_connect: str, log_dirs: list[str]
+) -> None:
     """Raise :class:`InconsistentClusterIdError` if the log dirs belong to another cluster than
     the one ZooKeeper holds (``zookeeper_cluster_id`` None: ZooKeeper has no ``/cluster/id``)."""
     if stored is None or stored == zookeeper_cluster_id:
@@ -143,4 +148,5 @@ def check_cluster_id(stored: str | None, zookeeper_cluster_id: str | None, zk_co
         "its data (restarted without its data directory?). Nothing was changed: no log was deleted and no "
         "cluster ID was created in ZooKeeper. Restore ZooKeeper's data directory (or point zookeeper.connect at the "
         "right ensemble) and start the broker again. Only if these logs are really meant to join this new "
-        "cluster, remove meta.properties from the log dirs.")
+        "cluster, remove meta.properties from the log dirs."
+    )

@@ -46,6 +46,7 @@ logged and closes that one connection; the server keeps serving everyone else.
 Thread-safety: :class:`SocketServer` is started and stopped by one owner thread; ``Request``
 methods are safe to call from any thread, once.
 """
+
 from __future__ import annotations
 
 import collections
@@ -64,7 +65,7 @@ from pyklog.broker.errors import ConfigError
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_MIN_BUFFER = 64 * 1024          # initial receive buffer per connection
+_MIN_BUFFER = 64 * 1024  # initial receive buffer per connection
 _MAX_KEEP_BUFFER = 8 * 1024 * 1024  # buffers above this are dropped when the connection goes idle
 _SENDMSG_MAX_BUFFERS = 64
 _SENDFILE_CHUNK = 64 * 1024 * 1024
@@ -122,8 +123,12 @@ class ConnectionQuotas:
     address (``max.connections.per.ip``, ``max.connections.per.ip.overrides`` keyed by address).
     Thread-safe: the acceptor counts a connection in, its processor counts it out on close."""
 
-    def __init__(self, max_connections: int = INT32_MAX, max_per_ip: int = INT32_MAX,
-                 per_ip_overrides: dict[str, int] | None = None):
+    def __init__(
+        self,
+        max_connections: int = INT32_MAX,
+        max_per_ip: int = INT32_MAX,
+        per_ip_overrides: dict[str, int] | None = None,
+    ):
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.overrides = dict(per_ip_overrides or {})
@@ -174,8 +179,9 @@ class ConnectionQuotas:
         (at most one per address per :data:`REJECT_LOG_INTERVAL_S`), else None."""
         with self._cond:
             if len(self._rejects) > 4096:  # many addresses: forget those not refused for an interval
-                self._rejects = {k: v for k, v in self._rejects.items()
-                                 if v[0] is not None and now - v[0] < REJECT_LOG_INTERVAL_S}
+                self._rejects = {
+                    k: v for k, v in self._rejects.items() if v[0] is not None and now - v[0] < REJECT_LOG_INTERVAL_S
+                }
             entry = self._rejects.setdefault(ip, [None, 0])
             entry[1] += 1
             if entry[0] is None or now - entry[0] >= REJECT_LOG_INTERVAL_S:
@@ -273,24 +279,41 @@ class _Region:
 class _Connection:
     """Processor-private state of one client connection.  Only its processor thread touches it."""
 
-    __slots__ = ("id", "sock", "fd", "peer", "processor", "buf", "start", "end", "muted", "out",
-                 "registered", "last_active", "closed", "inflight", "ip", "reserved", "memory_muted")
+    __slots__ = (
+        "id",
+        "sock",
+        "fd",
+        "peer",
+        "processor",
+        "buf",
+        "start",
+        "end",
+        "muted",
+        "out",
+        "registered",
+        "last_active",
+        "closed",
+        "inflight",
+        "ip",
+        "reserved",
+        "memory_muted",
+    )
 
     def __init__(self, cid: int, sock: socket.socket, peer: str, processor: Processor, ip: str = ""):
         self.id = cid
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
-        self.ip = ip            # counted in the server's ConnectionQuotas under this address
-        self.reserved = 0       # MemoryPool bytes held for the request being received or handled
+        self.ip = ip  # counted in the server's ConnectionQuotas under this address
+        self.reserved = 0  # MemoryPool bytes held for the request being received or handled
         self.memory_muted = False  # waiting for the MemoryPool: not reading
         self.processor = processor
         self.buf = bytearray(_MIN_BUFFER)
-        self.start = 0          # first unconsumed byte in buf
-        self.end = 0            # end of received bytes in buf
-        self.muted = False      # a request is in flight: do not read or dispatch
+        self.start = 0  # first unconsumed byte in buf
+        self.end = 0  # end of received bytes in buf
+        self.muted = False  # a request is in flight: do not read or dispatch
         self.out: collections.deque = collections.deque()  # pending response chunks
-        self.registered = 0     # selector events currently registered (0 = not registered)
+        self.registered = 0  # selector events currently registered (0 = not registered)
         self.last_active = time.monotonic()
         self.closed = False
         self.inflight = False
@@ -473,7 +496,7 @@ class Processor(threading.Thread):
                 buf = conn.buf
             space = len(buf) - conn.end
             try:
-                n = sock.recv_into(memoryview(buf)[conn.end:], space)
+                n = sock.recv_into(memoryview(buf)[conn.end :], space)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -497,10 +520,10 @@ class Processor(threading.Thread):
         pending = conn.end - conn.start
         cap = len(conn.buf)
         if conn.start > 0 and pending <= cap // 2:
-            conn.buf[0:pending] = bytes(memoryview(conn.buf)[conn.start:conn.end])
+            conn.buf[0:pending] = bytes(memoryview(conn.buf)[conn.start : conn.end])
         else:
             nb = bytearray(cap * 2)
-            nb[0:pending] = memoryview(conn.buf)[conn.start:conn.end]
+            nb[0:pending] = memoryview(conn.buf)[conn.start : conn.end]
             conn.buf = nb
         conn.start, conn.end = 0, pending
 
@@ -514,8 +537,13 @@ class Processor(threading.Thread):
         size = _SIZE.unpack_from(conn.buf, conn.start)[0]
         max_bytes = self.server.max_request_bytes
         if size < 0 or size > max_bytes:
-            log.warning("closing connection %d from %s: request frame of %d bytes (socket.request.max.bytes=%d)",
-                        conn.id, conn.peer, size, max_bytes)
+            log.warning(
+                "closing connection %d from %s: request frame of %d bytes (socket.request.max.bytes=%d)",
+                conn.id,
+                conn.peer,
+                size,
+                max_bytes,
+            )
             self._close(conn, "frame size out of range")
             return False
         total = 4 + size
@@ -534,7 +562,7 @@ class Processor(threading.Thread):
         if self.draining:
             self._set_interest(conn, 0)
             return True  # stop reading: the broker is shutting down
-        frame = memoryview(conn.buf)[conn.start + 4:conn.start + total]
+        frame = memoryview(conn.buf)[conn.start + 4 : conn.start + total]
         if _debug_requests():
             _log_request(conn, frame)
         conn.start += total
@@ -582,8 +610,11 @@ class Processor(threading.Thread):
                         break
                     bufs.append(c)
                 more = len(bufs) < len(out)
-                n = sock.sendmsg(bufs, (), socket.MSG_MORE if more else 0) if len(bufs) > 1 or more \
+                n = (
+                    sock.sendmsg(bufs, (), socket.MSG_MORE if more else 0)
+                    if len(bufs) > 1 or more
                     else sock.send(bufs[0])
+                )
                 partial = n < sum(c.nbytes for c in bufs)
                 while n > 0:
                     c = out[0]
@@ -613,8 +644,12 @@ class Processor(threading.Thread):
         for conn in list(self.conns.values()):
             if not conn.inflight and not conn.out and now - conn.last_active > idle_s:
                 self._close(conn, "idle for longer than connections.max.idle.ms")
-            elif not conn.muted and conn.start == conn.end and len(conn.buf) > _MAX_KEEP_BUFFER \
-                    and now - conn.last_active > 1.0:
+            elif (
+                not conn.muted
+                and conn.start == conn.end
+                and len(conn.buf) > _MAX_KEEP_BUFFER
+                and now - conn.last_active > 1.0
+            ):
                 conn.buf = bytearray(_MIN_BUFFER)
                 conn.start = conn.end = 0
 
@@ -666,9 +701,16 @@ def _log_request(conn: _Connection, frame: memoryview) -> None:
         return
     api_key, version, cid, n = _REQUEST_HEADER.unpack_from(frame, 0)
     start = _REQUEST_HEADER.size
-    client_id = bytes(frame[start:start + n]).decode("utf-8", "replace") if n > 0 else None
-    log.debug("request api_key=%d api_version=%d correlation_id=%d client_id=%s connection=%d peer=%s",
-              api_key, version, cid, client_id, conn.id, conn.peer)
+    client_id = bytes(frame[start : start + n]).decode("utf-8", "replace") if n > 0 else None
+    log.debug(
+        "request api_key=%d api_version=%d correlation_id=%d client_id=%s connection=%d peer=%s",
+        api_key,
+        version,
+        cid,
+        client_id,
+        conn.id,
+        conn.peer,
+    )
 
 
 def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
@@ -703,14 +745,25 @@ class SocketServer:
     ``drain_timeout_s``), then closes every connection.  Owned by one thread.
     """
 
-    def __init__(self, host: str, port: int, handler: Callable[[Request], None], *,
-                 num_network_threads: int = 3, num_io_threads: int = 8, queued_max_requests: int = 500,
-                 max_request_bytes: int = 100 * 1024 * 1024, send_buffer_bytes: int = -1,
-                 receive_buffer_bytes: int = -1, connections_max_idle_ms: int = 600000,
-                 on_handler_error: Callable[[Request, BaseException], None] | None = None,
-                 max_connections: int = INT32_MAX, max_connections_per_ip: int = INT32_MAX,
-                 max_connections_per_ip_overrides: dict[str, int] | None = None,
-                 queued_max_request_bytes: int = -1):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handler: Callable[[Request], None],
+        *,
+        num_network_threads: int = 3,
+        num_io_threads: int = 8,
+        queued_max_requests: int = 500,
+        max_request_bytes: int = 100 * 1024 * 1024,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
+        connections_max_idle_ms: int = 600000,
+        on_handler_error: Callable[[Request, BaseException], None] | None = None,
+        max_connections: int = INT32_MAX,
+        max_connections_per_ip: int = INT32_MAX,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
+        queued_max_request_bytes: int = -1,
+    ):
         self.host = host
         self.port = port
         self.handler = handler
@@ -721,8 +774,9 @@ class SocketServer:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.on_handler_error = on_handler_error
-        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
-                                       _resolve_overrides(max_connections_per_ip_overrides or {}))
+        self.quotas = ConnectionQuotas(
+            max_connections, max_connections_per_ip, _resolve_overrides(max_connections_per_ip_overrides or {})
+        )
         self.memory_pool = MemoryPool(queued_max_request_bytes)
         self._pressure_logged = self._slots_logged = -REJECT_LOG_INTERVAL_S
         self.requests: queue.Queue = queue.Queue(maxsize=queued_max_requests)
@@ -758,8 +812,11 @@ class SocketServer:
         now = time.monotonic()
         if now - self._pressure_logged >= REJECT_LOG_INTERVAL_S:
             self._pressure_logged = now
-            log.info("queued.max.request.bytes=%d exhausted: network threads stop reading new requests until "
-                     "memory is released (logged at most once a minute)", self.memory_pool.capacity)
+            log.info(
+                "queued.max.request.bytes=%d exhausted: network threads stop reading new requests until "
+                "memory is released (logged at most once a minute)",
+                self.memory_pool.capacity,
+            )
 
     def start(self) -> SocketServer:
         """Bind if needed and start the handler pool, the processors and the acceptor."""
@@ -837,8 +894,11 @@ class SocketServer:
                     now = time.monotonic()
                     if now - self._slots_logged >= REJECT_LOG_INTERVAL_S:
                         self._slots_logged = now
-                        log.info("max.connections=%d reached: not accepting until a connection closes "
-                                 "(logged at most once a minute)", quotas.max_connections)
+                        log.info(
+                            "max.connections=%d reached: not accepting until a connection closes "
+                            "(logged at most once a minute)",
+                            quotas.max_connections,
+                        )
                     while self._accepting and not quotas.wait_for_slot(0.5):
                         pass
                     continue
@@ -863,10 +923,14 @@ class SocketServer:
                             sock.close()  # Kafka: TooManyConnectionsException, connection closed
                             refused = quotas.note_rejected(ip, time.monotonic())
                             if refused is not None:
-                                log.warning("refused %d connection(s) from %s: it already has the maximum of "
-                                            "%d (max.connections.per.ip / max.connections.per.ip.overrides); "
-                                            "logged at most once a minute per address",
-                                            refused, ip, quotas.limit_for(ip))
+                                log.warning(
+                                    "refused %d connection(s) from %s: it already has the maximum of "
+                                    "%d (max.connections.per.ip / max.connections.per.ip.overrides); "
+                                    "logged at most once a minute per address",
+                                    refused,
+                                    ip,
+                                    quotas.limit_for(ip),
+                                )
                             continue
                         try:
                             self._configure(sock)
@@ -918,8 +982,7 @@ class SocketServer:
             try:
                 handler(request)
             except BaseException as e:  # noqa: BLE001 - one request must never kill the pool
-                log.exception("request handler failed on connection %d from %s", request.connection_id,
-                              request.peer)
+                log.exception("request handler failed on connection %d from %s", request.connection_id, request.peer)
                 if self.on_handler_error is not None:
                     try:
                         self.on_handler_error(request, e)

@@ -15,6 +15,7 @@ follower states; it is taken after the replica manager's ``_sync_lock`` when bot
 callback runs under it.  The log guards its own data (appends under the partition lock are what
 make an acks=all ISR check and its append one step).
 """
+
 from __future__ import annotations
 
 import threading
@@ -83,10 +84,12 @@ class Partition:
         current = self.leader_epoch
         if asked < current:
             return FencedLeaderEpochError(
-                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is older than {current}")
+                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is older than {current}"
+            )
         if asked > current:
             return UnknownLeaderEpochError(
-                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is newer than {current}")
+                f"{self.topic}-{self.partition}: the follower's leader epoch {asked} is newer than {current}"
+            )
         return None
 
     def check_enough_replicas(self, min_insync_replicas: int) -> None:
@@ -99,7 +102,8 @@ class Partition:
         if len(isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"the ISR of {self.topic}-{self.partition} is {sorted(isr)}: {len(isr)} in-sync replica(s), "
-                f"min.insync.replicas is {min_insync_replicas}")
+                f"min.insync.replicas is {min_insync_replicas}"
+            )
 
     def append_records_to_leader(self, records, leader_epoch: int, min_insync_replicas=None):
         """Kafka's ``appendRecordsToLeader``: append ``records`` to the log at ``leader_epoch``;
@@ -114,8 +118,15 @@ class Partition:
                 return self.log.append(records, leader_epoch=leader_epoch)
         return self.log.append(records, leader_epoch=leader_epoch)
 
-    def append_control_marker_to_leader(self, local_broker_id: int, producer_id: int, producer_epoch: int,
-                                        commit: bool, coordinator_epoch: int, min_insync_replicas):
+    def append_control_marker_to_leader(
+        self,
+        local_broker_id: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        min_insync_replicas,
+    ):
         """A transaction marker appended as leader with acks=all (Kafka's WriteTxnMarkers appends
         with requiredAcks -1): under the lock, still the leader (else NOT_LEADER_OR_FOLLOWER), the ISR
         checked against ``min_insync_replicas()``, the marker appended at the current leader epoch.
@@ -123,11 +134,13 @@ class Partition:
         with self.lock:
             if not self.is_leader:
                 raise NotLeaderOrFollowerError(
-                    f"broker {local_broker_id} no longer leads {self.topic}-{self.partition}")
+                    f"broker {local_broker_id} no longer leads {self.topic}-{self.partition}"
+                )
             self.check_enough_replicas(min_insync_replicas())
             epoch = self.leader_epoch
-            info = self.log.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                  leader_epoch=epoch)
+            info = self.log.append_control_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=epoch
+            )
         return info, epoch
 
     def maybe_increment_high_watermark(self, local_broker_id: int) -> bool:

@@ -4,6 +4,7 @@ notebooks and benchmarks: writes the properties file, starts the process with it
 
 Not thread-safe: one owner starts and stops it.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,15 @@ READY_LINE = READY_MESSAGE.split(" (")[0]
 class BrokerProcess:
     """One broker child process.  ``props`` override server.properties entries."""
 
-    def __init__(self, zk_connect: str, broker_id: int = 0, log_dir: str | None = None,
-                 port: int | None = None, log_level: str | None = None, **props):
+    def __init__(
+        self,
+        zk_connect: str,
+        broker_id: int = 0,
+        log_dir: str | None = None,
+        port: int | None = None,
+        log_level: str | None = None,
+        **props,
+    ):
         self.broker_id = broker_id
         self.log_level = log_level  # the broker's --log-level (None: its default, INFO)
         self.port = port or free_port()
@@ -63,8 +71,9 @@ class BrokerProcess:
         argv = [sys.executable, "-m", "pyklog.broker", cfg]
         if self.log_level:
             argv += ["--log-level", self.log_level]
-        self.proc = subprocess.Popen(argv, stdout=self._out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(
+            argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
         if expect_ready:
             self.wait_ready(timeout)
         return self
@@ -80,7 +89,9 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.broker_id} exited with {self.proc.returncode}:\n{self.output()[-8000:]}")
+                raise RuntimeError(
+                    f"broker {self.broker_id} exited with {self.proc.returncode}:\n{self.output()[-8000:]}"
+                )
             with open(self.stdout_path, "rb") as f:
                 f.seek(self._mark)
                 if READY_LINE.encode() in f.read():

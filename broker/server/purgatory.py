@@ -20,6 +20,7 @@ logged).
 
 Thread-safe: every method may be called from any thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,12 +37,28 @@ class DelayedOperation:
     """One waiting operation.  ``payload`` is whatever the completer needs (the parsed request);
     ``on_complete(op)``, if given, completes it in place of the purgatory's ``complete``."""
 
-    __slots__ = ("keys", "deadline", "min_bytes", "accumulated", "payload", "ready", "on_complete", "_claimed",
-                 "_timer")
+    __slots__ = (
+        "keys",
+        "deadline",
+        "min_bytes",
+        "accumulated",
+        "payload",
+        "ready",
+        "on_complete",
+        "_claimed",
+        "_timer",
+    )
 
-    def __init__(self, keys: Iterable[Hashable], timeout_ms: int, min_bytes: int, accumulated: int, payload,
-                 ready: Callable[[], bool] | None = None,
-                 on_complete: Callable[[DelayedOperation], None] | None = None):
+    def __init__(
+        self,
+        keys: Iterable[Hashable],
+        timeout_ms: int,
+        min_bytes: int,
+        accumulated: int,
+        payload,
+        ready: Callable[[], bool] | None = None,
+        on_complete: Callable[[DelayedOperation], None] | None = None,
+    ):
         self.keys = tuple(keys)
         self.ready = ready  # checked by Purgatory.check (and once at watch); None: byte counting only
         self.on_complete = on_complete

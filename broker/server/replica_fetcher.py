@@ -31,6 +31,7 @@ Thread-safety: the manager's methods may be called from any thread (its lock gua
 table); each thread's partition table is guarded by that thread's lock, and only the thread itself
 touches its connection.  The ReplicaManager's calls made here take its per-partition locks.
 """
+
 from __future__ import annotations
 
 import logging
@@ -171,8 +172,9 @@ class ReplicaFetcherThread(threading.Thread):
 
     def _delay(self, key, state, why: str) -> None:
         state.delayed_until = time.monotonic() + self.backoff_s
-        log.debug("%s-%d: fetch from broker %d paused %.1fs: %s", key[0], key[1], self.source_broker,
-                  self.backoff_s, why)
+        log.debug(
+            "%s-%d: fetch from broker %d paused %.1fs: %s", key[0], key[1], self.source_broker, self.backoff_s, why
+        )
 
     # ------------------------------------------------------------------ the loop
 
@@ -221,8 +223,7 @@ class ReplicaFetcherThread(threading.Thread):
         if addr is None:
             log.debug("fetcher %s: broker %d is not registered", self.name, self.source_broker)
             return None
-        self._conn = _Connection(addr[0], addr[1], f"pyklog-replica-fetcher-{self.rm.broker_id}",
-                                 self.socket_timeout_s)
+        self._conn = _Connection(addr[0], addr[1], f"pyklog-replica-fetcher-{self.rm.broker_id}", self.socket_timeout_s)
         log.info("fetcher %s: connected to broker %d at %s:%d", self.name, self.source_broker, *addr)
         return self._conn
 
@@ -257,12 +258,12 @@ class ReplicaFetcherThread(threading.Thread):
                 # an empty epoch cache: nothing to compare, keep the log up to the high watermark
                 self._truncate_to((t, p), parts[(t, p)], lg, lg.high_watermark, "no local leader epoch")
                 continue
-            topics.setdefault(t, []).append({"partition": p, "current_leader_epoch": parts[(t, p)].leader_epoch,
-                                             "leader_epoch": epoch})
+            topics.setdefault(t, []).append(
+                {"partition": p, "current_leader_epoch": parts[(t, p)].leader_epoch, "leader_epoch": epoch}
+            )
         if not topics:
             return True
-        body = {"replica_id": self.rm.broker_id,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        body = {"replica_id": self.rm.broker_id, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = conn.request(api, version, body)
         for tr in resp.get("topics", []):
             for pr in tr.get("partitions", []):
@@ -278,15 +279,22 @@ class ReplicaFetcherThread(threading.Thread):
                 # Kafka's getOffsetTruncationState (KIP-101, KIP-279): not completed when the leader
                 # answered an epoch this log never had -> truncate there and ask again next round
                 target, completed = lg.truncation_offset(leader_epoch, end)
-                self._truncate_to(key, state, lg, target,
-                                  f"leader's end offset of epoch {leader_epoch} is {end}", completed)
+                self._truncate_to(
+                    key, state, lg, target, f"leader's end offset of epoch {leader_epoch} is {end}", completed
+                )
         return True
 
     def _truncate_to(self, key, state, lg, offset: int, why: str, completed: bool = True) -> None:
         def cut(lg):
             if offset < lg.log_end_offset:
-                log.info("%s-%d: truncating from log end offset %d to %d (%s)", key[0], key[1],
-                         lg.log_end_offset, offset, why)
+                log.info(
+                    "%s-%d: truncating from log end offset %d to %d (%s)",
+                    key[0],
+                    key[1],
+                    lg.log_end_offset,
+                    offset,
+                    why,
+                )
                 lg.truncate_to(offset)
             elif not completed:
                 # nothing to cut but an epoch that starts at the log end offset (assigned on becoming
@@ -313,16 +321,30 @@ class ReplicaFetcherThread(threading.Thread):
             if lg is None:
                 continue
             offsets[(t, p)] = lg.log_end_offset
-            topics.setdefault(t, []).append({
-                "partition": p, "current_leader_epoch": state.leader_epoch, "fetch_offset": lg.log_end_offset,
-                "last_fetched_epoch": -1, "log_start_offset": lg.log_start_offset,
-                "partition_max_bytes": self.partition_max_bytes})
+            topics.setdefault(t, []).append(
+                {
+                    "partition": p,
+                    "current_leader_epoch": state.leader_epoch,
+                    "fetch_offset": lg.log_end_offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": lg.log_start_offset,
+                    "partition_max_bytes": self.partition_max_bytes,
+                }
+            )
         if not topics:
             return False
-        body = {"replica_id": self.rm.broker_id, "max_wait_ms": self.wait_ms, "min_bytes": self.min_bytes,
-                "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+        body = {
+            "replica_id": self.rm.broker_id,
+            "max_wait_ms": self.wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
         resp = conn.request(ApiKey.FETCH, version, body)
         if resp.get("error_code", 0):
             raise ConnectionError(f"Fetch answered error {resp['error_code']}")
@@ -341,8 +363,9 @@ class ReplicaFetcherThread(threading.Thread):
         if code == 0:
             records = pr.get("records")
             try:
-                self.rm.append_as_follower(t, p, records, pr.get("high_watermark", -1), state.leader_epoch,
-                                           pr.get("log_start_offset", -1))
+                self.rm.append_as_follower(
+                    t, p, records, pr.get("high_watermark", -1), state.leader_epoch, pr.get("log_start_offset", -1)
+                )
             except NotLeaderOrFollowerError:
                 return  # the role changed meanwhile
             except OffsetOutOfRangeError as e:  # the log moved under us (a truncation): start over
@@ -356,17 +379,28 @@ class ReplicaFetcherThread(threading.Thread):
             lg = self.rm.follower_log(t, p, state.leader_epoch)
             leader_start = pr.get("log_start_offset", -1)
             if lg is not None and 0 <= fetch_offset < leader_start:
-                log.info("%s-%d: fetch offset %d is below the leader's log start offset %d: restarting the "
-                         "log there", t, p, fetch_offset, leader_start)
+                log.info(
+                    "%s-%d: fetch offset %d is below the leader's log start offset %d: restarting the log there",
+                    t,
+                    p,
+                    fetch_offset,
+                    leader_start,
+                )
                 try:
-                    self.rm.as_follower(t, p, state.leader_epoch, lambda lg: lg.truncate_fully_and_start_at(leader_start))
+                    self.rm.as_follower(
+                        t, p, state.leader_epoch, lambda lg: lg.truncate_fully_and_start_at(leader_start)
+                    )
                 except NotLeaderOrFollowerError:
                     return
             else:
                 state.truncating = True  # above the leader's end: truncate by epoch again
             return
-        if code in (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code, UnknownLeaderEpochError.code,
-                    UnknownTopicOrPartitionError.code):
+        if code in (
+            NotLeaderOrFollowerError.code,
+            FencedLeaderEpochError.code,
+            UnknownLeaderEpochError.code,
+            UnknownTopicOrPartitionError.code,
+        ):
             self._delay(key, state, f"error {code}")
             return
         log.warning("%s-%d: fetch from broker %d answered error %d", t, p, self.source_broker, code)

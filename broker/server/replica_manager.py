@@ -50,6 +50,7 @@ follower states with its own lock (taken after ``_sync_lock`` when both are held
 write is made under the partition lock (it never calls back into this module).  The purgatories this
 object owns are checked after a high watermark, leadership or ISR change with no lock held.
 """
+
 from __future__ import annotations
 
 import logging
@@ -105,8 +106,14 @@ class ReplicaManager:
     all at shutdown.
     """
 
-    def __init__(self, config: ServerConfig, log_manager: LogManager, cluster: ZkCluster, *,
-                 default_log_config: LogConfig | None = None):
+    def __init__(
+        self,
+        config: ServerConfig,
+        log_manager: LogManager,
+        cluster: ZkCluster,
+        *,
+        default_log_config: LogConfig | None = None,
+    ):
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
@@ -130,7 +137,8 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory(None, name="produce")
         #: the coordinators' own appends (offsets, transaction state, markers) with acks=all
         self.coordinator_appends = CoordinatorAppends(
-            self, on_append=lambda t, p, n: self.fetch_purgatory.notify((t, p), n))
+            self, on_append=lambda t, p, n: self.fetch_purgatory.notify((t, p), n)
+        )
         cluster.add_partition_state_listener(self._on_partition_state)
 
     # ------------------------------------------------------------------ background work
@@ -174,7 +182,7 @@ class ReplicaManager:
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
-            for (t, p) in sorted(hosted):
+            for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
                 st = (written[t] or {}).get(p)
@@ -289,8 +297,9 @@ class ReplicaManager:
         """Run :meth:`stop_replica` on its own thread (callers hold ``_sync_lock`` or run on a kazoo
         handler thread, where the ZooKeeper read it makes must not block)."""
         if not self._shutdown:
-            threading.Thread(target=self.stop_replica, args=(topic, partition), daemon=True,
-                             name=f"stop-replica-{topic}-{partition}").start()
+            threading.Thread(
+                target=self.stop_replica, args=(topic, partition), daemon=True, name=f"stop-replica-{topic}-{partition}"
+            ).start()
 
     def stop_replica(self, topic: str, partition: int) -> bool:
         """Kafka's StopReplica(delete=true) for a replica a reassignment removed from this broker
@@ -326,8 +335,12 @@ class ReplicaManager:
             # still the leader as written: the controller moves leadership right after the assignment
             # (Kafka elects before it stops the old replicas); the state change calls this again.
             # Stopping now would let a request re-create an empty log a follower could truncate to.
-            log.info("%s-%d: removed from broker %d, which still leads it: waiting for the new leader",
-                     topic, partition, self.broker_id)
+            log.info(
+                "%s-%d: removed from broker %d, which still leads it: waiting for the new leader",
+                topic,
+                partition,
+                self.broker_id,
+            )
             return False
         with self._sync_lock:
             if self._shutdown or self.broker_id in self.cluster.partition_replicas(topic, partition):
@@ -338,8 +351,14 @@ class ReplicaManager:
             except Exception:  # noqa: BLE001
                 log.exception("%s-%d: cannot delete the log of the removed replica", topic, partition)
                 deleted = False
-        log.info("%s-%d: replica removed from broker %d (assigned to %s): stopped%s", topic, partition,
-                 self.broker_id, replicas, ", log deleted" if deleted else "")
+        log.info(
+            "%s-%d: replica removed from broker %d (assigned to %s): stopped%s",
+            topic,
+            partition,
+            self.broker_id,
+            replicas,
+            ", log deleted" if deleted else "",
+        )
         return True
 
     def _publish_roles(self) -> None:
@@ -359,7 +378,9 @@ class ReplicaManager:
             part = self._partitions.get(key)
             if part is None:
                 lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
-                part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id])
+                part = Partition(
+                    topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id]
+                )
                 self._partitions = {**self._partitions, key: part}
             if self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
@@ -382,13 +403,20 @@ class ReplicaManager:
                 lg.replicated = replicated  # one replica: the high watermark is the log end offset
                 part.leader_epoch_start_offset = lg.log_end_offset
                 lg.assign_epoch_start_offset(leader_epoch, lg.log_end_offset)
-                part.followers = {r: FollowerState(r, now if r in part.isr else 0)
-                                  for r in part.replicas if r != self.broker_id}
+                part.followers = {
+                    r: FollowerState(r, now if r in part.isr else 0) for r in part.replicas if r != self.broker_id
+                }
             self._publish_roles()
             if replicated:
                 self._background()
-        log.info("%s-%d: leader at epoch %d (isr %s, log end offset %d)", topic, partition, leader_epoch,
-                 sorted(part.isr), part.log.log_end_offset)
+        log.info(
+            "%s-%d: leader at epoch %d (isr %s, log end offset %d)",
+            topic,
+            partition,
+            leader_epoch,
+            sorted(part.isr),
+            part.log.log_end_offset,
+        )
         self.maybe_increment_high_watermark(part)
         self._role_changed(topic, partition)
 
@@ -415,8 +443,14 @@ class ReplicaManager:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
             elif self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
-        log.info("%s-%d: follower of broker %d at epoch %d (log end offset %d)", topic, partition, leader,
-                 leader_epoch, part.log.log_end_offset)
+        log.info(
+            "%s-%d: follower of broker %d at epoch %d (log end offset %d)",
+            topic,
+            partition,
+            leader,
+            leader_epoch,
+            part.log.log_end_offset,
+        )
         self._role_changed(topic, partition)
 
     def _role_changed(self, topic: str, partition: int) -> None:
@@ -458,8 +492,7 @@ class ReplicaManager:
         NotLeaderOrFollowerError if this broker does not lead the partition."""
         part = self._partitions.get((topic, partition))
         if part is None or not part.is_leader:
-            raise NotLeaderOrFollowerError(
-                f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
         with part.lock:
             fs = part.followers.get(replica_id)
             if fs is None:
@@ -483,9 +516,13 @@ class ReplicaManager:
             return
         with part.lock:
             fs = part.followers.get(replica_id)
-            if (not part.is_leader or fs is None or replica_id in part.isr
-                    or fs.log_end_offset < part.log.high_watermark
-                    or fs.log_end_offset < part.leader_epoch_start_offset):
+            if (
+                not part.is_leader
+                or fs is None
+                or replica_id in part.isr
+                or fs.log_end_offset < part.log.high_watermark
+                or fs.log_end_offset < part.leader_epoch_start_offset
+            ):
                 return
             new_isr = part.isr | {replica_id}
             self._write_isr(part, new_isr, "expand")
@@ -504,12 +541,22 @@ class ReplicaManager:
                 with part.lock:
                     if not part.is_leader:
                         continue
-                    out = {r for r in part.isr if r != self.broker_id and
-                           (part.followers.get(r) is None or now - part.followers[r].last_caught_up_ms > lag)}
+                    out = {
+                        r
+                        for r in part.isr
+                        if r != self.broker_id
+                        and (part.followers.get(r) is None or now - part.followers[r].last_caught_up_ms > lag)
+                    }
                     if out:
-                        log.info("%s-%d: shrinking the ISR from %s to %s: out of sync %s (lag time %d ms)",
-                                 part.topic, part.partition, sorted(part.isr), sorted(part.isr - out),
-                                 sorted(out), lag)
+                        log.info(
+                            "%s-%d: shrinking the ISR from %s to %s: out of sync %s (lag time %d ms)",
+                            part.topic,
+                            part.partition,
+                            sorted(part.isr),
+                            sorted(part.isr - out),
+                            sorted(out),
+                            lag,
+                        )
                         self._write_isr(part, part.isr - out, "shrink")
                 self.maybe_increment_high_watermark(part)
                 if out:
@@ -527,8 +574,9 @@ class ReplicaManager:
             state, part.zk_version = got
             if state.leader != self.broker_id or state.leader_epoch != part.leader_epoch:
                 return
-        version = self.cluster.update_isr(part.topic, part.partition, part.leader_epoch, sorted(new_isr),
-                                          part.zk_version)
+        version = self.cluster.update_isr(
+            part.topic, part.partition, part.leader_epoch, sorted(new_isr), part.zk_version
+        )
         if version is None:
             log.info("%s-%d: ISR %s not written: deposed as leader", part.topic, part.partition, why)
             return
@@ -571,8 +619,9 @@ class ReplicaManager:
         replicated = part is not None and part.replicated
         leader_epoch = self.leader_epoch(topic, partition)
         if replicated and required_acks == -1:
-            info = part.append_records_to_leader(records, leader_epoch,
-                                                 min_insync_replicas=lambda: self.min_insync_replicas_for(topic))
+            info = part.append_records_to_leader(
+                records, leader_epoch, min_insync_replicas=lambda: self.min_insync_replicas_for(topic)
+            )
         else:
             info = lg.append(records, leader_epoch=leader_epoch)
         if not info.duplicate:
@@ -584,8 +633,9 @@ class ReplicaManager:
             return info, None
         return info, (info.last_offset + 1, leader_epoch)
 
-    def append_transaction_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                                  commit: bool, coordinator_epoch: int) -> ReplicaWait | None:
+    def append_transaction_marker(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> ReplicaWait | None:
         """WriteTxnMarkers' append of one COMMIT/ABORT marker to a partition led here (request handler
         thread): on a replicated partition through :meth:`Partition.append_control_marker_to_leader`
         (acks=all: returns the :class:`ReplicaWait` to wait on), else to the log at the leader epoch
@@ -596,12 +646,18 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is not None and part.replicated:
             info, epoch = part.append_control_marker_to_leader(
-                self.broker_id, producer_id, producer_epoch, commit, coordinator_epoch,
-                min_insync_replicas=lambda: self.min_insync_replicas_for(topic))
+                self.broker_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                min_insync_replicas=lambda: self.min_insync_replicas_for(topic),
+            )
             wait = ReplicaWait(topic, partition, info.last_offset + 1, epoch)
         else:
-            lg.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                     leader_epoch=self.leader_epoch(topic, partition))
+            lg.append_control_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=self.leader_epoch(topic, partition)
+            )
             wait = None
         self.fetch_purgatory.notify((topic, partition), MARKER_BYTES)
         return wait
@@ -614,19 +670,28 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
             return NotLeaderOrFollowerError(
-                f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}")
+                f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}"
+            )
         if part.log.high_watermark >= required_offset:
             if part.replicated and len(part.isr) < self.min_insync_replicas_for(topic):
                 return NotEnoughReplicasAfterAppendError(
                     f"{topic}-{partition}: the record is replicated to the ISR {sorted(part.isr)} only, fewer "
-                    f"than min.insync.replicas {self.min_insync_replicas_for(topic)}")
+                    f"than min.insync.replicas {self.min_insync_replicas_for(topic)}"
+                )
             return 0
         return None
 
     # ------------------------------------------------------------------ follower side (fetcher threads)
 
-    def append_as_follower(self, topic: str, partition: int, data, leader_high_watermark: int, leader_epoch: int,
-                           leader_log_start_offset: int = -1):
+    def append_as_follower(
+        self,
+        topic: str,
+        partition: int,
+        data,
+        leader_high_watermark: int,
+        leader_epoch: int,
+        leader_log_start_offset: int = -1,
+    ):
         """A fetcher thread's append of the leader's batches (offsets kept), then the follower's
         high watermark = min(leader's, own log end offset) and its log start offset moves up to the
         leader's (DeleteRecords, retention on the leader; Kafka's ``maybeIncrementLogStartOffset``).
@@ -691,19 +756,20 @@ class ReplicaManager:
         validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
         parts = self.cluster.topic(topic, refresh_if_missing=True)
         if not parts or partition not in parts:
-            raise UnknownTopicOrPartitionError(
-                f"this server does not host partition {topic}-{partition}")
+            raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
         st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
         if st.leader != self.broker_id:
             raise NotLeaderOrFollowerError(
-                f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")
+                f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
+            )
         # a partition this broker leads that the last sync has not applied yet (a brand new topic)
         with self._sync_lock:
             # re-read under the applying lock: never apply a state older than one applied meanwhile
             st = (self._states_as_written(topic, None) or {}).get(partition, st)
             if st.leader != self.broker_id:
                 raise NotLeaderOrFollowerError(
-                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})")
+                    f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
+                )
             lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
             self._apply_state(topic, partition, lg, st)
         return lg
@@ -728,7 +794,7 @@ class ReplicaManager:
             for key in [k for k in self._partitions if k[0] == topic]:
                 self._drop_partition(key)
             self._led = frozenset(k for k in self._led if k[0] != topic)
-            for (t, p) in list(self.logs.logs()):
+            for t, p in list(self.logs.logs()):
                 if t == topic:
                     try:
                         self.logs.delete_log(t, p)
@@ -744,13 +810,17 @@ class ReplicaManager:
         self._strays_reported = frozenset(strays)
         if not new:
             return
-        details = ", ".join(f"{lg.dir} ({_size_of(lg)} bytes, log end offset {_leo_of(lg)})"
-                            for _, lg in sorted(new.items()))
-        log.error("keeping %d log(s) whose topic is not in the ZooKeeper registry and was not deleted by "
-                  "request: %s. They are not served. If ZooKeeper lost its data, restore it and the topics "
-                  "come back with their records; to remove them, re-create the topic and delete it "
-                  "(DeleteTopics / pyklog-topics --delete), or remove the directories by hand.",
-                  len(new), details)
+        details = ", ".join(
+            f"{lg.dir} ({_size_of(lg)} bytes, log end offset {_leo_of(lg)})" for _, lg in sorted(new.items())
+        )
+        log.error(
+            "keeping %d log(s) whose topic is not in the ZooKeeper registry and was not deleted by "
+            "request: %s. They are not served. If ZooKeeper lost its data, restore it and the topics "
+            "come back with their records; to remove them, re-create the topic and delete it "
+            "(DeleteTopics / pyklog-topics --delete), or remove the directories by hand.",
+            len(new),
+            details,
+        )
 
     # ------------------------------------------------------------------ topic creation
 

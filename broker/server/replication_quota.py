@@ -16,6 +16,7 @@ the leader alone bounds the copy rate.
 Thread-safety: request handler threads call :meth:`should_throttle` and :meth:`record`; one lock
 guards the samples; the configs are read through the callables given (cached ``TTL_S``).
 """
+
 from __future__ import annotations
 
 import collections

@@ -15,6 +15,7 @@ a fetch leaves out a partition whose node is missing, unreadable (logged) or unr
 Runs on the request handler threads.  Thread-safety: thread-safe and lock-free; every ZooKeeper call
 goes through the cluster's kazoo client (itself thread-safe) with ``client.retry``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -73,7 +74,7 @@ class ZkOffsetStore:
         """``{(topic, partition): (offset, -1, "")}`` of the partitions in ``wanted`` that have an offset."""
         zk = self.cluster.zk
         found = {}
-        for (t, p) in wanted:
+        for t, p in wanted:
             try:
                 path = paths.consumer_offset(group, t, p)
                 data, _ = zk.retry(zk.get, path)

@@ -26,6 +26,7 @@ Thread-safety: :class:`ZkCluster` is thread-safe.  Reads (``live_brokers``, ``to
 snapshots taken under the metadata cache's lock; watch callbacks and listeners run on kazoo's
 callback thread.  :meth:`start` and :meth:`stop` are called by the owner only.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,11 +68,20 @@ class ZkCluster:
     found to have lost its data under us.
     """
 
-    def __init__(self, zk_connect: str, broker_id: int | None, host: str | None = None, port: int | None = None,
-                 *, session_timeout_ms: int = 18000, listeners: Iterable[str] | None = None,
-                 connect_timeout_s: float | None = None, rack: str | None = None,
-                 cluster_id_check: Callable[[str | None], None] | None = None,
-                 on_fatal: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        zk_connect: str,
+        broker_id: int | None,
+        host: str | None = None,
+        port: int | None = None,
+        *,
+        session_timeout_ms: int = 18000,
+        listeners: Iterable[str] | None = None,
+        connect_timeout_s: float | None = None,
+        rack: str | None = None,
+        cluster_id_check: Callable[[str | None], None] | None = None,
+        on_fatal: Callable[[str], None] | None = None,
+    ):
         self.zk_connect = zk_connect
         split_connect_string(zk_connect)  # a malformed connect string fails here, before anything starts
         self.broker_id = None if broker_id is None else int(broker_id)
@@ -79,22 +89,43 @@ class ZkCluster:
         self.port = None if port is None else int(port)
         if self.broker_id is not None and (host is None or port is None):
             raise ValueError("a registering broker needs host and port")
-        self.listeners = list(listeners) if listeners else (
-            [f"PLAINTEXT://{host}:{self.port}"] if self.broker_id is not None else [])
+        self.listeners = (
+            list(listeners)
+            if listeners
+            else ([f"PLAINTEXT://{host}:{self.port}"] if self.broker_id is not None else [])
+        )
         self.rack = rack
         self.session_timeout_s = session_timeout_ms / 1000.0
-        self.connect_timeout_s = connect_timeout_s if connect_timeout_s is not None else max(
-            10.0, self.session_timeout_s)
+        self.connect_timeout_s = (
+            connect_timeout_s if connect_timeout_s is not None else max(10.0, self.session_timeout_s)
+        )
         registering = self.broker_id is not None
         self.session = ZkSession(
-            zk_connect, session_timeout_s=self.session_timeout_s, connect_timeout_s=self.connect_timeout_s,
-            registering=registering, cluster_id_check=cluster_id_check, on_fatal=on_fatal,
+            zk_connect,
+            session_timeout_s=self.session_timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            registering=registering,
+            cluster_id_check=cluster_id_check,
+            on_fatal=on_fatal,
             on_session_lost=self._on_session_lost if registering else None,
-            on_new_session=self._on_new_session if registering else None)
-        self.metadata_cache = ZkMetadataCache(self.session, self.broker_id,
-                                              on_controller_duty=self._process_delete_requests)
-        self.registrar = BrokerRegistrar(self.session, self.broker_id, host, self.port, self.listeners, rack,
-                                         on_registered_again=self.metadata_cache.notify) if registering else None
+            on_new_session=self._on_new_session if registering else None,
+        )
+        self.metadata_cache = ZkMetadataCache(
+            self.session, self.broker_id, on_controller_duty=self._process_delete_requests
+        )
+        self.registrar = (
+            BrokerRegistrar(
+                self.session,
+                self.broker_id,
+                host,
+                self.port,
+                self.listeners,
+                rack,
+                on_registered_again=self.metadata_cache.notify,
+            )
+            if registering
+            else None
+        )
         self.topic_admin = TopicAdmin(self.session, self.metadata_cache, self.broker_id)
         self.configs = ZkConfigs(self.session, self.metadata_cache, self.broker_id)
         self.producer_ids = ZkProducerIdManager(self.session, self.broker_id)
@@ -112,8 +143,14 @@ class ZkCluster:
         """
         self.session.start()
         try:
-            for p in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.CONFIG_TOPICS, paths.CONFIG_CHANGES,
-                      paths.ADMIN_DELETE_TOPICS, paths.ADMIN_DELETED_TOPICS):
+            for p in (
+                paths.BROKER_IDS,
+                paths.BROKER_TOPICS,
+                paths.CONFIG_TOPICS,
+                paths.CONFIG_CHANGES,
+                paths.ADMIN_DELETE_TOPICS,
+                paths.ADMIN_DELETED_TOPICS,
+            ):
                 self.retry(self.zk.ensure_path, p)
             if self.registrar is not None:
                 self.registrar.register()
@@ -124,8 +161,12 @@ class ZkCluster:
         except BaseException:
             self.session.close()
             raise
-        log.info("ZooKeeper %s: cluster id %s%s", self.zk_connect, self.cluster_id,
-                 f", registered broker {self.broker_id} at {self.listeners}" if self.broker_id is not None else "")
+        log.info(
+            "ZooKeeper %s: cluster id %s%s",
+            self.zk_connect,
+            self.cluster_id,
+            f", registered broker {self.broker_id} at {self.listeners}" if self.broker_id is not None else "",
+        )
         return self
 
     def stop(self) -> None:
@@ -264,20 +305,35 @@ class ZkCluster:
 
     # ------------------------------------------------------------------ topic administration
 
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int = 1,
-                     configs: dict | None = None, validate_only: bool = False, *,
-                     replica_assignment: dict[int, list[int]] | None = None,
-                     rack_aware: bool = True) -> dict[int, list[int]]:
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int = 1,
+        configs: dict | None = None,
+        validate_only: bool = False,
+        *,
+        replica_assignment: dict[int, list[int]] | None = None,
+        rack_aware: bool = True,
+    ) -> dict[int, list[int]]:
         """See :meth:`TopicAdmin.create_topic`."""
-        return self.topic_admin.create_topic(name, num_partitions, replication_factor, configs, validate_only,
-                                             replica_assignment=replica_assignment, rack_aware=rack_aware)
+        return self.topic_admin.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            validate_only,
+            replica_assignment=replica_assignment,
+            rack_aware=rack_aware,
+        )
 
     def create_topics(self, specs: list[dict], validate_only: bool = False) -> dict[str, object]:
         """See :meth:`TopicAdmin.create_topics`."""
         return self.topic_admin.create_topics(specs, validate_only)
 
-    def create_partitions(self, name: str, count: int, assignments: list | None = None,
-                          validate_only: bool = False) -> dict[int, list[int]]:
+    def create_partitions(
+        self, name: str, count: int, assignments: list | None = None, validate_only: bool = False
+    ) -> dict[int, list[int]]:
         """See :meth:`TopicAdmin.create_partitions`."""
         return self.topic_admin.create_partitions(name, count, assignments, validate_only)
 
@@ -295,16 +351,21 @@ class ZkCluster:
 
     # ------------------------------------------------------------------ configs
 
-    def alter_topic_config(self, name: str, set_configs: dict | None = None,
-                           delete_configs: Iterable[str] = ()) -> dict[str, str]:
+    def alter_topic_config(
+        self, name: str, set_configs: dict | None = None, delete_configs: Iterable[str] = ()
+    ) -> dict[str, str]:
         return self.configs.alter_topic_config(name, set_configs, delete_configs)
 
     def broker_config(self, entity: str | int) -> tuple[dict[str, str], int]:
         return self.configs.broker_config(entity)
 
-    def alter_broker_config(self, entity: str | int, set_configs: dict | None = None,
-                            delete_configs: Iterable[str] = (),
-                            validate: Callable[[dict[str, str]], None] | None = None) -> tuple[dict[str, str], int]:
+    def alter_broker_config(
+        self,
+        entity: str | int,
+        set_configs: dict | None = None,
+        delete_configs: Iterable[str] = (),
+        validate: Callable[[dict[str, str]], None] | None = None,
+    ) -> tuple[dict[str, str], int]:
         return self.configs.alter_broker_config(entity, set_configs, delete_configs, validate)
 
     def watch_broker_config(self, entity: str | int, fn: Callable[[dict[str, str], int], None]) -> None:
@@ -318,8 +379,9 @@ class ZkCluster:
     def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
         return self.isr.partition_state(topic, partition)
 
-    def update_isr(self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int],
-                   zk_version: int) -> int | None:
+    def update_isr(
+        self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int
+    ) -> int | None:
         return self.isr.update_isr(topic, partition, leader_epoch, isr, zk_version)
 
     # ------------------------------------------------------------------ ZooKeeper consumer groups

@@ -11,6 +11,7 @@ change notifications.
 Thread-safety: thread-safe (versioned writes, read again after a concurrent change); watch
 callbacks run on kazoo's threads.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,9 @@ class ZkConfigs:
         """Start the ChildrenWatch of ``/config/changes`` (a registering broker's)."""
         return ChildrenWatch(self.session.zk, paths.CONFIG_CHANGES, self._on_config_changes)
 
-    def alter_topic_config(self, name: str, set_configs: dict | None = None,
-                           delete_configs: Iterable[str] = ()) -> dict[str, str]:
+    def alter_topic_config(
+        self, name: str, set_configs: dict | None = None, delete_configs: Iterable[str] = ()
+    ) -> dict[str, str]:
         """Change a topic's config overrides; return the new overrides.
 
         Writes ``/config/topics/<topic>`` with a versioned set, then a change notification
@@ -57,8 +59,10 @@ class ZkConfigs:
         removals = set(delete_configs or ())
         unknown = sorted(removals - set(TOPIC_CONFIGS))
         if unknown:
-            raise InvalidConfigError(f"cannot delete unknown topic config(s) {unknown}; "
-                                     f"expected names such as retention.ms, cleanup.policy, segment.bytes")
+            raise InvalidConfigError(
+                f"cannot delete unknown topic config(s) {unknown}; "
+                f"expected names such as retention.ms, cleanup.policy, segment.bytes"
+            )
         path = paths.topic_config(name)
         while True:
             if self.session.retry(self.session.zk.exists, paths.topic(name)) is None:
@@ -80,8 +84,13 @@ class ZkConfigs:
                 break
             except (BadVersionError, NodeExistsError):
                 continue  # a concurrent change: read again
-        self.session.retry(self.session.zk.create, paths.CONFIG_CHANGE_PREFIX,
-                           encode_config_change(f"topics/{name}"), sequence=True, makepath=True)
+        self.session.retry(
+            self.session.zk.create,
+            paths.CONFIG_CHANGE_PREFIX,
+            encode_config_change(f"topics/{name}"),
+            sequence=True,
+            makepath=True,
+        )
         if self.cache is not None:
             self.cache.set_topic_config(name, config, only_cached_topic=True)
         log.info("altered config of topic %s: %s", name, config)
@@ -151,9 +160,13 @@ class ZkConfigs:
             return {}, -1
         return (decode_topic_config(data, path) if data else {}), stat.version
 
-    def alter_broker_config(self, entity: str | int, set_configs: dict | None = None,
-                            delete_configs: Iterable[str] = (),
-                            validate: Callable[[dict[str, str]], None] | None = None) -> tuple[dict[str, str], int]:
+    def alter_broker_config(
+        self,
+        entity: str | int,
+        set_configs: dict | None = None,
+        delete_configs: Iterable[str] = (),
+        validate: Callable[[dict[str, str]], None] | None = None,
+    ) -> tuple[dict[str, str], int]:
         """Change the dynamic configs of one broker (or of ``""``/``"<default>"``, every broker) as
         Kafka's ``AdminZkClient.changeBrokerConfig``: write ``/config/brokers/<entity>``
         (``{"version":1,"config":{...}}``) with a versioned set, then the notification
@@ -185,13 +198,17 @@ class ZkConfigs:
                 break
             except (BadVersionError, NodeExistsError):
                 continue  # a concurrent change: read again
-        self.session.retry(self.session.zk.create, paths.CONFIG_CHANGE_PREFIX,
-                           encode_config_change(f"brokers/{name}"), sequence=True, makepath=True)
+        self.session.retry(
+            self.session.zk.create,
+            paths.CONFIG_CHANGE_PREFIX,
+            encode_config_change(f"brokers/{name}"),
+            sequence=True,
+            makepath=True,
+        )
         log.info("altered dynamic config of brokers/%s: %s", name, config)
         return dict(config), version
 
-    def watch_broker_config(self, entity: str | int,
-                            fn: Callable[[dict[str, str], int], None]) -> None:
+    def watch_broker_config(self, entity: str | int, fn: Callable[[dict[str, str], int], None]) -> None:
         """Call ``fn(config, version)`` (on kazoo's callback thread) now and whenever
         ``/config/brokers/<entity>`` is created, changed or deleted (``({}, -1)``); the watch re-arms
         itself after reconnects (kazoo's DataWatch) and ends with the session.  Kafka's brokers

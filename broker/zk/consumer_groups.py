@@ -6,6 +6,7 @@ read, so a member registering or a commit landing meanwhile makes it fail and no
 
 Thread-safety: stateless apart from the session; any thread but a kazoo handler thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,8 +58,12 @@ class ZkConsumerGroups:
         if failures:
             log.info("ZooKeeper group %s changed while expiring it (%r): kept", group, failures[0])
             return False
-        log.info("deleted ZooKeeper consumer group %s: no member and nothing written for %d ms (%d nodes)",
-                 group, now_ms - newest, len(nodes))
+        log.info(
+            "deleted ZooKeeper consumer group %s: no member and nothing written for %d ms (%d nodes)",
+            group,
+            now_ms - newest,
+            len(nodes),
+        )
         return True
 
     def _read_subtree(self, root: str) -> tuple[list[tuple[str, int]], int]:
@@ -81,6 +86,7 @@ class ZkConsumerGroups:
     def _delete_subtree_at_versions(self, nodes: list[tuple[str, int]]) -> list[Exception]:
         """Delete ``nodes`` (from :meth:`_read_subtree`) in one multi-op, each at the version read;
         return the failures (empty: all deleted; otherwise nothing was, as a multi-op is atomic)."""
+
         def delete():
             t = self.session.zk.transaction()
             for path, version in nodes:
@@ -107,8 +113,10 @@ class ZkConsumerGroups:
             except NoNodeError:
                 members = []
             if members:
-                raise NonEmptyGroupError(f"ZooKeeper consumer group {group!r} has {len(members)} registered "
-                                         f"member(s) ({', '.join(sorted(members)[:5])}); stop them before deleting it")
+                raise NonEmptyGroupError(
+                    f"ZooKeeper consumer group {group!r} has {len(members)} registered "
+                    f"member(s) ({', '.join(sorted(members)[:5])}); stop them before deleting it"
+                )
             try:
                 nodes, _ = self._read_subtree(root)
             except NoNodeError:

@@ -8,6 +8,7 @@ changes only the ISR, conditionally on the node's version, then writes
 
 Thread-safety: thread-safe; any thread, blocking.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,9 @@ class IsrWriter:
             return None
         return decode_partition_state(data, path), stat.version
 
-    def update_isr(self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int],
-                   zk_version: int) -> int | None:
+    def update_isr(
+        self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int
+    ) -> int | None:
         """The leader's ISR change (Kafka's ``Partition.updateIsr`` through ``KafkaZkClient.
         conditionalUpdatePath``): write ``isr`` into the state node if its version is still
         ``zk_version``, keeping leader and leader_epoch, then a ``/isr_change_notification/isr_change_``
@@ -81,9 +83,17 @@ class IsrWriter:
                 state, version = now
                 controller_epoch = state.controller_epoch
                 if state.leader != self.broker_id or state.leader_epoch != leader_epoch:
-                    log.info("%s-%d: not updating the ISR to %s: the state node now says leader %d epoch %d "
-                             "(ours: leader %d epoch %d)", topic, partition, list(isr), state.leader,
-                             state.leader_epoch, self.broker_id, leader_epoch)
+                    log.info(
+                        "%s-%d: not updating the ISR to %s: the state node now says leader %d epoch %d "
+                        "(ours: leader %d epoch %d)",
+                        topic,
+                        partition,
+                        list(isr),
+                        state.leader,
+                        state.leader_epoch,
+                        self.broker_id,
+                        leader_epoch,
+                    )
                     return None
                 if tuple(state.isr) == isr:
                     stat = None
@@ -94,11 +104,23 @@ class IsrWriter:
             raise ZooKeeperError(f"updating the ISR of {topic}-{partition}: its state node kept changing")
         new_version = stat.version if stat is not None else zk_version
         try:
-            self.session.retry(self.session.zk.create, paths.ISR_CHANGE_PREFIX,
-                               encode_isr_change_notification([(topic, partition)]), sequence=True, makepath=True)
+            self.session.retry(
+                self.session.zk.create,
+                paths.ISR_CHANGE_PREFIX,
+                encode_isr_change_notification([(topic, partition)]),
+                sequence=True,
+                makepath=True,
+            )
         except (PyklogError, KazooException) as e:  # the ISR is written; the notification is advisory
             log.warning("could not write the ISR change notification of %s-%d: %s", topic, partition, e)
         self.cache.record_isr_write(topic, partition, stat, (self.broker_id, leader_epoch, list(isr)))
-        log.info("%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)", topic, partition, list(isr),
-                 self.broker_id, leader_epoch, new_version)
+        log.info(
+            "%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)",
+            topic,
+            partition,
+            list(isr),
+            self.broker_id,
+            leader_epoch,
+            new_version,
+        )
         return new_version

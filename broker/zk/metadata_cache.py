@@ -32,6 +32,7 @@ Thread-safety: thread-safe.  Reads (``live_brokers``, ``topics``, ...) return sn
 one re-entrant lock; watch callbacks and listeners run on kazoo's callback or handler threads and
 never call a listener with the lock held.
 """
+
 from __future__ import annotations
 
 import logging
@@ -80,7 +81,6 @@ class _TopicEntry:
     topic_id: uuid.UUID | None = None  # KIP-516 (None: the node has none and none could be written)
 
 
-
 class ZkMetadataCache:
     """What one broker (or admin client) knows of the cluster, kept current by ZooKeeper watches.
 
@@ -94,8 +94,9 @@ class ZkMetadataCache:
     #: between two watch events) at most this often; otherwise it reads only the new names
     FULL_TOPIC_REFRESH_S = 30.0
 
-    def __init__(self, session: ZkSession, broker_id: int | None, *,
-                 on_controller_duty: Callable[[], None] | None = None):
+    def __init__(
+        self, session: ZkSession, broker_id: int | None, *, on_controller_duty: Callable[[], None] | None = None
+    ):
         self.session = session
         self.broker_id = broker_id
         self._on_controller_duty = on_controller_duty
@@ -118,8 +119,10 @@ class ZkMetadataCache:
         """Start the ChildrenWatches of ``/brokers/ids`` and ``/brokers/topics`` (each reads its
         children at once, filling the cache); returns the watch objects."""
         zk = self.session.zk
-        return [ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids),
-                ChildrenWatch(zk, paths.BROKER_TOPICS, self._on_topic_names)]
+        return [
+            ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids),
+            ChildrenWatch(zk, paths.BROKER_TOPICS, self._on_topic_names),
+        ]
 
     # ------------------------------------------------------------------ writers' updates
     # (topic administration, config changes and ISR writes keep the cache in step with what they wrote)
@@ -188,15 +191,19 @@ class ZkMetadataCache:
         if changed:
             log.info("live brokers: %s", sorted(brokers))
             self.notify()
-            if self.broker_id is not None and self.controller_id == self.broker_id \
-                    and self._on_controller_duty is not None:
+            if (
+                self.broker_id is not None
+                and self.controller_id == self.broker_id
+                and self._on_controller_duty is not None
+            ):
                 self._on_controller_duty()
         return None
 
     def _read_brokers(self, children) -> dict[int, tuple[str, int]]:
         def read():
-            pending = [(c, self.session.zk.get_async(paths.child(paths.BROKER_IDS, c)))
-                       for c in children if c.isdigit()]
+            pending = [
+                (c, self.session.zk.get_async(paths.child(paths.BROKER_IDS, c))) for c in children if c.isdigit()
+            ]
             out = {}
             for c, res in pending:
                 try:
@@ -263,8 +270,7 @@ class ZkMetadataCache:
 
         topics = self.session.retry(read)
         with self._lock:
-            changed = set(topics) != set(self._topics) or any(
-                topics[n] is not self._topics.get(n) for n in topics)
+            changed = set(topics) != set(self._topics) or any(topics[n] is not self._topics.get(n) for n in topics)
             for name in list(self._configs):
                 old = self._topics.get(name)
                 if name not in topics or (old is not None and old.czxid != topics[name].czxid):
@@ -302,8 +308,12 @@ class ZkMetadataCache:
             return False
         with self._lock:
             old = self._topics.get(name)
-            if old is not None and old.czxid == entry.czxid and old.mzxid == entry.mzxid \
-                    and old.states.keys() == entry.states.keys():
+            if (
+                old is not None
+                and old.czxid == entry.czxid
+                and old.mzxid == entry.mzxid
+                and old.states.keys() == entry.states.keys()
+            ):
                 return False
             if old is not None and old.czxid != entry.czxid:
                 self._configs.pop(name, None)  # created again: read its config again
@@ -410,8 +420,13 @@ class ZkMetadataCache:
         with self._lock:
             before = self._active_controller_id
             self._active_controller_id = broker_id
-        if broker_id is not None and broker_id != before and broker_id == self.broker_id \
-                and not self.session.stopping and self.session.zk is not None:
+        if (
+            broker_id is not None
+            and broker_id != before
+            and broker_id == self.broker_id
+            and not self.session.stopping
+            and self.session.zk is not None
+        ):
             if self._on_controller_duty is not None:
                 self.session.zk.handler.spawn(self._on_controller_duty)
 
@@ -483,7 +498,9 @@ class ZkMetadataCache:
             entry = self._topics.get(topic)
         if entry is None:
             return None
-        return {p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())}
+        return {
+            p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())
+        }
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
@@ -495,8 +512,9 @@ class ZkMetadataCache:
         """Partitions whose (fixed) leader is ``broker_id``."""
         with self._lock:
             entries = dict(self._topics)
-        return {(name, p) for name, e in entries.items() for p, (leader, _, _) in e.states.items()
-                if leader == broker_id}
+        return {
+            (name, p) for name, e in entries.items() for p, (leader, _, _) in e.states.items() if leader == broker_id
+        }
 
     # ------------------------------------------------------------------ partition states (replication)
     #
@@ -585,8 +603,9 @@ class ZkMetadataCache:
             return entry
         return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
-    def _cache_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list,
-                               stat=None) -> None:
+    def _cache_partition_state(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list, stat=None
+    ) -> None:
         state = (leader, leader_epoch, list(isr))
         with self._lock:
             if not self._note_state(topic, partition, stat, state):
@@ -624,8 +643,10 @@ class ZkMetadataCache:
                             entry = self._topics.get(name)
                         if entry is None:
                             continue
-                        pending = [(p, zk.get_async(paths.partition_state(name, p),
-                                                    watch=self._on_partition_state_data)) for p in entry.replicas]
+                        pending = [
+                            (p, zk.get_async(paths.partition_state(name, p), watch=self._on_partition_state_data))
+                            for p in entry.replicas
+                        ]
                         for p, res in pending:
                             try:
                                 data, stat = res.get()
@@ -642,4 +663,3 @@ class ZkMetadataCache:
                     time.sleep(1.0)
         except Exception:  # noqa: BLE001
             log.exception("re-arming the partition state watches failed")
-

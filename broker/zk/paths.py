@@ -10,6 +10,7 @@ Ephemeral nodes mark liveness, persistent nodes hold state:
     /consumers/[group]/offsets/[topic]/[partition]     persistent  offset as decimal text
     /consumers/[group]/owners/[topic]/[partition]      ephemeral   consumer_id
 """
+
 from __future__ import annotations
 
 CLUSTER_ID = "/cluster/id"

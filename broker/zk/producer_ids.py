@@ -3,6 +3,7 @@
 
 Thread-safety: thread-safe (a versioned write; a concurrent allocator makes it read again).
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,9 @@ class ZkProducerIdManager:
             end = start + block_size - 1
             if end >= 2**63 - 1:
                 raise ZooKeeperError(f"producer ids exhausted: next block would end at {end}")
-            new = encode_producer_id_block(ProducerIdBlock(
-                self.broker_id if self.broker_id is not None else -1, start, end))
+            new = encode_producer_id_block(
+                ProducerIdBlock(self.broker_id if self.broker_id is not None else -1, start, end)
+            )
             try:
                 if stat is None:
                     self.session.retry(self.session.zk.create, path, new)

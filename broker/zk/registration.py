@@ -11,6 +11,7 @@ Thread-safety: :meth:`BrokerRegistrar.register` runs on the starting thread, :me
 a kazoo handler thread, :meth:`on_session_lost` on kazoo's connection thread; the registered state
 is a :class:`threading.Event`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,17 @@ class BrokerRegistrar:
     re-registration on a new session (the metadata cache tells its listeners).
     """
 
-    def __init__(self, session: ZkSession, broker_id: int, host: str, port: int, listeners: list[str],
-                 rack: str | None, *, on_registered_again: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        session: ZkSession,
+        broker_id: int,
+        host: str,
+        port: int,
+        listeners: list[str],
+        rack: str | None,
+        *,
+        on_registered_again: Callable[[], None] | None = None,
+    ):
         self.session = session
         self.broker_id = broker_id
         self.host = host
@@ -50,8 +60,9 @@ class BrokerRegistrar:
     def broker_registration(self) -> BrokerRegistration:
         """The registration this broker writes at ``/brokers/ids/<id>`` (fresh timestamp, version
         :data:`~pyklog.broker.zk.znodes.BROKER_INFO_VERSION`)."""
-        return BrokerRegistration.for_listeners(self.listeners, self.host, self.port, rack=self.rack,
-                                                timestamp_ms=int(time.time() * 1000))
+        return BrokerRegistration.for_listeners(
+            self.listeners, self.host, self.port, rack=self.rack, timestamp_ms=int(time.time() * 1000)
+        )
 
     def register(self) -> None:
         """Create our ephemeral ``/brokers/ids/<id>``.
@@ -84,14 +95,18 @@ class BrokerRegistrar:
                     held_endpoints = []
                 same_address = sorted(held_endpoints) == sorted(self.listeners)
                 if same_address and not deadline.expired():
-                    log.info("%s is held by an older session (0x%x) with our endpoints; waiting for it to expire",
-                             path, stat.ephemeralOwner)
+                    log.info(
+                        "%s is held by an older session (0x%x) with our endpoints; waiting for it to expire",
+                        path,
+                        stat.ephemeralOwner,
+                    )
                     time.sleep(min(wait_for_expiry.next(), deadline.remaining()))
                     continue
                 raise BrokerIdInUseError(
                     f"broker.id {self.broker_id} is already registered in ZooKeeper ({session.zk_connect}{path}) by "
                     f"another live broker at {held_endpoints or held!r} (session 0x{stat.ephemeralOwner:x}); "
-                    "each broker needs a unique broker.id") from None
+                    "each broker needs a unique broker.id"
+                ) from None
         self._registered.set()
         log.info("registered broker %d at %s (session 0x%x)", self.broker_id, path, session.zk.client_id[0])
 
@@ -138,23 +153,30 @@ class BrokerRegistrar:
                 self._on_registered_again()
 
         def retriable(e: BaseException) -> bool:
-            return (isinstance(e, (ZooKeeperError, KazooException))
-                    and not session.stopping and not session.session_lost)
+            return isinstance(e, (ZooKeeperError, KazooException)) and not session.stopping and not session.session_lost
 
         def on_retry(e: BaseException, attempts: int, delay_s: float) -> None:
             log.warning("re-registration of broker %s failed, retrying: %s", self.broker_id, e)
 
         try:
-            retry(attempt, deadline=Deadline.never(), backoff=Backoff.constant(1.0), retriable=retriable,
-                  what=f"re-registration of broker {self.broker_id}", on_retry=on_retry)
+            retry(
+                attempt,
+                deadline=Deadline.never(),
+                backoff=Backoff.constant(1.0),
+                retriable=retriable,
+                what=f"re-registration of broker {self.broker_id}",
+                on_retry=on_retry,
+            )
         except BrokerIdInUseError as e:
             log.error("cannot register again after a session expiry: %s", e)
         except ClusterIdChangedError as e:
             found = f"cluster id {e.now}" if e.now else "no cluster id (an empty ZooKeeper)"
-            message = (f"after a new ZooKeeper session, {session.zk_connect} holds {found}, not this broker's "
-                       f"cluster id {session.cluster_id}: ZooKeeper lost its data or was replaced. The broker does "
-                       "not register there; its logs are kept. Restore ZooKeeper's data directory, then restart "
-                       "the broker")
+            message = (
+                f"after a new ZooKeeper session, {session.zk_connect} holds {found}, not this broker's "
+                f"cluster id {session.cluster_id}: ZooKeeper lost its data or was replaced. The broker does "
+                "not register there; its logs are kept. Restore ZooKeeper's data directory, then restart "
+                "the broker"
+            )
             session.report_fatal(message)
         except (ZooKeeperError, KazooException) as e:  # stopping, or the new session was lost too
             log.info("re-registration of broker %s abandoned: %s", self.broker_id, e)

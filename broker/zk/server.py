@@ -10,6 +10,7 @@ empty has forgotten every topic and the cluster id (Kafka's quickstart keeps Zoo
 ``dataDir`` for the same reason).  ``--ephemeral`` asks for a throwaway directory.
 Not thread-safe: one owner starts and stops it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,14 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
 class ZooKeeperServer:
     """A ZooKeeper child process on 127.0.0.1.  ``connect_string`` is ``127.0.0.1:<port>``."""
 
-    def __init__(self, data_dir: str | None = None, port: int | None = None, log_file: str | None = None,
-                 tick_time_ms: int = 2000, max_session_timeout_ms: int | None = None):
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        port: int | None = None,
+        log_file: str | None = None,
+        tick_time_ms: int = 2000,
+        max_session_timeout_ms: int | None = None,
+    ):
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="pyklog-zk-")
         self.port = port or free_port()
@@ -108,11 +115,15 @@ class ZooKeeperServer:
             raise RuntimeError("java not found on PATH: ZooKeeper needs a JRE (Java 17 is expected)")
         cfg = self._write_config()
         cmd = [
-            java, "-Xmx256m", "-XX:+UseSerialGC",
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
             "-Dlog4j2.configurationFile=classpath:org/apache/spark/log4j2-defaults.properties",
             "-Dzookeeper.admin.enableServer=false",
-            "-cp", os.path.join(pyspark_jars_dir(), "*"),
-            "org.apache.zookeeper.server.ZooKeeperServerMain", cfg,
+            "-cp",
+            os.path.join(pyspark_jars_dir(), "*"),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            cfg,
         ]
         self._log = open(self.log_file, "ab")  # noqa: SIM115 - ZooKeeper writes to it until stop() closes it
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -159,18 +170,25 @@ class ZooKeeperServer:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="pyklog-zookeeper",
-                                description="Start a real ZooKeeper (from pyspark's jars) on 127.0.0.1.")
+    p = argparse.ArgumentParser(
+        prog="pyklog-zookeeper", description="Start a real ZooKeeper (from pyspark's jars) on 127.0.0.1."
+    )
     add_version_argument(p)
     p.add_argument("--port", type=int, default=2181)
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--data-dir", default=None,
-                       help="data directory, kept across restarts (default: $XDG_DATA_HOME/pyklog/zookeeper-PORT, "
-                            "i.e. ~/.local/share/pyklog/zookeeper-PORT)")
-    where.add_argument("--ephemeral", action="store_true",
-                       help="use a temporary data directory, REMOVED on exit: the next start is an empty "
-                            "ZooKeeper, and brokers with data refuse to join it (their meta.properties names "
-                            "the old cluster id)")
+    where.add_argument(
+        "--data-dir",
+        default=None,
+        help="data directory, kept across restarts (default: $XDG_DATA_HOME/pyklog/zookeeper-PORT, "
+        "i.e. ~/.local/share/pyklog/zookeeper-PORT)",
+    )
+    where.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="use a temporary data directory, REMOVED on exit: the next start is an empty "
+        "ZooKeeper, and brokers with data refuse to join it (their meta.properties names "
+        "the old cluster id)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     data_dir = None if args.ephemeral else os.path.abspath(args.data_dir or default_data_dir(args.port))
@@ -179,8 +197,10 @@ def main(argv=None) -> int:
     zk = ZooKeeperServer(data_dir=data_dir, port=args.port)
     zk.start()
     kind = "temporary, removed on exit" if args.ephemeral else "kept across restarts"
-    print(f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}, {kind}); Ctrl-C or SIGTERM stops it",
-          flush=True)
+    print(
+        f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}, {kind}); Ctrl-C or SIGTERM stops it",
+        flush=True,
+    )
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     try:

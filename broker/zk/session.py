@@ -18,6 +18,7 @@ owner only.  The connection state callback runs on kazoo's connection thread and
 hands the session-loss and new-session events to ``on_session_lost`` (called there, must not block)
 and ``on_new_session`` (spawned on a kazoo handler thread).
 """
+
 from __future__ import annotations
 
 import base64
@@ -116,12 +117,18 @@ class ZkSession:
     WATCHDOG_PROBE_S = 1.0
     WATCHDOG_LOST_PROBES = 3
 
-    def __init__(self, zk_connect: str, *, session_timeout_s: float, connect_timeout_s: float,
-                 registering: bool,
-                 cluster_id_check: Callable[[str | None], None] | None = None,
-                 on_fatal: Callable[[str], None] | None = None,
-                 on_session_lost: Callable[[], None] | None = None,
-                 on_new_session: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        zk_connect: str,
+        *,
+        session_timeout_s: float,
+        connect_timeout_s: float,
+        registering: bool,
+        cluster_id_check: Callable[[str | None], None] | None = None,
+        on_fatal: Callable[[str], None] | None = None,
+        on_session_lost: Callable[[], None] | None = None,
+        on_new_session: Callable[[], None] | None = None,
+    ):
         self.zk_connect = zk_connect
         self.hosts, self.chroot = split_connect_string(zk_connect)
         self.session_timeout_s = session_timeout_s
@@ -148,19 +155,28 @@ class ZkSession:
         """Connect and read or create the cluster id.  Raises :class:`ZooKeeperError` if ZooKeeper
         cannot be reached within ``connect_timeout_s``; the client is closed on any failure."""
         self.stopping = False
-        command_retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0,
-                           deadline=max(self.connect_timeout_s, self.session_timeout_s))
+        command_retry = KazooRetry(
+            max_tries=-1,
+            delay=0.1,
+            backoff=2,
+            max_delay=2.0,
+            deadline=max(self.connect_timeout_s, self.session_timeout_s),
+        )
         if self.chroot:
             self._ensure_chroot()
-        self.zk = KazooClient(hosts=self.zk_connect, timeout=self.session_timeout_s,
-                              connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
-                              command_retry=command_retry)
+        self.zk = KazooClient(
+            hosts=self.zk_connect,
+            timeout=self.session_timeout_s,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+            command_retry=command_retry,
+        )
         try:
             self.zk.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError:
             self.close()
             raise ZooKeeperError(
-                f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s") from None
+                f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s"
+            ) from None
         try:
             self.zk.add_listener(self._on_state)
             # the cluster id first: a broker whose meta.properties names another cluster stops here,
@@ -191,13 +207,15 @@ class ZkSession:
         except KazooTimeoutError:
             root.close()
             raise ZooKeeperError(
-                f"could not connect to ZooKeeper at {self.hosts} within {self.connect_timeout_s:g}s") from None
+                f"could not connect to ZooKeeper at {self.hosts} within {self.connect_timeout_s:g}s"
+            ) from None
         try:
             if not self.registering:  # an admin tool never conjures up a cluster under a mistyped chroot
                 if root.retry(root.exists, self.chroot) is None:
                     raise ZooKeeperError(
                         f"ZooKeeper at {self.hosts} has no chroot {self.chroot}: no pyklog cluster there "
-                        "(brokers create it on their first start)")
+                        "(brokers create it on their first start)"
+                    )
             else:
                 root.retry(root.ensure_path, self.chroot)
         finally:
@@ -308,22 +326,32 @@ class ZkSession:
                 raise _DataLost(seen, zxids)
             if waited.elapsed() >= next_warning:
                 next_warning = waited.elapsed() + warn_backoff.next()
-                log.warning("no ZooKeeper connection to %s for %.0fs (kazoo keeps reconnecting; servers' "
-                            "last zxids: %s)", self.zk_connect, waited.elapsed(),
-                            {h: hex(z) for h, z in zxids.items()} or "no answer")
+                log.warning(
+                    "no ZooKeeper connection to %s for %.0fs (kazoo keeps reconnecting; servers' last zxids: %s)",
+                    self.zk_connect,
+                    waited.elapsed(),
+                    {h: hex(z) for h, z in zxids.items()} or "no answer",
+                )
             raise _StillDisconnected()
 
         try:
-            retry(check, deadline=Deadline.never(), backoff=Backoff.constant(self.WATCHDOG_PROBE_S),
-                  retriable=lambda e: isinstance(e, _StillDisconnected), what="ZooKeeper reconnection")
+            retry(
+                check,
+                deadline=Deadline.never(),
+                backoff=Backoff.constant(self.WATCHDOG_PROBE_S),
+                retriable=lambda e: isinstance(e, _StillDisconnected),
+                what="ZooKeeper reconnection",
+            )
             if not self.stopping and self.zk is zk and zk.connected and waited.elapsed() >= 5.0:
                 log.info("ZooKeeper connection to %s back after %.0fs", self.zk_connect, waited.elapsed())
         except _DataLost as e:
-            message = (f"ZooKeeper at {self.zk_connect} lost its data: every server that answers is at zxid "
-                       f"{', '.join(f'{h}={hex(z)}' for h, z in sorted(e.zxids.items()))}, older than the "
-                       f"{hex(e.seen)} this broker has already seen, so it refuses this broker's session for ever "
-                       "(it was restarted without its data directory?). The broker's logs are kept. Restore "
-                       "ZooKeeper's data directory and restart ZooKeeper, then the broker")
+            message = (
+                f"ZooKeeper at {self.zk_connect} lost its data: every server that answers is at zxid "
+                f"{', '.join(f'{h}={hex(z)}' for h, z in sorted(e.zxids.items()))}, older than the "
+                f"{hex(e.seen)} this broker has already seen, so it refuses this broker's session for ever "
+                "(it was restarted without its data directory?). The broker's logs are kept. Restore "
+                "ZooKeeper's data directory and restart ZooKeeper, then the broker"
+            )
             self.report_fatal(message)
         finally:
             self._watchdog_running = False

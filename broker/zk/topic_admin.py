@@ -22,6 +22,7 @@ Thread-safety: thread-safe (every write is a conditional or atomic ZooKeeper ope
 has its own lock).  Request handler threads and admin tools call it; the deletion-request watch runs
 on kazoo's threads.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,7 +77,6 @@ log = logging.getLogger(__name__)
 INITIAL_CONTROLLER_EPOCH = 1
 
 
-
 #: operations per ZooKeeper multi-op when topics are created or deleted in batches (a multi is one
 #: request and must stay under ZooKeeper's jute.maxbuffer, 1 MiB by default)
 MAX_OPS_PER_MULTI = 2000
@@ -126,17 +126,23 @@ class TopicAdmin:
 
     def _live_broker_ids(self) -> list[int]:
         """The registered broker ids read from ZooKeeper now (not the cache), sorted."""
-        return sorted(int(c) for c in self.session.retry(self.session.zk.get_children, paths.BROKER_IDS)
-                      if c.isdigit())
+        return sorted(int(c) for c in self.session.retry(self.session.zk.get_children, paths.BROKER_IDS) if c.isdigit())
 
     def watch_delete_requests(self):
         """Start the ChildrenWatch of ``/admin/delete_topics`` (a registering broker's)."""
         return ChildrenWatch(self.session.zk, paths.ADMIN_DELETE_TOPICS, self._on_delete_requests)
 
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int = 1,
-                     configs: dict | None = None, validate_only: bool = False, *,
-                     replica_assignment: dict[int, list[int]] | None = None,
-                     rack_aware: bool = True) -> dict[int, list[int]]:
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int = 1,
+        configs: dict | None = None,
+        validate_only: bool = False,
+        *,
+        replica_assignment: dict[int, list[int]] | None = None,
+        rack_aware: bool = True,
+    ) -> dict[int, list[int]]:
         """Create a topic spread over the live brokers; return its assignment ``{partition: [replicas]}``.
         Rack-aware (Kafka's ``RackAwareMode.Enforced``, :func:`~pyklog.broker.zk.topics.assign_replicas`)
         when every live broker registered a ``broker.rack``, unless ``rack_aware`` is false
@@ -151,9 +157,16 @@ class TopicAdmin:
         """
         existing = self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS)
         live = self._live_broker_ids()
-        assignment, config = self._plan_topic(name, num_partitions, replication_factor, configs,
-                                              replica_assignment, existing, live,
-                                              racks=lambda: placement_racks(self.broker_racks(live), rack_aware))
+        assignment, config = self._plan_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            replica_assignment,
+            existing,
+            live,
+            racks=lambda: placement_racks(self.broker_racks(live), rack_aware),
+        )
         if validate_only:
             return assignment
         self._write_topic(name, assignment, config)
@@ -189,8 +202,15 @@ class TopicAdmin:
             name = spec["name"]
             try:
                 assignment, config = self._plan_topic(
-                    name, spec["num_partitions"], spec["replication_factor"], spec.get("configs"),
-                    spec.get("replica_assignment"), taken, live, racks=racks)
+                    name,
+                    spec["num_partitions"],
+                    spec["replication_factor"],
+                    spec.get("configs"),
+                    spec.get("replica_assignment"),
+                    taken,
+                    live,
+                    racks=racks,
+                )
             except PyklogError as e:
                 out[name] = e
                 continue
@@ -219,8 +239,9 @@ class TopicAdmin:
             results = self.session.retry(write, chunk)
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if failures:
-                log.info("creating %d topics in one multi-op failed (%r); creating them one by one",
-                         len(chunk), failures[0])
+                log.info(
+                    "creating %d topics in one multi-op failed (%r); creating them one by one", len(chunk), failures[0]
+                )
                 for name in chunk:
                     try:
                         self._write_topic(name, *planned[name])
@@ -234,8 +255,9 @@ class TopicAdmin:
             log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
         return out
 
-    def _plan_topic(self, name, num_partitions, replication_factor, configs, replica_assignment,
-                    existing, live, racks=None) -> tuple[dict[int, list[int]], dict[str, str]]:
+    def _plan_topic(
+        self, name, num_partitions, replication_factor, configs, replica_assignment, existing, live, racks=None
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
         """Validate one topic against ``existing`` topic names and ``live`` broker ids; return its
         (assignment, config).  Raises as :meth:`create_topic`."""
         validate_topic_name(name)
@@ -245,30 +267,37 @@ class TopicAdmin:
         clash = collides(name, existing)
         if clash:
             raise InvalidTopicError(
-                f"topic {name!r} collides with existing topic(s) {clash} ('.' and '_' are the same in metric names)")
+                f"topic {name!r} collides with existing topic(s) {clash} ('.' and '_' are the same in metric names)"
+            )
         if replica_assignment is not None:
             assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
             if not assignment or sorted(assignment) != list(range(len(assignment))):
                 raise InvalidReplicaAssignmentError(
-                    f"replica assignment must cover partitions 0..n-1, got partitions {sorted(assignment)}")
+                    f"replica assignment must cover partitions 0..n-1, got partitions {sorted(assignment)}"
+                )
             if any(not r or len(set(r)) != len(r) for r in assignment.values()):
                 raise InvalidReplicaAssignmentError(
-                    f"replica assignment has empty or duplicate replica lists: {assignment}")
+                    f"replica assignment has empty or duplicate replica lists: {assignment}"
+                )
             if len({len(r) for r in assignment.values()}) != 1:
                 raise InvalidReplicaAssignmentError(
-                    f"all partitions must have the same number of replicas: {assignment}")
+                    f"all partitions must have the same number of replicas: {assignment}"
+                )
             unknown = sorted({b for r in assignment.values() for b in r} - set(live))
             if unknown:
                 raise InvalidReplicaAssignmentError(
-                    f"unknown broker(s) {unknown} in replica assignment (live brokers {live})")
+                    f"unknown broker(s) {unknown} in replica assignment (live brokers {live})"
+                )
         else:
-            assignment = assign_replicas(live, num_partitions, replication_factor,
-                                         racks=racks() if racks is not None else None)
+            assignment = assign_replicas(
+                live, num_partitions, replication_factor, racks=racks() if racks is not None else None
+            )
         return assignment, config
 
     def broker_racks(self, ids) -> dict[int, str | None]:
         """``{broker id: broker.rack or None}`` of the registrations of ``ids`` read from ZooKeeper
         now (a broker gone meanwhile is left out).  Any thread but a kazoo handler thread."""
+
         def read():
             pending = [(b, self.session.zk.get_async(paths.broker_id(int(b)))) for b in ids]
             out = {}
@@ -288,9 +317,14 @@ class TopicAdmin:
     def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
         def write():
             t = self.session.zk.transaction()
-            self._add_topic_ops(t, name, assignment, config,
-                                bool(self.session.zk.exists(paths.topic_config(name))),
-                                bool(self.session.zk.exists(paths.deleted_topic_record(name))))
+            self._add_topic_ops(
+                t,
+                name,
+                assignment,
+                config,
+                bool(self.session.zk.exists(paths.topic_config(name))),
+                bool(self.session.zk.exists(paths.deleted_topic_record(name))),
+            )
             return t.commit()
 
         results = self.session.retry(write)
@@ -301,8 +335,14 @@ class TopicAdmin:
             raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
 
     @staticmethod
-    def _add_topic_ops(t, name: str, assignment: dict[int, list[int]], config: dict[str, str],
-                       stale_config: bool, deletion_recorded: bool) -> None:
+    def _add_topic_ops(
+        t,
+        name: str,
+        assignment: dict[int, list[int]],
+        config: dict[str, str],
+        stale_config: bool,
+        deletion_recorded: bool,
+    ) -> None:
         """Add one topic's nodes to the multi-op ``t``: its config (over a stale config node of a
         deleted topic), assignment, partition states; removes its deletion record (the name is in
         use again)."""
@@ -317,11 +357,14 @@ class TopicAdmin:
         t.create(paths.topic_partitions(name), b"")
         for p, replicas in sorted(assignment.items()):
             t.create(paths.partition(name, p), b"")
-            t.create(paths.partition_state(name, p), encode_partition_state(
-                LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)))
+            t.create(
+                paths.partition_state(name, p),
+                encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
+            )
 
-    def create_partitions(self, name: str, count: int, assignments: list | None = None,
-                          validate_only: bool = False) -> dict[int, list[int]]:
+    def create_partitions(
+        self, name: str, count: int, assignments: list | None = None, validate_only: bool = False
+    ) -> dict[int, list[int]]:
         """Grow a topic to ``count`` partitions; return the new partitions' assignment.
 
         Kafka's ``AdminZkClient.createPartitions`` (ZkAdminManager): only an increase is allowed
@@ -351,11 +394,13 @@ class TopicAdmin:
                 # Kafka's ZkAdminManager refuses too: the rewrite would drop adding/removing_replicas
                 raise ReassignmentInProgressError(
                     f"a partition reassignment is in progress for topic {name!r} (partitions "
-                    f"{', '.join(str(p) for p in moving)}); add partitions once it is complete or cancelled")
+                    f"{', '.join(str(p) for p in moving)}); add partitions once it is complete or cancelled"
+                )
             old = len(existing)
             if count < old:
                 raise InvalidPartitionsError(
-                    f"topic {name!r} currently has {old} partitions, which is higher than the requested {count}")
+                    f"topic {name!r} currently has {old} partitions, which is higher than the requested {count}"
+                )
             if count == old:
                 raise InvalidPartitionsError(f"topic {name!r} already has {old} partitions")
             rf = len(existing[0]) if existing.get(0) else 1
@@ -365,31 +410,41 @@ class TopicAdmin:
                 if len(assignments) != added:
                     raise InvalidReplicaAssignmentError(
                         f"increasing the number of partitions of {name!r} by {added} but "
-                        f"{len(assignments)} assignments provided")
+                        f"{len(assignments)} assignments provided"
+                    )
                 new = {}
                 for i, brokers in enumerate(assignments):
                     brokers = [int(b) for b in brokers]
                     p = old + i
                     if len(set(brokers)) != len(brokers):
                         raise InvalidReplicaAssignmentError(
-                            f"duplicate brokers not allowed in the replica assignment of partition {p}: {brokers}")
+                            f"duplicate brokers not allowed in the replica assignment of partition {p}: {brokers}"
+                        )
                     if len(brokers) != rf:
                         raise InvalidReplicaAssignmentError(
                             f"inconsistent replication factor: partition 0 of {name!r} has {rf} replica(s), "
-                            f"the assignment of partition {p} has {len(brokers)}")
+                            f"the assignment of partition {p} has {len(brokers)}"
+                        )
                     unknown = sorted(set(brokers) - set(live))
                     if unknown:
                         raise InvalidReplicaAssignmentError(
                             f"unknown broker(s) {unknown} in the replica assignment of partition {p} "
-                            f"(live brokers {live})")
+                            f"(live brokers {live})"
+                        )
                     new[p] = brokers
             else:
                 if not live:
                     raise InvalidReplicationFactorError(f"no live brokers to place new partitions of {name!r}")
                 leader0 = existing[0][0] if existing.get(0) else live[0]
                 start = next((i for i, b in enumerate(live) if b >= leader0), 0)
-                full = assign_replicas(live, count, rf, start_index=start, replica_shift=start,
-                                       racks=placement_racks(self.broker_racks(live)))
+                full = assign_replicas(
+                    live,
+                    count,
+                    rf,
+                    start_index=start,
+                    replica_shift=start,
+                    racks=placement_racks(self.broker_racks(live)),
+                )
                 new = {p: full[p] for p in range(old, count)}
             if validate_only:
                 return new
@@ -407,8 +462,10 @@ class TopicAdmin:
                 for p, replicas in sorted(new.items()):
                     if self.session.zk.exists(paths.partition(name, p)) is None:
                         t.create(paths.partition(name, p), b"")
-                    t.create(paths.partition_state(name, p), encode_partition_state(
-                        LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)))
+                    t.create(
+                        paths.partition_state(name, p),
+                        encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
+                    )
                 return t.commit()
 
             results = self.session.retry(write)
@@ -507,8 +564,9 @@ class TopicAdmin:
             results = self.session.retry(delete, chunk)
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if failures:
-                log.info("deleting %d topics in one multi-op failed (%r); deleting them one by one",
-                         len(chunk), failures[0])
+                log.info(
+                    "deleting %d topics in one multi-op failed (%r); deleting them one by one", len(chunk), failures[0]
+                )
                 for name in chunk:
                     try:
                         self.delete_topic(name)
@@ -566,4 +624,3 @@ class TopicAdmin:
                     pass
             except (PyklogError, KazooException) as e:
                 log.warning("deletion request for topic %s failed: %s", name, e)
-

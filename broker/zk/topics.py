@@ -13,6 +13,7 @@
 
 All functions are pure and thread-safe.
 """
+
 from __future__ import annotations
 
 import random
@@ -46,12 +47,14 @@ def validate_topic_name(name) -> str:
         raise InvalidTopicError(f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicError(
-            f"topic name is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}: {name[:40]!r}...")
+            f"topic name is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}: {name[:40]!r}..."
+        )
     if not _LEGAL.fullmatch(name):
         bad = sorted({c for c in name if not _LEGAL.fullmatch(c)})
         raise InvalidTopicError(
             f"topic name {name!r} contains illegal characters {''.join(bad)!r}; "
-            "expected only ASCII letters, digits, '.', '_' and '-'")
+            "expected only ASCII letters, digits, '.', '_' and '-'"
+        )
     return name
 
 
@@ -72,10 +75,16 @@ def collides(name: str, existing: Iterable[str]) -> list[str]:
     return sorted(t for t in existing if t != name and _unify(t) == key)
 
 
-def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_factor: int = 1, *,
-                    start_index: int | None = None, replica_shift: int | None = None,
-                    rng: random.Random | None = None, racks: dict[int, str] | None = None
-                    ) -> dict[int, list[int]]:
+def assign_replicas(
+    brokers: Iterable[int],
+    num_partitions: int,
+    replication_factor: int = 1,
+    *,
+    start_index: int | None = None,
+    replica_shift: int | None = None,
+    rng: random.Random | None = None,
+    racks: dict[int, str] | None = None,
+) -> dict[int, list[int]]:
     """Spread ``num_partitions`` partitions with ``replication_factor`` replicas over ``brokers``.
 
     With ``racks`` (every broker's ``broker.rack``; see :func:`placement_racks`) Kafka's
@@ -95,13 +104,13 @@ def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_fac
     if num_partitions is None or int(num_partitions) <= 0:
         raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {num_partitions}")
     if replication_factor is None or int(replication_factor) <= 0:
-        raise InvalidReplicationFactorError(
-            f"replication factor must be larger than 0, got {replication_factor}")
+        raise InvalidReplicationFactorError(f"replication factor must be larger than 0, got {replication_factor}")
     n = len(ids)
     if replication_factor > n:
         raise InvalidReplicationFactorError(
             f"replication factor: {replication_factor} larger than available brokers: {n}"
-            + (f" (live brokers {ids})" if ids else ""))
+            + (f" (live brokers {ids})" if ids else "")
+        )
     rng = rng or random
     start = start_index if start_index is not None else rng.randrange(n)
     shift = replica_shift if replica_shift is not None else rng.randrange(n)
@@ -109,8 +118,9 @@ def assign_replicas(brokers: Iterable[int], num_partitions: int, replication_fac
         unknown = [b for b in ids if not racks.get(b)]
         if unknown:
             raise InvalidReplicaAssignmentError(f"no rack known for broker(s) {unknown}")
-        return _assign_rack_aware({b: racks[b] for b in ids}, int(num_partitions), int(replication_factor),
-                                  start, shift)
+        return _assign_rack_aware(
+            {b: racks[b] for b in ids}, int(num_partitions), int(replication_factor), start, shift
+        )
     out: dict[int, list[int]] = {}
     for p in range(int(num_partitions)):
         if p > 0 and p % n == 0:
@@ -150,12 +160,14 @@ def placement_racks(racks: dict[int, str | None], rack_aware: bool = True) -> di
     if missing:
         raise InvalidReplicaAssignmentError(
             f"Not all brokers have rack information for replica rack aware assignment (brokers without "
-            f"broker.rack: {missing}); use --disable-rack-aware to ignore racks")
+            f"broker.rack: {missing}); use --disable-rack-aware to ignore racks"
+        )
     return {b: str(r) for b, r in racks.items()}
 
 
-def _assign_rack_aware(racks: dict[int, str], num_partitions: int, replication_factor: int, start: int,
-                       shift: int) -> dict[int, list[int]]:
+def _assign_rack_aware(
+    racks: dict[int, str], num_partitions: int, replication_factor: int, start: int, shift: int
+) -> dict[int, list[int]]:
     arranged = rack_alternated_brokers(racks)
     n = len(arranged)
     num_racks = len(set(racks.values()))
@@ -225,7 +237,8 @@ def validate_topic_configs(configs: Mapping[str, object] | None) -> dict[str, st
     for name, value in (configs or {}).items():
         if name not in TOPIC_CONFIGS:
             raise InvalidConfigError(
-                f"unknown topic config {name!r}; expected one of: {', '.join(sorted(TOPIC_CONFIGS))}")
+                f"unknown topic config {name!r}; expected one of: {', '.join(sorted(TOPIC_CONFIGS))}"
+            )
         if value is None:
             raise InvalidConfigError(f"topic config {name!r} has no value")
         if isinstance(value, bool):
@@ -257,7 +270,8 @@ def validate_topic_configs(configs: Mapping[str, object] | None) -> dict[str, st
             items = [i.strip() for i in text.split(",") if i.strip()]
             if not items or any(i not in rule for i in items):
                 raise InvalidConfigError(
-                    f"topic config {name!r} expects a comma-separated list of {', '.join(rule)}, got {text!r}")
+                    f"topic config {name!r} expects a comma-separated list of {', '.join(rule)}, got {text!r}"
+                )
             text = ",".join(sorted(set(items)))  # canonical: "compact", "delete" or "compact,delete"
         elif kind == _STR and rule is not None and text not in rule:
             raise InvalidConfigError(f"topic config {name!r} expects one of {', '.join(rule)}, got {text!r}")

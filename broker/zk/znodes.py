@@ -49,6 +49,7 @@ Only a v1 registration (no ``endpoints``) falls back to ``host``/``port``.
 
 Thread-safety: stateless; every function may be called from any thread.
 """
+
 from __future__ import annotations
 
 import base64
@@ -75,8 +76,7 @@ class ZkDataError(ZooKeeperError, ValueError):
 
     retriable = False
 
-    def __init__(self, path: str, expected: str, data: bytes | None, *, read: str | None = None,
-                 detail: str = ""):
+    def __init__(self, path: str, expected: str, data: bytes | None, *, read: str | None = None, detail: str = ""):
         self.path = path
         self.data = data
         shown = repr(data[:200] if isinstance(data, (bytes, bytearray)) else data)
@@ -161,8 +161,9 @@ class BrokerRegistration:
     features: dict | None = None
 
     @classmethod
-    def for_listeners(cls, listeners, host: str | None, port: int | None, *, rack: str | None = None,
-                      timestamp_ms: int = 0) -> BrokerRegistration:
+    def for_listeners(
+        cls, listeners, host: str | None, port: int | None, *, rack: str | None = None, timestamp_ms: int = 0
+    ) -> BrokerRegistration:
         """A v4 registration of ``listeners`` (``["PLAINTEXT://h:9092", ...]``); a listener whose
         name is not a security protocol is mapped to PLAINTEXT."""
         eps = []
@@ -206,8 +207,9 @@ class BrokerRegistration:
             return e.host, e.port
         if not self.endpoints and listener_name is None and self.host is not None and self.port >= 0:
             return self.host, self.port  # v1: no endpoints, host/port is the PLAINTEXT address
-        raise ZkDataError(path, f"an endpoint of listener {listener_name or 'PLAINTEXT'}",
-                          encode_broker_registration(self))
+        raise ZkDataError(
+            path, f"an endpoint of listener {listener_name or 'PLAINTEXT'}", encode_broker_registration(self)
+        )
 
 
 def encode_broker_registration(reg: BrokerRegistration) -> bytes:
@@ -244,10 +246,16 @@ def decode_broker_registration(data: bytes, path: str = paths.broker_id_placehol
     rack = obj.get("rack")
     jmx = obj.get("jmx_port")
     features = obj.get("features")
-    return BrokerRegistration(tuple(eps), host, port, None if rack is None else str(rack),
-                              -1 if jmx is None else _int(jmx, path, "jmx_port", data),
-                              str(obj.get("timestamp", "0")), version,
-                              dict(features) if isinstance(features, dict) else None)
+    return BrokerRegistration(
+        tuple(eps),
+        host,
+        port,
+        None if rack is None else str(rack),
+        -1 if jmx is None else _int(jmx, path, "jmx_port", data),
+        str(obj.get("timestamp", "0")),
+        version,
+        dict(features) if isinstance(features, dict) else None,
+    )
 
 
 # ---------------------------------------------------------------------------- topics
@@ -279,8 +287,15 @@ def encode_topic_assignment(assignment: Mapping[int, list], topic_id: uuid.UUID 
     parts = {str(p): [int(b) for b in r] for p, r in sorted(assignment.items())}
     if topic_id is None:
         return _dumps({"version": 1, "partitions": parts})
-    return _dumps({"version": 3, "topic_id": topic_id_str(topic_id), "partitions": parts,
-                   "adding_replicas": {}, "removing_replicas": {}})
+    return _dumps(
+        {
+            "version": 3,
+            "topic_id": topic_id_str(topic_id),
+            "partitions": parts,
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
 
 
 def decode_topic_id(data: bytes, path: str) -> uuid.UUID | None:
@@ -339,19 +354,28 @@ class LeaderAndIsr:
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:
-    return _dumps({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": state.version,
-                   "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+    return _dumps(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": state.version,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
 
 
 def decode_partition_state(data: bytes, path: str) -> LeaderAndIsr:
     obj = _object(data, path, "partition state")
     if "leader" not in obj:
         raise ZkDataError(path, '{"leader":...,"leader_epoch":...,"isr":[...]}', data)
-    return LeaderAndIsr(_int(obj["leader"], path, "leader", data),
-                        _int(obj.get("leader_epoch", 0), path, "leader_epoch", data),
-                        tuple(_int_list(obj.get("isr") or [], path, "isr", data)),
-                        _int(obj.get("controller_epoch", 1), path, "controller_epoch", data),
-                        _int(obj.get("version", 1), path, "version", data))
+    return LeaderAndIsr(
+        _int(obj["leader"], path, "leader", data),
+        _int(obj.get("leader_epoch", 0), path, "leader_epoch", data),
+        tuple(_int_list(obj.get("isr") or [], path, "isr", data)),
+        _int(obj.get("controller_epoch", 1), path, "controller_epoch", data),
+        _int(obj.get("version", 1), path, "version", data),
+    )
 
 
 def encode_topic_config(config: Mapping[str, str]) -> bytes:
@@ -394,8 +418,14 @@ class ProducerIdBlock:
 
 
 def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
-    return _dumps({"version": block.version, "broker": block.broker,
-                   "block_start": str(block.block_start), "block_end": str(block.block_end)})
+    return _dumps(
+        {
+            "version": block.version,
+            "broker": block.broker,
+            "block_start": str(block.block_start),
+            "block_end": str(block.block_end),
+        }
+    )
 
 
 def decode_producer_id_block(data: bytes, path: str = paths.LATEST_PRODUCER_ID_BLOCK) -> ProducerIdBlock:
@@ -403,10 +433,12 @@ def decode_producer_id_block(data: bytes, path: str = paths.LATEST_PRODUCER_ID_B
     obj = _object(data, path, expected)
     if "block_end" not in obj:
         raise ZkDataError(path, expected, data)
-    return ProducerIdBlock(_int(obj.get("broker", -1), path, "broker", data),
-                           _int(obj.get("block_start", 0), path, "block_start", data),
-                           _int(obj["block_end"], path, "block_end", data),
-                           _int(obj.get("version", 1), path, "version", data))
+    return ProducerIdBlock(
+        _int(obj.get("broker", -1), path, "broker", data),
+        _int(obj.get("block_start", 0), path, "block_start", data),
+        _int(obj["block_end"], path, "block_end", data),
+        _int(obj.get("version", 1), path, "version", data),
+    )
 
 
 # ---------------------------------------------------------------------------- ZooKeeper consumer groups
@@ -438,8 +470,14 @@ class ConsumerRegistration:
 
 
 def encode_consumer_registration(reg: ConsumerRegistration) -> bytes:
-    return _dumps({"version": reg.version, "subscription": dict(reg.subscription), "pattern": reg.pattern,
-                   "timestamp": reg.timestamp})
+    return _dumps(
+        {
+            "version": reg.version,
+            "subscription": dict(reg.subscription),
+            "pattern": reg.pattern,
+            "timestamp": reg.timestamp,
+        }
+    )
 
 
 def decode_consumer_registration(data: bytes, path: str = paths.consumer_id("?", "?")) -> ConsumerRegistration:
@@ -457,25 +495,53 @@ def decode_consumer_registration(data: bytes, path: str = paths.consumer_id("?",
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ZkDataError(path, f"a stream count >= 1 for {k!r}", data, read=repr(v))
         sub[str(k)] = v
-    return ConsumerRegistration(sub, pattern, str(obj.get("timestamp", "0")),
-                                _int(obj.get("version", CONSUMER_REGISTRATION_VERSION), path, "version", data))
+    return ConsumerRegistration(
+        sub,
+        pattern,
+        str(obj.get("timestamp", "0")),
+        _int(obj.get("version", CONSUMER_REGISTRATION_VERSION), path, "version", data),
+    )
 
 
 __all__ = [
-    "BROKER_INFO_VERSION", "CONSUMER_REGISTRATION_VERSION", "BrokerRegistration", "ConsumerRegistration",
-    "EndPoint", "LeaderAndIsr", "ProducerIdBlock", "ZkDataError",
-    "decode_broker_registration", "decode_cluster_id", "decode_config_change", "decode_consumer_offset",
-    "decode_consumer_registration", "decode_partition_state", "decode_producer_id_block",
-    "decode_topic_assignment", "decode_topic_config",
-    "encode_broker_registration", "encode_cluster_id", "encode_config_change", "encode_consumer_offset",
-    "encode_consumer_registration", "encode_partition_state", "encode_producer_id_block",
-    "encode_topic_assignment", "encode_topic_config", "partition_count",
-    "decode_topic_id", "new_topic_id", "parse_topic_id", "topic_id_str", "with_topic_id",
+    "BROKER_INFO_VERSION",
+    "CONSUMER_REGISTRATION_VERSION",
+    "BrokerRegistration",
+    "ConsumerRegistration",
+    "EndPoint",
+    "LeaderAndIsr",
+    "ProducerIdBlock",
+    "ZkDataError",
+    "decode_broker_registration",
+    "decode_cluster_id",
+    "decode_config_change",
+    "decode_consumer_offset",
+    "decode_consumer_registration",
+    "decode_partition_state",
+    "decode_producer_id_block",
+    "decode_topic_assignment",
+    "decode_topic_config",
+    "encode_broker_registration",
+    "encode_cluster_id",
+    "encode_config_change",
+    "encode_consumer_offset",
+    "encode_consumer_registration",
+    "encode_partition_state",
+    "encode_producer_id_block",
+    "encode_topic_assignment",
+    "encode_topic_config",
+    "partition_count",
+    "decode_topic_id",
+    "new_topic_id",
+    "parse_topic_id",
+    "topic_id_str",
+    "with_topic_id",
     "encode_isr_change_notification",
 ]
 
 
 # ------------------------------------------------------------------ the controller's znodes
+
 
 @dataclass(frozen=True)
 class ControllerRegistration:
@@ -540,9 +606,15 @@ def decode_partition_list(data: bytes, path: str) -> list[tuple[str, int]]:
 def encode_reassignment(assignment: Mapping[tuple[str, int], list]) -> bytes:
     """``/admin/reassign_partitions`` and the tools' JSON (Kafka's ``ReassignPartitionsZNode``):
     ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}``."""
-    return _dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": int(p), "replicas": [int(r) for r in replicas]}
-        for (t, p), replicas in sorted(assignment.items())]})
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": int(p), "replicas": [int(r) for r in replicas]}
+                for (t, p), replicas in sorted(assignment.items())
+            ],
+        }
+    )
 
 
 def decode_reassignment(data: bytes, path: str) -> dict[tuple[str, int], list[int]]:
@@ -555,8 +627,12 @@ def decode_reassignment(data: bytes, path: str) -> dict[tuple[str, int], list[in
         raise ZkDataError(path, expected, data)
     out: dict[tuple[str, int], list[int]] = {}
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("topic"), str) or "partition" not in item \
-                or "replicas" not in item:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("topic"), str)
+            or "partition" not in item
+            or "replicas" not in item
+        ):
             raise ZkDataError(path, expected, data, read=repr(item))
         tp = (item["topic"], _int(item["partition"], path, "partition", data))
         if tp in out:

@@ -1,4 +1,5 @@
 """Command-line tools of the connector: console producer / consumer (and consumer groups)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,9 +13,9 @@ __all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
 
 _EXAMPLES = {
     "pyklog-console-producer": "example:\n  pyklog-console-producer --bootstrap-server localhost:9092 --topic events "
-                               "--property parse.key=true --property key.separator=:",
+    "--property parse.key=true --property key.separator=:",
     "pyklog-console-consumer": "example:\n  pyklog-console-consumer --bootstrap-server localhost:9092 --topic events "
-                               "--from-beginning --group my-group --property print.key=true",
+    "--from-beginning --group my-group --property print.key=true",
 }
 
 
@@ -38,8 +39,9 @@ def console_tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def setup_logging() -> None:
     """Warnings and errors of the library on stderr (stdout carries the tool's data)."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def parse_properties(items, option: str = "--property") -> dict[str, str]:

@@ -28,6 +28,7 @@ Example::
     pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers --entity-default \\
         --alter --add-config log.retention.ms=86400000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,19 +40,29 @@ from pyklog.broker.errors import PyklogError, UnknownTopicOrPartitionError, Unsu
 from pyklog.connector.cli import setup_logging
 
 TOPIC, BROKER = 2, 4
-SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
 SET, DELETE = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-configs", "Describe and alter topic and broker configs.",
-                    "example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
-                    "--entity-name orders --alter --add-config retention.ms=60000\n"
-                    "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
-                    "--entity-default --alter --add-config log.retention.ms=86400000\n"
-                    "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
-                    "--entity-name 0 --describe --all")
+    p = tool_parser(
+        "pyklog-configs",
+        "Describe and alter topic and broker configs.",
+        "example:\n  pyklog-configs --bootstrap-server localhost:9092 --entity-type topics "
+        "--entity-name orders --alter --add-config retention.ms=60000\n"
+        "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+        "--entity-default --alter --add-config log.retention.ms=86400000\n"
+        "  pyklog-configs --bootstrap-server localhost:9092 --entity-type brokers "
+        "--entity-name 0 --describe --all",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers")
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="topics only: overrides in ZooKeeper")
@@ -90,7 +101,7 @@ def _entity(a):
     if a.broker:
         return "brokers", a.broker
     if not a.entity_type:
-        raise UsageError("Missing required argument \"[entity-type]\"")
+        raise UsageError('Missing required argument "[entity-type]"')
     if a.entity_default:
         if a.entity_type != "brokers":
             raise UsageError("--entity-default applies to brokers only")
@@ -107,9 +118,11 @@ def _label(etype, name) -> str:
 def _entry_line(e) -> str:
     sensitive = bool(e.get("is_sensitive"))
     value = "null" if sensitive or e.get("value") is None else e["value"]
-    syn = ", ".join(f"{SOURCES.get(int(s.get('source', 0)), 'UNKNOWN')}:{s['name']}="
-                    f"{'null' if sensitive or s.get('value') is None else s['value']}"
-                    for s in e.get("synonyms") or [])
+    syn = ", ".join(
+        f"{SOURCES.get(int(s.get('source', 0)), 'UNKNOWN')}:{s['name']}="
+        f"{'null' if sensitive or s.get('value') is None else s['value']}"
+        for s in e.get("synonyms") or []
+    )
     return f"  {e['name']}={value} sensitive={str(sensitive).lower()} synonyms={{{syn}}}"
 
 
@@ -161,8 +174,11 @@ def alter(admin, etype, name, add, delete) -> None:
             current.pop(k, None)
         current.update(add)
         admin.alter_configs(rtype, name, current)
-    print(f"Completed updating config for {_label(etype, name)}." if name != ""
-          else "Completed updating default config for brokers in the cluster.")
+    print(
+        f"Completed updating config for {_label(etype, name)}."
+        if name != ""
+        else "Completed updating default config for brokers in the cluster."
+    )
 
 
 def run_zookeeper(a, etype, name, add, delete) -> None:
@@ -205,7 +221,11 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
     if a.describe:
         config, _ = configs.broker_config(name)
         source = 2 if name else 3
-        print("Default configs for brokers in the cluster are:" if name == "" else f"Dynamic configs for broker {name} are:")
+        print(
+            "Default configs for brokers in the cluster are:"
+            if name == ""
+            else f"Dynamic configs for broker {name} are:"
+        )
         for k, v in sorted(config.items()):
             print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": source}]}))
         return
@@ -216,8 +236,11 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
         if k not in DYNAMIC_CONFIGS:  # an unknown or read-only name: refused by name
             validate_dynamic_configs(name, {k: ""})
     configs.alter_broker_config(name, add, delete, validate=lambda new: validate_dynamic_configs(name, new))
-    print("Completed updating default config for brokers in the cluster." if name == ""
-          else f"Completed updating config for broker {name}.")
+    print(
+        "Completed updating default config for brokers in the cluster."
+        if name == ""
+        else f"Completed updating config for broker {name}."
+    )
 
 
 @reports_errors()
@@ -233,8 +256,11 @@ def main(argv=None) -> int:
         if not add and not delete:
             raise UsageError("--alter needs --add-config or --delete-config")
         if name is None:
-            raise UsageError("an entity name must be specified with --alter of topics" if etype == "topics"
-                             else "--alter of brokers needs --entity-name or --entity-default")
+            raise UsageError(
+                "an entity name must be specified with --alter of topics"
+                if etype == "topics"
+                else "--alter of brokers needs --entity-name or --entity-default"
+            )
         if set(add) & set(delete):
             raise UsageError(f"Invalid alter config: {sorted(set(add) & set(delete))} are both added and deleted")
     elif add or delete:

@@ -22,6 +22,7 @@ for the group without joining it (the group shows as Empty in pyklog-consumer-gr
 ``client.id``, ``auto.offset.reset``, ``enable.auto.commit``, ``auto.commit.interval.ms``,
 ``isolation.level``, ``max.partition.fetch.bytes``; others are reported and ignored.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,23 +39,38 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--partition", type=int, default=None, help="read only this partition")
     ap.add_argument("--offset", default=None, help="start offset (number, earliest, latest); needs --partition")
     ap.add_argument("--max-messages", type=int, default=None, help="exit after this many records")
-    ap.add_argument("--timeout-ms", type=int, default=None,
-                    help="exit when no record arrived for this long")
-    ap.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
-                    help="formatter property: print.key, key.separator, print.offset, ...")
-    ap.add_argument("--isolation-level", default="read_uncommitted",
-                    choices=["read_uncommitted", "read_committed"])
+    ap.add_argument("--timeout-ms", type=int, default=None, help="exit when no record arrived for this long")
+    ap.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="formatter property: print.key, key.separator, print.offset, ...",
+    )
+    ap.add_argument("--isolation-level", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
     ap.add_argument("--max-partition-fetch-bytes", type=int, default=None)
     ap.add_argument("--group", help="the consumer group: start at its committed offsets and commit")
-    ap.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
-                    help="consumer config (group.id, auto.offset.reset, enable.auto.commit, ...)")
+    ap.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="consumer config (group.id, auto.offset.reset, enable.auto.commit, ...)",
+    )
     ap.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="consumer configs file")
     return ap
 
 
-KNOWN_CONSUMER_PROPS = {"group.id", "client.id", "auto.offset.reset", "enable.auto.commit",
-                        "auto.commit.interval.ms", "isolation.level", "max.partition.fetch.bytes",
-                        "bootstrap.servers"}
+KNOWN_CONSUMER_PROPS = {
+    "group.id",
+    "client.id",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "isolation.level",
+    "max.partition.fetch.bytes",
+    "bootstrap.servers",
+}
 
 
 def consumer_settings(args) -> dict:
@@ -73,8 +89,10 @@ def consumer_settings(args) -> dict:
         print(f"WARN The configuration '{k}' was supplied but isn't a known config.", file=sys.stderr)
     if args.group:
         if props.get("group.id") not in (None, args.group):
-            raise ValueError(f"Option [group] cannot be set along with a different group.id "
-                             f"({props['group.id']!r}) in the consumer properties")
+            raise ValueError(
+                f"Option [group] cannot be set along with a different group.id "
+                f"({props['group.id']!r}) in the consumer properties"
+            )
         props["group.id"] = args.group
     if props.get("auto.offset.reset", "latest") not in ("earliest", "latest", "none"):
         raise ValueError(f"auto.offset.reset: expected earliest, latest or none, got {props['auto.offset.reset']!r}")
@@ -83,7 +101,9 @@ def consumer_settings(args) -> dict:
     if args.isolation_level != "read_uncommitted" or "isolation.level" not in props:
         props["isolation.level"] = args.isolation_level
     if props["isolation.level"] not in ("read_uncommitted", "read_committed"):
-        raise ValueError(f"isolation.level: expected read_uncommitted or read_committed, got {props['isolation.level']!r}")
+        raise ValueError(
+            f"isolation.level: expected read_uncommitted or read_committed, got {props['isolation.level']!r}"
+        )
     if args.max_partition_fetch_bytes is not None:
         props["max.partition.fetch.bytes"] = str(args.max_partition_fetch_bytes)
     for k in ("max.partition.fetch.bytes", "auto.commit.interval.ms"):
@@ -92,8 +112,9 @@ def consumer_settings(args) -> dict:
     if props.get("enable.auto.commit", "true").lower() not in ("true", "false"):
         raise ValueError(f"enable.auto.commit: expected true or false, got {props['enable.auto.commit']!r}")
     if "group.id" in props and args.offset is not None:
-        raise ValueError("Options --group (group.id) and --offset cannot be used together: "
-                         "the group's committed offsets decide")
+        raise ValueError(
+            "Options --group (group.id) and --offset cannot be used together: the group's committed offsets decide"
+        )
     return props
 
 
@@ -113,8 +134,9 @@ class Formatter:
     def format(self, r) -> bytes:
         parts = []
         if self.print_timestamp:
-            parts.append(("CreateTime:" if r.timestamp_type == 0 else "LogAppendTime:").encode()
-                         + str(r.timestamp).encode())
+            parts.append(
+                ("CreateTime:" if r.timestamp_type == 0 else "LogAppendTime:").encode() + str(r.timestamp).encode()
+            )
         if self.print_partition:
             parts.append(b"Partition:" + str(r.partition).encode())
         if self.print_offset:
@@ -148,9 +170,13 @@ def main(argv=None) -> int:
     commit_every = int(props.get("auto.commit.interval.ms", 5000)) / 1000.0
     out = sys.stdout.buffer
     try:
-        consumer = SimpleConsumer(args.bootstrap_server, args.zookeeper,
-                                  client_id=props.get("client.id", "pyklog-console-consumer"),
-                                  isolation_level=props["isolation.level"], max_wait_ms=200)
+        consumer = SimpleConsumer(
+            args.bootstrap_server,
+            args.zookeeper,
+            client_id=props.get("client.id", "pyklog-console-consumer"),
+            isolation_level=props["isolation.level"],
+            max_wait_ms=200,
+        )
     except PyklogError as e:
         print(f"pyklog-console-consumer: {e}", file=sys.stderr)
         return 1
@@ -171,8 +197,11 @@ def main(argv=None) -> int:
                 try:
                     start = int(o)
                 except ValueError:
-                    print(f"pyklog-console-consumer: --offset: expected a number, earliest or latest, "
-                          f"got {args.offset!r}", file=sys.stderr)
+                    print(
+                        f"pyklog-console-consumer: --offset: expected a number, earliest or latest, "
+                        f"got {args.offset!r}",
+                        file=sys.stderr,
+                    )
                     return 1
             positions = {(topic, args.partition): start}
         else:
@@ -183,8 +212,10 @@ def main(argv=None) -> int:
                 committed_at = dict(positions)
             missing = [tp for tp in tps if tp not in positions]
             if missing and props.get("auto.offset.reset") == "none":
-                raise PyklogError(f"NoOffsetForPartitionException: undefined offset with no reset policy for "
-                                  f"partitions: {', '.join(f'{t}-{p}' for t, p in missing)}")
+                raise PyklogError(
+                    f"NoOffsetForPartitionException: undefined offset with no reset policy for "
+                    f"partitions: {', '.join(f'{t}-{p}' for t, p in missing)}"
+                )
             ts = -2 if props.get("auto.offset.reset") == "earliest" else -1
             if missing:
                 positions.update(consumer.list_offsets(dict.fromkeys(missing, ts)))
@@ -192,14 +223,16 @@ def main(argv=None) -> int:
         last_commit = time.monotonic()
         mb = int(props.get("max.partition.fetch.bytes", 1048576))
         while True:
-            results = consumer.multi_fetch({tp: (off, mb) for tp, off in positions.items()},
-                                           raise_errors=False)
+            results = consumer.multi_fetch({tp: (off, mb) for tp, off in positions.items()}, raise_errors=False)
             got = 0
             for tp, r in sorted(results.items()):
                 if isinstance(r, OffsetOutOfRangeError):
                     reset = r.log_start_offset if r.log_start_offset is not None else 0
-                    print(f"pyklog-console-consumer: offset {positions[tp]} of {tp[0]}-{tp[1]} out of range, "
-                          f"reset to {reset}", file=sys.stderr)
+                    print(
+                        f"pyklog-console-consumer: offset {positions[tp]} of {tp[0]}-{tp[1]} out of range, "
+                        f"reset to {reset}",
+                        file=sys.stderr,
+                    )
                     positions[tp] = reset
                     continue
                 if isinstance(r, Exception):
@@ -210,9 +243,11 @@ def main(argv=None) -> int:
                     got += 1
                     if args.max_messages is not None and count >= args.max_messages:
                         break
-                positions[tp] = r.records[-1].offset + 1 if (
-                    args.max_messages is not None and count >= args.max_messages and r.records) \
+                positions[tp] = (
+                    r.records[-1].offset + 1
+                    if (args.max_messages is not None and count >= args.max_messages and r.records)
                     else r.next_offset
+                )
                 if args.max_messages is not None and count >= args.max_messages:
                     break
             out.flush()
@@ -236,8 +271,9 @@ def main(argv=None) -> int:
             try:
                 _commit(consumer, group, positions, committed_at)
             except PyklogError as e:
-                print(f"pyklog-console-consumer: committing the offsets of group {group!r} failed: {e}",
-                      file=sys.stderr)
+                print(
+                    f"pyklog-console-consumer: committing the offsets of group {group!r} failed: {e}", file=sys.stderr
+                )
                 status = 1
         consumer.close()
         print(f"Processed a total of {count} messages", file=sys.stderr)

@@ -11,6 +11,7 @@ without a key separator instead of failing), ``null.marker`` (a key/value equal 
 null).  ``--producer-property k=v`` passes any producer config.  Exit status 1 on a delivery error
 or a malformed line (the lines before it are delivered).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,13 +23,28 @@ from pyklog.connector.cli import console_tool_parser, parse_properties, setup_lo
 
 def build_parser() -> argparse.ArgumentParser:
     ap = console_tool_parser("pyklog-console-producer", "Read lines from stdin and produce them to a topic.")
-    ap.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
-                    help="line reader property: parse.key, key.separator, parse.headers, ...")
-    ap.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
-                    help="producer config (Kafka names), e.g. linger.ms=10")
-    ap.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
-                    choices=["none", "gzip", "snappy", "lz4", "zstd"],
-                    help="compression codec (gzip when given without a value)")
+    ap.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="line reader property: parse.key, key.separator, parse.headers, ...",
+    )
+    ap.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer config (Kafka names), e.g. linger.ms=10",
+    )
+    ap.add_argument(
+        "--compression-codec",
+        nargs="?",
+        const="gzip",
+        default=None,
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        help="compression codec (gzip when given without a value)",
+    )
     ap.add_argument("--request-required-acks", default=None, help="acks: 0, 1, -1 or all")
     ap.add_argument("--sync", action="store_true", help="send each line synchronously")
     ap.add_argument("--batch-size", type=int, default=None)
@@ -77,8 +93,7 @@ class LineReader:
             k, sep, v = line.partition(self.key_sep)
             if not sep:
                 if not self.ignore_error:
-                    raise ValueError(f"line {lineno}: no key separator {self.key_sep!r} found "
-                                     f"(parse.key=true)")
+                    raise ValueError(f"line {lineno}: no key separator {self.key_sep!r} found (parse.key=true)")
                 k, v = None, line
             key = None if k is None else self._nullable(k)
             line = v
@@ -94,8 +109,9 @@ def main(argv=None) -> int:
     from pyklog.connector.producer import Producer
 
     config = dict(pprops)
-    config["bootstrap.servers" if args.bootstrap_server else "zookeeper.connect"] = \
+    config["bootstrap.servers" if args.bootstrap_server else "zookeeper.connect"] = (
         args.bootstrap_server or args.zookeeper
+    )
     config.setdefault("client.id", "pyklog-console-producer")
     if args.compression_codec:
         config["compression.type"] = args.compression_codec
@@ -130,8 +146,9 @@ def main(argv=None) -> int:
             if args.sync:
                 producer.send_sync(args.topic, value, key, partition=args.partition, headers=headers)
             else:
-                producer.produce(args.topic, value, key, partition=args.partition, headers=headers,
-                                 on_delivery=on_delivery)
+                producer.produce(
+                    args.topic, value, key, partition=args.partition, headers=headers, on_delivery=on_delivery
+                )
             if errors:
                 break
         producer.flush()

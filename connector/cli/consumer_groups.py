@@ -37,6 +37,7 @@ Example::
 
     pyklog-consumer-groups --bootstrap-server localhost:9092 --describe --group my-group
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,28 +68,44 @@ EXAMPLE = """example:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-consumer-groups", "List, describe, reset and delete consumer groups (broker groups and "
-                    "ZooKeeper groups).", EXAMPLE)
+    p = tool_parser(
+        "pyklog-consumer-groups",
+        "List, describe, reset and delete consumer groups (broker groups and ZooKeeper groups).",
+        EXAMPLE,
+    )
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED (unless --zookeeper): the brokers")
-    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                   help="ZooKeeper of the cluster: also list/describe the ZooKeeper consumer groups")
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="ZooKeeper of the cluster: also list/describe the ZooKeeper consumer groups",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe consumer group(s)")
     action.add_argument("--reset-offsets", action="store_true", help="reset offsets of consumer group(s)")
     action.add_argument("--delete", action="store_true", help="delete consumer group(s)")
-    action.add_argument("--delete-offsets", action="store_true",
-                        help="delete a group's committed offsets of --topic T[:P,...] (OffsetDelete)")
+    action.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="delete a group's committed offsets of --topic T[:P,...] (OffsetDelete)",
+    )
     p.add_argument("--group", action="append", default=[], help="the consumer group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="apply to all consumer groups")
     p.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    p.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                   help="with --describe: the group's state; with --list: each group's state, optionally only "
-                        "these (comma-separated, e.g. Stable,Empty)")
+    p.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATES",
+        help="with --describe: the group's state; with --list: each group's state, optionally only "
+        "these (comma-separated, e.g. Stable,Empty)",
+    )
     p.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's assignment")
-    p.add_argument("--topic", action="append", default=[],
-                   help="with --reset-offsets: TOPIC or TOPIC:P1,P2 (repeatable)")
+    p.add_argument(
+        "--topic", action="append", default=[], help="with --reset-offsets: TOPIC or TOPIC:P1,P2 (repeatable)"
+    )
     p.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group committed")
     sc = p.add_mutually_exclusive_group()
     sc.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
@@ -96,24 +113,42 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--to-current", action="store_true", help="reset to the committed offset")
     sc.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N (bounded by the log)")
     sc.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (+/-)")
-    sc.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
-                    help="reset to the first offset at or after this time (UTC unless a zone is given)")
+    sc.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset to the first offset at or after this time (UTC unless a zone is given)",
+    )
     sc.add_argument("--by-duration", metavar="PnDTnHnMnS", help="reset to the offset this long ago")
-    sc.add_argument("--from-file", metavar="CSV", help="reset to the offsets of this CSV (topic,partition,offset "
-                                                        "or group,topic,partition,offset, as --export writes)")
+    sc.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="reset to the offsets of this CSV (topic,partition,offset "
+        "or group,topic,partition,offset, as --export writes)",
+    )
     p.add_argument("--export", action="store_true", help="with --reset-offsets: print the plan as CSV")
-    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
-                   help="with --list: each group's type, optionally only these (classic,consumer)")
+    p.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TYPES",
+        help="with --list: each group's type, optionally only these (classic,consumer)",
+    )
     ex = p.add_mutually_exclusive_group()
     ex.add_argument("--dry-run", action="store_true", help="only show the result (the default)")
     ex.add_argument("--execute", action="store_true", help="commit the new offsets")
-    p.add_argument("--offsets-storage", choices=("zookeeper", "kafka"), default=None,
-                   help="ZooKeeper groups: read committed offsets only from there (default: both)")
+    p.add_argument(
+        "--offsets-storage",
+        choices=("zookeeper", "kafka"),
+        default=None,
+        help="ZooKeeper groups: read committed offsets only from there (default: both)",
+    )
     p.add_argument("--timeout", type=int, default=5000, metavar="MS", help="timeout of each call (ms)")
     return p
 
 
 # ---------------------------------------------------------------------------------------- time
+
 
 def parse_datetime(s: str) -> int:
     """Kafka's ``--to-datetime`` forms: ``YYYY-MM-DDTHH:mm:SS[.sss][Z|+hh:mm|-hh:mm]`` -> ms (UTC
@@ -147,6 +182,7 @@ def parse_duration(s: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------- ZooKeeper groups
+
 
 def _children(zk, path):
     try:
@@ -284,6 +320,7 @@ def _log_end_offsets(client, tps) -> dict:
 
 # ---------------------------------------------------------------------------------------- the command
 
+
 class GroupCommand:
     """One run of the tool: a broker admin client (``--bootstrap-server``, or the brokers of
     ``--zookeeper``) and, with ``--zookeeper``, a ZooKeeper session for the ZooKeeper groups."""
@@ -306,10 +343,12 @@ class GroupCommand:
         from pyklog.connector.admin import AdminClient
 
         try:
-            self.admin = AdminClient(args.bootstrap_server or None,
-                                     None if args.bootstrap_server else args.zookeeper,
-                                     client_id="pyklog-consumer-groups",
-                                     request_timeout_ms=max(args.timeout, 1000))
+            self.admin = AdminClient(
+                args.bootstrap_server or None,
+                None if args.bootstrap_server else args.zookeeper,
+                client_id="pyklog-consumer-groups",
+                request_timeout_ms=max(args.timeout, 1000),
+            )
         except PyklogError:
             if args.bootstrap_server:
                 raise
@@ -327,8 +366,11 @@ class GroupCommand:
         if self.admin is None:
             return []
         try:
-            return [g.group_id for g in self.admin.list_groups(timeout_s=self.timeout_s)
-                    if g.protocol_type in ("consumer", "")]
+            return [
+                g.group_id
+                for g in self.admin.list_groups(timeout_s=self.timeout_s)
+                if g.protocol_type in ("consumer", "")
+            ]
         except PyklogError as e:
             if self.args.bootstrap_server:
                 raise
@@ -364,8 +406,10 @@ class GroupCommand:
         known = {"stable", "empty", "preparingrebalance", "completingrebalance", "dead"}
         bad = sorted(wanted - known)
         if bad:
-            raise UsageError(f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
-                              f"PreparingRebalance, CompletingRebalance, Dead")
+            raise UsageError(
+                f"Invalid state list '{state_filter}'. Valid states are: Stable, Empty, "
+                f"PreparingRebalance, CompletingRebalance, Dead"
+            )
         types = {x.strip().lower() for x in (type_filter or "").split(",") if x.strip()}
         bad = sorted(types - {"classic", "consumer", "zookeeper"})
         if bad:
@@ -381,8 +425,11 @@ class GroupCommand:
             rows.append((g, gtype, st))
         width = max([15] + [len(g) for g, _, _ in rows]) + 10
         show_type, show_state = type_filter is not None, state_filter is not None
-        header = ["GROUP".ljust(width)] + (["TYPE".ljust(20)] if show_type else []) + \
-            (["STATE".ljust(20)] if show_state else [])
+        header = (
+            ["GROUP".ljust(width)]
+            + (["TYPE".ljust(20)] if show_type else [])
+            + (["STATE".ljust(20)] if show_state else [])
+        )
         print(" ".join(header).rstrip())
         for g, gtype, st in rows:
             cells = [g.ljust(width)] + ([gtype.ljust(20)] if show_type else []) + ([st.ljust(20)] if show_state else [])
@@ -405,9 +452,20 @@ class GroupCommand:
         if self.is_zk_group(group):
             rows = describe_group(self.zk, group, self.args.offsets_storage, client)
             state = "Stable" if zk_members(self.zk, group) else "Empty"
-            return state, [(group, t, p, cur, end, lag, owner,
-                            owner and zk_member_host(group, owner), owner and zk_member_client_id(self.zk, group, owner))
-                           for t, p, cur, end, lag, owner in rows]
+            return state, [
+                (
+                    group,
+                    t,
+                    p,
+                    cur,
+                    end,
+                    lag,
+                    owner,
+                    owner and zk_member_host(group, owner),
+                    owner and zk_member_client_id(self.zk, group, owner),
+                )
+                for t, p, cur, end, lag, owner in rows
+            ]
         desc = self._describe_broker(group)
         if desc is None or desc.state == "Dead":
             return "Dead", []
@@ -423,8 +481,9 @@ class GroupCommand:
             cur, end = committed.get(tp), log_end.get(tp)
             lag = end - cur if cur is not None and end is not None else None
             m = owner.get(tp)
-            rows.append((group, tp[0], tp[1], cur, end, lag, m and m.member_id, m and m.host.lstrip("/"),
-                         m and m.client_id))
+            rows.append(
+                (group, tp[0], tp[1], cur, end, lag, m and m.member_id, m and m.host.lstrip("/"), m and m.client_id)
+            )
         # members without partitions get one row of their own, as Kafka's tool
         for m in desc.members:
             if not m.assignment:
@@ -445,10 +504,21 @@ class GroupCommand:
                 if not self._print_state_warning(g, state, rows):
                     failed = True
                     continue
-                _print_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                              "CONSUMER-ID", "HOST", "CLIENT-ID"],
-                             [[_s(v) for v in r] for r in rows],
-                             widths=[-15, -15, 10, 15, 15, 15, -15, -15, 0])
+                _print_table(
+                    [
+                        "GROUP",
+                        "TOPIC",
+                        "PARTITION",
+                        "CURRENT-OFFSET",
+                        "LOG-END-OFFSET",
+                        "LAG",
+                        "CONSUMER-ID",
+                        "HOST",
+                        "CLIENT-ID",
+                    ],
+                    [[_s(v) for v in r] for r in rows],
+                    widths=[-15, -15, 10, 15, 15, 15, -15, -15, 0],
+                )
         return 1 if failed else 0
 
     def _print_state_warning(self, group, state, rows=(1,)) -> bool:
@@ -473,14 +543,23 @@ class GroupCommand:
                         continue
                     owned.setdefault(cid, []).append((t, int(p)))
             for cid in zk_members(self.zk, group):
-                members.append((cid, zk_member_host(group, cid), zk_member_client_id(self.zk, group, cid),
-                                sorted(owned.get(cid, []))))
+                members.append(
+                    (
+                        cid,
+                        zk_member_host(group, cid),
+                        zk_member_client_id(self.zk, group, cid),
+                        sorted(owned.get(cid, [])),
+                    )
+                )
             state = "Stable" if members else "Empty"
         else:
             desc = self._describe_broker(group)
             state = "Dead" if desc is None else desc.state
-            members = [] if desc is None else [(m.member_id, m.host.lstrip("/"), m.client_id, m.assignment)
-                                               for m in desc.members]
+            members = (
+                []
+                if desc is None
+                else [(m.member_id, m.host.lstrip("/"), m.client_id, m.assignment) for m in desc.members]
+            )
         if not self._print_state_warning(group, state):
             return False
         header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
@@ -503,23 +582,40 @@ class GroupCommand:
             if desc is None or desc.state == "Dead":
                 return self._print_state_warning(group, "Dead")
             node, host, port = desc.coordinator
-            state, coord, strategy, n = desc.state, f"{host}:{port}  ({node})", desc.assignment_strategy or MISSING, \
-                len(desc.members)
+            state, coord, strategy, n = (
+                desc.state,
+                f"{host}:{port}  ({node})",
+                desc.assignment_strategy or MISSING,
+                len(desc.members),
+            )
         if state == "Empty":
             self._print_state_warning(group, state)
         cw = max(25, len(coord))
-        _print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                     [[group, coord, strategy, state, str(n)]], [-15, -cw, 20, 20, 0])
+        _print_table(
+            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [[group, coord, strategy, state, str(n)]],
+            [-15, -cw, 20, 20, 0],
+        )
         return True
 
     # -- --reset-offsets ------------------------------------------------------------------------------
     def reset(self) -> int:
         a = self.args
-        scenarios = [a.to_earliest, a.to_latest, a.to_current, a.to_offset is not None, a.shift_by is not None,
-                     a.to_datetime is not None, a.by_duration is not None, a.from_file is not None]
+        scenarios = [
+            a.to_earliest,
+            a.to_latest,
+            a.to_current,
+            a.to_offset is not None,
+            a.shift_by is not None,
+            a.to_datetime is not None,
+            a.by_duration is not None,
+            a.from_file is not None,
+        ]
         if not any(scenarios):
-            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
-                              "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
+            raise UsageError(
+                "--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
+                "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file"
+            )
         file_plan = read_reset_plan(a.from_file, self.target_groups()) if a.from_file is not None else None
         if not a.topic and not a.all_topics and file_plan is None:
             raise UsageError("--reset-offsets needs --topic or --all-topics")
@@ -533,16 +629,22 @@ class GroupCommand:
         elif a.by_duration is not None:
             ts = int(time.time() * 1000) - parse_duration(a.by_duration)
         if not a.dry_run and not a.execute:
-            print("WARN: No action will be performed as the --execute option is missing. "
-                  "Add --dry-run to keep this behaviour explicitly.", file=sys.stderr)
+            print(
+                "WARN: No action will be performed as the --execute option is missing. "
+                "Add --dry-run to keep this behaviour explicitly.",
+                file=sys.stderr,
+            )
         plan: dict = {}
         failed = False
         for g in self.target_groups():
             zk_group = self.is_zk_group(g)
             if zk_group:
                 if zk_members(self.zk, g):
-                    print(f"Error: Assignments can only be reset if the group '{g}' is inactive, but the current "
-                          f"state is Stable.", file=sys.stderr)
+                    print(
+                        f"Error: Assignments can only be reset if the group '{g}' is inactive, but the current "
+                        f"state is Stable.",
+                        file=sys.stderr,
+                    )
                     failed = True
                     continue
                 zk_offsets = zk_committed(self.zk, g, _zk_topics(self.zk, g))
@@ -555,8 +657,11 @@ class GroupCommand:
             else:
                 desc = self._describe_broker(g)
                 if desc.state not in ("Empty", "Dead"):
-                    print(f"Error: Assignments can only be reset if the group '{g}' is inactive, but the current "
-                          f"state is {desc.state}.", file=sys.stderr)
+                    print(
+                        f"Error: Assignments can only be reset if the group '{g}' is inactive, but the current "
+                        f"state is {desc.state}.",
+                        file=sys.stderr,
+                    )
                     failed = True
                     continue
                 committed = self.admin.list_group_offsets(g, timeout_s=self.timeout_s)
@@ -597,7 +702,7 @@ class GroupCommand:
                 known = set()
             missing += [f"{t}-{p}" for tt, p in sorted(offsets) if tt == t and p not in known]
         if missing:
-            raise PyklogError(f"The partitions \"{', '.join(missing)}\" do not exist")
+            raise PyklogError(f'The partitions "{", ".join(missing)}" do not exist')
 
     def _partitions_to_reset(self, committed) -> list:
         a = self.args
@@ -667,8 +772,10 @@ class GroupCommand:
         elif top.name == "GROUP_ID_NOT_FOUND":
             print(f"Error: '{group}' does not exist.", file=sys.stderr)
         elif top.name == "NON_EMPTY_GROUP":
-            print(f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
-                  file=sys.stderr)
+            print(
+                f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+                file=sys.stderr,
+            )
         elif top.name in ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION"):
             print("Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
         else:
@@ -810,10 +917,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not args.zookeeper:
         require(args, "bootstrap-server")
-    if (args.describe or args.delete or args.reset_offsets or args.delete_offsets) and not args.group \
-            and not args.all_groups:
-        raise UsageError("Option [describe|delete|reset-offsets] takes one of these options: "
-                         "[all-groups], [group]")
+    if (
+        (args.describe or args.delete or args.reset_offsets or args.delete_offsets)
+        and not args.group
+        and not args.all_groups
+    ):
+        raise UsageError("Option [describe|delete|reset-offsets] takes one of these options: [all-groups], [group]")
     if args.group and args.all_groups:
         raise UsageError("--group and --all-groups are exclusive")
     if (args.members or args.offsets) and not args.describe:

@@ -19,6 +19,7 @@ Example::
 
     pyklog-consumer-perf-test --bootstrap-server localhost:9092 --topic perf --messages 100000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,24 +31,35 @@ from pyklog.broker.common.cli import reports_errors, require, tool_parser
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
 from pyklog.connector.cli import setup_logging
 
-HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-          "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
-DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-                   "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+DETAILED_HEADER = (
+    "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-consumer-perf-test", "Measure the consumer's throughput.",
-                    "example:\n  pyklog-consumer-perf-test --bootstrap-server localhost:9092 --topic perf "
-                    "--messages 100000")
+    p = tool_parser(
+        "pyklog-consumer-perf-test",
+        "Measure the consumer's throughput.",
+        "example:\n  pyklog-consumer-perf-test --bootstrap-server localhost:9092 --topic perf --messages 100000",
+    )
     p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", help="REQUIRED: the brokers")
     p.add_argument("--topic", help="REQUIRED: the topic")
     p.add_argument("--messages", type=int, help="REQUIRED: records to consume")
     p.add_argument("--group", help="commit the end offsets for this group and start from its committed ones")
     p.add_argument("--from-latest", action="store_true", help="start at the log end when nothing is committed")
     p.add_argument("--fetch-size", type=int, default=1048576, help="bytes per partition per fetch")
-    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
-                   help="stop when no record arrived for this long (default 10000)")
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=10000,
+        metavar="MS",
+        help="stop when no record arrived for this long (default 10000)",
+    )
     p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS")
     p.add_argument("--show-detailed-stats", action="store_true", help="a line per reporting interval")
     p.add_argument("--hide-header", action="store_true", help="no header line")
@@ -86,8 +98,9 @@ def main(argv=None) -> int:
         w_start, w_count, w_bytes = time.monotonic(), 0, 0
         timed_out = False
         while count < a.messages:
-            results = consumer.multi_fetch({tp: (off, a.fetch_size) for tp, off in positions.items()},
-                                           raise_errors=False)
+            results = consumer.multi_fetch(
+                {tp: (off, a.fetch_size) for tp, off in positions.items()}, raise_errors=False
+            )
             got = 0
             for tp, r in sorted(results.items()):
                 if isinstance(r, OffsetOutOfRangeError):
@@ -116,14 +129,29 @@ def main(argv=None) -> int:
             if a.show_detailed_stats and (now - w_start) * 1000 >= a.reporting_interval:
                 el = now - w_start
                 mb = w_bytes / 1024 / 1024
-                out("%s, %d, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"
-                    % (_fmt_time(time.time() * 1000, a.date_format), 0, nbytes / 1024 / 1024, mb / el,
-                       count, w_count / el, 0, int(el * 1000), mb / el, w_count / el))
+                out(
+                    "%s, %d, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"
+                    % (
+                        _fmt_time(time.time() * 1000, a.date_format),
+                        0,
+                        nbytes / 1024 / 1024,
+                        mb / el,
+                        count,
+                        w_count / el,
+                        0,
+                        int(el * 1000),
+                        mb / el,
+                        w_count / el,
+                    )
+                )
                 w_start, w_count, w_bytes = now, 0, 0
         end_ms = time.time() * 1000
         if timed_out:
-            print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({a.timeout} ms) "
-                  f"exceeded. You can use the --timeout option to increase the timeout.", file=sys.stderr)
+            print(
+                f"WARNING: Exiting before consuming the expected number of messages: timeout ({a.timeout} ms) "
+                f"exceeded. You can use the --timeout option to increase the timeout.",
+                file=sys.stderr,
+            )
         if a.group:
             consumer.client.commit_offsets(a.group, positions, timeout_s=10)
     except KeyboardInterrupt:
@@ -137,9 +165,21 @@ def main(argv=None) -> int:
     if not a.show_detailed_stats:
         if not a.hide_header:
             out(HEADER)
-        out("%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"
-            % (_fmt_time(start_ms, a.date_format), _fmt_time(end_ms, a.date_format), mb, mb / el, count,
-               count / el, 0, int(el * 1000), mb / el, count / el))
+        out(
+            "%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"
+            % (
+                _fmt_time(start_ms, a.date_format),
+                _fmt_time(end_ms, a.date_format),
+                mb,
+                mb / el,
+                count,
+                count / el,
+                0,
+                int(el * 1000),
+                mb / el,
+                count / el,
+            )
+        )
     return 0
 
 

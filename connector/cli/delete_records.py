@@ -21,6 +21,7 @@ Example::
 
     pyklog-delete-records --bootstrap-server localhost:9092 --offset-json-file delete.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,13 @@ from pyklog.connector.cli import setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-delete-records", "Delete records of partitions up to given offsets.",
-                    'example:\n  echo \'{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], '
-                    '"version": 1}\' > d.json\n  pyklog-delete-records --bootstrap-server localhost:9092 '
-                    '--offset-json-file d.json')
+    p = tool_parser(
+        "pyklog-delete-records",
+        "Delete records of partitions up to given offsets.",
+        'example:\n  echo \'{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], '
+        '"version": 1}\' > d.json\n  pyklog-delete-records --bootstrap-server localhost:9092 '
+        "--offset-json-file d.json",
+    )
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
     p.add_argument("--offset-json-file", metavar="FILE", help="REQUIRED: the partitions and offsets (JSON)")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
@@ -49,14 +53,20 @@ def parse_offset_json(text: str) -> dict:
     except json.JSONDecodeError as e:
         raise ValueError(f"the offset JSON file is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ValueError('the offset JSON file must be {"partitions": [{"topic": ..., "partition": ..., '
-                         '"offset": ...}], "version": 1}')
+        raise ValueError(
+            'the offset JSON file must be {"partitions": [{"topic": ..., "partition": ..., '
+            '"offset": ...}], "version": 1}'
+        )
     if doc.get("version", 1) != 1:
         raise ValueError(f"Not supported version field value {doc.get('version')}")
     out = {}
     for i, e in enumerate(doc["partitions"]):
-        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) \
-                or not isinstance(e.get("partition"), int) or not isinstance(e.get("offset"), int):
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("topic"), str)
+            or not isinstance(e.get("partition"), int)
+            or not isinstance(e.get("offset"), int)
+        ):
             raise ValueError(f"partitions[{i}]: expected topic (string), partition and offset (integers), got {e!r}")
         tp = (e["topic"], e["partition"])
         if tp in out:
@@ -83,7 +93,7 @@ def main(argv=None) -> int:
     with AdminClient(a.bootstrap_server, client_id="pyklog-delete-records", request_timeout_ms=30000) as admin:
         got = admin.delete_records(offsets)
     print("Records delete operation completed:")
-    for (t, p) in sorted(offsets):
+    for t, p in sorted(offsets):
         r = got.get((t, p))
         if isinstance(r, int):
             print(f"partition: {t}-{p}\tlow_watermark: {r}")

@@ -23,6 +23,7 @@ Example::
 
     pyklog-dump-log --files /var/lib/pyklog/orders-0/00000000000000000000.log --deep-iteration
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,18 @@ from pyklog.broker.record.header import HEADER_SIZE, LOG_OVERHEAD, compute_crc, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-dump-log",
-                    "Dump log segments (.log), indexes (.index, .timeindex), transaction indexes (.txnindex), "
-                    "producer snapshots (.snapshot) and leader-epoch-checkpoint files, offline.",
-                    "example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log "
-                    "--deep-iteration --print-data-log")
+    p = tool_parser(
+        "pyklog-dump-log",
+        "Dump log segments (.log), indexes (.index, .timeindex), transaction indexes (.txnindex), "
+        "producer snapshots (.snapshot) and leader-epoch-checkpoint files, offline.",
+        "example:\n  pyklog-dump-log --files /data/orders-0/00000000000000000000.log --deep-iteration --print-data-log",
+    )
     p.add_argument("--files", required=False, metavar="FILE[,FILE...]", help="REQUIRED: the files to dump")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only the batches")
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies deep iteration)")
     p.add_argument("--verify-index-only", action="store_true", help="only check the indexes against the log")
     p.add_argument("--index-sanity-check", action="store_true", help="only check that the indexes are well formed")
-    p.add_argument("--max-bytes", type=int, default=2 ** 31 - 1, help="read at most this many bytes of a .log")
+    p.add_argument("--max-bytes", type=int, default=2**31 - 1, help="read at most this many bytes of a .log")
     p.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024, help="accepted for compatibility")
     return p
 
@@ -93,20 +95,24 @@ def dump_log(path: str, a, out) -> None:
         end = pos + h.size
         invalid += not valid
         ts_name = "LogAppendTime" if h.timestamp_type else "CreateTime"
-        out(f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+        out(
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
             f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
             f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
             f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
             f"deleteHorizonMs: OptionalLong.empty position: {pos} {ts_name}: {h.max_timestamp} size: {h.size} "
             f"magic: {h.magic} compresscodec: {codec_name(h.compression)} crc: {h.crc} "
-            f"isvalid: {str(valid).lower()}")
+            f"isvalid: {str(valid).lower()}"
+        )
         if not deep or batch is None:
             continue
         for r in batch.records:
             seq = h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1
-            line = (f"| offset: {r.offset} {ts_name}: {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} "
-                    f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
-                    f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
+            line = (
+                f"| offset: {r.offset} {ts_name}: {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} "
+                f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
+                f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
+            )
             if h.is_control:
                 try:
                     ctype, epoch = decode_control_record(r)
@@ -143,15 +149,18 @@ def _index_entries(path: str, entry, out) -> tuple[int, list[tuple]]:
         raw = f.read()
     if len(raw) % entry.size:
         out(f"{os.path.basename(path)}: {len(raw)} bytes is not a multiple of {entry.size}: index is corrupt")
-    return base, list(entry.iter_unpack(raw[:len(raw) - len(raw) % entry.size]))
+    return base, list(entry.iter_unpack(raw[: len(raw) - len(raw) % entry.size]))
 
 
 def dump_offset_index(path: str, a, out) -> None:
     base, raw_entries = _index_entries(path, OFFSET_ENTRY, out)
     entries = [(base + rel, position) for rel, position in raw_entries]
     if a.index_sanity_check:
-        bad = [i for i in range(1, len(entries)) if entries[i][0] <= entries[i - 1][0]
-               or entries[i][1] <= entries[i - 1][1]]
+        bad = [
+            i
+            for i in range(1, len(entries))
+            if entries[i][0] <= entries[i - 1][0] or entries[i][1] <= entries[i - 1][1]
+        ]
         out(f"{path} passed sanity check." if not bad else f"{path}: entries {bad} are not increasing")
         return
     batches, log_path = _log_batches(path)
@@ -180,8 +189,9 @@ def dump_time_index(path: str, a, out) -> None:
     base, raw_entries = _index_entries(path, TIME_ENTRY, out)
     entries = [(ts, base + rel) for ts, rel in raw_entries]
     if a.index_sanity_check:
-        bad = [i for i in range(1, len(entries)) if entries[i][0] < entries[i - 1][0]
-               or entries[i][1] < entries[i - 1][1]]
+        bad = [
+            i for i in range(1, len(entries)) if entries[i][0] < entries[i - 1][0] or entries[i][1] < entries[i - 1][1]
+        ]
         out(f"{path} passed sanity check." if not bad else f"{path}: entries {bad} are not increasing")
         return
     batches, log_path = _log_batches(path)
@@ -214,8 +224,10 @@ def dump_txn_index(path: str, a, out) -> None:
     with open(path, "rb") as f:
         raw = f.read()
     for e in decode_entries(raw, path):
-        out(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} lastOffset: {e.last_offset} "
-            f"lastStableOffset: {e.last_stable_offset}")
+        out(
+            f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} lastOffset: {e.last_offset} "
+            f"lastStableOffset: {e.last_stable_offset}"
+        )
 
 
 def dump_producer_snapshot(path: str, a, out) -> None:
@@ -227,12 +239,16 @@ def dump_producer_snapshot(path: str, a, out) -> None:
         raw = f.read()
     for e in read_snapshot(raw, path):
         txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
-        line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
-                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
+        line = (
+            f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+            f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
+        )
         if e.batches:
             b = e.batches[0]
-            line += (f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: {b.last_offset} "
-                     f"offsetDelta: {b.last_offset - b.first_offset} timestamp: {b.timestamp}")
+            line += (
+                f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: {b.last_offset} "
+                f"offsetDelta: {b.last_offset - b.first_offset} timestamp: {b.timestamp}"
+            )
         out(line)
 
 
@@ -255,8 +271,13 @@ def dump_leader_epoch_checkpoint(path: str, a, out) -> None:
         out(f"epoch: {int(parts[0])} startOffset: {int(parts[1])}")
 
 
-DUMPERS = {".log": dump_log, ".index": dump_offset_index, ".timeindex": dump_time_index,
-           ".txnindex": dump_txn_index, ".snapshot": dump_producer_snapshot}
+DUMPERS = {
+    ".log": dump_log,
+    ".index": dump_offset_index,
+    ".timeindex": dump_time_index,
+    ".txnindex": dump_txn_index,
+    ".snapshot": dump_producer_snapshot,
+}
 #: files recognised by their whole name
 NAMED_DUMPERS = {"leader-epoch-checkpoint": dump_leader_epoch_checkpoint}
 

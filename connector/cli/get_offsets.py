@@ -17,6 +17,7 @@ Example::
 
     pyklog-get-offsets --bootstrap-server localhost:9092 --topic 'orders.*' --time earliest
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,17 +31,31 @@ INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-get-offsets", "Offsets of topic partitions.",
-                    "example:\n  pyklog-get-offsets --bootstrap-server localhost:9092 --topic orders --time -2")
-    p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", metavar="HOST:PORT",
-                   help="REQUIRED: the brokers")
+    p = tool_parser(
+        "pyklog-get-offsets",
+        "Offsets of topic partitions.",
+        "example:\n  pyklog-get-offsets --bootstrap-server localhost:9092 --topic orders --time -2",
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        "--broker-list",
+        dest="bootstrap_server",
+        metavar="HOST:PORT",
+        help="REQUIRED: the brokers",
+    )
     p.add_argument("--topic", metavar="REGEX", help="topics (a regular expression; default all)")
     p.add_argument("--partitions", metavar="LIST", help="comma-separated partition ids or ranges (0,2-4)")
-    p.add_argument("--topic-partitions", metavar="T:P,...",
-                   help="topic/partition patterns: TOPIC_REGEX:PARTITIONS, comma-separated, e.g. t:0,u:1-3,v")
-    p.add_argument("--time", default="latest", metavar="TIME",
-                   help="latest (-1, default), earliest (-2), max-timestamp (-3), earliest-local (-4) "
-                        "or a timestamp in ms")
+    p.add_argument(
+        "--topic-partitions",
+        metavar="T:P,...",
+        help="topic/partition patterns: TOPIC_REGEX:PARTITIONS, comma-separated, e.g. t:0,u:1-3,v",
+    )
+    p.add_argument(
+        "--time",
+        default="latest",
+        metavar="TIME",
+        help="latest (-1, default), earliest (-2), max-timestamp (-3), earliest-local (-4) or a timestamp in ms",
+    )
     p.add_argument("--exclude-internal-topics", action="store_true", help="skip the internal topics")
     p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
     return p
@@ -77,8 +92,10 @@ def parse_time(s: str) -> int:
     except ValueError:
         t = None
     if t is None or t < -4:
-        raise UsageError(f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
-                          f"-3 or max-timestamp / -4 or earliest-local, or a timestamp in ms")
+        raise UsageError(
+            f"Malformed time argument {s}. Please use -1 or latest / -2 or earliest / "
+            f"-3 or max-timestamp / -4 or earliest-local, or a timestamp in ms"
+        )
     return t
 
 

@@ -15,6 +15,7 @@ Output as Kafka's tool::
 
 Exit code 1 on bad arguments, an unreachable cluster, or when a partition could not be elected.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-leader-election", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Elect the preferred replica, or a live replica out of the ISR (unclean), as leader.",
-                epilog="example:\n  pyklog-leader-election --bootstrap-server localhost:9092 --election-type preferred "
-                       "--all-topic-partitions")
+    p = _Parser(
+        prog="pyklog-leader-election",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Elect the preferred replica, or a live replica out of the ISR (unclean), as leader.",
+        epilog="example:\n  pyklog-leader-election --bootstrap-server localhost:9092 --election-type preferred "
+        "--all-topic-partitions",
+    )
     add_version_argument(p)
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
     p.add_argument("--election-type", metavar="TYPE", help="REQUIRED: preferred or unclean")
@@ -75,28 +79,38 @@ def parse_partitions_json(text: str) -> list[tuple[str, int]]:
 def elect_leaders(client, partitions, election_type: int, timeout_s: float = 30.0) -> dict:
     """ElectLeaders at the controller (``client``: a ClusterClient): ``{(t, p): None or the error}``;
     ``partitions`` None means every partition."""
+
     def call(node, conn):
         if int(ApiKey.ELECT_LEADERS) not in conn.api_versions:
-            raise error_for_code(35, f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} does not support "
-                                     "ElectLeaders (API key 43)")
+            raise error_for_code(
+                35, f"UNSUPPORTED_VERSION: broker {conn.host}:{conn.port} does not support ElectLeaders (API key 43)"
+            )
         v = conn.version_for(ApiKey.ELECT_LEADERS)
         if v < 1 and election_type != 0:
             raise error_for_code(35, "the broker's ElectLeaders v0 has no unclean election")
         topics: dict = {}
         for t, p in partitions or ():
             topics.setdefault(t, []).append(int(p))
-        resp = conn.request(ApiKey.ELECT_LEADERS, {
-            "election_type": election_type, "timeout_ms": int(timeout_s * 1000),
-            "topic_partitions": None if partitions is None else [
-                {"topic": t, "partitions": ps} for t, ps in topics.items()]}, v)
+        resp = conn.request(
+            ApiKey.ELECT_LEADERS,
+            {
+                "election_type": election_type,
+                "timeout_ms": int(timeout_s * 1000),
+                "topic_partitions": None
+                if partitions is None
+                else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            },
+            v,
+        )
         if resp.get("error_code"):
             raise error_for_code(resp["error_code"], "ElectLeaders")
         out = {}
         for r in resp.get("replica_election_results") or []:
             for pr in r.get("partition_result") or []:
                 code = pr.get("error_code", 0)
-                out[(r["topic"], pr["partition_id"])] = None if not code else \
-                    error_for_code(code, pr.get("error_message") or "")
+                out[(r["topic"], pr["partition_id"])] = (
+                    None if not code else error_for_code(code, pr.get("error_message") or "")
+                )
         return out
 
     return client._controller_call("ElectLeaders", call, timeout_s)
@@ -107,16 +121,17 @@ def main(argv=None) -> int:
     try:
         a = build_parser().parse_args(argv)
         if not a.bootstrap_server:
-            raise _UsageError('Missing required option(s) [bootstrap-server]')
+            raise _UsageError("Missing required option(s) [bootstrap-server]")
         if not a.election_type:
-            raise _UsageError('Missing required option(s) [election-type]')
+            raise _UsageError("Missing required option(s) [election-type]")
         etype_name = a.election_type.lower()
         if etype_name not in ELECTION_TYPES:
             raise _UsageError(f"Unknown election type {a.election_type!r}: expected preferred or unclean")
         sources = sum([a.topic is not None, a.all_topic_partitions, a.path_to_json_file is not None])
         if sources != 1:
-            raise _UsageError("One and only one of the following options is required: "
-                              "all-topic-partitions, topic, path-to-json-file")
+            raise _UsageError(
+                "One and only one of the following options is required: all-topic-partitions, topic, path-to-json-file"
+            )
         if (a.topic is None) != (a.partition is None):
             raise _UsageError("--topic and --partition go together")
         partitions = None

@@ -22,6 +22,7 @@ Example::
     pyklog-producer-perf-test --topic perf --num-records 100000 --record-size 100 --throughput -1 \\
         --producer-props bootstrap.servers=localhost:9092 acks=1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,12 @@ REPORT_INTERVAL_S = 5.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-producer-perf-test", "Measure the producer's throughput and latency.",
-                    "example:\n  pyklog-producer-perf-test --topic perf --num-records 100000 --record-size 100 "
-                    "--throughput -1 --producer-props bootstrap.servers=localhost:9092")
+    p = tool_parser(
+        "pyklog-producer-perf-test",
+        "Measure the producer's throughput and latency.",
+        "example:\n  pyklog-producer-perf-test --topic perf --num-records 100000 --record-size 100 "
+        "--throughput -1 --producer-props bootstrap.servers=localhost:9092",
+    )
     p.add_argument("--topic", required=False, help="REQUIRED: the topic")
     p.add_argument("--num-records", type=int, help="REQUIRED: records to send")
     src = p.add_mutually_exclusive_group()
@@ -54,8 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transactional-id", help="send in transactions of --transaction-duration-ms")
     p.add_argument("--transaction-duration-ms", type=int, default=3000)
     p.add_argument("--print-metrics", action="store_true", help="accepted for compatibility")
-    p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
-                   help="pyklog: interval of the progress lines (Kafka's is fixed at 5000)")
+    p.add_argument(
+        "--reporting-interval",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="pyklog: interval of the progress lines (Kafka's is fixed at 5000)",
+    )
     return p
 
 
@@ -94,9 +103,16 @@ class Stats:
 
     def _print_window(self, now) -> None:
         elapsed = max(now - self.window_start, 1e-9)
-        self.out("%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency."
-                 % (self.w_count, self.w_count / elapsed, self.w_bytes / elapsed / 1024 / 1024,
-                    self.w_latency / max(self.w_count, 1), self.w_max))
+        self.out(
+            "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency."
+            % (
+                self.w_count,
+                self.w_count / elapsed,
+                self.w_bytes / elapsed / 1024 / 1024,
+                self.w_latency / max(self.w_count, 1),
+                self.w_max,
+            )
+        )
         self.window_start = now
         self.w_count = self.w_bytes = 0
         self.w_latency = self.w_max = 0.0
@@ -108,11 +124,21 @@ class Stats:
         def pct(p):
             return lat[min(len(lat) - 1, int(p * len(lat)))]
 
-        self.out("%d records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "
-                 "%d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th."
-                 % (self.count, self.count / elapsed, self.bytes / elapsed / 1024 / 1024,
-                    self.total_latency / max(self.count, 1), self.max_latency,
-                    pct(0.5), pct(0.95), pct(0.99), pct(0.999)))
+        self.out(
+            "%d records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "
+            "%d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th."
+            % (
+                self.count,
+                self.count / elapsed,
+                self.bytes / elapsed / 1024 / 1024,
+                self.total_latency / max(self.count, 1),
+                self.max_latency,
+                pct(0.5),
+                pct(0.95),
+                pct(0.99),
+                pct(0.999),
+            )
+        )
 
 
 def _read_props_file(path: str) -> dict:
@@ -163,8 +189,9 @@ def main(argv=None) -> int:
     from pyklog.connector.producer import Producer
 
     producer = Producer(props)
-    payload = bytes(random.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(a.record_size)) \
-        if payloads is None else None
+    payload = (
+        bytes(random.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(a.record_size)) if payloads is None else None
+    )
     stats = Stats(a.num_records, out=lambda s: print(s, flush=True), interval_s=max(a.reporting_interval, 1) / 1000)
     interval = 1.0 / a.throughput if a.throughput > 0 else 0.0
     start = time.monotonic()

@@ -22,6 +22,7 @@ the current assignment (to roll back with) and writes the znode the controller c
 old replicas removed.  ``--verify`` says per partition ``completed successfully``, ``is still in
 progress`` or ``failed``.  Exit code 1 on bad input or when ZooKeeper/brokers cannot be reached.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,42 +44,65 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyklog-reassign-partitions", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Move partition replicas between brokers.",
-                epilog="examples:\n  pyklog-reassign-partitions --zookeeper localhost:2181 --generate "
-                       "--topics-to-move-json-file topics.json --broker-list 0,1,2\n"
-                       "  pyklog-reassign-partitions --zookeeper localhost:2181 --reassignment-json-file r.json "
-                       "--execute")
+    p = _Parser(
+        prog="pyklog-reassign-partitions",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Move partition replicas between brokers.",
+        epilog="examples:\n  pyklog-reassign-partitions --zookeeper localhost:2181 --generate "
+        "--topics-to-move-json-file topics.json --broker-list 0,1,2\n"
+        "  pyklog-reassign-partitions --zookeeper localhost:2181 --reassignment-json-file r.json "
+        "--execute",
+    )
     add_version_argument(p)
     p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper of the cluster")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers (--generate, --verify)")
     p.add_argument("--generate", action="store_true", help="propose an assignment of the topics over --broker-list")
     p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
     p.add_argument("--verify", action="store_true", help="report the status of --reassignment-json-file")
-    p.add_argument("--cancel", action="store_true",
-                   help="cancel the reassignments of --reassignment-json-file (--bootstrap-server)")
+    p.add_argument(
+        "--cancel",
+        action="store_true",
+        help="cancel the reassignments of --reassignment-json-file (--bootstrap-server)",
+    )
     p.add_argument("--list", action="store_true", help="list the reassignments in progress (--bootstrap-server)")
-    p.add_argument("--additional", action="store_true",
-                   help="--execute even when other reassignments are in progress (--bootstrap-server)")
+    p.add_argument(
+        "--additional",
+        action="store_true",
+        help="--execute even when other reassignments are in progress (--bootstrap-server)",
+    )
     p.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
     p.add_argument("--timeout", type=int, default=10000, help="ms to wait for the controller (default 10000)")
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
-    p.add_argument("--disable-rack-aware", action="store_true",
-                   help="--generate: ignore broker.rack (with --zookeeper racks are read from the registrations)")
-    p.add_argument("--throttle", type=int, default=-1,
-                   help="--execute with --bootstrap-server: replication throttle in bytes/s for the moving "
-                        "replicas (leader side), removed by --verify once every reassignment is complete")
+    p.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="--generate: ignore broker.rack (with --zookeeper racks are read from the registrations)",
+    )
+    p.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        help="--execute with --bootstrap-server: replication throttle in bytes/s for the moving "
+        "replicas (leader side), removed by --verify once every reassignment is complete",
+    )
     p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
     return p
 
 
 def format_assignment(assignment: dict) -> str:
     """Kafka's reassignment JSON (with ``log_dirs`` of ``"any"``), partitions in order."""
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(assignment.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 def parse_reassignment_json(text: str) -> dict[tuple[str, int], list[int]]:
@@ -88,29 +112,42 @@ def parse_reassignment_json(text: str) -> dict[tuple[str, int], list[int]]:
     except json.JSONDecodeError as e:
         raise ValueError(f"the reassignment JSON file is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ValueError('the reassignment JSON must be {"version": 1, "partitions": [{"topic": ..., '
-                         '"partition": ..., "replicas": [...]}]}')
+        raise ValueError(
+            'the reassignment JSON must be {"version": 1, "partitions": [{"topic": ..., '
+            '"partition": ..., "replicas": [...]}]}'
+        )
     if not doc["partitions"]:
         raise ValueError("Partition reassignment data file is empty")
     out: dict = {}
     for i, e in enumerate(doc["partitions"]):
-        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not isinstance(e.get("partition"), int) \
-                or not isinstance(e.get("replicas"), list) or not all(isinstance(r, int) for r in e["replicas"]):
-            raise ValueError(f"partitions[{i}]: expected topic (string), partition (integer) and replicas "
-                             f"(list of broker ids), got {e!r}")
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("topic"), str)
+            or not isinstance(e.get("partition"), int)
+            or not isinstance(e.get("replicas"), list)
+            or not all(isinstance(r, int) for r in e["replicas"])
+        ):
+            raise ValueError(
+                f"partitions[{i}]: expected topic (string), partition (integer) and replicas "
+                f"(list of broker ids), got {e!r}"
+            )
         tp = (e["topic"], e["partition"])
         if tp in out:
             raise ValueError(f"Partition reassignment contains duplicate topic partitions: {tp[0]}-{tp[1]}")
         if not e["replicas"]:
             raise ValueError(f"Partition replica list cannot be empty: {tp[0]}-{tp[1]}")
         if len(set(e["replicas"])) != len(e["replicas"]):
-            raise ValueError(f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]} "
-                             f"contains {e['replicas']}")
+            raise ValueError(
+                f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]} contains {e['replicas']}"
+            )
         dirs = e.get("log_dirs")
-        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(e["replicas"])
-                                 or any(d != "any" for d in dirs)):
-            raise ValueError(f"{tp[0]}-{tp[1]}: log_dirs must list \"any\" once per replica "
-                             "(pyklog does not move replicas between log dirs)")
+        if dirs is not None and (
+            not isinstance(dirs, list) or len(dirs) != len(e["replicas"]) or any(d != "any" for d in dirs)
+        ):
+            raise ValueError(
+                f'{tp[0]}-{tp[1]}: log_dirs must list "any" once per replica '
+                "(pyklog does not move replicas between log dirs)"
+            )
         out[tp] = list(e["replicas"])
     return out
 
@@ -120,8 +157,11 @@ def parse_topics_json(text: str) -> list[str]:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"the topics JSON file is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list) or not all(
-            isinstance(t, dict) and isinstance(t.get("topic"), str) for t in doc["topics"]):
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("topics"), list)
+        or not all(isinstance(t, dict) and isinstance(t.get("topic"), str) for t in doc["topics"])
+    ):
         raise ValueError('the topics JSON must be {"topics": [{"topic": "foo"}], "version": 1}')
     return list(dict.fromkeys(t["topic"] for t in doc["topics"]))
 
@@ -191,8 +231,9 @@ class _Cluster:
         from pyklog.broker.zk.znodes import encode_reassignment
 
         try:
-            self.zk_cluster.retry(self.zk_cluster.zk.create, paths.ADMIN_REASSIGN_PARTITIONS,
-                                   encode_reassignment(target), makepath=True)
+            self.zk_cluster.retry(
+                self.zk_cluster.zk.create, paths.ADMIN_REASSIGN_PARTITIONS, encode_reassignment(target), makepath=True
+            )
             return True
         except NodeExistsError:
             return False
@@ -212,8 +253,9 @@ def main(argv=None) -> int:
         a = build_parser().parse_args(argv)
         actions = [n for n in ("generate", "execute", "verify", "cancel", "list") if getattr(a, n)]
         if len(actions) != 1:
-            raise _UsageError("Command must include exactly one action: --generate, --execute, --verify, "
-                              "--cancel or --list")
+            raise _UsageError(
+                "Command must include exactly one action: --generate, --execute, --verify, --cancel or --list"
+            )
         if bool(a.zookeeper) == bool(a.bootstrap_server):
             raise _UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
         action = actions[0]
@@ -298,14 +340,19 @@ def _execute(cluster: _Cluster, target: dict) -> int:
     current = cluster.assignment(sorted({t for t, _ in target}))
     unknown = sorted(tp for tp in target if tp not in current)
     if unknown:
-        print("Error: The proposed assignment contains non-existent partitions: "
-              + ", ".join(f"{t}-{p}" for t, p in unknown), file=sys.stderr)
+        print(
+            "Error: The proposed assignment contains non-existent partitions: "
+            + ", ".join(f"{t}-{p}" for t, p in unknown),
+            file=sys.stderr,
+        )
         return 1
     known = cluster.brokers()
     bad = sorted({r for rs in target.values() for r in rs} - known)
     if bad:
-        print(f"Error: The proposed assignment contains non-existent brokerIDs: {','.join(map(str, bad))}",
-              file=sys.stderr)
+        print(
+            f"Error: The proposed assignment contains non-existent brokerIDs: {','.join(map(str, bad))}",
+            file=sys.stderr,
+        )
         return 1
     print("Current partition replica assignment")
     print()
@@ -360,8 +407,9 @@ def _set_throttles(cluster: _Cluster, target: dict, current: dict, rate: int, ti
     of the moves, the current replicas as leader-throttled and the added ones as follower-throttled."""
     brokers = sorted({b for tp in target for b in list(current[tp]) + list(target[tp])})
     for b in brokers:
-        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 0, str(rate)) for k in THROTTLE_RATES],
-                                                timeout_s=timeout_s)
+        cluster.admin.incremental_alter_configs(
+            BROKER, str(b), [(k, 0, str(rate)) for k in THROTTLE_RATES], timeout_s=timeout_s
+        )
     for topic in sorted({t for t, _ in target}):
         moving = sorted(p for t, p in target if t == topic and current[(t, p)] != target[(t, p)])
         leader = ",".join(f"{p}:{b}" for p in moving for b in current[(topic, p)])
@@ -375,16 +423,17 @@ def _set_throttles(cluster: _Cluster, target: dict, current: dict, rate: int, ti
 def _clear_throttles(cluster: _Cluster, topics, timeout_s: float) -> None:
     """Kafka's ``clearAllThrottles``: the rates off every live broker, the replica lists off the topics."""
     brokers = sorted(cluster.brokers())
-    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
-          f"{','.join(map(str, brokers))}")
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} {','.join(map(str, brokers))}")
     for b in brokers:
-        cluster.admin.incremental_alter_configs(BROKER, str(b), [(k, 1, None) for k in THROTTLE_RATES],
-                                                timeout_s=timeout_s)
+        cluster.admin.incremental_alter_configs(
+            BROKER, str(b), [(k, 1, None) for k in THROTTLE_RATES], timeout_s=timeout_s
+        )
     topics = sorted(set(topics))
     print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
     for t in topics:
-        cluster.admin.incremental_alter_configs(TOPIC, t, [(k, 1, None) for k in THROTTLE_REPLICAS],
-                                                timeout_s=timeout_s)
+        cluster.admin.incremental_alter_configs(
+            TOPIC, t, [(k, 1, None) for k in THROTTLE_REPLICAS], timeout_s=timeout_s
+        )
 
 
 def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: float, throttle: int = -1) -> int:
@@ -395,9 +444,11 @@ def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: f
         print(f"Error: {problem}", file=sys.stderr)
         return 1
     if not additional and cluster.admin.list_partition_reassignments(timeout_s=timeout_s):
-        print("Error: Cannot execute because there is an existing partition assignment.  Use --additional to "
-              "override this and create a new partition assignment in addition to the existing one.",
-              file=sys.stderr)
+        print(
+            "Error: Cannot execute because there is an existing partition assignment.  Use --additional to "
+            "override this and create a new partition assignment in addition to the existing one.",
+            file=sys.stderr,
+        )
         return 1
     print("Current partition replica assignment")
     print()
@@ -406,8 +457,10 @@ def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: f
     print("Save this to use as the --reassignment-json-file option during rollback")
     if throttle >= 0:
         _set_throttles(cluster, target, current, throttle, timeout_s)
-        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
-              "throttle is removed.")
+        print(
+            "Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+            "throttle is removed."
+        )
         print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = cluster.admin.alter_partition_reassignments(target, timeout_s=timeout_s)
     failed = {tp: e for tp, e in results.items() if e is not None}
@@ -433,8 +486,10 @@ def _verify_api(cluster: _Cluster, target: dict, timeout_s: float, preserve_thro
         elif current.get(tp) == replicas:
             print(f"Reassignment of partition {name} is complete.")
         else:
-            print(f"There is no active reassignment of partition {name}, but replica set is "
-                  f"{current.get(tp, [])} rather than {replicas}.")
+            print(
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{current.get(tp, [])} rather than {replicas}."
+            )
     if all_done and not preserve_throttles:  # Kafka: throttles go once nothing is moving any more
         print()
         _clear_throttles(cluster, {t for t, _ in target}, timeout_s)
@@ -445,8 +500,7 @@ def _cancel_api(cluster: _Cluster, target: dict, timeout_s: float) -> int:
     """Kafka 2.5+'s ``cancelAssignment``: null replicas for the partitions of the file."""
     running = cluster.admin.list_partition_reassignments(list(target), timeout_s=timeout_s)
     todo = [tp for tp in sorted(target) if tp in running]
-    results = cluster.admin.alter_partition_reassignments(dict.fromkeys(todo), timeout_s=timeout_s) \
-        if todo else {}
+    results = cluster.admin.alter_partition_reassignments(dict.fromkeys(todo), timeout_s=timeout_s) if todo else {}
     failed = {tp: e for tp, e in results.items() if e is not None}
     for tp, e in sorted(failed.items()):
         print(f"Error cancelling partition reassignment for {tp[0]}-{tp[1]}: {e}", file=sys.stderr)
@@ -465,8 +519,10 @@ def _list_api(cluster: _Cluster, timeout_s: float) -> int:
         return 0
     print("Current partition reassignments:")
     for (t, p), r in sorted(running.items()):
-        print(f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}. adding: "
-              f"{','.join(map(str, r['adding_replicas']))}. removing: {','.join(map(str, r['removing_replicas']))}.")
+        print(
+            f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}. adding: "
+            f"{','.join(map(str, r['adding_replicas']))}. removing: {','.join(map(str, r['removing_replicas']))}."
+        )
     return 0
 
 

@@ -6,6 +6,7 @@ Example::
 
     pyklog-topics --bootstrap-server localhost:9092 --alter --topic orders --partitions 8
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,9 +35,16 @@ def topic_ids(client, names) -> dict:
         return {}
     if v < 10:
         return {}
-    resp = conn.request(ApiKey.METADATA, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False,
-                                          "include_cluster_authorized_operations": False,
-                                          "include_topic_authorized_operations": False}, v)
+    resp = conn.request(
+        ApiKey.METADATA,
+        {
+            "topics": [{"name": n} for n in names],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        },
+        v,
+    )
     return {t["name"]: t.get("topic_id") for t in resp.get("topics") or [] if t.get("name") and not t.get("error_code")}
 
 
@@ -44,8 +52,9 @@ def alter_partitions(args, bootstrap, zookeeper) -> int:
     """CreatePartitions at the brokers (found through ``bootstrap`` or the ZooKeeper registry)."""
     from pyklog.connector.admin import AdminClient
 
-    with AdminClient(bootstrap, zookeeper, client_id="pyklog-topics",
-                     request_timeout_ms=int(args.timeout * 1000)) as admin:
+    with AdminClient(
+        bootstrap, zookeeper, client_id="pyklog-topics", request_timeout_ms=int(args.timeout * 1000)
+    ) as admin:
         parts = admin.client.metadata([args.topic], refresh=True).topics.get(args.topic)
         if parts is None or parts.error_code or not parts.partitions:
             raise UnknownTopicOrPartitionError(f"topic {args.topic!r} does not exist")
@@ -55,7 +64,8 @@ def alter_partitions(args, bootstrap, zookeeper) -> int:
         if args.partitions < current:
             raise InvalidPartitionsError(
                 f"The number of partitions for a topic can only be increased. Topic {args.topic} currently has "
-                f"{current} partitions, {args.partitions} would not be an increase.")
+                f"{current} partitions, {args.partitions} would not be an increase."
+            )
         admin.create_partitions({args.topic: args.partitions}, timeout_s=args.timeout)
         admin.client.wait_for_topic(args.topic, args.partitions, timeout_s=args.timeout)
     print("Adding partitions succeeded!")
@@ -70,13 +80,21 @@ def broker_api(args) -> int:
         raise UsageError("--alter --config needs --zookeeper; with --bootstrap-server use pyklog-configs")
     if args.alter:  # --alter --partitions, through the brokers registered in ZooKeeper without --bootstrap-server
         return alter_partitions(args, args.bootstrap_server, None if args.bootstrap_server else args.zookeeper)
-    with AdminClient(args.bootstrap_server, client_id="pyklog-topics",
-                     request_timeout_ms=int(args.timeout * 1000)) as admin:
+    with AdminClient(
+        args.bootstrap_server, client_id="pyklog-topics", request_timeout_ms=int(args.timeout * 1000)
+    ) as admin:
         client = admin.client
         if args.create:
-            return create_topic(args, lambda: client.create_topic(args.topic, args.partitions, _configs(args.config),
-                                                                  replication_factor=args.replication_factor,
-                                                                  timeout_s=args.timeout))
+            return create_topic(
+                args,
+                lambda: client.create_topic(
+                    args.topic,
+                    args.partitions,
+                    _configs(args.config),
+                    replication_factor=args.replication_factor,
+                    timeout_s=args.timeout,
+                ),
+            )
         elif args.list:
             md = client.metadata(None, refresh=True)
             for name in sorted(md.topics):
@@ -84,8 +102,15 @@ def broker_api(args) -> int:
                     print(name)
         elif args.describe:
             md = client.metadata([args.topic] if args.topic else None, refresh=True)
-            names = [args.topic] if args.topic else sorted(
-                t for t, tm in md.topics.items() if not (args.exclude_internal and (tm.is_internal or is_internal(t))))
+            names = (
+                [args.topic]
+                if args.topic
+                else sorted(
+                    t
+                    for t, tm in md.topics.items()
+                    if not (args.exclude_internal and (tm.is_internal or is_internal(t)))
+                )
+            )
             ids = topic_ids(client, names)
             for name in names:
                 tm = md.topics.get(name)
@@ -97,8 +122,11 @@ def broker_api(args) -> int:
                     entries = admin.describe_configs([(2, name)], timeout_s=args.timeout)[(2, name)]
                     # Kafka 3's TopicCommand: every config that is not a default (the topic's overrides,
                     # dynamic broker configs, server.properties)
-                    shown = {e["name"]: e.get("value") for e in entries
-                             if int(e.get("config_source", 5)) != 5 and not e.get("is_default")}
+                    shown = {
+                        e["name"]: e.get("value")
+                        for e in entries
+                        if int(e.get("config_source", 5)) != 5 and not e.get("is_default")
+                    }
                 except UnsupportedVersionError as e:
                     print(f"Warning: configs not shown: {e}", file=sys.stderr)
                     shown = {}
@@ -106,8 +134,10 @@ def broker_api(args) -> int:
                 print(topic_line(name, ids.get(name), len(tm.partitions), rf, shown))
                 for p, pm in sorted(tm.partitions.items()):
                     leader = str(pm.leader) if pm.leader >= 0 else "none"
-                    print(f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
-                          f"\tIsr: {_ids(pm.isr)}")
+                    print(
+                        f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
+                        f"\tIsr: {_ids(pm.isr)}"
+                    )
         elif args.delete:
             return delete_topic(args, lambda: client.delete_topic(args.topic, timeout_s=args.timeout))
     return 0

@@ -31,6 +31,7 @@ Example::
     pyklog-transactions --bootstrap-server localhost:9092 find-hanging --broker-id 0
     pyklog-transactions --bootstrap-server localhost:9092 abort --topic orders --partition 3 --start-offset 1042
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,22 +65,30 @@ def _why(e: PyklogError) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = tool_parser("pyklog-transactions", "This tool is used to analyze the transactional state of producers in "
-                    "the cluster. It can be used to detect and recover from hanging transactions.", _EPILOG,
-                    parser_class=_Parser)
-    p.add_argument("--bootstrap-server", metavar="host:port", required=True,
-                   help="hostname and port for the broker to connect to (multiple comma-separated entries "
-                        "can be given)")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="accepted for compatibility (no security settings in pyklog)")
-    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", required=True,
-                           parser_class=_Parser)
+    p = tool_parser(
+        "pyklog-transactions",
+        "This tool is used to analyze the transactional state of producers in "
+        "the cluster. It can be used to detect and recover from hanging transactions.",
+        _EPILOG,
+        parser_class=_Parser,
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        metavar="host:port",
+        required=True,
+        help="hostname and port for the broker to connect to (multiple comma-separated entries can be given)",
+    )
+    p.add_argument(
+        "--command-config", metavar="FILE", help="accepted for compatibility (no security settings in pyklog)"
+    )
+    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list transactions")
     d = sub.add_parser("describe", help="describe the state of an active transactional-id")
     d.add_argument("--transactional-id", required=True, help="transactional id")
     dp = sub.add_parser("describe-producers", help="describe the states of active producers for a topic partition")
-    dp.add_argument("--broker-id", type=int,
-                    help="optional broker id to describe the producer state on a specific replica")
+    dp.add_argument(
+        "--broker-id", type=int, help="optional broker id to describe the producer state on a specific replica"
+    )
     dp.add_argument("--topic", required=True, help="topic name")
     dp.add_argument("--partition", type=int, required=True, help="partition number")
     a = sub.add_parser("abort", help="abort a hanging transaction (requires administrative privileges)")
@@ -91,8 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--coordinator-epoch", type=int, help="coordinator epoch (brokers older than 3.0)")
     f = sub.add_parser("find-hanging", help="find hanging transactions")
     f.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
-    f.add_argument("--max-transaction-timeout", type=int, default=15,
-                   help="maximum transaction timeout in minutes to limit the scope of the search (default 15)")
+    f.add_argument(
+        "--max-transaction-timeout",
+        type=int,
+        default=15,
+        help="maximum transaction timeout in minutes to limit the scope of the search (default 15)",
+    )
     f.add_argument("--topic", help="topic name to limit search to")
     f.add_argument("--partition", type=int, help="partition number")
     return p
@@ -113,8 +126,11 @@ def _cmd_list(admin, a) -> None:
         by_broker = admin.list_transactions()
     except PyklogError as e:
         raise _Failed(f"Failed to list transactions: {_why(e)}") from None
-    rows = [[t.transactional_id, str(node), str(t.producer_id), t.state]
-            for node, listings in sorted(by_broker.items()) for t in listings]
+    rows = [
+        [t.transactional_id, str(node), str(t.producer_id), t.state]
+        for node, listings in sorted(by_broker.items())
+        for t in listings
+    ]
     pretty_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
 
 
@@ -130,11 +146,32 @@ def _cmd_describe(admin, a) -> None:
         start, duration = str(d.start_time_ms), str(int(time.time() * 1000) - d.start_time_ms)
     else:
         start = duration = "None"
-    pretty_table(["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-                  "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
-                  "TopicPartitions"],
-                 [[str(d.coordinator), tid, str(d.producer_id), str(d.producer_epoch), d.state, str(d.timeout_ms),
-                   start, duration, ",".join(f"{t}-{p}" for t, p in d.partitions)]])
+    pretty_table(
+        [
+            "CoordinatorId",
+            "TransactionalId",
+            "ProducerId",
+            "ProducerEpoch",
+            "TransactionState",
+            "TransactionTimeoutMs",
+            "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs",
+            "TopicPartitions",
+        ],
+        [
+            [
+                str(d.coordinator),
+                tid,
+                str(d.producer_id),
+                str(d.producer_epoch),
+                d.state,
+                str(d.timeout_ms),
+                start,
+                duration,
+                ",".join(f"{t}-{p}" for t, p in d.partitions),
+            ]
+        ],
+    )
 
 
 def _describe_one(admin, topic: str, partition: int, broker_id=None):
@@ -150,18 +187,37 @@ def _describe_one(admin, topic: str, partition: int, broker_id=None):
 
 def _cmd_describe_producers(admin, a) -> None:
     states = _describe_one(admin, a.topic, a.partition, a.broker_id)
-    rows = [[str(s.producer_id), str(s.producer_epoch), str(s.coordinator_epoch), str(s.last_sequence),
-             str(s.last_timestamp), str(s.current_txn_start_offset) if s.current_txn_start_offset >= 0 else "None"]
-            for s in states]
-    pretty_table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-                  "CurrentTransactionStartOffset"], rows)
+    rows = [
+        [
+            str(s.producer_id),
+            str(s.producer_epoch),
+            str(s.coordinator_epoch),
+            str(s.last_sequence),
+            str(s.last_timestamp),
+            str(s.current_txn_start_offset) if s.current_txn_start_offset >= 0 else "None",
+        ]
+        for s in states
+    ]
+    pretty_table(
+        [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ],
+        rows,
+    )
 
 
 def _cmd_abort(admin, a) -> None:
     tp = (a.topic, a.partition)
     if a.start_offset is None and a.producer_id is None:
-        raise _Failed("The transaction to abort must be identified either with --start-offset (for brokers on 3.0 "
-                      "or above) or with --producer-id, --producer-epoch, and --coordinator-epoch (for older brokers)")
+        raise _Failed(
+            "The transaction to abort must be identified either with --start-offset (for brokers on 3.0 "
+            "or above) or with --producer-id, --producer-epoch, and --coordinator-epoch (for older brokers)"
+        )
     if a.start_offset is None:
         if a.producer_epoch is None:
             raise _Failed("Missing required argument --producer-epoch")
@@ -172,19 +228,23 @@ def _cmd_abort(admin, a) -> None:
         states = _describe_one(admin, *tp)
         found = [s for s in states if s.current_txn_start_offset == a.start_offset]
         if not found:
-            raise _Failed(f"Could not find any open transactions starting at offset {a.start_offset} on partition "
-                          f"{tp[0]}-{tp[1]}")
+            raise _Failed(
+                f"Could not find any open transactions starting at offset {a.start_offset} on partition {tp[0]}-{tp[1]}"
+            )
         # a coordinator epoch of -1 (no marker yet) becomes 0, which no leader epoch is below (as Kafka)
         pid, epoch, coord_epoch = found[0].producer_id, found[0].producer_epoch, max(found[0].coordinator_epoch, 0)
     try:
         admin.abort_transaction(tp[0], tp[1], pid, epoch, coord_epoch)
     except PyklogError as e:
-        raise _Failed(f"Failed to abort transaction of producer {pid} (epoch {epoch}, coordinator epoch "
-                      f"{coord_epoch}) on {tp[0]}-{tp[1]}: {_why(e)}") from None
+        raise _Failed(
+            f"Failed to abort transaction of producer {pid} (epoch {epoch}, coordinator epoch "
+            f"{coord_epoch}) on {tp[0]}-{tp[1]}: {_why(e)}"
+        ) from None
 
 
-def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_transaction_timeout_ms=15 * 60000,
-                 now_ms=None) -> list[tuple]:
+def find_hanging(
+    admin, *, broker_id=None, topic=None, partition=None, max_transaction_timeout_ms=15 * 60000, now_ms=None
+) -> list[tuple]:
     """Kafka's ``FindHangingTransactionsCommand`` -> ``[((topic, partition), ProducerState)]``: see the
     module docstring.  Raises _Failed naming the step that failed."""
     if topic is not None and partition is not None:
@@ -197,21 +257,27 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
         if topic is not None and (topic not in md.topics or md.topics[topic].error_code):
             code = md.topics[topic].error_code if topic in md.topics else 3
             raise _Failed(f"Failed to describe 1 topics: {_why(error_for_code(code, topic))}")
-        tps = sorted((t, p) for t, tm in md.topics.items() for p, pm in tm.partitions.items()
-                     if broker_id is None or broker_id in (pm.replicas or (pm.leader,)))
+        tps = sorted(
+            (t, p)
+            for t, tm in md.topics.items()
+            for p, pm in tm.partitions.items()
+            if broker_id is None or broker_id in (pm.replicas or (pm.leader,))
+        )
     if not tps:
         return []
     try:
         producers = admin.describe_producers(tps, broker_id=broker_id)
     except PyklogError as e:
-        raise _Failed(f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: "
-                      f"{_why(e)}") from None
+        raise _Failed(
+            f"Failed to describe producers for {len(tps)} partitions on broker {broker_id}: {_why(e)}"
+        ) from None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     candidates: dict[int, list] = {}
     for tp, states in sorted(producers.items()):
         if isinstance(states, PyklogError):
-            raise _Failed(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: "
-                          f"{_why(states)}")
+            raise _Failed(
+                f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker {broker_id}: {_why(states)}"
+            )
         for s in states:
             if s.current_txn_start_offset >= 0 and now - s.last_timestamp > max_transaction_timeout_ms:
                 candidates.setdefault(s.producer_id, []).append((tp, s))
@@ -243,22 +309,55 @@ def find_hanging(admin, *, broker_id=None, topic=None, partition=None, max_trans
 
 def _cmd_find_hanging(admin, a) -> None:
     if a.topic is None and a.broker_id is None:
-        raise _Failed("The `find-hanging` command requires either --topic or --broker-id to limit the scope of "
-                      "the search")
+        raise _Failed(
+            "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"
+        )
     if a.partition is not None and a.topic is None:
         raise _Failed("The --partition argument requires --topic to be provided")
     now = int(time.time() * 1000)
-    hanging = find_hanging(admin, broker_id=a.broker_id, topic=a.topic, partition=a.partition,
-                           max_transaction_timeout_ms=a.max_transaction_timeout * 60000, now_ms=now)
-    rows = [[tp[0], str(tp[1]), str(s.producer_id), str(s.producer_epoch), str(s.coordinator_epoch),
-             str(s.current_txn_start_offset), str(s.last_timestamp), str((now - s.last_timestamp) // 60000)]
-            for tp, s in hanging]
-    pretty_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
-                  "LastTimestamp", "Duration(min)"], rows)
+    hanging = find_hanging(
+        admin,
+        broker_id=a.broker_id,
+        topic=a.topic,
+        partition=a.partition,
+        max_transaction_timeout_ms=a.max_transaction_timeout * 60000,
+        now_ms=now,
+    )
+    rows = [
+        [
+            tp[0],
+            str(tp[1]),
+            str(s.producer_id),
+            str(s.producer_epoch),
+            str(s.coordinator_epoch),
+            str(s.current_txn_start_offset),
+            str(s.last_timestamp),
+            str((now - s.last_timestamp) // 60000),
+        ]
+        for tp, s in hanging
+    ]
+    pretty_table(
+        [
+            "Topic",
+            "Partition",
+            "ProducerId",
+            "ProducerEpoch",
+            "CoordinatorEpoch",
+            "StartOffset",
+            "LastTimestamp",
+            "Duration(min)",
+        ],
+        rows,
+    )
 
 
-_COMMANDS = {"list": _cmd_list, "describe": _cmd_describe, "describe-producers": _cmd_describe_producers,
-             "abort": _cmd_abort, "find-hanging": _cmd_find_hanging}
+_COMMANDS = {
+    "list": _cmd_list,
+    "describe": _cmd_describe,
+    "describe-producers": _cmd_describe_producers,
+    "abort": _cmd_abort,
+    "find-hanging": _cmd_find_hanging,
+}
 
 
 def main(argv=None) -> int:

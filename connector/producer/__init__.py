@@ -10,6 +10,7 @@
   transactions (KIP-98) and :class:`PreparedTransaction`;
 * :func:`complete_transaction` -- ends a prepared transaction from any process (two-phase commit).
 """
+
 from pyklog.broker.errors import InvalidTxnStateError, ProducerFencedError
 from pyklog.connector.producer.config import PRODUCER_DEFAULTS
 from pyklog.connector.producer.future import FutureRecordMetadata, RecordMetadata
@@ -23,7 +24,18 @@ from pyklog.connector.producer.transaction_manager import (
     TransactionTimedOutError,
 )
 
-__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "PRODUCER_DEFAULTS", "complete_transaction",
-           "PreparedTransaction", "TransactionState", "IllegalStateError", "ProducerFencedError",
-           "InvalidTxnStateError", "TransactionAbortableError", "TransactionAbortedError",
-           "TransactionTimedOutError"]
+__all__ = [
+    "Producer",
+    "RecordMetadata",
+    "FutureRecordMetadata",
+    "PRODUCER_DEFAULTS",
+    "complete_transaction",
+    "PreparedTransaction",
+    "TransactionState",
+    "IllegalStateError",
+    "ProducerFencedError",
+    "InvalidTxnStateError",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionTimedOutError",
+]

@@ -21,6 +21,7 @@ lock order accumulator, then partitioner).  ``topic_info`` (topic -> (partitions
 plain dict shared with the producer and the sender: whole entries are replaced, never mutated, so
 it is read without the lock.
 """
+
 from __future__ import annotations
 
 import threading
@@ -40,8 +41,23 @@ class ProducerBatch:
 
     Built and appended to under the accumulator's lock; once drained, owned by the sender thread."""
 
-    __slots__ = ("topic", "partition", "records", "futures", "callbacks", "size", "created", "data",
-                 "base_sequence", "attempts", "retry_at", "producer_id", "producer_epoch", "cond", "bid")
+    __slots__ = (
+        "topic",
+        "partition",
+        "records",
+        "futures",
+        "callbacks",
+        "size",
+        "created",
+        "data",
+        "base_sequence",
+        "attempts",
+        "retry_at",
+        "producer_id",
+        "producer_epoch",
+        "cond",
+        "bid",
+    )
 
     def __init__(self, topic: str, partition: int, now: float):
         self.topic = topic
@@ -74,8 +90,9 @@ class RecordAccumulator:
 
     ``waker``: the sender (``idle`` flag, ``wakeup()``), set by the producer once the sender exists."""
 
-    def __init__(self, batch_size: int, linger_s: float, buffer_memory: int, max_block_s: float,
-                 partitioner, topic_info: dict):
+    def __init__(
+        self, batch_size: int, linger_s: float, buffer_memory: int, max_block_s: float, partitioner, topic_info: dict
+    ):
         self.batch_size = batch_size
         self.linger_s = linger_s
         self.buffer_memory = buffer_memory
@@ -103,8 +120,9 @@ class RecordAccumulator:
         self._buffered += b.size  # the batch header: deallocate() gives back the whole b.size
         return b
 
-    def append(self, topic: str, partition: int, rec: tuple, size: int, sticky: bool,
-               want_future: bool, cb, urgent: bool):
+    def append(
+        self, topic: str, partition: int, rec: tuple, size: int, sticky: bool, want_future: bool, cb, urgent: bool
+    ):
         """Append one validated record tuple to ``partition``'s open batch; return its
         FutureRecordMetadata if ``want_future``.  ``sticky``: the partitioner chose the partition
         for a null key, so when the open batch is full the record moves to the next sticky
@@ -163,7 +181,7 @@ class RecordAccumulator:
             if sticky:
                 partition = partitioner.partition(topic, None, info[0], info[1])
             if self._buffered + batch_size > self.buffer_memory:
-                self._wait_for_buffer(min(batch_size, sum(sizes[pos:pos + 1024])))
+                self._wait_for_buffer(min(batch_size, sum(sizes[pos : pos + 1024])))
             with self._lock:
                 tp = (topic, partition)
                 b = self._open.get(tp)
@@ -227,7 +245,8 @@ class RecordAccumulator:
                 if left <= 0:
                     raise RequestTimedOutError(
                         f"buffer.memory={self.buffer_memory} exhausted for max.block.ms="
-                        f"{int(self.max_block_s * 1000)} ({self._buffered} bytes waiting)")
+                        f"{int(self.max_block_s * 1000)} ({self._buffered} bytes waiting)"
+                    )
                 if self._open:  # let the sender take what is buffered
                     self._ready.extend(self._open.values())
                     self._open.clear()

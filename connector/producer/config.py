@@ -10,6 +10,7 @@ max.request.size, ...), as Kafka's ProducerConfig does in ``postProcessParsedCon
 
 Pure: no I/O, no threads; safe to call from any thread.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.common.config_def import INT32_MAX, ConfigDef, Importance, InvalidValue, Range, Type
@@ -118,11 +119,14 @@ def _apply_dependencies(cfg: dict, explicit: set) -> None:
         tid = cfg["transactional.id"]
         if not cfg["enable.idempotence"]:
             raise ConfigError(f"transactional.id={tid!r} needs enable.idempotence=true, got enable.idempotence=false")
-        for bad, why in ((cfg["acks"] != -1, f"acks=all (-1), got acks={cfg['acks']}"),
-                         (cfg["max.in.flight.requests.per.connection"] > 5,
-                          "max.in.flight.requests.per.connection <= 5, got "
-                          f"{cfg['max.in.flight.requests.per.connection']}"),
-                         (cfg["retries"] == 0, "retries > 0, got retries=0")):
+        for bad, why in (
+            (cfg["acks"] != -1, f"acks=all (-1), got acks={cfg['acks']}"),
+            (
+                cfg["max.in.flight.requests.per.connection"] > 5,
+                f"max.in.flight.requests.per.connection <= 5, got {cfg['max.in.flight.requests.per.connection']}",
+            ),
+            (cfg["retries"] == 0, "retries > 0, got retries=0"),
+        ):
             if bad:
                 raise ConfigError(f"transactional.id={tid!r} implies enable.idempotence, which needs {why}")
     if cfg["enable.idempotence"]:
@@ -132,16 +136,20 @@ def _apply_dependencies(cfg: dict, explicit: set) -> None:
             cfg["enable.idempotence"] = False
         elif cfg["max.in.flight.requests.per.connection"] > 5:
             if "enable.idempotence" in explicit:
-                raise ConfigError("enable.idempotence=true needs max.in.flight.requests.per.connection "
-                                  f"<= 5, got {cfg['max.in.flight.requests.per.connection']}")
+                raise ConfigError(
+                    "enable.idempotence=true needs max.in.flight.requests.per.connection "
+                    f"<= 5, got {cfg['max.in.flight.requests.per.connection']}"
+                )
             cfg["enable.idempotence"] = False
         elif cfg["retries"] == 0 and "enable.idempotence" in explicit:
             raise ConfigError("enable.idempotence=true needs retries > 0, got retries=0")
     if cfg["batch.size"] > cfg["max.request.size"]:
         if "batch.size" in explicit:
-            raise ConfigError(f"batch.size={cfg['batch.size']} is larger than max.request.size="
-                              f"{cfg['max.request.size']}: expected batch.size <= max.request.size (a batch "
-                              f"that size could never be sent)")
+            raise ConfigError(
+                f"batch.size={cfg['batch.size']} is larger than max.request.size="
+                f"{cfg['max.request.size']}: expected batch.size <= max.request.size (a batch "
+                f"that size could never be sent)"
+            )
         cfg["batch.size"] = cfg["max.request.size"]  # the default gives way to a smaller request limit
     if not cfg["bootstrap.servers"] and not cfg["zookeeper.connect"]:
         raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")

@@ -5,6 +5,7 @@ the metadata of one acknowledged record, and the future of it.  The futures of o
 share one :class:`threading.Condition` and are completed together by :func:`resolve_all` on the
 sender thread; any thread may wait on them.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import Future
@@ -52,8 +53,7 @@ class FutureRecordMetadata(Future):
         if d is None or d.__class__ is RecordMetadata:
             return d
         base = d[2]
-        return RecordMetadata(d[0], d[1], base + self._idx if base >= 0 else -1,
-                              self._ts if d[3] < 0 else d[3])
+        return RecordMetadata(d[0], d[1], base + self._idx if base >= 0 else -1, self._ts if d[3] < 0 else d[3])
 
     @_result.setter
     def _result(self, value):

@@ -98,8 +98,7 @@ def _to_bytes(v, what: str):
         return v.encode("utf-8")
     if t is bytearray or t is memoryview:
         return bytes(v)
-    raise TypeError(f"{what}: expected bytes, str or None (or configure a {what}.serializer), "
-                    f"got {t.__name__}")
+    raise TypeError(f"{what}: expected bytes, str or None (or configure a {what}.serializer), got {t.__name__}")
 
 
 class Producer:
@@ -123,24 +122,37 @@ class Producer:
         self._partitioner = resolve_partitioner(cfg["partitioner"])
         self._auto_create = cfg["allow.auto.create.topics"]
         self._closed = False
-        self.client = ClusterClient(cfg["bootstrap.servers"], cfg["zookeeper.connect"],
-                                    client_id=cfg["client.id"], request_timeout_ms=cfg["request.timeout.ms"],
-                                    retry_backoff_ms=cfg["retry.backoff.ms"],
-                                    metadata_max_age_ms=cfg["metadata.max.age.ms"])
+        self.client = ClusterClient(
+            cfg["bootstrap.servers"],
+            cfg["zookeeper.connect"],
+            client_id=cfg["client.id"],
+            request_timeout_ms=cfg["request.timeout.ms"],
+            retry_backoff_ms=cfg["retry.backoff.ms"],
+            metadata_max_age_ms=cfg["metadata.max.age.ms"],
+        )
         # topic -> (number of partitions, partitions with a leader): shared with the accumulator
         # and the sender; entries are replaced whole, so it is read without a lock
         self._topic_info: dict[str, tuple[int, list]] = {}
         self._transactional = cfg["transactional.id"] is not None
-        self._txn = TransactionManager(cfg["enable.idempotence"], "enable.idempotence" in self._explicit,
-                                       transactional_id=cfg["transactional.id"],
-                                       transaction_timeout_ms=cfg["transaction.timeout.ms"],
-                                       retry_backoff_s=self._backoff_s)
-        self._accumulator = RecordAccumulator(cfg["batch.size"], cfg["linger.ms"] / 1000.0,
-                                              cfg["buffer.memory"], self._max_block_s, self._partitioner,
-                                              self._topic_info)
+        self._txn = TransactionManager(
+            cfg["enable.idempotence"],
+            "enable.idempotence" in self._explicit,
+            transactional_id=cfg["transactional.id"],
+            transaction_timeout_ms=cfg["transaction.timeout.ms"],
+            retry_backoff_s=self._backoff_s,
+        )
+        self._accumulator = RecordAccumulator(
+            cfg["batch.size"],
+            cfg["linger.ms"] / 1000.0,
+            cfg["buffer.memory"],
+            self._max_block_s,
+            self._partitioner,
+            self._topic_info,
+        )
         self._acc_append = self._accumulator.append
-        self._sender = Sender(self.client, self._accumulator, self._txn, cfg, self._topic_info,
-                              name=f"pyklog-producer-{cfg['client.id']}")
+        self._sender = Sender(
+            self.client, self._accumulator, self._txn, cfg, self._topic_info, name=f"pyklog-producer-{cfg['client.id']}"
+        )
         self._accumulator.waker = self._sender
         self._sender.start()
 
@@ -162,28 +174,46 @@ class Producer:
                 avail = sorted(p for p, pm in tm.partitions.items() if pm.leader >= 0)
                 return len(tm.partitions), avail
             code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
-            raise error_for_code(code, f"topic {topic!r} is not in the cluster metadata "
-                                       f"({error_for_code(code).name})")
+            raise error_for_code(code, f"topic {topic!r} is not in the cluster metadata ({error_for_code(code).name})")
 
         def on_retry(e, attempts, delay_s):
             # as Kafka's producer: a WARN per failed attempt, not max.block.ms of silence
             # (a wrong port, a topic that does not exist and is not auto-created)
             if isinstance(e, NetworkError):
-                log.warning("[Producer clientId=%s] connection for the metadata of topic %r could not be "
-                            "established (attempt %d, retrying in %.1fs): %s. Broker may not be available.",
-                            self.config["client.id"], topic, attempts, delay_s, e)
+                log.warning(
+                    "[Producer clientId=%s] connection for the metadata of topic %r could not be "
+                    "established (attempt %d, retrying in %.1fs): %s. Broker may not be available.",
+                    self.config["client.id"],
+                    topic,
+                    attempts,
+                    delay_s,
+                    e,
+                )
             else:
-                log.warning("[Producer clientId=%s] error while fetching metadata for topic %r (attempt %d, "
-                            "retrying in %.1fs): %s", self.config["client.id"], topic, attempts, delay_s, e)
+                log.warning(
+                    "[Producer clientId=%s] error while fetching metadata for topic %r (attempt %d, "
+                    "retrying in %.1fs): %s",
+                    self.config["client.id"],
+                    topic,
+                    attempts,
+                    delay_s,
+                    e,
+                )
 
         try:
-            info = retry(lookup, deadline=Deadline.after(self._max_block_s),
-                         backoff=Backoff(self._backoff_s, max_s=1.0, jitter=0.0),
-                         what=f"topic {topic!r}", raise_last=True, on_retry=on_retry)
+            info = retry(
+                lookup,
+                deadline=Deadline.after(self._max_block_s),
+                backoff=Backoff(self._backoff_s, max_s=1.0, jitter=0.0),
+                what=f"topic {topic!r}",
+                raise_last=True,
+                on_retry=on_retry,
+            )
         except PyklogError as err:
             if err.retriable:
-                raise RequestTimedOutError(f"topic {topic!r} not available after max.block.ms="
-                                           f"{int(self._max_block_s * 1000)}: {err}") from err
+                raise RequestTimedOutError(
+                    f"topic {topic!r} not available after max.block.ms={int(self._max_block_s * 1000)}: {err}"
+                ) from err
             raise
         self._topic_info[topic] = info
         return info
@@ -207,8 +237,9 @@ class Producer:
         else:
             headers = ()
         if size > self._max_record_size:
-            raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: record of about {size} bytes exceeds "
-                                       f"max.request.size={self._max_request_size}")
+            raise MessageTooLargeError(
+                f"MESSAGE_TOO_LARGE: record of about {size} bytes exceeds max.request.size={self._max_request_size}"
+            )
         ts = int(_wall_clock() * 1000) if timestamp_ms is None else int(timestamp_ms)
         sticky = False
         if partition is None:
@@ -223,24 +254,51 @@ class Producer:
                 if not 0 <= partition < n:
                     raise UnknownTopicOrPartitionError(
                         f"UNKNOWN_TOPIC_OR_PARTITION: partition {partition} of topic {topic!r} does not "
-                        f"exist (expected 0..{n - 1})")
-        return self._acc_append(topic, partition, (kb, vb, ts, headers), size, sticky, want_future, cb,
-                                urgent)
+                        f"exist (expected 0..{n - 1})"
+                    )
+        return self._acc_append(topic, partition, (kb, vb, ts, headers), size, sticky, want_future, cb, urgent)
 
-    def send(self, topic: str, value=None, key=None, *, partition: int | None = None,
-             timestamp_ms: int | None = None, headers=None, callback=None) -> Future:
+    def send(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers=None,
+        callback=None,
+    ) -> Future:
         """Queue one record; return a Future resolving to :class:`RecordMetadata` (or raising the
         delivery error).  ``callback(metadata, exception)`` runs on the sender thread."""
         return self._append(topic, value, key, partition, timestamp_ms, headers, True, callback)
 
-    def produce(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                timestamp_ms: int | None = None, headers=None, on_delivery=None) -> None:
+    def produce(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers=None,
+        on_delivery=None,
+    ) -> None:
         """Queue one record without a future (the fast path).  ``on_delivery(metadata,
         exception)`` if given; failures without it are logged and counted."""
         self._append(topic, value, key, partition, timestamp_ms, headers, False, on_delivery)
 
-    def send_sync(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                  timestamp_ms: int | None = None, headers=None, timeout: float | None = None) -> RecordMetadata:
+    def send_sync(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers=None,
+        timeout: float | None = None,
+    ) -> RecordMetadata:
         """Send one record now (its batch closes at once) and wait: ``RecordMetadata``."""
         fut = self._append(topic, value, key, partition, timestamp_ms, headers, True, None, urgent=True)
         return fut.result(self._delivery_timeout_s + 5 if timeout is None else timeout)
@@ -249,8 +307,7 @@ class Producer:
         """Queue many values (and optional keys) of one topic; no futures (see :meth:`send_many`)."""
         self.send_many(topic, partition, keys, values)
 
-    def send_many(self, topic: str, partition=None, keys=None, values=None, headers=None,
-                  timestamps=None) -> int:
+    def send_many(self, topic: str, partition=None, keys=None, values=None, headers=None, timestamps=None) -> int:
         """Queue many records of one topic at once: the bulk path (no futures, no callbacks;
         failures are logged and counted in :attr:`failed_records`, as for ``produce()`` without
         ``on_delivery``).  Appends a whole batch's worth of records per lock acquisition.
@@ -292,8 +349,9 @@ class Producer:
             ser = self._key_ser
             ks = keys if ser is None else [None if k is None else ser(k) for k in keys]
             ks = [k if k is None or k.__class__ is bytes else _to_bytes(k, "key") for k in ks]
-            sizes = [_RECORD_OVERHEAD + (0 if k is None else len(k)) + (0 if v is None else len(v))
-                     for k, v in zip(ks, vs)]
+            sizes = [
+                _RECORD_OVERHEAD + (0 if k is None else len(k)) + (0 if v is None else len(v)) for k, v in zip(ks, vs)
+            ]
         if headers is not None:
             hs = []
             for i, h in enumerate(headers):
@@ -308,8 +366,10 @@ class Producer:
         limit = self._max_request_size - _BATCH_OVERHEAD
         if max(sizes) > limit:
             i = next(i for i, sz in enumerate(sizes) if sz > limit)
-            raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: record {i} of about {sizes[i]} bytes exceeds "
-                                       f"max.request.size={self._max_request_size} (nothing was queued)")
+            raise MessageTooLargeError(
+                f"MESSAGE_TOO_LARGE: record {i} of about {sizes[i]} bytes exceeds "
+                f"max.request.size={self._max_request_size} (nothing was queued)"
+            )
         if timestamps is None:
             now = int(time.time() * 1000)
             tss = None
@@ -326,7 +386,8 @@ class Producer:
                 if bad:
                     raise UnknownTopicOrPartitionError(
                         f"UNKNOWN_TOPIC_OR_PARTITION: partition {bad[0]!r} of topic {topic!r} does not "
-                        f"exist (expected 0..{nparts - 1}; nothing was queued)")
+                        f"exist (expected 0..{nparts - 1}; nothing was queued)"
+                    )
         # the records, as the accumulator holds them
         if ks is None:
             ks = [None] * n
@@ -366,8 +427,9 @@ class Producer:
             if len(sticky_idx) == n:
                 append_many(topic, None, recs, sizes, True, (nparts, avail))
             else:
-                append_many(topic, None, [recs[i] for i in sticky_idx], [sizes[i] for i in sticky_idx], True,
-                            (nparts, avail))
+                append_many(
+                    topic, None, [recs[i] for i in sticky_idx], [sizes[i] for i in sticky_idx], True, (nparts, avail)
+                )
         return n
 
     def send_sections(self, topic: str, sections) -> int:
@@ -393,14 +455,19 @@ class Producer:
                 if type(partition) is not int or not 0 <= partition < nparts:
                     raise UnknownTopicOrPartitionError(
                         f"UNKNOWN_TOPIC_OR_PARTITION: partition {partition!r} of topic {topic!r} does not "
-                        f"exist (expected 0..{nparts - 1}; nothing was queued)")
+                        f"exist (expected 0..{nparts - 1}; nothing was queued)"
+                    )
             size = section.nbytes
             if size > self._max_request_size and len(section) == 1:
-                raise MessageTooLargeError(f"MESSAGE_TOO_LARGE: a record of about {size} bytes exceeds "
-                                           f"max.request.size={self._max_request_size} (nothing was queued)")
+                raise MessageTooLargeError(
+                    f"MESSAGE_TOO_LARGE: a record of about {size} bytes exceeds "
+                    f"max.request.size={self._max_request_size} (nothing was queued)"
+                )
             if size > self._max_request_size:
-                raise ValueError(f"send_sections: a batch of {size} bytes ({len(section)} records) exceeds "
-                                 f"max.request.size={self._max_request_size}; cut batches at batch.size")
+                raise ValueError(
+                    f"send_sections: a batch of {size} bytes ({len(section)} records) exceeds "
+                    f"max.request.size={self._max_request_size}; cut batches at batch.size"
+                )
             sizes.append(size)
         append = self._accumulator.append_section
         count = 0
@@ -425,14 +492,20 @@ class Producer:
         if self._closed:
             return
         st = self._txn.state
-        if self._transactional and st in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR,
-                                          TransactionState.ABORTING_TRANSACTION):
+        if self._transactional and st in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.ABORTING_TRANSACTION,
+        ):
             try:
                 self.abort_transaction(timeout)
             except PyklogError as e:
-                log.warning("close: could not abort the open transaction of transactional.id %r "
-                            "(the coordinator aborts it after transaction.timeout.ms): %s",
-                            self._txn.transactional_id, e)
+                log.warning(
+                    "close: could not abort the open transaction of transactional.id %r "
+                    "(the coordinator aborts it after transaction.timeout.ms): %s",
+                    self._txn.transactional_id,
+                    e,
+                )
         try:
             self.flush(timeout)
         except RequestTimedOutError as e:
@@ -452,8 +525,10 @@ class Producer:
         try:
             self._accumulator.flush(deadline.remaining(), self._sender.is_alive)
         except RequestTimedOutError as e:
-            raise RequestTimedOutError(f"REQUEST_TIMED_OUT: {op}: records of the transaction are not all "
-                                       f"acknowledged within the timeout ({e}); call {op}() again") from e
+            raise RequestTimedOutError(
+                f"REQUEST_TIMED_OUT: {op}: records of the transaction are not all "
+                f"acknowledged within the timeout ({e}); call {op}() again"
+            ) from e
 
     def init_transactions(self, timeout_s: float | None = None) -> None:
         """Find the transaction coordinator of ``transactional.id`` and take a producer id and
@@ -479,10 +554,15 @@ class Producer:
             raise TypeError(f"send_offsets_to_transaction: expected a group id string, got {group_id!r}")
         clean = {}
         for tp, off in dict(offsets).items():
-            if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int)) \
-                    or not isinstance(off, int) or isinstance(off, bool) or off < 0:
-                raise TypeError(f"send_offsets_to_transaction: expected {{(topic, partition): offset >= 0}}, "
-                                f"got {tp!r}: {off!r}")
+            if (
+                not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str) and isinstance(tp[1], int))
+                or not isinstance(off, int)
+                or isinstance(off, bool)
+                or off < 0
+            ):
+                raise TypeError(
+                    f"send_offsets_to_transaction: expected {{(topic, partition): offset >= 0}}, got {tp!r}: {off!r}"
+                )
             clean[tp] = off
         if clean:
             self._txn.add_offsets(self.client, clean, group_id, deadline)
@@ -537,8 +617,9 @@ class Producer:
         self.close()
 
 
-def complete_transaction(config: dict, prepared: PreparedTransaction, commit: bool,
-                         timeout_s: float | None = None) -> None:
+def complete_transaction(
+    config: dict, prepared: PreparedTransaction, commit: bool, timeout_s: float | None = None
+) -> None:
     """Second phase of a two-phase commit: end a transaction that ``Producer.prepare_transaction``
     left open, from any process (the preparing producer may be closed or dead).
 
@@ -563,14 +644,30 @@ def complete_transaction(config: dict, prepared: PreparedTransaction, commit: bo
         return
     cfg, _explicit = parse_config(dict(config or {}), {})
     deadline = Deadline.after(cfg["max.block.ms"] / 1000.0 if timeout_s is None else timeout_s)
-    client = ClusterClient(cfg["bootstrap.servers"], cfg["zookeeper.connect"], client_id=cfg["client.id"],
-                           request_timeout_ms=cfg["request.timeout.ms"], retry_backoff_ms=cfg["retry.backoff.ms"],
-                           metadata_max_age_ms=cfg["metadata.max.age.ms"])
+    client = ClusterClient(
+        cfg["bootstrap.servers"],
+        cfg["zookeeper.connect"],
+        client_id=cfg["client.id"],
+        request_timeout_ms=cfg["request.timeout.ms"],
+        retry_backoff_ms=cfg["retry.backoff.ms"],
+        metadata_max_age_ms=cfg["metadata.max.age.ms"],
+    )
     try:
-        end_txn(client, prepared.transactional_id, int(prepared.producer_id), int(prepared.producer_epoch),
-                bool(commit), deadline, cfg["retry.backoff.ms"] / 1000.0)
+        end_txn(
+            client,
+            prepared.transactional_id,
+            int(prepared.producer_id),
+            int(prepared.producer_epoch),
+            bool(commit),
+            deadline,
+            cfg["retry.backoff.ms"] / 1000.0,
+        )
     finally:
         client.close()
-    log.info("transactional.id %r: prepared transaction of producer id %d epoch %d %s",
-             prepared.transactional_id, prepared.producer_id, prepared.producer_epoch,
-             "committed" if commit else "aborted")
+    log.info(
+        "transactional.id %r: prepared transaction of producer id %d epoch %d %s",
+        prepared.transactional_id,
+        prepared.producer_id,
+        prepared.producer_epoch,
+        "committed" if commit else "aborted",
+    )

@@ -21,6 +21,7 @@ the accumulator's lock only inside the accumulator's own methods, and each batch
 Condition only in :func:`~pyklog.connector.producer.future.resolve_all`; it never holds two locks.
 :meth:`close` runs on the closing thread after the sender thread has stopped.
 """
+
 from __future__ import annotations
 
 import collections
@@ -287,9 +288,13 @@ class Sender:
         tp = (b.topic, b.partition)
         seq = txn.sequence_number(tp)
         # number the batch only once it is built: a batch that cannot be encoded leaves no gap
-        b.data = build(compression=self._codec, producer_id=txn.producer_id,
-                       producer_epoch=txn.producer_epoch, base_sequence=seq,
-                       is_transactional=txn.transactional)
+        b.data = build(
+            compression=self._codec,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            base_sequence=seq,
+            is_transactional=txn.transactional,
+        )
         txn.assign_sequences(b, tp, seq)
 
     def _leader(self, topic: str, partition: int):
@@ -297,8 +302,13 @@ class Sender:
         tm = md.topics.get(topic)
         if tm is not None:
             pm = tm.partitions.get(partition)
-            if pm is not None and pm.leader >= 0 and pm.leader in md.brokers and not self.client._stale \
-                    and time.monotonic() - md.updated < self.client.metadata_max_age_s:
+            if (
+                pm is not None
+                and pm.leader >= 0
+                and pm.leader in md.brokers
+                and not self.client._stale
+                and time.monotonic() - md.updated < self.client.metadata_max_age_s
+            ):
                 return pm.leader
         try:
             md = self.client.metadata([topic], refresh=True, auto_create=self._auto_create)
@@ -420,8 +430,12 @@ class Sender:
                             self._build(b)
                         except Exception as e:  # noqa: BLE001 - bad header key etc.: fail this batch only
                             q.popleft()
-                            self._fail(b, e if isinstance(e, PyklogError) else
-                                       ConfigError(f"cannot encode a record batch for {tp[0]}-{tp[1]}: {e}"))
+                            self._fail(
+                                b,
+                                e
+                                if isinstance(e, PyklogError)
+                                else ConfigError(f"cannot encode a record batch for {tp[0]}-{tp[1]}: {e}"),
+                            )
                             continue
                     bsize = len(b.data) + 64
                     if batches and size + bsize > self._max_request_size:
@@ -452,8 +466,12 @@ class Sender:
             b.attempts += 1
             b.retry_at = 0.0
             topics.setdefault(t, []).append({"index": p, "records": b.data})
-        body = {"transactional_id": self.txn.transactional_id, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+        body = {
+            "transactional_id": self.txn.transactional_id,
+            "acks": self._acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
+        }
         try:
             version = conn.version_for(ApiKey.PRODUCE)
             if version < 3:
@@ -517,8 +535,9 @@ class Sender:
                     self._maybe_end_retrying(tp)
                 else:
                     msg = p.get("error_message") or ""
-                    exc = error_for_code(code, f"{error_for_code(code).name}: Produce to {tp[0]}-{tp[1]} "
-                                               f"on broker {node} {msg}".rstrip())
+                    exc = error_for_code(
+                        code, f"{error_for_code(code).name}: Produce to {tp[0]}-{tp[1]} on broker {node} {msg}".rstrip()
+                    )
                     if code in REFRESH_METADATA_CODES:
                         self.client.invalidate()
                     self._retry_or_fail(b, exc)
@@ -538,8 +557,7 @@ class Sender:
         now = time.monotonic()
         retriable = getattr(exc, "retriable", False)
         idempotent = self.txn.idempotent
-        if idempotent and b.base_sequence >= 0 and isinstance(exc, (OutOfOrderSequenceError,
-                                                                      UnknownProducerIdError)):
+        if idempotent and b.base_sequence >= 0 and isinstance(exc, (OutOfOrderSequenceError, UnknownProducerIdError)):
             if self.txn.batch_rejected(b, exc):
                 retriable = True  # not in the log: sent again under the next producer id
             elif tp in self._tp_retrying:
@@ -560,8 +578,10 @@ class Sender:
                 q.appendleft(b)
             return
         if retriable and now - b.created >= self._delivery_timeout_s:
-            exc = RequestTimedOutError(f"REQUEST_TIMED_OUT: delivery.timeout.ms expired for "
-                                       f"{b.topic}-{b.partition} after {b.attempts} attempts: {exc}")
+            exc = RequestTimedOutError(
+                f"REQUEST_TIMED_OUT: delivery.timeout.ms expired for "
+                f"{b.topic}-{b.partition} after {b.attempts} attempts: {exc}"
+            )
         self._fail(b, exc)
 
     def _check_timeouts(self) -> None:
@@ -569,11 +589,20 @@ class Sender:
         limit = self._request_timeout_ms / 1000.0 + 1.0
         for node, dq in list(self._inflight.items()):
             if dq and now - dq[0].sent_at > limit:
-                self._drop_connection(node, RequestTimedOutError(
-                    f"REQUEST_TIMED_OUT: no Produce response from broker {node} within request.timeout.ms"))
+                self._drop_connection(
+                    node,
+                    RequestTimedOutError(
+                        f"REQUEST_TIMED_OUT: no Produce response from broker {node} within request.timeout.ms"
+                    ),
+                )
         # batches that cannot be sent (no leader) expire after delivery.timeout.ms
         for tp, q in self._queues.items():
             while q and now - q[0].created >= self._delivery_timeout_s:
                 b = q.popleft()
-                self._fail(b, RequestTimedOutError(f"REQUEST_TIMED_OUT: {tp[0]}-{tp[1]}: not delivered within "
-                                                   f"delivery.timeout.ms after {b.attempts} attempts"))
+                self._fail(
+                    b,
+                    RequestTimedOutError(
+                        f"REQUEST_TIMED_OUT: {tp[0]}-{tp[1]}: not delivered within "
+                        f"delivery.timeout.ms after {b.attempts} attempts"
+                    ),
+                )

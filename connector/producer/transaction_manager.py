@@ -40,6 +40,7 @@ producer; ``partitions_in_txn`` and ``transaction_started`` are written by the s
 (AddPartitionsToTxn) and by the user thread (AddOffsetsToTxn, the end of a transaction) at
 moments the other does not touch them (the user thread ends a transaction only after a flush).
 """
+
 from __future__ import annotations
 
 import collections
@@ -68,10 +69,16 @@ from pyklog.broker.protocol import ApiKey
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "TransactionState", "TransactionManager", "IllegalStateError", "IllegalStateTransitionError",
+    "TransactionState",
+    "TransactionManager",
+    "IllegalStateError",
+    "IllegalStateTransitionError",
     "VALID_TRANSITIONS",
-    "PreparedTransaction", "TransactionAbortedError", "TransactionAbortableError",
-    "TransactionTimedOutError", "end_txn",
+    "PreparedTransaction",
+    "TransactionAbortedError",
+    "TransactionAbortableError",
+    "TransactionTimedOutError",
+    "end_txn",
 ]
 
 
@@ -103,8 +110,9 @@ VALID_TRANSITIONS: dict[TransactionState, frozenset] = {
     S.IN_TRANSACTION: frozenset({S.READY}),
     S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
     S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR,
-                                  S.INITIALIZING, S.PREPARED_TRANSACTION}),
+    S.ABORTABLE_ERROR: frozenset(
+        {S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING, S.PREPARED_TRANSACTION}
+    ),
     S.FATAL_ERROR: frozenset(TransactionState),
     S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION}),
 }
@@ -158,7 +166,8 @@ def _fenced(what: str, transactional_id: str, detail: str = "") -> ProducerFence
         f"PRODUCER_FENCED: {what}: the coordinator holds a newer epoch of transactional.id={transactional_id!r}: "
         f"another producer with this transactional.id initialised, or the coordinator aborted the transaction "
         f"because it stayed open longer than transaction.timeout.ms; the transaction is aborted and this "
-        f"producer is fenced (close it){detail}")
+        f"producer is fenced (close it){detail}"
+    )
 
 
 def _error(code: int, what: str, transactional_id: str, message: str = "") -> PyklogError:
@@ -169,19 +178,33 @@ def _error(code: int, what: str, transactional_id: str, message: str = "") -> Py
     if code == TransactionalIdAuthorizationFailedError.code:
         return TransactionalIdAuthorizationFailedError(
             f"TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): {what} for transactional.id={transactional_id!r}: "
-            f"{message or 'not authorized'} (a broker without a transaction coordinator answers so)")
+            f"{message or 'not authorized'} (a broker without a transaction coordinator answers so)"
+        )
     name = error_for_code(code).name
-    return error_for_code(code, f"{name} ({code}): {what} for transactional.id={transactional_id!r}"
-                                + (f": {message}" if message else ""))
+    return error_for_code(
+        code, f"{name} ({code}): {what} for transactional.id={transactional_id!r}" + (f": {message}" if message else "")
+    )
 
 
 def _unsupported(e: UnsupportedVersionError, what: str) -> UnsupportedVersionError:
-    return UnsupportedVersionError(f"UNSUPPORTED_VERSION: {what}: the broker does not support transactions "
-                                   f"(KIP-98 requests): {e}")
+    return UnsupportedVersionError(
+        f"UNSUPPORTED_VERSION: {what}: the broker does not support transactions (KIP-98 requests): {e}"
+    )
 
 
-def coordinator_request(client, transactional_id: str, api_key: int, body: dict, what: str, check,
-                        deadline: Deadline, backoff_s: float, *, key: str | None = None, key_type: int = 1):
+def coordinator_request(
+    client,
+    transactional_id: str,
+    api_key: int,
+    body: dict,
+    what: str,
+    check,
+    deadline: Deadline,
+    backoff_s: float,
+    *,
+    key: str | None = None,
+    key_type: int = 1,
+):
     """Send ``body`` (``api_key``) to the coordinator of ``key`` (default: the transaction
     coordinator of ``transactional_id``), retrying retriable errors (CONCURRENT_TRANSACTIONS,
     COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, network errors)
@@ -206,20 +229,32 @@ def coordinator_request(client, transactional_id: str, api_key: int, body: dict,
 
     backoff = Backoff(backoff_s, multiplier=2.0, max_s=max(1.0, backoff_s), jitter=0.2)
     try:
-        return retry(attempt, deadline=deadline, backoff=backoff, what=what, raise_last=True,
-                     on_retry=lambda e, n, d: log.debug("%s: retrying in %.3fs after %s", what, d, e))
+        return retry(
+            attempt,
+            deadline=deadline,
+            backoff=backoff,
+            what=what,
+            raise_last=True,
+            on_retry=lambda e, n, d: log.debug("%s: retrying in %.3fs after %s", what, d, e),
+        )
     except PyklogError as e:
         if e.retriable:
-            raise RequestTimedOutError(f"REQUEST_TIMED_OUT: {what} did not complete within the timeout "
-                                       f"({deadline.elapsed():.1f}s); last error: {e}") from e
+            raise RequestTimedOutError(
+                f"REQUEST_TIMED_OUT: {what} did not complete within the timeout "
+                f"({deadline.elapsed():.1f}s); last error: {e}"
+            ) from e
         raise
 
 
 # --------------------------------------------------------------------------- request bodies
 def init_producer_id_body(transactional_id: str, transaction_timeout_ms: int) -> dict:
     """InitProducerId v0-1 with a transactional id (fences older producers of the id)."""
-    return {"transactional_id": transactional_id, "transaction_timeout_ms": int(transaction_timeout_ms),
-            "producer_id": -1, "producer_epoch": -1}
+    return {
+        "transactional_id": transactional_id,
+        "transaction_timeout_ms": int(transaction_timeout_ms),
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
 
 
 def add_partitions_body(transactional_id: str, pid: int, epoch: int, tps) -> dict:
@@ -227,9 +262,12 @@ def add_partitions_body(transactional_id: str, pid: int, epoch: int, tps) -> dic
     topics: dict = {}
     for t, p in sorted(tps):
         topics.setdefault(t, []).append(int(p))
-    return {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": pid,
-            "v3_and_below_producer_epoch": epoch,
-            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
 
 
 def add_partitions_errors(resp: dict) -> dict:
@@ -249,19 +287,35 @@ def txn_offset_commit_body(transactional_id: str, group_id: str, pid: int, epoch
     """TxnOffsetCommit v0-2: ``offsets`` ``{(topic, partition): offset}``."""
     topics: dict = {}
     for (t, p), off in sorted(offsets.items()):
-        topics.setdefault(t, []).append({"partition_index": int(p), "committed_offset": int(off),
-                                         "committed_leader_epoch": -1, "committed_metadata": ""})
-    return {"transactional_id": transactional_id, "group_id": group_id, "producer_id": pid,
-            "producer_epoch": epoch, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        topics.setdefault(t, []).append(
+            {
+                "partition_index": int(p),
+                "committed_offset": int(off),
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
+    return {
+        "transactional_id": transactional_id,
+        "group_id": group_id,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
 
 
 def end_txn_body(transactional_id: str, pid: int, epoch: int, commit: bool) -> dict:
-    return {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch,
-            "committed": bool(commit)}
+    return {
+        "transactional_id": transactional_id,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "committed": bool(commit),
+    }
 
 
-def end_txn(client, transactional_id: str, pid: int, epoch: int, commit: bool, deadline: Deadline,
-            backoff_s: float = 0.1) -> None:
+def end_txn(
+    client, transactional_id: str, pid: int, epoch: int, commit: bool, deadline: Deadline, backoff_s: float = 0.1
+) -> None:
     """EndTxn(commit or abort) to the transaction coordinator, retried while retriable.  Kafka's
     coordinator answers a retried EndTxn of a transaction already completed with the same result
     with NONE; PRODUCER_FENCED / INVALID_PRODUCER_EPOCH (a newer epoch: another producer
@@ -277,13 +331,22 @@ def end_txn(client, transactional_id: str, pid: int, epoch: int, commit: bool, d
             raise InvalidTxnStateError(
                 f"INVALID_TXN_STATE (48): {what} for transactional.id={transactional_id!r}: the coordinator has "
                 f"no open transaction of this producer to {result} (it was never started, or already completed "
-                f"the other way, e.g. aborted by a timeout)")
+                f"the other way, e.g. aborted by a timeout)"
+            )
         if code:
             raise _error(code, what, transactional_id)
         return resp
 
-    coordinator_request(client, transactional_id, ApiKey.END_TXN,
-                        end_txn_body(transactional_id, pid, epoch, commit), what, check, deadline, backoff_s)
+    coordinator_request(
+        client,
+        transactional_id,
+        ApiKey.END_TXN,
+        end_txn_body(transactional_id, pid, epoch, commit),
+        what,
+        check,
+        deadline,
+        backoff_s,
+    )
 
 
 class TransactionManager:
@@ -297,8 +360,14 @@ class TransactionManager:
     Thread rules: see the module docstring; ``transition_to`` and the ``check_*`` methods are safe
     from any thread."""
 
-    def __init__(self, idempotent: bool, explicit: bool = False, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, retry_backoff_s: float = 0.1):
+    def __init__(
+        self,
+        idempotent: bool,
+        explicit: bool = False,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        retry_backoff_s: float = 0.1,
+    ):
         self.idempotent = idempotent or transactional_id is not None
         self._explicit = explicit or transactional_id is not None
         self.transactional_id = transactional_id
@@ -331,8 +400,9 @@ class TransactionManager:
         with self._lock:
             source = self.state
             if source not in VALID_TRANSITIONS[target]:
-                raise IllegalStateTransitionError(f"producer state: invalid transition from {source.name} to "
-                                                  f"{target.name}")
+                raise IllegalStateTransitionError(
+                    f"producer state: invalid transition from {source.name} to {target.name}"
+                )
             self.state = target
         log.debug("producer state %s -> %s", source.name, target.name)
 
@@ -384,16 +454,19 @@ class TransactionManager:
         In a transaction a failed record makes the transaction abortable (ABORTABLE_ERROR), a
         fenced producer is fatal (FATAL_ERROR).  Sender thread."""
         if self.transactional:
-            if b.base_sequence >= 0 and b.producer_id == self.producer_id \
-                    and b.producer_epoch == self.producer_epoch:
+            if b.base_sequence >= 0 and b.producer_id == self.producer_id and b.producer_epoch == self.producer_epoch:
                 self.reset_pending = True
             if exc is not None and not isinstance(exc, TransactionAbortedError):
                 self.record_error(exc, f"a record batch of {b.topic}-{b.partition} failed")
             return
-        if b.base_sequence >= 0 and b.producer_id >= 0 and b.producer_id == self.producer_id \
-                and not self.reset_pending:
-            log.info("idempotent batch %s-%d (sequences %d..) failed: new producer id once the requests "
-                     "in flight are answered", b.topic, b.partition, b.base_sequence)
+        if b.base_sequence >= 0 and b.producer_id >= 0 and b.producer_id == self.producer_id and not self.reset_pending:
+            log.info(
+                "idempotent batch %s-%d (sequences %d..) failed: new producer id once the requests "
+                "in flight are answered",
+                b.topic,
+                b.partition,
+                b.base_sequence,
+            )
             self.reset_pending = True
 
     def batch_rejected(self, b, exc: PyklogError) -> bool:
@@ -404,8 +477,7 @@ class TransactionManager:
         fails and the transaction must be aborted)."""
         if self.transactional:
             return False
-        if isinstance(exc, UnknownProducerIdError) or self.reset_pending \
-                or b.producer_id != self.producer_id:
+        if isinstance(exc, UnknownProducerIdError) or self.reset_pending or b.producer_id != self.producer_id:
             if b.producer_id == self.producer_id:
                 self.reset_pending = True
             b.reset_numbering()
@@ -431,8 +503,10 @@ class TransactionManager:
         for q in queues:
             for b in q:
                 b.reset_numbering()
-        log.info("idempotent producer: dropping producer id %d after a failed batch; sequences restart "
-                 "at 0 under a new id", self.producer_id)
+        log.info(
+            "idempotent producer: dropping producer id %d after a failed batch; sequences restart at 0 under a new id",
+            self.producer_id,
+        )
         if self.state is TransactionState.READY:
             self.transition_to(TransactionState.UNINITIALIZED)
         self.producer_id = -1
@@ -446,8 +520,7 @@ class TransactionManager:
     def _timed_out_or(self, exc: PyklogError) -> PyklogError:
         """A fenced error while a transaction has been open longer than transaction.timeout.ms
         is the coordinator's timeout abort: say so."""
-        if isinstance(exc, ProducerFencedError) and not isinstance(exc, TransactionTimedOutError) \
-                and self.txn_began_at:
+        if isinstance(exc, ProducerFencedError) and not isinstance(exc, TransactionTimedOutError) and self.txn_began_at:
             open_ms = (time.monotonic() - self.txn_began_at) * 1000
             if open_ms > self.transaction_timeout_ms:
                 e = TransactionTimedOutError(
@@ -455,7 +528,8 @@ class TransactionManager:
                     f"was open for {open_ms / 1000:.1f}s, longer than transaction.timeout.ms="
                     f"{self.transaction_timeout_ms}: the transaction coordinator aborted it and fenced this "
                     f"producer (epoch {self.producer_epoch}); close it and start again with a new producer "
-                    f"({exc})")
+                    f"({exc})"
+                )
                 e.__cause__ = exc
                 return e
         return exc
@@ -463,9 +537,15 @@ class TransactionManager:
     @staticmethod
     def is_fatal(exc: Exception) -> bool:
         """Errors after which the producer can do nothing but close (Kafka's fatal errors)."""
-        return isinstance(exc, (ProducerFencedError, TransactionalIdAuthorizationFailedError,
-                                UnsupportedVersionError, InvalidTxnStateError)) \
-            or getattr(exc, "code", None) in (49, 50)  # INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT
+        return isinstance(
+            exc,
+            (
+                ProducerFencedError,
+                TransactionalIdAuthorizationFailedError,
+                UnsupportedVersionError,
+                InvalidTxnStateError,
+            ),
+        ) or getattr(exc, "code", None) in (49, 50)  # INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT
 
     def record_error(self, exc: Exception, what: str) -> PyklogError:
         """A transactional request or record failed with ``exc``: enter FATAL_ERROR (fenced,
@@ -480,8 +560,7 @@ class TransactionManager:
             source = self.state
             if self.is_fatal(exc):
                 target = S.FATAL_ERROR
-            elif source in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.PREPARED_TRANSACTION,
-                            S.ABORTABLE_ERROR):
+            elif source in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR):
                 target = S.ABORTABLE_ERROR
             else:
                 return exc
@@ -508,14 +587,17 @@ class TransactionManager:
         if st is S.ABORTABLE_ERROR:
             err = TransactionAbortableError(
                 f"{op}: the transaction cannot commit, call abort_transaction() (ABORTABLE_ERROR after: "
-                f"{self.last_error})")
+                f"{self.last_error})"
+            )
             err.__cause__ = self.last_error
             return err
-        hint = {S.UNINITIALIZED: "call init_transactions() first",
-                S.INITIALIZING: "init_transactions() did not complete; call it again",
-                S.READY: "no transaction is open: call begin_transaction() first",
-                S.PREPARED_TRANSACTION: "the transaction is prepared: end it with complete_transaction() "
-                                        "(the producer may only be closed)"}.get(st, "")
+        hint = {
+            S.UNINITIALIZED: "call init_transactions() first",
+            S.INITIALIZING: "init_transactions() did not complete; call it again",
+            S.READY: "no transaction is open: call begin_transaction() first",
+            S.PREPARED_TRANSACTION: "the transaction is prepared: end it with complete_transaction() "
+            "(the producer may only be closed)",
+        }.get(st, "")
         return IllegalStateError(f"{op}: not allowed in state {st.name}" + (f" ({hint})" if hint else ""))
 
     def check_can_send(self) -> None:
@@ -551,17 +633,27 @@ class TransactionManager:
         def check(resp):
             code = int(resp.get("error_code", 0))
             if code == 50:
-                raise error_for_code(50, f"INVALID_TRANSACTION_TIMEOUT (50): transaction.timeout.ms="
-                                         f"{self.transaction_timeout_ms} is above the broker's "
-                                         f"transaction.max.timeout.ms (or not positive)")
+                raise error_for_code(
+                    50,
+                    f"INVALID_TRANSACTION_TIMEOUT (50): transaction.timeout.ms="
+                    f"{self.transaction_timeout_ms} is above the broker's "
+                    f"transaction.max.timeout.ms (or not positive)",
+                )
             if code:
                 raise _error(code, "InitProducerId", tid)
             return int(resp["producer_id"]), int(resp["producer_epoch"])
 
         try:
-            pid, epoch = coordinator_request(client, tid, ApiKey.INIT_PRODUCER_ID,
-                                             init_producer_id_body(tid, self.transaction_timeout_ms), what,
-                                             check, deadline, self.retry_backoff_s)
+            pid, epoch = coordinator_request(
+                client,
+                tid,
+                ApiKey.INIT_PRODUCER_ID,
+                init_producer_id_body(tid, self.transaction_timeout_ms),
+                what,
+                check,
+                deadline,
+                self.retry_backoff_s,
+            )
         except PyklogError as e:
             if self.is_fatal(e):
                 self.last_error = e
@@ -599,21 +691,36 @@ class TransactionManager:
                 for p in t.get("partitions") or []:
                     code = int(p.get("error_code", 0))
                     if code:
-                        e = _error(code, f"TxnOffsetCommit(group {group_id!r}) {t['name']}-{p['partition_index']}",
-                                   tid)
+                        e = _error(code, f"TxnOffsetCommit(group {group_id!r}) {t['name']}-{p['partition_index']}", tid)
                         if first is None or (e.retriable and not first.retriable):
                             first = e
             if first is not None:
                 raise first
 
         try:
-            coordinator_request(client, tid, ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_body(tid, pid, epoch, group_id),
-                                f"AddOffsetsToTxn(group {group_id!r})", check_add, deadline, self.retry_backoff_s)
+            coordinator_request(
+                client,
+                tid,
+                ApiKey.ADD_OFFSETS_TO_TXN,
+                add_offsets_body(tid, pid, epoch, group_id),
+                f"AddOffsetsToTxn(group {group_id!r})",
+                check_add,
+                deadline,
+                self.retry_backoff_s,
+            )
             self.transaction_started = True
-            coordinator_request(client, tid, ApiKey.TXN_OFFSET_COMMIT,
-                                txn_offset_commit_body(tid, group_id, pid, epoch, offsets),
-                                f"TxnOffsetCommit(group {group_id!r})", check_commit, deadline, self.retry_backoff_s,
-                                key=group_id, key_type=0)
+            coordinator_request(
+                client,
+                tid,
+                ApiKey.TXN_OFFSET_COMMIT,
+                txn_offset_commit_body(tid, group_id, pid, epoch, offsets),
+                f"TxnOffsetCommit(group {group_id!r})",
+                check_commit,
+                deadline,
+                self.retry_backoff_s,
+                key=group_id,
+                key_type=0,
+            )
         except RequestTimedOutError:
             raise  # may be retried by the caller
         except PyklogError as e:
@@ -660,8 +767,15 @@ class TransactionManager:
             raise self._state_error(op)
         if self.transaction_started:
             try:
-                end_txn(client, self.transactional_id, self.producer_id, self.producer_epoch, commit, deadline,
-                        self.retry_backoff_s)
+                end_txn(
+                    client,
+                    self.transactional_id,
+                    self.producer_id,
+                    self.producer_epoch,
+                    commit,
+                    deadline,
+                    self.retry_backoff_s,
+                )
             except RequestTimedOutError:
                 raise
             except PyklogError as e:
@@ -671,8 +785,9 @@ class TransactionManager:
         self.txn_began_at = 0.0
         if not commit and self.reset_pending:
             # a failed batch left a sequence gap under this epoch: take a new epoch (sequences restart)
-            log.info("transactional.id %r: new epoch after an aborted transaction with a failed batch",
-                     self.transactional_id)
+            log.info(
+                "transactional.id %r: new epoch after an aborted transaction with a failed batch", self.transactional_id
+            )
             self.transition_to(S.INITIALIZING)
             self._init_producer_id(client, deadline)
         with self._lock:
@@ -728,9 +843,11 @@ class TransactionManager:
         if st is S.ABORTING_TRANSACTION:
             return self.fail_bound, TransactionAbortedError(
                 f"TRANSACTION_ABORTED: the transaction of transactional.id={self.transactional_id!r} was "
-                f"aborted before this record was sent")
+                f"aborted before this record was sent"
+            )
         if st is S.ABORTABLE_ERROR or st is S.FATAL_ERROR:
             return math.inf, TransactionAbortedError(
                 f"TRANSACTION_ABORTED: not sent: the transaction of transactional.id="
-                f"{self.transactional_id!r} is in {st.name} after: {self.last_error}")
+                f"{self.transactional_id!r} is in {st.name} after: {self.last_error}"
+            )
         return None

@@ -12,6 +12,7 @@ ZooKeeper consumer groups).  Importing this package imports pyspark and pyarrow.
 * :mod:`pyklog.connector.spark.progress` Spark's Kafka description and offsets-behind-latest figures
   computed from a query's progress (PySpark does not let a Python source report them)
 """
+
 from pyklog.connector.spark.source import PyklogDataSource
 
 __all__ = ["PyklogDataSource"]

@@ -46,6 +46,7 @@ Fetch v4+ response never holds, fall back to ``pyklog.broker.record.reader.iter_
 Pure code (bytes in, Arrow out), thread-safe.  Runs on Spark executors inside ``read()``.
 Malformed input raises :class:`broker.errors.CorruptRecordError` naming the batch/record.
 """
+
 from __future__ import annotations
 
 import struct
@@ -129,8 +130,9 @@ class AbortedTransactions:
         self._pending = sorted((int(first), int(pid)) for pid, first in (aborted or ()))
         self._active: set[int] = set()
 
-    def skip(self, base_offset: int, producer_id: int, is_transactional: bool, is_control: bool,
-             control_type: int | None) -> bool:
+    def skip(
+        self, base_offset: int, producer_id: int, is_transactional: bool, is_control: bool, control_type: int | None
+    ) -> bool:
         while self._pending and self._pending[0][0] <= base_offset:
             self._active.add(self._pending.pop(0)[1])
         if is_control:
@@ -183,8 +185,7 @@ def _varints(a: np.ndarray, pos: np.ndarray, strict: bool = True) -> tuple[np.nd
             if not strict:
                 break
             raise CorruptRecordError(
-                "record field varint: expected at most 10 bytes, read 10 bytes that all have the "
-                "continuation bit set"
+                "record field varint: expected at most 10 bytes, read 10 bytes that all have the continuation bit set"
             )
         bb = a[pos[idx] + n[idx]]
         u[idx] |= (bb & 0x7F).astype(np.uint64) << np.uint64(shift)
@@ -195,8 +196,7 @@ def _varints(a: np.ndarray, pos: np.ndarray, strict: bool = True) -> tuple[np.nd
     return vals, pos + n
 
 
-def _binary_column(data_buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
-                   take: np.ndarray) -> pa.Array:
+def _binary_column(data_buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray, take: np.ndarray) -> pa.Array:
     """Arrow binary array of the slices ``[starts[i], starts[i] + lengths[i])`` of ``data_buf``
     for the records in ``take`` (indices); a length of -1 is a null."""
     n = len(starts)
@@ -205,8 +205,8 @@ def _binary_column(data_buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
         return pa.nulls(len(take), type=pa.binary())
     lens = np.maximum(lengths, 0)
     offsets = np.empty(2 * n + 1, dtype=np.int32)
-    offsets[0:2 * n:2] = starts
-    offsets[1:2 * n:2] = starts + lens
+    offsets[0 : 2 * n : 2] = starts
+    offsets[1 : 2 * n : 2] = starts + lens
     offsets[2 * n] = offsets[2 * n - 1]
     validity = None
     if nulls.any():
@@ -223,8 +223,9 @@ def _string_column(value: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _headers_column(buf: bytes, rows: np.ndarray, hpos: np.ndarray, hcount: np.ndarray,
-                    ends: np.ndarray, offsets: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+def _headers_column(
+    buf: bytes, rows: np.ndarray, hpos: np.ndarray, hcount: np.ndarray, ends: np.ndarray, offsets: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
     """Headers of the records ``rows`` (indices into all records); returns the list array for
     ``rows`` and the end position of each of those records' headers (to check framing)."""
     list_offsets = [0]
@@ -243,8 +244,7 @@ def _headers_column(buf: bytes, rows: np.ndarray, hpos: np.ndarray, hcount: np.n
             continue
         if count < 0 or count > end - pos:
             raise CorruptRecordError(
-                f"record at offset {int(offsets[i])}: expected a header count between 0 and "
-                f"{end - pos}, read {count}"
+                f"record at offset {int(offsets[i])}: expected a header count between 0 and {end - pos}, read {count}"
             )
         for _ in range(count):
             kl, pos = decode_varint(buf, pos)
@@ -254,11 +254,10 @@ def _headers_column(buf: bytes, rows: np.ndarray, hpos: np.ndarray, hcount: np.n
                     f"and {end - pos}, read {kl}"
                 )
             try:
-                keys.append(buf[pos:pos + kl].decode("utf-8"))
+                keys.append(buf[pos : pos + kl].decode("utf-8"))
             except UnicodeDecodeError as e:
                 raise CorruptRecordError(
-                    f"record at offset {int(offsets[i])}: expected a UTF-8 header key, read "
-                    f"invalid bytes ({e})"
+                    f"record at offset {int(offsets[i])}: expected a UTF-8 header key, read invalid bytes ({e})"
                 ) from None
             pos += kl
             vl, pos = decode_varint(buf, pos)
@@ -267,17 +266,21 @@ def _headers_column(buf: bytes, rows: np.ndarray, hpos: np.ndarray, hcount: np.n
             else:
                 if pos + vl > end:
                     raise CorruptRecordError(
-                        f"record at offset {int(offsets[i])}: header value of {vl} bytes runs past "
-                        f"the record's end"
+                        f"record at offset {int(offsets[i])}: header value of {vl} bytes runs past the record's end"
                     )
-                values.append(buf[pos:pos + vl])
+                values.append(buf[pos : pos + vl])
                 pos += vl
         list_offsets.append(list_offsets[-1] + count)
         header_ends[j] = pos
     struct_values = pa.StructArray.from_arrays(
-        [pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())], names=["key", "value"])
-    arr = pa.ListArray.from_arrays(pa.array(list_offsets, type=pa.int32()), struct_values,
-                                   type=HEADER_TYPE, mask=pa.array(nulls) if nulls.any() else None)
+        [pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())], names=["key", "value"]
+    )
+    arr = pa.ListArray.from_arrays(
+        pa.array(list_offsets, type=pa.int32()),
+        struct_values,
+        type=HEADER_TYPE,
+        mask=pa.array(nulls) if nulls.any() else None,
+    )
     return arr, header_ends
 
 
@@ -309,9 +312,17 @@ def complete_batches_end(buf) -> int | None:
     return nxt
 
 
-def decode_fetch(buf, topic: str, partition: int, start: int, end: int, *,
-                 include_headers: bool = False, validate_crc: bool = True,
-                 aborted: AbortedTransactions | None = None) -> DecodedFetch:
+def decode_fetch(
+    buf,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    include_headers: bool = False,
+    validate_crc: bool = True,
+    aborted: AbortedTransactions | None = None,
+) -> DecodedFetch:
     """Decode every complete batch of ``buf`` (a fetch response's record bytes) into one Arrow
     batch holding the rows with ``start <= offset < end``.  See the module docstring."""
     mv = memoryview(buf)
@@ -369,7 +380,7 @@ def decode_fetch(buf, topic: str, partition: int, start: int, end: int, *,
             skip = True
         if not skip:
             codec = attrs & COMPRESSION_MASK
-            body = mv[pos + HEADER_SIZE:pos + size]
+            body = mv[pos + HEADER_SIZE : pos + size]
             if codec:
                 body = _compression.decompress(codec, body)
             sections.append(body)
@@ -384,13 +395,14 @@ def decode_fetch(buf, topic: str, partition: int, start: int, end: int, *,
         return _decode_legacy(buf, topic, partition, start, end, include_headers, validate_crc)
     if not sections:
         return DecodedFetch(None, next_offset, None, None)
-    return _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic, partition,
-                            start, end, include_headers, next_offset)
+    return _decode_sections(
+        sections, counts, bases, first_ts, max_ts, ts_types, topic, partition, start, end, include_headers, next_offset
+    )
 
 
 def _control_type(mv, pos: int, h) -> int | None:
     try:
-        data = mv[pos + HEADER_SIZE:pos + h.size]
+        data = mv[pos + HEADER_SIZE : pos + h.size]
         codec = h.attributes & COMPRESSION_MASK
         if codec:
             data = _compression.decompress(codec, data)
@@ -410,8 +422,9 @@ def _control_type(mv, pos: int, h) -> int | None:
         ) from None
 
 
-def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic, partition, start,
-                     end, include_headers, next_offset) -> DecodedFetch:
+def _decode_sections(
+    sections, counts, bases, first_ts, max_ts, ts_types, topic, partition, start, end, include_headers, next_offset
+) -> DecodedFetch:
     sections.append(_PAD)
     buf = b"".join(sections)
     total_len = len(buf) - len(_PAD)
@@ -435,9 +448,9 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
         keep = _keep(offsets, start, end, topic, partition)
         headers_arr = None
     else:
-        (ts_delta, offsets, key_start, key_len, value_start, value_len, keep, headers_arr,
-         rows) = _general_fields(buf, a, sections, counts, bases, base_rep, topic, partition, start,
-                                 end, include_headers)
+        (ts_delta, offsets, key_start, key_len, value_start, value_len, keep, headers_arr, rows) = _general_fields(
+            buf, a, sections, counts, bases, base_rep, topic, partition, start, end, include_headers
+        )
     nrows = int(keep.size)
     if nrows == 0:
         return DecodedFetch(None, next_offset, None, None)
@@ -462,10 +475,8 @@ def _decode_sections(sections, counts, bases, first_ts, max_ts, ts_types, topic,
         _string_column(topic, nrows),
         pa.Array.from_buffers(pa.int32(), nrows, [None, pa.py_buffer(np.full(nrows, partition, np.int32))]),
         pa.Array.from_buffers(pa.int64(), nrows, [None, pa.py_buffer(offsets if all_rows else offsets[sel])]),
-        pa.Array.from_buffers(TIMESTAMP_TYPE, nrows,
-                              [None, pa.py_buffer((ts if all_rows else ts[sel]) * 1000)]),
-        pa.Array.from_buffers(pa.int32(), nrows,
-                              [None, pa.py_buffer(ts_type_rep if all_rows else ts_type_rep[sel])]),
+        pa.Array.from_buffers(TIMESTAMP_TYPE, nrows, [None, pa.py_buffer((ts if all_rows else ts[sel]) * 1000)]),
+        pa.Array.from_buffers(pa.int32(), nrows, [None, pa.py_buffer(ts_type_rep if all_rows else ts_type_rep[sel])]),
     ]
     if include_headers:
         if headers_arr is None:
@@ -580,9 +591,8 @@ def _runs_binary(buf: bytes, runs, which: int) -> pa.Array:
     for (p, g, size, c_key, _kl, c_val, _vl), n in zip(runs, lens):
         if n > 0:  # one fixed-size (void) element per record: a memcpy each
             item = np.dtype((np.void, n))
-            src = np.ndarray((g,), dtype=item, buffer=buf, offset=p + (c_key if which == 0 else c_val),
-                             strides=(size,))
-            out[o:o + g * n].view(item)[:] = src
+            src = np.ndarray((g,), dtype=item, buffer=buf, offset=p + (c_key if which == 0 else c_val), strides=(size,))
+            out[o : o + g * n].view(item)[:] = src
             o += g * n
     reps = np.array([r[1] for r in runs], dtype=np.int64)
     per = np.repeat(np.array(lens, dtype=np.int64), reps)
@@ -644,13 +654,12 @@ def _keep(offsets: np.ndarray, start: int, end: int, topic: str, partition: int)
     if len(offsets) > 1 and not (offsets[1:] > offsets[:-1]).all():
         j = int(np.flatnonzero(offsets[1:] <= offsets[:-1])[0])
         raise CorruptRecordError(
-            f"{topic}-{partition}: record offsets must increase, read {int(offsets[j])} then "
-            f"{int(offsets[j + 1])}")
+            f"{topic}-{partition}: record offsets must increase, read {int(offsets[j])} then {int(offsets[j + 1])}"
+        )
     return np.arange(np.searchsorted(offsets, start), np.searchsorted(offsets, end), dtype=np.int64)
 
 
-def _general_fields(buf, a, sections, counts, bases, base_rep, topic, partition, start, end,
-                    include_headers):
+def _general_fields(buf, a, sections, counts, bases, base_rep, topic, partition, start, end, include_headers):
     """Every record field for any layout (varied sizes, headers): see the module docstring."""
     # 1. record boundaries: the only sequential step (see _record_starts)
     V, E = _record_starts(buf, a, sections, counts, bases, topic, partition)
@@ -728,8 +737,18 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
     V_all = np.empty(int(counts_arr.sum()), dtype=np.int64)
     small = (counts_arr > 0) & (counts_arr <= _LOCKSTEP_MAX)
     if small.sum() > 1:
-        _lockstep_starts(a, V_all, np.flatnonzero(small), counts_arr, sec_ends - sec_len, sec_ends,
-                         first_rec, bases, topic, partition)
+        _lockstep_starts(
+            a,
+            V_all,
+            np.flatnonzero(small),
+            counts_arr,
+            sec_ends - sec_len,
+            sec_ends,
+            first_rec,
+            bases,
+            topic,
+            partition,
+        )
     else:
         small[:] = False
     sec_start = 0
@@ -738,7 +757,7 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
         if count == 0 or small[s]:
             sec_start = sec_end
             continue
-        V = V_all[first_rec[s]:first_rec[s] + count]
+        V = V_all[first_rec[s] : first_rec[s] + count]
         k = 0
         p = sec_start
         try:
@@ -755,7 +774,7 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
                 nxt = after + lens
                 bad = np.flatnonzero(nxt[:-1] != cand[1:])
                 good = int(bad[0]) if bad.size else len(cand) - 1
-                V[k:k + good + 1] = cand[:good + 1]
+                V[k : k + good + 1] = cand[: good + 1]
                 k += good + 1
                 p = int(nxt[good])
                 if good < 16 and k < count:
@@ -784,9 +803,18 @@ def _record_starts(buf: bytes, a: np.ndarray, sections, counts, bases, topic, pa
 _LOCKSTEP_MAX = 32  # batches of at most this many records are walked together (_lockstep_starts)
 
 
-def _lockstep_starts(a: np.ndarray, V: np.ndarray, secs: np.ndarray, counts: np.ndarray,
-                     starts: np.ndarray, ends: np.ndarray, first_rec: np.ndarray, bases, topic,
-                     partition) -> None:
+def _lockstep_starts(
+    a: np.ndarray,
+    V: np.ndarray,
+    secs: np.ndarray,
+    counts: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    first_rec: np.ndarray,
+    bases,
+    topic,
+    partition,
+) -> None:
     """Record positions of the small batches ``secs`` (indices), written into ``V`` at each
     batch's records (``first_rec``): step ``j`` reads the length varint of record ``j`` of every
     batch that has one and moves each to the record after it.  Every record must lie inside its
@@ -800,7 +828,8 @@ def _lockstep_starts(a: np.ndarray, V: np.ndarray, secs: np.ndarray, counts: np.
         s = int(secs[k])
         return CorruptRecordError(
             f"{topic}-{partition}: batch at offset {bases[s]}: expected {int(counts[s])} records "
-            f"filling its {int(ends[s] - starts[s])}-byte records section, {what}")
+            f"filling its {int(ends[s] - starts[s])}-byte records section, {what}"
+        )
 
     act = np.arange(len(secs))
     for j in range(int(cnt.max())):
@@ -814,8 +843,11 @@ def _lockstep_starts(a: np.ndarray, V: np.ndarray, secs: np.ndarray, counts: np.
         bad = (lens < 0) | (after - p > 5) | (nxt > end[act])
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise corrupt(int(act[i]), f"read a length of {int(lens[i])} for its record {j} at "
-                                       f"position {int(p[i] - starts[secs[act[i]]])}, which runs past it")
+            raise corrupt(
+                int(act[i]),
+                f"read a length of {int(lens[i])} for its record {j} at "
+                f"position {int(p[i] - starts[secs[act[i]]])}, which runs past it",
+            )
         pos[act] = nxt
     short = np.flatnonzero(pos != end)
     if short.size:
@@ -860,8 +892,11 @@ def _decode_legacy(buf, topic, partition, start, end, include_headers, validate_
     rows = []
     next_offset = None
     for rb in iter_batches(buf, validate_crc=validate_crc):
-        next_offset = rb.header.next_offset if rb.header.magic == 2 else (
-            rb.records[-1].offset + 1 if rb.records else next_offset)
+        next_offset = (
+            rb.header.next_offset
+            if rb.header.magic == 2
+            else (rb.records[-1].offset + 1 if rb.records else next_offset)
+        )
         if rb.header.is_control:
             continue
         tstype = rb.header.timestamp_type
@@ -882,8 +917,7 @@ def _decode_legacy(buf, topic, partition, start, end, include_headers, validate_
     if include_headers:
         data["headers"] = [[{"key": k, "value": v} for k, v in r.headers] or None for r, _ in rows]
     schema = arrow_schema(include_headers)
-    arrays = [pa.array(data[f.name], type=f.type if f.name != "timestamp" else pa.int64())
-              for f in schema]
+    arrays = [pa.array(data[f.name], type=f.type if f.name != "timestamp" else pa.int64()) for f in schema]
     arrays[5] = arrays[5].cast(TIMESTAMP_TYPE)
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
     return DecodedFetch(batch, next_offset, rows[0][0].offset, rows[-1][0].offset)

@@ -28,6 +28,7 @@ timestamp per call), offsetDelta, keyLength, key, valueLength, value, headersCou
 Pure code (Arrow in, bytes out); an encoder keeps only the sticky partitioner's state and is not
 thread-safe (one per Spark task).  Runs on executors inside the sink's ``write()``.
 """
+
 from __future__ import annotations
 
 import random
@@ -173,8 +174,15 @@ class ArrowRecordEncoder:
         self._sticky[topic] = p
         return p
 
-    def partitions(self, topic: str, num_partitions: int, key: pa.Array | None, key_len: np.ndarray | None,
-                   partition: pa.Array | None, est: np.ndarray) -> np.ndarray:
+    def partitions(
+        self,
+        topic: str,
+        num_partitions: int,
+        key: pa.Array | None,
+        key_len: np.ndarray | None,
+        partition: pa.Array | None,
+        est: np.ndarray,
+    ) -> np.ndarray:
         """The partition of every row (int64): explicit, murmur2 of the key, or sticky."""
         n = len(est)
         part = np.full(n, -1, dtype=np.int64)
@@ -185,14 +193,15 @@ class ArrowRecordEncoder:
                 p = int(explicit[np.argmax(bad)])
                 raise UnknownTopicOrPartitionError(
                     f"UNKNOWN_TOPIC_OR_PARTITION: partition {p} of topic {topic!r} does not exist "
-                    f"(expected 0..{num_partitions - 1})")
+                    f"(expected 0..{num_partitions - 1})"
+                )
             part = explicit
         if key is not None:
             hashed = np.flatnonzero((part < 0) & (key_len >= 0))
             if hashed.size:
                 data = key.buffers()[2]
                 data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(1, np.uint8)
-                offsets = np.frombuffer(key.buffers()[1], dtype=np.int32)[key.offset:key.offset + n]
+                offsets = np.frombuffer(key.buffers()[1], dtype=np.int32)[key.offset : key.offset + n]
                 h = murmur2_array(data, offsets[hashed], key_len[hashed])
                 part[hashed] = (h.astype(np.int64) & 0x7FFFFFFF) % num_partitions
         sticky = np.flatnonzero(part < 0)
@@ -210,9 +219,16 @@ class ArrowRecordEncoder:
         return part
 
     # -- encoding -----------------------------------------------------------------------------
-    def encode(self, topic: str, num_partitions: int, value: pa.Array, key: pa.Array | None = None,
-               partition: pa.Array | None = None, headers: pa.Array | None = None,
-               timestamp_ms: int | None = None) -> list[tuple[int, RecordsSection]]:
+    def encode(
+        self,
+        topic: str,
+        num_partitions: int,
+        value: pa.Array,
+        key: pa.Array | None = None,
+        partition: pa.Array | None = None,
+        headers: pa.Array | None = None,
+        timestamp_ms: int | None = None,
+    ) -> list[tuple[int, RecordsSection]]:
         """Encode the rows (``value`` required; ``key`` / ``value`` string or binary, nulls
         allowed; ``partition`` int32 with nulls for "choose"; ``headers``
         ``list<struct<key: string, value: binary>>``) into ``[(partition, RecordsSection)]``,
@@ -232,21 +248,36 @@ class ArrowRecordEncoder:
         s0 = 2 + varint_width(kl) + np.maximum(kl, 0) + varint_width(vl) + np.maximum(vl, 0) + hbytes
         if int(s0.sum()) + 16 * n > _MAX_JOIN_BYTES and n > 1:
             half = n // 2
+
             def sl(a, i, j):
                 return None if a is None else a.slice(i, j - i)
 
-            return (self.encode(topic, num_partitions, value.slice(0, half), sl(key, 0, half),
-                                sl(partition, 0, half), sl(headers, 0, half), ts)
-                    + self.encode(topic, num_partitions, value.slice(half), sl(key, half, n),
-                                  sl(partition, half, n), sl(headers, half, n), ts))
+            return self.encode(
+                topic,
+                num_partitions,
+                value.slice(0, half),
+                sl(key, 0, half),
+                sl(partition, 0, half),
+                sl(headers, 0, half),
+                ts,
+            ) + self.encode(
+                topic,
+                num_partitions,
+                value.slice(half),
+                sl(key, half, n),
+                sl(partition, half, n),
+                sl(headers, half, n),
+                ts,
+            )
         w_od = int(varint_width(np.array([n]))[0])  # an upper bound of every offsetDelta's width
         est = s0 + w_od
         est = est + varint_width(est)
         room = self.batch_size - HEADER_SIZE
         if (key is None or key.null_count == n) and (partition is None or partition.null_count == n):
             # every row sticky: each run of rows on one partition is one batch, in row order
-            return self._encode_sorted(topic, n, ts, None, self._sticky_runs(topic, num_partitions, est),
-                                       s0, kl, vl, key, value, hsec)
+            return self._encode_sorted(
+                topic, n, ts, None, self._sticky_runs(topic, num_partitions, est), s0, kl, vl, key, value, hsec
+            )
         part = self.partitions(topic, num_partitions, key, kl, partition, est)
 
         # group by partition (stable: row order kept within a partition), cut batches
@@ -300,7 +331,7 @@ class ArrowRecordEncoder:
         mat = np.zeros((n, width), dtype=np.uint8)
         mask = np.zeros((n, width), dtype=bool)
         w = _fill_varints(mat, mask, 0, inner)
-        mask[:, _SLOT:_SLOT + 2] = True  # attributes 0, timestampDelta 0
+        mask[:, _SLOT : _SLOT + 2] = True  # attributes 0, timestampDelta 0
         w = w + 2 + _fill_varints(mat, mask, _SLOT + 2, od)
         w = w + _fill_varints(mat, mask, 2 * _SLOT + 2, kl)
         prefix = _binary_from(mat, mask, w)
@@ -316,7 +347,6 @@ class ArrowRecordEncoder:
         value_col = value.fill_null(b"") if value.null_count else value
         tail = hsec if hsec is not None else pa.scalar(b"\x00", pa.binary())
         joined = pc.binary_join_element_wise(prefix, key_col, mid, value_col, tail, b"")
-        offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset:joined.offset + n + 1]
+        offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset : joined.offset + n + 1]
         data = memoryview(joined.buffers()[2])
-        return [(p, RecordsSection(data[int(offsets[a]):int(offsets[b])], b - a, ts))
-                for p, a, b in batches]
+        return [(p, RecordsSection(data[int(offsets[a]) : int(offsets[b])], b - a, ts)) for p, a, b in batches]

@@ -28,6 +28,7 @@ offsets are committed at the next trigger as before.
 Thread-safety: :class:`BatchEndChannel` is used by the planner's threads under the caller's lock;
 the listener's callback runs on py4j's callback thread and keeps no state.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,7 @@ import tempfile
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_KEY", "CHANNEL_FILE", "BatchEndChannel", "BatchEndListener", "install",
-           "strip_report"]
+__all__ = ["REPORT_KEY", "CHANNEL_FILE", "BatchEndChannel", "BatchEndListener", "install", "strip_report"]
 
 REPORT_KEY = "pyklog:batchEnd"
 CHANNEL_FILE = "completed.json"

@@ -5,6 +5,7 @@ resolves startingOffsets/endingOffsets for every subscribed partition and plans 
 (each with its leader).  ``read()`` runs on executors on a pickled copy that holds only the options
 (:func:`pyklog.connector.spark.read_task.read_range`).  Not thread-safe (Spark's call protocol).
 """
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceReader
@@ -32,7 +33,8 @@ class PyklogBatchReader(DataSourceReader):
             tps = d.subscribed_partitions()
             if not tps:
                 raise UnknownTopicOrPartitionError(
-                    f"pyklog: no partitions found for {self.opts.subscription.describe()}")
+                    f"pyklog: no partitions found for {self.opts.subscription.describe()}"
+                )
             check_covers(self.opts.starting, "starting", tps)  # Spark's rule for per-partition JSON
             check_covers(self.opts.ending, "ending", tps)
             start = d.resolve(self.opts.starting, tps, default_kind="earliest")
@@ -40,15 +42,23 @@ class PyklogBatchReader(DataSourceReader):
             earliest = d.list_offsets(tps, EARLIEST)
             for tp in tps:
                 if start[tp] < earliest[tp]:
-                    report_loss(self.opts, tp[0], tp[1], start[tp], earliest[tp],
-                                 f"startingOffsets asks for offset {start[tp]} but the log starts at {earliest[tp]}")
+                    report_loss(
+                        self.opts,
+                        tp[0],
+                        tp[1],
+                        start[tp],
+                        earliest[tp],
+                        f"startingOffsets asks for offset {start[tp]} but the log starts at {earliest[tp]}",
+                    )
                     start[tp] = min(earliest[tp], end[tp])
                 if end[tp] < start[tp]:
                     raise ConfigError(
                         f"option 'endingOffsets': {tp[0]}-{tp[1]} ends at {end[tp]}, before its starting offset "
-                        f"{start[tp]}")
-            rngs = _offsets.split_ranges(_offsets.ranges(start, end), self.opts.min_partitions,
-                                         self.opts.max_records_per_partition)
+                        f"{start[tp]}"
+                    )
+            rngs = _offsets.split_ranges(
+                _offsets.ranges(start, end), self.opts.min_partitions, self.opts.max_records_per_partition
+            )
             parts = d.input_partitions(rngs)
         finally:
             d.close()

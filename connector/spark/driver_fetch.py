@@ -29,6 +29,7 @@ this source's batches; a group's offsets are committed at Spark's ``commit`` of 
 trigger) instead of at once.  The wrapper has no ``stop()`` either: the planner's group membership
 and ZooKeeper session are closed when the runner process exits (``atexit``) or on SIGTERM.
 """
+
 from __future__ import annotations
 
 import atexit

@@ -15,6 +15,7 @@ turns those answers into the batch's end offsets:
 Pure: no I/O, no clock (the caller passes the time since the last batch), no state; runs on the
 driver (planner) and in unit tests.  Offsets are ``{(topic, partition): offset}`` dicts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,10 +44,20 @@ class TriggerEnd:
         return any(self.end[tp] != start[tp] for tp in self.continuing)
 
 
-def plan_end_offsets(start: dict, owned, latest: dict, new_positions: dict, restarting, *,
-                     target: dict | None, limit, max_offsets_per_trigger: int | None,
-                     min_offsets_per_trigger: int | None, max_trigger_delay_ms: int,
-                     since_last_batch_ms: float) -> TriggerEnd:
+def plan_end_offsets(
+    start: dict,
+    owned,
+    latest: dict,
+    new_positions: dict,
+    restarting,
+    *,
+    target: dict | None,
+    limit,
+    max_offsets_per_trigger: int | None,
+    min_offsets_per_trigger: int | None,
+    max_trigger_delay_ms: int,
+    since_last_batch_ms: float,
+) -> TriggerEnd:
     """The end offsets of one trigger.
 
     ``start``: the batch's start offsets (Spark's); ``owned``: the partitions the query reads now;
@@ -80,8 +91,12 @@ def plan_end_offsets(start: dict, owned, latest: dict, new_positions: dict, rest
         available = sum(cont_end[tp] - cont_start[tp] for tp in cont)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else max_offsets_per_trigger
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else min_offsets_per_trigger
-        if min_rows is not None and target is None and 0 < available < min_rows and \
-                since_last_batch_ms < max_trigger_delay_ms:
+        if (
+            min_rows is not None
+            and target is None
+            and 0 < available < min_rows
+            and since_last_batch_ms < max_trigger_delay_ms
+        ):
             cont_end = dict(cont_start)  # wait for more data, at most maxTriggerDelay
         elif max_rows is not None:
             cont_end = _offsets.rate_limit(cont_start, cont_end, max_rows)

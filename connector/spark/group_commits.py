@@ -14,6 +14,7 @@ Driver side (planner process), never pickled.  Both take the
 its group member, its client); the planner module imports this one, never the other way round.
 Thread-safety: each class says it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,9 +45,13 @@ class OffsetStoreAdapter:
         self.group_id = driver.group_id
         zk = driver.member.zk if driver.member is not None else opts.cluster.zookeeper_connect
         need_zk = opts.offsets_storage == "zookeeper" or opts.dual_commit
-        self._store = OffsetStore.create(opts.offsets_storage, opts.dual_commit,
-                                         zk if need_zk else None, driver.client,
-                                         timeout_s=min(opts.cluster.request_timeout_s, driver.bound_s()))
+        self._store = OffsetStore.create(
+            opts.offsets_storage,
+            opts.dual_commit,
+            zk if need_zk else None,
+            driver.client,
+            timeout_s=min(opts.cluster.request_timeout_s, driver.bound_s()),
+        )
         # a group member with offsets in ZooKeeper only commits through its fence (never backwards,
         # nothing once its session expired); with Kafka storage only an ownership check guards it
         self.member = driver.member
@@ -63,20 +68,23 @@ class OffsetStoreAdapter:
     def _bounded(self, fn):
         """``fn`` with the Kafka store's own retry loop bounded by what is left of the driver's
         outage bound (ZooKeeper calls go through kazoo's retry)."""
+
         def run():
             t = self.driver.timeout_s()
             for s in (self._store, getattr(self._store, "primary", None), getattr(self._store, "secondary", None)):
                 if s is not None and hasattr(s, "timeout_s") and t is not None:
                     s.timeout_s = t
             return fn()
+
         return run
 
     def fetch(self, tps) -> dict:
         tps = list(tps)
         if not tps:
             return {}
-        got = self.driver.call("OffsetFetch (group offsets)",
-                               self._bounded(lambda: self._store.fetch(self.group_id, tps)))
+        got = self.driver.call(
+            "OffsetFetch (group offsets)", self._bounded(lambda: self._store.fetch(self.group_id, tps))
+        )
         return {tp: off for tp, off in got.items() if off is not None and off >= 0}
 
     def commit(self, offsets: dict) -> None:
@@ -107,8 +115,9 @@ class OffsetStoreAdapter:
                 if self.member is None or off > self._later.get(tp, -1):
                     self._later[tp] = off
             if self._committer is None:
-                self._committer = threading.Thread(target=self._commit_loop, daemon=True,
-                                                   name=f"pyklog-commit-{self.group_id}")
+                self._committer = threading.Thread(
+                    target=self._commit_loop, daemon=True, name=f"pyklog-commit-{self.group_id}"
+                )
                 self._committer.start()
             self._later_cond.notify_all()
 
@@ -137,8 +146,7 @@ class OffsetStoreAdapter:
         :meth:`commit_completed`, so a stop never waits out an outage).  Planner thread (or the
         SIGTERM handler)."""
         with self._later_cond:
-            self._later_cond.wait_for(lambda: not self._in_flight,
-                                      timeout=2.0 if closing else self.FLUSH_WAIT_S)
+            self._later_cond.wait_for(lambda: not self._in_flight, timeout=2.0 if closing else self.FLUSH_WAIT_S)
             todo, self._later = self._later, {}
         if todo:
             if closing:
@@ -157,8 +165,12 @@ class OffsetStoreAdapter:
         try:
             return self._commit(todo)
         except Exception as e:  # noqa: BLE001 - logged; the next trigger commits again
-            log.warning("pyklog: committing a completed batch of group %s failed (%s: %s); the next "
-                        "trigger commits it", self.group_id, type(e).__name__, e)
+            log.warning(
+                "pyklog: committing a completed batch of group %s failed (%s: %s); the next trigger commits it",
+                self.group_id,
+                type(e).__name__,
+                e,
+            )
             return {}
 
     def _todo(self, offsets: dict) -> dict:
@@ -179,8 +191,12 @@ class OffsetStoreAdapter:
                 owned = self.member.assignment()
                 todo = {tp: off for tp, off in todo.items() if tp in owned}
                 if todo and not self.member.session_valid():
-                    log.warning("pyklog: not committing %s for group %s: the member's ZooKeeper session "
-                                "is not live (its partitions may have moved)", sorted(todo), self.group_id)
+                    log.warning(
+                        "pyklog: not committing %s for group %s: the member's ZooKeeper session "
+                        "is not live (its partitions may have moved)",
+                        sorted(todo),
+                        self.group_id,
+                    )
                     return {}
                 if not todo:
                     return {}
@@ -283,8 +299,10 @@ class BatchEndWatcher:
                 done = self._last_planned is None or self._last_planned in self._completed
             if done or time.monotonic() >= deadline:
                 if not done:
-                    log.info("pyklog group %s: the last batch was not reported complete; its offsets stay "
-                             "uncommitted", self.driver.group_id)
+                    log.info(
+                        "pyklog group %s: the last batch was not reported complete; its offsets stay uncommitted",
+                        self.driver.group_id,
+                    )
                 return
             time.sleep(self.POLL_S)
 

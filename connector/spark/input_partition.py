@@ -4,6 +4,7 @@ Made by the planner on the driver (:meth:`pyklog.connector.spark.planner.SourceP
 or the batch reader), pickled to the executors with the task.  Plain values only, so unpickling it
 imports this module and pyspark's ``InputPartition``, nothing else.
 """
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import InputPartition
@@ -23,8 +24,9 @@ class PyklogInputPartition(InputPartition):
     the task's one ApiVersions round trip is also how it learns that the broker is up and what it
     supports now.  Picklable (plain values only)."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int, leader: str | None,
-                 leader_id: int | None = None):
+    def __init__(
+        self, topic: str, partition: int, start: int, end: int, leader: str | None, leader_id: int | None = None
+    ):
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -33,5 +35,7 @@ class PyklogInputPartition(InputPartition):
         self.leader_id = leader_id
 
     def __repr__(self) -> str:
-        return (f"PyklogInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}) "
-                f"leader={self.leader_id}@{self.leader})")
+        return (
+            f"PyklogInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}) "
+            f"leader={self.leader_id}@{self.leader})"
+        )

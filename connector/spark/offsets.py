@@ -16,6 +16,7 @@ Meaning of a micro-batch ``(start, end)`` (both such dicts), which makes a repla
 
 Pure code, thread-safe.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.errors import ConfigError
@@ -40,15 +41,14 @@ def from_json(obj) -> dict:
     out = {}
     for topic, parts in obj.items():
         if not isinstance(parts, dict):
-            raise ConfigError(
-                f"pyklog offsets: expected {{partition: offset}} for topic {topic!r}, read {parts!r}")
+            raise ConfigError(f"pyklog offsets: expected {{partition: offset}} for topic {topic!r}, read {parts!r}")
         for p, off in parts.items():
             try:
                 out[(topic, int(p))] = int(off)
             except (TypeError, ValueError):
                 raise ConfigError(
-                    f"pyklog offsets: expected integer partition and offset for topic {topic!r}, "
-                    f"read {p!r}: {off!r}") from None
+                    f"pyklog offsets: expected integer partition and offset for topic {topic!r}, read {p!r}: {off!r}"
+                ) from None
     return out
 
 
@@ -67,8 +67,9 @@ def ranges(start: dict, end: dict) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def split_ranges(rngs: list, min_partitions: int | None,
-                 max_records: int | None = None) -> list[tuple[str, int, int, int]]:
+def split_ranges(
+    rngs: list, min_partitions: int | None, max_records: int | None = None
+) -> list[tuple[str, int, int, int]]:
     """Split offset ranges into Spark tasks as Spark's KafkaOffsetRangeCalculator does: first no
     task gets more than ``max_records`` offsets (``maxRecordsPerPartition``: a range of n offsets
     becomes ceil(n / max_records) nearly equal pieces), then, while there are fewer than

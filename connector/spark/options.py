@@ -30,6 +30,7 @@ Source options (see docs/spark-connector.md for the full table)::
 Pure code; thread-safe (the dataclasses are immutable).  Runs on the driver and, as part of
 pickled readers/writers, on executors.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -51,51 +52,98 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 # options a Spark Kafka user may set that pyklog reads (lower-case, as Spark delivers them)
 SOURCE_OPTIONS = {
-    "kafka.bootstrap.servers", "zookeeper.connect", "subscribe", "subscribepattern", "assign",
-    "startingoffsets", "endingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
-    "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
-    "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
-    "minpartitions", "maxrecordsperpartition", "includeheaders", "isolation.level", "group.id", "groupidprefix",
-    "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
-    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "zookeeper.session.timeout.ms", "path", "consumercache.enabled", "fetchondriver",
+    "kafka.bootstrap.servers",
+    "zookeeper.connect",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
+    "failondataloss",
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "includeheaders",
+    "isolation.level",
+    "group.id",
+    "groupidprefix",
+    "offsets.storage",
+    "dual.commit.enabled",
+    "partition.assignment.strategy",
+    "kafkaconsumer.polltimeoutms",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    "zookeeper.session.timeout.ms",
+    "path",
+    "consumercache.enabled",
+    "fetchondriver",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
-    "subscribepattern": "subscribePattern", "startingoffsets": "startingOffsets",
-    "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
+    "subscribepattern": "subscribePattern",
+    "startingoffsets": "startingOffsets",
+    "endingoffsets": "endingOffsets",
+    "startingtimestamp": "startingTimestamp",
     "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
     "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
-    "endingtimestamp": "endingTimestamp", "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "failondataloss": "failOnDataLoss", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
-    "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
-    "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
-    "includeheaders": "includeHeaders", "consumercache.enabled": "consumerCache.enabled",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "failondataloss": "failOnDataLoss",
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "minpartitions": "minPartitions",
+    "maxrecordsperpartition": "maxRecordsPerPartition",
+    "includeheaders": "includeHeaders",
+    "consumercache.enabled": "consumerCache.enabled",
     "fetchondriver": "fetchOnDriver",
     "producercache.enabled": "producerCache.enabled",
-    "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
+    "groupidprefix": "groupIdPrefix",
+    "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
-    "deliveryguarantee": "deliveryGuarantee", "transactionalidprefix": "transactionalIdPrefix",
+    "deliveryguarantee": "deliveryGuarantee",
+    "transactionalidprefix": "transactionalIdPrefix",
 }
 
 # Kafka consumer settings pyklog honours (after the "kafka." prefix); the fetch settings go to the
 # executors' SimpleConsumer (``SourceOptions.consumer_kwargs``)
 CONSUMER_SETTINGS = {
-    "bootstrap.servers", "client.id", "max.partition.fetch.bytes", "fetch.max.bytes",
-    "isolation.level", "request.timeout.ms", "group.id", "check.crcs", "security.protocol",
-    "session.timeout.ms", "default.api.timeout.ms", "fetch.max.wait.ms", "fetch.min.bytes",
+    "bootstrap.servers",
+    "client.id",
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "isolation.level",
+    "request.timeout.ms",
+    "group.id",
+    "check.crcs",
+    "security.protocol",
+    "session.timeout.ms",
+    "default.api.timeout.ms",
+    "fetch.max.wait.ms",
+    "fetch.min.bytes",
     "retry.backoff.ms",
 }
 # Kafka consumer settings a Spark Kafka user may carry over that have no pyklog equivalent, with why
 # (named, with the unknown ones, in one WARNING; never an error, as Kafka's clients only log them)
 _NO_EFFECT_CONSUMER = {
     "max.poll.records": "each Spark task fetches its whole offset range; there is no poll loop",
-    "max.poll.interval.ms": "there is no poll loop", "heartbeat.interval.ms": "no group coordinator heartbeats",
+    "max.poll.interval.ms": "there is no poll loop",
+    "heartbeat.interval.ms": "no group coordinator heartbeats",
     "auto.commit.interval.ms": "offsets are committed at micro-batch boundaries",
-    "client.rack": "no rack-aware fetching", "receive.buffer.bytes": "the OS default is used",
-    "send.buffer.bytes": "the OS default is used", "metadata.max.age.ms": "metadata is refreshed at every trigger",
-    "reconnect.backoff.ms": "see kafka.retry.backoff.ms", "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
+    "client.rack": "no rack-aware fetching",
+    "receive.buffer.bytes": "the OS default is used",
+    "send.buffer.bytes": "the OS default is used",
+    "metadata.max.age.ms": "metadata is refreshed at every trigger",
+    "reconnect.backoff.ms": "see kafka.retry.backoff.ms",
+    "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
     "connections.max.idle.ms": "a task's connection lives as long as the task",
     "allow.auto.create.topics": "the source never creates topics",
     "exclude.internal.topics": "subscribePattern never matches internal topics (names starting with '__')",
@@ -104,37 +152,64 @@ _NO_EFFECT_CONSUMER = {
 _REJECTED_CONSUMER = {
     "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
     "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations "
-                        "(e.g. CAST(key AS STRING))",
+    "(e.g. CAST(key AS STRING))",
     "value.deserializer": "values are always read as bytes; deserialize them with DataFrame "
-                          "operations (e.g. CAST(value AS STRING))",
+    "operations (e.g. CAST(value AS STRING))",
     "enable.auto.commit": "pyklog commits the group's offsets itself at every micro-batch",
     "interceptor.classes": "consumer interceptors are a Java client feature",
 }
 # Producer settings the sink passes to connector.producer.Producer (after "kafka.")
 PRODUCER_SETTINGS = {
-    "bootstrap.servers", "acks", "compression.type", "linger.ms", "batch.size", "client.id",
-    "max.request.size", "enable.idempotence", "request.timeout.ms", "retries",
-    "max.in.flight.requests.per.connection", "delivery.timeout.ms", "retry.backoff.ms",
-    "buffer.memory", "security.protocol", "max.block.ms", "transaction.timeout.ms",
-    "metadata.max.age.ms", "allow.auto.create.topics",
+    "bootstrap.servers",
+    "acks",
+    "compression.type",
+    "linger.ms",
+    "batch.size",
+    "client.id",
+    "max.request.size",
+    "enable.idempotence",
+    "request.timeout.ms",
+    "retries",
+    "max.in.flight.requests.per.connection",
+    "delivery.timeout.ms",
+    "retry.backoff.ms",
+    "buffer.memory",
+    "security.protocol",
+    "max.block.ms",
+    "transaction.timeout.ms",
+    "metadata.max.age.ms",
+    "allow.auto.create.topics",
 }
 _NO_EFFECT_PRODUCER = {
     "partitioner.class": "pyklog's producer uses its own partitioner (Kafka's default: murmur2 of the key)",
-    "client.dns.lookup": "host names are resolved by the OS", "receive.buffer.bytes": "the OS default is used",
-    "send.buffer.bytes": "the OS default is used", "client.rack": "no rack awareness",
+    "client.dns.lookup": "host names are resolved by the OS",
+    "receive.buffer.bytes": "the OS default is used",
+    "send.buffer.bytes": "the OS default is used",
+    "client.rack": "no rack awareness",
     "connections.max.idle.ms": "a task's connections live as long as the task",
-    "reconnect.backoff.ms": "see kafka.retry.backoff.ms", "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
+    "reconnect.backoff.ms": "see kafka.retry.backoff.ms",
+    "reconnect.backoff.max.ms": "see kafka.retry.backoff.ms",
 }
 _REJECTED_PRODUCER = {
     "key.serializer": "keys are written as bytes (string columns are UTF-8 encoded)",
     "value.serializer": "values are written as bytes (string columns are UTF-8 encoded)",
     "interceptor.classes": "producer interceptors are a Java client feature",
     "transactional.id": "with deliveryGuarantee=exactly-once each task derives its own transactional id "
-                        "from the option 'transactionalIdPrefix' (see docs/spark-connector.md)",
+    "from the option 'transactionalIdPrefix' (see docs/spark-connector.md)",
 }
-SINK_OPTIONS = {"kafka.bootstrap.servers", "zookeeper.connect", "topic", "includeheaders", "path",
-                "checkpointlocation", "queryname", "zookeeper.session.timeout.ms",
-                "deliveryguarantee", "transactionalidprefix", "producercache.enabled"}
+SINK_OPTIONS = {
+    "kafka.bootstrap.servers",
+    "zookeeper.connect",
+    "topic",
+    "includeheaders",
+    "path",
+    "checkpointlocation",
+    "queryname",
+    "zookeeper.session.timeout.ms",
+    "deliveryguarantee",
+    "transactionalidprefix",
+    "producercache.enabled",
+}
 
 
 def display(name: str) -> str:
@@ -153,20 +228,33 @@ def lower_keys(options) -> dict[str, str]:
 #: The boolean options with their defaults (lower-cased names, as Spark hands them over); values
 #: follow Kafka's rule: ``true`` or ``false`` in any case.
 BOOLEAN_OPTIONS = (
-    ConfigDef(error_format="option '{name}': expected {expected}, read {value!r}", display=display,
-              expected={Type.BOOLEAN: "'true' or 'false'"})
+    ConfigDef(
+        error_format="option '{name}': expected {expected}, read {value!r}",
+        display=display,
+        expected={Type.BOOLEAN: "'true' or 'false'"},
+    )
     .define("failondataloss", Type.BOOLEAN, True, doc="fail the query when offsets are gone")
     .define("includeheaders", Type.BOOLEAN, False, doc="add the headers column")
-    .define("consumercache.enabled", Type.BOOLEAN, True,
-            doc="read tasks reuse their Python worker's broker connections")
-    .define("fetchondriver", Type.BOOLEAN, False,
-            doc="the planner fetches each micro-batch's records itself (no read task per partition)")
-    .define("producercache.enabled", Type.BOOLEAN, True,
-            doc="at-least-once write tasks reuse their Python worker's producer")
+    .define(
+        "consumercache.enabled", Type.BOOLEAN, True, doc="read tasks reuse their Python worker's broker connections"
+    )
+    .define(
+        "fetchondriver",
+        Type.BOOLEAN,
+        False,
+        doc="the planner fetches each micro-batch's records itself (no read task per partition)",
+    )
+    .define(
+        "producercache.enabled",
+        Type.BOOLEAN,
+        True,
+        doc="at-least-once write tasks reuse their Python worker's producer",
+    )
     .define("dual.commit.enabled", Type.BOOLEAN, False, doc="commit offsets to ZooKeeper and Kafka")
     .define("kafka.check.crcs", Type.BOOLEAN, True, doc="verify record batch CRCs")
     .define("kafka.enable.idempotence", Type.BOOLEAN, True, doc="idempotent producer (sink)")
-    .define("kafka.allow.auto.create.topics", Type.BOOLEAN, True, doc="auto-create missing topics (sink)"))
+    .define("kafka.allow.auto.create.topics", Type.BOOLEAN, True, doc="auto-create missing topics (sink)")
+)
 
 
 def _bool(opts: dict, name: str) -> bool:
@@ -187,12 +275,31 @@ def _long(opts: dict, name: str, default=None, *, minimum: int | None = None):
     return n
 
 
-_DURATION_RE = re.compile(r"^\s*(-?\d+)\s*(us|ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|"
-                          r"h|hour|hours|d|day|days)?\s*$", re.I)
-_UNIT_MS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "second": 1000,
-            "seconds": 1000, "m": 60000, "min": 60000, "mins": 60000, "minute": 60000,
-            "minutes": 60000, "h": 3600000, "hour": 3600000, "hours": 3600000, "d": 86400000,
-            "day": 86400000, "days": 86400000}
+_DURATION_RE = re.compile(
+    r"^\s*(-?\d+)\s*(us|ms|s|sec|secs|second|seconds|m|min|mins|minute|minutes|"
+    r"h|hour|hours|d|day|days)?\s*$",
+    re.I,
+)
+_UNIT_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60000,
+    "min": 60000,
+    "mins": 60000,
+    "minute": 60000,
+    "minutes": 60000,
+    "h": 3600000,
+    "hour": 3600000,
+    "hours": 3600000,
+    "d": 86400000,
+    "day": 86400000,
+    "days": 86400000,
+}
 
 
 def parse_duration_ms(value: str, name: str) -> int:
@@ -200,7 +307,8 @@ def parse_duration_ms(value: str, name: str) -> int:
     m = _DURATION_RE.match(value)
     if not m:
         raise ConfigError(
-            f"option '{display(name)}': expected a duration such as '15m', '30s' or '500ms', read {value!r}")
+            f"option '{display(name)}': expected a duration such as '15m', '30s' or '500ms', read {value!r}"
+        )
     n = int(m.group(1))
     if n < 0:
         raise ConfigError(f"option '{display(name)}': expected a duration >= 0, read {value!r}")
@@ -211,7 +319,8 @@ def _topic_name(t: str, name: str) -> str:
     if not _TOPIC_RE.match(t) or t in (".", ".."):
         raise ConfigError(
             f"option '{display(name)}': expected topic names of letters, digits, '.', '_' and '-' "
-            f"(at most 249 characters), read {t!r}")
+            f"(at most 249 characters), read {t!r}"
+        )
     return t
 
 
@@ -225,8 +334,9 @@ def _json_object(value: str, name: str, example: str):
     return obj
 
 
-def parse_partition_offsets(value: str, name: str, *, allow: tuple[int, ...] = (EARLIEST, LATEST),
-                            what: str = "offset") -> dict[tuple[str, int], int]:
+def parse_partition_offsets(
+    value: str, name: str, *, allow: tuple[int, ...] = (EARLIEST, LATEST), what: str = "offset"
+) -> dict[tuple[str, int], int]:
     """``{"topicA":{"0":23,"1":-1}}`` -> ``{("topicA", 0): 23, ("topicA", 1): -1}``.
 
     Values below 0 must be in ``allow`` (-2 earliest, -1 latest)."""
@@ -238,24 +348,27 @@ def parse_partition_offsets(value: str, name: str, *, allow: tuple[int, ...] = (
         if not isinstance(parts, dict):
             raise ConfigError(
                 f"option '{display(name)}': expected an object of partition -> {what} for topic "
-                f"{topic!r} (e.g. {example}), read {json.dumps(parts)}")
+                f"{topic!r} (e.g. {example}), read {json.dumps(parts)}"
+            )
         for p, off in parts.items():
             try:
                 pn = int(p)
             except ValueError:
                 raise ConfigError(
-                    f"option '{display(name)}': expected partition numbers as keys for topic {topic!r}, "
-                    f"read {p!r}") from None
+                    f"option '{display(name)}': expected partition numbers as keys for topic {topic!r}, read {p!r}"
+                ) from None
             if pn < 0:
                 raise ConfigError(f"option '{display(name)}': expected partition >= 0 for topic {topic!r}, read {pn}")
             if isinstance(off, bool) or not isinstance(off, int):
                 raise ConfigError(
-                    f"option '{display(name)}': expected an integer {what} for {topic}-{pn}, read {json.dumps(off)}")
+                    f"option '{display(name)}': expected an integer {what} for {topic}-{pn}, read {json.dumps(off)}"
+                )
             if off < 0 and off not in allow:
                 allowed = " or ".join(f"{a} ({'earliest' if a == EARLIEST else 'latest'})" for a in allow)
                 raise ConfigError(
                     f"option '{display(name)}': {topic}-{pn} has {what} {off}; expected >= 0"
-                    + (f" or {allowed}" if allow else ""))
+                    + (f" or {allowed}" if allow else "")
+                )
             out[(topic, pn)] = off
     return out
 
@@ -394,7 +507,8 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         raise ConfigError(
             f"option 'kafka.bootstrap.servers' or 'zookeeper.connect' must be set for the pyklog {role} "
             "(e.g. .option('kafka.bootstrap.servers', 'localhost:9092') or "
-            ".option('zookeeper.connect', 'localhost:2181'))")
+            ".option('zookeeper.connect', 'localhost:2181'))"
+        )
     for hp in (bootstrap or "").split(","):
         hp = hp.strip()
         if not hp:
@@ -405,8 +519,7 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
             raise ConfigError(f"option 'kafka.bootstrap.servers': expected host:port entries, read {hp!r}")
     sec = opts.get("kafka.security.protocol")
     if sec is not None and sec.strip().upper() != "PLAINTEXT":
-        raise ConfigError(
-            f"option 'kafka.security.protocol': pyklog speaks PLAINTEXT only, read {sec!r}")
+        raise ConfigError(f"option 'kafka.security.protocol': pyklog speaks PLAINTEXT only, read {sec!r}")
     timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
     return ClusterOptions(
@@ -418,8 +531,14 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
     )
 
 
-def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected: dict[str, str],
-                 role: str, no_effect: dict[str, str] | None = None) -> list[str]:
+def _check_names(
+    opts: dict,
+    known: set[str],
+    allowed_kafka: set[str],
+    rejected: dict[str, str],
+    role: str,
+    no_effect: dict[str, str] | None = None,
+) -> list[str]:
     """Reject Kafka settings Spark rejects and typos of known options; return the names pyklog does
     not use, after naming them all in one WARNING (Kafka settings pyklog knows to have no effect
     with the reason, then the unknown ones)."""
@@ -428,10 +547,11 @@ def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected:
     documented = {display(k) for k in known}
     for k in opts:
         if k.startswith("kafka."):
-            setting = k[len("kafka."):]
+            setting = k[len("kafka.") :]
             if setting in rejected:
-                raise ConfigError(f"option '{k}': Kafka option '{setting}' is not supported by the "
-                                  f"pyklog {role}: {rejected[setting]}")
+                raise ConfigError(
+                    f"option '{k}': Kafka option '{setting}' is not supported by the pyklog {role}: {rejected[setting]}"
+                )
             if setting in (no_effect or {}):
                 idle.append(f"{k} ({no_effect[setting]})")
             elif setting not in allowed_kafka:
@@ -441,8 +561,10 @@ def _check_names(opts: dict, known: set[str], allowed_kafka: set[str], rejected:
             continue
         close = difflib.get_close_matches(k, list(known), n=1, cutoff=0.85)
         if close:
-            raise ConfigError(f"unknown option '{k}' for the pyklog {role}; did you mean "
-                              f"'{display(close[0])}'? (known options: {', '.join(sorted(documented))})")
+            raise ConfigError(
+                f"unknown option '{k}' for the pyklog {role}; did you mean "
+                f"'{display(close[0])}'? (known options: {', '.join(sorted(documented))})"
+            )
         unknown.append(k)
     if unknown or idle:
         parts = []
@@ -465,13 +587,16 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     if len(given) != 1:
         raise ConfigError(
             "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be set, "
-            + (f"read {', '.join(display(g) for g in given)}" if given else "read none"))
+            + (f"read {', '.join(display(g) for g in given)}" if given else "read none")
+        )
     kind = given[0]
     if kind == "subscribe":
         topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
         if not topics:
-            raise ConfigError(f"option 'subscribe': expected a comma-separated list of topics, read {opts['subscribe']!r}")
-        sub = Subscription("subscribe", topics=tuple(sorted({_topic_name(t, 'subscribe') for t in topics})))
+            raise ConfigError(
+                f"option 'subscribe': expected a comma-separated list of topics, read {opts['subscribe']!r}"
+            )
+        sub = Subscription("subscribe", topics=tuple(sorted({_topic_name(t, "subscribe") for t in topics})))
     elif kind == "subscribepattern":
         pattern = opts["subscribepattern"]
         if not pattern.strip():
@@ -479,7 +604,9 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         try:
             re.compile(pattern)
         except re.error as e:
-            raise ConfigError(f"option 'subscribePattern': expected a regular expression, read {pattern!r} ({e})") from None
+            raise ConfigError(
+                f"option 'subscribePattern': expected a regular expression, read {pattern!r} ({e})"
+            ) from None
         sub = Subscription("subscribePattern", pattern=pattern)
     else:
         example = '{"topicA":[0,1],"topicB":[2,4]}'
@@ -487,36 +614,49 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         parts = set()
         for t, ps in obj.items():
             _topic_name(t, "assign")
-            if not isinstance(ps, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps):
-                raise ConfigError(f"option 'assign': expected a list of partition numbers >= 0 for topic {t!r} "
-                                  f"(e.g. {example}), read {json.dumps(ps)}")
+            if not isinstance(ps, list) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps
+            ):
+                raise ConfigError(
+                    f"option 'assign': expected a list of partition numbers >= 0 for topic {t!r} "
+                    f"(e.g. {example}), read {json.dumps(ps)}"
+                )
             parts.update((t, p) for p in ps)
         if not parts:
-            raise ConfigError(f"option 'assign': expected at least one partition (e.g. {example}), read {opts['assign']!r}")
+            raise ConfigError(
+                f"option 'assign': expected at least one partition (e.g. {example}), read {opts['assign']!r}"
+            )
         sub = Subscription("assign", partitions=tuple(sorted(parts)))
 
     # starting position: startingTimestamp > startingOffsetsByTimestamp > startingOffsets (as Spark)
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise ConfigError(f"option 'startingOffsetsByTimestampStrategy': expected 'error' or 'latest', read {strategy!r}")
+        raise ConfigError(
+            f"option 'startingOffsetsByTimestampStrategy': expected 'error' or 'latest', read {strategy!r}"
+        )
     starting = _position(opts, "starting", bool(streaming), strategy)
     ending = None
     if streaming:
         for n in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if n in opts:
-                raise ConfigError(f"option '{display(n)}' is not valid in streaming queries "
-                                  "(use it with spark.read, or Trigger.AvailableNow to stop at the end)")
+                raise ConfigError(
+                    f"option '{display(n)}' is not valid in streaming queries "
+                    "(use it with spark.read, or Trigger.AvailableNow to stop at the end)"
+                )
     else:
         ending = _position(opts, "ending", False, "error")
     if streaming is False:
         if starting.kind == "latest":
-            raise ConfigError("option 'startingOffsets': 'latest' is not valid for batch queries "
-                              "(a batch query would read nothing); use 'earliest' or JSON offsets")
+            raise ConfigError(
+                "option 'startingOffsets': 'latest' is not valid for batch queries "
+                "(a batch query would read nothing); use 'earliest' or JSON offsets"
+            )
         if starting.kind == "offsets" and any(v == LATEST for _, v in starting.offsets):
             raise ConfigError("option 'startingOffsets': -1 (latest) is not valid for batch queries")
         if ending.kind == "earliest":
-            raise ConfigError("option 'endingOffsets': 'earliest' is not valid for batch queries; "
-                              "use 'latest' or JSON offsets")
+            raise ConfigError(
+                "option 'endingOffsets': 'earliest' is not valid for batch queries; use 'latest' or JSON offsets"
+            )
         if ending.kind == "offsets" and any(v == EARLIEST for _, v in ending.offsets):
             raise ConfigError("option 'endingOffsets': -2 (earliest) is not valid for batch queries")
 
@@ -526,23 +666,37 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     max_per = _long(opts, "maxoffsetspertrigger", None, minimum=1)
     min_per = _long(opts, "minoffsetspertrigger", None, minimum=1)
     if max_per is not None and min_per is not None and min_per > max_per:
-        raise ConfigError(f"option 'minOffsetsPerTrigger' ({min_per}) must not exceed "
-                          f"'maxOffsetsPerTrigger' ({max_per})")
+        raise ConfigError(
+            f"option 'minOffsetsPerTrigger' ({min_per}) must not exceed 'maxOffsetsPerTrigger' ({max_per})"
+        )
     delay_ms = parse_duration_ms(opts.get("maxtriggerdelay", "15m"), "maxtriggerdelay")
     if _bool(opts, "fetchondriver"):
-        limits = [display(n) for n in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
-                                       "minpartitions", "maxrecordsperpartition") if n in opts]
+        limits = [
+            display(n)
+            for n in (
+                "maxoffsetspertrigger",
+                "minoffsetspertrigger",
+                "maxtriggerdelay",
+                "minpartitions",
+                "maxrecordsperpartition",
+            )
+            if n in opts
+        ]
         if limits:
-            raise ConfigError(f"option 'fetchOnDriver' cannot be combined with {', '.join(limits)}: the "
-                              "planner then fetches everything available in each trigger and hands it to "
-                              "Spark as one partition (PySpark's simple stream reader has no read limits); "
-                              "drop those options or fetchOnDriver")
+            raise ConfigError(
+                f"option 'fetchOnDriver' cannot be combined with {', '.join(limits)}: the "
+                "planner then fetches everything available in each trigger and hands it to "
+                "Spark as one partition (PySpark's simple stream reader has no read limits); "
+                "drop those options or fetchOnDriver"
+            )
         if streaming is False:
             raise ConfigError("option 'fetchOnDriver' is valid in streaming queries only")
 
     isolation = (opts.get("isolation.level") or opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
     if isolation not in ("read_uncommitted", "read_committed"):
-        raise ConfigError(f"option 'isolation.level': expected 'read_uncommitted' or 'read_committed', read {isolation!r}")
+        raise ConfigError(
+            f"option 'isolation.level': expected 'read_uncommitted' or 'read_committed', read {isolation!r}"
+        )
 
     group_id = opts.get("group.id") or opts.get("kafka.group.id")
     if group_id is not None:
@@ -554,16 +708,21 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     if storage not in ("zookeeper", "kafka"):
         raise ConfigError(f"option 'offsets.storage': expected 'zookeeper' or 'kafka', read {storage!r}")
     if storage == "zookeeper" and not cluster.zookeeper_connect:
-        raise ConfigError("option 'offsets.storage' is 'zookeeper' but option 'zookeeper.connect' is not set; "
-                          "set zookeeper.connect or use offsets.storage=kafka")
+        raise ConfigError(
+            "option 'offsets.storage' is 'zookeeper' but option 'zookeeper.connect' is not set; "
+            "set zookeeper.connect or use offsets.storage=kafka"
+        )
     dual = _bool(opts, "dual.commit.enabled")
     if dual and not cluster.zookeeper_connect:
-        raise ConfigError("option 'dual.commit.enabled' needs option 'zookeeper.connect' (it commits to "
-                          "ZooKeeper and to Kafka)")
+        raise ConfigError(
+            "option 'dual.commit.enabled' needs option 'zookeeper.connect' (it commits to ZooKeeper and to Kafka)"
+        )
     strategy_name = opts.get("partition.assignment.strategy", "range").strip().lower()
     if strategy_name not in ("range", "roundrobin", "sticky"):
-        raise ConfigError(f"option 'partition.assignment.strategy': expected 'range', 'roundrobin' or "
-                          f"'sticky', read {strategy_name!r}")
+        raise ConfigError(
+            f"option 'partition.assignment.strategy': expected 'range', 'roundrobin' or "
+            f"'sticky', read {strategy_name!r}"
+        )
     fetch_bytes = _long(opts, "kafka.max.partition.fetch.bytes", 4 * 1024 * 1024, minimum=1024)
     if fetch_bytes > (1 << 30):
         raise ConfigError(f"option 'kafka.max.partition.fetch.bytes': expected at most 1 GiB, read {fetch_bytes}")
@@ -611,8 +770,10 @@ def _check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
     """Spark's ``checkOffsetLimitValidity``: when both ends are per-partition JSON (offsets, or
     timestamps) they must name the same partitions, and no start may lie after its end (earliest
     and latest, -2 and -1, are not compared)."""
-    pairs = (("offsets", "startingOffsets", "endingOffsets"),
-             ("timestamps", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp"))
+    pairs = (
+        ("offsets", "startingOffsets", "endingOffsets"),
+        ("timestamps", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp"),
+    )
     for kind, s_name, e_name in pairs:
         if starting.kind != kind or ending.kind != kind:
             continue
@@ -620,11 +781,13 @@ def _check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
         if set(s) != set(e):
             raise ConfigError(
                 f"options '{s_name}' and '{e_name}' must name the same partitions: only in {s_name}: "
-                f"{_tp_list(set(s) - set(e))}; only in {e_name}: {_tp_list(set(e) - set(s))}")
+                f"{_tp_list(set(s) - set(e))}; only in {e_name}: {_tp_list(set(e) - set(s))}"
+            )
         for tp in sorted(s):
             if s[tp] >= 0 and e[tp] >= 0 and s[tp] > e[tp]:
-                raise ConfigError(f"option '{s_name}': {tp[0]}-{tp[1]} starts at {s[tp]}, after its end "
-                                  f"{e[tp]} in '{e_name}'")
+                raise ConfigError(
+                    f"option '{s_name}': {tp[0]}-{tp[1]} starts at {s[tp]}, after its end {e[tp]} in '{e_name}'"
+                )
 
 
 def check_covers(spec: OffsetSpec, which: str, partitions) -> None:
@@ -638,11 +801,15 @@ def check_covers(spec: OffsetSpec, which: str, partitions) -> None:
     given = set(spec.offsets_dict())
     assigned = set(partitions)
     if given != assigned:
-        hint = ("use -2 for earliest and -1 for latest where you do not care" if spec.kind == "offsets"
-                else "every partition read must have a timestamp")
+        hint = (
+            "use -2 for earliest and -1 for latest where you do not care"
+            if spec.kind == "offsets"
+            else "every partition read must have a timestamp"
+        )
         raise ConfigError(
             f"option '{name}' must name every partition the query reads and no other ({hint}): "
-            f"missing {_tp_list(assigned - given)}; not read by this query {_tp_list(given - assigned)}")
+            f"missing {_tp_list(assigned - given)}; not read by this query {_tp_list(given - assigned)}"
+        )
 
 
 def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetSpec:
@@ -660,8 +827,10 @@ def _position(opts: dict, which: str, streaming: bool, strategy: str) -> OffsetS
     if v.lower() in ("earliest", "latest"):
         return OffsetSpec(v.lower())
     if not v.startswith("{"):
-        raise ConfigError(f"option '{display(off_name)}': expected 'earliest', 'latest' or JSON such as "
-                          f"{{\"topicA\":{{\"0\":23,\"1\":-2}}}}, read {v!r}")
+        raise ConfigError(
+            f"option '{display(off_name)}': expected 'earliest', 'latest' or JSON such as "
+            f'{{"topicA":{{"0":23,"1":-2}}}}, read {v!r}'
+        )
     return _spec_from_map("offsets", parse_partition_offsets(v, off_name))
 
 
@@ -707,7 +876,11 @@ def parse_sink_options(options) -> SinkOptions:
         topic = _topic_name(topic.strip(), "topic")
     producer = {}
     for k, v in opts.items():
-        if k.startswith("kafka.") and k[6:] in PRODUCER_SETTINGS and k[6:] not in ("bootstrap.servers", "security.protocol"):
+        if (
+            k.startswith("kafka.")
+            and k[6:] in PRODUCER_SETTINGS
+            and k[6:] not in ("bootstrap.servers", "security.protocol")
+        ):
             producer[k[6:]] = v
     acks = producer.get("acks")
     if acks is not None and acks.strip().lower() not in ("all", "-1", "0", "1"):
@@ -715,41 +888,64 @@ def parse_sink_options(options) -> SinkOptions:
     codec = producer.get("compression.type")
     if codec is not None and codec.strip().lower() not in ("none", "gzip", "snappy", "lz4", "zstd"):
         raise ConfigError(f"option 'kafka.compression.type': expected none, gzip, snappy, lz4 or zstd, read {codec!r}")
-    for name in ("linger.ms", "batch.size", "max.request.size", "retries", "request.timeout.ms",
-                 "delivery.timeout.ms", "retry.backoff.ms", "buffer.memory", "max.block.ms",
-                 "max.in.flight.requests.per.connection", "metadata.max.age.ms"):
+    for name in (
+        "linger.ms",
+        "batch.size",
+        "max.request.size",
+        "retries",
+        "request.timeout.ms",
+        "delivery.timeout.ms",
+        "retry.backoff.ms",
+        "buffer.memory",
+        "max.block.ms",
+        "max.in.flight.requests.per.connection",
+        "metadata.max.age.ms",
+    ):
         if name in producer:
             _long({f"kafka.{name}": producer[name]}, f"kafka.{name}", minimum=0)
     if "enable.idempotence" in producer:
         _bool({"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence")
     if "allow.auto.create.topics" in producer:
-        _bool({"kafka.allow.auto.create.topics": producer["allow.auto.create.topics"]},
-              "kafka.allow.auto.create.topics")
+        _bool(
+            {"kafka.allow.auto.create.topics": producer["allow.auto.create.topics"]}, "kafka.allow.auto.create.topics"
+        )
 
     guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
     if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
-        raise ConfigError(f"option 'deliveryGuarantee': expected '{AT_LEAST_ONCE}' or '{EXACTLY_ONCE}', "
-                          f"read {opts['deliveryguarantee']!r}")
+        raise ConfigError(
+            f"option 'deliveryGuarantee': expected '{AT_LEAST_ONCE}' or '{EXACTLY_ONCE}', "
+            f"read {opts['deliveryguarantee']!r}"
+        )
     prefix = opts.get("transactionalidprefix")
     if prefix is not None:
         prefix = prefix.strip()
         if not _PREFIX_RE.match(prefix):
-            raise ConfigError("option 'transactionalIdPrefix': expected 1 to 160 letters, digits, '.', '_' "
-                              f"or '-', read {opts['transactionalidprefix']!r}")
+            raise ConfigError(
+                "option 'transactionalIdPrefix': expected 1 to 160 letters, digits, '.', '_' "
+                f"or '-', read {opts['transactionalidprefix']!r}"
+            )
     timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS
     if guarantee == EXACTLY_ONCE:
         if "enable.idempotence" in producer and not _bool(
-                {"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence"):
-            raise ConfigError("option 'kafka.enable.idempotence': deliveryGuarantee=exactly-once writes "
-                              "through transactions, which need the idempotent producer; read 'false'")
+            {"kafka.enable.idempotence": producer["enable.idempotence"]}, "kafka.enable.idempotence"
+        ):
+            raise ConfigError(
+                "option 'kafka.enable.idempotence': deliveryGuarantee=exactly-once writes "
+                "through transactions, which need the idempotent producer; read 'false'"
+            )
         if acks is not None and acks.strip().lower() not in ("all", "-1"):
-            raise ConfigError("option 'kafka.acks': deliveryGuarantee=exactly-once needs acks=all "
-                              f"(transactions are only as durable as their records), read {acks!r}")
+            raise ConfigError(
+                "option 'kafka.acks': deliveryGuarantee=exactly-once needs acks=all "
+                f"(transactions are only as durable as their records), read {acks!r}"
+            )
         timeout_ms = _long(opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, minimum=1000)
         if timeout_ms > BROKER_MAX_TRANSACTION_TIMEOUT_MS:
-            log.warning("option 'kafka.transaction.timeout.ms'=%d is above Kafka's default broker limit "
-                        "transaction.max.timeout.ms=%d: the brokers refuse it unless their limit was raised",
-                        timeout_ms, BROKER_MAX_TRANSACTION_TIMEOUT_MS)
+            log.warning(
+                "option 'kafka.transaction.timeout.ms'=%d is above Kafka's default broker limit "
+                "transaction.max.timeout.ms=%d: the brokers refuse it unless their limit was raised",
+                timeout_ms,
+                BROKER_MAX_TRANSACTION_TIMEOUT_MS,
+            )
         producer["transaction.timeout.ms"] = str(timeout_ms)
         producer["enable.idempotence"] = "true"
         producer["acks"] = "all"
@@ -759,10 +955,15 @@ def parse_sink_options(options) -> SinkOptions:
         if "transaction.timeout.ms" in producer:
             log.warning("option 'kafka.transaction.timeout.ms' is ignored with deliveryGuarantee=at-least-once")
             del producer["transaction.timeout.ms"]
-    return SinkOptions(cluster=cluster, topic=topic, producer_config=tuple(sorted(producer.items())),
-                       delivery_guarantee=guarantee, transactional_id_prefix=prefix,
-                       transaction_timeout_ms=timeout_ms,
-                       producer_cache=_bool(opts, "producercache.enabled"))
+    return SinkOptions(
+        cluster=cluster,
+        topic=topic,
+        producer_config=tuple(sorted(producer.items())),
+        delivery_guarantee=guarantee,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=timeout_ms,
+        producer_cache=_bool(opts, "producercache.enabled"),
+    )
 
 
 def default_group_id(prefix: str) -> str:

@@ -22,6 +22,7 @@ Thread-safety: not thread-safe (Spark calls the planner from one thread), except
 run from a signal handler and the batch-end watcher's thread, which commits through the offset
 store adapter (its commits are serialized by its lock).
 """
+
 from __future__ import annotations
 
 import logging
@@ -88,8 +89,12 @@ class SourcePlanner:
         self.streaming = streaming
         self.group_id = opts.group_id or default_group_id(opts.group_id_prefix)
         c = opts.cluster
-        self.client = ClusterClient(c.bootstrap_servers, c.zookeeper_connect, client_id=c.client_id,
-                                    request_timeout_ms=int(c.request_timeout_s * 1000))
+        self.client = ClusterClient(
+            c.bootstrap_servers,
+            c.zookeeper_connect,
+            client_id=c.client_id,
+            request_timeout_ms=int(c.request_timeout_s * 1000),
+        )
         self.isolation = 1 if opts.isolation_level == "read_committed" else 0
         self.member = None
         self.store = None
@@ -156,8 +161,15 @@ class SourcePlanner:
                 if outage_error(e):
                     if self._down_since is None:
                         self._down_since = now  # the call started failing (the client may have retried inside)
-                        log.warning("pyklog: %s failed, %s unreachable (%s: %s); retrying for up to %.1f s "
-                                    "(kafka.default.api.timeout.ms)", what, self.where(), type(e).__name__, e, bound)
+                        log.warning(
+                            "pyklog: %s failed, %s unreachable (%s: %s); retrying for up to %.1f s "
+                            "(kafka.default.api.timeout.ms)",
+                            what,
+                            self.where(),
+                            type(e).__name__,
+                            e,
+                            bound,
+                        )
                     if not fatal and retries[0] >= self.opts.fetch_offset_retries:
                         raise _GiveUp(e) from e
                     retries[0] += 1
@@ -165,20 +177,28 @@ class SourcePlanner:
 
         self._deadline = deadline
         try:
-            result = retry(attempt, deadline=deadline, backoff=backoff, retriable=outage_error, what=what,
-                           raise_last=True)
+            result = retry(
+                attempt, deadline=deadline, backoff=backoff, retriable=outage_error, what=what, raise_last=True
+            )
         except _GiveUp as g:
-            log.warning("pyklog: %s failed after %d retries (%s: %s); the query goes on and retries it at "
-                        "the next trigger", what, retries[0], type(g.cause).__name__, g.cause)
+            log.warning(
+                "pyklog: %s failed after %d retries (%s: %s); the query goes on and retries it at the next trigger",
+                what,
+                retries[0],
+                type(g.cause).__name__,
+                g.cause,
+            )
             return None
         except Exception as e:  # noqa: BLE001
             if not outage_error(e):
                 raise
             down = time.monotonic() - (self._down_since or now)
-            msg = (f"pyklog: {what} failed: {self.where()} unreachable for {down:.1f} s, which reaches the "
-                   f"outage bound kafka.default.api.timeout.ms={self.opts.api_timeout_ms} (fetchOffset.numRetries="
-                   f"{self.opts.fetch_offset_retries}, fetchOffset.retryIntervalMs="
-                   f"{self.opts.fetch_offset_retry_interval_ms}); last error: {type(e).__name__}: {e}")
+            msg = (
+                f"pyklog: {what} failed: {self.where()} unreachable for {down:.1f} s, which reaches the "
+                f"outage bound kafka.default.api.timeout.ms={self.opts.api_timeout_ms} (fetchOffset.numRetries="
+                f"{self.opts.fetch_offset_retries}, fetchOffset.retryIntervalMs="
+                f"{self.opts.fetch_offset_retry_interval_ms}); last error: {type(e).__name__}: {e}"
+            )
             if not fatal:
                 log.warning("%s; the query goes on and retries it at the next trigger", msg)
                 return None
@@ -187,8 +207,12 @@ class SourcePlanner:
         finally:
             self._deadline = None
         if self._down_since is not None:
-            log.warning("pyklog: %s reachable again after %.1f s; %s succeeded", self.where(),
-                        time.monotonic() - self._down_since, what)
+            log.warning(
+                "pyklog: %s reachable again after %.1f s; %s succeeded",
+                self.where(),
+                time.monotonic() - self._down_since,
+                what,
+            )
             self._down_since = None
         return result
 
@@ -238,15 +262,19 @@ class SourcePlanner:
         tps = list(tps)
         if not tps:
             return {}
-        res = self.call(f"ListOffsets ({'latest' if spec == LATEST else 'earliest'})",
-                        lambda: self.client.list_offsets(dict.fromkeys(tps, spec), isolation_level=self.isolation,
-                                                         timeout_s=self.timeout_s()))
+        res = self.call(
+            f"ListOffsets ({'latest' if spec == LATEST else 'earliest'})",
+            lambda: self.client.list_offsets(
+                dict.fromkeys(tps, spec), isolation_level=self.isolation, timeout_s=self.timeout_s()
+            ),
+        )
         out = {}
         for tp in tps:
             off = res.get(tp)
             if off is None:
-                raise UnknownTopicOrPartitionError(f"pyklog: no {'latest' if spec == LATEST else 'earliest'} "
-                                                   f"offset for {tp[0]}-{tp[1]}")
+                raise UnknownTopicOrPartitionError(
+                    f"pyklog: no {'latest' if spec == LATEST else 'earliest'} offset for {tp[0]}-{tp[1]}"
+                )
             out[tp] = off
         return out
 
@@ -283,12 +311,14 @@ class SourcePlanner:
             if missing:
                 raise ConfigError(
                     f"option 'startingOffsetsByTimestamp'/'endingOffsetsByTimestamp': no timestamp for "
-                    f"{', '.join(f'{t}-{p}' for t, p in missing)} (every partition read must be listed)")
+                    f"{', '.join(f'{t}-{p}' for t, p in missing)} (every partition read must be listed)"
+                )
             ts = {tp: given[tp] for tp in tps}
             name = "startingOffsetsByTimestamp/endingOffsetsByTimestamp"
-        res = self.call("ListOffsets (timestamps)",
-                        lambda: self.client.offsets_for_times(ts, isolation_level=self.isolation,
-                                                              timeout_s=self.timeout_s()))
+        res = self.call(
+            "ListOffsets (timestamps)",
+            lambda: self.client.offsets_for_times(ts, isolation_level=self.isolation, timeout_s=self.timeout_s()),
+        )
         out = {}
         latest_needed = []
         for tp in tps:
@@ -299,7 +329,8 @@ class SourcePlanner:
                     continue
                 raise ConfigError(
                     f"option '{name}': no record at or after timestamp {ts[tp]} in {tp[0]}-{tp[1]} "
-                    "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)")
+                    "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)"
+                )
             out[tp] = r[0]
         out.update(self.list_offsets(latest_needed, LATEST))
         return out
@@ -318,13 +349,22 @@ class SourcePlanner:
             return {}, {}
         opts = self.opts
         if self._fetcher is None:
-            self._fetcher = SimpleConsumer(client=self.client, isolation_level=opts.isolation_level,
-                                           check_crcs=opts.check_crcs, max_wait_ms=0, min_bytes=0,
-                                           fetch_max_bytes=fetch_max_bytes(opts),
-                                           request_timeout_ms=int(opts.cluster.request_timeout_s * 1000))
+            self._fetcher = SimpleConsumer(
+                client=self.client,
+                isolation_level=opts.isolation_level,
+                check_crcs=opts.check_crcs,
+                max_wait_ms=0,
+                min_bytes=0,
+                fetch_max_bytes=fetch_max_bytes(opts),
+                request_timeout_ms=int(opts.cluster.request_timeout_s * 1000),
+            )
         mb = opts.max_partition_fetch_bytes
-        res = self.call("Fetch (latest offsets)", lambda: self._fetcher.multi_fetch_raw(
-            {tp: (off, mb) for tp, off in positions.items()}, timeout_s=self.timeout_s()))
+        res = self.call(
+            "Fetch (latest offsets)",
+            lambda: self._fetcher.multi_fetch_raw(
+                {tp: (off, mb) for tp, off in positions.items()}, timeout_s=self.timeout_s()
+            ),
+        )
         latest = {}
         for tp in positions:
             r = res.get(tp)
@@ -344,14 +384,25 @@ class SourcePlanner:
         from pyklog.connector.consumer import SimpleConsumer
 
         if self._probe is None:
-            self._probe = SimpleConsumer(client=self.client, max_wait_ms=0, min_bytes=0,
-                                         request_timeout_ms=int(self.opts.cluster.request_timeout_s * 1000))
-        reaches = self.call(f"log end check of {tp[0]}-{tp[1]}",
-                            lambda: log_end_reaches(self._probe, tp[0], tp[1], offset, timeout_s=self.timeout_s()))
+            self._probe = SimpleConsumer(
+                client=self.client,
+                max_wait_ms=0,
+                min_bytes=0,
+                request_timeout_ms=int(self.opts.cluster.request_timeout_s * 1000),
+            )
+        reaches = self.call(
+            f"log end check of {tp[0]}-{tp[1]}",
+            lambda: log_end_reaches(self._probe, tp[0], tp[1], offset, timeout_s=self.timeout_s()),
+        )
         if reaches:
-            log.info("pyklog: %s-%s: high watermark %d is behind the query's offset %d, which the leader's log "
-                     "holds (a new leader whose followers have not fetched yet?); no rows for it this trigger",
-                     tp[0], tp[1], high_watermark, offset)
+            log.info(
+                "pyklog: %s-%s: high watermark %d is behind the query's offset %d, which the leader's log "
+                "holds (a new leader whose followers have not fetched yet?); no rows for it this trigger",
+                tp[0],
+                tp[1],
+                high_watermark,
+                offset,
+            )
         return bool(reaches)
 
     def leaders(self, tps) -> dict:
@@ -364,7 +415,9 @@ class SourcePlanner:
                 host, port = self.client.broker_address(node)
                 out[tp] = (node, f"{host}:{port}")
             except PyklogError as e:
-                log.warning("pyklog: no leader for %s-%s while planning (%s); the task will look it up", tp[0], tp[1], e)
+                log.warning(
+                    "pyklog: no leader for %s-%s while planning (%s); the task will look it up", tp[0], tp[1], e
+                )
                 out[tp] = (None, None)
         return out
 
@@ -372,8 +425,7 @@ class SourcePlanner:
         """One :class:`PyklogInputPartition` per ``(topic, partition, start, end)``, each carrying
         its partition's leader (id and address) so the task connects straight to it."""
         leaders = self.leaders({(t, p) for t, p, _, _ in rngs})
-        return [PyklogInputPartition(t, p, a, b, leaders[(t, p)][1], leaders[(t, p)][0])
-                for t, p, a, b in rngs]
+        return [PyklogInputPartition(t, p, a, b, leaders[(t, p)][1], leaders[(t, p)][0]) for t, p, a, b in rngs]
 
     # -- group -------------------------------------------------------------------------------------
     def start_group(self) -> None:
@@ -384,16 +436,27 @@ class SourcePlanner:
             from pyklog.connector.group import GroupMember, Whitelist
 
             sub = opts.subscription
-            kwargs = {"topics": list(sub.topics)} if sub.kind == "subscribe" else {"topic_filter": Whitelist(sub.pattern)}
+            kwargs = (
+                {"topics": list(sub.topics)} if sub.kind == "subscribe" else {"topic_filter": Whitelist(sub.pattern)}
+            )
             consumer_id = f"{socket.gethostname()}-spark-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            self.member = GroupMember(opts.cluster.zookeeper_connect, self.group_id,
-                                      strategy=opts.assignment_strategy, consumer_id=consumer_id,
-                                      session_timeout_s=opts.cluster.zk_session_timeout_s,
-                                      manual_release=True, **kwargs)
+            self.member = GroupMember(
+                opts.cluster.zookeeper_connect,
+                self.group_id,
+                strategy=opts.assignment_strategy,
+                consumer_id=consumer_id,
+                session_timeout_s=opts.cluster.zk_session_timeout_s,
+                manual_release=True,
+                **kwargs,
+            )
             self.member.start()
             self.member.wait_stable(timeout=max(15.0, 2 * opts.cluster.zk_session_timeout_s))
-            log.info("pyklog query joined group %s as %s with %s", self.group_id, consumer_id,
-                     sorted(self.member.assignment()))
+            log.info(
+                "pyklog query joined group %s as %s with %s",
+                self.group_id,
+                consumer_id,
+                sorted(self.member.assignment()),
+            )
         self.store = OffsetStoreAdapter(self)
         if self.member is not None and self.streaming:
             self.batch_end = BatchEndWatcher(self)
@@ -448,7 +511,6 @@ class SourcePlanner:
             self.client.close()
         except Exception as e:  # noqa: BLE001
             log.warning("pyklog: closing the cluster client failed: %s", e)
-
 
     def _forget_generated_group(self) -> None:
         """A query without ``group.id`` ran under a generated group (``<groupIdPrefix>-<uuid>``) that

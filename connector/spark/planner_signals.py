@@ -11,6 +11,7 @@ Driver side (planner process).  Knows the planners only as objects with ``close(
 never imports the planner module.  The list of planners is changed from the planner thread; the
 handler runs on that same (main) thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,7 +40,7 @@ def in_planner_worker() -> bool:
         return True
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    name = (getattr(spec, "name", None) or getattr(main, "__file__", None) or "")
+    name = getattr(spec, "name", None) or getattr(main, "__file__", None) or ""
     return "pyspark" in name and ("worker" in name or "runner" in name or "daemon" in name)
 
 

@@ -14,6 +14,7 @@ batch ended) and ``latestOffset`` (the log end offsets it saw when it planned th
 ``reportLatestOffset``).  :func:`source_progress` turns a progress into the sources as Spark's Kafka
 source would show them.  Pure functions; run anywhere (the user's driver process, typically).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,8 @@ def is_pyklog_source(source: dict) -> bool:
     Kafka's ``{topic: {partition: offset}}``."""
     desc = str(source.get("description", ""))
     return bool(_PYTHON_STREAM.search(desc) or desc.startswith("pyklog[")) and bool(
-        _offsets(source.get("endOffset")) or _offsets(source.get("latestOffset")))
+        _offsets(source.get("endOffset")) or _offsets(source.get("latestOffset"))
+    )
 
 
 def offsets_behind_latest(source: dict) -> dict[str, str]:
@@ -71,9 +73,11 @@ def offsets_behind_latest(source: dict) -> dict[str, str]:
                 behind.append(off - consumed)
     if not behind:
         return {}
-    return {"avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
-            "maxOffsetsBehindLatest": str(max(behind)),
-            "minOffsetsBehindLatest": str(min(behind))}
+    return {
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "minOffsetsBehindLatest": str(min(behind)),
+    }
 
 
 def describe(source: dict) -> str:

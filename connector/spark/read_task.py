@@ -14,6 +14,7 @@ Also here, because the planner (driver) shares them with the tasks: how a Fetch 
 (:func:`report_loss`).  This module never imports the planner.  Thread-safety: a task runs on one
 thread (plus its own prefetch thread); the consumer cache is thread-safe.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,18 +34,31 @@ from pyklog.connector.spark.tracing import trace
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TASK_CONSUMERS", "read_range", "decode_raw", "readable_end", "fetch_max_bytes", "log_end_reaches",
-           "report_loss", "task_consumer_kwargs", "consumer_usable"]
+__all__ = [
+    "TASK_CONSUMERS",
+    "read_range",
+    "decode_raw",
+    "readable_end",
+    "fetch_max_bytes",
+    "log_end_reaches",
+    "report_loss",
+    "task_consumer_kwargs",
+    "consumer_usable",
+]
 
 
 def report_loss(opts: SourceOptions, topic: str, partition: int, lost_from: int, lost_until, why: str) -> None:
     until = "its end" if lost_until is None else str(lost_until)
-    msg = (f"pyklog: partition {topic}-{partition} lost offsets [{lost_from}, {until}): {why}. "
-           "Some data may have been lost because it is no longer available in the broker "
-           "(removed by retention, or the topic was deleted and recreated).")
+    msg = (
+        f"pyklog: partition {topic}-{partition} lost offsets [{lost_from}, {until}): {why}. "
+        "Some data may have been lost because it is no longer available in the broker "
+        "(removed by retention, or the topic was deleted and recreated)."
+    )
     if opts.fail_on_data_loss:
-        raise DataLossError(msg + " If you want your streaming query to continue despite this, set the "
-                                  "source option 'failOnDataLoss' to 'false'.")
+        raise DataLossError(
+            msg + " If you want your streaming query to continue despite this, set the "
+            "source option 'failOnDataLoss' to 'false'."
+        )
     log.warning("%s Skipping them because failOnDataLoss is false.", msg)
 
 
@@ -59,8 +73,9 @@ def log_end_reaches(consumer, topic: str, partition: int, offset: int, *, timeou
     end offset below the query's position means the log was truncated or the topic recreated: data
     loss (failOnDataLoss).  ``consumer`` is a :class:`~connector.consumer.SimpleConsumer`; errors other
     than OFFSET_OUT_OF_RANGE are raised."""
-    r = consumer.multi_fetch_raw({(topic, int(partition)): (int(offset), 1)},
-                                 timeout_s=timeout_s)[(topic, int(partition))]
+    r = consumer.multi_fetch_raw({(topic, int(partition)): (int(offset), 1)}, timeout_s=timeout_s)[
+        (topic, int(partition))
+    ]
     if r.error_code == OffsetOutOfRangeError.code:
         return False
     if r.error_code:
@@ -94,8 +109,10 @@ def task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> dic
         "isolation_level": opts.isolation_level,
         "check_crcs": opts.check_crcs,
         "request_timeout_ms": int(opts.cluster.request_timeout_s * 1000),
-        "max_wait_ms": min(500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
-                        int(opts.cluster.request_timeout_s * 1000) - 1),
+        "max_wait_ms": min(
+            500 if opts.fetch_max_wait_ms is None else opts.fetch_max_wait_ms,
+            int(opts.cluster.request_timeout_s * 1000) - 1,
+        ),
         "min_bytes": 1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
         "fetch_max_bytes": fetch_max_bytes(opts),
         "retry_backoff_ms": 100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
@@ -112,8 +129,16 @@ def decode_raw(opts: SourceOptions, r, topic: str, partition: int, start: int, e
     source's options ask: headers, CRC check, read_committed's aborted transactions.  Read tasks and
     the fetchOnDriver planner."""
     aborted = _arrow.AbortedTransactions(r.aborted_transactions) if opts.isolation_level == "read_committed" else None
-    return _arrow.decode_fetch(r.records, topic, partition, start, end, include_headers=opts.include_headers,
-                               validate_crc=opts.check_crcs, aborted=aborted)
+    return _arrow.decode_fetch(
+        r.records,
+        topic,
+        partition,
+        start,
+        end,
+        include_headers=opts.include_headers,
+        validate_crc=opts.check_crcs,
+        aborted=aborted,
+    )
 
 
 def readable_end(opts: SourceOptions, r) -> int:
@@ -195,13 +220,13 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                 start_off = getattr(e, "log_start_offset", None)
                 end_off = getattr(e, "log_end_offset", None)
                 if start_off is not None and offset < start_off:
-                    report_loss(opts, topic, partition, offset, min(start_off, end),
-                                 f"the log now starts at offset {start_off}")
+                    report_loss(
+                        opts, topic, partition, offset, min(start_off, end), f"the log now starts at offset {start_off}"
+                    )
                     offset = min(start_off, end)
                     continue
                 if end_off is not None and offset >= end_off:
-                    report_loss(opts, topic, partition, offset, end,
-                                 f"the log now ends at offset {end_off}")
+                    report_loss(opts, topic, partition, offset, end, f"the log now ends at offset {end_off}")
                     return
                 raise
             except UnknownTopicOrPartitionError as e:
@@ -213,8 +238,11 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                     from concurrent.futures import ThreadPoolExecutor
 
                     pool = ThreadPoolExecutor(1, thread_name_prefix=f"pyklog-fetch-{topic}-{partition}")
-                ahead = (nxt, max_bytes, pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes,
-                                                      timeout_s=deadline_s))
+                ahead = (
+                    nxt,
+                    max_bytes,
+                    pool.submit(consumer.fetch_raw, topic, partition, nxt, max_bytes, timeout_s=deadline_s),
+                )
             d = decode_raw(opts, r, topic, partition, offset, end)
             if d.batch is not None and d.batch.num_rows:
                 n_rows += d.batch.num_rows
@@ -227,8 +255,8 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
             if len(r.records) > 0:
                 if max_bytes >= (1 << 30):
                     raise MessageTooLargeError(
-                        f"pyklog: {topic}-{partition} at offset {offset}: a record batch does not fit "
-                        f"in 1 GiB")
+                        f"pyklog: {topic}-{partition} at offset {offset}: a record batch does not fit in 1 GiB"
+                    )
                 max_bytes *= 2  # a batch larger than kafka.max.partition.fetch.bytes
                 continue
             hw = readable_end(opts, r)
@@ -237,20 +265,32 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
                     # below the planned end: lost (the log ends before it), or a new leader's
                     # high watermark not caught up yet (wait for it, up to pollTimeoutMs)
                     if not log_end_reaches(consumer, topic, partition, end, timeout_s=deadline_s):
-                        report_loss(opts, topic, partition, offset, end,
-                                     f"the log ends at offset {r.high_watermark}, before the planned end {end}")
+                        report_loss(
+                            opts,
+                            topic,
+                            partition,
+                            offset,
+                            end,
+                            f"the log ends at offset {r.high_watermark}, before the planned end {end}",
+                        )
                         return
                     hw_lags = True
-                    log.info("pyklog: %s-%s: high watermark %d is behind the planned end %d (the records are "
-                             "in the leader's log, not yet known to be replicated: a new leader?); waiting",
-                             topic, partition, r.high_watermark, end)
+                    log.info(
+                        "pyklog: %s-%s: high watermark %d is behind the planned end %d (the records are "
+                        "in the leader's log, not yet known to be replicated: a new leader?); waiting",
+                        topic,
+                        partition,
+                        r.high_watermark,
+                        end,
+                    )
             now = time.monotonic()
             if stalled_since is None:
                 stalled_since = now
             elif now - stalled_since > deadline_s:
                 raise TimeoutError(
                     f"pyklog: no data for {topic}-{partition} at offset {offset} (planned up to {end}) "
-                    f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
+                    f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}"
+                )
             time.sleep(0.05)
     finally:
         if pool is not None:
@@ -258,5 +298,14 @@ def _read_range(opts: SourceOptions, part: PyklogInputPartition, consumer):
         elapsed = time.perf_counter() - t_start
         trace("read", elapsed * 1000)
         trace("read fetch", t_fetch * 1000)
-        log.debug("pyklog read %s-%s [%s, %s): %d rows in %.3f s (fetch %.3f s, the rest decoding and "
-                  "handing batches to Spark)", topic, partition, part.start, part.end, n_rows, elapsed, t_fetch)
+        log.debug(
+            "pyklog read %s-%s [%s, %s): %d rows in %.3f s (fetch %.3f s, the rest decoding and "
+            "handing batches to Spark)",
+            topic,
+            partition,
+            part.start,
+            part.end,
+            n_rows,
+            elapsed,
+            t_fetch,
+        )

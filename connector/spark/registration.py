@@ -6,6 +6,7 @@ Spark runs a Python data source in worker processes started with ``SparkContext.
 query fails deep in a worker traceback; :func:`register` finds that out at once and either points
 a local session at the driver's own interpreter or raises an error that says what to set.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,13 +50,18 @@ def register(spark) -> None:
             if master.startswith("local"):
                 # Local mode: the workers run on this machine, so the driver's own interpreter (which
                 # imports pyklog, or we would not be here) is the right one.
-                log.warning("Spark's Python workers would run %s; using the driver's interpreter %s "
-                            "instead (set PYSPARK_PYTHON to choose)", problem, sys.executable)
+                log.warning(
+                    "Spark's Python workers would run %s; using the driver's interpreter %s "
+                    "instead (set PYSPARK_PYTHON to choose)",
+                    problem,
+                    sys.executable,
+                )
                 sc.pythonExec = sys.executable
             else:
                 raise PyklogSetupError(
                     f"Spark's Python workers run {problem}. Install pyklog in the workers' Python, or "
                     f"set PYSPARK_PYTHON to a Python that has it (here: PYSPARK_PYTHON={sys.executable}) "
                     f"before the SparkSession is created, or pass --conf spark.pyspark.python=... to "
-                    f"spark-submit.")
+                    f"spark-submit."
+                )
     spark.dataSource.register(PyklogDataSource)

@@ -29,6 +29,7 @@ Where the code runs: the writer is created and validated on the driver, pickled 
 worker (a new instance: nothing survives from ``write``, everything travels in the commit
 messages and the ZooKeeper record).  Not thread-safe (one Spark task uses one writer copy).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -62,8 +63,16 @@ from pyklog.connector.spark.task_cache import TaskClientCache
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PyklogBatchWriter", "PyklogStreamWriter", "PyklogCommitMessage", "SinkWriteError",
-           "SinkTransactionError", "SinkTransactionLog", "TaskIdentity", "check_transaction_age"]
+__all__ = [
+    "PyklogBatchWriter",
+    "PyklogStreamWriter",
+    "PyklogCommitMessage",
+    "SinkWriteError",
+    "SinkTransactionError",
+    "SinkTransactionLog",
+    "TaskIdentity",
+    "check_transaction_age",
+]
 
 #: Test hook (fault tests only): a file path; the driver's exactly-once commit creates it after
 #: completing the first of two or more transactions and then sleeps, so a test can SIGKILL the
@@ -102,18 +111,28 @@ def check_transaction_age(elapsed_s: float, timeout_ms: int, what: str, *, fail:
     its rows); warn past half of it."""
     timeout_s = timeout_ms / 1000.0
     if elapsed_s >= timeout_s and not fail:
-        log.error("pyklog sink: %s %.1fs, longer than kafka.transaction.timeout.ms=%d: the brokers have "
-                  "probably aborted it", what, elapsed_s, timeout_ms)
+        log.error(
+            "pyklog sink: %s %.1fs, longer than kafka.transaction.timeout.ms=%d: the brokers have probably aborted it",
+            what,
+            elapsed_s,
+            timeout_ms,
+        )
         return
     if elapsed_s >= timeout_s:
         raise SinkTransactionError(
             f"pyklog sink: {what} {elapsed_s:.1f}s, longer than kafka.transaction.timeout.ms={timeout_ms}: "
             "the brokers abort a transaction that stays open that long.  Raise "
             "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms, 900000 by "
-            "default) or make micro-batches shorter (maxOffsetsPerTrigger, more partitions)")
+            "default) or make micro-batches shorter (maxOffsetsPerTrigger, more partitions)"
+        )
     if elapsed_s >= timeout_s / 2:
-        log.warning("pyklog sink: %s %.1fs, more than half of kafka.transaction.timeout.ms=%d; a batch "
-                    "that takes longer than the timeout fails", what, elapsed_s, timeout_ms)
+        log.warning(
+            "pyklog sink: %s %.1fs, more than half of kafka.transaction.timeout.ms=%d; a batch "
+            "that takes longer than the timeout fails",
+            what,
+            elapsed_s,
+            timeout_ms,
+        )
 
 
 @dataclass(frozen=True)
@@ -150,7 +169,8 @@ class TaskIdentity:
             if not query_id or batch is None:
                 raise SinkTransactionError(
                     "pyklog sink: deliveryGuarantee=exactly-once could not read the streaming query id "
-                    "and batch id from the task's context (sql.streaming.queryId, streaming.sql.batchId)")
+                    "and batch id from the task's context (sql.streaming.queryId, streaming.sql.batchId)"
+                )
             batch_id = int(batch)
         if prefix is None:
             prefix = f"pyklog-spark-{query_id}" if query_id else "pyklog-spark-batch"
@@ -173,10 +193,17 @@ class CommitRecord:
     started_at: float | None = None  # the oldest transaction's start (wall clock)
 
     def encode(self) -> bytes:
-        return json.dumps({"version": 1, "query_id": self.query_id, "batch_id": self.batch_id,
-                           "state": self.state, "started_at": self.started_at,
-                           "transactions": [list(t) for t in self.transactions]},
-                          sort_keys=True).encode()
+        return json.dumps(
+            {
+                "version": 1,
+                "query_id": self.query_id,
+                "batch_id": self.batch_id,
+                "state": self.state,
+                "started_at": self.started_at,
+                "transactions": [list(t) for t in self.transactions],
+            },
+            sort_keys=True,
+        ).encode()
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> CommitRecord:
@@ -208,8 +235,10 @@ class SinkTransactionLog:
 
     def __init__(self, cluster: ClusterOptions):
         if not cluster.zookeeper_connect:
-            raise ConfigError("pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
-                              "'zookeeper.connect' (it keeps each micro-batch's commit record there)")
+            raise ConfigError(
+                "pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
+                "'zookeeper.connect' (it keeps each micro-batch's commit record there)"
+            )
         self._connect = cluster.zookeeper_connect
         self._timeout_s = cluster.zk_session_timeout_s
         self._zk = None
@@ -282,8 +311,9 @@ class SinkTransactionLog:
 
     def replace(self, record: CommitRecord, version: int) -> int:
         """Overwrite ``commits/N`` if it is still at ``version`` (BadVersionError otherwise)."""
-        stat = self._zk.retry(self._zk.set, self.commit_path(record.query_id, record.batch_id),
-                              record.encode(), version=version)
+        stat = self._zk.retry(
+            self._zk.set, self.commit_path(record.query_id, record.batch_id), record.encode(), version=version
+        )
         return stat.version
 
     def registered(self, query_id: str, up_to_batch: int) -> dict[int, list[str]]:
@@ -299,8 +329,7 @@ class SinkTransactionLog:
             if not b.isdigit() or int(b) > up_to_batch:
                 continue
             try:
-                out[int(b)] = sorted(self._zk.retry(self._zk.get_children,
-                                                    self.transactions_path(query_id, int(b))))
+                out[int(b)] = sorted(self._zk.retry(self._zk.get_children, self.transactions_path(query_id, int(b))))
             except NoNodeError:
                 continue
         return out
@@ -370,15 +399,16 @@ def validate_sink_schema(schema, opts: SinkOptions) -> dict:
     plan = {}
     value = fields.get("value")
     if value is None:
-        raise ConfigError("pyklog sink: required column 'value' not found (expected a string or binary "
-                          f"column named 'value'; the DataFrame has {[f.name for f in schema.fields]})")
+        raise ConfigError(
+            "pyklog sink: required column 'value' not found (expected a string or binary "
+            f"column named 'value'; the DataFrame has {[f.name for f in schema.fields]})"
+        )
     for name in ("key", "value"):
         f = fields.get(name)
         if f is None:
             continue
         if not isinstance(f.dataType, (StringType, BinaryType)):
-            raise ConfigError(f"pyklog sink: column '{name}' must be string or binary, read "
-                              f"{_type_name(f.dataType)}")
+            raise ConfigError(f"pyklog sink: column '{name}' must be string or binary, read {_type_name(f.dataType)}")
         plan[name] = f.name
     topic = fields.get("topic")
     if topic is not None:
@@ -387,8 +417,10 @@ def validate_sink_schema(schema, opts: SinkOptions) -> dict:
         if opts.topic is None:
             plan["topic"] = topic.name
     elif opts.topic is None:
-        raise ConfigError("pyklog sink: option 'topic' is required when the DataFrame has no 'topic' column "
-                          "(.option('topic', 'name') or add a string column 'topic')")
+        raise ConfigError(
+            "pyklog sink: option 'topic' is required when the DataFrame has no 'topic' column "
+            "(.option('topic', 'name') or add a string column 'topic')"
+        )
     part = fields.get("partition")
     if part is not None:
         if not isinstance(part.dataType, IntegerType):
@@ -402,8 +434,9 @@ def validate_sink_schema(schema, opts: SinkOptions) -> dict:
             names = {sf.name.lower(): sf.dataType for sf in dt.elementType.fields}
             ok = isinstance(names.get("key"), StringType) and isinstance(names.get("value"), BinaryType)
         if not ok:
-            raise ConfigError("pyklog sink: column 'headers' must be array<struct<key:string,value:binary>>, "
-                              f"read {_type_name(dt)}")
+            raise ConfigError(
+                f"pyklog sink: column 'headers' must be array<struct<key:string,value:binary>>, read {_type_name(dt)}"
+            )
         plan["headers"] = headers.name
     return plan
 
@@ -507,8 +540,9 @@ class _SinkWriter:
             topics = col["topic"]
             if topics.null_count:
                 i = int(np.flatnonzero(topics.is_null().to_numpy(zero_copy_only=False))[0])
-                raise ConfigError(f"pyklog sink: null topic in row {i} of a batch; set the 'topic' option or "
-                                  "fill the column")
+                raise ConfigError(
+                    f"pyklog sink: null topic in row {i} of a batch; set the 'topic' option or fill the column"
+                )
             uniq = pc.unique(topics).to_pylist()
             groups = [(uniq[0], None)] if len(uniq) == 1 else [(t, pc.equal(topics, t)) for t in uniq]
         for topic, mask in groups:
@@ -516,8 +550,9 @@ class _SinkWriter:
             n = nparts.get(topic)
             if n is None:
                 n = nparts[topic] = len(producer.partitions_for(topic))
-            sections = encoder.encode(topic, n, cols["value"], cols.get("key"), cols.get("partition"),
-                                      cols.get("headers"))
+            sections = encoder.encode(
+                topic, n, cols["value"], cols.get("key"), cols.get("partition"), cols.get("headers")
+            )
             count = producer.send_sections(topic, sections)
             per_topic[topic] = per_topic.get(topic, 0) + count
 
@@ -539,8 +574,7 @@ class _SinkWriter:
             parts = col["partition"].to_pylist() if "partition" in col else None
             headers = None
             if "headers" in col:
-                headers = [[(e["key"], e["value"]) for e in h] if h else None
-                           for h in col["headers"].to_pylist()]
+                headers = [[(e["key"], e["value"]) for e in h] if h else None for h in col["headers"].to_pylist()]
             if self.opts.topic is not None:
                 producer.send_many(self.opts.topic, parts, keys, values, headers)
                 per_topic[self.opts.topic] = per_topic.get(self.opts.topic, 0) + n
@@ -551,19 +585,21 @@ class _SinkWriter:
                     rows = rows_by_topic.get(t)
                     if rows is None:
                         if t is None:
-                            raise ConfigError("pyklog sink: null topic in row "
-                                              f"{i} of a batch; set the 'topic' option or fill the column")
+                            raise ConfigError(
+                                "pyklog sink: null topic in row "
+                                f"{i} of a batch; set the 'topic' option or fill the column"
+                            )
                         rows = rows_by_topic[t] = []
                     rows.append(i)
                 for t, rows in rows_by_topic.items():
                     if len(rows) == n:
                         producer.send_many(t, parts, keys, values, headers)
                     else:
+
                         def pick(seq, rows=rows):
                             return None if seq is None else [seq[i] for i in rows]
 
-                        producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows],
-                                           pick(headers))
+                        producer.send_many(t, pick(parts), pick(keys), [values[i] for i in rows], pick(headers))
                     per_topic[t] = per_topic.get(t, 0) + len(rows)
             if producer.failed_records:
                 break
@@ -571,13 +607,17 @@ class _SinkWriter:
     def _delivery_error(self, failed: int, first_failure) -> SinkWriteError:
         # the producer logged each failure (topic, partition, Kafka error) in the executor log
         c = self.opts.cluster
-        where = (f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)" if c.bootstrap_servers
-                 else f"the brokers registered in ZooKeeper {c.zookeeper_connect} (zookeeper.connect)")
+        where = (
+            f"brokers {c.bootstrap_servers} (kafka.bootstrap.servers)"
+            if c.bootstrap_servers
+            else f"the brokers registered in ZooKeeper {c.zookeeper_connect} (zookeeper.connect)"
+        )
         timeout = self.opts.producer_dict().get("delivery.timeout.ms", "120000")
         return SinkWriteError(
             f"pyklog sink: {failed} record(s) were not acknowledged by {where} within "
             f"kafka.delivery.timeout.ms={timeout}; first failure: {first_failure.message or 'see this executor log'}"
-            "; the task fails so Spark retries it or aborts the write")
+            "; the task fails so Spark retries it or aborts the write"
+        )
 
     def write(self, iterator) -> PyklogCommitMessage:
         """Executor side.  At-least-once: queue the rows, flush, raise if any record failed.
@@ -629,8 +669,7 @@ class _SinkWriter:
                 first = batch
                 break
         if first is None:  # nothing to write: no transaction at all
-            return PyklogCommitMessage(query_id=ident.query_id, batch_id=ident.batch_id,
-                                       partition=ident.partition)
+            return PyklogCommitMessage(query_id=ident.query_id, batch_id=ident.batch_id, partition=ident.partition)
         tid = ident.transactional_id()
         if ident.query_id is not None:
             with SinkTransactionLog(self.opts.cluster) as tlog:
@@ -647,7 +686,8 @@ class _SinkWriter:
                 raise ConfigError(
                     f"pyklog sink: the brokers refused kafka.transaction.timeout.ms="
                     f"{self.opts.transaction_timeout_ms}: it must not exceed the brokers' "
-                    f"transaction.max.timeout.ms ({e})") from e
+                    f"transaction.max.timeout.ms ({e})"
+                ) from e
             producer.begin_transaction()
             began = time.monotonic()
             started_at = time.time()
@@ -656,16 +696,21 @@ class _SinkWriter:
             if producer.failed_records:
                 raise self._delivery_error(producer.failed_records, first_failure)
             elapsed = time.monotonic() - began
-            check_transaction_age(elapsed, self.opts.transaction_timeout_ms,
-                                  f"task {ident.partition} (attempt {ident.attempt}) wrote for")
+            check_transaction_age(
+                elapsed, self.opts.transaction_timeout_ms, f"task {ident.partition} (attempt {ident.attempt}) wrote for"
+            )
             prepared = producer.prepare_transaction(timeout_s=max(1.0, timeout_s - elapsed))
         except BaseException:
             if began is not None:
                 try:
                     producer.abort_transaction()
                 except Exception as e:  # noqa: BLE001 - the original error matters more
-                    log.warning("pyklog sink: could not abort transaction %s after a failure (the "
-                                "driver or the transaction timeout aborts it): %s", tid, e)
+                    log.warning(
+                        "pyklog sink: could not abort transaction %s after a failure (the "
+                        "driver or the transaction timeout aborts it): %s",
+                        tid,
+                        e,
+                    )
             raise
         finally:
             producer.close()
@@ -673,11 +718,22 @@ class _SinkWriter:
         txn = (prepared.transactional_id, int(prepared.producer_id), int(prepared.producer_epoch))
         if txn[1] < 0:  # nothing reached the transaction (producer id -1): nothing to complete
             txn = None
-        log.info("pyklog sink: task %s of batch %s prepared transaction %s (%d records)",
-                 ident.partition, ident.batch_id, txn, sum(per_topic.values()))
-        return PyklogCommitMessage(records=sum(per_topic.values()), per_topic=per_topic, transaction=txn,
-                                   query_id=ident.query_id, batch_id=ident.batch_id,
-                                   partition=ident.partition, started_at=started_at)
+        log.info(
+            "pyklog sink: task %s of batch %s prepared transaction %s (%d records)",
+            ident.partition,
+            ident.batch_id,
+            txn,
+            sum(per_topic.values()),
+        )
+        return PyklogCommitMessage(
+            records=sum(per_topic.values()),
+            per_topic=per_topic,
+            transaction=txn,
+            query_id=ident.query_id,
+            batch_id=ident.batch_id,
+            partition=ident.partition,
+            started_at=started_at,
+        )
 
     # -- exactly-once: the driver's side -----------------------------------------------------------
     def _complete(self, txn, commit: bool) -> None:
@@ -685,8 +741,9 @@ class _SinkWriter:
         from pyklog.connector import producer as producer_mod
 
         prepared = producer_mod.PreparedTransaction(*txn)
-        producer_mod.complete_transaction(self._producer_config(), prepared, commit,
-                                          timeout_s=self.opts.cluster.request_timeout_s * 2)
+        producer_mod.complete_transaction(
+            self._producer_config(), prepared, commit, timeout_s=self.opts.cluster.request_timeout_s * 2
+        )
 
     def _complete_all(self, txns, batch_id, *, pause: str | None = None) -> tuple[list, list]:
         """Driver side: commit every transaction of ``txns``; returns (committed, aborted), where
@@ -709,8 +766,12 @@ class _SinkWriter:
             if e is None:
                 committed.append(txn)
             elif _is_aborted_error(e):
-                log.error("pyklog sink: transaction %s of batch %s was aborted before the driver committed "
-                          "it: %s", txn[0], batch_id, e)
+                log.error(
+                    "pyklog sink: transaction %s of batch %s was aborted before the driver committed it: %s",
+                    txn[0],
+                    batch_id,
+                    e,
+                )
                 aborted.append(txn)
             else:
                 errors.append(e)
@@ -745,8 +806,13 @@ class _SinkWriter:
                 self._complete(txn, commit=False)
                 done += 1
             except Exception as e:  # noqa: BLE001
-                log.warning("pyklog sink: could not abort transaction %s (%s): %s; it ends at "
-                            "kafka.transaction.timeout.ms at the latest", txn[0], why, e)
+                log.warning(
+                    "pyklog sink: could not abort transaction %s (%s): %s; it ends at "
+                    "kafka.transaction.timeout.ms at the latest",
+                    txn[0],
+                    why,
+                    e,
+                )
         return done
 
     @staticmethod
@@ -785,7 +851,8 @@ class PyklogBatchWriter(_SinkWriter, DataSourceArrowWriter):
                 raise SinkTransactionError(
                     f"pyklog sink: {len(aborted)} of the write's {len(txns)} transactions were aborted before the "
                     f"driver committed them ({', '.join(t[0] for t in aborted)}; {len(committed)} were committed): "
-                    f"kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} is shorter than the write took")
+                    f"kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} is shorter than the write took"
+                )
         log.info("pyklog sink: wrote %d records %s (%s)", total, per, self.opts.delivery_guarantee)
 
     def abort(self, messages) -> None:
@@ -793,11 +860,19 @@ class PyklogBatchWriter(_SinkWriter, DataSourceArrowWriter):
         if self.opts.exactly_once:
             txns = [m.transaction for m in messages or [] if isinstance(m, PyklogCommitMessage) and m.transaction]
             n = self._abort_quietly(txns, "write aborted")
-            log.error("pyklog sink: write aborted; aborted %d of the %d prepared transactions of its "
-                      "successful tasks (%d records, none visible to read_committed readers)", n, len(txns), total)
+            log.error(
+                "pyklog sink: write aborted; aborted %d of the %d prepared transactions of its "
+                "successful tasks (%d records, none visible to read_committed readers)",
+                n,
+                len(txns),
+                total,
+            )
             return
-        log.error("pyklog sink: write aborted; %d records of the successful tasks were already written "
-                  "(at-least-once) %s", total, per)
+        log.error(
+            "pyklog sink: write aborted; %d records of the successful tasks were already written (at-least-once) %s",
+            total,
+            per,
+        )
 
 
 class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
@@ -821,9 +896,11 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, schema):
         super().__init__(opts, schema)
         if opts.exactly_once and not opts.cluster.zookeeper_connect:
-            raise ConfigError("pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
-                              "'zookeeper.connect' (each micro-batch's commit record is kept in ZooKeeper, "
-                              "where a restarted query finds it); set it to the cluster's ZooKeeper")
+            raise ConfigError(
+                "pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
+                "'zookeeper.connect' (each micro-batch's commit record is kept in ZooKeeper, "
+                "where a restarted query finds it); set it to the cluster's ZooKeeper"
+            )
 
     def _task_identity(self) -> TaskIdentity:
         return TaskIdentity.current(streaming=True, prefix=self.opts.transactional_id_prefix)
@@ -848,9 +925,14 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         with SinkTransactionLog(self.opts.cluster) as tlog:
             record, version, created = tlog.decide(CommitRecord(query_id, batchId, mine, "prepared", started_at))
             if not created:
-                log.warning("pyklog sink: micro-batch %s is a replay: its commit began before (%s, %d "
-                            "transactions); completing those and aborting this attempt's %d",
-                            batchId, record.state, len(record.transactions), len(mine))
+                log.warning(
+                    "pyklog sink: micro-batch %s is a replay: its commit began before (%s, %d "
+                    "transactions); completing those and aborting this attempt's %d",
+                    batchId,
+                    record.state,
+                    len(record.transactions),
+                    len(mine),
+                )
             if record.state != "committed":
                 record, version = self._commit_recorded(tlog, record, version, created, mine)
             chosen = set(record.transactions)
@@ -858,11 +940,17 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
             if extra:
                 self._abort_quietly(extra, f"replay of micro-batch {batchId}")
             self._clean_up(tlog, query_id, batchId, {t[0] for t in chosen})
-        log.info("pyklog sink: micro-batch %s committed (%d transactions; this attempt wrote %d records %s)",
-                 batchId, len(record.transactions), total, per)
+        log.info(
+            "pyklog sink: micro-batch %s committed (%d transactions; this attempt wrote %d records %s)",
+            batchId,
+            len(record.transactions),
+            total,
+            per,
+        )
 
-    def _commit_recorded(self, tlog: SinkTransactionLog, record: CommitRecord, version: int,
-                         created: bool, mine: tuple) -> tuple[CommitRecord, int]:
+    def _commit_recorded(
+        self, tlog: SinkTransactionLog, record: CommitRecord, version: int, created: bool, mine: tuple
+    ) -> tuple[CommitRecord, int]:
         """Driver side: commit every transaction of ``record`` (idempotent), then mark it committed.
 
         If a transaction turns out aborted (the brokers' transaction timeout ran out before the
@@ -871,18 +959,25 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         visible, so the replay's rows are the batch); otherwise the batch is partly lost and the
         commit fails with SinkTransactionError."""
         if record.started_at is not None:
-            check_transaction_age(time.time() - record.started_at, self.opts.transaction_timeout_ms,
-                                  f"micro-batch {record.batch_id}'s oldest transaction has been open for",
-                                  fail=False)
+            check_transaction_age(
+                time.time() - record.started_at,
+                self.opts.transaction_timeout_ms,
+                f"micro-batch {record.batch_id}'s oldest transaction has been open for",
+                fail=False,
+            )
         pause = os.environ.get(COMMIT_PAUSE_ENV)
         committed, aborted = self._complete_all(record.transactions, record.batch_id, pause=pause)
         if aborted:
             if not committed and not created and mine:
                 fresh = CommitRecord(record.query_id, record.batch_id, mine, "prepared", None)
                 version = tlog.replace(fresh, version)
-                log.warning("pyklog sink: micro-batch %s: none of the %d recorded transactions was "
-                            "committed (all aborted); committing this attempt's %d instead",
-                            record.batch_id, len(record.transactions), len(mine))
+                log.warning(
+                    "pyklog sink: micro-batch %s: none of the %d recorded transactions was "
+                    "committed (all aborted); committing this attempt's %d instead",
+                    record.batch_id,
+                    len(record.transactions),
+                    len(mine),
+                )
                 return self._commit_recorded(tlog, fresh, version, True, mine)
             raise SinkTransactionError(
                 f"pyklog sink: micro-batch {record.batch_id} cannot be committed exactly once: "
@@ -890,7 +985,8 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                 f"before the driver committed them ({', '.join(t[0] for t in aborted)}), "
                 f"{len(committed)} were committed.  The rows of the aborted ones are lost unless the "
                 f"batch is rewritten.  kafka.transaction.timeout.ms={self.opts.transaction_timeout_ms} must "
-                "exceed the time from a task's start to the driver's commit, including a driver restart")
+                "exceed the time from a task's start to the driver's commit, including a driver restart"
+            )
         done = CommitRecord(record.query_id, record.batch_id, record.transactions, "committed", record.started_at)
         version = tlog.replace(done, version)
         return done, version
@@ -923,14 +1019,23 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                 p.close()
             log.info("pyklog sink: aborted lingering transaction %s", tid)
         except Exception as e:  # noqa: BLE001 - the transaction timeout ends it anyway
-            log.warning("pyklog sink: could not abort lingering transaction %s: %s; it ends at "
-                        "kafka.transaction.timeout.ms at the latest", tid, e)
+            log.warning(
+                "pyklog sink: could not abort lingering transaction %s: %s; it ends at "
+                "kafka.transaction.timeout.ms at the latest",
+                tid,
+                e,
+            )
 
     def abort(self, messages, batchId) -> None:
         total, per = self._summary(messages)
         if not self.opts.exactly_once:
-            log.error("pyklog sink: micro-batch %s aborted; %d records of its successful tasks were already "
-                      "written (at-least-once) %s", batchId, total, per)
+            log.error(
+                "pyklog sink: micro-batch %s aborted; %d records of its successful tasks were already "
+                "written (at-least-once) %s",
+                batchId,
+                total,
+                per,
+            )
             return
         query_id, mine, _ = self._eos_messages(messages)
         if query_id is None or not mine:
@@ -939,11 +1044,21 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
             with SinkTransactionLog(self.opts.cluster) as tlog:
                 record, _ = tlog.read(query_id, batchId)
         except Exception as e:  # noqa: BLE001 - without the record, aborting could undo a commit
-            log.error("pyklog sink: micro-batch %s aborted; cannot read its commit record (%s): leaving its "
-                      "%d transactions to the replay's commit or the transaction timeout", batchId, e, len(mine))
+            log.error(
+                "pyklog sink: micro-batch %s aborted; cannot read its commit record (%s): leaving its "
+                "%d transactions to the replay's commit or the transaction timeout",
+                batchId,
+                e,
+                len(mine),
+            )
             return
         recorded = set(record.transactions) if record is not None else set()
         keep = [t for t in mine if t in recorded]
         n = self._abort_quietly([t for t in mine if t not in recorded], f"micro-batch {batchId} aborted")
-        log.error("pyklog sink: micro-batch %s aborted: aborted %d prepared transactions, left %d that its "
-                  "commit record holds to the replay's commit", batchId, n, len(keep))
+        log.error(
+            "pyklog sink: micro-batch %s aborted: aborted %d prepared transactions, left %d that its "
+            "commit record holds to the replay's commit",
+            batchId,
+            n,
+            len(keep),
+        )

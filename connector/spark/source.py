@@ -30,6 +30,7 @@ on ``query.stop()``: see :mod:`.planner_signals`.
 Thread-safety: readers are used by one thread at a time (Spark's call protocol); each module says
 what else holds.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,9 +60,19 @@ from pyklog.connector.spark.stream_reader import PyklogStreamReader
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PyklogDataSource", "PyklogStreamReader", "PyklogBatchReader", "PyklogInputPartition",
-           "ClusterUnreachableError", "OVERWRITE_REFUSED", "TASK_CONSUMERS", "read_range", "decode_raw",
-           "readable_end", "log_end_reaches"]
+__all__ = [
+    "PyklogDataSource",
+    "PyklogStreamReader",
+    "PyklogBatchReader",
+    "PyklogInputPartition",
+    "ClusterUnreachableError",
+    "OVERWRITE_REFUSED",
+    "TASK_CONSUMERS",
+    "read_range",
+    "decode_raw",
+    "readable_end",
+    "log_end_reaches",
+]
 
 
 class PyklogDataSource(DataSource):
@@ -78,8 +89,10 @@ class PyklogDataSource(DataSource):
         # Called when a reading DataFrame is defined: validate the source options now, so a wrong
         # option fails at load() with a message naming it (batch/stream-only checks run at start).
         keys = {str(k).lower() for k in dict(self.options or {})}
-        if keys & {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "zookeeper.connect"} \
-                and "topic" not in keys:
+        if (
+            keys & {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "zookeeper.connect"}
+            and "topic" not in keys
+        ):
             return _arrow.spark_schema_ddl(parse_source_options(self.options, streaming=None).include_headers)
         return _arrow.spark_schema_ddl(_bool_option(self.options, "includeHeaders"))
 
@@ -95,8 +108,9 @@ class PyklogDataSource(DataSource):
             # PySpark then asks simpleStreamReader (its documented fallback)
             from pyspark.errors import PySparkNotImplementedError
 
-            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
-                                             messageParameters={"feature": "streamReader with fetchOnDriver"})
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader with fetchOnDriver"}
+            )
         return PyklogStreamReader(opts)
 
     def simpleStreamReader(self, schema):
@@ -130,9 +144,10 @@ class PyklogDataSource(DataSource):
 #: the error of ``df.write.format("pyklog").mode("overwrite")`` (Spark's Kafka sink refuses it too)
 OVERWRITE_REFUSED = (
     "pyklog sink: save mode 'overwrite' is not allowed: a Kafka topic cannot be truncated, so the rows "
-    "would be appended to what the topic holds. Use .mode(\"append\") (as Spark's Kafka sink, which "
+    'would be appended to what the topic holds. Use .mode("append") (as Spark\'s Kafka sink, which '
     "allows only Append and ErrorIfExists; PySpark refuses ErrorIfExists and Ignore for every Python "
-    "data source, so .mode(\"append\") is the one mode that writes)")
+    'data source, so .mode("append") is the one mode that writes)'
+)
 
 
 def _bool_option(options, name: str) -> bool:
@@ -153,4 +168,5 @@ def _check_schema(schema, include_headers: bool) -> None:
     if names != expected:
         raise ConfigError(
             f"the pyklog source has a fixed schema ({_arrow.spark_schema_ddl(include_headers)}) and "
-            f"cannot be read with a user-specified one; read columns {names}")
+            f"cannot be read with a user-specified one; read columns {names}"
+        )

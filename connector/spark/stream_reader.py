@@ -20,6 +20,7 @@ those look-ups returned by :func:`pyklog.connector.spark.end_offsets.plan_end_of
 
 Thread-safety: used by one thread at a time (Spark's call protocol).
 """
+
 from __future__ import annotations
 
 import logging
@@ -108,8 +109,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fresh = [tp for tp in owned if tp not in committed]
             if fresh:
                 # per-partition JSON names every partition of the subscription (Spark's rule)
-                check_covers(self.opts.starting, "starting",
-                             owned if d.member is None else d.subscribed_partitions())
+                check_covers(self.opts.starting, "starting", owned if d.member is None else d.subscribed_partitions())
             positions = dict(committed)
             positions.update(d.resolve(self.opts.starting, fresh, default_kind="latest"))
             self._initial = _offsets.to_json(positions)
@@ -162,8 +162,13 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             committed = d.store.fetch(mine)
             for tp in mine:
                 if committed.get(tp, -1) > start_map[tp]:
-                    log.info("pyklog: %s-%s was advanced to %s by another member of group %s; resuming "
-                             "there", tp[0], tp[1], committed[tp], d.group_id)
+                    log.info(
+                        "pyklog: %s-%s was advanced to %s by another member of group %s; resuming there",
+                        tp[0],
+                        tp[1],
+                        committed[tp],
+                        d.group_id,
+                    )
                     drop[tp] = committed[tp]
         # 1. every batch up to ``start`` is complete: commit it for the partitions this query owns,
         #    on the committer thread (the batch-end watcher has usually committed it already)
@@ -185,8 +190,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # no longer in the metadata is gone (its topic deleted), as Spark's Kafka source reports
             # it.  (In a group, a partition not owned any more was handed to another member.)
             for tp in sorted(tp for tp in start_map if tp not in owned and tp not in drop):
-                report_loss(opts, tp[0], tp[1], start_map[tp], None,
-                             "the partition is gone (its topic was deleted)")
+                report_loss(opts, tp[0], tp[1], start_map[tp], None, "the partition is gone (its topic was deleted)")
         latest = None
         self.prefetched = {}
         if self.latest_by_fetch and owned and all(tp in start_map and tp not in drop for tp in owned):
@@ -205,10 +209,16 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if s > latest[tp] and d.high_watermark_lags(tp, s, latest[tp]):
                 latest[tp] = s  # nothing new this trigger: the records are there, wait for them
             if s > latest[tp]:
-                report_loss(opts, tp[0], tp[1], latest[tp], s,
-                            f"the query's offset {s} is beyond the log end {latest[tp]} (the topic "
-                            "was recreated or its log truncated); restarting the partition at its "
-                            "earliest offset")
+                report_loss(
+                    opts,
+                    tp[0],
+                    tp[1],
+                    latest[tp],
+                    s,
+                    f"the query's offset {s} is beyond the log end {latest[tp]} (the topic "
+                    "was recreated or its log truncated); restarting the partition at its "
+                    "earliest offset",
+                )
                 drop[tp] = d.list_offsets([tp], EARLIEST)[tp]
         new = sorted(tp for tp in owned if tp not in start_map and tp not in drop)
         new_positions: dict = {}
@@ -220,13 +230,22 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if d.member is None and missing:
                 # partitions added to a subscribed topic (CreatePartitions) or a new topic matching
                 # the pattern: read from their earliest offset, as Spark's Kafka source does
-                log.info("pyklog %s: partitions added: %s, read from their earliest offsets",
-                         opts.describe(), ", ".join(f"{t}-{p}@{earliest[(t, p)]}" for t, p in missing))
+                log.info(
+                    "pyklog %s: partitions added: %s, read from their earliest offsets",
+                    opts.describe(),
+                    ", ".join(f"{t}-{p}@{earliest[(t, p)]}" for t, p in missing),
+                )
             if d.member is None:
                 for tp in missing:
                     if earliest[tp] != 0:
-                        report_loss(opts, tp[0], tp[1], 0, earliest[tp],
-                                    f"the added partition starts at offset {earliest[tp]} instead of 0")
+                        report_loss(
+                            opts,
+                            tp[0],
+                            tp[1],
+                            0,
+                            earliest[tp],
+                            f"the added partition starts at offset {earliest[tp]} instead of 0",
+                        )
             for tp in new:
                 if tp in self._pending:
                     new_positions[tp] = self._pending.pop(tp)
@@ -235,11 +254,19 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.info("pyklog group %s: %s-%s starts at offset %s", d.group_id, tp[0], tp[1], new_positions[tp])
         self._pending.update(drop)
         # 4. Trigger.AvailableNow and admission control, over what the look-ups above returned
-        planned = plan_end_offsets(start_map, owned, latest, new_positions, drop, target=self._target, limit=limit,
-                                   max_offsets_per_trigger=opts.max_offsets_per_trigger,
-                                   min_offsets_per_trigger=opts.min_offsets_per_trigger,
-                                   max_trigger_delay_ms=opts.max_trigger_delay_ms,
-                                   since_last_batch_ms=(time.monotonic() - self._last_batch_time) * 1000)
+        planned = plan_end_offsets(
+            start_map,
+            owned,
+            latest,
+            new_positions,
+            drop,
+            target=self._target,
+            limit=limit,
+            max_offsets_per_trigger=opts.max_offsets_per_trigger,
+            min_offsets_per_trigger=opts.min_offsets_per_trigger,
+            max_trigger_delay_ms=opts.max_trigger_delay_ms,
+            since_last_batch_ms=(time.monotonic() - self._last_batch_time) * 1000,
+        )
         self._target = planned.target
         end = planned.end
         if planned.advanced(start_map):
@@ -259,8 +286,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (the member drops it after a session timeout of disconnection)."""
         m = d.member
         now = time.monotonic()
-        if self._verified_at is not None and now - self._verified_at < m.session_timeout_s / 3 \
-                and zk_connected(m):
+        if self._verified_at is not None and now - self._verified_at < m.session_timeout_s / 3 and zk_connected(m):
             # Verified less than a third of the session timeout ago and connected since: the session
             # cannot have expired unnoticed meanwhile (a pause long enough shows as a jump of the
             # monotonic clock, which also runs while the process is stopped), so no round trip on
@@ -281,12 +307,16 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             self._verified_at = None
         if valid is False:
-            log.warning("pyklog group %s: this member's ZooKeeper session expired (the planner was paused "
-                        "past zookeeper.session.timeout.ms); its partitions went to other members. "
-                        "Registering again before planning", d.group_id)
+            log.warning(
+                "pyklog group %s: this member's ZooKeeper session expired (the planner was paused "
+                "past zookeeper.session.timeout.ms); its partitions went to other members. "
+                "Registering again before planning",
+                d.group_id,
+            )
             if not m.wait_stable(timeout=self._REJOIN_WAIT_S):
-                log.warning("pyklog group %s: not stable after rejoining; planning with %s", d.group_id,
-                            sorted(m.assignment()))
+                log.warning(
+                    "pyklog group %s: not stable after rejoining; planning with %s", d.group_id, sorted(m.assignment())
+                )
         epoch = m.epoch
         changed = self._epoch is not None and epoch != self._epoch
         self._epoch = epoch
@@ -306,8 +336,11 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         d = self.ensure_planner()
         if d.batch_end is not None:
             d.batch_end.planned(start, end)  # Spark runs this batch; its completion will be reported
-        rngs = _offsets.split_ranges(_offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
-                                     self.opts.min_partitions, self.opts.max_records_per_partition)
+        rngs = _offsets.split_ranges(
+            _offsets.ranges(_offsets.from_json(start), _offsets.from_json(end)),
+            self.opts.min_partitions,
+            self.opts.max_records_per_partition,
+        )
         return d.input_partitions(rngs)
 
     def read(self, partition: PyklogInputPartition):
@@ -321,8 +354,9 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # what the last latestOffset found owned (no second partition discovery in one trigger)
         owned = self._prev_end_keys or set()
         last = d.store.last
-        d.store.commit_later({tp: off for tp, off in _offsets.from_json(end).items()
-                              if tp in owned and off > last.get(tp, -1)})
+        d.store.commit_later(
+            {tp: off for tp, off in _offsets.from_json(end).items() if tp in owned and off > last.get(tp, -1)}
+        )
 
     def stop(self) -> None:
         if self._driver is not None:

@@ -21,6 +21,7 @@ starts with an empty cache.
 Thread-safety: thread-safe; ``_lock`` guards the idle table; clients are closed outside it.  No
 pyspark import: the sink and the source's task module share it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,8 +42,7 @@ class TaskClientCache:
 
     IDLE_TIMEOUT_S = 60.0
 
-    def __init__(self, what: str, *, max_idle_per_key: int = 1,
-                 usable: Callable[[object], bool] | None = None):
+    def __init__(self, what: str, *, max_idle_per_key: int = 1, usable: Callable[[object], bool] | None = None):
         self.what = what
         self.max_idle_per_key = max_idle_per_key
         self._usable = usable

@@ -5,6 +5,7 @@ JSON line ``{"call", "ms", "t", "pid"}`` to it (Spark's Python workers inherit t
 environment); otherwise nothing is recorded.  Runs wherever it is called (planner or task); appends
 of one short line from several processes do not interleave.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,4 +43,5 @@ def traced(fn):
             return fn(*args, **kwargs)
         finally:
             trace(name, (time.perf_counter() - t0) * 1000)
+
     return wrapper

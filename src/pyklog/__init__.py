@@ -10,6 +10,7 @@ Spark finds the ``pyklog`` data source by itself (PySpark looks up installed mod
 ``pyspark_*``; pyklog ships ``pyspark_pyklog``); :func:`register` does the same explicitly for one
 SparkSession, and checks that Spark's Python workers can import pyklog.
 """
+
 from __future__ import annotations
 
 import os

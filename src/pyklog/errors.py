@@ -5,6 +5,7 @@ A module of its own, below both the facade (``pyklog/__init__``) and the Spark r
 for it.  Imports nothing: ``import pyklog`` stays light.  (The broker's and the clients' errors,
 with Kafka's error codes, are in :mod:`pyklog.broker.errors`.)
 """
+
 from __future__ import annotations
 
 __all__ = ["PyklogSetupError"]

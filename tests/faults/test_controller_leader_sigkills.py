@@ -7,6 +7,7 @@ from the offsets read, acknowledgements without an offset) and the time from eac
 SIGKILL to the new leader in ZooKeeper and to the first acknowledged write after it are printed
 (``-s``) and written to ``e2e-counts.json`` in the test's tmp dir.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,19 +31,25 @@ def _state(zk, topic, p):
 def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory, zk, zk_chroot, tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    props = {"min_insync_replicas": "2", "default_replication_factor": "3", "replica_lag_time_max_ms": "10000",
-                 "offsets_topic_replication_factor": "1"}
+    props = {
+        "min_insync_replicas": "2",
+        "default_replication_factor": "3",
+        "replica_lag_time_max_ms": "10000",
+        "offsets_topic_replication_factor": "1",
+    }
     brokers = {i: broker_factory(i, **props) for i in range(3)}
     wait_for(lambda: len(zk.get_children(paths.BROKER_IDS)) == 3, message="3 brokers")
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
     admin = ZkCluster(zk_chroot, None).start()
     try:
-        admin.create_topic(topic, PARTITIONS, 3, replica_assignment={
-            p: [(p + i) % 3 for i in range(3)] for p in range(PARTITIONS)})
+        admin.create_topic(
+            topic, PARTITIONS, 3, replica_assignment={p: [(p + i) % 3 for i in range(3)] for p in range(PARTITIONS)}
+        )
     finally:
         admin.stop()
-    wait_for(lambda: all(len(_state(zk, topic, p)["isr"]) == 3 for p in range(PARTITIONS)), timeout=30,
-             message="full ISRs")
+    wait_for(
+        lambda: all(len(_state(zk, topic, p)["isr"]) == 3 for p in range(PARTITIONS)), timeout=30, message="full ISRs"
+    )
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
 
     acked: dict[int, list[tuple[int, int, float]]] = {p: [] for p in range(PARTITIONS)}  # (seq, offset, t)
@@ -59,9 +66,18 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
             else:
                 acked[p].append((seq, msg.offset(), time.monotonic()))
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                         "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "request.timeout.ms": 10000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.ms": 100,
+        }
+    )
 
     def produce_loop():
         while not stop.is_set():
@@ -87,31 +103,57 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
             assert victim in brokers, st
             killed_at = time.monotonic()
             brokers[victim].kill()
-            new = wait_for(lambda: (s := _state(zk, topic, p)) and s["leader"] not in (victim, -1) and s,
-                           timeout=60, message=f"kill {i}: new leader of p{p}")
+            new = wait_for(
+                lambda: (s := _state(zk, topic, p)) and s["leader"] not in (victim, -1) and s,
+                timeout=60,
+                message=f"kill {i}: new leader of p{p}",
+            )
             elected_s = time.monotonic() - killed_at
             assert new["leader_epoch"] > st["leader_epoch"] and new["leader"] in st["isr"], (st, new)
-            first_ack = wait_for(lambda: next((a[2] for a in list(acked[p]) if a[2] > killed_at), None),
-                                 timeout=90, message=f"kill {i}: an ack on p{p} after the kill")
+            first_ack = wait_for(
+                lambda: next((a[2] for a in list(acked[p]) if a[2] > killed_at), None),
+                timeout=90,
+                message=f"kill {i}: an ack on p{p} after the kill",
+            )
             brokers[victim].start()
             # back in every ISR before the next kill (two live ISR members stay for min.insync.replicas)
-            wait_for(lambda: all(victim in _state(zk, topic, q)["isr"] for q in range(PARTITIONS)), timeout=90,
-                     message=f"kill {i}: broker {victim} back in the ISRs")
-            kills.append({"kill": i, "partition": p, "victim": victim, "new_leader": new["leader"],
-                          "elected_s": round(elected_s, 2), "first_ack_s": round(first_ack - killed_at, 2)})
+            wait_for(
+                lambda: all(victim in _state(zk, topic, q)["isr"] for q in range(PARTITIONS)),
+                timeout=90,
+                message=f"kill {i}: broker {victim} back in the ISRs",
+            )
+            kills.append(
+                {
+                    "kill": i,
+                    "partition": p,
+                    "victim": victim,
+                    "new_leader": new["leader"],
+                    "elected_s": round(elected_s, 2),
+                    "first_ack_s": round(first_ack - killed_at, 2),
+                }
+            )
     finally:
         stop.set()
         t.join(180)
 
     # read everything back from the beginning of each partition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"e2e-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
     try:
         ends = {}
         for p in range(PARTITIONS):
-            ends[p] = wait_for(lambda p=p: (w := consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=10)) and w[1], timeout=60, message="high watermark")
+            ends[p] = wait_for(
+                lambda p=p: (w := consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)) and w[1],
+                timeout=60,
+                message="high watermark",
+            )
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         deadline = time.monotonic() + 120
         while any(len(read[p]) < ends[p] for p in range(PARTITIONS)) and time.monotonic() < deadline:
@@ -123,9 +165,18 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
     finally:
         consumer.close()
 
-    counts = {"sent": dict(sent), "acknowledged": {p: len(acked[p]) for p in acked}, "failed": len(failed),
-              "read": {p: len(read[p]) for p in read}, "lost": {}, "duplicated": {}, "out_of_order": {},
-              "offset_mismatch": {}, "kills": kills, "failed_examples": failed[:5]}
+    counts = {
+        "sent": dict(sent),
+        "acknowledged": {p: len(acked[p]) for p in acked},
+        "failed": len(failed),
+        "read": {p: len(read[p]) for p in read},
+        "lost": {},
+        "duplicated": {},
+        "out_of_order": {},
+        "offset_mismatch": {},
+        "kills": kills,
+        "failed_examples": failed[:5],
+    }
     for p in range(PARTITIONS):
         seqs = [s for s, _ in read[p]]
         counts["duplicated"][p] = len(seqs) - len(set(seqs))

@@ -15,6 +15,7 @@ what was acknowledged against what survives the election:
   and of the data partition's leader (the markers):
   every transaction whose commit returned is read once by a read_committed consumer, no aborted one.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,10 +37,16 @@ NOT_COORDINATOR = 16
 LOAD_IN_PROGRESS = 14
 RETRIABLE_COORDINATOR = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, LOAD_IN_PROGRESS)
 
-PROPS = {"min_insync_replicas": "2", "default_replication_factor": "3", "offsets_topic_replication_factor": "3",
-             "offsets_topic_num_partitions": "1", "transaction_state_log_replication_factor": "3",
-             "transaction_state_log_num_partitions": "1", "transaction_state_log_min_isr": "2",
-             "group_initial_rebalance_delay_ms": "0"}
+PROPS = {
+    "min_insync_replicas": "2",
+    "default_replication_factor": "3",
+    "offsets_topic_replication_factor": "3",
+    "offsets_topic_num_partitions": "1",
+    "transaction_state_log_replication_factor": "3",
+    "transaction_state_log_num_partitions": "1",
+    "transaction_state_log_min_isr": "2",
+    "group_initial_rebalance_delay_ms": "0",
+}
 
 
 def _state(zk, topic, p=0):
@@ -63,6 +70,7 @@ def _cluster(broker_factory, zk, zk_chroot, **extra):
 
 def _find_coordinator(brokers, key: str, key_type: int = 0) -> int:
     """FindCoordinator (creating the internal topic on first use) until a coordinator is named."""
+
     def ask():
         for b in brokers.values():
             if b.proc is None or b.proc.poll() is not None:
@@ -75,13 +83,23 @@ def _find_coordinator(brokers, key: str, key_type: int = 0) -> int:
             if r["error_code"] == 0:
                 return (r["node_id"],)  # broker 0 is falsy
         return None
+
     return wait_for(ask, timeout=60, interval=0.2, message=f"a coordinator for {key!r}")[0]
 
 
 def _commit_body(group, topic, offset):
-    return {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]}
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}],
+            }
+        ],
+    }
 
 
 def _commit(port, group, topic, offset) -> int:
@@ -94,28 +112,35 @@ def _commit_when_loaded(port, group, topic, offset) -> None:
     """Commit until the coordinator has loaded its partition: a raw client sees the retriable
     COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR right after the offsets topic is created (a stock
     client retries them by itself)."""
+
     def attempt():
         code = _commit(port, group, topic, offset)
         assert code in (0,) + RETRIABLE_COORDINATOR, code
         return code == 0
+
     wait_for(attempt, timeout=30, interval=0.1, message="a first commit acknowledged")
 
 
 def _committed(brokers, group, topic) -> int:
     """OffsetFetch from whichever broker coordinates the group now (retrying coordinator errors)."""
+
     def ask():
         for b in brokers.values():
             if b.proc is None or b.proc.poll() is not None:
                 continue
             try:
                 with Wire(b.port, timeout=10) as w:
-                    r = w.request(ApiKey.OFFSET_FETCH, 2, {"group_id": group, "topics": [
-                        {"name": topic, "partition_indexes": [0]}]})
+                    r = w.request(
+                        ApiKey.OFFSET_FETCH,
+                        2,
+                        {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]},
+                    )
             except OSError:
                 continue
             if r["error_code"] == 0 and r["topics"][0]["partitions"][0]["error_code"] == 0:
                 return (r["topics"][0]["partitions"][0]["committed_offset"],)
         return None
+
     return wait_for(ask, timeout=60, interval=0.2, message="OffsetFetch answered")[0]
 
 
@@ -169,8 +194,11 @@ def test_commit_answered_only_when_replicated_survives_leader_sigkill(broker_fac
         for f in followers:
             os.kill(brokers[f].proc.pid, signal.SIGCONT)
         w.close()
-    wait_for(lambda: (s := _state(zk, OFFSETS)) and s["leader"] in followers, timeout=60,
-             message="a new leader of __consumer_offsets-0")
+    wait_for(
+        lambda: (s := _state(zk, OFFSETS)) and s["leader"] in followers,
+        timeout=60,
+        message="a new leader of __consumer_offsets-0",
+    )
     final = _committed(brokers, group, topic)
     print(f"\nCOMMITS acknowledged={acknowledged} answer_while_frozen={code} committed_after_election={final}")
     assert code is None, f"answered {code} while no follower had the commit"
@@ -196,7 +224,9 @@ def test_commit_with_isr_below_min_insync_is_refused_retriably(broker_factory, z
     assert code == COORDINATOR_NOT_AVAILABLE, code
     assert took < 3.0, took  # refused before the append, not after a replication timeout
     with Wire(brokers[leader].port) as w:
-        r = w.request(ApiKey.OFFSET_FETCH, 2, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]})
+        r = w.request(
+            ApiKey.OFFSET_FETCH, 2, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
     assert r["topics"][0]["partitions"][0]["committed_offset"] == 5
 
 
@@ -212,8 +242,15 @@ def test_confluent_consumer_commits_through_offsets_leader_sigkills(broker_facto
     _find_coordinator(brokers, group)
     _full_isr(zk, OFFSETS)
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "socket.timeout.ms": 10000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     stop = threading.Event()
     acked: list[int] = []
     acked_at: list[float] = []
@@ -243,8 +280,11 @@ def test_confluent_consumer_commits_through_offsets_leader_sigkills(broker_facto
             before = len(acked)
             killed_at = time.monotonic()
             brokers[victim].kill()
-            wait_for(lambda: (s := _state(zk, OFFSETS)) and s["leader"] not in (victim, -1), timeout=60,
-                     message="new offsets leader")
+            wait_for(
+                lambda: (s := _state(zk, OFFSETS)) and s["leader"] not in (victim, -1),
+                timeout=60,
+                message="new offsets leader",
+            )
             elected = time.monotonic() - killed_at
             # the client recovers by itself once the controller elected a leader (stop 16's worry:
             # confluent-kafka looping on its coordinator query after COORDINATOR_NOT_AVAILABLE)
@@ -258,8 +298,10 @@ def test_confluent_consumer_commits_through_offsets_leader_sigkills(broker_facto
         t.join(60)
         consumer.close()
     final = _committed(brokers, group, topic)
-    print(f"\nCONFLUENT COMMITS acknowledged={len(acked)} last={acked[-1]} failed={len(failed)} "
-          f"committed={final} kills={kills} recovery_s={recovery}")
+    print(
+        f"\nCONFLUENT COMMITS acknowledged={len(acked)} last={acked[-1]} failed={len(failed)} "
+        f"committed={final} kills={kills} recovery_s={recovery}"
+    )
     assert kills == 3
     assert final >= acked[-1], (final, acked[-1])
 
@@ -273,8 +315,13 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
     (a fatal error) wholly or not at all."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-    brokers, topic = _cluster(broker_factory, zk, zk_chroot, replica_lag_time_max_ms="10000",
-                              transaction_abort_timed_out_transaction_cleanup_interval_ms="2000")
+    brokers, topic = _cluster(
+        broker_factory,
+        zk,
+        zk_chroot,
+        replica_lag_time_max_ms="10000",
+        transaction_abort_timed_out_transaction_cleanup_interval_ms="2000",
+    )
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     tid = f"tx-{uuid.uuid4().hex[:6]}"
     _find_coordinator(brokers, tid, key_type=1)
@@ -282,8 +329,14 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
     # transaction.state.log.min.isr became the topic's min.insync.replicas (Kafka's TransactionLog config)
     assert json.loads(zk.get(paths.topic_config(TXN_STATE))[0])["config"]["min.insync.replicas"] == "2"
     _full_isr(zk, topic)
-    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60000,
-            "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000, "message.timeout.ms": 60000}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": tid,
+        "transaction.timeout.ms": 60000,
+        "socket.timeout.ms": 10000,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "message.timeout.ms": 60000,
+    }
     committed: list[int] = []
     aborted: list[int] = []
     unknown: list[int] = []
@@ -343,8 +396,11 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
             victim = st["leader"]
             before = len(committed)
             brokers[victim].kill()
-            wait_for(lambda: (s := _state(zk, target)) and s["leader"] not in (victim, -1), timeout=60,
-                     message=f"new {target}-0 leader")
+            wait_for(
+                lambda: (s := _state(zk, target)) and s["leader"] not in (victim, -1),
+                timeout=60,
+                message=f"new {target}-0 leader",
+            )
             wait_for(lambda: len(committed) > before + 2, timeout=120, message="commits after the election")
             brokers[victim].start()
             kills += 1
@@ -356,9 +412,15 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
         except Exception:  # noqa: BLE001
             pass
     _full_isr(zk, topic)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"r-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     seen: dict[int, list[int]] = {}
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -381,9 +443,11 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
     partial_unknown = [i for i in unknown if i in seen and sorted(seen[i]) != list(range(5))]
     dup = [i for i, ks in seen.items() if len(ks) != len(set(ks))]
     stray = [i for i in seen if i not in committed and i not in unknown and i not in aborted]
-    print(f"\nTXNS committed={len(committed)} aborted={len(aborted)} unknown={len(unknown)} kills={kills} "
-          f"lost_or_partial={lost} read_aborted={read_aborted} partial_unknown={partial_unknown} dup={dup} "
-          f"stray={stray}")
+    print(
+        f"\nTXNS committed={len(committed)} aborted={len(aborted)} unknown={len(unknown)} kills={kills} "
+        f"lost_or_partial={lost} read_aborted={read_aborted} partial_unknown={partial_unknown} dup={dup} "
+        f"stray={stray}"
+    )
     assert kills == 3
     assert not lost and not read_aborted and not partial_unknown and not dup, (lost, read_aborted, dup)
 
@@ -399,8 +463,15 @@ def test_confluent_consumer_recovers_when_an_offline_offsets_partition_comes_bac
     group = f"g-{uuid.uuid4().hex[:6]}"
     victim = _find_coordinator(brokers, group)
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 1000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "socket.timeout.ms": 10000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     stop = threading.Event()
     acked: list[tuple[int, float]] = []
     failed: list[str] = []
@@ -437,7 +508,9 @@ def test_confluent_consumer_recovers_when_an_offline_offsets_partition_comes_bac
         t.join(60)
         consumer.close()
     final = _committed(brokers, group, topic)
-    print(f"\nOFFLINE COORDINATOR acknowledged={len(acked)} during_outage={during} failed={len(failed)} "
-          f"first_commit_after_restart_s={recovered_s:.1f} committed={final} last={acked[-1][0]}")
+    print(
+        f"\nOFFLINE COORDINATOR acknowledged={len(acked)} during_outage={during} failed={len(failed)} "
+        f"first_commit_after_restart_s={recovered_s:.1f} committed={final} last={acked[-1][0]}"
+    )
     assert during == 0
     assert final == acked[-1][0]

@@ -13,6 +13,7 @@ and ZooKeeper, 3 brokers, replication factor 3, ``min.insync.replicas=2``; the b
 with a raw Produce v8 so the test picks exactly which ones are resent.  Counts: resends answered
 duplicate / out of order, what the partition holds (each sequence once, in order).
 """
+
 from __future__ import annotations
 
 import signal
@@ -34,8 +35,12 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 
 def _batch(pid: int, epoch: int, seq: int, n: int = 2) -> bytes:
     now = int(time.time() * 1000)
-    return build_batch([(b"k", b"0:%d" % (seq + i), now, ()) for i in range(n)],
-                       producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    return build_batch(
+        [(b"k", b"0:%d" % (seq + i), now, ()) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
 
 
 def test_new_leader_restarted_cleanly_answers_resent_in_flight_batches_as_duplicates(broker_factory, zk, zk_chroot):
@@ -61,11 +66,16 @@ def test_new_leader_restarted_cleanly_answers_resent_in_flight_batches_as_duplic
     new = state(zk, topic, 0)["leader"]
     answers = {}
     with Wire(brokers[new].port, timeout=30) as w:
+
         def resend(k):
             return produce(w, topic, _batch(pid, epoch, 2 * k), acks=-1)
+
         # the producer resends its in-flight batches oldest first; the leader may still be loading
-        wait_for(lambda: resend(5)["error_code"] in (0, OUT_OF_ORDER_SEQUENCE_NUMBER), timeout=60,
-                 message="the new leader answering")
+        wait_for(
+            lambda: resend(5)["error_code"] in (0, OUT_OF_ORDER_SEQUENCE_NUMBER),
+            timeout=60,
+            message="the new leader answering",
+        )
         for k in range(5, 10):
             resp = resend(k)
             answers[k] = (resp["error_code"], resp["base_offset"])
@@ -74,8 +84,10 @@ def test_new_leader_restarted_cleanly_answers_resent_in_flight_batches_as_duplic
     out_of_order = sum(1 for code, _ in answers.values() if code == OUT_OF_ORDER_SEQUENCE_NUMBER)
     brokers[0].start()
     read = read_back(brokers[new].bootstrap, topic, 1)[0]
-    print(f"\nRESENT 5 in-flight batches to the restarted new leader {new}: {duplicates} duplicates, "
-          f"{out_of_order} out of order; partition holds {len(read)} records")
+    print(
+        f"\nRESENT 5 in-flight batches to the restarted new leader {new}: {duplicates} duplicates, "
+        f"{out_of_order} out of order; partition holds {len(read)} records"
+    )
     assert answers == {k: (0, first[k]) for k in range(5, 10)}, answers
     assert after["error_code"] == 0 and after["base_offset"] == first[9] + 2, after
     assert read == list(range(22)), read  # each sequence once, in order: nothing appended twice

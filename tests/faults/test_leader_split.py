@@ -12,6 +12,7 @@ the partition holds: every acknowledged record exactly once, nothing that only t
 acknowledged.  Real broker processes and ZooKeeper, 3 brokers, replication factor 3,
 ``min.insync.replicas=2``.
 """
+
 from __future__ import annotations
 
 import signal
@@ -36,8 +37,12 @@ AFTER_RESUME = 20  # and sent to it right after SIGCONT
 
 
 def _produce_body(topic: str, value: bytes) -> dict:
-    return {"transactional_id": None, "acks": -1, "timeout_ms": 3000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": support.records(1, prefix=value)}]}]}
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 3000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": support.records(1, prefix=value)}]}],
+    }
 
 
 def _answer(w: support.Wire, cid: int) -> int | None:
@@ -70,8 +75,12 @@ def test_old_leader_split_from_zookeeper_acknowledges_nothing_the_new_leader_lac
     try:
         sent = [(w, w.send(ApiKey.PRODUCE, 8, _produce_body(topic, b"stale%d-" % i))) for i, w in enumerate(stale)]
         t0 = time.monotonic()
-        wait_for(lambda: state(zk, topic, 0)["leader"] not in (old_id, -1), timeout=SESSION_MS / 1000 + 40,
-                 interval=0.2, message="a new leader elected while the old one is stopped")
+        wait_for(
+            lambda: state(zk, topic, 0)["leader"] not in (old_id, -1),
+            timeout=SESSION_MS / 1000 + 40,
+            interval=0.2,
+            message="a new leader elected while the old one is stopped",
+        )
         elected_s = time.monotonic() - t0
         new_state = state(zk, topic, 0)
         assert new_state["leader_epoch"] > epoch and old_id not in new_state["isr"], new_state
@@ -89,8 +98,7 @@ def test_old_leader_split_from_zookeeper_acknowledges_nothing_the_new_leader_lac
                 continue
             stale.append(w)
             late.append((w, w.send(ApiKey.PRODUCE, 8, _produce_body(topic, b"late%d-" % i))))
-        outcomes = [(_answer(w, cid), which) for which, batch in (("stale", sent), ("late", late))
-                    for w, cid in batch]
+        outcomes = [(_answer(w, cid), which) for which, batch in (("stale", sent), ("late", late)) for w, cid in batch]
     finally:
         if not resumed:
             old.proc.send_signal(signal.SIGCONT)
@@ -106,11 +114,18 @@ def test_old_leader_split_from_zookeeper_acknowledges_nothing_the_new_leader_lac
     got = consume_all(leader.bootstrap, topic, [0], len(acked) + len(acknowledged_by_old), timeout=60)
     values = [v for _, _, v in got]
     want = {v for _, _, v in acked}
-    counts = {"acknowledged by the new leader": len(acked), "requests to the old leader": len(outcomes),
-              "acknowledged by the old leader": len(acknowledged_by_old), "refused": len(outcomes) - unanswered
-              - len(acknowledged_by_old), "unanswered": unanswered, "error codes": refused,
-              "read": len(values), "lost": len(want - set(values)), "duplicated": len(values) - len(set(values)),
-              "leader elected after (s)": round(elected_s, 1)}
+    counts = {
+        "acknowledged by the new leader": len(acked),
+        "requests to the old leader": len(outcomes),
+        "acknowledged by the old leader": len(acknowledged_by_old),
+        "refused": len(outcomes) - unanswered - len(acknowledged_by_old),
+        "unanswered": unanswered,
+        "error codes": refused,
+        "read": len(values),
+        "lost": len(want - set(values)),
+        "duplicated": len(values) - len(set(values)),
+        "leader elected after (s)": round(elected_s, 1),
+    }
     print("old leader split from ZooKeeper:", counts)
     assert counts["lost"] == 0 and counts["duplicated"] == 0, counts
     # nothing the old leader acknowledged is missing from the partition (it acknowledged none here)

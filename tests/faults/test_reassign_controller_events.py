@@ -7,6 +7,7 @@ hands it to the next controller (the KIP-455 ``adding_replicas``/``removing_repl
 znode).  Every record acknowledged (acks=all, idempotent confluent-kafka producer running during the
 moves) is counted and read back: lost and duplicated records are asserted to be none.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,24 +33,40 @@ def test_a_long_controller_event_holds_no_io_thread(broker_factory, zk, zk_chroo
     seconds; with ONE request handler thread (num.io.threads=1) the controller broker still answers
     Metadata meanwhile: the handler hands the event over and the answer goes out when it is done."""
     ids = (0, 1, 2)
-    brokers = {i: broker_factory(i, **REPL_PROPS, **{"num.io.threads": "1",
-                                                      "controlled.shutdown.retry.backoff.ms": "300"}) for i in ids}
+    brokers = {
+        i: broker_factory(i, **REPL_PROPS, **{"num.io.threads": "1", "controlled.shutdown.retry.backoff.ms": "300"})
+        for i in ids
+    }
     wait_for(lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == list(ids), message="registered")
     wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
     ctl = controller_of(zk)[0]
     a, b = [i for i in ids if i != ctl]
     n = 300
     topic = create_topic(zk_chroot, {p: [a, b] for p in range(n)})
-    wait_for(lambda: all(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"] == [a, b] or
-                         sorted(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"]) == sorted([a, b])
-                         for p in (0, n - 1)), timeout=60, message="ISRs")
+    wait_for(
+        lambda: all(
+            json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"] == [a, b]
+            or sorted(json.loads(zk.get(paths.partition_state(topic, p))[0])["isr"]) == sorted([a, b])
+            for p in (0, n - 1)
+        ),
+        timeout=60,
+        message="ISRs",
+    )
     result = {}
 
     def alter():
         with support.Wire(brokers[ctl].port, timeout=120) as w:
             t0 = time.monotonic()
-            r = w.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 120000, "topics": [
-                {"name": topic, "partitions": [{"partition_index": p, "replicas": [b, a]} for p in range(n)]}]})
+            r = w.request(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                0,
+                {
+                    "timeout_ms": 120000,
+                    "topics": [
+                        {"name": topic, "partitions": [{"partition_index": p, "replicas": [b, a]} for p in range(n)]}
+                    ],
+                },
+            )
             result.update(resp=r, took=time.monotonic() - t0)
 
     th = threading.Thread(target=alter)

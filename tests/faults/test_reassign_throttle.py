@@ -1,6 +1,7 @@
 """A throttled reassignment (KIP-73 through ``pyklog-reassign-partitions --throttle``): the leader
 answers the new replica at about the rate, the configs are set for the move and removed by
 ``--verify`` once it is complete."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,8 @@ def config_node(zk, path) -> dict:
 
 
 def test_throttled_reassignment_moves_at_about_the_rate_and_verify_clears_the_throttle(
-        broker_factory, zk, zk_chroot, tmp_path, capsys):
+    broker_factory, zk, zk_chroot, tmp_path, capsys
+):
     from confluent_kafka import Producer
 
     from pyklog.connector.cli import reassign_partitions
@@ -50,8 +52,9 @@ def test_throttled_reassignment_moves_at_about_the_rate_and_verify_clears_the_th
     f.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [a, b]}]}))
 
     def tool(*action):
-        rc = reassign_partitions.main(["--bootstrap-server", brokers[a].bootstrap, "--reassignment-json-file",
-                                       str(f), *action])
+        rc = reassign_partitions.main(
+            ["--bootstrap-server", brokers[a].bootstrap, "--reassignment-json-file", str(f), *action]
+        )
         cap = capsys.readouterr()
         assert rc == 0, cap.out + cap.err
         return cap.out
@@ -74,13 +77,20 @@ def test_throttled_reassignment_moves_at_about_the_rate_and_verify_clears_the_th
     assert "is still in progress" in tool("--verify")
     assert config_node(zk, paths.topic_config(topic)).get("leader.replication.throttled.replicas") == f"0:{a}"
     # --verify until complete (the replica set is [a, b] from the start: RS = target + original)
-    out = wait_for(lambda: (o := tool("--verify")) and "is complete." in o and o, timeout=90, interval=0.5,
-                   message="reassignment complete")
+    out = wait_for(
+        lambda: (o := tool("--verify")) and "is complete." in o and o,
+        timeout=90,
+        interval=0.5,
+        message="reassignment complete",
+    )
     elapsed = time.monotonic() - started
     assert elapsed >= 5.0, f"{SIZE} bytes moved in {elapsed:.1f} s at a {RATE} B/s throttle"
     assert assignment(zk, topic) == [a, b]
     assert f"Reassignment of partition {topic}-0 is complete." in out
-    assert "Clearing broker-level throttles on brokers" in out and f"Clearing topic-level throttles on topic {topic}" in out
+    assert (
+        "Clearing broker-level throttles on brokers" in out
+        and f"Clearing topic-level throttles on topic {topic}" in out
+    )
     for i in brokers:
         cfg = config_node(zk, paths.broker_config(i))
         assert "leader.replication.throttled.rate" not in cfg, cfg

@@ -11,6 +11,7 @@ shutdown) and restarted while the clients run.
 
 Every test prints its counts (``-s``): acknowledged, read, lost, duplicated, out of order, phantom.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,16 @@ def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, z
     lock = threading.Lock()
     stop = threading.Event()
     sent = dict.fromkeys(range(PARTITIONS), 0)
-    producer = Producer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                        request_timeout_ms=10000, retry_backoff_ms=100, delivery_timeout_ms=120000,
-                        metadata_max_age_ms=5000)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        request_timeout_ms=10000,
+        retry_backoff_ms=100,
+        delivery_timeout_ms=120000,
+        metadata_max_age_ms=5000,
+    )
 
     def on_delivery(md, exc, p, seq):
         with lock:
@@ -65,8 +73,12 @@ def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, z
         while not stop.is_set():
             for p in range(PARTITIONS):
                 seq = sent[p]
-                producer.produce(topic, value=f"{p}:{seq}".encode(), partition=p,
-                                 on_delivery=lambda md, exc, p=p, seq=seq: on_delivery(md, exc, p, seq))
+                producer.produce(
+                    topic,
+                    value=f"{p}:{seq}".encode(),
+                    partition=p,
+                    on_delivery=lambda md, exc, p=p, seq=seq: on_delivery(md, exc, p, seq),
+                )
                 sent[p] += 1
             time.sleep(0.002)
 
@@ -81,8 +93,11 @@ def test_pyklog_idempotent_producer_through_leader_changes(broker_factory, zk, z
             t0 = time.monotonic()
             events.append(bounce(brokers, zk, {topic: PARTITIONS}, victim, sig))
             # acknowledgements continue on every partition after the bounce
-            wait_for(lambda: all(ack_times[p] and ack_times[p][-1] > t0 for p in range(PARTITIONS)), timeout=90,
-                     message=f"acks on every partition after bouncing broker {victim}")
+            wait_for(
+                lambda: all(ack_times[p] and ack_times[p][-1] > t0 for p in range(PARTITIONS)),
+                timeout=90,
+                message=f"acks on every partition after bouncing broker {victim}",
+            )
     finally:
         stop.set()
         t.join(30)
@@ -118,9 +133,19 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
     lock = threading.Lock()
     stop_producing = threading.Event()
     stop_reading = threading.Event()
-    producer = CkProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                           "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100, "log_level": 0})
+    producer = CkProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "request.timeout.ms": 10000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.ms": 100,
+            "log_level": 0,
+        }
+    )
 
     def on_delivery(err, msg):
         p, seq = (int(x) for x in msg.value().decode().split(":"))
@@ -159,9 +184,16 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
 
     hl_read = {p: [] for p in range(PARTITIONS)}
     hl_errors: list = []
-    connector = ConsumerConnector({"zookeeper.connect": zk_chroot, "bootstrap.servers": bootstrap,
-                                   "group.id": f"rc-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "smallest",
-                                   "auto.commit.enable": False, "consumer.timeout.ms": 200})
+    connector = ConsumerConnector(
+        {
+            "zookeeper.connect": zk_chroot,
+            "bootstrap.servers": bootstrap,
+            "group.id": f"rc-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "smallest",
+            "auto.commit.enable": False,
+            "consumer.timeout.ms": 200,
+        }
+    )
     stream = connector.create_message_streams({topic: 1})[topic][0]
 
     def hl_loop():
@@ -179,8 +211,11 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
         th.start()
     events = []
     try:
-        wait_for(lambda: all(simple_read[p] and hl_read[p] for p in range(PARTITIONS)), timeout=60,
-                 message="both consumers reading")
+        wait_for(
+            lambda: all(simple_read[p] and hl_read[p] for p in range(PARTITIONS)),
+            timeout=60,
+            message="both consumers reading",
+        )
         plan = [(state(zk, topic, p)["leader"], signal.SIGKILL) for p in range(PARTITIONS)]
         plan.append((state(zk, topic, 1)["leader"], signal.SIGTERM))
         for victim, sig in plan:
@@ -214,5 +249,3 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
         c = out[name]
         assert c["acknowledged"] > 0 and c["errors"] == 0, (name, out)
         assert (c["lost"], c["duplicated"], c["out_of_order"], c["phantom"]) == (0, 0, 0, 0), (name, out)
-
-

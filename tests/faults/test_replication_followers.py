@@ -6,6 +6,7 @@ Three brokers, replication factor 3.  Faults are real: SIGKILL, SIGSTOP/SIGCONT,
 test counts what was acknowledged and what is read back (lost, duplicated).  Leaders are fixed here
 (no controller yet): the tests kill and stop followers only.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,45 +27,54 @@ from tests.support import wait_for
 
 # ------------------------------------------------------------------------------------ helpers
 
+
 def start_cluster(broker_factory, n=3, **props):
     brokers = [broker_factory(i, **dict(REPL_PROPS, **props)) for i in range(n)]
     with support.Wire(brokers[0].port) as w:
-        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})
-                             ["brokers"]) == n, message="all brokers registered")
+        wait_for(
+            lambda: (
+                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == n
+            ),
+            message="all brokers registered",
+        )
     return brokers
-
-
 
 
 def state(zk, topic, p) -> dict:
     return json.loads(zk.get(paths.partition_state(topic, p))[0])
 
 
-
-
-
-
-
-
 def list_latest(port, topic, p=0) -> int:
     with support.Wire(port) as w:
-        resp = w.request(ApiKey.LIST_OFFSETS, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}]})
+        resp = w.request(
+            ApiKey.LIST_OFFSETS,
+            2,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}],
+            },
+        )
     part = resp["topics"][0]["partitions"][0]
     assert part["error_code"] == 0, part
     return part["offset"]
 
 
-
-
 def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
     with support.Wire(port) as w:
-        resp = w.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
-                                             "topic_data": [{"name": topic, "partition_data": [
-                                                 {"index": p, "records": support.records(1, prefix=value)}]}]})
+        resp = w.request(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout_ms": timeout_ms,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": p, "records": support.records(1, prefix=value)}]}
+                ],
+            },
+        )
     return resp["responses"][0]["partition_responses"][0]
-
-
 
 
 # ------------------------------------------------------------------------------------ tests
@@ -85,8 +95,16 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     leader, f1, f2 = brokers
     topic = f"load-{uuid.uuid4().hex[:6]}"
     with support.Wire(leader.port) as w:  # every partition led by broker 0 (CreateTopics' assignments)
-        created = support.create_topic(w, topic, num_partitions=-1, replication_factor=-1, assignments=[
-            {"partition_index": 0, "broker_ids": [0, 1, 2]}, {"partition_index": 1, "broker_ids": [0, 2, 1]}])
+        created = support.create_topic(
+            w,
+            topic,
+            num_partitions=-1,
+            replication_factor=-1,
+            assignments=[
+                {"partition_index": 0, "broker_ids": [0, 1, 2]},
+                {"partition_index": 1, "broker_ids": [0, 2, 1]},
+            ],
+        )
     assert created["error_code"] == 0, created
     acked, errors, stop = [], [], threading.Event()
 
@@ -94,8 +112,15 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
         (acked.append((msg.partition(), msg.offset(), msg.value())) if err is None else errors.append(err))
 
     def produce():
-        p = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 5, "message.timeout.ms": 120000})
+        p = Producer(
+            {
+                "bootstrap.servers": leader.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
         i = 0
         while not stop.is_set():
             try:
@@ -115,8 +140,11 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
             wait_for(lambda: len(acked) >= before + 200, timeout=60, message="acknowledged writes go on")
             victim.kill()
             t0 = time.monotonic()
-            wait_for(lambda: all(victim.broker_id not in state(zk, topic, p)["isr"] for p in (0, 1)),
-                     timeout=LAG_MS / 1000 + 30, message=f"broker {victim.broker_id} leaves the ISRs")
+            wait_for(
+                lambda: all(victim.broker_id not in state(zk, topic, p)["isr"] for p in (0, 1)),
+                timeout=LAG_MS / 1000 + 30,
+                message=f"broker {victim.broker_id} leaves the ISRs",
+            )
             shrunk = time.monotonic() - t0
             mark = len(acked)
             wait_for(lambda: len(acked) >= mark + 200, timeout=60, message="writes go on with ISR 2")
@@ -124,8 +152,11 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
                 shutil.rmtree(victim.props["log.dirs"])
             victim.start()
             t1 = time.monotonic()
-            wait_for(lambda: all(state(zk, topic, p)["isr"] == [0, 1, 2] for p in (0, 1)), timeout=90,
-                     message=f"broker {victim.broker_id} rejoins the ISRs")
+            wait_for(
+                lambda: all(state(zk, topic, p)["isr"] == [0, 1, 2] for p in (0, 1)),
+                timeout=90,
+                message=f"broker {victim.broker_id} rejoins the ISRs",
+            )
             timings.append((victim.broker_id, wipe, round(shrunk, 1), round(time.monotonic() - t1, 1)))
     finally:
         stop.set()
@@ -140,19 +171,25 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     assert sorted(got) == sorted(acked)  # 0 lost, 0 duplicated
     for p in (0, 1):
         assert [o for q, o, _ in got if q == p] == list(range(n[p]))  # in order, no gap
-    print(f"acknowledged {len(acked)}, read back {len(got)}, lost 0, duplicated 0; "
-          f"(broker, wiped, ISR shrink s, rejoin s): {timings}")
+    print(
+        f"acknowledged {len(acked)}, read back {len(got)}, lost 0, duplicated 0; "
+        f"(broker, wiped, ISR shrink s, rejoin s): {timings}"
+    )
 
     # the leader SIGKILLed: the controller elects a follower of the ISR (epoch + 1), which takes writes
     leader.kill()
     by_id = {b.broker_id: b for b in brokers}
-    new_leaders = {p: wait_for(lambda p=p: (st := state(zk, topic, p))["leader"] not in (-1, 0) and st["leader"],
-                               timeout=60, message="a new leader elected") for p in (0, 1)}
+    new_leaders = {
+        p: wait_for(
+            lambda p=p: (st := state(zk, topic, p))["leader"] not in (-1, 0) and st["leader"],
+            timeout=60,
+            message="a new leader elected",
+        )
+        for p in (0, 1)
+    }
     assert all(state(zk, topic, p)["leader_epoch"] >= 1 for p in (0, 1))
     new0 = by_id[new_leaders[0]]
     wait_for(lambda: produce_raw(new0.port, topic, 0, b"back")["error_code"] == 0, message="new leader takes writes")
     leader.start()
     got = consume_all(new0.bootstrap, topic, [0, 1], len(acked) + 1)
     assert sorted(v for _, _, v in got) == sorted([v for _, _, v in acked] + [b"back0"])
-
-

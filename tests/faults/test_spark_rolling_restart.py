@@ -15,6 +15,7 @@ Counted (printed with ``-s``): acknowledged source records, sink records, lost (
 the sink), duplicated (in the sink more than once: a replayed batch or a retried task), out of order
 within a partition, phantom (in the sink, never acknowledged), and the query's exception (None).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,18 @@ class _SourceProducer(threading.Thread):
         super().__init__(name="rolling-restart-producer", daemon=True)
         from confluent_kafka import Producer
 
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                           "topic.metadata.refresh.interval.ms": 1000, "log_level": 0})
+        self.p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                "request.timeout.ms": 10000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "log_level": 0,
+            }
+        )
         self.topic = topic
         self.acked = {p: [] for p in range(PARTITIONS)}
         self.failed: list = []
@@ -72,8 +82,13 @@ class _SourceProducer(threading.Thread):
         while not self.halt.is_set():
             for p in range(PARTITIONS):
                 try:
-                    self.p.produce(self.topic, value=f"{p}:{n[p]}".encode(), key=f"k{n[p] % 17}".encode(),
-                                   partition=p, on_delivery=self._report)
+                    self.p.produce(
+                        self.topic,
+                        value=f"{p}:{n[p]}".encode(),
+                        key=f"k{n[p] % 17}".encode(),
+                        partition=p,
+                        on_delivery=self._report,
+                    )
                     n[p] += 1
                 except BufferError:
                     pass
@@ -94,8 +109,9 @@ def _check_alive(query, events) -> None:
 
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_chroot, tmp_path, guarantee):
-    brokers = start_cluster(broker_factory, zk, offsets_topic_replication_factor="3",
-                            transaction_state_log_replication_factor="3")
+    brokers = start_cluster(
+        broker_factory, zk, offsets_topic_replication_factor="3", transaction_state_log_replication_factor="3"
+    )
     source, sink = f"rr-src-{uuid.uuid4().hex[:6]}", f"rr-sink-{uuid.uuid4().hex[:6]}"
     create_rf3_topic(zk, zk_chroot, source, PARTITIONS)
     create_rf3_topic(zk, zk_chroot, sink, PARTITIONS)
@@ -103,25 +119,30 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
 
     prod = _SourceProducer(bootstrap, source)
-    query = (spark.readStream.format("pyklog")
-             .option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source)
-             .option("startingOffsets", "earliest")
-             .load()
-             .selectExpr("key", "value", "partition")
-             .writeStream.format("pyklog")
-             .option("kafka.bootstrap.servers", bootstrap)
-             .option("zookeeper.connect", zk_chroot)
-             .option("deliveryGuarantee", guarantee)
-             .option("topic", sink)
-             .option("checkpointLocation", str(tmp_path / "chk"))
-             .trigger(processingTime="0.5 seconds")
-             .start())
+    query = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "value", "partition")
+        .writeStream.format("pyklog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("zookeeper.connect", zk_chroot)
+        .option("deliveryGuarantee", guarantee)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(processingTime="0.5 seconds")
+        .start()
+    )
     events = []
     try:
         prod.start()
-        wait_for(lambda: high_watermarks(bootstrap, sink, PARTITIONS) >= 300 or not query.isActive, timeout=120,
-                 message="the query writing to the sink")
+        wait_for(
+            lambda: high_watermarks(bootstrap, sink, PARTITIONS) >= 300 or not query.isActive,
+            timeout=120,
+            message="the query writing to the sink",
+        )
         _check_alive(query, events)
         # the rolling restart: every broker once, a controlled shutdown each time
         for victim in sorted(brokers):
@@ -137,9 +158,15 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
         try:
             # counted as a read_committed reader sees the sink (its high watermark also counts
             # transaction markers and aborted records)
-            wait_for(lambda: not query.isActive or sum(
-                len(v) for v in read_back(bootstrap, sink, PARTITIONS, timeout=30).values()) >= n_acked,
-                timeout=120, interval=1.0, message=f"the sink holding the {n_acked} acknowledged records")
+            wait_for(
+                lambda: (
+                    not query.isActive
+                    or sum(len(v) for v in read_back(bootstrap, sink, PARTITIONS, timeout=30).values()) >= n_acked
+                ),
+                timeout=120,
+                interval=1.0,
+                message=f"the sink holding the {n_acked} acknowledged records",
+            )
         except AssertionError as e:  # the counts below say what is missing
             print(f"\nDRAIN TIMED OUT: {e}\nstatus {query.status}\nlast progress {query.lastProgress}")
         time.sleep(1.5)  # a late duplicate (a replayed micro-batch) is counted too
@@ -150,8 +177,13 @@ def test_streaming_query_through_rolling_restart(spark, broker_factory, zk, zk_c
         query.stop()
 
     counts = count(prod.acked, read_back(bootstrap, sink, PARTITIONS))
-    counts.update(guarantee=guarantee, failed_sends=len(prod.failed), query_exception=str(exc) if exc else None,
-                  query_active_until_stopped=active, bounces=events)
+    counts.update(
+        guarantee=guarantee,
+        failed_sends=len(prod.failed),
+        query_exception=str(exc) if exc else None,
+        query_active_until_stopped=active,
+        bounces=events,
+    )
     print("\nSPARK ROLLING RESTART COUNTS " + json.dumps(counts))
     assert exc is None and active, counts
     assert counts["failed_sends"] == 0 and counts["acknowledged"] > 0, counts

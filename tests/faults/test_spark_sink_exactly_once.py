@@ -10,6 +10,7 @@
 
 The unit tests of the driver's decisions are in tests/unit/spark/test_sink_exactly_once.py.
 """
+
 from __future__ import annotations
 
 import collections
@@ -31,8 +32,9 @@ from pyklog.connector.producer import Producer
 from pyklog.connector.spark.sink import SinkTransactionLog
 from tests.support import wait_for
 
-DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration", "spark",
-                      "sink_exactly_once_driver.py")
+DRIVER = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration", "spark", "sink_exactly_once_driver.py"
+)
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> list[bytes]:
@@ -112,8 +114,13 @@ class _Driver:
     def __init__(self, tmp_path, run: int, args: list[str], env: dict | None = None):
         self.out_path = tmp_path / f"driver-{run}.log"
         self._out = open(self.out_path, "w")
-        self.proc = subprocess.Popen([sys.executable, DRIVER, *args], stdout=self._out, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, DRIVER, *args],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)  # the driver, its JVM and the JVM's Python workers
@@ -151,8 +158,22 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
         c.create_topic("eos-b", 3)
     expected = _produce(broker.bootstrap, "eos-a", 3, 900)
     chk = str(tmp_path / "chk")
-    args = ["--zookeeper", zk_chroot, "--bootstrap", broker.bootstrap, "--source", "eos-a", "--sink", "eos-b",
-            "--checkpoint", chk, "--max-offsets-per-trigger", "450", "--transaction-timeout-ms", "300000"]
+    args = [
+        "--zookeeper",
+        zk_chroot,
+        "--bootstrap",
+        broker.bootstrap,
+        "--source",
+        "eos-a",
+        "--sink",
+        "eos-b",
+        "--checkpoint",
+        chk,
+        "--max-offsets-per-trigger",
+        "450",
+        "--transaction-timeout-ms",
+        "300000",
+    ]
     pause = str(tmp_path / "paused-in-commit")
     kills = []
     started = time.monotonic()
@@ -166,8 +187,12 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
                 kills.append(("in commit", _committed_batches(chk)))
                 paused = _paused_commit(zk, d.output(), open(pause).read())
             else:
-                wait_for(lambda: _committed_batches(chk) > before or d.proc.poll() is not None, 240, 0.1,
-                         f"run {run} to commit a micro-batch")
+                wait_for(
+                    lambda: _committed_batches(chk) > before or d.proc.poll() is not None,
+                    240,
+                    0.1,
+                    f"run {run} to commit a micro-batch",
+                )
                 assert d.proc.poll() is None, d.output()[-5000:]
                 time.sleep(rng.uniform(0.0, 2.5))
                 kills.append(("random", _committed_batches(chk)))
@@ -189,9 +214,11 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
         committed, raw, still_open = view()
     dups, lost = _count(expected, committed)
     raw_dups, _ = _count(expected, raw)
-    print(f"kills {kills}; A {len(expected)} rows; B committed {len(committed)} rows, {dups} duplicates, "
-          f"{lost} lost; B's log {len(raw)} rows ({raw_dups} duplicates from aborted attempts), "
-          f"{still_open} in open transactions; {_committed_batches(chk)} batches; {elapsed:.0f}s")
+    print(
+        f"kills {kills}; A {len(expected)} rows; B committed {len(committed)} rows, {dups} duplicates, "
+        f"{lost} lost; B's log {len(raw)} rows ({raw_dups} duplicates from aborted attempts), "
+        f"{still_open} in open transactions; {_committed_batches(chk)} batches; {elapsed:.0f}s"
+    )
     assert (dups, lost) == (0, 0)
     assert collections.Counter(committed) == collections.Counter(expected)
     # the driver was killed with batch N's record written and only part of its transactions committed
@@ -207,10 +234,10 @@ def _check_broker_read_committed(bootstrap, topic, partitions, committed, raw) -
     """The brokers' own read_committed answer must be the committed view (and nothing is open)."""
     rc = _read(bootstrap, topic, partitions, "read_committed")
     if len(raw) > len(committed) and rc == _read(bootstrap, topic, partitions, "read_uncommitted"):
-        pytest.xfail("the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
-                     "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
-                     "was computed from the log's markers instead")
+        pytest.xfail(
+            "the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
+            "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
+            "was computed from the log's markers instead"
+        )
     assert collections.Counter(rc) == collections.Counter(committed)
     assert _open_transactions(bootstrap, topic, partitions) == {}
-
-

@@ -5,6 +5,7 @@ and a wait until the broker is back in every ISR), and the one counting rule eve
 
 Runs in the pytest process; the brokers are real processes from ``broker_factory``.
 """
+
 from __future__ import annotations
 
 import glob
@@ -21,8 +22,13 @@ from pyklog.broker.zk.cluster import ZkCluster
 from tests.support import wait_for
 
 #: broker properties of a cluster whose partitions survive one broker down (acks=all, min ISR 2)
-CLUSTER_PROPS = {"min_insync_replicas": "2", "default_replication_factor": "3", "replica_lag_time_max_ms": "10000",
-                     "replica_fetch_wait_max_ms": "200", "offsets_topic_replication_factor": "1"}
+CLUSTER_PROPS = {
+    "min_insync_replicas": "2",
+    "default_replication_factor": "3",
+    "replica_lag_time_max_ms": "10000",
+    "replica_fetch_wait_max_ms": "200",
+    "offsets_topic_replication_factor": "1",
+}
 
 
 def state(zk, topic: str, p: int) -> dict:
@@ -42,16 +48,24 @@ def create_rf3_topic(zk, zk_chroot: str, topic: str, partitions: int, configs: d
     returns once every partition's ISR holds all three replicas."""
     admin = ZkCluster(zk_chroot, None).start()
     try:
-        admin.create_topic(topic, partitions, 3, replica_assignment={
-            p: [(p + i) % 3 for i in range(3)] for p in range(partitions)}, configs=configs or {})
+        admin.create_topic(
+            topic,
+            partitions,
+            3,
+            replica_assignment={p: [(p + i) % 3 for i in range(3)] for p in range(partitions)},
+            configs=configs or {},
+        )
     finally:
         admin.stop()
     wait_full_isr(zk, topic, partitions)
 
 
 def wait_full_isr(zk, topic: str, partitions: int, timeout: float = 90) -> None:
-    wait_for(lambda: all(len(state(zk, topic, p)["isr"]) == 3 for p in range(partitions)), timeout=timeout,
-             message=f"full ISRs of {topic}")
+    wait_for(
+        lambda: all(len(state(zk, topic, p)["isr"]) == 3 for p in range(partitions)),
+        timeout=timeout,
+        message=f"full ISRs of {topic}",
+    )
 
 
 def bounce(brokers: dict, zk, topics: dict, victim: int, sig=signal.SIGKILL, timeout: float = 90) -> dict:
@@ -60,15 +74,24 @@ def bounce(brokers: dict, zk, topics: dict, victim: int, sig=signal.SIGKILL, tim
     it is back in every ISR.  Returns timings."""
     t0 = time.monotonic()
     brokers[victim].stop(sig)
-    wait_for(lambda: all(state(zk, t, p)["leader"] not in (victim, -1)
-                         for t, n in topics.items() for p in range(n)),
-             timeout=timeout, message=f"partitions led away from broker {victim}")
+    wait_for(
+        lambda: all(state(zk, t, p)["leader"] not in (victim, -1) for t, n in topics.items() for p in range(n)),
+        timeout=timeout,
+        message=f"partitions led away from broker {victim}",
+    )
     elected = time.monotonic() - t0
     brokers[victim].start()
-    wait_for(lambda: all(victim in state(zk, t, p)["isr"] for t, n in topics.items() for p in range(n)),
-             timeout=timeout, message=f"broker {victim} back in every ISR")
-    return {"victim": victim, "signal": signal.Signals(sig).name, "elected_s": round(elected, 2),
-            "back_in_isr_s": round(time.monotonic() - t0, 2)}
+    wait_for(
+        lambda: all(victim in state(zk, t, p)["isr"] for t, n in topics.items() for p in range(n)),
+        timeout=timeout,
+        message=f"broker {victim} back in every ISR",
+    )
+    return {
+        "victim": victim,
+        "signal": signal.Signals(sig).name,
+        "elected_s": round(elected, 2),
+        "back_in_isr_s": round(time.monotonic() - t0, 2),
+    }
 
 
 def count(acked: dict, read: dict) -> dict:
@@ -96,8 +119,15 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120)
     reads ``read_committed``) up to the high watermark each partition has when the call starts."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rb-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"rb-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 0,
+        }
+    )
     read = {p: [] for p in range(partitions)}
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
@@ -132,16 +162,25 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
 LAG_MS = 2000
 
 
-REPL_PROPS = {"replica.lag.time.max.ms": str(LAG_MS), "replica.fetch.wait.max.ms": "200",
-              "replica.fetch.backoff.ms": "200", "min.insync.replicas": "2"}
+REPL_PROPS = {
+    "replica.lag.time.max.ms": str(LAG_MS),
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "min.insync.replicas": "2",
+}
 
 
 def create_topic(zk, brokers, topic, partitions=1, rf=3, **configs):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
-                                  config={k: str(v) for k, v in configs.items()})])[topic].result(30)
+    admin.create_topics(
+        [
+            NewTopic(
+                topic, num_partitions=partitions, replication_factor=rf, config={k: str(v) for k, v in configs.items()}
+            )
+        ]
+    )[topic].result(30)
     return {int(p): r for p, r in json.loads(zk.get(paths.topic(topic))[0])["partitions"].items()}
 
 
@@ -161,7 +200,7 @@ def batches_on_disk(broker, topic, p) -> list[tuple[int, int, bytes]]:
             if length <= 0 or pos + 12 + length > len(buf):
                 break
             (delta,) = struct.unpack_from(">i", buf, pos + 23)
-            out.append((base, base + delta, buf[pos:pos + 12 + length]))
+            out.append((base, base + delta, buf[pos : pos + 12 + length]))
             pos += 12 + length
     return out
 
@@ -183,8 +222,15 @@ def produce_acks_all(bootstrap, topic, values, partition=None, timeout=60.0):
         else:
             errors.append(err)
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": int(timeout * 1000),
+        }
+    )
     for v in values:
         kw = {} if partition is None else {"partition": partition}
         while True:
@@ -202,8 +248,14 @@ def consume_all(bootstrap, topic, partitions, expected, timeout=60.0) -> list[tu
     """Read every partition from the start with confluent-kafka until ``expected`` records came."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
     out = []
     deadline = time.monotonic() + timeout

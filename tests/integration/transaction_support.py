@@ -1,6 +1,7 @@
 """Helpers of the transaction tests: read a topic to its end with confluent-kafka or pyklog, with
 either isolation level, and a transactional pyklog producer in a child process
 (tests/integration/transaction_producer_proc.py) that a test can SIGKILL."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,12 @@ def two_brokers(broker_factory, **props):
     b0 = broker_factory(0, port=stable_port(), **props)
     b1 = broker_factory(1, port=stable_port(), **props)
     with Wire(b0.port) as w:
-        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
-            "brokers"]) == 2, message="two brokers")
+        wait_for(
+            lambda: (
+                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == 2
+            ),
+            message="two brokers",
+        )
     return b0, b1
 
 
@@ -61,8 +66,15 @@ def read_confluent(bootstrap: str, topic: str, isolation: str, timeout: float = 
     from confluent_kafka import Consumer, TopicPartition
 
     ends = end_offsets(bootstrap, topic)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, p, 0) for p in ends])
         out: dict = {p: [] for p in ends}
@@ -103,24 +115,33 @@ def read_pyklog(bootstrap: str, topic: str, isolation: str, timeout: float = 30.
     return out
 
 
-def read_confluent_to_eof(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
-                          timeout: float = 30.0) -> dict[int, list[bytes]]:
+def read_confluent_to_eof(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed", timeout: float = 30.0
+) -> dict[int, list[bytes]]:
     """A confluent-kafka (librdkafka) consumer assigned every partition of ``topic`` from the
     beginning, read until each partition reports EOF (its high watermark; for read_committed its
     last stable offset): ``{partition: [value, ...]}`` in offset order.  Fails the test when a
     partition has not reached its end within ``timeout``."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eof-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"eof-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     eof: set[int] = set()
     deadline = time.monotonic() + timeout
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         while len(eof) < partitions:
-            assert time.monotonic() < deadline, \
+            assert time.monotonic() < deadline, (
                 f"reading {topic} ({isolation}) timed out: no EOF on {sorted(set(got) - eof)} within {timeout}s"
+            )
             for m in c.consume(num_messages=500, timeout=0.5):
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -162,8 +183,11 @@ def sigkill_in_open_transaction(bootstrap: str, tid: str, topic: str, transactio
     (alternately to partitions 0 and 1 of ``topic``) in a transaction, is acknowledged, and is
     SIGKILLed before it ends the transaction: the transaction stays open until the coordinator
     aborts it after ``transaction_timeout_ms``."""
-    proc = subprocess.Popen([sys.executable, "-c", _OPEN_TRANSACTION, bootstrap, tid, topic,
-                             str(transaction_timeout_ms)], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _OPEN_TRANSACTION, bootstrap, tid, topic, str(transaction_timeout_ms)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+    )
     try:
         assert proc.stdout.readline().strip() == b"produced"
         os.kill(proc.pid, signal.SIGKILL)
@@ -177,8 +201,12 @@ class ProducerProc:
 
     def __init__(self, *args):
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "transaction_producer_proc.py"), *map(str, args)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "transaction_producer_proc.py"), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

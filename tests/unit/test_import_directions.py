@@ -29,6 +29,7 @@ A new package or top-level module must be placed in :data:`LAYERS` (the test say
 missing).  :data:`KNOWN_VIOLATIONS` lists what breaks the rules today and is being removed; an
 entry that no longer happens fails the test too, so the list only shrinks.
 """
+
 from __future__ import annotations
 
 import ast
@@ -77,8 +78,15 @@ EXACT: dict[str, str] = {
 
 #: The broker's layers in order (same rank: may import each other; the cycle check still applies).
 BROKER_RANKS: list[set[str]] = [
-    {"errors"}, {"common", "record", "protocol"}, {"log"}, {"zk"}, {"coordinator"}, {"controller"},
-    {"server"}, {"cli"}, {"broker"},
+    {"errors"},
+    {"common", "record", "protocol"},
+    {"log"},
+    {"zk"},
+    {"coordinator"},
+    {"controller"},
+    {"server"},
+    {"cli"},
+    {"broker"},
 ]
 
 #: What the broker's codecs are, for the connector: the layers it may import, and the modules of
@@ -314,13 +322,15 @@ def test_import_directions():
     found = direction_violations(all_imports())
     new = {k: why for k, why in found.items() if k not in KNOWN_VIOLATIONS}
     assert new == {}, "imports against the layers:\n" + "\n".join(
-        f"  {a} imports {b} ({why})" for (a, b), why in sorted(new.items()))
+        f"  {a} imports {b} ({why})" for (a, b), why in sorted(new.items())
+    )
 
 
 def test_no_import_cycle():
     cycles = [c for c in import_cycles(all_imports()) if c not in KNOWN_VIOLATIONS]
     assert cycles == [], "import cycles (function-level imports included):\n" + "\n".join(
-        "  " + " <-> ".join(c) for c in cycles)
+        "  " + " <-> ".join(c) for c in cycles
+    )
 
 
 def test_known_violations_still_happen():
@@ -333,6 +343,7 @@ def test_known_violations_still_happen():
 def test_the_rules_catch_what_they_should():
     """The checker itself: an upward import, a connector -> log import, pyspark in the broker, a
     cycle through a function-level import, a TYPE_CHECKING import left out of cycles."""
+
     def imp(a: str, b: str, tc: bool = False) -> Import:
         return Import(a, b, 1, tc)
 
@@ -349,8 +360,9 @@ def test_the_rules_catch_what_they_should():
     assert direction_problem(imp("pyklog.connector.group", "pyklog.broker.zk.paths")) is None
     assert direction_problem(imp("pyklog.connector.spark.sink", "pyspark.sql")) is None
     assert direction_problem(imp("pyklog.broker.cli.topics", "pyklog")) is None
-    assert import_cycles([imp("pyklog.a", "pyklog.b"), imp("pyklog.b", "pyklog.c"), imp("pyklog.c", "pyklog.a")]) \
-        == [("pyklog.a", "pyklog.b", "pyklog.c")]
+    assert import_cycles([imp("pyklog.a", "pyklog.b"), imp("pyklog.b", "pyklog.c"), imp("pyklog.c", "pyklog.a")]) == [
+        ("pyklog.a", "pyklog.b", "pyklog.c")
+    ]
     assert import_cycles([imp("pyklog.a", "pyklog.b"), imp("pyklog.b", "pyklog.a", tc=True)]) == []
 
 
@@ -368,8 +380,7 @@ def test_imports_are_read_everywhere(tmp_path):
         "    import pyklog.broker.zk.paths\n"
     )
     known = {"pyklog.broker.log.sibling", "pyklog.broker.record.batch"}
-    got = {(i.imported, i.type_checking, i.in_function)
-           for i in imports_of("pyklog.broker.log.mod", path, known)}
+    got = {(i.imported, i.type_checking, i.in_function) for i in imports_of("pyklog.broker.log.mod", path, known)}
     assert got == {
         ("typing", False, False),
         ("pyklog.broker.log.sibling", False, False),

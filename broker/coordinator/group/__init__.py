@@ -8,6 +8,7 @@
 * :mod:`.admin`: its base class, offset expiry and ListGroups / DescribeGroups / DeleteGroups /
   OffsetDelete.
 """
+
 from pyklog.broker.coordinator.group.coordinator import GROUP_API_KEYS, GroupCoordinator, error_response
 from pyklog.broker.coordinator.group.state import GroupState
 

@@ -13,6 +13,7 @@ defines: the group table ``_groups`` (guarded by ``_lock``), ``offsets`` (the
 Thread-safety: thread-safe, as the coordinator.  Locks: a group's lock, then its offsets partition's
 lock; never two groups' locks at once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -85,7 +86,8 @@ class GroupAdministration:
                     if g.state != GroupState.EMPTY or g.members or g.pending:
                         continue  # members: offsets are kept (Kafka's KIP-496 unsubscribed-topic expiry is not done)
                     expired, left = self.offsets.expire_group_offsets(
-                        gid, now, retention, empty_since_ms=None if offsets_only else g.empty_since_ms)
+                        gid, now, retention, empty_since_ms=None if offsets_only else g.empty_since_ms
+                    )
                     report["expired_offsets"] += expired
                     if not left and (offsets_only or now - g.empty_since_ms >= retention):
                         report["removed_groups"].append(gid)
@@ -168,10 +170,17 @@ class GroupAdministration:
 
     def describe_group(self, group_id: str, *, include_authorized_operations: bool = False) -> dict:
         """The DescribeGroups entry of one group (state Dead for an unknown group, as Kafka)."""
-        entry = {"error_code": NONE, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
-                 "protocol_data": "", "members": [],
-                 "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_authorized_operations
-                 else _NOT_REQUESTED_OPERATIONS}
+        entry = {
+            "error_code": NONE,
+            "group_id": group_id,
+            "group_state": GroupState.DEAD.value,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
+            if include_authorized_operations
+            else _NOT_REQUESTED_OPERATIONS,
+        }
         try:
             self._check_coordinator(group_id)
         except PyklogError as e:
@@ -192,11 +201,17 @@ class GroupAdministration:
             entry["protocol_type"] = group.protocol_type or ""
             stable = group.state == GroupState.STABLE
             entry["protocol_data"] = (group.protocol_name or "") if stable else ""
-            entry["members"] = [{
-                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                "client_host": m.client_host,
-                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
+            entry["members"] = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in group.members.values()
+            ]
         return entry
 
     # ------------------------------------------------------------------ DeleteGroups, OffsetDelete
@@ -229,8 +244,10 @@ class GroupAdministration:
                         if group.state == GroupState.DEAD and not committed:
                             raise GroupIdNotFoundError(f"group {gid!r} does not exist")
                         if group.state not in (GroupState.EMPTY, GroupState.DEAD):
-                            raise NonEmptyGroupError(f"group {gid!r} has {len(group.members)} member(s) "
-                                                     f"(state {group.state}); stop them before deleting it")
+                            raise NonEmptyGroupError(
+                                f"group {gid!r} has {len(group.members)} member(s) "
+                                f"(state {group.state}); stop them before deleting it"
+                            )
                         group.transition_to(GroupState.DEAD)
                     with self._lock:
                         if self._groups.get(gid) is group:
@@ -265,7 +282,8 @@ class GroupAdministration:
                     if group.state != GroupState.EMPTY:
                         if group.protocol_type != "consumer":
                             raise NonEmptyGroupError(
-                                f"group {group_id!r} has members and protocol type {group.protocol_type!r}")
+                                f"group {group_id!r} has members and protocol type {group.protocol_type!r}"
+                            )
                         for m in group.members.values():
                             for _name, meta in m.protocols:
                                 subscribed.update(subscribed_topics(meta))
@@ -297,8 +315,14 @@ class GroupAdministration:
         if g is None:
             return None
         with g.lock:
-            return {"state": g.state.value, "generation": g.generation, "protocol_type": g.protocol_type,
-                    "protocol": g.protocol_name, "leader": g.leader_id, "members": list(g.members)}
+            return {
+                "state": g.state.value,
+                "generation": g.generation,
+                "protocol_type": g.protocol_type,
+                "protocol": g.protocol_name,
+                "leader": g.leader_id,
+                "members": list(g.members),
+            }
 
 
 __all__ = ["GROUP_AUTHORIZED_OPERATIONS", "GroupAdministration"]

@@ -73,6 +73,7 @@ Thread-safety: :class:`GroupCoordinator` is thread-safe.  Each group has its own
 :class:`pyklog.broker.common.scheduler.Scheduler` thread (Kafka's DelayedHeartbeat/DelayedJoin timers); ``respond``
 callbacks are always called outside the group locks.
 """
+
 from __future__ import annotations
 
 import logging
@@ -122,8 +123,16 @@ DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
 DEFAULT_MAX_SIZE = 2**31 - 1
 
 #: the APIs :meth:`GroupCoordinator.handle` answers
-GROUP_API_KEYS = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP,
-                            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS})
+GROUP_API_KEYS = frozenset(
+    {
+        ApiKey.JOIN_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS,
+    }
+)
 
 #: Kafka's offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms (10 minutes)
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
@@ -152,15 +161,28 @@ def error_response(api_key: int, version: int, body: dict, code: int) -> dict:
     if api_key == ApiKey.HEARTBEAT:
         return {"throttle_time_ms": 0, "error_code": code}
     if api_key == ApiKey.LEAVE_GROUP:
-        members = [{"member_id": m.get("member_id", ""), "group_instance_id": m.get("group_instance_id"),
-                    "error_code": code} for m in body.get("members") or []]
+        members = [
+            {"member_id": m.get("member_id", ""), "group_instance_id": m.get("group_instance_id"), "error_code": code}
+            for m in body.get("members") or []
+        ]
         return {"throttle_time_ms": 0, "error_code": code, "members": members}
     if api_key == ApiKey.LIST_GROUPS:
         return {"throttle_time_ms": 0, "error_code": code, "groups": []}
     if api_key == ApiKey.DESCRIBE_GROUPS:
-        return {"throttle_time_ms": 0, "groups": [
-            {"error_code": code, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "",
-             "members": []} for g in body.get("groups") or []]}
+        return {
+            "throttle_time_ms": 0,
+            "groups": [
+                {
+                    "error_code": code,
+                    "group_id": g,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                }
+                for g in body.get("groups") or []
+            ],
+        }
     raise ValueError(f"api key {api_key} is not a group membership API")
 
 
@@ -189,20 +211,31 @@ class GroupCoordinator(GroupAdministration):
     called directly.  :meth:`shutdown` answers every waiting request with NOT_COORDINATOR.
     """
 
-    def __init__(self, offset_manager=None, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
-                 min_session_timeout_ms: int = DEFAULT_MIN_SESSION_TIMEOUT_MS,
-                 max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS, max_size: int = DEFAULT_MAX_SIZE,
-                 broker_id: int | None = None, clock: Callable[[], float] = time.monotonic,
-                 offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS,
-                 offsets_retention_check_interval_ms: int = DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS):
+    def __init__(
+        self,
+        offset_manager=None,
+        *,
+        initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+        min_session_timeout_ms: int = DEFAULT_MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS,
+        max_size: int = DEFAULT_MAX_SIZE,
+        broker_id: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS,
+        offsets_retention_check_interval_ms: int = DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+    ):
         if offsets_retention_ms < 1 or offsets_retention_check_interval_ms < 1:
-            raise ValueError("offsets.retention.minutes and offsets.retention.check.interval.ms must be positive, "
-                             f"got {offsets_retention_ms} ms and {offsets_retention_check_interval_ms} ms")
+            raise ValueError(
+                "offsets.retention.minutes and offsets.retention.check.interval.ms must be positive, "
+                f"got {offsets_retention_ms} ms and {offsets_retention_check_interval_ms} ms"
+            )
         if initial_rebalance_delay_ms < 0:
             raise ValueError(f"group.initial.rebalance.delay.ms must be >= 0, got {initial_rebalance_delay_ms}")
         if not 0 < min_session_timeout_ms <= max_session_timeout_ms:
-            raise ValueError("group.min.session.timeout.ms must be positive and <= group.max.session.timeout.ms, "
-                             f"got {min_session_timeout_ms} and {max_session_timeout_ms}")
+            raise ValueError(
+                "group.min.session.timeout.ms must be positive and <= group.max.session.timeout.ms, "
+                f"got {min_session_timeout_ms} and {max_session_timeout_ms}"
+            )
         if max_size < 1:
             raise ValueError(f"group.max.size must be >= 1, got {max_size}")
         self.offsets = offset_manager
@@ -222,9 +255,9 @@ class GroupCoordinator(GroupAdministration):
         self.offsets_retention_check_interval_ms = int(offsets_retention_check_interval_ms)
         if offset_manager is not None:
             # Kafka's GroupMetadataManager "delete-expired-group-metadata" task
-            self._scheduler.schedule_periodic("delete-expired-group-metadata",
-                                              self.offsets_retention_check_interval_ms / 1000.0,
-                                              self._cleanup_task)
+            self._scheduler.schedule_periodic(
+                "delete-expired-group-metadata", self.offsets_retention_check_interval_ms / 1000.0, self._cleanup_task
+            )
 
     @classmethod
     def from_config(cls, offset_manager, config) -> GroupCoordinator:
@@ -245,17 +278,18 @@ class GroupCoordinator(GroupAdministration):
 
                 raise ConfigError(f"{key}: expected an integer, read {value!r}") from None
 
-        return cls(offset_manager,
-                   initial_rebalance_delay_ms=setting("group.initial.rebalance.delay.ms",
-                                                      DEFAULT_INITIAL_REBALANCE_DELAY_MS),
-                   min_session_timeout_ms=setting("group.min.session.timeout.ms", DEFAULT_MIN_SESSION_TIMEOUT_MS),
-                   max_session_timeout_ms=setting("group.max.session.timeout.ms", DEFAULT_MAX_SESSION_TIMEOUT_MS),
-                   max_size=setting("group.max.size", DEFAULT_MAX_SIZE),
-                   broker_id=config.broker_id,
-                   offsets_retention_ms=setting("offsets.retention.minutes",
-                                                DEFAULT_OFFSETS_RETENTION_MS // 60_000) * 60_000,
-                   offsets_retention_check_interval_ms=setting("offsets.retention.check.interval.ms",
-                                                               DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS))
+        return cls(
+            offset_manager,
+            initial_rebalance_delay_ms=setting("group.initial.rebalance.delay.ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS),
+            min_session_timeout_ms=setting("group.min.session.timeout.ms", DEFAULT_MIN_SESSION_TIMEOUT_MS),
+            max_session_timeout_ms=setting("group.max.session.timeout.ms", DEFAULT_MAX_SESSION_TIMEOUT_MS),
+            max_size=setting("group.max.size", DEFAULT_MAX_SIZE),
+            broker_id=config.broker_id,
+            offsets_retention_ms=setting("offsets.retention.minutes", DEFAULT_OFFSETS_RETENTION_MS // 60_000) * 60_000,
+            offsets_retention_check_interval_ms=setting(
+                "offsets.retention.check.interval.ms", DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS
+            ),
+        )
 
     def shutdown(self) -> None:
         """Stop the timers; every waiting JoinGroup/SyncGroup is answered NOT_COORDINATOR (the
@@ -283,8 +317,9 @@ class GroupCoordinator(GroupAdministration):
 
     # ------------------------------------------------------------------ request entry point
 
-    def handle(self, api_key: int, version: int, body: dict, client_id: str | None, peer: str | None,
-               respond: Respond) -> None:
+    def handle(
+        self, api_key: int, version: int, body: dict, client_id: str | None, peer: str | None, respond: Respond
+    ) -> None:
         """Serve one decoded group request; ``respond(response_body)`` is called now or later
         (from another thread), exactly once.  Never raises: failures are answered with an error."""
         api_key = int(api_key)
@@ -292,44 +327,81 @@ class GroupCoordinator(GroupAdministration):
             if api_key == ApiKey.JOIN_GROUP:
                 protocols = [(p["name"], bytes(p.get("metadata") or b"")) for p in body.get("protocols") or []]
                 if body.get("reason"):  # v8+ (KIP-800): why the client (re)joins, for the operator
-                    log.info("member %r (client %r) joins group %s: client reason: %s", body.get("member_id", ""),
-                             client_id, body["group_id"], body["reason"])
+                    log.info(
+                        "member %r (client %r) joins group %s: client reason: %s",
+                        body.get("member_id", ""),
+                        client_id,
+                        body["group_id"],
+                        body["reason"],
+                    )
                 self.join_group(
-                    body["group_id"], body.get("member_id", ""), client_id=client_id or "",
-                    client_host=_client_host(peer), session_timeout_ms=body["session_timeout_ms"],
+                    body["group_id"],
+                    body.get("member_id", ""),
+                    client_id=client_id or "",
+                    client_host=_client_host(peer),
+                    session_timeout_ms=body["session_timeout_ms"],
                     rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
-                    protocol_type=body.get("protocol_type", ""), protocols=protocols, respond=respond,
-                    require_known_member_id=version >= 4, group_instance_id=body.get("group_instance_id"))
+                    protocol_type=body.get("protocol_type", ""),
+                    protocols=protocols,
+                    respond=respond,
+                    require_known_member_id=version >= 4,
+                    group_instance_id=body.get("group_instance_id"),
+                )
             elif api_key == ApiKey.SYNC_GROUP:
-                assignments = {a["member_id"]: bytes(a.get("assignment") or b"")
-                               for a in body.get("assignments") or []}
-                self.sync_group(body["group_id"], body["generation_id"], body["member_id"], assignments, respond,
-                                body.get("group_instance_id"))
+                assignments = {a["member_id"]: bytes(a.get("assignment") or b"") for a in body.get("assignments") or []}
+                self.sync_group(
+                    body["group_id"],
+                    body["generation_id"],
+                    body["member_id"],
+                    assignments,
+                    respond,
+                    body.get("group_instance_id"),
+                )
             elif api_key == ApiKey.HEARTBEAT:
-                code = self.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
-                                      body.get("group_instance_id"))
+                code = self.heartbeat(
+                    body["group_id"], body["generation_id"], body["member_id"], body.get("group_instance_id")
+                )
                 respond({"throttle_time_ms": 0, "error_code": code})
             elif api_key == ApiKey.LEAVE_GROUP:
                 if version >= 3:  # v5+ (KIP-800): each member's reason, logged
-                    members = [(m["member_id"], m.get("group_instance_id"), m.get("reason"))
-                               for m in body.get("members") or []]
+                    members = [
+                        (m["member_id"], m.get("group_instance_id"), m.get("reason")) for m in body.get("members") or []
+                    ]
                 else:
                     members = [(body.get("member_id", ""), None)]
                 top, codes = self.leave_group(body["group_id"], members)
                 if version >= 3:
-                    respond({"throttle_time_ms": 0, "error_code": top, "members": [
-                        {"member_id": m, "group_instance_id": gi, "error_code": c}
-                        for (m, gi, _), c in zip(members, codes)]})
+                    respond(
+                        {
+                            "throttle_time_ms": 0,
+                            "error_code": top,
+                            "members": [
+                                {"member_id": m, "group_instance_id": gi, "error_code": c}
+                                for (m, gi, _), c in zip(members, codes)
+                            ],
+                        }
+                    )
                 else:
                     respond({"throttle_time_ms": 0, "error_code": top or codes[0], "members": []})
             elif api_key == ApiKey.LIST_GROUPS:
                 code, groups = self.list_groups()
-                respond({"throttle_time_ms": 0, "error_code": code, "groups": [
-                    {"group_id": g, "protocol_type": pt} for g, pt in groups]})
+                respond(
+                    {
+                        "throttle_time_ms": 0,
+                        "error_code": code,
+                        "groups": [{"group_id": g, "protocol_type": pt} for g, pt in groups],
+                    }
+                )
             elif api_key == ApiKey.DESCRIBE_GROUPS:
                 include_ops = bool(body.get("include_authorized_operations"))
-                respond({"throttle_time_ms": 0, "groups": [
-                    self.describe_group(g, include_authorized_operations=include_ops) for g in body["groups"]]})
+                respond(
+                    {
+                        "throttle_time_ms": 0,
+                        "groups": [
+                            self.describe_group(g, include_authorized_operations=include_ops) for g in body["groups"]
+                        ],
+                    }
+                )
             else:
                 raise ValueError(f"api key {api_key} is not a group membership API")
         except Exception as e:  # noqa: BLE001 - answer rather than leave the client waiting
@@ -361,10 +433,21 @@ class GroupCoordinator(GroupAdministration):
 
     # ------------------------------------------------------------------ JoinGroup
 
-    def join_group(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
-                   session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], respond: Respond, require_known_member_id: bool = False,
-                   group_instance_id: str | None = None) -> None:
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        respond: Respond,
+        require_known_member_id: bool = False,
+        group_instance_id: str | None = None,
+    ) -> None:
         """Join (or rejoin) ``group_id``; ``respond`` gets the JoinGroup response body, possibly later."""
         member_id = member_id or ""
         try:
@@ -372,7 +455,8 @@ class GroupCoordinator(GroupAdministration):
             if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
                 raise InvalidSessionTimeoutError(
                     f"session timeout {session_timeout_ms} ms is outside [{self.min_session_timeout_ms}, "
-                    f"{self.max_session_timeout_ms}] (group.min/max.session.timeout.ms)")
+                    f"{self.max_session_timeout_ms}] (group.min/max.session.timeout.ms)"
+                )
         except PyklogError as e:
             respond(join_result(member_id, e.code))
             return
@@ -385,8 +469,16 @@ class GroupCoordinator(GroupAdministration):
             return
         out: list = []
         with group.lock:
-            args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
-                    respond, group_instance_id)
+            args = (
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                respond,
+                group_instance_id,
+            )
             if group.state == GroupState.DEAD:
                 out.append((respond, join_result(member_id, CoordinatorNotAvailableError.code)))
             elif not group.supports(protocol_type, protocols):
@@ -415,7 +507,8 @@ class GroupCoordinator(GroupAdministration):
             # KIP-394: hand out the id; the member rejoins with it (a pending member until then)
             group.pending[new_id] = self._schedule_at(
                 self._clock() + session_timeout_ms / 1000.0,
-                lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t))
+                lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t),
+            )
             out.append((respond, join_result(new_id, MemberIdRequiredError.code)))
             return
         self._add_member_and_rebalance(group, new_id, args, out)
@@ -448,10 +541,26 @@ class GroupCoordinator(GroupAdministration):
                 self._heartbeat_ok(group, m)
 
     def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, args, out: list) -> None:
-        (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols, respond,
-         group_instance_id) = args
-        m = MemberMetadata(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                           rebalance_timeout_ms, protocol_type, protocols)
+        (
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            respond,
+            group_instance_id,
+        ) = args
+        m = MemberMetadata(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         m.join_cb = respond
         if group.state == GroupState.PREPARING_REBALANCE and group.generation == 0:
             group.new_member_added = True
@@ -463,8 +572,16 @@ class GroupCoordinator(GroupAdministration):
         if group.leader_id is None:
             group.leader_id = member_id
         self._set_deadline(group, m, self._clock() + NEW_MEMBER_JOIN_TIMEOUT_MS / 1000.0)
-        log.info("member %s (client %s%s) joins group %s (%s, generation %d, %d members)", member_id, client_id,
-                 client_host, group.group_id, group.state, group.generation, len(group.members))
+        log.info(
+            "member %s (client %s%s) joins group %s (%s, generation %d, %d members)",
+            member_id,
+            client_id,
+            client_host,
+            group.group_id,
+            group.state,
+            group.generation,
+            len(group.members),
+        )
         self._maybe_prepare_rebalance(group, f"member {member_id} joined", out)
 
     def _rejoin_static_member(self, group: GroupMetadata, args, out: list) -> None:
@@ -489,8 +606,7 @@ class GroupCoordinator(GroupAdministration):
         m.protocols = protocols
         m.join_cb = respond
         self._heartbeat_ok(group, m)
-        log.info("static member %s of group %s rejoined as %s (the old id is fenced)", instance, group.group_id,
-                 new_id)
+        log.info("static member %s of group %s rejoined as %s (the old id is fenced)", instance, group.group_id, new_id)
         if group.state == GroupState.STABLE:
             try:
                 same = group.select_protocol() == group.protocol_name
@@ -543,16 +659,19 @@ class GroupCoordinator(GroupAdministration):
         else:
             delay = rebalance_timeout
             group.initial_delay = False
-        log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
-                 group.group_id, group.state, group.generation, reason)
+        log.info(
+            "preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+            group.group_id,
+            group.state,
+            group.generation,
+            reason,
+        )
         group.transition_to(GroupState.PREPARING_REBALANCE)
-        group.join_timer = self._schedule_at(now + delay / 1000.0,
-                                                    lambda t, g=group: self._on_join_timer(g, t))
+        group.join_timer = self._schedule_at(now + delay / 1000.0, lambda t, g=group: self._on_join_timer(g, t))
         self._try_complete_join(group, out)
 
     def _try_complete_join(self, group: GroupMetadata, out: list) -> None:
-        if (group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay
-                and group.all_members_joined()):
+        if group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay and group.all_members_joined():
             self._complete_join(group, out)
 
     def _on_join_timer(self, group: GroupMetadata, timer: ScheduledTask) -> None:
@@ -565,8 +684,9 @@ class GroupCoordinator(GroupAdministration):
                 delay = min(self.initial_rebalance_delay_ms, group.remaining_ms)
                 group.remaining_ms -= delay
                 group.new_member_added = False
-                group.join_timer = self._schedule_at(self._clock() + delay / 1000.0,
-                                                            lambda t, g=group: self._on_join_timer(g, t))
+                group.join_timer = self._schedule_at(
+                    self._clock() + delay / 1000.0, lambda t, g=group: self._on_join_timer(g, t)
+                )
                 return
             self._complete_join(group, out)
         _fire(out)
@@ -577,8 +697,11 @@ class GroupCoordinator(GroupAdministration):
             group.join_timer = None
         group.initial_delay = False
         for m in [m for m in group.members.values() if m.join_cb is None and m.group_instance_id is None]:
-            log.info("member %s of group %s did not rejoin within the rebalance timeout: removed",
-                     m.member_id, group.group_id)
+            log.info(
+                "member %s of group %s did not rejoin within the rebalance timeout: removed",
+                m.member_id,
+                group.group_id,
+            )
             self._remove_member(group, m, out)
         if group.state == GroupState.DEAD:
             return
@@ -602,8 +725,14 @@ class GroupCoordinator(GroupAdministration):
             group.empty_since_ms = _now_ms()
             return
         group.transition_to(GroupState.COMPLETING_REBALANCE)
-        log.info("stabilized group %s generation %d (protocol %s, leader %s, %d members)", group.group_id,
-                 group.generation, group.protocol_name, group.leader_id, len(group.members))
+        log.info(
+            "stabilized group %s generation %d (protocol %s, leader %s, %d members)",
+            group.group_id,
+            group.generation,
+            group.protocol_name,
+            group.leader_id,
+            len(group.members),
+        )
         for m in group.members.values():
             if m.join_cb is not None:  # a static member that did not rejoin has nothing waiting
                 out.append((m.join_cb, self._join_response(group, m)))
@@ -614,11 +743,23 @@ class GroupCoordinator(GroupAdministration):
     def _join_response(self, group: GroupMetadata, m: MemberMetadata) -> dict:
         members = []
         if m.member_id == group.leader_id:
-            members = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
-                        "metadata": o.metadata(group.protocol_name)} for o in group.members.values()]
-        return {"throttle_time_ms": 0, "error_code": NONE, "generation_id": group.generation,
-                "protocol_name": group.protocol_name or "", "leader": group.leader_id or "",
-                "member_id": m.member_id, "members": members}
+            members = [
+                {
+                    "member_id": o.member_id,
+                    "group_instance_id": o.group_instance_id,
+                    "metadata": o.metadata(group.protocol_name),
+                }
+                for o in group.members.values()
+            ]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "generation_id": group.generation,
+            "protocol_name": group.protocol_name or "",
+            "leader": group.leader_id or "",
+            "member_id": m.member_id,
+            "members": members,
+        }
 
     # ------------------------------------------------------------------ members: expiry and removal
 
@@ -648,8 +789,12 @@ class GroupCoordinator(GroupAdministration):
                 nxt = m.deadline if now < m.deadline else now + m.session_timeout_ms / 1000.0
                 m.timer = self._schedule_at(nxt, lambda t: self._on_expiry(group, member_id, t))
                 return
-            log.info("member %s in group %s has failed (no heartbeat for %d ms): removing it", member_id,
-                     group.group_id, m.session_timeout_ms)
+            log.info(
+                "member %s in group %s has failed (no heartbeat for %d ms): removing it",
+                member_id,
+                group.group_id,
+                m.session_timeout_ms,
+            )
             self._remove_member_and_update_group(group, m, f"member {member_id} expired", out)
         _fire(out)
 
@@ -674,8 +819,7 @@ class GroupCoordinator(GroupAdministration):
         if group.leader_id == m.member_id:
             group.leader_id = next(iter(group.members), None)
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, m: MemberMetadata, reason: str,
-                                        out: list) -> None:
+    def _remove_member_and_update_group(self, group: GroupMetadata, m: MemberMetadata, reason: str, out: list) -> None:
         self._remove_member(group, m, out)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, reason, out)
@@ -684,8 +828,15 @@ class GroupCoordinator(GroupAdministration):
 
     # ------------------------------------------------------------------ SyncGroup
 
-    def sync_group(self, group_id: str, generation_id: int, member_id: str, assignments: dict[str, bytes],
-                   respond: Respond, group_instance_id: str | None = None) -> None:
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        respond: Respond,
+        group_instance_id: str | None = None,
+    ) -> None:
         """``respond`` gets the SyncGroup body (``error_code``, ``assignment``), at once or when the
         leader's assignment arrives.  ``assignments`` (member id -> bytes) count only from the leader."""
         try:
@@ -722,11 +873,11 @@ class GroupCoordinator(GroupAdministration):
                             other.sync_cb = None
                     unknown = set(assignments) - set(group.members)
                     if unknown:
-                        log.info("group %s: leader assigned to unknown members %s (ignored)", group_id,
-                                 sorted(unknown))
+                        log.info("group %s: leader assigned to unknown members %s (ignored)", group_id, sorted(unknown))
                     group.transition_to(GroupState.STABLE)
-                    log.info("group %s generation %d is stable (%d members)", group_id, group.generation,
-                             len(group.members))
+                    log.info(
+                        "group %s generation %d is stable (%d members)", group_id, group.generation, len(group.members)
+                    )
                 self._heartbeat_ok(group, m)
             elif group.state == GroupState.STABLE:
                 out.append((respond, sync_result(NONE, m.assignment)))
@@ -801,15 +952,17 @@ class GroupCoordinator(GroupAdministration):
                     continue
                 log.info("member %s leaves group %s%s", mid, group_id, f" (client reason: {reason})" if reason else "")
                 self._remove_member_and_update_group(
-                    group, m, f"member {mid} left the group" + (f"; client reason: {reason}" if reason else ""), out)
+                    group, m, f"member {mid} left the group" + (f"; client reason: {reason}" if reason else ""), out
+                )
                 codes.append(NONE)
         _fire(out)
         return NONE, codes
 
     # ------------------------------------------------------------------ OffsetCommit validation
 
-    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                               group_instance_id: str | None = None) -> None:
+    def validate_offset_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> None:
         """Raise unless an OffsetCommit (v1+) with this generation and member may be stored:
         IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError,
         CoordinatorNotAvailableError.  Generation < 0 passes while the group has no members.
@@ -820,7 +973,8 @@ class GroupCoordinator(GroupAdministration):
         if group is None:
             if generation_id is not None and generation_id >= 0:
                 raise IllegalGenerationError(
-                    f"group {group_id!r} has no members here; generation {generation_id} is not current")
+                    f"group {group_id!r} has no members here; generation {generation_id} is not current"
+                )
             return
         with group.lock:
             if group.state == GroupState.DEAD:
@@ -831,20 +985,24 @@ class GroupCoordinator(GroupAdministration):
             # then the group's state.  A stale member committing while its group completes a
             # rebalance gets ILLEGAL_GENERATION (it must rejoin), not REBALANCE_IN_PROGRESS.
             if group.fenced(member_id, group_instance_id):
-                raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
-                                            f"belongs to another member than {member_id!r}")
+                raise FencedInstanceIdError(
+                    f"group.instance.id {group_instance_id!r} of group {group_id!r} "
+                    f"belongs to another member than {member_id!r}"
+                )
             m = group.members.get(member_id)
             if m is None:
                 raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r}")
             if generation_id != group.generation:
                 raise IllegalGenerationError(
-                    f"group {group_id!r} is at generation {group.generation}, the commit is for {generation_id}")
+                    f"group {group_id!r} is at generation {group.generation}, the commit is for {generation_id}"
+                )
             if group.state == GroupState.COMPLETING_REBALANCE:
                 raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
             self._heartbeat_ok(group, m)
 
-    def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                                   group_instance_id: str | None = None) -> None:
+    def validate_txn_offset_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> None:
         """Raise unless a TxnOffsetCommit (v3+, KIP-447) from this member may be stored (Kafka's
         ``validateOffsetCommit`` with ``isTransactional``): when the request names a member
         (generation >= 0, a member id or a group instance id) it must be the group's current
@@ -852,8 +1010,9 @@ class GroupCoordinator(GroupAdministration):
         -- at the group's generation (IllegalGenerationError); a request naming no member (v0-2,
         or a producer outside the group) passes whatever the group's state.  A Dead group raises
         CoordinatorNotAvailableError.  Runs on a request handler thread; takes the group's lock."""
-        names_member = (generation_id is not None and generation_id >= 0) or bool(member_id) \
-            or group_instance_id is not None
+        names_member = (
+            (generation_id is not None and generation_id >= 0) or bool(member_id) or group_instance_id is not None
+        )
         group = self._group(group_id, create=False) if group_id else None
         if group is not None or names_member:
             self._check_coordinator(group_id)
@@ -867,14 +1026,17 @@ class GroupCoordinator(GroupAdministration):
             if group.state == GroupState.DEAD:
                 raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
             if group.fenced(member_id, group_instance_id):
-                raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group {group_id!r} "
-                                            f"belongs to another member than {member_id!r}")
+                raise FencedInstanceIdError(
+                    f"group.instance.id {group_instance_id!r} of group {group_id!r} "
+                    f"belongs to another member than {member_id!r}"
+                )
             if member_id not in group.members:
                 raise UnknownMemberIdError(f"{member_id!r} is not a member of group {group_id!r}")
             if generation_id != group.generation:
                 raise IllegalGenerationError(
                     f"group {group_id!r} is at generation {group.generation}, the transactional commit is for "
-                    f"{generation_id}")
+                    f"{generation_id}"
+                )
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
     # cleanup_group_metadata and the administration APIs: GroupAdministration (admin.py)

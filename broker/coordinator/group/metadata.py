@@ -12,6 +12,7 @@ Thread-safety: not thread-safe by themselves; every field of a group and of its 
 written under the group's :attr:`GroupMetadata.lock`, held by
 :class:`~pyklog.broker.coordinator.group.coordinator.GroupCoordinator`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -37,12 +38,34 @@ class MemberMetadata:
     """One member of a group: its protocols and assignment, its session deadline and timer, and the
     JoinGroup / SyncGroup answer it waits for (guarded by the group's lock)."""
 
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout_ms",
-                 "rebalance_timeout_ms", "protocol_type", "protocols", "assignment", "join_cb", "sync_cb",
-                 "deadline", "timer", "is_new")
+    __slots__ = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "session_timeout_ms",
+        "rebalance_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "join_cb",
+        "sync_cb",
+        "deadline",
+        "timer",
+        "is_new",
+    )
 
-    def __init__(self, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                 rebalance_timeout_ms, protocol_type, protocols):
+    def __init__(
+        self,
+        member_id,
+        group_instance_id,
+        client_id,
+        client_host,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        protocol_type,
+        protocols,
+    ):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -54,7 +77,7 @@ class MemberMetadata:
         self.assignment = b""
         self.join_cb: Respond | None = None  # a JoinGroup waiting for the rebalance
         self.sync_cb: Respond | None = None  # a SyncGroup waiting for the leader's assignment
-        self.deadline = 0.0                  # session expiry (monotonic seconds)
+        self.deadline = 0.0  # session expiry (monotonic seconds)
         self.timer: ScheduledTask | None = None
         self.is_new = True
 
@@ -87,9 +110,23 @@ class MemberMetadata:
 class GroupMetadata:
     """One group's state, generation, protocol, leader and members (guarded by :attr:`lock`)."""
 
-    __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
-                 "pending", "static", "lock", "join_timer", "initial_delay", "new_member_added", "remaining_ms",
-                 "empty_since_ms")
+    __slots__ = (
+        "group_id",
+        "state",
+        "generation",
+        "protocol_type",
+        "protocol_name",
+        "leader_id",
+        "members",
+        "pending",
+        "static",
+        "lock",
+        "join_timer",
+        "initial_delay",
+        "new_member_added",
+        "remaining_ms",
+        "empty_since_ms",
+    )
 
     def __init__(self, group_id: str):
         self.group_id = group_id
@@ -98,12 +135,12 @@ class GroupMetadata:
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
-        self.members: dict[str, MemberMetadata] = {}      # join order: the first is the leader
-        self.pending: dict[str, ScheduledTask] = {}       # member ids handed out with MEMBER_ID_REQUIRED
-        self.static: dict[str, str] = {}           # group.instance.id -> member id (KIP-345)
+        self.members: dict[str, MemberMetadata] = {}  # join order: the first is the leader
+        self.pending: dict[str, ScheduledTask] = {}  # member ids handed out with MEMBER_ID_REQUIRED
+        self.static: dict[str, str] = {}  # group.instance.id -> member id (KIP-345)
         self.lock = threading.Lock()
         self.join_timer: ScheduledTask | None = None
-        self.initial_delay = False                 # the join timer is Kafka's InitialDelayedJoin
+        self.initial_delay = False  # the join timer is Kafka's InitialDelayedJoin
         self.new_member_added = False
         self.remaining_ms = 0
         #: wall-clock ms when the group last became Empty (Kafka's currentStateTimestamp, KIP-211)
@@ -161,8 +198,15 @@ class GroupMetadata:
 
 
 def join_result(member_id: str, code: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "generation_id": NO_GENERATION, "protocol_name": "",
-            "leader": "", "member_id": member_id, "members": []}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "generation_id": NO_GENERATION,
+        "protocol_name": "",
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 def sync_result(code: int, assignment: bytes = b"") -> dict:
@@ -180,12 +224,19 @@ def subscribed_topics(metadata: bytes) -> list[str]:
         pos, out = 6, []
         for _ in range(max(n, 0)):
             (ln,) = struct.unpack_from(">h", mv, pos)
-            out.append(bytes(mv[pos + 2:pos + 2 + ln]).decode("utf-8"))
+            out.append(bytes(mv[pos + 2 : pos + 2 + ln]).decode("utf-8"))
             pos += 2 + ln
         return out
     except (struct.error, UnicodeDecodeError, TypeError):
         return []
 
 
-__all__ = ["GroupMetadata", "MemberMetadata", "NO_GENERATION", "Respond", "join_result", "subscribed_topics",
-           "sync_result"]
+__all__ = [
+    "GroupMetadata",
+    "MemberMetadata",
+    "NO_GENERATION",
+    "Respond",
+    "join_result",
+    "subscribed_topics",
+    "sync_result",
+]

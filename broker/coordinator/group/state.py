@@ -16,6 +16,7 @@ The values are the names on the wire (DescribeGroups' ``group_state``, ``kafka-c
 
 Pure declarations; no state.
 """
+
 from __future__ import annotations
 
 import enum
@@ -26,22 +27,24 @@ from types import MappingProxyType
 class GroupState(enum.StrEnum):
     """A classic group's state; the value is Kafka's name for it."""
 
-    EMPTY = "Empty"                                # no members (perhaps committed offsets)
-    PREPARING_REBALANCE = "PreparingRebalance"     # waiting for the known members to rejoin
-    COMPLETING_REBALANCE = "CompletingRebalance"   # joined; waiting for the leader's assignment
-    STABLE = "Stable"                              # every member has its assignment
-    DEAD = "Dead"                                  # removed: no members, no offsets; never left
+    EMPTY = "Empty"  # no members (perhaps committed offsets)
+    PREPARING_REBALANCE = "PreparingRebalance"  # waiting for the known members to rejoin
+    COMPLETING_REBALANCE = "CompletingRebalance"  # joined; waiting for the leader's assignment
+    STABLE = "Stable"  # every member has its assignment
+    DEAD = "Dead"  # removed: no members, no offsets; never left
 
 
 _G = GroupState
 
 #: state -> the states it may be entered from (Kafka's ``GroupState.validPreviousStates``)
-VALID_PREVIOUS: Mapping[GroupState, frozenset] = MappingProxyType({
-    _G.EMPTY: frozenset({_G.PREPARING_REBALANCE}),
-    _G.PREPARING_REBALANCE: frozenset({_G.STABLE, _G.COMPLETING_REBALANCE, _G.EMPTY}),
-    _G.COMPLETING_REBALANCE: frozenset({_G.PREPARING_REBALANCE}),
-    _G.STABLE: frozenset({_G.COMPLETING_REBALANCE}),
-    _G.DEAD: frozenset({_G.STABLE, _G.PREPARING_REBALANCE, _G.COMPLETING_REBALANCE, _G.EMPTY, _G.DEAD}),
-})
+VALID_PREVIOUS: Mapping[GroupState, frozenset] = MappingProxyType(
+    {
+        _G.EMPTY: frozenset({_G.PREPARING_REBALANCE}),
+        _G.PREPARING_REBALANCE: frozenset({_G.STABLE, _G.COMPLETING_REBALANCE, _G.EMPTY}),
+        _G.COMPLETING_REBALANCE: frozenset({_G.PREPARING_REBALANCE}),
+        _G.STABLE: frozenset({_G.COMPLETING_REBALANCE}),
+        _G.DEAD: frozenset({_G.STABLE, _G.PREPARING_REBALANCE, _G.COMPLETING_REBALANCE, _G.EMPTY, _G.DEAD}),
+    }
+)
 
 __all__ = ["GroupState", "VALID_PREVIOUS"]

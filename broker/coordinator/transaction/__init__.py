@@ -8,6 +8,7 @@
 * :mod:`.coordinator`    :class:`TransactionCoordinator`: InitProducerId, AddPartitionsToTxn,
                          AddOffsetsToTxn, EndTxn, timeouts and expiration
 """
+
 from pyklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
 from pyklog.broker.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
 from pyklog.broker.coordinator.transaction.metadata import TransactionMetadata, TxnState

@@ -29,6 +29,7 @@ Thread-safety: thread-safe.  Methods run on request handler threads (and on the 
 marker sender threads); each takes the metadata's lock (Kafka's ``inLock(txnMetadata)``) around
 its checks, the local log write and the in-memory change; no network I/O happens under it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,12 +70,12 @@ S = TxnState
 class TransactionDescription(NamedTuple):
     """One transactional id as DescribeTransactions reports it (Kafka's ``TransactionDescription``)."""
 
-    state: str                    # Kafka's state name: "Ongoing", "PrepareCommit", "CompleteAbort", ...
+    state: str  # Kafka's state name: "Ongoing", "PrepareCommit", "CompleteAbort", ...
     timeout_ms: int
-    start_time_ms: int            # -1 when no transaction was started
+    start_time_ms: int  # -1 when no transaction was started
     producer_id: int
     producer_epoch: int
-    partitions: tuple             # sorted (topic, partition) pairs
+    partitions: tuple  # sorted (topic, partition) pairs
 
 
 def _now_ms() -> int:
@@ -91,13 +92,27 @@ class TransactionCoordinator:
     Kafka's names and defaults.
     """
 
-    def __init__(self, log_manager, cluster, broker_id: int, *, producer_id_allocator: Callable[[], int],
-                 offsets_partition_for: Callable[[str], tuple[str, int]] | None = None,
-                 num_partitions: int = 50, replication_factor: int = 1, segment_bytes: int = 100 * 1024 * 1024,
-                 transaction_max_timeout_ms: int = 900000, transactional_id_expiration_ms: int = 604800000,
-                 abort_timed_out_interval_ms: int = 10000, remove_expired_interval_ms: int = 3600000,
-                 load_buffer_bytes: int = 5 * 1024 * 1024, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, state_log_min_isr: int | None = None, replication: CoordinatorPartitionWriter | None = None):
+    def __init__(
+        self,
+        log_manager,
+        cluster,
+        broker_id: int,
+        *,
+        producer_id_allocator: Callable[[], int],
+        offsets_partition_for: Callable[[str], tuple[str, int]] | None = None,
+        num_partitions: int = 50,
+        replication_factor: int = 1,
+        segment_bytes: int = 100 * 1024 * 1024,
+        transaction_max_timeout_ms: int = 900000,
+        transactional_id_expiration_ms: int = 604800000,
+        abort_timed_out_interval_ms: int = 10000,
+        remove_expired_interval_ms: int = 3600000,
+        load_buffer_bytes: int = 5 * 1024 * 1024,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        state_log_min_isr: int | None = None,
+        replication: CoordinatorPartitionWriter | None = None,
+    ):
         self.broker_id = int(broker_id)
         self.cluster = cluster
         self.producer_id_allocator = producer_id_allocator
@@ -107,25 +122,53 @@ class TransactionCoordinator:
         self.abort_timed_out_interval_s = abort_timed_out_interval_ms / 1000.0
         self.remove_expired_interval_s = remove_expired_interval_ms / 1000.0
         self.state_manager = TransactionStateManager(
-            log_manager, cluster, broker_id, num_partitions=num_partitions, replication_factor=replication_factor,
-            segment_bytes=segment_bytes, load_buffer_bytes=load_buffer_bytes, on_loaded=self._on_partition_loaded,
-            on_unloaded=self._on_partition_unloaded, min_isr=state_log_min_isr, replication=replication)
+            log_manager,
+            cluster,
+            broker_id,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            segment_bytes=segment_bytes,
+            load_buffer_bytes=load_buffer_bytes,
+            on_loaded=self._on_partition_loaded,
+            on_unloaded=self._on_partition_unloaded,
+            min_isr=state_log_min_isr,
+            replication=replication,
+        )
         self.marker_channel = TransactionMarkerChannelManager(
-            cluster, broker_id, self._on_markers_written, request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms)
+            cluster,
+            broker_id,
+            self._on_markers_written,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
         self.scheduler: Scheduler | None = None
 
     @classmethod
-    def from_config(cls, config, log_manager, cluster, *, producer_id_allocator, offsets_partition_for=None,
-                    replication: CoordinatorPartitionWriter | None = None):
+    def from_config(
+        cls,
+        config,
+        log_manager,
+        cluster,
+        *,
+        producer_id_allocator,
+        offsets_partition_for=None,
+        replication: CoordinatorPartitionWriter | None = None,
+    ):
         """Build from a :class:`broker.server.config.ServerConfig`: its ``broker_id``,
         ``transaction_settings()`` and ``setting(key)`` (a validated typed value) are all it reads."""
         t = config.transaction_settings()
         # transaction.state.log.min.isr: __transaction_state's min.insync.replicas (Kafka's
         # TransactionLog topic config); unset: the broker's min.insync.replicas applies
         t["state_log_min_isr"] = config.setting("transaction.state.log.min.isr")
-        return cls(log_manager, cluster, config.broker_id, producer_id_allocator=producer_id_allocator,
-                   offsets_partition_for=offsets_partition_for, replication=replication, **t)
+        return cls(
+            log_manager,
+            cluster,
+            config.broker_id,
+            producer_id_allocator=producer_id_allocator,
+            offsets_partition_for=offsets_partition_for,
+            replication=replication,
+            **t,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -133,10 +176,12 @@ class TransactionCoordinator:
         self.marker_channel.startup()
         self.state_manager.startup()
         self.scheduler = Scheduler(f"txn-coordinator-{self.broker_id}")
-        self.scheduler.schedule_periodic("transaction-abort", self.abort_timed_out_interval_s,
-                                         self.abort_timed_out_transactions)
-        self.scheduler.schedule_periodic("transactionalId-expiration", self.remove_expired_interval_s,
-                                         self.remove_expired_transactional_ids)
+        self.scheduler.schedule_periodic(
+            "transaction-abort", self.abort_timed_out_interval_s, self.abort_timed_out_transactions
+        )
+        self.scheduler.schedule_periodic(
+            "transactionalId-expiration", self.remove_expired_interval_s, self.remove_expired_transactional_ids
+        )
 
     def shutdown(self) -> None:
         if self.scheduler is not None:
@@ -165,14 +210,14 @@ class TransactionCoordinator:
             raise TransactionalIdNotFoundError("the transactional id is empty")
         _, md = self.state_manager.get_transaction_state(transactional_id)
         if md is None:
-            raise TransactionalIdNotFoundError(f"no transaction state for {transactional_id!r} on broker "
-                                               f"{self.broker_id}")
+            raise TransactionalIdNotFoundError(
+                f"no transaction state for {transactional_id!r} on broker {self.broker_id}"
+            )
         with md.lock:
             if md.state == S.DEAD:
                 raise TransactionalIdNotFoundError(f"{transactional_id!r} is being expired")
             state, partitions = md.state, set(md.partitions)
-            desc = (md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp, md.producer_id,
-                    md.producer_epoch)
+            desc = (md.state.kafka_name, md.txn_timeout_ms, md.txn_start_timestamp, md.producer_id, md.producer_epoch)
         if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             # Kafka drops each partition from the metadata as its marker is written; pyklog keeps them
             # in the marker channel's pending completion
@@ -183,16 +228,18 @@ class TransactionCoordinator:
 
     def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1):
         """ListTransactions: see :meth:`TransactionStateManager.list_transaction_states`."""
-        return self.state_manager.list_transaction_states(list(state_filters), list(producer_id_filters),
-                                                          duration_filter_ms)
+        return self.state_manager.list_transaction_states(
+            list(state_filters), list(producer_id_filters), duration_filter_ms
+        )
 
     # ------------------------------------------------------------------ InitProducerId
 
     def _valid_timeout(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.transaction_max_timeout_ms
 
-    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
-                         expected: tuple[int, int] | None = None) -> tuple[int, int]:
+    def init_producer_id(
+        self, transactional_id: str, transaction_timeout_ms: int, expected: tuple[int, int] | None = None
+    ) -> tuple[int, int]:
         """``(producer_id, producer_epoch)`` for a transactional producer (see the module docstring).
         Raises CONCURRENT_TRANSACTIONS after starting the abort of an Ongoing transaction.
 
@@ -210,13 +257,15 @@ class TransactionCoordinator:
         if not self._valid_timeout(transaction_timeout_ms):
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {transaction_timeout_ms} is not in 1..{self.transaction_max_timeout_ms} "
-                "(transaction.max.timeout.ms)")
+                "(transaction.max.timeout.ms)"
+            )
         self.state_manager.ensure_topic()
         coordinator_epoch, md = self.state_manager.get_transaction_state(transactional_id)
         if md is None:
             pid = self.producer_id_allocator()
-            fresh = TransactionMetadata(transactional_id, pid, NO_PRODUCER_EPOCH, transaction_timeout_ms,
-                                        S.EMPTY, (), -1, _now_ms())
+            fresh = TransactionMetadata(
+                transactional_id, pid, NO_PRODUCER_EPOCH, transaction_timeout_ms, S.EMPTY, (), -1, _now_ms()
+            )
             coordinator_epoch, md = self.state_manager.put_transaction_state_if_not_exists(fresh)
         # a new producer id when the epoch is exhausted, taken before the lock (the allocator may
         # go to ZooKeeper); read without the lock, so re-checked under it
@@ -227,14 +276,18 @@ class TransactionCoordinator:
             if md.pending_transition_in_progress:
                 raise ConcurrentTransactionsError(f"{transactional_id!r}: a transition is in progress")
             if expected is not None and not (
-                    md.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == md.producer_id
-                    or (expected[0] == md.last_producer_id and expected[1] >= MAX_EPOCH - 1)):
+                md.producer_epoch == NO_PRODUCER_EPOCH
+                or expected[0] == md.producer_id
+                or (expected[0] == md.last_producer_id and expected[1] >= MAX_EPOCH - 1)
+            ):
                 raise ProducerFencedError(
                     f"{transactional_id!r}: producer id {expected[0]} (epoch {expected[1]}) is not the current "
-                    f"producer id {md.producer_id}: a newer producer fenced it")
+                    f"producer id {md.producer_id}: a newer producer fenced it"
+                )
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 raise ConcurrentTransactionsError(
-                    f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})")
+                    f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})"
+                )
             now = _now_ms()
             if md.state == S.ONGOING:
                 fence = md.prepare_fence_producer_epoch(now)
@@ -243,19 +296,26 @@ class TransactionCoordinator:
                 if md.is_producer_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
                     new_pid = spare_pid if spare_pid is not None else self.producer_id_allocator()
                 transit = md.prepare_increment_producer_epoch(
-                    transaction_timeout_ms, now, new_pid, expected_epoch=None if expected is None else expected[1])
+                    transaction_timeout_ms, now, new_pid, expected_epoch=None if expected is None else expected[1]
+                )
                 self._write(md, coordinator_epoch, transit)
-                log.debug("InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id,
-                          md.producer_epoch)
+                log.debug(
+                    "InitProducerId %r: producer id %d epoch %d", transactional_id, md.producer_id, md.producer_epoch
+                )
                 return md.producer_id, md.producer_epoch
             else:
                 raise InvalidTxnStateError(f"{transactional_id!r} is {md.state.kafka_name}")
         # Ongoing: abort it with the bumped epoch (fencing the current producer), answer CONCURRENT_TRANSACTIONS
-        log.info("InitProducerId %r: aborting its ongoing transaction first (epoch %d -> %d)", transactional_id,
-                 md.producer_epoch, fence.producer_epoch)
+        log.info(
+            "InitProducerId %r: aborting its ongoing transaction first (epoch %d -> %d)",
+            transactional_id,
+            md.producer_epoch,
+            fence.producer_epoch,
+        )
         try:
-            self._end_transaction(transactional_id, md.producer_id, fence.producer_epoch, False, from_client=False,
-                                  version=2)
+            self._end_transaction(
+                transactional_id, md.producer_id, fence.producer_epoch, False, from_client=False, version=2
+            )
         except BaseException:
             with md.lock:
                 if md.pending_state == S.PREPARE_EPOCH_FENCE:
@@ -265,8 +325,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
 
-    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions, *, version: int = 2) -> None:
+    def add_partitions_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, *, version: int = 2
+    ) -> None:
         """Add ``partitions`` [(topic, partition)] to the transaction; raises the request's error."""
         if not transactional_id:
             raise InvalidRequestError("transactional id must be a non-empty string")
@@ -281,31 +342,42 @@ class TransactionCoordinator:
                 raise ConcurrentTransactionsError(f"{transactional_id!r}: a transition is in progress")
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 raise ConcurrentTransactionsError(
-                    f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})")
+                    f"{transactional_id!r}: the previous transaction is completing ({md.state.kafka_name})"
+                )
             if md.state == S.ONGOING and partitions <= md.partitions:
                 return
             if md.state not in (S.ONGOING,) + tuple(IDLE_STATES):
                 raise InvalidTxnStateError(f"{transactional_id!r} is {md.state.kafka_name}")
             self._write(md, coordinator_epoch, md.prepare_add_partitions(partitions, _now_ms()))
 
-    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
-                           *, version: int = 2) -> None:
+    def add_offsets_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *, version: int = 2
+    ) -> None:
         """Add the ``__consumer_offsets`` partition of ``group_id`` to the transaction."""
         if self.offsets_partition_for is None:
             raise InvalidRequestError("this broker has no offset manager")
-        self.add_partitions_to_txn(transactional_id, producer_id, producer_epoch,
-                                   [self.offsets_partition_for(group_id)], version=version)
+        self.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch, [self.offsets_partition_for(group_id)], version=version
+        )
 
     # ------------------------------------------------------------------ EndTxn
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
-                version: int = 2) -> None:
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, version: int = 2
+    ) -> None:
         """EndTxn from a client (any connection presenting the id's producer id and epoch)."""
-        self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True,
-                              version=version)
+        self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True, version=version)
 
-    def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
-                         from_client: bool, version: int) -> None:
+    def _end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        from_client: bool,
+        version: int,
+    ) -> None:
         if not transactional_id:
             raise InvalidRequestError("transactional id must be a non-empty string")
         coordinator_epoch, md = self.state_manager.get_transaction_state(transactional_id)
@@ -317,7 +389,8 @@ class TransactionCoordinator:
             fencing = False
             if md.producer_id != producer_id:
                 raise InvalidProducerIdMappingError(
-                    f"{transactional_id!r} has producer id {md.producer_id}, the request {producer_id}")
+                    f"{transactional_id!r} has producer id {md.producer_id}, the request {producer_id}"
+                )
             if (from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
                 raise self._fenced(md, producer_epoch, version)
             if md.pending_transition_in_progress:
@@ -336,9 +409,15 @@ class TransactionCoordinator:
                 else:
                     transit = md.prepare_abort_or_commit(target, _now_ms())
                 self._write(md, coordinator_epoch, transit)  # a failure drops the fence too
-                pending = PendingCompletion(transactional_id, self.state_manager.partition_for(transactional_id),
-                                            coordinator_epoch, md.producer_id, md.producer_epoch, commit,
-                                            set(md.partitions))
+                pending = PendingCompletion(
+                    transactional_id,
+                    self.state_manager.partition_for(transactional_id),
+                    coordinator_epoch,
+                    md.producer_id,
+                    md.producer_epoch,
+                    commit,
+                    set(md.partitions),
+                )
             elif state == S.COMPLETE_COMMIT:
                 if commit:
                     return  # a retry of a completed commit
@@ -357,9 +436,15 @@ class TransactionCoordinator:
                 raise InvalidTxnStateError(f"{transactional_id!r}: commit requested while aborting")
             else:  # Empty (no transaction), Dead
                 raise InvalidTxnStateError(f"{transactional_id!r}: {result} requested in state {state.kafka_name}")
-        log.debug("EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send", transactional_id,
-                  result, pending.producer_id, pending.producer_epoch, transit.state.kafka_name,
-                  len(pending.remaining))
+        log.debug(
+            "EndTxn %r (%s, producer id %d epoch %d): %s written, %d markers to send",
+            transactional_id,
+            result,
+            pending.producer_id,
+            pending.producer_epoch,
+            transit.state.kafka_name,
+            len(pending.remaining),
+        )
         self.marker_channel.add_txn_markers_to_send(pending)
 
     def _on_markers_written(self, pending: PendingCompletion) -> bool:
@@ -378,8 +463,11 @@ class TransactionCoordinator:
             return True
         with md.lock:
             expected = S.PREPARE_COMMIT if pending.commit else S.PREPARE_ABORT
-            if md.state != expected or md.producer_id != pending.producer_id \
-                    or md.producer_epoch != pending.producer_epoch:
+            if (
+                md.state != expected
+                or md.producer_id != pending.producer_id
+                or md.producer_epoch != pending.producer_epoch
+            ):
                 log.warning("transaction %r: expected %s, found %r; not completing", tid, expected.kafka_name, md)
                 return True
             if md.pending_transition_in_progress:
@@ -389,11 +477,20 @@ class TransactionCoordinator:
             except NotCoordinatorError:
                 return True
             except PyklogError as e:
-                log.warning("transaction %r: writing %s failed (%s); retrying", tid,
-                            "CompleteCommit" if pending.commit else "CompleteAbort", e)
+                log.warning(
+                    "transaction %r: writing %s failed (%s); retrying",
+                    tid,
+                    "CompleteCommit" if pending.commit else "CompleteAbort",
+                    e,
+                )
                 return False
-        log.debug("transaction %r (producer id %d epoch %d) %s", tid, pending.producer_id, pending.producer_epoch,
-                  "committed" if pending.commit else "aborted")
+        log.debug(
+            "transaction %r (producer id %d epoch %d) %s",
+            tid,
+            pending.producer_id,
+            pending.producer_epoch,
+            "committed" if pending.commit else "aborted",
+        )
         return True
 
     # ------------------------------------------------------------------ loading
@@ -405,10 +502,21 @@ class TransactionCoordinator:
             with md.lock:
                 if md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                     continue
-                p = PendingCompletion(md.transactional_id, txn_partition, coordinator_epoch, md.producer_id,
-                                      md.producer_epoch, md.state == S.PREPARE_COMMIT, set(md.partitions))
-            log.info("transaction %r left in %s: sending its %d markers again", md.transactional_id,
-                     md.state.kafka_name, len(p.remaining))
+                p = PendingCompletion(
+                    md.transactional_id,
+                    txn_partition,
+                    coordinator_epoch,
+                    md.producer_id,
+                    md.producer_epoch,
+                    md.state == S.PREPARE_COMMIT,
+                    set(md.partitions),
+                )
+            log.info(
+                "transaction %r left in %s: sending its %d markers again",
+                md.transactional_id,
+                md.state.kafka_name,
+                len(p.remaining),
+            )
             self.marker_channel.add_txn_markers_to_send(p)
 
     def _on_partition_unloaded(self, txn_partition: int) -> None:
@@ -423,20 +531,33 @@ class TransactionCoordinator:
         started = 0
         for md in self.state_manager.all_transactions():
             with md.lock:
-                if md.state != S.ONGOING or md.pending_transition_in_progress \
-                        or md.txn_start_timestamp + md.txn_timeout_ms >= now:
+                if (
+                    md.state != S.ONGOING
+                    or md.pending_transition_in_progress
+                    or md.txn_start_timestamp + md.txn_timeout_ms >= now
+                ):
                     continue
                 if md.producer_epoch >= MAX_EPOCH:
-                    log.warning("transaction %r timed out but its epoch %d cannot be bumped; left to the next "
-                                "InitProducerId", md.transactional_id, md.producer_epoch)
+                    log.warning(
+                        "transaction %r timed out but its epoch %d cannot be bumped; left to the next InitProducerId",
+                        md.transactional_id,
+                        md.producer_epoch,
+                    )
                     continue
                 fence = md.prepare_fence_producer_epoch(now)
                 pid = md.producer_id
-            log.info("transaction %r (producer id %d) timed out after %d ms: aborting it, epoch %d -> %d",
-                     md.transactional_id, pid, md.txn_timeout_ms, fence.producer_epoch - 1, fence.producer_epoch)
+            log.info(
+                "transaction %r (producer id %d) timed out after %d ms: aborting it, epoch %d -> %d",
+                md.transactional_id,
+                pid,
+                md.txn_timeout_ms,
+                fence.producer_epoch - 1,
+                fence.producer_epoch,
+            )
             try:
-                self._end_transaction(md.transactional_id, pid, fence.producer_epoch, False, from_client=False,
-                                      version=2)
+                self._end_transaction(
+                    md.transactional_id, pid, fence.producer_epoch, False, from_client=False, version=2
+                )
                 started += 1
             except PyklogError as e:
                 log.info("aborting timed-out transaction %r failed: %s", md.transactional_id, e)
@@ -451,8 +572,11 @@ class TransactionCoordinator:
         removed = 0
         for md in self.state_manager.all_transactions():
             with md.lock:
-                if md.state not in IDLE_STATES or md.pending_transition_in_progress \
-                        or md.txn_last_update_timestamp + self.transactional_id_expiration_ms > now:
+                if (
+                    md.state not in IDLE_STATES
+                    or md.pending_transition_in_progress
+                    or md.txn_last_update_timestamp + self.transactional_id_expiration_ms > now
+                ):
                     continue
                 coordinator_epoch = self.state_manager.coordinator_epoch_of(md.transactional_id)
                 if coordinator_epoch is None:
@@ -464,8 +588,11 @@ class TransactionCoordinator:
                     continue
                 self.state_manager.remove_if_dead(md)
                 removed += 1
-            log.info("transactional id %r expired (idle for more than %d ms): removed", md.transactional_id,
-                     self.transactional_id_expiration_ms)
+            log.info(
+                "transactional id %r expired (idle for more than %d ms): removed",
+                md.transactional_id,
+                self.transactional_id_expiration_ms,
+            )
         return removed
 
     # ------------------------------------------------------------------ helpers (caller holds md.lock)
@@ -492,15 +619,18 @@ class TransactionCoordinator:
 
     @staticmethod
     def _fenced(md: TransactionMetadata, producer_epoch: int, version: int) -> PyklogError:
-        msg = (f"{md.transactional_id!r}: producer epoch {producer_epoch} is not the current epoch "
-               f"{md.producer_epoch}: a newer producer with the same transactional.id fenced this one")
+        msg = (
+            f"{md.transactional_id!r}: producer epoch {producer_epoch} is not the current epoch "
+            f"{md.producer_epoch}: a newer producer with the same transactional.id fenced this one"
+        )
         return ProducerFencedError(msg) if version >= 2 else InvalidProducerEpochError(msg)
 
     @classmethod
     def _check_producer(cls, md: TransactionMetadata, producer_id: int, producer_epoch: int, version: int) -> None:
         if md.producer_id != producer_id:
             raise InvalidProducerIdMappingError(
-                f"{md.transactional_id!r} has producer id {md.producer_id}, the request {producer_id}")
+                f"{md.transactional_id!r} has producer id {md.producer_id}, the request {producer_id}"
+            )
         if producer_epoch != md.producer_epoch:
             raise cls._fenced(md, producer_epoch, version)
 

@@ -16,6 +16,7 @@ A null value is a tombstone: the transactional id expired (Kafka's Dead state) a
 removes it.  Value version 1 (flexible, KIP-890 tagged fields) is not written by pyklog; reading it
 raises ``ValueError`` like any other unknown version, and the loader skips such a record with a warning.
 """
+
 from __future__ import annotations
 
 import struct
@@ -63,7 +64,7 @@ def _read_str(buf, pos: int, what: str) -> tuple[str, int]:
         raise ValueError(f"{what}: expected a string, read a null (length {n}) at byte {pos - 2}")
     if pos + n > len(buf):
         raise ValueError(f"{what}: string of {n} bytes at byte {pos} runs past the {len(buf)}-byte record")
-    return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+    return bytes(buf[pos : pos + n]).decode("utf-8"), pos + n
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -86,8 +87,11 @@ def decode_key(buf) -> str:
 
 def encode_value(value: TxnLogValue, *, null_partitions: bool = False) -> bytes:
     """``TransactionLogValue`` v0.  ``null_partitions`` writes the partition array as null (Empty)."""
-    out = [_VALUE_HEAD.pack(VALUE_VERSION, value.producer_id, value.producer_epoch,
-                            value.transaction_timeout_ms, value.state)]
+    out = [
+        _VALUE_HEAD.pack(
+            VALUE_VERSION, value.producer_id, value.producer_epoch, value.transaction_timeout_ms, value.state
+        )
+    ]
     if null_partitions:
         out.append(_I32.pack(-1))
     else:
@@ -130,15 +134,19 @@ def decode_value(buf) -> TxnLogValue:
             (k,) = _I32.unpack_from(buf, pos)
             pos += 4
             if k < 0 or pos + 4 * k > n:
-                raise ValueError(f"transaction log value partitions[{i}]: {k} partition ids at byte {pos} "
-                                 f"do not fit the {n}-byte record")
+                raise ValueError(
+                    f"transaction log value partitions[{i}]: {k} partition ids at byte {pos} "
+                    f"do not fit the {n}-byte record"
+                )
             partitions.extend((topic, p) for p in struct.unpack_from(f">{k}i", buf, pos))
             pos += 4 * k
     elif count < -1:
         raise ValueError(f"transaction log value: expected a partition count >= -1, read {count}")
     if pos + 16 != n:
-        raise ValueError(f"transaction log value: expected two int64 timestamps at byte {pos} ending the record, "
-                         f"the record has {n} bytes")
+        raise ValueError(
+            f"transaction log value: expected two int64 timestamps at byte {pos} ending the record, "
+            f"the record has {n} bytes"
+        )
     (last_update,) = _I64.unpack_from(buf, pos)
     (start,) = _I64.unpack_from(buf, pos + 8)
     if not 0 <= status <= 7:

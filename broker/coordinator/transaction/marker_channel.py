@@ -21,6 +21,7 @@ writes CompleteCommit / CompleteAbort.  It returns False to be called again late
 Thread-safety: the public methods are thread-safe (one lock, ``_lock``, guards the pending table
 and is never held during I/O); all network I/O is on the sender thread and its per-round pool.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,7 +49,7 @@ class PendingCompletion:
     """One transaction whose markers are being written (Kafka's ``PendingCompleteTxn``)."""
 
     transactional_id: str
-    txn_partition: int          # its __transaction_state partition
+    txn_partition: int  # its __transaction_state partition
     coordinator_epoch: int
     producer_id: int
     producer_epoch: int
@@ -106,8 +107,15 @@ class _PeerConnection:
 class TransactionMarkerChannelManager:
     """See the module docstring.  ``cluster``: a started ZkCluster; ``on_complete(pending) -> bool``."""
 
-    def __init__(self, cluster, broker_id: int, on_complete: Callable[[PendingCompletion], bool], *,
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100):
+    def __init__(
+        self,
+        cluster,
+        broker_id: int,
+        on_complete: Callable[[PendingCompletion], bool],
+        *,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+    ):
         self.cluster = cluster
         self.broker_id = broker_id
         self.on_complete = on_complete
@@ -115,7 +123,7 @@ class TransactionMarkerChannelManager:
         self.retry_backoff_s = retry_backoff_ms / 1000.0
         self._lock = threading.Condition()
         self._pending: dict[str, PendingCompletion] = {}
-        self._completions: list[PendingCompletion] = []   # all markers written, Complete* not yet
+        self._completions: list[PendingCompletion] = []  # all markers written, Complete* not yet
         self._conns: dict[int, _PeerConnection] = {}
         self._backoff: dict[int, tuple[Backoff, float]] = {}  # broker -> (backoff, not before monotonic)
         self._inflight: dict[int, tuple] = {}  # broker -> (future, sent partitions, transactions); sender thread
@@ -171,7 +179,8 @@ class TransactionMarkerChannelManager:
     def is_pending(self, transactional_id: str) -> bool:
         with self._lock:
             return transactional_id in self._pending or any(
-                c.transactional_id == transactional_id for c in self._completions)
+                c.transactional_id == transactional_id for c in self._completions
+            )
 
     def remaining_partitions(self, transactional_id: str) -> frozenset | None:
         """The partitions of ``transactional_id``'s completing transaction still without their marker
@@ -251,8 +260,9 @@ class TransactionMarkerChannelManager:
                         topic_cache[topic] = {}
                 parts = topic_cache[topic]
                 if parts is None or (parts and p not in parts):
-                    log.info("transaction %r: %s-%d no longer exists, no marker to write", txn.transactional_id,
-                             topic, p)
+                    log.info(
+                        "transaction %r: %s-%d no longer exists, no marker to write", txn.transactional_id, topic, p
+                    )
                     self._partition_done(txn, tp)
                     continue
                 st = parts.get(p)
@@ -275,9 +285,15 @@ class TransactionMarkerChannelManager:
                 topics: dict[str, list[int]] = {}
                 for t, p in tps:
                     topics.setdefault(t, []).append(p)
-                markers.append({"producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch,
-                                "transaction_result": txn.commit, "coordinator_epoch": txn.coordinator_epoch,
-                                "topics": [{"name": t, "partition_indexes": ps} for t, ps in sorted(topics.items())]})
+                markers.append(
+                    {
+                        "producer_id": txn.producer_id,
+                        "producer_epoch": txn.producer_epoch,
+                        "transaction_result": txn.commit,
+                        "coordinator_epoch": txn.coordinator_epoch,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in sorted(topics.items())],
+                    }
+                )
             fut = self._pool.submit(self._send, broker, live[broker], markers)
             self._inflight[broker] = (fut, txns, sent_txns)
             fut.add_done_callback(self._on_done)
@@ -309,8 +325,9 @@ class TransactionMarkerChannelManager:
         if conn is None or conn.addr != tuple(addr):
             if conn is not None:
                 conn.close()
-            conn = self._conns[broker] = _PeerConnection(addr[0], addr[1], self.request_timeout_s,
-                                                         f"txn-coordinator-{self.broker_id}")
+            conn = self._conns[broker] = _PeerConnection(
+                addr[0], addr[1], self.request_timeout_s, f"txn-coordinator-{self.broker_id}"
+            )
         return conn.request(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": markers})
 
     def _apply_response(self, broker: int, resp: dict, sent: dict, pending: list[PendingCompletion]) -> None:
@@ -331,8 +348,14 @@ class TransactionMarkerChannelManager:
                             self.markers_sent += 1
                             self._partition_done(txn, tp)
                         elif code in _FENCED_CODES:
-                            log.warning("transaction %r: broker %d answered error %d for %s-%d: a newer coordinator "
-                                        "owns it; stop sending its markers", txn.transactional_id, broker, code, *tp)
+                            log.warning(
+                                "transaction %r: broker %d answered error %d for %s-%d: a newer coordinator "
+                                "owns it; stop sending its markers",
+                                txn.transactional_id,
+                                broker,
+                                code,
+                                *tp,
+                            )
                             with self._lock:
                                 if self._pending.get(txn.transactional_id) is txn:
                                     del self._pending[txn.transactional_id]
@@ -340,9 +363,16 @@ class TransactionMarkerChannelManager:
                             txn.attempts += 1
                             level = logging.ERROR if code in _FATAL_CODES else logging.INFO
                             if code in _FATAL_CODES or txn.attempts in (1, 10, 100) or txn.attempts % 1000 == 0:
-                                log.log(level, "transaction %r: marker for %s-%d on broker %d failed with error %d "
-                                        "(attempt %d); retrying", txn.transactional_id, *tp, broker, code,
-                                        txn.attempts)
+                                log.log(
+                                    level,
+                                    "transaction %r: marker for %s-%d on broker %d failed with error %d "
+                                    "(attempt %d); retrying",
+                                    txn.transactional_id,
+                                    *tp,
+                                    broker,
+                                    code,
+                                    txn.attempts,
+                                )
 
     def _partition_done(self, txn: PendingCompletion, tp: tuple) -> None:
         with self._lock:

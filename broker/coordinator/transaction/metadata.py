@@ -21,6 +21,7 @@ transition is pending, other requests of the id get CONCURRENT_TRANSACTIONS.
 Locking: every field is read and written under :attr:`TransactionMetadata.lock` (Kafka's
 ``inLock(txnMetadata)``), which callers take; no network I/O is done under it.  Pure otherwise.
 """
+
 from __future__ import annotations
 
 import enum
@@ -69,7 +70,6 @@ VALID_PREVIOUS: dict[TxnState, frozenset] = {
 }
 
 
-
 def _kafka_name(state: TxnState) -> str:
     return state.kafka_name
 
@@ -94,21 +94,49 @@ class TxnTransitMetadata(NamedTuple):
     txn_last_update_timestamp: int
 
     def log_value(self) -> TxnLogValue:
-        return TxnLogValue(self.producer_id, self.producer_epoch, self.txn_timeout_ms, int(self.state),
-                           tuple(sorted(self.partitions)), self.txn_last_update_timestamp, self.txn_start_timestamp)
+        return TxnLogValue(
+            self.producer_id,
+            self.producer_epoch,
+            self.txn_timeout_ms,
+            int(self.state),
+            tuple(sorted(self.partitions)),
+            self.txn_last_update_timestamp,
+            self.txn_start_timestamp,
+        )
 
 
 class TransactionMetadata:
     """The state of one transactional id (see the module docstring for the locking rule)."""
 
-    __slots__ = ("transactional_id", "producer_id", "last_producer_id", "producer_epoch", "last_producer_epoch",
-                 "txn_timeout_ms", "state", "partitions", "txn_start_timestamp", "txn_last_update_timestamp",
-                 "pending_state", "lock")
+    __slots__ = (
+        "transactional_id",
+        "producer_id",
+        "last_producer_id",
+        "producer_epoch",
+        "last_producer_epoch",
+        "txn_timeout_ms",
+        "state",
+        "partitions",
+        "txn_start_timestamp",
+        "txn_last_update_timestamp",
+        "pending_state",
+        "lock",
+    )
 
-    def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, txn_timeout_ms: int,
-                 state: TxnState = S.EMPTY, partitions=(), txn_start_timestamp: int = -1,
-                 txn_last_update_timestamp: int = -1, *, last_producer_id: int = NO_PRODUCER_ID,
-                 last_producer_epoch: int = NO_PRODUCER_EPOCH):
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        txn_timeout_ms: int,
+        state: TxnState = S.EMPTY,
+        partitions=(),
+        txn_start_timestamp: int = -1,
+        txn_last_update_timestamp: int = -1,
+        *,
+        last_producer_id: int = NO_PRODUCER_ID,
+        last_producer_epoch: int = NO_PRODUCER_EPOCH,
+    ):
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.last_producer_id = last_producer_id
@@ -124,15 +152,24 @@ class TransactionMetadata:
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
-        return cls(transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
-                   TxnState(value.state), value.partitions, value.start_timestamp_ms,
-                   value.last_update_timestamp_ms)
+        return cls(
+            transactional_id,
+            value.producer_id,
+            value.producer_epoch,
+            value.transaction_timeout_ms,
+            TxnState(value.state),
+            value.partitions,
+            value.start_timestamp_ms,
+            value.last_update_timestamp_ms,
+        )
 
     def __repr__(self) -> str:
-        return (f"TransactionMetadata({self.transactional_id!r}, producer_id={self.producer_id}, "
-                f"epoch={self.producer_epoch}, state={self.state.kafka_name}, pending="
-                f"{self.pending_state.kafka_name if self.pending_state is not None else None}, "
-                f"partitions={sorted(self.partitions)}, timeout_ms={self.txn_timeout_ms})")
+        return (
+            f"TransactionMetadata({self.transactional_id!r}, producer_id={self.producer_id}, "
+            f"epoch={self.producer_epoch}, state={self.state.kafka_name}, pending="
+            f"{self.pending_state.kafka_name if self.pending_state is not None else None}, "
+            f"partitions={sorted(self.partitions)}, timeout_ms={self.txn_timeout_ms})"
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -145,19 +182,38 @@ class TransactionMetadata:
         return self.producer_epoch >= MAX_EPOCH - 1
 
     def snapshot(self) -> TxnTransitMetadata:
-        return TxnTransitMetadata(self.producer_id, self.last_producer_id, self.producer_epoch,
-                                  self.last_producer_epoch, self.txn_timeout_ms, self.state,
-                                  frozenset(self.partitions), self.txn_start_timestamp, self.txn_last_update_timestamp)
+        return TxnTransitMetadata(
+            self.producer_id,
+            self.last_producer_id,
+            self.producer_epoch,
+            self.last_producer_epoch,
+            self.txn_timeout_ms,
+            self.state,
+            frozenset(self.partitions),
+            self.txn_start_timestamp,
+            self.txn_last_update_timestamp,
+        )
 
     # ------------------------------------------------------------------ transitions
 
-    def _prepare(self, state: TxnState, *, producer_id=None, last_producer_id=None, producer_epoch=None,
-                 last_producer_epoch=None, txn_timeout_ms=None, partitions=None, txn_start_timestamp=None,
-                 now_ms: int) -> TxnTransitMetadata:
+    def _prepare(
+        self,
+        state: TxnState,
+        *,
+        producer_id=None,
+        last_producer_id=None,
+        producer_epoch=None,
+        last_producer_epoch=None,
+        txn_timeout_ms=None,
+        partitions=None,
+        txn_start_timestamp=None,
+        now_ms: int,
+    ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: preparing {state.kafka_name} while {self.pending_state.kafka_name} "
-                "is pending")
+                "is pending"
+            )
         check_transition(VALID_PREVIOUS, self.state, state, repr(self.transactional_id), _kafka_name)
         self.pending_state = state
         return TxnTransitMetadata(
@@ -169,11 +225,12 @@ class TransactionMetadata:
             state,
             frozenset(self.partitions if partitions is None else partitions),
             self.txn_start_timestamp if txn_start_timestamp is None else txn_start_timestamp,
-            now_ms)
+            now_ms,
+        )
 
-    def prepare_increment_producer_epoch(self, txn_timeout_ms: int, now_ms: int,
-                                         new_producer_id=None, *, expected_epoch: int | None = None
-                                         ) -> TxnTransitMetadata:
+    def prepare_increment_producer_epoch(
+        self, txn_timeout_ms: int, now_ms: int, new_producer_id=None, *, expected_epoch: int | None = None
+    ) -> TxnTransitMetadata:
         """InitProducerId on an idle id: the epoch + 1 (fencing older producers), state Empty.
         ``new_producer_id`` (called when :meth:`is_producer_epoch_exhausted`): that id with epoch 0
         (Kafka's ``prepareProducerIdRotation``; with ``expected_epoch`` given the old epoch is kept as
@@ -185,25 +242,41 @@ class TransactionMetadata:
         keeps the current one as the last epoch; the last epoch is a retry of a bump that succeeded,
         answered with the current epoch unchanged; any other epoch raises ProducerFencedError."""
         if new_producer_id is not None:
-            return self._prepare(S.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
-                                 producer_epoch=0,
-                                 last_producer_epoch=self.producer_epoch if expected_epoch is not None
-                                 else NO_PRODUCER_EPOCH,
-                                 txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1, now_ms=now_ms)
-        if expected_epoch is not None and self.producer_epoch != NO_PRODUCER_EPOCH \
-                and expected_epoch != self.producer_epoch:
+            return self._prepare(
+                S.EMPTY,
+                producer_id=new_producer_id,
+                last_producer_id=self.producer_id,
+                producer_epoch=0,
+                last_producer_epoch=self.producer_epoch if expected_epoch is not None else NO_PRODUCER_EPOCH,
+                txn_timeout_ms=txn_timeout_ms,
+                partitions=(),
+                txn_start_timestamp=-1,
+                now_ms=now_ms,
+            )
+        if (
+            expected_epoch is not None
+            and self.producer_epoch != NO_PRODUCER_EPOCH
+            and expected_epoch != self.producer_epoch
+        ):
             if expected_epoch == self.last_producer_epoch:  # a retry of a bump whose answer was lost
-                return self._prepare(S.EMPTY, txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1,
-                                     now_ms=now_ms)
+                return self._prepare(
+                    S.EMPTY, txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1, now_ms=now_ms
+                )
             raise ProducerFencedError(
                 f"{self.transactional_id!r}: producer epoch {expected_epoch} is neither the current epoch "
-                f"{self.producer_epoch} nor the last one {self.last_producer_epoch}: a newer producer fenced it")
+                f"{self.producer_epoch} nor the last one {self.last_producer_epoch}: a newer producer fenced it"
+            )
         if self.producer_epoch >= MAX_EPOCH:
             raise IllegalTransitionError(f"{self.transactional_id!r}: epoch {self.producer_epoch} cannot be bumped")
-        return self._prepare(S.EMPTY, producer_epoch=self.producer_epoch + 1,
-                             last_producer_epoch=self.producer_epoch if expected_epoch is not None
-                             else NO_PRODUCER_EPOCH,
-                             txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_timestamp=-1, now_ms=now_ms)
+        return self._prepare(
+            S.EMPTY,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=self.producer_epoch if expected_epoch is not None else NO_PRODUCER_EPOCH,
+            txn_timeout_ms=txn_timeout_ms,
+            partitions=(),
+            txn_start_timestamp=-1,
+            now_ms=now_ms,
+        )
 
     def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransitMetadata:
         """An Ongoing transaction must be aborted by the coordinator (new producer, timeout): pending
@@ -217,19 +290,22 @@ class TransactionMetadata:
         """AddPartitionsToTxn / AddOffsetsToTxn: state Ongoing with the union of partitions; a new
         transaction (from Empty / Complete*) starts its clock now."""
         start = now_ms if self.state in IDLE_STATES else self.txn_start_timestamp
-        return self._prepare(S.ONGOING, partitions=set(self.partitions) | set(partitions),
-                             txn_start_timestamp=start, now_ms=now_ms)
+        return self._prepare(
+            S.ONGOING, partitions=set(self.partitions) | set(partitions), txn_start_timestamp=start, now_ms=now_ms
+        )
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, *, fenced_epoch: int | None = None
-                                ) -> TxnTransitMetadata:
+    def prepare_abort_or_commit(
+        self, state: TxnState, now_ms: int, *, fenced_epoch: int | None = None
+    ) -> TxnTransitMetadata:
         """EndTxn: PrepareCommit or PrepareAbort.  ``fenced_epoch``: the pending PrepareEpochFence is
         replaced by PrepareAbort carrying that (bumped) epoch (Kafka clears the pending state)."""
         if fenced_epoch is not None:
             if self.pending_state != S.PREPARE_EPOCH_FENCE or state != S.PREPARE_ABORT:
                 raise IllegalTransitionError(f"{self.transactional_id!r}: epoch fence without a pending fence")
             self.pending_state = None
-            transit = self._prepare(S.PREPARE_ABORT, producer_epoch=fenced_epoch,
-                                    last_producer_epoch=NO_PRODUCER_EPOCH, now_ms=now_ms)
+            transit = self._prepare(
+                S.PREPARE_ABORT, producer_epoch=fenced_epoch, last_producer_epoch=NO_PRODUCER_EPOCH, now_ms=now_ms
+            )
             return transit
         return self._prepare(state, now_ms=now_ms)
 
@@ -247,7 +323,8 @@ class TransactionMetadata:
         if self.pending_state != transit.state:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: completing {transit.state.kafka_name} but "
-                f"{self.pending_state.kafka_name if self.pending_state is not None else 'nothing'} is pending")
+                f"{self.pending_state.kafka_name if self.pending_state is not None else 'nothing'} is pending"
+            )
         check_transition(VALID_PREVIOUS, self.state, transit.state, repr(self.transactional_id), _kafka_name)
         self.producer_id = transit.producer_id
         self.last_producer_id = transit.last_producer_id

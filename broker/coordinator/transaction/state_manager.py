@@ -31,6 +31,7 @@ partition's cache is a dict replaced whole at load and mutated under ``_lock``; 
 fields are guarded by its lock (:mod:`.metadata`).  Appends to one partition are serialised by the
 log.  Loading runs on one daemon thread; the cluster listener runs on kazoo's callback thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -98,12 +99,21 @@ class TransactionStateManager:
     """See the module docstring.  ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a
     started :class:`broker.zk.cluster.ZkCluster`."""
 
-    def __init__(self, log_manager, cluster, broker_id: int, *, num_partitions: int = 50,
-                 replication_factor: int = 1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 load_buffer_bytes: int = 5 * 1024 * 1024,
-                 on_loaded: Callable[[int, int, list], None] | None = None,
-                 on_unloaded: Callable[[int], None] | None = None, min_isr: int | None = None,
-                 replication: CoordinatorPartitionWriter | None = None):
+    def __init__(
+        self,
+        log_manager,
+        cluster,
+        broker_id: int,
+        *,
+        num_partitions: int = 50,
+        replication_factor: int = 1,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        load_buffer_bytes: int = 5 * 1024 * 1024,
+        on_loaded: Callable[[int, int, list], None] | None = None,
+        on_unloaded: Callable[[int], None] | None = None,
+        min_isr: int | None = None,
+        replication: CoordinatorPartitionWriter | None = None,
+    ):
         if num_partitions <= 0:
             raise ValueError(f"transaction.state.log.num.partitions must be positive, got {num_partitions}")
         self.log_manager = log_manager
@@ -116,13 +126,26 @@ class TransactionStateManager:
         self.on_unloaded = on_unloaded
         #: leadership, loading and the per-request checks (shared with the offset manager)
         self.runtime: CoordinatorPartitions[_TxnPartition] = CoordinatorPartitions(
-            TRANSACTION_STATE_TOPIC, log_manager, cluster, self.broker_id, num_partitions=num_partitions,
+            TRANSACTION_STATE_TOPIC,
+            log_manager,
+            cluster,
+            self.broker_id,
+            num_partitions=num_partitions,
             replication_factor=self.replication_factor,
-            topic_configs=dict({"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                                "compression.type": "uncompressed"},
-                               **({"min.insync.replicas": str(int(min_isr))} if min_isr else {})),
-            new_partition=_TxnPartition, load=self._load, on_unloaded=self._unloaded,
-            loader_name=f"txn-state-loader-{self.broker_id}", coordinator_name="transaction coordinator")
+            topic_configs=dict(
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.segment_bytes),
+                    "compression.type": "uncompressed",
+                },
+                **({"min.insync.replicas": str(int(min_isr))} if min_isr else {}),
+            ),
+            new_partition=_TxnPartition,
+            load=self._load,
+            on_unloaded=self._unloaded,
+            loader_name=f"txn-state-loader-{self.broker_id}",
+            coordinator_name="transaction coordinator",
+        )
         self._lock = self.runtime.lock
         self._partitions = self.runtime.partitions
         #: the acks=all path (the server's CoordinatorAppends, built with the replica manager);
@@ -189,8 +212,9 @@ class TransactionStateManager:
         with self._lock:
             return [md for p in self._partitions.values() if p.state == LOADED for md in p.cache.values()]
 
-    def list_transaction_states(self, state_filters, producer_id_filters, duration_filter_ms: int = -1,
-                                now_ms: int | None = None) -> tuple[int, list[str], list[tuple[str, int, str]]]:
+    def list_transaction_states(
+        self, state_filters, producer_id_filters, duration_filter_ms: int = -1, now_ms: int | None = None
+    ) -> tuple[int, list[str], list[tuple[str, int, str]]]:
         """ListTransactions (Kafka's ``TransactionStateManager.listTransactionStates``):
         ``(error code, unknown state filters, [(transactional id, producer id, state name)])`` over
         every id of the partitions loaded here.  COORDINATOR_LOAD_IN_PROGRESS while any led
@@ -227,8 +251,9 @@ class TransactionStateManager:
 
     # ------------------------------------------------------------------ appends
 
-    def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
-                                  transit: TxnTransitMetadata) -> None:
+    def append_transaction_to_log(
+        self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> None:
         """Write ``transit`` (Dead: a tombstone) to the id's partition; return once the log holds it.
 
         Raises NotCoordinatorError when the partition is no longer led here with
@@ -237,8 +262,11 @@ class TransactionStateManager:
         caller's thread, which holds the metadata's lock.
         """
         now = int(time.time() * 1000)
-        value = None if transit.state == TxnState.DEAD else encode_value(
-            transit.log_value(), null_partitions=transit.state == TxnState.EMPTY)
+        value = (
+            None
+            if transit.state == TxnState.DEAD
+            else encode_value(transit.log_value(), null_partitions=transit.state == TxnState.EMPTY)
+        )
         batch = build_batch([(encode_key(transactional_id), value, now, ())])
         p = self.partition_for(transactional_id)
         with self._lock:
@@ -246,7 +274,8 @@ class TransactionStateManager:
             if part is None or part.state != LOADED or part.coordinator_epoch != coordinator_epoch:
                 raise NotCoordinatorError(
                     f"broker {self.broker_id} is no longer the coordinator of {transactional_id!r} "
-                    f"at coordinator epoch {coordinator_epoch}")
+                    f"at coordinator epoch {coordinator_epoch}"
+                )
         repl = self.replication
         try:
             if repl is None:
@@ -256,8 +285,9 @@ class TransactionStateManager:
                 # it, so the state an election leaves is the state the coordinator acted on.  Blocks
                 # this thread up to the replication timeout (the caller holds the metadata's lock,
                 # as Kafka's appendTransactionToLog callback chain serialises the id's transitions)
-                _, wait = repl.append(TRANSACTION_STATE_TOPIC, p, batch, leader_epoch=coordinator_epoch,
-                                      from_client=False)
+                _, wait = repl.append(
+                    TRANSACTION_STATE_TOPIC, p, batch, leader_epoch=coordinator_epoch, from_client=False
+                )
                 error = repl.wait_replicated(wait)
                 if error is not None:
                     raise error
@@ -273,8 +303,9 @@ class TransactionStateManager:
         with self._lock:
             if self._partitions.get(p) is not part:
                 # the write is in the log; the new leader (if any) reads it when it loads
-                raise NotCoordinatorError(f"broker {self.broker_id} lost {TRANSACTION_STATE_TOPIC}-{p} while "
-                                          f"writing {transactional_id!r}")
+                raise NotCoordinatorError(
+                    f"broker {self.broker_id} lost {TRANSACTION_STATE_TOPIC}-{p} while writing {transactional_id!r}"
+                )
 
     # ------------------------------------------------------------------ leadership and loading
 
@@ -311,20 +342,34 @@ class TransactionStateManager:
                         else:
                             cache[tid] = TransactionMetadata.from_log(tid, decode_value(rec.value))
                     except (ValueError, UnicodeDecodeError) as e:
-                        log.warning("%s-%d offset %d: skipping an unreadable record: %s",
-                                    TRANSACTION_STATE_TOPIC, part.partition, rec.offset, e)
+                        log.warning(
+                            "%s-%d offset %d: skipping an unreadable record: %s",
+                            TRANSACTION_STATE_TOPIC,
+                            part.partition,
+                            rec.offset,
+                            e,
+                        )
             if next_offset <= offset:
                 break
             offset = next_offset
         if not self.runtime.mark_loaded(part, lambda: setattr(part, "cache", cache)):
             return
         pending = [md for md in cache.values() if md.state in PREPARE_STATES]
-        log.info("loaded %s-%d (coordinator epoch %d): %d transactional ids from %d records in %.3fs, "
-                 "%d transactions to complete", TRANSACTION_STATE_TOPIC, part.partition, part.coordinator_epoch,
-                 len(cache), records, time.monotonic() - started, len(pending))
+        log.info(
+            "loaded %s-%d (coordinator epoch %d): %d transactional ids from %d records in %.3fs, "
+            "%d transactions to complete",
+            TRANSACTION_STATE_TOPIC,
+            part.partition,
+            part.coordinator_epoch,
+            len(cache),
+            records,
+            time.monotonic() - started,
+            len(pending),
+        )
         if self.on_loaded is not None:
             try:
                 self.on_loaded(part.partition, part.coordinator_epoch, pending)
             except Exception:  # noqa: BLE001
-                log.exception("completing the pending transactions of %s-%d failed", TRANSACTION_STATE_TOPIC,
-                              part.partition)
+                log.exception(
+                    "completing the pending transactions of %s-%d failed", TRANSACTION_STATE_TOPIC, part.partition
+                )

@@ -11,6 +11,7 @@ DescribeLogDirs (Kafka's ZooKeeper-mode ``ZkAdminManager`` and ``ReplicaManager.
 
 Thread-safety: stateless; runs on every request handler thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -85,7 +86,8 @@ class TopicAdminApis(RequestHandlers):
                 if t.get("assignments"):
                     if n != -1 or rf != -1:
                         raise InvalidRequestError(
-                            "with a manual replica assignment num_partitions and replication_factor must be -1")
+                            "with a manual replica assignment num_partitions and replication_factor must be -1"
+                        )
                     assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
                     n, rf = len(assignment), len(next(iter(assignment.values())))
                 else:
@@ -93,10 +95,21 @@ class TopicAdminApis(RequestHandlers):
                     rf = self.config.default_replication_factor if rf == -1 else rf
                     if n > MAX_PARTITIONS_PER_TOPIC:
                         raise InvalidPartitionsError(
-                            f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
+                            f"topic {name!r}: {n} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed"
+                        )
                 configs = {c["name"]: c["value"] for c in t.get("configs") or []}
-                specs.append((i, {"name": name, "num_partitions": n, "replication_factor": rf, "configs": configs,
-                                  "replica_assignment": assignment}))
+                specs.append(
+                    (
+                        i,
+                        {
+                            "name": name,
+                            "num_partitions": n,
+                            "replication_factor": rf,
+                            "configs": configs,
+                            "replica_assignment": assignment,
+                        },
+                    )
+                )
             except PyklogError as e:
                 errors[i] = e
         if specs:
@@ -121,9 +134,14 @@ class TopicAdminApis(RequestHandlers):
                 sp = spec_of[i]
                 if header.api_version >= 7 and not validate_only:  # KIP-516
                     entry["topic_id"] = self.cluster.topic_id(sp["name"]) or ZERO_UUID
-                entry.update(num_partitions=sp["num_partitions"], replication_factor=sp["replication_factor"],
-                             configs=[{"name": k, "value": v, "read_only": False, "config_source": 1,
-                                       "is_sensitive": False} for k, v in sorted(sp["configs"].items())])
+                entry.update(
+                    num_partitions=sp["num_partitions"],
+                    replication_factor=sp["replication_factor"],
+                    configs=[
+                        {"name": k, "value": v, "read_only": False, "config_source": 1, "is_sensitive": False}
+                        for k, v in sorted(sp["configs"].items())
+                    ],
+                )
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
@@ -178,10 +196,12 @@ class TopicAdminApis(RequestHandlers):
         for i, (name, tid) in enumerate(wanted):
             err = errors.get(i, by_name.get(names.get(i)))
             code = err if isinstance(err, int) else err.code if err is not None else NONE
-            message = None if err is None else (f"no topic has the id {tid}" if isinstance(err, int)
-                                                else str(err)[:1000])
-            results.append({"name": names.get(i, name), "topic_id": ids.get(i, tid), "error_code": code,
-                            "error_message": message})  # v5+
+            message = (
+                None if err is None else (f"no topic has the id {tid}" if isinstance(err, int) else str(err)[:1000])
+            )
+            results.append(
+                {"name": names.get(i, name), "topic_id": ids.get(i, tid), "error_code": code, "error_message": message}
+            )  # v5+
         self._respond(request, header, {"throttle_time_ms": 0, "responses": results})
 
     def handle_create_partitions(self, request, header, body):
@@ -204,12 +224,15 @@ class TopicAdminApis(RequestHandlers):
                 validate_topic_name(name)
                 if name in INTERNAL_TOPICS:
                     # the coordinators map groups and transactional ids onto a fixed partition count
-                    raise InvalidRequestError(f"cannot add partitions to the internal topic {name!r}: its "
-                                              "coordinators hash keys over the configured partition count")
+                    raise InvalidRequestError(
+                        f"cannot add partitions to the internal topic {name!r}: its "
+                        "coordinators hash keys over the configured partition count"
+                    )
                 count = t["count"]
                 if count > MAX_PARTITIONS_PER_TOPIC:
                     raise InvalidPartitionsError(
-                        f"topic {name!r}: {count} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed")
+                        f"topic {name!r}: {count} partitions requested, at most {MAX_PARTITIONS_PER_TOPIC} allowed"
+                    )
                 assignments = t.get("assignments")
                 if assignments is not None:
                     assignments = [list(a["broker_ids"]) for a in assignments]
@@ -252,19 +275,28 @@ class TopicAdminApis(RequestHandlers):
                 try:
                     lg = self.replica_manager.leader_log(name, p)
                     if not lg.config.delete:
-                        raise PolicyViolationError(f"records of partition {name}-{p} can not be deleted due to "
-                                                   f"the configured policy (cleanup.policy={lg.config.cleanup_policy})")
+                        raise PolicyViolationError(
+                            f"records of partition {name}-{p} can not be deleted due to "
+                            f"the configured policy (cleanup.policy={lg.config.cleanup_policy})"
+                        )
                     hw = lg.high_watermark
                     target = hw if offset == -1 else offset
                     if target < 0 or target > hw:
-                        raise OffsetOutOfRangeError(f"cannot delete records of {name}-{p} before offset {offset}: "
-                                                    f"expected -1 or an offset in [0, {hw}] (the high watermark)")
+                        raise OffsetOutOfRangeError(
+                            f"cannot delete records of {name}-{p} before offset {offset}: "
+                            f"expected -1 or an offset in [0, {hw}] (the high watermark)"
+                        )
                     before = lg.log_start_offset
                     lg.increment_log_start_offset(target)
                     if lg.log_start_offset != before:
                         self.logs.checkpoint_log_start_offset(lg)
-                        log.info("DeleteRecords: log start offset of %s-%d moved from %d to %d",
-                                 name, p, before, lg.log_start_offset)
+                        log.info(
+                            "DeleteRecords: log start offset of %s-%d moved from %d to %d",
+                            name,
+                            p,
+                            before,
+                            lg.log_start_offset,
+                        )
                     entry["low_watermark"] = lg.log_start_offset
                 except PyklogError as e:
                     entry["error_code"] = e.code
@@ -291,11 +323,15 @@ class TopicAdminApis(RequestHandlers):
             except Exception:  # noqa: BLE001 - a log closed meanwhile
                 continue
             by_dir.setdefault(d, {}).setdefault(t, []).append(
-                {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
+                {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False}
+            )
         results = []
         for d, topics in by_dir.items():
-            entry = {"error_code": NONE, "log_dir": d, "topics": [
-                {"name": t, "partitions": parts} for t, parts in sorted(topics.items())]}
+            entry = {
+                "error_code": NONE,
+                "log_dir": d,
+                "topics": [{"name": t, "partitions": parts} for t, parts in sorted(topics.items())],
+            }
             if header.api_version >= 4:
                 entry["total_bytes"], entry["usable_bytes"] = _volume_bytes(d)
                 if entry["total_bytes"] < 0:

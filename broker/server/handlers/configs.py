@@ -6,6 +6,7 @@ live logs; dynamic broker configs in ``/config/brokers/<id>`` and ``<default>`` 
 
 Thread-safety: stateless; runs on every request handler thread.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnknownTopicOrPartitionError
@@ -36,9 +37,12 @@ class ConfigApis(RequestHandlers):
         elif rtype == ch.RESOURCE_BROKER:
             if name not in ("", str(self.broker_id)):
                 raise InvalidRequestError(
-                    f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}")
+                    f"unexpected broker id, expected {self.broker_id} or empty string, but received {name!r}"
+                )
             if altering and self.dynamic_config is None:
-                raise InvalidRequestError(f"broker {self.broker_id} has no dynamic config (not started by BrokerServer)")
+                raise InvalidRequestError(
+                    f"broker {self.broker_id} has no dynamic config (not started by BrokerServer)"
+                )
         elif rtype == ch.RESOURCE_BROKER_LOGGER:
             raise InvalidRequestError("pyklog does not describe or alter broker loggers (resource type 8)")
         else:
@@ -57,14 +61,25 @@ class ConfigApis(RequestHandlers):
         results = []
         for r in body["resources"]:
             rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-            entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
-                     "configs": []}
+            entry = {
+                "error_code": NONE,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": name,
+                "configs": [],
+            }
             try:
                 self._config_resource_error(rtype, name, altering=False)
                 if rtype == ch.RESOURCE_TOPIC:
-                    entry["configs"] = ch.describe_topic_configs(name, self.cluster.topic_config(name), raw, keys,
-                                                                 include_synonyms, include_doc,
-                                                                 dynamic=self._dynamic_levels())
+                    entry["configs"] = ch.describe_topic_configs(
+                        name,
+                        self.cluster.topic_config(name),
+                        raw,
+                        keys,
+                        include_synonyms,
+                        include_doc,
+                        dynamic=self._dynamic_levels(),
+                    )
                 else:
                     entry["configs"] = self._describe_broker(name, raw, keys, include_synonyms, include_doc)
             except PyklogError as e:
@@ -86,10 +101,16 @@ class ConfigApis(RequestHandlers):
 
         levels = self._dynamic_levels()
         if not name:
-            return ch.describe_default_broker_configs(levels[1] if levels else {}, keys, include_synonyms,
-                                                      include_doc)
-        return ch.describe_broker_configs(raw, SERVER_CONFIG, keys, include_synonyms, include_doc, dynamic=levels,
-                                          dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset())
+            return ch.describe_default_broker_configs(levels[1] if levels else {}, keys, include_synonyms, include_doc)
+        return ch.describe_broker_configs(
+            raw,
+            SERVER_CONFIG,
+            keys,
+            include_synonyms,
+            include_doc,
+            dynamic=levels,
+            dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset(),
+        )
 
     def _alter_broker(self, name: str, configs, incremental: bool, validate_only: bool) -> None:
         """AlterConfigs (``configs`` = [{name, value}], the level is replaced) or

@@ -5,6 +5,7 @@ v0 and ListPartitionReassignments v0 go to :class:`broker.controller.KafkaContro
 Thread-safety: a request thread hands the work to the controller's event thread and returns; the
 answer goes out from that thread or a timer's (:meth:`ControllerApis._answer_from_controller`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,15 +43,22 @@ class ControllerApis(RequestHandlers):
             return self._respond(request, header, {"error_code": NotControllerError.code, "remaining_partitions": []})
 
         def answer(remaining):
-            return {"error_code": NONE, "remaining_partitions": [
-                {"topic_name": t, "partition_index": p} for t, p in remaining]}
+            return {
+                "error_code": NONE,
+                "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining],
+            }
 
         self._answer_from_controller(
-            request, header, "controlled_shutdown", (int(body["broker_id"]), int(body.get("broker_epoch", -1))),
-            30.0, answer, lambda code, msg: {"error_code": code, "remaining_partitions": []})
+            request,
+            header,
+            "controlled_shutdown",
+            (int(body["broker_id"]), int(body.get("broker_epoch", -1))),
+            30.0,
+            answer,
+            lambda code, msg: {"error_code": code, "remaining_partitions": []},
+        )
 
-    def _answer_from_controller(self, request, header, event: str, arg: tuple, timeout_s: float,
-                                answer, fail) -> None:
+    def _answer_from_controller(self, request, header, event: str, arg: tuple, timeout_s: float, answer, fail) -> None:
         """Hand ``event`` to the controller's event thread and answer when it is done: ``answer(result)``
         builds the response, ``fail(code, message)`` the error response (the controller's error, or
         REQUEST_TIMED_OUT after ``timeout_s``, whichever comes first: exactly one is sent).  Runs on a
@@ -84,10 +92,17 @@ class ControllerApis(RequestHandlers):
                 except PyklogError as e:
                     return fail(e.code, str(e))
                 return answer(result)
+
             send(build)
 
-        timer = threading.Timer(timeout_s, lambda: send(lambda: fail(
-            RequestTimedOutError.code, f"the controller did not finish {event} within {timeout_s:.0f} s")))
+        timer = threading.Timer(
+            timeout_s,
+            lambda: send(
+                lambda: fail(
+                    RequestTimedOutError.code, f"the controller did not finish {event} within {timeout_s:.0f} s"
+                )
+            ),
+        )
         timer.daemon = True
         try:
             fut = self.controller.submit(event, arg)
@@ -113,9 +128,14 @@ class ControllerApis(RequestHandlers):
                 resp["error_code"] = code
             else:  # v0 has no top-level error: every partition carries it
                 resp["replica_election_results"] = [
-                    {"topic": t["topic"], "partition_result": [
-                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
-                    for t in body.get("topic_partitions") or []]
+                    {
+                        "topic": t["topic"],
+                        "partition_result": [
+                            {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]
+                        ],
+                    }
+                    for t in body.get("topic_partitions") or []
+                ]
             self._respond(request, header, resp)
 
         etype = body.get("election_type", 0)
@@ -133,18 +153,27 @@ class ControllerApis(RequestHandlers):
                 out["error_code"] = code
             else:
                 out["replica_election_results"] = [
-                    {"topic": t["topic"], "partition_result": [
-                        {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
-                    for t in body.get("topic_partitions") or []]
+                    {
+                        "topic": t["topic"],
+                        "partition_result": [
+                            {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]
+                        ],
+                    }
+                    for t in body.get("topic_partitions") or []
+                ]
             return out
 
         def answer(results):
-            return dict(resp, replica_election_results=group_by_topic(
-                [(tp, dict(partition_id=tp[1], **outcome_fields(err))) for tp, err in sorted(results.items())],
-                "topic", "partition_result"))
+            return dict(
+                resp,
+                replica_election_results=group_by_topic(
+                    [(tp, dict(partition_id=tp[1], **outcome_fields(err))) for tp, err in sorted(results.items())],
+                    "topic",
+                    "partition_result",
+                ),
+            )
 
-        self._answer_from_controller(request, header, "elect_leaders", (tps, int(etype)), timeout_s, answer,
-                                     error_body)
+        self._answer_from_controller(request, header, "elect_leaders", (tps, int(etype)), timeout_s, answer, error_body)
 
     def handle_alter_partition_reassignments(self, request, header, body):
         """AlterPartitionReassignments v0 (KIP-455; the admin client sends it to the controller):
@@ -170,12 +199,24 @@ class ControllerApis(RequestHandlers):
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
 
         def answer(results):
-            return dict(resp, responses=group_by_topic(
-                [(tp, dict(partition_index=tp[1], **outcome_fields(err))) for tp, err in sorted(results.items())],
-                "name", "partitions"))
+            return dict(
+                resp,
+                responses=group_by_topic(
+                    [(tp, dict(partition_index=tp[1], **outcome_fields(err))) for tp, err in sorted(results.items())],
+                    "name",
+                    "partitions",
+                ),
+            )
 
-        self._answer_from_controller(request, header, "alter_reassignments", (changes,), timeout_s, answer,
-                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
+        self._answer_from_controller(
+            request,
+            header,
+            "alter_reassignments",
+            (changes,),
+            timeout_s,
+            answer,
+            lambda code, msg: dict(resp, error_code=code, error_message=msg),
+        )
 
     def handle_list_partition_reassignments(self, request, header, body):
         """ListPartitionReassignments v0 (KIP-455): the controller's reassignments in progress, each
@@ -186,18 +227,41 @@ class ControllerApis(RequestHandlers):
         controller = self.controller
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "topics": []}
         if controller is None or not controller.is_active:
-            resp.update(error_code=NotControllerError.code,
-                        error_message="This is not the correct controller for this cluster.")
+            resp.update(
+                error_code=NotControllerError.code, error_message="This is not the correct controller for this cluster."
+            )
             return self._respond(request, header, resp)
         wanted = body.get("topics")
         tps = None if wanted is None else [(t["name"], p) for t in wanted for p in t.get("partition_indexes") or []]
         timeout_s = max(1.0, min(body.get("timeout_ms", 60000), 300000) / 1000.0)
 
         def answer(found):
-            return dict(resp, topics=group_by_topic(
-                [((t, p), {"partition_index": p, "replicas": replicas, "adding_replicas": adding,
-                           "removing_replicas": removing})
-                 for (t, p), (replicas, adding, removing) in sorted(found.items())], "name", "partitions"))
+            return dict(
+                resp,
+                topics=group_by_topic(
+                    [
+                        (
+                            (t, p),
+                            {
+                                "partition_index": p,
+                                "replicas": replicas,
+                                "adding_replicas": adding,
+                                "removing_replicas": removing,
+                            },
+                        )
+                        for (t, p), (replicas, adding, removing) in sorted(found.items())
+                    ],
+                    "name",
+                    "partitions",
+                ),
+            )
 
-        self._answer_from_controller(request, header, "list_reassignments", (tps,), timeout_s, answer,
-                                     lambda code, msg: dict(resp, error_code=code, error_message=msg))
+        self._answer_from_controller(
+            request,
+            header,
+            "list_reassignments",
+            (tps,),
+            timeout_s,
+            answer,
+            lambda code, msg: dict(resp, error_code=code, error_message=msg),
+        )

@@ -18,6 +18,7 @@ membership APIs, DeleteGroups and OffsetDelete.
 Thread-safety: no state of its own; runs on every request handler thread, and answers from the
 coordinators' completing threads (a waiting JoinGroup/SyncGroup, an acks=all commit).
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,8 +62,7 @@ class GroupApis(RequestHandlers):
         if header.api_version >= 4:
             coordinators = []
             for key in body["coordinator_keys"]:
-                result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE,
-                          "error_message": None}
+                result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
                 try:
                     result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
                 except PyklogError as e:
@@ -70,8 +70,7 @@ class GroupApis(RequestHandlers):
                 coordinators.append(result)
             self._respond(request, header, {"throttle_time_ms": 0, "coordinators": coordinators})
             return
-        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1,
-                "host": "", "port": -1}
+        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1, "host": "", "port": -1}
         try:
             resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
         except PyklogError as e:
@@ -106,16 +105,28 @@ class GroupApis(RequestHandlers):
         for t in body["topics"]:
             for p in t["partitions"]:
                 wanted[(t["name"], p["partition_index"])] = (
-                    p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+                    p["committed_offset"],
+                    p.get("committed_leader_epoch", -1),
+                    p.get("committed_metadata") or "",
+                )
                 stamps[(t["name"], p["partition_index"])] = p.get("commit_timestamp", -1)
         topics_of = body["topics"]
 
         def respond(codes: dict) -> None:
             topics = []
             for t in topics_of:
-                topics.append({"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"],
-                     "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]})
+                topics.append(
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {
+                                "partition_index": p["partition_index"],
+                                "error_code": codes.get((t["name"], p["partition_index"]), NONE),
+                            }
+                            for p in t["partitions"]
+                        ],
+                    }
+                )
             if not request.answered:
                 self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
@@ -126,11 +137,17 @@ class GroupApis(RequestHandlers):
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
             if self.groups is not None:  # generation >= 0: a group member's commit (ILLEGAL_GENERATION & co.)
-                self.groups.validate_offset_commit(group, body.get("generation_id_or_member_epoch", -1),
-                                                   body.get("member_id", ""), body.get("group_instance_id"))
+                self.groups.validate_offset_commit(
+                    group,
+                    body.get("generation_id_or_member_epoch", -1),
+                    body.get("member_id", ""),
+                    body.get("group_instance_id"),
+                )
             # one append per distinct timestamp (usually one); answered when every one is replicated
             # (acks=all, OffsetManager.commit_async: from the completing thread, none waits here)
-            batches = [(ts, {k: v for k, v in wanted.items() if stamps[k] == ts}) for ts in sorted(set(stamps.values()))]
+            batches = [
+                (ts, {k: v for k, v in wanted.items() if stamps[k] == ts}) for ts in sorted(set(stamps.values()))
+            ]
             if not batches:
                 respond({})
                 return
@@ -165,21 +182,23 @@ class GroupApis(RequestHandlers):
         Runs on a request handler thread; no lock of its own."""
         version = header.api_version
         if version >= 8:
-            groups = [self._offset_fetch_group(version, g["group_id"], g.get("topics"),
-                                               bool(body.get("require_stable")))
-                      for g in body["groups"]]
+            groups = [
+                self._offset_fetch_group(version, g["group_id"], g.get("topics"), bool(body.get("require_stable")))
+                for g in body["groups"]
+            ]
             self._respond(request, header, {"throttle_time_ms": 0, "groups": groups})
             return
-        result = self._offset_fetch_group(version, body["group_id"], body.get("topics"),
-                                          version >= 7 and bool(body.get("require_stable")))
-        self._respond(request, header, {"throttle_time_ms": 0, "topics": result["topics"],
-                                        "error_code": result["error_code"]})
+        result = self._offset_fetch_group(
+            version, body["group_id"], body.get("topics"), version >= 7 and bool(body.get("require_stable"))
+        )
+        self._respond(
+            request, header, {"throttle_time_ms": 0, "topics": result["topics"], "error_code": result["error_code"]}
+        )
 
     def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool) -> dict:
         """One group's OffsetFetch result: ``{"group_id", "topics", "error_code"}`` (the v8 group
         layout; v0-7 take its topics and error code)."""
-        wanted = None if req_topics is None else [
-            (t["name"], p) for t in req_topics for p in t["partition_indexes"]]
+        wanted = None if req_topics is None else [(t["name"], p) for t in req_topics for p in t["partition_indexes"]]
         top_error = NONE
         part_error = NONE
         unstable: set = set()
@@ -203,20 +222,35 @@ class GroupApis(RequestHandlers):
         if wanted is None:
             wanted = sorted(found)
         by_topic: dict[str, list] = {}
-        for (t, p) in wanted:
+        for t, p in wanted:
             if (t, p) in unstable:
-                by_topic.setdefault(t, []).append({
-                    "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                    "metadata": "", "error_code": UNSTABLE_OFFSET_COMMIT})
+                by_topic.setdefault(t, []).append(
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": UNSTABLE_OFFSET_COMMIT,
+                    }
+                )
                 continue
             offset, epoch, metadata = found.get((t, p), (-1, -1, ""))
-            by_topic.setdefault(t, []).append({
-                "partition_index": p, "committed_offset": offset, "committed_leader_epoch": epoch,
-                "metadata": metadata if metadata is not None else "", "error_code": part_error})
+            by_topic.setdefault(t, []).append(
+                {
+                    "partition_index": p,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": epoch,
+                    "metadata": metadata if metadata is not None else "",
+                    "error_code": part_error,
+                }
+            )
         if unstable:
             log.debug("OffsetFetch of group %r: pending transactional offsets on %s", group, sorted(unstable))
-        return {"group_id": group, "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-                "error_code": top_error}
+        return {
+            "group_id": group,
+            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+            "error_code": top_error,
+        }
 
     def handle_group_membership(self, request, header, body):
         """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/ListGroups/DescribeGroups: broker.coordinator.group
@@ -224,12 +258,16 @@ class GroupApis(RequestHandlers):
         if self.groups is None:
             from pyklog.broker.coordinator.group import error_response
 
-            self._respond(request, header, error_response(header.api_key, header.api_version, body,
-                                                          CoordinatorNotAvailableError.code))
+            self._respond(
+                request,
+                header,
+                error_response(header.api_key, header.api_version, body, CoordinatorNotAvailableError.code),
+            )
             return
         respond = lambda resp: self._respond(request, header, resp)  # noqa: E731
         if (header.api_key == ApiKey.JOIN_GROUP and header.api_version >= 7) or (
-                header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5):
+            header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5
+        ):
             respond = self._with_group_protocol(request, header, body, respond)
             if respond is None:
                 return
@@ -249,6 +287,7 @@ class GroupApis(RequestHandlers):
                 if not wanted or state.lower() in wanted:
                     groups.append(dict(g, group_state=state))
             respond(dict(resp, groups=groups))
+
         return respond_with_states
 
     def _with_group_protocol(self, request, header, body, respond):
@@ -273,6 +312,7 @@ class GroupApis(RequestHandlers):
                 if header.api_key == ApiKey.SYNC_GROUP:
                     resp["protocol_name"] = summary.get("protocol")
             respond(resp)
+
         return respond_with_protocol
 
     def handle_delete_groups(self, request, header, body):
@@ -284,8 +324,11 @@ class GroupApis(RequestHandlers):
         else:
             codes = self.groups.delete_groups(names)
             codes = self._delete_zookeeper_groups(codes)
-        self._respond(request, header, {"throttle_time_ms": 0, "results": [
-            {"group_id": g, "error_code": codes[g]} for g in names]})
+        self._respond(
+            request,
+            header,
+            {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": codes[g]} for g in names]},
+        )
 
     def _delete_zookeeper_groups(self, codes: dict[str, int]) -> dict[str, int]:
         """DeleteGroups of ZooKeeper consumer groups (``/consumers/<group>``, offsets.storage=zookeeper):
@@ -325,8 +368,18 @@ class GroupApis(RequestHandlers):
         topics = []
         if code == NONE:
             for t in body["topics"]:
-                topics.append({"name": t["name"], "partitions": [
-                    {"partition_index": pd["partition_index"],
-                     "error_code": UnknownTopicOrPartitionError.code if (t["name"], pd["partition_index"]) in unknown
-                     else results.get((t["name"], pd["partition_index"]), NONE)} for pd in t["partitions"]]})
+                topics.append(
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {
+                                "partition_index": pd["partition_index"],
+                                "error_code": UnknownTopicOrPartitionError.code
+                                if (t["name"], pd["partition_index"]) in unknown
+                                else results.get((t["name"], pd["partition_index"]), NONE),
+                            }
+                            for pd in t["partitions"]
+                        ],
+                    }
+                )
         self._respond(request, header, {"error_code": code, "throttle_time_ms": 0, "topics": topics})

@@ -6,6 +6,7 @@
 
 Thread-safety: stateless; runs on every request handler thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,8 @@ log = logging.getLogger(__name__)
 # authorizer = AclEntry.supportedOperations); pyklog has no authorizer.  AclOperation codes:
 # READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
 # ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))      # 3576
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))      # 8096
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # 3576
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # 8096
 #: Kafka's value of an authorized-operations field the client did not ask for (Integer.MIN_VALUE)
 NOT_REQUESTED_OPERATIONS = -(1 << 31)
 
@@ -56,9 +57,14 @@ class MetadataApis(RequestHandlers):
             for t in requested:
                 if t["name"] is None:  # v12+: asked for by topic id (KIP-516)
                     if version < 12:  # Kafka rejects it too: v10-11 carry ids but cannot answer a null name
-                        log.info("closing connection %d from %s (client %r): Metadata v%d asks for a topic by id; "
-                                 "topic names cannot be null before v12", request.connection_id, request.peer,
-                                 header.client_id, version)
+                        log.info(
+                            "closing connection %d from %s (client %r): Metadata v%d asks for a topic by id; "
+                            "topic names cannot be null before v12",
+                            request.connection_id,
+                            request.peer,
+                            header.client_id,
+                            version,
+                        )
                         request.close_connection()
                         return
                     name = self.cluster.topic_name_by_id(t["topic_id"])
@@ -69,8 +75,10 @@ class MetadataApis(RequestHandlers):
                 names.append(t["name"])
             names = list(dict.fromkeys(names))
         allow_auto = self.config.auto_create_topics_enable and body.get("allow_auto_topic_creation", True)
-        topics = [{"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
-                  for tid in dict.fromkeys(unknown_ids)]
+        topics = [
+            {"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
+            for tid in dict.fromkeys(unknown_ids)
+        ]
         for name in names:
             parts = all_topics.get(name)
             code = NONE
@@ -78,25 +86,43 @@ class MetadataApis(RequestHandlers):
                 parts, code = self._metadata_for_missing_topic(name, allow_auto)
             partitions = []
             for p, st in sorted((parts or {}).items()):
-                partitions.append({
-                    "error_code": NONE if st.leader >= 0 else LeaderNotAvailableError.code,
-                    "partition_index": p,
-                    "leader_id": st.leader,
-                    "leader_epoch": st.leader_epoch,
-                    "replica_nodes": list(st.replicas),
-                    "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
-                    "offline_replicas": [b for b in st.replicas if b not in live],
-                })
-            topics.append({"error_code": code, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": partitions, "topic_id": self.cluster.topic_id(name) or ZERO_UUID,
-                           "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
-                           if body.get("include_topic_authorized_operations") else NOT_REQUESTED_OPERATIONS})
-        self._respond(request, header, {
-            "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster.cluster_id,
-            "controller_id": self.cluster.controller_id, "topics": topics,
-            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
-            if body.get("include_cluster_authorized_operations") else NOT_REQUESTED_OPERATIONS,
-        })
+                partitions.append(
+                    {
+                        "error_code": NONE if st.leader >= 0 else LeaderNotAvailableError.code,
+                        "partition_index": p,
+                        "leader_id": st.leader,
+                        "leader_epoch": st.leader_epoch,
+                        "replica_nodes": list(st.replicas),
+                        "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
+                        "offline_replicas": [b for b in st.replicas if b not in live],
+                    }
+                )
+            topics.append(
+                {
+                    "error_code": code,
+                    "name": name,
+                    "is_internal": name in INTERNAL_TOPICS,
+                    "partitions": partitions,
+                    "topic_id": self.cluster.topic_id(name) or ZERO_UUID,
+                    "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
+                    if body.get("include_topic_authorized_operations")
+                    else NOT_REQUESTED_OPERATIONS,
+                }
+            )
+        self._respond(
+            request,
+            header,
+            {
+                "throttle_time_ms": 0,
+                "brokers": brokers,
+                "cluster_id": self.cluster.cluster_id,
+                "controller_id": self.cluster.controller_id,
+                "topics": topics,
+                "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
+                if body.get("include_cluster_authorized_operations")
+                else NOT_REQUESTED_OPERATIONS,
+            },
+        )
 
     def _metadata_for_missing_topic(self, name: str, allow_auto: bool):
         try:
@@ -124,20 +150,35 @@ class MetadataApis(RequestHandlers):
         from pyklog.broker.errors import MismatchedEndpointTypeError, UnsupportedEndpointTypeError
 
         etype = body.get("endpoint_type", 1)
-        resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "endpoint_type": etype,
-                "cluster_id": self.cluster.cluster_id or "", "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": -2147483648}
+        resp = {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "endpoint_type": etype,
+            "cluster_id": self.cluster.cluster_id or "",
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": -2147483648,
+        }
         if etype == 2:
-            resp.update(error_code=MismatchedEndpointTypeError.code, endpoint_type=1,
-                        error_message="the request was sent to a broker, but asked for controller endpoints "
-                                      "(pyklog has no KRaft controllers)")
+            resp.update(
+                error_code=MismatchedEndpointTypeError.code,
+                endpoint_type=1,
+                error_message="the request was sent to a broker, but asked for controller endpoints "
+                "(pyklog has no KRaft controllers)",
+            )
         elif etype != 1:
-            resp.update(error_code=UnsupportedEndpointTypeError.code, endpoint_type=1,
-                        error_message=f"unsupported endpoint type {etype}; expected 1 (brokers)")
+            resp.update(
+                error_code=UnsupportedEndpointTypeError.code,
+                endpoint_type=1,
+                error_message=f"unsupported endpoint type {etype}; expected 1 (brokers)",
+            )
         else:
             resp["controller_id"] = self.cluster.controller_id
-            resp["brokers"] = [{"broker_id": b, "host": h, "port": p, "rack": None}
-                               for b, (h, p) in sorted(self.cluster.live_brokers().items())]
+            resp["brokers"] = [
+                {"broker_id": b, "host": h, "port": p, "rack": None}
+                for b, (h, p) in sorted(self.cluster.live_brokers().items())
+            ]
             if body.get("include_cluster_authorized_operations"):
                 resp["cluster_authorized_operations"] = CLUSTER_AUTHORIZED_OPERATIONS
         self._respond(request, header, resp)

@@ -34,6 +34,7 @@ complete on the purgatories' threads (an appending thread, the timer, shutdown).
 own: the replica manager, the purgatories and the logs guard their own state.  The Fetch v13+
 topic-id cache is a dict used without a lock (each get/set is atomic).
 """
+
 from __future__ import annotations
 
 import logging
@@ -100,8 +101,10 @@ def _check_transactional_producer_id(records, topic: str, partition: int) -> Non
     """A transactional batch must carry a producer id (it belongs to that producer's transaction)."""
     for h in _batch_headers(records):
         if h.is_transactional and h.producer_id < 0:
-            raise InvalidRecordError(f"produce to {topic}-{partition}: a transactional record batch needs "
-                                     f"a producer id, read {h.producer_id}")
+            raise InvalidRecordError(
+                f"produce to {topic}-{partition}: a transactional record batch needs "
+                f"a producer id, read {h.producer_id}"
+            )
 
 
 class ProduceFetchApis(RequestHandlers):
@@ -141,8 +144,15 @@ class ProduceFetchApis(RequestHandlers):
             parts = []
             for pd in td["partition_data"]:
                 idx = pd["index"]
-                entry = {"index": idx, "error_code": NONE, "base_offset": -1, "log_append_time_ms": -1,
-                         "log_start_offset": -1, "record_errors": [], "error_message": None}
+                entry = {
+                    "index": idx,
+                    "error_code": NONE,
+                    "base_offset": -1,
+                    "log_append_time_ms": -1,
+                    "log_start_offset": -1,
+                    "record_errors": [],
+                    "error_message": None,
+                }
                 try:
                     if ack_error:
                         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
@@ -160,8 +170,9 @@ class ProduceFetchApis(RequestHandlers):
                     entry["error_code"] = e.code
                     entry["error_message"] = str(e)[:1000]
                     if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
-                        entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
-                                                  for i, m in e.record_errors]
+                        entry["record_errors"] = [
+                            {"batch_index": i, "batch_index_error_message": m} for i, m in e.record_errors
+                        ]
                         if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
                             entry["error_code"] = _CORRUPT_MESSAGE
                     if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
@@ -182,10 +193,17 @@ class ProduceFetchApis(RequestHandlers):
         if waits and not self._shutting_down:
             produce = (request, header, responses, waits)
             keys = [(w[1], w[2]) for w in waits]
-            self.produce_purgatory.watch(DelayedOperation(
-                keys, body.get("timeout_ms", 30000), 0, 0, produce,
-                ready=lambda: all(self._produce_status(w) is not None for w in waits),
-                on_complete=self._complete_delayed_produce))
+            self.produce_purgatory.watch(
+                DelayedOperation(
+                    keys,
+                    body.get("timeout_ms", 30000),
+                    0,
+                    0,
+                    produce,
+                    ready=lambda: all(self._produce_status(w) is not None for w in waits),
+                    on_complete=self._complete_delayed_produce,
+                )
+            )
             return
         self._finish_produce(request, header, responses, waits)
 
@@ -202,7 +220,8 @@ class ProduceFetchApis(RequestHandlers):
             for pd in td["partition_data"]:
                 if _has_transactional_batch(pd["records"]):
                     return TransactionalIdAuthorizationFailedError(
-                        "transactional record batches need the request's transactional_id")
+                        "transactional record batches need the request's transactional_id"
+                    )
         return None
 
     def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
@@ -215,8 +234,11 @@ class ProduceFetchApis(RequestHandlers):
             self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
             # auto.create.topics.enable also covers Produce to an unknown topic
-            if not self.config.auto_create_topics_enable or topic == OFFSETS_TOPIC \
-                    or self.cluster.topic(topic, refresh_if_missing=True) is not None:
+            if (
+                not self.config.auto_create_topics_enable
+                or topic == OFFSETS_TOPIC
+                or self.cluster.topic(topic, refresh_if_missing=True) is not None
+            ):
                 raise
             self.replica_manager.auto_create_topic(topic)
             self.replica_manager.leader_log(topic, partition)
@@ -231,8 +253,7 @@ class ProduceFetchApis(RequestHandlers):
         else:
             if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
                 magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
-                raise InvalidRecordError(
-                    f"Produce v{version} requires record batches with magic 2, read magic {magic}")
+                raise InvalidRecordError(f"Produce v{version} requires record batches with magic 2, read magic {magic}")
             data = records
             _check_transactional_producer_id(data, topic, partition)
         info, wait = self.replica_manager.append_records(topic, partition, data, acks)
@@ -263,7 +284,8 @@ class ProduceFetchApis(RequestHandlers):
             status = self._produce_status(w)
             if status is None:
                 status = RequestTimedOutError(
-                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout")
+                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout"
+                )
             if status != 0:
                 entry["error_code"] = status.code
                 entry["error_message"] = str(status)[:1000]
@@ -274,22 +296,33 @@ class ProduceFetchApis(RequestHandlers):
         if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
             for t in body["topics"]:
                 t["topic"] = self._fetch_topic_name(t["topic_id"])
-        body_topics = [(t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
-                                     for p in t["partitions"]]) for t in body["topics"]]
+        body_topics = [
+            (t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"]) for p in t["partitions"]])
+            for t in body["topics"]
+        ]
         replica_id = body.get("replica_id", -1)
-        fetch = (request, header, body_topics, body.get("max_bytes", INT32_MAX),
-                 body.get("isolation_level", 0), replica_id,
-                 self._fenced_partitions(body))
+        fetch = (
+            request,
+            header,
+            body_topics,
+            body.get("max_bytes", INT32_MAX),
+            body.get("isolation_level", 0),
+            replica_id,
+            self._fenced_partitions(body),
+        )
         keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
         moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
         responses, nbytes, errors = self._read_fetch(fetch)
         max_wait = body["max_wait_ms"]
         min_bytes = body["min_bytes"]
-        if (max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down):
+        if max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down:
             self._send_fetch(fetch, responses)
             return
-        self.purgatory.watch(DelayedOperation(keys, max_wait, min_bytes, nbytes, fetch, ready=moved,
-                                              on_complete=self._complete_delayed_fetch))
+        self.purgatory.watch(
+            DelayedOperation(
+                keys, max_wait, min_bytes, nbytes, fetch, ready=moved, on_complete=self._complete_delayed_fetch
+            )
+        )
 
     def _fetch_moved(self, keys, fetch):
         """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
@@ -346,10 +379,24 @@ class ProduceFetchApis(RequestHandlers):
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
-            if (nbytes < op.min_bytes and not errors and remaining_ms > 0 and not self._shutting_down
-                    and (fetch[4] == 1 or fetch[5] < 0)):
-                self.purgatory.watch(DelayedOperation(op.keys, remaining_ms, op.min_bytes, nbytes, fetch,
-                                                      ready=moved, on_complete=self._complete_delayed_fetch))
+            if (
+                nbytes < op.min_bytes
+                and not errors
+                and remaining_ms > 0
+                and not self._shutting_down
+                and (fetch[4] == 1 or fetch[5] < 0)
+            ):
+                self.purgatory.watch(
+                    DelayedOperation(
+                        op.keys,
+                        remaining_ms,
+                        op.min_bytes,
+                        nbytes,
+                        fetch,
+                        ready=moved,
+                        on_complete=self._complete_delayed_fetch,
+                    )
+                )
                 return
             self._send_fetch(fetch, responses)
         except Exception as e:  # noqa: BLE001
@@ -357,9 +404,18 @@ class ProduceFetchApis(RequestHandlers):
             if not request.answered:
                 header = fetch[1]
                 try:
-                    err = error_body(ApiKey.FETCH, header.api_version, {"topics": [
-                        {"topic": t, "partitions": [{"partition": p} for p, _, _ in parts]}
-                        for t, parts in fetch[2]]}, error_code_of(e), str(e))
+                    err = error_body(
+                        ApiKey.FETCH,
+                        header.api_version,
+                        {
+                            "topics": [
+                                {"topic": t, "partitions": [{"partition": p} for p, _, _ in parts]}
+                                for t, parts in fetch[2]
+                            ]
+                        },
+                        error_code_of(e),
+                        str(e),
+                    )
                     self._respond(request, header, err)
                 except Exception:  # noqa: BLE001
                     request.close_connection()
@@ -379,10 +435,16 @@ class ProduceFetchApis(RequestHandlers):
         for name, parts in topics:
             out = []
             for p, offset, pmax in parts:
-                entry = {"partition_index": p, "error_code": NONE, "high_watermark": -1,
-                         "last_stable_offset": -1, "log_start_offset": -1,
-                         "aborted_transactions": [] if read_committed else None,
-                         "preferred_read_replica": -1, "records": None}
+                entry = {
+                    "partition_index": p,
+                    "error_code": NONE,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1,
+                    "records": None,
+                }
                 try:
                     lg = self.replica_manager.leader_log(name, p)
                     if (name, p) in fenced:
@@ -426,8 +488,8 @@ class ProduceFetchApis(RequestHandlers):
                         if read_committed:  # Kafka's addAbortedTransactions
                             entry["aborted_transactions"] = [
                                 {"producer_id": pid, "first_offset": first}
-                                for pid, first in lg.aborted_transactions(
-                                    offset, lg.fetch_upper_bound(sl.first_offset))]
+                                for pid, first in lg.aborted_transactions(offset, lg.fetch_upper_bound(sl.first_offset))
+                            ]
                 except OffsetOutOfRangeError as e:
                     errors += 1
                     entry["error_code"] = e.code
@@ -459,8 +521,9 @@ class ProduceFetchApis(RequestHandlers):
                 dyn = self.dynamic_config
                 return dyn.effective_props().get(RATE_CONFIG) if dyn is not None else None
 
-            q = self._replication_quota = LeaderReplicationQuota(self.replica_manager.broker_id, rate,
-                                                                 self.cluster.topic_config)
+            q = self._replication_quota = LeaderReplicationQuota(
+                self.replica_manager.broker_id, rate, self.cluster.topic_config
+            )
         return q
 
     def _fetch_topic_name(self, topic_id) -> str:
@@ -488,7 +551,7 @@ class ProduceFetchApis(RequestHandlers):
         for t in responses:
             name = t["topic"]
             if name.startswith(_UNKNOWN_TOPIC_ID_PREFIX):
-                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX):])
+                t["topic_id"] = uuid.UUID(name[len(_UNKNOWN_TOPIC_ID_PREFIX) :])
                 for entry in t["partitions"]:
                     entry["error_code"] = UNKNOWN_TOPIC_ID
             else:
@@ -512,8 +575,12 @@ class ProduceFetchApis(RequestHandlers):
                         entry["records"] = FileRegion(fd, sl.position, sl.size)
                     else:
                         entry["records"] = self._down_convert(sl, 0 if version < 2 else 1)
-            chunks = encode_response(ApiKey.FETCH, version, header.correlation_id, {
-                "throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses})
+            chunks = encode_response(
+                ApiKey.FETCH,
+                version,
+                header.correlation_id,
+                {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses},
+            )
         except BaseException:
             for fd in owned:
                 fd.close()
@@ -541,8 +608,14 @@ class ProduceFetchApis(RequestHandlers):
             for pd in t["partitions"]:
                 p = pd["partition_index"]
                 ts = pd["timestamp"]
-                entry = {"partition_index": p, "error_code": NONE, "old_style_offsets": [],
-                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                entry = {
+                    "partition_index": p,
+                    "error_code": NONE,
+                    "old_style_offsets": [],
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
                 try:
                     lg = self.replica_manager.leader_log(name, p)
                     if version == 0:
@@ -596,10 +669,12 @@ class ProduceFetchApis(RequestHandlers):
                     asked = pd.get("current_leader_epoch", -1)
                     if asked >= 0 and asked < current:
                         raise FencedLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}")
+                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}"
+                        )
                     if asked > current:
                         raise UnknownLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}")
+                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}"
+                        )
                     epoch = pd["leader_epoch"]
                     latest = lg.latest_epoch
                     if latest < epoch <= current:

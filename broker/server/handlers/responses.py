@@ -4,6 +4,7 @@ of each API (what :meth:`~pyklog.broker.server.apis.KafkaApis.handle` answers wh
 
 Pure functions and constants; no state, no locks.  Any thread.
 """
+
 from __future__ import annotations
 
 from pyklog.broker.errors import PyklogError
@@ -67,72 +68,195 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
     if api_key == ApiKey.PRODUCE:
         if body.get("acks") == 0:
             return None
-        return {"responses": [{"name": t["name"], "partition_responses": [
-            {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
-            for p in t["partition_data"]]} for t in body["topic_data"]]}
+        return {
+            "responses": [
+                {
+                    "name": t["name"],
+                    "partition_responses": [
+                        {"index": p["index"], "error_code": code, "base_offset": -1, "error_message": msg}
+                        for p in t["partition_data"]
+                    ],
+                }
+                for t in body["topic_data"]
+            ]
+        }
     if api_key == ApiKey.FETCH:
-        return {"error_code": NONE, "session_id": 0, "responses": [{
-            "topic": t.get("topic", ""), "topic_id": t.get("topic_id", ZERO_UUID), "partitions": [
-            {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
-            for p in t["partitions"]]} for t in body["topics"]]}
+        return {
+            "error_code": NONE,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": t.get("topic", ""),
+                    "topic_id": t.get("topic_id", ZERO_UUID),
+                    "partitions": [
+                        {"partition_index": p["partition"], "error_code": code, "high_watermark": -1, "records": b""}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ],
+        }
     if api_key == ApiKey.LIST_OFFSETS:
-        return {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
-            for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.METADATA:
-        return {"brokers": [], "controller_id": -1, "topics": [
-            {"error_code": code, "name": t["name"], "partitions": []} for t in body.get("topics") or []]}
+        return {
+            "brokers": [],
+            "controller_id": -1,
+            "topics": [{"error_code": code, "name": t["name"], "partitions": []} for t in body.get("topics") or []],
+        }
     if api_key == ApiKey.OFFSET_COMMIT:
-        return {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
-            for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.OFFSET_FETCH:
         if version >= 8:
-            return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
-                               for g in body["groups"]]}
-        return {"error_code": code, "topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
-            for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+            return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": code} for g in body["groups"]]}
+        return {
+            "error_code": code,
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                        for p in t["partition_indexes"]
+                    ],
+                }
+                for t in body.get("topics") or []
+            ],
+        }
     if api_key == ApiKey.FIND_COORDINATOR and version >= 4:
-        return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
-                                  "error_message": msg} for k in body["coordinator_keys"]]}
+        return {
+            "coordinators": [
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": msg}
+                for k in body["coordinator_keys"]
+            ]
+        }
     if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
         return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
     if api_key == ApiKey.TXN_OFFSET_COMMIT:
-        return {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
-            for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.WRITE_TXN_MARKERS:
-        return {"markers": [{"producer_id": m["producer_id"], "topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p, "error_code": code} for p in t["partition_indexes"]]} for t in m["topics"]]}
-            for m in body["markers"]]}
+        return {
+            "markers": [
+                {
+                    "producer_id": m["producer_id"],
+                    "topics": [
+                        {
+                            "name": t["name"],
+                            "partitions": [{"partition_index": p, "error_code": code} for p in t["partition_indexes"]],
+                        }
+                        for t in m["topics"]
+                    ],
+                }
+                for m in body["markers"]
+            ]
+        }
     if api_key == ApiKey.CREATE_TOPICS:
         return {"topics": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
     if api_key == ApiKey.DELETE_TOPICS:
         if version >= 6:
-            return {"responses": [{"name": t.get("name"), "topic_id": t.get("topic_id") or ZERO_UUID,
-                                   "error_code": code, "error_message": msg} for t in body["topics"]]}
+            return {
+                "responses": [
+                    {
+                        "name": t.get("name"),
+                        "topic_id": t.get("topic_id") or ZERO_UUID,
+                        "error_code": code,
+                        "error_message": msg,
+                    }
+                    for t in body["topics"]
+                ]
+            }
         return {"responses": [{"name": n, "error_code": code} for n in body["topic_names"]]}
     if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
-        return {"results_by_topic_v3_and_below": [{"name": t["name"], "results_by_partition": [
-            {"partition_index": p, "partition_error_code": code} for p in t["partitions"]]}
-            for t in body["v3_and_below_topics"]]}
+        return {
+            "results_by_topic_v3_and_below": [
+                {
+                    "name": t["name"],
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["v3_and_below_topics"]
+            ]
+        }
     if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
         return {"error_code": code}
     if api_key == ApiKey.DESCRIBE_CONFIGS:
-        return {"results": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
-                             "resource_name": r["resource_name"], "configs": []} for r in body["resources"]]}
+        return {
+            "results": [
+                {
+                    "error_code": code,
+                    "error_message": msg,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                    "configs": [],
+                }
+                for r in body["resources"]
+            ]
+        }
     if api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-        return {"responses": [{"error_code": code, "error_message": msg, "resource_type": r["resource_type"],
-                               "resource_name": r["resource_name"]} for r in body["resources"]]}
+        return {
+            "responses": [
+                {
+                    "error_code": code,
+                    "error_message": msg,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                }
+                for r in body["resources"]
+            ]
+        }
     if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
-        return {"topics": [{"topic": t["topic"], "partitions": [
-            {"partition": p["partition"], "error_code": code} for p in t["partitions"]]}
-            for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [{"partition": p["partition"], "error_code": code} for p in t["partitions"]],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.DELETE_RECORDS:
-        return {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
-            for p in t["partitions"]]} for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": code}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.DESCRIBE_LOG_DIRS:
         return {"error_code": code, "results": []}
     if api_key == ApiKey.DELETE_GROUPS:
@@ -144,14 +268,34 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
     if api_key == ApiKey.CREATE_PARTITIONS:
         return {"results": [{"name": t["name"], "error_code": code, "error_message": msg} for t in body["topics"]]}
     if api_key == ApiKey.DESCRIBE_PRODUCERS:
-        return {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p, "error_code": code, "error_message": msg, "active_producers": []}
-            for p in t["partition_indexes"]]} for t in body["topics"]]}
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p, "error_code": code, "error_message": msg, "active_producers": []}
+                        for p in t["partition_indexes"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
-        return {"transaction_states": [{"error_code": code, "transactional_id": tid, "transaction_state": "",
-                                        "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                                        "producer_id": -1, "producer_epoch": -1, "topics": []}
-                                       for tid in body["transactional_ids"]]}
+        return {
+            "transaction_states": [
+                {
+                    "error_code": code,
+                    "transactional_id": tid,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+                for tid in body["transactional_ids"]
+            ]
+        }
     if api_key == ApiKey.LIST_TRANSACTIONS:
         return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
     if api_key == ApiKey.CONTROLLED_SHUTDOWN:
@@ -165,6 +309,17 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
     return None
 
 
-__all__ = ["INTERNAL_TOPICS", "MAX_PARTITIONS_PER_TOPIC", "NONE", "RequestHandlers", "TRANSACTION_STATE_TOPIC",
-           "UNKNOWN_SERVER_ERROR", "UNKNOWN_TOPIC_ID", "error_body", "error_code_of", "group_by_topic", "outcome_fields",
-           "respond"]
+__all__ = [
+    "INTERNAL_TOPICS",
+    "MAX_PARTITIONS_PER_TOPIC",
+    "NONE",
+    "RequestHandlers",
+    "TRANSACTION_STATE_TOPIC",
+    "UNKNOWN_SERVER_ERROR",
+    "UNKNOWN_TOPIC_ID",
+    "error_body",
+    "error_code_of",
+    "group_by_topic",
+    "outcome_fields",
+    "respond",
+]

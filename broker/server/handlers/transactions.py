@@ -17,6 +17,7 @@ EndTxn, TxnOffsetCommit, WriteTxnMarkers, and the read-only transaction admin AP
 Thread-safety: runs on every request handler thread and holds no lock of its own (the producer id
 manager guards its block).  Marker completions run on the coordinator appends' completing threads.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,16 @@ class TransactionApis(RequestHandlers):
     :class:`broker.coordinator.producer_id.ProducerIdManager`, shared with the transaction
     coordinator) gives idempotent producers their ids."""
 
-    def __init__(self, config, cluster, replica_manager, producer_ids, offset_manager=None, group_coordinator=None,
-                 txn_coordinator=None):
+    def __init__(
+        self,
+        config,
+        cluster,
+        replica_manager,
+        producer_ids,
+        offset_manager=None,
+        group_coordinator=None,
+        txn_coordinator=None,
+    ):
         self.broker_id = config.broker_id
         self.cluster = cluster
         self.replica_manager = replica_manager
@@ -73,7 +82,8 @@ class TransactionApis(RequestHandlers):
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 resp["producer_id"], resp["producer_epoch"] = self.txn_coordinator.init_producer_id(
-                    body["transactional_id"], body.get("transaction_timeout_ms", 60000), expected)
+                    body["transactional_id"], body.get("transaction_timeout_ms", 60000), expected
+                )
             except PyklogError as e:
                 resp["error_code"] = self._txn_error_code(e)
                 if resp["error_code"] == _PRODUCER_FENCED and header.api_version < 4:
@@ -111,16 +121,26 @@ class TransactionApis(RequestHandlers):
             unknown.update((t, p) for t, p in wanted if t == name and (parts is None or p not in parts))
         internal = {tp for tp in wanted if tp[0] in INTERNAL_TOPICS}
         if unknown or internal:
-            codes = {tp: UnknownTopicOrPartitionError.code if tp in unknown else
-                     InvalidTopicError.code if tp in internal else 55 for tp in wanted}
+            codes = {
+                tp: UnknownTopicOrPartitionError.code
+                if tp in unknown
+                else InvalidTopicError.code
+                if tp in internal
+                else 55
+                for tp in wanted
+            }
         else:
             code = NONE
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 self.txn_coordinator.add_partitions_to_txn(
-                    body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
-                    body["v3_and_below_producer_epoch"], wanted, version=header.api_version)
+                    body["v3_and_below_transactional_id"],
+                    body["v3_and_below_producer_id"],
+                    body["v3_and_below_producer_epoch"],
+                    wanted,
+                    version=header.api_version,
+                )
             except PyklogError as e:
                 code = self._txn_error_code(e)
                 log.debug("AddPartitionsToTxn %r: %s", body["v3_and_below_transactional_id"], e)
@@ -128,17 +148,27 @@ class TransactionApis(RequestHandlers):
         results: dict[str, list] = {}
         for t, p in wanted:
             results.setdefault(t, []).append({"partition_index": p, "partition_error_code": codes[(t, p)]})
-        self._respond(request, header, {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
-            {"name": t, "results_by_partition": ps} for t, ps in results.items()]})
+        self._respond(
+            request,
+            header,
+            {
+                "throttle_time_ms": 0,
+                "results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps} for t, ps in results.items()],
+            },
+        )
 
     def handle_add_offsets_to_txn(self, request, header, body):
         code = NONE
         try:
             if self.txn_coordinator is None:
                 raise CoordinatorNotAvailableError("the transaction coordinator is not running")
-            self.txn_coordinator.add_offsets_to_txn(body["transactional_id"], body["producer_id"],
-                                                    body["producer_epoch"], body["group_id"],
-                                                    version=header.api_version)
+            self.txn_coordinator.add_offsets_to_txn(
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                body["group_id"],
+                version=header.api_version,
+            )
         except PyklogError as e:
             code = self._txn_error_code(e)
             log.debug("AddOffsetsToTxn %r: %s", body["transactional_id"], e)
@@ -150,8 +180,13 @@ class TransactionApis(RequestHandlers):
         try:
             if self.txn_coordinator is None:
                 raise CoordinatorNotAvailableError("the transaction coordinator is not running")
-            self.txn_coordinator.end_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
-                                         body["committed"], version=header.api_version)
+            self.txn_coordinator.end_txn(
+                body["transactional_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                body["committed"],
+                version=header.api_version,
+            )
         except PyklogError as e:
             code = self._txn_error_code(e)
             log.debug("EndTxn %r: %s", body["transactional_id"], e)
@@ -172,28 +207,46 @@ class TransactionApis(RequestHandlers):
         for t in body["topics"]:
             for p in t["partitions"]:
                 wanted[(t["name"], p["partition_index"])] = (
-                    p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+                    p["committed_offset"],
+                    p.get("committed_leader_epoch", -1),
+                    p.get("committed_metadata") or "",
+                )
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
             if header.api_version >= 3 and self.groups is not None:  # KIP-447: the member's generation
-                self.groups.validate_txn_offset_commit(group, body.get("generation_id", -1), body.get("member_id", ""),
-                                                       body.get("group_instance_id"))
+                self.groups.validate_txn_offset_commit(
+                    group, body.get("generation_id", -1), body.get("member_id", ""), body.get("group_instance_id")
+                )
             # acks=all: answered once the ISR has the batch (OffsetManager.commit_transactional_async)
-            self.offsets.commit_transactional_async(group, body["producer_id"], body["producer_epoch"], wanted,
-                                                    lambda codes: self._answer_txn_offset_commit(
-                                                        request, header, body, codes))
+            self.offsets.commit_transactional_async(
+                group,
+                body["producer_id"],
+                body["producer_epoch"],
+                wanted,
+                lambda codes: self._answer_txn_offset_commit(request, header, body, codes),
+            )
         except PyklogError as e:
-            log.debug("TxnOffsetCommit of group %r (transactional id %r) refused: %s", group,
-                      body.get("transactional_id"), e)
+            log.debug(
+                "TxnOffsetCommit of group %r (transactional id %r) refused: %s", group, body.get("transactional_id"), e
+            )
             self._answer_txn_offset_commit(request, header, body, dict.fromkeys(wanted, e.code))
 
     def _answer_txn_offset_commit(self, request, header, body, codes: dict) -> None:
         """TxnOffsetCommit's response from the per-partition error codes (any thread)."""
-        topics = [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"],
-             "error_code": codes.get((t["name"], p["partition_index"]), NONE)} for p in t["partitions"]]}
-            for t in body["topics"]]
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": codes.get((t["name"], p["partition_index"]), NONE),
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ]
         if not request.answered:
             self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
@@ -250,14 +303,21 @@ class TransactionApis(RequestHandlers):
             entry, topic, partition, pid, commit, _ = w
             if error is not None:
                 entry["error_code"] = error.code
-                log.info("%s marker of producer %d on %s-%d not replicated: %s", "COMMIT" if commit else "ABORT",
-                         pid, topic, partition, error)
+                log.info(
+                    "%s marker of producer %d on %s-%d not replicated: %s",
+                    "COMMIT" if commit else "ABORT",
+                    pid,
+                    topic,
+                    partition,
+                    error,
+                )
             elif topic == OFFSETS_TOPIC and self.offsets is not None:
                 try:
                     self.offsets.complete_transaction(partition, pid, commit)
                 except Exception:  # noqa: BLE001 - the marker is in the log: a reload applies it
-                    log.exception("completing the transactional offsets of producer %d on %s-%d failed",
-                                  pid, topic, partition)
+                    log.exception(
+                        "completing the transactional offsets of producer %d on %s-%d failed", pid, topic, partition
+                    )
             with lock:
                 remaining[0] -= 1
                 last = remaining[0] == 0
@@ -267,20 +327,34 @@ class TransactionApis(RequestHandlers):
         for w in waits:
             self.coordinator_appends.await_replicated(w[5], lambda error, w=w: settled(w, error))
 
-    def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int):
+    def _write_marker(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ):
         """Append one transaction marker (:meth:`ReplicaManager.append_transaction_marker`); returns
         ``(error code, ReplicaWait | None)``."""
         try:
-            wait = self.replica_manager.append_transaction_marker(topic, partition, producer_id, producer_epoch,
-                                                                  commit, coordinator_epoch)
+            wait = self.replica_manager.append_transaction_marker(
+                topic, partition, producer_id, producer_epoch, commit, coordinator_epoch
+            )
         except PyklogError as e:
-            log.info("%s marker of producer %d epoch %d on %s-%d refused: %s", "COMMIT" if commit else "ABORT",
-                     producer_id, producer_epoch, topic, partition, e)
+            log.info(
+                "%s marker of producer %d epoch %d on %s-%d refused: %s",
+                "COMMIT" if commit else "ABORT",
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                e,
+            )
             return e.code, None
         except Exception:  # noqa: BLE001 - one partition's failure does not fail the others
-            log.exception("%s marker of producer %d on %s-%d failed", "COMMIT" if commit else "ABORT",
-                          producer_id, topic, partition)
+            log.exception(
+                "%s marker of producer %d on %s-%d failed",
+                "COMMIT" if commit else "ABORT",
+                producer_id,
+                topic,
+                partition,
+            )
             return UNKNOWN_SERVER_ERROR, None
         return NONE, wait
 
@@ -298,9 +372,16 @@ class TransactionApis(RequestHandlers):
                 try:
                     lg = self.replica_manager.leader_log(t["name"], p)
                     entry["active_producers"] = [
-                        {"producer_id": pid, "producer_epoch": epoch, "last_sequence": seq, "last_timestamp": ts,
-                         "coordinator_epoch": ce, "current_txn_start_offset": txn}
-                        for pid, epoch, seq, ts, ce, txn in lg.active_producers()]
+                        {
+                            "producer_id": pid,
+                            "producer_epoch": epoch,
+                            "last_sequence": seq,
+                            "last_timestamp": ts,
+                            "coordinator_epoch": ce,
+                            "current_txn_start_offset": txn,
+                        }
+                        for pid, epoch, seq, ts, ce, txn in lg.active_producers()
+                    ]
                 except PyklogError as e:
                     entry.update(error_code=e.code, error_message=str(e)[:1000])
                 parts.append(entry)
@@ -314,9 +395,16 @@ class TransactionApis(RequestHandlers):
         / TRANSACTIONAL_ID_NOT_FOUND as Kafka.  Request thread."""
         states = []
         for tid in body["transactional_ids"]:
-            entry = {"error_code": NONE, "transactional_id": tid, "transaction_state": "",
-                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-                     "producer_epoch": -1, "topics": []}
+            entry = {
+                "error_code": NONE,
+                "transactional_id": tid,
+                "transaction_state": "",
+                "transaction_timeout_ms": 0,
+                "transaction_start_time_ms": -1,
+                "producer_id": -1,
+                "producer_epoch": -1,
+                "topics": [],
+            }
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
@@ -324,10 +412,14 @@ class TransactionApis(RequestHandlers):
                 by_topic: dict[str, list[int]] = {}
                 for topic, partition in d.partitions:
                     by_topic.setdefault(topic, []).append(partition)
-                entry.update(transaction_state=d.state, transaction_timeout_ms=d.timeout_ms,
-                             transaction_start_time_ms=d.start_time_ms, producer_id=d.producer_id,
-                             producer_epoch=d.producer_epoch,
-                             topics=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())])
+                entry.update(
+                    transaction_state=d.state,
+                    transaction_timeout_ms=d.timeout_ms,
+                    transaction_start_time_ms=d.start_time_ms,
+                    producer_id=d.producer_id,
+                    producer_epoch=d.producer_epoch,
+                    topics=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
+                )
             except PyklogError as e:
                 entry["error_code"] = e.code
                 log.debug("DescribeTransactions %r: %s", tid, e)
@@ -343,7 +435,13 @@ class TransactionApis(RequestHandlers):
             resp["error_code"] = CoordinatorNotAvailableError.code
         else:
             code, unknown, listed = self.txn_coordinator.list_transactions(
-                body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1))
-            resp.update(error_code=code, unknown_state_filters=unknown, transaction_states=[
-                {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed])
+                body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1)
+            )
+            resp.update(
+                error_code=code,
+                unknown_state_filters=unknown,
+                transaction_states=[
+                    {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed
+                ],
+            )
         self._respond(request, header, resp)

@@ -3,6 +3,7 @@ stock clients (confluent-kafka's AdminClient, kafka-python 3's KafkaAdminClient)
 versions -- read from the broker's DEBUG per-request log line, not assumed -- and get the right
 answers; DescribeLogDirs v3/v4 fields; malformed flexible requests of these APIs close the
 connection with a log line naming the API and the problem, and the broker keeps serving."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,20 @@ from tests.support import Wire, create_topic, produce, records, wait_for
 _REQUEST = re.compile(r"request api_key=(\d+) api_version=(\d+) correlation_id=-?\d+ client_id=(\S*) ")
 
 #: the admin APIs whose versions this branch raised, and the new transaction admin APIs
-ADMIN_APIS = [ApiKey.DELETE_RECORDS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS,
-              ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_GROUPS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-              ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_PRODUCERS,
-              ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS]
+ADMIN_APIS = [
+    ApiKey.DELETE_RECORDS,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.DESCRIBE_LOG_DIRS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.OFFSET_DELETE,
+    ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.DESCRIBE_PRODUCERS,
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    ApiKey.LIST_TRANSACTIONS,
+]
 
 
 def _versions_used(output: str, client_id: str) -> dict[int, set[int]]:
@@ -66,8 +77,11 @@ def test_confluent_kafka_admin_client_uses_the_new_versions(broker_factory):
     broker_res = ConfigResource(ConfigResource.Type.BROKER, "0")
     assert "log.retention.hours" in admin.describe_configs([broker_res])[broker_res].result(30)
 
-    inc = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    inc = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)],
+    )
     admin.incremental_alter_configs([inc])[inc].result(30)
     assert admin.describe_configs([res])[res].result(30)["retention.ms"].value == "3600000"
     whole = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"segment.ms": "7200000"})
@@ -76,12 +90,12 @@ def test_confluent_kafka_admin_client_uses_the_new_versions(broker_factory):
     assert now["segment.ms"].value == "7200000" and now["retention.ms"].value != "3600000"  # AlterConfigs replaces
 
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
-    wait_for(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3,
-             message="3 partitions")
+    wait_for(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3, message="3 partitions")
     low = next(iter(admin.delete_records([TopicPartition(topic, 0, 4)]).values())).result(30)
     assert low.low_watermark == 4
 
     from confluent_kafka import Consumer
+
     group = f"g-{uuid.uuid4().hex[:6]}"
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
@@ -95,13 +109,13 @@ def test_confluent_kafka_admin_client_uses_the_new_versions(broker_factory):
     print(f"librdkafka admin versions: { {ApiKey(k).name: sorted(v) for k, v in used.items() if k in ADMIN_APIS} }")
     # librdkafka 2.16's highest versions, all within pyklog's ranges: the flexible ones now (main's
     # ranges had it on IncrementalAlterConfigs 0, AlterConfigs/CreatePartitions/DeleteRecords/DeleteGroups 1)
-    assert used[ApiKey.DESCRIBE_CONFIGS] == {1}        # librdkafka's maximum is v1 (non-flexible)
+    assert used[ApiKey.DESCRIBE_CONFIGS] == {1}  # librdkafka's maximum is v1 (non-flexible)
     assert used[ApiKey.INCREMENTAL_ALTER_CONFIGS] == {1}
     assert used[ApiKey.ALTER_CONFIGS] == {2}
-    assert used[ApiKey.CREATE_PARTITIONS] == {2}       # librdkafka's maximum (pyklog serves 3)
+    assert used[ApiKey.CREATE_PARTITIONS] == {2}  # librdkafka's maximum (pyklog serves 3)
     assert used[ApiKey.DELETE_RECORDS] == {2}
     assert used[ApiKey.DELETE_GROUPS] == {2}
-    assert ApiKey.DESCRIBE_CLUSTER not in used         # librdkafka's describe_cluster asks Metadata
+    assert ApiKey.DESCRIBE_CLUSTER not in used  # librdkafka's describe_cluster asks Metadata
     assert "Traceback" not in b.output()
 
 
@@ -140,8 +154,9 @@ def test_kafka_python_admin_client_uses_the_new_versions(broker_factory):
         # kafka-python's alter_configs goes incremental when the broker has IncrementalAlterConfigs
         kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "1234567"})])
         assert "1234567" in repr(kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
-        kp.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "7654321"})],
-                         incremental=False)  # the legacy whole-set AlterConfigs (kafka-python re-sends the
+        kp.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "7654321"})], incremental=False
+        )  # the legacy whole-set AlterConfigs (kafka-python re-sends the
         now = repr(kp.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))  # overrides it read)
         assert "7654321" in now and "1234567" in now, now
         kp.create_partitions({topic: NewPartitions(3)})
@@ -153,6 +168,7 @@ def test_kafka_python_admin_client_uses_the_new_versions(broker_factory):
         assert "0" in repr(cluster)
         group = f"g-{uuid.uuid4().hex[:6]}"
         from kafka.structs import OffsetAndMetadata
+
         kp.alter_group_offsets(group, {TP(topic, 0): OffsetAndMetadata(3, "", None)})
         kp.delete_group_offsets(group, [TP(topic, 0)])
         kp.delete_groups([group])
@@ -164,10 +180,18 @@ def test_kafka_python_admin_client_uses_the_new_versions(broker_factory):
 
     used = _versions_used(b.output(), "kp-admin")
     print(f"kafka-python admin versions: { {ApiKey(k).name: sorted(v) for k, v in used.items() if k in ADMIN_APIS} }")
-    for cls in (DescribeConfigsRequest, AlterConfigsRequest, IncrementalAlterConfigsRequest,
-                CreatePartitionsRequest, DeleteRecordsRequest,
-                DescribeLogDirsRequest, DescribeClusterRequest, DeleteGroupsRequest, ListTransactionsRequest,
-                DescribeProducersRequest):
+    for cls in (
+        DescribeConfigsRequest,
+        AlterConfigsRequest,
+        IncrementalAlterConfigsRequest,
+        CreatePartitionsRequest,
+        DeleteRecordsRequest,
+        DescribeLogDirsRequest,
+        DescribeClusterRequest,
+        DeleteGroupsRequest,
+        ListTransactionsRequest,
+        DescribeProducersRequest,
+    ):
         want = min(cls.max_version, SUPPORTED[ApiKey(cls.API_KEY)][1])
         assert used.get(cls.API_KEY) == {want}, (cls.__name__, used.get(cls.API_KEY), want)
     assert used[ApiKey.OFFSET_DELETE] == {0}
@@ -211,16 +235,36 @@ def test_describe_log_dirs_v3_error_code_and_v4_volume_bytes(broker_factory):
 
 # one well-formed request of each raised/new API in its newest (flexible) version
 _FLEX_REQUESTS = {
-    ApiKey.DESCRIBE_CONFIGS: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
-                              "include_synonyms": True, "include_documentation": True},
-    ApiKey.ALTER_CONFIGS: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "retention.ms", "value": "1000"}]}], "validate_only": True},
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True},
-    ApiKey.CREATE_PARTITIONS: {"topics": [{"name": "t", "count": 1, "assignments": None}], "timeout_ms": 1000,
-                               "validate_only": True},
-    ApiKey.DELETE_RECORDS: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}],
-                            "timeout_ms": 1000},
+    ApiKey.DESCRIBE_CONFIGS: {
+        "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+        "include_synonyms": True,
+        "include_documentation": True,
+    },
+    ApiKey.ALTER_CONFIGS: {
+        "resources": [
+            {"resource_type": 2, "resource_name": "t", "configs": [{"name": "retention.ms", "value": "1000"}]}
+        ],
+        "validate_only": True,
+    },
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}],
+            }
+        ],
+        "validate_only": True,
+    },
+    ApiKey.CREATE_PARTITIONS: {
+        "topics": [{"name": "t", "count": 1, "assignments": None}],
+        "timeout_ms": 1000,
+        "validate_only": True,
+    },
+    ApiKey.DELETE_RECORDS: {
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}],
+        "timeout_ms": 1000,
+    },
     ApiKey.DELETE_GROUPS: {"groups_names": ["no-such-group"]},
     ApiKey.DESCRIBE_LOG_DIRS: {"topics": [{"topic": "t", "partitions": [0]}]},
     ApiKey.DESCRIBE_CLUSTER: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
@@ -233,7 +277,7 @@ _MANGLES = [
     (lambda body: b"\xff" * 6 + body[1:], "unsigned varint longer than 5 bytes"),
     (lambda body: b"\xff\xff\xff\xff\x0f" + body[1:], "expected 4294967294"),
     (lambda body: body[:-1] + b"\x01\x05\x7f", "_tagged_fields"),
-    (lambda body: body[:len(body) // 2], "malformed"),
+    (lambda body: body[: len(body) // 2], "malformed"),
 ]
 
 
@@ -261,8 +305,11 @@ def test_malformed_flexible_admin_requests_close_the_connection_and_name_the_pro
                 closed += 1
             finally:
                 s.close()
-            wait_for(lambda: f"malformed {_name(api)} v{version} request" in b.output(), timeout=10,
-                     message=f"the log line for {_name(api)}")
+            wait_for(
+                lambda: f"malformed {_name(api)} v{version} request" in b.output(),
+                timeout=10,
+                message=f"the log line for {_name(api)}",
+            )
         assert any(logged in b.output() for _, logged in _MANGLES)
     assert closed == len(_FLEX_REQUESTS) * len(_MANGLES)
     with Wire(b.port) as w:  # still serving

@@ -8,6 +8,7 @@ exactly once, also after the brokers restart.  Kafka's errors (INVALID_PARTITION
 INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST) with validate_only
 honoured.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,17 +27,25 @@ def _topic() -> str:
 
 def _metadata(port: int, topic: str) -> dict:
     with Wire(port) as w:
-        resp = w.request(ApiKey.METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                              "include_cluster_authorized_operations": False,
-                                              "include_topic_authorized_operations": False})
+        resp = w.request(
+            ApiKey.METADATA,
+            8,
+            {
+                "topics": [{"name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
     t = resp["topics"][0]
     return {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
 
 
 def _create_partitions(port: int, topics: list, version: int = 1, validate_only: bool = False) -> list:
     with Wire(port) as w:
-        resp = w.request(ApiKey.CREATE_PARTITIONS, version, {
-            "topics": topics, "timeout_ms": 10000, "validate_only": validate_only})
+        resp = w.request(
+            ApiKey.CREATE_PARTITIONS, version, {"topics": topics, "timeout_ms": 10000, "validate_only": validate_only}
+        )
     return resp["results"]
 
 
@@ -55,8 +64,9 @@ def _read_all(bootstrap: str, topic: str, n: int, expected: int) -> list[bytes]:
     """Every record of partitions 0..n-1, read with kafka-python from the start."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
-                      consumer_timeout_ms=3000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=3000
+    )
     try:
         c.assign([TopicPartition(topic, p) for p in range(n)])
         out = []
@@ -88,22 +98,45 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
     wait_for(lambda: len(_metadata(b1.port, topic)) == 2, 10, message="topic on broker 1")
 
     # consumers that are running before the topic grows
-    zk_members = [GroupMember(zk_chroot, "zkgroup", topics={topic: 1}, consumer_id=c, session_timeout_s=4.0,
-                              rebalance_backoff_ms=200).start() for c in ("a", "b")]
-    ck_consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                            "topic.metadata.refresh.interval.ms": 500, "enable.auto.commit": False})
+    zk_members = [
+        GroupMember(
+            zk_chroot, "zkgroup", topics={topic: 1}, consumer_id=c, session_timeout_s=4.0, rebalance_backoff_ms=200
+        ).start()
+        for c in ("a", "b")
+    ]
+    ck_consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+            "enable.auto.commit": False,
+        }
+    )
     ck_consumer.subscribe([topic])
-    ck_producer = CkProducer({"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 500,
-                              "linger.ms": 5})
+    ck_producer = CkProducer(
+        {"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 500, "linger.ms": 5}
+    )
     py_producer = Producer({"bootstrap.servers": bootstrap, "metadata.max.age.ms": 500, "linger.ms": 5})
     try:
-        wait_for(lambda: all(m.is_stable() for m in zk_members)
-                 and sorted(p for m in zk_members for _, p in m.assignment()) == [0, 1], 30,
-                 message="ZooKeeper group owns partitions 0-1")
+        wait_for(
+            lambda: (
+                all(m.is_stable() for m in zk_members)
+                and sorted(p for m in zk_members for _, p in m.assignment()) == [0, 1]
+            ),
+            30,
+            message="ZooKeeper group owns partitions 0-1",
+        )
         got: list[bytes] = []
         # the broker-side group joins while the topic has 2 partitions
-        wait_for(lambda: (got.extend(m.value() for m in ck_consumer.consume(100, 0.2) if not m.error())
-                          or len(ck_consumer.assignment()) == 2), 30, message="confluent consumer assigned 2")
+        wait_for(
+            lambda: (
+                got.extend(m.value() for m in ck_consumer.consume(100, 0.2) if not m.error())
+                or len(ck_consumer.assignment()) == 2
+            ),
+            30,
+            message="confluent consumer assigned 2",
+        )
 
         import json
 
@@ -134,15 +167,20 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
             zk.close()
         # every broker's metadata shows six partitions, the new leaders on both brokers, as at creation
         for b in (b0, b1):
-            wait_for(lambda b=b: len(_metadata(b.port, topic)) == 6, 10, message=f"6 partitions on broker {b.broker_id}")
+            wait_for(
+                lambda b=b: len(_metadata(b.port, topic)) == 6, 10, message=f"6 partitions on broker {b.broker_id}"
+            )
         leaders = _metadata(b0.port, topic)
         assert set(leaders.values()) == {0, 1}
         assert all(leaders[p] != leaders[p + 1] for p in range(5)), leaders  # round robin, continuing the layout
         # each leader created the logs of the partitions it leads
         for b in (b0, b1):
             led = sorted(p for p, lead in leaders.items() if lead == b.broker_id)
-            wait_for(lambda b=b, led=led: all(os.path.isdir(os.path.join(b.log_dir, "data", f"{topic}-{p}"))
-                                              for p in led), 10, message="logs of the new partitions")
+            wait_for(
+                lambda b=b, led=led: all(os.path.isdir(os.path.join(b.log_dir, "data", f"{topic}-{p}")) for p in led),
+                10,
+                message="logs of the new partitions",
+            )
 
         # producers pick the new partitions up after their metadata refresh: keyed records spread
         # over all six (murmur2 on the key, like Kafka's default partitioner)
@@ -160,10 +198,15 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
         assert all(ends[p] > 0 for p in range(2, 6)), f"new partitions got no records: {ends}"
 
         # ZooKeeper group: rebalanced onto 6 partitions, 3 each
-        wait_for(lambda: all(m.is_stable() for m in zk_members)
-                 and sorted(p for m in zk_members for _, p in m.assignment()) == list(range(6))
-                 and all(len(m.assignment()) == 3 for m in zk_members), 30,
-                 message="ZooKeeper group rebalanced onto 6 partitions")
+        wait_for(
+            lambda: (
+                all(m.is_stable() for m in zk_members)
+                and sorted(p for m in zk_members for _, p in m.assignment()) == list(range(6))
+                and all(len(m.assignment()) == 3 for m in zk_members)
+            ),
+            30,
+            message="ZooKeeper group rebalanced onto 6 partitions",
+        )
         # broker-side group: the confluent consumer is assigned all six and reads every record once
         deadline = time.monotonic() + 60
         while len(got) < 2 * n_each and time.monotonic() < deadline:
@@ -182,8 +225,11 @@ def test_create_partitions_grows_topic_for_producers_and_both_kinds_of_groups(br
     for b in (b0, b1):
         b.start()
     for b in (b0, b1):
-        wait_for(lambda b=b: len(_metadata(b.port, topic)) == 6 and -1 not in _metadata(b.port, topic).values(),
-                 20, message="six led partitions after restart")
+        wait_for(
+            lambda b=b: len(_metadata(b.port, topic)) == 6 and -1 not in _metadata(b.port, topic).values(),
+            20,
+            message="six led partitions after restart",
+        )
     values = _read_all(bootstrap, topic, 6, 2 * n_each)
     assert len(values) == 2 * n_each and len(set(values)) == 2 * n_each
 
@@ -199,9 +245,17 @@ def test_create_partitions_errors_and_validate_only(broker_factory):
     b1 = broker_factory(1)
     topic = _topic()
     with Wire(b0.port) as w:
-        w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 3, "replication_factor": 1,
-                                                        "assignments": [], "configs": []}],
-                                            "timeout_ms": 10000, "validate_only": False})
+        w.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [
+                    {"name": topic, "num_partitions": 3, "replication_factor": 1, "assignments": [], "configs": []}
+                ],
+                "timeout_ms": 10000,
+                "validate_only": False,
+            },
+        )
 
     def res(topics, **kw):
         return {r["name"]: (r["error_code"], r["error_message"]) for r in _create_partitions(b0.port, topics, **kw)}
@@ -225,12 +279,19 @@ def test_create_partitions_errors_and_validate_only(broker_factory):
     assert res([{"name": topic, "count": 8, "assignments": None}], validate_only=True)[topic][0] == 0
     assert len(_metadata(b0.port, topic)) == 3
     # v0 and a manual assignment: partitions 3 and 4 both on broker 1, which creates their logs
-    assert res([{"name": topic, "count": 5, "assignments": [{"broker_ids": [1]}, {"broker_ids": [1]}]}],
-               version=0)[topic][0] == 0
+    assert (
+        res([{"name": topic, "count": 5, "assignments": [{"broker_ids": [1]}, {"broker_ids": [1]}]}], version=0)[topic][
+            0
+        ]
+        == 0
+    )
     leaders = wait_for(lambda: (lambda m: m if len(m) == 5 else None)(_metadata(b1.port, topic)), 10)
     assert leaders[3] == leaders[4] == 1
-    wait_for(lambda: all(os.path.isdir(os.path.join(b1.log_dir, "data", f"{topic}-{p}")) for p in (3, 4)), 10,
-             message="broker 1 created the logs")
+    wait_for(
+        lambda: all(os.path.isdir(os.path.join(b1.log_dir, "data", f"{topic}-{p}")) for p in (3, 4)),
+        10,
+        message="broker 1 created the logs",
+    )
 
     # stock clients see Kafka's errors
     admin = AdminClient({"bootstrap.servers": b0.bootstrap})
@@ -253,8 +314,11 @@ def test_describe_cluster(broker_factory):
 
     b0 = broker_factory(0)
     b1 = broker_factory(1)
-    wait_for(lambda: len(AdminClient({"bootstrap.servers": b0.bootstrap}).list_topics(timeout=10).brokers) == 2, 20,
-             message="both brokers registered")
+    wait_for(
+        lambda: len(AdminClient({"bootstrap.servers": b0.bootstrap}).list_topics(timeout=10).brokers) == 2,
+        20,
+        message="both brokers registered",
+    )
     admin = AdminClient({"bootstrap.servers": b1.bootstrap})
     desc = admin.describe_cluster(include_authorized_operations=True, request_timeout=10).result(30)
     assert sorted((n.id, n.port) for n in desc.nodes) == [(0, b0.port), (1, b1.port)]
@@ -271,8 +335,9 @@ def test_describe_cluster(broker_factory):
         r0 = w.request(ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
         assert r0["error_code"] == 0 and r0["cluster_authorized_operations"] == -2147483648
         assert [x["broker_id"] for x in r0["brokers"]] == [0, 1] and r0["cluster_id"] == desc.cluster_id
-        ops = w.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
-                                                     "endpoint_type": 1})["cluster_authorized_operations"]
+        ops = w.request(
+            ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+        )["cluster_authorized_operations"]
         assert ops == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # every cluster operation: no ACLs
         r1 = w.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
         assert r1["error_code"] == 114 and r1["brokers"] == []

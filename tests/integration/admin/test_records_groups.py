@@ -6,6 +6,7 @@ start offset survives a kill -9.  DeleteGroups and OffsetDelete follow Kafka's r
 groups: NON_EMPTY_GROUP while members are there, GROUP_SUBSCRIBED_TO_TOPIC for the topics they
 subscribe to, GROUP_ID_NOT_FOUND once gone; the deleted offsets are gone after a restart too.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,17 +25,33 @@ def _topic() -> str:
 
 def _create(port: int, name: str, partitions: int, configs=()):
     with Wire(port) as w:
-        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": partitions,
-                                                            "replication_factor": 1, "assignments": [],
-                                                            "configs": [{"name": k, "value": v} for k, v in configs]}],
-                                                "timeout_ms": 10000, "validate_only": False})
+        r = w.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in configs],
+                    }
+                ],
+                "timeout_ms": 10000,
+                "validate_only": False,
+            },
+        )
     assert r["topics"][0]["error_code"] == 0, r
 
 
 def _start_offset(port: int, topic: str, p: int) -> int:
     with Wire(port) as w:
-        r = w.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "timestamp": -2}]}]})
+        r = w.request(
+            ApiKey.LIST_OFFSETS,
+            1,
+            {"replica_id": -1, "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -2}]}]},
+        )
     return r["topics"][0]["partitions"][0]["offset"]
 
 
@@ -86,16 +103,32 @@ def test_delete_records_moves_the_log_start_offset_and_survives_kill(broker_fact
 
     # Kafka's errors: beyond the high watermark, a compacted topic, an unknown partition
     with Wire(b.port) as w:
-        r = w.request(ApiKey.DELETE_RECORDS, 1, {"topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "offset": 101},
-                                           {"partition_index": 0, "offset": -7},
-                                           {"partition_index": 5, "offset": 1}]},
-            {"name": compacted, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000})
+        r = w.request(
+            ApiKey.DELETE_RECORDS,
+            1,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": 0, "offset": 101},
+                            {"partition_index": 0, "offset": -7},
+                            {"partition_index": 5, "offset": 1},
+                        ],
+                    },
+                    {"name": compacted, "partitions": [{"partition_index": 0, "offset": 0}]},
+                ],
+                "timeout_ms": 5000,
+            },
+        )
         codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
         assert codes == [1, 1, 3, 44]
         # a lower offset changes nothing: the low watermark stays
-        r = w.request(ApiKey.DELETE_RECORDS, 0, {"topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "offset": 10}]}], "timeout_ms": 5000})
+        r = w.request(
+            ApiKey.DELETE_RECORDS,
+            0,
+            {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": 10}]}], "timeout_ms": 5000},
+        )
         assert r["topics"][0]["partitions"][0] == {"partition_index": 0, "low_watermark": 40, "error_code": 0}
         # a read below the new start fails (OFFSET_OUT_OF_RANGE), at it succeeds
         assert fetch(w, topic, 5)["error_code"] == 1
@@ -120,8 +153,11 @@ def test_describe_log_dirs_sizes(broker_factory):
     topic = _topic()
     _create(b.port, topic, 2)
     data_dir = os.path.join(b.log_dir, "data")
-    wait_for(lambda: all(os.path.isdir(os.path.join(data_dir, f"{topic}-{p}")) for p in (0, 1)), 10,
-             message="both logs created")
+    wait_for(
+        lambda: all(os.path.isdir(os.path.join(data_dir, f"{topic}-{p}")) for p in (0, 1)),
+        10,
+        message="both logs created",
+    )
     with Wire(b.port) as w:
         assert produce(w, topic, records(50), partition=0)["error_code"] == 0
         r = w.request(ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": [{"topic": topic, "partitions": [0, 1, 7]}]})
@@ -130,8 +166,11 @@ def test_describe_log_dirs_sizes(broker_factory):
     assert res["error_code"] == 0 and os.path.realpath(res["log_dir"]) == os.path.realpath(data_dir)
     parts = {p["partition_index"]: p for t in res["topics"] if t["name"] == topic for p in t["partitions"]}
     assert sorted(parts) == [0, 1]
-    on_disk = sum(os.path.getsize(os.path.join(data_dir, f"{topic}-0", f))
-                  for f in os.listdir(os.path.join(data_dir, f"{topic}-0")) if f.endswith(".log"))
+    on_disk = sum(
+        os.path.getsize(os.path.join(data_dir, f"{topic}-0", f))
+        for f in os.listdir(os.path.join(data_dir, f"{topic}-0"))
+        if f.endswith(".log")
+    )
     assert parts[0]["partition_size"] == on_disk > 0 and parts[1]["partition_size"] == 0
     assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in parts.values())
     assert topic in {t["name"] for t in everything["results"][0]["topics"]}
@@ -157,8 +196,14 @@ def test_delete_groups_and_offset_delete(broker_factory):
         for t in (subscribed, other):
             assert produce(w, t, records(10))["error_code"] == 0
     group = f"g-{uuid.uuid4().hex[:6]}"
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     kp = KafkaAdminClient(bootstrap_servers=b.bootstrap)
     try:
@@ -175,12 +220,17 @@ def test_delete_groups_and_offset_delete(broker_factory):
         res = kp.delete_group_offsets(group, [KpTP(subscribed, 0), KpTP(other, 0)])
         assert res[KpTP(subscribed, 0)].__name__ == "GroupSubscribedToTopicError"
         assert res[KpTP(other, 0)].__name__ == "NoError"
-        committed = {tp.topic: tp.offset for tp in c.committed([TopicPartition(subscribed, 0),
-                                                                TopicPartition(other, 0)], timeout=10)}
+        committed = {
+            tp.topic: tp.offset
+            for tp in c.committed([TopicPartition(subscribed, 0), TopicPartition(other, 0)], timeout=10)
+        }
         assert committed == {subscribed: 7, other: -1001}
         with Wire(b.port) as w:  # unknown topic and unknown group, raw
-            r = w.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
-                {"name": "no-such-topic", "partitions": [{"partition_index": 0}]}]})
+            r = w.request(
+                ApiKey.OFFSET_DELETE,
+                0,
+                {"group_id": group, "topics": [{"name": "no-such-topic", "partitions": [{"partition_index": 0}]}]},
+            )
             assert r["error_code"] == 0 and r["topics"][0]["partitions"][0]["error_code"] == 3
             r = w.request(ApiKey.OFFSET_DELETE, 0, {"group_id": "no-such-group", "topics": []})
             assert r["error_code"] == 69
@@ -225,10 +275,17 @@ def test_delete_records_seen_by_the_spark_source_fail_on_data_loss(broker_factor
     assert next(iter(res.values())).result(30).low_watermark == 25
 
     def read(fail_on_data_loss: str):
-        return (spark.read.format("pyklog").option("kafka.bootstrap.servers", b.bootstrap)
-                .option("assign", f'{{"{topic}":[0]}}').option("startingOffsets", f'{{"{topic}":{{"0":0}}}}')
-                .option("endingOffsets", f'{{"{topic}":{{"0":50}}}}').option("failOnDataLoss", fail_on_data_loss)
-                .load().select("offset", "value").collect())
+        return (
+            spark.read.format("pyklog")
+            .option("kafka.bootstrap.servers", b.bootstrap)
+            .option("assign", f'{{"{topic}":[0]}}')
+            .option("startingOffsets", f'{{"{topic}":{{"0":0}}}}')
+            .option("endingOffsets", f'{{"{topic}":{{"0":50}}}}')
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+            .select("offset", "value")
+            .collect()
+        )
 
     with pytest.raises(Exception) as ei:
         read("true")

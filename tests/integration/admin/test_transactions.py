@@ -13,6 +13,7 @@ and ``pyklog-transactions`` (Kafka's kafka-transactions.sh) against real brokers
   answers NOT_COORDINATOR, state and producer id filters as Kafka;
 * usage and call errors exit 1 with one line saying what failed.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,13 +32,16 @@ from tests.integration.transaction_support import (
 from tests.support import Wire, create_topic, produce, records, wait_for
 
 BIN = os.path.dirname(sys.executable)
-TXN_PROPS = {"transaction.state.log.num.partitions": "4",
-             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+TXN_PROPS = {
+    "transaction.state.log.num.partitions": "4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
 
 
 def tool(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([os.path.join(BIN, "pyklog-transactions"), *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [os.path.join(BIN, "pyklog-transactions"), *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def table(out: str) -> list[dict]:
@@ -46,7 +50,7 @@ def table(out: str) -> list[dict]:
     headers = [h.strip() for h in lines[0].split("\t") if h.strip()]
     rows = []
     for ln in lines[1:]:
-        cells = [c.strip() for c in ln.split("\t")][:len(headers)]
+        cells = [c.strip() for c in ln.split("\t")][: len(headers)]
         rows.append(dict(zip(headers, cells)))
     return rows
 
@@ -75,8 +79,14 @@ def test_sigkilled_producers_open_transaction_in_list_describe_and_describe_prod
     pid = int(listed[0]["ProducerId"])
 
     (d,) = rows_of(b.bootstrap, "describe", "--transactional-id", tid)
-    assert (d["CoordinatorId"], d["TransactionalId"], int(d["ProducerId"]), d["ProducerEpoch"],
-            d["TransactionState"], d["TransactionTimeoutMs"]) == ("0", tid, pid, "0", "Ongoing", "120000")
+    assert (
+        d["CoordinatorId"],
+        d["TransactionalId"],
+        int(d["ProducerId"]),
+        d["ProducerEpoch"],
+        d["TransactionState"],
+        d["TransactionTimeoutMs"],
+    ) == ("0", tid, pid, "0", "Ongoing", "120000")
     assert d["TopicPartitions"] == f"{topic}-0,{topic}-1"
     assert started_ms <= int(d["CurrentTransactionStartTimeMs"]) <= int(time.time() * 1000)
     assert int(d["TransactionDurationMs"]) >= 0
@@ -84,8 +94,13 @@ def test_sigkilled_producers_open_transaction_in_list_describe_and_describe_prod
     # producer state on each partition: 13 records on p0 after the 3 plain ones, 12 on p1
     for partition, start, n in ((0, 3, 13), (1, 0, 12)):
         (s,) = rows_of(b.bootstrap, "describe-producers", "--topic", topic, "--partition", str(partition))
-        assert (int(s["ProducerId"]), s["ProducerEpoch"], s["LatestCoordinatorEpoch"], s["LastSequence"],
-                s["CurrentTransactionStartOffset"]) == (pid, "0", "-1", str(n - 1), str(start)), s
+        assert (
+            int(s["ProducerId"]),
+            s["ProducerEpoch"],
+            s["LatestCoordinatorEpoch"],
+            s["LastSequence"],
+            s["CurrentTransactionStartOffset"],
+        ) == (pid, "0", "-1", str(n - 1), str(start)), s
         assert started_ms <= int(s["LastTimestamp"]) <= int(time.time() * 1000)
 
     # the coordinator still counts both partitions in the transaction: not hanging, even at 0 minutes
@@ -127,6 +142,7 @@ def _init_producer_id(w: Wire, tid: str) -> tuple[int, int]:
     def attempt():
         r = w.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": tid, "transaction_timeout_ms": 60000})
         return (r["producer_id"], r["producer_epoch"]) if r["error_code"] == 0 else None
+
     return wait_for(attempt, message="InitProducerId")
 
 
@@ -144,10 +160,23 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
         assert create_topic(w, topic, 1)["error_code"] == 0
         assert produce(w, topic, records(2, prefix=b"before"), partition=0)["error_code"] == 0  # offsets 0-1
         pid, epoch = _init_producer_id(w, tid)
-        batch = build_batch([(None, b"hanging%d" % i, None, ()) for i in range(5)], producer_id=pid,
-                            producer_epoch=epoch, base_sequence=0, is_transactional=True)
-        r = w.request(ApiKey.PRODUCE, 8, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        batch = build_batch(
+            [(None, b"hanging%d" % i, None, ()) for i in range(5)],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        r = w.request(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "transactional_id": tid,
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         assert r["responses"][0]["partition_responses"][0]["error_code"] == 0  # offsets 2-6
     plain = Producer({"bootstrap.servers": b.bootstrap})
     after = [b"after%d" % i for i in range(10)]
@@ -160,10 +189,18 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
 
     assert rows_of(b.bootstrap, "find-hanging", "--broker-id", "0") == []  # younger than 15 minutes
     (h,) = rows_of(b.bootstrap, "find-hanging", "--broker-id", "0", "--max-transaction-timeout", "0")
-    assert (h["Topic"], h["Partition"], int(h["ProducerId"]), int(h["ProducerEpoch"]), h["CoordinatorEpoch"],
-            h["StartOffset"], h["Duration(min)"]) == (topic, "0", pid, epoch, "-1", "2", "0")
-    assert rows_of(b.bootstrap, "find-hanging", "--topic", topic, "--partition", "0",
-                   "--max-transaction-timeout", "0") == [h]
+    assert (
+        h["Topic"],
+        h["Partition"],
+        int(h["ProducerId"]),
+        int(h["ProducerEpoch"]),
+        h["CoordinatorEpoch"],
+        h["StartOffset"],
+        h["Duration(min)"],
+    ) == (topic, "0", pid, epoch, "-1", "2", "0")
+    assert rows_of(
+        b.bootstrap, "find-hanging", "--topic", topic, "--partition", "0", "--max-transaction-timeout", "0"
+    ) == [h]
     (d,) = rows_of(b.bootstrap, "describe", "--transactional-id", tid)
     assert d["TransactionState"] == "Empty" and d["TopicPartitions"] == ""  # the coordinator knows nothing of it
 
@@ -174,8 +211,9 @@ def test_hanging_transaction_is_found_and_aborted(broker_factory):
 
     seen = read_committed_values(b.bootstrap, topic, 1)
     hanging = {b"hanging%d" % i for i in range(5)}
-    assert seen == [b"before0", b"before1"] + after, \
+    assert seen == [b"before0", b"before1"] + after, (
         f"lost {set(after) - set(seen)}, leaked {set(seen) & hanging}, duplicated {len(seen) - len(set(seen))}"
+    )
     assert rows_of(b.bootstrap, "find-hanging", "--broker-id", "0", "--max-transaction-timeout", "0") == []
     (s,) = rows_of(b.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
     assert int(s["ProducerId"]) == pid and s["CurrentTransactionStartOffset"] == "None"
@@ -200,16 +238,21 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
         with Wire(b.port) as w:
             listed = w.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
             assert listed["error_code"] == 0
-            assert [(s["transactional_id"], s["producer_id"], s["transaction_state"])
-                    for s in listed["transaction_states"]] == [(tids[node], pids[node], "Empty")]
+            assert [
+                (s["transactional_id"], s["producer_id"], s["transaction_state"]) for s in listed["transaction_states"]
+            ] == [(tids[node], pids[node], "Empty")]
             # Kafka's filters: states (unknown names reported back, matching nothing), producer ids
             f = w.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Bogus"], "producer_id_filters": []})
             assert f["unknown_state_filters"] == ["Bogus"] and f["transaction_states"] == []
-            f = w.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Empty", "Ongoing"],
-                                                        "producer_id_filters": [pids[other]]})
+            f = w.request(
+                ApiKey.LIST_TRANSACTIONS,
+                0,
+                {"state_filters": ["Empty", "Ongoing"], "producer_id_filters": [pids[other]]},
+            )
             assert f["unknown_state_filters"] == [] and f["transaction_states"] == []
-            d = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tids[node], tids[other],
-                                                                                  never_seen[node]]})
+            d = w.request(
+                ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tids[node], tids[other], never_seen[node]]}
+            )
             mine, theirs, unknown = d["transaction_states"]
             assert (mine["error_code"], mine["transaction_state"], mine["producer_id"]) == (0, "Empty", pids[node])
             assert mine["topics"] == [] and mine["transaction_start_time_ms"] == -1
@@ -217,8 +260,9 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
             assert unknown["error_code"] == 105  # TRANSACTIONAL_ID_NOT_FOUND (its coordinator has no state)
     # the tool asks every broker and each id's coordinator
     rows = rows_of(b0.bootstrap, "list")
-    assert sorted((r["TransactionalId"], r["Coordinator"], int(r["ProducerId"]), r["TransactionState"])
-                  for r in rows) == sorted((tids[n], str(n), pids[n], "Empty") for n in (0, 1))
+    assert sorted(
+        (r["TransactionalId"], r["Coordinator"], int(r["ProducerId"]), r["TransactionState"]) for r in rows
+    ) == sorted((tids[n], str(n), pids[n], "Empty") for n in (0, 1))
     for n in (0, 1):
         (d,) = rows_of(b1.bootstrap, "describe", "--transactional-id", tids[n])
         assert (d["CoordinatorId"], int(d["ProducerId"]), d["TransactionState"]) == (str(n), pids[n], "Empty")
@@ -229,10 +273,26 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
 
     topic = f"txp-{uuid.uuid4().hex[:6]}"
     with Wire(b0.port) as w:
-        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
-            "name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
-            "assignments": [{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [1]}]}],
-            "timeout_ms": 10000, "validate_only": False})
+        r = w.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "configs": [],
+                        "assignments": [
+                            {"partition_index": 0, "broker_ids": [0]},
+                            {"partition_index": 1, "broker_ids": [1]},
+                        ],
+                    }
+                ],
+                "timeout_ms": 10000,
+                "validate_only": False,
+            },
+        )
         assert r["topics"][0]["error_code"] == 0, r
     tid = tids[0]  # coordinated by broker 0
     p = Producer({"bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "transactional.id": tid, "linger.ms": 5})
@@ -246,26 +306,60 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
     assert (d["TransactionState"], d["TopicPartitions"]) == ("Ongoing", f"{topic}-0,{topic}-1")
     b1.kill()
     p.commit_transaction(30)  # answered once PrepareCommit is logged; broker 1's marker cannot be written
-    d = wait_for(lambda: (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
-                 and r["TopicPartitions"] == f"{topic}-1" and r, message="partition 0's marker written")
+    d = wait_for(
+        lambda: (
+            (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
+            and r["TopicPartitions"] == f"{topic}-1"
+            and r
+        ),
+        message="partition 0's marker written",
+    )
     assert d["TransactionState"] == "PrepareCommit"
     with Wire(b0.port) as w:
-        listed = w.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": ["PrepareCommit"],
-                                                         "producer_id_filters": [], "duration_filter": 0})
+        listed = w.request(
+            ApiKey.LIST_TRANSACTIONS,
+            1,
+            {"state_filters": ["PrepareCommit"], "producer_id_filters": [], "duration_filter": 0},
+        )
         assert [s["transactional_id"] for s in listed["transaction_states"]] == [tid]
     (s,) = rows_of(b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
     assert s["CurrentTransactionStartOffset"] == "None"  # its marker is in partition 0's log
-    r = tool("--bootstrap-server", b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "0",
-             "--broker-id", "1")  # broker 1 is down
+    r = tool(
+        "--bootstrap-server",
+        b0.bootstrap,
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--broker-id",
+        "1",
+    )  # broker 1 is down
     assert r.returncode == 1 and f"Failed to describe producers for partition {topic}-0 on broker 1" in r.stderr
     b1.start()
-    d = wait_for(lambda: (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
-                 and r["TransactionState"] == "CompleteCommit" and r, timeout=60, message="the commit completed")
+    d = wait_for(
+        lambda: (
+            (r := rows_of(b0.bootstrap, "describe", "--transactional-id", tid)[0])
+            and r["TransactionState"] == "CompleteCommit"
+            and r
+        ),
+        timeout=60,
+        message="the commit completed",
+    )
     assert d["TopicPartitions"] == ""
     (s,) = rows_of(b1.bootstrap, "describe-producers", "--topic", topic, "--partition", "1")
     assert s["CurrentTransactionStartOffset"] == "None" and int(s["ProducerId"]) == int(d["ProducerId"])
-    r = tool("--bootstrap-server", b0.bootstrap, "describe-producers", "--topic", topic, "--partition", "1",
-             "--broker-id", "0")  # not a replica of partition 1
+    r = tool(
+        "--bootstrap-server",
+        b0.bootstrap,
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "1",
+        "--broker-id",
+        "0",
+    )  # not a replica of partition 1
     assert r.returncode == 1 and "NOT_LEADER_OR_FOLLOWER" in r.stderr, r.stderr
     assert rows_of(b0.bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0") == []
 
@@ -282,8 +376,9 @@ def test_tool_usage_and_errors_exit_1(broker):
     r = tool("--bootstrap-server", broker.bootstrap, "describe", "--transactional-id", "nobody-" + uuid.uuid4().hex)
     assert r.returncode == 1 and "Failed to describe transaction state of transactional-id" in r.stderr
     assert "TRANSACTIONAL_ID_NOT_FOUND" in r.stderr or "NOT_COORDINATOR" in r.stderr, r.stderr
-    r = tool("--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", "no-such-topic",
-             "--partition", "0")
+    r = tool(
+        "--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", "no-such-topic", "--partition", "0"
+    )
     assert r.returncode == 1 and "Failed to describe producers for partition no-such-topic-0" in r.stderr, r.stderr
     r = tool("--bootstrap-server", broker.bootstrap, "find-hanging")
     assert r.returncode == 1 and "requires either --topic or --broker-id" in r.stderr

@@ -1,6 +1,7 @@
 """pyklog-get-offsets, pyklog-delete-records and pyklog-configs as a user runs them (subprocesses)
 against a real broker, output lines and exit codes as Kafka's GetOffsetShell, DeleteRecordsCommand and
 ConfigCommand."""
+
 from __future__ import annotations
 
 import json
@@ -58,12 +59,25 @@ def test_get_offsets(topics):
 def test_delete_records(topics, tmp_path):
     broker, _ = topics
     f = tmp_path / "d.json"
-    f.write_text(json.dumps({"partitions": [{"topic": "go-a", "partition": 2, "offset": 3},
-                                            {"topic": "go-b", "partition": 0, "offset": -1}], "version": 1}))
+    f.write_text(
+        json.dumps(
+            {
+                "partitions": [
+                    {"topic": "go-a", "partition": 2, "offset": 3},
+                    {"topic": "go-b", "partition": 0, "offset": -1},
+                ],
+                "version": 1,
+            }
+        )
+    )
     r = run("pyklog-delete-records", "--bootstrap-server", broker.bootstrap, "--offset-json-file", str(f))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
-                                     "partition: go-a-2\tlow_watermark: 3", "partition: go-b-0\tlow_watermark: 1"]
+    assert r.stdout.splitlines() == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: go-a-2\tlow_watermark: 3",
+        "partition: go-b-0\tlow_watermark: 1",
+    ]
     r = run("pyklog-get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", "go-.*", "--time", "-2")
     assert r.stdout == "go-a:0:0\ngo-a:1:0\ngo-a:2:3\ngo-b:0:1\n"
 
@@ -77,15 +91,25 @@ def test_configs(broker, zk_chroot):
     z = ["--zookeeper", zk_chroot, "--entity-type", "topics", "--entity-name", "cfg"]
     r = run("pyklog-configs", *z, "--describe")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["Dynamic configs for topic cfg are:",
-                                     "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}"]
-    r = run("pyklog-configs", *z, "--alter", "--add-config", "cleanup.policy=[compact,delete],segment.ms=100000",
-            "--delete-config", "retention.ms")
+    assert r.stdout.splitlines() == [
+        "Dynamic configs for topic cfg are:",
+        "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}",
+    ]
+    r = run(
+        "pyklog-configs",
+        *z,
+        "--alter",
+        "--add-config",
+        "cleanup.policy=[compact,delete],segment.ms=100000",
+        "--delete-config",
+        "retention.ms",
+    )
     assert (r.returncode, r.stdout) == (0, "Completed updating config for topic cfg.\n"), r.stderr
     r = run("pyklog-configs", *z, "--describe")
     assert r.stdout.splitlines()[1:] == [
         "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
-        "  segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000}"]
+        "  segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000}",
+    ]
     r = run("pyklog-configs", "--zookeeper", zk_chroot, "--entity-type", "brokers", "--entity-name", "0", "--describe")
     # a broker's dynamic configs live in /config/brokers/<id> (none set yet): readable from ZooKeeper too
     assert (r.returncode, r.stdout) == (0, "Dynamic configs for broker 0 are:\n"), r.stderr
@@ -94,17 +118,36 @@ def test_configs(broker, zk_chroot):
     r = run("pyklog-configs", *b, "--describe")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "Dynamic configs for topic cfg are:"
-    assert any(ln.startswith("  segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000")
-               for ln in r.stdout.splitlines())
+    assert any(
+        ln.startswith("  segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000")
+        for ln in r.stdout.splitlines()
+    )
     r = run("pyklog-configs", *b, "--alter", "--add-config", "retention.ms=5000", "--delete-config", "segment.ms")
     assert (r.returncode, r.stdout) == (0, "Completed updating config for topic cfg.\n"), r.stderr
     out = run("pyklog-configs", *b, "--describe").stdout
     assert "  retention.ms=5000 sensitive=false" in out and "segment.ms" not in out
     r = run("pyklog-configs", *b, "--describe", "--all")
     assert r.stdout.splitlines()[0] == "All configs for topic cfg are:" and "max.message.bytes=" in r.stdout
-    r = run("pyklog-configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers",
-            "--entity-name", "0", "--describe", "--all")
+    r = run(
+        "pyklog-configs",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "0",
+        "--describe",
+        "--all",
+    )
     assert r.returncode == 0 and r.stdout.splitlines()[0] == "All configs for broker 0 are:"
-    r = run("pyklog-configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "topics",
-            "--entity-name", "nope", "--describe")
+    r = run(
+        "pyklog-configs",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "nope",
+        "--describe",
+    )
     assert r.returncode == 1 and "The topic 'nope' does not exist." in r.stderr

@@ -1,5 +1,6 @@
 """pyklog-consumer-groups as a user runs it (subprocess) against a real broker, a stock client's group
 (kafka-python) and a ZooKeeper group, checked against Kafka's ConsumerGroupCommand layout."""
+
 from __future__ import annotations
 
 import os
@@ -12,13 +13,23 @@ import pytest
 from tests.support import wait_for
 
 BIN = os.path.dirname(sys.executable)
-OFFSET_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
-                 "HOST", "CLIENT-ID"]
+OFFSET_HEADER = [
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+]
 
 
 def tool(*args, timeout=60):
-    r = subprocess.run([os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run(
+        [os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True, timeout=timeout
+    )
     return r
 
 
@@ -46,8 +57,15 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
     from kafka import KafkaConsumer
 
     b = setup.bootstrap
-    kc = KafkaConsumer("cg", bootstrap_servers=b, group_id="kp-group", client_id="kp-client",
-                       auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=500)
+    kc = KafkaConsumer(
+        "cg",
+        bootstrap_servers=b,
+        group_id="kp-group",
+        client_id="kp-client",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=500,
+    )
     try:
         n = 0
         deadline = time.monotonic() + 30
@@ -76,8 +94,10 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
         # columns at Kafka's positions: GROUP %-15s, TOPIC %-15s, PARTITION %-10s, offsets %-15s
         assert lines[1].startswith("GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG")
         rows = table(r.stdout)[1:]
-        assert [r_[:6] for r_ in rows] == [["kp-group", "cg", "0", "10", "13", "3"],
-                                           ["kp-group", "cg", "1", "10", "10", "0"]]
+        assert [r_[:6] for r_ in rows] == [
+            ["kp-group", "cg", "0", "10", "13", "3"],
+            ["kp-group", "cg", "1", "10", "10", "0"],
+        ]
         assert all(r_[6].startswith("kp-client") and r_[8] == "kp-client" for r_ in rows)
         assert all(r_[7] in ("127.0.0.1", "localhost") for r_ in rows), rows
 
@@ -95,41 +115,69 @@ def test_broker_group_describe_members_state_reset_delete(setup, zk_chroot):
         assert t[1][3] in ("range", "roundrobin", "sticky", "cooperative-sticky")
 
         # reset of an active group is refused
-        r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--topic", "cg",
-                 "--to-earliest", "--execute")
+        r = tool(
+            "--bootstrap-server",
+            b,
+            "--reset-offsets",
+            "--group",
+            "kp-group",
+            "--topic",
+            "cg",
+            "--to-earliest",
+            "--execute",
+        )
         assert r.returncode == 1
-        assert "Assignments can only be reset if the group 'kp-group' is inactive, but the current state is " \
-               "Stable." in r.stderr
+        assert (
+            "Assignments can only be reset if the group 'kp-group' is inactive, but the current state is "
+            "Stable." in r.stderr
+        )
     finally:
         kc.close()
 
     # the group is empty now
-    wait_for(lambda: "Stable" not in tool("--bootstrap-server", b, "--describe", "--group", "kp-group",
-                                          "--state").stdout, 30, message="group to become empty")
+    wait_for(
+        lambda: "Stable" not in tool("--bootstrap-server", b, "--describe", "--group", "kp-group", "--state").stdout,
+        30,
+        message="group to become empty",
+    )
     r = tool("--bootstrap-server", b, "--describe", "--group", "kp-group")
     assert r.returncode == 0
     assert "Consumer group 'kp-group' has no active members." in r.stderr
-    assert [r_[:9] for r_ in table(r.stdout)[1:]] == [["kp-group", "cg", "0", "10", "13", "3", "-", "-", "-"],
-                                                     ["kp-group", "cg", "1", "10", "10", "0", "-", "-", "-"]]
+    assert [r_[:9] for r_ in table(r.stdout)[1:]] == [
+        ["kp-group", "cg", "0", "10", "13", "3", "-", "-", "-"],
+        ["kp-group", "cg", "1", "10", "10", "0", "-", "-", "-"],
+    ]
     # dry run by default: shows, changes nothing
-    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--topic", "cg:0",
-             "--to-earliest")
+    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--topic", "cg:0", "--to-earliest")
     assert r.returncode == 0, r.stderr
     assert "WARN: No action will be performed as the --execute option is missing" in r.stderr
     assert table(r.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["kp-group", "cg", "0", "0"]]
     assert table(tool("--bootstrap-server", b, "--describe", "--group", "kp-group").stdout)[1][3] == "10"
     # each scenario
-    for args, want in [(["--to-latest"], ["13", "10"]), (["--to-offset", "5"], ["5", "5"]),
-                       (["--to-offset", "99"], ["13", "10"]), (["--shift-by", "-4"], ["6", "6"]),
-                       (["--to-current"], ["10", "10"]),
-                       (["--to-datetime", "1970-01-01T00:00:00.000"], ["0", "0"]),
-                       (["--by-duration", "PT0S"], ["13", "10"])]:
-        r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--all-topics", *args,
-                 "--dry-run")
+    for args, want in [
+        (["--to-latest"], ["13", "10"]),
+        (["--to-offset", "5"], ["5", "5"]),
+        (["--to-offset", "99"], ["13", "10"]),
+        (["--shift-by", "-4"], ["6", "6"]),
+        (["--to-current"], ["10", "10"]),
+        (["--to-datetime", "1970-01-01T00:00:00.000"], ["0", "0"]),
+        (["--by-duration", "PT0S"], ["13", "10"]),
+    ]:
+        r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--all-topics", *args, "--dry-run")
         assert r.returncode == 0, (args, r.stderr)
         assert [x[3] for x in table(r.stdout)[1:]] == want, (args, r.stdout)
-    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "kp-group", "--topic", "cg", "--shift-by",
-             "-2", "--execute")
+    r = tool(
+        "--bootstrap-server",
+        b,
+        "--reset-offsets",
+        "--group",
+        "kp-group",
+        "--topic",
+        "cg",
+        "--shift-by",
+        "-2",
+        "--execute",
+    )
     assert r.returncode == 0, r.stderr
     assert [x[3] for x in table(r.stdout)[1:]] == ["8", "8"]
     rows = table(tool("--bootstrap-server", b, "--describe", "--group", "kp-group").stdout)[1:]
@@ -174,8 +222,9 @@ def test_zookeeper_group_with_offsets_in_kafka_listed_and_described(setup, zk_ch
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--list")
         assert r.returncode == 0, r.stderr
         assert {"zk-kafka", "zk-zk"} <= set(r.stdout.split())
-        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-kafka",
-                 "--group", "zk-zk")
+        r = tool(
+            "--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-kafka", "--group", "zk-zk"
+        )
         assert r.returncode == 0, r.stderr
         t = table(r.stdout)
         assert t[0] == OFFSET_HEADER and t[3] == OFFSET_HEADER
@@ -193,23 +242,46 @@ def test_zookeeper_group_with_offsets_in_kafka_listed_and_described(setup, zk_ch
         assert table(r.stdout) == [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]]
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--describe", "--group", "zk-zk", "--state")
         assert table(r.stdout)[1] == ["zk-zk", zk_chroot, "(zookeeper)", "-", "Empty", "0"]
-        zk.create(paths.consumer_id("zk-zk", "zk-zk_host-1"), b'{"version":1,"subscription":{"cg":1},'
-                  b'"pattern":"static","timestamp":"0"}', ephemeral=True)
+        zk.create(
+            paths.consumer_id("zk-zk", "zk-zk_host-1"),
+            b'{"version":1,"subscription":{"cg":1},"pattern":"static","timestamp":"0"}',
+            ephemeral=True,
+        )
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--list", "--state")
         t = table(r.stdout)
         assert t[0] == ["GROUP", "STATE"] and ["zk-zk", "Stable"] in t and ["zk-kafka", "Empty"] in t
         assert r.stdout.splitlines()[0] == "GROUP" + " " * 21 + "STATE"
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--list", "--state", "stable")
         assert table(r.stdout)[1:] == [["zk-zk", "Stable"]]
-        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--reset-offsets", "--group", "zk-zk",
-                 "--all-topics", "--to-latest", "--execute")
+        r = tool(
+            "--bootstrap-server",
+            b,
+            "--zookeeper",
+            zk_chroot,
+            "--reset-offsets",
+            "--group",
+            "zk-zk",
+            "--all-topics",
+            "--to-latest",
+            "--execute",
+        )
         assert r.returncode == 1 and "can only be reset if the group 'zk-zk' is inactive" in r.stderr
         r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--delete", "--group", "zk-zk")
         assert r.returncode == 1 and "* Group 'zk-zk' could not be deleted due to: NON_EMPTY_GROUP" in r.stderr
         zk.delete(paths.consumer_id("zk-zk", "zk-zk_host-1"))
         # reset a ZooKeeper-storage group: written where its offsets are
-        r = tool("--bootstrap-server", b, "--zookeeper", zk_chroot, "--reset-offsets", "--group", "zk-zk",
-                 "--all-topics", "--to-latest", "--execute")
+        r = tool(
+            "--bootstrap-server",
+            b,
+            "--zookeeper",
+            zk_chroot,
+            "--reset-offsets",
+            "--group",
+            "zk-zk",
+            "--all-topics",
+            "--to-latest",
+            "--execute",
+        )
         assert r.returncode == 0, r.stderr
         assert ZooKeeperOffsetStore(zk).fetch("zk-zk", [("cg", 0), ("cg", 1)]) == {("cg", 0): 10, ("cg", 1): 10}
         # delete a ZooKeeper group

@@ -3,6 +3,7 @@ Kafka's CSV, ``--from-file`` reads it back and commits exactly those offsets (co
 ``--list --type`` adds Kafka 3.7's TYPE column (broker groups Classic, ZooKeeper groups zookeeper), and
 a ZooKeeper group's HOST and CLIENT-ID come from its registry (consumer id's host part, the
 registration's client_id or the group id)."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ BIN = os.path.dirname(sys.executable)
 
 
 def tool(*args, timeout=60):
-    return subprocess.run([os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def table(out: str) -> list[list[str]]:
@@ -47,8 +49,18 @@ def test_export_then_from_file_round_trip(cluster, tmp_path):
     from pyklog.connector.client import ClusterClient
 
     b = cluster.bootstrap
-    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "bg", "--all-topics", "--shift-by", "4",
-             "--export", "--dry-run")
+    r = tool(
+        "--bootstrap-server",
+        b,
+        "--reset-offsets",
+        "--group",
+        "bg",
+        "--all-topics",
+        "--shift-by",
+        "4",
+        "--export",
+        "--dry-run",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "ex,0,5\nex,1,6\nex,2,7\n\n"  # Kafka's CSV, then println's newline
     plan = tmp_path / "plan.csv"
@@ -59,20 +71,45 @@ def test_export_then_from_file_round_trip(cluster, tmp_path):
     plan.write_text("ex,0,9\nex,2,0\n")
     r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "bg", "--from-file", str(plan), "--execute")
     assert r.returncode == 0, r.stderr
-    assert table(r.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["bg", "ex", "0", "9"],
-                               ["bg", "ex", "2", "0"]]
+    assert table(r.stdout) == [
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        ["bg", "ex", "0", "9"],
+        ["bg", "ex", "2", "0"],
+    ]
     with ClusterClient(b) as c:
         assert c.fetch_committed("bg", None) == {("ex", 0): 9, ("ex", 1): 2, ("ex", 2): 0}
     # several groups: the group column
     with ClusterClient(b) as c:
         c.commit_offsets("bg2", {("ex", 1): 4})
-    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "bg", "--group", "bg2", "--topic", "ex:1",
-             "--to-latest", "--export")
+    r = tool(
+        "--bootstrap-server",
+        b,
+        "--reset-offsets",
+        "--group",
+        "bg",
+        "--group",
+        "bg2",
+        "--topic",
+        "ex:1",
+        "--to-latest",
+        "--export",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "bg,ex,1,10\nbg2,ex,1,10\n\n"
     plan.write_text("bg2,ex,1,3\nbg,ex,1,8\n")
-    r = tool("--bootstrap-server", b, "--reset-offsets", "--group", "bg", "--group", "bg2", "--from-file",
-             str(plan), "--execute", "--export")
+    r = tool(
+        "--bootstrap-server",
+        b,
+        "--reset-offsets",
+        "--group",
+        "bg",
+        "--group",
+        "bg2",
+        "--from-file",
+        str(plan),
+        "--execute",
+        "--export",
+    )
     assert r.returncode == 0 and r.stdout == "bg,ex,1,8\nbg2,ex,1,3\n\n", (r.stdout, r.stderr)
     with ClusterClient(b) as c:
         assert c.fetch_committed("bg2", None) == {("ex", 1): 3}
@@ -97,10 +134,16 @@ def test_list_type_and_zookeeper_group_host_client_id(cluster, zk_chroot):
         zk.ensure_path(paths.consumer_ids("zkg"))
         kafka_style = "zkg_worker-7.example.com-1700000000000-1a2b3c4d"
         pyklog_style = "worker-8:6f1c2e9a-6b0e-4f39-9a57-5a0f3c1d2e3f"
-        zk.create(paths.consumer_id("zkg", kafka_style), b'{"version":1,"subscription":{"ex":1},'
-                  b'"pattern":"static","timestamp":"1"}', ephemeral=True)
-        zk.create(paths.consumer_id("zkg", pyklog_style), b'{"version":1,"subscription":{"ex":1},'
-                  b'"pattern":"static","timestamp":"1","client_id":"spark-query-1"}', ephemeral=True)
+        zk.create(
+            paths.consumer_id("zkg", kafka_style),
+            b'{"version":1,"subscription":{"ex":1},"pattern":"static","timestamp":"1"}',
+            ephemeral=True,
+        )
+        zk.create(
+            paths.consumer_id("zkg", pyklog_style),
+            b'{"version":1,"subscription":{"ex":1},"pattern":"static","timestamp":"1","client_id":"spark-query-1"}',
+            ephemeral=True,
+        )
         zk.create(paths.partition_owner("zkg", "ex", 0), kafka_style.encode(), makepath=True)
         zk.create(paths.partition_owner("zkg", "ex", 1), pyklog_style.encode(), makepath=True)
         zk.create(paths.consumer_offset("zkg", "ex", 0), b"3", makepath=True)

@@ -7,6 +7,7 @@ one's last sequence and offset, the transactional one's currentTxnFirstOffset.  
 checked against the batches pyklog-dump-log reads from the .log.  A damaged snapshot is reported
 (exit 1), nothing is printed for it.
 """
+
 from __future__ import annotations
 
 import glob
@@ -19,8 +20,7 @@ BIN = os.path.dirname(sys.executable)
 
 
 def dump(*args):
-    return subprocess.run([os.path.join(BIN, "pyklog-dump-log"), *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([os.path.join(BIN, "pyklog-dump-log"), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_snapshot_of_a_real_broker(broker_factory):
@@ -61,11 +61,13 @@ def test_snapshot_of_a_real_broker(broker_factory):
     assert re.fullmatch(
         rf"producerId: {idem_pid} producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
         r"lastTimestamp: \d{13} firstSequence: 4 lastSequence: 4 lastOffset: 4 offsetDelta: 0 timestamp: \d{13}",
-        by_pid[idem_pid]), by_pid[idem_pid]
+        by_pid[idem_pid],
+    ), by_pid[idem_pid]
     assert re.fullmatch(
         rf"producerId: {txn_pid} producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong\[5\] "
         r"lastTimestamp: \d{13} firstSequence: 0 lastSequence: 0 lastOffset: 5 offsetDelta: 0 timestamp: \d{13}",
-        by_pid[txn_pid]), by_pid[txn_pid]
+        by_pid[txn_pid],
+    ), by_pid[txn_pid]
 
     # a damaged snapshot: CRC mismatch reported, exit 1, no entry printed
     with open(snaps[-1], "r+b") as f:
@@ -73,5 +75,3 @@ def test_snapshot_of_a_real_broker(broker_factory):
         f.write(b"\xff\xff\xff")
     r = dump("--files", snaps[-1])
     assert r.returncode == 1 and "CRC-32C mismatch" in r.stderr and "producerId" not in r.stdout
-
-

@@ -1,4 +1,5 @@
 """pyklog-topics against the real ZooKeeper, with brokers registered by ZkCluster."""
+
 from __future__ import annotations
 
 import json
@@ -32,17 +33,33 @@ def cli(capsys, *args):
 
 def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     zk = ["--zookeeper", zk_chroot]
-    rc, out, err = cli(capsys, *zk, "--create", "--topic", "orders", "--partitions", "4",
-                       "--config", "cleanup.policy=compact", "--config", "retention.ms=60000")
+    rc, out, err = cli(
+        capsys,
+        *zk,
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "4",
+        "--config",
+        "cleanup.policy=compact",
+        "--config",
+        "retention.ms=60000",
+    )
     assert (rc, out, err) == (0, "Created topic orders.\n", "")
-    assert cli(capsys, *zk, "--create", "--topic", "audit.log", "--partitions", "2", "--replication-factor", "2")[0] == 0
+    assert (
+        cli(capsys, *zk, "--create", "--topic", "audit.log", "--partitions", "2", "--replication-factor", "2")[0] == 0
+    )
     rc, out, _ = cli(capsys, *zk, "--list")
     assert (rc, out) == (0, "audit.log\norders\n")
     rc, out, _ = cli(capsys, *zk, "--describe", "--topic", "orders")
     lines = out.splitlines()
     assert rc == 0 and len(lines) == 5
-    assert re.fullmatch(r"Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\t"
-                        r"Configs: cleanup.policy=compact,retention.ms=60000", lines[0]), lines[0]
+    assert re.fullmatch(
+        r"Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\t"
+        r"Configs: cleanup.policy=compact,retention.ms=60000",
+        lines[0],
+    ), lines[0]
     leaders = []
     for p, line in enumerate(lines[1:]):
         fields = dict(f.split(": ") for f in line.strip().split("\t"))
@@ -57,12 +74,23 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     kc.start(timeout=30)
     try:
         assert json.loads(kc.get(paths.topic_config("orders"))[0])["config"] == {
-            "cleanup.policy": "compact", "retention.ms": "60000"}
+            "cleanup.policy": "compact",
+            "retention.ms": "60000",
+        }
     finally:
         kc.stop()
         kc.close()
-    rc, out, _ = cli(capsys, *zk, "--alter", "--topic", "orders", "--config", "retention.ms=5000",
-                     "--delete-config", "cleanup.policy")
+    rc, out, _ = cli(
+        capsys,
+        *zk,
+        "--alter",
+        "--topic",
+        "orders",
+        "--config",
+        "retention.ms=5000",
+        "--delete-config",
+        "cleanup.policy",
+    )
     assert (rc, out) == (0, "Updated config of topic orders: retention.ms=5000\n")
     assert cli(capsys, *zk, "--describe", "--topic", "orders")[1].splitlines()[0].endswith("Configs: retention.ms=5000")
     rc, out, _ = cli(capsys, *zk, "--delete", "--topic", "orders")
@@ -74,24 +102,29 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     assert "Leader: none" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--create", "--topic", "../escape", "--partitions", "1"], "illegal characters '/'"),
-    (["--create", "--topic", "x" * 250, "--partitions", "1"], "maximum is 249"),
-    (["--create", "--topic", "dup", "--partitions", "1"], "topic 'dup' already exists"),
-    (["--create", "--topic", "wide", "--partitions", "1", "--replication-factor", "3"],
-     "larger than available brokers: 2"),
-    (["--create", "--topic", "cfg", "--partitions", "1", "--config", "segment.bytes=huge"], "expects an integer"),
-    (["--create", "--topic", "cfg", "--partitions", "1", "--config", "nonsense"], "KEY=VALUE"),
-    (["--create", "--topic", "zero", "--partitions", "0"], "larger than 0"),
-    (["--create", "--topic", "nop"], "--create needs --partitions"),
-    (["--describe", "--topic", "missing"], "topic 'missing' does not exist"),
-    (["--delete", "--topic", "missing"], "topic 'missing' does not exist"),
-    (["--delete"], "--delete needs --topic"),
-    (["--list", "--delete"], "not allowed with argument"),
-    (["--alter", "--topic", "dup"], "--alter needs --partitions N, --config KEY=VALUE"),
-    (["--alter", "--topic", "dup", "--partitions", "3", "--config", "a=b"], "in two runs"),
-    (["--alter", "--topic", "missing", "--config", "retention.ms=1"], "topic 'missing' does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--create", "--topic", "../escape", "--partitions", "1"], "illegal characters '/'"),
+        (["--create", "--topic", "x" * 250, "--partitions", "1"], "maximum is 249"),
+        (["--create", "--topic", "dup", "--partitions", "1"], "topic 'dup' already exists"),
+        (
+            ["--create", "--topic", "wide", "--partitions", "1", "--replication-factor", "3"],
+            "larger than available brokers: 2",
+        ),
+        (["--create", "--topic", "cfg", "--partitions", "1", "--config", "segment.bytes=huge"], "expects an integer"),
+        (["--create", "--topic", "cfg", "--partitions", "1", "--config", "nonsense"], "KEY=VALUE"),
+        (["--create", "--topic", "zero", "--partitions", "0"], "larger than 0"),
+        (["--create", "--topic", "nop"], "--create needs --partitions"),
+        (["--describe", "--topic", "missing"], "topic 'missing' does not exist"),
+        (["--delete", "--topic", "missing"], "topic 'missing' does not exist"),
+        (["--delete"], "--delete needs --topic"),
+        (["--list", "--delete"], "not allowed with argument"),
+        (["--alter", "--topic", "dup"], "--alter needs --partitions N, --config KEY=VALUE"),
+        (["--alter", "--topic", "dup", "--partitions", "3", "--config", "a=b"], "in two runs"),
+        (["--alter", "--topic", "missing", "--config", "retention.ms=1"], "topic 'missing' does not exist"),
+    ],
+)
 def test_errors_are_one_line_and_exit_1(zk_chroot, two_brokers, capsys, args, message):
     assert cli(capsys, "--zookeeper", zk_chroot, "--create", "--topic", "dup", "--partitions", "1")[0] == 0
     rc, out, err = cli(capsys, "--zookeeper", zk_chroot, *args)
@@ -114,8 +147,12 @@ def test_if_exists_flags(zk_chroot, two_brokers, capsys):
 def test_console_script_and_unreachable_zookeeper():
     exe = os.path.join(os.path.dirname(sys.executable), "pyklog-topics")
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "pyklog.broker.cli.topics"]
-    r = subprocess.run(cmd + ["--zookeeper", f"127.0.0.1:{free_port()}/x", "--timeout", "1.5", "--list"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        cmd + ["--zookeeper", f"127.0.0.1:{free_port()}/x", "--timeout", "1.5", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip().splitlines()[-1].startswith("Error: could not connect to ZooKeeper at 127.0.0.1:")
     assert "within 1.5s" in r.stderr
@@ -141,8 +178,9 @@ def test_bootstrap_server_mode_and_alter_partitions(broker, zk_chroot):
     r = _script(*b, "--describe", "--topic", "grow")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert re.match(r"Topic: grow\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: ",
-                    lines[0]), lines[0]
+    assert re.match(
+        r"Topic: grow\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: ", lines[0]
+    ), lines[0]
     assert lines[0].endswith("Configs: retention.ms=60000") and r.stderr == ""
     assert [ln.split("\t")[1:3] for ln in lines[1:]] == [["Topic: grow", f"Partition: {p}"] for p in range(4)]
     assert all("\tLeader: 0\tReplicas: 0\tIsr: 0" in ln for ln in lines[1:])

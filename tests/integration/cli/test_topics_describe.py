@@ -4,6 +4,7 @@
 --bootstrap-server the Configs are every non-default config (the topic's overrides, dynamic broker
 configs, server.properties), as Kafka 3's TopicCommand; with --zookeeper the topic's overrides.  The
 TopicId is the one in ZooKeeper, the same in both modes."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,20 @@ def run(name, *args):
 def test_describe_lines_topic_id_and_configs(broker_factory, zk_chroot):
     b = broker_factory(0, log_segment_bytes=1073741824)  # as Kafka's sample server.properties
     boot = ["--bootstrap-server", b.bootstrap]
-    r = run("pyklog-topics", *boot, "--create", "--topic", "d1", "--partitions", "2", "--config", "cleanup.policy=compact")
+    r = run(
+        "pyklog-topics", *boot, "--create", "--topic", "d1", "--partitions", "2", "--config", "cleanup.policy=compact"
+    )
     assert r.returncode == 0, r.stderr
-    r = run("pyklog-configs", *boot, "--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
-            "log.retention.ms=3600000")
+    r = run(
+        "pyklog-configs",
+        *boot,
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "log.retention.ms=3600000",
+    )
     assert r.returncode == 0, r.stderr
     zk = kazoo_client(zk_chroot)
     try:
@@ -39,13 +50,18 @@ def test_describe_lines_topic_id_and_configs(broker_factory, zk_chroot):
     r = run("pyklog-topics", *boot, "--describe", "--topic", "d1")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == (f"Topic: d1\tTopicId: {stored}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: "
-                        "cleanup.policy=compact,retention.ms=3600000,segment.bytes=1073741824"), lines[0]
+    assert lines[0] == (
+        f"Topic: d1\tTopicId: {stored}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: "
+        "cleanup.policy=compact,retention.ms=3600000,segment.bytes=1073741824"
+    ), lines[0]
     assert lines[1:] == [f"\tTopic: d1\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(2)]
     r = run("pyklog-topics", "--zookeeper", zk_chroot, "--describe", "--topic", "d1")
     assert r.returncode == 0, r.stderr
     zl = r.stdout.splitlines()
-    assert zl[0] == f"Topic: d1\tTopicId: {stored}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact"
+    assert (
+        zl[0]
+        == f"Topic: d1\tTopicId: {stored}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact"
+    )
     assert zl[1:] == lines[1:]
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", stored)
     r = run("pyklog-topics", *boot, "--describe", "--topic", "nope")

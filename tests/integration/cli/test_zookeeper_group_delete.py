@@ -6,6 +6,7 @@ read and the delete (a second, real ZooKeeper session, injected right before the
 multi-op fail and nothing is deleted.  ``pyklog-consumer-groups --delete`` (no ``--zookeeper``
 needed) and kafka-python's ``delete_consumer_groups`` reach it through DeleteGroups.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -19,8 +20,12 @@ from tests.support import kazoo_client
 
 
 def _tool(*args):
-    return subprocess.run([sys.executable, "-m", "pyklog.connector.cli.consumer_groups", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pyklog.connector.cli.consumer_groups", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _nodes(zk, root) -> list[str]:
@@ -50,8 +55,11 @@ def test_delete_zookeeper_group_only_without_members(broker, zk_chroot):
     member = kazoo_client(zk_chroot)  # the member's own session: its registration is ephemeral
     try:
         _make_group(zk, "zg")
-        member.create(paths.consumer_id("zg", "zg_host-1"), b'{"version":1,"subscription":{"t":1},'
-                      b'"pattern":"static","timestamp":"1"}', ephemeral=True)
+        member.create(
+            paths.consumer_id("zg", "zg_host-1"),
+            b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"1"}',
+            ephemeral=True,
+        )
         before = _nodes(zk, paths.consumer_group("zg"))
         assert len(before) == 11
 

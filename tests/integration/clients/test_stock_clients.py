@@ -1,6 +1,7 @@
 """Stock Kafka clients against a real pyklog broker process: kcat (librdkafka) with every
 compression codec, confluent-kafka Producer/Consumer with committed offsets, kafka-python 3
 with its defaults (idempotence on) and as a legacy 0.10 client (Produce v2 / Fetch v3)."""
+
 from __future__ import annotations
 
 import os
@@ -31,12 +32,21 @@ def shared_broker(zookeeper, tmp_path_factory):
 def test_kcat_produce_consume_each_codec(shared_broker, codec):
     topic = _topic()
     lines = [f"{codec}-{i}-" + "x" * (i % 50) for i in range(500)]
-    p = subprocess.run([KCAT, "-P", "-b", shared_broker.bootstrap, "-t", topic, "-z", codec],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [KCAT, "-P", "-b", shared_broker.bootstrap, "-t", topic, "-z", codec],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert "does not support compression" not in p.stderr, p.stderr
-    c = subprocess.run([KCAT, "-C", "-b", shared_broker.bootstrap, "-t", topic, "-e", "-o", "beginning", "-q"],
-                       capture_output=True, text=True, timeout=60)
+    c = subprocess.run(
+        [KCAT, "-C", "-b", shared_broker.bootstrap, "-t", topic, "-e", "-o", "beginning", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert c.returncode == 0, c.stderr
     assert c.stdout.splitlines() == lines
     # the batches on disk carry the codec librdkafka chose: it compressed (the advertised Produce
@@ -55,20 +65,37 @@ def test_confluent_kafka_produce_consume_commit(shared_broker):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     topic = _topic()
-    p = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5, "compression.type": "lz4",
-                  "enable.idempotence": True})
+    p = Producer(
+        {
+            "bootstrap.servers": shared_broker.bootstrap,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "enable.idempotence": True,
+        }
+    )
     delivered = []
     for i in range(2000):
-        p.produce(topic, key=b"k%d" % (i % 7), value=b"value-%d" % i,
-                  headers=[("h", b"%d" % i)], on_delivery=lambda err, m: delivered.append((err, m.offset())))
+        p.produce(
+            topic,
+            key=b"k%d" % (i % 7),
+            value=b"value-%d" % i,
+            headers=[("h", b"%d" % i)],
+            on_delivery=lambda err, m: delivered.append((err, m.offset())),
+        )
         if i % 500 == 0:
             p.poll(0)
     assert p.flush(30) == 0
     assert all(err is None for err, _ in delivered) and sorted(o for _, o in delivered) == list(range(2000))
 
     group = "cg-" + uuid.uuid4().hex[:8]
-    c = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": shared_broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
@@ -100,8 +127,13 @@ def test_kafka_python_defaults_idempotent(shared_broker):
     offsets = [f.get(timeout=30).offset for f in futures]
     assert offsets == list(range(300))
     p.close()
-    c = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, auto_offset_reset="earliest",
-                      enable_auto_commit=False, consumer_timeout_ms=3000, group_id=None)
+    c = KafkaConsumer(
+        bootstrap_servers=shared_broker.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+        group_id=None,
+    )
     c.assign([TopicPartition(topic, 0)])
     vals = [m.value for m in c]
     c.close()
@@ -118,8 +150,13 @@ def test_kafka_python_as_legacy_0_10_client(shared_broker):
         p.send(topic, value=b"legacy-%d" % i, timestamp_ms=1_600_000_000_000 + i)
     p.flush(30)
     p.close()
-    c = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, api_version=(0, 10),
-                      auto_offset_reset="earliest", consumer_timeout_ms=3000, group_id=None)
+    c = KafkaConsumer(
+        bootstrap_servers=shared_broker.bootstrap,
+        api_version=(0, 10),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+        group_id=None,
+    )
     c.assign([TopicPartition(topic, 0)])
     msgs = list(c)
     c.close()
@@ -127,8 +164,9 @@ def test_kafka_python_as_legacy_0_10_client(shared_broker):
     assert [m.offset for m in msgs] == list(range(100))
     assert msgs[3].timestamp == 1_600_000_000_003
     # and a modern client reads the same records in format v2
-    c2 = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, auto_offset_reset="earliest",
-                       consumer_timeout_ms=3000, group_id=None)
+    c2 = KafkaConsumer(
+        bootstrap_servers=shared_broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000, group_id=None
+    )
     c2.assign([TopicPartition(topic, 0)])
     assert [m.value for m in c2] == [b"legacy-%d" % i for i in range(100)]
     c2.close()
@@ -189,8 +227,10 @@ def test_confluent_admin_client_create_list_delete(shared_broker):
 
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
     name = _topic()
-    futures = admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1,
-                                            config={"retention.ms": "3600000"})], operation_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})],
+        operation_timeout=10,
+    )
     futures[name].result(30)
     bad = admin.create_topics([NewTopic("bad/name", num_partitions=1, replication_factor=1)])
     with pytest.raises(Exception) as e:

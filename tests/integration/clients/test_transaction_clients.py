@@ -10,6 +10,7 @@ coordinator wrote, independently of any client's read_committed implementation. 
 records acknowledged as committed, visible, lost (committed but not visible), duplicated and leaked
 (aborted or undecided but visible).
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,10 @@ from tests.integration.transaction_support import (
 )
 from tests.support import Wire, create_topic, wait_for
 
-TXN_PROPS = {"transaction.state.log.num.partitions": "4",
-             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+TXN_PROPS = {
+    "transaction.state.log.num.partitions": "4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
 
 
 def read_partition(port: int, topic: str, partition: int) -> dict:
@@ -39,10 +42,25 @@ def read_partition(port: int, topic: str, partition: int) -> dict:
     offset = 0
     with Wire(port) as w:
         while True:
-            r = w.request(ApiKey.FETCH, 4, {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 22, "isolation_level": 0,
-                "topics": [{"topic": topic, "partitions": [
-                    {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 22}]}]})
+            r = w.request(
+                ApiKey.FETCH,
+                4,
+                {
+                    "replica_id": -1,
+                    "max_wait_ms": 0,
+                    "min_bytes": 0,
+                    "max_bytes": 1 << 22,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [
+                                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 22}
+                            ],
+                        }
+                    ],
+                },
+            )
             p = r["responses"][0]["partitions"][0]
             assert p["error_code"] == 0, p
             batches = list(iter_batches(bytes(p["records"] or b"")))
@@ -80,24 +98,29 @@ def read_topic(port_of, topic: str, partitions: int) -> dict:
 def read_decided(port: int, topic: str, partitions: int, timeout: float = 30.0, message: str = "markers") -> dict:
     """:func:`read_topic` once every transaction in ``topic`` is decided (its marker written):
     fails after ``timeout`` naming ``message``."""
-    return wait_for(lambda: (s := read_topic(lambda _p: port, topic, partitions)) and not s["undecided"] and s,
-                    timeout=timeout, message=message)
+    return wait_for(
+        lambda: (s := read_topic(lambda _p: port, topic, partitions)) and not s["undecided"] and s,
+        timeout=timeout,
+        message=message,
+    )
 
 
 def count(acked_committed, must_not_see, seen: dict) -> dict:
     visible = Counter(seen["committed"])
     acked = set(acked_committed)
-    return {"committed": len(acked), "visible": sum(visible.values()),
-            "lost": sum(1 for v in acked if visible[v] == 0),
-            "duplicated": sum(c - 1 for c in visible.values() if c > 1),
-            "leaked": sum(1 for v in must_not_see if visible[v] > 0)}
+    return {
+        "committed": len(acked),
+        "visible": sum(visible.values()),
+        "lost": sum(1 for v in acked if visible[v] == 0),
+        "duplicated": sum(c - 1 for c in visible.values() if c > 1),
+        "leaked": sum(1 for v in must_not_see if visible[v] > 0),
+    }
 
 
 def confluent_producer(bootstrap: str, tid: str, **extra):
     from confluent_kafka import Producer
 
-    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
-            "transaction.timeout.ms": 60000}
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, "transaction.timeout.ms": 60000}
     conf.update(extra)
     return Producer(conf)
 
@@ -105,8 +128,12 @@ def confluent_producer(bootstrap: str, tid: str, **extra):
 def produce_values(p, topic: str, values: list[bytes], partitions: int):
     errors = []
     for i, v in enumerate(values):
-        p.produce(topic, value=v, partition=i % partitions,
-                  on_delivery=lambda err, msg: err is not None and errors.append(err))
+        p.produce(
+            topic,
+            value=v,
+            partition=i % partitions,
+            on_delivery=lambda err, msg: err is not None and errors.append(err),
+        )
     p.flush(30)
     assert errors == []
 
@@ -145,8 +172,7 @@ def test_kafka_python_transactional_producer(broker_factory):
     topic = f"txk-{uuid.uuid4().hex[:6]}"
     with Wire(b.port) as w:
         assert create_topic(w, topic, 2)["error_code"] == 0
-    p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
-                      max_block_ms=30000)
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}", max_block_ms=30000)
     try:
         p.init_transactions()
         p.begin_transaction()
@@ -213,8 +239,10 @@ def test_transaction_of_a_sigkilled_producer_is_aborted_after_its_timeout(broker
     produce_values(p, topic, later, 2)
     p.commit_transaction(30)
     open_values = sorted(b"open%d" % i for i in range(25))
-    seen = wait_for(lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and len(s["committed"]) == 20 and s,
-                    message="the later transaction's markers")
+    seen = wait_for(
+        lambda: (s := read_topic(lambda _p: b.port, topic, 2)) and len(s["committed"]) == 20 and s,
+        message="the later transaction's markers",
+    )
     # the killed producer's records are undecided until the coordinator aborts them (never committed)
     assert sorted(seen["undecided"] + seen["aborted"]) == open_values
     if seen["undecided"]:
@@ -250,10 +278,26 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     b0, b1 = two_brokers(broker_factory, **TXN_PROPS)
     topic = f"txx-{uuid.uuid4().hex[:6]}"
     with Wire(b0.port) as w:
-        r = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{
-            "name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
-            "assignments": [{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [1]}]}],
-            "timeout_ms": 10000, "validate_only": False})
+        r = w.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "configs": [],
+                        "assignments": [
+                            {"partition_index": 0, "broker_ids": [1]},
+                            {"partition_index": 1, "broker_ids": [1]},
+                        ],
+                    }
+                ],
+                "timeout_ms": 10000,
+                "validate_only": False,
+            },
+        )
         assert r["topics"][0]["error_code"] == 0, r
     tid = _tid_coordinated_by(b0.port, 0)
     p = confluent_producer(f"{b0.bootstrap},{b1.bootstrap}", tid)
@@ -298,8 +342,10 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     b1.kill()
     failures = b0.output().count("cannot send transaction markers to broker 1")
     p.commit_transaction(30)
-    wait_for(lambda: b0.output().count("cannot send transaction markers to broker 1") > failures,
-             message="a marker attempt failed while broker 1 is down")
+    wait_for(
+        lambda: b0.output().count("cannot send transaction markers to broker 1") > failures,
+        message="a marker attempt failed while broker 1 is down",
+    )
     b1.start()
     seen = read_decided(b1.port, topic, 2, timeout=60, message="markers delivered once the leader is back")
     c = count(first + second + third + fourth, [], seen)
@@ -348,8 +394,7 @@ def test_concurrent_transactional_producers(broker_factory):
     assert errors == []
     seen = read_decided(b.port, topic, 3, message="every marker written")
     c = count(committed, aborted, seen)
-    assert c == {"committed": len(committed), "visible": len(committed), "lost": 0, "duplicated": 0,
-                 "leaked": 0}, c
+    assert c == {"committed": len(committed), "visible": len(committed), "lost": 0, "duplicated": 0, "leaked": 0}, c
     assert len(committed) + len(aborted) == 4 * 8 * 15
     assert count(committed, aborted, {"committed": read_committed_values(b.bootstrap, topic, 3)}) == c
     assert "Traceback" not in b.output()

@@ -10,6 +10,7 @@ and restarted once as well.  At the end B read with read_committed must equal A 
 record missing, none duplicated, the same order in every partition.  The counts (copied,
 duplicates, missing, restarts) are printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,10 +43,29 @@ class Copier:
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, COPIER, "--bootstrap", bootstrap, "--input", src, "--output", dst, "--group", group,
-             "--transactional-id", txn_id, "--batch", str(batch), "--hold-before-commit-ms", str(hold_ms)]
+            [
+                sys.executable,
+                COPIER,
+                "--bootstrap",
+                bootstrap,
+                "--input",
+                src,
+                "--output",
+                dst,
+                "--group",
+                group,
+                "--transactional-id",
+                txn_id,
+                "--batch",
+                str(batch),
+                "--hold-before-commit-ms",
+                str(hold_ms),
+            ]
             + (["--subscribe", subscribe] if subscribe else []),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -119,8 +139,15 @@ def compare(expected, got) -> dict:
     return {"copied": copied, "duplicates": duplicates, "missing": missing, "partitions_differing": out_of_order}
 
 
-def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: int = 400, deadline_s: float = 240,
-             subscribe: str | None = None):
+def run_copy(
+    broker,
+    kills: int,
+    broker_kill_at: int | None,
+    seed: int,
+    batch: int = 400,
+    deadline_s: float = 240,
+    subscribe: str | None = None,
+):
     """Copy A to B with ``kills`` random SIGKILLs of the copier (and one broker SIGKILL before the
     ``broker_kill_at``-th copier kill); returns (expected, counts)."""
     rng = random.Random(seed)
@@ -181,8 +208,16 @@ def run_copy(broker, kills: int, broker_kill_at: int | None, seed: int, batch: i
     t_copy = time.monotonic() - t0 - t_input
     got = read_confluent_to_eof(broker.bootstrap, dst, PARTITIONS, timeout=60)
     counts = compare(expected, got)
-    counts.update(mode="subscribe" if subscribe else "assign", restarts=restarts, copier_kills=copier_kills, kills_while_offsets_pending=pending_kills, copier_error_exits=exits, broker_kills=broker_kills,
-                  input_s=round(t_input, 1), copy_s=round(t_copy, 1))
+    counts.update(
+        mode="subscribe" if subscribe else "assign",
+        restarts=restarts,
+        copier_kills=copier_kills,
+        kills_while_offsets_pending=pending_kills,
+        copier_error_exits=exits,
+        broker_kills=broker_kills,
+        input_s=round(t_input, 1),
+        copy_s=round(t_copy, 1),
+    )
     uncommitted = read_confluent_to_eof(broker.bootstrap, dst, PARTITIONS, "read_uncommitted", timeout=60)
     counts["aborted_or_open_records_in_log"] = sum(len(v) for v in uncommitted.values()) - counts["copied"]
     print(f"\ncopier counts: {counts}")
@@ -199,8 +234,9 @@ def _check(expected, got, counts):
 @pytest.mark.parametrize("mode", ["assign", "subscribe"])
 def test_copier_sigkilled_five_times_copies_exactly_once(broker_factory, mode):
     broker = broker_factory(0, port=stable_port())
-    expected, got, counts = run_copy(broker, kills=6, broker_kill_at=None, seed=1,
-                                     subscribe="copier-1" if mode == "subscribe" else None)
+    expected, got, counts = run_copy(
+        broker, kills=6, broker_kill_at=None, seed=1, subscribe="copier-1" if mode == "subscribe" else None
+    )
     assert counts["copier_kills"] >= 5, counts
     _check(expected, got, counts)
 

@@ -6,6 +6,7 @@ kafka-python and kcat consumers read with ``read_committed`` (only committed rec
 and ``read_uncommitted`` (everything); the group's committed offsets are those of the committed
 transactions only.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -30,8 +31,14 @@ def kp_read(bootstrap, topic, isolation, expected_total, timeout=30.0) -> dict[i
     their end (end offsets are the LSO for read_committed)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
-                      group_id=None, auto_offset_reset="earliest", consumer_timeout_ms=1000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+        group_id=None,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1000,
+    )
     tps = [TopicPartition(topic, p) for p in range(PARTS)]
     c.assign(tps)
     c.seek_to_beginning()
@@ -70,8 +77,9 @@ def test_confluent_kafka_transactions_commit_and_abort(broker):
     group = f"g-{uuid.uuid4().hex[:6]}"
     _topics(broker, out, src)
     meta_consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
-                  "linger.ms": 5})
+    p = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}", "linger.ms": 5}
+    )
     p.init_transactions(30)
     committed: dict[int, list[bytes]] = {q: [] for q in range(PARTS)}
     everything: dict[int, list[bytes]] = {q: [] for q in range(PARTS)}
@@ -85,8 +93,9 @@ def test_confluent_kafka_transactions_commit_and_abort(broker):
             everything[q].append(v)
             if commit:
                 committed[q].append(v)
-        p.send_offsets_to_transaction([TopicPartition(src, q, o) for q, o in offsets.items()],
-                                      meta_consumer.consumer_group_metadata(), 30)
+        p.send_offsets_to_transaction(
+            [TopicPartition(src, q, o) for q, o in offsets.items()], meta_consumer.consumer_group_metadata(), 30
+        )
         if commit:
             p.commit_transaction(30)
         else:
@@ -104,8 +113,25 @@ def test_confluent_kafka_transactions_commit_and_abort(broker):
     assert committed_offsets(broker.bootstrap, group, src) == {0: 20, 1: 11, 2: 12}
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     if kcat:
-        res = subprocess.run([kcat, "-b", broker.bootstrap, "-C", "-t", out, "-e", "-q", "-f", "%p %s\\n",
-                              "-X", "isolation.level=read_committed"], capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            [
+                kcat,
+                "-b",
+                broker.bootstrap,
+                "-C",
+                "-t",
+                out,
+                "-e",
+                "-q",
+                "-f",
+                "%p %s\\n",
+                "-X",
+                "isolation.level=read_committed",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 0, res.stderr
         seen: dict[int, list[bytes]] = {q: [] for q in range(PARTS)}
         for line in res.stdout.splitlines():
@@ -122,8 +148,9 @@ def test_kafka_python_transactional_producer(broker):
     out, src = f"kout-{uuid.uuid4().hex[:6]}", f"ksrc-{uuid.uuid4().hex[:6]}"
     group = f"kg-{uuid.uuid4().hex[:6]}"
     _topics(broker, out, src)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}",
-                      max_block_ms=30000)
+    p = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}", max_block_ms=30000
+    )
     try:
         p.init_transactions()
         committed: dict[int, list[bytes]] = {q: [] for q in range(PARTS)}
@@ -138,7 +165,8 @@ def test_kafka_python_transactional_producer(broker):
                 if commit:
                     committed[q].append(v)
             p.send_offsets_to_transaction(
-                {TopicPartition(src, 0): OffsetAndMetadata(100 if commit else 999, "", -1)}, group)
+                {TopicPartition(src, 0): OffsetAndMetadata(100 if commit else 999, "", -1)}, group
+            )
             if commit:
                 p.commit_transaction()
             else:

@@ -17,6 +17,7 @@ offsets are pending in the group's coordinator), ``COMMITTED <records> <total>``
 ``ERROR <what>``: the test restarts it with the same transactional id, which is the recovery
 being tested.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,18 @@ def main(argv=None) -> int:
     ap = child_parser("--bootstrap", "--input", "--output", "--group", "--transactional-id")
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--timeout-s", type=float, default=30.0)
-    ap.add_argument("--subscribe", metavar="INSTANCE_ID",
-                    help="join the group (subscribe, static member INSTANCE_ID) instead of assigning every partition")
-    ap.add_argument("--hold-before-commit-ms", type=int, default=0,
-                    help="pause between send_offsets_to_transaction and commit_transaction (gives a test "
-                         "the moment where the offsets are pending)")
+    ap.add_argument(
+        "--subscribe",
+        metavar="INSTANCE_ID",
+        help="join the group (subscribe, static member INSTANCE_ID) instead of assigning every partition",
+    )
+    ap.add_argument(
+        "--hold-before-commit-ms",
+        type=int,
+        default=0,
+        help="pause between send_offsets_to_transaction and commit_transaction (gives a test "
+        "the moment where the offsets are pending)",
+    )
     args = ap.parse_args(argv)
 
     from confluent_kafka import (
@@ -46,15 +54,27 @@ def main(argv=None) -> int:
         TopicPartition,
     )
 
-    producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
-                         "transaction.timeout.ms": 20000, "linger.ms": 5, "message.timeout.ms": 20000,
-                         "reconnect.backoff.max.ms": 500})
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "transactional.id": args.transactional_id,
+            "transaction.timeout.ms": 20000,
+            "linger.ms": 5,
+            "message.timeout.ms": 20000,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
     consumer = None
     try:
         producer.init_transactions(args.timeout_s)
-        conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
-                "isolation.level": "read_committed", "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 500}
+        conf = {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "reconnect.backoff.max.ms": 500,
+        }
         if args.subscribe:
             # static membership (KIP-345): a restarted instance takes its predecessor's place at once
             conf.update({"group.instance.id": args.subscribe, "session.timeout.ms": 10000})
@@ -66,8 +86,10 @@ def main(argv=None) -> int:
             _, high = consumer.get_watermark_offsets(TopicPartition(args.input, p), timeout=args.timeout_s)
             ends[p] = high
         committed = consumer.committed([TopicPartition(args.input, p) for p in parts], timeout=args.timeout_s)
-        start = [TopicPartition(args.input, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
-                 for tp in committed]
+        start = [
+            TopicPartition(args.input, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+            for tp in committed
+        ]
         if args.subscribe:
             consumer.subscribe([args.input])  # the group's assignment starts at the committed offsets
         else:

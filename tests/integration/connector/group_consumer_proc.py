@@ -8,6 +8,7 @@ streams in one thread (``consumer.timeout.ms`` switches between them), and for e
 wrote.  It prints ``READY`` once it is registered, ``OWNS <t-p,...>`` whenever its
 assignment changes, and ``CLOSED`` after a graceful shutdown on SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,26 @@ def main(argv=None) -> int:
     ap.add_argument("--rebalance-max-retries", type=int, default=20)
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    conn = ConsumerConnector({
-        "zookeeper.connect": args.zookeeper, "group.id": args.group, "consumer.id": args.consumer_id,
-        "partition.assignment.strategy": args.strategy, "offsets.storage": args.offsets_storage,
-        "auto.commit.enable": False, "auto.offset.reset": "smallest", "consumer.timeout.ms": 100,
-        "zookeeper.session.timeout.ms": args.session_timeout_ms,
-        "rebalance.backoff.ms": args.rebalance_backoff_ms, "rebalance.max.retries": args.rebalance_max_retries,
-    })
+    conn = ConsumerConnector(
+        {
+            "zookeeper.connect": args.zookeeper,
+            "group.id": args.group,
+            "consumer.id": args.consumer_id,
+            "partition.assignment.strategy": args.strategy,
+            "offsets.storage": args.offsets_storage,
+            "auto.commit.enable": False,
+            "auto.offset.reset": "smallest",
+            "consumer.timeout.ms": 100,
+            "zookeeper.session.timeout.ms": args.session_timeout_ms,
+            "rebalance.backoff.ms": args.rebalance_backoff_ms,
+            "rebalance.max.retries": args.rebalance_max_retries,
+        }
+    )
     streams = conn.create_message_streams(dict.fromkeys(args.topics.split(","), 1))
     out = sys.stdout
     print("READY", flush=True)

@@ -8,6 +8,7 @@ commit without a fence does).  It prints ``EPOCH <n> OWNS <p,...>`` when its ass
 ``COMMIT <p> <offset> committed|refused|ahead`` for each partition of each commit, flushed.  A
 partition it (re)gains starts at the group's committed offset.  SIGTERM stops it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,17 @@ def main(argv=None) -> int:
     ap.add_argument("--unfenced", action="store_true")
     ap.add_argument("--tick-ms", type=int, default=100)
     args = ap.parse_args(argv)
-    logging.basicConfig(level="WARNING", stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level="WARNING", stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    m = GroupMember(args.zookeeper, args.group, topics=[args.topic], consumer_id=args.consumer_id,
-                    session_timeout_s=args.session_timeout_ms / 1000.0, rebalance_backoff_ms=200)
+    m = GroupMember(
+        args.zookeeper,
+        args.group,
+        topics=[args.topic],
+        consumer_id=args.consumer_id,
+        session_timeout_s=args.session_timeout_ms / 1000.0,
+        rebalance_backoff_ms=200,
+    )
     m.start()
     m.wait_stable(30)
     plain = ZooKeeperOffsetStore(m.zk)
@@ -70,8 +76,11 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 outcome = {tp: f"error:{type(e).__name__}" for tp in batch}
             else:
-                outcome = {**dict.fromkeys(r.committed, "committed"), **dict.fromkeys(r.refused, "refused"),
-                           **dict.fromkeys(r.ahead, "ahead")}
+                outcome = {
+                    **dict.fromkeys(r.committed, "committed"),
+                    **dict.fromkeys(r.refused, "refused"),
+                    **dict.fromkeys(r.ahead, "ahead"),
+                }
         for tp, what in sorted(outcome.items()):
             print(f"COMMIT {tp[1]} {batch[tp]} {what}", flush=True)
             if what == "committed":

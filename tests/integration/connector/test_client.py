@@ -1,4 +1,5 @@
 """BrokerConnection and ClusterClient against real brokers (real ZooKeeper, `python -m pyklog.broker`)."""
+
 from __future__ import annotations
 
 import time
@@ -85,11 +86,12 @@ def test_coordinator_commit_and_fetch(broker):
         c.create_topic("events", 2)
         node = c.find_coordinator("group-a")
         assert node == 0
-        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)]) == \
-            {("events", 0): None, ("events", 1): None}
+        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)]) == {
+            ("events", 0): None,
+            ("events", 1): None,
+        }
         c.commit_offsets("group-a", {("events", 0): 42, ("events", 1): (7, "meta")})
-        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)]) == \
-            {("events", 0): 42, ("events", 1): 7}
+        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)]) == {("events", 0): 42, ("events", 1): 7}
         assert c.fetch_committed("group-a", None) == {("events", 0): 42, ("events", 1): 7}
         c.commit_offsets("group-a", {("events", 0): 43})
         assert c.fetch_committed("group-a", [("events", 0)]) == {("events", 0): 43}
@@ -97,5 +99,7 @@ def test_coordinator_commit_and_fetch(broker):
     # after a broker restart the coordinator reloads the offsets (retrying while it loads)
     broker.restart()
     with ClusterClient(broker.bootstrap) as c:
-        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)], timeout_s=30) == \
-            {("events", 0): 43, ("events", 1): 7}
+        assert c.fetch_committed("group-a", [("events", 0), ("events", 1)], timeout_s=30) == {
+            ("events", 0): 43,
+            ("events", 1): 7,
+        }

@@ -1,5 +1,6 @@
 """ZooKeeper consumer groups against a real ZooKeeper (no broker): registration, watches, rebalance,
 the partition owner registry, session loss, manual release (the Spark driver's mode)."""
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,9 @@ def create_topic(zk, name, n):
 
 def owners(zk, group, topic):
     out = {}
-    for p in zk.get_children(paths.partition_owners(group, topic)) if zk.exists(paths.partition_owners(group, topic)) else []:
+    for p in (
+        zk.get_children(paths.partition_owners(group, topic)) if zk.exists(paths.partition_owners(group, topic)) else []
+    ):
         try:
             out[int(p)] = zk.get(paths.partition_owner(group, topic, int(p)))[0].decode()
         except Exception:  # noqa: BLE001 - an owner node may go at any time
@@ -78,6 +81,7 @@ def test_registration_and_owner_registry(zk, members):
 
 def test_default_consumer_id_is_hostname_uuid(zk, members):
     import socket
+
     m = members()
     host, _, rest = m.consumer_id.rpartition(":")
     assert host == socket.gethostname() and len(rest) == 36
@@ -95,8 +99,11 @@ def test_three_members_split_and_converge_on_leave(zk, members):
     reg = owners(zk, "g", "t")
     assert reg == {0: "c0", 1: "c0", 2: "c0", 3: "c1", 4: "c1", 5: "c2", 6: "c2"}
     ms[1].stop()
-    wait_for(lambda: ms[0].is_stable() and ms[2].is_stable()
-             and len(ms[0].assignment()) + len(ms[2].assignment()) == 12, 30, message="2 members own all")
+    wait_for(
+        lambda: ms[0].is_stable() and ms[2].is_stable() and len(ms[0].assignment()) + len(ms[2].assignment()) == 12,
+        30,
+        message="2 members own all",
+    )
     assert ms[0].assignment() == {("t", p) for p in range(4)} | {("u", p) for p in range(3)}
     assert owners(zk, "g", "u") == {0: "c0", 1: "c0", 2: "c0", 3: "c2", 4: "c2"}
 
@@ -107,8 +114,15 @@ def test_partition_count_change_and_broker_change_trigger_rebalance(zk, members)
     b = members(consumer_id="b")
     wait_for(lambda: a.is_stable() and b.is_stable() and len(a.assignment()) == 1, 30)
     create_topic(zk, "t", 6)  # partitions added
-    wait_for(lambda: a.assignment() == {("t", 0), ("t", 1), ("t", 2)} and b.is_stable()
-             and b.assignment() == {("t", 3), ("t", 4), ("t", 5)}, 30, message="6 partitions split")
+    wait_for(
+        lambda: (
+            a.assignment() == {("t", 0), ("t", 1), ("t", 2)}
+            and b.is_stable()
+            and b.assignment() == {("t", 3), ("t", 4), ("t", 5)}
+        ),
+        30,
+        message="6 partitions split",
+    )
     before = a.rebalances
     zk.create(paths.broker_id(0), b'{"host":"h","port":1}', ephemeral=True, makepath=True)
     wait_for(lambda: a.rebalances > before, 30, message="rebalance on /brokers/ids change")
@@ -163,8 +177,11 @@ def test_lost_session_drops_ownership_then_rejoins(zk_chroot, zk, members):
     wait_for(lambda: lost, 10, message="on_lost")
     assert lost[0] == [("t", 0), ("t", 1), ("t", 2)]
     # re-registered with a new session, and the group converges again
-    wait_for(lambda: a.is_stable() and b.is_stable() and len(a.assignment()) == 3 and len(b.assignment()) == 3,
-             30, message="converged after expiry")
+    wait_for(
+        lambda: a.is_stable() and b.is_stable() and len(a.assignment()) == 3 and len(b.assignment()) == 3,
+        30,
+        message="converged after expiry",
+    )
     _, stat = zk.get(paths.consumer_id("g", "a"))
     assert stat.ephemeralOwner == a.zk.client_id[0] != old_session
     assert owners(zk, "g", "t") == {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"}
@@ -221,6 +238,7 @@ def test_callbacks_in_auto_mode(zk, members):
         def f(tps):
             with lock:
                 events.append((kind, tuple(tps)))
+
         return f
 
     a = members(consumer_id="a", on_assign=rec("assign"), on_revoke=rec("revoke"))
@@ -241,8 +259,12 @@ def test_concurrent_joins_and_leaves_converge(zk, members, strategy):
     def converged(ms):
         owned = [m.assignment() for m in ms]
         counts = sorted(len(o) for o in owned)
-        return (all(m.is_stable() for m in ms) and set().union(*owned) == everything
-                and sum(counts) == len(everything) and counts[-1] - counts[0] <= 1)
+        return (
+            all(m.is_stable() for m in ms)
+            and set().union(*owned) == everything
+            and sum(counts) == len(everything)
+            and counts[-1] - counts[0] <= 1
+        )
 
     ms = [members(topics={"x": 1, "y": 1}, strategy=strategy, consumer_id=f"m{i}") for i in range(4)]
     wait_for(lambda: converged(ms), 30, message="4 members converged")
@@ -273,8 +295,9 @@ def test_long_disconnect_drops_ownership_then_reclaims(tmp_path):
         create_topic(zk, "t", 2)
         zk.stop()
         zk.close()
-        member = GroupMember(server.connect_string, "g", topics=["t"], session_timeout_s=SESSION_S,
-                             on_lost=lost.append).start()
+        member = GroupMember(
+            server.connect_string, "g", topics=["t"], session_timeout_s=SESSION_S, on_lost=lost.append
+        ).start()
         stable(member)
         assert member.assignment() == {("t", 0), ("t", 1)}
         server.stop()
@@ -283,8 +306,11 @@ def test_long_disconnect_drops_ownership_then_reclaims(tmp_path):
         assert time.monotonic() - t0 >= SESSION_S - 1.0 and member.assignment() == set()
         assert member.state is MemberState.LOST  # waits for the connection to register again
         server = ZooKeeperServer(data_dir=str(tmp_path / "zk"), port=port, max_session_timeout_ms=60000).start()
-        wait_for(lambda: member.is_stable() and member.assignment() == {("t", 0), ("t", 1)}, 40,
-                 message="partitions owned again after the restart")
+        wait_for(
+            lambda: member.is_stable() and member.assignment() == {("t", 0), ("t", 1)},
+            40,
+            message="partitions owned again after the restart",
+        )
     finally:
         if member is not None:
             member.stop()
@@ -297,8 +323,9 @@ def test_state_sequence_through_join_rebalance_expiry_and_stop(zk_chroot, zk, me
     new session), and it stops."""
     create_topic(zk, "t", 4)
     seq = []
-    a = GroupMember(zk_chroot, "g", topics={"t": 1}, consumer_id="a", session_timeout_s=SESSION_S,
-                    rebalance_backoff_ms=200)
+    a = GroupMember(
+        zk_chroot, "g", topics={"t": 1}, consumer_id="a", session_timeout_s=SESSION_S, rebalance_backoff_ms=200
+    )
     a.add_state_listener(lambda old, new: seq.append((old.name, new.name)))
     try:
         a.start()
@@ -315,11 +342,24 @@ def test_state_sequence_through_join_rebalance_expiry_and_stop(zk_chroot, zk, me
         del seq[:]
         old_session = a.zk.client_id[0]
         expire_session(zk_chroot, a.zk)
-        wait_for(lambda: a.zk.client_id not in (None, ()) and a.zk.client_id[0] != old_session
-                 and a.is_stable() and b.is_stable()
-                 and a.assignment() == {("t", 0), ("t", 1)}, 30, message="a registered again and stable")
-        assert seq == [("STABLE", "SUSPENDED"), ("SUSPENDED", "LOST"), ("LOST", "REGISTERING"),
-                       ("REGISTERING", "REBALANCING"), ("REBALANCING", "STABLE")]
+        wait_for(
+            lambda: (
+                a.zk.client_id not in (None, ())
+                and a.zk.client_id[0] != old_session
+                and a.is_stable()
+                and b.is_stable()
+                and a.assignment() == {("t", 0), ("t", 1)}
+            ),
+            30,
+            message="a registered again and stable",
+        )
+        assert seq == [
+            ("STABLE", "SUSPENDED"),
+            ("SUSPENDED", "LOST"),
+            ("LOST", "REGISTERING"),
+            ("REGISTERING", "REBALANCING"),
+            ("REBALANCING", "STABLE"),
+        ]
         assert zk.get(paths.consumer_id("g", "a"))[1].ephemeralOwner == a.zk.client_id[0]
 
         del seq[:]

@@ -7,6 +7,7 @@ another member takes its partitions once its session expires and commits; the zo
 and finishes the batch it had in hand.  Counted: which of the zombie's commits landed, whether an
 offset ever moved backwards, and how many records the new owner reads again (the zombie's batch in
 flight)."""
+
 from __future__ import annotations
 
 import itertools
@@ -28,16 +29,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def create_topic(zk, name, n):
-    zk.create(paths.topic(name), json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(n)}}).encode(),
-              makepath=True)
+    zk.create(
+        paths.topic(name),
+        json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(n)}}).encode(),
+        makepath=True,
+    )
 
 
 class Proc:
     """A member process whose stdout lines are collected by a thread."""
 
     def __init__(self, *args):
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "group_member_proc.py"), *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "group_member_proc.py"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self._t = threading.Thread(target=self._pump, daemon=True)
         self._t.start()
@@ -94,18 +102,40 @@ def run_zombie(zk_chroot, zk, unfenced: bool):
     create_topic(zk, topic, 2)
     tps = [(topic, 0), (topic, 1)]
     watcher = OffsetWatcher(zk, group, tps)
-    z = Proc("--zookeeper", zk_chroot, "--group", group, "--topic", topic, "--consumer-id", "z",
-             "--session-timeout-ms", str(SESSION_MS), *(["--unfenced"] if unfenced else []))
+    z = Proc(
+        "--zookeeper",
+        zk_chroot,
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--consumer-id",
+        "z",
+        "--session-timeout-ms",
+        str(SESSION_MS),
+        *(["--unfenced"] if unfenced else []),
+    )
     b = None
     try:
         wait_for(lambda: sum(1 for ln in z.lines if ln.startswith("COMMIT")) >= 6, 30, message="z commits")
         os.kill(z.p.pid, signal.SIGSTOP)
         stopped_at = len(z.lines)
-        last = {tp: max(int(ln.split()[2]) for ln in z.lines if ln.startswith(f"COMMIT {tp[1]} ")
-                        and ln.endswith("committed")) for tp in tps}
+        last = {
+            tp: max(
+                int(ln.split()[2]) for ln in z.lines if ln.startswith(f"COMMIT {tp[1]} ") and ln.endswith("committed")
+            )
+            for tp in tps
+        }
         # z's batch in flight reads [last, last + 10) of each partition; the new owner starts at `last`
-        b = GroupMember(zk_chroot, group, topics=[topic], consumer_id="b", session_timeout_s=SESSION_MS / 1000,
-                        rebalance_backoff_ms=200, rebalance_max_retries=200)
+        b = GroupMember(
+            zk_chroot,
+            group,
+            topics=[topic],
+            consumer_id="b",
+            session_timeout_s=SESSION_MS / 1000,
+            rebalance_backoff_ms=200,
+            rebalance_max_retries=200,
+        )
         b.start()
         t0 = time.monotonic()
         wait_for(lambda: b.assignment() == set(tps), 30, message="b to take over once z's session expired")
@@ -118,8 +148,11 @@ def run_zombie(zk_chroot, zk, unfenced: bool):
         assert r.committed == b_commits, r
         os.kill(z.p.pid, signal.SIGCONT)
         # z notices the expired session, drops everything, registers again and regains one partition
-        wait_for(lambda: any(ln.startswith("EPOCH 1 ") for ln in z.lines[stopped_at:]), 30,
-                 message="z to notice its lost session and rejoin")
+        wait_for(
+            lambda: any(ln.startswith("EPOCH 1 ") for ln in z.lines[stopped_at:]),
+            30,
+            message="z to notice its lost session and rejoin",
+        )
         resumed = z.lines[stopped_at:]
         cut = next(i for i, ln in enumerate(resumed) if ln.startswith("EPOCH 1 "))
         zombie_commits = [ln for ln in resumed[:cut] if ln.startswith("COMMIT")]
@@ -144,14 +177,19 @@ def test_zombie_commits_are_refused_and_offsets_never_move_backwards(zk_chroot, 
         assert watcher.backwards() == {}, watcher.history
         # the zombie's batch in flight, [last, last + 10) of each partition, was read by both
         duplicated = sum(10 for _ in last)
-        print(f"\nzombie: SIGSTOP past a {SESSION_MS} ms session; b took over after {takeover_s:.1f} s; "
-              f"zombie commits after SIGCONT: {zombie_commits}; landed: none; offsets backwards: none; "
-              f"records read by both (the zombie's batch in flight): {duplicated}")
+        print(
+            f"\nzombie: SIGSTOP past a {SESSION_MS} ms session; b took over after {takeover_s:.1f} s; "
+            f"zombie commits after SIGCONT: {zombie_commits}; landed: none; offsets backwards: none; "
+            f"records read by both (the zombie's batch in flight): {duplicated}"
+        )
         # after rejoining, z owns one partition again and commits it from the group's offset, fenced
         z_owns = {("t", p) for p in (0, 1)} - b.assignment()
         (tp,) = z_owns
-        wait_for(lambda: any(ln == f"COMMIT {tp[1]} {b_commits[tp] + 10} committed" for ln in z.lines), 30,
-                 message="z to commit its regained partition from b's offset")
+        wait_for(
+            lambda: any(ln == f"COMMIT {tp[1]} {b_commits[tp] + 10} committed" for ln in z.lines),
+            30,
+            message="z to commit its regained partition from b's offset",
+        )
     finally:
         b.stop()
         z.stop()
@@ -194,16 +232,36 @@ def test_high_level_consumer_paused_past_its_session_commits_nothing_after(zk_ch
 
     def consumer(cid):
         return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "group_consumer_proc.py"), "--zookeeper", zk_chroot, "--group", "hlg",
-             "--topics", "hl", "--consumer-id", cid, "--session-timeout-ms", str(SESSION_MS),
-             "--rebalance-backoff-ms", "200", "--rebalance-max-retries", "200"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            [
+                sys.executable,
+                os.path.join(HERE, "group_consumer_proc.py"),
+                "--zookeeper",
+                zk_chroot,
+                "--group",
+                "hlg",
+                "--topics",
+                "hl",
+                "--consumer-id",
+                cid,
+                "--session-timeout-ms",
+                str(SESSION_MS),
+                "--rebalance-backoff-ms",
+                "200",
+                "--rebalance-max-retries",
+                "200",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
 
     class Lines:
         def __init__(self, proc):
             self.proc, self.lines = proc, []
-            threading.Thread(target=lambda: self.lines.extend(ln.rstrip("\n") for ln in proc.stdout),
-                             daemon=True).start()
+            threading.Thread(
+                target=lambda: self.lines.extend(ln.rstrip("\n") for ln in proc.stdout), daemon=True
+            ).start()
 
         def offsets(self, kind, since=0):
             return [int(ln.split()[3]) for ln in self.lines[since:] if ln.startswith(kind + " ")]
@@ -223,6 +281,7 @@ def test_high_level_consumer_paused_past_its_session_commits_nothing_after(zk_ch
             if len(z.lines) != settled[0]:
                 settled[:] = [len(z.lines), time.monotonic()]
             return time.monotonic() - settled[1] > 0.5
+
         wait_for(caught_up, 10, message="the reader to catch up with the paused consumer")
         mark = len(z.lines)
         written_before_pause = acked[0] + 1  # (one more may be in flight)
@@ -236,6 +295,7 @@ def test_high_level_consumer_paused_past_its_session_commits_nothing_after(zk_ch
             if len(z.lines) != seen[0]:
                 seen[:] = [len(z.lines), time.monotonic()]
             return time.monotonic() - seen[1] > 1.0
+
         wait_for(z_quiet, 30, message="z to stop consuming")
         time.sleep(0.5)
     finally:
@@ -248,9 +308,11 @@ def test_high_level_consumer_paused_past_its_session_commits_nothing_after(zk_ch
     zombie_consumed = z.offsets("CONSUMED", mark)
     zombie_committed = z.offsets("COMMITTED", mark)
     twice = sorted(set(z.offsets("CONSUMED")) & set(b.offsets("CONSUMED")))
-    print(f"\nhigh-level consumer paused past its session: after SIGCONT it handed out offsets {zombie_consumed} "
-          f"(records written before the pause: offsets < {written_before_pause}) and committed "
-          f"{zombie_committed}; read by both: {len(twice)}")
+    print(
+        f"\nhigh-level consumer paused past its session: after SIGCONT it handed out offsets {zombie_consumed} "
+        f"(records written before the pause: offsets < {written_before_pause}) and committed "
+        f"{zombie_committed}; read by both: {len(twice)}"
+    )
     assert zombie_committed == [], "a commit of the paused consumer landed after another took over"
     # after SIGCONT it hands out only what it had fetched before the pause, nothing written meanwhile
     assert all(o < written_before_pause for o in zombie_consumed), zombie_consumed

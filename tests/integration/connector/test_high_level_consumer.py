@@ -1,6 +1,7 @@
 """The high-level ConsumerConnector against a real broker and ZooKeeper: a group of consumer
 processes (one closes, one is SIGKILLed) consumes everything exactly once past the last commit;
 topic filters pick up new topics; offsets reset/commit; pyklog-consumer-groups."""
+
 from __future__ import annotations
 
 import os
@@ -51,10 +52,29 @@ class ConsumerProc:
         self.cid = cid
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "group_consumer_proc.py"), "--zookeeper", zk, "--group", group,
-             "--topics", ",".join(topics), "--consumer-id", cid, "--session-timeout-ms", "4000",
-             "--rebalance-backoff-ms", "300", "--log-level", os.environ.get("PYKLOG_TEST_PROC_LOG", "WARNING")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            [
+                sys.executable,
+                os.path.join(HERE, "group_consumer_proc.py"),
+                "--zookeeper",
+                zk,
+                "--group",
+                group,
+                "--topics",
+                ",".join(topics),
+                "--consumer-id",
+                cid,
+                "--session-timeout-ms",
+                "4000",
+                "--rebalance-backoff-ms",
+                "300",
+                "--log-level",
+                os.environ.get("PYKLOG_TEST_PROC_LOG", "WARNING"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
         self._errs: list[str] = []
@@ -93,6 +113,7 @@ def test_group_of_processes_consumes_everything_once(zk_chroot, broker, client, 
         client.create_topic(t, 6)
     procs = [ConsumerProc(zk_chroot, "grp", topics, f"proc{i}") for i in range(3)]
     try:
+
         def owns(p, n):
             return any(line.startswith("OWNS ") and len(line[5:].split(",")) == n for line in p.lines)
 
@@ -100,6 +121,7 @@ def test_group_of_processes_consumes_everything_once(zk_chroot, broker, client, 
         wait_for(lambda: all(owns(p, 4) for p in procs), 60, message="each process owns 4 partitions")
         produce(producer, "ga", 6, 20, "p1")
         produce(producer, "gb", 6, 20, "p1")
+
         def all_consumed():
             return [c for p in procs for c in p.consumed()]
 
@@ -113,10 +135,14 @@ def test_group_of_processes_consumes_everything_once(zk_chroot, broker, client, 
                 gaps = {}
                 for t, p, o in missing:
                     gaps.setdefault((t, p), []).append(o)
-                raise AssertionError(f"{len(got)} of {n} records consumed; missing (of <= 60 per partition) "
-                                     f"{ {k: (v[0], v[-1], len(v)) for k, v in gaps.items()} }; "
-                                     + "; ".join(f"{p.cid}: {[ln for ln in p.lines if not ln.startswith('CONSUMED')]}"
-                                                 f" stderr: {p.stderr()}" for p in procs)) from None
+                raise AssertionError(
+                    f"{len(got)} of {n} records consumed; missing (of <= 60 per partition) "
+                    f"{ {k: (v[0], v[-1], len(v)) for k, v in gaps.items()} }; "
+                    + "; ".join(
+                        f"{p.cid}: {[ln for ln in p.lines if not ln.startswith('CONSUMED')]} stderr: {p.stderr()}"
+                        for p in procs
+                    )
+                ) from None
 
         expect(240)
         assert all(len({(t, p) for t, p, _, _ in proc.consumed()}) == 4 for proc in procs)
@@ -164,8 +190,15 @@ def test_group_of_processes_consumes_everything_once(zk_chroot, broker, client, 
 def test_whitelist_picks_up_topic_created_later(zk_chroot, broker, client, producer, capsys):
     client.create_topic("fa", 2)
     produce(producer, "fa", 2, 3, "x")
-    conn = ConsumerConnector({"zookeeper.connect": zk_chroot, "group.id": "filtered", "auto.offset.reset": "smallest",
-                              "consumer.timeout.ms": 200, "zookeeper.session.timeout.ms": 4000})
+    conn = ConsumerConnector(
+        {
+            "zookeeper.connect": zk_chroot,
+            "group.id": "filtered",
+            "auto.offset.reset": "smallest",
+            "consumer.timeout.ms": 200,
+            "zookeeper.session.timeout.ms": 4000,
+        }
+    )
     try:
         [stream] = conn.create_message_streams_by_filter(Whitelist("f.*"), 1)
         got = []
@@ -174,25 +207,43 @@ def test_whitelist_picks_up_topic_created_later(zk_chroot, broker, client, produ
         client.create_topic("other", 1)
         produce(producer, "fb", 3, 2, "y")
         produce(producer, "other", 1, 2, "z")
-        wait_for(lambda: got.extend((r.topic, r.partition, r.offset) for r in stream) or len(got) >= 12, 30,
-                 message="records of the new topic")
-        assert sorted(got) == sorted([("fa", p, o) for p in range(2) for o in range(3)]
-                                     + [("fb", p, o) for p in range(3) for o in range(2)])
+        wait_for(
+            lambda: got.extend((r.topic, r.partition, r.offset) for r in stream) or len(got) >= 12,
+            30,
+            message="records of the new topic",
+        )
+        assert sorted(got) == sorted(
+            [("fa", p, o) for p in range(2) for o in range(3)] + [("fb", p, o) for p in range(3) for o in range(2)]
+        )
         assert conn.member.streams() == {"fa": 1, "fb": 1}
         conn.commit_offsets()
         # pyklog-consumer-groups sees the committed offsets, log end offsets and owners
         from pyklog.connector.cli.consumer_groups import main
+
         assert main(["--zookeeper", zk_chroot, "--list"]) == 0
         assert capsys.readouterr().out.split() == ["filtered"]
         assert main(["--zookeeper", zk_chroot, "--describe", "--group", "filtered"]) == 0
         lines = [ln for ln in capsys.readouterr().out.splitlines() if ln]
-        assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                                    "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        assert lines[0].split() == [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
         rows = [ln.split()[1:7] for ln in lines[1:]]
         cid = conn.consumer_id
-        assert rows == [["fa", "0", "3", "3", "0", cid], ["fa", "1", "3", "3", "0", cid],
-                        ["fb", "0", "2", "2", "0", cid], ["fb", "1", "2", "2", "0", cid],
-                        ["fb", "2", "2", "2", "0", cid]]
+        assert rows == [
+            ["fa", "0", "3", "3", "0", cid],
+            ["fa", "1", "3", "3", "0", cid],
+            ["fb", "0", "2", "2", "0", cid],
+            ["fb", "1", "2", "2", "0", cid],
+            ["fb", "2", "2", "2", "0", cid],
+        ]
         produce(producer, "fa", 1, 4, "more")
         assert main(["--zookeeper", zk_chroot, "--describe", "--group", "filtered"]) == 0
         assert capsys.readouterr().out.splitlines()[2].split()[1:7] == ["fa", "0", "3", "7", "4", cid]
@@ -206,8 +257,14 @@ def test_whitelist_picks_up_topic_created_later(zk_chroot, broker, client, produ
 def test_offsets_reset_commit_and_resume(zk_chroot, broker, client, producer, capsys):
     client.create_topic("r", 2)
     produce(producer, "r", 2, 5, "a")
-    base = {"zookeeper.connect": zk_chroot, "group.id": "resume", "consumer.timeout.ms": 300,
-            "zookeeper.session.timeout.ms": 4000, "offsets.storage": "kafka", "auto.commit.enable": "false"}
+    base = {
+        "zookeeper.connect": zk_chroot,
+        "group.id": "resume",
+        "consumer.timeout.ms": 300,
+        "zookeeper.session.timeout.ms": 4000,
+        "offsets.storage": "kafka",
+        "auto.commit.enable": "false",
+    }
     # largest: only what is produced after the consumer started
     c1 = ConsumerConnector(dict(base, **{"auto.offset.reset": "largest"}))
     try:
@@ -227,29 +284,48 @@ def test_offsets_reset_commit_and_resume(zk_chroot, broker, client, producer, ca
         c1.shutdown()
     assert client.fetch_committed("resume", [("r", 0), ("r", 1)]) == {("r", 0): 6, ("r", 1): 6}
     from pyklog.connector.cli.consumer_groups import main
-    assert main(["--zookeeper", zk_chroot, "--bootstrap-server", broker.bootstrap, "--describe", "--group", "resume",
-                 "--offsets-storage", "kafka"]) == 0
+
+    assert (
+        main(
+            [
+                "--zookeeper",
+                zk_chroot,
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--describe",
+                "--group",
+                "resume",
+                "--offsets-storage",
+                "kafka",
+            ]
+        )
+        == 0
+    )
     out = [ln for ln in capsys.readouterr().out.splitlines() if ln]
     assert [ln.split()[1:7] for ln in out[1:]] == [["r", "0", "6", "6", "0", "-"], ["r", "1", "6", "6", "0", "-"]]
     produce(producer, "r", 2, 2, "c")
-    c2 = ConsumerConnector(dict(base, **{"auto.offset.reset": "smallest", "auto.commit.enable": "true",
-                                         "auto.commit.interval.ms": 200}))
+    c2 = ConsumerConnector(
+        dict(base, **{"auto.offset.reset": "smallest", "auto.commit.enable": "true", "auto.commit.interval.ms": 200})
+    )
     try:
         streams = c2.create_message_streams({"r": 1})
         got = []
         wait_for(lambda: got.extend(streams["r"][0]) or len(got) >= 4, 30)
         assert sorted((r.partition, r.offset) for r in got) == [(0, 6), (0, 7), (1, 6), (1, 7)]
-        wait_for(lambda: client.fetch_committed("resume", [("r", 0), ("r", 1)]) == {("r", 0): 8, ("r", 1): 8},
-                 10, message="auto commit")
+        wait_for(
+            lambda: client.fetch_committed("resume", [("r", 0), ("r", 1)]) == {("r", 0): 8, ("r", 1): 8},
+            10,
+            message="auto commit",
+        )
     finally:
         c2.shutdown()
     # auto.offset.reset=none and nothing committed: the reader gets the error
     c3 = ConsumerConnector(dict(base, **{"group.id": "never", "auto.offset.reset": "none"}))
     try:
         [stream] = c3.create_message_streams({"r": 1})["r"]
-        with pytest.raises(OffsetOutOfRangeError, match="no committed offset in group never and auto.offset.reset=none"):
+        with pytest.raises(
+            OffsetOutOfRangeError, match="no committed offset in group never and auto.offset.reset=none"
+        ):
             wait_for(lambda: list(stream) and False, 20)
     finally:
         c3.shutdown()
-
-

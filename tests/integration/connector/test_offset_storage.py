@@ -1,5 +1,6 @@
 """Offset storage: zookeeper, kafka (a real broker's coordinator) and dual commit, including the
 seed's migration from ZooKeeper to Kafka."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,7 +42,9 @@ def test_zookeeper_store_with_connect_string_and_bad_values(zk_chroot, zk):
     with OffsetStore.create("zookeeper", False, zk_chroot) as store:
         store.commit("g", {("t", 3): 7})
         zk.create(paths.consumer_offset("g", "t", 4), b"seven", makepath=True)
-        with pytest.raises(ZooKeeperError, match=r"/consumers/g/offsets/t/4: expected an offset as decimal text, read b'seven'"):
+        with pytest.raises(
+            ZooKeeperError, match=r"/consumers/g/offsets/t/4: expected an offset as decimal text, read b'seven'"
+        ):
             store.fetch("g", [("t", 4)])
         with pytest.raises(ValueError, match="offset to commit for t-0 must be an int >= 0.*got -1"):
             store.commit("g", {("t", 0): -1})
@@ -92,14 +95,29 @@ def test_broker_offset_commit_v0_and_zookeeper_store_share_one_node(broker, zk):
 
     w = Wire(broker.port)
     try:
+
         def commit_v0(offset):
-            resp = w.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "zg", "topics": [{"name": "t", "partitions": [
-                {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]})
+            resp = w.request(
+                ApiKey.OFFSET_COMMIT,
+                0,
+                {
+                    "group_id": "zg",
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [
+                                {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}
+                            ],
+                        }
+                    ],
+                },
+            )
             return resp["topics"][0]["partitions"][0]["error_code"]
 
         def fetch_v0():
-            resp = w.request(ApiKey.OFFSET_FETCH, 0, {"group_id": "zg", "topics": [
-                {"name": "t", "partition_indexes": [0]}]})
+            resp = w.request(
+                ApiKey.OFFSET_FETCH, 0, {"group_id": "zg", "topics": [{"name": "t", "partition_indexes": [0]}]}
+            )
             p = resp["topics"][0]["partitions"][0]
             return p["committed_offset"], p["error_code"]
 
@@ -128,8 +146,7 @@ def test_kafka_store_timeout_bounds_the_whole_commit_when_the_coordinator_is_gon
     from pyklog.broker.errors import CoordinatorNotAvailableError
     from pyklog.connector.client import ClusterClient
 
-    brokers = {i: broker_factory(i, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1)
-               for i in (0, 1)}
+    brokers = {i: broker_factory(i, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1) for i in (0, 1)}
     with ClusterClient(",".join(b.bootstrap for b in brokers.values())) as both:
         wait_for(lambda: len(both.metadata(None, refresh=True).brokers) == 2, message="both brokers registered")
         both.create_topic("t", 2)
@@ -138,8 +155,10 @@ def test_kafka_store_timeout_bounds_the_whole_commit_when_the_coordinator_is_gon
     brokers[coordinator].stop()
     survivor = brokers[1 - coordinator]
     with ClusterClient(survivor.bootstrap) as client:
-        wait_for(lambda: list(client.metadata(None, refresh=True).brokers) == [survivor.broker_id],
-                 message="the coordinator's broker is gone from the metadata")
+        wait_for(
+            lambda: list(client.metadata(None, refresh=True).brokers) == [survivor.broker_id],
+            message="the coordinator's broker is gone from the metadata",
+        )
         store = KafkaOffsetStore(client, timeout_s=2)
         started = time.monotonic()
         with pytest.raises(CoordinatorNotAvailableError, match="FindCoordinator for group 'g'"):

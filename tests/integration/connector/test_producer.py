@@ -1,4 +1,5 @@
 """Producer tests: murmur2 placement (pure) and the real producer against real brokers."""
+
 from __future__ import annotations
 
 # ---------------------------------------------------------------------------------------------
@@ -54,14 +55,19 @@ def _batch_count(consumer, topic, partition):
 def test_sync_async_keys_and_callbacks(kafka):
     broker, client, consumer = kafka
     client.create_topic("t", 6)
-    with Producer(bootstrap_servers=broker.bootstrap, key_serializer=str.encode,
-                  value_serializer=lambda v: v.encode()) as p:
+    with Producer(
+        bootstrap_servers=broker.bootstrap, key_serializer=str.encode, value_serializer=lambda v: v.encode()
+    ) as p:
         md = p.send_sync("t", "first", key="k0")
         assert isinstance(md, RecordMetadata) and md.topic == "t" and md.offset == 0
         assert md.partition == partition_for_key(b"k0", 6)
         seen = []
-        futs = [p.send("t", f"v{i}", key=f"k{i}", headers=[("n", str(i).encode())],
-                       callback=lambda m, e: seen.append((m, e))) for i in range(300)]
+        futs = [
+            p.send(
+                "t", f"v{i}", key=f"k{i}", headers=[("n", str(i).encode())], callback=lambda m, e: seen.append((m, e))
+            )
+            for i in range(300)
+        ]
         p.flush()
         mds = [f.result(10) for f in futs]
         assert len(seen) == 300 and all(e is None for _, e in seen)
@@ -196,8 +202,7 @@ def test_idempotent_retry_does_not_duplicate(kafka):
     values = [r.value for r in _all_records(consumer, "idem", 0)]
     assert values == [b"r%d" % i for i in range(50)] + [b"s%d" % i for i in range(10)]
     # the same fault without idempotence duplicates the batch: the test above can fail
-    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, retry_backoff_ms=50,
-                  enable_idempotence=False) as p:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, retry_backoff_ms=50, enable_idempotence=False) as p:
         fired = _drop_after_first_produce(p)
         futs = [p.send("dup", b"r%d" % i, partition=0) for i in range(50)]
         p.flush()
@@ -209,11 +214,15 @@ def test_raw_resend_of_same_sequence_is_deduplicated(kafka):
     _broker, client, consumer = kafka
     client.create_topic("raw", 1)
     pid, epoch = client.init_producer_id()
-    batch = build_batch([(None, b"once-%d" % i, None, ()) for i in range(5)], producer_id=pid,
-                        producer_epoch=epoch, base_sequence=0)
+    batch = build_batch(
+        [(None, b"once-%d" % i, None, ()) for i in range(5)], producer_id=pid, producer_epoch=epoch, base_sequence=0
+    )
     conn = client.connection(client.leader_for("raw", 0))
-    body = {"acks": -1, "timeout_ms": 5000,
-            "topic_data": [{"name": "raw", "partition_data": [{"index": 0, "records": batch}]}]}
+    body = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "raw", "partition_data": [{"index": 0, "records": batch}]}],
+    }
     first = conn.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
     again = conn.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
     assert first["error_code"] == 0 and first["base_offset"] == 0
@@ -223,8 +232,10 @@ def test_raw_resend_of_same_sequence_is_deduplicated(kafka):
 
 def test_metadata_refresh_for_a_topic_created_later(kafka):
     broker, _client, _consumer = kafka
-    with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
-                  max_block_ms=20000, retry_backoff_ms=50) as p:
+    with Producer(
+        bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False, max_block_ms=20000, retry_backoff_ms=50
+    ) as p:
+
         def create_late():
             with ClusterClient(broker.bootstrap) as admin:
                 admin.create_topic("late", 2)
@@ -234,8 +245,10 @@ def test_metadata_refresh_for_a_topic_created_later(kafka):
         md = p.send_sync("late", b"hello", key=b"abc")
         t.join()
         assert md.partition == partition_for_key(b"abc", 2) and md.offset == 0
-    with Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False,
-                  max_block_ms=300) as p2, pytest.raises(Exception, match="nosuch"):
+    with (
+        Producer(bootstrap_servers=broker.bootstrap, allow_auto_create_topics=False, max_block_ms=300) as p2,
+        pytest.raises(Exception, match="nosuch"),
+    ):
         p2.send("nosuch", b"x")
 
 
@@ -255,8 +268,14 @@ def test_confluent_kafka_reads_what_we_wrote(kafka, codec):
             p.produce(topic, value, key, partition=0, headers=headers)
             expected.append((key, value, headers))
         p.flush()
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "enable.auto.commit": False,
-                  "api.version.request": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "t",
+            "enable.auto.commit": False,
+            "api.version.request": True,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
@@ -288,8 +307,13 @@ def test_idempotent_retry_with_pipelined_requests_keeps_order(kafka):
                 lost.append(conn._read_frame()[0])
             conn._sock.shutdown(socket.SHUT_RDWR)
 
-    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, batch_size=300,
-                  max_in_flight_requests_per_connection=5, retry_backoff_ms=20) as p:
+    with Producer(
+        bootstrap_servers=broker.bootstrap,
+        linger_ms=0,
+        batch_size=300,
+        max_in_flight_requests_per_connection=5,
+        retry_backoff_ms=20,
+    ) as p:
         p._sender.fault_after_send = hook
         futs = [p.send("pipe", b"%05d" % i, partition=i % 2) for i in range(400)]
         p.flush()
@@ -306,8 +330,9 @@ def test_delivery_timeout_when_the_broker_is_gone(kafka):
 
     broker, client, _consumer = kafka
     client.create_topic("gone", 1)
-    with Producer(bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500, retry_backoff_ms=100,
-                  request_timeout_ms=1000) as p:
+    with Producer(
+        bootstrap_servers=broker.bootstrap, delivery_timeout_ms=1500, retry_backoff_ms=100, request_timeout_ms=1000
+    ) as p:
         p.send_sync("gone", b"ok", partition=0)
         broker.stop()
         fut = p.send("gone", b"lost", partition=0)
@@ -328,8 +353,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
         consumer = SimpleConsumer(client=client)
         client.create_topic("big", 2)
         expected = []
-        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000,
-                      retry_backoff_ms=20) as p:
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000, retry_backoff_ms=20) as p:
             p.send_sync("big", b"before", partition=0)
             expected.append(b"before")
             txn = p._txn
@@ -337,8 +361,10 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
             assert txn.state is TransactionState.READY and first_pid >= 0
             # one batch of ~3.6 KB: under batch.size and max.request.size, over message.max.bytes
             seen = []
-            futs = [p.send("big", b"L%d-" % i + b"x" * 700, partition=0,
-                           callback=lambda m, e: seen.append((m, e))) for i in range(5)]
+            futs = [
+                p.send("big", b"L%d-" % i + b"x" * 700, partition=0, callback=lambda m, e: seen.append((m, e)))
+                for i in range(5)
+            ]
             for f in futs:
                 assert isinstance(f.exception(timeout=30), MessageTooLargeError)
             assert len(seen) == 5 and all(m is None and isinstance(e, MessageTooLargeError) for m, e in seen)
@@ -376,8 +402,7 @@ def test_idempotent_batch_rejected_by_broker_does_not_poison_the_partition(broke
                     lost.append(conn._read_frame()[0])
                 conn._sock.shutdown(socket.SHUT_RDWR)
 
-        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000,
-                      retry_backoff_ms=20) as p:
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=4000, retry_backoff_ms=20) as p:
             p._sender.fault_after_send = hook
             good, bad = [], []
             for round_ in range(4):
@@ -405,8 +430,7 @@ def test_send_many_bulk_append(kafka):
     n = 3000
     keys = [b"k%d" % i for i in range(n)]
     values = [b"v%d" % i for i in range(n)]
-    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=20, batch_size=4000,
-                  max_request_size=10000) as p:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=20, batch_size=4000, max_request_size=10000) as p:
         # everything is checked before anything is queued
         with pytest.raises(ValueError, match="keys has 2 entries, expected 3"):
             p.send_many("many", None, [b"a", b"b"], [b"1", b"2", b"3"])
@@ -420,8 +444,14 @@ def test_send_many_bulk_append(kafka):
         # keyed: murmur2 placement, order kept per partition; str values are UTF-8
         assert p.send_many("many", None, keys, [v.decode() for v in values]) == n
         # explicit partitions (None = partitioner), headers and timestamps per record
-        p.send_many("many", [3, None, 3], [b"x", b"k0", None], [b"p3a", b"p?", b"p3b"],
-                    headers=[[("h", b"1")], None, [("h", None)]], timestamps=[1000, 2000, 3000])
+        p.send_many(
+            "many",
+            [3, None, 3],
+            [b"x", b"k0", None],
+            [b"p3a", b"p?", b"p3b"],
+            headers=[[("h", b"1")], None, [("h", None)]],
+            timestamps=[1000, 2000, 3000],
+        )
         # null keys: sticky runs of batches over the partitions
         p.send_many("many", None, None, [b"%0200d" % i for i in range(400)])
         p.flush()
@@ -432,8 +462,9 @@ def test_send_many_bulk_append(kafka):
     got = {q: _all_records(consumer, "many", q) for q in range(4)}
     for q in range(4):
         keyed = [r.value for r in got[q] if r.key in set(keys)]
-        assert keyed == [b"v%d" % i for i in range(n) if partition_for_key(keys[i], 4) == q] + \
-            ([b"p?"] if partition_for_key(b"k0", 4) == q else [])
+        assert keyed == [b"v%d" % i for i in range(n) if partition_for_key(keys[i], 4) == q] + (
+            [b"p?"] if partition_for_key(b"k0", 4) == q else []
+        )
     p3 = {r.value: r for r in got[3]}
     assert (p3[b"p3a"].key, p3[b"p3a"].timestamp, p3[b"p3a"].headers) == (b"x", 1000, (("h", b"1"),))
     assert (p3[b"p3b"].key, p3[b"p3b"].timestamp, p3[b"p3b"].headers) == (None, 3000, (("h", None),))

@@ -10,6 +10,7 @@ init_transactions or by the coordinator's timeout; send_offsets_to_transaction; 
 transaction named as such; prepare in one process, SIGKILL, complete_transaction from another;
 a broker without transactions answering a fast, clear error.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,6 +74,7 @@ def _producer(bootstrap: str, tid: str | None = None, **cfg) -> Producer:
 
 # ------------------------------------------------------------------------------------ real brokers
 
+
 @pytest.fixture
 def txn_broker(broker_factory):
     return broker_factory(0, **TXN_PROPS, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
@@ -126,8 +128,10 @@ def test_commits_and_aborts_interleaved_over_partitions_and_producers(txn_broker
                 assert mine == [v for v in everything[part] if v.startswith(f"p{i}-".encode())]
     n_committed = sum(map(len, committed.values()))
     n_aborted = sum(map(len, everything.values())) - n_committed
-    print(f"\ncommitted {n_committed} records, aborted {n_aborted} written records: read_committed "
-          f"delivered exactly the committed ones (confluent-kafka and pyklog)")
+    print(
+        f"\ncommitted {n_committed} records, aborted {n_aborted} written records: read_committed "
+        f"delivered exactly the committed ones (confluent-kafka and pyklog)"
+    )
     assert n_committed == 2 * 8 * 7 and n_aborted >= 4 * 7
 
 
@@ -150,8 +154,14 @@ def test_add_partitions_once_per_drain_before_produce_and_end_txn_after(broker_f
     p.close()
 
     def apis():
-        return [int(k) for k in re.findall(rf"request api_key=(\d+) api_version=\d+ correlation_id=\d+ "
-                                           rf"client_id={cid} ", b.output())]
+        return [
+            int(k)
+            for k in re.findall(
+                rf"request api_key=(\d+) api_version=\d+ correlation_id=\d+ "
+                rf"client_id={cid} ",
+                b.output(),
+            )
+        ]
 
     seq = wait_for(lambda: (a := apis()).count(26) == 2 and a, message="both EndTxn in the request log")
     txn_calls = [k for k in seq if k in (0, 22, 24, 26)]
@@ -216,8 +226,10 @@ def test_sigkilled_producer_transaction_is_aborted(txn_broker, ended_by):
     killed = [v for vs in unc.values() for v in vs if v.startswith(tid.encode())]
     assert len(killed) == 30  # in the log, never visible to read_committed
     assert read_pyklog(bs, topic, "read_committed") == got
-    print(f"\nSIGKILLed producer: {acked} acknowledged records, 0 visible after the abort "
-          f"({ended_by}, read_committed complete after {waited:.1f}s)")
+    print(
+        f"\nSIGKILLed producer: {acked} acknowledged records, 0 visible after the abort "
+        f"({ended_by}, read_committed complete after {waited:.1f}s)"
+    )
 
 
 def test_send_offsets_commit_and_abort(txn_broker):
@@ -231,8 +243,10 @@ def test_send_offsets_commit_and_abort(txn_broker):
     p.send_offsets_to_transaction({(topic, 0): 5, (topic, 1): 7}, group, 30)
     p.commit_transaction(30)
     with ClusterClient(bs) as c:
-        assert wait_for(lambda: c.fetch_committed(group, [(topic, 0), (topic, 1)]) == {(topic, 0): 5, (topic, 1): 7},
-                        message="committed offsets")
+        assert wait_for(
+            lambda: c.fetch_committed(group, [(topic, 0), (topic, 1)]) == {(topic, 0): 5, (topic, 1): 7},
+            message="committed offsets",
+        )
         p.begin_transaction()
         p.send_offsets_to_transaction({(topic, 0): 99}, group, 30)
         p.abort_transaction(30)
@@ -314,8 +328,10 @@ def test_prepare_sigkill_then_complete_from_another_process(txn_broker):
     with pytest.raises(InvalidTxnStateError, match="INVALID_TXN_STATE"):
         complete_transaction({"bootstrap.servers": bs}, prep, commit=False, timeout_s=30)
     assert read_confluent(bs, topic, "read_committed") == want
-    print(f"\nprepared 40 records, producer SIGKILLed, committed from another process: "
-          f"{sum(map(len, want.values()))} visible once, 0 duplicated")
+    print(
+        f"\nprepared 40 records, producer SIGKILLed, committed from another process: "
+        f"{sum(map(len, want.values()))} visible once, 0 duplicated"
+    )
 
 
 def test_prepared_transaction_fenced_or_timed_out_cannot_commit(txn_broker):
@@ -351,8 +367,11 @@ def test_prepared_transaction_fenced_or_timed_out_cannot_commit(txn_broker):
     prep2 = q.prepare_transaction(30)
     q.close()
     with ClusterClient(bs) as c:  # the coordinator's abort marker moves the last stable offset to the end
-        wait_for(lambda: c.list_offsets({(topic, 0): -1}, isolation_level=1) == c.list_offsets({(topic, 0): -1}),
-                 timeout=15, message="the timed-out transaction aborted")
+        wait_for(
+            lambda: c.list_offsets({(topic, 0): -1}, isolation_level=1) == c.list_offsets({(topic, 0): -1}),
+            timeout=15,
+            message="the timed-out transaction aborted",
+        )
     with pytest.raises(ProducerFencedError, match="transaction.timeout.ms"):
         complete_transaction({"bootstrap.servers": bs}, prep2, commit=True, timeout_s=30)
     assert read_confluent(bs, topic, "read_committed") == {0: []}
@@ -378,6 +397,7 @@ def test_close_aborts_an_open_transaction(txn_broker):
 
 
 # ------------------------------------------------------------------------------------ no transactions
+
 
 class _OldBroker:
     """A broker of before KIP-98, as far as a transactional client can tell: answers ApiVersions
@@ -410,11 +430,22 @@ class _OldBroker:
                     self.apis.append(int(h.api_key))
                     if h.api_key == ApiKey.API_VERSIONS:
                         keys = [ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS]
-                        resp = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-                            {"api_key": int(k), "min_version": 0, "max_version": SUPPORTED[k][1]} for k in keys]}
+                        resp = {
+                            "error_code": 0,
+                            "throttle_time_ms": 0,
+                            "api_keys": [
+                                {"api_key": int(k), "min_version": 0, "max_version": SUPPORTED[k][1]} for k in keys
+                            ],
+                        }
                     elif h.api_key == ApiKey.FIND_COORDINATOR:
-                        resp = {"throttle_time_ms": 0, "error_code": self.code, "error_message": "no transactions",
-                                "node_id": -1, "host": "", "port": -1}
+                        resp = {
+                            "throttle_time_ms": 0,
+                            "error_code": self.code,
+                            "error_message": "no transactions",
+                            "node_id": -1,
+                            "host": "",
+                            "port": -1,
+                        }
                     else:
                         break
                     conn.sendall(b"".join(encode_response(h.api_key, h.api_version, h.correlation_id, resp)))
@@ -480,8 +511,10 @@ def test_commit_and_complete_ride_out_a_broker_sigkill(broker_factory):
     values = [v for vs in got.values() for v in vs]
     want = [f"c-{i}".encode() for i in range(50)] + [f"p-{i}".encode() for i in range(20)]
     assert sorted(values) == sorted(want) and len(values) == len(set(values))
-    print(f"\nbroker SIGKILLed twice: commit took {took:.1f}s, {len(values)} of {len(want)} acknowledged records "
-          f"visible, 0 lost, 0 duplicated")
+    print(
+        f"\nbroker SIGKILLed twice: commit took {took:.1f}s, {len(values)} of {len(want)} acknowledged records "
+        f"visible, 0 lost, 0 duplicated"
+    )
 
 
 def test_two_brokers_coordinator_and_leaders_apart(broker_factory):
@@ -520,5 +553,7 @@ def test_two_brokers_coordinator_and_leaders_apart(broker_factory):
         p.close()
     got = read_confluent(bs, topic, "read_committed")
     assert {p: sorted(vs) for p, vs in got.items()} == {p: sorted(vs) for p, vs in want.items()}
-    print(f"\ntwo brokers, coordinators on {sorted(coordinators)}: {sum(map(len, want.values()))} committed "
-          f"records visible once, aborted ones never")
+    print(
+        f"\ntwo brokers, coordinators on {sorted(coordinators)}: {sum(map(len, want.values()))} committed "
+        f"records visible once, aborted ones never"
+    )

@@ -1,4 +1,5 @@
 """SimpleConsumer: decoding rules (pure) and fetches against real brokers."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,8 +38,10 @@ from tests.support import wait_for  # noqa: E402
 def test_fetch_multi_fetch_and_offsets(broker_factory, zk_chroot):
     b0 = broker_factory(0)
     broker_factory(1)
-    with ClusterClient(zookeeper_connect=zk_chroot) as admin, \
-            Producer(bootstrap_servers=b0.bootstrap, linger_ms=0) as p:
+    with (
+        ClusterClient(zookeeper_connect=zk_chroot) as admin,
+        Producer(bootstrap_servers=b0.bootstrap, linger_ms=0) as p,
+    ):
         wait_for(lambda: len(admin.metadata(None, refresh=True).brokers) == 2, message="2 brokers")
         admin.create_topic("m", 4)
         assert {admin.leader_for("m", q) for q in range(4)} == {0, 1}
@@ -46,8 +49,14 @@ def test_fetch_multi_fetch_and_offsets(broker_factory, zk_chroot):
         for q in range(4):
             for batch in range(3):  # three batches of 10 per partition
                 for i in range(10):
-                    p.produce("m", b"p%d-%d" % (q, batch * 10 + i), key=b"k", partition=q,
-                              timestamp_ms=t0 + batch * 1000, headers=[("b", b"%d" % batch)])
+                    p.produce(
+                        "m",
+                        b"p%d-%d" % (q, batch * 10 + i),
+                        key=b"k",
+                        partition=q,
+                        timestamp_ms=t0 + batch * 1000,
+                        headers=[("b", b"%d" % batch)],
+                    )
                 p.flush()
     with SimpleConsumer(zookeeper_connect=zk_chroot) as c:
         r = c.fetch("m", 2, 0, 1 << 20)
@@ -63,8 +72,9 @@ def test_fetch_multi_fetch_and_offsets(broker_factory, zk_chroot):
         assert [x.offset for x in r.records] == list(range(10)) and r.next_offset == 10
         # multi_fetch: every partition, one request per leader
         res = c.multi_fetch({("m", q): (5 * q, 1 << 20) for q in range(4)})
-        assert {tp: (v.records[0].offset, len(v.records), v.next_offset) for tp, v in res.items()} == \
-            {("m", q): (5 * q, 30 - 5 * q, 30) for q in range(4)}
+        assert {tp: (v.records[0].offset, len(v.records), v.next_offset) for tp, v in res.items()} == {
+            ("m", q): (5 * q, 30 - 5 * q, 30) for q in range(4)
+        }
         # end of log: empty, position unchanged
         r = c.fetch("m", 0, 30, 1000)
         assert r.records == [] and r.next_offset == 30
@@ -91,8 +101,15 @@ def test_records_written_by_confluent_kafka(broker, codec):
 
     with ClusterClient(broker.bootstrap) as admin:
         admin.create_topic("ck", 3)
-    p = CProducer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
-                   "partitioner": "murmur2_random", "linger.ms": 20, "enable.idempotence": True})
+    p = CProducer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "compression.type": codec,
+            "partitioner": "murmur2_random",
+            "linger.ms": 20,
+            "enable.idempotence": True,
+        }
+    )
     sent = {}
     for i in range(300):
         key = b"user-%d" % (i % 37)
@@ -118,8 +135,12 @@ def test_records_written_by_kcat(broker):
     with ClusterClient(broker.bootstrap) as admin:
         admin.create_topic("kc", 1)
     lines = "".join(f"k{i}:line {i}\n" for i in range(50))
-    subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", "kc", "-p", "0", "-K:", "-z", "gzip"],
-                   input=lines.encode(), check=True, timeout=60)
+    subprocess.run(
+        ["kcat", "-P", "-b", broker.bootstrap, "-t", "kc", "-p", "0", "-K:", "-z", "gzip"],
+        input=lines.encode(),
+        check=True,
+        timeout=60,
+    )
     with SimpleConsumer(broker.bootstrap) as c:
         recs = list(c.iter_records("kc", 0, 0))
     assert [(r.key, r.value) for r in recs] == [(b"k%d" % i, b"line %d" % i) for i in range(50)]

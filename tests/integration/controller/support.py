@@ -1,4 +1,5 @@
 """Helpers shared by the tests of this directory (and the fault scenarios that build on them)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def create_topic(zk_chroot, assignment: dict[int, list[int]], name=None, configs
     name = name or f"ctl-{uuid.uuid4().hex[:8]}"
     admin = ZkCluster(zk_chroot, None).start()
     try:
-        admin.create_topic(name, len(assignment), len(next(iter(assignment.values()))), configs,
-                           replica_assignment=assignment)
+        admin.create_topic(
+            name, len(assignment), len(next(iter(assignment.values()))), configs, replica_assignment=assignment
+        )
     finally:
         admin.stop()
     return name
@@ -40,8 +42,9 @@ def create_topic(zk_chroot, assignment: dict[int, list[int]], name=None, configs
 def start_cluster(broker_factory, zk, ids=(0, 1, 2)):
     # a quick controlled shutdown at teardown (the controller stops first; the others retry soon)
     brokers = {i: broker_factory(i, **REPL_PROPS, **{"controlled.shutdown.retry.backoff.ms": "300"}) for i in ids}
-    wait_for(lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == sorted(ids),
-             message="brokers registered")
+    wait_for(
+        lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == sorted(ids), message="brokers registered"
+    )
     wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
     return brokers
 

@@ -4,6 +4,7 @@ Until followers replicate (the replica fetcher), these tests put followers into 
 the partition state znodes as a partition leader would (conditionally, keeping leader and epoch),
 and check every election by reading the state znodes the controller writes.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,11 +31,8 @@ SESSION_S = 6.0  # BrokerProcess's zookeeper.session.timeout.ms
 # ------------------------------------------------------------------------------ helpers
 
 
-
 def state(zk, topic, p) -> dict:
     return json.loads(zk.get(paths.partition_state(topic, p))[0])
-
-
 
 
 def set_isr(zk, topic, p, isr) -> None:
@@ -53,13 +51,15 @@ def set_isr(zk, topic, p, isr) -> None:
 
 def start_cluster(broker_factory, zk, ids=(0, 1, 2), **props):
     brokers = {i: broker_factory(i, **props) for i in ids}
-    wait_for(lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == sorted(ids),
-             message="brokers registered")
+    wait_for(
+        lambda: sorted(int(c) for c in zk.get_children(paths.BROKER_IDS)) == sorted(ids), message="brokers registered"
+    )
     wait_for(lambda: controller_of(zk)[0] in ids, message="a controller elected")
     return brokers
 
 
 # ------------------------------------------------------------------------------ controller election
+
 
 def test_controller_failover_and_a_stopped_old_controller_writes_nothing(broker_factory, zk, zk_chroot):
     brokers = start_cluster(broker_factory, zk)
@@ -78,14 +78,20 @@ def test_controller_failover_and_a_stopped_old_controller_writes_nothing(broker_
     # SIGKILL the controller: another broker takes over within the session timeout (+ slack)
     t0 = time.monotonic()
     brokers[first].kill()
-    second, epoch2 = wait_for(lambda: (c := controller_of(zk)) and c[0] not in (-1, first) and c,
-                              timeout=SESSION_S + 20, message="a new controller")
+    second, epoch2 = wait_for(
+        lambda: (c := controller_of(zk)) and c[0] not in (-1, first) and c,
+        timeout=SESSION_S + 20,
+        message="a new controller",
+    )
     took = time.monotonic() - t0
     assert epoch2 == epoch + 1, (epoch, epoch2)
     assert took < SESSION_S + 20
     # ... and it elected new leaders for the dead controller's partitions, from the ISR, epoch+1
-    st = wait_for(lambda: (s := state(zk, topic, first)) and s["leader"] not in (first, -1) and s,
-                  timeout=20, message="new leader of the dead controller's partition")
+    st = wait_for(
+        lambda: (s := state(zk, topic, first)) and s["leader"] not in (first, -1) and s,
+        timeout=20,
+        message="new leader of the dead controller's partition",
+    )
     assert st["leader"] in (0, 1, 2) and first not in st["isr"] and st["leader_epoch"] == 1
     assert st["controller_epoch"] == epoch2
 
@@ -101,9 +107,14 @@ def test_controller_failover_and_a_stopped_old_controller_writes_nothing(broker_
     finally:
         brokers[second].proc.send_signal(signal.SIGCONT)
     # resumed, the old controller finds its session expired and resigns: it writes nothing with its epoch
-    wait_for(lambda: f"broker {second} stops acting as controller" in brokers[second].output()
-             or "no longer acting as controller" in brokers[second].output(),
-             timeout=30, message="the old controller resigns")
+    wait_for(
+        lambda: (
+            f"broker {second} stops acting as controller" in brokers[second].output()
+            or "no longer acting as controller" in brokers[second].output()
+        ),
+        timeout=30,
+        message="the old controller resigns",
+    )
     # it re-registers as a broker; the controller (third) may then shrink/expand nothing for it
     time.sleep(2.0)
     for p in range(3):
@@ -114,6 +125,7 @@ def test_controller_failover_and_a_stopped_old_controller_writes_nothing(broker_
 
 
 # ------------------------------------------------------------------------------ leader failure
+
 
 def test_leader_sigkilled_rf3_new_leader_from_isr_never_outside(broker_factory, zk, zk_chroot, capsys):
     brokers = start_cluster(broker_factory, zk)
@@ -128,8 +140,11 @@ def test_leader_sigkilled_rf3_new_leader_from_isr_never_outside(broker_factory, 
     wait_for(lambda: sorted(state(zk, topic, 0)["isr"]) == [0, 1, 2], timeout=20, message="p0 ISR complete")
     t0 = time.monotonic()
     brokers[victim].kill()
-    s0 = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] != victim and s, timeout=SESSION_S + 20,
-                  message="new leader of p0")
+    s0 = wait_for(
+        lambda: (s := state(zk, topic, 0)) and s["leader"] != victim and s,
+        timeout=SESSION_S + 20,
+        message="new leader of p0",
+    )
     took = time.monotonic() - t0
     # the first live ISR replica in assignment order, epoch + 1, the dead one out of the ISR
     assert s0["leader"] == x and s0["leader_epoch"] == 1 and sorted(s0["isr"]) == sorted([x, ctl]), s0
@@ -139,8 +154,9 @@ def test_leader_sigkilled_rf3_new_leader_from_isr_never_outside(broker_factory, 
 
     # x dies too: p1 has no live ISR member -> leader -1, the ISR keeps its last member
     brokers[x].kill()
-    s1 = wait_for(lambda: (s := state(zk, t1, 0)) and s["leader"] == -1 and s, timeout=SESSION_S + 20,
-                  message="p1 offline")
+    s1 = wait_for(
+        lambda: (s := state(zk, t1, 0)) and s["leader"] == -1 and s, timeout=SESSION_S + 20, message="p1 offline"
+    )
     assert s1["isr"] == [x] and s1["leader_epoch"] == 2, s1
     # the victim comes back: live, a replica, but not in the ISR: never elected (unclean disabled)
     brokers[victim].start()
@@ -154,8 +170,9 @@ def test_leader_sigkilled_rf3_new_leader_from_isr_never_outside(broker_factory, 
     # an operator's unclean election (pyklog-leader-election --election-type unclean) elects it
     from pyklog.connector.cli import leader_election
 
-    rc = leader_election.main(["--bootstrap-server", brokers[ctl].bootstrap, "--election-type", "unclean",
-                               "--topic", t1, "--partition", "0"])
+    rc = leader_election.main(
+        ["--bootstrap-server", brokers[ctl].bootstrap, "--election-type", "unclean", "--topic", t1, "--partition", "0"]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and f"Successfully completed leader election (UNCLEAN) for partitions {t1}-0" in out, out
     s1 = state(zk, t1, 0)
@@ -169,16 +186,19 @@ def test_rf1_leader_is_minus_one_while_down_and_back_on_return(broker_factory, z
     other = 1 - ctl
     topic = create_topic(zk_chroot, {0: [other]})
     brokers[other].kill()
-    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == -1 and s, timeout=SESSION_S + 20,
-                 message="leader -1")
+    s = wait_for(
+        lambda: (s := state(zk, topic, 0)) and s["leader"] == -1 and s, timeout=SESSION_S + 20, message="leader -1"
+    )
     assert s["isr"] == [other] and s["leader_epoch"] == 1
     brokers[other].start()
-    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == other and s, timeout=SESSION_S + 30,
-                 message="leader back")
+    s = wait_for(
+        lambda: (s := state(zk, topic, 0)) and s["leader"] == other and s, timeout=SESSION_S + 30, message="leader back"
+    )
     assert s["leader_epoch"] == 2 and s["isr"] == [other]
 
 
 # ------------------------------------------------------------------------------ preferred election
+
 
 def test_preferred_replica_election_znode_and_tool(broker_factory, zk, zk_chroot, capsys):
     brokers = start_cluster(broker_factory, zk, auto_leader_rebalance_enable="false")
@@ -188,8 +208,11 @@ def test_preferred_replica_election_znode_and_tool(broker_factory, zk, zk_chroot
     topic = create_topic(zk_chroot, {0: [pref] + rest, 1: [pref] + rest, 2: [ctl] + [i for i in (0, 1, 2) if i != ctl]})
     wait_for(lambda: all(len(state(zk, topic, p)["isr"]) == 3 for p in range(3)), timeout=20, message="ISRs")
     brokers[pref].kill()
-    wait_for(lambda: all(state(zk, topic, p)["leader"] not in (pref, -1) for p in (0, 1)), timeout=SESSION_S + 20,
-             message="leaders moved away")
+    wait_for(
+        lambda: all(state(zk, topic, p)["leader"] not in (pref, -1) for p in (0, 1)),
+        timeout=SESSION_S + 20,
+        message="leaders moved away",
+    )
     brokers[pref].start()
     # it catches up and its leaders put it back into the ISR; no auto rebalance: leadership stays away
     wait_for(lambda: all(pref in state(zk, topic, p)["isr"] for p in (0, 1)), timeout=30, message="back in ISR")
@@ -205,15 +228,17 @@ def test_preferred_replica_election_znode_and_tool(broker_factory, zk, zk_chroot
     from pyklog.connector.cli import leader_election
 
     any_broker = brokers[ctl].bootstrap
-    rc = leader_election.main(["--bootstrap-server", any_broker, "--election-type", "preferred",
-                               "--all-topic-partitions"])
+    rc = leader_election.main(
+        ["--bootstrap-server", any_broker, "--election-type", "preferred", "--all-topic-partitions"]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-1" in out, out
     assert "Valid replica already elected for partitions" in out and f"{topic}-0" in out and f"{topic}-2" in out
     assert state(zk, topic, 1)["leader"] == pref
-    rc = leader_election.main(["--bootstrap-server", any_broker, "--election-type", "preferred",
-                               "--topic", topic, "--partition", "1"])
+    rc = leader_election.main(
+        ["--bootstrap-server", any_broker, "--election-type", "preferred", "--topic", topic, "--partition", "1"]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and f"Valid replica already elected for partitions {topic}-1" in out, out
 
@@ -229,8 +254,9 @@ def test_auto_leader_rebalance_moves_leadership_back(broker_factory, zk, zk_chro
     wait_for(lambda: state(zk, topic, 0)["leader"] not in (pref, -1), timeout=SESSION_S + 20, message="moved")
     brokers[pref].start()
     # once it is back in the ISR, the imbalance check elects it again
-    s = wait_for(lambda: (s := state(zk, topic, 0)) and s["leader"] == pref and s, timeout=40,
-                 message="rebalanced back")
+    s = wait_for(
+        lambda: (s := state(zk, topic, 0)) and s["leader"] == pref and s, timeout=40, message="rebalanced back"
+    )
     assert s["leader_epoch"] == 2 and pref in s["isr"]
 
 
@@ -266,12 +292,16 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
 
 # ------------------------------------------------------------------------------ reassignment
 
+
 def reassign(zk_chroot, tmp_path, target: dict, action: str, capsys) -> str:
     from pyklog.connector.cli import reassign_partitions
 
     f = tmp_path / f"r-{uuid.uuid4().hex[:6]}.json"
-    f.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": r} for (t, p), r in target.items()]}))
+    f.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in target.items()]}
+        )
+    )
     rc = reassign_partitions.main(["--zookeeper", zk_chroot, "--reassignment-json-file", str(f), f"--{action}"])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -286,22 +316,39 @@ def test_reassignment_rf1_to_rf3_and_back(broker_factory, zk, zk_chroot, tmp_pat
     others = [i for i in (0, 1, 2) if i != a]
     sent = [b"r%d" % i for i in range(60)]
     with support.Wire(brokers[a].port) as w:
-        wait_for(lambda: support.produce(w, topic, support.records(1, prefix=b"probe"))["error_code"] == 0,
-                 timeout=20, message="leader ready")
+        wait_for(
+            lambda: support.produce(w, topic, support.records(1, prefix=b"probe"))["error_code"] == 0,
+            timeout=20,
+            message="leader ready",
+        )
         for i in range(0, 30, 10):
-            assert support.produce(w, topic, build_values(sent[i:i + 10]))["error_code"] == 0
+            assert support.produce(w, topic, build_values(sent[i : i + 10]))["error_code"] == 0
 
     # --generate proposes an assignment over the broker list, in Kafka's JSON
     from pyklog.connector.cli import reassign_partitions
 
     tf = tmp_path / "topics.json"
     tf.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
-    assert reassign_partitions.main(["--zookeeper", zk_chroot, "--generate", "--topics-to-move-json-file", str(tf),
-                                     "--broker-list", ",".join(map(str, others))]) == 0
+    assert (
+        reassign_partitions.main(
+            [
+                "--zookeeper",
+                zk_chroot,
+                "--generate",
+                "--topics-to-move-json-file",
+                str(tf),
+                "--broker-list",
+                ",".join(map(str, others)),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Current partition replica assignment"
-    assert json.loads(lines[1]) == {"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [a], "log_dirs": ["any"]}]}
+    assert json.loads(lines[1]) == {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": 0, "replicas": [a], "log_dirs": ["any"]}],
+    }
     assert lines[3] == "Proposed partition reassignment configuration"
     assert json.loads(lines[4])["partitions"][0]["replicas"][0] in others
 
@@ -310,8 +357,10 @@ def test_reassignment_rf1_to_rf3_and_back(broker_factory, zk, zk_chroot, tmp_pat
     out = reassign(zk_chroot, tmp_path, target, "execute", capsys)
     assert "Successfully started reassignment of partitions." in out
     assert "Save this to use as the --reassignment-json-file option during rollback" in out
-    assert json.loads(out.split("\n\n")[1]) == {"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [a], "log_dirs": ["any"]}]}  # the rollback JSON
+    assert json.loads(out.split("\n\n")[1]) == {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": 0, "replicas": [a], "log_dirs": ["any"]}],
+    }  # the rollback JSON
     wait_for(lambda: zk.exists(paths.ADMIN_REASSIGN_PARTITIONS) is None, timeout=60, message="reassignment done")
     assert json.loads(zk.get(paths.topic(topic))[0])["partitions"]["0"] == [a] + others
     s = state(zk, topic, 0)
@@ -321,7 +370,7 @@ def test_reassignment_rf1_to_rf3_and_back(broker_factory, zk, zk_chroot, tmp_pat
     wait_for(lambda: not zk.get_children(paths.ISR_CHANGE_NOTIFICATION), timeout=20, message="notifications")
     with support.Wire(brokers[a].port) as w:  # acks=all: on every replica
         for i in range(30, 60, 10):
-            assert support.produce(w, topic, build_values(sent[i:i + 10]), acks=-1)["error_code"] == 0
+            assert support.produce(w, topic, build_values(sent[i : i + 10]), acks=-1)["error_code"] == 0
 
     # and back to RF 1 on another broker: the leader moves into the target set, old replicas leave
     back = {(topic, 0): [others[0]]}
@@ -360,8 +409,13 @@ def test_controlled_shutdown_leaves_an_acks_all_producer_no_leader_gap(broker_fa
     from confluent_kafka import Producer
 
     session_ms = 10000
-    brokers = start_cluster(broker_factory, zk, zookeeper_session_timeout_ms=str(session_ms),
-                            min_insync_replicas="2", controlled_shutdown_retry_backoff_ms="500")
+    brokers = start_cluster(
+        broker_factory,
+        zk,
+        zookeeper_session_timeout_ms=str(session_ms),
+        min_insync_replicas="2",
+        controlled_shutdown_retry_backoff_ms="500",
+    )
     ctl, _ = controller_of(zk)
     victim = next(i for i in (0, 1, 2) if i != ctl)
     topic = create_topic(zk_chroot, {0: [victim] + [i for i in (0, 1, 2) if i != victim]})
@@ -371,8 +425,15 @@ def test_controlled_shutdown_leaves_an_acks_all_producer_no_leader_gap(broker_fa
     def on_delivery(err, msg):
         (errors if err is not None else acks).append((time.monotonic(), str(err) if err else msg.offset()))
 
-    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values()), "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 2, "message.timeout.ms": 60000})
+    producer = Producer(
+        {
+            "bootstrap.servers": ",".join(b.bootstrap for b in brokers.values()),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 60000,
+        }
+    )
     stop = [False]
 
     def loop():
@@ -399,8 +460,10 @@ def test_controlled_shutdown_leaves_an_acks_all_producer_no_leader_gap(broker_fa
     assert f"controlled shutdown of broker {victim} succeeded" in brokers[victim].output()
     times = [a[0] for a in acks if a[0] >= t0 - 1.0]
     gap = max(b - a for a, b in itertools.pairwise(times))
-    print(f"\nlongest pause between acknowledgements around the SIGTERM: {gap:.2f}s "
-          f"(session timeout {session_ms / 1000:.0f}s), errors {len(errors)}")
+    print(
+        f"\nlongest pause between acknowledgements around the SIGTERM: {gap:.2f}s "
+        f"(session timeout {session_ms / 1000:.0f}s), errors {len(errors)}"
+    )
     assert not errors, errors[:5]
     assert gap < 5.0, gap
     s = state(zk, topic, 0)

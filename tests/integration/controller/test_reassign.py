@@ -7,6 +7,7 @@ hands it to the next controller (the KIP-455 ``adding_replicas``/``removing_repl
 znode).  Every record acknowledged (acks=all, idempotent confluent-kafka producer running during the
 moves) is counted and read back: lost and duplicated records are asserted to be none.
 """
+
 from __future__ import annotations
 
 import glob
@@ -54,8 +55,15 @@ class BackgroundProducer:
         self.acked: list[bytes] = []
         self.errors: list = []
         self._stop = threading.Event()
-        self._p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                            "linger.ms": 5, "message.timeout.ms": 120000})
+        self._p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
         self._topic, self._prefix = topic, prefix
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -67,8 +75,9 @@ class BackgroundProducer:
         i = 0
         while not self._stop.is_set():
             try:
-                self._p.produce(self._topic, value=b"%s-%06d" % (self._prefix, i), partition=0,
-                                on_delivery=self._on_delivery)
+                self._p.produce(
+                    self._topic, value=b"%s-%06d" % (self._prefix, i), partition=0, on_delivery=self._on_delivery
+                )
                 i += 1
             except BufferError:
                 pass
@@ -97,16 +106,22 @@ def test_rf1_to_rf3_and_back_to_rf1_through_the_api_under_produce(broker_factory
         wait_for(lambda: len(prod.acked) >= 50, timeout=60, message="records acknowledged before the move")
         # RF 1 -> 3 through AlterPartitionReassignments while the producer runs
         assert ad.alter_partition_reassignments({tp: [a] + others}) == {tp: None}
-        wait_for(lambda: not ad.list_partition_reassignments() and assignment(zk, topic) == [a] + others,
-                 timeout=90, message="RF 3 reached")
+        wait_for(
+            lambda: not ad.list_partition_reassignments() and assignment(zk, topic) == [a] + others,
+            timeout=90,
+            message="RF 3 reached",
+        )
         s = state(zk, topic)
         assert s["leader"] == a and sorted(s["isr"]) == [0, 1, 2], s
         n_before = len(prod.acked)
         wait_for(lambda: len(prod.acked) >= n_before + 50, timeout=60, message="records acknowledged at RF 3")
         first = prod.stop()
         # every replica holds the same batches, byte for byte
-        wait_for(lambda: len({log_end_offset(b, topic, 0) for b in brokers.values()}) == 1, timeout=30,
-                 message="followers caught up")
+        wait_for(
+            lambda: len({log_end_offset(b, topic, 0) for b in brokers.values()}) == 1,
+            timeout=30,
+            message="followers caught up",
+        )
         batches = assert_replicas_identical(list(brokers.values()), topic, 0)
         assert batches and batches[-1][1] + 1 >= len(first)
 
@@ -115,13 +130,19 @@ def test_rf1_to_rf3_and_back_to_rf1_through_the_api_under_produce(broker_factory
         wait_for(lambda: len(prod.acked) >= 50, timeout=60, message="records acknowledged before the move back")
         new = others[0]
         assert ad.alter_partition_reassignments({tp: [new]}) == {tp: None}
-        wait_for(lambda: not ad.list_partition_reassignments() and assignment(zk, topic) == [new],
-                 timeout=90, message="RF 1 on the new broker")
+        wait_for(
+            lambda: not ad.list_partition_reassignments() and assignment(zk, topic) == [new],
+            timeout=90,
+            message="RF 1 on the new broker",
+        )
         wait_for(lambda: state(zk, topic)["leader"] == new, timeout=30, message="new leader")
         # the removed replicas stop (no longer leader or follower) and their logs are deleted
         removed = [i for i in brokers if i != new]
-        wait_for(lambda: not any(glob.glob(partition_dir(brokers[i], topic, 0) + "*") for i in removed),
-                 timeout=30, message="the removed replicas' logs deleted (no -delete dir left either)")
+        wait_for(
+            lambda: not any(glob.glob(partition_dir(brokers[i], topic, 0) + "*") for i in removed),
+            timeout=30,
+            message="the removed replicas' logs deleted (no -delete dir left either)",
+        )
         for i in removed:
             assert f"{topic}-0: replica removed from broker {i}" in brokers[i].output()
             with support.Wire(brokers[i].port) as w:
@@ -156,12 +177,21 @@ def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, 
     topic = create_topic(zk_chroot, {0: [a], 1: [a]})
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     with support.Wire(brokers[a].port) as w:
-        wait_for(lambda: support.produce(w, topic, support.records(5, prefix=b"before"))["error_code"] == 0,
-                 timeout=30, message="leader ready")
+        wait_for(
+            lambda: support.produce(w, topic, support.records(5, prefix=b"before"))["error_code"] == 0,
+            timeout=30,
+            message="leader ready",
+        )
 
         # a broker that is not the controller answers NOT_CONTROLLER (41) at the top level
-        r = w.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 5000, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "replicas": [a, b]}]}]})
+        r = w.request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            {
+                "timeout_ms": 5000,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "replicas": [a, b]}]}],
+            },
+        )
         assert r["error_code"] == 41 and r["responses"] == [], r
         r = w.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 5000, "topics": None})
         assert r["error_code"] == 41 and r["topics"] == [], r
@@ -175,7 +205,8 @@ def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, 
             assert ad.alter_partition_reassignments({tp1: None}) == {tp1: NoReassignmentInProgressError}
             assert ad.alter_partition_reassignments({tp1: [a, 42]}) == {tp1: InvalidReplicationAssignmentError}
             assert ad.alter_partition_reassignments({TopicPartition(topic, 7): [a]}) == {
-                TopicPartition(topic, 7): UnknownTopicOrPartitionError}
+                TopicPartition(topic, 7): UnknownTopicOrPartitionError
+            }
             expected = {tp0: {"replicas": [a, b], "adding_replicas": [b], "removing_replicas": []}}
             assert ad.list_partition_reassignments() == expected
             assert ad.list_partition_reassignments([tp1]) == {}
@@ -187,8 +218,15 @@ def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, 
         # adding partitions meanwhile is refused (REASSIGNMENT_IN_PROGRESS, 60), as Kafka: the
         # rewrite of the topic znode would drop the reassignment's adding_replicas
         with support.Wire(brokers[a].port) as w:
-            r = w.request(ApiKey.CREATE_PARTITIONS, 1, {"topics": [{"name": topic, "count": 3, "assignments": None}],
-                                                       "timeout_ms": 5000, "validate_only": False})
+            r = w.request(
+                ApiKey.CREATE_PARTITIONS,
+                1,
+                {
+                    "topics": [{"name": topic, "count": 3, "assignments": None}],
+                    "timeout_ms": 5000,
+                    "validate_only": False,
+                },
+            )
         assert r["results"][0]["error_code"] == 60, r
         assert json.loads(zk.get(paths.topic(topic))[0]) == znode
 
@@ -198,8 +236,11 @@ def test_list_in_progress_errors_controller_failover_and_cancel(broker_factory, 
         wait_for(lambda: controller_of(zk)[0] == a, timeout=60, message="broker a is the controller")
         ad = admin(brokers[a].bootstrap)
         try:
-            wait_for(lambda: ad.list_partition_reassignments() == expected, timeout=30,
-                     message="the new controller lists the reassignment")
+            wait_for(
+                lambda: ad.list_partition_reassignments() == expected,
+                timeout=30,
+                message="the new controller lists the reassignment",
+            )
             # cancel: back to the original replicas, the adding replica dropped
             assert ad.alter_partition_reassignments({tp0: None}) == {tp0: None}
             wait_for(lambda: ad.list_partition_reassignments() == {}, timeout=30, message="cancelled")
@@ -231,10 +272,15 @@ def test_reassign_tool_through_the_bootstrap_server(broker_factory, zk, zk_chroo
     f = tmp_path / f"r-{uuid.uuid4().hex[:6]}.json"
 
     def run(target, *action) -> tuple[int, str]:
-        f.write_text(json.dumps({"version": 1, "partitions": [
-            {"topic": t, "partition": p, "replicas": r} for (t, p), r in target.items()]}))
-        rc = reassign_partitions.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(f),
-                                       *action])
+        f.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in target.items()],
+                }
+            )
+        )
+        rc = reassign_partitions.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(f), *action])
         cap = capsys.readouterr()
         return rc, cap.out + cap.err
 
@@ -252,8 +298,9 @@ def test_reassign_tool_through_the_bootstrap_server(broker_factory, zk, zk_chroo
         brokers[b].proc.send_signal(signal.SIGCONT)
     rc, out = run({(topic, 0): [a, b]}, "--execute")
     assert rc == 0, out
-    wait_for(lambda: "is complete" in run({(topic, 0): [a, b]}, "--verify")[1], timeout=60,
-             message="verify says complete")
+    wait_for(
+        lambda: "is complete" in run({(topic, 0): [a, b]}, "--verify")[1], timeout=60, message="verify says complete"
+    )
     assert assignment(zk, topic) == [a, b] and sorted(state(zk, topic)["isr"]) == sorted([a, b])
 
 
@@ -268,8 +315,11 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
 
     def create():
         ad.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])[topic].result(30)
-        wait_for(lambda: all(os.path.isdir(partition_dir(b, topic, p)) for b in blist for p in (0, 1)),
-                 timeout=30, message="every replica created")
+        wait_for(
+            lambda: all(os.path.isdir(partition_dir(b, topic, p)) for b in blist for p in (0, 1)),
+            timeout=30,
+            message="every replica created",
+        )
 
     create()
     from tests.integration.replication_support import produce_acks_all
@@ -277,15 +327,18 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
     acked, errors = produce_acks_all(bootstrap, topic, [b"old-%d" % i for i in range(200)])
     assert len(acked) == 200 and not errors
     ad.delete_topics([topic])[topic].result(30)
-    wait_for(lambda: not any(glob.glob(os.path.join(b.props["log.dirs"], f"{topic}-*")) for b in blist),
-             timeout=60, message="every replica's log deleted")
+    wait_for(
+        lambda: not any(glob.glob(os.path.join(b.props["log.dirs"], f"{topic}-*")) for b in blist),
+        timeout=60,
+        message="every replica's log deleted",
+    )
     # nothing fetches the deleted topic any more: a fetcher still at it would log "fetch from broker
     # N answered error 3" for it every replica.fetch.backoff.ms (200 ms); watch for 1.5 s (absence
     # cannot be polled for)
     marks = {b.broker_id: len(b.output()) for b in blist}
     time.sleep(1.5)
     for b in blist:
-        later = b.output()[marks[b.broker_id]:]
+        later = b.output()[marks[b.broker_id] :]
         assert topic not in later, later[-2000:]
     marks = {b.broker_id: len(b.output()) for b in blist}
     create()  # same name at once: the new replicas start from offset 0, nothing of the old topic
@@ -298,7 +351,5 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
     got = consume_all(bootstrap, topic, [0, 1], 20, timeout=30)
     assert sorted(v for _, _, v in got) == sorted(b"new-%d" % i for i in range(20))
     for b in blist:
-        later = b.output()[marks[b.broker_id]:]
+        later = b.output()[marks[b.broker_id] :]
         assert "Traceback" not in later and "ERROR" not in later, later[-2000:]
-
-

@@ -1,4 +1,5 @@
 """Helpers shared by the tests of this directory (and the fault scenarios that build on them)."""
+
 from __future__ import annotations
 
 from pyklog.broker.coordinator.offsets import (
@@ -25,8 +26,7 @@ class Node:
     def open(self):
         self.lm = LogManager([self.data_dir], LogConfig(), background=False)
         self.lm.startup()
-        self.om = OffsetManager(self.lm, self.cluster, self.broker_id, num_partitions=self.num_partitions,
-                                **self.om_kw)
+        self.om = OffsetManager(self.lm, self.cluster, self.broker_id, num_partitions=self.num_partitions, **self.om_kw)
         self.om.startup()
         return self
 

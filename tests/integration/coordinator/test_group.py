@@ -3,6 +3,7 @@
 Unit tests drive :class:`broker.group_coordinator.GroupCoordinator` directly (no sockets, real
 timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
 kcat) against real broker processes."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,8 +27,9 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records
-              if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"]
+    errors = [
+        r for r in caplog.records if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"
+    ]
     assert not errors, [r.getMessage() for r in errors]
 
 
@@ -65,9 +67,16 @@ def test_confluent_kafka_two_consumers_share_a_group(group_broker):
     bootstrap = group_broker.bootstrap
     topic, group = _topic(), "cg-" + uuid.uuid4().hex[:8]
     _produce(bootstrap, topic, [b"warmup"])  # creates the 4-partition topic
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
-            "fetch.wait.max.ms": 50, "topic.metadata.refresh.interval.ms": 2000}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+        "fetch.wait.max.ms": 50,
+        "topic.metadata.refresh.interval.ms": 2000,
+    }
     assigned = {"c1": set(), "c2": set()}
     consumers = {}
     for name in ("c1", "c2"):
@@ -143,9 +152,16 @@ def test_kafka_python_group_consumer_commit_and_admin_tools(group_broker):
     topic, group = _topic(), "kp-" + uuid.uuid4().hex[:8]
     values = [b"kp-%d" % i for i in range(60)]
     _produce(bootstrap, topic, values)
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False, consumer_timeout_ms=8000, client_id="kp-client",
-                      heartbeat_interval_ms=300)
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=8000,
+        client_id="kp-client",
+        heartbeat_interval_ms=300,
+    )
     admin = None
     try:
         got = []
@@ -161,7 +177,8 @@ def test_kafka_python_group_consumer_commit_and_admin_tools(group_broker):
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         listed = admin.list_groups()
         assert {"group_id": group, "protocol_type": "consumer"} in [
-            {k: g[k] for k in ("group_id", "protocol_type")} for g in listed], listed
+            {k: g[k] for k in ("group_id", "protocol_type")} for g in listed
+        ], listed
         desc = admin.describe_groups([group])[group]
         assert desc["error"] is None and desc["group_state"] == "Stable", desc
         assert desc["protocol_type"] == "consumer" and desc["protocol_data"] == "range"
@@ -174,8 +191,14 @@ def test_kafka_python_group_consumer_commit_and_admin_tools(group_broker):
             admin.close()
     # a new member of the group starts from the committed offsets: only new records
     _produce(bootstrap, topic, [b"late"])
-    c2 = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                       enable_auto_commit=False, consumer_timeout_ms=3000)
+    c2 = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
     try:
         assert [m.value for m in c2] == [b"late"]
     finally:
@@ -188,9 +211,12 @@ def test_kcat_balanced_consumer(group_broker):
     topic, group = _topic(), "kcat-" + uuid.uuid4().hex[:8]
     values = [f"line-{i}" for i in range(40)]
     _produce(bootstrap, topic, [v.encode() for v in values])
-    p = subprocess.run([KCAT, "-b", bootstrap, "-G", group, "-o", "beginning", "-e", "-q",
-                        "-X", "heartbeat.interval.ms=300", topic],
-                       capture_output=True, text=True, timeout=90)
+    p = subprocess.run(
+        [KCAT, "-b", bootstrap, "-G", group, "-o", "beginning", "-e", "-q", "-X", "heartbeat.interval.ms=300", topic],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.split()) == sorted(values), p.stderr
 
@@ -206,31 +232,61 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
     ports = {0: b0.port, 1: b1.port}
     group = "wire-" + uuid.uuid4().hex[:8]
     with Wire(b0.port) as w:
-        w.request(ApiKey.CREATE_TOPICS, 0, {"topics": [{"name": "wt", "num_partitions": 2,
-                                                        "replication_factor": 1}], "timeout_ms": 5000})
-        fc = wait_for(lambda: (lambda r: r if r["error_code"] == 0 else None)(
-            w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group})), 30, message="coordinator")
+        w.request(
+            ApiKey.CREATE_TOPICS,
+            0,
+            {"topics": [{"name": "wt", "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 5000},
+        )
+        fc = wait_for(
+            lambda: (lambda r: r if r["error_code"] == 0 else None)(
+                w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group})
+            ),
+            30,
+            message="coordinator",
+        )
     coord = fc["node_id"]
-    join_body = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"meta"}]}
+    join_body = {
+        "group_id": group,
+        "session_timeout_ms": 10000,
+        "rebalance_timeout_ms": 10000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}],
+    }
     with Wire(ports[1 - coord]) as other:
         assert other.request(ApiKey.JOIN_GROUP, 5, join_body)["error_code"] == NOT_COORDINATOR
-        assert other.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1,
-                                                   "member_id": "m"})["error_code"] == NOT_COORDINATOR
+        assert (
+            other.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1, "member_id": "m"})["error_code"]
+            == NOT_COORDINATOR
+        )
     with Wire(ports[coord]) as wa, Wire(ports[coord]) as wb:
         first = wa.request(ApiKey.JOIN_GROUP, 5, join_body)
         assert first["error_code"] == MEMBER_ID_REQUIRED
         a = wa.request(ApiKey.JOIN_GROUP, 5, dict(join_body, member_id=first["member_id"]))
         assert a["error_code"] == NONE and a["generation_id"] == 1 and a["leader"] == first["member_id"]
         a_id = a["member_id"]
-        s = wa.request(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": 1, "member_id": a_id,
-                                              "assignments": [{"member_id": a_id, "assignment": b"A1"}]})
+        s = wa.request(
+            ApiKey.SYNC_GROUP,
+            3,
+            {
+                "group_id": group,
+                "generation_id": 1,
+                "member_id": a_id,
+                "assignments": [{"member_id": a_id, "assignment": b"A1"}],
+            },
+        )
         assert s == {"throttle_time_ms": 0, "error_code": NONE, "assignment": b"A1"}
 
         def commit(gen, member):
-            return wa.request(ApiKey.OFFSET_COMMIT, 7, {
-                "group_id": group, "generation_id_or_member_epoch": gen, "member_id": member, "topics": [
-                    {"name": "wt", "partitions": [{"partition_index": 0, "committed_offset": 5}]}]}
+            return wa.request(
+                ApiKey.OFFSET_COMMIT,
+                7,
+                {
+                    "group_id": group,
+                    "generation_id_or_member_epoch": gen,
+                    "member_id": member,
+                    "topics": [{"name": "wt", "partitions": [{"partition_index": 0, "committed_offset": 5}]}],
+                },
             )["topics"][0]["partitions"][0]["error_code"]
 
         assert commit(1, a_id) == NONE
@@ -241,18 +297,39 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
         # member b joins on its own connection: its JoinGroup waits for a's rejoin
         b_first = wb.request(ApiKey.JOIN_GROUP, 5, join_body)
         b_join = wb.send(ApiKey.JOIN_GROUP, 5, dict(join_body, member_id=b_first["member_id"]))
-        wait_for(lambda: wa.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1, "member_id": a_id}
-                                    )["error_code"] == REBALANCE_IN_PROGRESS, 10, message="REBALANCE_IN_PROGRESS")
+        wait_for(
+            lambda: (
+                wa.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1, "member_id": a_id})[
+                    "error_code"
+                ]
+                == REBALANCE_IN_PROGRESS
+            ),
+            10,
+            message="REBALANCE_IN_PROGRESS",
+        )
         a2 = wa.request(ApiKey.JOIN_GROUP, 5, dict(join_body, member_id=a_id))
         cid, b2 = decode_response(ApiKey.JOIN_GROUP, 5, wb.recv_frame())
         assert cid == b_join and b2["error_code"] == NONE and b2["generation_id"] == a2["generation_id"] == 2
         assert len(a2["members"]) == 2 and b2["members"] == []
-        b_sync = wb.send(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": 2,
-                                                "member_id": b2["member_id"], "assignments": []})
+        b_sync = wb.send(
+            ApiKey.SYNC_GROUP,
+            3,
+            {"group_id": group, "generation_id": 2, "member_id": b2["member_id"], "assignments": []},
+        )
         time.sleep(0.2)
-        s = wa.request(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": 2, "member_id": a_id,
-                                              "assignments": [{"member_id": a_id, "assignment": b"A2"},
-                                                              {"member_id": b2["member_id"], "assignment": b"B2"}]})
+        s = wa.request(
+            ApiKey.SYNC_GROUP,
+            3,
+            {
+                "group_id": group,
+                "generation_id": 2,
+                "member_id": a_id,
+                "assignments": [
+                    {"member_id": a_id, "assignment": b"A2"},
+                    {"member_id": b2["member_id"], "assignment": b"B2"},
+                ],
+            },
+        )
         assert s["assignment"] == b"A2"
         cid, sb = decode_response(ApiKey.SYNC_GROUP, 3, wb.recv_frame())
         assert cid == b_sync and sb["error_code"] == NONE and sb["assignment"] == b"B2"
@@ -261,8 +338,9 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
         assert d["group_state"] == STABLE and d["protocol_data"] == "range"
         assert sorted(m["member_assignment"] for m in d["members"]) == [b"A2", b"B2"]
         assert {"group_id": group, "protocol_type": "consumer"} in wa.request(ApiKey.LIST_GROUPS, 2, {})["groups"]
-        left = wa.request(ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": [
-            {"member_id": a_id}, {"member_id": b2["member_id"]}]})
+        left = wa.request(
+            ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": [{"member_id": a_id}, {"member_id": b2["member_id"]}]}
+        )
         assert left["error_code"] == NONE and [m["error_code"] for m in left["members"]] == [NONE, NONE]
         assert wa.request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})["groups"][0]["group_state"] == EMPTY
         assert commit(-1, "") == NONE  # empty again: manual-assignment commits work
@@ -292,11 +370,13 @@ def test_crashed_consumer_is_expired_after_its_session_timeout(group_broker, tmp
     _produce(bootstrap, topic, [b"x"])
     out_path = tmp_path / "child.out"
     with open(out_path, "w") as out:
-        child = subprocess.Popen([sys.executable, "-c", _CHILD_CONSUMER, bootstrap, group, topic], stdout=out,
-                                 stderr=subprocess.STDOUT)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_CONSUMER, bootstrap, group, topic], stdout=out, stderr=subprocess.STDOUT
+        )
     assigned: set = set()
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 2000,
-                  "heartbeat.interval.ms": 300})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
+    )
 
     def on_assign(consumer, parts):
         assigned.clear()
@@ -305,9 +385,10 @@ def test_crashed_consumer_is_expired_after_its_session_timeout(group_broker, tmp
     c.subscribe([topic], on_assign=on_assign, on_revoke=lambda consumer, parts: assigned.clear())
     try:
         deadline = time.monotonic() + 60
+
         def child_assignment():
             lines = [ln for ln in out_path.read_text().splitlines() if ln.startswith("assigned ")]
-            return lines[-1][len("assigned "):] if lines else "[]"
+            return lines[-1][len("assigned ") :] if lines else "[]"
 
         while time.monotonic() < deadline and not (assigned and len(assigned) < 4 and child_assignment() != "[]"):
             c.poll(0.1)
@@ -334,9 +415,15 @@ def test_confluent_kafka_static_member_restart(group_broker):
     bootstrap = group_broker.bootstrap
     topic, group = _topic(), "static-" + uuid.uuid4().hex[:8]
     _produce(bootstrap, topic, [b"a-%d" % i for i in range(20)])
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "instance-1",
-            "session.timeout.ms": 30000, "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.instance.id": "instance-1",
+        "session.timeout.ms": 30000,
+        "heartbeat.interval.ms": 300,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
 
     def consume(n):
         c = Consumer(conf)

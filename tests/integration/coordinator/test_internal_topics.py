@@ -10,6 +10,7 @@ every forged send must fail with code 17, the partition's log end offset must no
 broker restart (the offsets are reloaded from the log) the group's committed offset is still 5.
 On the code before this change the forged records were acknowledged and the group read 999999.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,14 @@ FORGED = 999_999
 
 def _log_end(port: int, topic: str, partition: int) -> int:
     with Wire(port) as w:
-        r = w.request(2, 1, {"replica_id": -1, "topics": [
-            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
+        r = w.request(
+            2,
+            1,
+            {
+                "replica_id": -1,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}],
+            },
+        )
     p = r["topics"][0]["partitions"][0]
     assert p["error_code"] == 0, p
     return p["offset"]
@@ -73,16 +80,18 @@ def test_forged_offset_commit_is_refused_and_offsets_survive_restart(broker_fact
 
     # a raw Produce v8 (what any Kafka client sends): INVALID_TOPIC_EXCEPTION (17) with the reason
     with Wire(b.port) as w:
-        part = produce(w, "__consumer_offsets", build_batch([(key, value, int(time.time() * 1000), ())]),
-                       partition=opart)
+        part = produce(
+            w, "__consumer_offsets", build_batch([(key, value, int(time.time() * 1000), ())]), partition=opart
+        )
     assert part["error_code"] == 17, part
     assert part["error_message"] == "Cannot append to internal topic __consumer_offsets", part
 
     # confluent-kafka: the delivery report carries TOPIC_EXCEPTION (17)
     reports = []
     cp = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 20000})
-    cp.produce("__consumer_offsets", key=key, value=value, partition=opart,
-               on_delivery=lambda err, m: reports.append(err))
+    cp.produce(
+        "__consumer_offsets", key=key, value=value, partition=opart, on_delivery=lambda err, m: reports.append(err)
+    )
     cp.flush(30)
     assert len(reports) == 1 and reports[0] is not None, reports
     assert reports[0].code() == KafkaError.TOPIC_EXCEPTION, reports[0]

@@ -12,6 +12,7 @@ lost), transactions committed / aborted vs the records a read_committed consumer
 committed transaction's records exactly once, nothing of an aborted one) and the transactional
 group's committed offset; the same again after a SIGKILL and restart (reload from the logs).
 """
+
 from __future__ import annotations
 
 import threading
@@ -125,8 +126,15 @@ def committed_offsets(bootstrap, group, parts) -> list[int]:
 def read_committed(bootstrap) -> list[str]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition("out", 0, OFFSET_BEGINNING)])
     out, deadline = [], time.monotonic() + 60
     try:
@@ -147,8 +155,11 @@ def read_committed(bootstrap) -> list[str]:
 def check(b, committer, tx):
     offs = committed_offsets(b.bootstrap, "cg", IN_PARTS)
     # every acknowledged commit is there; a later one may be there too (written, answer lost)
-    assert len(set(offs)) == 1 and committer.acked <= offs[0] <= committer.attempted, (offs, committer.acked,
-                                                                                     committer.attempted)
+    assert len(set(offs)) == 1 and committer.acked <= offs[0] <= committer.attempted, (
+        offs,
+        committer.acked,
+        committer.attempted,
+    )
     values = read_committed(b.bootstrap)
     want = [f"{n}-{j}" for n in tx.committed for j in range(PER_TXN)]
     assert sorted(values) == sorted(want) and len(values) == len(set(values)), (len(values), len(want))
@@ -156,8 +167,13 @@ def check(b, committer, tx):
 
 
 def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot):
-    b = broker_factory(0, offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1,
-                       transaction_state_log_replication_factor=1, group_initial_rebalance_delay_ms=0)
+    b = broker_factory(
+        0,
+        offsets_topic_num_partitions=1,
+        transaction_state_log_num_partitions=1,
+        transaction_state_log_replication_factor=1,
+        group_initial_rebalance_delay_ms=0,
+    )
     with Wire(b.port) as w:
         assert create_topic(w, "in", IN_PARTS)["error_code"] == 0
         assert create_topic(w, "out", 1)["error_code"] == 0
@@ -176,13 +192,18 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
     committer.start()
     tx.start()
     try:
-        wait_for(lambda: (committer.acked >= 5 and len(tx.committed) >= 2) or tx.fatal, timeout=60,
-                 message=f"workers running (commits {committer.acked}/{committer.attempted}, txns {tx.committed}, "
-                 f"errors {tx.errors[-3:]})")
+        wait_for(
+            lambda: (committer.acked >= 5 and len(tx.committed) >= 2) or tx.fatal,
+            timeout=60,
+            message=f"workers running (commits {committer.acked}/{committer.attempted}, txns {tx.committed}, "
+            f"errors {tx.errors[-3:]})",
+        )
         assert tx.fatal is None, repr(tx.fatal)
         for _cycle in range(2):
-            for topic, gone in ((OFFSETS, f"no longer the coordinator of {OFFSETS}-0 at epoch"),
-                                (TXN_STATE, f"no longer the transaction coordinator of {TXN_STATE}-0 at epoch")):
+            for topic, gone in (
+                (OFFSETS, f"no longer the coordinator of {OFFSETS}-0 at epoch"),
+                (TXN_STATE, f"no longer the transaction coordinator of {TXN_STATE}-0 at epoch"),
+            ):
                 e = epoch_of(zk, topic)
                 loaded = b.output().count(f"loaded {topic}-0")
                 dropped = b.output().count(gone)
@@ -191,21 +212,29 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
                 acked, txns = committer.acked, len(tx.committed)
                 time.sleep(1.0)  # the clients meet NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE meanwhile
                 move(zk, topic, 0, e + 2)  # back here at a new epoch
-                wait_for(lambda: b.output().count(f"loaded {topic}-0") > loaded, timeout=30,
-                         message=f"{topic} reloaded")
-                wait_for(lambda: (committer.acked > acked + 3 and len(tx.committed) > txns + 1) or tx.fatal,
-                         timeout=90, message=f"progress after {topic} moved back "
-                         f"(commits acked {acked} -> {committer.acked}, txns {txns} -> {len(tx.committed)})")
+                wait_for(
+                    lambda: b.output().count(f"loaded {topic}-0") > loaded, timeout=30, message=f"{topic} reloaded"
+                )
+                wait_for(
+                    lambda: (committer.acked > acked + 3 and len(tx.committed) > txns + 1) or tx.fatal,
+                    timeout=90,
+                    message=f"progress after {topic} moved back "
+                    f"(commits acked {acked} -> {committer.acked}, txns {txns} -> {len(tx.committed)})",
+                )
                 assert tx.fatal is None, repr(tx.fatal)
         # a new epoch with the same leader (a re-election): reload in place
         for topic in (OFFSETS, TXN_STATE):
             loaded = b.output().count(f"loaded {topic}-0")
             acked, txns = committer.acked, len(tx.committed)
             move(zk, topic, 0, epoch_of(zk, topic) + 1)
-            wait_for(lambda: b.output().count(f"loaded {topic}-0") > loaded, timeout=30,
-                     message=f"{topic} reloaded in place")
-            wait_for(lambda: (committer.acked > acked + 3 and len(tx.committed) > txns + 1) or tx.fatal,
-                     timeout=90, message=f"progress after {topic}'s new epoch")
+            wait_for(
+                lambda: b.output().count(f"loaded {topic}-0") > loaded, timeout=30, message=f"{topic} reloaded in place"
+            )
+            wait_for(
+                lambda: (committer.acked > acked + 3 and len(tx.committed) > txns + 1) or tx.fatal,
+                timeout=90,
+                message=f"progress after {topic}'s new epoch",
+            )
     finally:
         committer.stop_ev.set()
         tx.stop_ev.set()
@@ -221,5 +250,7 @@ def test_coordinator_leadership_moves_while_committing(broker_factory, zk_chroot
     b.start()
     check(b, committer, tx)
     assert "Traceback" not in b.output(), b.output()[-5000:]
-    print(f"commits acked {committer.acked} of {committer.attempted} ({committer.errors} refused); "
-          f"transactions committed {len(tx.committed)}, aborted {len(tx.aborted)}")
+    print(
+        f"commits acked {committer.acked} of {committer.attempted} ({committer.errors} refused); "
+        f"transactions committed {len(tx.committed)}, aborted {len(tx.aborted)}"
+    )

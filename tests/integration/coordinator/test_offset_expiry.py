@@ -10,6 +10,7 @@ committed within the retention, never loses anything; pending transactional offs
 * An in-process broker whose coordinator's clean-up runs with a chosen clock: KIP-211 (an emptied
   group's clock starts when it becomes empty), pending transactional offsets, ZooKeeper groups.
 """
+
 from __future__ import annotations
 
 import socket
@@ -38,21 +39,37 @@ def _coordinator_ready(w: Wire, group: str) -> bool:
     return f["topics"][0]["partitions"][0]["error_code"] == 0
 
 
-def _commit_v1(w: Wire, group: str, topic: str, offsets: dict, *, ts: int = -1, generation: int = -1,
-               member: str = "") -> list[int]:
-    r = w.request(ApiKey.OFFSET_COMMIT, 1, {
-        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
-        "topics": [{"name": topic, "partitions": [
-            {"partition_index": p, "committed_offset": o, "commit_timestamp": ts, "committed_metadata": ""}
-            for p, o in sorted(offsets.items())]}]})
+def _commit_v1(
+    w: Wire, group: str, topic: str, offsets: dict, *, ts: int = -1, generation: int = -1, member: str = ""
+) -> list[int]:
+    r = w.request(
+        ApiKey.OFFSET_COMMIT,
+        1,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": generation,
+            "member_id": member,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "committed_offset": o, "commit_timestamp": ts, "committed_metadata": ""}
+                        for p, o in sorted(offsets.items())
+                    ],
+                }
+            ],
+        },
+    )
     return [p["error_code"] for p in r["topics"][0]["partitions"]]
 
 
 def _committed(w: Wire, group: str, topic: str, partitions=(0, 1, 2)) -> dict:
-    r = w.request(ApiKey.OFFSET_FETCH, 1, {"group_id": group, "topics": [
-        {"name": topic, "partition_indexes": list(partitions)}]})
-    return {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]
-            if p["committed_offset"] >= 0}
+    r = w.request(
+        ApiKey.OFFSET_FETCH, 1, {"group_id": group, "topics": [{"name": topic, "partition_indexes": list(partitions)}]}
+    )
+    return {
+        p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"] if p["committed_offset"] >= 0
+    }
 
 
 def _listed(w: Wire) -> set[str]:
@@ -65,10 +82,23 @@ def _tombstones(w: Wire) -> list[tuple[str, str, int]]:
     """(group, topic, partition) of every tombstone in __consumer_offsets-0."""
     from pyklog.broker.coordinator.offsets import decode_offset_key
 
-    r = w.request(ApiKey.FETCH, 4, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
-        "topics": [{"topic": "__consumer_offsets", "partitions": [
-            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 50 << 20}]}]})
+    r = w.request(
+        ApiKey.FETCH,
+        4,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 50 << 20,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": "__consumer_offsets",
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 50 << 20}],
+                }
+            ],
+        },
+    )
     part = r["responses"][0]["partitions"][0]
     assert part["error_code"] == 0
     out = []
@@ -82,13 +112,30 @@ def _tombstones(w: Wire) -> list[tuple[str, str, int]]:
 
 
 def _join_and_sync(w: Wire, group: str) -> tuple[str, int]:
-    r = w.request(ApiKey.JOIN_GROUP, 3, {
-        "group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
-        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    r = w.request(
+        ApiKey.JOIN_GROUP,
+        3,
+        {
+            "group_id": group,
+            "session_timeout_ms": 30000,
+            "rebalance_timeout_ms": 30000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
     assert r["error_code"] == 0, r
     member, gen = r["member_id"], r["generation_id"]
-    s = w.request(ApiKey.SYNC_GROUP, 2, {"group_id": group, "generation_id": gen, "member_id": member,
-                                         "assignments": [{"member_id": member, "assignment": b""}]})
+    s = w.request(
+        ApiKey.SYNC_GROUP,
+        2,
+        {
+            "group_id": group,
+            "generation_id": gen,
+            "member_id": member,
+            "assignments": [{"member_id": member, "assignment": b""}],
+        },
+    )
     assert s["error_code"] == 0
     return member, gen
 
@@ -97,8 +144,12 @@ def _join_and_sync(w: Wire, group: str) -> tuple[str, int]:
 
 
 def test_old_offsets_expire_with_tombstones_recent_and_members_are_kept(broker_factory):
-    props = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "200",
-             "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
+    props = {
+        "offsets.retention.minutes": "1",
+        "offsets.retention.check.interval.ms": "200",
+        "offsets.topic.num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
     b = broker_factory(0, **{k.replace(".", "_"): v for k, v in props.items()})
     topic = "exp-" + uuid.uuid4().hex[:8]
     old, fresh, mixed, member_g = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("old", "fresh", "mixed", "member"))
@@ -121,13 +172,17 @@ def test_old_offsets_expire_with_tombstones_recent_and_members_are_kept(broker_f
         # a few more checks run; nothing else may go
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
-            assert w.request(ApiKey.HEARTBEAT, 2, {"group_id": member_g, "generation_id": gen,
-                                                   "member_id": member})["error_code"] == 0
+            assert (
+                w.request(ApiKey.HEARTBEAT, 2, {"group_id": member_g, "generation_id": gen, "member_id": member})[
+                    "error_code"
+                ]
+                == 0
+            )
             time.sleep(0.2)
         assert _committed(w, old, topic) == {}
         assert _committed(w, fresh, topic) == {0: 1, 1: 2, 2: 3}
         assert _committed(w, mixed, topic) == {1: 11}
-        assert _committed(w, member_g, topic) == {0: 7, 1: 8}   # old, but the group has a member
+        assert _committed(w, member_g, topic) == {0: 7, 1: 8}  # old, but the group has a member
         assert {fresh, mixed, member_g} <= _listed(w) and old not in _listed(w)
         tomb = _tombstones(w)
         assert sorted(tomb) == sorted([(old, topic, 0), (old, topic, 1), (old, topic, 2), (mixed, topic, 0)])
@@ -158,13 +213,20 @@ def server(zk_chroot, tmp_path):
     from pyklog.broker.server.main import BrokerServer
 
     port = _free_port()
-    cfg = ServerConfig.from_properties({
-        "broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path / "data"),
-        "zookeeper.connect": zk_chroot, "num.partitions": "3", "offsets.topic.num.partitions": "1",
-        "group.initial.rebalance.delay.ms": "0", "offsets.retention.minutes": "1",
-        # the periodic check stays out of the way: the tests call the clean-up with their own clock
-        "offsets.retention.check.interval.ms": str(3_600_000),
-    })
+    cfg = ServerConfig.from_properties(
+        {
+            "broker.id": "0",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": str(tmp_path / "data"),
+            "zookeeper.connect": zk_chroot,
+            "num.partitions": "3",
+            "offsets.topic.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.retention.minutes": "1",
+            # the periodic check stays out of the way: the tests call the clean-up with their own clock
+            "offsets.retention.check.interval.ms": str(3_600_000),
+        }
+    )
     srv = BrokerServer(cfg).startup()
     srv.test_port = port
     try:
@@ -212,7 +274,7 @@ def test_pending_transactional_offsets_are_never_expired(server):
         codes = om.commit_transactional(group, 4242, 0, {(topic, 0): (50, -1, "")})
         assert codes == {(topic, 0): 0}
         r = gc.cleanup_group_metadata(_now() + 2 * MINUTE)
-        assert r["expired_offsets"] == 1 and r["removed_groups"] == []   # (topic, 1) only
+        assert r["expired_offsets"] == 1 and r["removed_groups"] == []  # (topic, 1) only
         assert _committed(w, group, topic) == {0: 1}
         assert om.pending_offsets(group, 4242) == {(topic, 0): om.pending_offsets(group, 4242)[(topic, 0)]}
         assert om.complete_transaction(om.partition_for(group), 4242, True) == 1
@@ -231,8 +293,8 @@ def test_abandoned_zookeeper_groups_are_listed_then_deleted_live_ones_kept(serve
     zk.create(paths.consumer_id(live, "c1"), b"{}", ephemeral=True)
     with Wire(server.test_port) as w:
         wait_for(lambda: _coordinator_ready(w, "any"), message="the group coordinator")
-        assert {abandoned, live, fresh} <= _listed(w)   # visible to kafka-cli --list
-        r = gc.cleanup_group_metadata(_now() + 10_000)   # nothing is older than the retention yet
+        assert {abandoned, live, fresh} <= _listed(w)  # visible to kafka-cli --list
+        r = gc.cleanup_group_metadata(_now() + 10_000)  # nothing is older than the retention yet
         assert r["removed_zookeeper_groups"] == []
         r = gc.cleanup_group_metadata(_now() + 2 * MINUTE)
         # the member's group stays; the two without members expire
@@ -265,31 +327,48 @@ def test_spark_query_without_group_id_leaves_no_group_behind(spark, broker, zk_c
 
     def start(**extra):
         r = spark.readStream.format("pyklog")
-        for k, v in {"zookeeper.connect": zk_chroot, "subscribe": topic, "startingOffsets": "earliest",
-                     "zookeeper.session.timeout.ms": "30000", **extra}.items():
+        for k, v in {
+            "zookeeper.connect": zk_chroot,
+            "subscribe": topic,
+            "startingOffsets": "earliest",
+            "zookeeper.session.timeout.ms": "30000",
+            **extra,
+        }.items():
             r = r.option(k, v)
         return r.load().writeStream.format("noop").trigger(processingTime="500 milliseconds").start()
 
     def committed(group):
         try:
-            return {int(p): int(zk.get(paths.consumer_offset(group, topic, int(p)))[0])
-                    for p in zk.get_children(paths.consumer_offsets(group, topic))}
+            return {
+                int(p): int(zk.get(paths.consumer_offset(group, topic, int(p)))[0])
+                for p in zk.get_children(paths.consumer_offsets(group, topic))
+            }
         except Exception:  # noqa: BLE001 - not committed yet
             return {}
 
     q1, q2 = start(), start(**{"group.id": named})
     try:
+
         def generated():
             return [g for g in set(zk.get_children(paths.CONSUMERS)) - before if g.startswith("spark-pyklog-source-")]
 
-        wait_for(lambda: len(generated()) == 1 and committed(generated()[0]) == {0: 5, 1: 5}
-                 and committed(named) == {0: 5, 1: 5}, timeout=120, interval=0.5,
-                 message="both queries' commits")
+        wait_for(
+            lambda: (
+                len(generated()) == 1 and committed(generated()[0]) == {0: 5, 1: 5} and committed(named) == {0: 5, 1: 5}
+            ),
+            timeout=120,
+            interval=0.5,
+            message="both queries' commits",
+        )
         gen = generated()[0]
     finally:
         q1.stop()
         q2.stop()
     assert q1.exception() is None and q2.exception() is None
-    wait_for(lambda: zk.exists(paths.consumer_group(gen)) is None, timeout=30, interval=0.3,
-             message="the generated group to be deleted at stop")
-    assert committed(named) == {0: 5, 1: 5}   # an explicit group.id keeps its offsets
+    wait_for(
+        lambda: zk.exists(paths.consumer_group(gen)) is None,
+        timeout=30,
+        interval=0.3,
+        message="the generated group to be deleted at stop",
+    )
+    assert committed(named) == {0: 5, 1: 5}  # an explicit group.id keeps its offsets

@@ -1,4 +1,5 @@
 """OffsetManager over a real LogManager (tmp_path) and a real ZkCluster (zk_chroot), plus its pure parts."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,12 +24,6 @@ from tests.support import wait_for
 # ---------------------------------------------------------------------------- over real logs
 
 
-
-
-
-
-
-
 def test_commit_and_fetch(nodes):
     node = nodes(0)
     om, cluster = node.om, node.cluster
@@ -36,16 +31,32 @@ def test_commit_and_fetch(nodes):
     assert om.coordinator_for("grp") == 0
     # the offsets topic was created on first use, compacted, with the configured partitions
     assert len(cluster.topics()[OFFSETS_TOPIC]) == 4
-    assert cluster.topic_config(OFFSETS_TOPIC) == {"cleanup.policy": "compact", "segment.bytes": "104857600",
-                                                   "compression.type": "producer"}
-    res = om.commit("grp", {("events", 0): (10, 3, "meta"), ("events", 1): (20, -1, None),
-                            ("events", 9): (1, -1, ""), ("nope", 0): (1, -1, ""), ("../x", 0): (1, -1, ""),
-                            ("events", 2): (5, -1, "x" * 5000)})
-    assert res == {("events", 0): 0, ("events", 1): 0, ("events", 9): 3, ("nope", 0): 3, ("../x", 0): 3,
-                   ("events", 2): 12}
+    assert cluster.topic_config(OFFSETS_TOPIC) == {
+        "cleanup.policy": "compact",
+        "segment.bytes": "104857600",
+        "compression.type": "producer",
+    }
+    res = om.commit(
+        "grp",
+        {
+            ("events", 0): (10, 3, "meta"),
+            ("events", 1): (20, -1, None),
+            ("events", 9): (1, -1, ""),
+            ("nope", 0): (1, -1, ""),
+            ("../x", 0): (1, -1, ""),
+            ("events", 2): (5, -1, "x" * 5000),
+        },
+    )
+    assert res == {
+        ("events", 0): 0,
+        ("events", 1): 0,
+        ("events", 9): 3,
+        ("nope", 0): 3,
+        ("../x", 0): 3,
+        ("events", 2): 12,
+    }
     assert om.fetch("grp") == {("events", 0): (10, 3, "meta"), ("events", 1): (20, -1, "")}
-    assert om.fetch("grp", [("events", 1), ("events", 2)]) == {("events", 1): (20, -1, ""),
-                                                               ("events", 2): (-1, -1, "")}
+    assert om.fetch("grp", [("events", 1), ("events", 2)]) == {("events", 1): (20, -1, ""), ("events", 2): (-1, -1, "")}
     assert om.fetch("other", [("events", 0)]) == {("events", 0): (-1, -1, "")}
     om.commit("grp", {("events", 0): (11, 3, "")})
     assert om.fetch("grp")[("events", 0)] == (11, 3, "")

@@ -8,6 +8,7 @@ Checked: load on election with coordinator epoch = leader epoch, unload (hook) o
 reload at a new epoch while still the leader, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE per request, a stale partition object refused after a reload, a failed
 load that does not kill the loader thread."""
+
 from __future__ import annotations
 
 import threading
@@ -59,9 +60,19 @@ class MiniCoordinator:
         self.unloads: list[tuple[int, int]] = []
         self.gate: threading.Event | None = None  # set: loads block until it is set
         self.fail_next = False
-        self.rt = CoordinatorPartitions(TOPIC, lm, cluster, broker_id, num_partitions=PARTS, replication_factor=1,
-                                        topic_configs={"cleanup.policy": "compact"}, new_partition=_Part,
-                                        load=self._load, on_unloaded=self._unloaded, loader_name="unit-loader")
+        self.rt = CoordinatorPartitions(
+            TOPIC,
+            lm,
+            cluster,
+            broker_id,
+            num_partitions=PARTS,
+            replication_factor=1,
+            topic_configs={"cleanup.policy": "compact"},
+            new_partition=_Part,
+            load=self._load,
+            on_unloaded=self._unloaded,
+            loader_name="unit-loader",
+        )
 
     def _load(self, part):
         if self.gate is not None:

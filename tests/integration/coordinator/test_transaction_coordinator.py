@@ -1,6 +1,7 @@
 """The transaction coordinator on the wire (real broker processes, raw Kafka protocol): Kafka's
 checks and error codes per request version, the state in ``__transaction_state`` surviving a
 SIGKILL, the fencing of a zombie producer, the timeout abort."""
+
 from __future__ import annotations
 
 import uuid
@@ -27,38 +28,62 @@ class Txn:
         return self.w.request(ApiKey.FIND_COORDINATOR, 1, {"key": self.tid, "key_type": 1})
 
     def init(self, timeout_ms: int = 60000, version: int = 1) -> dict:
-        r = self.w.request(ApiKey.INIT_PRODUCER_ID, version,
-                           {"transactional_id": self.tid, "transaction_timeout_ms": timeout_ms})
+        r = self.w.request(
+            ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": self.tid, "transaction_timeout_ms": timeout_ms}
+        )
         if r["error_code"] == NONE:
             self.pid, self.epoch = r["producer_id"], r["producer_epoch"]
         return r
 
     def init_retrying(self, timeout_ms: int = 60000) -> dict:
         """InitProducerId until it is not CONCURRENT_TRANSACTIONS / loading (what clients do)."""
-        return wait_for(lambda: (r := self.init(timeout_ms))["error_code"] not in (
-            CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS) and r, message="InitProducerId")
+        return wait_for(
+            lambda: (
+                (r := self.init(timeout_ms))["error_code"]
+                not in (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS)
+                and r
+            ),
+            message="InitProducerId",
+        )
 
     def add(self, parts, version: int = 2, pid=None, epoch=None) -> dict[tuple, int]:
         topics: dict[str, list] = {}
         for t, p in parts:
             topics.setdefault(t, []).append(p)
-        r = self.w.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, {
-            "v3_and_below_transactional_id": self.tid,
-            "v3_and_below_producer_id": self.pid if pid is None else pid,
-            "v3_and_below_producer_epoch": self.epoch if epoch is None else epoch,
-            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
-        return {(t["name"], p["partition_index"]): p["partition_error_code"]
-                for t in r["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+        r = self.w.request(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            version,
+            {
+                "v3_and_below_transactional_id": self.tid,
+                "v3_and_below_producer_id": self.pid if pid is None else pid,
+                "v3_and_below_producer_epoch": self.epoch if epoch is None else epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        return {
+            (t["name"], p["partition_index"]): p["partition_error_code"]
+            for t in r["results_by_topic_v3_and_below"]
+            for p in t["results_by_partition"]
+        }
 
     def add_offsets(self, group: str, version: int = 2) -> int:
-        return self.w.request(ApiKey.ADD_OFFSETS_TO_TXN, version, {
-            "transactional_id": self.tid, "producer_id": self.pid, "producer_epoch": self.epoch,
-            "group_id": group})["error_code"]
+        return self.w.request(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            version,
+            {"transactional_id": self.tid, "producer_id": self.pid, "producer_epoch": self.epoch, "group_id": group},
+        )["error_code"]
 
     def end(self, commit: bool, version: int = 2, pid=None, epoch=None) -> int:
-        return self.w.request(ApiKey.END_TXN, version, {
-            "transactional_id": self.tid, "producer_id": self.pid if pid is None else pid,
-            "producer_epoch": self.epoch if epoch is None else epoch, "committed": commit})["error_code"]
+        return self.w.request(
+            ApiKey.END_TXN,
+            version,
+            {
+                "transactional_id": self.tid,
+                "producer_id": self.pid if pid is None else pid,
+                "producer_epoch": self.epoch if epoch is None else epoch,
+                "committed": commit,
+            },
+        )["error_code"]
 
 
 def _tid() -> str:
@@ -68,8 +93,10 @@ def _tid() -> str:
 def test_api_versions_advertise_the_transaction_apis(broker_factory):
     b = broker_factory(0, **TXN_PROPS)
     with Wire(b.port) as w:
-        keys = {k["api_key"]: (k["min_version"], k["max_version"])
-                for k in w.request(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
+        keys = {
+            k["api_key"]: (k["min_version"], k["max_version"])
+            for k in w.request(ApiKey.API_VERSIONS, 0, {})["api_keys"]
+        }
     from pyklog.broker.protocol import SUPPORTED
 
     for k in (ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
@@ -85,8 +112,9 @@ def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):
         r = tx.find()
         assert r["error_code"] == NONE and (r["node_id"], r["port"]) == (0, b.port), r
         # the topic exists now, compacted, with the configured partition count
-        md = w.request(ApiKey.METADATA, 5, {"topics": [{"name": "__transaction_state"}],
-                                            "allow_auto_topic_creation": False})["topics"][0]
+        md = w.request(
+            ApiKey.METADATA, 5, {"topics": [{"name": "__transaction_state"}], "allow_auto_topic_creation": False}
+        )["topics"][0]
         assert md["is_internal"] and len(md["partitions"]) == 4
         assert tx.init(timeout_ms=900001)["error_code"] == INVALID_TRANSACTION_TIMEOUT
         assert tx.init(timeout_ms=0)["error_code"] == INVALID_TRANSACTION_TIMEOUT
@@ -108,10 +136,15 @@ def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):
         assert set(other.add([(topic, 0)]).values()) == {INVALID_PRODUCER_ID_MAPPING}
         # unknown topic: that partition UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED
         assert tx.add([(topic, 0), ("no-such-topic", 0), (topic, 7)]) == {
-            (topic, 0): OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): UNKNOWN_TOPIC, (topic, 7): UNKNOWN_TOPIC}
+            (topic, 0): OPERATION_NOT_ATTEMPTED,
+            ("no-such-topic", 0): UNKNOWN_TOPIC,
+            (topic, 7): UNKNOWN_TOPIC,
+        }
         # internal topics: INVALID_TOPIC_EXCEPTION (only the coordinators write there)
         assert tx.add([(topic, 0), ("__transaction_state", 0)]) == {
-            (topic, 0): OPERATION_NOT_ATTEMPTED, ("__transaction_state", 0): 17}
+            (topic, 0): OPERATION_NOT_ATTEMPTED,
+            ("__transaction_state", 0): 17,
+        }
         # a transaction: add, add again (idempotent), offsets, then commit
         assert tx.add([(topic, 0), (topic, 1)]) == {(topic, 0): NONE, (topic, 1): NONE}
         assert tx.add([(topic, 1)]) == {(topic, 1): NONE}
@@ -127,8 +160,12 @@ def test_init_producer_id_and_the_error_codes_of_each_version(broker_factory):
 def test_find_coordinator_from_every_broker_and_not_coordinator_elsewhere(broker_factory):
     b0, b1 = broker_factory(0, **TXN_PROPS), broker_factory(1, **TXN_PROPS)
     with Wire(b0.port) as w0, Wire(b1.port) as w1:
-        wait_for(lambda: len(w0.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})[
-            "brokers"]) == 2, message="two brokers")
+        wait_for(
+            lambda: (
+                len(w0.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == 2
+            ),
+            message="two brokers",
+        )
         # ids whose coordinator is each broker
         seen: dict[int, str] = {}
         for _ in range(40):
@@ -170,12 +207,16 @@ def test_state_survives_sigkill_of_the_coordinator(broker_factory):
             tx.w = w
             if i % 3 == 2:
                 # still Ongoing with the same producer: the commit is accepted (Empty would be INVALID_TXN_STATE)
-                code = wait_for(lambda: (c := tx.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000,
-                                message="loaded") - 1000
+                code = (
+                    wait_for(lambda: (c := tx.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000, message="loaded")
+                    - 1000
+                )
                 lost += code != NONE
             else:
-                code = wait_for(lambda: (c := tx.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000,
-                                message="loaded") - 1000
+                code = (
+                    wait_for(lambda: (c := tx.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000, message="loaded")
+                    - 1000
+                )
                 lost += code != INVALID_TXN_STATE  # Empty, same epoch (a lost bump would be PRODUCER_FENCED)
                 old_pid, old_epoch = tx.pid, tx.epoch
                 assert tx.init()["error_code"] == NONE
@@ -194,8 +235,11 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(broker_factory
         # the coordinator aborts it with epoch + 1: the producer's next request is fenced (until then
         # NONE, or CONCURRENT_TRANSACTIONS while the fence is being written)
         seen = []
-        wait_for(lambda: seen.append(c := tx.add([(topic, 0)])[(topic, 0)]) or c == PRODUCER_FENCED, timeout=30,
-                 message="the timed-out transaction's producer fenced")
+        wait_for(
+            lambda: seen.append(c := tx.add([(topic, 0)])[(topic, 0)]) or c == PRODUCER_FENCED,
+            timeout=30,
+            message="the timed-out transaction's producer fenced",
+        )
         assert set(seen) <= {NONE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED}, seen
         assert tx.end(True) == PRODUCER_FENCED
         assert tx.end(True, version=0) == INVALID_PRODUCER_EPOCH
@@ -263,8 +307,15 @@ def test_end_txn_retries_concurrent_transactions_and_reinit(broker_factory):
 def test_idle_transactional_ids_expire(broker_factory):
     from tests.support import stable_port
 
-    b = broker_factory(0, port=stable_port(), **TXN_PROPS, **{
-        "transactional.id.expiration.ms": "1500", "transaction.remove.expired.transaction.cleanup.interval.ms": "300"})
+    b = broker_factory(
+        0,
+        port=stable_port(),
+        **TXN_PROPS,
+        **{
+            "transactional.id.expiration.ms": "1500",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+        },
+    )
     with Wire(b.port) as w:
         topic = f"t-{uuid.uuid4().hex[:6]}"
         assert create_topic(w, topic, 1)["error_code"] == 0
@@ -277,8 +328,10 @@ def test_idle_transactional_ids_expire(broker_factory):
     b.start()
     with Wire(b.port) as w:
         idle.w = w
-        code = wait_for(lambda: (c := idle.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000,
-                        message="loaded") - 1000
+        code = (
+            wait_for(lambda: (c := idle.end(True)) != COORDINATOR_LOAD_IN_PROGRESS and c + 1000, message="loaded")
+            - 1000
+        )
         assert code == INVALID_PRODUCER_ID_MAPPING  # the tombstone is in the log
         old_pid = idle.pid
         assert idle.init()["error_code"] == NONE and idle.epoch == 0 and idle.pid != old_pid
@@ -296,8 +349,11 @@ def test_markers_for_a_deleted_topic_are_dropped(broker_factory):
         r = w.request(ApiKey.DELETE_TOPICS, 3, {"topic_names": [doomed], "timeout_ms": 10000})
         assert r["responses"][0]["error_code"] == 0
         assert tx.end(True) == NONE
-        wait_for(lambda: tx.end(True) == NONE and tx.add([(kept, 0)]) == {(kept, 0): NONE}, timeout=20,
-                 message="the commit completed without the deleted topic's markers")
+        wait_for(
+            lambda: tx.end(True) == NONE and tx.add([(kept, 0)]) == {(kept, 0): NONE},
+            timeout=20,
+            message="the commit completed without the deleted topic's markers",
+        )
     assert f"{doomed}-0 no longer exists" in b.output()
 
 

@@ -2,6 +2,7 @@
 ZkCluster, a LogManager on disk): what the wire tests cannot reach quickly -- epoch exhaustion
 rotating the producer id, the two-step write (a failed append changes nothing in memory), reload
 from ``__transaction_state`` -- plus the server settings' defaults and checks."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,8 +29,9 @@ class Node:
     def open(self):
         self.lm = LogManager([self.data_dir], LogConfig(), background=False)
         self.lm.startup()
-        self.tc = TransactionCoordinator(self.lm, self.cluster, 0, producer_id_allocator=lambda: next(self.pids),
-                                         num_partitions=2)
+        self.tc = TransactionCoordinator(
+            self.lm, self.cluster, 0, producer_id_allocator=lambda: next(self.pids), num_partitions=2
+        )
         self.tc.startup()
 
     def reopen(self):
@@ -98,5 +100,3 @@ def test_prepare_states_answer_concurrent_transactions_and_wrong_results(node):
         tc.init_producer_id("tx-c", 60000)
     with pytest.raises(ConcurrentTransactionsError):
         tc.add_partitions_to_txn("tx-c", pid, epoch, [("t", 1)])
-
-

@@ -5,6 +5,7 @@ The transaction coordinator is played by the test (it sends the markers itself),
 the leader is checked on its own: what is appended, what a read_committed fetch sees, when a long
 poll wakes up, and what OffsetFetch answers before and after the marker across SIGKILLs.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,36 +29,81 @@ def init_pid(w: Wire) -> tuple[int, int]:
 
 def txn_batch(pid, epoch, seq, n, prefix=b"tx", transactional=True):
     now = int(time.time() * 1000)
-    return build_batch([(None, prefix + b"%d" % (seq + i), now, ()) for i in range(n)], producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
+    return build_batch(
+        [(None, prefix + b"%d" % (seq + i), now, ()) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=transactional,
+    )
 
 
 def produce(w: Wire, topic, data, transactional_id=None, partition=0, version=8, acks=-1):
-    r = w.request(ApiKey.PRODUCE, version, {"transactional_id": transactional_id, "acks": acks,
-                                            "timeout_ms": 5000, "topic_data": [
-                                                {"name": topic, "partition_data": [{"index": partition,
-                                                                                    "records": data}]}]})
+    r = w.request(
+        ApiKey.PRODUCE,
+        version,
+        {
+            "transactional_id": transactional_id,
+            "acks": acks,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}],
+        },
+    )
     return r["responses"][0]["partition_responses"][0]
 
 
 def markers(w: Wire, pid, epoch, commit, parts: dict, coordinator_epoch=0) -> dict:
     """WriteTxnMarkers v0 for one producer; returns {(topic, partition): error_code}."""
-    r = w.request(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": [{
-        "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
-        "topics": [{"name": t, "partition_indexes": ps} for t, ps in parts.items()],
-        "coordinator_epoch": coordinator_epoch}]})
+    r = w.request(
+        ApiKey.WRITE_TXN_MARKERS,
+        0,
+        {
+            "markers": [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "transaction_result": commit,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in parts.items()],
+                    "coordinator_epoch": coordinator_epoch,
+                }
+            ]
+        },
+    )
     (m,) = r["markers"]
     assert m["producer_id"] == pid
     return {(t["name"], p["partition_index"]): p["error_code"] for t in m["topics"] for p in t["partitions"]}
 
 
 def fetch(w: Wire, topic, offset, isolation=0, partition=0, max_wait_ms=0, min_bytes=0):
-    r = w.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
-        "isolation_level": isolation, "session_id": 0, "session_epoch": -1, "rack_id": "",
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
-             "current_leader_epoch": -1, "log_start_offset": -1}]}], "forgotten_topics_data": []})
+    r = w.request(
+        ApiKey.FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": 1 << 20,
+            "isolation_level": isolation,
+            "session_id": 0,
+            "session_epoch": -1,
+            "rack_id": "",
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": 1 << 20,
+                            "current_leader_epoch": -1,
+                            "log_start_offset": -1,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+        },
+    )
     return r["responses"][0]["partitions"][0]
 
 
@@ -97,10 +143,22 @@ def test_produce_transactional_batches(broker):
         got = fetch(w, "tp", 0)
         batches = list(iter_batches(bytes(got["records"])))
         assert [(b.is_transactional, b.producer_id, b.producer_epoch, len(b)) for b in batches] == [
-            (True, pid, epoch, 3), (False, pid2, epoch2, 2)]
+            (True, pid, epoch, 3),
+            (False, pid2, epoch2, 2),
+        ]
         # acks=0 with a refused transactional batch: the broker closes the connection
-        w.send(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 0, "timeout_ms": 5000, "topic_data": [
-            {"name": "tp", "partition_data": [{"index": 0, "records": txn_batch(pid, epoch, 3, 1)}]}]})
+        w.send(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "transactional_id": None,
+                "acks": 0,
+                "timeout_ms": 5000,
+                "topic_data": [
+                    {"name": "tp", "partition_data": [{"index": 0, "records": txn_batch(pid, epoch, 3, 1)}]}
+                ],
+            },
+        )
         assert w.is_closed()
 
 
@@ -157,8 +215,11 @@ def test_marker_wakes_a_read_committed_long_poll(broker):
 
 def _offset_fetch(w, group, topic, parts):
     def attempt():
-        r = w.request(ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": parts}]})
+        r = w.request(
+            ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": parts}]}
+        )
         return None if r["error_code"] in (14, 15, 16) else r
+
     r = wait_for(attempt, 30, message="the group coordinator")
     assert r["error_code"] == 0, r
     return {p["partition_index"]: (p["committed_offset"], p["metadata"]) for t in r["topics"] for p in t["partitions"]}
@@ -166,13 +227,33 @@ def _offset_fetch(w, group, topic, parts):
 
 def _txn_offset_commit(w, group, pid, epoch, topic, offsets: dict, version=2):
     def attempt():
-        r = w.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-            "transactional_id": "tx-offsets", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
-                 "committed_metadata": f"m{o}"} for p, o in offsets.items()]}]})
+        r = w.request(
+            ApiKey.TXN_OFFSET_COMMIT,
+            version,
+            {
+                "transactional_id": "tx-offsets",
+                "group_id": group,
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": o,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": f"m{o}",
+                            }
+                            for p, o in offsets.items()
+                        ],
+                    }
+                ],
+            },
+        )
         codes = {p["partition_index"]: p["error_code"] for t in r["topics"] for p in t["partitions"]}
         return None if set(codes.values()) & {14, 15, 16} else codes
+
     return wait_for(attempt, 30, message="TxnOffsetCommit past the coordinator's loading")
 
 
@@ -184,21 +265,54 @@ def test_txn_offset_commit_survives_broker_sigkill_before_and_after_the_marker(b
     group = f"g-{uuid.uuid4().hex[:8]}"
     with Wire(broker.port) as w:
         assert create_topic(w, "src", 3)["error_code"] == 0
-        r = wait_for(lambda: (lambda x: x if x["error_code"] == 0 else None)(
-            w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})), 30, message="coordinator")
+        r = wait_for(
+            lambda: (lambda x: x if x["error_code"] == 0 else None)(
+                w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+            ),
+            30,
+            message="coordinator",
+        )
         assert r["node_id"] == 0
         pid, epoch = init_pid(w)
         assert _txn_offset_commit(w, group, pid, epoch, "src", {0: 10, 1: 11}, version=0) == {0: 0, 1: 0}
         assert _txn_offset_commit(w, group, pid, epoch, "src", {2: 12, 9: 1}) == {2: 0, 9: 3}
         assert _offset_fetch(w, group, "src", [0, 1, 2]) == {0: (-1, ""), 1: (-1, ""), 2: (-1, "")}
-        assert w.request(ApiKey.TXN_OFFSET_COMMIT, 2, {
-            "transactional_id": "t", "group_id": "", "producer_id": pid, "producer_epoch": epoch, "topics": [
-                {"name": "src", "partitions": [{"partition_index": 0, "committed_offset": 1,
-                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
-        )["topics"][0]["partitions"][0]["error_code"] == 24  # INVALID_GROUP_ID
-        meta = w.request(ApiKey.METADATA, 8, {"topics": [{"name": OFFSETS}], "allow_auto_topic_creation": False,
-                                              "include_cluster_authorized_operations": False,
-                                              "include_topic_authorized_operations": False})
+        assert (
+            w.request(
+                ApiKey.TXN_OFFSET_COMMIT,
+                2,
+                {
+                    "transactional_id": "t",
+                    "group_id": "",
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "topics": [
+                        {
+                            "name": "src",
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 1,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": "",
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )["topics"][0]["partitions"][0]["error_code"]
+            == 24
+        )  # INVALID_GROUP_ID
+        meta = w.request(
+            ApiKey.METADATA,
+            8,
+            {
+                "topics": [{"name": OFFSETS}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         n_offsets = len(meta["topics"][0]["partitions"])
     offsets_partition = partition_for_group(group, n_offsets)
     broker.kill()

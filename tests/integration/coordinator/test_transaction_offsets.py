@@ -6,6 +6,7 @@ keeps the offsets pending; the COMMIT marker (``Log.append_control_marker``, the
 answer and the answer after a restart that reloads the partition from its log, and counts what
 was committed, lost or wrongly exposed.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -49,8 +50,12 @@ def test_pending_until_commit_marker_then_abort_drops(nodes):
     node = node_with_topic(nodes, "t", 3, offsets_partitions=2)
     om = node.om
     assert om.commit("g", {("t", 0): (5, -1, "plain")}) == {("t", 0): 0}
-    res = om.commit_transactional("g", PID, 0, {("t", 0): (10, 2, "tx"), ("t", 1): (20, -1, None),
-                                                ("t", 7): (1, -1, ""), ("t", 2): (3, -1, "x" * 5000)})
+    res = om.commit_transactional(
+        "g",
+        PID,
+        0,
+        {("t", 0): (10, 2, "tx"), ("t", 1): (20, -1, None), ("t", 7): (1, -1, ""), ("t", 2): (3, -1, "x" * 5000)},
+    )
     assert res == {("t", 0): 0, ("t", 1): 0, ("t", 7): 3, ("t", 2): 12}
     # pending: invisible to OffsetFetch
     assert offsets_of(node, "g") == {("t", 0): 5}
@@ -59,7 +64,9 @@ def test_pending_until_commit_marker_then_abort_drops(nodes):
     lg = node.lm.get_log(OFFSETS_TOPIC, om.partition_for("g"))
     batches = list(iter_batches(lg.read(0, 1 << 20).read_bytes()))
     assert [(b.is_transactional, b.producer_id, b.producer_epoch, len(b.records)) for b in batches] == [
-        (False, -1, -1, 1), (True, PID, 0, 2)]
+        (False, -1, -1, 1),
+        (True, PID, 0, 2),
+    ]
     assert marker(node, "g", PID, commit=True) == 2
     assert om.fetch("g") == {("t", 0): (10, 2, "tx"), ("t", 1): (20, -1, "")}
     assert om.pending_offsets("g", PID) == {}

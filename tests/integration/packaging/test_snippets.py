@@ -2,6 +2,7 @@
 version and metadata, ``--version`` on every console script, the import directions between the
 layers, Spark finding ``format("pyklog")`` with no registration call, and the README's Spark snippet
 run as written (plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set."""
+
 from __future__ import annotations
 
 import os
@@ -18,14 +19,17 @@ VENV_BIN = Path(sys.executable).parent
 def _clean_env(**extra) -> dict[str, str]:
     """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
     ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
+    }
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env.update(extra)
     return env
 
 
-SNIPPET = textwrap.dedent('''
+SNIPPET = textwrap.dedent("""
     import sys
 
     import pyklog  # noqa: F401  (Spark's Python workers then run this interpreter, which has pyklog)
@@ -39,7 +43,7 @@ SNIPPET = textwrap.dedent('''
     rows = df.selectExpr("CAST(value AS STRING) AS v").collect()
     print("ROWS", sorted(r.v for r in rows))
     spark.stop()
-''')
+""")
 
 
 @pytest.mark.parametrize("how", ["python", "spark-submit", "activated-no-import"])
@@ -65,7 +69,8 @@ def test_snippet_runs_as_written_without_registration(how, broker, tmp_path):
         cmd, env = [sys.executable, str(script)], _clean_env()
     else:
         cmd, env = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", str(script)], activated
-    r = subprocess.run(cmd + [broker.bootstrap, "snippet"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, env=env)
+    r = subprocess.run(
+        cmd + [broker.bootstrap, "snippet"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     assert "ROWS ['v0', 'v1', 'v2', 'v3', 'v4']" in r.stdout

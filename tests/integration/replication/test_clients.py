@@ -11,6 +11,7 @@ shutdown) and restarted while the clients run.
 
 Every test prints its counts (``-s``): acknowledged, read, lost, duplicated, out of order, phantom.
 """
+
 from __future__ import annotations
 
 import uuid

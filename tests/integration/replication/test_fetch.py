@@ -6,6 +6,7 @@ Three brokers, replication factor 3.  Faults are real: SIGKILL, SIGSTOP/SIGCONT,
 test counts what was acknowledged and what is read back (lost, duplicated).  Leaders are fixed here
 (no controller yet): the tests kill and stop followers only.
 """
+
 from __future__ import annotations
 
 import glob
@@ -35,50 +36,58 @@ from tests.support import wait_for
 
 # ------------------------------------------------------------------------------------ helpers
 
+
 def start_cluster(broker_factory, n=3, **props):
     brokers = [broker_factory(i, **dict(REPL_PROPS, **props)) for i in range(n)]
     with support.Wire(brokers[0].port) as w:
-        wait_for(lambda: len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})
-                             ["brokers"]) == n, message="all brokers registered")
+        wait_for(
+            lambda: (
+                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == n
+            ),
+            message="all brokers registered",
+        )
     return brokers
-
-
 
 
 def state(zk, topic, p) -> dict:
     return json.loads(zk.get(paths.partition_state(topic, p))[0])
 
 
-
-
-
-
-
-
 def list_latest(port, topic, p=0) -> int:
     with support.Wire(port) as w:
-        resp = w.request(ApiKey.LIST_OFFSETS, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}]})
+        resp = w.request(
+            ApiKey.LIST_OFFSETS,
+            2,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}],
+            },
+        )
     part = resp["topics"][0]["partitions"][0]
     assert part["error_code"] == 0, part
     return part["offset"]
 
 
-
-
-
-
 def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
     with support.Wire(port) as w:
-        resp = w.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
-                                             "topic_data": [{"name": topic, "partition_data": [
-                                                 {"index": p, "records": support.records(1, prefix=value)}]}]})
+        resp = w.request(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout_ms": timeout_ms,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": p, "records": support.records(1, prefix=value)}]}
+                ],
+            },
+        )
     return resp["responses"][0]["partition_responses"][0]
 
 
-
-
 # ------------------------------------------------------------------------------------ tests
+
 
 def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk):
     brokers = start_cluster(broker_factory, **{"default.replication.factor": 3})
@@ -87,8 +96,10 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
     assert all(sorted(r) == [0, 1, 2] for r in assignment.values())  # distinct brokers
     assert all(state(zk, topic, p)["isr"] == assignment[p] for p in assignment)
     # every replica has a log, before any record
-    wait_for(lambda: all(os.path.isdir(partition_dir(b, topic, p)) for b in brokers for p in assignment),
-             message="a log on every replica")
+    wait_for(
+        lambda: all(os.path.isdir(partition_dir(b, topic, p)) for b in brokers for p in assignment),
+        message="a log on every replica",
+    )
     acked, errors = [], []
     for p in assignment:
         a, e = produce_acks_all(brokers[1].bootstrap, topic, [b"r%d-%05d" % (p, i) for i in range(1000)], partition=p)
@@ -100,8 +111,10 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
         n = sum(1 for a in acked if a[0] == p)
         leader = next(b for b in brokers if b.broker_id == assignment[p][0])
         assert list_latest(leader.port, topic, p) == n  # high watermark = everything acknowledged
-        wait_for(lambda p=p, n=n: all(log_end_offset(b, topic, p) == n for b in brokers),
-                 message="followers at the leader's log end offset")
+        wait_for(
+            lambda p=p, n=n: all(log_end_offset(b, topic, p) == n for b in brokers),
+            message="followers at the leader's log end offset",
+        )
         batches = assert_replicas_identical(brokers, topic, p)
         assert batches[-1][1] + 1 == n
     # Metadata: replicas, ISR and no offline replica, from any broker
@@ -117,19 +130,42 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
     from pyklog.connector.cli.topics import main as topics_main
 
     cli_topic, auto_topic = f"cli-{uuid.uuid4().hex[:6]}", f"auto-{uuid.uuid4().hex[:6]}"
-    assert topics_main(["--zookeeper", brokers[0].zk_connect, "--create", "--topic", cli_topic,
-                        "--partitions", "3", "--replication-factor", "3"]) == 0
+    assert (
+        topics_main(
+            [
+                "--zookeeper",
+                brokers[0].zk_connect,
+                "--create",
+                "--topic",
+                cli_topic,
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "3",
+            ]
+        )
+        == 0
+    )
     with support.Wire(brokers[0].port) as w:  # Metadata auto-creates it (auto.create.topics.enable)
         w.request(ApiKey.METADATA, 5, {"topics": [{"name": auto_topic}], "allow_auto_topic_creation": True})
-    auto_leader = next(b for b in brokers if b.broker_id == wait_for(
-        lambda: zk.exists(paths.partition_state(auto_topic, 0)) and state(zk, auto_topic, 0)["leader"] + 1) - 1)
-    wait_for(lambda: produce_raw(auto_leader.port, auto_topic, 0, b"auto")["error_code"] == 0,
-             message="auto-created topic accepts an acks=all write")
+    auto_leader = next(
+        b
+        for b in brokers
+        if b.broker_id
+        == wait_for(lambda: zk.exists(paths.partition_state(auto_topic, 0)) and state(zk, auto_topic, 0)["leader"] + 1)
+        - 1
+    )
+    wait_for(
+        lambda: produce_raw(auto_leader.port, auto_topic, 0, b"auto")["error_code"] == 0,
+        message="auto-created topic accepts an acks=all write",
+    )
     for t, count in ((cli_topic, 3), (auto_topic, 1)):
         layout = {int(p): r for p, r in json.loads(zk.get(paths.topic(t))[0])["partitions"].items()}
         assert len(layout) == count and all(sorted(r) == [0, 1, 2] for r in layout.values())
-        wait_for(lambda t=t, layout=layout: all(os.path.isdir(partition_dir(b, t, p)) for b in brokers
-                                                for p in layout), message=f"logs of {t} on every replica")
+        wait_for(
+            lambda t=t, layout=layout: all(os.path.isdir(partition_dir(b, t, p)) for b in brokers for p in layout),
+            message=f"logs of {t} on every replica",
+        )
     wait_for(lambda: all(log_end_offset(b, auto_topic, 0) == 1 for b in brokers), message="auto topic replicated")
     for b in brokers:
         assert "Traceback" not in b.output(), b.output()[-5000:]
@@ -149,8 +185,11 @@ def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(br
     # one follower SIGKILLed: it leaves the ISR after replica.lag.time.max.ms; writes go on (ISR 2 >= 2)
     f1.kill()
     t0 = time.monotonic()
-    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f2_id]), timeout=LAG_MS / 1000 + 30,
-             message="the killed follower leaves the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f2_id]),
+        timeout=LAG_MS / 1000 + 30,
+        message="the killed follower leaves the ISR",
+    )
     shrink_s = time.monotonic() - t0
     st = state(zk, topic, 0)
     # the leader changes only the ISR (epoch 0); under load the controller may remove the dead
@@ -164,8 +203,11 @@ def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(br
     # the second follower killed: ISR = the leader alone < min.insync.replicas -> NOT_ENOUGH_REPLICAS,
     # nothing appended
     f2.kill()
-    wait_for(lambda: state(zk, topic, 0)["isr"] == [leader_id], timeout=LAG_MS / 1000 + 30,
-             message="the second follower leaves the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == [leader_id],
+        timeout=LAG_MS / 1000 + 30,
+        message="the second follower leaves the ISR",
+    )
     leo_before = log_end_offset(leader, topic, 0)
     resp = produce_raw(leader.port, topic, 0, b"refused")
     assert resp["error_code"] == 19, resp  # NOT_ENOUGH_REPLICAS
@@ -179,8 +221,11 @@ def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(br
     # followers restarted: they truncate (nothing to cut), catch up and rejoin the ISR
     f1.start()
     f2.start()
-    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]), timeout=60,
-             message="both followers rejoin the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]),
+        timeout=60,
+        message="both followers rejoin the ISR",
+    )
     acked, errors = produce_acks_all(leader.bootstrap, topic, [b"c%04d" % i for i in range(300)], partition=0)
     assert not errors
     acked_all += acked
@@ -216,14 +261,20 @@ def test_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr(broke
             seen = support.fetch(w, topic, 0)
             assert len(support.values(seen["records"])) == 10
         # past replica.lag.time.max.ms: f1 leaves the ISR, the high watermark reaches 15
-        wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f2_id]), timeout=LAG_MS / 1000 + 30,
-                 message="the stopped follower leaves the ISR")
+        wait_for(
+            lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f2_id]),
+            timeout=LAG_MS / 1000 + 30,
+            message="the stopped follower leaves the ISR",
+        )
         wait_for(lambda: list_latest(leader.port, topic, 0) == 15, message="HW passes the stopped follower")
     finally:
         f1.proc.send_signal(signal.SIGCONT)
     # resumed: it catches up and rejoins
-    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]), timeout=60,
-             message="the resumed follower rejoins the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]),
+        timeout=60,
+        message="the resumed follower rejoins the ISR",
+    )
     wait_for(lambda: log_end_offset(f1, topic, 0) == 15, message="the resumed follower caught up")
     assert_replicas_identical(brokers, topic, 0)
 
@@ -240,8 +291,9 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     a, b, c = (next(x for x in brokers if x.broker_id == i) for i in (a_id, b_id, c_id))
     acked, errors = produce_acks_all(a.bootstrap, topic, [b"e0-%03d" % i for i in range(10)], partition=0)
     assert not errors and len(acked) == 10
-    wait_for(lambda: log_end_offset(b, topic, 0) == 10 and log_end_offset(c, topic, 0) == 10,
-             message="followers caught up")
+    wait_for(
+        lambda: log_end_offset(b, topic, 0) == 10 and log_end_offset(c, topic, 0) == 10, message="followers caught up"
+    )
     for x in (b, c):
         x.proc.send_signal(signal.SIGSTOP)
     try:
@@ -258,15 +310,20 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     finally:
         for x in (b, c):
             x.proc.send_signal(signal.SIGCONT)
-    wait_for(lambda: produce_raw(b.port, topic, 0, b"probe")["error_code"] == 0,
-             message="b accepts Produce as the new leader")
+    wait_for(
+        lambda: produce_raw(b.port, topic, 0, b"probe")["error_code"] == 0,
+        message="b accepts Produce as the new leader",
+    )
     acked_values = [v for _, _, v in acked] + [b"probe0"]
     acked, errors = produce_acks_all(b.bootstrap, topic, [b"e1-%03d" % i for i in range(20)], partition=0)
     assert not errors and len(acked) == 20
     acked_values += [v for _, _, v in acked]
     a.start()  # the old leader comes back as a follower of b at epoch 1
-    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([a_id, b_id, c_id]), timeout=60,
-             message="the old leader rejoins the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == sorted([a_id, b_id, c_id]),
+        timeout=60,
+        message="the old leader rejoins the ISR",
+    )
     # the acknowledged records, plus the acks=1 records the new leader had fetched before its SIGSTOP
     n = log_end_offset(b, topic, 0)
     extra = n - len(acked_values)
@@ -275,13 +332,16 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     batches = assert_replicas_identical(brokers, topic, 0)  # a's unreplicated records are gone
     assert b"lost4" not in b"".join(x[2] for x in batches)
     # KIP-101/279: the old leader asked the new one where its epoch 0 ends (OffsetsForLeaderEpoch)
-    assert re.search(rf"truncating from log end offset 15 to {10 + extra} \(leader's end offset of epoch 0 is "
-                     rf"{10 + extra}\)", a.output()), a.output()[-3000:]
+    assert re.search(
+        rf"truncating from log end offset 15 to {10 + extra} \(leader's end offset of epoch 0 is "
+        rf"{10 + extra}\)",
+        a.output(),
+    ), a.output()[-3000:]
     got = consume_all(b.bootstrap, topic, [0], n)
     values = [v for _, _, v in got]
     assert [o for _, o, _ in got] == list(range(n))
     assert sorted(v for v in values if not v.startswith(b"lost")) == sorted(acked_values)  # 0 lost, 0 dup
-    assert values[10:10 + extra] == [b"lost%d0" % i for i in range(extra)]  # kept: the new leader had them
+    assert values[10 : 10 + extra] == [b"lost%d0" % i for i in range(extra)]  # kept: the new leader had them
     # the new leader's epoch is in the batches it wrote (partitionLeaderEpoch, bytes 12..15)
     epoch_of = {o: struct.unpack_from(">i", raw, 12)[0] for base, last, raw in batches for o in range(base, last + 1)}
     assert [epoch_of[o] for o in range(10)] == [0] * 10
@@ -320,8 +380,15 @@ def test_transactions_on_a_replicated_topic(broker_factory, zk):
         txn = glob.glob(os.path.join(partition_dir(b, topic, 0), "*.txnindex"))
         assert txn and sum(os.path.getsize(f) for f in txn) == 2 * 34, b.broker_id  # two AbortedTxn entries
     wait_for(lambda: list_latest(leader.port, topic, 0) == n, message="high watermark at the last marker")
-    c = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": f"g-{topic}", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": leader.bootstrap,
+            "group.id": f"g-{topic}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     got = []
     deadline = time.monotonic() + 60
@@ -351,12 +418,20 @@ def test_log_start_offset_follows_the_leader_and_a_wiped_follower_restarts_at_it
     with support.Wire(leader.port) as w:
         for i in range(150):  # one batch per record: batch boundaries at every offset
             assert support.produce(w, topic, support.records(1, prefix=b"s%03d-" % i), acks=-1)["error_code"] == 0
-        resp = w.request(ApiKey.DELETE_RECORDS, 1, {"topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "offset": 100}]}], "timeout_ms": 5000})
+        resp = w.request(
+            ApiKey.DELETE_RECORDS,
+            1,
+            {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": 100}]}], "timeout_ms": 5000},
+        )
     assert resp["topics"][0]["partitions"][0]["error_code"] == 0, resp
     for b in brokers:  # every replica's log-start-offset-checkpoint says 100
-        wait_for(lambda b=b: read_offset_checkpoint(os.path.join(b.props["log.dirs"], "log-start-offset-checkpoint"))
-                 .get((topic, 0)) == 100, message=f"log start offset 100 on broker {b.broker_id}")
+        wait_for(
+            lambda b=b: (
+                read_offset_checkpoint(os.path.join(b.props["log.dirs"], "log-start-offset-checkpoint")).get((topic, 0))
+                == 100
+            ),
+            message=f"log start offset 100 on broker {b.broker_id}",
+        )
     f1.kill()
     import shutil
 
@@ -364,8 +439,11 @@ def test_log_start_offset_follows_the_leader_and_a_wiped_follower_restarts_at_it
     f1.start()
     wait_for(lambda: log_end_offset(f1, topic, 0) == 150, timeout=60, message="the wiped follower caught up")
     assert "restarting the log there" in f1.output()
-    wait_for(lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]), timeout=60,
-             message="the wiped follower rejoins the ISR")
+    wait_for(
+        lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f1_id, f2_id]),
+        timeout=60,
+        message="the wiped follower rejoins the ISR",
+    )
     mine = batches_on_disk(f1, topic, 0)
     assert mine[0][0] == 100
     assert mine == [x for x in batches_on_disk(leader, topic, 0) if x[0] >= 100]  # byte-identical from 100

@@ -9,6 +9,7 @@ The leader epoch change is made as the controller will make it: the broker stops
 state znode gets a higher ``leader_epoch``, and the log is changed offline the way a returning
 follower's log is (truncated to where the old epoch ended on the new leader, then the new
 leader's records appended with their offsets and epochs by ``append_as_follower``)."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,15 @@ def _topic() -> str:
 
 
 def ask(w: Wire, version: int, topic: str, epoch: int, current: int = -1, partition: int = 0) -> dict:
-    body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
-        {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+    body = {
+        "replica_id": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}],
+            }
+        ],
+    }
     resp = w.request(OFLE, version, body)
     (t,) = resp["topics"]
     assert t["topic"] == topic
@@ -76,8 +84,9 @@ def became_follower_offline(b, topic: str, truncate_at: int, new_epoch: int, new
     try:
         lg.truncate_to(truncate_at)
         assert lg.log_end_offset == truncate_at
-        batch = build_batch([(b"k", v, None, ()) for v in new_values], base_offset=truncate_at,
-                            partition_leader_epoch=new_epoch)
+        batch = build_batch(
+            [(b"k", v, None, ()) for v in new_values], base_offset=truncate_at, partition_leader_epoch=new_epoch
+        )
         lg.append_as_follower(batch)
     finally:
         lg.close()
@@ -102,8 +111,13 @@ def test_answers_every_version_and_fences(broker_factory, zk_chroot):
     b.start()
     with Wire(b.port) as w:
         # before anything is written in epoch 3: answered as if the cache ended with (3, LEO)
-        got = wait_for(lambda: [(p["error_code"], p["leader_epoch"], p["end_offset"])
-                                for p in (ask(w, 4, topic, e, current=3) for e in (0, 2, 3, 4))], message="answers")
+        got = wait_for(
+            lambda: [
+                (p["error_code"], p["leader_epoch"], p["end_offset"])
+                for p in (ask(w, 4, topic, e, current=3) for e in (0, 2, 3, 4))
+            ],
+            message="answers",
+        )
         assert got == [(0, 0, 5), (0, 0, 5), (0, 3, 5), (0, -1, -1)]
         wait_for(lambda: produce(w, topic, records(3))["error_code"] == 0, message="produce in epoch 3")
         assert produce(w, topic, records(2))["base_offset"] == 8
@@ -125,11 +139,25 @@ def test_answers_every_version_and_fences(broker_factory, zk_chroot):
         assert ask(w, 4, topic, 0, partition=9)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
         assert ask(w, 4, "no-such-topic-x", 0)["error_code"] == 3
         # several partitions and topics in one request, answered in order
-        resp = w.request(OFLE, 3, {"replica_id": 1, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": 3, "leader_epoch": e}
-                                            for e in (3, 0, 1)]}]})
-        got = [(p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
-               for p in resp["topics"][0]["partitions"]]
+        resp = w.request(
+            OFLE,
+            3,
+            {
+                "replica_id": 1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {"partition": 0, "current_leader_epoch": 3, "leader_epoch": e} for e in (3, 0, 1)
+                        ],
+                    }
+                ],
+            },
+        )
+        got = [
+            (p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
+            for p in resp["topics"][0]["partitions"]
+        ]
         assert got == [(0, 0, 3, 10), (0, 0, 0, 5), (0, 0, 0, 5)]
     # a clean stop checkpoints the high watermark (not replicated: the log end offset)
     b.stop()
@@ -144,8 +172,12 @@ def test_answers_every_version_and_fences(broker_factory, zk_chroot):
     os.unlink(os.path.join(data_dir, f"{topic}-0", LEADER_EPOCH_CHECKPOINT))
     b.start()
     with Wire(b.port) as w:
-        got = wait_for(lambda: [(p["error_code"], p["leader_epoch"], p["end_offset"])
-                                for p in (ask(w, 4, topic, e) for e in (0, 2, 3))], message="answers")
+        got = wait_for(
+            lambda: [
+                (p["error_code"], p["leader_epoch"], p["end_offset"]) for p in (ask(w, 4, topic, e) for e in (0, 2, 3))
+            ],
+            message="answers",
+        )
         assert got == [(0, 0, 5), (0, 0, 5), (0, 3, 10)]
     assert re.search(r"ERROR .*leader-epoch-checkpoint missing; rebuilt 2 entries", b.output())
     assert "Traceback" not in b.output()
@@ -188,9 +220,16 @@ def test_stock_consumers_reset_to_the_divergence_point_after_truncation(broker_f
     group = f"g-{uuid.uuid4().hex[:6]}"
 
     def consumer():
-        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500,
-                      "reconnect.backoff.max.ms": 500})
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 500,
+                "reconnect.backoff.max.ms": 500,
+            }
+        )
         return c
 
     def poll(c):
@@ -231,11 +270,32 @@ def test_consumer_fetch_is_fenced_by_its_current_leader_epoch(broker_factory, zk
     topic = _topic()
 
     def consumer_fetch(w, current):
-        resp = w.request(ApiKey.FETCH, 12, {
-            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "current_leader_epoch": current, "fetch_offset": 0,
-                 "partition_max_bytes": 1 << 20}]}]})
+        resp = w.request(
+            ApiKey.FETCH,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": current,
+                                "fetch_offset": 0,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         p = resp["responses"][0]["partitions"][0]
         return p["error_code"], len(values(p["records"]))
 

@@ -14,6 +14,7 @@ reported at once (tests/integration/spark/test_reader.py: the topic recreated).
 
 Counted: rows read (each offset once, all of them), DataLossError raised (0).
 """
+
 from __future__ import annotations
 
 import signal
@@ -54,16 +55,21 @@ def test_source_waits_for_a_lagging_high_watermark(broker_factory, zk, zk_chroot
     live = ",".join(b.bootstrap for b in brokers.values() if b is not follower)
     leader = brokers[st["leader"]]
     client = ClusterClient(live)
-    opts = {"kafka.bootstrap.servers": live, "subscribe": topic, "startingOffsets": "earliest",
-            "kafkaConsumer.pollTimeoutMs": "30000"}
+    opts = {
+        "kafka.bootstrap.servers": live,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "kafkaConsumer.pollTimeoutMs": "30000",
+    }
     r = PyklogStreamReader(parse_source_options(opts, streaming=True))
     resumed = threading.Event()
     try:
         assert r.latestOffset(r.initialOffset(), None) == {topic: {"0": 50}}
         follower.proc.send_signal(signal.SIGSTOP)
         try:
-            with Producer({"bootstrap.servers": bootstrap, "acks": 1, "enable.idempotence": False,
-                           "linger.ms": 5}) as p:
+            with Producer(
+                {"bootstrap.servers": bootstrap, "acks": 1, "enable.idempotence": False, "linger.ms": 5}
+            ) as p:
                 for i in range(50, 100):
                     p.produce(topic, f"0:{i}".encode(), partition=0)
                 p.flush()

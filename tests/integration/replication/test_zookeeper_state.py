@@ -1,6 +1,7 @@
 """The replication parts of ZkCluster against a real ZooKeeper: partition-state watches (one read of
 the changed node per change, re-armed after a connection loss or session expiry) and the leader's
 conditional ISR writes with Kafka's isr_change notification."""
+
 from __future__ import annotations
 
 import json
@@ -51,23 +52,25 @@ def test_state_watch_reports_only_the_changed_partition_and_updates_the_cache(br
     b1.zk.get = counting_get
     # the "controller" moves the leader of partition 1 (epoch bump)
     path = paths.partition_state("w", 1)
-    zk.set(path, json.dumps({"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 1,
-                             "isr": [0]}).encode())
+    zk.set(path, json.dumps({"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 1, "isr": [0]}).encode())
     wait_for(lambda: ("w", 1) in seen, message="the listener hears of partition 1")
     assert b1.topic("w", refresh_if_missing=False)[1].leader_epoch == 1
     assert b1.topic("w", refresh_if_missing=False)[1].isr == [0]
     assert set(seen) == {("w", 1)} and reads == [path]  # one read, of the changed node only
     # the watch was re-armed: a second change is seen too
-    zk.set(path, json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 2,
-                             "isr": [1, 0]}).encode())
+    zk.set(
+        path, json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 2, "isr": [1, 0]}).encode()
+    )
     wait_for(lambda: b1.topic("w", refresh_if_missing=False)[1].leader_epoch == 2, message="second change")
     # after a session expiry the watches come back (changes made meanwhile are read)
     expire_session(b1.zk_connect, b1.zk)
     wait_for(lambda: b1.registered, timeout=30, message="b1 registered again")
-    zk.set(path, json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 3,
-                             "isr": [1]}).encode())
-    wait_for(lambda: b1.topic("w", refresh_if_missing=False)[1].leader_epoch == 3, timeout=30,
-             message="a change after the session expiry")
+    zk.set(path, json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 3, "isr": [1]}).encode())
+    wait_for(
+        lambda: b1.topic("w", refresh_if_missing=False)[1].leader_epoch == 3,
+        timeout=30,
+        message="a change after the session expiry",
+    )
 
 
 @pytest.mark.parametrize("install", ["first read", "reload", "full refresh"])
@@ -94,8 +97,10 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
         ours = (threading.current_thread() is threading.main_thread()) != (install == "reload")
         if n == name and ours and not injected:
             injected.append(n)
-            zk.set(path, json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7,
-                                     "isr": [1]}).encode())
+            zk.set(
+                path,
+                json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7, "isr": [1]}).encode(),
+            )
             assert heard.wait(10), "the state watch fired"
         return entry
 
@@ -114,12 +119,16 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
         b1.metadata_cache._refresh_topics([name])
         states = b1.topic(name, refresh_if_missing=False)
     b1.metadata_cache._read_topic_entry = real_read
-    wait_for(lambda: b1.partition_states_as_written(name)[0].leader_epoch == 7, timeout=5,
-             message="the cache holds the controller's write")
+    wait_for(
+        lambda: b1.partition_states_as_written(name)[0].leader_epoch == 7,
+        timeout=5,
+        message="the cache holds the controller's write",
+    )
     assert states is not None and b1.partition_states_as_written(name)[1].leader_epoch == 0
     # and an older read never goes over a newer one: the watch's own re-read again, late
     b1.metadata_cache._reload_partition_state(name, 0)
     assert b1.partition_states_as_written(name)[0].leader_epoch == 7
+
 
 def test_a_topic_created_again_does_not_inherit_the_old_topics_states(brokers, zk):
     """The newest state kept per partition (above) belongs to one topic node: a topic deleted and
@@ -127,22 +136,38 @@ def test_a_topic_created_again_does_not_inherit_the_old_topics_states(brokers, z
     tool: the first replica leads at epoch 0), must not get the old topic's leader epoch."""
     b0, b1 = brokers(0), brokers(1)
     b0.create_topic("again", 1, 1, replica_assignment={0: [1]})
-    zk.set(paths.partition_state("again", 0), json.dumps({"controller_epoch": 2, "leader": 1, "version": 1,
-                                                           "leader_epoch": 7, "isr": [1]}).encode())
-    wait_for(lambda: (b1.topic("again", refresh_if_missing=False) or {}).get(0) is not None and
-             b1.partition_states_as_written("again")[0].leader_epoch == 7, message="b1 caches epoch 7")
+    zk.set(
+        paths.partition_state("again", 0),
+        json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7, "isr": [1]}).encode(),
+    )
+    wait_for(
+        lambda: (
+            (b1.topic("again", refresh_if_missing=False) or {}).get(0) is not None
+            and b1.partition_states_as_written("again")[0].leader_epoch == 7
+        ),
+        message="b1 caches epoch 7",
+    )
     assignment = zk.get(paths.topic("again"))[0]
     czxid = zk.get(paths.topic("again"))[1].czxid
     # deleted and written again at once: the topic node's data watch sees the deletion, and b1
     # reads the node written meanwhile
     tx = zk.transaction()
-    for node in (paths.partition_state("again", 0), paths.partition("again", 0), paths.topic_partitions("again"),
-                 paths.topic("again")):
+    for node in (
+        paths.partition_state("again", 0),
+        paths.partition("again", 0),
+        paths.topic_partitions("again"),
+        paths.topic("again"),
+    ):
         tx.delete(node)
     tx.create(paths.topic("again"), assignment)
     assert all(r is True or isinstance(r, str) for r in tx.commit())
-    wait_for(lambda: b1.metadata_cache._topics.get("again") is not None and b1.metadata_cache._topics["again"].czxid != czxid,
-             timeout=10, message="b1 reads the new topic node")
+    wait_for(
+        lambda: (
+            b1.metadata_cache._topics.get("again") is not None and b1.metadata_cache._topics["again"].czxid != czxid
+        ),
+        timeout=10,
+        message="b1 reads the new topic node",
+    )
     assert b1.partition_states_as_written("again")[0].leader_epoch == 0
 
 
@@ -159,13 +184,17 @@ def test_update_isr_is_conditional_and_stops_when_deposed(brokers, zk):
     notes = zk.get_children(paths.ISR_CHANGE_NOTIFICATION)
     assert len(notes) == 1 and notes[0].startswith("isr_change_")
     assert json.loads(zk.get(f"{paths.ISR_CHANGE_NOTIFICATION}/{notes[0]}")[0]) == {
-        "version": 1, "partitions": [{"topic": "i", "partition": 0}]}
+        "version": 1,
+        "partitions": [{"topic": "i", "partition": 0}],
+    }
     # a stale version with the same leader and epoch: read again, written at the new version
     assert b0.update_isr("i", 0, 0, [0, 1], 0) == 2
     assert json.loads(zk.get(paths.partition_state("i", 0))[0])["isr"] == [0, 1]
     # the controller moved leadership (epoch 1): the old leader's write is refused, nothing written
-    zk.set(paths.partition_state("i", 0), json.dumps({"controller_epoch": 1, "leader": 1, "version": 1,
-                                                      "leader_epoch": 1, "isr": [1]}).encode())
+    zk.set(
+        paths.partition_state("i", 0),
+        json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1, "isr": [1]}).encode(),
+    )
     assert b0.update_isr("i", 0, 0, [0], 2) is None
     assert json.loads(zk.get(paths.partition_state("i", 0))[0])["isr"] == [1]
 
@@ -176,14 +205,23 @@ def test_update_isr_keeps_the_controller_epoch_of_the_state(brokers, zk):
     b0 = brokers(0)
     brokers(1)
     b0.create_topic("ce", 1, 2, replica_assignment={0: [0, 1]})
-    zk.set(paths.partition_state("ce", 0), json.dumps({"controller_epoch": 7, "leader": 0, "version": 1,
-                                                       "leader_epoch": 0, "isr": [0, 1]}).encode())
+    zk.set(
+        paths.partition_state("ce", 0),
+        json.dumps({"controller_epoch": 7, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0, 1]}).encode(),
+    )
     _, version = b0.partition_state("ce", 0)
     assert b0.update_isr("ce", 0, 0, [0], version) == version + 1
     assert json.loads(zk.get(paths.partition_state("ce", 0))[0]) == {
-        "controller_epoch": 7, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0]}
+        "controller_epoch": 7,
+        "leader": 0,
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [0],
+    }
     # after a conflict (the controller rewrote the node at epoch 8, same leader and leader epoch)
-    zk.set(paths.partition_state("ce", 0), json.dumps({"controller_epoch": 8, "leader": 0, "version": 1,
-                                                       "leader_epoch": 0, "isr": [0]}).encode())
+    zk.set(
+        paths.partition_state("ce", 0),
+        json.dumps({"controller_epoch": 8, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0]}).encode(),
+    )
     assert b0.update_isr("ce", 0, 0, [0, 1], version + 1) == version + 3
     assert json.loads(zk.get(paths.partition_state("ce", 0))[0])["controller_epoch"] == 8

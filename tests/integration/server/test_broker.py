@@ -4,6 +4,7 @@ One broker process (real ZooKeeper, ``python -m pyklog.broker``) is shared by th
 uses its own topics.  Covers every API and version range pyklog serves, the KIP-511 ApiVersions
 fallback, legacy message sets, long-poll fetches, limits and bad input.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,33 @@ from tests.support import (
 
 MESSAGE_MAX = 100_000
 #: what the broker must advertise: every API it serves, from v0 to the highest non-flexible version
-SERVED = {0: (0, 9), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 8), 9: (0, 9), 10: (0, 4), 11: (0, 9),
-          12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (0, 7), 20: (0, 6),
-          22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3)}  # kafka-flex's ranges
-SERVED.update({21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
-               47: (0, 0), 60: (0, 1)})  # admin APIs (flex-admin: a Kafka 3.7 broker's versions)
+SERVED = {
+    0: (0, 9),
+    1: (0, 16),
+    2: (0, 8),
+    3: (0, 12),
+    8: (0, 8),
+    9: (0, 9),
+    10: (0, 4),
+    11: (0, 9),
+    12: (0, 4),
+    13: (0, 5),
+    14: (0, 5),
+    15: (0, 5),
+    16: (0, 4),
+    18: (0, 3),
+    19: (0, 7),
+    20: (0, 6),
+    22: (0, 4),
+    24: (0, 3),
+    25: (0, 3),
+    26: (0, 3),
+    27: (0, 1),
+    28: (0, 3),
+}  # kafka-flex's ranges
+SERVED.update(
+    {21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
+)  # admin APIs (flex-admin: a Kafka 3.7 broker's versions)
 SERVED.update({61: (0, 0), 65: (0, 0), 66: (0, 1)})  # transaction admin APIs (KIP-664, flex-admin)
 SERVED.update({7: (0, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0)})  # the controller: ControlledShutdown,
 # ElectLeaders, Alter/ListPartitionReassignments (KIP-455)
@@ -49,9 +72,14 @@ def topic_name() -> str:
 
 @pytest.fixture(scope="module")
 def shared_broker(zookeeper, tmp_path_factory):
-    with running_broker(zookeeper, str(tmp_path_factory.mktemp("shared-broker")),
-                        message_max_bytes=MESSAGE_MAX, socket_request_max_bytes=REQUEST_MAX,
-                        num_network_threads=2, num_io_threads=4) as b:
+    with running_broker(
+        zookeeper,
+        str(tmp_path_factory.mktemp("shared-broker")),
+        message_max_bytes=MESSAGE_MAX,
+        socket_request_max_bytes=REQUEST_MAX,
+        num_network_threads=2,
+        num_io_threads=4,
+    ) as b:
         yield b
 
 
@@ -63,6 +91,7 @@ def wire(shared_broker):
 
 
 # ---------------------------------------------------------------------------------- ApiVersions
+
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_api_versions_advertises_supported_ranges(wire, version):
@@ -88,6 +117,7 @@ def test_api_versions_newer_version_gets_v0_layout_with_unsupported_version(wire
 
 
 # ---------------------------------------------------------------------------------- Metadata
+
 
 @pytest.mark.parametrize("version", range(9))
 def test_metadata_every_version_auto_creates(shared_broker, wire, version):
@@ -136,6 +166,7 @@ def test_invalid_topic_names_never_touch_the_filesystem(shared_broker, wire, bad
 
 # ---------------------------------------------------------------------------------- Produce / Fetch
 
+
 @pytest.mark.parametrize("pv,fv", [(3, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9), (8, 10), (8, 11)])
 def test_produce_fetch_round_trip_every_version(wire, pv, fv):
     name = topic_name()
@@ -179,10 +210,25 @@ def test_multi_partition_fetch_uses_sendfile_regions_in_order(wire):
     create_topic(wire, name, 3)
     for p in range(3):
         produce(wire, name, records(4, b"p%d-" % p), partition=p)
-    resp = wire.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-        "topics": [{"topic": name, "partitions": [
-            {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (2, 0, 1)]}]})
+    resp = wire.request(
+        ApiKey.FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": name,
+                    "partitions": [
+                        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (2, 0, 1)
+                    ],
+                }
+            ],
+        },
+    )
     parts = resp["responses"][0]["partitions"]
     assert [p["partition_index"] for p in parts] == [2, 0, 1]
     for p in parts:
@@ -242,14 +288,28 @@ def test_message_too_large_and_bad_records(wire):
 def test_acks_zero_has_no_response_and_errors_close(shared_broker, wire):
     name = topic_name()
     create_topic(wire, name)
-    wire.send(ApiKey.PRODUCE, 8, {"acks": 0, "timeout_ms": 1000, "topic_data": [
-        {"name": name, "partition_data": [{"index": 0, "records": records(3)}]}]})
+    wire.send(
+        ApiKey.PRODUCE,
+        8,
+        {
+            "acks": 0,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": records(3)}]}],
+        },
+    )
     # the next response on the connection is the ApiVersions one: the produce had none
     assert wire.request(ApiKey.API_VERSIONS, 2, {})["error_code"] == 0
     assert fetch(wire, name, 0)["high_watermark"] == 3
     with Wire(shared_broker.port) as w2:
-        w2.send(ApiKey.PRODUCE, 8, {"acks": 0, "timeout_ms": 1000, "topic_data": [
-            {"name": name, "partition_data": [{"index": 7, "records": records(1)}]}]})
+        w2.send(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "acks": 0,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": name, "partition_data": [{"index": 7, "records": records(1)}]}],
+            },
+        )
         assert w2.is_closed(), "acks=0 produce that fails closes the connection (Kafka's signal)"
 
 
@@ -271,8 +331,12 @@ def test_not_leader_for_partitions_of_another_broker(shared_broker, wire):
         t.create(paths.topic_partitions(name), b"")
         for p, leader in ((0, 0), (1, 5)):
             t.create(paths.partition(name, p), b"")
-            t.create(paths.partition_state(name, p), json.dumps(
-                {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": [leader]}).encode())
+            t.create(
+                paths.partition_state(name, p),
+                json.dumps(
+                    {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": [leader]}
+                ).encode(),
+            )
         assert not any(isinstance(r, Exception) for r in t.commit())
     finally:
         kc.stop()
@@ -288,6 +352,7 @@ def test_not_leader_for_partitions_of_another_broker(shared_broker, wire):
 
 # ---------------------------------------------------------------------------------- legacy formats
 
+
 @pytest.mark.parametrize("pv,magic", [(0, 0), (1, 0), (2, 1)])
 def test_legacy_produce_is_up_converted(wire, pv, magic):
     name = topic_name()
@@ -300,8 +365,9 @@ def test_legacy_produce_is_up_converted(wire, pv, magic):
     part = fetch(wire, name, 0, version=11)
     batches = list(iter_batches(bytes(part["records"])))
     assert all(b.header.magic == 2 for b in batches)
-    assert [r.value for b in batches for r in b.records] == [b"old%d" % i for i in range(4)] + \
-        [b"gz%d" % i for i in range(3)]
+    assert [r.value for b in batches for r in b.records] == [b"old%d" % i for i in range(4)] + [
+        b"gz%d" % i for i in range(3)
+    ]
 
 
 @pytest.mark.parametrize("fv,magic", [(0, 0), (1, 0), (2, 1), (3, 1)])
@@ -320,6 +386,7 @@ def test_legacy_fetch_is_down_converted(wire, fv, magic):
 
 # ---------------------------------------------------------------------------------- ListOffsets
 
+
 def test_list_offsets_every_version(wire):
     name = topic_name()
     create_topic(wire, name)
@@ -328,9 +395,27 @@ def test_list_offsets_every_version(wire):
         produce(wire, name, build_batch([(None, b"x", t0 + i * 1000, ()), (None, b"y", t0 + i * 1000 + 1, ())]))
 
     def lo(version, ts, max_num=1):
-        resp = wire.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": name, "partitions": [{"partition_index": 0, "timestamp": ts, "max_num_offsets": max_num,
-                                           "current_leader_epoch": -1}]}]})
+        resp = wire.request(
+            ApiKey.LIST_OFFSETS,
+            version,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": name,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "timestamp": ts,
+                                "max_num_offsets": max_num,
+                                "current_leader_epoch": -1,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         return resp["topics"][0]["partitions"][0]
 
     assert lo(0, -1, 10)["old_style_offsets"][0] == 6
@@ -345,28 +430,41 @@ def test_list_offsets_every_version(wire):
 
 # ---------------------------------------------------------------------------------- admin APIs
 
+
 @pytest.mark.parametrize("version", range(8))
 def test_create_topics_every_version(shared_broker, wire, version):
     name = topic_name()
     assert create_topic(wire, name, 2, version=version)["error_code"] == 0
     assert create_topic(wire, name, 2, version=version)["error_code"] == 36  # TOPIC_ALREADY_EXISTS
     data = shared_broker.props["log.dirs"]
-    wait_for(lambda: all(os.path.isdir(os.path.join(data, f"{name}-{p}")) for p in (0, 1)),
-             message="the leader's logs are created")
-    resp = wire.request(ApiKey.CREATE_TOPICS, version, {"topics": [
-        {"name": "ok-" + name, "num_partitions": 0, "replication_factor": 1},
-        {"name": "rf-" + name, "num_partitions": 1, "replication_factor": 3},
-        {"name": "dup-" + name, "num_partitions": 1, "replication_factor": 1},
-        {"name": "dup-" + name, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    wait_for(
+        lambda: all(os.path.isdir(os.path.join(data, f"{name}-{p}")) for p in (0, 1)),
+        message="the leader's logs are created",
+    )
+    resp = wire.request(
+        ApiKey.CREATE_TOPICS,
+        version,
+        {
+            "topics": [
+                {"name": "ok-" + name, "num_partitions": 0, "replication_factor": 1},
+                {"name": "rf-" + name, "num_partitions": 1, "replication_factor": 3},
+                {"name": "dup-" + name, "num_partitions": 1, "replication_factor": 1},
+                {"name": "dup-" + name, "num_partitions": 1, "replication_factor": 1},
+            ],
+            "timeout_ms": 5000,
+        },
+    )
     codes = [t["error_code"] for t in resp["topics"]]
     assert codes == [37, 38, 42, 42]  # INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REQUEST
     if version >= 1:
         assert all(t["error_message"] for t in resp["topics"])
-        v = wire.request(ApiKey.CREATE_TOPICS, version, {"topics": [
-            {"name": "v-" + name, "num_partitions": 1, "replication_factor": 1}], "validate_only": True})
+        v = wire.request(
+            ApiKey.CREATE_TOPICS,
+            version,
+            {"topics": [{"name": "v-" + name, "num_partitions": 1, "replication_factor": 1}], "validate_only": True},
+        )
         assert v["topics"][0]["error_code"] == 0
-        meta = wire.request(ApiKey.METADATA, 4, {"topics": [{"name": "v-" + name}],
-                                                 "allow_auto_topic_creation": False})
+        meta = wire.request(ApiKey.METADATA, 4, {"topics": [{"name": "v-" + name}], "allow_auto_topic_creation": False})
         assert meta["topics"][0]["error_code"] == 3  # validate_only created nothing
 
 
@@ -379,9 +477,16 @@ def test_delete_topics_removes_logs(shared_broker, wire, version):
     wait_for(lambda: os.path.isdir(os.path.join(data, f"{name}-1")), message="logs created")
     resp = wire.request(ApiKey.DELETE_TOPICS, version, {"topic_names": [name, topic_name()], "timeout_ms": 5000})
     assert [r["error_code"] for r in resp["responses"]] == [0, 3]
-    wait_for(lambda: not any(d.startswith(name + "-") and not d.endswith("-delete")
-                             for d in os.listdir(data) if d.split(".")[0].startswith(name)),
-             message="the deleted topic's logs are gone")
+    wait_for(
+        lambda: (
+            not any(
+                d.startswith(name + "-") and not d.endswith("-delete")
+                for d in os.listdir(data)
+                if d.split(".")[0].startswith(name)
+            )
+        ),
+        message="the deleted topic's logs are gone",
+    )
     # produce auto-creates the topic again: a new, empty log
     r = produce(wire, name, records(1))
     assert (r["error_code"], r["base_offset"]) == (0, 0)
@@ -395,8 +500,12 @@ def test_produce_auto_creates_unknown_topic(wire):
 
 
 def test_init_producer_id_and_idempotent_produce(wire):
-    ids = {wire.request(ApiKey.INIT_PRODUCER_ID, v, {"transactional_id": None, "transaction_timeout_ms": 60000})
-           ["producer_id"] for v in (0, 1, 0, 1)}
+    ids = {
+        wire.request(ApiKey.INIT_PRODUCER_ID, v, {"transactional_id": None, "transaction_timeout_ms": 60000})[
+            "producer_id"
+        ]
+        for v in (0, 1, 0, 1)
+    }
     assert len(ids) == 4 and min(ids) >= 0
     resp = wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 60000})
     assert resp["error_code"] == 0 and resp["producer_id"] not in ids  # the transaction coordinator's own id
@@ -416,6 +525,7 @@ def test_init_producer_id_and_idempotent_produce(wire):
 
 # ---------------------------------------------------------------------------------- offsets
 
+
 def test_find_coordinator_and_offsets_all_versions(shared_broker, wire):
     name = topic_name()
     create_topic(wire, name, 2)
@@ -425,10 +535,27 @@ def test_find_coordinator_and_offsets_all_versions(shared_broker, wire):
         assert (resp["error_code"], resp["node_id"], resp["port"]) == (0, 0, shared_broker.port)
 
     def commit(v, offset):
-        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
-                "topics": [{"name": name, "partitions": [
-                    {"partition_index": p, "committed_offset": offset + p, "committed_metadata": f"m{v}",
-                     "committed_leader_epoch": -1, "commit_timestamp": -1} for p in (0, 1)]}]}
+        body = {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": -1,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": offset + p,
+                            "committed_metadata": f"m{v}",
+                            "committed_leader_epoch": -1,
+                            "commit_timestamp": -1,
+                        }
+                        for p in (0, 1)
+                    ],
+                }
+            ],
+        }
         for _attempt in range(100):
             resp = wire.request(ApiKey.OFFSET_COMMIT, v, body)
             codes = [p["error_code"] for p in resp["topics"][0]["partitions"]]
@@ -438,8 +565,9 @@ def test_find_coordinator_and_offsets_all_versions(shared_broker, wire):
         return codes
 
     def fetch_offsets(v):
-        resp = wire.request(ApiKey.OFFSET_FETCH, v, {"group_id": group, "topics": [
-            {"name": name, "partition_indexes": [0, 1]}]})
+        resp = wire.request(
+            ApiKey.OFFSET_FETCH, v, {"group_id": group, "topics": [{"name": name, "partition_indexes": [0, 1]}]}
+        )
         return [(p["committed_offset"], p["metadata"], p["error_code"]) for p in resp["topics"][0]["partitions"]]
 
     for v in range(1, 8):
@@ -447,27 +575,31 @@ def test_find_coordinator_and_offsets_all_versions(shared_broker, wire):
         for fv in range(1, 6):
             assert fetch_offsets(fv) == [(10 * v, f"m{v}", 0), (10 * v + 1, f"m{v}", 0)]
     all_resp = wire.request(ApiKey.OFFSET_FETCH, 2, {"group_id": group, "topics": None})
-    assert {(t["name"], p["partition_index"]) for t in all_resp["topics"] for p in t["partitions"]} == \
-        {(name, 0), (name, 1)}
+    assert {(t["name"], p["partition_index"]) for t in all_resp["topics"] for p in t["partitions"]} == {
+        (name, 0),
+        (name, 1),
+    }
     # v0 is ZooKeeper storage (Kafka 0.8.2), separate from the offsets topic
     assert commit(0, 500) == [0, 0]
     assert [o for o, _, _ in fetch_offsets(0)] == [500, 501]
     assert [o for o, _, _ in fetch_offsets(1)] == [70, 71]
-    unknown = wire.request(ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": [
-        {"name": name + "-none", "partition_indexes": [0]}]})
+    unknown = wire.request(
+        ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": name + "-none", "partition_indexes": [0]}]}
+    )
     assert unknown["topics"][0]["partitions"][0]["committed_offset"] == -1
 
 
 # ---------------------------------------------------------------------------------- bad input
 
+
 def test_unknown_api_bad_version_and_garbage_close_only_that_connection(shared_broker, wire):
     port = shared_broker.port
     cases = [
-        struct.pack(">hhih", 11, 0, 1, -1) + b"\x00" * 20,          # JoinGroup: not served
-        struct.pack(">hhih", 0, 9, 1, -1) + b"\x00" * 20,           # Produce v9 (flexible): not served
-        struct.pack(">hhih", 3, 8, 1, -1) + b"\xff" * 3,            # Metadata v8, truncated body
-        struct.pack(">hhih", 3, 1, 1, 30000) + b"x",                # client id longer than the frame
-        b"\x00",                                                    # shorter than a header
+        struct.pack(">hhih", 11, 0, 1, -1) + b"\x00" * 20,  # JoinGroup: not served
+        struct.pack(">hhih", 0, 9, 1, -1) + b"\x00" * 20,  # Produce v9 (flexible): not served
+        struct.pack(">hhih", 3, 8, 1, -1) + b"\xff" * 3,  # Metadata v8, truncated body
+        struct.pack(">hhih", 3, 1, 1, 30000) + b"x",  # client id longer than the frame
+        b"\x00",  # shorter than a header
     ]
     for frame in cases:
         with Wire(port) as bad:

@@ -4,6 +4,7 @@ INVALID_RECORD (87) with RecordErrors naming the record's index in its batch, ol
 CORRUPT_MESSAGE (2).  A real broker process over a real ZooKeeper; requests on a raw socket and
 from stock clients (kafka-python, confluent-kafka); the segment files are read afterwards to
 check that nothing keyless reached the log."""
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,10 @@ def test_produce_versions_get_invalid_record_or_corrupt_message(broker, wire):
     p = produce(wire, name, _batch([b"a", None, b"c", None]), version=8)
     assert p["error_code"] == 87 and p["base_offset"] == -1
     msg = f"Compacted topic cannot accept message without key in topic partition {tp}."
-    assert p["record_errors"] == [{"batch_index": 1, "batch_index_error_message": msg},
-                                  {"batch_index": 3, "batch_index_error_message": msg}]
+    assert p["record_errors"] == [
+        {"batch_index": 1, "batch_index_error_message": msg},
+        {"batch_index": 3, "batch_index_error_message": msg},
+    ]
     assert "2 record errors" in p["error_message"]
     for version in (3, 7):  # INVALID_RECORD is unknown to these clients
         assert produce(wire, name, _batch([None]), version=version)["error_code"] == 2
@@ -110,8 +113,9 @@ def test_confluent_kafka_keyless_produce_to_compacted_topic_fails(broker):
 
     name = _topic()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
-                                  config={"cleanup.policy": "compact"})])[name].result(30)
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1, config={"cleanup.policy": "compact"})])[
+        name
+    ].result(30)
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     reports = []
     p.produce(name, value=b"no key", on_delivery=lambda err, m: reports.append(("keyless", err, m.offset())))

@@ -5,6 +5,7 @@ client (confluent-kafka), SIGKILL, one byte flipped inside a batch in the middle
 4, restart, then everything consumed from the beginning by a stock consumer.  Counts
 acknowledged / lost / duplicated: lost must be exactly the damaged batch's records (before this
 change recovery truncated segment 2 there and deleted segments 3 and 4: about half the records)."""
+
 from __future__ import annotations
 
 import os
@@ -45,13 +46,19 @@ def test_flipped_byte_in_segment_2_of_4_loses_only_that_batch(broker_factory):
         else:
             failed.append(err)
 
-    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5,
-                  "batch.size": 16384, "compression.type": "none"})
+    p = Producer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "compression.type": "none",
+        }
+    )
     for i in range(N):
         while True:
             try:
-                p.produce(topic, key=b"%06d" % i, value=b"v%06d-" % i + b"x" * 80,
-                          on_delivery=on_delivery)
+                p.produce(topic, key=b"%06d" % i, value=b"v%06d-" % i + b"x" * 80, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.1)
@@ -76,8 +83,14 @@ def test_flipped_byte_in_segment_2_of_4_loses_only_that_batch(broker_factory):
     before = len(b.output())
     b.start()
 
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         c.assign([TopicPartition(topic, 0, 0)])
@@ -98,8 +111,10 @@ def test_flipped_byte_in_segment_2_of_4_loses_only_that_batch(broker_factory):
 
     lost = acked - set(seen)
     duplicated = len(seen) - len(set(seen))
-    print(f"acknowledged {len(acked)}, lost {len(lost)}, duplicated {duplicated}, "
-          f"damaged batch {first}..{last} ({count} records)")
+    print(
+        f"acknowledged {len(acked)}, lost {len(lost)}, duplicated {duplicated}, "
+        f"damaged batch {first}..{last} ({count} records)"
+    )
     assert duplicated == 0
     assert lost == damaged and len(lost) == count
     out = b.output()[before:]

@@ -9,6 +9,7 @@ Kafka's order.  A per-broker value set with kafka-python wins over the default. 
 a SIGKILL and restart (set while the broker is down, applied at start-up).  Bad names and values are
 refused with Kafka's errors and nothing is stored.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,14 @@ def _offsets(port: int, topic: str) -> tuple[int, int]:
     out = []
     with Wire(port) as w:
         for ts in (-2, -1):
-            r = w.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}]})
+            r = w.request(
+                ApiKey.LIST_OFFSETS,
+                1,
+                {
+                    "replica_id": -1,
+                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+                },
+            )
             out.append(r["topics"][0]["partitions"][0]["offset"])
     return out[0], out[1]
 
@@ -49,8 +56,12 @@ def _produce_old(bootstrap: str, topic: str, n: int, age_ms: int = 2 * HOUR_MS) 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
     ts = int(time.time() * 1000) - age_ms
     for i in range(n):
-        p.produce(topic, value=b"%05d" % i + b"x" * 95, timestamp=ts,
-                  on_delivery=lambda err, msg: err is None and acked.append(msg.offset()))
+        p.produce(
+            topic,
+            value=b"%05d" % i + b"x" * 95,
+            timestamp=ts,
+            on_delivery=lambda err, msg: err is None and acked.append(msg.offset()),
+        )
         p.poll(0)
     assert p.flush(30) == 0
     return len(acked)
@@ -58,9 +69,15 @@ def _produce_old(bootstrap: str, topic: str, n: int, age_ms: int = 2 * HOUR_MS) 
 
 def _raw_describe(port: int, rtype: int, name: str, keys=None) -> dict:
     with Wire(port) as w:
-        r = w.request(ApiKey.DESCRIBE_CONFIGS, 3, {"resources": [
-            {"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
-            "include_synonyms": True, "include_documentation": False})
+        r = w.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            3,
+            {
+                "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+                "include_synonyms": True,
+                "include_documentation": False,
+            },
+        )
     res = r["results"][0]
     assert res["error_code"] == 0, res
     return {c["name"]: c for c in res["configs"]}
@@ -91,8 +108,14 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
     plain, kept = _topic(), _topic()
     with Wire(b0.port) as w:  # both led by broker 1, which never sees the AlterConfigs requests
         for name, configs in ((plain, []), (kept, [{"name": "retention.ms", "value": str(7 * 24 * HOUR_MS)}])):
-            r = create_topic(w, name, -1, replication_factor=-1, configs=configs,
-                             assignments=[{"partition_index": 0, "broker_ids": [1]}])
+            r = create_topic(
+                w,
+                name,
+                -1,
+                replication_factor=-1,
+                configs=configs,
+                assignments=[{"partition_index": 0, "broker_ids": [1]}],
+            )
             assert r["error_code"] == 0, r
     n = 40
     assert _produce_old(b1.bootstrap, plain, n) == n
@@ -104,9 +127,20 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         # the cluster-wide default (resource name "", what kafka-configs --entity-default sends; the stock
         # Python clients cannot name it) through broker 0: broker 1 learns it from ZooKeeper
         with Wire(b0.port) as w:
-            r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{"resource_type": 4, "resource_name": "",
-                          "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": str(HOUR_MS)}]}],
-                          "validate_only": False})
+            r = w.request(
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                0,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 4,
+                            "resource_name": "",
+                            "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": str(HOUR_MS)}],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
         assert r["responses"][0]["error_code"] == 0, r
         stored = json.loads(zk.get(paths.broker_config(""))[0])
         assert stored == {"version": 1, "config": {"log.retention.ms": str(HOUR_MS)}}
@@ -121,13 +155,14 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         cfg = _raw_describe(b1.port, 2, plain, ["retention.ms"])["retention.ms"]
         assert (cfg["value"], cfg["config_source"]) == (str(HOUR_MS), 3)
         assert [(s["name"], s["value"], s["source"]) for s in cfg["synonyms"]] == [
-            ("log.retention.ms", str(HOUR_MS), 3), ("log.retention.hours", "168", 5)]
+            ("log.retention.ms", str(HOUR_MS), 3),
+            ("log.retention.hours", "168", 5),
+        ]
         bc = _raw_describe(b1.port, 4, "1", ["log.retention.ms", "num.partitions"])
         assert (bc["log.retention.ms"]["value"], bc["log.retention.ms"]["config_source"]) == (str(HOUR_MS), 3)
         assert not bc["log.retention.ms"]["read_only"] and bc["num.partitions"]["read_only"]
         dflt = _raw_describe(b0.port, 4, "")
-        assert {k: (v["value"], v["config_source"]) for k, v in dflt.items()} == {
-            "log.retention.ms": (str(HOUR_MS), 3)}
+        assert {k: (v["value"], v["config_source"]) for k, v in dflt.items()} == {"log.retention.ms": (str(HOUR_MS), 3)}
 
         # kafka-python then confluent-kafka: a per-broker value on broker 1 wins over the default
         kp = KafkaAdminClient(bootstrap_servers=b0.bootstrap)
@@ -137,12 +172,19 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         finally:
             kp.close()
         assert json.loads(zk.get(paths.broker_config(1))[0])["config"] == {"log.retention.ms": str(2 * HOUR_MS)}
-        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-            ConfigEntry("log.retention.ms", str(3 * HOUR_MS), incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("log.cleaner.delete.retention.ms", "1234", incremental_operation=AlterConfigOpType.SET)])
+        res = ConfigResource(
+            ResourceType.BROKER,
+            "1",
+            incremental_configs=[
+                ConfigEntry("log.retention.ms", str(3 * HOUR_MS), incremental_operation=AlterConfigOpType.SET),
+                ConfigEntry("log.cleaner.delete.retention.ms", "1234", incremental_operation=AlterConfigOpType.SET),
+            ],
+        )
         admin.incremental_alter_configs([res])[res].result(30)
         assert json.loads(zk.get(paths.broker_config(1))[0])["config"] == {
-            "log.retention.ms": str(3 * HOUR_MS), "log.cleaner.delete.retention.ms": "1234"}
+            "log.retention.ms": str(3 * HOUR_MS),
+            "log.cleaner.delete.retention.ms": "1234",
+        }
         cfg = _raw_describe(b1.port, 2, plain, ["retention.ms"])["retention.ms"]
         assert [(s["value"], s["source"]) for s in cfg["synonyms"]][:2] == [(str(3 * HOUR_MS), 2), (str(HOUR_MS), 3)]
         assert cfg["value"] == str(3 * HOUR_MS)
@@ -151,8 +193,10 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         # notification): at restart the default (1 hour) applies, read from ZooKeeper before the logs
         # open, and its other per-broker value is still there
         b1.kill()
-        zk.set(paths.broker_config(1), json.dumps({"version": 1, "config": {"log.cleaner.delete.retention.ms": "1234"}})
-               .encode())
+        zk.set(
+            paths.broker_config(1),
+            json.dumps({"version": 1, "config": {"log.cleaner.delete.retention.ms": "1234"}}).encode(),
+        )
         b1.start()
         before = _offsets(b1.port, plain)
         # 2-hour-old records: kept under the 3 h per-broker value, deleted under the 1 h default
@@ -187,8 +231,13 @@ def test_bad_dynamic_configs_are_refused_and_nothing_is_stored(broker_factory, z
         changes_before = _changes(zk)
 
         def refused(name, entries, code):
-            res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+            res = ConfigResource(
+                ResourceType.BROKER,
+                name,
+                incremental_configs=[
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()
+                ],
+            )
             with pytest.raises(KafkaException) as e:
                 admin.incremental_alter_configs([res])[res].result(30)
             assert e.value.args[0].code() == code, e.value
@@ -199,10 +248,23 @@ def test_bad_dynamic_configs_are_refused_and_nothing_is_stored(broker_factory, z
         msg = refused("0", {"log.retention.ms": "abc"}, 42)
         assert "Invalid config value for resource ConfigResource(type=BROKER, name='0')" in msg and "abc" in msg, msg
         with Wire(b.port) as w:  # the cluster default, as kafka-configs --entity-default sends it
-            r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{"resource_type": 4, "resource_name": "",
-                          "configs": [{"name": "log.segment.bytes", "config_operation": 0, "value": "-5"},
-                                      {"name": "log.retention.ms", "config_operation": 0, "value": "1"}]}],
-                          "validate_only": False})
+            r = w.request(
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                0,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 4,
+                            "resource_name": "",
+                            "configs": [
+                                {"name": "log.segment.bytes", "config_operation": 0, "value": "-5"},
+                                {"name": "log.retention.ms", "config_operation": 0, "value": "1"},
+                            ],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
         res = r["responses"][0]
         assert res["error_code"] == 42 and "ConfigResource(type=BROKER, name='')" in res["error_message"], res
         msg = refused("0", {"no.such.setting": "1"}, 40)
@@ -211,14 +273,29 @@ def test_bad_dynamic_configs_are_refused_and_nothing_is_stored(broker_factory, z
         refused("0", {"log.retention.ms": "3600000", "zookeeper.connect": "x:1"}, 42)  # all or nothing
         # AlterConfigs (non incremental) through the raw protocol, with validate_only
         with Wire(b.port) as w:
-            r = w.request(ApiKey.ALTER_CONFIGS, 1, {"resources": [
-                {"resource_type": 4, "resource_name": "0", "configs": [{"name": "log.retention.ms", "value": "7"}]},
-                {"resource_type": 4, "resource_name": "5", "configs": [{"name": "log.retention.ms", "value": "7"}]}],
-                "validate_only": True})
+            r = w.request(
+                ApiKey.ALTER_CONFIGS,
+                1,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 4,
+                            "resource_name": "0",
+                            "configs": [{"name": "log.retention.ms", "value": "7"}],
+                        },
+                        {
+                            "resource_type": 4,
+                            "resource_name": "5",
+                            "configs": [{"name": "log.retention.ms", "value": "7"}],
+                        },
+                    ],
+                    "validate_only": True,
+                },
+            )
         assert [x["error_code"] for x in r["responses"]] == [0, 42]
         assert zk.exists(paths.broker_config(0)) is None and zk.exists(paths.broker_config("")) is None
         assert _changes(zk) == changes_before
-        assert _raw_describe(b.port, 4, "")  == {}
+        assert _raw_describe(b.port, 4, "") == {}
         assert _raw_describe(b.port, 4, "0", ["log.retention.ms"])["log.retention.ms"]["value"] is None
     finally:
         zk.stop()
@@ -229,36 +306,53 @@ def test_configs_cli_alters_and_describes_broker_configs(broker_factory):
     b = broker_factory(0)
 
     def cli(*args, check=True):
-        p = subprocess.run([sys.executable, "-m", "pyklog.connector.cli.configs", "--bootstrap-server", b.bootstrap,
-                            *args], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "pyklog.connector.cli.configs", "--bootstrap-server", b.bootstrap, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if check:
             assert p.returncode == 0, p.stderr
         return p
 
-    p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
-            "log.retention.ms=7200000,log.segment.bytes=2000000")
+    p = cli(
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "log.retention.ms=7200000,log.segment.bytes=2000000",
+    )
     assert "Completed updating default config for brokers in the cluster." in p.stdout, p.stdout
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.retention.bytes=999999")
     assert "Completed updating config for broker 0." in p.stdout, p.stdout
     p = cli("--entity-type", "brokers", "--entity-default", "--describe")
     assert "Default configs for brokers in the cluster are:" in p.stdout
-    assert "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}" \
-        in p.stdout, p.stdout
+    assert (
+        "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}"
+        in p.stdout
+    ), p.stdout
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--describe")
     assert "Dynamic configs for broker 0 are:" in p.stdout
-    assert "log.retention.bytes=999999 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.bytes=999999, " \
-        "DEFAULT_CONFIG:log.retention.bytes=-1}" in p.stdout, p.stdout
+    assert (
+        "log.retention.bytes=999999 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.bytes=999999, "
+        "DEFAULT_CONFIG:log.retention.bytes=-1}" in p.stdout
+    ), p.stdout
     assert "log.retention.ms" not in p.stdout  # --describe of one broker lists its own dynamic configs
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
     assert "All configs for broker 0 are:" in p.stdout
-    assert "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000" \
-        in p.stdout, p.stdout
+    assert (
+        "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"
+        in p.stdout
+    ), p.stdout
     p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "log.segment.bytes")
     assert p.returncode == 0
     p = cli("--entity-type", "brokers", "--entity-default", "--describe")
     assert "log.segment.bytes" not in p.stdout and "log.retention.ms=7200000" in p.stdout
-    p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.io.threads=4",
-            check=False)
+    p = cli(
+        "--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.io.threads=4", check=False
+    )
     assert p.returncode == 1 and "Cannot update these configs dynamically: Set(num.io.threads)" in p.stderr, p.stderr
 
 
@@ -271,14 +365,27 @@ def test_max_connections_per_ip_changes_live(broker_factory):
         def attempt():
             try:
                 with Wire(b.port) as w:
-                    return w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [
-                        {"resource_type": 4, "resource_name": "0", "configs": [
-                            {"name": "max.connections.per.ip", "config_operation": op, "value": value}]}],
-                        "validate_only": False})
+                    return w.request(
+                        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                        0,
+                        {
+                            "resources": [
+                                {
+                                    "resource_type": 4,
+                                    "resource_name": "0",
+                                    "configs": [
+                                        {"name": "max.connections.per.ip", "config_operation": op, "value": value}
+                                    ],
+                                }
+                            ],
+                            "validate_only": False,
+                        },
+                    )
             except ConnectionError:
                 # refused at the limit: the broker counts connections closed by the client only
                 # once its network thread has seen them close (Kafka's ConnectionQuotas.dec)
                 return None
+
         r = wait_for(attempt, timeout=15, message="a connection under max.connections.per.ip")
         assert r["responses"][0]["error_code"] == 0, r
 
@@ -305,9 +412,26 @@ def test_max_connections_per_ip_changes_live(broker_factory):
         for w in conns:
             w.close()
     with Wire(b.port) as w:  # a bad value is refused, nothing applied
-        r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"resources": [{"resource_type": 4, "resource_name": "0",
-                      "configs": [{"name": "max.connections.per.ip.overrides", "config_operation": 0,
-                                   "value": "host-without-count"}]}], "validate_only": False})
+        r = w.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            {
+                "resources": [
+                    {
+                        "resource_type": 4,
+                        "resource_name": "0",
+                        "configs": [
+                            {
+                                "name": "max.connections.per.ip.overrides",
+                                "config_operation": 0,
+                                "value": "host-without-count",
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
     assert r["responses"][0]["error_code"] == 42
 
 
@@ -317,37 +441,52 @@ def test_configs_cli_zookeeper_mode_reaches_a_live_broker(broker_factory, zk_chr
     b = broker_factory(0)
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "pyklog.connector.cli.configs", "--zookeeper", zk_chroot, *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "pyklog.connector.cli.configs", "--zookeeper", zk_chroot, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "log.segment.bytes=5000000")
     assert p.returncode == 0 and "Completed updating default config for brokers in the cluster." in p.stdout, p.stderr
     from tests.support import wait_for as _wait
 
-    _wait(lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000",
-          30, message="the live broker applies the ZooKeeper change")
+    _wait(
+        lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000",
+        30,
+        message="the live broker applies the ZooKeeper change",
+    )
     # a bad value written by hand (not through a validating tool): logged at ERROR, ignored, the last
     # good value stays and the broker keeps serving
     zk = kazoo_client(zk_chroot)
     try:
         good = zk.get(paths.broker_config(""))[0]
         zk.set(paths.broker_config(""), b'{"version":1,"config":{"log.segment.bytes":"garbage"}}')
-        _wait(lambda: "cluster default dynamic broker configs could not be applied" in b.output(), 30,
-              message="the bad value reported")
+        _wait(
+            lambda: "cluster default dynamic broker configs could not be applied" in b.output(),
+            30,
+            message="the bad value reported",
+        )
         assert _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["value"] == "5000000"
         zk.set(paths.broker_config(""), good)
     finally:
         zk.stop()
         zk.close()
     p = cli("--entity-type", "brokers", "--entity-default", "--describe")
-    assert p.stdout.splitlines() == ["Default configs for brokers in the cluster are:",
-                                     "  log.segment.bytes=5000000 sensitive=false "
-                                     "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=5000000}"]
+    assert p.stdout.splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.segment.bytes=5000000 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=5000000}",
+    ]
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.segment.bytes=x")
     assert p.returncode == 1 and "Invalid config value for resource ConfigResource(type=BROKER, name='0')" in p.stderr
     p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--delete-config", "broker.id")
     assert p.returncode == 1 and "Cannot update these configs dynamically: Set(broker.id)" in p.stderr
     p = cli("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "log.segment.bytes")
     assert p.returncode == 0, p.stderr
-    _wait(lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["config_source"] == 5,
-          30, message="the live broker drops the deleted default")
+    _wait(
+        lambda: _raw_describe(b.port, 4, "0", ["log.segment.bytes"])["log.segment.bytes"]["config_source"] == 5,
+        30,
+        message="the live broker drops the deleted default",
+    )

@@ -8,6 +8,7 @@ raw Fetch/ListOffsets requests and the stock consumers (confluent-kafka, kafka-p
 ``isolation.level=read_committed``, which filter aborted records with the broker's
 ``aborted_transactions`` and stop at its ``last_stable_offset``.
 """
+
 import socket
 import threading
 import time
@@ -32,12 +33,17 @@ def _free_port() -> int:
 @pytest.fixture
 def server(zk_chroot, tmp_path):
     port = _free_port()
-    cfg = ServerConfig.from_properties({
-        "broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": str(tmp_path / "data"), "zookeeper.connect": zk_chroot,
-        "num.partitions": "1", "offsets.topic.num.partitions": "2",
-        "zookeeper.session.timeout.ms": "6000",
-    })
+    cfg = ServerConfig.from_properties(
+        {
+            "broker.id": "0",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": str(tmp_path / "data"),
+            "zookeeper.connect": zk_chroot,
+            "num.partitions": "1",
+            "offsets.topic.num.partitions": "2",
+            "zookeeper.session.timeout.ms": "6000",
+        }
+    )
     srv = BrokerServer(cfg).startup()
     try:
         yield srv
@@ -72,8 +78,13 @@ class Writer:
         else:
             s = self.seq.get(pid, 0)
             self.seq[pid] = s + len(values)
-            b = build_batch([(b"k", v, ts, ()) for v in values], producer_id=pid, producer_epoch=0,
-                            base_sequence=s, is_transactional=transactional)
+            b = build_batch(
+                [(b"k", v, ts, ()) for v in values],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=s,
+                is_transactional=transactional,
+            )
         info = self.lg.append(b)
         self.srv.apis.purgatory.notify((self.topic, 0), len(b))
         return info
@@ -85,19 +96,33 @@ class Writer:
 
 
 def fetch(w, topic, offset, isolation, version=11, max_wait_ms=0, min_bytes=0, send_only=False):
-    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-            "max_bytes": 50 << 20, "isolation_level": isolation, "session_id": 0,
-            "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 50 << 20,
+        "isolation_level": isolation,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+        ],
+    }
     if send_only:
         return w.send(ApiKey.FETCH, version, body)
     return w.request(ApiKey.FETCH, version, body)["responses"][0]["partitions"][0]
 
 
 def list_offset(w, topic, ts, isolation, version=5):
-    resp = w.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": isolation,
-                                                    "topics": [{"name": topic, "partitions": [
-                                                        {"partition_index": 0, "timestamp": ts}]}]})
+    resp = w.request(
+        ApiKey.LIST_OFFSETS,
+        version,
+        {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+        },
+    )
     p = resp["topics"][0]["partitions"][0]
     assert p["error_code"] == 0
     return p["offset"]
@@ -114,17 +139,17 @@ FUTURE = int(time.time() * 1000) + 3_600_000
 def scenario(wr):
     """Two interleaved transactions (one committed, one aborted), plain records, and a third
     transaction left open.  Returns (committed values, open-transaction first offset)."""
-    wr.data(None, [b"p0"])                     # 0
-    wr.data(10, [b"c0", b"c1"])                # 1-2  committed later
-    wr.data(20, [b"a0"])                       # 3    aborted later
-    wr.data(None, [b"p1"])                     # 4
-    wr.data(20, [b"a1", b"a2"])                # 5-6
-    wr.data(10, [b"c2"])                       # 7
-    wr.marker(20, False)                       # 8    abort 20
-    wr.data(None, [b"p2"])                     # 9
-    wr.marker(10, True)                        # 10   commit 10
+    wr.data(None, [b"p0"])  # 0
+    wr.data(10, [b"c0", b"c1"])  # 1-2  committed later
+    wr.data(20, [b"a0"])  # 3    aborted later
+    wr.data(None, [b"p1"])  # 4
+    wr.data(20, [b"a1", b"a2"])  # 5-6
+    wr.data(10, [b"c2"])  # 7
+    wr.marker(20, False)  # 8    abort 20
+    wr.data(None, [b"p2"])  # 9
+    wr.marker(10, True)  # 10   commit 10
     first_open = wr.data(30, [b"o0"], ts=FUTURE).first_offset  # 11 open, an hour ahead
-    wr.data(None, [b"p3"])                     # 12
+    wr.data(None, [b"p3"])  # 12
     return [b"p0", b"c0", b"c1", b"p1", b"c2", b"p2"], first_open
 
 
@@ -209,9 +234,16 @@ def test_delayed_read_committed_fetch_completes_when_the_lso_moves(server):
 def _consume_confluent(bootstrap, topic, isolation, expect, timeout=30.0):
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": isolation,
-                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
@@ -234,8 +266,9 @@ def _consume_confluent(bootstrap, topic, isolation, expect, timeout=30.0):
 def _consume_kafka_python(bootstrap, topic, isolation, expect, timeout=30.0):
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
-                      enable_auto_commit=False, fetch_max_wait_ms=100)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False, fetch_max_wait_ms=100
+    )
     try:
         tp = TopicPartition(topic, 0)
         c.assign([tp])
@@ -254,8 +287,9 @@ def _consume_kafka_python(bootstrap, topic, isolation, expect, timeout=30.0):
         c.close()
 
 
-@pytest.mark.parametrize("consume", [_consume_confluent, _consume_kafka_python],
-                         ids=["confluent-kafka", "kafka-python"])
+@pytest.mark.parametrize(
+    "consume", [_consume_confluent, _consume_kafka_python], ids=["confluent-kafka", "kafka-python"]
+)
 def test_stock_consumers_read_committed(server, consume):
     """Stock consumers with read_committed see the committed and plain records up to the LSO,
     none of the aborted ones (counted), and the rest once the open transaction commits;
@@ -283,22 +317,30 @@ def test_aborted_list_covers_data_read_past_a_compacted_gap(server):
     (the upper bound follows the first batch returned, not the fetch offset)."""
     topic = f"txn-{uuid.uuid4().hex[:6]}"
     with Wire(server.port) as w:
-        assert create_topic(w, topic, configs=[
-            {"name": "cleanup.policy", "value": "compact"},
-            {"name": "delete.retention.ms", "value": "0"},
-            {"name": "min.cleanable.dirty.ratio", "value": "0"}])["error_code"] == 0
+        assert (
+            create_topic(
+                w,
+                topic,
+                configs=[
+                    {"name": "cleanup.policy", "value": "compact"},
+                    {"name": "delete.retention.ms", "value": "0"},
+                    {"name": "min.cleanable.dirty.ratio", "value": "0"},
+                ],
+            )["error_code"]
+            == 0
+        )
         lg = leader_log(server, topic)
         kv = lambda k, v, **kw: build_batch([(k, v, None, ())], **kw)  # noqa: E731
-        lg.append(kv(b"a", b"a1"))                                    # 0
-        lg.append(kv(b"b", b"b1"))                                    # 1
-        lg.append(kv(b"c", None))                                     # 2 tombstone
+        lg.append(kv(b"a", b"a1"))  # 0
+        lg.append(kv(b"b", b"b1"))  # 1
+        lg.append(kv(b"c", None))  # 2 tombstone
         lg.roll()
-        lg.append(kv(b"x", b"X-aborted", producer_id=60, producer_epoch=0, base_sequence=0,
-                     is_transactional=True))                          # 3
-        lg.append(kv(b"d", b"d1"))                                    # 4
-        lg.append_control_marker(60, 0, False, 0)                     # 5
-        lg.append(kv(b"y", b"y-open", producer_id=61, producer_epoch=0, base_sequence=0,
-                     is_transactional=True))                          # 6 open: LSO
+        lg.append(kv(b"x", b"X-aborted", producer_id=60, producer_epoch=0, base_sequence=0, is_transactional=True))  # 3
+        lg.append(kv(b"d", b"d1"))  # 4
+        lg.append_control_marker(60, 0, False, 0)  # 5
+        lg.append(
+            kv(b"y", b"y-open", producer_id=61, producer_epoch=0, base_sequence=0, is_transactional=True)
+        )  # 6 open: LSO
         lg.roll()
         assert lg.last_stable_offset == 6
         # only the first segment is below the LSO: its tombstone goes, leaving a gap at 2

@@ -5,6 +5,7 @@ OffsetFetch v7 (RequireStable, KIP-447) and v8 (several groups, KIP-709); FindCo
 (batched keys, KIP-699).  Each test reads the broker's DEBUG per-request log lines to check which
 version each client actually used.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,14 +45,26 @@ def _offset_fetch(w: Wire, version: int, group: str, topic: str, parts, require_
     """[(offset, error_code)] per partition, retrying while the offsets partition loads."""
     for _ in range(200):
         if version >= 8:
-            resp = w.request(ApiKey.OFFSET_FETCH, version, {"groups": [
-                {"group_id": group, "topics": [{"name": topic, "partition_indexes": list(parts)}]}],
-                "require_stable": require_stable})
+            resp = w.request(
+                ApiKey.OFFSET_FETCH,
+                version,
+                {
+                    "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": list(parts)}]}],
+                    "require_stable": require_stable,
+                },
+            )
             g = resp["groups"][0]
             top, topics = g["error_code"], g["topics"]
         else:
-            resp = w.request(ApiKey.OFFSET_FETCH, version, {"group_id": group, "require_stable": require_stable,
-                                                            "topics": [{"name": topic, "partition_indexes": list(parts)}]})
+            resp = w.request(
+                ApiKey.OFFSET_FETCH,
+                version,
+                {
+                    "group_id": group,
+                    "require_stable": require_stable,
+                    "topics": [{"name": topic, "partition_indexes": list(parts)}],
+                },
+            )
             top, topics = resp["error_code"], resp["topics"]
         if top != 14:  # COORDINATOR_LOAD_IN_PROGRESS
             break
@@ -61,6 +74,7 @@ def _offset_fetch(w: Wire, version: int, group: str, topic: str, parts, require_
 
 
 # ------------------------------------------------------------------------------ OffsetFetch / FindCoordinator
+
 
 def test_offset_fetch_require_stable_while_a_transaction_holds_offsets(dbg_broker):
     """A confluent-kafka transactional producer sends offsets to its transaction; until the commit,
@@ -84,26 +98,38 @@ def test_offset_fetch_require_stable_while_a_transaction_holds_offsets(dbg_broke
         p.commit_transaction(30)
         # an open transaction holding offsets of partitions 0 and 1
         p.begin_transaction()
-        p.send_offsets_to_transaction([TopicPartition(src, 0, 7), TopicPartition(src, 1, 3)],
-                                      meta.consumer_group_metadata(), 30)
+        p.send_offsets_to_transaction(
+            [TopicPartition(src, 0, 7), TopicPartition(src, 1, 3)], meta.consumer_group_metadata(), 30
+        )
         with Wire(b.port) as w:
             for v in (7, 8, 9):
                 assert _offset_fetch(w, v, group, src, [0, 1, 2], True) == [
-                    (-1, UNSTABLE_OFFSET_COMMIT), (-1, UNSTABLE_OFFSET_COMMIT), (-1, 0)]
+                    (-1, UNSTABLE_OFFSET_COMMIT),
+                    (-1, UNSTABLE_OFFSET_COMMIT),
+                    (-1, 0),
+                ]
                 assert _offset_fetch(w, v, group, src, [0, 1, 2], False) == [(5, 0), (-1, 0), (-1, 0)]
             assert _offset_fetch(w, 6, group, src, [0, 1, 2], False) == [(5, 0), (-1, 0), (-1, 0)]
 
             # a read_committed member of the group: its committed() waits for the stable offsets
-            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "client.id": "ck-rc",
-                          "isolation.level": "read_committed", "enable.auto.commit": False})
+            c = Consumer(
+                {
+                    "bootstrap.servers": b.bootstrap,
+                    "group.id": group,
+                    "client.id": "ck-rc",
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                }
+            )
             try:
                 got = c.committed([TopicPartition(src, q) for q in range(3)], timeout=2)
                 pytest.fail(f"committed() returned offsets of an open transaction: {got}")
             except Exception as e:  # noqa: BLE001 - librdkafka keeps retrying UNSTABLE_OFFSET_COMMIT
                 assert "Timed out" in str(e) or "TIMED_OUT" in str(e) or "UNSTABLE" in str(e), e
             p.commit_transaction(30)
-            got = {tp.partition: tp.offset for tp in c.committed([TopicPartition(src, q) for q in range(3)],
-                                                                  timeout=30)}
+            got = {
+                tp.partition: tp.offset for tp in c.committed([TopicPartition(src, q) for q in range(3)], timeout=30)
+            }
             assert got[0] == 7 and got[1] == 3 and got[2] < 0
             c.close()
             for v in (6, 7, 8, 9):
@@ -141,23 +167,43 @@ def test_offset_fetch_v8_several_groups_and_find_coordinator_v4(dbg_broker):
     assert own[ApiKey.FIND_COORDINATOR] == {2}  # the client asks one key at a time
 
     with Wire(b.port) as w:
-        resp = w.request(ApiKey.OFFSET_FETCH, 9, {"require_stable": True, "groups": [
-            {"group_id": g1, "member_id": "not-a-member", "member_epoch": 7,  # ignored: a classic group
-             "topics": [{"name": t, "partition_indexes": [1, 0]}]},
-            {"group_id": g2, "topics": None},
-            {"group_id": g3, "topics": [{"name": t, "partition_indexes": [0]}]}]})
+        resp = w.request(
+            ApiKey.OFFSET_FETCH,
+            9,
+            {
+                "require_stable": True,
+                "groups": [
+                    {
+                        "group_id": g1,
+                        "member_id": "not-a-member",
+                        "member_epoch": 7,  # ignored: a classic group
+                        "topics": [{"name": t, "partition_indexes": [1, 0]}],
+                    },
+                    {"group_id": g2, "topics": None},
+                    {"group_id": g3, "topics": [{"name": t, "partition_indexes": [0]}]},
+                ],
+            },
+        )
         by_group = {g["group_id"]: g for g in resp["groups"]}
         assert [g["group_id"] for g in resp["groups"]] == [g1, g2, g3]
         assert all(g["error_code"] == 0 for g in resp["groups"])
-        assert [(p["partition_index"], p["committed_offset"]) for p in by_group[g1]["topics"][0]["partitions"]] \
-            == [(1, 12), (0, 11)]
-        assert [(tt["name"], p["partition_index"], p["committed_offset"])
-                for tt in by_group[g2]["topics"] for p in tt["partitions"]] == [(t, 1, 21)]
+        assert [(p["partition_index"], p["committed_offset"]) for p in by_group[g1]["topics"][0]["partitions"]] == [
+            (1, 12),
+            (0, 11),
+        ]
+        assert [
+            (tt["name"], p["partition_index"], p["committed_offset"])
+            for tt in by_group[g2]["topics"]
+            for p in tt["partitions"]
+        ] == [(t, 1, 21)]
         assert by_group[g3]["topics"][0]["partitions"][0]["committed_offset"] == -1
 
         fc = w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [g1, g2, ""]})
         assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in fc["coordinators"]] == [
-            (g1, 0, 0, b.port), (g2, 0, 0, b.port), ("", 0, 0, b.port)]
+            (g1, 0, 0, b.port),
+            (g2, 0, 0, b.port),
+            ("", 0, 0, b.port),
+        ]
         tid = _uid("tx")
         for _ in range(200):  # the transaction state topic is created on first use
             fc = w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [tid]})
@@ -186,9 +232,16 @@ def test_stock_clients_use_the_new_group_versions(dbg_broker):
         p.produce(t, value=b"v%d" % i, partition=i % 2)
     p.flush(30)
 
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": _uid("ckg"), "client.id": "ck-group",
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": _uid("ckg"),
+            "client.id": "ck-group",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([t])
     got = []
     deadline = time.monotonic() + 60
@@ -201,8 +254,15 @@ def test_stock_clients_use_the_new_group_versions(dbg_broker):
     c.close()
     assert sorted(got) == sorted(b"v%d" % i for i in range(20))
 
-    kc = KafkaConsumer(t, bootstrap_servers=b.bootstrap, group_id=_uid("kpg"), client_id="kp-group",
-                       auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=15000)
+    kc = KafkaConsumer(
+        t,
+        bootstrap_servers=b.bootstrap,
+        group_id=_uid("kpg"),
+        client_id="kp-group",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+    )
     kgot = []
     for m in kc:
         kgot.append(m.value)
@@ -225,7 +285,12 @@ def test_stock_clients_use_the_new_group_versions(dbg_broker):
 # ------------------------------------------------------------------------------ InitProducerId (KIP-360)
 
 
-_RETRY = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+_RETRY = {
+    14,
+    15,
+    16,
+    51,
+}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
 
 
 def _call(w: Wire, api, version, body, code_of=lambda r: r["error_code"], timeout=30.0) -> dict:
@@ -240,8 +305,12 @@ def _call(w: Wire, api, version, body, code_of=lambda r: r["error_code"], timeou
 
 
 def _init(w: Wire, tid, version=4, pid=-1, epoch=-1, timeout_ms=60000):
-    r = _call(w, ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms,
-                                                    "producer_id": pid, "producer_epoch": epoch})
+    r = _call(
+        w,
+        ApiKey.INIT_PRODUCER_ID,
+        version,
+        {"transactional_id": tid, "transaction_timeout_ms": timeout_ms, "producer_id": pid, "producer_epoch": epoch},
+    )
     return r["error_code"], r["producer_id"], r["producer_epoch"]
 
 
@@ -255,26 +324,34 @@ def test_init_producer_id_v3_v4_bumps_the_epoch_of_the_current_producer_only(dbg
     with Wire(b.port) as w:
         code, pid, epoch = _init(w, tid)
         assert (code, epoch) == (0, 0) and pid >= 0
-        assert _init(w, tid, pid=pid, epoch=0) == (0, pid, 1)            # bump: 0 -> 1, last epoch 0
-        assert _init(w, tid, pid=pid, epoch=0) == (0, pid, 1)            # a retry of that bump: unchanged
-        assert _init(w, tid, 3, pid=pid, epoch=1) == (0, pid, 2)         # v3 bumps too
-        assert _init(w, tid, pid=pid, epoch=7)[0] == 90                  # PRODUCER_FENCED
-        assert _init(w, tid, 3, pid=pid, epoch=7)[0] == 47               # INVALID_PRODUCER_EPOCH below v4
-        assert _init(w, tid, pid=pid + 1000, epoch=2)[0] == 90           # not the id's producer
-        assert _init(w, tid) == (0, pid, 3)                              # a new instance: fences the others
-        assert _init(w, tid, pid=pid, epoch=2)[0] == 90                  # the old one cannot resume
-        assert _init(w, tid, 2) == (0, pid, 4)                           # v2: no producer id, plain bump
+        assert _init(w, tid, pid=pid, epoch=0) == (0, pid, 1)  # bump: 0 -> 1, last epoch 0
+        assert _init(w, tid, pid=pid, epoch=0) == (0, pid, 1)  # a retry of that bump: unchanged
+        assert _init(w, tid, 3, pid=pid, epoch=1) == (0, pid, 2)  # v3 bumps too
+        assert _init(w, tid, pid=pid, epoch=7)[0] == 90  # PRODUCER_FENCED
+        assert _init(w, tid, 3, pid=pid, epoch=7)[0] == 47  # INVALID_PRODUCER_EPOCH below v4
+        assert _init(w, tid, pid=pid + 1000, epoch=2)[0] == 90  # not the id's producer
+        assert _init(w, tid) == (0, pid, 3)  # a new instance: fences the others
+        assert _init(w, tid, pid=pid, epoch=2)[0] == 90  # the old one cannot resume
+        assert _init(w, tid, 2) == (0, pid, 4)  # v2: no producer id, plain bump
 
         # an open transaction: the bump aborts it first (CONCURRENT_TRANSACTIONS until then), and the
         # producer that held it is fenced, as in Kafka
         t = _uid("t")
         assert create_topic(w, t, 1)["error_code"] == 0
-        add = _call(w, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
-            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": 4,
-            "v3_and_below_topics": [{"name": t, "partitions": [0]}]},
-            code_of=lambda r: r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"])
+        add = _call(
+            w,
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            {
+                "v3_and_below_transactional_id": tid,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": 4,
+                "v3_and_below_topics": [{"name": t, "partitions": [0]}],
+            },
+            code_of=lambda r: r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"],
+        )
         assert add["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
-        assert _init(w, tid, pid=pid, epoch=4)[0] == 90                  # aborted with epoch 5: fenced
+        assert _init(w, tid, pid=pid, epoch=4)[0] == 90  # aborted with epoch 5: fenced
         assert _init(w, tid) == (0, pid, 6)
 
         # idempotent producers: a new producer id every time, whatever they send
@@ -290,10 +367,18 @@ def test_init_producer_id_v3_v4_bumps_the_epoch_of_the_current_producer_only(dbg
 
 # ------------------------------------------------------------------------------ TxnOffsetCommit v3 (KIP-447)
 
+
 def _join(w: Wire, group: str, instance: str | None = None) -> tuple[str, int]:
     """Join ``group`` as its only member over the wire (JoinGroup v7 + SyncGroup v5): (member id, generation)."""
-    body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
-            "group_instance_id": instance, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    body = {
+        "group_id": group,
+        "session_timeout_ms": 30000,
+        "rebalance_timeout_ms": 30000,
+        "member_id": "",
+        "group_instance_id": instance,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
     _call(w, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})  # creates the offsets topic
     for _ in range(400):
         r = w.request(ApiKey.JOIN_GROUP, 7, body)
@@ -306,10 +391,19 @@ def _join(w: Wire, group: str, instance: str | None = None) -> tuple[str, int]:
         break
     assert r["error_code"] == 0, r
     member, gen = r["member_id"], r["generation_id"]
-    s = w.request(ApiKey.SYNC_GROUP, 5, {"group_id": group, "generation_id": gen, "member_id": member,
-                                         "group_instance_id": instance, "protocol_type": "consumer",
-                                         "protocol_name": "range", "assignments": [{"member_id": member,
-                                                                                    "assignment": b""}]})
+    s = w.request(
+        ApiKey.SYNC_GROUP,
+        5,
+        {
+            "group_id": group,
+            "generation_id": gen,
+            "member_id": member,
+            "group_instance_id": instance,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": b""}],
+        },
+    )
     assert s["error_code"] == 0, s
     return member, gen
 
@@ -326,31 +420,63 @@ def test_txn_offset_commit_v3_checks_the_member_against_the_group(dbg_broker):
         member, gen = _join(w, group, instance="inst-1")
         code, pid, epoch = _init(w, tid)
         assert code == 0
-        add = _call(w, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": tid, "producer_id": pid,
-                                                       "producer_epoch": epoch, "group_id": group})
+        add = _call(
+            w,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "group_id": group},
+        )
         assert add["error_code"] == 0
 
         def commit(offset, generation=gen, member_id=member, instance="inst-1", version=3):
-            r = _call(w, ApiKey.TXN_OFFSET_COMMIT, version, {
-                "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-                "generation_id": generation, "member_id": member_id, "group_instance_id": instance,
-                "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": offset,
-                                                       "committed_leader_epoch": -1, "committed_metadata": ""}
-                                                      for p in (0, 1)]}]},
-                code_of=lambda r: r["topics"][0]["partitions"][0]["error_code"])
+            r = _call(
+                w,
+                ApiKey.TXN_OFFSET_COMMIT,
+                version,
+                {
+                    "transactional_id": tid,
+                    "group_id": group,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "generation_id": generation,
+                    "member_id": member_id,
+                    "group_instance_id": instance,
+                    "topics": [
+                        {
+                            "name": t,
+                            "partitions": [
+                                {
+                                    "partition_index": p,
+                                    "committed_offset": offset,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": "",
+                                }
+                                for p in (0, 1)
+                            ],
+                        }
+                    ],
+                },
+                code_of=lambda r: r["topics"][0]["partitions"][0]["error_code"],
+            )
             return {p["error_code"] for p in r["topics"][0]["partitions"]}
 
-        assert commit(10, generation=gen + 1) == {22}                    # ILLEGAL_GENERATION
+        assert commit(10, generation=gen + 1) == {22}  # ILLEGAL_GENERATION
         assert commit(11, member_id="someone-else", instance=None) == {25}  # UNKNOWN_MEMBER_ID
-        assert commit(12, member_id="someone-else") == {82}              # FENCED_INSTANCE_ID
+        assert commit(12, member_id="someone-else") == {82}  # FENCED_INSTANCE_ID
         assert commit(13) == {0}
         assert commit(14, generation=-1, member_id="", instance=None) == {0}  # no member named: as v2
         assert commit(15, version=2) == {0}
-        end = _call(w, ApiKey.END_TXN, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                          "committed": True})
+        end = _call(
+            w,
+            ApiKey.END_TXN,
+            3,
+            {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True},
+        )
         assert end["error_code"] == 0
-        wait_for(lambda: _offset_fetch(w, 7, group, t, [0, 1], True) == [(15, 0), (15, 0)],
-                 message="the committed transaction's offsets")
+        wait_for(
+            lambda: _offset_fetch(w, 7, group, t, [0, 1], True) == [(15, 0), (15, 0)],
+            message="the committed transaction's offsets",
+        )
 
 
 def test_confluent_kafka_copier_with_group_metadata_and_a_zombie_member(dbg_broker):
@@ -365,8 +491,14 @@ def test_confluent_kafka_copier_with_group_metadata_and_a_zombie_member(dbg_brok
     src, group = _uid("src"), _uid("g")
     with Wire(b.port) as w:
         assert create_topic(w, src, 2)["error_code"] == 0
-    conf = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "isolation.level": "read_committed", "client.id": "ck-copier"}
+    conf = {
+        "bootstrap.servers": b.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "client.id": "ck-copier",
+    }
     c1 = Consumer(conf)
     c1.subscribe([src])
     wait_for(lambda: (c1.poll(0.2), c1.assignment())[1], message="c1 assigned")
@@ -411,13 +543,20 @@ def test_transaction_timed_out_by_the_coordinator_fences_its_producer_as_kafka(b
     timed-out transaction becomes visible to read_committed."""
     from confluent_kafka import KafkaException, Producer
 
-    b = broker_factory(0, log_level="DEBUG", **TXN_PROPS,
-                       **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    b = broker_factory(
+        0, log_level="DEBUG", **TXN_PROPS, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    )
     t, tid = _uid("t"), _uid("tx")
     with Wire(b.port) as w:
         assert create_topic(w, t, 1)["error_code"] == 0
-    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid, "client.id": "ck-timeout",
-                  "transaction.timeout.ms": 1000})
+    p = Producer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "transactional.id": tid,
+            "client.id": "ck-timeout",
+            "transaction.timeout.ms": 1000,
+        }
+    )
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(t, b"a")
@@ -430,27 +569,54 @@ def test_transaction_timed_out_by_the_coordinator_fences_its_producer_as_kafka(b
     assert err.value.args[0].fatal() and err.value.args[0].code() == -144  # _FENCED
     with Wire(b.port) as w:
         assert _init(w, tid, pid=0, epoch=0)[0] in (90,)  # PRODUCER_FENCED: the old epoch cannot resume
-        lso = w.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
-            {"name": t, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        lso = w.request(
+            ApiKey.LIST_OFFSETS,
+            5,
+            {
+                "replica_id": -1,
+                "isolation_level": 1,
+                "topics": [{"name": t, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+            },
+        )
         assert lso["topics"][0]["partitions"][0]["offset"] == 2  # the record and the abort marker
 
 
 # ------------------------------------------------------------------------------ Fetch v13+ (topic ids), ListOffsets v7-8
 
+
 def _topic_id(w: Wire, name: str):
-    t = w.request(ApiKey.METADATA, 12, {"topics": [{"name": name}],
-                                         "allow_auto_topic_creation": False,
-                                         "include_topic_authorized_operations": False})["topics"][0]
+    t = w.request(
+        ApiKey.METADATA,
+        12,
+        {"topics": [{"name": name}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+    )["topics"][0]
     assert t["error_code"] == 0, t
     return t["topic_id"]
 
 
 def _fetch_by_id(w: Wire, version: int, tid, offset: int = 0, partitions=(0,)) -> dict:
-    return w.request(ApiKey.FETCH, version, {
-        "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
-        "session_epoch": -1, "topics": [{"topic_id": tid, "partitions": [
-            {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20} for p in partitions]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+    return w.request(
+        ApiKey.FETCH,
+        version,
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic_id": tid,
+                    "partitions": [
+                        {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20} for p in partitions
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
 
 
 def test_fetch_by_topic_id_and_unknown_topic_id_after_recreation(dbg_broker):
@@ -472,14 +638,24 @@ def test_fetch_by_topic_id_and_unknown_topic_id_after_recreation(dbg_broker):
             assert r["error_code"] == 0 and r["responses"][0]["topic_id"] == old_id
             part = r["responses"][0]["partitions"][0]
             assert part["error_code"] == 0 and values(part["records"]) == [b"old0", b"old1", b"old2"]
-        assert w.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": [t], "timeout_ms": 10000})["responses"][0][
-            "error_code"] == 0
-        wait_for(lambda: w.request(ApiKey.METADATA, 12, {"topics": [{"name": t}],
-                                                         "allow_auto_topic_creation": False})["topics"][0][
-            "error_code"] == 3, message="the topic is gone")
+        assert (
+            w.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": [t], "timeout_ms": 10000})["responses"][0]["error_code"]
+            == 0
+        )
+        wait_for(
+            lambda: (
+                w.request(ApiKey.METADATA, 12, {"topics": [{"name": t}], "allow_auto_topic_creation": False})["topics"][
+                    0
+                ]["error_code"]
+                == 3
+            ),
+            message="the topic is gone",
+        )
         assert create_topic(w, t, 2)["error_code"] == 0
-        wait_for(lambda: produce(w, t, build_batch([(None, b"new", int(time.time() * 1000), ())]))["error_code"] == 0,
-                 message="the new topic takes a record")
+        wait_for(
+            lambda: produce(w, t, build_batch([(None, b"new", int(time.time() * 1000), ())]))["error_code"] == 0,
+            message="the new topic takes a record",
+        )
         new_id = _topic_id(w, t)
         assert new_id != old_id
         gone = _fetch_by_id(w, 16, old_id, partitions=(0, 1))
@@ -488,14 +664,34 @@ def test_fetch_by_topic_id_and_unknown_topic_id_after_recreation(dbg_broker):
         r = _fetch_by_id(w, 13, new_id)
         assert values(r["responses"][0]["partitions"][0]["records"]) == [b"new"]
         never = uuid.uuid4()
-        mixed = w.request(ApiKey.FETCH, 13, {
-            "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "topics": [
-                {"topic_id": never, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]},
-                {"topic_id": new_id, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        mixed = w.request(
+            ApiKey.FETCH,
+            13,
+            {
+                "max_wait_ms": 500,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic_id": never,
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}],
+                    },
+                    {
+                        "topic_id": new_id,
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}],
+                    },
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
         assert [(x["topic_id"], x["partitions"][0]["error_code"]) for x in mixed["responses"]] == [
-            (never, 100), (new_id, 0)]
+            (never, 100),
+            (new_id, 0),
+        ]
         assert not w.is_closed(0.1) if False else True
         # the broker is alive and well
         assert _fetch_by_id(w, 12 + 1, new_id)["responses"][0]["partitions"][0]["error_code"] == 0
@@ -518,12 +714,25 @@ def test_stock_consumers_fetch_by_topic_id_and_recover_from_a_recreated_topic(db
         p.produce(t, b"a%d" % i)
     p.flush(30)
 
-    ck = Consumer({"bootstrap.servers": b.bootstrap, "group.id": _uid("g"), "client.id": "ck-fetch",
-                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                   "topic.metadata.refresh.interval.ms": 500})
+    ck = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": _uid("g"),
+            "client.id": "ck-fetch",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
     ck.subscribe([t])
-    kp = KafkaConsumer(bootstrap_servers=b.bootstrap, client_id="kp-fetch", group_id=None,
-                       auto_offset_reset="earliest", enable_auto_commit=False, metadata_max_age_ms=500)
+    kp = KafkaConsumer(
+        bootstrap_servers=b.bootstrap,
+        client_id="kp-fetch",
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        metadata_max_age_ms=500,
+    )
     kp.assign([TopicPartition(t, 0)])
 
     def drain(last: bytes, timeout=60.0):
@@ -542,11 +751,19 @@ def test_stock_consumers_fetch_by_topic_id_and_recover_from_a_recreated_topic(db
     first = [b"a%d" % i for i in range(10)]
     assert drain(b"a9") == (first, first)
     with Wire(b.port) as w:
-        assert w.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": [t], "timeout_ms": 10000})["responses"][0][
-            "error_code"] == 0
-        wait_for(lambda: w.request(ApiKey.METADATA, 12, {"topics": [{"name": t}],
-                                                         "allow_auto_topic_creation": False})["topics"][0][
-            "error_code"] == 3, message="the topic is gone")
+        assert (
+            w.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": [t], "timeout_ms": 10000})["responses"][0]["error_code"]
+            == 0
+        )
+        wait_for(
+            lambda: (
+                w.request(ApiKey.METADATA, 12, {"topics": [{"name": t}], "allow_auto_topic_creation": False})["topics"][
+                    0
+                ]["error_code"]
+                == 3
+            ),
+            message="the topic is gone",
+        )
         assert create_topic(w, t, 1)["error_code"] == 0
     for i in range(15):
         p.produce(t, b"b%d" % i)
@@ -558,7 +775,7 @@ def test_stock_consumers_fetch_by_topic_id_and_recover_from_a_recreated_topic(db
     # a consumer at offset 10 of the old topic: the new one has 15 records, so it may resume at 10
     # (the same offsets) or reset to 0; it never reads anything but the new records, in order
     for got in (ck_got, kp_got):
-        assert got == second[len(second) - len(got):] and len(got) >= 5, got
+        assert got == second[len(second) - len(got) :] and len(got) >= 5, got
     used_ck, used_kp = versions_used(b, "ck-fetch"), versions_used(b, "kp-fetch")
     print("confluent-kafka Fetch:", sorted(used_ck[ApiKey.FETCH]), "kafka-python Fetch:", sorted(used_kp[ApiKey.FETCH]))
     assert max(used_ck[ApiKey.FETCH]) <= 16 and max(used_kp[ApiKey.FETCH]) <= 16
@@ -585,8 +802,15 @@ def test_list_offsets_v7_max_timestamp_and_v8_earliest_local(dbg_broker):
             produce(w, t, build_batch([(None, b"x", ts, ()) for ts in stamps]))
 
         def lo(version, ts, partition=0):
-            r = w.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-                {"name": t, "partitions": [{"partition_index": partition, "timestamp": ts}]}]})
+            r = w.request(
+                ApiKey.LIST_OFFSETS,
+                version,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [{"name": t, "partitions": [{"partition_index": partition, "timestamp": ts}]}],
+                },
+            )
             part = r["topics"][0]["partitions"][0]
             return part["error_code"], part["offset"], part["timestamp"]
 
@@ -595,8 +819,11 @@ def test_list_offsets_v7_max_timestamp_and_v8_earliest_local(dbg_broker):
             assert lo(v, -3, partition=1) == (0, -1, -1)
             assert lo(v, -1) == (0, 6, -1) and lo(v, -2) == (0, 0, -1)
         assert lo(8, -4) == (0, 0, -1)
-        dr = w.request(ApiKey.DELETE_RECORDS, 1, {"topics": [{"name": t, "partitions": [
-            {"partition_index": 0, "offset": 3}]}], "timeout_ms": 5000})
+        dr = w.request(
+            ApiKey.DELETE_RECORDS,
+            1,
+            {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 3}]}], "timeout_ms": 5000},
+        )
         assert dr["topics"][0]["partitions"][0]["error_code"] == 0
         assert lo(8, -4) == (0, 3, -1)
         assert lo(8, -3) == (0, 4, t0 + 9)  # the first holder (offset 2) is gone
@@ -621,6 +848,7 @@ def test_list_offsets_v7_max_timestamp_and_v8_earliest_local(dbg_broker):
 
 # ------------------------------------------------------------------------------ CreateTopics 7, DeleteTopics 6, JoinGroup 9, LeaveGroup 5
 
+
 def test_create_topics_v7_ids_and_delete_topics_v6_by_id(dbg_broker):
     """CreateTopics v7 answers the new topic's id (the one Metadata shows; zero for validate_only
     and for errors); DeleteTopics v6 deletes by id or by name and answers both, UNKNOWN_TOPIC_ID for
@@ -630,22 +858,47 @@ def test_create_topics_v7_ids_and_delete_topics_v6_by_id(dbg_broker):
     b = dbg_broker
     a, c, v = _uid("a"), _uid("c"), _uid("v")
     with Wire(b.port) as w:
-        r = w.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
-            {"name": a, "num_partitions": 2, "replication_factor": 1},
-            {"name": c, "num_partitions": 1, "replication_factor": 1},
-            {"name": "bad/name", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 10000})
+        r = w.request(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {"name": a, "num_partitions": 2, "replication_factor": 1},
+                    {"name": c, "num_partitions": 1, "replication_factor": 1},
+                    {"name": "bad/name", "num_partitions": 1, "replication_factor": 1},
+                ],
+                "timeout_ms": 10000,
+            },
+        )
         by = {t["name"]: t for t in r["topics"]}
         assert by[a]["error_code"] == 0 and by[a]["topic_id"] == _topic_id(w, a) != ZERO_UUID
         assert by[c]["topic_id"] == _topic_id(w, c)
         assert by["bad/name"]["error_code"] == 17 and by["bad/name"]["topic_id"] == ZERO_UUID
-        val = w.request(ApiKey.CREATE_TOPICS, 6, {"topics": [{"name": v, "num_partitions": 1, "replication_factor": 1}],
-                                                  "validate_only": True, "timeout_ms": 1000})
+        val = w.request(
+            ApiKey.CREATE_TOPICS,
+            6,
+            {
+                "topics": [{"name": v, "num_partitions": 1, "replication_factor": 1}],
+                "validate_only": True,
+                "timeout_ms": 1000,
+            },
+        )
         assert val["topics"][0]["error_code"] == 0
 
         a_id, c_id, never = by[a]["topic_id"], by[c]["topic_id"], uuid.uuid4()
-        d = w.request(ApiKey.DELETE_TOPICS, 6, {"topics": [
-            {"name": None, "topic_id": a_id}, {"name": c}, {"name": None, "topic_id": never},
-            {"name": c, "topic_id": c_id}], "timeout_ms": 10000})
+        d = w.request(
+            ApiKey.DELETE_TOPICS,
+            6,
+            {
+                "topics": [
+                    {"name": None, "topic_id": a_id},
+                    {"name": c},
+                    {"name": None, "topic_id": never},
+                    {"name": c, "topic_id": c_id},
+                ],
+                "timeout_ms": 10000,
+            },
+        )
         got = [(x["name"], x["topic_id"], x["error_code"]) for x in d["responses"]]
         assert got[0] == (a, a_id, 0)
         assert got[1] == (c, c_id, 0)
@@ -664,18 +917,38 @@ def test_join_group_v9_and_leave_group_v5_reasons_are_logged(dbg_broker):
     b = dbg_broker
     group = _uid("g")
     with Wire(b.port) as w:
-        _call(w, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]},
-              code_of=lambda r: r["coordinators"][0]["error_code"])
-        body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
-                "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}], "reason": "rejoin for the test"}
+        _call(
+            w,
+            ApiKey.FIND_COORDINATOR,
+            4,
+            {"key_type": 0, "coordinator_keys": [group]},
+            code_of=lambda r: r["coordinators"][0]["error_code"],
+        )
+        body = {
+            "group_id": group,
+            "session_timeout_ms": 30000,
+            "rebalance_timeout_ms": 30000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": "rejoin for the test",
+        }
         r = w.request(ApiKey.JOIN_GROUP, 9, body)
         if r["error_code"] == 79:
             body["member_id"] = r["member_id"]
             r = w.request(ApiKey.JOIN_GROUP, 9, body)
         assert r["error_code"] == 0 and r["skip_assignment"] is False and r["leader"] == r["member_id"]
-        leave = w.request(ApiKey.LEAVE_GROUP, 5, {"group_id": group, "members": [
-            {"member_id": r["member_id"], "group_instance_id": None, "reason": "shutting down for the test"}]})
+        leave = w.request(
+            ApiKey.LEAVE_GROUP,
+            5,
+            {
+                "group_id": group,
+                "members": [
+                    {"member_id": r["member_id"], "group_instance_id": None, "reason": "shutting down for the test"}
+                ],
+            },
+        )
         assert leave["error_code"] == 0 and leave["members"][0]["error_code"] == 0
     out = b.output()
     assert "client reason: rejoin for the test" in out
@@ -720,19 +993,38 @@ def test_malformed_requests_of_the_new_versions_close_only_their_connection(dbg_
 
     b = dbg_broker
     frames = []
-    f = encode_request(ApiKey.FETCH, 16, 1, "bad", {"max_wait_ms": 0, "min_bytes": 0, "topics": [
-        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10}]}]})
-    cut = f[:4 + 40]
+    f = encode_request(
+        ApiKey.FETCH,
+        16,
+        1,
+        "bad",
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "topics": [
+                {
+                    "topic_id": uuid.uuid4(),
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10}],
+                }
+            ],
+        },
+    )
+    cut = f[: 4 + 40]
     frames.append(struct.pack(">i", len(cut) - 4) + cut[4:])
     f = bytearray(encode_request(ApiKey.OFFSET_FETCH, 8, 2, "bad", {"groups": [{"group_id": "g", "topics": None}]}))
     i = f.index(b"\x02\x02g")  # compact array of 1 group, compact string "g"
-    f[i:i + 1] = b"\x80\x80\x80\x80\x01"  # 2**28 - 1 groups
+    f[i : i + 1] = b"\x80\x80\x80\x80\x01"  # 2**28 - 1 groups
     f[0:4] = struct.pack(">i", len(f) - 4)
     frames.append(bytes(f))
     f = encode_request(ApiKey.FIND_COORDINATOR, 4, 3, "bad", {"key_type": 0, "coordinator_keys": ["a", "bb", "ccc"]})
     frames.append(struct.pack(">i", len(f) - 4 - 6) + f[4:-6])
-    f = encode_request(ApiKey.INIT_PRODUCER_ID, 4, 4, "bad", {"transactional_id": "t", "transaction_timeout_ms": 1,
-                                                             "producer_id": 1, "producer_epoch": 2})
+    f = encode_request(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        4,
+        "bad",
+        {"transactional_id": "t", "transaction_timeout_ms": 1, "producer_id": 1, "producer_epoch": 2},
+    )
     frames.append(struct.pack(">i", len(f) - 4 - 3) + f[4:-3])
     for frame in frames:
         with Wire(b.port) as w:
@@ -742,6 +1034,10 @@ def test_malformed_requests_of_the_new_versions_close_only_their_connection(dbg_
     for api in ("Fetch v16", "OffsetFetch v8", "FindCoordinator v4", "InitProducerId v4"):
         assert f"malformed {api} request" in out, api
     with Wire(b.port) as w:
-        assert w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["alive"]})[
-            "coordinators"][0]["key"] == "alive"
+        assert (
+            w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["alive"]})["coordinators"][0][
+                "key"
+            ]
+            == "alive"
+        )
     assert b.proc.poll() is None

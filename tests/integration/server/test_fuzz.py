@@ -7,6 +7,7 @@ answer it (after any answer to the bad frame) or close the connection -- never h
 At the end the broker process is alive, has logged no unexpected handler failure (no Traceback),
 and a stock client (confluent-kafka) still produces and consumes.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,28 +34,67 @@ def _valid_requests(topic: str) -> list[bytes]:
     """Well-formed requests of every API, the seeds of the mutation cases."""
     out = []
     bodies = {
-        ApiKey.PRODUCE: {"acks": 1, "timeout_ms": 1000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": records(3)}]}]},
-        ApiKey.FETCH: {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
-            {"topic": topic, "topic_id": uuid.UUID(int=0x5EED), "partitions": [  # v13+: by id (unknown here)
-                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}]}]},
-        ApiKey.LIST_OFFSETS: {"replica_id": -1, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "max_num_offsets": 3}]}]},
+        ApiKey.PRODUCE: {
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records(3)}]}],
+        },
+        ApiKey.FETCH: {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "topics": [
+                {
+                    "topic": topic,
+                    "topic_id": uuid.UUID(int=0x5EED),
+                    "partitions": [  # v13+: by id (unknown here)
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}
+                    ],
+                }
+            ],
+        },
+        ApiKey.LIST_OFFSETS: {
+            "replica_id": -1,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "max_num_offsets": 3}]}],
+        },
         ApiKey.METADATA: {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
-        ApiKey.OFFSET_COMMIT: {"group_id": "fuzz", "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]},
-        ApiKey.OFFSET_FETCH: {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0]}],
-                              "require_stable": True, "groups": [  # v8+
-                                  {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0, 1]}]},
-                                  {"group_id": "fuzz-2", "topics": None}]},
+        ApiKey.OFFSET_COMMIT: {
+            "group_id": "fuzz",
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}
+            ],
+        },
+        ApiKey.OFFSET_FETCH: {
+            "group_id": "fuzz",
+            "topics": [{"name": topic, "partition_indexes": [0]}],
+            "require_stable": True,
+            "groups": [  # v8+
+                {"group_id": "fuzz", "topics": [{"name": topic, "partition_indexes": [0, 1]}]},
+                {"group_id": "fuzz-2", "topics": None},
+            ],
+        },
         ApiKey.FIND_COORDINATOR: {"key": "fuzz", "coordinator_keys": ["fuzz", "fuzz-2"]},  # v4+: batched
         ApiKey.API_VERSIONS: {},
-        ApiKey.CREATE_TOPICS: {"topics": [{"name": "fuzz-created", "num_partitions": 1, "replication_factor": 1}],
-                               "timeout_ms": 1000, "validate_only": True},
-        ApiKey.DELETE_TOPICS: {"topic_names": ["fuzz-not-there"], "timeout_ms": 1000, "topics": [  # v6+
-            {"name": "fuzz-not-there"}, {"name": None, "topic_id": uuid.UUID(int=0x5EED)}]},
-        ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout_ms": 1000,
-                                  "producer_id": 5, "producer_epoch": 1},  # v3+ (KIP-360)
+        ApiKey.CREATE_TOPICS: {
+            "topics": [{"name": "fuzz-created", "num_partitions": 1, "replication_factor": 1}],
+            "timeout_ms": 1000,
+            "validate_only": True,
+        },
+        ApiKey.DELETE_TOPICS: {
+            "topic_names": ["fuzz-not-there"],
+            "timeout_ms": 1000,
+            "topics": [  # v6+
+                {"name": "fuzz-not-there"},
+                {"name": None, "topic_id": uuid.UUID(int=0x5EED)},
+            ],
+        },
+        ApiKey.INIT_PRODUCER_ID: {
+            "transactional_id": None,
+            "transaction_timeout_ms": 1000,
+            "producer_id": 5,
+            "producer_epoch": 1,
+        },  # v3+ (KIP-360)
     }
     for api, body in bodies.items():
         lo, hi = SUPPORTED[api]
@@ -63,9 +103,21 @@ def _valid_requests(topic: str) -> list[bytes]:
             if api == ApiKey.PRODUCE and v < 3:
                 from pyklog.broker.record.legacy import build_message_set
 
-                b = {"acks": 1, "timeout_ms": 1000, "topic_data": [
-                    {"name": topic, "partition_data": [{"index": 0, "records": build_message_set(
-                        [(None, b"legacy", 0)], magic=0 if v < 2 else 1)}]}]}
+                b = {
+                    "acks": 1,
+                    "timeout_ms": 1000,
+                    "topic_data": [
+                        {
+                            "name": topic,
+                            "partition_data": [
+                                {
+                                    "index": 0,
+                                    "records": build_message_set([(None, b"legacy", 0)], magic=0 if v < 2 else 1),
+                                }
+                            ],
+                        }
+                    ],
+                }
             out.append(encode_request(api, v, 1, "fuzz", b))
     return out
 
@@ -80,7 +132,7 @@ def _cases(rng: random.Random, topic: str):
         api = rng.choice(apis)
         lo, hi = SUPPORTED.get(api, (0, 5))
         version = rng.choice([rng.randint(lo, hi), rng.randint(lo, hi), hi + 1, -1, rng.randint(0, 40)])
-        cid = rng.randint(-2**31, 2**31 - 1)
+        cid = rng.randint(-(2**31), 2**31 - 1)
         client = rng.choice([b"", b"fuzz", rng.randbytes(5)])
         header = struct.pack(">hhih", api & 0xFFFF if api >= 0 else api, version, cid, len(client)) + client
         if api < 0 or api > 32767:
@@ -97,7 +149,7 @@ def _cases(rng: random.Random, topic: str):
                 frame[i] ^= 1 << rng.randrange(8)
         elif kind == 1:
             i = rng.randrange(12, len(frame) - 3) if len(frame) > 16 else 8
-            frame[i:i + 4] = struct.pack(">i", rng.choice([-1, -2, 0, 1, 2**31 - 1, -2**31, 65535, 1 << 20]))
+            frame[i : i + 4] = struct.pack(">i", rng.choice([-1, -2, 0, 1, 2**31 - 1, -(2**31), 65535, 1 << 20]))
         elif kind == 2:
             cut = rng.randrange(14, len(frame)) if len(frame) > 15 else len(frame)
             frame = frame[:cut]
@@ -113,23 +165,23 @@ def _cases(rng: random.Random, topic: str):
         hdr_end = 14 + struct.unpack_from(">h", frame, 12)[0] + 1  # size, header v2 and its tag count
         i = rng.randrange(hdr_end - 1, len(frame))
         kind = rng.randrange(5)
-        if kind == 0:    # a varint that never ends (or ends after more than 5 bytes)
+        if kind == 0:  # a varint that never ends (or ends after more than 5 bytes)
             frame[i:i] = b"\xff" * rng.randint(1, 9)
         elif kind == 1:  # a huge compact length / count (uvarint 2**32 - 1 .. 2**28)
-            frame[i:i + 1] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x01", b"\xfe\xff\x03"])
+            frame[i : i + 1] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x01", b"\xfe\xff\x03"])
         elif kind == 2:  # a tagged field section that promises more than it has
             frame[-1:] = rng.choice([b"\x01", b"\x01\x05", b"\x01\x05\x10ab", b"\x7f\x00\x00", b"\x02\x01\x00\x00\x00"])
         elif kind == 3:  # the header's tagged field count clobbered
             frame[hdr_end - 1] = rng.choice([1, 0x7F, 0x80, 0xFF])
-        else:            # a compact length set to 0 (null) or to 1 + a random amount
+        else:  # a compact length set to 0 (null) or to 1 + a random amount
             frame[i] = rng.choice([0, 1, 0x7F, 0x80])
         frame[0:4] = struct.pack(">i", len(frame) - 4)
         yield "flexible", bytes(frame)
-    for size in (REQUEST_MAX + 1, 2**31 - 1, -1, -2**31, 2**30):  # huge or negative length prefixes
+    for size in (REQUEST_MAX + 1, 2**31 - 1, -1, -(2**31), 2**30):  # huge or negative length prefixes
         yield "huge-prefix", struct.pack(">i", size) + rng.randbytes(100)
     for _ in range(int(100 * SCALE)):  # truncated frames: the prefix promises more than is ever sent
         frame = rng.choice(valid)
-        yield "truncated", frame[:rng.randrange(1, len(frame))]
+        yield "truncated", frame[: rng.randrange(1, len(frame))]
 
 
 def _run_case(port: int, data: bytes, kind: str) -> str:
@@ -177,8 +229,14 @@ def _run_case(port: int, data: bytes, kind: str) -> str:
 def test_fuzz_live_broker_survives_and_keeps_serving(broker_factory):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    b = broker_factory(0, port=stable_port(), socket_request_max_bytes=REQUEST_MAX,
-                       auto_create_topics_enable="false", num_network_threads=2, num_io_threads=4)
+    b = broker_factory(
+        0,
+        port=stable_port(),
+        socket_request_max_bytes=REQUEST_MAX,
+        auto_create_topics_enable="false",
+        num_network_threads=2,
+        num_io_threads=4,
+    )
     topic = "fuzz-target"
     with Wire(b.port) as w:
         assert create_topic(w, topic)["error_code"] == 0
@@ -200,7 +258,7 @@ def test_fuzz_live_broker_survives_and_keeps_serving(broker_factory):
     timeouts = sum(o.get("timeout", 0) for o in outcomes.values())
     assert timeouts <= n // 100, outcomes  # only long-poll fetches with fuzzed max_wait may wait
     out = b.output()
-    assert "Traceback" not in out, out[out.find("Traceback") - 2000:][:6000]
+    assert "Traceback" not in out, out[out.find("Traceback") - 2000 :][:6000]
 
     p = Producer({"bootstrap.servers": b.bootstrap})
     for i in range(50):

@@ -1,4 +1,5 @@
 """Broker process lifecycle: start-up errors, SIGTERM shutdown, restart with data intact."""
+
 from __future__ import annotations
 
 import os
@@ -23,32 +24,57 @@ from tests.support import (
 def _run_broker(tmp_path, lines: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     cfg = tmp_path / "server.properties"
     cfg.write_text("\n".join(lines) + "\n")
-    return subprocess.run([sys.executable, "-m", "pyklog.broker", str(cfg)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "pyklog.broker", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_bad_config_exits_non_zero_naming_the_key(tmp_path, zk_chroot):
-    base = ["broker.id=0", f"zookeeper.connect={zk_chroot}", f"log.dirs={tmp_path / 'data'}",
-            "listeners=PLAINTEXT://127.0.0.1:0"]
-    for extra, key in [("no.such.key=1", "no.such.key"), ("num.io.threads=lots", "num.io.threads"),
-                       ("log.segment.bytes=-5", "segment.bytes"), ("listeners=SSL://127.0.0.1:0", "listeners"),
-                       ("log.cleanup.policy=shred", "cleanup.policy")]:
+    base = [
+        "broker.id=0",
+        f"zookeeper.connect={zk_chroot}",
+        f"log.dirs={tmp_path / 'data'}",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+    ]
+    for extra, key in [
+        ("no.such.key=1", "no.such.key"),
+        ("num.io.threads=lots", "num.io.threads"),
+        ("log.segment.bytes=-5", "segment.bytes"),
+        ("listeners=SSL://127.0.0.1:0", "listeners"),
+        ("log.cleanup.policy=shred", "cleanup.policy"),
+    ]:
         r = _run_broker(tmp_path, base + [extra])
         assert r.returncode == 2, (extra, r.stderr[-2000:])
         assert key in r.stderr, (extra, r.stderr[-2000:])
     r = _run_broker(tmp_path, base[1:])
     assert r.returncode == 2 and "broker.id" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "pyklog.broker", str(tmp_path / "missing.properties")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "pyklog.broker", str(tmp_path / "missing.properties")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "missing.properties" in r.stderr
 
 
 def test_unreachable_zookeeper_exits_non_zero(tmp_path):
     from pyklog.broker.zk.server import free_port
 
-    r = _run_broker(tmp_path, ["broker.id=0", f"zookeeper.connect=127.0.0.1:{free_port()}",
-                               f"log.dirs={tmp_path / 'data'}", "listeners=PLAINTEXT://127.0.0.1:0",
-                               "zookeeper.connection.timeout.ms=2000", "zookeeper.session.timeout.ms=2000"])
+    r = _run_broker(
+        tmp_path,
+        [
+            "broker.id=0",
+            f"zookeeper.connect=127.0.0.1:{free_port()}",
+            f"log.dirs={tmp_path / 'data'}",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "zookeeper.connection.timeout.ms=2000",
+            "zookeeper.session.timeout.ms=2000",
+        ],
+    )
     assert r.returncode == 1, r.stderr[-3000:]
     assert "ZooKeeper" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
 

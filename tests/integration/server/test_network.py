@@ -1,5 +1,6 @@
 """The socket server alone (broker.server.network), with small handlers written here: framing,
 request order on pipelined connections, sendfile regions, oversized frames, handler failures."""
+
 from __future__ import annotations
 
 import os
@@ -90,7 +91,7 @@ def test_large_frame_and_split_writes(server_factory):
     with socket.create_connection(("127.0.0.1", srv.port)) as s:
         data = _frame(body)
         for i in range(0, len(data), 100_003):  # dribble the frame in pieces
-            s.sendall(data[i:i + 100_003])
+            s.sendall(data[i : i + 100_003])
         assert _recv_frame(s) == body[::-1]
         s.sendall(_frame(b"abc"))
         assert _recv_frame(s) == b"cba"
@@ -139,7 +140,7 @@ def test_sendfile_regions_and_owned_fds(server_factory, tmp_path):
     with socket.create_connection(("127.0.0.1", srv.port)) as s:
         for pos, size in [(0, 10), (1234, 4 * 1024 * 1024), (len(payload) - 1, 1), (7, 0)]:
             s.sendall(_frame(struct.pack(">ii", pos, size)))
-            assert _recv_frame(s) == b"hd:" + payload[pos:pos + size]
+            assert _recv_frame(s) == b"hd:" + payload[pos : pos + size]
     f.close()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(o.fd >= 0 for o in owned):
@@ -164,8 +165,10 @@ def test_stop_finishes_in_flight_requests(server_factory):
 
 def test_idle_connections_are_closed(server_factory):
     srv = server_factory(echo_reversed, connections_max_idle_ms=200)
-    with socket.create_connection(("127.0.0.1", srv.port)) as busy, \
-            socket.create_connection(("127.0.0.1", srv.port)) as idle:
+    with (
+        socket.create_connection(("127.0.0.1", srv.port)) as busy,
+        socket.create_connection(("127.0.0.1", srv.port)) as idle,
+    ):
         t0 = time.monotonic()
         while time.monotonic() - t0 < 2.5:  # keep one connection busy
             busy.sendall(_frame(b"ping"))

@@ -3,6 +3,7 @@ MemoryPool: memory for a request is reserved when its size prefix is read, and t
 stop reading while the pool is exhausted), ``max.connections.per.ip`` and ``max.connections``
 (Kafka's ``ConnectionQuotas``).  Each test counts what was served and refused, and ends by checking
 that the broker is alive and answers a stock client."""
+
 from __future__ import annotations
 
 import socket
@@ -46,11 +47,18 @@ def _produce_consume(bootstrap: str, n: int = 20) -> tuple[int, int]:
     acked = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000})
     for i in range(n):
-        p.produce(topic, value=b"v%d" % i,
-                  on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+        p.produce(
+            topic, value=b"v%d" % i, on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None
+        )
     p.flush(40)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     got = []
     deadline = time.monotonic() + 40
@@ -63,8 +71,9 @@ def _produce_consume(bootstrap: str, n: int = 20) -> tuple[int, int]:
     return len(acked), len(got)
 
 
-def stall_half_sent_requests(port: int, pid: int, connections: int = 8, request_size: int = 100_000_000,
-                             body_bytes: int = 20 * MiB) -> dict:
+def stall_half_sent_requests(
+    port: int, pid: int, connections: int = 8, request_size: int = 100_000_000, body_bytes: int = 20 * MiB
+) -> dict:
     """Open ``connections`` sockets that each send the size prefix of a ``request_size`` request and
     then up to ``body_bytes`` of its body, and stall.  Returns the bytes each one got into the
     broker (or its socket buffers), the broker's RSS before and the highest RSS seen while the
@@ -80,7 +89,7 @@ def stall_half_sent_requests(port: int, pid: int, connections: int = 8, request_
         try:
             s.sendall(struct.pack(">i", request_size))
             while sent[i] < body_bytes:
-                sent[i] += s.send(chunk[:min(len(chunk), body_bytes - sent[i])])
+                sent[i] += s.send(chunk[: min(len(chunk), body_bytes - sent[i])])
         except (TimeoutError, OSError):
             pass
 
@@ -102,9 +111,11 @@ def test_queued_max_request_bytes_bounds_half_sent_requests(broker_factory):
     _assert_alive_and_serving(b)
     r = stall_half_sent_requests(b.port, b.proc.pid)
     growth_mib = (r["peak_kib"] - r["base_kib"]) / 1024
-    print(f"queued.max.request.bytes=32MiB: 8 half-sent 100 MB requests, client bytes sent "
-          f"{sum(r['sent']) // MiB} MiB ({[s // MiB for s in r['sent']]}), broker RSS "
-          f"{r['base_kib'] // 1024} -> peak {r['peak_kib'] // 1024} MiB (+{growth_mib:.0f} MiB)")
+    print(
+        f"queued.max.request.bytes=32MiB: 8 half-sent 100 MB requests, client bytes sent "
+        f"{sum(r['sent']) // MiB} MiB ({[s // MiB for s in r['sent']]}), broker RSS "
+        f"{r['base_kib'] // 1024} -> peak {r['peak_kib'] // 1024} MiB (+{growth_mib:.0f} MiB)"
+    )
     assert b.proc.poll() is None
     assert growth_mib < 120, f"broker RSS grew by {growth_mib:.0f} MiB"
     # a new client is not read while the pool is exhausted (its connection is muted) ...
@@ -150,8 +161,10 @@ def test_max_connections_per_ip_closes_the_extra_connections(broker_factory):
         w.close()
     still_served = sum(1 for w in first if w.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0)
     lines = [ln for ln in b.output().splitlines() if "refused" in ln and "127.0.0.1" in ln]
-    print(f"max.connections.per.ip=5: 5 served, {refused} of 3 extra connections closed by the broker, "
-          f"{still_served} of the first 5 still served, {len(lines)} log line(s) for the refusals")
+    print(
+        f"max.connections.per.ip=5: 5 served, {refused} of 3 extra connections closed by the broker, "
+        f"{still_served} of the first 5 still served, {len(lines)} log line(s) for the refusals"
+    )
     assert refused == 3 and still_served == 5
     assert len(lines) == 1, lines  # one line per address per interval, not one per connection
     first.pop().close()  # a slot frees up: a new connection is served again
@@ -179,13 +192,13 @@ def test_max_connections_makes_the_acceptor_wait(broker_factory):
     got_cid, resp = decode_response(ApiKey.API_VERSIONS, 0, eleventh.recv_frame())
     assert (got_cid, resp["error_code"]) == (cid, 0)
     still = sum(1 for w in ten if w.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0)
-    print(f"max.connections=10: 10 served, the 11th waited (0 answers in 2 s) and was served after one "
-          f"closed; {still} of the other 9 still served")
+    print(
+        f"max.connections=10: 10 served, the 11th waited (0 answers in 2 s) and was served after one "
+        f"closed; {still} of the other 9 still served"
+    )
     assert still == 9
     for w in ten + [eleventh]:
         w.close()
     acked, read = _produce_consume(b.bootstrap)
     assert acked == read == 20
     _assert_alive_and_serving(b)
-
-

@@ -8,6 +8,7 @@ control record (read_uncommitted).  Checked with pyklog's SimpleConsumer, the hi
 ConsumerConnector and the Spark source (batch read through the shared SparkSession); an open
 transaction holds every read_committed reader at the last stable offset until it ends.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -25,8 +26,7 @@ PARTITIONS = 3
 def _confluent_txn_producer(bootstrap: str):
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"cf-{uuid.uuid4().hex[:8]}",
-                  "linger.ms": 1})
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"cf-{uuid.uuid4().hex[:8]}", "linger.ms": 1})
     p.init_transactions(30)
     return p
 
@@ -122,9 +122,15 @@ def test_simple_high_level_and_spark_read_exactly_the_committed_records(txn_brok
     # the high-level consumer (a ZooKeeper group) with isolation.level=read_committed
     from pyklog.connector.high_level import ConsumerConnector
 
-    conn = ConsumerConnector({"zookeeper.connect": txn_broker.zk_connect, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                              "auto.offset.reset": "smallest", "consumer.timeout.ms": 200,
-                              "isolation.level": "read_committed"})
+    conn = ConsumerConnector(
+        {
+            "zookeeper.connect": txn_broker.zk_connect,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "smallest",
+            "consumer.timeout.ms": 200,
+            "isolation.level": "read_committed",
+        }
+    )
     try:
         [stream] = conn.create_message_streams({topic: 1})[topic]
         got: dict = {p: [] for p in range(PARTITIONS)}
@@ -142,16 +148,24 @@ def test_simple_high_level_and_spark_read_exactly_the_committed_records(txn_brok
 
     # the Spark source, batch read
     for isolation, want in (("read_committed", committed), ("read_uncommitted", everything)):
-        rows = (spark.read.format("pyklog").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-                .option("isolation.level", isolation).load()
-                .selectExpr("partition", "offset", "value").collect())
+        rows = (
+            spark.read.format("pyklog")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", topic)
+            .option("isolation.level", isolation)
+            .load()
+            .selectExpr("partition", "offset", "value")
+            .collect()
+        )
         spark_got: dict = {p: [] for p in range(PARTITIONS)}
         for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
             spark_got[r.partition].append((r.offset, bytes(r.value)))
         assert spark_got == want, isolation
-    print(f"\n{n_all} records acknowledged ({n_c} committed or plain, {n_all - n_c} aborted): SimpleConsumer, "
-          f"ConsumerConnector and the Spark source delivered exactly the {n_c}, in offset order; "
-          f"read_uncommitted delivered all {n_all} and no control record")
+    print(
+        f"\n{n_all} records acknowledged ({n_c} committed or plain, {n_all - n_c} aborted): SimpleConsumer, "
+        f"ConsumerConnector and the Spark source delivered exactly the {n_c}, in offset order; "
+        f"read_uncommitted delivered all {n_all} and no control record"
+    )
 
 
 def test_an_open_transaction_holds_read_committed_readers_at_the_lso(txn_broker, spark):
@@ -171,8 +185,15 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_lso(txn_broker,
     plain.flush(30)
 
     def spark_values(isolation):
-        rows = (spark.read.format("pyklog").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-                .option("isolation.level", isolation).load().selectExpr("offset", "value").collect())
+        rows = (
+            spark.read.format("pyklog")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", topic)
+            .option("isolation.level", isolation)
+            .load()
+            .selectExpr("offset", "value")
+            .collect()
+        )
         return [bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)]
 
     with SimpleConsumer(bs, isolation_level="read_committed") as c:
@@ -181,8 +202,10 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_lso(txn_broker,
         assert spark_values("read_committed") == [b"before"]
         assert spark_values("read_uncommitted") == [b"before"] + [f"open-{i}".encode() for i in range(5)] + [b"after"]
         open_txn.commit_transaction(30)
-        r = wait_for(lambda: (r := c.fetch(topic, 0, 0)).last_stable_offset == r.high_watermark and r,
-                     message="the LSO past the committed transaction")
+        r = wait_for(
+            lambda: (r := c.fetch(topic, 0, 0)).last_stable_offset == r.high_watermark and r,
+            message="the LSO past the committed transaction",
+        )
         want = [b"before"] + [f"open-{i}".encode() for i in range(5)] + [b"after"]
         assert [rec.value for rec in r.records] == want
     assert spark_values("read_committed") == want

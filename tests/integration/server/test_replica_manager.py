@@ -1,6 +1,7 @@
 """ReplicaManager (partition leadership, leader logs) in-process, against a real ZooKeeper and real logs:
 which partitions a broker leads, UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER for the others,
 logs created and deleted as the registry changes."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,9 @@ def two_brokers(zk_chroot, tmp_path):
     """Broker 0's ReplicaManager (with its LogManager) and broker 1's registration, both live."""
     b0 = ZkCluster(zk_chroot, 0, "127.0.0.1", 9400, session_timeout_ms=10000).start()
     b1 = ZkCluster(zk_chroot, 1, "127.0.0.1", 9401, session_timeout_ms=10000).start()
-    config = ServerConfig.from_properties({"broker.id": "0", "zookeeper.connect": zk_chroot,
-                                           "log.dirs": str(tmp_path / "logs"), "num.partitions": "2"})
+    config = ServerConfig.from_properties(
+        {"broker.id": "0", "zookeeper.connect": zk_chroot, "log.dirs": str(tmp_path / "logs"), "num.partitions": "2"}
+    )
     logs = LogManager([str(tmp_path / "logs")], config.log_config(), topic_config=b0.topic_config)
     logs.startup()
     yield ReplicaManager(config, logs, b0), b0

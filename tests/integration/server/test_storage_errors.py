@@ -8,6 +8,7 @@ space: produce succeeds again, one "recovered" line is logged, and after a broke
 acknowledged record is read back exactly once, in order.  On the code before this change the
 broker logged nothing above INFO (zero ERROR lines: the test fails on the count).
 """
+
 from __future__ import annotations
 
 import os

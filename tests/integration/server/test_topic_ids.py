@@ -2,6 +2,7 @@
 written at creation and given to older topics on first sight, served in Metadata v10+ (and a topic
 asked for by id in v12); a topic deleted and re-created with fewer partitions gets a new id, and a
 stock client (confluent-kafka) carries on with the new topic."""
+
 from __future__ import annotations
 
 import base64
@@ -26,10 +27,18 @@ from tests.support import Wire, create_topic
 
 
 def _metadata(w, names, version=12):
-    topics = None if names is None else [
-        {"name": n, "topic_id": ZERO_UUID} if isinstance(n, str) else {"name": None, "topic_id": n} for n in names]
-    return w.request(ApiKey.METADATA, version, {"topics": topics, "allow_auto_topic_creation": False,
-                                                "include_topic_authorized_operations": False})
+    topics = (
+        None
+        if names is None
+        else [
+            {"name": n, "topic_id": ZERO_UUID} if isinstance(n, str) else {"name": None, "topic_id": n} for n in names
+        ]
+    )
+    return w.request(
+        ApiKey.METADATA,
+        version,
+        {"topics": topics, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+    )
 
 
 def test_metadata_topic_ids_by_name_and_by_id_and_old_topics_get_one(broker, zk):
@@ -90,8 +99,9 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
     rd_log = logging.getLogger(f"rdkafka.{topic}")
     rd_log.addHandler(lines)
     rd_log.setLevel(logging.DEBUG)
-    watcher = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ids-watcher",
-                        "debug": "metadata", "logger": rd_log})
+    watcher = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "ids-watcher", "debug": "metadata", "logger": rd_log}
+    )
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     try:
         assert len(watcher.list_topics(topic, timeout=10).topics[topic].partitions) == 3
@@ -112,6 +122,7 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
         # (librdkafka prints ids in standard base64, Kafka and ZooKeeper in the URL-safe alphabet)
         def b64(u):
             return base64.b64encode(u.bytes).decode().rstrip("=")
+
         changed = f"Topic {topic} changed id from {b64(first['topic_id'])} to {b64(second['topic_id'])}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(changed in x for x in lines.lines):

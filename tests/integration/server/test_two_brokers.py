@@ -1,4 +1,5 @@
 """Two real broker processes (``python -m pyklog.broker``) forming one cluster in a shared ZooKeeper chroot."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,25 @@ class Wire(support.Wire):
     """A raw Kafka-protocol connection to one broker, with the two requests these tests repeat."""
 
     def metadata(self, topics=None) -> dict:
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": False}
+        body = {"topics": None if topics is None else [{"name": t} for t in topics], "allow_auto_topic_creation": False}
         return self.request(ApiKey.METADATA, 5, body)
 
     def produce(self, topic, partition, value=b"v") -> dict:
-        resp = self.request(ApiKey.PRODUCE, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
-                                                "topic_data": [{"name": topic, "partition_data": [
-                                                    {"index": partition,
-                                                     "records": build_batch([(None, value, None, ())])}]}]})
+        resp = self.request(
+            ApiKey.PRODUCE,
+            3,
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 10000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": partition, "records": build_batch([(None, value, None, ())])}],
+                    }
+                ],
+            },
+        )
         return resp["responses"][0]["partition_responses"][0]
 
 
@@ -41,8 +52,10 @@ def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
     b0, b1 = broker_factory(0), broker_factory(1)
     wires = {0: Wire(b0.port), 1: Wire(b1.port)}
     try:
-        wait_for(lambda: all(len(w.metadata([])["brokers"]) == 2 for w in wires.values()),
-                 message="both brokers see each other")
+        wait_for(
+            lambda: all(len(w.metadata([])["brokers"]) == 2 for w in wires.values()),
+            message="both brokers see each other",
+        )
         topic = f"spread-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": b1.bootstrap})
         admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
@@ -51,8 +64,13 @@ def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
         assert sorted(r[0] for r in assignment.values()) == [0, 0, 1, 1]
         expected = {int(p): r[0] for p, r in assignment.items()}
         # Metadata agrees from either broker (brokers, leaders, cluster id, controller)
-        mds = {i: wait_for(lambda w=w: (m := w.metadata([topic])) and leaders_of(m, topic) == expected and m,
-                           message="leaders in metadata") for i, w in wires.items()}
+        mds = {
+            i: wait_for(
+                lambda w=w: (m := w.metadata([topic])) and leaders_of(m, topic) == expected and m,
+                message="leaders in metadata",
+            )
+            for i, w in wires.items()
+        }
         cluster_id = json.loads(zk.get(paths.CLUSTER_ID)[0])["id"]
         for md in mds.values():
             assert sorted((b["node_id"], b["port"]) for b in md["brokers"]) == [(0, b0.port), (1, b1.port)]
@@ -82,9 +100,17 @@ def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
         assert {r[0] for r in leaders.values()} == {0, 1}
 
         def commit(w):
-            return w.request(ApiKey.OFFSET_COMMIT, 2, {
-                "group_id": "grp", "generation_id": -1, "member_id": "", "retention_time_ms": -1,
-                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]})
+            return w.request(
+                ApiKey.OFFSET_COMMIT,
+                2,
+                {
+                    "group_id": "grp",
+                    "generation_id": -1,
+                    "member_id": "",
+                    "retention_time_ms": -1,
+                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+                },
+            )
 
         def commit_code(w):
             return commit(w)["topics"][0]["partitions"][0]["error_code"]
@@ -94,10 +120,12 @@ def test_partitions_spread_metadata_and_produce_routing(broker_factory, zk):
         # stock clients find the coordinator and read/alter the group's offsets there
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            "grp", [TopicPartition(topic, 1, 42)])])["grp"].result(30)
-        listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            "grp", [TopicPartition(topic, 0), TopicPartition(topic, 1)])])["grp"].result(30)
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("grp", [TopicPartition(topic, 1, 42)])])[
+            "grp"
+        ].result(30)
+        listed = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("grp", [TopicPartition(topic, 0), TopicPartition(topic, 1)])]
+        )["grp"].result(30)
         assert {tp.partition: tp.offset for tp in listed.topic_partitions} == {0: 1, 1: 42}
     finally:
         for w in wires.values():
@@ -120,9 +148,15 @@ def test_broker_registers_again_after_session_expiry(broker_factory, zk):
     w1 = Wire(b1.port)
     try:
         topic = f"exp-{uuid.uuid4().hex[:6]}"
-        created = w1.request(ApiKey.CREATE_TOPICS, 2, {"topics": [{"name": topic, "num_partitions": 2,
-                                                                   "replication_factor": 1}],
-                                                       "timeout_ms": 30000, "validate_only": False})
+        created = w1.request(
+            ApiKey.CREATE_TOPICS,
+            2,
+            {
+                "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            },
+        )
         assert created["topics"][0]["error_code"] == 0
         wait_for(lambda: sorted(leaders_of(w1.metadata([topic]), topic).values()) == [0, 1])
         old_owner = zk.get(paths.broker_id(0))[1].ephemeralOwner
@@ -138,16 +172,28 @@ def test_broker_registers_again_after_session_expiry(broker_factory, zk):
         stat = wait_for(lambda: zk.exists(paths.broker_id(0)), timeout=40, message="re-registration")
         assert stat.ephemeralOwner != old_owner
         assert json.loads(zk.get(paths.broker_id(0))[0])["port"] == b0.port
-        wait_for(lambda: sorted(leaders_of(w1.metadata([topic]), topic).values()) == [0, 1],
-                 message="broker 1 sees broker 0 again")
+        wait_for(
+            lambda: sorted(leaders_of(w1.metadata([topic]), topic).values()) == [0, 1],
+            message="broker 1 sees broker 0 again",
+        )
         # broker 0 serves again, with working watches: a topic created after the expiry reaches it
         w0 = Wire(b0.port)
         try:
-            w1.request(ApiKey.CREATE_TOPICS, 2, {"topics": [{"name": topic + "-late", "num_partitions": 1,
-                                                             "replication_factor": 1}],
-                                                 "timeout_ms": 30000, "validate_only": False})
-            wait_for(lambda: (m := w0.metadata([topic + "-late"]))["topics"][0]["error_code"] == 0
-                     and len(m["brokers"]) == 2, message="new topic in broker 0's metadata")
+            w1.request(
+                ApiKey.CREATE_TOPICS,
+                2,
+                {
+                    "topics": [{"name": topic + "-late", "num_partitions": 1, "replication_factor": 1}],
+                    "timeout_ms": 30000,
+                    "validate_only": False,
+                },
+            )
+            wait_for(
+                lambda: (
+                    (m := w0.metadata([topic + "-late"]))["topics"][0]["error_code"] == 0 and len(m["brokers"]) == 2
+                ),
+                message="new topic in broker 0's metadata",
+            )
             p0 = next(p for p, leader in leaders_of(w0.metadata([topic]), topic).items() if leader == 0)
             assert w0.produce(topic, p0)["error_code"] == 0
         finally:

@@ -9,6 +9,7 @@ with it, it processes what A holds now and exits 0.  The sink's test hook
 ``PYKLOG_TEST_SINK_COMMIT_PAUSE_FILE`` (inherited through the environment by the driver worker that
 runs ``commit``) makes a commit pause between two transaction completions.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,34 +26,41 @@ def main(argv=None) -> int:
     ap.add_argument("--transaction-timeout-ms", type=int, default=120000)
     ap.add_argument("--available-now", action="store_true")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from pyspark.sql import SparkSession
 
     import pyklog  # sets PYSPARK_PYTHON for the workers
 
     local = os.path.join(args.checkpoint + ".local")
-    spark = (SparkSession.builder.master("local[2]").appName("pyklog-eos-driver")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.local.dir", local)
-             .config("spark.sql.warehouse.dir", os.path.join(local, "warehouse"))
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyklog-eos-driver")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", local)
+        .config("spark.sql.warehouse.dir", os.path.join(local, "warehouse"))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("WARN")
     pyklog.register(spark)
-    src = (spark.readStream.format("pyklog")
-           .option("kafka.bootstrap.servers", args.bootstrap)
-           .option("subscribe", args.source)
-           .option("startingOffsets", "earliest")
-           .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
-           .load())
-    writer = (src.selectExpr("key", "value").writeStream.format("pyklog")
-              .option("zookeeper.connect", args.zookeeper)
-              .option("topic", args.sink)
-              .option("deliveryGuarantee", "exactly-once")
-              .option("kafka.transaction.timeout.ms", str(args.transaction_timeout_ms))
-              .option("checkpointLocation", args.checkpoint))
+    src = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+        .load()
+    )
+    writer = (
+        src.selectExpr("key", "value")
+        .writeStream.format("pyklog")
+        .option("zookeeper.connect", args.zookeeper)
+        .option("topic", args.sink)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("kafka.transaction.timeout.ms", str(args.transaction_timeout_ms))
+        .option("checkpointLocation", args.checkpoint)
+    )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()

@@ -1,4 +1,5 @@
 """Helpers shared by the tests of this directory (and the fault scenarios that build on them)."""
+
 from __future__ import annotations
 
 import time

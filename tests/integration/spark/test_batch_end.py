@@ -6,7 +6,6 @@ these pin the shapes: Spark's ``StreamingQueryProgress.json()`` carries each sou
 JSON values (objects), PySpark's converted event as JSON text."""
 
 
-
 def test_the_session_listener_is_the_json_relay(spark):
     # pyklog.register(spark) (conftest) installed it; classic PySpark registers its _jlistener.
     listener = spark._pyklog_batch_end_listener

@@ -6,6 +6,7 @@ reaches the sink, the query never fails, and only an outage longer than
 Figures counted: acknowledged (delivery reports without error), distinct (partition, offset)
 rows seen by an idempotent foreachBatch sink, lost (acknowledged values never seen) and
 re-delivered (rows seen more than once, e.g. a micro-batch replayed)."""
+
 from __future__ import annotations
 
 import threading
@@ -31,9 +32,16 @@ class _ProducerThread(threading.Thread):
         super().__init__(daemon=True)
         from confluent_kafka import Producer
 
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                           "message.timeout.ms": 120000, "reconnect.backoff.max.ms": 500,
-                           "log_level": 0})
+        self.p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                "reconnect.backoff.max.ms": 500,
+                "log_level": 0,
+            }
+        )
         self.topic = topic
         self.acked: set[str] = set()
         self.failed = 0
@@ -74,8 +82,10 @@ class _Sink:
         self.lock = threading.Lock()
 
     def __call__(self, df, batch_id):
-        got = [(r.partition, r.offset, r.v) for r in df.select("partition", "offset",
-                                                                 df.value.cast("string").alias("v")).collect()]
+        got = [
+            (r.partition, r.offset, r.v)
+            for r in df.select("partition", "offset", df.value.cast("string").alias("v")).collect()
+        ]
         with self.lock:
             self.seen += len(got)
             for p, o, v in got:
@@ -90,8 +100,13 @@ def _start(spark, opts, sink, chk):
     r = spark.readStream.format("pyklog")
     for k, v in opts.items():
         r = r.option(k, v)
-    return (r.load().writeStream.foreachBatch(sink).option("checkpointLocation", chk)
-            .trigger(processingTime="0.5 seconds").start())
+    return (
+        r.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", chk)
+        .trigger(processingTime="0.5 seconds")
+        .start()
+    )
 
 
 def _restart_scenario(spark, broker, opts, tmp_path, topic):
@@ -134,10 +149,12 @@ def _restart_scenario(spark, broker, opts, tmp_path, topic):
         # a producer without idempotence may write a batch twice when its ack died with the broker:
         # two offsets with one value are the producer's duplicates, which the source reads as they are
         producer_dups = distinct - len(seen)
-        print(f"\nbroker restart ({'zookeeper' if 'zookeeper.connect' in opts else 'bootstrap'} mode): "
-              f"sent={prod.sent} acknowledged={len(acked)} producer-failed={prod.failed} records-in-log={in_log} "
-              f"distinct-read={distinct} lost={len(lost)} re-delivered={redelivered} "
-              f"producer-duplicates-in-log={producer_dups}")
+        print(
+            f"\nbroker restart ({'zookeeper' if 'zookeeper.connect' in opts else 'bootstrap'} mode): "
+            f"sent={prod.sent} acknowledged={len(acked)} producer-failed={prod.failed} records-in-log={in_log} "
+            f"distinct-read={distinct} lost={len(lost)} re-delivered={redelivered} "
+            f"producer-duplicates-in-log={producer_dups}"
+        )
         assert q.exception() is None
         assert not lost, f"{len(lost)} acknowledged records never reached the sink, e.g. {sorted(lost)[:5]}"
         assert distinct == in_log, f"the query read {distinct} distinct offsets of the {in_log} in the log"
@@ -153,17 +170,24 @@ def test_bootstrap_mode_survives_broker_sigkill_and_restart(spark, broker, tmp_p
 
 
 def test_zookeeper_group_mode_survives_broker_sigkill_and_restart(spark, broker, zk_chroot, tmp_path):
-    _restart_scenario(spark, broker, {"zookeeper.connect": zk_chroot, "group.id": "restart-zk"},
-                      tmp_path, "restart-zk")
+    _restart_scenario(spark, broker, {"zookeeper.connect": zk_chroot, "group.id": "restart-zk"}, tmp_path, "restart-zk")
 
 
 def test_outage_longer_than_the_bound_fails_the_query_naming_the_broker(spark, broker, tmp_path):
     topic = "restart-bound"
     _make_topic(broker.bootstrap, topic)
     sink = _Sink()
-    q = _start(spark, {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
-                       "startingOffsets": "earliest", "kafka.default.api.timeout.ms": "5000"},
-               sink, str(tmp_path / "chk"))
+    q = _start(
+        spark,
+        {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "subscribe": topic,
+            "startingOffsets": "earliest",
+            "kafka.default.api.timeout.ms": "5000",
+        },
+        sink,
+        str(tmp_path / "chk"),
+    )
     try:
         deadline = time.monotonic() + 60
         while q.lastProgress is None and time.monotonic() < deadline:
@@ -189,8 +213,12 @@ def _produce_numbered(bootstrap, topic, n):
     acked = set()
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0})
     for i in range(n):
-        p.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS,
-                  on_delivery=lambda err, msg: err is None and acked.add(msg.value().decode()))
+        p.produce(
+            topic,
+            f"v{i}".encode(),
+            partition=i % PARTITIONS,
+            on_delivery=lambda err, msg: err is None and acked.add(msg.value().decode()),
+        )
     p.flush(30)
     return acked
 
@@ -200,15 +228,21 @@ def test_batch_read_waits_for_a_restarting_broker(spark, broker):
     _make_topic(broker.bootstrap, topic)
     acked = _produce_numbered(broker.bootstrap, topic, 500)
     assert len(acked) == 500
-    df = (spark.read.format("pyklog").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("subscribe", topic).load())
+    df = (
+        spark.read.format("pyklog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
     broker.kill()
     out: dict = {}
 
     def run():
         try:
-            out["rows"] = [(r.partition, r.offset, r.v) for r in
-                           df.select("partition", "offset", df.value.cast("string").alias("v")).collect()]
+            out["rows"] = [
+                (r.partition, r.offset, r.v)
+                for r in df.select("partition", "offset", df.value.cast("string").alias("v")).collect()
+            ]
         except Exception as e:  # noqa: BLE001 - reported below
             out["error"] = e
 
@@ -221,8 +255,10 @@ def test_batch_read_waits_for_a_restarting_broker(spark, broker):
     assert "error" not in out, f"the batch read failed: {out.get('error')}"
     rows = out["rows"]
     seen = {v for _, _, v in rows}
-    print(f"\nbatch read across a restart: acknowledged={len(acked)} rows={len(rows)} "
-          f"distinct={len({(p, o) for p, o, _ in rows})} lost={len(acked - seen)}")
+    print(
+        f"\nbatch read across a restart: acknowledged={len(acked)} rows={len(rows)} "
+        f"distinct={len({(p, o) for p, o, _ in rows})} lost={len(acked - seen)}"
+    )
     assert acked <= seen and len(rows) == len({(p, o) for p, o, _ in rows})
 
 
@@ -233,11 +269,17 @@ def test_sink_outage_longer_than_its_bound_names_the_brokers(spark, broker):
     df = spark.createDataFrame([(f"v{i}",) for i in range(50)], "value string")
     t0 = time.monotonic()
     with pytest.raises(Exception) as info:
-        (df.write.format("pyklog").mode("append").option("kafka.bootstrap.servers", broker.bootstrap)
-         .option("topic", topic)
-         .option("kafka.delivery.timeout.ms", "3000").option("kafka.request.timeout.ms", "1000")
-         .option("kafka.max.block.ms", "3000")
-         .option("kafka.linger.ms", "0").save())
+        (
+            df.write.format("pyklog")
+            .mode("append")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic)
+            .option("kafka.delivery.timeout.ms", "3000")
+            .option("kafka.request.timeout.ms", "1000")
+            .option("kafka.max.block.ms", "3000")
+            .option("kafka.linger.ms", "0")
+            .save()
+        )
     msg = str(info.value)
     print(f"\nsink failed after {time.monotonic() - t0:.1f}s: ...{msg[:1500]}")
     assert time.monotonic() - t0 < 40, "the sink did not honour kafka.max.block.ms / kafka.delivery.timeout.ms"

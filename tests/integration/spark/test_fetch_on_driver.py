@@ -3,6 +3,7 @@ micro-batch's records and hands them to Spark with the plan.  Real SparkSession 
 one), real ZooKeeper and broker: every record read exactly once across a checkpoint restart, a batch
 that Spark replays after its commit-log entry is lost reads the same records again, a ZooKeeper group
 query commits its offsets, and the options it cannot honour are refused with a clear error."""
+
 from __future__ import annotations
 
 import os
@@ -44,14 +45,23 @@ def test_fetch_on_driver_reads_once_across_restart_and_replays_a_lost_commit(spa
     make_topic(boot, "drv", 3)
     produce(boot, "drv", 30, 3)
     chk = str(tmp_path / "chk")
-    opts = {"zookeeper.connect": zk_chroot, "subscribe": "drv", "startingOffsets": "earliest",
-            "group.id": "drv-app", "fetchOnDriver": "true"}
+    opts = {
+        "zookeeper.connect": zk_chroot,
+        "subscribe": "drv",
+        "startingOffsets": "earliest",
+        "group.id": "drv-app",
+        "fetchOnDriver": "true",
+    }
     sink = Rows()
 
     def start():
         df = stream(spark, **opts).select(F.col("value").cast("string").alias("v"), "partition", "offset")
-        return (df.writeStream.foreachBatch(sink).option("checkpointLocation", chk)
-                .trigger(processingTime="200 milliseconds").start())
+        return (
+            df.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", chk)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
 
     q = start()
     try:
@@ -93,8 +103,12 @@ def test_fetch_on_driver_reads_once_across_restart_and_replays_a_lost_commit(spa
     assert again == replayed, "the replayed batch read other records than the original"
     rest = sorted((p, o) for b, p, o, _ in sink.rows[before:] if b != last)
     assert rest == [(p, o) for p in range(3) for o in range(15, 20)], "loss or duplicates after the restart"
-    wait_for(lambda: group_members(zk_chroot, "drv-app") == [], 45, interval=0.3,
-             message="the stopped query's group registration to disappear")
+    wait_for(
+        lambda: group_members(zk_chroot, "drv-app") == [],
+        45,
+        interval=0.3,
+        message="the stopped query's group registration to disappear",
+    )
 
 
 def test_fetch_on_driver_group_from_latest_reads_every_partition_as_one_member(spark, broker, zk_chroot, tmp_path):
@@ -105,10 +119,23 @@ def test_fetch_on_driver_group_from_latest_reads_every_partition_as_one_member(s
     boot = broker.bootstrap
     make_topic(boot, "drv-latest", 2)
     sink = Rows()
-    df = stream(spark, **{"zookeeper.connect": zk_chroot, "subscribe": "drv-latest", "startingOffsets": "latest",
-                          "group.id": "drv-latest-app", "fetchOnDriver": "true"})
-    q = (df.select(F.col("value").cast("string").alias("v"), "partition", "offset").writeStream.foreachBatch(sink)
-         .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="0 seconds").start())
+    df = stream(
+        spark,
+        **{
+            "zookeeper.connect": zk_chroot,
+            "subscribe": "drv-latest",
+            "startingOffsets": "latest",
+            "group.id": "drv-latest-app",
+            "fetchOnDriver": "true",
+        },
+    )
+    q = (
+        df.select(F.col("value").cast("string").alias("v"), "partition", "offset")
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     try:
         wait_query(q, lambda: q.lastProgress is not None, what="the first (empty) batch")
         produce(boot, "drv-latest", 40, 2)
@@ -125,8 +152,15 @@ def test_fetch_on_driver_refuses_read_limits(spark, broker, extra):
     make_topic(broker.bootstrap, "drv-limits", 1)
     q = None
     with pytest.raises(Exception) as e:  # at load(), where the source options are checked
-        df = stream(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "drv-limits",
-                              "fetchOnDriver": "true", **extra})
+        df = stream(
+            spark,
+            **{
+                "kafka.bootstrap.servers": broker.bootstrap,
+                "subscribe": "drv-limits",
+                "fetchOnDriver": "true",
+                **extra,
+            },
+        )
         q = df.writeStream.format("noop").start()
         q.awaitTermination(60)
     if q is not None:
@@ -160,7 +194,11 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
 
     write(300, 0)
     calls = {"ListOffsets": 0, "planner Fetch": 0, "task Fetch": 0}
-    real_list, real_multi, real_fetch = SourcePlanner.list_offsets, SimpleConsumer.multi_fetch_raw, SimpleConsumer.fetch_raw
+    real_list, real_multi, real_fetch = (
+        SourcePlanner.list_offsets,
+        SimpleConsumer.multi_fetch_raw,
+        SimpleConsumer.fetch_raw,
+    )
 
     def list_offsets(self, tps, spec):
         calls["ListOffsets"] += spec == LATEST
@@ -177,10 +215,19 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
     monkeypatch.setattr(SourcePlanner, "list_offsets", list_offsets)
     monkeypatch.setattr(SimpleConsumer, "multi_fetch_raw", multi_fetch_raw)
     monkeypatch.setattr(SimpleConsumer, "fetch_raw", fetch_raw)
-    opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "drv-one", "startingOffsets": "earliest",
-                                 "fetchOnDriver": "true", "kafka.max.partition.fetch.bytes": "50000"}, streaming=True)
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": boot,
+            "subscribe": "drv-one",
+            "startingOffsets": "earliest",
+            "fetchOnDriver": "true",
+            "kafka.max.partition.fetch.bytes": "50000",
+        },
+        streaming=True,
+    )
     reader = PyklogDriverStreamReader(opts)
     try:
+
         def rows(batches):
             return [r for b in batches for r in b.select(["partition", "offset", "value"]).to_pylist()]
 
@@ -190,11 +237,14 @@ def test_fetch_on_driver_plans_a_trigger_with_one_fetch(broker, monkeypatch):
             it, end = reader.read(start)
             got = rows(it)
             assert end == {"drv-one": {"0": 300 * (round_ + 1), "1": 30 * (round_ + 1)}}
-            assert calls["ListOffsets"] == before["ListOffsets"] and calls["planner Fetch"] == before["planner Fetch"] + 1
+            assert (
+                calls["ListOffsets"] == before["ListOffsets"] and calls["planner Fetch"] == before["planner Fetch"] + 1
+            )
             assert calls["task Fetch"] > before["task Fetch"]  # partition 1 read on past the 50 KB
             assert got == rows(reader.readBetweenOffsets(start, end))  # the ordinary read path
-            assert [(r["partition"], r["offset"]) for r in got] == \
-                [(0, o) for o in range(300 * round_, 300 * (round_ + 1))] + [(1, o) for o in range(30 * round_, 30 * (round_ + 1))]
+            assert [(r["partition"], r["offset"]) for r in got] == [
+                (0, o) for o in range(300 * round_, 300 * (round_ + 1))
+            ] + [(1, o) for o in range(30 * round_, 30 * (round_ + 1))]
             write(300, 300)
             start = end
         # a position beyond the log end: the Fetch answers OFFSET_OUT_OF_RANGE, ListOffsets decides

@@ -14,6 +14,7 @@ its consumer id (``<host>-spark-<pid>-<hex>``); the tests SIGKILL and SIGSTOP th
   offset moves backwards, it rejoins and resumes at the group's offsets.  Read twice: exactly the
   batch that was in flight.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -123,8 +124,13 @@ def group_env(spark, broker, zk_chroot):
 
 
 def opts_for(zk_chroot, topic, group):
-    return {"zookeeper.connect": zk_chroot, "subscribe": topic, "startingOffsets": "earliest",
-            "group.id": group, "zookeeper.session.timeout.ms": SESSION_MS}
+    return {
+        "zookeeper.connect": zk_chroot,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "group.id": group,
+        "zookeeper.session.timeout.ms": SESSION_MS,
+    }
 
 
 def test_stop_after_a_batch_hands_over_nothing_to_read_twice(spark, group_env, zk_chroot):
@@ -183,8 +189,10 @@ def test_planner_sigkilled_after_a_batch(spark, group_env, zk_chroot):
         if qb is not None:
             qb.stop()
     read, lost, twice = counts([(p, o) for p in range(2) for o in range(20)], a, b)
-    print(f"\nplanner SIGKILLed after a batch: B caught up after {took:.1f} s; read {read}, lost {lost}, "
-          f"read twice {twice}")
+    print(
+        f"\nplanner SIGKILLed after a batch: B caught up after {took:.1f} s; read {read}, lost {lost}, "
+        f"read twice {twice}"
+    )
     assert (lost, twice) == (0, 0)
 
 
@@ -229,8 +237,9 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
         # A notices its expired session, rejoins and takes one partition back at the group's offset
         wait_for(lambda: len(members(zk_chroot, "zomb-g")) == 2, 30, message="A to rejoin")
         produce(boot, "zomb", 10, 2, start=30)
-        wait_query(qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 40), timeout=60,
-                   what="A and B to read on")
+        wait_query(
+            qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 40), timeout=60, what="A and B to read on"
+        )
         time.sleep(1.5)  # a trigger more: anything else either would read shows up
     finally:
         if pid is not None:
@@ -244,14 +253,17 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
     read, lost, twice = counts([(p, o) for p in range(2) for o in range(40)], a, b)
     backwards = {tp: h for tp, h in history.items() if any(y < x for x, y in itertools.pairwise(h))}
     in_flight = Counter(row for row in a.rows if 10 <= row[1] < 20)
-    print(f"\nplanner paused past its session during a batch: read {read}, lost {lost}, read twice {twice} "
-          f"(A's batch in flight: {len(in_flight)} rows); offsets history {history}; backwards {backwards}")
+    print(
+        f"\nplanner paused past its session during a batch: read {read}, lost {lost}, read twice {twice} "
+        f"(A's batch in flight: {len(in_flight)} rows); offsets history {history}; backwards {backwards}"
+    )
     assert lost == 0
     assert backwards == {}
     # only A's batch in flight (rows 10-19 of both partitions, also read by B) is read twice
     assert twice == 20
-    assert sorted(r for r, n in Counter(a.rows + b.rows).items() if n > 1) == \
-        [(p, o) for p in range(2) for o in range(10, 20)]
+    assert sorted(r for r, n in Counter(a.rows + b.rows).items() if n > 1) == [
+        (p, o) for p in range(2) for o in range(10, 20)
+    ]
 
 
 def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(spark, group_env, zk_chroot):
@@ -286,13 +298,18 @@ def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(s
     qb = None
     sizes = []
     try:
-        wait_query(qa, lambda: len([p for p in qa.recentProgress if p["numInputRows"]]) >= 3, timeout=90,
-                   what="A's first batches")
+        wait_query(
+            qa,
+            lambda: len([p for p in qa.recentProgress if p["numInputRows"]]) >= 3,
+            timeout=90,
+            what="A's first batches",
+        )
         (cid_a,) = members(zk_chroot, "load-g")
         qb = start(spark, b, opts, trigger="0 seconds")
         kc = KazooClient(hosts=zk_chroot)
         kc.start(timeout=30)
         try:
+
             def owners():
                 out = {}
                 for p in range(parts):
@@ -302,11 +319,20 @@ def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(s
                         out[p] = None
                 return out
 
-            wait_query(qb, lambda: any(o not in (None, cid_a) for o in owners().values()), timeout=90,
-                       what="B owning partitions")
-            wait_query(qa, lambda: set(owners().values()) - {None} != {cid_a} and
-                       sum(1 for o in owners().values() if o == cid_a) > 0, timeout=60,
-                       what="A and B both owning partitions")
+            wait_query(
+                qb,
+                lambda: any(o not in (None, cid_a) for o in owners().values()),
+                timeout=90,
+                what="B owning partitions",
+            )
+            wait_query(
+                qa,
+                lambda: (
+                    set(owners().values()) - {None} != {cid_a} and sum(1 for o in owners().values() if o == cid_a) > 0
+                ),
+                timeout=60,
+                what="A and B both owning partitions",
+            )
             mine = {p for p, o in owners().items() if o == cid_a}
             # A goes on: count its batches with rows after the handover, for many triggers
             seen_batches = len(a.batches)
@@ -338,7 +364,9 @@ def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(s
                 qb.stop()
     assert qa.exception() is None and (qb is None or qb.exception() is None)
     read, lost, twice = counts([(p, o) for p in range(parts) for o in range(produced[p])], a, b)
-    print(f"\nA kept reading after B joined under load: A {len(a.batches)} batches, B {len(b.batches)}; "
-          f"read {read}, lost {lost}, read twice {twice}; offsets JSON of A's progress {min(sizes)}-{max(sizes)} chars")
+    print(
+        f"\nA kept reading after B joined under load: A {len(a.batches)} batches, B {len(b.batches)}; "
+        f"read {read}, lost {lost}, read twice {twice}; offsets JSON of A's progress {min(sizes)}-{max(sizes)} chars"
+    )
     assert lost == 0
     assert max(sizes) < 400, max(sizes)  # {"load": {"0": n, ...}} and the batch-end path: bounded

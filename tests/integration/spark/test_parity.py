@@ -14,6 +14,7 @@ server is involved (the suite's ZooKeeper, broker processes and shared SparkSess
 * CreatePartitions while a streaming query runs (subscribe and subscribePattern, with and without
   a ZooKeeper group): the new partitions are read from offset 0; every row exactly once.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ def _wait_query(q, predicate, timeout=120.0, what="query progress"):
         if q.exception() is not None:
             raise AssertionError(f"query failed while waiting for {what}: {q.exception()}")
         return predicate()
+
     wait_for(check, timeout, interval=0.3, message=f"{what}; last progress {q.lastProgress}")
 
 
@@ -96,8 +98,17 @@ def test_batch_max_records_per_partition_and_partial_json(spark, broker):
     with pytest.raises(Exception) as ei:
         _read(spark, boot, topic, startingOffsets=json.dumps({topic: {"0": 20}})).count()
     assert "must name every partition" in str(ei.value) and f"missing {topic}-1" in str(ei.value)
-    rows = _read(spark, boot, topic, startingOffsets=json.dumps({topic: {"0": 20, "1": -2}}),
-                 endingOffsets=json.dumps({topic: {"0": -1, "1": 2}})).select("partition", "offset").collect()
+    rows = (
+        _read(
+            spark,
+            boot,
+            topic,
+            startingOffsets=json.dumps({topic: {"0": 20, "1": -2}}),
+            endingOffsets=json.dumps({topic: {"0": -1, "1": 2}}),
+        )
+        .select("partition", "offset")
+        .collect()
+    )
     assert sorted((r.partition, r.offset) for r in rows) == [(0, 20), (0, 21), (0, 22), (1, 0), (1, 1)]
 
 
@@ -106,12 +117,23 @@ def test_stream_progress_description_and_offsets_behind_latest(spark, broker, tm
     topic = f"prog-{uuid.uuid4().hex[:6]}"
     _make_topic(boot, topic, 2)
     _produce(boot, topic, {0: [f"a{i}" for i in range(30)], 1: [f"b{i}" for i in range(10)]})
-    df = (spark.readStream.format("pyklog").option("kafka.bootstrap.servers", boot).option("subscribe", topic)
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "8")
-          .option("maxRecordsPerPartition", "4").load())
+    df = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", boot)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "8")
+        .option("maxRecordsPerPartition", "4")
+        .load()
+    )
     name = f"prog_{uuid.uuid4().hex[:6]}"
-    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "chk"))
-         .trigger(availableNow=True).start())
+    q = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert q.awaitTermination(180)
     assert q.exception() is None
     rows = spark.sql(f"SELECT partition, offset FROM {name}").collect()
@@ -129,8 +151,11 @@ def test_stream_progress_description_and_offsets_behind_latest(spark, broker, tm
     latest = json.loads(first["latestOffset"])[topic]
     behind = [latest[p] - end[p] for p in latest]
     assert sum(end.values()) == 8 and sum(latest.values()) == 40
-    assert mine["metrics"] == {"avgOffsetsBehindLatest": str(sum(behind) / 2), "maxOffsetsBehindLatest": str(max(behind)),
-                               "minOffsetsBehindLatest": str(min(behind))}
+    assert mine["metrics"] == {
+        "avgOffsetsBehindLatest": str(sum(behind) / 2),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "minOffsetsBehindLatest": str(min(behind)),
+    }
     last = source_progress(with_rows[-1])[0]["metrics"]
     assert last["maxOffsetsBehindLatest"] == "0"
     assert source_progress(q)  # a StreamingQuery works too
@@ -143,26 +168,56 @@ def test_update_output_mode_through_foreach_batch(spark, broker, tmp_path):
     src, dst = f"upd-in-{uuid.uuid4().hex[:6]}", f"upd-out-{uuid.uuid4().hex[:6]}"
     _make_topic(boot, src, 2)
     _make_topic(boot, dst, 1)
-    counts = (spark.readStream.format("pyklog").option("kafka.bootstrap.servers", boot).option("subscribe", src)
-              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "25").load()
-              .groupBy(F.col("key").cast("string").alias("word")).count())
+    counts = (
+        spark.readStream.format("pyklog")
+        .option("kafka.bootstrap.servers", boot)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "25")
+        .load()
+        .groupBy(F.col("key").cast("string").alias("word"))
+        .count()
+    )
     # PySpark's Python sinks have no update mode: refused when the query starts
     with pytest.raises(Exception) as ei:
-        q = (counts.writeStream.outputMode("update").format("pyklog").option("kafka.bootstrap.servers", boot)
-             .option("topic", dst).option("checkpointLocation", str(tmp_path / "bad")).start())
+        q = (
+            counts.writeStream.outputMode("update")
+            .format("pyklog")
+            .option("kafka.bootstrap.servers", boot)
+            .option("topic", dst)
+            .option("checkpointLocation", str(tmp_path / "bad"))
+            .start()
+        )
         q.awaitTermination(60)
     assert "update" in str(ei.value).lower() or "Update" in str(ei.value), str(ei.value)[:2000]
 
     # the recipe (docs/spark-connector.md): foreachBatch writes each batch's updated rows with the batch writer
     def write_updates(batch_df, batch_id):
-        (batch_df.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
-         .write.format("pyklog").mode("append").option("kafka.bootstrap.servers", boot).option("topic", dst).save())
+        (
+            batch_df.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
+            .write.format("pyklog")
+            .mode("append")
+            .option("kafka.bootstrap.servers", boot)
+            .option("topic", dst)
+            .save()
+        )
 
     words = {"apple": 40, "pear": 15, "fig": 5}
-    _produce(boot, src, {0: [w for w, n in words.items() for _ in range(n // 2)],
-                         1: [w for w, n in words.items() for _ in range(n - n // 2)]})
-    q = (counts.writeStream.outputMode("update").foreachBatch(write_updates)
-         .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    _produce(
+        boot,
+        src,
+        {
+            0: [w for w, n in words.items() for _ in range(n // 2)],
+            1: [w for w, n in words.items() for _ in range(n - n // 2)],
+        },
+    )
+    q = (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(write_updates)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert q.awaitTermination(240)
     assert q.exception() is None
     out = _read(spark, boot, dst).selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v", "offset").collect()
@@ -198,7 +253,9 @@ def test_planner_starts_added_partitions_at_earliest(broker, zk_chroot, group):
     _make_topic(boot, topic, 2)
     _produce(boot, topic, {0: ["a0", "a1"], 1: ["b0"]})
     opts = {"subscribe": topic, "startingOffsets": "earliest"}
-    opts.update({"zookeeper.connect": zk_chroot, "group.id": f"g-{topic}"} if group else {"kafka.bootstrap.servers": boot})
+    opts.update(
+        {"zookeeper.connect": zk_chroot, "group.id": f"g-{topic}"} if group else {"kafka.bootstrap.servers": boot}
+    )
     r = PyklogStreamReader(parse_source_options(opts, streaming=True))
     try:
         s0 = r.initialOffset()
@@ -211,7 +268,9 @@ def test_planner_starts_added_partitions_at_earliest(broker, zk_chroot, group):
         def seen():
             end = r.latestOffset(s1, ReadAllAvailable())
             return end if "2" in end[topic] and "3" in end[topic] else None
+
         from tests.support import wait_for
+
         s2 = wait_for(seen, 30, interval=0.2, message="the planner to see the added partitions")
         # added partitions enter at their earliest offset (0), although they hold records already
         assert s2 == {topic: {"0": 3, "1": 1, "2": 0, "3": 0}}
@@ -224,8 +283,9 @@ def test_planner_starts_added_partitions_at_earliest(broker, zk_chroot, group):
         r.stop()
 
 
-@pytest.mark.parametrize("kind,group", [("subscribe", False), ("subscribePattern", False),
-                                        ("subscribe", True), ("subscribePattern", True)])
+@pytest.mark.parametrize(
+    "kind,group", [("subscribe", False), ("subscribePattern", False), ("subscribe", True), ("subscribePattern", True)]
+)
 def test_running_query_reads_partitions_added_by_create_partitions(spark, broker, zk_chroot, tmp_path, kind, group):
     boot = broker.bootstrap
     tag = uuid.uuid4().hex[:6]
@@ -239,12 +299,19 @@ def test_running_query_reads_partitions_added_by_create_partitions(spark, broker
     else:
         r = r.option("kafka.bootstrap.servers", boot)
     name = f"grow_{tag}"
-    q = (r.load().selectExpr("partition", "offset", "CAST(value AS STRING) v").writeStream.format("memory")
-         .queryName(name).option("checkpointLocation", str(tmp_path / "chk"))
-         .trigger(processingTime="500 milliseconds").start())
+    q = (
+        r.load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) v")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
 
     def rows():
         return spark.sql(f"SELECT partition, offset, v FROM {name}").collect()
+
     try:
         _wait_query(q, lambda: len(rows()) >= 20, what="the first 20 rows")
         _grow(boot, topic, 4)
@@ -259,5 +326,6 @@ def test_running_query_reads_partitions_added_by_create_partitions(spark, broker
     assert len(keys) == 44 and len(set(keys)) == 44, sorted(keys)  # nothing lost, nothing twice
     for p in (2, 3):
         assert sorted(o for part, o in keys if part == p) == list(range(6))
-    assert sorted(r.v for r in got) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)]
-                                              + [f"p{p}-{i}" for p in range(4) for i in range(6)])
+    assert sorted(r.v for r in got) == sorted(
+        [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)] + [f"p{p}-{i}" for p in range(4) for i in range(6)]
+    )

@@ -3,6 +3,7 @@ Spark's planner drives it (initialOffset, latestOffset(start, limit), partitions
 without a SparkSession: consumer-group split and handover, commits, admission control,
 Trigger.AvailableNow, data loss, restart with another member having advanced.  The same code runs
 inside Spark in tests/integration/spark/test_source.py."""
+
 from __future__ import annotations
 
 import threading
@@ -44,8 +45,11 @@ def read_all(r, start, end):
     for part in r.partitions(start, end):
         for batch in r.read(part):
             assert isinstance(batch, pa.RecordBatch)
-            for p, o, v in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                               batch.column("value").to_pylist()):
+            for p, o, v in zip(
+                batch.column("partition").to_pylist(),
+                batch.column("offset").to_pylist(),
+                batch.column("value").to_pylist(),
+            ):
                 assert (p, o) not in rows
                 rows[(p, o)] = v
     return rows
@@ -55,8 +59,12 @@ def test_group_split_handover_exactly_once(broker, zk_chroot):
     boot = broker.bootstrap
     make_topic(boot, "ev", 4)
     produce(boot, "ev", 10, 4)
-    common = dict(zookeeper_connect=zk_chroot, subscribe="ev", startingOffsets="earliest",
-                  **{"group.id": "g1", "partition.assignment.strategy": "roundrobin"})
+    common = dict(
+        zookeeper_connect=zk_chroot,
+        subscribe="ev",
+        startingOffsets="earliest",
+        **{"group.id": "g1", "partition.assignment.strategy": "roundrobin"},
+    )
     common["zookeeper.connect"] = common.pop("zookeeper_connect")
     a, b = reader(**common), reader(**common)
     seen: dict = {}
@@ -95,15 +103,23 @@ def test_group_split_handover_exactly_once(broker, zk_chroot):
             assert a3 == a2
             b.latestOffset(b1, ReadAllAvailable())
             # committed off the trigger's critical path, by the planner's committer thread
-            wait_for(lambda: store.fetch("g1", [("ev", p) for p in range(4)]) == {("ev", p): 15 for p in range(4)},
-                     10, interval=0.02, message="the group's offsets committed")
+            wait_for(
+                lambda: store.fetch("g1", [("ev", p) for p in range(4)]) == {("ev", p): 15 for p in range(4)},
+                10,
+                interval=0.02,
+                message="the group's offsets committed",
+            )
         finally:
             store.close()
         # A stops: B takes over A's partitions at A's committed offsets
         a.stop()
         produce(boot, "ev", 5, 4, start=15)
-        b2 = wait_for(lambda: (lambda o: o if len(o["ev"]) == 4 else None)(b.latestOffset(b1, ReadAllAvailable())),
-                      20, interval=0.3, message="B owns every partition")
+        b2 = wait_for(
+            lambda: (lambda o: o if len(o["ev"]) == 4 else None)(b.latestOffset(b1, ReadAllAvailable())),
+            20,
+            interval=0.3,
+            message="B owns every partition",
+        )
         assert all(b2["ev"][p] == 15 for p in a_parts)  # newly owned: recorded, read next batch
         batch(b, b1, b2)
         b3 = b.latestOffset(b2, ReadAllAvailable())
@@ -120,8 +136,16 @@ def test_admission_control_and_available_now(broker):
     boot = broker.bootstrap
     make_topic(boot, "adm", 2)
     produce(boot, "adm", 50, 2)
-    r = reader(**{"kafka.bootstrap.servers": boot, "subscribe": "adm", "startingOffsets": "earliest",
-                  "maxOffsetsPerTrigger": "30", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "2s"})
+    r = reader(
+        **{
+            "kafka.bootstrap.servers": boot,
+            "subscribe": "adm",
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "30",
+            "minOffsetsPerTrigger": "5",
+            "maxTriggerDelay": "2s",
+        }
+    )
     try:
         assert isinstance(r.getDefaultReadLimit(), ReadMaxRows)
         s0 = r.initialOffset()
@@ -137,8 +161,14 @@ def test_admission_control_and_available_now(broker):
     finally:
         r.stop()
     # Trigger.AvailableNow: batches of maxOffsetsPerTrigger up to the target, then nothing new
-    r = reader(**{"kafka.bootstrap.servers": boot, "subscribe": "adm", "startingOffsets": "earliest",
-                  "maxOffsetsPerTrigger": "40"})
+    r = reader(
+        **{
+            "kafka.bootstrap.servers": boot,
+            "subscribe": "adm",
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "40",
+        }
+    )
     try:
         s = r.initialOffset()
         r.prepareForTriggerAvailableNow()
@@ -181,6 +211,7 @@ def test_fail_on_data_loss_topic_recreated(broker):
         assert list(read_all(lenient, l3, l4)) == [(0, o) for o in range(5)]
         # a planned range whose data is gone: fail, or skip with a warning
         from pyklog.connector.spark.source import PyklogInputPartition, read_range
+
         gone = PyklogInputPartition("lossy", 0, 5, 20, None)
         with pytest.raises(DataLossError, match=r"lossy-0 lost offsets \[5, 20\)"):
             list(read_range(strict.opts, gone))
@@ -233,6 +264,7 @@ def test_batch_reader_offsets_and_timestamps(broker):
         for i in range(20):
             p.produce("bt", b"v%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i * 1000)
         p.flush()
+
     def rows(**o):
         br = PyklogBatchReader(parse_source_options({"kafka.bootstrap.servers": boot, **o}, streaming=False))
         out = []
@@ -240,14 +272,22 @@ def test_batch_reader_offsets_and_timestamps(broker):
             for b in br.read(part):
                 out += list(zip(b.column("partition").to_pylist(), b.column("offset").to_pylist()))
         return sorted(out)
+
     assert len(rows(subscribe="bt")) == 20
-    assert rows(subscribe="bt", startingOffsets='{"bt":{"0":8,"1":-2}}', endingOffsets='{"bt":{"0":-1,"1":2}}') == \
-        [(0, 8), (0, 9), (1, 0), (1, 1)]
+    assert rows(subscribe="bt", startingOffsets='{"bt":{"0":8,"1":-2}}', endingOffsets='{"bt":{"0":-1,"1":2}}') == [
+        (0, 8),
+        (0, 9),
+        (1, 0),
+        (1, 1),
+    ]
     # records 14.. have timestamps >= 1_014_000: partition 0 offsets 7.., partition 1 offsets 7..
     assert rows(subscribe="bt", startingTimestamp="1014000") == [(0, 7), (0, 8), (0, 9), (1, 7), (1, 8), (1, 9)]
     assert rows(assign='{"bt":[1]}', startingOffsetsByTimestamp='{"bt":{"1":1017000}}') == [(1, 8), (1, 9)]
-    br = PyklogBatchReader(parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "bt",
-                                                 "minPartitions": "5"}, streaming=False))
+    br = PyklogBatchReader(
+        parse_source_options(
+            {"kafka.bootstrap.servers": boot, "subscribe": "bt", "minPartitions": "5"}, streaming=False
+        )
+    )
     assert len(br.partitions()) >= 5
 
 
@@ -263,14 +303,20 @@ def test_fail_on_data_loss_retention(broker_factory):
                 p.produce("ret", b"x" * 100 + str(20 * i + j).encode(), partition=0)
             p.flush()
     with ClusterClient(boot) as c:
-        log_start = wait_for(lambda: c.list_offsets({("ret", 0): -2})[("ret", 0)], 30, interval=0.3,
-                             message="retention to delete the oldest segments")
+        log_start = wait_for(
+            lambda: c.list_offsets({("ret", 0): -2})[("ret", 0)],
+            30,
+            interval=0.3,
+            message="retention to delete the oldest segments",
+        )
     from pyklog.connector.spark.source import PyklogInputPartition, read_range
+
     part = PyklogInputPartition("ret", 0, 0, 120, None)
     strict = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "ret"}, streaming=True)
     with pytest.raises(DataLossError, match=rf"ret-0 lost offsets \[0, {log_start}\)"):
         list(read_range(strict, part))
-    lenient = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "ret", "failOnDataLoss": "false"},
-                                   streaming=True)
+    lenient = parse_source_options(
+        {"kafka.bootstrap.servers": boot, "subscribe": "ret", "failOnDataLoss": "false"}, streaming=True
+    )
     offsets = [o for batch in read_range(lenient, part) for o in batch.column("offset").to_pylist()]
     assert offsets and offsets[0] >= log_start and offsets == list(range(offsets[0], 120))

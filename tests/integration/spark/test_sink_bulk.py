@@ -1,6 +1,7 @@
 """The sink's executor-side write path (``PyklogBatchWriter.write``: Arrow batches ->
 ``Producer.send_many``) against a real broker, without Spark: rows of several topics in one batch,
 partition / key / headers columns, string and binary columns, and a null topic."""
+
 from __future__ import annotations
 
 import itertools
@@ -24,18 +25,30 @@ from pyklog.connector.spark.options import parse_sink_options
 from pyklog.connector.spark.sink import PyklogBatchWriter, PyklogCommitMessage
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
-SCHEMA = StructType([StructField("topic", StringType()), StructField("key", StringType()),
-                     StructField("value", BinaryType()), StructField("partition", IntegerType()),
-                     StructField("headers", HEADERS)])
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("partition", IntegerType()),
+        StructField("headers", HEADERS),
+    ]
+)
 ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 def _batch(rows):
     cols = list(zip(*rows))
     return pa.RecordBatch.from_arrays(
-        [pa.array(cols[0], pa.string()), pa.array(cols[1], pa.string()), pa.array(cols[2], pa.binary()),
-         pa.array(cols[3], pa.int32()), pa.array(cols[4], ARROW_HEADERS)],
-        names=["topic", "key", "value", "partition", "headers"])
+        [
+            pa.array(cols[0], pa.string()),
+            pa.array(cols[1], pa.string()),
+            pa.array(cols[2], pa.binary()),
+            pa.array(cols[3], pa.int32()),
+            pa.array(cols[4], ARROW_HEADERS),
+        ],
+        names=["topic", "key", "value", "partition", "headers"],
+    )
 
 
 def test_sink_write_arrow_batches_through_send_many(broker):
@@ -44,8 +57,16 @@ def test_sink_write_arrow_batches_through_send_many(broker):
         c.create_topic("sb", 2)
         opts = parse_sink_options({"kafka.bootstrap.servers": broker.bootstrap, "kafka.linger.ms": "5"})
         w = PyklogBatchWriter(opts, SCHEMA)
-        rows1 = [("sa" if i % 3 else "sb", f"k{i}", b"v%d" % i, None if i % 5 else i % 2,
-                  [{"key": "n", "value": b"%d" % i}] if i % 4 == 0 else None) for i in range(500)]
+        rows1 = [
+            (
+                "sa" if i % 3 else "sb",
+                f"k{i}",
+                b"v%d" % i,
+                None if i % 5 else i % 2,
+                [{"key": "n", "value": b"%d" % i}] if i % 4 == 0 else None,
+            )
+            for i in range(500)
+        ]
         rows2 = [("sa", None, b"w%d" % i, None, []) for i in range(100)]
         msg = w.write(iter([_batch(rows1), pa.Table.from_batches([_batch(rows2)])]))
         assert isinstance(msg, PyklogCommitMessage)
@@ -74,8 +95,15 @@ def _confluent_read(bootstrap, topic, nparts, isolation="read_uncommitted"):
     ``{value: (partition, key, headers)}`` and the number of records read."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chk-{topic}", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"chk-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
     got, count, eof = {}, 0, set()
     import time as _time
@@ -106,9 +134,15 @@ def test_bulk_sink_rows_read_back_with_confluent_kafka(broker, guarantee):
     topic = f"bulk-{guarantee}"
     with ClusterClient(broker.bootstrap) as c:
         c.create_topic(topic, 3)
-    opts = parse_sink_options({"kafka.bootstrap.servers": broker.bootstrap, "kafka.linger.ms": "5",
-                               "kafka.batch.size": "4096", "deliveryGuarantee": guarantee,
-                               "topic": topic})
+    opts = parse_sink_options(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "kafka.linger.ms": "5",
+            "kafka.batch.size": "4096",
+            "deliveryGuarantee": guarantee,
+            "topic": topic,
+        }
+    )
     w = PyklogBatchWriter(opts, SCHEMA)
     rows = []
     for i in range(3000):
@@ -116,7 +150,7 @@ def test_bulk_sink_rows_read_back_with_confluent_kafka(broker, guarantee):
         part = (i % 2) if i % 7 == 0 else None
         hdr = [{"key": "\u00fc", "value": b"%d" % i}, {"key": "e", "value": b""}] if i % 5 == 0 else None
         rows.append((None, key, b"v%05d" % i + (b"\xe2\x98\x83" * (i % 4)), part, hdr))
-    batches = [_batch(rows[a:a + 700]) for a in range(0, len(rows), 700)]
+    batches = [_batch(rows[a : a + 700]) for a in range(0, len(rows), 700)]
     msg = w.write(iter(batches))
     assert msg.records == 3000 and msg.per_topic == {topic: 3000}
     if guarantee == "exactly-once":

@@ -10,6 +10,7 @@
 
 The unit tests of the driver's decisions are in tests/unit/spark/test_sink_exactly_once.py.
 """
+
 from __future__ import annotations
 
 import collections
@@ -87,9 +88,11 @@ def _check_broker_read_committed(bootstrap, topic, partitions, committed, raw) -
     """The brokers' own read_committed answer must be the committed view (and nothing is open)."""
     rc = _read(bootstrap, topic, partitions, "read_committed")
     if len(raw) > len(committed) and rc == _read(bootstrap, topic, partitions, "read_uncommitted"):
-        pytest.xfail("the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
-                     "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
-                     "was computed from the log's markers instead")
+        pytest.xfail(
+            "the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
+            "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
+            "was computed from the log's markers instead"
+        )
     assert collections.Counter(rc) == collections.Counter(committed)
     assert _open_transactions(bootstrap, topic, partitions) == {}
 
@@ -103,14 +106,19 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
         bad = "id = 3999" if fail else "false"
         return spark.range(0, n, numPartitions=4).selectExpr(
             f"CASE WHEN {bad} THEN CAST(NULL AS STRING) ELSE 'eos-batch' END AS topic",
-            "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
+            "CAST(id AS STRING) AS key",
+            "CAST(id AS STRING) AS value",
+        )
 
     def write(df):
-        (df.write.mode("append").format("pyklog")
-         .option("kafka.bootstrap.servers", broker.bootstrap)
-         .option("deliveryGuarantee", "exactly-once")
-         .option("kafka.transaction.timeout.ms", "20000")
-         .save())
+        (
+            df.write.mode("append")
+            .format("pyklog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("deliveryGuarantee", "exactly-once")
+            .option("kafka.transaction.timeout.ms", "20000")
+            .save()
+        )
 
     prev = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")  # the failing task writes first
@@ -122,10 +130,15 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
         # (EndTxn returns once the coordinator decided; the markers follow; a cancelled task's
         # transaction ends at its 20 s timeout)
         committed, raw, still_open = wait_for(
-            lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 45, 0.2,
-            "the failed job's transactions to end")
-        print(f"batch: the failed job left {len(raw)} rows in the log, {len(committed)} committed, "
-              f"{still_open} in open transactions")
+            lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v,
+            45,
+            0.2,
+            "the failed job's transactions to end",
+        )
+        print(
+            f"batch: the failed job left {len(raw)} rows in the log, {len(committed)} committed, "
+            f"{still_open} in open transactions"
+        )
         assert (committed, still_open) == ([], 0) and len(raw) > 0
         first_raw = len(raw)
         write(frame(fail=False))
@@ -133,10 +146,13 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", prev)
     expected = [str(i).encode() for i in range(n)]
     committed, raw, still_open = wait_for(
-        lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 10, 0.1, "the commit markers")
+        lambda: (v := _log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 10, 0.1, "the commit markers"
+    )
     dups, lost = _count(expected, committed)
-    print(f"batch: failed job wrote {first_raw} rows (aborted); re-run: {len(committed)} committed rows, "
-          f"{dups} duplicates, {lost} lost, {still_open} in open transactions")
+    print(
+        f"batch: failed job wrote {first_raw} rows (aborted); re-run: {len(committed)} committed rows, "
+        f"{dups} duplicates, {lost} lost, {still_open} in open transactions"
+    )
     assert (dups, lost, len(committed), still_open) == (0, 0, n, 0)
     _check_broker_read_committed(broker.bootstrap, "eos-batch", 3, committed, raw)
 
@@ -153,17 +169,26 @@ def test_abandoned_transaction_ends_at_its_timeout_and_a_late_commit_fails_clear
     from pyklog.connector.spark.options import parse_sink_options
     from pyklog.connector.spark.sink import PyklogBatchWriter, SinkTransactionError
 
-    b = broker_factory(0, transaction_abort_timed_out_transaction_cleanup_interval_ms=200,
-                       transaction_max_timeout_ms=60000)
+    b = broker_factory(
+        0, transaction_abort_timed_out_transaction_cleanup_interval_ms=200, transaction_max_timeout_ms=60000
+    )
     with ClusterClient(b.bootstrap) as c:
         c.create_topic("eos-abandoned", 1)
     schema = StructType([StructField("value", BinaryType())])
     rows = pa.RecordBatch.from_arrays([pa.array([b"r%d" % i for i in range(100)], pa.binary())], names=["value"])
 
     def writer(timeout_ms: int) -> PyklogBatchWriter:
-        return PyklogBatchWriter(parse_sink_options({
-            "kafka.bootstrap.servers": b.bootstrap, "topic": "eos-abandoned", "deliveryGuarantee": "exactly-once",
-            "kafka.transaction.timeout.ms": str(timeout_ms)}), schema)
+        return PyklogBatchWriter(
+            parse_sink_options(
+                {
+                    "kafka.bootstrap.servers": b.bootstrap,
+                    "topic": "eos-abandoned",
+                    "deliveryGuarantee": "exactly-once",
+                    "kafka.transaction.timeout.ms": str(timeout_ms),
+                }
+            ),
+            schema,
+        )
 
     with pytest.raises(ConfigError, match="transaction.max.timeout.ms"):
         writer(120000).write(iter([rows]))
@@ -173,12 +198,18 @@ def test_abandoned_transaction_ends_at_its_timeout_and_a_late_commit_fails_clear
     committed, raw, still_open = _log_view(b.bootstrap, "eos-abandoned", 1)
     assert (committed, len(raw), still_open) == ([], 100, 100)
     assert _open_transactions(b.bootstrap, "eos-abandoned", 1) != {}  # read_committed readers wait
-    wait_for(lambda: _open_transactions(b.bootstrap, "eos-abandoned", 1) == {}, 20, 0.1,
-             "the brokers to abort the abandoned transaction")
+    wait_for(
+        lambda: _open_transactions(b.bootstrap, "eos-abandoned", 1) == {},
+        20,
+        0.1,
+        "the brokers to abort the abandoned transaction",
+    )
     ended = time.monotonic() - t0
     print(f"abandoned transaction (timeout 3 s) ended {ended:.1f}s after it was prepared")
     assert ended < 3 + 2
     assert _log_view(b.bootstrap, "eos-abandoned", 1)[0] == []
-    with pytest.raises(SinkTransactionError, match="aborted before the driver committed.*kafka.transaction.timeout.ms=3000"):
+    with pytest.raises(
+        SinkTransactionError, match="aborted before the driver committed.*kafka.transaction.timeout.ms=3000"
+    ):
         w.commit([msg])
     assert _read(b.bootstrap, "eos-abandoned", 1, "read_committed") == []

@@ -5,6 +5,7 @@ the decision (first commit, replay after a half-done commit, replay after the br
 everything, partial loss, abort after a failed commit, lingering clean-up) is checked in
 milliseconds.  The same guarantees against real brokers and a SIGKILLed Spark driver are in
 tests/integration/spark/test_sink_exactly_once.py."""
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,15 @@ def _task(brokers, zk_chroot, q, batch, partition, attempt=0, register=True) -> 
         opts = parse_sink_options({"zookeeper.connect": zk_chroot, "topic": "t", "deliveryGuarantee": "exactly-once"})
         with SinkTransactionLog(opts.cluster) as tlog:
             tlog.register(q, batch, tid, partition, attempt)
-    return PyklogCommitMessage(records=10, per_topic={"t": 10}, transaction=brokers.prepare(tid), query_id=q,
-                               batch_id=batch, partition=partition, started_at=None)
+    return PyklogCommitMessage(
+        records=10,
+        per_topic={"t": 10},
+        transaction=brokers.prepare(tid),
+        query_id=q,
+        batch_id=batch,
+        partition=partition,
+        started_at=None,
+    )
 
 
 def test_recovery_decisions_against_zookeeper(zk_chroot, zk):

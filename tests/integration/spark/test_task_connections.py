@@ -9,6 +9,7 @@ process, with one ApiVersions handshake each, however many tasks ran; a connecti
 closed meanwhile is dropped and reopened.  With the cache off, each task opens exactly one
 connection.  When the planned leader is wrong or gone the task looks the leader up, logs it, and
 still returns every record."""
+
 from __future__ import annotations
 
 import logging
@@ -37,6 +38,7 @@ def _empty_consumer_cache():
     yield
     TASK_CONSUMERS.clear()
 
+
 API_VERSIONS, METADATA, FETCH = 18, 3, 1
 _ACCEPTED = re.compile(r"accepted connection (\d+) from ")
 _REQUEST = re.compile(r"request api_key=(\d+) api_version=\d+ correlation_id=\d+ client_id=(.*) connection=(\d+) ")
@@ -55,7 +57,7 @@ class BrokerLog:
     def connections(self) -> dict:
         """``{connection id: [api_key, ...]}`` in request order, for connections accepted since the mark."""
         conns: dict = {}
-        for line in self.broker.output()[self.pos:].splitlines():
+        for line in self.broker.output()[self.pos :].splitlines():
             m = _ACCEPTED.search(line)
             if m:
                 conns[int(m.group(1))] = []
@@ -90,9 +92,13 @@ def _topic(boot: str, name: str, partitions: int, per_partition: int) -> dict:
 
 
 def _rows(batches) -> list:
-    return [(p, o, v) for b in batches for p, o, v in zip(b.column("partition").to_pylist(),
-                                                          b.column("offset").to_pylist(),
-                                                          b.column("value").to_pylist())]
+    return [
+        (p, o, v)
+        for b in batches
+        for p, o, v in zip(
+            b.column("partition").to_pylist(), b.column("offset").to_pylist(), b.column("value").to_pylist()
+        )
+    ]
 
 
 def _read_planned(b0, b1, topic: str, cache: bool):
@@ -100,9 +106,13 @@ def _read_planned(b0, b1, topic: str, cache: bool):
     run every task in this process as an executor would, and return (parts, leaders, broker logs)."""
     leaders = _topic(b0.bootstrap, topic, 4, 300)
     assert set(leaders.values()) == {0, 1}
-    opts = {"kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "subscribe": topic,
-            "minPartitions": "8", "kafka.max.partition.fetch.bytes": "2048",  # several fetches a task
-            "consumerCache.enabled": str(cache).lower()}
+    opts = {
+        "kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}",
+        "subscribe": topic,
+        "minPartitions": "8",
+        "kafka.max.partition.fetch.bytes": "2048",  # several fetches a task
+        "consumerCache.enabled": str(cache).lower(),
+    }
     reader = PyklogBatchReader(parse_source_options(opts, streaming=False))
     parts = reader.partitions()  # the driver planner
     assert len(parts) == 8
@@ -155,8 +165,7 @@ def test_a_cached_connection_the_broker_closed_is_reopened(broker_factory):
     same leader and reads every record, without a metadata lookup."""
     b0 = broker_factory(0, log_level="DEBUG")
     _topic(b0.bootstrap, "restart", 1, 200)
-    opts = parse_source_options({"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "restart"},
-                                streaming=False)
+    opts = parse_source_options({"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "restart"}, streaming=False)
     part = PyklogInputPartition("restart", 0, 0, 100, b0.bootstrap, 0)
     assert [o for _, o, _ in _rows(read_range(opts, part))] == list(range(100))
     assert TASK_CONSUMERS.created == 1
@@ -180,14 +189,17 @@ def test_a_cached_connection_the_broker_closed_is_reopened(broker_factory):
 def test_a_failed_task_does_not_give_its_consumer_back(two_brokers):
     b0, _ = two_brokers
     _topic(b0.bootstrap, "fails", 1, 10)
-    opts = parse_source_options({"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "fails",
-                                 "kafkaConsumer.pollTimeoutMs": "300"}, streaming=False)
+    opts = parse_source_options(
+        {"kafka.bootstrap.servers": b0.bootstrap, "subscribe": "fails", "kafkaConsumer.pollTimeoutMs": "300"},
+        streaming=False,
+    )
     part = PyklogInputPartition("fails", 0, 0, 50, b0.bootstrap, 0)  # 40 records that never come
     with pytest.raises(Exception):
         list(read_range(opts, part))
     assert TASK_CONSUMERS.created == 1
-    assert [o for _, o, _ in _rows(read_range(opts, PyklogInputPartition("fails", 0, 0, 10, b0.bootstrap, 0)))] \
-        == list(range(10))
+    assert [o for _, o, _ in _rows(read_range(opts, PyklogInputPartition("fails", 0, 0, 10, b0.bootstrap, 0)))] == list(
+        range(10)
+    )
     assert TASK_CONSUMERS.created == 2 and TASK_CONSUMERS.reused == 0  # the failed one was closed
 
 
@@ -197,8 +209,13 @@ def test_spark_read_connections_are_bounded_by_workers(spark, two_brokers):
     logs = [BrokerLog(b0), BrokerLog(b1)]
     for lg in logs:
         lg.mark()
-    df = (spark.read.format("pyklog").option("kafka.bootstrap.servers", b0.bootstrap)
-          .option("subscribe", "sparkone").option("minPartitions", "16").load())
+    df = (
+        spark.read.format("pyklog")
+        .option("kafka.bootstrap.servers", b0.bootstrap)
+        .option("subscribe", "sparkone")
+        .option("minPartitions", "16")
+        .load()
+    )
     assert df.count() == 800
     task_conns, other_conns = [], []
     for lg in logs:
@@ -234,8 +251,9 @@ def test_a_task_whose_planned_leader_is_wrong_looks_it_up(two_brokers, caplog):
             rows = _rows(read_range(opts, part))
         assert [(q, o) for q, o, _ in rows] == [(p, o) for o in range(250)]
         assert [v for _, _, v in rows] == [f"{p}-{o}".encode() for o in range(250)]
-        assert any("known in advance" in r.getMessage() and "moved-%d" % p in r.getMessage()
-                   for r in caplog.records), caplog.text
+        assert any("known in advance" in r.getMessage() and "moved-%d" % p in r.getMessage() for r in caplog.records), (
+            caplog.text
+        )
         wrong_apis = [a for apis in lg[wrong].connections().values() for a in apis]
         assert FETCH in wrong_apis and METADATA in wrong_apis  # asked it, then asked it who leads
 
@@ -244,8 +262,9 @@ def test_a_task_whose_planned_leader_is_unreachable_looks_it_up(two_brokers, cap
     b0, b1 = two_brokers
     leaders = _topic(b0.bootstrap, "gone", 1, 120)
     leader = (b0, b1)[leaders[0]]
-    opts = parse_source_options({"kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}",
-                                 "subscribe": "gone"}, streaming=False)
+    opts = parse_source_options(
+        {"kafka.bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "subscribe": "gone"}, streaming=False
+    )
     # planned on a broker id that is now nowhere to be reached
     part = PyklogInputPartition("gone", 0, 0, 120, f"127.0.0.1:{free_port()}", leaders[0])
     with caplog.at_level(logging.INFO, logger="pyklog.connector.consumer"):

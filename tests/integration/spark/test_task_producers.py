@@ -6,6 +6,7 @@ broker runs at DEBUG (one log line per accepted connection and per request).  A 
 first opens no connection and sends no Metadata/InitProducerId; a leader that was SIGKILLed and
 restarted between two tasks costs the next task a reconnection, not a record; a failed task's
 producer is closed, never given to the next task."""
+
 from __future__ import annotations
 
 import re
@@ -57,8 +58,9 @@ def test_write_tasks_of_one_worker_share_a_producer(broker_factory):
     with ClusterClient(b.bootstrap) as c:
         c.create_topic("pc", 2)
         c.wait_for_topic("pc", 2)
-    w = PyklogBatchWriter(parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "pc",
-                                              "kafka.linger.ms": "0"}), SCHEMA)
+    w = PyklogBatchWriter(
+        parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "pc", "kafka.linger.ms": "0"}), SCHEMA
+    )
     assert _task(w, [b"a%d" % i for i in range(100)]) == 100
     mark = len(b.output())
     for t in range(1, 5):
@@ -76,8 +78,10 @@ def test_without_the_cache_each_write_task_has_its_own_producer(broker_factory):
     with ClusterClient(b.bootstrap) as c:
         c.create_topic("nc", 1)
         c.wait_for_topic("nc", 1)
-    w = PyklogBatchWriter(parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "nc",
-                                              "producerCache.enabled": "false"}), SCHEMA)
+    w = PyklogBatchWriter(
+        parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "nc", "producerCache.enabled": "false"}),
+        SCHEMA,
+    )
     mark = len(b.output())
     for t in range(3):
         assert _task(w, [b"%d-%d" % (t, i) for i in range(10)]) == 10
@@ -93,8 +97,9 @@ def test_a_cached_producer_survives_a_leader_restart(broker_factory):
     with ClusterClient(b.bootstrap) as c:
         c.create_topic("pr", 2)
         c.wait_for_topic("pr", 2)
-    w = PyklogBatchWriter(parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "pr",
-                                              "kafka.linger.ms": "0"}), SCHEMA)
+    w = PyklogBatchWriter(
+        parse_sink_options({"kafka.bootstrap.servers": b.bootstrap, "topic": "pr", "kafka.linger.ms": "0"}), SCHEMA
+    )
     acked = _task(w, [b"before-%d" % i for i in range(200)])
     b.kill()
     b.start()
@@ -112,9 +117,14 @@ def test_a_failed_write_task_closes_its_producer(broker_factory):
     with ClusterClient(b.bootstrap) as c:
         c.create_topic("pf", 1)
         c.wait_for_topic("pf", 1)
-    opts = {"kafka.bootstrap.servers": b.bootstrap, "topic": "pf", "kafka.linger.ms": "0",
-            "kafka.delivery.timeout.ms": "1500", "kafka.request.timeout.ms": "1000",
-            "kafka.max.block.ms": "1000"}
+    opts = {
+        "kafka.bootstrap.servers": b.bootstrap,
+        "topic": "pf",
+        "kafka.linger.ms": "0",
+        "kafka.delivery.timeout.ms": "1500",
+        "kafka.request.timeout.ms": "1000",
+        "kafka.max.block.ms": "1000",
+    }
     w = PyklogBatchWriter(parse_sink_options(opts), SCHEMA)
     assert _task(w, [b"ok-%d" % i for i in range(10)]) == 10
     b.kill()
@@ -126,5 +136,6 @@ def test_a_failed_write_task_closes_its_producer(broker_factory):
     assert _task(w, [b"again-%d" % i for i in range(10)]) == 10
     assert TASK_PRODUCERS.created == 2  # the failed task's producer was not reused
     got = _values(b.bootstrap, "pf", 1)
-    assert {v for v in got if not v.startswith(b"lost")} == {b"ok-%d" % i for i in range(10)} | \
-        {b"again-%d" % i for i in range(10)}
+    assert {v for v in got if not v.startswith(b"lost")} == {b"ok-%d" % i for i in range(10)} | {
+        b"again-%d" % i for i in range(10)
+    }

@@ -1,4 +1,5 @@
 """ZkCluster against the real ZooKeeper (one chroot per test) and the pure topic rules."""
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,14 @@ def cluster_factory(zk_chroot):
     made: list[ZkCluster] = []
 
     def make(broker_id, port=None, start=True, **kw):
-        c = ZkCluster(zk_chroot, broker_id, "127.0.0.1" if broker_id is not None else None,
-                      port or (9000 + broker_id if broker_id is not None else None),
-                      session_timeout_ms=SESSION_MS, **kw)
+        c = ZkCluster(
+            zk_chroot,
+            broker_id,
+            "127.0.0.1" if broker_id is not None else None,
+            port or (9000 + broker_id if broker_id is not None else None),
+            session_timeout_ms=SESSION_MS,
+            **kw,
+        )
         made.append(c)
         return c.start() if start else c
 
@@ -129,8 +135,9 @@ def test_reregisters_after_session_expiry(cluster_factory, zk, zk_chroot):
     c.create_topic("before", 2)
     old_session = c.session_id
     expire_session(zk_chroot, c.zk)
-    wait_for(lambda: c.session_id not in (None, old_session) and c.registered, timeout=30,
-             message="new session registered")
+    wait_for(
+        lambda: c.session_id not in (None, old_session) and c.registered, timeout=30, message="new session registered"
+    )
     _, stat = zk.get(paths.broker_id(5))
     assert stat.ephemeralOwner == c.session_id != old_session
     # watches are armed again: a topic created elsewhere and a broker leaving are both seen
@@ -153,13 +160,23 @@ def test_topic_creation_spreads_over_brokers(cluster_factory, zk):
     # what is in ZooKeeper is Kafka's layout
     reg = json.loads(zk.get(paths.topic("spread"))[0])
     # Kafka's TopicZNode v3: the topic id (KIP-516, 22 chars of URL-safe base64) and empty reassignments
-    assert reg == {"version": 3, "topic_id": reg["topic_id"], "partitions": {str(p): r for p, r in assignment.items()},
-                   "adding_replicas": {}, "removing_replicas": {}}
+    assert reg == {
+        "version": 3,
+        "topic_id": reg["topic_id"],
+        "partitions": {str(p): r for p, r in assignment.items()},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
     assert brokers[0].topic("spread") is not None
     assert len(reg["topic_id"]) == 22 and brokers[0].topic_id("spread") == parse_topic_id(reg["topic_id"])
     state = json.loads(zk.get(paths.partition_state("spread", 4))[0])
-    assert state == {"controller_epoch": 1, "leader": assignment[4][0], "version": 1, "leader_epoch": 0,
-                     "isr": [assignment[4][0]]}
+    assert state == {
+        "controller_epoch": 1,
+        "leader": assignment[4][0],
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [assignment[4][0]],
+    }
     assert json.loads(zk.get(paths.topic_config("spread"))[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
     # every broker's cache sees the same metadata, refreshed by the watch
     assert seen.wait(10)
@@ -291,8 +308,7 @@ def test_alter_topic_config_reaches_every_broker(cluster_factory, zk):
     assert json.loads(zk.get(paths.topic_config("conf"))[0]) == {"version": 1, "config": new}
     notes = zk.get_children(paths.CONFIG_CHANGES)
     assert len(notes) == 1 and notes[0].startswith("config_change_")
-    assert json.loads(zk.get(f"{paths.CONFIG_CHANGES}/{notes[0]}")[0]) == {"version": 2,
-                                                                             "entity_path": "topics/conf"}
+    assert json.loads(zk.get(f"{paths.CONFIG_CHANGES}/{notes[0]}")[0]) == {"version": 2, "entity_path": "topics/conf"}
     with pytest.raises(UnknownTopicOrPartitionError):
         a.alter_topic_config("absent", {"retention.ms": "1"})
     with pytest.raises(InvalidConfigError):

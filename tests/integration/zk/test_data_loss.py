@@ -3,6 +3,7 @@
 Real ZooKeeper processes (a private one per test where it is restarted), real broker processes,
 confluent-kafka with acks=all.  Each test counts what was acknowledged, lost and duplicated.
 """
+
 from __future__ import annotations
 
 import glob
@@ -14,14 +15,23 @@ from tests.support import kazoo_client, wait_for
 N = 3000
 
 
-def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1, timestamp_ms: int = 0, first: int = 0,
-             **config) -> int:
+def _produce(
+    bootstrap: str, topic: str, n: int, partitions: int = 1, timestamp_ms: int = 0, first: int = 0, **config
+) -> int:
     """Produce ``n`` distinct values with acks=all; return how many were acknowledged."""
     from confluent_kafka import Producer
 
     acked = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "enable.idempotence": False, "topic.metadata.refresh.interval.ms": 1000, **config})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+            **config,
+        }
+    )
 
     errors = []
 
@@ -44,8 +54,14 @@ def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1, timestamp_
 def _consume_all(bootstrap: str, topic: str, partitions: int, expect: int, timeout: float = 30.0) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.time_ns()}",
-                  "enable.auto.commit": False, "allow.auto.create.topics": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "allow.auto.create.topics": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -158,8 +174,11 @@ def test_topic_removed_behind_the_brokers_back_is_kept(broker_factory, zk):
     saved = _snapshot(zk, "/brokers/topics/gone") + _snapshot(zk, "/config/topics/gone")
     zk.delete("/brokers/topics/gone", recursive=True)
     zk.delete("/config/topics/gone", recursive=True)
-    wait_for(lambda: "keeping 1 log(s) whose topic is not in the ZooKeeper registry" in b.output(), 30,
-             message="ERROR about the stray log")
+    wait_for(
+        lambda: "keeping 1 log(s) whose topic is not in the ZooKeeper registry" in b.output(),
+        30,
+        message="ERROR about the stray log",
+    )
     time.sleep(11)  # the 10 s periodic sync runs once more: still kept, not reported again
     out = b.output()
     assert out.count("whose topic is not in the ZooKeeper registry") == 1
@@ -281,8 +300,11 @@ def test_zookeeper_away_then_back_with_its_data(broker_factory, tmp_path):
         original.stop()
         time.sleep(12)
         original.start()
-        wait_for(lambda: "registered broker 0" in "\n".join(b.output().splitlines()[mark:])
-                 or "back after" in b.output(), 30, message="reconnected")
+        wait_for(
+            lambda: "registered broker 0" in "\n".join(b.output().splitlines()[mark:]) or "back after" in b.output(),
+            30,
+            message="reconnected",
+        )
         assert b.proc.poll() is None, b.output()[-3000:]
         acked += _produce(b.bootstrap, "steady", N - N // 2, first=N // 2)
         lines = b.output().splitlines()[mark:]

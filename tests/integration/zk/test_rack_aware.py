@@ -1,5 +1,6 @@
 """Rack-aware replica placement (Kafka's ``AdminUtils.assignReplicasToBrokersRackAware``): the pure
 algorithm against Kafka's own expected layouts, then real brokers with ``broker.rack``."""
+
 from __future__ import annotations
 
 import collections
@@ -40,9 +41,28 @@ def test_brokers_with_racks_place_replicas_across_racks(broker_factory, zk, zk_c
     assert zk.exists(paths.topic(t2)) is None
     from pyklog.broker.cli import topics
 
-    assert topics.main(["--zookeeper", zk_chroot, "--create", "--topic", t2, "--partitions", "2",
-                        "--replication-factor", "2"]) == 1
+    assert (
+        topics.main(
+            ["--zookeeper", zk_chroot, "--create", "--topic", t2, "--partitions", "2", "--replication-factor", "2"]
+        )
+        == 1
+    )
     assert "Not all brokers have rack information" in capsys.readouterr().err
-    assert topics.main(["--zookeeper", zk_chroot, "--create", "--topic", t2, "--partitions", "2",
-                        "--replication-factor", "2", "--disable-rack-aware"]) == 0
+    assert (
+        topics.main(
+            [
+                "--zookeeper",
+                zk_chroot,
+                "--create",
+                "--topic",
+                t2,
+                "--partitions",
+                "2",
+                "--replication-factor",
+                "2",
+                "--disable-rack-aware",
+            ]
+        )
+        == 0
+    )
     assert len(json.loads(zk.get(paths.topic(t2))[0])["partitions"]) == 2

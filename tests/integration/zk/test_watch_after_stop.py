@@ -8,6 +8,7 @@ broker watches fire during stop.  Kazoo logs a watch function's exception with a
 object has no attribute 'get_async'``.  Counted: tracebacks in the captured log = 0, and every
 topic created is in the registry.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,12 +58,16 @@ def test_watches_after_stop_return_quietly(zk_chroot, caplog):
         topics = seed.topics()
         from tests.support import wait_for
 
-        wait_for(lambda: set(created + background) <= set(seed.topics()), timeout=20,
-                 message="every created topic in the registry")
+        wait_for(
+            lambda: set(created + background) <= set(seed.topics()),
+            timeout=20,
+            message="every created topic in the registry",
+        )
     finally:
         seed.stop()
     bad = [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
-    assert not bad, "\n".join(f"{r.name}: {r.getMessage()} {r.exc_info[1]!r}" if r.exc_info else r.getMessage()
-                              for r in bad[:5])
+    assert not bad, "\n".join(
+        f"{r.name}: {r.getMessage()} {r.exc_info[1]!r}" if r.exc_info else r.getMessage() for r in bad[:5]
+    )
     assert not [r for r in caplog.records if "NoneType" in r.getMessage()]
     assert len(created) == 50 and topics is not None

@@ -1,6 +1,7 @@
 """Codecs of the ZooKeeper records (pyklog.broker.zk.znodes): golden JSON in Kafka's exact forms
 (written by hand from Kafka's documentation and the ZkData znode descriptions), round trips, malformed
 data, and the broker/client agreement on which endpoint of a registration to use."""
+
 from __future__ import annotations
 
 from pyklog.broker.zk import paths
@@ -8,12 +9,16 @@ from pyklog.broker.zk import paths
 # Kafka's BrokerIdZNode examples, one per version.
 V1 = b'{"version":1,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666"}'
 # v4 with custom listener names: the first endpoint speaks SSL, the PLAINTEXT one comes second.
-V4 = (b'{"version":4,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
-      b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],'
-      b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},"rack":"dc1"}')
+V4 = (
+    b'{"version":4,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
+    b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],'
+    b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},"rack":"dc1"}'
+)
 # v2+ without a PLAINTEXT listener: host null, port -1
-SSL_ONLY = (b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"timestamp":"2233345666",'
-            b'"endpoints":["SSL://host1:9093"],"listener_security_protocol_map":{"SSL":"SSL"},"rack":null}')
+SSL_ONLY = (
+    b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"timestamp":"2233345666",'
+    b'"endpoints":["SSL://host1:9093"],"listener_security_protocol_map":{"SSL":"SSL"},"rack":null}'
+)
 
 
 # ---------------------------------------------------------------------------- broker registration

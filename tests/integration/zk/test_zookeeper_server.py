@@ -1,4 +1,5 @@
 """The ZooKeeper launcher: a real server from pyspark's jars, bound to loopback, usable by kazoo."""
+
 import subprocess
 import sys
 
@@ -25,8 +26,13 @@ def _start_console_zookeeper(env, port, *extra):
     import os
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "pyklog.broker.zk.server", "--port", str(port), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyklog.broker.zk.server", "--port", str(port), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     lines = []
     while time.monotonic() < deadline:

@@ -1,4 +1,5 @@
 """pyklog-console-producer / pyklog-console-consumer as a user runs them (subprocesses)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,5 +17,3 @@ def test_line_reader_properties():
     assert r.parse("NULL\tNULL", 1) == (None, None, ())
     r = LineReader({"parse.headers": "true", "parse.key": "true"})
     assert r.parse("a:1,b:2\tk\tv", 1) == (b"k", b"v", (("a", b"1"), ("b", b"2")))
-
-

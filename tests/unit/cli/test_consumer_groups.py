@@ -1,5 +1,6 @@
 """pyklog-consumer-groups as a user runs it (subprocess) against a real broker, a stock client's group
 (kafka-python) and a ZooKeeper group, checked against Kafka's ConsumerGroupCommand layout."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,9 @@ BIN = os.path.dirname(sys.executable)
 
 
 def tool(*args, timeout=60):
-    r = subprocess.run([os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run(
+        [os.path.join(BIN, "pyklog-consumer-groups"), *args], capture_output=True, text=True, timeout=timeout
+    )
     return r
 
 
@@ -35,8 +37,6 @@ def test_usage_errors_help_and_version():
     r = tool("--version")
     assert r.returncode == 0 and r.stdout.startswith("pyklog-consumer-groups (pyklog ")
     r = tool("--list")
-    assert r.returncode == 1 and "Error: Missing required argument \"[bootstrap-server]\"" in r.stderr
+    assert r.returncode == 1 and 'Error: Missing required argument "[bootstrap-server]"' in r.stderr
     r = tool("--bootstrap-server", "127.0.0.1:1", "--describe")
     assert r.returncode == 1 and "[all-groups], [group]" in r.stderr
-
-

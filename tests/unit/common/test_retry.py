@@ -1,4 +1,5 @@
 """Unit tests of pyklog.broker.common.retry (no server; a fake clock and sleep)."""
+
 import math
 import random
 
@@ -82,8 +83,13 @@ def test_retry_succeeds_after_retriable_errors():
             raise NotLeaderOrFollowerError("moved")
         return "ok"
 
-    got = retry(fn, deadline=Deadline.after(10, clock=clock), backoff=Backoff(0.1, max_s=1, jitter=0),
-                sleep=clock.sleep, on_retry=lambda e, n, d: seen.append((type(e), n, round(d, 6))))
+    got = retry(
+        fn,
+        deadline=Deadline.after(10, clock=clock),
+        backoff=Backoff(0.1, max_s=1, jitter=0),
+        sleep=clock.sleep,
+        on_retry=lambda e, n, d: seen.append((type(e), n, round(d, 6))),
+    )
     assert got == "ok" and len(calls) == 3
     assert clock.sleeps == pytest.approx([0.1, 0.2])
     assert seen == [(NotLeaderOrFollowerError, 1, 0.1), (NotLeaderOrFollowerError, 2, 0.2)]
@@ -110,8 +116,13 @@ def test_retry_times_out_with_message_and_cause():
         raise NetworkError("connection refused")
 
     with pytest.raises(RequestTimedOutError) as e:
-        retry(fn, deadline=Deadline.after(1.0, clock=clock), backoff=Backoff(0.3, multiplier=1, jitter=0),
-              sleep=clock.sleep, what="metadata for topic t")
+        retry(
+            fn,
+            deadline=Deadline.after(1.0, clock=clock),
+            backoff=Backoff(0.3, multiplier=1, jitter=0),
+            sleep=clock.sleep,
+            what="metadata for topic t",
+        )
     msg = str(e.value)
     assert "metadata for topic t" in msg and "4 attempts" in msg and "0.90s" in msg
     assert "connection refused" in msg and isinstance(e.value.__cause__, NetworkError)
@@ -125,8 +136,14 @@ def test_retry_raise_last_and_custom_predicate():
         raise KeyError("x")
 
     with pytest.raises(KeyError):
-        retry(fn, deadline=Deadline.after(0.5, clock=clock), backoff=Backoff(0.2, multiplier=1, jitter=0),
-              sleep=clock.sleep, retriable=lambda e: isinstance(e, KeyError), raise_last=True)
+        retry(
+            fn,
+            deadline=Deadline.after(0.5, clock=clock),
+            backoff=Backoff(0.2, multiplier=1, jitter=0),
+            sleep=clock.sleep,
+            retriable=lambda e: isinstance(e, KeyError),
+            raise_last=True,
+        )
     assert clock.sleeps == [0.2, 0.2]
 
 
@@ -135,8 +152,7 @@ def test_retry_calls_once_with_expired_deadline():
     d = Deadline.after(0, clock=clock)
     assert retry(lambda: 5, deadline=d, backoff=Backoff(0.1), sleep=clock.sleep) == 5
     with pytest.raises(RequestTimedOutError, match="1 attempt in"):
-        retry(lambda: (_ for _ in ()).throw(NetworkError("down")), deadline=d, backoff=Backoff(0.1),
-              sleep=clock.sleep)
+        retry(lambda: (_ for _ in ()).throw(NetworkError("down")), deadline=d, backoff=Backoff(0.1), sleep=clock.sleep)
 
 
 def test_retry_real_sleep_short():

@@ -1,4 +1,5 @@
 """Unit tests of pyklog.broker.common.scheduler (real thread, short real timings, generous bounds)."""
+
 import itertools
 import logging
 import threading

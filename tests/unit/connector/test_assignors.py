@@ -1,5 +1,6 @@
 """Assignors (pure): one invariant checker over seeded random groups, range's contiguous split,
 stickiness on leave/join, and bad input."""
+
 from __future__ import annotations
 
 import random
@@ -47,8 +48,9 @@ def check_invariants(strategy, members, partitions, result):
             for t, _ in tps:
                 for other in members:
                     if t in members[other]:
-                        assert counts[m] - counts[other] <= 1, \
+                        assert counts[m] - counts[other] <= 1, (
                             f"{m} has {counts[m]} incl. {t}, subscribed {other} has {counts[other]}"
+                        )
 
 
 def random_group(rng, same_subscription):
@@ -64,7 +66,8 @@ def random_group(rng, same_subscription):
             members[mid] = set(everyone)
         else:
             members[mid] = set(rng.sample(topics, rng.randint(0, n_topics))) | (
-                {"missing-topic"} if rng.random() < 0.1 else set())
+                {"missing-topic"} if rng.random() < 0.1 else set()
+            )
     return members, partitions
 
 
@@ -96,9 +99,11 @@ def test_invariants_random_groups(strategy):
 def test_range_example_from_the_seed():
     members = {"c1": {"a"}, "c0": {"a", "b"}, "c2": {"a"}}
     r = assign("range", members, {"a": 8, "b": 3})
-    assert r == {"c0": [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)],
-                 "c1": [("a", 3), ("a", 4), ("a", 5)],
-                 "c2": [("a", 6), ("a", 7)]}
+    assert r == {
+        "c0": [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)],
+        "c1": [("a", 3), ("a", 4), ("a", 5)],
+        "c2": [("a", 6), ("a", 7)],
+    }
 
 
 def test_roundrobin_skips_unsubscribed_members():

@@ -1,4 +1,5 @@
 """BrokerConnection and ClusterClient against real brokers (real ZooKeeper, `python -m pyklog.broker`)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,5 +17,3 @@ def test_parse_bootstrap():
         parse_bootstrap("nohostport")
     with pytest.raises(ConfigError):
         ClusterClient()
-
-

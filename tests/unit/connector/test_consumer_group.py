@@ -1,5 +1,6 @@
 """ZooKeeper consumer groups against a real ZooKeeper (no broker): registration, watches, rebalance,
 the partition owner registry, session loss, manual release (the Spark driver's mode)."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,5 +26,3 @@ def test_bad_configuration_and_registrations():
         parse_registration(b'{"subscription":{"t":1},"pattern":"x"}')
     assert topics_of("white_list", {"a.*": 1}, ["ab", "ba", "a"]) == {"ab", "a"}
     assert topics_of("black_list", {"a.*": 1}, ["ab", "ba", "__consumer_offsets"]) == {"ba"}
-
-

@@ -1,5 +1,6 @@
 """The GroupMember state machine as a table (no server): every state reachable, no way out of
 STOPPED, every move outside the table refused with an error naming both states."""
+
 from __future__ import annotations
 
 import itertools

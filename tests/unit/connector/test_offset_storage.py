@@ -1,5 +1,6 @@
 """Offset storage: zookeeper, kafka (a real broker's coordinator) and dual commit, including the
 seed's migration from ZooKeeper to Kafka."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,5 +16,3 @@ def test_create_needs_what_the_settings_use():
         OffsetStore.create("kafka", False, zk="127.0.0.1:1")
     with pytest.raises(ConfigError, match="dual.commit.enabled=true needs ZooKeeper"):
         OffsetStore.create("kafka", True, zk=None, cluster_client=object())
-
-

@@ -1,4 +1,5 @@
 """Producer tests: murmur2 placement (pure) and the real producer against real brokers."""
+
 from __future__ import annotations
 
 import random
@@ -70,8 +71,9 @@ from pyklog.connector.producer.config import parse_config  # noqa: E402
 
 
 def test_config_dotted_and_python_names():
-    cfg, _ = parse_config({"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"},
-                          {"batch_size": 100, "compression_type": "lz4"})
+    cfg, _ = parse_config(
+        {"bootstrap.servers": "h:1", "linger.ms": "7", "acks": "all"}, {"batch_size": 100, "compression_type": "lz4"}
+    )
     assert cfg["linger.ms"] == 7 and cfg["batch.size"] == 100 and cfg["acks"] == -1
     assert cfg["compression.type"] == 3 and cfg["enable.idempotence"] is True
 
@@ -91,8 +93,9 @@ def test_config_errors_name_the_setting():
     with pytest.raises(ConfigError, match="acks=all"):
         parse_config({"bootstrap.servers": "h:1", "enable.idempotence": True, "acks": 1}, {})
     with pytest.raises(ConfigError, match="<= 5"):
-        parse_config({"bootstrap.servers": "h:1", "enable.idempotence": "true",
-                      "max.in.flight.requests.per.connection": 6}, {})
+        parse_config(
+            {"bootstrap.servers": "h:1", "enable.idempotence": "true", "max.in.flight.requests.per.connection": 6}, {}
+        )
     # the default idempotence gives way silently (as Kafka 3.x does)
     cfg, _ = parse_config({"bootstrap.servers": "h:1", "acks": 1}, {})
     assert cfg["enable.idempotence"] is False
@@ -193,8 +196,8 @@ def test_record_larger_than_max_request_size_fails_at_once():
             p.send("t", b"x" * 2000, partition=0)
         with pytest.raises(MessageTooLargeError, match="max.request.size=1000"):
             p.produce("t", b"v", key=b"k" * 500, headers=[("h", b"y" * 500)], partition=0)
-        assert not p._accumulator._unfinished and not p._accumulator._open and p.failed_records == 0  # nothing was queued
+        assert (
+            not p._accumulator._unfinished and not p._accumulator._open and p.failed_records == 0
+        )  # nothing was queued
         with pytest.raises(TypeError, match="value: expected bytes"):
             p.send("t", 12345, partition=0)
-
-

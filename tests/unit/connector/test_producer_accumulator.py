@@ -3,6 +3,7 @@
 The sender is stood in for by a small waker that records wakeups: the accumulator does no I/O and
 only needs the sender's ``idle`` flag and ``wakeup()``.
 """
+
 from __future__ import annotations
 
 import random
@@ -28,8 +29,9 @@ class _Waker:
 
 def _acc(batch_size=1000, linger_s=60.0, buffer_memory=1 << 20, max_block_s=1.0, idle=True):
     topic_info = {"t": (3, [0, 1, 2])}
-    acc = RecordAccumulator(batch_size, linger_s, buffer_memory, max_block_s,
-                            DefaultPartitioner(random.Random(1)), topic_info)
+    acc = RecordAccumulator(
+        batch_size, linger_s, buffer_memory, max_block_s, DefaultPartitioner(random.Random(1)), topic_info
+    )
     acc.waker = _Waker(idle)
     return acc
 

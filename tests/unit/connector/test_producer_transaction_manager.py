@@ -3,6 +3,7 @@
 The expected transitions are written out here from Kafka's ``TransactionManager.State``
 (``isTransitionValid``), independently of the table in the module, so a wrong entry there fails.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,19 +28,29 @@ ALL = list(TransactionState)
 
 # (source, target) pairs Kafka allows; FATAL_ERROR may be entered from anywhere
 KAFKA_VALID = {
-    (S.READY, S.UNINITIALIZED), (S.ABORTABLE_ERROR, S.UNINITIALIZED),
-    (S.UNINITIALIZED, S.INITIALIZING), (S.ABORTING_TRANSACTION, S.INITIALIZING),
-    (S.INITIALIZING, S.READY), (S.COMMITTING_TRANSACTION, S.READY), (S.ABORTING_TRANSACTION, S.READY),
+    (S.READY, S.UNINITIALIZED),
+    (S.ABORTABLE_ERROR, S.UNINITIALIZED),
+    (S.UNINITIALIZED, S.INITIALIZING),
+    (S.ABORTING_TRANSACTION, S.INITIALIZING),
+    (S.INITIALIZING, S.READY),
+    (S.COMMITTING_TRANSACTION, S.READY),
+    (S.ABORTING_TRANSACTION, S.READY),
     (S.READY, S.IN_TRANSACTION),
     (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION),
-    (S.IN_TRANSACTION, S.ABORTING_TRANSACTION), (S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION),
-    (S.IN_TRANSACTION, S.ABORTABLE_ERROR), (S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR),
-    (S.ABORTABLE_ERROR, S.ABORTABLE_ERROR), (S.INITIALIZING, S.ABORTABLE_ERROR),
+    (S.IN_TRANSACTION, S.ABORTING_TRANSACTION),
+    (S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION),
+    (S.IN_TRANSACTION, S.ABORTABLE_ERROR),
+    (S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR),
+    (S.ABORTABLE_ERROR, S.ABORTABLE_ERROR),
+    (S.INITIALIZING, S.ABORTABLE_ERROR),
 } | {(s, S.FATAL_ERROR) for s in ALL}
 # pyklog's additions: a failed InitProducerId leaves the producer uninitialized; KIP-939's prepared
 # state, entered from IN_TRANSACTION, left only when a record fails during its flush (or fatally)
-PYKLOG_VALID = KAFKA_VALID | {(S.INITIALIZING, S.UNINITIALIZED), (S.IN_TRANSACTION, S.PREPARED_TRANSACTION),
-                              (S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR)}
+PYKLOG_VALID = KAFKA_VALID | {
+    (S.INITIALIZING, S.UNINITIALIZED),
+    (S.IN_TRANSACTION, S.PREPARED_TRANSACTION),
+    (S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR),
+}
 
 
 def _in_state(state: TransactionState) -> TransactionManager:
@@ -54,8 +65,7 @@ def test_starts_uninitialized_without_producer_id():
     assert not tm.has_producer_id() and tm.producer_epoch == -1 and not tm.reset_pending
 
 
-@pytest.mark.parametrize("source,target", list(itertools.product(ALL, ALL)),
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("source,target", list(itertools.product(ALL, ALL)), ids=lambda s: s.name)
 def test_every_transition_is_checked(source, target):
     tm = _in_state(source)
     if (source, target) in PYKLOG_VALID:
@@ -77,10 +87,21 @@ def test_illegal_state_error_is_a_pyklog_error():
 
 def test_idempotent_lifecycle_and_transaction_paths():
     tm = TransactionManager(idempotent=True)
-    for s in (S.INITIALIZING, S.READY, S.UNINITIALIZED, S.INITIALIZING, S.READY,  # new producer id
-              S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.READY,
-              S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION, S.READY,
-              S.FATAL_ERROR):
+    for s in (
+        S.INITIALIZING,
+        S.READY,
+        S.UNINITIALIZED,
+        S.INITIALIZING,
+        S.READY,  # new producer id
+        S.IN_TRANSACTION,
+        S.COMMITTING_TRANSACTION,
+        S.READY,
+        S.IN_TRANSACTION,
+        S.ABORTABLE_ERROR,
+        S.ABORTING_TRANSACTION,
+        S.READY,
+        S.FATAL_ERROR,
+    ):
         tm.transition_to(s)
     assert tm.state is S.FATAL_ERROR
     with pytest.raises(IllegalStateError, match="FATAL_ERROR to READY"):
@@ -172,6 +193,7 @@ def test_batch_of_an_older_producer_id_does_not_request_another_reset():
 
 
 # ------------------------------------------------------------------ transactional error handling
+
 
 def _txn_in(state):
     from pyklog.connector.producer.transaction_manager import TransactionManager as TM

@@ -10,6 +10,7 @@ init_transactions or by the coordinator's timeout; send_offsets_to_transaction; 
 transaction named as such; prepare in one process, SIGKILL, complete_transaction from another;
 a broker without transactions answering a fast, clear error.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -42,14 +43,18 @@ S = TransactionState
 
 # ------------------------------------------------------------------------------------ no server
 
-@pytest.mark.parametrize("bad,msg", [
-    ({"acks": 1}, "needs acks=all"),
-    ({"enable.idempotence": False}, "needs enable.idempotence=true"),
-    ({"max.in.flight.requests.per.connection": 6}, "max.in.flight.requests.per.connection <= 5"),
-    ({"retries": 0}, "retries > 0"),
-    ({"transactional.id": ""}, "non-empty string"),
-    ({"transaction.timeout.ms": 0}, "transaction.timeout.ms"),
-])
+
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ({"acks": 1}, "needs acks=all"),
+        ({"enable.idempotence": False}, "needs enable.idempotence=true"),
+        ({"max.in.flight.requests.per.connection": 6}, "max.in.flight.requests.per.connection <= 5"),
+        ({"retries": 0}, "retries > 0"),
+        ({"transactional.id": ""}, "non-empty string"),
+        ({"transaction.timeout.ms": 0}, "transaction.timeout.ms"),
+    ],
+)
 def test_contradictory_settings_are_refused(bad, msg):
     with pytest.raises(ConfigError, match=re.escape(msg)):
         Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "x", **bad})
@@ -86,13 +91,19 @@ def test_calls_out_of_order_say_what_to_do():
         plain.close(0)
 
 
-@pytest.mark.parametrize("api,body", [
-    (ApiKey.INIT_PRODUCER_ID, init_producer_id_body("tx", 5000)),
-    (ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_body("tx", 7, 3, [("b", 1), ("a", 2), ("b", 0), ("a", 0)])),
-    (ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_body("tx", 7, 3, "group")),
-    (ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit_body("tx", "group", 7, 3, {("a", 1): 10, ("a", 0): 5, ("b", 2): 0})),
-    (ApiKey.END_TXN, end_txn_body("tx", 7, 3, True)),
-])
+@pytest.mark.parametrize(
+    "api,body",
+    [
+        (ApiKey.INIT_PRODUCER_ID, init_producer_id_body("tx", 5000)),
+        (ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_body("tx", 7, 3, [("b", 1), ("a", 2), ("b", 0), ("a", 0)])),
+        (ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_body("tx", 7, 3, "group")),
+        (
+            ApiKey.TXN_OFFSET_COMMIT,
+            txn_offset_commit_body("tx", "group", 7, 3, {("a", 1): 10, ("a", 0): 5, ("b", 2): 0}),
+        ),
+        (ApiKey.END_TXN, end_txn_body("tx", 7, 3, True)),
+    ],
+)
 def test_request_bodies_round_trip_at_every_version(api, body):
     lo, hi = SUPPORTED[api]
     for v in range(lo, hi + 1):
@@ -116,8 +127,11 @@ def _norm(v):
 def test_add_partitions_body_groups_one_drain_by_topic():
     body = add_partitions_body("tx", 7, 3, [("b", 1), ("a", 2), ("b", 0), ("a", 0)])
     assert body["v3_and_below_topics"] == [{"name": "a", "partitions": [0, 2]}, {"name": "b", "partitions": [0, 1]}]
-    assert (body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
-            body["v3_and_below_producer_epoch"]) == ("tx", 7, 3)
+    assert (
+        body["v3_and_below_transactional_id"],
+        body["v3_and_below_producer_id"],
+        body["v3_and_below_producer_epoch"],
+    ) == ("tx", 7, 3)
 
 
 def test_prepared_transaction_pickles_and_complete_checks_its_argument():
@@ -133,5 +147,3 @@ def test_prepared_transaction_pickles_and_complete_checks_its_argument():
 
 
 # ------------------------------------------------------------------------------------ no transactions
-
-

@@ -1,4 +1,5 @@
 """SimpleConsumer: decoding rules (pure) and fetches against real brokers."""
+
 from __future__ import annotations
 
 from pyklog.broker.record.batch import build_batch, build_control_batch
@@ -31,8 +32,11 @@ def test_decode_skips_records_below_offset_and_partial_trailing_batch():
 
 def test_decode_control_batches_never_returned():
     pid = 7
-    buf = (_batch(0, [b"x", b"y"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
-           + _control(2, 1, pid) + _batch(3, [b"z"]))
+    buf = (
+        _batch(0, [b"x", b"y"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+        + _control(2, 1, pid)
+        + _batch(3, [b"z"])
+    )
     recs, nxt = decode_records("t", 0, buf, 0)
     assert [r.value for r in recs] == [b"x", b"y", b"z"]
     assert nxt == 4
@@ -50,22 +54,21 @@ def test_read_committed_drops_aborted_transactions():
         + _control(7, 1, a)  # commit a's second transaction
     )
     aborted = [(a, 1)]
-    recs, nxt = decode_records("t", 0, buf, 0, isolation_level=READ_COMMITTED,
-                               aborted_transactions=aborted, last_stable_offset=8)
+    recs, nxt = decode_records(
+        "t", 0, buf, 0, isolation_level=READ_COMMITTED, aborted_transactions=aborted, last_stable_offset=8
+    )
     assert [r.value for r in recs] == [b"plain", b"b1", b"a3"]
     assert nxt == 8
     # read_uncommitted sees everything except the markers
     recs, _ = decode_records("t", 0, buf, 0, aborted_transactions=aborted)
     assert [r.value for r in recs] == [b"plain", b"a1", b"a2", b"b1", b"a3"]
     # nothing at or beyond the last stable offset is returned in read_committed
-    recs, nxt = decode_records("t", 0, buf, 0, isolation_level=READ_COMMITTED,
-                               aborted_transactions=aborted, last_stable_offset=3)
+    recs, nxt = decode_records(
+        "t", 0, buf, 0, isolation_level=READ_COMMITTED, aborted_transactions=aborted, last_stable_offset=3
+    )
     assert [r.value for r in recs] == [b"plain"] and nxt == 3
 
 
 # ---------------------------------------------------------------------------------------------
 # against real brokers
 # ---------------------------------------------------------------------------------------------
-
-
-

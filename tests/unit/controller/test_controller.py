@@ -4,6 +4,7 @@ Until followers replicate (the replica fetcher), these tests put followers into 
 the partition state znodes as a partition leader would (conditionally, keeping leader and epoch),
 and check every election by reading the state znodes the controller writes.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ from pyklog.broker.zk.znodes import (
 )
 
 # ------------------------------------------------------------------------------ pure algorithms
+
 
 def test_offline_election_takes_the_first_live_isr_replica_in_assignment_order():
     assert election.offline_partition_leader([3, 1, 2], isr=[1, 2], live=[1, 2, 3]) == (1, False)
@@ -51,8 +53,10 @@ def test_imbalance_ratio():
 def test_controller_znode_codecs_are_kafkas_json():
     from pyklog.broker.zk.znodes import ControllerRegistration, encode_controller
 
-    assert encode_controller(ControllerRegistration(2, 1700000000000)) == \
-        b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}'
+    assert (
+        encode_controller(ControllerRegistration(2, 1700000000000))
+        == b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}'
+    )
     assert decode_controller(b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}').broker_id == 2
     assert decode_controller(b"3").broker_id == 3  # Kafka 0.8
     assert encode_partition_list([("t", 1)]) == b'{"version":1,"partitions":[{"topic":"t","partition":1}]}'
@@ -60,11 +64,14 @@ def test_controller_znode_codecs_are_kafkas_json():
     doc = encode_reassignment({("t", 0): [1, 2]})
     assert doc == b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}'
     assert decode_reassignment(
-        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}',
-        "/x") == {("t", 0): [1, 2]}
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}', "/x"
+    ) == {("t", 0): [1, 2]}
     with pytest.raises(ValueError):
-        decode_reassignment(b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
-                            b'{"topic":"t","partition":0,"replicas":[2]}]}', "/x")
+        decode_reassignment(
+            b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+            b'{"topic":"t","partition":0,"replicas":[2]}]}',
+            "/x",
+        )
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -91,11 +98,16 @@ def test_reassign_tool_refuses_bad_input(tmp_path, capsys):
 
     f = tmp_path / "bad.json"
     f.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}')
-    assert reassign_partitions.main(["--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(f),
-                                     "--execute"]) == 1
+    assert (
+        reassign_partitions.main(["--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(f), "--execute"]) == 1
+    )
     assert "may not contain duplicate entries" in capsys.readouterr().err
-    assert reassign_partitions.main(["--bootstrap-server", "127.0.0.1:1", "--reassignment-json-file", str(f),
-                                     "--execute", "--verify"]) == 1
+    assert (
+        reassign_partitions.main(
+            ["--bootstrap-server", "127.0.0.1:1", "--reassignment-json-file", str(f), "--execute", "--verify"]
+        )
+        == 1
+    )
     assert "exactly one action" in capsys.readouterr().err
 
 
@@ -104,12 +116,15 @@ def test_golden_controlled_shutdown_v0_has_kafka_08s_header_without_client_id():
     from pyklog.broker.protocol.api import decode_request
 
     frame = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 0, 1, "ignored", {"broker_id": 3})
-    assert frame == bytes.fromhex("0000000c" "0007" "0000" "00000001" "00000003")
+    assert frame == bytes.fromhex("0000000c000700000000000100000003")
     header, off = decode_request_header(frame[4:])
-    assert (header.api_key, header.api_version, header.correlation_id, header.client_id, off) == \
-        (ApiKey.CONTROLLED_SHUTDOWN, 0, 1, None, 8)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id, off) == (
+        ApiKey.CONTROLLED_SHUTDOWN,
+        0,
+        1,
+        None,
+        8,
+    )
     assert decode_request(header, frame[4:], off) == {"broker_id": 3}
     v2 = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 2, 1, "c", {"broker_id": 3, "broker_epoch": 7})
-    assert v2 == bytes.fromhex("00000017" "0007" "0002" "00000001" "0001" "63" "00000003" "0000000000000007")
-
-
+    assert v2 == bytes.fromhex("000000170007000200000001000163000000030000000000000007")

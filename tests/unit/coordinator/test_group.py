@@ -3,6 +3,7 @@
 Unit tests drive :class:`broker.coordinator.group.coordinator.GroupCoordinator` directly (no sockets, real
 timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
 kcat) against real broker processes."""
+
 from __future__ import annotations
 
 import threading
@@ -47,8 +48,9 @@ class Answer:
 def no_coordinator_errors(caplog):
     """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
     yield
-    errors = [r for r in caplog.records
-              if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"]
+    errors = [
+        r for r in caplog.records if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"
+    ]
     assert not errors, [r.getMessage() for r in errors]
 
 
@@ -59,12 +61,31 @@ def gc():
     c.shutdown()
 
 
-def join(gc, group="g", member="", *, protocols=(("range", b"m1"),), session=5000, rebalance=5000,
-         v4=False, client="c", ptype="consumer"):
+def join(
+    gc,
+    group="g",
+    member="",
+    *,
+    protocols=(("range", b"m1"),),
+    session=5000,
+    rebalance=5000,
+    v4=False,
+    client="c",
+    ptype="consumer",
+):
     a = Answer()
-    gc.join_group(group, member, client_id=client, client_host="/127.0.0.1", session_timeout_ms=session,
-                  rebalance_timeout_ms=rebalance, protocol_type=ptype, protocols=list(protocols), respond=a,
-                  require_known_member_id=v4)
+    gc.join_group(
+        group,
+        member,
+        client_id=client,
+        client_host="/127.0.0.1",
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        protocol_type=ptype,
+        protocols=list(protocols),
+        respond=a,
+        require_known_member_id=v4,
+    )
     return a
 
 
@@ -100,8 +121,16 @@ def test_single_member_join_sync_heartbeat(gc):
     assert sync(gc, "g", 1, r["member_id"]).wait()["assignment"] == b"A"
     d = gc.describe_group("g")
     assert d["group_state"] == STABLE and d["protocol_type"] == "consumer" and d["protocol_data"] == "range"
-    assert d["members"] == [{"member_id": r["member_id"], "group_instance_id": None, "client_id": "cli",
-                             "client_host": "/127.0.0.1", "member_metadata": b"m1", "member_assignment": b"A"}]
+    assert d["members"] == [
+        {
+            "member_id": r["member_id"],
+            "group_instance_id": None,
+            "client_id": "cli",
+            "client_host": "/127.0.0.1",
+            "member_metadata": b"m1",
+            "member_assignment": b"A",
+        }
+    ]
     assert gc.list_groups() == (NONE, [("g", "consumer")])
 
 
@@ -259,8 +288,11 @@ def test_offset_commit_validation(gc):
     assert ei.value.code == ILLEGAL_GENERATION
     r = stable_single(gc)
     gc.validate_offset_commit("g", 1, r["member_id"])
-    for gen, member, code in ((0, r["member_id"], ILLEGAL_GENERATION), (1, "other", UNKNOWN_MEMBER),
-                              (-1, "", UNKNOWN_MEMBER)):
+    for gen, member, code in (
+        (0, r["member_id"], ILLEGAL_GENERATION),
+        (1, "other", UNKNOWN_MEMBER),
+        (-1, "", UNKNOWN_MEMBER),
+    ):
         with pytest.raises(Exception) as ei:
             gc.validate_offset_commit("g", gen, member)
         assert ei.value.code == code
@@ -289,10 +321,19 @@ FENCED_INSTANCE_ID = 82
 
 def static_join(gc, instance, member="", **kw):
     a = Answer()
-    gc.join_group("g", member, client_id="c", client_host="/h", session_timeout_ms=kw.get("session", 5000),
-                  rebalance_timeout_ms=kw.get("rebalance", 5000), protocol_type="consumer",
-                  protocols=kw.get("protocols", [("range", b"m")]), respond=a, require_known_member_id=True,
-                  group_instance_id=instance)
+    gc.join_group(
+        "g",
+        member,
+        client_id="c",
+        client_host="/h",
+        session_timeout_ms=kw.get("session", 5000),
+        rebalance_timeout_ms=kw.get("rebalance", 5000),
+        protocol_type="consumer",
+        protocols=kw.get("protocols", [("range", b"m")]),
+        respond=a,
+        require_known_member_id=True,
+        group_instance_id=instance,
+    )
     return a
 
 
@@ -340,52 +381,98 @@ def test_static_member_that_does_not_rejoin_stays_until_its_session_expires(gc):
 
 def test_handle_wire_bodies(gc):
     """handle() maps each API's request body (by version) to the response body."""
+
     def call(api, version, body):
         a = Answer()
         gc.handle(api, version, body, "wire", "127.0.0.1:5555", a)
         return a
 
     protos = [{"name": "range", "metadata": b"md"}]
-    first = call(11, 5, {"group_id": "w", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
-                         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                         "protocols": protos}).wait()
+    first = call(
+        11,
+        5,
+        {
+            "group_id": "w",
+            "session_timeout_ms": 6000,
+            "rebalance_timeout_ms": 6000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": protos,
+        },
+    ).wait()
     assert first["error_code"] == MEMBER_ID_REQUIRED
     mid = first["member_id"]
-    r = call(11, 5, {"group_id": "w", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": mid,
-                     "protocol_type": "consumer", "protocols": protos}).wait()
+    r = call(
+        11,
+        5,
+        {
+            "group_id": "w",
+            "session_timeout_ms": 6000,
+            "rebalance_timeout_ms": 6000,
+            "member_id": mid,
+            "protocol_type": "consumer",
+            "protocols": protos,
+        },
+    ).wait()
     assert r["error_code"] == NONE and r["generation_id"] == 1
-    s = call(14, 3, {"group_id": "w", "generation_id": 1, "member_id": mid,
-                     "assignments": [{"member_id": mid, "assignment": b"asg"}]}).wait()
+    s = call(
+        14,
+        3,
+        {
+            "group_id": "w",
+            "generation_id": 1,
+            "member_id": mid,
+            "assignments": [{"member_id": mid, "assignment": b"asg"}],
+        },
+    ).wait()
     assert s["assignment"] == b"asg"
     assert call(12, 0, {"group_id": "w", "generation_id": 1, "member_id": mid}).wait()["error_code"] == NONE
     d = call(15, 4, {"groups": ["w", "x"], "include_authorized_operations": True}).wait()["groups"]
     assert d[0]["members"][0]["client_host"] == "/127.0.0.1" and d[0]["members"][0]["client_id"] == "wire"
     assert d[0]["authorized_operations"] > 0 and d[1]["group_state"] == DEAD
     assert call(16, 2, {}).wait()["groups"] == [{"group_id": "w", "protocol_type": "consumer"}]
-    v3 = call(13, 3, {"group_id": "w", "members": [{"member_id": "zz", "group_instance_id": None},
-                                                    {"member_id": mid, "group_instance_id": None}]}).wait()
+    v3 = call(
+        13,
+        3,
+        {
+            "group_id": "w",
+            "members": [{"member_id": "zz", "group_instance_id": None}, {"member_id": mid, "group_instance_id": None}],
+        },
+    ).wait()
     assert v3["error_code"] == NONE and [m["error_code"] for m in v3["members"]] == [UNKNOWN_MEMBER, NONE]
     v0 = call(13, 0, {"group_id": "w", "member_id": mid}).wait()
     assert v0["error_code"] == UNKNOWN_MEMBER
     # JoinGroup v0: no rebalance timeout field, the session timeout is used
-    r0 = call(11, 0, {"group_id": "w0", "session_timeout_ms": 6000, "member_id": "", "protocol_type": "consumer",
-                      "protocols": protos}).wait()
+    r0 = call(
+        11,
+        0,
+        {
+            "group_id": "w0",
+            "session_timeout_ms": 6000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": protos,
+        },
+    ).wait()
     assert r0["error_code"] == NONE and r0["generation_id"] == 1
 
 
 def test_from_config_reads_kafka_setting_names():
     from pyklog.broker.server.config import ServerConfig
 
-    cfg = ServerConfig.from_properties({"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181",
-                                        "group.initial.rebalance.delay.ms": "250"})
+    cfg = ServerConfig.from_properties(
+        {"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181", "group.initial.rebalance.delay.ms": "250"}
+    )
     c = GroupCoordinator.from_config(None, cfg)
     try:
         assert c.initial_rebalance_delay_ms == 250 and c.min_session_timeout_ms == 6000
         assert c.max_session_timeout_ms == 1_800_000
     finally:
         c.shutdown()
-    c = GroupCoordinator.from_config(None, ServerConfig.from_properties(
-        {"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181"}))
+    c = GroupCoordinator.from_config(
+        None, ServerConfig.from_properties({"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181"})
+    )
     try:
         assert c.initial_rebalance_delay_ms == 3000  # Kafka's default
     finally:
@@ -393,5 +480,3 @@ def test_from_config_reads_kafka_setting_names():
 
 
 # ------------------------------------------------------------------------------ integration: stock clients
-
-

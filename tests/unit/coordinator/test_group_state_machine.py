@@ -1,5 +1,6 @@
 """The group state machine (no server): Kafka's GroupState table, every move checked, the names on
 the wire unchanged."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,7 @@ def test_table_is_kafkas_valid_previous_states():
 def test_a_rebalance_round_trip_and_deletion():
     g = GroupMetadata("g")
     assert g.state is G.EMPTY
-    for s in (G.PREPARING_REBALANCE, G.COMPLETING_REBALANCE, G.STABLE, G.PREPARING_REBALANCE, G.EMPTY, G.DEAD,
-              G.DEAD):
+    for s in (G.PREPARING_REBALANCE, G.COMPLETING_REBALANCE, G.STABLE, G.PREPARING_REBALANCE, G.EMPTY, G.DEAD, G.DEAD):
         g.transition_to(s)
         assert g.state is s
 

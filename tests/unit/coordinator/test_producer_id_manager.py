@@ -1,5 +1,6 @@
 """ProducerIdManager (no server): ids come from reserved blocks in order, a new block only when the
 current one is used up, unique under concurrency, a failed reservation raised to the caller."""
+
 from __future__ import annotations
 
 import threading

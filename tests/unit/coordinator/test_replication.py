@@ -1,5 +1,6 @@
 """Unit checks of the coordinators' acks=all path (no processes): Kafka's error mapping and the
 cache rule for commits that finish replicating out of order."""
+
 from __future__ import annotations
 
 from pyklog.broker.coordinator.offsets import OffsetAndMetadata, _GroupOffsets
@@ -19,8 +20,12 @@ from pyklog.broker.server.coordinator_appends import CoordinatorAppends
 
 
 def test_kafka_error_mapping_of_coordinator_appends():
-    for e in (NotEnoughReplicasError("x"), NotEnoughReplicasAfterAppendError("x"), RequestTimedOutError("x"),
-              UnknownTopicOrPartitionError("x")):
+    for e in (
+        NotEnoughReplicasError("x"),
+        NotEnoughReplicasAfterAppendError("x"),
+        RequestTimedOutError("x"),
+        UnknownTopicOrPartitionError("x"),
+    ):
         assert isinstance(coordinator_error_for(e, "commit"), CoordinatorNotAvailableError), e
     for e in (NotLeaderOrFollowerError("x"), KafkaStorageError("x")):
         assert isinstance(coordinator_error_for(e, "commit"), NotCoordinatorError), e

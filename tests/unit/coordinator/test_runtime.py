@@ -8,6 +8,7 @@ Checked: load on election with coordinator epoch = leader epoch, unload (hook) o
 reload at a new epoch while still the leader, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE per request, a stale partition object refused after a reload, a failed
 load that does not kill the loader thread."""
+
 from __future__ import annotations
 
 from pyklog.broker.coordinator.runtime import (
@@ -18,5 +19,3 @@ from pyklog.broker.coordinator.runtime import (
 
 def test_hash_is_javas():
     assert java_string_hash("hello") == 99162322 and partition_for_key("polygenelubricants", 50) == 0
-
-

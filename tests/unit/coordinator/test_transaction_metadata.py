@@ -1,5 +1,6 @@
 """The transaction state machine (Kafka's TransactionMetadata / TransactionState): legal moves, the
 two-step transition (prepare -> written -> complete), epoch bumps and exhaustion.  Pure."""
+
 from __future__ import annotations
 
 import itertools
@@ -19,12 +20,21 @@ S = TxnState
 
 # Kafka's TransactionState.validPreviousStates, written out once more by hand
 KAFKA_LEGAL = {
-    (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
-    (S.ONGOING, S.ONGOING), (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING), (S.COMPLETE_ABORT, S.ONGOING),
+    (S.EMPTY, S.EMPTY),
+    (S.COMPLETE_COMMIT, S.EMPTY),
+    (S.COMPLETE_ABORT, S.EMPTY),
+    (S.ONGOING, S.ONGOING),
+    (S.EMPTY, S.ONGOING),
+    (S.COMPLETE_COMMIT, S.ONGOING),
+    (S.COMPLETE_ABORT, S.ONGOING),
     (S.ONGOING, S.PREPARE_COMMIT),
-    (S.ONGOING, S.PREPARE_ABORT), (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
-    (S.PREPARE_COMMIT, S.COMPLETE_COMMIT), (S.PREPARE_ABORT, S.COMPLETE_ABORT),
-    (S.EMPTY, S.DEAD), (S.COMPLETE_COMMIT, S.DEAD), (S.COMPLETE_ABORT, S.DEAD),
+    (S.ONGOING, S.PREPARE_ABORT),
+    (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
+    (S.PREPARE_COMMIT, S.COMPLETE_COMMIT),
+    (S.PREPARE_ABORT, S.COMPLETE_ABORT),
+    (S.EMPTY, S.DEAD),
+    (S.COMPLETE_COMMIT, S.DEAD),
+    (S.COMPLETE_ABORT, S.DEAD),
     (S.ONGOING, S.PREPARE_EPOCH_FENCE),
 }
 
@@ -70,8 +80,10 @@ def test_prepare_changes_nothing_until_completed():
 
 def test_commit_path_and_log_value_round_trip():
     m = md(S.EMPTY, epoch=1)
-    for step in (lambda: m.prepare_add_partitions({("t", 0), ("t", 1)}, 10),
-                 lambda: m.prepare_abort_or_commit(S.PREPARE_COMMIT, 20)):
+    for step in (
+        lambda: m.prepare_add_partitions({("t", 0), ("t", 1)}, 10),
+        lambda: m.prepare_abort_or_commit(S.PREPARE_COMMIT, 20),
+    ):
         t = step()
         value = t.log_value()
         assert decode_value(encode_value(value)) == value
@@ -99,7 +111,12 @@ def test_init_producer_id_bumps_epoch_and_rotates_when_exhausted():
     m = md(S.COMPLETE_ABORT, epoch=7)
     t = m.prepare_increment_producer_epoch(30000, 60)
     assert (t.state, t.producer_id, t.producer_epoch, t.txn_timeout_ms, t.partitions) == (
-        S.EMPTY, 42, 8, 30000, frozenset())
+        S.EMPTY,
+        42,
+        8,
+        30000,
+        frozenset(),
+    )
     m.complete_transition(t)
     m.producer_epoch = MAX_EPOCH - 1
     assert m.is_producer_epoch_exhausted()

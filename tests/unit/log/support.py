@@ -1,5 +1,6 @@
 """Helpers shared by the log-layer tests of leader epochs: what the batches of a log say, read back
 through the log's own read path, and the leader-epoch cache an independent reader derives from them."""
+
 from pyklog.broker.record.batch import decode_batch
 
 
@@ -19,8 +20,7 @@ def iter_batches(lg):
 
 def batch_headers(lg) -> list[tuple[int, int, int]]:
     """(base offset, last offset, partitionLeaderEpoch) of every batch of ``lg``."""
-    return [(b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch)
-            for b in iter_batches(lg)]
+    return [(b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch) for b in iter_batches(lg)]
 
 
 def epoch_model(hdrs) -> list[tuple[int, int]]:

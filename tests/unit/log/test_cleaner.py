@@ -1,5 +1,6 @@
 """Compaction: last record per key, offsets and producer sequences kept, tombstones, swap
 recovery.  Real segment files; batches from broker.record.batch."""
+
 import os
 import shutil
 
@@ -27,8 +28,12 @@ def dump(lg):
 
 
 def cfg(**kw):
-    base = {"cleanup_policy": "compact", "segment_bytes": 600, "file_delete_delay_ms": 0,
-                "min_cleanable_dirty_ratio": 0.0}
+    base = {
+        "cleanup_policy": "compact",
+        "segment_bytes": 600,
+        "file_delete_delay_ms": 0,
+        "min_cleanable_dirty_ratio": 0.0,
+    }
     base.update(kw)
     return LogConfig(**base)
 
@@ -135,8 +140,9 @@ def test_startup_completes_an_interrupted_swap(tmp_path):
     open(os.path.join(d, "00000000000000000003.log.cleaned"), "wb").write(b"partial")
     open(os.path.join(d, "00000000000000000000.log.deleted"), "wb").write(b"old")
     lg = Log(d, cfg(), clean_shutdown=True)
-    assert dump(lg)[0][: len([r for r in expected if r[0] < first.next_offset])] == \
-        [r for r in expected if r[0] < first.next_offset]
+    assert dump(lg)[0][: len([r for r in expected if r[0] < first.next_offset])] == [
+        r for r in expected if r[0] < first.next_offset
+    ]
     names = os.listdir(d)
     assert not any(n.endswith((".swap", ".cleaned", ".deleted")) for n in names)
     # records after the swapped range are untouched and the end offset is unchanged

@@ -1,4 +1,5 @@
 """Unit tests of broker.log's small parts: indexes, config, checkpoints, producer state."""
+
 import os
 import struct
 
@@ -70,18 +71,23 @@ def test_time_index_monotonic_and_lookup(tmp_path):
 
 
 def test_config_from_properties_and_overrides():
-    cfg = LogConfig.from_properties({
-        "log.segment.bytes": "1000", "log.retention.hours": "2", "log.retention.minutes": "5",
-        "log.flush.interval.messages": "10", "message.max.bytes": "5000",
-        "log.cleanup.policy": "delete, compact", "unrelated.key": "x",
-    })
+    cfg = LogConfig.from_properties(
+        {
+            "log.segment.bytes": "1000",
+            "log.retention.hours": "2",
+            "log.retention.minutes": "5",
+            "log.flush.interval.messages": "10",
+            "message.max.bytes": "5000",
+            "log.cleanup.policy": "delete, compact",
+            "unrelated.key": "x",
+        }
+    )
     assert cfg.segment_bytes == 1000
     assert cfg.retention_ms == 5 * 60_000  # minutes win over hours
     assert cfg.flush_interval_messages == 10
     assert cfg.max_message_bytes == 5000
     assert cfg.cleanup_policy == "compact,delete" and cfg.compact and cfg.delete
-    topic = cfg.with_overrides({"segment.bytes": "2000", "cleanup.policy": "compact",
-                                "retention.ms": "-1"})
+    topic = cfg.with_overrides({"segment.bytes": "2000", "cleanup.policy": "compact", "retention.ms": "-1"})
     assert (topic.segment_bytes, topic.cleanup_policy, topic.retention_ms) == (2000, "compact", -1)
     assert not topic.delete
     with pytest.raises(ConfigError, match="log.segment.bytes must be an integer, got 'big'"):
@@ -109,8 +115,9 @@ def test_checkpoint_round_trip_and_errors(tmp_path):
 
 def _hdr(pid, epoch, seq, n=1, base_offset=0):
     recs = [(b"k", b"v", 1000, ())] * n
-    return parse_header(build_batch(recs, base_offset=base_offset, producer_id=pid,
-                                    producer_epoch=epoch, base_sequence=seq), 0)
+    return parse_header(
+        build_batch(recs, base_offset=base_offset, producer_id=pid, producer_epoch=epoch, base_sequence=seq), 0
+    )
 
 
 def test_producer_state_rules_and_snapshot(tmp_path):

@@ -3,6 +3,7 @@
 (``Log.append_as_follower``), truncation by epoch with two local logs standing in for leader and
 follower, the high watermark and ``replication-offset-checkpoint``.  Real segment files, no
 server."""
+
 import itertools
 import os
 
@@ -57,16 +58,19 @@ def test_assign_rules(tmp_path, caplog):
 
 
 # Kafka's LeaderEpochFileCacheTest cases for endOffsetFor, cache [(2, 6), (3, 8), (5, 11)], LEO 15
-@pytest.mark.parametrize("requested,expected", [
-    (-1, (-1, -1)),   # UNDEFINED_EPOCH
-    (5, (5, 15)),     # the latest epoch: the log end offset
-    (6, (-1, -1)),    # above the latest epoch
-    (1, (1, 6)),      # below the first epoch: (requested, first start offset)
-    (0, (0, 6)),
-    (2, (2, 8)),      # a known epoch: start of the next one
-    (3, (3, 11)),
-    (4, (3, 11)),     # an epoch never seen between 3 and 5: (3, start of 5)
-])
+@pytest.mark.parametrize(
+    "requested,expected",
+    [
+        (-1, (-1, -1)),  # UNDEFINED_EPOCH
+        (5, (5, 15)),  # the latest epoch: the log end offset
+        (6, (-1, -1)),  # above the latest epoch
+        (1, (1, 6)),  # below the first epoch: (requested, first start offset)
+        (0, (0, 6)),
+        (2, (2, 8)),  # a known epoch: start of the next one
+        (3, (3, 11)),
+        (4, (3, 11)),  # an epoch never seen between 3 and 5: (3, start of 5)
+    ],
+)
 def test_end_offset_for_kafka_cases(tmp_path, requested, expected):
     c = cache_with(tmp_path, [(2, 6), (3, 8), (5, 11)], leo=15)
     assert c.end_offset_for(requested) == expected
@@ -91,10 +95,19 @@ def test_truncate_from_end_and_start(tmp_path):
     assert LeaderEpochCheckpointFile(str(tmp_path / LEADER_EPOCH_CHECKPOINT)).read() == [EpochEntry(5, 11)]
 
 
-@pytest.mark.parametrize("text", [
-    "", "1\n0\n", "0\n2\n0 0\n", "0\n1\n0 x\n", "0\n2\n3 10\n2 20\n", "0\n2\n1 10\n2 10\n",
-    "0\n1\n0 0 0\n", "\x00\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "1\n0\n",
+        "0\n2\n0 0\n",
+        "0\n1\n0 x\n",
+        "0\n2\n3 10\n2 20\n",
+        "0\n2\n1 10\n2 10\n",
+        "0\n1\n0 0 0\n",
+        "\x00\n",
+    ],
+)
 def test_checkpoint_file_rejects_malformed(tmp_path, text):
     p = tmp_path / LEADER_EPOCH_CHECKPOINT
     p.write_bytes(text.encode("latin-1"))
@@ -191,8 +204,7 @@ def test_log_start_offset_moves_truncate_the_cache_from_the_start(tmp_path):
 
 
 def test_compaction_keeps_the_cache(tmp_path):
-    cfg = LogConfig(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
-                    file_delete_delay_ms=0)
+    cfg = LogConfig(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0)
     lg = Log(str(tmp_path / "t-0"), cfg)
     for e in (0, 0, 1, 1, 2, 2, 3):
         lg.append(batch(1, key=b"same"), leader_epoch=e)
@@ -218,8 +230,9 @@ def leader_with(tmp_path, name, epochs, n=2, **cfg):
 
 def test_append_as_follower_copies_offsets_and_epochs(tmp_path):
     leader = leader_with(tmp_path, "l-0", [0, 0, 1, 2, 2])
-    pid_batch = build_batch([(b"k", b"t", None, ())], producer_id=7, producer_epoch=0, base_sequence=0,
-                            is_transactional=True)
+    pid_batch = build_batch(
+        [(b"k", b"t", None, ())], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
     leader.append(pid_batch, leader_epoch=2)
     leader.append_control_marker(7, 0, False, 0, leader_epoch=2)
     follower = Log(str(tmp_path / "f-0"))
@@ -278,8 +291,12 @@ def test_append_as_follower_accepts_a_gap_in_the_leaders_log(tmp_path, caplog):
 
 
 def test_append_as_follower_accepts_compacted_gaps_and_big_fetches(tmp_path):
-    cfg = {"segment_bytes": 300, "cleanup_policy": "compact", "min_cleanable_dirty_ratio": 0.0,
-               "file_delete_delay_ms": 0}
+    cfg = {
+        "segment_bytes": 300,
+        "cleanup_policy": "compact",
+        "min_cleanable_dirty_ratio": 0.0,
+        "file_delete_delay_ms": 0,
+    }
     leader = Log(str(tmp_path / "l-0"), LogConfig(**cfg))
     for i in range(12):
         leader.append(batch(1, key=b"k%d" % (i % 3)), leader_epoch=i // 4)
@@ -534,8 +551,12 @@ def test_high_watermark_checkpoint_task(tmp_path):
     import time
 
     d = str(tmp_path / "logs")
-    m = LogManager([d], LogConfig(flush_offset_checkpoint_interval_ms=3_600_000), background=True,
-                   high_watermark_checkpoint_interval_ms=50)
+    m = LogManager(
+        [d],
+        LogConfig(flush_offset_checkpoint_interval_ms=3_600_000),
+        background=True,
+        high_watermark_checkpoint_interval_ms=50,
+    )
     m.startup()
     try:
         lg = m.get_or_create_log("r", 0)

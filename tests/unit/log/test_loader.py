@@ -1,5 +1,6 @@
 """LogLoader (pyklog.broker.log.loader) on its own: what loading a partition directory returns
 to the Log.  Real segment files in a tmp dir, written by a real Log."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,12 @@ def test_load_removes_leftovers_and_cuts_a_torn_tail(tmp_path):
     cfg = LogConfig()
     lg = write_log(d, cfg, batches=3)
     lg.close()
-    for name in ("00000000000000000000.log.deleted", "00000000000000000002.log.cleaned",
-                 "x.tmp", "00000000000000000009.index"):
+    for name in (
+        "00000000000000000000.log.deleted",
+        "00000000000000000002.log.cleaned",
+        "x.tmp",
+        "00000000000000000009.index",
+    ):
         open(os.path.join(d, name), "wb").write(b"junk")
     seg = os.path.join(d, "00000000000000000000.log")
     os.truncate(seg, os.path.getsize(seg) - 5)

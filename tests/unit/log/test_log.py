@@ -1,6 +1,7 @@
 """Log: append/read, segments and indexes, timestamps, retention, idempotence, recovery.
 
 Real files in a tmp dir; batches built with broker.record.batch.build_batch."""
+
 import os
 import struct
 import threading
@@ -129,8 +130,10 @@ def test_append_rejects_bad_input_and_keeps_nothing(tmp_path):
         lg.append(b"")
     # two idempotent batches in one append are refused (Kafka: one batch per partition)
     with pytest.raises(InvalidRecordError, match="exactly one batch"):
-        lg.append(batch(1, producer_id=5, producer_epoch=0, base_sequence=0)
-                  + batch(2, producer_id=5, producer_epoch=0, base_sequence=3))
+        lg.append(
+            batch(1, producer_id=5, producer_epoch=0, base_sequence=0)
+            + batch(2, producer_id=5, producer_epoch=0, base_sequence=3)
+        )
     assert lg.log_end_offset == 3
     assert [r.offset for r in read_all(lg)] == [0, 1, 2]
     lg.close()
@@ -166,8 +169,7 @@ def test_segments_roll_by_size_and_reads_cross_boundaries(tmp_path):
     assert [s.base_offset for s in segs] == [12 * k for k in range(8)]
     names = sorted(f for f in os.listdir(lg.dir) if f.endswith(".log"))
     assert names[1] == "00000000000000000012.log"
-    assert all(os.path.exists(os.path.join(lg.dir, n[:-4] + ext)) for n in names
-               for ext in (".index", ".timeindex"))
+    assert all(os.path.exists(os.path.join(lg.dir, n[:-4] + ext)) for n in names for ext in (".index", ".timeindex"))
     # one read never crosses a segment; repeated reads cover everything in order
     s = lg.read(10, 1 << 20)
     assert s.first_offset == 9 and s.size == one  # last batch of the first segment only
@@ -191,7 +193,7 @@ def test_index_entries_map_last_offset_to_batch_position(tmp_path):
     # one entry once more than 2 batches' bytes accumulated: every 3rd batch from the 4th
     assert entries == [(3 * b + 2, b * one) for b in (3, 6, 9, 12, 15, 18)]
     tsraw = open(os.path.join(lg.dir, "00000000000000000000.timeindex"), "rb").read()
-    tentries = [struct.unpack(">qi", tsraw[i:i + 12]) for i in range(0, len(tsraw), 12)]
+    tentries = [struct.unpack(">qi", tsraw[i : i + 12]) for i in range(0, len(tsraw), 12)]
     assert tentries[0] == (1_000_003, 11)
     assert tentries[-1] == (1_000_019, 59)  # the final entry written at close
 
@@ -314,8 +316,9 @@ def test_retention_by_time_and_size(tmp_path):
     assert [r.offset for r in read_all(lg)] == list(range(24, 30))
     lg.close()
 
-    lg = open_log(tmp_path, "size-0", segment_bytes=2 * one, retention_bytes=5 * one,
-                  retention_ms=-1, file_delete_delay_ms=0)
+    lg = open_log(
+        tmp_path, "size-0", segment_bytes=2 * one, retention_bytes=5 * one, retention_ms=-1, file_delete_delay_ms=0
+    )
     for i in range(10):
         lg.append(batch(i))
     assert lg.delete_old_segments() == 2  # 10 batches, keep >= 5: drop two 2-batch segments
@@ -380,6 +383,7 @@ def test_idempotent_state_survives_restart(tmp_path, snapshot):
 
 
 # ---------------------------------------------------------------------------------- recovery
+
 
 def build_damage_log(tmp_path, one_segment=True):
     one = len(batch(0))
@@ -527,6 +531,7 @@ def test_closed_log_refuses_appends_and_topic_dir_names(tmp_path):
     lg = open_log(tmp_path)
     lg.close()
     from pyklog.broker.errors import InvalidTopicError, KafkaStorageError
+
     with pytest.raises(KafkaStorageError, match="closed"):
         lg.append(batch(0))
     with pytest.raises(InvalidTopicError, match="<topic>-<partition>"):
@@ -570,7 +575,7 @@ def test_random_appends_and_reads_match_a_model(tmp_path, seed):
         assert s.size <= max_bytes or len(decode_all(data)) == 1
         recs = [r for b in decode_all(data) for r in b.records]
         assert recs[0].offset <= off <= recs[-1].offset or recs[0].offset == off
-        assert [(r.offset, r.value) for r in recs] == model[recs[0].offset: recs[-1].offset + 1]
+        assert [(r.offset, r.value) for r in recs] == model[recs[0].offset : recs[-1].offset + 1]
     assert [(r.offset, r.value) for r in read_all(lg, max_bytes=2000)] == model
     lg.close()
 
@@ -587,7 +592,7 @@ def test_append_input_kinds_give_identical_logs(tmp_path):
         if kind == "bytes":
             one = len(batch(0, n=1, size=10))
             for k in range(0, 300, 100):
-                lg.append(payload[k * one:(k + 100) * one])
+                lg.append(payload[k * one : (k + 100) * one])
         elif kind == "memoryview":
             lg.append(memoryview(frame)[2:])
         elif kind == "bytearray":
@@ -663,9 +668,11 @@ def test_delayed_deletes_and_sealed_flushes_run_on_the_given_scheduler(tmp_path)
     sched = Scheduler("test-log-scheduler")
     try:
         before = {t.name for t in threading.enumerate()}
-        lg = Log(str(tmp_path / "sched-0"), LogConfig(segment_bytes=2 * one, retention_bytes=2 * one,
-                                                      retention_ms=-1, file_delete_delay_ms=60_000),
-                 scheduler=sched)
+        lg = Log(
+            str(tmp_path / "sched-0"),
+            LogConfig(segment_bytes=2 * one, retention_bytes=2 * one, retention_ms=-1, file_delete_delay_ms=60_000),
+            scheduler=sched,
+        )
         for i in range(6):
             lg.append(batch(i))
         # the fsyncs of the sealed segments advance the recovery point in the background
@@ -692,9 +699,11 @@ def test_close_carries_out_deletes_the_shut_down_scheduler_dropped(tmp_path):
 
     one = len(batch(0))
     sched = Scheduler("test-log-scheduler")
-    lg = Log(str(tmp_path / "drop-0"), LogConfig(segment_bytes=2 * one, retention_bytes=2 * one,
-                                                 retention_ms=-1, file_delete_delay_ms=60_000),
-             scheduler=sched)
+    lg = Log(
+        str(tmp_path / "drop-0"),
+        LogConfig(segment_bytes=2 * one, retention_bytes=2 * one, retention_ms=-1, file_delete_delay_ms=60_000),
+        scheduler=sched,
+    )
     for i in range(4):
         lg.append(batch(i))
     assert lg.delete_old_segments() == 1

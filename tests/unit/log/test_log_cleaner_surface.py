@@ -1,6 +1,7 @@
 """The part of the Log the cleaner uses: ``producer_last_offsets`` (a copy taken under the lock)
 and ``replace_segments`` (the swap, refused when the segment list moved on or the log is closed).
 Real segment files, no server."""
+
 import pytest
 
 from pyklog.broker.errors import KafkaStorageError

@@ -1,4 +1,5 @@
 """LogManager: start-up over several log dirs, checkpoints, clean-shutdown marker, background."""
+
 import os
 import time
 
@@ -83,9 +84,15 @@ def test_second_manager_cannot_use_a_locked_dir(tmp_path):
 
 def test_background_retention_and_flush(tmp_path):
     one = len(batch(0))
-    cfg = LogConfig(segment_bytes=2 * one, retention_bytes=2 * one, retention_ms=-1,
-                    retention_check_interval_ms=50, flush_scheduler_interval_ms=20,
-                    flush_interval_ms=50, file_delete_delay_ms=0)
+    cfg = LogConfig(
+        segment_bytes=2 * one,
+        retention_bytes=2 * one,
+        retention_ms=-1,
+        retention_check_interval_ms=50,
+        flush_scheduler_interval_ms=20,
+        flush_interval_ms=50,
+        file_delete_delay_ms=0,
+    )
     m = LogManager([str(tmp_path / "d")], cfg, background=True)
     m.startup()
     try:
@@ -104,8 +111,7 @@ def test_background_retention_and_flush(tmp_path):
 def test_background_cleaner_compacts_compacted_topics(tmp_path):
     # replaced segments stay readable until shutdown: the test reads while the cleaner runs
     cfg = LogConfig(cleaner_backoff_ms=50, file_delete_delay_ms=60_000)
-    topic_cfg = {"state": {"cleanup.policy": "compact", "segment.bytes": "300",
-                           "min.cleanable.dirty.ratio": "0.01"}}
+    topic_cfg = {"state": {"cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"}}
     m = LogManager([str(tmp_path / "d")], cfg, topic_config=topic_cfg.get)
     m.startup()
     try:
@@ -120,6 +126,7 @@ def test_background_cleaner_compacts_compacted_topics(tmp_path):
         while lg.size > 3 * 300 and time.time() < deadline:
             time.sleep(0.05)
         from pyklog.broker.record.batch import decode_batch
+
         keys = {}
         off = lg.log_start_offset
         while off < lg.log_end_offset:
@@ -185,10 +192,16 @@ def test_logs_delete_on_the_managers_scheduler_and_shutdown_loses_no_delete(tmp_
     import threading
 
     one = len(batch(0))
-    cfg = LogConfig(segment_bytes=2 * one, retention_bytes=2 * one, retention_ms=-1,
-                    file_delete_delay_ms=60_000, retention_check_interval_ms=3_600_000,
-                    flush_scheduler_interval_ms=3_600_000, flush_offset_checkpoint_interval_ms=3_600_000,
-                    cleaner_backoff_ms=3_600_000)  # no periodic run in between: pending() stays exact
+    cfg = LogConfig(
+        segment_bytes=2 * one,
+        retention_bytes=2 * one,
+        retention_ms=-1,
+        file_delete_delay_ms=60_000,
+        retention_check_interval_ms=3_600_000,
+        flush_scheduler_interval_ms=3_600_000,
+        flush_offset_checkpoint_interval_ms=3_600_000,
+        cleaner_backoff_ms=3_600_000,
+    )  # no periodic run in between: pending() stays exact
     d = tmp_path / "d"
     m = LogManager([str(d)], cfg, background=True, high_watermark_checkpoint_interval_ms=3_600_000)
     m.startup()

@@ -2,6 +2,7 @@
 with resync): a damaged batch costs only its own bytes, the valid batches after it stay readable at
 their offsets, a torn tail of the active segment is still truncated.  Real segment files written
 by a real Log, damaged by flipping real bytes, reopened as after an unclean shutdown."""
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,9 @@ BATCHES = 24  # 4 segments of 6 batches: offsets 0..71
 
 
 def batch(i, **kw):
-    return build_batch([(b"k%04d-%d" % (i, j), bytes([i % 256]) * 100, 1_000_000 + i, ())
-                        for j in range(PER_BATCH)], **kw)
+    return build_batch(
+        [(b"k%04d-%d" % (i, j), bytes([i % 256]) * 100, 1_000_000 + i, ()) for j in range(PER_BATCH)], **kw
+    )
 
 
 ONE = len(batch(0))
@@ -80,8 +82,9 @@ ALL = set(range(PER_BATCH * BATCHES))
 
 
 def errors(caplog):
-    return [r.getMessage() for r in caplog.records
-            if r.levelno == logging.ERROR and r.name == "pyklog.broker.log.loader"]
+    return [
+        r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "pyklog.broker.log.loader"
+    ]
 
 
 def test_flipped_byte_in_a_middle_batch_of_segment_2_of_4(tmp_path, caplog):
@@ -103,11 +106,9 @@ def test_flipped_byte_in_a_middle_batch_of_segment_2_of_4(tmp_path, caplog):
     assert os.path.join(d, segs[1]) in msg and f"[{3 * ONE}, {4 * ONE})" in msg
     assert "offsets 27..29 lost" in msg and "3 records" in msg
     # producer state and indexes are consistent: the next sequence appends, a retry is a duplicate
-    dup = lg.append(batch(BATCHES - 1, producer_id=42, producer_epoch=0,
-                          base_sequence=PER_BATCH * (BATCHES - 1)))
+    dup = lg.append(batch(BATCHES - 1, producer_id=42, producer_epoch=0, base_sequence=PER_BATCH * (BATCHES - 1)))
     assert dup.duplicate
-    nxt = lg.append(batch(BATCHES, producer_id=42, producer_epoch=0,
-                          base_sequence=PER_BATCH * BATCHES))
+    nxt = lg.append(batch(BATCHES, producer_id=42, producer_epoch=0, base_sequence=PER_BATCH * BATCHES))
     assert nxt.first_offset == 72
     # a read at any offset of the gap starts at the next batch (base offset 30)
     assert [lg.read(o, 1).first_offset for o in (26, 27, 28, 29, 30)] == [24, 30, 30, 30, 30]
@@ -140,8 +141,11 @@ def test_two_damaged_ranges_in_two_segments(tmp_path, caplog):
     caplog.set_level(logging.WARNING)
     lg = reopen(d)
     assert set(offsets(lg)) == ALL - batch_offsets(7) - batch_offsets(14) - batch_offsets(16)
-    assert [(r.segment, r.first_offset_lost, r.last_offset_lost) for r in lg.last_recovery.skipped] \
-        == [(segs[1], 21, 23), (segs[2], 42, 44), (segs[2], 48, 50)]
+    assert [(r.segment, r.first_offset_lost, r.last_offset_lost) for r in lg.last_recovery.skipped] == [
+        (segs[1], 21, 23),
+        (segs[2], 42, 44),
+        (segs[2], 48, 50),
+    ]
     assert len(errors(caplog)) == 3
     assert lg.log_end_offset == 72
     lg.close()

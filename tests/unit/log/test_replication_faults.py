@@ -11,6 +11,7 @@ was acknowledged, lost and duplicated:
   reload (clean and unclean): open transactions, last stable offset, aborted-transaction index
   and producer state equal a model computed from the decoded log.
 """
+
 import os
 import random
 import signal
@@ -27,7 +28,8 @@ from tests.unit.log.support import batch_headers, epoch_model, iter_batches
 
 SEGMENT_BYTES = 1500
 
-CHILD = textwrap.dedent("""
+CHILD = textwrap.dedent(
+    """
     import random, sys
     from pyklog.broker.log import Log, LogConfig
     from pyklog.broker.record.batch import build_batch
@@ -62,7 +64,9 @@ CHILD = textwrap.dedent("""
     lg.assign_epoch_start_offset(3)
     while True:
         ack("L", lg.append(batch(rng.randint(1, 4)), leader_epoch=3), 3)
-""" % (SEGMENT_BYTES, SEGMENT_BYTES))
+"""
+    % (SEGMENT_BYTES, SEGMENT_BYTES)
+)
 
 
 def run_child_until(tmp_path, d, seed, phase, n):
@@ -137,11 +141,17 @@ def test_sigkill_mid_write_then_damaged_epoch_checkpoint(tmp_path, damage, phase
         # the epoch cache equals the model from the batches and from the acknowledgements
         want = epoch_model(hdrs)
         assert [tuple(e) for e in lg.leader_epoch_cache.epoch_entries()] == want
-        assert epoch_model(acked) == want[:len(epoch_model(acked))]
-        assert [tuple(e) for e in Log(d, LogConfig(segment_bytes=SEGMENT_BYTES), clean_shutdown=True)
-                .leader_epoch_cache.epoch_entries()] == want  # and the rewritten file says the same
-        print(f"seed {seed} {phase} {damage}: {len(acked)} acknowledged, lost 0, duplicated 0, in flight "
-              f"{in_flight}, epochs {want}, {len(lg.segments)} segments, cuts {len(lg.last_recovery.cuts)}")
+        assert epoch_model(acked) == want[: len(epoch_model(acked))]
+        assert [
+            tuple(e)
+            for e in Log(
+                d, LogConfig(segment_bytes=SEGMENT_BYTES), clean_shutdown=True
+            ).leader_epoch_cache.epoch_entries()
+        ] == want  # and the rewritten file says the same
+        print(
+            f"seed {seed} {phase} {damage}: {len(acked)} acknowledged, lost 0, duplicated 0, in flight "
+            f"{in_flight}, epochs {want}, {len(lg.segments)} segments, cuts {len(lg.last_recovery.cuts)}"
+        )
     finally:
         lg.close()
 
@@ -177,8 +187,9 @@ def txn_state(lg):
         e = lg.producer_state(pid)
         if e is not None and e.batches:
             producers[pid] = (e.epoch, e.last_seq)
-    aborted = sorted((t.producer_id, t.first_offset, t.last_offset)
-                     for t in lg.collect_aborted_txns(0, lg.log_end_offset))
+    aborted = sorted(
+        (t.producer_id, t.first_offset, t.last_offset) for t in lg.collect_aborted_txns(0, lg.log_end_offset)
+    )
     return lg.open_transactions(), aborted, producers, lg.last_stable_offset
 
 
@@ -208,8 +219,16 @@ def test_truncation_into_transactions_then_follower_appends_and_reload(tmp_path,
         if pid not in open_ and not txn and rng.random() < 0.3:
             lg.append(build_batch([(b"p", b"x", None, ())]), leader_epoch=epoch)
             return
-        lg.append(build_batch([(b"k", b"v%d" % i, None, ()) for i in range(n)], producer_id=pid, producer_epoch=0,
-                              base_sequence=s, is_transactional=txn), leader_epoch=epoch)
+        lg.append(
+            build_batch(
+                [(b"k", b"v%d" % i, None, ()) for i in range(n)],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=s,
+                is_transactional=txn,
+            ),
+            leader_epoch=epoch,
+        )
         seqs[pid] = s + n
         if txn:
             open_.add(pid)
@@ -224,7 +243,7 @@ def test_truncation_into_transactions_then_follower_appends_and_reload(tmp_path,
 
     # the follower is truncated to a random batch boundary (a new leader had less)
     hdrs = batch_headers(follower)
-    cut = rng.choice(hdrs[len(hdrs) // 3:])[0]
+    cut = rng.choice(hdrs[len(hdrs) // 3 :])[0]
     follower.truncate_to(cut)
     assert follower.log_end_offset == cut
     assert txn_state(follower) == txn_model(follower)

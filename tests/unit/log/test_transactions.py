@@ -2,6 +2,7 @@
 aborted-transaction index (.txnindex), producer snapshots with transaction state, recovery
 after SIGKILL, truncation and retention.  Real segment files, no server; batches from
 pyklog.broker.record.batch."""
+
 import os
 import random
 import signal
@@ -23,8 +24,13 @@ from pyklog.broker.record.batch import build_batch, build_control_batch, decode_
 
 
 def txn_batch(pid, seq, n=1, epoch=0, key=b"k", ts=None):
-    return build_batch([(key, b"v%d" % (seq + i), ts, ()) for i in range(n)], producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    return build_batch(
+        [(key, b"v%d" % (seq + i), ts, ()) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
 
 
 def plain_batch(n=1, ts=None):
@@ -78,10 +84,10 @@ def overlapping(aborted, start, upper):
 def test_marker_moves_lso_and_abort_is_indexed(tmp_path):
     lg = Log(str(tmp_path / "t-0"))
     assert lg.last_stable_offset == 0 and lg.open_transactions() == {}
-    lg.append(plain_batch())                       # 0
-    lg.append(txn_batch(7, 0, n=2))                # 1-2 open txn of 7
-    lg.append(txn_batch(8, 0))                     # 3 open txn of 8
-    lg.append(plain_batch())                       # 4
+    lg.append(plain_batch())  # 0
+    lg.append(txn_batch(7, 0, n=2))  # 1-2 open txn of 7
+    lg.append(txn_batch(8, 0))  # 3 open txn of 8
+    lg.append(plain_batch())  # 4
     assert lg.last_stable_offset == 1
     assert lg.open_transactions() == {7: 1, 8: 3}
     info = lg.append_control_marker(7, 0, False, 5)  # 5 abort 7
@@ -90,12 +96,12 @@ def test_marker_moves_lso_and_abort_is_indexed(tmp_path):
     assert lg.aborted_transactions(0, lg.log_end_offset) == [(7, 1)]
     # the entry: lastStableOffset when written = the other open transaction's first offset
     assert lg.active_segment.txn_index.entries == [AbortedTxn(7, 1, 5, 3)]
-    lg.append_control_marker(8, 0, True, 5)          # 6 commit 8
+    lg.append_control_marker(8, 0, True, 5)  # 6 commit 8
     assert lg.last_stable_offset == 7 == lg.log_end_offset
     assert lg.aborted_transactions(0, 7) == [(7, 1)]
-    assert lg.aborted_transactions(3, 7) == [(7, 1)]   # ends at 5 >= 3
-    assert lg.aborted_transactions(6, 7) == []         # ended before the range
-    assert lg.aborted_transactions(0, 1) == []         # starts at the bound
+    assert lg.aborted_transactions(3, 7) == [(7, 1)]  # ends at 5 >= 3
+    assert lg.aborted_transactions(6, 7) == []  # ended before the range
+    assert lg.aborted_transactions(0, 1) == []  # starts at the bound
     # the marker batch on disk: control + transactional, base sequence -1, Kafka's record layout
     _, _, _, _, headers = scan(lg)
     m = headers[4]
@@ -110,19 +116,27 @@ def test_marker_moves_lso_and_abort_is_indexed(tmp_path):
 def test_txnindex_bytes_golden(tmp_path):
     assert ABORTED_TXN.size == 34
     entry = AbortedTxn(0x0102030405060708, 10, 20, 21)
-    assert entry.encode() == bytes.fromhex(
-        "0000" "0102030405060708" "000000000000000a" "0000000000000014" "0000000000000015")
+    assert entry.encode() == bytes.fromhex("00000102030405060708000000000000000a00000000000000140000000000000015")
     lg = Log(str(tmp_path / "t-0"))
-    lg.append(txn_batch(3, 0, n=3))              # 0-2
-    lg.append_control_marker(3, 0, False, 1)     # 3
-    lg.append(txn_batch(4, 0))                   # 4
-    lg.append(txn_batch(3, 3))                   # 5
-    lg.append_control_marker(3, 0, False, 1)     # 6: 4 still open -> lastStableOffset 4
+    lg.append(txn_batch(3, 0, n=3))  # 0-2
+    lg.append_control_marker(3, 0, False, 1)  # 3
+    lg.append(txn_batch(4, 0))  # 4
+    lg.append(txn_batch(3, 3))  # 5
+    lg.append_control_marker(3, 0, False, 1)  # 6: 4 still open -> lastStableOffset 4
     path = str(tmp_path / "t-0" / "00000000000000000000.txnindex")
     with open(path, "rb") as f:
         assert f.read() == bytes.fromhex(
-            "0000" "0000000000000003" "0000000000000000" "0000000000000003" "0000000000000004"
-            "0000" "0000000000000003" "0000000000000005" "0000000000000006" "0000000000000004")
+            "0000"
+            "0000000000000003"
+            "0000000000000000"
+            "0000000000000003"
+            "0000000000000004"
+            "0000"
+            "0000000000000003"
+            "0000000000000005"
+            "0000000000000006"
+            "0000000000000004"
+        )
     lg.close()
 
 
@@ -178,13 +192,21 @@ def test_coordinator_appends_skip_sequences_but_not_epochs(tmp_path):
     sequence 0 or -1 every time (Kafka's AppendOrigin.COORDINATOR)."""
     lg = Log(str(tmp_path / "t-0"))
     for seq in (0, 0, -1, 0):
-        info = lg.append(build_batch([(b"g", b"o", 1, ())], producer_id=11, producer_epoch=3,
-                                     base_sequence=seq, is_transactional=True), from_client=False)
+        info = lg.append(
+            build_batch(
+                [(b"g", b"o", 1, ())], producer_id=11, producer_epoch=3, base_sequence=seq, is_transactional=True
+            ),
+            from_client=False,
+        )
         assert not info.duplicate
     assert lg.log_end_offset == 4 and lg.open_transactions() == {11: 0}
     with pytest.raises(InvalidProducerEpochError):
-        lg.append(build_batch([(b"g", b"o", 1, ())], producer_id=11, producer_epoch=2,
-                              base_sequence=0, is_transactional=True), from_client=False)
+        lg.append(
+            build_batch(
+                [(b"g", b"o", 1, ())], producer_id=11, producer_epoch=2, base_sequence=0, is_transactional=True
+            ),
+            from_client=False,
+        )
     lg.append_control_marker(11, 3, True, 0)
     assert lg.last_stable_offset == 5
     lg.close()
@@ -258,8 +280,12 @@ def test_random_interleavings_against_a_model(tmp_path, seed):
 
 
 def state(lg):
-    return (lg.log_end_offset, lg.last_stable_offset, lg.open_transactions(),
-            lg.aborted_transactions(0, lg.log_end_offset))
+    return (
+        lg.log_end_offset,
+        lg.last_stable_offset,
+        lg.open_transactions(),
+        lg.aborted_transactions(0, lg.log_end_offset),
+    )
 
 
 def test_restart_clean_and_from_log_only(tmp_path):
@@ -365,8 +391,7 @@ def test_sigkill_recovery_keeps_lso_and_aborted_list(tmp_path, seed):
     d = str(tmp_path / "t-0")
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    child = subprocess.Popen([sys.executable, str(script), d, str(seed)], stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen([sys.executable, str(script), d, str(seed)], stdout=subprocess.PIPE, text=True)
     acked = []
     target = random.Random(seed).randint(300, 900)
     try:
@@ -422,8 +447,10 @@ def test_sigkill_recovery_keeps_lso_and_aborted_list(tmp_path, seed):
     assert lg.open_transactions() == open_
     assert lg.last_stable_offset == expected_lso(lg, open_)
     assert sorted(lg.aborted_transactions(0, lg.log_end_offset)) == overlapping(aborted, 0, lg.log_end_offset)
-    print(f"seed {seed}: {len(acked)} acknowledged, lost 0, duplicated 0, in flight {extra}, "
-          f"{len(lg.segments)} segments, {len(aborted)} aborted, {len(open_)} open")
+    print(
+        f"seed {seed}: {len(acked)} acknowledged, lost 0, duplicated 0, in flight {extra}, "
+        f"{len(lg.segments)} segments, {len(aborted)} aborted, {len(open_)} open"
+    )
     lg.close()
 
 
@@ -432,11 +459,11 @@ def test_sigkill_recovery_keeps_lso_and_aborted_list(tmp_path, seed):
 
 def test_truncation_drops_index_entries_and_reopens_transactions(tmp_path):
     lg = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=400))
-    lg.append(txn_batch(1, 0))                  # 0
-    lg.append(txn_batch(2, 0))                  # 1
-    lg.append_control_marker(1, 0, False, 0)    # 2 abort 1
-    lg.append(plain_batch())                    # 3
-    lg.append_control_marker(2, 0, False, 0)    # 4 abort 2
+    lg.append(txn_batch(1, 0))  # 0
+    lg.append(txn_batch(2, 0))  # 1
+    lg.append_control_marker(1, 0, False, 0)  # 2 abort 1
+    lg.append(plain_batch())  # 3
+    lg.append_control_marker(2, 0, False, 0)  # 4 abort 2
     assert lg.aborted_transactions(0, 5) == [(1, 0), (2, 1)] and lg.last_stable_offset == 5
     lg.truncate_to(4)
     assert lg.aborted_transactions(0, 5) == [(1, 0)]
@@ -453,12 +480,12 @@ def test_truncation_drops_index_entries_and_reopens_transactions(tmp_path):
 def test_retention_and_log_start_offset(tmp_path):
     d = tmp_path / "t-0"
     lg = Log(str(d), LogConfig(segment_bytes=300, file_delete_delay_ms=0))
-    lg.append(txn_batch(1, 0))                  # 0
-    lg.append_control_marker(1, 0, False, 0)    # 1 abort
+    lg.append(txn_batch(1, 0))  # 0
+    lg.append_control_marker(1, 0, False, 0)  # 1 abort
     lg.roll()
-    lg.append(txn_batch(2, 0))                  # 2 open
+    lg.append(txn_batch(2, 0))  # 2 open
     lg.roll()
-    lg.append(plain_batch())                    # 3
+    lg.append(plain_batch())  # 3
     assert lg.last_stable_offset == 2
     assert os.path.exists(d / "00000000000000000000.txnindex")
     lg.increment_log_start_offset(3)
@@ -478,7 +505,7 @@ def test_producers_with_an_open_transaction_never_expire(tmp_path):
     lg.append(txn_batch(1, 0, ts=1000))
     lg.append(txn_batch(2, 0, ts=1000))
     lg.append_control_marker(2, 0, True, 0)
-    n = lg.expire_producers(now_ms=10 ** 13)
+    n = lg.expire_producers(now_ms=10**13)
     assert n == 1 and lg.producer_state(2) is None
     assert lg.open_transactions() == {1: 0} and lg.last_stable_offset == 0
     lg.close()
@@ -547,8 +574,13 @@ def latest(view):
 
 
 def compact_cfg(**kw):
-    base = {"cleanup_policy": "compact", "segment_bytes": 500, "file_delete_delay_ms": 0,
-                "min_cleanable_dirty_ratio": 0.0, "delete_retention_ms": 1000}
+    base = {
+        "cleanup_policy": "compact",
+        "segment_bytes": 500,
+        "file_delete_delay_ms": 0,
+        "min_cleanable_dirty_ratio": 0.0,
+        "delete_retention_ms": 1000,
+    }
     base.update(kw)
     return LogConfig(**base)
 
@@ -561,8 +593,15 @@ def test_cleaner_removes_aborted_records_and_keeps_committed_ones(tmp_path):
     def tx(pid, pairs):
         s = seq.get(pid, 0)
         seq[pid] = s + len(pairs)
-        lg.append(build_batch([(k, v, None, ()) for k, v in pairs], producer_id=pid,
-                              producer_epoch=0, base_sequence=s, is_transactional=True))
+        lg.append(
+            build_batch(
+                [(k, v, None, ()) for k, v in pairs],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=s,
+                is_transactional=True,
+            )
+        )
 
     tx(1, [(b"a", b"a1"), (b"b", b"b1")])
     tx(2, [(b"a", b"A-aborted"), (b"c", b"C-aborted")])  # later than a1: must not shadow it
@@ -585,9 +624,13 @@ def test_cleaner_removes_aborted_records_and_keeps_committed_ones(tmp_path):
     after = consumer_view(lg)
     assert latest(after) == latest(before)
     _, _, _, _, headers = scan(lg)
-    values = [r.value for h in headers if not h.is_control
-              for r in decode_batch(lg.read_bytes(h.base_offset, 1 << 20)).records
-              if r.offset <= h.last_offset]
+    values = [
+        r.value
+        for h in headers
+        if not h.is_control
+        for r in decode_batch(lg.read_bytes(h.base_offset, 1 << 20)).records
+        if r.offset <= h.last_offset
+    ]
     assert b"A-aborted" not in values and b"C-aborted" not in values
     # data of the aborted transaction was met in this pass: its marker and index entry stay
     assert lg.aborted_transactions(0, 7) == [(2, 2)]
@@ -597,9 +640,9 @@ def test_cleaner_removes_aborted_records_and_keeps_committed_ones(tmp_path):
 
     # nothing is cleanable at or beyond the LSO: the open transaction commits; producer 2
     # writes again, so its aborted batch (kept empty as its last batch) may go
-    lg.append_control_marker(3, 0, True, 0)      # 9
-    tx(2, [(b"h", b"h2")])                        # 10
-    lg.append_control_marker(2, 0, True, 0)      # 11
+    lg.append_control_marker(3, 0, True, 0)  # 9
+    tx(2, [(b"h", b"h2")])  # 10
+    lg.append_control_marker(2, 0, True, 0)  # 11
     lg.roll()
     before = consumer_view(lg)
     assert latest(before)[b"a"] == (7, b"a3-open")
@@ -661,8 +704,11 @@ def test_cleaner_random_transactions_against_the_committed_view(tmp_path, seed):
                 v = b"%d-%d-%d" % (rnd, p, rng.randint(0, 1 << 30))
                 s = seq.get(p, 0)
                 seq[p] = s + 1
-                lg.append(build_batch([(k, v, None, ())], producer_id=p, producer_epoch=0,
-                                      base_sequence=s, is_transactional=True))
+                lg.append(
+                    build_batch(
+                        [(k, v, None, ())], producer_id=p, producer_epoch=0, base_sequence=s, is_transactional=True
+                    )
+                )
                 open_[p] = True
                 pending.setdefault(p, []).append(v)
             elif r < 0.6:
@@ -709,11 +755,15 @@ def test_interrupted_swap_replaces_the_txnindex_too(tmp_path):
     d = str(tmp_path / "a" / "s-0")
     conf = compact_cfg(segment_bytes=100_000)
     lg = Log(d, conf)
-    lg.append(build_batch([(b"x", b"X-aborted", None, ())], producer_id=1, producer_epoch=0,
-                          base_sequence=0, is_transactional=True))
+    lg.append(
+        build_batch(
+            [(b"x", b"X-aborted", None, ())], producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True
+        )
+    )
     lg.append_control_marker(1, 0, False, 0)
-    lg.append(build_batch([(b"x", b"x1", None, ())], producer_id=1, producer_epoch=0,
-                          base_sequence=1, is_transactional=True))
+    lg.append(
+        build_batch([(b"x", b"x1", None, ())], producer_id=1, producer_epoch=0, base_sequence=1, is_transactional=True)
+    )
     lg.append_control_marker(1, 0, True, 0)
     lg.roll()
     now = lg.segments[0].last_modified_ms
@@ -750,11 +800,15 @@ def test_producer_snapshot_carries_coordinator_epoch_and_open_transaction(tmp_pa
 
     d = tmp_path / "t-0"
     lg = Log(str(d))
-    lg.append(build_batch([(b"k", b"v", 1000, ())] * 2, producer_id=5, producer_epoch=3,
-                          base_sequence=0, is_transactional=True))      # 0-1
-    lg.append_control_marker(5, 3, True, 7)                             # 2
-    lg.append(build_batch([(b"k", b"v", 2000, ())], producer_id=5, producer_epoch=3,
-                          base_sequence=2, is_transactional=True))      # 3 open
+    lg.append(
+        build_batch(
+            [(b"k", b"v", 1000, ())] * 2, producer_id=5, producer_epoch=3, base_sequence=0, is_transactional=True
+        )
+    )  # 0-1
+    lg.append_control_marker(5, 3, True, 7)  # 2
+    lg.append(
+        build_batch([(b"k", b"v", 2000, ())], producer_id=5, producer_epoch=3, base_sequence=2, is_transactional=True)
+    )  # 3 open
     lg.close()
     raw = open(d / "00000000000000000004.snapshot", "rb").read()
     body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 5, 3, 2, 3, 0, 2000, 7, 3)

@@ -1,5 +1,6 @@
 """LogValidator (pyklog.broker.log.validator): per-batch and per-record rules of an append, and
 offset assignment.  Pure functions: no server, no files."""
+
 from __future__ import annotations
 
 import struct
@@ -34,8 +35,11 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def batch(keys, compression=0, ts=1_700_000_000_000, **kw) -> bytes:
     # timestamps far apart and long values: multi-byte varints in front of every key length
-    return build_batch([(k, b"v" * (300 * i), ts + 1_000_000 * i, [("h", b"x")])
-                        for i, k in enumerate(keys)], compression=compression, **kw)
+    return build_batch(
+        [(k, b"v" * (300 * i), ts + 1_000_000 * i, [("h", b"x")]) for i, k in enumerate(keys)],
+        compression=compression,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -55,9 +59,15 @@ def test_null_key_records_of_a_batch_built_by_kafka_python():
     """An independent encoder: kafka-python's DefaultRecordBatchBuilder."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                  batch_size=1 << 20)
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     for i, key in enumerate([None, b"key", None]):
         b.append(i, timestamp=1_000 + i, key=key, value=b"value", headers=[])
     raw = bytes(b.build())

@@ -13,6 +13,7 @@ Spark gives a Python worker 10 s (not configurable) to connect back after it is 
 loaded far beyond its cores a query's planner can miss that, and the query fails with "Python worker
 failed to connect back".  That one error re-executes the notebook once.
 """
+
 from __future__ import annotations
 
 import glob
@@ -24,5 +25,3 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/*.ipynb"
-
-

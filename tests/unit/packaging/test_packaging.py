@@ -3,6 +3,7 @@ version and metadata, ``--version`` on every console script, light imports, Spar
 ``format("pyklog")`` with no registration call, and the README's Spark snippet run as written
 (plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set.  The import directions between
 the layers are checked by tests/unit/test_import_directions.py."""
+
 from __future__ import annotations
 
 import configparser
@@ -34,8 +35,11 @@ def _all_modules() -> list[str]:
 def _clean_env(**extra) -> dict[str, str]:
     """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
     ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
+    }
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env.update(extra)
     return env
@@ -61,9 +65,19 @@ def test_every_module_imports_under_pyklog_and_no_bare_names():
 
 
 def test_bare_names_are_not_importable_after_install(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
-                        "print(u.find_spec('broker'), u.find_spec('connector'), u.find_spec('pyklog.broker') is not None)"],
-                       cwd=tmp_path, capture_output=True, text=True, env=_clean_env(), timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util as u; "
+            "print(u.find_spec('broker'), u.find_spec('connector'), u.find_spec('pyklog.broker') is not None)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["None", "None", "True"]
 
@@ -81,8 +95,9 @@ def test_setup_cfg_lists_every_package():
 
 
 def test_every_console_script_has_version():
-    scripts = [ep.name for ep in importlib.metadata.entry_points(group="console_scripts")
-               if ep.value.startswith("pyklog.")]
+    scripts = [
+        ep.name for ep in importlib.metadata.entry_points(group="console_scripts") if ep.value.startswith("pyklog.")
+    ]
     assert len(scripts) >= 6
     for name in scripts:
         r = subprocess.run([str(VENV_BIN / name), "--version"], capture_output=True, text=True, timeout=60)
@@ -92,11 +107,19 @@ def test_every_console_script_has_version():
 
 def test_light_imports():
     """``import pyklog`` and ``import pyklog.connector`` import neither pyspark nor the broker's server."""
-    r = subprocess.run([sys.executable, "-c",
-                        "import sys, pyklog, pyklog.connector, pyklog.connector.producer; "
-                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark' "
-                        "or m.startswith('pyklog.broker.server')))"],
-                       capture_output=True, text=True, timeout=60, env=_clean_env())
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pyklog, pyklog.connector, pyklog.connector.producer; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark' "
+            "or m.startswith('pyklog.broker.server')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
@@ -105,12 +128,22 @@ def test_import_sets_pyspark_python_only_when_unset():
     code = "import os, sys, pyklog; print(os.environ.get('PYSPARK_PYTHON') == sys.executable)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env())
     assert r.stdout.strip() == "True", r.stderr
-    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
-                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"))
+    r = subprocess.run(
+        [sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"),
+    )
     assert r.stdout.strip() == "/opt/mine/python", r.stderr
     # under spark-submit / the pyspark shell the JVM came first: the deployment's choice stands
-    r = subprocess.run([sys.executable, "-c", "import os, pyklog; print(os.environ.get('PYSPARK_PYTHON'))"],
-                       capture_output=True, text=True, timeout=60, env=_clean_env(PYSPARK_GATEWAY_PORT="1"))
+    r = subprocess.run(
+        [sys.executable, "-c", "import os, pyklog; print(os.environ.get('PYSPARK_PYTHON'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(PYSPARK_GATEWAY_PORT="1"),
+    )
     assert r.stdout.strip() == "None", r.stderr
 
 
@@ -121,5 +154,3 @@ def test_worker_python_check_names_what_to_set():
     problem = worker_python_problem("/usr/bin/python3")
     assert problem is not None and "cannot import pyklog" in problem
     assert "cannot run" in worker_python_problem("/nonexistent/python")
-
-

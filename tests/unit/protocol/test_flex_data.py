@@ -5,6 +5,7 @@ OffsetFetch v7 (RequireStable, KIP-447) and v8 (several groups, KIP-709); FindCo
 (batched keys, KIP-699).  Each test reads the broker's DEBUG per-request log lines to check which
 version each client actually used.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 
 # ------------------------------------------------------------------------------ InitProducerId (KIP-360)
 
+
 def test_kip360_epoch_transitions_unit():
     """TransactionMetadata.prepare_increment_producer_epoch with the producer's expected epoch, as
     Kafka's prepareIncrementProducerEpoch / prepareProducerIdRotation (no server needed)."""
@@ -22,13 +24,13 @@ def test_kip360_epoch_transitions_unit():
     from pyklog.broker.errors import ProducerFencedError
 
     m = TransactionMetadata("tx", 42, 5, 60000, S.COMPLETE_COMMIT, (), 100, 100)
-    t = m.prepare_increment_producer_epoch(60000, 1)                      # a new instance: last forgotten
+    t = m.prepare_increment_producer_epoch(60000, 1)  # a new instance: last forgotten
     assert (t.producer_epoch, t.last_producer_epoch) == (6, -1)
     m.complete_transition(t)
-    t = m.prepare_increment_producer_epoch(60000, 2, expected_epoch=6)    # KIP-360 bump: last kept
+    t = m.prepare_increment_producer_epoch(60000, 2, expected_epoch=6)  # KIP-360 bump: last kept
     assert (t.producer_epoch, t.last_producer_epoch) == (7, 6)
     m.complete_transition(t)
-    t = m.prepare_increment_producer_epoch(60000, 3, expected_epoch=6)    # its retry: unchanged
+    t = m.prepare_increment_producer_epoch(60000, 3, expected_epoch=6)  # its retry: unchanged
     assert (t.producer_id, t.producer_epoch, t.last_producer_epoch) == (42, 7, 6)
     m.complete_transition(t)
     with pytest.raises(ProducerFencedError):
@@ -36,8 +38,7 @@ def test_kip360_epoch_transitions_unit():
     assert m.pending_state is None  # a refusal leaves nothing pending
     m.producer_epoch = MAX_EPOCH - 1
     t = m.prepare_increment_producer_epoch(60000, 5, new_producer_id=99, expected_epoch=MAX_EPOCH - 1)
-    assert (t.producer_id, t.producer_epoch, t.last_producer_id, t.last_producer_epoch) == (
-        99, 0, 42, MAX_EPOCH - 1)
+    assert (t.producer_id, t.producer_epoch, t.last_producer_id, t.last_producer_epoch) == (99, 0, 42, MAX_EPOCH - 1)
     m.abort_transition()
     fresh = TransactionMetadata("new", 7, -1, 60000)
     t = fresh.prepare_increment_producer_epoch(60000, 6, expected_epoch=12)  # no epoch yet: accepted
@@ -51,5 +52,3 @@ def test_kip360_epoch_transitions_unit():
 
 
 # ------------------------------------------------------------------------------ CreateTopics 7, DeleteTopics 6, JoinGroup 9, LeaveGroup 5
-
-

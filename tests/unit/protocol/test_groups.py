@@ -2,6 +2,7 @@
 SyncGroup 14, DescribeGroups 15, ListGroups 16; every non-flexible version): round trips,
 field-by-field equality with Kafka's JSON schemas, byte-for-byte cross-checks against
 kafka-python 3.0.12's protocol classes in both directions, and golden vectors."""
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,14 @@ KP = {
     ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
 }
-EXPECTED_RANGES = {ApiKey.JOIN_GROUP: (0, 9), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 5),
-                   ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 4)}
+EXPECTED_RANGES = {
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+}
 VERSIONS = [(k, v) for k in KP for v in range(SUPPORTED[k][0], SUPPORTED[k][1] + 1)]
 IDS = [f"{SCHEMAS[k][0]}-v{v}" for k, v in VERSIONS]
 _BITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
@@ -78,8 +85,11 @@ def _sample(fields, version, rng, depth=0):
             out[f.key] = None
         elif f.is_array:
             n = rng.randint(0, 3 if depth < 2 else 1)
-            out[f.key] = ([_scalar(f.elem, rng) for _ in range(n)] if f.elem is not None
-                          else [_sample(f.fields, version, rng, depth + 1) for _ in range(n)])
+            out[f.key] = (
+                [_scalar(f.elem, rng) for _ in range(n)]
+                if f.elem is not None
+                else [_sample(f.fields, version, rng, depth + 1) for _ in range(n)]
+            )
         else:
             out[f.key] = _scalar(f.type, rng)
     return out
@@ -106,8 +116,9 @@ def test_round_trip(api_key, version):
 
 
 def _load_kafka_json(name):
-    path = os.path.join(os.path.dirname(__import__("kafka").__file__), "protocol", "schemas", "resources",
-                        name + ".json")
+    path = os.path.join(
+        os.path.dirname(__import__("kafka").__file__), "protocol", "schemas", "resources", name + ".json"
+    )
     with open(path) as fh:
         return json.loads(re.sub(r"^\s*//.*$", "", fh.read(), flags=re.M))
 
@@ -129,14 +140,17 @@ def _json_layout(fields, version):
             continue
         nv = _vr(f.get("nullableVersions"))
         sub = _json_layout(f["fields"], version) if "fields" in f else None
-        out.append((snake_case(f["name"]), "[]" if sub is not None else f["type"],
-                    bool(nv and nv[0] <= version <= nv[1]), sub))
+        out.append(
+            (snake_case(f["name"]), "[]" if sub is not None else f["type"], bool(nv and nv[0] <= version <= nv[1]), sub)
+        )
     return out
 
 
 def _our_layout(fields, version):
-    return [(f.key, f.type, f.nullable_in(version), _our_layout(f.fields, version) if f.fields else None)
-            for f in active_fields(fields, version)]
+    return [
+        (f.key, f.type, f.nullable_in(version), _our_layout(f.fields, version) if f.fields else None)
+        for f in active_fields(fields, version)
+    ]
 
 
 @pytest.mark.parametrize("api_key,version", VERSIONS, ids=IDS)
@@ -162,8 +176,10 @@ def test_cross_check_kafka_python(api_key, version):
         assert ours == theirs
         header, off = decode_request_header(theirs[4:])
         assert norm(decode_request(header, theirs[4:], off)) == body
-        assert from_kp(kp_req.decode(ours[off + 4:], version=version).to_dict(json=False),
-                        SCHEMAS[api_key][1], version) == body
+        assert (
+            from_kp(kp_req.decode(ours[off + 4 :], version=version).to_dict(json=False), SCHEMAS[api_key][1], version)
+            == body
+        )
 
         body = _sample(SCHEMAS[api_key][2], version, rng)
         ours = b"".join(encode_response(api_key, version, 9, body))
@@ -171,33 +187,53 @@ def test_cross_check_kafka_python(api_key, version):
         hlen = 8 + response_header_version(api_key, version)
         assert ours[hlen:] == theirs
         assert norm(decode_response(api_key, version, ours[4:hlen] + theirs)[1]) == body
-        assert from_kp(kp_resp.decode(ours[hlen:], version=version).to_dict(json=False),
-                        SCHEMAS[api_key][2], version) == body
+        assert (
+            from_kp(kp_resp.decode(ours[hlen:], version=version).to_dict(json=False), SCHEMAS[api_key][2], version)
+            == body
+        )
 
 
 def test_golden_join_group_v0_request():
-    body = {"group_id": "g", "session_timeout_ms": 6000, "member_id": "", "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b"\x00\x01"}]}
+    body = {
+        "group_id": "g",
+        "session_timeout_ms": 6000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"\x00\x01"}],
+    }
     frame = encode_request(ApiKey.JOIN_GROUP, 0, 7, "c", body)
-    expected = (struct.pack(">hhih", 11, 0, 7, 1) + b"c"
-                + b"\x00\x01g" + struct.pack(">i", 6000) + b"\x00\x00" + b"\x00\x08consumer"
-                + struct.pack(">i", 1) + b"\x00\x05range" + struct.pack(">i", 2) + b"\x00\x01")
+    expected = (
+        struct.pack(">hhih", 11, 0, 7, 1)
+        + b"c"
+        + b"\x00\x01g"
+        + struct.pack(">i", 6000)
+        + b"\x00\x00"
+        + b"\x00\x08consumer"
+        + struct.pack(">i", 1)
+        + b"\x00\x05range"
+        + struct.pack(">i", 2)
+        + b"\x00\x01"
+    )
     assert frame == struct.pack(">i", len(expected)) + expected
 
 
 def test_golden_sync_group_v3_response_and_defaults():
     frame = b"".join(encode_response(ApiKey.SYNC_GROUP, 3, 5, {"error_code": 27}))
     # size, correlation id, throttle 0, error 27, empty assignment (default b"", never null)
-    assert frame == bytes.fromhex("0000000e" "00000005" "00000000" "001b" "00000000")
+    assert frame == bytes.fromhex("0000000e0000000500000000001b00000000")
 
 
 def test_leave_group_member_id_v0_2_members_v3():
-    frame = encode_request(ApiKey.LEAVE_GROUP, 2, 1, "c", {"group_id": "g", "member_id": "m",
-                                                            "members": [{"member_id": "x"}]})
+    frame = encode_request(
+        ApiKey.LEAVE_GROUP, 2, 1, "c", {"group_id": "g", "member_id": "m", "members": [{"member_id": "x"}]}
+    )
     header, off = decode_request_header(frame[4:])
     assert decode_request(header, frame[4:], off) == {"group_id": "g", "member_id": "m"}
-    frame = encode_request(ApiKey.LEAVE_GROUP, 3, 1, "c", {"group_id": "g", "member_id": "m",
-                                                            "members": [{"member_id": "x"}]})
+    frame = encode_request(
+        ApiKey.LEAVE_GROUP, 3, 1, "c", {"group_id": "g", "member_id": "m", "members": [{"member_id": "x"}]}
+    )
     header, off = decode_request_header(frame[4:])
     assert decode_request(header, frame[4:], off) == {
-        "group_id": "g", "members": [{"member_id": "x", "group_instance_id": None}]}
+        "group_id": "g",
+        "members": [{"member_id": "x", "group_instance_id": None}],
+    }

@@ -1,6 +1,7 @@
 """Unit tests of broker.protocol: round trips for every API and version, cross-checks with
 kafka-python 3.0.12's JSON-schema protocol classes (bytes and values, both directions),
 golden vectors, error messages, zero-copy guarantees, and a fuzz of decode_request."""
+
 from __future__ import annotations
 
 import json
@@ -142,26 +143,42 @@ def test_fields_outside_the_version_are_ignored():
 
 # ------------------------------------------------------------------------------ schema vs Kafka's JSON
 
-KP_SCHEMAS = os.path.join(
-    os.path.dirname(__import__("kafka").__file__), "protocol", "schemas", "resources"
-)
+KP_SCHEMAS = os.path.join(os.path.dirname(__import__("kafka").__file__), "protocol", "schemas", "resources")
 
 
 # Kafka's schemas of broker-internal APIs that kafka-python does not bundle, transcribed from
 # clients/src/main/resources/common/message/ (Kafka 2.4-3.x, comments left out)
 BROKER_INTERNAL_SCHEMAS = {
     "ControlledShutdownRequest": {
-        "apiKey": 7, "type": "request", "name": "ControlledShutdownRequest",
-        "validVersions": "0-3", "flexibleVersions": "3+", "fields": [
+        "apiKey": 7,
+        "type": "request",
+        "name": "ControlledShutdownRequest",
+        "validVersions": "0-3",
+        "flexibleVersions": "3+",
+        "fields": [
             {"name": "BrokerId", "type": "int32", "versions": "0+", "entityType": "brokerId"},
-            {"name": "BrokerEpoch", "type": "int64", "versions": "2+", "default": "-1", "ignorable": True}]},
+            {"name": "BrokerEpoch", "type": "int64", "versions": "2+", "default": "-1", "ignorable": True},
+        ],
+    },
     "ControlledShutdownResponse": {
-        "apiKey": 7, "type": "response", "name": "ControlledShutdownResponse",
-        "validVersions": "0-3", "flexibleVersions": "3+", "fields": [
+        "apiKey": 7,
+        "type": "response",
+        "name": "ControlledShutdownResponse",
+        "validVersions": "0-3",
+        "flexibleVersions": "3+",
+        "fields": [
             {"name": "ErrorCode", "type": "int16", "versions": "0+"},
-            {"name": "RemainingPartitions", "type": "[]RemainingPartition", "versions": "0+", "fields": [
-                {"name": "TopicName", "type": "string", "versions": "0+", "mapKey": True},
-                {"name": "PartitionIndex", "type": "int32", "versions": "0+", "mapKey": True}]}]},
+            {
+                "name": "RemainingPartitions",
+                "type": "[]RemainingPartition",
+                "versions": "0+",
+                "fields": [
+                    {"name": "TopicName", "type": "string", "versions": "0+", "mapKey": True},
+                    {"name": "PartitionIndex", "type": "int32", "versions": "0+", "mapKey": True},
+                ],
+            },
+        ],
+    },
 }
 
 
@@ -243,11 +260,15 @@ def _our_tagged(fields, version, path=""):
 
 #: Kafka's tagged fields pyklog neither sends nor reads (decoders skip unknown tags): the Fetch
 #: response's KIP-595 fields (a Raft/follower matter) and KIP-951's new-leader hints.
-UNDECLARED_TAGGED = {"FetchResponse": {"responses.partitions.diverging_epoch",
-                                       "responses.partitions.current_leader",
-                                       "responses.partitions.snapshot_id"},
-                     # v15+: a follower's replica id and broker epoch, a tagged struct (KIP-903)
-                     "FetchRequest": {"replica_state"}}
+UNDECLARED_TAGGED = {
+    "FetchResponse": {
+        "responses.partitions.diverging_epoch",
+        "responses.partitions.current_leader",
+        "responses.partitions.snapshot_id",
+    },
+    # v15+: a follower's replica id and broker epoch, a tagged struct (KIP-903)
+    "FetchRequest": {"replica_state"},
+}
 
 
 @pytest.mark.parametrize("api_key,version", ALL_VERSIONS, ids=IDS)
@@ -273,18 +294,40 @@ def test_schema_matches_kafka_json(api_key, version):
 
 def test_long_scalar_arrays_round_trip():
     """Scalar arrays of >= 16 elements take the generic struct path (shorter ones are precompiled)."""
-    part = {"error_code": 0, "partition_index": 1, "leader_id": 2, "leader_epoch": 3,
-            "replica_nodes": list(range(40)), "isr_nodes": list(range(-20, 0)), "offline_replicas": [7] * 15}
-    body = {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1, "topics": [
-        {"error_code": 0, "name": "t", "is_internal": True, "partitions": [part] * 3,
-         "topic_authorized_operations": 5}], "cluster_authorized_operations": 6}
+    part = {
+        "error_code": 0,
+        "partition_index": 1,
+        "leader_id": 2,
+        "leader_epoch": 3,
+        "replica_nodes": list(range(40)),
+        "isr_nodes": list(range(-20, 0)),
+        "offline_replicas": [7] * 15,
+    }
+    body = {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": "c",
+        "controller_id": 1,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "is_internal": True,
+                "partitions": [part] * 3,
+                "topic_authorized_operations": 5,
+            }
+        ],
+        "cluster_authorized_operations": 6,
+    }
     frame = b"".join(encode_response(ApiKey.METADATA, 8, 2, body))
     assert decode_response(ApiKey.METADATA, 8, frame[4:]) == (2, body)
     names = [f"topic-{i}" for i in range(30)]
     frame, header, off = _req_frame_body(ApiKey.DELETE_TOPICS, 3, {"topic_names": names, "timeout_ms": 5})
     assert decode_request(header, frame[4:], off) == {"topic_names": names, "timeout_ms": 5}
-    offsets = list(range(2 ** 40, 2 ** 40 + 20))
-    body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0, "old_style_offsets": offsets}]}]}
+    offsets = list(range(2**40, 2**40 + 20))
+    body = {
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0, "old_style_offsets": offsets}]}]
+    }
     frame = b"".join(encode_response(ApiKey.LIST_OFFSETS, 0, 1, body))
     assert decode_response(ApiKey.LIST_OFFSETS, 0, frame[4:])[1] == body
     assert ListOffsetsResponse.decode(frame[8:], version=0).to_dict(json=False) == body
@@ -444,7 +487,7 @@ def test_cross_check_kafka_python(api_key, version):
         assert ours == theirs
         header, off = decode_request_header(theirs[4:])
         assert norm(decode_request(header, theirs[4:], off)) == body
-        theirs_dec = kp_req.decode(ours[off + 4:], version=version).to_dict(json=False)
+        theirs_dec = kp_req.decode(ours[off + 4 :], version=version).to_dict(json=False)
         assert from_kp(theirs_dec, SCHEMAS[api_key][1], version) == body
 
         # response body: same bytes, values equal both ways
@@ -474,7 +517,7 @@ def test_kafka_python_reads_our_api_versions_error_response():
 
 def test_golden_api_versions_v0_request():
     frame = encode_request(ApiKey.API_VERSIONS, 0, 1, "abc", {})
-    assert frame == bytes.fromhex("0000000d" "0012" "0000" "00000001" "0003" "616263")
+    assert frame == bytes.fromhex("0000000d00120000000000010003616263")
     header, off = decode_request_header(frame[4:])
     assert header == RequestHeader(ApiKey.API_VERSIONS, 0, 1, "abc") and off == 13
     assert decode_request(header, frame[4:], off) == {}
@@ -483,18 +526,51 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000f4" "00000005" "0023" "00000027"
-        "000000000009" "000100000010" "000200000008" "00030000000c" "000700000003" "000800000008"
+        "000000f4"
+        "00000005"
+        "0023"
+        "00000027"
+        "000000000009"
+        "000100000010"
+        "000200000008"
+        "00030000000c"
+        "000700000003"
+        "000800000008"
         "000900000009"
-        "000a00000004" "000b00000009" "000c00000004" "000d00000005" "000e00000005" "000f00000005"
-        "001000000004" "001200000003" "001300000007" "001400000006" "001500000002" "001600000004"
+        "000a00000004"
+        "000b00000009"
+        "000c00000004"
+        "000d00000005"
+        "000e00000005"
+        "000f00000005"
+        "001000000004"
+        "001200000003"
+        "001300000007"
+        "001400000006"
+        "001500000002"
+        "001600000004"
         "001700000004"  # OffsetForLeaderEpoch (23) v0-4
-        "001800000003" "001900000003" "001a00000003" "001b00000001" "001c00000003"
-        "002000000004" "002100000002" "002300000004" "002500000003" "002a00000002" "002b00000002"
-        "002c00000001" "002d00000000" "002e00000000" "002f00000000" "003c00000001"  # DeleteRecords (21), the
+        "001800000003"
+        "001900000003"
+        "001a00000003"
+        "001b00000001"
+        "001c00000003"
+        "002000000004"
+        "002100000002"
+        "002300000004"
+        "002500000003"
+        "002a00000002"
+        "002b00000002"
+        "002c00000001"
+        "002d00000000"
+        "002e00000000"
+        "002f00000000"
+        "003c00000001"  # DeleteRecords (21), the
         # admin APIs from DescribeConfigs (32) on; ControlledShutdown (7) v0-3, ElectLeaders (43) v0-2,
         # Alter/ListPartitionReassignments (45, 46) v0 (the controller)
-        "003d00000000" "004100000000" "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
+        "003d00000000"
+        "004100000000"
+        "004200000001"  # DescribeProducers, DescribeTransactions, ListTransactions
     )
     # a client that asked for v2 decodes it in the v0 layout
     corr, body = decode_response(ApiKey.API_VERSIONS, 2, frame[4:])
@@ -512,14 +588,34 @@ def test_api_versions_response_falls_back_to_v0_layout():
 
 def test_golden_produce_v3_request():
     records = b"\x01\x02\x03"
-    frame = encode_request(ApiKey.PRODUCE, 3, 2, None, {
-        "transactional_id": None, "acks": -1, "timeout_ms": 30000,
-        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+    frame = encode_request(
+        ApiKey.PRODUCE,
+        3,
+        2,
+        None,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
     assert frame.hex() == (
-        "00000028" "0000" "0003" "00000002" "ffff"        # size 40, header, client_id null
-        "ffff" "ffff" "00007530"                          # transactional_id null, acks -1, timeout
-        "00000001" "0001" "74"                             # one topic "t"
-        "00000001" "00000000" "00000003" "010203"          # one partition, records
+        "00000028"
+        "0000"
+        "0003"
+        "00000002"
+        "ffff"  # size 40, header, client_id null
+        "ffff"
+        "ffff"
+        "00007530"  # transactional_id null, acks -1, timeout
+        "00000001"
+        "0001"
+        "74"  # one topic "t"
+        "00000001"
+        "00000000"
+        "00000003"
+        "010203"  # one partition, records
     )
 
 
@@ -527,15 +623,25 @@ def test_golden_api_versions_v3_request_and_v4_is_unsupported_but_header_decodes
     # a flexible ApiVersions v3 request as librdkafka sends it: header v2 (int16 client_id, then an
     # empty tagged field section), compact strings (length + 1), the body's empty tagged fields
     body = bytes.fromhex("0b") + b"librdkafka" + bytes.fromhex("06") + b"2.6.0" + b"\x00"
-    frame = bytes.fromhex("0012" "0003" "00000007" "0007") + b"rdkafka" + b"\x00" + body
+    frame = bytes.fromhex("00120003000000070007") + b"rdkafka" + b"\x00" + body
     header, off = decode_request_header(frame)
     assert header == RequestHeader(ApiKey.API_VERSIONS, 3, 7, "rdkafka") and off == 18
-    assert decode_request(header, frame, off) == {"client_software_name": "librdkafka",
-                                                  "client_software_version": "2.6.0"}
-    assert encode_request(ApiKey.API_VERSIONS, 3, 7, "rdkafka", {
-        "client_software_name": "librdkafka", "client_software_version": "2.6.0"})[4:] == frame
+    assert decode_request(header, frame, off) == {
+        "client_software_name": "librdkafka",
+        "client_software_version": "2.6.0",
+    }
+    assert (
+        encode_request(
+            ApiKey.API_VERSIONS,
+            3,
+            7,
+            "rdkafka",
+            {"client_software_name": "librdkafka", "client_software_version": "2.6.0"},
+        )[4:]
+        == frame
+    )
     # a header v2 with a tagged field in it: skipped
-    frame4 = bytes.fromhex("0012" "0004" "00000008" "ffff" "01" "05" "02" "abcd") + body
+    frame4 = bytes.fromhex("0012000400000008ffff010502abcd") + body
     header, off = decode_request_header(frame4)
     assert header == RequestHeader(ApiKey.API_VERSIONS, 4, 8, None) and frame4[off:] == body
     with pytest.raises(UnsupportedVersionError, match=r"ApiVersions v4 .*0-3"):
@@ -544,48 +650,88 @@ def test_golden_api_versions_v3_request_and_v4_is_unsupported_but_header_decodes
 
 
 def test_golden_flexible_metadata_v9_and_response_header_v1():
-    frame = encode_request(ApiKey.METADATA, 9, 3, "c", {
-        "topics": [{"name": "t"}], "allow_auto_topic_creation": True,
-        "include_topic_authorized_operations": False})
+    frame = encode_request(
+        ApiKey.METADATA,
+        9,
+        3,
+        "c",
+        {"topics": [{"name": "t"}], "allow_auto_topic_creation": True, "include_topic_authorized_operations": False},
+    )
     assert frame.hex() == (
-        "00000014" "0003" "0009" "00000003" "0001" "63" "00"   # header v2: client_id "c", no tags
-        "02" "02" "74" "00"                                     # topics: 1 (+1), name "t" (+1), tags
-        "01" "00" "00" "00")                                    # allow, include x2, body tags
-    resp = {"throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
-            "cluster_id": None, "controller_id": 1, "topics": []}
+        "00000014"
+        "0003"
+        "0009"
+        "00000003"
+        "0001"
+        "63"
+        "00"  # header v2: client_id "c", no tags
+        "02"
+        "02"
+        "74"
+        "00"  # topics: 1 (+1), name "t" (+1), tags
+        "01"
+        "00"
+        "00"
+        "00"
+    )  # allow, include x2, body tags
+    resp = {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+        "cluster_id": None,
+        "controller_id": 1,
+        "topics": [],
+    }
     out = b"".join(encode_response(ApiKey.METADATA, 9, 3, resp))
     assert out.hex() == (
-        "00000021" "00000003" "00"                              # response header v1
-        "00000000" "02" "00000001" "0268" "00002384" "00" "00"  # brokers: node 1 "h" 9092, rack null
-        "00" "00000001" "01" "80000000" "00")                   # cluster null, controller, no topics
+        "00000021"
+        "00000003"
+        "00"  # response header v1
+        "00000000"
+        "02"
+        "00000001"
+        "0268"
+        "00002384"
+        "00"
+        "00"  # brokers: node 1 "h" 9092, rack null
+        "00"
+        "00000001"
+        "01"
+        "80000000"
+        "00"
+    )  # cluster null, controller, no topics
     assert decode_response(ApiKey.METADATA, 9, out[4:])[1]["brokers"][0]["host"] == "h"
     # ApiVersions v3 answers with response header v0 (KIP-511)
     out = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 4, {"api_keys": []}))
-    assert out.hex() == "0000000c" "00000004" "0000" "01" "00000000" "00"
+    assert out.hex() == "0000000c000000040000010000000000"
 
 
 def test_tagged_fields_written_only_when_set_and_unknown_tags_skipped():
-    body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0, "finalized_features_epoch": 7,
-            "zk_migration_ready": True}
+    body = {
+        "error_code": 0,
+        "api_keys": [],
+        "throttle_time_ms": 0,
+        "finalized_features_epoch": 7,
+        "zk_migration_ready": True,
+    }
     out = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 1, body))
     # tagged section: 2 fields, tag 1 (8 bytes int64 7), tag 3 (1 byte true), in tag order
-    assert out[4:].hex().endswith("02" "01" "08" "0000000000000007" "03" "01" "01")
+    assert out[4:].hex().endswith("0201080000000000000007030101")
     dec = decode_response(ApiKey.API_VERSIONS, 3, out[4:])[1]
     assert dec["finalized_features_epoch"] == 7 and dec["zk_migration_ready"] is True
     assert dec["supported_features"] == [] and dec["finalized_features"] == []
     # an unknown tag (9) in a struct nested in the body, and one at the top: skipped
     frame = encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "c", {"key": "g", "key_type": 0})
     header, off = decode_request_header(frame[4:])
-    raw = frame[4:-1] + bytes.fromhex("01" "09" "03" "aabbcc")
+    raw = frame[4:-1] + bytes.fromhex("010903aabbcc")
     assert decode_request(header, raw, off) == {"key": "g", "key_type": 0}
     # a declared size that does not match the value, tags out of order, truncated sections
-    bad = frame[4:-1] + bytes.fromhex("02" "09" "00" "05" "00")
+    bad = frame[4:-1] + bytes.fromhex("0209000500")
     with pytest.raises(InvalidRequestError, match="tagged field 5 after tag 9"):
         decode_request(header, bad, off)
     with pytest.raises(InvalidRequestError, match="_tagged_fields"):
-        decode_request(header, frame[4:-1] + bytes.fromhex("01" "09" "05" "aa"), off)
+        decode_request(header, frame[4:-1] + bytes.fromhex("010905aa"), off)
     r = b"".join(encode_response(ApiKey.API_VERSIONS, 3, 1, body))[4:]
-    bad_size = r[:-14] + bytes.fromhex("02" "01" "09" "000000000000000700" "03" "01" "01")
+    bad_size = r[:-14] + bytes.fromhex("020109000000000000000700030101")
     with pytest.raises(InvalidRequestError, match="finalized_features_epoch: tagged field 1 declares 9 bytes"):
         decode_response(ApiKey.API_VERSIONS, 3, bad_size)
 
@@ -593,23 +739,23 @@ def test_tagged_fields_written_only_when_set_and_unknown_tags_skipped():
 def test_compact_lengths_bad_varints_and_huge_counts_are_specific():
     frame = encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "c", {"key": "g", "key_type": 0})
     header, off = decode_request_header(frame[4:])
-    body = frame[4 + off:]
-    assert body == bytes.fromhex("02" "67" "00" "00")
+    body = frame[4 + off :]
+    assert body == bytes.fromhex("02670000")
     with pytest.raises(InvalidRequestError, match="key: unsigned varint longer than 5 bytes"):
-        decode_request(header, frame[4:4 + off] + b"\xff" * 6 + body, off)
+        decode_request(header, frame[4 : 4 + off] + b"\xff" * 6 + body, off)
     with pytest.raises(InvalidRequestError, match="key: unsigned varint truncated"):
-        decode_request(header, frame[4:4 + off] + b"\x80", off)
+        decode_request(header, frame[4 : 4 + off] + b"\x80", off)
     with pytest.raises(InvalidRequestError, match="key: expected a length >= 0 .*read -1"):
-        decode_request(header, frame[4:4 + off] + b"\x00\x00\x00", off)
+        decode_request(header, frame[4 : 4 + off] + b"\x00\x00\x00", off)
     with pytest.raises(InvalidRequestError, match="key: expected 4095 bytes"):
-        decode_request(header, frame[4:4 + off] + b"\x80\x20" + body[1:], off)
+        decode_request(header, frame[4 : 4 + off] + b"\x80\x20" + body[1:], off)
     frame = encode_request(ApiKey.DELETE_TOPICS, 4, 1, "c", {"topic_names": ["a"], "timeout_ms": 1})
     header, off = decode_request_header(frame[4:])
-    huge = frame[4:4 + off] + b"\xff\xff\xff\xff\x0f" + frame[4 + off + 1:]
+    huge = frame[4 : 4 + off] + b"\xff\xff\xff\xff\x0f" + frame[4 + off + 1 :]
     with pytest.raises(InvalidRequestError, match="topic_names: array count 4294967294"):
         decode_request(header, huge, off)
     with pytest.raises(InvalidRequestError, match="request header v2: tagged fields"):
-        decode_request_header(frame[4:4 + off - 1] + b"\x05")
+        decode_request_header(frame[4 : 4 + off - 1] + b"\x05")
 
 
 # ------------------------------------------------------------------------------ version quirks
@@ -625,7 +771,7 @@ def test_metadata_topics_null_semantics():
     frame, header, off = _req_frame_body(ApiKey.METADATA, 0, {"topics": None})
     assert decode_request(header, frame[4:], off) == {"topics": []}
     bad = bytearray(frame[4:])
-    bad[off:off + 4] = b"\xff\xff\xff\xff"
+    bad[off : off + 4] = b"\xff\xff\xff\xff"
     with pytest.raises(InvalidRequestError, match="topics: expected a length >= 0 .*read -1"):
         decode_request(header, bytes(bad), off)
 
@@ -654,13 +800,23 @@ def test_offset_commit_timestamp_and_retention_by_version():
 
 
 def test_list_offsets_v0_old_style_offsets():
-    body = {"topics": [{"name": "t", "partitions": [{"partition_index": 1, "error_code": 0, "old_style_offsets": [9, 5, 0]}]}]}
+    body = {
+        "topics": [
+            {"name": "t", "partitions": [{"partition_index": 1, "error_code": 0, "old_style_offsets": [9, 5, 0]}]}
+        ]
+    }
     _, got = decode_response(ApiKey.LIST_OFFSETS, 0, b"".join(encode_response(ApiKey.LIST_OFFSETS, 0, 3, body))[4:])
     assert got == body
-    frame, header, off = _req_frame_body(ApiKey.LIST_OFFSETS, 0, {"replica_id": -1, "topics": [
-        {"name": "t", "partitions": [{"partition_index": 1, "timestamp": -1}]}]})
+    frame, header, off = _req_frame_body(
+        ApiKey.LIST_OFFSETS,
+        0,
+        {"replica_id": -1, "topics": [{"name": "t", "partitions": [{"partition_index": 1, "timestamp": -1}]}]},
+    )
     assert decode_request(header, frame[4:], off)["topics"][0]["partitions"][0] == {
-        "partition_index": 1, "timestamp": -1, "max_num_offsets": 1}
+        "partition_index": 1,
+        "timestamp": -1,
+        "max_num_offsets": 1,
+    }
 
 
 # ------------------------------------------------------------------------------ zero copy
@@ -668,8 +824,19 @@ def test_list_offsets_v0_old_style_offsets():
 
 def test_produce_records_are_zero_copy_views_of_the_frame():
     records = os.urandom(5000)
-    frame = encode_request(ApiKey.PRODUCE, 8, 1, "p", {"acks": 1, "timeout_ms": 1, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 3, "records": records}, {"index": 4, "records": None}]}]})
+    frame = encode_request(
+        ApiKey.PRODUCE,
+        8,
+        1,
+        "p",
+        {
+            "acks": 1,
+            "timeout_ms": 1,
+            "topic_data": [
+                {"name": "t", "partition_data": [{"index": 3, "records": records}, {"index": 4, "records": None}]}
+            ],
+        },
+    )
     buf = bytearray(frame[4:])
     header, off = decode_request_header(buf)
     body = decode_request(header, buf, off)
@@ -689,12 +856,19 @@ def test_fetch_response_records_chunks_are_not_copied():
         fh.write(b"x" * 100 + big + b"y" * 100)
         fh.flush()
         region = FileRegion(fh, 100, len(big))
-        body = {"responses": [{"topic": "t", "partitions": [
-            {"partition_index": 0, "high_watermark": 10, "records": region},
-            {"partition_index": 1, "high_watermark": 11, "records": big},
-            {"partition_index": 2, "high_watermark": 12, "records": small},
-            {"partition_index": 3, "high_watermark": 13, "records": None},
-        ]}]}
+        body = {
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition_index": 0, "high_watermark": 10, "records": region},
+                        {"partition_index": 1, "high_watermark": 11, "records": big},
+                        {"partition_index": 2, "high_watermark": 12, "records": small},
+                        {"partition_index": 3, "high_watermark": 13, "records": None},
+                    ],
+                }
+            ]
+        }
         chunks = encode_response(ApiKey.FETCH, 11, 55, body)
         assert any(c is region for c in chunks)
         assert any(c is big for c in chunks)
@@ -708,24 +882,51 @@ def test_fetch_response_records_chunks_are_not_copied():
     assert [bytes(p["records"]) if p["records"] is not None else None for p in parts] == [big, big, small, None]
     # no FileRegion: the chunks join into the frame
     plain = encode_response(ApiKey.FETCH, 4, 1, {"responses": []})
-    assert b"".join(plain) == bytes.fromhex("0000000c" "00000001" "00000000" "00000000")
+    assert b"".join(plain) == bytes.fromhex("0000000c000000010000000000000000")
 
 
 def test_encode_request_chunks_keep_records_uncopied():
     records = os.urandom(2048)
-    chunks = encode_request_chunks(ApiKey.PRODUCE, 7, 1, "p", {"acks": 1, "timeout_ms": 1, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+    chunks = encode_request_chunks(
+        ApiKey.PRODUCE,
+        7,
+        1,
+        "p",
+        {
+            "acks": 1,
+            "timeout_ms": 1,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
     assert any(c is records for c in chunks)
-    assert b"".join(chunks) == encode_request(ApiKey.PRODUCE, 7, 1, "p", {"acks": 1, "timeout_ms": 1, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+    assert b"".join(chunks) == encode_request(
+        ApiKey.PRODUCE,
+        7,
+        1,
+        "p",
+        {
+            "acks": 1,
+            "timeout_ms": 1,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
 
 
 # ------------------------------------------------------------------------------ errors
 
 
 def _produce_frame():
-    frame = encode_request(ApiKey.PRODUCE, 8, 1, "p", {"acks": 1, "timeout_ms": 1, "topic_data": [
-        {"name": "topic", "partition_data": [{"index": 0, "records": b"abcdef"}]}]})
+    frame = encode_request(
+        ApiKey.PRODUCE,
+        8,
+        1,
+        "p",
+        {
+            "acks": 1,
+            "timeout_ms": 1,
+            "topic_data": [{"name": "topic", "partition_data": [{"index": 0, "records": b"abcdef"}]}],
+        },
+    )
     return frame[4:]
 
 
@@ -765,10 +966,12 @@ def test_header_errors():
 def test_truncated_trailing_and_negative_lengths_are_specific():
     frame = _produce_frame()
     header, off = decode_request_header(frame)
-    with pytest.raises(InvalidRequestError, match=r"topic_data\[0\]\.partition_data\[0\]\.records: expected 6 bytes, only 3 left"):
+    with pytest.raises(
+        InvalidRequestError, match=r"topic_data\[0\]\.partition_data\[0\]\.records: expected 6 bytes, only 3 left"
+    ):
         decode_request(header, frame[:-3], off)
     with pytest.raises(InvalidRequestError, match="acks: expected 2 bytes, only 1 left"):
-        decode_request(header, frame[:off + 3], off)
+        decode_request(header, frame[: off + 3], off)
     with pytest.raises(InvalidRequestError, match="2 trailing bytes"):
         decode_request(header, frame + b"\0\0", off)
     # records length -2: invalid even though records are nullable
@@ -777,15 +980,17 @@ def test_truncated_trailing_and_negative_lengths_are_specific():
         decode_request(header, bad, off)
     # topic name length -1: string not nullable
     pos = off + 2 + 2 + 4 + 4  # transactional_id(null), acks, timeout, count
-    bad = frame[:pos] + b"\xff\xff" + frame[pos + 2:]
-    with pytest.raises(InvalidRequestError, match=r"topic_data\[0\]\.name: expected a length >= 0 \(field is not nullable\), read -1"):
+    bad = frame[:pos] + b"\xff\xff" + frame[pos + 2 :]
+    with pytest.raises(
+        InvalidRequestError, match=r"topic_data\[0\]\.name: expected a length >= 0 \(field is not nullable\), read -1"
+    ):
         decode_request(header, bad, off)
     # array count far larger than the bytes left
-    bad = frame[:pos - 4] + struct.pack(">i", 0x7FFFFFFF) + frame[pos:]
+    bad = frame[: pos - 4] + struct.pack(">i", 0x7FFFFFFF) + frame[pos:]
     with pytest.raises(InvalidRequestError, match="topic_data: array count 2147483647 needs at least"):
         decode_request(header, bad, off)
     # invalid UTF-8 in a topic name
-    bad = frame[:pos + 2] + b"\xff\xfe\xfd\xfc\xfb" + frame[pos + 7:]
+    bad = frame[: pos + 2] + b"\xff\xfe\xfd\xfc\xfb" + frame[pos + 7 :]
     with pytest.raises(InvalidRequestError, match="not valid UTF-8"):
         decode_request(header, bad, off)
 
@@ -801,9 +1006,20 @@ def test_malformed_responses_raise_invalid_request():
 
 
 def test_encode_errors_name_the_field():
-    with pytest.raises(InvalidRequestError, match=r"topic_data\[0\]\.partition_data\[1\]\.index: expected int32, got str"):
-        encode_request(ApiKey.PRODUCE, 8, 1, "c", {"acks": 1, "timeout_ms": 1, "topic_data": [
-            {"name": "t", "partition_data": [{"index": 0}, {"index": "1"}]}]})
+    with pytest.raises(
+        InvalidRequestError, match=r"topic_data\[0\]\.partition_data\[1\]\.index: expected int32, got str"
+    ):
+        encode_request(
+            ApiKey.PRODUCE,
+            8,
+            1,
+            "c",
+            {
+                "acks": 1,
+                "timeout_ms": 1,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0}, {"index": "1"}]}],
+            },
+        )
     with pytest.raises(InvalidRequestError, match=r"acks: 40000 does not fit in int16"):
         encode_request(ApiKey.PRODUCE, 8, 1, "c", {"acks": 40000, "timeout_ms": 1})
     with pytest.raises(InvalidRequestError, match=r"brokers\[0\]\.host: None is not allowed"):
@@ -843,21 +1059,22 @@ def test_fuzz_decode_request_only_raises_protocol_errors():
         base = bytearray(rng.choice(frames))
         mode = rng.randrange(5)
         if mode == 0:  # truncation
-            data = base[:rng.randrange(len(base) + 1)]
+            data = base[: rng.randrange(len(base) + 1)]
         elif mode == 1:  # byte flips in the body
             for _ in range(rng.randint(1, 4)):
                 base[rng.randrange(len(base))] = rng.getrandbits(8)
             data = base
         elif mode == 2:  # a random int16/int32 length/count planted somewhere
             pos = rng.randrange(max(1, len(base) - 4))
-            base[pos:pos + 4] = struct.pack(">i", rng.choice([-1, -2, -0x80000000, 0x7FFFFFFF, rng.getrandbits(16)]))
+            base[pos : pos + 4] = struct.pack(">i", rng.choice([-1, -2, -0x80000000, 0x7FFFFFFF, rng.getrandbits(16)]))
             data = base
         elif mode == 3:  # garbage after a valid header
             data = base[:10] + bytes(rng.getrandbits(8) for _ in range(rng.randrange(40)))
         else:  # random bytes with a random known api key/version
             key, version = rng.choice(ALL_VERSIONS)
             data = struct.pack(">hhih", int(key), version, 1, -1) + bytes(
-                rng.getrandbits(8) for _ in range(rng.randrange(64)))
+                rng.getrandbits(8) for _ in range(rng.randrange(64))
+            )
         _check_decode(bytes(data))
         cases += 1
     assert cases == 3000

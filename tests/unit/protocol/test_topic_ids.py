@@ -2,6 +2,7 @@
 written at creation and given to older topics on first sight, served in Metadata v10+ (and a topic
 asked for by id in v12); a topic deleted and re-created with fewer partitions gets a new id, and a
 stock client (confluent-kafka) carries on with the new topic."""
+
 from __future__ import annotations
 
 import json
@@ -36,19 +37,26 @@ def test_topic_id_string_form_is_kafkas_base64():
 def test_topic_node_v3_golden_and_older_nodes_gain_an_id():
     u = uuid.UUID(int=1)
     data = encode_topic_assignment({1: [1, 0], 0: [0, 1]}, u)
-    assert json.loads(data) == {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
-                                "partitions": {"0": [0, 1], "1": [1, 0]},
-                                "adding_replicas": {}, "removing_replicas": {}}
+    assert json.loads(data) == {
+        "version": 3,
+        "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+        "partitions": {"0": [0, 1], "1": [1, 0]},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
     assert decode_topic_id(data, "/p") == u and decode_topic_assignment(data, "/p") == {0: [0, 1], 1: [1, 0]}
     v1 = encode_topic_assignment({0: [0]})
     assert decode_topic_id(v1, "/p") is None
     upgraded = with_topic_id(b'{"version":2,"partitions":{"0":[0]},"adding_replicas":{"0":[1]}}', "/p", u)
-    assert json.loads(upgraded) == {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": {"0": [0]},
-                                    "adding_replicas": {"0": [1]}, "removing_replicas": {}}
+    assert json.loads(upgraded) == {
+        "version": 3,
+        "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+        "partitions": {"0": [0]},
+        "adding_replicas": {"0": [1]},
+        "removing_replicas": {},
+    }
     with pytest.raises(ZkDataError, match="topic_id"):
         decode_topic_id(b'{"version":3,"topic_id":"nope","partitions":{}}', "/brokers/topics/x")
 
 
 # ------------------------------------------------------------------------------ a live broker
-
-

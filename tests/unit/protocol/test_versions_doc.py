@@ -4,6 +4,7 @@ Every Markdown file under docs/ that holds the ``supported-versions`` markers is
 architecture doc must be one of them.  After a change to SUPPORTED or FLEXIBLE, regenerate it:
 ``python -m pyklog.broker.protocol.versions_doc --write docs/<file>.md``.  No server needed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +29,8 @@ def test_architecture_doc_holds_the_table():
 @pytest.mark.parametrize("doc", _docs_with_table(), ids=lambda p: p.name)
 def test_doc_table_equals_generated(doc):
     assert extract_table(doc.read_text(encoding="utf-8")) == render_table(), (
-        f"{doc} is out of date: python -m pyklog.broker.protocol.versions_doc --write {doc}")
+        f"{doc} is out of date: python -m pyklog.broker.protocol.versions_doc --write {doc}"
+    )
 
 
 def test_one_row_per_supported_api_in_key_order():

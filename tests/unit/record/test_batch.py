@@ -1,5 +1,6 @@
 """pyklog.broker.record.batch: golden bytes, round trips for every codec, kafka-python cross-checks,
 control batches, corruption detection."""
+
 from __future__ import annotations
 
 import struct
@@ -73,16 +74,20 @@ GOLDEN_TWO = bytes.fromhex(
     "00"  # timestampDelta 0
     "00"  # offsetDelta 0
     "01"  # keyLength -1: null key
-    "02" "76"  # value "v"
+    "02"
+    "76"  # value "v"
     "02"  # headers count 1
-    "02" "68"  # header key "h"
-    "02" "78"  # header value "x"
+    "02"
+    "68"  # header key "h"
+    "02"
+    "78"  # header value "x"
     # record 1
     "0e"  # length 7
     "00"  # attributes
     "03"  # timestampDelta -2 (zigzag 3)
     "02"  # offsetDelta 1
-    "02" "6b"  # key "k"
+    "02"
+    "6b"  # key "k"
     "01"  # valueLength -1: null value
     "00"  # headers count 0
 )
@@ -136,8 +141,16 @@ def _expected(recs):
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip_every_codec(codec):
     recs = _sample()
-    raw = build_batch(recs, base_offset=1000, compression=codec, producer_id=3, producer_epoch=2,
-                      base_sequence=40, is_transactional=True, partition_leader_epoch=9)
+    raw = build_batch(
+        recs,
+        base_offset=1000,
+        compression=codec,
+        producer_id=3,
+        producer_epoch=2,
+        base_sequence=40,
+        is_transactional=True,
+        partition_leader_epoch=9,
+    )
     b = decode_batch(bytearray(raw))
     assert _as_tuples(b.records) == _expected(recs)
     assert [r.offset for r in b.records] == list(range(1000, 1200))
@@ -199,13 +212,17 @@ def test_control_batches():
 
 def test_build_from_records_keeps_offsets_and_allows_empty_batches():
     recs = [Record(10, 100, b"a", b"1", ()), Record(13, 90, b"b", None, (("h", b"v"),))]
-    raw = build_batch_from_records(recs, base_offset=9, last_offset_delta=6, compression=2,
-                                   producer_id=5, producer_epoch=0, base_sequence=100)
+    raw = build_batch_from_records(
+        recs, base_offset=9, last_offset_delta=6, compression=2, producer_id=5, producer_epoch=0, base_sequence=100
+    )
     b = decode_batch(raw)
     assert b.records == recs
     assert (b.base_offset, b.last_offset, b.last_sequence, b.max_timestamp) == (9, 15, 106, 100)
-    empty = decode_batch(build_batch_from_records([], base_offset=20, last_offset_delta=4,
-                                                  producer_id=5, producer_epoch=0, base_sequence=7))
+    empty = decode_batch(
+        build_batch_from_records(
+            [], base_offset=20, last_offset_delta=4, producer_id=5, producer_epoch=0, base_sequence=7
+        )
+    )
     assert empty.records == [] and empty.next_offset == 25 and empty.last_sequence == 11
     with pytest.raises(ValueError, match="increase"):
         build_batch_from_records([recs[1], recs[0]])
@@ -271,9 +288,13 @@ def _kp_build(recs, codec, **kw):
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     b = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=kw.get("txn", False),
-        producer_id=kw.get("pid", -1), producer_epoch=kw.get("epoch", -1),
-        base_sequence=kw.get("seq", -1), batch_size=2**30,
+        magic=2,
+        compression_type=codec,
+        is_transactional=kw.get("txn", False),
+        producer_id=kw.get("pid", -1),
+        producer_epoch=kw.get("epoch", -1),
+        base_sequence=kw.get("seq", -1),
+        batch_size=2**30,
     )
     for i, (k, v, ts, hs) in enumerate(recs):
         b.append(i, ts, k, v, list(hs))
@@ -288,8 +309,12 @@ def test_kafka_python_builds_we_decode(codec):
     assert _as_tuples(b.records) == _expected(recs)
     assert (b.compression, b.producer_id, b.base_sequence, b.is_transactional) == (codec, 11, 5, True)
     if codec == 0:  # uncompressed: the same bytes, byte for byte (kafka-python writes epoch 0)
-        assert build_batch(recs, producer_id=11, producer_epoch=2, base_sequence=5,
-                           is_transactional=True, partition_leader_epoch=0) == raw
+        assert (
+            build_batch(
+                recs, producer_id=11, producer_epoch=2, base_sequence=5, is_transactional=True, partition_leader_epoch=0
+            )
+            == raw
+        )
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -297,8 +322,9 @@ def test_we_build_kafka_python_decodes(codec):
     from kafka.record.memory_records import MemoryRecords
 
     recs = _sample(300)
-    raw = build_batch(recs, base_offset=500, compression=codec, producer_id=4, producer_epoch=0,
-                      base_sequence=9) + build_control_batch(CONTROL_COMMIT, 4, 0, base_offset=800)
+    raw = build_batch(
+        recs, base_offset=500, compression=codec, producer_id=4, producer_epoch=0, base_sequence=9
+    ) + build_control_batch(CONTROL_COMMIT, 4, 0, base_offset=800)
     mr = MemoryRecords(raw)
     batch = mr.next_batch()
     assert batch.validate_crc()

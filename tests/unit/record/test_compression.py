@@ -1,4 +1,5 @@
 """pyklog.broker.record.compression: every codec's wire form, what other clients write, bad payloads."""
+
 from __future__ import annotations
 
 import gzip

@@ -1,5 +1,6 @@
 """pyklog.broker.record.legacy: magic 0/1 message sets, wrappers, conversion to and from v2,
 cross-checked with kafka-python's legacy builder and reader."""
+
 from __future__ import annotations
 
 import struct
@@ -39,11 +40,15 @@ GOLDEN_V1 = bytes.fromhex(
     "01"  # magic 1
     "00"  # attributes: no compression, CreateTime
     "00000000000003e8"  # timestamp 1000
-    "00000001" "6b"  # key "k"
-    "00000001" "76"  # value "v"
+    "00000001"
+    "6b"  # key "k"
+    "00000001"
+    "76"  # value "v"
 )
 
-MSGS = [(None if i % 4 == 0 else b"k%d" % i, None if i % 9 == 0 else b"v%d" % i * (i % 7), 1000 + i * 3) for i in range(60)]
+MSGS = [
+    (None if i % 4 == 0 else b"k%d" % i, None if i % 9 == 0 else b"v%d" % i * (i % 7), 1000 + i * 3) for i in range(60)
+]
 LEGACY_CODECS = {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
 
 
@@ -112,7 +117,10 @@ def test_log_append_time_wrapper_overrides_inner_timestamps():
     assert [(m.timestamp, m.timestamp_type) for m in got] == [(1006, 1)] * 3
     assert got[0].compression == 0  # the flattened inner message's own attributes
     plain = build_message_set(MSGS[:2], 1, timestamp_type=1)
-    assert [(m.timestamp, m.timestamp_type, m.attributes) for m in decode_message_set(plain)] == [(1000, 1, 8), (1003, 1, 8)]
+    assert [(m.timestamp, m.timestamp_type, m.attributes) for m in decode_message_set(plain)] == [
+        (1000, 1, 8),
+        (1003, 1, 8),
+    ]
 
 
 def test_lz4_in_magic_0_uses_the_broken_checksum():
@@ -172,14 +180,20 @@ def test_message_set_to_batches(magic, codec):
     raw = build_message_set(MSGS, magic, codec, base_offset=1234)
     b = decode_batch(message_set_to_batches(raw))
     assert b.compression == codec
-    assert [(r.offset, r.key, r.value, r.headers) for r in b.records] == [(i, k, v, ()) for i, (k, v, _) in enumerate(MSGS)]
+    assert [(r.offset, r.key, r.value, r.headers) for r in b.records] == [
+        (i, k, v, ()) for i, (k, v, _) in enumerate(MSGS)
+    ]
     assert [r.timestamp for r in b.records] == ([t for _, _, t in MSGS] if magic else [-1] * len(MSGS))
     assert decode_batch(message_set_to_batches(raw, compression="zstd", base_offset=9)).compression == 4
     assert decode_batch(message_set_to_batches(raw, compression="zstd", base_offset=9)).base_offset == 9
 
 
 def test_message_set_to_batches_several_wrappers_and_empty():
-    raw = build_message_set(MSGS[:3], 1, "gzip") + build_message_set(MSGS[3:5], 1) + build_message_set(MSGS[5:9], 1, "snappy")
+    raw = (
+        build_message_set(MSGS[:3], 1, "gzip")
+        + build_message_set(MSGS[3:5], 1)
+        + build_message_set(MSGS[5:9], 1, "snappy")
+    )
     b = decode_batch(message_set_to_batches(raw))
     assert b.compression == 1 and [r.value for r in b.records] == [v for _, v, _ in MSGS[:9]]
     assert message_set_to_batches(b"") == b""
@@ -201,7 +215,11 @@ def test_batches_to_message_set(magic, codec):
     raw = batches_to_message_set(log + log[:30], magic)  # partial trailing batch ignored
     got = decode_message_set(raw)
     assert [(m.offset, m.key, m.value) for m in got] == [
-        (40, b"k40", b"v40"), (41, b"k41", b"v41"), (44, b"k44", b"v44"), (47, b"k47", b"v47"), (49, None, b"last")
+        (40, b"k40", b"v40"),
+        (41, b"k41", b"v41"),
+        (44, b"k44", b"v44"),
+        (47, b"k47", b"v47"),
+        (49, None, b"last"),
     ]
     assert [m.timestamp for m in got] == ([5040, 5041, 5044, 5047, 7000] if magic else [-1] * 5)
     wrappers = list(iter_batches(raw))

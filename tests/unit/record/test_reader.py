@@ -1,4 +1,5 @@
 """pyklog.broker.record.reader: walking concatenated batches, partial tails, corruption, legacy entries."""
+
 from __future__ import annotations
 
 import struct
@@ -100,10 +101,14 @@ def test_mutated_input_only_ever_raises_corrupt_record_error():
 
     rnd = random.Random(20240601)
     samples = [
-        build_batch([(b"k%d" % i, b"v" * i, 1000 + i, [("h", b"x")] if i % 2 else ()) for i in range(20)], compression=c)
+        build_batch(
+            [(b"k%d" % i, b"v" * i, 1000 + i, [("h", b"x")] if i % 2 else ()) for i in range(20)], compression=c
+        )
         for c in range(5)
     ]
-    samples += [build_message_set([(b"k%d" % i, b"v" * i, 1000 + i) for i in range(20)], m, c) for m in (0, 1) for c in range(4)]
+    samples += [
+        build_message_set([(b"k%d" % i, b"v" * i, 1000 + i) for i in range(20)], m, c) for m in (0, 1) for c in range(4)
+    ]
     samples.append(build_control_batch(0, 3, 0))
     for _ in range(4000):
         s = bytearray(rnd.choice(samples))

@@ -1,4 +1,5 @@
 """pyklog.broker.record.varint: golden vectors (hand-derived), round trips, malformed input."""
+
 from __future__ import annotations
 
 import pytest

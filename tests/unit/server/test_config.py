@@ -1,4 +1,5 @@
 """pyklog.broker.server.config: server.properties parsing and validation (pure, no server)."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,10 +42,19 @@ def test_defaults_and_types():
 
 
 def test_listeners_and_log_settings():
-    cfg = ServerConfig.from_properties(dict(
-        BASE, listeners="PLAINTEXT://:0", **{"advertised.listeners": "PLAINTEXT://broker-3.example:9092",
-                                            "log.segment.bytes": "1048576", "log.retention.hours": "1",
-                                            "message.max.bytes": "2000000", "auto.create.topics.enable": "false"}))
+    cfg = ServerConfig.from_properties(
+        dict(
+            BASE,
+            listeners="PLAINTEXT://:0",
+            **{
+                "advertised.listeners": "PLAINTEXT://broker-3.example:9092",
+                "log.segment.bytes": "1048576",
+                "log.retention.hours": "1",
+                "message.max.bytes": "2000000",
+                "auto.create.topics.enable": "false",
+            },
+        )
+    )
     assert cfg.bind_host == "0.0.0.0" and cfg.listener.port == 0
     assert cfg.advertised_host == "broker-3.example"
     assert cfg.auto_create_topics_enable is False
@@ -52,18 +62,21 @@ def test_listeners_and_log_settings():
     assert lc.segment_bytes == 1048576 and lc.retention_ms == 3_600_000 and lc.max_message_bytes == 2000000
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("no.such.setting", "1", "no.such.setting"),
-    ("broker.id", "x", "broker.id"),
-    ("broker.id", "-1", "broker.id"),
-    ("listeners", "SSL://127.0.0.1:9093", "listeners"),
-    ("listeners", "127.0.0.1:9092", "listeners"),
-    ("listeners", "PLAINTEXT://127.0.0.1:70000", "listeners"),
-    ("num.io.threads", "0", "num.io.threads"),
-    ("auto.create.topics.enable", "yes", "auto.create.topics.enable"),
-    ("zookeeper.connect", "localhost", "zookeeper.connect"),
-    ("socket.request.max.bytes", "big", "socket.request.max.bytes"),
-])
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("no.such.setting", "1", "no.such.setting"),
+        ("broker.id", "x", "broker.id"),
+        ("broker.id", "-1", "broker.id"),
+        ("listeners", "SSL://127.0.0.1:9093", "listeners"),
+        ("listeners", "127.0.0.1:9092", "listeners"),
+        ("listeners", "PLAINTEXT://127.0.0.1:70000", "listeners"),
+        ("num.io.threads", "0", "num.io.threads"),
+        ("auto.create.topics.enable", "yes", "auto.create.topics.enable"),
+        ("zookeeper.connect", "localhost", "zookeeper.connect"),
+        ("socket.request.max.bytes", "big", "socket.request.max.bytes"),
+    ],
+)
 def test_bad_settings_name_the_key(key, value, fragment):
     with pytest.raises(ConfigError) as e:
         ServerConfig.from_properties(dict(BASE, **{key: value}))
@@ -81,13 +94,21 @@ def test_missing_required_and_bad_log_values():
 
 
 def test_stock_kafka_compat_and_group_keys_are_accepted():
-    cfg = ServerConfig.from_properties(dict(BASE, **{"num.recovery.threads.per.data.dir": "1",
-                                                     "transaction.state.log.min.isr": "1",
-                                                     "group.initial.rebalance.delay.ms": "0",
-                                                     "group.max.session.timeout.ms": "60000"}))
+    cfg = ServerConfig.from_properties(
+        dict(
+            BASE,
+            **{
+                "num.recovery.threads.per.data.dir": "1",
+                "transaction.state.log.min.isr": "1",
+                "group.initial.rebalance.delay.ms": "0",
+                "group.max.session.timeout.ms": "60000",
+            },
+        )
+    )
     assert cfg.broker_id == 3 and cfg.raw["group.initial.rebalance.delay.ms"] == "0"
     with pytest.raises(ConfigError, match="group.min.session.timeout.ms"):
-        ServerConfig.from_properties(dict(BASE, **{"group.min.session.timeout.ms": "70000",
-                                                   "group.max.session.timeout.ms": "60000"}))
+        ServerConfig.from_properties(
+            dict(BASE, **{"group.min.session.timeout.ms": "70000", "group.max.session.timeout.ms": "60000"})
+        )
     with pytest.raises(ConfigError, match="group.max.size"):
         ServerConfig.from_properties(dict(BASE, **{"group.max.size": "0"}))

@@ -1,4 +1,5 @@
 """meta.properties (Kafka's BrokerMetadataCheckpoint): format, atomic write, checks.  No server."""
+
 import os
 
 import pytest
@@ -19,8 +20,7 @@ def test_round_trip_in_kafkas_format(tmp_path):
     text = (tmp_path / "meta.properties").read_text()
     assert "version=0\nbroker.id=3\ncluster.id=AbCdEfGhIjKlMnOpQrStUv\n" in text
     assert not os.path.exists(tmp_path / "meta.properties.tmp")
-    assert read_meta_properties(str(tmp_path)) == {"version": 0, "broker.id": 3,
-                                                   "cluster.id": "AbCdEfGhIjKlMnOpQrStUv"}
+    assert read_meta_properties(str(tmp_path)) == {"version": 0, "broker.id": 3, "cluster.id": "AbCdEfGhIjKlMnOpQrStUv"}
     assert read_meta_properties(str(tmp_path / "none")) is None
 
 

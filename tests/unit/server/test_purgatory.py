@@ -1,5 +1,6 @@
 """Purgatory (delayed fetches): completion by enough bytes, by expiry, at shutdown; exactly once.
 Unit tests, no server; real short timeouts with generous bounds."""
+
 import threading
 import time
 

@@ -1,6 +1,7 @@
 """ListTransactions' filters as Kafka's ``TransactionStateManager.listTransactionStates`` applies
 them, on a state manager's cache (no server): state names, producer ids, the v1 duration filter,
 Dead ids never listed, COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+
 from __future__ import annotations
 
 from pyklog.broker.coordinator.transaction.metadata import TransactionMetadata, TxnState
@@ -28,17 +29,25 @@ def _manager(*metadata, loading=False) -> TransactionStateManager:
 
 
 def _md(tid, pid, state, started=-1):
-    return TransactionMetadata(tid, pid, 0, 60000, state, (("t", 0),) if state == TxnState.ONGOING else (),
-                               started, started)
+    return TransactionMetadata(
+        tid, pid, 0, 60000, state, (("t", 0),) if state == TxnState.ONGOING else (), started, started
+    )
 
 
 def test_filters_as_kafka():
-    m = _manager(_md("a", 1, TxnState.ONGOING, NOW - 10_000), _md("b", 2, TxnState.EMPTY),
-                 _md("c", 3, TxnState.COMPLETE_COMMIT, NOW - 50_000), _md("d", 4, TxnState.DEAD),
-                 _md("e", 5, TxnState.PREPARE_EPOCH_FENCE, NOW - 1_000))
+    m = _manager(
+        _md("a", 1, TxnState.ONGOING, NOW - 10_000),
+        _md("b", 2, TxnState.EMPTY),
+        _md("c", 3, TxnState.COMPLETE_COMMIT, NOW - 50_000),
+        _md("d", 4, TxnState.DEAD),
+        _md("e", 5, TxnState.PREPARE_EPOCH_FENCE, NOW - 1_000),
+    )
     everything = m.list_transaction_states([], [], now_ms=NOW)
-    assert everything == (0, [], [("a", 1, "Ongoing"), ("b", 2, "Empty"), ("c", 3, "CompleteCommit"),
-                                  ("e", 5, "PrepareEpochFence")])  # Dead is being expired: never listed
+    assert everything == (
+        0,
+        [],
+        [("a", 1, "Ongoing"), ("b", 2, "Empty"), ("c", 3, "CompleteCommit"), ("e", 5, "PrepareEpochFence")],
+    )  # Dead is being expired: never listed
     assert m.list_transaction_states(["Ongoing", "Nope"], [], now_ms=NOW) == (0, ["Nope"], [("a", 1, "Ongoing")])
     assert m.list_transaction_states(["Nope"], [], now_ms=NOW) == (0, ["Nope"], [])  # matches nothing
     assert m.list_transaction_states(["Dead"], [], now_ms=NOW) == (0, [], [])

@@ -3,6 +3,7 @@ row-by-row batch builder (``build_batch``) and kafka-python's decoder; property 
 Arrow tables (nulls, empty values, headers, unicode, explicit partitions) that decode every batch
 and check every row lands once, on Kafka's partition, in row order, in batches of at most
 batch.size; the vectorised murmur2 against the scalar one."""
+
 from __future__ import annotations
 
 import itertools
@@ -28,19 +29,29 @@ TS = 1_700_000_000_123
 def _rows(keys, values, headers):
     def b(x):
         return x.encode() if isinstance(x, str) else x
-    return [(b(k), b(v), TS, [(e["key"], e["value"]) for e in h] if h else ())
-            for k, v, h in zip(keys, values, headers or [None] * len(values))]
+
+    return [
+        (b(k), b(v), TS, [(e["key"], e["value"]) for e in h] if h else ())
+        for k, v, h in zip(keys, values, headers or [None] * len(values))
+    ]
 
 
 def test_golden_bytes_against_build_batch_and_kafka_python():
     values = pa.array(["a", None, "h\u00e9llo \u2603", "", "x" * 300], pa.string())
     keys = pa.array([b"k1", b"", None, b"kk", b"k" * 200], pa.binary())
-    headers = pa.array([[{"key": "h", "value": b"1"}], None, [],
-                        [{"key": "\u00e9", "value": None}, {"key": "b", "value": b""}], None], HEADERS)
-    (p, sec), = ArrowRecordEncoder(16384).encode("t", 1, values, keys, None, headers, timestamp_ms=TS)
+    headers = pa.array(
+        [[{"key": "h", "value": b"1"}], None, [], [{"key": "\u00e9", "value": None}, {"key": "b", "value": b""}], None],
+        HEADERS,
+    )
+    ((p, sec),) = ArrowRecordEncoder(16384).encode("t", 1, values, keys, None, headers, timestamp_ms=TS)
     assert p == 0 and len(sec) == 5
-    want = build_batch(_rows(keys.to_pylist(), values.to_pylist(), headers.to_pylist()),
-                       producer_id=7, producer_epoch=3, base_sequence=11, is_transactional=True)
+    want = build_batch(
+        _rows(keys.to_pylist(), values.to_pylist(), headers.to_pylist()),
+        producer_id=7,
+        producer_epoch=3,
+        base_sequence=11,
+        is_transactional=True,
+    )
     got = sec.to_batch(producer_id=7, producer_epoch=3, base_sequence=11, is_transactional=True)
     assert got == want
     kb = DefaultRecordBatch(bytearray(got))
@@ -58,7 +69,7 @@ def test_golden_bytes_against_build_batch_and_kafka_python():
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_section_decodes(codec):
     values = pa.array([b"v%d" % i for i in range(200)])
-    (_, sec), = ArrowRecordEncoder(1 << 20).encode("t", 1, values, timestamp_ms=TS)
+    ((_, sec),) = ArrowRecordEncoder(1 << 20).encode("t", 1, values, timestamp_ms=TS)
     rb = decode_batch(sec.to_batch(compression=codec))
     assert rb.compression == codec and [r.value for r in rb] == values.to_pylist()
 
@@ -81,32 +92,47 @@ def test_murmur2_array_matches_murmur2(keys):
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _row = st.tuples(
-    st.one_of(st.none(), _text),                                   # key (string column)
-    st.one_of(st.none(), st.binary(max_size=60)),                  # value
-    st.one_of(st.none(), st.integers(0, 3)),                       # explicit partition
-    st.one_of(st.none(), st.lists(st.tuples(_text, st.one_of(st.none(), st.binary(max_size=8))),
-                                  max_size=3)),                    # headers
+    st.one_of(st.none(), _text),  # key (string column)
+    st.one_of(st.none(), st.binary(max_size=60)),  # value
+    st.one_of(st.none(), st.integers(0, 3)),  # explicit partition
+    st.one_of(
+        st.none(), st.lists(st.tuples(_text, st.one_of(st.none(), st.binary(max_size=8))), max_size=3)
+    ),  # headers
 )
 
 
-@given(rows=st.lists(_row, min_size=1, max_size=200), nparts=st.integers(1, 4),
-       batch_size=st.sampled_from([62, 200, 1000, 16384]), with_key=st.booleans(),
-       with_part=st.booleans(), with_headers=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    rows=st.lists(_row, min_size=1, max_size=200),
+    nparts=st.integers(1, 4),
+    batch_size=st.sampled_from([62, 200, 1000, 16384]),
+    with_key=st.booleans(),
+    with_part=st.booleans(),
+    with_headers=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_tables_round_trip(rows, nparts, batch_size, with_key, with_part, with_headers, seed):
     # every row unique by (key, value), so each decoded record names its row: keys and values get
     # the row's index, a null value only where the key is there
     keys = [None if r[0] is None else f"{r[0]}#{i}" for i, r in enumerate(rows)] if with_key else None
-    values = [None if r[1] is None and keys is not None and keys[i] is not None
-              else (r[1] or b"") + b"#%d" % i for i, r in enumerate(rows)]
+    values = [
+        None if r[1] is None and keys is not None and keys[i] is not None else (r[1] or b"") + b"#%d" % i
+        for i, r in enumerate(rows)
+    ]
     parts = [None if r[2] is None else r[2] % nparts for r in rows] if with_part else None
-    headers = ([None if r[3] is None else [{"key": k, "value": v} for k, v in r[3]] for r in rows]
-               if with_headers else None)
+    headers = (
+        [None if r[3] is None else [{"key": k, "value": v} for k, v in r[3]] for r in rows] if with_headers else None
+    )
     enc = ArrowRecordEncoder(batch_size, random.Random(seed))
-    out = enc.encode("t", nparts, pa.array(values, pa.binary()),
-                     None if keys is None else pa.array(keys, pa.string()),
-                     None if parts is None else pa.array(parts, pa.int32()),
-                     None if headers is None else pa.array(headers, HEADERS), timestamp_ms=TS)
+    out = enc.encode(
+        "t",
+        nparts,
+        pa.array(values, pa.binary()),
+        None if keys is None else pa.array(keys, pa.string()),
+        None if parts is None else pa.array(parts, pa.int32()),
+        None if headers is None else pa.array(headers, HEADERS),
+        timestamp_ms=TS,
+    )
     seen = []  # (partition, row index) in the order written
     by_value = {}
     for i, v in enumerate(values):
@@ -125,8 +151,9 @@ def test_random_tables_round_trip(rows, nparts, batch_size, with_key, with_part,
             seen.append((p, i))
             assert (r.key, r.value, tuple(r.headers)) == (want_rows[i][0], want_rows[i][1], tuple(want_rows[i][3]))
         # the whole batch equals the row-by-row builder's for the same records
-        assert data == build_batch([want_rows[i] for _, i in seen[-len(sec):]], producer_id=5,
-                                   producer_epoch=0, base_sequence=0)
+        assert data == build_batch(
+            [want_rows[i] for _, i in seen[-len(sec) :]], producer_id=5, producer_epoch=0, base_sequence=0
+        )
     assert sorted(i for _, i in seen) == list(range(len(values)))  # every row exactly once
     got_part = {i: p for p, i in seen}
     for i in range(len(values)):
@@ -159,8 +186,10 @@ def test_bad_partition_and_null_header_key_fail():
 def test_sliced_input_columns():
     values = pa.array([b"v%d" % i for i in range(50)]).slice(10, 20)
     keys = pa.array(["k%d" % i for i in range(50)]).slice(10, 20)
-    headers = pa.array([[{"key": "h", "value": b"%d" % i}] if i % 2 else None for i in range(50)], HEADERS).slice(10, 20)
-    (_, sec), = ArrowRecordEncoder(1 << 20).encode("t", 1, values, keys, None, headers, timestamp_ms=TS)
+    headers = pa.array([[{"key": "h", "value": b"%d" % i}] if i % 2 else None for i in range(50)], HEADERS).slice(
+        10, 20
+    )
+    ((_, sec),) = ArrowRecordEncoder(1 << 20).encode("t", 1, values, keys, None, headers, timestamp_ms=TS)
     assert sec.to_batch() == build_batch(_rows(keys.to_pylist(), values.to_pylist(), headers.to_pylist()))
 
 

@@ -4,6 +4,7 @@ End to end (a real query's progress relayed through the JVM listener to a group 
 tests/integration/spark/test_group_handover.py::test_stop_after_a_batch_hands_over_nothing_to_read_twice;
 these pin the shapes: Spark's ``StreamingQueryProgress.json()`` carries each source's offsets as
 JSON values (objects), PySpark's converted event as JSON text."""
+
 import json
 import os
 
@@ -12,25 +13,46 @@ from pyklog.connector.spark import batch_end
 
 def _progress(batch_id, sources):
     # The fields Spark 4's StreamingQueryProgress.jsonValue writes, trimmed to what matters here.
-    return json.dumps({
-        "id": "5f0a4c0e-0000-0000-0000-000000000000", "runId": "6a1b2c3d-0000-0000-0000-000000000000",
-        "name": None, "timestamp": "2026-11-24T07:00:00.000Z", "batchId": batch_id, "numInputRows": 3,
-        "durationMs": {"addBatch": 5, "latestOffset": 1, "triggerExecution": 9},
-        "stateOperators": [], "sources": sources,
-        "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
-    })
+    return json.dumps(
+        {
+            "id": "5f0a4c0e-0000-0000-0000-000000000000",
+            "runId": "6a1b2c3d-0000-0000-0000-000000000000",
+            "name": None,
+            "timestamp": "2026-11-24T07:00:00.000Z",
+            "batchId": batch_id,
+            "numInputRows": 3,
+            "durationMs": {"addBatch": 5, "latestOffset": 1, "triggerExecution": 9},
+            "stateOperators": [],
+            "sources": sources,
+            "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
+        }
+    )
 
 
 def test_progress_json_relays_the_end_offsets_of_our_sources_only(tmp_path):
     ch = batch_end.BatchEndChannel()
     try:
-        ours = {"description": "pyklog", "startOffset": {"t": {"0": 2}}, "endOffset": {"t": {"0": 5}},
-                "latestOffset": {batch_end.REPORT_KEY: ch.path, "t": {"0": 5}},
-                "numInputRows": 3, "inputRowsPerSecond": 1.0, "processedRowsPerSecond": 2.0}
-        rate = {"description": "RateStreamV2", "startOffset": 10, "endOffset": 12, "latestOffset": None,
-                "numInputRows": 2}
-        foreign = {"description": "elsewhere", "endOffset": {"t": {"0": 9}},
-                   "latestOffset": {batch_end.REPORT_KEY: str(tmp_path / batch_end.CHANNEL_FILE)}}
+        ours = {
+            "description": "pyklog",
+            "startOffset": {"t": {"0": 2}},
+            "endOffset": {"t": {"0": 5}},
+            "latestOffset": {batch_end.REPORT_KEY: ch.path, "t": {"0": 5}},
+            "numInputRows": 3,
+            "inputRowsPerSecond": 1.0,
+            "processedRowsPerSecond": 2.0,
+        }
+        rate = {
+            "description": "RateStreamV2",
+            "startOffset": 10,
+            "endOffset": 12,
+            "latestOffset": None,
+            "numInputRows": 2,
+        }
+        foreign = {
+            "description": "elsewhere",
+            "endOffset": {"t": {"0": 9}},
+            "latestOffset": {batch_end.REPORT_KEY: str(tmp_path / batch_end.CHANNEL_FILE)},
+        }
         assert batch_end.relay_progress_json(_progress(7, [rate, ours, foreign])) == 1
         assert ch.read_new() == (7, {"t": {"0": 5}})
         assert ch.read_new() is None  # read once
@@ -83,6 +105,7 @@ def test_the_jvm_callback_never_raises(caplog):
             class P:
                 def json(self):
                     return "{not json"
+
             return P()
 
     relay = batch_end._ProgressJsonRelay()
@@ -90,5 +113,3 @@ def test_the_jvm_callback_never_raises(caplog):
     relay.onQueryProgress(GarbledEvent())
     relay.onQueryStarted(None), relay.onQueryIdle(None), relay.onQueryTerminated(None)
     assert sum("relaying a batch completion failed" in r.getMessage() for r in caplog.records) == 2
-
-

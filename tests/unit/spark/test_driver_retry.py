@@ -1,6 +1,7 @@
 """The Spark source planner's retry options and its bound on a cluster that does not answer (no
 broker: a closed port).  The outage tests with a real broker are
 tests/integration/spark/test_broker_restart.py."""
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,9 @@ def test_driver_retry_options_and_bound_without_a_broker():
     boot = f"127.0.0.1:{free_port()}"
     opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "t"}, streaming=True)
     assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms, opts.api_timeout_ms) == (3, 10, 60000)
-    opts = parse_source_options({"kafka.bootstrap.servers": boot, "subscribe": "t",
-                                 "kafka.default.api.timeout.ms": "1500"}, streaming=True)
+    opts = parse_source_options(
+        {"kafka.bootstrap.servers": boot, "subscribe": "t", "kafka.default.api.timeout.ms": "1500"}, streaming=True
+    )
     d = SourcePlanner(opts, streaming=True)
     try:
         t0 = time.monotonic()

@@ -14,6 +14,7 @@ server is involved (the suite's ZooKeeper, broker processes and shared SparkSess
 * CreatePartitions while a streaming query runs (subscribe and subscribePattern, with and without
   a ZooKeeper group): the new partitions are read from offset 0; every row exactly once.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -63,14 +64,20 @@ def test_max_records_per_partition_splits_as_spark():
 def test_offsets_json_follows_spark_rules():
     # start and end JSON must name the same partitions (Spark's checkOffsetLimitValidity)
     with pytest.raises(ConfigError) as ei:
-        parse_source_options({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":1,"1":-2}}',
-                              "endingOffsets": '{"t":{"0":5}}'}, streaming=False)
+        parse_source_options(
+            {**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":1,"1":-2}}', "endingOffsets": '{"t":{"0":5}}'},
+            streaming=False,
+        )
     assert "must name the same partitions" in str(ei.value) and "t-1" in str(ei.value)
     with pytest.raises(ConfigError, match="t-0 starts at 9, after its end 5"):
-        parse_source_options({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":9}}',
-                              "endingOffsets": '{"t":{"0":5}}'}, streaming=False)
-    ok = parse_source_options({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":-2}}',
-                               "endingOffsets": '{"t":{"0":-1}}'}, streaming=False)
+        parse_source_options(
+            {**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":9}}', "endingOffsets": '{"t":{"0":5}}'},
+            streaming=False,
+        )
+    ok = parse_source_options(
+        {**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":-2}}', "endingOffsets": '{"t":{"0":-1}}'},
+        streaming=False,
+    )
     # JSON must name every partition read and no other (checked by the planner against the topics)
     check_covers(ok.starting, "starting", [("t", 0)])
     with pytest.raises(ConfigError) as ei:
@@ -84,10 +91,20 @@ def test_offsets_json_follows_spark_rules():
 
 def test_kafka_settings_pass_through_or_one_warning(caplog):
     caplog.set_level(logging.WARNING, logger="pyklog.connector.spark.options")
-    o = parse_source_options({**BOOT, "subscribe": "t", "kafka.fetch.max.wait.ms": "50",
-                              "kafka.fetch.min.bytes": "1024", "kafka.fetch.max.bytes": "2097152",
-                              "kafka.retry.backoff.ms": "20", "kafka.max.poll.records": "100",
-                              "kafka.heartbeat.interval.ms": "3000", "kafka.no.such.thing": "1"}, streaming=True)
+    o = parse_source_options(
+        {
+            **BOOT,
+            "subscribe": "t",
+            "kafka.fetch.max.wait.ms": "50",
+            "kafka.fetch.min.bytes": "1024",
+            "kafka.fetch.max.bytes": "2097152",
+            "kafka.retry.backoff.ms": "20",
+            "kafka.max.poll.records": "100",
+            "kafka.heartbeat.interval.ms": "3000",
+            "kafka.no.such.thing": "1",
+        },
+        streaming=True,
+    )
     assert (o.fetch_max_wait_ms, o.fetch_min_bytes, o.fetch_max_bytes, o.retry_backoff_ms) == (50, 1024, 2097152, 20)
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings
@@ -96,10 +113,20 @@ def test_kafka_settings_pass_through_or_one_warning(caplog):
     with pytest.raises(ConfigError, match="option 'kafka.fetch.min.bytes'"):
         parse_source_options({**BOOT, "subscribe": "t", "kafka.fetch.min.bytes": "lots"}, streaming=True)
     caplog.clear()
-    s = parse_sink_options({**BOOT, "kafka.max.block.ms": "5000", "kafka.metadata.max.age.ms": "1000",
-                            "kafka.allow.auto.create.topics": "false", "kafka.partitioner.class": "x.Y"})
-    assert dict(s.producer_config) == {"max.block.ms": "5000", "metadata.max.age.ms": "1000",
-                                       "allow.auto.create.topics": "false"}
+    s = parse_sink_options(
+        {
+            **BOOT,
+            "kafka.max.block.ms": "5000",
+            "kafka.metadata.max.age.ms": "1000",
+            "kafka.allow.auto.create.topics": "false",
+            "kafka.partitioner.class": "x.Y",
+        }
+    )
+    assert dict(s.producer_config) == {
+        "max.block.ms": "5000",
+        "metadata.max.age.ms": "1000",
+        "allow.auto.create.topics": "false",
+    }
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "kafka.partitioner.class (" in warnings[0], warnings
     with pytest.raises(ConfigError, match="kafka.allow.auto.create.topics"):
@@ -116,12 +143,18 @@ def test_overwrite_refused_by_the_data_source():
 
 
 def test_progress_helper_computes_spark_figures():
-    src = {"description": "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@5e1f", "numInputRows": 10,
-           "endOffset": json.dumps({"a": {"0": 5, "1": 10}, "b": {"0": 3}}),
-           "latestOffset": json.dumps({"a": {"0": 9, "1": 10}, "b": {"0": 7}, "pyklog:batchEnd": "/x/completed.json"}),
-           "metrics": {}}
-    assert offsets_behind_latest(src) == {"avgOffsetsBehindLatest": str(8 / 3), "maxOffsetsBehindLatest": "4",
-                                          "minOffsetsBehindLatest": "0"}
+    src = {
+        "description": "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@5e1f",
+        "numInputRows": 10,
+        "endOffset": json.dumps({"a": {"0": 5, "1": 10}, "b": {"0": 3}}),
+        "latestOffset": json.dumps({"a": {"0": 9, "1": 10}, "b": {"0": 7}, "pyklog:batchEnd": "/x/completed.json"}),
+        "metrics": {},
+    }
+    assert offsets_behind_latest(src) == {
+        "avgOffsetsBehindLatest": str(8 / 3),
+        "maxOffsetsBehindLatest": "4",
+        "minOffsetsBehindLatest": "0",
+    }
     assert describe(src) == "pyklog[a,b]"
     other = {"description": "RateStreamV2[rowsPerSecond=1]", "endOffset": "5", "latestOffset": None}
     out = source_progress({"sources": [src, other]})
@@ -129,5 +162,3 @@ def test_progress_helper_computes_spark_figures():
     assert out[1] == other
     assert source_progress(None) == []
     assert offsets_behind_latest({**src, "latestOffset": None}) == {}
-
-

@@ -5,6 +5,7 @@ the decision (first commit, replay after a half-done commit, replay after the br
 everything, partial loss, abort after a failed commit, lingering clean-up) is checked in
 milliseconds.  The same guarantees against real brokers and a SIGKILLed Spark driver are in
 tests/integration/spark/test_sink_exactly_once.py."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,18 @@ def test_delivery_guarantee_option():
     eos = parse_sink_options({**base, "deliveryGuarantee": "Exactly-Once"})
     assert eos.exactly_once and eos.transaction_timeout_ms == 900000
     assert eos.producer_dict() == {"acks": "all", "enable.idempotence": "true", "transaction.timeout.ms": "900000"}
-    eos = parse_sink_options({**base, "deliveryGuarantee": "exactly-once", "kafka.transaction.timeout.ms": "120000",
-                              "transactionalIdPrefix": "etl-1"})
+    eos = parse_sink_options(
+        {
+            **base,
+            "deliveryGuarantee": "exactly-once",
+            "kafka.transaction.timeout.ms": "120000",
+            "transactionalIdPrefix": "etl-1",
+        }
+    )
     assert eos.transaction_timeout_ms == 120000 and eos.transactional_id_prefix == "etl-1"
-    with pytest.raises(ConfigError, match="option 'deliveryGuarantee': expected 'at-least-once' or 'exactly-once', read 'once'"):
+    with pytest.raises(
+        ConfigError, match="option 'deliveryGuarantee': expected 'at-least-once' or 'exactly-once', read 'once'"
+    ):
         parse_sink_options({**base, "deliveryGuarantee": "once"})
     with pytest.raises(ConfigError, match="did you mean 'deliveryGuarantee'"):
         parse_sink_options({**base, "deliveryGuarante": "exactly-once"})
@@ -63,8 +72,10 @@ def test_stream_writer_needs_zookeeper_for_exactly_once():
 def test_transactional_ids_are_unique_per_task_execution():
     a = TaskIdentity("q1", 7, 3, 0, "pyklog-spark-q1", "0123abcd")
     assert a.transactional_id() == "pyklog-spark-q1-7-3-0-0123abcd"
-    assert TaskIdentity(None, None, 2, 1, "pyklog-spark-batch", "ffff0000").transactional_id() == \
-        "pyklog-spark-batch-w-2-1-ffff0000"
+    assert (
+        TaskIdentity(None, None, 2, 1, "pyklog-spark-batch", "ffff0000").transactional_id()
+        == "pyklog-spark-batch-w-2-1-ffff0000"
+    )
     # outside a Spark task (no TaskContext): partition 0, attempt 0, a fresh token each time
     ids = {TaskIdentity.current(streaming=False, prefix="p").transactional_id() for _ in range(50)}
     assert len(ids) == 50 and all(i.startswith("p-w-0-0-") for i in ids)
@@ -75,8 +86,14 @@ def test_transactional_ids_are_unique_per_task_execution():
 def test_commit_record_codec():
     r = CommitRecord("q", 4, (("t-1", 7, 0), ("t-2", 8, 1)), "prepared", 12.5)
     data = r.encode()
-    assert json.loads(data) == {"version": 1, "query_id": "q", "batch_id": 4, "state": "prepared",
-                                "started_at": 12.5, "transactions": [["t-1", 7, 0], ["t-2", 8, 1]]}
+    assert json.loads(data) == {
+        "version": 1,
+        "query_id": "q",
+        "batch_id": 4,
+        "state": "prepared",
+        "started_at": 12.5,
+        "transactions": [["t-1", 7, 0], ["t-2", 8, 1]],
+    }
     assert CommitRecord.decode(data, "/p") == r
     with pytest.raises(ZooKeeperError, match="unreadable exactly-once sink record /p"):
         CommitRecord.decode(b'{"state": "odd"}', "/p")
@@ -87,8 +104,9 @@ def test_transaction_age_check(caplog):
     with caplog.at_level(logging.WARNING, "pyklog.connector.spark.sink"):
         check_transaction_age(31, 60000, "task wrote for")
     assert "more than half of kafka.transaction.timeout.ms=60000" in caplog.text
-    with pytest.raises(SinkTransactionError, match=r"task wrote for 61.0s, longer than kafka.transaction.timeout.ms=60000.*transaction.max.timeout.ms"):
+    with pytest.raises(
+        SinkTransactionError,
+        match=r"task wrote for 61.0s, longer than kafka.transaction.timeout.ms=60000.*transaction.max.timeout.ms",
+    ):
         check_transaction_age(61, 60000, "task wrote for")
     check_transaction_age(61, 60000, "batch open for", fail=False)  # logged, not raised
-
-

@@ -1,5 +1,6 @@
 """A trigger's end offsets from what the planner's look-ups returned
 (:func:`pyklog.connector.spark.end_offsets.plan_end_offsets`): pure, no server."""
+
 from __future__ import annotations
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -9,11 +10,33 @@ from pyklog.connector.spark.end_offsets import TriggerEnd, plan_end_offsets
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 
 
-def plan(start, owned, latest, new=None, restarting=(), *, target=None, limit=None, max_rows=None,
-         min_rows=None, delay_ms=0, since_ms=0.0) -> TriggerEnd:
-    return plan_end_offsets(start, owned, latest, new or {}, set(restarting), target=target, limit=limit,
-                            max_offsets_per_trigger=max_rows, min_offsets_per_trigger=min_rows,
-                            max_trigger_delay_ms=delay_ms, since_last_batch_ms=since_ms)
+def plan(
+    start,
+    owned,
+    latest,
+    new=None,
+    restarting=(),
+    *,
+    target=None,
+    limit=None,
+    max_rows=None,
+    min_rows=None,
+    delay_ms=0,
+    since_ms=0.0,
+) -> TriggerEnd:
+    return plan_end_offsets(
+        start,
+        owned,
+        latest,
+        new or {},
+        set(restarting),
+        target=target,
+        limit=limit,
+        max_offsets_per_trigger=max_rows,
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=delay_ms,
+        since_last_batch_ms=since_ms,
+    )
 
 
 def test_continuing_partitions_advance_new_ones_start_restarting_ones_wait():

@@ -1,5 +1,6 @@
 """Unit tests of the pyklog data source's pure parts: options, offsets JSON, rate limiting, and the
 bulk Arrow decoder (against batches built by broker.record.batch).  No servers, no SparkSession."""
+
 from __future__ import annotations
 
 import itertools
@@ -49,15 +50,28 @@ def test_defaults_match_spark_kafka():
 
 
 def test_every_option_parses():
-    o = parse_source_options({
-        "zookeeper.connect": "h:2181", "kafka.bootstrap.servers": "a:1,b:2", "subscribePattern": "ev.*",
-        "startingOffsets": '{"ev1":{"0":23,"1":-2},"ev2":{"0":-1}}', "failOnDataLoss": "false",
-        "maxOffsetsPerTrigger": "1000", "minOffsetsPerTrigger": "10", "maxTriggerDelay": "30s",
-        "minPartitions": "8", "includeHeaders": "true", "isolation.level": "read_committed",
-        "group.id": "g1", "offsets.storage": "kafka", "dual.commit.enabled": "true",
-        "partition.assignment.strategy": "sticky", "kafka.max.partition.fetch.bytes": "65536",
-        "kafka.client.id": "me",
-    }, streaming=True)
+    o = parse_source_options(
+        {
+            "zookeeper.connect": "h:2181",
+            "kafka.bootstrap.servers": "a:1,b:2",
+            "subscribePattern": "ev.*",
+            "startingOffsets": '{"ev1":{"0":23,"1":-2},"ev2":{"0":-1}}',
+            "failOnDataLoss": "false",
+            "maxOffsetsPerTrigger": "1000",
+            "minOffsetsPerTrigger": "10",
+            "maxTriggerDelay": "30s",
+            "minPartitions": "8",
+            "includeHeaders": "true",
+            "isolation.level": "read_committed",
+            "group.id": "g1",
+            "offsets.storage": "kafka",
+            "dual.commit.enabled": "true",
+            "partition.assignment.strategy": "sticky",
+            "kafka.max.partition.fetch.bytes": "65536",
+            "kafka.client.id": "me",
+        },
+        streaming=True,
+    )
     assert o.subscription.kind == "subscribePattern" and o.subscription.matches("ev1")
     assert not o.subscription.matches("xev1")
     assert o.starting.offsets_dict() == {("ev1", 0): 23, ("ev1", 1): -2, ("ev2", 0): -1}
@@ -79,49 +93,58 @@ def test_every_option_parses():
     assert src(**{"kafka.isolation.level": "read_committed"}).isolation_level == "read_committed"
 
 
-@pytest.mark.parametrize("opts, needle", [
-    ({"subscribe": "t"}, "'kafka.bootstrap.servers' or 'zookeeper.connect'"),
-    ({**BOOT}, "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
-    ({**BOOT, "subscribe": "t", "assign": '{"t":[0]}'}, "read subscribe, assign"),
-    ({**BOOT, "subscribe": "bad topic!"}, "option 'subscribe'"),
-    ({**BOOT, "subscribePattern": "("}, "option 'subscribePattern'"),
-    ({**BOOT, "assign": '{"t":"0"}'}, "option 'assign'"),
-    ({**BOOT, "assign": "[1]"}, "option 'assign'"),
-    ({**BOOT, "subscribe": "t", "startingOffsets": "first"}, "option 'startingOffsets'"),
-    ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "option 'startingOffsets'"),
-    ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "option 'startingOffsets'"),
-    ({**BOOT, "subscribe": "t", "endingOffsets": "latest"}, "'endingOffsets' is not valid in streaming"),
-    ({**BOOT, "subscribe": "t", "failOnDataLoss": "yes"}, "option 'failOnDataLoss'"),
-    ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger'"),
-    ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "ten"}, "option 'maxOffsetsPerTrigger'"),
-    ({**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "'minOffsetsPerTrigger'"),
-    ({**BOOT, "subscribe": "t", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay'"),
-    ({**BOOT, "subscribe": "t", "minPartitions": "-1"}, "option 'minPartitions'"),
-    ({**BOOT, "subscribe": "t", "includeHeaders": "1"}, "option 'includeHeaders'"),
-    ({**BOOT, "subscribe": "t", "isolation.level": "serializable"}, "option 'isolation.level'"),
-    ({**BOOT, "subscribe": "t", "offsets.storage": "redis"}, "option 'offsets.storage'"),
-    ({**BOOT, "subscribe": "t", "offsets.storage": "zookeeper"}, "'zookeeper.connect' is not set"),
-    ({**BOOT, "subscribe": "t", "dual.commit.enabled": "true"}, "'dual.commit.enabled' needs"),
-    ({**BOOT, "subscribe": "t", "partition.assignment.strategy": "cooperative"}, "'partition.assignment.strategy'"),
-    ({**BOOT, "subscribe": "t", "group.id": "a/b"}, "option 'group.id'"),
-    ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset'"),
-    ({**BOOT, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer'"),
-    ({**BOOT, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT only"),
-    ({**BOOT, "subscribe": "t", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
-    ({"kafka.bootstrap.servers": "nohostport", "subscribe": "t"}, "option 'kafka.bootstrap.servers'"),
-])
+@pytest.mark.parametrize(
+    "opts, needle",
+    [
+        ({"subscribe": "t"}, "'kafka.bootstrap.servers' or 'zookeeper.connect'"),
+        ({**BOOT}, "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
+        ({**BOOT, "subscribe": "t", "assign": '{"t":[0]}'}, "read subscribe, assign"),
+        ({**BOOT, "subscribe": "bad topic!"}, "option 'subscribe'"),
+        ({**BOOT, "subscribePattern": "("}, "option 'subscribePattern'"),
+        ({**BOOT, "assign": '{"t":"0"}'}, "option 'assign'"),
+        ({**BOOT, "assign": "[1]"}, "option 'assign'"),
+        ({**BOOT, "subscribe": "t", "startingOffsets": "first"}, "option 'startingOffsets'"),
+        ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "option 'startingOffsets'"),
+        ({**BOOT, "subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "option 'startingOffsets'"),
+        ({**BOOT, "subscribe": "t", "endingOffsets": "latest"}, "'endingOffsets' is not valid in streaming"),
+        ({**BOOT, "subscribe": "t", "failOnDataLoss": "yes"}, "option 'failOnDataLoss'"),
+        ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger'"),
+        ({**BOOT, "subscribe": "t", "maxOffsetsPerTrigger": "ten"}, "option 'maxOffsetsPerTrigger'"),
+        (
+            {**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+            "'minOffsetsPerTrigger'",
+        ),
+        ({**BOOT, "subscribe": "t", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay'"),
+        ({**BOOT, "subscribe": "t", "minPartitions": "-1"}, "option 'minPartitions'"),
+        ({**BOOT, "subscribe": "t", "includeHeaders": "1"}, "option 'includeHeaders'"),
+        ({**BOOT, "subscribe": "t", "isolation.level": "serializable"}, "option 'isolation.level'"),
+        ({**BOOT, "subscribe": "t", "offsets.storage": "redis"}, "option 'offsets.storage'"),
+        ({**BOOT, "subscribe": "t", "offsets.storage": "zookeeper"}, "'zookeeper.connect' is not set"),
+        ({**BOOT, "subscribe": "t", "dual.commit.enabled": "true"}, "'dual.commit.enabled' needs"),
+        ({**BOOT, "subscribe": "t", "partition.assignment.strategy": "cooperative"}, "'partition.assignment.strategy'"),
+        ({**BOOT, "subscribe": "t", "group.id": "a/b"}, "option 'group.id'"),
+        ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset'"),
+        ({**BOOT, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer'"),
+        ({**BOOT, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT only"),
+        ({**BOOT, "subscribe": "t", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
+        ({"kafka.bootstrap.servers": "nohostport", "subscribe": "t"}, "option 'kafka.bootstrap.servers'"),
+    ],
+)
 def test_bad_source_options_name_the_option(opts, needle):
     with pytest.raises(ConfigError) as ei:
         parse_source_options(opts, streaming=True)
     assert needle in str(ei.value)
 
 
-@pytest.mark.parametrize("opts, needle", [
-    ({"startingOffsets": "latest"}, "'latest' is not valid for batch"),
-    ({"startingOffsets": '{"t":{"0":-1}}'}, "-1 (latest) is not valid"),
-    ({"endingOffsets": "earliest"}, "'earliest' is not valid for batch"),
-    ({"endingOffsets": '{"t":{"0":-2}}'}, "-2 (earliest) is not valid"),
-])
+@pytest.mark.parametrize(
+    "opts, needle",
+    [
+        ({"startingOffsets": "latest"}, "'latest' is not valid for batch"),
+        ({"startingOffsets": '{"t":{"0":-1}}'}, "-1 (latest) is not valid"),
+        ({"endingOffsets": "earliest"}, "'earliest' is not valid for batch"),
+        ({"endingOffsets": '{"t":{"0":-2}}'}, "-2 (earliest) is not valid"),
+    ],
+)
 def test_bad_batch_options(opts, needle):
     with pytest.raises(ConfigError) as ei:
         parse_source_options({**BOOT, "subscribe": "t", **opts}, streaming=False)
@@ -129,13 +152,26 @@ def test_bad_batch_options(opts, needle):
 
 
 def test_sink_options():
-    s = parse_sink_options({**BOOT, "topic": "out", "kafka.acks": "all", "kafka.compression.type": "zstd",
-                            "kafka.linger.ms": "10", "kafka.batch.size": "65536", "checkpointLocation": "/x"})
+    s = parse_sink_options(
+        {
+            **BOOT,
+            "topic": "out",
+            "kafka.acks": "all",
+            "kafka.compression.type": "zstd",
+            "kafka.linger.ms": "10",
+            "kafka.batch.size": "65536",
+            "checkpointLocation": "/x",
+        }
+    )
     assert s.topic == "out"
     assert s.producer_dict() == {"acks": "all", "compression.type": "zstd", "linger.ms": "10", "batch.size": "65536"}
-    for bad, needle in [({"kafka.acks": "2"}, "kafka.acks"), ({"kafka.compression.type": "brotli"}, "compression.type"),
-                        ({"kafka.linger.ms": "x"}, "kafka.linger.ms"), ({"topic": "a b"}, "option 'topic'"),
-                        ({"kafka.value.serializer": "x"}, "kafka.value.serializer")]:
+    for bad, needle in [
+        ({"kafka.acks": "2"}, "kafka.acks"),
+        ({"kafka.compression.type": "brotli"}, "compression.type"),
+        ({"kafka.linger.ms": "x"}, "kafka.linger.ms"),
+        ({"topic": "a b"}, "option 'topic'"),
+        ({"kafka.value.serializer": "x"}, "kafka.value.serializer"),
+    ]:
         with pytest.raises(ConfigError) as ei:
             parse_sink_options({**BOOT, **bad})
         assert needle in str(ei.value)
@@ -177,9 +213,14 @@ def test_split_ranges_min_partitions():
     assert zero[0][0] == 0 and zero[-1][1] == 100 and all(x[1] == y[0] for x, y in itertools.pairwise(zero))
 
 
-@given(st.dictionaries(st.tuples(st.sampled_from("ab"), st.integers(0, 5)),
-                       st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1),
-       st.integers(1, 3000))
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from("ab"), st.integers(0, 5)),
+        st.tuples(st.integers(0, 1000), st.integers(0, 1000)),
+        min_size=1,
+    ),
+    st.integers(1, 3000),
+)
 @settings(max_examples=200, deadline=None)
 def test_rate_limit_exact(parts, limit):
     start = {tp: min(a, b) for tp, (a, b) in parts.items()}
@@ -194,8 +235,10 @@ def test_rate_limit_exact(parts, limit):
 
 # ------------------------------------------------------------------------------------------ arrow
 def rows_of(batch):
-    return [(r["key"], r["value"], r["offset"], r["timestamp"].timestamp() * 1000, r["timestampType"])
-            for r in batch.to_pylist()]
+    return [
+        (r["key"], r["value"], r["offset"], r["timestamp"].timestamp() * 1000, r["timestampType"])
+        for r in batch.to_pylist()
+    ]
 
 
 def test_schema_is_spark_kafka_arrow_schema():
@@ -203,8 +246,9 @@ def test_schema_is_spark_kafka_arrow_schema():
     assert str(s.field("timestamp").type) == "timestamp[us, tz=UTC]"
     assert s.field("partition").type == pa.int32() and s.field("offset").type == pa.int64()
     assert s.field("headers").type == A.HEADER_TYPE
-    assert A.spark_schema_ddl(False) == ("key binary, value binary, topic string, partition int, "
-                                         "offset long, timestamp timestamp, timestampType int")
+    assert A.spark_schema_ddl(False) == (
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+    )
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -213,9 +257,15 @@ def test_decode_matches_records(codec):
     recs, batches, base = [], [], 100
     for _ in range(5):
         n = rnd.randint(1, 50)
-        chunk = [(None if rnd.random() < 0.2 else rnd.randbytes(rnd.randint(0, 20)),
-                  None if rnd.random() < 0.1 else rnd.randbytes(rnd.randint(0, 300)),
-                  1_700_000_000_000 + rnd.randint(0, 10_000), ()) for _ in range(n)]
+        chunk = [
+            (
+                None if rnd.random() < 0.2 else rnd.randbytes(rnd.randint(0, 20)),
+                None if rnd.random() < 0.1 else rnd.randbytes(rnd.randint(0, 300)),
+                1_700_000_000_000 + rnd.randint(0, 10_000),
+                (),
+            )
+            for _ in range(n)
+        ]
         batches.append(build_batch(chunk, base_offset=base, compression=codec))
         recs += [(k, v, base + i, ts, 0) for i, (k, v, ts, _) in enumerate(chunk)]
         base += n
@@ -229,7 +279,7 @@ def test_decode_matches_records(codec):
     # a window inside the data, and a fetch cut in the middle of the last batch
     lo, hi = recs[7][2], recs[-3][2]
     d2 = A.decode_fetch(buf[:-5], "topic", 3, lo, hi)  # the last batch is partial: ignored
-    d3 = A.decode_fetch(buf[:len(buf) - len(batches[-1])], "topic", 3, lo, hi)
+    d3 = A.decode_fetch(buf[: len(buf) - len(batches[-1])], "topic", 3, lo, hi)
     assert rows_of(d2.batch) == rows_of(d3.batch)
     assert d2.next_offset == d3.next_offset == base - (len(recs) - sum(1 for r in recs if r[2] < d3.next_offset))
     assert rows_of(d3.batch) == [r for r in recs if lo <= r[2] < min(hi, d3.next_offset)]
@@ -273,11 +323,18 @@ def test_headers_and_log_append_time():
 
 def test_control_and_aborted_batches():
     pid = 77
-    data = build_batch([(None, b"a", 1, ()), (None, b"b", 1, ())], base_offset=0, producer_id=pid,
-                       producer_epoch=0, base_sequence=0, is_transactional=True)
+    data = build_batch(
+        [(None, b"a", 1, ()), (None, b"b", 1, ())],
+        base_offset=0,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
     abort = build_control_batch(0, pid, 0, base_offset=2)
-    data2 = build_batch([(None, b"c", 1, ())], base_offset=3, producer_id=pid, producer_epoch=0,
-                        base_sequence=2, is_transactional=True)
+    data2 = build_batch(
+        [(None, b"c", 1, ())], base_offset=3, producer_id=pid, producer_epoch=0, base_sequence=2, is_transactional=True
+    )
     commit = build_control_batch(1, pid, 0, base_offset=4)
     buf = data + abort + data2 + commit
     d = A.decode_fetch(buf, "t", 0, 0, 100)
@@ -298,19 +355,28 @@ def test_corrupt_input_is_reported():
     from crc32c import crc32c
 
     from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
+
     bad = bytearray(good)
     bad[HEADER_SIZE] = bad[HEADER_SIZE] + 2  # first record claims one more byte
-    bad[CRC_OFFSET:CRC_OFFSET + 4] = crc32c(bytes(bad[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    bad[CRC_OFFSET : CRC_OFFSET + 4] = crc32c(bytes(bad[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError, match="batch at offset 0"):
         A.decode_fetch(bytes(bad), "t", 0, 0, 10)
     assert A.decode_fetch(good[:30], "t", 0, 0, 10).next_offset is None  # partial: not an error
 
 
-@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), st.binary(max_size=200)),
-                          st.integers(0, 2**40),
-                          st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2)),
-                min_size=1, max_size=60),
-       st.sampled_from(["none", "lz4"]))
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=40)),
+            st.one_of(st.none(), st.binary(max_size=200)),
+            st.integers(0, 2**40),
+            st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    st.sampled_from(["none", "lz4"]),
+)
 @settings(max_examples=60, deadline=None)
 def test_decode_round_trip_property(recs, codec):
     buf = build_batch([(k, v, ts, tuple(h)) for k, v, ts, h in recs], base_offset=1000, compression=codec)
@@ -319,10 +385,12 @@ def test_decode_round_trip_property(recs, codec):
     assert [(r["key"], r["value"]) for r in rows] == [(k, v) for k, v, _, _ in recs]
     assert [r["offset"] for r in rows] == list(range(1000, 1000 + len(recs)))
     first = recs[0][2]
-    assert d.batch.column("timestamp").cast(pa.int64()).to_pylist() == \
-        [(first + (ts - first)) * 1000 for _, _, ts, _ in recs]
-    assert [None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]] for r in rows] == \
-        [[(k, v) for k, v in h] or None for _, _, _, h in recs]
+    assert d.batch.column("timestamp").cast(pa.int64()).to_pylist() == [
+        (first + (ts - first)) * 1000 for _, _, ts, _ in recs
+    ]
+    assert [None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]] for r in rows] == [
+        [(k, v) for k, v in h] or None for _, _, _, h in recs
+    ]
 
 
 # ------------------------------------------------- run-layout fast path (arrow._uniform_runs)
@@ -336,8 +404,15 @@ def reference_rows(buf, start=0, end=10**12, include_headers=False):
             continue
         for r in rb.records:
             if start <= r.offset < end:
-                row = {"key": r.key, "value": r.value, "topic": "t", "partition": 3, "offset": r.offset,
-                       "ts": r.timestamp * 1000, "timestampType": rb.header.timestamp_type}
+                row = {
+                    "key": r.key,
+                    "value": r.value,
+                    "topic": "t",
+                    "partition": 3,
+                    "offset": r.offset,
+                    "ts": r.timestamp * 1000,
+                    "timestampType": rb.header.timestamp_type,
+                }
                 if include_headers:
                     row["headers"] = [{"key": k, "value": v} for k, v in r.headers] or None
                 out.append(row)
@@ -357,9 +432,10 @@ def re_sign(buf: bytearray, pos: int = 0) -> bytes:
 
     from pyklog.broker.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
 
-    size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8:pos + 12], "big")
-    buf[pos + CRC_OFFSET:pos + CRC_OFFSET + 4] = \
-        crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET:pos + size])).to_bytes(4, "big")
+    size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8 : pos + 12], "big")
+    buf[pos + CRC_OFFSET : pos + CRC_OFFSET + 4] = crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET : pos + size])).to_bytes(
+        4, "big"
+    )
     return bytes(buf)
 
 
@@ -367,8 +443,15 @@ def test_fast_path_used_and_exact_for_uniform_runs():
     t0 = 1_700_000_000_000
     # record 0: 1-byte deltas; 1..63: 2-byte timestampDelta; 64..: 2-byte offsetDelta and 1-byte
     # timestampDelta (same record size as 1..63, other field widths); keys null and not null
-    recs = [(None if (i // 200) % 2 else b"key%03d" % (i % 10), b"v" * 100,
-             t0 + (64 if 0 < i < 64 else 0) + (i // 500) * 70_000, ()) for i in range(2000)]
+    recs = [
+        (
+            None if (i // 200) % 2 else b"key%03d" % (i % 10),
+            b"v" * 100,
+            t0 + (64 if 0 < i < 64 else 0) + (i // 500) * 70_000,
+            (),
+        )
+        for i in range(2000)
+    ]
     b1 = build_batch(recs[:1000], base_offset=100)
     b2 = build_batch(recs[1000:], base_offset=1100, compression="lz4")
     ctrl = build_control_batch(1, 5, 0, base_offset=2100)
@@ -390,11 +473,12 @@ def _sections_of(buf):
 
     secs, counts = [], []
     for pos, h in iter_headers(buf):
-        body = buf[pos + 61:pos + h.size]
+        body = buf[pos + 61 : pos + h.size]
         secs.append(decompress(h.compression, body) if h.compression else body)
         counts.append(h.records_count)
     joined = b"".join(secs) + b"\x00" * 16
     import numpy as np
+
     return joined, np.frombuffer(joined, dtype=np.uint8), secs, counts
 
 
@@ -442,10 +526,15 @@ def _small_batches(seed, n_batches=60, max_records=8, big_at=None):
     t0, base, out = 1_700_000_000_000, 500, []
     for b in range(n_batches):
         n = 40 if b == big_at else rnd.randint(1, max_records)
-        recs = [(None if rnd.random() < 0.5 else rnd.randbytes(rnd.randint(0, 12)),
-                 None if rnd.random() < 0.05 else rnd.randbytes(rnd.choice((8, 8, 8, rnd.randint(0, 200)))),
-                 t0 + b + rnd.randint(0, 3000), (("h", b"1"),) if rnd.random() < 0.05 else ())
-                for _ in range(n)]
+        recs = [
+            (
+                None if rnd.random() < 0.5 else rnd.randbytes(rnd.randint(0, 12)),
+                None if rnd.random() < 0.05 else rnd.randbytes(rnd.choice((8, 8, 8, rnd.randint(0, 200)))),
+                t0 + b + rnd.randint(0, 3000),
+                (("h", b"1"),) if rnd.random() < 0.05 else (),
+            )
+            for _ in range(n)
+        ]
         codec = "lz4" if b % 7 == 3 else "none"
         out.append((base, build_batch(recs, base_offset=base, compression=codec)))
         base += n
@@ -468,10 +557,21 @@ def test_many_small_batches_decode_exactly_in_lockstep(monkeypatch):
     assert full.next_offset == batches[-1][0] + 101
 
 
-@given(st.lists(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=20)),
-                                   st.one_of(st.none(), st.binary(max_size=300)),
-                                   st.integers(0, 2**35)), min_size=1, max_size=5),
-                min_size=2, max_size=40))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(st.none(), st.binary(max_size=20)),
+                st.one_of(st.none(), st.binary(max_size=300)),
+                st.integers(0, 2**35),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=2,
+        max_size=40,
+    )
+)
 @settings(max_examples=60, deadline=None)
 def test_small_batches_round_trip_property(batches):
     parts, base = [], 0
@@ -492,17 +592,18 @@ def test_corruption_in_one_small_batch_names_it():
     k = 16
     assert batches[k][1][22] & 0x7 == 0  # uncompressed: the records section is as built
     pos = offsets[k] + HEADER_SIZE  # the batch's first record's length varint
-    for change, what in ((lambda b: b.__setitem__(pos, b[pos] + 2), "runs past it|bytes before"),
-                         (lambda b: b.__setitem__(pos, b[pos] - 2), "bytes before its end|record length"),
-                         (lambda b: b.__setitem__(pos, 1), "runs past it|record length"),  # -1
-                         (lambda b: b.__setitem__(slice(pos, pos + 6), b"\xff" * 6), "runs past it")):
+    for change, what in (
+        (lambda b: b.__setitem__(pos, b[pos] + 2), "runs past it|bytes before"),
+        (lambda b: b.__setitem__(pos, b[pos] - 2), "bytes before its end|record length"),
+        (lambda b: b.__setitem__(pos, 1), "runs past it|record length"),  # -1
+        (lambda b: b.__setitem__(slice(pos, pos + 6), b"\xff" * 6), "runs past it"),
+    ):
         bad = bytearray(buf)
         change(bad)
         with pytest.raises(CorruptRecordError, match=f"batch at offset {batches[k][0]}") as e:
             A.decode_fetch(re_sign(bad, offsets[k]), "t", 3, 0, 10**9)
         assert e.match(what)
-    assert len(decoded_rows(A.decode_fetch(buf, "t", 3, 0, 10**9))) == sum(
-        1 for _ in reference_rows(buf))
+    assert len(decoded_rows(A.decode_fetch(buf, "t", 3, 0, 10**9))) == sum(1 for _ in reference_rows(buf))
 
 
 def test_bool_option_of_source_schema_uses_the_option_rules():
@@ -584,8 +685,7 @@ def test_driver_fetch_coalesces_batches_in_order(monkeypatch, without_concat_bat
     parts = []
     for p in range(3):
         recs = [(None if i % 3 else b"k%d" % i, b"v%d-%d" % (p, i), 1_700_000_000_000 + i, ()) for i in range(50)]
-        parts.append(A.decode_fetch(build_batch(recs, base_offset=10), "t", p, 0, 10**9,
-                                    include_headers=True).batch)
+        parts.append(A.decode_fetch(build_batch(recs, base_offset=10), "t", p, 0, 10**9, include_headers=True).batch)
     one = D.coalesce(parts)
     assert len(one) == 1 and one[0].schema == A.arrow_schema(True)
     assert one[0].to_pylist() == [r for b in parts for r in b.to_pylist()]

@@ -1,5 +1,6 @@
 """The per-worker cache of task clients (:class:`pyklog.connector.spark.task_cache.TaskClientCache`)
 as the sink's producers use it (one idle per key) and with a ``usable`` check: no server."""
+
 from __future__ import annotations
 
 from pyklog.connector.spark.task_cache import TaskClientCache

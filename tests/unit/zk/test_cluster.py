@@ -1,4 +1,5 @@
 """ZkCluster against the real ZooKeeper (one chroot per test) and the pure topic rules."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,8 +43,18 @@ def test_collision_of_dot_and_underscore():
 def test_assignment_is_kafkas_round_robin():
     # Kafka's AdminUtils test case: 5 brokers, 10 partitions, 3 replicas, fixed start 0.
     got = assign_replicas([0, 1, 2, 3, 4], 10, 3, start_index=0, replica_shift=0)
-    assert got == {0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
-                   5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
+    assert got == {
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
+    }
 
 
 def test_assignment_spreads_leaders_evenly_and_checks_inputs():
@@ -61,11 +72,16 @@ def test_assignment_spreads_leaders_evenly_and_checks_inputs():
 
 
 def test_topic_config_validation():
-    assert validate_topic_configs({"cleanup.policy": "delete, compact", "segment.bytes": 1024,
-                                   "preallocate": True}) == {
-        "cleanup.policy": "compact,delete", "segment.bytes": "1024", "preallocate": "true"}
-    for bad in ({"no.such.config": "1"}, {"segment.bytes": "big"}, {"retention.ms": "-5"},
-                {"cleanup.policy": "shred"}, {"min.cleanable.dirty.ratio": "2"}):
+    assert validate_topic_configs(
+        {"cleanup.policy": "delete, compact", "segment.bytes": 1024, "preallocate": True}
+    ) == {"cleanup.policy": "compact,delete", "segment.bytes": "1024", "preallocate": "true"}
+    for bad in (
+        {"no.such.config": "1"},
+        {"segment.bytes": "big"},
+        {"retention.ms": "-5"},
+        {"cleanup.policy": "shred"},
+        {"min.cleanable.dirty.ratio": "2"},
+    ):
         with pytest.raises(InvalidConfigError):
             validate_topic_configs(bad)
 
@@ -80,5 +96,3 @@ def test_connect_string_and_registration_parsing():
 
 
 # ---------------------------------------------------------------------------- against ZooKeeper
-
-

@@ -1,5 +1,6 @@
 """Rack-aware replica placement (Kafka's ``AdminUtils.assignReplicasToBrokersRackAware``): the pure
 algorithm against Kafka's own expected layouts, then real brokers with ``broker.rack``."""
+
 from __future__ import annotations
 
 import collections
@@ -21,7 +22,14 @@ def test_rack_alternated_list_and_assignment_match_kafkas_expected_layout():
     assert rack_alternated_brokers(KAFKA_RACKS) == [0, 3, 1, 5, 4, 2]
     assert rack_alternated_brokers({b: r for b, r in KAFKA_RACKS.items() if b != 5}) == [0, 3, 1, 4, 2]
     assert assign_replicas(KAFKA_RACKS, 7, 3, start_index=0, replica_shift=0, racks=KAFKA_RACKS) == {
-        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3], 6: [0, 4, 2]}
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+        6: [0, 4, 2],
+    }
 
 
 @pytest.mark.parametrize("rf", [2, 3, 4])
@@ -40,10 +48,8 @@ def test_every_partition_spans_min_rf_racks_and_leaders_and_replicas_are_even(rf
 
 
 def test_placement_racks_is_kafkas_enforced_mode():
-    assert placement_racks({1: None, 2: None}) is None           # no racks: rack-unaware
+    assert placement_racks({1: None, 2: None}) is None  # no racks: rack-unaware
     assert placement_racks({1: "a", 2: "b"}, rack_aware=False) is None
     assert placement_racks({1: "a", 2: "b"}) == {1: "a", 2: "b"}
     with pytest.raises(InvalidReplicaAssignmentError, match="Not all brokers have rack information"):
         placement_racks({1: "a", 2: None})
-
-

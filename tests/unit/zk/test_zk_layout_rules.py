@@ -1,6 +1,7 @@
 """The ZooKeeper side's shape, checked statically (no server): every ZooKeeper path is built in
 pyklog.broker.zk.paths, the ZooKeeper launcher imports no command-line code, the connector's
 pyklog-configs does not reach for the broker's ZkCluster, and ZkCluster is a facade over its parts."""
+
 from __future__ import annotations
 
 import ast
@@ -9,8 +10,19 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-ZK_ROOTS = ("/brokers", "/config", "/admin", "/consumers", "/controller", "/isr_change",
-            "/latest_producer_id_block", "/cluster", "/pyklog_spark_sinks", "/log_dir_event", "/kafka-acl")
+ZK_ROOTS = (
+    "/brokers",
+    "/config",
+    "/admin",
+    "/consumers",
+    "/controller",
+    "/isr_change",
+    "/latest_producer_id_block",
+    "/cluster",
+    "/pyklog_spark_sinks",
+    "/log_dir_event",
+    "/kafka-acl",
+)
 
 
 def _sources(*dirs: str):
@@ -48,8 +60,12 @@ def test_every_zookeeper_path_literal_is_in_paths_py():
         tree = ast.parse(path.read_text())
         docstrings = _docstring_nodes(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
-                    and node.value.startswith(ZK_ROOTS):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.startswith(ZK_ROOTS)
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not found, "ZooKeeper paths built outside broker/zk/paths.py:\n" + "\n".join(found)
 

@@ -1,6 +1,7 @@
 """Codecs of the ZooKeeper records (pyklog.broker.zk.znodes): golden JSON in Kafka's exact forms
 (written by hand from Kafka's documentation and the ZkData znode descriptions), round trips, malformed
 data, and the broker/client agreement on which endpoint of a registration to use."""
+
 from __future__ import annotations
 
 import json
@@ -41,20 +42,30 @@ BROKER = paths.broker_id(1)
 
 # Kafka's BrokerIdZNode examples, one per version.
 V1 = b'{"version":1,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666"}'
-V2 = (b'{"version":2,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
-      b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"]}')
-V3 = (b'{"version":3,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
-      b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"],"rack":"dc1"}')
+V2 = (
+    b'{"version":2,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
+    b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"]}'
+)
+V3 = (
+    b'{"version":3,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
+    b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"],"rack":"dc1"}'
+)
 # v4 with custom listener names: the first endpoint speaks SSL, the PLAINTEXT one comes second.
-V4 = (b'{"version":4,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
-      b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],'
-      b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},"rack":"dc1"}')
-V5 = (b'{"features":{"metadata.version":{"min_version":1,"max_version":7}},"host":"localhost","port":9092,'
-      b'"jmx_port":9999,"timestamp":"2233345666","endpoints":["PLAINTEXT://host1:9092"],'
-      b'"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":null,"version":5}')
+V4 = (
+    b'{"version":4,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
+    b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],'
+    b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},"rack":"dc1"}'
+)
+V5 = (
+    b'{"features":{"metadata.version":{"min_version":1,"max_version":7}},"host":"localhost","port":9092,'
+    b'"jmx_port":9999,"timestamp":"2233345666","endpoints":["PLAINTEXT://host1:9092"],'
+    b'"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":null,"version":5}'
+)
 # v2+ without a PLAINTEXT listener: host null, port -1
-SSL_ONLY = (b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"timestamp":"2233345666",'
-            b'"endpoints":["SSL://host1:9093"],"listener_security_protocol_map":{"SSL":"SSL"},"rack":null}')
+SSL_ONLY = (
+    b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"timestamp":"2233345666",'
+    b'"endpoints":["SSL://host1:9093"],"listener_security_protocol_map":{"SSL":"SSL"},"rack":null}'
+)
 
 
 # ---------------------------------------------------------------------------- broker registration
@@ -89,10 +100,13 @@ def test_broker_registration_where_the_old_parsers_disagreed():
 
 
 def test_broker_registration_as_pyklog_writes_it():
-    reg = BrokerRegistration.for_listeners(["PLAINTEXT://127.0.0.1:9093"], "127.0.0.1", 9093,
-                                           timestamp_ms=1700000000000)
-    golden = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://127.0.0.1:9093"],'
-              b'"rack":null,"jmx_port":-1,"host":"127.0.0.1","timestamp":"1700000000000","port":9093,"version":4}')
+    reg = BrokerRegistration.for_listeners(
+        ["PLAINTEXT://127.0.0.1:9093"], "127.0.0.1", 9093, timestamp_ms=1700000000000
+    )
+    golden = (
+        b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://127.0.0.1:9093"],'
+        b'"rack":null,"jmx_port":-1,"host":"127.0.0.1","timestamp":"1700000000000","port":9093,"version":4}'
+    )
     assert encode_broker_registration(reg) == golden
     assert decode_broker_registration(golden) == reg
     # a custom listener name is registered as PLAINTEXT; IPv6 hosts keep their brackets
@@ -105,16 +119,24 @@ def test_broker_registration_as_pyklog_writes_it():
         assert decode_broker_registration(encode_broker_registration(r)) == r
 
 
-@pytest.mark.parametrize("data, expected", [
-    (b"host:1", r"/brokers/ids/1: expected JSON broker registration, read b'host:1'"),
-    (b"[1]", r"/brokers/ids/1: expected a JSON object broker registration, read b'\[1\]'"),
-    (b'{"version":4,"endpoints":["PLAINTEXT:/h:1"]}',
-     r"/brokers/ids/1: expected endpoints as listener://host:port, read 'PLAINTEXT:/h:1' in b'"),
-    (b'{"version":4,"endpoints":["PLAINTEXT://h:x"]}', r"expected endpoints as listener://host:port, read 'PLAINTEXT://h:x'"),
-    (b'{"version":1,"host":"h"}', r"/brokers/ids/1: expected endpoints or host and port, read b'"),
-    (b'{"version":1,"host":"h","port":"x"}', r"/brokers/ids/1: expected an integer port, read b'"),
-    (b'\xff', r"/brokers/ids/1: expected JSON broker registration, read b'\\xff'"),
-])
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (b"host:1", r"/brokers/ids/1: expected JSON broker registration, read b'host:1'"),
+        (b"[1]", r"/brokers/ids/1: expected a JSON object broker registration, read b'\[1\]'"),
+        (
+            b'{"version":4,"endpoints":["PLAINTEXT:/h:1"]}',
+            r"/brokers/ids/1: expected endpoints as listener://host:port, read 'PLAINTEXT:/h:1' in b'",
+        ),
+        (
+            b'{"version":4,"endpoints":["PLAINTEXT://h:x"]}',
+            r"expected endpoints as listener://host:port, read 'PLAINTEXT://h:x'",
+        ),
+        (b'{"version":1,"host":"h"}', r"/brokers/ids/1: expected endpoints or host and port, read b'"),
+        (b'{"version":1,"host":"h","port":"x"}', r"/brokers/ids/1: expected an integer port, read b'"),
+        (b"\xff", r"/brokers/ids/1: expected JSON broker registration, read b'\\xff'"),
+    ],
+)
 def test_broker_registration_malformed(data, expected):
     with pytest.raises(ZkDataError, match=expected) as e:
         decode_broker_registration(data, BROKER)
@@ -135,7 +157,9 @@ def test_topic_assignment():
     v3 = b'{"version":3,"topic_id":"3q2-7mMTTUqAXwf7Ojs6eg","partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}'
     assert decode_topic_assignment(v2, path) == decode_topic_assignment(v3, path) == {0: [1, 2]}
     assert partition_count(decode_topic_assignment(golden, path), path) == 3
-    with pytest.raises(ZkDataError, match=r"/brokers/topics/orders: expected partitions 0..1, read partitions \[0, 2\]"):
+    with pytest.raises(
+        ZkDataError, match=r"/brokers/topics/orders: expected partitions 0..1, read partitions \[0, 2\]"
+    ):
         partition_count({0: [0], 2: [0]}, path)
     with pytest.raises(ZkDataError, match=r"/brokers/topics/orders: expected JSON \{\"version\":1,\"partitions\""):
         decode_topic_assignment(b"{", path)
@@ -143,7 +167,9 @@ def test_topic_assignment():
         decode_topic_assignment(b'{"version":1,"partitions":{"a":[0]}}', path)
     with pytest.raises(ZkDataError, match=r"expected a list of broker ids as replicas of partition 0"):
         decode_topic_assignment(b'{"version":1,"partitions":{"0":7}}', path)
-    with pytest.raises(ZkDataError, match=r"expected \{\"version\":1,\"partitions\":\{\"0\":\[...\],...\}\}, read b'\{\"version\":1\}'"):
+    with pytest.raises(
+        ZkDataError, match=r"expected \{\"version\":1,\"partitions\":\{\"0\":\[...\],...\}\}, read b'\{\"version\":1\}'"
+    ):
         decode_topic_assignment(b'{"version":1}', path)
 
 
@@ -155,8 +181,8 @@ def test_partition_state():
     assert encode_partition_state(st) == golden
     # Kafka 3.x adds leader_recovery_state (version 2): read and ignored
     assert decode_partition_state(
-        b'{"controller_epoch":3,"leader":-1,"version":2,"leader_epoch":5,"isr":[],"leader_recovery_state":0}',
-        path) == LeaderAndIsr(-1, 5, (), 3, 2)
+        b'{"controller_epoch":3,"leader":-1,"version":2,"leader_epoch":5,"isr":[],"leader_recovery_state":0}', path
+    ) == LeaderAndIsr(-1, 5, (), 3, 2)
     with pytest.raises(ZkDataError, match=r"/brokers/topics/orders/partitions/4/state: expected \{\"leader\""):
         decode_partition_state(b'{"isr":[1]}', path)
     with pytest.raises(ZkDataError, match=r"expected an integer broker id in isr, read b'"):
@@ -170,7 +196,9 @@ def test_topic_config_and_change_notification():
     assert encode_topic_config({"cleanup.policy": "compact", "retention.ms": "1000"}) == golden
     assert decode_topic_config(b'{"version":1,"config":{}}', path) == {}
     assert decode_topic_config(b'{"version":1}', path) == {}
-    with pytest.raises(ZkDataError, match=r"/config/topics/orders: expected \{\"version\":1,\"config\":\{...\}\}, read b'"):
+    with pytest.raises(
+        ZkDataError, match=r"/config/topics/orders: expected \{\"version\":1,\"config\":\{...\}\}, read b'"
+    ):
         decode_topic_config(b'{"version":1,"config":["retention.ms"]}', path)
     change = b'{"version":2,"entity_path":"topics/orders"}'
     assert encode_config_change("topics/orders") == change
@@ -182,7 +210,9 @@ def test_topic_config_and_change_notification():
 def test_cluster_id_and_producer_id_block():
     assert encode_cluster_id("7uqb9nFOTm6z2V8NVjJa9w") == b'{"version":"1","id":"7uqb9nFOTm6z2V8NVjJa9w"}'
     assert decode_cluster_id(b'{"version":"1","id":"7uqb9nFOTm6z2V8NVjJa9w"}') == "7uqb9nFOTm6z2V8NVjJa9w"
-    with pytest.raises(ZkDataError, match=r"/cluster/id: expected \{\"version\":\"1\",\"id\":...\}, read b'\{\"version\":\"1\"\}'"):
+    with pytest.raises(
+        ZkDataError, match=r"/cluster/id: expected \{\"version\":\"1\",\"id\":...\}, read b'\{\"version\":\"1\"\}'"
+    ):
         decode_cluster_id(b'{"version":"1"}')
     golden = b'{"version":1,"broker":0,"block_start":"0","block_end":"999"}'
     block = decode_producer_id_block(golden)
@@ -204,7 +234,9 @@ def test_consumer_offset():
     assert decode_consumer_offset(b"42", path) == 42
     assert decode_consumer_offset(b"0\n", path) == 0
     assert decode_consumer_offset(encode_consumer_offset(2**62), path) == 2**62
-    with pytest.raises(ZkDataError, match=r"/consumers/g/offsets/orders/3: expected an offset as decimal text, read b'seven'"):
+    with pytest.raises(
+        ZkDataError, match=r"/consumers/g/offsets/orders/3: expected an offset as decimal text, read b'seven'"
+    ):
         decode_consumer_offset(b"seven", path)
     with pytest.raises(ZkDataError, match=r"expected an offset as decimal text, read b''"):
         decode_consumer_offset(b"", path)
@@ -219,9 +251,12 @@ def test_consumer_registration():
     assert reg == ConsumerRegistration({"topic1": 1}, "static", "1435241393049", 1)
     assert encode_consumer_registration(reg) == golden
     wl = decode_consumer_registration(
-        b'{"version":1,"subscription":{"abc.*":2},"pattern":"white_list","timestamp":"1435241393049"}', path)
+        b'{"version":1,"subscription":{"abc.*":2},"pattern":"white_list","timestamp":"1435241393049"}', path
+    )
     assert (wl.pattern, wl.subscription) == ("white_list", {"abc.*": 2})
-    with pytest.raises(ZkDataError, match=r"/consumers/g/ids/host-1435241393049-abc: expected registration JSON, read b'x'"):
+    with pytest.raises(
+        ZkDataError, match=r"/consumers/g/ids/host-1435241393049-abc: expected registration JSON, read b'x'"
+    ):
         decode_consumer_registration(b"x", path)
     with pytest.raises(ZkDataError, match=r"expected pattern static, white_list or black_list, read 'regex' in b'"):
         decode_consumer_registration(b'{"subscription":{"t":1},"pattern":"regex"}', path)
@@ -232,5 +267,3 @@ def test_consumer_registration():
 
 
 # ---------------------------------------------------------------------------- readers agree (real ZooKeeper)
-
-

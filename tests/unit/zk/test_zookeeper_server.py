@@ -1,4 +1,5 @@
 """The ZooKeeper launcher: a real server from pyspark's jars, bound to loopback, usable by kazoo."""
+
 import subprocess
 import sys
 
@@ -16,5 +17,3 @@ def test_paths_are_the_seeds():
     assert paths.consumer_id("g", "h:u") == "/consumers/g/ids/h:u"
     assert paths.consumer_offset("g", "t", 1) == "/consumers/g/offsets/t/1"
     assert paths.partition_owner("g", "t", 1) == "/consumers/g/owners/t/1"
-
-
