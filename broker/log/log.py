@@ -26,7 +26,7 @@ fetches read up to it.  Each ABORT of a transaction with data adds an entry to t
 for Fetch.  The producer snapshots carry the open transactions, so the LSO survives restarts;
 recovery rebuilds the ``.txnindex`` of the segments it revalidates.
 
-Replication (issue 12; Kafka's ``UnifiedLog`` with ``LeaderEpochFileCache``, KIP-101/279):
+Replication (Kafka's ``UnifiedLog`` with ``LeaderEpochFileCache``, KIP-101/279):
 
 - every batch carries the leader epoch it was written in (``partitionLeaderEpoch``); the
   :attr:`Log.leader_epoch_cache` (:mod:`~pyklog.broker.log.leader_epoch`) maps each epoch to its first

@@ -43,7 +43,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
-    OFFSET_FOR_LEADER_EPOCH = 23  # replication (issue 12) and KIP-320 consumers
+    OFFSET_FOR_LEADER_EPOCH = 23  # replication and KIP-320 consumers
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26

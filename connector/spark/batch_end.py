@@ -146,7 +146,7 @@ class _ProgressJsonRelay:
     py4j's iterator, whose end is a Java exception that PySpark's error handler then classifies with
     about ten further round trips, each resolving ``py4j.reflection.TypeUtil`` by name (class look-ups
     that miss through every jar on the class path): some 200 py4j round trips per event, on every
-    query of the session, pyklog's or not.  Measured (bench/README.md, stop 21): p50 63 -> 59 ms at
+    query of the session, pyklog's or not.  Measured (bench/README.md, micro-batch latency): p50 63 -> 59 ms at
     20 records/s and 211 -> 206 ms at 10,000/s, against 48 and 191 ms with no listener.  Runs on
     the listener bus' py4j callback; never raises."""
 

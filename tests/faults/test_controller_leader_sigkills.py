@@ -1,4 +1,4 @@
-"""Issue 12's end-to-end test: 3 brokers, replication factor 3, ``min.insync.replicas=2``; confluent-kafka
+"""Replication end to end: 3 brokers, replication factor 3, ``min.insync.replicas=2``; confluent-kafka
 produces with ``acks=all`` and idempotence while the leader of a partition is SIGKILLed and restarted
 10 times.  Every acknowledged record must be read back exactly once, in order per partition.
 

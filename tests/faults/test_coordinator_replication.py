@@ -1,4 +1,4 @@
-"""Issue 12: the coordinators' own writes are acknowledged only once the ISR has them.
+"""The coordinators' own writes are acknowledged only once the ISR has them.
 
 Three broker processes, ``__consumer_offsets`` / ``__transaction_state`` with replication factor 3
 and ``min.insync.replicas=2``.  Each test breaks something for real (SIGSTOP, SIGKILL) and counts
@@ -286,7 +286,7 @@ def test_confluent_consumer_commits_through_offsets_leader_sigkills(broker_facto
                 message="new offsets leader",
             )
             elected = time.monotonic() - killed_at
-            # the client recovers by itself once the controller elected a leader (stop 16's worry:
+            # the client recovers by itself once the controller elected a leader (the risk:
             # confluent-kafka looping on its coordinator query after COORDINATOR_NOT_AVAILABLE)
             wait_for(lambda: len(acked) > before + 3, timeout=90, message="commits after the election")
             first = next(a for a in list(acked_at) if a > killed_at)
@@ -453,7 +453,7 @@ def test_confluent_transactions_through_transaction_state_leader_sigkills(broker
 
 
 def test_confluent_consumer_recovers_when_an_offline_offsets_partition_comes_back(broker_factory, zk, zk_chroot):
-    """Stop 16's observation: ``__consumer_offsets-0`` with one replica whose broker is SIGKILLed has
+    """``__consumer_offsets-0`` with one replica whose broker is SIGKILLed has
     no leader to elect (leader -1); FindCoordinator answers COORDINATOR_NOT_AVAILABLE meanwhile, and
     confluent-kafka (which loops on its coordinator query) must commit again, by itself, once the
     broker is back.  Counts: commits acknowledged before, during (none may be) and after the outage."""
@@ -497,7 +497,7 @@ def test_confluent_consumer_recovers_when_an_offline_offsets_partition_comes_bac
         with Wire(others[0].port) as w:
             r = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
         assert r["error_code"] == COORDINATOR_NOT_AVAILABLE, r
-        time.sleep(3)  # the client keeps asking meanwhile (what stop 16 saw looping)
+        time.sleep(3)  # the client keeps asking meanwhile (it loops on its coordinator query)
         during = sum(1 for _, at in acked if at > time.monotonic() - 2.5)
         restarted = time.monotonic()
         brokers[victim].start()

@@ -1,4 +1,4 @@
-"""Issue 12: an idempotent producer's resends across a restart and a leader change.
+"""An idempotent producer's resends across a restart and a leader change.
 
 A producer may have up to 5 batches in flight.  When the leader dies, the producer resends every
 batch it has no answer for to the new leader, which must answer a batch it already holds as a

@@ -1,4 +1,4 @@
-"""Issue 12: a split between an old leader and ZooKeeper.  The leader of a replicated partition is
+"""A split between an old leader and ZooKeeper.  The leader of a replicated partition is
 SIGSTOPped past its ZooKeeper session: the controller elects another leader from the ISR and the
 producers move there.  Produce requests with acks=all that clients had already sent to the old
 leader (stale metadata) wait in its socket buffers while it is stopped; more are sent to it right

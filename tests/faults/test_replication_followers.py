@@ -1,4 +1,4 @@
-"""Replication between real broker processes (issue 12, step 2): followers fetch from the leader,
+"""Replication between real broker processes: followers fetch from the leader,
 the leader tracks them, the high watermark follows the ISR, the ISR shrinks and expands in the
 partition state znode, acks=all waits for the ISR and min.insync.replicas refuses writes.
 

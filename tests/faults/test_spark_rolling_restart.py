@@ -1,4 +1,4 @@
-"""Issue 12's Spark test: a streaming query ``format("pyklog")`` -> ``format("pyklog")`` runs through a
+"""Spark through a rolling restart: a streaming query ``format("pyklog")`` -> ``format("pyklog")`` runs through a
 rolling restart of all three brokers of a replicated cluster, and one SIGKILL, with no loss, no
 duplicate and no query failure.
 

@@ -1,4 +1,4 @@
-"""pyklog's own clients across leader changes (issue 12): 3 brokers, replication factor 3,
+"""pyklog's own clients across leader changes: 3 brokers, replication factor 3,
 ``min.insync.replicas=2``; the leaders are SIGKILLed (and stopped with SIGTERM, a controlled
 shutdown) and restarted while the clients run.
 

@@ -1,5 +1,5 @@
-"""The Spark source when a partition's high watermark is behind what the query already planned
-(issue 12): after a leader change the new leader's high watermark lags the old leader's until the
+"""The Spark source when a partition's high watermark is behind what the query already planned:
+after a leader change the new leader's high watermark lags the old leader's until the
 followers fetch from it, so the planner's last end offset, or a task's planned range, may lie beyond
 the high watermark for a moment although no record is lost.  The source must wait (plan no rows for
 the partition, or keep fetching), not report data loss (which fails the query with failOnDataLoss=true

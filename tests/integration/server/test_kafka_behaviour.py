@@ -1,4 +1,4 @@
-"""Behaviour details where pyklog must answer exactly as Kafka does (issue 11).
+"""Behaviour details where pyklog must answer exactly as Kafka does.
 
 * Metadata v8 authorized operations: without an authorizer Kafka reports every operation the
   resource type supports (topics 3576, the cluster 8096), Integer.MIN_VALUE when not asked.

@@ -147,7 +147,7 @@ def test_stop_after_a_batch_hands_over_nothing_to_read_twice(spark, group_env, z
         try:
             wait_for(lambda: store.fetch("stop-g", tps) == dict.fromkeys(tps, 10), 5, message="A's commit")
         except AssertionError:
-            pass  # without a batch-end commit (before issue 9 item 6) it never comes: counted below
+            pass  # without a batch-end commit it never comes: counted below
     finally:
         qa.stop()
     assert qa.exception() is None

@@ -1,4 +1,4 @@
-"""The data and group APIs at a recent Kafka 3.x broker's versions (issue 11, flex-data), against a
+"""The data and group APIs at a recent Kafka 3.x broker's versions, against a
 real broker process with stock clients and raw frames.
 
 OffsetFetch v7 (RequireStable, KIP-447) and v8 (several groups, KIP-709); FindCoordinator v4
