@@ -35,7 +35,7 @@ venv: $(STAMP)
 # The directory is the tier (tests/conftest.py marks each test by it): tests/unit needs no server,
 # JRE, root or network; tests/integration starts real ZooKeeper, brokers, stock clients and Spark;
 # tests/faults holds the slow fault scenarios (a minute or more of broker or driver SIGKILLs each).
-# `make check` runs `make test` (unit + integration) then `make test-faults`: it is what CI runs.
+# `make check` runs `make lint`, `make test` (unit + integration) then `make test-faults`: what CI runs.
 unit: venv
 	$(VPY) -m pytest -q -ra tests/unit $(PYTEST_ARGS)
 
@@ -48,7 +48,7 @@ test: debian venv
 test-faults: debian venv
 	$(VPY) -m pytest -q -ra --durations=10 tests/faults $(PYTEST_ARGS)
 
-check: test test-faults
+check: lint test test-faults
 
 # `make lint`: ruff (lint rules, then the formatter's check) over the package, the tests, the benchmarks
 # and the examples, then mypy over the packages listed in pyproject.toml ([tool.mypy] packages).
