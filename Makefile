@@ -1,7 +1,7 @@
 # pyklog: the two commands of the README.  Both set up everything on a fresh machine.
 #   make demo   ZooKeeper + a broker + a Spark streaming query through pyklog, end to end
-#   make check  the whole test suite: `make test` (tests/unit and tests/integration: real servers,
-#               stock clients, Spark, notebooks) then `make test-faults` (tests/faults)
+#   make check  `make lint`, then the whole test suite: `make test` (tests/unit and tests/integration:
+#               real servers, stock clients, Spark, notebooks) then `make test-faults` (tests/faults)
 #   make unit   tests/unit alone: no server, JRE, root or network, under a minute
 PY ?= python3
 VENV := .venv
