@@ -31,7 +31,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey
-from pyklog.broker.server.handlers.responses import NONE, RequestHandlers
+from pyklog.broker.server.handlers.responses import NONE, RequestHandlers, requested_offsets
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +100,13 @@ class GroupApis(RequestHandlers):
 
     def handle_offset_commit(self, request, header, body):
         group = body["group_id"]
-        wanted = {}
-        stamps: dict = {}  # OffsetCommit v1's per-partition commit timestamp (-1: now), as Kafka
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                wanted[(t["name"], p["partition_index"])] = (
-                    p["committed_offset"],
-                    p.get("committed_leader_epoch", -1),
-                    p.get("committed_metadata") or "",
-                )
-                stamps[(t["name"], p["partition_index"])] = p.get("commit_timestamp", -1)
+        wanted = requested_offsets(body)
+        # OffsetCommit v1's per-partition commit timestamp (-1: now), as Kafka
+        stamps = {
+            (t["name"], p["partition_index"]): p.get("commit_timestamp", -1)
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
         topics_of = body["topics"]
 
         def respond(codes: dict) -> None:

@@ -62,6 +62,34 @@ class RequestHandlers:
         respond(request, header, body)
 
 
+def requested_offsets(body: dict) -> dict[tuple[str, int], tuple[int, int, str]]:
+    """OffsetCommit's and TxnOffsetCommit's partitions: (topic, partition) -> (committed offset,
+    committed leader epoch or -1, metadata or "")."""
+    return {
+        (t["name"], p["partition_index"]): (
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p.get("committed_metadata") or "",
+        )
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+
+
+def transaction_state_entry(transactional_id: str, code: int = NONE) -> dict:
+    """DescribeTransactions' entry of one transactional id before (or instead of) its state."""
+    return {
+        "error_code": code,
+        "transactional_id": transactional_id,
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
+
+
 def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: str = "") -> dict | None:
     """A response to ``body`` with ``code`` everywhere an error code fits (None: close instead)."""
     msg = (message or "")[:1000] or None
@@ -281,21 +309,7 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
             ]
         }
     if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
-        return {
-            "transaction_states": [
-                {
-                    "error_code": code,
-                    "transactional_id": tid,
-                    "transaction_state": "",
-                    "transaction_timeout_ms": 0,
-                    "transaction_start_time_ms": -1,
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                    "topics": [],
-                }
-                for tid in body["transactional_ids"]
-            ]
-        }
+        return {"transaction_states": [transaction_state_entry(tid, code) for tid in body["transactional_ids"]]}
     if api_key == ApiKey.LIST_TRANSACTIONS:
         return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
     if api_key == ApiKey.CONTROLLED_SHUTDOWN:

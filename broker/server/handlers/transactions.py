@@ -30,7 +30,14 @@ from pyklog.broker.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, UNKNOWN_SERVER_ERROR, RequestHandlers
+from pyklog.broker.server.handlers.responses import (
+    INTERNAL_TOPICS,
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    RequestHandlers,
+    requested_offsets,
+    transaction_state_entry,
+)
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
@@ -203,14 +210,7 @@ class TransactionApis(RequestHandlers):
         (:meth:`broker.coordinator.group.GroupCoordinator.validate_txn_offset_commit`).  No ACLs: Kafka's
         TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
         group = body["group_id"]
-        wanted = {}
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                wanted[(t["name"], p["partition_index"])] = (
-                    p["committed_offset"],
-                    p.get("committed_leader_epoch", -1),
-                    p.get("committed_metadata") or "",
-                )
+        wanted = requested_offsets(body)
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
@@ -395,16 +395,7 @@ class TransactionApis(RequestHandlers):
         / TRANSACTIONAL_ID_NOT_FOUND as Kafka.  Request thread."""
         states = []
         for tid in body["transactional_ids"]:
-            entry = {
-                "error_code": NONE,
-                "transactional_id": tid,
-                "transaction_state": "",
-                "transaction_timeout_ms": 0,
-                "transaction_start_time_ms": -1,
-                "producer_id": -1,
-                "producer_epoch": -1,
-                "topics": [],
-            }
+            entry = transaction_state_entry(tid)
             try:
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
