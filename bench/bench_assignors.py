@@ -40,8 +40,7 @@ def best(fn, repeat):
 
 def general_sticky(members, partitions, owned):
     """The general path on inputs that would take the constrained one."""
-    ids, subs, counts = assignors._normalize(members, partitions)
-    return assignors._sticky_general(ids, subs, counts, owned or {})
+    return assignors.sticky_general_assign(members, partitions, owned)
 
 
 def fmt(s):

@@ -89,6 +89,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader  # noqa: E402
 
 from local_cluster import LocalCluster  # noqa: E402
+from pyklog.connector.spark import batch_end  # noqa: E402
 
 
 class _ClockPart(InputPartition):
@@ -431,7 +432,7 @@ def run_case(spark, cluster, name, rate, seconds, partitions, tmp, trace, tag=""
         confs["spark.sql.streaming.noDataMicroBatches.enabled"] = "false"
     for k, v in confs.items():
         spark.conf.set(k, v)
-    listener = getattr(spark, "_pyklog_batch_end_listener", None) if "nolistener" in levers else None
+    listener = batch_end.installed_listener(spark) if "nolistener" in levers else None
     if listener is not None:
         spark.streams.removeListener(listener)
     pylistener = PlainListener() if "pylistener" in levers else None

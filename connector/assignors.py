@@ -82,6 +82,14 @@ def sticky_assign(members, partitions, owned=None):
     return assign("sticky", members, partitions, owned)
 
 
+def sticky_general_assign(members, partitions, owned=None):
+    """The sticky assignor's general path (for differing subscriptions) on any input, even one
+    ``sticky`` would give its constrained path: the same contract as :func:`sticky_assign`, for
+    ``bench/bench_assignors.py`` to time the two paths on the same groups."""
+    member_ids, subs, counts = _normalize(members, partitions)
+    return _sticky_general(member_ids, subs, counts, owned or {})
+
+
 # ----------------------------------------------------------------------------------------------
 # input normalisation
 

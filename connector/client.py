@@ -62,6 +62,8 @@ __all__ = [
     "TopicMetadata",
     "PartitionMetadata",
     "parse_bootstrap",
+    "wire_error",
+    "retriable_wire_error",
     "EARLIEST",
     "LATEST",
 ]
@@ -116,13 +118,14 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
 CLIENT_MAX: dict[int, int] = {int(ApiKey.FETCH): 12}
 
 
-def _err(code: int, what: str) -> PyklogError:
+def wire_error(code: int, what: str) -> PyklogError:
+    """The :class:`PyklogError` for Kafka error ``code``, its message ``"<NAME> (<code>): <what>"``."""
     return error_for_code(code, f"{error_for_code(code).name} ({code}): {what}")
 
 
-def _retriable_err(code: int, what: str) -> PyklogError:
+def retriable_wire_error(code: int, what: str) -> PyklogError:
     """The error for ``code``, raised at once unless it is retriable (then returned, to retry after)."""
-    e = _err(code, what)
+    e = wire_error(code, what)
     if not e.retriable:
         raise e
     return e
@@ -219,7 +222,7 @@ class BrokerConnection:
                     break
                 continue
             if code:
-                raise _err(code, f"ApiVersions from broker {self._name()}")
+                raise wire_error(code, f"ApiVersions from broker {self._name()}")
             self.api_versions = ranges
             return
         raise UnsupportedVersionError(f"broker {self._name()}: no common ApiVersions version")
@@ -618,7 +621,7 @@ class ClusterClient:
             tm = md.topics.get(topic)
         if tm is None or not tm.partitions:
             code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
-            raise _err(code, f"topic {topic!r} has no partitions in the cluster metadata")
+            raise wire_error(code, f"topic {topic!r} has no partitions in the cluster metadata")
         return tm
 
     def partitions_for(self, topic: str, *, auto_create: bool = False) -> list[int]:
@@ -641,7 +644,7 @@ class ClusterClient:
             tm = md.topics.get(topic)
             if tm is None or (tm.error_code and not tm.partitions):
                 code = tm.error_code if tm is not None and tm.error_code else UnknownTopicOrPartitionError.code
-                raise _err(code, f"topic {topic!r}")
+                raise wire_error(code, f"topic {topic!r}")
             pm = tm.partitions.get(partition)
             if pm is None:
                 raise UnknownTopicOrPartitionError(
@@ -659,6 +662,26 @@ class ClusterClient:
             what=f"leader lookup {topic}-{partition}",
             raise_last=True,
         )
+
+    def cached_leader(self, topic: str, partition: int) -> int | None:
+        """The leader of ``topic``/``partition`` in the cached metadata when that metadata is fresh
+        (not marked stale, younger than metadata_max_age_ms) and names a live broker as leader; None
+        otherwise (the caller then asks :meth:`metadata` with ``refresh=True``).  No request and no
+        lock: it reads the current metadata object once, for the producer's sender thread, which
+        calls it for every batch."""
+        md = self._md
+        tm = md.topics.get(topic)
+        if tm is not None:
+            pm = tm.partitions.get(partition)
+            if (
+                pm is not None
+                and pm.leader >= 0
+                and pm.leader in md.brokers
+                and not self._stale
+                and time.monotonic() - md.updated < self.metadata_max_age_s
+            ):
+                return pm.leader
+        return None
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The leader epoch of ``topic``/``partition`` in the cached metadata (no request), -1 when
@@ -811,7 +834,7 @@ class ClusterClient:
                         tp = (t["name"], int(p["partition_index"]))
                         code = int(p.get("error_code", 0))
                         if code:
-                            failed = _retriable_err(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
+                            failed = retriable_wire_error(code, f"ListOffsets {tp[0]}-{tp[1]} on broker {node}")
                             continue
                         off = int(p.get("offset", -1))
                         result[tp] = None if off < 0 else (off, int(p.get("timestamp", -1)))
@@ -858,7 +881,7 @@ class ClusterClient:
                 for p in t.get("partitions") or []:
                     code = int(p.get("error_code", 0))
                     if code:
-                        raise _err(code, f"ListOffsets v0 {topic}-{partition} on broker {node}")
+                        raise wire_error(code, f"ListOffsets v0 {topic}-{partition} on broker {node}")
                     return [int(o) for o in p.get("old_style_offsets") or []]
             raise UnknownTopicOrPartitionError(f"ListOffsets v0: no answer for {topic}-{partition}")
 
@@ -905,7 +928,9 @@ class ClusterClient:
             raise
         code = int(resp.get("error_code", 0))
         if code:
-            raise _err(code, f"FindCoordinator for {what} {group!r}: {resp.get('error_message') or ''}".rstrip(": "))
+            raise wire_error(
+                code, f"FindCoordinator for {what} {group!r}: {resp.get('error_message') or ''}".rstrip(": ")
+            )
         nid = int(resp["node_id"])
         with self._lock:
             self._coordinators[_coordinator_cache_key(group, key_type)] = nid
@@ -982,7 +1007,7 @@ class ClusterClient:
                 for p in t.get("partitions") or []:
                     code = int(p.get("error_code", 0))
                     if code:
-                        e = _err(code, f"OffsetCommit group {group!r} {t['name']}-{p['partition_index']}")
+                        e = wire_error(code, f"OffsetCommit group {group!r} {t['name']}-{p['partition_index']}")
                         if first is None or (e.retriable and not first.retriable):
                             first = e
             if first is not None:
@@ -1017,14 +1042,14 @@ class ClusterClient:
                 )
             code = int(resp.get("error_code", 0))
             if code:
-                raise _err(code, f"OffsetFetch group {group!r}")
+                raise wire_error(code, f"OffsetFetch group {group!r}")
             out = {} if tps is None else dict.fromkeys(tps)
             for t in resp.get("topics") or []:
                 for p in t.get("partitions") or []:
                     tp = (t["name"], int(p["partition_index"]))
                     pcode = int(p.get("error_code", 0))
                     if pcode and pcode != UnknownTopicOrPartitionError.code:
-                        raise _err(pcode, f"OffsetFetch group {group!r} {tp[0]}-{tp[1]}")
+                        raise wire_error(pcode, f"OffsetFetch group {group!r} {tp[0]}-{tp[1]}")
                     off = int(p.get("committed_offset", -1))
                     out[tp] = None if off < 0 else off
             return out
@@ -1090,7 +1115,7 @@ class ClusterClient:
             for t in resp.get("topics") or []:
                 code = int(t.get("error_code", 0))
                 if code:
-                    raise _err(code, f"CreateTopics {name!r}: {t.get('error_message') or ''}")
+                    raise wire_error(code, f"CreateTopics {name!r}: {t.get('error_message') or ''}")
 
         self.controller_call(f"CreateTopics({name})", call, timeout_s)
         if wait and not validate_only:
@@ -1135,7 +1160,7 @@ class ClusterClient:
             for t in resp.get("responses") or []:
                 code = int(t.get("error_code", 0))
                 if code:
-                    raise _err(code, f"DeleteTopics {name!r}")
+                    raise wire_error(code, f"DeleteTopics {name!r}")
 
         self.controller_call(f"DeleteTopics({name})", call, timeout_s)
         self.invalidate()
@@ -1167,7 +1192,7 @@ class ClusterClient:
                 raise
             code = int(resp.get("error_code", 0))
             if code:
-                raise _err(code, "InitProducerId")
+                raise wire_error(code, "InitProducerId")
             return int(resp["producer_id"]), int(resp["producer_epoch"])
 
         return self.retrying("InitProducerId", attempt, timeout_s)
@@ -1199,10 +1224,6 @@ class ClusterClient:
                     pass
                 closed += 1
         return closed
-
-    # the names connector/cli still calls (the public ones above are the interface)
-    _any_connection = any_connection
-    _controller_call = controller_call
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:

@@ -49,7 +49,14 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.reader import iter_batches
-from pyklog.connector.client import EARLIEST, LATEST, REFRESH_METADATA_CODES, ClusterClient, _err, _retriable_err
+from pyklog.connector.client import (
+    EARLIEST,
+    LATEST,
+    REFRESH_METADATA_CODES,
+    ClusterClient,
+    retriable_wire_error,
+    wire_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +99,7 @@ class RawFetchResult(NamedTuple):
 
     @property
     def error(self) -> PyklogError | None:
-        return None if not self.error_code else _err(self.error_code, f"{self.topic}-{self.partition}")
+        return None if not self.error_code else wire_error(self.error_code, f"{self.topic}-{self.partition}")
 
 
 def decode_records(
@@ -320,7 +327,7 @@ class SimpleConsumer:
                     continue
                 top = int(resp.get("error_code", 0))
                 if top:
-                    retry_err = _retriable_err(top, f"Fetch from broker {node}")
+                    retry_err = retriable_wire_error(top, f"Fetch from broker {node}")
                     for tp in parts:
                         self._forget_leader(tp, f"answered {type(retry_err).__name__}")
                     continue
@@ -333,7 +340,7 @@ class SimpleConsumer:
                         code = int(p.get("error_code", 0))
                         if code in REFRESH_METADATA_CODES:
                             client.invalidate()
-                            retry_err = _err(code, f"Fetch {tp[0]}-{tp[1]} from broker {node}")
+                            retry_err = wire_error(code, f"Fetch {tp[0]}-{tp[1]} from broker {node}")
                             if tp in self._known_leaders:
                                 self._forget_leader(tp, f"answered {type(retry_err).__name__}")
                                 hint_failed = True
@@ -354,7 +361,7 @@ class SimpleConsumer:
                 continue
             if pending:
                 if time.monotonic() + backoff > deadline:
-                    raise retry_err or _err(3, f"Fetch: no answer for {sorted(pending)}")
+                    raise retry_err or wire_error(3, f"Fetch: no answer for {sorted(pending)}")
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
         return results
@@ -364,7 +371,7 @@ class SimpleConsumer:
             return
         if r.error_code == OffsetOutOfRangeError.code:
             raise self._out_of_range(r.topic, r.partition, r.offset)
-        raise _err(r.error_code, f"Fetch {r.topic}-{r.partition} at offset {r.offset}")
+        raise wire_error(r.error_code, f"Fetch {r.topic}-{r.partition} at offset {r.offset}")
 
     def _out_of_range(self, topic, partition, offset) -> OffsetOutOfRangeError:
         tp = (topic, partition)

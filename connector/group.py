@@ -47,7 +47,7 @@ by the rebalance; they show in :meth:`to_release` and stay owned until the calle
 :meth:`release` after committing them.  Partitions newly assigned but still held by others are claimed
 in the background with backoff, without a retry limit (their owners release at batch boundaries).
 
-States (:class:`MemberState`, the legal moves in :data:`TRANSITIONS`), in the spirit of kazoo's
+States (:class:`MemberState`, each with its valid previous states in :data:`VALID_PREVIOUS`), in the spirit of kazoo's
 ``SetPartitioner`` (ALLOCATING / ACQUIRED / RELEASE / FAILURE) and kazoo's connection states::
 
     NEW -> REGISTERING -> REBALANCING -> STABLE -> REBALANCING (a watch fired) -> ...
@@ -208,7 +208,8 @@ _ZK_ERRORS = (KazooException, RetryFailedError, InterruptedError)
 
 
 class MemberState(enum.Enum):
-    """Where a :class:`GroupMember` is in its life; :data:`TRANSITIONS` says where it may go next.
+    """Where a :class:`GroupMember` is in its life; :data:`VALID_PREVIOUS` says where each state may be
+    entered from.
 
     The member's own vocabulary for what kazoo's ``SetPartitioner`` calls ALLOCATING / ACQUIRED /
     RELEASE / FAILURE, with kazoo's connection states (SUSPENDED: ownership kept; LOST: given up)."""
@@ -228,36 +229,44 @@ class MemberState(enum.Enum):
 
 
 _S = MemberState
-# The only legal moves; _S.X -> {...}.  A move not listed is a bug (IllegalTransitionError).
-TRANSITIONS: Mapping[MemberState, frozenset] = MappingProxyType(
+#: state -> the states it may be entered from (the one table; read forwards with
+#: :func:`next_states`).  A move not allowed here is a bug (:class:`IllegalTransitionError`).
+VALID_PREVIOUS: Mapping[MemberState, frozenset] = MappingProxyType(
     {
-        # start(): connect and register
+        # start() failed: NEW again (start may be called again)
         _S.NEW: frozenset({_S.REGISTERING}),
-        # registered -> rebalance; start() failed -> NEW (start may be called again); connection trouble
-        _S.REGISTERING: frozenset({_S.REBALANCING, _S.NEW, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-        # all claimed -> STABLE; retries exhausted -> FAILED; own registration vanished -> REGISTERING
-        _S.REBALANCING: frozenset({_S.STABLE, _S.FAILED, _S.REGISTERING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-        # a watch fired (group, brokers, topics, owner registry for sticky) or a release -> REBALANCING
-        _S.STABLE: frozenset({_S.REBALANCING, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-        # a registry change starts a fresh attempt; a blocked owner let go and the claim succeeded -> STABLE
-        _S.FAILED: frozenset({_S.REBALANCING, _S.STABLE, _S.SUSPENDED, _S.LOST, _S.STOPPING}),
-        # reconnected within the session -> REBALANCING; expired or disconnected too long -> LOST
-        _S.SUSPENDED: frozenset({_S.REBALANCING, _S.LOST, _S.STOPPING}),
-        # connected again (new or surviving session) -> register again
-        _S.LOST: frozenset({_S.REGISTERING, _S.STOPPING}),
-        _S.STOPPING: frozenset({_S.STOPPED}),
-        _S.STOPPED: frozenset(),
+        # start(); the member's own registration vanished; connected again after LOST
+        _S.REGISTERING: frozenset({_S.NEW, _S.REBALANCING, _S.LOST}),
+        # registered; a watch fired or a release (STABLE); a registry change (FAILED); reconnected
+        # within the session (SUSPENDED)
+        _S.REBALANCING: frozenset({_S.REGISTERING, _S.STABLE, _S.FAILED, _S.SUSPENDED}),
+        # all claimed; a blocked owner let go and the claim succeeded (FAILED)
+        _S.STABLE: frozenset({_S.REBALANCING, _S.FAILED}),
+        # rebalance.max.retries claims failed
+        _S.FAILED: frozenset({_S.REBALANCING}),
+        # disconnected from any running state: ownership kept
+        _S.SUSPENDED: frozenset({_S.REGISTERING, _S.REBALANCING, _S.STABLE, _S.FAILED}),
+        # session expired, or disconnected too long: ownership dropped
+        _S.LOST: frozenset({_S.REGISTERING, _S.REBALANCING, _S.STABLE, _S.FAILED, _S.SUSPENDED}),
+        # stop() from any started state
+        _S.STOPPING: frozenset({_S.REGISTERING, _S.REBALANCING, _S.STABLE, _S.FAILED, _S.SUSPENDED, _S.LOST}),
+        _S.STOPPED: frozenset({_S.STOPPING}),  # final
     }
 )
 
 
+def next_states(state: MemberState) -> frozenset:
+    """The states ``state`` may move to (:data:`VALID_PREVIOUS` read forwards; pure)."""
+    return state_machine.next_states(VALID_PREVIOUS, state)
+
+
 class IllegalTransitionError(state_machine.IllegalTransitionError, PyklogError):
-    """A :class:`GroupMember` tried a state change :data:`TRANSITIONS` does not allow.  This is a bug
+    """A :class:`GroupMember` tried a state change :data:`VALID_PREVIOUS` does not allow.  This is a bug
     in the member, never a user error; the state is left unchanged.  It is the broker's one
     :class:`pyklog.broker.common.state_machine.IllegalTransitionError`, and a PyklogError as before."""
 
     def __init__(self, old: MemberState, new: MemberState):
-        allowed = ", ".join(s.name for s in sorted(TRANSITIONS[old], key=lambda s: s.name)) or "none"
+        allowed = ", ".join(s.name for s in sorted(next_states(old), key=lambda s: s.name)) or "none"
         super().__init__(
             f"illegal group member state transition {old.name} -> {new.name} (allowed from {old.name}: {allowed})"
         )
@@ -265,9 +274,8 @@ class IllegalTransitionError(state_machine.IllegalTransitionError, PyklogError):
 
 
 def check_transition(old: MemberState, new: MemberState) -> None:
-    """Raise :class:`IllegalTransitionError` unless ``old -> new`` is in :data:`TRANSITIONS` (pure)."""
-    if new not in TRANSITIONS[old]:
-        raise IllegalTransitionError(old, new)
+    """Raise :class:`IllegalTransitionError` unless ``old`` is one of ``VALID_PREVIOUS[new]`` (pure)."""
+    state_machine.check_transition(VALID_PREVIOUS, old, new, "group member", error=IllegalTransitionError)
 
 
 class FencedCommit:
@@ -424,7 +432,7 @@ class GroupMember:
 
     def _transition(self, new: MemberState) -> None:
         """The one method that changes the state; the caller holds ``self._lock``.  Raises
-        :class:`IllegalTransitionError` (state unchanged) for a move :data:`TRANSITIONS` forbids."""
+        :class:`IllegalTransitionError` (state unchanged) for a move :data:`VALID_PREVIOUS` forbids."""
         old = self._state
         check_transition(old, new)
         self._state = new

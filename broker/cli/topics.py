@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _configs(items: list[str]) -> dict[str, str]:
+def config_overrides(items: list[str]) -> dict[str, str]:
+    """``--config KEY=VALUE`` arguments as ``{key: value}`` (both stripped); UsageError for an item
+    without ``=`` or with an empty key.  Shared with the connector's ``kafka-topics``."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -103,7 +105,8 @@ def _configs(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _ids(ids) -> str:
+def id_list(ids) -> str:
+    """Broker ids as ``--describe`` prints them (``Replicas: 1,2,3``)."""
     return ",".join(str(i) for i in ids)
 
 
@@ -136,7 +139,7 @@ def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool
         for p, s in sorted(parts.items()):
             leader = str(s.leader) if s.leader >= 0 else "none"
             lines.append(
-                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(s.replicas)}\tIsr: {_ids(s.isr)}"
+                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {id_list(s.replicas)}\tIsr: {id_list(s.isr)}"
             )
     return lines
 
@@ -195,7 +198,7 @@ def run(args, broker_api=None) -> int:
                     args.topic,
                     args.partitions,
                     args.replication_factor,
-                    _configs(args.config),
+                    config_overrides(args.config),
                     rack_aware=not args.disable_rack_aware,
                 ),
             )
@@ -215,7 +218,7 @@ def run(args, broker_api=None) -> int:
         elif args.delete:
             return delete_topic(args, lambda: cluster.delete_topic(args.topic))
         elif args.alter:
-            config = cluster.alter_topic_config(args.topic, _configs(args.config), args.delete_config)
+            config = cluster.alter_topic_config(args.topic, config_overrides(args.config), args.delete_config)
             print(
                 f"Updated config of topic {args.topic}: "
                 + (",".join(f"{k}={v}" for k, v in sorted(config.items())) or "(no overrides)")

@@ -1,18 +1,27 @@
 """The one state-machine idiom of pyklog: an enum, one table of allowed moves, one error.
 
-Every state machine (the group coordinator's :class:`~pyklog.broker.coordinator.group.state.GroupState`,
-the transaction coordinator's :class:`~pyklog.broker.coordinator.transaction.metadata.TxnState`) is
-written the way Kafka writes its own (``GroupState``, ``TransactionState``): an enum of the states
-and, next to it, one table mapping each state to the states it may be entered from (its *valid
-previous states*).  A move the table does not allow is a bug in the code that tried it, never a
-client's error: :func:`check_transition` raises :class:`IllegalTransitionError` and the caller
-leaves the state unchanged.
+Every state machine is written the way Kafka writes its own (``GroupState``, ``TransactionState``,
+the producer's ``TransactionManager.State``): an enum of the states and, next to it, ONE table
+``VALID_PREVIOUS`` mapping each state to the states it may be entered from (its *valid previous
+states*; an initial state that nothing re-enters maps to the empty set).  The one method that
+changes the state calls :func:`check_transition` first; a move the table does not allow is a bug in
+the code that tried it, never a client's error: it raises :class:`IllegalTransitionError` (or a
+subclass) and the caller leaves the state unchanged.  :func:`next_states` reads the table forwards
+(for messages and tests).
 
-The connector's machines raise subclasses of the same error that are also
-:class:`~pyklog.broker.errors.PyklogError` s, as they always were:
-``pyklog.connector.group.IllegalTransitionError`` (a ZooKeeper group member, whose table lists the
-states each state may move to) and ``pyklog.connector.producer.transaction_manager.IllegalStateTransitionError``
-(the producer's ``VALID_TRANSITIONS``, valid previous states like Kafka's producer).
+The machines:
+
+* :class:`pyklog.broker.coordinator.group.state.GroupState` (a classic consumer group);
+* :class:`pyklog.broker.coordinator.transaction.metadata.TxnState` (a transactional id);
+* :class:`pyklog.broker.coordinator.runtime.LoadState` (a led coordinator-topic partition);
+* :class:`pyklog.connector.group.MemberState` (a ZooKeeper group member), raising
+  ``pyklog.connector.group.IllegalTransitionError``;
+* :class:`pyklog.connector.producer.transaction_manager.TransactionState` (the producer), raising
+  ``pyklog.connector.producer.transaction_manager.IllegalStateTransitionError``.
+
+The connector's two errors are subclasses of :class:`IllegalTransitionError` that are also
+:class:`~pyklog.broker.errors.PyklogError` s and keep their own messages; they reach
+:func:`check_transition` through its ``error`` argument.
 
 Pure code, no state of its own.
 """
@@ -32,12 +41,26 @@ class IllegalTransitionError(Exception):
 
 
 def check_transition(
-    valid_previous: Mapping[S, frozenset], old: S, new: S, what: str, name: Callable[[S], str] = str
+    valid_previous: Mapping[S, frozenset],
+    old: S,
+    new: S,
+    what: str,
+    name: Callable[[S], str] = str,
+    error: Callable[[S, S], IllegalTransitionError] | None = None,
 ) -> None:
-    """Raise :class:`IllegalTransitionError` (``"<what>: <old> -> <new> is not a legal move"``, the
-    states written with ``name``) unless ``old`` is one of ``valid_previous[new]``."""
-    if old not in valid_previous[new]:
-        raise IllegalTransitionError(f"{what}: {name(old)} -> {name(new)} is not a legal move")
+    """Return if ``old`` is one of ``valid_previous[new]``; otherwise raise ``error(old, new)`` when
+    ``error`` is given, else :class:`IllegalTransitionError` (``"<what>: <old> -> <new> is not a legal
+    move"``, the states written with ``name``).  Pure."""
+    if old in valid_previous[new]:
+        return
+    if error is not None:
+        raise error(old, new)
+    raise IllegalTransitionError(f"{what}: {name(old)} -> {name(new)} is not a legal move")
 
 
-__all__ = ["IllegalTransitionError", "check_transition"]
+def next_states(valid_previous: Mapping[S, frozenset], state: S) -> frozenset:
+    """The states ``state`` may move to: the table read forwards (pure)."""
+    return frozenset(s for s, previous in valid_previous.items() if state in previous)
+
+
+__all__ = ["IllegalTransitionError", "check_transition", "next_states"]

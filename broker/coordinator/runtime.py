@@ -15,7 +15,7 @@ records and caches and plug in through hooks:
 * ``on_unloaded(part)``: after the partition was dropped (resignation or a new epoch);
 * ``topic_configs``: the configs the topic is created with on first use.
 
-Lifecycle of one partition: this broker becomes its leader (the ZkCluster listener reports a
+Lifecycle of one partition (:class:`LoadState`, its moves in :data:`VALID_PREVIOUS`): this broker becomes its leader (the ZkCluster listener reports a
 state with ``leader == broker_id``; at start-up, on topic creation, and on any later change of the
 leader or of the leader epoch, e.g. by the controller) -> a new partition object in LOADING with
 ``coordinator_epoch`` = the ZooKeeper leader epoch, queued for the loader thread (an empty log is
@@ -39,14 +39,17 @@ holder of a stale object finds out with :meth:`CoordinatorPartitions.owns` /
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from pyklog.broker.common.retry import Deadline
+from pyklog.broker.common.state_machine import check_transition
 from pyklog.broker.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -57,7 +60,29 @@ from pyklog.broker.errors import (
 
 log = logging.getLogger(__name__)
 
-LOADING, LOADED, FAILED = "loading", "loaded", "failed"
+
+class LoadState(enum.StrEnum):
+    """Where a led coordinator-topic partition is in its load (a ``str`` enum: a state compares equal
+    to its lower-case name, as the plain strings it replaces did)."""
+
+    LOADING = "loading"  # led here; its log is being read (COORDINATOR_LOAD_IN_PROGRESS)
+    LOADED = "loaded"  # its cache is installed: requests are served
+    FAILED = "failed"  # the load hook raised (COORDINATOR_NOT_AVAILABLE until leadership moves)
+
+
+#: state -> the states it may be entered from (the project's one idiom,
+#: :mod:`pyklog.broker.common.state_machine`).  A partition object starts LOADING and never goes
+#: back (a new leader epoch makes a new object).  FAILED may follow LOADED: a load hook that raises
+#: after installing its cache marks the partition failed.
+VALID_PREVIOUS: Mapping[LoadState, frozenset] = MappingProxyType(
+    {
+        LoadState.LOADING: frozenset(),
+        LoadState.LOADED: frozenset({LoadState.LOADING}),
+        LoadState.FAILED: frozenset({LoadState.LOADING, LoadState.LOADED}),
+    }
+)
+
+LOADING, LOADED, FAILED = LoadState.LOADING, LoadState.LOADED, LoadState.FAILED
 
 
 # ---------------------------------------------------------------------------- Java's hash
@@ -97,6 +122,12 @@ class CoordinatorPartition:
         self.coordinator_epoch = coordinator_epoch
         self.state = LOADING
         self.error: str | None = None
+
+    def transition_to(self, state: LoadState) -> None:
+        """Enter ``state``; :class:`~pyklog.broker.common.state_machine.IllegalTransitionError` (state
+        unchanged) unless :data:`VALID_PREVIOUS` allows it.  The caller holds the runtime's lock."""
+        check_transition(VALID_PREVIOUS, self.state, state, f"coordinator partition {self.partition}")
+        self.state = state
 
 
 P = TypeVar("P", bound=CoordinatorPartition)
@@ -388,7 +419,7 @@ class CoordinatorPartitions(Generic[P]):
             log.exception("loading %s-%d failed", self.topic, part.partition)
             with self.lock:
                 part.error = f"{type(e).__name__}: {e}"
-                part.state = FAILED
+                part.transition_to(FAILED)
 
     def mark_loaded(self, part: P, install: Callable[[], None] | None = None) -> bool:
         """Under the lock: if ``part`` is still ours, run ``install()`` (put the loaded cache in
@@ -398,7 +429,7 @@ class CoordinatorPartitions(Generic[P]):
                 return False
             if install is not None:
                 install()
-            part.state = LOADED
+            part.transition_to(LOADED)
             return True
 
     def log(self, partition: int, *, apply_config: bool = False):

@@ -113,7 +113,7 @@ def elect_leaders(client, partitions, election_type: int, timeout_s: float = 30.
                 )
         return out
 
-    return client._controller_call("ElectLeaders", call, timeout_s)
+    return client.controller_call("ElectLeaders", call, timeout_s)
 
 
 def main(argv=None) -> int:

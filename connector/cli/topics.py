@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from pyklog.broker.cli import topics as _zk_topics
-from pyklog.broker.cli.topics import _configs, _ids, create_topic, delete_topic, topic_line
+from pyklog.broker.cli.topics import config_overrides, create_topic, delete_topic, id_list, topic_line
 from pyklog.broker.common.cli import UsageError
 from pyklog.broker.errors import (
     InvalidPartitionsError,
@@ -28,7 +28,7 @@ def topic_ids(client, names) -> dict:
 
     if not names:
         return {}
-    conn = client._any_connection()
+    conn = client.any_connection()
     try:
         v = conn.version_for(ApiKey.METADATA)
     except UnsupportedVersionError:
@@ -90,7 +90,7 @@ def broker_api(args) -> int:
                 lambda: client.create_topic(
                     args.topic,
                     args.partitions,
-                    _configs(args.config),
+                    config_overrides(args.config),
                     replication_factor=args.replication_factor,
                     timeout_s=args.timeout,
                 ),
@@ -135,8 +135,8 @@ def broker_api(args) -> int:
                 for p, pm in sorted(tm.partitions.items()):
                     leader = str(pm.leader) if pm.leader >= 0 else "none"
                     print(
-                        f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {_ids(pm.replicas)}"
-                        f"\tIsr: {_ids(pm.isr)}"
+                        f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {id_list(pm.replicas)}"
+                        f"\tIsr: {id_list(pm.isr)}"
                     )
         elif args.delete:
             return delete_topic(args, lambda: client.delete_topic(args.topic, timeout_s=args.timeout))

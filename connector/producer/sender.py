@@ -298,18 +298,9 @@ class Sender:
         txn.assign_sequences(b, tp, seq)
 
     def _leader(self, topic: str, partition: int):
-        md = self.client._md
-        tm = md.topics.get(topic)
-        if tm is not None:
-            pm = tm.partitions.get(partition)
-            if (
-                pm is not None
-                and pm.leader >= 0
-                and pm.leader in md.brokers
-                and not self.client._stale
-                and time.monotonic() - md.updated < self.client.metadata_max_age_s
-            ):
-                return pm.leader
+        leader = self.client.cached_leader(topic, partition)
+        if leader is not None:
+            return leader
         try:
             md = self.client.metadata([topic], refresh=True, auto_create=self._auto_create)
         except PyklogError as e:

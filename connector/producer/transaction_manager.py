@@ -8,7 +8,7 @@ cut: :class:`TransactionManager` owns
 * the state, one of :class:`TransactionState` (Kafka's ``TransactionManager.State``, plus
   PREPARED_TRANSACTION in the spirit of KIP-939), changed only by
   :meth:`TransactionManager.transition_to`, which checks the transition against
-  :data:`VALID_TRANSITIONS` (each state with the states it may be entered from) and raises
+  :data:`VALID_PREVIOUS` (each state with the states it may be entered from) and raises
   :class:`IllegalStateTransitionError` (an :class:`IllegalStateError`) naming both states;
 * the producer id and epoch (InitProducerId), and the next sequence number of each partition;
 * the rule that a numbered batch which fails for good leaves a gap the broker would answer with
@@ -49,6 +49,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from pyklog.broker.common import state_machine
@@ -73,7 +75,7 @@ __all__ = [
     "TransactionManager",
     "IllegalStateError",
     "IllegalStateTransitionError",
-    "VALID_TRANSITIONS",
+    "VALID_PREVIOUS",
     "PreparedTransaction",
     "TransactionAbortedError",
     "TransactionAbortableError",
@@ -103,19 +105,21 @@ S = TransactionState
 # InitProducerId fails (the next batch asks again, or idempotence is off on a broker without it);
 # and PREPARED_TRANSACTION (entered from IN_TRANSACTION by prepare_transaction(); a record that
 # fails while it flushes leads to ABORTABLE_ERROR; nothing else leaves it but FATAL_ERROR).
-VALID_TRANSITIONS: dict[TransactionState, frozenset] = {
-    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR, S.INITIALIZING}),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset(
-        {S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING, S.PREPARED_TRANSACTION}
-    ),
-    S.FATAL_ERROR: frozenset(TransactionState),
-    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-}
+VALID_PREVIOUS: Mapping[TransactionState, frozenset] = MappingProxyType(
+    {
+        S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR, S.INITIALIZING}),
+        S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
+        S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+        S.IN_TRANSACTION: frozenset({S.READY}),
+        S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+        S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+        S.ABORTABLE_ERROR: frozenset(
+            {S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING, S.PREPARED_TRANSACTION}
+        ),
+        S.FATAL_ERROR: frozenset(TransactionState),
+        S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    }
+)
 
 
 class IllegalStateError(PyklogError):
@@ -124,8 +128,13 @@ class IllegalStateError(PyklogError):
 
 
 class IllegalStateTransitionError(IllegalStateError, state_machine.IllegalTransitionError):
-    """A transition :data:`VALID_TRANSITIONS` does not allow: an :class:`IllegalStateError` as before,
+    """A transition :data:`VALID_PREVIOUS` does not allow: an :class:`IllegalStateError` as before,
     and the project's one :class:`pyklog.broker.common.state_machine.IllegalTransitionError`."""
+
+    @classmethod
+    def between(cls, source: TransactionState, target: TransactionState) -> IllegalStateTransitionError:
+        """The error for ``source -> target``, naming both states."""
+        return cls(f"producer state: invalid transition from {source.name} to {target.name}")
 
 
 class TransactionAbortedError(PyklogError):
@@ -399,10 +408,9 @@ class TransactionManager:
         no transition from the current state to it."""
         with self._lock:
             source = self.state
-            if source not in VALID_TRANSITIONS[target]:
-                raise IllegalStateTransitionError(
-                    f"producer state: invalid transition from {source.name} to {target.name}"
-                )
+            state_machine.check_transition(
+                VALID_PREVIOUS, source, target, "producer state", error=IllegalStateTransitionError.between
+            )
             self.state = target
         log.debug("producer state %s -> %s", source.name, target.name)
 

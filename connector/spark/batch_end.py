@@ -39,7 +39,15 @@ import tempfile
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_KEY", "CHANNEL_FILE", "BatchEndChannel", "BatchEndListener", "install", "strip_report"]
+__all__ = [
+    "REPORT_KEY",
+    "CHANNEL_FILE",
+    "BatchEndChannel",
+    "BatchEndListener",
+    "install",
+    "installed_listener",
+    "strip_report",
+]
 
 REPORT_KEY = "pyklog:batchEnd"
 CHANNEL_FILE = "completed.json"
@@ -212,11 +220,17 @@ def _listener_class():
 BatchEndListener = None  # the class, created on first install() (it needs pyspark)
 
 
+def installed_listener(spark):
+    """The :class:`BatchEndListener` :func:`install` added to ``spark`` (a SparkSession), or None.
+    Runs in the user's driver process."""
+    return getattr(spark, "_pyklog_batch_end_listener", None)
+
+
 def install(spark) -> bool:
     """Add the :class:`BatchEndListener` to ``spark`` (a SparkSession) once; True when added now.
     Runs in the user's driver process."""
     global BatchEndListener
-    if getattr(spark, "_pyklog_batch_end_listener", None) is not None:
+    if installed_listener(spark) is not None:
         return False
     if BatchEndListener is None:
         BatchEndListener = _listener_class()

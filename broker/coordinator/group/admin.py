@@ -3,8 +3,9 @@ OffsetDelete and the introspection tools and tests use.
 
 :class:`GroupAdministration` is a part of :class:`~pyklog.broker.coordinator.group.coordinator.GroupCoordinator`
 (its base class), kept in its own module so that each file holds one job: the coordinator module
-runs the membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, rebalances, timers),
-this one answers for the groups as a whole.  It uses the coordinator's state, which the coordinator
+runs the rebalance protocol (JoinGroup, SyncGroup, rebalances; heartbeats, session timers and
+LeaveGroup in :mod:`~pyklog.broker.coordinator.group.sessions`), this one answers for the groups as
+a whole.  It uses the coordinator's state, which the coordinator
 defines: the group table ``_groups`` (guarded by ``_lock``), ``offsets`` (the
 :class:`~pyklog.broker.coordinator.offsets.OffsetManager`, or None), ``broker_id``,
 ``offsets_retention_ms``, and the checks ``_check_coordinator(group_id)`` and

@@ -64,9 +64,18 @@ stores the caller's ``respond`` callback in the member and returns; the callback
 from whichever thread completes the rebalance (another request handler, or the coordinator's
 scheduler thread on a timeout).  The network layer allows ``Request.send`` from any thread.
 
-Offset expiry and the administration APIs (ListGroups, DescribeGroups, DeleteGroups, OffsetDelete)
-are written in :mod:`pyklog.broker.coordinator.group.admin` (:class:`GroupCoordinator`'s base class
-:class:`~pyklog.broker.coordinator.group.admin.GroupAdministration`).
+Where each part is written (one job per module; :class:`GroupCoordinator` is the one public class):
+
+* this module: :class:`GroupCoordinator`'s construction and shutdown, the rebalance protocol
+  (JoinGroup, SyncGroup, static members rejoining, the join and initial-delay timers) and the
+  OffsetCommit / TxnOffsetCommit validation;
+* :mod:`pyklog.broker.coordinator.group.sessions`: heartbeats, session timers, member removal and
+  LeaveGroup (its base class :class:`~pyklog.broker.coordinator.group.sessions.MemberSessions`);
+* :mod:`pyklog.broker.coordinator.group.admin`: offset expiry and the administration APIs
+  (ListGroups, DescribeGroups, DeleteGroups, OffsetDelete; its base class
+  :class:`~pyklog.broker.coordinator.group.admin.GroupAdministration`);
+* :mod:`pyklog.broker.coordinator.group.requests`: request bodies in, method calls, response bodies
+  out (:meth:`GroupCoordinator.handle`, :func:`~pyklog.broker.coordinator.group.requests.error_response`).
 
 Thread-safety: :class:`GroupCoordinator` is thread-safe.  Each group has its own lock; all timers
 (session expiry, rebalance timeout, initial delay) run on one
@@ -80,7 +89,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.coordinator.group.admin import GroupAdministration
@@ -88,9 +97,12 @@ from pyklog.broker.coordinator.group.metadata import (
     GroupMetadata,
     MemberMetadata,
     Respond,
+    fire_responses,
     join_result,
     sync_result,
 )
+from pyklog.broker.coordinator.group.requests import GROUP_API_KEYS, error_response, handle_request
+from pyklog.broker.coordinator.group.sessions import MemberSessions
 from pyklog.broker.coordinator.group.state import GroupState
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
@@ -106,12 +118,10 @@ from pyklog.broker.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from pyklog.broker.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 
 NONE = 0
-UNKNOWN_SERVER_ERROR = -1
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member waiting in its first JoinGroup
 #: longer than this (its client probably went away) is dropped.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
@@ -122,18 +132,6 @@ DEFAULT_MIN_SESSION_TIMEOUT_MS = 6000
 DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
 DEFAULT_MAX_SIZE = 2**31 - 1
 
-#: the APIs :meth:`GroupCoordinator.handle` answers
-GROUP_API_KEYS = frozenset(
-    {
-        ApiKey.JOIN_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.LEAVE_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.DESCRIBE_GROUPS,
-        ApiKey.LIST_GROUPS,
-    }
-)
-
 #: Kafka's offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms (10 minutes)
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
 DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
@@ -143,62 +141,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _client_host(peer: str | None) -> str:
-    """Kafka's form of the client address (``InetAddress.toString``): ``/127.0.0.1``."""
-    if not peer:
-        return ""
-    host = peer.rpartition(":")[0] if ":" in peer else peer
-    return "/" + host.strip("[]")
-
-
-def error_response(api_key: int, version: int, body: dict, code: int) -> dict:
-    """A response body to the group request ``body`` with error ``code`` (e.g. no coordinator running)."""
-    api_key = int(api_key)
-    if api_key == ApiKey.JOIN_GROUP:
-        return join_result(body.get("member_id", ""), code)
-    if api_key == ApiKey.SYNC_GROUP:
-        return sync_result(code)
-    if api_key == ApiKey.HEARTBEAT:
-        return {"throttle_time_ms": 0, "error_code": code}
-    if api_key == ApiKey.LEAVE_GROUP:
-        members = [
-            {"member_id": m.get("member_id", ""), "group_instance_id": m.get("group_instance_id"), "error_code": code}
-            for m in body.get("members") or []
-        ]
-        return {"throttle_time_ms": 0, "error_code": code, "members": members}
-    if api_key == ApiKey.LIST_GROUPS:
-        return {"throttle_time_ms": 0, "error_code": code, "groups": []}
-    if api_key == ApiKey.DESCRIBE_GROUPS:
-        return {
-            "throttle_time_ms": 0,
-            "groups": [
-                {
-                    "error_code": code,
-                    "group_id": g,
-                    "group_state": "",
-                    "protocol_type": "",
-                    "protocol_data": "",
-                    "members": [],
-                }
-                for g in body.get("groups") or []
-            ],
-        }
-    raise ValueError(f"api key {api_key} is not a group membership API")
-
-
-def _fire(out: list) -> None:
-    """Call the collected ``(respond, body)`` pairs (outside every group lock)."""
-    for respond, body in out:
-        try:
-            respond(body)
-        except Exception:  # noqa: BLE001 - e.g. the request was answered already
-            log.exception("answering a group request failed")
-
-
 # ---------------------------------------------------------------------------- coordinator
 
 
-class GroupCoordinator(GroupAdministration):
+class GroupCoordinator(MemberSessions, GroupAdministration):
     """Kafka's classic group membership protocol (see the module docstring).
 
     ``offset_manager`` (a :class:`broker.coordinator.offsets.OffsetManager`) decides which groups this
@@ -305,7 +251,7 @@ class GroupCoordinator(GroupAdministration):
                 for m in g.members.values():
                     m.answer_waiting(NotCoordinatorError.code, out)
         self._scheduler.shutdown(wait=True, timeout_s=5)
-        _fire(out)
+        fire_responses(out)
 
     def _schedule_at(self, when: float, fn: Callable[[ScheduledTask], None]) -> ScheduledTask:
         """Run ``fn(task)`` on the scheduler thread at ``when`` (``clock`` seconds); ``task`` is the
@@ -321,96 +267,10 @@ class GroupCoordinator(GroupAdministration):
         self, api_key: int, version: int, body: dict, client_id: str | None, peer: str | None, respond: Respond
     ) -> None:
         """Serve one decoded group request; ``respond(response_body)`` is called now or later
-        (from another thread), exactly once.  Never raises: failures are answered with an error."""
-        api_key = int(api_key)
-        try:
-            if api_key == ApiKey.JOIN_GROUP:
-                protocols = [(p["name"], bytes(p.get("metadata") or b"")) for p in body.get("protocols") or []]
-                if body.get("reason"):  # v8+ (KIP-800): why the client (re)joins, for the operator
-                    log.info(
-                        "member %r (client %r) joins group %s: client reason: %s",
-                        body.get("member_id", ""),
-                        client_id,
-                        body["group_id"],
-                        body["reason"],
-                    )
-                self.join_group(
-                    body["group_id"],
-                    body.get("member_id", ""),
-                    client_id=client_id or "",
-                    client_host=_client_host(peer),
-                    session_timeout_ms=body["session_timeout_ms"],
-                    rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
-                    protocol_type=body.get("protocol_type", ""),
-                    protocols=protocols,
-                    respond=respond,
-                    require_known_member_id=version >= 4,
-                    group_instance_id=body.get("group_instance_id"),
-                )
-            elif api_key == ApiKey.SYNC_GROUP:
-                assignments = {a["member_id"]: bytes(a.get("assignment") or b"") for a in body.get("assignments") or []}
-                self.sync_group(
-                    body["group_id"],
-                    body["generation_id"],
-                    body["member_id"],
-                    assignments,
-                    respond,
-                    body.get("group_instance_id"),
-                )
-            elif api_key == ApiKey.HEARTBEAT:
-                code = self.heartbeat(
-                    body["group_id"], body["generation_id"], body["member_id"], body.get("group_instance_id")
-                )
-                respond({"throttle_time_ms": 0, "error_code": code})
-            elif api_key == ApiKey.LEAVE_GROUP:
-                if version >= 3:  # v5+ (KIP-800): each member's reason, logged
-                    members = [
-                        (m["member_id"], m.get("group_instance_id"), m.get("reason")) for m in body.get("members") or []
-                    ]
-                else:
-                    members = [(body.get("member_id", ""), None)]
-                top, codes = self.leave_group(body["group_id"], members)
-                if version >= 3:
-                    respond(
-                        {
-                            "throttle_time_ms": 0,
-                            "error_code": top,
-                            "members": [
-                                {"member_id": m, "group_instance_id": gi, "error_code": c}
-                                for (m, gi, _), c in zip(members, codes)
-                            ],
-                        }
-                    )
-                else:
-                    respond({"throttle_time_ms": 0, "error_code": top or codes[0], "members": []})
-            elif api_key == ApiKey.LIST_GROUPS:
-                code, groups = self.list_groups()
-                respond(
-                    {
-                        "throttle_time_ms": 0,
-                        "error_code": code,
-                        "groups": [{"group_id": g, "protocol_type": pt} for g, pt in groups],
-                    }
-                )
-            elif api_key == ApiKey.DESCRIBE_GROUPS:
-                include_ops = bool(body.get("include_authorized_operations"))
-                respond(
-                    {
-                        "throttle_time_ms": 0,
-                        "groups": [
-                            self.describe_group(g, include_authorized_operations=include_ops) for g in body["groups"]
-                        ],
-                    }
-                )
-            else:
-                raise ValueError(f"api key {api_key} is not a group membership API")
-        except Exception as e:  # noqa: BLE001 - answer rather than leave the client waiting
-            log.exception("group request (api key %d v%d) failed", api_key, version)
-            code = e.code if isinstance(e, PyklogError) else UNKNOWN_SERVER_ERROR
-            try:
-                respond(error_response(api_key, version, body, code))
-            except Exception:  # noqa: BLE001 - answered already
-                pass
+        (from another thread), exactly once.  Never raises: failures are answered with an error.
+        The translation from request body to method call and back is
+        :func:`pyklog.broker.coordinator.group.requests.handle_request`."""
+        handle_request(self, api_key, version, body, client_id, peer, respond)
 
     # ------------------------------------------------------------------ coordinator checks
 
@@ -494,7 +354,7 @@ class GroupCoordinator(GroupAdministration):
                 self._join_known_member(group, member_id, args, out)
             if group.state == GroupState.PREPARING_REBALANCE:
                 self._try_complete_join(group, out)
-        _fire(out)
+        fire_responses(out)
 
     def _join_new_member(self, group: GroupMetadata, require_known: bool, args, out: list) -> None:
         client_id, _, session_timeout_ms, *_ = args
@@ -689,7 +549,7 @@ class GroupCoordinator(GroupAdministration):
                 )
                 return
             self._complete_join(group, out)
-        _fire(out)
+        fire_responses(out)
 
     def _complete_join(self, group: GroupMetadata, out: list) -> None:
         if group.join_timer is not None:
@@ -761,71 +621,6 @@ class GroupCoordinator(GroupAdministration):
             "members": members,
         }
 
-    # ------------------------------------------------------------------ members: expiry and removal
-
-    def _set_deadline(self, group: GroupMetadata, m: MemberMetadata, deadline: float) -> None:
-        """Kafka's completeAndScheduleNextHeartbeatExpiration: the member lives until ``deadline``."""
-        m.deadline = deadline
-        if m.timer is None or m.timer.cancelled or m.timer.when > deadline:
-            if m.timer is not None:
-                m.timer.cancel()
-            m.timer = self._schedule_at(deadline, lambda t, g=group, mid=m.member_id: self._on_expiry(g, mid, t))
-
-    def _heartbeat_ok(self, group: GroupMetadata, m: MemberMetadata) -> None:
-        self._set_deadline(group, m, self._clock() + m.session_timeout_ms / 1000.0)
-
-    def _on_expiry(self, group: GroupMetadata, member_id: str, timer: ScheduledTask) -> None:
-        out: list = []
-        with group.lock:
-            m = group.members.get(member_id)
-            if m is None or m.timer is not timer:
-                return
-            now = self._clock()
-            if m.join_cb is not None:
-                alive = not m.is_new or now < m.deadline  # waiting in JoinGroup
-            else:
-                alive = m.sync_cb is not None or now < m.deadline
-            if alive:
-                nxt = m.deadline if now < m.deadline else now + m.session_timeout_ms / 1000.0
-                m.timer = self._schedule_at(nxt, lambda t: self._on_expiry(group, member_id, t))
-                return
-            log.info(
-                "member %s in group %s has failed (no heartbeat for %d ms): removing it",
-                member_id,
-                group.group_id,
-                m.session_timeout_ms,
-            )
-            self._remove_member_and_update_group(group, m, f"member {member_id} expired", out)
-        _fire(out)
-
-    def _expire_pending(self, group: GroupMetadata, member_id: str, timer: ScheduledTask) -> None:
-        out: list = []
-        with group.lock:
-            if group.pending.get(member_id) is not timer:
-                return
-            del group.pending[member_id]
-            log.info("pending member %s of group %s did not rejoin: forgotten", member_id, group.group_id)
-            self._try_complete_join(group, out)
-        _fire(out)
-
-    def _remove_member(self, group: GroupMetadata, m: MemberMetadata, out: list) -> None:
-        if m.timer is not None:
-            m.timer.cancel()
-            m.timer = None
-        m.answer_waiting(UnknownMemberIdError.code, out)
-        group.members.pop(m.member_id, None)
-        if m.group_instance_id is not None and group.static.get(m.group_instance_id) == m.member_id:
-            del group.static[m.group_instance_id]
-        if group.leader_id == m.member_id:
-            group.leader_id = next(iter(group.members), None)
-
-    def _remove_member_and_update_group(self, group: GroupMetadata, m: MemberMetadata, reason: str, out: list) -> None:
-        self._remove_member(group, m, out)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, reason, out)
-        elif group.state == GroupState.PREPARING_REBALANCE:
-            self._try_complete_join(group, out)
-
     # ------------------------------------------------------------------ SyncGroup
 
     def sync_group(
@@ -884,79 +679,7 @@ class GroupCoordinator(GroupAdministration):
                 self._heartbeat_ok(group, m)
             else:  # Empty
                 out.append((respond, sync_result(UnknownMemberIdError.code)))
-        _fire(out)
-
-    # ------------------------------------------------------------------ Heartbeat
-
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None) -> int:
-        """The Heartbeat error code (0 = the member is current and the group is not rebalancing)."""
-        try:
-            self._check_coordinator(group_id)
-        except PyklogError as e:
-            return e.code
-        group = self._group(group_id, create=False)
-        if group is None:
-            return UnknownMemberIdError.code
-        with group.lock:
-            if group.state == GroupState.DEAD:
-                return CoordinatorNotAvailableError.code
-            if group.fenced(member_id, group_instance_id):
-                return FencedInstanceIdError.code
-            m = group.members.get(member_id)
-            if group.state == GroupState.EMPTY or m is None:
-                return UnknownMemberIdError.code
-            if generation_id != group.generation:
-                return IllegalGenerationError.code
-            self._heartbeat_ok(group, m)
-            if group.state == GroupState.PREPARING_REBALANCE:
-                return RebalanceInProgressError.code
-            return NONE
-
-    # ------------------------------------------------------------------ LeaveGroup
-
-    def leave_group(self, group_id: str, member_ids: Iterable[str | tuple]) -> tuple[int, list[int]]:
-        """Remove members (member ids, or ``(member_id, group_instance_id[, reason])``: a static
-        member may leave by instance id with an empty member id; the client's reason, LeaveGroup v5+,
-        is logged); returns (request error code, one code per member)."""
-        member_ids = [(x, None, None) if isinstance(x, str) else (tuple(x) + (None,))[:3] for x in member_ids]
-        try:
-            self._check_coordinator(group_id)
-        except PyklogError as e:
-            return e.code, [e.code] * len(member_ids)
-        group = self._group(group_id, create=False)
-        if group is None:
-            return NONE, [UnknownMemberIdError.code] * len(member_ids)
-        out: list = []
-        codes = []
-        with group.lock:
-            if group.state == GroupState.DEAD:
-                return CoordinatorNotAvailableError.code, [CoordinatorNotAvailableError.code] * len(member_ids)
-            for mid, instance, reason in member_ids:
-                if instance is not None:
-                    owner = group.static.get(instance)
-                    if owner is None:
-                        codes.append(UnknownMemberIdError.code)
-                        continue
-                    if mid and mid != owner:
-                        codes.append(FencedInstanceIdError.code)
-                        continue
-                    mid = owner
-                if mid in group.pending:
-                    group.pending.pop(mid).cancel()
-                    codes.append(NONE)
-                    self._try_complete_join(group, out)
-                    continue
-                m = group.members.get(mid)
-                if m is None:
-                    codes.append(UnknownMemberIdError.code)
-                    continue
-                log.info("member %s leaves group %s%s", mid, group_id, f" (client reason: {reason})" if reason else "")
-                self._remove_member_and_update_group(
-                    group, m, f"member {mid} left the group" + (f"; client reason: {reason}" if reason else ""), out
-                )
-                codes.append(NONE)
-        _fire(out)
-        return NONE, codes
+        fire_responses(out)
 
     # ------------------------------------------------------------------ OffsetCommit validation
 

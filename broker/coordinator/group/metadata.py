@@ -15,6 +15,7 @@ written under the group's :attr:`GroupMetadata.lock`, held by
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from pyklog.broker.common.scheduler import ScheduledTask
 from pyklog.broker.common.state_machine import check_transition
 from pyklog.broker.coordinator.group.state import VALID_PREVIOUS, GroupState
 from pyklog.broker.errors import InconsistentGroupProtocolError
+
+log = logging.getLogger(__name__)
 
 NO_GENERATION = -1
 
@@ -197,6 +200,16 @@ class GroupMetadata:
         return sorted(n for n, v in votes.items() if v == best)[0]
 
 
+def fire_responses(out: list) -> None:
+    """Call the collected ``(respond, body)`` pairs; the caller holds no group lock (the answers are
+    collected under it, then sent after it is released).  A failing ``respond`` is logged."""
+    for respond, body in out:
+        try:
+            respond(body)
+        except Exception:  # noqa: BLE001 - e.g. the request was answered already
+            log.exception("answering a group request failed")
+
+
 def join_result(member_id: str, code: int) -> dict:
     return {
         "throttle_time_ms": 0,
@@ -236,6 +249,7 @@ __all__ = [
     "MemberMetadata",
     "NO_GENERATION",
     "Respond",
+    "fire_responses",
     "join_result",
     "subscribed_topics",
     "sync_result",
