@@ -17,7 +17,8 @@ import uuid
 
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
 from pyklog.broker.protocol.schema import active_fields
-from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.batch import build_batch, build_control_batch
+from pyklog.broker.record.header import set_base_offset
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.server.process import READY_LINE, BrokerProcess  # noqa: F401  (re-exported for tests)
 
@@ -155,6 +156,20 @@ class Wire:
 def records(n: int, prefix: bytes = b"v", compression: int = 0, **kw) -> bytes:
     now = int(time.time() * 1000)
     return build_batch([(b"k%d" % i, prefix + b"%d" % i, now, ()) for i in range(n)], compression=compression, **kw)
+
+
+def batch_at(base: int, values, **kw) -> bytes:
+    """A record batch of ``values`` (no keys, timestamps 1000, 1001, ...) whose base offset is ``base``."""
+    buf = bytearray(build_batch([(None, v, 1000 + i, ()) for i, v in enumerate(values)], **kw))
+    set_base_offset(buf, 0, base)
+    return bytes(buf)
+
+
+def control_batch_at(base: int, ctype: int, pid: int, epoch: int = 0) -> bytes:
+    """A control batch (``ctype`` 0 = ABORT, 1 = COMMIT) of producer ``pid`` whose base offset is ``base``."""
+    buf = bytearray(build_control_batch(ctype, pid, epoch))
+    set_base_offset(buf, 0, base)
+    return bytes(buf)
 
 
 def produce(w: Wire, topic: str, data: bytes, version: int = 8, acks: int = 1, partition: int = 0) -> dict:
