@@ -10,6 +10,7 @@ shutdown) and restarted while the clients run.
   nothing that was not acknowledged (nothing beyond the high watermark), no error raised to the reader.
 
 Every test prints its counts (``-s``): acknowledged, read, lost, duplicated, out of order, phantom.
+The leader epoch a Fetch carries is checked in tests/integration/replication/test_clients.py.
 """
 
 from __future__ import annotations
