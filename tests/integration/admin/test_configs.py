@@ -19,7 +19,7 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-from tests.support import Wire, kazoo_client, wait_for
+from tests.support import Wire, create_topic, kazoo_client, wait_for
 
 
 def _topic() -> str:
@@ -338,24 +338,10 @@ def test_config_change_reaches_the_logs_of_every_broker(broker_factory):
     b1 = broker_factory(1)
     topic = _topic()
     with Wire(b0.port) as w:
-        r = w.request(
-            ApiKey.CREATE_TOPICS,
-            4,
-            {
-                "topics": [
-                    {
-                        "name": topic,
-                        "num_partitions": -1,
-                        "replication_factor": -1,
-                        "assignments": [{"partition_index": 0, "broker_ids": [1]}],
-                        "configs": [],
-                    }
-                ],
-                "timeout_ms": 10000,
-                "validate_only": False,
-            },
+        created = create_topic(
+            w, topic, partitions=-1, replication_factor=-1, assignments=[{"partition_index": 0, "broker_ids": [1]}]
         )
-        assert r["topics"][0]["error_code"] == 0
+        assert created["error_code"] == 0
     big = records(1, prefix=b"x" * 3000)
     with Wire(b1.port) as w1:
         wait_for(lambda: produce(w1, topic, big)["error_code"] == 0, 10, message="broker 1 leads partition 0")

@@ -28,14 +28,16 @@ def produce(bootstrap, topic, n, partitions, start=0, codec="none"):
         p.flush()
 
 
-def wait_query(q, predicate, timeout=120.0, what="query progress"):
+def wait_query(q, predicate, timeout=120.0, what="query progress", interval=0.5):
+    """Poll ``predicate`` every ``interval`` seconds until it holds; fails at once if the streaming
+    query ``q`` failed, and after ``timeout`` seconds naming ``what`` and the query's last progress."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if q.exception() is not None:
             raise AssertionError(f"query failed while waiting for {what}: {q.exception()}")
         if predicate():
             return
-        time.sleep(0.5)
+        time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last progress {q.lastProgress}")
 
 
