@@ -9,6 +9,7 @@ Modelled on kafka-python's integration fixtures: free port, readiness wait on th
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import struct
@@ -55,6 +56,19 @@ def stable_port() -> int:
             except OSError:
                 continue
     raise RuntimeError("no free port in 20000-32000")
+
+
+def clean_user_env(**extra) -> dict[str, str]:
+    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
+    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH; ``extra`` on top."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
+    }
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(extra)
+    return env
 
 
 @contextlib.contextmanager
@@ -224,6 +238,23 @@ def fetch(
 
 def values(raw) -> list[bytes]:
     return [r.value for b in iter_batches(bytes(raw or b"")) for r in b.records]
+
+
+def log_start_and_end_offsets(port: int, topic: str) -> tuple[int, int]:
+    """(log start offset, log end offset) of ``topic``-0 on the broker at ``port``, through ListOffsets v1."""
+    out = []
+    with Wire(port) as w:
+        for ts in (-2, -1):
+            r = w.request(
+                ApiKey.LIST_OFFSETS,
+                1,
+                {
+                    "replica_id": -1,
+                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+                },
+            )
+            out.append(r["topics"][0]["partitions"][0]["offset"])
+    return out[0], out[1]
 
 
 def create_topic(w: Wire, name: str, partitions: int = 1, version: int = 4, **extra) -> dict:
