@@ -329,3 +329,19 @@ def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
             },
         )
     return resp["responses"][0]["partition_responses"][0]
+
+
+def ride_out_producer_config(bootstrap: str, **extra) -> dict:
+    """confluent-kafka settings of a producer meant to ride out leader changes: acks=all with
+    idempotence, two minutes to deliver a record, 10 s per request, metadata refreshed every second;
+    ``extra`` (dotted names as keyword arguments through ``**{...}``) on top."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "message.timeout.ms": 120000,
+        "request.timeout.ms": 10000,
+        "topic.metadata.refresh.interval.ms": 1000,
+        **extra,
+    }
