@@ -62,6 +62,17 @@ def pytest_collection_modifyitems(config, items):
 # No PYSPARK_PYTHON here: `import pyklog` (through support) sets it, as it does for users.
 
 
+@pytest.fixture
+def no_group_coordinator_errors(caplog):
+    """The test fails if a group coordinator running in the pytest process logged an error (e.g. a
+    failing respond callback).  Used by the group coordinator tests through ``pytest.mark.usefixtures``."""
+    yield
+    errors = [
+        r for r in caplog.records if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"
+    ]
+    assert not errors, [r.getMessage() for r in errors]
+
+
 def pytest_sessionfinish(session, exitstatus):
     """After all the suite's imports, nothing named ``broker`` or ``connector`` may have been
     imported: pyklog's only import name is ``pyklog``."""

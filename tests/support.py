@@ -9,6 +9,7 @@ Modelled on kafka-python's integration fixtures: free port, readiness wait on th
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import struct
@@ -17,7 +18,8 @@ import uuid
 
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
 from pyklog.broker.protocol.schema import active_fields
-from pyklog.broker.record.batch import build_batch
+from pyklog.broker.record.batch import build_batch, build_control_batch
+from pyklog.broker.record.header import set_base_offset
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.server.process import READY_LINE, BrokerProcess  # noqa: F401  (re-exported for tests)
 
@@ -54,6 +56,19 @@ def stable_port() -> int:
             except OSError:
                 continue
     raise RuntimeError("no free port in 20000-32000")
+
+
+def clean_user_env(**extra) -> dict[str, str]:
+    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
+    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH; ``extra`` on top."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
+    }
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(extra)
+    return env
 
 
 @contextlib.contextmanager
@@ -157,6 +172,20 @@ def records(n: int, prefix: bytes = b"v", compression: int = 0, **kw) -> bytes:
     return build_batch([(b"k%d" % i, prefix + b"%d" % i, now, ()) for i in range(n)], compression=compression, **kw)
 
 
+def batch_at(base: int, values, **kw) -> bytes:
+    """A record batch of ``values`` (no keys, timestamps 1000, 1001, ...) whose base offset is ``base``."""
+    buf = bytearray(build_batch([(None, v, 1000 + i, ()) for i, v in enumerate(values)], **kw))
+    set_base_offset(buf, 0, base)
+    return bytes(buf)
+
+
+def control_batch_at(base: int, ctype: int, pid: int, epoch: int = 0) -> bytes:
+    """A control batch (``ctype`` 0 = ABORT, 1 = COMMIT) of producer ``pid`` whose base offset is ``base``."""
+    buf = bytearray(build_control_batch(ctype, pid, epoch))
+    set_base_offset(buf, 0, base)
+    return bytes(buf)
+
+
 def produce(w: Wire, topic: str, data: bytes, version: int = 8, acks: int = 1, partition: int = 0) -> dict:
     resp = w.request(
         ApiKey.PRODUCE,
@@ -209,6 +238,23 @@ def fetch(
 
 def values(raw) -> list[bytes]:
     return [r.value for b in iter_batches(bytes(raw or b"")) for r in b.records]
+
+
+def log_start_and_end_offsets(port: int, topic: str) -> tuple[int, int]:
+    """(log start offset, log end offset) of ``topic``-0 on the broker at ``port``, through ListOffsets v1."""
+    out = []
+    with Wire(port) as w:
+        for ts in (-2, -1):
+            r = w.request(
+                ApiKey.LIST_OFFSETS,
+                1,
+                {
+                    "replica_id": -1,
+                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+                },
+            )
+            out.append(r["topics"][0]["partitions"][0]["offset"])
+    return out[0], out[1]
 
 
 def create_topic(w: Wire, name: str, partitions: int = 1, version: int = 4, **extra) -> dict:

@@ -18,6 +18,7 @@ import uuid
 
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
+from tests.integration.replication_support import ride_out_producer_config
 from tests.support import wait_for
 
 KILLS = 10
@@ -66,18 +67,7 @@ def test_acks_all_idempotent_producer_through_10_leader_sigkills(broker_factory,
             else:
                 acked[p].append((seq, msg.offset(), time.monotonic()))
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.timeout.ms": 120000,
-            "request.timeout.ms": 10000,
-            "topic.metadata.refresh.interval.ms": 1000,
-            "retry.backoff.ms": 100,
-        }
-    )
+    producer = Producer(ride_out_producer_config(bootstrap, **{"retry.backoff.ms": 100}))
 
     def produce_loop():
         while not stop.is_set():

@@ -1,11 +1,9 @@
-"""KIP-455 partition reassignment through the APIs (AlterPartitionReassignments 45,
-ListPartitionReassignments 46), served by the controller, with real broker processes in one
-ZooKeeper chroot and kafka-python's admin client as a user would call it.
+"""KIP-455 partition reassignment of many partitions at once (AlterPartitionReassignments 45) keeps
+the controller's event thread busy for seconds; with one request handler thread the controller broker
+must still answer Metadata meanwhile.  Real broker processes in one ZooKeeper chroot.
 
-Faults are real: a follower SIGSTOPped keeps a reassignment in progress, the controller SIGKILLed
-hands it to the next controller (the KIP-455 ``adding_replicas``/``removing_replicas`` of the topic
-znode).  Every record acknowledged (acks=all, idempotent confluent-kafka producer running during the
-moves) is counted and read back: lost and duplicated records are asserted to be none.
+Reassignment under produce, listing, controller failover, cancel and the tool are in
+tests/integration/controller/test_reassign.py.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ shutdown) and restarted while the clients run.
   nothing that was not acknowledged (nothing beyond the high watermark), no error raised to the reader.
 
 Every test prints its counts (``-s``): acknowledged, read, lost, duplicated, out of order, phantom.
+The leader epoch a Fetch carries is checked in tests/integration/replication/test_clients.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.integration.replication_support import (
     count,
     create_rf3_topic,
     read_back,
+    ride_out_producer_config,
     start_cluster,
     state,
 )
@@ -133,19 +135,7 @@ def test_pyklog_consumers_read_through_leader_changes(broker_factory, zk, zk_chr
     lock = threading.Lock()
     stop_producing = threading.Event()
     stop_reading = threading.Event()
-    producer = CkProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.timeout.ms": 120000,
-            "request.timeout.ms": 10000,
-            "topic.metadata.refresh.interval.ms": 1000,
-            "retry.backoff.ms": 100,
-            "log_level": 0,
-        }
-    )
+    producer = CkProducer(ride_out_producer_config(bootstrap, **{"retry.backoff.ms": 100, "log_level": 0}))
 
     def on_delivery(err, msg):
         p, seq = (int(x) for x in msg.value().decode().split(":"))

@@ -1,83 +1,29 @@
-"""Replication between real broker processes: followers fetch from the leader,
-the leader tracks them, the high watermark follows the ISR, the ISR shrinks and expands in the
-partition state znode, acks=all waits for the ISR and min.insync.replicas refuses writes.
+"""Followers SIGKILLed under load: confluent-kafka produces acks=all with idempotence while each
+follower of a 3-broker, replication factor 3 cluster is SIGKILLed and restarted in turn (the last with
+its log directory wiped), then the leader is SIGKILLed.  Every acknowledged record must be read back
+once, in order per partition.
 
-Three brokers, replication factor 3.  Faults are real: SIGKILL, SIGSTOP/SIGCONT, restarts.  Every
-test counts what was acknowledged and what is read back (lost, duplicated).  Leaders are fixed here
-(no controller yet): the tests kill and stop followers only.
+The quick replication scenarios (ISR shrink and expansion, high watermark, min.insync.replicas,
+truncation of a deposed leader) are in tests/integration/replication/test_fetch.py.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
 import tests.support as support
-from pyklog.broker.protocol import ApiKey
-from pyklog.broker.zk import paths
 from tests.integration.replication_support import (
     LAG_MS,
-    REPL_PROPS,
     assert_replicas_identical,
     consume_all,
+    list_latest,
     log_end_offset,
+    produce_raw,
+    start_brokers,
+    state,
 )
 from tests.support import wait_for
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-def start_cluster(broker_factory, n=3, **props):
-    brokers = [broker_factory(i, **dict(REPL_PROPS, **props)) for i in range(n)]
-    with support.Wire(brokers[0].port) as w:
-        wait_for(
-            lambda: (
-                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == n
-            ),
-            message="all brokers registered",
-        )
-    return brokers
-
-
-def state(zk, topic, p) -> dict:
-    return json.loads(zk.get(paths.partition_state(topic, p))[0])
-
-
-def list_latest(port, topic, p=0) -> int:
-    with support.Wire(port) as w:
-        resp = w.request(
-            ApiKey.LIST_OFFSETS,
-            2,
-            {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}],
-            },
-        )
-    part = resp["topics"][0]["partitions"][0]
-    assert part["error_code"] == 0, part
-    return part["offset"]
-
-
-def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
-    with support.Wire(port) as w:
-        resp = w.request(
-            ApiKey.PRODUCE,
-            8,
-            {
-                "transactional_id": None,
-                "acks": acks,
-                "timeout_ms": timeout_ms,
-                "topic_data": [
-                    {"name": topic, "partition_data": [{"index": p, "records": support.records(1, prefix=value)}]}
-                ],
-            },
-        )
-    return resp["responses"][0]["partition_responses"][0]
-
-
-# ------------------------------------------------------------------------------------ tests
 
 
 def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_killed(broker_factory, zk):
@@ -91,7 +37,7 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
 
     from confluent_kafka import Producer
 
-    brokers = start_cluster(broker_factory)
+    brokers = start_brokers(broker_factory)
     leader, f1, f2 = brokers
     topic = f"load-{uuid.uuid4().hex[:6]}"
     with support.Wire(leader.port) as w:  # every partition led by broker 0 (CreateTopics' assignments)

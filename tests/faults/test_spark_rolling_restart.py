@@ -32,6 +32,7 @@ from tests.integration.replication_support import (
     create_rf3_topic,
     high_watermarks,
     read_back,
+    ride_out_producer_config,
     start_cluster,
     state,
 )
@@ -47,18 +48,7 @@ class _SourceProducer(threading.Thread):
         super().__init__(name="rolling-restart-producer", daemon=True)
         from confluent_kafka import Producer
 
-        self.p = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 120000,
-                "request.timeout.ms": 10000,
-                "topic.metadata.refresh.interval.ms": 1000,
-                "log_level": 0,
-            }
-        )
+        self.p = Producer(ride_out_producer_config(bootstrap, log_level=0))
         self.topic = topic
         self.acked = {p: [] for p in range(PARTITIONS)}
         self.failed: list = []

@@ -1,14 +1,14 @@
-"""``deliveryGuarantee=exactly-once`` against real brokers and real Spark, with faults.
+"""``deliveryGuarantee=exactly-once`` streaming A -> B against real brokers while the Spark driver is SIGKILLed.
 
-* Streaming A -> B: the driver (tests/integration/spark/sink_exactly_once_driver.py, its own Spark in its own process
-  group) is SIGKILLed three times, once at a random moment, once inside the sink's commit between
-  two transaction completions (the sink's test hook pauses there), once more at a random moment;
-  each time it restarts from its checkpoint, the last run with Trigger.AvailableNow.  B read with
-  read_committed must equal A: no duplicate, no loss; no transaction of B may stay open.
-* Batch: a write whose job fails (one task meets a bad row after writing part of its rows) leaves
-  nothing visible to read_committed readers; the re-run writes every row exactly once.
+The driver (tests/integration/spark/sink_exactly_once_driver.py, its own Spark in its own process group) is
+SIGKILLed three times, once at a random moment, once inside the sink's commit between two transaction
+completions (the sink's test hook pauses there), once more at a random moment; each time it restarts from
+its checkpoint, the last run with Trigger.AvailableNow.  B read with read_committed must equal A: no
+duplicate, no loss; no transaction of B may stay open.
 
-The unit tests of the driver's decisions are in tests/unit/spark/test_sink_exactly_once.py.
+The batch write and the abandoned transaction against real brokers are in
+tests/integration/spark/test_sink_exactly_once.py (whose support module holds the committed-view helpers
+used here); the driver's recovery decisions are in tests/integration/spark/test_sink_recovery.py.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from pyklog.broker.record.batch import CONTROL_COMMIT
-from pyklog.broker.record.reader import iter_batches
 from pyklog.connector.client import ClusterClient
-from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
 from pyklog.connector.spark.sink import SinkTransactionLog
+from tests.integration.spark.support import (
+    check_broker_read_committed,
+    count_duplicates_and_lost,
+    log_view,
+)
 from tests.support import wait_for
 
 DRIVER = os.path.join(
@@ -47,65 +47,6 @@ def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) ->
         p.flush()
         assert p.failed_records == 0
     return values
-
-
-def _read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    with SimpleConsumer(bootstrap, isolation_level=isolation) as c:
-        return [r.value for p in range(partitions) for r in c.iter_records(topic, p, 0)]
-
-
-def _log_view(bootstrap: str, topic: str, partitions: int) -> tuple[list[bytes], list[bytes], int]:
-    """The partitions' logs read raw to their high watermark and resolved as a read_committed
-    consumer must resolve them, from the record batches themselves: a transactional batch counts
-    once its producer's COMMIT marker follows it, is dropped at an ABORT marker.  Returns
-    (committed values, all values, records of transactions still open)."""
-    committed, everything, still_open = [], [], 0
-    with SimpleConsumer(bootstrap) as c:
-        for p in range(partitions):
-            hw = c.latest_offset(topic, p)
-            pending: dict[int, list[bytes]] = {}
-            offset = 0
-            while offset < hw:
-                raw = c.fetch_raw(topic, p, offset, 4 << 20)
-                nxt = offset
-                for b in iter_batches(bytes(raw.records)):
-                    if b.header.last_offset < offset:
-                        continue
-                    nxt = b.header.last_offset + 1
-                    if b.is_control:
-                        values = pending.pop(b.producer_id, [])
-                        if b.control_type == CONTROL_COMMIT:
-                            committed += values
-                        continue
-                    values = [r.value for r in b.records]
-                    everything += values
-                    if b.is_transactional:
-                        pending.setdefault(b.producer_id, []).extend(values)
-                    else:
-                        committed += values
-                assert nxt > offset, f"no progress reading {topic}-{p} at {offset} (high watermark {hw})"
-                offset = nxt
-            still_open += sum(len(v) for v in pending.values())
-    return committed, everything, still_open
-
-
-def _open_transactions(bootstrap: str, topic: str, partitions: int) -> dict:
-    """Partitions whose last stable offset is behind the high watermark (an open transaction)."""
-    with SimpleConsumer(bootstrap) as hw, SimpleConsumer(bootstrap, isolation_level="read_committed") as lso:
-        out = {}
-        for p in range(partitions):
-            h, s = hw.latest_offset(topic, p), lso.latest_offset(topic, p)
-            if s < h:
-                out[p] = (s, h)
-        return out
-
-
-def _count(expected: list[bytes], got: list[bytes]) -> tuple[int, int]:
-    """(duplicates, lost) of ``got`` against ``expected``."""
-    c = collections.Counter(got)
-    dups = sum(n - 1 for n in c.values() if n > 1)
-    lost = len(set(expected) - set(c))
-    return dups, lost
 
 
 class _Driver:
@@ -207,13 +148,13 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
 
     # the markers of the last commit follow EndTxn closely; transactions the killed runs left open
     # must have been aborted by the restarted driver, well before their 300 s timeout
-    view = lambda: _log_view(broker.bootstrap, "eos-b", 3)  # noqa: E731
+    view = lambda: log_view(broker.bootstrap, "eos-b", 3)  # noqa: E731
     try:
         committed, raw, still_open = wait_for(lambda: (v := view())[2] == 0 and v, 20, 0.2, "no open transaction")
     except AssertionError:
         committed, raw, still_open = view()
-    dups, lost = _count(expected, committed)
-    raw_dups, _ = _count(expected, raw)
+    dups, lost = count_duplicates_and_lost(expected, committed)
+    raw_dups, _ = count_duplicates_and_lost(expected, raw)
     print(
         f"kills {kills}; A {len(expected)} rows; B committed {len(committed)} rows, {dups} duplicates, "
         f"{lost} lost; B's log {len(raw)} rows ({raw_dups} duplicates from aborted attempts), "
@@ -227,17 +168,4 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
     assert raw_dups > 0
     # nothing of the killed runs is left open: read_committed readers are not held back
     assert still_open == 0
-    _check_broker_read_committed(broker.bootstrap, "eos-b", 3, committed, raw)
-
-
-def _check_broker_read_committed(bootstrap, topic, partitions, committed, raw) -> None:
-    """The brokers' own read_committed answer must be the committed view (and nothing is open)."""
-    rc = _read(bootstrap, topic, partitions, "read_committed")
-    if len(raw) > len(committed) and rc == _read(bootstrap, topic, partitions, "read_uncommitted"):
-        pytest.xfail(
-            "the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
-            "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
-            "was computed from the log's markers instead"
-        )
-    assert collections.Counter(rc) == collections.Counter(committed)
-    assert _open_transactions(bootstrap, topic, partitions) == {}
+    check_broker_read_committed(broker.bootstrap, "eos-b", 3, committed, raw)

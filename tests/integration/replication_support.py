@@ -1,7 +1,9 @@
 """Shared helpers of the replicated-cluster tests: a 3-broker cluster with a
 replication factor 3 topic, leader bounces (SIGKILL or SIGTERM = controlled shutdown, then a restart
 and a wait until the broker is back in every ISR), and the one counting rule every test applies
-(acknowledged, read, lost, duplicated, out of order, read but never acknowledged).
+(acknowledged, read, lost, duplicated, out of order, read but never acknowledged); for the
+fixed-leader tests, brokers started with REPL_PROPS, topics placed by hand, and single wire requests
+(ListOffsets, Produce) to one broker.
 
 Runs in the pytest process; the brokers are real processes from ``broker_factory``.
 """
@@ -17,6 +19,8 @@ import struct
 import time
 import uuid
 
+import tests.support as support
+from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from tests.support import wait_for
@@ -277,3 +281,67 @@ def assert_replicas_identical(brokers, topic, p):
         assert [x[0] for x in bl] == [x[0] for x in first], f"broker {bid} has other batches"
         assert bl == first, f"broker {bid}'s batches differ in their bytes"
     return first
+
+
+def start_brokers(broker_factory, n=3, **props) -> list:
+    """``n`` brokers (ids 0..n-1) with REPL_PROPS, returned once broker 0's metadata lists them all."""
+    brokers = [broker_factory(i, **dict(REPL_PROPS, **props)) for i in range(n)]
+    with support.Wire(brokers[0].port) as w:
+        wait_for(
+            lambda: (
+                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == n
+            ),
+            message="all brokers registered",
+        )
+    return brokers
+
+
+def list_latest(port, topic, p=0) -> int:
+    """The log end offset of ``topic``-``p`` as the broker on ``port`` answers ListOffsets (latest)."""
+    with support.Wire(port) as w:
+        resp = w.request(
+            ApiKey.LIST_OFFSETS,
+            2,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}],
+            },
+        )
+    part = resp["topics"][0]["partitions"][0]
+    assert part["error_code"] == 0, part
+    return part["offset"]
+
+
+def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
+    """One record produced to the broker on ``port`` over the wire; returns the partition response."""
+    with support.Wire(port) as w:
+        resp = w.request(
+            ApiKey.PRODUCE,
+            8,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout_ms": timeout_ms,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": p, "records": support.records(1, prefix=value)}]}
+                ],
+            },
+        )
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def ride_out_producer_config(bootstrap: str, **extra) -> dict:
+    """confluent-kafka settings of a producer meant to ride out leader changes: acks=all with
+    idempotence, two minutes to deliver a record, 10 s per request, metadata refreshed every second;
+    ``extra`` (dotted names as keyword arguments through ``**{...}``) on top."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "message.timeout.ms": 120000,
+        "request.timeout.ms": 10000,
+        "topic.metadata.refresh.interval.ms": 1000,
+        **extra,
+    }

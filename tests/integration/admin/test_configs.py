@@ -19,7 +19,7 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-from tests.support import Wire, kazoo_client, wait_for
+from tests.support import Wire, create_topic, kazoo_client, log_start_and_end_offsets, wait_for
 
 
 def _topic() -> str:
@@ -31,23 +31,6 @@ def _describe(admin, rtype, name, **kw) -> dict:
 
     res = ConfigResource(rtype, name)
     return admin.describe_configs([res], **kw)[res].result(30)
-
-
-def _offsets(port: int, topic: str) -> tuple[int, int]:
-    """(log start offset, log end offset) of partition 0 through ListOffsets v1."""
-    out = []
-    with Wire(port) as w:
-        for ts in (-2, -1):
-            r = w.request(
-                ApiKey.LIST_OFFSETS,
-                1,
-                {
-                    "replica_id": -1,
-                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
-                },
-            )
-            out.append(r["topics"][0]["partitions"][0]["offset"])
-    return out[0], out[1]
 
 
 def test_describe_configs_right_after_create_topics_sources_and_synonyms(broker_factory):
@@ -208,7 +191,7 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
     assert len(failed) == 1 and failed[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, failed
     send(b"y" * 200)
     assert len(delivered) == 2
-    assert _offsets(b.port, topic) == (0, 2)  # the refused record was not written
+    assert log_start_and_end_offsets(b.port, topic) == (0, 2)  # the refused record was not written
     # ZooKeeper: the override and a change notification, as Kafka's kafka-configs writes them
     zk = kazoo_client(zk_chroot)
     try:
@@ -244,15 +227,15 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
     )
     for i in range(20):
         send(b"z%d" % i * 100)
-    assert not failed[1:] and _offsets(b.port, topic) == (0, 22)
+    assert not failed[1:] and log_start_and_end_offsets(b.port, topic) == (0, 22)
     logdir = os.path.join(b.log_dir, "data", f"{topic}-0")
     segments = lambda: sorted(f for f in os.listdir(logdir) if f.endswith(".log"))  # noqa: E731
     assert len(segments()) >= 5, segments()
 
     # retention.ms: old segments are deleted on the live log, the log start offset moves
     incremental(ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET))
-    wait_for(lambda: _offsets(b.port, topic)[0] > 0, 20, message="retention deleted old segments")
-    _start, end = _offsets(b.port, topic)
+    wait_for(lambda: log_start_and_end_offsets(b.port, topic)[0] > 0, 20, message="retention deleted old segments")
+    _start, end = log_start_and_end_offsets(b.port, topic)
     assert end == 22 and len(segments()) < 5
 
     # cleanup.policy: APPEND compact (kafka-python's incremental alter), null keys are refused
@@ -326,7 +309,7 @@ def test_config_changes_take_effect_on_the_live_log_and_survive_restart(broker_f
     send(b"x" * 3000)
     assert len(failed) == n_failed + 1
     send(b"small")
-    assert _offsets(b.port, topic)[1] == 23
+    assert log_start_and_end_offsets(b.port, topic)[1] == 23
 
 
 def test_config_change_reaches_the_logs_of_every_broker(broker_factory):
@@ -338,24 +321,10 @@ def test_config_change_reaches_the_logs_of_every_broker(broker_factory):
     b1 = broker_factory(1)
     topic = _topic()
     with Wire(b0.port) as w:
-        r = w.request(
-            ApiKey.CREATE_TOPICS,
-            4,
-            {
-                "topics": [
-                    {
-                        "name": topic,
-                        "num_partitions": -1,
-                        "replication_factor": -1,
-                        "assignments": [{"partition_index": 0, "broker_ids": [1]}],
-                        "configs": [],
-                    }
-                ],
-                "timeout_ms": 10000,
-                "validate_only": False,
-            },
+        created = create_topic(
+            w, topic, partitions=-1, replication_factor=-1, assignments=[{"partition_index": 0, "broker_ids": [1]}]
         )
-        assert r["topics"][0]["error_code"] == 0
+        assert created["error_code"] == 0
     big = records(1, prefix=b"x" * 3000)
     with Wire(b1.port) as w1:
         wait_for(lambda: produce(w1, topic, big)["error_code"] == 0, 10, message="broker 1 leads partition 0")

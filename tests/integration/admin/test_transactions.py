@@ -273,27 +273,14 @@ def test_two_brokers_list_their_own_transactions_and_describe_elsewhere_is_not_c
 
     topic = f"txp-{uuid.uuid4().hex[:6]}"
     with Wire(b0.port) as w:
-        r = w.request(
-            ApiKey.CREATE_TOPICS,
-            4,
-            {
-                "topics": [
-                    {
-                        "name": topic,
-                        "num_partitions": -1,
-                        "replication_factor": -1,
-                        "configs": [],
-                        "assignments": [
-                            {"partition_index": 0, "broker_ids": [0]},
-                            {"partition_index": 1, "broker_ids": [1]},
-                        ],
-                    }
-                ],
-                "timeout_ms": 10000,
-                "validate_only": False,
-            },
+        created = create_topic(
+            w,
+            topic,
+            partitions=-1,
+            replication_factor=-1,
+            assignments=[{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [1]}],
         )
-        assert r["topics"][0]["error_code"] == 0, r
+        assert created["error_code"] == 0, created
     tid = tids[0]  # coordinated by broker 0
     p = Producer({"bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "transactional.id": tid, "linger.ms": 5})
     p.init_transactions(30)

@@ -1,6 +1,6 @@
 """pyklog-get-offsets, pyklog-delete-records and pyklog-configs as a user runs them (subprocesses)
 against a real broker, output lines and exit codes as Kafka's GetOffsetShell, DeleteRecordsCommand and
-ConfigCommand."""
+ConfigCommand.  Help, usage errors and bad input files (no broker) are in tests/unit/cli/test_admin_tools.py."""
 
 from __future__ import annotations
 

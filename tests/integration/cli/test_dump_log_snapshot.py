@@ -1,11 +1,12 @@
 """pyklog-dump-log of a real broker's producer state ``.snapshot`` (Kafka's DumpLogSegments line per
-producer id) and of a ``leader-epoch-checkpoint`` (Kafka's checkpoint file format); subprocesses.
+producer id); subprocesses.
 
 An idempotent producer (confluent-kafka) and a transactional one whose transaction is still open
 write to one partition; after the broker's clean shutdown the snapshot holds both: the idempotent
 one's last sequence and offset, the transactional one's currentTxnFirstOffset.  The values are
 checked against the batches pyklog-dump-log reads from the .log.  A damaged snapshot is reported
-(exit 1), nothing is printed for it.
+(exit 1), nothing is printed for it.  The ``leader-epoch-checkpoint`` dump (no broker) is in
+tests/unit/cli/test_dump_log_snapshot.py.
 """
 
 from __future__ import annotations

@@ -278,27 +278,14 @@ def test_coordinator_sigkilled_between_prepare_commit_and_markers(broker_factory
     b0, b1 = two_brokers(broker_factory, **TXN_PROPS)
     topic = f"txx-{uuid.uuid4().hex[:6]}"
     with Wire(b0.port) as w:
-        r = w.request(
-            ApiKey.CREATE_TOPICS,
-            4,
-            {
-                "topics": [
-                    {
-                        "name": topic,
-                        "num_partitions": -1,
-                        "replication_factor": -1,
-                        "configs": [],
-                        "assignments": [
-                            {"partition_index": 0, "broker_ids": [1]},
-                            {"partition_index": 1, "broker_ids": [1]},
-                        ],
-                    }
-                ],
-                "timeout_ms": 10000,
-                "validate_only": False,
-            },
+        created = create_topic(
+            w,
+            topic,
+            partitions=-1,
+            replication_factor=-1,
+            assignments=[{"partition_index": 0, "broker_ids": [1]}, {"partition_index": 1, "broker_ids": [1]}],
         )
-        assert r["topics"][0]["error_code"] == 0, r
+        assert created["error_code"] == 0, created
     tid = _tid_coordinated_by(b0.port, 0)
     p = confluent_producer(f"{b0.bootstrap},{b1.bootstrap}", tid)
     p.init_transactions(30)

@@ -1,7 +1,4 @@
-"""pyklog's transactional producer (KIP-98) against real brokers, and its rules without one.
-
-Without a server: the config rules, the request bodies (encoded and decoded by broker.protocol
-at every version), the state checks of the facade.  With real broker processes: commit and abort
+"""pyklog's transactional producer (KIP-98) against real broker processes: commit and abort
 visibility read by confluent-kafka (read_committed / read_uncommitted) and by pyklog's
 SimpleConsumer; AddPartitionsToTxn once per drain before the first Produce and EndTxn after the
 last one (counted in the broker's DEBUG request log); fencing of two producers with one
@@ -9,6 +6,9 @@ transactional.id; a producer SIGKILLed mid-transaction, its transaction aborted 
 init_transactions or by the coordinator's timeout; send_offsets_to_transaction; a timed-out
 transaction named as such; prepare in one process, SIGKILL, complete_transaction from another;
 a broker without transactions answering a fast, clear error.
+
+The rules without a server (config, request bodies, state checks) are in
+tests/unit/connector/test_producer_transactions.py.
 """
 
 from __future__ import annotations

@@ -1,38 +1,21 @@
-"""SimpleConsumer: decoding rules (pure) and fetches against real brokers."""
+"""SimpleConsumer against real brokers: fetches across brokers, offsets, records written by
+confluent-kafka and kcat, and control batches in a real log.  The decoding rules (pure) are in
+tests/unit/connector/test_simple_consumer.py."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
-from pyklog.broker.record.batch import build_batch, build_control_batch
-from pyklog.broker.record.header import set_base_offset
-
-
-def _batch(base, values, **kw):
-    buf = bytearray(build_batch([(None, v, 1000 + i, ()) for i, v in enumerate(values)], **kw))
-    set_base_offset(buf, 0, base)
-    return bytes(buf)
-
-
-def _control(base, ctype, pid, epoch=0):
-    buf = bytearray(build_control_batch(ctype, pid, epoch))
-    set_base_offset(buf, 0, base)
-    return bytes(buf)
-
-
-# ---------------------------------------------------------------------------------------------
-# against real brokers
-# ---------------------------------------------------------------------------------------------
-import subprocess  # noqa: E402
-import time  # noqa: E402
-
-from pyklog.broker.errors import OffsetOutOfRangeError  # noqa: E402
-from pyklog.broker.record.reader import iter_batches  # noqa: E402
-from pyklog.connector.client import ClusterClient  # noqa: E402
-from pyklog.connector.consumer import SimpleConsumer  # noqa: E402
-from pyklog.connector.partitioner import partition_for_key  # noqa: E402
-from pyklog.connector.producer import Producer  # noqa: E402
-from tests.support import wait_for  # noqa: E402
+from pyklog.broker.errors import OffsetOutOfRangeError
+from pyklog.broker.record.reader import iter_batches
+from pyklog.connector.client import ClusterClient
+from pyklog.connector.consumer import SimpleConsumer
+from pyklog.connector.partitioner import partition_for_key
+from pyklog.connector.producer import Producer
+from tests.support import batch_at, control_batch_at, wait_for
 
 
 def test_fetch_multi_fetch_and_offsets(broker_factory, zk_chroot):
@@ -161,9 +144,9 @@ def test_control_batches_in_a_real_log_are_not_returned(broker):
     lg = Log.open(os.path.join(broker.props["log.dirs"], "ctl-0"))
     pid = 4242
     for data in (
-        _batch(0, [b"t1", b"t2"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True),
-        _control(0, 1, pid),  # COMMIT
-        _batch(0, [b"after"]),
+        batch_at(0, [b"t1", b"t2"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True),
+        control_batch_at(0, 1, pid),  # COMMIT
+        batch_at(0, [b"after"]),
     ):
         lg.append(data, from_client=False)
     lg.close()

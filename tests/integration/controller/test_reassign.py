@@ -6,6 +6,8 @@ Faults are real: a follower SIGSTOPped keeps a reassignment in progress, the con
 hands it to the next controller (the KIP-455 ``adding_replicas``/``removing_replicas`` of the topic
 znode).  Every record acknowledged (acks=all, idempotent confluent-kafka producer running during the
 moves) is counted and read back: lost and duplicated records are asserted to be none.
+A long controller event holding no request handler thread is in
+tests/faults/test_reassign_controller_events.py.
 """
 
 from __future__ import annotations

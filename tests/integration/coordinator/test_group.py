@@ -1,8 +1,7 @@
-"""The group coordinator (Kafka's classic group membership protocol).
-
-Unit tests drive :class:`broker.group_coordinator.GroupCoordinator` directly (no sockets, real
-timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
-kcat) against real broker processes."""
+"""The group coordinator (Kafka's classic group membership protocol) as stock clients see it:
+confluent-kafka, kafka-python 3 and kcat against real broker processes, the wire protocol across two
+brokers, session expiry of a crashed consumer and static members.  The state machine driven directly
+(no sockets) is in tests/unit/coordinator/test_group.py."""
 
 from __future__ import annotations
 
@@ -23,20 +22,8 @@ EMPTY, STABLE = GroupState.EMPTY, GroupState.STABLE
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
-@pytest.fixture(autouse=True)
-def no_coordinator_errors(caplog):
-    """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
-    yield
-    errors = [
-        r for r in caplog.records if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"
-    ]
-    assert not errors, [r.getMessage() for r in errors]
-
-
-# ------------------------------------------------------------------------------ unit: the state machine
-
-
-# ------------------------------------------------------------------------------ integration: stock clients
+#: every test fails if a group coordinator in this process logged an error (see tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_group_coordinator_errors")
 
 
 def _topic() -> str:

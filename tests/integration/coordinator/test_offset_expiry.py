@@ -13,7 +13,6 @@ committed within the retention, never loses anything; pending transactional offs
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
@@ -22,6 +21,7 @@ import pytest
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.server import free_port
 from tests.support import Wire, create_topic, wait_for
 
 MINUTE = 60_000
@@ -201,18 +201,12 @@ def test_old_offsets_expire_with_tombstones_recent_and_members_are_kept(broker_f
 # ------------------------------------------------------------------ an in-process broker, a chosen clock
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(zk_chroot, tmp_path):
     from pyklog.broker.server.config import ServerConfig
     from pyklog.broker.server.main import BrokerServer
 
-    port = _free_port()
+    port = free_port()
     cfg = ServerConfig.from_properties(
         {
             "broker.id": "0",

@@ -7,7 +7,8 @@ ZkCluster's partition-state watch reports.
 Checked: load on election with coordinator epoch = leader epoch, unload (hook) on resignation,
 reload at a new epoch while still the leader, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
 COORDINATOR_NOT_AVAILABLE per request, a stale partition object refused after a reload, a failed
-load that does not kill the loader thread."""
+load that does not kill the loader thread.  The key-to-partition hash is in
+tests/unit/coordinator/test_runtime.py."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The installed package: one import name (``pyklog``), nothing named ``broker`` or ``connector``,
-version and metadata, ``--version`` on every console script, the import directions between the
-layers, Spark finding ``format("pyklog")`` with no registration call, and the README's Spark snippet
-run as written (plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set."""
+"""The README's Spark snippet run as written against a real broker (plain ``python``, ``spark-submit``
+in an activated virtualenv, and activated with no ``import pyklog``), Spark finding ``format("pyklog")``
+with no registration call and no PYSPARK_PYTHON set.  The package's metadata, import names and console scripts
+are checked without a server in tests/unit/packaging/test_packaging.py."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,20 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import clean_user_env
+
 VENV_BIN = Path(sys.executable).parent
-
-
-def _clean_env(**extra) -> dict[str, str]:
-    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
-    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
-    }
-    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-    env.update(extra)
-    return env
 
 
 SNIPPET = textwrap.dedent("""
@@ -62,11 +50,11 @@ def test_snippet_runs_as_written_without_registration(how, broker, tmp_path):
     p.close()
     script = tmp_path / "app.py"
     script.write_text(SNIPPET if how != "activated-no-import" else SNIPPET.replace("import pyklog", "pass"))
-    activated = _clean_env(PATH=f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(VENV_BIN.parent))
+    activated = clean_user_env(PATH=f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=str(VENV_BIN.parent))
     if how == "activated-no-import":
         cmd, env = [str(VENV_BIN / "python"), str(script)], activated
     elif how == "python":
-        cmd, env = [sys.executable, str(script)], _clean_env()
+        cmd, env = [sys.executable, str(script)], clean_user_env()
     else:
         cmd, env = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", str(script)], activated
     r = subprocess.run(

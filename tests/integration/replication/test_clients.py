@@ -1,15 +1,8 @@
-"""pyklog's own clients across leader changes: 3 brokers, replication factor 3,
-``min.insync.replicas=2``; the leaders are SIGKILLed (and stopped with SIGTERM, a controlled
-shutdown) and restarted while the clients run.
+"""pyklog's consumer and leader epochs (KIP-320) against a real broker: a Fetch carries the cached
+metadata's leader epoch, and a poisoned cache is noticed and refreshed.
 
-* pyklog's :class:`~connector.producer.Producer` with ``acks=all`` and idempotence: every acknowledged
-  record is read back exactly once, in order per partition, and no send fails (every error of a leader
-  change is retriable and retried within delivery.timeout.ms);
-* pyklog's consumers (:class:`~connector.consumer.SimpleConsumer` and the high-level
-  :class:`~connector.high_level.ConsumerConnector`) read while the leaders move: no gap, no duplicate,
-  nothing that was not acknowledged (nothing beyond the high watermark), no error raised to the reader.
-
-Every test prints its counts (``-s``): acknowledged, read, lost, duplicated, out of order, phantom.
+pyklog's producer and consumers across SIGKILLed and restarted leaders are in
+tests/faults/test_replication_clients.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Replication between real broker processes: followers fetch from the leader,
 the leader tracks them, the high watermark follows the ISR, the ISR shrinks and expands in the
-partition state znode, acks=all waits for the ISR and min.insync.replicas refuses writes.
+partition state znode, acks=all waits for the ISR and min.insync.replicas refuses writes; a deposed
+leader truncates what was never replicated; transactions and the log start offset replicate.
 
 Three brokers, replication factor 3.  Faults are real: SIGKILL, SIGSTOP/SIGCONT, restarts.  Every
-test counts what was acknowledged and what is read back (lost, duplicated).  Leaders are fixed here
-(no controller yet): the tests kill and stop followers only.
+test counts what was acknowledged and what is read back (lost, duplicated).  The followers SIGKILLed
+under continuous load are in tests/faults/test_replication_followers.py.
 """
 
 from __future__ import annotations
@@ -23,74 +24,23 @@ from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
 from tests.integration.replication_support import (
     LAG_MS,
-    REPL_PROPS,
     assert_replicas_identical,
     batches_on_disk,
     consume_all,
     create_topic,
+    list_latest,
     log_end_offset,
     partition_dir,
     produce_acks_all,
+    produce_raw,
+    start_brokers,
+    state,
 )
 from tests.support import wait_for
 
-# ------------------------------------------------------------------------------------ helpers
-
-
-def start_cluster(broker_factory, n=3, **props):
-    brokers = [broker_factory(i, **dict(REPL_PROPS, **props)) for i in range(n)]
-    with support.Wire(brokers[0].port) as w:
-        wait_for(
-            lambda: (
-                len(w.request(ApiKey.METADATA, 5, {"topics": [], "allow_auto_topic_creation": False})["brokers"]) == n
-            ),
-            message="all brokers registered",
-        )
-    return brokers
-
-
-def state(zk, topic, p) -> dict:
-    return json.loads(zk.get(paths.partition_state(topic, p))[0])
-
-
-def list_latest(port, topic, p=0) -> int:
-    with support.Wire(port) as w:
-        resp = w.request(
-            ApiKey.LIST_OFFSETS,
-            2,
-            {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": -1}]}],
-            },
-        )
-    part = resp["topics"][0]["partitions"][0]
-    assert part["error_code"] == 0, part
-    return part["offset"]
-
-
-def produce_raw(port, topic, p, value: bytes, acks=-1, timeout_ms=5000) -> dict:
-    with support.Wire(port) as w:
-        resp = w.request(
-            ApiKey.PRODUCE,
-            8,
-            {
-                "transactional_id": None,
-                "acks": acks,
-                "timeout_ms": timeout_ms,
-                "topic_data": [
-                    {"name": topic, "partition_data": [{"index": p, "records": support.records(1, prefix=value)}]}
-                ],
-            },
-        )
-    return resp["responses"][0]["partition_responses"][0]
-
-
-# ------------------------------------------------------------------------------------ tests
-
 
 def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk):
-    brokers = start_cluster(broker_factory, **{"default.replication.factor": 3})
+    brokers = start_brokers(broker_factory, **{"default.replication.factor": 3})
     topic = f"repl-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=2)
     assert all(sorted(r) == [0, 1, 2] for r in assignment.values())  # distinct brokers
@@ -172,7 +122,7 @@ def test_acks_all_records_are_byte_identical_on_every_replica(broker_factory, zk
 
 
 def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(broker_factory, zk):
-    brokers = start_cluster(broker_factory)
+    brokers = start_brokers(broker_factory)
     topic = f"isr-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=1)
     leader_id, f1_id, f2_id = assignment[0]
@@ -240,7 +190,7 @@ def test_follower_killed_isr_shrinks_min_insync_refuses_then_followers_rejoin(br
 
 
 def test_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr(broker_factory, zk):
-    brokers = start_cluster(broker_factory)
+    brokers = start_brokers(broker_factory)
     topic = f"stop-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=1, **{"min.insync.replicas": 1})
     leader_id, f1_id, f2_id = assignment[0]
@@ -284,7 +234,7 @@ def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicate
     znode with a bumped leader epoch.  The old leader held records no follower had (acks=1 while the
     followers were stopped); back as a follower it truncates them (OffsetsForLeaderEpoch, or its high
     watermark when the leader does not serve it) and ends byte-identical to the new leader."""
-    brokers = start_cluster(broker_factory)
+    brokers = start_brokers(broker_factory)
     topic = f"epoch-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=1, **{"min.insync.replicas": 1})
     a_id, b_id, c_id = assignment[0]
@@ -354,7 +304,7 @@ def test_transactions_on_a_replicated_topic(broker_factory, zk):
     bounded by the high watermark), read_uncommitted everything below the high watermark."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    brokers = start_cluster(broker_factory)
+    brokers = start_brokers(broker_factory)
     topic = f"txn-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=1)
     leader = next(b for b in brokers if b.broker_id == assignment[0][0])
@@ -410,7 +360,7 @@ def test_log_start_offset_follows_the_leader_and_a_wiped_follower_restarts_at_it
     """DeleteRecords on the leader: the followers' log start offsets follow (from the Fetch answers).
     A follower whose disk is wiped asks for offset 0, below the leader's log start: it restarts its
     log at the leader's log start offset (Kafka's truncateFullyAndStartAt), catches up, rejoins."""
-    brokers = start_cluster(broker_factory, **{"log.flush.offset.checkpoint.interval.ms": 300})
+    brokers = start_brokers(broker_factory, **{"log.flush.offset.checkpoint.interval.ms": 300})
     topic = f"start-{uuid.uuid4().hex[:6]}"
     assignment = create_topic(zk, brokers, topic, partitions=1)
     leader_id, f1_id, f2_id = assignment[0]

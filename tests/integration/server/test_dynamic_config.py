@@ -22,30 +22,13 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from pyklog.broker.zk import paths
-from tests.support import Wire, create_topic, kazoo_client, wait_for
+from tests.support import Wire, create_topic, kazoo_client, log_start_and_end_offsets, wait_for
 
 HOUR_MS = 3_600_000
 
 
 def _topic() -> str:
     return f"dyn-{uuid.uuid4().hex[:8]}"
-
-
-def _offsets(port: int, topic: str) -> tuple[int, int]:
-    """(log start offset, log end offset) of partition 0 through ListOffsets v1."""
-    out = []
-    with Wire(port) as w:
-        for ts in (-2, -1):
-            r = w.request(
-                ApiKey.LIST_OFFSETS,
-                1,
-                {
-                    "replica_id": -1,
-                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
-                },
-            )
-            out.append(r["topics"][0]["partitions"][0]["offset"])
-    return out[0], out[1]
 
 
 def _produce_old(bootstrap: str, topic: str, n: int, age_ms: int = 2 * HOUR_MS) -> int:
@@ -120,7 +103,7 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
     n = 40
     assert _produce_old(b1.bootstrap, plain, n) == n
     assert _produce_old(b1.bootstrap, kept, n) == n
-    assert _offsets(b1.port, plain) == (0, n) and _offsets(b1.port, kept) == (0, n)
+    assert log_start_and_end_offsets(b1.port, plain) == (0, n) and log_start_and_end_offsets(b1.port, kept) == (0, n)
 
     zk = kazoo_client(zk_chroot)
     try:
@@ -147,10 +130,14 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
         assert "brokers/<default>" in _changes(zk)
 
         # broker 1 applies it live: the old closed segments of the topic without override go
-        wait_for(lambda: _offsets(b1.port, plain)[0] > 0, 30, message="old segments deleted by the dynamic default")
-        start, end = _offsets(b1.port, plain)
+        wait_for(
+            lambda: log_start_and_end_offsets(b1.port, plain)[0] > 0,
+            30,
+            message="old segments deleted by the dynamic default",
+        )
+        start, end = log_start_and_end_offsets(b1.port, plain)
         assert end == n and 0 < start < n  # the active segment stays; nothing but whole old segments
-        assert _offsets(b1.port, kept) == (0, n)  # its own retention.ms wins: nothing lost
+        assert log_start_and_end_offsets(b1.port, kept) == (0, n)  # its own retention.ms wins: nothing lost
 
         cfg = _raw_describe(b1.port, 2, plain, ["retention.ms"])["retention.ms"]
         assert (cfg["value"], cfg["config_source"]) == (str(HOUR_MS), 3)
@@ -198,13 +185,15 @@ def test_default_retention_reaches_a_live_broker_and_survives_sigkill(broker_fac
             json.dumps({"version": 1, "config": {"log.cleaner.delete.retention.ms": "1234"}}).encode(),
         )
         b1.start()
-        before = _offsets(b1.port, plain)
+        before = log_start_and_end_offsets(b1.port, plain)
         # 2-hour-old records: kept under the 3 h per-broker value, deleted under the 1 h default
         assert _produce_old(b1.bootstrap, plain, n) == n
         assert _produce_old(b1.bootstrap, kept, n) == n
-        wait_for(lambda: _offsets(b1.port, plain)[0] > before[1], 30, message="retention after restart")
-        assert _offsets(b1.port, plain)[1] == 2 * n
-        assert _offsets(b1.port, kept) == (0, 2 * n)  # acknowledged 80, all 80 still there
+        wait_for(
+            lambda: log_start_and_end_offsets(b1.port, plain)[0] > before[1], 30, message="retention after restart"
+        )
+        assert log_start_and_end_offsets(b1.port, plain)[1] == 2 * n
+        assert log_start_and_end_offsets(b1.port, kept) == (0, 2 * n)  # acknowledged 80, all 80 still there
         cfg = _raw_describe(b1.port, 2, plain, ["retention.ms", "delete.retention.ms"])
         assert (cfg["retention.ms"]["value"], cfg["retention.ms"]["config_source"]) == (str(HOUR_MS), 3)
         # the per-broker value kept across the SIGKILL

@@ -9,7 +9,6 @@ raw Fetch/ListOffsets requests and the stock consumers (confluent-kafka, kafka-p
 ``aborted_transactions`` and stop at its ``last_stable_offset``.
 """
 
-import socket
 import threading
 import time
 import uuid
@@ -21,18 +20,13 @@ from pyklog.broker.record.batch import build_batch
 from pyklog.broker.record.reader import iter_batches
 from pyklog.broker.server.config import ServerConfig
 from pyklog.broker.server.main import BrokerServer
+from pyklog.broker.zk.server import free_port
 from tests.support import Wire, create_topic, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def server(zk_chroot, tmp_path):
-    port = _free_port()
+    port = free_port()
     cfg = ServerConfig.from_properties(
         {
             "broker.id": "0",

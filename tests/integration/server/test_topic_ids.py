@@ -1,7 +1,8 @@
 """Topic ids (KIP-516): the ``topic_id`` of ``/brokers/topics/<t>`` (Kafka's ZooKeeper form),
 written at creation and given to older topics on first sight, served in Metadata v10+ (and a topic
 asked for by id in v12); a topic deleted and re-created with fewer partitions gets a new id, and a
-stock client (confluent-kafka) carries on with the new topic."""
+stock client (confluent-kafka) carries on with the new topic.  The string form and the znode codec
+alone are in tests/unit/protocol/test_topic_ids.py."""
 
 from __future__ import annotations
 

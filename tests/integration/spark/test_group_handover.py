@@ -28,17 +28,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from pyklog.broker.zk import paths
-from pyklog.connector.client import ClusterClient
 from pyklog.connector.offsets import OffsetStore
 from pyklog.connector.producer import Producer
+from tests.integration.spark.support import group_members, make_topic
+from tests.integration.spark.support import wait_query as support_wait_query
 from tests.support import wait_for
 
 SESSION_MS = "4000"  # ZooKeeper's minimum with the test server (tickTime 2 s)
-
-
-def make_topic(bootstrap, name, partitions):
-    with ClusterClient(bootstrap) as c:
-        c.create_topic(name, partitions)
 
 
 def produce(bootstrap, topic, per_partition, partitions, start=0):
@@ -81,16 +77,6 @@ def start(spark, sink, opts, trigger="1 second"):
     return r.load().writeStream.foreachBatch(sink).trigger(processingTime=trigger).start()
 
 
-def members(zk_connect, group):
-    kc = KazooClient(hosts=zk_connect)
-    kc.start(timeout=30)
-    try:
-        return kc.get_children(paths.consumer_ids(group)) if kc.exists(paths.consumer_ids(group)) else []
-    finally:
-        kc.stop()
-        kc.close()
-
-
 def planner_pid(consumer_id):
     """The planner worker's pid from its consumer id ``<host>-spark-<pid>-<hex>``."""
     return int(consumer_id.rsplit("-", 2)[-2])
@@ -105,14 +91,8 @@ def counts(produced, *sinks):
 
 
 def wait_query(q, predicate, timeout=60.0, what="query progress"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if q.exception() is not None:
-            raise AssertionError(f"query failed while waiting for {what}: {q.exception()}")
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last progress {q.lastProgress}")
+    """support.wait_query polling every 0.2 s, 60 s by default (these queries trigger every second)."""
+    support_wait_query(q, predicate, timeout, what, interval=0.2)
 
 
 @pytest.fixture
@@ -177,7 +157,7 @@ def test_planner_sigkilled_after_a_batch(spark, group_env, zk_chroot):
             wait_for(lambda: store.fetch("kill-g", tps) == dict.fromkeys(tps, 10), 5, message="A's commit")
         except AssertionError:
             pass
-        (cid,) = members(zk_chroot, "kill-g")
+        (cid,) = group_members(zk_chroot, "kill-g")
         os.kill(planner_pid(cid), signal.SIGKILL)
         produce(boot, "kill", 10, 2, start=10)
         t0 = time.monotonic()
@@ -221,7 +201,7 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
     try:
         wait_query(qa, lambda: len(a.rows) == 20, what="A's first batch")
         wait_for(lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 10), 10, message="A's commit of batch 0")
-        (cid,) = members(zk_chroot, "zomb-g")
+        (cid,) = group_members(zk_chroot, "zomb-g")
         pid = planner_pid(cid)
         produce(boot, "zomb", 10, 2, start=10)
         wait_query(qa, a.held.is_set, what="A's batch 1 in the sink")
@@ -235,7 +215,7 @@ def test_planner_paused_past_its_session_during_a_batch(spark, group_env, zk_chr
         os.kill(pid, signal.SIGCONT)
         pid = None
         # A notices its expired session, rejoins and takes one partition back at the group's offset
-        wait_for(lambda: len(members(zk_chroot, "zomb-g")) == 2, 30, message="A to rejoin")
+        wait_for(lambda: len(group_members(zk_chroot, "zomb-g")) == 2, 30, message="A to rejoin")
         produce(boot, "zomb", 10, 2, start=30)
         wait_query(
             qb, lambda: store.fetch("zomb-g", tps) == dict.fromkeys(tps, 40), timeout=60, what="A and B to read on"
@@ -304,7 +284,7 @@ def test_member_keeps_reading_what_it_owns_after_a_new_member_joins_under_load(s
             timeout=90,
             what="A's first batches",
         )
-        (cid_a,) = members(zk_chroot, "load-g")
+        (cid_a,) = group_members(zk_chroot, "load-g")
         qb = start(spark, b, opts, trigger="0 seconds")
         kc = KazooClient(hosts=zk_chroot)
         kc.start(timeout=30)

@@ -1,10 +1,11 @@
-"""The exactly-once sink's options, transactional ids, commit record codec and timeout check
-(no server), and the driver's recovery decisions against a real ZooKeeper: the brokers' side of
-``complete_transaction`` is replaced by a table of transaction states here, so every branch of
-the decision (first commit, replay after a half-done commit, replay after the brokers aborted
-everything, partial loss, abort after a failed commit, lingering clean-up) is checked in
-milliseconds.  The same guarantees against real brokers and a SIGKILLed Spark driver are in
-tests/integration/spark/test_sink_exactly_once.py."""
+"""The exactly-once sink driver's recovery decisions against a real ZooKeeper: the brokers' side of
+``complete_transaction`` is replaced by a table of transaction states here, so every branch of the
+decision (first commit, replay after a half-done commit, replay after the brokers aborted everything,
+partial loss, abort after a failed commit, lingering clean-up) is checked in milliseconds.
+
+Options and codecs without a server are in tests/unit/spark/test_sink_exactly_once.py; the same guarantees
+against real brokers and a SIGKILLed Spark driver in tests/integration/spark/test_sink_exactly_once.py and
+tests/faults/test_spark_sink_exactly_once.py."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
-"""pyklog-get-offsets, pyklog-delete-records and pyklog-configs as a user runs them (subprocesses)
-against a real broker, output lines and exit codes as Kafka's GetOffsetShell, DeleteRecordsCommand and
-ConfigCommand."""
+"""The command-line tools without a broker (subprocesses): every pyklog tool's --help with an example
+and its --version, usage errors exiting 1, and bad offset JSON for pyklog-delete-records.
+
+pyklog-get-offsets, pyklog-delete-records and pyklog-configs against a real broker are in
+tests/integration/cli/test_admin_tools.py."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -92,22 +93,3 @@ def test_offset_json_file_errors(tmp_path):
     f.write_text("{")
     r = run("pyklog-delete-records", "--bootstrap-server", "127.0.0.1:1", "--offset-json-file", str(f))
     assert r.returncode == 1 and r.stdout == "" and "not valid JSON" in r.stderr
-
-
-@pytest.fixture
-def topics(broker):
-    from pyklog.connector.client import ClusterClient
-    from pyklog.connector.producer import Producer
-
-    with ClusterClient(broker.bootstrap) as c:
-        c.create_topic("go-a", 3)
-        c.create_topic("go-b", 1)
-    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=0)
-    t0 = int(time.time() * 1000)
-    for part in range(3):
-        for i in range(part + 2):
-            p.send("go-a", b"x", partition=part, timestamp_ms=t0 + i * 1000)
-    p.send("go-b", b"y", partition=0, timestamp_ms=t0)
-    p.flush()
-    p.close()
-    return broker, t0

@@ -1,12 +1,6 @@
-"""pyklog-dump-log of a real broker's producer state ``.snapshot`` (Kafka's DumpLogSegments line per
-producer id) and of a ``leader-epoch-checkpoint`` (Kafka's checkpoint file format); subprocesses.
-
-An idempotent producer (confluent-kafka) and a transactional one whose transaction is still open
-write to one partition; after the broker's clean shutdown the snapshot holds both: the idempotent
-one's last sequence and offset, the transactional one's currentTxnFirstOffset.  The values are
-checked against the batches pyklog-dump-log reads from the .log.  A damaged snapshot is reported
-(exit 1), nothing is printed for it.
-"""
+"""pyklog-dump-log of a hand-written ``leader-epoch-checkpoint`` (Kafka's checkpoint file format);
+a subprocess, no broker.  The producer state ``.snapshot`` of a real broker is dumped in
+tests/integration/cli/test_dump_log_snapshot.py."""
 
 from __future__ import annotations
 

@@ -1,41 +1,30 @@
-"""SimpleConsumer: decoding rules (pure) and fetches against real brokers."""
+"""SimpleConsumer's decoding rules (pure, no server): records below the fetch offset and a partial
+trailing batch skipped, control batches never returned, aborted transactions dropped under
+read_committed.  Fetches against real brokers are in tests/integration/connector/test_simple_consumer.py."""
 
 from __future__ import annotations
 
-from pyklog.broker.record.batch import build_batch, build_control_batch
-from pyklog.broker.record.header import set_base_offset
 from pyklog.connector.consumer import READ_COMMITTED, decode_records
-
-
-def _batch(base, values, **kw):
-    buf = bytearray(build_batch([(None, v, 1000 + i, ()) for i, v in enumerate(values)], **kw))
-    set_base_offset(buf, 0, base)
-    return bytes(buf)
-
-
-def _control(base, ctype, pid, epoch=0):
-    buf = bytearray(build_control_batch(ctype, pid, epoch))
-    set_base_offset(buf, 0, base)
-    return bytes(buf)
+from tests.support import batch_at, control_batch_at
 
 
 def test_decode_skips_records_below_offset_and_partial_trailing_batch():
-    buf = _batch(0, [b"a", b"b", b"c"]) + _batch(3, [b"d", b"e"]) + _batch(5, [b"f"])[:-7]
+    buf = batch_at(0, [b"a", b"b", b"c"]) + batch_at(3, [b"d", b"e"]) + batch_at(5, [b"f"])[:-7]
     recs, nxt = decode_records("t", 0, buf, 1)
     assert [(r.offset, r.value) for r in recs] == [(1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
     assert nxt == 5  # the cut batch is fetched again next time
     assert all(r.topic == "t" and r.partition == 0 and r.timestamp_type == 0 for r in recs)
     # only a partial batch: nothing decoded, position unchanged
-    recs, nxt = decode_records("t", 0, _batch(5, [b"f"])[:30], 5)
+    recs, nxt = decode_records("t", 0, batch_at(5, [b"f"])[:30], 5)
     assert recs == [] and nxt == 5
 
 
 def test_decode_control_batches_never_returned():
     pid = 7
     buf = (
-        _batch(0, [b"x", b"y"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
-        + _control(2, 1, pid)
-        + _batch(3, [b"z"])
+        batch_at(0, [b"x", b"y"], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+        + control_batch_at(2, 1, pid)
+        + batch_at(3, [b"z"])
     )
     recs, nxt = decode_records("t", 0, buf, 0)
     assert [r.value for r in recs] == [b"x", b"y", b"z"]
@@ -45,13 +34,13 @@ def test_decode_control_batches_never_returned():
 def test_read_committed_drops_aborted_transactions():
     a, b = 11, 12
     buf = (
-        _batch(0, [b"plain"])
-        + _batch(1, [b"a1", b"a2"], producer_id=a, producer_epoch=0, base_sequence=0, is_transactional=True)
-        + _batch(3, [b"b1"], producer_id=b, producer_epoch=0, base_sequence=0, is_transactional=True)
-        + _control(4, 0, a)  # abort a
-        + _batch(5, [b"a3"], producer_id=a, producer_epoch=0, base_sequence=2, is_transactional=True)
-        + _control(6, 1, b)  # commit b
-        + _control(7, 1, a)  # commit a's second transaction
+        batch_at(0, [b"plain"])
+        + batch_at(1, [b"a1", b"a2"], producer_id=a, producer_epoch=0, base_sequence=0, is_transactional=True)
+        + batch_at(3, [b"b1"], producer_id=b, producer_epoch=0, base_sequence=0, is_transactional=True)
+        + control_batch_at(4, 0, a)  # abort a
+        + batch_at(5, [b"a3"], producer_id=a, producer_epoch=0, base_sequence=2, is_transactional=True)
+        + control_batch_at(6, 1, b)  # commit b
+        + control_batch_at(7, 1, a)  # commit a's second transaction
     )
     aborted = [(a, 1)]
     recs, nxt = decode_records(

@@ -1,8 +1,6 @@
-"""The group coordinator (Kafka's classic group membership protocol).
-
-Unit tests drive :class:`broker.coordinator.group.coordinator.GroupCoordinator` directly (no sockets, real
-timers with short timeouts); integration tests run stock clients (confluent-kafka, kafka-python 3,
-kcat) against real broker processes."""
+"""The group coordinator's state machine (Kafka's classic group membership protocol), driven through
+:class:`pyklog.broker.coordinator.group.GroupCoordinator` directly: no sockets, real timers with short
+timeouts.  Stock clients against real broker processes are in tests/integration/coordinator/test_group.py."""
 
 from __future__ import annotations
 
@@ -44,14 +42,8 @@ class Answer:
         return self.event.is_set()
 
 
-@pytest.fixture(autouse=True)
-def no_coordinator_errors(caplog):
-    """Every test fails if the coordinator logged an error (e.g. a failing respond callback)."""
-    yield
-    errors = [
-        r for r in caplog.records if r.name.startswith("pyklog.broker.coordinator.group.") and r.levelname == "ERROR"
-    ]
-    assert not errors, [r.getMessage() for r in errors]
+#: every test fails if a group coordinator in this process logged an error (see tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_group_coordinator_errors")
 
 
 @pytest.fixture
@@ -101,9 +93,6 @@ def stable_single(gc, group="g", **kw):
     s = sync(gc, group, r["generation_id"], r["member_id"], {r["member_id"]: b"all"}).wait()
     assert s == {"throttle_time_ms": 0, "error_code": NONE, "assignment": b"all"}
     return r
-
-
-# ------------------------------------------------------------------------------ unit: the state machine
 
 
 def test_single_member_join_sync_heartbeat(gc):

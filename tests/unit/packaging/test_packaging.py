@@ -1,21 +1,22 @@
-"""The installed package: one import name (``pyklog``), nothing named ``broker`` or ``connector``,
-version and metadata, ``--version`` on every console script, light imports, Spark finding
-``format("pyklog")`` with no registration call, and the README's Spark snippet run as written
-(plain ``python`` and ``spark-submit``) with no PYSPARK_PYTHON set.  The import directions between
-the layers are checked by tests/unit/test_import_directions.py."""
+"""The installed package without a server: one import name (``pyklog``), nothing named ``broker`` or
+``connector`` importable, version and metadata, setup.cfg listing every package, ``--version`` on every
+console script, light imports, PYSPARK_PYTHON set on import only when unset, and the worker-python check
+naming what to set.  The README's Spark snippet run as written against a broker is in
+tests/integration/packaging/test_snippets.py; the import directions between the layers in
+tests/unit/test_import_directions.py."""
 
 from __future__ import annotations
 
 import configparser
 import importlib
 import importlib.metadata
-import os
 import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pyklog
+from tests.support import clean_user_env
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
@@ -30,19 +31,6 @@ def _all_modules() -> list[str]:
         names.append(pkg.__name__)
         names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     return names
-
-
-def _clean_env(**extra) -> dict[str, str]:
-    """The environment of a user who did not set anything for Spark: no PYSPARK_*, a PATH whose
-    ``python3`` is the system's (which does not have pyklog), and no PYTHONPATH."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("PYSPARK_") and k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")
-    }
-    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-    env.update(extra)
-    return env
 
 
 def test_version_and_metadata():
@@ -75,7 +63,7 @@ def test_bare_names_are_not_importable_after_install(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env=clean_user_env(),
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
@@ -118,7 +106,7 @@ def test_light_imports():
         capture_output=True,
         text=True,
         timeout=60,
-        env=_clean_env(),
+        env=clean_user_env(),
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -126,14 +114,14 @@ def test_light_imports():
 
 def test_import_sets_pyspark_python_only_when_unset():
     code = "import os, sys, pyklog; print(os.environ.get('PYSPARK_PYTHON') == sys.executable)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env())
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=clean_user_env())
     assert r.stdout.strip() == "True", r.stderr
     r = subprocess.run(
         [sys.executable, "-c", "import os, pyklog; print(os.environ['PYSPARK_PYTHON'])"],
         capture_output=True,
         text=True,
         timeout=60,
-        env=_clean_env(PYSPARK_PYTHON="/opt/mine/python"),
+        env=clean_user_env(PYSPARK_PYTHON="/opt/mine/python"),
     )
     assert r.stdout.strip() == "/opt/mine/python", r.stderr
     # under spark-submit / the pyspark shell the JVM came first: the deployment's choice stands
@@ -142,7 +130,7 @@ def test_import_sets_pyspark_python_only_when_unset():
         capture_output=True,
         text=True,
         timeout=60,
-        env=_clean_env(PYSPARK_GATEWAY_PORT="1"),
+        env=clean_user_env(PYSPARK_GATEWAY_PORT="1"),
     )
     assert r.stdout.strip() == "None", r.stderr
 

@@ -1,7 +1,6 @@
-"""Topic ids (KIP-516): the ``topic_id`` of ``/brokers/topics/<t>`` (Kafka's ZooKeeper form),
-written at creation and given to older topics on first sight, served in Metadata v10+ (and a topic
-asked for by id in v12); a topic deleted and re-created with fewer partitions gets a new id, and a
-stock client (confluent-kafka) carries on with the new topic."""
+"""Topic ids (KIP-516) without a server: the 22-character base64 string form Kafka prints, and the
+``topic_id`` in the ``/brokers/topics/<t>`` node (version 3, golden bytes), older nodes gaining one.
+Metadata by id and re-created topics against a real broker are in tests/integration/server/test_topic_ids.py."""
 
 from __future__ import annotations
 

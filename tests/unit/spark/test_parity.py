@@ -1,18 +1,9 @@
-"""Parity of format("pyklog") with Spark's format("kafka"), measured against the real parts where a
-server is involved (the suite's ZooKeeper, broker processes and shared SparkSession).
+"""Parity of format("pyklog") with Spark's format("kafka") where no server is needed:
+maxRecordsPerPartition splitting offset ranges as Spark does, Spark's rules for per-partition
+offsets JSON, kafka.* settings passed through or named in one warning, Overwrite refused by the data
+source, and :func:`pyklog.connector.spark.progress.source_progress` computing Spark's figures.
 
-* Batch writes: PySpark refuses ErrorIfExists (the default) for every Python data source; Overwrite,
-  which Spark's Kafka sink refuses, is refused with pyklog's message and writes nothing; Append writes.
-* maxRecordsPerPartition (Spark 4.x) splits offset ranges into tasks; Spark's rule for per-partition
-  offsets JSON (every partition read, no other; start and end JSON name the same partitions).
-* kafka.* settings: the fetch settings reach the executors' consumer, producer settings the
-  producer; the rest are named in one warning.
-* Progress: what PySpark shows for a Python source (``PythonMicroBatchStream``, no metrics) and
-  :func:`pyklog.connector.spark.progress.source_progress` giving Spark's description and
-  offsets-behind-latest figures.
-* The ``update`` output mode through foreachBatch with pyklog's batch writer.
-* CreatePartitions while a streaming query runs (subscribe and subscribePattern, with and without
-  a ZooKeeper group): the new partitions are read from offset 0; every row exactly once.
+The same parity against real brokers and the shared SparkSession is in tests/integration/spark/test_parity.py.
 """
 
 from __future__ import annotations
