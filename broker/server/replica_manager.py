@@ -54,8 +54,9 @@ ZooKeeper through its ``topic_admin``).
 Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
 handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
 (never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
-follower states with its own lock (taken after ``_sync_lock`` when both are held); the ZooKeeper ISR
-write is made under the partition lock (it never calls back into this module).  The purgatories this
+follower states with its own lock (taken after ``_sync_lock`` when both are held) and decides its
+ISR changes; the ZooKeeper ISR write (:meth:`ReplicaManager._write_isr`, the partition's
+``alter_isr`` callback) is made under the partition lock and never calls back into this module.  The purgatories this
 object owns are checked after a high watermark, leadership or ISR change with no lock held.
 """
 
@@ -353,23 +354,13 @@ class ReplicaManager:
             part.replicas = tuple(st.replicas)
         if st.leader == self.broker_id:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
-                self._update_followers(part)  # replicas added or removed without an epoch change
+                part.update_assigned_replicas(self.broker_id)  # replicas added or removed without an epoch change
                 return
             self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
             self.become_follower(topic, partition, st.leader, st.leader_epoch)
-
-    def _update_followers(self, part: Partition) -> None:
-        """As leader: track exactly the assigned replicas (a reassignment changed them)."""
-        with part.lock:
-            want = {r for r in part.replicas if r != self.broker_id}
-            if want == set(part.followers):
-                return
-            part.followers = {r: part.followers.get(r) or FollowerState(r, 0) for r in want}
-            if part.replicated and not part.log.replicated:
-                part.log.replicated = True
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -476,20 +467,7 @@ class ReplicaManager:
                     if state.leader != self.broker_id:
                         return  # moved on meanwhile: the state watch brings the new role
                     leader_epoch, isr = state.leader_epoch, state.isr
-            with part.lock:
-                now = _now_ms()
-                part.is_leader = True
-                part.leader = self.broker_id
-                part.leader_epoch = leader_epoch
-                part.isr = frozenset(isr) | {self.broker_id}
-                part.zk_version = -1 if zk_version is None else zk_version
-                lg = part.log
-                lg.replicated = replicated  # one replica: the high watermark is the log end offset
-                part.leader_epoch_start_offset = lg.log_end_offset
-                lg.assign_epoch_start_offset(leader_epoch, lg.log_end_offset)
-                part.followers = {
-                    r: FollowerState(r, now if r in part.isr else 0) for r in part.replicas if r != self.broker_id
-                }
+            part.make_leader(self.broker_id, leader_epoch, isr, zk_version, _now_ms())
             self._publish_roles()
             if replicated:
                 self._background()
@@ -514,14 +492,7 @@ class ReplicaManager:
                 lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
                 part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
                 self._partitions = {**self._partitions, key: part}
-            with part.lock:
-                part.is_leader = False
-                part.leader = leader
-                part.leader_epoch = leader_epoch
-                part.isr = frozenset()
-                part.followers = {}
-                if part.replicated:
-                    part.log.replicated = True
+            part.make_follower(leader, leader_epoch)
             self._publish_roles()
             if leader >= 0 and part.replicated:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
@@ -582,12 +553,9 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None or not part.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
-        with part.lock:
-            fs = part.followers.get(replica_id)
-            if fs is None:
-                return  # not an assigned replica (an old replica, a tool): no tracking
-            fs.update(fetch_offset, part.log.log_end_offset, _now_ms())
-        self._maybe_expand_isr(part, replica_id)
+        if not part.update_follower_fetch_state(replica_id, fetch_offset, _now_ms()):
+            return  # not an assigned replica (an old replica, a tool): no tracking
+        part.maybe_expand_isr(replica_id, self._write_isr)
         self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
@@ -597,24 +565,6 @@ class ReplicaManager:
         if moved:
             self._high_watermark_moved(part.topic, part.partition)
         return moved
-
-    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        """Kafka's ``maybeExpandIsr``: a follower outside the ISR whose log end offset reached the
-        high watermark and the current epoch's start offset joins it (ZooKeeper write)."""
-        if replica_id in part.isr:
-            return
-        with part.lock:
-            fs = part.followers.get(replica_id)
-            if (
-                not part.is_leader
-                or fs is None
-                or replica_id in part.isr
-                or fs.log_end_offset < part.log.high_watermark
-                or fs.log_end_offset < part.leader_epoch_start_offset
-            ):
-                return
-            new_isr = part.isr | {replica_id}
-            self._write_isr(part, new_isr, "expand")
 
     def maybe_shrink_isr(self) -> None:
         """Kafka's ``maybeShrinkIsr`` (the scheduler's ``isr-expiration`` task, every half
@@ -627,26 +577,9 @@ class ReplicaManager:
             if not part.is_leader or not part.replicated:
                 continue
             try:
-                with part.lock:
-                    if not part.is_leader:
-                        continue
-                    out = {
-                        r
-                        for r in part.isr
-                        if r != self.broker_id
-                        and (part.followers.get(r) is None or now - part.followers[r].last_caught_up_ms > lag)
-                    }
-                    if out:
-                        log.info(
-                            "%s-%d: shrinking the ISR from %s to %s: out of sync %s (lag time %d ms)",
-                            part.topic,
-                            part.partition,
-                            sorted(part.isr),
-                            sorted(part.isr - out),
-                            sorted(out),
-                            lag,
-                        )
-                        self._write_isr(part, part.isr - out, "shrink")
+                out = part.maybe_shrink_isr(self.broker_id, now, lag, self._write_isr)
+                if out is None:
+                    continue
                 self.maybe_increment_high_watermark(part)
                 if out:
                     self._role_changed(part.topic, part.partition)  # waiting acks=all produces re-check
@@ -1052,22 +985,7 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
-        # under the partition lock: a role change (become_leader assigns its epoch at the log end
-        # offset) never interleaves with an append of the old leader's batches
-        with part.lock:
-            if part.is_leader or part.leader_epoch != leader_epoch:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-            lg = part.log
-            info = None
-            if data is not None and len(data) > 0:
-                info = lg.append_as_follower(data)
-            hw = min(leader_high_watermark, lg.log_end_offset)
-            if hw > lg.high_watermark:
-                lg.update_high_watermark(hw)
-            start = min(leader_log_start_offset, lg.high_watermark)
-            if start > lg.log_start_offset:
-                lg.increment_log_start_offset(start)
-        return info
+        return part.append_records_to_follower(data, leader_high_watermark, leader_epoch, leader_log_start_offset)
 
     def as_follower(self, topic: str, partition: int, leader_epoch: int, fn):
         """Run ``fn(log)`` (a fetcher thread's truncation) under the partition lock if the partition
@@ -1076,10 +994,7 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
-        with part.lock:
-            if part.is_leader or part.leader_epoch != leader_epoch:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-            return fn(part.log)
+        return part.run_as_follower(leader_epoch, fn)
 
     def follower_log(self, topic: str, partition: int, leader_epoch: int):
         """The local log of a partition followed at ``leader_epoch`` (fetcher threads), else None."""
