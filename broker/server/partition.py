@@ -31,6 +31,7 @@ import threading
 
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
@@ -226,6 +227,28 @@ class Partition:
                 f"the ISR of {self.topic}-{self.partition} is {sorted(isr)}: {len(isr)} in-sync replica(s), "
                 f"min.insync.replicas is {min_insync_replicas}"
             )
+
+    def check_enough_replicas_reach_offset(
+        self, local_broker_id: int, required_offset: int, leader_epoch: int, min_insync_replicas
+    ):
+        """Kafka's ``checkEnoughReplicasReachOffset`` for an acks=all append that needs the high
+        watermark at ``required_offset`` (its last offset + 1): None (keep waiting), 0 (done), or
+        the PyklogError to answer (no longer the leader at ``leader_epoch``; the ISR below
+        ``min_insync_replicas()`` when the high watermark got there).  Lock-free reads; any thread
+        (the purgatories' checks)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return NotLeaderOrFollowerError(
+                f"broker {local_broker_id} is no longer the leader of {self.topic}-{self.partition} "
+                f"at epoch {leader_epoch}"
+            )
+        if self.log.high_watermark >= required_offset:
+            if self.replicated and len(self.isr) < min_insync_replicas():
+                return NotEnoughReplicasAfterAppendError(
+                    f"{self.topic}-{self.partition}: the record is replicated to the ISR {sorted(self.isr)} only, "
+                    f"fewer than min.insync.replicas {min_insync_replicas()}"
+                )
+            return 0
+        return None
 
     def append_records_to_leader(self, records, leader_epoch: int, min_insync_replicas=None):
         """Kafka's ``appendRecordsToLeader``: append ``records`` to the log at ``leader_epoch``;

@@ -71,7 +71,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
-    NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
@@ -755,18 +754,13 @@ class ReplicaManager:
         the PyklogError to answer (no longer the leader at ``leader_epoch``; the ISR below
         ``min.insync.replicas`` when the high watermark got there)."""
         part = self._partitions.get((topic, partition))
-        if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
+        if part is None:
             return NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}"
             )
-        if part.log.high_watermark >= required_offset:
-            if part.replicated and len(part.isr) < self.min_insync_replicas_for(topic):
-                return NotEnoughReplicasAfterAppendError(
-                    f"{topic}-{partition}: the record is replicated to the ISR {sorted(part.isr)} only, fewer "
-                    f"than min.insync.replicas {self.min_insync_replicas_for(topic)}"
-                )
-            return 0
-        return None
+        return part.check_enough_replicas_reach_offset(
+            self.broker_id, required_offset, leader_epoch, lambda: self.min_insync_replicas_for(topic)
+        )
 
     # ------------------------------------------------------------------ Fetch (request handler threads)
 
