@@ -71,11 +71,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
+    FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
@@ -761,6 +763,38 @@ class ReplicaManager:
         return part.check_enough_replicas_reach_offset(
             self.broker_id, required_offset, leader_epoch, lambda: self.min_insync_replicas_for(topic)
         )
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """Kafka's ``lastOffsetForLeaderEpoch`` (OffsetForLeaderEpoch, leader side): ``(epoch, end
+        offset)`` where ``leader_epoch`` ends in this leader's log (``Log.end_offset_for_epoch``: the
+        largest epoch <= the requested one and the start offset of the next, or the log end offset
+        for the current epoch; -1/-1 when undefined).  ``current_leader_epoch`` (-1: no check) is
+        fenced against this broker's leader epoch: older -> FENCED_LEADER_EPOCH, newer ->
+        UNKNOWN_LEADER_EPOCH.  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER for a
+        partition not led here.  Request handler threads; lock-free reads of the log's epoch cache."""
+        lg = self.leader_log(topic, partition)
+        current = self.leader_epoch(topic, partition)
+        asked = current_leader_epoch
+        if asked >= 0 and asked < current:
+            raise FencedLeaderEpochError(
+                f"{topic}-{partition}: current leader epoch {asked} is older than the leader's {current}"
+            )
+        if asked > current:
+            raise UnknownLeaderEpochError(
+                f"{topic}-{partition}: current leader epoch {asked} is newer than the leader's {current}"
+            )
+        epoch = leader_epoch
+        latest = lg.latest_epoch
+        if latest < epoch <= current:
+            # the cache lacks the current epoch (nothing written in it yet and become_leader has
+            # not assigned it): answer as Kafka's leader, whose cache always ends with (current
+            # epoch, its start): the epoch asked for ends at the LEO, reported as the current one,
+            # the latest known below it, or itself when none is known
+            found = epoch if epoch == current or latest < 0 else latest
+            return found, lg.log_end_offset
+        return lg.end_offset_for_epoch(epoch)
 
     # ------------------------------------------------------------------ Fetch (request handler threads)
 

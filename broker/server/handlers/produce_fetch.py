@@ -49,14 +49,12 @@ import uuid
 
 from pyklog.broker.errors import (
     CorruptRecordError,
-    FencedLeaderEpochError,
     InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     NotLeaderOrFollowerError,
     PyklogError,
     TransactionalIdAuthorizationFailedError,
-    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
@@ -500,7 +498,8 @@ class ProduceFetchApis(RequestHandlers):
         older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
         change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
         (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
-        Request handler thread; lock-free reads of the log's epoch cache."""
+        The answer is :meth:`ReplicaManager.last_offset_for_leader_epoch`'s; this translates.  Request
+        handler thread; lock-free reads of the log's epoch cache."""
         topics = []
         for t in body["topics"]:
             name = t["topic"]
@@ -509,29 +508,9 @@ class ProduceFetchApis(RequestHandlers):
                 p = pd["partition"]
                 entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
                 try:
-                    lg = self.replica_manager.leader_log(name, p)
-                    current = self.replica_manager.leader_epoch(name, p)
-                    asked = pd.get("current_leader_epoch", -1)
-                    if asked >= 0 and asked < current:
-                        raise FencedLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}"
-                        )
-                    if asked > current:
-                        raise UnknownLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}"
-                        )
-                    epoch = pd["leader_epoch"]
-                    latest = lg.latest_epoch
-                    if latest < epoch <= current:
-                        # the cache lacks the current epoch (nothing written in it yet and the
-                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
-                        # always ends with (current epoch, its start): the epoch asked for ends at
-                        # the LEO, reported as the current one, the latest known below it, or
-                        # itself when none is known
-                        found = epoch if epoch == current or latest < 0 else latest
-                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
-                    else:
-                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                    entry["leader_epoch"], entry["end_offset"] = self.replica_manager.last_offset_for_leader_epoch(
+                        name, p, pd.get("current_leader_epoch", -1), pd["leader_epoch"]
+                    )
                 except PyklogError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)
