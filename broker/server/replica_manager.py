@@ -764,6 +764,43 @@ class ReplicaManager:
             self.broker_id, required_offset, leader_epoch, lambda: self.min_insync_replicas_for(topic)
         )
 
+    def legacy_fetch_offsets_before(self, topic: str, partition: int, timestamp: int, max_num_offsets: int) -> list:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsForTimestamp``, the seed's getOffsetsBefore):
+        up to ``max_num_offsets`` segment base offsets before ``timestamp`` (-1 latest, -2 earliest)
+        of a partition led here.  UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER otherwise.
+        Request handler threads; lock-free reads of the log."""
+        return list(self.leader_log(topic, partition).offsets_before(timestamp, max_num_offsets))
+
+    def fetch_offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int, read_committed: bool
+    ) -> tuple[int, int]:
+        """ListOffsets v1+ (Kafka's ``fetchOffsetForTimestamp``) on a partition led here: ``(offset,
+        timestamp)``, -1 for what is not found or not answered.  -1 latest (the high watermark; the
+        last stable offset for READ_COMMITTED), -2 earliest and -4 earliest local (KIP-405; all is
+        local: the log start offset), -3 the first record with the largest timestamp (KIP-734),
+        else the first record at or after ``timestamp``; a found record must be below the high
+        watermark (READ_COMMITTED: the last stable offset, Kafka's ``lastFetchableOffset``).
+        UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER otherwise.  Request handler threads;
+        lock-free reads of the log."""
+        lg = self.leader_log(topic, partition)
+        offset, found_ts = -1, -1
+        if timestamp == -1:
+            # consumers' latest: the high watermark (= log end offset unreplicated)
+            offset = lg.last_stable_offset if read_committed else lg.high_watermark
+        elif timestamp == -2 or timestamp == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
+            offset = lg.log_start_offset
+        elif timestamp == -3:  # v7 (KIP-734): the first record with the largest timestamp
+            fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+            found = _max_timestamp_offset(lg)
+            if found is not None and found[0] < fetchable:
+                offset, found_ts = found
+        else:
+            lso = lg.last_stable_offset if read_committed else lg.high_watermark
+            found = lg.offset_for_timestamp(timestamp)
+            if found is not None and (lso is None or found[0] < lso):
+                offset, found_ts = found
+        return offset, found_ts
+
     def last_offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
     ) -> tuple[int, int]:
@@ -1155,6 +1192,16 @@ class ReplicaManager:
                 changed.wait(min(self.TOPIC_RECHECK_S, deadline.remaining()))
         finally:
             self.cluster.remove_listener(on_change)
+
+
+def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+    """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+    holding the largest timestamp of the log (its segments' largest, then the first record at
+    or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+    max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+    if max_ts < 0:
+        return None
+    return lg.offset_for_timestamp(max_ts)
 
 
 def _size_of(lg) -> int | str:

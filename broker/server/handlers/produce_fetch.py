@@ -440,7 +440,9 @@ class ProduceFetchApis(RequestHandlers):
         """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
         with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
         tiered storage the log start offset), else the first record at or after a timestamp.
-        Runs on a request handler thread; lock-free reads of the logs."""
+        The offsets are :meth:`ReplicaManager.fetch_offset_for_timestamp`'s (v0:
+        :meth:`ReplicaManager.legacy_fetch_offsets_before`); this translates.  Runs on a request
+        handler thread; lock-free reads of the logs."""
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
@@ -460,26 +462,15 @@ class ProduceFetchApis(RequestHandlers):
                     "leader_epoch": -1,
                 }
                 try:
-                    lg = self.replica_manager.leader_log(name, p)
+                    rm = self.replica_manager
                     if version == 0:
-                        entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
-                    elif ts == -1:
-                        # consumers' latest: the high watermark (= log end offset unreplicated)
-                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
-                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
-                        entry["offset"] = lg.log_start_offset
-                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
-                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
-                        found = self._max_timestamp_offset(lg)
-                        if found is not None and found[0] < fetchable:
-                            entry["offset"], entry["timestamp"] = found
+                        entry["old_style_offsets"] = rm.legacy_fetch_offsets_before(
+                            name, p, ts, pd.get("max_num_offsets", 1)
+                        )
                     else:
-                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
-                        found = lg.offset_for_timestamp(ts)
-                        if found is not None and (lso is None or found[0] < lso):
-                            entry["offset"], entry["timestamp"] = found
+                        entry["offset"], entry["timestamp"] = rm.fetch_offset_for_timestamp(name, p, ts, read_committed)
                     if version >= 4 and entry["offset"] >= 0:
-                        entry["leader_epoch"] = self.replica_manager.leader_epoch(name, p)
+                        entry["leader_epoch"] = rm.leader_epoch(name, p)
                 except PyklogError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)
@@ -516,13 +507,3 @@ class ProduceFetchApis(RequestHandlers):
                 parts.append(entry)
             topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
-
-    @staticmethod
-    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
-        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
-        holding the largest timestamp of the log (its segments' largest, then the first record at
-        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
-        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
-        if max_ts < 0:
-            return None
-        return lg.offset_for_timestamp(max_ts)
