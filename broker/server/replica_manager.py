@@ -30,24 +30,33 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
   passed the append; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below the minimum then).
 * A partition with a single replica keeps pyklog's earlier behaviour: high watermark = log end offset.
 
-* **Produce path**: :meth:`ReplicaManager.append_records` appends a Produce's records to a leader
-  log (acks=all through :meth:`Partition.append_records_to_leader`), wakes the long polls and moves
-  the high watermark.  The purgatories (fetch, produce, coordinator appends) belong to this object
-  and are checked on every high watermark, leadership or ISR change.
+* **Produce path** (Kafka's ``appendRecords``): :meth:`ReplicaManager.append_records` appends a
+  Produce's partitions to their leader logs (acks=all through
+  :meth:`Partition.append_records_to_leader`), wakes the long polls, moves the high watermark and
+  answers through the caller's callback, after the acks=all wait in the produce purgatory when
+  there is one.
+* **Fetch path** (Kafka's ``fetchMessages``): :meth:`ReplicaManager.fetch_messages` reads a Fetch's
+  partitions (leader epoch fencing; a follower up to the log end offset, throttled by the leader's
+  replication quota, its fetch state updated; a consumer below the high watermark or the last
+  stable offset) and answers through the caller's callback with :class:`FetchPartitionData`, after
+  a long poll in the fetch purgatory when fewer than ``min_bytes`` were found.
+* The purgatories (fetch, produce, coordinator appends) belong to this object and are checked on
+  every high watermark, leadership or ISR change; :meth:`begin_shutdown` stops new waits.
 
 Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
 reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
 
 Collaborators, used only through their public methods: the broker's ``ServerConfig``, the
 ``LogManager`` and its logs, and a started ``ZkCluster`` (registry cache, partition states, ISR
-writes, listeners) -- except :meth:`ReplicaManager.stop_replica`, which reads a topic's assignment
-fresh from ZooKeeper through the cluster's retrying client.
+writes, listeners; :meth:`ReplicaManager.stop_replica` reads a topic's assignment fresh from
+ZooKeeper through its ``topic_admin``).
 
 Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
 handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
 (never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
-follower states with its own lock (taken after ``_sync_lock`` when both are held); the ZooKeeper ISR
-write is made under the partition lock (it never calls back into this module).  The purgatories this
+follower states with its own lock (taken after ``_sync_lock`` when both are held) and decides its
+ISR changes; the ZooKeeper ISR write (:meth:`ReplicaManager._write_isr`, the partition's
+``alter_isr`` callback) is made under the partition lock and never calls back into this module.  The purgatories this
 object owns are checked after a high watermark, leadership or ISR change with no lock held.
 """
 
@@ -56,20 +65,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
-    NotEnoughReplicasAfterAppendError,
+    FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PyklogError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
 from pyklog.broker.server.coordinator_appends import CoordinatorAppends, ReplicaWait
 from pyklog.broker.server.partition import FollowerState, Partition
-from pyklog.broker.server.purgatory import Purgatory
+from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
 from pyklog.broker.zk.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -85,6 +99,82 @@ INT32_MAX = 0x7FFFFFFF
 #: bytes of one transaction marker (a control batch of one record): what a marker append adds to a
 #: partition, for the fetch purgatory's min_bytes accounting
 MARKER_BYTES = len(build_control_batch(CONTROL_COMMIT, 0, 0))
+
+
+class ProducePartitionResult(NamedTuple):
+    """One partition's outcome of :meth:`ReplicaManager.append_records`: the log's AppendInfo (None
+    if nothing was appended) and the error to answer (None: success).  An acks=all append that was
+    made but not replicated in time has both."""
+
+    info: Any
+    error: BaseException | None
+
+
+class FetchParams:
+    """One Fetch request's parameters (Kafka's ``FetchParams``): the request version (v3+: KIP-74
+    soft limits and the request's ``max_bytes``; v4+: the isolation level), ``replica_id`` (>= 0: a
+    follower replica, reads up to the log end offset; -1: a consumer, reads below the high
+    watermark), ``max_wait_ms`` / ``min_bytes`` (the long poll), ``max_bytes`` and
+    ``isolation_level`` (1: READ_COMMITTED).  Immutable after construction; any thread."""
+
+    __slots__ = ("request_version", "replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level")
+
+    def __init__(
+        self,
+        request_version: int,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+    ):
+        self.request_version = request_version
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+
+    @property
+    def is_follower(self) -> bool:
+        """A follower replica's Fetch (reads up to the log end offset, moves the follower state)."""
+        return self.replica_id >= 0
+
+    @property
+    def read_committed(self) -> bool:
+        """READ_COMMITTED (v4+ ``isolation_level`` 1): reads stop at the last stable offset."""
+        return self.isolation_level == 1 and self.request_version >= 4
+
+
+class FetchPartitionData:
+    """One partition's outcome of :meth:`ReplicaManager.fetch_messages` (Kafka's
+    ``FetchPartitionData``): ``error`` (None, a PyklogError, or an unexpected exception: the caller
+    answers UNKNOWN_SERVER_ERROR), the high watermark, last stable offset and log start offset
+    (-1: unknown), ``aborted_transactions`` (READ_COMMITTED: ``(producer id, first offset)`` pairs
+    overlapping the records; else None) and ``records`` (a
+    :class:`~pyklog.broker.log.log.FetchSlice` of whole batches, or None)."""
+
+    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "records")
+
+    def __init__(self, read_committed: bool):
+        self.error: BaseException | None = None
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.aborted_transactions: list | None = [] if read_committed else None
+        self.records = None
+
+
+class _DelayedFetch(NamedTuple):
+    """The payload of a Fetch waiting in the fetch purgatory: what a re-read needs and the answer's
+    callbacks.  ``fenced`` is the leader-epoch check made when the request arrived."""
+
+    params: FetchParams
+    fetch_infos: list
+    fenced: dict
+    quota: Any
+    response_callback: Callable
+    error_callback: Callable | None
 
 
 def _now_ms() -> int:
@@ -131,6 +221,7 @@ class ReplicaManager:
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
+        self._answer_at_once = False  # begin_shutdown: Fetches and acks=all Produces never wait
         #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
         self.fetch_purgatory = Purgatory(None, name="fetch")
         #: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
@@ -264,23 +355,13 @@ class ReplicaManager:
             part.replicas = tuple(st.replicas)
         if st.leader == self.broker_id:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
-                self._update_followers(part)  # replicas added or removed without an epoch change
+                part.update_assigned_replicas(self.broker_id)  # replicas added or removed without an epoch change
                 return
             self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
             self.become_follower(topic, partition, st.leader, st.leader_epoch)
-
-    def _update_followers(self, part: Partition) -> None:
-        """As leader: track exactly the assigned replicas (a reassignment changed them)."""
-        with part.lock:
-            want = {r for r in part.replicas if r != self.broker_id}
-            if want == set(part.followers):
-                return
-            part.followers = {r: part.followers.get(r) or FollowerState(r, 0) for r in want}
-            if part.replicated and not part.log.replicated:
-                part.log.replicated = True
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -309,21 +390,16 @@ class ReplicaManager:
         The assignment is read from ZooKeeper itself first: a log whose partition still lists this
         broker, or whose topic or partition ZooKeeper does not know, is never touched.  Any thread but
         a kazoo handler thread; takes ``_sync_lock``.  Returns whether the replica was stopped."""
-        from kazoo.exceptions import NoNodeError
-
-        from pyklog.broker.zk import paths
-        from pyklog.broker.zk.znodes import decode_topic_assignment
-
         if self._shutdown:
             return False
         try:
-            data, _ = self.cluster.retry(self.cluster.zk.get, paths.topic(topic))
-            replicas = decode_topic_assignment(data, paths.topic(topic)).get(partition)
-        except NoNodeError:
-            return False  # a deleted topic: the topic deletion path deletes its logs
+            assignment = self.cluster.topic_admin.read_assignment(topic)
         except Exception as e:  # noqa: BLE001 - unreadable or unreachable: keep the log
             log.warning("%s-%d: cannot read its assignment (%s); keeping the replica", topic, partition, e)
             return False
+        if assignment is None:
+            return False  # a deleted topic: the topic deletion path deletes its logs
+        replicas = assignment.get(partition)
         if replicas is None or self.broker_id in replicas:
             return False
         try:
@@ -392,20 +468,7 @@ class ReplicaManager:
                     if state.leader != self.broker_id:
                         return  # moved on meanwhile: the state watch brings the new role
                     leader_epoch, isr = state.leader_epoch, state.isr
-            with part.lock:
-                now = _now_ms()
-                part.is_leader = True
-                part.leader = self.broker_id
-                part.leader_epoch = leader_epoch
-                part.isr = frozenset(isr) | {self.broker_id}
-                part.zk_version = -1 if zk_version is None else zk_version
-                lg = part.log
-                lg.replicated = replicated  # one replica: the high watermark is the log end offset
-                part.leader_epoch_start_offset = lg.log_end_offset
-                lg.assign_epoch_start_offset(leader_epoch, lg.log_end_offset)
-                part.followers = {
-                    r: FollowerState(r, now if r in part.isr else 0) for r in part.replicas if r != self.broker_id
-                }
+            part.make_leader(self.broker_id, leader_epoch, isr, zk_version, _now_ms())
             self._publish_roles()
             if replicated:
                 self._background()
@@ -430,14 +493,7 @@ class ReplicaManager:
                 lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
                 part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
                 self._partitions = {**self._partitions, key: part}
-            with part.lock:
-                part.is_leader = False
-                part.leader = leader
-                part.leader_epoch = leader_epoch
-                part.isr = frozenset()
-                part.followers = {}
-                if part.replicated:
-                    part.log.replicated = True
+            part.make_follower(leader, leader_epoch)
             self._publish_roles()
             if leader >= 0 and part.replicated:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
@@ -473,6 +529,11 @@ class ReplicaManager:
         except Exception:  # noqa: BLE001
             log.exception("high watermark callback failed")
 
+    def begin_shutdown(self) -> None:
+        """The broker is stopping: from now on Fetches and acks=all Produces are answered at once,
+        never delayed (:meth:`complete_delayed_operations` then answers the ones waiting)."""
+        self._answer_at_once = True
+
     def complete_delayed_operations(self) -> None:
         """Broker shutdown: answer every waiting Fetch, acks=all Produce (REQUEST_TIMED_OUT or its
         outcome) and coordinator append now; later ones complete at once."""
@@ -493,12 +554,9 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None or not part.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
-        with part.lock:
-            fs = part.followers.get(replica_id)
-            if fs is None:
-                return  # not an assigned replica (an old replica, a tool): no tracking
-            fs.update(fetch_offset, part.log.log_end_offset, _now_ms())
-        self._maybe_expand_isr(part, replica_id)
+        if not part.update_follower_fetch_state(replica_id, fetch_offset, _now_ms()):
+            return  # not an assigned replica (an old replica, a tool): no tracking
+        part.maybe_expand_isr(replica_id, self._write_isr)
         self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
@@ -508,24 +566,6 @@ class ReplicaManager:
         if moved:
             self._high_watermark_moved(part.topic, part.partition)
         return moved
-
-    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        """Kafka's ``maybeExpandIsr``: a follower outside the ISR whose log end offset reached the
-        high watermark and the current epoch's start offset joins it (ZooKeeper write)."""
-        if replica_id in part.isr:
-            return
-        with part.lock:
-            fs = part.followers.get(replica_id)
-            if (
-                not part.is_leader
-                or fs is None
-                or replica_id in part.isr
-                or fs.log_end_offset < part.log.high_watermark
-                or fs.log_end_offset < part.leader_epoch_start_offset
-            ):
-                return
-            new_isr = part.isr | {replica_id}
-            self._write_isr(part, new_isr, "expand")
 
     def maybe_shrink_isr(self) -> None:
         """Kafka's ``maybeShrinkIsr`` (the scheduler's ``isr-expiration`` task, every half
@@ -538,26 +578,9 @@ class ReplicaManager:
             if not part.is_leader or not part.replicated:
                 continue
             try:
-                with part.lock:
-                    if not part.is_leader:
-                        continue
-                    out = {
-                        r
-                        for r in part.isr
-                        if r != self.broker_id
-                        and (part.followers.get(r) is None or now - part.followers[r].last_caught_up_ms > lag)
-                    }
-                    if out:
-                        log.info(
-                            "%s-%d: shrinking the ISR from %s to %s: out of sync %s (lag time %d ms)",
-                            part.topic,
-                            part.partition,
-                            sorted(part.isr),
-                            sorted(part.isr - out),
-                            sorted(out),
-                            lag,
-                        )
-                        self._write_isr(part, part.isr - out, "shrink")
+                out = part.maybe_shrink_isr(self.broker_id, now, lag, self._write_isr)
+                if out is None:
+                    continue
                 self.maybe_increment_high_watermark(part)
                 if out:
                     self._role_changed(part.topic, part.partition)  # waiting acks=all produces re-check
@@ -603,16 +626,81 @@ class ReplicaManager:
             return  # a single replica: its ISR is itself (min.insync.replicas > 1 cannot be met: Kafka refuses too)
         part.check_enough_replicas(self.min_insync_replicas_for(topic))
 
-    def append_records(self, topic: str, partition: int, records, required_acks: int):
-        """Kafka's ``appendRecords`` for one partition of a Produce (request handler thread): append
-        ``records`` (validated record batches v2) to the leader log at the current leader epoch --
-        for acks=all on a replicated partition through :meth:`Partition.append_records_to_leader`
-        (NOT_ENOUGH_REPLICAS, nothing appended) -- then wake the long-polling Fetches of the
-        partition and move its high watermark.  Returns ``(AppendInfo, wait)``: ``wait`` is
-        ``(required offset, leader epoch)`` when an acks=all Produce must wait in the produce
-        purgatory for the high watermark (a replicated partition; a duplicate's offsets were written
-        before: it waits too), else None.  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER
-        and the log's errors."""
+    def append_records(self, timeout_ms: int, required_acks: int, entries, response_callback, error_callback=None):
+        """Kafka's ``appendRecords``: append each of ``entries`` (``(topic, partition, records)``, the
+        records validated record batches v2) to its leader log, then answer through
+        ``response_callback(results)``: one :class:`ProducePartitionResult` per entry, same order.
+
+        Each append is made at the current leader epoch -- for acks=all (``required_acks`` -1) on a
+        replicated partition through :meth:`Partition.append_records_to_leader` (NOT_ENOUGH_REPLICAS,
+        nothing appended) -- then the partition's long-polling Fetches are woken and its high
+        watermark moves.  An append's error (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, the
+        log's errors, anything unexpected) is that entry's result; the others go on.  acks=all with
+        an append to a replicated partition: the answer waits in the produce purgatory (Kafka's
+        DelayedProduce) until the high watermark passes every such append, ``timeout_ms`` runs out
+        (REQUEST_TIMED_OUT), the ISR shrank below ``min.insync.replicas``
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND) or leadership moved (NOT_LEADER_OR_FOLLOWER); a duplicate's
+        offsets were written before: it waits too.  Otherwise (and after :meth:`begin_shutdown`) the
+        callback runs at once, on the calling thread.
+
+        Runs on a request handler thread; a delayed answer is given on the thread completing it (a
+        follower's Fetch, the ISR task, a role change, the purgatory's timer, shutdown), with no lock
+        held.  ``error_callback(exception)`` (or nothing) is told when a delayed completion fails."""
+        results = []
+        waits = []  # (index in results, topic, partition, required offset, leader epoch)
+        for topic, partition, records in entries:
+            try:
+                info, wait = self._append_to_leader(topic, partition, records, required_acks)
+            except Exception as e:  # noqa: BLE001 - the entry's result; the caller translates it
+                results.append(ProducePartitionResult(None, e))
+                continue
+            if wait is not None:
+                waits.append((len(results), topic, partition) + wait)
+            results.append(ProducePartitionResult(info, None))
+        if waits and not self._answer_at_once:
+            keys = [(w[1], w[2]) for w in waits]
+            self.produce_purgatory.watch(
+                DelayedOperation(
+                    keys,
+                    timeout_ms,
+                    0,
+                    0,
+                    (results, waits, response_callback, error_callback),
+                    ready=lambda: all(self.produce_status(*w[1:]) is not None for w in waits),
+                    on_complete=self._complete_delayed_produce,
+                )
+            )
+            return
+        self._finish_produce(results, waits, response_callback)
+
+    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
+        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
+        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
+        results, waits, response_callback, error_callback = op.payload
+        try:
+            self._finish_produce(results, waits, response_callback)
+        except Exception as e:  # noqa: BLE001
+            log.exception("completing a delayed produce failed")
+            if error_callback is not None:
+                error_callback(e)
+
+    def _finish_produce(self, results, waits, response_callback) -> None:
+        """Each waiting append's outcome (REQUEST_TIMED_OUT if still short) into its result, then the
+        answer."""
+        for i, topic, partition, required, epoch in waits:
+            status = self.produce_status(topic, partition, required, epoch)
+            if status is None:
+                status = RequestTimedOutError(
+                    f"{topic}-{partition}: not replicated to the ISR up to offset {required} within the request's timeout"
+                )
+            if status != 0:
+                results[i] = ProducePartitionResult(results[i].info, status)
+        response_callback(results)
+
+    def _append_to_leader(self, topic: str, partition: int, records, required_acks: int):
+        """One partition of :meth:`append_records`: the append, the Fetches woken, the high watermark
+        moved.  Returns ``(AppendInfo, wait)``: ``wait`` is ``(required offset, leader epoch)`` when an
+        acks=all Produce must wait for the high watermark (a replicated partition), else None."""
         lg = self.leader_log(topic, partition)
         key = (topic, partition)
         part = self._partitions.get(key)
@@ -668,18 +756,281 @@ class ReplicaManager:
         the PyklogError to answer (no longer the leader at ``leader_epoch``; the ISR below
         ``min.insync.replicas`` when the high watermark got there)."""
         part = self._partitions.get((topic, partition))
-        if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
+        if part is None:
             return NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}"
             )
-        if part.log.high_watermark >= required_offset:
-            if part.replicated and len(part.isr) < self.min_insync_replicas_for(topic):
-                return NotEnoughReplicasAfterAppendError(
-                    f"{topic}-{partition}: the record is replicated to the ISR {sorted(part.isr)} only, fewer "
-                    f"than min.insync.replicas {self.min_insync_replicas_for(topic)}"
+        return part.check_enough_replicas_reach_offset(
+            self.broker_id, required_offset, leader_epoch, lambda: self.min_insync_replicas_for(topic)
+        )
+
+    def legacy_fetch_offsets_before(self, topic: str, partition: int, timestamp: int, max_num_offsets: int) -> list:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsForTimestamp``, the seed's getOffsetsBefore):
+        up to ``max_num_offsets`` segment base offsets before ``timestamp`` (-1 latest, -2 earliest)
+        of a partition led here.  UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER otherwise.
+        Request handler threads; lock-free reads of the log."""
+        return list(self.leader_log(topic, partition).offsets_before(timestamp, max_num_offsets))
+
+    def fetch_offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int, read_committed: bool
+    ) -> tuple[int, int]:
+        """ListOffsets v1+ (Kafka's ``fetchOffsetForTimestamp``) on a partition led here: ``(offset,
+        timestamp)``, -1 for what is not found or not answered.  -1 latest (the high watermark; the
+        last stable offset for READ_COMMITTED), -2 earliest and -4 earliest local (KIP-405; all is
+        local: the log start offset), -3 the first record with the largest timestamp (KIP-734),
+        else the first record at or after ``timestamp``; a found record must be below the high
+        watermark (READ_COMMITTED: the last stable offset, Kafka's ``lastFetchableOffset``).
+        UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER otherwise.  Request handler threads;
+        lock-free reads of the log."""
+        lg = self.leader_log(topic, partition)
+        offset, found_ts = -1, -1
+        if timestamp == -1:
+            # consumers' latest: the high watermark (= log end offset unreplicated)
+            offset = lg.last_stable_offset if read_committed else lg.high_watermark
+        elif timestamp == -2 or timestamp == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
+            offset = lg.log_start_offset
+        elif timestamp == -3:  # v7 (KIP-734): the first record with the largest timestamp
+            fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
+            found = _max_timestamp_offset(lg)
+            if found is not None and found[0] < fetchable:
+                offset, found_ts = found
+        else:
+            lso = lg.last_stable_offset if read_committed else lg.high_watermark
+            found = lg.offset_for_timestamp(timestamp)
+            if found is not None and (lso is None or found[0] < lso):
+                offset, found_ts = found
+        return offset, found_ts
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """Kafka's ``lastOffsetForLeaderEpoch`` (OffsetForLeaderEpoch, leader side): ``(epoch, end
+        offset)`` where ``leader_epoch`` ends in this leader's log (``Log.end_offset_for_epoch``: the
+        largest epoch <= the requested one and the start offset of the next, or the log end offset
+        for the current epoch; -1/-1 when undefined).  ``current_leader_epoch`` (-1: no check) is
+        fenced against this broker's leader epoch: older -> FENCED_LEADER_EPOCH, newer ->
+        UNKNOWN_LEADER_EPOCH.  Raises UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER for a
+        partition not led here.  Request handler threads; lock-free reads of the log's epoch cache."""
+        lg = self.leader_log(topic, partition)
+        current = self.leader_epoch(topic, partition)
+        asked = current_leader_epoch
+        if asked >= 0 and asked < current:
+            raise FencedLeaderEpochError(
+                f"{topic}-{partition}: current leader epoch {asked} is older than the leader's {current}"
+            )
+        if asked > current:
+            raise UnknownLeaderEpochError(
+                f"{topic}-{partition}: current leader epoch {asked} is newer than the leader's {current}"
+            )
+        epoch = leader_epoch
+        latest = lg.latest_epoch
+        if latest < epoch <= current:
+            # the cache lacks the current epoch (nothing written in it yet and become_leader has
+            # not assigned it): answer as Kafka's leader, whose cache always ends with (current
+            # epoch, its start): the epoch asked for ends at the LEO, reported as the current one,
+            # the latest known below it, or itself when none is known
+            found = epoch if epoch == current or latest < 0 else latest
+            return found, lg.log_end_offset
+        return lg.end_offset_for_epoch(epoch)
+
+    # ------------------------------------------------------------------ Fetch (request handler threads)
+
+    def fetch_messages(self, params: FetchParams, fetch_infos, quota, response_callback, error_callback=None) -> None:
+        """Kafka's ``fetchMessages``: read the partitions of one Fetch and answer through
+        ``response_callback(results)``, ``results`` being ``[(topic, [(partition,
+        FetchPartitionData)])]`` in the order of ``fetch_infos`` (``[(topic, [(partition, fetch
+        offset, partition max bytes, current leader epoch)])]``, the epoch -1 when not given).
+
+        A follower (``params.replica_id`` >= 0) reads up to the log end offset, is throttled by
+        ``quota`` (the leader's :class:`~pyklog.broker.server.replication_quota.LeaderReplicationQuota`,
+        KIP-73; None: none) and moves its follower state (log end offset, caught-up time: may expand
+        the ISR and move the high watermark); a consumer reads below the high watermark, or with
+        READ_COMMITTED below the last stable offset and gets the aborted transactions it overlaps.
+        ``current_leader_epoch`` is fenced for both (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
+        KIP-320), once, when the request arrives.
+
+        Fewer than ``min_bytes`` read, no partition in error and ``max_wait_ms`` > 0 (and not after
+        :meth:`begin_shutdown`): the Fetch waits in the fetch purgatory (Kafka's DelayedFetch) without
+        holding the thread, and the callback runs on the thread completing it (an appending thread,
+        the timer, shutdown) with no lock held; else it runs at once on the calling thread.
+        ``error_callback(exception)`` (or nothing) is told when a delayed completion fails."""
+        fetch = _DelayedFetch(
+            params, fetch_infos, self._fenced_partitions(fetch_infos), quota, response_callback, error_callback
+        )
+        keys = [(t, p[0]) for t, parts in fetch_infos for p in parts]
+        moved = self._fetch_moved(keys, params.is_follower)  # marks taken before the read (see _fetch_moved)
+        results, nbytes, errors = self._read_fetch(fetch)
+        if params.max_wait_ms <= 0 or nbytes >= params.min_bytes or errors or not fetch_infos or self._answer_at_once:
+            response_callback(results)
+            return
+        self.fetch_purgatory.watch(
+            DelayedOperation(
+                keys,
+                params.max_wait_ms,
+                params.min_bytes,
+                nbytes,
+                fetch,
+                ready=moved,
+                on_complete=self._complete_delayed_fetch,
+            )
+        )
+
+    def _fetch_moved(self, keys, follower: bool):
+        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
+        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
+        it once right after the watch is registered, so an append landing between the read and the
+        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
+        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
+        DelayedOperation.safeTryCompleteOrElse)."""
+
+        def end(key):
+            lg = self.local_log(*key)
+            if lg is None:
+                return None
+            return lg.log_end_offset if follower else lg.high_watermark
+
+        marks = {k: end(k) for k in keys}
+        return lambda: any(end(k) != m for k, m in marks.items())
+
+    def _fenced_partitions(self, fetch_infos) -> dict:
+        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
+        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
+        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
+        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
+        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
+        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
+        out = {}
+        for topic, parts in fetch_infos:
+            for p, _, _, asked in parts:
+                if asked is None or asked < 0:
+                    continue
+                part = self.partition(topic, p)
+                if part is None or not part.is_leader:
+                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
+                error = part.check_current_leader_epoch(asked)
+                if error is not None:
+                    out[(topic, p)] = error
+        return out
+
+    def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
+        """The purgatory's completion (on the appending thread, the timer thread or at
+        shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
+        above the last stable offset (an open transaction's data) still has fewer than
+        ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
+        the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
+        fetch: _DelayedFetch = op.payload
+        params = fetch.params
+        try:
+            moved = self._fetch_moved(op.keys, params.is_follower)  # before the re-read, as in fetch_messages
+            results, nbytes, errors = self._read_fetch(fetch)
+            remaining_ms = int((op.deadline - time.monotonic()) * 1000)
+            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
+            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
+            if (
+                nbytes < op.min_bytes
+                and not errors
+                and remaining_ms > 0
+                and not self._answer_at_once
+                and (params.isolation_level == 1 or not params.is_follower)
+            ):
+                self.fetch_purgatory.watch(
+                    DelayedOperation(
+                        op.keys,
+                        remaining_ms,
+                        op.min_bytes,
+                        nbytes,
+                        fetch,
+                        ready=moved,
+                        on_complete=self._complete_delayed_fetch,
+                    )
                 )
-            return 0
-        return None
+                return
+            fetch.response_callback(results)
+        except Exception as e:  # noqa: BLE001
+            log.exception("completing a delayed fetch failed")
+            if fetch.error_callback is not None:
+                fetch.error_callback(e)
+
+    def _read_fetch(self, fetch: _DelayedFetch):
+        """Read every requested partition; returns (results with FetchSlice records, bytes, errors)."""
+        params, quota, fenced = fetch.params, fetch.quota, fetch.fenced
+        version = params.request_version
+        follower = params.is_follower  # a follower replica's Fetch: reads up to the log end offset
+        replica_id = params.replica_id
+        soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
+        remaining = params.max_bytes if version >= 3 else INT32_MAX
+        min_one = soft_limits
+        total = 0
+        errors = 0
+        read_committed = params.read_committed
+        results = []
+        for name, parts in fetch.fetch_infos:
+            out = []
+            for p, offset, pmax, _ in parts:
+                data = FetchPartitionData(read_committed)
+                try:
+                    lg = self.leader_log(name, p)
+                    if (name, p) in fenced:
+                        raise fenced[(name, p)]
+                    # read once: the LSO bounds a READ_COMMITTED read and is reported to all
+                    lso = lg.last_stable_offset
+                    limit = min(pmax, remaining)
+                    if follower:
+                        bound = None
+                    elif read_committed:
+                        bound = lso
+                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
+                        bound = lg.high_watermark
+                    in_sync = True
+                    throttled = follower and quota is not None
+                    if throttled:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
+                        part = self.partition(name, p)
+                        in_sync = part is None or replica_id in part.isr
+                        if quota.should_throttle(name, p, in_sync):
+                            limit, min_one_here = 0, False
+                        else:
+                            min_one_here = min_one
+                    else:
+                        min_one_here = min_one
+                    if limit <= 0 and not min_one_here:
+                        sl = None
+                    else:
+                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
+                    if throttled and sl is not None:
+                        quota.record(name, p, in_sync, sl.size)
+                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
+                        self.update_follower_fetch(name, p, replica_id, offset)
+                    data.high_watermark = lg.high_watermark
+                    data.last_stable_offset = lso
+                    data.log_start_offset = lg.log_start_offset
+                    if sl is not None and sl.size > 0:
+                        data.records = sl
+                        total += sl.size
+                        remaining -= sl.size
+                        min_one = False
+                        if read_committed:  # Kafka's addAbortedTransactions
+                            data.aborted_transactions = list(
+                                lg.aborted_transactions(offset, lg.fetch_upper_bound(sl.first_offset))
+                            )
+                except OffsetOutOfRangeError as e:
+                    errors += 1
+                    data.error = e
+                    lg = self.local_log(name, p)
+                    if lg is not None:
+                        data.high_watermark = lg.high_watermark
+                        data.last_stable_offset = lg.last_stable_offset
+                        data.log_start_offset = lg.log_start_offset
+                except PyklogError as e:
+                    errors += 1
+                    data.error = e
+                except Exception as e:  # noqa: BLE001
+                    errors += 1
+                    log.exception("fetch from %s-%d failed", name, p)
+                    data.error = e
+                out.append((p, data))
+            results.append((name, out))
+        return results, total, errors
 
     # ------------------------------------------------------------------ follower side (fetcher threads)
 
@@ -699,22 +1050,7 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
-        # under the partition lock: a role change (become_leader assigns its epoch at the log end
-        # offset) never interleaves with an append of the old leader's batches
-        with part.lock:
-            if part.is_leader or part.leader_epoch != leader_epoch:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-            lg = part.log
-            info = None
-            if data is not None and len(data) > 0:
-                info = lg.append_as_follower(data)
-            hw = min(leader_high_watermark, lg.log_end_offset)
-            if hw > lg.high_watermark:
-                lg.update_high_watermark(hw)
-            start = min(leader_log_start_offset, lg.high_watermark)
-            if start > lg.log_start_offset:
-                lg.increment_log_start_offset(start)
-        return info
+        return part.append_records_to_follower(data, leader_high_watermark, leader_epoch, leader_log_start_offset)
 
     def as_follower(self, topic: str, partition: int, leader_epoch: int, fn):
         """Run ``fn(log)`` (a fetcher thread's truncation) under the partition lock if the partition
@@ -723,10 +1059,7 @@ class ReplicaManager:
         part = self._partitions.get((topic, partition))
         if part is None:
             raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer hosted here")
-        with part.lock:
-            if part.is_leader or part.leader_epoch != leader_epoch:
-                raise NotLeaderOrFollowerError(f"{topic}-{partition} is no longer followed at epoch {leader_epoch}")
-            return fn(part.log)
+        return part.run_as_follower(leader_epoch, fn)
 
     def follower_log(self, topic: str, partition: int, leader_epoch: int):
         """The local log of a partition followed at ``leader_epoch`` (fetcher threads), else None."""
@@ -861,6 +1194,16 @@ class ReplicaManager:
             self.cluster.remove_listener(on_change)
 
 
+def _max_timestamp_offset(lg) -> tuple[int, int] | None:
+    """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
+    holding the largest timestamp of the log (its segments' largest, then the first record at
+    or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
+    max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
+    if max_ts < 0:
+        return None
+    return lg.offset_for_timestamp(max_ts)
+
+
 def _size_of(lg) -> int | str:
     try:
         return lg.size
@@ -875,4 +1218,11 @@ def _leo_of(lg) -> int | str:
         return "?"
 
 
-__all__ = ["FollowerState", "Partition", "ReplicaManager"]  # Partition, FollowerState: broker.server.partition
+__all__ = [
+    "FetchParams",
+    "FetchPartitionData",
+    "FollowerState",
+    "Partition",
+    "ProducePartitionResult",
+    "ReplicaManager",
+]  # Partition, FollowerState: broker.server.partition

@@ -589,6 +589,18 @@ class TopicAdmin:
         validate_topic_name(name)
         return self.session.retry(self.session.zk.exists, paths.deleted_topic_record(name)) is not None
 
+    def read_assignment(self, name: str) -> dict[int, list[int]] | None:
+        """The topic's replica assignment (partition -> replicas) read from ZooKeeper now
+        (``/brokers/topics/<name>``, not the cache), None if the topic node does not exist.  A
+        blocking read through the session's retry: any thread but a kazoo handler thread; a
+        malformed node raises its decode error."""
+        path = paths.topic(name)
+        try:
+            data, _ = self.session.retry(self.session.zk.get, path)
+        except NoNodeError:
+            return None
+        return decode_topic_assignment(data, path)
+
     def _subtree(self, root: str) -> list[str]:
         """Every node under ``root`` and ``root`` itself, children before parents."""
         out: list[str] = []

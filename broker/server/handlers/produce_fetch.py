@@ -1,9 +1,14 @@
 """Produce, Fetch, ListOffsets and OffsetForLeaderEpoch: the data path of the request handlers.
 
+The Produce and Fetch handlers translate: they check and decode the request, call
+:meth:`ReplicaManager.append_records` / :meth:`ReplicaManager.fetch_messages` (which append, read,
+track followers and own the purgatories where acks=all Produces and long polls wait), and encode
+what the replica manager's callback returns.  What each API does, as seen on the wire:
+
 * Produce v3-9 (record batch v2, appended without decoding records) and v0-2 (v0/v1 message sets,
   up-converted to v2); acks 0 / 1 / -1.  acks=-1 (all) on a replicated partition: NOT_ENOUGH_REPLICAS
   before appending when the ISR is smaller than ``min.insync.replicas``, then the answer waits in the
-  produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
+  replica manager's produce purgatory until the high watermark passes the append (REQUEST_TIMED_OUT after the
   request's timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
   NOT_LEADER_OR_FOLLOWER if leadership moved); with one replica it is answered like 1.  acks=0 with an
   error closes the connection, as Kafka does, so the producer notices.  Produce to an internal topic
@@ -14,7 +19,7 @@
   producer's open transaction.
 * Fetch v4-16 (v13+: topics by id, KIP-516), sessionless (session id 0 in every answer), record bytes
   sent with ``os.sendfile`` from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.
-  ``max_wait_ms`` / ``min_bytes`` long polls go to a :class:`~broker.server.purgatory.Purgatory` and
+  ``max_wait_ms`` / ``min_bytes`` long polls wait in the replica manager's fetch purgatory and
   complete when data arrives or the wait expires, without holding a handler thread.  A follower's
   Fetch (replica_id >= 0) reads up to the log end offset and tells the replica manager the
   follower's position; consumers (replica_id -1) read only below the high watermark (= the log end
@@ -29,9 +34,10 @@
   below it (Kafka's ``lastFetchableOffset``).
 * OffsetForLeaderEpoch v0-4 (``Log.end_offset_for_epoch``).
 
-Thread-safety: the handlers run concurrently on every request handler thread; delayed operations
-complete on the purgatories' threads (an appending thread, the timer, shutdown).  No lock of its
-own: the replica manager, the purgatories and the logs guard their own state.  The Fetch v13+
+Thread-safety: the handlers run concurrently on every request handler thread; the answers of
+delayed operations are encoded on the thread completing them (an appending thread, the timer,
+shutdown), through the replica manager's callbacks.  No lock of its own: the replica manager, its
+purgatories and the logs guard their own state.  The Fetch v13+
 topic-id cache is a dict used without a lock (each get/set is atomic).
 """
 
@@ -39,21 +45,16 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import uuid
 
 from pyklog.broker.errors import (
     CorruptRecordError,
-    FencedLeaderEpochError,
     InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     PyklogError,
-    RequestTimedOutError,
     TransactionalIdAuthorizationFailedError,
-    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
@@ -69,7 +70,7 @@ from pyklog.broker.server.handlers.responses import (
     error_code_of,
 )
 from pyklog.broker.server.network import OwnedFd
-from pyklog.broker.server.purgatory import DelayedOperation
+from pyklog.broker.server.replica_manager import FetchParams
 from pyklog.broker.zk.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
@@ -110,9 +111,10 @@ def _check_transactional_producer_id(records, topic: str, partition: int) -> Non
 class ProduceFetchApis(RequestHandlers):
     """Produce, Fetch, ListOffsets and OffsetForLeaderEpoch of one broker.
 
-    ``replica_manager`` (:class:`~pyklog.broker.server.replica_manager.ReplicaManager`) serves the
-    leader logs and owns the purgatories where long-polling Fetches and acks=all Produces wait;
-    ``dynamic_config`` (or None) gives the leader's replication throttle rate.
+    ``replica_manager`` (:class:`~pyklog.broker.server.replica_manager.ReplicaManager`) appends and
+    reads the partitions and owns the purgatories where long-polling Fetches and acks=all Produces
+    wait; ``dynamic_config`` (or None) gives the leader's replication throttle rate (the quota this
+    handler makes and passes to each follower Fetch, as Kafka's KafkaApis does).
     """
 
     def __init__(self, config, cluster, replica_manager, dynamic_config=None):
@@ -120,25 +122,27 @@ class ProduceFetchApis(RequestHandlers):
         self.cluster = cluster
         self.replica_manager = replica_manager
         self.dynamic_config = dynamic_config
-        self.purgatory = replica_manager.fetch_purgatory
-        self.produce_purgatory = replica_manager.produce_purgatory
         #: Fetch v13+ (flex-data): topic id -> name, checked against the registry on every use
         self._topic_names_by_id: dict = {}
         self._replication_quota = None  # made on first use (_leader_quota)
-        self._shutting_down = False
 
     def begin_shutdown(self) -> None:
-        """From now on Fetches and acks=all Produces are answered at once, never delayed."""
-        self._shutting_down = True
+        """From now on Fetches and acks=all Produces are answered at once, never delayed (the
+        replica manager's :meth:`~pyklog.broker.server.replica_manager.ReplicaManager.begin_shutdown`)."""
+        self.replica_manager.begin_shutdown()
 
     def handle_produce(self, request, header, body):
+        """Produce: each partition's request checked here (acks, transactional id, internal topic,
+        leadership and auto-creation, the records' format: v0-2 message sets up-converted), the
+        appends made by :meth:`ReplicaManager.append_records`, whose callback (at once, or after
+        an acks=all wait) gives the answer."""
         version = header.api_version
         acks = body["acks"]
         responses = []
         failed = False
         ack_error = acks not in (0, 1, -1)
         tx_error = self._check_transactional_produce(body, version)
-        waits = []  # acks=all appends to replicated partitions: (entry, topic, partition, offset, epoch)
+        appends = []  # (entry, topic, partition, records): what goes to the replica manager
         for td in body["topic_data"]:
             name = td["name"]
             parts = []
@@ -162,50 +166,64 @@ class ProduceFetchApis(RequestHandlers):
                         # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
                         # topics (a forged record would rewrite committed offsets)
                         raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    wait = self._append(name, idx, pd["records"], version, entry, acks)
-                    if wait is not None:
-                        waits.append((entry,) + wait)
-                except PyklogError as e:
-                    failed = True
-                    entry["error_code"] = e.code
-                    entry["error_message"] = str(e)[:1000]
-                    if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
-                        entry["record_errors"] = [
-                            {"batch_index": i, "batch_index_error_message": m} for i, m in e.record_errors
-                        ]
-                        if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
-                            entry["error_code"] = _CORRUPT_MESSAGE
-                    if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
-                        log.debug("produce to %s-%d failed: %s", name, idx, e)
+                    appends.append((entry, name, idx, self._produce_records(name, idx, pd["records"], version)))
                 except Exception as e:  # noqa: BLE001
                     failed = True
-                    log.exception("produce to %s-%d failed", name, idx)
-                    entry["error_code"] = UNKNOWN_SERVER_ERROR
-                    entry["error_message"] = f"{type(e).__name__}: {e}"[:1000]
+                    self._produce_error(entry, e, name, idx, version)
                 parts.append(entry)
             responses.append({"name": name, "partition_responses": parts})
-        if acks == 0:
-            if failed:
-                request.close_connection()  # Kafka closes so an acks=0 producer notices
-            else:
-                request.send_nothing()
+
+        def answer(results) -> None:
+            nonlocal failed
+            for (entry, name, idx, _), result in zip(appends, results, strict=True):
+                if result.info is not None:
+                    entry["base_offset"] = result.info.first_offset
+                    entry["log_append_time_ms"] = result.info.log_append_time
+                    entry["log_start_offset"] = result.info.log_start_offset
+                if result.error is not None:
+                    failed = True
+                    self._produce_error(entry, result.error, name, idx, version)
+            if acks == 0:
+                if failed:
+                    request.close_connection()  # Kafka closes so an acks=0 producer notices
+                else:
+                    request.send_nothing()
+            elif not request.answered:
+                self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+
+        def answer_failed(_e) -> None:
+            if not request.answered:
+                request.close_connection()
+
+        if not appends:
+            answer([])
             return
-        if waits and not self._shutting_down:
-            produce = (request, header, responses, waits)
-            keys = [(w[1], w[2]) for w in waits]
-            self.produce_purgatory.watch(
-                DelayedOperation(
-                    keys,
-                    body.get("timeout_ms", 30000),
-                    0,
-                    0,
-                    produce,
-                    ready=lambda: all(self._produce_status(w) is not None for w in waits),
-                    on_complete=self._complete_delayed_produce,
-                )
-            )
+        self.replica_manager.append_records(
+            body.get("timeout_ms", 30000),
+            acks,
+            [(name, idx, records) for _, name, idx, records in appends],
+            answer,
+            answer_failed,
+        )
+
+    @staticmethod
+    def _produce_error(entry: dict, e: BaseException, topic: str, partition: int, version: int) -> None:
+        """One Produce partition's error into its answer (KIP-467 record errors; CORRUPT_MESSAGE for
+        INVALID_RECORD before v8; UNKNOWN_SERVER_ERROR, logged with its traceback, for anything
+        unexpected)."""
+        if not isinstance(e, PyklogError):
+            log.error("produce to %s-%d failed", topic, partition, exc_info=e)
+            entry["error_code"] = UNKNOWN_SERVER_ERROR
+            entry["error_message"] = f"{type(e).__name__}: {e}"[:1000]
             return
-        self._finish_produce(request, header, responses, waits)
+        entry["error_code"] = e.code
+        entry["error_message"] = str(e)[:1000]
+        if getattr(e, "record_errors", None):  # a per-record rule refused (KIP-467)
+            entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.record_errors]
+            if version < 8:  # INVALID_RECORD is unknown before v8: CORRUPT_MESSAGE
+                entry["error_code"] = _CORRUPT_MESSAGE
+        if e.code != UnknownTopicOrPartitionError.code and e.code != NotLeaderOrFollowerError.code:
+            log.debug("produce to %s-%d failed: %s", topic, partition, e)
 
     @staticmethod
     def _check_transactional_produce(body, version: int) -> PyklogError | None:
@@ -224,12 +242,11 @@ class ProduceFetchApis(RequestHandlers):
                     )
         return None
 
-    def _append(self, topic: str, partition: int, records, version: int, entry: dict, acks: int = 1):
-        """Validate one partition's records and append them through
-        :meth:`ReplicaManager.append_records`; returns ``(topic, partition, required offset, leader
-        epoch)`` when an acks=all Produce must wait for the high watermark (a replicated partition),
-        else None.  Leadership is checked before the records (UNKNOWN_TOPIC_OR_PARTITION /
-        NOT_LEADER_OR_FOLLOWER win over a malformed batch)."""
+    def _produce_records(self, topic: str, partition: int, records, version: int):
+        """One Produce partition's records checked for :meth:`ReplicaManager.append_records`: the
+        record batches v2 to append (v0-2 message sets up-converted).  Leadership is checked before
+        the records (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win over a malformed batch);
+        an unknown topic is created when ``auto.create.topics.enable``."""
         try:
             self.replica_manager.leader_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -250,264 +267,68 @@ class ProduceFetchApis(RequestHandlers):
             data = message_set_to_batches(records)
             if not data:
                 raise InvalidRecordError(f"produce v{version} to {topic}-{partition}: no complete message")
-        else:
-            if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
-                magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
-                raise InvalidRecordError(f"Produce v{version} requires record batches with magic 2, read magic {magic}")
-            data = records
-            _check_transactional_producer_id(data, topic, partition)
-        info, wait = self.replica_manager.append_records(topic, partition, data, acks)
-        entry["base_offset"] = info.first_offset
-        entry["log_append_time_ms"] = info.log_append_time
-        entry["log_start_offset"] = info.log_start_offset
-        return None if wait is None else (topic, partition) + wait
-
-    def _produce_status(self, wait):
-        """None (keep waiting), 0 or the error of one acks=all append (Kafka's DelayedProduce.tryComplete)."""
-        _, topic, partition, required, epoch = wait
-        return self.replica_manager.produce_status(topic, partition, required, epoch)
-
-    def _complete_delayed_produce(self, op: DelayedOperation) -> None:
-        """The produce purgatory's completion (a follower's Fetch thread, the ISR task, a role
-        change, the timer at the request's timeout_ms, or shutdown): answer every partition."""
-        request, header, responses, waits = op.payload
-        try:
-            self._finish_produce(request, header, responses, waits)
-        except Exception:  # noqa: BLE001
-            log.exception("completing a delayed produce failed")
-            if not request.answered:
-                request.close_connection()
-
-    def _finish_produce(self, request, header, responses, waits) -> None:
-        for w in waits:
-            entry = w[0]
-            status = self._produce_status(w)
-            if status is None:
-                status = RequestTimedOutError(
-                    f"{w[1]}-{w[2]}: not replicated to the ISR up to offset {w[3]} within the request's timeout"
-                )
-            if status != 0:
-                entry["error_code"] = status.code
-                entry["error_message"] = str(status)[:1000]
-        if not request.answered:
-            self._respond(request, header, {"responses": responses, "throttle_time_ms": 0})
+            return data
+        if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
+            magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
+            raise InvalidRecordError(f"Produce v{version} requires record batches with magic 2, read magic {magic}")
+        _check_transactional_producer_id(records, topic, partition)
+        return records
 
     def handle_fetch(self, request, header, body):
-        if header.api_version >= 13:  # KIP-516: topics by id (flex-data)
+        """Fetch: the request (v13+: topic ids resolved to names) handed to
+        :meth:`ReplicaManager.fetch_messages`, whose callback (at once, or when a long poll
+        completes) gives the per-partition results this encodes: topic ids, record bytes as
+        ``sendfile`` file regions (v4+) or down-converted message sets (v0-3)."""
+        version = header.api_version
+        if version >= 13:  # KIP-516: topics by id (flex-data)
             for t in body["topics"]:
                 t["topic"] = self._fetch_topic_name(t["topic_id"])
-        body_topics = [
-            (t["topic"], [(p["partition"], p["fetch_offset"], p["partition_max_bytes"]) for p in t["partitions"]])
+        fetch_infos = [
+            (
+                t["topic"],
+                [
+                    (p["partition"], p["fetch_offset"], p["partition_max_bytes"], p.get("current_leader_epoch", -1))
+                    for p in t["partitions"]
+                ],
+            )
             for t in body["topics"]
         ]
-        replica_id = body.get("replica_id", -1)
-        fetch = (
-            request,
-            header,
-            body_topics,
-            body.get("max_bytes", INT32_MAX),
-            body.get("isolation_level", 0),
-            replica_id,
-            self._fenced_partitions(body),
+        params = FetchParams(
+            request_version=version,
+            replica_id=body.get("replica_id", -1),
+            max_wait_ms=body["max_wait_ms"],
+            min_bytes=body["min_bytes"],
+            max_bytes=body.get("max_bytes", INT32_MAX),
+            isolation_level=body.get("isolation_level", 0),
         )
-        keys = [(t, p) for t, parts in body_topics for p, _, _ in parts]
-        moved = self._fetch_moved(keys, fetch)  # marks taken before the read (see _fetch_moved)
-        responses, nbytes, errors = self._read_fetch(fetch)
-        max_wait = body["max_wait_ms"]
-        min_bytes = body["min_bytes"]
-        if max_wait <= 0 or nbytes >= min_bytes or errors or not body_topics or self._shutting_down:
-            self._send_fetch(fetch, responses)
+        self.replica_manager.fetch_messages(
+            params,
+            fetch_infos,
+            self._leader_quota() if params.is_follower else None,
+            lambda results: self._send_fetch(request, header, results),
+            lambda e: self._fetch_failed(request, header, fetch_infos, e),
+        )
+
+    def _fetch_failed(self, request, header, fetch_infos, e: BaseException) -> None:
+        """A delayed Fetch could not be completed: answer the error for every partition (or close
+        the connection if even that fails)."""
+        if request.answered:
             return
-        self.purgatory.watch(
-            DelayedOperation(
-                keys, max_wait, min_bytes, nbytes, fetch, ready=moved, on_complete=self._complete_delayed_fetch
-            )
-        )
-
-    def _fetch_moved(self, keys, fetch):
-        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
-        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
-        it once right after the watch is registered, so an append landing between the read and the
-        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
-        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
-        DelayedOperation.safeTryCompleteOrElse)."""
-        follower = fetch[5] >= 0
-        rm = self.replica_manager
-
-        def end(key):
-            lg = rm.local_log(*key)
-            if lg is None:
-                return None
-            return lg.log_end_offset if follower else lg.high_watermark
-
-        marks = {k: end(k) for k in keys}
-        return lambda: any(end(k) != m for k, m in marks.items())
-
-    def _fenced_partitions(self, body) -> dict:
-        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
-        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
-        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
-        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
-        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
-        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
-        out = {}
-        rm = self.replica_manager
-        for t in body["topics"]:
-            for pd in t["partitions"]:
-                asked = pd.get("current_leader_epoch", -1)
-                if asked is None or asked < 0:
-                    continue
-                part = rm.partition(t["topic"], pd["partition"])
-                if part is None or not part.is_leader:
-                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
-                error = part.check_current_leader_epoch(asked)
-                if error is not None:
-                    out[(t["topic"], pd["partition"])] = error
-        return out
-
-    def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
-        """The purgatory's completion (on the appending thread, the timer thread or at
-        shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
-        above the last stable offset (an open transaction's data) still has fewer than
-        ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
-        the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
-        fetch = op.payload
-        request = fetch[0]
         try:
-            moved = self._fetch_moved(op.keys, fetch)  # before the re-read, as in handle_fetch
-            responses, nbytes, errors = self._read_fetch(fetch)
-            remaining_ms = int((op.deadline - time.monotonic()) * 1000)
-            # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
-            # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
-            if (
-                nbytes < op.min_bytes
-                and not errors
-                and remaining_ms > 0
-                and not self._shutting_down
-                and (fetch[4] == 1 or fetch[5] < 0)
-            ):
-                self.purgatory.watch(
-                    DelayedOperation(
-                        op.keys,
-                        remaining_ms,
-                        op.min_bytes,
-                        nbytes,
-                        fetch,
-                        ready=moved,
-                        on_complete=self._complete_delayed_fetch,
-                    )
-                )
-                return
-            self._send_fetch(fetch, responses)
-        except Exception as e:  # noqa: BLE001
-            log.exception("completing a delayed fetch failed")
-            if not request.answered:
-                header = fetch[1]
-                try:
-                    err = error_body(
-                        ApiKey.FETCH,
-                        header.api_version,
-                        {
-                            "topics": [
-                                {"topic": t, "partitions": [{"partition": p} for p, _, _ in parts]}
-                                for t, parts in fetch[2]
-                            ]
-                        },
-                        error_code_of(e),
-                        str(e),
-                    )
-                    self._respond(request, header, err)
-                except Exception:  # noqa: BLE001
-                    request.close_connection()
-
-    def _read_fetch(self, fetch):
-        """Read every requested partition; returns (responses with FetchSlice records, bytes, errors)."""
-        _, header, topics, max_bytes, isolation, replica_id, fenced = fetch
-        version = header.api_version
-        follower = replica_id >= 0  # a follower replica's Fetch: reads up to the log end offset
-        soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
-        remaining = max_bytes if version >= 3 else INT32_MAX
-        min_one = soft_limits
-        total = 0
-        errors = 0
-        read_committed = isolation == 1 and version >= 4
-        responses = []
-        for name, parts in topics:
-            out = []
-            for p, offset, pmax in parts:
-                entry = {
-                    "partition_index": p,
-                    "error_code": NONE,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": [] if read_committed else None,
-                    "preferred_read_replica": -1,
-                    "records": None,
-                }
-                try:
-                    lg = self.replica_manager.leader_log(name, p)
-                    if (name, p) in fenced:
-                        raise fenced[(name, p)]
-                    # read once: the LSO bounds a READ_COMMITTED read and is reported to all
-                    lso = lg.last_stable_offset
-                    limit = min(pmax, remaining)
-                    if follower:
-                        bound = None
-                    elif read_committed:
-                        bound = lso
-                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
-                        bound = lg.high_watermark
-                    in_sync = True
-                    if follower:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
-                        part = self.replica_manager.partition(name, p)
-                        in_sync = part is None or replica_id in part.isr
-                        if self._leader_quota().should_throttle(name, p, in_sync):
-                            limit, min_one_here = 0, False
-                        else:
-                            min_one_here = min_one
-                    else:
-                        min_one_here = min_one
-                    if limit <= 0 and not min_one_here:
-                        sl = None
-                    else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
-                    if follower and sl is not None:
-                        self._leader_quota().record(name, p, in_sync, sl.size)
-                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
-                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
-                        self.replica_manager.update_follower_fetch(name, p, replica_id, offset)
-                    entry["high_watermark"] = lg.high_watermark
-                    entry["last_stable_offset"] = lso
-                    entry["log_start_offset"] = lg.log_start_offset
-                    if sl is not None and sl.size > 0:
-                        entry["records"] = sl
-                        total += sl.size
-                        remaining -= sl.size
-                        min_one = False
-                        if read_committed:  # Kafka's addAbortedTransactions
-                            entry["aborted_transactions"] = [
-                                {"producer_id": pid, "first_offset": first}
-                                for pid, first in lg.aborted_transactions(offset, lg.fetch_upper_bound(sl.first_offset))
-                            ]
-                except OffsetOutOfRangeError as e:
-                    errors += 1
-                    entry["error_code"] = e.code
-                    lg = self.replica_manager.local_log(name, p)
-                    if lg is not None:
-                        entry["high_watermark"] = lg.high_watermark
-                        entry["last_stable_offset"] = lg.last_stable_offset
-                        entry["log_start_offset"] = lg.log_start_offset
-                except PyklogError as e:
-                    errors += 1
-                    entry["error_code"] = e.code
-                except Exception:  # noqa: BLE001
-                    errors += 1
-                    log.exception("fetch from %s-%d failed", name, p)
-                    entry["error_code"] = UNKNOWN_SERVER_ERROR
-                out.append(entry)
-            responses.append({"topic": name, "partitions": out})
-        return responses, total, errors
+            err = error_body(
+                ApiKey.FETCH,
+                header.api_version,
+                {
+                    "topics": [
+                        {"topic": t, "partitions": [{"partition": p[0]} for p in parts]} for t, parts in fetch_infos
+                    ]
+                },
+                error_code_of(e),
+                str(e),
+            )
+            self._respond(request, header, err)
+        except Exception:  # noqa: BLE001
+            request.close_connection()
 
     def _leader_quota(self):
         """The leader's replication throttle (:class:`~pyklog.broker.server.replication_quota.
@@ -557,9 +378,31 @@ class ProduceFetchApis(RequestHandlers):
             else:
                 t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
 
-    def _send_fetch(self, fetch, responses) -> None:
-        request, header = fetch[0], fetch[1]
+    def _send_fetch(self, request, header, results) -> None:
+        """Encode and send the answer to a Fetch from :meth:`ReplicaManager.fetch_messages`' results:
+        v13+ topic ids, record bytes as a ``sendfile`` region of a dup of the segment's fd (v4+) or
+        down-converted to v0/v1 message sets (v0-3).  Any thread (the callback's)."""
         version = header.api_version
+        responses = []
+        for name, parts in results:
+            out = []
+            for p, d in parts:
+                aborted = d.aborted_transactions
+                out.append(
+                    {
+                        "partition_index": p,
+                        "error_code": NONE if d.error is None else error_code_of(d.error),
+                        "high_watermark": d.high_watermark,
+                        "last_stable_offset": d.last_stable_offset,
+                        "log_start_offset": d.log_start_offset,
+                        "aborted_transactions": None
+                        if aborted is None
+                        else [{"producer_id": pid, "first_offset": first} for pid, first in aborted],
+                        "preferred_read_replica": -1,
+                        "records": d.records,
+                    }
+                )
+            responses.append({"topic": name, "partitions": out})
         owned = []
         if version >= 13:
             self._fetch_topic_ids(responses)
@@ -597,7 +440,9 @@ class ProduceFetchApis(RequestHandlers):
         """ListOffsets v0-8: -1 latest (the LSO for READ_COMMITTED), -2 earliest, v7+ -3 the record
         with the largest timestamp (KIP-734), v8+ -4 the earliest local offset (KIP-405; without
         tiered storage the log start offset), else the first record at or after a timestamp.
-        Runs on a request handler thread; lock-free reads of the logs."""
+        The offsets are :meth:`ReplicaManager.fetch_offset_for_timestamp`'s (v0:
+        :meth:`ReplicaManager.legacy_fetch_offsets_before`); this translates.  Runs on a request
+        handler thread; lock-free reads of the logs."""
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
@@ -617,26 +462,15 @@ class ProduceFetchApis(RequestHandlers):
                     "leader_epoch": -1,
                 }
                 try:
-                    lg = self.replica_manager.leader_log(name, p)
+                    rm = self.replica_manager
                     if version == 0:
-                        entry["old_style_offsets"] = list(lg.offsets_before(ts, pd.get("max_num_offsets", 1)))
-                    elif ts == -1:
-                        # consumers' latest: the high watermark (= log end offset unreplicated)
-                        entry["offset"] = lg.last_stable_offset if read_committed else lg.high_watermark
-                    elif ts == -2 or ts == -4:  # -4 (v8, KIP-405): the earliest local offset; all is local
-                        entry["offset"] = lg.log_start_offset
-                    elif ts == -3:  # v7 (KIP-734): the first record with the largest timestamp
-                        fetchable = lg.last_stable_offset if read_committed else lg.high_watermark
-                        found = self._max_timestamp_offset(lg)
-                        if found is not None and found[0] < fetchable:
-                            entry["offset"], entry["timestamp"] = found
+                        entry["old_style_offsets"] = rm.legacy_fetch_offsets_before(
+                            name, p, ts, pd.get("max_num_offsets", 1)
+                        )
                     else:
-                        lso = lg.last_stable_offset if read_committed else lg.high_watermark
-                        found = lg.offset_for_timestamp(ts)
-                        if found is not None and (lso is None or found[0] < lso):
-                            entry["offset"], entry["timestamp"] = found
+                        entry["offset"], entry["timestamp"] = rm.fetch_offset_for_timestamp(name, p, ts, read_committed)
                     if version >= 4 and entry["offset"] >= 0:
-                        entry["leader_epoch"] = self.replica_manager.leader_epoch(name, p)
+                        entry["leader_epoch"] = rm.leader_epoch(name, p)
                 except PyklogError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)
@@ -655,7 +489,8 @@ class ProduceFetchApis(RequestHandlers):
         older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH (the broker has not seen the
         change yet).  Partitions not led here: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
         (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
-        Request handler thread; lock-free reads of the log's epoch cache."""
+        The answer is :meth:`ReplicaManager.last_offset_for_leader_epoch`'s; this translates.  Request
+        handler thread; lock-free reads of the log's epoch cache."""
         topics = []
         for t in body["topics"]:
             name = t["topic"]
@@ -664,41 +499,11 @@ class ProduceFetchApis(RequestHandlers):
                 p = pd["partition"]
                 entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
                 try:
-                    lg = self.replica_manager.leader_log(name, p)
-                    current = self.replica_manager.leader_epoch(name, p)
-                    asked = pd.get("current_leader_epoch", -1)
-                    if asked >= 0 and asked < current:
-                        raise FencedLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is older than the leader's {current}"
-                        )
-                    if asked > current:
-                        raise UnknownLeaderEpochError(
-                            f"{name}-{p}: current leader epoch {asked} is newer than the leader's {current}"
-                        )
-                    epoch = pd["leader_epoch"]
-                    latest = lg.latest_epoch
-                    if latest < epoch <= current:
-                        # the cache lacks the current epoch (nothing written in it yet and the
-                        # ReplicaManager has not assigned it): answer as Kafka's leader, whose cache
-                        # always ends with (current epoch, its start): the epoch asked for ends at
-                        # the LEO, reported as the current one, the latest known below it, or
-                        # itself when none is known
-                        found = epoch if epoch == current or latest < 0 else latest
-                        entry["leader_epoch"], entry["end_offset"] = found, lg.log_end_offset
-                    else:
-                        entry["leader_epoch"], entry["end_offset"] = lg.end_offset_for_epoch(epoch)
+                    entry["leader_epoch"], entry["end_offset"] = self.replica_manager.last_offset_for_leader_epoch(
+                        name, p, pd.get("current_leader_epoch", -1), pd["leader_epoch"]
+                    )
                 except PyklogError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)
             topics.append({"topic": name, "partitions": parts})
         self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
-
-    @staticmethod
-    def _max_timestamp_offset(lg) -> tuple[int, int] | None:
-        """ListOffsets v7+ MAX_TIMESTAMP (-3, KIP-734): ``(offset, timestamp)`` of the first record
-        holding the largest timestamp of the log (its segments' largest, then the first record at
-        or after it), None for a log without records.  Lock-free, as ``offset_for_timestamp``."""
-        max_ts = max((seg.max_timestamp for seg in lg.segments), default=-1)
-        if max_ts < 0:
-            return None
-        return lg.offset_for_timestamp(max_ts)

@@ -1,0 +1,111 @@
+"""ReplicaManager's Produce and Fetch paths without a server: ``append_records`` and
+``fetch_messages`` answer through their callbacks, at once or after a long poll in the fetch
+purgatory.  A real LogManager in a temporary directory; the cluster is a stand-in for a partition
+with a single replica led here (no ZooKeeper)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyklog.broker.errors import FencedLeaderEpochError, UnknownTopicOrPartitionError
+from pyklog.broker.log import LogConfig, LogManager
+from pyklog.broker.record.batch import build_batch
+from pyklog.broker.server.config import ServerConfig
+from pyklog.broker.server.replica_manager import FetchParams, ReplicaManager
+
+TOPIC = "t"
+
+
+def batch(i, n=2):
+    return build_batch([(b"k%04d" % i, b"x" * 100, 1_000_000 + i, ())] * n)
+
+
+class OneBrokerCluster:
+    """What the replica manager reads of the cluster for a topic with one replica on broker 1."""
+
+    def add_partition_state_listener(self, fn):
+        pass
+
+    def remove_partition_state_listener(self, fn):
+        pass
+
+    def partition_replicas(self, topic, partition):
+        return [1]
+
+    def topic_config(self, topic):
+        return {}
+
+    def topic(self, name, refresh_if_missing=False):
+        return None  # any partition not led here is unknown
+
+
+@pytest.fixture
+def rm(tmp_path):
+    logs = LogManager([str(tmp_path / "logs")], LogConfig(), background=False)
+    config = ServerConfig.from_properties({"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"})
+    manager = ReplicaManager(config, logs, OneBrokerCluster(), default_log_config=LogConfig())
+    manager.become_leader(TOPIC, 0, 3, [1], None)
+    yield manager
+    manager.complete_delayed_operations()
+    manager.shutdown()
+    logs.shutdown()
+
+
+def consumer_fetch(max_wait_ms=0, min_bytes=1, version=12):
+    return FetchParams(
+        request_version=version,
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=0,
+    )
+
+
+def produce(rm, *entries, acks=1):
+    got = []
+    rm.append_records(1000, acks, list(entries), got.append)
+    assert len(got) == 1, "acks 1 on a single replica answers at once"
+    return got[0]
+
+
+def test_append_answers_each_entry_in_order(rm):
+    results = produce(rm, (TOPIC, 0, batch(0)), (TOPIC, 7, batch(1)), (TOPIC, 0, batch(2)))
+    assert [r.error is None for r in results] == [True, False, True]
+    assert isinstance(results[1].error, UnknownTopicOrPartitionError) and results[1].info is None
+    assert results[0].info.first_offset == 0 and results[2].info.first_offset == 2
+
+
+def test_fetch_reads_below_the_high_watermark(rm):
+    produce(rm, (TOPIC, 0, batch(0)))
+    got = []
+    rm.fetch_messages(consumer_fetch(), [(TOPIC, [(0, 0, 1 << 20, -1)])], None, got.append)
+    [[(name, [(p, data)])]] = got
+    assert (name, p) == (TOPIC, 0)
+    assert data.error is None and data.high_watermark == 2 and data.log_start_offset == 0
+    assert data.records is not None and data.records.size > 0
+    assert data.aborted_transactions is None  # READ_UNCOMMITTED
+
+
+def test_long_poll_waits_for_an_append(rm):
+    got = []
+    rm.fetch_messages(consumer_fetch(max_wait_ms=30_000), [(TOPIC, [(0, 0, 1 << 20, -1)])], None, got.append)
+    assert got == [] and len(rm.fetch_purgatory) == 1
+    produce(rm, (TOPIC, 0, batch(0)))
+    assert len(got) == 1, "the append completes the waiting fetch on the appending thread"
+    [(_, [(_, data)])] = got[0]
+    assert data.records is not None and data.high_watermark == 2
+
+
+def test_no_waiting_after_begin_shutdown(rm):
+    rm.begin_shutdown()
+    got = []
+    rm.fetch_messages(consumer_fetch(max_wait_ms=30_000), [(TOPIC, [(0, 0, 1 << 20, -1)])], None, got.append)
+    assert len(got) == 1 and len(rm.fetch_purgatory) == 0
+
+
+def test_an_older_leader_epoch_is_fenced(rm):
+    got = []
+    rm.fetch_messages(consumer_fetch(max_wait_ms=30_000), [(TOPIC, [(0, 0, 1 << 20, 2)])], None, got.append)
+    [[(_, [(_, data)])]] = got  # an error answers at once
+    assert isinstance(data.error, FencedLeaderEpochError)
