@@ -26,7 +26,7 @@ from tests.integration.replication_support import (
     consume_all,
     create_topic,
     produce_acks_all,
-    start_cluster,
+    start_brokers,
     state,
 )
 from tests.support import wait_for
@@ -57,7 +57,7 @@ def _answer(w: support.Wire, cid: int) -> int | None:
 
 
 def test_old_leader_split_from_zookeeper_acknowledges_nothing_the_new_leader_lacks(broker_factory, zk):
-    brokers = start_cluster(broker_factory, zookeeper_session_timeout_ms=str(SESSION_MS))
+    brokers = start_brokers(broker_factory, zookeeper_session_timeout_ms=str(SESSION_MS))
     by_id = {b.broker_id: b for b in brokers}
     topic = f"split-{uuid.uuid4().hex[:6]}"
     create_topic(zk, brokers, topic, partitions=1, rf=3)
