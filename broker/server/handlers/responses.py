@@ -124,7 +124,8 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
                 for t in body["topics"]
             ],
         }
-    if api_key == ApiKey.LIST_OFFSETS:
+    # one error code per requested partition
+    if api_key in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT):
         return {
             "topics": [
                 {
@@ -141,18 +142,6 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
             "brokers": [],
             "controller_id": -1,
             "topics": [{"error_code": code, "name": t["name"], "partitions": []} for t in body.get("topics") or []],
-        }
-    if api_key == ApiKey.OFFSET_COMMIT:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
-                    ],
-                }
-                for t in body["topics"]
-            ]
         }
     if api_key == ApiKey.OFFSET_FETCH:
         if version >= 8:
@@ -179,18 +168,6 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
         }
     if api_key in (ApiKey.FIND_COORDINATOR, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS):
         return {"error_code": code, "error_message": msg, "node_id": -1, "host": "", "port": -1}
-    if api_key == ApiKey.TXN_OFFSET_COMMIT:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]
-                    ],
-                }
-                for t in body["topics"]
-            ]
-        }
     if api_key == ApiKey.WRITE_TXN_MARKERS:
         return {
             "markers": [
