@@ -61,6 +61,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from pyklog.broker.errors import ConfigError
+from pyklog.broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -226,12 +227,17 @@ class Request:
     must outlive the request.
     """
 
-    __slots__ = ("frame", "connection_id", "peer", "_conn", "_done")
+    __slots__ = ("frame", "connection_id", "peer", "principal", "listener_name", "security_protocol", "_conn", "_done")
 
     def __init__(self, conn: _Connection, frame: memoryview):
         self.frame = frame
         self.connection_id = conn.id
         self.peer = conn.peer
+        #: who the connection authenticated as (the authorizer's subject)
+        self.principal: KafkaPrincipal = conn.principal
+        #: the listener the request came in on (e.g. ``PLAINTEXT``) and its security protocol
+        self.listener_name: str = conn.listener_name
+        self.security_protocol: str = conn.security_protocol
         self._conn = conn
         self._done = False
 
@@ -297,10 +303,16 @@ class _Connection:
         "ip",
         "reserved",
         "memory_muted",
+        "principal",
+        "listener_name",
+        "security_protocol",
     )
 
     def __init__(self, cid: int, sock: socket.socket, peer: str, processor: Processor, ip: str = ""):
         self.id = cid
+        self.principal = ANONYMOUS  # set by the connection's authentication (TLS client certificate, SASL)
+        self.listener_name = processor.server.listener_name
+        self.security_protocol = processor.server.security_protocol
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
@@ -763,8 +775,12 @@ class SocketServer:
         max_connections_per_ip: int = INT32_MAX,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         queued_max_request_bytes: int = -1,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
     ):
         self.host = host
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
         self.port = port
         self.handler = handler
         self.num_network_threads = num_network_threads

@@ -57,6 +57,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("common", ("pyklog.broker.common",)),
     ("record", ("pyklog.broker.record",)),
     ("protocol", ("pyklog.broker.protocol",)),
+    ("security", ("pyklog.broker.security",)),
+    ("authorizer", ("pyklog.broker.security.authorizer",)),
     ("log", ("pyklog.broker.log",)),
     ("zk", ("pyklog.broker.zk",)),
     ("coordinator", ("pyklog.broker.coordinator",)),
@@ -79,19 +81,20 @@ EXACT: dict[str, str] = {
 #: The broker's layers in order (same rank: may import each other; the cycle check still applies).
 BROKER_RANKS: list[set[str]] = [
     {"errors"},
-    {"common", "record", "protocol"},
+    {"common", "record", "protocol", "security"},
     {"log"},
     {"zk"},
-    {"coordinator"},
+    {"coordinator", "authorizer"},
     {"controller"},
     {"server"},
     {"cli"},
     {"broker"},
 ]
 
-#: What the broker's codecs are, for the connector: the layers it may import, and the modules of
+#: What the broker's codecs are, for the connector: the layers it may import (security: principals,
+#: credentials and ACL values, no ZooKeeper), and the modules of
 #: ``zk`` it may import (the ZooKeeper paths and node codecs, no client).
-CONNECTOR_MAY_IMPORT = {"errors", "common", "record", "protocol"}
+CONNECTOR_MAY_IMPORT = {"errors", "common", "record", "protocol", "security"}
 CONNECTOR_ZK_MODULES = {"pyklog.broker.zk.paths", "pyklog.broker.zk.znodes"}
 #: The command-line tools (``connector.cli``) are Kafka's tools: besides the clients they may use
 #: the registry's client (``zk``: Kafka's ``--zookeeper`` modes work on ZooKeeper directly), the log's
