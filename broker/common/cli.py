@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import pathlib
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -21,6 +23,8 @@ __all__ = [
     "add_version_argument",
     "tool_parser",
     "require",
+    "read_option_file",
+    "json_list_document",
     "print_error",
     "reports_errors",
 ]
@@ -65,6 +69,32 @@ def require(args: argparse.Namespace, *options: str) -> None:
         value = getattr(args, option.replace("-", "_").replace(".", "_"))
         if value is None or value == "":
             raise UsageError(f'Missing required argument "[{option}]"')
+
+
+def read_option_file(path: str, parse: Callable[[str], Any]) -> Any:
+    """``parse(text)`` of the file an option names (``--offset-json-file`` and the like); an
+    unreadable file or a ValueError from ``parse`` is a :class:`UsageError`."""
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def json_list_document(text: str, what: str, key: str, layout: str) -> tuple[dict, list]:
+    """The JSON document of a tool's input file whose ``key`` holds a list (Kafka's
+    ``{"partitions": [...]}`` files): ``(document, that list)``; a ValueError says the file is
+    ``what`` and should look like ``layout``."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the {what} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        raise ValueError(f"the {what} must be {layout}")
+    return doc, doc[key]
 
 
 def print_error(message: object) -> int:

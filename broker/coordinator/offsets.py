@@ -57,7 +57,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter, coordinator_error_for
@@ -67,6 +67,7 @@ from pyklog.broker.coordinator.runtime import (  # noqa: F401 - java_string_hash
     LOADING,
     CoordinatorPartition,
     CoordinatorPartitions,
+    CoordinatorStateManager,
     java_string_hash,
     kafka_abs,
     partition_for_key,
@@ -294,7 +295,7 @@ class _OffsetsPartition(CoordinatorPartition):
         return self.offsets.cache
 
 
-class OffsetManager:
+class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
     """Committed offsets of consumer groups in ``__consumer_offsets`` (see the module docstring).
 
     ``log_manager`` is a :class:`broker.log.manager.LogManager`; ``cluster`` a started
@@ -356,35 +357,11 @@ class OffsetManager:
         return _OffsetsPartition(partition, coordinator_epoch, lock)
 
     @property
-    def num_partitions(self) -> int:
-        """``offsets.topic.num.partitions``, or the existing topic's own partition count once seen."""
-        return self.runtime.num_partitions
-
-    @property
     def _synced(self) -> bool:
         return self.runtime.synced
 
-    # ------------------------------------------------------------------ lifecycle
-
-    def startup(self) -> None:
-        """Follow leadership of ``__consumer_offsets`` partitions; load led ones in the background.
-
-        The topic itself is created on first use (:meth:`ensure_topic`), when the brokers that
-        form the cluster are registered, so its partitions spread over all of them.
-        """
-        self.runtime.startup()
-
-    def shutdown(self) -> None:
-        self.runtime.shutdown()
-
-    def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` (compacted) unless it exists; load partitions we now lead."""
-        self.runtime.ensure_topic()
-
     # ------------------------------------------------------------------ coordinator lookup
-
-    def partition_for(self, group: str) -> int:
-        return self.runtime.partition_for(group)
+    # (lifecycle, partition_for, wait_loaded: CoordinatorStateManager)
 
     def coordinator_for(self, group: str) -> int | None:
         """The broker id coordinating ``group`` (creating ``__consumer_offsets`` on first use);
@@ -396,11 +373,6 @@ class OffsetManager:
     def is_loading(self, group: str | None = None) -> bool:
         """True while any (or ``group``'s) led offsets partition is still loading."""
         return self.runtime.is_loading(group)
-
-    def wait_loaded(self, timeout: float = 30.0) -> bool:
-        """Poll (every 20 ms) until no led offsets partition is loading; False after ``timeout`` s.
-        Runs in the caller's thread."""
-        return self.runtime.wait_loaded(timeout)
 
     def _partition_for_request(self, group: str) -> _OffsetsPartition:
         if group is None:
@@ -456,6 +428,32 @@ class OffsetManager:
         UNKNOWN_TOPIC_OR_PARTITION.  Raises NotCoordinatorError / CoordinatorLoadInProgressError for
         the whole request (before anything is appended).  Runs on a request handler thread.
         """
+        self._commit_offsets(
+            group,
+            offsets,
+            done,
+            commit_timestamp,
+            put=lambda cache, tp, v, position: cache.put_if_newer(group, tp, v, position),
+            from_client=True,
+            what="offset commit",
+        )
+
+    def _commit_offsets(
+        self,
+        group: str,
+        offsets: dict,
+        done,
+        commit_timestamp: int | None,
+        *,
+        put: Callable,
+        from_client: bool,
+        what: str,
+        batch_attrs: dict | None = None,
+    ) -> None:
+        """The commit path shared by OffsetCommit and TxnOffsetCommit: validate, build one batch
+        (``batch_attrs``: a transactional batch's producer fields), append it with acks=all
+        (:meth:`_store`), then ``put(offsets_cache, (topic, partition), value, position)`` each
+        offset into the cache and answer ``done(results)``."""
         part = self._partition_for_request(group)
         now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
         results, valid = self._validate_offsets(offsets, now)
@@ -464,7 +462,8 @@ class OffsetManager:
             return
         try:
             batch = build_batch(
-                [(encode_offset_key(group, t, p), encode_offset_value(v), now, ()) for (t, p), v in valid.items()]
+                [(encode_offset_key(group, t, p), encode_offset_value(v), now, ()) for (t, p), v in valid.items()],
+                **(batch_attrs or {}),
             )
         except PyklogError as e:
             results.update(dict.fromkeys(valid, e.code))
@@ -473,9 +472,9 @@ class OffsetManager:
 
         def install(position: int) -> None:
             for tp, v in valid.items():
-                part.offsets.put_if_newer(group, tp, v, position)
+                put(part.offsets, tp, v, position)
 
-        self._store(part, group, batch, valid, results, install, done, from_client=True, what="offset commit")
+        self._store(part, group, batch, valid, results, install, done, from_client=from_client, what=what)
 
     def _blocking(self, start, offsets: dict) -> dict:
         """Run an ``*_async`` store and wait for its result (bounded by the replication timeout)."""
@@ -604,39 +603,21 @@ class OffsetManager:
         """
         if not group:
             raise InvalidGroupIdError(f"a transactional offset commit needs a non-empty group id, got {group!r}")
-        part = self._partition_for_request(group)
-        now = int(time.time() * 1000) if commit_timestamp is None or commit_timestamp < 0 else int(commit_timestamp)
-        results, valid = self._validate_offsets(offsets, now)
-        if not valid:
-            done(results)
-            return
-        try:
-            batch = build_batch(
-                [(encode_offset_key(group, t, p), encode_offset_value(v), now, ()) for (t, p), v in valid.items()],
-                producer_id=int(producer_id),
-                producer_epoch=int(producer_epoch),
-                base_sequence=TXN_OFFSET_BASE_SEQUENCE,
-                is_transactional=True,
-            )
-        except PyklogError as e:
-            results.update(dict.fromkeys(valid, e.code))
-            done(results)
-            return
-
-        def install(position: int) -> None:
-            for tp, v in valid.items():
-                part.offsets.put_pending(int(producer_id), group, tp, v, position)
-
-        self._store(
-            part,
+        pid = int(producer_id)
+        self._commit_offsets(
             group,
-            batch,
-            valid,
-            results,
-            install,
+            offsets,
             done,
+            commit_timestamp,
+            put=lambda cache, tp, v, position: cache.put_pending(pid, group, tp, v, position),
             from_client=False,
             what=f"transactional offset commit (producer {producer_id} epoch {producer_epoch})",
+            batch_attrs={
+                "producer_id": pid,
+                "producer_epoch": int(producer_epoch),
+                "base_sequence": TXN_OFFSET_BASE_SEQUENCE,
+                "is_transactional": True,
+            },
         )
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:

@@ -441,3 +441,43 @@ class CoordinatorPartitions(Generic[P]):
                 return existing
         config = self.log_manager.default_config.with_overrides(self.cluster.topic_config(self.topic))
         return self.log_manager.get_or_create_log(self.topic, partition, config)
+
+
+class CoordinatorStateManager(Generic[P]):
+    """The base of a coordinator's state manager (the offset manager, the transaction state
+    manager): lifecycle and lookups answered by its :attr:`runtime`, which subclasses build in
+    ``__init__``.  Thread-safe as the runtime is."""
+
+    runtime: CoordinatorPartitions[P]
+
+    @property
+    def num_partitions(self) -> int:
+        """The topic's configured partition count, or the existing topic's own count once seen."""
+        return self.runtime.num_partitions
+
+    def startup(self) -> None:
+        """Follow leadership of the topic's partitions; load led ones in the background.  The
+        topic itself is created on first use (:meth:`ensure_topic`)."""
+        self.runtime.startup()
+
+    def shutdown(self) -> None:
+        self.runtime.shutdown()
+
+    def ensure_topic(self) -> None:
+        """Create the topic (compacted) unless it exists; load partitions this broker now leads
+        (COORDINATOR_NOT_AVAILABLE if it cannot be created)."""
+        self.runtime.ensure_topic()
+
+    def partition_for(self, key: str) -> int:
+        """The topic partition of ``key`` (a group or transactional id)."""
+        return self.runtime.partition_for(key)
+
+    def coordinator_for(self, key: str) -> int | None:
+        """The broker coordinating ``key`` (creating the topic on first use); None when its
+        partition has no live leader (COORDINATOR_NOT_AVAILABLE)."""
+        return self.runtime.coordinator_for(key)
+
+    def wait_loaded(self, timeout: float = 30.0) -> bool:
+        """Poll (every 20 ms, in the caller's thread) until no led partition is loading; False
+        after ``timeout`` s."""
+        return self.runtime.wait_loaded(timeout)

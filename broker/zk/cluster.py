@@ -29,15 +29,15 @@ callback thread.  :meth:`start` and :meth:`stop` are called by the owner only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
-from pyklog.broker.errors import PyklogError
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.configs import ZkConfigs
 from pyklog.broker.zk.consumer_groups import ZkConsumerGroups
@@ -47,11 +47,24 @@ from pyklog.broker.zk.producer_ids import ZkProducerIdManager
 from pyklog.broker.zk.registration import BrokerRegistrar
 from pyklog.broker.zk.session import ZkSession, new_cluster_id, split_connect_string  # noqa: F401 - re-exported
 from pyklog.broker.zk.topic_admin import TopicAdmin
-from pyklog.broker.zk.znodes import BrokerRegistration, LeaderAndIsr
+from pyklog.broker.zk.znodes import BrokerRegistration
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _forward(part: str, method: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[ZkCluster, P], T]:
+    """A :class:`ZkCluster` method that calls ``method`` on the part held in the attribute named
+    ``part``, with ``method``'s signature and docstring (``help()`` and ``inspect`` show them)."""
+
+    @functools.wraps(method)
+    def forwarded(self: ZkCluster, *args: P.args, **kwargs: P.kwargs) -> T:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return forwarded
+
 
 __all__ = ["ZkCluster", "PartitionState", "split_connect_string", "new_cluster_id"]
 
@@ -304,93 +317,31 @@ class ZkCluster:
         return self.metadata_cache.partitions_led_by(broker_id)
 
     # ------------------------------------------------------------------ topic administration
+    # (each forwards to its part, keeping the part's signature and docstring)
 
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int = 1,
-        configs: dict | None = None,
-        validate_only: bool = False,
-        *,
-        replica_assignment: dict[int, list[int]] | None = None,
-        rack_aware: bool = True,
-    ) -> dict[int, list[int]]:
-        """See :meth:`TopicAdmin.create_topic`."""
-        return self.topic_admin.create_topic(
-            name,
-            num_partitions,
-            replication_factor,
-            configs,
-            validate_only,
-            replica_assignment=replica_assignment,
-            rack_aware=rack_aware,
-        )
-
-    def create_topics(self, specs: list[dict], validate_only: bool = False) -> dict[str, object]:
-        """See :meth:`TopicAdmin.create_topics`."""
-        return self.topic_admin.create_topics(specs, validate_only)
-
-    def create_partitions(
-        self, name: str, count: int, assignments: list | None = None, validate_only: bool = False
-    ) -> dict[int, list[int]]:
-        """See :meth:`TopicAdmin.create_partitions`."""
-        return self.topic_admin.create_partitions(name, count, assignments, validate_only)
-
-    def delete_topic(self, name: str) -> None:
-        self.topic_admin.delete_topic(name)
-
-    def delete_topics(self, names: list[str]) -> dict[str, PyklogError | None]:
-        return self.topic_admin.delete_topics(names)
-
-    def topic_deletion_recorded(self, name: str) -> bool:
-        return self.topic_admin.topic_deletion_recorded(name)
-
-    def broker_racks(self, ids) -> dict[int, str | None]:
-        return self.topic_admin.broker_racks(ids)
+    create_topic = _forward("topic_admin", TopicAdmin.create_topic)
+    create_topics = _forward("topic_admin", TopicAdmin.create_topics)
+    create_partitions = _forward("topic_admin", TopicAdmin.create_partitions)
+    delete_topic = _forward("topic_admin", TopicAdmin.delete_topic)
+    delete_topics = _forward("topic_admin", TopicAdmin.delete_topics)
+    topic_deletion_recorded = _forward("topic_admin", TopicAdmin.topic_deletion_recorded)
+    broker_racks = _forward("topic_admin", TopicAdmin.broker_racks)
 
     # ------------------------------------------------------------------ configs
 
-    def alter_topic_config(
-        self, name: str, set_configs: dict | None = None, delete_configs: Iterable[str] = ()
-    ) -> dict[str, str]:
-        return self.configs.alter_topic_config(name, set_configs, delete_configs)
-
-    def broker_config(self, entity: str | int) -> tuple[dict[str, str], int]:
-        return self.configs.broker_config(entity)
-
-    def alter_broker_config(
-        self,
-        entity: str | int,
-        set_configs: dict | None = None,
-        delete_configs: Iterable[str] = (),
-        validate: Callable[[dict[str, str]], None] | None = None,
-    ) -> tuple[dict[str, str], int]:
-        return self.configs.alter_broker_config(entity, set_configs, delete_configs, validate)
-
-    def watch_broker_config(self, entity: str | int, fn: Callable[[dict[str, str], int], None]) -> None:
-        self.configs.watch_broker_config(entity, fn)
+    alter_topic_config = _forward("configs", ZkConfigs.alter_topic_config)
+    broker_config = _forward("configs", ZkConfigs.broker_config)
+    alter_broker_config = _forward("configs", ZkConfigs.alter_broker_config)
+    watch_broker_config = _forward("configs", ZkConfigs.watch_broker_config)
 
     # ------------------------------------------------------------------ producer ids, ISR
 
-    def allocate_producer_ids(self, block_size: int = 1000) -> range:
-        return self.producer_ids.allocate_producer_ids(block_size)
-
-    def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
-        return self.isr.partition_state(topic, partition)
-
-    def update_isr(
-        self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int
-    ) -> int | None:
-        return self.isr.update_isr(topic, partition, leader_epoch, isr, zk_version)
+    allocate_producer_ids = _forward("producer_ids", ZkProducerIdManager.allocate_producer_ids)
+    partition_state = _forward("isr", IsrWriter.partition_state)
+    update_isr = _forward("isr", IsrWriter.update_isr)
 
     # ------------------------------------------------------------------ ZooKeeper consumer groups
 
-    def zookeeper_consumer_groups(self) -> list[str]:
-        return self.consumer_groups.zookeeper_consumer_groups()
-
-    def delete_expired_zookeeper_group(self, group: str, now_ms: int, retention_ms: int) -> bool:
-        return self.consumer_groups.delete_expired_zookeeper_group(group, now_ms, retention_ms)
-
-    def delete_zookeeper_group(self, group: str) -> bool:
-        return self.consumer_groups.delete_zookeeper_group(group)
+    zookeeper_consumer_groups = _forward("consumer_groups", ZkConsumerGroups.zookeeper_consumer_groups)
+    delete_expired_zookeeper_group = _forward("consumer_groups", ZkConsumerGroups.delete_expired_zookeeper_group)
+    delete_zookeeper_group = _forward("consumer_groups", ZkConsumerGroups.delete_zookeeper_group)

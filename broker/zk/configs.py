@@ -63,38 +63,66 @@ class ZkConfigs:
                 f"cannot delete unknown topic config(s) {unknown}; "
                 f"expected names such as retention.ms, cleanup.policy, segment.bytes"
             )
-        path = paths.topic_config(name)
-        while True:
+
+        def topic_exists() -> None:
             if self.session.retry(self.session.zk.exists, paths.topic(name)) is None:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+
+        config, _ = self._change_config_node(
+            paths.topic_config(name), f"topics/{name}", removals, updates, before_read=topic_exists
+        )
+        if self.cache is not None:
+            self.cache.set_topic_config(name, config, only_cached_topic=True)
+        log.info("altered config of topic %s: %s", name, config)
+        return dict(config)
+
+    def _change_config_node(
+        self,
+        path: str,
+        entity_path: str,
+        removals: set[str],
+        updates: dict[str, str],
+        *,
+        validate: Callable[[dict[str, str]], None] | None = None,
+        before_read: Callable[[], None] | None = None,
+    ) -> tuple[dict[str, str], int]:
+        """Read-modify-write one entity's config node (``{"version":1,"config":{...}}``) with a
+        versioned set, read again after a concurrent change, then write the change notification
+        ``/config/changes/config_change_<seq>`` naming ``entity_path`` (``topics/<t>``,
+        ``brokers/<id>``).  ``before_read()`` runs before each read and ``validate(new_config)`` on
+        the complete new config before it is written (either may raise to refuse).  Returns the new
+        config and the node's version."""
+        while True:
+            if before_read is not None:
+                before_read()
             try:
                 data, stat = self.session.retry(self.session.zk.get, path)
-                config = decode_topic_config(data, path)
+                config = decode_topic_config(data, path) if data else {}
             except NoNodeError:
-                data, stat, config = None, None, {}
+                stat, config = None, {}
             for k in removals:
                 config.pop(k, None)
             config.update(updates)
+            if validate is not None:
+                validate(dict(config))
             new = encode_topic_config(config)
             try:
                 if stat is None:
                     self.session.retry(self.session.zk.create, path, new, makepath=True)
+                    version = 0
                 else:
-                    self.session.retry(self.session.zk.set, path, new, version=stat.version)
+                    version = self.session.retry(self.session.zk.set, path, new, version=stat.version).version
                 break
             except (BadVersionError, NodeExistsError):
                 continue  # a concurrent change: read again
         self.session.retry(
             self.session.zk.create,
             paths.CONFIG_CHANGE_PREFIX,
-            encode_config_change(f"topics/{name}"),
+            encode_config_change(entity_path),
             sequence=True,
             makepath=True,
         )
-        if self.cache is not None:
-            self.cache.set_topic_config(name, config, only_cached_topic=True)
-        log.info("altered config of topic %s: %s", name, config)
-        return dict(config)
+        return config, version
 
     @watch_callback
     def _on_config_changes(self, children) -> bool | None:
@@ -177,34 +205,7 @@ class ZkConfigs:
         name = path.rsplit("/", 1)[1]
         removals = set(delete_configs or ())
         updates = {str(k): str(v) for k, v in (set_configs or {}).items()}
-        while True:
-            try:
-                data, stat = self.session.retry(self.session.zk.get, path)
-                config = decode_topic_config(data, path) if data else {}
-            except NoNodeError:
-                stat, config = None, {}
-            for k in removals:
-                config.pop(k, None)
-            config.update(updates)
-            if validate is not None:
-                validate(dict(config))
-            new = encode_topic_config(config)
-            try:
-                if stat is None:
-                    self.session.retry(self.session.zk.create, path, new, makepath=True)
-                    version = 0
-                else:
-                    version = self.session.retry(self.session.zk.set, path, new, version=stat.version).version
-                break
-            except (BadVersionError, NodeExistsError):
-                continue  # a concurrent change: read again
-        self.session.retry(
-            self.session.zk.create,
-            paths.CONFIG_CHANGE_PREFIX,
-            encode_config_change(f"brokers/{name}"),
-            sequence=True,
-            makepath=True,
-        )
+        config, version = self._change_config_node(path, f"brokers/{name}", removals, updates, validate=validate)
         log.info("altered dynamic config of brokers/%s: %s", name, config)
         return dict(config), version
 

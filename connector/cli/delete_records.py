@@ -25,10 +25,9 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
+from pyklog.broker.common.cli import json_list_document, read_option_file, reports_errors, require, tool_parser
 from pyklog.connector.cli import setup_logging
 
 
@@ -48,15 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_offset_json(text: str) -> dict:
     """Kafka's offset JSON -> ``{(topic, partition): offset}``; a ValueError names what is wrong."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the offset JSON file is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ValueError(
-            'the offset JSON file must be {"partitions": [{"topic": ..., "partition": ..., '
-            '"offset": ...}], "version": 1}'
-        )
+    doc, _ = json_list_document(
+        text,
+        "offset JSON file",
+        "partitions",
+        '{"partitions": [{"topic": ..., "partition": ..., "offset": ...}], "version": 1}',
+    )
     if doc.get("version", 1) != 1:
         raise ValueError(f"Not supported version field value {doc.get('version')}")
     out = {}
@@ -80,13 +76,7 @@ def main(argv=None) -> int:
     setup_logging()
     a = build_parser().parse_args(argv)
     require(a, "bootstrap-server", "offset-json-file")
-    try:
-        with open(a.offset_json_file, encoding="utf-8") as f:
-            offsets = parse_offset_json(f.read())
-    except OSError as e:
-        raise UsageError(f"cannot read {a.offset_json_file}: {e}") from None
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    offsets = read_option_file(a.offset_json_file, parse_offset_json)
     from pyklog.connector.admin import AdminClient
 
     print("Executing records delete operation")

@@ -19,10 +19,9 @@ Exit code 1 on bad arguments, an unreachable cluster, or when a partition could 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from pyklog.broker.common.cli import add_version_argument
+from pyklog.broker.common.cli import UsageError, json_list_document, read_option_file, tool_parser
 from pyklog.broker.errors import ElectionNotNeededError, PyklogError, error_for_code
 from pyklog.broker.protocol import ApiKey
 from pyklog.connector.cli import setup_logging
@@ -30,24 +29,13 @@ from pyklog.connector.cli import setup_logging
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="pyklog-leader-election",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Elect the preferred replica, or a live replica out of the ISR (unclean), as leader.",
-        epilog="example:\n  pyklog-leader-election --bootstrap-server localhost:9092 --election-type preferred "
+    p = tool_parser(
+        "pyklog-leader-election",
+        "Elect the preferred replica, or a live replica out of the ISR (unclean), as leader.",
+        "example:\n  pyklog-leader-election --bootstrap-server localhost:9092 --election-type preferred "
         "--all-topic-partitions",
     )
-    add_version_argument(p)
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
     p.add_argument("--election-type", metavar="TYPE", help="REQUIRED: preferred or unclean")
     p.add_argument("--topic", help="the topic (with --partition)")
@@ -60,12 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_partitions_json(text: str) -> list[tuple[str, int]]:
     """Kafka's partitions JSON -> ``[(topic, partition)]``; ValueError names what is wrong."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the JSON file is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ValueError('the JSON file must be {"partitions": [{"topic": ..., "partition": ...}]}')
+    doc, _ = json_list_document(text, "JSON file", "partitions", '{"partitions": [{"topic": ..., "partition": ...}]}')
     out = []
     for i, e in enumerate(doc["partitions"]):
         if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not isinstance(e.get("partition"), int):
@@ -121,31 +104,25 @@ def main(argv=None) -> int:
     try:
         a = build_parser().parse_args(argv)
         if not a.bootstrap_server:
-            raise _UsageError("Missing required option(s) [bootstrap-server]")
+            raise UsageError("Missing required option(s) [bootstrap-server]")
         if not a.election_type:
-            raise _UsageError("Missing required option(s) [election-type]")
+            raise UsageError("Missing required option(s) [election-type]")
         etype_name = a.election_type.lower()
         if etype_name not in ELECTION_TYPES:
-            raise _UsageError(f"Unknown election type {a.election_type!r}: expected preferred or unclean")
+            raise UsageError(f"Unknown election type {a.election_type!r}: expected preferred or unclean")
         sources = sum([a.topic is not None, a.all_topic_partitions, a.path_to_json_file is not None])
         if sources != 1:
-            raise _UsageError(
+            raise UsageError(
                 "One and only one of the following options is required: all-topic-partitions, topic, path-to-json-file"
             )
         if (a.topic is None) != (a.partition is None):
-            raise _UsageError("--topic and --partition go together")
+            raise UsageError("--topic and --partition go together")
         partitions = None
         if a.topic is not None:
             partitions = [(a.topic, a.partition)]
         elif a.path_to_json_file:
-            try:
-                with open(a.path_to_json_file, encoding="utf-8") as f:
-                    partitions = parse_partitions_json(f.read())
-            except OSError as e:
-                raise _UsageError(f"cannot read {a.path_to_json_file}: {e}") from None
-            except ValueError as e:
-                raise _UsageError(str(e)) from None
-    except _UsageError as e:
+            partitions = read_option_file(a.path_to_json_file, parse_partitions_json)
+    except UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     from pyklog.connector.client import ClusterClient

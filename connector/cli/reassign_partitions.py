@@ -29,48 +29,32 @@ import argparse
 import json
 import sys
 
-from pyklog.broker.common.cli import add_version_argument
+from pyklog.broker.common.cli import UsageError, json_list_document, tool_parser
 from pyklog.broker.errors import PyklogError
 from pyklog.connector.cli import setup_logging
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="pyklog-reassign-partitions",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Move partition replicas between brokers.",
-        epilog="examples:\n  pyklog-reassign-partitions --zookeeper localhost:2181 --generate "
+    p = tool_parser(
+        "pyklog-reassign-partitions",
+        "Move partition replicas between brokers.",
+        "examples:\n  pyklog-reassign-partitions --zookeeper localhost:2181 --generate "
         "--topics-to-move-json-file topics.json --broker-list 0,1,2\n"
         "  pyklog-reassign-partitions --zookeeper localhost:2181 --reassignment-json-file r.json "
         "--execute",
     )
-    add_version_argument(p)
     p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper of the cluster")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers (--generate, --verify)")
-    p.add_argument("--generate", action="store_true", help="propose an assignment of the topics over --broker-list")
-    p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
-    p.add_argument("--verify", action="store_true", help="report the status of --reassignment-json-file")
-    p.add_argument(
-        "--cancel",
-        action="store_true",
-        help="cancel the reassignments of --reassignment-json-file (--bootstrap-server)",
-    )
-    p.add_argument("--list", action="store_true", help="list the reassignments in progress (--bootstrap-server)")
-    p.add_argument(
-        "--additional",
-        action="store_true",
-        help="--execute even when other reassignments are in progress (--bootstrap-server)",
-    )
-    p.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
+    for flag, text in (
+        ("--generate", "propose an assignment of the topics over --broker-list"),
+        ("--execute", "start the reassignment of --reassignment-json-file"),
+        ("--verify", "report the status of --reassignment-json-file"),
+        ("--cancel", "cancel the reassignments of --reassignment-json-file (--bootstrap-server)"),
+        ("--list", "list the reassignments in progress (--bootstrap-server)"),
+        ("--additional", "--execute even when other reassignments are in progress (--bootstrap-server)"),
+        ("--preserve-throttles", "--verify: keep the throttles"),
+    ):
+        p.add_argument(flag, action="store_true", help=text)
     p.add_argument("--timeout", type=int, default=10000, help="ms to wait for the controller (default 10000)")
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics": [{"topic": "foo"}], "version": 1}')
     p.add_argument("--broker-list", metavar="IDS", help="brokers to assign to, e.g. 0,1,2")
@@ -91,6 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _print_rollback(current: dict, target: dict) -> None:
+    """Kafka's ``--execute`` preamble: the moved partitions' current assignment, to roll back with."""
+    print("Current partition replica assignment")
+    print()
+    print(format_assignment({tp: current[tp] for tp in target}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+
+
 def format_assignment(assignment: dict) -> str:
     """Kafka's reassignment JSON (with ``log_dirs`` of ``"any"``), partitions in order."""
     return json.dumps(
@@ -107,15 +100,12 @@ def format_assignment(assignment: dict) -> str:
 
 def parse_reassignment_json(text: str) -> dict[tuple[str, int], list[int]]:
     """Kafka's reassignment JSON -> ``{(topic, partition): [replicas]}``; ValueError names the problem."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the reassignment JSON file is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ValueError(
-            'the reassignment JSON must be {"version": 1, "partitions": [{"topic": ..., '
-            '"partition": ..., "replicas": [...]}]}'
-        )
+    doc, _ = json_list_document(
+        text,
+        "reassignment JSON file",
+        "partitions",
+        '{"version": 1, "partitions": [{"topic": ..., "partition": ..., "replicas": [...]}]}',
+    )
     if not doc["partitions"]:
         raise ValueError("Partition reassignment data file is empty")
     out: dict = {}
@@ -244,7 +234,7 @@ def _read(path: str, what: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError as e:
-        raise _UsageError(f"cannot read the {what} {path}: {e}") from None
+        raise UsageError(f"cannot read the {what} {path}: {e}") from None
 
 
 def main(argv=None) -> int:
@@ -253,35 +243,35 @@ def main(argv=None) -> int:
         a = build_parser().parse_args(argv)
         actions = [n for n in ("generate", "execute", "verify", "cancel", "list") if getattr(a, n)]
         if len(actions) != 1:
-            raise _UsageError(
+            raise UsageError(
                 "Command must include exactly one action: --generate, --execute, --verify, --cancel or --list"
             )
         if bool(a.zookeeper) == bool(a.bootstrap_server):
-            raise _UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
+            raise UsageError("Exactly one of --zookeeper or --bootstrap-server is required")
         action = actions[0]
         if action in ("cancel", "list") and not a.bootstrap_server:
-            raise _UsageError(f"--{action} needs --bootstrap-server (the KIP-455 APIs)")
+            raise UsageError(f"--{action} needs --bootstrap-server (the KIP-455 APIs)")
         target = None
         if action == "list":
             pass
         elif action == "generate":
             if not a.topics_to_move_json_file or not a.broker_list:
-                raise _UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+                raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             try:
                 topics = parse_topics_json(_read(a.topics_to_move_json_file, "topics JSON file"))
                 brokers = sorted({int(b) for b in a.broker_list.split(",") if b.strip()})
             except ValueError as e:
-                raise _UsageError(str(e)) from None
+                raise UsageError(str(e)) from None
             if not brokers:
-                raise _UsageError("--broker-list: expected broker ids such as 0,1,2")
+                raise UsageError("--broker-list: expected broker ids such as 0,1,2")
         else:
             if not a.reassignment_json_file:
-                raise _UsageError(f"--{action} needs --reassignment-json-file")
+                raise UsageError(f"--{action} needs --reassignment-json-file")
             try:
                 target = parse_reassignment_json(_read(a.reassignment_json_file, "reassignment JSON file"))
             except ValueError as e:
-                raise _UsageError(str(e)) from None
-    except _UsageError as e:
+                raise UsageError(str(e)) from None
+    except UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     try:
@@ -354,11 +344,7 @@ def _execute(cluster: _Cluster, target: dict) -> int:
             file=sys.stderr,
         )
         return 1
-    print("Current partition replica assignment")
-    print()
-    print(format_assignment({tp: current[tp] for tp in target}))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
+    _print_rollback(current, target)
     if not cluster.write(target):
         print("Error: There is an existing assignment running.", file=sys.stderr)
         return 1
@@ -450,11 +436,7 @@ def _execute_api(cluster: _Cluster, target: dict, additional: bool, timeout_s: f
             file=sys.stderr,
         )
         return 1
-    print("Current partition replica assignment")
-    print()
-    print(format_assignment({tp: current[tp] for tp in target}))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
+    _print_rollback(current, target)
     if throttle >= 0:
         _set_throttles(cluster, target, current, throttle, timeout_s)
         print(

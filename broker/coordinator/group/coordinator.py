@@ -90,6 +90,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pyklog.broker.common.scheduler import ScheduledTask, Scheduler
 from pyklog.broker.coordinator.group.admin import GroupAdministration
@@ -139,6 +140,20 @@ DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class JoinArgs(NamedTuple):
+    """One JoinGroup's member fields, as the join paths pass them on (the first six are
+    :class:`MemberMetadata`'s constructor arguments after the ids)."""
+
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    respond: Respond
+    group_instance_id: str | None
 
 
 # ---------------------------------------------------------------------------- coordinator
@@ -329,16 +344,10 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
             return
         out: list = []
         with group.lock:
-            args = (
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-                respond,
+            args = JoinArgs(
+                client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols, respond,
                 group_instance_id,
-            )
+            )  # fmt: skip
             if group.state == GroupState.DEAD:
                 out.append((respond, join_result(member_id, CoordinatorNotAvailableError.code)))
             elif not group.supports(protocol_type, protocols):
@@ -356,25 +365,24 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
                 self._try_complete_join(group, out)
         fire_responses(out)
 
-    def _join_new_member(self, group: GroupMetadata, require_known: bool, args, out: list) -> None:
-        client_id, _, session_timeout_ms, *_ = args
-        respond = args[6]
+    def _join_new_member(self, group: GroupMetadata, require_known: bool, args: JoinArgs, out: list) -> None:
+        respond = args.respond
         if len(group.members) + len(group.pending) >= self.max_size:
             out.append((respond, join_result("", GroupMaxSizeReachedError.code)))
             return
-        new_id = f"{args[7] if args[7] is not None else client_id}-{uuid.uuid4()}"
+        new_id = f"{args.group_instance_id if args.group_instance_id is not None else args.client_id}-{uuid.uuid4()}"
         if require_known:
             # KIP-394: hand out the id; the member rejoins with it (a pending member until then)
             group.pending[new_id] = self._schedule_at(
-                self._clock() + session_timeout_ms / 1000.0,
+                self._clock() + args.session_timeout_ms / 1000.0,
                 lambda t, g=group, mid=new_id: self._expire_pending(g, mid, t),
             )
             out.append((respond, join_result(new_id, MemberIdRequiredError.code)))
             return
         self._add_member_and_rebalance(group, new_id, args, out)
 
-    def _join_known_member(self, group: GroupMetadata, member_id: str, args, out: list) -> None:
-        respond = args[6]
+    def _join_known_member(self, group: GroupMetadata, member_id: str, args: JoinArgs, out: list) -> None:
+        respond = args.respond
         if member_id in group.pending:
             group.pending.pop(member_id).cancel()
             self._add_member_and_rebalance(group, member_id, args, out)
@@ -383,7 +391,7 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
         if m is None or group.state == GroupState.EMPTY:
             out.append((respond, join_result(member_id, UnknownMemberIdError.code)))
             return
-        protocols = args[5]
+        protocols = args.protocols
         if group.state == GroupState.PREPARING_REBALANCE:
             self._update_member_and_rebalance(group, m, args, out)
         elif group.state == GroupState.COMPLETING_REBALANCE:
@@ -400,32 +408,14 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
                 out.append((respond, self._join_response(group, m)))
                 self._heartbeat_ok(group, m)
 
-    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, args, out: list) -> None:
-        (
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-            respond,
-            group_instance_id,
-        ) = args
-        m = MemberMetadata(
-            member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-        )
-        m.join_cb = respond
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, args: JoinArgs, out: list) -> None:
+        group_instance_id = args.group_instance_id
+        m = MemberMetadata(member_id, group_instance_id, *args[:6])
+        m.join_cb = args.respond
         if group.state == GroupState.PREPARING_REBALANCE and group.generation == 0:
             group.new_member_added = True
         if not group.members:
-            group.protocol_type = protocol_type
+            group.protocol_type = args.protocol_type
         group.members[member_id] = m
         if group_instance_id is not None:
             group.static[group_instance_id] = member_id
@@ -435,8 +425,8 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
         log.info(
             "member %s (client %s%s) joins group %s (%s, generation %d, %d members)",
             member_id,
-            client_id,
-            client_host,
+            args.client_id,
+            args.client_host,
             group.group_id,
             group.state,
             group.generation,
@@ -444,7 +434,7 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
         )
         self._maybe_prepare_rebalance(group, f"member {member_id} joined", out)
 
-    def _rejoin_static_member(self, group: GroupMetadata, args, out: list) -> None:
+    def _rejoin_static_member(self, group: GroupMetadata, args: JoinArgs, out: list) -> None:
         """KIP-345: a known group.instance.id joins with an empty member id (a restarted consumer): the
         old member id is fenced and replaced; a Stable group keeps its assignment when the group's
         protocol does not change (no rebalance)."""
@@ -483,7 +473,7 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
         elif group.state == GroupState.COMPLETING_REBALANCE:
             self._prepare_rebalance(group, f"static member {instance} rejoined", out)
 
-    def _update_member_and_rebalance(self, group: GroupMetadata, m: MemberMetadata, args, out: list) -> None:
+    def _update_member_and_rebalance(self, group: GroupMetadata, m: MemberMetadata, args: JoinArgs, out: list) -> None:
         _, client_host, session_timeout_ms, rebalance_timeout_ms, _, protocols, respond, _ = args
         if m.join_cb is not None and m.join_cb is not respond:
             # an earlier JoinGroup of this member (on another connection) is superseded

@@ -325,15 +325,21 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
 
-    def add_partitions_to_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, *, version: int = 2
-    ) -> None:
-        """Add ``partitions`` [(topic, partition)] to the transaction; raises the request's error."""
+    def _mapped_transaction(self, transactional_id: str) -> tuple[int, TransactionMetadata]:
+        """``(coordinator_epoch, metadata)`` of a transactional id a producer id is mapped to;
+        INVALID_REQUEST for an empty id, INVALID_PRODUCER_ID_MAPPING when nothing is mapped."""
         if not transactional_id:
             raise InvalidRequestError("transactional id must be a non-empty string")
         coordinator_epoch, md = self.state_manager.get_transaction_state(transactional_id)
         if md is None:
             raise InvalidProducerIdMappingError(f"no producer id is mapped to {transactional_id!r}")
+        return coordinator_epoch, md
+
+    def add_partitions_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, *, version: int = 2
+    ) -> None:
+        """Add ``partitions`` [(topic, partition)] to the transaction; raises the request's error."""
+        coordinator_epoch, md = self._mapped_transaction(transactional_id)
         partitions = set(partitions)
         with md.lock:
             self._check_cached(md)
@@ -378,11 +384,7 @@ class TransactionCoordinator:
         from_client: bool,
         version: int,
     ) -> None:
-        if not transactional_id:
-            raise InvalidRequestError("transactional id must be a non-empty string")
-        coordinator_epoch, md = self.state_manager.get_transaction_state(transactional_id)
-        if md is None:
-            raise InvalidProducerIdMappingError(f"no producer id is mapped to {transactional_id!r}")
+        coordinator_epoch, md = self._mapped_transaction(transactional_id)
         result = "commit" if commit else "abort"
         with md.lock:
             self._check_cached(md)

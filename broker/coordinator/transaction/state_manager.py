@@ -45,6 +45,7 @@ from pyklog.broker.coordinator.runtime import (
     LOADING,
     CoordinatorPartition,
     CoordinatorPartitions,
+    CoordinatorStateManager,
     partition_for_key,
 )
 from pyklog.broker.coordinator.transaction.log import (
@@ -95,7 +96,7 @@ class _TxnPartition(CoordinatorPartition):
         self.cache: dict[str, TransactionMetadata] = {}
 
 
-class TransactionStateManager:
+class TransactionStateManager(CoordinatorStateManager["_TxnPartition"]):
     """See the module docstring.  ``log_manager`` is a :class:`broker.log.LogManager`, ``cluster`` a
     started :class:`broker.zk.cluster.ZkCluster`."""
 
@@ -152,39 +153,11 @@ class TransactionStateManager:
         #: None (unit tests): an append returns once it is in the local log
         self.replication: CoordinatorPartitionWriter | None = replication
 
-    @property
-    def num_partitions(self) -> int:
-        """``transaction.state.log.num.partitions``, or the existing topic's own count once seen."""
-        return self.runtime.num_partitions
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def startup(self) -> None:
-        self.runtime.startup()
-
-    def shutdown(self) -> None:
-        self.runtime.shutdown()
-
-    def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` unless it exists (COORDINATOR_NOT_AVAILABLE if it cannot be)."""
-        self.runtime.ensure_topic()
-
     # ------------------------------------------------------------------ lookups
-
-    def partition_for(self, transactional_id: str) -> int:
-        return self.runtime.partition_for(transactional_id)
-
-    def coordinator_for(self, transactional_id: str) -> int | None:
-        """The broker coordinating ``transactional_id`` (creating the topic on first use); None when
-        its partition has no live leader."""
-        return self.runtime.coordinator_for(transactional_id)
+    # (lifecycle, partition_for, coordinator_for, wait_loaded: CoordinatorStateManager)
 
     def is_loading(self) -> bool:
         return self.runtime.is_loading()
-
-    def wait_loaded(self, timeout: float = 30.0) -> bool:
-        """Poll (every 20 ms, caller's thread) until no led partition is loading."""
-        return self.runtime.wait_loaded(timeout)
 
     def _partition_of(self, transactional_id: str) -> _TxnPartition:
         return self.runtime.partition_for_request(transactional_id, repr(transactional_id))
