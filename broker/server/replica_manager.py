@@ -65,16 +65,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyklog.broker.common.retry import Deadline
 from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
+    InvalidTopicError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-    PyklogError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownLeaderEpochError,
@@ -82,9 +80,18 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.record.batch import CONTROL_COMMIT, build_control_batch
 from pyklog.broker.server.coordinator_appends import CoordinatorAppends, ReplicaWait
+from pyklog.broker.server.fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchPartitionData,
+    fenced_partitions,
+    fetch_moved,
+    read_fetch,
+)
 from pyklog.broker.server.partition import FollowerState, Partition
+from pyklog.broker.server.produce_validation import records_to_append
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
-from pyklog.broker.zk.topics import validate_topic_name
+from pyklog.broker.zk.topics import OFFSETS_TOPIC, is_internal, validate_topic_name
 
 if TYPE_CHECKING:
     from pyklog.broker.log import LogConfig, LogManager
@@ -108,73 +115,6 @@ class ProducePartitionResult(NamedTuple):
 
     info: Any
     error: BaseException | None
-
-
-class FetchParams:
-    """One Fetch request's parameters (Kafka's ``FetchParams``): the request version (v3+: KIP-74
-    soft limits and the request's ``max_bytes``; v4+: the isolation level), ``replica_id`` (>= 0: a
-    follower replica, reads up to the log end offset; -1: a consumer, reads below the high
-    watermark), ``max_wait_ms`` / ``min_bytes`` (the long poll), ``max_bytes`` and
-    ``isolation_level`` (1: READ_COMMITTED).  Immutable after construction; any thread."""
-
-    __slots__ = ("request_version", "replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level")
-
-    def __init__(
-        self,
-        request_version: int,
-        replica_id: int,
-        max_wait_ms: int,
-        min_bytes: int,
-        max_bytes: int,
-        isolation_level: int,
-    ):
-        self.request_version = request_version
-        self.replica_id = replica_id
-        self.max_wait_ms = max_wait_ms
-        self.min_bytes = min_bytes
-        self.max_bytes = max_bytes
-        self.isolation_level = isolation_level
-
-    @property
-    def is_follower(self) -> bool:
-        """A follower replica's Fetch (reads up to the log end offset, moves the follower state)."""
-        return self.replica_id >= 0
-
-    @property
-    def read_committed(self) -> bool:
-        """READ_COMMITTED (v4+ ``isolation_level`` 1): reads stop at the last stable offset."""
-        return self.isolation_level == 1 and self.request_version >= 4
-
-
-class FetchPartitionData:
-    """One partition's outcome of :meth:`ReplicaManager.fetch_messages` (Kafka's
-    ``FetchPartitionData``): ``error`` (None, a PyklogError, or an unexpected exception: the caller
-    answers UNKNOWN_SERVER_ERROR), the high watermark, last stable offset and log start offset
-    (-1: unknown), ``aborted_transactions`` (READ_COMMITTED: ``(producer id, first offset)`` pairs
-    overlapping the records; else None) and ``records`` (a
-    :class:`~pyklog.broker.log.log.FetchSlice` of whole batches, or None)."""
-
-    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "records")
-
-    def __init__(self, read_committed: bool):
-        self.error: BaseException | None = None
-        self.high_watermark = -1
-        self.last_stable_offset = -1
-        self.log_start_offset = -1
-        self.aborted_transactions: list | None = [] if read_committed else None
-        self.records = None
-
-
-class _DelayedFetch(NamedTuple):
-    """The payload of a Fetch waiting in the fetch purgatory: what a re-read needs and the answer's
-    callbacks.  ``fenced`` is the leader-epoch check made when the request arrived."""
-
-    params: FetchParams
-    fetch_infos: list
-    fenced: dict
-    quota: Any
-    response_callback: Callable
-    error_callback: Callable | None
 
 
 def _now_ms() -> int:
@@ -626,10 +566,28 @@ class ReplicaManager:
             return  # a single replica: its ISR is itself (min.insync.replicas > 1 cannot be met: Kafka refuses too)
         part.check_enough_replicas(self.min_insync_replicas_for(topic))
 
-    def append_records(self, timeout_ms: int, required_acks: int, entries, response_callback, error_callback=None):
+    def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries,
+        response_callback,
+        error_callback=None,
+        *,
+        produce_version: int = 9,
+        internal_topics_allowed: bool = False,
+    ):
         """Kafka's ``appendRecords``: append each of ``entries`` (``(topic, partition, records)``, the
-        records validated record batches v2) to its leader log, then answer through
-        ``response_callback(results)``: one :class:`ProducePartitionResult` per entry, same order.
+        records as a Produce v``produce_version`` request carries them) to its leader log, then
+        answer through ``response_callback(results)``: one :class:`ProducePartitionResult` per
+        entry, same order.
+
+        Before each append (Kafka's ``appendToLocalLog``): an internal topic is refused
+        (INVALID_TOPIC_EXCEPTION: a forged record would rewrite committed offsets) unless
+        ``internal_topics_allowed``; the leadership is checked and an unknown topic auto-created
+        when ``auto.create.topics.enable`` (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win
+        over malformed records); the records must be record batches v2, v0-2 message sets are
+        up-converted (:func:`~pyklog.broker.server.produce_validation.records_to_append`).
 
         Each append is made at the current leader epoch -- for acks=all (``required_acks`` -1) on a
         replicated partition through :meth:`Partition.append_records_to_leader` (NOT_ENOUGH_REPLICAS,
@@ -650,6 +608,10 @@ class ReplicaManager:
         waits = []  # (index in results, topic, partition, required offset, leader epoch)
         for topic, partition, records in entries:
             try:
+                if is_internal(topic) and not internal_topics_allowed:
+                    raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+                self._leader_log_creating_topic(topic, partition)
+                records = records_to_append(topic, partition, records, produce_version)
                 info, wait = self._append_to_leader(topic, partition, records, required_acks)
             except Exception as e:  # noqa: BLE001 - the entry's result; the caller translates it
                 results.append(ProducePartitionResult(None, e))
@@ -696,6 +658,21 @@ class ReplicaManager:
             if status != 0:
                 results[i] = ProducePartitionResult(results[i].info, status)
         response_callback(results)
+
+    def _leader_log_creating_topic(self, topic: str, partition: int):
+        """:meth:`leader_log`, creating an unknown topic first when ``auto.create.topics.enable``
+        (which also covers Produce to an unknown topic; never ``__consumer_offsets``)."""
+        try:
+            return self.leader_log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            if (
+                not self.config.auto_create_topics_enable
+                or topic == OFFSETS_TOPIC
+                or self.cluster.topic(topic, refresh_if_missing=True) is not None
+            ):
+                raise
+            self.auto_create_topic(topic)
+            return self.leader_log(topic, partition)
 
     def _append_to_leader(self, topic: str, partition: int, records, required_acks: int):
         """One partition of :meth:`append_records`: the append, the Fetches woken, the high watermark
@@ -854,12 +831,12 @@ class ReplicaManager:
         holding the thread, and the callback runs on the thread completing it (an appending thread,
         the timer, shutdown) with no lock held; else it runs at once on the calling thread.
         ``error_callback(exception)`` (or nothing) is told when a delayed completion fails."""
-        fetch = _DelayedFetch(
-            params, fetch_infos, self._fenced_partitions(fetch_infos), quota, response_callback, error_callback
+        fetch = DelayedFetch(
+            params, fetch_infos, fenced_partitions(self, fetch_infos), quota, response_callback, error_callback
         )
         keys = [(t, p[0]) for t, parts in fetch_infos for p in parts]
-        moved = self._fetch_moved(keys, params.is_follower)  # marks taken before the read (see _fetch_moved)
-        results, nbytes, errors = self._read_fetch(fetch)
+        moved = fetch_moved(self, keys, params.is_follower)  # marks taken before the read (see fetch.fetch_moved)
+        results, nbytes, errors = read_fetch(self, fetch)
         if params.max_wait_ms <= 0 or nbytes >= params.min_bytes or errors or not fetch_infos or self._answer_at_once:
             response_callback(results)
             return
@@ -875,54 +852,17 @@ class ReplicaManager:
             )
         )
 
-    def _fetch_moved(self, keys, follower: bool):
-        """A predicate for a delayed Fetch: has any of its partitions moved since now (log end offset
-        for a follower, high watermark for a consumer)?  Taken BEFORE the read; the purgatory checks
-        it once right after the watch is registered, so an append landing between the read and the
-        watch (its notify finding no watcher) does not leave the fetch waiting out its max_wait_ms --
-        on the acks=all path that would stall such a produce by replica.fetch.wait.max.ms (Kafka's
-        DelayedOperation.safeTryCompleteOrElse)."""
-
-        def end(key):
-            lg = self.local_log(*key)
-            if lg is None:
-                return None
-            return lg.log_end_offset if follower else lg.high_watermark
-
-        marks = {k: end(k) for k in keys}
-        return lambda: any(end(k) != m for k, m in marks.items())
-
-    def _fenced_partitions(self, fetch_infos) -> dict:
-        """A Fetch's (v9+) ``current_leader_epoch`` checked against this leader's epoch, as Kafka's
-        ``Partition.checkCurrentLeaderEpoch``, for followers and consumers alike (KIP-320): older ->
-        FENCED_LEADER_EPOCH (the fetcher missed a leader change: a consumer refreshes its metadata
-        and validates its position with OffsetsForLeaderEpoch, so it never reads past a truncation
-        point from a deposed leader), newer -> UNKNOWN_LEADER_EPOCH (this broker has not seen it yet).
-        Returns ``{(topic, partition): error}``; -1 (no epoch) is not checked."""
-        out = {}
-        for topic, parts in fetch_infos:
-            for p, _, _, asked in parts:
-                if asked is None or asked < 0:
-                    continue
-                part = self.partition(topic, p)
-                if part is None or not part.is_leader:
-                    continue  # answered NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION by the read
-                error = part.check_current_leader_epoch(asked)
-                if error is not None:
-                    out[(topic, p)] = error
-        return out
-
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
         shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
         above the last stable offset (an open transaction's data) still has fewer than
         ``min_bytes`` to return: it waits again for the rest of its time, so it completes when
         the marker moves the LSO (Kafka's DelayedFetch counts bytes up to the LSO)."""
-        fetch: _DelayedFetch = op.payload
+        fetch: DelayedFetch = op.payload
         params = fetch.params
         try:
-            moved = self._fetch_moved(op.keys, params.is_follower)  # before the re-read, as in fetch_messages
-            results, nbytes, errors = self._read_fetch(fetch)
+            moved = fetch_moved(self, op.keys, params.is_follower)  # before the re-read, as in fetch_messages
+            results, nbytes, errors = read_fetch(self, fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time
@@ -950,87 +890,6 @@ class ReplicaManager:
             log.exception("completing a delayed fetch failed")
             if fetch.error_callback is not None:
                 fetch.error_callback(e)
-
-    def _read_fetch(self, fetch: _DelayedFetch):
-        """Read every requested partition; returns (results with FetchSlice records, bytes, errors)."""
-        params, quota, fenced = fetch.params, fetch.quota, fetch.fenced
-        version = params.request_version
-        follower = params.is_follower  # a follower replica's Fetch: reads up to the log end offset
-        replica_id = params.replica_id
-        soft_limits = version >= 3  # KIP-74: the first non-empty partition returns >= 1 batch
-        remaining = params.max_bytes if version >= 3 else INT32_MAX
-        min_one = soft_limits
-        total = 0
-        errors = 0
-        read_committed = params.read_committed
-        results = []
-        for name, parts in fetch.fetch_infos:
-            out = []
-            for p, offset, pmax, _ in parts:
-                data = FetchPartitionData(read_committed)
-                try:
-                    lg = self.leader_log(name, p)
-                    if (name, p) in fenced:
-                        raise fenced[(name, p)]
-                    # read once: the LSO bounds a READ_COMMITTED read and is reported to all
-                    lso = lg.last_stable_offset
-                    limit = min(pmax, remaining)
-                    if follower:
-                        bound = None
-                    elif read_committed:
-                        bound = lso
-                    else:  # consumers read only below the high watermark (= log end offset unreplicated)
-                        bound = lg.high_watermark
-                    in_sync = True
-                    throttled = follower and quota is not None
-                    if throttled:  # the leader's replication throttle (KIP-73, a reassignment's --throttle)
-                        part = self.partition(name, p)
-                        in_sync = part is None or replica_id in part.isr
-                        if quota.should_throttle(name, p, in_sync):
-                            limit, min_one_here = 0, False
-                        else:
-                            min_one_here = min_one
-                    else:
-                        min_one_here = min_one
-                    if limit <= 0 and not min_one_here:
-                        sl = None
-                    else:
-                        sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
-                    if throttled and sl is not None:
-                        quota.record(name, p, in_sync, sl.size)
-                    if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
-                        # follower's log end offset and caught-up time; may expand the ISR, move the HW
-                        self.update_follower_fetch(name, p, replica_id, offset)
-                    data.high_watermark = lg.high_watermark
-                    data.last_stable_offset = lso
-                    data.log_start_offset = lg.log_start_offset
-                    if sl is not None and sl.size > 0:
-                        data.records = sl
-                        total += sl.size
-                        remaining -= sl.size
-                        min_one = False
-                        if read_committed:  # Kafka's addAbortedTransactions
-                            data.aborted_transactions = list(
-                                lg.aborted_transactions(offset, lg.fetch_upper_bound(sl.first_offset))
-                            )
-                except OffsetOutOfRangeError as e:
-                    errors += 1
-                    data.error = e
-                    lg = self.local_log(name, p)
-                    if lg is not None:
-                        data.high_watermark = lg.high_watermark
-                        data.last_stable_offset = lg.last_stable_offset
-                        data.log_start_offset = lg.log_start_offset
-                except PyklogError as e:
-                    errors += 1
-                    data.error = e
-                except Exception as e:  # noqa: BLE001
-                    errors += 1
-                    log.exception("fetch from %s-%d failed", name, p)
-                    data.error = e
-                out.append((p, data))
-            results.append((name, out))
-        return results, total, errors
 
     # ------------------------------------------------------------------ follower side (fetcher threads)
 

@@ -49,9 +49,7 @@ import uuid
 
 from pyklog.broker.errors import (
     CorruptRecordError,
-    InvalidRecordError,
     InvalidRequiredAcksError,
-    InvalidTopicError,
     NotLeaderOrFollowerError,
     PyklogError,
     TransactionalIdAuthorizationFailedError,
@@ -59,9 +57,8 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
 from pyklog.broker.protocol.schema import ZERO_UUID
-from pyklog.broker.record.reader import iter_headers
+from pyklog.broker.server.fetch import FetchParams
 from pyklog.broker.server.handlers.responses import (
-    INTERNAL_TOPICS,
     NONE,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_ID,
@@ -70,42 +67,14 @@ from pyklog.broker.server.handlers.responses import (
     error_code_of,
 )
 from pyklog.broker.server.network import OwnedFd
-from pyklog.broker.server.replica_manager import FetchParams
-from pyklog.broker.zk.topics import OFFSETS_TOPIC
+from pyklog.broker.server.produce_validation import has_transactional_batch
 
 log = logging.getLogger(__name__)
 
 #: Fetch v13+: the stand-in name of a topic id no topic has (":" and "/" are never in topic names)
 _UNKNOWN_TOPIC_ID_PREFIX = "/unknown-topic-id:"
 _CORRUPT_MESSAGE = CorruptRecordError.code
-_MAGIC_OFFSET = 16
 INT32_MAX = 0x7FFFFFFF
-
-
-def _batch_headers(records):
-    """``BatchHeader`` of each complete v2 batch of a Produce partition's records; stops quietly
-    at anything malformed (the log's validator reports it)."""
-    if not records or len(records) <= _MAGIC_OFFSET:
-        return
-    try:
-        for _, h in iter_headers(records, validate_crc=False):
-            yield h
-    except PyklogError:
-        return
-
-
-def _has_transactional_batch(records) -> bool:
-    return any(h.is_transactional for h in _batch_headers(records))
-
-
-def _check_transactional_producer_id(records, topic: str, partition: int) -> None:
-    """A transactional batch must carry a producer id (it belongs to that producer's transaction)."""
-    for h in _batch_headers(records):
-        if h.is_transactional and h.producer_id < 0:
-            raise InvalidRecordError(
-                f"produce to {topic}-{partition}: a transactional record batch needs "
-                f"a producer id, read {h.producer_id}"
-            )
 
 
 class ProduceFetchApis(RequestHandlers):
@@ -132,10 +101,10 @@ class ProduceFetchApis(RequestHandlers):
         self.replica_manager.begin_shutdown()
 
     def handle_produce(self, request, header, body):
-        """Produce: each partition's request checked here (acks, transactional id, internal topic,
-        leadership and auto-creation, the records' format: v0-2 message sets up-converted), the
-        appends made by :meth:`ReplicaManager.append_records`, whose callback (at once, or after
-        an acks=all wait) gives the answer."""
+        """Produce: the request-wide checks here (acks, the transactional id), then every partition
+        handed to :meth:`ReplicaManager.append_records` (internal topics, leadership and
+        auto-creation, the records' format and the appends), whose callback (at once, or after an
+        acks=all wait) gives the answer."""
         version = header.api_version
         acks = body["acks"]
         responses = []
@@ -162,11 +131,7 @@ class ProduceFetchApis(RequestHandlers):
                         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
                     if tx_error is not None:
                         raise tx_error
-                    if name in INTERNAL_TOPICS:
-                        # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
-                        # topics (a forged record would rewrite committed offsets)
-                        raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    appends.append((entry, name, idx, self._produce_records(name, idx, pd["records"], version)))
+                    appends.append((entry, name, idx, pd["records"]))
                 except Exception as e:  # noqa: BLE001
                     failed = True
                     self._produce_error(entry, e, name, idx, version)
@@ -204,6 +169,7 @@ class ProduceFetchApis(RequestHandlers):
             [(name, idx, records) for _, name, idx, records in appends],
             answer,
             answer_failed,
+            produce_version=version,
         )
 
     @staticmethod
@@ -236,43 +202,11 @@ class ProduceFetchApis(RequestHandlers):
             return None  # v0-2 message sets have no transactional bit
         for td in body["topic_data"]:
             for pd in td["partition_data"]:
-                if _has_transactional_batch(pd["records"]):
+                if has_transactional_batch(pd["records"]):
                     return TransactionalIdAuthorizationFailedError(
                         "transactional record batches need the request's transactional_id"
                     )
         return None
-
-    def _produce_records(self, topic: str, partition: int, records, version: int):
-        """One Produce partition's records checked for :meth:`ReplicaManager.append_records`: the
-        record batches v2 to append (v0-2 message sets up-converted).  Leadership is checked before
-        the records (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win over a malformed batch);
-        an unknown topic is created when ``auto.create.topics.enable``."""
-        try:
-            self.replica_manager.leader_log(topic, partition)
-        except UnknownTopicOrPartitionError:
-            # auto.create.topics.enable also covers Produce to an unknown topic
-            if (
-                not self.config.auto_create_topics_enable
-                or topic == OFFSETS_TOPIC
-                or self.cluster.topic(topic, refresh_if_missing=True) is not None
-            ):
-                raise
-            self.replica_manager.auto_create_topic(topic)
-            self.replica_manager.leader_log(topic, partition)
-        if records is None or len(records) == 0:
-            raise InvalidRecordError(f"produce to {topic}-{partition} carries no records")
-        if version < 3:
-            from pyklog.broker.record.convert import message_set_to_batches
-
-            data = message_set_to_batches(records)
-            if not data:
-                raise InvalidRecordError(f"produce v{version} to {topic}-{partition}: no complete message")
-            return data
-        if len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
-            magic = records[_MAGIC_OFFSET] if len(records) > _MAGIC_OFFSET else None
-            raise InvalidRecordError(f"Produce v{version} requires record batches with magic 2, read magic {magic}")
-        _check_transactional_producer_id(records, topic, partition)
-        return records
 
     def handle_fetch(self, request, header, body):
         """Fetch: the request (v13+: topic ids resolved to names) handed to

@@ -126,7 +126,7 @@ def check_broker_read_committed(bootstrap, topic, partitions, committed, raw) ->
     if len(raw) > len(committed) and rc == read_values(bootstrap, topic, partitions, "read_uncommitted"):
         pytest.xfail(
             "the broker's Fetch ignores isolation_level=read_committed (no last stable offset, no "
-            "aborted transactions in broker/server/apis.py _read_fetch): the committed view above "
+            "aborted transactions in broker/server/fetch.py read_fetch): the committed view above "
             "was computed from the log's markers instead"
         )
     assert collections.Counter(rc) == collections.Counter(committed)

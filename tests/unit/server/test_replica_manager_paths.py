@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from pyklog.broker.errors import FencedLeaderEpochError, UnknownTopicOrPartitionError
+from pyklog.broker.errors import (
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
 from pyklog.broker.log import LogConfig, LogManager
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.server.config import ServerConfig
-from pyklog.broker.server.replica_manager import FetchParams, ReplicaManager
+from pyklog.broker.server.fetch import FetchParams
+from pyklog.broker.server.replica_manager import ReplicaManager
 
 TOPIC = "t"
 
@@ -42,7 +48,9 @@ class OneBrokerCluster:
 @pytest.fixture
 def rm(tmp_path):
     logs = LogManager([str(tmp_path / "logs")], LogConfig(), background=False)
-    config = ServerConfig.from_properties({"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"})
+    config = ServerConfig.from_properties(
+        {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181", "auto.create.topics.enable": "false"}
+    )
     manager = ReplicaManager(config, logs, OneBrokerCluster(), default_log_config=LogConfig())
     manager.become_leader(TOPIC, 0, 3, [1], None)
     yield manager
@@ -74,6 +82,17 @@ def test_append_answers_each_entry_in_order(rm):
     assert [r.error is None for r in results] == [True, False, True]
     assert isinstance(results[1].error, UnknownTopicOrPartitionError) and results[1].info is None
     assert results[0].info.first_offset == 0 and results[2].info.first_offset == 2
+
+
+def test_client_appends_are_checked_before_the_log(rm):
+    """Kafka's appendToLocalLog: internal topics refused (unless allowed), records that are not
+    batches v2 refused for Produce v3+; the other entries are appended."""
+    legacy = bytearray(batch(0))
+    legacy[16] = 1  # magic 1
+    results = produce(rm, ("__consumer_offsets", 0, batch(0)), (TOPIC, 0, bytes(legacy)), (TOPIC, 0, batch(1)))
+    assert isinstance(results[0].error, InvalidTopicError) and "internal topic" in str(results[0].error)
+    assert isinstance(results[1].error, InvalidRecordError) and "magic 2" in str(results[1].error)
+    assert results[2].error is None and results[2].info.first_offset == 0
 
 
 def test_fetch_reads_below_the_high_watermark(rm):
