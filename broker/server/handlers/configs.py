@@ -97,7 +97,7 @@ class ConfigApis(RequestHandlers):
         static and default sources) or "" (the cluster-wide dynamic defaults only)."""
         from pyklog.broker.server import config_helper as ch
         from pyklog.broker.server.config import SERVER_CONFIG
-        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS, is_dynamic
 
         levels = self._dynamic_levels()
         if not name:
@@ -110,6 +110,7 @@ class ConfigApis(RequestHandlers):
             include_doc,
             dynamic=levels,
             dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset(),
+            is_dynamic_name=is_dynamic,
         )
 
     def _alter_broker(self, name: str, configs, incremental: bool, validate_only: bool) -> None:
