@@ -116,3 +116,22 @@ def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker):
     assert _committed(broker.bootstrap, topic, group) == {0: 7, 1: 11}
     # an ordinary topic is still deleted as before
     admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+
+
+def test_open_plaintext_listener_without_authorizer_warns_at_start(broker_factory):
+    from pyklog.broker.zk.server import free_port
+    from tests.support import wait_for
+
+    port = free_port()
+    b = broker_factory(
+        0,
+        port=port,
+        listeners=f"PLAINTEXT://0.0.0.0:{port}",
+        **{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+    )
+    wait_for(lambda: "pyklog broker started" in b.output(), 30)
+    line = [x for x in b.output().splitlines() if "is PLAINTEXT on every interface with no authorizer" in x]
+    assert len(line) == 1 and "WARNING" in line[0], b.output()[-3000:]
+    quiet = broker_factory(1)  # loopback: no warning
+    wait_for(lambda: "pyklog broker started" in quiet.output(), 30)
+    assert "with no authorizer" not in quiet.output()
