@@ -143,13 +143,18 @@ def _kafka_set(names) -> str:
 
 
 def validate_dynamic_configs(
-    resource_name: str, props: Mapping[str, str], static_props: Mapping[str, str] | None = None
+    resource_name: str,
+    props: Mapping[str, str],
+    static_props: Mapping[str, str] | None = None,
+    *,
+    new_passwords: bool = True,
 ) -> None:
     """Refuse a dynamic broker config set (the complete new content of one level) as Kafka's
     ``DynamicBrokerConfig.validateConfigs``: INVALID_CONFIG for a name neither Kafka 3.7 nor pyklog
     knows, INVALID_REQUEST for read-only names, ``ssl.*`` store settings without a listener prefix,
     per-broker settings at the cluster default, passwords without ``password.encoder.secret`` and bad
-    values (each message names the resource, never a sensitive value)."""
+    values (each message names the resource, never a sensitive value).  ``new_passwords`` False:
+    ``props`` is a level's merged content whose passwords are stored encoded already."""
     names = set(props)
     unknown = sorted(n for n in names if n not in read_only_configs() and not is_dynamic(n) and setting_for(n) is None)
     if unknown:
@@ -174,7 +179,7 @@ def validate_dynamic_configs(
             {n for n in names if update_mode(n) == PER_BROKER},
             "Cannot update these configs at default cluster level, broker id must be specified",
         )
-    secrets = {n for n in names if is_sensitive(n) and props[n] is not None}
+    secrets = {n for n in names if is_sensitive(n) and props[n] is not None} if new_passwords else set()
     if secrets and resource_name == "":
         raise InvalidRequestError(
             f"Invalid config value for resource {resource_text(resource_name)}: "
@@ -353,17 +358,18 @@ class DynamicBrokerConfig:
         level = LEVEL_DEFAULT if resource_name == "" else LEVEL_BROKER
         entity = "" if level == LEVEL_DEFAULT else self.broker_id
 
-        def check(new: dict[str, str]) -> None:
-            validate_dynamic_configs(resource_name, new, self.effective_props())
+        def check(new: dict[str, str], new_passwords: bool = False) -> None:
+            validate_dynamic_configs(resource_name, new, self.effective_props(), new_passwords=new_passwords)
 
         if validate_only:
             current, _ = cluster.broker_config(entity)
             new = {k: v for k, v in current.items() if k not in set(to_delete)}
             new.update(to_set)
+            check(dict(to_set), new_passwords=True)
             check(new)
             return
         # validate what is asked first (nothing of a bad request reaches ZooKeeper), then the merge
-        check(dict(to_set))
+        check(dict(to_set), new_passwords=True)
         for name in to_delete:
             if not is_dynamic(name):
                 check({name: ""})

@@ -205,7 +205,7 @@ class ZkConfigs:
             sequence=True,
             makepath=True,
         )
-        log.info("altered dynamic config of brokers/%s: %s", name, config)
+        log.info("altered dynamic config of brokers/%s: %s", name, sorted(config))  # names: values may be secret
         return dict(config), version
 
     def watch_broker_config(self, entity: str | int, fn: Callable[[dict[str, str], int], None]) -> None:

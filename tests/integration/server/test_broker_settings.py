@@ -165,3 +165,46 @@ def test_password_settings_are_stored_encoded_and_never_shown(broker_factory, zk
     assert cfg[name]["value"] is None and cfg[name]["is_sensitive"] and cfg[name]["config_source"] == 2, cfg
     out = b.output()
     assert SECRET_PASSWORD not in out and ENCODER_SECRET not in out
+
+
+def test_configs_cli_zookeeper_mode_encodes_passwords_with_the_given_secret(broker_factory, zk_chroot):
+    """Kafka's ConfigCommand in ZooKeeper mode: a password needs password.encoder.secret on the command
+    line, which encodes it and is not stored; the live broker describes it as sensitive."""
+    import json
+    import subprocess
+    import sys
+
+    from pyklog.broker.server.password_encoder import PasswordEncoder
+    from tests.support import wait_for
+
+    b = broker_factory(0, **{"password.encoder.secret": ENCODER_SECRET})
+    name = "listener.name.plaintext.ssl.key.password"
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "pyklog.connector.cli.configs", "--zookeeper", zk_chroot, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    p = cli("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", f"{name}={SECRET_PASSWORD}")
+    assert p.returncode == 1 and "password.encoder.secret must be specified" in p.stderr, p.stderr
+    assert SECRET_PASSWORD not in p.stderr + p.stdout
+    p = cli(
+        "--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config",
+        f"{name}={SECRET_PASSWORD},password.encoder.secret={ENCODER_SECRET}",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    zk = kazoo_client(zk_chroot)
+    try:
+        stored = json.loads(zk.get(f"{paths.CONFIG}/brokers/0")[0])["config"]
+    finally:
+        zk.stop()
+        zk.close()
+    assert set(stored) == {name} and PasswordEncoder(ENCODER_SECRET).decode(stored[name]) == SECRET_PASSWORD
+    p = cli("--entity-type", "brokers", "--entity-name", "0", "--describe")
+    assert f"{name}=null sensitive=true" in p.stdout and SECRET_PASSWORD not in p.stdout, p.stdout
+    cfg = wait_for(lambda: _describe(b.port, "0", [name]).get(name), 30)
+    assert cfg["value"] is None and cfg["is_sensitive"] and cfg["config_source"] == 2, cfg
+    assert SECRET_PASSWORD not in b.output() and ENCODER_SECRET not in b.output()
