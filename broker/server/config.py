@@ -64,7 +64,7 @@ Settings (Kafka's names and defaults unless noted)::
     log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
                                        log.retention.hours, log.cleanup.policy, ...)
 
-Every other Kafka 3.7 broker setting (:mod:`pyklog.broker.server.kafka_settings`, the ``ssl.*`` and
+Every other Kafka 3.7 broker setting (:mod:`pyklog.broker.common.kafka_settings`, the ``ssl.*`` and
 ``sasl.*`` families and their ``listener.name.<listener>.`` forms included) is accepted for
 compatibility with a stock Kafka ``server.properties``, checked by Kafka's type and range, and has
 no effect in pyklog: one WARNING line at start names them all (names only, never values).  A name
@@ -84,8 +84,8 @@ import socket
 from typing import Any
 
 from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
+from pyklog.broker.common.kafka_settings import check_value, setting_for
 from pyklog.broker.errors import ConfigError
-from pyklog.broker.server.kafka_settings import check_value, setting_for
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pyklog.broker.common.kafka_settings import KAFKA_SETTINGS, is_sensitive, setting_for
 from pyklog.broker.errors import InvalidConfigError, InvalidRequestError
-from pyklog.broker.server.kafka_settings import KAFKA_SETTINGS, is_sensitive, setting_for
 from pyklog.broker.zk.topics import TOPIC_CONFIGS
 
 # Kafka's ConfigResource.Type

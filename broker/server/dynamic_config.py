@@ -16,7 +16,7 @@ reconfigure callbacks, which give it to every log (a topic override still wins o
 ``DynamicLogConfig.reconfigure`` does.
 
 Which settings can change: every setting Kafka 3.7 updates dynamically
-(:mod:`pyklog.broker.server.kafka_settings`, ``per-broker`` and ``cluster-wide``, with Kafka's rules:
+(:mod:`pyklog.broker.common.kafka_settings`, ``per-broker`` and ``cluster-wide``, with Kafka's rules:
 per-broker settings only at ``/config/brokers/<id>``, the ``ssl.*`` store settings only with a
 ``listener.name.<listener>.`` prefix, passwords only per broker and only with
 ``password.encoder.secret`` set, then stored encoded as Kafka's ``PasswordEncoder`` does).  Of these
@@ -41,8 +41,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from pyklog.broker.errors import ConfigError, InvalidConfigError, InvalidRequestError
-from pyklog.broker.server.kafka_settings import (
+from pyklog.broker.common.kafka_settings import (
     LISTENER_ONLY_DYNAMIC_SETTINGS,
     PER_BROKER,
     READ_ONLY,
@@ -52,6 +51,7 @@ from pyklog.broker.server.kafka_settings import (
     setting_for,
     update_mode,
 )
+from pyklog.broker.errors import ConfigError, InvalidConfigError, InvalidRequestError
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class DynamicBrokerConfig:
         secrets = [k for k, v in to_set.items() if is_sensitive(k) and v is not None]
         if not secrets:
             return dict(to_set)
-        from pyklog.broker.server.password_encoder import encoder_from_props
+        from pyklog.broker.security.password_encoder import encoder_from_props
 
         encoder = encoder_from_props(self.static_props)
         if encoder is None:

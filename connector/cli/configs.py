@@ -226,7 +226,7 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
             if name == ""
             else f"Dynamic configs for broker {name} are:"
         )
-        from pyklog.broker.server.kafka_settings import is_sensitive
+        from pyklog.broker.common.kafka_settings import is_sensitive
 
         for k, v in sorted(config.items()):
             shown = None if is_sensitive(k) else v
@@ -241,9 +241,9 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
                 )
             )
         return
+    from pyklog.broker.common.kafka_settings import is_sensitive
+    from pyklog.broker.security.password_encoder import encoder_from_props
     from pyklog.broker.server.dynamic_config import is_dynamic
-    from pyklog.broker.server.kafka_settings import is_sensitive
-    from pyklog.broker.server.password_encoder import encoder_from_props
 
     # Kafka's ConfigCommand: the password.encoder.* settings given here encode the passwords and are
     # not stored themselves

@@ -89,7 +89,7 @@ def test_kerberos_relogin_setting_alters_with_stock_clients_as_on_kafka(broker_f
 
 
 def test_describe_lists_every_kafka_setting_with_types_modes_and_documentation(broker_factory):
-    from pyklog.broker.server.kafka_settings import KAFKA_SETTINGS
+    from pyklog.broker.common.kafka_settings import KAFKA_SETTINGS
 
     b = broker_factory(0, **{"sasl.enabled.mechanisms": "PLAIN", "ssl.keystore.password": SECRET_PASSWORD})
     cfg = _describe(b.port, "0", documentation=True)
@@ -143,7 +143,7 @@ def test_dynamic_update_rules_are_kafkas(broker_factory, zk_chroot):
 
 
 def test_password_settings_are_stored_encoded_and_never_shown(broker_factory, zk_chroot):
-    from pyklog.broker.server.password_encoder import PasswordEncoder
+    from pyklog.broker.security.password_encoder import PasswordEncoder
 
     b = broker_factory(0, **{"password.encoder.secret": ENCODER_SECRET})
     name = "listener.name.plaintext.ssl.keystore.password"
@@ -174,7 +174,7 @@ def test_configs_cli_zookeeper_mode_encodes_passwords_with_the_given_secret(brok
     import subprocess
     import sys
 
-    from pyklog.broker.server.password_encoder import PasswordEncoder
+    from pyklog.broker.security.password_encoder import PasswordEncoder
     from tests.support import wait_for
 
     b = broker_factory(0, **{"password.encoder.secret": ENCODER_SECRET})

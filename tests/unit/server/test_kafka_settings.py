@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
+from pyklog.broker.common import kafka_settings as ks
 from pyklog.broker.errors import ConfigError
-from pyklog.broker.server import kafka_settings as ks
+from pyklog.broker.security.password_encoder import PasswordEncoder
 from pyklog.broker.server.config import ServerConfig
-from pyklog.broker.server.password_encoder import PasswordEncoder
 
 BASE = {"broker.id": "0", "zookeeper.connect": "127.0.0.1:2181"}
 
