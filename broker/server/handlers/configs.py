@@ -9,34 +9,9 @@ Thread-safety: stateless; runs on every request handler thread.
 
 from __future__ import annotations
 
-from pyklog.broker.errors import (
-    InvalidConfigError,
-    InvalidRequestError,
-    PyklogError,
-    UnknownTopicOrPartitionError,
-)
+from pyklog.broker.errors import InvalidRequestError, PyklogError, UnknownTopicOrPartitionError
 from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, RequestHandlers
 from pyklog.broker.zk.topics import validate_topic_name
-
-_INTERNAL_STATE = {
-    "__consumer_offsets": "every group's committed offsets",
-    "__transaction_state": "every transaction's state",
-}
-
-
-def check_internal_topic_configs(topic: str, overrides: dict) -> None:
-    """Refuse (INVALID_CONFIG) overrides of an internal topic that would let the log delete live
-    state: its ``cleanup.policy`` must stay ``compact`` alone (with ``delete`` in it, or without the
-    override and so the broker's ``log.cleanup.policy``, retention would delete segments holding
-    live offsets or transaction state).  The other settings leave a compacted log's live keys."""
-    policy = overrides.get("cleanup.policy")
-    items = sorted({i.strip().lower() for i in (policy or "").split(",") if i.strip()})
-    if items != ["compact"]:
-        shown = "unset (the broker's log.cleanup.policy)" if policy is None else f"cleanup.policy={policy}"
-        raise InvalidConfigError(
-            f"{topic} is an internal topic holding {_INTERNAL_STATE.get(topic, 'broker state')}: its "
-            f"cleanup.policy must stay compact so that retention never deletes it; refused: {shown}"
-        )
 
 
 class ConfigApis(RequestHandlers):
@@ -154,7 +129,7 @@ class ConfigApis(RequestHandlers):
         dyn.alter(self.cluster, name, to_set, to_delete, validate_only)
 
     def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
-        from pyklog.broker.zk.topics import validate_topic_configs
+        from pyklog.broker.zk.topics import check_internal_topic_configs, validate_topic_configs
 
         validate_topic_configs(to_set)  # INVALID_CONFIG naming the key and what it expects
         if name in INTERNAL_TOPICS:

@@ -5,6 +5,7 @@ after each attempt."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -13,6 +14,8 @@ import pytest
 
 from pyklog.broker.protocol import ApiKey
 from tests.support import Wire, create_topic
+
+OFFSETS_PARTITIONS = 4  # offsets.topic.num.partitions of the test brokers (BrokerProcess)
 
 
 def _commit(bootstrap: str, topic: str, group: str) -> None:
@@ -36,7 +39,13 @@ def _committed(bootstrap: str, topic: str, group: str) -> dict[int, int]:
         c.close()
 
 
-def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker):
+def _tool(module: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", f"pyklog.connector.cli.{module}", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker, zk_chroot, tmp_path):
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -57,6 +66,32 @@ def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker):
     assert p.returncode != 0, p.stdout
     assert "is a kafka internal topic and is not allowed to be marked for deletion" in p.stderr, p.stderr
 
+    # pyklog-delete-records: the broker's refusal on each partition's line
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "__consumer_offsets", "partition": p, "offset": -1} for p in range(OFFSETS_PARTITIONS)
+                ],
+            }
+        )
+    )
+    p = _tool("delete_records", "--bootstrap-server", broker.bootstrap, "--offset-json-file", str(offsets))
+    assert p.stdout.count("\terror: ") == OFFSETS_PARTITIONS and "low_watermark" not in p.stdout, (
+        p.stdout
+    )
+
+    # pyklog-configs, through the broker and straight in ZooKeeper
+    for where in (("--bootstrap-server", broker.bootstrap), ("--zookeeper", zk_chroot)):
+        p = _tool(
+            "configs", *where, "--entity-type", "topics", "--entity-name", "__consumer_offsets",
+            "--alter", "--add-config", "cleanup.policy=delete,retention.ms=1",
+        )  # fmt: skip
+        assert p.returncode == 1 and "cleanup.policy must stay compact" in p.stderr, (where, p.stderr)
+    assert _committed(broker.bootstrap, topic, group) == {0: 7, 1: 11}
+
     # the broker refuses whoever asks
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for internal in ("__consumer_offsets", "__transaction_state"):
@@ -74,7 +109,7 @@ def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker):
                 "topics": [
                     {
                         "name": "__consumer_offsets",
-                        "partitions": [{"partition_index": p, "offset": -1} for p in range(50)],
+                        "partitions": [{"partition_index": p, "offset": -1} for p in range(OFFSETS_PARTITIONS)],
                     }
                 ],
                 "timeout_ms": 10000,
