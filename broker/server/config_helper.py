@@ -434,7 +434,8 @@ def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> t
     """IncrementalAlterConfigs on a broker resource (Kafka's ``ConfigAdminManager``): the settings to
     set and the names to delete in one dynamic level after applying ``ops`` to ``current``.
     INVALID_REQUEST for a key named twice, an unknown operation or a missing value; APPEND/SUBTRACT
-    only on list settings (``log.cleanup.policy``).  Names and values are checked by the caller
+    only on Kafka's list settings (``log.cleanup.policy``, ``sasl.enabled.mechanisms``, ...), starting
+    from the level's value or else the setting's default.  Names and values are checked by the caller
     (:func:`pyklog.broker.server.dynamic_config.validate_dynamic_configs`)."""
     names = [op["name"] for op in ops]
     dups = sorted({n for n in names if names.count(n) > 1})
@@ -451,12 +452,15 @@ def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> t
         elif code == OP_DELETE:
             to_delete.add(name)
         elif code in (OP_APPEND, OP_SUBTRACT):
-            if name != "log.cleanup.policy":
+            setting = setting_for(name)
+            if setting is None or setting.type != "list":
                 raise InvalidConfigError(
                     f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
-                    f"key {name!r}: it is not a list (the list broker config is log.cleanup.policy)"
+                    f"key {name!r}: it is not a list setting"
                 )
-            items = [i.strip() for i in (current.get(name) or "delete").split(",") if i.strip()]
+            # Kafka's ConfigAdminManager: the level's current value, else the setting's default
+            base = current.get(name)
+            items = [i.strip() for i in (setting.default or "" if base is None else base).split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             items = (
                 items + [g for g in given if g not in items]

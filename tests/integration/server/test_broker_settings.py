@@ -69,7 +69,21 @@ def test_kerberos_relogin_setting_alters_with_stock_clients_as_on_kafka(broker_f
     entries = next(iter(described.values())).result(30)
     entry = entries["sasl.kerberos.min.time.before.relogin"]
     assert entry.value == "58000" and entry.source == 2 and not entry.is_read_only, entry
-    # kafka-python adds a second per-broker setting beside it
+    # IncrementalAlterConfigs: SET, and APPEND to a list setting starting from Kafka's default
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    res = ConfigResource(
+        ResourceType.BROKER,
+        "0",
+        incremental_configs=[
+            ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("sasl.enabled.mechanisms", "PLAIN", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
+    admin.incremental_alter_configs([res])[res].result(30)
+    cfg = _describe(b.port, "0", ["sasl.enabled.mechanisms"])
+    assert cfg["sasl.enabled.mechanisms"]["value"] == "GSSAPI,PLAIN", cfg
+    # kafka-python adds a third per-broker setting beside them
     from kafka.admin import ConfigResource as KpResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient
 
