@@ -1,6 +1,7 @@
 """Kafka 3.7's broker settings as data: every name Kafka's ``KafkaConfig`` defines (ZooKeeper mode and
-KRaft alike, as Kafka's generated broker configuration reference lists them) plus the three dynamic
-quota settings of Kafka's ``DynamicConfig.Broker``, with Kafka's type, default, importance, valid
+KRaft alike, as Kafka's generated broker configuration reference lists them), the three dynamic
+quota settings of Kafka's ``DynamicConfig.Broker`` and the settings ``AclAuthorizer`` reads
+(``super.users``, ``allow.everyone.if.no.acl.found``, ``authorizer.zookeeper.*``), with Kafka's type, default, importance, valid
 values, documentation and dynamic update mode (``DynamicBrokerConfig``):
 
 * ``read-only``: only in ``server.properties``, a restart applies a change;
@@ -3488,8 +3489,65 @@ _SETTINGS: tuple[KafkaSetting, ...] = (
     ),
 )
 
-#: every Kafka 3.7 broker setting by name
-KAFKA_SETTINGS: dict[str, KafkaSetting] = {s.name: s for s in _SETTINGS}
+
+def _authorizer_settings() -> tuple[KafkaSetting, ...]:
+    """Kafka's ``AclAuthorizer`` settings: read from the broker's config by the authorizer, not
+    defined by ``KafkaConfig`` (so absent from its reference), read-only."""
+    zk_doc = "The authorizer's own ZooKeeper client setting (default: the broker's {})."
+    out = [
+        KafkaSetting(
+            "super.users",
+            "string",
+            None,
+            "read-only",
+            "medium",
+            "",
+            "Semicolon-separated list of principals that have access to all resources for all actions from "
+            "all hosts (AclAuthorizer); default: no super users.",
+        ),
+        KafkaSetting(
+            "allow.everyone.if.no.acl.found",
+            "boolean",
+            "false",
+            "read-only",
+            "medium",
+            "",
+            "If true, a resource with no ACL is accessible to everyone (AclAuthorizer); default false.",
+        ),
+        KafkaSetting(
+            "authorizer.zookeeper.url", "string", None, "read-only", "low", "", zk_doc.format("zookeeper.connect")
+        ),
+    ]
+    for base in (
+        "zookeeper.connection.timeout.ms",
+        "zookeeper.session.timeout.ms",
+        "zookeeper.max.in.flight.requests",
+        "zookeeper.clientCnxnSocket",
+        "zookeeper.ssl.client.enable",
+        "zookeeper.ssl.keystore.location",
+        "zookeeper.ssl.keystore.password",
+        "zookeeper.ssl.keystore.type",
+        "zookeeper.ssl.truststore.location",
+        "zookeeper.ssl.truststore.password",
+        "zookeeper.ssl.truststore.type",
+        "zookeeper.ssl.protocol",
+        "zookeeper.ssl.enabled.protocols",
+        "zookeeper.ssl.cipher.suites",
+        "zookeeper.ssl.endpoint.identification.algorithm",
+        "zookeeper.ssl.crl.enable",
+        "zookeeper.ssl.ocsp.enable",
+    ):
+        kind = next(x for x in _SETTINGS if x.name == base)
+        out.append(
+            KafkaSetting(
+                "authorizer." + base, kind.type, None, "read-only", "low", kind.valid_values, zk_doc.format(base)
+            )
+        )
+    return tuple(out)
+
+
+#: every Kafka 3.7 broker setting by name (the authorizer's included)
+KAFKA_SETTINGS: dict[str, KafkaSetting] = {s.name: s for s in _SETTINGS + _authorizer_settings()}
 
 READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
 

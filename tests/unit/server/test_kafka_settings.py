@@ -88,3 +88,41 @@ def test_password_encoder_round_trip_and_wrong_secret():
         PasswordEncoder("secret-two").decode(stored)
     assert "secret" not in str(e.value).replace("could not", "") or "secret-one" not in str(e.value)
     assert "secret-one" not in repr(enc)
+
+
+def test_a_secured_kafka_server_properties_is_accepted():
+    """Kafka 3.7's shipped server.properties plus what a secured ZooKeeper-mode broker adds."""
+    from pyklog.broker.server.config import parse_properties
+
+    text = """
+broker.id=0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+ssl.client.auth=required
+ssl.keystore.type=PKCS12
+ssl.enabled.protocols=TLSv1.3
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule \\
+    required username="admin" password="admin-secret";
+listener.name.sasl_ssl.max.connections=1000
+zookeeper.set.acl=true
+allow.everyone.if.no.acl.found=false
+password.encoder.secret=enc-secret
+"""
+    cfg = ServerConfig.from_properties(parse_properties(text))
+    assert cfg.num_io_threads == 8 and cfg.raw["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,PLAIN"
