@@ -30,6 +30,10 @@ these configs dynamically: Set(...)" (Kafka's message); a name neither Kafka 3.7
 INVALID_CONFIG; a bad value is INVALID_REQUEST "Invalid config value for resource ...", as Kafka's
 ``ZkAdminManager``.  Nothing is stored when a request is refused.
 
+A stored password is decoded when a level is read (Kafka's ``fromPersistentProps``): the levels hold
+it in clear, in memory only, for the component that uses it; one that cannot be decoded is dropped
+with an ERROR naming the setting (never the value).
+
 Thread-safety: :class:`DynamicBrokerConfig` is thread-safe (one lock guards the two levels and the
 current LogConfig; the reconfigure callbacks run outside it, on the thread that made the change: a
 request handler thread or kazoo's callback thread).
@@ -292,8 +296,8 @@ class DynamicBrokerConfig:
         with self._lock:
             if version != -1 and version < self._versions[level]:
                 return False
-            usable = {k: v for k, v in config.items() if is_dynamic(k)}
-            ignored = sorted(set(config) - set(usable))
+            usable = self._from_persistent({k: v for k, v in config.items() if is_dynamic(k)}, level)
+            ignored = sorted(k for k in config if not is_dynamic(k))
             levels = dict(self._levels)
             levels[level] = usable
             merged = {**self.static_props, **levels[LEVEL_DEFAULT], **levels[LEVEL_BROKER]}
@@ -336,6 +340,40 @@ class DynamicBrokerConfig:
         self._cluster = cluster
         cluster.watch_broker_config("", lambda c, v: self.update(LEVEL_DEFAULT, c, v))
         cluster.watch_broker_config(self.broker_id, lambda c, v: self.update(LEVEL_BROKER, c, v))
+
+    def _from_persistent(self, config: dict[str, str], level: str) -> dict[str, str]:
+        """Kafka's ``fromPersistentProps``: the stored passwords decoded with
+        ``password.encoder.secret`` (the levels hold them in clear, in memory only); one that cannot be
+        decoded (no secret, another secret, a password at the cluster default) is dropped with an ERROR
+        naming the setting."""
+        secrets = [k for k in config if is_sensitive(k)]
+        if not secrets:
+            return config
+        from pyklog.broker.security.password_encoder import encoder_from_props
+
+        try:
+            encoder = encoder_from_props(self.static_props)
+        except ConfigError as e:
+            log.error("dynamic password configs %s ignored: %s", secrets, e)
+            encoder = None
+        out = dict(config)
+        for k in secrets:
+            if level == LEVEL_DEFAULT or encoder is None:
+                log.error(
+                    "Dynamic password config %s ignored: %s",
+                    k,
+                    "password configs are only per broker"
+                    if level == LEVEL_DEFAULT
+                    else "password.encoder.secret is not set",
+                )
+                del out[k]
+                continue
+            try:
+                out[k] = encoder.decode(config[k])
+            except ConfigError as e:
+                log.error("Dynamic password config %s could not be decoded, ignoring: %s", k, e)
+                del out[k]
+        return out
 
     def _to_persistent(self, to_set: Mapping[str, str]) -> dict[str, str]:
         """Kafka's ``toPersistentProps``: password settings encoded with ``password.encoder.secret``

@@ -126,3 +126,19 @@ password.encoder.secret=enc-secret
 """
     cfg = ServerConfig.from_properties(parse_properties(text))
     assert cfg.num_io_threads == 8 and cfg.raw["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,PLAIN"
+
+
+def test_stored_passwords_are_decoded_with_the_brokers_secret_or_dropped(caplog):
+    from pyklog.broker.server.dynamic_config import LEVEL_BROKER, DynamicBrokerConfig
+
+    name = "listener.name.ext.ssl.keystore.password"
+    stored = PasswordEncoder("right-secret").encode("ks-pw-9931")
+    dyn = DynamicBrokerConfig(0, {"password.encoder.secret": "right-secret"})
+    dyn.update(LEVEL_BROKER, {name: stored, "sasl.kerberos.min.time.before.relogin": "58000"}, 1)
+    assert dyn.dynamic_broker_configs() == {name: "ks-pw-9931", "sasl.kerberos.min.time.before.relogin": "58000"}
+    wrong = DynamicBrokerConfig(0, {"password.encoder.secret": "wrong-secret"})
+    with caplog.at_level(logging.ERROR):
+        wrong.update(LEVEL_BROKER, {name: stored}, 1)
+    assert wrong.dynamic_broker_configs() == {}
+    assert name in caplog.text and "could not be decoded" in caplog.text
+    assert "ks-pw-9931" not in caplog.text and "wrong-secret" not in caplog.text and stored not in caplog.text
