@@ -79,9 +79,7 @@ def test_internal_topics_cannot_be_deleted_emptied_or_set_to_expire(broker, zk_c
         )
     )
     p = _tool("delete_records", "--bootstrap-server", broker.bootstrap, "--offset-json-file", str(offsets))
-    assert p.stdout.count("\terror: ") == OFFSETS_PARTITIONS and "low_watermark" not in p.stdout, (
-        p.stdout
-    )
+    assert p.stdout.count("\terror: ") == OFFSETS_PARTITIONS and "low_watermark" not in p.stdout, p.stdout
 
     # pyklog-configs, through the broker and straight in ZooKeeper
     for where in (("--bootstrap-server", broker.bootstrap), ("--zookeeper", zk_chroot)):
