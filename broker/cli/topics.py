@@ -159,7 +159,15 @@ def create_topic(args, create) -> int:
 
 def delete_topic(args, delete) -> int:
     """``--delete`` through ``delete()`` (ZooKeeper or DeleteTopics): ``Deleted topic T.``; a
-    missing topic is an error unless ``--if-exists``.  Returns the exit code."""
+    missing topic is an error unless ``--if-exists``; an internal topic is refused before anything
+    is sent, as Kafka's TopicCommand does.  Returns the exit code."""
+    from pyklog.broker.errors import InvalidTopicError
+    from pyklog.broker.zk.topics import is_internal
+
+    if is_internal(args.topic):
+        raise InvalidTopicError(
+            f"Topic {args.topic} is a kafka internal topic and is not allowed to be marked for deletion."
+        )
     try:
         delete()
     except UnknownTopicOrPartitionError:

@@ -64,8 +64,11 @@ Settings (Kafka's names and defaults unless noted)::
     log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
                                        log.retention.hours, log.cleanup.policy, ...)
 
-Accepted for compatibility with a stock Kafka ``server.properties`` but without effect in pyklog
-(a warning is logged): ``num.recovery.threads.per.data.dir``.  ``transaction.state.log.min.isr`` becomes
+Every other Kafka 3.7 broker setting (:mod:`pyklog.broker.common.kafka_settings`, the ``ssl.*`` and
+``sasl.*`` families and their ``listener.name.<listener>.`` forms included) is accepted for
+compatibility with a stock Kafka ``server.properties``, checked by Kafka's type and range, and has
+no effect in pyklog: one WARNING line at start names them all (names only, never values).  A name
+Kafka 3.7 does not know is refused.  ``transaction.state.log.min.isr`` becomes
 ``__transaction_state``'s ``min.insync.replicas`` when the topic is created (unset: the broker's
 ``min.insync.replicas`` applies; Kafka's default is 2).
 
@@ -81,6 +84,7 @@ import socket
 from typing import Any
 
 from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
+from pyklog.broker.common.kafka_settings import check_value, setting_for
 from pyklog.broker.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -646,15 +650,22 @@ class ServerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> ServerConfig:
         props = {str(k).strip(): str(v).strip() for k, v in props.items()}
-        unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS)
+        unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS and setting_for(k) is None)
         if unknown:
             raise ConfigError(
                 f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
-                f"(pyklog knows: {', '.join(sorted(cls.KNOWN_KEYS - IGNORED_KEYS))})"
+                "(pyklog takes Kafka 3.7's broker settings, listener.name.<listener>.<setting> for the ssl.*, "
+                "sasl.* and connection settings; see docs/operations.md)"
             )
-        for k in sorted(IGNORED_KEYS & props.keys()):
+        ignored = sorted(k for k in props if k in IGNORED_KEYS or k not in cls.KNOWN_KEYS)
+        for k in ignored:  # Kafka's type and range rules still apply to a setting without effect
+            try:
+                check_value(k, props[k])
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        if ignored:  # names only: some of these are passwords
             log.warning(
-                "setting %s=%s is accepted for compatibility with Kafka and has no effect in pyklog", k, props[k]
+                "settings accepted for compatibility with Kafka, without effect in pyklog: %s", ", ".join(ignored)
             )
         values = SERVER_CONFIG.parse(props)
         zk = props.get("zookeeper.connect", "")

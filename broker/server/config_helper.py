@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pyklog.broker.common.kafka_settings import KAFKA_SETTINGS, is_sensitive, setting_for
 from pyklog.broker.errors import InvalidConfigError, InvalidRequestError
 from pyklog.broker.zk.topics import TOPIC_CONFIGS
 
@@ -132,8 +133,30 @@ _BROKER_EXTRA_DEFAULTS = {
 
 
 def _is_sensitive(name: str) -> bool:
+    """Kafka's password-typed settings (per listener too), and any name that looks like a secret."""
     n = name.lower()
-    return "password" in n or "secret" in n or n.endswith(".jaas.config")
+    return is_sensitive(name) or "password" in n or "secret" in n or n.endswith(".jaas.config")
+
+
+_CATALOGUE_TYPE = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+
+
+def _catalogue(name: str) -> tuple[int | None, str | None]:
+    """(Kafka's config type code, Kafka's documentation) of a broker setting, or (None, None)."""
+    setting = setting_for(name)
+    if setting is None:
+        return None, None
+    return _CATALOGUE_TYPE.get(setting.type), setting.documentation
 
 
 def _entry(name, value, source, read_only, ctype, synonyms, include_synonyms, doc=None):
@@ -247,12 +270,14 @@ def describe_broker_configs(
     *,
     dynamic: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
     dynamic_names: frozenset = frozenset(),
+    is_dynamic_name=lambda name: False,
 ) -> list[dict]:
     """The DescribeConfigs entries of this broker (resource name = its id): every setting with its
     value from, in Kafka's order, ``dynamic`` = (per-broker ``DYNAMIC_BROKER_CONFIG``, cluster default
     ``DYNAMIC_DEFAULT_BROKER_CONFIG``), ``server.properties`` (``STATIC_BROKER_CONFIG``), the default
     (``DEFAULT_CONFIG``); synonyms per synonym name (``log.retention.ms`` <- ``.minutes`` <- ``.hours``).
-    Names in ``dynamic_names`` are not read-only."""
+    Names in ``dynamic_names``, and with ``dynamic`` given those ``is_dynamic_name`` accepts, are not
+    read-only; types, sensitivity and documentation are Kafka's (:mod:`kafka_settings`)."""
     wanted = None if keys is None else set(keys)
     defaults: dict[str, tuple[str | None, int, str]] = {}
     keys_table = server_config_def.keys
@@ -262,6 +287,8 @@ def describe_broker_configs(
         defaults[name] = (text, _TYPE_OF.get(key.type.name, TYPE_STRING), key.doc)
     for name, d in _BROKER_EXTRA_DEFAULTS.items():
         defaults.setdefault(name, (d, TYPE_STRING, ""))
+    for name, setting in KAFKA_SETTINGS.items():
+        defaults.setdefault(name, (setting.default, TYPE_STRING, ""))
     out = []
     names = set(defaults) | {k for k in broker_props if isinstance(k, str)} | set(dynamic_names)
     if dynamic:
@@ -270,6 +297,8 @@ def describe_broker_configs(
         if wanted is not None and name not in wanted:
             continue
         _, ctype, doc = defaults.get(name, (None, TYPE_STRING, ""))
+        kafka_type, kafka_doc = _catalogue(name)
+        ctype, doc = kafka_type or ctype, kafka_doc or doc
         synonyms = []
         for sname in _broker_synonym_names(name):
             synonyms.extend(_dynamic_synonyms(sname, dynamic))
@@ -295,7 +324,7 @@ def describe_broker_configs(
                 name,
                 value,
                 source,
-                name not in dynamic_names,
+                not (name in dynamic_names or (dynamic is not None and is_dynamic_name(name))),
                 ctype,
                 synonyms,
                 include_synonyms,
@@ -323,16 +352,17 @@ def describe_default_broker_configs(
                 "source": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
             }
         ]
+        kafka_type, kafka_doc = _catalogue(name)
         out.append(
             _entry(
                 name,
                 str(default[name]),
                 SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
                 False,
-                TYPE_STRING,
+                kafka_type or TYPE_STRING,
                 syn,
                 include_synonyms,
-                None,
+                kafka_doc if include_documentation else None,
             )
         )
     return out
@@ -404,7 +434,8 @@ def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> t
     """IncrementalAlterConfigs on a broker resource (Kafka's ``ConfigAdminManager``): the settings to
     set and the names to delete in one dynamic level after applying ``ops`` to ``current``.
     INVALID_REQUEST for a key named twice, an unknown operation or a missing value; APPEND/SUBTRACT
-    only on list settings (``log.cleanup.policy``).  Names and values are checked by the caller
+    only on Kafka's list settings (``log.cleanup.policy``, ``sasl.enabled.mechanisms``, ...), starting
+    from the level's value or else the setting's default.  Names and values are checked by the caller
     (:func:`pyklog.broker.server.dynamic_config.validate_dynamic_configs`)."""
     names = [op["name"] for op in ops]
     dups = sorted({n for n in names if names.count(n) > 1})
@@ -421,12 +452,15 @@ def incremental_broker_changes(current: Mapping[str, str], ops: list[dict]) -> t
         elif code == OP_DELETE:
             to_delete.add(name)
         elif code in (OP_APPEND, OP_SUBTRACT):
-            if name != "log.cleanup.policy":
+            setting = setting_for(name)
+            if setting is None or setting.type != "list":
                 raise InvalidConfigError(
                     f"config value {'append' if code == OP_APPEND else 'subtract'} is not allowed for config "
-                    f"key {name!r}: it is not a list (the list broker config is log.cleanup.policy)"
+                    f"key {name!r}: it is not a list setting"
                 )
-            items = [i.strip() for i in (current.get(name) or "delete").split(",") if i.strip()]
+            # Kafka's ConfigAdminManager: the level's current value, else the setting's default
+            base = current.get(name)
+            items = [i.strip() for i in (setting.default or "" if base is None else base).split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             items = (
                 items + [g for g in given if g not in items]

@@ -15,15 +15,24 @@ rebuilds the broker-wide default :class:`~pyklog.broker.log.config.LogConfig` an
 reconfigure callbacks, which give it to every log (a topic override still wins over it), as Kafka's
 ``DynamicLogConfig.reconfigure`` does.
 
-Which settings can change: :data:`DYNAMIC_CONFIGS`, the broker synonyms of topic configs that a live
-log takes at once (Kafka's ``DynamicLogConfig.ReconfigurableConfigs`` restricted to what pyklog's logs
-implement), ``message.max.bytes``, and the connection limits ``max.connections``,
-``max.connections.per.ip``, ``max.connections.per.ip.overrides`` (Kafka's ``DynamicConnectionQuota``:
-for the next connection, open ones are kept).  The thread pools (``num.io.threads``,
-``num.network.threads``) cannot be resized in pyklog and stay read-only.  Every other setting pyklog knows is read-only (INVALID_REQUEST
-"Cannot update these configs dynamically: Set(...)", Kafka's message); a name pyklog does not know is
+Which settings can change: every setting Kafka 3.7 updates dynamically
+(:mod:`pyklog.broker.common.kafka_settings`, ``per-broker`` and ``cluster-wide``, with Kafka's rules:
+per-broker settings only at ``/config/brokers/<id>``, the ``ssl.*`` store settings only with a
+``listener.name.<listener>.`` prefix, passwords only per broker and only with
+``password.encoder.secret`` set, then stored encoded as Kafka's ``PasswordEncoder`` does).  Of these
+pyklog applies live :data:`DYNAMIC_CONFIGS`: the broker synonyms of topic configs that a live log takes
+at once (Kafka's ``DynamicLogConfig``), ``message.max.bytes``, the connection limits
+``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides`` (Kafka's
+``DynamicConnectionQuota``: for the next connection, open ones are kept) and the replication
+throttles; the others are stored and described and have no effect (``num.io.threads``, for one,
+cannot resize pyklog's pool).  A read-only setting is refused with INVALID_REQUEST "Cannot update
+these configs dynamically: Set(...)" (Kafka's message); a name neither Kafka 3.7 nor pyklog knows is
 INVALID_CONFIG; a bad value is INVALID_REQUEST "Invalid config value for resource ...", as Kafka's
 ``ZkAdminManager``.  Nothing is stored when a request is refused.
+
+A stored password is decoded when a level is read (Kafka's ``fromPersistentProps``): the levels hold
+it in clear, in memory only, for the component that uses it; one that cannot be decoded is dropped
+with an ERROR naming the setting (never the value).
 
 Thread-safety: :class:`DynamicBrokerConfig` is thread-safe (one lock guards the two levels and the
 current LogConfig; the reconfigure callbacks run outside it, on the thread that made the change: a
@@ -36,6 +45,16 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+from pyklog.broker.common.kafka_settings import (
+    LISTENER_ONLY_DYNAMIC_SETTINGS,
+    PER_BROKER,
+    READ_ONLY,
+    check_value,
+    is_sensitive,
+    parse_listener_setting,
+    setting_for,
+    update_mode,
+)
 from pyklog.broker.errors import ConfigError, InvalidConfigError, InvalidRequestError
 
 log = logging.getLogger(__name__)
@@ -114,26 +133,74 @@ def resource_text(name: str) -> str:
     return f"ConfigResource(type=BROKER, name='{name}')"
 
 
+def is_dynamic(name: str) -> bool:
+    """True if ``name`` may be stored as a dynamic broker config: a setting pyklog applies live
+    (:data:`DYNAMIC_CONFIGS`) or one Kafka 3.7 updates dynamically (its per-listener forms included)."""
+    if name in DYNAMIC_CONFIGS:
+        return True
+    mode = update_mode(name)
+    return mode is not None and mode != READ_ONLY
+
+
+def _kafka_set(names) -> str:
+    return f"Set({', '.join(sorted(names))})"
+
+
 def validate_dynamic_configs(
-    resource_name: str, props: Mapping[str, str], static_props: Mapping[str, str] | None = None
+    resource_name: str,
+    props: Mapping[str, str],
+    static_props: Mapping[str, str] | None = None,
+    *,
+    new_passwords: bool = True,
 ) -> None:
     """Refuse a dynamic broker config set (the complete new content of one level) as Kafka's
-    ``DynamicBrokerConfig.validateConfigs``: INVALID_CONFIG for a name pyklog does not know,
-    INVALID_REQUEST for read-only names and bad values (each message names the resource)."""
+    ``DynamicBrokerConfig.validateConfigs``: INVALID_CONFIG for a name neither Kafka 3.7 nor pyklog
+    knows, INVALID_REQUEST for read-only names, ``ssl.*`` store settings without a listener prefix,
+    per-broker settings at the cluster default, passwords without ``password.encoder.secret`` and bad
+    values (each message names the resource, never a sensitive value).  ``new_passwords`` False:
+    ``props`` is a level's merged content whose passwords are stored encoded already."""
     names = set(props)
-    unknown = sorted(names - DYNAMIC_CONFIGS - read_only_configs())
+    unknown = sorted(n for n in names if n not in read_only_configs() and not is_dynamic(n) and setting_for(n) is None)
     if unknown:
         raise InvalidConfigError(
             f"Unknown broker config(s) for resource {resource_text(resource_name)}: {', '.join(unknown)} "
-            f"(dynamic broker configs pyklog applies: {', '.join(sorted(DYNAMIC_CONFIGS))})"
+            "(Kafka 3.7's broker settings are accepted; see docs/operations.md)"
         )
-    fixed = sorted(names - DYNAMIC_CONFIGS)
-    if fixed:
+
+    def refuse(bad, why: str) -> None:
+        if bad:
+            raise InvalidRequestError(
+                f"Invalid config value for resource {resource_text(resource_name)}: {why}: {_kafka_set(bad)}"
+            )
+
+    refuse({n for n in names if not is_dynamic(n)}, "Cannot update these configs dynamically")
+    refuse(
+        names & LISTENER_ONLY_DYNAMIC_SETTINGS,
+        "These security configs can be dynamically updated only per-listener using the listener prefix",
+    )
+    if resource_name == "":
+        refuse(
+            {n for n in names if update_mode(n) == PER_BROKER},
+            "Cannot update these configs at default cluster level, broker id must be specified",
+        )
+    secrets = {n for n in names if is_sensitive(n) and props[n] is not None} if new_passwords else set()
+    if secrets and resource_name == "":
         raise InvalidRequestError(
             f"Invalid config value for resource {resource_text(resource_name)}: "
-            f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+            "Password config can be defined only at broker level"
+        )
+    if secrets and not (static_props or {}).get("password.encoder.secret"):
+        raise InvalidRequestError(
+            f"Invalid config value for resource {resource_text(resource_name)}: Password encoder secret not "
+            f"configured (set password.encoder.secret in server.properties to store {_kafka_set(secrets)})"
         )
     try:
+        for name in sorted(names):
+            parsed = parse_listener_setting(name)
+            try:
+                check_value(parsed.base if parsed else name, props[name])
+            except ValueError as e:
+                raise ConfigError(str(e).replace(parsed.base, name, 1) if parsed else str(e)) from None
         effective_log_config({**(static_props or {}), **props})
         from pyklog.broker.server.config import SERVER_CONFIG
 
@@ -229,8 +296,8 @@ class DynamicBrokerConfig:
         with self._lock:
             if version != -1 and version < self._versions[level]:
                 return False
-            usable = {k: v for k, v in config.items() if k in DYNAMIC_CONFIGS}
-            ignored = sorted(set(config) - set(usable))
+            usable = self._from_persistent({k: v for k, v in config.items() if is_dynamic(k)}, level)
+            ignored = sorted(k for k in config if not is_dynamic(k))
             levels = dict(self._levels)
             levels[level] = usable
             merged = {**self.static_props, **levels[LEVEL_DEFAULT], **levels[LEVEL_BROKER]}
@@ -242,7 +309,7 @@ class DynamicBrokerConfig:
                     "%s dynamic broker configs could not be applied (%s): %s",
                     "per-broker" if level == LEVEL_BROKER else "cluster default",
                     e,
-                    config,
+                    sorted(config),
                 )
                 return False
             if ignored:
@@ -253,7 +320,8 @@ class DynamicBrokerConfig:
             self._log_config = new
             self._limits = limits
         if changed:
-            log.info("dynamic broker config changed (%s level, version %d): %s", level, version, usable)
+            shown = {k: "[hidden]" if is_sensitive(k) else v for k, v in usable.items()}
+            log.info("dynamic broker config changed (%s level, version %d): %s", level, version, shown)
             for fn in list(self._reconfigurables):
                 try:
                     fn(new, limits)
@@ -273,6 +341,53 @@ class DynamicBrokerConfig:
         cluster.watch_broker_config("", lambda c, v: self.update(LEVEL_DEFAULT, c, v))
         cluster.watch_broker_config(self.broker_id, lambda c, v: self.update(LEVEL_BROKER, c, v))
 
+    def _from_persistent(self, config: dict[str, str], level: str) -> dict[str, str]:
+        """Kafka's ``fromPersistentProps``: the stored passwords decoded with
+        ``password.encoder.secret`` (the levels hold them in clear, in memory only); one that cannot be
+        decoded (no secret, another secret, a password at the cluster default) is dropped with an ERROR
+        naming the setting."""
+        secrets = [k for k in config if is_sensitive(k)]
+        if not secrets:
+            return config
+        from pyklog.broker.security.password_encoder import encoder_from_props
+
+        try:
+            encoder = encoder_from_props(self.static_props)
+        except ConfigError as e:
+            log.error("dynamic password configs %s ignored: %s", secrets, e)
+            encoder = None
+        out = dict(config)
+        for k in secrets:
+            if level == LEVEL_DEFAULT or encoder is None:
+                log.error(
+                    "Dynamic password config %s ignored: %s",
+                    k,
+                    "password configs are only per broker"
+                    if level == LEVEL_DEFAULT
+                    else "password.encoder.secret is not set",
+                )
+                del out[k]
+                continue
+            try:
+                out[k] = encoder.decode(config[k])
+            except ConfigError as e:
+                log.error("Dynamic password config %s could not be decoded, ignoring: %s", k, e)
+                del out[k]
+        return out
+
+    def _to_persistent(self, to_set: Mapping[str, str]) -> dict[str, str]:
+        """Kafka's ``toPersistentProps``: password settings encoded with ``password.encoder.secret``
+        (validation has refused them already when no secret is set)."""
+        secrets = [k for k, v in to_set.items() if is_sensitive(k) and v is not None]
+        if not secrets:
+            return dict(to_set)
+        from pyklog.broker.security.password_encoder import encoder_from_props
+
+        encoder = encoder_from_props(self.static_props)
+        if encoder is None:
+            raise InvalidRequestError("Password encoder secret not configured")
+        return {k: encoder.encode(v) if k in secrets else v for k, v in to_set.items()}
+
     def alter(self, cluster, resource_name: str, to_set: Mapping[str, str], to_delete, validate_only: bool) -> None:
         """AlterConfigs / IncrementalAlterConfigs on a broker resource (request handler thread):
         validate the new content of the level, store it in ZooKeeper (with the change notification)
@@ -281,21 +396,22 @@ class DynamicBrokerConfig:
         level = LEVEL_DEFAULT if resource_name == "" else LEVEL_BROKER
         entity = "" if level == LEVEL_DEFAULT else self.broker_id
 
-        def check(new: dict[str, str]) -> None:
-            validate_dynamic_configs(resource_name, new, self.effective_props())
+        def check(new: dict[str, str], new_passwords: bool = False) -> None:
+            validate_dynamic_configs(resource_name, new, self.effective_props(), new_passwords=new_passwords)
 
         if validate_only:
             current, _ = cluster.broker_config(entity)
             new = {k: v for k, v in current.items() if k not in set(to_delete)}
             new.update(to_set)
+            check(dict(to_set), new_passwords=True)
             check(new)
             return
         # validate what is asked first (nothing of a bad request reaches ZooKeeper), then the merge
-        check(dict(to_set))
+        check(dict(to_set), new_passwords=True)
         for name in to_delete:
-            if name not in DYNAMIC_CONFIGS:
+            if not is_dynamic(name):
                 check({name: ""})
-        config, version = cluster.alter_broker_config(entity, to_set, to_delete, validate=check)
+        config, version = cluster.alter_broker_config(entity, self._to_persistent(to_set), to_delete, validate=check)
         self.update(level, config, version)
 
 
@@ -307,6 +423,7 @@ __all__ = [
     "effective_log_config",
     "read_only_configs",
     "validate_dynamic_configs",
+    "is_dynamic",
     "connection_limits",
     "CONNECTION_CONFIGS",
 ]

@@ -52,6 +52,31 @@ log = logging.getLogger("pyklog.broker.server")
 READY_MESSAGE = "pyklog broker started (broker.id=%d, listener=%s:%d)"
 
 
+def open_listener_warning(cfg) -> str | None:
+    """The start-up warning of a broker anyone on the network may use: a PLAINTEXT listener bound to
+    a non-loopback address (or every interface) with no ``authorizer.class.name``; None otherwise."""
+    import ipaddress
+
+    if (cfg.raw or {}).get("authorizer.class.name", "").strip():
+        return None
+    ep = cfg.listener
+    if ep.security_protocol != "PLAINTEXT":
+        return None
+    host = ep.host
+    if host == "localhost":
+        return None
+    try:
+        if host and ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it may resolve to any interface
+    return (
+        f"listener {ep} is PLAINTEXT on {'every interface' if host in ('', '0.0.0.0', '::') else host} "
+        "with no authorizer (authorizer.class.name is empty): any client that reaches it can read, write, "
+        "delete topics and change configs; bind it to 127.0.0.1, or add authentication and an authorizer"
+    )
+
+
 class BrokerServer:
     """One broker, and its composition root: :meth:`startup` builds every component with
     constructor arguments, in dependency order (socket server -> ZooKeeper registration -> dynamic
@@ -229,6 +254,9 @@ class BrokerServer:
             self.shutdown()
             raise
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
+        warning = open_listener_warning(cfg)
+        if warning:
+            log.warning(warning)
         return self
 
     def _watch_dynamic_config(self) -> None:

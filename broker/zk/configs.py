@@ -206,7 +206,7 @@ class ZkConfigs:
         removals = set(delete_configs or ())
         updates = {str(k): str(v) for k, v in (set_configs or {}).items()}
         config, version = self._change_config_node(path, f"brokers/{name}", removals, updates, validate=validate)
-        log.info("altered dynamic config of brokers/%s: %s", name, config)
+        log.info("altered dynamic config of brokers/%s: %s", name, sorted(config))  # names: values may be secret
         return dict(config), version
 
     def watch_broker_config(self, entity: str | int, fn: Callable[[dict[str, str], int], None]) -> None:

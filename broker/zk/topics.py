@@ -231,6 +231,27 @@ TOPIC_CONFIGS: dict[str, tuple[str, object]] = {
 }
 
 
+_INTERNAL_STATE = {
+    OFFSETS_TOPIC: "every group's committed offsets",
+    TRANSACTION_STATE_TOPIC: "every transaction's state",
+}
+
+
+def check_internal_topic_configs(topic: str, overrides: dict) -> None:
+    """Refuse (INVALID_CONFIG) overrides of an internal topic that would let the log delete live
+    state: its ``cleanup.policy`` must stay ``compact`` alone (with ``delete`` in it, or without the
+    override and so the broker's ``log.cleanup.policy``, retention would delete segments holding
+    live offsets or transaction state).  The other settings leave a compacted log's live keys."""
+    policy = overrides.get("cleanup.policy")
+    items = sorted({i.strip().lower() for i in (policy or "").split(",") if i.strip()})
+    if items != ["compact"]:
+        shown = "unset (the broker's log.cleanup.policy)" if policy is None else f"cleanup.policy={policy}"
+        raise InvalidConfigError(
+            f"{topic} is an internal topic holding {_INTERNAL_STATE.get(topic, 'broker state')}: its "
+            f"cleanup.policy must stay compact so that retention never deletes it; refused: {shown}"
+        )
+
+
 def validate_topic_configs(configs: Mapping[str, object] | None) -> dict[str, str]:
     """Check topic-level configs; return them as ``{name: str(value)}`` or raise :class:`InvalidConfigError`."""
     out: dict[str, str] = {}

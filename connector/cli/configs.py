@@ -202,6 +202,11 @@ def run_zookeeper(a, etype, name, add, delete) -> None:
                 for k, v in sorted(configs.read_topic_config(n).items()):
                     print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": 1}]}))
         else:
+            from pyklog.broker.zk.topics import check_internal_topic_configs, is_internal
+
+            if is_internal(name):  # as the brokers refuse it: retention must never delete live state
+                current = configs.read_topic_config(name)
+                check_internal_topic_configs(name, {**{k: v for k, v in current.items() if k not in delete}, **add})
             configs.alter_topic_config(name, add, delete)
             print(f"Completed updating config for topic {name}.")
     finally:
@@ -226,16 +231,46 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
             if name == ""
             else f"Dynamic configs for broker {name} are:"
         )
-        for k, v in sorted(config.items()):
-            print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": source}]}))
-        return
-    from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+        from pyklog.broker.common.kafka_settings import is_sensitive
 
-    validate_dynamic_configs(name, add)
+        for k, v in sorted(config.items()):
+            shown = None if is_sensitive(k) else v
+            print(
+                _entry_line(
+                    {
+                        "name": k,
+                        "value": shown,
+                        "is_sensitive": is_sensitive(k),
+                        "synonyms": [{"name": k, "value": shown, "source": source}],
+                    }
+                )
+            )
+        return
+    from pyklog.broker.common.kafka_settings import is_sensitive
+    from pyklog.broker.security.password_encoder import encoder_from_props
+    from pyklog.broker.server.dynamic_config import is_dynamic
+
+    # Kafka's ConfigCommand: the password.encoder.* settings given here encode the passwords and are
+    # not stored themselves
+    add = dict(add)
+    encoder_props = {k: add.pop(k) for k in list(add) if k.startswith("password.encoder.")}
+    secrets = sorted(k for k in add if is_sensitive(k))
+    if secrets and not encoder_props.get("password.encoder.secret"):
+        raise UsageError(
+            f"password.encoder.secret must be specified to update {', '.join(secrets)}. Other password "
+            "encoder configs like cipher algorithm and iterations may also be specified to override the "
+            "default encoding parameters. Password encoder configs will not be persisted in ZooKeeper."
+        )
+    validate_dynamic_configs(name, add, encoder_props)
     for k in delete:
-        if k not in DYNAMIC_CONFIGS:  # an unknown or read-only name: refused by name
+        if not is_dynamic(k):  # an unknown or read-only name: refused by name
             validate_dynamic_configs(name, {k: ""})
-    configs.alter_broker_config(name, add, delete, validate=lambda new: validate_dynamic_configs(name, new))
+    if secrets:
+        encoder = encoder_from_props(encoder_props)
+        add = {k: encoder.encode(v) if k in secrets else v for k, v in add.items()}
+    configs.alter_broker_config(
+        name, add, delete, validate=lambda new: validate_dynamic_configs(name, new, new_passwords=False)
+    )
     print(
         "Completed updating default config for brokers in the cluster."
         if name == ""

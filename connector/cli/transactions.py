@@ -6,7 +6,7 @@ kafka-transactions.sh, ``org.apache.kafka.tools.TransactionsCommand``, KIP-664).
     pyklog-transactions --bootstrap-server HOST:PORT describe-producers --topic T --partition P [--broker-id B]
     pyklog-transactions --bootstrap-server HOST:PORT find-hanging (--broker-id B | --topic T [--partition P])
                         [--max-transaction-timeout MINUTES]
-    pyklog-transactions --bootstrap-server HOST:PORT abort --topic T --partition P --start-offset OFFSET
+    pyklog-transactions --bootstrap-server HOST:PORT abort --topic T --partition P --start-offset OFFSET [--force]
 
 Output: Kafka's tab-separated, padded columns (``list``: TransactionalId, Coordinator, ProducerId,
 TransactionState; ``describe``: CoordinatorId ... TopicPartitions; ``describe-producers``: ProducerId,
@@ -21,7 +21,12 @@ transaction coordinator does not count that partition in the producer's transact
 transactional id has that producer id, the id is unknown, or DescribeTransactions does not list the
 partition): nobody will ever write its marker, so the partition's last stable offset is stuck and
 read_committed consumers stop there.  ``abort`` writes that marker (WriteTxnMarkers ABORT at the
-leader) for the transaction starting at ``--start-offset``.
+leader) for the transaction starting at ``--start-offset``.  Before writing it, ``abort`` asks the
+transaction coordinator (ListTransactions by producer id, DescribeTransactions) and refuses a
+transaction that is not hanging: one its coordinator holds as Ongoing, PrepareCommit or PrepareAbort
+with that partition.  Kafka's tool writes the marker regardless, and on a live transaction the
+partition's records written so far are aborted while the producer's commit still succeeds (silent
+loss); ``--force`` (pyklog's flag) does what Kafka's tool does.
 
 Exit codes as Kafka's tool: 0 on success, 1 on a usage error or a failed call (one line on stderr
 saying which step failed and the broker's error).
@@ -98,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--producer-id", type=int, help="producer id (brokers older than 3.0)")
     a.add_argument("--producer-epoch", type=int, help="producer epoch (brokers older than 3.0)")
     a.add_argument("--coordinator-epoch", type=int, help="coordinator epoch (brokers older than 3.0)")
+    a.add_argument(
+        "--force",
+        action="store_true",
+        help="abort even a transaction its coordinator still holds open with this partition (pyklog's "
+        "check; what it wrote so far on the partition is discarded while its producer's commit succeeds)",
+    )
     f = sub.add_parser("find-hanging", help="find hanging transactions")
     f.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
     f.add_argument(
@@ -233,6 +244,17 @@ def _cmd_abort(admin, a) -> None:
             )
         # a coordinator epoch of -1 (no marker yet) becomes 0, which no leader epoch is below (as Kafka)
         pid, epoch, coord_epoch = found[0].producer_id, found[0].producer_epoch, max(found[0].coordinator_epoch, 0)
+    if not a.force:
+        live = live_transaction(admin, tp, pid)
+        if live is not None:
+            raise _Failed(
+                f"Refusing to abort the transaction of producer {pid} on {tp[0]}-{tp[1]}: it is not hanging. "
+                f"Its coordinator (broker {live.coordinator}) holds transactional id {live.transactional_id!r} "
+                f"as {live.state} with this partition, so its producer will commit or abort it (or the "
+                f"coordinator aborts it at its timeout of {live.timeout_ms} ms). Aborting it here would "
+                "discard what it wrote so far on this partition while its producer's commit still succeeds. "
+                "Use --force to abort it anyway."
+            )
     try:
         admin.abort_transaction(tp[0], tp[1], pid, epoch, coord_epoch)
     except PyklogError as e:
@@ -240,6 +262,31 @@ def _cmd_abort(admin, a) -> None:
             f"Failed to abort transaction of producer {pid} (epoch {epoch}, coordinator epoch "
             f"{coord_epoch}) on {tp[0]}-{tp[1]}: {_why(e)}"
         ) from None
+
+
+_LIVE_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+
+
+def live_transaction(admin, tp: tuple[str, int], producer_id: int):
+    """The coordinator's description of ``producer_id``'s transaction if the coordinator still holds
+    it open with partition ``tp`` (Ongoing, PrepareCommit or PrepareAbort: it will write the marker
+    itself), else None: the transaction is hanging as Kafka's ``find-hanging`` defines it.  Raises
+    _Failed when the coordinator cannot be asked."""
+    try:
+        listings = admin.list_transactions(producer_id_filters=[producer_id])
+        tids = sorted({t.transactional_id for ls in listings.values() for t in ls if t.producer_id == producer_id})
+        descriptions = admin.describe_transactions(tids) if tids else {}
+    except PyklogError as e:
+        raise _Failed(
+            f"Failed to check with the transaction coordinator whether the transaction of producer {producer_id} "
+            f"is still live: {_why(e)} (use --force to abort without this check)"
+        ) from None
+    for d in descriptions.values():
+        if isinstance(d, PyklogError):
+            continue  # unknown to its coordinator: hanging
+        if d.producer_id == producer_id and d.state in _LIVE_STATES and tuple(tp) in set(map(tuple, d.partitions)):
+            return d
+    return None
 
 
 def find_hanging(

@@ -8,6 +8,8 @@ DescribeLogDirs (Kafka's ZooKeeper-mode ``ZkAdminManager`` and ``ReplicaManager.
   on ``/brokers/topics/<t>`` and the leaders create the logs).
 * DeleteRecords v0-2 (moves the log start offset, checkpointed before the answer), DescribeLogDirs
   v0-4.
+* The internal topics (``__consumer_offsets``, ``__transaction_state``) stay whatever a client asks:
+  DeleteTopics and DeleteRecords on them answer INVALID_TOPIC_EXCEPTION with Kafka's messages.
 
 Thread-safety: stateless; runs on every request handler thread.
 """
@@ -21,6 +23,7 @@ import time
 from pyklog.broker.errors import (
     InvalidPartitionsError,
     InvalidRequestError,
+    InvalidTopicError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     PyklogError,
@@ -178,6 +181,11 @@ class TopicAdminApis(RequestHandlers):
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
+                if name in INTERNAL_TOPICS:
+                    # every group's committed offsets or every transaction's state would go with it
+                    raise InvalidTopicError(
+                        f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion."
+                    )
                 todo.append(name)
             except PyklogError as e:
                 by_name[name] = e
@@ -273,6 +281,8 @@ class TopicAdminApis(RequestHandlers):
                 p, offset = pd["partition_index"], pd["offset"]
                 entry = {"partition_index": p, "low_watermark": -1, "error_code": NONE}
                 try:
+                    if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager.deleteRecords
+                        raise InvalidTopicError(f"Cannot delete records of internal topic {name}")
                     lg = self.replica_manager.leader_log(name, p)
                     if not lg.config.delete:
                         raise PolicyViolationError(

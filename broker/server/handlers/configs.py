@@ -10,7 +10,7 @@ Thread-safety: stateless; runs on every request handler thread.
 from __future__ import annotations
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnknownTopicOrPartitionError
-from pyklog.broker.server.handlers.responses import NONE, RequestHandlers
+from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, RequestHandlers
 from pyklog.broker.zk.topics import validate_topic_name
 
 
@@ -97,7 +97,7 @@ class ConfigApis(RequestHandlers):
         static and default sources) or "" (the cluster-wide dynamic defaults only)."""
         from pyklog.broker.server import config_helper as ch
         from pyklog.broker.server.config import SERVER_CONFIG
-        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS
+        from pyklog.broker.server.dynamic_config import DYNAMIC_CONFIGS, is_dynamic
 
         levels = self._dynamic_levels()
         if not name:
@@ -110,6 +110,7 @@ class ConfigApis(RequestHandlers):
             include_doc,
             dynamic=levels,
             dynamic_names=DYNAMIC_CONFIGS if levels is not None else frozenset(),
+            is_dynamic_name=is_dynamic,
         )
 
     def _alter_broker(self, name: str, configs, incremental: bool, validate_only: bool) -> None:
@@ -128,9 +129,12 @@ class ConfigApis(RequestHandlers):
         dyn.alter(self.cluster, name, to_set, to_delete, validate_only)
 
     def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
-        from pyklog.broker.zk.topics import validate_topic_configs
+        from pyklog.broker.zk.topics import check_internal_topic_configs, validate_topic_configs
 
         validate_topic_configs(to_set)  # INVALID_CONFIG naming the key and what it expects
+        if name in INTERNAL_TOPICS:
+            current = self.cluster.topic_config(name)
+            check_internal_topic_configs(name, {**{k: v for k, v in current.items() if k not in to_delete}, **to_set})
         if not validate_only:
             self.cluster.alter_topic_config(name, to_set, to_delete)
             self.replica_manager.sync_logs()  # this broker's logs take the new config at once

@@ -378,3 +378,48 @@ def test_tool_usage_and_errors_exit_1(broker):
     r = tool("--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", "t", "--partition", "x")
     assert r.returncode == 1 and "invalid int value" in r.stderr
     assert rows_of(broker.bootstrap, "list") == []
+
+
+def test_abort_refuses_a_live_transaction_unless_forced(broker_factory):
+    """A transaction its coordinator holds as Ongoing with the partition is not hanging: abort refuses
+    it (exit 1, nothing written), the producer's commit then makes every record visible.  With
+    --force the tool does what Kafka's does: the ABORT marker discards what was written so far, and
+    the producer's commit still succeeds: none of those records are ever delivered."""
+    from confluent_kafka import Producer
+
+    b = broker_factory(0, **TXN_PROPS)
+    topic = f"txl-{uuid.uuid4().hex[:6]}"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic, 1)["error_code"] == 0
+
+    def open_transaction(tid: str, prefix: bytes, n: int):
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid, "linger.ms": 0})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic, value=prefix + b"%d" % i, partition=0)
+        assert p.flush(30) == 0
+        return p
+
+    live = open_transaction(f"tx-{uuid.uuid4().hex[:8]}", b"live", 5)
+    (s,) = rows_of(b.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+    start = s["CurrentTransactionStartOffset"]
+    assert start == "0", s
+    r = tool("--bootstrap-server", b.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", start)
+    assert r.returncode == 1 and "it is not hanging" in r.stderr and "Ongoing" in r.stderr, (r.stdout, r.stderr)
+    live.commit_transaction(30)
+    assert read_committed_values(b.bootstrap, topic, 1) == [b"live%d" % i for i in range(5)]
+
+    forced = open_transaction(f"tx-{uuid.uuid4().hex[:8]}", b"forced", 3)
+    (s,) = [
+        r
+        for r in rows_of(b.bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+        if r["CurrentTransactionStartOffset"] != "None"
+    ]
+    r = tool(
+        "--bootstrap-server", b.bootstrap, "abort", "--topic", topic, "--partition", "0",
+        "--start-offset", s["CurrentTransactionStartOffset"], "--force",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    forced.commit_transaction(30)  # Kafka's behaviour: the commit succeeds, the records are gone
+    assert read_committed_values(b.bootstrap, topic, 1) == [b"live%d" % i for i in range(5)]

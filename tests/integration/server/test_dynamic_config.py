@@ -340,9 +340,18 @@ def test_configs_cli_alters_and_describes_broker_configs(broker_factory):
     p = cli("--entity-type", "brokers", "--entity-default", "--describe")
     assert "log.segment.bytes" not in p.stdout and "log.retention.ms=7200000" in p.stdout
     p = cli(
-        "--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.io.threads=4", check=False
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "0",
+        "--alter",
+        "--add-config",
+        "auto.create.topics.enable=false",
+        check=False,
     )
-    assert p.returncode == 1 and "Cannot update these configs dynamically: Set(num.io.threads)" in p.stderr, p.stderr
+    assert (
+        p.returncode == 1 and "Cannot update these configs dynamically: Set(auto.create.topics.enable)" in p.stderr
+    ), p.stderr
 
 
 def test_max_connections_per_ip_changes_live(broker_factory):
