@@ -37,7 +37,7 @@ venv: $(STAMP)
 # tests/faults holds the slow fault scenarios (a minute or more of broker or driver SIGKILLs each).
 # `make check` runs `make lint`, `make test` (unit + integration) then `make test-faults`: what CI runs.
 unit: venv
-	$(VPY) -m pytest -q -ra tests/unit $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra -n 2 tests/unit $(PYTEST_ARGS)
 
 integration: debian venv
 	$(VPY) -m pytest -q -ra --durations=25 tests/integration $(PYTEST_ARGS)
