@@ -116,7 +116,15 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ),
     ResourceType.GROUP: frozenset({Op.READ, Op.DESCRIBE, Op.DELETE}),
     ResourceType.CLUSTER: frozenset(
-        {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}
+        {
+            Op.CREATE,
+            Op.CLUSTER_ACTION,
+            Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+            Op.IDEMPOTENT_WRITE,
+            Op.ALTER,
+            Op.DESCRIBE,
+        }
     ),
     ResourceType.TRANSACTIONAL_ID: frozenset({Op.DESCRIBE, Op.WRITE}),
     ResourceType.DELEGATION_TOKEN: frozenset({Op.DESCRIBE}),
@@ -435,9 +443,15 @@ def authorize_by_resource_type(
                 continue
             deny = e.permission_type == AclPermissionType.DENY
             literal = pattern.pattern_type == PatternType.LITERAL
-            (deny_literal if deny and literal else deny_prefix if deny else allow_literal if literal else allow_prefix).add(
-                pattern.name
-            )
+            (
+                deny_literal
+                if deny and literal
+                else deny_prefix
+                if deny
+                else allow_literal
+                if literal
+                else allow_prefix
+            ).add(pattern.name)
     if WILDCARD_RESOURCE in deny_literal:
         return False
     if not index.has_acls_of_type(resource_type):

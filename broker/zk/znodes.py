@@ -699,7 +699,9 @@ def decode_acls(data: bytes | None, path: str) -> frozenset:
                 )
             )
         except (KeyError, TypeError, ValueError) as e:
-            raise ZkDataError(path, "ACL entries with principal, host, operation, permissionType", data, detail=str(e)) from None
+            raise ZkDataError(
+                path, "ACL entries with principal, host, operation, permissionType", data, detail=str(e)
+            ) from None
     return frozenset(out)
 
 

@@ -53,7 +53,12 @@ class ZkAclStore:
     def ensure_paths(self) -> None:
         """The roots Kafka's authorizer creates at start (the change paths must exist to be watched)."""
         c = self.client
-        for p in (paths.ACL_LITERAL, paths.acl_store("PREFIXED"), paths.ACL_LITERAL_CHANGES, paths.ACL_EXTENDED_CHANGES):
+        for p in (
+            paths.ACL_LITERAL,
+            paths.acl_store("PREFIXED"),
+            paths.ACL_LITERAL_CHANGES,
+            paths.ACL_EXTENDED_CHANGES,
+        ):
             c.retry(c.ensure_path, p)
 
     def read(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int | None]:
