@@ -73,7 +73,9 @@ class AclAuthorizer:
         self.super_users = settings.super_users
         self.allow_everyone_if_no_acl_found = settings.allow_everyone_if_no_acl_found
         self._index = AclIndex()
-        self._lock = threading.Lock()  # guards _index's writes and _seen
+        # guards the cache's writes and _seen; reentrant: kazoo may call the first watch callback on
+        # the thread that starts the watch, inside start()
+        self._lock = threading.RLock()
         self._seen: dict[str, int] = {}  # change path -> highest sequence processed
         self._stopped = False
         self._watches: list[ChildrenWatch] = []

@@ -101,7 +101,8 @@ class MetadataApis(RequestHandlers):
                     request, AclOperation.DESCRIBE, ResourceType.TOPIC, n, log_if_denied=not all_requested
                 )
             }
-            denied = [n for n in names if n not in may_describe]
+            if not all_requested:  # asked for all topics, the others are simply left out
+                denied = [n for n in names if n not in may_describe]
             names = [n for n in names if n in may_describe]
         may_create_any = None  # CREATE on the cluster, asked once if a topic is missing
         for name in names:
