@@ -39,7 +39,8 @@ for its partitions) and, for transactional batches, WRITE on the transactional i
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); a consumer's Fetch READ on each topic; a
 follower's Fetch CLUSTER_ACTION on the cluster (else every partition TOPIC_AUTHORIZATION_FAILED);
 ListOffsets DESCRIBE on each topic; OffsetForLeaderEpoch CLUSTER_ACTION on the cluster or DESCRIBE
-on each topic.  Denied partitions get their error and the others are served.
+on each topic.  A Produce to a missing topic creates it (``auto.create.topics.enable``) only with
+CREATE on the cluster or the topic.  Denied partitions get their error and the others are served.
 
 Thread-safety: the handlers run concurrently on every request handler thread; the answers of
 delayed operations are encoded on the thread completing them (an appending thread, the timer,
@@ -187,7 +188,9 @@ class ProduceFetchApis(RequestHandlers):
                         # Kafka's ReplicaManager.appendToLocalLog refuses client appends to internal
                         # topics (a forged record would rewrite committed offsets)
                         raise InvalidTopicError(f"Cannot append to internal topic {name}")
-                    appends.append((entry, name, idx, self._produce_records(name, idx, pd["records"], version)))
+                    appends.append(
+                        (entry, name, idx, self._produce_records(name, idx, pd["records"], version, request))
+                    )
                 except Exception as e:  # noqa: BLE001
                     failed = True
                     self._produce_error(entry, e, name, idx, version)
@@ -265,7 +268,7 @@ class ProduceFetchApis(RequestHandlers):
     def _has_transactional_batches(body) -> bool:
         return any(_has_transactional_batch(pd["records"]) for td in body["topic_data"] for pd in td["partition_data"])
 
-    def _produce_records(self, topic: str, partition: int, records, version: int):
+    def _produce_records(self, topic: str, partition: int, records, version: int, request=None):
         """One Produce partition's records checked for :meth:`ReplicaManager.append_records`: the
         record batches v2 to append (v0-2 message sets up-converted).  Leadership is checked before
         the records (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win over a malformed batch);
@@ -278,6 +281,7 @@ class ProduceFetchApis(RequestHandlers):
                 not self.config.auto_create_topics_enable
                 or topic == OFFSETS_TOPIC
                 or self.cluster.topic(topic, refresh_if_missing=True) is not None
+                or not self._may_auto_create(request, topic)
             ):
                 raise
             self.replica_manager.auto_create_topic(topic)
@@ -296,6 +300,15 @@ class ProduceFetchApis(RequestHandlers):
             raise InvalidRecordError(f"Produce v{version} requires record batches with magic 2, read magic {magic}")
         _check_transactional_producer_id(records, topic, partition)
         return records
+
+    def _may_auto_create(self, request, topic: str) -> bool:
+        """Creating a topic for a Produce needs what Metadata's auto-creation needs: CREATE on the
+        cluster or on the topic (else the partition stays UNKNOWN_TOPIC_OR_PARTITION)."""
+        if request is None or not self.auth.enabled:
+            return True
+        return self.auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False) or self.auth.authorize(
+            request, AclOperation.CREATE, ResourceType.TOPIC, topic
+        )
 
     def handle_fetch(self, request, header, body):
         """Fetch: the request (v13+: topic ids resolved to names) handed to

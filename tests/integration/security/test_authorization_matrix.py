@@ -914,3 +914,51 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
         assert _produce(conn) in (0, 3, 5)  # everything allowed, as before
     finally:
         conn.close()
+
+
+def test_produce_auto_creates_only_with_create(secured):
+    _, store, conn = secured
+
+    def produce_to(name):
+        r = conn.request(
+            ApiKey.PRODUCE,
+            {
+                "acks": 1,
+                "timeout_ms": 5000,
+                "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": records(1)}]}],
+            },
+        )
+        return r["responses"][0]["partition_responses"][0]["error_code"]
+
+    write = binding(RT.TOPIC, "made-by-produce", Op.WRITE)
+    create = binding(RT.TOPIC, "made-by-produce", Op.CREATE)
+    try:
+        store.add([write])
+        expect(lambda: produce_to("made-by-produce"), {3}, what="Produce to a missing topic without CREATE")
+        store.add([create])
+        expect(lambda: produce_to("made-by-produce"), {0}, what="Produce auto-creating with CREATE")
+    finally:
+        store.remove([write, create])
+
+
+def test_kafka_python_consumer_gets_topic_authorization_failed(secured):
+    from kafka import KafkaConsumer
+    from kafka.errors import TopicAuthorizationFailedError
+
+    broker, store, _ = secured
+    describe = binding(RT.TOPIC, TOPIC, Op.DESCRIBE)  # it may see the topic, not read it
+    try:
+        store.add([describe])
+        time.sleep(0.5)
+        consumer = KafkaConsumer(
+            TOPIC, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", api_version=(2, 5, 0)
+        )
+        try:
+            with pytest.raises(TopicAuthorizationFailedError):
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    consumer.poll(timeout_ms=500)
+        finally:
+            consumer.close()
+    finally:
+        store.remove([describe])
