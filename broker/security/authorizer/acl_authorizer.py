@@ -126,6 +126,7 @@ class AclAuthorizer:
             last = self._seen.get(change_path)
             if last is None:  # the first call: what exists now is covered by the load that follows
                 self._seen[change_path] = max((_seq(c) for c in children), default=-1)
+                self._purge_expired(change_path, children)
                 return None
             for child in children:
                 seq = _seq(child)
@@ -145,6 +146,22 @@ class AclAuthorizer:
                     log.error("cannot process ACL change notification %s: %s", node, e)
                 self._seen[change_path] = max(self._seen[change_path], seq)
         return None
+
+    def _purge_expired(self, change_path: str, children) -> None:
+        """Delete the notifications older than :data:`NOTIFICATION_EXPIRY_S` (every broker may; a
+        notification another broker deleted first is simply gone)."""
+        now = time.time()
+        for child in children:
+            node = paths.child(change_path, child)
+            try:
+                stat = self.client.retry(self.client.exists, node)
+                if stat is not None and now - stat.ctime / 1000.0 > NOTIFICATION_EXPIRY_S:
+                    self.client.retry(self.client.delete, node)
+            except NoNodeError:
+                pass
+            except KazooException as e:
+                log.info("cannot delete the expired ACL change notification %s: %s", node, e)
+                return
 
     # ------------------------------------------------------------------ decisions
 
