@@ -160,6 +160,10 @@ class TopicAdminApis(RequestHandlers):
                         for k, v in sorted(sp["configs"].items())
                     ],
                 )
+                if auth.enabled and not auth.authorize(
+                    request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, sp["name"], log_if_denied=False
+                ):  # Kafka: the configs only for a principal that may describe them
+                    entry.update(configs=[], topic_config_error_code=TopicAuthorizationFailedError.code)
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 

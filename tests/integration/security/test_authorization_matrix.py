@@ -941,6 +941,40 @@ def test_produce_auto_creates_only_with_create(secured):
         store.remove([write, create])
 
 
+def test_create_topics_answers_configs_only_with_describe_configs(secured):
+    _, store, conn = secured
+
+    def create(name):
+        return conn.request(
+            ApiKey.CREATE_TOPICS,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "configs": [{"name": "retention.ms", "value": "3600000"}],
+                    }
+                ],
+                "timeout_ms": 5000,
+                "validate_only": True,
+            },
+        )["topics"][0]
+
+    grants = [binding(RT.TOPIC, "cfg-", Op.CREATE, pt=PatternType.PREFIXED)]
+    try:
+        store.add(grants)
+        wait_for(lambda: create("cfg-1")["error_code"] == 0, 20, message="CreateTopics allowed")
+        t = create("cfg-1")
+        assert t["topic_config_error_code"] == TOPIC_AUTH and t["configs"] == []
+        grants.append(binding(RT.TOPIC, "cfg-", Op.DESCRIBE_CONFIGS, pt=PatternType.PREFIXED))
+        store.add(grants[1:])
+        wait_for(lambda: create("cfg-1")["topic_config_error_code"] == 0, 20, message="configs answered")
+        assert [c["name"] for c in create("cfg-1")["configs"]] == ["retention.ms"]
+    finally:
+        store.remove(grants)
+
+
 def test_kafka_python_consumer_gets_topic_authorization_failed(secured):
     from kafka import KafkaConsumer
     from kafka.errors import TopicAuthorizationFailedError
