@@ -19,6 +19,9 @@ with ``--bootstrap-server``), with Kafka's flags and output::
   topics and READ on the group (``--group`` required).
 * ``--remove`` asks ``(y/n)`` on stdin for each resource unless ``--force``.
 * ``--command-config FILE``: the client's properties (security settings), as Kafka's tools.
+* ``--authorizer-properties zookeeper.connect=HOST:PORT/chroot`` instead of ``--bootstrap-server``:
+  the ACLs are read and written in ZooKeeper directly (Kafka's ZooKeeper mode of the tool), e.g. to
+  grant the first administrator before any principal may alter ACLs through a broker.
 
 Output as Kafka's (a space, then a tab before each entry)::
 
@@ -70,7 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--topic events --group spark-query\n"
         "  pyklog-acls --bootstrap-server localhost:9092 --list --topic orders",
     )
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers (or --authorizer-properties)")
+    p.add_argument(
+        "--authorizer-properties",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="zookeeper.connect=HOST:PORT[/chroot]: read and write the ACLs in ZooKeeper directly, without a "
+        "broker (Kafka's ZooKeeper mode of kafka-acls.sh)",
+    )
     p.add_argument("--command-config", metavar="FILE", help="the client's properties (security settings)")
     action = p.add_mutually_exclusive_group()
     action.add_argument("--add", action="store_true", help="add ACLs")
@@ -241,17 +252,92 @@ def list_acls(admin, a) -> None:
                 _print_acls("Current ACLs for resource", str(pattern), entries)
 
 
+class ZooKeeperAclAdmin:
+    """``--authorizer-properties zookeeper.connect=...``: the ACL calls of :class:`AdminClient` made
+    on ZooKeeper directly, with the brokers' ACL store (Kafka's layout, versioned writes, change
+    notifications: running brokers follow).  How the first ACLs of a cluster are written before any
+    principal may alter them through a broker."""
+
+    def __init__(self, zk_connect: str):
+        from pyklog.broker.zk.acls import ZkAclStore
+        from pyklog.broker.zk.session import ZkSession
+
+        self.session = ZkSession(zk_connect, session_timeout_s=18.0, connect_timeout_s=15, registering=False)
+        self.session.start()
+        self.store = ZkAclStore(self.session.zk)
+        self.store.ensure_paths()
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def create_acls(self, bindings) -> list:
+        from pyklog.broker.errors import InvalidRequestError
+
+        out: list = []
+        valid = []
+        for b in bindings:
+            try:
+                b.validate()
+                out.append(None)
+                valid.append(b)
+            except ValueError as e:
+                out.append(InvalidRequestError(str(e)))
+        self.store.add(valid)
+        return out
+
+    def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
+        flt_check(flt)
+        return self.store.load_all().bindings(flt)
+
+    def delete_acls(self, filters) -> list[list[AclBinding]]:
+        out = []
+        for flt in filters:
+            flt_check(flt)
+            matched = self.store.load_all().bindings(flt)
+            self.store.remove(matched)
+            out.append(matched)
+        return out
+
+
+def flt_check(flt: AclBindingFilter) -> None:
+    try:
+        flt.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _admin(a):
+    """The ACL calls' target: the brokers (``--bootstrap-server``) or ZooKeeper
+    (``--authorizer-properties zookeeper.connect=...``)."""
+    if a.authorizer_properties:
+        props = parse_properties(a.authorizer_properties, "--authorizer-properties")
+        zk = props.get("zookeeper.connect", "").strip()
+        if not zk:
+            raise UsageError("--authorizer-properties: zookeeper.connect=HOST:PORT[/chroot] is required")
+        if a.bootstrap_server:
+            raise UsageError("Only one of --bootstrap-server or --authorizer-properties must be specified")
+        return ZooKeeperAclAdmin(zk)
+    require(a, "bootstrap-server")
+    from pyklog.connector.admin import AdminClient
+
+    return AdminClient(a.bootstrap_server, client_id="pyklog-acls", request_timeout_ms=30000)
+
+
 @reports_errors()
 def main(argv=None) -> int:
     setup_logging()
     a = build_parser().parse_args(argv)
-    require(a, "bootstrap-server")
     if not (a.add or a.remove or a.list):
         raise UsageError("Command must include exactly one action: --list, --add, --remove.")
     _client_config(a.command_config)  # read now: a missing file is a usage error
-    from pyklog.connector.admin import AdminClient
 
-    with AdminClient(a.bootstrap_server, client_id="pyklog-acls", request_timeout_ms=30000) as admin:
+    with _admin(a) as admin:
         if a.list:
             list_acls(admin, a)
             return 0

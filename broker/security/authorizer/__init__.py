@@ -1,5 +1,5 @@
 """The ACL authorizer (Kafka's ``kafka.security.authorizer``): ACL storage in ZooKeeper
-(:mod:`~pyklog.broker.security.authorizer.zk_store`), the broker's live cache and decisions
+(:mod:`pyklog.broker.zk.acls`), the broker's live cache and decisions
 (:mod:`~pyklog.broker.security.authorizer.acl_authorizer`), its settings
 (:mod:`~pyklog.broker.security.authorizer.settings`).  The values and rules are
 :mod:`pyklog.broker.security.acl`'s."""
@@ -11,7 +11,7 @@ from pyklog.broker.security.authorizer.settings import (
     AuthorizerSettings,
     authorizer_settings,
 )
-from pyklog.broker.security.authorizer.zk_store import ZkAclStore
+from pyklog.broker.zk.acls import ZkAclStore
 
 __all__ = [
     "ACL_AUTHORIZER_CLASS_NAMES",

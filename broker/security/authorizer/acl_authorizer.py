@@ -1,7 +1,7 @@
 """The ZooKeeper-backed ACL authorizer: Kafka's ``kafka.security.authorizer.AclAuthorizer``.
 
 Each broker keeps every ACL in memory (an :class:`~pyklog.broker.security.acl.AclIndex`), loaded
-from ZooKeeper at start (:class:`~pyklog.broker.security.authorizer.zk_store.ZkAclStore`) and kept
+from ZooKeeper at start (:class:`~pyklog.broker.zk.acls.ZkAclStore`) and kept
 live by the change notifications (``/kafka-acl-changes``, ``/kafka-acl-extended-changes``): a
 notification names a resource pattern, whose ACLs the broker reads again.  Whoever writes ACLs
 (CreateAcls / DeleteAcls on any broker, ``pyklog-acls``, Kafka's ``kafka-acls.sh --authorizer-properties``)
@@ -42,9 +42,9 @@ from pyklog.broker.security.acl import (
     ResourceType,
 )
 from pyklog.broker.security.authorizer.settings import AuthorizerSettings, authorizer_settings
-from pyklog.broker.security.authorizer.zk_store import STORED_PATTERN_TYPES, ZkAclStore
 from pyklog.broker.security.principal import KafkaPrincipal
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.acls import STORED_PATTERN_TYPES, ZkAclStore
 from pyklog.broker.zk.znodes import ZkDataError, decode_acl_change
 
 log = logging.getLogger(__name__)

@@ -185,6 +185,30 @@ def test_bad_options_are_usage_errors(acl_broker, args, message):
     assert r.returncode == 1 and message in r.stderr, r
 
 
+def test_authorizer_properties_write_zookeeper_directly(acl_broker):
+    """The first administrator granted through ZooKeeper (no broker involved); the running broker
+    follows, so that administrator's tool then works through --bootstrap-server."""
+    broker, kc = acl_broker
+    zk = ["--authorizer-properties", f"zookeeper.connect={broker.zk_connect}"]
+    r = run(*zk, "--add", "--allow-principal", "User:ANONYMOUS", "--operation", "Describe", "--cluster")
+    assert r.returncode == 0, r.stderr
+    assert (
+        "Adding ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)`"
+        in r.stdout
+    )
+    assert ("User:ANONYMOUS", "Describe", "Allow", "*") in acls_of(kc, "/kafka-acl/Cluster/kafka-cluster")
+    r = run(*zk, "--list", "--cluster")
+    assert r.returncode == 0 and "operation=DESCRIBE" in r.stdout, r
+    wait_for(
+        lambda: run("--bootstrap-server", broker.bootstrap, "--list").returncode == 0, 30, message="the broker followed"
+    )
+    r = run(*zk, "--remove", "--allow-principal", "User:ANONYMOUS", "--operation", "Describe", "--cluster", "--force")
+    assert r.returncode == 0, r.stderr
+    assert ("User:ANONYMOUS", "Describe", "Allow", "*") not in acls_of(kc, "/kafka-acl/Cluster/kafka-cluster")
+    r = run(*zk, "--bootstrap-server", broker.bootstrap, "--list")
+    assert r.returncode == 1 and "Only one of" in r.stderr
+
+
 def test_brokers_without_an_authorizer_answer_security_disabled(broker):
     r = run("--bootstrap-server", broker.bootstrap, "--list")
     assert r.returncode == 1 and "SECURITY_DISABLED" in r.stderr, r
