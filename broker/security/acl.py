@@ -169,9 +169,9 @@ class ResourcePattern:
             raise ValueError("Invalid empty resource name")
         if self.resource_type == ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             raise ValueError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-        if "/" in self.name and self.resource_type != ResourceType.USER:
-            # the name is a znode's name; Kafka's ZooKeeper store cannot hold it either
-            raise ValueError(f"a resource name may not contain '/': {self.name!r}")
+        if "/" in self.name or "\x00" in self.name or self.name in (".", ".."):
+            # the name is a znode's name: ZooKeeper cannot hold these (nor can Kafka's store)
+            raise ValueError(f"a resource name may not contain '/' or NUL, nor be '.' or '..': {self.name!r}")
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -154,6 +154,8 @@ def test_binding_validation():
         AclBinding(topic("x"), ace(principal="alice")),
         AclBinding(topic("x"), ace(Op.ANY)),
         AclBinding(topic("a/b"), ace()),
+        AclBinding(topic(".."), ace()),
+        AclBinding(ResourcePattern(RT.GROUP, "g\x00"), ace()),
     ]
     for b in bad:
         with pytest.raises(ValueError):
