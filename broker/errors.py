@@ -150,6 +150,21 @@ class TopicAuthorizationFailedError(PyklogError):
     pass
 
 
+@_wire(30, "GROUP_AUTHORIZATION_FAILED")
+class GroupAuthorizationFailedError(PyklogError):
+    pass
+
+
+@_wire(31, "CLUSTER_AUTHORIZATION_FAILED")
+class ClusterAuthorizationFailedError(PyklogError):
+    pass
+
+
+@_wire(54, "SECURITY_DISABLED")
+class SecurityDisabledError(PyklogError):
+    """An ACL API on a broker without an authorizer (``authorizer.class.name`` unset)."""
+
+
 @_wire(33, "UNSUPPORTED_SASL_MECHANISM")
 class UnsupportedSaslMechanismError(PyklogError):
     pass

@@ -39,7 +39,17 @@ from pyklog.broker.errors import (
     error_for_code,
 )
 from pyklog.broker.protocol import ApiKey
-from pyklog.connector.client import ClusterClient
+from pyklog.broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from pyklog.connector.client import ClusterClient, wire_error
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +89,30 @@ def _api(key: int):
         return ApiKey(key)
     except ValueError:
         return None
+
+
+#: CreateAcls answers these for every creation when the request as a whole is refused
+_WHOLE_REQUEST_ACL_ERRORS = {31, 54}  # CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED
+
+
+def _enum(cls, code: int):
+    try:
+        return cls(int(code))
+    except ValueError:
+        return cls.UNKNOWN
+
+
+def _filter_fields(flt: AclBindingFilter) -> dict:
+    """DescribeAcls' request / a DeleteAcls filter from an :class:`AclBindingFilter`."""
+    return {
+        "resource_type_filter": int(flt.pattern.resource_type),
+        "resource_name_filter": flt.pattern.name,
+        "pattern_type_filter": int(flt.pattern.pattern_type),
+        "principal_filter": flt.entry.principal,
+        "host_filter": flt.entry.host,
+        "operation": int(flt.entry.operation),
+        "permission_type": int(flt.entry.permission_type),
+    }
 
 
 @dataclass
@@ -686,6 +720,109 @@ class AdminClient:
         self.client.retrying(f"AbortTransaction({tp[0]}-{tp[1]})", attempt, timeout_s)
 
     # -- partition reassignment (KIP-455) ---------------------------------------------------------
+    # -- ACLs ------------------------------------------------------------------------------------
+    def create_acls(self, bindings, *, timeout_s: float | None = None) -> list[PyklogError | None]:
+        """CreateAcls (API key 30) at any broker: one result per :class:`AclBinding` (None: made;
+        else the error, e.g. INVALID_REQUEST).  A whole-request error (CLUSTER_AUTHORIZATION_FAILED,
+        SECURITY_DISABLED) is raised."""
+        bindings = list(bindings)
+        creations = [
+            {
+                "resource_type": int(b.pattern.resource_type),
+                "resource_name": b.pattern.name,
+                "resource_pattern_type": int(b.pattern.pattern_type),
+                "principal": b.entry.principal,
+                "host": b.entry.host,
+                "operation": int(b.entry.operation),
+                "permission_type": int(b.entry.permission_type),
+            }
+            for b in bindings
+        ]
+
+        def attempt():
+            conn = self.client.any_connection()
+            v = self._version(conn, ApiKey.CREATE_ACLS, "CreateAcls")
+            if v == 0 and any(b.pattern.pattern_type != PatternType.LITERAL for b in bindings):
+                raise UnsupportedVersionError("the broker's CreateAcls v0 cannot create PREFIXED ACLs")
+            resp = conn.request(ApiKey.CREATE_ACLS, {"creations": creations}, v)
+            out: list[PyklogError | None] = []
+            for r in resp.get("results") or []:
+                code = int(r.get("error_code", 0))
+                err = wire_error(code, f"CreateAcls: {r.get('error_message') or ''}") if code else None
+                if err is not None and code in _WHOLE_REQUEST_ACL_ERRORS:
+                    raise err
+                out.append(err)
+            return out
+
+        return self.client.retrying("CreateAcls", attempt, timeout_s)
+
+    def describe_acls(self, flt: AclBindingFilter, *, timeout_s: float | None = None) -> list[AclBinding]:
+        """DescribeAcls (API key 29) at any broker: the ACLs ``flt`` selects; an error is raised."""
+        body = _filter_fields(flt)
+
+        def attempt():
+            conn = self.client.any_connection()
+            v = self._version(conn, ApiKey.DESCRIBE_ACLS, "DescribeAcls")
+            resp = conn.request(ApiKey.DESCRIBE_ACLS, body, v)
+            code = int(resp.get("error_code", 0))
+            if code:
+                raise wire_error(code, f"DescribeAcls: {resp.get('error_message') or ''}")
+            return sorted(
+                AclBinding(
+                    ResourcePattern(
+                        _enum(ResourceType, r["resource_type"]),
+                        r["resource_name"],
+                        _enum(PatternType, r.get("pattern_type", 3)),
+                    ),
+                    AccessControlEntry(
+                        a["principal"],
+                        a["host"],
+                        _enum(AclOperation, a["operation"]),
+                        _enum(AclPermissionType, a["permission_type"]),
+                    ),
+                )
+                for r in resp.get("resources") or []
+                for a in r.get("acls") or []
+            )
+
+        return self.client.retrying("DescribeAcls", attempt, timeout_s)
+
+    def delete_acls(self, filters, *, timeout_s: float | None = None) -> list[list[AclBinding]]:
+        """DeleteAcls (API key 31) at any broker: per filter, the ACLs it removed.  An error (of the
+        request or of a filter) is raised."""
+        filters = list(filters)
+
+        def attempt():
+            conn = self.client.any_connection()
+            v = self._version(conn, ApiKey.DELETE_ACLS, "DeleteAcls")
+            resp = conn.request(ApiKey.DELETE_ACLS, {"filters": [_filter_fields(f) for f in filters]}, v)
+            out = []
+            for r in resp.get("filter_results") or []:
+                code = int(r.get("error_code", 0))
+                if code:
+                    raise wire_error(code, f"DeleteAcls: {r.get('error_message') or ''}")
+                out.append(
+                    sorted(
+                        AclBinding(
+                            ResourcePattern(
+                                _enum(ResourceType, m["resource_type"]),
+                                m["resource_name"],
+                                _enum(PatternType, m.get("pattern_type", 3)),
+                            ),
+                            AccessControlEntry(
+                                m["principal"],
+                                m["host"],
+                                _enum(AclOperation, m["operation"]),
+                                _enum(AclPermissionType, m["permission_type"]),
+                            ),
+                        )
+                        for m in r.get("matching_acls") or []
+                    )
+                )
+            return out
+
+        return self.client.retrying("DeleteAcls", attempt, timeout_s)
+
     def alter_partition_reassignments(
         self, reassignments: dict, *, timeout_s: float | None = None
     ) -> dict[tuple[str, int], PyklogError | None]:

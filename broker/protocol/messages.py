@@ -49,6 +49,10 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    # ACLs (the authorizer)
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     # admin APIs (kafka-admin)
     DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
@@ -99,6 +103,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # broker to broker; Kafka 4 dropped v0 for v1 (flexible)
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3 member id, generation, group instance id
+    # ACLs: v1 pattern types (KIP-290), v2 flexible
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     # admin APIs (kafka-admin, flex-admin): a Kafka 3.7 broker's versions, flexible ones included
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
@@ -149,6 +157,9 @@ FLEXIBLE: dict[int, int] = {  # ApiKey -> first flexible version; looked up by a
     ApiKey.END_TXN: 3,
     ApiKey.WRITE_TXN_MARKERS: 1,
     ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_ACLS: 2,
+    ApiKey.CREATE_ACLS: 2,
+    ApiKey.DELETE_ACLS: 2,
     # admin APIs (kafka-admin, flex-admin)
     ApiKey.DELETE_RECORDS: 2,
     ApiKey.DESCRIBE_CONFIGS: 4,
@@ -1446,6 +1457,100 @@ DESCRIBE_CLUSTER_RESPONSE = [
 ]
 
 
+# ---------------------------------------------------------------------------- ACLs 29-31
+# DescribeAcls 29, CreateAcls 30, DeleteAcls 31: v1 adds the pattern types (KIP-290: LITERAL 3 by
+# default, PREFIXED 4; filters also ANY 1 and MATCH 2), v2 flexible, v3 = v2 (USER resources).
+# Codes of resource types, operations and permissions: pyklog.broker.security.acl.
+
+_ACL_FILTER = [
+    F("ResourceTypeFilter", INT8),
+    F("ResourceNameFilter", STRING, nullable="0+"),
+    F("PatternTypeFilter", INT8, "1+", default=3),
+    F("PrincipalFilter", STRING, nullable="0+"),
+    F("HostFilter", STRING, nullable="0+"),
+    F("Operation", INT8),
+    F("PermissionType", INT8),
+]
+
+DESCRIBE_ACLS_REQUEST = list(_ACL_FILTER)
+
+DESCRIBE_ACLS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    A(
+        "Resources",
+        fields=[
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            F("PatternType", INT8, "1+", default=3),
+            A(
+                "Acls",
+                fields=[
+                    F("Principal", STRING),
+                    F("Host", STRING),
+                    F("Operation", INT8),
+                    F("PermissionType", INT8),
+                ],
+            ),
+        ],
+    ),
+]
+
+CREATE_ACLS_REQUEST = [
+    A(
+        "Creations",
+        fields=[
+            F("ResourceType", INT8),
+            F("ResourceName", STRING),
+            F("ResourcePatternType", INT8, "1+", default=3),
+            F("Principal", STRING),
+            F("Host", STRING),
+            F("Operation", INT8),
+            F("PermissionType", INT8),
+        ],
+    ),
+]
+
+CREATE_ACLS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A(
+        "Results",
+        fields=[
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ],
+    ),
+]
+
+DELETE_ACLS_REQUEST = [A("Filters", fields=list(_ACL_FILTER))]
+
+DELETE_ACLS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A(
+        "FilterResults",
+        fields=[
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            A(
+                "MatchingAcls",
+                fields=[
+                    F("ErrorCode", INT16),
+                    F("ErrorMessage", STRING, nullable="0+", default=None),
+                    F("ResourceType", INT8),
+                    F("ResourceName", STRING),
+                    F("PatternType", INT8, "1+", default=3),
+                    F("Principal", STRING),
+                    F("Host", STRING),
+                    F("Operation", INT8),
+                    F("PermissionType", INT8),
+                ],
+            ),
+        ],
+    ),
+]
+
+
 # ---------------------------------------------------------------------------- transaction admin (KIP-664)
 # DescribeProducers 61: the producer state of partitions led here (Kafka's ``UnifiedLog.activeProducers``).
 # DescribeTransactions 65: the coordinator's state of transactional ids.  ListTransactions 66: every
@@ -1709,6 +1814,9 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ),
     ApiKey.OFFSET_DELETE: ("OffsetDelete", OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: ("DescribeCluster", DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    ApiKey.DESCRIBE_ACLS: ("DescribeAcls", DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE),
+    ApiKey.CREATE_ACLS: ("CreateAcls", CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE),
+    ApiKey.DELETE_ACLS: ("DeleteAcls", DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
     ApiKey.DESCRIBE_TRANSACTIONS: (
         "DescribeTransactions",

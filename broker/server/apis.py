@@ -5,7 +5,8 @@ encodings are the codec's business, the handlers only fill the new versions' fie
 :meth:`KafkaApis.handle` is the socket server's handler (:mod:`pyklog.broker.server.network`): it
 decodes the request header and body with :mod:`pyklog.broker.protocol`, dispatches on the API key to
 one handler family and answers.  It is the one place every request passes through, so a
-per-request check (an authorizer) belongs there, just before the dispatch.
+per-request check belongs there, just before the dispatch (authorization is per resource, so it
+is asked in each handler family, as Kafka's KafkaApis does).
 
 The handler families (:mod:`pyklog.broker.server.handlers`), one module per API family, each
 translating requests into calls on the broker's components and results into responses:
@@ -23,6 +24,7 @@ translating requests into calls on the broker's components and results into resp
   TxnOffsetCommit, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions.
 * :mod:`~pyklog.broker.server.handlers.controller`: ControlledShutdown, ElectLeaders, the
   partition reassignment APIs.
+* :mod:`~pyklog.broker.server.handlers.acls`: DescribeAcls, CreateAcls, DeleteAcls.
 * ApiVersions v0-3 is answered here; a newer ApiVersions version gets the v0 layout with
   UNSUPPORTED_VERSION and our ranges (KIP-511) so librdkafka retries lower.
 
@@ -60,7 +62,9 @@ from pyklog.broker.protocol import (
     decode_request_header,
     encode_response,
 )
+from pyklog.broker.server.handlers.acls import AclApis
 from pyklog.broker.server.handlers.admin import TopicAdminApis
+from pyklog.broker.server.handlers.authorization import AuthHelper
 from pyklog.broker.server.handlers.configs import ConfigApis
 from pyklog.broker.server.handlers.controller import ControllerApis
 from pyklog.broker.server.handlers.groups import GroupApis
@@ -97,6 +101,9 @@ class KafkaApis:
     (OffsetCommit/OffsetFetch v0) defaults to a :class:`ZkOffsetStore` of ``cluster``, ``producer_ids``
     (InitProducerId; the broker shares its one with the transaction coordinator) to a
     :class:`~pyklog.broker.coordinator.producer_id.ProducerIdManager` over ``cluster``'s blocks.
+    ``authorizer`` (an :class:`~pyklog.broker.security.authorizer.AclAuthorizer`, or None: every
+    request allowed) is asked by every handler family, through one
+    :class:`~pyklog.broker.server.handlers.authorization.AuthHelper`, what Kafka's KafkaApis asks.
     """
 
     def __init__(
@@ -113,6 +120,7 @@ class KafkaApis:
         dynamic_config=None,
         zk_offsets=None,
         producer_ids=None,
+        authorizer=None,
     ):
         self.config = config
         self.broker_id = config.broker_id
@@ -123,16 +131,28 @@ class KafkaApis:
         self.zk_offsets = zk_offsets if zk_offsets is not None else ZkOffsetStore(cluster)
         #: the fetch purgatory (long polls), the replica manager's
         self.purgatory = replica_manager.fetch_purgatory
-        self.produce_fetch = ProduceFetchApis(config, cluster, replica_manager, dynamic_config)
-        self.metadata = MetadataApis(config, cluster, replica_manager)
-        self.topic_admin = TopicAdminApis(config, cluster, replica_manager, log_manager)
-        self.configs = ConfigApis(config, cluster, replica_manager, dynamic_config)
-        self.group_apis = GroupApis(cluster, offset_manager, group_coordinator, self.zk_offsets, txn_coordinator)
+        #: the authorizer's checks, shared by every handler family (no authorizer: all allowed)
+        self.auth = auth = AuthHelper(authorizer)
+        self.produce_fetch = ProduceFetchApis(config, cluster, replica_manager, dynamic_config, auth=auth)
+        self.metadata = MetadataApis(config, cluster, replica_manager, auth=auth)
+        self.topic_admin = TopicAdminApis(config, cluster, replica_manager, log_manager, auth=auth)
+        self.configs = ConfigApis(config, cluster, replica_manager, dynamic_config, auth=auth)
+        self.group_apis = GroupApis(
+            cluster, offset_manager, group_coordinator, self.zk_offsets, txn_coordinator, auth=auth
+        )
         self.producer_ids = producer_ids or ProducerIdManager(cluster.allocate_producer_ids)
         self.transactions = TransactionApis(
-            config, cluster, replica_manager, self.producer_ids, offset_manager, group_coordinator, txn_coordinator
+            config,
+            cluster,
+            replica_manager,
+            self.producer_ids,
+            offset_manager,
+            group_coordinator,
+            txn_coordinator,
+            auth=auth,
         )
-        self.controller_apis = ControllerApis(controller)
+        self.controller_apis = ControllerApis(controller, auth=auth)
+        self.acl_apis = AclApis(auth)
         pf, md, adm, cfg, grp, txn, ctl = (
             self.produce_fetch,
             self.metadata,
@@ -183,6 +203,9 @@ class KafkaApis:
             ApiKey.ELECT_LEADERS: ctl.handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: ctl.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: ctl.handle_list_partition_reassignments,
+            ApiKey.DESCRIBE_ACLS: self.acl_apis.handle_describe_acls,
+            ApiKey.CREATE_ACLS: self.acl_apis.handle_create_acls,
+            ApiKey.DELETE_ACLS: self.acl_apis.handle_delete_acls,
         }
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {

@@ -86,6 +86,7 @@ from typing import Any
 from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
 from pyklog.broker.common.kafka_settings import check_value, setting_for
 from pyklog.broker.errors import ConfigError
+from pyklog.broker.security.authorizer_settings import authorizer_settings
 
 log = logging.getLogger(__name__)
 
@@ -562,6 +563,11 @@ CONTROLLER_KEYS = frozenset(
 )
 
 
+# Read by pyklog.broker.security.authorizer (authorizer_settings): which authorizer, who bypasses it
+# and what a resource without ACLs allows.
+AUTHORIZER_KEYS = frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"})
+
+
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
 SERVER_CONFIG = _define_controller_settings(_server_config_def())
 
@@ -638,6 +644,7 @@ class ServerConfig:
         | TRANSACTION_KEYS
         | REPLICATION_KEYS
         | CONTROLLER_KEYS
+        | AUTHORIZER_KEYS
     )
 
     @classmethod
@@ -672,6 +679,7 @@ class ServerConfig:
         if not zk:
             raise ConfigError("zookeeper.connect: required (host:port[,host:port...][/chroot]), not set")
         _check_zk_connect(zk)
+        authorizer_settings(props)  # an unknown authorizer.class.name stops the broker here
         listener = parse_listeners("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))[0]
         if props.get("advertised.listeners"):
             advertised = parse_listeners("advertised.listeners", props["advertised.listeners"])[0]

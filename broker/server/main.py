@@ -10,7 +10,8 @@ missing -> :class:`broker.log.LogManager`
 loads and, after an unclean shutdown, recovers every log (with topic configs from ZooKeeper) -> the logs of partitions this broker leads are created ->
 :class:`broker.coordinator.offsets.OffsetManager` starts -> :class:`broker.coordinator.transaction.TransactionCoordinator`
 starts (loads the ``__transaction_state`` partitions led here in the background) -> the controller
-starts (:mod:`pyklog.broker.controller`: runs for ``/controller``) -> the socket server serves, and the broker logs
+starts (:mod:`pyklog.broker.controller`: runs for ``/controller``) -> with ``authorizer.class.name``
+set, the ACL authorizer loads the ACLs from ZooKeeper and follows their changes -> the socket server serves, and the broker logs
 ``pyklog broker started (broker.id=N, listener=host:port)``.
 
 A fatal condition found while running (ZooKeeper lost its data under the broker: every server is
@@ -98,6 +99,7 @@ class BrokerServer:
         self.producer_ids = None
         self.txn_coordinator = None
         self.controller = None
+        self.authorizer = None  # broker.security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.apis = None
         self.socket_server = None
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
@@ -121,6 +123,7 @@ class BrokerServer:
         from pyklog.broker.coordinator.producer_id import ProducerIdManager
         from pyklog.broker.coordinator.transaction import TransactionCoordinator
         from pyklog.broker.log import LogManager
+        from pyklog.broker.security.authorizer import AclAuthorizer
         from pyklog.broker.server.apis import KafkaApis
         from pyklog.broker.server.dynamic_config import DynamicBrokerConfig
         from pyklog.broker.server.network import SocketServer
@@ -229,6 +232,11 @@ class BrokerServer:
                 imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
                 topic_config=self._topic_config,
             )
+            # the ACL authorizer (authorizer.class.name): ACLs loaded from ZooKeeper and followed live,
+            # before the first request is served
+            self.authorizer = AclAuthorizer.from_config(self.cluster.zk, cfg.raw)
+            if self.authorizer is not None:
+                self.authorizer.start()
             self.apis = KafkaApis(
                 cfg,
                 self.cluster,
@@ -240,6 +248,7 @@ class BrokerServer:
                 controller=self.controller,
                 dynamic_config=self.dynamic_config,
                 producer_ids=self.producer_ids,
+                authorizer=self.authorizer,
             )
             # start, in dependency order
             self._watch_dynamic_config()
@@ -390,6 +399,9 @@ class BrokerServer:
         if self.log_manager is not None:
             self._stop("log manager shutdown", self.log_manager.shutdown)
             self.log_manager = None
+        if self.authorizer is not None:
+            self._stop("authorizer shutdown", self.authorizer.stop)
+            self.authorizer = None
         if self.cluster is not None:
             self._stop("ZooKeeper deregistration", self.cluster.stop)
             self.cluster = None

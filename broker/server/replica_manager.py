@@ -65,6 +65,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyklog.broker.common.retry import Deadline
@@ -576,6 +577,7 @@ class ReplicaManager:
         *,
         produce_version: int = 9,
         internal_topics_allowed: bool = False,
+        may_auto_create: Callable[[str], bool] | None = None,
     ):
         """Kafka's ``appendRecords``: append each of ``entries`` (``(topic, partition, records)``, the
         records as a Produce v``produce_version`` request carries them) to its leader log, then
@@ -585,7 +587,8 @@ class ReplicaManager:
         Before each append (Kafka's ``appendToLocalLog``): an internal topic is refused
         (INVALID_TOPIC_EXCEPTION: a forged record would rewrite committed offsets) unless
         ``internal_topics_allowed``; the leadership is checked and an unknown topic auto-created
-        when ``auto.create.topics.enable`` (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win
+        when ``auto.create.topics.enable`` and ``may_auto_create(topic)`` (the principal's CREATE
+        right; None: allowed) (UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER win
         over malformed records); the records must be record batches v2, v0-2 message sets are
         up-converted (:func:`~pyklog.broker.server.produce_validation.records_to_append`).
 
@@ -610,7 +613,7 @@ class ReplicaManager:
             try:
                 if is_internal(topic) and not internal_topics_allowed:
                     raise InvalidTopicError(f"Cannot append to internal topic {topic}")
-                self._leader_log_creating_topic(topic, partition)
+                self._leader_log_creating_topic(topic, partition, may_auto_create)
                 records = records_to_append(topic, partition, records, produce_version)
                 info, wait = self._append_to_leader(topic, partition, records, required_acks)
             except Exception as e:  # noqa: BLE001 - the entry's result; the caller translates it
@@ -659,7 +662,7 @@ class ReplicaManager:
                 results[i] = ProducePartitionResult(results[i].info, status)
         response_callback(results)
 
-    def _leader_log_creating_topic(self, topic: str, partition: int):
+    def _leader_log_creating_topic(self, topic: str, partition: int, may_create: Callable[[str], bool] | None = None):
         """:meth:`leader_log`, creating an unknown topic first when ``auto.create.topics.enable``
         (which also covers Produce to an unknown topic; never ``__consumer_offsets``)."""
         try:
@@ -669,6 +672,7 @@ class ReplicaManager:
                 not self.config.auto_create_topics_enable
                 or topic == OFFSETS_TOPIC
                 or self.cluster.topic(topic, refresh_if_missing=True) is not None
+                or (may_create is not None and not may_create(topic))
             ):
                 raise
             self.auto_create_topic(topic)

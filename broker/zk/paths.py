@@ -187,3 +187,43 @@ def spark_sink_commit(query_id: str, batch_id: int) -> str:
 def spark_sink_transactions(query_id: str, batch_id: int | None = None) -> str:
     base = f"{SPARK_SINKS}/{query_id}/transactions"
     return base if batch_id is None else f"{base}/{batch_id}"
+
+
+# ACLs (Kafka's AclAuthorizer in ZooKeeper mode, ZkData.scala's ZkAclStore):
+#   /kafka-acl/[ResourceType]/[name]                               persistent  {"version":1,"acls":[...]}  (LITERAL)
+#   /kafka-acl-extended/prefixed/[ResourceType]/[name]             persistent  the same (PREFIXED)
+#   /kafka-acl-changes/acl_changes_[seq]                           persistent sequential  "<TYPE>:<name>"
+#   /kafka-acl-extended-changes/acl_changes_[seq]                  persistent sequential  {"version":1,"resourceType",
+#                                                                                          "name","patternType"}
+# [ResourceType] is Kafka's PascalCase name (Topic, Group, Cluster, TransactionalId, DelegationToken, User).
+ACL_LITERAL = "/kafka-acl"
+ACL_EXTENDED = "/kafka-acl-extended"
+ACL_LITERAL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_store(pattern_type_name: str) -> str:
+    """The root of a pattern type's ACLs: ``/kafka-acl`` for LITERAL, ``/kafka-acl-extended/<type>``
+    (lower case, e.g. ``prefixed``) for the others."""
+    if pattern_type_name.upper() == "LITERAL":
+        return ACL_LITERAL
+    return f"{ACL_EXTENDED}/{pattern_type_name.lower()}"
+
+
+def acl_resource_type(pattern_type_name: str, resource_type_name: str) -> str:
+    return f"{acl_store(pattern_type_name)}/{resource_type_name}"
+
+
+def acl_resource(pattern_type_name: str, resource_type_name: str, name: str) -> str:
+    return f"{acl_store(pattern_type_name)}/{resource_type_name}/{name}"
+
+
+def acl_changes(pattern_type_name: str) -> str:
+    """Where a change of a pattern type's ACLs is announced."""
+    return ACL_LITERAL_CHANGES if pattern_type_name.upper() == "LITERAL" else ACL_EXTENDED_CHANGES
+
+
+def acl_change(pattern_type_name: str, child: str = "") -> str:
+    """``/kafka-acl-changes/acl_changes_`` (the prefix of a new sequential node) or a child."""
+    return f"{acl_changes(pattern_type_name)}/{child or ACL_CHANGE_PREFIX}"

@@ -59,6 +59,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyklog.broker.errors import ZooKeeperError
+from pyklog.broker.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from pyklog.broker.zk import paths
 
 #: Version of the broker registration written (Kafka 2.x writes 4: endpoints, rack, protocol map).
@@ -645,3 +653,85 @@ def encode_isr_change_notification(partitions) -> bytes:
     """Kafka's ``IsrChangeNotificationZNode`` data: ``{"version":1,"partitions":[{"topic":t,"partition":p}]}``
     (``partitions``: (topic, partition) pairs) written by a leader after it changed the ISR."""
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions]})
+
+
+# ---------------------------------------------------------------------------- ACLs (/kafka-acl*)
+# Kafka's AclEntry JSON and AclChangeStore formats (ZkData.scala): a resource's ACLs
+# {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"}]};
+# a LITERAL change notification "<TYPE>:<name>" (the Java enum's name, read in any case); an extended
+# one {"version":1,"resourceType":"TOPIC","name":"spark-","patternType":"PREFIXED"}.
+
+
+def encode_acls(entries) -> bytes:
+    """A resource's ACL znode from its :class:`~pyklog.broker.security.acl.AccessControlEntry` set."""
+    return _dumps(
+        {
+            "version": 1,
+            "acls": [
+                {
+                    "principal": e.principal,
+                    "permissionType": e.permission_type.kafka_name,
+                    "operation": e.operation.kafka_name,
+                    "host": e.host,
+                }
+                for e in sorted(entries)
+            ],
+        }
+    )
+
+
+def decode_acls(data: bytes | None, path: str) -> frozenset:
+    """The entries of a resource's ACL znode (empty data: none)."""
+    if not data:
+        return frozenset()
+    obj = _object(data, path, '{"version":1,"acls":[...]}')
+    if obj.get("version") != 1 or not isinstance(obj.get("acls"), list):
+        raise ZkDataError(path, '{"version":1,"acls":[...]}', data)
+    out = set()
+    for item in obj["acls"]:
+        try:
+            out.add(
+                AccessControlEntry(
+                    str(item["principal"]),
+                    str(item["host"]),
+                    AclOperation.parse(str(item["operation"])),
+                    AclPermissionType.parse(str(item["permissionType"])),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ZkDataError(
+                path, "ACL entries with principal, host, operation, permissionType", data, detail=str(e)
+            ) from None
+    return frozenset(out)
+
+
+def encode_acl_change(pattern) -> bytes:
+    """The change notification of a :class:`~pyklog.broker.security.acl.ResourcePattern`."""
+    if pattern.pattern_type.name == "LITERAL":
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    return _dumps(
+        {
+            "version": 1,
+            "resourceType": pattern.resource_type.name,
+            "name": pattern.name,
+            "patternType": pattern.pattern_type.name,
+        }
+    )
+
+
+def decode_acl_change(data: bytes, path: str, literal: bool):
+    """The :class:`~pyklog.broker.security.acl.ResourcePattern` a change notification names."""
+    try:
+        if literal:
+            kind, sep, name = bytes(data).decode("utf-8").partition(":")
+            if not sep:
+                raise ValueError("expected <ResourceType>:<name>")
+            return ResourcePattern(ResourceType.parse(kind), name, PatternType.LITERAL)
+        obj = _object(data, path, "an ACL change event")
+        if int(obj.get("version", 0)) > 1:
+            raise ValueError(f"unsupported ACL change event version {obj.get('version')}")
+        return ResourcePattern(
+            ResourceType.parse(str(obj["resourceType"])), str(obj["name"]), PatternType.parse(str(obj["patternType"]))
+        )
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        raise ZkDataError(path, "an ACL change notification", data, detail=str(e)) from None

@@ -11,6 +11,12 @@ DescribeLogDirs (Kafka's ZooKeeper-mode ``ZkAdminManager`` and ``ReplicaManager.
 * The internal topics (``__consumer_offsets``, ``__transaction_state``) stay whatever a client asks:
   DeleteTopics and DeleteRecords on them answer INVALID_TOPIC_EXCEPTION with Kafka's messages.
 
+Authorization (Kafka's KafkaApis): CreateTopics needs CREATE on the cluster or on each topic,
+DeleteTopics DELETE on each topic (and DESCRIBE on a topic named by id), CreatePartitions ALTER on
+each topic, DeleteRecords DELETE on each topic: a denied topic gets TOPIC_AUTHORIZATION_FAILED and
+the others go ahead.  DescribeLogDirs needs DESCRIBE on the cluster (else no log dirs and
+CLUSTER_AUTHORIZATION_FAILED).
+
 Thread-safety: stateless; runs on every request handler thread.
 """
 
@@ -21,15 +27,19 @@ import os
 import time
 
 from pyklog.broker.errors import (
+    ClusterAuthorizationFailedError,
     InvalidPartitionsError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     PyklogError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
 )
 from pyklog.broker.protocol.schema import ZERO_UUID
+from pyklog.broker.security.acl import AclOperation, ResourceType
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
     INTERNAL_TOPICS,
     MAX_PARTITIONS_PER_TOPIC,
@@ -60,7 +70,8 @@ class TopicAdminApis(RequestHandlers):
     """CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and DescribeLogDirs.
     ``log_manager`` (:class:`~pyklog.broker.log.LogManager`) holds the log dirs and checkpoints."""
 
-    def __init__(self, config, cluster, replica_manager, log_manager):
+    def __init__(self, config, cluster, replica_manager, log_manager, *, auth: AuthHelper = ALLOW_ALL):
+        self.auth = auth
         self.config = config
         self.cluster = cluster
         self.replica_manager = replica_manager
@@ -78,11 +89,18 @@ class TopicAdminApis(RequestHandlers):
             seen[t["name"]] = seen.get(t["name"], 0) + 1
         errors: dict[int, PyklogError] = {}
         specs: list[tuple[int, dict]] = []
+        auth = self.auth
+        if auth.enabled and not auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False):
+            may_create = auth.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, seen)
+        else:
+            may_create = set(seen)
         for i, t in enumerate(body["topics"]):
             name = t["name"]
             try:
                 if seen[name] > 1:
                     raise InvalidRequestError(f"topic {name!r} appears more than once in the request")
+                if name not in may_create:
+                    raise TopicAuthorizationFailedError("Authorization failed.")
                 n = t["num_partitions"]
                 rf = t["replication_factor"]
                 assignment = None
@@ -145,6 +163,10 @@ class TopicAdminApis(RequestHandlers):
                         for k, v in sorted(sp["configs"].items())
                     ],
                 )
+                if auth.enabled and not auth.authorize(
+                    request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, sp["name"], log_if_denied=False
+                ):  # Kafka: the configs only for a principal that may describe them
+                    entry.update(configs=[], topic_config_error_code=TopicAuthorizationFailedError.code)
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
@@ -176,8 +198,18 @@ class TopicAdminApis(RequestHandlers):
                 ids[i] = self.cluster.topic_id(name) or ZERO_UUID
         by_name: dict[str, PyklogError] = {}
         todo = []
+        auth = self.auth
+        if auth.enabled:
+            for i, name in list(names.items()):
+                if ids.get(i) != ZERO_UUID and wanted[i][0] is None:  # named by id: DESCRIBE first
+                    if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                        errors[i] = TopicAuthorizationFailedError("Topic authorization failed.")
+                        del names[i]
+        may_delete = auth.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, names.values())
         for name in dict.fromkeys(names.values()):
             try:
+                if name not in may_delete:
+                    raise TopicAuthorizationFailedError("Topic authorization failed.")
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
@@ -223,12 +255,15 @@ class TopicAdminApis(RequestHandlers):
         for t in body["topics"]:
             seen[t["name"]] = seen.get(t["name"], 0) + 1
         results = []
+        may_alter = self.auth.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, seen)
         for t in body["topics"]:
             name = t["name"]
             entry = {"name": name, "error_code": NONE, "error_message": None}
             try:
                 if seen[name] > 1:
                     raise InvalidRequestError(f"duplicate topic name {name!r} in the request")
+                if name not in may_alter:
+                    raise TopicAuthorizationFailedError("The topic authorization is failed.")
                 validate_topic_name(name)
                 if name in INTERNAL_TOPICS:
                     # the coordinators map groups and transactional ids onto a fixed partition count
@@ -274,6 +309,9 @@ class TopicAdminApis(RequestHandlers):
         from pyklog.broker.errors import PolicyViolationError
 
         topics = []
+        may_delete = self.auth.filter_authorized(
+            request, AclOperation.DELETE, ResourceType.TOPIC, (t["name"] for t in body["topics"])
+        )
         for t in body["topics"]:
             name = t["name"]
             parts = []
@@ -281,6 +319,8 @@ class TopicAdminApis(RequestHandlers):
                 p, offset = pd["partition_index"], pd["offset"]
                 entry = {"partition_index": p, "low_watermark": -1, "error_code": NONE}
                 try:
+                    if name not in may_delete:
+                        raise TopicAuthorizationFailedError("Topic authorization failed.")
                     if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager.deleteRecords
                         raise InvalidTopicError(f"Cannot delete records of internal topic {name}")
                     lg = self.replica_manager.leader_log(name, p)
@@ -320,6 +360,13 @@ class TopicAdminApis(RequestHandlers):
         adds the top-level error code (0), v4 the volume's total and usable bytes (KIP-827, from
         ``os.statvfs`` of the log dir, as Kafka's ``FileStore.getTotalSpace``/``getUsableSpace``;
         -1 when the dir cannot be read: it then carries KAFKA_STORAGE_ERROR)."""
+        if not self.auth.authorize_cluster(request, AclOperation.DESCRIBE):
+            self._respond(
+                request,
+                header,
+                {"throttle_time_ms": 0, "error_code": ClusterAuthorizationFailedError.code, "results": []},
+            )
+            return
         wanted = None
         if body["topics"] is not None:
             wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}

@@ -4,12 +4,18 @@ topic overrides in ``/config/topics/<t>`` with a ``/config/changes`` notificatio
 live logs; dynamic broker configs in ``/config/brokers/<id>`` and ``<default>`` (KIP-226,
 :mod:`pyklog.broker.server.dynamic_config`).
 
+Authorization (Kafka's KafkaApis): describing a topic's configs needs DESCRIBE_CONFIGS on the topic
+(else TOPIC_AUTHORIZATION_FAILED), a broker's DESCRIBE_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED); altering them ALTER_CONFIGS likewise, per resource.
+
 Thread-safety: stateless; runs on every request handler thread.
 """
 
 from __future__ import annotations
 
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnknownTopicOrPartitionError
+from pyklog.broker.security.acl import AclOperation, ResourceType
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper, denial
 from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, RequestHandlers
 from pyklog.broker.zk.topics import validate_topic_name
 
@@ -19,12 +25,28 @@ class ConfigApis(RequestHandlers):
     :class:`~pyklog.broker.server.dynamic_config.DynamicBrokerConfig`, or None (a broker not started
     by :class:`~pyklog.broker.server.main.BrokerServer`: broker configs cannot be altered)."""
 
-    def __init__(self, config, cluster, replica_manager, dynamic_config=None):
+    def __init__(self, config, cluster, replica_manager, dynamic_config=None, *, auth: AuthHelper = ALLOW_ALL):
+        self.auth = auth
         self.config = config
         self.broker_id = config.broker_id
         self.cluster = cluster
         self.replica_manager = replica_manager
         self.dynamic_config = dynamic_config
+
+    def _authorize_resource(self, request, rtype: int, name: str, altering: bool) -> None:
+        """Raise Kafka's authorization error unless the principal may describe (alter) the configs
+        of the resource: a topic's on the topic, a broker's (or broker logger's) on the cluster."""
+        from pyklog.broker.server import config_helper as ch
+
+        if not self.auth.enabled:
+            return
+        op = AclOperation.ALTER_CONFIGS if altering else AclOperation.DESCRIBE_CONFIGS
+        if rtype == ch.RESOURCE_TOPIC:
+            if not self.auth.authorize(request, op, ResourceType.TOPIC, name):
+                raise denial(ResourceType.TOPIC)
+        elif rtype in (ch.RESOURCE_BROKER, ch.RESOURCE_BROKER_LOGGER):
+            if not self.auth.authorize_cluster(request, op):
+                raise denial(ResourceType.CLUSTER)
 
     def _config_resource_error(self, rtype: int, name: str, altering: bool) -> None:
         """Raise Kafka's error for a config resource this broker cannot describe or alter."""
@@ -69,6 +91,7 @@ class ConfigApis(RequestHandlers):
                 "configs": [],
             }
             try:
+                self._authorize_resource(request, rtype, name, altering=False)
                 self._config_resource_error(rtype, name, altering=False)
                 if rtype == ch.RESOURCE_TOPIC:
                     entry["configs"] = ch.describe_topic_configs(
@@ -157,6 +180,7 @@ class ConfigApis(RequestHandlers):
                 dups = sorted({n for n in names if names.count(n) > 1})
                 if dups:
                     raise InvalidRequestError(f"error due to duplicate config keys {dups}")
+                self._authorize_resource(request, rtype, name, altering=True)
                 self._config_resource_error(rtype, name, altering=True)
                 if rtype == ch.RESOURCE_TOPIC:
                     to_set = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
@@ -180,6 +204,7 @@ class ConfigApis(RequestHandlers):
             rtype, name = r["resource_type"], r["resource_name"]
             entry = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
             try:
+                self._authorize_resource(request, rtype, name, altering=True)
                 self._config_resource_error(rtype, name, altering=True)
                 if rtype == ch.RESOURCE_TOPIC:
                     to_set, to_delete = ch.incremental_changes(self.cluster.topic_config(name), r["configs"])

@@ -2,6 +2,10 @@
 v0 and ListPartitionReassignments v0 go to :class:`broker.controller.KafkaController`
 (NOT_CONTROLLER on a broker that is not the controller).
 
+Authorization (Kafka's KafkaApis): ControlledShutdown needs CLUSTER_ACTION on the cluster,
+ElectLeaders and AlterPartitionReassignments ALTER, ListPartitionReassignments DESCRIBE; a denied
+request is answered CLUSTER_AUTHORIZATION_FAILED as a whole.
+
 Thread-safety: a request thread hands the work to the controller's event thread and returns; the
 answer goes out from that thread or a timer's (:meth:`ControllerApis._answer_from_controller`).
 """
@@ -11,14 +15,26 @@ from __future__ import annotations
 import logging
 import threading
 
-from pyklog.broker.errors import InvalidRequestError, PyklogError
+from pyklog.broker.errors import ClusterAuthorizationFailedError, InvalidRequestError, PyklogError
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.security.acl import AclOperation
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
     NONE,
     UNKNOWN_SERVER_ERROR,
     RequestHandlers,
+    error_body,
     group_by_topic,
     outcome_fields,
 )
+
+#: the cluster operation each API needs
+_CLUSTER_OPERATION = {
+    ApiKey.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+}
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +43,27 @@ class ControllerApis(RequestHandlers):
     """The controller's APIs.  ``controller`` is this broker's
     :class:`~pyklog.broker.controller.controller.KafkaController`, or None (NOT_CONTROLLER)."""
 
-    def __init__(self, controller=None):
+    def __init__(self, controller=None, *, auth: AuthHelper = ALLOW_ALL):
         self.controller = controller
+        self.auth = auth
+
+    def _refused(self, request, header, body) -> bool:
+        """Answer CLUSTER_AUTHORIZATION_FAILED (True) unless the API's cluster operation is allowed."""
+        op = _CLUSTER_OPERATION[header.api_key]
+        if self.auth.authorize_cluster(request, op):
+            return False
+        self._respond(
+            request,
+            header,
+            error_body(
+                ApiKey(header.api_key),
+                header.api_version,
+                body,
+                ClusterAuthorizationFailedError.code,
+                "Cluster authorization failed.",
+            ),
+        )
+        return True
 
     def handle_controlled_shutdown(self, request, header, body):
         """ControlledShutdown v0-3 (a stopping broker to the controller, Kafka's
@@ -36,6 +71,8 @@ class ControllerApis(RequestHandlers):
         controller; else the partitions the stopping broker still leads, answered when the
         controller's event thread has moved the leaderships (REQUEST_TIMED_OUT after 30 s); the
         request thread does not wait (:meth:`_answer_from_controller`)."""
+        if self._refused(request, header, body):
+            return
         from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
@@ -117,6 +154,8 @@ class ControllerApis(RequestHandlers):
         (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
         UNKNOWN_TOPIC_OR_PARTITION).  Null partitions: every partition.  Election type 0 preferred,
         1 unclean (v1+)."""
+        if self._refused(request, header, body):
+            return
         from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
@@ -181,6 +220,8 @@ class ControllerApis(RequestHandlers):
         (started, or cancelled for null replicas), UNKNOWN_TOPIC_OR_PARTITION,
         INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS.  The controller's event thread
         starts the moves; this request thread waits only for that, not for the data to move."""
+        if self._refused(request, header, body):
+            return
         from pyklog.broker.errors import NotControllerError
 
         controller = self.controller
@@ -222,6 +263,8 @@ class ControllerApis(RequestHandlers):
         """ListPartitionReassignments v0 (KIP-455): the controller's reassignments in progress, each
         with its full replica set (target then original replicas), adding and removing replicas;
         null topics: all of them.  NOT_CONTROLLER unless this broker is the controller."""
+        if self._refused(request, header, body):
+            return
         from pyklog.broker.errors import NotControllerError
 
         controller = self.controller

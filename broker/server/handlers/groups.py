@@ -15,6 +15,15 @@ membership APIs, DeleteGroups and OffsetDelete.
 * DeleteGroups v0-2 (ZooKeeper groups too) and OffsetDelete v0
   (:meth:`GroupCoordinator.delete_groups` / ``delete_offsets``).
 
+Authorization (Kafka's KafkaApis): FindCoordinator needs DESCRIBE on the group or transactional id;
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup READ on the group (else GROUP_AUTHORIZATION_FAILED for
+the request); OffsetCommit READ on the group and READ on each topic (TOPIC_AUTHORIZATION_FAILED for
+a denied topic's partitions); OffsetFetch DESCRIBE on the group and DESCRIBE on each topic (asked for
+all, the denied topics are left out); DescribeGroups DESCRIBE on each group (with its authorized
+operations when asked); ListGroups lists every group with DESCRIBE on the cluster, else the groups
+the principal may DESCRIBE; DeleteGroups DELETE on each group; OffsetDelete DELETE on the group and
+READ on each topic.
+
 Thread-safety: no state of its own; runs on every request handler thread, and answers from the
 coordinators' completing threads (a waiting JoinGroup/SyncGroup, an acks=all commit).
 """
@@ -26,11 +35,15 @@ import threading
 
 from pyklog.broker.errors import (
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
     PyklogError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey
+from pyklog.broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper, denial
 from pyklog.broker.server.handlers.responses import NONE, RequestHandlers, requested_offsets
 
 log = logging.getLogger(__name__)
@@ -46,7 +59,17 @@ class GroupApis(RequestHandlers):
     group APIs then answer COORDINATOR_NOT_AVAILABLE.  ``zk_offsets`` serves v0 commits;
     ``txn_coordinator`` (or None) answers FindCoordinator for transactional ids."""
 
-    def __init__(self, cluster, offset_manager, group_coordinator, zk_offsets, txn_coordinator=None):
+    def __init__(
+        self,
+        cluster,
+        offset_manager,
+        group_coordinator,
+        zk_offsets,
+        txn_coordinator=None,
+        *,
+        auth: AuthHelper = ALLOW_ALL,
+    ):
+        self.auth = auth
         self.cluster = cluster
         self.offsets = offset_manager
         self.groups = group_coordinator
@@ -64,6 +87,7 @@ class GroupApis(RequestHandlers):
             for key in body["coordinator_keys"]:
                 result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
                 try:
+                    self._authorize_coordinator_key(request, key, key_type)
                     result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
                 except PyklogError as e:
                     result["error_code"], result["error_message"] = e.code, str(e)[:1000]
@@ -72,11 +96,18 @@ class GroupApis(RequestHandlers):
             return
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1, "host": "", "port": -1}
         try:
+            self._authorize_coordinator_key(request, body["key"], key_type)
             resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
         except PyklogError as e:
             resp["error_code"] = e.code
             resp["error_message"] = str(e)[:1000]
         self._respond(request, header, resp)
+
+    def _authorize_coordinator_key(self, request, key: str, key_type: int) -> None:
+        """DESCRIBE on the group (key type 0) or transactional id (1), else Kafka's denial."""
+        rtype = {0: ResourceType.GROUP, 1: ResourceType.TRANSACTIONAL_ID}.get(key_type)
+        if rtype is not None and not self.auth.authorize(request, AclOperation.DESCRIBE, rtype, key):
+            raise denial(rtype)
 
     def _find_coordinator(self, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
         """``(node id, (host, port))`` of the coordinator of ``key``; raises the PyklogError to answer."""
@@ -127,6 +158,25 @@ class GroupApis(RequestHandlers):
             if not request.answered:
                 self._respond(request, header, {"throttle_time_ms": 0, "topics": topics})
 
+        if self.auth.enabled:
+            if not self.auth.authorize(request, AclOperation.READ, ResourceType.GROUP, group):
+                respond(dict.fromkeys(wanted, GroupAuthorizationFailedError.code))
+                return
+            may_read = self.auth.filter_authorized(
+                request, AclOperation.READ, ResourceType.TOPIC, (t for t, _ in wanted)
+            )
+            denied = {k: TopicAuthorizationFailedError.code for k in wanted if k[0] not in may_read}
+            if denied:
+                wanted = {k: v for k, v in wanted.items() if k not in denied}
+                stamps = {k: v for k, v in stamps.items() if k not in denied}
+                inner = respond
+
+                def respond(codes: dict) -> None:
+                    inner({**codes, **denied})
+
+                if not wanted:
+                    respond({})
+                    return
         if header.api_version == 0:
             respond(self.zk_offsets.commit(group, wanted))
             return
@@ -180,22 +230,55 @@ class GroupApis(RequestHandlers):
         version = header.api_version
         if version >= 8:
             groups = [
-                self._offset_fetch_group(version, g["group_id"], g.get("topics"), bool(body.get("require_stable")))
+                self._offset_fetch_group(
+                    version, g["group_id"], g.get("topics"), bool(body.get("require_stable")), request
+                )
                 for g in body["groups"]
             ]
             self._respond(request, header, {"throttle_time_ms": 0, "groups": groups})
             return
         result = self._offset_fetch_group(
-            version, body["group_id"], body.get("topics"), version >= 7 and bool(body.get("require_stable"))
+            version, body["group_id"], body.get("topics"), version >= 7 and bool(body.get("require_stable")), request
         )
         self._respond(
             request, header, {"throttle_time_ms": 0, "topics": result["topics"], "error_code": result["error_code"]}
         )
 
-    def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool) -> dict:
+    def _offset_fetch_group(self, version: int, group: str, req_topics, require_stable: bool, request=None) -> dict:
         """One group's OffsetFetch result: ``{"group_id", "topics", "error_code"}`` (the v8 group
         layout; v0-7 take its topics and error code)."""
         wanted = None if req_topics is None else [(t["name"], p) for t in req_topics for p in t["partition_indexes"]]
+        auth = self.auth
+        if auth.enabled and request is not None:
+            if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group):
+                code = GroupAuthorizationFailedError.code
+                topics = [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in (req_topics or [])
+                ]
+                return {"group_id": group, "topics": [] if version >= 8 else topics, "error_code": code}
+            result = self._offset_fetch_group(version, group, req_topics, require_stable)
+            names = {t["name"] for t in result["topics"]}
+            may_describe = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            if wanted is None:  # all the group's topics: the denied ones are left out
+                result["topics"] = [t for t in result["topics"] if t["name"] in may_describe]
+            else:
+                for t in result["topics"]:
+                    if t["name"] not in may_describe:
+                        for entry in t["partitions"]:
+                            entry.update(
+                                committed_offset=-1,
+                                committed_leader_epoch=-1,
+                                metadata="",
+                                error_code=TopicAuthorizationFailedError.code,
+                            )
+            return result
         top_error = NONE
         part_error = NONE
         unstable: set = set()
@@ -262,6 +345,10 @@ class GroupApis(RequestHandlers):
             )
             return
         respond = lambda resp: self._respond(request, header, resp)  # noqa: E731
+        if self.auth.enabled:
+            respond = self._authorize_membership(request, header, body, respond)
+            if respond is None:
+                return
         if (header.api_key == ApiKey.JOIN_GROUP and header.api_version >= 7) or (
             header.api_key == ApiKey.SYNC_GROUP and header.api_version >= 5
         ):
@@ -271,6 +358,67 @@ class GroupApis(RequestHandlers):
         elif header.api_key == ApiKey.LIST_GROUPS and header.api_version >= 4:
             respond = self._with_group_states(body, respond)
         self.groups.handle(header.api_key, header.api_version, body, header.client_id, request.peer, respond)
+
+    def _authorize_membership(self, request, header, body, respond):
+        """The group APIs' checks: READ on the group (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
+        DESCRIBE per group (DescribeGroups, with each group's authorized operations when asked),
+        DESCRIBE on the cluster or per group (ListGroups).  Returns the respond function to pass on
+        (DescribeGroups: ``body`` keeps only the groups allowed), or None when answered here."""
+        from pyklog.broker.coordinator.group import error_response
+
+        auth, key = self.auth, header.api_key
+        if key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP):
+            if not auth.authorize(request, AclOperation.READ, ResourceType.GROUP, body["group_id"]):
+                respond(error_response(key, header.api_version, body, GroupAuthorizationFailedError.code))
+                return None
+            return respond
+        if key == ApiKey.LIST_GROUPS:
+            if auth.authorize_cluster(request, AclOperation.DESCRIBE, log_if_denied=False):
+                return respond
+
+            def respond_allowed(resp):
+                groups = [
+                    g
+                    for g in resp.get("groups", ())
+                    if auth.authorize(
+                        request, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_if_denied=False
+                    )
+                ]
+                respond(dict(resp, groups=groups))
+
+            return respond_allowed
+        if key == ApiKey.DESCRIBE_GROUPS:
+            asked = list(body.get("groups") or [])
+            allowed = [g for g in asked if auth.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+            denied = error_response(
+                key,
+                header.api_version,
+                {"groups": [g for g in asked if g not in allowed]},
+                GroupAuthorizationFailedError.code,
+            )["groups"]
+            body["groups"] = allowed
+            include_ops = bool(body.get("include_authorized_operations"))
+
+            def respond_described(resp):
+                by_id = {g["group_id"]: g for g in resp.get("groups", ())}
+                by_id.update({g["group_id"]: g for g in denied})
+                out = []
+                for gid in asked:
+                    g = dict(by_id.get(gid) or {})
+                    if not g:
+                        continue
+                    if include_ops and gid in allowed and g.get("error_code", NONE) == NONE:
+                        g["authorized_operations"] = auth.authorized_operations(request, ResourceType.GROUP, gid)
+                    else:
+                        g.setdefault("authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)
+                    out.append(g)
+                respond(dict(resp, groups=out))
+
+            if not allowed:
+                respond_described({"throttle_time_ms": 0, "groups": []})
+                return None
+            return respond_described
+        return respond
 
     def _with_group_states(self, body, respond):
         """ListGroups v4+ (KIP-518): each group's state, and only the groups whose state is in the
@@ -316,11 +464,15 @@ class GroupApis(RequestHandlers):
         """DeleteGroups v0-1 through :meth:`GroupCoordinator.delete_groups`, and of ZooKeeper groups
         (:meth:`_delete_zookeeper_groups`)."""
         names = body["groups_names"]
-        if self.groups is None:
-            codes = dict.fromkeys(names, CoordinatorNotAvailableError.code)
+        may_delete = self.auth.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
+        allowed = [g for g in names if g in may_delete]
+        codes = dict.fromkeys(names, GroupAuthorizationFailedError.code)
+        if not allowed:
+            pass
+        elif self.groups is None:
+            codes.update(dict.fromkeys(allowed, CoordinatorNotAvailableError.code))
         else:
-            codes = self.groups.delete_groups(names)
-            codes = self._delete_zookeeper_groups(codes)
+            codes.update(self._delete_zookeeper_groups(self.groups.delete_groups(allowed)))
         self._respond(
             request,
             header,
@@ -349,8 +501,18 @@ class GroupApis(RequestHandlers):
         """OffsetDelete v0 (KIP-496) through :meth:`GroupCoordinator.delete_offsets`; a topic this
         cluster does not have gets UNKNOWN_TOPIC_OR_PARTITION per partition, as Kafka."""
         group = body["group_id"]
+        if not self.auth.authorize(request, AclOperation.DELETE, ResourceType.GROUP, group):
+            self._respond(
+                request, header, {"error_code": GroupAuthorizationFailedError.code, "throttle_time_ms": 0, "topics": []}
+            )
+            return
+        may_read = self.auth.filter_authorized(
+            request, AclOperation.READ, ResourceType.TOPIC, (t["name"] for t in body["topics"])
+        )
         known, unknown = [], set()
         for t in body["topics"]:
+            if t["name"] not in may_read:
+                continue
             exists = self.cluster.topic(t["name"], refresh_if_missing=True) is not None
             for pd in t["partitions"]:
                 tp = (t["name"], pd["partition_index"])
@@ -371,7 +533,9 @@ class GroupApis(RequestHandlers):
                         "partitions": [
                             {
                                 "partition_index": pd["partition_index"],
-                                "error_code": UnknownTopicOrPartitionError.code
+                                "error_code": TopicAuthorizationFailedError.code
+                                if t["name"] not in may_read
+                                else UnknownTopicOrPartitionError.code
                                 if (t["name"], pd["partition_index"]) in unknown
                                 else results.get((t["name"], pd["partition_index"]), NONE),
                             }

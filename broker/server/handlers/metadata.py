@@ -4,6 +4,13 @@
   topics when ``auto.create.topics.enable`` and the request allow it).
 * DescribeCluster v0-1 (KIP-700, flexible).
 
+Authorization (Kafka's KafkaApis): Metadata answers only topics the principal may DESCRIBE; asked
+for all topics the others are left out, asked for by name they get TOPIC_AUTHORIZATION_FAILED
+(without partitions or topic id).  Auto-creating a missing topic needs CREATE on the cluster or on
+that topic (else TOPIC_AUTHORIZATION_FAILED).  The authorized-operations fields (Metadata v8+,
+DescribeCluster) carry the principal's allowed operations as Kafka's bit field; cluster operations
+only for a principal that may DESCRIBE the cluster (else 0).
+
 Thread-safety: stateless; runs on every request handler thread.
 """
 
@@ -15,33 +22,35 @@ from pyklog.broker.errors import (
     InvalidTopicError,
     LeaderNotAvailableError,
     PyklogError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol.schema import ZERO_UUID
+from pyklog.broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, RequestHandlers
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, validate_topic_name
 
 log = logging.getLogger(__name__)
 
-# Metadata v8+ authorized operations (bit sets of Kafka's AclOperation codes).  Without an authorizer
-# Kafka reports every operation the resource type supports (AuthHelper.authorizedOperations with no
-# authorizer = AclEntry.supportedOperations); pyklog has no authorizer.  AclOperation codes:
-# READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # 3576
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # 8096
 #: Kafka's value of an authorized-operations field the client did not ask for (Integer.MIN_VALUE)
-NOT_REQUESTED_OPERATIONS = -(1 << 31)
+NOT_REQUESTED_OPERATIONS = AUTHORIZED_OPERATIONS_OMITTED
 
 
 class MetadataApis(RequestHandlers):
     """Metadata and DescribeCluster.  ``cluster`` is the started
     :class:`~pyklog.broker.zk.cluster.ZkCluster`; ``replica_manager`` auto-creates topics."""
 
-    def __init__(self, config, cluster, replica_manager):
+    def __init__(self, config, cluster, replica_manager, *, auth: AuthHelper = ALLOW_ALL):
         self.config = config
         self.cluster = cluster
         self.replica_manager = replica_manager
+        self.auth = auth
+
+    def _cluster_authorized_operations(self, request) -> int:
+        if self.auth.authorize_cluster(request, AclOperation.DESCRIBE):
+            return self.auth.authorized_operations(request, ResourceType.CLUSTER, "kafka-cluster")
+        return 0
 
     def handle_metadata(self, request, header, body):
         version = header.api_version
@@ -50,7 +59,8 @@ class MetadataApis(RequestHandlers):
         live = self.cluster.live_brokers()
         brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
         unknown_ids = []
-        if requested is None or (version == 0 and not requested):
+        all_requested = requested is None or (version == 0 and not requested)
+        if all_requested:
             names = sorted(all_topics)
         else:
             names = []
@@ -79,9 +89,36 @@ class MetadataApis(RequestHandlers):
             {"error_code": 100, "name": None, "topic_id": tid, "partitions": []}  # UNKNOWN_TOPIC_ID
             for tid in dict.fromkeys(unknown_ids)
         ]
+        auth = self.auth
+        denied: list[str] = []
+        if auth.enabled:
+            # topics the principal may not describe: hidden from "all topics", refused when named
+            # (their existence is not disclosed either way)
+            may_describe = {
+                n
+                for n in names
+                if auth.authorize(
+                    request, AclOperation.DESCRIBE, ResourceType.TOPIC, n, log_if_denied=not all_requested
+                )
+            }
+            if not all_requested:  # asked for all topics, the others are simply left out
+                denied = [n for n in names if n not in may_describe]
+            names = [n for n in names if n in may_describe]
+        may_create_any = None  # CREATE on the cluster, asked once if a topic is missing
         for name in names:
             parts = all_topics.get(name)
             code = NONE
+            if (
+                parts is None
+                and allow_auto
+                and auth.enabled
+                and self.cluster.topic(name, refresh_if_missing=True) is None
+            ):
+                if may_create_any is None:
+                    may_create_any = auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False)
+                if not may_create_any and not auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, name):
+                    denied.append(name)
+                    continue
             if parts is None:
                 parts, code = self._metadata_for_missing_topic(name, allow_auto)
             partitions = []
@@ -104,9 +141,20 @@ class MetadataApis(RequestHandlers):
                     "is_internal": name in INTERNAL_TOPICS,
                     "partitions": partitions,
                     "topic_id": self.cluster.topic_id(name) or ZERO_UUID,
-                    "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
+                    "topic_authorized_operations": auth.authorized_operations(request, ResourceType.TOPIC, name)
                     if body.get("include_topic_authorized_operations")
                     else NOT_REQUESTED_OPERATIONS,
+                }
+            )
+        for name in denied:
+            topics.append(
+                {
+                    "error_code": TopicAuthorizationFailedError.code,
+                    "name": name,
+                    "is_internal": False,
+                    "partitions": [],
+                    "topic_id": ZERO_UUID,
+                    "topic_authorized_operations": NOT_REQUESTED_OPERATIONS,
                 }
             )
         self._respond(
@@ -118,7 +166,7 @@ class MetadataApis(RequestHandlers):
                 "cluster_id": self.cluster.cluster_id,
                 "controller_id": self.cluster.controller_id,
                 "topics": topics,
-                "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
+                "cluster_authorized_operations": self._cluster_authorized_operations(request)
                 if body.get("include_cluster_authorized_operations")
                 else NOT_REQUESTED_OPERATIONS,
             },
@@ -180,5 +228,5 @@ class MetadataApis(RequestHandlers):
                 for b, (h, p) in sorted(self.cluster.live_brokers().items())
             ]
             if body.get("include_cluster_authorized_operations"):
-                resp["cluster_authorized_operations"] = CLUSTER_AUTHORIZED_OPERATIONS
+                resp["cluster_authorized_operations"] = self._cluster_authorized_operations(request)
         self._respond(request, header, resp)

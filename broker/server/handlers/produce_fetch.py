@@ -34,6 +34,14 @@ what the replica manager's callback returns.  What each API does, as seen on the
   below it (Kafka's ``lastFetchableOffset``).
 * OffsetForLeaderEpoch v0-4 (``Log.end_offset_for_epoch``).
 
+Authorization (Kafka's KafkaApis): Produce needs WRITE on each topic (else TOPIC_AUTHORIZATION_FAILED
+for its partitions) and, for transactional batches, WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); a consumer's Fetch READ on each topic; a
+follower's Fetch CLUSTER_ACTION on the cluster (else every partition TOPIC_AUTHORIZATION_FAILED);
+ListOffsets DESCRIBE on each topic; OffsetForLeaderEpoch CLUSTER_ACTION on the cluster or DESCRIBE
+on each topic.  A Produce to a missing topic creates it (``auto.create.topics.enable``) only with
+CREATE on the cluster or the topic.  Denied partitions get their error and the others are served.
+
 Thread-safety: the handlers run concurrently on every request handler thread; the answers of
 delayed operations are encoded on the thread completing them (an appending thread, the timer,
 shutdown), through the replica manager's callbacks.  No lock of its own: the replica manager, its
@@ -52,12 +60,15 @@ from pyklog.broker.errors import (
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
     PyklogError,
+    TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
 from pyklog.broker.protocol.schema import ZERO_UUID
+from pyklog.broker.security.acl import AclOperation, ResourceType
 from pyklog.broker.server.fetch import FetchParams
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
     NONE,
     UNKNOWN_SERVER_ERROR,
@@ -86,7 +97,8 @@ class ProduceFetchApis(RequestHandlers):
     handler makes and passes to each follower Fetch, as Kafka's KafkaApis does).
     """
 
-    def __init__(self, config, cluster, replica_manager, dynamic_config=None):
+    def __init__(self, config, cluster, replica_manager, dynamic_config=None, *, auth: AuthHelper = ALLOW_ALL):
+        self.auth = auth
         self.config = config
         self.cluster = cluster
         self.replica_manager = replica_manager
@@ -111,6 +123,14 @@ class ProduceFetchApis(RequestHandlers):
         failed = False
         ack_error = acks not in (0, 1, -1)
         tx_error = self._check_transactional_produce(body, version)
+        if tx_error is None and self.auth.enabled and body.get("transactional_id") is not None:
+            if self._has_transactional_batches(body) and not self.auth.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["transactional_id"]
+            ):
+                tx_error = TransactionalIdAuthorizationFailedError("Transactional Id authorization failed.")
+        may_write = self.auth.filter_authorized(
+            request, AclOperation.WRITE, ResourceType.TOPIC, (td["name"] for td in body["topic_data"])
+        )
         appends = []  # (entry, topic, partition, records): what goes to the replica manager
         for td in body["topic_data"]:
             name = td["name"]
@@ -131,6 +151,8 @@ class ProduceFetchApis(RequestHandlers):
                         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
                     if tx_error is not None:
                         raise tx_error
+                    if name not in may_write:
+                        raise TopicAuthorizationFailedError("Topic authorization failed.")
                     appends.append((entry, name, idx, pd["records"]))
                 except Exception as e:  # noqa: BLE001
                     failed = True
@@ -170,6 +192,7 @@ class ProduceFetchApis(RequestHandlers):
             answer,
             answer_failed,
             produce_version=version,
+            may_auto_create=lambda topic: self._may_auto_create(request, topic),
         )
 
     @staticmethod
@@ -200,13 +223,24 @@ class ProduceFetchApis(RequestHandlers):
         reads only the batch headers (the log validates the rest)."""
         if version < 3 or body.get("transactional_id") is not None:
             return None  # v0-2 message sets have no transactional bit
-        for td in body["topic_data"]:
-            for pd in td["partition_data"]:
-                if has_transactional_batch(pd["records"]):
-                    return TransactionalIdAuthorizationFailedError(
-                        "transactional record batches need the request's transactional_id"
-                    )
+        if ProduceFetchApis._has_transactional_batches(body):
+            return TransactionalIdAuthorizationFailedError(
+                "transactional record batches need the request's transactional_id"
+            )
         return None
+
+    @staticmethod
+    def _has_transactional_batches(body) -> bool:
+        return any(has_transactional_batch(pd["records"]) for td in body["topic_data"] for pd in td["partition_data"])
+
+    def _may_auto_create(self, request, topic: str) -> bool:
+        """Creating a topic for a Produce needs what Metadata's auto-creation needs: CREATE on the
+        cluster or on the topic (else the partition stays UNKNOWN_TOPIC_OR_PARTITION)."""
+        if request is None or not self.auth.enabled:
+            return True
+        return self.auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False) or self.auth.authorize(
+            request, AclOperation.CREATE, ResourceType.TOPIC, topic
+        )
 
     def handle_fetch(self, request, header, body):
         """Fetch: the request (v13+: topic ids resolved to names) handed to
@@ -227,6 +261,26 @@ class ProduceFetchApis(RequestHandlers):
             )
             for t in body["topics"]
         ]
+        denied: list = []  # (topic, [partition, ...]) answered TOPIC_AUTHORIZATION_FAILED
+        if self.auth.enabled:
+            if body.get("replica_id", -1) >= 0:  # a follower: the cluster's CLUSTER_ACTION
+                if not self.auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION):
+                    denied = [(t, [p[0] for p in parts]) for t, parts in fetch_infos]
+                    fetch_infos = []
+            else:
+                names = [t for t, _ in fetch_infos if not t.startswith(_UNKNOWN_TOPIC_ID_PREFIX)]
+                may_read = self.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, names)
+                denied = [
+                    (t, [p[0] for p in parts])
+                    for t, parts in fetch_infos
+                    if t not in may_read and not t.startswith(_UNKNOWN_TOPIC_ID_PREFIX)
+                ]
+                fetch_infos = [
+                    (t, parts) for t, parts in fetch_infos if t in may_read or t.startswith(_UNKNOWN_TOPIC_ID_PREFIX)
+                ]
+            if not fetch_infos:
+                self._send_fetch(request, header, [], denied)
+                return
         params = FetchParams(
             request_version=version,
             replica_id=body.get("replica_id", -1),
@@ -239,7 +293,7 @@ class ProduceFetchApis(RequestHandlers):
             params,
             fetch_infos,
             self._leader_quota() if params.is_follower else None,
-            lambda results: self._send_fetch(request, header, results),
+            lambda results: self._send_fetch(request, header, results, denied),
             lambda e: self._fetch_failed(request, header, fetch_infos, e),
         )
 
@@ -312,7 +366,7 @@ class ProduceFetchApis(RequestHandlers):
             else:
                 t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
 
-    def _send_fetch(self, request, header, results) -> None:
+    def _send_fetch(self, request, header, results, denied=()) -> None:
         """Encode and send the answer to a Fetch from :meth:`ReplicaManager.fetch_messages`' results:
         v13+ topic ids, record bytes as a ``sendfile`` region of a dup of the segment's fd (v4+) or
         down-converted to v0/v1 message sets (v0-3).  Any thread (the callback's)."""
@@ -337,6 +391,25 @@ class ProduceFetchApis(RequestHandlers):
                     }
                 )
             responses.append({"topic": name, "partitions": out})
+        for name, parts in denied:
+            responses.append(
+                {
+                    "topic": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "error_code": TopicAuthorizationFailedError.code,
+                            "high_watermark": -1,
+                            "last_stable_offset": -1,
+                            "log_start_offset": -1,
+                            "aborted_transactions": None,
+                            "preferred_read_replica": -1,
+                            "records": None,
+                        }
+                        for p in parts
+                    ],
+                }
+            )
         owned = []
         if version >= 13:
             self._fetch_topic_ids(responses)
@@ -380,6 +453,9 @@ class ProduceFetchApis(RequestHandlers):
         version = header.api_version
         # v2+ READ_COMMITTED: offsets stop at the last stable offset (Kafka's lastFetchableOffset)
         read_committed = version >= 2 and body.get("isolation_level", 0) == 1
+        may_describe = self.auth.filter_authorized(
+            request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["name"] for t in body["topics"])
+        )
         topics = []
         for t in body["topics"]:
             name = t["name"]
@@ -396,6 +472,8 @@ class ProduceFetchApis(RequestHandlers):
                     "leader_epoch": -1,
                 }
                 try:
+                    if name not in may_describe:
+                        raise TopicAuthorizationFailedError("Topic authorization failed.")
                     rm = self.replica_manager
                     if version == 0:
                         entry["old_style_offsets"] = rm.legacy_fetch_offsets_before(
@@ -425,6 +503,14 @@ class ProduceFetchApis(RequestHandlers):
         (Kafka answers from the leader only).  ``replica_id`` (v3+) is not needed for the answer.
         The answer is :meth:`ReplicaManager.last_offset_for_leader_epoch`'s; this translates.  Request
         handler thread; lock-free reads of the log's epoch cache."""
+        if self.auth.enabled and not self.auth.authorize_cluster(
+            request, AclOperation.CLUSTER_ACTION, log_if_denied=False
+        ):
+            may_describe = self.auth.filter_authorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic"] for t in body["topics"])
+            )
+        else:
+            may_describe = None  # all
         topics = []
         for t in body["topics"]:
             name = t["topic"]
@@ -433,6 +519,8 @@ class ProduceFetchApis(RequestHandlers):
                 p = pd["partition"]
                 entry = {"partition": p, "error_code": NONE, "leader_epoch": -1, "end_offset": -1}
                 try:
+                    if may_describe is not None and name not in may_describe:
+                        raise TopicAuthorizationFailedError("Topic authorization failed.")
                     entry["leader_epoch"], entry["end_offset"] = self.replica_manager.last_offset_for_leader_epoch(
                         name, p, pd.get("current_leader_epoch", -1), pd["leader_epoch"]
                     )

@@ -297,6 +297,14 @@ def error_body(api_key: ApiKey, version: int, body: dict, code: int, message: st
         return {"error_code": code, "error_message": msg, "responses": []}
     if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
         return {"error_code": code, "error_message": msg, "topics": []}
+    if api_key == ApiKey.DESCRIBE_ACLS:
+        return {"error_code": code, "error_message": msg, "resources": []}
+    if api_key == ApiKey.CREATE_ACLS:
+        return {"results": [{"error_code": code, "error_message": msg} for _ in body["creations"]]}
+    if api_key == ApiKey.DELETE_ACLS:
+        return {
+            "filter_results": [{"error_code": code, "error_message": msg, "matching_acls": []} for _ in body["filters"]]
+        }
     return None
 
 

@@ -11,8 +11,18 @@ EndTxn, TxnOffsetCommit, WriteTxnMarkers, and the read-only transaction admin AP
   (:meth:`broker.coordinator.offsets.OffsetManager.commit_transactional`).
 * WriteTxnMarkers v0-1: the transaction coordinator's COMMIT/ABORT markers appended to the
   partitions led here; on ``__consumer_offsets`` partitions the pending transactional offsets are
-  then completed.  Kafka authorises it as CLUSTER_ACTION; pyklog has no ACLs and accepts it from anyone.
+  then completed.
 * DescribeProducers v0, DescribeTransactions v0, ListTransactions v0-1 (KIP-664, read-only).
+
+Authorization (Kafka's KafkaApis): a transactional InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn and TxnOffsetCommit need WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent InitProducerId needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE
+on each topic (a denied topic's partitions TOPIC_AUTHORIZATION_FAILED, the others
+OPERATION_NOT_ATTEMPTED); AddOffsetsToTxn and TxnOffsetCommit READ on the group, TxnOffsetCommit READ
+on each topic; WriteTxnMarkers CLUSTER_ACTION (or ALTER) on the cluster; DescribeProducers READ on
+each topic; DescribeTransactions DESCRIBE on each transactional id; ListTransactions lists only the
+transactional ids the principal may DESCRIBE.
 
 Thread-safety: runs on every request handler thread and holds no lock of its own (the producer id
 manager guards its block).  Marker completions run on the coordinator appends' completing threads.
@@ -24,17 +34,25 @@ import logging
 import threading
 
 from pyklog.broker.errors import (
+    ClusterAuthorizationFailedError,
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidTopicError,
     PyklogError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.security.acl import AclOperation, ResourceType
+from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
     INTERNAL_TOPICS,
     NONE,
     UNKNOWN_SERVER_ERROR,
     RequestHandlers,
+    error_body,
     requested_offsets,
     transaction_state_entry,
 )
@@ -63,7 +81,10 @@ class TransactionApis(RequestHandlers):
         offset_manager=None,
         group_coordinator=None,
         txn_coordinator=None,
+        *,
+        auth: AuthHelper = ALLOW_ALL,
     ):
+        self.auth = auth
         self.broker_id = config.broker_id
         self.cluster = cluster
         self.replica_manager = replica_manager
@@ -73,6 +94,9 @@ class TransactionApis(RequestHandlers):
         self.txn_coordinator = txn_coordinator
         self.producer_ids = producer_ids
 
+    def _may_write_txn(self, request, transactional_id) -> bool:
+        return self.auth.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
     def handle_init_producer_id(self, request, header, body):
         """InitProducerId v0-4 (Kafka's handleInitProducerIdRequest).  With a transactional id the
         transaction coordinator answers; v3+ carries the producer's current id and epoch (KIP-360),
@@ -81,6 +105,20 @@ class TransactionApis(RequestHandlers):
         not know that code.  Without a transactional id (an idempotent producer) every request
         gets a new producer id with epoch 0, as in Kafka.  Runs on a request handler thread."""
         resp = {"throttle_time_ms": 0, "error_code": NONE, "producer_id": -1, "producer_epoch": -1}
+        auth = self.auth
+        if auth.enabled:
+            tid = body.get("transactional_id")
+            if tid is not None and not self._may_write_txn(request, tid):
+                resp["error_code"] = TransactionalIdAuthorizationFailedError.code
+            elif (
+                tid is None
+                and not auth.authorize_cluster(request, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+                and not auth.authorize_by_resource_type(request, AclOperation.WRITE, ResourceType.TOPIC)
+            ):
+                resp["error_code"] = ClusterAuthorizationFailedError.code
+            if resp["error_code"] != NONE:
+                self._respond(request, header, resp)
+                return
         if body.get("transactional_id") is not None:
             expected = None
             if header.api_version >= 3 and body.get("producer_id", -1) >= 0:
@@ -120,6 +158,27 @@ class TransactionApis(RequestHandlers):
         wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
         codes: dict[tuple[str, int], int] = {}
         unknown = set()
+        denied: set = set()
+        if self.auth.enabled:
+            if not self._may_write_txn(request, body["v3_and_below_transactional_id"]):
+                self._respond(
+                    request,
+                    header,
+                    {
+                        "throttle_time_ms": 0,
+                        **error_body(
+                            ApiKey.ADD_PARTITIONS_TO_TXN,
+                            header.api_version,
+                            body,
+                            TransactionalIdAuthorizationFailedError.code,
+                        ),
+                    },
+                )
+                return
+            may_write = self.auth.filter_authorized(
+                request, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in wanted)
+            )
+            denied = {tp for tp in wanted if tp[0] not in may_write}
         for name in {t for t, _ in wanted}:
             try:
                 parts = self.cluster.topic(name)
@@ -127,9 +186,11 @@ class TransactionApis(RequestHandlers):
                 parts = None
             unknown.update((t, p) for t, p in wanted if t == name and (parts is None or p not in parts))
         internal = {tp for tp in wanted if tp[0] in INTERNAL_TOPICS}
-        if unknown or internal:
+        if unknown or internal or denied:
             codes = {
-                tp: UnknownTopicOrPartitionError.code
+                tp: TopicAuthorizationFailedError.code
+                if tp in denied
+                else UnknownTopicOrPartitionError.code
                 if tp in unknown
                 else InvalidTopicError.code
                 if tp in internal
@@ -167,6 +228,10 @@ class TransactionApis(RequestHandlers):
     def handle_add_offsets_to_txn(self, request, header, body):
         code = NONE
         try:
+            if not self._may_write_txn(request, body["transactional_id"]):
+                raise TransactionalIdAuthorizationFailedError("Transactional Id authorization failed.")
+            if not self.auth.authorize(request, AclOperation.READ, ResourceType.GROUP, body["group_id"]):
+                raise GroupAuthorizationFailedError("Group authorization failed.")
             if self.txn_coordinator is None:
                 raise CoordinatorNotAvailableError("the transaction coordinator is not running")
             self.txn_coordinator.add_offsets_to_txn(
@@ -185,6 +250,8 @@ class TransactionApis(RequestHandlers):
         """EndTxn v0-2 from any connection presenting the id's producer id and epoch."""
         code = NONE
         try:
+            if not self._may_write_txn(request, body["transactional_id"]):
+                raise TransactionalIdAuthorizationFailedError("Transactional Id authorization failed.")
             if self.txn_coordinator is None:
                 raise CoordinatorNotAvailableError("the transaction coordinator is not running")
             self.txn_coordinator.end_txn(
@@ -207,10 +274,38 @@ class TransactionApis(RequestHandlers):
         OFFSET_METADATA_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION per partition.  v3+ (KIP-447) names
         the consumer group member whose offsets these are: a member that is not the group's current
         one gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for every partition
-        (:meth:`broker.coordinator.group.GroupCoordinator.validate_txn_offset_commit`).  No ACLs: Kafka's
-        TRANSACTIONAL_ID WRITE, GROUP READ and TOPIC READ checks always pass."""
+        (:meth:`broker.coordinator.group.GroupCoordinator.validate_txn_offset_commit`).  Authorized as
+        the module says: the transactional id's and the group's denial fail every partition, a topic's
+        its own partitions."""
         group = body["group_id"]
         wanted = requested_offsets(body)
+        if self.auth.enabled:
+            code = NONE
+            if not self._may_write_txn(request, body["transactional_id"]):
+                code = TransactionalIdAuthorizationFailedError.code
+            elif not self.auth.authorize(request, AclOperation.READ, ResourceType.GROUP, group):
+                code = GroupAuthorizationFailedError.code
+            if code != NONE:
+                self._answer_txn_offset_commit(request, header, body, dict.fromkeys(wanted, code))
+                return
+            may_read = self.auth.filter_authorized(
+                request, AclOperation.READ, ResourceType.TOPIC, (t for t, _ in wanted)
+            )
+            denied = {tp: TopicAuthorizationFailedError.code for tp in wanted if tp[0] not in may_read}
+            if denied:
+                wanted = {tp: v for tp, v in wanted.items() if tp not in denied}
+                if not wanted:
+                    self._answer_txn_offset_commit(request, header, body, denied)
+                    return
+                answer = self._answer_txn_offset_commit
+
+                def answer_with_denied(request, header, body, codes):
+                    answer(request, header, body, {**codes, **denied})
+
+                return self._txn_offset_commit(request, header, body, group, wanted, answer_with_denied)
+        self._txn_offset_commit(request, header, body, group, wanted, self._answer_txn_offset_commit)
+
+    def _txn_offset_commit(self, request, header, body, group, wanted, answer) -> None:
         try:
             if self.offsets is None:
                 raise CoordinatorNotAvailableError("the offset manager is not running")
@@ -224,13 +319,13 @@ class TransactionApis(RequestHandlers):
                 body["producer_id"],
                 body["producer_epoch"],
                 wanted,
-                lambda codes: self._answer_txn_offset_commit(request, header, body, codes),
+                lambda codes: answer(request, header, body, codes),
             )
         except PyklogError as e:
             log.debug(
                 "TxnOffsetCommit of group %r (transactional id %r) refused: %s", group, body.get("transactional_id"), e
             )
-            self._answer_txn_offset_commit(request, header, body, dict.fromkeys(wanted, e.code))
+            answer(request, header, body, dict.fromkeys(wanted, e.code))
 
     def _answer_txn_offset_commit(self, request, header, body, codes: dict) -> None:
         """TxnOffsetCommit's response from the per-partition error codes (any thread)."""
@@ -259,8 +354,18 @@ class TransactionApis(RequestHandlers):
         NONE.  After an append, long-polling fetches of the partition are woken (read_committed
         ones see the new last stable offset), and on a ``__consumer_offsets`` partition the
         producer's pending transactional offsets are completed (committed or dropped) -- only
-        once the marker is in the log.  Kafka authorises this as CLUSTER_ACTION; without ACLs it
-        is accepted from anyone, as here.  Runs on a request handler thread; holds no lock of its own."""
+        once the marker is in the log.  Needs CLUSTER_ACTION (or ALTER) on the cluster, as in Kafka,
+        else CLUSTER_AUTHORIZATION_FAILED for every partition.  Runs on a request handler thread;
+        holds no lock of its own."""
+        if not self.auth.authorize_cluster(request, AclOperation.ALTER, log_if_denied=False) and not (
+            self.auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION)
+        ):
+            self._respond(
+                request,
+                header,
+                error_body(ApiKey.WRITE_TXN_MARKERS, header.api_version, body, ClusterAuthorizationFailedError.code),
+            )
+            return
         markers = []
         waits = []  # (partition entry, topic, partition, producer id, commit, ReplicaWait)
         for m in body["markers"]:
@@ -365,11 +470,16 @@ class TransactionApis(RequestHandlers):
         partition: UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER (only the leader holds a log
         until replication exists) with a message.  Request thread."""
         topics = []
+        may_read = self.auth.filter_authorized(
+            request, AclOperation.READ, ResourceType.TOPIC, (t["name"] for t in body["topics"])
+        )
         for t in body["topics"]:
             parts = []
             for p in t["partition_indexes"]:
                 entry = {"partition_index": p, "error_code": NONE, "error_message": None, "active_producers": []}
                 try:
+                    if t["name"] not in may_read:
+                        raise TopicAuthorizationFailedError("Topic authorization failed.")
                     lg = self.replica_manager.leader_log(t["name"], p)
                     entry["active_producers"] = [
                         {
@@ -397,6 +507,8 @@ class TransactionApis(RequestHandlers):
         for tid in body["transactional_ids"]:
             entry = transaction_state_entry(tid)
             try:
+                if not self.auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+                    raise TransactionalIdAuthorizationFailedError("Transactional Id authorization failed.")
                 if self.txn_coordinator is None:
                     raise CoordinatorNotAvailableError("the transaction coordinator is not running")
                 d = self.txn_coordinator.describe_transaction(tid)
@@ -432,7 +544,11 @@ class TransactionApis(RequestHandlers):
                 error_code=code,
                 unknown_state_filters=unknown,
                 transaction_states=[
-                    {"transactional_id": tid, "producer_id": pid, "transaction_state": st} for tid, pid, st in listed
+                    {"transactional_id": tid, "producer_id": pid, "transaction_state": st}
+                    for tid, pid, st in listed
+                    if self.auth.authorize(
+                        request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid, log_if_denied=False
+                    )
                 ],
             )
         self._respond(request, header, resp)

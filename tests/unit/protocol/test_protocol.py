@@ -526,10 +526,10 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000f4"
+        "00000106"
         "00000005"
         "0023"
-        "00000027"
+        "0000002a"
         "000000000009"
         "000100000010"
         "000200000008"
@@ -555,6 +555,9 @@ def test_golden_api_versions_error_response():
         "001a00000003"
         "001b00000001"
         "001c00000003"
+        "001d00000003"  # DescribeAcls (29) v0-3
+        "001e00000003"  # CreateAcls (30) v0-3
+        "001f00000003"  # DeleteAcls (31) v0-3
         "002000000004"
         "002100000002"
         "002300000004"
