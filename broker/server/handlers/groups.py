@@ -409,8 +409,8 @@ class GroupApis(RequestHandlers):
                         continue
                     if include_ops and gid in allowed and g.get("error_code", NONE) == NONE:
                         g["authorized_operations"] = auth.authorized_operations(request, ResourceType.GROUP, gid)
-                    else:
-                        g.setdefault("authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)
+                    else:  # Kafka leaves the field at its default for a group answered with an error
+                        g["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
                     out.append(g)
                 respond(dict(resp, groups=out))
 

@@ -669,19 +669,36 @@ def test_authorized_operations_report_real_rights(secured):
     try:
         store.add(grants)
         wait_for(lambda: cluster_ops() == {Op.DESCRIBE, Op.IDEMPOTENT_WRITE}, 20, message="cluster operations")
-        r = conn.request(
-            ApiKey.METADATA,
-            {
-                "topics": [{"name": TOPIC}],
-                "include_topic_authorized_operations": True,
-                "include_cluster_authorized_operations": True,
-            },
-            version=10,
+
+        def metadata():
+            return conn.request(
+                ApiKey.METADATA,
+                {
+                    "topics": [{"name": TOPIC}],
+                    "include_topic_authorized_operations": True,
+                    "include_cluster_authorized_operations": True,
+                },
+                version=10,
+            )
+
+        # each resource's ACLs are a node of their own with its own change notification: the
+        # broker may have applied the cluster's before the topic's
+        wait_for(
+            lambda: (
+                operations_from_bitfield(metadata()["topics"][0]["topic_authorized_operations"])
+                == {Op.READ, Op.DESCRIBE}
+            ),
+            20,
+            message="topic operations",
         )
-        assert operations_from_bitfield(r["topics"][0]["topic_authorized_operations"]) == {Op.READ, Op.DESCRIBE}
+        r = metadata()
         assert operations_from_bitfield(r["cluster_authorized_operations"]) == {Op.DESCRIBE, Op.IDEMPOTENT_WRITE}
-        r = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [GROUP], "include_authorized_operations": True})
-        assert operations_from_bitfield(r["groups"][0]["authorized_operations"]) == {Op.READ, Op.DESCRIBE}
+
+        def group_ops():
+            r = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [GROUP], "include_authorized_operations": True})
+            return operations_from_bitfield(r["groups"][0]["authorized_operations"])
+
+        wait_for(lambda: group_ops() == {Op.READ, Op.DESCRIBE}, 20, message="group operations")
         r = conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [GROUP], "include_authorized_operations": False})
         assert r["groups"][0]["authorized_operations"] == -2147483648
     finally:
