@@ -39,6 +39,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -59,6 +60,7 @@ from .checkpoint import (
 )
 from .config import LogConfig
 from .log import DELETE_DIR_SUFFIX, STORAGE_ERRORS, Log, parse_topic_partition
+from .partition_metadata import read_topic_id, topic_id_text, write_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,9 @@ class LogManager:
         self._topic_config = topic_config
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._logs: dict[tuple[str, int], Log] = {}
+        #: the topic id (KIP-516) each open log was checked against (its partition.metadata), so the
+        #: file is read once per log, not at every call
+        self._topic_ids: dict[tuple[str, int], uuid.UUID] = {}
         self._lock = threading.RLock()
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
         # DeleteRecords, which checkpoints a moved log start offset at once)
@@ -241,12 +246,21 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, topic_id: uuid.UUID | None = None
+    ) -> Log:
         """The log of ``topic``-``partition``, creating it (in the log dir holding the fewest
-        logs) when missing.  A given ``config`` replaces the log's config."""
+        logs) when missing.  A given ``config`` replaces the log's config.
+
+        ``topic_id`` (the registry's, KIP-516) is checked against the directory's
+        ``partition.metadata``: a log recorded under another id belongs to a topic of the same
+        name that was deleted (its directory not yet removed here) and is deleted now, so it never
+        serves the new topic; a log without the file (written before topic ids) gets it."""
         key = (topic, partition)
         with self._lock:
             lg = self._logs.get(key)
+            if lg is not None and topic_id is not None and self._topic_ids.get(key) != topic_id:
+                lg = self._check_topic_id(key, lg, topic_id)
             if lg is not None:
                 if config is not None and config != lg.config:
                     lg.config = config
@@ -263,12 +277,43 @@ class LogManager:
             parse_topic_partition(path)  # validates the topic name
             lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True, scheduler=self._scheduler)
             self._logs[key] = lg
+            if topic_id is not None:
+                write_topic_id(lg.dir, topic_id)
+                self._topic_ids[key] = topic_id
             log.info("created log %s-%d in %s", topic, partition, d)
             return lg
+
+    def _check_topic_id(self, key: tuple[str, int], lg: Log, topic_id: uuid.UUID) -> Log | None:
+        """Under the lock: the log if it belongs to ``topic_id`` (recording the id in a log that has
+        none), else None after deleting it (a deleted topic's log)."""
+        try:
+            recorded = read_topic_id(lg.dir)
+        except CorruptRecordError as e:
+            log.warning("%s; recording the registry's topic id %s", e, topic_id_text(topic_id))
+            recorded = None
+        if recorded is None:
+            write_topic_id(lg.dir, topic_id)
+        elif recorded != topic_id:
+            log.warning(
+                "the log %s belongs to an earlier topic %s (topic id %s; the registry's is %s): that topic was "
+                "deleted and created again before this broker removed its log; deleting it so that it never "
+                "serves the new topic",
+                lg.dir,
+                key[0],
+                topic_id_text(recorded),
+                topic_id_text(topic_id),
+            )
+            del self._logs[key]
+            self._topic_ids.pop(key, None)
+            lg.delete()
+            return None
+        self._topic_ids[key] = topic_id
+        return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close and remove a partition's log; returns whether it existed."""
         with self._lock:
+            self._topic_ids.pop((topic, partition), None)
             lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return False

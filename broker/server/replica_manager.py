@@ -222,7 +222,7 @@ class ReplicaManager:
                     continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
-                    lg = self.logs.get_or_create_log(t, p, self.log_config_for(t))
+                    lg = self._hosted_log(t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
                     continue
@@ -272,7 +272,7 @@ class ReplicaManager:
                     self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
                 if st is None or self.broker_id not in st.replicas:
                     return
-                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
@@ -394,7 +394,7 @@ class ReplicaManager:
         with self._sync_lock:
             part = self._partitions.get(key)
             if part is None:
-                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                lg = self._hosted_log(topic, partition)
                 part = Partition(
                     topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id]
                 )
@@ -431,7 +431,7 @@ class ReplicaManager:
         with self._sync_lock:
             part = self._partitions.get(key)
             if part is None:
-                lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+                lg = self._hosted_log(topic, partition)
                 part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
                 self._partitions = {**self._partitions, key: part}
             part.make_follower(leader, leader_epoch)
@@ -931,6 +931,14 @@ class ReplicaManager:
             return None
         return part.log
 
+    def _hosted_log(self, topic: str, partition: int):
+        """The local log of a partition this broker hosts, created if missing, with the topic's
+        config, checked against the registry's topic id (a deleted topic's leftover log is deleted,
+        never served: :meth:`LogManager.get_or_create_log`)."""
+        return self.logs.get_or_create_log(
+            topic, partition, self.log_config_for(topic), topic_id=self.cluster.topic_id(topic)
+        )
+
     def log_config_for(self, topic: str):
         """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say)."""
         try:
@@ -966,7 +974,7 @@ class ReplicaManager:
                 raise NotLeaderOrFollowerError(
                     f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
                 )
-            lg = self.logs.get_or_create_log(topic, partition, self.log_config_for(topic))
+            lg = self._hosted_log(topic, partition)
             self._apply_state(topic, partition, lg, st)
         return lg
 

@@ -41,6 +41,9 @@ class OneBrokerCluster:
     def topic_config(self, topic):
         return {}
 
+    def topic_id(self, name):
+        return None  # a registry without topic ids
+
     def topic(self, name, refresh_if_missing=False):
         return None  # any partition not led here is unknown
 
