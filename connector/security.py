@@ -146,6 +146,21 @@ class ClientSecurityConfig:
     def uses_sasl(self) -> bool:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    def to_config(self) -> dict[str, str]:
+        """The settings by Kafka's names (secrets included: for building a client, never for display)."""
+        if self == PLAINTEXT:
+            return {}
+        out = {"security.protocol": self.security_protocol, **dict(self.ssl)}
+        for key, value in (
+            ("sasl.mechanism", self.sasl_mechanism if self.uses_sasl else None),
+            ("sasl.jaas.config", self.sasl_jaas_config),
+            ("sasl.username", self.sasl_username),
+            ("sasl.password", self.sasl_password),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
     def ssl_setting(self, key: str) -> str | None:
         for k, v in self.ssl:
             if k == key:
@@ -178,13 +193,23 @@ def parse_jaas_options(text: str, setting: str = "sasl.jaas.config") -> dict[str
 
 def split_security(config: Mapping | None) -> tuple[dict, ClientSecurityConfig]:
     """``config`` without its security settings, and those settings as a :class:`ClientSecurityConfig`."""
-    rest = {}
-    for k, v in (config or {}).items():
-        name = str(k)
-        if name in SECURITY_KEYS or name.replace("_", ".") in SECURITY_KEYS:
-            continue
-        rest[k] = v
+    rest = {k: v for k, v in (config or {}).items() if not is_security_key(k)}
     return rest, ClientSecurityConfig.from_config(config)
+
+
+def is_security_key(name) -> bool:
+    """True for a security setting's name (Kafka's, or python's with ``_``)."""
+    name = str(name)
+    return name in SECURITY_KEYS or name.replace("_", ".") in SECURITY_KEYS
+
+
+def as_security(value) -> ClientSecurityConfig | None:
+    """``security=`` of a client: a :class:`ClientSecurityConfig`, a mapping of Kafka's names, or None."""
+    if value is None or isinstance(value, ClientSecurityConfig):
+        return value
+    if isinstance(value, Mapping):
+        return ClientSecurityConfig.from_config(value)
+    raise ConfigError(f"security: a ClientSecurityConfig or a dict of security settings, got {type(value).__name__}")
 
 
 PLAINTEXT = ClientSecurityConfig()
