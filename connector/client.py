@@ -525,6 +525,7 @@ class ClusterClient:
             if self._boot_conn is not None and not self._boot_conn.closed:
                 return self._boot_conn
         errors = []
+        tls_failed = True
         for nid, host, port in self._candidates():
             try:
                 if nid is not None:
@@ -537,8 +538,11 @@ class ClusterClient:
                 return conn
             except (NetworkError, OSError) as e:
                 errors.append(f"{host}:{port}: {e}")
+                tls_failed = tls_failed and isinstance(e, SslAuthenticationError)
         where = self._zk_connect if self._zk is not None else self._bootstrap
-        raise NetworkError(f"no broker reachable (from {where}): " + ("; ".join(errors) or "no brokers registered"))
+        # every broker refused the TLS handshake: a configuration error, not retried
+        error = SslAuthenticationError if errors and tls_failed else NetworkError
+        raise error(f"no broker reachable (from {where}): " + ("; ".join(errors) or "no brokers registered"))
 
     # -- metadata ------------------------------------------------------------------------------
     def metadata(self, topics=None, refresh: bool = False, *, auto_create: bool = False) -> ClusterMetadata:
