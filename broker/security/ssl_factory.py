@@ -142,6 +142,8 @@ def load_keystore(get: Getter, name: Callable[[str], str] = str) -> tuple[object
         )
     if not location:
         return None
+    if declared:
+        _store_type(declared, None, name("ssl.keystore.type"))  # JKS: say so before reading the file
     data = _read_file(location, name("ssl.keystore.location"))
     kind = _store_type(declared, data, name("ssl.keystore.type"))
     if kind == "PEM":

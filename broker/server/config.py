@@ -291,7 +291,6 @@ LISTENER_SECURITY_KEYS = frozenset(
         "ssl.cipher.suites",
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
-        "ssl.handshake.timeout.ms",
     }
 )
 _LISTENER_PREFIX_RE = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
