@@ -729,7 +729,10 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     fetch_bytes = _long(opts, "kafka.max.partition.fetch.bytes", 4 * 1024 * 1024, minimum=1024)
     if fetch_bytes > (1 << 30):
         raise ConfigError(f"option 'kafka.max.partition.fetch.bytes': expected at most 1 GiB, read {fetch_bytes}")
-    extra = tuple(sorted((k, v) for k, v in opts.items() if k.startswith("kafka.")))
+    # the security settings are in cluster.security (whose repr hides the secrets), not here
+    extra = tuple(
+        sorted((k, v) for k, v in opts.items() if k.startswith("kafka.") and k[len("kafka.") :] not in SECURITY_KEYS)
+    )
     return SourceOptions(
         cluster=cluster,
         subscription=sub,

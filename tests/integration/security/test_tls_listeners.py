@@ -191,6 +191,10 @@ def test_pyklog_clients_over_ssl_with_pkcs12_stores(broker_factory, tls_certs):
     }
     admin = AdminClient(b.ssl_bootstrap, security=settings)
     admin.client.create_topic(topic, 2)
+    # the keystore password is sensitive: DescribeConfigs answers null (as Kafka)
+    entries = {e["name"]: e for e in admin.describe_configs([(4, "0")])[(4, "0")]}
+    assert entries["ssl.keystore.password"]["value"] is None and entries["ssl.keystore.password"]["is_sensitive"]
+    assert entries["ssl.keystore.location"]["value"] == tls_certs.broker_p12
     admin.close()
     p = Producer({"bootstrap.servers": b.ssl_bootstrap, "acks": "all", **settings})
     for i in range(200):
