@@ -215,6 +215,12 @@ class BrokerConnection:
     def fileno(self) -> int:
         return self._sock.fileno()
 
+    def buffered(self) -> bool:
+        """True when TLS holds decrypted bytes not read yet: a selector on :meth:`fileno` would not
+        report them, so a caller that waits on the fd reads first."""
+        pending = getattr(self._sock, "pending", None)
+        return bool(pending and not self._closed and pending())
+
     # -- versions ------------------------------------------------------------------------------
     def _negotiate(self) -> None:
         lo, hi = SUPPORTED[ApiKey.API_VERSIONS]

@@ -155,7 +155,15 @@ def test_confluent_kafka_over_ssl_with_pem_truststore(broker_factory, tls_certs)
 def test_kafka_python_over_ssl_and_mutual_tls(broker_factory, tls_certs):
     from kafka import KafkaConsumer, KafkaProducer
 
-    b = start_tls_broker(broker_factory, tls_certs, **{"ssl.client.auth": "required"})
+    b = start_tls_broker(
+        broker_factory,
+        tls_certs,
+        log_level="DEBUG",
+        **{
+            "ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),OU=eng,.*$/$1/U,DEFAULT",
+        },
+    )
     topic = _topic()
     with ClusterClient(b.bootstrap) as c:
         c.create_topic(topic, 1)
@@ -175,6 +183,9 @@ def test_kafka_python_over_ssl_and_mutual_tls(broker_factory, tls_certs):
     got = [m.value for m in c]
     c.close()
     assert got == [f"k{i}".encode() for i in range(10)]
+    # the connections authenticated as the certificate's subject, mapped by the rules
+    # (CN=alice,OU=eng,O=acme,C=US -> ALICE)
+    assert "principal User:ALICE" in b.output()
 
 
 def test_pyklog_clients_over_ssl_with_pkcs12_stores(broker_factory, tls_certs):
