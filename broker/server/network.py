@@ -1,9 +1,19 @@
-"""The broker's socket server: one acceptor thread, N processor threads, a request handler pool.
+"""The broker's socket server: one acceptor thread per listener, N processor threads, a request handler pool.
 
 The seed's threading model (Kafka's ``SocketServer``):
 
-* The **acceptor** thread accepts connections on the listener and hands each one, round robin, to
-  a processor.
+* Each listener (:class:`ListenerSpec`: a name such as ``PLAINTEXT`` or ``INTERNAL``, its security
+  protocol, its address) has an **acceptor** thread that accepts connections and hands each one,
+  round robin, to a processor; the connection keeps its listener's name and security protocol, which
+  every :class:`Request` carries.
+* On a TLS listener (SSL, SASL_SSL) a connection first completes its TLS handshake in its
+  processor, without blocking it (``do_handshake`` on the non-blocking socket, resumed on
+  readiness); its principal then comes from the client's certificate (the listener's principal
+  builder).  A failed handshake closes that connection only; one not finished within
+  :data:`TLS_HANDSHAKE_TIMEOUT_S` (or ``connections.max.idle.ms``) is closed.  Over TLS, response
+  bytes go through ``SSLSocket.send`` and file regions are read with ``pread`` (no ``sendfile``:
+  the bytes must be encrypted); bytes TLS already decrypted (``pending()``) are read without waiting
+  for the selector.
 * Each **processor** thread owns its connections: non-blocking sockets in a ``selectors`` selector.
   It reads size-prefixed request frames (``int32 size`` + ``size`` bytes) into a per-connection
   receive buffer that is reused from request to request (no per-request allocation for frames that
