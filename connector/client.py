@@ -275,6 +275,11 @@ class BrokerConnection:
         self.close()
         if isinstance(exc, NetworkError):
             return exc
+        if isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            # a TLS alert after the handshake (TLS 1.3: the broker wants a client certificate)
+            return SslAuthenticationError(
+                f"TLS with broker {self._name()} failed: {getattr(exc, 'reason', None) or exc}"
+            )
         return NetworkError(f"connection to broker {self._name()} failed: {exc}")
 
     def _check_open(self) -> None:

@@ -513,6 +513,7 @@ class Processor(threading.Thread):
                 conn.listener_name,
                 getattr(e, "reason", None) or e,
             )
+            _drain_unread(sock)
             self._close(conn, "TLS handshake failed")
             return
         conn.handshaking = False
@@ -901,6 +902,19 @@ def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
         for info in infos:
             out[info[4][0]] = count
     return out
+
+
+def _drain_unread(sock: socket.socket) -> None:
+    """Discard what the peer sent that was not read (e.g. a request sent right after a TLS 1.3
+    handshake the broker then refused): closing a socket with unread bytes sends a reset, which can
+    reach the client before the TLS alert that says why."""
+    try:
+        fd = sock.fileno()
+        for _ in range(16):
+            if not os.read(fd, 65536):
+                return
+    except OSError:  # BlockingIOError: nothing more to read
+        return
 
 
 def _coalesce(out: collections.deque) -> None:

@@ -121,6 +121,11 @@ def test_confluent_kafka_over_ssl_and_mutual_tls(broker_factory, tls_certs):
     admin = CAdmin({"bootstrap.servers": b.ssl_bootstrap, **server_only})
     with pytest.raises(Exception):  # noqa: B017,PT011 - librdkafka's KafkaException (transport failure)
         admin.list_topics(timeout=5)
+    # pyklog's client says why, at once (not retried)
+    started = time.monotonic()
+    with pytest.raises(SslAuthenticationError) as ei:
+        ClusterClient(b.ssl_bootstrap, security=_ssl(tls_certs)).metadata(None, refresh=True)
+    assert "CERTIFICATE_REQUIRED" in str(ei.value).upper() and time.monotonic() - started < 10
     # with one it can
     mutual = {
         **server_only,
