@@ -103,26 +103,6 @@ def inter_broker_connector(cfg: ServerConfig):
     return connect
 
 
-def _warn_open_plaintext(cfg: ServerConfig) -> None:
-    """A PLAINTEXT listener reachable from other machines lets anyone in unless an authorizer
-    checks requests: say so (one WARNING at start)."""
-    if (cfg.raw.get("authorizer.class.name") or "").strip():
-        return
-    for e in cfg.all_listeners():
-        if e.security_protocol != "PLAINTEXT":
-            continue
-        host = e.host or "0.0.0.0"
-        if host == "localhost" or host.startswith("127.") or host == "::1":
-            continue
-        log.warning(
-            "listener %s accepts unauthenticated PLAINTEXT connections on %s and no authorizer.class.name is "
-            "set: any client that reaches it can read, write and administer everything (use SSL / SASL "
-            "listeners and an authorizer, or bind it to a loopback address)",
-            e.listener_name,
-            host,
-        )
-
-
 def advertised_endpoints(cfg: ServerConfig, socket_server) -> list:
     """The advertised listeners with port 0 replaced by the port the listener is bound to and an
     empty or wildcard host by this machine's name."""
@@ -319,7 +299,6 @@ class BrokerServer:
         except BaseException:
             self.shutdown()
             raise
-        _warn_open_plaintext(cfg)
         log.info(READY_MESSAGE, cfg.broker_id, adv_host, adv_port)
         return self
 
