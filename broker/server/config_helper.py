@@ -133,7 +133,7 @@ _BROKER_EXTRA_DEFAULTS = {
 
 def _is_sensitive(name: str) -> bool:
     n = name.lower()
-    return "password" in n or "secret" in n or n.endswith((".jaas.config", "ssl.keystore.key"))
+    return "password" in n or "secret" in n or n.endswith(".jaas.config")
 
 
 def _entry(name, value, source, read_only, ctype, synonyms, include_synonyms, doc=None):
