@@ -50,6 +50,7 @@ from pyklog.broker.security.acl import (
     ResourceType,
 )
 from pyklog.connector.client import ClusterClient, wire_error
+from pyklog.connector.security import as_security
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +223,15 @@ class AdminClient:
         client: ClusterClient | None = None,
         client_id: str = "pyklog-admin",
         request_timeout_ms: int = 30000,
+        security=None,
     ):
         self._owns = client is None
         self.client = client or ClusterClient(
-            bootstrap_servers, zookeeper_connect, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            zookeeper_connect,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=as_security(security),
         )
 
     def close(self) -> None:

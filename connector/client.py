@@ -25,6 +25,7 @@ import logging
 import random
 import re
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -50,6 +51,9 @@ from pyklog.broker.errors import (
     error_for_code,
 )
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+from pyklog.broker.security import ssl_factory
+from pyklog.connector.security import PLAINTEXT as PLAINTEXT_SECURITY
+from pyklog.connector.security import ClientSecurityConfig, SslAuthenticationError
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +162,14 @@ class BrokerConnection:
     """
 
     def __init__(
-        self, host: str, port: int, *, client_id: str = "pyklog", timeout_s: float = 30, node_id: int | None = None
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "pyklog",
+        timeout_s: float = 30,
+        node_id: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ):
         self.host = host
         self.port = int(port)
@@ -173,7 +184,12 @@ class BrokerConnection:
         self._closed = False
         self._error: Exception | None = None
         try:
-            self._sock = socket.create_connection((host, self.port), timeout=timeout_s)
+            # TLS (SSL / SASL_SSL): the handshake is done here, the broker's certificate checked
+            self._sock = ssl_factory.connect(host, self.port, timeout_s, ssl_context)
+        except ssl.SSLError as e:
+            raise SslAuthenticationError(
+                f"TLS handshake with broker {self._name()} failed: {getattr(e, 'verify_message', None) or e.reason or e}"
+            ) from None
         except OSError as e:
             raise NetworkError(f"cannot connect to broker {self._name()}: {e}") from e
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -198,6 +214,12 @@ class BrokerConnection:
 
     def fileno(self) -> int:
         return self._sock.fileno()
+
+    def buffered(self) -> bool:
+        """True when TLS holds decrypted bytes not read yet: a selector on :meth:`fileno` would not
+        report them, so a caller that waits on the fd reads first."""
+        pending = getattr(self._sock, "pending", None)
+        return bool(pending and not self._closed and pending())
 
     # -- versions ------------------------------------------------------------------------------
     def _negotiate(self) -> None:
@@ -253,6 +275,11 @@ class BrokerConnection:
         self.close()
         if isinstance(exc, NetworkError):
             return exc
+        if isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            # a TLS alert after the handshake (TLS 1.3: the broker wants a client certificate)
+            return SslAuthenticationError(
+                f"TLS with broker {self._name()} failed: {getattr(exc, 'reason', None) or exc}"
+            )
         return NetworkError(f"connection to broker {self._name()} failed: {exc}")
 
     def _check_open(self) -> None:
@@ -399,9 +426,13 @@ class ClusterClient:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
         zk_session_timeout_ms: int = 10000,
+        security: ClientSecurityConfig | None = None,
     ):
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")
+        #: security.protocol and the ssl.* / sasl.* settings of every connection
+        self.security = security or PLAINTEXT_SECURITY
+        self._ssl_context = self.security.ssl_context()  # ConfigError here for a bad truststore/keystore
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
@@ -505,11 +536,12 @@ class ClusterClient:
             if self._boot_conn is not None and not self._boot_conn.closed:
                 return self._boot_conn
         errors = []
+        tls_failed = True
         for nid, host, port in self._candidates():
             try:
                 if nid is not None:
                     return self.connection(nid, _address=(host, port))
-                conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s)
+                conn = self._connect(host, port)
                 with self._lock:
                     if self._boot_conn is not None:
                         self._boot_conn.close()
@@ -517,8 +549,11 @@ class ClusterClient:
                 return conn
             except (NetworkError, OSError) as e:
                 errors.append(f"{host}:{port}: {e}")
+                tls_failed = tls_failed and isinstance(e, SslAuthenticationError)
         where = self._zk_connect if self._zk is not None else self._bootstrap
-        raise NetworkError(f"no broker reachable (from {where}): " + ("; ".join(errors) or "no brokers registered"))
+        # every broker refused the TLS handshake: a configuration error, not retried
+        error = SslAuthenticationError if errors and tls_failed else NetworkError
+        raise error(f"no broker reachable (from {where}): " + ("; ".join(errors) or "no brokers registered"))
 
     # -- metadata ------------------------------------------------------------------------------
     def metadata(self, topics=None, refresh: bool = False, *, auto_create: bool = False) -> ClusterMetadata:
@@ -710,7 +745,7 @@ class ClusterClient:
             if conn is not None and not conn.closed:
                 return conn
         host, port = _address or self.broker_address(node_id)
-        conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
+        conn = self._connect(host, port, node_id)
         with self._lock:
             old = self._conns.get(node_id)
             if old is not None and not old.closed:
@@ -722,7 +757,18 @@ class ClusterClient:
     def new_connection(self, node_id: int) -> BrokerConnection:
         """A private (unshared) connection to ``node_id``; the caller closes it."""
         host, port = self.broker_address(node_id)
-        return BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
+        return self._connect(host, port, node_id)
+
+    def _connect(self, host: str, port: int, node_id: int | None = None) -> BrokerConnection:
+        """A new connection with this client's settings (TLS per ``security.protocol``)."""
+        return BrokerConnection(
+            host,
+            port,
+            client_id=self.client_id,
+            timeout_s=self.request_timeout_s,
+            node_id=node_id,
+            ssl_context=self._ssl_context,
+        )
 
     def send_to(self, node_id: int, api_key: int, body: dict, version: int | None = None) -> dict:
         """One request to ``node_id``; a connection error invalidates the metadata and is raised."""

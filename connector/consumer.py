@@ -57,6 +57,7 @@ from pyklog.connector.client import (
     retriable_wire_error,
     wire_error,
 )
+from pyklog.connector.security import as_security
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ class SimpleConsumer:
         retry_backoff_ms: int = 100,
         check_crcs: bool = True,
         client: ClusterClient | None = None,
+        security=None,
     ):
         if isinstance(isolation_level, str):
             isolation_level = isolation_level.replace(".", "_").lower()
@@ -203,6 +205,7 @@ class SimpleConsumer:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            security=as_security(security),
         )
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0

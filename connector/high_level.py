@@ -196,9 +196,12 @@ class ConsumerConnector:
     arguments with ``_`` for ``.`` are accepted too.  Thread-safe (see the module doc)."""
 
     def __init__(self, config: Mapping | None = None, **kwargs):
+        from pyklog.connector.security import split_security
+
         cfg = dict(DEFAULTS)
         given = dict(config or {})
         given.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        given, security = split_security(given)  # security.protocol, ssl.*, sasl.*
         unknown = sorted(k for k in given if k not in DEFAULTS)
         if unknown:
             raise ConfigError(f"unknown consumer settings {unknown}; expected some of {sorted(DEFAULTS)}")
@@ -236,6 +239,7 @@ class ConsumerConnector:
             cfg["bootstrap.servers"] or None,
             None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
             client_id=client_id,
+            security=security,
         )
         try:
             self.simple = SimpleConsumer(

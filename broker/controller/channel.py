@@ -14,7 +14,6 @@ Not thread-safe (one caller, once).
 from __future__ import annotations
 
 import logging
-import socket
 import struct
 import time
 
@@ -30,8 +29,8 @@ log = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_VERSION = 3
 
 
-def _send(host: str, port: int, body: dict, timeout_s: float) -> dict:
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+def _send(cluster, host: str, port: int, body: dict, timeout_s: float) -> dict:
+    with cluster.connect_to_broker(host, port, timeout_s) as sock:
         sock.settimeout(timeout_s)
         sock.sendall(
             encode_request(
@@ -71,7 +70,7 @@ def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float) ->
     address = cluster.live_brokers().get(controller_id)
     if address is None:
         raise NotControllerError(f"the controller (broker {controller_id}) is not a live broker")
-    resp = _send(address[0], address[1], {"broker_id": broker_id, "broker_epoch": broker_epoch}, timeout_s)
+    resp = _send(cluster, address[0], address[1], {"broker_id": broker_id, "broker_epoch": broker_epoch}, timeout_s)
     if resp["error_code"]:
         raise error_for_code(resp["error_code"], f"controller {controller_id} refused the controlled shutdown")
     return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]

@@ -10,9 +10,15 @@ Kafka's ``KafkaConfig`` definition style); the broker refuses unknown keys.
 Settings (Kafka's names and defaults unless noted)::
 
     broker.id                          required, int >= 0
-    listeners                          PLAINTEXT://127.0.0.1:9092 (only PLAINTEXT; empty host = all
+    listeners                          PLAINTEXT://127.0.0.1:9092 (NAME://host:port,...: each name a
+                                       key of listener.security.protocol.map; empty host = all
                                        interfaces, port 0 = an ephemeral port)
-    advertised.listeners               = listeners (what Metadata and ZooKeeper tell clients)
+    listener.security.protocol.map     PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+    advertised.listeners               = listeners (what Metadata and ZooKeeper tell clients; names a
+                                       subset of listeners; port 0 = the bound port)
+    inter.broker.listener.name         PLAINTEXT (or security.inter.broker.protocol, not both): the
+                                       listener the broker's own connections to other brokers use
+    ssl.*, listener.name.<name>.ssl.*  TLS of SSL / SASL_SSL listeners: see pyklog.broker.security.ssl_config
     log.dirs / log.dir                 /tmp/pyklog-logs (comma-separated)
     zookeeper.connect                  required (host:port[,host:port][/chroot])
     zookeeper.session.timeout.ms       18000
@@ -250,7 +256,7 @@ def load_properties(path: str) -> dict[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
-    """One listener: ``PLAINTEXT://host:port``.  ``host`` "" means every interface."""
+    """One listener: ``NAME://host:port`` with its security protocol.  ``host`` "" means every interface."""
 
     security_protocol: str
     host: str
@@ -258,33 +264,149 @@ class Endpoint:
     listener_name: str = "PLAINTEXT"
 
     def __str__(self) -> str:
-        return f"{self.listener_name}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
 
+
+#: Kafka's security protocols (``SecurityProtocol``)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: ``listener.security.protocol.map``'s default: each protocol name is a listener name of that protocol
+DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+
+#: The listener and TLS settings (Kafka's names).  Each ``ssl.*`` one may also be given per listener
+#: as ``listener.name.<lower-case listener name>.ssl.*`` (:func:`listener_setting`).
+LISTENER_SECURITY_KEYS = frozenset(
+    {
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.principal.mapping.rules",
+    }
+)
+_LISTENER_PREFIX_RE = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]*):(-?\d+)$")
 
 
-def parse_listeners(key: str, value: str) -> list[Endpoint]:
-    endpoints = []
+def parse_protocol_map(value: str | None) -> dict[str, str]:
+    """``listener.security.protocol.map`` (``NAME:PROTOCOL,...``; unset: :data:`DEFAULT_PROTOCOL_MAP`).
+    ConfigError on a malformed entry, an unknown protocol or a name given twice."""
+    if value is None or not value.strip():
+        return dict(DEFAULT_PROTOCOL_MAP)
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        name, sep, proto = part.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not re.fullmatch(r"[A-Z0-9_]+", name):
+            raise ConfigError(
+                f"listener.security.protocol.map: expected LISTENER_NAME:SECURITY_PROTOCOL[,...], read {part!r}"
+            )
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: unknown security protocol {proto!r} for listener {name} "
+                f"(one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"listener.security.protocol.map: listener {name} is mapped twice in {value!r}")
+        out[name] = proto
+    return out
+
+
+def parse_listeners(
+    key: str, value: str, protocol_map: dict[str, str] | None = None, *, require_distinct_ports: bool = True
+) -> list[Endpoint]:
+    """``listeners`` / ``advertised.listeners``: ``NAME://host:port[,...]``, Kafka's checks (each
+    listener name once, each port once unless 0, every name in the protocol map)."""
+    protocols = DEFAULT_PROTOCOL_MAP if protocol_map is None else protocol_map
+    endpoints: list[Endpoint] = []
     for part in (p.strip() for p in value.split(",")):
         if not part:
             continue
         m = _LISTENER_RE.match(part)
         if not m:
-            raise ConfigError(f"{key}: expected PLAINTEXT://host:port, read {part!r}")
+            raise ConfigError(f"{key}: expected LISTENER_NAME://host:port, read {part!r}")
         name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
-        if name != "PLAINTEXT":
-            raise ConfigError(f"{key}: only the PLAINTEXT listener is supported, read {part!r}")
         if not 0 <= port <= 65535:
             raise ConfigError(f"{key}: port must be 0..65535, read {port} in {part!r}")
+        if name not in protocols:
+            raise ConfigError(
+                f"{key}: no security protocol defined for listener {name} in {part!r} (add it to "
+                f"listener.security.protocol.map; known: {', '.join(sorted(protocols))})"
+            )
         if host.startswith("["):
             host = host[1:-1]
-        endpoints.append(Endpoint("PLAINTEXT", host, port, name))
+        endpoints.append(Endpoint(protocols[name], host, port, name))
     if not endpoints:
-        raise ConfigError(f"{key}: expected at least one PLAINTEXT://host:port, read {value!r}")
-    if len(endpoints) > 1:
-        raise ConfigError(f"{key}: pyklog serves one listener, read {len(endpoints)} in {value!r}")
+        raise ConfigError(f"{key}: expected at least one LISTENER_NAME://host:port, read {value!r}")
+    names = [e.listener_name for e in endpoints]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"{key}: each listener must have a different name, {', '.join(dup)} repeats in {value!r}")
+    if require_distinct_ports:
+        ports = [e.port for e in endpoints if e.port != 0]
+        dup_ports = sorted({p for p in ports if ports.count(p) > 1})
+        if dup_ports:
+            raise ConfigError(
+                f"{key}: each listener must have a different port, {', '.join(map(str, dup_ports))} repeats in {value!r}"
+            )
     return endpoints
+
+
+def _inter_broker_listener(props: dict[str, str], protocols: dict[str, str], advertised: list[Endpoint]) -> str:
+    """Kafka's ``interBrokerListenerName``: ``inter.broker.listener.name`` or the listener named after
+    ``security.inter.broker.protocol`` (never both), PLAINTEXT by default; it must be advertised."""
+    by_name = props.get("inter.broker.listener.name", "").strip()
+    by_protocol = props.get("security.inter.broker.protocol", "").strip()
+    if by_name and by_protocol:
+        raise ConfigError(
+            "inter.broker.listener.name and security.inter.broker.protocol: only one of them may be set, "
+            f"read {by_name!r} and {by_protocol!r}"
+        )
+    if by_protocol:
+        name = by_protocol.upper()
+        if name not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security.inter.broker.protocol: one of {', '.join(SECURITY_PROTOCOLS)}, read {by_protocol!r}"
+            )
+        key = "security.inter.broker.protocol"
+    else:
+        name = (by_name or "PLAINTEXT").upper()
+        key = "inter.broker.listener.name"
+        if name not in protocols:
+            raise ConfigError(
+                f"inter.broker.listener.name: no security protocol defined for listener {name} in "
+                "listener.security.protocol.map"
+            )
+    if name not in {e.listener_name for e in advertised}:
+        raise ConfigError(
+            f"{key}: the inter-broker listener {name} must be a listener defined in advertised.listeners "
+            f"(or listeners); the configured ones are {', '.join(e.listener_name for e in advertised)}"
+        )
+    return name
+
+
+def listener_setting(raw: dict[str, str], listener_name: str, key: str) -> str | None:
+    """``key`` for listener ``listener_name``: ``listener.name.<lower-case name>.<key>`` if set, else
+    ``key`` (Kafka's per-listener overrides, KIP-103)."""
+    value = raw.get(f"listener.name.{listener_name.lower()}.{key}")
+    return raw.get(key) if value is None else value
 
 
 def _server_config_def() -> ConfigDef:
@@ -603,6 +725,14 @@ class ServerConfig:
     queued_max_request_bytes: int = -1
     log_props: dict[str, str] = dataclasses.field(default_factory=dict)  # log.* + message.max.bytes
     raw: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: every listener (``listener`` is the first) and every advertised one (``advertised_listener``
+    #: is the first); empty when built directly: then ``(listener,)`` / ``(advertised_listener,)``
+    listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners: tuple[Endpoint, ...] = ()
+    inter_broker_listener_name: str = "PLAINTEXT"
+    listener_security_protocol_map: dict[str, str] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_PROTOCOL_MAP)
+    )
 
     KNOWN_KEYS = (
         frozenset(
@@ -645,6 +775,7 @@ class ServerConfig:
         | REPLICATION_KEYS
         | CONTROLLER_KEYS
         | AUTHORIZER_KEYS
+        | LISTENER_SECURITY_KEYS
     )
 
     @classmethod
@@ -657,6 +788,7 @@ class ServerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> ServerConfig:
         props = {str(k).strip(): str(v).strip() for k, v in props.items()}
+        # Kafka 3.7's settings, their per-listener forms included (listener.name.<l>.ssl.*, ...)
         unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS and setting_for(k) is None)
         if unknown:
             raise ConfigError(
@@ -680,13 +812,26 @@ class ServerConfig:
             raise ConfigError("zookeeper.connect: required (host:port[,host:port...][/chroot]), not set")
         _check_zk_connect(zk)
         authorizer_settings(props)  # an unknown authorizer.class.name stops the broker here
-        listener = parse_listeners("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))[0]
+        protocols = parse_protocol_map(props.get("listener.security.protocol.map"))
+        listeners = parse_listeners("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"), protocols)
         if props.get("advertised.listeners"):
-            advertised = parse_listeners("advertised.listeners", props["advertised.listeners"])[0]
-            if not advertised.host:
-                raise ConfigError(f"advertised.listeners: a host is required, read {props['advertised.listeners']!r}")
+            advertised = parse_listeners(
+                "advertised.listeners", props["advertised.listeners"], protocols, require_distinct_ports=False
+            )
+            bound = {e.listener_name: e for e in listeners}
+            for e in advertised:
+                if e.listener_name not in bound:
+                    raise ConfigError(
+                        f"advertised.listeners: listener {e.listener_name} is not one of listeners "
+                        f"({', '.join(bound)}); advertised listener names must be a subset of them"
+                    )
+                if not e.host:
+                    raise ConfigError(
+                        f"advertised.listeners: a host is required, read {str(e)!r} in {props['advertised.listeners']!r}"
+                    )
         else:
-            advertised = listener
+            advertised = list(listeners)
+        inter_broker = _inter_broker_listener(props, protocols, advertised)
         dirs_raw = props.get("log.dirs") or props.get("log.dir") or "/tmp/pyklog-logs"
         log_dirs = tuple(d.strip() for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:
@@ -705,8 +850,12 @@ class ServerConfig:
         cfg = cls(
             broker_id=values["broker.id"],
             zookeeper_connect=zk,
-            listener=listener,
-            advertised_listener=advertised,
+            listener=listeners[0],
+            advertised_listener=advertised[0],
+            listeners=tuple(listeners),
+            advertised_listeners=tuple(advertised),
+            inter_broker_listener_name=inter_broker,
+            listener_security_protocol_map=protocols,
             log_dirs=log_dirs,
             zookeeper_session_timeout_ms=session,
             zookeeper_connection_timeout_ms=session if connection is None else connection,
@@ -799,6 +948,22 @@ class ServerConfig:
     @property
     def bind_host(self) -> str:
         return self.listener.host or "0.0.0.0"
+
+    def all_listeners(self) -> tuple[Endpoint, ...]:
+        """Every listener the broker binds, the first one first."""
+        return self.listeners or (self.listener,)
+
+    def all_advertised_listeners(self) -> tuple[Endpoint, ...]:
+        """Every advertised listener (written to ``/brokers/ids/<id>``), the first one first."""
+        return self.advertised_listeners or (self.advertised_listener,)
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        return self.listener_security_protocol_map.get(self.inter_broker_listener_name, "PLAINTEXT")
+
+    def listener_setting(self, listener_name: str, key: str) -> str | None:
+        """``key`` for one listener (``listener.name.<name>.<key>`` over ``key``), None when unset."""
+        return listener_setting(self.raw, listener_name, key)
 
 
 def parse_connection_overrides(value: str) -> dict[str, int]:

@@ -30,9 +30,11 @@ exit 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 
@@ -60,22 +62,83 @@ def open_listener_warning(cfg) -> str | None:
 
     if (cfg.raw or {}).get("authorizer.class.name", "").strip():
         return None
-    ep = cfg.listener
-    if ep.security_protocol != "PLAINTEXT":
-        return None
-    host = ep.host
-    if host == "localhost":
-        return None
-    try:
-        if host and ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        pass  # a host name: it may resolve to any interface
-    return (
-        f"listener {ep} is PLAINTEXT on {'every interface' if host in ('', '0.0.0.0', '::') else host} "
-        "with no authorizer (authorizer.class.name is empty): any client that reaches it can read, write, "
-        "delete topics and change configs; bind it to 127.0.0.1, or add authentication and an authorizer"
-    )
+    for ep in cfg.all_listeners():
+        if ep.security_protocol != "PLAINTEXT":
+            continue
+        host = ep.host
+        if host == "localhost":
+            continue
+        try:
+            if host and ipaddress.ip_address(host).is_loopback:
+                continue
+        except ValueError:
+            pass  # a host name: it may resolve to any interface
+        return (
+            f"listener {ep} is PLAINTEXT on {'every interface' if host in ('', '0.0.0.0', '::') else host} "
+            "with no authorizer (authorizer.class.name is empty): any client that reaches it can read, write, "
+            "delete topics and change configs; bind it to 127.0.0.1, or add authentication and an authorizer"
+        )
+    return None
+
+
+def listener_specs(cfg: ServerConfig) -> list:
+    """The socket server's listeners: one per ``listeners`` entry, TLS ones with their server context
+    and certificate principal builder (``listener.name.<name>.ssl.*`` over ``ssl.*``).  ConfigError
+    naming the setting for a bad keystore or truststore."""
+    from pyklog.broker.security.ssl_factory import server_context
+    from pyklog.broker.security.ssl_principal import SslPrincipalBuilder, SslPrincipalMapper
+    from pyklog.broker.server.network import ListenerSpec
+
+    specs = []
+    for e in cfg.all_listeners():
+        context = builder = None
+        if e.security_protocol in ("SSL", "SASL_SSL"):
+            get, name = _listener_getter(cfg, e.listener_name)
+            context = server_context(get, name)
+            builder = SslPrincipalBuilder(SslPrincipalMapper(get("ssl.principal.mapping.rules")))
+        specs.append(ListenerSpec(e.listener_name, e.security_protocol, e.host, e.port, context, builder))
+    return specs
+
+
+def _listener_getter(cfg: ServerConfig, listener_name: str):
+    """``(get, name)`` for one listener's settings: the value, and the key it was read from."""
+    prefix = f"listener.name.{listener_name.lower()}."
+
+    def get(key: str) -> str | None:
+        return cfg.listener_setting(listener_name, key)
+
+    def name(key: str) -> str:
+        return prefix + key if prefix + key in cfg.raw else key
+
+    return get, name
+
+
+def inter_broker_connector(cfg: ServerConfig):
+    """``connect(host, port, timeout_s)`` for the broker's own connections to other brokers: TLS
+    with the inter-broker listener's settings (its truststore checks the other broker, its keystore
+    is this broker's certificate) when that listener is SSL / SASL_SSL, plain TCP otherwise."""
+    from pyklog.broker.security import ssl_factory
+
+    context = None
+    if cfg.inter_broker_security_protocol in ("SSL", "SASL_SSL"):
+        get, name = _listener_getter(cfg, cfg.inter_broker_listener_name)
+        context = ssl_factory.client_context(get, name)
+
+    def connect(host: str, port: int, timeout_s: float | None):
+        return ssl_factory.connect(host, port, timeout_s, context)
+
+    return connect
+
+
+def advertised_endpoints(cfg: ServerConfig, socket_server) -> list:
+    """The advertised listeners with port 0 replaced by the port the listener is bound to and an
+    empty or wildcard host by this machine's name."""
+    out = []
+    for e in cfg.all_advertised_listeners():
+        port = e.port or socket_server.bound_port(e.listener_name)
+        host = e.host if e.host not in ("", "0.0.0.0", "::") else socket.gethostname()
+        out.append(dataclasses.replace(e, host=host, port=port))
+    return out
 
 
 class BrokerServer:
@@ -133,7 +196,10 @@ class BrokerServer:
         cfg = self.config
         log_config = cfg.log_config()  # validates the log.* settings before touching anything
         try:
-            # bind first: the registration must carry the real port (listeners=...:0 picks one)
+            # TLS contexts first (a bad keystore stops the start before anything binds), then bind:
+            # the registration must carry the real ports (listeners=...:0 picks one)
+            specs = listener_specs(cfg)
+            broker_connector = inter_broker_connector(cfg)
             self.socket_server = SocketServer(
                 cfg.bind_host,
                 cfg.listener.port,
@@ -145,12 +211,13 @@ class BrokerServer:
                 send_buffer_bytes=cfg.socket_send_buffer_bytes,
                 receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
+                listeners=specs,
                 **cfg.socket_server_limits(),
             ).bind()
             self.port = self.socket_server.port
-            adv = cfg.advertised_listener
-            adv_port = self.port if (adv.port == 0 or adv is cfg.listener) else adv.port
-            adv_host = cfg.advertised_host
+            advertised = advertised_endpoints(cfg, self.socket_server)
+            adv_host, adv_port = advertised[0].host, advertised[0].port
+            plaintext = next((e for e in advertised if e.security_protocol == "PLAINTEXT"), None)
             # meta.properties (Kafka's BrokerMetadataCheckpoint): checked before ZooKeeper is written
             log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
             stored_cluster_id = stored_identity(log_dirs, cfg.broker_id)
@@ -161,8 +228,13 @@ class BrokerServer:
             self.cluster = ZkCluster(
                 cfg.zookeeper_connect,
                 cfg.broker_id,
-                adv_host,
-                adv_port,
+                # Kafka's registration: host/port are the PLAINTEXT endpoint's (null / -1 without one)
+                plaintext.host if plaintext is not None else None,
+                plaintext.port if plaintext is not None else -1,
+                listeners=[str(e) for e in advertised],
+                protocol_map=dict(cfg.listener_security_protocol_map),
+                inter_broker_listener=cfg.inter_broker_listener_name,
+                broker_connector=broker_connector,
                 session_timeout_ms=cfg.zookeeper_session_timeout_ms,
                 connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
                 cluster_id_check=cluster_id_check,

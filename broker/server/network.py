@@ -1,9 +1,19 @@
-"""The broker's socket server: one acceptor thread, N processor threads, a request handler pool.
+"""The broker's socket server: one acceptor thread per listener, N processor threads, a request handler pool.
 
 The seed's threading model (Kafka's ``SocketServer``):
 
-* The **acceptor** thread accepts connections on the listener and hands each one, round robin, to
-  a processor.
+* Each listener (:class:`ListenerSpec`: a name such as ``PLAINTEXT`` or ``INTERNAL``, its security
+  protocol, its address) has an **acceptor** thread that accepts connections and hands each one,
+  round robin, to a processor; the connection keeps its listener's name and security protocol, which
+  every :class:`Request` carries.
+* On a TLS listener (SSL, SASL_SSL) a connection first completes its TLS handshake in its
+  processor, without blocking it (``do_handshake`` on the non-blocking socket, resumed on
+  readiness); its principal then comes from the client's certificate (the listener's principal
+  builder).  A failed handshake closes that connection only; one not finished within
+  :data:`TLS_HANDSHAKE_TIMEOUT_S` (or ``connections.max.idle.ms``) is closed.  Over TLS, response
+  bytes go through ``SSLSocket.send`` and file regions are read with ``pread`` (no ``sendfile``:
+  the bytes must be encrypted); bytes TLS already decrypted (``pending()``) are read without waiting
+  for the selector.
 * Each **processor** thread owns its connections: non-blocking sockets in a ``selectors`` selector.
   It reads size-prefixed request frames (``int32 size`` + ``size`` bytes) into a per-connection
   receive buffer that is reused from request to request (no per-request allocation for frames that
@@ -55,10 +65,12 @@ import os
 import queue
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.security.principal import ANONYMOUS, KafkaPrincipal
@@ -70,6 +82,10 @@ _MIN_BUFFER = 64 * 1024  # initial receive buffer per connection
 _MAX_KEEP_BUFFER = 8 * 1024 * 1024  # buffers above this are dropped when the connection goes idle
 _SENDMSG_MAX_BUFFERS = 64
 _SENDFILE_CHUNK = 64 * 1024 * 1024
+_TLS_WRITE_CHUNK = 256 * 1024  # bytes handed to one SSLSocket.send (file regions are read this much at a time)
+#: a TLS handshake not finished this long after accept closes the connection (a client that stops
+#: mid-handshake holds nothing for longer; connections.max.idle.ms applies too)
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
 INT32_MAX = 2**31 - 1
 REJECT_LOG_INTERVAL_S = 60.0  # one "too many connections" line per address per interval
 
@@ -219,6 +235,22 @@ class OwnedFd:
         self.close()
 
 
+@dataclass(frozen=True)
+class ListenerSpec:
+    """One listener the socket server binds: Kafka's ``EndPoint`` plus what its connections need.
+
+    ``ssl_context`` (a server-side :class:`ssl.SSLContext`) makes every connection start with a TLS
+    handshake (SSL and SASL_SSL listeners); ``principal_builder(der_certificate | None)`` turns the
+    client's certificate (None without one) into the connection's principal."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+    ssl_context: ssl.SSLContext | None = None
+    principal_builder: Callable[[bytes | None], KafkaPrincipal] | None = None
+
+
 class Request:
     """One request frame received on a connection.
 
@@ -306,13 +338,30 @@ class _Connection:
         "principal",
         "listener_name",
         "security_protocol",
+        "listener",
+        "tls",
+        "handshaking",
+        "accepted_at",
     )
 
-    def __init__(self, cid: int, sock: socket.socket, peer: str, processor: Processor, ip: str = ""):
+    def __init__(
+        self,
+        cid: int,
+        sock: socket.socket,
+        peer: str,
+        processor: Processor,
+        ip: str = "",
+        listener: ListenerSpec | None = None,
+    ):
         self.id = cid
         self.principal = ANONYMOUS  # set by the connection's authentication (TLS client certificate, SASL)
-        self.listener_name = processor.server.listener_name
-        self.security_protocol = processor.server.security_protocol
+        listener = listener or processor.server.listeners[0]
+        self.listener = listener
+        self.listener_name = listener.name
+        self.security_protocol = listener.security_protocol
+        self.tls = isinstance(sock, ssl.SSLSocket)  # reads and writes go through TLS (no sendfile)
+        self.handshaking = self.tls  # the TLS handshake is not done yet: no request is read
+        self.accepted_at = time.monotonic()
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
@@ -362,9 +411,12 @@ class Processor(threading.Thread):
             except (BlockingIOError, OSError):
                 pass
 
-    def add_connection(self, sock: socket.socket, peer: str, ip: str = "") -> None:
-        """Hand over an accepted socket, already counted in the server's quotas under ``ip``."""
-        self._new.append((sock, peer, ip))
+    def add_connection(
+        self, sock: socket.socket, peer: str, ip: str = "", listener: ListenerSpec | None = None
+    ) -> None:
+        """Hand over an accepted socket of ``listener`` (default: the first), already counted in the
+        server's quotas under ``ip``."""
+        self._new.append((sock, peer, ip, listener))
         self.wakeup()
 
     def enqueue_response(self, conn: _Connection, action: int, chunks) -> None:
@@ -383,6 +435,9 @@ class Processor(threading.Thread):
                         self._drain_wakeups()
                         continue
                     if conn.closed:
+                        continue
+                    if conn.handshaking:
+                        self._handshake(conn)
                         continue
                     if mask & selectors.EVENT_WRITE:
                         self._on_writable(conn)
@@ -415,15 +470,73 @@ class Processor(threading.Thread):
 
     def _process_new_connections(self) -> None:
         while self._new:
-            sock, peer, ip = self._new.popleft()
+            sock, peer, ip, listener = self._new.popleft()
             if not self.running or self.draining:
                 sock.close()
                 self.server.quotas.dec(ip)
                 continue
-            conn = _Connection(self.server.next_connection_id(), sock, peer, self, ip)
+            listener = listener or self.server.listeners[0]
+            if listener.ssl_context is not None:
+                try:  # no I/O yet: the handshake runs in _handshake as the socket becomes ready
+                    sock = listener.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError) as e:
+                    log.info("closing connection from %s on listener %s: %s", peer, listener.name, e)
+                    sock.close()
+                    self.server.quotas.dec(ip)
+                    continue
+            conn = _Connection(self.server.next_connection_id(), sock, peer, self, ip, listener)
             self.conns[conn.id] = conn
-            log.debug("accepted connection %d from %s", conn.id, peer)
+            log.debug("accepted connection %d from %s on listener %s", conn.id, peer, listener.name)
+            if conn.handshaking:
+                self._handshake(conn)
+            else:
+                self._set_interest(conn, selectors.EVENT_READ)
+
+    def _handshake(self, conn: _Connection) -> None:
+        """Advance the TLS handshake of ``conn`` without blocking; once done, the principal comes from
+        the client's certificate and the connection reads requests.  A failed handshake (TLS garbage, an
+        unknown client certificate) closes that connection only."""
+        sock = conn.sock
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
             self._set_interest(conn, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_interest(conn, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLError, OSError, ValueError) as e:
+            log.info(
+                "closing connection %d from %s on listener %s: TLS handshake failed: %s",
+                conn.id,
+                conn.peer,
+                conn.listener_name,
+                getattr(e, "reason", None) or e,
+            )
+            _drain_unread(sock)
+            self._close(conn, "TLS handshake failed")
+            return
+        conn.handshaking = False
+        conn.last_active = time.monotonic()
+        builder = conn.listener.principal_builder
+        if builder is not None:
+            try:
+                conn.principal = builder(sock.getpeercert(binary_form=True))
+            except Exception as e:  # noqa: BLE001 - a bad certificate closes that connection only
+                log.info("closing connection %d from %s: no principal for its certificate: %s", conn.id, conn.peer, e)
+                self._close(conn, "no principal for the client certificate")
+                return
+        log.debug(
+            "TLS connection %d from %s: %s, %s, principal %s",
+            conn.id,
+            conn.peer,
+            sock.version(),
+            (sock.cipher() or ("?",))[0],
+            conn.principal,
+        )
+        self._set_interest(conn, selectors.EVENT_READ)
+        if sock.pending():
+            self._on_readable(conn)
 
     def _process_responses(self) -> None:
         while self._responses:
@@ -452,6 +565,8 @@ class Processor(threading.Thread):
                             conn.out.append(r)
                         elif r.owner is not None:
                             r.owner.close()
+                if conn.tls:
+                    _coalesce(conn.out)
                 if conn.out and not self._write(conn):
                     continue  # waiting for EVENT_WRITE; unmute once flushed
             self._unmute(conn)
@@ -462,6 +577,12 @@ class Processor(threading.Thread):
         # the next request may already be buffered (pipelining clients)
         if not self._try_dispatch(conn) and not conn.closed:
             self._set_interest(conn, selectors.EVENT_READ)
+            self._read_tls_buffered(conn)
+
+    def _read_tls_buffered(self, conn: _Connection) -> None:
+        """Bytes TLS already decrypted (``SSLSocket.pending()``) wake no selector: read them now."""
+        if conn.tls and not conn.closed and not conn.muted and not conn.memory_muted and conn.sock.pending():
+            self._on_readable(conn)
 
     def _set_interest(self, conn: _Connection, events: int) -> None:
         if conn.registered == events:
@@ -495,6 +616,7 @@ class Processor(threading.Thread):
                 continue
             if not self._try_dispatch(conn) and not conn.closed and not conn.memory_muted:
                 self._set_interest(conn, selectors.EVENT_READ)
+                self._read_tls_buffered(conn)
 
     def _on_readable(self, conn: _Connection) -> None:
         if conn.muted or conn.memory_muted:
@@ -509,7 +631,7 @@ class Processor(threading.Thread):
             space = len(buf) - conn.end
             try:
                 n = sock.recv_into(memoryview(buf)[conn.end :], space)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as e:
                 self._close(conn, f"receive failed: {e}")
@@ -521,7 +643,7 @@ class Processor(threading.Thread):
             conn.last_active = time.monotonic()
             if self._try_dispatch(conn) or conn.closed:
                 return
-            if n < space:
+            if n < space and not (conn.tls and sock.pending()):
                 return
 
     def _make_room(self, conn: _Connection) -> None:
@@ -596,6 +718,8 @@ class Processor(threading.Thread):
 
     def _write(self, conn: _Connection) -> bool:
         """Write pending chunks; True when everything is written."""
+        if conn.tls:
+            return self._write_tls(conn)
         out = conn.out
         fd = conn.fd
         sock = conn.sock
@@ -649,12 +773,52 @@ class Processor(threading.Thread):
         conn.last_active = time.monotonic()
         return True
 
+    def _write_tls(self, conn: _Connection) -> bool:
+        """:meth:`_write` through TLS: no sendfile or sendmsg; byte chunks go out in slices of
+        :data:`_TLS_WRITE_CHUNK` (a slice retried after SSLWantWrite is the same bytes, as OpenSSL
+        requires), a file region is read with ``pread`` a slice at a time (Kafka loses zero-copy
+        over TLS too)."""
+        out = conn.out
+        sock = conn.sock
+        try:
+            while out:
+                head = out[0]
+                if isinstance(head, _Region):
+                    data = os.pread(head.fd, min(head.remaining, _TLS_WRITE_CHUNK), head.pos)
+                    if not data:
+                        self._close(conn, "segment file shorter than the fetch response (truncated?)")
+                        return False
+                    head.pos += len(data)
+                    head.remaining -= len(data)
+                    if not head.remaining:
+                        out.popleft()
+                        if head.owner is not None:
+                            head.owner.close()
+                    out.appendleft(memoryview(data))
+                    continue
+                piece = head[:_TLS_WRITE_CHUNK]
+                n = sock.send(piece)
+                if n >= head.nbytes:
+                    out.popleft()
+                else:
+                    out[0] = head[n:]
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            self._set_interest(conn, selectors.EVENT_WRITE)
+            return False
+        except OSError as e:
+            self._close(conn, f"send failed: {e}")
+            return False
+        conn.last_active = time.monotonic()
+        return True
+
     def _close_idle(self, now: float) -> None:
         idle_s = self.server.connections_max_idle_ms / 1000.0
         if idle_s < 0:
             return
         for conn in list(self.conns.values()):
-            if not conn.inflight and not conn.out and now - conn.last_active > idle_s:
+            if conn.handshaking and now - conn.accepted_at > TLS_HANDSHAKE_TIMEOUT_S:
+                self._close(conn, "TLS handshake not finished in time")
+            elif not conn.inflight and not conn.out and now - conn.last_active > idle_s:
                 self._close(conn, "idle for longer than connections.max.idle.ms")
             elif (
                 not conn.muted
@@ -740,6 +904,41 @@ def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def _drain_unread(sock: socket.socket) -> None:
+    """Discard what the peer sent that was not read (e.g. a request sent right after a TLS 1.3
+    handshake the broker then refused): closing a socket with unread bytes sends a reset, which can
+    reach the client before the TLS alert that says why."""
+    try:
+        fd = sock.fileno()
+        for _ in range(16):
+            if not os.read(fd, 65536):
+                return
+    except OSError:  # BlockingIOError: nothing more to read
+        return
+
+
+def _coalesce(out: collections.deque) -> None:
+    """Join runs of small byte chunks (a response's header pieces) so that TLS sends them in one
+    record rather than one record each.  Called before any of them is written."""
+    merged: collections.deque = collections.deque()
+    run: list = []
+    size = 0
+    for c in out:
+        if isinstance(c, _Region) or size + c.nbytes > _TLS_WRITE_CHUNK:
+            if run:
+                merged.append(memoryview(b"".join(run)) if len(run) > 1 else run[0])
+                run, size = [], 0
+            if isinstance(c, _Region) or c.nbytes >= _TLS_WRITE_CHUNK:
+                merged.append(c)
+                continue
+        run.append(c)
+        size += c.nbytes
+    if run:
+        merged.append(memoryview(b"".join(run)) if len(run) > 1 else run[0])
+    out.clear()
+    out.extend(merged)
+
+
 def _release_chunks(chunks) -> None:
     if not chunks:
         return
@@ -749,10 +948,27 @@ def _release_chunks(chunks) -> None:
             f.close()
 
 
-class SocketServer:
-    """Acceptor + processors + request handler pool on one listener.
+class _Acceptor:
+    """One listener's listening socket and acceptor thread (Kafka's ``Acceptor``)."""
 
-    ``start()`` binds (``port`` 0 picks a free port; see :attr:`port`) and starts the threads;
+    def __init__(self, spec: ListenerSpec):
+        self.spec = spec
+        self.port = spec.port
+        self.listen: socket.socket | None = None
+        self.thread: threading.Thread | None = None
+        self.wake_r: socket.socket | None = None
+        self.wake_w: socket.socket | None = None
+
+
+class SocketServer:
+    """Acceptors (one per listener) + processors + request handler pool.
+
+    ``listeners`` (:class:`ListenerSpec`) are the endpoints served; without them, one listener
+    ``listener_name`` on ``host``:``port``.  Each connection carries its listener's name and security
+    protocol (:class:`Request`); a TLS listener's connections handshake first, in the processor
+    threads, without blocking them.  The processors and the handler pool are shared by every listener.
+
+    ``start()`` binds (``port`` 0 picks a free port; see :attr:`port` and :meth:`bound_port`) and starts the threads;
     ``stop()`` stops accepting, lets in-flight requests finish and their responses go out (up to
     ``drain_timeout_s``), then closes every connection.  Owned by one thread.
     """
@@ -777,11 +993,17 @@ class SocketServer:
         queued_max_request_bytes: int = -1,
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
+        listeners: Iterable[ListenerSpec] | None = None,
     ):
-        self.host = host
-        self.listener_name = listener_name
-        self.security_protocol = security_protocol
-        self.port = port
+        self.listeners: list[ListenerSpec] = list(
+            listeners or [ListenerSpec(listener_name, security_protocol, host, port)]
+        )
+        first = self.listeners[0]
+        self.host = first.host
+        self.listener_name = first.name
+        self.security_protocol = first.security_protocol
+        self.port = first.port
+        self._acceptors = [_Acceptor(spec) for spec in self.listeners]
         self.handler = handler
         self.num_network_threads = num_network_threads
         self.num_io_threads = num_io_threads
@@ -798,30 +1020,48 @@ class SocketServer:
         self.requests: queue.Queue = queue.Queue(maxsize=queued_max_requests)
         self.processors: list[Processor] = []
         self.handlers: list[threading.Thread] = []
-        self._listen: socket.socket | None = None
-        self._acceptor: threading.Thread | None = None
+        self._bound = False
+        self._started = False
         self._accepting = False
-        self._accept_wake_r = self._accept_wake_w = None
         self._conn_ids = 0
         self._id_lock = threading.Lock()
         self._handlers_running = False
 
     # -- lifecycle ------------------------------------------------------------------------
     def bind(self) -> SocketServer:
-        """Bind and listen (connections queue in the backlog until :meth:`start`); sets :attr:`port`."""
-        if self._listen is not None:
+        """Bind and listen on every listener (connections queue in the backlog until :meth:`start`);
+        sets :attr:`port` (the first listener's) and each :meth:`bound_port`."""
+        if self._bound:
             return self
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        ls = socket.socket(family, socket.SOCK_STREAM)
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if self.receive_buffer_bytes > 0:
-            ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-        ls.bind((self.host, self.port))
-        ls.listen(512)
-        ls.setblocking(False)
-        self._listen = ls
-        self.port = ls.getsockname()[1]
+        try:
+            for a in self._acceptors:
+                host = a.spec.host or "0.0.0.0"
+                family = socket.AF_INET6 if ":" in host else socket.AF_INET
+                ls = socket.socket(family, socket.SOCK_STREAM)
+                a.listen = ls
+                ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if self.receive_buffer_bytes > 0:
+                    ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+                ls.bind((host, a.spec.port))
+                ls.listen(512)
+                ls.setblocking(False)
+                a.port = ls.getsockname()[1]
+        except BaseException:
+            for a in self._acceptors:
+                if a.listen is not None:
+                    a.listen.close()
+                    a.listen = None
+            raise
+        self._bound = True
+        self.port = self._acceptors[0].port
         return self
+
+    def bound_port(self, listener_name: str) -> int:
+        """The port listener ``listener_name`` is bound to (KeyError if there is no such listener)."""
+        for a in self._acceptors:
+            if a.spec.name == listener_name:
+                return a.port
+        raise KeyError(listener_name)
 
     def note_memory_pressure(self) -> None:
         """A connection waits for the MemoryPool: one INFO line per minute at most (any thread)."""
@@ -846,25 +1086,35 @@ class SocketServer:
             p = Processor(self, i)
             p.start()
             self.processors.append(p)
-        self._accept_wake_r, self._accept_wake_w = socket.socketpair()
         self._accepting = True
-        self._acceptor = threading.Thread(target=self._accept_loop, name="pyklog-acceptor", daemon=True)
-        self._acceptor.start()
+        self._started = True
+        for a in self._acceptors:
+            a.wake_r, a.wake_w = socket.socketpair()
+            a.thread = threading.Thread(
+                target=self._accept_loop, args=(a,), name=f"pyklog-acceptor-{a.spec.name}", daemon=True
+            )
+            a.thread.start()
         return self
 
     def stop(self, drain_timeout_s: float = 30.0) -> None:
         """Stop accepting, finish in-flight requests (their responses are written), close all."""
-        if self._acceptor is not None:
+        if self._started:
             self._accepting = False
-            try:
-                self._accept_wake_w.send(b"\x00")
-            except OSError:
-                pass
+            for a in self._acceptors:
+                try:
+                    a.wake_w.send(b"\x00")
+                except OSError:
+                    pass
             self.quotas.wake()
-            self._acceptor.join(5)
-            self._acceptor = None
-        elif self._listen is not None and not self._accepting:
-            self._listen.close()  # bound but never started
+            for a in self._acceptors:
+                if a.thread is not None:
+                    a.thread.join(5)
+                    a.thread = None
+            self._started = False
+        elif self._bound:
+            for a in self._acceptors:  # bound but never started
+                if a.listen is not None:
+                    a.listen.close()
         for p in self.processors:
             p.draining = True
             p.wakeup()
@@ -891,15 +1141,19 @@ class SocketServer:
         self.handlers = []
         self.processors = []
         self.memory_pool.clear_listeners()
-        for s in (self._accept_wake_r, self._accept_wake_w):
-            if s is not None:
-                s.close()
+        for a in self._acceptors:
+            for s in (a.wake_r, a.wake_w):
+                if s is not None:
+                    s.close()
+            a.wake_r = a.wake_w = None
 
     # -- acceptor -------------------------------------------------------------------------
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, acceptor: _Acceptor) -> None:
+        listen = acceptor.listen
+        spec = acceptor.spec
         sel = selectors.DefaultSelector()
-        sel.register(self._listen, selectors.EVENT_READ)
-        sel.register(self._accept_wake_r, selectors.EVENT_READ)
+        sel.register(listen, selectors.EVENT_READ)
+        sel.register(acceptor.wake_r, selectors.EVENT_READ)
         rr = 0
         quotas = self.quotas
         try:
@@ -923,11 +1177,11 @@ class SocketServer:
                 except OSError:
                     continue
                 for key, _ in ready:
-                    if key.fileobj is not self._listen:
+                    if key.fileobj is not listen:
                         continue
                     while self._accepting and quotas.total < quotas.max_connections:
                         try:
-                            sock, addr = self._listen.accept()
+                            sock, addr = listen.accept()
                         except (BlockingIOError, InterruptedError):
                             break
                         except OSError as e:  # EMFILE etc.: back off, keep serving
@@ -956,11 +1210,11 @@ class SocketServer:
                             quotas.dec(ip)
                             continue
                         peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip)
+                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip, spec)
                         rr += 1
         finally:
             sel.close()
-            self._listen.close()
+            listen.close()
 
     def _configure(self, sock: socket.socket) -> None:
         sock.setblocking(False)

@@ -74,8 +74,8 @@ class _PartitionFetchState:
 class _Connection:
     """One blocking Kafka-protocol connection to the source broker (fetcher thread only)."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float):
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+    def __init__(self, sock: socket.socket, client_id: str):
+        self.sock = sock
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.cid = 0
@@ -223,7 +223,8 @@ class ReplicaFetcherThread(threading.Thread):
         if addr is None:
             log.debug("fetcher %s: broker %d is not registered", self.name, self.source_broker)
             return None
-        self._conn = _Connection(addr[0], addr[1], f"pyklog-replica-fetcher-{self.rm.broker_id}", self.socket_timeout_s)
+        sock = self.manager.cluster.connect_to_broker(addr[0], addr[1], self.socket_timeout_s)
+        self._conn = _Connection(sock, f"pyklog-replica-fetcher-{self.rm.broker_id}")
         log.info("fetcher %s: connected to broker %d at %s:%d", self.name, self.source_broker, *addr)
         return self._conn
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -69,6 +70,10 @@ def _forward(part: str, method: Callable[Concatenate[Any, P], T]) -> Callable[Co
 __all__ = ["ZkCluster", "PartitionState", "split_connect_string", "new_cluster_id"]
 
 
+def _plain_connect(host: str, port: int, timeout_s: float | None) -> socket.socket:
+    return socket.create_connection((host, port), timeout=timeout_s)
+
+
 class ZkCluster:
     """One broker's (or an admin tool's) view of the cluster in ZooKeeper.
 
@@ -94,14 +99,19 @@ class ZkCluster:
         rack: str | None = None,
         cluster_id_check: Callable[[str | None], None] | None = None,
         on_fatal: Callable[[str], None] | None = None,
+        protocol_map: dict[str, str] | None = None,
+        inter_broker_listener: str | None = None,
+        broker_connector: Callable[[str, int, float | None], socket.socket] | None = None,
     ):
         self.zk_connect = zk_connect
         split_connect_string(zk_connect)  # a malformed connect string fails here, before anything starts
         self.broker_id = None if broker_id is None else int(broker_id)
         self.host = host
         self.port = None if port is None else int(port)
-        if self.broker_id is not None and (host is None or port is None):
-            raise ValueError("a registering broker needs host and port")
+        if self.broker_id is not None and not listeners and (host is None or port is None):
+            raise ValueError("a registering broker needs host and port, or listeners")
+        #: connects to another broker's inter-broker endpoint (TLS when that listener is SSL / SASL_SSL)
+        self.broker_connector = broker_connector or _plain_connect
         self.listeners = (
             list(listeners)
             if listeners
@@ -124,7 +134,10 @@ class ZkCluster:
             on_new_session=self._on_new_session if registering else None,
         )
         self.metadata_cache = ZkMetadataCache(
-            self.session, self.broker_id, on_controller_duty=self._process_delete_requests
+            self.session,
+            self.broker_id,
+            on_controller_duty=self._process_delete_requests,
+            inter_broker_listener=inter_broker_listener,
         )
         self.registrar = (
             BrokerRegistrar(
@@ -135,6 +148,7 @@ class ZkCluster:
                 self.listeners,
                 rack,
                 on_registered_again=self.metadata_cache.notify,
+                protocol_map=protocol_map,
             )
             if registering
             else None
@@ -273,9 +287,16 @@ class ZkCluster:
         """Re-read one topic's assignment and partition states into the cache; True if it changed."""
         return self.metadata_cache.reload_topic(name)
 
-    def live_brokers(self) -> dict[int, tuple[str, int]]:
-        """``{broker_id: (host, port)}`` of the registered brokers."""
-        return self.metadata_cache.live_brokers()
+    def live_brokers(self, listener_name: str | None = None) -> dict[int, tuple[str, int]]:
+        """``{broker_id: (host, port)}`` of the registered brokers: their endpoints of listener
+        ``listener_name`` (brokers without that listener are left out), by default the inter-broker
+        listener's (a broker's own connections to the others)."""
+        return self.metadata_cache.live_brokers(listener_name)
+
+    def connect_to_broker(self, host: str, port: int, timeout_s: float | None) -> socket.socket:
+        """A blocking connection to another broker's inter-broker endpoint (TLS handshake done when
+        the inter-broker listener is SSL / SASL_SSL)."""
+        return self.broker_connector(host, port, timeout_s)
 
     @property
     def controller_id(self) -> int:

@@ -51,6 +51,7 @@ from pyklog.broker.zk import paths
 from pyklog.broker.zk.session import ZkSession, watch_callback
 from pyklog.broker.zk.topics import validate_topic_name
 from pyklog.broker.zk.znodes import (
+    BrokerRegistration,
     decode_broker_registration,
     decode_partition_state,
     decode_topic_assignment,
@@ -95,12 +96,21 @@ class ZkMetadataCache:
     FULL_TOPIC_REFRESH_S = 30.0
 
     def __init__(
-        self, session: ZkSession, broker_id: int | None, *, on_controller_duty: Callable[[], None] | None = None
+        self,
+        session: ZkSession,
+        broker_id: int | None,
+        *,
+        on_controller_duty: Callable[[], None] | None = None,
+        inter_broker_listener: str | None = None,
     ):
         self.session = session
         self.broker_id = broker_id
         self._on_controller_duty = on_controller_duty
+        #: the listener whose endpoints :meth:`live_brokers` gives by default (None: the PLAINTEXT one)
+        self.inter_broker_listener = inter_broker_listener
         self._lock = threading.RLock()
+        # every live broker's registration (its endpoints by listener name) and its default address
+        self._registrations: dict[int, BrokerRegistration] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._topics: dict[str, _TopicEntry] = {}
         self._configs: dict[str, dict[str, str]] = {}
@@ -181,13 +191,15 @@ class ZkMetadataCache:
     @watch_callback
     def _on_broker_ids(self, children) -> bool | None:
         try:
-            brokers = self._read_brokers(children)
+            registrations = self._read_brokers(children)
         except (PyklogError, KazooException) as e:
             log.warning("could not read broker registrations: %s", e)
             return None
+        brokers = self._default_addresses(registrations)
         with self._lock:
-            changed = brokers != self._brokers
+            changed = brokers != self._brokers or registrations != self._registrations
             self._brokers = brokers
+            self._registrations = registrations
         if changed:
             log.info("live brokers: %s", sorted(brokers))
             self.notify()
@@ -199,7 +211,23 @@ class ZkMetadataCache:
                 self._on_controller_duty()
         return None
 
-    def _read_brokers(self, children) -> dict[int, tuple[str, int]]:
+    def _default_addresses(self, registrations: dict[int, BrokerRegistration]) -> dict[int, tuple[str, int]]:
+        """Each broker's address for the broker's own connections: its inter-broker listener's
+        endpoint, else its PLAINTEXT one, else its first (a broker is live whatever it advertises)."""
+        out = {}
+        for b, reg in registrations.items():
+            e = reg.endpoint(self.inter_broker_listener) if self.inter_broker_listener else None
+            if e is None:
+                try:
+                    out[b] = reg.address()
+                    continue
+                except ZooKeeperError:
+                    e = reg.endpoints[0] if reg.endpoints else None
+            if e is not None:
+                out[b] = (e.host, e.port)
+        return out
+
+    def _read_brokers(self, children) -> dict[int, BrokerRegistration]:
         def read():
             pending = [
                 (c, self.session.zk.get_async(paths.child(paths.BROKER_IDS, c))) for c in children if c.isdigit()
@@ -212,7 +240,7 @@ class ZkMetadataCache:
                     continue
                 try:
                     path = paths.broker_id(int(c))
-                    out[int(c)] = decode_broker_registration(data, path).address(path=path)
+                    out[int(c)] = decode_broker_registration(data, path)
                 except (ZooKeeperError, ValueError) as e:
                     log.warning("ignoring unreadable broker registration %s: %s", c, e)
             return out
@@ -390,17 +418,31 @@ class ZkMetadataCache:
 
     def refresh(self) -> None:
         """Re-read live brokers and the topic registry now (watches do this on every change)."""
-        brokers = self._read_brokers(self.session.retry(self.session.zk.get_children, paths.BROKER_IDS))
+        registrations = self._read_brokers(self.session.retry(self.session.zk.get_children, paths.BROKER_IDS))
+        brokers = self._default_addresses(registrations)
         with self._lock:
             self._brokers = brokers
+            self._registrations = registrations
         self._refresh_topics(self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS))
 
     # ------------------------------------------------------------------ reads
 
-    def live_brokers(self) -> dict[int, tuple[str, int]]:
-        """``{broker_id: (host, port)}`` of the registered brokers."""
+    def live_brokers(self, listener_name: str | None = None) -> dict[int, tuple[str, int]]:
+        """``{broker_id: (host, port)}`` of the registered brokers.  ``listener_name``: their endpoints of
+        that listener, leaving out brokers without it (what Metadata answers a client of that listener,
+        as Kafka does); None: every live broker at its inter-broker (else PLAINTEXT) endpoint."""
         with self._lock:
-            return dict(self._brokers)
+            if listener_name is None:
+                return dict(self._brokers)
+            registrations = dict(self._registrations)
+        out = {}
+        for b, reg in registrations.items():
+            e = reg.endpoint(listener_name)
+            if e is not None:
+                out[b] = (e.host, e.port)
+            elif not reg.endpoints and listener_name == "PLAINTEXT" and reg.host is not None:
+                out[b] = (reg.host, reg.port)  # v1: host/port is the PLAINTEXT address
+        return out
 
     @property
     def controller_id(self) -> int:

@@ -47,7 +47,10 @@ class BrokerRegistrar:
         rack: str | None,
         *,
         on_registered_again: Callable[[], None] | None = None,
+        protocol_map: dict[str, str] | None = None,
     ):
+        #: ``listener.security.protocol.map`` (each endpoint's security protocol in the registration)
+        self.protocol_map = dict(protocol_map or {})
         self.session = session
         self.broker_id = broker_id
         self.host = host
@@ -61,7 +64,12 @@ class BrokerRegistrar:
         """The registration this broker writes at ``/brokers/ids/<id>`` (fresh timestamp, version
         :data:`~pyklog.broker.zk.znodes.BROKER_INFO_VERSION`)."""
         return BrokerRegistration.for_listeners(
-            self.listeners, self.host, self.port, rack=self.rack, timestamp_ms=int(time.time() * 1000)
+            self.listeners,
+            self.host,
+            self.port,
+            rack=self.rack,
+            timestamp_ms=int(time.time() * 1000),
+            protocol_map=self.protocol_map,
         )
 
     def register(self) -> None:

@@ -170,15 +170,24 @@ class BrokerRegistration:
 
     @classmethod
     def for_listeners(
-        cls, listeners, host: str | None, port: int | None, *, rack: str | None = None, timestamp_ms: int = 0
+        cls,
+        listeners,
+        host: str | None,
+        port: int | None,
+        *,
+        rack: str | None = None,
+        timestamp_ms: int = 0,
+        protocol_map: Mapping[str, str] | None = None,
     ) -> BrokerRegistration:
-        """A v4 registration of ``listeners`` (``["PLAINTEXT://h:9092", ...]``); a listener whose
-        name is not a security protocol is mapped to PLAINTEXT."""
+        """A v4 registration of ``listeners`` (``["PLAINTEXT://h:9092", ...]``); each listener's security
+        protocol comes from ``protocol_map`` (``listener.security.protocol.map``), else a listener named
+        after a security protocol has that one and any other is PLAINTEXT."""
         eps = []
         for ep in listeners:
             name, _, addr = ep.partition("://")
             h, _, p = addr.rpartition(":")
-            eps.append(EndPoint(name, h.strip("[]"), int(p), name if name in SECURITY_PROTOCOLS else "PLAINTEXT"))
+            proto = (protocol_map or {}).get(name) or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+            eps.append(EndPoint(name, h.strip("[]"), int(p), proto))
         return cls(tuple(eps), host, -1 if port is None else int(port), rack, -1, str(int(timestamp_ms)))
 
     def to_json(self) -> dict:

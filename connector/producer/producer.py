@@ -82,6 +82,7 @@ from pyklog.connector.producer.transaction_manager import (
     TransactionState,
     end_txn,
 )
+from pyklog.connector.security import ClientSecurityConfig, is_security_key
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,10 @@ class Producer:
     :class:`TransactionManager` holds the producer id, epoch and sequences."""
 
     def __init__(self, config: dict | None = None, **kwargs):
+        # security.protocol, ssl.* and sasl.* (Kafka's names or python ones) go to the connections
+        security = ClientSecurityConfig.from_config({**(config or {}), **kwargs})
+        config = {k: v for k, v in (config or {}).items() if not is_security_key(k)}
+        kwargs = {k: v for k, v in kwargs.items() if not is_security_key(k)}
         cfg, self._explicit = parse_config(config, kwargs)
         self.config = cfg
         self._max_request_size = cfg["max.request.size"]
@@ -129,6 +134,7 @@ class Producer:
             request_timeout_ms=cfg["request.timeout.ms"],
             retry_backoff_ms=cfg["retry.backoff.ms"],
             metadata_max_age_ms=cfg["metadata.max.age.ms"],
+            security=security,
         )
         # topic -> (number of partitions, partitions with a leader): shared with the accumulator
         # and the sender; entries are replaced whole, so it is read without a lock

@@ -159,6 +159,8 @@ class Sender:
         self.idle = True
         if not self._running or self.accumulator.has_ready():
             timeout = 0.0
+        if pending and any(c.buffered() for c in self._conns.values()):
+            timeout = 0.0  # TLS holds bytes of a response already: read them without waiting
         events = self._selector.select(timeout) if timeout > 0 or pending else []
         self.idle = False
         for key, _mask in events:
@@ -170,6 +172,9 @@ class Sender:
                     pass
             else:
                 self._read_responses(key.data)
+        for node, conn in list(self._conns.items()):
+            if self._inflight.get(node) and conn.buffered():
+                self._read_responses(node)
         self._check_timeouts()
 
     def _drain_accumulator(self, now: float) -> float:

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 from pyklog.broker.common.config_def import ConfigDef, Type
 from pyklog.broker.errors import ConfigError
+from pyklog.connector.security import PLAINTEXT as PLAINTEXT_SECURITY
+from pyklog.connector.security import SECURITY_KEYS, ClientSecurityConfig
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ CONSUMER_SETTINGS = {
     "request.timeout.ms",
     "group.id",
     "check.crcs",
-    "security.protocol",
+    *SECURITY_KEYS,
     "session.timeout.ms",
     "default.api.timeout.ms",
     "fetch.max.wait.ms",
@@ -174,7 +176,7 @@ PRODUCER_SETTINGS = {
     "delivery.timeout.ms",
     "retry.backoff.ms",
     "buffer.memory",
-    "security.protocol",
+    *SECURITY_KEYS,
     "max.block.ms",
     "transaction.timeout.ms",
     "metadata.max.age.ms",
@@ -430,6 +432,8 @@ class ClusterOptions:
     client_id: str = "pyklog-spark"
     request_timeout_s: float = 30.0
     zk_session_timeout_s: float = 6.0
+    #: kafka.security.protocol, kafka.ssl.*, kafka.sasl.* (secrets hidden from repr)
+    security: ClientSecurityConfig = PLAINTEXT_SECURITY
 
 
 @dataclass(frozen=True)
@@ -517,9 +521,7 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         host, _, port = hp.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError(f"option 'kafka.bootstrap.servers': expected host:port entries, read {hp!r}")
-    sec = opts.get("kafka.security.protocol")
-    if sec is not None and sec.strip().upper() != "PLAINTEXT":
-        raise ConfigError(f"option 'kafka.security.protocol': pyklog speaks PLAINTEXT only, read {sec!r}")
+    security = ClientSecurityConfig.from_config(opts, prefix="kafka.")
     timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
     return ClusterOptions(
@@ -528,6 +530,7 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         client_id=opts.get("kafka.client.id", "pyklog-spark"),
         request_timeout_s=timeout_ms / 1000.0,
         zk_session_timeout_s=zk_timeout_ms / 1000.0,
+        security=security,
     )
 
 
@@ -726,7 +729,10 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
     fetch_bytes = _long(opts, "kafka.max.partition.fetch.bytes", 4 * 1024 * 1024, minimum=1024)
     if fetch_bytes > (1 << 30):
         raise ConfigError(f"option 'kafka.max.partition.fetch.bytes': expected at most 1 GiB, read {fetch_bytes}")
-    extra = tuple(sorted((k, v) for k, v in opts.items() if k.startswith("kafka.")))
+    # the security settings are in cluster.security (whose repr hides the secrets), not here
+    extra = tuple(
+        sorted((k, v) for k, v in opts.items() if k.startswith("kafka.") and k[len("kafka.") :] not in SECURITY_KEYS)
+    )
     return SourceOptions(
         cluster=cluster,
         subscription=sub,
@@ -879,7 +885,8 @@ def parse_sink_options(options) -> SinkOptions:
         if (
             k.startswith("kafka.")
             and k[6:] in PRODUCER_SETTINGS
-            and k[6:] not in ("bootstrap.servers", "security.protocol")
+            and k[6:] != "bootstrap.servers"
+            and k[6:] not in SECURITY_KEYS
         ):
             producer[k[6:]] = v
     acks = producer.get("acks")

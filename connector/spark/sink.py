@@ -484,7 +484,13 @@ class _SinkWriter:
         self.plan = validate_sink_schema(schema, opts)
 
     def _producer_config(self) -> dict:
-        cfg = {"client.id": self.opts.cluster.client_id, **self.opts.producer_dict()}
+        # the security settings by their Kafka names (not in SinkOptions.producer_config, whose repr
+        # would show the passwords)
+        cfg = {
+            "client.id": self.opts.cluster.client_id,
+            **self.opts.producer_dict(),
+            **self.opts.cluster.security.to_config(),
+        }
         if self.opts.cluster.bootstrap_servers:
             cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
         else:

@@ -62,7 +62,9 @@ class PendingCompletion:
 class _PeerConnection:
     """A blocking connection to one broker for WriteTxnMarkers (sender thread only)."""
 
-    def __init__(self, host: str, port: int, timeout_s: float, client_id: str):
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str, connect):
+        #: ``connect(host, port, timeout_s)`` -> a connected socket (the cluster's inter-broker connector)
+        self.connect = connect
         self.addr = (host, port)
         self.timeout_s = timeout_s
         self.client_id = client_id
@@ -79,7 +81,7 @@ class _PeerConnection:
 
     def request(self, api_key: int, version: int, body: dict) -> dict:
         if self.sock is None:
-            self.sock = socket.create_connection(self.addr, timeout=self.timeout_s)
+            self.sock = self.connect(self.addr[0], self.addr[1], self.timeout_s)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.cid = (self.cid + 1) & 0x7FFFFFFF
         try:
@@ -326,7 +328,11 @@ class TransactionMarkerChannelManager:
             if conn is not None:
                 conn.close()
             conn = self._conns[broker] = _PeerConnection(
-                addr[0], addr[1], self.request_timeout_s, f"txn-coordinator-{self.broker_id}"
+                addr[0],
+                addr[1],
+                self.request_timeout_s,
+                f"txn-coordinator-{self.broker_id}",
+                self.cluster.connect_to_broker,
             )
         return conn.request(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": markers})
 

@@ -88,7 +88,9 @@ class GroupApis(RequestHandlers):
                 result = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": NONE, "error_message": None}
                 try:
                     self._authorize_coordinator_key(request, key, key_type)
-                    result["node_id"], (result["host"], result["port"]) = self._find_coordinator(key, key_type)
+                    result["node_id"], (result["host"], result["port"]) = self._find_coordinator(
+                        key, key_type, request.listener_name
+                    )
                 except PyklogError as e:
                     result["error_code"], result["error_message"] = e.code, str(e)[:1000]
                 coordinators.append(result)
@@ -97,7 +99,9 @@ class GroupApis(RequestHandlers):
         resp = {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "node_id": -1, "host": "", "port": -1}
         try:
             self._authorize_coordinator_key(request, body["key"], key_type)
-            resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(body["key"], key_type)
+            resp["node_id"], (resp["host"], resp["port"]) = self._find_coordinator(
+                body["key"], key_type, request.listener_name
+            )
         except PyklogError as e:
             resp["error_code"] = e.code
             resp["error_message"] = str(e)[:1000]
@@ -109,13 +113,14 @@ class GroupApis(RequestHandlers):
         if rtype is not None and not self.auth.authorize(request, AclOperation.DESCRIBE, rtype, key):
             raise denial(rtype)
 
-    def _find_coordinator(self, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
-        """``(node id, (host, port))`` of the coordinator of ``key``; raises the PyklogError to answer."""
+    def _find_coordinator(self, key: str, key_type: int, listener_name: str) -> tuple[int, tuple[str, int]]:
+        """``(node id, (host, port))`` of the coordinator of ``key`` on listener ``listener_name``; raises
+        the PyklogError to answer."""
         if key_type == 1:
             if self.txn_coordinator is None:
                 raise CoordinatorNotAvailableError("the transaction coordinator is not running")
             node = self.txn_coordinator.coordinator_for(key)
-            addr = self.cluster.live_brokers().get(node) if node is not None else None
+            addr = self.cluster.live_brokers(listener_name).get(node) if node is not None else None
             if addr is None:
                 raise CoordinatorNotAvailableError(f"the coordinator of transactional id {key!r} is not available")
             return node, addr
@@ -124,7 +129,7 @@ class GroupApis(RequestHandlers):
         if self.offsets is None:
             raise CoordinatorNotAvailableError("the offset manager is not running")
         node = self.offsets.coordinator_for(key)
-        addr = self.cluster.live_brokers().get(node) if node is not None else None
+        addr = self.cluster.live_brokers(listener_name).get(node) if node is not None else None
         if addr is None:
             raise CoordinatorNotAvailableError(f"the coordinator of group {key!r} is not available")
         return node, addr

@@ -57,7 +57,11 @@ class MetadataApis(RequestHandlers):
         requested = body.get("topics")
         all_topics = self.cluster.topics()
         live = self.cluster.live_brokers()
-        brokers = [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(live.items())]
+        # the endpoints of the listener the request came in on; brokers without it are left out (Kafka)
+        brokers = [
+            {"node_id": b, "host": h, "port": p, "rack": None}
+            for b, (h, p) in sorted(self.cluster.live_brokers(request.listener_name).items())
+        ]
         unknown_ids = []
         all_requested = requested is None or (version == 0 and not requested)
         if all_requested:
@@ -225,7 +229,7 @@ class MetadataApis(RequestHandlers):
             resp["controller_id"] = self.cluster.controller_id
             resp["brokers"] = [
                 {"broker_id": b, "host": h, "port": p, "rack": None}
-                for b, (h, p) in sorted(self.cluster.live_brokers().items())
+                for b, (h, p) in sorted(self.cluster.live_brokers(request.listener_name).items())
             ]
             if body.get("include_cluster_authorized_operations"):
                 resp["cluster_authorized_operations"] = self._cluster_authorized_operations(request)

@@ -59,14 +59,14 @@ def test_server_properties_accepts_kafka_settings_and_warns_once_without_values(
             {
                 **BASE,
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "ssl.keystore.password": "pw-never-logged",
+                "delegation.token.secret.key": "pw-never-logged",
                 "listener.name.plaintext.plain.sasl.jaas.config": "x required;",
                 "background.threads": "4",
             }
         )
     assert cfg.raw["background.threads"] == "4"
     lines = [r.getMessage() for r in caplog.records if "without effect" in r.getMessage()]
-    assert len(lines) == 1 and "ssl.keystore.password" in lines[0] and "background.threads" in lines[0], lines
+    assert len(lines) == 1 and "delegation.token.secret.key" in lines[0] and "background.threads" in lines[0], lines
     assert "pw-never-logged" not in caplog.text
     with pytest.raises(ConfigError, match="no.such.thing"):
         ServerConfig.from_properties({**BASE, "no.such.thing": "1"})
