@@ -298,7 +298,6 @@ LISTENER_SECURITY_KEYS = frozenset(
         "ssl.principal.mapping.rules",
     }
 )
-_LISTENER_PREFIX_RE = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]*):(-?\d+)$")
 
