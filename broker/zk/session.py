@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import AuthFailedError, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.exceptions import AuthFailedError, NoAuthError, NodeExistsError, NoNodeError, SessionClosedRequireSaslError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
@@ -209,7 +209,18 @@ class ZkSession:
 
     def start(self) -> None:
         """Connect and read or create the cluster id.  Raises :class:`ZooKeeperError` if ZooKeeper
-        cannot be reached within ``connect_timeout_s``; the client is closed on any failure."""
+        cannot be reached within ``connect_timeout_s`` (:class:`ZooKeeperNoAuthError` if it requires
+        authentication this client lacks); the client is closed on any failure."""
+        try:
+            self._start()
+        except SessionClosedRequireSaslError:
+            self.close()
+            raise ZooKeeperNoAuthError(
+                f"ZooKeeper at {self.zk_connect} requires authentication and this client has no credentials "
+                "(zookeeper.jaas.config, or a JAAS file with a Client section in KAFKA_OPTS)"
+            ) from None
+
+    def _start(self) -> None:
         self.stopping = False
         command_retry = KazooRetry(
             max_tries=-1,
@@ -336,6 +347,11 @@ class ZkSession:
             return zk.retry(fn, *args, **kwargs)
         except RetryFailedError as e:
             raise ZooKeeperError(f"ZooKeeper at {self.zk_connect} unreachable: {e}") from None
+        except SessionClosedRequireSaslError:
+            raise ZooKeeperNoAuthError(
+                f"ZooKeeper at {self.zk_connect} requires authentication and this client has no credentials "
+                "(zookeeper.jaas.config, or a JAAS file with a Client section in KAFKA_OPTS)"
+            ) from None
         except NoAuthError:
             who = f"credentials {self.credentials}" if self.credentials else "no credentials"
             raise ZooKeeperNoAuthError(

@@ -236,3 +236,50 @@ def test_a_wrong_password_stops_the_broker_with_a_clear_error(zk_chroot, broker_
     b2.start(expect_ready=False)
     assert b2.wait_exit(60) == 2
     assert "zookeeper.set.acl=true needs ZooKeeper credentials" in b2.output()
+
+
+def test_a_zookeeper_that_requires_authentication(tmp_path, broker_factory):
+    """pyklog-zookeeper --require-auth (ZooKeeper's enforce.auth, digest) and a super user: brokers
+    with credentials work, a client without any is refused, the super user may change anything."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import SessionClosedRequireSaslError
+
+    from pyklog.broker.errors import ZooKeeperError
+    from pyklog.broker.zk.acls import digest_id
+    from pyklog.broker.zk.server import ZooKeeperServer
+
+    admin_pw = f"adm-{uuid.uuid4().hex[:8]}"
+    with ZooKeeperServer(require_auth=True, super_digest=digest_id("admin", admin_pw)) as server:
+        connect = f"{server.connect_string}/auth"
+        b = _secure(broker_factory, 0, zk_connect=connect)
+        topic = f"auth-{uuid.uuid4().hex[:6]}"
+        _create_topic(b.bootstrap, topic)
+        _produce(b.bootstrap, topic, 4)
+        anon = KazooClient(hosts=connect)
+        try:
+            with pytest.raises(SessionClosedRequireSaslError):
+                anon.start(timeout=30)  # kazoo's first request (does the chroot exist?) is refused
+        finally:
+            anon.stop()
+            anon.close()
+        # a pyklog tool without credentials says what is missing
+        tool = ZkSession(connect, session_timeout_s=10, connect_timeout_s=10, registering=False)
+        with pytest.raises(ZooKeeperError, match="requires authentication"):
+            tool.start()
+        tool.close()
+        # another identity may read (world READ) but not write; the super user may
+        other = KazooClient(hosts=connect, auth_data=[("digest", "mallory:pw")])
+        root = KazooClient(hosts=connect, auth_data=[("digest", f"admin:{admin_pw}")])
+        other.start(timeout=30)
+        root.start(timeout=30)
+        try:
+            assert other.get(paths.topic(topic))[0]
+            _refused(other.set, paths.topic_config(topic), b"{}")
+            root.set_acls(paths.topic_config(topic), list(OPEN_ACL))
+            other.set(paths.topic_config(topic), b'{"version":1,"config":{}}')
+        finally:
+            for c in (other, root):
+                c.stop()
+                c.close()
+        b.stop()
+        assert SECRET not in b.output() and admin_pw not in server.read_log()
