@@ -267,3 +267,28 @@ def credentials_from_environment(environ: Mapping[str, str] | None = None) -> Zk
     except OSError as e:
         raise ZkCredentialsError(f"JAAS file {path} (KAFKA_OPTS -D{JAAS_FILE_PROPERTY}): {e.strerror}") from None
     return parse_jaas_file_section(text, section, f"JAAS file {path}")
+
+
+def client_credentials(credentials: ZkCredentials | None, environ: Mapping[str, str] | None = None):
+    """A client's credentials: the ones it was given, else Kafka's JAAS file in ``KAFKA_OPTS``."""
+    return credentials if credentials is not None else credentials_from_environment(environ)
+
+
+def kazoo_kwargs(credentials: ZkCredentials | None, *, secure: bool = False) -> dict:
+    """``KazooClient`` keyword arguments of a client with ``credentials``: ``auth_data``, and with
+    ``secure`` a ``default_acl`` of the identity's ALL plus world READ (for znodes outside the open
+    roots, such as an exactly-once Spark sink's own records)."""
+    if credentials is None:
+        return {}
+    kw: dict = {"auth_data": credentials.auth_data}
+    if secure:
+        kw["default_acl"] = [credentials.owner_acl, WORLD_READ]
+    return kw
+
+
+def tool_security(environ: Mapping[str, str] | None = None) -> dict:
+    """A command-line tool's ``--zookeeper`` session (``ZkSession``/``ZkCluster`` keyword arguments):
+    the credentials of Kafka's JAAS file in ``KAFKA_OPTS``, and with them the secure ACLs for what
+    the tool creates, as Kafka's tools decide (``JaasUtils.isZkSaslEnabled``)."""
+    credentials = credentials_from_environment(environ)
+    return {"credentials": credentials, "set_acl": credentials is not None}

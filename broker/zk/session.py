@@ -116,6 +116,14 @@ class _AclTransaction(TransactionRequest):
             acl = self.client.acl_policy(path)
         return super().create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence)
 
+    def commit(self):
+        """The multi-op's results; a refused operation (NoAuth) raises instead of being one result
+        among the others, so that :meth:`ZkSession.retry` reports it as ZooKeeperNoAuthError."""
+        results = super().commit()
+        if any(isinstance(r, NoAuthError) for r in results):
+            raise NoAuthError()
+        return results
+
 
 def describe_no_auth(fn, args) -> str:
     """What a NoAuth answer means, for an error message (a path, never a credential)."""

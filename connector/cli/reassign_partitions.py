@@ -173,9 +173,10 @@ class _Cluster:
         self.zk_cluster = None
         self.client = None
         if zookeeper:
+            from pyklog.broker.zk.acls import tool_security
             from pyklog.broker.zk.cluster import ZkCluster
 
-            self.zk_cluster = ZkCluster(zookeeper, None).start()
+            self.zk_cluster = ZkCluster(zookeeper, None, **tool_security()).start()
         else:
             from pyklog.connector.admin import AdminClient
             from pyklog.connector.client import ClusterClient

@@ -54,6 +54,7 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 SOURCE_OPTIONS = {
     "kafka.bootstrap.servers",
     "zookeeper.connect",
+    "zookeeper.jaas.config",
     "subscribe",
     "subscribepattern",
     "assign",
@@ -200,6 +201,7 @@ _REJECTED_PRODUCER = {
 SINK_OPTIONS = {
     "kafka.bootstrap.servers",
     "zookeeper.connect",
+    "zookeeper.jaas.config",
     "topic",
     "includeheaders",
     "path",
@@ -430,6 +432,9 @@ class ClusterOptions:
     client_id: str = "pyklog-spark"
     request_timeout_s: float = 30.0
     zk_session_timeout_s: float = 6.0
+    #: ZooKeeper digest credentials (option 'zookeeper.jaas.config'; a ZkCredentials, whose repr
+    #: hides the password), None: KAFKA_OPTS' JAAS file where the process has one, else none
+    zookeeper_credentials: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -522,12 +527,20 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         raise ConfigError(f"option 'kafka.security.protocol': pyklog speaks PLAINTEXT only, read {sec!r}")
     timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
+    jaas = opts.get("zookeeper.jaas.config")
+    if jaas is not None:
+        from pyklog.broker.zk.acls import parse_client_jaas
+
+        credentials = parse_client_jaas(jaas, "option 'zookeeper.jaas.config'")
+    else:
+        credentials = None
     return ClusterOptions(
         bootstrap_servers=bootstrap.strip() if bootstrap else None,
         zookeeper_connect=zk.strip() if zk else None,
         client_id=opts.get("kafka.client.id", "pyklog-spark"),
         request_timeout_s=timeout_ms / 1000.0,
         zk_session_timeout_s=zk_timeout_ms / 1000.0,
+        zookeeper_credentials=credentials,
     )
 
 

@@ -53,11 +53,11 @@ def _refused(fn, *args, **kwargs):
         fn(*args, **kwargs)
 
 
-def _assert_nobody_can_change_the_registry(zk_chroot, topic):
+def _assert_nobody_can_change_the_registry(zk_chroot, topic, brokers_running=True):
     anon = kazoo_client(zk_chroot)
     try:
         # anyone may read the registry (clients discover brokers in /brokers/ids) ...
-        assert anon.get_children(paths.BROKER_IDS)
+        assert anon.get_children(paths.BROKER_IDS) or not brokers_running
         assignment, _ = anon.get(paths.topic(topic))
         # ... and change nothing the brokers act on
         _refused(anon.create, paths.broker_id(99), b'{"version":4,"host":"evil","port":1,"endpoints":[]}')
@@ -95,6 +95,12 @@ def test_an_unauthenticated_client_changes_nothing_and_the_cluster_works(zk_chro
     # the brokers' own writes still work: a config change, through AlterConfigs
     res = ConfigResource("topic", topic, set_config={"retention.bytes": "123456789"})
     admin.alter_configs([res])[res].result(30)
+    # the credentials are a sensitive setting: DescribeConfigs answers them with a null value
+    broker_res = ConfigResource("broker", "0")
+    described = admin.describe_configs([broker_res])[broker_res].result(30)
+    if "zookeeper.jaas.config" in described:
+        entry = described["zookeeper.jaas.config"]
+        assert entry.value is None and entry.is_sensitive
     kc = kazoo_client(zk_chroot)
     try:
         data, _ = kc.get(paths.topic_config(topic))
@@ -281,5 +287,87 @@ def test_a_zookeeper_that_requires_authentication(tmp_path, broker_factory):
             for c in (other, root):
                 c.stop()
                 c.close()
+        # a ZooKeeper consumer group with its own credentials (the connector's zookeeper.jaas.config)
+        from pyklog.connector.high_level import ConsumerConnector
+
+        member_jaas = JAAS.replace('"kafka"', '"consumer"').replace(SECRET, "consumer-pw")
+        conn = ConsumerConnector(
+            {
+                "zookeeper.connect": connect,
+                "zookeeper.jaas.config": member_jaas,
+                "group.id": "g-auth",
+                "auto.offset.reset": "smallest",
+                "consumer.timeout.ms": 200,
+                "zookeeper.session.timeout.ms": 4000,
+            }
+        )
+        try:
+            assert "consumer-pw" not in repr(conn.config)
+            [stream] = conn.create_message_streams({topic: 1})[topic]
+            got = []
+            wait_for(lambda: got.extend(r.offset for r in stream) or len(got) >= 4, 30, message="4 records")
+            conn.commit_offsets()
+        finally:
+            conn.shutdown()
         b.stop()
         assert SECRET not in b.output() and admin_pw not in server.read_log()
+
+
+def test_the_tools_zookeeper_mode_takes_kafkas_jaas_file(zk_chroot, broker_factory, monkeypatch, tmp_path, capsys):
+    """pyklog-topics --zookeeper on a secure registry: without credentials a create is refused with
+    a clear error; with KAFKA_OPTS naming a JAAS file (Kafka's way) it works, with the secure ACLs."""
+    from pyklog.connector.cli.topics import main
+
+    b = _secure(broker_factory, 0)
+    topic = f"tool-{uuid.uuid4().hex[:6]}"
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
+    assert main(["--zookeeper", zk_chroot, "--create", "--topic", topic, "--partitions", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "refused" in err and "no credentials" in err, err
+    jaas = tmp_path / "client_jaas.conf"
+    jaas.write_text(f"Client {{ {JAAS} }};")
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={jaas}")
+    assert main(["--zookeeper", zk_chroot, "--create", "--topic", topic, "--partitions", "1"]) == 0
+    assert SECRET not in capsys.readouterr().out
+    anon = kazoo_client(zk_chroot)
+    try:
+        acl, _ = anon.get_acls(paths.topic(topic))
+        assert {(a.id.scheme, a.perms) for a in acl} == {("digest", 31), ("world", 1)}
+    finally:
+        anon.stop()
+        anon.close()
+    # the broker serves the topic the tool created
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    p.produce(topic, b"x")
+    assert p.flush(30) == 0
+
+
+def test_the_security_migration_tool_both_ways(zk_chroot, broker_factory, monkeypatch, tmp_path, capsys):
+    from pyklog.broker.cli.zookeeper_security_migration import main
+
+    b = _secure(broker_factory, 0)
+    topic = f"tool-{uuid.uuid4().hex[:6]}"
+    _create_topic(b.bootstrap, topic)
+    b.stop()
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
+    assert main(["--zookeeper.acl", "unsecure", "--zookeeper.connect", zk_chroot]) == 1
+    assert "No JAAS configuration file" in capsys.readouterr().err
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(f"Client {{ {JAAS} }};")
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={jaas}")
+    anon = kazoo_client(zk_chroot)
+    try:
+        assert main(["--zookeeper.acl", "unsecure", "--zookeeper.connect", zk_chroot]) == 0
+        assert "unsecure:" in capsys.readouterr().out
+        for path in ("/", paths.topic(topic), paths.partition_state(topic, 1), paths.BROKER_IDS):
+            assert [(a.id.scheme, a.perms) for a in anon.get_acls(path)[0]] == [("world", 31)], path
+        anon.set(paths.topic_config(topic), b'{"version":1,"config":{}}')  # open again: anyone may
+        assert main(["--zookeeper.acl", "secure", "--zookeeper.connect", zk_chroot]) == 0
+        out = capsys.readouterr().out
+        assert "secure:" in out and SECRET not in out
+        _assert_nobody_can_change_the_registry(zk_chroot, topic, brokers_running=False)
+    finally:
+        anon.stop()
+        anon.close()
