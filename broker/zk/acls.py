@@ -82,6 +82,14 @@ class ZkCredentials:
     def __str__(self) -> str:
         return f"digest:{self.username}"
 
+    def jaas_entry(self) -> str:
+        """The JAAS entry these credentials are written as (holds the password: never log it)."""
+
+        def quoted(v: str) -> str:
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        return f"{DIGEST_LOGIN_MODULE} required username={quoted(self.username)} password={quoted(self.password)};"
+
     @property
     def auth_data(self) -> list[tuple[str, str]]:
         """kazoo's ``auth_data`` (``addauth digest user:password``)."""

@@ -497,6 +497,8 @@ class _SinkWriter:
             cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
         else:
             cfg["zookeeper.connect"] = self.opts.cluster.zookeeper_connect
+            if self.opts.cluster.zookeeper_credentials is not None:
+                cfg["zookeeper.jaas.config"] = self.opts.cluster.zookeeper_credentials.jaas_entry()
         return cfg
 
     def _producer(self, **extra):

@@ -120,3 +120,8 @@ def test_broker_settings():
     # without set.acl, credentials only authenticate
     creds, set_acl = ServerConfig.from_properties(_props(**{"zookeeper.jaas.config": ENTRY})).zookeeper_security({})
     assert creds is not None and not set_acl
+
+
+def test_jaas_entry_round_trip():
+    c = ZkCredentials("etl", 'p"a\\ss word;')
+    assert acls.parse_client_jaas(c.jaas_entry()) == c
