@@ -125,3 +125,34 @@ def test_broker_settings():
 def test_jaas_entry_round_trip():
     c = ZkCredentials("etl", 'p"a\\ss word;')
     assert acls.parse_client_jaas(c.jaas_entry()) == c
+
+
+def test_the_session_client_gives_each_multi_op_create_its_paths_acl():
+    from pyklog.broker.zk.session import ZkSession
+
+    s = ZkSession(
+        "127.0.0.1:1/chroot",
+        session_timeout_s=5,
+        connect_timeout_s=1,
+        registering=False,
+        credentials=ZkCredentials("kafka", SECRET),
+        set_acl=True,
+    )
+    client = s.new_client(s.zk_connect)
+    try:
+        t = client.transaction()
+        t.create("/config/users/alice", b"{}")
+        t.create("/brokers/topics/t", b"{}")
+        t.create("/consumers/g/offsets/t/0", b"0")
+        owner = (Permissions.ALL, "digest", acls.digest_id("kafka", SECRET))
+        got = [acls.acl_key(op.acl) for op in t.operations]
+        assert got == [
+            {owner},
+            {owner, (Permissions.READ, "world", "anyone")},
+            {(Permissions.ALL, "world", "anyone")},
+        ]
+        assert SECRET not in repr(s.credentials)
+    finally:
+        client.close()
+    with pytest.raises(ConfigError, match="no ZooKeeper credentials"):
+        ZkSession("127.0.0.1:1", session_timeout_s=5, connect_timeout_s=1, registering=False, set_acl=True)
