@@ -8,6 +8,9 @@ temporary directory removed on stop); ``main()`` is the console script, which ke
 persistent directory by default (:func:`default_data_dir`), because a ZooKeeper that comes back
 empty has forgotten every topic and the cluster id (Kafka's quickstart keeps ZooKeeper's
 ``dataDir`` for the same reason).  ``--ephemeral`` asks for a throwaway directory.
+``--require-auth`` (``require_auth``) makes ZooKeeper refuse clients that did not authenticate
+with the digest scheme (ZooKeeper 3.7+'s ``enforce.auth``; pyspark bundles 3.9), and
+``--super-digest`` (``super_digest``) names a super user by its digest, never its password.
 Not thread-safe: one owner starts and stops it.
 """
 
