@@ -242,6 +242,11 @@ def test_a_wrong_password_stops_the_broker_with_a_clear_error(zk_chroot, broker_
     b2.start(expect_ready=False)
     assert b2.wait_exit(60) == 2
     assert "zookeeper.set.acl=true needs ZooKeeper credentials" in b2.output()
+    # a broker without credentials (and without set.acl) cannot join a secured registry
+    b3 = broker_factory(3, start=False)
+    b3.start(expect_ready=False)
+    assert b3.wait_exit(60) == 1
+    assert "refused create /brokers/ids/3" in b3.output() and "no credentials" in b3.output()
 
 
 def test_a_zookeeper_that_requires_authentication(tmp_path, broker_factory):
