@@ -36,11 +36,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import logging
 import os
 import re
 import shlex
 from collections.abc import Mapping
 
+from kazoo.protocol.serialization import Auth
 from kazoo.security import ACL, Id, Permissions
 
 from pyklog.broker.errors import ConfigError
@@ -277,6 +279,26 @@ def credentials_from_environment(environ: Mapping[str, str] | None = None) -> Zk
     return parse_jaas_file_section(text, section, f"JAAS file {path}")
 
 
+class _HideAuthPackets(logging.Filter):
+    """kazoo logs each request it sends at DEBUG, the ``Auth`` packet (``user:password``) too: the
+    credential is replaced before any handler sees the record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, Auth) for a in args):
+            record.args = tuple(a._replace(auth="[hidden]") if isinstance(a, Auth) else a for a in args)
+        return True
+
+
+_HIDE_AUTH = _HideAuthPackets()
+
+
+def hide_credentials_in_kazoo_logs() -> None:
+    """Install the filter on kazoo's client logger (idempotent); called wherever a client with
+    credentials is built."""
+    logging.getLogger("kazoo.client").addFilter(_HIDE_AUTH)
+
+
 def client_credentials(credentials: ZkCredentials | None, environ: Mapping[str, str] | None = None):
     """A client's credentials: the ones it was given, else Kafka's JAAS file in ``KAFKA_OPTS``."""
     return credentials if credentials is not None else credentials_from_environment(environ)
@@ -288,6 +310,7 @@ def kazoo_kwargs(credentials: ZkCredentials | None, *, secure: bool = False) -> 
     roots, such as an exactly-once Spark sink's own records)."""
     if credentials is None:
         return {}
+    hide_credentials_in_kazoo_logs()
     kw: dict = {"auth_data": credentials.auth_data}
     if secure:
         kw["default_acl"] = [credentials.owner_acl, WORLD_READ]

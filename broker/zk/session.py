@@ -285,6 +285,8 @@ class ZkSession:
         """A (not started) kazoo client with this session's credentials and ACL policy; the chroot
         node itself is ``"/"`` to the policy when ``hosts`` has one, its own path otherwise."""
         chrooted = "/" in hosts
+        if self.credentials is not None:
+            zk_acls.hide_credentials_in_kazoo_logs()
 
         def policy(path: str) -> list:
             return self.acls_for(path if chrooted else path[len(self.chroot) :] or "/")

@@ -156,3 +156,15 @@ def test_the_session_client_gives_each_multi_op_create_its_paths_acl():
         client.close()
     with pytest.raises(ConfigError, match="no ZooKeeper credentials"):
         ZkSession("127.0.0.1:1", session_timeout_s=5, connect_timeout_s=1, registering=False, set_acl=True)
+
+
+def test_kazoo_debug_logs_never_hold_the_password(caplog):
+    import logging
+
+    from kazoo.protocol.serialization import Auth
+
+    acls.kazoo_kwargs(ZkCredentials("kafka", SECRET))
+    with caplog.at_level(logging.DEBUG, logger="kazoo.client"):
+        logging.getLogger("kazoo.client").debug("Sending request(xid=%s): %s", -4, Auth(0, "digest", f"kafka:{SECRET}"))
+    assert "Sending request" in caplog.text and "digest" in caplog.text
+    assert SECRET not in caplog.text
