@@ -168,3 +168,17 @@ def test_kazoo_debug_logs_never_hold_the_password(caplog):
         logging.getLogger("kazoo.client").debug("Sending request(xid=%s): %s", -4, Auth(0, "digest", f"kafka:{SECRET}"))
     assert "Sending request" in caplog.text and "digest" in caplog.text
     assert SECRET not in caplog.text
+
+
+def test_zookeeper_launcher_auth_options(tmp_path, capsys):
+    from pyklog.broker.zk.server import ZooKeeperServer, main
+
+    zk = ZooKeeperServer(
+        data_dir=str(tmp_path), port=1, require_auth=True, super_digest=acls.digest_id("admin", SECRET)
+    )
+    cfg = open(zk._write_config()).read()
+    assert "enforce.auth.enabled=true" in cfg and "enforce.auth.schemes=digest" in cfg
+    assert SECRET not in cfg and SECRET not in (zk.super_digest or "")
+    with pytest.raises(SystemExit) as e:
+        main(["--ephemeral", "--super-digest", f"admin:{SECRET}"])  # a password, not a digest
+    assert e.value.code == 2 and SECRET not in capsys.readouterr().err
