@@ -98,9 +98,8 @@ def test_an_unauthenticated_client_changes_nothing_and_the_cluster_works(zk_chro
     # the credentials are a sensitive setting: DescribeConfigs answers them with a null value
     broker_res = ConfigResource("broker", "0")
     described = admin.describe_configs([broker_res])[broker_res].result(30)
-    if "zookeeper.jaas.config" in described:
-        entry = described["zookeeper.jaas.config"]
-        assert entry.value is None and entry.is_sensitive
+    entry = described["zookeeper.jaas.config"]
+    assert entry.value is None and entry.is_sensitive
     kc = kazoo_client(zk_chroot)
     try:
         data, _ = kc.get(paths.topic_config(topic))
