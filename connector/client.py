@@ -429,7 +429,7 @@ class ClusterClient:
         from kazoo.handlers.threading import KazooTimeoutError
 
         from pyklog.broker.zk import paths
-        from pyklog.broker.zk.acls import client_credentials, kazoo_kwargs
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
         zk = KazooClient(
             hosts=self._zk_connect,

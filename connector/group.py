@@ -460,7 +460,7 @@ class GroupMember:
             if self._state is not MemberState.NEW:
                 raise RuntimeError("GroupMember already started")
             self._transition(MemberState.REGISTERING)
-        from pyklog.broker.zk.acls import client_credentials, kazoo_kwargs
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
         self.zk = KazooClient(
             **kazoo_kwargs(client_credentials(self._credentials)),

@@ -213,7 +213,7 @@ class ConsumerConnector:
             raise ConfigError(f"auto.offset.reset must be smallest, largest, earliest, latest or none; got {reset!r}")
         values = CONSUMER_CONFIG.parse(cfg)
         # ZooKeeper digest credentials (a DigestLoginModule JAAS entry; else KAFKA_OPTS' JAAS file)
-        from pyklog.broker.zk.acls import client_credentials, parse_client_jaas
+        from pyklog.broker.zk.znode_acls import client_credentials, parse_client_jaas
 
         jaas = cfg["zookeeper.jaas.config"]
         self._zk_credentials = client_credentials(parse_client_jaas(str(jaas)) if jaas else None)

@@ -114,7 +114,7 @@ class ZooKeeperOffsetStore(OffsetStore):
         if isinstance(zk, str):
             from kazoo.client import KazooClient
 
-            from pyklog.broker.zk.acls import client_credentials, kazoo_kwargs
+            from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
             client = KazooClient(hosts=zk, **kazoo_kwargs(client_credentials(credentials)))
             try:

@@ -188,7 +188,7 @@ def run(args, broker_api=None) -> int:
                 "script (pyklog.connector.cli.topics)"
             )
         return broker_api(args)
-    from pyklog.broker.zk.acls import tool_security
+    from pyklog.broker.zk.znode_acls import tool_security
 
     cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout, **tool_security())
     cluster.start()

@@ -21,8 +21,8 @@ import sys
 
 from pyklog.broker.common.cli import UsageError, reports_errors, tool_parser
 from pyklog.broker.zk.acl_migration import SECURE_ROOTS, migrate_acls
-from pyklog.broker.zk.acls import JAAS_FILE_PROPERTY, credentials_from_environment
 from pyklog.broker.zk.session import ZkSession
+from pyklog.broker.zk.znode_acls import JAAS_FILE_PROPERTY, credentials_from_environment
 
 PROG = "pyklog-zookeeper-security-migration"
 

@@ -87,7 +87,7 @@ from typing import Any
 
 from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
 from pyklog.broker.errors import ConfigError
-from pyklog.broker.zk.acls import (
+from pyklog.broker.zk.znode_acls import (
     DIGEST_LOGIN_MODULE,
     JAAS_FILE_PROPERTY,
     ZkCredentials,

@@ -1,4 +1,4 @@
-"""Set the ACLs of a registry's existing znodes to what :func:`pyklog.broker.zk.acls.default_acls`
+"""Set the ACLs of a registry's existing znodes to what :func:`pyklog.broker.zk.znode_acls.default_acls`
 says (Kafka's ``ZkSecurityMigrator``).
 
 Used two ways: a broker started with ``zookeeper.set.acl=true`` secures the znodes it owns before it
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from pyklog.broker.zk import acls as zk_acls
 from pyklog.broker.zk import paths
+from pyklog.broker.zk import znode_acls as zk_acls
 
 log = logging.getLogger(__name__)
 

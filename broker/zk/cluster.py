@@ -40,7 +40,6 @@ from kazoo.recipe.watchers import ChildrenWatch
 from pyklog.broker.errors import PyklogError
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.acl_migration import migrate_acls
-from pyklog.broker.zk.acls import ZkCredentials
 from pyklog.broker.zk.configs import ZkConfigs
 from pyklog.broker.zk.consumer_groups import ZkConsumerGroups
 from pyklog.broker.zk.isr import IsrWriter
@@ -49,6 +48,7 @@ from pyklog.broker.zk.producer_ids import ZkProducerIdManager
 from pyklog.broker.zk.registration import BrokerRegistrar
 from pyklog.broker.zk.session import ZkSession, new_cluster_id, split_connect_string  # noqa: F401 - re-exported
 from pyklog.broker.zk.topic_admin import TopicAdmin
+from pyklog.broker.zk.znode_acls import ZkCredentials
 from pyklog.broker.zk.znodes import BrokerRegistration, LeaderAndIsr
 
 log = logging.getLogger(__name__)

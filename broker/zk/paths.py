@@ -141,7 +141,7 @@ def broker_config(entity: str | int) -> str:
 
 
 # SCRAM credentials (Kafka's ConfigEntityZNode for ConfigType.User) and delegation tokens: with
-# zookeeper.set.acl readable only by their owner (Kafka's SensitiveRootPaths, pyklog.broker.zk.acls):
+# zookeeper.set.acl readable only by their owner (Kafka's SensitiveRootPaths, pyklog.broker.zk.znode_acls):
 #   /config/users/[user]             persistent  {"version":1,"config":{"SCRAM-SHA-512":"salt=...,..."}}
 #   /delegation_token                persistent  (Kafka's; pyklog writes none)
 CONFIG_USERS = "/config/users"

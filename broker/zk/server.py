@@ -95,7 +95,7 @@ class ZooKeeperServer:
         #: any request (an unauthenticated session is closed)
         self.require_auth = require_auth
         #: ``user:base64(sha1(user:password))``: that user may do anything, whatever a znode's ACL
-        #: (ZooKeeper's DigestAuthenticationProvider.superDigest; pyklog.broker.zk.acls.digest_id)
+        #: (ZooKeeper's DigestAuthenticationProvider.superDigest; pyklog.broker.zk.znode_acls.digest_id)
         self.super_digest = super_digest
         if super_digest is not None and not re.fullmatch(r"[^:\s]+:[A-Za-z0-9+/]{27}=", super_digest):
             raise ValueError("super digest must be user:base64(sha1(user:password)) (28 characters after the ':')")
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
         metavar="USER:DIGEST",
         help="a super user that may change any znode whatever its ACL, as ZooKeeper's "
         "DigestAuthenticationProvider.superDigest: USER:base64(sha1(USER:PASSWORD)), e.g. from "
-        "python -c \"from pyklog.broker.zk.acls import digest_id; print(digest_id('admin', 'PASSWORD'))\"",
+        "python -c \"from pyklog.broker.zk.znode_acls import digest_id; print(digest_id('admin', 'PASSWORD'))\"",
     )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -36,10 +36,10 @@ from kazoo.retry import KazooRetry, RetryFailedError
 
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import ZooKeeperError
-from pyklog.broker.zk import acls as zk_acls
 from pyklog.broker.zk import paths
-from pyklog.broker.zk.acls import ZkCredentials
+from pyklog.broker.zk import znode_acls as zk_acls
 from pyklog.broker.zk.server import four_letter_word
+from pyklog.broker.zk.znode_acls import ZkCredentials
 from pyklog.broker.zk.znodes import decode_cluster_id, encode_cluster_id
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class _PerPathAcl(list):
 class AclKazooClient(KazooClient):
     """A KazooClient that creates every znode (``create``, ``ensure_path``, ``makepath`` parents,
     multi-op creates) with ``acl_policy(path)`` unless the caller names an ACL: one place decides the
-    ACLs of everything the broker writes (:func:`pyklog.broker.zk.acls.default_acls`)."""
+    ACLs of everything the broker writes (:func:`pyklog.broker.zk.znode_acls.default_acls`)."""
 
     def __init__(self, *args, acl_policy: Callable[[str], list], **kwargs):
         self.acl_policy = acl_policy
@@ -192,7 +192,7 @@ class ZkSession:
             )
         #: the digest identity this session authenticates as (None: unauthenticated)
         self.credentials = credentials
-        #: True: znodes are created with the secure ACLs (:func:`pyklog.broker.zk.acls.default_acls`)
+        #: True: znodes are created with the secure ACLs (:func:`pyklog.broker.zk.znode_acls.default_acls`)
         self.set_acl = set_acl
         self.hosts, self.chroot = split_connect_string(zk_connect)
         self.session_timeout_s = session_timeout_s

@@ -333,7 +333,7 @@ class GroupCommand:
         if args.zookeeper:
             from kazoo.client import KazooClient
 
-            from pyklog.broker.zk.acls import client_credentials, kazoo_kwargs
+            from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
             zk = KazooClient(hosts=args.zookeeper, **kazoo_kwargs(client_credentials(None)))
             try:

@@ -173,8 +173,8 @@ class _Cluster:
         self.zk_cluster = None
         self.client = None
         if zookeeper:
-            from pyklog.broker.zk.acls import tool_security
             from pyklog.broker.zk.cluster import ZkCluster
+            from pyklog.broker.zk.znode_acls import tool_security
 
             self.zk_cluster = ZkCluster(zookeeper, None, **tool_security()).start()
         else:

@@ -105,7 +105,7 @@ def _zk_credentials(jaas):
     """``zookeeper.jaas.config`` (a Password) -> ZkCredentials, or None."""
     if jaas is None:
         return None
-    from pyklog.broker.zk.acls import parse_client_jaas
+    from pyklog.broker.zk.znode_acls import parse_client_jaas
 
     return parse_client_jaas(jaas.value, "zookeeper.jaas.config")
 

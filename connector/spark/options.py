@@ -529,7 +529,7 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
     jaas = opts.get("zookeeper.jaas.config")
     if jaas is not None:
-        from pyklog.broker.zk.acls import parse_client_jaas
+        from pyklog.broker.zk.znode_acls import parse_client_jaas
 
         credentials = parse_client_jaas(jaas, "option 'zookeeper.jaas.config'")
     else:

@@ -531,7 +531,7 @@ class SourcePlanner:
         from kazoo.exceptions import NoNodeError, NotEmptyError
 
         from pyklog.broker.zk import paths
-        from pyklog.broker.zk.acls import client_credentials, kazoo_kwargs
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
         zk = KazooClient(
             hosts=zk_connect, timeout=2.0, **kazoo_kwargs(client_credentials(opts.cluster.zookeeper_credentials))

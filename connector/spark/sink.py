@@ -257,7 +257,7 @@ class SinkTransactionLog:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        from pyklog.broker.zk.acls import OPEN_ACL, client_credentials, kazoo_kwargs
+        from pyklog.broker.zk.znode_acls import OPEN_ACL, client_credentials, kazoo_kwargs
 
         # with credentials the query's records are its own (its identity ALL, everyone READ) under
         # the open root, which any query may create under

@@ -10,8 +10,8 @@ from kazoo.client import KazooClient
 from pyspark.sql import functions as F
 
 from pyklog.broker.zk import paths
-from pyklog.broker.zk.acls import digest_id
 from pyklog.broker.zk.server import ZooKeeperServer
+from pyklog.broker.zk.znode_acls import digest_id
 from tests.integration.spark.support import make_topic, produce, read_values, stream, wait_query
 
 SECRET = f"zk-{uuid.uuid4().hex[:12]}"

@@ -17,8 +17,8 @@ import pytest
 from kazoo.exceptions import NoAuthError
 
 from pyklog.broker.zk import paths
-from pyklog.broker.zk.acls import OPEN_ACL, ZkCredentials
 from pyklog.broker.zk.session import ZkSession
+from pyklog.broker.zk.znode_acls import OPEN_ACL, ZkCredentials
 from tests.support import kazoo_client, wait_for
 
 SECRET = f"zk-{uuid.uuid4().hex[:12]}"
@@ -256,8 +256,8 @@ def test_a_zookeeper_that_requires_authentication(tmp_path, broker_factory):
     from kazoo.exceptions import SessionClosedRequireSaslError
 
     from pyklog.broker.errors import ZooKeeperError
-    from pyklog.broker.zk.acls import digest_id
     from pyklog.broker.zk.server import ZooKeeperServer
+    from pyklog.broker.zk.znode_acls import digest_id
 
     admin_pw = f"adm-{uuid.uuid4().hex[:8]}"
     with ZooKeeperServer(require_auth=True, super_digest=digest_id("admin", admin_pw)) as server:

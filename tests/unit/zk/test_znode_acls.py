@@ -10,8 +10,8 @@ from kazoo.security import Permissions, make_digest_acl_credential
 
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.server.config import ServerConfig
-from pyklog.broker.zk import acls
-from pyklog.broker.zk.acls import ZkCredentials, ZkCredentialsError
+from pyklog.broker.zk import znode_acls as acls
+from pyklog.broker.zk.znode_acls import ZkCredentials, ZkCredentialsError
 
 SECRET = "s3cr3t-Pa55"
 ENTRY = f'org.apache.zookeeper.server.auth.DigestLoginModule required username="kafka" password="{SECRET}";'
