@@ -427,6 +427,7 @@ class ClusterClient:
         metadata_max_age_ms: int = 300000,
         zk_session_timeout_ms: int = 10000,
         security: ClientSecurityConfig | None = None,
+        zookeeper_credentials=None,
     ):
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")
@@ -440,6 +441,7 @@ class ClusterClient:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._zk_connect = zookeeper_connect
         self._zk_timeout_s = zk_session_timeout_ms / 1000.0
+        self._zk_credentials = zookeeper_credentials  # ZkCredentials or None (then KAFKA_OPTS' JAAS file)
         self._zk = None
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
@@ -458,8 +460,13 @@ class ClusterClient:
         from kazoo.handlers.threading import KazooTimeoutError
 
         from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
-        zk = KazooClient(hosts=self._zk_connect, timeout=self._zk_timeout_s)
+        zk = KazooClient(
+            hosts=self._zk_connect,
+            timeout=self._zk_timeout_s,
+            **kazoo_kwargs(client_credentials(self._zk_credentials)),
+        )
         try:
             zk.start(timeout=self._zk_timeout_s)
         except KazooTimeoutError as e:

@@ -184,6 +184,7 @@ class SimpleConsumer:
         check_crcs: bool = True,
         client: ClusterClient | None = None,
         security=None,
+        zookeeper_credentials=None,
     ):
         if isinstance(isolation_level, str):
             isolation_level = isolation_level.replace(".", "_").lower()
@@ -206,6 +207,7 @@ class SimpleConsumer:
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             security=as_security(security),
+            zookeeper_credentials=zookeeper_credentials,
         )
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0

@@ -343,6 +343,7 @@ class GroupMember:
         manual_release: bool = False,
         exclude_internal_topics: bool = True,
         connect_timeout_s: float = 30.0,
+        credentials=None,
     ):
         if not isinstance(group_id, str) or not group_id or "/" in group_id or group_id in (".", ".."):
             raise ConfigError(f"group.id must be a non-empty name without '/'; got {group_id!r}")
@@ -378,6 +379,7 @@ class GroupMember:
         if rebalance_backoff_ms < 0:
             raise ConfigError(f"rebalance.backoff.ms must be >= 0; got {rebalance_backoff_ms!r}")
         self.zk_connect = zk_connect
+        self._credentials = credentials  # ZkCredentials (repr hides the password) or None
         self.group_id = group_id
         self.strategy = strategy
         self.consumer_id = consumer_id or default_consumer_id()
@@ -458,7 +460,10 @@ class GroupMember:
             if self._state is not MemberState.NEW:
                 raise RuntimeError("GroupMember already started")
             self._transition(MemberState.REGISTERING)
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
+
         self.zk = KazooClient(
+            **kazoo_kwargs(client_credentials(self._credentials)),
             hosts=self.zk_connect,
             timeout=self.session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},

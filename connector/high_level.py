@@ -88,6 +88,7 @@ DEFAULTS = {
     "exclude.internal.topics": True,
     "isolation.level": "read_uncommitted",
     "offsets.commit.timeout.ms": 30000,
+    "zookeeper.jaas.config": None,
 }
 _RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest"}
 _SHUTDOWN = object()
@@ -214,6 +215,13 @@ class ConsumerConnector:
         if reset not in _RESET and reset != "none":
             raise ConfigError(f"auto.offset.reset must be smallest, largest, earliest, latest or none; got {reset!r}")
         values = CONSUMER_CONFIG.parse(cfg)
+        # ZooKeeper digest credentials (a DigestLoginModule JAAS entry; else KAFKA_OPTS' JAAS file)
+        from pyklog.broker.zk.znode_acls import client_credentials, parse_client_jaas
+
+        jaas = cfg["zookeeper.jaas.config"]
+        self._zk_credentials = client_credentials(parse_client_jaas(str(jaas)) if jaas else None)
+        if jaas:
+            cfg["zookeeper.jaas.config"] = "[hidden]"
         self.config = cfg
         self._values = values  # typed (CONSUMER_CONFIG)
         self.group_id = str(cfg["group.id"])
@@ -240,6 +248,7 @@ class ConsumerConnector:
             None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
             client_id=client_id,
             security=security,
+            zookeeper_credentials=self._zk_credentials,
         )
         try:
             self.simple = SimpleConsumer(
@@ -255,6 +264,7 @@ class ConsumerConnector:
                 cfg["zookeeper.connect"] if (storage == "zookeeper" or self.dual_commit) else None,
                 self.client,
                 timeout_s=values["offsets.commit.timeout.ms"] / 1000.0,
+                zk_credentials=self._zk_credentials,
             )
         except BaseException:
             self.client.close()
@@ -385,6 +395,7 @@ class ConsumerConnector:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
             exclude_internal_topics=values["exclude.internal.topics"],
+            credentials=self._zk_credentials,
             **subscription,
         )
         self._running = True

@@ -70,11 +70,17 @@ class OffsetStore:
 
     @staticmethod
     def create(
-        storage: str, dual_commit: bool = False, zk=None, cluster_client=None, *, timeout_s: float = 30.0
+        storage: str,
+        dual_commit: bool = False,
+        zk=None,
+        cluster_client=None,
+        *,
+        timeout_s: float = 30.0,
+        zk_credentials=None,
     ) -> OffsetStore:
         """The store for ``offsets.storage`` = ``storage`` and ``dual.commit.enabled`` = ``dual_commit``.
         ``zk``: a KazooClient (shared, not closed by the store) or a connect string (the store opens and
-        closes its own client); ``cluster_client``: a ClusterClient (shared, not closed)."""
+        closes its own client, with ``zk_credentials``); ``cluster_client``: a ClusterClient (shared, not closed)."""
         storage = str(storage).lower()
         if storage not in STORAGES:
             raise ConfigError(f"offsets.storage must be 'zookeeper' or 'kafka'; got {storage!r}")
@@ -90,7 +96,7 @@ class OffsetStore:
                 f"offsets.storage={storage} with dual.commit.enabled={str(bool(dual_commit)).lower()} "
                 "needs brokers (a ClusterClient from bootstrap.servers or zookeeper.connect)"
             )
-        zk_store = ZooKeeperOffsetStore(zk) if need_zk else None
+        zk_store = ZooKeeperOffsetStore(zk, credentials=zk_credentials) if need_zk else None
         kafka_store = KafkaOffsetStore(cluster_client, timeout_s=timeout_s) if need_kafka else None
         if dual_commit:
             primary, secondary = (kafka_store, zk_store) if storage == "kafka" else (zk_store, kafka_store)
@@ -104,11 +110,13 @@ class ZooKeeperOffsetStore(OffsetStore):
 
     storage = "zookeeper"
 
-    def __init__(self, zk):
+    def __init__(self, zk, *, credentials=None):
         if isinstance(zk, str):
             from kazoo.client import KazooClient
 
-            client = KazooClient(hosts=zk)
+            from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
+
+            client = KazooClient(hosts=zk, **kazoo_kwargs(client_credentials(credentials)))
             try:
                 client.start(timeout=30)
             except Exception as e:

@@ -196,7 +196,9 @@ def run(args, broker_api=None) -> int:
                 "script (pyklog.connector.cli.topics)"
             )
         return broker_api(args)
-    cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout)
+    from pyklog.broker.zk.znode_acls import tool_security
+
+    cluster = ZkCluster(args.zookeeper, None, connect_timeout_s=args.timeout, **tool_security())
     cluster.start()
     try:
         if args.create:

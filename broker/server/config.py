@@ -23,6 +23,11 @@ Settings (Kafka's names and defaults unless noted)::
     zookeeper.connect                  required (host:port[,host:port][/chroot])
     zookeeper.session.timeout.ms       18000
     zookeeper.connection.timeout.ms    = session timeout
+    zookeeper.set.acl                  false (true: znodes created with secure ACLs, docs/security.md)
+    zookeeper.jaas.config              (pyklog) the ZooKeeper digest credentials, one JAAS entry
+                                       "org.apache.zookeeper.server.auth.DigestLoginModule required
+                                       username=... password=...;" (default: the Client section of
+                                       the JAAS file named in KAFKA_OPTS, as Kafka); sensitive
     num.partitions                     1      auto-created topics
     default.replication.factor         1
     auto.create.topics.enable          true
@@ -93,6 +98,13 @@ from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Ran
 from pyklog.broker.common.kafka_settings import check_value, setting_for
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.security.authorizer_settings import authorizer_settings
+from pyklog.broker.zk.znode_acls import (
+    DIGEST_LOGIN_MODULE,
+    JAAS_FILE_PROPERTY,
+    ZkCredentials,
+    credentials_from_environment,
+    parse_client_jaas,
+)
 
 log = logging.getLogger(__name__)
 
@@ -414,6 +426,15 @@ def _server_config_def() -> ConfigDef:
         ConfigDef()
         .define("broker.id", Type.INT, REQUIRED, Range(0, _INT32_MAX), H, "an integer >= 0")
         .define("zookeeper.session.timeout.ms", Type.INT, 18000, Range(1000), H, "ZooKeeper session timeout")
+        .define("zookeeper.set.acl", Type.BOOLEAN, False, None, H, "create znodes with secure ACLs")
+        .define(
+            "zookeeper.jaas.config",
+            Type.PASSWORD,
+            None,
+            None,
+            H,
+            "ZooKeeper digest credentials: a DigestLoginModule JAAS entry (default: KAFKA_OPTS' JAAS file)",
+        )
         .define(
             "zookeeper.connection.timeout.ms",
             Type.INT,
@@ -723,7 +744,7 @@ class ServerConfig:
     max_connections_per_ip_overrides: dict[str, int] = dataclasses.field(default_factory=dict)
     queued_max_request_bytes: int = -1
     log_props: dict[str, str] = dataclasses.field(default_factory=dict)  # log.* + message.max.bytes
-    raw: dict[str, str] = dataclasses.field(default_factory=dict)
+    raw: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)  # may hold secrets
     #: every listener (``listener`` is the first) and every advertised one (``advertised_listener``
     #: is the first); empty when built directly: then ``(listener,)`` / ``(advertised_listener,)``
     listeners: tuple[Endpoint, ...] = ()
@@ -744,6 +765,8 @@ class ServerConfig:
                 "zookeeper.connect",
                 "zookeeper.session.timeout.ms",
                 "zookeeper.connection.timeout.ms",
+                "zookeeper.set.acl",
+                "zookeeper.jaas.config",
                 "num.partitions",
                 "default.replication.factor",
                 "auto.create.topics.enable",
@@ -811,6 +834,8 @@ class ServerConfig:
             raise ConfigError("zookeeper.connect: required (host:port[,host:port...][/chroot]), not set")
         _check_zk_connect(zk)
         authorizer_settings(props)  # an unknown authorizer.class.name stops the broker here
+        if props.get("zookeeper.jaas.config"):
+            parse_client_jaas(props["zookeeper.jaas.config"], "zookeeper.jaas.config")
         protocols = parse_protocol_map(props.get("listener.security.protocol.map"))
         listeners = parse_listeners("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"), protocols)
         if props.get("advertised.listeners"):
@@ -890,6 +915,25 @@ class ServerConfig:
     def setting(self, key: str) -> Any:
         """One declared setting's typed value (its default when unset), validated by :data:`SERVER_CONFIG`."""
         return SERVER_CONFIG.parse_value(key, self.raw.get(key))
+
+    def zookeeper_security(self, environ=None) -> tuple[ZkCredentials | None, bool]:
+        """``(credentials, set_acl)`` of the broker's ZooKeeper session: ``zookeeper.jaas.config``, else
+        the ``Client`` section of the JAAS file named in ``KAFKA_OPTS`` (Kafka's way); ``set_acl`` is
+        ``zookeeper.set.acl``.  ConfigError when set.acl has no credentials or they are malformed
+        (the message never holds the password)."""
+        set_acl = self.setting("zookeeper.set.acl")
+        jaas = self.setting("zookeeper.jaas.config")
+        if jaas is not None:
+            credentials = parse_client_jaas(jaas.value, "zookeeper.jaas.config")
+        else:
+            credentials = credentials_from_environment(environ)
+        if set_acl and credentials is None:
+            raise ConfigError(
+                "zookeeper.set.acl=true needs ZooKeeper credentials: set zookeeper.jaas.config "
+                f'(\'{DIGEST_LOGIN_MODULE} required username="..." password="...";\') or name a JAAS file '
+                f"with a Client section in KAFKA_OPTS (-D{JAAS_FILE_PROPERTY}=<file>)"
+            )
+        return credentials, set_acl
 
     def transaction_settings(self) -> dict[str, int]:
         """The transaction coordinator's settings as keyword arguments of

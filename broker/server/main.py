@@ -222,6 +222,8 @@ class BrokerServer:
             log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
             stored_cluster_id = stored_identity(log_dirs, cfg.broker_id)
 
+            zk_credentials, zk_set_acl = cfg.zookeeper_security()
+
             def cluster_id_check(zk_cluster_id):
                 check_cluster_id(stored_cluster_id, zk_cluster_id, cfg.zookeeper_connect, log_dirs)
 
@@ -240,6 +242,8 @@ class BrokerServer:
                 cluster_id_check=cluster_id_check,
                 on_fatal=self._on_fatal,
                 rack=(cfg.raw.get("broker.rack") or "").strip() or None,
+                credentials=zk_credentials,
+                set_acl=zk_set_acl,
             )
             self.cluster.start()
             for d in log_dirs:

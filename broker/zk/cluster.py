@@ -40,6 +40,7 @@ from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
 from pyklog.broker.zk import paths
+from pyklog.broker.zk.acl_migration import migrate_acls
 from pyklog.broker.zk.configs import ZkConfigs
 from pyklog.broker.zk.consumer_groups import ZkConsumerGroups
 from pyklog.broker.zk.isr import IsrWriter
@@ -48,6 +49,7 @@ from pyklog.broker.zk.producer_ids import ZkProducerIdManager
 from pyklog.broker.zk.registration import BrokerRegistrar
 from pyklog.broker.zk.session import ZkSession, new_cluster_id, split_connect_string  # noqa: F401 - re-exported
 from pyklog.broker.zk.topic_admin import TopicAdmin
+from pyklog.broker.zk.znode_acls import ZkCredentials
 from pyklog.broker.zk.znodes import BrokerRegistration
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,8 @@ class ZkCluster:
         protocol_map: dict[str, str] | None = None,
         inter_broker_listener: str | None = None,
         broker_connector: Callable[[str, int, float | None], socket.socket] | None = None,
+        credentials: ZkCredentials | None = None,
+        set_acl: bool = False,
     ):
         self.zk_connect = zk_connect
         split_connect_string(zk_connect)  # a malformed connect string fails here, before anything starts
@@ -132,6 +136,8 @@ class ZkCluster:
             on_fatal=on_fatal,
             on_session_lost=self._on_session_lost if registering else None,
             on_new_session=self._on_new_session if registering else None,
+            credentials=credentials,
+            set_acl=set_acl,
         )
         self.metadata_cache = ZkMetadataCache(
             self.session,
@@ -170,6 +176,11 @@ class ZkCluster:
         """
         self.session.start()
         try:
+            if self.session.set_acl and self.broker_id is not None:
+                self._secure_existing_znodes()
+                # the clients' open roots: under a secure chroot only a broker can create them
+                for p in (paths.CONSUMERS, paths.SPARK_SINKS):
+                    self.retry(self.zk.ensure_path, p)
             for p in (
                 paths.BROKER_IDS,
                 paths.BROKER_TOPICS,
@@ -195,6 +206,18 @@ class ZkCluster:
             f", registered broker {self.broker_id} at {self.listeners}" if self.broker_id is not None else "",
         )
         return self
+
+    def _secure_existing_znodes(self) -> None:
+        """zookeeper.set.acl: give the znodes this cluster's brokers own the secure ACLs before
+        registering (a registry written without ACLs is fixed at the first secure start)."""
+        result = self.retry(migrate_acls, self.zk, self.session.acls_for, include_root=bool(self.session.chroot))
+        if result.changed:
+            log.info(
+                "ZooKeeper ACLs: secured %d of %d existing znodes (zookeeper.set.acl=true, as %s)",
+                result.changed,
+                result.checked,
+                self.session.credentials,
+            )
 
     def stop(self) -> None:
         """Delete our own registration (if this session holds it) and close the session."""

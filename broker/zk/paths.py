@@ -140,6 +140,22 @@ def broker_config(entity: str | int) -> str:
     return f"{CONFIG_BROKERS}/{int(entity)}"
 
 
+# SCRAM credentials (Kafka's ConfigEntityZNode for ConfigType.User) and delegation tokens: with
+# zookeeper.set.acl readable only by their owner (Kafka's SensitiveRootPaths, pyklog.broker.zk.znode_acls):
+#   /config/users/[user]             persistent  {"version":1,"config":{"SCRAM-SHA-512":"salt=...,..."}}
+#   /delegation_token                persistent  (Kafka's; pyklog writes none)
+CONFIG_USERS = "/config/users"
+DELEGATION_TOKEN = "/delegation_token"
+
+# Kafka's other top-level roots, named so that zookeeper.set.acl and the security migration can
+# secure them (Kafka's ZkData.SecureRootPaths; the ACL store's roots are ZkAclStore.securePaths):
+CLUSTER = "/cluster"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+FEATURE = "/feature"
+MIGRATION = "/migration"
+ACL_STORE_ROOTS = ("/kafka-acl", "/kafka-acl-extended", "/kafka-acl-changes", "/kafka-acl-extended-changes")
+
+
 # Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"

@@ -8,6 +8,9 @@ temporary directory removed on stop); ``main()`` is the console script, which ke
 persistent directory by default (:func:`default_data_dir`), because a ZooKeeper that comes back
 empty has forgotten every topic and the cluster id (Kafka's quickstart keeps ZooKeeper's
 ``dataDir`` for the same reason).  ``--ephemeral`` asks for a throwaway directory.
+``--require-auth`` (``require_auth``) makes ZooKeeper refuse clients that did not authenticate
+with the digest scheme (ZooKeeper 3.7+'s ``enforce.auth``; pyspark bundles 3.9), and
+``--super-digest`` (``super_digest``) names a super user by its digest, never its password.
 Not thread-safe: one owner starts and stops it.
 """
 
@@ -17,6 +20,7 @@ import argparse
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -77,6 +81,8 @@ class ZooKeeperServer:
         log_file: str | None = None,
         tick_time_ms: int = 2000,
         max_session_timeout_ms: int | None = None,
+        require_auth: bool = False,
+        super_digest: str | None = None,
     ):
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="pyklog-zk-")
@@ -85,6 +91,14 @@ class ZooKeeperServer:
         self.log_file = log_file or os.path.join(self.data_dir, "zookeeper.log")
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        #: ZooKeeper 3.7+'s enforce.auth: a client must authenticate with the digest scheme before
+        #: any request (an unauthenticated session is closed)
+        self.require_auth = require_auth
+        #: ``user:base64(sha1(user:password))``: that user may do anything, whatever a znode's ACL
+        #: (ZooKeeper's DigestAuthenticationProvider.superDigest; pyklog.broker.zk.znode_acls.digest_id)
+        self.super_digest = super_digest
+        if super_digest is not None and not re.fullmatch(r"[^:\s]+:[A-Za-z0-9+/]{27}=", super_digest):
+            raise ValueError("super digest must be user:base64(sha1(user:password)) (28 characters after the ':')")
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -105,6 +119,8 @@ class ZooKeeperServer:
         ]
         if self.max_session_timeout_ms:
             lines.append(f"maxSessionTimeout={self.max_session_timeout_ms}")
+        if self.require_auth:
+            lines += ["enforce.auth.enabled=true", "enforce.auth.schemes=digest"]
         with open(cfg, "w") as f:
             f.write("\n".join(lines) + "\n")
         return cfg
@@ -120,6 +136,11 @@ class ZooKeeperServer:
             "-XX:+UseSerialGC",
             "-Dlog4j2.configurationFile=classpath:org/apache/spark/log4j2-defaults.properties",
             "-Dzookeeper.admin.enableServer=false",
+            *(
+                [f"-Dzookeeper.DigestAuthenticationProvider.superDigest={self.super_digest}"]
+                if self.super_digest
+                else []
+            ),
             "-cp",
             os.path.join(pyspark_jars_dir(), "*"),
             "org.apache.zookeeper.server.ZooKeeperServerMain",
@@ -189,16 +210,35 @@ def main(argv=None) -> int:
         "ZooKeeper, and brokers with data refuse to join it (their meta.properties names "
         "the old cluster id)",
     )
+    p.add_argument(
+        "--require-auth",
+        action="store_true",
+        help="refuse clients that do not authenticate with the digest scheme (ZooKeeper's "
+        "enforce.auth.enabled): brokers, tools and consumers then need ZooKeeper credentials",
+    )
+    p.add_argument(
+        "--super-digest",
+        metavar="USER:DIGEST",
+        help="a super user that may change any znode whatever its ACL, as ZooKeeper's "
+        "DigestAuthenticationProvider.superDigest: USER:base64(sha1(USER:PASSWORD)), e.g. from "
+        "python -c \"from pyklog.broker.zk.znode_acls import digest_id; print(digest_id('admin', 'PASSWORD'))\"",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     data_dir = None if args.ephemeral else os.path.abspath(args.data_dir or default_data_dir(args.port))
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)
-    zk = ZooKeeperServer(data_dir=data_dir, port=args.port)
+    try:
+        zk = ZooKeeperServer(
+            data_dir=data_dir, port=args.port, require_auth=args.require_auth, super_digest=args.super_digest
+        )
+    except ValueError as e:
+        p.error(str(e))
     zk.start()
     kind = "temporary, removed on exit" if args.ephemeral else "kept across restarts"
+    auth = "; clients must authenticate (digest)" if args.require_auth else ""
     print(
-        f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}, {kind}); Ctrl-C or SIGTERM stops it",
+        f"ZooKeeper listening on {zk.connect_string} (data in {zk.data_dir}, {kind}{auth}); Ctrl-C or SIGTERM stops it",
         flush=True,
     )
     stop = []

@@ -29,15 +29,17 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.client import KazooClient, KazooState, TransactionRequest
+from kazoo.exceptions import AuthFailedError, NoAuthError, NodeExistsError, NoNodeError, SessionClosedRequireSaslError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths
+from pyklog.broker.zk import znode_acls as zk_acls
 from pyklog.broker.zk.server import four_letter_word
+from pyklog.broker.zk.znode_acls import ZkCredentials
 from pyklog.broker.zk.znodes import decode_cluster_id, encode_cluster_id
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,12 @@ class _DataLost(Exception):
     def __init__(self, seen: int, zxids: dict):
         super().__init__(f"servers at {zxids} behind zxid {seen:#x}")
         self.seen, self.zxids = seen, zxids
+
+
+class ZooKeeperNoAuthError(ZooKeeperError):
+    """ZooKeeper refused an operation: the znode's ACL does not allow this client (not retriable)."""
+
+    retriable = False
 
 
 class ClusterIdChangedError(Exception):
@@ -77,6 +85,51 @@ def split_connect_string(zk_connect: str) -> tuple[str, str]:
 def new_cluster_id() -> str:
     """22 characters of URL-safe base64 without padding, from a random UUID (as Kafka)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+class _PerPathAcl(list):
+    """The marker kazoo passes down as ``default_acl`` (to ``ensure_path``'s parents and makepath's
+    too); :class:`AclKazooClient` replaces it with the policy's ACL of each path it creates."""
+
+
+class AclKazooClient(KazooClient):
+    """A KazooClient that creates every znode (``create``, ``ensure_path``, ``makepath`` parents,
+    multi-op creates) with ``acl_policy(path)`` unless the caller names an ACL: one place decides the
+    ACLs of everything the broker writes (:func:`pyklog.broker.zk.znode_acls.default_acls`)."""
+
+    def __init__(self, *args, acl_policy: Callable[[str], list], **kwargs):
+        self.acl_policy = acl_policy
+        super().__init__(*args, default_acl=_PerPathAcl(zk_acls.OPEN_ACL), **kwargs)
+
+    def _create_async_inner(self, path, value, acl, flags, trailing=False, include_data=False):
+        if isinstance(acl, _PerPathAcl):
+            acl = self.acl_policy(path)
+        return super()._create_async_inner(path, value, acl, flags, trailing=trailing, include_data=include_data)
+
+    def transaction(self):
+        return _AclTransaction(self)
+
+
+class _AclTransaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False):
+        if acl is None or isinstance(acl, _PerPathAcl):
+            acl = self.client.acl_policy(path)
+        return super().create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence)
+
+    def commit(self):
+        """The multi-op's results; a refused operation (NoAuth) raises instead of being one result
+        among the others, so that :meth:`ZkSession.retry` reports it as ZooKeeperNoAuthError."""
+        results = super().commit()
+        if any(isinstance(r, NoAuthError) for r in results):
+            raise NoAuthError()
+        return results
+
+
+def describe_no_auth(fn, args) -> str:
+    """What a NoAuth answer means, for an error message (a path, never a credential)."""
+    what = getattr(fn, "__name__", "operation")
+    path = next((a for a in args if isinstance(a, str)), None)
+    return f"{what} {path}" if path else what
 
 
 def watch_callback(fn):
@@ -128,8 +181,19 @@ class ZkSession:
         on_fatal: Callable[[str], None] | None = None,
         on_session_lost: Callable[[], None] | None = None,
         on_new_session: Callable[[], None] | None = None,
+        credentials: ZkCredentials | None = None,
+        set_acl: bool = False,
     ):
         self.zk_connect = zk_connect
+        if set_acl and credentials is None:
+            raise zk_acls.ZkCredentialsError(
+                "zookeeper.set.acl is true but no ZooKeeper credentials are given: set zookeeper.jaas.config "
+                f"or name a JAAS file with a Client section in KAFKA_OPTS (-D{zk_acls.JAAS_FILE_PROPERTY}=...)"
+            )
+        #: the digest identity this session authenticates as (None: unauthenticated)
+        self.credentials = credentials
+        #: True: znodes are created with the secure ACLs (:func:`pyklog.broker.zk.znode_acls.default_acls`)
+        self.set_acl = set_acl
         self.hosts, self.chroot = split_connect_string(zk_connect)
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -153,7 +217,18 @@ class ZkSession:
 
     def start(self) -> None:
         """Connect and read or create the cluster id.  Raises :class:`ZooKeeperError` if ZooKeeper
-        cannot be reached within ``connect_timeout_s``; the client is closed on any failure."""
+        cannot be reached within ``connect_timeout_s`` (:class:`ZooKeeperNoAuthError` if it requires
+        authentication this client lacks); the client is closed on any failure."""
+        try:
+            self._start()
+        except SessionClosedRequireSaslError:
+            self.close()
+            raise ZooKeeperNoAuthError(
+                f"ZooKeeper at {self.zk_connect} requires authentication and this client has no credentials "
+                "(zookeeper.jaas.config, or a JAAS file with a Client section in KAFKA_OPTS)"
+            ) from None
+
+    def _start(self) -> None:
         self.stopping = False
         command_retry = KazooRetry(
             max_tries=-1,
@@ -164,12 +239,7 @@ class ZkSession:
         )
         if self.chroot:
             self._ensure_chroot()
-        self.zk = KazooClient(
-            hosts=self.zk_connect,
-            timeout=self.session_timeout_s,
-            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
-            command_retry=command_retry,
-        )
+        self.zk = self.new_client(self.zk_connect, command_retry=command_retry)
         try:
             self.zk.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError:
@@ -177,8 +247,15 @@ class ZkSession:
             raise ZooKeeperError(
                 f"could not connect to ZooKeeper at {self.zk_connect} within {self.connect_timeout_s:g}s"
             ) from None
+        except AuthFailedError:
+            self.close()
+            raise ZooKeeperError(
+                f"ZooKeeper at {self.zk_connect} refused the credentials of {self.credentials}"
+            ) from None
         try:
             self.zk.add_listener(self._on_state)
+            if self.set_acl:
+                self.check_identity()
             # the cluster id first: a broker whose meta.properties names another cluster stops here,
             # before anything is written into this ZooKeeper
             self.cluster_id = self._get_or_create_cluster_id()
@@ -200,8 +277,57 @@ class ZkSession:
             finally:
                 zk.close()
 
+    def acls_for(self, path: str) -> list:
+        """The ACL this session creates a znode at ``path`` (relative to the chroot) with."""
+        return zk_acls.default_acls(path, self.credentials, self.set_acl)
+
+    def new_client(self, hosts: str, **kwargs) -> KazooClient:
+        """A (not started) kazoo client with this session's credentials and ACL policy; the chroot
+        node itself is ``"/"`` to the policy when ``hosts`` has one, its own path otherwise."""
+        chrooted = "/" in hosts
+        if self.credentials is not None:
+            zk_acls.hide_credentials_in_kazoo_logs()
+
+        def policy(path: str) -> list:
+            return self.acls_for(path if chrooted else path[len(self.chroot) :] or "/")
+
+        return AclKazooClient(
+            hosts=hosts,
+            timeout=self.session_timeout_s,
+            auth_data=self.credentials.auth_data if self.credentials else None,
+            acl_policy=policy,
+            connection_retry=kwargs.pop(
+                "connection_retry", KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
+            ),
+            **kwargs,
+        )
+
+    def check_identity(self) -> None:
+        """With set.acl: ZooKeeper's znodes must be owned by this session's identity.  Digest
+        authentication never fails (ZooKeeper only hashes what it is given), so a wrong password
+        shows as nodes owned by another identity: refuse to start with a clear error (the user
+        name, never the password) instead of failing later on the first write."""
+        for path in ("/", paths.CLUSTER_ID):
+            try:
+                acl, _ = self.retry(self.zk.get_acls, path)
+            except NoNodeError:
+                continue
+            owners = [a for a in acl if a.id.scheme == "digest" and a.perms & zk_acls.Permissions.WRITE]
+            if owners and not any(a.id.id == self.credentials.digest_id for a in owners):
+                names = zk_acls.owners(acl)
+                same_user = self.credentials.username in names
+                raise ZooKeeperNoAuthError(
+                    f"ZooKeeper at {self.zk_connect}: {path} is writable only by digest user(s) "
+                    f"{', '.join(names) or '?'}, not by this broker's credentials ({self.credentials})"
+                    + (
+                        ": the password differs from the one the znodes were created with"
+                        if same_user
+                        else ": check zookeeper.jaas.config (or the JAAS file's Client section)"
+                    )
+                )
+
     def _ensure_chroot(self) -> None:
-        root = KazooClient(hosts=self.hosts, timeout=self.session_timeout_s)
+        root = self.new_client(self.hosts)
         try:
             root.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError:
@@ -231,6 +357,17 @@ class ZkSession:
             return zk.retry(fn, *args, **kwargs)
         except RetryFailedError as e:
             raise ZooKeeperError(f"ZooKeeper at {self.zk_connect} unreachable: {e}") from None
+        except SessionClosedRequireSaslError:
+            raise ZooKeeperNoAuthError(
+                f"ZooKeeper at {self.zk_connect} requires authentication and this client has no credentials "
+                "(zookeeper.jaas.config, or a JAAS file with a Client section in KAFKA_OPTS)"
+            ) from None
+        except NoAuthError:
+            who = f"credentials {self.credentials}" if self.credentials else "no credentials"
+            raise ZooKeeperNoAuthError(
+                f"ZooKeeper at {self.zk_connect} refused {describe_no_auth(fn, args)}: the znode's ACL does not "
+                f"allow this client ({who}; see zookeeper.set.acl in docs/security.md)"
+            ) from None
 
     @property
     def session_id(self) -> int | None:

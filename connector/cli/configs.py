@@ -186,8 +186,9 @@ def run_zookeeper(a, etype, name, add, delete) -> None:
     no cache), through the broker's ZooKeeper layout modules (pyklog.broker.zk), never its server."""
     from pyklog.broker.zk.configs import ZkConfigs
     from pyklog.broker.zk.session import ZkSession
+    from pyklog.broker.zk.znode_acls import tool_security
 
-    session = ZkSession(a.zookeeper, session_timeout_s=18.0, connect_timeout_s=15, registering=False)
+    session = ZkSession(a.zookeeper, session_timeout_s=18.0, connect_timeout_s=15, registering=False, **tool_security())
     session.start()
     configs = ZkConfigs(session, None, None)
     try:

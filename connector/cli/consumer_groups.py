@@ -333,7 +333,9 @@ class GroupCommand:
         if args.zookeeper:
             from kazoo.client import KazooClient
 
-            zk = KazooClient(hosts=args.zookeeper)
+            from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
+
+            zk = KazooClient(hosts=args.zookeeper, **kazoo_kwargs(client_credentials(None)))
             try:
                 zk.start(timeout=15)
             except Exception as e:

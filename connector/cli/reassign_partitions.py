@@ -164,8 +164,9 @@ class _Cluster:
         self.client = None
         if zookeeper:
             from pyklog.broker.zk.cluster import ZkCluster
+            from pyklog.broker.zk.znode_acls import tool_security
 
-            self.zk_cluster = ZkCluster(zookeeper, None).start()
+            self.zk_cluster = ZkCluster(zookeeper, None, **tool_security()).start()
         else:
             from pyklog.connector.admin import AdminClient
             from pyklog.connector.client import ClusterClient

@@ -58,6 +58,14 @@ PRODUCER_CONFIG = (
     ConfigDef(error_format="{name}: expected {expected}, got {value!r}")
     .define("bootstrap.servers", Type.ANY, None, None, _H, "host:port[,host:port] of any brokers")
     .define("zookeeper.connect", Type.ANY, None, None, _H, "or find the brokers in ZooKeeper")
+    .define(
+        "zookeeper.jaas.config",
+        Type.PASSWORD,
+        None,
+        None,
+        _H,
+        "ZooKeeper digest credentials for zookeeper.connect (a DigestLoginModule JAAS entry)",
+    )
     .define("client.id", Type.ANY, "pyklog-producer", None, _M)
     .define("acks", Type.ANY, -1, _acks, _H, "0, 1 or -1/'all'")
     .define("compression.type", Type.ANY, "none", _codec, _H, "none, gzip, snappy, lz4, zstd")

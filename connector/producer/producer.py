@@ -102,6 +102,15 @@ def _to_bytes(v, what: str):
     raise TypeError(f"{what}: expected bytes, str or None (or configure a {what}.serializer), got {t.__name__}")
 
 
+def _zk_credentials(jaas):
+    """``zookeeper.jaas.config`` (a Password) -> ZkCredentials, or None."""
+    if jaas is None:
+        return None
+    from pyklog.broker.zk.znode_acls import parse_client_jaas
+
+    return parse_client_jaas(jaas.value, "zookeeper.jaas.config")
+
+
 class Producer:
     """Kafka producer (see the module docstring).  Config as a dict of Kafka names and/or python
     keyword arguments (``linger_ms=5``); unknown names raise ConfigError.  Thread-safe.
@@ -135,6 +144,7 @@ class Producer:
             retry_backoff_ms=cfg["retry.backoff.ms"],
             metadata_max_age_ms=cfg["metadata.max.age.ms"],
             security=security,
+            zookeeper_credentials=_zk_credentials(cfg["zookeeper.jaas.config"]),
         )
         # topic -> (number of partitions, partitions with a leader): shared with the accumulator
         # and the sender; entries are replaced whole, so it is read without a lock
@@ -657,6 +667,7 @@ def complete_transaction(
         request_timeout_ms=cfg["request.timeout.ms"],
         retry_backoff_ms=cfg["retry.backoff.ms"],
         metadata_max_age_ms=cfg["metadata.max.age.ms"],
+        zookeeper_credentials=_zk_credentials(cfg["zookeeper.jaas.config"]),
     )
     try:
         end_txn(

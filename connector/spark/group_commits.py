@@ -51,6 +51,7 @@ class OffsetStoreAdapter:
             zk if need_zk else None,
             driver.client,
             timeout_s=min(opts.cluster.request_timeout_s, driver.bound_s()),
+            zk_credentials=opts.cluster.zookeeper_credentials,
         )
         # a group member with offsets in ZooKeeper only commits through its fence (never backwards,
         # nothing once its session expired); with Kafka storage only an ownership check guards it

@@ -56,6 +56,7 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 SOURCE_OPTIONS = {
     "kafka.bootstrap.servers",
     "zookeeper.connect",
+    "zookeeper.jaas.config",
     "subscribe",
     "subscribepattern",
     "assign",
@@ -202,6 +203,7 @@ _REJECTED_PRODUCER = {
 SINK_OPTIONS = {
     "kafka.bootstrap.servers",
     "zookeeper.connect",
+    "zookeeper.jaas.config",
     "topic",
     "includeheaders",
     "path",
@@ -434,6 +436,9 @@ class ClusterOptions:
     zk_session_timeout_s: float = 6.0
     #: kafka.security.protocol, kafka.ssl.*, kafka.sasl.* (secrets hidden from repr)
     security: ClientSecurityConfig = PLAINTEXT_SECURITY
+    #: ZooKeeper digest credentials (option 'zookeeper.jaas.config'; a ZkCredentials, whose repr
+    #: hides the password), None: KAFKA_OPTS' JAAS file where the process has one, else none
+    zookeeper_credentials: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -524,6 +529,13 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
     security = ClientSecurityConfig.from_config(opts, prefix="kafka.")
     timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
+    jaas = opts.get("zookeeper.jaas.config")
+    if jaas is not None:
+        from pyklog.broker.zk.znode_acls import parse_client_jaas
+
+        credentials = parse_client_jaas(jaas, "option 'zookeeper.jaas.config'")
+    else:
+        credentials = None
     return ClusterOptions(
         bootstrap_servers=bootstrap.strip() if bootstrap else None,
         zookeeper_connect=zk.strip() if zk else None,
@@ -531,6 +543,7 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         request_timeout_s=timeout_ms / 1000.0,
         zk_session_timeout_s=zk_timeout_ms / 1000.0,
         security=security,
+        zookeeper_credentials=credentials,
     )
 
 

@@ -95,6 +95,7 @@ class SourcePlanner:
             client_id=c.client_id,
             request_timeout_ms=int(c.request_timeout_s * 1000),
             security=c.security,
+            zookeeper_credentials=c.zookeeper_credentials,
         )
         self.isolation = 1 if opts.isolation_level == "read_committed" else 0
         self.member = None
@@ -448,6 +449,7 @@ class SourcePlanner:
                 consumer_id=consumer_id,
                 session_timeout_s=opts.cluster.zk_session_timeout_s,
                 manual_release=True,
+                credentials=opts.cluster.zookeeper_credentials,
                 **kwargs,
             )
             self.member.start()
@@ -530,8 +532,11 @@ class SourcePlanner:
         from kazoo.exceptions import NoNodeError, NotEmptyError
 
         from pyklog.broker.zk import paths
+        from pyklog.broker.zk.znode_acls import client_credentials, kazoo_kwargs
 
-        zk = KazooClient(hosts=zk_connect, timeout=2.0)
+        zk = KazooClient(
+            hosts=zk_connect, timeout=2.0, **kazoo_kwargs(client_credentials(opts.cluster.zookeeper_credentials))
+        )
         try:
             zk.start(timeout=2.0)
             try:

@@ -105,6 +105,7 @@ def task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> dic
     return {
         "bootstrap_servers": bootstrap,
         "zookeeper_connect": None if bootstrap else opts.cluster.zookeeper_connect,
+        "zookeeper_credentials": None if bootstrap else opts.cluster.zookeeper_credentials,
         "client_id": opts.cluster.client_id,
         "isolation_level": opts.isolation_level,
         "check_crcs": opts.check_crcs,

@@ -241,6 +241,7 @@ class SinkTransactionLog:
             )
         self._connect = cluster.zookeeper_connect
         self._timeout_s = cluster.zk_session_timeout_s
+        self._credentials = cluster.zookeeper_credentials
         self._zk = None
 
     # paths (built in pyklog.broker.zk.paths)
@@ -256,9 +257,16 @@ class SinkTransactionLog:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        zk = KazooClient(hosts=self._connect, timeout=self._timeout_s)
+        from pyklog.broker.zk.znode_acls import OPEN_ACL, client_credentials, kazoo_kwargs
+
+        # with credentials the query's records are its own (its identity ALL, everyone READ) under
+        # the open root, which any query may create under
+        credentials = client_credentials(self._credentials)
+        zk = KazooClient(hosts=self._connect, timeout=self._timeout_s, **kazoo_kwargs(credentials, secure=True))
         try:
             zk.start(timeout=max(self._timeout_s, 10.0))
+            if credentials is not None:
+                zk.retry(zk.ensure_path, self.ROOT, acl=list(OPEN_ACL))
         except KazooTimeoutError as e:
             zk.close()
             raise ZooKeeperError(f"pyklog sink: cannot connect to ZooKeeper at {self._connect}: {e}") from e
@@ -495,6 +503,8 @@ class _SinkWriter:
             cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
         else:
             cfg["zookeeper.connect"] = self.opts.cluster.zookeeper_connect
+            if self.opts.cluster.zookeeper_credentials is not None:
+                cfg["zookeeper.jaas.config"] = self.opts.cluster.zookeeper_credentials.jaas_entry()
         return cfg
 
     def _producer(self, **extra):

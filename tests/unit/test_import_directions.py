@@ -100,9 +100,9 @@ BROKER_RANKS: list[set[str]] = [
 
 #: What the broker's codecs are, for the connector: the layers it may import (security: principals,
 #: credentials and ACL values, no ZooKeeper), and the modules of
-#: ``zk`` it may import (the ZooKeeper paths and node codecs, no client).
+#: ``zk`` it may import (the ZooKeeper paths, node codecs and credentials/ACL policy, no client).
 CONNECTOR_MAY_IMPORT = {"errors", "common", "record", "protocol", "security"}
-CONNECTOR_ZK_MODULES = {"pyklog.broker.zk.paths", "pyklog.broker.zk.znodes"}
+CONNECTOR_ZK_MODULES = {"pyklog.broker.zk.paths", "pyklog.broker.zk.znodes", "pyklog.broker.zk.znode_acls"}
 #: The command-line tools (``connector.cli``) are Kafka's tools: besides the clients they may use
 #: the registry's client (``zk``: Kafka's ``--zookeeper`` modes work on ZooKeeper directly), the log's
 #: file formats (``log``: pyklog-dump-log reads segments offline, as Kafka's DumpLogSegments does)
