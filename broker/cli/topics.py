@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to talk to")
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="with --bootstrap-server: client properties file (security.protocol, ssl.*, sasl.*)",
+    )
     where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connect string of the cluster")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")

@@ -8,7 +8,14 @@ import sys
 
 from pyklog.broker.common.cli import tool_parser
 
-__all__ = ["parse_properties", "console_tool_parser", "setup_logging"]
+__all__ = [
+    "parse_properties",
+    "console_tool_parser",
+    "setup_logging",
+    "add_command_config",
+    "client_properties",
+    "client_security",
+]
 
 
 _EXAMPLES = {
@@ -58,3 +65,41 @@ def parse_properties(items, option: str = "--property") -> dict[str, str]:
 def unescape(s: str) -> str:
     r"""Interpret ``\t``, ``\n``, ``\\`` in separator properties as Kafka's tools do."""
     return s.encode("utf-8").decode("unicode_escape") if "\\" in s else s
+
+
+def add_command_config(parser: argparse.ArgumentParser) -> None:
+    """``--command-config FILE``: the client's properties (``security.protocol``, ``ssl.*``,
+    ``sasl.*``: Kafka's client settings), as every Kafka tool takes them."""
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties file: security.protocol, ssl.*, sasl.* (Kafka's client settings)",
+    )
+
+
+def client_properties(path: str | None, flag: str = "--command-config") -> dict[str, str]:
+    """The settings of a client properties file (Java properties syntax); ``{}`` for no file.  An
+    unreadable file is a usage error naming ``flag`` (never a value: the file holds passwords)."""
+    if not path:
+        return {}
+    from pyklog.broker.common.cli import UsageError
+    from pyklog.broker.errors import ConfigError
+    from pyklog.broker.server.config import load_properties
+
+    try:
+        return load_properties(path)
+    except ConfigError as e:
+        raise UsageError(f"{flag}: {e}") from None
+
+
+def client_security(path: str | None, flag: str = "--command-config"):
+    """The :class:`~pyklog.connector.security.ClientSecurityConfig` of a client properties file
+    (PLAINTEXT for no file); a bad setting is a usage error."""
+    from pyklog.broker.common.cli import UsageError
+    from pyklog.broker.errors import ConfigError
+    from pyklog.connector.security import ClientSecurityConfig
+
+    try:
+        return ClientSecurityConfig.from_config(client_properties(path, flag))
+    except (ConfigError, ValueError) as e:
+        raise UsageError(f"{flag}: {e}") from None

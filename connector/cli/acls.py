@@ -57,7 +57,7 @@ from pyklog.broker.security.acl import (
     ResourceType,
 )
 from pyklog.broker.security.principal import KafkaPrincipal
-from pyklog.connector.cli import parse_properties, setup_logging
+from pyklog.connector.cli import add_command_config, client_security, parse_properties, setup_logging
 
 Op = AclOperation
 
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="zookeeper.connect=HOST:PORT[/chroot]: read and write the ACLs in ZooKeeper directly, without a "
         "broker (Kafka's ZooKeeper mode of kafka-acls.sh)",
     )
-    p.add_argument("--command-config", metavar="FILE", help="the client's properties (security settings)")
+    add_command_config(p)
     action = p.add_mutually_exclusive_group()
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove ACLs")
@@ -218,18 +218,6 @@ def _confirm(a, message: str) -> bool:
     return line.strip().lower() == "y"
 
 
-def _client_config(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [ln.strip() for ln in f]
-    except OSError as e:
-        raise UsageError(f"--command-config: cannot read {path}: {e}") from None
-    items = [ln for ln in lines if ln and not ln.startswith(("#", "!"))]
-    return parse_properties(items, "--command-config")
-
-
 def list_acls(admin, a) -> None:
     pt = PatternType.parse(a.resource_pattern_type) if a.resource_pattern_type else PatternType.LITERAL
     resources = _resources(a, pt)
@@ -326,7 +314,12 @@ def _admin(a):
     require(a, "bootstrap-server")
     from pyklog.connector.admin import AdminClient
 
-    return AdminClient(a.bootstrap_server, client_id="pyklog-acls", request_timeout_ms=30000)
+    return AdminClient(
+        a.bootstrap_server,
+        client_id="pyklog-acls",
+        request_timeout_ms=30000,
+        security=client_security(a.command_config),
+    )
 
 
 @reports_errors()
@@ -335,7 +328,7 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     if not (a.add or a.remove or a.list):
         raise UsageError("Command must include exactly one action: --list, --add, --remove.")
-    _client_config(a.command_config)  # read now: a missing file is a usage error
+    client_security(a.command_config)  # read now: a missing file is a usage error
 
     with _admin(a) as admin:
         if a.list:

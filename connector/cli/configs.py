@@ -37,7 +37,7 @@ import sys
 
 from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.broker.errors import PyklogError, UnknownTopicOrPartitionError, UnsupportedVersionError
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import add_command_config, client_security, setup_logging
 
 TOPIC, BROKER = 2, 4
 SOURCES = {
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
     p.add_argument("--add-config", metavar="K=V,...", help="configs to set: k1=v1,k2=[v1,v2]")
     p.add_argument("--delete-config", metavar="K,...", help="configs to remove: k1,k2")
-    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    add_command_config(p)
     return p
 
 
@@ -306,7 +306,12 @@ def main(argv=None) -> int:
         return 0
     from pyklog.connector.admin import AdminClient
 
-    with AdminClient(a.bootstrap_server, client_id="pyklog-configs", request_timeout_ms=15000) as admin:
+    with AdminClient(
+        a.bootstrap_server,
+        client_id="pyklog-configs",
+        request_timeout_ms=15000,
+        security=client_security(a.command_config),
+    ) as admin:
         if a.describe:
             describe(admin, etype, name, a.all)
         else:

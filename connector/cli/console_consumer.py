@@ -30,7 +30,8 @@ import sys
 import time
 
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
-from pyklog.connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
+from pyklog.connector.cli import client_properties, console_tool_parser, parse_properties, setup_logging, unescape
+from pyklog.connector.security import ClientSecurityConfig, is_security_key
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,15 +78,9 @@ def consumer_settings(args) -> dict:
     """--consumer.config, then --consumer-property, then the dedicated flags; ValueError on a
     contradiction or a bad value."""
     props: dict = {}
-    if args.consumer_config:
-        with open(args.consumer_config, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith(("#", "!")):
-                    k, _, v = line.partition("=")
-                    props[k.strip()] = v.strip()
+    props.update(client_properties(args.consumer_config, "--consumer.config"))
     props.update(parse_properties(args.consumer_property, "--consumer-property"))
-    for k in sorted(set(props) - KNOWN_CONSUMER_PROPS):
+    for k in sorted(k for k in set(props) - KNOWN_CONSUMER_PROPS if not is_security_key(k)):
         print(f"WARN The configuration '{k}' was supplied but isn't a known config.", file=sys.stderr)
     if args.group:
         if props.get("group.id") not in (None, args.group):
@@ -176,6 +171,7 @@ def main(argv=None) -> int:
             client_id=props.get("client.id", "pyklog-console-consumer"),
             isolation_level=props["isolation.level"],
             max_wait_ms=200,
+            security=ClientSecurityConfig.from_config(props),
         )
     except PyklogError as e:
         print(f"pyklog-console-consumer: {e}", file=sys.stderr)

@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from pyklog.broker.errors import PyklogError
-from pyklog.connector.cli import console_tool_parser, parse_properties, setup_logging, unescape
+from pyklog.connector.cli import client_properties, console_tool_parser, parse_properties, setup_logging, unescape
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="producer config (Kafka names), e.g. linger.ms=10",
+    )
+    ap.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        help="producer configs file (security.protocol, ssl.*, sasl.*, linger.ms, ...)",
     )
     ap.add_argument(
         "--compression-codec",
@@ -108,7 +114,7 @@ def main(argv=None) -> int:
     reader = LineReader(props)
     from pyklog.connector.producer import Producer
 
-    config = dict(pprops)
+    config = {**client_properties(args.producer_config, "--producer.config"), **pprops}
     config["bootstrap.servers" if args.bootstrap_server else "zookeeper.connect"] = (
         args.bootstrap_server or args.zookeeper
     )

@@ -52,6 +52,7 @@ from kazoo.exceptions import NoNodeError, NotEmptyError
 from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
 from pyklog.broker.errors import PyklogError, ZooKeeperError
 from pyklog.broker.zk import paths
+from pyklog.connector.cli import add_command_config, client_security
 from pyklog.connector.group import parse_registration, partition_count, topics_of
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         EXAMPLE,
     )
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED (unless --zookeeper): the brokers")
+    add_command_config(p)
     p.add_argument(
         "--zookeeper",
         metavar="HOST:PORT[/CHROOT]",
@@ -350,6 +352,7 @@ class GroupCommand:
                 None if args.bootstrap_server else args.zookeeper,
                 client_id="pyklog-consumer-groups",
                 request_timeout_ms=max(args.timeout, 1000),
+                security=client_security(args.command_config),
             )
         except PyklogError:
             if args.bootstrap_server:

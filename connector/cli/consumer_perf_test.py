@@ -29,7 +29,7 @@ from datetime import datetime
 
 from pyklog.broker.common.cli import reports_errors, require, tool_parser
 from pyklog.broker.errors import OffsetOutOfRangeError, PyklogError
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import client_security, setup_logging
 
 HEADER = (
     "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
@@ -65,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hide-header", action="store_true", help="no header line")
     p.add_argument("--date-format", default="%Y-%m-%d %H:%M:%S:%f", help="strftime format of times")
     p.add_argument("--print-metrics", action="store_true", help="accepted for compatibility")
-    p.add_argument("--consumer.config", dest="consumer_config", help="accepted for compatibility")
+    p.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="consumer configs file: its security settings (security.protocol, ssl.*, sasl.*) are used",
+    )
     return p
 
 
@@ -81,7 +86,13 @@ def main(argv=None) -> int:
     require(a, "bootstrap-server", "topic", "messages")
     from pyklog.connector.consumer import SimpleConsumer
 
-    consumer = SimpleConsumer(a.bootstrap_server, None, client_id="pyklog-consumer-perf-test", max_wait_ms=100)
+    consumer = SimpleConsumer(
+        a.bootstrap_server,
+        None,
+        client_id="pyklog-consumer-perf-test",
+        max_wait_ms=100,
+        security=client_security(a.consumer_config, "--consumer.config"),
+    )
     out = lambda s: print(s, flush=True)  # noqa: E731
     count = nbytes = 0
     try:

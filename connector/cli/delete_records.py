@@ -28,7 +28,7 @@ import argparse
 import sys
 
 from pyklog.broker.common.cli import json_list_document, read_option_file, reports_errors, require, tool_parser
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import add_command_config, client_security, setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
     p.add_argument("--offset-json-file", metavar="FILE", help="REQUIRED: the partitions and offsets (JSON)")
-    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    add_command_config(p)
     return p
 
 
@@ -80,7 +80,12 @@ def main(argv=None) -> int:
     from pyklog.connector.admin import AdminClient
 
     print("Executing records delete operation")
-    with AdminClient(a.bootstrap_server, client_id="pyklog-delete-records", request_timeout_ms=30000) as admin:
+    with AdminClient(
+        a.bootstrap_server,
+        client_id="pyklog-delete-records",
+        request_timeout_ms=30000,
+        security=client_security(a.command_config),
+    ) as admin:
         got = admin.delete_records(offsets)
     print("Records delete operation completed:")
     for t, p in sorted(offsets):

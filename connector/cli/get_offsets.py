@@ -25,7 +25,7 @@ import re
 import sys
 
 from pyklog.broker.common.cli import UsageError, reports_errors, require, tool_parser
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import add_command_config, client_security, setup_logging
 
 INTERNAL = ("__consumer_offsets", "__transaction_state")
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="latest (-1, default), earliest (-2), max-timestamp (-3), earliest-local (-4) or a timestamp in ms",
     )
     p.add_argument("--exclude-internal-topics", action="store_true", help="skip the internal topics")
-    p.add_argument("--command-config", help="accepted for compatibility (no security settings in pyklog)")
+    add_command_config(p)
     return p
 
 
@@ -116,7 +116,12 @@ def main(argv=None) -> int:
         filters.append((re.compile(a.topic or ".*"), parse_partitions(a.partitions)))
     from pyklog.connector.admin import AdminClient
 
-    with AdminClient(a.bootstrap_server, client_id="pyklog-get-offsets", request_timeout_ms=15000) as admin:
+    with AdminClient(
+        a.bootstrap_server,
+        client_id="pyklog-get-offsets",
+        request_timeout_ms=15000,
+        security=client_security(a.command_config),
+    ) as admin:
         md = admin.client.metadata(None, refresh=True)
         tps = []
         for name, tm in md.topics.items():

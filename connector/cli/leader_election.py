@@ -24,7 +24,7 @@ import sys
 from pyklog.broker.common.cli import UsageError, json_list_document, read_option_file, tool_parser
 from pyklog.broker.errors import ElectionNotNeededError, PyklogError, error_for_code
 from pyklog.broker.protocol import ApiKey
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import add_command_config, client_security, setup_logging
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--all-topic-partitions",
     )
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="REQUIRED: the brokers")
+    add_command_config(p)
     p.add_argument("--election-type", metavar="TYPE", help="REQUIRED: preferred or unclean")
     p.add_argument("--topic", help="the topic (with --partition)")
     p.add_argument("--partition", type=int, help="the partition (with --topic)")
@@ -129,7 +130,12 @@ def main(argv=None) -> int:
 
     label = etype_name.upper()
     try:
-        client = ClusterClient(a.bootstrap_server, client_id="pyklog-leader-election", request_timeout_ms=30000)
+        client = ClusterClient(
+            a.bootstrap_server,
+            client_id="pyklog-leader-election",
+            request_timeout_ms=30000,
+            security=client_security(a.command_config),
+        )
         try:
             results = elect_leaders(client, partitions, ELECTION_TYPES[etype_name])
         finally:

@@ -33,7 +33,7 @@ import time
 
 from pyklog.broker.common.cli import UsageError, reports_errors, tool_parser
 from pyklog.broker.errors import PyklogError
-from pyklog.connector.cli import parse_properties, setup_logging
+from pyklog.connector.cli import client_properties, parse_properties, setup_logging
 
 REPORT_INTERVAL_S = 5.0
 
@@ -141,17 +141,6 @@ class Stats:
         )
 
 
-def _read_props_file(path: str) -> dict:
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith(("#", "!")):
-                k, _, v = line.partition("=")
-                out[k.strip()] = v.strip()
-    return out
-
-
 def _read_payloads(path: str, delimiter: str) -> list[bytes]:
     """The records' values of ``--payload-file``: its text split by ``--payload-delimiter``."""
     try:
@@ -174,10 +163,7 @@ def main(argv=None) -> int:
             raise UsageError(f"argument --{flag} is required")
     if a.record_size is None and a.payload_file is None:
         raise UsageError("Either --record-size or --payload-file must be specified but not both.")
-    try:
-        props = _read_props_file(a.producer_config) if a.producer_config else {}
-    except OSError as e:
-        raise UsageError(e) from None
+    props = client_properties(a.producer_config, "--producer.config")
     props.update(parse_properties(a.producer_props, "--producer-props"))
     if a.bootstrap_server:
         props["bootstrap.servers"] = a.bootstrap_server

@@ -31,7 +31,7 @@ import sys
 
 from pyklog.broker.common.cli import UsageError, json_list_document, tool_parser
 from pyklog.broker.errors import PyklogError
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import add_command_config, client_security, setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="--execute with --bootstrap-server: replication throttle in bytes/s for the moving "
         "replicas (leader side), removed by --verify once every reassignment is complete",
     )
-    p.add_argument("--command-config", help="accepted for compatibility (no security settings)")
+    add_command_config(p)
     return p
 
 
@@ -159,7 +159,7 @@ def parse_topics_json(text: str) -> list[str]:
 class _Cluster:
     """The current assignment and live brokers, from ZooKeeper or through Metadata."""
 
-    def __init__(self, zookeeper: str | None, bootstrap: str | None):
+    def __init__(self, zookeeper: str | None, bootstrap: str | None, security=None):
         self.zk_cluster = None
         self.client = None
         if zookeeper:
@@ -171,7 +171,7 @@ class _Cluster:
             from pyklog.connector.admin import AdminClient
             from pyklog.connector.client import ClusterClient
 
-            self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions")
+            self.client = ClusterClient(bootstrap, client_id="pyklog-reassign-partitions", security=security)
             self.admin = AdminClient(client=self.client)
 
     def close(self):
@@ -276,7 +276,7 @@ def main(argv=None) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     try:
-        cluster = _Cluster(a.zookeeper, a.bootstrap_server)
+        cluster = _Cluster(a.zookeeper, a.bootstrap_server, client_security(a.command_config))
     except PyklogError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from pyklog.broker.errors import (
     UnsupportedVersionError,
 )
 from pyklog.broker.zk.topics import is_internal
+from pyklog.connector.cli import client_security
 
 
 def topic_ids(client, names) -> dict:
@@ -53,7 +54,11 @@ def alter_partitions(args, bootstrap, zookeeper) -> int:
     from pyklog.connector.admin import AdminClient
 
     with AdminClient(
-        bootstrap, zookeeper, client_id="pyklog-topics", request_timeout_ms=int(args.timeout * 1000)
+        bootstrap,
+        zookeeper,
+        client_id="pyklog-topics",
+        request_timeout_ms=int(args.timeout * 1000),
+        security=client_security(args.command_config),
     ) as admin:
         parts = admin.client.metadata([args.topic], refresh=True).topics.get(args.topic)
         if parts is None or parts.error_code or not parts.partitions:
@@ -81,7 +86,10 @@ def broker_api(args) -> int:
     if args.alter:  # --alter --partitions, through the brokers registered in ZooKeeper without --bootstrap-server
         return alter_partitions(args, args.bootstrap_server, None if args.bootstrap_server else args.zookeeper)
     with AdminClient(
-        args.bootstrap_server, client_id="pyklog-topics", request_timeout_ms=int(args.timeout * 1000)
+        args.bootstrap_server,
+        client_id="pyklog-topics",
+        request_timeout_ms=int(args.timeout * 1000),
+        security=client_security(args.command_config),
     ) as admin:
         client = admin.client
         if args.create:

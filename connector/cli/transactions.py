@@ -45,7 +45,7 @@ import time
 
 from pyklog.broker.common.cli import tool_parser
 from pyklog.broker.errors import PyklogError, TransactionalIdNotFoundError, error_for_code
-from pyklog.connector.cli import setup_logging
+from pyklog.connector.cli import client_security, setup_logging
 
 _EPILOG = """examples:
   pyklog-transactions --bootstrap-server localhost:9092 list
@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="hostname and port for the broker to connect to (multiple comma-separated entries can be given)",
     )
     p.add_argument(
-        "--command-config", metavar="FILE", help="accepted for compatibility (no security settings in pyklog)"
+        "--command-config",
+        metavar="FILE",
+        help="client properties file: security.protocol, ssl.*, sasl.* (Kafka's client settings)",
     )
     sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list transactions")
@@ -413,7 +415,12 @@ def main(argv=None) -> int:
     from pyklog.connector.admin import AdminClient
 
     try:
-        with AdminClient(a.bootstrap_server, client_id="pyklog-transactions", request_timeout_ms=30000) as admin:
+        with AdminClient(
+            a.bootstrap_server,
+            client_id="pyklog-transactions",
+            request_timeout_ms=30000,
+            security=client_security(a.command_config),
+        ) as admin:
             _COMMANDS[a.command](admin, a)
     except _Failed as e:
         print(str(e), file=sys.stderr)
