@@ -23,6 +23,8 @@ translating requests into calls on the broker's components and results into resp
   TxnOffsetCommit, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions.
 * :mod:`~pyklog.broker.server.handlers.controller`: ControlledShutdown, ElectLeaders, the
   partition reassignment APIs.
+* :mod:`~pyklog.broker.server.handlers.sasl`: SaslHandshake and SaslAuthenticate out of place (a
+  SASL listener's network layer answers them before KafkaApis), Describe/AlterUserScramCredentials.
 * ApiVersions v0-3 is answered here; a newer ApiVersions version gets the v0 layout with
   UNSUPPORTED_VERSION and our ranges (KIP-511) so librdkafka retries lower.
 
@@ -74,6 +76,7 @@ from pyklog.broker.server.handlers.responses import (
     error_code_of,
     respond,
 )
+from pyklog.broker.server.handlers.sasl import SaslApis
 from pyklog.broker.server.handlers.transactions import TransactionApis
 from pyklog.broker.server.network import Request
 from pyklog.broker.server.zk_offset_store import ZkOffsetStore
@@ -96,7 +99,9 @@ class KafkaApis:
     NOT_CONTROLLER; ``dynamic_config`` None: broker configs cannot be altered.  ``zk_offsets``
     (OffsetCommit/OffsetFetch v0) defaults to a :class:`ZkOffsetStore` of ``cluster``, ``producer_ids``
     (InitProducerId; the broker shares its one with the transaction coordinator) to a
-    :class:`~pyklog.broker.coordinator.producer_id.ProducerIdManager` over ``cluster``'s blocks.
+    :class:`~pyklog.broker.coordinator.producer_id.ProducerIdManager` over ``cluster``'s blocks,
+    ``scram_credentials`` (the SCRAM credential APIs) to a
+    :class:`~pyklog.broker.zk.scram_credentials.ZkScramCredentials` of ``cluster``'s session.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class KafkaApis:
         dynamic_config=None,
         zk_offsets=None,
         producer_ids=None,
+        scram_credentials=None,
     ):
         self.config = config
         self.broker_id = config.broker_id
@@ -133,6 +139,11 @@ class KafkaApis:
             config, cluster, replica_manager, self.producer_ids, offset_manager, group_coordinator, txn_coordinator
         )
         self.controller_apis = ControllerApis(controller)
+        if scram_credentials is None:
+            from pyklog.broker.zk.scram_credentials import ZkScramCredentials
+
+            scram_credentials = ZkScramCredentials(cluster.session)
+        self.sasl_apis = sasl = SaslApis(scram_credentials)
         pf, md, adm, cfg, grp, txn, ctl = (
             self.produce_fetch,
             self.metadata,
@@ -183,6 +194,10 @@ class KafkaApis:
             ApiKey.ELECT_LEADERS: ctl.handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: ctl.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: ctl.handle_list_partition_reassignments,
+            ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
         }
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {

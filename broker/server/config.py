@@ -256,6 +256,21 @@ class Endpoint:
         return f"{self.listener_name}://{self.host}:{self.port}"
 
 
+#: the security protocols a listener may speak (its name is its protocol until named listeners come)
+LISTENER_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+#: SASL settings (Kafka's names), read from ``ServerConfig.raw`` by
+#: :func:`pyklog.broker.security.sasl_server.listener_settings`; every ``listener.name.<listener>.``
+#: prefixed setting is accepted too (:func:`is_known_key`)
+SASL_KEYS = frozenset(
+    {
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "connections.max.reauth.ms",
+    }
+)
+LISTENER_PREFIX = "listener.name."
+
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]*):(-?\d+)$")
 
 
@@ -268,13 +283,15 @@ def parse_listeners(key: str, value: str) -> list[Endpoint]:
         if not m:
             raise ConfigError(f"{key}: expected PLAINTEXT://host:port, read {part!r}")
         name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
-        if name != "PLAINTEXT":
-            raise ConfigError(f"{key}: only the PLAINTEXT listener is supported, read {part!r}")
+        if name not in LISTENER_PROTOCOLS:
+            raise ConfigError(
+                f"{key}: the listener is PLAINTEXT or SASL_PLAINTEXT (named as its security protocol), read {part!r}"
+            )
         if not 0 <= port <= 65535:
             raise ConfigError(f"{key}: port must be 0..65535, read {port} in {part!r}")
         if host.startswith("["):
             host = host[1:-1]
-        endpoints.append(Endpoint("PLAINTEXT", host, port, name))
+        endpoints.append(Endpoint(name, host, port, name))
     if not endpoints:
         raise ConfigError(f"{key}: expected at least one PLAINTEXT://host:port, read {value!r}")
     if len(endpoints) > 1:
@@ -634,6 +651,7 @@ class ServerConfig:
         | TRANSACTION_KEYS
         | REPLICATION_KEYS
         | CONTROLLER_KEYS
+        | SASL_KEYS
     )
 
     @classmethod
@@ -646,7 +664,7 @@ class ServerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> ServerConfig:
         props = {str(k).strip(): str(v).strip() for k, v in props.items()}
-        unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS)
+        unknown = sorted(k for k in props if k not in cls.KNOWN_KEYS and not k.startswith(LISTENER_PREFIX))
         if unknown:
             raise ConfigError(
                 f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "

@@ -37,6 +37,7 @@ import threading
 
 from pyklog.broker.common.cli import add_version_argument
 from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
+from pyklog.broker.security.sasl_server import ScramCredentialCache
 from pyklog.broker.server.config import ServerConfig
 from pyklog.broker.server.meta_properties import (
     META_PROPERTIES,
@@ -75,6 +76,9 @@ class BrokerServer:
         self.controller = None
         self.apis = None
         self.socket_server = None
+        #: the SCRAM credentials SASL listeners check against, filled from ZooKeeper once it is reached
+        self.scram_cache = ScramCredentialCache()
+        self.scram_credentials = None  # broker.zk.scram_credentials.ZkScramCredentials
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
         # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
@@ -101,9 +105,11 @@ class BrokerServer:
         from pyklog.broker.server.network import SocketServer
         from pyklog.broker.server.replica_manager import ReplicaManager
         from pyklog.broker.zk.cluster import ZkCluster
+        from pyklog.broker.zk.scram_credentials import ZkScramCredentials
 
         cfg = self.config
         log_config = cfg.log_config()  # validates the log.* settings before touching anything
+        auth_factory = self._sasl_authenticator_factory()
         try:
             # bind first: the registration must carry the real port (listeners=...:0 picks one)
             self.socket_server = SocketServer(
@@ -117,6 +123,9 @@ class BrokerServer:
                 send_buffer_bytes=cfg.socket_send_buffer_bytes,
                 receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
+                listener_name=cfg.listener.listener_name,
+                security_protocol=cfg.listener.security_protocol,
+                authenticator_factory=auth_factory,
                 **cfg.socket_server_limits(),
             ).bind()
             self.port = self.socket_server.port
@@ -142,6 +151,10 @@ class BrokerServer:
                 rack=(cfg.raw.get("broker.rack") or "").strip() or None,
             )
             self.cluster.start()
+            # SCRAM credentials (/config/users), followed through the config change notifications
+            self.scram_credentials = ZkScramCredentials(self.cluster.session)
+            if auth_factory is not None:
+                self.scram_credentials.follow(self.scram_cache.set_user, self.scram_cache.replace_all)
             for d in log_dirs:
                 meta = read_meta_properties(d)
                 if meta is None or meta["cluster.id"] != self.cluster.cluster_id:
@@ -215,6 +228,7 @@ class BrokerServer:
                 controller=self.controller,
                 dynamic_config=self.dynamic_config,
                 producer_ids=self.producer_ids,
+                scram_credentials=self.scram_credentials,
             )
             # start, in dependency order
             self._watch_dynamic_config()
@@ -301,6 +315,27 @@ class BrokerServer:
             return cluster.topic_config(topic)
         except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: defaults, as the log manager expects
             raise ZooKeeperError(f"cannot read the config of topic {topic}: {e}") from e
+
+    def _sasl_authenticator_factory(self):
+        """The SASL listener's authenticator factory (None for a PLAINTEXT listener); ConfigError
+        for SASL settings that cannot work (see :func:`pyklog.broker.security.sasl_server.listener_settings`)."""
+        from pyklog.broker.security.sasl_server import SaslServerAuthenticator, listener_settings
+        from pyklog.broker.server.handlers.sasl import illegal_sasl_state_response
+
+        listener = self.config.listener
+        if not listener.security_protocol.startswith("SASL_"):
+            return None
+        try:
+            settings = listener_settings(self.config.raw, listener.listener_name)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        log.info("listener %s: SASL mechanisms %s", listener.listener_name, ", ".join(settings.enabled_mechanisms))
+        cache = self.scram_cache
+
+        def factory(peer: str) -> SaslServerAuthenticator:
+            return SaslServerAuthenticator(settings, cache, peer, error_response=illegal_sasl_state_response)
+
+        return factory
 
     def _handle(self, request) -> None:
         self.apis.handle(request)

@@ -266,7 +266,10 @@ class Request:
         return self._done
 
 
-_SEND, _NOOP, _CLOSE = 1, 2, 3
+_SEND, _NOOP, _CLOSE, _SEND_AND_CLOSE = 1, 2, 3, 4
+# the authenticator's answers (pyklog.broker.security.sasl_server's PASS, SEND, SEND_AND_CLOSE, CLOSE)
+_AUTH_PASS = 0
+_AUTH_ACTIONS = {1: _SEND, 2: _SEND_AND_CLOSE, 3: _CLOSE}
 
 
 class _Region:
@@ -306,6 +309,8 @@ class _Connection:
         "principal",
         "listener_name",
         "security_protocol",
+        "authenticator",
+        "close_after_write",
     )
 
     def __init__(self, cid: int, sock: socket.socket, peer: str, processor: Processor, ip: str = ""):
@@ -313,6 +318,10 @@ class _Connection:
         self.principal = ANONYMOUS  # set by the connection's authentication (TLS client certificate, SASL)
         self.listener_name = processor.server.listener_name
         self.security_protocol = processor.server.security_protocol
+        factory = processor.server.authenticator_factory
+        #: the SASL authenticator of a SASL_PLAINTEXT / SASL_SSL connection (None: no SASL)
+        self.authenticator = factory(peer) if factory is not None else None
+        self.close_after_write = False  # an authentication failure: close once the answer is out
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
@@ -438,6 +447,9 @@ class Processor(threading.Thread):
                 _release_chunks(chunks)
                 self._close(conn, "closed by request handler")
                 continue
+            if action == _SEND_AND_CLOSE:
+                conn.close_after_write = True
+                action = _SEND
             if action == _SEND:
                 for c in chunks:
                     if isinstance(c, (bytes, bytearray)):
@@ -457,6 +469,9 @@ class Processor(threading.Thread):
             self._unmute(conn)
 
     def _unmute(self, conn: _Connection) -> None:
+        if conn.close_after_write:
+            self._close(conn, "authentication failed")
+            return
         conn.muted = False
         conn.last_active = time.monotonic()
         # the next request may already be buffered (pipelining clients)
@@ -584,6 +599,17 @@ class Processor(threading.Thread):
         conn.inflight = True
         self.inflight += 1
         self._set_interest(conn, 0)
+        auth = conn.authenticator
+        if auth is not None:
+            # SASL (Kafka's SaslServerAuthenticator) runs here, on the network thread, before any
+            # request reaches KafkaApis; only what it passes on (ApiVersions, then the requests of an
+            # authenticated session) goes to the handler pool
+            action, chunks = auth.on_frame(frame)
+            if auth.complete:
+                conn.principal = auth.principal
+            if action != _AUTH_PASS:
+                self.enqueue_response(conn, _AUTH_ACTIONS[action], chunks)
+                return True
         if not self.server.submit(Request(conn, frame)):
             conn.inflight = False
             self.inflight -= 1
@@ -777,8 +803,11 @@ class SocketServer:
         queued_max_request_bytes: int = -1,
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
+        authenticator_factory: Callable[[str], object] | None = None,
     ):
         self.host = host
+        #: ``factory(peer)`` -> a new connection's SASL authenticator (a SASL listener), or None
+        self.authenticator_factory = authenticator_factory
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.port = port

@@ -140,6 +140,33 @@ def broker_config(entity: str | int) -> str:
     return f"{CONFIG_BROKERS}/{int(entity)}"
 
 
+# User configs (Kafka's ZkData ConfigEntityZNode for ConfigType.User): SCRAM credentials (and quotas),
+# the user name sanitized as Kafka's ``Sanitizer.sanitize`` (URL-encoded, ``*`` as ``%2A``):
+#   /config/users/[user]             persistent  {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,
+#                                                  server_key=...,iterations=8192"}}
+CONFIG_USERS = "/config/users"
+
+
+def sanitize_user(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: a user name as a znode name (URL-encoded)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="-._").replace("~", "%7E")
+
+
+def desanitize_user(name: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(name)
+
+
+def user_config(name: str) -> str:
+    """``/config/users/<sanitized user name>``."""
+    if not name:
+        raise ValueError("a user name must not be empty")
+    return f"{CONFIG_USERS}/{sanitize_user(name)}"
+
+
 # Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"

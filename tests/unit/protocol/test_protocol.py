@@ -526,10 +526,10 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "000000f4"
+        "0000010c"
         "00000005"
         "0023"
-        "00000027"
+        "0000002b"
         "000000000009"
         "000100000010"
         "000200000008"
@@ -544,6 +544,7 @@ def test_golden_api_versions_error_response():
         "000e00000005"
         "000f00000005"
         "001000000004"
+        "001100000001"  # SaslHandshake (17) v0-1
         "001200000003"
         "001300000007"
         "001400000006"
@@ -558,6 +559,7 @@ def test_golden_api_versions_error_response():
         "002000000004"
         "002100000002"
         "002300000004"
+        "002400000002"  # SaslAuthenticate (36) v0-2
         "002500000003"
         "002a00000002"
         "002b00000002"
@@ -565,6 +567,8 @@ def test_golden_api_versions_error_response():
         "002d00000000"
         "002e00000000"
         "002f00000000"
+        "003200000000"  # Describe/AlterUserScramCredentials (50, 51) v0
+        "003300000000"
         "003c00000001"  # DeleteRecords (21), the
         # admin APIs from DescribeConfigs (32) on; ControlledShutdown (7) v0-3, ElectLeaders (43) v0-2,
         # Alter/ListPartitionReassignments (45, 46) v0 (the controller)
