@@ -50,6 +50,7 @@ from pyklog.broker.errors import (
     error_for_code,
 )
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
+from pyklog.connector.sasl_client import SaslCredentials
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +159,19 @@ class BrokerConnection:
     """
 
     def __init__(
-        self, host: str, port: int, *, client_id: str = "pyklog", timeout_s: float = 30, node_id: int | None = None
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "pyklog",
+        timeout_s: float = 30,
+        node_id: int | None = None,
+        sasl: SaslCredentials | None = None,
     ):
         self.host = host
+        #: SASL credentials (:mod:`pyklog.connector.sasl_client`): authenticated after ApiVersions
+        self.sasl = sasl
+        self._reauth_at: float | None = None  # time.monotonic() of the next re-authentication
         self.port = int(port)
         self.node_id = node_id
         self.client_id = client_id
@@ -180,6 +191,8 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         try:
             self._negotiate()
+            if sasl is not None:
+                self._authenticate(self.request)
         except BaseException:
             self.close()
             raise
@@ -227,6 +240,39 @@ class BrokerConnection:
             return
         raise UnsupportedVersionError(f"broker {self._name()}: no common ApiVersions version")
 
+    # -- SASL --------------------------------------------------------------------------------------
+    def _authenticate(self, exchange) -> None:
+        from pyklog.connector.sasl_client import authenticate, reauth_delay_s
+
+        try:
+            lifetime_ms = authenticate(exchange, self.sasl, self.api_versions)
+        except PyklogError as e:
+            raise type(e)(f"SASL authentication with broker {self._name()} failed: {e}") from None
+        delay = reauth_delay_s(lifetime_ms)
+        self._reauth_at = None if delay is None else time.monotonic() + delay
+
+    def _maybe_reauthenticate(self) -> None:
+        """KIP-368: re-authenticate on this connection once the session nears its end, when no
+        request is in flight (else at a later request).  Called by :meth:`send` without its lock."""
+        with self._send_lock, self._recv_lock:
+            if self._reauth_at is None or time.monotonic() < self._reauth_at or self._pending or self._stash:
+                return
+            self._check_open()
+            self._authenticate(self._roundtrip_locked)
+            log.debug("re-authenticated with broker %s", self._name())
+
+    def _roundtrip_locked(self, api_key: int, body: dict, version: int) -> dict:
+        """One request and its response, both locks held and nothing else in flight."""
+        self._cid = cid = (self._cid + 1) & 0x7FFFFFFF
+        try:
+            self._sock.sendall(encode_request(api_key, version, cid, self.client_id, body))
+        except OSError as e:
+            raise self._fail(e) from e
+        got, frame = self._read_frame()
+        if got != cid:
+            raise self._fail(NetworkError(f"broker {self._name()}: response for unknown correlation id {got}"))
+        return decode_response(api_key, version, frame)[1]
+
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` both pyklog's client (SUPPORTED, capped by
         :data:`CLIENT_MAX`) and this broker support."""
@@ -265,6 +311,8 @@ class BrokerConnection:
         """Write one request; return its correlation id (wait with :meth:`receive`)."""
         if version is None:
             version = self.version_for(api_key)
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._maybe_reauthenticate()
         with self._send_lock:
             self._check_open()
             self._cid = cid = (self._cid + 1) & 0x7FFFFFFF
@@ -399,10 +447,13 @@ class ClusterClient:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
         zk_session_timeout_ms: int = 10000,
+        sasl: SaslCredentials | None = None,
     ):
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("expected bootstrap.servers or zookeeper.connect, got neither")
         self.client_id = client_id
+        #: SASL credentials every connection of this client authenticates with (None: no SASL)
+        self.sasl = sasl
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
         self.metadata_max_age_s = metadata_max_age_ms / 1000.0
@@ -509,7 +560,9 @@ class ClusterClient:
             try:
                 if nid is not None:
                     return self.connection(nid, _address=(host, port))
-                conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s)
+                conn = BrokerConnection(
+                    host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, sasl=self.sasl
+                )
                 with self._lock:
                     if self._boot_conn is not None:
                         self._boot_conn.close()
@@ -710,7 +763,9 @@ class ClusterClient:
             if conn is not None and not conn.closed:
                 return conn
         host, port = _address or self.broker_address(node_id)
-        conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
+        conn = BrokerConnection(
+            host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id, sasl=self.sasl
+        )
         with self._lock:
             old = self._conns.get(node_id)
             if old is not None and not old.closed:
@@ -722,7 +777,9 @@ class ClusterClient:
     def new_connection(self, node_id: int) -> BrokerConnection:
         """A private (unshared) connection to ``node_id``; the caller closes it."""
         host, port = self.broker_address(node_id)
-        return BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id)
+        return BrokerConnection(
+            host, port, client_id=self.client_id, timeout_s=self.request_timeout_s, node_id=node_id, sasl=self.sasl
+        )
 
     def send_to(self, node_id: int, api_key: int, body: dict, version: int | None = None) -> dict:
         """One request to ``node_id``; a connection error invalidates the metadata and is raised."""

@@ -182,6 +182,7 @@ class SimpleConsumer:
         retry_backoff_ms: int = 100,
         check_crcs: bool = True,
         client: ClusterClient | None = None,
+        sasl=None,
     ):
         if isinstance(isolation_level, str):
             isolation_level = isolation_level.replace(".", "_").lower()
@@ -203,6 +204,7 @@ class SimpleConsumer:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            sasl=sasl,
         )
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0

@@ -81,6 +81,11 @@ PRODUCER_CONFIG = (
             "makes the producer transactional (KIP-98): init_transactions, begin/commit/abort")
     .define("transaction.timeout.ms", Type.INT, 60000, Range(1), _L,
             "the coordinator aborts a transaction open longer than this")
+    # SASL (pyklog.connector.sasl_client.SaslCredentials.from_config)
+    .define("sasl.mechanism", Type.ANY, None, None, _M, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    .define("sasl.username", Type.ANY, None, None, _M)
+    .define("sasl.password", Type.PASSWORD, None, None, _M)
+    .define("sasl.jaas.config", Type.PASSWORD, None, None, _M, "PlainLoginModule / ScramLoginModule text")
 )
 # fmt: on
 

@@ -82,6 +82,7 @@ from pyklog.connector.producer.transaction_manager import (
     TransactionState,
     end_txn,
 )
+from pyklog.connector.sasl_client import SaslCredentials
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ class Producer:
             request_timeout_ms=cfg["request.timeout.ms"],
             retry_backoff_ms=cfg["retry.backoff.ms"],
             metadata_max_age_ms=cfg["metadata.max.age.ms"],
+            sasl=SaslCredentials.from_config(cfg),
         )
         # topic -> (number of partitions, partitions with a leader): shared with the accumulator
         # and the sender; entries are replaced whole, so it is read without a lock
@@ -651,6 +653,7 @@ def complete_transaction(
         request_timeout_ms=cfg["request.timeout.ms"],
         retry_backoff_ms=cfg["retry.backoff.ms"],
         metadata_max_age_ms=cfg["metadata.max.age.ms"],
+        sasl=SaslCredentials.from_config(cfg),
     )
     try:
         end_txn(

@@ -46,7 +46,10 @@ def test_kafka_python_produces_and_consumes(broker, mech):
         p.send(topic, f"v{i}".encode()).get(timeout=30)
     p.close()
     c = KafkaConsumer(
-        topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **_kp_conf(broker, mech, "alice", ALICE_PASSWORD)
+        topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+        **_kp_conf(broker, mech, "alice", ALICE_PASSWORD),
     )
     got = [m.value for m in c]
     c.close()
@@ -88,7 +91,9 @@ def test_confluent_kafka_produces_and_consumes(broker, mech):
         p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: acked.append(err))
     assert p.flush(30) == 0
     assert acked == [None] * 10
-    c = Consumer({**_ck_conf(broker, mech, user, pw), "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {**_ck_conf(broker, mech, user, pw), "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}
+    )
     c.subscribe([topic])
     got = []
     deadline = time.monotonic() + 30
