@@ -10,8 +10,10 @@ Kafka's ``KafkaConfig`` definition style); the broker refuses unknown keys.
 Settings (Kafka's names and defaults unless noted)::
 
     broker.id                          required, int >= 0
-    listeners                          PLAINTEXT://127.0.0.1:9092 (only PLAINTEXT; empty host = all
-                                       interfaces, port 0 = an ephemeral port)
+    listeners                          PLAINTEXT://127.0.0.1:9092 (one listener, PLAINTEXT or SASL_PLAINTEXT;
+                                       empty host = all interfaces, port 0 = an ephemeral port)
+    sasl.enabled.mechanisms, connections.max.reauth.ms, listener.name.<listener>.*
+                                       SASL (docs/security.md), read from ``raw``
     advertised.listeners               = listeners (what Metadata and ZooKeeper tell clients)
     log.dirs / log.dir                 /tmp/pyklog-logs (comma-separated)
     zookeeper.connect                  required (host:port[,host:port][/chroot])

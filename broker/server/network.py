@@ -37,6 +37,12 @@ Resource bounds (Kafka's broker settings of the same names, see Kafka's broker c
   granted whenever any memory is free, so a request larger than the pool (but within
   ``socket.request.max.bytes``) is still served, alone.
 
+Authentication: a SASL listener gives each connection an authenticator (``authenticator_factory``,
+:class:`pyklog.broker.security.sasl_server.SaslServerAuthenticator`).  The processor hands it each
+complete frame first, on the network thread: it answers the SASL exchange itself (or closes the
+connection), sets the connection's principal once authenticated, and passes on to the handler pool
+only ApiVersions and the requests of an authenticated, unexpired session.
+
 The handler is ``handler(request: Request) -> None``, called on a handler thread; it must
 eventually call exactly one of :meth:`Request.send` (chunks), :meth:`Request.send_nothing` (no
 response, e.g. Produce acks=0) or :meth:`Request.close_connection`, now or later from any thread

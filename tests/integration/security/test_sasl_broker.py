@@ -270,3 +270,10 @@ def test_a_thousand_failed_logins(broker):
     assert out.count("failed authentication with") >= n
     assert_no_password_in_log(broker)
     assert os.path.exists(broker.stdout_path)
+
+
+def test_describe_configs_hides_the_jaas_config(broker):
+    with AdminClient(broker.bootstrap, sasl=ADMIN) as admin:
+        entries = admin.describe_configs([(4, "0")])[(4, "0")]
+    jaas = [e for e in entries if e["name"].endswith("sasl.jaas.config")]
+    assert jaas and all(e["value"] is None and e["is_sensitive"] for e in jaas)
