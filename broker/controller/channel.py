@@ -30,14 +30,12 @@ log = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_VERSION = 3
 
 
-def _send(host: str, port: int, body: dict, timeout_s: float) -> dict:
+def _send(host: str, port: int, body: dict, timeout_s: float, sasl=None) -> dict:
+    """ControlledShutdown to the controller at ``host:port`` (after a SASL login with ``sasl``, the
+    inter-broker credentials, on a SASL listener)."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.settimeout(timeout_s)
-        sock.sendall(
-            encode_request(
-                ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, 1, "pyklog-controlled-shutdown", body
-            )
-        )
+        cid = 0
 
         def exact(n):
             out = bytearray()
@@ -48,12 +46,21 @@ def _send(host: str, port: int, body: dict, timeout_s: float) -> dict:
                 out += b
             return bytes(out)
 
-        (size,) = struct.unpack(">i", exact(4))
-        _, resp = decode_response(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, exact(size))
-        return resp
+        def exchange(api, request_body, version):
+            nonlocal cid
+            cid += 1
+            sock.sendall(encode_request(api, version, cid, "pyklog-controlled-shutdown", request_body))
+            (size,) = struct.unpack(">i", exact(4))
+            return decode_response(api, version, exact(size))[1]
+
+        if sasl is not None:
+            from pyklog.broker.security.sasl_client import authenticate
+
+            authenticate(exchange, sasl, {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 1)})
+        return exchange(ApiKey.CONTROLLED_SHUTDOWN, body, CONTROLLED_SHUTDOWN_VERSION)
 
 
-def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float) -> list:
+def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float, sasl=None) -> list:
     """One ControlledShutdown; returns the remaining partitions, raises on any failure."""
     zk = cluster.zk
     try:
@@ -71,7 +78,7 @@ def _one_attempt(cluster, broker_id: int, local_controller, timeout_s: float) ->
     address = cluster.live_brokers().get(controller_id)
     if address is None:
         raise NotControllerError(f"the controller (broker {controller_id}) is not a live broker")
-    resp = _send(address[0], address[1], {"broker_id": broker_id, "broker_epoch": broker_epoch}, timeout_s)
+    resp = _send(address[0], address[1], {"broker_id": broker_id, "broker_epoch": broker_epoch}, timeout_s, sasl)
     if resp["error_code"]:
         raise error_for_code(resp["error_code"], f"controller {controller_id} refused the controlled shutdown")
     return [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
@@ -85,6 +92,7 @@ def controlled_shutdown(
     max_retries: int = 3,
     retry_backoff_ms: int = 5000,
     timeout_s: float = 30.0,
+    sasl=None,
 ) -> bool:
     """Ask the controller to move this broker's leaderships away; True once none remain.  A broker
     that hosts no partition with more than one replica has nothing to move and asks nothing."""
@@ -98,7 +106,7 @@ def controlled_shutdown(
         return True
     for attempt in range(1, max_retries + 1):
         try:
-            remaining = _one_attempt(cluster, broker_id, local_controller, timeout_s)
+            remaining = _one_attempt(cluster, broker_id, local_controller, timeout_s, sasl)
         except (PyklogError, KazooException, ZkDataError, OSError, TimeoutError) as e:
             log.warning("controlled shutdown attempt %d/%d of broker %d failed: %s", attempt, max_retries, broker_id, e)
         else:

@@ -206,6 +206,7 @@ class BrokerServer:
                 producer_id_allocator=self.producer_ids.generate_producer_id,
                 offsets_partition_for=self._offsets_partition_for,
                 replication=rm.coordinator_appends,
+                inter_broker_sasl=self._inter_broker_sasl(),
             )
             s = cfg.controller_settings()
             self.controller = KafkaController(
@@ -280,6 +281,7 @@ class BrokerServer:
                 local_controller=self.controller,
                 max_retries=s["controlled.shutdown.max.retries"],
                 retry_backoff_ms=s["controlled.shutdown.retry.backoff.ms"],
+                sasl=self._inter_broker_sasl(),
             )
         except Exception:  # noqa: BLE001 - a failed controlled shutdown never blocks the shutdown
             log.exception("controlled shutdown failed")
@@ -315,6 +317,13 @@ class BrokerServer:
             return cluster.topic_config(topic)
         except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: defaults, as the log manager expects
             raise ZooKeeperError(f"cannot read the config of topic {topic}: {e}") from e
+
+    def _inter_broker_sasl(self):
+        """The credentials of this broker's connections to other brokers (None: no SASL)."""
+        from pyklog.broker.security.sasl_client import inter_broker_credentials
+
+        listener = self.config.listener
+        return inter_broker_credentials(self.config.raw, listener.listener_name, listener.security_protocol)
 
     def _sasl_authenticator_factory(self):
         """The SASL listener's authenticator factory (None for a PLAINTEXT listener); ConfigError

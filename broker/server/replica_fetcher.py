@@ -50,6 +50,7 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
+from pyklog.broker.security.sasl_client import authenticate
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +75,19 @@ class _PartitionFetchState:
 class _Connection:
     """One blocking Kafka-protocol connection to the source broker (fetcher thread only)."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float):
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, sasl=None):
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.cid = 0
-        _, body = self._request(ApiKey.API_VERSIONS, 0, {})
-        self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body.get("api_keys", [])}
+        try:
+            _, body = self._request(ApiKey.API_VERSIONS, 0, {})
+            self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body.get("api_keys", [])}
+            if sasl is not None:  # the inter-broker SASL credentials (a SASL listener)
+                authenticate(lambda api, b, v: self.request(api, v, b), sasl, self.versions)
+        except BaseException:
+            self.close()
+            raise
 
     def version(self, api: int, highest: int) -> int | None:
         rng = self.versions.get(int(api))
@@ -223,7 +230,13 @@ class ReplicaFetcherThread(threading.Thread):
         if addr is None:
             log.debug("fetcher %s: broker %d is not registered", self.name, self.source_broker)
             return None
-        self._conn = _Connection(addr[0], addr[1], f"pyklog-replica-fetcher-{self.rm.broker_id}", self.socket_timeout_s)
+        self._conn = _Connection(
+            addr[0],
+            addr[1],
+            f"pyklog-replica-fetcher-{self.rm.broker_id}",
+            self.socket_timeout_s,
+            self.manager.settings.get("inter_broker_sasl"),
+        )
         log.info("fetcher %s: connected to broker %d at %s:%d", self.name, self.source_broker, *addr)
         return self._conn
 

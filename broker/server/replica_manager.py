@@ -213,6 +213,14 @@ class ReplicaManager:
         self.min_insync_replicas = settings.get("min_insync_replicas", 1)
         self.replica_lag_time_max_ms = settings.get("replica_lag_time_max_ms", 30000)
         self.replication_settings = settings
+        # the credentials the replica fetchers authenticate with on a SASL listener
+        raw, listener = getattr(config, "raw", None), getattr(config, "listener", None)
+        if raw is not None and listener is not None:
+            from pyklog.broker.security.sasl_client import inter_broker_credentials
+
+            settings["inter_broker_sasl"] = inter_broker_credentials(
+                raw, listener.listener_name, listener.security_protocol
+            )
         self._led: frozenset = frozenset()  # (topic, partition) this broker leads; replaced whole
         self._epochs: dict = {}  # (topic, partition) -> leader epoch; replaced whole
         self._partitions: dict = {}  # (topic, partition) -> Partition; replaced whole

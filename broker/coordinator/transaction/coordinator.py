@@ -112,6 +112,7 @@ class TransactionCoordinator:
         retry_backoff_ms: int = 100,
         state_log_min_isr: int | None = None,
         replication: CoordinatorPartitionWriter | None = None,
+        inter_broker_sasl=None,
     ):
         self.broker_id = int(broker_id)
         self.cluster = cluster
@@ -140,6 +141,7 @@ class TransactionCoordinator:
             self._on_markers_written,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            sasl=inter_broker_sasl,
         )
         self.scheduler: Scheduler | None = None
 
@@ -153,6 +155,7 @@ class TransactionCoordinator:
         producer_id_allocator,
         offsets_partition_for=None,
         replication: CoordinatorPartitionWriter | None = None,
+        inter_broker_sasl=None,
     ):
         """Build from a :class:`broker.server.config.ServerConfig`: its ``broker_id``,
         ``transaction_settings()`` and ``setting(key)`` (a validated typed value) are all it reads."""
@@ -167,6 +170,7 @@ class TransactionCoordinator:
             producer_id_allocator=producer_id_allocator,
             offsets_partition_for=offsets_partition_for,
             replication=replication,
+            inter_broker_sasl=inter_broker_sasl,
             **t,
         )
 

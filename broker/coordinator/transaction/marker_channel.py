@@ -62,7 +62,8 @@ class PendingCompletion:
 class _PeerConnection:
     """A blocking connection to one broker for WriteTxnMarkers (sender thread only)."""
 
-    def __init__(self, host: str, port: int, timeout_s: float, client_id: str):
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str, sasl=None):
+        self.sasl = sasl  # the inter-broker SASL credentials (a SASL listener), or None
         self.addr = (host, port)
         self.timeout_s = timeout_s
         self.client_id = client_id
@@ -81,6 +82,21 @@ class _PeerConnection:
         if self.sock is None:
             self.sock = socket.create_connection(self.addr, timeout=self.timeout_s)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.sasl is not None:
+                from pyklog.broker.security.sasl_client import authenticate
+
+                sasl, self.sasl = self.sasl, None  # no recursion: these requests go out plain
+                try:
+                    authenticate(
+                        lambda api, b, v: self.request(api, v, b),
+                        sasl,
+                        {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 1)},
+                    )
+                except BaseException:
+                    self.close()
+                    raise
+                finally:
+                    self.sasl = sasl
         self.cid = (self.cid + 1) & 0x7FFFFFFF
         try:
             self.sock.sendall(encode_request(api_key, version, self.cid, self.client_id, body))
@@ -115,7 +131,9 @@ class TransactionMarkerChannelManager:
         *,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        sasl=None,
     ):
+        self.sasl = sasl  # credentials of the connections to other brokers (a SASL listener)
         self.cluster = cluster
         self.broker_id = broker_id
         self.on_complete = on_complete
@@ -326,7 +344,7 @@ class TransactionMarkerChannelManager:
             if conn is not None:
                 conn.close()
             conn = self._conns[broker] = _PeerConnection(
-                addr[0], addr[1], self.request_timeout_s, f"txn-coordinator-{self.broker_id}"
+                addr[0], addr[1], self.request_timeout_s, f"txn-coordinator-{self.broker_id}", self.sasl
             )
         return conn.request(ApiKey.WRITE_TXN_MARKERS, 0, {"markers": markers})
 

@@ -40,9 +40,10 @@ def add_scram_user(zk_connect: str, user: str, password: str, mechanisms=tuple(M
         zk.close()
 
 
-def sasl_broker(broker_factory, mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", start=True, **extra):
-    """A broker whose one listener is SASL_PLAINTEXT."""
-    b = broker_factory(0, start=False)
+def sasl_broker(broker_factory, mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", start=True, broker_id=0, **extra):
+    """A broker whose one listener is SASL_PLAINTEXT (its connections to other brokers log in as
+    admin with PLAIN)."""
+    b = broker_factory(broker_id, start=False)
     b.props["listeners"] = f"SASL_PLAINTEXT://127.0.0.1:{b.port}"
     b.props["sasl.enabled.mechanisms"] = mechanisms
     b.props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = PLAIN_JAAS
