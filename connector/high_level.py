@@ -88,6 +88,11 @@ DEFAULTS = {
     "exclude.internal.topics": True,
     "isolation.level": "read_uncommitted",
     "offsets.commit.timeout.ms": 30000,
+    # SASL to the brokers (pyklog.connector.sasl_client.SaslCredentials.from_config)
+    "sasl.mechanism": None,
+    "sasl.username": None,
+    "sasl.password": None,
+    "sasl.jaas.config": None,
 }
 _RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest"}
 _SHUTDOWN = object()
@@ -203,6 +208,13 @@ class ConsumerConnector:
         if unknown:
             raise ConfigError(f"unknown consumer settings {unknown}; expected some of {sorted(DEFAULTS)}")
         cfg.update(given)
+        from pyklog.broker.common.config_def import Password
+        from pyklog.connector.sasl_client import SaslCredentials
+
+        sasl = SaslCredentials.from_config(cfg)
+        for secret in ("sasl.password", "sasl.jaas.config"):  # kept out of repr and logs
+            if isinstance(cfg[secret], str):
+                cfg[secret] = Password(cfg[secret])
         if not cfg["zookeeper.connect"]:
             raise ConfigError("zookeeper.connect is required (the consumer group lives in ZooKeeper)")
         if not cfg["group.id"]:
@@ -236,6 +248,7 @@ class ConsumerConnector:
             cfg["bootstrap.servers"] or None,
             None if cfg["bootstrap.servers"] else cfg["zookeeper.connect"],
             client_id=client_id,
+            sasl=sasl,
         )
         try:
             self.simple = SimpleConsumer(
