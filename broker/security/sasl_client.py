@@ -29,7 +29,7 @@ from pyklog.broker.security.jaas import JaasError, parse_jaas_config
 
 log = logging.getLogger(__name__)
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 #: ``exchange(api_key, body, version) -> response body``: one request on the connection
 Exchange = Callable[[int, dict, int], dict]
@@ -41,7 +41,7 @@ class SaslCredentials:
 
     mechanism: str
     username: str
-    password: str = field(repr=False)
+    password: str = field(default="", repr=False)
 
     def __post_init__(self):
         mech = self.mechanism.upper()
@@ -52,7 +52,7 @@ class SaslCredentials:
         object.__setattr__(self, "mechanism", mech)
         if not self.username:
             raise ValueError("SASL needs a user name (sasl.username, or username in sasl.jaas.config)")
-        if not self.password:
+        if not self.password and mech != "OAUTHBEARER":  # OAUTHBEARER: an unsecured token for username
             raise ValueError("SASL needs a password (sasl.password, or password in sasl.jaas.config)")
 
     @classmethod
@@ -75,7 +75,7 @@ class SaslCredentials:
                 entry = parse_jaas_config(str(jaas))
             except JaasError as e:
                 raise ValueError(f"sasl.jaas.config: {e}") from None
-            user = user or entry.username
+            user = user or entry.username or entry.options.get("unsecuredLoginStringClaim_sub")
             password = password or entry.password
         if not (mech or user or password):
             return None
@@ -132,6 +132,12 @@ def authenticate(exchange: Exchange, creds: SaslCredentials, versions: Mapping[i
 
     if creds.mechanism == "PLAIN":
         resp = step(plain.client_token(creds.username, creds.password))
+    elif creds.mechanism == "OAUTHBEARER":
+        from pyklog.broker.security import oauthbearer
+
+        resp = step(oauthbearer.client_initial_response(oauthbearer.unsecured_token(creds.username)))
+        if resp.get("auth_bytes"):  # the broker's error challenge: acknowledge it, then it fails
+            resp = step(oauthbearer.KVSEP.encode())
     else:
         client = scram.ScramClient(scram.mechanism(creds.mechanism), creds.username, creds.password)
         server_first = step(client.first_message())["auth_bytes"]

@@ -35,13 +35,14 @@ from dataclasses import dataclass
 
 from pyklog.broker.errors import IllegalSaslStateError, SaslAuthenticationError, UnsupportedSaslMechanismError
 from pyklog.broker.protocol import SUPPORTED, ApiKey, api_name, decode_request, decode_request_header, encode_response
-from pyklog.broker.security import plain, scram
+from pyklog.broker.security import oauthbearer, plain, scram
 from pyklog.broker.security.principal import KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+OAUTHBEARER = "OAUTHBEARER"
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
 
 #: what :meth:`SaslServerAuthenticator.on_frame` asks of the network layer
 PASS, SEND, SEND_AND_CLOSE, CLOSE = 0, 1, 2, 3
@@ -95,6 +96,8 @@ class SaslListenerSettings:
     enabled_mechanisms: tuple[str, ...]
     plain_check: plain.CredentialCheck | None = None
     reauth_ms: int = 0
+    #: OAUTHBEARER's unsecured-JWS validator (None when OAUTHBEARER is not enabled)
+    oauth_validator: oauthbearer.UnsecuredValidator | None = None
 
     def __repr__(self) -> str:
         return (
@@ -134,6 +137,7 @@ class SaslServerAuthenticator:
         self._session_expires: float | None = None
         self._reauthenticating = False
         self._client_id: str | None = None
+        self.session_lifetime_ms = 0
 
     def __repr__(self) -> str:
         return f"SaslServerAuthenticator(peer={self.peer}, mechanism={self._mechanism}, principal={self.principal})"
@@ -239,6 +243,9 @@ class SaslServerAuthenticator:
         if mech == PLAIN:
             assert self.settings.plain_check is not None
             self._server = plain.PlainServer(self.settings.plain_check)
+        elif mech == OAUTHBEARER:
+            assert self.settings.oauth_validator is not None
+            self._server = oauthbearer.OAuthBearerServer(self.settings.oauth_validator)
         else:
             m = scram.mechanism(mech)
             self._server = scram.ScramServer(m, lambda user, _m=mech: self.credentials.get(_m, user))
@@ -249,7 +256,7 @@ class SaslServerAuthenticator:
         """(the server's answer, None) or (None, the failure message for the client)."""
         try:
             return self._server.evaluate(token), None
-        except plain.PlainError as e:
+        except (plain.PlainError, oauthbearer.OAuthBearerError) as e:
             return None, str(e)
         except scram.ScramError:
             return None, scram_failure_message(self._mechanism or "")
@@ -265,6 +272,11 @@ class SaslServerAuthenticator:
         self._state = _COMPLETE
         self._reauthenticating = False
         reauth = self.settings.reauth_ms
+        token_expiry = getattr(self._server, "expires_at", None)
+        if reauth > 0 and token_expiry is not None:  # KIP-368: a token's session ends with the token too
+            reauth = max(0, min(reauth, int((token_expiry - time.time()) * 1000)))
+            reauth = reauth or 1
+        self.session_lifetime_ms = reauth
         self._session_expires = self._clock() + reauth / 1000.0 if reauth > 0 else None
         self._server = None
 
@@ -300,7 +312,7 @@ class SaslServerAuthenticator:
                     "session_lifetime_ms": 0,
                 },
             )
-        lifetime = self.settings.reauth_ms if self._state == _COMPLETE else 0
+        lifetime = self.session_lifetime_ms if self._state == _COMPLETE else 0
         return SEND, self._respond(
             header,
             {"error_code": _NONE, "error_message": None, "auth_bytes": answer or b"", "session_lifetime_ms": lifetime},
@@ -389,6 +401,16 @@ def listener_settings(
             check = plain.jaas_check(entry.plain_users())
         else:
             raise ValueError(f"PLAIN is enabled on listener {listener_name}: set {jaas_key} or {cb_key}")
+    validator = None
+    if OAUTHBEARER in mechs:
+        key = prefix + "oauthbearer.sasl.jaas.config"
+        options = {}
+        if raw.get(key):
+            try:
+                options = parse_jaas_config(raw[key]).options
+            except JaasError as e:
+                raise ValueError(f"{key}: {e}") from None
+        validator = oauthbearer.UnsecuredValidator(options)
     reauth_text = get("connections.max.reauth.ms")
     try:
         reauth = int(reauth_text) if reauth_text not in (None, "") else 0
@@ -398,4 +420,4 @@ def listener_settings(
         ) from None
     if reauth < 0:
         raise ValueError(f"connections.max.reauth.ms: expected 0 (off) or more, read {reauth}")
-    return SaslListenerSettings(listener_name, mechs, check, reauth)
+    return SaslListenerSettings(listener_name, mechs, check, reauth, validator)

@@ -339,6 +339,12 @@ class BrokerServer:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         log.info("listener %s: SASL mechanisms %s", listener.listener_name, ", ".join(settings.enabled_mechanisms))
+        if settings.oauth_validator is not None:
+            log.warning(
+                "listener %s: OAUTHBEARER accepts Kafka's unsecured (unsigned) tokens: any client can claim any "
+                "principal; for development only",
+                listener.listener_name,
+            )
         cache = self.scram_cache
 
         def factory(peer: str) -> SaslServerAuthenticator:

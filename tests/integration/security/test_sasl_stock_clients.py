@@ -124,3 +124,67 @@ def test_confluent_kafka_wrong_password_gets_the_authentication_error(broker, me
     text = " ".join(e.str() for e in auth)
     assert "Authentication failed" in text and "wrong-password-Kd9" not in text
     assert_no_password_in_log(broker)
+
+
+def test_oauthbearer_unsecured_tokens(broker_factory):
+    """Kafka's unsecured JWS (development only): librdkafka's built-in unsecured token and pyklog's
+    client log in as the token's subject; a token the validator refuses fails with Kafka's answer."""
+    from confluent_kafka import Consumer, Producer
+
+    from pyklog.broker.errors import SaslAuthenticationError
+    from pyklog.connector.client import BrokerConnection
+    from pyklog.connector.sasl_client import SaslCredentials
+
+    b = sasl_broker(
+        broker_factory,
+        mechanisms="OAUTHBEARER",
+        **{
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                'unsecuredValidatorRequiredScope="kafka";'
+            )
+        },
+    )
+    assert "accepts Kafka's unsecured" in b.output()
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    conf = {
+        "bootstrap.servers": b.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=alice scope=kafka",
+    }
+    p = Producer(conf)
+    acked = []
+    for i in range(5):
+        p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: acked.append(err))
+    assert p.flush(30) == 0 and acked == [None] * 5
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == [f"v{i}".encode() for i in range(5)]
+    # pyklog's client: its unsecured token has no scope, which this listener requires
+    with pytest.raises(SaslAuthenticationError, match="insufficient_scope"):
+        BrokerConnection("127.0.0.1", b.port, sasl=SaslCredentials("OAUTHBEARER", "alice"), timeout_s=10)
+    assert "failed authentication" in b.output()
+
+
+def test_oauthbearer_pyklog_client(broker_factory):
+    from pyklog.broker.protocol import ApiKey
+    from pyklog.connector.client import BrokerConnection
+    from pyklog.connector.sasl_client import SaslCredentials
+
+    b = sasl_broker(broker_factory, mechanisms="PLAIN,OAUTHBEARER")
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="alice";'
+    )
+    creds = SaslCredentials.from_config({"sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas})
+    conn = BrokerConnection("127.0.0.1", b.port, sasl=creds, timeout_s=10)
+    assert conn.request(ApiKey.METADATA, {"topics": None})["brokers"]
+    conn.close()
