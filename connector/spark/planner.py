@@ -94,6 +94,7 @@ class SourcePlanner:
             c.zookeeper_connect,
             client_id=c.client_id,
             request_timeout_ms=int(c.request_timeout_s * 1000),
+            sasl=c.sasl,
         )
         self.isolation = 1 if opts.isolation_level == "read_committed" else 0
         self.member = None

@@ -116,6 +116,7 @@ def task_consumer_kwargs(opts: SourceOptions, part: PyklogInputPartition) -> dic
         "min_bytes": 1 if opts.fetch_min_bytes is None else opts.fetch_min_bytes,
         "fetch_max_bytes": fetch_max_bytes(opts),
         "retry_backoff_ms": 100 if opts.retry_backoff_ms is None else opts.retry_backoff_ms,
+        "sasl": opts.cluster.sasl,
     }
 
 

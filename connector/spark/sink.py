@@ -489,6 +489,11 @@ class _SinkWriter:
             cfg["bootstrap.servers"] = self.opts.cluster.bootstrap_servers
         else:
             cfg["zookeeper.connect"] = self.opts.cluster.zookeeper_connect
+        sasl = self.opts.cluster.sasl
+        if sasl is not None:
+            cfg.update(
+                {"sasl.mechanism": sasl.mechanism, "sasl.username": sasl.username, "sasl.password": sasl.password}
+            )
         return cfg
 
     def _producer(self, **extra):
