@@ -98,6 +98,8 @@ class SaslListenerSettings:
     reauth_ms: int = 0
     #: OAUTHBEARER's unsecured-JWS validator (None when OAUTHBEARER is not enabled)
     oauth_validator: oauthbearer.UnsecuredValidator | None = None
+    #: the largest frame accepted before authentication (``sasl.server.max.receive.size``)
+    max_receive_size: int = 524288
 
     def __repr__(self) -> str:
         return (
@@ -145,6 +147,10 @@ class SaslServerAuthenticator:
     @property
     def complete(self) -> bool:
         return self._state == _COMPLETE
+
+    @property
+    def max_receive_size(self) -> int:
+        return self.settings.max_receive_size
 
     @property
     def mechanism(self) -> str | None:
@@ -420,4 +426,11 @@ def listener_settings(
         ) from None
     if reauth < 0:
         raise ValueError(f"connections.max.reauth.ms: expected 0 (off) or more, read {reauth}")
-    return SaslListenerSettings(listener_name, mechs, check, reauth, validator)
+    size_text = get("sasl.server.max.receive.size")
+    try:
+        max_size = int(size_text) if size_text not in (None, "") else 524288
+    except ValueError:
+        raise ValueError(f"sasl.server.max.receive.size: expected a number of bytes, read {size_text!r}") from None
+    if max_size < 1:
+        raise ValueError(f"sasl.server.max.receive.size: expected 1 or more, read {max_size}")
+    return SaslListenerSettings(listener_name, mechs, check, reauth, validator, max_size)

@@ -269,6 +269,7 @@ SASL_KEYS = frozenset(
         "sasl.enabled.mechanisms",
         "sasl.mechanism.inter.broker.protocol",
         "connections.max.reauth.ms",
+        "sasl.server.max.receive.size",
     }
 )
 LISTENER_PREFIX = "listener.name."

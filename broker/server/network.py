@@ -274,7 +274,7 @@ class Request:
 
 _SEND, _NOOP, _CLOSE, _SEND_AND_CLOSE = 1, 2, 3, 4
 # the authenticator's answers (pyklog.broker.security.sasl_server's PASS, SEND, SEND_AND_CLOSE, CLOSE)
-_AUTH_PASS = 0
+_AUTH_PASS, _AUTH_CLOSE = 0, 3
 _AUTH_ACTIONS = {1: _SEND, 2: _SEND_AND_CLOSE, 3: _CLOSE}
 
 
@@ -569,6 +569,20 @@ class Processor(threading.Thread):
             return False
         size = _SIZE.unpack_from(conn.buf, conn.start)[0]
         max_bytes = self.server.max_request_bytes
+        auth = conn.authenticator
+        if auth is not None and not auth.complete and size > auth.max_receive_size:
+            # before authentication a frame is bounded by sasl.server.max.receive.size (Kafka's
+            # SaslServerAuthenticator): an unauthenticated client cannot make the broker reserve more
+            log.info(
+                "closing connection %d from %s: a frame of %d bytes before authentication "
+                "(sasl.server.max.receive.size=%d)",
+                conn.id,
+                conn.peer,
+                size,
+                auth.max_receive_size,
+            )
+            self._close(conn, "frame too large before authentication")
+            return False
         if size < 0 or size > max_bytes:
             log.warning(
                 "closing connection %d from %s: request frame of %d bytes (socket.request.max.bytes=%d)",
@@ -605,12 +619,15 @@ class Processor(threading.Thread):
         conn.inflight = True
         self.inflight += 1
         self._set_interest(conn, 0)
-        auth = conn.authenticator
         if auth is not None:
             # SASL (Kafka's SaslServerAuthenticator) runs here, on the network thread, before any
             # request reaches KafkaApis; only what it passes on (ApiVersions, then the requests of an
             # authenticated session) goes to the handler pool
-            action, chunks = auth.on_frame(frame)
+            try:
+                action, chunks = auth.on_frame(frame)
+            except Exception:  # noqa: BLE001 - a bug here closes this connection, never the thread
+                log.exception("SASL authentication of connection %d from %s failed", conn.id, conn.peer)
+                action, chunks = _AUTH_CLOSE, None
             if auth.complete:
                 conn.principal = auth.principal
             if action != _AUTH_PASS:

@@ -277,3 +277,14 @@ def test_describe_configs_hides_the_jaas_config(broker):
         entries = admin.describe_configs([(4, "0")])[(4, "0")]
     jaas = [e for e in entries if e["name"].endswith("sasl.jaas.config")]
     assert jaas and all(e["value"] is None and e["is_sensitive"] for e in jaas)
+
+
+def test_a_large_frame_before_authentication_closes_the_connection(broker):
+    """sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot make the broker
+    reserve socket.request.max.bytes."""
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+        s.sendall(struct.pack(">i", 10_000_000) + b"\x00" * 1000)
+        s.settimeout(10)
+        assert s.recv(10) == b""
+    assert "before authentication" in broker.output()
+    assert _can_login(broker, "PLAIN", "admin", ADMIN_PASSWORD)
