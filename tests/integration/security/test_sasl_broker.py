@@ -288,3 +288,33 @@ def test_a_large_frame_before_authentication_closes_the_connection(broker):
         assert s.recv(10) == b""
     assert "before authentication" in broker.output()
     assert _can_login(broker, "PLAIN", "admin", ADMIN_PASSWORD)
+
+
+def test_random_sasl_tokens_and_frames(broker):
+    """A seeded fuzz of the exchange: random tokens for each mechanism, random frames at each step;
+    every connection ends answered-and-closed or closed, and the broker serves on."""
+    import random
+
+    rng = random.Random(23)
+    for i in range(150):
+        mech = rng.choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+            s.settimeout(10)
+            step = rng.randrange(3)
+            if step == 0:  # garbage instead of a request
+                junk = rng.randbytes(rng.randrange(1, 200))
+                s.sendall(struct.pack(">i", len(junk)) + junk)
+            else:
+                s.sendall(_frame(ApiKey.SASL_HANDSHAKE, rng.choice([0, 1]), {"mechanism": mech}))
+                token = rng.randbytes(rng.randrange(0, 300))
+                if step == 1:
+                    s.sendall(_frame(ApiKey.SASL_AUTHENTICATE, rng.choice([0, 1, 2]), {"auth_bytes": token}, cid=2))
+                else:
+                    s.sendall(struct.pack(">i", len(token)) + token)
+            try:
+                while s.recv(65536):
+                    pass
+            except (ConnectionResetError, TimeoutError) as e:
+                assert not isinstance(e, TimeoutError), f"round {i}: the broker neither answered nor closed"
+    assert _can_login(broker, "SCRAM-SHA-512", "alice", ALICE_PASSWORD)
+    assert "Traceback" not in broker.output()
