@@ -258,7 +258,12 @@ class BrokerConnection:
             if self._reauth_at is None or time.monotonic() < self._reauth_at or self._pending or self._stash:
                 return
             self._check_open()
-            self._authenticate(self._roundtrip_locked)
+            try:
+                self._authenticate(self._roundtrip_locked)
+            except BaseException as e:  # the broker closes the connection too: so do we
+                self._error = e
+                self.close()
+                raise
             log.debug("re-authenticated with broker %s", self._name())
 
     def _roundtrip_locked(self, api_key: int, body: dict, version: int) -> dict:

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from pyklog.broker.protocol import ApiKey
+from pyklog.connector.client import BrokerConnection
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
 from pyklog.connector.sasl_client import SaslCredentials, authenticate
@@ -173,3 +174,26 @@ def test_confluent_kafka_producer_across_several_expiries_loses_nothing(broker):
     assert not errors and len(values) == sent
     got = _read_all(broker, topic, SaslCredentials("PLAIN", "admin", ADMIN_PASSWORD))
     assert got == values
+
+
+def test_pyklog_connection_reauthenticates_and_stops_when_the_credential_is_gone(broker, zk_chroot):
+    from pyklog.broker.errors import SaslAuthenticationError
+    from pyklog.broker.zk.scram_credentials import ZkScramCredentials
+    from tests.integration.security.sasl_support import _Session
+    from tests.support import kazoo_client
+
+    conn = BrokerConnection("127.0.0.1", broker.port, sasl=SaslCredentials("SCRAM-SHA-256", "alice", ALICE_PASSWORD))
+    for _ in range(4):  # across two session lifetimes: re-authenticated on the same connection
+        time.sleep(REAUTH_MS / 1000 / 2)
+        assert conn.request(ApiKey.METADATA, {"topics": None})["brokers"]
+    assert not conn.closed
+    zk = kazoo_client(zk_chroot)
+    try:
+        ZkScramCredentials(_Session(zk)).alter("alice", deletions=["SCRAM-SHA-256"])
+    finally:
+        zk.stop()
+        zk.close()
+    time.sleep(REAUTH_MS / 1000)
+    with pytest.raises(SaslAuthenticationError):
+        conn.request(ApiKey.METADATA, {"topics": None})
+    assert conn.closed
