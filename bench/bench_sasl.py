@@ -25,6 +25,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=300)
     ap.add_argument("--iterations", type=int, default=4096)
+    ap.add_argument("--at-once", type=int, default=1000, help="connections authenticating at the same time")
+    ap.add_argument("--threads", type=int, default=50, help="client threads opening the --at-once connections")
     args = ap.parse_args()
 
     from kazoo.client import KazooClient
@@ -90,6 +92,33 @@ def main() -> None:
         for mech in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             rate = run(sasl_b.port, SaslCredentials(mech, "bench", password))
             print(f"  {'SASL_PLAINTEXT ' + mech:<34} {rate:8.0f} /s   x{rate / base:.2f}")
+
+        def at_once(port: int, creds) -> tuple[float, int]:
+            """--at-once connections opened by --threads threads and all held open: seconds until
+            every one is authenticated, and how many failed."""
+            from concurrent.futures import ThreadPoolExecutor
+
+            def open_one(_):
+                try:
+                    return BrokerConnection("127.0.0.1", port, sasl=creds, timeout_s=60)
+                except Exception:  # noqa: BLE001 - counted
+                    return None
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(args.threads) as pool:
+                conns = list(pool.map(open_one, range(args.at_once)))
+            elapsed = time.perf_counter() - t0
+            for c in conns:
+                if c is not None:
+                    c.close()
+            return elapsed, sum(c is None for c in conns)
+
+        print(f"{args.at_once} connections at once ({args.threads} client threads), all held open:")
+        base_s, failed = at_once(plain_b.port, None)
+        print(f"  {'PLAINTEXT connect + ApiVersions':<34} {base_s:8.2f} s    (baseline, {failed} failed)")
+        for mech in ("PLAIN", "SCRAM-SHA-512"):
+            secs, failed = at_once(sasl_b.port, SaslCredentials(mech, "bench", password))
+            print(f"  {'SASL_PLAINTEXT ' + mech:<34} {secs:8.2f} s    x{base_s / secs:.2f}, {failed} failed")
     finally:
         for b in brokers:
             b.stop()
