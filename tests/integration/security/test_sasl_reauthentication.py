@@ -174,6 +174,7 @@ def test_confluent_kafka_producer_across_several_expiries_loses_nothing(broker):
     assert not errors and len(values) == sent
     got = _read_all(broker, topic, SaslCredentials("PLAIN", "admin", ADMIN_PASSWORD))
     assert got == values
+    assert "SASL session expired" not in broker.output()  # librdkafka re-authenticated in time (KIP-368)
 
 
 def test_pyklog_connection_reauthenticates_and_stops_when_the_credential_is_gone(broker, zk_chroot):
@@ -197,3 +198,29 @@ def test_pyklog_connection_reauthenticates_and_stops_when_the_credential_is_gone
     with pytest.raises(SaslAuthenticationError):
         conn.request(ApiKey.METADATA, {"topics": None})
     assert conn.closed
+
+
+def test_kafka_python_producer_across_several_expiries_loses_nothing(broker):
+    from kafka import KafkaProducer
+
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    p = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="alice",
+        sasl_plain_password=ALICE_PASSWORD,
+        acks="all",
+    )
+    values = []
+
+    def one(i):
+        v = f"v{i}".encode()
+        p.send(topic, v, partition=0).get(timeout=30)
+        values.append(v)
+
+    acked = _produce_across_expiries(one, REAUTH_MS / 1000 * 3.5)
+    p.close()
+    assert acked > 10
+    assert _read_all(broker, topic, SaslCredentials("PLAIN", "admin", ADMIN_PASSWORD)) == values
+    assert "SASL session expired" not in broker.output()  # kafka-python re-authenticated in time (KIP-368)
