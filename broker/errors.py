@@ -170,6 +170,11 @@ class UnsupportedSaslMechanismError(PyklogError):
     pass
 
 
+@_wire(34, "ILLEGAL_SASL_STATE")
+class IllegalSaslStateError(PyklogError):
+    pass
+
+
 @_wire(35, "UNSUPPORTED_VERSION")
 class UnsupportedVersionError(PyklogError):
     pass
@@ -462,4 +467,24 @@ class ElectionNotNeededError(PyklogError):
 
 @_wire(85, "NO_REASSIGNMENT_IN_PROGRESS")
 class NoReassignmentInProgressError(PyklogError):
+    pass
+
+
+@_wire(58, "SASL_AUTHENTICATION_FAILED")
+class SaslAuthenticationError(PyklogError):
+    """Authentication failed (KIP-152): the message is the broker's, safe to show (no credential)."""
+
+
+@_wire(91, "RESOURCE_NOT_FOUND")
+class ResourceNotFoundError(PyklogError):
+    pass
+
+
+@_wire(92, "DUPLICATE_RESOURCE")
+class DuplicateResourceError(PyklogError):
+    pass
+
+
+@_wire(93, "UNACCEPTABLE_CREDENTIAL")
+class UnacceptableCredentialError(PyklogError):
     pass

@@ -440,6 +440,69 @@ class AdminClient:
         return out
 
     # -- configs ---------------------------------------------------------------------------------
+    # -- SCRAM credentials (KIP-554) -------------------------------------------------------------
+    def describe_user_scram_credentials(self, users=None, *, timeout_s: float | None = None) -> dict:
+        """DescribeUserScramCredentials: ``{user: [(mechanism name, iterations), ...]}`` of the named
+        users (None: every user with a credential); a named user without one raises
+        ResourceNotFoundError."""
+        from pyklog.broker.security.scram import BY_TYPE_ID
+
+        def attempt():
+            conn = self.client.any_connection()
+            v = self._version(conn, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials")
+            body = {"users": None if users is None else [{"name": u} for u in users]}
+            return conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body, v)
+
+        resp = self.client.retrying("DescribeUserScramCredentials", attempt, timeout_s)
+        if resp.get("error_code"):
+            raise error_for_code(resp["error_code"], resp.get("error_message") or "DescribeUserScramCredentials")
+        out = {}
+        for r in resp.get("results") or []:
+            if r.get("error_code"):
+                err = error_for_code(r["error_code"], r.get("error_message") or f"user {r['user']}")
+                err.retriable = False
+                raise err
+            out[r["user"]] = [
+                (
+                    BY_TYPE_ID[c["mechanism"]].name if c["mechanism"] in BY_TYPE_ID else str(c["mechanism"]),
+                    c["iterations"],
+                )
+                for c in r.get("credential_infos") or []
+            ]
+        return out
+
+    def alter_user_scram_credentials(self, upsertions=(), deletions=(), *, timeout_s: float | None = None) -> dict:
+        """AlterUserScramCredentials: ``upsertions`` = ``[(user, mechanism name, password,
+        iterations)]`` (salted here with a random salt: the password never leaves this process),
+        ``deletions`` = ``[(user, mechanism name)]``.  Returns ``{user: None or the error}``."""
+        from pyklog.broker.security.scram import MECHANISMS, secure_salt
+
+        ups = []
+        for user, mech_name, password, iterations in upsertions:
+            mech = MECHANISMS[mech_name.upper()]
+            salt = secure_salt()
+            ups.append(
+                {
+                    "name": user,
+                    "mechanism": mech.type_id,
+                    "iterations": iterations,
+                    "salt": salt,
+                    "salted_password": mech.hi(password.encode("utf-8"), salt, iterations),
+                }
+            )
+        dels = [{"name": u, "mechanism": MECHANISMS[m.upper()].type_id} for u, m in deletions]
+
+        def attempt():
+            conn = self.client.any_connection()
+            v = self._version(conn, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials")
+            return conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": dels, "upsertions": ups}, v)
+
+        resp = self.client.retrying("AlterUserScramCredentials", attempt, timeout_s)
+        return {
+            r["user"]: (error_for_code(r["error_code"], r.get("error_message") or "") if r["error_code"] else None)
+            for r in resp.get("results") or []
+        }
+
     def describe_configs(self, resources, *, include_synonyms: bool = False, timeout_s: float | None = None) -> dict:
         """DescribeConfigs: ``[(resource_type, name)]`` (2 topic, 4 broker) -> ``{(type, name):
         [config entry dicts: name, value, read_only, config_source, is_sensitive, synonyms]}``.

@@ -52,6 +52,7 @@ from pyklog.broker.errors import (
 )
 from pyklog.broker.protocol import SUPPORTED, ApiKey, decode_response, encode_request
 from pyklog.broker.security import ssl_factory
+from pyklog.connector.sasl_client import SaslCredentials
 from pyklog.connector.security import PLAINTEXT as PLAINTEXT_SECURITY
 from pyklog.connector.security import ClientSecurityConfig, SslAuthenticationError
 
@@ -170,8 +171,12 @@ class BrokerConnection:
         timeout_s: float = 30,
         node_id: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ):
         self.host = host
+        #: SASL credentials (:mod:`pyklog.connector.sasl_client`): authenticated after ApiVersions
+        self.sasl = sasl
+        self._reauth_at: float | None = None  # time.monotonic() of the next re-authentication
         self.port = int(port)
         self.node_id = node_id
         self.client_id = client_id
@@ -196,6 +201,8 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         try:
             self._negotiate()
+            if sasl is not None:
+                self._authenticate(self.request)
         except BaseException:
             self.close()
             raise
@@ -249,6 +256,44 @@ class BrokerConnection:
             return
         raise UnsupportedVersionError(f"broker {self._name()}: no common ApiVersions version")
 
+    # -- SASL --------------------------------------------------------------------------------------
+    def _authenticate(self, exchange) -> None:
+        from pyklog.connector.sasl_client import authenticate, reauth_delay_s
+
+        try:
+            lifetime_ms = authenticate(exchange, self.sasl, self.api_versions)
+        except PyklogError as e:
+            raise type(e)(f"SASL authentication with broker {self._name()} failed: {e}") from None
+        delay = reauth_delay_s(lifetime_ms)
+        self._reauth_at = None if delay is None else time.monotonic() + delay
+
+    def _maybe_reauthenticate(self) -> None:
+        """KIP-368: re-authenticate on this connection once the session nears its end, when no
+        request is in flight (else at a later request).  Called by :meth:`send` without its lock."""
+        with self._send_lock, self._recv_lock:
+            if self._reauth_at is None or time.monotonic() < self._reauth_at or self._pending or self._stash:
+                return
+            self._check_open()
+            try:
+                self._authenticate(self._roundtrip_locked)
+            except BaseException as e:  # the broker closes the connection too: so do we
+                self._error = e
+                self.close()
+                raise
+            log.debug("re-authenticated with broker %s", self._name())
+
+    def _roundtrip_locked(self, api_key: int, body: dict, version: int) -> dict:
+        """One request and its response, both locks held and nothing else in flight."""
+        self._cid = cid = (self._cid + 1) & 0x7FFFFFFF
+        try:
+            self._sock.sendall(encode_request(api_key, version, cid, self.client_id, body))
+        except OSError as e:
+            raise self._fail(e) from e
+        got, frame = self._read_frame()
+        if got != cid:
+            raise self._fail(NetworkError(f"broker {self._name()}: response for unknown correlation id {got}"))
+        return decode_response(api_key, version, frame)[1]
+
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` both pyklog's client (SUPPORTED, capped by
         :data:`CLIENT_MAX`) and this broker support."""
@@ -292,6 +337,8 @@ class BrokerConnection:
         """Write one request; return its correlation id (wait with :meth:`receive`)."""
         if version is None:
             version = self.version_for(api_key)
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._maybe_reauthenticate()
         with self._send_lock:
             self._check_open()
             self._cid = cid = (self._cid + 1) & 0x7FFFFFFF
@@ -435,6 +482,9 @@ class ClusterClient:
         self.security = security or PLAINTEXT_SECURITY
         self._ssl_context = self.security.ssl_context()  # ConfigError here for a bad truststore/keystore
         self.client_id = client_id
+        #: SASL credentials every connection of this client authenticates with (None: no SASL),
+        #: from security.protocol SASL_* and the sasl.* settings
+        self.sasl = self.security.sasl_credentials()
         self.request_timeout_s = request_timeout_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
         self.metadata_max_age_s = metadata_max_age_ms / 1000.0
@@ -775,6 +825,7 @@ class ClusterClient:
             timeout_s=self.request_timeout_s,
             node_id=node_id,
             ssl_context=self._ssl_context,
+            sasl=self.sasl,
         )
 
     def send_to(self, node_id: int, api_key: int, body: dict, version: int | None = None) -> dict:

@@ -161,6 +161,19 @@ class ClientSecurityConfig:
                 out[key] = value
         return out
 
+    def sasl_credentials(self):
+        """The :class:`~pyklog.broker.security.sasl_client.SaslCredentials` a SASL_PLAINTEXT /
+        SASL_SSL connection logs in with (None otherwise); ConfigError (without the password) when
+        the mechanism is not supported or the user name or password is missing."""
+        if not self.uses_sasl:
+            return None
+        from pyklog.broker.security.sasl_client import SaslCredentials
+
+        try:
+            return SaslCredentials.from_config(self.to_config())
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
     def ssl_setting(self, key: str) -> str | None:
         for k, v in self.ssl:
             if k == key:

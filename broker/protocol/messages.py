@@ -72,6 +72,11 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45  # KIP-455
     LIST_PARTITION_REASSIGNMENTS = 46
+    # authentication (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554)
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 #: (min, max) version pyklog serves per API: min 0 (librdkafka gates features on ranges
@@ -127,6 +132,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # authentication: SaslHandshake v1 announces SaslAuthenticate; SaslAuthenticate v1 the session
+    # lifetime (KIP-368), v2 flexible; the SCRAM credential APIs (KIP-554) flexible from v0
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 #: The first flexible version (KIP-482) of each API: Kafka's ``flexibleVersions`` "N+".  From it on
@@ -176,6 +187,9 @@ FLEXIBLE: dict[int, int] = {  # ApiKey -> first flexible version; looked up by a
     ApiKey.ELECT_LEADERS: 2,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.SASL_AUTHENTICATE: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
 #: Kafka's names of every API key (also those pyklog does not serve), for logs.
@@ -1772,6 +1786,78 @@ LIST_TRANSACTIONS_RESPONSE = [
 ]
 
 
+# ---------------------------------------------------------------------------- authentication
+# SaslHandshake 17 (never flexible): v0 is followed by raw SASL tokens, v1 by SaslAuthenticate
+# requests.  SaslAuthenticate 36: the SASL token both ways (KIP-152), v1 the session lifetime
+# (KIP-368), v2 flexible.  Describe/AlterUserScramCredentials 50/51 (KIP-554), flexible from v0:
+# mechanism 1 SCRAM-SHA-256, 2 SCRAM-SHA-512; the client sends the salt and the salted password.
+
+SASL_HANDSHAKE_REQUEST = [
+    F("Mechanism", STRING),
+]
+
+SASL_HANDSHAKE_RESPONSE = [
+    F("ErrorCode", INT16),
+    F("Mechanisms", "[]string"),
+]
+
+SASL_AUTHENTICATE_REQUEST = [
+    F("AuthBytes", BYTES, default=b""),
+]
+
+SASL_AUTHENTICATE_RESPONSE = [
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    F("AuthBytes", BYTES, default=b""),
+    F("SessionLifetimeMs", INT64, "1+", default=0),
+]
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = [
+    A("Users", nullable="0+", fields=[F("Name", STRING)]),
+]
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    A(
+        "Results",
+        fields=[
+            F("User", STRING),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+            A("CredentialInfos", fields=[F("Mechanism", INT8), F("Iterations", INT32)]),
+        ],
+    ),
+]
+
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = [
+    A("Deletions", fields=[F("Name", STRING), F("Mechanism", INT8)]),
+    A(
+        "Upsertions",
+        fields=[
+            F("Name", STRING),
+            F("Mechanism", INT8),
+            F("Iterations", INT32),
+            F("Salt", BYTES, default=b""),
+            F("SaltedPassword", BYTES, default=b""),
+        ],
+    ),
+]
+
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = [
+    F(_THROTTLE, INT32),
+    A(
+        "Results",
+        fields=[
+            F("User", STRING),
+            F("ErrorCode", INT16),
+            F("ErrorMessage", STRING, nullable="0+", default=None),
+        ],
+    ),
+]
+
+
 #: api key -> (Kafka message base name, request fields, response fields)
 SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
     ApiKey.PRODUCE: ("Produce", PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -1835,5 +1921,17 @@ SCHEMAS: dict[ApiKey, tuple[str, list[Field], list[Field]]] = {
         "ListPartitionReassignments",
         LIST_PARTITION_REASSIGNMENTS_REQUEST,
         LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    ),
+    ApiKey.SASL_HANDSHAKE: ("SaslHandshake", SASL_HANDSHAKE_REQUEST, SASL_HANDSHAKE_RESPONSE),
+    ApiKey.SASL_AUTHENTICATE: ("SaslAuthenticate", SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        "DescribeUserScramCredentials",
+        DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+        DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
+        "AlterUserScramCredentials",
+        ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+        ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
     ),
 }

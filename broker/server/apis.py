@@ -25,6 +25,8 @@ translating requests into calls on the broker's components and results into resp
 * :mod:`~pyklog.broker.server.handlers.controller`: ControlledShutdown, ElectLeaders, the
   partition reassignment APIs.
 * :mod:`~pyklog.broker.server.handlers.acls`: DescribeAcls, CreateAcls, DeleteAcls.
+* :mod:`~pyklog.broker.server.handlers.sasl`: SaslHandshake and SaslAuthenticate out of place (a
+  SASL listener's network layer answers them before KafkaApis), Describe/AlterUserScramCredentials.
 * ApiVersions v0-3 is answered here; a newer ApiVersions version gets the v0 layout with
   UNSUPPORTED_VERSION and our ranges (KIP-511) so librdkafka retries lower.
 
@@ -78,6 +80,7 @@ from pyklog.broker.server.handlers.responses import (
     error_code_of,
     respond,
 )
+from pyklog.broker.server.handlers.sasl import SaslApis
 from pyklog.broker.server.handlers.transactions import TransactionApis
 from pyklog.broker.server.network import Request
 from pyklog.broker.server.zk_offset_store import ZkOffsetStore
@@ -104,6 +107,8 @@ class KafkaApis:
     ``authorizer`` (an :class:`~pyklog.broker.security.authorizer.AclAuthorizer`, or None: every
     request allowed) is asked by every handler family, through one
     :class:`~pyklog.broker.server.handlers.authorization.AuthHelper`, what Kafka's KafkaApis asks.
+    ``scram_credentials`` (the SCRAM credential APIs) defaults to a
+    :class:`~pyklog.broker.zk.scram_credentials.ZkScramCredentials` of ``cluster``'s session.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class KafkaApis:
         zk_offsets=None,
         producer_ids=None,
         authorizer=None,
+        scram_credentials=None,
     ):
         self.config = config
         self.broker_id = config.broker_id
@@ -153,6 +159,11 @@ class KafkaApis:
         )
         self.controller_apis = ControllerApis(controller, auth=auth)
         self.acl_apis = AclApis(auth)
+        if scram_credentials is None:
+            from pyklog.broker.zk.scram_credentials import ZkScramCredentials
+
+            scram_credentials = ZkScramCredentials(cluster.session)
+        self.sasl_apis = sasl = SaslApis(scram_credentials, auth=auth)
         pf, md, adm, cfg, grp, txn, ctl = (
             self.produce_fetch,
             self.metadata,
@@ -206,6 +217,10 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: self.acl_apis.handle_describe_acls,
             ApiKey.CREATE_ACLS: self.acl_apis.handle_create_acls,
             ApiKey.DELETE_ACLS: self.acl_apis.handle_delete_acls,
+            ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.handle_describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: sasl.handle_alter_user_scram_credentials,
         }
         #: what this broker serves and advertises: the protocol's ranges of the APIs handled here
         self.served: dict[int, tuple[int, int]] = {

@@ -19,6 +19,8 @@ Settings (Kafka's names and defaults unless noted)::
     inter.broker.listener.name         PLAINTEXT (or security.inter.broker.protocol, not both): the
                                        listener the broker's own connections to other brokers use
     ssl.*, listener.name.<name>.ssl.*  TLS of SSL / SASL_SSL listeners: see pyklog.broker.security.ssl_config
+    sasl.enabled.mechanisms, connections.max.reauth.ms, listener.name.<name>.<mechanism>.sasl.jaas.config
+                                       SASL of SASL_PLAINTEXT / SASL_SSL listeners (docs/security.md)
     log.dirs / log.dir                 /tmp/pyklog-logs (comma-separated)
     zookeeper.connect                  required (host:port[,host:port][/chroot])
     zookeeper.session.timeout.ms       18000
@@ -308,6 +310,18 @@ LISTENER_SECURITY_KEYS = frozenset(
         "ssl.cipher.suites",
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
+    }
+)
+
+#: SASL settings (Kafka's names), read from ``ServerConfig.raw`` by
+#: :func:`pyklog.broker.security.sasl_server.listener_settings` (per listener too:
+#: ``listener.name.<listener>.<setting>``)
+SASL_KEYS = frozenset(
+    {
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "connections.max.reauth.ms",
+        "sasl.server.max.receive.size",
     }
 )
 
@@ -798,6 +812,7 @@ class ServerConfig:
         | CONTROLLER_KEYS
         | AUTHORIZER_KEYS
         | LISTENER_SECURITY_KEYS
+        | SASL_KEYS
     )
 
     @classmethod

@@ -35,11 +35,14 @@ import logging
 import os
 import signal
 import socket
+import struct
 import sys
 import threading
 
 from pyklog.broker.common.cli import add_version_argument
 from pyklog.broker.errors import BrokerIdInUseError, ConfigError, PyklogError, ZooKeeperError
+from pyklog.broker.protocol import ApiKey
+from pyklog.broker.security.sasl_server import ScramCredentialCache
 from pyklog.broker.server.config import ServerConfig
 from pyklog.broker.server.meta_properties import (
     META_PROPERTIES,
@@ -116,18 +119,59 @@ def _listener_getter(cfg: ServerConfig, listener_name: str):
 def inter_broker_connector(cfg: ServerConfig):
     """``connect(host, port, timeout_s)`` for the broker's own connections to other brokers: TLS
     with the inter-broker listener's settings (its truststore checks the other broker, its keystore
-    is this broker's certificate) when that listener is SSL / SASL_SSL, plain TCP otherwise."""
+    is this broker's certificate) when that listener is SSL / SASL_SSL, plain TCP otherwise; on a
+    SASL_PLAINTEXT / SASL_SSL inter-broker listener the connection is logged in with the
+    inter-broker credentials (``sasl.mechanism.inter.broker.protocol`` and that mechanism's JAAS
+    config of the listener) before it is handed over, so replica fetchers, the controller's
+    requests and transaction markers all authenticate."""
     from pyklog.broker.security import ssl_factory
+    from pyklog.broker.security.sasl_client import inter_broker_credentials
 
     context = None
     if cfg.inter_broker_security_protocol in ("SSL", "SASL_SSL"):
         get, name = _listener_getter(cfg, cfg.inter_broker_listener_name)
         context = ssl_factory.client_context(get, name)
+    credentials = inter_broker_credentials(cfg.raw, cfg.inter_broker_listener_name, cfg.inter_broker_security_protocol)
 
     def connect(host: str, port: int, timeout_s: float | None):
-        return ssl_factory.connect(host, port, timeout_s, context)
+        sock = ssl_factory.connect(host, port, timeout_s, context)
+        if credentials is not None:
+            try:
+                _sasl_login(sock, credentials, timeout_s)
+            except BaseException:
+                sock.close()
+                raise
+        return sock
 
     return connect
+
+
+def _sasl_login(sock, credentials, timeout_s: float | None) -> None:
+    """One SASL exchange (SaslHandshake v1, SaslAuthenticate) on a new blocking connection to
+    another broker, before its user sends anything (correlation ids below the user's own)."""
+    from pyklog.broker.protocol import decode_response, encode_request
+    from pyklog.broker.security.sasl_client import authenticate
+
+    sock.settimeout(timeout_s)
+    cid = -1000
+
+    def exact(n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            b = sock.recv(n - len(out))
+            if not b:
+                raise ConnectionError("the other broker closed the connection during SASL authentication")
+            out += b
+        return bytes(out)
+
+    def exchange(api, body, version):
+        nonlocal cid
+        cid += 1
+        sock.sendall(encode_request(api, version, cid, "pyklog-inter-broker", body))
+        (size,) = struct.unpack(">i", exact(4))
+        return decode_response(api, version, exact(size))[1]
+
+    authenticate(exchange, credentials, {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)})
 
 
 def advertised_endpoints(cfg: ServerConfig, socket_server) -> list:
@@ -165,6 +209,9 @@ class BrokerServer:
         self.authorizer = None  # broker.security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.apis = None
         self.socket_server = None
+        #: the SCRAM credentials SASL listeners check against, filled from ZooKeeper once it is reached
+        self.scram_cache = ScramCredentialCache()
+        self.scram_credentials = None  # broker.zk.scram_credentials.ZkScramCredentials
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
         # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
@@ -192,13 +239,21 @@ class BrokerServer:
         from pyklog.broker.server.network import SocketServer
         from pyklog.broker.server.replica_manager import ReplicaManager
         from pyklog.broker.zk.cluster import ZkCluster
+        from pyklog.broker.zk.scram_credentials import ZkScramCredentials
 
         cfg = self.config
         log_config = cfg.log_config()  # validates the log.* settings before touching anything
         try:
-            # TLS contexts first (a bad keystore stops the start before anything binds), then bind:
-            # the registration must carry the real ports (listeners=...:0 picks one)
-            specs = listener_specs(cfg)
+            # TLS contexts and SASL settings first (a bad keystore or JAAS config stops the start
+            # before anything binds), then bind: the registration must carry the real ports
+            # (listeners=...:0 picks one)
+            specs = [
+                dataclasses.replace(spec, authenticator_factory=self._sasl_authenticator_factory(spec))
+                if spec.security_protocol.startswith("SASL_")
+                else spec
+                for spec in listener_specs(cfg)
+            ]
+            sasl_listeners = any(spec.authenticator_factory is not None for spec in specs)
             broker_connector = inter_broker_connector(cfg)
             self.socket_server = SocketServer(
                 cfg.bind_host,
@@ -246,6 +301,10 @@ class BrokerServer:
                 set_acl=zk_set_acl,
             )
             self.cluster.start()
+            # SCRAM credentials (/config/users), followed through the config change notifications
+            self.scram_credentials = ZkScramCredentials(self.cluster.session)
+            if sasl_listeners:
+                self.scram_credentials.follow(self.scram_cache.set_user, self.scram_cache.replace_all)
             for d in log_dirs:
                 meta = read_meta_properties(d)
                 if meta is None or meta["cluster.id"] != self.cluster.cluster_id:
@@ -325,6 +384,7 @@ class BrokerServer:
                 dynamic_config=self.dynamic_config,
                 producer_ids=self.producer_ids,
                 authorizer=self.authorizer,
+                scram_credentials=self.scram_credentials,
             )
             # start, in dependency order
             self._watch_dynamic_config()
@@ -414,6 +474,30 @@ class BrokerServer:
             return cluster.topic_config(topic)
         except Exception as e:  # noqa: BLE001 - ZooKeeper trouble: defaults, as the log manager expects
             raise ZooKeeperError(f"cannot read the config of topic {topic}: {e}") from e
+
+    def _sasl_authenticator_factory(self, spec):
+        """A SASL listener's authenticator factory; ConfigError for SASL settings that cannot work
+        (see :func:`pyklog.broker.security.sasl_server.listener_settings`)."""
+        from pyklog.broker.security.sasl_server import SaslServerAuthenticator, listener_settings
+        from pyklog.broker.server.handlers.sasl import illegal_sasl_state_response
+
+        try:
+            settings = listener_settings(self.config.raw, spec.name)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        log.info("listener %s: SASL mechanisms %s", spec.name, ", ".join(settings.enabled_mechanisms))
+        if settings.oauth_validator is not None:
+            log.warning(
+                "listener %s: OAUTHBEARER accepts Kafka's unsecured (unsigned) tokens: any client can claim any "
+                "principal; for development only",
+                spec.name,
+            )
+        cache = self.scram_cache
+
+        def factory(peer: str) -> SaslServerAuthenticator:
+            return SaslServerAuthenticator(settings, cache, peer, error_response=illegal_sasl_state_response)
+
+        return factory
 
     def _handle(self, request) -> None:
         self.apis.handle(request)

@@ -47,6 +47,12 @@ Resource bounds (Kafka's broker settings of the same names, see Kafka's broker c
   granted whenever any memory is free, so a request larger than the pool (but within
   ``socket.request.max.bytes``) is still served, alone.
 
+Authentication: a SASL listener gives each connection an authenticator (``authenticator_factory``,
+:class:`pyklog.broker.security.sasl_server.SaslServerAuthenticator`).  The processor hands it each
+complete frame first, on the network thread: it answers the SASL exchange itself (or closes the
+connection), sets the connection's principal once authenticated, and passes on to the handler pool
+only ApiVersions and the requests of an authenticated, unexpired session.
+
 The handler is ``handler(request: Request) -> None``, called on a handler thread; it must
 eventually call exactly one of :meth:`Request.send` (chunks), :meth:`Request.send_nothing` (no
 response, e.g. Produce acks=0) or :meth:`Request.close_connection`, now or later from any thread
@@ -249,6 +255,8 @@ class ListenerSpec:
     port: int
     ssl_context: ssl.SSLContext | None = None
     principal_builder: Callable[[bytes | None], KafkaPrincipal] | None = None
+    #: ``factory(peer)`` -> a new connection's SASL authenticator (SASL_PLAINTEXT / SASL_SSL), or None
+    authenticator_factory: Callable[[str], object] | None = None
 
 
 class Request:
@@ -298,7 +306,10 @@ class Request:
         return self._done
 
 
-_SEND, _NOOP, _CLOSE = 1, 2, 3
+_SEND, _NOOP, _CLOSE, _SEND_AND_CLOSE = 1, 2, 3, 4
+# the authenticator's answers (pyklog.broker.security.sasl_server's PASS, SEND, SEND_AND_CLOSE, CLOSE)
+_AUTH_PASS, _AUTH_CLOSE = 0, 3
+_AUTH_ACTIONS = {1: _SEND, 2: _SEND_AND_CLOSE, 3: _CLOSE}
 
 
 class _Region:
@@ -342,6 +353,8 @@ class _Connection:
         "tls",
         "handshaking",
         "accepted_at",
+        "authenticator",
+        "close_after_write",
     )
 
     def __init__(
@@ -362,6 +375,10 @@ class _Connection:
         self.tls = isinstance(sock, ssl.SSLSocket)  # reads and writes go through TLS (no sendfile)
         self.handshaking = self.tls  # the TLS handshake is not done yet: no request is read
         self.accepted_at = time.monotonic()
+        factory = listener.authenticator_factory
+        #: the SASL authenticator of a SASL_PLAINTEXT / SASL_SSL connection (None: no SASL)
+        self.authenticator = factory(peer) if factory is not None else None
+        self.close_after_write = False  # an authentication failure: close once the answer is out
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
@@ -551,6 +568,9 @@ class Processor(threading.Thread):
                 _release_chunks(chunks)
                 self._close(conn, "closed by request handler")
                 continue
+            if action == _SEND_AND_CLOSE:
+                conn.close_after_write = True
+                action = _SEND
             if action == _SEND:
                 for c in chunks:
                     if isinstance(c, (bytes, bytearray)):
@@ -572,6 +592,9 @@ class Processor(threading.Thread):
             self._unmute(conn)
 
     def _unmute(self, conn: _Connection) -> None:
+        if conn.close_after_write:
+            self._close(conn, "authentication failed")
+            return
         conn.muted = False
         conn.last_active = time.monotonic()
         # the next request may already be buffered (pipelining clients)
@@ -670,6 +693,20 @@ class Processor(threading.Thread):
             return False
         size = _SIZE.unpack_from(conn.buf, conn.start)[0]
         max_bytes = self.server.max_request_bytes
+        auth = conn.authenticator
+        if auth is not None and not auth.complete and size > auth.max_receive_size:
+            # before authentication a frame is bounded by sasl.server.max.receive.size (Kafka's
+            # SaslServerAuthenticator): an unauthenticated client cannot make the broker reserve more
+            log.info(
+                "closing connection %d from %s: a frame of %d bytes before authentication "
+                "(sasl.server.max.receive.size=%d)",
+                conn.id,
+                conn.peer,
+                size,
+                auth.max_receive_size,
+            )
+            self._close(conn, "frame too large before authentication")
+            return False
         if size < 0 or size > max_bytes:
             log.warning(
                 "closing connection %d from %s: request frame of %d bytes (socket.request.max.bytes=%d)",
@@ -706,6 +743,20 @@ class Processor(threading.Thread):
         conn.inflight = True
         self.inflight += 1
         self._set_interest(conn, 0)
+        if auth is not None:
+            # SASL (Kafka's SaslServerAuthenticator) runs here, on the network thread, before any
+            # request reaches KafkaApis; only what it passes on (ApiVersions, then the requests of an
+            # authenticated session) goes to the handler pool
+            try:
+                action, chunks = auth.on_frame(frame)
+            except Exception:  # noqa: BLE001 - a bug here closes this connection, never the thread
+                log.exception("SASL authentication of connection %d from %s failed", conn.id, conn.peer)
+                action, chunks = _AUTH_CLOSE, None
+            if auth.complete:
+                conn.principal = auth.principal
+            if action != _AUTH_PASS:
+                self.enqueue_response(conn, _AUTH_ACTIONS[action], chunks)
+                return True
         if not self.server.submit(Request(conn, frame)):
             conn.inflight = False
             self.inflight -= 1
@@ -994,9 +1045,11 @@ class SocketServer:
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
         listeners: Iterable[ListenerSpec] | None = None,
+        authenticator_factory: Callable[[str], object] | None = None,
     ):
         self.listeners: list[ListenerSpec] = list(
-            listeners or [ListenerSpec(listener_name, security_protocol, host, port)]
+            listeners
+            or [ListenerSpec(listener_name, security_protocol, host, port, authenticator_factory=authenticator_factory)]
         )
         first = self.listeners[0]
         self.host = first.host

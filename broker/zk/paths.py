@@ -156,6 +156,26 @@ MIGRATION = "/migration"
 ACL_STORE_ROOTS = ("/kafka-acl", "/kafka-acl-extended", "/kafka-acl-changes", "/kafka-acl-extended-changes")
 
 
+def sanitize_user(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: a user name as a znode name (URL-encoded)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="-._").replace("~", "%7E")
+
+
+def desanitize_user(name: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(name)
+
+
+def user_config(name: str) -> str:
+    """``/config/users/<sanitized user name>``."""
+    if not name:
+        raise ValueError("a user name must not be empty")
+    return f"{CONFIG_USERS}/{sanitize_user(name)}"
+
+
 # Config change notifications (Kafka's ZkData ConfigEntityChangeNotificationZNode):
 #   /config/changes/config_change_[seq]   persistent sequential  {"version":2,"entity_path":"topics/<topic>"}
 CONFIG_CHANGES = "/config/changes"

@@ -8,6 +8,9 @@ ConfigCommand).
     pyklog-configs --bootstrap-server ... --entity-type brokers (--entity-name ID | --entity-default) --alter
                    [--add-config k1=v1] [--delete-config k1]            (dynamic broker configs, KIP-226)
     pyklog-configs --zookeeper HOST:PORT[/CHROOT] --entity-type topics|brokers ...   (straight in ZooKeeper)
+    pyklog-configs --bootstrap-server ... | --zookeeper ... --entity-type users --entity-name alice --alter
+                   --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
+                   | --delete-config SCRAM-SHA-512 | --describe           (SCRAM credentials)
 
 Output as Kafka's tool::
 
@@ -19,7 +22,13 @@ Alterations use IncrementalAlterConfigs, or AlterConfigs (the whole set, read fi
 has only that.  Broker entities are the dynamic broker configs (:mod:`pyklog.broker.server.dynamic_config`):
 ``--entity-name N`` one broker (the request goes to that broker), ``--entity-default`` the cluster-wide
 default every broker applies; ``--describe`` lists the dynamic ones (``--all``: every setting with its
-source).  Exit code 0, or 1 with one ``Error: ...`` line.
+source).  User entities are SCRAM credentials (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``, iterations 4096
+by default): through the brokers (AlterUserScramCredentials: the password is salted here and never
+sent), or with ``--zookeeper`` straight into ``/config/users/<user>`` (how the first users, the
+inter-broker one included, are created before any broker runs); ``--describe`` shows mechanisms and
+iterations, never a credential, and no password is ever printed.  ``--command-config`` is a client
+properties file (``sasl.mechanism``, ``sasl.jaas.config`` or ``sasl.username`` / ``sasl.password``).
+Exit code 0, or 1 with one ``Error: ...`` line.
 
 Example::
 
@@ -69,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     act = p.add_mutually_exclusive_group(required=True)
     act.add_argument("--describe", action="store_true", help="list the configs of the entity")
     act.add_argument("--alter", action="store_true", help="change the configs of the entity")
-    p.add_argument("--entity-type", choices=("topics", "brokers"), help="REQUIRED: topics or brokers")
+    p.add_argument("--entity-type", choices=("topics", "brokers", "users"), help="REQUIRED: topics, brokers or users")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name ID")
     p.add_argument("--entity-name", help="the topic name or broker id")
@@ -91,7 +100,8 @@ def parse_add_config(spec: str | None) -> dict[str, str]:
         out[k] = v[1:-1] if v.startswith("[") else v
     rebuilt = ",".join(f"{k}=" + (f"[{v}]" if "," in v else v) for k, v in out.items())
     if not out or len(rebuilt.replace("[", "").replace("]", "")) != len(spec.replace("[", "").replace("]", "")):
-        raise UsageError(f"--add-config: expected k1=v1,k2=[v1,v2,v2],k3=v3, got {spec!r}")
+        shown = "a value holding a password (not shown)" if "password" in spec.lower() else repr(spec)
+        raise UsageError(f"--add-config: expected k1=v1,k2=[v1,v2,v2],k3=v3, got {shown}")
     return out
 
 
@@ -279,6 +289,116 @@ def run_zookeeper_brokers(configs, a, name, add, delete) -> None:
     )
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def parse_scram_configs(add: dict[str, str]) -> list[tuple[str, str, int]]:
+    """``{"SCRAM-SHA-512": "iterations=8192,password=..."}`` -> ``[(mechanism, password,
+    iterations)]``; UsageError naming the problem (never the password)."""
+    from pyklog.broker.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
+
+    out = []
+    for mech, spec in add.items():
+        if mech.upper() not in SCRAM_MECHANISMS:
+            raise UsageError(f"--add-config of users: SCRAM-SHA-256=[...] or SCRAM-SHA-512=[...], got {mech!r}")
+        fields = {}
+        for part in spec.split(","):
+            k, sep, v = part.partition("=")
+            if not sep:
+                raise UsageError(f"--add-config {mech}: expected [iterations=N,password=...]")
+            fields[k.strip()] = v
+        if not fields.get("password"):
+            raise UsageError(f"--add-config {mech}: password=... is required")
+        unknown = sorted(set(fields) - {"password", "iterations"})
+        if unknown:
+            raise UsageError(f"--add-config {mech}: unknown field(s) {', '.join(unknown)} (iterations, password)")
+        try:
+            iterations = int(fields.get("iterations") or DEFAULT_ITERATIONS)
+        except ValueError:
+            raise UsageError(f"--add-config {mech}: iterations must be a number") from None
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise UsageError(
+                f"--add-config {mech}: iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}, got {iterations}"
+            )
+        out.append((mech.upper(), fields["password"], iterations))
+    return out
+
+
+def read_properties_file(path: str) -> dict[str, str]:
+    """A client properties file (``key=value`` lines, ``#`` / ``!`` comments, a trailing backslash
+    continues the line)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError(f"--command-config: cannot read {path!r}: {e.strerror or e}") from None
+    out: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        line = pending + line.strip()
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _print_user_credentials(user: str, infos) -> None:
+    text = ", ".join(f"{m}=iterations={n}" for m, n in infos)
+    print(f"SCRAM credential configs for user-principal '{user}' are {text}")
+
+
+def run_users(admin, a, name, upserts, delete) -> None:
+    """Users through the brokers: Describe/AlterUserScramCredentials."""
+    if a.describe:
+        for user, infos in sorted(admin.describe_user_scram_credentials([name] if name else None).items()):
+            _print_user_credentials(user, infos)
+        return
+    results = admin.alter_user_scram_credentials(
+        [(name, m, pw, it) for m, pw, it in upserts], [(name, m.upper()) for m in delete]
+    )
+    err = results.get(name)
+    if err is not None:
+        raise err
+    print(f"Completed updating config for user {name}.")
+
+
+def run_zookeeper_users(a, name, upserts, delete) -> None:
+    """Users straight in ZooKeeper: ``/config/users/<user>`` and a change notification (Kafka's
+    ZooKeeper-mode kafka-configs), before or while brokers run."""
+    from pyklog.broker.security.scram import MECHANISMS, ScramCredential
+    from pyklog.broker.zk.scram_credentials import ZkScramCredentials
+    from pyklog.broker.zk.session import ZkSession
+
+    session = ZkSession(a.zookeeper, session_timeout_s=18.0, connect_timeout_s=15, registering=False)
+    session.start()
+    try:
+        store = ZkScramCredentials(session)
+        if a.describe:
+            users = [name] if name else store.users()
+            for user in users:
+                creds = store.credentials(user)
+                if creds:
+                    _print_user_credentials(user, [(m, c.iterations) for m, c in sorted(creds.items())])
+            return
+        current = store.credentials(name)
+        missing = [m.upper() for m in delete if m.upper() not in current]
+        if missing:
+            raise UsageError(f"user {name} has no {', '.join(missing)} credential to delete")
+        store.alter(
+            name,
+            {m: ScramCredential.from_password(MECHANISMS[m], pw, it) for m, pw, it in upserts},
+            [m.upper() for m in delete],
+        )
+        print(f"Completed updating config for user {name}.")
+    finally:
+        session.close()
+
+
 @reports_errors()
 def main(argv=None) -> int:
     setup_logging()
@@ -293,14 +413,22 @@ def main(argv=None) -> int:
             raise UsageError("--alter needs --add-config or --delete-config")
         if name is None:
             raise UsageError(
-                "an entity name must be specified with --alter of topics"
-                if etype == "topics"
+                f"an entity name must be specified with --alter of {etype}"
+                if etype != "brokers"
                 else "--alter of brokers needs --entity-name or --entity-default"
             )
         if set(add) & set(delete):
             raise UsageError(f"Invalid alter config: {sorted(set(add) & set(delete))} are both added and deleted")
     elif add or delete:
         raise UsageError("--add-config and --delete-config need --alter")
+    if etype == "users":
+        upserts = parse_scram_configs(add)
+        for k in delete:
+            if k.upper() not in SCRAM_MECHANISMS:
+                raise UsageError(f"--delete-config of users: SCRAM-SHA-256 or SCRAM-SHA-512, got {k!r}")
+        if a.zookeeper:
+            run_zookeeper_users(a, name, upserts, delete)
+            return 0
     if a.zookeeper:
         run_zookeeper(a, etype, name, add, delete)
         return 0
@@ -312,7 +440,9 @@ def main(argv=None) -> int:
         request_timeout_ms=15000,
         security=client_security(a.command_config),
     ) as admin:
-        if a.describe:
+        if etype == "users":
+            run_users(admin, a, name, upserts, delete)
+        elif a.describe:
             describe(admin, etype, name, a.all)
         else:
             alter(admin, etype, name, add, delete)

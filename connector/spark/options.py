@@ -527,6 +527,10 @@ def _cluster(opts: dict, *, role: str) -> ClusterOptions:
         if not host or not port.isdigit():
             raise ConfigError(f"option 'kafka.bootstrap.servers': expected host:port entries, read {hp!r}")
     security = ClientSecurityConfig.from_config(opts, prefix="kafka.")
+    try:
+        security.sasl_credentials()  # a SASL protocol without a usable mechanism, user or password: now
+    except ConfigError as e:
+        raise ConfigError(f"option 'kafka.sasl.*': {e}") from None
     timeout_ms = _long(opts, "kafka.request.timeout.ms", 30000, minimum=1)
     zk_timeout_ms = _long(opts, "zookeeper.session.timeout.ms", 6000, minimum=1000)
     jaas = opts.get("zookeeper.jaas.config")

@@ -62,6 +62,8 @@ SERVED.update(
 SERVED.update({61: (0, 0), 65: (0, 0), 66: (0, 1)})  # transaction admin APIs (KIP-664, flex-admin)
 SERVED.update({7: (0, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0)})  # the controller: ControlledShutdown,
 # ElectLeaders, Alter/ListPartitionReassignments (KIP-455)
+SERVED.update({17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0)})  # SaslHandshake, SaslAuthenticate,
+# Describe/AlterUserScramCredentials (KIP-554)
 SERVED.update({23: (0, 4)})  # OffsetForLeaderEpoch (repl-log)
 SERVED.update({29: (0, 3), 30: (0, 3), 31: (0, 3)})  # DescribeAcls, CreateAcls, DeleteAcls (the authorizer)
 REQUEST_MAX = 4 * 1024 * 1024

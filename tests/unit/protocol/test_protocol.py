@@ -338,6 +338,8 @@ def test_long_scalar_arrays_round_trip():
 from kafka.protocol.admin import (  # noqa: E402
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     DeleteGroupsRequest,
@@ -350,6 +352,8 @@ from kafka.protocol.admin import (  # noqa: E402
     DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -423,6 +427,12 @@ from kafka.protocol.producer.transaction import (  # noqa: E402
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from kafka.protocol.sasl import (  # noqa: E402
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -463,6 +473,10 @@ KP = {
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 }
 
 
@@ -526,10 +540,10 @@ def test_golden_api_versions_v0_request():
 def test_golden_api_versions_error_response():
     frame = api_versions_error_response(5)
     assert frame == bytes.fromhex(
-        "00000106"
+        "0000011e"
         "00000005"
         "0023"
-        "0000002a"
+        "0000002e"
         "000000000009"
         "000100000010"
         "000200000008"
@@ -544,6 +558,7 @@ def test_golden_api_versions_error_response():
         "000e00000005"
         "000f00000005"
         "001000000004"
+        "001100000001"  # SaslHandshake (17) v0-1
         "001200000003"
         "001300000007"
         "001400000006"
@@ -561,6 +576,7 @@ def test_golden_api_versions_error_response():
         "002000000004"
         "002100000002"
         "002300000004"
+        "002400000002"  # SaslAuthenticate (36) v0-2
         "002500000003"
         "002a00000002"
         "002b00000002"
@@ -568,6 +584,8 @@ def test_golden_api_versions_error_response():
         "002d00000000"
         "002e00000000"
         "002f00000000"
+        "003200000000"  # Describe/AlterUserScramCredentials (50, 51) v0
+        "003300000000"
         "003c00000001"  # DeleteRecords (21), the
         # admin APIs from DescribeConfigs (32) on; ControlledShutdown (7) v0-3, ElectLeaders (43) v0-2,
         # Alter/ListPartitionReassignments (45, 46) v0 (the controller)

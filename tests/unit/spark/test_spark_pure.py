@@ -126,6 +126,11 @@ def test_every_option_parses():
         ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset'"),
         ({**BOOT, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer'"),
         ({**BOOT, "subscribe": "t", "kafka.security.protocol": "TLS"}, "kafka.security.protocol"),
+        ({**BOOT, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism"),
+        (
+            {**BOOT, "subscribe": "t", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN"},
+            "user name",
+        ),
         ({**BOOT, "subscribe": "t", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
         ({"kafka.bootstrap.servers": "nohostport", "subscribe": "t"}, "option 'kafka.bootstrap.servers'"),
     ],
