@@ -97,7 +97,7 @@ import socket
 from typing import Any
 
 from pyklog.broker.common.config_def import REQUIRED, ConfigDef, Importance, Range, Type
-from pyklog.broker.common.kafka_settings import check_value, setting_for
+from pyklog.broker.common.kafka_settings import check_value, parse_listener_setting, setting_for
 from pyklog.broker.errors import ConfigError
 from pyklog.broker.security.authorizer_settings import authorizer_settings
 from pyklog.broker.zk.znode_acls import (
@@ -724,6 +724,23 @@ CONTROLLER_KEYS = frozenset(
 AUTHORIZER_KEYS = frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"})
 
 
+#: what a SASL listener reads per mechanism (``listener.name.<l>.<mechanism>.<setting>``)
+_PER_MECHANISM_SETTINGS = frozenset({"sasl.jaas.config", "sasl.server.callback.handler.class"})
+
+
+def _has_effect(key: str, known: frozenset) -> bool:
+    """True for a setting pyklog applies: one it reads, or the per-listener form of one (a SASL
+    listener's per-mechanism JAAS config and credential check included)."""
+    if key in known:
+        return key not in IGNORED_KEYS
+    parsed = parse_listener_setting(key)
+    if parsed is None:
+        return False
+    if parsed.mechanism is not None:
+        return parsed.base in _PER_MECHANISM_SETTINGS
+    return parsed.base in known and parsed.base not in IGNORED_KEYS
+
+
 #: The typed server settings (besides listeners, log.dirs, zookeeper.connect and log.*).
 SERVER_CONFIG = _define_controller_settings(_server_config_def())
 
@@ -833,7 +850,7 @@ class ServerConfig:
                 "(pyklog takes Kafka 3.7's broker settings, listener.name.<listener>.<setting> for the ssl.*, "
                 "sasl.* and connection settings; see docs/operations.md)"
             )
-        ignored = sorted(k for k in props if k in IGNORED_KEYS or k not in cls.KNOWN_KEYS)
+        ignored = sorted(k for k in props if not _has_effect(k, cls.KNOWN_KEYS))
         for k in ignored:  # Kafka's type and range rules still apply to a setting without effect
             try:
                 check_value(k, props[k])

@@ -45,6 +45,8 @@ def sasl_broker(broker_factory, mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", 
     admin with PLAIN)."""
     b = broker_factory(broker_id, start=False)
     b.props["listeners"] = f"SASL_PLAINTEXT://127.0.0.1:{b.port}"
+    b.props["security.inter.broker.protocol"] = "SASL_PLAINTEXT"
+    b.props["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
     b.props["sasl.enabled.mechanisms"] = mechanisms
     b.props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = PLAIN_JAAS
     b.props.update(extra)
@@ -57,3 +59,13 @@ def assert_no_password_in_log(broker) -> None:
     out = broker.output()
     for p in PASSWORDS:
         assert p not in out, "a password reached the broker's log"
+
+
+def sasl_security(creds) -> dict:
+    """The client settings of a SASL_PLAINTEXT connection logging in with ``creds``."""
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": creds.mechanism,
+        "sasl.username": creds.username,
+        "sasl.password": creds.password,
+    }

@@ -457,6 +457,18 @@ def _elect_leaders(c):
     return r["error_code"]
 
 
+def _describe_scram_credentials(c):
+    return c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None})["error_code"]
+
+
+def _alter_scram_credentials(c):
+    r = c.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        {"deletions": [{"name": "matrix-user", "mechanism": 2}], "upsertions": []},
+    )
+    return r["results"][0]["error_code"]
+
+
 def _alter_reassignments(c):
     return c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": 5000, "topics": []})["error_code"]
 
@@ -569,19 +581,31 @@ MATRIX = [
     ("DescribeAcls", _describe_acls, [(C, CLUSTER_NAME, Op.DESCRIBE, CLUSTER_AUTH)], OK),
     ("DeleteAcls", _delete_acls, [(C, CLUSTER_NAME, Op.ALTER, CLUSTER_AUTH)], OK),
     ("DeleteTopics", _delete_topics, [(T, "doomed", Op.DELETE, TOPIC_AUTH)], OK),
+    # allowed: RESOURCE_NOT_FOUND (91) for a user without credentials
+    ("DescribeUserScramCredentials", _describe_scram_credentials, [(C, CLUSTER_NAME, Op.DESCRIBE, CLUSTER_AUTH)], OK),
+    ("AlterUserScramCredentials", _alter_scram_credentials, [(C, CLUSTER_NAME, Op.ALTER, CLUSTER_AUTH)], {91}),
 ]
 
 
 def test_matrix_covers_every_authorized_api():
     """The matrix names every API the broker serves, except those Kafka does not authorize
-    (ApiVersions) or that are covered by their own tests below (ListGroups, ListTransactions,
-    DescribeCluster: they filter or report rather than refuse; ControlledShutdown: a broker's)."""
+    (ApiVersions; SaslHandshake and SaslAuthenticate, which come before there is a principal) or
+    that are covered by their own tests below (ListGroups, ListTransactions, DescribeCluster: they
+    filter or report rather than refuse; ControlledShutdown: a broker's)."""
     from pyklog.broker.protocol import SUPPORTED, api_name
 
     covered = {row[0].split("(")[0] for row in MATRIX}
-    own_tests = {"ApiVersions", "ListGroups", "ListTransactions", "DescribeCluster", "ControlledShutdown"}
+    own_tests = {
+        "ApiVersions",
+        "SaslHandshake",
+        "SaslAuthenticate",
+        "ListGroups",
+        "ListTransactions",
+        "DescribeCluster",
+        "ControlledShutdown",
+    }
     assert {api_name(k) for k in SUPPORTED} - covered - own_tests == set()
-    assert len(MATRIX) == 41
+    assert len(MATRIX) == 43
 
 
 @pytest.mark.parametrize("row", MATRIX, ids=[r[0] for r in MATRIX])

@@ -24,6 +24,7 @@ from tests.integration.security.sasl_support import (
     add_scram_user,
     assert_no_password_in_log,
     sasl_broker,
+    sasl_security,
 )
 from tests.support import Wire, wait_for
 
@@ -84,7 +85,14 @@ def test_mechanism_not_enabled(broker_factory):
 def test_producer_with_jaas_config(broker):
     topic = f"t-{uuid.uuid4().hex[:8]}"
     jaas = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{ALICE_PASSWORD}";'
-    p = Producer({"bootstrap.servers": broker.bootstrap, "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas})
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": jaas,
+        }
+    )
     for i in range(5):
         p.send(topic, value=f"v{i}".encode()).result(30)
     p.close()
@@ -92,7 +100,7 @@ def test_producer_with_jaas_config(broker):
 
 
 def test_scram_user_created_through_the_api_is_live_and_deletion_locks_it_out(broker):
-    with AdminClient(broker.bootstrap, sasl=ADMIN) as admin:
+    with AdminClient(broker.bootstrap, security=sasl_security(ADMIN)) as admin:
         assert not _can_login(broker, "SCRAM-SHA-256", "bob", "bob-secret-Lm4")
         res = admin.alter_user_scram_credentials([("bob", "SCRAM-SHA-256", "bob-secret-Lm4", 4096)])
         assert res == {"bob": None}
@@ -273,7 +281,7 @@ def test_a_thousand_failed_logins(broker):
 
 
 def test_describe_configs_hides_the_jaas_config(broker):
-    with AdminClient(broker.bootstrap, sasl=ADMIN) as admin:
+    with AdminClient(broker.bootstrap, security=sasl_security(ADMIN)) as admin:
         entries = admin.describe_configs([(4, "0")])[(4, "0")]
     jaas = [e for e in entries if e["name"].endswith("sasl.jaas.config")]
     assert jaas and all(e["value"] is None and e["is_sensitive"] for e in jaas)

@@ -124,6 +124,7 @@ def test_pyklog_producer_across_several_expiries_loses_nothing(broker):
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-256",
             "sasl.username": "alice",
             "sasl.password": ALICE_PASSWORD,

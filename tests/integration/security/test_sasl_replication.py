@@ -9,7 +9,12 @@ from pyklog.broker.protocol import ApiKey
 from pyklog.connector.admin import AdminClient
 from pyklog.connector.producer import Producer
 from pyklog.connector.sasl_client import SaslCredentials
-from tests.integration.security.sasl_support import ADMIN_PASSWORD, assert_no_password_in_log, sasl_broker
+from tests.integration.security.sasl_support import (
+    ADMIN_PASSWORD,
+    assert_no_password_in_log,
+    sasl_broker,
+    sasl_security,
+)
 from tests.support import wait_for
 
 ADMIN = SaslCredentials("PLAIN", "admin", ADMIN_PASSWORD)
@@ -22,11 +27,10 @@ def test_two_sasl_brokers_replicate_and_commit_transactions(broker_factory):
     from confluent_kafka.admin import AdminClient as CkAdmin
     from confluent_kafka.admin import NewTopic
 
-    ck = CkAdmin({"bootstrap.servers": brokers[0].bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                  "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": ADMIN_PASSWORD})  # fmt: skip
+    ck = CkAdmin({"bootstrap.servers": brokers[0].bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": ADMIN_PASSWORD})  # fmt: skip
     for f in ck.create_topics([NewTopic(topic, 2, 2)]).values():
         f.result(30)
-    conf = {"bootstrap.servers": brokers[0].bootstrap, "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+    conf = {"bootstrap.servers": brokers[0].bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
             "sasl.password": ADMIN_PASSWORD, "acks": "all"}  # fmt: skip
     p = Producer(conf)
     for i in range(20):
@@ -34,7 +38,7 @@ def test_two_sasl_brokers_replicate_and_commit_transactions(broker_factory):
     p.close()
 
     def isr_full():
-        with AdminClient(brokers[1].bootstrap, sasl=ADMIN) as admin:
+        with AdminClient(brokers[1].bootstrap, security=sasl_security(ADMIN)) as admin:
             conn = admin.client.any_connection()
             md = conn.request(ApiKey.METADATA, {"topics": [{"name": topic}]}, 1)
         parts = md["topics"][0]["partitions"]
