@@ -141,6 +141,7 @@ def test_pyklog_configs_users_through_zookeeper_and_bootstrap(broker, zk_chroot,
     wait_for(lambda: _can_login(broker, "SCRAM-SHA-512", "carol", "carol-secret-Vw2"), 15, message="carol live")
     props = tmp_path / "client.properties"
     props.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
         "sasl.mechanism=PLAIN\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
         f'  username="admin" password="{ADMIN_PASSWORD}";\n'

@@ -22,6 +22,7 @@ from tests.integration.security.sasl_support import (
     add_scram_user,
     assert_no_password_in_log,
     sasl_broker,
+    sasl_security,
 )
 from tests.support import Wire
 
@@ -105,7 +106,7 @@ def _produce_across_expiries(produce_one, seconds: float) -> int:
 
 
 def _read_all(broker, topic, creds) -> list[bytes]:
-    c = SimpleConsumer(broker.bootstrap, sasl=creds)
+    c = SimpleConsumer(broker.bootstrap, security=sasl_security(creds))
     try:
         out, offset = [], 0
         end = c.latest_offset(topic, 0)
