@@ -117,10 +117,11 @@ def count(acked: dict, read: dict) -> dict:
     return out
 
 
-def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> dict:
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120, **client_settings) -> dict:
     """Every record of ``topic`` (values ``b"<partition>:<seq>"``) as ``{partition: [seq, ...]}`` in
     offset order, read with confluent-kafka (a reader independent of pyklog's clients; librdkafka
-    reads ``read_committed``) up to the high watermark each partition has when the call starts."""
+    reads ``read_committed``) up to the high watermark each partition has when the call starts.
+    ``client_settings``: librdkafka's, e.g. its security settings."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -130,6 +131,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 120)
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "log_level": 0,
+            **client_settings,
         }
     )
     read = {p: [] for p in range(partitions)}
