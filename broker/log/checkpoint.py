@@ -39,13 +39,7 @@ class OffsetCheckpointFile:
             lines.append(f"{topic} {partition} {offset}")
         data = ("\n".join(lines) + "\n").encode()
         with self._lock:
-            tmp = self.path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            fsync_dir_quietly(os.path.dirname(self.path) or ".")
+            replace_file_durably(self.path, data)
 
     def read(self) -> dict[tuple[str, int], int]:
         """The entries, or {} when the file does not exist.  Raises CorruptRecordError with the
@@ -97,3 +91,15 @@ def fsync_dir_quietly(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def replace_file_durably(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves the old content or the new one: a temporary
+    file beside it, fsync, rename over ``path``, fsync of the directory (best effort)."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir_quietly(os.path.dirname(path) or ".")

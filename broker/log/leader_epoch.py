@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 
-from .checkpoint import fsync_dir_quietly
+from .checkpoint import replace_file_durably
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +86,7 @@ class LeaderEpochCheckpointFile:
         lines = [str(LEADER_EPOCH_CHECKPOINT_VERSION), str(len(entries))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in entries)
         data = ("\n".join(lines) + "\n").encode()
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir_quietly(os.path.dirname(self.path) or ".")
+        replace_file_durably(self.path, data)
 
     def read(self) -> list[EpochEntry] | None:
         """The entries, or None when the file does not exist.  Raises CorruptRecordError naming

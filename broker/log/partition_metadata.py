@@ -19,6 +19,8 @@ import uuid
 
 from pyklog.broker.errors import CorruptRecordError
 
+from .checkpoint import replace_file_durably
+
 FILE_NAME = "partition.metadata"
 VERSION = 0
 
@@ -58,15 +60,6 @@ def read_topic_id(log_dir: str) -> uuid.UUID | None:
 
 def write_topic_id(log_dir: str, topic_id: uuid.UUID) -> None:
     """Record ``topic_id`` in ``log_dir`` durably."""
-    path = os.path.join(log_dir, FILE_NAME)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: {VERSION}\ntopic_id: {topic_id_text(topic_id)}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(log_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_file_durably(
+        os.path.join(log_dir, FILE_NAME), f"version: {VERSION}\ntopic_id: {topic_id_text(topic_id)}\n".encode()
+    )

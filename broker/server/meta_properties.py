@@ -29,6 +29,7 @@ import os
 import time
 
 from pyklog.broker.errors import PyklogError
+from pyklog.broker.log.checkpoint import replace_file_durably
 
 META_PROPERTIES = "meta.properties"
 META_VERSION = 0
@@ -87,21 +88,11 @@ def write_meta_properties(log_dir: str, broker_id: int, cluster_id: str) -> None
     """Write ``meta.properties`` atomically: temp file, fsync, rename, fsync of the directory."""
     os.makedirs(log_dir, exist_ok=True)
     path = os.path.join(log_dir, META_PROPERTIES)
-    tmp = path + ".tmp"
     text = (
         f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
         f"version={META_VERSION}\nbroker.id={int(broker_id)}\ncluster.id={cluster_id}\n"
     )
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(log_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_file_durably(path, text.encode("utf-8"))
 
 
 def _by_dir(found: dict, key: str) -> str:
