@@ -103,6 +103,24 @@ def _enum(cls, code: int):
         return cls.UNKNOWN
 
 
+def _binding_of(resource: dict, acl: dict) -> AclBinding:
+    """An :class:`AclBinding` from a DescribeAcls resource and one of its ACLs (or a DeleteAcls
+    matching ACL, which carries both in one dict)."""
+    return AclBinding(
+        ResourcePattern(
+            _enum(ResourceType, resource["resource_type"]),
+            resource["resource_name"],
+            _enum(PatternType, resource.get("pattern_type", 3)),
+        ),
+        AccessControlEntry(
+            acl["principal"],
+            acl["host"],
+            _enum(AclOperation, acl["operation"]),
+            _enum(AclPermissionType, acl["permission_type"]),
+        ),
+    )
+
+
 def _filter_fields(flt: AclBindingFilter) -> dict:
     """DescribeAcls' request / a DeleteAcls filter from an :class:`AclBindingFilter`."""
     return {
@@ -836,23 +854,7 @@ class AdminClient:
             code = int(resp.get("error_code", 0))
             if code:
                 raise wire_error(code, f"DescribeAcls: {resp.get('error_message') or ''}")
-            return sorted(
-                AclBinding(
-                    ResourcePattern(
-                        _enum(ResourceType, r["resource_type"]),
-                        r["resource_name"],
-                        _enum(PatternType, r.get("pattern_type", 3)),
-                    ),
-                    AccessControlEntry(
-                        a["principal"],
-                        a["host"],
-                        _enum(AclOperation, a["operation"]),
-                        _enum(AclPermissionType, a["permission_type"]),
-                    ),
-                )
-                for r in resp.get("resources") or []
-                for a in r.get("acls") or []
-            )
+            return sorted(_binding_of(r, a) for r in resp.get("resources") or [] for a in r.get("acls") or [])
 
         return self.client.retrying("DescribeAcls", attempt, timeout_s)
 
@@ -870,24 +872,7 @@ class AdminClient:
                 code = int(r.get("error_code", 0))
                 if code:
                     raise wire_error(code, f"DeleteAcls: {r.get('error_message') or ''}")
-                out.append(
-                    sorted(
-                        AclBinding(
-                            ResourcePattern(
-                                _enum(ResourceType, m["resource_type"]),
-                                m["resource_name"],
-                                _enum(PatternType, m.get("pattern_type", 3)),
-                            ),
-                            AccessControlEntry(
-                                m["principal"],
-                                m["host"],
-                                _enum(AclOperation, m["operation"]),
-                                _enum(AclPermissionType, m["permission_type"]),
-                            ),
-                        )
-                        for m in r.get("matching_acls") or []
-                    )
-                )
+                out.append(sorted(_binding_of(m, m) for m in r.get("matching_acls") or []))
             return out
 
         return self.client.retrying("DeleteAcls", attempt, timeout_s)

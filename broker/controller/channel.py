@@ -19,6 +19,7 @@ import time
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+from pyklog.broker.common.sockets import recv_exact
 from pyklog.broker.errors import NotControllerError, PyklogError, error_for_code
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
 from pyklog.broker.zk import paths
@@ -38,17 +39,11 @@ def _send(cluster, host: str, port: int, body: dict, timeout_s: float) -> dict:
             )
         )
 
-        def exact(n):
-            out = bytearray()
-            while len(out) < n:
-                b = sock.recv(n - len(out))
-                if not b:
-                    raise ConnectionError("the controller closed the connection")
-                out += b
-            return bytes(out)
-
-        (size,) = struct.unpack(">i", exact(4))
-        _, resp = decode_response(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, exact(size))
+        closed = "the controller closed the connection"
+        (size,) = struct.unpack(">i", recv_exact(sock, 4, closed))
+        _, resp = decode_response(
+            ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, recv_exact(sock, size, closed)
+        )
         return resp
 
 

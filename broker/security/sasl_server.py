@@ -300,15 +300,8 @@ class SaslServerAuthenticator:
         body = self._decode(header, frame, offset)
         if body is None:
             return self._fail_close(f"malformed or unsupported SaslAuthenticate v{header.api_version}")
-        answer, failure = self._evaluate(body["auth_bytes"] or b"")
-        if failure is None and self._server.complete:
-            try:
-                self._finish()
-            except SaslAuthenticationError as e:
-                failure = str(e)
+        answer, failure = self._step(body["auth_bytes"] or b"")
         if failure is not None:
-            self._state = _FAILED
-            self._log_failure(failure)
             return SEND_AND_CLOSE, self._respond(
                 header,
                 {
@@ -324,7 +317,9 @@ class SaslServerAuthenticator:
             {"error_code": _NONE, "error_message": None, "auth_bytes": answer or b"", "session_lifetime_ms": lifetime},
         )
 
-    def _raw_token(self, token: bytes) -> tuple[int, list | None]:
+    def _step(self, token: bytes) -> tuple[bytes | None, str | None]:
+        """One token of the exchange, whichever framing carried it: ``(answer, failure)``; a
+        completed exchange is finished (the principal set), a failure ends the session (logged once)."""
         answer, failure = self._evaluate(token)
         if failure is None and self._server.complete:
             try:
@@ -334,6 +329,11 @@ class SaslServerAuthenticator:
         if failure is not None:
             self._state = _FAILED
             self._log_failure(failure)
+        return answer, failure
+
+    def _raw_token(self, token: bytes) -> tuple[int, list | None]:
+        answer, failure = self._step(token)
+        if failure is not None:
             return CLOSE, None
         answer = answer or b""
         return SEND, [len(answer).to_bytes(4, "big"), answer]

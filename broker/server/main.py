@@ -149,27 +149,21 @@ def inter_broker_connector(cfg: ServerConfig):
 def _sasl_login(sock, credentials, timeout_s: float | None) -> None:
     """One SASL exchange (SaslHandshake v1, SaslAuthenticate) on a new blocking connection to
     another broker, before its user sends anything (correlation ids below the user's own)."""
+    from pyklog.broker.common.sockets import recv_exact
     from pyklog.broker.protocol import decode_response, encode_request
     from pyklog.broker.security.sasl_client import authenticate
 
     sock.settimeout(timeout_s)
     cid = -1000
 
-    def exact(n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            b = sock.recv(n - len(out))
-            if not b:
-                raise ConnectionError("the other broker closed the connection during SASL authentication")
-            out += b
-        return bytes(out)
+    closed = "the other broker closed the connection during SASL authentication"
 
     def exchange(api, body, version):
         nonlocal cid
         cid += 1
         sock.sendall(encode_request(api, version, cid, "pyklog-inter-broker", body))
-        (size,) = struct.unpack(">i", exact(4))
-        return decode_response(api, version, exact(size))[1]
+        (size,) = struct.unpack(">i", recv_exact(sock, 4, closed))
+        return decode_response(api, version, recv_exact(sock, size, closed))[1]
 
     authenticate(exchange, credentials, {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)})
 

@@ -41,6 +41,7 @@ import threading
 import time
 import zlib
 
+from pyklog.broker.common.sockets import recv_exact
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
@@ -101,15 +102,7 @@ class _Connection:
         return self._request(api, version, body)[1]
 
     def _exact(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if not k:
-                raise ConnectionError(f"connection closed by the leader after {got} of {n} bytes")
-            got += k
-        return bytes(buf)
+        return recv_exact(self.sock, n, "connection closed by the leader")
 
     def close(self) -> None:
         try:

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyklog.broker.common.retry import Backoff
+from pyklog.broker.common.sockets import recv_exact
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -97,13 +98,7 @@ class _PeerConnection:
         return resp
 
     def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            b = self.sock.recv(n - len(out))
-            if not b:
-                raise ConnectionError(f"{self.addr[0]}:{self.addr[1]} closed the connection")
-            out += b
-        return bytes(out)
+        return recv_exact(self.sock, n, f"{self.addr[0]}:{self.addr[1]} closed the connection")
 
 
 class TransactionMarkerChannelManager:
