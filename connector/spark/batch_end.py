@@ -22,8 +22,10 @@ source reported (``reportLatestOffset``).  So:
 
 The listener only relays what Spark reports: it commits nothing itself and touches only files named
 :data:`CHANNEL_FILE` in directories named ``pyklog-batch-end-*``.  Both processes run on the driver
-host (classic PySpark); where they cannot share the file (Spark Connect), nothing is relayed and
-offsets are committed at the next trigger as before.
+host (classic PySpark, or a Spark Connect client on its server's host); where they cannot share
+the file (a Connect client elsewhere), nothing is relayed and offsets are committed at the next
+trigger as before.  On a Connect session the listener is removed when the interpreter begins to
+exit (:func:`_release_at_exit`), so that PySpark's event thread lets a script end.
 
 Thread-safety: :class:`BatchEndChannel` is used by the planner's threads under the caller's lock;
 the listener's callback runs on py4j's callback thread and keeps no state.
@@ -36,6 +38,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 
 log = logging.getLogger(__name__)
 
@@ -237,4 +240,42 @@ def install(spark) -> bool:
     listener = BatchEndListener()
     spark.streams.addListener(listener)
     spark._pyklog_batch_end_listener = listener
+    if _is_connect_session(spark):
+        _release_at_exit(spark, listener)
     return True
+
+
+def _is_connect_session(spark) -> bool:
+    """True for a Spark Connect client session (``SparkSession.builder.remote(...)``)."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # pyspark without the Connect client's dependencies
+        return False
+    return isinstance(spark, ConnectSession)
+
+
+def _release_at_exit(spark, listener) -> None:
+    """Let a Spark Connect client's interpreter exit without ``spark.stop()``.
+
+    A Connect session's first listener starts PySpark's query event handler, a non-daemon thread
+    that waits on a server stream for as long as a listener is registered; the interpreter joins
+    non-daemon threads before it runs :mod:`atexit` handlers, so a script that ends without
+    ``spark.stop()`` would wait forever.  ``threading._register_atexit`` runs a function at the
+    start of that join (``concurrent.futures`` relies on it the same way): removing the listener
+    there asks the server to end the stream and the handler thread returns.  Until the interpreter
+    exits the listener relays completions as before.  Never raises."""
+
+    def release():
+        try:
+            spark.streams.removeListener(listener)
+        except Exception:  # noqa: BLE001 - the session may already be stopped or unreachable
+            log.debug("pyklog: removing the batch-end listener at exit failed", exc_info=True)
+
+    register_at_exit = getattr(threading, "_register_atexit", None)
+    if register_at_exit is None:  # not CPython 3.9+: no hook runs before the join
+        log.warning("pyklog: cannot arrange for this Spark Connect client to exit without spark.stop()")
+        return
+    try:
+        register_at_exit(release)
+    except RuntimeError:  # the interpreter is already shutting down
+        release()
