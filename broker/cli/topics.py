@@ -167,9 +167,9 @@ def delete_topic(args, delete) -> int:
     missing topic is an error unless ``--if-exists``; an internal topic is refused before anything
     is sent, as Kafka's TopicCommand does.  Returns the exit code."""
     from pyklog.broker.errors import InvalidTopicError
-    from pyklog.broker.zk.topics import is_internal
+    from pyklog.broker.zk.topics import is_protected
 
-    if is_internal(args.topic):
+    if is_protected(args.topic):
         raise InvalidTopicError(
             f"Topic {args.topic} is a kafka internal topic and is not allowed to be marked for deletion."
         )

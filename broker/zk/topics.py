@@ -35,6 +35,9 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Kafka's internal topic holding the transaction coordinators' state (broker.coordinator.transaction).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: The exactly-once Spark sinks' commit records (pyklog.connector.spark.sink_log): a compacted topic
+#: clients write, which the brokers protect as they protect their own internal topics.
+SPARK_SINK_LOG_TOPIC = "__pyklog_spark_sinks"
 
 
 def validate_topic_name(name) -> str:
@@ -61,6 +64,13 @@ def validate_topic_name(name) -> str:
 def is_internal(name: str) -> bool:
     """Kafka's internal topics (``Topic.INTERNAL_TOPICS``: ``__consumer_offsets``, ``__transaction_state``)."""
     return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+
+
+def is_protected(name: str) -> bool:
+    """Topics whose loss loses state: the internal topics and :data:`SPARK_SINK_LOG_TOPIC`.  The
+    brokers and the tools refuse to delete them or their records, to add partitions to them (their
+    users hash keys over the partition count) and configs that would let retention delete them."""
+    return is_internal(name) or name == SPARK_SINK_LOG_TOPIC
 
 
 def _unify(name: str) -> str:
@@ -234,6 +244,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, object]] = {
 _INTERNAL_STATE = {
     OFFSETS_TOPIC: "every group's committed offsets",
     TRANSACTION_STATE_TOPIC: "every transaction's state",
+    SPARK_SINK_LOG_TOPIC: "the exactly-once Spark sinks' commit records",
 }
 
 
@@ -247,7 +258,7 @@ def check_internal_topic_configs(topic: str, overrides: dict) -> None:
     if items != ["compact"]:
         shown = "unset (the broker's log.cleanup.policy)" if policy is None else f"cleanup.policy={policy}"
         raise InvalidConfigError(
-            f"{topic} is an internal topic holding {_INTERNAL_STATE.get(topic, 'broker state')}: its "
+            f"{topic} is an internal topic holding {_INTERNAL_STATE.get(topic, 'state')}: its "
             f"cleanup.policy must stay compact so that retention never deletes it; refused: {shown}"
         )
 

@@ -213,9 +213,9 @@ def run_zookeeper(a, etype, name, add, delete) -> None:
                 for k, v in sorted(configs.read_topic_config(n).items()):
                     print(_entry_line({"name": k, "value": v, "synonyms": [{"name": k, "value": v, "source": 1}]}))
         else:
-            from pyklog.broker.zk.topics import check_internal_topic_configs, is_internal
+            from pyklog.broker.zk.topics import check_internal_topic_configs, is_protected
 
-            if is_internal(name):  # as the brokers refuse it: retention must never delete live state
+            if is_protected(name):  # as the brokers refuse it: retention must never delete live state
                 current = configs.read_topic_config(name)
                 check_internal_topic_configs(name, {**{k: v for k, v in current.items() if k not in delete}, **add})
             configs.alter_topic_config(name, add, delete)

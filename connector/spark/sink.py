@@ -20,20 +20,20 @@ only logs what was written, so calling it twice is harmless.
 ``deliveryGuarantee=exactly-once``: each task writes its rows in a Kafka transaction that it
 prepares (flushed, left open) and does not commit; the driver's ``commit`` completes them all,
 ``abort`` aborts them.  For streaming queries the driver first records the batch's prepared
-transactions in ZooKeeper (:class:`SinkTransactionLog`), so a driver killed halfway through the
-completions is finished by the replay of the batch after a restart; the design, with the
+transactions in a commit record (:mod:`pyklog.connector.spark.sink_log`: the cluster's
+``__pyklog_spark_sinks`` topic, or ZooKeeper when the sink is given ``zookeeper.connect``), so a
+driver killed halfway through the completions is finished by the replay of the batch after a restart; the design, with the
 transaction timeout rules, is in docs/spark-connector.md ("Exactly-once writes").
 
 Where the code runs: the writer is created and validated on the driver, pickled to executors for
 ``write()`` (which opens its own producer); ``commit``/``abort`` run on the driver in a fresh
 worker (a new instance: nothing survives from ``write``, everything travels in the commit
-messages and the ZooKeeper record).  Not thread-safe (one Spark task uses one writer copy).
+messages and the commit record).  Not thread-safe (one Spark task uses one writer copy).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import time
@@ -55,10 +55,9 @@ from pyklog.broker.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
     PyklogError,
-    ZooKeeperError,
 )
-from pyklog.broker.zk import paths
-from pyklog.connector.spark.options import ClusterOptions, SinkOptions
+from pyklog.connector.spark.options import SinkOptions
+from pyklog.connector.spark.sink_log import CommitRecord, SinkTransactionLog, open_sink_log
 from pyklog.connector.spark.task_cache import TaskClientCache
 
 log = logging.getLogger(__name__)
@@ -179,199 +178,6 @@ class TaskIdentity:
     def transactional_id(self) -> str:
         batch = "w" if self.batch_id is None else str(self.batch_id)
         return f"{self.prefix}-{batch}-{self.partition}-{self.attempt}-{self.token}"
-
-
-@dataclass(frozen=True)
-class CommitRecord:
-    """The driver's durable decision for one micro-batch: which prepared transactions make up the
-    batch.  ``state`` is ``prepared`` (written before the first completion) or ``committed``."""
-
-    query_id: str
-    batch_id: int
-    transactions: tuple  # ((transactional_id, producer_id, producer_epoch), ...)
-    state: str = "prepared"
-    started_at: float | None = None  # the oldest transaction's start (wall clock)
-
-    def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "version": 1,
-                "query_id": self.query_id,
-                "batch_id": self.batch_id,
-                "state": self.state,
-                "started_at": self.started_at,
-                "transactions": [list(t) for t in self.transactions],
-            },
-            sort_keys=True,
-        ).encode()
-
-    @classmethod
-    def decode(cls, data: bytes, path: str) -> CommitRecord:
-        try:
-            d = json.loads(data.decode())
-            txns = tuple((str(t[0]), int(t[1]), int(t[2])) for t in d["transactions"])
-            state = d["state"]
-            if state not in ("prepared", "committed"):
-                raise ValueError(f"state {state!r}")
-            return cls(str(d["query_id"]), int(d["batch_id"]), txns, state, d.get("started_at"))
-        except (ValueError, KeyError, TypeError, IndexError) as e:
-            raise ZooKeeperError(f"unreadable exactly-once sink record {path}: {e}; read {data[:200]!r}") from e
-
-
-class SinkTransactionLog:
-    """The exactly-once stream sink's records in ZooKeeper (the cluster's own ZooKeeper, under the
-    sink's ``zookeeper.connect`` chroot)::
-
-        /pyklog_spark_sinks/[query id]/commits/[batch id]                    persistent  CommitRecord JSON
-        /pyklog_spark_sinks/[query id]/transactions/[batch id]/[transactional id]   persistent  {"partition","attempt"}
-
-    ``commits/N`` is created by the driver BEFORE it completes any transaction of batch N (a
-    create, so the first decision wins) and is what a restarted driver replaying batch N finds.
-    ``transactions/N/*`` is written by each task before its transaction begins, so the driver can
-    abort transactions nobody reported.  Used on executors (``register``) and on the driver; one
-    instance per call, not thread-safe; a context manager that opens and closes its session."""
-
-    ROOT = paths.SPARK_SINKS
-
-    def __init__(self, cluster: ClusterOptions):
-        if not cluster.zookeeper_connect:
-            raise ConfigError(
-                "pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
-                "'zookeeper.connect' (it keeps each micro-batch's commit record there)"
-            )
-        self._connect = cluster.zookeeper_connect
-        self._timeout_s = cluster.zk_session_timeout_s
-        self._credentials = cluster.zookeeper_credentials
-        self._zk = None
-
-    # paths (built in pyklog.broker.zk.paths)
-    @classmethod
-    def commit_path(cls, query_id: str, batch_id: int) -> str:
-        return paths.spark_sink_commit(query_id, batch_id)
-
-    @classmethod
-    def transactions_path(cls, query_id: str, batch_id: int | None = None) -> str:
-        return paths.spark_sink_transactions(query_id, batch_id)
-
-    def __enter__(self) -> SinkTransactionLog:
-        from kazoo.client import KazooClient
-        from kazoo.handlers.threading import KazooTimeoutError
-
-        from pyklog.broker.zk.znode_acls import OPEN_ACL, client_credentials, kazoo_kwargs
-
-        # with credentials the query's records are its own (its identity ALL, everyone READ) under
-        # the open root, which any query may create under
-        credentials = client_credentials(self._credentials)
-        zk = KazooClient(hosts=self._connect, timeout=self._timeout_s, **kazoo_kwargs(credentials, secure=True))
-        try:
-            zk.start(timeout=max(self._timeout_s, 10.0))
-            if credentials is not None:
-                zk.retry(zk.ensure_path, self.ROOT, acl=list(OPEN_ACL))
-        except KazooTimeoutError as e:
-            zk.close()
-            raise ZooKeeperError(f"pyklog sink: cannot connect to ZooKeeper at {self._connect}: {e}") from e
-        self._zk = zk
-        return self
-
-    def __exit__(self, *exc) -> None:
-        zk, self._zk = self._zk, None
-        if zk is not None:
-            zk.stop()
-            zk.close()
-
-    def register(self, query_id: str, batch_id: int, tid: str, partition: int, attempt: int) -> None:
-        from kazoo.exceptions import NodeExistsError
-
-        path = f"{self.transactions_path(query_id, batch_id)}/{tid}"
-        data = json.dumps({"partition": partition, "attempt": attempt}, sort_keys=True).encode()
-        try:
-            self._zk.retry(self._zk.create, path, data, makepath=True)
-        except NodeExistsError:  # our own create, retried after a reconnect
-            pass
-
-    def read(self, query_id: str, batch_id: int) -> tuple[CommitRecord | None, int]:
-        from kazoo.exceptions import NoNodeError
-
-        path = self.commit_path(query_id, batch_id)
-        try:
-            data, stat = self._zk.retry(self._zk.get, path)
-        except NoNodeError:
-            return None, -1
-        return CommitRecord.decode(data, path), stat.version
-
-    def decide(self, record: CommitRecord) -> tuple[CommitRecord, int, bool]:
-        """Create ``commits/N`` with ``record`` unless it exists; return the record that holds
-        (ours or the earlier one), its version, and whether ours was created."""
-        from kazoo.exceptions import NodeExistsError
-
-        path = self.commit_path(record.query_id, record.batch_id)
-        try:
-            self._zk.retry(self._zk.create, path, record.encode(), makepath=True)
-            return record, 0, True
-        except NodeExistsError:
-            existing, version = self.read(record.query_id, record.batch_id)
-            if existing is None:  # deleted in between: cannot happen while one driver runs
-                raise ZooKeeperError(f"pyklog sink: {path} vanished while being read") from None
-            # a create retried after a lost connection may have been ours
-            if existing.transactions == record.transactions and version == 0 and existing.state == record.state:
-                return existing, version, True
-            return existing, version, False
-
-    def replace(self, record: CommitRecord, version: int) -> int:
-        """Overwrite ``commits/N`` if it is still at ``version`` (BadVersionError otherwise)."""
-        stat = self._zk.retry(
-            self._zk.set, self.commit_path(record.query_id, record.batch_id), record.encode(), version=version
-        )
-        return stat.version
-
-    def registered(self, query_id: str, up_to_batch: int) -> dict[int, list[str]]:
-        """Transactional ids tasks registered, per batch id <= ``up_to_batch``."""
-        from kazoo.exceptions import NoNodeError
-
-        out = {}
-        try:
-            batches = self._zk.retry(self._zk.get_children, self.transactions_path(query_id))
-        except NoNodeError:
-            return out
-        for b in batches:
-            if not b.isdigit() or int(b) > up_to_batch:
-                continue
-            try:
-                out[int(b)] = sorted(self._zk.retry(self._zk.get_children, self.transactions_path(query_id, int(b))))
-            except NoNodeError:
-                continue
-        return out
-
-    def forget_registered(self, query_id: str, batch_id: int, tids) -> None:
-        """Delete the registrations ``tids`` of a batch, then the batch's node if nothing else
-        registered meanwhile (a straggler's registration stays for the next commit's clean-up)."""
-        from kazoo.exceptions import NoNodeError, NotEmptyError
-
-        base = self.transactions_path(query_id, batch_id)
-        for tid in tids:
-            try:
-                self._zk.retry(self._zk.delete, f"{base}/{tid}")
-            except NoNodeError:
-                pass
-        try:
-            self._zk.retry(self._zk.delete, base)
-        except (NoNodeError, NotEmptyError):
-            pass
-
-    def forget_commits_before(self, query_id: str, batch_id: int) -> None:
-        from kazoo.exceptions import NoNodeError
-
-        base = paths.spark_sink_commits(query_id)
-        try:
-            children = self._zk.retry(self._zk.get_children, base)
-        except NoNodeError:
-            return
-        for c in children:
-            if c.isdigit() and int(c) < batch_id:
-                try:
-                    self._zk.retry(self._zk.delete, f"{base}/{c}")
-                except NoNodeError:
-                    pass
 
 
 #: the producer's ``partitioner`` settings the bulk encoder reproduces (Kafka's default: murmur2
@@ -506,6 +312,15 @@ class _SinkWriter:
             if self.opts.cluster.zookeeper_credentials is not None:
                 cfg["zookeeper.jaas.config"] = self.opts.cluster.zookeeper_credentials.jaas_entry()
         return cfg
+
+    def _prefix(self, query_id: str) -> str:
+        """The query's transactional-id prefix (:class:`TaskIdentity`'s rule)."""
+        return self.opts.transactional_id_prefix or f"pyklog-spark-{query_id}"
+
+    def _sink_log(self, prefix: str):
+        """The store of this stream's commit records (:func:`open_sink_log`); the driver's writes
+        to the topic store use ``<prefix>-sink-log`` as their transactional id."""
+        return open_sink_log(self.opts.cluster, self._producer_config(), f"{prefix}-sink-log")
 
     def _producer(self, **extra):
         from pyklog.connector.producer import Producer
@@ -673,7 +488,7 @@ class _SinkWriter:
 
         The transactional id is new for every task attempt (see :class:`TaskIdentity`), so a
         replayed batch never fences a prepared transaction of an earlier attempt.  Streaming tasks
-        register the id in ZooKeeper BEFORE the transaction starts, so the driver finds and aborts
+        register the id in the commit-record store BEFORE the transaction starts, so the driver finds and aborts
         the transactions of attempts that never reached a commit (killed executors, speculative
         losers, a driver that died before ``commit``).  A failure inside the task aborts its
         transaction before the task fails."""
@@ -688,7 +503,7 @@ class _SinkWriter:
             return PyklogCommitMessage(query_id=ident.query_id, batch_id=ident.batch_id, partition=ident.partition)
         tid = ident.transactional_id()
         if ident.query_id is not None:
-            with SinkTransactionLog(self.opts.cluster) as tlog:
+            with self._sink_log(ident.prefix) as tlog:
                 tlog.register(ident.query_id, ident.batch_id, tid, ident.partition, ident.attempt)
         timeout_s = self.opts.transaction_timeout_ms / 1000.0
         per_topic: dict = {}
@@ -897,7 +712,8 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
     Exactly-once, per micro-batch N (recovery design in docs/spark-connector.md):
 
     * executors (``write``): each task registers a fresh transactional id under
-      ``transactions/N`` in ZooKeeper, writes its rows in a transaction and prepares it; the commit
+      ``transactions/N`` of the commit-record store (:mod:`~pyklog.connector.spark.sink_log`),
+      writes its rows in a transaction and prepares it; the commit
       message carries ``(transactional_id, producer_id, producer_epoch)``.
     * driver (``commit(messages, N)``, a fresh instance in a new driver worker): creates
       ``commits/N`` listing the prepared transactions BEFORE completing any of them; if it already
@@ -908,15 +724,6 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
     * ``abort(messages, N)`` aborts this attempt's transactions except those recorded in
       ``commits/N`` (a commit that failed half way is finished by the replay, never undone).
     """
-
-    def __init__(self, opts: SinkOptions, schema):
-        super().__init__(opts, schema)
-        if opts.exactly_once and not opts.cluster.zookeeper_connect:
-            raise ConfigError(
-                "pyklog sink: deliveryGuarantee=exactly-once in a streaming query needs option "
-                "'zookeeper.connect' (each micro-batch's commit record is kept in ZooKeeper, "
-                "where a restarted query finds it); set it to the cluster's ZooKeeper"
-            )
 
     def _task_identity(self) -> TaskIdentity:
         return TaskIdentity.current(streaming=True, prefix=self.opts.transactional_id_prefix)
@@ -938,7 +745,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         if query_id is None:
             log.info("pyklog sink: micro-batch %s had no tasks; nothing to commit", batchId)
             return
-        with SinkTransactionLog(self.opts.cluster) as tlog:
+        with self._sink_log(self._prefix(query_id)) as tlog:
             record, version, created = tlog.decide(CommitRecord(query_id, batchId, mine, "prepared", started_at))
             if not created:
                 log.warning(
@@ -965,7 +772,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         )
 
     def _commit_recorded(
-        self, tlog: SinkTransactionLog, record: CommitRecord, version: int, created: bool, mine: tuple
+        self, tlog, record: CommitRecord, version: int, created: bool, mine: tuple
     ) -> tuple[CommitRecord, int]:
         """Driver side: commit every transaction of ``record`` (idempotent), then mark it committed.
 
@@ -1007,7 +814,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         version = tlog.replace(done, version)
         return done, version
 
-    def _clean_up(self, tlog: SinkTransactionLog, query_id: str, batch_id: int, chosen: set) -> None:
+    def _clean_up(self, tlog, query_id: str, batch_id: int, chosen: set) -> None:
         """Driver side, after batch N is committed: abort (by fencing their transactional ids)
         registered transactions of batches <= N that are not part of N's decision (earlier batches'
         decisions were committed before N ran), then forget their registrations and the commit
@@ -1057,7 +864,7 @@ class PyklogStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         if query_id is None or not mine:
             return
         try:
-            with SinkTransactionLog(self.opts.cluster) as tlog:
+            with self._sink_log(self._prefix(query_id)) as tlog:
                 record, _ = tlog.read(query_id, batchId)
         except Exception as e:  # noqa: BLE001 - without the record, aborting could undo a commit
             log.error(

@@ -4,7 +4,10 @@ The driver (tests/integration/spark/sink_exactly_once_driver.py, its own Spark i
 SIGKILLed three times, once at a random moment, once inside the sink's commit between two transaction
 completions (the sink's test hook pauses there), once more at a random moment; each time it restarts from
 its checkpoint, the last run with Trigger.AvailableNow.  B read with read_committed must equal A: no
-duplicate, no loss; no transaction of B may stay open.
+duplicate, no loss; no transaction of B may stay open.  The query is given ``kafka.bootstrap.servers``
+alone, as on a managed cluster: the sink keeps its commit records in the cluster's
+``__pyklog_spark_sinks`` topic (the ZooKeeper store is checked against the same decisions in
+tests/integration/spark/test_sink_recovery.py).
 
 The batch write and the abandoned transaction against real brokers are in
 tests/integration/spark/test_sink_exactly_once.py (whose support module holds the committed-view helpers
@@ -24,7 +27,8 @@ import time
 
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.producer import Producer
-from pyklog.connector.spark.sink import SinkTransactionLog
+from pyklog.connector.spark.options import parse_sink_options
+from pyklog.connector.spark.sink_log import KafkaSinkTransactionLog
 from tests.integration.spark.support import (
     check_broker_read_committed,
     count_duplicates_and_lost,
@@ -78,11 +82,14 @@ class _Driver:
         return self.out_path.read_text(errors="replace")
 
 
-def _paused_commit(zk, driver_output: str, batch: str) -> dict:
-    """The sink's ZooKeeper commit record of the micro-batch whose commit is paused."""
+def _paused_commit(bootstrap: str, driver_output: str, batch: str) -> dict:
+    """The sink's commit record (in ``__pyklog_spark_sinks``) of the micro-batch whose commit is paused."""
     query_id = driver_output.split("STARTED ", 1)[1].split()[0]
-    data, _ = zk.get(SinkTransactionLog.commit_path(query_id, int(batch)))
-    return json.loads(data)
+    cluster = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": "t"}).cluster
+    with KafkaSinkTransactionLog(cluster, {"bootstrap.servers": bootstrap}, "unused") as tlog:
+        record, _ = tlog.read(query_id, int(batch))
+    assert record is not None, f"no commit record for batch {batch} of query {query_id}"
+    return json.loads(record.encode())
 
 
 def _committed_batches(chk: str) -> int:
@@ -90,7 +97,7 @@ def _committed_batches(chk: str) -> int:
     return len([f for f in os.listdir(d) if f.isdigit()]) if os.path.isdir(d) else 0
 
 
-def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, zk, tmp_path):
+def test_stream_survives_three_driver_sigkills_exactly_once(broker, tmp_path):
     seed = int(os.environ.get("PYKLOG_TEST_SEED", time.time_ns() % 100000))
     rng = random.Random(seed)
     print(f"seed {seed}")
@@ -100,8 +107,6 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
     expected = _produce(broker.bootstrap, "eos-a", 3, 900)
     chk = str(tmp_path / "chk")
     args = [
-        "--zookeeper",
-        zk_chroot,
         "--bootstrap",
         broker.bootstrap,
         "--source",
@@ -126,7 +131,7 @@ def test_stream_survives_three_driver_sigkills_exactly_once(broker, zk_chroot, z
             if run == 1:
                 wait_for(lambda: os.path.exists(pause), 240, 0.05, "the commit to pause between two completions")
                 kills.append(("in commit", _committed_batches(chk)))
-                paused = _paused_commit(zk, d.output(), open(pause).read())
+                paused = _paused_commit(broker.bootstrap, d.output(), open(pause).read())
             else:
                 wait_for(
                     lambda: _committed_batches(chk) > before or d.proc.poll() is not None,

@@ -41,13 +41,12 @@ from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.security.acl import AclOperation, ResourceType
 from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
-    INTERNAL_TOPICS,
     MAX_PARTITIONS_PER_TOPIC,
     NONE,
     UNKNOWN_TOPIC_ID,
     RequestHandlers,
 )
-from pyklog.broker.zk.topics import validate_topic_name
+from pyklog.broker.zk.topics import is_protected, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +212,9 @@ class TopicAdminApis(RequestHandlers):
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabledError("topic deletion is disabled (delete.topic.enable=false)")
                 validate_topic_name(name)
-                if name in INTERNAL_TOPICS:
-                    # every group's committed offsets or every transaction's state would go with it
+                if is_protected(name):
+                    # every group's committed offsets, every transaction's state or every
+                    # exactly-once Spark sink's commit records would go with it
                     raise InvalidTopicError(
                         f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion."
                     )
@@ -265,8 +265,8 @@ class TopicAdminApis(RequestHandlers):
                 if name not in may_alter:
                     raise TopicAuthorizationFailedError("The topic authorization is failed.")
                 validate_topic_name(name)
-                if name in INTERNAL_TOPICS:
-                    # the coordinators map groups and transactional ids onto a fixed partition count
+                if is_protected(name):
+                    # the coordinators (and the Spark sinks) map keys onto a fixed partition count
                     raise InvalidRequestError(
                         f"cannot add partitions to the internal topic {name!r}: its "
                         "coordinators hash keys over the configured partition count"
@@ -321,7 +321,7 @@ class TopicAdminApis(RequestHandlers):
                 try:
                     if name not in may_delete:
                         raise TopicAuthorizationFailedError("Topic authorization failed.")
-                    if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager.deleteRecords
+                    if is_protected(name):  # Kafka's ReplicaManager.deleteRecords
                         raise InvalidTopicError(f"Cannot delete records of internal topic {name}")
                     lg = self.replica_manager.leader_log(name, p)
                     if not lg.config.delete:

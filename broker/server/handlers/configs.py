@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyklog.broker.errors import InvalidRequestError, PyklogError, UnknownTopicOrPartitionError
 from pyklog.broker.security.acl import AclOperation, ResourceType
 from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper, denial
-from pyklog.broker.server.handlers.responses import INTERNAL_TOPICS, NONE, RequestHandlers
+from pyklog.broker.server.handlers.responses import NONE, RequestHandlers
 from pyklog.broker.zk.topics import validate_topic_name
 
 
@@ -152,10 +152,10 @@ class ConfigApis(RequestHandlers):
         dyn.alter(self.cluster, name, to_set, to_delete, validate_only)
 
     def _alter_topic(self, name: str, to_set: dict, to_delete: set, validate_only: bool) -> None:
-        from pyklog.broker.zk.topics import check_internal_topic_configs, validate_topic_configs
+        from pyklog.broker.zk.topics import check_internal_topic_configs, is_protected, validate_topic_configs
 
         validate_topic_configs(to_set)  # INVALID_CONFIG naming the key and what it expects
-        if name in INTERNAL_TOPICS:
+        if is_protected(name):
             current = self.cluster.topic_config(name)
             check_internal_topic_configs(name, {**{k: v for k, v in current.items() if k not in to_delete}, **to_set})
         if not validate_only:

@@ -168,3 +168,57 @@ def test_open_plaintext_listener_without_authorizer_warns_at_start(broker_factor
     quiet = broker_factory(1)  # loopback: no warning
     wait_for(lambda: "pyklog broker started" in quiet.output(), 30)
     assert "with no authorizer" not in quiet.output()
+
+
+def test_spark_sink_commit_records_cannot_be_deleted_emptied_or_repartitioned(broker):
+    """The exactly-once Spark sinks' ``__pyklog_spark_sinks`` is protected as the internal topics are:
+    a micro-batch's commit record written through the sink's store survives every attempt."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+    from confluent_kafka.admin import ResourceType as CResourceType
+
+    from pyklog.connector.spark.options import parse_sink_options
+    from pyklog.connector.spark.sink_log import SINK_LOG_PARTITIONS, SINK_LOG_TOPIC, CommitRecord, open_sink_log
+
+    query = str(uuid.uuid4())
+    opts = parse_sink_options({"kafka.bootstrap.servers": broker.bootstrap, "topic": "t"})
+    config = {"bootstrap.servers": broker.bootstrap}
+    record = CommitRecord(query, 3, (("tid-a", 1000, 0),), "prepared", None)
+    with open_sink_log(opts.cluster, config, f"pyklog-spark-{query}-sink-log") as tlog:
+        assert tlog.decide(record)[2]
+
+    p = _tool("topics", "--bootstrap-server", broker.bootstrap, "--delete", "--topic", SINK_LOG_TOPIC)
+    assert p.returncode != 0 and "not allowed to be marked for deletion" in p.stderr, p.stderr
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException) as e:
+        admin.delete_topics([SINK_LOG_TOPIC], operation_timeout=30)[SINK_LOG_TOPIC].result(30)
+    assert e.value.args[0].code() == 17, e.value
+    with pytest.raises(KafkaException) as e:  # the sinks hash query ids over the partition count
+        admin.create_partitions([NewPartitions(SINK_LOG_TOPIC, SINK_LOG_PARTITIONS + 4)])[SINK_LOG_TOPIC].result(30)
+    assert e.value.args[0].code() == 42, e.value
+    res = ConfigResource(
+        CResourceType.TOPIC,
+        SINK_LOG_TOPIC,
+        incremental_configs=[ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException) as e:
+        admin.incremental_alter_configs([res])[res].result(30)
+    assert e.value.args[0].code() == 40 and "commit records" in str(e.value), e.value
+    with Wire(broker.port) as w:
+        r = w.request(
+            ApiKey.DELETE_RECORDS,
+            2,
+            {
+                "topics": [
+                    {
+                        "name": SINK_LOG_TOPIC,
+                        "partitions": [{"partition_index": p, "offset": -1} for p in range(SINK_LOG_PARTITIONS)],
+                    }
+                ],
+                "timeout_ms": 10000,
+            },
+        )
+        assert {p["error_code"] for p in r["topics"][0]["partitions"]} == {17}, r
+
+    with open_sink_log(opts.cluster, config, f"pyklog-spark-{query}-sink-log") as tlog:
+        assert tlog.read(query, 3)[0] == record

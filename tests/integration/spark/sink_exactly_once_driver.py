@@ -1,9 +1,10 @@
 """A Spark driver for the exactly-once sink's fault tests (tests/integration/spark/test_sink_exactly_once.py):
-``python tests/integration/spark/sink_exactly_once_driver.py --zookeeper ZK --bootstrap HOST:PORT --source A --sink B
---checkpoint DIR [--available-now]``.
+``python tests/integration/spark/sink_exactly_once_driver.py --bootstrap HOST:PORT --source A --sink B
+--checkpoint DIR [--zookeeper ZK] [--available-now]``.
 
 It streams topic A into topic B with ``deliveryGuarantee=exactly-once`` (local[2] Spark, its own
-JVM), restarting from ``--checkpoint``.  Without ``--available-now`` it runs until it is killed
+JVM), restarting from ``--checkpoint``.  The sink keeps its commit records in ZooKeeper when given
+``--zookeeper`` (its ``zookeeper.connect``), else in the cluster's ``__pyklog_spark_sinks`` topic.  Without ``--available-now`` it runs until it is killed
 (the test SIGKILLs its whole process group: this Python driver, the JVM and Spark's Python workers);
 with it, it processes what A holds now and exits 0.  The sink's test hook
 ``PYKLOG_TEST_SINK_COMMIT_PAUSE_FILE`` (inherited through the environment by the driver worker that
@@ -21,7 +22,8 @@ from tests.integration.transaction_support import child_parser  # noqa: E402  (r
 
 
 def main(argv=None) -> int:
-    ap = child_parser("--zookeeper", "--bootstrap", "--source", "--sink", "--checkpoint")
+    ap = child_parser("--bootstrap", "--source", "--sink", "--checkpoint")
+    ap.add_argument("--zookeeper", default=None)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=300)
     ap.add_argument("--transaction-timeout-ms", type=int, default=120000)
     ap.add_argument("--available-now", action="store_true")
@@ -52,11 +54,13 @@ def main(argv=None) -> int:
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
         .load()
     )
+    writer = src.selectExpr("key", "value").writeStream.format("pyklog")
+    if args.zookeeper:
+        writer = writer.option("zookeeper.connect", args.zookeeper)
+    else:
+        writer = writer.option("kafka.bootstrap.servers", args.bootstrap)
     writer = (
-        src.selectExpr("key", "value")
-        .writeStream.format("pyklog")
-        .option("zookeeper.connect", args.zookeeper)
-        .option("topic", args.sink)
+        writer.option("topic", args.sink)
         .option("deliveryGuarantee", "exactly-once")
         .option("kafka.transaction.timeout.ms", str(args.transaction_timeout_ms))
         .option("checkpointLocation", args.checkpoint)

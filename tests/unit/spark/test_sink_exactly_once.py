@@ -1,7 +1,7 @@
-"""The exactly-once sink without a server: the ``deliveryGuarantee`` option, the ``zookeeper.connect`` it needs,
+"""The exactly-once sink without a server: the ``deliveryGuarantee`` option, where its commit records are kept,
 transactional ids unique per task execution, the commit record codec and the transaction-age check.
 
-The driver's recovery decisions against a real ZooKeeper are in tests/integration/spark/test_sink_recovery.py;
+The driver's recovery decisions against both real stores are in tests/integration/spark/test_sink_recovery.py;
 batch writes against real brokers in tests/integration/spark/test_sink_exactly_once.py."""
 
 from __future__ import annotations
@@ -60,11 +60,18 @@ def test_delivery_guarantee_option():
         parse_sink_options({**base, "deliveryGuarantee": "exactly-once", "kafka.transaction.timeout.ms": "10"})
 
 
-def test_stream_writer_needs_zookeeper_for_exactly_once():
-    opts = parse_sink_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": "exactly-once"})
-    with pytest.raises(ConfigError, match="needs option 'zookeeper.connect'"):
-        PyklogStreamWriter(opts, SCHEMA)
-    PyklogStreamWriter(parse_sink_options({"kafka.bootstrap.servers": "h:1", "topic": "t"}), SCHEMA)
+def test_exactly_once_stream_keeps_its_records_in_the_cluster_or_in_zookeeper():
+    from pyklog.broker.zk.topics import SPARK_SINK_LOG_TOPIC, is_protected
+    from pyklog.connector.spark.sink_log import SINK_LOG_TOPIC, KafkaSinkTransactionLog, SinkTransactionLog
+
+    assert SINK_LOG_TOPIC == SPARK_SINK_LOG_TOPIC and is_protected(SINK_LOG_TOPIC)  # the brokers protect it
+
+    eos = {"topic": "t", "deliveryGuarantee": "exactly-once"}
+    kafka = PyklogStreamWriter(parse_sink_options({"kafka.bootstrap.servers": "h:1", **eos}), SCHEMA)
+    store = kafka._sink_log("pyklog-spark-q1")  # nothing is connected before the store is entered
+    assert isinstance(store, KafkaSinkTransactionLog) and store._tid == "pyklog-spark-q1-sink-log"
+    both = {"kafka.bootstrap.servers": "h:1", "zookeeper.connect": "z:2181/c", **eos}
+    assert isinstance(PyklogStreamWriter(parse_sink_options(both), SCHEMA)._sink_log("p"), SinkTransactionLog)
 
 
 def test_transactional_ids_are_unique_per_task_execution():
