@@ -22,7 +22,10 @@ How it works (Kafka's ZookeeperConsumerConnector):
   queue has room, and puts chunks of decoded records into the stream queues (bounded:
   ``queued.max.message.chunks``);
 * a partition starts at its committed offset (``offsets.storage`` zookeeper | kafka, with
-  ``dual.commit.enabled``); without one, or when the offset is out of range, at
+  ``dual.commit.enabled``), or at this consumer's own position when it read the partition before,
+  gave it up (a lost ZooKeeper session, a rebalance) and the commit lags that position (it could not
+  be written: a group commit older than the consumer's position never moves it back); without one, or
+  when the offset is out of range, at
   ``auto.offset.reset`` (smallest/earliest or largest/latest; with ``none`` the partition is parked
   and its stream raises :class:`~broker.errors.OffsetOutOfRangeError` to the reader);
 * a record counts as consumed when the stream hands it out; :meth:`commit_offsets` stores the next
@@ -272,6 +275,10 @@ class ConsumerConnector:
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._infos: dict = {}  # (t, p) -> _PartitionInfo
+        # (t, p) -> this consumer's position (next offset to hand out) when it last gave the partition
+        # up (a lost session or a rebalance): when it gets the partition back, a group commit older
+        # than this position (one that could not be written) never moves it back
+        self._positions: dict = {}
         self._streams_by_topic: dict[str, list[KafkaStream]] = {}
         self._filter_streams: list[KafkaStream] | None = None
         self._all_streams: list[KafkaStream] = []
@@ -441,6 +448,10 @@ class ConsumerConnector:
         for info in infos:
             with info.lock:
                 info.active = False
+                consumed = info.consumed
+            if consumed is not None:
+                with self._lock:
+                    self._positions[info.tp] = consumed
         dropped = set(infos)
         for s in {id(i.stream): i.stream for i in infos}.values():
             s.clear(dropped)
@@ -510,10 +521,26 @@ class ConsumerConnector:
         """Committed offsets, else auto.offset.reset, for partitions that have no position yet."""
         tps = [i.tp for i in infos]
         committed = self.offset_store.fetch(self.group_id, tps)
-        missing = [tp for tp in tps if tp not in committed]
+        with self._lock:
+            kept = {tp: self._positions.pop(tp) for tp in tps if tp in self._positions}
+        positions = dict(committed)
+        for tp, off in kept.items():
+            if committed.get(tp, -1) < off:
+                # this consumer read up to ``off`` before it gave the partition up; the group's commit
+                # lags it (it could not be written before the session was lost): never move back
+                log.info(
+                    "consumer %s: %s-%s resumes at its own position %d (the group's committed offset %s is older)",
+                    self.consumer_id,
+                    tp[0],
+                    tp[1],
+                    off,
+                    committed.get(tp),
+                )
+                positions[tp] = off
+        missing = [tp for tp in tps if tp not in positions]
         if missing and self.auto_offset_reset == "none":
             for info in infos:
-                if info.tp not in committed:
+                if info.tp not in positions:
                     self._fail(
                         info,
                         OffsetOutOfRangeError(
@@ -521,18 +548,17 @@ class ConsumerConnector:
                             "auto.offset.reset=none"
                         ),
                     )
-            infos = [i for i in infos if i.tp in committed]
+            infos = [i for i in infos if i.tp in positions]
             missing = []
         reset = self._reset_offsets(missing) if missing else {}
         for info in infos:
-            off = committed.get(info.tp)
-            is_committed = off is not None
+            off = positions.get(info.tp)
             if off is None:
                 off = reset[info.tp]
             with info.lock:
                 if info.fetch_offset is None:
                     info.fetch_offset = info.consumed = off
-                    info.committed = off if is_committed else None
+                    info.committed = committed.get(info.tp)  # a position ahead of it is committed next
 
     def _fail(self, info, exc):
         """Park a partition that cannot be read and hand ``exc`` to its stream's reader."""
