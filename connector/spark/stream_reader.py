@@ -39,7 +39,7 @@ from pyklog.broker.errors import UnknownTopicOrPartitionError
 from pyklog.connector.spark import offsets as _offsets
 from pyklog.connector.spark import planner_signals
 from pyklog.connector.spark.batch_end import REPORT_KEY
-from pyklog.connector.spark.end_offsets import plan_end_offsets
+from pyklog.connector.spark.end_offsets import plan_end_offsets, start_of_owned_partition
 from pyklog.connector.spark.input_partition import PyklogInputPartition
 from pyklog.connector.spark.options import EARLIEST, LATEST, SourceOptions, check_covers
 from pyklog.connector.spark.planner import SourcePlanner, outage_error
@@ -243,7 +243,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             fresh = [tp for tp in new if tp not in self._pending]
             committed = d.store.fetch(fresh)
-            missing = [tp for tp in fresh if tp not in committed]
+            missing = [tp for tp in fresh if tp not in committed and (d.member is None or tp not in self._positions)]
             earliest = d.list_offsets(missing, EARLIEST) if missing else {}
             if d.member is None and missing:
                 # partitions added to a subscribed topic (CreatePartitions) or a new topic matching
@@ -267,23 +267,21 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for tp in new:
                 if tp in self._pending:
                     new_positions[tp] = self._pending.pop(tp)
-                elif tp in committed and tp in self._positions and committed[tp] < self._positions[tp]:
-                    # read here before (this query's position): the group's commit lags it (a commit
-                    # that could not be written, e.g. during a ZooKeeper outage); never move back
+                    continue
+                # a group member's own position (without a group a partition comes back only as a
+                # new one: its topic was re-created or partitions were added)
+                position = self._positions.get(tp) if d.member is not None else None
+                new_positions[tp] = start_of_owned_partition(committed.get(tp), position, earliest.get(tp))
+                if position is not None and new_positions[tp] == position and tp in committed:
                     log.info(
                         "pyklog group %s: %s-%s resumes at the query's position %s (the group's committed "
                         "offset %s is older)",
                         d.group_id,
                         tp[0],
                         tp[1],
-                        self._positions[tp],
+                        position,
                         committed[tp],
                     )
-                    new_positions[tp] = self._positions[tp]
-                elif tp not in committed and tp in self._positions:
-                    new_positions[tp] = self._positions[tp]
-                else:
-                    new_positions[tp] = committed[tp] if tp in committed else earliest[tp]
                 log.info("pyklog group %s: %s-%s starts at offset %s", d.group_id, tp[0], tp[1], new_positions[tp])
         self._pending.update(drop)
         # 4. Trigger.AvailableNow and admission control, over what the look-ups above returned
@@ -321,6 +319,11 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m = d.member
         since = m.disconnected_since()
         if since is None or self._kept is None:
+            return False
+        if self._outage is None and (self._verified_at is None or since - self._verified_at >= m.session_timeout_s):
+            # not heard from ZooKeeper for a session timeout before the connection dropped: this
+            # process was paused (the server closed its expired session on resume), not an outage;
+            # the membership check finds out and registers again
             return False
         from pyklog.connector.group import MemberState
 
