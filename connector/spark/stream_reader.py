@@ -13,9 +13,11 @@ With ``zookeeper.connect`` and ``subscribe``/``subscribePattern`` the planner re
 ZooKeeper consumer group ``group.id`` (manual release): at each ``latestOffset(start)`` every batch up
 to ``start`` is complete, so the planner commits ``start`` for the partitions it owns, releases the
 partitions a rebalance took away (after that commit), and adds partitions it newly owns at the
-group's committed offset (an empty range in that batch, read from the next one).  Before planning it
-checks that its ZooKeeper session still lives (a planner paused past it, a zombie, registers again
-and plans only what it owns after the rebalance).  The end offsets themselves are computed from what
+group's committed offset, or at the query's own position when it read the partition before and the
+commit lags it (an empty range in that batch, read from the next one).  Before planning it checks
+that its ZooKeeper session still lives (a planner paused past it, a zombie, registers again and plans
+only what it owns after the rebalance).  While ZooKeeper is unreachable it keeps planning the last
+assignment with no ZooKeeper call (the brokers serve) and registers again once ZooKeeper answers.  The end offsets themselves are computed from what
 those look-ups returned by :func:`pyklog.connector.spark.end_offsets.plan_end_offsets` (pure).
 
 Thread-safety: used by one thread at a time (Spark's call protocol).
@@ -359,8 +361,8 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         owning nothing: the group gave its partitions to others.  Asking the server (one round trip)
         is how it finds out; it then registers again and waits (at most _REJOIN_WAIT_S) for the
         rebalance, and plans only what it owns after it.  Returns whether ownership was dropped since
-        the last trigger (the member's epoch moved).  ZooKeeper unreachable: plans with what it owns
-        (the member drops it after a session timeout of disconnection)."""
+        the last trigger (the member's epoch moved).  Not called while ZooKeeper is unreachable
+        (:meth:`_zookeeper_outage`); the first call after an outage logs how it ended."""
         m = d.member
         now = time.monotonic()
         if self._verified_at is not None and now - self._verified_at < m.session_timeout_s / 3 and zk_connected(m):
