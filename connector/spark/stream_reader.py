@@ -126,6 +126,9 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             positions.update(d.resolve(self.opts.starting, fresh, default_kind="latest"))
             self._initial = _offsets.to_json(positions)
             self._prev_end_keys = set(positions)
+            if d.member is not None:  # planned with ZooKeeper reachable: what an outage keeps reading
+                self._kept = set(owned)
+                self._verified_at = time.monotonic()
             log.info("pyklog group %s starts at %s", d.group_id, self._initial)
         return self._initial
 
