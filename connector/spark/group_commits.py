@@ -187,7 +187,8 @@ class OffsetStoreAdapter:
         commits the query's position."""
         if self.member is not None and self.member.disconnected_since() is not None:
             log.debug(
-                "pyklog: not committing %s for group %s while ZooKeeper is unreachable; the next trigger after it commits",
+                "pyklog: not committing %s for group %s while ZooKeeper is unreachable; "
+                "the next trigger after it commits",
                 sorted(todo),
                 self.group_id,
             )

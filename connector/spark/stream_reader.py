@@ -17,8 +17,9 @@ group's committed offset, or at the query's own position when it read the partit
 commit lags it (an empty range in that batch, read from the next one).  Before planning it checks
 that its ZooKeeper session still lives (a planner paused past it, a zombie, registers again and plans
 only what it owns after the rebalance).  While ZooKeeper is unreachable it keeps planning the last
-assignment with no ZooKeeper call (the brokers serve) and registers again once ZooKeeper answers.  The end offsets themselves are computed from what
-those look-ups returned by :func:`pyklog.connector.spark.end_offsets.plan_end_offsets` (pure).
+assignment with no ZooKeeper call (the brokers serve) and registers again once ZooKeeper answers.
+The end offsets themselves are computed from what those look-ups returned by
+:func:`pyklog.connector.spark.end_offsets.plan_end_offsets` (pure).
 
 Thread-safety: used by one thread at a time (Spark's call protocol).
 """
