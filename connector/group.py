@@ -414,6 +414,7 @@ class GroupMember:
         self._registered_session = None
         self._fence_path: str | None = None  # our session's node under paths.consumer_fences (zombie fence)
         self._fence_session = None  # the ZooKeeper session that created _fence_path
+        self._disconnected_at: float | None = None  # monotonic time the ZooKeeper connection was lost
         self._thread: threading.Thread | None = None
         self.zk: KazooClient | None = None
         self.rebalances = 0
@@ -611,6 +612,15 @@ class GroupMember:
         another member in between (their committed offsets may have moved)."""
         with self._lock:
             return self._epoch
+
+    def disconnected_since(self) -> float | None:
+        """The monotonic time this member's ZooKeeper connection was lost, or None while connected.
+        While disconnected the member cannot tell whether its session still lives (it drops its
+        ownership after the session timeout, LOST); a caller that reads from the brokers may keep
+        reading what it owned until ZooKeeper answers again, as a Kafka consumer keeps fetching while
+        its coordinator is away.  Caller's thread; thread-safe."""
+        with self._lock:
+            return self._disconnected_at
 
     def _create_fence(self):
         """Create this session's fence node (rebalance thread or start()): an ephemeral sequential
@@ -817,6 +827,10 @@ class GroupMember:
         """kazoo connection listener: SUSPENDED keeps ownership, LOST drops it, CONNECTED resumes."""
         with self._cond:
             current = self._state
+            if state == KazooState.CONNECTED:
+                self._disconnected_at = None
+            elif self._disconnected_at is None:
+                self._disconnected_at = time.monotonic()
             if current in (MemberState.NEW, MemberState.STOPPING, MemberState.STOPPED):
                 return
             if state == KazooState.LOST:

@@ -22,7 +22,10 @@ How it works (Kafka's ZookeeperConsumerConnector):
   queue has room, and puts chunks of decoded records into the stream queues (bounded:
   ``queued.max.message.chunks``);
 * a partition starts at its committed offset (``offsets.storage`` zookeeper | kafka, with
-  ``dual.commit.enabled``); without one, or when the offset is out of range, at
+  ``dual.commit.enabled``), or at this consumer's own position when it read the partition before,
+  gave it up (a lost ZooKeeper session, a rebalance) and the commit lags that position (it could not
+  be written: a group commit older than the consumer's position never moves it back); without one, or
+  when the offset is out of range, at
   ``auto.offset.reset`` (smallest/earliest or largest/latest; with ``none`` the partition is parked
   and its stream raises :class:`~broker.errors.OffsetOutOfRangeError` to the reader);
 * a record counts as consumed when the stream hands it out; :meth:`commit_offsets` stores the next
@@ -31,7 +34,15 @@ How it works (Kafka's ZookeeperConsumerConnector):
 * on a rebalance, for the partitions that move: the streams stop handing out their records, the
   fetcher drops them, their consumed offsets are committed, their chunks are removed from the
   queues, and only then is ownership released (the owner nodes deleted).  A lost ZooKeeper session
-  drops them the same way without committing (another consumer may own them already);
+  drops them the same way without committing (another consumer may own them already), except
+  during a ZooKeeper outage;
+* ZooKeeper outages: while ZooKeeper is unreachable the fetcher keeps fetching the partitions the
+  consumer owned (the brokers serve; a Kafka consumer keeps fetching while its coordinator is away)
+  and commits wait (``commit_offsets`` commits nothing meanwhile).  If the session expires meanwhile
+  the partitions are kept until ZooKeeper answers; then the member registers again, and what the
+  rebalance gives back continues from the consumer's position.  Told apart from a pause of this
+  process past its session by when the fetcher last saw the session alive (less than a session
+  timeout before the connection dropped);
 * with ``offsets.storage=zookeeper`` commits go through the member's fence
   (:meth:`GroupMember.commit_offsets`: only partitions owned through the live session, never
   backwards); with Kafka storage a session check precedes them.  Before fetching, at most every
@@ -272,6 +283,10 @@ class ConsumerConnector:
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._infos: dict = {}  # (t, p) -> _PartitionInfo
+        # (t, p) -> this consumer's position (next offset to hand out) when it last gave the partition
+        # up (a lost session or a rebalance): when it gets the partition back, a group commit older
+        # than this position (one that could not be written) never moves it back
+        self._positions: dict = {}
         self._streams_by_topic: dict[str, list[KafkaStream]] = {}
         self._filter_streams: list[KafkaStream] | None = None
         self._all_streams: list[KafkaStream] = []
@@ -279,6 +294,11 @@ class ConsumerConnector:
         self._running = False
         self._closed = False
         self._threads: list[threading.Thread] = []
+        # ZooKeeper outages: when the fetcher last saw the member's session alive (monotonic), and the
+        # partitions kept (still fetched) after the session was lost while ZooKeeper was unreachable
+        self._verified_at: float | None = None
+        self._kept: set = set()
+        self._outage_logged = False
         self._committer: Scheduler | None = None  # runs the auto commit (auto.commit.enable)
 
     # ------------------------------------------------------------------ public API
@@ -441,6 +461,10 @@ class ConsumerConnector:
         for info in infos:
             with info.lock:
                 info.active = False
+                consumed = info.consumed
+            if consumed is not None:
+                with self._lock:
+                    self._positions[info.tp] = consumed
         dropped = set(infos)
         for s in {id(i.stream): i.stream for i in infos}.values():
             s.clear(dropped)
@@ -455,7 +479,50 @@ class ConsumerConnector:
             log.error("committing offsets of revoked partitions %s failed: %s", sorted(tps), e)
 
     def _on_lost(self, tps):
+        if self._in_outage():
+            # ZooKeeper is unreachable (not a pause of this process): keep fetching the last
+            # assignment from the brokers, as a Kafka consumer does while its coordinator is away;
+            # once ZooKeeper answers, what the new rebalance does not give back is dropped
+            with self._lock:
+                self._kept |= set(tps)
+            log.warning(
+                "consumer %s of group %s lost its ZooKeeper session during a ZooKeeper outage; keeping the "
+                "last assignment (%d partitions) until ZooKeeper is back, then registering again and "
+                "rebalancing (partitions it gets back continue from its position)",
+                self.consumer_id,
+                self.group_id,
+                len(tps),
+            )
+            return
         self._deactivate(tps)
+
+    def _in_outage(self) -> bool:
+        """ZooKeeper is unreachable and the member's session was seen alive less than a session
+        timeout before the connection dropped (else this process was paused past its session: its
+        partitions belong to others now)."""
+        member = self._member
+        since = member.disconnected_since() if member is not None else None
+        verified = self._verified_at
+        return since is not None and verified is not None and since - verified < self._session_timeout_s
+
+    def _drop_kept(self):
+        """ZooKeeper answers again: the partitions kept through the outage that the member does not own
+        now stop being fetched (their positions are kept; :meth:`_initial_offsets` resumes there if
+        they come back).  Fetcher thread; under the connector's lock, so a claim's ``on_assign``
+        either comes first (the partition is owned: kept) or finds it gone (a new one is made)."""
+        with self._lock:
+            owned = self._member.assignment()
+            gone = [tp for tp in self._kept if tp not in owned]
+            self._kept = set()
+            if gone:
+                self._deactivate(gone)
+        self._outage_logged = False
+        log.warning(
+            "consumer %s: ZooKeeper answers again; the partitions kept through the outage are fetched again "
+            "once the rebalance gives them back (%d not owned yet)",
+            self.consumer_id,
+            len(gone),
+        )
 
     # ------------------------------------------------------------------ offsets
 
@@ -468,6 +535,9 @@ class ConsumerConnector:
         if not todo:
             return {}
         member = self._member
+        if member is not None and member.disconnected_since() is not None:
+            log.debug("consumer %s: not committing %s while ZooKeeper is unreachable", self.consumer_id, sorted(todo))
+            return {}
         if member is not None and self.offsets_storage == "zookeeper" and not self.dual_commit:
             # fenced: only partitions this member owns through its live session, never backwards
             # (a consumer paused past its session commits nothing once it resumes)
@@ -510,10 +580,26 @@ class ConsumerConnector:
         """Committed offsets, else auto.offset.reset, for partitions that have no position yet."""
         tps = [i.tp for i in infos]
         committed = self.offset_store.fetch(self.group_id, tps)
-        missing = [tp for tp in tps if tp not in committed]
+        with self._lock:
+            kept = {tp: self._positions.pop(tp) for tp in tps if tp in self._positions}
+        positions = dict(committed)
+        for tp, off in kept.items():
+            if committed.get(tp, -1) < off:
+                # this consumer read up to ``off`` before it gave the partition up; the group's commit
+                # lags it (it could not be written before the session was lost): never move back
+                log.info(
+                    "consumer %s: %s-%s resumes at its own position %d (the group's committed offset %s is older)",
+                    self.consumer_id,
+                    tp[0],
+                    tp[1],
+                    off,
+                    committed.get(tp),
+                )
+                positions[tp] = off
+        missing = [tp for tp in tps if tp not in positions]
         if missing and self.auto_offset_reset == "none":
             for info in infos:
-                if info.tp not in committed:
+                if info.tp not in positions:
                     self._fail(
                         info,
                         OffsetOutOfRangeError(
@@ -521,18 +607,17 @@ class ConsumerConnector:
                             "auto.offset.reset=none"
                         ),
                     )
-            infos = [i for i in infos if i.tp in committed]
+            infos = [i for i in infos if i.tp in positions]
             missing = []
         reset = self._reset_offsets(missing) if missing else {}
         for info in infos:
-            off = committed.get(info.tp)
-            is_committed = off is not None
+            off = positions.get(info.tp)
             if off is None:
                 off = reset[info.tp]
             with info.lock:
                 if info.fetch_offset is None:
                     info.fetch_offset = info.consumed = off
-                    info.committed = off if is_committed else None
+                    info.committed = committed.get(info.tp)  # a position ahead of it is committed next
 
     def _fail(self, info, exc):
         """Park a partition that cannot be read and hand ``exc`` to its stream's reader."""
@@ -556,7 +641,7 @@ class ConsumerConnector:
         # past its session (SIGSTOP, a stalled VM) resumes here before kazoo notices the expiry, and
         # must not fetch and hand out records of partitions another consumer reads now
         check_every = max(0.2, self._session_timeout_s / 3)
-        checked = time.monotonic()
+        checked = self._verified_at = time.monotonic()
         while True:
             with self._wake:
                 if not self._running:
@@ -581,7 +666,19 @@ class ConsumerConnector:
                         self._wake.wait(0.05)
                     continue
                 member = self._member
-                if member is not None and time.monotonic() - checked > check_every:
+                if member is not None and self._kept and member.disconnected_since() is None:
+                    self._drop_kept()
+                    continue
+                if member is not None and self._in_outage():
+                    # ZooKeeper unreachable: ownership cannot be checked; keep fetching what is owned
+                    if not self._outage_logged:
+                        self._outage_logged = True
+                        log.warning(
+                            "consumer %s: ZooKeeper unreachable; fetching the last assignment from the "
+                            "brokers until it is back (commits wait for it)",
+                            self.consumer_id,
+                        )
+                elif member is not None and time.monotonic() - checked > check_every:
                     if not member.session_valid():
                         log.warning(
                             "consumer %s: its ZooKeeper session expired (paused past "
@@ -591,7 +688,7 @@ class ConsumerConnector:
                         with self._wake:
                             self._wake.wait(0.1)
                         continue
-                    checked = time.monotonic()
+                    checked = self._verified_at = time.monotonic()
                 self._fetch_once(ready)
                 backoff.reset()
             except Exception as e:  # noqa: BLE001 - a broker or ZooKeeper problem: back off and try again

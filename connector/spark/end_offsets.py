@@ -24,7 +24,21 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from pyklog.connector.spark import offsets as _offsets
 
-__all__ = ["TriggerEnd", "plan_end_offsets"]
+__all__ = ["TriggerEnd", "plan_end_offsets", "start_of_owned_partition"]
+
+
+def start_of_owned_partition(committed: int | None, position: int | None, earliest: int | None) -> int | None:
+    """Where a partition this query owns (again) starts, not being in the batch's start offsets.
+
+    ``committed``: the group's committed offset (None: none); ``position``: this query's own position
+    when it last read the partition (None: never read it in this process); ``earliest``: its earliest
+    offset (needed only when neither is known).  Within one query the checkpoint decides what is
+    read: a committed offset older than the query's position (a commit that could not be written,
+    e.g. during a ZooKeeper outage) never moves it back; one ahead of it (another member advanced the
+    partition meanwhile) is where it resumes.  Pure."""
+    if position is not None and (committed is None or committed < position):
+        return position
+    return committed if committed is not None else earliest
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,18 @@ class OffsetStoreAdapter:
 
     def _commit(self, todo: dict) -> dict:
         """Write ``todo``; returns what was written.  A group member commits only partitions it owns
-        through its live session (fenced in ZooKeeper; a session check before a Kafka commit)."""
+        through its live session (fenced in ZooKeeper; a session check before a Kafka commit).
+        While the member is disconnected from ZooKeeper nothing is written (ownership cannot be
+        checked); ``last`` keeps what was written before, so the next trigger once ZooKeeper answers
+        commits the query's position."""
+        if self.member is not None and self.member.disconnected_since() is not None:
+            log.debug(
+                "pyklog: not committing %s for group %s while ZooKeeper is unreachable; "
+                "the next trigger after it commits",
+                sorted(todo),
+                self.group_id,
+            )
+            return {}
         with self._lock:
             if self.fenced:
                 r = self.member.commit_offsets(todo)

@@ -13,10 +13,13 @@ With ``zookeeper.connect`` and ``subscribe``/``subscribePattern`` the planner re
 ZooKeeper consumer group ``group.id`` (manual release): at each ``latestOffset(start)`` every batch up
 to ``start`` is complete, so the planner commits ``start`` for the partitions it owns, releases the
 partitions a rebalance took away (after that commit), and adds partitions it newly owns at the
-group's committed offset (an empty range in that batch, read from the next one).  Before planning it
-checks that its ZooKeeper session still lives (a planner paused past it, a zombie, registers again
-and plans only what it owns after the rebalance).  The end offsets themselves are computed from what
-those look-ups returned by :func:`pyklog.connector.spark.end_offsets.plan_end_offsets` (pure).
+group's committed offset, or at the query's own position when it read the partition before and the
+commit lags it (an empty range in that batch, read from the next one).  Before planning it checks
+that its ZooKeeper session still lives (a planner paused past it, a zombie, registers again and plans
+only what it owns after the rebalance).  While ZooKeeper is unreachable it keeps planning the last
+assignment with no ZooKeeper call (the brokers serve) and registers again once ZooKeeper answers.
+The end offsets themselves are computed from what those look-ups returned by
+:func:`pyklog.connector.spark.end_offsets.plan_end_offsets` (pure).
 
 Thread-safety: used by one thread at a time (Spark's call protocol).
 """
@@ -39,7 +42,7 @@ from pyklog.broker.errors import UnknownTopicOrPartitionError
 from pyklog.connector.spark import offsets as _offsets
 from pyklog.connector.spark import planner_signals
 from pyklog.connector.spark.batch_end import REPORT_KEY
-from pyklog.connector.spark.end_offsets import plan_end_offsets
+from pyklog.connector.spark.end_offsets import plan_end_offsets, start_of_owned_partition
 from pyklog.connector.spark.input_partition import PyklogInputPartition
 from pyklog.connector.spark.options import EARLIEST, LATEST, SourceOptions, check_covers
 from pyklog.connector.spark.planner import SourcePlanner, outage_error
@@ -49,6 +52,10 @@ from pyklog.connector.spark.tracing import traced
 log = logging.getLogger(__name__)
 
 __all__ = ["PyklogStreamReader", "zk_connected"]
+
+
+def _fmt(tps) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
 
 
 def zk_connected(member) -> bool:
@@ -75,6 +82,12 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_time = time.monotonic()
         self._epoch: int | None = None  # the group member's epoch at the last trigger
         self._verified_at: float | None = None  # monotonic time the member's session was last verified
+        # the query's own position of every partition it has read (this process), kept when a
+        # partition leaves the end offsets: a group commit older than it never moves it back
+        self._positions: dict = {}
+        self._kept: set | None = None  # the assignment of the last trigger planned with ZooKeeper reachable
+        self._outage: float | None = None  # ZooKeeper outage: when the member lost its connection
+        self._outage_lost_logged = False  # "lost the ZooKeeper session" logged for this outage
         # fetchOnDriver (driver_fetch): the trigger's ends come from a Fetch at the query's positions,
         # whose records are kept for the batch (prefetched: {tp: RawFetchResult}, consumed once)
         self.latest_by_fetch = False
@@ -114,6 +127,9 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             positions.update(d.resolve(self.opts.starting, fresh, default_kind="latest"))
             self._initial = _offsets.to_json(positions)
             self._prev_end_keys = set(positions)
+            if d.member is not None:  # planned with ZooKeeper reachable: what an outage keeps reading
+                self._kept = set(owned)
+                self._verified_at = time.monotonic()
             log.info("pyklog group %s starts at %s", d.group_id, self._initial)
         return self._initial
 
@@ -148,13 +164,21 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         :func:`plan_end_offsets` computes the end offsets from those answers.  Planner thread."""
         opts = self.opts
         start_map = _offsets.from_json(start)
+        for tp, off in start_map.items():
+            self._positions[tp] = off
         first_call = self._prev_end_keys is None
         epoch_changed = False
-        if d.member is not None:
+        outage = d.member is not None and self._zookeeper_outage(d)
+        if d.member is not None and not outage:
             epoch_changed = self._check_membership(d)
-        owned_before = set(d.owned(discovery_age_s))
+        if outage:
+            # ownership cannot be checked: keep reading what the last assignment held (no ZooKeeper
+            # call on this thread until it is back; the brokers serve meanwhile)
+            owned_before = {tp for tp in self._kept if tp in start_map or tp in self._pending}
+        else:
+            owned_before = set(d.owned(discovery_age_s))
         drop: dict = {}  # partitions left out of this end offset, re-added at the given position next time
-        if first_call or epoch_changed:
+        if (first_call or epoch_changed) and not outage:
             # a restart (no initialOffset in this process), or this member's session expired since the
             # last trigger (it was paused, a "zombie") and what it owns now it may have regained: another
             # member may have advanced a partition meanwhile; its committed offset is then ahead of ours
@@ -174,7 +198,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    on the committer thread (the batch-end watcher has usually committed it already)
         d.store.commit_later({tp: off for tp, off in start_map.items() if tp in owned_before and tp not in drop})
         # 2. give up what a rebalance took away (after that commit: written now, on this thread)
-        if d.member is not None:
+        if d.member is not None and not outage:
             release = d.member.to_release()
             if release:
                 d.store.flush()
@@ -225,7 +249,7 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             fresh = [tp for tp in new if tp not in self._pending]
             committed = d.store.fetch(fresh)
-            missing = [tp for tp in fresh if tp not in committed]
+            missing = [tp for tp in fresh if tp not in committed and (d.member is None or tp not in self._positions)]
             earliest = d.list_offsets(missing, EARLIEST) if missing else {}
             if d.member is None and missing:
                 # partitions added to a subscribed topic (CreatePartitions) or a new topic matching
@@ -249,8 +273,21 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for tp in new:
                 if tp in self._pending:
                     new_positions[tp] = self._pending.pop(tp)
-                else:
-                    new_positions[tp] = committed[tp] if tp in committed else earliest[tp]
+                    continue
+                # a group member's own position (without a group a partition comes back only as a
+                # new one: its topic was re-created or partitions were added)
+                position = self._positions.get(tp) if d.member is not None else None
+                new_positions[tp] = start_of_owned_partition(committed.get(tp), position, earliest.get(tp))
+                if position is not None and new_positions[tp] == position and tp in committed:
+                    log.info(
+                        "pyklog group %s: %s-%s resumes at the query's position %s (the group's committed "
+                        "offset %s is older)",
+                        d.group_id,
+                        tp[0],
+                        tp[1],
+                        position,
+                        committed[tp],
+                    )
                 log.info("pyklog group %s: %s-%s starts at offset %s", d.group_id, tp[0], tp[1], new_positions[tp])
         self._pending.update(drop)
         # 4. Trigger.AvailableNow and admission control, over what the look-ups above returned
@@ -269,6 +306,8 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self._target = planned.target
         end = planned.end
+        if d.member is not None and not outage:
+            self._kept = set(owned)
         if planned.advanced(start_map):
             self._last_batch_time = time.monotonic()
         self._prev_end_keys = set(end)
@@ -276,14 +315,58 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     _REJOIN_WAIT_S = 10.0
 
+    def _zookeeper_outage(self, d: SourcePlanner) -> bool:
+        """Whether this trigger plans through a ZooKeeper outage: the member is disconnected and the
+        query planned before with ZooKeeper reachable.  Then it keeps the last assignment (the brokers
+        serve; ownership cannot be checked, and a Kafka consumer keeps fetching while its coordinator
+        is away too), and makes no ZooKeeper call: the group's commits wait for ZooKeeper (see
+        :meth:`OffsetStoreAdapter.commit`), membership is checked again once it answers.  Logs the
+        outage once, and once more when the member lost its session.  Planner thread."""
+        m = d.member
+        since = m.disconnected_since()
+        if since is None or self._kept is None:
+            return False
+        if self._outage is None and (self._verified_at is None or since - self._verified_at >= m.session_timeout_s):
+            # not heard from ZooKeeper for a session timeout before the connection dropped: this
+            # process was paused (the server closed its expired session on resume), not an outage;
+            # the membership check finds out and registers again
+            return False
+        from pyklog.connector.group import MemberState
+
+        now = time.monotonic()
+        if self._outage is None:
+            self._outage = since
+            self._outage_lost_logged = False
+            log.warning(
+                "pyklog group %s: ZooKeeper unreachable (disconnected %.1f s ago); keeping the last "
+                "assignment %s while it is down: the brokers still serve, ownership cannot be checked "
+                "and the group's commits wait for ZooKeeper",
+                d.group_id,
+                now - since,
+                _fmt(self._kept),
+            )
+        if m.state is MemberState.LOST and not self._outage_lost_logged:
+            self._outage_lost_logged = True
+            log.warning(
+                "pyklog group %s: lost the ZooKeeper session (disconnected for %.1f s, past "
+                "zookeeper.session.timeout.ms=%d); keeping the last assignment %s until ZooKeeper is "
+                "back, then registering again and rebalancing (partitions kept continue from the "
+                "query's position)",
+                d.group_id,
+                now - since,
+                int(m.session_timeout_s * 1000),
+                _fmt(self._kept),
+            )
+        return True
+
     def _check_membership(self, d: SourcePlanner) -> bool:
         """Before planning: is the member's session still the one that owns its partitions?  A
         planner paused past its ZooKeeper session (SIGSTOP, a long GC of the host...) resumes
         owning nothing: the group gave its partitions to others.  Asking the server (one round trip)
         is how it finds out; it then registers again and waits (at most _REJOIN_WAIT_S) for the
         rebalance, and plans only what it owns after it.  Returns whether ownership was dropped since
-        the last trigger (the member's epoch moved).  ZooKeeper unreachable: plans with what it owns
-        (the member drops it after a session timeout of disconnection)."""
+        the last trigger (the member's epoch moved).  Not called while ZooKeeper is unreachable
+        (:meth:`_zookeeper_outage`); the first call after an outage logs how it ended."""
         m = d.member
         now = time.monotonic()
         if self._verified_at is not None and now - self._verified_at < m.session_timeout_s / 3 and zk_connected(m):
@@ -306,13 +389,23 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._verified_at = now
         else:
             self._verified_at = None
+        outage, self._outage = self._outage, None
         if valid is False:
-            log.warning(
-                "pyklog group %s: this member's ZooKeeper session expired (the planner was paused "
-                "past zookeeper.session.timeout.ms); its partitions went to other members. "
-                "Registering again before planning",
-                d.group_id,
-            )
+            if outage is not None:
+                log.warning(
+                    "pyklog group %s: ZooKeeper answers again after an outage of %.1f s; the member's "
+                    "session expired during it: registering again and rebalancing before planning "
+                    "(partitions this member gets back continue from the query's position)",
+                    d.group_id,
+                    now - outage,
+                )
+            else:
+                log.warning(
+                    "pyklog group %s: this member's ZooKeeper session expired while ZooKeeper was "
+                    "reachable (the planner was paused past zookeeper.session.timeout.ms); its partitions "
+                    "went to other members. Registering again before planning",
+                    d.group_id,
+                )
             if not m.wait_stable(timeout=self._REJOIN_WAIT_S):
                 log.warning(
                     "pyklog group %s: not stable after rejoining; planning with %s", d.group_id, sorted(m.assignment())
@@ -320,6 +413,15 @@ class PyklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         epoch = m.epoch
         changed = self._epoch is not None and epoch != self._epoch
         self._epoch = epoch
+        if valid and outage is not None:
+            log.warning(
+                "pyklog group %s: ZooKeeper answers again after an outage of %.1f s; %s",
+                d.group_id,
+                now - outage,
+                "the member registered again with a new session (rebalanced)"
+                if changed
+                else "the member's session survived it",
+            )
         return changed
 
     def reportLatestOffset(self):

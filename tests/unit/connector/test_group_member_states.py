@@ -110,3 +110,18 @@ def test_failed_start_goes_back_to_new_and_may_be_retried():
             m.start()
         assert m.state is S.NEW
     assert seen == [("NEW", "REGISTERING"), ("REGISTERING", "NEW")] * 2
+
+
+def test_disconnected_since_follows_the_zookeeper_connection():
+    """The time the connection was lost, kept through kazoo's LOST, cleared once connected again."""
+    from kazoo.client import KazooState
+
+    m = GroupMember("127.0.0.1:1", "g", topics=["t"])
+    assert m.disconnected_since() is None
+    m._on_state(KazooState.SUSPENDED)
+    since = m.disconnected_since()
+    assert since is not None
+    m._on_state(KazooState.LOST)  # the session expired while disconnected: the outage began earlier
+    assert m.disconnected_since() == since
+    m._on_state(KazooState.CONNECTED)
+    assert m.disconnected_since() is None

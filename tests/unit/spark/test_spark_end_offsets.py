@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from pyklog.connector.spark.end_offsets import TriggerEnd, plan_end_offsets
+from pyklog.connector.spark.end_offsets import TriggerEnd, plan_end_offsets, start_of_owned_partition
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 
@@ -85,3 +85,14 @@ def test_min_rows_waits_for_more_data_at_most_max_trigger_delay():
     assert nothing.end == {A0: 0}
     # Trigger.AvailableNow never waits
     assert plan({A0: 0}, {A0}, {A0: 5}, target={A0: 5}, limit=ReadMinRows(10), delay_ms=1000).end == {A0: 5}
+
+
+def test_a_partition_owned_again_never_starts_behind_the_query_position():
+    # the group's commit lags the query (it could not be written during a ZooKeeper outage)
+    assert start_of_owned_partition(742, 4098, 0) == 4098
+    assert start_of_owned_partition(None, 4098, 0) == 4098
+    # another member advanced the partition meanwhile: resume where it committed
+    assert start_of_owned_partition(5000, 4098, 0) == 5000
+    # never read in this process: the group's commit, else the earliest offset
+    assert start_of_owned_partition(742, None, 0) == 742
+    assert start_of_owned_partition(None, None, 7) == 7
