@@ -227,8 +227,6 @@ def test_group_survives_coordinator_sigkill_without_rebalance_or_rereads(broker_
         wait_for(lambda: _committed_total(port, group, topic) == len(acked), timeout=30, interval=0.2,
                  message="every record's offset committed to the new coordinator")  # fmt: skip
         described = _describe(port, group)
-        assert described["group_state"] == "Stable", described
-        assert {m["member_id"] for m in described["members"]} == set(ids_before.values())
         ids_after = {m.name: m.member_id for m in members}
     finally:
         closed_at = time.monotonic()  # close() revokes: not a rebalance
@@ -246,6 +244,8 @@ def test_group_survives_coordinator_sigkill_without_rebalance_or_rereads(broker_
         f"consumed={sum(consumed.values())} twice={twice} lost={lost} "
         f"callbacks after kill={ {k: len(v) for k, v in rebalances.items()} } ids kept={ids_before == ids_after}"
     )
+    assert described["group_state"] == "Stable", described
+    assert {m["member_id"] for m in described["members"]} == set(ids_before.values())
     assert all(not v for v in rebalances.values()), rebalances
     assert ids_after == ids_before
     assert twice == 0
