@@ -45,7 +45,7 @@ GROUP_METADATA_KEY_VERSION = 2
 #: the value version written (Kafka's ``MetadataVersion.groupMetadataValueVersion`` from 2.3 on)
 GROUP_METADATA_VALUE_VERSION = 3
 #: the value versions read
-GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
+GROUP_METADATA_VALUE_VERSIONS = range(5)
 FIRST_FLEXIBLE_VERSION = 4
 
 _I16 = struct.Struct(">h")
