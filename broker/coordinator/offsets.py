@@ -389,7 +389,12 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
         self._group_listeners.append(listener)
 
     def _on_unloaded(self, part: _OffsetsPartition) -> None:
-        """The runtime's ``on_unloaded`` hook: the group listeners forget the partition's groups."""
+        """The runtime's ``on_unloaded`` hook: the group listeners forget the partition's groups,
+        unless this broker still leads it at a new leader epoch (a follower left the ISR): then it
+        is reloaded, and the groups it coordinated all along stay as they are (Kafka keeps its group
+        cache when it is elected again without resigning)."""
+        if self.runtime.get(part.partition) is not None:
+            return
         for listener in list(self._group_listeners):
             listener.groups_unloaded(part.partition)
 
