@@ -26,8 +26,9 @@ fields: :mod:`pyklog.broker.coordinator.group.metadata`.
   Every member gets the generation, protocol, leader and its member id; only the leader gets the
   member list with each member's metadata.  A follower that rejoins a Stable or
   CompletingRebalance group with unchanged metadata gets the current generation without a rebalance.
-* **SyncGroup** (v0-3).  The leader's assignments are stored and every member's waiting SyncGroup
-  is answered with its own assignment; the group becomes Stable.  Followers that sync first wait.
+* **SyncGroup** (v0-3).  The leader's assignments are written to ``__consumer_offsets`` (the group
+  metadata record, below); once replicated every member's waiting SyncGroup is answered with its
+  own assignment and the group becomes Stable.  Followers that sync first wait.
 * **Heartbeat** (v0-3).  REBALANCE_IN_PROGRESS while a rebalance is being prepared,
   UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION for a stale member or generation.  A member that sends
   nothing (heartbeat, join, sync, offset commit) for its session timeout is removed and the group
