@@ -237,3 +237,82 @@ def test_group_record_round_trips_through_the_coordinator():
         )
     finally:
         c.shutdown()
+
+
+# ---------------------------------------------------------------------------- the write path
+
+
+class _OffsetsStub:
+    """What the group coordinator asks of the offset manager: every group served here, and a group
+    metadata write answered with ``code`` (the records written are kept)."""
+
+    def __init__(self):
+        self.code = 0
+        self.written: list[tuple[str, GroupMetadataValue]] = []
+        self.listeners = []
+
+    def add_group_listener(self, listener):
+        self.listeners.append(listener)
+
+    def fetch(self, group, partitions):
+        return {}
+
+    def partition_for(self, group):
+        return 0
+
+    def store_group_async(self, group, value, done):
+        if self.code == 0:
+            self.written.append((group, decode_group_metadata_value(value)))
+        done(self.code)
+
+
+def _join(c, member_id="", instance=None):
+    box = []
+    c.join_group(
+        "g", member_id, client_id="cl", client_host="/h", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+        protocol_type="consumer", protocols=[("range", b"sub")], respond=box.append, group_instance_id=instance,
+    )  # fmt: skip
+    deadline = time.monotonic() + 5  # the join completes on the coordinator's timer thread
+    while not box and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return box[0]
+
+
+def test_sync_group_answers_only_after_the_record_is_written_and_a_failed_write_rebalances():
+    stub = _OffsetsStub()
+    c = GroupCoordinator(stub, initial_rebalance_delay_ms=0, min_session_timeout_ms=10, max_session_timeout_ms=60000)
+    try:
+        assert stub.listeners == [c]
+        j = _join(c, instance="inst")
+        mid, gen = j["member_id"], j["generation_id"]
+        stub.code = 15  # COORDINATOR_NOT_AVAILABLE: the ISR did not take the record
+        synced = []
+        c.sync_group("g", gen, mid, {mid: b"asg"}, synced.append, "inst")
+        assert synced == [{"throttle_time_ms": 0, "error_code": 15, "assignment": b""}]
+        assert c.group_state("g") == GroupState.PREPARING_REBALANCE  # rebalancing again
+        assert stub.written == []
+        stub.code = 0
+        j = _join(c, mid, instance="inst")
+        assert j["generation_id"] == gen + 1
+        synced = []
+        c.sync_group("g", gen + 1, mid, {mid: b"asg"}, synced.append, "inst")
+        assert synced[0]["error_code"] == 0 and synced[0]["assignment"] == b"asg"
+        assert c.group_state("g") == GroupState.STABLE
+        assert stub.written == [
+            ("g", GroupMetadataValue("consumer", gen + 1, "range", mid, stub.written[0][1].current_state_timestamp,
+                                     (MemberRecord(mid, "inst", "cl", "/h", 10000, 10000, b"sub", b"asg"),)))
+        ]  # fmt: skip
+        # a restarted static member (empty member id) gets a new id, written before it is answered
+        stub.code = 16  # NOT_COORDINATOR
+        j = _join(c, "", instance="inst")
+        assert j["error_code"] == 16
+        stub.code = 0
+        j = _join(c, "", instance="inst")
+        assert j["error_code"] == 0 and stub.written[-1][1].members[0].member_id == j["member_id"] != mid
+        # the last member leaves: an Empty record (no members, no protocol)
+        assert c.leave_group("g", [(j["member_id"], "inst")]) == (0, [0])
+        assert c.group_state("g") == GroupState.EMPTY
+        last = stub.written[-1][1]
+        assert (last.members, last.protocol, last.generation) == ((), None, gen + 2)
+    finally:
+        c.shutdown()
