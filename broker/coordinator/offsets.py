@@ -320,8 +320,8 @@ class GroupListener(Protocol):
         ...
 
     def groups_unloaded(self, partition: int) -> None:
-        """This broker no longer serves ``partition`` (resignation or a new leader epoch): forget
-        its groups.  Called on a ZooKeeper listener thread, no offset manager lock held."""
+        """This broker no longer leads ``partition``: forget its groups.  Called on a ZooKeeper
+        listener thread, no offset manager lock held."""
         ...
 
 
@@ -404,7 +404,10 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
         part.offsets = loaded
         groups, loaded.groups = loaded.groups, {}
         for listener in list(self._group_listeners):
-            listener.groups_loaded(part.partition, dict(groups))
+            try:
+                listener.groups_loaded(part.partition, dict(groups))
+            except Exception:  # noqa: BLE001 - the offsets stay served; the groups start afresh
+                log.exception("%s-%d: handing over the loaded groups failed", OFFSETS_TOPIC, part.partition)
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
         """The runtime's ``new_partition`` hook (under the runtime's lock)."""
