@@ -224,7 +224,7 @@ def test_group_survives_coordinator_sigkill_without_rebalance_or_rereads(broker_
         # the new coordinator accepted the members' auto-commits up to the end (a commit from a
         # member it does not know is refused) and describes the group Stable with the same members
         port = brokers[new_coordinator].port
-        wait_for(lambda: _committed_total(port, group, topic) == len(acked), timeout=30, interval=0.2,
+        wait_for(lambda: _committed_total(port, group, topic) >= len(acked), timeout=30, interval=0.2,
                  message="every record's offset committed to the new coordinator")  # fmt: skip
         described = _describe(port, group)
         ids_after = {m.name: m.member_id for m in members}
