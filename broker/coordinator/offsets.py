@@ -36,7 +36,11 @@ strings as int16 length + UTF-8:
     value v3: version int16 = 3, offset int64, leader_epoch int32, metadata string, commit_timestamp int64
 
 Values v0-v2 are decoded too (v0: offset, metadata, timestamp; v1: + expire_timestamp; v2: offset,
-metadata, commit_timestamp); keys of version 2 (group metadata) are skipped.
+metadata, commit_timestamp).  Keys of version 2 are group metadata records (a classic group's
+generation, protocol, leader and members: :mod:`pyklog.broker.coordinator.group.metadata_record`),
+written by the group coordinator through :meth:`OffsetManager.store_group_async` and handed back to
+it, read in the same pass as the offsets, when this broker loads the partition (the group listener,
+:meth:`OffsetManager.add_group_listener`).
 
 Thread-safety: :class:`OffsetManager` is thread-safe.  Commits to one offsets partition are
 serialised (append then cache update under the partition's lock); fetches read a snapshot.
@@ -58,8 +62,14 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
+from pyklog.broker.coordinator.group.metadata_record import (
+    GroupMetadataValue,
+    decode_group_metadata_key,
+    decode_group_metadata_value,
+    encode_group_metadata_key,
+)
 from pyklog.broker.coordinator.partition_writer import CoordinatorPartitionWriter, coordinator_error_for
 from pyklog.broker.coordinator.runtime import (  # noqa: F401 - java_string_hash, kafka_abs re-exported
     FAILED,
@@ -206,15 +216,18 @@ class _GroupOffsets:
     ``positions``: group -> (topic, partition) -> log offset of the batch that holds the cached
     value (Kafka's ``appendedBatchOffset``).  ``pending``: producer id -> group -> (topic,
     partition) -> (value, log offset of its batch): transactional offsets awaiting their marker
-    (Kafka's ``pendingTransactionalOffsetCommits``).
+    (Kafka's ``pendingTransactionalOffsetCommits``).  ``groups``: group -> its latest group
+    metadata value, filled while loading (a tombstone removes the group) and handed to the group
+    listeners; the group coordinator keeps the live state afterwards.
     """
 
-    __slots__ = ("cache", "positions", "pending")
+    __slots__ = ("cache", "positions", "pending", "groups")
 
     def __init__(self):
         self.cache: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.positions: dict[str, dict[tuple[str, int], int]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
+        self.groups: dict[str, GroupMetadataValue] = {}
 
     def put(self, group: str, tp: tuple[str, int], value: OffsetAndMetadata | None, position: int) -> None:
         """A committed offset (None: a tombstone) written at ``position``."""
@@ -295,6 +308,23 @@ class _OffsetsPartition(CoordinatorPartition):
         return self.offsets.cache
 
 
+class GroupListener(Protocol):
+    """Who keeps the live state of the groups whose metadata records an offsets partition holds
+    (the group coordinator), told when this broker starts and stops serving a partition."""
+
+    def groups_loaded(self, partition: int, groups: dict[str, GroupMetadataValue]) -> None:
+        """``partition`` was loaded: ``groups`` maps each group with a metadata record (the latest,
+        not deleted) to its value.  Called on the loader thread with the partition's lock and the
+        runtime's lock held, before any request of the partition is served: must not call back into
+        the offset manager, nor take a lock that is held while calling it."""
+        ...
+
+    def groups_unloaded(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: forget its groups.  Called on a ZooKeeper
+        listener thread, no offset manager lock held."""
+        ...
+
+
 class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
     """Committed offsets of consumer groups in ``__consumer_offsets`` (see the module docstring).
 
@@ -341,6 +371,7 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
             },
             new_partition=self._new_partition,
             load=self._load,
+            on_unloaded=self._on_unloaded,
             loader_name=f"offsets-loader-{self.broker_id}",
             coordinator_name="coordinator",
         )
@@ -350,6 +381,33 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
         #: the acks=all path (the server's CoordinatorAppends, built with the replica manager);
         #: None (unit tests without a replica manager): appends are answered at once
         self.replication: CoordinatorPartitionWriter | None = replication
+        self._group_listeners: list[GroupListener] = []
+
+    def add_group_listener(self, listener: GroupListener) -> None:
+        """Hand ``listener`` the group metadata of every offsets partition loaded from now on, and
+        tell it when a partition is dropped.  Register before :meth:`startup`."""
+        self._group_listeners.append(listener)
+
+    def _on_unloaded(self, part: _OffsetsPartition) -> None:
+        """The runtime's ``on_unloaded`` hook: the group listeners forget the partition's groups,
+        unless this broker still leads it at a new leader epoch (a follower left the ISR): then it
+        is reloaded, and the groups it coordinated all along stay as they are (Kafka keeps its group
+        cache when it is elected again without resigning)."""
+        if self.runtime.get(part.partition) is not None:
+            return
+        for listener in list(self._group_listeners):
+            listener.groups_unloaded(part.partition)
+
+    def _install(self, part: _OffsetsPartition, loaded: _GroupOffsets) -> None:
+        """The load's last step (under the partition's and the runtime's locks, the partition still
+        LOADING): the offsets cache goes in place and the group listeners get the groups."""
+        part.offsets = loaded
+        groups, loaded.groups = loaded.groups, {}
+        for listener in list(self._group_listeners):
+            try:
+                listener.groups_loaded(part.partition, dict(groups))
+            except Exception:  # noqa: BLE001 - the offsets stay served; the groups start afresh
+                log.exception("%s-%d: handing over the loaded groups failed", OFFSETS_TOPIC, part.partition)
 
     def _new_partition(self, partition: int, coordinator_epoch: int) -> _OffsetsPartition:
         """The runtime's ``new_partition`` hook (under the runtime's lock)."""
@@ -706,17 +764,49 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
                 out.update(g for g, c in p.cache.items() if c)
         return sorted(out)
 
-    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
-        """Forget ``group``'s offsets for ``partitions``: tombstones (null values) that compaction removes."""
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]], *, remove_group: bool = False) -> None:
+        """Forget ``group``'s offsets for ``partitions``: tombstones (null values) that compaction
+        removes; with ``remove_group`` the group's metadata record gets a tombstone in the same batch
+        (a deleted or expired group, Kafka's ``cleanupGroupMetadata`` / ``deleteGroups``)."""
         part = self._partition_for_request(group)
         keys = [tuple(tp) for tp in partitions]
-        if not keys:
+        if not keys and not remove_group:
             return
         now = int(time.time() * 1000)
-        batch = build_batch([(encode_offset_key(group, t, p), None, now, ()) for t, p in keys])
+        records = [(encode_offset_key(group, t, p), None, now, ()) for t, p in keys]
+        if remove_group:
+            records.append((encode_group_metadata_key(group), None, now, ()))
+        batch = build_batch(records)
         with part.lock:
             self._append(part, batch)  # not waited for: a lost tombstone leaves the offsets to expiry
             part.offsets.remove(group, keys)
+
+    # ------------------------------------------------------------------ group metadata
+
+    def store_group_async(self, group: str, value: bytes, done: Callable[[int], None]) -> None:
+        """Append ``group``'s metadata record (``value``: an encoded group metadata value) to its
+        ``__consumer_offsets`` partition with acks=all (Kafka's ``GroupMetadataManager.storeGroup``);
+        ``done(error_code)`` (0: the ISR has it) from the completing thread.  Errors as Kafka maps
+        them for a group write: a partition not led or loaded here, a lost leadership or a storage
+        error NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), too few replicas or a replication
+        timeout COORDINATOR_NOT_AVAILABLE, a record too large UNKNOWN_SERVER_ERROR.  Never raises;
+        call it without any group lock held (``done`` may run on this thread)."""
+        try:
+            part = self._partition_for_request(group)
+            batch = build_batch([(encode_group_metadata_key(group), value, int(time.time() * 1000), ())])
+        except PyklogError as e:
+            done(e.code)
+            return
+
+        def finished(results: dict) -> None:
+            code = results.get(group, UnknownServerError.code)
+            done(UnknownServerError.code if code == InvalidCommitOffsetSizeError.code else code)
+
+        try:
+            self._store(part, group, batch, {group: None}, {}, lambda position: None, finished, from_client=False,
+                        what="group metadata")  # fmt: skip
+        except PyklogError as e:  # the partition moved before the append
+            done(e.code)
 
     # ------------------------------------------------------------------ offset expiry (offsets.retention.minutes)
 
@@ -792,15 +882,17 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
         with part.lock:
             # markers may have been appended meanwhile: read them here, where complete_transaction waits
             offset = self._replay(part, lg, offset, lg.log_end_offset, loaded, counts)
-            if offset is None or not self.runtime.mark_loaded(part, lambda: setattr(part, "offsets", loaded)):
+            n_groups = len(loaded.groups)
+            if offset is None or not self.runtime.mark_loaded(part, lambda: self._install(part, loaded)):
                 return
         pending = sum(len(offs) for by_group in loaded.pending.values() for offs in by_group.values())
         log.info(
-            "loaded %s-%d: %d groups from %d records and %d transaction markers in %.3fs "
-            "(%d offsets of %d producers pending)",
+            "loaded %s-%d: offsets of %d groups and metadata of %d groups from %d records and %d transaction "
+            "markers in %.3fs (%d offsets of %d producers pending)",
             OFFSETS_TOPIC,
             part.partition,
             len(loaded.cache),
+            n_groups,
             counts[0],
             counts[1],
             time.monotonic() - started,
@@ -851,8 +943,13 @@ class OffsetManager(CoordinatorStateManager["_OffsetsPartition"]):
     ) -> None:
         try:
             k = decode_offset_key(key)
-            if k is None:
-                return  # group metadata: pyklog's groups live in ZooKeeper
+            if k is None:  # group metadata (Kafka's GroupMetadataManager.loadGroupsAndOffsets)
+                group = decode_group_metadata_key(key)
+                if value is None:
+                    loaded.groups.pop(group, None)
+                else:
+                    loaded.groups[group] = decode_group_metadata_value(value)
+                return
             group, topic, p = k
             v = None if value is None else decode_offset_value(value)
             if producer_id is None:

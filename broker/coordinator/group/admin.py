@@ -96,6 +96,8 @@ class GroupAdministration:
                         remove = True
                     if remove:
                         g.transition_to(GroupState.DEAD)  # a join holding this object answers COORDINATOR_NOT_AVAILABLE
+                        if not offsets_only:  # its metadata record gets a tombstone
+                            self.offsets.delete_offsets(gid, [], remove_group=True)
             except PyklogError as e:  # the partition moved or is loading: the next check retries
                 log.debug("group %s: offsets not expired now: %s", gid, e)
                 with g.lock:
@@ -226,7 +228,8 @@ class GroupAdministration:
         """DeleteGroups (Kafka's ``GroupCoordinator.handleDeleteGroups``): ``{group id: error code}``.
 
         A group this broker coordinates that is Empty (no members), or known only by its committed
-        offsets, is deleted: its offsets get tombstones in ``__consumer_offsets`` and it becomes Dead.
+        offsets, is deleted: its offsets and its metadata record get tombstones in
+        ``__consumer_offsets`` and it becomes Dead.
         NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when unknown, the coordinator
         errors (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) as Kafka.  Any
         request handler thread; takes the coordinator's lock, then the group's."""
@@ -239,7 +242,7 @@ class GroupAdministration:
                 if group is None:
                     if not committed:
                         raise GroupIdNotFoundError(f"group {gid!r} does not exist")
-                    self.offsets.delete_offsets(gid, list(committed))
+                    self.offsets.delete_offsets(gid, list(committed), remove_group=True)
                 else:
                     with group.lock:
                         if group.state == GroupState.DEAD and not committed:
@@ -253,8 +256,9 @@ class GroupAdministration:
                     with self._lock:
                         if self._groups.get(gid) is group:
                             del self._groups[gid]
-                    if committed:  # outside the group's lock (the offset manager takes its own)
-                        self.offsets.delete_offsets(gid, list(committed))
+                    if self.offsets is not None:  # outside the group's lock (the offset manager takes its own)
+                        # the offsets' and the group metadata record's tombstones, one batch
+                        self.offsets.delete_offsets(gid, list(committed), remove_group=True)
                 log.info("deleted group %s (%d committed offset(s))", gid, len(committed))
                 out[gid] = NONE
             except PyklogError as e:

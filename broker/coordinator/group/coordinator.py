@@ -26,8 +26,9 @@ fields: :mod:`pyklog.broker.coordinator.group.metadata`.
   Every member gets the generation, protocol, leader and its member id; only the leader gets the
   member list with each member's metadata.  A follower that rejoins a Stable or
   CompletingRebalance group with unchanged metadata gets the current generation without a rebalance.
-* **SyncGroup** (v0-3).  The leader's assignments are stored and every member's waiting SyncGroup
-  is answered with its own assignment; the group becomes Stable.  Followers that sync first wait.
+* **SyncGroup** (v0-3).  The leader's assignments are written to ``__consumer_offsets`` (the group
+  metadata record, below); once replicated every member's waiting SyncGroup is answered with its
+  own assignment and the group becomes Stable.  Followers that sync first wait.
 * **Heartbeat** (v0-3).  REBALANCE_IN_PROGRESS while a rebalance is being prepared,
   UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION for a stale member or generation.  A member that sends
   nothing (heartbeat, join, sync, offset commit) for its session timeout is removed and the group
@@ -55,9 +56,24 @@ fields: :mod:`pyklog.broker.coordinator.group.metadata`.
   its assignment without a rebalance; a static member that does not rejoin a rebalance stays (its
   session timeout removes it); LeaveGroup v3 may name a member by instance id.
 
-Group membership is kept in memory only and is not written to ``__consumer_offsets`` (committed
-offsets are): after a coordinator restart members get UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION and
-rejoin, which clients do on their own.  Empty groups stay in memory (a few hundred bytes each).
+**Group metadata in ``__consumer_offsets``** (Kafka's ``GroupMetadataManager.storeGroup``): at the
+end of every rebalance (the leader's SyncGroup) the group's protocol type, generation, protocol,
+leader and members (ids, static instance ids, client ids and hosts, timeouts, subscriptions and the
+new assignment) are appended to the group's offsets partition as a group metadata record
+(:mod:`~pyklog.broker.coordinator.group.metadata_record`) with acks=all, and only once the ISR has
+it does the group become Stable and its members get their assignments (an error: the waiting
+SyncGroups get it -- COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ... as Kafka maps a failed group
+write -- and the group rebalances again).  A group that becomes Empty writes a record without
+members; a static member replacing its old member id in a Stable group writes the new id before
+its JoinGroup is answered; a deleted or expired group gets a tombstone.  When a broker becomes the
+coordinator of an offsets partition it loads these records with the offsets
+(:meth:`GroupCoordinator.groups_loaded`): Stable groups come back Stable with their generation,
+members and assignments, each member with a fresh session deadline, so members of a group whose
+coordinator moved keep heartbeating and committing with their member ids and no rebalance; when
+it stops being the coordinator it forgets them (:meth:`GroupCoordinator.groups_unloaded`).  A
+rebalance in progress when the coordinator moves is not written: the group comes back as its last
+Stable (or Empty) generation and the members rejoin.  Empty groups stay in memory (a few hundred
+bytes each).
 
 Delayed answers never hold a request handler thread: a JoinGroup or SyncGroup that must wait
 stores the caller's ``respond`` callback in the member and returns; the callback is called later
@@ -102,6 +118,7 @@ from pyklog.broker.coordinator.group.metadata import (
     join_result,
     sync_result,
 )
+from pyklog.broker.coordinator.group.metadata_record import GroupMetadataValue, encode_group_metadata_value
 from pyklog.broker.coordinator.group.requests import GROUP_API_KEYS, error_response, handle_request
 from pyklog.broker.coordinator.group.sessions import MemberSessions
 from pyklog.broker.coordinator.group.state import GroupState
@@ -215,6 +232,8 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
         self.offsets_retention_ms = int(offsets_retention_ms)
         self.offsets_retention_check_interval_ms = int(offsets_retention_check_interval_ms)
         if offset_manager is not None:
+            # the group metadata records of each offsets partition this broker loads come here
+            offset_manager.add_group_listener(self)
             # Kafka's GroupMetadataManager "delete-expired-group-metadata" task
             self._scheduler.schedule_periodic(
                 "delete-expired-group-metadata", self.offsets_retention_check_interval_ms / 1000.0, self._cleanup_task
@@ -275,6 +294,102 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
 
     def _run_timer(self, fn: Callable[[ScheduledTask], None]) -> None:
         fn(self._scheduler.current_task())
+
+    # ------------------------------------------------------------------ group metadata in __consumer_offsets
+
+    def groups_loaded(self, partition: int, groups: dict[str, GroupMetadataValue]) -> None:
+        """The offset manager loaded ``partition``: bring back its groups from their metadata records
+        (Kafka's ``GroupCoordinator.onGroupLoaded``): Stable (or Empty) with their generation,
+        members and assignments, each member's session deadline starting now.  A group this
+        coordinator already holds (the partition was reloaded at a new leader epoch while this
+        broker stayed its leader) keeps its live state, as in Kafka.  Runs on the offsets loader
+        thread under the offset manager's locks, before the partition serves requests: takes only
+        the coordinator's table lock and the scheduler's (the new groups' locks are nobody else's)."""
+        if not groups:
+            return
+        now_ms = _now_ms()
+        now = self._clock()
+        with self._lock:
+            if not self._running:
+                return
+            fresh = [gid for gid in groups if gid not in self._groups]
+            for gid in fresh:
+                g = GroupMetadata.from_record(gid, groups[gid], now_ms)
+                for m in g.members.values():
+                    self._set_deadline(g, m, now + m.session_timeout_ms / 1000.0)
+                self._groups[gid] = g
+        for gid in fresh:
+            v = groups[gid]
+            log.info(
+                "loaded group %s of partition %d: %s, generation %d, protocol %s, %d member(s)",
+                gid,
+                partition,
+                "Stable" if v.members else "Empty",
+                v.generation,
+                v.protocol,
+                len(v.members),
+            )
+
+    def groups_unloaded(self, partition: int) -> None:
+        """This broker no longer coordinates ``partition``: forget its groups (Kafka's
+        ``onResignation`` / ``removeGroupsForPartition``); their waiting JoinGroups and SyncGroups are
+        answered NOT_COORDINATOR and their timers stop.  Runs on a ZooKeeper listener thread."""
+        if self.offsets is None:
+            return
+        with self._lock:
+            gone = [g for gid, g in self._groups.items() if self.offsets.partition_for(gid) == partition]
+            for g in gone:
+                del self._groups[g.group_id]
+        out: list = []
+        for g in gone:
+            with g.lock:
+                for m in g.members.values():
+                    m.answer_waiting(NotCoordinatorError.code, out)
+                    if m.timer is not None:
+                        m.timer.cancel()
+                        m.timer = None
+                for task in g.pending.values():
+                    task.cancel()
+                g.pending.clear()
+                if g.join_timer is not None:
+                    g.join_timer.cancel()
+                    g.join_timer = None
+                g.transition_to(GroupState.DEAD)  # a request holding this object answers COORDINATOR_NOT_AVAILABLE
+        if gone:
+            log.info("no longer the coordinator of partition %d: forgot %d group(s)", partition, len(gone))
+        fire_responses(out)
+
+    def _store_group(self, request: tuple) -> None:
+        """Write a group metadata record and call ``on_done(error_code)`` when it is replicated
+        (or failed).  ``request`` is ``(group, value, on_done)``; queued in a request's ``out`` list
+        under the group's lock and run by :func:`fire_responses` after it is released (the offset
+        manager may call ``on_done`` on this very thread, and ``on_done`` takes the group's lock).
+        Without an offset manager (standalone, unit tests) ``on_done(0)`` at once."""
+        group, value, on_done = request
+        if self.offsets is None:
+            on_done(NONE)
+            return
+        with self._lock:
+            current = self._groups.get(group.group_id) is group
+        if not current:
+            on_done(NotCoordinatorError.code)  # the group was forgotten (unloaded) meanwhile
+            return
+        self.offsets.store_group_async(group.group_id, encode_group_metadata_value(value), on_done)
+
+    def _store_empty_group(self, group: GroupMetadata, out: list) -> None:
+        """Under the group's lock, the group just became Empty: queue its record (no members)."""
+        generation = group.generation
+
+        def stored(code: int) -> None:
+            if code != NONE:
+                log.warning(
+                    "group %s: writing its metadata (Empty, generation %d) failed with error %d",
+                    group.group_id,
+                    generation,
+                    code,
+                )
+
+        out.append((self._store_group, (group, group.to_record(None, _now_ms()), stored)))
 
     # ------------------------------------------------------------------ request entry point
 
@@ -463,11 +578,19 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
             except InconsistentGroupProtocolError:
                 same = False
             if same:
-                # Kafka answers without the member list (also to the leader): its assignment stays
+                # Kafka answers without the member list (also to the leader): its assignment stays,
+                # under the new member id, once the group's record names it
                 m.join_cb = None
                 resp = self._join_response(group, m)
                 resp["members"] = []
-                out.append((respond, resp))
+
+                def stored(code: int) -> None:
+                    if code != NONE:
+                        log.warning("group %s: writing static member %s's new id failed: %d", group.group_id,
+                                    instance, code)  # fmt: skip
+                    respond(resp if code == NONE else join_result(new_id, code))
+
+                out.append((self._store_group, (group, group.to_record(None, _now_ms()), stored)))
                 return
             self._prepare_rebalance(group, f"static member {instance} rejoined with other protocols", out)
         elif group.state == GroupState.COMPLETING_REBALANCE:
@@ -561,6 +684,7 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
             group.transition_to(GroupState.EMPTY)
             group.empty_since_ms = _now_ms()
             log.info("group %s with generation %d is now empty", group.group_id, group.generation)
+            self._store_empty_group(group, out)
             return
         try:
             group.protocol_name = group.select_protocol()
@@ -573,6 +697,7 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
                 self._remove_member(group, m, out)
             group.transition_to(GroupState.EMPTY)
             group.empty_since_ms = _now_ms()
+            self._store_empty_group(group, out)
             return
         group.transition_to(GroupState.COMPLETING_REBALANCE)
         log.info(
@@ -651,17 +776,21 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
                     out.append((m.sync_cb, sync_result(RebalanceInProgressError.code)))
                 m.sync_cb = respond
                 if member_id == group.leader_id:
-                    for mid, other in group.members.items():
-                        other.assignment = bytes(assignments.get(mid, b""))
-                        if other.sync_cb is not None:
-                            out.append((other.sync_cb, sync_result(NONE, other.assignment)))
-                            other.sync_cb = None
+                    assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
                     unknown = set(assignments) - set(group.members)
                     if unknown:
                         log.info("group %s: leader assigned to unknown members %s (ignored)", group_id, sorted(unknown))
-                    group.transition_to(GroupState.STABLE)
-                    log.info(
-                        "group %s generation %d is stable (%d members)", group_id, group.generation, len(group.members)
+                    # Kafka's storeGroup: the members get the assignment once the record is replicated
+                    generation = group.generation
+                    out.append(
+                        (
+                            self._store_group,
+                            (
+                                group,
+                                group.to_record(assignment, _now_ms()),
+                                lambda code: self._assignment_stored(group, generation, assignment, code),
+                            ),
+                        )
                     )
                 self._heartbeat_ok(group, m)
             elif group.state == GroupState.STABLE:
@@ -669,6 +798,40 @@ class GroupCoordinator(MemberSessions, GroupAdministration):
                 self._heartbeat_ok(group, m)
             else:  # Empty
                 out.append((respond, sync_result(UnknownMemberIdError.code)))
+        fire_responses(out)
+
+    def _assignment_stored(self, group: GroupMetadata, generation: int, assignment: dict, code: int) -> None:
+        """The leader's assignment of ``generation`` was written (``code`` 0) or not: hand it to the
+        members and make the group Stable, or answer the waiting SyncGroups with the error and
+        rebalance again -- if the group is still completing that generation (Kafka's storeGroup
+        callback in ``doSyncGroup``).  Any thread; takes the group's lock."""
+        out: list = []
+        with group.lock:
+            if group.state != GroupState.COMPLETING_REBALANCE or group.generation != generation:
+                return
+            if code != NONE:
+                log.warning(
+                    "group %s: writing the assignment of generation %d failed with error %d: rebalancing again",
+                    group.group_id,
+                    generation,
+                    code,
+                )
+                for m in group.members.values():
+                    m.assignment = b""
+                    if m.sync_cb is not None:
+                        out.append((m.sync_cb, sync_result(code)))
+                        m.sync_cb = None
+                self._prepare_rebalance(group, "storing the group's assignment failed", out)
+            else:
+                for mid, other in group.members.items():
+                    other.assignment = assignment.get(mid, b"")
+                    if other.sync_cb is not None:
+                        out.append((other.sync_cb, sync_result(NONE, other.assignment)))
+                        other.sync_cb = None
+                group.transition_to(GroupState.STABLE)
+                log.info(
+                    "group %s generation %d is stable (%d members)", group.group_id, generation, len(group.members)
+                )
         fire_responses(out)
 
     # ------------------------------------------------------------------ OffsetCommit validation

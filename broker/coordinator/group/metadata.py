@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from pyklog.broker.common.scheduler import ScheduledTask
 from pyklog.broker.common.state_machine import check_transition
+from pyklog.broker.coordinator.group.metadata_record import GroupMetadataValue, MemberRecord
 from pyklog.broker.coordinator.group.state import VALID_PREVIOUS, GroupState
 from pyklog.broker.errors import InconsistentGroupProtocolError
 
@@ -149,6 +150,68 @@ class GroupMetadata:
         #: wall-clock ms when the group last became Empty (Kafka's currentStateTimestamp, KIP-211)
         self.empty_since_ms = _now_ms()
 
+    @classmethod
+    def from_record(cls, group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
+        """The group a metadata record describes, as a new coordinator loads it (Kafka's
+        ``GroupMetadata.loadGroup``): Stable with its generation, protocol, leader, members and their
+        assignments, or Empty without members (empty since the record's state timestamp).  Each
+        member supports just the group's protocol, with the subscription the record holds.  No
+        timers: the coordinator gives each member a fresh session deadline."""
+        g = cls(group_id)
+        g.generation = value.generation
+        g.protocol_type = value.protocol_type or None
+        g.protocol_name = value.protocol
+        for r in value.members:
+            m = MemberMetadata(
+                r.member_id,
+                r.group_instance_id,
+                r.client_id,
+                r.client_host,
+                r.session_timeout_ms,
+                r.rebalance_timeout_ms,
+                value.protocol_type,
+                [(value.protocol or "", r.subscription)],
+            )
+            m.assignment = r.assignment
+            m.is_new = False
+            g.members[r.member_id] = m
+            if r.group_instance_id is not None:
+                g.static[r.group_instance_id] = r.member_id
+        if g.members:
+            g.state = GroupState.STABLE
+            g.leader_id = value.leader if value.leader in g.members else next(iter(g.members))
+        else:
+            g.protocol_name = None
+            g.empty_since_ms = value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
+        return g
+
+    def to_record(self, assignments: dict[str, bytes] | None, now_ms: int) -> GroupMetadataValue:
+        """The group's metadata record (Kafka's ``GroupMetadataManager.groupMetadataValue``):
+        ``assignments`` (member id -> bytes, the leader's new assignment; None: the members' current
+        ones).  An Empty group's state timestamp is the moment it became empty.  Caller holds
+        :attr:`lock`."""
+        members = tuple(
+            MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id or "",
+                m.client_host or "",
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(self.protocol_name),
+                m.assignment if assignments is None else bytes(assignments.get(mid, b"")),
+            )
+            for mid, m in self.members.items()
+        )
+        return GroupMetadataValue(
+            self.protocol_type or "",
+            self.generation,
+            self.protocol_name,
+            self.leader_id,
+            self.empty_since_ms if self.state == GroupState.EMPTY else now_ms,
+            members,
+        )
+
     def transition_to(self, state: GroupState) -> None:
         """Enter ``state``; :class:`IllegalTransitionError` (state unchanged) unless the current state is
         one of its valid previous states (:data:`~pyklog.broker.coordinator.group.state.VALID_PREVIOUS`).
@@ -201,8 +264,9 @@ class GroupMetadata:
 
 
 def fire_responses(out: list) -> None:
-    """Call the collected ``(respond, body)`` pairs; the caller holds no group lock (the answers are
-    collected under it, then sent after it is released).  A failing ``respond`` is logged."""
+    """Call the collected ``(respond, body)`` pairs (answers, and the coordinator's group metadata
+    writes queued the same way); the caller holds no group lock (they are collected under it, then
+    run after it is released).  A failing ``respond`` is logged."""
     for respond, body in out:
         try:
             respond(body)
