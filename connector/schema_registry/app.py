@@ -1,0 +1,308 @@
+"""The HTTP side: Confluent Schema Registry's REST API on aiohttp.
+
+Every handler reads the body as JSON (any content type; clients send
+``application/vnd.schemaregistry.v1+json``), runs the registry call on a worker thread (writes wait
+for the cluster) and answers JSON with Confluent's content type, or Confluent's error body
+``{"error_code": ..., "message": ...}``.  On an instance that is not the primary, the writes (POST
+of a version, DELETE, PUT of a config) are forwarded to the primary as they came and its answer is
+returned; with no primary known they fail with 50003.
+
+Runs on the server's event loop; the registry calls run in the loop's default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from functools import partial
+
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
+
+from pyklog.connector.schema_registry import errors
+from pyklog.connector.schema_registry.compatibility import SCHEMA_TYPES
+from pyklog.connector.schema_registry.registry import SchemaRegistry
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+def _json(value, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(value), status=status, content_type=CONTENT_TYPE)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+class AlwaysPrimary:
+    """The election of a single instance: this one."""
+
+    def __init__(self, url: str = ""):
+        self.url = url
+
+    def is_primary(self) -> bool:
+        return True
+
+    def primary_url(self) -> str | None:
+        return self.url
+
+
+class RegistryApp:
+    """The routes over one :class:`SchemaRegistry`; ``election`` says who the primary is."""
+
+    def __init__(self, registry: SchemaRegistry, election=None, store=None):
+        self.registry = registry
+        self.election = election or AlwaysPrimary()
+        self.store = store
+        self._session: ClientSession | None = None
+
+    def build(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors], client_max_size=16 * 1024 * 1024)
+        r = app.router
+        r.add_get("/", self.root)
+        r.add_get("/subjects", self.list_subjects)
+        r.add_get("/subjects/{subject}/versions", self.list_versions)
+        r.add_post("/subjects/{subject}/versions", self.register)
+        r.add_get("/subjects/{subject}/versions/{version}", self.get_version)
+        r.add_get("/subjects/{subject}/versions/{version}/schema", self.get_version_schema)
+        r.add_get("/subjects/{subject}/versions/{version}/referencedby", self.referenced_by)
+        r.add_delete("/subjects/{subject}/versions/{version}", self.delete_version)
+        r.add_post("/subjects/{subject}", self.lookup)
+        r.add_delete("/subjects/{subject}", self.delete_subject)
+        r.add_get("/schemas/types", self.schema_types)
+        r.add_get("/schemas/ids/{id}", self.get_schema)
+        r.add_get("/schemas/ids/{id}/schema", self.get_schema_text)
+        r.add_get("/schemas/ids/{id}/versions", self.get_schema_versions)
+        r.add_get("/schemas/ids/{id}/subjects", self.get_schema_subjects)
+        r.add_get("/config", self.get_config)
+        r.add_put("/config", self.put_config)
+        r.add_delete("/config", self.delete_config)
+        r.add_get("/config/{subject}", self.get_config)
+        r.add_put("/config/{subject}", self.put_config)
+        r.add_delete("/config/{subject}", self.delete_config)
+        r.add_post("/compatibility/subjects/{subject}/versions/{version}", self.compatibility)
+        r.add_post("/compatibility/subjects/{subject}/versions", self.compatibility)
+        r.add_get("/mode", self.get_mode)
+        r.add_get("/mode/{subject}", self.get_mode)
+        r.add_put("/mode", self.put_mode)
+        r.add_put("/mode/{subject}", self.put_mode)
+        r.add_get("/contexts", self.contexts)
+        r.add_get("/v1/metadata/id", self.metadata_id)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _close(self, app) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler):
+        try:
+            return await handler(request)
+        except errors.SchemaRegistryError as e:
+            return _json(e.body(), e.status)
+        except web.HTTPException as e:
+            if e.status >= 400:
+                return _json({"error_code": e.status, "message": f"HTTP {e.status} {e.reason}"}, e.status)
+            raise
+        except Exception:  # noqa: BLE001 - an unexpected failure is a 500 with Confluent's body
+            log.exception("%s %s failed", request.method, request.path)
+            return _json({"error_code": 50001, "message": "Error in the backend data store"}, 500)
+
+    async def _run(self, fn, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args, **kwargs))
+
+    @staticmethod
+    async def _body(request: web.Request) -> dict:
+        raw = await request.read()
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            raise errors.SchemaRegistryError(400, "Unrecognized request body: not JSON", status=400) from None
+        if not isinstance(body, dict):
+            raise errors.SchemaRegistryError(400, "Unrecognized request body: not a JSON object", status=400)
+        return body
+
+    async def _forwarded(self, request: web.Request) -> web.Response | None:
+        """The primary's answer when this instance is not the primary; None when it is."""
+        if self.election.is_primary():
+            return None
+        url = self.election.primary_url()
+        if not url:
+            raise errors.forward_error("no primary instance is known")
+        if self._session is None:
+            self._session = ClientSession(timeout=ClientTimeout(total=30))
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
+        try:
+            async with self._session.request(
+                request.method, url + request.path_qs, data=await request.read(), headers=headers
+            ) as resp:
+                return web.Response(body=await resp.read(), status=resp.status, content_type=CONTENT_TYPE)
+        except (TimeoutError, ClientError) as e:
+            raise errors.forward_error(f"{url}: {e or type(e).__name__}") from None
+
+    # -- routes ------------------------------------------------------------------------------------
+    async def root(self, request):
+        return _json({})
+
+    async def metadata_id(self, request):
+        return _json({"scope": {"path": [], "clusters": {}}})
+
+    async def contexts(self, request):
+        return _json(["."])
+
+    async def schema_types(self, request):
+        return _json(list(SCHEMA_TYPES))
+
+    async def list_subjects(self, request):
+        return _json(self.registry.list_subjects(_flag(request, "deleted")))
+
+    async def list_versions(self, request):
+        return _json(self.registry.versions(request.match_info["subject"], _flag(request, "deleted")))
+
+    async def register(self, request):
+        body = await self._body(request)
+        forwarded = await self._forwarded(request)
+        if forwarded is not None:
+            return forwarded
+        schema_id = await self._run(
+            self.registry.register,
+            request.match_info["subject"],
+            body.get("schemaType"),
+            body.get("schema"),
+            body.get("references") or [],
+        )
+        return _json({"id": schema_id})
+
+    async def get_version(self, request):
+        sv = self.registry.get_version(
+            request.match_info["subject"], request.match_info["version"], _flag(request, "deleted")
+        )
+        return _json(sv.as_json())
+
+    async def get_version_schema(self, request):
+        sv = self.registry.get_version(
+            request.match_info["subject"], request.match_info["version"], _flag(request, "deleted")
+        )
+        return web.Response(text=sv.schema, content_type=CONTENT_TYPE)
+
+    async def referenced_by(self, request):
+        subject = request.match_info["subject"]
+        sv = self.registry.get_version(subject, request.match_info["version"])
+        return _json(self.registry._referenced_by(subject, sv.version))  # noqa: SLF001 - same package
+
+    async def lookup(self, request):
+        body = await self._body(request)
+        sv = await self._run(
+            self.registry.lookup,
+            request.match_info["subject"],
+            body.get("schemaType"),
+            body.get("schema"),
+            body.get("references") or [],
+            _flag(request, "deleted"),
+        )
+        return _json(sv.as_json())
+
+    async def delete_subject(self, request):
+        forwarded = await self._forwarded(request)
+        if forwarded is not None:
+            return forwarded
+        return _json(
+            await self._run(self.registry.delete_subject, request.match_info["subject"], _flag(request, "permanent"))
+        )
+
+    async def delete_version(self, request):
+        forwarded = await self._forwarded(request)
+        if forwarded is not None:
+            return forwarded
+        return _json(
+            await self._run(
+                self.registry.delete_version,
+                request.match_info["subject"],
+                request.match_info["version"],
+                _flag(request, "permanent"),
+            )
+        )
+
+    def _schema_id(self, request) -> int:
+        try:
+            return int(request.match_info["id"])
+        except ValueError:
+            raise errors.SchemaRegistryError(40403, "Schema not found") from None
+
+    async def get_schema(self, request):
+        schema_type, text, refs = self.registry.get_by_id(self._schema_id(request))
+        out: dict = {}
+        if schema_type != "AVRO":
+            out["schemaType"] = schema_type
+        if refs:
+            out["references"] = refs
+        out["schema"] = text
+        return _json(out)
+
+    async def get_schema_text(self, request):
+        _, text, _ = self.registry.get_by_id(self._schema_id(request))
+        return web.Response(text=text, content_type=CONTENT_TYPE)
+
+    async def get_schema_versions(self, request):
+        svs = self.registry.subject_versions_of_id(self._schema_id(request), _flag(request, "deleted"))
+        return _json([{"subject": v.subject, "version": v.version} for v in svs])
+
+    async def get_schema_subjects(self, request):
+        svs = self.registry.subject_versions_of_id(self._schema_id(request), _flag(request, "deleted"))
+        return _json(sorted({v.subject for v in svs}))
+
+    async def get_config(self, request):
+        subject = request.match_info.get("subject")
+        level = self.registry.get_config(subject, _flag(request, "defaultToGlobal"))
+        return _json({"compatibilityLevel": level})
+
+    async def put_config(self, request):
+        body = await self._body(request)
+        forwarded = await self._forwarded(request)
+        if forwarded is not None:
+            return forwarded
+        level = await self._run(self.registry.set_config, request.match_info.get("subject"), body.get("compatibility"))
+        return _json({"compatibility": level})
+
+    async def delete_config(self, request):
+        forwarded = await self._forwarded(request)
+        if forwarded is not None:
+            return forwarded
+        level = await self._run(self.registry.delete_config, request.match_info.get("subject"))
+        return _json({"compatibilityLevel": level})
+
+    async def compatibility(self, request):
+        body = await self._body(request)
+        subject = request.match_info["subject"]
+        version = request.match_info.get("version")
+        if version is not None:
+            try:
+                self.registry.get_version(subject, version)
+            except errors.SchemaRegistryError as e:
+                if e.error_code == 40401 and str(version) == "latest":
+                    return _json({"is_compatible": True})
+                raise
+        problems = await self._run(
+            self.registry.test_compatibility,
+            subject,
+            version,
+            body.get("schemaType"),
+            body.get("schema"),
+            body.get("references") or [],
+        )
+        out: dict = {"is_compatible": not problems}
+        if _flag(request, "verbose"):
+            out["messages"] = problems
+        return _json(out)
+
+    async def get_mode(self, request):
+        return _json({"mode": "READWRITE"})
+
+    async def put_mode(self, request):
+        body = await self._body(request)
+        if str(body.get("mode", "")).upper() != "READWRITE":
+            raise errors.SchemaRegistryError(42205, "Only the mode READWRITE is supported")
+        return _json({"mode": "READWRITE"})

@@ -1,0 +1,153 @@
+"""A small client of the registry's REST API, for pyklog's own code (the Spark typed columns).
+
+:class:`SchemaRegistryClient` looks schemas up by id, the latest (or a given) version of a subject,
+registers a schema; answers are cached (ids and versions never change; ``latest`` is cached for
+``latest_ttl_s``).  Errors raise :class:`~.errors.SchemaRegistryError` with Confluent's code and
+message, and the URL in the message for a registry that cannot be reached (after ``retries``
+attempts with a doubling backoff).  Uses only the standard library (urllib), so that executors need
+nothing more.  Thread-safe (the caches are guarded by a lock); picklable (the caches are not
+pickled).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+from pyklog.connector.schema_registry.errors import SchemaRegistryError
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class SchemaRegistryClient:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        basic_auth: tuple[str, str] | None = None,
+        latest_ttl_s: float = 60.0,
+    ):
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self._auth = basic_auth
+        self.latest_ttl_s = latest_ttl_s
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[int, dict] = {}
+        self._versions: dict[tuple[str, int], dict] = {}
+        self._latest: dict[str, tuple[float, dict]] = {}
+        self._registered: dict[tuple, int] = {}
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k in ("url", "timeout_s", "retries", "_auth", "latest_ttl_s")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_caches()
+
+    def __repr__(self) -> str:
+        return f"SchemaRegistryClient({self.url!r})"
+
+    def _request(self, method: str, path: str, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE}
+        if self._auth:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{self._auth[0]}:{self._auth[1]}".encode()).decode()
+        delay = 0.2
+        for attempt in range(self.retries):
+            req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    return json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as e:
+                try:
+                    err = json.loads(e.read())
+                    code, message = int(err["error_code"]), str(err["message"])
+                except (ValueError, KeyError, TypeError):
+                    code, message = e.code, f"HTTP {e.code} from {self.url}"
+                if e.code >= 500 and attempt + 1 < self.retries:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise SchemaRegistryError(code, message, status=e.code) from None
+            except (urllib.error.URLError, OSError) as e:
+                if attempt + 1 < self.retries:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                reason = getattr(e, "reason", e)
+                raise SchemaRegistryError(
+                    50003, f"the schema registry at {self.url} cannot be reached: {reason}", status=503
+                ) from None
+        raise AssertionError("unreachable")
+
+    def get_schema(self, schema_id: int) -> dict:
+        """``{"schema": ..., "schemaType"?: ..., "references"?: [...]}`` of the id."""
+        with self._lock:
+            found = self._by_id.get(int(schema_id))
+        if found is None:
+            found = self._request("GET", f"/schemas/ids/{int(schema_id)}")
+            with self._lock:
+                self._by_id[int(schema_id)] = found
+        return found
+
+    def get_version(self, subject: str, version="latest") -> dict:
+        """``{"subject", "version", "id", "schema", ...}``; ``latest`` is cached for latest_ttl_s."""
+        now = time.monotonic()
+        with self._lock:
+            if version == "latest":
+                hit = self._latest.get(subject)
+                if hit is not None and now - hit[0] < self.latest_ttl_s:
+                    return hit[1]
+            else:
+                cached = self._versions.get((subject, int(version)))
+                if cached is not None:
+                    return cached
+        found = self._request("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}")
+        with self._lock:
+            self._versions[(subject, int(found["version"]))] = found
+            if version == "latest":
+                self._latest[subject] = (now, found)
+            self._by_id.setdefault(
+                int(found["id"]), {k: v for k, v in found.items() if k in ("schema", "schemaType", "references")}
+            )
+        return found
+
+    def get_latest(self, subject: str) -> dict:
+        return self.get_version(subject, "latest")
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO", references=None) -> int:
+        """The schema's id in ``subject`` (registered when new; 409 SchemaRegistryError if incompatible)."""
+        key = (subject, schema, schema_type, json.dumps(references or []))
+        with self._lock:
+            if key in self._registered:
+                return self._registered[key]
+        body: dict = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        if references:
+            body["references"] = references
+        schema_id = int(self._request("POST", f"/subjects/{quote(subject, safe='')}/versions", body)["id"])
+        with self._lock:
+            self._registered[key] = schema_id
+        return schema_id
+
+    def test_compatibility(self, subject: str, schema: str, schema_type: str = "AVRO", version="latest") -> list[str]:
+        """The reasons the schema is incompatible with the subject's version (empty: compatible)."""
+        body: dict = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        out = self._request(
+            "POST", f"/compatibility/subjects/{quote(subject, safe='')}/versions/{version}?verbose=true", body
+        )
+        return [] if out.get("is_compatible") else list(out.get("messages") or ["incompatible"])

@@ -1,0 +1,98 @@
+"""The registry's settings, with Confluent Schema Registry's names.
+
+=====================================  =========================================================
+listeners                              ``http://127.0.0.1:8081`` (comma-separated; the first is served)
+host.name                              the host other instances reach this one at (default: the
+                                       listener's host)
+kafkastore.bootstrap.servers           the pyklog cluster (required)
+kafkastore.topic                       ``_schemas``
+kafkastore.topic.replication.factor    3 (at most the number of brokers)
+kafkastore.timeout.ms                  how long a write may wait for the cluster (default 10000)
+kafkastore.init.timeout.ms             how long the start may wait for the topic (default 60000)
+kafkastore.group.id                    the group the instances elect their primary in
+                                       (default ``schema-registry``)
+kafkastore.security.protocol,          the pyklog clients' security settings (TLS, SASL), by
+kafkastore.ssl.*, kafkastore.sasl.*    Kafka's names; other ``kafkastore.*`` settings go to the
+                                       producer as they are
+schema.compatibility.level             the global level until ``PUT /config`` sets one (``backward``)
+leader.eligibility                     ``true``: this instance may be the primary
+=====================================  =========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pyklog.connector.schema_registry.compatibility import DEFAULT_LEVEL, LEVELS
+
+
+class RegistryConfigError(ValueError):
+    """A missing or malformed setting (the command line exits with 1)."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments, ``\\`` continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            out[line] = ""
+        else:
+            out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
+
+
+@dataclass
+class RegistryConfig:
+    host: str
+    port: int
+    advertised_url: str
+    topic: str
+    level: str
+    leader_eligible: bool
+    group_id: str
+    timeout_ms: int
+    init_timeout_ms: int
+    replication_factor: int
+    kafkastore: dict = field(default_factory=dict)  # the kafkastore.* settings without the prefix
+
+    @classmethod
+    def from_properties(cls, props: dict) -> RegistryConfig:
+        listeners = props.get("listeners") or "http://0.0.0.0:8081"
+        first = listeners.split(",")[0].strip()
+        u = urlsplit(first)
+        if u.scheme != "http" or not u.port:
+            raise RegistryConfigError(f"listeners: expected http://host:port, got {first!r}")
+        host = u.hostname or "0.0.0.0"
+        store = {k[len("kafkastore.") :]: v for k, v in props.items() if k.startswith("kafkastore.")}
+        if not store.get("bootstrap.servers"):
+            raise RegistryConfigError("kafkastore.bootstrap.servers is required")
+        level = (props.get("schema.compatibility.level") or DEFAULT_LEVEL).upper()
+        if level not in LEVELS:
+            raise RegistryConfigError(f"schema.compatibility.level: expected one of {', '.join(LEVELS)}, got {level!r}")
+        advertised_host = props.get("host.name") or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
+        try:
+            return cls(
+                host=host,
+                port=int(u.port),
+                advertised_url=f"http://{advertised_host}:{u.port}",
+                topic=store.get("topic") or "_schemas",
+                level=level,
+                leader_eligible=str(props.get("leader.eligibility", "true")).lower() == "true",
+                group_id=store.get("group.id") or "schema-registry",
+                timeout_ms=int(store.get("timeout.ms", 10000)),
+                init_timeout_ms=int(store.get("init.timeout.ms", 60000)),
+                replication_factor=int(store.get("topic.replication.factor", 3)),
+                kafkastore=store,
+            )
+        except ValueError as e:
+            raise RegistryConfigError(str(e)) from None

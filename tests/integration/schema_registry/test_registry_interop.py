@@ -1,0 +1,157 @@
+"""The registry process against a real broker, through confluent-kafka's schema registry client and
+its Avro, JSON Schema and Protobuf serializers, plus the REST API as clients call it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.integration.schema_registry.registry_support import RegistryProcess, call
+from tests.support import wait_for
+
+USER_V1 = {
+    "type": "record",
+    "name": "User",
+    "namespace": "demo",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}],
+}
+USER_V2 = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}]}
+USER_BAD = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "city", "type": "string"}]}  # no default
+PERSON_JSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name"],
+}
+
+
+def _proto_message_class():
+    """A message type built at run time (no protoc): demo.Order {string id = 1; int64 qty = 2;}."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="demo", syntax="proto3")
+    m = fdp.message_type.add(name="Order")
+    m.field.add(name="id", number=1, type=9, label=1)
+    m.field.add(name="qty", number=2, type=3, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("demo.Order"))
+
+
+def _round_trip(bootstrap, topic, serializer, deserializer, values):
+    p = Producer({"bootstrap.servers": bootstrap})
+    for v in values:
+        p.produce(topic, serializer(v, SerializationContext(topic, MessageField.VALUE)))
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    out = []
+    try:
+        for _ in range(200):
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                if len(out) == len(values):
+                    break
+                continue
+            out.append(deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE)))
+            if len(out) == len(values):
+                break
+    finally:
+        c.close()
+    return out
+
+
+def test_confluent_clients_against_the_registry_and_a_second_instance(broker, tmp_path):
+    a = RegistryProcess(broker.bootstrap, tmp_path, "a").start()
+    b = None
+    try:
+        sr = SchemaRegistryClient({"url": a.url})
+        # Avro: the serializer registers the schema, the deserializer looks it up by id
+        ser = AvroSerializer(sr, json.dumps(USER_V1))
+        de = AvroDeserializer(sr)
+        users = [{"name": f"u{i}", "age": i} for i in range(3)]
+        assert _round_trip(broker.bootstrap, "users", ser, de, users) == users
+        v1 = sr.get_latest_version("users-value")
+        assert v1.version == 1 and json.loads(v1.schema.schema_str) == USER_V1
+
+        # ids are global: the same schema under another subject keeps its id; registering again too
+        assert sr.register_schema("other-value", Schema(json.dumps(USER_V1), "AVRO")) == v1.schema_id
+        assert call(a.url, "POST", "/subjects/users-value/versions", {"schema": json.dumps(USER_V1)}) == (
+            200,
+            {"id": v1.schema_id},
+        )
+        status, found = call(a.url, "GET", f"/schemas/ids/{v1.schema_id}/versions")
+        assert found == [{"subject": "other-value", "version": 1}, {"subject": "users-value", "version": 1}]
+
+        # compatibility: BACKWARD refuses a field without a default with 409 and Confluent's message
+        with pytest.raises(SchemaRegistryError) as e:
+            sr.register_schema("users-value", Schema(json.dumps(USER_BAD), "AVRO"))
+        assert e.value.http_status_code == 409 and e.value.error_code == 409
+        assert 'incompatible with an earlier schema for subject "users-value"' in e.value.error_message
+        assert "READER_FIELD_MISSING_DEFAULT_VALUE" in e.value.error_message
+        assert sr.test_compatibility("users-value", Schema(json.dumps(USER_V2), "AVRO"))
+        v2_id = sr.register_schema("users-value", Schema(json.dumps(USER_V2), "AVRO"))
+        assert v2_id != v1.schema_id and sr.get_versions("users-value") == [1, 2]
+        sr.set_compatibility("users-value", "NONE")
+        assert sr.get_compatibility("users-value") == "NONE"
+        assert call(a.url, "GET", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
+
+        # lookup by schema, errors with Confluent's codes
+        assert sr.lookup_schema("users-value", Schema(json.dumps(USER_V2), "AVRO")).version == 2
+        assert call(a.url, "GET", "/subjects/nope/versions/1") == (
+            404,
+            {"error_code": 40401, "message": "Subject 'nope' not found."},
+        )
+        assert call(a.url, "GET", "/subjects/users-value/versions/9")[1]["error_code"] == 40402
+        assert call(a.url, "GET", "/schemas/ids/999")[1]["error_code"] == 40403
+        assert call(a.url, "POST", "/subjects/x/versions", {"schema": "{not avro"})[1]["error_code"] == 42201
+        assert call(a.url, "GET", "/subjects/users-value/versions/zero")[1]["error_code"] == 42202
+
+        # JSON Schema and Protobuf through their serializers
+        jser = JSONSerializer(json.dumps(PERSON_JSON), sr)
+        jde = JSONDeserializer(json.dumps(PERSON_JSON))
+        people = [{"name": "ann", "age": 3}, {"name": "bob", "age": 4}]
+        assert _round_trip(broker.bootstrap, "people", jser, jde, people) == people
+        assert sr.get_latest_version("people-value").schema.schema_type == "JSON"
+        order_cls = _proto_message_class()
+        pser = ProtobufSerializer(order_cls, sr, {"use.deprecated.format": False})
+        pde = ProtobufDeserializer(order_cls, {"use.deprecated.format": False})
+        orders = [order_cls(id="o1", qty=2), order_cls(id="o2", qty=5)]
+        assert _round_trip(broker.bootstrap, "orders", pser, pde, orders) == orders
+        assert sr.get_latest_version("orders-value").schema.schema_type == "PROTOBUF"
+
+        # soft, then hard delete
+        assert sr.delete_subject("other-value") == [1]
+        assert "other-value" not in sr.get_subjects()
+        assert call(a.url, "GET", "/subjects?deleted=true")[1].count("other-value") == 1
+        assert sr.delete_subject("other-value", permanent=True) == [1]
+        assert "other-value" not in call(a.url, "GET", "/subjects?deleted=true")[1]
+
+        # a second instance reads the same topic, agrees on the ids and forwards its writes
+        b = RegistryProcess(broker.bootstrap, tmp_path, "b").start()
+        assert call(b.url, "GET", f"/schemas/ids/{v2_id}")[1]["schema"] == json.dumps(USER_V2)
+        wait_for(lambda: call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[0] == 200, 30)
+        sid = call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[1]["id"]
+        assert call(a.url, "GET", "/subjects/from-b/versions/latest")[1]["id"] == sid
+        assert sid == max(v1.schema_id, v2_id, sid) and sid not in (v1.schema_id, v2_id)
+
+        # the primary stops: the other instance takes writes; a restart keeps every id
+        a.stop()
+        wait_for(lambda: call(b.url, "POST", "/subjects/after/versions", {"schema": '"long"'})[0] == 200, 40)
+        a.start()
+        assert call(a.url, "GET", "/subjects/users-value/versions/1")[1]["id"] == v1.schema_id
+        assert call(a.url, "GET", "/subjects/users-value/versions/2")[1]["id"] == v2_id
+        assert call(a.url, "GET", "/subjects/after/versions/1")[1]["schema"] == '"long"'
+        assert call(a.url, "GET", "/config/users-value")[1] == {"compatibilityLevel": "NONE"}
+        assert "other-value" not in call(a.url, "GET", "/subjects?deleted=true")[1]
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
