@@ -5,7 +5,8 @@ Every handler reads the body as JSON (any content type; clients send
 for the cluster) and answers JSON with Confluent's content type, or Confluent's error body
 ``{"error_code": ..., "message": ...}``.  On an instance that is not the primary, the writes (POST
 of a version, DELETE, PUT of a config) are forwarded to the primary as they came and its answer is
-returned; with no primary known they fail with 50003.
+returned; while no primary is known (an election in progress) a write waits for one up to 15 s,
+then fails with 50003.
 
 Runs on the server's event loop; the registry calls run in the loop's default executor.
 """
@@ -52,8 +53,9 @@ class AlwaysPrimary:
 class RegistryApp:
     """The routes over one :class:`SchemaRegistry`; ``election`` says who the primary is."""
 
-    def __init__(self, registry: SchemaRegistry, election=None, store=None):
+    def __init__(self, registry: SchemaRegistry, election=None, store=None, election_wait_s: float = 15.0):
         self.registry = registry
+        self.election_wait_s = election_wait_s
         self.election = election or AlwaysPrimary()
         self.store = store
         self._session: ClientSession | None = None
@@ -127,11 +129,15 @@ class RegistryApp:
 
     async def _forwarded(self, request: web.Request) -> web.Response | None:
         """The primary's answer when this instance is not the primary; None when it is."""
+        url = self.election.primary_url()
+        deadline = asyncio.get_running_loop().time() + self.election_wait_s
+        while not url and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)  # an election in progress (a start, a rebalance)
+            url = self.election.primary_url()
         if self.election.is_primary():
             return None
-        url = self.election.primary_url()
         if not url:
-            raise errors.forward_error("no primary instance is known")
+            raise errors.forward_error(f"no primary instance was elected in {self.election_wait_s:g} s")
         if self._session is None:
             self._session = ClientSession(timeout=ClientTimeout(total=30))
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization", "accept")}

@@ -4,8 +4,8 @@ As Karapace (and Confluent's Kafka-based leader election) do, every instance joi
 (``kafkastore.group.id``, default ``schema-registry``) with its own protocol type ``sr``; the group
 coordinator picks one member as the group's leader, which reads every member's metadata
 (``{"url": ..., "eligible": ...}``, this instance's advertised URL and ``leader.eligibility``),
-chooses the primary (the eligible member with the smallest URL, so the choice is the same whoever
-leads) and hands the answer to every member in SyncGroup.  Members heartbeat every second; when an
+chooses the primary (the current primary while it is still a member, else the eligible member
+with the smallest URL) and hands the answer to every member in SyncGroup.  Members heartbeat every second; when an
 instance stops or its session times out, the coordinator starts a rebalance and the members
 rejoin, and a new primary is chosen.  While a rebalance is in progress no instance is primary:
 writes then answer 50003 until the group settles.
@@ -35,14 +35,16 @@ _MEMBER_ID_REQUIRED = 79
 _REJOIN = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS
 
 
-def choose_primary(members: list[tuple[str, dict]]) -> dict | None:
-    """The primary among ``(member id, metadata)``: the eligible member with the smallest URL."""
+def choose_primary(members: list[tuple[str, dict]], current: str | None = None) -> dict | None:
+    """The primary among ``(member id, metadata)``: the ``current`` primary while it is an eligible
+    member (a new instance does not take the role over), else the eligible member with the
+    smallest URL."""
     eligible = sorted(
         (m.get("url", ""), member_id) for member_id, m in members if m.get("eligible", True) and m.get("url")
     )
     if not eligible:
         return None
-    url, member_id = eligible[0]
+    url, member_id = next(((u, mid) for u, mid in eligible if u == current), eligible[0])
     return {"primary": url, "primary_member": member_id}
 
 
@@ -140,7 +142,7 @@ class GroupElection:
                     members.append((m["member_id"], json.loads(bytes(m["metadata"]))))
                 except ValueError:
                     continue
-            answer = json.dumps(choose_primary(members)).encode()
+            answer = json.dumps(choose_primary(members, self.primary_url())).encode()
             assignments = [{"member_id": mid, "assignment": answer} for mid, _ in members]
         sync = self._call(
             ApiKey.SYNC_GROUP,

@@ -33,6 +33,7 @@ class RegistryProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
+        seen = len(self.output())  # a restart appends to the same file
         self._out = open(self.out_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pyklog.connector.schema_registry.main", self.config],
@@ -40,7 +41,7 @@ class RegistryProcess:
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
-        while "Server started" not in self.output():
+        while "Server started" not in self.output()[seen:]:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the registry exited with {self.proc.returncode}:\n{self.output()[-3000:]}")
             if time.monotonic() > deadline:
