@@ -5,8 +5,8 @@ Every handler reads the body as JSON (any content type; clients send
 for the cluster) and answers JSON with Confluent's content type, or Confluent's error body
 ``{"error_code": ..., "message": ...}``.  On an instance that is not the primary, the writes (POST
 of a version, DELETE, PUT of a config) are forwarded to the primary as they came and its answer is
-returned; while no primary is known (an election in progress) a write waits for one up to 15 s,
-then fails with 50003.
+returned; while no primary is known (an election in progress) a write waits for one up to
+``kafkastore.timeout.ms``, then fails with 50003.
 
 Runs on the server's event loop; the registry calls run in the loop's default executor.
 """

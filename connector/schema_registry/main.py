@@ -55,7 +55,7 @@ async def serve(config: RegistryConfig) -> None:
         security=ClientSecurityConfig.from_config(config.kafkastore),
         on_primary=store.sync,
     ).start()
-    app = RegistryApp(registry, election, store).build()
+    app = RegistryApp(registry, election, store, election_wait_s=config.timeout_ms / 1000.0).build()
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)

@@ -25,7 +25,7 @@ class RegistryProcess:
         settings = {
             "listeners": self.url,
             "kafkastore.bootstrap.servers": bootstrap,
-            "kafkastore.timeout.ms": "4000",
+            "kafkastore.timeout.ms": "6000",
             **props,
         }
         with open(self.config, "w") as f:

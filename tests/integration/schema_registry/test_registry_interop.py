@@ -87,7 +87,7 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(broker, tm
             200,
             {"id": v1.schema_id},
         )
-        status, found = call(a.url, "GET", f"/schemas/ids/{v1.schema_id}/versions")
+        _status, found = call(a.url, "GET", f"/schemas/ids/{v1.schema_id}/versions")
         assert found == [{"subject": "other-value", "version": 1}, {"subject": "users-value", "version": 1}]
 
         # compatibility: BACKWARD refuses a field without a default with 409 and Confluent's message
