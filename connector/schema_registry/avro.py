@@ -57,6 +57,9 @@ def parse(text: str, references: list | None = None):
         for ref in references or []:
             fastavro.parse_schema(ref, named_schemas=named, _write_hint=False)
         fastavro.parse_schema(value, named_schemas=named, _write_hint=False)
+        _load(value, references)  # what fastavro lets pass: a record without fields
+    except AvroSchemaError:
+        raise
     except (SchemaParseException, UnknownType, TypeError, KeyError, AttributeError, ValueError) as e:
         raise AvroSchemaError(str(e) or type(e).__name__) from None
     return value
@@ -116,6 +119,8 @@ def _normalize(schema, namespace: str | None, names: _Names) -> dict:
         }
         names.types[full] = node
         if t in ("record", "error"):
+            if not isinstance(schema.get("fields"), list):
+                raise AvroSchemaError(f"record {full}: expected a list of fields")
             node["fields"] = [
                 {
                     "name": f["name"],
