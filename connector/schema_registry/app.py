@@ -14,14 +14,18 @@ Runs on the server's event loop; the registry calls run in the loop's default ex
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
+import ssl
 from functools import partial
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from pyklog.connector.schema_registry import errors
 from pyklog.connector.schema_registry.compatibility import SCHEMA_TYPES
+from pyklog.connector.schema_registry.config import password_matches
 from pyklog.connector.schema_registry.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
@@ -53,15 +57,28 @@ class AlwaysPrimary:
 class RegistryApp:
     """The routes over one :class:`SchemaRegistry`; ``election`` says who the primary is."""
 
-    def __init__(self, registry: SchemaRegistry, election=None, store=None, election_wait_s: float = 15.0):
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        election=None,
+        store=None,
+        election_wait_s: float = 15.0,
+        *,
+        users: dict | None = None,
+        realm: str = "SchemaRegistry",
+        forward_ssl: ssl.SSLContext | None = None,
+    ):
         self.registry = registry
+        self.users = users
+        self.realm = realm
+        self.forward_ssl = forward_ssl
         self.election_wait_s = election_wait_s
         self.election = election or AlwaysPrimary()
         self.store = store
         self._session: ClientSession | None = None
 
     def build(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=16 * 1024 * 1024)
+        app = web.Application(middlewares=[self._errors, self._authenticate], client_max_size=16 * 1024 * 1024)
         r = app.router
         r.add_get("/", self.root)
         r.add_get("/subjects", self.list_subjects)
@@ -113,6 +130,27 @@ class RegistryApp:
             log.exception("%s %s failed", request.method, request.path)
             return _json({"error_code": 50001, "message": "Error in the backend data store"}, 500)
 
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler):
+        """HTTP basic authentication when users are configured: 401 with Confluent's 40101 body."""
+        if self.users is None:
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        user = None
+        if header[:6].lower() == "basic ":
+            try:
+                name, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                name, password = "", ""
+            stored = self.users.get(name)
+            if stored is not None and password_matches(stored, password):
+                user = name
+        if user is None:
+            resp = _json({"error_code": 40101, "message": "Unauthorized"}, 401)
+            resp.headers["WWW-Authenticate"] = f'Basic realm="{self.realm}"'
+            return resp
+        return await handler(request)
+
     async def _run(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args, **kwargs))
 
@@ -143,7 +181,11 @@ class RegistryApp:
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
         try:
             async with self._session.request(
-                request.method, url + request.path_qs, data=await request.read(), headers=headers
+                request.method,
+                url + request.path_qs,
+                data=await request.read(),
+                headers=headers,
+                ssl=self.forward_ssl if url.startswith("https:") else None,
             ) as resp:
                 return web.Response(body=await resp.read(), status=resp.status, content_type=CONTENT_TYPE)
         except (TimeoutError, ClientError) as e:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -33,8 +34,12 @@ class SchemaRegistryClient:
         retries: int = 3,
         basic_auth: tuple[str, str] | None = None,
         latest_ttl_s: float = 60.0,
+        ssl_ca_location: str | None = None,
     ):
+        """``basic_auth``: ``(user, password)``; ``ssl_ca_location``: the CAs that sign an https
+        registry's certificate (the system's without it)."""
         self.url = url.rstrip("/")
+        self.ssl_ca_location = ssl_ca_location
         self.timeout_s = timeout_s
         self.retries = retries
         self._auth = basic_auth
@@ -47,9 +52,14 @@ class SchemaRegistryClient:
         self._versions: dict[tuple[str, int], dict] = {}
         self._latest: dict[str, tuple[float, dict]] = {}
         self._registered: dict[tuple, int] = {}
+        self._ssl = ssl.create_default_context(cafile=self.ssl_ca_location) if self.url.startswith("https:") else None
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k in ("url", "timeout_s", "retries", "_auth", "latest_ttl_s")}
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if k in ("url", "timeout_s", "retries", "_auth", "latest_ttl_s", "ssl_ca_location")
+        }
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -67,7 +77,7 @@ class SchemaRegistryClient:
         for attempt in range(self.retries):
             req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ssl) as resp:
                     return json.loads(resp.read() or b"null")
             except urllib.error.HTTPError as e:
                 try:

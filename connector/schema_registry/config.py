@@ -1,7 +1,8 @@
 """The registry's settings, with Confluent Schema Registry's names.
 
 =====================================  =========================================================
-listeners                              ``http://127.0.0.1:8081`` (comma-separated; the first is served)
+listeners                              ``http://127.0.0.1:8081`` or ``https://...`` (comma-separated;
+                                       the first is served)
 host.name                              the host other instances reach this one at (default: the
                                        listener's host)
 kafkastore.bootstrap.servers           the pyklog cluster (required)
@@ -16,11 +17,23 @@ kafkastore.ssl.*, kafkastore.sasl.*    Kafka's names; other ``kafkastore.*`` set
                                        producer as they are
 schema.compatibility.level             the global level until ``PUT /config`` sets one (``backward``)
 leader.eligibility                     ``true``: this instance may be the primary
+ssl.keystore.location / .password /    the HTTPS listener's certificate and key (PEM or PKCS12),
+.type, ssl.key.password,               the CAs of client certificates, ``ssl.client.auth``
+ssl.truststore.*, ssl.client.auth      (none | requested | required): Kafka's names, as Confluent's
+authentication.method                  ``NONE`` or ``BASIC`` (HTTP basic authentication)
+authentication.realm                   the realm named in the 401 answer (``SchemaRegistry``)
+authentication.users.file              BASIC: a file of ``user: password[,role...]`` lines (Jetty's
+                                       property-file format; ``MD5:<hex>`` passwords accepted)
 =====================================  =========================================================
+
+Secrets (passwords of the users, keystores, the cluster's SASL settings) are never logged and
+never appear in an error message or a ``repr``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -51,7 +64,29 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-@dataclass
+def load_users(path: str) -> dict[str, str]:
+    """``user: password[,role...]`` lines -> ``{user: password}`` (``MD5:<hex>`` kept as written)."""
+    users: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise RegistryConfigError(f"authentication.users.file: cannot read {path!r}: {e.strerror}") from None
+    for user, value in parse_properties(text).items():
+        users[user] = value.split(",")[0].strip()
+    if not users:
+        raise RegistryConfigError(f"authentication.users.file: no user in {path!r}")
+    return users
+
+
+def password_matches(stored: str, given: str) -> bool:
+    """Constant-time comparison of a given password with a stored one (plain, or ``MD5:<hex>``)."""
+    if stored.startswith("MD5:"):
+        return hmac.compare_digest(stored[4:].lower(), hashlib.md5(given.encode()).hexdigest())  # noqa: S324 - Jetty's format
+    return hmac.compare_digest(stored.encode(), given.encode())
+
+
+@dataclass(repr=False)
 class RegistryConfig:
     host: str
     port: int
@@ -64,14 +99,20 @@ class RegistryConfig:
     init_timeout_ms: int
     replication_factor: int
     kafkastore: dict = field(default_factory=dict)  # the kafkastore.* settings without the prefix
+    tls: dict | None = None  # the HTTPS listener's ssl.* settings (None: HTTP)
+    realm: str = "SchemaRegistry"
+    users: dict | None = None  # BASIC authentication: user -> stored password (None: no authentication)
+
+    def __repr__(self) -> str:  # no secret in a repr
+        return f"RegistryConfig(listener={self.advertised_url!r}, topic={self.topic!r}, level={self.level!r})"
 
     @classmethod
     def from_properties(cls, props: dict) -> RegistryConfig:
         listeners = props.get("listeners") or "http://0.0.0.0:8081"
         first = listeners.split(",")[0].strip()
         u = urlsplit(first)
-        if u.scheme != "http" or not u.port:
-            raise RegistryConfigError(f"listeners: expected http://host:port, got {first!r}")
+        if u.scheme not in ("http", "https") or not u.port:
+            raise RegistryConfigError(f"listeners: expected http://host:port or https://host:port, got {first!r}")
         host = u.hostname or "0.0.0.0"
         store = {k[len("kafkastore.") :]: v for k, v in props.items() if k.startswith("kafkastore.")}
         if not store.get("bootstrap.servers"):
@@ -80,11 +121,20 @@ class RegistryConfig:
         if level not in LEVELS:
             raise RegistryConfigError(f"schema.compatibility.level: expected one of {', '.join(LEVELS)}, got {level!r}")
         advertised_host = props.get("host.name") or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
+        tls = {k: v for k, v in props.items() if k.startswith("ssl.")} if u.scheme == "https" else None
+        method = str(props.get("authentication.method", "NONE")).upper()
+        if method not in ("NONE", "BASIC"):
+            raise RegistryConfigError(f"authentication.method: expected NONE or BASIC, got {method!r}")
+        users = None
+        if method == "BASIC":
+            if not props.get("authentication.users.file"):
+                raise RegistryConfigError("authentication.method=BASIC needs authentication.users.file")
+            users = load_users(props["authentication.users.file"])
         try:
             return cls(
                 host=host,
                 port=int(u.port),
-                advertised_url=f"http://{advertised_host}:{u.port}",
+                advertised_url=f"{u.scheme}://{advertised_host}:{u.port}",
                 topic=store.get("topic") or "_schemas",
                 level=level,
                 leader_eligible=str(props.get("leader.eligibility", "true")).lower() == "true",
@@ -93,6 +143,9 @@ class RegistryConfig:
                 init_timeout_ms=int(store.get("init.timeout.ms", 60000)),
                 replication_factor=int(store.get("topic.replication.factor", 3)),
                 kafkastore=store,
+                tls=tls,
+                realm=props.get("authentication.realm") or "SchemaRegistry",
+                users=users,
             )
         except ValueError as e:
             raise RegistryConfigError(str(e)) from None

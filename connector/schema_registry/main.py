@@ -17,6 +17,7 @@ import signal
 from aiohttp import web
 
 from pyklog.broker.common.cli import add_version_argument
+from pyklog.broker.security import ssl_factory
 from pyklog.connector.schema_registry.app import RegistryApp
 from pyklog.connector.schema_registry.config import RegistryConfig, RegistryConfigError, parse_properties
 from pyklog.connector.schema_registry.election import GroupElection
@@ -55,10 +56,24 @@ async def serve(config: RegistryConfig) -> None:
         security=ClientSecurityConfig.from_config(config.kafkastore),
         on_primary=store.sync,
     ).start()
-    app = RegistryApp(registry, election, store, election_wait_s=config.timeout_ms / 1000.0).build()
+    server_ssl = forward_ssl = None
+    if config.tls is not None:
+        tls = config.tls
+        server_ssl = ssl_factory.server_context(tls.get)
+        # the primary's certificate is checked against the same truststore (the system's CAs without one)
+        forward_ssl = ssl_factory.client_context(tls.get)
+    app = RegistryApp(
+        registry,
+        election,
+        store,
+        election_wait_s=config.timeout_ms / 1000.0,
+        users=config.users,
+        realm=config.realm,
+        forward_ssl=forward_ssl,
+    ).build()
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
+    site = web.TCPSite(runner, config.host, config.port, ssl_context=server_ssl)
     await site.start()
     log.info(
         "Server started, listening for requests at %s (advertised %s)",
