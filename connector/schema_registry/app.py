@@ -23,7 +23,7 @@ from functools import partial
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
-from pyklog.connector.schema_registry import errors
+from pyklog.connector.schema_registry import errors, protobuf
 from pyklog.connector.schema_registry.compatibility import SCHEMA_TYPES
 from pyklog.connector.schema_registry.config import password_matches
 from pyklog.connector.schema_registry.registry import SchemaRegistry
@@ -35,6 +35,17 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 def _json(value, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(value), status=status, content_type=CONTENT_TYPE)
+
+
+def _formatted(request: web.Request, schema_type: str, text: str) -> str:
+    """The schema in the form ``?format=`` asks for: ``serialized`` gives a Protobuf schema as a
+    base64 FileDescriptorProto (what confluent-kafka's Python deserializer reads)."""
+    if request.query.get("format") == "serialized" and schema_type == "PROTOBUF":
+        try:
+            return base64.b64encode(protobuf.to_descriptor(text)).decode()
+        except protobuf.ProtobufSchemaError as e:
+            raise errors.invalid_schema(str(e)) from None
+    return text
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -228,7 +239,9 @@ class RegistryApp:
         sv = self.registry.get_version(
             request.match_info["subject"], request.match_info["version"], _flag(request, "deleted")
         )
-        return _json(sv.as_json())
+        out = sv.as_json()
+        out["schema"] = _formatted(request, sv.schema_type, sv.schema)
+        return _json(out)
 
     async def get_version_schema(self, request):
         sv = self.registry.get_version(
@@ -287,7 +300,7 @@ class RegistryApp:
             out["schemaType"] = schema_type
         if refs:
             out["references"] = refs
-        out["schema"] = text
+        out["schema"] = _formatted(request, schema_type, text)
         return _json(out)
 
     async def get_schema_text(self, request):

@@ -117,6 +117,9 @@ class _Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.file = ProtoFile()
+        from google.protobuf import descriptor_pb2
+
+        self.fdp = descriptor_pb2.FileDescriptorProto()  # the same file as a descriptor
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -146,6 +149,7 @@ class _Parser:
 
     def parse(self) -> ProtoFile:
         f = self.file
+        fdp = self.fdp
         while self.peek() is not None:
             tok = self.take()
             if tok == "syntax" or tok == "edition":
@@ -162,19 +166,24 @@ class _Parser:
                 f.imports.append(name.strip("\"'"))
                 self.take(";")
             elif tok == "message":
-                self.message(self.take(), f.package)
+                self.message(self.take(), f.package, fdp.message_type.add())
             elif tok == "enum":
-                self.enum(self.take(), f.package)
+                self.enum(self.take(), f.package, fdp.enum_type.add())
             elif tok in ("option", "service", "extend"):
                 self.skip_statement()
             elif tok == ";":
                 continue
             else:
                 raise ProtobufSchemaError(f"unexpected {tok!r} at the top level")
+        fdp.package = f.package
+        fdp.dependency.extend(f.imports)
+        if f.syntax == "proto3":
+            fdp.syntax = "proto3"
         return f
 
-    def enum(self, name: str, scope: str) -> None:
+    def enum(self, name: str, scope: str, desc) -> None:
         full = f"{scope}.{name}" if scope else name
+        desc.name = name
         symbols = []
         self.take("{")
         while self.peek() != "}":
@@ -185,31 +194,38 @@ class _Parser:
                 continue
             else:
                 symbols.append(tok)
+                self.take("=")
+                number = self.take()
+                try:
+                    desc.value.add(name=tok, number=int(number, 0))
+                except ValueError:
+                    raise ProtobufSchemaError(f"enum {full}: expected a number for {tok}, got {number!r}") from None
                 self.skip_statement()
         self.take("}")
         self.file.enums[full] = symbols
 
-    def message(self, name: str, scope: str) -> None:
+    def message(self, name: str, scope: str, desc) -> None:
         full = f"{scope}.{name}" if scope else name
+        desc.name = name
         fields: dict = {}
         self.file.messages[full] = fields
         self.take("{")
-        self.body(full, fields)
+        self.body(full, fields, desc, None)
         self.take("}")
 
-    def body(self, full: str, fields: dict) -> None:
+    def body(self, full: str, fields: dict, desc, oneof_index: int | None) -> None:
         while self.peek() != "}":
             tok = self.take()
             if tok == "message":
-                self.message(self.take(), full)
+                self.message(self.take(), full, desc.nested_type.add())
             elif tok == "enum":
-                self.enum(self.take(), full)
+                self.enum(self.take(), full, desc.enum_type.add())
             elif tok in ("option", "reserved", "extensions", "extend"):
                 self.skip_statement()
             elif tok == "oneof":
-                self.take()
+                desc.oneof_decl.add(name=self.take())
                 self.take("{")
-                self.body(full, fields)
+                self.body(full, fields, desc, len(desc.oneof_decl) - 1)
                 self.take("}")
             elif tok == ";":
                 continue
@@ -218,6 +234,7 @@ class _Parser:
                 if tok in ("optional", "required", "repeated"):
                     label, tok = tok, self.take()
                 ftype = tok
+                entry = None
                 if tok == "map":
                     self.take("<")
                     k = self.take()
@@ -225,6 +242,7 @@ class _Parser:
                     v = self.take()
                     self.take(">")
                     ftype, label = f"map<{k},{v}>", "repeated"
+                    entry = (k, v)
                 fname = self.take()
                 self.take("=")
                 number = self.take()
@@ -236,6 +254,48 @@ class _Parser:
                     raise ProtobufSchemaError(f"message {full}: field number {num} used twice")
                 fields[num] = ProtoField(fname, ftype, label)
                 self.skip_statement()
+                fd = desc.field.add(name=fname, number=num, label=_LABEL_NUMBERS.get(label, 1))
+                if entry is not None:
+                    entry_name = "".join(p[:1].upper() + p[1:] for p in fname.split("_")) + "Entry"
+                    e = desc.nested_type.add(name=entry_name)
+                    e.options.map_entry = True
+                    for i, t in enumerate(entry, 1):
+                        _set_type(e.field.add(name=("key", "value")[i - 1], number=i, label=1), t)
+                    fd.type_name = entry_name
+                    fd.type = 11
+                else:
+                    _set_type(fd, ftype)
+                if oneof_index is not None:
+                    fd.oneof_index = oneof_index
+                elif label == "optional" and self.file.syntax == "proto3":
+                    fd.proto3_optional = True
+                    desc.oneof_decl.add(name=f"_{fname}")
+                    fd.oneof_index = len(desc.oneof_decl) - 1
+
+
+_SCALAR_NUMBERS = {v: k for k, v in _DESCRIPTOR_TYPES.items()}
+_LABEL_NUMBERS = {"optional": 1, "required": 2, "repeated": 3}
+
+
+def _set_type(fd, type_name: str) -> None:
+    """A field's type: a scalar's number, or the referenced type's name (resolved by the pool with
+    protobuf's scoping rules; whether it is a message or an enum is decided there)."""
+    if type_name in _SCALAR_NUMBERS:
+        fd.type = _SCALAR_NUMBERS[type_name]
+    else:
+        fd.type_name = type_name
+
+
+def to_descriptor(text: str, name: str = "schema.proto") -> bytes:
+    """The serialized FileDescriptorProto of ``.proto`` text (what ``?format=serialized`` answers);
+    a base64 descriptor is returned decoded as it is."""
+    model = parse(text)
+    if model.serialized:
+        return base64.b64decode(text.strip())
+    p = _Parser(text)
+    p.fdp.name = name
+    p.parse()
+    return p.fdp.SerializeToString()
 
 
 def _from_descriptor(data: bytes) -> ProtoFile:

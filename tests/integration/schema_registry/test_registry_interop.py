@@ -3,6 +3,7 @@ its Avro, JSON Schema and Protobuf serializers, plus the REST API as clients cal
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2
 
 from tests.integration.schema_registry.registry_support import RegistryProcess, call
 from tests.support import wait_for
@@ -126,6 +128,15 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(broker, tm
         orders = [order_cls(id="o1", qty=2), order_cls(id="o2", qty=5)]
         assert _round_trip(broker.bootstrap, "orders", pser, pde, orders) == orders
         assert sr.get_latest_version("orders-value").schema.schema_type == "PROTOBUF"
+
+        # a Protobuf schema registered as .proto text is served as a descriptor on ?format=serialized
+        proto_text = 'syntax = "proto3"; package demo; message Item { string sku = 1; int32 n = 2; }'
+        item_id = sr.register_schema("items-value", Schema(proto_text, "PROTOBUF"))
+        assert sr.get_schema(item_id).schema_str == proto_text
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(
+            base64.b64decode(call(a.url, "GET", f"/schemas/ids/{item_id}?format=serialized")[1]["schema"])
+        )
+        assert [(f.name, f.number) for f in fdp.message_type[0].field] == [("sku", 1), ("n", 2)]
 
         # soft, then hard delete
         assert sr.delete_subject("other-value") == [1]

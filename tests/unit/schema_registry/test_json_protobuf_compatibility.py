@@ -128,3 +128,20 @@ def test_protobuf_rules():
     assert kinds(protobuf.check(_msg("optional int32 b = 2; required int32 c = 3;", "proto2"), opt)) == [
         "REQUIRED_FIELD_ADDED"
     ]
+
+
+def test_protobuf_text_to_descriptor_builds_working_messages():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(protobuf.to_descriptor(PROTO_V1.replace("import", "// import")))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    order = message_factory.GetMessageClass(pool.FindMessageTypeByName("demo.Order"))
+    m = order(id="o1", qty=2, tags={"k": "v"}, iban="DE00", state=1)
+    m.lines.add(sku="s1")
+    m.customer.name = "ann"
+    back = order.FromString(m.SerializeToString())
+    assert back == m and back.WhichOneof("payment") == "iban" and back.lines[0].sku == "s1"
+    # a base64 descriptor comes back as it was
+    encoded = base64.b64encode(fdp.SerializeToString()).decode()
+    assert protobuf.to_descriptor(encoded) == fdp.SerializeToString()
