@@ -6,9 +6,11 @@ import json
 import urllib.error
 import urllib.request
 
+import pytest
+
 from pyklog.connector.schema_registry.process import RegistryProcess
 
-__all__ = ["RegistryProcess", "call"]
+__all__ = ["RegistryProcess", "call", "sr_broker"]
 
 CT = "application/vnd.schemaregistry.v1+json"
 
@@ -22,3 +24,10 @@ def call(url: str, method: str, path: str, body=None, timeout: float = 30.0) -> 
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
+
+
+@pytest.fixture
+def sr_broker(broker_factory):
+    """A broker whose groups form at once (no initial rebalance delay): the registry's election and
+    the tests' consumers do not wait 3 s for it."""
+    return broker_factory(0, group_initial_rebalance_delay_ms=0)

@@ -7,7 +7,7 @@ import base64
 import json
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -16,8 +16,10 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
-from tests.integration.schema_registry.registry_support import RegistryProcess, call
+from tests.integration.schema_registry.registry_support import RegistryProcess, call, sr_broker
 from tests.support import wait_for
+
+__all__ = ["sr_broker"]  # the fixture, used by name
 
 USER_V1 = {
     "type": "record",
@@ -52,8 +54,8 @@ def _round_trip(bootstrap, topic, serializer, deserializer, values):
     for v in values:
         p.produce(topic, serializer(v, SerializationContext(topic, MessageField.VALUE)))
     assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     out = []
     try:
         for _ in range(200):
@@ -70,7 +72,8 @@ def _round_trip(bootstrap, topic, serializer, deserializer, values):
     return out
 
 
-def test_confluent_clients_against_the_registry_and_a_second_instance(broker, tmp_path):
+def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker, tmp_path):
+    broker = sr_broker
     a = RegistryProcess(broker.bootstrap, tmp_path, "a").start()
     b = None
     try:

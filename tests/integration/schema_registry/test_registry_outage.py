@@ -11,14 +11,17 @@ import pytest
 
 from pyklog.connector.schema_registry.client import SchemaRegistryClient
 from pyklog.connector.schema_registry.errors import SchemaRegistryError
-from tests.integration.schema_registry.registry_support import RegistryProcess, call
+from tests.integration.schema_registry.registry_support import RegistryProcess, call, sr_broker
 from tests.support import wait_for
+
+__all__ = ["sr_broker"]  # the fixture, used by name
 
 EVENT = {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]}
 EVENT_V2 = {**EVENT, "fields": EVENT["fields"] + [{"name": "kind", "type": "string", "default": "x"}]}
 
 
-def test_cluster_down_then_back_and_the_pyklog_client(broker, tmp_path):
+def test_cluster_down_then_back_and_the_pyklog_client(sr_broker, tmp_path):
+    broker = sr_broker
     sr = RegistryProcess(broker.bootstrap, tmp_path, "sr").start()
     try:
         client = SchemaRegistryClient(sr.url, retries=2)

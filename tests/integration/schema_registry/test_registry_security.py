@@ -40,6 +40,7 @@ def test_https_basic_auth_over_a_sasl_ssl_cluster(broker_factory, tls_certs, tmp
             "ssl.keystore.password": KEYSTORE_PASSWORD,
             "ssl.truststore.location": tls_certs.ca_pem,
             "ssl.truststore.type": "PEM",
+            "group.initial.rebalance.delay.ms": 0,
         },
     )
     users = {"username": "registry", "password": CLUSTER_PASSWORD, "user_registry": CLUSTER_PASSWORD}
