@@ -217,7 +217,18 @@ class SchemaRegistry:
             out.append(sv.schema)
         return out
 
+    @staticmethod
+    def check_request(schema_type, text, references) -> None:
+        """42201 for a request body whose fields have the wrong JSON types."""
+        if not isinstance(text, str):
+            raise errors.invalid_schema(f"expected the schema as a string, got {type(text).__name__}")
+        if schema_type is not None and not isinstance(schema_type, str):
+            raise errors.invalid_schema(f"expected schemaType as a string, got {type(schema_type).__name__}")
+        if not isinstance(references, list) or not all(isinstance(r, dict) for r in references):
+            raise errors.invalid_schema("expected references as a list of {name, subject, version} objects")
+
     def parse(self, schema_type: str | None, text: str, references: list) -> ParsedSchema:
+        self.check_request(schema_type, text, references)
         try:
             return parse_schema(schema_type, text, self._reference_texts(references))
         except InvalidSchemaError as e:
@@ -230,6 +241,7 @@ class SchemaRegistry:
         self, subject: str, schema_type: str | None, text: str, references: list, deleted: bool = False
     ) -> SchemaVersion:
         """The version of ``subject`` holding this schema (POST /subjects/{subject})."""
+        self.check_request(schema_type, text, references)
         schema_type = (schema_type or "AVRO").upper()
         with self._lock:
             versions = self.subjects.get(subject)
@@ -266,8 +278,9 @@ class SchemaRegistry:
     def register(self, subject: str, schema_type: str | None, text: str, references: list) -> int:
         """The schema's id in ``subject``, registering a new version when needed (409 if incompatible)."""
         write = self._require_writer()
+        self.check_request(schema_type, text, references)
         schema_type = (schema_type or "AVRO").upper()
-        references = list(references or [])
+        references = list(references)
         with self._write_lock:
             new = self.parse(schema_type, text, references)
             key = _content_key(schema_type, text, references)

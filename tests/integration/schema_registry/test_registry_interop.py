@@ -118,6 +118,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert call(a.url, "GET", "/schemas/ids/999")[1]["error_code"] == 40403
         assert call(a.url, "POST", "/subjects/x/versions", {"schema": "{not avro"})[1]["error_code"] == 42201
         assert call(a.url, "GET", "/subjects/users-value/versions/zero")[1]["error_code"] == 42202
+        assert call(a.url, "POST", "/subjects/x/versions", {"schema": 5, "schemaType": []})[1]["error_code"] == 42201
+        assert call(a.url, "POST", "/subjects/x/versions", ["not", "an", "object"])[0] == 400
+        assert call(a.url, "GET", "/no/such/path")[1] == {"error_code": 404, "message": "HTTP 404 Not Found"}
 
         # JSON Schema and Protobuf through their serializers
         jser = JSONSerializer(json.dumps(PERSON_JSON), sr)

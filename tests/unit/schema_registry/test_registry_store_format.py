@@ -93,6 +93,9 @@ def test_ids_versions_and_compatibility():
     assert code(r.get_version, "a", 0) == 42202 and code(r.get_version, "a", 3) == 40402
     assert code(r.register, "a", None, "{bad", []) == 42201
     assert code(r.register, "a", "XML", "<a/>", []) == 42201
+    for schema_type, text, refs in ((5, S1, []), (None, 12, []), (None, S1, {"a": 1}), (None, S1, ["x"])):
+        assert code(r.register, "a", schema_type, text, refs) == 42201
+        assert code(r.lookup, "a", schema_type, text, refs) == 42201
     assert [(v.subject, v.version) for v in r.subject_versions_of_id(1)] == [("a", 1), ("b", 1)]
     assert code(r.get_by_id, 99) == 40403
 
