@@ -198,7 +198,18 @@ class RegistryApp:
                 headers=headers,
                 ssl=self.forward_ssl if url.startswith("https:") else None,
             ) as resp:
-                return web.Response(body=await resp.read(), status=resp.status, content_type=CONTENT_TYPE)
+                body, status = await resp.read(), resp.status
+        except (TimeoutError, ClientError) as e:
+            raise errors.forward_error(f"{url}: {e or type(e).__name__}") from None
+        if status < 300 and self.store is not None:
+            # read what the primary wrote before answering, so this instance's next read sees it
+            try:
+                await self._run(self.store.sync)
+            except errors.SchemaRegistryError:
+                log.warning("the write forwarded to %s is not read back yet", url)
+        return web.Response(body=body, status=status, content_type=CONTENT_TYPE)
+        try:
+            pass
         except (TimeoutError, ClientError) as e:
             raise errors.forward_error(f"{url}: {e or type(e).__name__}") from None
 

@@ -78,6 +78,7 @@ class GroupElection:
         )
         self._lock = threading.Lock()
         self._primary: str | None = None
+        self._last_primary: str | None = None
         self._member_id = ""
         self._generation = -1
         self._stopping = threading.Event()
@@ -99,6 +100,8 @@ class GroupElection:
         with self._lock:
             changed = url != self._primary
             self._primary = url
+            if url is not None:
+                self._last_primary = url  # what the next election keeps, while it is a member
         if changed:
             log.info("primary: %s%s", url, " (this instance)" if url == self.url else "")
 
@@ -142,7 +145,7 @@ class GroupElection:
                     members.append((m["member_id"], json.loads(bytes(m["metadata"]))))
                 except ValueError:
                     continue
-            answer = json.dumps(choose_primary(members, self.primary_url())).encode()
+            answer = json.dumps(choose_primary(members, self._last_primary)).encode()
             assignments = [{"member_id": mid, "assignment": answer} for mid, _ in members]
         sync = self._call(
             ApiKey.SYNC_GROUP,
@@ -193,6 +196,8 @@ class GroupElection:
                     if code == 25:
                         self._member_id = ""
                     if code:
+                        # a rebalance (or this member was dropped): no primary until the group settles
+                        self._set_primary(None)
                         if code not in _REJOIN:
                             log.warning("heartbeat of %s: error code %d", self.group_id, code)
                         break

@@ -157,6 +157,7 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         wait_for(lambda: call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[0] == 200, 30)
         sid = call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[1]["id"]
         assert call(a.url, "GET", "/subjects/from-b/versions/latest")[1]["id"] == sid
+        assert call(b.url, "GET", "/subjects/from-b/versions/latest")[1]["id"] == sid  # read its own write
         assert sid == max(v1.schema_id, v2_id, sid) and sid not in (v1.schema_id, v2_id)
 
         # the primary stops: the other instance takes writes; a restart keeps every id
