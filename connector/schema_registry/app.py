@@ -38,14 +38,17 @@ def _json(value, status: int = 200) -> web.Response:
 
 
 def _formatted(request: web.Request, schema_type: str, text: str) -> str:
-    """The schema in the form ``?format=`` asks for: ``serialized`` gives a Protobuf schema as a
-    base64 FileDescriptorProto (what confluent-kafka's Python deserializer reads)."""
-    if request.query.get("format") == "serialized" and schema_type == "PROTOBUF":
-        try:
+    """The schema in the form ``?format=`` asks for: a Protobuf schema as ``.proto`` text by default
+    (one registered as a base64 descriptor is rendered), as a base64 FileDescriptorProto with
+    ``serialized`` (what confluent-kafka's Python deserializer reads)."""
+    if schema_type != "PROTOBUF":
+        return text
+    try:
+        if request.query.get("format") == "serialized":
             return base64.b64encode(protobuf.to_descriptor(text)).decode()
-        except protobuf.ProtobufSchemaError as e:
-            raise errors.invalid_schema(str(e)) from None
-    return text
+        return protobuf.to_text(text)
+    except protobuf.ProtobufSchemaError as e:
+        raise errors.invalid_schema(str(e)) from None
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -258,7 +261,7 @@ class RegistryApp:
         sv = self.registry.get_version(
             request.match_info["subject"], request.match_info["version"], _flag(request, "deleted")
         )
-        return web.Response(text=sv.schema, content_type=CONTENT_TYPE)
+        return web.Response(text=_formatted(request, sv.schema_type, sv.schema), content_type=CONTENT_TYPE)
 
     async def referenced_by(self, request):
         subject = request.match_info["subject"]
@@ -315,8 +318,8 @@ class RegistryApp:
         return _json(out)
 
     async def get_schema_text(self, request):
-        _, text, _ = self.registry.get_by_id(self._schema_id(request))
-        return web.Response(text=text, content_type=CONTENT_TYPE)
+        schema_type, text, _ = self.registry.get_by_id(self._schema_id(request))
+        return web.Response(text=_formatted(request, schema_type, text), content_type=CONTENT_TYPE)
 
     async def get_schema_versions(self, request):
         svs = self.registry.subject_versions_of_id(self._schema_id(request), _flag(request, "deleted"))

@@ -120,6 +120,7 @@ class _Parser:
         from google.protobuf import descriptor_pb2
 
         self.fdp = descriptor_pb2.FileDescriptorProto()  # the same file as a descriptor
+        self._optional: dict[int, list] = {}  # a message's proto3 optional fields, by id(descriptor)
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -212,6 +213,9 @@ class _Parser:
         self.take("{")
         self.body(full, fields, desc, None)
         self.take("}")
+        for fd in self._optional.pop(id(desc), []):
+            desc.oneof_decl.add(name=f"_{fd.name}")
+            fd.oneof_index = len(desc.oneof_decl) - 1
 
     def body(self, full: str, fields: dict, desc, oneof_index: int | None) -> None:
         while self.peek() != "}":
@@ -268,9 +272,8 @@ class _Parser:
                 if oneof_index is not None:
                     fd.oneof_index = oneof_index
                 elif label == "optional" and self.file.syntax == "proto3":
-                    fd.proto3_optional = True
-                    desc.oneof_decl.add(name=f"_{fname}")
-                    fd.oneof_index = len(desc.oneof_decl) - 1
+                    fd.proto3_optional = True  # its synthetic oneof is added after the real ones
+                    self._optional.setdefault(id(desc), []).append(fd)
 
 
 _SCALAR_NUMBERS = {v: k for k, v in _DESCRIPTOR_TYPES.items()}
@@ -317,15 +320,21 @@ def _from_descriptor(data: bytes) -> ProtoFile:
     def walk(m, scope):
         full = f"{scope}.{m.name}" if scope else m.name
         fields = {}
+        entries = {n.name: n for n in m.nested_type if n.options.map_entry}
         for fd in m.field:
-            t = _DESCRIPTOR_TYPES.get(fd.type) or fd.type_name.lstrip(".")
+            t = fd.type_name.lstrip(".") if fd.type_name else _DESCRIPTOR_TYPES.get(fd.type, "")
+            entry = entries.get(t.rsplit(".", 1)[-1]) if fd.type_name else None
+            if entry is not None:  # a map field, as the text form names it
+                k, v = sorted(entry.field, key=lambda f: f.number)
+                t = f"map<{_field_type(k, {})},{_field_type(v, {})}>"
             label = _LABELS.get(fd.label, "")
             if f.syntax == "proto3" and label == "optional" and not fd.proto3_optional:
                 label = ""
             fields[fd.number] = ProtoField(fd.name, t, label)
         f.messages[full] = fields
         for n in m.nested_type:
-            walk(n, full)
+            if not n.options.map_entry:
+                walk(n, full)
         for e in m.enum_type:
             walk_enum(e, full)
 
@@ -398,3 +407,73 @@ def check(reader: ProtoFile, writer: ProtoFile) -> list[str]:
             if num not in wfields and rf.label == "required":
                 out.append(f"{{errorType:'REQUIRED_FIELD_ADDED', description:'#/{key}/{num}'}}")
     return out
+
+
+def _render_message(m, indent: str, syntax: str, out: list) -> None:
+    out.append(f"{indent}message {m.name} {{")
+    inner = indent + "  "
+    entries = {n.name: n for n in m.nested_type if n.options.map_entry}
+    for n in m.nested_type:
+        if not n.options.map_entry:
+            _render_message(n, inner, syntax, out)
+    for e in m.enum_type:
+        _render_enum(e, inner, out)
+    oneofs: dict[int, list] = {}
+    for fd in m.field:
+        if fd.HasField("oneof_index") and not fd.proto3_optional:
+            oneofs.setdefault(fd.oneof_index, []).append(fd)
+            if len(oneofs[fd.oneof_index]) > 1:
+                continue
+            out.append(f"{inner}oneof {m.oneof_decl[fd.oneof_index].name} {{")
+            for member in (f for f in m.field if f.HasField("oneof_index") and f.oneof_index == fd.oneof_index):
+                out.append(f"{inner}  {_field_type(member, entries)} {member.name} = {member.number};")
+            out.append(f"{inner}}}")
+            continue
+        entry = entries.get(fd.type_name.rsplit(".", 1)[-1]) if fd.type_name else None
+        if entry is not None and fd.label == 3:
+            out.append(f"{inner}{_field_type(fd, entries)} {fd.name} = {fd.number};")
+            continue
+        label = _LABELS.get(fd.label, "optional")
+        if syntax == "proto3" and label == "optional" and not fd.proto3_optional:
+            label = ""
+        prefix = f"{label} " if label else ""
+        out.append(f"{inner}{prefix}{_field_type(fd, entries)} {fd.name} = {fd.number};")
+    out.append(f"{indent}}}")
+
+
+def _field_type(fd, entries: dict) -> str:
+    # a descriptor may name a message or enum type without setting ``type`` (whose unset value
+    # reads as TYPE_DOUBLE): the name decides
+    if not fd.type_name:
+        return _DESCRIPTOR_TYPES[fd.type]
+    entry = entries.get(fd.type_name.rsplit(".", 1)[-1])
+    if entry is not None:
+        k, v = sorted(entry.field, key=lambda f: f.number)
+        return f"map<{_field_type(k, {})}, {_field_type(v, {})}>"
+    return fd.type_name
+
+
+def _render_enum(e, indent: str, out: list) -> None:
+    out.append(f"{indent}enum {e.name} {{")
+    out.extend(f"{indent}  {v.name} = {v.number};" for v in e.value)
+    out.append(f"{indent}}}")
+
+
+def to_text(text: str) -> str:
+    """``.proto`` text of a schema: a base64 FileDescriptorProto rendered as text (what the registry
+    answers by default, as Confluent's does); text is returned as it is."""
+    if not parse(text).serialized:
+        return text
+    from google.protobuf import descriptor_pb2
+
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text.strip()))
+    syntax = fdp.syntax or "proto2"
+    out = [f'syntax = "{syntax}";']
+    if fdp.package:
+        out.append(f"package {fdp.package};")
+    out.extend(f'import "{d}";' for d in fdp.dependency)
+    for m in fdp.message_type:
+        _render_message(m, "", syntax, out)
+    for e in fdp.enum_type:
+        _render_enum(e, "", out)
+    return "\n".join(out) + "\n"

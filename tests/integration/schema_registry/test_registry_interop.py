@@ -134,6 +134,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         orders = [order_cls(id="o1", qty=2), order_cls(id="o2", qty=5)]
         assert _round_trip(broker.bootstrap, "orders", pser, pde, orders) == orders
         assert sr.get_latest_version("orders-value").schema.schema_type == "PROTOBUF"
+        # registered as a base64 descriptor, served as .proto text (and as the descriptor on request)
+        served = call(a.url, "GET", "/subjects/orders-value/versions/latest")[1]["schema"]
+        assert "message Order {" in served and "int64 qty = 2;" in served
 
         # a Protobuf schema registered as .proto text is served as a descriptor on ?format=serialized
         proto_text = 'syntax = "proto3"; package demo; message Item { string sku = 1; int32 n = 2; }'

@@ -145,3 +145,30 @@ def test_protobuf_text_to_descriptor_builds_working_messages():
     # a base64 descriptor comes back as it was
     encoded = base64.b64encode(fdp.SerializeToString()).decode()
     assert protobuf.to_descriptor(encoded) == fdp.SerializeToString()
+
+
+def test_protobuf_descriptor_rendered_as_text_and_back():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    source = PROTO_V1.replace("import", "// import").replace(
+        "oneof payment", "optional string memo = 9;\n  oneof payment"
+    )
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(protobuf.to_descriptor(source))
+    encoded = base64.b64encode(fdp.SerializeToString()).decode()
+    text = protobuf.to_text(encoded)
+    assert "map<string, string> tags = 4;" in text and "oneof payment {" in text and "optional string memo = 9;" in text
+    # the rendered text parses to the same model and builds the same messages
+    assert protobuf.parse(text).messages.keys() == protobuf.parse(source).messages.keys()
+    again = descriptor_pb2.FileDescriptorProto.FromString(protobuf.to_descriptor(text))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(again)
+    order = message_factory.GetMessageClass(pool.FindMessageTypeByName("demo.Order"))
+    m = order(id="x", tags={"a": "b"}, card="c", memo="m")
+    m.customer.name = "n"
+    back = order.FromString(m.SerializeToString())
+    assert back == m and back.HasField("memo") and back.WhichOneof("payment") == "card"
+    assert protobuf.to_text(PROTO_V1) == PROTO_V1  # text stays as registered
+    # the two forms of one schema are the same schema to the rules
+    as_text, as_descriptor = protobuf.parse(source), protobuf.parse(encoded)
+    assert protobuf.check(as_text, as_descriptor) == [] and protobuf.check(as_descriptor, as_text) == []
+    assert as_descriptor.messages["demo.Order"][4].type == "map<string,string>"
