@@ -16,6 +16,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
+from pyklog.connector.schema_registry import wire
 from tests.integration.schema_registry.registry_support import RegistryProcess, call, sr_broker
 from tests.support import wait_for
 
@@ -85,6 +86,8 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert _round_trip(broker.bootstrap, "users", ser, de, users) == users
         v1 = sr.get_latest_version("users-value")
         assert v1.version == 1 and json.loads(v1.schema.schema_str) == USER_V1
+        ctx = SerializationContext("users", MessageField.VALUE)
+        assert wire.decode_header(ser(users[0], ctx)) == (v1.schema_id, None, 5)  # the codec reads it
 
         # ids are global: the same schema under another subject keeps its id; registering again too
         assert sr.register_schema("other-value", Schema(json.dumps(USER_V1), "AVRO")) == v1.schema_id
@@ -133,6 +136,10 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         pde = ProtobufDeserializer(order_cls, {"use.deprecated.format": False})
         orders = [order_cls(id="o1", qty=2), order_cls(id="o2", qty=5)]
         assert _round_trip(broker.bootstrap, "orders", pser, pde, orders) == orders
+        orders_id = sr.get_latest_version("orders-value").schema_id
+        framed = pser(orders[0], SerializationContext("orders", MessageField.VALUE))
+        schema_id, indexes, start = wire.decode_header(framed, protobuf=True)
+        assert (schema_id, indexes) == (orders_id, [0]) and order_cls.FromString(framed[start:]) == orders[0]
         assert sr.get_latest_version("orders-value").schema.schema_type == "PROTOBUF"
         # registered as a base64 descriptor, served as .proto text (and as the descriptor on request)
         served = call(a.url, "GET", "/subjects/orders-value/versions/latest")[1]["schema"]
