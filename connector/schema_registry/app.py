@@ -104,6 +104,7 @@ class RegistryApp:
         r.add_delete("/subjects/{subject}/versions/{version}", self.delete_version)
         r.add_post("/subjects/{subject}", self.lookup)
         r.add_delete("/subjects/{subject}", self.delete_subject)
+        r.add_get("/schemas", self.list_schemas)
         r.add_get("/schemas/types", self.schema_types)
         r.add_get("/schemas/ids/{id}", self.get_schema)
         r.add_get("/schemas/ids/{id}/schema", self.get_schema_text)
@@ -228,6 +229,20 @@ class RegistryApp:
 
     async def schema_types(self, request):
         return _json(list(SCHEMA_TYPES))
+
+    async def list_schemas(self, request):
+        """Every version (``subjectPrefix``, ``deleted``, ``latestOnly`` as Confluent's filters)."""
+        prefix = request.query.get("subjectPrefix", "")
+        deleted, latest_only = _flag(request, "deleted"), _flag(request, "latestOnly")
+        out = []
+        for subject in self.registry.list_subjects(deleted):
+            if not subject.startswith(prefix):
+                continue
+            versions = self.registry.versions(subject, deleted)
+            for v in versions[-1:] if latest_only else versions:
+                sv = self.registry.get_version(subject, v, deleted)
+                out.append(sv.as_json())
+        return _json(out)
 
     async def list_subjects(self, request):
         return _json(self.registry.list_subjects(_flag(request, "deleted")))

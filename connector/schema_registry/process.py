@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
-from pyklog.broker.zk.server import free_port
-
 READY_LINE = "Server started"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the registry binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class RegistryProcess:

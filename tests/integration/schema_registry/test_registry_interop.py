@@ -154,6 +154,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         )
         assert [(f.name, f.number) for f in fdp.message_type[0].field] == [("sku", 1), ("n", 2)]
 
+        listed = call(a.url, "GET", "/schemas?subjectPrefix=users&latestOnly=true")[1]
+        assert [(x["subject"], x["version"], x["id"]) for x in listed] == [("users-value", 2, v2_id)]
+
         # soft, then hard delete
         assert sr.delete_subject("other-value") == [1]
         assert "other-value" not in sr.get_subjects()
