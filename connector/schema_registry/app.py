@@ -31,6 +31,8 @@ from pyklog.connector.schema_registry.registry import SchemaRegistry
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+#: marks a write one instance forwarded to another (a write is forwarded at most once)
+FORWARDED_HEADER = "X-Pyklog-Forwarded"
 
 
 def _json(value, status: int = 200) -> web.Response:
@@ -189,11 +191,15 @@ class RegistryApp:
             url = self.election.primary_url()
         if self.election.is_primary():
             return None
+        if request.headers.get(FORWARDED_HEADER):
+            # sent on by an instance that took this one for the primary: never forward it again
+            raise errors.forward_error(f"this instance is not the primary (the primary is {url or 'not known'})")
         if not url:
             raise errors.forward_error(f"no primary instance was elected in {self.election_wait_s:g} s")
         if self._session is None:
             self._session = ClientSession(timeout=ClientTimeout(total=30))
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
+        headers[FORWARDED_HEADER] = "1"
         try:
             async with self._session.request(
                 request.method,

@@ -224,8 +224,17 @@ class SchemaRegistry:
             raise errors.invalid_schema(f"expected the schema as a string, got {type(text).__name__}")
         if schema_type is not None and not isinstance(schema_type, str):
             raise errors.invalid_schema(f"expected schemaType as a string, got {type(schema_type).__name__}")
-        if not isinstance(references, list) or not all(isinstance(r, dict) for r in references):
-            raise errors.invalid_schema("expected references as a list of {name, subject, version} objects")
+        if not isinstance(references, list) or not all(
+            isinstance(r, dict)
+            and isinstance(r.get("name"), str)
+            and isinstance(r.get("subject"), str)
+            and isinstance(r.get("version"), int)
+            and not isinstance(r.get("version"), bool)
+            for r in references
+        ):
+            raise errors.invalid_schema(
+                "expected references as a list of {name, subject, version} objects (version a number)"
+            )
 
     def parse(self, schema_type: str | None, text: str, references: list) -> ParsedSchema:
         self.check_request(schema_type, text, references)

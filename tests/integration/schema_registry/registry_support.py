@@ -15,10 +15,10 @@ __all__ = ["RegistryProcess", "call", "sr_broker"]
 CT = "application/vnd.schemaregistry.v1+json"
 
 
-def call(url: str, method: str, path: str, body=None, timeout: float = 30.0) -> tuple[int, object]:
+def call(url: str, method: str, path: str, body=None, timeout: float = 30.0, headers=None) -> tuple[int, object]:
     """``(status, JSON body)`` of one request to the registry."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": CT})
+    req = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": CT, **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read() or b"null")

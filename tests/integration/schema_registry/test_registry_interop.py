@@ -171,6 +171,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         sid = call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[1]["id"]
         assert call(a.url, "GET", "/subjects/from-b/versions/latest")[1]["id"] == sid
         assert call(b.url, "GET", "/subjects/from-b/versions/latest")[1]["id"] == sid  # read its own write
+        # a write another instance already forwarded is never forwarded again (no loop between two)
+        again = call(b.url, "POST", "/subjects/loop/versions", {"schema": '"int"'}, headers={"X-Pyklog-Forwarded": "1"})
+        assert again[0] == 500 and again[1]["error_code"] == 50003
         assert sid == max(v1.schema_id, v2_id, sid) and sid not in (v1.schema_id, v2_id)
 
         # the primary stops: the other instance takes writes; a restart keeps every id

@@ -141,6 +141,10 @@ def test_references():
     assert code(r.register, "user2", None, user, []) == 42201  # unresolved name
     assert code(r.register, "user3", None, user, [{"name": "d.Address", "subject": "address", "version": 5}]) == 42201
     assert code(r.delete_subject, "address") == 42206  # still referenced
+    assert (
+        code(r.register, "user4", None, user, [{"name": "d.Address", "subject": "address", "version": "latest"}])
+        == 42201
+    )
 
 
 def test_properties():
