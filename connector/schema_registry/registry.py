@@ -62,7 +62,8 @@ def _content_key(schema_type: str, text: str, references: list) -> str:
     norm = text.strip()
     if schema_type in ("AVRO", "JSON"):
         try:
-            norm = json.dumps(json.loads(text), separators=(",", ":"))
+            # the attributes' order does not make another schema (lists, such as fields, keep theirs)
+            norm = json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True)
         except ValueError:
             pass
     refs = [(r["name"], r["subject"], int(r["version"])) for r in references or []]

@@ -84,6 +84,8 @@ def test_ids_versions_and_compatibility():
     assert r.register("a", None, S1, []) == 1
     assert r.register("b", "AVRO", json.dumps(json.loads(S1), indent=2), []) == 1  # same schema: same id
     assert r.register("a", None, S1, []) == 1 and len(log) == 2  # nothing written again
+    reordered = json.dumps({"fields": [{"type": "int", "name": "a"}], "name": "R", "type": "record"})
+    assert r.register("a", None, reordered, []) == 1 and len(log) == 2  # the same schema
     assert code(r.register, "a", None, S_BAD, []) == 409
     assert r.register("a", None, S2, []) == 2
     assert r.versions("a") == [1, 2] and r.get_version("a", "latest").schema_id == 2
