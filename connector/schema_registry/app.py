@@ -57,6 +57,41 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+#: Confluent Schema Registry's routes: (method, path under the root, handler name)
+ROUTES = (
+    ("GET", "", "root"),
+    ("GET", "subjects", "list_subjects"),
+    ("GET", "subjects/{subject}/versions", "list_versions"),
+    ("POST", "subjects/{subject}/versions", "register"),
+    ("GET", "subjects/{subject}/versions/{version}", "get_version"),
+    ("GET", "subjects/{subject}/versions/{version}/schema", "get_version_schema"),
+    ("GET", "subjects/{subject}/versions/{version}/referencedby", "referenced_by"),
+    ("DELETE", "subjects/{subject}/versions/{version}", "delete_version"),
+    ("POST", "subjects/{subject}", "lookup"),
+    ("DELETE", "subjects/{subject}", "delete_subject"),
+    ("GET", "schemas", "list_schemas"),
+    ("GET", "schemas/types", "schema_types"),
+    ("GET", "schemas/ids/{id}", "get_schema"),
+    ("GET", "schemas/ids/{id}/schema", "get_schema_text"),
+    ("GET", "schemas/ids/{id}/versions", "get_schema_versions"),
+    ("GET", "schemas/ids/{id}/subjects", "get_schema_subjects"),
+    ("GET", "config", "get_config"),
+    ("PUT", "config", "put_config"),
+    ("DELETE", "config", "delete_config"),
+    ("GET", "config/{subject}", "get_config"),
+    ("PUT", "config/{subject}", "put_config"),
+    ("DELETE", "config/{subject}", "delete_config"),
+    ("POST", "compatibility/subjects/{subject}/versions/{version}", "compatibility"),
+    ("POST", "compatibility/subjects/{subject}/versions", "compatibility"),
+    ("GET", "mode", "get_mode"),
+    ("GET", "mode/{subject}", "get_mode"),
+    ("PUT", "mode", "put_mode"),
+    ("PUT", "mode/{subject}", "put_mode"),
+    ("GET", "contexts", "contexts"),
+    ("GET", "v1/metadata/id", "metadata_id"),
+)
+
+
 class AlwaysPrimary:
     """The election of a single instance: this one."""
 
@@ -95,37 +130,8 @@ class RegistryApp:
 
     def build(self) -> web.Application:
         app = web.Application(middlewares=[self._errors, self._authenticate], client_max_size=16 * 1024 * 1024)
-        r = app.router
-        r.add_get("/", self.root)
-        r.add_get("/subjects", self.list_subjects)
-        r.add_get("/subjects/{subject}/versions", self.list_versions)
-        r.add_post("/subjects/{subject}/versions", self.register)
-        r.add_get("/subjects/{subject}/versions/{version}", self.get_version)
-        r.add_get("/subjects/{subject}/versions/{version}/schema", self.get_version_schema)
-        r.add_get("/subjects/{subject}/versions/{version}/referencedby", self.referenced_by)
-        r.add_delete("/subjects/{subject}/versions/{version}", self.delete_version)
-        r.add_post("/subjects/{subject}", self.lookup)
-        r.add_delete("/subjects/{subject}", self.delete_subject)
-        r.add_get("/schemas", self.list_schemas)
-        r.add_get("/schemas/types", self.schema_types)
-        r.add_get("/schemas/ids/{id}", self.get_schema)
-        r.add_get("/schemas/ids/{id}/schema", self.get_schema_text)
-        r.add_get("/schemas/ids/{id}/versions", self.get_schema_versions)
-        r.add_get("/schemas/ids/{id}/subjects", self.get_schema_subjects)
-        r.add_get("/config", self.get_config)
-        r.add_put("/config", self.put_config)
-        r.add_delete("/config", self.delete_config)
-        r.add_get("/config/{subject}", self.get_config)
-        r.add_put("/config/{subject}", self.put_config)
-        r.add_delete("/config/{subject}", self.delete_config)
-        r.add_post("/compatibility/subjects/{subject}/versions/{version}", self.compatibility)
-        r.add_post("/compatibility/subjects/{subject}/versions", self.compatibility)
-        r.add_get("/mode", self.get_mode)
-        r.add_get("/mode/{subject}", self.get_mode)
-        r.add_put("/mode", self.put_mode)
-        r.add_put("/mode/{subject}", self.put_mode)
-        r.add_get("/contexts", self.contexts)
-        r.add_get("/v1/metadata/id", self.metadata_id)
+        for method, path, handler in ROUTES:
+            app.router.add_route(method, "/" + path, getattr(self, handler))
         app.on_cleanup.append(self._close)
         return app
 
