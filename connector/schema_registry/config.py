@@ -12,6 +12,8 @@ kafkastore.timeout.ms                  how long a write may wait for the cluster
 kafkastore.init.timeout.ms             how long the start may wait for the topic (default 60000)
 kafkastore.group.id                    the group the instances elect their primary in
                                        (default ``schema-registry``)
+kafkastore.session.timeout.ms          how long the group waits for a silent instance before
+                                       electing another primary (default 10000)
 kafkastore.security.protocol,          the pyklog clients' security settings (TLS, SASL), by
 kafkastore.ssl.*, kafkastore.sasl.*    Kafka's names; other ``kafkastore.*`` settings go to the
                                        producer as they are
@@ -98,6 +100,7 @@ class RegistryConfig:
     timeout_ms: int
     init_timeout_ms: int
     replication_factor: int
+    session_timeout_ms: int
     kafkastore: dict = field(default_factory=dict)  # the kafkastore.* settings without the prefix
     tls: dict | None = None  # the HTTPS listener's ssl.* settings (None: HTTP)
     realm: str = "SchemaRegistry"
@@ -142,6 +145,7 @@ class RegistryConfig:
                 timeout_ms=int(store.get("timeout.ms", 10000)),
                 init_timeout_ms=int(store.get("init.timeout.ms", 60000)),
                 replication_factor=int(store.get("topic.replication.factor", 3)),
+                session_timeout_ms=int(store.get("session.timeout.ms", 10000)),
                 kafkastore=store,
                 tls=tls,
                 realm=props.get("authentication.realm") or "SchemaRegistry",

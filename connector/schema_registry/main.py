@@ -53,6 +53,7 @@ async def serve(config: RegistryConfig) -> None:
         config.group_id,
         config.advertised_url,
         eligible=config.leader_eligible,
+        session_timeout_ms=config.session_timeout_ms,
         security=ClientSecurityConfig.from_config(config.kafkastore),
         on_primary=store.sync,
     ).start()

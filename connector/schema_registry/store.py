@@ -115,7 +115,9 @@ class KafkaStore:
     """Reads and writes the registry's topic (see the module docstring).  Thread-safe."""
 
     #: settings of kafkastore.* that are the registry's own, not the clients'
-    OWN = frozenset({"topic", "timeout.ms", "init.timeout.ms", "topic.replication.factor", "group.id"})
+    OWN = frozenset(
+        {"topic", "timeout.ms", "init.timeout.ms", "topic.replication.factor", "group.id", "session.timeout.ms"}
+    )
 
     def __init__(
         self,

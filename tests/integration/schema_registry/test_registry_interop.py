@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -22,6 +23,8 @@ from tests.support import wait_for
 
 __all__ = ["sr_broker"]  # the fixture, used by name
 
+#: the group's smallest session: a killed primary is replaced within about 6 s
+FAST_FAILOVER = {"kafkastore.session.timeout.ms": "6000"}
 USER_V1 = {
     "type": "record",
     "name": "User",
@@ -75,7 +78,7 @@ def _round_trip(bootstrap, topic, serializer, deserializer, values):
 
 def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker, tmp_path):
     broker = sr_broker
-    a = RegistryProcess(broker.bootstrap, tmp_path, "a").start()
+    a = RegistryProcess(broker.bootstrap, tmp_path, "a", **FAST_FAILOVER).start()
     b = None
     try:
         sr = SchemaRegistryClient({"url": a.url})
@@ -165,7 +168,7 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert "other-value" not in call(a.url, "GET", "/subjects?deleted=true")[1]
 
         # a second instance reads the same topic, agrees on the ids and forwards its writes
-        b = RegistryProcess(broker.bootstrap, tmp_path, "b").start()
+        b = RegistryProcess(broker.bootstrap, tmp_path, "b", **FAST_FAILOVER).start()
         assert call(b.url, "GET", f"/schemas/ids/{v2_id}")[1]["schema"] == json.dumps(USER_V2)
         wait_for(lambda: call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[0] == 200, 30)
         sid = call(b.url, "POST", "/subjects/from-b/versions", {"schema": '"string"'})[1]["id"]
@@ -176,8 +179,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert again[0] == 500 and again[1]["error_code"] == 50003
         assert sid == max(v1.schema_id, v2_id, sid) and sid not in (v1.schema_id, v2_id)
 
-        # the primary stops: the other instance takes writes; a restart keeps every id
-        a.stop()
+        # the primary is killed: the other instance takes writes once its session is over; a restart
+        # keeps every id
+        a.stop(signal.SIGKILL)
         wait_for(lambda: call(b.url, "POST", "/subjects/after/versions", {"schema": '"long"'})[0] == 200, 40)
         a.start()
         assert call(a.url, "GET", "/subjects/users-value/versions/1")[1]["id"] == v1.schema_id
