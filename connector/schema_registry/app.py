@@ -293,7 +293,7 @@ class RegistryApp:
     async def referenced_by(self, request):
         subject = request.match_info["subject"]
         sv = self.registry.get_version(subject, request.match_info["version"])
-        return _json(self.registry._referenced_by(subject, sv.version))  # noqa: SLF001 - same package
+        return _json(self.registry.referenced_by(subject, sv.version))
 
     async def lookup(self, request):
         body = await self._body(request)

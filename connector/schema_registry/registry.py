@@ -314,7 +314,7 @@ class SchemaRegistry:
             log.info("registered subject %s version %d id %d", subject, version, schema_id)
             return schema_id
 
-    def _referenced_by(self, subject: str, version: int) -> list[int]:
+    def referenced_by(self, subject: str, version: int) -> list[int]:
         with self._lock:
             return [
                 v.schema_id
@@ -346,7 +346,7 @@ class SchemaRegistry:
                     40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
                 )
             for v in live:
-                if self._referenced_by(subject, v):
+                if self.referenced_by(subject, v):
                     raise errors.SchemaRegistryError(
                         42206, f"One or more references exist to the schema {{subject={subject},version={v}}}."
                     )
@@ -365,7 +365,7 @@ class SchemaRegistry:
                     )
                 write(store.schema_key(subject, sv.version), None)
                 return sv.version
-            if self._referenced_by(subject, sv.version):
+            if self.referenced_by(subject, sv.version):
                 raise errors.SchemaRegistryError(
                     42206, f"One or more references exist to the schema {{subject={subject},version={sv.version}}}."
                 )

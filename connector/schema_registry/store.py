@@ -202,12 +202,13 @@ class KafkaStore:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(5)
-        for c in (self._producer, self._consumer):
-            if c is not None:
-                try:
-                    c.close() if c is self._consumer else c.close(1)
-                except Exception:  # noqa: BLE001 - closing is best effort
-                    log.debug("close failed", exc_info=True)
+        try:
+            if self._producer is not None:
+                self._producer.close(1)
+            if self._consumer is not None:
+                self._consumer.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            log.debug("closing the store's clients failed", exc_info=True)
 
     # -- the reader thread -------------------------------------------------------------------------
     def _run(self) -> None:
