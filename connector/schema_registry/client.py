@@ -48,7 +48,7 @@ class SchemaRegistryClient:
 
     def _init_caches(self) -> None:
         self._lock = threading.Lock()
-        self._by_id: dict[int, dict] = {}
+        self._by_id: dict = {}  # id, or (id, format) -> the answer
         self._versions: dict[tuple[str, int], dict] = {}
         self._latest: dict[str, tuple[float, dict]] = {}
         self._registered: dict[tuple, int] = {}
@@ -101,14 +101,17 @@ class SchemaRegistryClient:
                 ) from None
         raise AssertionError("unreachable")
 
-    def get_schema(self, schema_id: int) -> dict:
-        """``{"schema": ..., "schemaType"?: ..., "references"?: [...]}`` of the id."""
+    def get_schema(self, schema_id: int, fmt: str | None = None) -> dict:
+        """``{"schema": ..., "schemaType"?: ..., "references"?: [...]}`` of the id; ``fmt="serialized"``
+        gives a Protobuf schema as a base64 FileDescriptorProto."""
+        key = int(schema_id) if fmt is None else (int(schema_id), fmt)
         with self._lock:
-            found = self._by_id.get(int(schema_id))
+            found = self._by_id.get(key)
         if found is None:
-            found = self._request("GET", f"/schemas/ids/{int(schema_id)}")
+            query = "" if fmt is None else f"?format={quote(fmt, safe='')}"
+            found = self._request("GET", f"/schemas/ids/{int(schema_id)}{query}")
             with self._lock:
-                self._by_id[int(schema_id)] = found
+                self._by_id[key] = found
         return found
 
     def get_version(self, subject: str, version="latest") -> dict:

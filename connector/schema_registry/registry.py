@@ -315,6 +315,7 @@ class SchemaRegistry:
             return schema_id
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
+        """The ids of live versions whose references name ``subject`` ``version``."""
         with self._lock:
             return [
                 v.schema_id

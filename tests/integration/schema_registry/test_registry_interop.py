@@ -18,6 +18,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
 from pyklog.connector.schema_registry import wire
+from pyklog.connector.schema_registry.client import SchemaRegistryClient as PyklogRegistryClient
 from tests.integration.schema_registry.registry_support import RegistryProcess, call, sr_broker
 from tests.support import wait_for
 
@@ -156,6 +157,9 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
             base64.b64decode(call(a.url, "GET", f"/schemas/ids/{item_id}?format=serialized")[1]["schema"])
         )
         assert [(f.name, f.number) for f in fdp.message_type[0].field] == [("sku", 1), ("n", 2)]
+        ours = PyklogRegistryClient(a.url)
+        assert ours.get_schema(item_id)["schema"] == proto_text
+        assert base64.b64decode(ours.get_schema(item_id, fmt="serialized")["schema"]) == fdp.SerializeToString()
 
         listed = call(a.url, "GET", "/schemas?subjectPrefix=users&latestOnly=true")[1]
         assert [(x["subject"], x["version"], x["id"]) for x in listed] == [("users-value", 2, v2_id)]
