@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 
 from pyklog.broker.errors import PyklogError, TopicAlreadyExistsError
+from pyklog.connector.admin import AdminClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
 from pyklog.connector.schema_registry.errors import SchemaRegistryError, store_error, timeout_error
@@ -190,6 +191,7 @@ class KafkaStore:
     def _ensure_topic(self, client) -> None:
         md = client.metadata([self.topic], refresh=True)
         if self.topic in md.topics and md.topics[self.topic].partitions:
+            self._check_topic(client, len(md.topics[self.topic].partitions))
             return
         rf = max(1, min(self.replication_factor, len(md.brokers)))
         try:
@@ -197,6 +199,27 @@ class KafkaStore:
             log.info("created the topic %s (compacted, replication factor %d)", self.topic, rf)
         except TopicAlreadyExistsError:
             client.wait_for_topic(self.topic, 1)
+
+    def _check_topic(self, client, partitions: int) -> None:
+        """Warn about an existing topic the registry cannot rely on (as Confluent's KafkaStore
+        checks): more than one partition (no order between them), a cleanup policy other than
+        compact (old schemas would be deleted with time)."""
+        if partitions != 1:
+            log.warning(
+                "the topic %s has %d partitions: the registry reads and writes partition 0 only", self.topic, partitions
+            )
+        try:
+            configs = AdminClient(client=client).describe_configs([(2, self.topic)])[(2, self.topic)]
+        except PyklogError as e:
+            log.warning("cannot read the configs of the topic %s: %s", self.topic, e)
+            return
+        policy = next((c.get("value") for c in configs if c.get("name") == "cleanup.policy"), None)
+        if policy is not None and "compact" not in str(policy):
+            log.warning(
+                "the topic %s has cleanup.policy=%s: schemas will be deleted with time; set it to compact",
+                self.topic,
+                policy,
+            )
 
     def close(self) -> None:
         self._stopping.set()

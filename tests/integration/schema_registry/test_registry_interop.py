@@ -170,6 +170,8 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert call(a.url, "GET", "/subjects?deleted=true")[1].count("other-value") == 1
         assert sr.delete_subject("other-value", permanent=True) == [1]
         assert "other-value" not in call(a.url, "GET", "/subjects?deleted=true")[1]
+        # the existing topic was checked at the restart: compacted, one partition
+        assert "cannot read the configs" not in a.output() and "cleanup.policy=" not in a.output()
 
         # a second instance reads the same topic, agrees on the ids and forwards its writes
         b = RegistryProcess(broker.bootstrap, tmp_path, "b", **FAST_FAILOVER).start()
@@ -193,6 +195,8 @@ def test_confluent_clients_against_the_registry_and_a_second_instance(sr_broker,
         assert call(a.url, "GET", "/subjects/after/versions/1")[1]["schema"] == '"long"'
         assert call(a.url, "GET", "/config/users-value")[1] == {"compatibilityLevel": "NONE"}
         assert "other-value" not in call(a.url, "GET", "/subjects?deleted=true")[1]
+        # the existing topic was checked at the restart: compacted, one partition
+        assert "cannot read the configs" not in a.output() and "cleanup.policy=" not in a.output()
     finally:
         a.stop()
         if b is not None:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from pyklog.connector.client import ClusterClient
 from pyklog.connector.schema_registry.client import SchemaRegistryClient
 from pyklog.connector.schema_registry.errors import SchemaRegistryError
 from tests.integration.schema_registry.registry_support import RegistryProcess, call, sr_broker
@@ -22,7 +23,11 @@ EVENT_V2 = {**EVENT, "fields": EVENT["fields"] + [{"name": "kind", "type": "stri
 
 def test_cluster_down_then_back_and_the_pyklog_client(sr_broker, tmp_path):
     broker = sr_broker
-    sr = RegistryProcess(broker.bootstrap, tmp_path, "sr").start()
+    # a topic made beforehand with the wrong cleanup policy: the registry uses it and says so
+    with ClusterClient(broker.bootstrap) as admin:
+        admin.create_topic("schemas-delete", 1, {"cleanup.policy": "delete"})
+    sr = RegistryProcess(broker.bootstrap, tmp_path, "sr", **{"kafkastore.topic": "schemas-delete"}).start()
+    assert "the topic schemas-delete has cleanup.policy=delete" in sr.output()
     try:
         client = SchemaRegistryClient(sr.url, retries=2)
         sid = client.register("events-value", json.dumps(EVENT))
