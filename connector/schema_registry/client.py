@@ -24,6 +24,31 @@ from pyklog.connector.schema_registry.errors import SchemaRegistryError
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
+#: Confluent's subject name strategies (the short names and the Java class names clients configure)
+SUBJECT_NAME_STRATEGIES = {
+    "TopicNameStrategy": "topic",
+    "RecordNameStrategy": "record",
+    "TopicRecordNameStrategy": "topic_record",
+}
+
+
+def subject_name(strategy: str, topic: str, is_key: bool, record_name: str | None = None) -> str:
+    """The subject a key or value schema is registered under, by Confluent's strategies:
+    ``TopicNameStrategy`` (default) ``<topic>-key`` / ``<topic>-value``; ``RecordNameStrategy`` the
+    record's full name; ``TopicRecordNameStrategy`` ``<topic>-<record full name>``.  The Java class
+    name (``io.confluent.kafka.serializers.subject.RecordNameStrategy``) is accepted too."""
+    short = strategy.rsplit(".", 1)[-1] if strategy else "TopicNameStrategy"
+    kind = SUBJECT_NAME_STRATEGIES.get(short)
+    if kind is None:
+        raise ValueError(
+            f"unknown subject name strategy {strategy!r}, expected one of {', '.join(SUBJECT_NAME_STRATEGIES)}"
+        )
+    if kind == "topic":
+        return f"{topic}-{'key' if is_key else 'value'}"
+    if not record_name:
+        raise ValueError(f"{short} needs the record's full name")
+    return record_name if kind == "record" else f"{topic}-{record_name}"
+
 
 class SchemaRegistryClient:
     def __init__(
