@@ -10,7 +10,6 @@ the error code's first three digits are the HTTP status.  The codes clients look
 40403  schema not found
 40404  subject soft-deleted (a soft delete of a soft-deleted subject)
 40405  subject not soft-deleted (a hard delete before the soft delete)
-40406  schema version soft-deleted
 40407  schema version not soft-deleted
 40408  subject-level compatibility not configured
 40901  incompatible schema (Confluent answers status 409 with error_code 409)
