@@ -403,6 +403,15 @@ class BrokerServer:
         a topic override (Kafka's ``DynamicLogConfig``), new connection limits the socket server."""
         self.socket_server.quotas.reconfigure(**self.dynamic_config.connection_limits())
         self.dynamic_config.add_reconfigurable(self._reconfigure_logs)
+        # TLS listeners: a new keystore / truststore (listener.name.<l>.ssl.*) for the next connections
+        tls_listeners = [s.name for s in self.socket_server.listeners if s.ssl_context is not None]
+        if tls_listeners:
+            from pyklog.broker.server.listener_tls import ListenerTls
+
+            listener_tls = ListenerTls(tls_listeners, self.config.raw, self.socket_server.set_ssl_context)
+            listener_tls.reconfigure(self.dynamic_config.effective_props())  # stored before this start
+            self.dynamic_config.add_validator(listener_tls.validate)
+            self.dynamic_config.add_props_listener(listener_tls.reconfigure)
         self.dynamic_config.watch(self.cluster)
 
     def _reconfigure_logs(self, log_config, connection_limits) -> None:

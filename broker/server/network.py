@@ -66,6 +66,7 @@ methods are safe to call from any thread, once.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import queue
@@ -1116,6 +1117,18 @@ class SocketServer:
                 return a.port
         raise KeyError(listener_name)
 
+    def set_ssl_context(self, listener_name: str, context: ssl.SSLContext) -> None:
+        """A TLS listener's new server context (its keystore or truststore changed): the listener's
+        next connections handshake with it; open connections keep theirs (any thread)."""
+        for a in self._acceptors:
+            if a.spec.name == listener_name:
+                if a.spec.ssl_context is None:
+                    raise ValueError(f"listener {listener_name} is not a TLS listener")
+                a.spec = dataclasses.replace(a.spec, ssl_context=context)
+                self.listeners = [a.spec if s.name == listener_name else s for s in self.listeners]
+                return
+        raise KeyError(listener_name)
+
     def note_memory_pressure(self) -> None:
         """A connection waits for the MemoryPool: one INFO line per minute at most (any thread)."""
         now = time.monotonic()
@@ -1203,7 +1216,6 @@ class SocketServer:
     # -- acceptor -------------------------------------------------------------------------
     def _accept_loop(self, acceptor: _Acceptor) -> None:
         listen = acceptor.listen
-        spec = acceptor.spec
         sel = selectors.DefaultSelector()
         sel.register(listen, selectors.EVENT_READ)
         sel.register(acceptor.wake_r, selectors.EVENT_READ)
@@ -1263,7 +1275,8 @@ class SocketServer:
                             quotas.dec(ip)
                             continue
                         peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip, spec)
+                        # read per connection: a new TLS context (set_ssl_context) serves the next one
+                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip, acceptor.spec)
                         rr += 1
         finally:
             sel.close()
