@@ -226,7 +226,17 @@ def connection_limits(props: Mapping[str, str]) -> dict:
     overrides = parse_connection_overrides(str(props.get("max.connections.per.ip.overrides") or ""))
     if per_ip == 0 and not overrides:
         raise ConfigError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides set")
-    return {"max_connections": total, "max_per_ip": per_ip, "per_ip_overrides": overrides}
+    per_listener = {}
+    for name, value in props.items():
+        if name.startswith("listener.name.") and name.endswith(".max.connections"):
+            listener = name[len("listener.name.") : -len(".max.connections")]
+            if not listener or "." in listener:
+                continue
+            text = str(value).strip()
+            if not text.isdigit() or int(text) > 2147483647:
+                raise ConfigError(f"{name}: expected an integer between 0 and 2147483647, read {value!r}")
+            per_listener[listener.upper()] = int(text)
+    return {"max_connections": total, "max_per_ip": per_ip, "per_ip_overrides": overrides, "per_listener": per_listener}
 
 
 def effective_log_config(props: Mapping[str, str]):

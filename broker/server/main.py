@@ -261,6 +261,7 @@ class BrokerServer:
                 receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
                 listeners=specs,
+                inter_broker_listener=cfg.inter_broker_listener_name,
                 **cfg.socket_server_limits(),
             ).bind()
             self.port = self.socket_server.port
