@@ -6,6 +6,11 @@ After each case the same connection carries a valid ApiVersions request: the bro
 answer it (after any answer to the bad frame) or close the connection -- never hang, never crash.
 At the end the broker process is alive, has logged no unexpected handler failure (no Traceback),
 and a stock client (confluent-kafka) still produces and consumes.
+
+The same over an SSL listener: random bytes and random TLS records instead of a ClientHello,
+truncated and mutated ClientHellos, clients that stop mid-handshake and stay connected, then a
+sample of the bad frames above after a valid handshake; a good TLS client is answered after every
+group of cases and the broker logs nothing at ERROR.
 """
 
 from __future__ import annotations
