@@ -106,17 +106,22 @@ class _Listener:
 
 class ListenerTls:
     """The TLS listeners of one broker and the settings their contexts were built from.
-    ``install(listener_name, context)`` hands a new server context to the socket server."""
+    ``install(listener_name, context)`` hands a new server context to the socket server;
+    ``client_side(listener_name, props)``, if given, then rebuilds what the broker's own connections
+    to other brokers use (for the inter-broker listener: the certificate the broker presents, the
+    truststore it checks the others with)."""
 
     def __init__(
         self,
         listener_names,
         static_props: Mapping[str, str],
         install: Callable[[str, ssl.SSLContext], None],
+        client_side: Callable[[str, Mapping[str, str]], None] | None = None,
     ):
         from pyklog.broker.security.ssl_factory import load_keystore
 
         self._install = install
+        self._client_side = client_side
         self._lock = threading.Lock()
         self._listeners: dict[str, _Listener] = {}
         for listener in listener_names:
@@ -183,6 +188,13 @@ class ListenerTls:
                     continue
                 self._install(listener.name, context)
                 listener.fingerprint, listener.identity = fingerprint, identity
+                if self._client_side is not None:
+                    try:
+                        self._client_side(listener.name, props)
+                    except ConfigError as e:
+                        log.error(
+                            "listener %s: the broker's own connections keep their TLS settings: %s", listener.name, e
+                        )
                 log.info(
                     "listener %s: new TLS keystore/truststore in use for new connections (certificate %s)",
                     listener.name,

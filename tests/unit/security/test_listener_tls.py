@@ -32,8 +32,13 @@ def test_changes_are_validated_then_installed_for_the_listener(stores):
         "ssl.truststore.location": stores["ca"],
         "ssl.client.auth": "required",
     }
-    installed = []
-    tls = ListenerTls(["SSL"], static, lambda name, ctx: installed.append((name, ctx)))
+    installed, client_side = [], []
+    tls = ListenerTls(
+        ["SSL"],
+        static,
+        lambda name, ctx: installed.append((name, ctx)),
+        lambda name, props: client_side.append((name, props["listener.name.ssl.ssl.truststore.location"])),
+    )
     tls.reconfigure(dict(static))  # nothing changed
     assert installed == []
 
@@ -52,6 +57,7 @@ def test_changes_are_validated_then_installed_for_the_listener(stores):
     tls.validate(trust)
     tls.reconfigure(trust)
     assert [n for n, _ in installed] == ["SSL"]
+    assert client_side == [("SSL", stores["ca2"])]  # the broker's own connections follow
     rotated = {**trust, "listener.name.ssl.ssl.keystore.location": stores["ks_ca2"]}
     tls.validate(rotated)
     tls.reconfigure(rotated)
