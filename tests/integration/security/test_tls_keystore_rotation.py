@@ -22,7 +22,7 @@ from pyklog.connector.admin import AdminClient
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.security import ClientSecurityConfig, SslAuthenticationError
 from tests.integration.security.tls_broker_support import start_tls_broker, tls_certs
-from tests.tls_support import KEYSTORE_PASSWORD, _name, _pem_cert, _write, make_ca, make_leaf
+from tests.tls_support import KEYSTORE_PASSWORD, _name, _pem_cert, _pem_key, _write, make_ca, make_leaf
 
 __all__ = ["tls_certs"]  # the session fixture, used by name
 
@@ -161,3 +161,53 @@ def test_listener_certificate_rotated_without_restart(broker_factory, tls_certs,
     for secret in (NEW_PASSWORD, WRONG_PASSWORD, KEYSTORE_PASSWORD, ENCODER_SECRET):
         assert secret not in out, "a password reached the broker's log"
     assert "new TLS keystore/truststore in use" in out
+
+
+def test_inter_broker_connections_follow_the_listener_truststore(tls_certs, tmp_path):
+    """The broker's own connections to other brokers (``inter_broker_connector``) take the
+    inter-broker listener's new truststore: a broker whose certificate the second CA signed is
+    refused before ``reload`` and reached after it (a TLS server on a local socket stands in for it)."""
+    import socket
+    import ssl
+
+    from pyklog.broker.server.config import ServerConfig
+    from pyklog.broker.server.main import inter_broker_connector
+
+    new_ca = make_ca("second test CA")
+    new_ca_pem = _write(str(tmp_path / "new-ca.pem"), _pem_cert(new_ca[1]))
+    key, cert = make_leaf(new_ca, _name("broker", o="pyklog tests"), dns=("localhost",), ips=("127.0.0.1",))
+    other = _write(str(tmp_path / "other-broker.pem"), _pem_key(key) + _pem_cert(cert))
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(other)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                with server_ctx.wrap_socket(raw, server_side=True) as s:
+                    s.recv(1)
+            except (OSError, ssl.SSLError):
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    props = {
+        "broker.id": "0",
+        "zookeeper.connect": "127.0.0.1:2181",
+        "listeners": "SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SSL",
+        "ssl.keystore.location": tls_certs.broker_pem,
+        "ssl.truststore.location": tls_certs.ca_pem,
+    }
+    connect = inter_broker_connector(ServerConfig.from_properties(props))
+    try:
+        with pytest.raises(ssl.SSLError):
+            connect("127.0.0.1", port, 5).close()
+        connect.reload({**props, "listener.name.ssl.ssl.truststore.location": new_ca_pem})
+        connect("127.0.0.1", port, 5).close()
+    finally:
+        listener.close()
