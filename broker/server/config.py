@@ -310,6 +310,9 @@ LISTENER_SECURITY_KEYS = frozenset(
         "ssl.cipher.suites",
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
+        # KIP-771: may a dynamic keystore change bring another subject DN / other SANs (listener_tls)
+        "ssl.allow.dn.changes",
+        "ssl.allow.san.changes",
     }
 )
 

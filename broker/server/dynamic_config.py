@@ -23,8 +23,10 @@ per-broker settings only at ``/config/brokers/<id>``, the ``ssl.*`` store settin
 pyklog applies live :data:`DYNAMIC_CONFIGS`: the broker synonyms of topic configs that a live log takes
 at once (Kafka's ``DynamicLogConfig``), ``message.max.bytes``, the connection limits
 ``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides`` (Kafka's
-``DynamicConnectionQuota``: for the next connection, open ones are kept) and the replication
-throttles; the others are stored and described and have no effect (``num.io.threads``, for one,
+``DynamicConnectionQuota``: for the next connection, open ones are kept), the replication
+throttles, and a TLS listener's ``listener.name.<l>.ssl.*`` keystore and truststore
+(:mod:`pyklog.broker.server.listener_tls`, through :meth:`DynamicBrokerConfig.add_validator` and
+:meth:`~DynamicBrokerConfig.add_props_listener`); the others are stored and described and have no effect (``num.io.threads``, for one,
 cannot resize pyklog's pool).  A read-only setting is refused with INVALID_REQUEST "Cannot update
 these configs dynamically: Set(...)" (Kafka's message); a name neither Kafka 3.7 nor pyklog knows is
 INVALID_CONFIG; a bad value is INVALID_REQUEST "Invalid config value for resource ...", as Kafka's
@@ -224,7 +226,17 @@ def connection_limits(props: Mapping[str, str]) -> dict:
     overrides = parse_connection_overrides(str(props.get("max.connections.per.ip.overrides") or ""))
     if per_ip == 0 and not overrides:
         raise ConfigError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides set")
-    return {"max_connections": total, "max_per_ip": per_ip, "per_ip_overrides": overrides}
+    per_listener = {}
+    for name, value in props.items():
+        if name.startswith("listener.name.") and name.endswith(".max.connections"):
+            listener = name[len("listener.name.") : -len(".max.connections")]
+            if not listener or "." in listener:
+                continue
+            text = str(value).strip()
+            if not text.isdigit() or int(text) > 2147483647:
+                raise ConfigError(f"{name}: expected an integer between 0 and 2147483647, read {value!r}")
+            per_listener[listener.upper()] = int(text)
+    return {"max_connections": total, "max_per_ip": per_ip, "per_ip_overrides": overrides, "per_listener": per_listener}
 
 
 def effective_log_config(props: Mapping[str, str]):
@@ -254,6 +266,8 @@ class DynamicBrokerConfig:
         self._log_config = effective_log_config(self.static_props)
         self._limits = connection_limits(self.static_props)
         self._reconfigurables: list[Callable[[object, dict], None]] = []
+        self._validators: list[Callable[[dict], None]] = []
+        self._props_listeners: list[Callable[[dict], None]] = []
         self._cluster = None
 
     # ------------------------------------------------------------------ reads
@@ -288,6 +302,26 @@ class DynamicBrokerConfig:
         ``BrokerReconfigurable``); runs on the thread that made the change, outside the lock."""
         self._reconfigurables.append(fn)
 
+    def add_validator(self, fn: Callable[[dict], None]) -> None:
+        """``fn(merged_props)`` before an AlterConfigs / IncrementalAlterConfigs on this broker is stored:
+        the effective settings the change would give (passwords in clear); it raises to refuse the
+        change (e.g. a listener's new keystore that cannot be read)."""
+        self._validators.append(fn)
+
+    def add_props_listener(self, fn: Callable[[dict], None]) -> None:
+        """``fn(merged_props)`` after every applied update of a level, changed or not (Kafka's
+        ``reloadUpdatedFilesWithoutConfigChange``: a keystore rewritten at the same path is read
+        again); runs on the thread that made the change, outside the lock."""
+        self._props_listeners.append(fn)
+
+    def _merged_after(self, level: str, to_set: Mapping[str, str], to_delete) -> dict[str, str]:
+        with self._lock:
+            levels = {k: dict(v) for k, v in self._levels.items()}
+        for name in to_delete:
+            levels[level].pop(name, None)
+        levels[level].update({k: str(v) for k, v in to_set.items()})
+        return {**self.static_props, **levels[LEVEL_DEFAULT], **levels[LEVEL_BROKER]}
+
     def update(self, level: str, config: Mapping[str, str], version: int) -> bool:
         """Replace one level with what ZooKeeper holds at ``version`` (older versions are ignored).
         Settings that are not dynamic, or a set that gives an invalid LogConfig, are logged at ERROR
@@ -319,6 +353,11 @@ class DynamicBrokerConfig:
             changed = new != self._log_config or limits != self._limits
             self._log_config = new
             self._limits = limits
+        for listener in list(self._props_listeners):
+            try:
+                listener(merged)
+            except Exception:  # noqa: BLE001
+                log.exception("applying the dynamic broker config failed")
         if changed:
             shown = {k: "[hidden]" if is_sensitive(k) else v for k, v in usable.items()}
             log.info("dynamic broker config changed (%s level, version %d): %s", level, version, shown)
@@ -399,18 +438,26 @@ class DynamicBrokerConfig:
         def check(new: dict[str, str], new_passwords: bool = False) -> None:
             validate_dynamic_configs(resource_name, new, self.effective_props(), new_passwords=new_passwords)
 
+        def check_components() -> None:
+            if self._validators:
+                merged = self._merged_after(level, to_set, to_delete)
+                for fn in list(self._validators):
+                    fn(merged)
+
         if validate_only:
             current, _ = cluster.broker_config(entity)
             new = {k: v for k, v in current.items() if k not in set(to_delete)}
             new.update(to_set)
             check(dict(to_set), new_passwords=True)
             check(new)
+            check_components()
             return
         # validate what is asked first (nothing of a bad request reaches ZooKeeper), then the merge
         check(dict(to_set), new_passwords=True)
         for name in to_delete:
             if not is_dynamic(name):
                 check({name: ""})
+        check_components()
         config, version = cluster.alter_broker_config(entity, self._to_persistent(to_set), to_delete, validate=check)
         self.update(level, config, version)
 

@@ -127,14 +127,15 @@ def inter_broker_connector(cfg: ServerConfig):
     from pyklog.broker.security import ssl_factory
     from pyklog.broker.security.sasl_client import inter_broker_credentials
 
-    context = None
-    if cfg.inter_broker_security_protocol in ("SSL", "SASL_SSL"):
+    tls = cfg.inter_broker_security_protocol in ("SSL", "SASL_SSL")
+    context = [None]  # replaced by reload(): the listener's keystore or truststore changed
+    if tls:
         get, name = _listener_getter(cfg, cfg.inter_broker_listener_name)
-        context = ssl_factory.client_context(get, name)
+        context[0] = ssl_factory.client_context(get, name)
     credentials = inter_broker_credentials(cfg.raw, cfg.inter_broker_listener_name, cfg.inter_broker_security_protocol)
 
     def connect(host: str, port: int, timeout_s: float | None):
-        sock = ssl_factory.connect(host, port, timeout_s, context)
+        sock = ssl_factory.connect(host, port, timeout_s, context[0])
         if credentials is not None:
             try:
                 _sasl_login(sock, credentials, timeout_s)
@@ -143,6 +144,15 @@ def inter_broker_connector(cfg: ServerConfig):
                 raise
         return sock
 
+    def reload(props) -> None:
+        """New connections to other brokers use the inter-broker listener's settings in ``props``
+        (ConfigError naming the setting when they cannot be used; the old context stays)."""
+        if tls:
+            from pyklog.broker.server.listener_tls import props_getter
+
+            context[0] = ssl_factory.client_context(*props_getter(props, cfg.inter_broker_listener_name))
+
+    connect.reload = reload  # type: ignore[attr-defined]
     return connect
 
 
@@ -207,6 +217,7 @@ class BrokerServer:
         self.scram_cache = ScramCredentialCache()
         self.scram_credentials = None  # broker.zk.scram_credentials.ZkScramCredentials
         self.dynamic_config = None  # broker.server.dynamic_config.DynamicBrokerConfig
+        self._broker_connector = None  # inter_broker_connector(...): connections to other brokers
         # Log sync with the topic registry: on every registry change and every 10 s as a safety net,
         # as tasks on the log manager's Scheduler; requests coalesce while one is pending.
         self._sync_lock = threading.Lock()  # guards _sync_pending
@@ -248,7 +259,7 @@ class BrokerServer:
                 for spec in listener_specs(cfg)
             ]
             sasl_listeners = any(spec.authenticator_factory is not None for spec in specs)
-            broker_connector = inter_broker_connector(cfg)
+            broker_connector = self._broker_connector = inter_broker_connector(cfg)
             self.socket_server = SocketServer(
                 cfg.bind_host,
                 cfg.listener.port,
@@ -261,6 +272,7 @@ class BrokerServer:
                 receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
                 listeners=specs,
+                inter_broker_listener=cfg.inter_broker_listener_name,
                 **cfg.socket_server_limits(),
             ).bind()
             self.port = self.socket_server.port
@@ -403,6 +415,20 @@ class BrokerServer:
         a topic override (Kafka's ``DynamicLogConfig``), new connection limits the socket server."""
         self.socket_server.quotas.reconfigure(**self.dynamic_config.connection_limits())
         self.dynamic_config.add_reconfigurable(self._reconfigure_logs)
+        # TLS listeners: a new keystore / truststore (listener.name.<l>.ssl.*) for the next connections
+        tls_listeners = [s.name for s in self.socket_server.listeners if s.ssl_context is not None]
+        if tls_listeners:
+            from pyklog.broker.server.listener_tls import ListenerTls
+
+            def client_side(listener: str, props) -> None:
+                # the certificate this broker presents to the others, the truststore it checks them with
+                if listener == self.config.inter_broker_listener_name and self._broker_connector is not None:
+                    self._broker_connector.reload(props)
+
+            listener_tls = ListenerTls(tls_listeners, self.config.raw, self.socket_server.set_ssl_context, client_side)
+            listener_tls.reconfigure(self.dynamic_config.effective_props())  # stored before this start
+            self.dynamic_config.add_validator(listener_tls.validate)
+            self.dynamic_config.add_props_listener(listener_tls.reconfigure)
         self.dynamic_config.watch(self.cluster)
 
     def _reconfigure_logs(self, log_config, connection_limits) -> None:

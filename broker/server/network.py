@@ -66,6 +66,7 @@ methods are safe to call from any thread, once.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import queue
@@ -142,8 +143,13 @@ class MemoryPool:
 
 
 class ConnectionQuotas:
-    """Kafka's ``ConnectionQuotas``: live connections in total (``max.connections``) and per client
-    address (``max.connections.per.ip``, ``max.connections.per.ip.overrides`` keyed by address).
+    """Kafka's ``ConnectionQuotas``: live connections in total (``max.connections``), per listener
+    (``listener.name.<listener>.max.connections``) and per client address (``max.connections.per.ip``,
+    ``max.connections.per.ip.overrides`` keyed by address).  A listener at its own limit, or any
+    listener but the inter-broker one while the broker is at ``max.connections``, accepts nothing
+    until a connection closes (Kafka's ``waitForConnectionSlot``: new connections wait in the listen
+    backlog); the inter-broker listener (:attr:`protected_listener`, when there are several
+    listeners) is never held back by the broker-wide limit, so replication is not starved by clients.
     Thread-safe: the acceptor counts a connection in, its processor counts it out on close."""
 
     def __init__(
@@ -155,39 +161,75 @@ class ConnectionQuotas:
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.overrides = dict(per_ip_overrides or {})
+        self.listener_limits: dict[str, int] = {}  # listener name (upper case) -> max connections
+        self.protected_listener: str | None = None  # the inter-broker listener's name
+        self.listener_names: set[str] = set()
         self.total = 0
         self.per_ip: dict[str, int] = {}
+        self.per_listener: dict[str, int] = {}
         self._cond = threading.Condition()
         self._rejects: dict[str, list] = {}  # ip -> [last log time, refusals not yet logged]
 
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(ip, self.max_per_ip)
 
-    def reconfigure(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int]) -> None:
-        """New limits (dynamic broker configs, Kafka's ``DynamicConnectionQuota``): they apply to the
-        next connection; open connections are kept; an acceptor waiting for a slot re-checks at once."""
+    def reconfigure(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: dict[str, int],
+        per_listener: dict[str, int] | None = None,
+    ) -> None:
+        """New limits (dynamic broker configs, Kafka's ``DynamicConnectionQuota`` and the listeners'
+        ``max.connections``): they apply to the next connection; open connections are kept; an
+        acceptor waiting for a slot re-checks at once."""
         with self._cond:
             self.max_connections = max_connections
             self.max_per_ip = max_per_ip
             self.overrides = dict(per_ip_overrides)
+            self.listener_limits = {k.upper(): v for k, v in (per_listener or {}).items()}
             self._cond.notify_all()
 
-    def wait_for_slot(self, timeout: float) -> bool:
-        """Block (up to ``timeout`` seconds) while ``max.connections`` are open; True when a slot is free."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.total < self.max_connections, timeout)
+    def listener_limit(self, listener: str | None) -> int:
+        return INT32_MAX if listener is None else self.listener_limits.get(listener.upper(), INT32_MAX)
 
-    def try_inc(self, ip: str) -> bool:
-        """Count a new connection from ``ip`` in; False (nothing counted) when ``ip`` is at its limit."""
+    def slot_available(self, listener: str | None = None) -> bool:
+        """Kafka's ``connectionSlotAvailable``: the listener is below its own limit, and the broker below
+        ``max.connections`` unless the listener is the protected inter-broker one."""
+        if listener is not None and self.per_listener.get(listener.upper(), 0) >= self.listener_limit(listener):
+            return False
+        if listener is not None and self._protected(listener):
+            return True
+        return self.total < self.max_connections
+
+    def _protected(self, listener: str) -> bool:
+        return (
+            self.protected_listener is not None
+            and listener.upper() == self.protected_listener.upper()
+            and len(self.listener_names) > 1
+        )
+
+    def wait_for_slot(self, timeout: float, listener: str | None = None) -> bool:
+        """Block (up to ``timeout`` seconds) while no connection slot is free for ``listener``
+        (:meth:`slot_available`); True when one is."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.slot_available(listener), timeout)
+
+    def try_inc(self, ip: str, listener: str | None = None) -> bool:
+        """Count a new connection from ``ip`` (on ``listener``) in; False (nothing counted) when ``ip``
+        is at its limit."""
         with self._cond:
             n = self.per_ip.get(ip, 0)
             if n >= self.limit_for(ip):
                 return False
             self.per_ip[ip] = n + 1
             self.total += 1
+            if listener is not None:
+                key = listener.upper()
+                self.per_listener[key] = self.per_listener.get(key, 0) + 1
             return True
 
-    def dec(self, ip: str) -> None:
+    def dec(self, ip: str, listener: str | None = None) -> None:
         with self._cond:
             n = self.per_ip.get(ip, 0) - 1
             if n > 0:
@@ -195,6 +237,13 @@ class ConnectionQuotas:
             else:
                 self.per_ip.pop(ip, None)
             self.total -= 1
+            if listener is not None:
+                key = listener.upper()
+                left = self.per_listener.get(key, 0) - 1
+                if left > 0:
+                    self.per_listener[key] = left
+                else:
+                    self.per_listener.pop(key, None)
             self._cond.notify_all()
 
     def note_rejected(self, ip: str, now: float) -> int | None:
@@ -488,18 +537,18 @@ class Processor(threading.Thread):
     def _process_new_connections(self) -> None:
         while self._new:
             sock, peer, ip, listener = self._new.popleft()
+            listener = listener or self.server.listeners[0]
             if not self.running or self.draining:
                 sock.close()
-                self.server.quotas.dec(ip)
+                self.server.quotas.dec(ip, listener.name)
                 continue
-            listener = listener or self.server.listeners[0]
             if listener.ssl_context is not None:
                 try:  # no I/O yet: the handshake runs in _handshake as the socket becomes ready
                     sock = listener.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
                 except (OSError, ValueError) as e:
                     log.info("closing connection from %s on listener %s: %s", peer, listener.name, e)
                     sock.close()
-                    self.server.quotas.dec(ip)
+                    self.server.quotas.dec(ip, listener.name)
                     continue
             conn = _Connection(self.server.next_connection_id(), sock, peer, self, ip, listener)
             self.conns[conn.id] = conn
@@ -901,7 +950,7 @@ class Processor(threading.Thread):
         conn.out.clear()
         self.conns.pop(conn.id, None)
         self._memory_waiters.pop(conn.id, None)
-        self.server.quotas.dec(conn.ip)
+        self.server.quotas.dec(conn.ip, conn.listener.name if conn.listener is not None else None)
         # an in-flight request stays counted (and keeps its memory) until its handler answers
         # (_process_responses); otherwise the memory of the half-received request goes back now
         if not conn.inflight:
@@ -1009,6 +1058,7 @@ class _Acceptor:
         self.thread: threading.Thread | None = None
         self.wake_r: socket.socket | None = None
         self.wake_w: socket.socket | None = None
+        self.slots_logged = -REJECT_LOG_INTERVAL_S
 
 
 class SocketServer:
@@ -1046,6 +1096,7 @@ class SocketServer:
         security_protocol: str = "PLAINTEXT",
         listeners: Iterable[ListenerSpec] | None = None,
         authenticator_factory: Callable[[str], object] | None = None,
+        inter_broker_listener: str | None = None,
     ):
         self.listeners: list[ListenerSpec] = list(
             listeners
@@ -1068,6 +1119,8 @@ class SocketServer:
         self.quotas = ConnectionQuotas(
             max_connections, max_connections_per_ip, _resolve_overrides(max_connections_per_ip_overrides or {})
         )
+        self.quotas.listener_names = {spec.name.upper() for spec in self.listeners}
+        self.quotas.protected_listener = inter_broker_listener
         self.memory_pool = MemoryPool(queued_max_request_bytes)
         self._pressure_logged = self._slots_logged = -REJECT_LOG_INTERVAL_S
         self.requests: queue.Queue = queue.Queue(maxsize=queued_max_requests)
@@ -1114,6 +1167,18 @@ class SocketServer:
         for a in self._acceptors:
             if a.spec.name == listener_name:
                 return a.port
+        raise KeyError(listener_name)
+
+    def set_ssl_context(self, listener_name: str, context: ssl.SSLContext) -> None:
+        """A TLS listener's new server context (its keystore or truststore changed): the listener's
+        next connections handshake with it; open connections keep theirs (any thread)."""
+        for a in self._acceptors:
+            if a.spec.name == listener_name:
+                if a.spec.ssl_context is None:
+                    raise ValueError(f"listener {listener_name} is not a TLS listener")
+                a.spec = dataclasses.replace(a.spec, ssl_context=context)
+                self.listeners = [a.spec if s.name == listener_name else s for s in self.listeners]
+                return
         raise KeyError(listener_name)
 
     def note_memory_pressure(self) -> None:
@@ -1203,26 +1268,30 @@ class SocketServer:
     # -- acceptor -------------------------------------------------------------------------
     def _accept_loop(self, acceptor: _Acceptor) -> None:
         listen = acceptor.listen
-        spec = acceptor.spec
         sel = selectors.DefaultSelector()
         sel.register(listen, selectors.EVENT_READ)
         sel.register(acceptor.wake_r, selectors.EVENT_READ)
         rr = 0
         quotas = self.quotas
+        listener = acceptor.spec.name
         try:
             while self._accepting:
-                if quotas.total >= quotas.max_connections:
+                if not quotas.slot_available(listener):
                     # Kafka's Acceptor waits for a connection slot: new connections wait in the
                     # listen backlog until one closes
                     now = time.monotonic()
-                    if now - self._slots_logged >= REJECT_LOG_INTERVAL_S:
-                        self._slots_logged = now
+                    if now - acceptor.slots_logged >= REJECT_LOG_INTERVAL_S:
+                        acceptor.slots_logged = now
+                        at_listener = quotas.per_listener.get(listener.upper(), 0) >= quotas.listener_limit(listener)
                         log.info(
-                            "max.connections=%d reached: not accepting until a connection closes "
-                            "(logged at most once a minute)",
-                            quotas.max_connections,
+                            "%s reached: listener %s accepts no connection until one closes (logged at "
+                            "most once a minute per listener)",
+                            f"listener.name.{listener.lower()}.max.connections={quotas.listener_limit(listener)}"
+                            if at_listener
+                            else f"max.connections={quotas.max_connections}",
+                            listener,
                         )
-                    while self._accepting and not quotas.wait_for_slot(0.5):
+                    while self._accepting and not quotas.wait_for_slot(0.5, listener):
                         pass
                     continue
                 try:
@@ -1232,7 +1301,7 @@ class SocketServer:
                 for key, _ in ready:
                     if key.fileobj is not listen:
                         continue
-                    while self._accepting and quotas.total < quotas.max_connections:
+                    while self._accepting and quotas.slot_available(listener):
                         try:
                             sock, addr = listen.accept()
                         except (BlockingIOError, InterruptedError):
@@ -1242,7 +1311,7 @@ class SocketServer:
                             time.sleep(0.1)
                             break
                         ip = addr[0] if isinstance(addr, tuple) else str(addr)
-                        if not quotas.try_inc(ip):
+                        if not quotas.try_inc(ip, listener):
                             sock.close()  # Kafka: TooManyConnectionsException, connection closed
                             refused = quotas.note_rejected(ip, time.monotonic())
                             if refused is not None:
@@ -1260,10 +1329,11 @@ class SocketServer:
                         except OSError as e:
                             log.debug("cannot configure accepted socket: %s", e)
                             sock.close()
-                            quotas.dec(ip)
+                            quotas.dec(ip, listener)
                             continue
                         peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip, spec)
+                        # read per connection: a new TLS context (set_ssl_context) serves the next one
+                        self.processors[rr % len(self.processors)].add_connection(sock, peer, ip, acceptor.spec)
                         rr += 1
         finally:
             sel.close()

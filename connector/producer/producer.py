@@ -658,7 +658,9 @@ def complete_transaction(
         raise TypeError(f"complete_transaction: expected a transactional id, got {prepared.transactional_id!r}")
     if prepared.producer_id < 0:
         return
-    cfg, _explicit = parse_config(dict(config or {}), {})
+    # the security settings go to the connections, as a Producer's do
+    security = ClientSecurityConfig.from_config(dict(config or {}))
+    cfg, _explicit = parse_config({k: v for k, v in (config or {}).items() if not is_security_key(k)}, {})
     deadline = Deadline.after(cfg["max.block.ms"] / 1000.0 if timeout_s is None else timeout_s)
     client = ClusterClient(
         cfg["bootstrap.servers"],
@@ -667,6 +669,7 @@ def complete_transaction(
         request_timeout_ms=cfg["request.timeout.ms"],
         retry_backoff_ms=cfg["retry.backoff.ms"],
         metadata_max_age_ms=cfg["metadata.max.age.ms"],
+        security=security,
         zookeeper_credentials=_zk_credentials(cfg["zookeeper.jaas.config"]),
     )
     try:

@@ -6,6 +6,11 @@ After each case the same connection carries a valid ApiVersions request: the bro
 answer it (after any answer to the bad frame) or close the connection -- never hang, never crash.
 At the end the broker process is alive, has logged no unexpected handler failure (no Traceback),
 and a stock client (confluent-kafka) still produces and consumes.
+
+The same over an SSL listener: random bytes and random TLS records instead of a ClientHello,
+truncated and mutated ClientHellos, clients that stop mid-handshake and stay connected, then a
+sample of the bad frames above after a valid handshake; a good TLS client is answered after every
+group of cases and the broker logs nothing at ERROR.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from __future__ import annotations
 import os
 import random
 import socket
+import ssl
 import struct
 import time
 import uuid
 
 from pyklog.broker.protocol import SUPPORTED, ApiKey, encode_request, is_flexible
+from tests.integration.security.tls_broker_support import start_tls_broker, tls_certs
 from tests.support import Wire, create_topic, records, stable_port
+
+__all__ = ["tls_certs"]  # the session fixture, used by name
 
 SEED = int(os.environ.get("PYKLOG_FUZZ_SEED", "20261122"))
 SCALE = float(os.environ.get("PYKLOG_FUZZ_SCALE", "1"))  # multiply the number of cases
@@ -184,8 +193,10 @@ def _cases(rng: random.Random, topic: str):
         yield "truncated", frame[: rng.randrange(1, len(frame))]
 
 
-def _run_case(port: int, data: bytes, kind: str) -> str:
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+def _run_case(port: int, data: bytes, kind: str, connect=None) -> str:
+    """Send one case on a fresh connection (``connect(port)``: a plain socket by default, or a TLS
+    one), then the probe; how the broker reacted."""
+    s = (connect or (lambda p: socket.create_connection(("127.0.0.1", p), timeout=5)))(port)
     try:
         s.settimeout(5)
         if kind == "truncated":
@@ -194,18 +205,18 @@ def _run_case(port: int, data: bytes, kind: str) -> str:
             try:
                 while s.recv(65536):
                     pass
-            except (TimeoutError, ConnectionResetError):
+            except (TimeoutError, ConnectionResetError, ssl.SSLError):
                 pass
             return "truncated"
         try:
             s.sendall(data + _probe())
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             return "closed"
         buf = b""
         while True:
             try:
                 chunk = s.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError):
                 return "closed"
             except TimeoutError:
                 return "timeout"
@@ -276,4 +287,129 @@ def test_fuzz_live_broker_survives_and_keeps_serving(broker_factory):
         assert [v for v in got if v.startswith(b"after-fuzz-")] == [b"after-fuzz-%d" % i for i in range(50)]
     finally:
         c.close()
+    assert b.stop() == 0
+
+
+# TLS: the same broker code behind an SSL listener, fed what a broken or hostile TLS client sends.
+
+
+def _client_hello(ctx: ssl.SSLContext) -> bytes:
+    """The bytes of a real ClientHello (what a TLS client sends first)."""
+    tls_obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="127.0.0.1")
+    try:
+        tls_obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def _tls_handshake_cases(rng: random.Random, hello: bytes):
+    """What comes instead of a good ClientHello: (kind, bytes, keep the connection open after)."""
+    for _ in range(int(60 * SCALE)):  # random bytes
+        yield "tls-random", rng.randbytes(rng.choice([1, 5, 16, 100, 1000, 5000])), False
+    for _ in range(int(40 * SCALE)):  # random bytes behind a TLS handshake record header
+        body = rng.randbytes(rng.choice([0, 4, 40, 400]))
+        size = rng.choice([len(body), len(body) + 1, 0xFFFF, 0x4001])
+        yield "tls-record-random", b"\x16\x03" + bytes([rng.randint(0, 4)]) + struct.pack(">H", size) + body, False
+    for _ in range(int(60 * SCALE)):  # a ClientHello cut short, then the client closes
+        yield "tls-truncated-hello", hello[: rng.randrange(1, len(hello))], False
+    for _ in range(int(60 * SCALE)):  # a ClientHello with flipped bits, overwritten lengths
+        h = bytearray(hello)
+        for _ in range(rng.randint(1, 6)):
+            i = rng.randrange(len(h))
+            if rng.random() < 0.5:
+                h[i] ^= 1 << rng.randrange(8)
+            else:
+                h[i] = rng.choice([0x00, 0xFF, 0x7F, 0x80])
+        yield "tls-mutated-hello", bytes(h), False
+    for _ in range(int(10 * SCALE)):  # a client that stops mid-handshake and stays connected
+        yield "tls-stalled", hello[: rng.randrange(0, len(hello))], True
+
+
+def _send_raw(port: int, data: bytes, keep: bool):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        if data:
+            s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    if keep:
+        return s
+    s.shutdown(socket.SHUT_WR)
+    try:
+        while s.recv(65536):
+            pass
+    except (TimeoutError, ConnectionResetError):
+        pass
+    s.close()
+    return None
+
+
+def _tls_probe(port: int, ctx: ssl.SSLContext) -> None:
+    """A good TLS client: handshake, then ApiVersions answered."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(_probe())
+        buf = b""
+        while len(buf) < 8 or len(buf) - 4 < struct.unpack_from(">i", buf)[0]:
+            chunk = s.recv(65536)
+            assert chunk, "the broker closed a good TLS client's connection"
+            buf += chunk
+        assert struct.unpack_from(">i", buf, 4)[0] == PROBE_CID
+
+
+def test_fuzz_tls_listener_survives_and_keeps_serving(broker_factory, tls_certs):
+    """Seeded: random bytes, random TLS records, truncated and mutated ClientHellos and clients that
+    stop mid-handshake on an SSL listener, then malformed Kafka frames after a valid handshake.  A good
+    TLS client is answered after every group of cases, the broker stays up and logs no ERROR."""
+    b = start_tls_broker(
+        broker_factory,
+        tls_certs,
+        **{"socket.request.max.bytes": str(REQUEST_MAX), "auto.create.topics.enable": "false"},
+    )
+    ctx = ssl.create_default_context(cafile=tls_certs.ca_pem)
+    topic = "fuzz-tls-target"
+    with Wire(b.port) as w:
+        assert create_topic(w, topic)["error_code"] == 0
+    rng = random.Random(SEED + 443)
+    hello = _client_hello(ctx)
+    assert hello[:1] == b"\x16" and len(hello) > 100
+    outcomes: dict[str, int] = {}
+    stalled = []
+    n = 0
+    t0 = time.monotonic()
+    for kind, data, keep in _tls_handshake_cases(rng, hello):
+        s = _send_raw(b.ssl_port, data, keep)
+        if s is not None:
+            stalled.append(s)
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+        n += 1
+        if n % 20 == 0:
+            _tls_probe(b.ssl_port, ctx)  # served while stalled handshakes hang
+    _tls_probe(b.ssl_port, ctx)
+    for s in stalled:
+        s.close()
+
+    def tls_connect(port):
+        return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5), server_hostname="127.0.0.1")
+
+    frames: dict[str, dict[str, int]] = {}
+    # malformed Kafka frames after a valid handshake: a seeded sample of the plaintext cases
+    cases = [c for c in _cases(random.Random(SEED + 444), topic) if rng.random() < 0.06]
+    for kind, data in cases:
+        result = _run_case(b.ssl_port, data, kind, connect=tls_connect)
+        frames.setdefault(kind, {}).setdefault(result, 0)
+        frames[kind][result] += 1
+        n += 1
+        if n % 50 == 0:
+            assert b.proc.poll() is None, f"broker died after {n} cases:\n{b.output()[-5000:]}"
+    _tls_probe(b.ssl_port, ctx)
+    print(f"{n} TLS fuzz cases in {time.monotonic() - t0:.1f}s (seed {SEED}): {outcomes} {frames}")
+    assert len(cases) >= 150 * SCALE
+    assert sum(o.get("timeout", 0) for o in frames.values()) <= len(cases) // 50, frames
+    assert b.proc.poll() is None, b.output()[-5000:]
+    out = b.output()
+    assert "Traceback" not in out, out[out.find("Traceback") - 2000 :][:6000]
+    errors = [line for line in out.splitlines() if " ERROR " in line]
+    assert not errors, "\n".join(errors[:20])
     assert b.stop() == 0

@@ -45,3 +45,36 @@ def test_connection_limit_settings_parse_and_refuse_bad_values():
             assert next(iter(bad)) in str(e)
         else:
             raise AssertionError(f"accepted {bad}")
+
+
+def test_listener_limits_and_the_protected_inter_broker_listener():
+    from pyklog.broker.errors import ConfigError
+    from pyklog.broker.server.dynamic_config import connection_limits
+    from pyklog.broker.server.network import ConnectionQuotas
+
+    limits = connection_limits({"max.connections": "3", "listener.name.external.max.connections": "1"})
+    assert limits["per_listener"] == {"EXTERNAL": 1}
+    for bad in ("-1", "x", "2147483648"):
+        try:
+            connection_limits({"listener.name.external.max.connections": bad})
+        except ConfigError as e:
+            assert "listener.name.external.max.connections" in str(e)
+        else:
+            raise AssertionError(f"accepted {bad}")
+    q = ConnectionQuotas()
+    q.listener_names = {"INTERNAL", "EXTERNAL", "CLIENT"}
+    q.protected_listener = "INTERNAL"
+    q.reconfigure(**limits)
+    assert q.slot_available("EXTERNAL") and q.try_inc("10.0.0.1", "EXTERNAL")
+    assert not q.slot_available("EXTERNAL")  # its own limit
+    assert q.try_inc("10.0.0.2", "CLIENT") and q.try_inc("10.0.0.3", "CLIENT")
+    assert not q.slot_available("CLIENT")  # the broker's max.connections
+    assert q.slot_available("INTERNAL")  # never held back by max.connections
+    assert q.try_inc("10.0.0.4", "internal") and q.slot_available("INTERNAL")
+    q.dec("10.0.0.1", "EXTERNAL")
+    assert not q.slot_available("EXTERNAL")  # the total is still at the limit (INTERNAL counts)
+    q.dec("10.0.0.4", "INTERNAL")
+    assert q.slot_available("EXTERNAL") and q.wait_for_slot(0.01, "CLIENT")
+    q.protected_listener, q.listener_names = "INTERNAL", {"INTERNAL"}  # one listener: nothing protected
+    q.try_inc("10.0.0.5", "INTERNAL")
+    assert not q.slot_available("INTERNAL")
