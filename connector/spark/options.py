@@ -87,6 +87,11 @@ SOURCE_OPTIONS = {
     "path",
     "consumercache.enabled",
     "fetchondriver",
+    "keyformat",
+    "valueformat",
+    "keyschema",
+    "valueschema",
+    "mode",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -107,6 +112,10 @@ _DISPLAY = {
     "includeheaders": "includeHeaders",
     "consumercache.enabled": "consumerCache.enabled",
     "fetchondriver": "fetchOnDriver",
+    "keyformat": "keyFormat",
+    "valueformat": "valueFormat",
+    "keyschema": "keySchema",
+    "valueschema": "valueSchema",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
@@ -454,6 +463,9 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None  # Spark 4.x maxRecordsPerPartition
     include_headers: bool = False
+    #: typed key / value columns (:mod:`pyklog.connector.spark.typed`): ``keyFormat``, ``valueFormat``,
+    #: ``keySchema``, ``valueSchema``, ``mode``; binary (Spark's Kafka schema) by default
+    formats: tuple = ()
     isolation_level: str = "read_uncommitted"
     group_id: str | None = None
     group_id_prefix: str = "spark-pyklog-source"
@@ -594,6 +606,14 @@ def _check_names(
             parts.append("unknown options: " + ", ".join(sorted(unknown)))
         log.warning("pyklog %s ignores %s", role, ". ".join(parts))
     return sorted(unknown) + sorted(k.split(" ", 1)[0] for k in idle)
+
+
+def _column_formats(opts: dict) -> tuple:
+    from pyklog.connector.spark.typed import parse_column_format
+
+    mode = opts.get("mode")
+    out = tuple(parse_column_format(c, opts.get(f"{c}format"), opts.get(f"{c}schema"), mode) for c in ("key", "value"))
+    return tuple(f for f in out if f.typed)
 
 
 def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
@@ -762,6 +782,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         min_partitions=_long(opts, "minpartitions", None, minimum=1),
         max_records_per_partition=_long(opts, "maxrecordsperpartition", None, minimum=1),
         include_headers=_bool(opts, "includeheaders"),
+        formats=_column_formats(opts),
         isolation_level=isolation,
         group_id=group_id,
         group_id_prefix=opts.get("groupidprefix", "spark-pyklog-source"),
