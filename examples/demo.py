@@ -1,6 +1,8 @@
 """``make demo``: pyklog end to end on this machine, then everything is shut down.
 
-1. starts ZooKeeper (from pyspark's jars) and a pyklog broker process on a temporary directory;
+1. starts ZooKeeper (from pyspark's jars) and a pyklog broker process on a temporary directory, and
+   the schema registry (``pyklog-schema-registry``, its schemas in the topic ``_schemas``), where
+   it registers the Avro schema of the word counts;
 2. produces lines of text to the topic ``lines`` (3 partitions);
 3. runs the streaming word count (examples/word_count.py) through ``format("pyklog")`` as a member
    of consumer group ``demo-word-count``: it reads ``lines``, counts words, writes the counts to
@@ -98,6 +100,13 @@ def make_lines(n: int, seed: int) -> list[str]:
     return [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(4, 14))) for _ in range(n)]
 
 
+#: the Avro schema of a word count (registered in the schema registry as word-counts-value)
+WORD_COUNT_SCHEMA = (
+    '{"type": "record", "name": "WordCount", "namespace": "pyklog.demo", "fields": '
+    '[{"name": "word", "type": "string"}, {"name": "count", "type": "long"}]}'
+)
+
+
 def produce(bootstrap: str, topic: str, lines: list[str]) -> None:
     from pyklog.connector.producer import Producer
 
@@ -128,10 +137,15 @@ def main() -> int:
         print(f"   ZooKeeper {cluster.zookeeper}, broker {cluster.bootstrap}")
         from pyklog.connector.client import ClusterClient
         from pyklog.connector.offsets import OffsetStore
+        from pyklog.connector.schema_registry.client import SchemaRegistryClient
+        from pyklog.connector.schema_registry.process import RegistryProcess
 
+        registry = RegistryProcess(cluster.bootstrap, cluster.dir, "schema-registry").start()
         client = ClusterClient(cluster.bootstrap)
         store = OffsetStore.create("zookeeper", False, cluster.zookeeper)
         try:
+            schema_id = SchemaRegistryClient(registry.url).register("word-counts-value", WORD_COUNT_SCHEMA)
+            print(f"== schema registry {registry.url}: 'word-counts-value' registered with id {schema_id}")
             client.create_topic("lines", 3)
             client.create_topic("word-counts", 3)
             wave1, wave2 = make_lines(3000, 1), make_lines(2000, 2)
@@ -214,7 +228,8 @@ def main() -> int:
         finally:
             store.close()
             client.close()
-        print("== shutting down the broker and ZooKeeper")
+            registry.stop()
+        print("== shutting down the schema registry, the broker and ZooKeeper")
     return 0
 
 
