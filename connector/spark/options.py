@@ -92,6 +92,11 @@ SOURCE_OPTIONS = {
     "keyschema",
     "valueschema",
     "mode",
+    "schema.registry.url",
+    "keysubject",
+    "valuesubject",
+    "keyschemaversion",
+    "valueschemaversion",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -116,6 +121,10 @@ _DISPLAY = {
     "valueformat": "valueFormat",
     "keyschema": "keySchema",
     "valueschema": "valueSchema",
+    "keysubject": "keySubject",
+    "valuesubject": "valueSubject",
+    "keyschemaversion": "keySchemaVersion",
+    "valueschemaversion": "valueSchemaVersion",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
@@ -612,7 +621,20 @@ def _column_formats(opts: dict) -> tuple:
     from pyklog.connector.spark.typed import parse_column_format
 
     mode = opts.get("mode")
-    out = tuple(parse_column_format(c, opts.get(f"{c}format"), opts.get(f"{c}schema"), mode) for c in ("key", "value"))
+    topics = tuple(t.strip() for t in (opts.get("subscribe") or "").split(",") if t.strip())
+    out = tuple(
+        parse_column_format(
+            c,
+            opts.get(f"{c}format"),
+            opts.get(f"{c}schema"),
+            mode,
+            registry_url=opts.get("schema.registry.url"),
+            subject=opts.get(f"{c}subject"),
+            version=opts.get(f"{c}schemaversion"),
+            topics=topics,
+        )
+        for c in ("key", "value")
+    )
     return tuple(f for f in out if f.typed)
 
 

@@ -2,12 +2,24 @@
 
 Options (source)::
 
-    valueFormat / keyFormat   binary (default: the bytes, as Spark's Kafka source) | avro
-    valueSchema / keySchema   the Avro schema (JSON) of the records, required with ``avro``
+    valueFormat / keyFormat   binary (default: the bytes, as Spark's Kafka source) | avro |
+                              avro-confluent (Confluent's wire format: magic byte 0, a 4-byte
+                              schema id, the Avro payload; the writer's schema from the registry)
+    valueSchema / keySchema   the Avro schema (JSON) of the records: required with ``avro``; with
+                              ``avro-confluent`` an optional pinned reader schema
+    schema.registry.url       the registry (``avro-confluent``; pyklog's or Confluent's)
+    valueSubject / keySubject the subject of the reader schema (default: TopicNameStrategy,
+                              ``<topic>-value`` / ``<topic>-key`` of the one subscribed topic)
+    valueSchemaVersion / keySchemaVersion   a pinned version of that subject (default: latest)
     mode                      FAILFAST (default: a record that does not decode fails the query,
                               naming topic, partition and offset) | PERMISSIVE (the column is null
                               and two more columns say why: ``<column>Raw`` binary, the record's
                               bytes, and ``<column>Error`` string; both null for good rows)
+
+Schema evolution (``avro-confluent``): each record is read with its writer's schema (looked up by
+id, cached per worker) and resolved into the reader schema (the subject's latest version when the
+query is defined, or the pinned one) by Avro's rules, so records written with older and newer
+versions of a compatible schema read into one Spark type.
 
 With ``avro`` the column takes the schema's Spark type in place of ``binary`` (a record becomes a
 struct, so ``select("value.*")`` gives its fields); a null value (a tombstone) is a null struct.
@@ -45,7 +57,7 @@ __all__ = [
     "spark_ddl",
 ]
 
-FORMATS = ("binary", "avro")
+FORMATS = ("binary", "avro", "avro-confluent")
 MODES = ("FAILFAST", "PERMISSIVE")
 
 
@@ -59,8 +71,9 @@ class ColumnFormat:
 
     column: str
     fmt: str = "binary"
-    schema: str | None = None
+    schema: str | None = None  # the reader schema (JSON text)
     permissive: bool = False
+    registry_url: str | None = None  # avro-confluent
 
     @property
     def typed(self) -> bool:
@@ -83,8 +96,19 @@ def _parsed_schema(text: str):
     return got
 
 
-def parse_column_format(column: str, fmt: str | None, schema: str | None, mode: str | None) -> ColumnFormat:
-    """Check one column's options (driver side); ConfigError naming the option on a bad value."""
+def parse_column_format(
+    column: str,
+    fmt: str | None,
+    schema: str | None,
+    mode: str | None,
+    *,
+    registry_url: str | None = None,
+    subject: str | None = None,
+    version: str | None = None,
+    topics: tuple = (),
+) -> ColumnFormat:
+    """Check one column's options (driver side); ConfigError naming the option on a bad value.
+    ``avro-confluent`` without a pinned schema asks the registry for the reader schema now."""
     option = f"{column}Format"
     fmt = (fmt or "binary").strip().lower()
     if fmt not in FORMATS:
@@ -96,6 +120,11 @@ def parse_column_format(column: str, fmt: str | None, schema: str | None, mode: 
         if schema:
             raise ConfigError(f"option {column}Schema is given but {option} is binary; set {option}=avro")
         return ColumnFormat(column)
+    if fmt == "avro-confluent":
+        if not registry_url:
+            raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
+        if not schema:
+            schema = _reader_schema(column, registry_url, subject, version, topics)
     if not schema:
         raise ConfigError(f"option {option}={fmt} needs option {column}Schema (the Avro schema as JSON)")
     try:
@@ -105,7 +134,57 @@ def parse_column_format(column: str, fmt: str | None, schema: str | None, mode: 
         parse_schema(parsed)
     except Exception as e:  # noqa: BLE001 - json and fastavro raise several kinds
         raise ConfigError(f"option {column}Schema is not a valid Avro schema: {e}") from e
-    return ColumnFormat(column, fmt, json.dumps(parsed, sort_keys=True), mode == "PERMISSIVE")
+    return ColumnFormat(column, fmt, json.dumps(parsed, sort_keys=True), mode == "PERMISSIVE", registry_url)
+
+
+def _reader_schema(column: str, url: str, subject: str | None, version: str | None, topics: tuple) -> str:
+    """The reader schema of an ``avro-confluent`` column from the registry (driver side)."""
+    from pyklog.connector.schema_registry.errors import SchemaRegistryError
+
+    if not subject:
+        if len(topics) != 1:
+            raise ConfigError(
+                f"option {column}Subject is needed: the default subject (TopicNameStrategy, "
+                f"<topic>-{column}) needs exactly one topic in 'subscribe'"
+            )
+        subject = f"{topics[0]}-{column}"
+    try:
+        found = _client(url).get_version(subject, version or "latest")
+    except SchemaRegistryError as e:
+        raise ConfigError(f"the schema registry at {url} has no usable schema for subject {subject!r}: {e}") from e
+    if found.get("schemaType", "AVRO") != "AVRO":
+        raise ConfigError(f"subject {subject!r} holds a {found['schemaType']} schema, not Avro")
+    return found["schema"]
+
+
+_CLIENTS: dict = {}
+
+
+def _client(url: str):
+    """One registry client per URL and process (its caches shared by the worker's tasks)."""
+    c = _CLIENTS.get(url)
+    if c is None:
+        from pyklog.connector.schema_registry.client import SchemaRegistryClient
+
+        c = _CLIENTS[url] = SchemaRegistryClient(url)
+    return c
+
+
+_WRITERS: dict = {}
+
+
+def _writer_schema(url: str, schema_id: int):
+    """The parsed writer schema of ``schema_id`` (cached per process)."""
+    key = (url, schema_id)
+    got = _WRITERS.get(key)
+    if got is None:
+        from fastavro import parse_schema
+
+        found = _client(url).get_schema(schema_id)
+        if found.get("schemaType", "AVRO") != "AVRO":
+            raise ValueError(f"schema id {schema_id} is a {found['schemaType']} schema, not Avro")
+        got = _WRITERS[key] = parse_schema(json.loads(found["schema"]))
+    return got
 
 
 # -- Avro schema -> Arrow / Spark types ----------------------------------------------------------
@@ -263,6 +342,7 @@ def _decode_values(fmt: ColumnFormat, values: list):
 
     schema = fmt.parsed()
     reshape = _has_multi_union(schema)
+    confluent = fmt.fmt == "avro-confluent"
     out, errors = [], []
     for v in values:
         if v is None:
@@ -271,7 +351,14 @@ def _decode_values(fmt: ColumnFormat, values: list):
             continue
         try:
             buf = io.BytesIO(v)
-            rec = schemaless_reader(buf, schema, None)
+            if confluent:
+                if len(v) < 5 or v[0] != 0:
+                    raise ValueError("not Confluent's wire format (magic byte 0 and a 4-byte schema id)")
+                buf.seek(5)
+                writer = _writer_schema(fmt.registry_url, int.from_bytes(v[1:5], "big"))
+                rec = schemaless_reader(buf, writer, schema)
+            else:
+                rec = schemaless_reader(buf, schema, None)
             if buf.tell() != len(v):
                 raise ValueError(f"{len(v) - buf.tell()} bytes left after the record")
             out.append(_reshape(schema, rec, {}) if reshape else rec)
