@@ -114,7 +114,12 @@ class PyklogDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvai
         reading goes on from (``start`` when the answer holds no complete batch)."""
         d = decode_raw(self.opts, r, topic, partition, start, end)
         if d.batch is not None and d.batch.num_rows:
-            out.append(d.batch)
+            if self.opts.formats:  # typed key / value columns, as read_range gives them
+                from pyklog.connector.spark.typed import convert_batch
+
+                out.append(convert_batch(d.batch, self.opts.formats))
+            else:
+                out.append(d.batch)
         if d.next_offset is not None and d.next_offset > start:
             return min(d.next_offset, end)
         return start

@@ -87,6 +87,16 @@ SOURCE_OPTIONS = {
     "path",
     "consumercache.enabled",
     "fetchondriver",
+    "keyformat",
+    "valueformat",
+    "keyschema",
+    "valueschema",
+    "mode",
+    "schema.registry.url",
+    "keysubject",
+    "valuesubject",
+    "keyschemaversion",
+    "valueschemaversion",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -107,6 +117,14 @@ _DISPLAY = {
     "includeheaders": "includeHeaders",
     "consumercache.enabled": "consumerCache.enabled",
     "fetchondriver": "fetchOnDriver",
+    "keyformat": "keyFormat",
+    "valueformat": "valueFormat",
+    "keyschema": "keySchema",
+    "valueschema": "valueSchema",
+    "keysubject": "keySubject",
+    "valuesubject": "valueSubject",
+    "keyschemaversion": "keySchemaVersion",
+    "valueschemaversion": "valueSchemaVersion",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
@@ -454,6 +472,9 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None  # Spark 4.x maxRecordsPerPartition
     include_headers: bool = False
+    #: typed key / value columns (:mod:`pyklog.connector.spark.typed`): ``keyFormat``, ``valueFormat``,
+    #: ``keySchema``, ``valueSchema``, ``mode``; binary (Spark's Kafka schema) by default
+    formats: tuple = ()
     isolation_level: str = "read_uncommitted"
     group_id: str | None = None
     group_id_prefix: str = "spark-pyklog-source"
@@ -594,6 +615,27 @@ def _check_names(
             parts.append("unknown options: " + ", ".join(sorted(unknown)))
         log.warning("pyklog %s ignores %s", role, ". ".join(parts))
     return sorted(unknown) + sorted(k.split(" ", 1)[0] for k in idle)
+
+
+def _column_formats(opts: dict) -> tuple:
+    from pyklog.connector.spark.typed import parse_column_format
+
+    mode = opts.get("mode")
+    topics = tuple(t.strip() for t in (opts.get("subscribe") or "").split(",") if t.strip())
+    out = tuple(
+        parse_column_format(
+            c,
+            opts.get(f"{c}format"),
+            opts.get(f"{c}schema"),
+            mode,
+            registry_url=opts.get("schema.registry.url"),
+            subject=opts.get(f"{c}subject"),
+            version=opts.get(f"{c}schemaversion"),
+            topics=topics,
+        )
+        for c in ("key", "value")
+    )
+    return tuple(f for f in out if f.typed)
 
 
 def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
@@ -762,6 +804,7 @@ def parse_source_options(options, *, streaming: bool | None) -> SourceOptions:
         min_partitions=_long(opts, "minpartitions", None, minimum=1),
         max_records_per_partition=_long(opts, "maxrecordsperpartition", None, minimum=1),
         include_headers=_bool(opts, "includeheaders"),
+        formats=_column_formats(opts),
         isolation_level=isolation,
         group_id=group_id,
         group_id_prefix=opts.get("groupidprefix", "spark-pyklog-source"),

@@ -165,7 +165,13 @@ def read_range(opts: SourceOptions, part: PyklogInputPartition):
     else:
         key, consumer = None, _new_consumer(kwargs)
     try:
-        yield from _read_range(opts, part, consumer)
+        if opts.formats:
+            from pyklog.connector.spark.typed import convert_batch
+
+            for batch in _read_range(opts, part, consumer):
+                yield convert_batch(batch, opts.formats)
+        else:
+            yield from _read_range(opts, part, consumer)
         ok = True
     finally:
         if key is not None:

@@ -39,6 +39,7 @@ from pyspark.sql.datasource import DataSource
 
 from pyklog.broker.errors import ConfigError
 from pyklog.connector.spark import arrow as _arrow
+from pyklog.connector.spark import typed as _typed
 from pyklog.connector.spark.batch_reader import PyklogBatchReader
 from pyklog.connector.spark.driver_fetch import PyklogDriverStreamReader
 from pyklog.connector.spark.input_partition import PyklogInputPartition
@@ -93,17 +94,17 @@ class PyklogDataSource(DataSource):
             keys & {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "zookeeper.connect"}
             and "topic" not in keys
         ):
-            return _arrow.spark_schema_ddl(parse_source_options(self.options, streaming=None).include_headers)
+            return _source_ddl(parse_source_options(self.options, streaming=None))
         return _arrow.spark_schema_ddl(_bool_option(self.options, "includeHeaders"))
 
     def reader(self, schema):
         opts = parse_source_options(self.options, streaming=False)
-        _check_schema(schema, opts.include_headers)
+        _check_schema(schema, opts)
         return PyklogBatchReader(opts)
 
     def streamReader(self, schema):
         opts = parse_source_options(self.options, streaming=True)
-        _check_schema(schema, opts.include_headers)
+        _check_schema(schema, opts)
         if opts.fetch_on_driver:
             # PySpark then asks simpleStreamReader (its documented fallback)
             from pyspark.errors import PySparkNotImplementedError
@@ -116,7 +117,7 @@ class PyklogDataSource(DataSource):
     def simpleStreamReader(self, schema):
         """Source option ``fetchOnDriver=true``: see :mod:`pyklog.connector.spark.driver_fetch`."""
         opts = parse_source_options(self.options, streaming=True)
-        _check_schema(schema, opts.include_headers)
+        _check_schema(schema, opts)
         return PyklogDriverStreamReader(opts)
 
     def writer(self, schema, overwrite: bool):
@@ -156,7 +157,17 @@ def _bool_option(options, name: str) -> bool:
     return BOOLEAN_OPTIONS.parse_value(name.lower(), lower_keys(options).get(name.lower()))
 
 
-def _check_schema(schema, include_headers: bool) -> None:
+def _base_fields(include_headers: bool) -> list:
+    return _arrow.SCHEMA_FIELDS + ([_arrow.HEADERS_FIELD] if include_headers else [])
+
+
+def _source_ddl(opts) -> str:
+    """The source's schema for ``opts``: Spark's Kafka schema, with typed key / value columns
+    (:mod:`pyklog.connector.spark.typed`) when a format is given."""
+    return _typed.source_ddl(_base_fields(opts.include_headers), opts.formats)
+
+
+def _check_schema(schema, opts) -> None:
     """The source has a fixed schema (as Spark's Kafka source): refuse a user-specified other one."""
     if schema is None:
         return
@@ -164,9 +175,10 @@ def _check_schema(schema, include_headers: bool) -> None:
         names = [f.name for f in schema.fields]
     except AttributeError:
         return
-    expected = [n for n, _, _ in _arrow.SCHEMA_FIELDS] + (["headers"] if include_headers else [])
+    expected = [n for n, _, _ in _base_fields(opts.include_headers)]
+    expected += [n for f in opts.formats for n, _, _ in _typed.extra_fields(f)]
     if names != expected:
         raise ConfigError(
-            f"the pyklog source has a fixed schema ({_arrow.spark_schema_ddl(include_headers)}) and "
+            f"the pyklog source has a fixed schema ({_source_ddl(opts)}) and "
             f"cannot be read with a user-specified one; read columns {names}"
         )

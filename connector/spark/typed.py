@@ -1,0 +1,407 @@
+"""Typed ``key`` / ``value`` columns for the ``pyklog`` source: Avro records decoded into Spark structs.
+
+Options (source)::
+
+    valueFormat / keyFormat   binary (default: the bytes, as Spark's Kafka source) | avro |
+                              avro-confluent (Confluent's wire format: magic byte 0, a 4-byte
+                              schema id, the Avro payload; the writer's schema from the registry)
+    valueSchema / keySchema   the Avro schema (JSON) of the records: required with ``avro``; with
+                              ``avro-confluent`` an optional pinned reader schema
+    schema.registry.url       the registry (``avro-confluent``; pyklog's or Confluent's)
+    valueSubject / keySubject the subject of the reader schema (default: TopicNameStrategy,
+                              ``<topic>-value`` / ``<topic>-key`` of the one subscribed topic)
+    valueSchemaVersion / keySchemaVersion   a pinned version of that subject (default: latest)
+    mode                      FAILFAST (default: a record that does not decode fails the query,
+                              naming topic, partition and offset) | PERMISSIVE (the column is null
+                              and two more columns say why: ``<column>Raw`` binary, the record's
+                              bytes, and ``<column>Error`` string; both null for good rows)
+
+Schema evolution (``avro-confluent``): each record is read with its writer's schema (looked up by
+id, cached per worker) and resolved into the reader schema (the subject's latest version when the
+query is defined, or the pinned one) by Avro's rules, so records written with older and newer
+versions of a compatible schema read into one Spark type.
+
+With ``avro`` the column takes the schema's Spark type in place of ``binary`` (a record becomes a
+struct, so ``select("value.*")`` gives its fields); a null value (a tombstone) is a null struct.
+Types as Spark's ``from_avro`` maps them: boolean, int, long, float, double, bytes/fixed ->
+binary, string/enum/uuid -> string, record -> struct, array -> array, map -> map<string, _>,
+a union of null and one type -> that type (nullable), other unions -> a struct of ``member0``,
+``member1``, ...; logical types date -> date, timestamp-millis/micros (and local-) -> timestamp,
+decimal -> decimal(p, s).
+
+How: for every Arrow batch a read task produces (:func:`pyklog.connector.spark.read_task.read_range`),
+the binary column's values go through fastavro's C reader one record at a time (no Python step
+per field) and the resulting dicts become ONE Arrow struct array in C (``pyarrow.array`` with the
+target type).  Pure functions of picklable options; safe in any worker.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pyklog.broker.errors import ConfigError, PyklogError
+
+__all__ = [
+    "FORMATS",
+    "ColumnFormat",
+    "RecordDecodeError",
+    "arrow_type",
+    "convert_batch",
+    "extra_fields",
+    "parse_column_format",
+    "source_ddl",
+    "spark_ddl",
+]
+
+FORMATS = ("binary", "avro", "avro-confluent")
+MODES = ("FAILFAST", "PERMISSIVE")
+
+
+class RecordDecodeError(PyklogError):
+    """A record's key or value does not decode with the given format (FAILFAST)."""
+
+
+@dataclass(frozen=True)
+class ColumnFormat:
+    """How one of ``key`` / ``value`` is read: ``fmt`` and, for Avro, the schema's JSON text."""
+
+    column: str
+    fmt: str = "binary"
+    schema: str | None = None  # the reader schema (JSON text)
+    permissive: bool = False
+    registry_url: str | None = None  # avro-confluent
+
+    @property
+    def typed(self) -> bool:
+        return self.fmt != "binary"
+
+    def parsed(self):
+        """The fastavro-parsed schema (cached per process and schema text)."""
+        return _parsed_schema(self.schema)
+
+
+_PARSED: dict = {}
+
+
+def _parsed_schema(text: str):
+    got = _PARSED.get(text)
+    if got is None:
+        from fastavro import parse_schema
+
+        got = _PARSED[text] = parse_schema(json.loads(text))
+    return got
+
+
+def parse_column_format(
+    column: str,
+    fmt: str | None,
+    schema: str | None,
+    mode: str | None,
+    *,
+    registry_url: str | None = None,
+    subject: str | None = None,
+    version: str | None = None,
+    topics: tuple = (),
+) -> ColumnFormat:
+    """Check one column's options (driver side); ConfigError naming the option on a bad value.
+    ``avro-confluent`` without a pinned schema asks the registry for the reader schema now."""
+    option = f"{column}Format"
+    fmt = (fmt or "binary").strip().lower()
+    if fmt not in FORMATS:
+        raise ConfigError(f"option {option}: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    mode = (mode or "FAILFAST").strip().upper()
+    if mode not in MODES:
+        raise ConfigError(f"option mode: expected FAILFAST or PERMISSIVE, got {mode!r}")
+    if fmt == "binary":
+        if schema:
+            raise ConfigError(f"option {column}Schema is given but {option} is binary; set {option}=avro")
+        return ColumnFormat(column)
+    if fmt == "avro-confluent":
+        if not registry_url:
+            raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
+        if not schema:
+            schema = _reader_schema(column, registry_url, subject, version, topics)
+    if not schema:
+        raise ConfigError(f"option {option}={fmt} needs option {column}Schema (the Avro schema as JSON)")
+    try:
+        parsed = json.loads(schema)
+        from fastavro import parse_schema
+
+        parse_schema(parsed)
+    except Exception as e:  # noqa: BLE001 - json and fastavro raise several kinds
+        raise ConfigError(f"option {column}Schema is not a valid Avro schema: {e}") from e
+    return ColumnFormat(column, fmt, json.dumps(parsed, sort_keys=True), mode == "PERMISSIVE", registry_url)
+
+
+def _reader_schema(column: str, url: str, subject: str | None, version: str | None, topics: tuple) -> str:
+    """The reader schema of an ``avro-confluent`` column from the registry (driver side)."""
+    from pyklog.connector.schema_registry.errors import SchemaRegistryError
+
+    if not subject:
+        if len(topics) != 1:
+            raise ConfigError(
+                f"option {column}Subject is needed: the default subject (TopicNameStrategy, "
+                f"<topic>-{column}) needs exactly one topic in 'subscribe'"
+            )
+        subject = f"{topics[0]}-{column}"
+    try:
+        found = _client(url).get_version(subject, version or "latest")
+    except SchemaRegistryError as e:
+        raise ConfigError(f"the schema registry at {url} has no usable schema for subject {subject!r}: {e}") from e
+    if found.get("schemaType", "AVRO") != "AVRO":
+        raise ConfigError(f"subject {subject!r} holds a {found['schemaType']} schema, not Avro")
+    return found["schema"]
+
+
+_CLIENTS: dict = {}
+
+
+def _client(url: str):
+    """One registry client per URL and process (its caches shared by the worker's tasks)."""
+    c = _CLIENTS.get(url)
+    if c is None:
+        from pyklog.connector.schema_registry.client import SchemaRegistryClient
+
+        c = _CLIENTS[url] = SchemaRegistryClient(url)
+    return c
+
+
+_WRITERS: dict = {}
+
+
+def _writer_schema(url: str, schema_id: int):
+    """The parsed writer schema of ``schema_id`` (cached per process)."""
+    key = (url, schema_id)
+    got = _WRITERS.get(key)
+    if got is None:
+        from fastavro import parse_schema
+
+        found = _client(url).get_schema(schema_id)
+        if found.get("schemaType", "AVRO") != "AVRO":
+            raise ValueError(f"schema id {schema_id} is a {found['schemaType']} schema, not Avro")
+        got = _WRITERS[key] = parse_schema(json.loads(found["schema"]))
+    return got
+
+
+# -- Avro schema -> Arrow / Spark types ----------------------------------------------------------
+
+_PRIMITIVE = {
+    "boolean": (pa.bool_(), "boolean"),
+    "int": (pa.int32(), "int"),
+    "long": (pa.int64(), "bigint"),
+    "float": (pa.float32(), "float"),
+    "double": (pa.float64(), "double"),
+    "bytes": (pa.binary(), "binary"),
+    "string": (pa.string(), "string"),
+}
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def _types(schema, named: dict) -> tuple[pa.DataType, str]:
+    """``(arrow type, Spark DDL)`` of a parsed Avro schema (``named``: named types met so far)."""
+    if isinstance(schema, str):
+        if schema in _PRIMITIVE:
+            return _PRIMITIVE[schema]
+        if schema in named:
+            if named[schema] is None:
+                raise ConfigError(
+                    f"the Avro type {schema!r} refers to itself: recursive types have no Spark type "
+                    "(Spark's from_avro refuses them too)"
+                )
+            return named[schema]
+        raise ConfigError(f"Avro type {schema!r} is not supported here (unknown name)")
+    if isinstance(schema, list):
+        members = [m for m in schema if m != "null"]
+        if len(members) == 1:
+            return _types(members[0], named)
+        parts = [_types(m, named) for m in members]
+        arrow = pa.struct([pa.field(f"member{i}", a) for i, (a, _) in enumerate(parts)])
+        return arrow, "struct<" + ",".join(f"member{i}:{d}" for i, (_, d) in enumerate(parts)) + ">"
+    t = schema.get("type")
+    logical = schema.get("logicalType")
+    if logical == "date" and t == "int":
+        return pa.date32(), "date"
+    if logical in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"):
+        return _TIMESTAMP, "timestamp"
+    if logical == "decimal" and t in ("bytes", "fixed"):
+        p, s = int(schema["precision"]), int(schema.get("scale", 0))
+        return pa.decimal128(p, s), f"decimal({p},{s})"
+    if t == "record":
+        named[schema["name"]] = None  # being defined: a reference from inside is a recursion
+        fields = [(f["name"], _types(f["type"], named)) for f in schema["fields"]]
+        out = (
+            pa.struct([pa.field(n, a) for n, (a, _) in fields]),
+            "struct<" + ",".join(f"`{n}`:{d}" for n, (_, d) in fields) + ">",
+        )
+        named[schema["name"]] = out
+        return out
+    if t == "enum":
+        named[schema["name"]] = (pa.string(), "string")
+        return pa.string(), "string"
+    if t == "fixed":
+        named[schema["name"]] = (pa.binary(), "binary")
+        return pa.binary(), "binary"
+    if t == "array":
+        a, d = _types(schema["items"], named)
+        return pa.list_(a), f"array<{d}>"
+    if t == "map":
+        a, d = _types(schema["values"], named)
+        return pa.map_(pa.string(), a), f"map<string,{d}>"
+    return _types(t, named)
+
+
+def arrow_type(fmt: ColumnFormat) -> pa.DataType:
+    return _types(fmt.parsed(), {})[0] if fmt.typed else pa.binary()
+
+
+def spark_ddl(fmt: ColumnFormat) -> str:
+    return _types(fmt.parsed(), {})[1] if fmt.typed else "binary"
+
+
+def extra_fields(fmt: ColumnFormat) -> list[tuple[str, pa.DataType, str]]:
+    """The PERMISSIVE columns of ``fmt``: ``<column>Raw`` and ``<column>Error``."""
+    if not (fmt.typed and fmt.permissive):
+        return []
+    return [(f"{fmt.column}Raw", pa.binary(), "binary"), (f"{fmt.column}Error", pa.string(), "string")]
+
+
+def source_ddl(base_fields: list, formats: tuple[ColumnFormat, ...]) -> str:
+    """The source's Spark schema as DDL: ``base_fields`` (``(name, arrow type, ddl)``, the binary
+    schema) with typed columns in place and the PERMISSIVE columns appended."""
+    by_column = {f.column: f for f in formats if f.typed}
+    parts = [f"{n} {spark_ddl(by_column[n]) if n in by_column else ddl}" for n, _, ddl in base_fields]
+    parts += [f"{n} {ddl}" for f in formats for n, _, ddl in extra_fields(f)]
+    return ", ".join(parts)
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def _has_multi_union(schema) -> bool:
+    if isinstance(schema, list):
+        return len([m for m in schema if m != "null"]) > 1 or any(_has_multi_union(m) for m in schema)
+    if isinstance(schema, dict):
+        t = schema.get("type")
+        if t == "record":
+            return any(_has_multi_union(f["type"]) for f in schema["fields"])
+        if t == "array":
+            return _has_multi_union(schema["items"])
+        if t == "map":
+            return _has_multi_union(schema["values"])
+        return isinstance(t, (list, dict)) and _has_multi_union(t)
+    return False
+
+
+def _reshape(schema, value, named: dict):
+    """Turn values of multi-type unions into ``{"memberN": value}`` dicts (fastavro must have been
+    asked for ``return_record_name``-free values: the member is found by type)."""
+    if value is None:
+        return None
+    if isinstance(schema, str):
+        return _reshape(named[schema], value, named) if schema in named else value
+    if isinstance(schema, list):
+        members = [m for m in schema if m != "null"]
+        if len(members) == 1:
+            return _reshape(members[0], value, named)
+        for i, m in enumerate(members):
+            if _matches(m, value, named):
+                return {f"member{i}": _reshape(m, value, named)}
+        return None
+    t = schema.get("type")
+    if t == "record":
+        named[schema["name"]] = schema
+        return {f["name"]: _reshape(f["type"], value.get(f["name"]), named) for f in schema["fields"]}
+    if t == "array":
+        return [_reshape(schema["items"], v, named) for v in value]
+    if t == "map":
+        return {k: _reshape(schema["values"], v, named) for k, v in value.items()}
+    if isinstance(t, (list, dict)):
+        return _reshape(t, value, named)
+    return value
+
+
+def _matches(schema, value, named) -> bool:
+    from fastavro.validation import validate
+
+    if isinstance(schema, str) and schema in named:
+        schema = named[schema]
+
+    try:
+        return validate(value, schema, raise_errors=False)
+    except Exception:  # noqa: BLE001 - a named reference fastavro cannot resolve standalone
+        return False
+
+
+def _decode_values(fmt: ColumnFormat, values: list):
+    """``(decoded values or None, error message or None)`` per input value."""
+    from fastavro import schemaless_reader
+
+    schema = fmt.parsed()
+    reshape = _has_multi_union(schema)
+    confluent = fmt.fmt == "avro-confluent"
+    out, errors = [], []
+    for v in values:
+        if v is None:
+            out.append(None)
+            errors.append(None)
+            continue
+        try:
+            buf = io.BytesIO(v)
+            if confluent:
+                if len(v) < 5 or v[0] != 0:
+                    raise ValueError("not Confluent's wire format (magic byte 0 and a 4-byte schema id)")
+                buf.seek(5)
+                writer = _writer_schema(fmt.registry_url, int.from_bytes(v[1:5], "big"))
+                rec = schemaless_reader(buf, writer, schema)
+            else:
+                rec = schemaless_reader(buf, schema, None)
+            if buf.tell() != len(v):
+                raise ValueError(f"{len(v) - buf.tell()} bytes left after the record")
+            out.append(_reshape(schema, rec, {}) if reshape else rec)
+            errors.append(None)
+        except Exception as e:  # noqa: BLE001 - fastavro raises EOFError, ValueError, IndexError, ...
+            out.append(None)
+            errors.append(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    return out, errors
+
+
+def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> pa.RecordBatch:
+    """``batch`` (the source's binary schema) with each typed column decoded in place (and the
+    PERMISSIVE columns appended after the source's columns).  FAILFAST: RecordDecodeError naming
+    the first bad record's topic, partition and offset."""
+    names = list(batch.schema.names)
+    arrays = list(batch.columns)
+    fields = list(batch.schema)
+    extra_arrays, extra_fields_ = [], []
+    for fmt in formats:
+        if not fmt.typed:
+            continue
+        i = names.index(fmt.column)
+        raw = arrays[i].to_pylist()
+        values, errors = _decode_values(fmt, raw)
+        bad = [j for j, e in enumerate(errors) if e is not None]
+        if bad and not fmt.permissive:
+            j = bad[0]
+            topic = batch.column(names.index("topic"))[j].as_py()
+            partition = batch.column(names.index("partition"))[j].as_py()
+            offset = batch.column(names.index("offset"))[j].as_py()
+            raise RecordDecodeError(
+                f"pyklog source: the {fmt.column} of {topic}-{partition} at offset {offset} is not "
+                f"{fmt.fmt} of the given {fmt.column}Schema ({errors[j]}); {len(bad)} of {len(raw)} "
+                f"records in this batch failed. Set mode=PERMISSIVE to read such records as nulls "
+                f"with the raw bytes and the error"
+            )
+        typ = arrow_type(fmt)
+        arrays[i] = pa.array(values, type=typ)
+        fields[i] = pa.field(fmt.column, typ)
+        if fmt.permissive:
+            extra_arrays += [
+                pa.array([raw[j] if errors[j] is not None else None for j in range(len(raw))], type=pa.binary()),
+                pa.array(errors, type=pa.string()),
+            ]
+            extra_fields_ += [pa.field(f"{fmt.column}Raw", pa.binary()), pa.field(f"{fmt.column}Error", pa.string())]
+    return pa.RecordBatch.from_arrays(arrays + extra_arrays, schema=pa.schema(fields + extra_fields_))
