@@ -3,8 +3,10 @@
 One broker whose only listener is SASL_SSL (SCRAM-SHA-512 for the query, PLAIN for the broker's own
 super user ``admin``), certificates the tests make.  A streaming query logging in as ``spark`` holds
 exactly the ACLs docs/security.md lists for it ("The ACLs a Spark query needs"): READ on its input
-topic and group, WRITE on its output topic and WRITE on its transactional-id prefix (its producers
-are transactional: Kafka authorizes them by their transactional id, no IDEMPOTENT_WRITE needed).  Its output read back with read_committed equals its input (0 lost, 0
+topic and group, WRITE on its output topic, WRITE on its transactional-id prefix (its producers
+are transactional: Kafka authorizes them by their transactional id, no IDEMPOTENT_WRITE needed) and
+READ, WRITE and CREATE on ``__pyklog_spark_sinks``, where a sink given bootstrap servers alone keeps
+its commit records.  Its output read back with read_committed equals its input (0 lost, 0
 duplicated); with the transactional-id ACL removed the query fails with an authorization error that
 names the transactional id.  Neither the query's password nor the stores' passwords reach the
 broker's log, Spark's log, the plan, the progress or any file of the checkpoint."""
@@ -31,6 +33,7 @@ from pyklog.broker.security.acl import (
 )
 from pyklog.broker.security.jaas import PLAIN_LOGIN_MODULE, jaas_text
 from pyklog.broker.zk.server import free_port
+from pyklog.connector.spark.sink_log import SINK_LOG_TOPIC
 from tests.integration.security.sasl_support import ADMIN_PASSWORD, add_scram_user
 from tests.integration.security.tls_broker_support import tls_certs
 from tests.integration.spark.support import count_duplicates_and_lost
@@ -164,9 +167,13 @@ def test_exactly_once_sink_over_sasl_ssl_with_the_documented_acls(
                     _allow(ResourceType.GROUP, group, AclOperation.READ),
                     _allow(ResourceType.TOPIC, out, AclOperation.WRITE),
                     txn_acl,
+                    # the stream's commit records (kafka.bootstrap.servers alone: no ZooKeeper)
+                    _allow(ResourceType.TOPIC, SINK_LOG_TOPIC, AclOperation.READ),
+                    _allow(ResourceType.TOPIC, SINK_LOG_TOPIC, AclOperation.WRITE),
+                    _allow(ResourceType.TOPIC, SINK_LOG_TOPIC, AclOperation.CREATE),
                 ]
             )
-            == [None] * 4
+            == [None] * 7
         )
     expected = [f"v{i}".encode() for i in range(40)]
     with Producer({"bootstrap.servers": b.bootstrap, **admin_sec}) as p:
@@ -188,7 +195,6 @@ def test_exactly_once_sink_over_sasl_ssl_with_the_documented_acls(
         reader.select("key", "value")
         .writeStream.format("pyklog")
         .options(**opts)
-        .option("zookeeper.connect", zk_chroot)
         .option("topic", out)
         .option("deliveryGuarantee", "exactly-once")
         .option("transactionalIdPrefix", PREFIX)
