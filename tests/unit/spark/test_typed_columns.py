@@ -99,6 +99,9 @@ def test_a_batch_decodes_into_one_struct_column_with_tombstones_as_nulls():
     assert rows[1]["ref"] == {"member0": "r", "member1": None} and rows[2]["ref"] == {"member0": None, "member1": 7}
     assert rows[0]["price"] == decimal.Decimal("12.50") and rows[2]["tags"] == ["x", "y"]
     assert rows[0]["attrs"] == [("w", 1.5)] and rows[0]["kind"] == "B"
+    # time logical types are read as numbers and converted column-wise: the same values
+    assert rows[1]["at"] == datetime.datetime(2026, 11, 28, 1, 2, 3, tzinfo=datetime.UTC)
+    assert rows[1]["day"] == datetime.date(2026, 11, 28)
     assert rows[3] is None
     assert out.column("offset").to_pylist() == [100, 101, 102, 103]  # the other columns untouched
 
