@@ -42,9 +42,12 @@ request of a session only after the answer to the previous one); marks arrive fr
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Hashable
+
+log = logging.getLogger(__name__)
 
 #: the session id of "no session" and the epochs of Kafka's FetchMetadata
 INVALID_SESSION_ID = 0
@@ -352,7 +355,14 @@ class FetchSessionCache:
             self._sessions[sid] = s
             for key in partitions:
                 self._by_partition[key] = self._by_partition.get(key, ()) + (s,)
-            return s
+        log.log(
+            logging.INFO if privileged else logging.DEBUG,
+            "fetch session %d opened for %s with %d partition(s)",
+            sid,
+            f"replica {replica_id}" if privileged else "a consumer",
+            len(partitions),
+        )
+        return s
 
     def update(self, s: FetchSession, added: dict, forgotten) -> None:
         """An incremental request's changes: ``added`` (``{key: (fetch offset, max bytes, leader epoch,
