@@ -5,7 +5,8 @@
 One run starts a ZooKeeper and three broker processes (``python -m pyklog.broker``).  For each N of
 ``--partitions`` (growing; the topics of the earlier steps stay, so the cluster holds their sum) it
 creates a topic of N partitions (replication factor 3, ``min.insync.replicas=2``), waits until every
-partition has its full ISR, then:
+partition has its full ISR and the brokers are quiet again (each under 15% of a core: creating
+the partitions is not what is measured), then:
 
 * **all acknowledged**: one confluent-kafka producer (acks=all, linger.ms 5) sends one record to
   every partition; seconds from the first produce() to the last delivery report;
@@ -53,6 +54,18 @@ def wait_full_isr(w, topic: str, partitions: int, timeout_s: float) -> float:
             return time.monotonic() - start
         time.sleep(0.5)
     raise TimeoutError(f"{topic}: not every partition has 3 in-sync replicas after {timeout_s:.0f} s")
+
+
+def settle(pids: list, timeout_s: float, busy: float = 0.15) -> float:
+    """Seconds until every broker uses less than ``busy`` of a core over 2 s (the creation's work
+    -- logs, partition-state events -- is done), at most ``timeout_s``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        before = [cpu_seconds(p) for p in pids]
+        time.sleep(2.0)
+        if all(cpu_seconds(p) - b < busy * 2.0 for p, b in zip(pids, before)):
+            break
+    return time.monotonic() - start
 
 
 def one_to_each(bootstrap: str, topic: str, partitions: int, probes: int) -> dict:
@@ -144,6 +157,7 @@ def main() -> None:
                 wait_full_isr(w, topic, n, 900)
                 total += n
                 created = time.monotonic() - t0
+                settled = settle([b.proc.pid for b in brokers], 600)
                 res = one_to_each(bootstrap, topic, n, args.probes)
                 time.sleep(2.0)
                 before = [cpu_seconds(b.proc.pid) for b in brokers]
@@ -153,7 +167,8 @@ def main() -> None:
                 res.update(n=n, total=total, created_s=created, idle=idle, load=os.getloadavg()[0])
                 rows.append(res)
                 print(
-                    f"N={n:5d} (cluster {total:5d}): created+ISR {created:6.1f} s  all acknowledged "
+                    f"N={n:5d} (cluster {total:5d}): created+ISR {created:6.1f} s, settled {settled:5.1f} s  "
+                    "all acknowledged "
                     f"{res['all_acked_s']:7.2f} s ({res['acked']} acked, {res['errors']} errors)  "
                     f"p50 {res['p50_ms']:6.1f} ms  p99 {res['p99_ms']:6.1f} ms  idle CPU-s/min per broker "
                     f"{' '.join(f'{x:.2f}' for x in idle)}  load {res['load']:.1f}",

@@ -136,7 +136,9 @@ class FetchSession:
         self.last_full_read = time.monotonic()
         self._changed: set = set()
         self.active: set = set()  # partitions not quiet: read at every incremental fetch
-        self._lock = threading.Lock()
+        #: guards the changed set, and the partition table and active set against a client that
+        #: misuses its session from two connections at once (re-entrant: plan() takes the changes)
+        self.lock = threading.RLock()
 
     @property
     def watch_key(self) -> Hashable:
@@ -147,15 +149,14 @@ class FetchSession:
         return len(self.partitions)
 
     def mark(self, key) -> None:
-        with self._lock:
+        with self.lock:
             self._changed.add(key)
 
     def has_changes(self) -> bool:
-        with self._lock:
-            return bool(self._changed)
+        return bool(self._changed)  # a lock-free read of one reference (a wake-up hint)
 
     def take_changes(self) -> set:
-        with self._lock:
+        with self.lock:
             changed, self._changed = self._changed, set()
         return changed
 
@@ -201,17 +202,18 @@ class FetchContext:
             s = self.session
             assert s is not None
             now = time.monotonic()
-            if now - s.last_full_read >= self.cache.full_read_interval_s:
-                s.last_full_read = now
-                s.take_changes()
-                keys = list(s.partitions)
-            else:
-                self._pending |= s.take_changes()
-                keys = sorted(k for k in self._pending | s.active | self.requested.keys() if k in s.partitions)
-            parts = {
-                k: (cp.fetch_offset, cp.max_bytes, cp.leader_epoch, cp.log_start_offset_asked)
-                for k, cp in ((k, s.partitions[k]) for k in keys)
-            }
+            with s.lock:
+                if now - s.last_full_read >= self.cache.full_read_interval_s:
+                    s.last_full_read = now
+                    s.take_changes()
+                    keys = list(s.partitions)
+                else:
+                    self._pending |= s.take_changes()
+                    keys = sorted(k for k in self._pending | s.active | self.requested.keys() if k in s.partitions)
+                parts = {
+                    k: (cp.fetch_offset, cp.max_bytes, cp.leader_epoch, cp.log_start_offset_asked)
+                    for k, cp in ((k, s.partitions[k]) for k in keys)
+                }
         topics: dict[str, list] = {}
         for key in keys:
             offset, max_bytes, epoch, _ = parts[key]
@@ -240,7 +242,12 @@ class FetchContext:
             return (INVALID_SESSION_ID if s is None else s.id), results
         s = self.session
         assert s is not None
-        s.last_used_ms = max(s.last_used_ms, now_ms)
+        with s.lock:
+            s.last_used_ms = max(s.last_used_ms, now_ms)
+            return s.id, self._answer_changes(s, results, read_committed)
+
+    def _answer_changes(self, s: FetchSession, results, read_committed: bool) -> list:
+        """Under the session's lock: the partitions with something new, each one's quietness."""
         out = []
         for topic, parts in results:
             kept = []
@@ -264,7 +271,7 @@ class FetchContext:
                     s.active.discard(key)
             if kept:
                 out.append((topic, kept))
-        return s.id, out
+        return out
 
 
 class FetchSessionCache:
@@ -367,7 +374,7 @@ class FetchSessionCache:
     def update(self, s: FetchSession, added: dict, forgotten) -> None:
         """An incremental request's changes: ``added`` (``{key: (fetch offset, max bytes, leader epoch,
         log start offset)}``) added or updated, ``forgotten`` keys dropped."""
-        with self._lock:
+        with self._lock, s.lock:
             for key in forgotten:
                 if s.partitions.pop(key, None) is not None:
                     self._unindex(key, s)
