@@ -278,7 +278,7 @@ class FetchSessionCache:
     """The broker's fetch sessions (Kafka's ``FetchSessionCache``): at most ``max_entries``
     (``max.incremental.fetch.session.cache.slots``; 0: no sessions, every fetch sessionless)."""
 
-    def __init__(self, max_entries: int = 1000, eviction_ms: int = EVICTION_MS, full_read_interval_s: float = 10.0):
+    def __init__(self, max_entries: int = 1000, eviction_ms: int = EVICTION_MS, full_read_interval_s: float = 60.0):
         self.max_entries = max(0, int(max_entries))
         self.eviction_ms = eviction_ms
         self.full_read_interval_s = full_read_interval_s

@@ -195,3 +195,20 @@ def test_a_check_asks_only_about_the_key_that_changed():
         assert done == [op] and len(asked) == 500 and asked == list(range(500))
     finally:
         purgatory.complete_all()
+
+
+def test_every_partition_is_read_again_at_the_full_read_interval():
+    """The safety net for changes nobody is told of (a log start offset moved by retention)."""
+    cache = FetchSessionCache(10, full_read_interval_s=3600)
+    sid = _open(cache)
+    ctx = cache.new_context(sid, 1, {}, [], False, -1, 10)
+    ctx.plan()
+    ctx.finish(_results(p0=_data(5), p1=_data(5), p2=_data(5)), False, 10)
+    assert cache.new_context(sid, 2, {}, [], False, -1, 20).plan() == []
+    cache.full_read_interval_s = 0
+    ctx = cache.new_context(sid, 3, {}, [], False, -1, 30)
+    assert _keys(ctx.plan()) == [("t", 0), ("t", 1), ("t", 2)]
+    moved = _data(5)
+    moved.log_start_offset = 3
+    _, out = ctx.finish(_results(p0=_data(5), p1=moved, p2=_data(5)), False, 30)
+    assert [(t, [p for p, _ in ps]) for t, ps in out] == [("t", [1])]
