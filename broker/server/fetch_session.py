@@ -376,6 +376,7 @@ class FetchSessionCache:
         log start offset)}``) added or updated, ``forgotten`` keys dropped."""
         with self._lock, s.lock:
             for key in forgotten:
+                s.active.discard(key)
                 if s.partitions.pop(key, None) is not None:
                     self._unindex(key, s)
             for key, (offset, max_bytes, epoch, start) in added.items():

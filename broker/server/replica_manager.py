@@ -491,8 +491,8 @@ class ReplicaManager:
         try:
             self.produce_purgatory.check((topic, partition))
             self.coordinator_appends.check(topic, partition)
-            for _ in self.fetch_sessions.mark_changed((topic, partition)):
-                pass  # the sessions holding it read it again (its error, its new leader epoch)
+            # waiting Fetches and the fetch sessions holding it read it again (its error, its epoch)
+            self.partition_changed(topic, partition, INT32_MAX)
         except Exception:  # noqa: BLE001
             log.exception("role change callback failed")
 
@@ -504,6 +504,12 @@ class ReplicaManager:
         self.fetch_purgatory.notify(key, nbytes)
         for session in self.fetch_sessions.mark_changed(key):
             self.fetch_purgatory.notify(session.watch_key, nbytes)
+
+    def log_start_offset_moved(self, topic: str, partition: int) -> None:
+        """DeleteRecords moved a led partition's log start offset: the Fetches waiting on it and the
+        fetch sessions holding it read it again, so followers learn the new log start offset at once
+        (retention's moves reach the sessions at their periodic full read)."""
+        self.partition_changed(topic, partition, INT32_MAX)
 
     def _high_watermark_moved(self, topic: str, partition: int) -> None:
         """A high watermark moved (no lock held): waiting acks=all Produces may complete, and
