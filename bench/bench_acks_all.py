@@ -182,6 +182,7 @@ def main() -> None:
                     f"{' '.join(f'{x:.2f}' for x in idle)}  load {res['load']:.1f}",
                     flush=True,
                 )
+        with support.Wire(brokers[0].port) as w:  # a new connection: the first may have idled out
             for name, replicas, mis in (("tp-rf1", [0], []), ("tp-rf3", [0, 1, 2], [2])):
                 r = support.create_topic(
                     w,
