@@ -73,6 +73,7 @@ Settings (Kafka's names and defaults unless noted)::
     replica.fetch.backoff.ms           1000
     replica.socket.timeout.ms          30000
     num.replica.fetchers               1
+    max.incremental.fetch.session.cache.slots 1000 (fetch sessions kept, KIP-227)
     replica.high.watermark.checkpoint.interval.ms 5000
     log.*                              see broker.log.config.LogConfig (log.segment.bytes, log.roll.ms,
                                        log.retention.hours, log.cleanup.policy, ...)
@@ -633,6 +634,14 @@ def _server_config_def() -> ConfigDef:
         .define("replica.fetch.backoff.ms", Type.INT, 1000, Range(0), M, "follower's pause after a fetch error")
         .define("replica.socket.timeout.ms", Type.INT, 30000, Range(1), M, "followers' socket timeout")
         .define("num.replica.fetchers", Type.INT, 1, Range(1, 64), M, "fetcher threads per source broker")
+        .define(
+            "max.incremental.fetch.session.cache.slots",
+            Type.INT,
+            1000,
+            Range(0),
+            M,
+            "incremental fetch sessions (KIP-227) kept at most; 0: every Fetch sessionless",
+        )
         .define(
             "replica.high.watermark.checkpoint.interval.ms",
             Type.LONG,

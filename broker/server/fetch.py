@@ -67,11 +67,20 @@ class FetchPartitionData:
     overlapping the records; else None) and ``records`` (a
     :class:`~pyklog.broker.log.log.FetchSlice` of whole batches, or None)."""
 
-    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "records")
+    __slots__ = (
+        "error",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "log_end_offset",
+        "aborted_transactions",
+        "records",
+    )
 
     def __init__(self, read_committed: bool):
         self.error: BaseException | None = None
         self.high_watermark = -1
+        self.log_end_offset = -1  # the leader's, after the read (a fetch session's quietness test)
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self.aborted_transactions: list | None = [] if read_committed else None
@@ -80,7 +89,10 @@ class FetchPartitionData:
 
 class DelayedFetch(NamedTuple):
     """The payload of a Fetch waiting in the fetch purgatory: what a re-read needs and the answer's
-    callbacks.  ``fenced`` is the leader-epoch check made when the request arrived."""
+    callbacks.  ``fenced`` is the leader-epoch check made when the request arrived (an incremental
+    fetch re-plans and re-checks at each read).  ``context``: the fetch session's
+    :class:`~pyklog.broker.server.fetch_session.FetchContext` (None: sessionless) and ``authorize``
+    its filter of each plan; ``denied``: the partitions refused by it, answered with the rest."""
 
     params: FetchParams
     fetch_infos: list
@@ -88,6 +100,14 @@ class DelayedFetch(NamedTuple):
     quota: Any
     response_callback: Callable
     error_callback: Callable | None
+    context: Any = None
+    authorize: Callable | None = None
+    denied: Any = ()
+
+    @property
+    def session(self):
+        """The fetch session this Fetch belongs to (None: a sessionless or first full fetch)."""
+        return None if self.context is None else self.context.session
 
 
 def fetch_moved(rm: ReplicaManager, keys, follower: bool):
@@ -141,6 +161,7 @@ def read_fetch(rm: ReplicaManager, fetch: DelayedFetch):
     total = 0
     errors = 0
     read_committed = params.read_committed
+    session = fetch.session
     results = []
     for name, parts in fetch.fetch_infos:
         out = []
@@ -178,8 +199,9 @@ def read_fetch(rm: ReplicaManager, fetch: DelayedFetch):
                     quota.record(name, p, in_sync, sl.size)
                 if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
                     # follower's log end offset and caught-up time; may expand the ISR, move the HW
-                    rm.update_follower_fetch(name, p, replica_id, offset)
+                    rm.update_follower_fetch(name, p, replica_id, offset, session)
                 data.high_watermark = lg.high_watermark
+                data.log_end_offset = lg.log_end_offset
                 data.last_stable_offset = lso
                 data.log_start_offset = lg.log_start_offset
                 if sl is not None and sl.size > 0:

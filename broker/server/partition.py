@@ -45,10 +45,21 @@ class FollowerState:
     last Fetch (-1: unknown since this broker became leader), when it was last caught up, and the
     leader's log end offset / time at its previous Fetch.  Guarded by the partition's lock."""
 
-    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+    __slots__ = (
+        "broker_id",
+        "log_end_offset",
+        "last_caught_up_ms",
+        "last_fetch_leader_leo",
+        "last_fetch_ms",
+        "session",
+    )
 
     def __init__(self, broker_id: int, last_caught_up_ms: int):
         self.broker_id = broker_id
+        #: the fetch session of its last Fetch of this partition (None: sessionless); while the
+        #: partition is quiet in it (no append since), each Fetch of the session is one of this
+        #: partition too, without naming or reading it
+        self.session = None
         self.log_end_offset = -1
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_leo = -1
@@ -135,16 +146,28 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: followers and ISR
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int, session=None) -> bool:
         """Kafka's ``updateFollowerFetchState``: a follower's Fetch at ``fetch_offset`` (its log end
-        offset) reached this leader.  False if ``replica_id`` is not an assigned follower (an old
-        replica, a tool: not tracked).  Takes the lock; request handler threads."""
+        offset) reached this leader, in fetch ``session`` (None: sessionless).  False if
+        ``replica_id`` is not an assigned follower (an old replica, a tool: not tracked).  Takes the
+        lock; request handler threads."""
         with self.lock:
             fs = self.followers.get(replica_id)
             if fs is None:
                 return False
             fs.update(fetch_offset, self.log.log_end_offset, now_ms)
+            fs.session = session
             return True
+
+    def _last_caught_up_ms(self, fs: FollowerState) -> int:
+        """When the follower was last caught up: its own fetches of the partition, or the last
+        Fetch of its session while it still holds the partition and is at the log end offset (an
+        incremental fetch does not read a partition without changes)."""
+        t = fs.last_caught_up_ms
+        s = fs.session
+        if s is not None and fs.log_end_offset >= self.log.log_end_offset and s.follows((self.topic, self.partition)):
+            t = max(t, s.last_used_ms)
+        return t
 
     def maybe_expand_isr(self, replica_id: int, alter_isr) -> None:
         """Kafka's ``maybeExpandIsr``: a follower outside the ISR whose log end offset reached the
@@ -172,7 +195,7 @@ class Partition:
             r
             for r in self.isr
             if r != local_broker_id
-            and (self.followers.get(r) is None or now_ms - self.followers[r].last_caught_up_ms > max_lag_ms)
+            and (self.followers.get(r) is None or now_ms - self._last_caught_up_ms(self.followers[r]) > max_lag_ms)
         }
 
     def maybe_shrink_isr(self, local_broker_id: int, now_ms: int, max_lag_ms: int, alter_isr) -> set | None:

@@ -12,6 +12,9 @@ fetched partitions and returns.  The operation completes exactly once, whichever
 * for an operation with a ``ready`` predicate (Kafka's ``DelayedOperation.tryComplete``, e.g. an
   acks=all Produce waiting for the high watermark): :meth:`Purgatory.check` of a watched key finds
   ``ready()`` true -- completed on the checking thread (a follower's Fetch, the ISR shrink task).
+  An operation watching many keys may bring ``ready_key(key)`` too: the check of one key then asks
+  only about that key's part (an acks=all Produce to N partitions re-checks the one partition whose
+  high watermark moved, not all N: N moves cost N checks, not N squared).
 
 Completion runs the operation's own ``on_complete(op)`` when it has one (a purgatory shared by
 several kinds of waiters, as the replica manager's), else the purgatory's ``complete(op)``; it
@@ -44,6 +47,7 @@ class DelayedOperation:
         "accumulated",
         "payload",
         "ready",
+        "ready_key",
         "on_complete",
         "_claimed",
         "_timer",
@@ -58,9 +62,11 @@ class DelayedOperation:
         payload,
         ready: Callable[[], bool] | None = None,
         on_complete: Callable[[DelayedOperation], None] | None = None,
+        ready_key: Callable[[Hashable], bool] | None = None,
     ):
         self.keys = tuple(keys)
         self.ready = ready  # checked by Purgatory.check (and once at watch); None: byte counting only
+        self.ready_key = ready_key  # Purgatory.check(key)'s question when given (else ready())
         self.on_complete = on_complete
         self.deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         self.min_bytes = min_bytes
@@ -103,11 +109,11 @@ class Purgatory:
         with self._lock:
             ops = [op for op in self._watchers.get(key, ()) if not op._claimed and op.ready is not None]
         for op in ops:
-            self._try(op)
+            self._try(op, key)
 
-    def _try(self, op: DelayedOperation) -> None:
+    def _try(self, op: DelayedOperation, key: Hashable = None) -> None:
         try:
-            ok = op.ready()
+            ok = op.ready_key(key) if key is not None and op.ready_key is not None else op.ready()
         except Exception:  # noqa: BLE001 - the completer answers with the error
             log.exception("checking a delayed operation failed")
             ok = True

@@ -18,6 +18,9 @@ at every reconnect) and loops:
    ``replica.fetch.max.bytes`` per partition and ``replica.fetch.response.max.bytes`` in all; the
    batches are appended with ``Log.append_as_follower`` (the leader's offsets and epochs kept) and
    the local high watermark becomes min(leader's high watermark, local log end offset).
+   With a leader serving Fetch v7+ the fetches run in a fetch session (KIP-227): after the first
+   full fetch each request names only the partitions whose fetch state changed, and the answer
+   only the partitions with something new, so a round costs what changed, not what is followed.
 3. Errors: OFFSET_OUT_OF_RANGE below the leader's log start -> the log restarts at the leader's log
    start offset (``truncate_fully_and_start_at``), else truncation again; NOT_LEADER_OR_FOLLOWER,
    FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION -> the partition waits
@@ -51,6 +54,12 @@ from pyklog.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from pyklog.broker.protocol import ApiKey, decode_response, encode_request
+from pyklog.broker.server.fetch_session import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    INITIAL_EPOCH,
+    INVALID_FETCH_SESSION_EPOCH,
+    next_epoch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +131,17 @@ class ReplicaFetcherThread(threading.Thread):
         self.fetcher_id = fetcher_id
         self._lock = threading.Lock()
         self._partitions: dict[tuple[str, int], _PartitionFetchState] = {}
+        #: the fetch session with the source broker (Kafka's FetchSessionHandler): its id (0: none),
+        #: the epoch of the next request (0: a full fetch opening one), what the leader's session
+        #: holds (partition -> (fetch offset, log start offset, leader epoch)) and the partitions
+        #: whose fetch state may have changed since they were last sent; fetcher thread only,
+        #: ``_touched`` also by add_partition (under the lock)
+        self._session_id = 0
+        self._session_epoch = 0
+        self._sent: dict[tuple[str, int], tuple] = {}
+        self._touched: set = set()
+        self.full_fetches = 0  # diagnostics and tests
+        self.partitions_sent = 0
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._conn: _Connection | None = None
@@ -138,6 +158,7 @@ class ReplicaFetcherThread(threading.Thread):
     def add_partition(self, key, leader_epoch: int) -> None:
         with self._lock:
             self._partitions[key] = _PartitionFetchState(leader_epoch)
+            self._touched.add(key)
         self._wake.set()
 
     def remove_partitions(self, keys) -> None:
@@ -222,6 +243,7 @@ class ReplicaFetcherThread(threading.Thread):
         return self._conn
 
     def _close(self) -> None:
+        self._reset_session()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -303,52 +325,121 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ fetch
 
+    def _reset_session(self) -> None:
+        """Start over with a full fetch (a new connection, a session error)."""
+        self._session_id = 0
+        self._session_epoch = 0
+        self._sent = {}
+
+    def _fetch_state(self, key, state):
+        """``(fetch offset, log start offset, leader epoch)`` of a followed partition, None if it is
+        no longer followed at the state's epoch (the manager removes or re-adds it)."""
+        lg = self.rm.follower_log(key[0], key[1], state.leader_epoch)
+        if lg is None:
+            return None
+        return (lg.log_end_offset, lg.log_start_offset, state.leader_epoch)
+
     def _fetch(self, conn: _Connection, parts: dict) -> bool:
-        """One Fetch for the partitions ready to fetch; True if a request was sent."""
+        """One Fetch for the partitions ready to fetch; True if a request was sent.  With a leader
+        serving Fetch v7+ the fetches run in a fetch session (KIP-227, Kafka's
+        ``FetchSessionHandler``): a full fetch opens it, then each incremental fetch names only the
+        partitions whose fetch offset, log start offset or leader epoch changed (added ones
+        included) and forgets the ones no longer fetched; the answer carries only the partitions
+        with something new.  An unknown session or a wrong epoch starts over with a full fetch."""
         version = conn.version(ApiKey.FETCH, FETCH_VERSION)
         if version is None or version < 4:
             raise ConnectionError(f"broker {self.source_broker} serves no Fetch v4+ for replication")
+        sessions = version >= 7
+        incremental = sessions and self._session_id != 0
+        with self._lock:
+            touched, self._touched = self._touched, set()
+        send: dict = {}
+        forgotten: list = []
+        if incremental:
+            sent = self._sent
+            for key in parts.keys() - sent.keys() | (touched & parts.keys()):
+                fs = self._fetch_state(key, parts[key])
+                if fs is not None and sent.get(key) != fs:
+                    send[key] = fs
+            forgotten = list(sent.keys() - parts.keys())
+            for key in touched & sent.keys():
+                if key in parts and key not in send and self._fetch_state(key, parts[key]) is None:
+                    forgotten.append(key)  # no longer followed at this epoch
+        else:
+            for key, state in parts.items():
+                fs = self._fetch_state(key, state)
+                if fs is not None:
+                    send[key] = fs
+            if not send:
+                return False
         topics: dict[str, list] = {}
-        offsets = {}
-        for (t, p), state in parts.items():
-            lg = self.rm.follower_log(t, p, state.leader_epoch)
-            if lg is None:
-                continue
-            offsets[(t, p)] = lg.log_end_offset
+        for (t, p), (offset, start, epoch) in send.items():
             topics.setdefault(t, []).append(
                 {
                     "partition": p,
-                    "current_leader_epoch": state.leader_epoch,
-                    "fetch_offset": lg.log_end_offset,
+                    "current_leader_epoch": epoch,
+                    "fetch_offset": offset,
                     "last_fetched_epoch": -1,
-                    "log_start_offset": lg.log_start_offset,
+                    "log_start_offset": start,
                     "partition_max_bytes": self.partition_max_bytes,
                 }
             )
-        if not topics:
-            return False
+        forgotten_topics: dict[str, list] = {}
+        for t, p in forgotten:
+            forgotten_topics.setdefault(t, []).append(p)
         body = {
             "replica_id": self.rm.broker_id,
             "max_wait_ms": self.wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
+            "session_id": self._session_id if incremental else 0,
+            "session_epoch": self._session_epoch if sessions else -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten_topics.items()],
             "rack_id": "",
         }
-        resp = conn.request(ApiKey.FETCH, version, body)
-        if resp.get("error_code", 0):
-            raise ConnectionError(f"Fetch answered error {resp['error_code']}")
+        if not incremental:
+            self.full_fetches += 1
+        self.partitions_sent += len(send)
+        try:
+            resp = conn.request(ApiKey.FETCH, version, body)
+        except BaseException:
+            self._reset_session()
+            raise
+        code = resp.get("error_code", 0)
+        if code in (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH):
+            log.info("fetcher %s: fetch session %d refused (error %d): full fetch", self.name, self._session_id, code)
+            self._reset_session()
+            with self._lock:
+                self._touched |= touched
+            return True
+        if code:
+            self._reset_session()
+            raise ConnectionError(f"Fetch answered error {code}")
+        if sessions:
+            if incremental:
+                for key in forgotten:
+                    self._sent.pop(key, None)
+                self._sent.update(send)
+                self._session_epoch = next_epoch(self._session_epoch)
+            elif resp.get("session_id", 0):
+                self._session_id = resp["session_id"]
+                self._session_epoch = next_epoch(INITIAL_EPOCH)
+                self._sent = dict(send)
+        done = set()
         for tr in resp.get("responses", []):
             for pr in tr.get("partitions", []):
                 key = (tr["topic"], pr["partition_index"])
                 state = parts.get(key)
-                if state is None or key not in offsets or not self._current(key, state):
+                fs = send.get(key) or self._sent.get(key)
+                if state is None or fs is None or not self._current(key, state):
                     continue
-                self._process(key, state, offsets[key], pr)
+                done.add(key)
+                self._process(key, state, fs[0], pr)
+        if done:
+            with self._lock:
+                self._touched |= done
         return True
 
     def _process(self, key, state, fetch_offset: int, pr: dict) -> None:

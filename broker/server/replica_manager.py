@@ -89,6 +89,7 @@ from pyklog.broker.server.fetch import (
     fetch_moved,
     read_fetch,
 )
+from pyklog.broker.server.fetch_session import FetchSessionCache
 from pyklog.broker.server.partition import FollowerState, Partition
 from pyklog.broker.server.produce_validation import records_to_append
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
@@ -120,6 +121,40 @@ class ProducePartitionResult(NamedTuple):
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+class _PendingAppends:
+    """What a delayed acks=all Produce still waits for: its appends by partition (Kafka's
+    ``DelayedProduce`` keeps an ``acksPending`` flag per partition).  ``ready_key(key)`` re-checks
+    only the appends of the partition whose high watermark, ISR or leadership changed, so a Produce
+    to N partitions costs N checks over the N moves that complete it, not N squared.  Thread-safe
+    (checks arrive from several fetch threads at once)."""
+
+    __slots__ = ("_rm", "_by_key", "_lock")
+
+    def __init__(self, rm: ReplicaManager, waits):
+        self._rm = rm
+        self._by_key: dict = {}
+        for w in waits:
+            self._by_key.setdefault((w[1], w[2]), []).append(w[1:])
+        self._lock = threading.Lock()
+
+    def keys(self) -> list:
+        return list(self._by_key)
+
+    def ready_key(self, key) -> bool:
+        with self._lock:
+            ws = self._by_key.get(key)
+            if ws is not None and all(self._rm.produce_status(*w) is not None for w in ws):
+                del self._by_key[key]
+            return not self._by_key
+
+    def ready(self) -> bool:
+        with self._lock:
+            for key in list(self._by_key):
+                if all(self._rm.produce_status(*w) is not None for w in self._by_key[key]):
+                    del self._by_key[key]
+            return not self._by_key
 
 
 class ReplicaManager:
@@ -165,12 +200,12 @@ class ReplicaManager:
         self._answer_at_once = False  # begin_shutdown: Fetches and acks=all Produces never wait
         #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
         self.fetch_purgatory = Purgatory(None, name="fetch")
+        #: incremental fetch sessions (KIP-227), told of every append and high watermark move
+        self.fetch_sessions = FetchSessionCache(config.setting("max.incremental.fetch.session.cache.slots"))
         #: acks=all Produces wait here for the high watermark (Kafka's DelayedProduce)
         self.produce_purgatory = Purgatory(None, name="produce")
         #: the coordinators' own appends (offsets, transaction state, markers) with acks=all
-        self.coordinator_appends = CoordinatorAppends(
-            self, on_append=lambda t, p, n: self.fetch_purgatory.notify((t, p), n)
-        )
+        self.coordinator_appends = CoordinatorAppends(self, on_append=self.partition_changed)
         cluster.add_partition_state_listener(self._on_partition_state)
 
     # ------------------------------------------------------------------ background work
@@ -456,8 +491,25 @@ class ReplicaManager:
         try:
             self.produce_purgatory.check((topic, partition))
             self.coordinator_appends.check(topic, partition)
+            # waiting Fetches and the fetch sessions holding it read it again (its error, its epoch)
+            self.partition_changed(topic, partition, INT32_MAX)
         except Exception:  # noqa: BLE001
             log.exception("role change callback failed")
+
+    def partition_changed(self, topic: str, partition: int, nbytes: int) -> None:
+        """Records were appended to a partition (``nbytes`` of them) or its high watermark / last
+        stable offset moved or its leadership changed (``nbytes`` INT32_MAX): the Fetches waiting on
+        it are told, and the fetch sessions holding it re-read it (their waiting Fetches wake)."""
+        key = (topic, partition)
+        self.fetch_purgatory.notify(key, nbytes)
+        for session in self.fetch_sessions.mark_changed(key):
+            self.fetch_purgatory.notify(session.watch_key, nbytes)
+
+    def log_start_offset_moved(self, topic: str, partition: int) -> None:
+        """DeleteRecords moved a led partition's log start offset: the Fetches waiting on it and the
+        fetch sessions holding it read it again, so followers learn the new log start offset at once
+        (retention's moves reach the sessions at their periodic full read)."""
+        self.partition_changed(topic, partition, INT32_MAX)
 
     def _high_watermark_moved(self, topic: str, partition: int) -> None:
         """A high watermark moved (no lock held): waiting acks=all Produces may complete, and
@@ -466,7 +518,7 @@ class ReplicaManager:
             self.produce_purgatory.check((topic, partition))
             self.coordinator_appends.check(topic, partition)
             # wake every fetch waiting on it: each re-reads (followers learn the new high watermark at once)
-            self.fetch_purgatory.notify((topic, partition), INT32_MAX)
+            self.partition_changed(topic, partition, INT32_MAX)
         except Exception:  # noqa: BLE001
             log.exception("high watermark callback failed")
 
@@ -488,14 +540,17 @@ class ReplicaManager:
         """The hosted partition (lock-free lookup), None if this broker does not host it."""
         return self._partitions.get((topic, partition))
 
-    def update_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+    def update_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int, session=None
+    ) -> None:
         """A follower's Fetch reached the leader (request handler thread): record its log end
-        offset and caught-up time, let it join the ISR, move the high watermark.  Raises
-        NotLeaderOrFollowerError if this broker does not lead the partition."""
+        offset and caught-up time (and its fetch ``session``: while the partition stays quiet in it,
+        each of the session's fetches counts as caught up), let it join the ISR, move the high
+        watermark.  Raises NotLeaderOrFollowerError if this broker does not lead the partition."""
         part = self._partitions.get((topic, partition))
         if part is None or not part.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
-        if not part.update_follower_fetch_state(replica_id, fetch_offset, _now_ms()):
+        if not part.update_follower_fetch_state(replica_id, fetch_offset, _now_ms(), session):
             return  # not an assigned replica (an old replica, a tool): no tracking
         part.maybe_expand_isr(replica_id, self._write_isr)
         self.maybe_increment_high_watermark(part)
@@ -609,6 +664,7 @@ class ReplicaManager:
         held.  ``error_callback(exception)`` (or nothing) is told when a delayed completion fails."""
         results = []
         waits = []  # (index in results, topic, partition, required offset, leader epoch)
+        appended = []  # (topic, partition, bytes): the waiting Fetches are woken after every append
         for topic, partition, records in entries:
             try:
                 if is_internal(topic) and not internal_topics_allowed:
@@ -619,19 +675,29 @@ class ReplicaManager:
             except Exception as e:  # noqa: BLE001 - the entry's result; the caller translates it
                 results.append(ProducePartitionResult(None, e))
                 continue
+            appended.append((topic, partition, 0 if info.duplicate else len(records)))
             if wait is not None:
                 waits.append((len(results), topic, partition) + wait)
             results.append(ProducePartitionResult(info, None))
+        # Kafka completes the delayed Fetches after the whole request is appended: a follower woken
+        # by the first append would otherwise fetch that one partition, then the next, one round each
+        for topic, partition, nbytes in appended:
+            if nbytes:
+                self.partition_changed(topic, partition, nbytes)
+            part = self._partitions.get((topic, partition))
+            if part is not None and part.replicated:
+                self.maybe_increment_high_watermark(part)  # an ISR of the leader alone
         if waits and not self._answer_at_once:
-            keys = [(w[1], w[2]) for w in waits]
+            pending = _PendingAppends(self, waits)
             self.produce_purgatory.watch(
                 DelayedOperation(
-                    keys,
+                    pending.keys(),
                     timeout_ms,
                     0,
                     0,
                     (results, waits, response_callback, error_callback),
-                    ready=lambda: all(self.produce_status(*w[1:]) is not None for w in waits),
+                    ready=pending.ready,
+                    ready_key=pending.ready_key,
                     on_complete=self._complete_delayed_produce,
                 )
             )
@@ -679,9 +745,10 @@ class ReplicaManager:
             return self.leader_log(topic, partition)
 
     def _append_to_leader(self, topic: str, partition: int, records, required_acks: int):
-        """One partition of :meth:`append_records`: the append, the Fetches woken, the high watermark
-        moved.  Returns ``(AppendInfo, wait)``: ``wait`` is ``(required offset, leader epoch)`` when an
-        acks=all Produce must wait for the high watermark (a replicated partition), else None."""
+        """One partition of :meth:`append_records`: the append (the caller then wakes the Fetches and
+        moves the high watermark, once every partition is appended).  Returns ``(AppendInfo, wait)``:
+        ``wait`` is ``(required offset, leader epoch)`` when an acks=all Produce must wait for the
+        high watermark (a replicated partition), else None."""
         lg = self.leader_log(topic, partition)
         key = (topic, partition)
         part = self._partitions.get(key)
@@ -693,12 +760,7 @@ class ReplicaManager:
             )
         else:
             info = lg.append(records, leader_epoch=leader_epoch)
-        if not info.duplicate:
-            self.fetch_purgatory.notify(key, len(records))
-        if not replicated:
-            return info, None
-        self.maybe_increment_high_watermark(part)  # an ISR of the leader alone
-        if required_acks != -1:
+        if not replicated or required_acks != -1:
             return info, None
         return info, (info.last_offset + 1, leader_epoch)
 
@@ -728,7 +790,7 @@ class ReplicaManager:
                 producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=self.leader_epoch(topic, partition)
             )
             wait = None
-        self.fetch_purgatory.notify((topic, partition), MARKER_BYTES)
+        self.partition_changed(topic, partition, MARKER_BYTES)
         return wait
 
     def produce_status(self, topic: str, partition: int, required_offset: int, leader_epoch: int):
@@ -816,7 +878,17 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ Fetch (request handler threads)
 
-    def fetch_messages(self, params: FetchParams, fetch_infos, quota, response_callback, error_callback=None) -> None:
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        fetch_infos,
+        quota,
+        response_callback,
+        error_callback=None,
+        *,
+        context=None,
+        authorize=None,
+    ) -> None:
         """Kafka's ``fetchMessages``: read the partitions of one Fetch and answer through
         ``response_callback(results)``, ``results`` being ``[(topic, [(partition,
         FetchPartitionData)])]`` in the order of ``fetch_infos`` (``[(topic, [(partition, fetch
@@ -834,15 +906,44 @@ class ReplicaManager:
         :meth:`begin_shutdown`): the Fetch waits in the fetch purgatory (Kafka's DelayedFetch) without
         holding the thread, and the callback runs on the thread completing it (an appending thread,
         the timer, shutdown) with no lock held; else it runs at once on the calling thread.
-        ``error_callback(exception)`` (or nothing) is told when a delayed completion fails."""
+        ``error_callback(exception)`` (or nothing) is told when a delayed completion fails.
+
+        In a fetch session (``context``, a :class:`~pyklog.broker.server.fetch_session.FetchContext`;
+        ``fetch_infos`` then None): the partitions read come from ``context.plan()`` (filtered by
+        ``authorize(fetch_infos) -> (allowed, denied)`` when given) and the callback is
+        ``response_callback(results, denied)``; an incremental fetch waits on its session's one key
+        (woken by the appends and high watermark moves of its partitions) and re-plans at each read,
+        so an idle session costs nothing per partition."""
+        denied: list = []
+        if context is not None:
+            fetch_infos, denied = self._plan_fetch(context, authorize)
         fetch = DelayedFetch(
-            params, fetch_infos, fenced_partitions(self, fetch_infos), quota, response_callback, error_callback
+            params,
+            fetch_infos,
+            fenced_partitions(self, fetch_infos),
+            quota,
+            response_callback,
+            error_callback,
+            context,
+            authorize,
+            denied,
         )
-        keys = [(t, p[0]) for t, parts in fetch_infos for p in parts]
-        moved = fetch_moved(self, keys, params.is_follower)  # marks taken before the read (see fetch.fetch_moved)
+        session = fetch.session
+        if session is not None:
+            keys = [session.watch_key]
+            moved = session.has_changes
+        else:
+            keys = [(t, p[0]) for t, parts in fetch_infos for p in parts]
+            moved = fetch_moved(self, keys, params.is_follower)  # marks taken before the read (see fetch.fetch_moved)
         results, nbytes, errors = read_fetch(self, fetch)
-        if params.max_wait_ms <= 0 or nbytes >= params.min_bytes or errors or not fetch_infos or self._answer_at_once:
-            response_callback(results)
+        if (
+            params.max_wait_ms <= 0
+            or nbytes >= params.min_bytes
+            or errors
+            or (not fetch_infos and session is None)
+            or self._answer_at_once
+        ):
+            self._answer_fetch(fetch, results)
             return
         self.fetch_purgatory.watch(
             DelayedOperation(
@@ -856,6 +957,20 @@ class ReplicaManager:
             )
         )
 
+    @staticmethod
+    def _plan_fetch(context, authorize):
+        fetch_infos = context.plan()
+        if authorize is not None and fetch_infos:
+            return authorize(fetch_infos)
+        return fetch_infos, []
+
+    @staticmethod
+    def _answer_fetch(fetch: DelayedFetch, results) -> None:
+        if fetch.context is None:
+            fetch.response_callback(results)
+        else:
+            fetch.response_callback(results, fetch.denied)
+
     def _complete_delayed_fetch(self, op: DelayedOperation) -> None:
         """The purgatory's completion (on the appending thread, the timer thread or at
         shutdown): re-read and answer.  A READ_COMMITTED fetch woken by appends that are all
@@ -865,7 +980,15 @@ class ReplicaManager:
         fetch: DelayedFetch = op.payload
         params = fetch.params
         try:
-            moved = fetch_moved(self, op.keys, params.is_follower)  # before the re-read, as in fetch_messages
+            session = fetch.session
+            if session is not None:  # re-plan: the partitions changed meanwhile
+                fetch_infos, denied = self._plan_fetch(fetch.context, fetch.authorize)
+                fetch = fetch._replace(
+                    fetch_infos=fetch_infos, fenced=fenced_partitions(self, fetch_infos), denied=denied
+                )
+                moved = session.has_changes
+            else:
+                moved = fetch_moved(self, op.keys, params.is_follower)  # before the re-read, as in fetch_messages
             results, nbytes, errors = read_fetch(self, fetch)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
@@ -889,7 +1012,7 @@ class ReplicaManager:
                     )
                 )
                 return
-            fetch.response_callback(results)
+            self._answer_fetch(fetch, results)
         except Exception as e:  # noqa: BLE001
             log.exception("completing a delayed fetch failed")
             if fetch.error_callback is not None:

@@ -340,6 +340,7 @@ class TopicAdminApis(RequestHandlers):
                     lg.increment_log_start_offset(target)
                     if lg.log_start_offset != before:
                         self.logs.checkpoint_log_start_offset(lg)
+                        self.replica_manager.log_start_offset_moved(name, p)  # followers learn it now
                         log.info(
                             "DeleteRecords: log start offset of %s-%d moved from %d to %d",
                             name,

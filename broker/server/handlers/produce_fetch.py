@@ -17,8 +17,11 @@ what the replica manager's callback returns.  What each API does, as seen on the
   Transactional batches (KIP-98) need the request's ``transactional_id`` (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a producer id; the log tracks the
   producer's open transaction.
-* Fetch v4-16 (v13+: topics by id, KIP-516), sessionless (session id 0 in every answer), record bytes
-  sent with ``os.sendfile`` from a dup of the segment's fd; v0-3 down-convert to v0/v1 message sets.
+* Fetch v4-16 (v13+: topics by id, KIP-516), record bytes sent with ``os.sendfile`` from a dup of
+  the segment's fd; v0-3 down-convert to v0/v1 message sets.  v7+: incremental fetch sessions
+  (KIP-227, :mod:`~pyklog.broker.server.fetch_session`): full and incremental fetches, the session
+  cache, FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH; sessionless (session id 0, epoch
+  -1) fetches are answered in full with session id 0.
   ``max_wait_ms`` / ``min_bytes`` long polls wait in the replica manager's fetch purgatory and
   complete when data arrives or the wait expires, without holding a handler thread.  A follower's
   Fetch (replica_id >= 0) reads up to the log end offset and tells the replica manager the
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 
 from pyklog.broker.errors import (
@@ -68,6 +72,7 @@ from pyklog.broker.protocol import ApiKey, FileRegion, encode_response
 from pyklog.broker.protocol.schema import ZERO_UUID
 from pyklog.broker.security.acl import AclOperation, ResourceType
 from pyklog.broker.server.fetch import FetchParams
+from pyklog.broker.server.fetch_session import SessionError
 from pyklog.broker.server.handlers.authorization import ALLOW_ALL, AuthHelper
 from pyklog.broker.server.handlers.responses import (
     NONE,
@@ -251,6 +256,11 @@ class ProduceFetchApis(RequestHandlers):
         if version >= 13:  # KIP-516: topics by id (flex-data)
             for t in body["topics"]:
                 t["topic"] = self._fetch_topic_name(t["topic_id"])
+            for t in body.get("forgotten_topics_data") or ():
+                t["topic"] = self._fetch_topic_name(t["topic_id"])
+        if version >= 7 and (body.get("session_id", 0) != 0 or body.get("session_epoch", -1) != -1):
+            self._handle_session_fetch(request, header, body)
+            return
         fetch_infos = [
             (
                 t["topic"],
@@ -295,6 +305,81 @@ class ProduceFetchApis(RequestHandlers):
             self._leader_quota() if params.is_follower else None,
             lambda results: self._send_fetch(request, header, results, denied),
             lambda e: self._fetch_failed(request, header, fetch_infos, e),
+        )
+
+    def _handle_session_fetch(self, request, header, body) -> None:
+        """A Fetch v7+ in a fetch session (KIP-227, :mod:`~pyklog.broker.server.fetch_session`): a
+        full fetch that opens one, or an incremental fetch that reads only what changed and answers
+        only the partitions with something new.  An unknown session or a wrong epoch is the whole
+        answer's error (FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, no partitions).
+        Authorization as a sessionless Fetch, for the partitions read each time."""
+        version = header.api_version
+        replica_id = body.get("replica_id", -1)
+        requested = {
+            (t["topic"], p["partition"]): (
+                p["fetch_offset"],
+                p["partition_max_bytes"],
+                p.get("current_leader_epoch", -1),
+                p.get("log_start_offset", -1),
+            )
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        forgotten = [(t["topic"], p) for t in body.get("forgotten_topics_data") or () for p in t["partitions"]]
+        now_ms = int(time.monotonic() * 1000)
+        try:
+            context = self.replica_manager.fetch_sessions.new_context(
+                body.get("session_id", 0),
+                body.get("session_epoch", -1),
+                requested,
+                forgotten,
+                replica_id >= 0,
+                replica_id,
+                now_ms,
+            )
+        except SessionError as e:
+            log.debug("fetch session refused: %s", e)
+            self._respond(
+                request, header, {"throttle_time_ms": 0, "error_code": e.code, "session_id": 0, "responses": []}
+            )
+            return
+        params = FetchParams(
+            request_version=version,
+            replica_id=replica_id,
+            max_wait_ms=body["max_wait_ms"],
+            min_bytes=body["min_bytes"],
+            max_bytes=body.get("max_bytes", INT32_MAX),
+            isolation_level=body.get("isolation_level", 0),
+        )
+        authorize = None
+        if self.auth.enabled:
+            if params.is_follower:
+                if not self.auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION):
+                    authorize = lambda infos: ([], [(t, [p[0] for p in parts]) for t, parts in infos])  # noqa: E731
+            else:
+
+                def authorize(infos):
+                    names = [t for t, _ in infos if not t.startswith(_UNKNOWN_TOPIC_ID_PREFIX)]
+                    may_read = self.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, names)
+                    ok = [(t, ps) for t, ps in infos if t in may_read or t.startswith(_UNKNOWN_TOPIC_ID_PREFIX)]
+                    allowed = {t for t, _ in ok}
+                    denied = [(t, [p[0] for p in ps]) for t, ps in infos if t not in allowed]
+                    return ok, denied
+
+        read_committed = params.read_committed
+
+        def answer(results, denied) -> None:
+            session_id, results = context.finish(results, read_committed, int(time.monotonic() * 1000))
+            self._send_fetch(request, header, results, denied, session_id=session_id)
+
+        self.replica_manager.fetch_messages(
+            params,
+            None,
+            self._leader_quota() if params.is_follower else None,
+            answer,
+            lambda e: self._fetch_failed(request, header, context.plan(), e),
+            context=context,
+            authorize=authorize,
         )
 
     def _fetch_failed(self, request, header, fetch_infos, e: BaseException) -> None:
@@ -366,7 +451,7 @@ class ProduceFetchApis(RequestHandlers):
             else:
                 t["topic_id"] = self.cluster.topic_id(name) or ZERO_UUID
 
-    def _send_fetch(self, request, header, results, denied=()) -> None:
+    def _send_fetch(self, request, header, results, denied=(), session_id: int = 0) -> None:
         """Encode and send the answer to a Fetch from :meth:`ReplicaManager.fetch_messages`' results:
         v13+ topic ids, record bytes as a ``sendfile`` region of a dup of the segment's fd (v4+) or
         down-converted to v0/v1 message sets (v0-3).  Any thread (the callback's)."""
@@ -429,7 +514,7 @@ class ProduceFetchApis(RequestHandlers):
                 ApiKey.FETCH,
                 version,
                 header.correlation_id,
-                {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses},
+                {"throttle_time_ms": 0, "error_code": NONE, "session_id": session_id, "responses": responses},
             )
         except BaseException:
             for fd in owned:
