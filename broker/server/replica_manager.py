@@ -257,7 +257,7 @@ class ReplicaManager:
             self._report_strays(strays)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
-        """ZkCluster's partition-state listener (a kazoo handler thread): one partition's state node
+        """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
         changed; apply it if this broker hosts the partition."""
         if self._shutdown:
             return
@@ -267,7 +267,7 @@ class ReplicaManager:
                 # and sync_logs) racing for the lock each apply the newest cached state, never an
                 # older one read before another thread applied a newer ("follower at epoch 3"
                 # applied after "leader at epoch 4")
-                st = (self._states_as_written(topic, None) or {}).get(partition)
+                st = self.cluster.partition_state_as_written(topic, partition)
                 if st is not None and self.broker_id not in st.replicas and (topic, partition) in self._partitions:
                     self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
                 if st is None or self.broker_id not in st.replicas:
@@ -316,12 +316,14 @@ class ReplicaManager:
         self._role_changed(*key)
 
     def _stop_replica_soon(self, topic: str, partition: int) -> None:
-        """Run :meth:`stop_replica` on its own thread (callers hold ``_sync_lock`` or run on a kazoo
-        handler thread, where the ZooKeeper read it makes must not block)."""
+        """Run :meth:`stop_replica` soon on the replica manager's scheduler thread (callers hold
+        ``_sync_lock`` or apply a burst of partition states: the ZooKeeper reads it makes must not
+        hold them up; one thread whatever the number of replicas moved away)."""
         if not self._shutdown:
-            threading.Thread(
-                target=self.stop_replica, args=(topic, partition), daemon=True, name=f"stop-replica-{topic}-{partition}"
-            ).start()
+            try:
+                self._background().schedule(0, self.stop_replica, topic, partition, name="stop-replica")
+            except RuntimeError:
+                pass  # the scheduler is shut down: the broker is stopping
 
     def stop_replica(self, topic: str, partition: int) -> bool:
         """Kafka's StopReplica(delete=true) for a replica a reassignment removed from this broker
