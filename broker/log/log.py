@@ -880,6 +880,7 @@ class Log:
             except (OSError, ValueError):
                 if not s.closed:
                     raise
+        self.leader_epoch_cache.flush()
         with self._lock:
             if upto > self.recovery_point:
                 self.recovery_point = upto
@@ -889,6 +890,7 @@ class Log:
         for s in self._segments:
             if s.next_offset > self.recovery_point or s is self._segments[-1]:
                 s.flush()
+        self.leader_epoch_cache.flush()
         self.recovery_point = max(self.recovery_point, upto)
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()

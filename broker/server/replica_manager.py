@@ -52,8 +52,9 @@ writes, listeners; :meth:`ReplicaManager.stop_replica` reads a topic's assignmen
 ZooKeeper through its ``topic_admin``).
 
 Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
-handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
-(never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
+handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, changed one key
+at a time under ``_sync_lock`` (a single lookup or membership test is atomic; a becoming leader
+costs O(1), not a copy of every partition's entry).  Each :class:`Partition` guards its role, ISR and
 follower states with its own lock (taken after ``_sync_lock`` when both are held) and decides its
 ISR changes; the ZooKeeper ISR write (:meth:`ReplicaManager._write_isr`, the partition's
 ``alter_isr`` callback) is made under the partition lock and never calls back into this module.  The purgatories this
@@ -154,9 +155,9 @@ class ReplicaManager:
         self.min_insync_replicas = settings.get("min_insync_replicas", 1)
         self.replica_lag_time_max_ms = settings.get("replica_lag_time_max_ms", 30000)
         self.replication_settings = settings
-        self._led: frozenset = frozenset()  # (topic, partition) this broker leads; replaced whole
-        self._epochs: dict = {}  # (topic, partition) -> leader epoch; replaced whole
-        self._partitions: dict = {}  # (topic, partition) -> Partition; replaced whole
+        self._led: set = set()  # (topic, partition) this broker leads; changed under _sync_lock
+        self._epochs: dict = {}  # (topic, partition) -> leader epoch of those; changed under _sync_lock
+        self._partitions: dict = {}  # (topic, partition) -> Partition; changed under _sync_lock
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
         self._scheduler: Scheduler | None = None
@@ -291,7 +292,7 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None or part.log is not lg:
             part = Partition(topic, partition, lg, st.replicas)
-            self._partitions = {**self._partitions, key: part}
+            self._partitions[key] = part
         else:
             part.replicas = tuple(st.replicas)
         if st.leader == self.broker_id:
@@ -309,8 +310,9 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None:
             return
-        self._partitions = {k: v for k, v in self._partitions.items() if k != key}
-        self._led = frozenset(k for k in self._led if k != key)
+        del self._partitions[key]
+        self._led.discard(key)
+        self._epochs.pop(key, None)
         if self._fetchers is not None:
             self._fetchers.remove_partitions([key])
         self._role_changed(*key)
@@ -380,10 +382,14 @@ class ReplicaManager:
         )
         return True
 
-    def _publish_roles(self) -> None:
-        """Under ``_sync_lock``: rebuild the lock-free lookups from the partitions."""
-        self._led = frozenset(k for k, p in self._partitions.items() if p.is_leader)
-        self._epochs = {k: p.leader_epoch for k, p in self._partitions.items() if p.is_leader}
+    def _publish_role(self, key, part: Partition) -> None:
+        """Under ``_sync_lock``: one partition's role into the lock-free lookups."""
+        if part.is_leader:
+            self._epochs[key] = part.leader_epoch
+            self._led.add(key)
+        else:
+            self._led.discard(key)
+            self._epochs.pop(key, None)
 
     # ------------------------------------------------------------------ roles
 
@@ -400,7 +406,7 @@ class ReplicaManager:
                 part = Partition(
                     topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id]
                 )
-                self._partitions = {**self._partitions, key: part}
+                self._partitions[key] = part
             if self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
             replicated = part.replicated
@@ -412,7 +418,7 @@ class ReplicaManager:
                         return  # moved on meanwhile: the state watch brings the new role
                     leader_epoch, isr = state.leader_epoch, state.isr
             part.make_leader(self.broker_id, leader_epoch, isr, zk_version, _now_ms())
-            self._publish_roles()
+            self._publish_role(key, part)
             if replicated:
                 self._background()
         log.info(
@@ -435,9 +441,9 @@ class ReplicaManager:
             if part is None:
                 lg = self._hosted_log(topic, partition)
                 part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
-                self._partitions = {**self._partitions, key: part}
+                self._partitions[key] = part
             part.make_follower(leader, leader_epoch)
-            self._publish_roles()
+            self._publish_role(key, part)
             if leader >= 0 and part.replicated:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
             elif self._fetchers is not None:
@@ -990,8 +996,8 @@ class ReplicaManager:
 
     @property
     def led_partitions(self) -> frozenset:
-        """The (topic, partition) pairs this broker leads, as of the last sync."""
-        return self._led
+        """The (topic, partition) pairs this broker leads now (a snapshot)."""
+        return frozenset(self._led)  # one C-level copy: atomic against the changes under _sync_lock
 
     def delete_local_logs(self, topic: str) -> None:
         """Delete this broker's logs of a deleted topic at once (other brokers follow through their
@@ -999,7 +1005,6 @@ class ReplicaManager:
         with self._sync_lock:
             for key in [k for k in self._partitions if k[0] == topic]:
                 self._drop_partition(key)
-            self._led = frozenset(k for k in self._led if k[0] != topic)
             for t, p in list(self.logs.logs()):
                 if t == topic:
                     try:
