@@ -1289,8 +1289,11 @@ class Log:
             except OSError as e:
                 log.warning("%s: flush at close failed: %s", self.dir, e)
             try:
-                self._producers.take_snapshot(self._leo)
-                self._producers.retain_latest(2)
+                # as Kafka's takeSnapshot: only when the log moved past the newest snapshot (an
+                # empty log, or one unchanged since, has nothing to replay at the next start)
+                if self._leo > max(self._producers.snapshot_offsets(), default=0):
+                    self._producers.take_snapshot(self._leo)
+                    self._producers.retain_latest(2)
             except OSError as e:
                 log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
             self._closed = True

@@ -490,12 +490,25 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.values())
         failed = False
-        for lg in logs:
+
+        def close(lg: Log) -> bool:
             try:
                 lg.close()
+                return True
             except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
-                failed = True
                 log.error("closing %s failed: %s", lg, e)
+                return False
+
+        # as Kafka: num.recovery.threads.per.data.dir threads per log dir flush and close the logs
+        # (the fsyncs of one log overlap with the next's)
+        workers = self.recovery_threads * len(self.log_dirs)
+        t0 = time.monotonic()
+        if workers > 1 and len(logs) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(logs)), thread_name_prefix="log-close") as pool:
+                failed = not all(pool.map(close, logs))
+        else:
+            failed = not all([close(lg) for lg in logs])
+        log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
         for d in self.log_dirs:
             try:
                 self.checkpoint_dir(d)
