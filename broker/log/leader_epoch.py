@@ -163,8 +163,14 @@ class LeaderEpochFileCache:
         self._entries: tuple[EpochEntry, ...] = tuple(EpochEntry(*e) for e in entries)
         self._epochs: tuple[int, ...] = tuple(e.epoch for e in self._entries)
         self._unsynced = False
+        #: the entries the file holds as far as this cache knows (None: unknown): a change that
+        #: ends where the file already is writes nothing (a restarted leader at the epoch it had)
+        self._written: tuple[EpochEntry, ...] | None = None
+        #: while the log loads: changes stay in memory (the file is written at the next change)
+        self.defer_writes = False
         if write:
             self.file.write(self._entries)
+            self._written = self._entries
 
     # ------------------------------------------------------------ reads (lock-free)
     def epoch_entries(self) -> list[EpochEntry]:
@@ -313,15 +319,32 @@ class LeaderEpochFileCache:
         self._flush()
 
     def _flush(self) -> None:
+        if self.defer_writes or self._entries == self._written:
+            return
         self._unsynced = True
+        self._written = None  # a failed write leaves the file unknown
         self.file.write(self._entries, sync=False)
+        self._written = self._entries
 
-    def flush(self) -> None:
-        """Make the file durable (rewritten with fsyncs) if a change since the last flush was
-        written without; nothing otherwise."""
+    def loaded_from_file(self) -> None:
+        """The entries given at construction are what the file holds."""
         with self._lock:
-            if self._unsynced:
+            self._written = self._entries
+
+    def flush(self, *, sync: bool = True) -> None:
+        """Write the file if it differs from the entries; ``sync``: and make it durable (rewritten
+        with fsyncs) if a change since the last durable flush was written without."""
+        with self._lock:
+            if self._entries != self._written:
+                self._unsynced = True
+                if not sync:
+                    self.file.write(self._entries, sync=False)
+                    self._written = self._entries
+                    return
+            if sync and self._unsynced:
+                self._written = None
                 self.file.write(self._entries)
+                self._written = self._entries
                 self._unsynced = False
 
     def __repr__(self) -> str:
