@@ -253,6 +253,7 @@ class LogLoader:
             if not needs_recovery:
                 try:
                     seg.load()
+                    seg.flushed = True  # below the recovery point, or after a clean shutdown
                     continue
                 except (CorruptRecordError, OSError) as e:
                     log.warning("%s: rebuilding the indexes of %s: %s", self.dir, os.path.basename(seg.log_path), e)
