@@ -507,7 +507,8 @@ class LogManager:
             with ThreadPoolExecutor(max_workers=min(workers, len(logs)), thread_name_prefix="log-close") as pool:
                 failed = not all(pool.map(close, logs))
         else:
-            failed = not all([close(lg) for lg in logs])
+            closed = [close(lg) for lg in logs]  # every one, whatever an earlier one raised
+            failed = not all(closed)
         log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
         for d in self.log_dirs:
             try:

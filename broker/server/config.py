@@ -993,7 +993,11 @@ class ServerConfig:
     def recovery_threads_per_data_dir(self) -> int:
         """``num.recovery.threads.per.data.dir`` (Kafka's default 1): threads per log dir loading
         the logs at start-up and closing them at shutdown."""
-        return int(SERVER_CONFIG.parse_value("num.recovery.threads.per.data.dir", self.raw.get("num.recovery.threads.per.data.dir")))
+        return int(
+            SERVER_CONFIG.parse_value(
+                "num.recovery.threads.per.data.dir", self.raw.get("num.recovery.threads.per.data.dir")
+            )
+        )
 
     def replication_settings(self) -> dict[str, int]:
         """The replication settings (:data:`REPLICATION_KEYS`, validated by :data:`SERVER_CONFIG`), keyed

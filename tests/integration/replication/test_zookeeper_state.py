@@ -49,7 +49,14 @@ def test_state_watch_reports_only_the_changed_partition_and_updates_the_cache(br
         reads.append(path)
         return real_get(path, *a, **kw)
 
+    real_get_async = b1.zk.get_async
+
+    def counting_get_async(path, *a, **kw):
+        reads.append(path)
+        return real_get_async(path, *a, **kw)
+
     b1.zk.get = counting_get
+    b1.zk.get_async = counting_get_async  # changed state nodes are re-read in pipelined batches
     # the "controller" moves the leader of partition 1 (epoch bump)
     path = paths.partition_state("w", 1)
     zk.set(path, json.dumps({"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 1, "isr": [0]}).encode())

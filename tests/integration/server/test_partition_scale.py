@@ -92,9 +92,7 @@ def test_threads_stay_bounded_through_creation_and_a_burst_of_state_changes(brok
                 "topics": [
                     {
                         "name": "scale-2",
-                        "partitions": [
-                            {"partition_index": PARTITIONS - 1, "current_leader_epoch": 1, "timestamp": -1}
-                        ],
+                        "partitions": [{"partition_index": PARTITIONS - 1, "current_leader_epoch": 1, "timestamp": -1}],
                     }
                 ],
             },
