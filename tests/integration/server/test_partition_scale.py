@@ -13,7 +13,6 @@ import time
 from pyklog.broker.protocol.messages import ApiKey
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.znodes import LeaderAndIsr, encode_partition_state
-
 from tests.support import Wire, create_topic, wait_for
 
 TOPICS = 3
