@@ -260,6 +260,8 @@ class LogLoader:
                     report.rebuilt_indexes.append(os.path.basename(seg.log_path))
             limit = segments[i + 1].base_offset if i < last else None
             res = seg.recover(max_batch_bytes=None, resync=True, offset_limit=limit)
+            if i < last:
+                seg.close_index_files()  # rebuilt; a sealed segment holds no index descriptor
             if first_recovered is None:
                 first_recovered = i
             report.recovered_segments += 1

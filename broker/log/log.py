@@ -862,6 +862,10 @@ class Log:
             with self._lock:
                 if upto > self.recovery_point and not self._closed:
                     self.recovery_point = min(upto, self._leo)
+                active = self._segments[-1]
+                for s in segs:
+                    if s is not active and s.flushed and not s.closed:
+                        s.close_index_files()  # sealed and durable: no descriptor held for it
 
     # ================================================================== flush
     def flush(self) -> None:

@@ -263,6 +263,15 @@ class LogSegment:
             self.flushed = True
         self.txn_index.flush()
 
+    def close_index_files(self) -> None:
+        """Close the descriptors of the three indexes (their entries stay in memory; a later
+        truncation or append opens the file again).  For a sealed segment once flushed: a broker
+        holds one descriptor per segment plus the active segments' indexes, not four per segment.
+        Under the owning Log's lock (no write may race the close)."""
+        self.index.close()
+        self.time_index.close()
+        self.txn_index.close()
+
     def on_become_inactive(self) -> None:
         """The segment is sealed (rolled): record its largest timestamp in the time index."""
         self.flushed = False
