@@ -41,6 +41,7 @@ Settings (Kafka's names and defaults unless noted)::
     socket.receive.buffer.bytes        -1 (idem)
     num.network.threads                3
     num.io.threads                     8
+    num.recovery.threads.per.data.dir  1 (threads per log dir loading the logs at start, closing them at stop)
     queued.max.requests                500
     connections.max.idle.ms            600000
     max.connections                    2147483647 (at the limit the acceptor waits: new connections stay
