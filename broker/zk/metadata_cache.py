@@ -89,8 +89,8 @@ class ZkMetadataCache:
 
     ``broker_id`` None (an admin client): no state-node watches, no topic ids written.
     ``on_controller_duty()`` is called when this broker is (or becomes) the active controller and
-    pending topic deletion requests should be carried out: on kazoo's callback thread after the live
-    brokers changed, on the session's admin event thread after :meth:`set_controller_id`.
+    pending topic deletion requests should be carried out, on the session's admin event thread
+    (after the live brokers changed or :meth:`set_controller_id`).
     """
 
     #: the topic-names watch re-reads every cached topic's node (to see one deleted and re-created
@@ -212,7 +212,7 @@ class ZkMetadataCache:
                 and self.controller_id == self.broker_id
                 and self._on_controller_duty is not None
             ):
-                self._on_controller_duty()
+                self.session.admin_events.submit("controller-duty", self._on_controller_duty)
         return None
 
     def _default_addresses(self, registrations: dict[int, BrokerRegistration]) -> dict[int, tuple[str, int]]:
