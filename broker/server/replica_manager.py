@@ -63,7 +63,9 @@ object owns are checked after a high watermark, leadership or ISR change with no
 
 from __future__ import annotations
 
+import errno
 import logging
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -215,19 +217,31 @@ class ReplicaManager:
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
+            out_of_descriptors: list = []
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
                 st = (written[t] or {}).get(p)
                 if st is None:
                     continue
+                if out_of_descriptors and (t, p) not in self._partitions:
+                    out_of_descriptors.append((t, p))  # would fail the same way: not tried this pass
+                    continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
                     lg = self._hosted_log(t, p)
+                except OSError as e:
+                    if e.errno in (errno.EMFILE, errno.ENFILE):
+                        out_of_descriptors.append((t, p))
+                        continue
+                    log.exception("cannot create the log of %s-%d", t, p)
+                    continue
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
                     continue
                 self._apply_state(t, p, lg, st)
+            if out_of_descriptors:
+                self._report_out_of_descriptors(out_of_descriptors)
             gone = [k for k in self._partitions if k not in hosted]
             for k in gone:
                 if k[0] in topics and k[1] in (topics.get(k[0]) or {}):
@@ -1011,6 +1025,25 @@ class ReplicaManager:
                         self.logs.delete_log(t, p)
                     except Exception:  # noqa: BLE001
                         log.exception("cannot delete the log of %s-%d", t, p)
+
+    def _report_out_of_descriptors(self, keys: list) -> None:
+        """One ERROR per sync pass (not a traceback per partition) when the process ran out of file
+        descriptors creating logs: the partitions stay unserved, the rest of the broker (its
+        ZooKeeper session, the logs it has) goes on, and the next pass tries again."""
+        try:
+            soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (OSError, ValueError):
+            soft = -1
+        log.error(
+            "cannot create the logs of %d partition(s) (%s%s): too many open files (the broker's limit is %d "
+            "descriptors, about one per segment plus two per partition written since start); they are not "
+            "served until the next log sync finds descriptors: raise ulimit -n (docs/operations.md, "
+            "'Partitions at scale')",
+            len(keys),
+            ", ".join(f"{t}-{p}" for t, p in keys[:5]),
+            ", ..." if len(keys) > 5 else "",
+            soft,
+        )
 
     def _report_strays(self, strays: dict) -> None:
         """Logs present on disk whose topic is missing from the registry without a deletion request

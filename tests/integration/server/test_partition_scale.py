@@ -7,13 +7,14 @@ at once (3,026 at 3,000 partitions), all queued on one lock, and it took minutes
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 
 from pyklog.broker.protocol.messages import ApiKey
 from pyklog.broker.zk import paths
 from pyklog.broker.zk.znodes import LeaderAndIsr, encode_partition_state
-from tests.support import Wire, create_topic, wait_for
+from tests.support import Wire, create_topic, produce, records, wait_for
 
 TOPICS = 3
 PARTITIONS = 1000  # per topic
@@ -99,3 +100,24 @@ def test_threads_stay_bounded_through_creation_and_a_burst_of_state_changes(brok
     part = r["topics"][0]["partitions"][0]
     assert part["error_code"] == 0 and part["leader_epoch"] == 1
     print(f"{total} partitions: created in {created_s:.1f}s, burst applied in {burst_s:.1f}s, max {most} threads")
+
+
+def test_running_out_of_file_descriptors_creating_logs_is_reported_and_survived(broker_factory, zk):
+    """A broker whose descriptor limit is too small for a new topic's logs: one ERROR per log sync
+    naming the limit and what to do (it logged a traceback per partition, every 10 s), and the rest
+    of the broker goes on: it stays registered in ZooKeeper and keeps serving its other partitions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (300, hard))  # the broker process inherits it
+    try:
+        b = broker_factory(0)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with Wire(b.port) as w:
+        assert create_topic(w, "small", partitions=1)["error_code"] == 0
+        wait_for(lambda: _leader_lines(b, 0) >= 1, message="small led")
+        assert create_topic(w, "big", partitions=400)["error_code"] == 0
+        wait_for(lambda: "too many open files (the broker's limit is 300" in b.output(), message="the ERROR")
+        assert b.output().count("Traceback") == 0
+        assert zk.exists(paths.broker_id(0)) is not None
+        assert produce(w, "small", records(3))["error_code"] == 0  # the other partitions are served
+    assert b.proc.poll() is None
