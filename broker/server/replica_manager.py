@@ -289,6 +289,13 @@ class ReplicaManager:
                     return
                 lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                # a burst of new states meets the limit: no traceback per partition; the next log
+                # sync reports the partitions left out once (and creates them when it can)
+                log.debug("%s-%d: out of file descriptors applying its new state", topic, partition)
+                return
+            log.exception("applying the new state of %s-%d failed", topic, partition)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
 
