@@ -93,6 +93,31 @@ def fsync_dir_quietly(path: str) -> None:
         os.close(fd)
 
 
+def fsync_file_quietly(path: str) -> None:
+    """fsync the file ``path``; best effort (a file gone or not syncable is left as it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename, with no fsync: readers
+    never see a half-written file, but a crash may leave the old content, the new one or (on some
+    filesystems) an empty file.  For files whose loss a loader detects and repairs from the data
+    (the leader epoch checkpoint); :func:`replace_file_durably` makes it durable later."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def replace_file_durably(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old content or the new one: a temporary
     file beside it, fsync, rename over ``path``, fsync of the directory (best effort)."""

@@ -73,8 +73,13 @@ class IndexFile:
         self.path = new_path
 
     def _rewrite(self, raw: bytes) -> None:
-        """Replace the file's contents (truncation / rebuild): tmp + rename."""
+        """Replace the file's contents (truncation / rebuild): tmp + rename.  Emptied: truncated in
+        place (an empty index is always valid, so no crash can leave a wrong one; a new segment's
+        three indexes cost three creations, not six files and three renames)."""
         self.close()
+        if not raw:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            return
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(raw)

@@ -26,8 +26,13 @@ Who changes it (always under the owning Log's lock, see ``Log``):
 - loading: the file is read; when it is missing or unreadable the Log rebuilds the cache from
   the batches' ``partitionLeaderEpoch`` and writes the file again.
 
-Every change is written at once, atomically (``<file>.tmp``, fsync, rename, fsync of the
-directory): a crash leaves the old or the new file.
+Every change is written at once, atomically (``<file>.tmp`` and a rename) but without an fsync
+(as Kafka does since KAFKA-15046: an fsync per new leader epoch made every leadership change and
+every partition creation wait for the disk); :meth:`LeaderEpochFileCache.flush` makes it durable
+and the Log calls it when it flushes its segments and at close.  A crash may leave an older or an
+empty file: the loader checks the entries against the batches' ``partitionLeaderEpoch`` and
+rebuilds them from the batches when they do not match (entries at or past the log end offset are
+dropped), so what the log holds always describes it.
 
 Thread safety: writers serialise on the cache's lock (in practice the Log's lock is already
 held); readers (:meth:`end_offset_for`, :attr:`latest_epoch`, :meth:`epoch_entries`) take no
@@ -45,7 +50,7 @@ from typing import NamedTuple
 
 from pyklog.broker.errors import CorruptRecordError
 
-from .checkpoint import replace_file_durably
+from .checkpoint import replace_file, replace_file_durably
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +79,8 @@ class EpochEntry(NamedTuple):
 
 class LeaderEpochCheckpointFile:
     """The ``leader-epoch-checkpoint`` file (Kafka's ``LeaderEpochCheckpointFile``).  Writes
-    are atomic (tmp + fsync + rename + directory fsync); no lock of its own (the cache's)."""
+    are atomic (tmp + rename; ``sync``: with fsyncs of the file and the directory); no lock of its
+    own (the cache's)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -82,11 +88,14 @@ class LeaderEpochCheckpointFile:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def write(self, entries: Sequence[EpochEntry]) -> None:
+    def write(self, entries: Sequence[EpochEntry], *, sync: bool = True) -> None:
         lines = [str(LEADER_EPOCH_CHECKPOINT_VERSION), str(len(entries))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in entries)
         data = ("\n".join(lines) + "\n").encode()
-        replace_file_durably(self.path, data)
+        if sync:
+            replace_file_durably(self.path, data)
+        else:
+            replace_file(self.path, data)
 
     def read(self) -> list[EpochEntry] | None:
         """The entries, or None when the file does not exist.  Raises CorruptRecordError naming
@@ -153,8 +162,15 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._entries: tuple[EpochEntry, ...] = tuple(EpochEntry(*e) for e in entries)
         self._epochs: tuple[int, ...] = tuple(e.epoch for e in self._entries)
+        self._unsynced = False
+        #: the entries the file holds as far as this cache knows (None: unknown): a change that
+        #: ends where the file already is writes nothing (a restarted leader at the epoch it had)
+        self._written: tuple[EpochEntry, ...] | None = None
+        #: while the log loads: changes stay in memory (the file is written at the next change)
+        self.defer_writes = False
         if write:
-            self._flush()
+            self.file.write(self._entries)
+            self._written = self._entries
 
     # ------------------------------------------------------------ reads (lock-free)
     def epoch_entries(self) -> list[EpochEntry]:
@@ -303,11 +319,33 @@ class LeaderEpochFileCache:
         self._flush()
 
     def _flush(self) -> None:
-        self.file.write(self._entries)
+        if self.defer_writes or self._entries == self._written:
+            return
+        self._unsynced = True
+        self._written = None  # a failed write leaves the file unknown
+        self.file.write(self._entries, sync=False)
+        self._written = self._entries
 
-    def flush(self) -> None:
+    def loaded_from_file(self) -> None:
+        """The entries given at construction are what the file holds."""
         with self._lock:
-            self._flush()
+            self._written = self._entries
+
+    def flush(self, *, sync: bool = True) -> None:
+        """Write the file if it differs from the entries; ``sync``: and make it durable (rewritten
+        with fsyncs) if a change since the last durable flush was written without."""
+        with self._lock:
+            if self._entries != self._written:
+                self._unsynced = True
+                if not sync:
+                    self.file.write(self._entries, sync=False)
+                    self._written = self._entries
+                    return
+            if sync and self._unsynced:
+                self._written = None
+                self.file.write(self._entries)
+                self._written = self._entries
+                self._unsynced = False
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self.dir}, {[tuple(e) for e in self._entries]})"

@@ -253,12 +253,15 @@ class LogLoader:
             if not needs_recovery:
                 try:
                     seg.load()
+                    seg.flushed = True  # below the recovery point, or after a clean shutdown
                     continue
                 except (CorruptRecordError, OSError) as e:
                     log.warning("%s: rebuilding the indexes of %s: %s", self.dir, os.path.basename(seg.log_path), e)
                     report.rebuilt_indexes.append(os.path.basename(seg.log_path))
             limit = segments[i + 1].base_offset if i < last else None
             res = seg.recover(max_batch_bytes=None, resync=True, offset_limit=limit)
+            if i < last:
+                seg.close_index_files()  # rebuilt; a sealed segment holds no index descriptor
             if first_recovered is None:
                 first_recovered = i
             report.recovered_segments += 1

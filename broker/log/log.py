@@ -862,6 +862,10 @@ class Log:
             with self._lock:
                 if upto > self.recovery_point and not self._closed:
                     self.recovery_point = min(upto, self._leo)
+                active = self._segments[-1]
+                for s in segs:
+                    if s is not active and s.flushed and not s.closed:
+                        s.close_index_files()  # sealed and durable: no descriptor held for it
 
     # ================================================================== flush
     def flush(self) -> None:
@@ -880,15 +884,17 @@ class Log:
             except (OSError, ValueError):
                 if not s.closed:
                     raise
+        self.leader_epoch_cache.flush()
         with self._lock:
             if upto > self.recovery_point:
                 self.recovery_point = upto
 
-    def _flush_locked(self) -> None:
+    def _flush_locked(self, *, sync_epochs: bool = True) -> None:
         upto = self._leo
         for s in self._segments:
             if s.next_offset > self.recovery_point or s is self._segments[-1]:
                 s.flush()
+        self.leader_epoch_cache.flush(sync=sync_epochs)
         self.recovery_point = max(self.recovery_point, upto)
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()
@@ -1283,12 +1289,17 @@ class Log:
             if self._closed:
                 return
             try:
-                self._flush_locked()
+                # the leader epoch checkpoint is written but not fsynced here: the loader checks it
+                # against the batches, and a shutdown of N logs is not N more fsyncs
+                self._flush_locked(sync_epochs=False)
             except OSError as e:
                 log.warning("%s: flush at close failed: %s", self.dir, e)
             try:
-                self._producers.take_snapshot(self._leo)
-                self._producers.retain_latest(2)
+                # as Kafka's takeSnapshot: only when the log moved past the newest snapshot (an
+                # empty log, or one unchanged since, has nothing to replay at the next start)
+                if self._leo > max(self._producers.snapshot_offsets(), default=0):
+                    self._producers.take_snapshot(self._leo)
+                    self._producers.retain_latest(2)
             except OSError as e:
                 log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
             self._closed = True
@@ -1364,8 +1375,16 @@ def load_leader_epoch_cache(
             cache = LeaderEpochFileCache(dir, leo_fn, entries)
     else:
         cache = LeaderEpochFileCache(dir, leo_fn, entries)
-    cache.truncate_from_end(log_end_offset)
-    cache.truncate_from_start(log_start_offset)
+        cache.loaded_from_file()
+    # in memory only: the next change writes the file (a restart of N partitions does not
+    # rewrite N files to drop an entry that becoming leader adds back at once); a load without
+    # a change in between truncates the same way again
+    cache.defer_writes = True
+    try:
+        cache.truncate_from_end(log_end_offset)
+        cache.truncate_from_start(log_start_offset)
+    finally:
+        cache.defer_writes = False
     return cache
 
 

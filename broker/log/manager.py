@@ -57,9 +57,12 @@ from .checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    fsync_dir_quietly,
+    fsync_file_quietly,
 )
 from .config import LogConfig
 from .log import DELETE_DIR_SUFFIX, STORAGE_ERRORS, Log, parse_topic_partition
+from .partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from .partition_metadata import read_topic_id, topic_id_text, write_topic_id
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,10 @@ class LogManager:
         #: the topic id (KIP-516) each open log was checked against (its partition.metadata), so the
         #: file is read once per log, not at every call
         self._topic_ids: dict[tuple[str, int], uuid.UUID] = {}
+        # new logs' partition.metadata written without fsync, made durable together soon after on
+        # the scheduler (:meth:`sync_partition_metadata`): creating N partitions waits for no disk
+        self._metadata_unsynced: set[str] = set()
+        self._metadata_sync_scheduled = False
         self._lock = threading.RLock()
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
         # DeleteRecords, which checkpoints a moved log start offset at once)
@@ -267,21 +274,50 @@ class LogManager:
                 return lg
             if partition < 0:
                 raise InvalidTopicError(f"partition must be >= 0, got {partition}")
-            counts = dict.fromkeys(self.log_dirs, 0)
-            for other in self._logs.values():
-                parent = os.path.dirname(other.dir)
-                if parent in counts:
-                    counts[parent] += 1
-            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            if len(self.log_dirs) == 1:
+                d = self.log_dirs[0]  # nothing to choose: no count of what exists
+            else:
+                counts = dict.fromkeys(self.log_dirs, 0)
+                for other in self._logs.values():
+                    parent = os.path.dirname(other.dir)
+                    if parent in counts:
+                        counts[parent] += 1
+                d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
             path = os.path.join(d, f"{topic}-{partition}")
             parse_topic_partition(path)  # validates the topic name
             lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True, scheduler=self._scheduler)
             self._logs[key] = lg
             if topic_id is not None:
-                write_topic_id(lg.dir, topic_id)
+                self._write_new_topic_id(lg.dir, topic_id)
                 self._topic_ids[key] = topic_id
             log.info("created log %s-%d in %s", topic, partition, d)
             return lg
+
+    def _write_new_topic_id(self, log_dir: str, topic_id: uuid.UUID) -> None:
+        """Under the lock: a new log's partition.metadata, durable at once without a scheduler,
+        else soon after by :meth:`sync_partition_metadata` (one task for every log created
+        meanwhile).  A crash before then may leave no file, which the next start treats as a log
+        written before topic ids (the registry's id is recorded)."""
+        if self._scheduler is None:
+            write_topic_id(log_dir, topic_id)
+            return
+        write_topic_id(log_dir, topic_id, sync=False)
+        self._metadata_unsynced.add(log_dir)
+        if not self._metadata_sync_scheduled:
+            self._metadata_sync_scheduled = True
+            try:
+                self._scheduler.schedule(0.5, self.sync_partition_metadata, name="flush-partition-metadata")
+            except RuntimeError:  # shutting down: shutdown() syncs them
+                pass
+
+    def sync_partition_metadata(self) -> None:
+        """fsync the partition.metadata files written without (and their directories)."""
+        with self._lock:
+            dirs, self._metadata_unsynced = self._metadata_unsynced, set()
+            self._metadata_sync_scheduled = False
+        for d in sorted(dirs):
+            fsync_file_quietly(os.path.join(d, PARTITION_METADATA_FILE))
+            fsync_dir_quietly(d)
 
     def _check_topic_id(self, key: tuple[str, int], lg: Log, topic_id: uuid.UUID) -> Log | None:
         """Under the lock: the log if it belongs to ``topic_id`` (recording the id in a log that has
@@ -450,15 +486,30 @@ class LogManager:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True, timeout_s=60)
             self._scheduler = None
+        self.sync_partition_metadata()
         with self._lock:
             logs = list(self._logs.values())
         failed = False
-        for lg in logs:
+
+        def close(lg: Log) -> bool:
             try:
                 lg.close()
+                return True
             except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
-                failed = True
                 log.error("closing %s failed: %s", lg, e)
+                return False
+
+        # as Kafka: num.recovery.threads.per.data.dir threads per log dir flush and close the logs
+        # (the fsyncs of one log overlap with the next's)
+        workers = self.recovery_threads * len(self.log_dirs)
+        t0 = time.monotonic()
+        if workers > 1 and len(logs) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(logs)), thread_name_prefix="log-close") as pool:
+                failed = not all(pool.map(close, logs))
+        else:
+            closed = [close(lg) for lg in logs]  # every one, whatever an earlier one raised
+            failed = not all(closed)
+        log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
         for d in self.log_dirs:
             try:
                 self.checkpoint_dir(d)

@@ -19,7 +19,7 @@ import uuid
 
 from pyklog.broker.errors import CorruptRecordError
 
-from .checkpoint import replace_file_durably
+from .checkpoint import replace_file, replace_file_durably
 
 FILE_NAME = "partition.metadata"
 VERSION = 0
@@ -58,8 +58,9 @@ def read_topic_id(log_dir: str) -> uuid.UUID | None:
         ) from None
 
 
-def write_topic_id(log_dir: str, topic_id: uuid.UUID) -> None:
-    """Record ``topic_id`` in ``log_dir`` durably."""
-    replace_file_durably(
-        os.path.join(log_dir, FILE_NAME), f"version: {VERSION}\ntopic_id: {topic_id_text(topic_id)}\n".encode()
-    )
+def write_topic_id(log_dir: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    """Record ``topic_id`` in ``log_dir`` (``sync``: durably; else the caller makes it durable
+    later, with :func:`~pyklog.broker.log.checkpoint.fsync_file_quietly` and the directory's fsync,
+    as Kafka flushes a new partition.metadata on its scheduler rather than in the creation path)."""
+    write = replace_file_durably if sync else replace_file
+    write(os.path.join(log_dir, FILE_NAME), f"version: {VERSION}\ntopic_id: {topic_id_text(topic_id)}\n".encode())

@@ -147,6 +147,10 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self._bytes_since_index = 0
         self.closed = False
+        #: True while the .log and its offset and time indexes hold nothing unflushed: a segment
+        #: just created empty, loaded after a clean shutdown without change, or just flushed
+        #: (:meth:`flush` then skips their fsyncs: a clean shutdown of N idle logs is not N fsyncs)
+        self.flushed = False
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -157,6 +161,7 @@ class LogSegment:
         seg.index.reset()
         seg.time_index.reset()
         seg.txn_index.reset()
+        seg.flushed = True
         return seg
 
     def load(self) -> None:
@@ -212,6 +217,7 @@ class LogSegment:
         (one ``os.pwritev``); short writes are completed.  ``batches`` lists
         ``(position_in_data, size, last_offset, max_timestamp)`` for each batch, used for the
         sparse index entries.  On an I/O error the file is cut back to its previous end."""
+        self.flushed = False
         start = self.size
         fd = self.fd
         try:
@@ -248,19 +254,33 @@ class LogSegment:
             self.next_offset = batches[-1][2] + 1
 
     def flush(self) -> None:
-        """fsync the .log and its indexes."""
-        os.fsync(self.fd)
-        self.index.flush()
-        self.time_index.flush()
+        """fsync the .log and its indexes (the .log, offset and time indexes only if changed
+        since they were last flushed, created or loaded)."""
+        if not self.flushed:
+            os.fsync(self.fd)
+            self.index.flush()
+            self.time_index.flush()
+            self.flushed = True
         self.txn_index.flush()
+
+    def close_index_files(self) -> None:
+        """Close the descriptors of the three indexes (their entries stay in memory; a later
+        truncation or append opens the file again).  For a sealed segment once flushed: a broker
+        holds one descriptor per segment plus the active segments' indexes, not four per segment.
+        Under the owning Log's lock (no write may race the close)."""
+        self.index.close()
+        self.time_index.close()
+        self.txn_index.close()
 
     def on_become_inactive(self) -> None:
         """The segment is sealed (rolled): record its largest timestamp in the time index."""
+        self.flushed = False
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def truncate_to(self, offset: int) -> int:
         """Cut every batch whose last offset is >= ``offset``; return the bytes removed."""
+        self.flushed = False
         found = self.translate_offset(offset, self.size)
         if found is None:
             return 0
@@ -315,6 +335,7 @@ class LogSegment:
 
         The file is mapped read-only (``mmap``) so CRC-32C runs over the page cache without a
         copy.  ``on_batch(header)`` is called for each valid batch (producer-state rebuild)."""
+        self.flushed = False
         file_size = os.fstat(self.fd).st_size
         pos, reason, batches, prev_next, damaged = self._validate(
             file_size, on_batch, max_batch_bytes, resync, offset_limit
@@ -529,6 +550,7 @@ class LogSegment:
         damaged original (the ``.cleaned`` file is removed at start-up and recovery runs again);
         a crash after it is finished by ``LogLoader.complete_swaps_and_cleanup``, which puts the
         ``.swap`` in place of the original.  The open file handle is reopened on the new file."""
+        self.flushed = False
         prefix = os.path.join(self.dir, filename_prefix(self.base_offset)) + LOG_SUFFIX
         if self.log_path != prefix:
             raise CorruptRecordError(f"{self.log_path}: only a live segment can be rewritten")

@@ -41,6 +41,7 @@ Settings (Kafka's names and defaults unless noted)::
     socket.receive.buffer.bytes        -1 (idem)
     num.network.threads                3
     num.io.threads                     8
+    num.recovery.threads.per.data.dir  1 (threads per log dir loading the logs at start, closing them at stop)
     queued.max.requests                500
     connections.max.idle.ms            600000
     max.connections                    2147483647 (at the limit the acceptor waits: new connections stay
@@ -139,11 +140,7 @@ LOG_KEYS = frozenset(
     }
 )
 
-IGNORED_KEYS = frozenset(
-    {
-        "num.recovery.threads.per.data.dir",
-    }
-)
+IGNORED_KEYS: frozenset[str] = frozenset()
 
 # Read by broker.coordinator.group.coordinator.GroupCoordinator.from_config (from ServerConfig.raw).
 GROUP_KEYS = frozenset(
@@ -513,8 +510,14 @@ def _server_config_def() -> ConfigDef:
             M,
             "bytes of requests received or queued before the network threads stop reading; -1: no limit",
         )
-        # accepted for compatibility, no effect (IGNORED_KEYS)
-        .define("num.recovery.threads.per.data.dir", Type.INT, None, Range(0), L, "no effect in pyklog")
+        .define(
+            "num.recovery.threads.per.data.dir",
+            Type.INT,
+            1,
+            Range(1, 1024),
+            H,
+            "threads per log dir that load (recover) the logs at start-up and close them at shutdown",
+        )
         .define(
             "transaction.state.log.min.isr",
             Type.INT,
@@ -830,6 +833,7 @@ class ServerConfig:
                 "queued.max.request.bytes",
                 # read by broker.coordinator.transaction.TransactionCoordinator.from_config: __transaction_state's min ISR
                 "transaction.state.log.min.isr",
+                "num.recovery.threads.per.data.dir",  # the log manager's load and close pools
                 "broker.rack",  # written into the broker registration; rack-aware replica placement (repl-admin)
             }
         )
@@ -998,6 +1002,15 @@ class ServerConfig:
     def controller_settings(self) -> dict[str, Any]:
         """The controller's settings (:data:`CONTROLLER_KEYS`), validated by :data:`SERVER_CONFIG`."""
         return {k: SERVER_CONFIG.parse_value(k, self.raw.get(k)) for k in CONTROLLER_KEYS}
+
+    def recovery_threads_per_data_dir(self) -> int:
+        """``num.recovery.threads.per.data.dir`` (Kafka's default 1): threads per log dir loading
+        the logs at start-up and closing them at shutdown."""
+        return int(
+            SERVER_CONFIG.parse_value(
+                "num.recovery.threads.per.data.dir", self.raw.get("num.recovery.threads.per.data.dir")
+            )
+        )
 
     def replication_settings(self) -> dict[str, int]:
         """The replication settings (:data:`REPLICATION_KEYS`, validated by :data:`SERVER_CONFIG`), keyed

@@ -335,6 +335,7 @@ class BrokerServer:
                 log_config,
                 topic_config=self._topic_config,
                 hold_cleaning=True,
+                recovery_threads=cfg.recovery_threads_per_data_dir(),
                 high_watermark_checkpoint_interval_ms=cfg.replication_settings()[
                     "replica_high_watermark_checkpoint_interval_ms"
                 ],

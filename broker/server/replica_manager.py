@@ -52,8 +52,9 @@ writes, listeners; :meth:`ReplicaManager.stop_replica` reads a topic's assignmen
 ZooKeeper through its ``topic_admin``).
 
 Thread-safety: thread-safe.  ``leader_log``, ``leader_epoch`` and ``partition`` run on every request
-handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, replaced whole
-(never changed in place) under ``_sync_lock``.  Each :class:`Partition` guards its role, ISR and
+handler thread without a lock: they read ``_led``, ``_epochs`` and ``_partitions``, changed one key
+at a time under ``_sync_lock`` (a single lookup or membership test is atomic; a becoming leader
+costs O(1), not a copy of every partition's entry).  Each :class:`Partition` guards its role, ISR and
 follower states with its own lock (taken after ``_sync_lock`` when both are held) and decides its
 ISR changes; the ZooKeeper ISR write (:meth:`ReplicaManager._write_isr`, the partition's
 ``alter_isr`` callback) is made under the partition lock and never calls back into this module.  The purgatories this
@@ -62,7 +63,9 @@ object owns are checked after a high watermark, leadership or ISR change with no
 
 from __future__ import annotations
 
+import errno
 import logging
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -189,9 +192,9 @@ class ReplicaManager:
         self.min_insync_replicas = settings.get("min_insync_replicas", 1)
         self.replica_lag_time_max_ms = settings.get("replica_lag_time_max_ms", 30000)
         self.replication_settings = settings
-        self._led: frozenset = frozenset()  # (topic, partition) this broker leads; replaced whole
-        self._epochs: dict = {}  # (topic, partition) -> leader epoch; replaced whole
-        self._partitions: dict = {}  # (topic, partition) -> Partition; replaced whole
+        self._led: set = set()  # (topic, partition) this broker leads; changed under _sync_lock
+        self._epochs: dict = {}  # (topic, partition) -> leader epoch of those; changed under _sync_lock
+        self._partitions: dict = {}  # (topic, partition) -> Partition; changed under _sync_lock
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
         self._scheduler: Scheduler | None = None
@@ -249,19 +252,31 @@ class ReplicaManager:
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
+            out_of_descriptors: list = []
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
                 st = (written[t] or {}).get(p)
                 if st is None:
                     continue
+                if out_of_descriptors and (t, p) not in self._partitions:
+                    out_of_descriptors.append((t, p))  # would fail the same way: not tried this pass
+                    continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
                     lg = self._hosted_log(t, p)
+                except OSError as e:
+                    if e.errno in (errno.EMFILE, errno.ENFILE):
+                        out_of_descriptors.append((t, p))
+                        continue
+                    log.exception("cannot create the log of %s-%d", t, p)
+                    continue
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
                     continue
                 self._apply_state(t, p, lg, st)
+            if out_of_descriptors:
+                self._report_out_of_descriptors(out_of_descriptors)
             gone = [k for k in self._partitions if k not in hosted]
             for k in gone:
                 if k[0] in topics and k[1] in (topics.get(k[0]) or {}):
@@ -292,7 +307,7 @@ class ReplicaManager:
             self._report_strays(strays)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
-        """ZkCluster's partition-state listener (a kazoo handler thread): one partition's state node
+        """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
         changed; apply it if this broker hosts the partition."""
         if self._shutdown:
             return
@@ -302,13 +317,20 @@ class ReplicaManager:
                 # and sync_logs) racing for the lock each apply the newest cached state, never an
                 # older one read before another thread applied a newer ("follower at epoch 3"
                 # applied after "leader at epoch 4")
-                st = (self._states_as_written(topic, None) or {}).get(partition)
+                st = self.cluster.partition_state_as_written(topic, partition)
                 if st is not None and self.broker_id not in st.replicas and (topic, partition) in self._partitions:
                     self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
                 if st is None or self.broker_id not in st.replicas:
                     return
                 lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                # a burst of new states meets the limit: no traceback per partition; the next log
+                # sync reports the partitions left out once (and creates them when it can)
+                log.debug("%s-%d: out of file descriptors applying its new state", topic, partition)
+                return
+            log.exception("applying the new state of %s-%d failed", topic, partition)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
 
@@ -326,7 +348,7 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None or part.log is not lg:
             part = Partition(topic, partition, lg, st.replicas)
-            self._partitions = {**self._partitions, key: part}
+            self._partitions[key] = part
         else:
             part.replicas = tuple(st.replicas)
         if st.leader == self.broker_id:
@@ -344,19 +366,22 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None:
             return
-        self._partitions = {k: v for k, v in self._partitions.items() if k != key}
-        self._led = frozenset(k for k in self._led if k != key)
+        del self._partitions[key]
+        self._led.discard(key)
+        self._epochs.pop(key, None)
         if self._fetchers is not None:
             self._fetchers.remove_partitions([key])
         self._role_changed(*key)
 
     def _stop_replica_soon(self, topic: str, partition: int) -> None:
-        """Run :meth:`stop_replica` on its own thread (callers hold ``_sync_lock`` or run on a kazoo
-        handler thread, where the ZooKeeper read it makes must not block)."""
+        """Run :meth:`stop_replica` soon on the replica manager's scheduler thread (callers hold
+        ``_sync_lock`` or apply a burst of partition states: the ZooKeeper reads it makes must not
+        hold them up; one thread whatever the number of replicas moved away)."""
         if not self._shutdown:
-            threading.Thread(
-                target=self.stop_replica, args=(topic, partition), daemon=True, name=f"stop-replica-{topic}-{partition}"
-            ).start()
+            try:
+                self._background().schedule(0, self.stop_replica, topic, partition, name="stop-replica")
+            except RuntimeError:
+                pass  # the scheduler is shut down: the broker is stopping
 
     def stop_replica(self, topic: str, partition: int) -> bool:
         """Kafka's StopReplica(delete=true) for a replica a reassignment removed from this broker
@@ -413,10 +438,14 @@ class ReplicaManager:
         )
         return True
 
-    def _publish_roles(self) -> None:
-        """Under ``_sync_lock``: rebuild the lock-free lookups from the partitions."""
-        self._led = frozenset(k for k, p in self._partitions.items() if p.is_leader)
-        self._epochs = {k: p.leader_epoch for k, p in self._partitions.items() if p.is_leader}
+    def _publish_role(self, key, part: Partition) -> None:
+        """Under ``_sync_lock``: one partition's role into the lock-free lookups."""
+        if part.is_leader:
+            self._epochs[key] = part.leader_epoch
+            self._led.add(key)
+        else:
+            self._led.discard(key)
+            self._epochs.pop(key, None)
 
     # ------------------------------------------------------------------ roles
 
@@ -433,7 +462,7 @@ class ReplicaManager:
                 part = Partition(
                     topic, partition, lg, self.cluster.partition_replicas(topic, partition) or [self.broker_id]
                 )
-                self._partitions = {**self._partitions, key: part}
+                self._partitions[key] = part
             if self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
             replicated = part.replicated
@@ -445,7 +474,7 @@ class ReplicaManager:
                         return  # moved on meanwhile: the state watch brings the new role
                     leader_epoch, isr = state.leader_epoch, state.isr
             part.make_leader(self.broker_id, leader_epoch, isr, zk_version, _now_ms())
-            self._publish_roles()
+            self._publish_role(key, part)
             if replicated:
                 self._background()
         log.info(
@@ -468,9 +497,9 @@ class ReplicaManager:
             if part is None:
                 lg = self._hosted_log(topic, partition)
                 part = Partition(topic, partition, lg, self.cluster.partition_replicas(topic, partition))
-                self._partitions = {**self._partitions, key: part}
+                self._partitions[key] = part
             part.make_follower(leader, leader_epoch)
-            self._publish_roles()
+            self._publish_role(key, part)
             if leader >= 0 and part.replicated:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
             elif self._fetchers is not None:
@@ -1111,8 +1140,8 @@ class ReplicaManager:
 
     @property
     def led_partitions(self) -> frozenset:
-        """The (topic, partition) pairs this broker leads, as of the last sync."""
-        return self._led
+        """The (topic, partition) pairs this broker leads now (a snapshot)."""
+        return frozenset(self._led)  # one C-level copy: atomic against the changes under _sync_lock
 
     def delete_local_logs(self, topic: str) -> None:
         """Delete this broker's logs of a deleted topic at once (other brokers follow through their
@@ -1120,13 +1149,31 @@ class ReplicaManager:
         with self._sync_lock:
             for key in [k for k in self._partitions if k[0] == topic]:
                 self._drop_partition(key)
-            self._led = frozenset(k for k in self._led if k[0] != topic)
             for t, p in list(self.logs.logs()):
                 if t == topic:
                     try:
                         self.logs.delete_log(t, p)
                     except Exception:  # noqa: BLE001
                         log.exception("cannot delete the log of %s-%d", t, p)
+
+    def _report_out_of_descriptors(self, keys: list) -> None:
+        """One ERROR per sync pass (not a traceback per partition) when the process ran out of file
+        descriptors creating logs: the partitions stay unserved, the rest of the broker (its
+        ZooKeeper session, the logs it has) goes on, and the next pass tries again."""
+        try:
+            soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (OSError, ValueError):
+            soft = -1
+        log.error(
+            "cannot create the logs of %d partition(s) (%s%s): too many open files (the broker's limit is %d "
+            "descriptors, about one per segment plus two per partition written since start); they are not "
+            "served until the next log sync finds descriptors: raise ulimit -n (docs/operations.md, "
+            "'Partitions at scale')",
+            len(keys),
+            ", ".join(f"{t}-{p}" for t, p in keys[:5]),
+            ", ..." if len(keys) > 5 else "",
+            soft,
+        )
 
     def _report_strays(self, strays: dict) -> None:
         """Logs present on disk whose topic is missing from the registry without a deletion request

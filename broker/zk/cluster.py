@@ -295,7 +295,7 @@ class ZkCluster:
         self.metadata_cache.remove_listener(fn)
 
     def add_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
-        """Call ``fn(topic, partition)`` (on a kazoo handler thread) after a partition's state node
+        """Call ``fn(topic, partition)`` (on the session's event thread) after a partition's state node
         changed and the cache holds the new state."""
         self.metadata_cache.add_partition_state_listener(fn)
 
@@ -353,6 +353,9 @@ class ZkCluster:
 
     def partition_states_as_written(self, topic: str) -> dict[int, PartitionState] | None:
         return self.metadata_cache.partition_states_as_written(topic)
+
+    def partition_state_as_written(self, topic: str, partition: int) -> PartitionState | None:
+        return self.metadata_cache.partition_state_as_written(topic, partition)
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         return self.metadata_cache.partition_replicas(topic, partition)

@@ -131,7 +131,7 @@ class ZkConfigs:
         self.cache.clear_topic_configs()  # re-read lazily by topic_config()
         self.cache.notify()
         if self.cache.controller_id == self.broker_id:
-            self.session.zk.handler.spawn(self._purge_config_changes, list(children))
+            self.session.admin_events.submit("purge-config-changes", self._purge_config_changes, list(children))
         return None
 
     def _purge_config_changes(self, children, max_age_ms: int = 15 * 60 * 1000) -> None:

@@ -29,8 +29,10 @@ carried over; the topic node's data watch looks at a deleted topic's node again,
 created again at once under the same name is read at once.
 
 Thread-safety: thread-safe.  Reads (``live_brokers``, ``topics``, ...) return snapshots taken under
-one re-entrant lock; watch callbacks and listeners run on kazoo's callback or handler threads and
-never call a listener with the lock held.
+one re-entrant lock; watch callbacks run on kazoo's callback thread and hand what blocks to the
+session's event threads (:mod:`pyklog.broker.zk.event_queue`: one thread whatever the number of
+partitions, a burst of state changes re-read in batches); listeners are never called with the lock
+held.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class ZkMetadataCache:
 
     ``broker_id`` None (an admin client): no state-node watches, no topic ids written.
     ``on_controller_duty()`` is called when this broker is (or becomes) the active controller and
-    pending topic deletion requests should be carried out: on kazoo's callback thread after the live
-    brokers changed, on a kazoo handler thread after :meth:`set_controller_id`.
+    pending topic deletion requests should be carried out, on the session's admin event thread
+    (after the live brokers changed or :meth:`set_controller_id`).
     """
 
     #: the topic-names watch re-reads every cached topic's node (to see one deleted and re-created
@@ -124,6 +126,8 @@ class ZkMetadataCache:
         # the newest state read of each partition, by its node's (czxid, version): a topic entry
         # read before a state change must not be installed over it (see _with_newest_states)
         self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
+        # partitions whose state watch fired and that the event thread has not re-read yet
+        self._pending_state_reloads: dict[tuple[str, int], None] = {}
 
     def watch_brokers_and_topics(self) -> list:
         """Start the ChildrenWatches of ``/brokers/ids`` and ``/brokers/topics`` (each reads its
@@ -208,7 +212,7 @@ class ZkMetadataCache:
                 and self.controller_id == self.broker_id
                 and self._on_controller_duty is not None
             ):
-                self._on_controller_duty()
+                self.session.admin_events.submit("controller-duty", self._on_controller_duty)
         return None
 
     def _default_addresses(self, registrations: dict[int, BrokerRegistration]) -> dict[int, tuple[str, int]]:
@@ -303,13 +307,19 @@ class ZkMetadataCache:
                 old = self._topics.get(name)
                 if name not in topics or (old is not None and old.czxid != topics[name].czxid):
                     del self._configs[name]  # deleted or re-created: read its config again
-            self._topics = {n: self._with_newest_states(n, e) for n, e in topics.items()}
-            self._newest_states = {k: v for k, v in self._newest_states.items() if k[0] in topics}
+            gone = self._topics.keys() - topics.keys()
+            # an entry still installed is current (state reads update it in place): only the ones
+            # read now get the newest states seen (a creation next to 10,000 partitions costs O(new))
+            self._topics = {
+                n: e if e is self._topics.get(n) else self._with_newest_states(n, e) for n, e in topics.items()
+            }
+            if gone:
+                self._newest_states = {k: v for k, v in self._newest_states.items() if k[0] in topics}
         return changed
 
     def _on_topic_data(self, event) -> None:
         """Data watch of ``/brokers/topics/<topic>`` (kazoo's callback thread): the assignment changed
-        (partitions added); re-read that topic on another kazoo thread and tell the listeners.
+        (partitions added); re-read that topic on the session's event thread and tell the listeners.
         A deletion is left to the children watch, but the node is looked at again: a topic created
         again under the same name at once (the children watch may see no change of names) is read
         now, with its data watch, instead of at the next full refresh.  One-shot:
@@ -317,7 +327,7 @@ class ZkMetadataCache:
         if self.session.stopping or self.session.zk is None or event.path is None:
             return
         name = event.path.rsplit("/", 1)[-1]
-        self.session.zk.handler.spawn(self.reload_topic, name)
+        self.session.events.submit(("reload-topic", name), self.reload_topic, name)
 
     def reload_topic(self, name: str) -> bool:
         """Re-read one topic's assignment and partition states into the cache (re-arming its data
@@ -470,7 +480,7 @@ class ZkMetadataCache:
             and self.session.zk is not None
         ):
             if self._on_controller_duty is not None:
-                self.session.zk.handler.spawn(self._on_controller_duty)
+                self.session.admin_events.submit("controller-duty", self._on_controller_duty)
 
     @staticmethod
     def _partition_states(entry: _TopicEntry, live) -> dict[int, PartitionState]:
@@ -544,6 +554,14 @@ class ZkMetadataCache:
             p: PartitionState(*entry.states.get(p, (-1, 0, [])), list(r)) for p, r in sorted(entry.replicas.items())
         }
 
+    def partition_state_as_written(self, topic: str, partition: int) -> PartitionState | None:
+        """One partition of :meth:`partition_states_as_written` (None if not cached): O(1)."""
+        with self._lock:
+            entry = self._topics.get(topic)
+        if entry is None or partition not in entry.replicas:
+            return None
+        return PartitionState(*entry.states.get(partition, (-1, 0, [])), list(entry.replicas[partition]))
+
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
         with self._lock:
@@ -568,7 +586,7 @@ class ZkMetadataCache:
     # (:meth:`pyklog.broker.zk.isr.IsrWriter.update_isr`), both conditionally on the node's version.
 
     def add_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
-        """Call ``fn(topic, partition)`` (on a kazoo handler thread) after a partition's state node
+        """Call ``fn(topic, partition)`` (on the session's event thread) after a partition's state node
         changed and the cache holds the new state (see :meth:`partition_states_as_written`)."""
         with self._lock:
             self._state_listeners.append(fn)
@@ -589,29 +607,62 @@ class ZkMetadataCache:
                 if self._state_rearm_pending:
                     return
                 self._state_rearm_pending = True
-            self.session.zk.handler.spawn(self._rearm_partition_state_watches)
+            self.session.events.submit("rearm-partition-states", self._rearm_partition_state_watches)
             return
         if event.type == "DELETED":
             return  # the topic is being deleted: the registry's children watch handles it
         parts = event.path.split("/")  # ['', 'brokers', 'topics', t, 'partitions', p, 'state']
         if len(parts) != 7 or not parts[5].isdigit():
             return
-        self.session.zk.handler.spawn(self._reload_partition_state, parts[3], int(parts[5]))
+        with self._lock:
+            self._pending_state_reloads[(parts[3], int(parts[5]))] = None
+        self.session.events.submit("reload-partition-states", self._reload_pending_partition_states)
 
-    def _reload_partition_state(self, topic: str, partition: int) -> None:
-        """Re-read one state node (re-arming its watch), update the cache, tell the listeners."""
-        if self.session.stopping or self.session.zk is None:
-            return
-        path = paths.partition_state(topic, partition)
-        try:
-            data, stat = self.session.retry(self.session.zk.get, path, watch=self._on_partition_state_data)
-            s = decode_partition_state(data, path)
-        except NoNodeError:
-            return
-        except (PyklogError, KazooException) as e:
-            log.warning("could not re-read partition state %s-%d: %s", topic, partition, e)
-            return
-        self._cache_partition_state(topic, partition, s.leader, s.leader_epoch, list(s.isr), stat)
+    #: state nodes read per round trip batch when many changed at once
+    STATE_RELOAD_BATCH = 1000
+
+    def _reload_pending_partition_states(self) -> None:
+        """The session's event thread: re-read every state node whose watch fired since the last
+        run (re-arming each watch), in pipelined batches, update the cache once per topic, tell the
+        listeners of each partition.  A burst of thousands of changes (an election, a restart)
+        costs a few round trips, not a thread and a round trip per partition."""
+        with self._lock:
+            todo = list(self._pending_state_reloads)
+            self._pending_state_reloads.clear()
+        for i in range(0, len(todo), self.STATE_RELOAD_BATCH):
+            zk = self.session.zk
+            if self.session.stopping or zk is None:
+                return
+            chunk = todo[i : i + self.STATE_RELOAD_BATCH]
+
+            def read(chunk=chunk, zk=zk):
+                pending = [
+                    (tp, zk.get_async(paths.partition_state(*tp), watch=self._on_partition_state_data)) for tp in chunk
+                ]
+                out = []
+                for tp, res in pending:
+                    try:
+                        data, stat = res.get()
+                    except NoNodeError:
+                        continue
+                    out.append((tp, data, stat))
+                return out
+
+            try:
+                got = self.session.retry(read)
+            except (PyklogError, KazooException) as e:
+                # the connection is gone: every watch fires with no path and the re-arm reads them all
+                log.warning("could not re-read %d partition states: %s", len(chunk), e)
+                continue
+            updates = []
+            for (topic, partition), data, stat in got:
+                try:
+                    s = decode_partition_state(data, paths.partition_state(topic, partition))
+                except ZooKeeperError as e:
+                    log.warning("unreadable partition state %s-%d: %s", topic, partition, e)
+                    continue
+                updates.append((topic, partition, (s.leader, s.leader_epoch, list(s.isr)), stat))
+            self._cache_partition_states(updates)
 
     def _note_state(self, topic: str, partition: int, stat, state: tuple) -> bool:
         """Under or outside ``_lock``: remember ``state`` as the partition's newest if its node's
@@ -645,27 +696,36 @@ class ZkMetadataCache:
             return entry
         return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
-    def _cache_partition_state(
-        self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list, stat=None
-    ) -> None:
-        state = (leader, leader_epoch, list(isr))
+    def _cache_partition_states(self, updates) -> None:
+        """Cache each ``(topic, partition, (leader, leader_epoch, isr), stat)`` newer than the state
+        cached (each topic's entry replaced once), then tell the listeners of each partition
+        changed, in the order given (no lock held)."""
+        changed = []
         with self._lock:
-            if not self._note_state(topic, partition, stat, state):
-                return  # an older read than the state cached (two re-reads overtaking each other)
-            entry = self._topics.get(topic)
-            if entry is not None and partition in entry.replicas:
-                states = dict(entry.states)
-                states[partition] = state
+            by_topic: dict[str, dict] = {}
+            for topic, partition, state, stat in updates:
+                if not self._note_state(topic, partition, stat, state):
+                    continue  # an older read than the state cached (two re-reads overtaking each other)
+                changed.append((topic, partition))
+                entry = self._topics.get(topic)
+                if entry is not None and partition in entry.replicas:
+                    states = by_topic.get(topic)
+                    if states is None:
+                        states = by_topic[topic] = dict(entry.states)
+                    states[partition] = state
+            for topic, states in by_topic.items():
+                entry = self._topics[topic]
                 self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
             listeners = list(self._state_listeners)
-        for fn in listeners:
-            try:
-                fn(topic, partition)
-            except Exception:  # noqa: BLE001
-                log.exception("partition state listener %r failed", fn)
+        for topic, partition in changed:
+            for fn in listeners:
+                try:
+                    fn(topic, partition)
+                except Exception:  # noqa: BLE001
+                    log.exception("partition state listener %r failed", fn)
 
     def _rearm_partition_state_watches(self) -> None:
-        """After a connection loss (kazoo handler thread): wait for the connection, then re-read
+        """After a connection loss (the session's event thread): wait for the connection, then re-read
         every cached partition's state with its watch, and tell the listeners of each (a change
         made while disconnected was missed).  Retried every second while not stopping."""
         try:
@@ -689,6 +749,7 @@ class ZkMetadataCache:
                             (p, zk.get_async(paths.partition_state(name, p), watch=self._on_partition_state_data))
                             for p in entry.replicas
                         ]
+                        updates = []
                         for p, res in pending:
                             try:
                                 data, stat = res.get()
@@ -698,7 +759,8 @@ class ZkMetadataCache:
                             except ZooKeeperError as e:
                                 log.warning("unreadable partition state %s-%d: %s", name, p, e)
                                 continue
-                            self._cache_partition_state(name, p, s.leader, s.leader_epoch, list(s.isr), stat)
+                            updates.append((name, p, (s.leader, s.leader_epoch, list(s.isr)), stat))
+                        self._cache_partition_states(updates)
                     return
                 except KazooException as e:
                     log.info("re-arming the partition state watches failed (%s); retrying", e)

@@ -38,6 +38,7 @@ from pyklog.broker.common.retry import Backoff, Deadline, retry
 from pyklog.broker.errors import ZooKeeperError
 from pyklog.broker.zk import paths
 from pyklog.broker.zk import znode_acls as zk_acls
+from pyklog.broker.zk.event_queue import ZkEventQueue
 from pyklog.broker.zk.server import four_letter_word
 from pyklog.broker.zk.znode_acls import ZkCredentials
 from pyklog.broker.zk.znodes import decode_cluster_id, encode_cluster_id
@@ -198,6 +199,7 @@ class ZkSession:
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.registering = registering
+        self._new_event_queues()
         self._cluster_id_check = cluster_id_check
         self._on_fatal = on_fatal
         self._on_session_lost = on_session_lost
@@ -228,8 +230,17 @@ class ZkSession:
                 "(zookeeper.jaas.config, or a JAAS file with a Client section in KAFKA_OPTS)"
             ) from None
 
+    def _new_event_queues(self) -> None:
+        #: what watches of the registry and partition states ask for (re-reads, applying states)
+        self.events = ZkEventQueue("pyklog-zk-events")
+        #: the controller duties watches ask for (deletion requests, config change purges): apart,
+        #: so a long deletion never delays a partition's new leader
+        self.admin_events = ZkEventQueue("pyklog-zk-admin-events")
+
     def _start(self) -> None:
         self.stopping = False
+        if self.events.stopped:
+            self._new_event_queues()
         command_retry = KazooRetry(
             max_tries=-1,
             delay=0.1,
@@ -270,6 +281,8 @@ class ZkSession:
     def close(self) -> None:
         """Close the client (idempotent)."""
         self.stopping = True
+        self.events.stop()
+        self.admin_events.stop()
         zk, self.zk = self.zk, None
         if zk is not None:
             try:

@@ -616,7 +616,7 @@ class TopicAdmin:
     @watch_callback
     def _on_delete_requests(self, children) -> bool | None:
         if children and self.cache.controller_id == self.broker_id:
-            self.session.zk.handler.spawn(self.process_delete_requests)
+            self.session.admin_events.submit("controller-duty", self.process_delete_requests)
         return None
 
     def process_delete_requests(self) -> None:

@@ -49,7 +49,14 @@ def test_state_watch_reports_only_the_changed_partition_and_updates_the_cache(br
         reads.append(path)
         return real_get(path, *a, **kw)
 
+    real_get_async = b1.zk.get_async
+
+    def counting_get_async(path, *a, **kw):
+        reads.append(path)
+        return real_get_async(path, *a, **kw)
+
     b1.zk.get = counting_get
+    b1.zk.get_async = counting_get_async  # changed state nodes are re-read in pipelined batches
     # the "controller" moves the leader of partition 1 (epoch bump)
     path = paths.partition_state("w", 1)
     zk.set(path, json.dumps({"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 1, "isr": [0]}).encode())
@@ -101,7 +108,10 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
                 path,
                 json.dumps({"controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 7, "isr": [1]}).encode(),
             )
-            assert heard.wait(10), "the state watch fired"
+            if threading.current_thread().name != "pyklog-zk-events":
+                assert heard.wait(10), "the state watch fired"
+            # else (reload: the read runs on the session's event thread) the watch's re-read is
+            # queued behind this read and runs after the install
         return entry
 
     b1.metadata_cache._read_topic_entry = read_then_controller_writes
@@ -126,7 +136,9 @@ def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, 
     )
     assert states is not None and b1.partition_states_as_written(name)[1].leader_epoch == 0
     # and an older read never goes over a newer one: the watch's own re-read again, late
-    b1.metadata_cache._reload_partition_state(name, 0)
+    with b1.metadata_cache._lock:
+        b1.metadata_cache._pending_state_reloads[(name, 0)] = None
+    b1.metadata_cache._reload_pending_partition_states()
     assert b1.partition_states_as_written(name)[0].leader_epoch == 7
 
 

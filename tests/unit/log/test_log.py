@@ -788,3 +788,40 @@ def test_backfill_reads_back_a_bounded_window(tmp_path):
     assert [b.first_seq for b in state.get(42).batches] == [2, 4, 6, 8, 10]
     assert scanned < 1 << 20  # stopped once complete
     lg.close()
+
+
+def test_sealed_segments_hold_no_index_descriptors_once_flushed(tmp_path):
+    """One descriptor per segment (its .log) plus the active segment's indexes: a sealed segment's
+    three indexes are closed once its background flush made them durable (they used to stay open,
+    three descriptors per segment written since start), and stay readable from memory."""
+    from pyklog.broker.common.scheduler import Scheduler
+
+    def fds_under(d):
+        out = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out += os.readlink(f"/proc/self/fd/{fd}").startswith(d)
+            except OSError:
+                pass
+        return out
+
+    one = len(batch(0))
+    sched = Scheduler("test-fds")
+    try:
+        lg = Log(str(tmp_path / "fds-0"), LogConfig(segment_bytes=2 * one, index_interval_bytes=1), scheduler=sched)
+        for i in range(12):
+            lg.append(batch(i))
+        assert len(lg.segments) == 6
+        deadline = time.time() + 10
+        while lg.recovery_point < lg.segments[-1].base_offset and time.time() < deadline:
+            time.sleep(0.02)
+        assert lg.recovery_point == lg.segments[-1].base_offset
+        # 6 .log files + the active segment's offset and time index (its txn index never opened)
+        assert fds_under(lg.dir) <= 6 + 3
+        assert [r.offset for r in read_all(lg)] == list(range(36))
+        lg.truncate_to(5)  # a sealed segment written again opens its index lazily
+        lg.append(batch(99))
+        assert read_all(lg)[-1].value == bytes([99]) * 100
+        lg.close()
+    finally:
+        sched.shutdown(wait=True, timeout_s=5)
