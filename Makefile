@@ -39,11 +39,15 @@ venv: $(STAMP)
 unit: venv
 	$(VPY) -m pytest -q -ra -n 2 tests/unit $(PYTEST_ARGS)
 
+# The integration tier runs on both cores too, a test file per worker at a time (--dist loadfile:
+# a file's module fixtures and its servers stay on one worker); each worker has its own ZooKeeper
+# and SparkSession.  Most of its time is spent waiting on real servers, so two workers halve it.
 integration: debian venv
-	$(VPY) -m pytest -q -ra --durations=25 tests/integration $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra -n 2 --dist loadfile --durations=25 tests/integration $(PYTEST_ARGS)
 
 test: debian venv
-	$(VPY) -m pytest -q -ra --durations=25 tests/unit tests/integration $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra -n 2 tests/unit $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -ra -n 2 --dist loadfile --durations=25 tests/integration $(PYTEST_ARGS)
 
 test-faults: debian venv
 	$(VPY) -m pytest -q -ra --durations=10 tests/faults $(PYTEST_ARGS)
