@@ -77,34 +77,29 @@ class OffsetCheckpointFile:
         return out
 
 
+def _fsync_quietly(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def fsync_dir_quietly(path: str) -> None:
     """fsync the directory ``path`` so that a rename or a new file in it is durable; best effort
     (a directory that cannot be opened or synced is left as it is, as Kafka's ``flushDir`` callers
     tolerate)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    _fsync_quietly(path)
 
 
 def fsync_file_quietly(path: str) -> None:
     """fsync the file ``path``; best effort (a file gone or not syncable is left as it is)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    _fsync_quietly(path)
 
 
 def replace_file(path: str, data: bytes) -> None:

@@ -287,21 +287,27 @@ DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
 #: The listener and TLS settings (Kafka's names).  Each ``ssl.*`` one may also be given per listener
 #: as ``listener.name.<lower-case listener name>.ssl.*`` (:func:`listener_setting`).
+#: Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: the key and trust stores, which a running listener
+#: takes without a restart (:mod:`pyklog.broker.server.listener_tls`)
+SSL_STORE_KEYS = (
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+)
+
 LISTENER_SECURITY_KEYS = frozenset(
     {
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "security.inter.broker.protocol",
-        "ssl.keystore.type",
-        "ssl.keystore.location",
-        "ssl.keystore.password",
-        "ssl.key.password",
-        "ssl.keystore.certificate.chain",
-        "ssl.keystore.key",
-        "ssl.truststore.type",
-        "ssl.truststore.location",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
+        *SSL_STORE_KEYS,
         "ssl.client.auth",
         "ssl.enabled.protocols",
         "ssl.protocol",

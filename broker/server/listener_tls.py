@@ -32,22 +32,12 @@ import threading
 from collections.abc import Callable, Mapping
 
 from pyklog.broker.errors import ConfigError, InvalidConfigError
+from pyklog.broker.server.config import SSL_STORE_KEYS
 
 log = logging.getLogger(__name__)
 
 #: Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: what a running listener takes without a restart
-RECONFIGURABLE = (
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.key.password",
-    "ssl.keystore.certificate.chain",
-    "ssl.keystore.key",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.password",
-    "ssl.truststore.certificates",
-)
+RECONFIGURABLE = SSL_STORE_KEYS
 _FILES = ("ssl.keystore.location", "ssl.truststore.location")
 
 
