@@ -59,7 +59,8 @@ from .checkpoint import (
     OffsetCheckpointFile,
 )
 from .config import LogConfig
-from .log import DELETE_DIR_SUFFIX, STORAGE_ERRORS, Log, parse_topic_partition
+from .dir_failure import LogDirFailureChannel
+from .log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
 from .partition_metadata import read_topic_id, topic_id_text, write_topic_id
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,10 @@ class LogManager:
         # "abortAndPauseCleaning"): the logs of topics missing from the registry, whose config is
         # unknown.  None: every log paused, until the owner first says which (``hold_cleaning``).
         self._cleaning_paused: frozenset | None = None if hold_cleaning else frozenset()
+        #: I/O errors turn a log dir offline here (every Log of this manager reports to it)
+        self.failure_channel = LogDirFailureChannel()
+        #: (topic, partition) -> log dir, of the logs in offline dirs: never created again elsewhere
+        self._offline_logs: dict[tuple[str, int], str] = {}
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -145,7 +150,12 @@ class LogManager:
         t0 = time.monotonic()
         try:
             for d in self.log_dirs:
-                self._load_dir(d)
+                try:
+                    self._load_dir(d)
+                except OSError as e:  # Kafka: a dir that cannot be loaded is offline from the start
+                    self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "loading", e)
+            if not self.live_log_dirs:
+                raise KafkaStorageError(f"all log dirs in {','.join(self.log_dirs)} have failed")
         except BaseException:
             if self._scheduler is not None:  # no thread left behind by a failed start-up
                 self._scheduler.shutdown(wait=False)
@@ -207,6 +217,7 @@ class LogManager:
                 clean_shutdown=clean,
                 scheduler=self._scheduler,
                 high_watermark=high_watermarks.get(tp),
+                failure_channel=self.failure_channel,
             )
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
@@ -267,15 +278,27 @@ class LogManager:
                 return lg
             if partition < 0:
                 raise InvalidTopicError(f"partition must be >= 0, got {partition}")
-            counts = dict.fromkeys(self.log_dirs, 0)
+            live = self.live_log_dirs
+            if key in self._offline_logs or not live:
+                raise KafkaStorageError(
+                    f"cannot create the log of {topic}-{partition}: log dir(s) "
+                    f"{','.join(sorted(self.failure_channel.offline_log_dirs))} offline"
+                )
+            counts = dict.fromkeys(live, 0)
             for other in self._logs.values():
                 parent = os.path.dirname(other.dir)
                 if parent in counts:
                     counts[parent] += 1
-            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            d = min(live, key=lambda x: (counts[x], self.log_dirs.index(x)))
             path = os.path.join(d, f"{topic}-{partition}")
             parse_topic_partition(path)  # validates the topic name
-            lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True, scheduler=self._scheduler)
+            lg = Log.open(
+                path,
+                config or self.config_for(topic),
+                clean_shutdown=True,
+                scheduler=self._scheduler,
+                failure_channel=self.failure_channel,
+            )
             self._logs[key] = lg
             if topic_id is not None:
                 write_topic_id(lg.dir, topic_id)
@@ -321,6 +344,35 @@ class LogManager:
         log.info("deleted log %s-%d", topic, partition)
         return True
 
+    # ---------------------------------------------------------------- offline log dirs
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The log dirs not offline, in ``log.dirs`` order."""
+        offline = self.failure_channel.offline_log_dirs
+        return [d for d in self.log_dirs if d not in offline]
+
+    def handle_log_dir_failure(self, d: str) -> list[tuple[str, int]]:
+        """Kafka's ``LogManager.handleLogDirFailure``: take the logs of the offline dir ``d`` out of
+        the manager and close their files without writing; their partitions are never created again
+        in another dir (until a restart).  Returns their ``(topic, partition)`` keys, sorted.  Any
+        thread."""
+        with self._lock:
+            gone = {k: lg for k, lg in self._logs.items() if lg.log_dir == d}
+            for k in gone:
+                del self._logs[k]
+                self._topic_ids.pop(k, None)
+                self._offline_logs[k] = d
+        for lg in gone.values():
+            try:
+                lg.close_handlers()
+            except Exception as e:  # noqa: BLE001 - every handle is closed, whatever one raises
+                log.warning("closing the files of %s failed: %s", lg, e)
+        return sorted(gone)
+
+    def offline_log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The offline log dir that held this partition's log, None if it is not offline."""
+        return self._offline_logs.get((topic, partition))
+
     def logs(self) -> dict[tuple[str, int], Log]:
         with self._lock:
             return dict(self._logs)
@@ -344,8 +396,8 @@ class LogManager:
             try:
                 if lg.maybe_flush(now_ms):
                     n += 1
-            except OSError as e:  # once per log dir and errno, not every interval
-                STORAGE_ERRORS.failed(os.path.dirname(lg.dir), e.filename or lg.dir, "flush", e)
+            except (OSError, KafkaStorageError):  # reported once per log dir and cause by the log
+                pass
             except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("flush of %s failed: %s", lg, e)
         return n
@@ -378,8 +430,16 @@ class LogManager:
         return n
 
     def checkpoint_dir(self, d: str) -> None:
+        """Write the checkpoints of log dir ``d`` (nothing if it is offline; an I/O error takes it
+        offline)."""
+        if self.failure_channel.has_offline_log_dir(d):
+            return
         with self._checkpoint_lock:
-            self._checkpoint_dir(d)
+            try:
+                self._checkpoint_dir(d)
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "checkpoint", e)
+                raise
 
     def checkpoint_log_start_offset(self, lg: Log) -> None:
         """Write the checkpoints of ``lg``'s log dir now (DeleteRecords: a moved log start offset
@@ -409,22 +469,22 @@ class LogManager:
     def checkpoint_high_watermarks(self) -> None:
         """Write the ``replication-offset-checkpoint`` of every log dir (the scheduler's
         ``highwatermark-checkpoint`` task; any thread)."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             try:
                 with self._checkpoint_lock:
                     self._checkpoint_high_watermarks(
                         d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
                     )
-            except OSError as e:
-                log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
+            except OSError as e:  # reported once per dir and cause; the dir goes offline
+                self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "checkpoint", e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             try:
                 self.checkpoint_dir(d)
-            except OSError as e:
-                log.error("%s: writing checkpoints failed: %s", d, e)
+            except OSError:  # reported once per dir and cause; the dir goes offline
+                pass
 
     def _start_threads(self, sched: Scheduler) -> None:
         cfg = self.default_config
@@ -454,12 +514,15 @@ class LogManager:
             logs = list(self._logs.values())
         failed = False
         for lg in logs:
+            if lg.offline:  # its dir went offline: nothing is written there any more
+                lg.close_handlers()
+                continue
             try:
                 lg.close()
             except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
                 failed = True
                 log.error("closing %s failed: %s", lg, e)
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:  # an offline dir gets nothing written (recovery at restart)
             try:
                 self.checkpoint_dir(d)
                 if not failed:

@@ -63,6 +63,7 @@ object owns are checked after a high watermark, leadership or ISR change with no
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +74,7 @@ from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
     InvalidTopicError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
@@ -92,7 +94,9 @@ from pyklog.broker.server.fetch import (
 from pyklog.broker.server.partition import FollowerState, Partition
 from pyklog.broker.server.produce_validation import records_to_append
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
+from pyklog.broker.zk import paths
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, is_internal, validate_topic_name
+from pyklog.broker.zk.znodes import encode_log_dir_event
 
 if TYPE_CHECKING:
     from pyklog.broker.log import LogConfig, LogManager
@@ -144,7 +148,10 @@ class ReplicaManager:
         cluster: ZkCluster,
         *,
         default_log_config: LogConfig | None = None,
+        halt: Callable[[str], None] | None = None,
     ):
+        """``halt(reason)``: stop the process at once when no log dir is left (default: close the
+        ZooKeeper session, then exit with status 1, as Kafka's ``Exit.halt(1)``)."""
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
@@ -171,6 +178,13 @@ class ReplicaManager:
         self.coordinator_appends = CoordinatorAppends(
             self, on_append=lambda t, p, n: self.fetch_purgatory.notify((t, p), n)
         )
+        #: (topic, partition) whose log is in an offline log dir: KAFKA_STORAGE_ERROR until a restart
+        self._offline: frozenset = frozenset()
+        self._halt = halt if halt is not None else self._halt_process
+        self._dir_failure_handler = threading.Thread(
+            target=self._handle_log_dir_failures, name=f"LogDirFailureHandler-{self.broker_id}", daemon=True
+        )
+        self._dir_failure_handler.start()
         cluster.add_partition_state_listener(self._on_partition_state)
 
     # ------------------------------------------------------------------ background work
@@ -197,6 +211,7 @@ class ReplicaManager:
         """Stop the fetcher threads and the ISR task (broker shutdown, before the logs close)."""
         self._shutdown = True
         self.cluster.remove_partition_state_listener(self._on_partition_state)
+        self._dir_failure_handler.join(timeout=2.0)
         fetchers, sched = self._fetchers, self._scheduler
         if fetchers is not None:
             fetchers.shutdown()
@@ -218,7 +233,7 @@ class ReplicaManager:
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
                 st = (written[t] or {}).get(p)
-                if st is None:
+                if st is None or (t, p) in self._offline:
                     continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
@@ -270,7 +285,7 @@ class ReplicaManager:
                 st = (self._states_as_written(topic, None) or {}).get(partition)
                 if st is not None and self.broker_id not in st.replicas and (topic, partition) in self._partitions:
                     self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
-                if st is None or self.broker_id not in st.replicas:
+                if st is None or self.broker_id not in st.replicas or (topic, partition) in self._offline:
                     return
                 lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
@@ -377,6 +392,83 @@ class ReplicaManager:
             ", log deleted" if deleted else "",
         )
         return True
+
+    # ------------------------------------------------------------------ offline log dirs
+
+    def _handle_log_dir_failures(self) -> None:
+        """The ``LogDirFailureHandler`` thread (Kafka's): each log dir the LogManager's failure
+        channel reports offline is handled once, in order."""
+        channel = self.logs.failure_channel
+        while not self._shutdown:
+            d = channel.take(timeout_s=0.5)
+            if d is None or self._shutdown:
+                continue
+            try:
+                self.handle_log_dir_failure(d)
+            except Exception:  # noqa: BLE001 - the thread handles the next dir whatever happens
+                log.exception("handling the failure of log dir %s failed", d)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[tuple[str, int]]:
+        """Kafka's ``ReplicaManager.handleLogDirFailure``: the partitions whose log is in ``log_dir``
+        go offline here (Produce, Fetch, ListOffsets get KAFKA_STORAGE_ERROR; their fetchers stop;
+        waiting acks=all Produces and Fetches are answered), their logs leave the LogManager, and the
+        controller is told through ``/log_dir_event_notification`` (it moves their leadership to other
+        ISR members and shrinks their ISR).  With no log dir left the broker halts.  Returns the
+        partitions taken offline.  Any thread but a kazoo handler thread."""
+        with self._sync_lock:
+            keys = self.logs.handle_log_dir_failure(log_dir)
+            keys += [k for k, part in self._partitions.items() if part.log.log_dir == log_dir and k not in keys]
+            self._offline = self._offline | set(keys)
+            if self._fetchers is not None:
+                self._fetchers.remove_partitions(keys)
+            self._partitions = {k: v for k, v in self._partitions.items() if k not in self._offline}
+            self._publish_roles()
+        log.info(
+            "%d partition(s) offline after the failure of log dir %s%s",
+            len(keys),
+            log_dir,
+            f": {', '.join(f'{t}-{p}' for t, p in keys[:20])}{' ...' if len(keys) > 20 else ''}" if keys else "",
+        )
+        for t, p in keys:
+            self._role_changed(t, p)
+            self.fetch_purgatory.notify((t, p), INT32_MAX)
+        live = self.logs.live_log_dirs
+        if not live:
+            self._halt(f"Shutdown broker because all log dirs in {', '.join(self.logs.log_dirs)} have failed")
+            return keys
+        try:
+            self.cluster.retry(
+                self.cluster.zk.create,
+                paths.LOG_DIR_EVENT_PREFIX,
+                encode_log_dir_event(self.broker_id, keys),
+                sequence=True,
+                makepath=True,
+            )
+        except Exception as e:  # noqa: BLE001 - the partitions stay offline; the controller learns late
+            log.warning("could not write the log dir event notification for %s: %s", log_dir, e)
+        return keys
+
+    def _offline_error(self, topic: str, partition: int) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{topic}-{partition} is offline on broker {self.broker_id}: its log dir "
+            f"{self.logs.offline_log_dir_of(topic, partition) or '?'} failed"
+        )
+
+    @property
+    def offline_partitions(self) -> frozenset:
+        """The (topic, partition) pairs whose log is in an offline log dir."""
+        return self._offline
+
+    def _halt_process(self, reason: str) -> None:
+        """Kafka's ``Exit.halt(1)`` after a CRITICAL line: the ZooKeeper session is closed first (at
+        most 3 s), so the controller elects other leaders at once instead of after the session
+        timeout; nothing else runs (no log is written to, no controlled shutdown)."""
+        log.critical("%s", reason)
+        closer = threading.Thread(target=self.cluster.stop, name="halt-zk-close", daemon=True)
+        closer.start()
+        closer.join(timeout=3.0)
+        logging.shutdown()
+        os._exit(1)
 
     def _publish_roles(self) -> None:
         """Under ``_sync_lock``: rebuild the lock-free lookups from the partitions."""
@@ -738,6 +830,8 @@ class ReplicaManager:
         ``min.insync.replicas`` when the high watermark got there)."""
         part = self._partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self._offline:
+                return self._offline_error(topic, partition)
             return NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}"
             )
@@ -957,6 +1051,8 @@ class ReplicaManager:
             lg = self.logs.get_log(topic, partition)
             if lg is not None:
                 return lg
+        if key in self._offline:
+            raise self._offline_error(topic, partition)
         validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
         parts = self.cluster.topic(topic, refresh_if_missing=True)
         if not parts or partition not in parts:
