@@ -180,6 +180,7 @@ class ReplicaManager:
         )
         #: (topic, partition) whose log is in an offline log dir: KAFKA_STORAGE_ERROR until a restart
         self._offline: frozenset = frozenset()
+        self._failed_dirs: frozenset = frozenset()  # log dirs whose failure was handled
         self._halt = halt if halt is not None else self._halt_process
         self._dir_failure_handler = threading.Thread(
             target=self._handle_log_dir_failures, name=f"LogDirFailureHandler-{self.broker_id}", daemon=True
@@ -210,8 +211,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Stop the fetcher threads and the ISR task (broker shutdown, before the logs close)."""
         self._shutdown = True
-        self.cluster.remove_partition_state_listener(self._on_partition_state)
-        self._dir_failure_handler.join(timeout=2.0)
+        self.cluster.remove_partition_state_listener(self._on_partition_state)  # the handler ends within 0.5 s
         fetchers, sched = self._fetchers, self._scheduler
         if fetchers is not None:
             fetchers.shutdown()
@@ -416,6 +416,9 @@ class ReplicaManager:
         ISR members and shrinks their ISR).  With no log dir left the broker halts.  Returns the
         partitions taken offline.  Any thread but a kazoo handler thread."""
         with self._sync_lock:
+            if log_dir in self._failed_dirs:
+                return []
+            self._failed_dirs = self._failed_dirs | {log_dir}
             keys = self.logs.handle_log_dir_failure(log_dir)
             keys += [k for k, part in self._partitions.items() if part.log.log_dir == log_dir and k not in keys]
             self._offline = self._offline | set(keys)
@@ -464,6 +467,7 @@ class ReplicaManager:
         most 3 s), so the controller elects other leaders at once instead of after the session
         timeout; nothing else runs (no log is written to, no controlled shutdown)."""
         log.critical("%s", reason)
+        logging.disable(logging.ERROR)  # the last line: what the closing session makes fail is noise
         closer = threading.Thread(target=self.cluster.stop, name="halt-zk-close", daemon=True)
         closer.start()
         closer.join(timeout=3.0)
