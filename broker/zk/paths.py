@@ -191,7 +191,7 @@ ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 # ``log_dir_event_<seq>`` = ``{"version":1,"broker":N,"event":1}`` (1: LogDirFailure), plus pyklog's
 # ``"partitions"`` (the replicas it lost: Kafka's controller learns them from LeaderAndIsr answers,
 # which ZooKeeper-only pyklog does not send); the controller moves their leadership and ISR.
-LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+# (LOG_DIR_EVENT_NOTIFICATION, the root, is above with Kafka's other secured roots.)
 LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
 
 
