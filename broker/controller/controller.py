@@ -719,7 +719,7 @@ class KafkaController:
             return
         log.info("controller: live brokers %s (failed: %s, started: %s)", sorted(current), sorted(dead), sorted(new))
         self._shutting_down -= dead
-        for b in dead | new:  # a restarted broker's log dirs are online again
+        for b in dead:  # gone or re-registered (a restart): its log dirs are online again
             self._offline_replicas.pop(b, None)
         assignments = self._assignments()
         if dead:
@@ -934,7 +934,7 @@ class KafkaController:
 
         self.cluster.retry(delete)
         live = self._read_live_brokers()
-        failed = {b: tps for b, tps in failed.items() if b in live and live.get(b) == self._live.get(b)}
+        failed = {b: tps for b, tps in failed.items() if b in live}  # a dead broker's replicas moved already
         if not failed:
             return
         for b, tps in failed.items():

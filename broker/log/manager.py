@@ -28,6 +28,11 @@ Shutdown (:meth:`shutdown`): stop the scheduler (waiting for a running task; com
 between logs), close every log (flush + producer snapshot), write the checkpoints and then the
 clean-shutdown marker.
 
+Failed log dirs (:mod:`~pyklog.broker.log.dir_failure`): every Log reports its I/O errors to the
+manager's :attr:`LogManager.failure_channel`, which takes the dir offline; the owner of the channel's
+queue (the ReplicaManager) calls :meth:`LogManager.handle_log_dir_failure`, which drops the dir's
+logs.  An offline dir gets no checkpoint, no new log and no clean-shutdown marker.
+
 Thread-safe: the log table is guarded by a lock; each Log is thread-safe itself.
 """
 

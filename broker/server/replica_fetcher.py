@@ -367,10 +367,13 @@ class ReplicaFetcherThread(threading.Thread):
             except OffsetOutOfRangeError as e:  # the log moved under us (a truncation): start over
                 log.info("%s-%d: follower append refused (%s); truncating again", t, p, e)
                 state.truncating = True
-            except KafkaStorageError as e:  # the log dir failed: reported once per dir, the partition goes offline
-                self._delay(key, state, str(e))
             except PyklogError as e:
-                log.warning("%s-%d: cannot append the leader's batches at %d: %s", t, p, fetch_offset, e)
+                # a failed log dir is reported once per dir (the partition goes offline); anything
+                # else once per partition and error, not at every retry
+                offline = isinstance(e, KafkaStorageError) and self.rm.partition_offline(t, p)
+                if not offline and state.warned != e.code:
+                    state.warned = e.code
+                    log.warning("%s-%d: cannot append the leader's batches at %d: %s", t, p, fetch_offset, e)
                 self._delay(key, state, str(e))
             return
         if code == OffsetOutOfRangeError.code:

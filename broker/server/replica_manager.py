@@ -43,6 +43,11 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
 * The purgatories (fetch, produce, coordinator appends) belong to this object and are checked on
   every high watermark, leadership or ISR change; :meth:`begin_shutdown` stops new waits.
 
+* **Offline log dirs** (Kafka's ``handleLogDirFailure``): the ``LogDirFailureHandler`` thread (started
+  by the constructor) takes each log dir the LogManager's failure channel reports offline: its
+  partitions answer KAFKA_STORAGE_ERROR and leave the fetchers, the controller is told through
+  ``/log_dir_event_notification``; with no log dir left the broker halts (``halt``).
+
 Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
 reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
 
@@ -456,6 +461,13 @@ class ReplicaManager:
             f"{topic}-{partition} is offline on broker {self.broker_id}: its log dir "
             f"{self.logs.offline_log_dir_of(topic, partition) or '?'} failed"
         )
+
+    def partition_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log is in an offline log dir (handled or not yet).  Lock-free."""
+        if (topic, partition) in self._offline:
+            return True
+        part = self._partitions.get((topic, partition))
+        return part is not None and part.log.offline
 
     @property
     def offline_partitions(self) -> frozenset:
