@@ -266,7 +266,8 @@ class LogManager:
         self, topic: str, partition: int, config: LogConfig | None = None, *, topic_id: uuid.UUID | None = None
     ) -> Log:
         """The log of ``topic``-``partition``, creating it (in the log dir holding the fewest
-        logs) when missing.  A given ``config`` replaces the log's config.
+        logs) when missing.  A given ``config`` replaces the log's config.  While a log dir is
+        offline no log is created (KafkaStorageError).
 
         ``topic_id`` (the registry's, KIP-516) is checked against the directory's
         ``partition.metadata``: a log recorded under another id belongs to a topic of the same
@@ -283,12 +284,16 @@ class LogManager:
                 return lg
             if partition < 0:
                 raise InvalidTopicError(f"partition must be >= 0, got {partition}")
-            live = self.live_log_dirs
-            if key in self._offline_logs or not live:
+            offline = self.failure_channel.offline_log_dirs
+            if offline:
+                # Kafka creates only new replicas while a dir is offline; a missing log may have been
+                # in the failed dir (lost to a failure at start-up), and an empty log in its place
+                # could be elected and lose what was acknowledged: none is created until a restart
                 raise KafkaStorageError(
-                    f"cannot create the log of {topic}-{partition}: log dir(s) "
-                    f"{','.join(sorted(self.failure_channel.offline_log_dirs))} offline"
+                    f"cannot create the log of {topic}-{partition} while log dir(s) {','.join(sorted(offline))} "
+                    f"are offline (until a restart)"
                 )
+            live = self.log_dirs
             counts = dict.fromkeys(live, 0)
             for other in self._logs.values():
                 parent = os.path.dirname(other.dir)

@@ -234,6 +234,7 @@ class ReplicaManager:
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
+            no_log = []  # hosted partitions whose log cannot be created while a log dir is offline
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
@@ -243,6 +244,9 @@ class ReplicaManager:
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
                     lg = self._hosted_log(t, p)
+                except KafkaStorageError:
+                    no_log.append((t, p))
+                    continue
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
                     continue
@@ -275,6 +279,16 @@ class ReplicaManager:
                     log.exception("cannot delete the log of %s-%d", t, p)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
+            if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
+                self._offline = self._offline | set(no_log)
+                log.info(
+                    "%d partition(s) offline: their log is not here and is not created while log dir(s) %s "
+                    "are offline: %s",
+                    len(no_log),
+                    ",".join(sorted(self.logs.failure_channel.offline_log_dirs)),
+                    ", ".join(f"{t}-{p}" for t, p in no_log[:20]),
+                )
+                self._tell_controller(no_log, "partitions without a log")
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (a kazoo handler thread): one partition's state node
@@ -294,6 +308,8 @@ class ReplicaManager:
                     return
                 lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
+        except KafkaStorageError as e:  # no log while a dir is offline: sync_logs takes it offline
+            log.debug("%s-%d: %s", topic, partition, e)
         except Exception:  # noqa: BLE001
             log.exception("applying the new state of %s-%d failed", topic, partition)
 
@@ -444,6 +460,12 @@ class ReplicaManager:
         if not live:
             self._halt(f"Shutdown broker because all log dirs in {', '.join(self.logs.log_dirs)} have failed")
             return keys
+        self._tell_controller(keys, log_dir)
+        return keys
+
+    def _tell_controller(self, keys, why: str) -> None:
+        """Write ``/log_dir_event_notification/log_dir_event_<seq>`` naming the partitions now offline
+        here (Kafka's ``propagateLogDirEvent``)."""
         try:
             self.cluster.retry(
                 self.cluster.zk.create,
@@ -453,8 +475,7 @@ class ReplicaManager:
                 makepath=True,
             )
         except Exception as e:  # noqa: BLE001 - the partitions stay offline; the controller learns late
-            log.warning("could not write the log dir event notification for %s: %s", log_dir, e)
-        return keys
+            log.warning("could not write the log dir event notification (%s): %s", why, e)
 
     def _offline_error(self, topic: str, partition: int) -> KafkaStorageError:
         return KafkaStorageError(

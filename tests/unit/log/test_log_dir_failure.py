@@ -21,6 +21,7 @@ from pyklog.broker.log.dir_failure import LogDirFailureChannel
 from pyklog.broker.log.manager import CLEAN_SHUTDOWN_FILE
 from pyklog.broker.record.batch import build_batch
 from pyklog.broker.server.config import ServerConfig
+from pyklog.broker.server.fetch import FetchParams
 from pyklog.broker.server.replica_manager import ReplicaManager
 from pyklog.broker.zk import paths
 
@@ -73,7 +74,9 @@ def test_log_manager_takes_the_offline_dirs_logs_out_and_keeps_the_other_dir(two
     assert logs.live_log_dirs == [b]
     with pytest.raises(KafkaStorageError, match="offline"):
         logs.get_or_create_log("t", 0)  # never re-created empty in the other dir
-    assert logs.get_or_create_log("t", 2).log_dir == b  # new logs go to live dirs only
+    with pytest.raises(KafkaStorageError, match="offline"):
+        logs.get_or_create_log("t", 2)  # nor any other until a restart (it may have been in the failed dir)
+    assert logs.get_or_create_log("t", 1) is lb
     lb.append(batch())
     logs.checkpoint()
     logs.shutdown()
@@ -148,6 +151,13 @@ def test_replica_manager_offline_partitions_answer_storage_error_tell_the_contro
         assert isinstance(r0.error, KafkaStorageError) and r1.error is None
         with pytest.raises(KafkaStorageError):
             rm.leader_log("t", 0)
+        params = FetchParams(
+            request_version=12, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0
+        )
+        fetched = []
+        rm.fetch_messages(params, [("t", [(0, 0, 1 << 20, -1), (1, 0, 1 << 20, -1)])], None, fetched.append)
+        (f0, f1) = [data for _, data in fetched[0][0][1]]
+        assert isinstance(f0.error, KafkaStorageError) and f1.error is None and f1.records is not None
         (path, data) = cluster.zk.created[0]
         assert path == paths.LOG_DIR_EVENT_PREFIX
         assert data == {"version": 1, "broker": 1, "event": 1, "partitions": [{"topic": "t", "partition": 0}]}
