@@ -186,6 +186,7 @@ class ReplicaManager:
         #: (topic, partition) whose log is in an offline log dir: KAFKA_STORAGE_ERROR until a restart
         self._offline: frozenset = frozenset()
         self._failed_dirs: frozenset = frozenset()  # log dirs whose failure was handled
+        self._told_controller = -1  # the controller last told of the offline partitions
         self._halt = halt if halt is not None else self._halt_process
         self._dir_failure_handler = threading.Thread(
             target=self._handle_log_dir_failures, name=f"LogDirFailureHandler-{self.broker_id}", daemon=True
@@ -289,6 +290,9 @@ class ReplicaManager:
                     ", ".join(f"{t}-{p}" for t, p in no_log[:20]),
                 )
                 self._tell_controller(no_log, "partitions without a log")
+            elif self._offline and self.cluster.controller_id != self._told_controller:
+                # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
+                self._tell_controller(sorted(self._offline), "a new controller")
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (a kazoo handler thread): one partition's state node
@@ -467,6 +471,7 @@ class ReplicaManager:
         """Write ``/log_dir_event_notification/log_dir_event_<seq>`` naming the partitions now offline
         here (Kafka's ``propagateLogDirEvent``)."""
         try:
+            controller = getattr(self.cluster, "controller_id", -1)
             self.cluster.retry(
                 self.cluster.zk.create,
                 paths.LOG_DIR_EVENT_PREFIX,
@@ -474,6 +479,7 @@ class ReplicaManager:
                 sequence=True,
                 makepath=True,
             )
+            self._told_controller = controller
         except Exception as e:  # noqa: BLE001 - the partitions stay offline; the controller learns late
             log.warning("could not write the log dir event notification (%s): %s", why, e)
 

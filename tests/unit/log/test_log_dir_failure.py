@@ -97,6 +97,16 @@ class _Cluster:
 
     def __init__(self):
         self.zk = _Zk()
+        self.controller_id = 1
+
+    def topics(self):
+        return {"t": {}}
+
+    def partitions_hosted_by(self, broker_id):
+        return {("t", 0), ("t", 1)}
+
+    def partition_states_as_written(self, topic):
+        return None
 
     def add_partition_state_listener(self, fn):
         pass
@@ -162,12 +172,18 @@ def test_replica_manager_offline_partitions_answer_storage_error_tell_the_contro
         assert path == paths.LOG_DIR_EVENT_PREFIX
         assert data == {"version": 1, "broker": 1, "event": 1, "partitions": [{"topic": "t", "partition": 0}]}
         assert halted == []
+        rm.sync_logs()
+        assert len(cluster.zk.created) == 1  # the controller knows
+        cluster.controller_id = 2  # a new controller: told again at the next sync
+        rm.sync_logs()
+        assert [c[1]["partitions"] for c in cluster.zk.created] == [[{"topic": "t", "partition": 0}]] * 2
+        assert halted == []
 
         logs.failure_channel.maybe_add_offline_log_dir(b, b, "checkpoint", EIO)
         wait_until(lambda: halted)
         assert rm.offline_partitions == {("t", 0), ("t", 1)}
         assert len(halted) == 1 and "all log dirs in" in halted[0] and a in halted[0] and b in halted[0]
-        assert len(cluster.zk.created) == 1  # halting instead: the lost session tells the controller
+        assert len(cluster.zk.created) == 2  # halting instead: the lost session tells the controller
     finally:
         rm.complete_delayed_operations()
         rm.shutdown()
