@@ -49,6 +49,11 @@ watch callbacks only enqueue events):
   and the partition leaves the znode, which is deleted when empty.
 * ``/isr_change_notification/isr_change_<seq>`` nodes written by partition leaders are read and
   deleted.
+* log dir failure (``/log_dir_event_notification/log_dir_event_<seq>``, written by a broker whose
+  log dir went offline, Kafka's ``LogDirEventNotification``): the replicas it names are offline
+  (Kafka's ``replicasOnOfflineDirs``): partitions they lead get another live ISR member as leader,
+  and they leave the ISRs (epoch+1), as for a dead broker but for those partitions only.  They
+  count as offline in every later election until that broker registers again (a restart).
 
 Thread-safety: public methods may be called from any thread; everything that reads or writes
 ZooKeeper state runs on the event thread (``controller-event-thread``); callers of
@@ -90,6 +95,7 @@ from pyklog.broker.zk.znodes import (
     ZkDataError,
     decode_controller,
     decode_controller_epoch,
+    decode_log_dir_event,
     decode_partition_list,
     decode_partition_state,
     decode_reassignment,
@@ -162,6 +168,8 @@ class KafkaController:
         self._shutting_down: set[int] = set()
         self._reassigning: dict[TP, list[int]] = {}  # target replicas (Kafka's TRS)
         self._origin: dict[TP, list[int]] = {}  # replicas before the reassignment (Kafka's ORS)
+        #: broker -> its replicas on offline log dirs (Kafka's replicasOnOfflineDirs), until it re-registers
+        self._offline_replicas: dict[int, set[TP]] = {}
         self._next_rebalance = 0.0
         self._next_reassignment_check = 0.0
         #: the broker holding /controller as last seen (any thread reads it), -1 if none
@@ -181,7 +189,7 @@ class KafkaController:
     def startup(self) -> KafkaController:
         """Start the event thread and the watches; runs for controller at once if there is none."""
         zk = self.zk
-        for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION):
+        for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION, paths.LOG_DIR_EVENT_NOTIFICATION):
             self.cluster.retry(zk.ensure_path, p)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._thread.start()
@@ -189,6 +197,7 @@ class KafkaController:
         self._watches.append(DataWatch(zk, paths.CONTROLLER, self._on_controller_node))
         self._watches.append(ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids, send_event=False))
         self._watches.append(ChildrenWatch(zk, paths.ISR_CHANGE_NOTIFICATION, self._on_isr_changes))
+        self._watches.append(ChildrenWatch(zk, paths.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events))
         self._watches.append(DataWatch(zk, paths.ADMIN_REASSIGN_PARTITIONS, self._on_admin_node("reassign")))
         self._watches.append(
             DataWatch(zk, paths.ADMIN_PREFERRED_REPLICA_ELECTION, self._on_admin_node("preferred_znode"))
@@ -326,6 +335,13 @@ class KafkaController:
             self._enqueue("isr_change")
         return None
 
+    def _on_log_dir_events(self, children):
+        if self._stopping:
+            return False
+        if children:
+            self._enqueue("log_dir_event")
+        return None
+
     def _on_admin_node(self, event_name):
         def watch(data, stat, event=None):
             if self._stopping:
@@ -344,6 +360,7 @@ class KafkaController:
             "resigned": lambda: None,
             "broker_change": self._on_broker_change,
             "isr_change": self._process_isr_changes,
+            "log_dir_event": self._process_log_dir_events,
             "reassign": self._read_reassignments,
             "preferred_znode": self._process_preferred_znode,
         }
@@ -494,6 +511,7 @@ class KafkaController:
         self._read_reassignments()
         self._process_preferred_znode()
         self._process_isr_changes()
+        self._process_log_dir_events()
         if self._on_elected is not None:
             try:
                 self._on_elected()
@@ -659,6 +677,8 @@ class KafkaController:
     def _decide_online(self, tp, st: LeaderAndIsr, replicas, dead: frozenset = frozenset()):
         """Kafka's OnlinePartition transition for a partition that may have lost its leader, plus the
         removal of dead replicas from the ISR."""
+        if self._offline_replicas:  # replicas on failed log dirs lead nothing and leave the ISR
+            dead = frozenset(dead) | {b for b, tps in self._offline_replicas.items() if tp in tps}
         live_all = set(self._live) - set(dead)
         electable = self._electable() - set(dead)
         if st.leader in live_all:
@@ -699,6 +719,8 @@ class KafkaController:
             return
         log.info("controller: live brokers %s (failed: %s, started: %s)", sorted(current), sorted(dead), sorted(new))
         self._shutting_down -= dead
+        for b in dead:  # gone or re-registered (a restart): its log dirs are online again
+            self._offline_replicas.pop(b, None)
         assignments = self._assignments()
         if dead:
             self._live = {b: z for b, z in current.items() if b not in dead}
@@ -874,6 +896,55 @@ class KafkaController:
         self.cluster.retry(delete)
         if self._reassigning and changed & set(self._reassigning):
             self._check_reassignments()
+
+    # ------------------------------------------------------------------ log dir failures
+
+    def _process_log_dir_events(self) -> None:
+        """Kafka's ``LogDirEventNotification`` event: read and delete the notifications, then
+        Kafka's ``onBrokerLogDirFailure`` for the replicas they name (live brokers only): leadership
+        moves to another live ISR member, the replicas leave the ISRs."""
+        zk = self.zk
+        try:
+            children = sorted(self.cluster.retry(zk.get_children, paths.LOG_DIR_EVENT_NOTIFICATION))
+        except NoNodeError:
+            return
+        if not children:
+            return
+        failed: dict[int, set[TP]] = {}
+        for c in children:
+            path = paths.log_dir_event_notification(c)
+            try:
+                data, _ = self.cluster.retry(zk.get, path)
+                broker, _event, tps = decode_log_dir_event(data, path)
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.warning("ignoring %s", e)
+                continue
+            if tps is None:  # Kafka's form names no partitions: every replica of the broker is checked
+                tps = [tp for tp, r in self._assignments().items() if broker in r]
+            failed.setdefault(broker, set()).update(tps)
+
+        def delete():
+            for c in children:
+                try:
+                    zk.delete(paths.log_dir_event_notification(c))
+                except NoNodeError:
+                    pass
+
+        self.cluster.retry(delete)
+        live = self._read_live_brokers()
+        failed = {b: tps for b, tps in failed.items() if b in live}  # a dead broker's replicas moved already
+        if not failed:
+            return
+        for b, tps in failed.items():
+            self._offline_replicas.setdefault(b, set()).update(tps)
+            log.info(
+                "controller: broker %d lost %d replica(s) to a failed log dir: moving their leadership and ISR",
+                b,
+                len(tps),
+            )
+        self._update_partitions(sorted(set().union(*failed.values())), self._decide_online)
 
     # ------------------------------------------------------------------ partition reassignment
 

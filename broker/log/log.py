@@ -64,11 +64,11 @@ scheduler shut down first (the LogManager's order) drops tasks, never files or d
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -88,6 +88,7 @@ from pyklog.broker.record.batch import CONTROL_ABORT, CONTROL_COMMIT, build_cont
 from pyklog.broker.record.header import BatchHeader
 
 from .config import LogConfig
+from .dir_failure import LogDirFailureChannel
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, RecoveryReport, SegmentCut, rebuild_producer_state, segment_kwargs
 from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerEntry, ProducerStateManager, read_marker
@@ -112,54 +113,6 @@ def _standalone() -> Scheduler:
             _standalone_scheduler = Scheduler("log-scheduler-standalone")
         return _standalone_scheduler
 
-
-class StorageErrorReport:
-    """Storage errors (ENOSPC, EIO, EROFS, EFBIG, ...) of appends, rolls and flushes, logged at
-    ERROR once per condition -- one log directory and one errno -- with the file and the cause,
-    not once per request; the first write that succeeds again in that directory logs one INFO
-    "recovered" line with the number of failed writes in between.  (Kafka reports a failing log
-    directory once through its ``LogDirFailureChannel``; the client sees KAFKA_STORAGE_ERROR on
-    every failed write, as here.)  Thread-safe: one lock, taken on the success path only while
-    a condition is open."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open: dict[str, dict[int | None, int]] = {}  # log dir -> errno -> failed writes
-
-    def failed(self, log_dir: str, path: str, what: str, e: OSError) -> None:
-        with self._lock:
-            conditions = self._open.setdefault(log_dir, {})
-            first = e.errno not in conditions
-            conditions[e.errno] = conditions.get(e.errno, 0) + 1
-        if first:
-            name = errno.errorcode.get(e.errno, str(e.errno)) if e.errno is not None else type(e).__name__
-            log.error(
-                "storage error in log directory %s: %s of %s failed: %s (%s); producers get "
-                "KAFKA_STORAGE_ERROR until writes succeed again (logged once per directory and errno)",
-                log_dir,
-                what,
-                path,
-                e.strerror or e,
-                name,
-            )
-
-    def succeeded(self, log_dir: str) -> None:
-        if not self._open:  # the append path: no lock while nothing failed
-            return
-        with self._lock:
-            conditions = self._open.pop(log_dir, None)
-        if conditions:
-            names = ", ".join(errno.errorcode.get(c, str(c)) if c is not None else "?" for c in conditions)
-            log.info(
-                "log directory %s recovered: writes succeed again after %s (%d failed writes)",
-                log_dir,
-                names,
-                sum(conditions.values()),
-            )
-
-
-#: the broker's one report of storage errors (every Log and the LogManager use it)
-STORAGE_ERRORS = StorageErrorReport()
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -234,12 +187,17 @@ class Log:
         scheduler: Scheduler | None = None,
         high_watermark: int | None = None,
         replicated: bool = False,
+        failure_channel: LogDirFailureChannel | None = None,
     ):
         """``scheduler`` runs the sealed-segment flushes and the delayed deletes (the
         LogManager's; None: the module's fallback scheduler, see the module docstring).
         ``high_watermark``: the value read from ``replication-offset-checkpoint`` (None: no
-        entry); ``replicated``: see :attr:`replicated`."""
+        entry); ``replicated``: see :attr:`replicated`.  ``failure_channel``: where I/O errors
+        turn the log dir offline (the LogManager's; None: one of this log's own)."""
         self.dir = os.path.abspath(dir)
+        #: the log directory holding this log (``log.dirs`` entry)
+        self.log_dir = os.path.dirname(self.dir)
+        self._failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self.topic, self.partition = parse_topic_partition(self.dir)
         self._tp = f"{self.topic}-{self.partition}"  # for the validator's messages
         self.config = config or LogConfig()
@@ -409,9 +367,18 @@ class Log:
             except OSError as e:
                 self._epoch_write_failed(e)
 
+    def _storage_error(self, path: str, what: str, e: OSError) -> None:
+        """An I/O error of this log: its log dir goes offline (reported once per dir and cause)."""
+        self._failures.maybe_add_offline_log_dir(self.log_dir, path, what, e)
+
+    @property
+    def offline(self) -> bool:
+        """True once this log's directory is offline: every write fails with KAFKA_STORAGE_ERROR."""
+        return self._failures.has_offline_log_dir(self.log_dir)
+
     def _epoch_write_failed(self, e: OSError) -> NoReturn:
         path = self.leader_epoch_cache.file.path
-        STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, "write", e)
+        self._storage_error(e.filename or path, "write", e)
         raise KafkaStorageError(f"{self.topic}-{self.partition}: write of {path} failed: {e}") from e
 
     @property
@@ -500,6 +467,7 @@ class Log:
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            self._failures.check_online(self.log_dir, self._tp)
             if leader_epoch is None:
                 leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
             now = _now_ms()
@@ -537,7 +505,7 @@ class Log:
                 seg.append(out, metas, n)
             except OSError as e:
                 what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
-                STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
+                self._storage_error(e.filename or path, what, e)
                 raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
             if marker is not None and producer is not None:
                 done = self._producers.end_txn(
@@ -563,9 +531,8 @@ class Log:
                 try:
                     self._flush_locked()
                 except OSError as e:  # appended but not durable: the producer is told to retry
-                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "flush", e)
+                    self._storage_error(e.filename or self.dir, "flush", e)
                     raise KafkaStorageError(f"{self.topic}-{self.partition}: flush failed: {e}") from e
-            STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
             return AppendInfo(
                 first_offset, next_offset - 1, now if log_append else -1, self._log_start_offset, records, False
             )
@@ -581,7 +548,7 @@ class Log:
             seg.txn_index.append(entry)
         except (OSError, ValueError) as e:
             if isinstance(e, OSError):
-                STORAGE_ERRORS.failed(os.path.dirname(self.dir), seg.txn_index.path, "write", e)
+                self._storage_error(seg.txn_index.path, "write", e)
             log.error(
                 "%s: could not index aborted transaction %s: %s (a restart without a clean shutdown rebuilds it)",
                 self.dir,
@@ -659,6 +626,7 @@ class Log:
         with self._lock:
             if self._closed:
                 raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            self._failures.check_online(self.log_dir, self._tp)
             if self._leo != leo:
                 leo = self._leo
                 checked = validate_follower_batches(buf, self._tp, cfg.segment_bytes, leo)
@@ -717,7 +685,7 @@ class Log:
                     seg.append(buf[start:end], metas, end - start)
                 except OSError as e:
                     what, path = ("write", seg.log_path) if seg is not None else ("segment roll", self.dir)
-                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or path, what, e)
+                    self._storage_error(e.filename or path, what, e)
                     raise KafkaStorageError(f"{self.topic}-{self.partition}: {what} of {path} failed: {e}") from e
                 for pos, h in group:
                     done = self._producers.replay(h, markers.get(pos))
@@ -735,9 +703,8 @@ class Log:
                 try:
                     self._flush_locked()
                 except OSError as e:
-                    STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "flush", e)
+                    self._storage_error(e.filename or self.dir, "flush", e)
                     raise KafkaStorageError(f"{self.topic}-{self.partition}: flush failed: {e}") from e
-            STORAGE_ERRORS.succeeded(os.path.dirname(self.dir))
             return AppendInfo(first_offset, last_offset, -1, self._log_start_offset, checked.records, False)
 
     @property
@@ -826,7 +793,7 @@ class Log:
             self._producers.take_snapshot(new_base)
             self._producers.retain_latest(2)
         except OSError as e:
-            log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
+            self._storage_error(e.filename or self.dir, "producer snapshot", e)
         log.info("%s: rolled segment %d -> %d (%s)", self.dir, old.base_offset, new_base, reason)
         self._publish()
         # Kafka flushes the sealed segment asynchronously ("flush-log" on the scheduler) and then
@@ -857,7 +824,11 @@ class Log:
                 except (OSError, ValueError):
                     if s.closed:  # deleted or closed meanwhile: nothing left to make durable
                         continue
-                    log.warning("%s: fsync of %s failed", self.dir, s.log_path, exc_info=True)
+                    e = sys.exc_info()[1]
+                    if isinstance(e, OSError):
+                        self._storage_error(s.log_path, "flush", e)
+                    else:
+                        log.warning("%s: fsync of %s failed", self.dir, s.log_path, exc_info=True)
                     return
             with self._lock:
                 if upto > self.recovery_point and not self._closed:
@@ -874,6 +845,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._failures.check_online(self.log_dir, self._tp)
             upto = self._leo
             segs = [s for s in self._segments if s.next_offset > self.recovery_point or s is self._segments[-1]]
             self._unflushed_messages = 0
@@ -881,10 +853,17 @@ class Log:
         for s in segs:
             try:
                 s.flush()
-            except (OSError, ValueError):
-                if not s.closed:
-                    raise
-        self.leader_epoch_cache.flush()
+            except (OSError, ValueError) as e:
+                if s.closed:
+                    continue
+                if isinstance(e, OSError):
+                    self._storage_error(e.filename or s.log_path, "flush", e)
+                raise
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as e:
+            self._storage_error(e.filename or self.dir, "flush", e)
+            raise
         with self._lock:
             if upto > self.recovery_point:
                 self.recovery_point = upto
@@ -1243,7 +1222,7 @@ class Log:
         try:
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         except OSError as e:
-            STORAGE_ERRORS.failed(os.path.dirname(self.dir), e.filename or self.dir, "write", e)
+            self._storage_error(e.filename or self.dir, "write", e)
 
     # ================================================================== compaction
     def compact(self, now_ms: int | None = None, *, force: bool = False) -> CleanerStats:
@@ -1311,6 +1290,23 @@ class Log:
                     s.delete_files()
             for s in self._segments:
                 s.close()
+
+    def close_handlers(self) -> None:
+        """Close every file without writing anything (Kafka's ``closeHandlers``): the log's directory
+        went offline.  Pending deletes are dropped (their files stay).  Later operations raise
+        KafkaStorageError.  Takes the lock."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending, self._pending_deletes = self._pending_deletes, []
+            for task, doomed in pending:
+                if task is not None:
+                    task.cancel()
+                for s in doomed:
+                    s.close_handles()
+            for s in self._segments:
+                s.close_handles()
 
     def delete(self) -> None:
         """Close the log and remove its directory (topic deletion): the directory is renamed

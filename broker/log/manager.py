@@ -28,6 +28,11 @@ Shutdown (:meth:`shutdown`): stop the scheduler (waiting for a running task; com
 between logs), close every log (flush + producer snapshot), write the checkpoints and then the
 clean-shutdown marker.
 
+Failed log dirs (:mod:`~pyklog.broker.log.dir_failure`): every Log reports its I/O errors to the
+manager's :attr:`LogManager.failure_channel`, which takes the dir offline; the owner of the channel's
+queue (the ReplicaManager) calls :meth:`LogManager.handle_log_dir_failure`, which drops the dir's
+logs.  An offline dir gets no checkpoint, no new log and no clean-shutdown marker.
+
 Thread-safe: the log table is guarded by a lock; each Log is thread-safe itself.
 """
 
@@ -61,7 +66,8 @@ from .checkpoint import (
     fsync_file_quietly,
 )
 from .config import LogConfig
-from .log import DELETE_DIR_SUFFIX, STORAGE_ERRORS, Log, parse_topic_partition
+from .dir_failure import LogDirFailureChannel
+from .log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
 from .partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from .partition_metadata import read_topic_id, topic_id_text, write_topic_id
 
@@ -120,6 +126,10 @@ class LogManager:
         # "abortAndPauseCleaning"): the logs of topics missing from the registry, whose config is
         # unknown.  None: every log paused, until the owner first says which (``hold_cleaning``).
         self._cleaning_paused: frozenset | None = None if hold_cleaning else frozenset()
+        #: I/O errors turn a log dir offline here (every Log of this manager reports to it)
+        self.failure_channel = LogDirFailureChannel()
+        #: (topic, partition) -> log dir, of the logs in offline dirs: never created again elsewhere
+        self._offline_logs: dict[tuple[str, int], str] = {}
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -152,7 +162,12 @@ class LogManager:
         t0 = time.monotonic()
         try:
             for d in self.log_dirs:
-                self._load_dir(d)
+                try:
+                    self._load_dir(d)
+                except OSError as e:  # Kafka: a dir that cannot be loaded is offline from the start
+                    self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "loading", e)
+            if not self.live_log_dirs:
+                raise KafkaStorageError(f"all log dirs in {','.join(self.log_dirs)} have failed")
         except BaseException:
             if self._scheduler is not None:  # no thread left behind by a failed start-up
                 self._scheduler.shutdown(wait=False)
@@ -214,6 +229,7 @@ class LogManager:
                 clean_shutdown=clean,
                 scheduler=self._scheduler,
                 high_watermark=high_watermarks.get(tp),
+                failure_channel=self.failure_channel,
             )
             lg.cleaner_checkpoint = min(cleaner_offsets.get(tp, 0), lg.log_end_offset)
             return tp, path, lg
@@ -257,7 +273,8 @@ class LogManager:
         self, topic: str, partition: int, config: LogConfig | None = None, *, topic_id: uuid.UUID | None = None
     ) -> Log:
         """The log of ``topic``-``partition``, creating it (in the log dir holding the fewest
-        logs) when missing.  A given ``config`` replaces the log's config.
+        logs) when missing.  A given ``config`` replaces the log's config.  While a log dir is
+        offline no log is created (KafkaStorageError).
 
         ``topic_id`` (the registry's, KIP-516) is checked against the directory's
         ``partition.metadata``: a log recorded under another id belongs to a topic of the same
@@ -274,6 +291,15 @@ class LogManager:
                 return lg
             if partition < 0:
                 raise InvalidTopicError(f"partition must be >= 0, got {partition}")
+            offline = self.failure_channel.offline_log_dirs
+            if offline:
+                # Kafka creates only new replicas while a dir is offline; a missing log may have been
+                # in the failed dir (lost to a failure at start-up), and an empty log in its place
+                # could be elected and lose what was acknowledged: none is created until a restart
+                raise KafkaStorageError(
+                    f"cannot create the log of {topic}-{partition} while log dir(s) {','.join(sorted(offline))} "
+                    f"are offline (until a restart)"
+                )
             if len(self.log_dirs) == 1:
                 d = self.log_dirs[0]  # nothing to choose: no count of what exists
             else:
@@ -285,7 +311,13 @@ class LogManager:
                 d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
             path = os.path.join(d, f"{topic}-{partition}")
             parse_topic_partition(path)  # validates the topic name
-            lg = Log.open(path, config or self.config_for(topic), clean_shutdown=True, scheduler=self._scheduler)
+            lg = Log.open(
+                path,
+                config or self.config_for(topic),
+                clean_shutdown=True,
+                scheduler=self._scheduler,
+                failure_channel=self.failure_channel,
+            )
             self._logs[key] = lg
             if topic_id is not None:
                 self._write_new_topic_id(lg.dir, topic_id)
@@ -357,6 +389,35 @@ class LogManager:
         log.info("deleted log %s-%d", topic, partition)
         return True
 
+    # ---------------------------------------------------------------- offline log dirs
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The log dirs not offline, in ``log.dirs`` order."""
+        offline = self.failure_channel.offline_log_dirs
+        return [d for d in self.log_dirs if d not in offline]
+
+    def handle_log_dir_failure(self, d: str) -> list[tuple[str, int]]:
+        """Kafka's ``LogManager.handleLogDirFailure``: take the logs of the offline dir ``d`` out of
+        the manager and close their files without writing; their partitions are never created again
+        in another dir (until a restart).  Returns their ``(topic, partition)`` keys, sorted.  Any
+        thread."""
+        with self._lock:
+            gone = {k: lg for k, lg in self._logs.items() if lg.log_dir == d}
+            for k in gone:
+                del self._logs[k]
+                self._topic_ids.pop(k, None)
+                self._offline_logs[k] = d
+        for lg in gone.values():
+            try:
+                lg.close_handlers()
+            except Exception as e:  # noqa: BLE001 - every handle is closed, whatever one raises
+                log.warning("closing the files of %s failed: %s", lg, e)
+        return sorted(gone)
+
+    def offline_log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The offline log dir that held this partition's log, None if it is not offline."""
+        return self._offline_logs.get((topic, partition))
+
     def logs(self) -> dict[tuple[str, int], Log]:
         with self._lock:
             return dict(self._logs)
@@ -380,8 +441,8 @@ class LogManager:
             try:
                 if lg.maybe_flush(now_ms):
                     n += 1
-            except OSError as e:  # once per log dir and errno, not every interval
-                STORAGE_ERRORS.failed(os.path.dirname(lg.dir), e.filename or lg.dir, "flush", e)
+            except (OSError, KafkaStorageError):  # reported once per log dir and cause by the log
+                pass
             except Exception as e:  # noqa: BLE001 - one log's failure never stops the others
                 log.error("flush of %s failed: %s", lg, e)
         return n
@@ -414,8 +475,16 @@ class LogManager:
         return n
 
     def checkpoint_dir(self, d: str) -> None:
+        """Write the checkpoints of log dir ``d`` (nothing if it is offline; an I/O error takes it
+        offline)."""
+        if self.failure_channel.has_offline_log_dir(d):
+            return
         with self._checkpoint_lock:
-            self._checkpoint_dir(d)
+            try:
+                self._checkpoint_dir(d)
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "checkpoint", e)
+                raise
 
     def checkpoint_log_start_offset(self, lg: Log) -> None:
         """Write the checkpoints of ``lg``'s log dir now (DeleteRecords: a moved log start offset
@@ -445,22 +514,22 @@ class LogManager:
     def checkpoint_high_watermarks(self) -> None:
         """Write the ``replication-offset-checkpoint`` of every log dir (the scheduler's
         ``highwatermark-checkpoint`` task; any thread)."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             try:
                 with self._checkpoint_lock:
                     self._checkpoint_high_watermarks(
                         d, [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
                     )
-            except OSError as e:
-                log.error("%s: writing %s failed: %s", d, REPLICATION_OFFSET_CHECKPOINT, e)
+            except OSError as e:  # reported once per dir and cause; the dir goes offline
+                self.failure_channel.maybe_add_offline_log_dir(d, e.filename or d, "checkpoint", e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             try:
                 self.checkpoint_dir(d)
-            except OSError as e:
-                log.error("%s: writing checkpoints failed: %s", d, e)
+            except OSError:  # reported once per dir and cause; the dir goes offline
+                pass
 
     def _start_threads(self, sched: Scheduler) -> None:
         cfg = self.default_config
@@ -492,6 +561,9 @@ class LogManager:
         failed = False
 
         def close(lg: Log) -> bool:
+            if lg.offline:  # its dir went offline: nothing is written there any more
+                lg.close_handlers()
+                return True
             try:
                 lg.close()
                 return True
@@ -510,7 +582,7 @@ class LogManager:
             closed = [close(lg) for lg in logs]  # every one, whatever an earlier one raised
             failed = not all(closed)
         log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:  # an offline dir gets nothing written (recovery at restart)
             try:
                 self.checkpoint_dir(d)
                 if not failed:

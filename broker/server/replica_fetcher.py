@@ -47,6 +47,7 @@ import zlib
 from pyklog.broker.common.sockets import recv_exact
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PyklogError,
@@ -73,12 +74,13 @@ UNDEFINED_EPOCH_OFFSET = -1
 class _PartitionFetchState:
     """One followed partition on a fetcher thread (Kafka's ``PartitionFetchState``)."""
 
-    __slots__ = ("leader_epoch", "truncating", "delayed_until")
+    __slots__ = ("leader_epoch", "truncating", "delayed_until", "warned")
 
     def __init__(self, leader_epoch: int):
         self.leader_epoch = leader_epoch
         self.truncating = True
         self.delayed_until = 0.0
+        self.warned = 0  # the error code last logged at WARNING (once per code, not every retry)
 
 
 class _Connection:
@@ -457,7 +459,12 @@ class ReplicaFetcherThread(threading.Thread):
                 log.info("%s-%d: follower append refused (%s); truncating again", t, p, e)
                 state.truncating = True
             except PyklogError as e:
-                log.warning("%s-%d: cannot append the leader's batches at %d: %s", t, p, fetch_offset, e)
+                # a failed log dir is reported once per dir (the partition goes offline); anything
+                # else once per partition and error, not at every retry
+                offline = isinstance(e, KafkaStorageError) and self.rm.partition_offline(t, p)
+                if not offline and state.warned != e.code:
+                    state.warned = e.code
+                    log.warning("%s-%d: cannot append the leader's batches at %d: %s", t, p, fetch_offset, e)
                 self._delay(key, state, str(e))
             return
         if code == OffsetOutOfRangeError.code:
@@ -488,7 +495,9 @@ class ReplicaFetcherThread(threading.Thread):
         ):
             self._delay(key, state, f"error {code}")
             return
-        log.warning("%s-%d: fetch from broker %d answered error %d", t, p, self.source_broker, code)
+        if state.warned != code:
+            state.warned = code
+            log.warning("%s-%d: fetch from broker %d answered error %d", t, p, self.source_broker, code)
         self._delay(key, state, f"error {code}")
 
 

@@ -43,6 +43,11 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
 * The purgatories (fetch, produce, coordinator appends) belong to this object and are checked on
   every high watermark, leadership or ISR change; :meth:`begin_shutdown` stops new waits.
 
+* **Offline log dirs** (Kafka's ``handleLogDirFailure``): the ``LogDirFailureHandler`` thread (started
+  by the constructor) takes each log dir the LogManager's failure channel reports offline: its
+  partitions answer KAFKA_STORAGE_ERROR and leave the fetchers, the controller is told through
+  ``/log_dir_event_notification``; with no log dir left the broker halts (``halt``).
+
 Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
 reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
 
@@ -65,6 +70,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import resource
 import threading
 import time
@@ -76,6 +82,7 @@ from pyklog.broker.common.scheduler import Scheduler
 from pyklog.broker.errors import (
     FencedLeaderEpochError,
     InvalidTopicError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
@@ -96,7 +103,9 @@ from pyklog.broker.server.fetch_session import FetchSessionCache
 from pyklog.broker.server.partition import FollowerState, Partition
 from pyklog.broker.server.produce_validation import records_to_append
 from pyklog.broker.server.purgatory import DelayedOperation, Purgatory
+from pyklog.broker.zk import paths
 from pyklog.broker.zk.topics import OFFSETS_TOPIC, is_internal, validate_topic_name
+from pyklog.broker.zk.znodes import encode_log_dir_event
 
 if TYPE_CHECKING:
     from pyklog.broker.log import LogConfig, LogManager
@@ -182,7 +191,10 @@ class ReplicaManager:
         cluster: ZkCluster,
         *,
         default_log_config: LogConfig | None = None,
+        halt: Callable[[str], None] | None = None,
     ):
+        """``halt(reason)``: stop the process at once when no log dir is left (default: close the
+        ZooKeeper session, then exit with status 1, as Kafka's ``Exit.halt(1)``)."""
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
@@ -209,6 +221,15 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory(None, name="produce")
         #: the coordinators' own appends (offsets, transaction state, markers) with acks=all
         self.coordinator_appends = CoordinatorAppends(self, on_append=self.partition_changed)
+        #: (topic, partition) whose log is in an offline log dir: KAFKA_STORAGE_ERROR until a restart
+        self._offline: frozenset = frozenset()
+        self._failed_dirs: frozenset = frozenset()  # log dirs whose failure was handled
+        self._told_controller = -1  # the controller last told of the offline partitions
+        self._halt = halt if halt is not None else self._halt_process
+        self._dir_failure_handler = threading.Thread(
+            target=self._handle_log_dir_failures, name=f"LogDirFailureHandler-{self.broker_id}", daemon=True
+        )
+        self._dir_failure_handler.start()
         cluster.add_partition_state_listener(self._on_partition_state)
 
     # ------------------------------------------------------------------ background work
@@ -234,7 +255,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Stop the fetcher threads and the ISR task (broker shutdown, before the logs close)."""
         self._shutdown = True
-        self.cluster.remove_partition_state_listener(self._on_partition_state)
+        self.cluster.remove_partition_state_listener(self._on_partition_state)  # the handler ends within 0.5 s
         fetchers, sched = self._fetchers, self._scheduler
         if fetchers is not None:
             fetchers.shutdown()
@@ -253,11 +274,12 @@ class ReplicaManager:
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
             out_of_descriptors: list = []
+            no_log = []  # hosted partitions whose log cannot be created while a log dir is offline
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
                 st = (written[t] or {}).get(p)
-                if st is None:
+                if st is None or (t, p) in self._offline:
                     continue
                 if out_of_descriptors and (t, p) not in self._partitions:
                     out_of_descriptors.append((t, p))  # would fail the same way: not tried this pass
@@ -265,6 +287,9 @@ class ReplicaManager:
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
                     lg = self._hosted_log(t, p)
+                except KafkaStorageError:
+                    no_log.append((t, p))
+                    continue
                 except OSError as e:
                     if e.errno in (errno.EMFILE, errno.ENFILE):
                         out_of_descriptors.append((t, p))
@@ -305,6 +330,19 @@ class ReplicaManager:
                     log.exception("cannot delete the log of %s-%d", t, p)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
+            if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
+                self._offline = self._offline | set(no_log)
+                log.info(
+                    "%d partition(s) offline: their log is not here and is not created while log dir(s) %s "
+                    "are offline: %s",
+                    len(no_log),
+                    ",".join(sorted(self.logs.failure_channel.offline_log_dirs)),
+                    ", ".join(f"{t}-{p}" for t, p in no_log[:20]),
+                )
+                self._tell_controller(no_log, "partitions without a log")
+            elif self._offline and self.cluster.controller_id != self._told_controller:
+                # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
+                self._tell_controller(sorted(self._offline), "a new controller")
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
@@ -320,10 +358,12 @@ class ReplicaManager:
                 st = self.cluster.partition_state_as_written(topic, partition)
                 if st is not None and self.broker_id not in st.replicas and (topic, partition) in self._partitions:
                     self._stop_replica_soon(topic, partition)  # reassigned away (StopReplica)
-                if st is None or self.broker_id not in st.replicas:
+                if st is None or self.broker_id not in st.replicas or (topic, partition) in self._offline:
                     return
                 lg = self._hosted_log(topic, partition)
                 self._apply_state(topic, partition, lg, st)
+        except KafkaStorageError as e:  # no log while a dir is offline: sync_logs takes it offline
+            log.debug("%s-%d: %s", topic, partition, e)
         except OSError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE):
                 # a burst of new states meets the limit: no traceback per partition; the next log
@@ -446,6 +486,103 @@ class ReplicaManager:
         else:
             self._led.discard(key)
             self._epochs.pop(key, None)
+
+    # ------------------------------------------------------------------ offline log dirs
+
+    def _handle_log_dir_failures(self) -> None:
+        """The ``LogDirFailureHandler`` thread (Kafka's): each log dir the LogManager's failure
+        channel reports offline is handled once, in order."""
+        channel = self.logs.failure_channel
+        while not self._shutdown:
+            d = channel.take(timeout_s=0.5)
+            if d is None or self._shutdown:
+                continue
+            try:
+                self.handle_log_dir_failure(d)
+            except Exception:  # noqa: BLE001 - the thread handles the next dir whatever happens
+                log.exception("handling the failure of log dir %s failed", d)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[tuple[str, int]]:
+        """Kafka's ``ReplicaManager.handleLogDirFailure``: the partitions whose log is in ``log_dir``
+        go offline here (Produce, Fetch, ListOffsets get KAFKA_STORAGE_ERROR; their fetchers stop;
+        waiting acks=all Produces and Fetches are answered), their logs leave the LogManager, and the
+        controller is told through ``/log_dir_event_notification`` (it moves their leadership to other
+        ISR members and shrinks their ISR).  With no log dir left the broker halts.  Returns the
+        partitions taken offline.  Any thread but a kazoo handler thread."""
+        with self._sync_lock:
+            if log_dir in self._failed_dirs:
+                return []
+            self._failed_dirs = self._failed_dirs | {log_dir}
+            keys = self.logs.handle_log_dir_failure(log_dir)
+            keys += [k for k, part in self._partitions.items() if part.log.log_dir == log_dir and k not in keys]
+            self._offline = self._offline | set(keys)
+            if self._fetchers is not None:
+                self._fetchers.remove_partitions(keys)
+            self._partitions = {k: v for k, v in self._partitions.items() if k not in self._offline}
+            for k in keys:
+                self._led.discard(k)
+                self._epochs.pop(k, None)
+        log.info(
+            "%d partition(s) offline after the failure of log dir %s%s",
+            len(keys),
+            log_dir,
+            f": {', '.join(f'{t}-{p}' for t, p in keys[:20])}{' ...' if len(keys) > 20 else ''}" if keys else "",
+        )
+        for t, p in keys:
+            self._role_changed(t, p)
+            self.fetch_purgatory.notify((t, p), INT32_MAX)
+        live = self.logs.live_log_dirs
+        if not live:
+            self._halt(f"Shutdown broker because all log dirs in {', '.join(self.logs.log_dirs)} have failed")
+            return keys
+        self._tell_controller(keys, log_dir)
+        return keys
+
+    def _tell_controller(self, keys, why: str) -> None:
+        """Write ``/log_dir_event_notification/log_dir_event_<seq>`` naming the partitions now offline
+        here (Kafka's ``propagateLogDirEvent``)."""
+        try:
+            controller = getattr(self.cluster, "controller_id", -1)
+            self.cluster.retry(
+                self.cluster.zk.create,
+                paths.LOG_DIR_EVENT_PREFIX,
+                encode_log_dir_event(self.broker_id, keys),
+                sequence=True,
+                makepath=True,
+            )
+            self._told_controller = controller
+        except Exception as e:  # noqa: BLE001 - the partitions stay offline; the controller learns late
+            log.warning("could not write the log dir event notification (%s): %s", why, e)
+
+    def _offline_error(self, topic: str, partition: int) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{topic}-{partition} is offline on broker {self.broker_id}: its log dir "
+            f"{self.logs.offline_log_dir_of(topic, partition) or '?'} failed"
+        )
+
+    def partition_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log is in an offline log dir (handled or not yet).  Lock-free."""
+        if (topic, partition) in self._offline:
+            return True
+        part = self._partitions.get((topic, partition))
+        return part is not None and part.log.offline
+
+    @property
+    def offline_partitions(self) -> frozenset:
+        """The (topic, partition) pairs whose log is in an offline log dir."""
+        return self._offline
+
+    def _halt_process(self, reason: str) -> None:
+        """Kafka's ``Exit.halt(1)`` after a CRITICAL line: the ZooKeeper session is closed first (at
+        most 3 s), so the controller elects other leaders at once instead of after the session
+        timeout; nothing else runs (no log is written to, no controlled shutdown)."""
+        log.critical("%s", reason)
+        logging.disable(logging.ERROR)  # the last line: what the closing session makes fail is noise
+        closer = threading.Thread(target=self.cluster.stop, name="halt-zk-close", daemon=True)
+        closer.start()
+        closer.join(timeout=3.0)
+        logging.shutdown()
+        os._exit(1)
 
     # ------------------------------------------------------------------ roles
 
@@ -829,6 +966,8 @@ class ReplicaManager:
         ``min.insync.replicas`` when the high watermark got there)."""
         part = self._partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self._offline:
+                return self._offline_error(topic, partition)
             return NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is no longer the leader of {topic}-{partition} at epoch {leader_epoch}"
             )
@@ -1109,6 +1248,8 @@ class ReplicaManager:
             lg = self.logs.get_log(topic, partition)
             if lg is not None:
                 return lg
+        if key in self._offline:
+            raise self._offline_error(topic, partition)
         validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
         parts = self.cluster.topic(topic, refresh_if_missing=True)
         if not parts or partition not in parts:

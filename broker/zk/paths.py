@@ -187,6 +187,18 @@ CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 
+# Kafka's LogDirEventNotificationZNode: a broker whose log dir went offline writes a sequential child
+# ``log_dir_event_<seq>`` = ``{"version":1,"broker":N,"event":1}`` (1: LogDirFailure), plus pyklog's
+# ``"partitions"`` (the replicas it lost: Kafka's controller learns them from LeaderAndIsr answers,
+# which ZooKeeper-only pyklog does not send); the controller moves their leadership and ISR.
+# (LOG_DIR_EVENT_NOTIFICATION, the root, is above with Kafka's other secured roots.)
+LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
+
+
+def log_dir_event_notification(child: str) -> str:
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{child}"
+
+
 # The controller (Kafka's ZkData ControllerZNode, ControllerEpochZNode, PreferredReplicaElectionZNode,
 # ReassignPartitionsZNode, IsrChangeNotificationZNode), used by pyklog.broker.controller:
 #   /controller                         ephemeral   {"version":1,"brokerid":N,"timestamp":"<ms>"}

@@ -744,3 +744,31 @@ def decode_acl_change(data: bytes, path: str, literal: bool):
         )
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
         raise ZkDataError(path, "an ACL change notification", data, detail=str(e)) from None
+
+
+#: ``event`` of a log dir event notification: a log dir failed (Kafka's ``LogDirFailureEvent``)
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int, partitions, event: int = LOG_DIR_FAILURE_EVENT) -> bytes:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: Kafka's ``{"version":1,"broker":N,
+    "event":1}`` plus pyklog's ``"partitions"`` (the replicas on the failed dir)."""
+    return _dumps(
+        {
+            "version": 1,
+            "broker": int(broker_id),
+            "event": int(event),
+            "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions],
+        }
+    )
+
+
+def decode_log_dir_event(data: bytes, path: str) -> tuple[int, int, list[tuple[str, int]] | None]:
+    """``(broker, event, partitions)``; ``partitions`` None when the node does not list them (Kafka's)."""
+    expected = '{"version":1,"broker":1,"event":1,"partitions":[{"topic":"t","partition":0}]}'
+    obj = _object(data, path, expected)
+    broker = _int(obj.get("broker"), path, "broker", data)
+    event = _int(obj.get("event"), path, "event", data)
+    if "partitions" not in obj:
+        return broker, event, None
+    return broker, event, decode_partition_list(data, path)

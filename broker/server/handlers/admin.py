@@ -394,5 +394,7 @@ class TopicAdminApis(RequestHandlers):
                 entry["total_bytes"], entry["usable_bytes"] = _volume_bytes(d)
                 if entry["total_bytes"] < 0:
                     entry["error_code"] = KafkaStorageError.code
+            if self.logs.failure_channel.has_offline_log_dir(d):  # Kafka: an offline dir, no partitions
+                entry["error_code"] = KafkaStorageError.code
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "error_code": NONE, "results": results})
