@@ -718,7 +718,12 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
         if not part.update_follower_fetch_state(replica_id, fetch_offset, _now_ms(), session):
             return  # not an assigned replica (an old replica, a tool): no tracking
-        part.maybe_expand_isr(replica_id, self._write_isr)
+        if replica_id in self.cluster.live_brokers():
+            # Kafka's isReplicaIsrEligible (KIP-841): only a registered broker joins the ISR.  A
+            # fetch of a broker that has since stopped (parked in the purgatory, answered when a
+            # leader epoch change wakes it) must not put it back: every acks=all write would then
+            # wait for it until replica.lag.time.max.ms took it out again
+            part.maybe_expand_isr(replica_id, self._write_isr)
         self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
