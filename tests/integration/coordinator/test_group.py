@@ -17,6 +17,7 @@ from tests.support import Wire, wait_for
 
 NONE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 0, 22, 23, 24, 25
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, NOT_COORDINATOR = 26, 27, 79, 16
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 EMPTY, STABLE = GroupState.EMPTY, GroupState.STABLE
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -247,7 +248,15 @@ def test_wire_protocol_two_brokers_not_coordinator_and_delayed_answers(broker_fa
             == NOT_COORDINATOR
         )
     with Wire(ports[coord]) as wa, Wire(ports[coord]) as wb:
-        first = wa.request(ApiKey.JOIN_GROUP, 5, join_body)
+        # the coordinator may still be loading its offsets partition (COORDINATOR_LOAD_IN_PROGRESS,
+        # which clients retry): ask again until it answers
+        first = wait_for(
+            lambda: (lambda r: None if r["error_code"] == COORDINATOR_LOAD_IN_PROGRESS else r)(
+                wa.request(ApiKey.JOIN_GROUP, 5, join_body)
+            ),
+            30,
+            message="the coordinator to finish loading",
+        )
         assert first["error_code"] == MEMBER_ID_REQUIRED
         a = wa.request(ApiKey.JOIN_GROUP, 5, dict(join_body, member_id=first["member_id"]))
         assert a["error_code"] == NONE and a["generation_id"] == 1 and a["leader"] == first["member_id"]
