@@ -1282,14 +1282,20 @@ class Log:
             except OSError as e:
                 log.warning("%s: could not write a producer snapshot: %s", self.dir, e)
             self._closed = True
-            pending, self._pending_deletes = self._pending_deletes, []
-            for task, doomed in pending:
-                if task is not None:
-                    task.cancel()
-                for s in doomed:
-                    s.delete_files()
+            for s in self._cancel_pending_deletes():
+                s.delete_files()
             for s in self._segments:
                 s.close()
+
+    def _cancel_pending_deletes(self) -> list:
+        """Under the lock, at close: cancel the scheduled deletions of old segments; their segments."""
+        pending, self._pending_deletes = self._pending_deletes, []
+        doomed = []
+        for task, segments in pending:
+            if task is not None:
+                task.cancel()
+            doomed.extend(segments)
+        return doomed
 
     def close_handlers(self) -> None:
         """Close every file without writing anything (Kafka's ``closeHandlers``): the log's directory
@@ -1299,12 +1305,8 @@ class Log:
             if self._closed:
                 return
             self._closed = True
-            pending, self._pending_deletes = self._pending_deletes, []
-            for task, doomed in pending:
-                if task is not None:
-                    task.cancel()
-                for s in doomed:
-                    s.close_handles()
+            for s in self._cancel_pending_deletes():
+                s.close_handles()
             for s in self._segments:
                 s.close_handles()
 

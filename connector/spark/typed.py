@@ -421,12 +421,36 @@ def _matches(schema, value, named) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class _DecodePlan:
+    """What decoding a column needs beyond its schema, worked out once per schema and process
+    (not per batch): the column's Arrow type, the type fastavro's values are built into first when
+    time logical types are converted afterwards (None: none in the schema), and whether values of
+    multi-type unions need reshaping."""
+
+    arrow_type: pa.DataType
+    decode_type: pa.DataType | None
+    reshape: bool
+
+
+_PLANS: dict = {}
+
+
+def _plan(fmt: ColumnFormat) -> _DecodePlan:
+    got = _PLANS.get(fmt.schema)
+    if got is None:
+        full = fmt.parsed_full()
+        decode_type = _types(fmt.parsed(), {})[0] if _has_time(full) else None
+        got = _PLANS[fmt.schema] = _DecodePlan(arrow_type(fmt), decode_type, _has_multi_union(fmt.parsed()))
+    return got
+
+
 def _decode_values(fmt: ColumnFormat, values: list):
     """``(decoded values or None, error message or None)`` per input value."""
     from fastavro import schemaless_reader
 
     schema = fmt.parsed()
-    reshape = _has_multi_union(schema)
+    reshape = _plan(fmt).reshape
     confluent = fmt.fmt == "avro-confluent"
     out, errors = [], []
     for v in values:
@@ -480,18 +504,16 @@ def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> p
                 f"records in this batch failed. Set mode=PERMISSIVE to read such records as nulls "
                 f"with the raw bytes and the error"
             )
-        typ = arrow_type(fmt)
-        full = fmt.parsed_full()
-        if _has_time(full):
-            decoded = pa.array(values, type=_types(fmt.parsed(), {})[0])
-            arrays[i] = _finish(full, decoded, {})
+        plan = _plan(fmt)
+        if plan.decode_type is not None:
+            arrays[i] = _finish(fmt.parsed_full(), pa.array(values, type=plan.decode_type), {})
         else:
-            arrays[i] = pa.array(values, type=typ)
-        fields[i] = pa.field(fmt.column, typ)
+            arrays[i] = pa.array(values, type=plan.arrow_type)
+        fields[i] = pa.field(fmt.column, plan.arrow_type)
         if fmt.permissive:
             extra_arrays += [
                 pa.array([raw[j] if errors[j] is not None else None for j in range(len(raw))], type=pa.binary()),
                 pa.array(errors, type=pa.string()),
             ]
-            extra_fields_ += [pa.field(f"{fmt.column}Raw", pa.binary()), pa.field(f"{fmt.column}Error", pa.string())]
+            extra_fields_ += [pa.field(name, typ) for name, typ, _ in extra_fields(fmt)]
     return pa.RecordBatch.from_arrays(arrays + extra_arrays, schema=pa.schema(fields + extra_fields_))
