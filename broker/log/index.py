@@ -22,6 +22,7 @@ count (arrays only grow at the end, and readers bound their search by a length r
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -59,13 +60,25 @@ class IndexFile:
             return b""
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        """fsync the file if it is open.  Runs outside the owning Log's lock (``Log.flush``), so the
+        descriptor may be closed meanwhile by a holder of the lock (a sealed segment releasing its
+        indexes after its own flush, a truncation rewriting the file): the descriptor is read once,
+        and a close that beat the fsync is not an I/O error (whoever closed it made it durable or
+        replaced the file)."""
+        fd = self._fd
+        if fd < 0:
+            return
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            if e.errno == errno.EBADF and self._fd != fd:
+                return
+            raise
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        fd, self._fd = self._fd, -1  # taken before closing: no second close of a reused number
+        if fd >= 0:
+            os.close(fd)
 
     def rename(self, new_path: str) -> None:
         if os.path.exists(self.path):

@@ -825,3 +825,34 @@ def test_sealed_segments_hold_no_index_descriptors_once_flushed(tmp_path):
         lg.close()
     finally:
         sched.shutdown(wait=True, timeout_s=5)
+
+
+def test_flush_racing_the_roll_flush_that_releases_a_sealed_segments_indexes(tmp_path, monkeypatch):
+    """``Log.flush`` fsyncs outside the lock while a roll's background flush makes the sealed
+    segment durable and then closes its index descriptors.  An index closed between the moment
+    ``Log.flush`` took its descriptor and its fsync is not a storage error: the log stays online."""
+    from pyklog.broker.common.scheduler import Scheduler
+
+    stopped = Scheduler("stopped")
+    stopped.shutdown()  # no background flush: the test runs it at the moment it chooses
+    one = len(batch(0))
+    lg = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=2 * one), scheduler=stopped)
+    for i in range(3):
+        lg.append(batch(i))
+    sealed = lg.segments[0]
+    assert len(lg.segments) == 2 and sealed.time_index._fd >= 0
+    real_fsync, raced = os.fsync, []
+
+    def fsync(fd):
+        if fd == sealed.time_index._fd and not raced:
+            raced.append(fd)
+            lg._flush_sealed(sealed, lg.segments[1].base_offset)  # the roll's task, finishing first
+            assert sealed.time_index._fd == -1  # it released the descriptor Log.flush is about to sync
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    lg.flush()
+    assert raced and lg.recovery_point == lg.log_end_offset
+    lg.append(batch(3))  # still online
+    monkeypatch.undo()
+    lg.close()
