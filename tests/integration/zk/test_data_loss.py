@@ -205,7 +205,9 @@ def test_stray_log_is_not_cleaned_under_default_retention(broker_factory, zk):
     seg_dir = os.path.join(b.log_dir, "data", "forever-0")
     segments = [f for f in os.listdir(seg_dir) if f.endswith(".log")]
     assert len(segments) > 2
-    saved = _snapshot(zk, "/brokers/topics/forever") + _snapshot(zk, "/config/topics/forever")
+    # restored config first, as Kafka's createTopic writes it: a topic that reappeared before its
+    # config would be loaded with the default 7-day retention and lose its month-old segments
+    saved = _snapshot(zk, "/config/topics/forever") + _snapshot(zk, "/brokers/topics/forever")
     zk.delete("/brokers/topics/forever", recursive=True)
     zk.delete("/config/topics/forever", recursive=True)
     wait_for(lambda: "whose topic is not in the ZooKeeper registry" in b.output(), 30, message="stray ERROR")
