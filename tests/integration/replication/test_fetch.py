@@ -204,12 +204,17 @@ def test_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr(broke
         for i in range(5):
             assert produce_raw(leader.port, topic, 0, b"y%d" % i, acks=1)["error_code"] == 0
         assert log_end_offset(leader, topic, 0) == 15
-        assert list_latest(leader.port, topic, 0) == 10
+        hw = list_latest(leader.port, topic, 0)
         with support.Wire(leader.port) as w:
-            seen = support.fetch(w, topic, 10)
-            assert seen["high_watermark"] == 10 and support.values(seen["records"]) == []  # nothing at/above HW
-            seen = support.fetch(w, topic, 0)
-            assert len(support.values(seen["records"])) == 10
+            above = support.fetch(w, topic, 10)
+            below = support.fetch(w, topic, 0)
+        # read after the figures: the leader writes a shrunk ISR to ZooKeeper before its high watermark
+        # passes the follower, so while ZooKeeper still lists f1 the figures above were taken with f1
+        # in the ISR (on a machine loaded past replica.lag.time.max.ms it may already have left)
+        if f1_id in state(zk, topic, 0)["isr"]:
+            assert hw == 10
+            assert above["high_watermark"] == 10 and support.values(above["records"]) == []  # nothing at/above HW
+            assert len(support.values(below["records"])) == 10
         # past replica.lag.time.max.ms: f1 leaves the ISR, the high watermark reaches 15
         wait_for(
             lambda: state(zk, topic, 0)["isr"] == sorted([leader_id, f2_id]),
