@@ -13,11 +13,9 @@ import threading
 import time
 import uuid
 
-from pyklog.broker.security.jaas import PLAIN_LOGIN_MODULE, jaas_text
-from pyklog.broker.zk.server import free_port
 from tests.integration.replication_support import CLUSTER_PROPS, bounce, count, create_rf3_topic, read_back, state
 from tests.integration.security.sasl_support import ADMIN_PASSWORD, ALICE_PASSWORD, add_scram_user
-from tests.integration.security.tls_broker_support import tls_certs
+from tests.integration.security.tls_broker_support import start_sasl_ssl_broker, tls_certs
 from tests.support import wait_for
 from tests.tls_support import KEYSTORE_PASSWORD
 
@@ -29,29 +27,9 @@ PARTITIONS = 2
 def _start(broker_factory, certs, zk, zk_chroot) -> dict:
     add_scram_user(zk_chroot, "alice", ALICE_PASSWORD, mechanisms=("SCRAM-SHA-512",))
     brokers = {}
+    users = {"username": "admin", "password": ADMIN_PASSWORD, "user_admin": ADMIN_PASSWORD}
     for i in range(3):
-        port = free_port()
-        b = broker_factory(
-            i,
-            start=False,
-            port=port,
-            **CLUSTER_PROPS,
-            **{
-                "listeners": f"SASL_SSL://127.0.0.1:{port}",
-                "security.inter.broker.protocol": "SASL_SSL",
-                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                "ssl.keystore.type": "PKCS12",
-                "ssl.keystore.location": certs.broker_p12,
-                "ssl.keystore.password": KEYSTORE_PASSWORD,
-                "ssl.truststore.location": certs.ca_pem,
-                "ssl.truststore.type": "PEM",
-            },
-        )
-        users = {"username": "admin", "password": ADMIN_PASSWORD, "user_admin": ADMIN_PASSWORD}
-        b.props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas_text(PLAIN_LOGIN_MODULE, users)
-        b.start()
-        brokers[i] = b
+        brokers[i] = start_sasl_ssl_broker(broker_factory, certs, i, plain_users=users, **CLUSTER_PROPS)
     wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, timeout=60, message="3 brokers registered")
     return brokers
 

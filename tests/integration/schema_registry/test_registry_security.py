@@ -10,12 +10,11 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError as ConfluentRegistryError
 
-from pyklog.broker.security.jaas import PLAIN_LOGIN_MODULE, jaas_text
 from pyklog.broker.zk.server import free_port
 from pyklog.connector.schema_registry.client import SchemaRegistryClient as PyklogRegistryClient
 from pyklog.connector.schema_registry.errors import SchemaRegistryError
 from tests.integration.schema_registry.registry_support import RegistryProcess
-from tests.integration.security.tls_broker_support import tls_certs
+from tests.integration.security.tls_broker_support import start_sasl_ssl_broker, tls_certs
 from tests.tls_support import KEYSTORE_PASSWORD
 
 __all__ = ["tls_certs"]  # the session fixture, used by name
@@ -25,27 +24,10 @@ FRED_PASSWORD = "fred-http-Pw9"
 
 
 def test_https_basic_auth_over_a_sasl_ssl_cluster(broker_factory, tls_certs, tmp_path):
-    port = free_port()
-    b = broker_factory(
-        0,
-        start=False,
-        port=port,
-        **{
-            "listeners": f"SASL_SSL://127.0.0.1:{port}",
-            "security.inter.broker.protocol": "SASL_SSL",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": tls_certs.broker_p12,
-            "ssl.keystore.password": KEYSTORE_PASSWORD,
-            "ssl.truststore.location": tls_certs.ca_pem,
-            "ssl.truststore.type": "PEM",
-            "group.initial.rebalance.delay.ms": 0,
-        },
-    )
     users = {"username": "registry", "password": CLUSTER_PASSWORD, "user_registry": CLUSTER_PASSWORD}
-    b.props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas_text(PLAIN_LOGIN_MODULE, users)
-    b.start()
+    b = start_sasl_ssl_broker(
+        broker_factory, tls_certs, plain_users=users, mechanisms="PLAIN", **{"group.initial.rebalance.delay.ms": 0}
+    )
     users_file = tmp_path / "users.properties"
     users_file.write_text(f"fred: {FRED_PASSWORD},admin\n")
     sr_port = free_port()

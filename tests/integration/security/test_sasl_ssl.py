@@ -18,10 +18,8 @@ from pyklog.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from pyklog.broker.security.jaas import PLAIN_LOGIN_MODULE, jaas_text
-from pyklog.broker.zk.server import free_port
 from tests.integration.security.sasl_support import ADMIN_PASSWORD, ALICE_PASSWORD, add_scram_user
-from tests.integration.security.tls_broker_support import tls_certs
+from tests.integration.security.tls_broker_support import start_sasl_ssl_broker, tls_certs
 from tests.tls_support import KEYSTORE_PASSWORD
 
 __all__ = ["tls_certs"]  # the session fixture, used by name
@@ -32,36 +30,19 @@ SECRETS = (ADMIN_PASSWORD, ALICE_PASSWORD, BOB_PASSWORD, KEYSTORE_PASSWORD)
 
 @pytest.fixture
 def broker(broker_factory, tls_certs, zk_chroot):
-    port = free_port()
     plain_users = {
         "username": "admin",
         "password": ADMIN_PASSWORD,
         "user_admin": ADMIN_PASSWORD,
         "user_bob": BOB_PASSWORD,
     }
-    b = broker_factory(
-        0,
-        start=False,
-        port=port,
-        **{
-            "listeners": f"SASL_SSL://127.0.0.1:{port}",
-            "security.inter.broker.protocol": "SASL_SSL",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": tls_certs.broker_p12,
-            "ssl.keystore.password": KEYSTORE_PASSWORD,
-            "ssl.truststore.location": tls_certs.ca_pem,
-            "ssl.truststore.type": "PEM",
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:admin",
-        },
-    )
-    # set after the factory: its keyword arguments turn "_" into "." (the listener name has one)
-    b.props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas_text(PLAIN_LOGIN_MODULE, plain_users)
     add_scram_user(zk_chroot, "alice", ALICE_PASSWORD, mechanisms=("SCRAM-SHA-512",))
-    b.start()
-    return b
+    return start_sasl_ssl_broker(
+        broker_factory,
+        tls_certs,
+        plain_users=plain_users,
+        **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"},
+    )
 
 
 def _security(tls_certs, mech, user, password) -> dict:

@@ -31,11 +31,9 @@ from pyklog.broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from pyklog.broker.security.jaas import PLAIN_LOGIN_MODULE, jaas_text
-from pyklog.broker.zk.server import free_port
 from pyklog.connector.spark.sink_log import SINK_LOG_TOPIC
 from tests.integration.security.sasl_support import ADMIN_PASSWORD, add_scram_user
-from tests.integration.security.tls_broker_support import tls_certs
+from tests.integration.security.tls_broker_support import start_sasl_ssl_broker, tls_certs
 from tests.integration.spark.support import count_duplicates_and_lost
 from tests.tls_support import KEYSTORE_PASSWORD, TRUSTSTORE_PASSWORD
 
@@ -49,34 +47,18 @@ PREFIX = "etl-sink"
 
 
 def _sasl_ssl_broker(broker_factory, certs, zk_chroot):
-    port = free_port()
-    b = broker_factory(
-        0,
-        start=False,
-        port=port,
+    add_scram_user(zk_chroot, "spark", SPARK_PASSWORD, mechanisms=("SCRAM-SHA-512",))
+    return start_sasl_ssl_broker(
+        broker_factory,
+        certs,
+        plain_users={"username": "admin", "password": ADMIN_PASSWORD, "user_admin": ADMIN_PASSWORD},
         **{
-            "listeners": f"SASL_SSL://127.0.0.1:{port}",
-            "security.inter.broker.protocol": "SASL_SSL",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": certs.broker_p12,
-            "ssl.keystore.password": KEYSTORE_PASSWORD,
-            "ssl.truststore.location": certs.ca_pem,
-            "ssl.truststore.type": "PEM",
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": "User:admin",
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.num.partitions": "1",
         },
     )
-    # set after the factory: its keyword arguments turn "_" into "." (the listener name has one)
-    b.props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas_text(
-        PLAIN_LOGIN_MODULE, {"username": "admin", "password": ADMIN_PASSWORD, "user_admin": ADMIN_PASSWORD}
-    )
-    add_scram_user(zk_chroot, "spark", SPARK_PASSWORD, mechanisms=("SCRAM-SHA-512",))
-    b.start()
-    return b
 
 
 def _admin_security(certs) -> dict:
