@@ -25,7 +25,11 @@ class RegistryUnavailable(PyklogError):
 def spark_ddl_of(t: pa.DataType) -> str:
     """The Spark DDL of an Arrow type (the types the typed columns produce)."""
     if pa.types.is_struct(t):
-        return "struct<" + ",".join(f"`{t.field(i).name}`:{spark_ddl_of(t.field(i).type)}" for i in range(t.num_fields)) + ">"
+        return (
+            "struct<"
+            + ",".join(f"`{t.field(i).name}`:{spark_ddl_of(t.field(i).type)}" for i in range(t.num_fields))
+            + ">"
+        )
     if pa.types.is_map(t):
         return f"map<{spark_ddl_of(t.key_type)},{spark_ddl_of(t.item_type)}>"
     if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -60,10 +64,17 @@ def default_subject(column: str, subject: str | None, topics: tuple) -> str:
     return f"{topics[0]}-{column}"
 
 
-def client(url: str):
-    from pyklog.connector.spark.typed import _client
+_CLIENTS: dict = {}
 
-    return _client(url)
+
+def client(url: str):
+    """One registry client per URL and process (its caches shared by the worker's tasks)."""
+    c = _CLIENTS.get(url)
+    if c is None:
+        from pyklog.connector.schema_registry.client import SchemaRegistryClient
+
+        c = _CLIENTS[url] = SchemaRegistryClient(url)
+    return c
 
 
 def registry_version(column: str, url: str, subject: str | None, version: str | None, topics: tuple, kind: str) -> dict:

@@ -195,7 +195,9 @@ def parse_reader(
     elif fmt == "protobuf-confluent":
         found = registry_version(column, registry_url, subject, version, topics, "PROTOBUF")
         files = {}
-        registry_files(registry_url, int(found["id"]), found.get("references") or [], f"schema-{found['id']}.proto", files)
+        registry_files(
+            registry_url, int(found["id"]), found.get("references") or [], f"schema-{found['id']}.proto", files
+        )
     else:
         raise ConfigError(f"option {column}Format={fmt} needs option {column}Schema (the .proto text)")
     out = schema_text(files, message)
