@@ -288,6 +288,7 @@ def _writer_schema(url: str, schema_id: int):
 
 
 _AVRO_PRIMITIVES = frozenset(["null", "boolean", "int", "long", "float", "double", "bytes", "string"])
+_AVRO_KEYWORDS = _AVRO_PRIMITIVES | {"record", "error", "enum", "fixed", "array", "map"}
 
 
 def _referenced_types(url: str, references: list, out: dict) -> None:
@@ -344,15 +345,10 @@ def _inline(schema, ns: str, named: dict, defined: set):
     if "fields" in out:
         out["fields"] = [{**f, "type": _inline(f["type"], ns, named, defined)} for f in out["fields"]]
     for k in ("items", "values", "type"):
-        if isinstance(out.get(k), (dict, list)) or (k != "type" and isinstance(out.get(k), str)):
-            out[k] = _inline(out[k], ns, named, defined)
-        elif (
-            k == "type"
-            and isinstance(out.get(k), str)
-            and out[k] not in _AVRO_PRIMITIVES
-            and out[k] not in ("record", "error", "enum", "fixed", "array", "map")
-        ):
-            out[k] = _inline(out[k], ns, named, defined)
+        v = out.get(k)
+        # ``type`` of a dict is also the keyword (record, array, ...): only a name is a reference
+        if isinstance(v, (dict, list)) or (isinstance(v, str) and (k != "type" or v not in _AVRO_KEYWORDS)):
+            out[k] = _inline(v, ns, named, defined)
     return out
 
 
