@@ -6,7 +6,8 @@ Options (source)::
 
     valueFormat / keyFormat   binary (default: the bytes, as Spark's Kafka source) | avro |
                               avro-confluent (Confluent's wire format: magic byte 0, a 4-byte
-                              schema id, the Avro payload; the writer's schema from the registry)
+                              schema id, the Avro payload; the writer's schema from the registry) |
+                              protobuf | protobuf-confluent | json | json-confluent (their modules)
     valueSchema / keySchema   the Avro schema (JSON) of the records: required with ``avro``; with
                               ``avro-confluent`` an optional pinned reader schema
     schema.registry.url       the registry (``avro-confluent``; pyklog's or Confluent's)
