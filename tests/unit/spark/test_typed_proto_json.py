@@ -249,3 +249,19 @@ def test_avro_references_are_written_in_at_their_first_use():
     parse_schema(out)  # self-contained: every name defined before its uses
     assert out["fields"][0]["type"]["fields"][0]["type"]["type"] == "enum"
     assert out["fields"][1]["type"] == ["null", "geo.Addr"] and out["fields"][2]["type"] == "geo.Kind"
+
+
+def test_json_refs_name_other_subjects_schemas():
+    from pyklog.connector.spark import typed_json
+
+    refs = {
+        "addr.json": {"type": "object", "properties": {"city": {"type": "string"}}, "$defs": {"Z": {"type": "integer"}}}
+    }
+    schema = {
+        "type": "object",
+        "properties": {"home": {"$ref": "addr.json"}, "zip": {"$ref": "addr.json#/$defs/Z"}},
+    }
+    text = json.dumps({"schema": schema, "refs": refs})
+    assert str(typed_json.arrow_type(text)) == "struct<home: struct<city: string>, zip: int64>"
+    with pytest.raises(ConfigError, match="names no reference"):
+        typed_json.arrow_type(json.dumps({"schema": {"$ref": "other.json"}, "refs": refs}))
