@@ -22,14 +22,15 @@ class RegistryUnavailable(PyklogError):
     """The schema registry could not answer (after the client's retries): not a bad record."""
 
 
+def _quote(name: str) -> str:
+    return name.replace("`", "``")
+
+
 def spark_ddl_of(t: pa.DataType) -> str:
     """The Spark DDL of an Arrow type (the types the typed columns produce)."""
     if pa.types.is_struct(t):
-        return (
-            "struct<"
-            + ",".join(f"`{t.field(i).name}`:{spark_ddl_of(t.field(i).type)}" for i in range(t.num_fields))
-            + ">"
-        )
+        fields = (t.field(i) for i in range(t.num_fields))
+        return "struct<" + ",".join(f"`{_quote(f.name)}`:{spark_ddl_of(f.type)}" for f in fields) + ">"
     if pa.types.is_map(t):
         return f"map<{spark_ddl_of(t.key_type)},{spark_ddl_of(t.item_type)}>"
     if pa.types.is_list(t) or pa.types.is_large_list(t):

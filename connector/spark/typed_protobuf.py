@@ -160,14 +160,15 @@ def text_files(text: str) -> dict:
 def schema_text(files: dict, message: str | None) -> str:
     """The column's schema: the files (dependency order) and the message's full name, as JSON
     (checked now: the pool builds and the message exists)."""
-    main = list(files)[-1]
-    if not message:
-        from google.protobuf import descriptor_pb2
+    from google.protobuf import descriptor_pb2
 
-        fdp = descriptor_pb2.FileDescriptorProto.FromString(files[main])
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(files[list(files)[-1]])
+    if not message:
         if not fdp.message_type:
             raise ConfigError("the Protobuf schema defines no message")
         message = f"{fdp.package}.{fdp.message_type[0].name}" if fdp.package else fdp.message_type[0].name
+    elif fdp.package and not message.startswith(fdp.package + ".") and _has_message(files, f"{fdp.package}.{message}"):
+        message = f"{fdp.package}.{message}"  # a name within the schema's package
     text = json.dumps({"files": [base64.b64encode(b).decode() for b in files.values()], "message": message})
     try:
         _reader(text)
@@ -176,6 +177,15 @@ def schema_text(files: dict, message: str | None) -> str:
     except (TypeError, ValueError) as e:
         raise ConfigError(f"the Protobuf schema does not build: {e}") from e
     return text
+
+
+def _has_message(files: dict, name: str) -> bool:
+    text = json.dumps({"files": [base64.b64encode(b).decode() for b in files.values()], "message": name})
+    try:
+        _reader(text)
+    except KeyError:
+        return False
+    return True
 
 
 def parse_reader(

@@ -72,6 +72,7 @@ def test_protobuf_types_follow_spark_protobuf():
     )
     other = _proto_opts(valueMessageName="shop.Other").formats[0]
     assert spark_ddl(other) == "struct<`x`:string>"
+    assert spark_ddl(_proto_opts(valueMessageName="Order.Item").formats[0]) == "struct<`sku`:string,`qty`:int>"
     with pytest.raises(ConfigError, match="no message 'Nope'"):
         _proto_opts(valueMessageName="Nope")
     with pytest.raises(ConfigError, match="shop.Node contains itself"):
