@@ -2,9 +2,9 @@
 records produced by confluent-kafka's ProtobufSerializer and JSONSerializer (two versions of a
 compatible schema each; Protobuf importing another subject's schema and protobuf's Timestamp) are
 read by a real SparkSession as typed columns with the values the producer wrote; an Avro schema
-that references another subject's named type reads too.  Bad input: a truncated message (FAILFAST
-names it, PERMISSIVE keeps it), an unknown schema id (the registry's 40403), a registry that is down
-(the error names its URL)."""
+that references another subject's named type reads too.  Bad input: a truncated message (PERMISSIVE
+keeps it with its bytes and error), an unknown schema id (FAILFAST names the registry's 40403), a
+registry that is down (the error names its URL, in PERMISSIVE mode too)."""
 
 from __future__ import annotations
 
@@ -197,20 +197,20 @@ def test_protobuf_json_and_avro_references_from_confluent_serializers(spark, bro
         unknown = b"\x00" + (987654).to_bytes(4, "big") + b"\x00" + b"\x08\x01"  # header, index [0], id=1
         p.produce(orders, unknown, partition=0)
         assert p.flush(30) == 0
-        with pytest.raises(Exception, match=rf"{people}-0 at offset \d+ is not json-confluent"):
-            _read(spark, boot, people, registry.url, "json-confluent").collect()
         bad = _read(spark, boot, people, registry.url, "json-confluent", mode="PERMISSIVE").where("value IS NULL")
         bad = bad.collect()
         assert len(bad) == 1 and bad[0].valueRaw == good[:-3] and "not JSON" in bad[0].valueError
         with pytest.raises(Exception, match=r"schema id 987654 is not in the schema registry at .*40403"):
             _read(spark, boot, orders, registry.url, "protobuf-confluent").collect()
 
-        # -- the registry down: the read fails naming the registry's URL (no hang)
+        # -- the registry down: the read fails naming the registry's URL (no hang, bounded retries)
         registry.stop()
         stopped = True
         p.produce(orders, b"\x00" + (987655).to_bytes(4, "big") + b"\x00\x08\x01", partition=1)  # not cached
         assert p.flush(30) == 0
-        with pytest.raises(Exception, match=rf"schema registry at {registry.url} did not answer"):
+        del p  # its connections closed before the broker stops
+        # (the driver's cached reader schema may have expired: then the query's definition fails)
+        with pytest.raises(Exception, match=rf"schema registry at {registry.url} (did not answer|cannot be reached)"):
             _read(spark, boot, orders, registry.url, "protobuf-confluent", mode="PERMISSIVE").collect()
     finally:
         if not stopped:
