@@ -280,7 +280,17 @@ def _writer_schema(url: str, schema_id: int):
     if got is None:
         from fastavro import parse_schema
 
-        found = _client(url).get_schema(schema_id)
+        from pyklog.connector.schema_registry.errors import SchemaRegistryError
+        from pyklog.connector.spark.typed_formats import RegistryUnavailable
+
+        try:
+            found = _client(url).get_schema(schema_id)
+        except SchemaRegistryError as e:
+            if e.status >= 500 or e.status in (401, 403):  # the registry's state, not the record's
+                raise RegistryUnavailable(
+                    f"the schema registry at {url} did not answer for schema id {schema_id}: {e}"
+                ) from None
+            raise
         if found.get("schemaType", "AVRO") != "AVRO":
             raise ValueError(f"schema id {schema_id} is a {found['schemaType']} schema, not Avro")
         text = _with_references(url, found["schema"], found.get("references"))
@@ -552,6 +562,8 @@ def _decode_values(fmt: ColumnFormat, values: list):
     """``(decoded values or None, error message or None)`` per input value."""
     from fastavro import schemaless_reader
 
+    from pyklog.connector.spark.typed_formats import RegistryUnavailable
+
     schema = fmt.parsed()
     reshape = _plan(fmt).reshape
     confluent = fmt.fmt == "avro-confluent"
@@ -575,6 +587,8 @@ def _decode_values(fmt: ColumnFormat, values: list):
                 raise ValueError(f"{len(v) - buf.tell()} bytes left after the record")
             out.append(_reshape(schema, rec, {}) if reshape else rec)
             errors.append(None)
+        except RegistryUnavailable:
+            raise  # fails the read in every mode (each record would wait for the retries again)
         except Exception as e:  # noqa: BLE001 - fastavro raises EOFError, ValueError, IndexError, ...
             out.append(None)
             errors.append(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)

@@ -207,11 +207,15 @@ def test_protobuf_json_and_avro_references_from_confluent_serializers(spark, bro
         registry.stop()
         stopped = True
         p.produce(orders, b"\x00" + (987655).to_bytes(4, "big") + b"\x00\x08\x01", partition=1)  # not cached
+        p.produce(avro_topic, b"\x00" + (987656).to_bytes(4, "big") + b"\x02a", partition=1)
         assert p.flush(30) == 0
         del p  # its connections closed before the broker stops
         # (the driver's cached reader schema may have expired: then the query's definition fails)
-        with pytest.raises(Exception, match=rf"schema registry at {registry.url} (did not answer|cannot be reached)"):
+        down = rf"schema registry at {registry.url} (did not answer|cannot be reached)"
+        with pytest.raises(Exception, match=down):
             _read(spark, boot, orders, registry.url, "protobuf-confluent", mode="PERMISSIVE").collect()
+        with pytest.raises(Exception, match=down):  # Avro too, not a bad row per record
+            _read(spark, boot, avro_topic, registry.url, "avro-confluent", mode="PERMISSIVE").collect()
     finally:
         if not stopped:
             registry.stop()
