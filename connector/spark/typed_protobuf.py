@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
-from operator import attrgetter, methodcaller
+from operator import attrgetter, getitem, methodcaller
 
 import pyarrow as pa
 
@@ -356,9 +356,12 @@ def _field(fd, messages: list, seen: tuple) -> pa.Array:
     containers = list(map(attrgetter(fd.name), messages))
     if _is_map(fd):
         k, v = fd.message_type.fields_by_name["key"], fd.message_type.fields_by_name["value"]
-        offsets = _offsets(list(map(len, containers)))
-        keys = list(itertools.chain.from_iterable(map(methodcaller("keys"), containers)))
-        vals = list(itertools.chain.from_iterable(map(methodcaller("values"), containers)))
+        lengths = list(map(len, containers))
+        offsets = _offsets(lengths)
+        # iterating a map gives its keys in C; each value by a C-level lookup in its own map
+        keys = list(itertools.chain.from_iterable(containers))
+        owners = itertools.chain.from_iterable(map(itertools.repeat, containers, lengths))
+        vals = list(map(getitem, owners, keys))
         return pa.MapArray.from_arrays(offsets, _elements(k, keys, None, seen), _elements(v, vals, None, seen))
     if _repeated(fd):
         offsets = _offsets(list(map(len, containers)))
