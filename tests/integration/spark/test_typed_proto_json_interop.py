@@ -2,7 +2,7 @@
 records produced by confluent-kafka's ProtobufSerializer and JSONSerializer (two versions of a
 compatible schema each; Protobuf importing another subject's schema and protobuf's Timestamp) are
 read by a real SparkSession as typed columns with the values the producer wrote; an Avro schema
-that references another subject's named type reads too.  Bad input: a truncated message (PERMISSIVE
+that references another subject's named type reads too, and a JSON Schema whose $ref names a reference.  Bad input: a truncated message (PERMISSIVE
 keeps it with its bytes and error), an unknown schema id (FAILFAST names the registry's 40403), a
 registry that is down (the error names its URL, in PERMISSIVE mode too)."""
 
@@ -188,8 +188,9 @@ def test_protobuf_json_and_avro_references_from_confluent_serializers(spark, bro
             r["seen"] = r["seen"].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         assert got == [{"vip": None, **_person(i, i >= n)} for i in range(2 * n)]
 
-        # -- Avro: a record whose field is a named type of another subject (a schema reference)
+        # -- Avro and JSON Schema: a field whose type is another subject's schema (a schema reference)
         _avro_reference(spark, boot, avro_topic, registry.url)
+        _json_reference(spark, boot, f"trips-{tag}", registry.url)
 
         # -- bad input: a truncated message, an unknown schema id
         good = ser(_person(1, True), ctx)
@@ -258,3 +259,25 @@ def _avro_reference(spark, boot, topic, url):
     assert dict(df.dtypes)["value"] == "struct<who:string,where:struct<city:string>,back:struct<city:string>>"
     got = sorted((r.who, r.where.city, r.back and r.back.city) for r in df.select("value.*").collect())
     assert got == sorted((f"w{i}", f"c{i}", "b" if i % 2 else None) for i in range(10))
+
+
+def _json_reference(spark, boot, topic, url):
+    from pyklog.connector.producer import Producer
+    from pyklog.connector.schema_registry.client import SchemaRegistryClient
+
+    make_topic(boot, topic, 1)
+    c = SchemaRegistryClient(url)
+    place = {"type": "object", "properties": {"city": {"type": "string"}}}
+    c.register("place.json", json.dumps(place), "JSON")
+    trip = {"type": "object", "properties": {"to": {"$ref": "place.json"}, "km": {"type": "number"}}}
+    refs = [{"name": "place.json", "subject": "place.json", "version": 1}]
+    schema_id = c.register(f"{topic}-value", json.dumps(trip), "JSON", references=refs)
+    with Producer({"bootstrap.servers": boot}) as p:
+        for i in range(5):
+            p.produce(
+                topic, b"\x00" + schema_id.to_bytes(4, "big") + json.dumps({"to": {"city": f"c{i}"}, "km": i}).encode()
+            )
+        p.flush()
+    df = _read(spark, boot, topic, url, "json-confluent")
+    assert dict(df.dtypes)["value"] == "struct<to:struct<city:string>,km:double>"
+    assert sorted((r.to.city, r.km) for r in df.select("value.*").collect()) == [(f"c{i}", float(i)) for i in range(5)]
