@@ -2,9 +2,10 @@
 records produced by confluent-kafka's ProtobufSerializer and JSONSerializer (two versions of a
 compatible schema each; Protobuf importing another subject's schema and protobuf's Timestamp) are
 read by a real SparkSession as typed columns with the values the producer wrote; an Avro schema
-that references another subject's named type reads too, and a JSON Schema whose $ref names a reference.  Bad input: a truncated message (PERMISSIVE
-keeps it with its bytes and error), an unknown schema id (FAILFAST names the registry's 40403), a
-registry that is down (the error names its URL, in PERMISSIVE mode too)."""
+that references another subject's named type reads too, and a JSON Schema whose $ref names a
+reference.  Bad input: a truncated message (PERMISSIVE keeps it with its bytes and error), an
+unknown schema id (FAILFAST names the registry's 40403), a registry that is down (the error names
+its URL, in PERMISSIVE mode too)."""
 
 from __future__ import annotations
 
