@@ -97,6 +97,8 @@ SOURCE_OPTIONS = {
     "valuesubject",
     "keyschemaversion",
     "valueschemaversion",
+    "keymessagename",
+    "valuemessagename",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -125,6 +127,8 @@ _DISPLAY = {
     "valuesubject": "valueSubject",
     "keyschemaversion": "keySchemaVersion",
     "valueschemaversion": "valueSchemaVersion",
+    "keymessagename": "keyMessageName",
+    "valuemessagename": "valueMessageName",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
@@ -632,6 +636,7 @@ def _column_formats(opts: dict) -> tuple:
             subject=opts.get(f"{c}subject"),
             version=opts.get(f"{c}schemaversion"),
             topics=topics,
+            message=opts.get(f"{c}messagename"),
         )
         for c in ("key", "value")
     )

@@ -1,10 +1,13 @@
-"""Typed ``key`` / ``value`` columns for the ``pyklog`` source: Avro records decoded into Spark structs.
+"""Typed ``key`` / ``value`` columns for the ``pyklog`` source: Avro records decoded into Spark structs;
+the Protobuf and JSON formats are read by :mod:`.typed_protobuf` and :mod:`.typed_json` (this
+module checks the options and dispatches to them).
 
 Options (source)::
 
     valueFormat / keyFormat   binary (default: the bytes, as Spark's Kafka source) | avro |
                               avro-confluent (Confluent's wire format: magic byte 0, a 4-byte
-                              schema id, the Avro payload; the writer's schema from the registry)
+                              schema id, the Avro payload; the writer's schema from the registry) |
+                              protobuf | protobuf-confluent | json | json-confluent (their modules)
     valueSchema / keySchema   the Avro schema (JSON) of the records: required with ``avro``; with
                               ``avro-confluent`` an optional pinned reader schema
     schema.registry.url       the registry (``avro-confluent``; pyklog's or Confluent's)
@@ -57,7 +60,14 @@ __all__ = [
     "spark_ddl",
 ]
 
-FORMATS = ("binary", "avro", "avro-confluent")
+#: Protobuf and JSON formats: typed_protobuf / typed_json (the module that reads each)
+_OTHER = {
+    "protobuf": "typed_protobuf",
+    "protobuf-confluent": "typed_protobuf",
+    "json": "typed_json",
+    "json-confluent": "typed_json",
+}
+FORMATS = ("binary", "avro", "avro-confluent", *_OTHER)
 MODES = ("FAILFAST", "PERMISSIVE")
 
 
@@ -191,6 +201,7 @@ def parse_column_format(
     subject: str | None = None,
     version: str | None = None,
     topics: tuple = (),
+    message: str | None = None,
 ) -> ColumnFormat:
     """Check one column's options (driver side); ConfigError naming the option on a bad value.
     ``avro-confluent`` without a pinned schema asks the registry for the reader schema now."""
@@ -205,6 +216,16 @@ def parse_column_format(
         if schema:
             raise ConfigError(f"option {column}Schema is given but {option} is binary; set {option}=avro")
         return ColumnFormat(column)
+    if message and not fmt.startswith("protobuf"):
+        raise ConfigError(f"option {column}MessageName is for {option}=protobuf or protobuf-confluent, not {fmt}")
+    if fmt in _OTHER:
+        if fmt.endswith("-confluent") and not registry_url:
+            raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
+        extra = {"message": message} if fmt.startswith("protobuf") else {}
+        text = _module(fmt).parse_reader(
+            column, fmt, schema, registry_url=registry_url, subject=subject, version=version, topics=topics, **extra
+        )
+        return ColumnFormat(column, fmt, text, mode == "PERMISSIVE", registry_url)
     if fmt == "avro-confluent":
         if not registry_url:
             raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
@@ -239,20 +260,14 @@ def _reader_schema(column: str, url: str, subject: str | None, version: str | No
         raise ConfigError(f"the schema registry at {url} has no usable schema for subject {subject!r}: {e}") from e
     if found.get("schemaType", "AVRO") != "AVRO":
         raise ConfigError(f"subject {subject!r} holds a {found['schemaType']} schema, not Avro")
-    return found["schema"]
-
-
-_CLIENTS: dict = {}
+    return _with_references(url, found["schema"], found.get("references"))
 
 
 def _client(url: str):
     """One registry client per URL and process (its caches shared by the worker's tasks)."""
-    c = _CLIENTS.get(url)
-    if c is None:
-        from pyklog.connector.schema_registry.client import SchemaRegistryClient
+    from pyklog.connector.spark.typed_formats import client
 
-        c = _CLIENTS[url] = SchemaRegistryClient(url)
-    return c
+    return client(url)
 
 
 _WRITERS: dict = {}
@@ -265,11 +280,97 @@ def _writer_schema(url: str, schema_id: int):
     if got is None:
         from fastavro import parse_schema
 
-        found = _client(url).get_schema(schema_id)
+        from pyklog.connector.schema_registry.errors import SchemaRegistryError
+        from pyklog.connector.spark.typed_formats import RegistryUnavailable
+
+        try:
+            found = _client(url).get_schema(schema_id)
+        except SchemaRegistryError as e:
+            if e.status >= 500 or e.status in (401, 403):  # the registry's state, not the record's
+                raise RegistryUnavailable(
+                    f"the schema registry at {url} did not answer for schema id {schema_id}: {e}"
+                ) from None
+            raise
         if found.get("schemaType", "AVRO") != "AVRO":
             raise ValueError(f"schema id {schema_id} is a {found['schemaType']} schema, not Avro")
-        got = _WRITERS[key] = parse_schema(_strip_time(json.loads(found["schema"])))
+        text = _with_references(url, found["schema"], found.get("references"))
+        got = _WRITERS[key] = parse_schema(_strip_time(json.loads(text)))
     return got
+
+
+_AVRO_PRIMITIVES = frozenset(["null", "boolean", "int", "long", "float", "double", "bytes", "string"])
+_AVRO_KEYWORDS = _AVRO_PRIMITIVES | {"record", "error", "enum", "fixed", "array", "map"}
+
+
+def _referenced_types(url: str, references: list, out: dict) -> None:
+    """The named types of the referenced subjects' schemas (and of their references), by full name."""
+    for r in references:
+        found = _client(url).get_version(r["subject"], r["version"])
+        _referenced_types(url, found.get("references") or [], out)
+        top = json.loads(found["schema"])
+        for t in top if isinstance(top, list) else [top]:
+            _collect_named(t, "", out)
+
+
+def _collect_named(schema, ns: str, out: dict) -> None:
+    if isinstance(schema, list):
+        for m in schema:
+            _collect_named(m, ns, out)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") in ("record", "error", "enum", "fixed") and "name" in schema:
+        name = schema["name"]
+        ns = schema.get("namespace", ns) if "." not in name else name.rsplit(".", 1)[0]
+        full = name if "." in name else (f"{ns}.{name}" if ns else name)
+        out.setdefault(full, {**schema, "name": full, "namespace": ""} if "." not in name and ns else schema)
+    for f in schema.get("fields", []):
+        _collect_named(f.get("type"), ns, out)
+    for k in ("items", "values", "type"):
+        if isinstance(schema.get(k), (dict, list)):
+            _collect_named(schema[k], ns, out)
+
+
+def _inline(schema, ns: str, named: dict, defined: set):
+    """``schema`` with each first use of a referenced type's name replaced by its definition."""
+    if isinstance(schema, str):
+        if schema in _AVRO_PRIMITIVES:
+            return schema
+        full = schema if "." in schema or not ns else f"{ns}.{schema}"
+        for candidate in (full, schema):
+            if candidate in defined:
+                return candidate
+            if candidate in named:
+                defined.add(candidate)
+                return _inline(named[candidate], ns, named, defined)
+        return schema
+    if isinstance(schema, list):
+        return [_inline(m, ns, named, defined) for m in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if out.get("type") in ("record", "error", "enum", "fixed") and "name" in out:
+        name = out["name"]
+        ns = out.get("namespace", ns) if "." not in name else name.rsplit(".", 1)[0]
+        defined.add(name if "." in name else (f"{ns}.{name}" if ns else name))
+    if "fields" in out:
+        out["fields"] = [{**f, "type": _inline(f["type"], ns, named, defined)} for f in out["fields"]]
+    for k in ("items", "values", "type"):
+        v = out.get(k)
+        # ``type`` of a dict is also the keyword (record, array, ...): only a name is a reference
+        if isinstance(v, (dict, list)) or (isinstance(v, str) and (k != "type" or v not in _AVRO_KEYWORDS)):
+            out[k] = _inline(v, ns, named, defined)
+    return out
+
+
+def _with_references(url: str, text: str, references) -> str:
+    """A registered Avro schema made self-contained: the named types of its references (other
+    subjects' schemas, as Confluent's registry keeps them) written in at their first use."""
+    if not references:
+        return text
+    named: dict = {}
+    _referenced_types(url, references, named)
+    return json.dumps(_inline(json.loads(text), "", named, set()))
 
 
 # -- Avro schema -> Arrow / Spark types ----------------------------------------------------------
@@ -339,11 +440,23 @@ def _types(schema, named: dict) -> tuple[pa.DataType, str]:
     return _types(t, named)
 
 
+def _module(fmt: str):
+    import importlib
+
+    return importlib.import_module(f"pyklog.connector.spark.{_OTHER[fmt]}")
+
+
 def arrow_type(fmt: ColumnFormat) -> pa.DataType:
+    if fmt.fmt in _OTHER:
+        return _module(fmt.fmt).arrow_type(fmt.schema)
     return _types(fmt.parsed_full(), {})[0] if fmt.typed else pa.binary()
 
 
 def spark_ddl(fmt: ColumnFormat) -> str:
+    if fmt.fmt in _OTHER:
+        from pyklog.connector.spark.typed_formats import spark_ddl_of
+
+        return spark_ddl_of(arrow_type(fmt))
     return _types(fmt.parsed_full(), {})[1] if fmt.typed else "binary"
 
 
@@ -449,6 +562,8 @@ def _decode_values(fmt: ColumnFormat, values: list):
     """``(decoded values or None, error message or None)`` per input value."""
     from fastavro import schemaless_reader
 
+    from pyklog.connector.spark.typed_formats import RegistryUnavailable
+
     schema = fmt.parsed()
     reshape = _plan(fmt).reshape
     confluent = fmt.fmt == "avro-confluent"
@@ -472,6 +587,8 @@ def _decode_values(fmt: ColumnFormat, values: list):
                 raise ValueError(f"{len(v) - buf.tell()} bytes left after the record")
             out.append(_reshape(schema, rec, {}) if reshape else rec)
             errors.append(None)
+        except RegistryUnavailable:
+            raise  # fails the read in every mode (each record would wait for the retries again)
         except Exception as e:  # noqa: BLE001 - fastavro raises EOFError, ValueError, IndexError, ...
             out.append(None)
             errors.append(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
@@ -491,7 +608,10 @@ def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> p
             continue
         i = names.index(fmt.column)
         raw = arrays[i].to_pylist()
-        values, errors = _decode_values(fmt, raw)
+        if fmt.fmt in _OTHER:
+            decoded, errors = _module(fmt.fmt).decode(fmt, raw)
+        else:
+            values, errors = _decode_values(fmt, raw)
         bad = [j for j, e in enumerate(errors) if e is not None]
         if bad and not fmt.permissive:
             j = bad[0]
@@ -500,16 +620,20 @@ def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> p
             offset = batch.column(names.index("offset"))[j].as_py()
             raise RecordDecodeError(
                 f"pyklog source: the {fmt.column} of {topic}-{partition} at offset {offset} is not "
-                f"{fmt.fmt} of the given {fmt.column}Schema ({errors[j]}); {len(bad)} of {len(raw)} "
+                f"{fmt.fmt} of the {fmt.column} schema ({errors[j]}); {len(bad)} of {len(raw)} "
                 f"records in this batch failed. Set mode=PERMISSIVE to read such records as nulls "
                 f"with the raw bytes and the error"
             )
-        plan = _plan(fmt)
-        if plan.decode_type is not None:
-            arrays[i] = _finish(fmt.parsed_full(), pa.array(values, type=plan.decode_type), {})
+        if fmt.fmt in _OTHER:
+            arrays[i] = decoded
+            fields[i] = pa.field(fmt.column, decoded.type)
         else:
-            arrays[i] = pa.array(values, type=plan.arrow_type)
-        fields[i] = pa.field(fmt.column, plan.arrow_type)
+            plan = _plan(fmt)
+            if plan.decode_type is not None:
+                arrays[i] = _finish(fmt.parsed_full(), pa.array(values, type=plan.decode_type), {})
+            else:
+                arrays[i] = pa.array(values, type=plan.arrow_type)
+            fields[i] = pa.field(fmt.column, plan.arrow_type)
         if fmt.permissive:
             extra_arrays += [
                 pa.array([raw[j] if errors[j] is not None else None for j in range(len(raw))], type=pa.binary()),
