@@ -30,9 +30,10 @@ a union of null and one type -> that type (nullable), other unions -> a struct o
 decimal -> decimal(p, s).
 
 How: for every Arrow batch a read task produces (:func:`pyklog.connector.spark.read_task.read_range`),
-the binary column's values go through fastavro's C reader one record at a time (no Python step
-per field) and the resulting dicts become ONE Arrow struct array in C (``pyarrow.array`` with the
-target type).  Pure functions of picklable options; safe in any worker.
+the binary column is decoded in bulk, column-wise (:mod:`pyklog.connector.spark.avro_bulk`); the
+records it leaves (bad ones, other writer schemas, schemas it does not walk) go through fastavro's
+C reader one record at a time, and the resulting dicts become ONE Arrow struct array in C
+(``pyarrow.array`` with the target type).  Pure functions of picklable options; safe in any worker.
 """
 
 from __future__ import annotations
