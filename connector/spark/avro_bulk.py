@@ -62,6 +62,10 @@ def _check(schema, named: dict) -> None:
             _check(f["type"], named)
     elif t in ("enum", "fixed"):
         named[schema["name"]] = schema
+    elif t == "array":
+        _check(schema["items"], named)
+    elif t == "map":
+        _check(schema["values"], named)
     elif t in _PRIMITIVES:
         return
     else:
@@ -230,7 +234,88 @@ def _decode(schema, data: np.ndarray, rows: _Rows, named: dict) -> pa.Array:
     if t == "fixed":
         named[schema["name"]] = schema
         return _gather(data, rows, np.full(n, int(schema["size"]), dtype=np.int64), pa.binary())
+    if t == "array":
+        offsets, (items,) = _blocks(data, rows, named, (schema["items"],))
+        return pa.ListArray.from_arrays(pa.array(offsets), items)
+    if t == "map":
+        offsets, (keys, values) = _blocks(data, rows, named, ("string", schema["values"]))
+        if keys.null_count:  # a bad record's keys: placeholders (the record is redone)
+            keys = keys.fill_null("")
+        return pa.MapArray.from_arrays(pa.array(offsets), keys, values)
     return _decode(t, data, rows, named)
+
+
+#: arrays and maps: the most items in one block, and blocks in one value, decoded here; a record
+#: with more is redone by the per-record decoder (each item is one round over the records)
+_MAX_BLOCK_ITEMS = 64
+_MAX_BLOCKS = 16
+
+
+def _sub(rows: _Rows, sel: np.ndarray) -> _Rows:
+    return _Rows(rows.pos[sel], rows.end[sel], rows.bad[sel])
+
+
+def _put(rows: _Rows, sel: np.ndarray, sub: _Rows) -> None:
+    rows.pos[sel] = sub.pos
+    rows.bad[sel] = sub.bad
+
+
+def _blocks(data: np.ndarray, rows: _Rows, named: dict, schemas: tuple) -> tuple[np.ndarray, list[pa.Array]]:
+    """The items of an array or map value of every record (Avro's blocks: a count, its byte size
+    when the count is negative, the items; a zero count ends the value): the list offsets (int32)
+    and, per schema of ``schemas`` (the item, or the key and the value), the items of all records
+    in order.  Item k of every record is decoded in one round."""
+    n = len(rows.pos)
+    counts = np.zeros(n, dtype=np.int64)
+    owners: list[np.ndarray] = []  # per round: the record and the item's ordinal within it
+    ordinals: list[np.ndarray] = []
+    pieces: list[list[pa.Array]] = [[] for _ in schemas]
+    active = np.flatnonzero(~rows.bad)
+    for _ in range(_MAX_BLOCKS):
+        if not active.size:
+            break
+        sub = _sub(rows, active)
+        count = _varint(data, sub)
+        sized = np.flatnonzero(count < 0)
+        if sized.size:  # a negative count is followed by the block's size in bytes
+            inner = _sub(sub, sized)
+            _varint(data, inner)
+            _put(sub, sized, inner)
+            count = np.abs(count)
+        too_many = count > _MAX_BLOCK_ITEMS
+        sub.bad |= too_many
+        count = np.where(sub.bad, 0, count)
+        for k in range(int(count.max(initial=0))):
+            has = np.flatnonzero(count > k)
+            item = _sub(sub, has)
+            for j, schema in enumerate(schemas):
+                pieces[j].append(_decode(schema, data, item, named))
+            _put(sub, has, item)
+            owners.append(active[has])
+            ordinals.append(counts[active[has]] + k)
+        counts[active] += count
+        _put(rows, active, sub)
+        active = active[(count > 0) & ~sub.bad]
+    else:
+        rows.bad[active] = True  # more blocks than decoded here
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if offsets[-1] >= (1 << 31):
+        raise _Unsupported("more list items than an int32 offset holds")
+    if not owners:
+        items = [_decode_empty(schema, named) for schema in schemas]
+        return offsets.astype(np.int32), items
+    order = np.lexsort((np.concatenate(ordinals), np.concatenate(owners)))
+    index = pa.array(order)
+    items = [pa.concat_arrays(p).take(index) if len(p) > 1 else p[0].take(index) for p in pieces]
+    return offsets.astype(np.int32), items
+
+
+def _decode_empty(schema, named: dict) -> pa.Array:
+    """An empty array of ``schema``'s decoded type."""
+    return _decode(
+        schema, np.zeros(_PAD, dtype=np.uint8), _Rows(*(np.zeros(0, dtype=np.int64),) * 2, np.zeros(0, bool)), named
+    )
 
 
 def _union(schema: list, data: np.ndarray, rows: _Rows, named: dict) -> pa.Array:
