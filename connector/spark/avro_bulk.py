@@ -12,9 +12,11 @@ raised, and the caller's per-record decoder (fastavro) decodes the marked ones a
 or their errors are exactly what fastavro makes of them.
 
 Schemas walked here (:func:`supported`): records (nested too), the primitive types, enums, fixed,
-unions of null and one type, named references, and time logical types already turned into their
-numbers (the caller strips them and converts columns afterwards).  Anything else (arrays, maps,
-unions of several types, decimals and other logical types) is left to the per-record decoder.
+unions of null and one type, arrays and maps (item k of every record decoded in one round; a value
+with more than 64 items in a block or 16 blocks is redone record by record), named references, and
+time logical types already turned into their numbers (the caller strips them and converts columns
+afterwards).  Anything else (unions of several types, decimals and other logical types) is left to
+the per-record decoder.
 ``avro-confluent`` records are grouped by schema id: a writer schema whose parsing canonical form
 is the reader's decodes here; other writers (schema evolution) go to the per-record decoder, which
 resolves them into the reader schema by Avro's rules.
@@ -337,16 +339,29 @@ def _union(schema: list, data: np.ndarray, rows: _Rows, named: dict) -> pa.Array
     return values.take(pa.array(take, mask=~present))
 
 
-def _writer_ok(reader, writer) -> bool:
-    """Whether records written with ``writer`` decode here into ``reader`` (the same schema)."""
-    if writer is reader:
-        return True
-    from fastavro.schema import to_parsing_canonical_form
-
-    return supported(writer) and to_parsing_canonical_form(writer) == to_parsing_canonical_form(reader)
+_CANONICAL: dict = {}
 
 
-_WRITER_OK: dict = {}
+def _canonical(schema) -> str:
+    """The parsing canonical form of a parsed schema (cached per schema object)."""
+    got = _CANONICAL.get(id(schema))
+    if got is None:
+        from fastavro.schema import to_parsing_canonical_form
+
+        got = _CANONICAL[id(schema)] = (to_parsing_canonical_form(schema), schema)
+    return got[0]
+
+
+def _fast_writer(reader, schema_id: int, writer_schema):
+    """The writer schema of ``schema_id`` when its records decode here into ``reader`` (the same
+    schema), else None; a registry error is left to the per-record decoder to report."""
+    try:
+        writer = writer_schema(schema_id)  # cached by the caller
+    except Exception:  # noqa: BLE001 - the per-record decoder reports it, per record
+        return None
+    if writer is reader or (supported(writer) and _canonical(writer) == _canonical(reader)):
+        return writer
+    return None
 
 
 def bulk_decode(
@@ -408,7 +423,7 @@ def bulk_decode(
         rows_ = _Rows(starts[sel] + header, ends[sel].copy(), np.zeros(len(sel), dtype=bool))
         try:
             arr = _decode(writer, data, rows_, {})
-        except _Unsupported:
+        except Exception:  # noqa: BLE001 - whatever goes wrong here, the per-record decoder decides
             slow.append(sel)
             continue
         rows_.bad |= rows_.pos != rows_.end  # bytes left after the record
@@ -441,17 +456,3 @@ def bulk_decode(
     else:
         merged = pa.nulls(0, decode_type)
     return merged.take(pa.array(order, mask=order < 0)), errors
-
-
-def _fast_writer(reader, schema_id: int, writer_schema):
-    """The writer schema of ``schema_id`` when its records decode here, else None (cached per
-    reader schema and id; a registry error is left to the per-record decoder to report)."""
-    key = (id(reader), schema_id)
-    got = _WRITER_OK.get(key)
-    if got is None:
-        try:
-            writer = writer_schema(schema_id)
-        except Exception:  # noqa: BLE001 - the per-record decoder reports it, per record
-            return None
-        got = _WRITER_OK[key] = (writer if _writer_ok(reader, writer) else None, reader)
-    return got[0]
