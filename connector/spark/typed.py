@@ -33,9 +33,10 @@ a union of null and one type -> that type (nullable), other unions -> a struct o
 decimal -> decimal(p, s).
 
 How: for every Arrow batch a read task produces (:func:`pyklog.connector.spark.read_task.read_range`),
-the binary column's values go through fastavro's C reader one record at a time (no Python step
-per field) and the resulting dicts become ONE Arrow struct array in C (``pyarrow.array`` with the
-target type).  Pure functions of picklable options; safe in any worker.
+the binary column is decoded in bulk, column-wise (:mod:`pyklog.connector.spark.avro_bulk`); the
+records it leaves (bad ones, other writer schemas, schemas it does not walk) go through fastavro's
+C reader one record at a time, and the resulting dicts become ONE Arrow struct array in C
+(``pyarrow.array`` with the target type).  Pure functions of picklable options; safe in any worker.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import json
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyklog.broker.errors import ConfigError, PyklogError
 
@@ -168,8 +170,6 @@ def _finish(schema, arr: pa.Array, named: dict) -> pa.Array:
         )
     logical = schema.get("logicalType")
     if logical in _TIME_LOGICAL:
-        import pyarrow.compute as pc
-
         micros = pc.multiply(arr.cast(pa.int64()), _TIME_LOGICAL[logical])
         return micros.cast(_TIMESTAMP)
     if logical == "date" and schema.get("type") == "int":
@@ -595,6 +595,24 @@ def _decode_values(fmt: ColumnFormat, values: list):
     return out, errors
 
 
+def _bulk_decode(fmt: ColumnFormat, column: pa.Array, decode_type: pa.DataType):
+    """``(values, errors)`` of an Avro column decoded in bulk (:mod:`.avro_bulk`), or None when
+    its schema needs the per-record decoder (multi-type unions, arrays, maps, decimals...)."""
+    from pyklog.connector.spark.avro_bulk import bulk_decode
+
+    if _plan(fmt).reshape:
+        return None
+    confluent = fmt.fmt == "avro-confluent"
+    return bulk_decode(
+        fmt.parsed(),
+        column,
+        decode_type,
+        lambda values: _decode_values(fmt, values),
+        confluent=confluent,
+        writer_schema=(lambda schema_id: _writer_schema(fmt.registry_url, schema_id)) if confluent else None,
+    )
+
+
 def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> pa.RecordBatch:
     """``batch`` (the source's binary schema) with each typed column decoded in place (and the
     PERMISSIVE columns appended after the source's columns).  FAILFAST: RecordDecodeError naming
@@ -607,11 +625,16 @@ def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> p
         if not fmt.typed:
             continue
         i = names.index(fmt.column)
-        raw = arrays[i].to_pylist()
         if fmt.fmt in _OTHER:
-            decoded, errors = _module(fmt.fmt).decode(fmt, raw)
+            decoded_array, errors = _module(fmt.fmt).decode(fmt, arrays[i].to_pylist())
+            plan = None
         else:
-            values, errors = _decode_values(fmt, raw)
+            plan = _plan(fmt)
+            decoded = _bulk_decode(fmt, arrays[i], plan.decode_type or plan.arrow_type)
+            if decoded is None:
+                values, errors = _decode_values(fmt, arrays[i].to_pylist())
+                decoded = pa.array(values, type=plan.decode_type or plan.arrow_type), errors
+            decoded_array, errors = decoded
         bad = [j for j, e in enumerate(errors) if e is not None]
         if bad and not fmt.permissive:
             j = bad[0]
@@ -620,24 +643,19 @@ def convert_batch(batch: pa.RecordBatch, formats: tuple[ColumnFormat, ...]) -> p
             offset = batch.column(names.index("offset"))[j].as_py()
             raise RecordDecodeError(
                 f"pyklog source: the {fmt.column} of {topic}-{partition} at offset {offset} is not "
-                f"{fmt.fmt} of the {fmt.column} schema ({errors[j]}); {len(bad)} of {len(raw)} "
+                f"{fmt.fmt} of the {fmt.column} schema ({errors[j]}); {len(bad)} of {len(errors)} "
                 f"records in this batch failed. Set mode=PERMISSIVE to read such records as nulls "
                 f"with the raw bytes and the error"
             )
-        if fmt.fmt in _OTHER:
-            arrays[i] = decoded
-            fields[i] = pa.field(fmt.column, decoded.type)
+        if plan is None:
+            arrays[i] = decoded_array
+            fields[i] = pa.field(fmt.column, decoded_array.type)
         else:
-            plan = _plan(fmt)
-            if plan.decode_type is not None:
-                arrays[i] = _finish(fmt.parsed_full(), pa.array(values, type=plan.decode_type), {})
-            else:
-                arrays[i] = pa.array(values, type=plan.arrow_type)
+            arrays[i] = _finish(fmt.parsed_full(), decoded_array, {}) if plan.decode_type is not None else decoded_array
             fields[i] = pa.field(fmt.column, plan.arrow_type)
         if fmt.permissive:
-            extra_arrays += [
-                pa.array([raw[j] if errors[j] is not None else None for j in range(len(raw))], type=pa.binary()),
-                pa.array(errors, type=pa.string()),
-            ]
+            failed = pa.array([e is not None for e in errors], type=pa.bool_())
+            raw_bad = pc.if_else(failed, batch.column(i), pa.scalar(None, batch.column(i).type))
+            extra_arrays += [raw_bad.cast(pa.binary()), pa.array(errors, type=pa.string())]
             extra_fields_ += [pa.field(name, typ) for name, typ, _ in extra_fields(fmt)]
     return pa.RecordBatch.from_arrays(arrays + extra_arrays, schema=pa.schema(fields + extra_fields_))
