@@ -8,7 +8,10 @@ Columns, as Spark's Kafka sink reads them::
     partition  int                             optional (otherwise murmur2 of the key, as Kafka)
     headers    array<struct<key:string, value:binary>>   optional
 
-Other columns are ignored.  Strings are written as UTF-8.  Producer settings pass through as
+Other columns are ignored.  Strings are written as UTF-8.  With ``keyFormat`` / ``valueFormat``
+(``avro``, ``avro-confluent``) the column may be a struct or any type Spark's ``to_avro`` takes,
+encoded by :mod:`pyklog.connector.spark.typed_write` (its schema resolved with the registry on the
+driver when the writer is created).  Producer settings pass through as
 ``kafka.*`` options (``kafka.acks``, ``kafka.compression.type``, ``kafka.linger.ms``,
 ``kafka.batch.size``, ...) to :class:`connector.producer.Producer`.
 

@@ -11,6 +11,10 @@ Options (source)::
     valueSubject / keySubject the subject of the reader schema (default: TopicNameStrategy,
                               ``<topic>-value`` / ``<topic>-key`` of the one subscribed topic)
     valueSchemaVersion / keySchemaVersion   a pinned version of that subject (default: latest)
+    value.subject.name.strategy / key.subject.name.strategy   how that subject is named
+                              (:func:`subject_for`: TopicNameStrategy, RecordNameStrategy,
+                              TopicRecordNameStrategy; Confluent's class names too)
+    valueRecordName / keyRecordName   the record's full name, for the two record strategies
     mode                      FAILFAST (default: a record that does not decode fails the query,
                               naming topic, partition and offset) | PERMISSIVE (the column is null
                               and two more columns say why: ``<column>Raw`` binary, the record's

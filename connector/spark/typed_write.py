@@ -362,6 +362,7 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
     from pyklog.connector.spark.typed import _client
 
     client = _client(url)
+    subject = None
     pinned_id = opts.get(f"{column}schemaid")
     version = opts.get(f"{column}schemaversion")
     latest = _flag(opts, "use.latest.version", False)
@@ -400,7 +401,11 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
             schema_id = int(client.lookup(subject, schema)["id"])
         return WriteFormat(column, fmt, schema, schema_id, subject)
     except SchemaRegistryError as e:
-        raise ConfigError(f"pyklog sink: the schema registry at {url} refused the {column} schema: {e}") from e
+        of = f" of subject {subject!r}" if subject else ""
+        raise ConfigError(
+            f"pyklog sink: the {column} schema{of}: the schema registry at {url} answered error {e.error_code}: {e}; "
+            "nothing was written"
+        ) from e
 
 
 def _avro_only(found: dict, what: str) -> None:

@@ -100,9 +100,10 @@ def _ids(boot, topic, nparts):
     return {int.from_bytes(v[1:5], "big") for v in read_values(boot, topic, nparts, "read_uncommitted")}
 
 
-def test_typed_rows_read_by_confluent_then_evolved_then_incompatible(spark, broker, tmp_path):
+def test_typed_rows_read_by_confluent_then_evolved_then_incompatible(spark, broker_factory, tmp_path):
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
+    broker = broker_factory(0, group_initial_rebalance_delay_ms=0)  # the registry's election group
     boot = broker.bootstrap
     topic = f"typed-{uuid.uuid4().hex[:6]}"
     make_topic(boot, topic, 2)
@@ -128,13 +129,24 @@ def test_typed_rows_read_by_confluent_then_evolved_then_incompatible(spark, brok
         assert sr.get_versions(f"{topic}-value") == [1, 2]
         got = sorted(_deserialized(boot, url, topic, 2), key=lambda kv: kv[1]["id"])
         assert [v for _, v in got] == rows + more  # version 1's records without the new field
-        assert len(_ids(boot, topic, 2)) == 2  # two schema ids on the wire
+        ids = _ids(boot, topic, 2)
+        assert len(ids) == 2  # two schema ids on the wire
+
+        # pinned: the subject's latest version (use.latest.version); a schema the subject does not
+        # hold with auto.register.schemas=false fails on the driver, naming the registry
+        _write(df2.limit(5), boot, url, topic, **{"use.latest.version": "true"})
+        assert _ids(boot, topic, 2) == ids
+        with pytest.raises(
+            Exception,
+            match=rf"value schema of subject '{topic}-value': the schema registry at {url} answered error 40403",
+        ):
+            _write(df2, boot, url, topic, **{"auto.register.schemas": "false"})
 
         # an incompatible struct (id becomes a string): the registry refuses it, nothing is written
         bad = spark.createDataFrame([("x", ("not-a-number",))], "key string, value struct<id:string>")
-        with pytest.raises(Exception, match=r"refused the value schema.*(409|incompatible)"):
+        with pytest.raises(Exception, match=rf"schema registry at {url} answered error 409.*incompatible"):
             _write(bad, boot, url, topic)
-        assert len(read_values(boot, topic, 2, "read_uncommitted")) == 250
+        assert len(read_values(boot, topic, 2, "read_uncommitted")) == 255
         assert sr.get_versions(f"{topic}-value") == [1, 2]
 
         # a registry that cannot be reached: an error naming its URL (bounded retries)
@@ -166,13 +178,14 @@ def test_typed_rows_read_by_confluent_then_evolved_then_incompatible(spark, brok
         registry.stop()
 
 
-def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, broker, tmp_path):
+def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, broker_factory, tmp_path):
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from pyklog.connector.producer import Producer
 
+    broker = broker_factory(0, group_initial_rebalance_delay_ms=0)  # the registry's election group
     boot = broker.bootstrap
     src, out = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
     make_topic(boot, src, 2)
@@ -190,7 +203,6 @@ def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, brok
             .option("kafka.bootstrap.servers", boot)
             .option("subscribe", src)
             .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "120")
             .load()
             .selectExpr(
                 "struct(CAST(CAST(value AS STRING) AS BIGINT) AS n, CAST(value AS STRING) AS s, "

@@ -235,3 +235,21 @@ def test_subject_naming_strategies():
         subject_for("value", ("orders",), "RecordNameStrategy", None)
     with pytest.raises(ConfigError, match="the 'topic' option"):
         subject_for("value", (), None, None, sink=True)
+
+
+def test_sink_writer_takes_typed_columns_only_with_a_format():
+    from pyklog.connector.spark.options import parse_sink_options
+    from pyklog.connector.spark.sink import PyklogBatchWriter
+
+    schema = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", ROW)])
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
+    with pytest.raises(ConfigError, match="column 'value' must be string or binary.*set valueFormat=avro"):
+        PyklogBatchWriter(parse_sink_options(base), schema)
+    w = PyklogBatchWriter(parse_sink_options({**base, "valueFormat": "avro", "valueRecordName": "iot.Reading"}), schema)
+    assert set(w.formats) == {"value"} and w.plan["value"] == "value"
+    assert json.loads(w.formats["value"].schema)["name"] == "Reading"
+    # the registry options reach the writer; a format without its column is refused
+    opts = parse_sink_options({**base, "keyFormat": "avro", "value.subject.name.strategy": "RecordNameStrategy"})
+    assert dict(opts.typed_options)["value.subject.name.strategy"] == "RecordNameStrategy"
+    with pytest.raises(ConfigError, match="keyFormat is set but the DataFrame has no column 'key'"):
+        PyklogBatchWriter(opts, T.StructType([T.StructField("value", T.BinaryType())]))
