@@ -29,9 +29,10 @@ write with the registry's message and nothing is written.  The column's Spark ty
 against the chosen schema there too (:func:`check_writable`; a ConfigError naming the field).
 
 Encoding (:func:`encode_column`, executor side, per Arrow batch): time columns are turned into
-their Avro numbers in Arrow (no ``datetime`` per value), the column becomes Python values with one
-``to_pylist`` (maps as dicts), then fastavro's C ``schemaless_writer`` writes each record (no Python
-step per field); the result is a binary Arrow column for the bulk record encoder.  A null struct is
+their Avro numbers in Arrow (no ``datetime`` per value); a flat record is then encoded column by
+column in Arrow (:func:`_columnar`, no Python object per row); any other column becomes Python
+values with one ``to_pylist`` (maps as dicts) and fastavro's C ``schemaless_writer`` writes each
+record (no Python step per field).  The result is a binary Arrow column for the bulk record encoder.  A null struct is
 a null value (a tombstone), as Confluent's serializer writes ``None``.  A row that does not fit the
 schema (a null in a non-nullable field, an enum symbol the schema does not have) fails the task
 naming the column, the row and the field (FAILFAST).  Pure functions of picklable values.
@@ -45,6 +46,7 @@ import math
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyklog.broker.errors import ConfigError, PyklogError
 
@@ -508,6 +510,111 @@ def _row_error(fmt: WriteFormat, parsed, value, row: int, e: Exception) -> Recor
     )
 
 
+# -- column-wise encoding of flat records ----------------------------------------------------------
+
+#: Avro primitive types the column-wise encoder writes (after :func:`_numbers`: dates and
+#: timestamps are ints and longs by then)
+_FLAT = ("boolean", "int", "long", "float", "double", "string", "bytes")
+
+
+def _flat_field(schema, named: dict) -> tuple[str, int] | None:
+    """``(primitive type, union branch of the value or -1)`` of a record field the column-wise
+    encoder can write: a primitive (logical types on int/long included) or a union of null and
+    one; None otherwise."""
+    branch = -1
+    if isinstance(schema, list):
+        if len(schema) != 2 or "null" not in schema:
+            return None
+        branch = 1 - schema.index("null")
+        schema = schema[branch]
+    schema = _resolve(schema, named)
+    if isinstance(schema, dict):
+        if schema.get("type") not in ("int", "long") or schema.get("logicalType") not in (
+            None,
+            "date",
+            "timestamp-millis",
+            "timestamp-micros",
+            "local-timestamp-millis",
+            "local-timestamp-micros",
+        ):
+            return None
+        schema = schema["type"]
+    return (schema, branch) if schema in _FLAT else None
+
+
+def _fixed_width(data, width: int, n: int) -> pa.Array:
+    import numpy as np
+
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _field_bytes(kind: str, col: pa.Array) -> pa.Array:
+    """The Avro binary of every value of ``col`` (nulls: any bytes, masked by the caller)."""
+    import numpy as np
+
+    from pyklog.connector.spark.arrow_encode import as_binary, varint_bytes
+
+    n = len(col)
+    if kind in ("int", "long"):
+        return varint_bytes(col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))
+    if kind == "boolean":
+        return _fixed_width(col.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint8), 1, n)
+    if kind in ("float", "double"):
+        dtype = "<f4" if kind == "float" else "<f8"
+        values = col.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype)
+        return _fixed_width(values.view(np.uint8), values.itemsize, n)
+    data = as_binary(col).fill_null(b"")
+    lengths = pc.binary_length(data).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pc.binary_join_element_wise(varint_bytes(lengths), data, b"")
+
+
+def _columnar(plan: _EncodePlan, arr: pa.Array, header: bytes) -> pa.Array | None:
+    """The records of ``arr`` (a struct column, time values already numbers) encoded column by
+    column in Arrow, as the record encoder builds record batches: each field's bytes as one binary
+    column (numpy varints, fixed-width floats, length-prefixed strings, a union's branch byte), the
+    records joined with one ``binary_join_element_wise``.  None when the schema is not a flat
+    record of primitives (and nullable primitives) the struct holds every field of, or a field the
+    schema does not let be null has a null: the per-record writer then encodes (and names the field
+    of a row that does not fit)."""
+    schema = plan.full
+    if not (pa.types.is_struct(arr.type) and isinstance(schema, dict) and schema.get("type") == "record"):
+        return None
+    named: dict = {}
+    _register_names(schema, named)
+    typ = arr.type
+    index = {typ.field(i).name: i for i in range(typ.num_fields)}
+    valid = arr.is_valid() if arr.null_count else None
+    parts = [pa.scalar(header, pa.binary())] if header else []
+    for f in schema["fields"]:
+        flat = _flat_field(f["type"], named)
+        if flat is None or f["name"] not in index:
+            return None
+        kind, branch = flat
+        col = arr.field(index[f["name"]])
+        if pa.types.is_null(col.type):
+            return None
+        nulls = col.is_null() if valid is None else pc.and_(col.is_null(), valid)
+        has_nulls = col.null_count > 0 and pc.any(nulls).as_py()
+        if has_nulls and branch < 0:
+            return None
+        value = _field_bytes(kind, col)
+        if branch >= 0:
+            null_branch = 1 - branch  # the union's index of null; the branch is a zigzag varint byte
+            if has_nulls:
+                tag = pc.if_else(nulls, bytes([2 * null_branch]), bytes([2 * branch]))
+                value = pc.binary_join_element_wise(tag, pc.if_else(nulls, b"", value), b"")
+            else:
+                value = pc.binary_join_element_wise(pa.scalar(bytes([2 * branch]), pa.binary()), value, b"")
+        parts.append(value)
+    if len(parts) == (1 if header else 0):  # a record without fields: its encoding is empty
+        parts.append(pa.scalar(b"", pa.binary()))
+    joined = pc.binary_join_element_wise(*parts, b"")
+    if not isinstance(joined, pa.Array):
+        joined = pa.array([joined.as_py()] * len(arr), type=pa.binary())
+    return pc.if_else(valid, joined, pa.scalar(None, pa.binary())) if valid is not None else joined
+
+
 def encode_column(fmt: WriteFormat, arr: pa.Array) -> pa.Array:
     """The Avro (``avro``) or wire-format (``avro-confluent``) bytes of every value of ``arr``
     (a binary Arrow array; a null stays null).  RecordEncodeError names the first row that does
@@ -517,6 +624,10 @@ def encode_column(fmt: WriteFormat, arr: pa.Array) -> pa.Array:
     plan = _plan(fmt)
     if plan.times:
         arr = _numbers(plan.full, arr, {})
+    if len(arr):
+        fast = _columnar(plan, arr, fmt.header)
+        if fast is not None:
+            return fast
     values = arr.to_pylist(maps_as_pydicts="strict")
     header = fmt.header
     parsed = plan.parsed
