@@ -470,8 +470,11 @@ def _numbers(schema, arr: pa.Array, named: dict) -> pa.Array:
     typ = arr.type
     if t.is_timestamp(typ):
         logical = schema.get("logicalType") if isinstance(schema, dict) else None
-        unit = "ms" if logical in _MILLIS else "us"
-        return arr.cast(pa.timestamp(unit, typ.tz), safe=False).cast(pa.int64())
+        micros = arr.cast(pa.timestamp("us", typ.tz), safe=False).cast(pa.int64())
+        if logical not in _MILLIS:
+            return micros
+        # floor division, as Spark's microsToMillis (Arrow's integer division truncates)
+        return pc.divide(pc.subtract(micros, pc.if_else(pc.less(micros, 0), 999, 0)), 1000)
     if t.is_date32(typ):
         return arr.cast(pa.int32())
     if t.is_struct(typ) and isinstance(schema, dict) and schema.get("type") == "record":

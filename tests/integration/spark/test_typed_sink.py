@@ -205,8 +205,13 @@ def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, brok
             .option("startingOffsets", "earliest")
             .load()
             .selectExpr(
-                "struct(CAST(CAST(value AS STRING) AS BIGINT) AS n, CAST(value AS STRING) AS s, "
-                "array(partition) AS parts) AS value"
+                "CAST(CAST(value AS STRING) AS BIGINT) AS n",
+                "CAST(value AS STRING) AS s",
+                "partition AS p",
+                "timestamp",
+            )
+            .selectExpr(  # a flat record (encoded column-wise) with a nullable double
+                "struct(n, s, p, IF(n % 3 = 0, NULL, n / 2) AS half, timestamp AS at) AS value"
             )
             .writeStream.format("pyklog")
             .option("kafka.bootstrap.servers", boot)
@@ -226,7 +231,9 @@ def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, brok
         ctx = SerializationContext(out, MessageField.VALUE)
         got = [deser(v, ctx) for v in read_values(boot, out, 2, "read_committed")]
         assert sorted(g["n"] for g in got) == list(range(n))
-        assert all(g["s"] == str(g["n"]) and g["parts"] == [g["n"] % 2] for g in got)
+        assert all(g["s"] == str(g["n"]) and g["p"] == g["n"] % 2 for g in got)
+        assert all(g["half"] == (None if g["n"] % 3 == 0 else g["n"] / 2) for g in got)
+        assert all(isinstance(g["at"], dt.datetime) and g["at"].year >= 2024 for g in got)
 
         # exactly-once batch: a row with a null in a field the given schema requires fails the job
         # naming the field, and nothing of the write is committed
