@@ -65,7 +65,7 @@ def main() -> int:
             rows = spark.range(0, args.records, 1, args.tasks).selectExpr(
                 "concat('s-', CAST(id % 1000 AS STRING)) AS sensor",
                 "CAST(id % 97 AS INT) AS site",
-                "id * 0.01 AS celsius",
+                "CAST(id AS DOUBLE) * 0.01 AS celsius",
                 "id % 2 = 0 AS ok",
                 "timestamp_millis(1700000000000 + id) AS at",
                 "CASE WHEN id % 3 = 0 THEN 'checked' END AS note",

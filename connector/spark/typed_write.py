@@ -520,10 +520,10 @@ def _row_error(fmt: WriteFormat, parsed, value, row: int, e: Exception) -> Recor
 _FLAT = ("boolean", "int", "long", "float", "double", "string", "bytes")
 
 
-def _flat_field(schema, named: dict) -> tuple[str, int] | None:
-    """``(primitive type, union branch of the value or -1)`` of a record field the column-wise
-    encoder can write: a primitive (logical types on int/long included) or a union of null and
-    one; None otherwise."""
+def _flat_field(schema, named: dict) -> tuple[str, int, int] | None:
+    """``(primitive type, union branch of the value or -1, fixed size)`` of a record field the
+    column-wise encoder can write: a primitive (logical types on int/long included), a decimal
+    ``fixed`` (kind ``decimal``), or a union of null and one of those; None otherwise."""
     branch = -1
     if isinstance(schema, list):
         if len(schema) != 2 or "null" not in schema:
@@ -531,6 +531,10 @@ def _flat_field(schema, named: dict) -> tuple[str, int] | None:
         branch = 1 - schema.index("null")
         schema = schema[branch]
     schema = _resolve(schema, named)
+    if isinstance(schema, dict) and schema.get("type") == "fixed":
+        if schema.get("logicalType") != "decimal" or not 0 < int(schema["size"]) <= 16:
+            return None
+        return "decimal", branch, int(schema["size"])
     if isinstance(schema, dict):
         if schema.get("type") not in ("int", "long") or schema.get("logicalType") not in (
             None,
@@ -542,7 +546,7 @@ def _flat_field(schema, named: dict) -> tuple[str, int] | None:
         ):
             return None
         schema = schema["type"]
-    return (schema, branch) if schema in _FLAT else None
+    return (schema, branch, 0) if schema in _FLAT else None
 
 
 def _fixed_width(data, width: int, n: int) -> pa.Array:
@@ -552,13 +556,22 @@ def _fixed_width(data, width: int, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _field_bytes(kind: str, col: pa.Array) -> pa.Array:
-    """The Avro binary of every value of ``col`` (nulls: any bytes, masked by the caller)."""
+def _field_bytes(kind: str, col: pa.Array, size: int = 0) -> pa.Array | None:
+    """The Avro binary of every value of ``col`` (nulls: any bytes, masked by the caller); None
+    when the column's type is not one this encodes."""
     import numpy as np
 
     from pyklog.connector.spark.arrow_encode import as_binary, varint_bytes
 
     n = len(col)
+    if kind == "decimal":
+        # a decimal fixed: the unscaled value, big-endian two's complement in ``size`` bytes; Arrow
+        # keeps it little-endian in 16 bytes (the scale was checked equal on the driver)
+        if not pa.types.is_decimal128(col.type):
+            return None
+        raw = np.frombuffer(col.buffers()[1], dtype=np.uint8)[col.offset * 16 : (col.offset + n) * 16]
+        data = np.ascontiguousarray(raw.reshape(n, 16)[:, size - 1 :: -1] if size < 16 else raw.reshape(n, 16)[:, ::-1])
+        return _fixed_width(data.reshape(-1), size, n)
     if kind in ("int", "long"):
         return varint_bytes(col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))
     if kind == "boolean":
@@ -593,7 +606,7 @@ def _columnar(plan: _EncodePlan, arr: pa.Array, header: bytes) -> pa.Array | Non
         flat = _flat_field(f["type"], named)
         if flat is None or f["name"] not in index:
             return None
-        kind, branch = flat
+        kind, branch, size = flat
         col = arr.field(index[f["name"]])
         if pa.types.is_null(col.type):
             return None
@@ -601,7 +614,9 @@ def _columnar(plan: _EncodePlan, arr: pa.Array, header: bytes) -> pa.Array | Non
         has_nulls = col.null_count > 0 and pc.any(nulls).as_py()
         if has_nulls and branch < 0:
             return None
-        value = _field_bytes(kind, col)
+        value = _field_bytes(kind, col, size)
+        if value is None:
+            return None
         if branch >= 0:
             null_branch = 1 - branch  # the union's index of null; the branch is a zigzag varint byte
             if has_nulls:

@@ -277,6 +277,24 @@ def test_flat_records_encoded_column_wise_equal_fastavro_bytes():
             {"name": "raw", "type": "bytes"},
             {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
             {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "fixed", "name": "amt", "size": 5, "logicalType": "decimal", "precision": 10, "scale": 2},
+                ],
+            },
+            {
+                "name": "big",
+                "type": {
+                    "type": "fixed",
+                    "name": "big",
+                    "size": 16,
+                    "logicalType": "decimal",
+                    "precision": 38,
+                    "scale": 0,
+                },
+            },
         ],
     }
     n = 50
@@ -295,6 +313,8 @@ def test_flat_records_encoded_column_wise_equal_fastavro_bytes():
             "raw": bytes(range(i % 5)),
             "at": None if i % 6 == 0 else at0 + dt.timedelta(milliseconds=i * 1001, microseconds=i),
             "day": dt.date(2024, 1, 1) + dt.timedelta(days=i),
+            "amount": None if i % 9 == 0 else decimal.Decimal(i * 12345 - 300000) / 100,
+            "big": decimal.Decimal(-(10**37) + i * 10**30),
         }
         for i in range(n)
     ]
@@ -310,6 +330,8 @@ def test_flat_records_encoded_column_wise_equal_fastavro_bytes():
             ("raw", pa.binary()),
             ("at", pa.timestamp("us", tz="UTC")),
             ("day", pa.date32()),
+            ("amount", pa.decimal128(10, 2)),
+            ("big", pa.decimal128(38, 0)),
         ]
     )
     arr = pa.array(rows, type=typ).slice(3, 40)
