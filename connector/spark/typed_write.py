@@ -404,10 +404,9 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
         return WriteFormat(column, fmt, schema, schema_id, subject)
     except SchemaRegistryError as e:
         of = f" of subject {subject!r}" if subject else ""
-        raise ConfigError(
-            f"pyklog sink: the {column} schema{of}: the schema registry at {url} answered error {e.error_code}: {e}; "
-            "nothing was written"
-        ) from e
+        # the client's own error when the registry cannot be reached names the URL already
+        said = str(e) if url in str(e) else f"the schema registry at {url} answered error {e.error_code}: {e}"
+        raise ConfigError(f"pyklog sink: the {column} schema{of}: {said}; nothing was written") from e
 
 
 def _avro_only(found: dict, what: str) -> None:

@@ -262,3 +262,44 @@ def test_exactly_once_typed_stream_and_a_batch_row_that_does_not_fit(spark, brok
         assert read_values(boot, bad_topic, 1, "read_committed") == []
     finally:
         registry.stop()
+
+
+def test_a_registry_that_does_not_answer_fails_the_write_naming_its_url():
+    """A registry that accepts connections and never answers: the writer's creation (driver) gives
+    up after the client's bounded attempts with an error naming the URL, never hangs."""
+    import socket
+    import time
+
+    from pyspark.sql import types as T
+
+    from pyklog.broker.errors import ConfigError
+    from pyklog.connector.schema_registry.client import SchemaRegistryClient
+    from pyklog.connector.spark import typed
+    from pyklog.connector.spark.options import parse_sink_options
+    from pyklog.connector.spark.sink import PyklogBatchWriter
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        # the client the sink takes for this URL, with a short timeout (the default is 10 s x 3 attempts)
+        typed._CLIENTS[url] = SchemaRegistryClient(url, timeout_s=0.3, retries=2)
+        try:
+            opts = parse_sink_options(
+                {
+                    "kafka.bootstrap.servers": "127.0.0.1:1",
+                    "topic": "t",
+                    "valueFormat": "avro-confluent",
+                    "schema.registry.url": url,
+                }
+            )
+            schema = T.StructType([T.StructField("value", T.StructType([T.StructField("a", T.IntegerType())]))])
+            t0 = time.monotonic()
+            with pytest.raises(
+                ConfigError,
+                match=rf"value schema of subject 't-value': the schema registry at {url} cannot be reached: timed out",
+            ):
+                PyklogBatchWriter(opts, schema)
+            assert time.monotonic() - t0 < 5
+        finally:
+            del typed._CLIENTS[url]
