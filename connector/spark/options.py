@@ -99,6 +99,10 @@ SOURCE_OPTIONS = {
     "valueschemaversion",
     "keymessagename",
     "valuemessagename",
+    "key.subject.name.strategy",
+    "value.subject.name.strategy",
+    "keyrecordname",
+    "valuerecordname",
 }
 # the names as documented (for messages and typo hints)
 _DISPLAY = {
@@ -129,6 +133,10 @@ _DISPLAY = {
     "valueschemaversion": "valueSchemaVersion",
     "keymessagename": "keyMessageName",
     "valuemessagename": "valueMessageName",
+    "keyschemaid": "keySchemaId",
+    "valueschemaid": "valueSchemaId",
+    "keyrecordname": "keyRecordName",
+    "valuerecordname": "valueRecordName",
     "producercache.enabled": "producerCache.enabled",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
@@ -236,6 +244,27 @@ SINK_OPTIONS = {
     "transactionalidprefix",
     "producercache.enabled",
 }
+#: the sink's typed key / value options (:mod:`pyklog.connector.spark.typed_write`)
+SINK_TYPED_OPTIONS = {
+    "keyformat",
+    "valueformat",
+    "keyschema",
+    "valueschema",
+    "keyrecordname",
+    "valuerecordname",
+    "schema.registry.url",
+    "key.subject.name.strategy",
+    "value.subject.name.strategy",
+    "keysubject",
+    "valuesubject",
+    "keyschemaid",
+    "valueschemaid",
+    "keyschemaversion",
+    "valueschemaversion",
+    "auto.register.schemas",
+    "use.latest.version",
+}
+SINK_OPTIONS |= SINK_TYPED_OPTIONS
 
 
 def display(name: str) -> str:
@@ -637,6 +666,8 @@ def _column_formats(opts: dict) -> tuple:
             version=opts.get(f"{c}schemaversion"),
             topics=topics,
             message=opts.get(f"{c}messagename"),
+            strategy=opts.get(f"{c}.subject.name.strategy"),
+            record_name=opts.get(f"{c}recordname"),
         )
         for c in ("key", "value")
     )
@@ -928,6 +959,9 @@ class SinkOptions:
     # at-least-once tasks take their producer from the Python worker's cache (producerCache.enabled;
     # Spark's Kafka sink: spark.kafka.producer.cache.timeout)
     producer_cache: bool = True
+    #: the typed key / value options, sorted ``(lower-case name, value)`` pairs, resolved against
+    #: the DataFrame's schema when the writer is created (:mod:`pyklog.connector.spark.typed_write`)
+    typed_options: tuple = ()
 
     @property
     def exactly_once(self) -> bool:
@@ -1035,6 +1069,7 @@ def parse_sink_options(options) -> SinkOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=timeout_ms,
         producer_cache=_bool(opts, "producercache.enabled"),
+        typed_options=tuple(sorted((k, v) for k, v in opts.items() if k in SINK_TYPED_OPTIONS)),
     )
 
 

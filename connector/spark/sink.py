@@ -8,7 +8,10 @@ Columns, as Spark's Kafka sink reads them::
     partition  int                             optional (otherwise murmur2 of the key, as Kafka)
     headers    array<struct<key:string, value:binary>>   optional
 
-Other columns are ignored.  Strings are written as UTF-8.  Producer settings pass through as
+Other columns are ignored.  Strings are written as UTF-8.  With ``keyFormat`` / ``valueFormat``
+(``avro``, ``avro-confluent``) the column may be a struct or any type Spark's ``to_avro`` takes,
+encoded by :mod:`pyklog.connector.spark.typed_write` (its schema resolved with the registry on the
+driver when the writer is created).  Producer settings pass through as
 ``kafka.*`` options (``kafka.acks``, ``kafka.compression.type``, ``kafka.linger.ms``,
 ``kafka.batch.size``, ...) to :class:`connector.producer.Producer`.
 
@@ -204,9 +207,11 @@ def _type_name(dt) -> str:
     return getattr(dt, "simpleString", lambda: str(dt))()
 
 
-def validate_sink_schema(schema, opts: SinkOptions) -> dict:
+def validate_sink_schema(schema, opts: SinkOptions, typed: tuple = ()) -> dict:
     """Check the DataFrame's columns (driver side); return ``{column: kind}`` for the columns used.
-    Raises ConfigError naming the column and the expected type."""
+    ``typed``: the columns written with a format (``keyFormat`` / ``valueFormat``), of any type
+    the format takes (checked by :mod:`.typed_write`).  Raises ConfigError naming the column and
+    the expected type."""
     from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
     fields = {f.name.lower(): f for f in schema.fields} if schema is not None else {}
@@ -221,8 +226,11 @@ def validate_sink_schema(schema, opts: SinkOptions) -> dict:
         f = fields.get(name)
         if f is None:
             continue
-        if not isinstance(f.dataType, (StringType, BinaryType)):
-            raise ConfigError(f"pyklog sink: column '{name}' must be string or binary, read {_type_name(f.dataType)}")
+        if name not in typed and not isinstance(f.dataType, (StringType, BinaryType)):
+            raise ConfigError(
+                f"pyklog sink: column '{name}' must be string or binary, read {_type_name(f.dataType)} "
+                f"(or set {name}Format=avro / avro-confluent to encode it)"
+            )
         plan[name] = f.name
     topic = fields.get("topic")
     if topic is not None:
@@ -295,7 +303,14 @@ class _SinkWriter:
 
     def __init__(self, opts: SinkOptions, schema):
         self.opts = opts
-        self.plan = validate_sink_schema(schema, opts)
+        #: ``{column: WriteFormat}`` of typed key / value columns, resolved here on the driver (the
+        #: registry registers or finds the schema before any task runs)
+        self.formats: dict = {}
+        if opts.typed_options:
+            from pyklog.connector.spark.typed_write import resolve_write_formats
+
+            self.formats = resolve_write_formats(schema, dict(opts.typed_options), opts.topic)
+        self.plan = validate_sink_schema(schema, opts, tuple(self.formats))
 
     def _producer_config(self) -> dict:
         # the security settings by their Kafka names (not in SinkOptions.producer_config, whose repr
@@ -334,6 +349,8 @@ class _SinkWriter:
         each partition gets full batches.  Stops early once a record failed for good.  Counts rows
         into ``per_topic``.  A custom ``kafka.partitioner`` takes the row path
         (:meth:`_send_rows`)."""
+        if self.formats:
+            iterator = self._encoded(iterator)
         if producer.config.get("partitioner") not in _BULK_PARTITIONERS:
             return self._send_rows(producer, iterator, per_topic)
         from pyklog.connector.spark.arrow_encode import ArrowRecordEncoder
@@ -356,6 +373,19 @@ class _SinkWriter:
                     return
         if pending:
             self._send_bulk(producer, encoder, pending, nparts, per_topic)
+
+    def _encoded(self, iterator):
+        """Executor side: the Arrow batches with their typed key / value columns encoded
+        (:func:`.typed_write.encode_batch`: fastavro's C writer per record); RecordEncodeError for
+        a row that does not fit the schema fails the task before the rest is sent."""
+        from pyklog.connector.spark.typed_write import encode_batch
+
+        for batch in iterator:
+            if isinstance(batch, pa.Table):
+                batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+            if batch is None or batch.num_rows == 0:
+                continue
+            yield encode_batch(batch, self.formats, self.plan)
 
     def _send_bulk(self, producer, encoder, batches: list, nparts: dict, per_topic: dict) -> None:
         """Executor side: encode ``batches`` (Arrow, one schema) and queue them, per topic."""

@@ -14,6 +14,10 @@ Options (source)::
     valueSubject / keySubject the subject of the reader schema (default: TopicNameStrategy,
                               ``<topic>-value`` / ``<topic>-key`` of the one subscribed topic)
     valueSchemaVersion / keySchemaVersion   a pinned version of that subject (default: latest)
+    value.subject.name.strategy / key.subject.name.strategy   how that subject is named
+                              (:func:`subject_for`: TopicNameStrategy, RecordNameStrategy,
+                              TopicRecordNameStrategy; Confluent's class names too)
+    valueRecordName / keyRecordName   the record's full name, for the two record strategies
     mode                      FAILFAST (default: a record that does not decode fails the query,
                               naming topic, partition and offset) | PERMISSIVE (the column is null
                               and two more columns say why: ``<column>Raw`` binary, the record's
@@ -60,6 +64,7 @@ __all__ = [
     "parse_column_format",
     "source_ddl",
     "spark_ddl",
+    "subject_for",
 ]
 
 #: Protobuf and JSON formats: typed_protobuf / typed_json (the module that reads each)
@@ -202,6 +207,8 @@ def parse_column_format(
     version: str | None = None,
     topics: tuple = (),
     message: str | None = None,
+    strategy: str | None = None,
+    record_name: str | None = None,
 ) -> ColumnFormat:
     """Check one column's options (driver side); ConfigError naming the option on a bad value.
     ``avro-confluent`` without a pinned schema asks the registry for the reader schema now."""
@@ -221,6 +228,8 @@ def parse_column_format(
     if fmt in _OTHER:
         if fmt.endswith("-confluent") and not registry_url:
             raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
+        if fmt.endswith("-confluent") and not subject and not schema and (strategy or record_name):
+            subject = subject_for(column, topics, strategy, record_name)
         extra = {"message": message} if fmt.startswith("protobuf") else {}
         text = _module(fmt).parse_reader(
             column, fmt, schema, registry_url=registry_url, subject=subject, version=version, topics=topics, **extra
@@ -230,7 +239,7 @@ def parse_column_format(
         if not registry_url:
             raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
         if not schema:
-            schema = _reader_schema(column, registry_url, subject, version, topics)
+            schema = _reader_schema(column, registry_url, subject, version, topics, strategy, record_name)
     if not schema:
         raise ConfigError(f"option {option}={fmt} needs option {column}Schema (the Avro schema as JSON)")
     try:
@@ -243,17 +252,53 @@ def parse_column_format(
     return ColumnFormat(column, fmt, json.dumps(parsed, sort_keys=True), mode == "PERMISSIVE", registry_url)
 
 
-def _reader_schema(column: str, url: str, subject: str | None, version: str | None, topics: tuple) -> str:
+def subject_for(
+    column: str, topics: tuple, strategy: str | None, record_name: str | None, *, sink: bool = False
+) -> str:
+    """The subject of ``column``'s schema by a subject name strategy (option
+    ``<column>.subject.name.strategy``, Confluent's ``key.subject.name.strategy`` /
+    ``value.subject.name.strategy``): ``TopicNameStrategy`` (default) ``<topic>-<column>``;
+    ``RecordNameStrategy`` the record's full name; ``TopicRecordNameStrategy``
+    ``<topic>-<full name>``.  Confluent's class names
+    (``io.confluent.kafka.serializers.subject.RecordNameStrategy``) are accepted too.  ConfigError
+    naming the option that is missing (one topic, the record's name)."""
+    from pyklog.connector.schema_registry.client import SUBJECT_NAME_STRATEGIES
+
+    option = f"{column}.subject.name.strategy"
+    short = (strategy or "TopicNameStrategy").strip().rsplit(".", 1)[-1]
+    kind = SUBJECT_NAME_STRATEGIES.get(short)
+    if kind is None:
+        raise ConfigError(
+            f"option {option}: expected one of {', '.join(SUBJECT_NAME_STRATEGIES)} (or Confluent's class "
+            f"names io.confluent.kafka.serializers.subject.*), got {strategy!r}"
+        )
+    where = "the 'topic' option" if sink else "exactly one topic in 'subscribe'"
+    if kind != "record" and len(topics) != 1:
+        raise ConfigError(f"option {column}Subject is needed: the subject of {short} (<topic>-...) needs {where}")
+    if kind != "topic" and not record_name:
+        raise ConfigError(
+            f"{short} names the subject after the record: set option {column}RecordName (the record's "
+            f"full name) or {column}Subject"
+        )
+    if kind == "topic":
+        return f"{topics[0]}-{column}"
+    return record_name if kind == "record" else f"{topics[0]}-{record_name}"
+
+
+def _reader_schema(
+    column: str,
+    url: str,
+    subject: str | None,
+    version: str | None,
+    topics: tuple,
+    strategy: str | None = None,
+    record_name: str | None = None,
+) -> str:
     """The reader schema of an ``avro-confluent`` column from the registry (driver side)."""
     from pyklog.connector.schema_registry.errors import SchemaRegistryError
 
     if not subject:
-        if len(topics) != 1:
-            raise ConfigError(
-                f"option {column}Subject is needed: the default subject (TopicNameStrategy, "
-                f"<topic>-{column}) needs exactly one topic in 'subscribe'"
-            )
-        subject = f"{topics[0]}-{column}"
+        subject = subject_for(column, topics, strategy, record_name)
     try:
         found = _client(url).get_version(subject, version or "latest")
     except SchemaRegistryError as e:
