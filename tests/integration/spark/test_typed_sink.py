@@ -274,7 +274,7 @@ def test_a_registry_that_does_not_answer_fails_the_write_naming_its_url():
 
     from pyklog.broker.errors import ConfigError
     from pyklog.connector.schema_registry.client import SchemaRegistryClient
-    from pyklog.connector.spark import typed
+    from pyklog.connector.spark import typed_formats
     from pyklog.connector.spark.options import parse_sink_options
     from pyklog.connector.spark.sink import PyklogBatchWriter
 
@@ -283,7 +283,7 @@ def test_a_registry_that_does_not_answer_fails_the_write_naming_its_url():
         silent.listen(8)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         # the client the sink takes for this URL, with a short timeout (the default is 10 s x 3 attempts)
-        typed._CLIENTS[url] = SchemaRegistryClient(url, timeout_s=0.3, retries=2)
+        typed_formats._CLIENTS[url] = SchemaRegistryClient(url, timeout_s=0.3, retries=2)
         try:
             opts = parse_sink_options(
                 {
@@ -302,4 +302,4 @@ def test_a_registry_that_does_not_answer_fails_the_write_naming_its_url():
                 PyklogBatchWriter(opts, schema)
             assert time.monotonic() - t0 < 5
         finally:
-            del typed._CLIENTS[url]
+            del typed_formats._CLIENTS[url]
