@@ -209,6 +209,11 @@ class ReplicaManager:
         self._partitions: dict = {}  # (topic, partition) -> Partition; changed under _sync_lock
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
+        # what the last log sync that left nothing to retry saw (metadata generation, broker log
+        # config, offline partitions) and when the last complete sync ran: see sync_logs
+        self._synced: tuple | None = None
+        self._last_full_sync = 0.0
+        self._log_configs: dict = {}  # topic -> (broker config, overrides, LogConfig): log_config_for
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
@@ -264,20 +269,47 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ following the registry
 
+    #: seconds between two complete log syncs while the registry does not change
+    FULL_SYNC_INTERVAL_S = 120.0
+
     def sync_logs(self) -> None:
         """Create the logs of partitions this broker hosts and apply their states (leader or
         follower), delete the logs of topics deleted by request, keep (unserved) the logs of
         topics missing without a request.  Called at startup, on every registry change and every
-        10 s (a background thread)."""
+        10 s (a background thread).
+
+        The periodic call visits every partition only when something may need doing: the cached
+        registry changed since the last sync (its generation), the broker's log config or the
+        offline partitions changed, the last sync left work to retry (logs it could not create,
+        replicas to stop, stray logs, ZooKeeper unreachable), or :data:`FULL_SYNC_INTERVAL_S` passed.
+        Each state change is applied by its own watch as it comes; an idle broker holding thousands
+        of partitions does not walk them every 10 s."""
         with self._sync_lock:
+            generation = getattr(self.cluster, "metadata_generation", None)
+            now = time.monotonic()
+            last = self._synced
+            if (
+                generation is not None
+                and last is not None
+                and last[0] == generation
+                and last[1] is self.default_log_config
+                and last[2] == self._offline
+                and now - self._last_full_sync < self.FULL_SYNC_INTERVAL_S
+            ):
+                return
+            self._synced = None
+            self._last_full_sync = now
+            retry = False
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
+            configs: dict = {}  # topic -> (log config, topic id): read once per topic per pass
             out_of_descriptors: list = []
             no_log = []  # hosted partitions whose log cannot be created while a log dir is offline
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
+                    configs[t] = (self.log_config_for(t), self.cluster.topic_id(t))
                 st = (written[t] or {}).get(p)
                 if st is None or (t, p) in self._offline:
                     continue
@@ -286,7 +318,7 @@ class ReplicaManager:
                     continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
-                    lg = self._hosted_log(t, p)
+                    lg = self.logs.get_or_create_log(t, p, configs[t][0], topic_id=configs[t][1])
                 except KafkaStorageError:
                     no_log.append((t, p))
                     continue
@@ -295,14 +327,17 @@ class ReplicaManager:
                         out_of_descriptors.append((t, p))
                         continue
                     log.exception("cannot create the log of %s-%d", t, p)
+                    retry = True
                     continue
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
+                    retry = True
                     continue
                 self._apply_state(t, p, lg, st)
             if out_of_descriptors:
                 self._report_out_of_descriptors(out_of_descriptors)
             gone = [k for k in self._partitions if k not in hosted]
+            retry = retry or bool(gone or out_of_descriptors or no_log)
             for k in gone:
                 if k[0] in topics and k[1] in (topics.get(k[0]) or {}):
                     self._stop_replica_soon(*k)  # the topic lives on: reassigned away (StopReplica)
@@ -318,6 +353,7 @@ class ReplicaManager:
                     deleted = self.cluster.topic_deletion_recorded(t)
                 except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
                     log.warning("cannot check whether topic %s still exists; keeping its logs", t)
+                    retry = True
                     continue
                 if not deleted:
                     strays[(t, p)] = lg
@@ -328,6 +364,8 @@ class ReplicaManager:
                     log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot delete the log of %s-%d", t, p)
+                    retry = True
+            retry = retry or bool(strays)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
             if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
@@ -343,6 +381,10 @@ class ReplicaManager:
             elif self._offline and self.cluster.controller_id != self._told_controller:
                 # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
                 self._tell_controller(sorted(self._offline), "a new controller")
+            if self._offline and self.cluster.controller_id != self._told_controller:
+                retry = True  # the controller was not told yet
+            if not retry:
+                self._synced = (generation, self.default_log_config, self._offline)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
@@ -1236,12 +1278,24 @@ class ReplicaManager:
         )
 
     def log_config_for(self, topic: str):
-        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say)."""
+        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say).
+        The same overrides on the same broker config give the same LogConfig object (parsed once,
+        and a log given its own config again compares it by identity)."""
         try:
             overrides = self.cluster.topic_config(topic)
         except Exception:  # noqa: BLE001
             overrides = {}
-        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
+        base = self.default_log_config
+        if not overrides:
+            return base
+        cached = self._log_configs.get(topic)
+        if cached is not None and cached[0] is base and cached[1] == overrides:
+            return cached[2]
+        cfg = base.with_overrides(overrides)
+        if len(self._log_configs) >= 100_000:
+            self._log_configs.clear()  # deleted topics' entries: bounded
+        self._log_configs[topic] = (base, overrides, cfg)
+        return cfg
 
     # ------------------------------------------------------------------ lookups (request handler threads)
 
@@ -1256,10 +1310,15 @@ class ReplicaManager:
         if key in self._offline:
             raise self._offline_error(topic, partition)
         validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
-        parts = self.cluster.topic(topic, refresh_if_missing=True)
-        if not parts or partition not in parts:
-            raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
-        st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
+        # one partition's cached state (O(1)): a request for each partition of a new topic of N
+        # partitions (followers' OffsetsForLeaderEpoch before the state is applied here) must not
+        # build the topic's N states each time
+        st = self.cluster.partition_state_as_written(topic, partition)
+        if st is None:
+            parts = self.cluster.topic(topic, refresh_if_missing=True)
+            if not parts or partition not in parts:
+                raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
+            st = self.cluster.partition_state_as_written(topic, partition) or parts[partition]
         if st.leader != self.broker_id:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
@@ -1267,7 +1326,7 @@ class ReplicaManager:
         # a partition this broker leads that the last sync has not applied yet (a brand new topic)
         with self._sync_lock:
             # re-read under the applying lock: never apply a state older than one applied meanwhile
-            st = (self._states_as_written(topic, None) or {}).get(partition, st)
+            st = self.cluster.partition_state_as_written(topic, partition) or st
             if st.leader != self.broker_id:
                 raise NotLeaderOrFollowerError(
                     f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"

@@ -330,6 +330,12 @@ class ZkCluster:
         """Called by the broker's controller with the broker holding ``/controller`` (None: nobody)."""
         self.metadata_cache.set_controller_id(broker_id)
 
+    @property
+    def metadata_generation(self) -> int:
+        """A number that changes whenever the cached topics, partition states, topic configs or live
+        brokers change (equal twice: nothing changed in between)."""
+        return self.metadata_cache.generation
+
     def topics(self) -> dict[str, dict[int, PartitionState]]:
         """``{topic: {partition: PartitionState}}``; leader -1 where the leader broker is not live."""
         return self.metadata_cache.topics()

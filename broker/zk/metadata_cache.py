@@ -128,6 +128,9 @@ class ZkMetadataCache:
         self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
         # partitions whose state watch fired and that the event thread has not re-read yet
         self._pending_state_reloads: dict[tuple[str, int], None] = {}
+        #: counts the changes of the cached topics, partition states, topic configs and live
+        #: brokers: a reader that saw the same generation twice knows nothing changed in between
+        self.generation = 0
 
     def watch_brokers_and_topics(self) -> list:
         """Start the ChildrenWatches of ``/brokers/ids`` and ``/brokers/topics`` (each reads its
@@ -147,11 +150,13 @@ class ZkMetadataCache:
         with self._lock:
             if not only_cached_topic or name in self._topics:
                 self._configs[name] = dict(config)
+                self.generation += 1
 
     def clear_topic_configs(self) -> None:
         """Forget every cached topic config (re-read lazily by :meth:`topic_config`)."""
         with self._lock:
             self._configs.clear()
+            self.generation += 1
 
     def forget_topics(self, names) -> None:
         """Drop deleted topics (and their configs) from the cache."""
@@ -159,6 +164,7 @@ class ZkMetadataCache:
             for name in names:
                 self._topics.pop(name, None)
                 self._configs.pop(name, None)
+            self.generation += 1
 
     def record_isr_write(self, topic: str, partition: int, stat, state: tuple) -> None:
         """The leader's own ISR write (:mod:`pyklog.broker.zk.isr`): cache ``state`` (leader,
@@ -167,9 +173,19 @@ class ZkMetadataCache:
         with self._lock:
             entry = self._topics.get(topic)
             if entry is not None and partition in entry.replicas and self._note_state(topic, partition, stat, state):
-                states = dict(entry.states)
-                states[partition] = state
-                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+                self._set_state(topic, entry, partition, state)
+                self.generation += 1
+
+    def _set_state(self, topic: str, entry: _TopicEntry, partition: int, state: tuple) -> None:
+        """Under ``_lock``: ``entry``'s state of ``partition`` becomes ``state``, in place when the
+        partition has one (replacing a value never changes the size of a dict another thread may be
+        iterating; one ISR write must not copy a topic's thousands of states), else in a new entry."""
+        if partition in entry.states:
+            entry.states[partition] = state
+            return
+        states = dict(entry.states)
+        states[partition] = state
+        self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
     # ------------------------------------------------------------------ watches and cache
 
@@ -185,6 +201,7 @@ class ZkMetadataCache:
 
     def notify(self) -> None:
         with self._lock:
+            self.generation += 1
             listeners = list(self._listeners)
         for fn in listeners:
             try:
@@ -315,6 +332,8 @@ class ZkMetadataCache:
             }
             if gone:
                 self._newest_states = {k: v for k, v in self._newest_states.items() if k[0] in topics}
+            if changed:
+                self.generation += 1
         return changed
 
     def _on_topic_data(self, event) -> None:
@@ -356,6 +375,7 @@ class ZkMetadataCache:
             if old is not None and old.czxid != entry.czxid:
                 self._configs.pop(name, None)  # created again: read its config again
             self._topics[name] = self._with_newest_states(name, entry)
+            self.generation += 1
         self.notify()
         return True
 
@@ -516,6 +536,7 @@ class ZkMetadataCache:
                 return None
             with self._lock:
                 entry = self._topics.setdefault(name, self._with_newest_states(name, fresh))
+                self.generation += 1
         return None if entry is None else self._partition_states(entry, live)
 
     def topic_config(self, topic: str) -> dict[str, str]:
@@ -702,20 +723,15 @@ class ZkMetadataCache:
         changed, in the order given (no lock held)."""
         changed = []
         with self._lock:
-            by_topic: dict[str, dict] = {}
             for topic, partition, state, stat in updates:
                 if not self._note_state(topic, partition, stat, state):
                     continue  # an older read than the state cached (two re-reads overtaking each other)
                 changed.append((topic, partition))
                 entry = self._topics.get(topic)
                 if entry is not None and partition in entry.replicas:
-                    states = by_topic.get(topic)
-                    if states is None:
-                        states = by_topic[topic] = dict(entry.states)
-                    states[partition] = state
-            for topic, states in by_topic.items():
-                entry = self._topics[topic]
-                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+                    self._set_state(topic, entry, partition, state)
+            if changed:
+                self.generation += 1
             listeners = list(self._state_listeners)
         for topic, partition in changed:
             for fn in listeners:
