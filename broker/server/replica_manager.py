@@ -214,6 +214,11 @@ class ReplicaManager:
         self._synced: tuple | None = None
         self._last_full_sync = 0.0
         self._log_configs: dict = {}  # topic -> (broker config, overrides, LogConfig): log_config_for
+        # ISR expansions waiting for their ZooKeeper write: (topic, partition) -> Partition; written
+        # in batches on the scheduler thread (_write_isr_expansions), never on a Fetch's thread
+        self._isr_expansions: dict = {}
+        self._isr_expansion_scheduled = False
+        self._isr_lock = threading.Lock()
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
@@ -437,7 +442,13 @@ class ReplicaManager:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
                 part.update_assigned_replicas(self.broker_id)  # replicas added or removed without an epoch change
                 return
-            self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
+            # the state node's version as the cache read it (None: unknown, read now): thousands of
+            # leaderships moved at once (a controlled shutdown) are not a ZooKeeper read each
+            version_of = getattr(self.cluster, "partition_state_version", None)
+            version = (
+                version_of(topic, partition, st.leader, st.leader_epoch, st.isr) if version_of is not None else None
+            )
+            self.become_leader(topic, partition, st.leader_epoch, st.isr, version)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
@@ -765,8 +776,84 @@ class ReplicaManager:
             # fetch of a broker that has since stopped (parked in the purgatory, answered when a
             # leader epoch change wakes it) must not put it back: every acks=all write would then
             # wait for it until replica.lag.time.max.ms took it out again
-            part.maybe_expand_isr(replica_id, self._write_isr)
+            part.maybe_expand_isr(replica_id, self._queue_isr_expansion)
         self.maybe_increment_high_watermark(part)
+
+    def _queue_isr_expansion(self, part: Partition, new_isr: frozenset, why: str) -> None:
+        """Under ``part.lock`` (a follower's Fetch): the follower may join the ISR.  The write is
+        queued for the scheduler thread, which writes every queued expansion in one batch
+        (:meth:`_write_isr_expansions`, Kafka's AlterPartition manager): a Fetch of thousands of
+        partitions from a restarted follower neither waits for thousands of ZooKeeper writes nor
+        times out; until written, the partition's ISR is the old one (acks=all waits for it alone)."""
+        with self._isr_lock:
+            self._isr_expansions[(part.topic, part.partition)] = part
+            if self._isr_expansion_scheduled or self._shutdown:
+                return
+            self._isr_expansion_scheduled = True
+        try:
+            self._background().schedule(0, self._write_isr_expansions, name="isr-expand")
+        except RuntimeError:  # the scheduler is shut down: the broker is stopping
+            with self._isr_lock:
+                self._isr_expansion_scheduled = False
+
+    def _eligible_isr(self, part: Partition) -> frozenset | None:
+        """Under ``part.lock``: the ISR with every assigned, registered follower caught up to the
+        high watermark and the epoch's start offset (Kafka's ``maybeExpandIsr`` conditions); None if
+        no follower joins or this broker no longer leads."""
+        if not part.is_leader:
+            return None
+        live = self.cluster.live_brokers()
+        joining = {
+            r
+            for r, fs in part.followers.items()
+            if r not in part.isr
+            and r in live
+            and fs.log_end_offset >= part.log.high_watermark
+            and fs.log_end_offset >= part.leader_epoch_start_offset
+        }
+        return frozenset(part.isr | joining) if joining else None
+
+    def _write_isr_expansions(self) -> None:
+        """The scheduler thread: write the queued ISR expansions, in batches of pipelined ZooKeeper
+        requests (:meth:`IsrWriter.update_isrs`), and adopt each ISR written."""
+        while not self._shutdown:
+            with self._isr_lock:
+                queued, self._isr_expansions = self._isr_expansions, {}
+                if not queued:
+                    self._isr_expansion_scheduled = False
+                    return
+            changes = []
+            planned = {}
+            for key, part in queued.items():
+                with part.lock:
+                    new_isr = self._eligible_isr(part)
+                    if new_isr is None:
+                        continue
+                    if part.zk_version < 0:  # its version is not known: the one-partition path
+                        self._write_isr(part, new_isr, "expand")
+                        continue
+                    planned[key] = (part, part.leader_epoch, part.zk_version, new_isr)
+                    changes.append((key[0], key[1], part.leader_epoch, sorted(new_isr), part.zk_version))
+            try:
+                written = self.cluster.update_isrs(changes) if changes else {}
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next fetches queue them again
+                log.warning("could not write %d ISR expansion(s): %s", len(changes), e)
+                continue
+            for key, (part, epoch, version, new_isr) in planned.items():
+                new_version = written.get(key)
+                if new_version is None:
+                    continue  # deposed: the state watch brings the new role
+                with part.lock:
+                    if new_version == -1:
+                        # the node moved on since this broker last wrote or read it: the
+                        # one-partition path under the partition's lock (read again, its rules)
+                        new_isr = self._eligible_isr(part)
+                        if new_isr is not None:
+                            self._write_isr(part, new_isr, "expand")
+                    elif part.is_leader and part.leader_epoch == epoch and part.zk_version == version:
+                        part.zk_version = new_version
+                        part.isr = new_isr
+                self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
         """:meth:`Partition.maybe_increment_high_watermark`, then, if it moved, the purgatories are

@@ -363,6 +363,9 @@ class ZkCluster:
     def partition_state_as_written(self, topic: str, partition: int) -> PartitionState | None:
         return self.metadata_cache.partition_state_as_written(topic, partition)
 
+    def partition_state_version(self, topic: str, partition: int, leader: int, leader_epoch: int, isr) -> int | None:
+        return self.metadata_cache.partition_state_version(topic, partition, leader, leader_epoch, isr)
+
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         return self.metadata_cache.partition_replicas(topic, partition)
 
@@ -392,6 +395,7 @@ class ZkCluster:
     allocate_producer_ids = _forward("producer_ids", ZkProducerIdManager.allocate_producer_ids)
     partition_state = _forward("isr", IsrWriter.partition_state)
     update_isr = _forward("isr", IsrWriter.update_isr)
+    update_isrs = _forward("isr", IsrWriter.update_isrs)
 
     # ------------------------------------------------------------------ ZooKeeper consumer groups
 

@@ -583,6 +583,18 @@ class ZkMetadataCache:
             return None
         return PartitionState(*entry.states.get(partition, (-1, 0, [])), list(entry.replicas[partition]))
 
+    def partition_state_version(self, topic: str, partition: int, leader: int, leader_epoch: int, isr) -> int | None:
+        """The version of the state node as last read or written here, if it holds this leader,
+        leader epoch and ISR (else None: unknown)."""
+        with self._lock:
+            seen = self._newest_states.get((topic, partition))
+        if seen is None:
+            return None
+        (_czxid, version), (s_leader, s_epoch, s_isr) = seen
+        if s_leader != leader or s_epoch != leader_epoch or sorted(s_isr) != sorted(isr):
+            return None
+        return version
+
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
         with self._lock:
