@@ -785,13 +785,17 @@ class ReplicaManager:
         (:meth:`_write_isr_expansions`, Kafka's AlterPartition manager): a Fetch of thousands of
         partitions from a restarted follower neither waits for thousands of ZooKeeper writes nor
         times out; until written, the partition's ISR is the old one (acks=all waits for it alone)."""
+        # never _background() here: it takes _sync_lock, which a thread applying partition states
+        # holds while it waits for partition locks (this one holds part.lock). The scheduler
+        # exists: this broker leads a replicated partition
+        sched = self._scheduler
         with self._isr_lock:
             self._isr_expansions[(part.topic, part.partition)] = part
-            if self._isr_expansion_scheduled or self._shutdown:
+            if self._isr_expansion_scheduled or self._shutdown or sched is None:
                 return
             self._isr_expansion_scheduled = True
         try:
-            self._background().schedule(0, self._write_isr_expansions, name="isr-expand")
+            sched.schedule(0, self._write_isr_expansions, name="isr-expand")
         except RuntimeError:  # the scheduler is shut down: the broker is stopping
             with self._isr_lock:
                 self._isr_expansion_scheduled = False
