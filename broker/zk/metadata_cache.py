@@ -658,14 +658,32 @@ class ZkMetadataCache:
         """The session's event thread: re-read every state node whose watch fired since the last
         run (re-arming each watch), in pipelined batches, update the cache once per topic, tell the
         listeners of each partition.  A burst of thousands of changes (an election, a restart)
-        costs a few round trips, not a thread and a round trip per partition."""
+        costs a few round trips, not a thread and a round trip per partition.
+
+        Every state read is in the cache (what Metadata answers) before the listeners apply it, and
+        states changed while the listeners apply a burst are read between two partitions applied: a
+        broker taking thousands of leaderships at once (a controlled shutdown elsewhere) answered
+        "no leader" for the later ones until it had applied the earlier ones (a request for a
+        partition it leads but has not applied yet applies it)."""
+        changed = self._read_pending_states()
+        i = 0
+        while i < len(changed) and not self.session.stopping:
+            self._tell_state_listeners(changed[i : i + 100])
+            i += 100
+            if self._pending_state_reloads:  # read without the lock: a late look costs one round
+                changed.extend(self._read_pending_states())
+
+    def _read_pending_states(self) -> list:
+        """Re-read (re-arming each watch) and cache the state nodes whose watch fired since the last
+        read, in pipelined batches; the partitions whose cached state changed."""
         with self._lock:
             todo = list(self._pending_state_reloads)
             self._pending_state_reloads.clear()
+        changed: list = []
         for i in range(0, len(todo), self.STATE_RELOAD_BATCH):
             zk = self.session.zk
             if self.session.stopping or zk is None:
-                return
+                return changed
             chunk = todo[i : i + self.STATE_RELOAD_BATCH]
 
             def read(chunk=chunk, zk=zk):
@@ -695,7 +713,8 @@ class ZkMetadataCache:
                     log.warning("unreadable partition state %s-%d: %s", topic, partition, e)
                     continue
                 updates.append((topic, partition, (s.leader, s.leader_epoch, list(s.isr)), stat))
-            self._cache_partition_states(updates)
+            changed.extend(self._cache_partition_states(updates, notify=False))
+        return changed
 
     def _note_state(self, topic: str, partition: int, stat, state: tuple) -> bool:
         """Under or outside ``_lock``: remember ``state`` as the partition's newest if its node's
@@ -729,10 +748,10 @@ class ZkMetadataCache:
             return entry
         return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
-    def _cache_partition_states(self, updates) -> None:
+    def _cache_partition_states(self, updates, *, notify: bool = True) -> list:
         """Cache each ``(topic, partition, (leader, leader_epoch, isr), stat)`` newer than the state
-        cached (each topic's entry replaced once), then tell the listeners of each partition
-        changed, in the order given (no lock held)."""
+        cached, then (``notify``) tell the listeners of each partition changed, in the order given
+        (no lock held).  Returns the partitions changed."""
         changed = []
         with self._lock:
             for topic, partition, state, stat in updates:
@@ -744,6 +763,12 @@ class ZkMetadataCache:
                     self._set_state(topic, entry, partition, state)
             if changed:
                 self.generation += 1
+        if notify:
+            self._tell_state_listeners(changed)
+        return changed
+
+    def _tell_state_listeners(self, changed) -> None:
+        with self._lock:
             listeners = list(self._state_listeners)
         for topic, partition in changed:
             for fn in listeners:
