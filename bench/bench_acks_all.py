@@ -8,6 +8,11 @@ creates a topic of N partitions (replication factor 3, ``min.insync.replicas=2``
 partition has its full ISR and the brokers are quiet again (each under 15% of a core: creating
 the partitions is not what is measured), then:
 
+* **one request per broker**: pyklog's Producer (acks=all, linger.ms 5) sends one record to every
+  partition, timed to the last acknowledgement, twice (the first pass on a new topic: the first
+  record of a leader epoch costs each follower a durable ``leader-epoch-checkpoint`` write, as in
+  Kafka).  It puts every partition a broker leads in one Produce request, as Kafka's Java client
+  does: each pass is one acks=all wait per broker, released by one follower fetch round;
 * **all acknowledged**: one confluent-kafka producer (acks=all, linger.ms 5) sends one record to
   every partition; seconds from the first produce() to the last delivery report; then **again**
   (the first record of a leader epoch costs each follower a durable ``leader-epoch-checkpoint``
@@ -18,6 +23,12 @@ the partitions is not what is measured), then:
   acks=all round trip, printed against the figure at the first N;
 * **idle CPU**: nothing is sent for ``--idle-s`` seconds; each broker's CPU seconds (user + system,
   from /proc) over that time, as CPU-s per minute per broker.
+
+With ``--shutdown``, after the last step: **controlled shutdown** of broker 1 (SIGTERM until the
+process exited), with another broker's Metadata polled every 0.2 s meanwhile and until every
+partition has a live leader again (the most partitions seen without a leader, and seconds until none
+was led by the stopped broker); then **rejoin**: broker 1 started again, seconds until it is back in
+the ISR of every partition of the cluster (start included).
 
 Then, same run, throughput: acks=all on a one-partition RF 3 topic against acks=1 on a one-partition
 RF 1 topic (``--records`` records of 100 bytes, as bench_replication.py), and their ratio.
@@ -70,6 +81,120 @@ def settle(pids: list, timeout_s: float, busy: float = 0.15) -> float:
         if all(cpu_seconds(p) - b < busy * 2.0 for p, b in zip(pids, before)):
             break
     return time.monotonic() - start
+
+
+def leaderless(w, exclude: int | None = None) -> tuple[int, int, int]:
+    """(partitions without a live leader, partitions led by ``exclude``, partitions whose ISR lacks
+    ``exclude``) over every topic, from one Metadata request on ``w``."""
+    from pyklog.broker.protocol import ApiKey
+
+    md = w.request(ApiKey.METADATA, 5, {"topics": None, "allow_auto_topic_creation": False})
+    live = {b["node_id"] for b in md["brokers"]}
+    none = led = out = 0
+    for t in md["topics"]:
+        for p in t["partitions"]:
+            if p["leader_id"] < 0 or p["leader_id"] not in live:
+                none += 1
+            elif p["leader_id"] == exclude:
+                led += 1
+            if exclude is not None and exclude in p["replica_nodes"] and exclude not in p["isr_nodes"]:
+                out += 1
+    return none, led, out
+
+
+def shutdown_and_rejoin(brokers, victim: int, watcher: int, timeout_s: float = 600.0) -> dict:
+    """SIGTERM broker ``victim`` (a controlled shutdown) while broker ``watcher``'s Metadata is polled;
+    then start it again and wait until it is in every ISR it belongs to."""
+    import signal
+    import threading
+
+    import support
+
+    b = brokers[victim]
+    seen = {"max_leaderless": 0, "polls": 0}
+    stop = threading.Event()
+    moved_at: list = []
+
+    def poll():
+        with support.Wire(brokers[watcher].port) as w:
+            while not stop.is_set():
+                try:
+                    none, led, _ = leaderless(w, b.broker_id)
+                except Exception:  # noqa: BLE001 - a slow answer under load: poll again
+                    continue
+                seen["polls"] += 1
+                seen["max_leaderless"] = max(seen["max_leaderless"], none)
+                if not moved_at and led == 0 and none == 0:
+                    moved_at.append(time.monotonic())
+                stop.wait(0.2)
+
+    t0 = time.monotonic()
+    b.proc.send_signal(signal.SIGTERM)
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    b.proc.wait(timeout_s)
+    exited = time.monotonic() - t0
+    b.stop()  # closes its output file
+    deadline = time.monotonic() + 60
+    while not moved_at and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # a leaderless partition right after the exit would show now
+    stop.set()
+    poller.join(10)
+    out = {
+        "shutdown_s": exited,
+        "leaders_moved_s": (moved_at[0] - t0) if moved_at else float("nan"),
+        "max_leaderless": seen["max_leaderless"],
+        "polls": seen["polls"],
+    }
+    t1 = time.monotonic()
+    b.start(timeout=timeout_s)
+    out["started_s"] = time.monotonic() - t1
+    with support.Wire(brokers[watcher].port) as w:
+        while time.monotonic() - t1 < timeout_s:
+            none, _, missing = leaderless(w, b.broker_id)
+            if missing == 0 and none == 0:
+                break
+            time.sleep(0.2)
+    out["rejoin_s"] = time.monotonic() - t1
+    return out
+
+
+def one_to_each_batched(bootstrap: str, topics: dict) -> list:
+    """pyklog's Producer, acks=all: one record to every partition of ``topics`` ({name: partitions}),
+    twice; (seconds of each pass until every record is acknowledged or failed, records failed)."""
+    from pyklog.connector.producer import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "request.timeout.ms": 300000,
+            "delivery.timeout.ms": 900000,
+            "client.id": "bench-acks-all",
+        }
+    )
+    try:
+        for t in topics:
+            p.partitions_for(t)
+        passes = []
+        for _ in range(2):
+            failed: list = []
+
+            def done(md, exc, failed=failed):
+                if exc is not None:
+                    failed.append(exc)
+
+            start = time.perf_counter()
+            for t, n in topics.items():
+                for i in range(n):
+                    p.produce(t, b"z" * 100, partition=i, on_delivery=done)
+            p.flush(600)
+            passes.append((time.perf_counter() - start, len(failed)))
+        return passes
+    finally:
+        p.close(10)
 
 
 def one_to_each(bootstrap: str, topic: str, partitions: int, probes: int) -> dict:
@@ -127,6 +252,15 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=50)
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--dir", default=None)
+    ap.add_argument(
+        "--max-topic-partitions",
+        type=int,
+        default=0,
+        help="split each step into topics of at most this many partitions (0: one topic per step)",
+    )
+    ap.add_argument(
+        "--shutdown", action="store_true", help="after the last step: controlled shutdown of a broker, then its rejoin"
+    )
     args = ap.parse_args()
     steps = [int(x) for x in args.partitions.split(",")]
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
@@ -155,17 +289,35 @@ def main() -> None:
                 )
             )
             for n in steps:
-                topic = f"acks-all-{n}"
+                size = args.max_topic_partitions or n
+                topics = {
+                    f"acks-all-{n}-{i}" if size < n else f"acks-all-{n}": min(size, n - i * size)
+                    for i in range((n + size - 1) // size)
+                }
                 t0 = time.monotonic()
-                r = support.create_topic(
-                    w, topic, n, replication_factor=3, configs=[{"name": "min.insync.replicas", "value": "2"}]
-                )
-                assert r["error_code"] == 0, r
-                wait_full_isr(w, topic, n, 900)
+                for topic, k in topics.items():
+                    r = support.create_topic(
+                        w, topic, k, replication_factor=3, configs=[{"name": "min.insync.replicas", "value": "2"}]
+                    )
+                    assert r["error_code"] == 0, r
+                for topic, k in topics.items():
+                    wait_full_isr(w, topic, k, 900)
                 total += n
                 created = time.monotonic() - t0
                 settled = settle([b.proc.pid for b in brokers], 600)
-                res = one_to_each(bootstrap, topic, n, args.probes)
+                batched = one_to_each_batched(bootstrap, topics)
+                res = {"all_acked_s": 0.0, "second_pass_s": 0.0, "acked": 0, "errors": 0}
+                for topic, k in topics.items():  # librdkafka: one Produce per partition
+                    one = one_to_each(bootstrap, topic, k, args.probes if topic == next(iter(topics)) else 1)
+                    res["all_acked_s"] += one["all_acked_s"]
+                    res["second_pass_s"] += one["second_pass_s"]
+                    res["acked"] += one["acked"]
+                    res["errors"] += one["errors"]
+                    res.setdefault("p50_ms", one["p50_ms"])
+                    res.setdefault("p99_ms", one["p99_ms"])
+                (res["batched_s"], res["batched_failed"]), (res["batched_again_s"], res["batched_again_failed"]) = (
+                    batched
+                )
                 time.sleep(2.0)
                 before = [cpu_seconds(b.proc.pid) for b in brokers]
                 time.sleep(args.idle_s)
@@ -175,13 +327,25 @@ def main() -> None:
                 rows.append(res)
                 print(
                     f"N={n:5d} (cluster {total:5d}): created+ISR {created:6.1f} s, settled {settled:5.1f} s  "
-                    "all acknowledged "
+                    f"one request per broker: all acknowledged {res['batched_s']:6.2f} s, again "
+                    f"{res['batched_again_s']:6.2f} s ({res['batched_failed']}, {res['batched_again_failed']} failed)  "
+                    "librdkafka: all acknowledged "
                     f"{res['all_acked_s']:7.2f} s, again {res['second_pass_s']:6.2f} s "
                     f"({res['acked']} acked, {res['errors']} errors)  "
                     f"p50 {res['p50_ms']:6.1f} ms  p99 {res['p99_ms']:6.1f} ms  idle CPU-s/min per broker "
                     f"{' '.join(f'{x:.2f}' for x in idle)}  load {res['load']:.1f}",
                     flush=True,
                 )
+        if args.shutdown:
+            res = shutdown_and_rejoin(brokers, 1, 0)
+            print(
+                f"controlled shutdown of broker 1 with {total} partitions in the cluster: exited after "
+                f"{res['shutdown_s']:.1f} s, every partition led by another broker after {res['leaders_moved_s']:.1f} s, "
+                f"at most {res['max_leaderless']} partition(s) without a leader ({res['polls']} polls); started again "
+                f"in {res['started_s']:.1f} s, back in every ISR after {res['rejoin_s']:.1f} s; "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         with support.Wire(brokers[0].port) as w:  # a new connection: the first may have idled out
             for name, replicas, mis in (("tp-rf1", [0], []), ("tp-rf3", [0, 1, 2], [2])):
                 r = support.create_topic(
@@ -198,7 +362,10 @@ def main() -> None:
         for r in rows[1:]:
             k = (r["n"] - base["n"]) / 1000.0
             print(
-                f"N={r['n']} against N={base['n']}: all acknowledged x{r['all_acked_s'] / base['all_acked_s']:.2f} "
+                f"N={r['n']} against N={base['n']}: one request per broker x{r['batched_s'] / base['batched_s']:.2f} "
+                f"(+{(r['batched_s'] - base['batched_s']) / k:.2f} s per 1,000), again "
+                f"x{r['batched_again_s'] / base['batched_again_s']:.2f}; librdkafka: "
+                f"all acknowledged x{r['all_acked_s'] / base['all_acked_s']:.2f} "
                 f"(+{(r['all_acked_s'] - base['all_acked_s']) / k:.2f} s per 1,000), again "
                 f"x{r['second_pass_s'] / base['second_pass_s']:.2f} "
                 f"(+{(r['second_pass_s'] - base['second_pass_s']) / k:.2f} s per 1,000), "

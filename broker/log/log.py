@@ -868,11 +868,12 @@ class Log:
             if upto > self.recovery_point:
                 self.recovery_point = upto
 
-    def _flush_locked(self, *, sync_epochs: bool = True) -> None:
+    def _flush_locked(self, *, sync_epochs: bool = True, sync_segments: bool = True) -> None:
         upto = self._leo
-        for s in self._segments:
-            if s.next_offset > self.recovery_point or s is self._segments[-1]:
-                s.flush()
+        if sync_segments:
+            for s in self._segments:
+                if s.next_offset > self.recovery_point or s is self._segments[-1]:
+                    s.flush()
         self.leader_epoch_cache.flush(sync=sync_epochs)
         self.recovery_point = max(self.recovery_point, upto)
         self._unflushed_messages = 0
@@ -1261,23 +1262,25 @@ class Log:
             self._delete_later(old)
 
     # ================================================================== lifecycle
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
         """Flush, write a producer snapshot, finish pending deletes and close every file.
-        Takes the lock; later appends raise KafkaStorageError."""
+        Takes the lock; later appends raise KafkaStorageError.  ``sync`` False: everything is
+        written but nothing fsynced (the caller makes the whole log dir durable at once:
+        :meth:`LogManager.shutdown`)."""
         with self._lock:
             if self._closed:
                 return
             try:
                 # the leader epoch checkpoint is written but not fsynced here: the loader checks it
                 # against the batches, and a shutdown of N logs is not N more fsyncs
-                self._flush_locked(sync_epochs=False)
+                self._flush_locked(sync_epochs=False, sync_segments=sync)
             except OSError as e:
                 log.warning("%s: flush at close failed: %s", self.dir, e)
             try:
                 # as Kafka's takeSnapshot: only when the log moved past the newest snapshot (an
                 # empty log, or one unchanged since, has nothing to replay at the next start)
                 if self._leo > max(self._producers.snapshot_offsets(), default=0):
-                    self._producers.take_snapshot(self._leo)
+                    self._producers.take_snapshot(self._leo, sync=sync)
                     self._producers.retain_latest(2)
             except OSError as e:
                 log.warning("%s: could not write a producer snapshot: %s", self.dir, e)

@@ -116,6 +116,10 @@ class LogManager:
         # one writer of the checkpoint files at a time (the scheduler's log-checkpoint task and
         # DeleteRecords, which checkpoints a moved log start offset at once)
         self._checkpoint_lock = threading.Lock()
+        # each checkpoint file's entries as this process last wrote them (under _checkpoint_lock):
+        # a file whose entries did not change is not written again (an idle broker holding
+        # thousands of partitions rewrote and fsynced its high watermarks every 5 s)
+        self._checkpoints_written: dict[str, dict] = {}
         self._stop = threading.Event()
         self._scheduler: Scheduler | None = None
         self._lock_fds: list[int] = []
@@ -286,7 +290,7 @@ class LogManager:
             if lg is not None and topic_id is not None and self._topic_ids.get(key) != topic_id:
                 lg = self._check_topic_id(key, lg, topic_id)
             if lg is not None:
-                if config is not None and config != lg.config:
+                if config is not None and config is not lg.config and config != lg.config:
                     lg.config = config
                 return lg
             if partition < 0:
@@ -493,22 +497,33 @@ class LogManager:
 
     def _checkpoint_dir(self, d: str) -> None:
         logs = [lg for lg in self.logs().values() if os.path.dirname(lg.dir) == d]
-        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
-            {(lg.topic, lg.partition): lg.recovery_point for lg in logs}
+        self._write_checkpoint(
+            os.path.join(d, RECOVERY_POINT_CHECKPOINT), {(lg.topic, lg.partition): lg.recovery_point for lg in logs}
         )
-        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
-            {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
+        self._write_checkpoint(
+            os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+            {(lg.topic, lg.partition): lg.log_start_offset for lg in logs},
         )
-        OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(
-            {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}
+        self._write_checkpoint(
+            os.path.join(d, CLEANER_OFFSET_CHECKPOINT),
+            {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact},
         )
         self._checkpoint_high_watermarks(d, logs)
+
+    def _write_checkpoint(self, path: str, offsets: dict) -> None:
+        """Under ``_checkpoint_lock``: write one checkpoint file, unless it holds these entries
+        already (written so by this process and still there)."""
+        if self._checkpoints_written.get(path) == offsets and os.path.exists(path):
+            return
+        self._checkpoints_written.pop(path, None)
+        OffsetCheckpointFile(path).write(offsets)
+        self._checkpoints_written[path] = offsets
 
     def _checkpoint_high_watermarks(self, d: str, logs: Iterable[Log]) -> None:
         """Under ``_checkpoint_lock``: every log's high watermark into ``d``'s
         ``replication-offset-checkpoint`` (Kafka's ``checkpointHighWatermarks``)."""
-        OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
-            {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
+        self._write_checkpoint(
+            os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
         )
 
     def checkpoint_high_watermarks(self) -> None:
@@ -565,7 +580,7 @@ class LogManager:
                 lg.close_handlers()
                 return True
             try:
-                lg.close()
+                lg.close(sync=False)  # made durable below, one file-system sync per log dir
                 return True
             except Exception as e:  # noqa: BLE001 - every log is closed, whatever one of them raises
                 log.error("closing %s failed: %s", lg, e)
@@ -581,8 +596,19 @@ class LogManager:
         else:
             closed = [close(lg) for lg in logs]  # every one, whatever an earlier one raised
             failed = not all(closed)
+        # the logs' writes reach the disk in one syncfs per log dir instead of an fsync or more per
+        # log (a broker closing 5,000 logs spent 30 s in fsyncs); the recovery points, then the
+        # clean-shutdown marker, are written only after it
+        synced = {d: _sync_file_system(d) for d in self.live_log_dirs}
         log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
         for d in self.live_log_dirs:  # an offline dir gets nothing written (recovery at restart)
+            if synced.get(d) is not None:
+                log.error(
+                    "%s: making the closed logs durable failed: %s (the logs are recovered at the next start)",
+                    d,
+                    synced[d],
+                )
+                continue
             try:
                 self.checkpoint_dir(d)
                 if not failed:
@@ -600,6 +626,29 @@ class LogManager:
             self._logs.clear()
         self._started = False
         log.info("log manager shut down (%d logs)", len(logs))
+
+
+def _sync_file_system(path: str) -> OSError | None:
+    """Write every dirty page and inode of the file system holding ``path`` to disk and wait
+    (Linux ``syncfs(2)``; ``sync(2)`` where it is missing).  The error, or None."""
+    import ctypes
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        return e
+    try:
+        syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+        if syncfs is None:
+            os.sync()
+        elif syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            return OSError(err, os.strerror(err), path)
+        return None
+    except OSError as e:
+        return e
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: str) -> None:

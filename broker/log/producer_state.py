@@ -433,14 +433,16 @@ class ProducerStateManager:
             out[pid] = e
         return out
 
-    def take_snapshot(self, offset: int) -> str:
-        """Write ``<offset>.snapshot`` atomically (tmp + fsync + rename) and return its path."""
+    def take_snapshot(self, offset: int, *, sync: bool = True) -> str:
+        """Write ``<offset>.snapshot`` atomically (tmp + fsync + rename) and return its path
+        (``sync`` False: no fsync; the caller makes the file system durable afterwards)."""
         path = snapshot_path(self.dir, offset)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(self.encode())
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         return path
 

@@ -209,6 +209,16 @@ class ReplicaManager:
         self._partitions: dict = {}  # (topic, partition) -> Partition; changed under _sync_lock
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
+        # what the last log sync that left nothing to retry saw (metadata generation, broker log
+        # config, offline partitions) and when the last complete sync ran: see sync_logs
+        self._synced: tuple | None = None
+        self._last_full_sync = 0.0
+        self._log_configs: dict = {}  # topic -> (broker config, overrides, LogConfig): log_config_for
+        # ISR expansions waiting for their ZooKeeper write: (topic, partition) -> Partition; written
+        # in batches on the scheduler thread (_write_isr_expansions), never on a Fetch's thread
+        self._isr_expansions: dict = {}
+        self._isr_expansion_scheduled = False
+        self._isr_lock = threading.Lock()
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
@@ -264,20 +274,47 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ following the registry
 
+    #: seconds between two complete log syncs while the registry does not change
+    FULL_SYNC_INTERVAL_S = 120.0
+
     def sync_logs(self) -> None:
         """Create the logs of partitions this broker hosts and apply their states (leader or
         follower), delete the logs of topics deleted by request, keep (unserved) the logs of
         topics missing without a request.  Called at startup, on every registry change and every
-        10 s (a background thread)."""
+        10 s (a background thread).
+
+        The periodic call visits every partition only when something may need doing: the cached
+        registry changed since the last sync (its generation), the broker's log config or the
+        offline partitions changed, the last sync left work to retry (logs it could not create,
+        replicas to stop, stray logs, ZooKeeper unreachable), or :data:`FULL_SYNC_INTERVAL_S` passed.
+        Each state change is applied by its own watch as it comes; an idle broker holding thousands
+        of partitions does not walk them every 10 s."""
         with self._sync_lock:
+            generation = getattr(self.cluster, "metadata_generation", None)
+            now = time.monotonic()
+            last = self._synced
+            if (
+                generation is not None
+                and last is not None
+                and last[0] == generation
+                and last[1] is self.default_log_config
+                and last[2] == self._offline
+                and now - self._last_full_sync < self.FULL_SYNC_INTERVAL_S
+            ):
+                return
+            self._synced = None
+            self._last_full_sync = now
+            retry = False
             topics = self.cluster.topics()
             hosted = self.cluster.partitions_hosted_by(self.broker_id)
             written: dict = {}
+            configs: dict = {}  # topic -> (log config, topic id): read once per topic per pass
             out_of_descriptors: list = []
             no_log = []  # hosted partitions whose log cannot be created while a log dir is offline
             for t, p in sorted(hosted):
                 if t not in written:
                     written[t] = self._states_as_written(t, topics.get(t))
+                    configs[t] = (self.log_config_for(t), self.cluster.topic_id(t))
                 st = (written[t] or {}).get(p)
                 if st is None or (t, p) in self._offline:
                     continue
@@ -286,7 +323,7 @@ class ReplicaManager:
                     continue
                 try:
                     # creates a missing log; applies changed topic-level config to an existing one
-                    lg = self._hosted_log(t, p)
+                    lg = self.logs.get_or_create_log(t, p, configs[t][0], topic_id=configs[t][1])
                 except KafkaStorageError:
                     no_log.append((t, p))
                     continue
@@ -295,14 +332,17 @@ class ReplicaManager:
                         out_of_descriptors.append((t, p))
                         continue
                     log.exception("cannot create the log of %s-%d", t, p)
+                    retry = True
                     continue
                 except Exception:  # noqa: BLE001
                     log.exception("cannot create the log of %s-%d", t, p)
+                    retry = True
                     continue
                 self._apply_state(t, p, lg, st)
             if out_of_descriptors:
                 self._report_out_of_descriptors(out_of_descriptors)
             gone = [k for k in self._partitions if k not in hosted]
+            retry = retry or bool(gone or out_of_descriptors or no_log)
             for k in gone:
                 if k[0] in topics and k[1] in (topics.get(k[0]) or {}):
                     self._stop_replica_soon(*k)  # the topic lives on: reassigned away (StopReplica)
@@ -318,6 +358,7 @@ class ReplicaManager:
                     deleted = self.cluster.topic_deletion_recorded(t)
                 except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
                     log.warning("cannot check whether topic %s still exists; keeping its logs", t)
+                    retry = True
                     continue
                 if not deleted:
                     strays[(t, p)] = lg
@@ -328,6 +369,8 @@ class ReplicaManager:
                     log.info("deleted log of %s-%d (topic deleted by request)", t, p)
                 except Exception:  # noqa: BLE001
                     log.exception("cannot delete the log of %s-%d", t, p)
+                    retry = True
+            retry = retry or bool(strays)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
             if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
@@ -343,6 +386,10 @@ class ReplicaManager:
             elif self._offline and self.cluster.controller_id != self._told_controller:
                 # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
                 self._tell_controller(sorted(self._offline), "a new controller")
+            if self._offline and self.cluster.controller_id != self._told_controller:
+                retry = True  # the controller was not told yet
+            if not retry:
+                self._synced = (generation, self.default_log_config, self._offline)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
@@ -395,7 +442,13 @@ class ReplicaManager:
             if part.is_leader and part.leader_epoch == st.leader_epoch:
                 part.update_assigned_replicas(self.broker_id)  # replicas added or removed without an epoch change
                 return
-            self.become_leader(topic, partition, st.leader_epoch, st.isr, None)
+            # the state node's version as the cache read it (None: unknown, read now): thousands of
+            # leaderships moved at once (a controlled shutdown) are not a ZooKeeper read each
+            version_of = getattr(self.cluster, "partition_state_version", None)
+            version = (
+                version_of(topic, partition, st.leader, st.leader_epoch, st.isr) if version_of is not None else None
+            )
+            self.become_leader(topic, partition, st.leader_epoch, st.isr, version)
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
@@ -723,8 +776,88 @@ class ReplicaManager:
             # fetch of a broker that has since stopped (parked in the purgatory, answered when a
             # leader epoch change wakes it) must not put it back: every acks=all write would then
             # wait for it until replica.lag.time.max.ms took it out again
-            part.maybe_expand_isr(replica_id, self._write_isr)
+            part.maybe_expand_isr(replica_id, self._queue_isr_expansion)
         self.maybe_increment_high_watermark(part)
+
+    def _queue_isr_expansion(self, part: Partition, new_isr: frozenset, why: str) -> None:
+        """Under ``part.lock`` (a follower's Fetch): the follower may join the ISR.  The write is
+        queued for the scheduler thread, which writes every queued expansion in one batch
+        (:meth:`_write_isr_expansions`, Kafka's AlterPartition manager): a Fetch of thousands of
+        partitions from a restarted follower neither waits for thousands of ZooKeeper writes nor
+        times out; until written, the partition's ISR is the old one (acks=all waits for it alone)."""
+        # never _background() here: it takes _sync_lock, which a thread applying partition states
+        # holds while it waits for partition locks (this one holds part.lock). The scheduler
+        # exists: this broker leads a replicated partition
+        sched = self._scheduler
+        with self._isr_lock:
+            self._isr_expansions[(part.topic, part.partition)] = part
+            if self._isr_expansion_scheduled or self._shutdown or sched is None:
+                return
+            self._isr_expansion_scheduled = True
+        try:
+            sched.schedule(0, self._write_isr_expansions, name="isr-expand")
+        except RuntimeError:  # the scheduler is shut down: the broker is stopping
+            with self._isr_lock:
+                self._isr_expansion_scheduled = False
+
+    def _eligible_isr(self, part: Partition) -> frozenset | None:
+        """Under ``part.lock``: the ISR with every assigned, registered follower caught up to the
+        high watermark and the epoch's start offset (Kafka's ``maybeExpandIsr`` conditions); None if
+        no follower joins or this broker no longer leads."""
+        if not part.is_leader:
+            return None
+        live = self.cluster.live_brokers()
+        joining = {
+            r
+            for r, fs in part.followers.items()
+            if r not in part.isr
+            and r in live
+            and fs.log_end_offset >= part.log.high_watermark
+            and fs.log_end_offset >= part.leader_epoch_start_offset
+        }
+        return frozenset(part.isr | joining) if joining else None
+
+    def _write_isr_expansions(self) -> None:
+        """The scheduler thread: write the queued ISR expansions, in batches of pipelined ZooKeeper
+        requests (:meth:`IsrWriter.update_isrs`), and adopt each ISR written."""
+        while not self._shutdown:
+            with self._isr_lock:
+                queued, self._isr_expansions = self._isr_expansions, {}
+                if not queued:
+                    self._isr_expansion_scheduled = False
+                    return
+            changes = []
+            planned = {}
+            for key, part in queued.items():
+                with part.lock:
+                    new_isr = self._eligible_isr(part)
+                    if new_isr is None:
+                        continue
+                    if part.zk_version < 0:  # its version is not known: the one-partition path
+                        self._write_isr(part, new_isr, "expand")
+                        continue
+                    planned[key] = (part, part.leader_epoch, part.zk_version, new_isr)
+                    changes.append((key[0], key[1], part.leader_epoch, sorted(new_isr), part.zk_version))
+            try:
+                written = self.cluster.update_isrs(changes) if changes else {}
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next fetches queue them again
+                log.warning("could not write %d ISR expansion(s): %s", len(changes), e)
+                continue
+            for key, (part, epoch, version, new_isr) in planned.items():
+                new_version = written.get(key)
+                if new_version is None:
+                    continue  # deposed: the state watch brings the new role
+                with part.lock:
+                    if new_version == -1:
+                        # the node moved on since this broker last wrote or read it: the
+                        # one-partition path under the partition's lock (read again, its rules)
+                        new_isr = self._eligible_isr(part)
+                        if new_isr is not None:
+                            self._write_isr(part, new_isr, "expand")
+                    elif part.is_leader and part.leader_epoch == epoch and part.zk_version == version:
+                        part.zk_version = new_version
+                        part.isr = new_isr
+                self.maybe_increment_high_watermark(part)
 
     def maybe_increment_high_watermark(self, part: Partition) -> bool:
         """:meth:`Partition.maybe_increment_high_watermark`, then, if it moved, the purgatories are
@@ -1236,12 +1369,24 @@ class ReplicaManager:
         )
 
     def log_config_for(self, topic: str):
-        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say)."""
+        """The broker's log config with the topic's overrides (defaults if ZooKeeper cannot say).
+        The same overrides on the same broker config give the same LogConfig object (parsed once,
+        and a log given its own config again compares it by identity)."""
         try:
             overrides = self.cluster.topic_config(topic)
         except Exception:  # noqa: BLE001
             overrides = {}
-        return self.default_log_config.with_overrides(overrides) if overrides else self.default_log_config
+        base = self.default_log_config
+        if not overrides:
+            return base
+        cached = self._log_configs.get(topic)
+        if cached is not None and cached[0] is base and cached[1] == overrides:
+            return cached[2]
+        cfg = base.with_overrides(overrides)
+        if len(self._log_configs) >= 100_000:
+            self._log_configs.clear()  # deleted topics' entries: bounded
+        self._log_configs[topic] = (base, overrides, cfg)
+        return cfg
 
     # ------------------------------------------------------------------ lookups (request handler threads)
 
@@ -1256,10 +1401,15 @@ class ReplicaManager:
         if key in self._offline:
             raise self._offline_error(topic, partition)
         validate_topic_name(topic)  # before any ZooKeeper path or directory is built from it
-        parts = self.cluster.topic(topic, refresh_if_missing=True)
-        if not parts or partition not in parts:
-            raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
-        st = (self._states_as_written(topic, parts) or parts).get(partition, parts[partition])
+        # one partition's cached state (O(1)): a request for each partition of a new topic of N
+        # partitions (followers' OffsetsForLeaderEpoch before the state is applied here) must not
+        # build the topic's N states each time
+        st = self.cluster.partition_state_as_written(topic, partition)
+        if st is None:
+            parts = self.cluster.topic(topic, refresh_if_missing=True)
+            if not parts or partition not in parts:
+                raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
+            st = self.cluster.partition_state_as_written(topic, partition) or parts[partition]
         if st.leader != self.broker_id:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
@@ -1267,7 +1417,7 @@ class ReplicaManager:
         # a partition this broker leads that the last sync has not applied yet (a brand new topic)
         with self._sync_lock:
             # re-read under the applying lock: never apply a state older than one applied meanwhile
-            st = (self._states_as_written(topic, None) or {}).get(partition, st)
+            st = self.cluster.partition_state_as_written(topic, partition) or st
             if st.leader != self.broker_id:
                 raise NotLeaderOrFollowerError(
                     f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"

@@ -330,6 +330,12 @@ class ZkCluster:
         """Called by the broker's controller with the broker holding ``/controller`` (None: nobody)."""
         self.metadata_cache.set_controller_id(broker_id)
 
+    @property
+    def metadata_generation(self) -> int:
+        """A number that changes whenever the cached topics, partition states, topic configs or live
+        brokers change (equal twice: nothing changed in between)."""
+        return self.metadata_cache.generation
+
     def topics(self) -> dict[str, dict[int, PartitionState]]:
         """``{topic: {partition: PartitionState}}``; leader -1 where the leader broker is not live."""
         return self.metadata_cache.topics()
@@ -356,6 +362,9 @@ class ZkCluster:
 
     def partition_state_as_written(self, topic: str, partition: int) -> PartitionState | None:
         return self.metadata_cache.partition_state_as_written(topic, partition)
+
+    def partition_state_version(self, topic: str, partition: int, leader: int, leader_epoch: int, isr) -> int | None:
+        return self.metadata_cache.partition_state_version(topic, partition, leader, leader_epoch, isr)
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         return self.metadata_cache.partition_replicas(topic, partition)
@@ -386,6 +395,7 @@ class ZkCluster:
     allocate_producer_ids = _forward("producer_ids", ZkProducerIdManager.allocate_producer_ids)
     partition_state = _forward("isr", IsrWriter.partition_state)
     update_isr = _forward("isr", IsrWriter.update_isr)
+    update_isrs = _forward("isr", IsrWriter.update_isrs)
 
     # ------------------------------------------------------------------ ZooKeeper consumer groups
 

@@ -49,6 +49,84 @@ class IsrWriter:
             return None
         return decode_partition_state(data, path), stat.version
 
+    def update_isrs(self, changes: list) -> dict:
+        """Many ISR changes at once (Kafka's AlterPartition batches them the same way): ``changes``
+        are ``(topic, partition, leader_epoch, isr, zk_version)``; returns ``{(topic, partition):
+        v}``: the node's new version if written, None if this broker no longer leads the partition
+        at that epoch (or it is gone), -1 if the node's version is no longer ``zk_version`` (nothing
+        written: the caller decides again, e.g. through :meth:`update_isr` and its conflict rules).
+        The state nodes are read, then written conditionally on their versions, in two pipelined
+        rounds, and one ``isr_change_notification`` names every partition written: a broker
+        rejoining thousands of ISRs costs a few round trips, not three per partition.  Any thread;
+        blocking."""
+        out: dict = {}
+        if not changes:
+            return out
+        zk = self.session.zk
+
+        def read():
+            pending = [(c, zk.get_async(paths.partition_state(c[0], c[1]))) for c in changes]
+            got = []
+            for c, res in pending:
+                try:
+                    data, stat = res.get()
+                except NoNodeError:
+                    got.append((c, None, None))
+                    continue
+                got.append((c, decode_partition_state(data, paths.partition_state(c[0], c[1])), stat))
+            return got
+
+        writes = []
+        for c, state, stat in self.session.retry(read):
+            topic, partition, leader_epoch, isr, zk_version = c
+            if state is None or state.leader != self.broker_id or state.leader_epoch != leader_epoch:
+                out[(topic, partition)] = None
+            elif stat.version != zk_version:
+                out[(topic, partition)] = -1
+            else:
+                isr = tuple(int(b) for b in isr)
+                data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, state.controller_epoch))
+                writes.append((c, isr, data))
+
+        def write():
+            pending = [
+                (c, isr, zk.set_async(paths.partition_state(c[0], c[1]), data, version=c[4])) for c, isr, data in writes
+            ]
+            done = []
+            for c, isr, res in pending:
+                try:
+                    done.append((c, isr, res.get()))
+                except (BadVersionError, NoNodeError):
+                    done.append((c, isr, None))
+            return done
+
+        written = []
+        for c, isr, stat in self.session.retry(write) if writes else []:
+            if stat is None:
+                out[(c[0], c[1])] = -1
+                continue
+            written.append((c[0], c[1]))
+            out[(c[0], c[1])] = stat.version
+            self.cache.record_isr_write(c[0], c[1], stat, (self.broker_id, c[2], list(isr)))
+        if written:
+            try:
+                self.session.retry(
+                    self.session.zk.create,
+                    paths.ISR_CHANGE_PREFIX,
+                    encode_isr_change_notification(written),
+                    sequence=True,
+                    makepath=True,
+                )
+            except (PyklogError, KazooException) as e:  # the ISRs are written; the notification is advisory
+                log.warning("could not write the ISR change notification of %d partition(s): %s", len(written), e)
+            log.info(
+                "ISR changed for %d partition(s) as leader %d: %s",
+                len(written),
+                self.broker_id,
+                ", ".join(f"{t}-{p}" for t, p in written[:10]) + (" ..." if len(written) > 10 else ""),
+            )
+        return out
+
     def update_isr(
         self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int
     ) -> int | None:

@@ -128,6 +128,9 @@ class ZkMetadataCache:
         self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
         # partitions whose state watch fired and that the event thread has not re-read yet
         self._pending_state_reloads: dict[tuple[str, int], None] = {}
+        #: counts the changes of the cached topics, partition states, topic configs and live
+        #: brokers: a reader that saw the same generation twice knows nothing changed in between
+        self.generation = 0
 
     def watch_brokers_and_topics(self) -> list:
         """Start the ChildrenWatches of ``/brokers/ids`` and ``/brokers/topics`` (each reads its
@@ -147,11 +150,13 @@ class ZkMetadataCache:
         with self._lock:
             if not only_cached_topic or name in self._topics:
                 self._configs[name] = dict(config)
+                self.generation += 1
 
     def clear_topic_configs(self) -> None:
         """Forget every cached topic config (re-read lazily by :meth:`topic_config`)."""
         with self._lock:
             self._configs.clear()
+            self.generation += 1
 
     def forget_topics(self, names) -> None:
         """Drop deleted topics (and their configs) from the cache."""
@@ -159,6 +164,7 @@ class ZkMetadataCache:
             for name in names:
                 self._topics.pop(name, None)
                 self._configs.pop(name, None)
+            self.generation += 1
 
     def record_isr_write(self, topic: str, partition: int, stat, state: tuple) -> None:
         """The leader's own ISR write (:mod:`pyklog.broker.zk.isr`): cache ``state`` (leader,
@@ -167,9 +173,19 @@ class ZkMetadataCache:
         with self._lock:
             entry = self._topics.get(topic)
             if entry is not None and partition in entry.replicas and self._note_state(topic, partition, stat, state):
-                states = dict(entry.states)
-                states[partition] = state
-                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+                self._set_state(topic, entry, partition, state)
+                self.generation += 1
+
+    def _set_state(self, topic: str, entry: _TopicEntry, partition: int, state: tuple) -> None:
+        """Under ``_lock``: ``entry``'s state of ``partition`` becomes ``state``, in place when the
+        partition has one (replacing a value never changes the size of a dict another thread may be
+        iterating; one ISR write must not copy a topic's thousands of states), else in a new entry."""
+        if partition in entry.states:
+            entry.states[partition] = state
+            return
+        states = dict(entry.states)
+        states[partition] = state
+        self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
     # ------------------------------------------------------------------ watches and cache
 
@@ -185,6 +201,7 @@ class ZkMetadataCache:
 
     def notify(self) -> None:
         with self._lock:
+            self.generation += 1
             listeners = list(self._listeners)
         for fn in listeners:
             try:
@@ -315,6 +332,8 @@ class ZkMetadataCache:
             }
             if gone:
                 self._newest_states = {k: v for k, v in self._newest_states.items() if k[0] in topics}
+            if changed:
+                self.generation += 1
         return changed
 
     def _on_topic_data(self, event) -> None:
@@ -356,6 +375,7 @@ class ZkMetadataCache:
             if old is not None and old.czxid != entry.czxid:
                 self._configs.pop(name, None)  # created again: read its config again
             self._topics[name] = self._with_newest_states(name, entry)
+            self.generation += 1
         self.notify()
         return True
 
@@ -516,6 +536,7 @@ class ZkMetadataCache:
                 return None
             with self._lock:
                 entry = self._topics.setdefault(name, self._with_newest_states(name, fresh))
+                self.generation += 1
         return None if entry is None else self._partition_states(entry, live)
 
     def topic_config(self, topic: str) -> dict[str, str]:
@@ -561,6 +582,18 @@ class ZkMetadataCache:
         if entry is None or partition not in entry.replicas:
             return None
         return PartitionState(*entry.states.get(partition, (-1, 0, [])), list(entry.replicas[partition]))
+
+    def partition_state_version(self, topic: str, partition: int, leader: int, leader_epoch: int, isr) -> int | None:
+        """The version of the state node as last read or written here, if it holds this leader,
+        leader epoch and ISR (else None: unknown)."""
+        with self._lock:
+            seen = self._newest_states.get((topic, partition))
+        if seen is None:
+            return None
+        (_czxid, version), (s_leader, s_epoch, s_isr) = seen
+        if s_leader != leader or s_epoch != leader_epoch or sorted(s_isr) != sorted(isr):
+            return None
+        return version
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
@@ -625,14 +658,32 @@ class ZkMetadataCache:
         """The session's event thread: re-read every state node whose watch fired since the last
         run (re-arming each watch), in pipelined batches, update the cache once per topic, tell the
         listeners of each partition.  A burst of thousands of changes (an election, a restart)
-        costs a few round trips, not a thread and a round trip per partition."""
+        costs a few round trips, not a thread and a round trip per partition.
+
+        Every state read is in the cache (what Metadata answers) before the listeners apply it, and
+        states changed while the listeners apply a burst are read between two partitions applied: a
+        broker taking thousands of leaderships at once (a controlled shutdown elsewhere) answered
+        "no leader" for the later ones until it had applied the earlier ones (a request for a
+        partition it leads but has not applied yet applies it)."""
+        changed = self._read_pending_states()
+        i = 0
+        while i < len(changed) and not self.session.stopping:
+            self._tell_state_listeners(changed[i : i + 100])
+            i += 100
+            if self._pending_state_reloads:  # read without the lock: a late look costs one round
+                changed.extend(self._read_pending_states())
+
+    def _read_pending_states(self) -> list:
+        """Re-read (re-arming each watch) and cache the state nodes whose watch fired since the last
+        read, in pipelined batches; the partitions whose cached state changed."""
         with self._lock:
             todo = list(self._pending_state_reloads)
             self._pending_state_reloads.clear()
+        changed: list = []
         for i in range(0, len(todo), self.STATE_RELOAD_BATCH):
             zk = self.session.zk
             if self.session.stopping or zk is None:
-                return
+                return changed
             chunk = todo[i : i + self.STATE_RELOAD_BATCH]
 
             def read(chunk=chunk, zk=zk):
@@ -662,7 +713,8 @@ class ZkMetadataCache:
                     log.warning("unreadable partition state %s-%d: %s", topic, partition, e)
                     continue
                 updates.append((topic, partition, (s.leader, s.leader_epoch, list(s.isr)), stat))
-            self._cache_partition_states(updates)
+            changed.extend(self._cache_partition_states(updates, notify=False))
+        return changed
 
     def _note_state(self, topic: str, partition: int, stat, state: tuple) -> bool:
         """Under or outside ``_lock``: remember ``state`` as the partition's newest if its node's
@@ -696,26 +748,27 @@ class ZkMetadataCache:
             return entry
         return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
-    def _cache_partition_states(self, updates) -> None:
+    def _cache_partition_states(self, updates, *, notify: bool = True) -> list:
         """Cache each ``(topic, partition, (leader, leader_epoch, isr), stat)`` newer than the state
-        cached (each topic's entry replaced once), then tell the listeners of each partition
-        changed, in the order given (no lock held)."""
+        cached, then (``notify``) tell the listeners of each partition changed, in the order given
+        (no lock held).  Returns the partitions changed."""
         changed = []
         with self._lock:
-            by_topic: dict[str, dict] = {}
             for topic, partition, state, stat in updates:
                 if not self._note_state(topic, partition, stat, state):
                     continue  # an older read than the state cached (two re-reads overtaking each other)
                 changed.append((topic, partition))
                 entry = self._topics.get(topic)
                 if entry is not None and partition in entry.replicas:
-                    states = by_topic.get(topic)
-                    if states is None:
-                        states = by_topic[topic] = dict(entry.states)
-                    states[partition] = state
-            for topic, states in by_topic.items():
-                entry = self._topics[topic]
-                self._topics[topic] = _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
+                    self._set_state(topic, entry, partition, state)
+            if changed:
+                self.generation += 1
+        if notify:
+            self._tell_state_listeners(changed)
+        return changed
+
+    def _tell_state_listeners(self, changed) -> None:
+        with self._lock:
             listeners = list(self._state_listeners)
         for topic, partition in changed:
             for fn in listeners:

@@ -235,7 +235,15 @@ class TopicAdmin:
                 self._add_topic_ops(t, name, assignment, config, name in stale_configs, name in deleted)
             return t.commit()
 
-        for chunk in _chunks(planned, lambda n: 4 + 2 * len(planned[n][0])):
+        def ops_of(name):
+            return 4 + 2 * len(planned[name][0])
+
+        for name in [n for n in planned if ops_of(n) > MAX_OPS_PER_MULTI]:
+            try:  # too large for one multi-op: written in parts
+                self._write_large_topic(name, *planned[name], name in stale_configs, name in deleted)
+            except PyklogError as e:
+                out[name] = e
+        for chunk in _chunks([n for n in planned if ops_of(n) <= MAX_OPS_PER_MULTI], ops_of):
             results = self.session.retry(write, chunk)
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if failures:
@@ -315,6 +323,16 @@ class TopicAdmin:
         return self.session.retry(read)
 
     def _write_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
+        if 4 + 2 * len(assignment) > MAX_OPS_PER_MULTI:
+            self._write_large_topic(
+                name,
+                assignment,
+                config,
+                bool(self.session.retry(self.session.zk.exists, paths.topic_config(name))),
+                bool(self.session.retry(self.session.zk.exists, paths.deleted_topic_record(name))),
+            )
+            return
+
         def write():
             t = self.session.zk.transaction()
             self._add_topic_ops(
@@ -333,6 +351,85 @@ class TopicAdmin:
             if any(isinstance(r, NodeExistsError) for r in failures):
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
             raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+
+    def _write_large_topic(
+        self,
+        name: str,
+        assignment: dict[int, list[int]],
+        config: dict[str, str],
+        stale_config: bool,
+        deletion_recorded: bool,
+    ) -> None:
+        """Create a topic whose nodes do not fit in one multi-op (one request must stay under
+        ZooKeeper's ``jute.maxbuffer``: 1 MiB holds about 4,000 partitions' nodes): the config, the
+        assignment and the first partitions' nodes in one multi-op (the topic exists, or not, as a
+        whole for a racing creator), then the other partitions' ``partitions/<p>`` and ``state``
+        nodes in multi-ops of :data:`MAX_OPS_PER_MULTI`, and at the end the assignment node is
+        written again unchanged.  A broker that read the topic between two parts took a missing
+        state node as written at creation (its first replica leads at epoch 0) and set no watch on
+        it; the last write fires every broker's data watch of the topic node, so each re-reads the
+        states and watches them all."""
+        data = encode_topic_assignment(assignment, new_topic_id())
+        parts = sorted(assignment.items())
+        first = MAX_OPS_PER_MULTI // 2 - 3
+
+        def partition_ops(t, chunk):
+            for p, replicas in chunk:
+                t.create(paths.partition(name, p), b"")
+                t.create(
+                    paths.partition_state(name, p),
+                    encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
+                )
+
+        def write_head():
+            t = self.session.zk.transaction()
+            config_data = encode_topic_config(config)
+            if stale_config:
+                t.set_data(paths.topic_config(name), config_data)
+            else:
+                t.create(paths.topic_config(name), config_data)
+            t.create(paths.topic(name), data)
+            if deletion_recorded:
+                t.delete(paths.deleted_topic_record(name))
+            t.create(paths.topic_partitions(name), b"")
+            partition_ops(t, parts[:first])
+            return t.commit()
+
+        results = self.session.retry(write_head)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            # written by an earlier attempt whose answer the connection lost: ours if the data matches
+            try:
+                written, _ = self.session.retry(self.session.zk.get, paths.topic(name))
+            except NoNodeError:
+                written = None
+            if written != data:
+                if any(isinstance(r, NodeExistsError) for r in failures):
+                    raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+                raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
+        step = MAX_OPS_PER_MULTI // 2
+        for i in range(first, len(parts), step):
+            chunk = parts[i : i + step]
+
+            def write_rest(chunk=chunk):
+                t = self.session.zk.transaction()
+                partition_ops(t, chunk)
+                return t.commit()
+
+            results = self.session.retry(write_rest)
+            if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
+                # a retry after a lost answer: create what is missing one node at a time
+                for p, replicas in chunk:
+                    state = encode_partition_state(
+                        LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)
+                    )
+                    for path, value in ((paths.partition(name, p), b""), (paths.partition_state(name, p), state)):
+                        try:
+                            self.session.retry(self.session.zk.create, path, value)
+                        except NodeExistsError:
+                            pass
+        self.session.retry(self.session.zk.set, paths.topic(name), data)
+        log.info("created topic %s in %d multi-ops", name, 2 + (len(parts) - first + step - 1) // step)
 
     @staticmethod
     def _add_topic_ops(

@@ -121,3 +121,33 @@ def test_running_out_of_file_descriptors_creating_logs_is_reported_and_survived(
         assert zk.exists(paths.broker_id(0)) is not None
         assert produce(w, "small", records(3))["error_code"] == 0  # the other partitions are served
     assert b.proc.poll() is None
+
+
+#: partitions of one topic whose nodes (``partitions/<p>`` and its ``state``) no longer fit in one
+#: ZooKeeper request (``jute.maxbuffer``, 1 MiB by default: about 3,500 partitions' nodes)
+HUGE_TOPIC_PARTITIONS = 4000
+
+
+def test_a_topic_too_large_for_one_zookeeper_request_is_created_and_served(broker_factory, zk):
+    """CreateTopics of a topic whose nodes pass ZooKeeper's request size limit: created (in several
+    multi-ops), every state node written, every partition led and served.  It used to fail with
+    UNKNOWN_SERVER_ERROR while the broker's ZooKeeper session reconnected in a loop (ZooKeeper
+    closes a connection that sends a request over jute.maxbuffer)."""
+    b = broker_factory(0)
+    t0 = time.monotonic()
+    with Wire(b.port, timeout=120) as w:
+        r = create_topic(w, "huge", partitions=HUGE_TOPIC_PARTITIONS)
+        assert r["error_code"] == 0, r
+        assert len(zk.get_children(paths.topic_partitions("huge"))) == HUGE_TOPIC_PARTITIONS
+        for p in (0, HUGE_TOPIC_PARTITIONS // 2, HUGE_TOPIC_PARTITIONS - 1):
+            assert zk.exists(paths.partition_state("huge", p)) is not None
+        wait_for(
+            lambda: _leader_lines(b, 0) >= HUGE_TOPIC_PARTITIONS,
+            timeout=120,
+            interval=0.2,
+            message="every partition led",
+        )
+        for p in (0, HUGE_TOPIC_PARTITIONS - 1):
+            assert produce(w, "huge", records(2), partition=p)["error_code"] == 0
+    assert "Connection dropped" not in b.output()
+    print(f"{HUGE_TOPIC_PARTITIONS} partitions in one topic: created and led in {time.monotonic() - t0:.1f}s")

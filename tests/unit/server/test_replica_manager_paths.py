@@ -47,6 +47,9 @@ class OneBrokerCluster:
     def topic(self, name, refresh_if_missing=False):
         return None  # any partition not led here is unknown
 
+    def partition_state_as_written(self, topic, partition):
+        return None
+
 
 @pytest.fixture
 def rm(tmp_path):
