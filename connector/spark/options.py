@@ -252,6 +252,8 @@ SINK_TYPED_OPTIONS = {
     "valueschema",
     "keyrecordname",
     "valuerecordname",
+    "keymessagename",
+    "valuemessagename",
     "schema.registry.url",
     "key.subject.name.strategy",
     "value.subject.name.strategy",

@@ -60,7 +60,15 @@ __all__ = [
     "resolve_write_formats",
 ]
 
-WRITE_FORMATS = ("binary", "avro", "avro-confluent")
+WRITE_FORMATS = (
+    "binary",
+    "avro",
+    "avro-confluent",
+    "json",
+    "json-confluent",
+    "protobuf",
+    "protobuf-confluent",
+)
 
 
 class RecordEncodeError(PyklogError):
@@ -77,6 +85,8 @@ class WriteFormat:
     schema: str
     schema_id: int | None = None
     subject: str | None = None
+    #: Protobuf: the message's indexes in its file (Confluent's wire format writes them)
+    indexes: tuple | None = None
 
     @property
     def header(self) -> bytes:
@@ -84,7 +94,7 @@ class WriteFormat:
             return b""
         from pyklog.connector.schema_registry.wire import encode
 
-        return encode(self.schema_id, b"")
+        return encode(self.schema_id, b"", list(self.indexes) if self.indexes is not None else None)
 
 
 # -- Spark type -> Avro schema, as Spark's SchemaConverters.toAvroType ----------------------------
@@ -345,13 +355,17 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
     if fmt not in WRITE_FORMATS:
         raise ConfigError(f"option {option}: expected one of {', '.join(WRITE_FORMATS)}, got {fmt!r}")
     if fmt == "binary":
-        for extra in ("schema", "schemaid", "subject", "schemaversion", "recordname"):
+        for extra in ("schema", "schemaid", "subject", "schemaversion", "recordname", "messagename"):
             if opts.get(f"{column}{extra}"):
                 raise ConfigError(
                     f"option {column}{extra[0].upper()}{extra[1:]} is given but {option} is binary; "
-                    f"set {option}=avro or avro-confluent"
+                    f"set {option} to a typed format"
                 )
         return None
+    if fmt not in ("avro", "avro-confluent"):
+        from pyklog.connector.spark.typed_write_resolve import resolve_json_or_protobuf
+
+        return resolve_json_or_protobuf(column, field, opts, topic, fmt)
     if fmt == "avro":
         schema = _schema_text(column, field, opts)
         check_writable(field.dataType, json.loads(schema), column)
@@ -632,10 +646,30 @@ def _columnar(plan: _EncodePlan, arr: pa.Array, header: bytes) -> pa.Array | Non
     return pc.if_else(valid, joined, pa.scalar(None, pa.binary())) if valid is not None else joined
 
 
+_JSON_NULLS: dict = {}
+
+
+def _json_nulls(schema: str) -> dict:
+    got = _JSON_NULLS.get(schema)
+    if got is None:
+        from pyklog.connector.spark.typed_write_formats import json_nulls
+
+        got = _JSON_NULLS[schema] = json_nulls(json.loads(schema))
+    return got
+
+
 def encode_column(fmt: WriteFormat, arr: pa.Array) -> pa.Array:
     """The Avro (``avro``) or wire-format (``avro-confluent``) bytes of every value of ``arr``
     (a binary Arrow array; a null stays null).  RecordEncodeError names the first row that does
     not fit the schema."""
+    if fmt.fmt.startswith("json"):
+        from pyklog.connector.spark.typed_write_formats import encode_json
+
+        return encode_json(fmt, arr, _json_nulls(fmt.schema))
+    if fmt.fmt.startswith("protobuf"):
+        from pyklog.connector.spark.typed_write_formats import encode_protobuf
+
+        return encode_protobuf(fmt, arr)
     from fastavro import schemaless_writer
 
     plan = _plan(fmt)
