@@ -452,7 +452,7 @@ def _b64(arr: pa.Array) -> pa.Array:
 def json_ready(arr: pa.Array) -> pa.Array:
     """``arr`` with the values JSON has no type for as to_json writes them, computed in Arrow:
     timestamps -> ISO-8601 strings in UTC (``2026-01-02T03:04:05.123456Z``), dates -> ``yyyy-MM-dd``,
-    decimals -> float64, binary -> base64 strings."""
+    decimals -> the nearest float64, binary -> base64 strings."""
     t = pa.types
     typ = arr.type
     mask = arr.is_null() if arr.null_count else None
@@ -462,8 +462,8 @@ def json_ready(arr: pa.Array) -> pa.Array:
         return pc.binary_join_element_wise(text, pa.scalar("Z"), "")
     if t.is_date(typ):
         return arr.cast(pa.string())
-    if t.is_decimal(typ):
-        return arr.cast(pa.float64())
+    if t.is_decimal(typ):  # through the digits: the nearest double (a direct cast may not round so)
+        return arr.cast(pa.string()).cast(pa.float64())
     if t.is_binary(typ) or t.is_large_binary(typ) or t.is_fixed_size_binary(typ):
         return _b64(arr)
     if t.is_struct(typ):
