@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyklog.broker.errors import ConfigError, PyklogError
+from pyklog.broker.errors import ConfigError
+from pyklog.connector.spark.typed_write_formats import RecordEncodeError, WriteFormat, _flag
 
 __all__ = [
     "WRITE_FORMATS",
@@ -69,32 +70,6 @@ WRITE_FORMATS = (
     "protobuf",
     "protobuf-confluent",
 )
-
-
-class RecordEncodeError(PyklogError):
-    """A row's key or value does not fit the Avro schema it is written with (FAILFAST)."""
-
-
-@dataclass(frozen=True)
-class WriteFormat:
-    """How one of ``key`` / ``value`` is written: the Avro schema (JSON text) and, for
-    ``avro-confluent``, the registered schema's id and the subject it was found under."""
-
-    column: str
-    fmt: str
-    schema: str
-    schema_id: int | None = None
-    subject: str | None = None
-    #: Protobuf: the message's indexes in its file (Confluent's wire format writes them)
-    indexes: tuple | None = None
-
-    @property
-    def header(self) -> bytes:
-        if self.schema_id is None:
-            return b""
-        from pyklog.connector.schema_registry.wire import encode
-
-        return encode(self.schema_id, b"", list(self.indexes) if self.indexes is not None else None)
 
 
 # -- Spark type -> Avro schema, as Spark's SchemaConverters.toAvroType ----------------------------
@@ -314,16 +289,6 @@ def check_writable(data_type, schema, path: str, named: dict | None = None) -> N
 
 
 # -- driver side: options -> WriteFormat ----------------------------------------------------------
-
-
-def _flag(opts: dict, name: str, default: bool) -> bool:
-    v = opts.get(name)
-    if v is None:
-        return default
-    s = v.strip().lower()
-    if s not in ("true", "false"):
-        raise ConfigError(f"option '{name}': expected true or false, read {v!r}")
-    return s == "true"
 
 
 def _schema_text(column: str, field, opts: dict) -> str:

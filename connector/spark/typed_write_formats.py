@@ -23,16 +23,54 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyklog.broker.errors import ConfigError
+from pyklog.broker.errors import ConfigError, PyklogError
 
 JSON_FORMATS = ("json", "json-confluent")
 PROTOBUF_FORMATS = ("protobuf", "protobuf-confluent")
 
 _DRAFT = "http://json-schema.org/draft-07/schema#"
+
+
+class RecordEncodeError(PyklogError):
+    """A row's key or value does not fit the schema it is written with (FAILFAST)."""
+
+
+@dataclass(frozen=True)
+class WriteFormat:
+    """How one of ``key`` / ``value`` is written: the schema (Avro or JSON Schema JSON text, or the
+    Protobuf files and message as :func:`.typed_protobuf.schema_text` gives them) and, for the
+    ``-confluent`` formats, the registered schema's id and the subject it was found under."""
+
+    column: str
+    fmt: str
+    schema: str
+    schema_id: int | None = None
+    subject: str | None = None
+    #: Protobuf: the message's indexes in its file (Confluent's wire format writes them)
+    indexes: tuple | None = None
+
+    @property
+    def header(self) -> bytes:
+        if self.schema_id is None:
+            return b""
+        from pyklog.connector.schema_registry.wire import encode
+
+        return encode(self.schema_id, b"", list(self.indexes) if self.indexes is not None else None)
+
+
+def _flag(opts: dict, name: str, default: bool) -> bool:
+    v = opts.get(name)
+    if v is None:
+        return default
+    s = v.strip().lower()
+    if s not in ("true", "false"):
+        raise ConfigError(f"option '{name}': expected true or false, read {v!r}")
+    return s == "true"
 
 
 # -- Spark type -> JSON Schema --------------------------------------------------------------------
@@ -79,9 +117,7 @@ def json_schema_for(data_type, nullable: bool = False, title: str | None = None,
         s = {"type": "object"}
         if title:
             s = {"$schema": _DRAFT, "title": title, "type": "object"}
-        s["properties"] = {
-            f.name: json_schema_for(f.dataType, f.nullable, None, f"{path}.{f.name}") for f in dt.fields
-        }
+        s["properties"] = {f.name: json_schema_for(f.dataType, f.nullable, None, f"{path}.{f.name}") for f in dt.fields}
         s["required"] = [f.name for f in dt.fields if not f.nullable]
     else:
         raise ConfigError(f"field {path}: Spark type {dt.simpleString()} has no JSON Schema type")
@@ -294,7 +330,9 @@ def proto_for(data_type, record_name: str = "topLevelRecord", package: str = "")
                 elif isinstance(k, T.BooleanType):
                     key = "bool"
                 else:
-                    raise ConfigError(f"field {fpath}: Protobuf map keys are strings, integers or bools, not {k.simpleString()}")
+                    raise ConfigError(
+                        f"field {fpath}: Protobuf map keys are strings, integers or bools, not {k.simpleString()}"
+                    )
                 if isinstance(dt.valueType, (T.ArrayType, T.MapType)):
                     raise ConfigError(f"field {fpath}: Protobuf has no map of arrays or maps")
                 decl = f"map<{key}, {element(dt.valueType, f.name, fpath + '{}', nested, taken)}>"
@@ -368,7 +406,9 @@ def check_proto_writable(data_type, desc, path: str) -> None:
 
 def _pb_refuse(dt, fd, path: str):
     rep = "repeated " if fd.is_repeated else ""
-    raise ConfigError(f"field {path}: Spark type {dt.simpleString()} cannot be written as Protobuf {rep}{_pb_type_name(fd)}")
+    raise ConfigError(
+        f"field {path}: Spark type {dt.simpleString()} cannot be written as Protobuf {rep}{_pb_type_name(fd)}"
+    )
 
 
 def _check_pb_value(dt, fd, path: str) -> None:
@@ -435,8 +475,6 @@ def _check_nulls(arr: pa.Array, tree: dict, path: str, fmt_desc: str) -> None:
             bad = pc.and_(col.is_null(), valid)
             if pc.any(bad).as_py():
                 row = pc.index(bad, True).as_py()
-                from pyklog.connector.spark.typed_write import RecordEncodeError
-
                 raise RecordEncodeError(
                     f"pyklog sink: row {row} of a batch does not fit the {fmt_desc}: field {path}.{name} is null "
                     "and the schema has no null there; nothing of the task is committed (exactly-once) and the task fails"
@@ -485,8 +523,6 @@ def json_ready(arr: pa.Array) -> pa.Array:
 
 def encode_json(fmt, arr: pa.Array, tree: dict) -> pa.Array:
     """The JSON (``json``) or wire-format (``json-confluent``) bytes of every value of ``arr``."""
-    from pyklog.connector.spark.typed_write import RecordEncodeError
-
     what = f"{fmt.column} column's JSON Schema ({fmt.subject or 'given'})"
     _check_nulls(arr, tree, fmt.column, what)
     values = json_ready(arr).to_pylist(maps_as_pydicts="strict")
@@ -595,7 +631,12 @@ def _no_none(desc, value: dict) -> dict:
             if fd is not None and not fd.has_presence and not fd.is_repeated:
                 raise ValueError(f"field {k} is null")
             continue
-        if isinstance(v, dict) and fd is not None and fd.type == _PB_MESSAGE and not fd.message_type.GetOptions().map_entry:
+        if (
+            isinstance(v, dict)
+            and fd is not None
+            and fd.type == _PB_MESSAGE
+            and not fd.message_type.GetOptions().map_entry
+        ):
             if fd.message_type.full_name != "google.protobuf.Timestamp":
                 v = _no_none(fd.message_type, v)
         elif isinstance(v, list) and fd is not None and fd.type == _PB_MESSAGE:
@@ -613,7 +654,6 @@ def _needs_cleaning(desc) -> bool:
 def encode_protobuf(fmt, arr: pa.Array) -> pa.Array:
     """The Protobuf (``protobuf``) or wire-format (``protobuf-confluent``) bytes of every value of ``arr``."""
     from pyklog.connector.spark.typed_protobuf import _reader
-    from pyklog.connector.spark.typed_write import RecordEncodeError
 
     desc, cls = _reader(fmt.schema)
     values = proto_ready(arr).to_pylist(maps_as_pydicts="strict")

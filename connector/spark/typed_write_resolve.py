@@ -77,8 +77,7 @@ def resolve_json_or_protobuf(column: str, field, opts: dict, topic: str | None, 
     """The WriteFormat of a ``json`` / ``json-confluent`` / ``protobuf`` / ``protobuf-confluent`` column."""
     from pyklog.connector.spark.typed import _client, subject_for
     from pyklog.connector.spark.typed_protobuf import _reader, registry_files
-    from pyklog.connector.spark.typed_write import WriteFormat, _flag
-    from pyklog.connector.spark.typed_write_formats import check_json_writable, check_proto_writable
+    from pyklog.connector.spark.typed_write_formats import WriteFormat, _flag, check_json_writable, check_proto_writable
 
     kind = "JSON" if fmt.startswith("json") else "PROTOBUF"
     message = opts.get(f"{column}messagename")

@@ -39,7 +39,13 @@ def _row(i: int) -> dict:
 
 def _proto_time(t: dt.datetime) -> str:
     """A Timestamp as protobuf's JSON writes it (0, 3, 6 or 9 fraction digits)."""
-    frac = "" if not t.microsecond else f".{t.microsecond // 1000:03d}" if t.microsecond % 1000 == 0 else f".{t.microsecond:06d}"
+    frac = (
+        ""
+        if not t.microsecond
+        else f".{t.microsecond // 1000:03d}"
+        if t.microsecond % 1000 == 0
+        else f".{t.microsecond:06d}"
+    )
     return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
@@ -124,7 +130,9 @@ def test_json_and_protobuf_rows_read_by_confluent_and_by_pyklog(spark, broker_fa
         # a given schema where name is required: a row with a null name fails naming the field
         given = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}}}
         given["required"] = ["id", "name"]
-        small = spark.createDataFrame([("1", (1, "a")), ("2", (2, None))], "key string, value struct<id:bigint,name:string>")
+        small = spark.createDataFrame(
+            [("1", (1, "a")), ("2", (2, None))], "key string, value struct<id:bigint,name:string>"
+        )
         with pytest.raises(Exception, match=r"field value\.name is null"):
             _write(small, boot, url, f"{jt}-x", "json", valueSchema=json.dumps(given))
 
