@@ -646,9 +646,14 @@ def _no_none(desc, value: dict) -> dict:
 
 
 def _needs_cleaning(desc) -> bool:
-    """Whether a row's dict needs :func:`_no_none` (a nested message: upb takes None for an unset
-    top-level field but not inside a nested dict)."""
-    return any(fd.type == _PB_MESSAGE for fd in desc.fields)
+    """Whether a row's dict needs :func:`_no_none`: upb takes None for an unset top-level field
+    but not inside a nested message's dict (a Timestamp is built from a datetime, not a dict)."""
+    return any(
+        fd.type == _PB_MESSAGE
+        and fd.message_type.full_name != "google.protobuf.Timestamp"
+        and not (fd.message_type.GetOptions().map_entry and fd.message_type.fields_by_name["value"].type != _PB_MESSAGE)
+        for fd in desc.fields
+    )
 
 
 def encode_protobuf(fmt, arr: pa.Array) -> pa.Array:
