@@ -9,8 +9,9 @@ Columns, as Spark's Kafka sink reads them::
     headers    array<struct<key:string, value:binary>>   optional
 
 Other columns are ignored.  Strings are written as UTF-8.  With ``keyFormat`` / ``valueFormat``
-(``avro``, ``avro-confluent``) the column may be a struct or any type Spark's ``to_avro`` takes,
-encoded by :mod:`pyklog.connector.spark.typed_write` (its schema resolved with the registry on the
+(``avro``, ``avro-confluent``, ``json``, ``json-confluent``, ``protobuf``, ``protobuf-confluent``)
+the column may be a struct or any type the format takes, encoded by
+:mod:`pyklog.connector.spark.typed_write` (its schema resolved with the registry on the
 driver when the writer is created).  Producer settings pass through as
 ``kafka.*`` options (``kafka.acks``, ``kafka.compression.type``, ``kafka.linger.ms``,
 ``kafka.batch.size``, ...) to :class:`connector.producer.Producer`.

@@ -1,4 +1,5 @@
-"""Typed ``key`` / ``value`` columns for the ``pyklog`` sink: Spark columns encoded as Avro.
+"""Typed ``key`` / ``value`` columns for the ``pyklog`` sink: Spark columns encoded as Avro (here),
+JSON or Protobuf (:mod:`.typed_write_formats`, resolved by :mod:`.typed_write_resolve`).
 
 Options (sink; the source's names where they mean the same)::
 

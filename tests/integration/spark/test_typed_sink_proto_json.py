@@ -3,7 +3,7 @@ broker and a real SparkSession: rows written as ``json-confluent`` and ``protobu
 (schemas derived from the struct) are read back by confluent-kafka's JSONDeserializer and
 ProtobufDeserializer with equal values and by pyklog's own typed reader; an incompatible struct is
 refused by the registry before anything is written; a row with a null where the given schema has
-none fails naming the field."""
+none fails naming the field; the latest version pinned, and a registered schema looked up."""
 
 from __future__ import annotations
 
@@ -176,5 +176,13 @@ def test_json_and_protobuf_rows_read_by_confluent_and_by_pyklog(spark, broker_fa
         assert [(b["id"], b["name"], b["at"].astimezone(UTC), b["tags"], b["attrs"], b["amount"]) for b in back] == [
             (r["id"], r["name"], r["at"], r["tags"], r["attrs"], f"{r['amount']:.2f}") for r in rows
         ]
+
+        # pinned: the subject's latest version; the registered schema looked up (no registration)
+        _write(df.limit(5), boot, url, jt, "json-confluent", **{"use.latest.version": "true"})
+        extra = {"auto.register.schemas": "false", "valueRecordName": "shop.Reading"}
+        _write(df.limit(5), boot, url, pt, "protobuf-confluent", **extra)
+        for t in (jt, pt):
+            values = read_values(boot, t, 2, "read_uncommitted")
+            assert len(values) == len(rows) + 5 and len({v[1:5] for v in values}) == 1
     finally:
         registry.stop()
