@@ -180,12 +180,15 @@ class SchemaRegistryClient:
             self._registered[key] = schema_id
         return schema_id
 
-    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> dict:
-        """``{"subject", "version", "id", "schema"}`` of ``schema`` in ``subject`` (40403 / 40401
-        SchemaRegistryError when it is not registered there); registers nothing."""
+    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO", references=None) -> dict:
+        """``{"subject", "version", "id", "schema"}`` of ``schema`` (with its ``references``) in
+        ``subject`` (40403 / 40401 SchemaRegistryError when it is not registered there); registers
+        nothing."""
         body: dict = {"schema": schema}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
+        if references:
+            body["references"] = references
         return self._request("POST", f"/subjects/{quote(subject, safe='')}", body)
 
     def test_compatibility(self, subject: str, schema: str, schema_type: str = "AVRO", version="latest") -> list[str]:

@@ -53,9 +53,10 @@ def _proto_plan(text_or_files, message: str | None) -> tuple[str, str, tuple]:
     return text, desc.full_name, tuple(message_indexes(desc))
 
 
-def _references(client, text: str) -> list:
-    """Register the ``google/protobuf/*.proto`` imports of ``text`` (their descriptors, base64, as
-    Confluent's serializers register them) and return the references."""
+def _references(client, text: str, register: bool) -> list:
+    """The references of the ``google/protobuf/*.proto`` imports of ``text``: their descriptors
+    (base64, as Confluent's serializers register them) registered under the file's name, or (not
+    ``register``) looked up there."""
     from pyklog.connector.schema_registry.protobuf import parse
     from pyklog.connector.spark.typed_protobuf import _well_known_file
 
@@ -67,7 +68,8 @@ def _references(client, text: str) -> list:
                 "register the schema with its references and pin it (SchemaId / SchemaVersion)"
             )
         body = base64.b64encode(_well_known_file(dep)).decode()
-        client.register(dep, body, "PROTOBUF")
+        if register:
+            client.register(dep, body, "PROTOBUF")
         version = int(client.lookup(dep, body, "PROTOBUF")["version"])
         refs.append({"name": dep, "subject": dep, "version": version})
     return refs
@@ -157,11 +159,11 @@ def resolve_json_or_protobuf(column: str, field, opts: dict, topic: str | None, 
             check_json_writable(field.dataType, json.loads(schema), column)
         else:
             check_proto_writable(field.dataType, _reader(_text)[0], column)
-            refs = _references(client, schema)
+            refs = _references(client, schema, register)
         if register:
             schema_id = client.register(subject, schema, kind, refs)
         else:
-            schema_id = int(client.lookup(subject, schema, kind)["id"])
+            schema_id = int(client.lookup(subject, schema, kind, refs)["id"])
         return from_registry(client.get_schema(schema_id), schema_id, f"schema id {schema_id}")
     except SchemaRegistryError as e:
         of = f" of subject {subject!r}" if subject else ""
