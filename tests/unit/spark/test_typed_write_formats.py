@@ -169,3 +169,13 @@ def test_protobuf_messages_with_message_indexes_and_rows_that_do_not_fit():
         encode_column(f, pa.array([{"id": 1, "s": "a", "xs": []}, {"id": 2, "s": None, "xs": []}], typ))
     with pytest.raises(RecordEncodeError, match=r"row 0 .*field value\.xs holds a null element"):
         encode_column(f, pa.array([{"id": 1, "s": "a", "xs": ["x", None]}], typ))
+
+
+def test_a_json_key_of_a_plain_type_and_options_that_do_not_fit():
+    fmt = resolve_json_or_protobuf("key", T.StructField("key", T.StringType()), {}, "t", "json")
+    assert json.loads(fmt.schema) == {"type": "string"}
+    assert encode_column(fmt, pa.array(["a\u00e9", None])).to_pylist() == ['"a\u00e9"'.encode(), None]
+    with pytest.raises(ConfigError, match="keyMessageName is for the Protobuf formats"):
+        resolve_json_or_protobuf("key", T.StructField("key", T.StringType()), {"keymessagename": "M"}, "t", "json")
+    with pytest.raises(ConfigError, match="needs option schema.registry.url"):
+        resolve_json_or_protobuf("key", T.StructField("key", T.StringType()), {}, "t", "json-confluent")
