@@ -177,6 +177,10 @@ def test_json_and_protobuf_rows_read_by_confluent_and_by_pyklog(spark, broker_fa
             (r["id"], r["name"], r["at"], r["tags"], r["attrs"], f"{r['amount']:.2f}") for r in rows
         ]
 
+        # a message whose field 1 changes type: the registry refuses it before anything is written
+        with pytest.raises(Exception, match=rf"schema registry at {url} answered error 409"):
+            _write(bad, boot, url, pt, "protobuf-confluent", valueRecordName="shop.Reading")
+
         # pinned: the subject's latest version; the registered schema looked up (no registration)
         _write(df.limit(5), boot, url, jt, "json-confluent", **{"use.latest.version": "true"})
         extra = {"auto.register.schemas": "false", "valueRecordName": "shop.Reading"}
