@@ -48,8 +48,9 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
   partitions answer KAFKA_STORAGE_ERROR and leave the fetchers, the controller is told through
   ``/log_dir_event_notification``; with no log dir left the broker halts (``halt``).
 
-Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
-reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
+Other duties: deleting the logs of topics being deleted (the controller lists them in
+``/admin/replica_deletions``; the answer is a child node there) and of topics deleted by request
+(stray logs are kept, not served, reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
 
 Collaborators, used only through their public methods: the broker's ``ServerConfig``, the
 ``LogManager`` and its logs, and a started ``ZkCluster`` (registry cache, partition states, ISR
@@ -209,6 +210,7 @@ class ReplicaManager:
         self._partitions: dict = {}  # (topic, partition) -> Partition; changed under _sync_lock
         self._sync_lock = threading.RLock()
         self._strays_reported: frozenset = frozenset()  # stray logs already reported at ERROR
+        self._answered_deletions: frozenset = frozenset()  # topics being deleted whose replicas are gone here
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
@@ -309,13 +311,16 @@ class ReplicaManager:
                 else:
                     self._drop_partition(k)
             strays = {}
+            being_deleted = self.cluster.topics_being_deleted()
             for (t, p), lg in list(self.logs.logs().items()):
                 if t in topics:
                     continue
                 try:
-                    if self.cluster.topic(t, refresh_if_missing=True) is not None:
+                    # the controller's StopReplica(delete=true): a topic being deleted loses its logs
+                    deleted = t in being_deleted
+                    if not deleted and self.cluster.topic(t, refresh_if_missing=True) is not None:
                         continue  # the cache was late; the topic exists
-                    deleted = self.cluster.topic_deletion_recorded(t)
+                    deleted = deleted or self.cluster.topic_deletion_recorded(t)
                 except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
                     log.warning("cannot check whether topic %s still exists; keeping its logs", t)
                     continue
@@ -330,6 +335,7 @@ class ReplicaManager:
                     log.exception("cannot delete the log of %s-%d", t, p)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
+            self._answer_replica_deletions(being_deleted)
             if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
                 self._offline = self._offline | set(no_log)
                 log.info(
@@ -343,6 +349,25 @@ class ReplicaManager:
             elif self._offline and self.cluster.controller_id != self._told_controller:
                 # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
                 self._tell_controller(sorted(self._offline), "a new controller")
+
+    def _answer_replica_deletions(self, being_deleted: frozenset) -> None:
+        """Under ``_sync_lock``, after the logs of topics being deleted were deleted: tell the
+        controller, once per topic, that this broker's replicas of it are gone (Kafka's
+        StopReplica response).  A log left on an offline log dir does not hold the deletion up: its
+        partition.metadata keeps it from serving a topic created again under the name."""
+        self._answered_deletions &= being_deleted
+        for t in sorted(being_deleted - self._answered_deletions):
+            if any(k[0] == t for k in self._partitions) or any(
+                lt == t and not lg.offline for (lt, _), lg in self.logs.logs().items()
+            ):
+                continue  # a log could not be deleted: the next sync tries again
+            try:
+                self.cluster.replica_deletion_done(t)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next sync answers
+                log.warning("cannot tell the controller that the replicas of topic %s are deleted: %s", t, e)
+                continue
+            self._answered_deletions = self._answered_deletions | {t}
+            log.info("stopped and deleted the replicas of topic %s (being deleted)", t)
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node

@@ -85,7 +85,10 @@ class ZkCluster:
     ``cluster_id_check`` is called with ZooKeeper's ``/cluster/id`` (None if absent) before it is
     created and before the broker registers: raising there stops :meth:`start` with nothing written
     (the meta.properties check).  ``on_fatal`` is called once (on a kazoo thread) when ZooKeeper is
-    found to have lost its data under us.
+    found to have lost its data under us.  ``controller_deletes_topics``: the broker's
+    :class:`~pyklog.broker.controller.controller.KafkaController` carries out the deletion requests
+    (``/admin/delete_topics``); without it (a registry-only test cluster) the broker holding
+    ``/controller`` removes a requested topic's nodes at once.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class ZkCluster:
         broker_connector: Callable[[str, int, float | None], socket.socket] | None = None,
         credentials: ZkCredentials | None = None,
         set_acl: bool = False,
+        controller_deletes_topics: bool = False,
     ):
         self.zk_connect = zk_connect
         split_connect_string(zk_connect)  # a malformed connect string fails here, before anything starts
@@ -122,6 +126,7 @@ class ZkCluster:
             else ([f"PLAINTEXT://{host}:{self.port}"] if self.broker_id is not None else [])
         )
         self.rack = rack
+        self.controller_deletes_topics = controller_deletes_topics
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connect_timeout_s = (
             connect_timeout_s if connect_timeout_s is not None else max(10.0, self.session_timeout_s)
@@ -188,12 +193,13 @@ class ZkCluster:
                 paths.CONFIG_CHANGES,
                 paths.ADMIN_DELETE_TOPICS,
                 paths.ADMIN_DELETED_TOPICS,
+                paths.ADMIN_REPLICA_DELETIONS,
             ):
                 self.retry(self.zk.ensure_path, p)
             if self.registrar is not None:
                 self.registrar.register()
             self._watches.extend(self.metadata_cache.watch_brokers_and_topics())
-            if self.broker_id is not None:
+            if self.broker_id is not None and not self.controller_deletes_topics:
                 self._watches.append(self.topic_admin.watch_delete_requests())
                 self._watches.append(self.configs.watch_config_changes())
         except BaseException:
@@ -243,7 +249,8 @@ class ZkCluster:
         self.registrar.reregister()
 
     def _process_delete_requests(self) -> None:
-        self.topic_admin.process_delete_requests()
+        if not self.controller_deletes_topics:
+            self.topic_admin.process_delete_requests()
 
     # ------------------------------------------------------------------ session
 
@@ -348,6 +355,10 @@ class ZkCluster:
         """The topic-level config overrides stored at ``/config/topics/<topic>`` (``{}`` if none)."""
         return self.metadata_cache.topic_config(topic)
 
+    def topics_being_deleted(self) -> frozenset[str]:
+        """Topics whose deletion the controller started and has not completed (hidden from the cache)."""
+        return self.metadata_cache.topics_being_deleted()
+
     def partitions_hosted_by(self, broker_id: int) -> set[tuple[str, int]]:
         return self.metadata_cache.partitions_hosted_by(broker_id)
 
@@ -371,6 +382,8 @@ class ZkCluster:
     create_partitions = _forward("topic_admin", TopicAdmin.create_partitions)
     delete_topic = _forward("topic_admin", TopicAdmin.delete_topic)
     delete_topics = _forward("topic_admin", TopicAdmin.delete_topics)
+    mark_topics_for_deletion = _forward("topic_admin", TopicAdmin.mark_topics_for_deletion)
+    replica_deletion_done = _forward("topic_admin", TopicAdmin.replica_deletion_done)
     topic_deletion_recorded = _forward("topic_admin", TopicAdmin.topic_deletion_recorded)
     broker_racks = _forward("topic_admin", TopicAdmin.broker_racks)
 

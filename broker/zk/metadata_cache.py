@@ -15,6 +15,10 @@ Read from (every path from :mod:`pyklog.broker.zk.paths`, every node decoded by
   caches (one read of the changed node per change, re-armed after a connection loss) and tells its
   partition-state listeners (the ReplicaManager).  Kafka's brokers learn leaders and ISRs from the
   controller's LeaderAndIsr requests instead.
+* ``/admin/replica_deletions/[topic]``: topics whose deletion the controller has started (a
+  ChildrenWatch).  They are hidden: gone from the registry cache (Metadata, the replica manager's
+  hosted partitions, auto-creation) until the controller has removed them, as Kafka's brokers drop a
+  topic from their metadata cache when the controller's UpdateMetadata says ``LeaderDuringDelete``.
 * ``/config/topics/[topic]``: read lazily by :meth:`ZkMetadataCache.topic_config` and cached until a
   config change notification (:mod:`pyklog.broker.zk.configs`) or the topic is created again.
 
@@ -115,6 +119,8 @@ class ZkMetadataCache:
         self._registrations: dict[int, BrokerRegistration] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._topics: dict[str, _TopicEntry] = {}
+        #: topics whose deletion the controller started (``/admin/replica_deletions``): hidden
+        self._deleting: frozenset[str] = frozenset()
         self._configs: dict[str, dict[str, str]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._active_controller_id: int | None = None
@@ -135,8 +141,32 @@ class ZkMetadataCache:
         zk = self.session.zk
         return [
             ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids),
+            # before the topics: a topic being deleted is never installed
+            ChildrenWatch(zk, paths.ADMIN_REPLICA_DELETIONS, self._on_replica_deletions),
             ChildrenWatch(zk, paths.BROKER_TOPICS, self._on_topic_names),
         ]
+
+    @watch_callback
+    def _on_replica_deletions(self, children) -> bool | None:
+        """kazoo's callback thread: the topics whose deletion the controller started changed.  A
+        topic that starts being deleted leaves the cache at once; one whose deletion ended (its
+        registry nodes gone, perhaps created again already) is read again on the event thread."""
+        new = frozenset(c for c in children)
+        with self._lock:
+            added, removed = new - self._deleting, self._deleting - new
+            self._deleting = new
+            for name in added:
+                self._topics.pop(name, None)
+                self._configs.pop(name, None)
+        for name in removed:
+            self.session.events.submit(("reload-topic", name), self.reload_topic, name)
+        if added or removed:
+            self.notify()
+        return None
+
+    def topics_being_deleted(self) -> frozenset[str]:
+        """The topics whose deletion the controller started and has not completed (hidden)."""
+        return self._deleting
 
     # ------------------------------------------------------------------ writers' updates
     # (topic administration, config changes and ISR writes keep the cache in step with what they wrote)
@@ -302,6 +332,8 @@ class ZkMetadataCache:
 
         topics = self.session.retry(read)
         with self._lock:
+            for name in self._deleting & topics.keys():
+                del topics[name]  # being deleted: hidden
             changed = set(topics) != set(self._topics) or any(topics[n] is not self._topics.get(n) for n in topics)
             for name in list(self._configs):
                 old = self._topics.get(name)
@@ -345,6 +377,8 @@ class ZkMetadataCache:
         if entry is None:
             return False
         with self._lock:
+            if name in self._deleting:
+                return False
             old = self._topics.get(name)
             if (
                 old is not None
@@ -515,6 +549,8 @@ class ZkMetadataCache:
             if fresh is None:
                 return None
             with self._lock:
+                if name in self._deleting:
+                    return None
                 entry = self._topics.setdefault(name, self._with_newest_states(name, fresh))
         return None if entry is None else self._partition_states(entry, live)
 

@@ -1,8 +1,9 @@
-"""A topic deleted and created again at once under the same name starts empty on every replica
-(KIP-516's partition.metadata: a log left behind by the deleted topic is recognised by its topic id
-and deleted, never served).  Three brokers; each round writes records, stops one broker (SIGSTOP,
-well within its ZooKeeper session) so that it cannot remove its logs of the topic, deletes the topic
-and re-creates it within milliseconds, resumes the broker, then counts what every replica holds."""
+"""A topic deleted and created again under the same name starts empty on every replica.  Three
+brokers; each round writes records, stops one broker (SIGSTOP, within its ZooKeeper session) so
+that it cannot delete its replicas, deletes the topic and tries to create it again at once: the
+creation is refused ("marked for deletion", Kafka's controller-driven deletion waits for every
+replica) until the broker resumes, deletes its logs and the controller completes the deletion;
+then every replica of the new topic holds only the new round's records (counted)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ PER_PARTITION = 5
 
 
 def test_a_recreated_topic_never_holds_records_of_the_deleted_one(broker_factory):
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     brokers = start_brokers(broker_factory, 3)
@@ -72,8 +74,19 @@ def test_a_recreated_topic_never_holds_records_of_the_deleted_one(broker_factory
         try:
             t0 = time.monotonic()
             admin.delete_topics([TOPIC])[TOPIC].result(30)
-            create()  # at once: the stopped broker still holds its logs of the deleted topic
-            took = time.monotonic() - t0
+            # at once: the stopped broker still holds its replicas, so the deletion is not complete
+            refused = admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)])[TOPIC]
+            try:
+                refused.result(30)
+                raise AssertionError(f"round {rnd}: created again while its deletion was in progress")
+            except KafkaException as e:
+                err = e.args[0]
+                assert err.code() == KafkaError.TOPIC_ALREADY_EXISTS, err
+                assert f"Topic '{TOPIC}' is marked for deletion." in err.str(), err
+            # hidden from Metadata as soon as the controller started deleting it
+            assert TOPIC not in admin.list_topics(timeout=10).topics
         finally:
             os.kill(late.proc.pid, signal.SIGCONT)
-        print(f"round {rnd}: deleted and re-created in {1000 * took:.0f} ms while broker {late.broker_id} was stopped")
+        create()  # succeeds once the resumed broker deleted its replicas and the controller completed
+        took = time.monotonic() - t0
+        print(f"round {rnd}: deleted and re-created in {1000 * took:.0f} ms (broker {late.broker_id} was stopped)")
