@@ -199,8 +199,9 @@ class ZkCluster:
             if self.registrar is not None:
                 self.registrar.register()
             self._watches.extend(self.metadata_cache.watch_brokers_and_topics())
-            if self.broker_id is not None and not self.controller_deletes_topics:
-                self._watches.append(self.topic_admin.watch_delete_requests())
+            if self.broker_id is not None:
+                if not self.controller_deletes_topics:
+                    self._watches.append(self.topic_admin.watch_delete_requests())
                 self._watches.append(self.configs.watch_config_changes())
         except BaseException:
             self.session.close()
