@@ -455,6 +455,8 @@ class BrokerServer:
             return
         from pyklog.broker.controller.channel import controlled_shutdown
 
+        if self.replica_manager is not None:
+            self.replica_manager.begin_controlled_shutdown()
         try:
             controlled_shutdown(
                 self.cluster,

@@ -215,6 +215,7 @@ class ReplicaManager:
         self._fetchers = None
         self._shutdown = False
         self._answer_at_once = False  # begin_shutdown: Fetches and acks=all Produces never wait
+        self._leaving = False  # begin_controlled_shutdown: replicas taken out of the ISR are not fetched
         #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
         self.fetch_purgatory = Purgatory(None, name="fetch")
         #: incremental fetch sessions (KIP-227), told of every append and high watermark move
@@ -424,7 +425,9 @@ class ReplicaManager:
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
-            self.become_follower(topic, partition, st.leader, st.leader_epoch)
+            # the controller took a stopping broker out of the ISR: Kafka's StopReplica(delete=false)
+            fetch = not (self._leaving and self.broker_id not in st.isr)
+            self.become_follower(topic, partition, st.leader, st.leader_epoch, fetch=fetch)
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -650,9 +653,13 @@ class ReplicaManager:
         self.maybe_increment_high_watermark(part)
         self._role_changed(topic, partition)
 
-    def become_follower(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+    def become_follower(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, *, fetch: bool = True
+    ) -> None:
         """Kafka's ``Partition.makeFollower``: Produce is refused from now on; the fetchers truncate
-        against ``leader`` (OffsetsForLeaderEpoch) and fetch from it.  Leader -1 (not live): wait."""
+        against ``leader`` (OffsetsForLeaderEpoch) and fetch from it.  Leader -1 (not live): wait.
+        ``fetch`` False, or the replica manager shut down: a follower that does not fetch (the
+        replica is stopped, as after Kafka's StopReplica)."""
         key = (topic, partition)
         with self._sync_lock:
             part = self._partitions.get(key)
@@ -662,17 +669,19 @@ class ReplicaManager:
                 self._partitions[key] = part
             part.make_follower(leader, leader_epoch)
             self._publish_role(key, part)
-            if leader >= 0 and part.replicated:
+            fetch = fetch and not self._shutdown
+            if leader >= 0 and part.replicated and fetch:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
             elif self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
         log.info(
-            "%s-%d: follower of broker %d at epoch %d (log end offset %d)",
+            "%s-%d: follower of broker %d at epoch %d (log end offset %d)%s",
             topic,
             partition,
             leader,
             leader_epoch,
             part.log.log_end_offset,
+            "" if fetch else "; stopped: not fetching (this broker is shutting down)",
         )
         self._role_changed(topic, partition)
 
@@ -712,6 +721,13 @@ class ReplicaManager:
             self.partition_changed(topic, partition, INT32_MAX)
         except Exception:  # noqa: BLE001
             log.exception("high watermark callback failed")
+
+    def begin_controlled_shutdown(self) -> None:
+        """The broker asks the controller for a controlled shutdown: from now on a partition whose
+        new state leaves this broker out of the ISR (the controller's answer) is not fetched any
+        more (Kafka's StopReplica(deletePartitions=false) to the stopping broker), so its new
+        leader never takes it back into the ISR and waits for it in its last moments."""
+        self._leaving = True
 
     def begin_shutdown(self) -> None:
         """The broker is stopping: from now on Fetches and acks=all Produces are answered at once,
@@ -1187,7 +1203,7 @@ class ReplicaManager:
                 moved = session.has_changes
             else:
                 moved = fetch_moved(self, op.keys, params.is_follower)  # before the re-read, as in fetch_messages
-            results, nbytes, errors = read_fetch(self, fetch)
+            results, nbytes, errors = read_fetch(self, fetch, from_purgatory=True)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time

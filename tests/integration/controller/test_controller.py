@@ -288,6 +288,12 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
     assert s0["leader"] == victims[1] and s0["leader_epoch"] >= 1
     s1 = wait_for(lambda: (s := state(zk, topic, 1)) and victim not in s["isr"] and s, timeout=20, message="p1")
     assert s1["leader"] == ctl and s1["leader_epoch"] >= 1
+    # the stopping broker stopped its replicas (Kafka's StopReplica): it fetched from no new leader,
+    # and never came back into an ISR
+    assert all(victim not in isr for _, isr, _ in seen[seen.index(moved) :]), seen
+    after = out[out.index("received SIGTERM") :]
+    following = [ln for ln in after.splitlines() if ": follower of broker " in ln]
+    assert all("not fetching" in ln for ln in following), following
 
 
 # ------------------------------------------------------------------------------ reassignment
