@@ -347,6 +347,7 @@ class ReplicaManager:
                     ", ".join(f"{t}-{p}" for t, p in no_log[:20]),
                 )
                 self._tell_controller(no_log, "partitions without a log")
+                self._report_offline(no_log)
             elif self._offline and self.cluster.controller_id != self._told_controller:
                 # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
                 self._tell_controller(sorted(self._offline), "a new controller")
@@ -564,7 +565,15 @@ class ReplicaManager:
             self._halt(f"Shutdown broker because all log dirs in {', '.join(self.logs.log_dirs)} have failed")
             return keys
         self._tell_controller(keys, log_dir)
+        self._report_offline(keys)
         return keys
+
+    def _report_offline(self, keys) -> None:
+        """Every broker's Metadata names these replicas in ``offline_replicas`` from now on."""
+        try:
+            self.cluster.report_offline_replicas(keys)
+        except Exception as e:  # noqa: BLE001 - Metadata reports them late (or once the broker stops)
+            log.warning("could not record %d offline replica(s) in ZooKeeper: %s", len(keys), e)
 
     def _tell_controller(self, keys, why: str) -> None:
         """Write ``/log_dir_event_notification/log_dir_event_<seq>`` naming the partitions now offline

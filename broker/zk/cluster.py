@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from pyklog.broker.zk import paths
@@ -50,7 +51,7 @@ from pyklog.broker.zk.registration import BrokerRegistrar
 from pyklog.broker.zk.session import ZkSession, new_cluster_id, split_connect_string  # noqa: F401 - re-exported
 from pyklog.broker.zk.topic_admin import TopicAdmin
 from pyklog.broker.zk.znode_acls import ZkCredentials
-from pyklog.broker.zk.znodes import BrokerRegistration
+from pyklog.broker.zk.znodes import BrokerRegistration, encode_partition_list
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +195,11 @@ class ZkCluster:
                 paths.ADMIN_DELETE_TOPICS,
                 paths.ADMIN_DELETED_TOPICS,
                 paths.ADMIN_REPLICA_DELETIONS,
+                paths.OFFLINE_REPLICAS,
             ):
                 self.retry(self.zk.ensure_path, p)
+            if self.broker_id is not None:
+                self._clear_offline_replicas()  # before registering: its log dirs are online now
             if self.registrar is not None:
                 self.registrar.register()
             self._watches.extend(self.metadata_cache.watch_brokers_and_topics())
@@ -248,6 +252,34 @@ class ZkCluster:
 
     def _on_new_session(self) -> None:
         self.registrar.reregister()
+
+    def _clear_offline_replicas(self) -> None:
+        prefix = paths.offline_replicas_prefix(self.broker_id).rsplit("/", 1)[1]
+
+        def clear():
+            for c in self.zk.get_children(paths.OFFLINE_REPLICAS):
+                if c.startswith(prefix):
+                    try:
+                        self.zk.delete(f"{paths.OFFLINE_REPLICAS}/{c}")
+                    except NoNodeError:
+                        pass
+
+        self.retry(clear)
+
+    def report_offline_replicas(self, partitions) -> None:
+        """Record this broker's replicas on a failed log dir (``/offline_replicas/<id>-<seq>``), which
+        every broker's Metadata then reports as ``offline_replicas``.  Any thread but a kazoo handler
+        thread; raises ZooKeeperError if ZooKeeper stays unreachable."""
+        self.retry(
+            self.zk.create,
+            paths.offline_replicas_prefix(self.broker_id),
+            encode_partition_list(sorted(partitions)),
+            sequence=True,
+        )
+
+    def offline_replicas(self) -> dict[int, frozenset]:
+        """``{live broker id: its replicas on failed log dirs}`` (Metadata's offline_replicas)."""
+        return self.metadata_cache.offline_replicas()
 
     def _process_delete_requests(self) -> None:
         if not self.controller_deletes_topics:

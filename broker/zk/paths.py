@@ -221,6 +221,19 @@ def log_dir_event_notification(child: str) -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION}/{child}"
 
 
+# pyklog's own record of the replicas on a live broker's failed log dirs, which Metadata reports as
+# offline_replicas (Kafka's controller sends them to every broker in UpdateMetadata):
+#   /offline_replicas/[id]-[seq]   persistent  {"version":1,"partitions":[{"topic":..,"partition":..}]}
+#                                              one node per failure the broker reported; the broker removes
+#                                              its nodes when it starts (its log dirs are online again)
+# Only the nodes of registered brokers count: every replica of a broker that is down is offline.
+OFFLINE_REPLICAS = "/offline_replicas"
+
+
+def offline_replicas_prefix(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{int(broker_id)}-"
+
+
 # The controller (Kafka's ZkData ControllerZNode, ControllerEpochZNode, PreferredReplicaElectionZNode,
 # ReassignPartitionsZNode, IsrChangeNotificationZNode), used by pyklog.broker.controller:
 #   /controller                         ephemeral   {"version":1,"brokerid":N,"timestamp":"<ms>"}
