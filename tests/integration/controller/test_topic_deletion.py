@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 
 import tests.support as support
 from pyklog.broker.protocol import ApiKey
@@ -35,7 +36,7 @@ def test_a_deletion_waits_for_a_broker_that_is_down_and_completes_when_it_return
     admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
     topic = "doomed"
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all", "log_level": 0})
     acked = []
     for i in range(30):
         producer.produce(topic, value=b"old-%d" % i, partition=i % PARTITIONS, on_delivery=lambda e, m: acked.append(e))
@@ -70,7 +71,9 @@ def test_a_deletion_waits_for_a_broker_that_is_down_and_completes_when_it_return
     assert len(_log_dirs(brokers[down], topic)) == PARTITIONS  # its old logs are still there
 
     brokers[down].restart()  # it deletes its replicas, answers, and the controller completes
+    ready = time.monotonic()
     wait_for(lambda: not zk.exists(paths.delete_topic_request(topic)), 30, message="the deletion completed")
+    print(f"\ndeletion completed {1000 * (time.monotonic() - ready):.0f} ms after broker {down} was serving again")
     assert not zk.exists(paths.topic(topic)) and not zk.exists(paths.replica_deletion(topic))
     assert _log_dirs(brokers[down], topic) == []
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])[topic].result(30)

@@ -152,9 +152,11 @@ def test_a_recreated_topic_never_holds_records_of_the_deleted_one(broker_factory
         finally:
             writer.stop_event.set()
             os.kill(late.proc.pid, signal.SIGCONT)
+        resumed = time.monotonic()
         create()  # succeeds once the resumed broker deleted its replicas and the controller completed
-        took = time.monotonic() - t0
+        took, after_resume = time.monotonic() - t0, time.monotonic() - resumed
         print(
-            f"round {rnd}: deleted and re-created in {1000 * took:.0f} ms (broker {late.broker_id} was stopped); "
+            f"round {rnd}: deleted and re-created in {1000 * took:.0f} ms, {1000 * after_resume:.0f} ms after "
+            f"broker {late.broker_id} resumed; "
             f"{len(written)} record(s) acknowledged to the deleted topic by the writer"
         )
