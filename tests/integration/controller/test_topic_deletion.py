@@ -67,7 +67,8 @@ def test_a_deletion_waits_for_a_broker_that_is_down_and_completes_when_it_return
     md = _metadata(brokers[0].port, topic, auto_create=True)
     assert md["error_code"] == 5 and md["partitions"] == [], md  # LEADER_NOT_AVAILABLE, as Kafka answers
     assert zk.exists(paths.delete_topic_request(topic)) and zk.exists(paths.topic(topic))
-    assert sorted(zk.get_children(paths.replica_deletion(topic))) == sorted(str(i) for i in brokers if i != down)
+    answered = sorted(str(i) for i in brokers if i != down)  # the live brokers answered, the other not
+    wait_for(lambda: sorted(zk.get_children(paths.replica_deletion(topic))) == answered, 10, message="answers")
     assert len(_log_dirs(brokers[down], topic)) == PARTITIONS  # its old logs are still there
 
     brokers[down].restart()  # it deletes its replicas, answers, and the controller completes
