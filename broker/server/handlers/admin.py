@@ -239,9 +239,12 @@ class TopicAdminApis(RequestHandlers):
                     marked.append(name)
             # Kafka's DelayedDeleteTopics: answer once the topics left the metadata (the controller
             # started deleting them), REQUEST_TIMED_OUT for those still there after timeout_ms
-            deadline = time.monotonic() + max(body.get("timeout_ms", 0), 0) / 1000.0
+            # (timeout_ms <= 0: REQUEST_TIMED_OUT at once, as Kafka; librdkafka's operation_timeout=0
+            # takes that as "in progress")
+            timeout_ms = body.get("timeout_ms", 0)
+            deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
             for name in marked:
-                if not self._wait_until_gone(name, deadline):
+                if timeout_ms <= 0 or not self._wait_until_gone(name, deadline):
                     by_name[name] = RequestTimedOutError(
                         f"topic {name!r} is marked for deletion; the controller has not started deleting it yet"
                     )

@@ -132,7 +132,7 @@ def test_a_recreated_topic_never_holds_records_of_the_deleted_one(broker_factory
         os.kill(late.proc.pid, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            admin.delete_topics([TOPIC])[TOPIC].result(30)
+            admin.delete_topics([TOPIC], operation_timeout=30)[TOPIC].result(30)  # until hidden
             # at once: the stopped broker still holds its replicas, so the deletion is not complete
             refused = admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)])[TOPIC]
             try:
