@@ -162,8 +162,9 @@ def create_topic(args, create) -> int:
     return 0
 
 
-def delete_topic(args, delete) -> int:
-    """``--delete`` through ``delete()`` (ZooKeeper or DeleteTopics): ``Deleted topic T.``; a
+def delete_topic(args, delete, done: str | None = None) -> int:
+    """``--delete`` through ``delete()`` (ZooKeeper or DeleteTopics): prints ``done`` (default
+    ``Deleted topic T.``); a
     missing topic is an error unless ``--if-exists``; an internal topic is refused before anything
     is sent, as Kafka's TopicCommand does.  Returns the exit code."""
     from pyklog.broker.errors import InvalidTopicError
@@ -179,8 +180,14 @@ def delete_topic(args, delete) -> int:
         if args.if_exists:
             return 0
         raise
-    print(f"Deleted topic {args.topic}.")
+    print(done if done is not None else f"Deleted topic {args.topic}.")
     return 0
+
+
+def _mark_for_deletion(cluster, topic: str) -> None:
+    err = cluster.mark_topics_for_deletion([topic]).get(topic)
+    if err is not None:
+        raise err
 
 
 def run(args, broker_api=None) -> int:
@@ -231,7 +238,13 @@ def run(args, broker_api=None) -> int:
             for line in lines:
                 print(line)
         elif args.delete:
-            return delete_topic(args, lambda: cluster.delete_topic(args.topic))
+            # Kafka's TopicCommand with --zookeeper: the controller deletes the marked topic
+            return delete_topic(
+                args,
+                lambda: _mark_for_deletion(cluster, args.topic),
+                f"Topic {args.topic} is marked for deletion.\n"
+                "Note: This will have no impact if delete.topic.enable is not set to true.",
+            )
         elif args.alter:
             config = cluster.alter_topic_config(args.topic, config_overrides(args.config), args.delete_config)
             print(

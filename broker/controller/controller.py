@@ -49,6 +49,16 @@ watch callbacks only enqueue events):
   and the partition leaves the znode, which is deleted when empty.
 * ``/isr_change_notification/isr_change_<seq>`` nodes written by partition leaders are read and
   deleted.
+* topic deletion (Kafka's ``TopicDeletionManager``): a topic marked for deletion
+  (``/admin/delete_topics/<t>``) is deleted replica by replica.  The controller creates
+  ``/admin/replica_deletions/<t>`` naming the brokers holding its replicas (Kafka's
+  StopReplica(deletePartitions=true)): every broker hides the topic from its metadata, stops its
+  replicas and deletes their logs, then answers with a child node ``<broker id>``.  Once every
+  listed broker has answered, one multi-op removes ``/brokers/topics/<t>``, ``/config/topics/<t>``,
+  the replica deletion nodes and the marker, and records ``/admin/deleted_topics/<t>``.  A broker
+  that is down answers when it starts again (Kafka's "ineligible for deletion" replicas); a topic
+  with a reassignment in progress waits for it to end; ``delete.topic.enable=false`` removes the
+  markers instead.
 * log dir failure (``/log_dir_event_notification/log_dir_event_<seq>``, written by a broker whose
   log dir went offline, Kafka's ``LogDirEventNotification``): the replicas it names are offline
   (Kafka's ``replicasOnOfflineDirs``): partitions they lead get another live ISR member as leader,
@@ -99,12 +109,14 @@ from pyklog.broker.zk.znodes import (
     decode_partition_list,
     decode_partition_state,
     decode_reassignment,
+    decode_replica_deletion,
     decode_topic_assignment,
     decode_topic_id,
     encode_controller,
     encode_controller_epoch,
     encode_partition_state,
     encode_reassignment,
+    encode_replica_deletion,
     encode_topic_assignment,
 )
 
@@ -147,6 +159,7 @@ class KafkaController:
         imbalance_percentage: int = 10,
         topic_config: Callable[[str], dict] | None = None,
         on_elected: Callable[[], None] | None = None,
+        delete_topic_enable: bool = True,
     ):
         self.cluster = cluster
         self.broker_id = int(broker_id)
@@ -156,6 +169,7 @@ class KafkaController:
         self.imbalance_percentage = imbalance_percentage
         self._topic_config = topic_config or (cluster.topic_config)
         self._on_elected = on_elected
+        self.delete_topic_enable = delete_topic_enable
         self._events: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -172,6 +186,9 @@ class KafkaController:
         self._offline_replicas: dict[int, set[TP]] = {}
         self._next_rebalance = 0.0
         self._next_reassignment_check = 0.0
+        #: topic being deleted -> the brokers it still waits for (logged when that set changes)
+        self._deleting_topics: dict[str, frozenset[int]] = {}
+        self._next_deletion_check = 0.0
         #: the broker holding /controller as last seen (any thread reads it), -1 if none
         self.active_controller_id = -1
 
@@ -189,7 +206,14 @@ class KafkaController:
     def startup(self) -> KafkaController:
         """Start the event thread and the watches; runs for controller at once if there is none."""
         zk = self.zk
-        for p in (paths.ADMIN, paths.ISR_CHANGE_NOTIFICATION, paths.LOG_DIR_EVENT_NOTIFICATION):
+        for p in (
+            paths.ADMIN,
+            paths.ISR_CHANGE_NOTIFICATION,
+            paths.LOG_DIR_EVENT_NOTIFICATION,
+            paths.ADMIN_DELETE_TOPICS,
+            paths.ADMIN_REPLICA_DELETIONS,
+            paths.ADMIN_DELETED_TOPICS,
+        ):
             self.cluster.retry(zk.ensure_path, p)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._thread.start()
@@ -198,6 +222,7 @@ class KafkaController:
         self._watches.append(ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids, send_event=False))
         self._watches.append(ChildrenWatch(zk, paths.ISR_CHANGE_NOTIFICATION, self._on_isr_changes))
         self._watches.append(ChildrenWatch(zk, paths.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events))
+        self._watches.append(ChildrenWatch(zk, paths.ADMIN_DELETE_TOPICS, self._on_delete_topics))
         self._watches.append(DataWatch(zk, paths.ADMIN_REASSIGN_PARTITIONS, self._on_admin_node("reassign")))
         self._watches.append(
             DataWatch(zk, paths.ADMIN_PREFERRED_REPLICA_ELECTION, self._on_admin_node("preferred_znode"))
@@ -342,6 +367,17 @@ class KafkaController:
             self._enqueue("log_dir_event")
         return None
 
+    def _on_delete_topics(self, children):
+        if self._stopping:
+            return False
+        if children:
+            self._enqueue("topic_deletion")
+        return None
+
+    def _on_replica_deletion_answers(self, event=None) -> None:
+        # one-shot watch of /admin/replica_deletions/<t>'s children (a broker answered)
+        self._enqueue("topic_deletion")
+
     def _on_admin_node(self, event_name):
         def watch(data, stat, event=None):
             if self._stopping:
@@ -363,6 +399,7 @@ class KafkaController:
             "log_dir_event": self._process_log_dir_events,
             "reassign": self._read_reassignments,
             "preferred_znode": self._process_preferred_znode,
+            "topic_deletion": self._process_topic_deletions,
         }
         while True:
             timeout = self._next_timer()
@@ -414,6 +451,8 @@ class KafkaController:
             due.append(self._next_rebalance)
         if self._reassigning:
             due.append(self._next_reassignment_check)
+        if self._deleting_topics:
+            due.append(self._next_deletion_check)
         if not due:
             return 1.0
         return max(0.0, min(min(due) - now, 1.0))
@@ -425,6 +464,8 @@ class KafkaController:
         if self._reassigning and now >= self._next_reassignment_check:
             self._next_reassignment_check = now + REASSIGNMENT_CHECK_S
             self._check_reassignments()
+        if self._deleting_topics and now >= self._next_deletion_check:
+            self._process_topic_deletions()  # the answers' watches may have been lost with a session
         if self.auto_leader_rebalance and now >= self._next_rebalance:
             self._next_rebalance = now + self.imbalance_check_interval_s
             self._auto_rebalance()
@@ -512,6 +553,8 @@ class KafkaController:
         self._process_preferred_znode()
         self._process_isr_changes()
         self._process_log_dir_events()
+        self._deleting_topics = {}
+        self._process_topic_deletions()
         if self._on_elected is not None:
             try:
                 self._on_elected()
@@ -525,6 +568,7 @@ class KafkaController:
         self._reassigning = {}
         self._origin = {}
         self._shutting_down = set()
+        self._deleting_topics = {}
 
     def _multi(self, build: Callable) -> list:
         """One multi-op guarded by ``/controller_epoch``'s version; returns the results of the
@@ -896,6 +940,133 @@ class KafkaController:
         self.cluster.retry(delete)
         if self._reassigning and changed & set(self._reassigning):
             self._check_reassignments()
+
+    # ------------------------------------------------------------------ topic deletion
+
+    #: how often topic deletions in progress are checked besides their answers' watches
+    DELETION_CHECK_S = 1.0
+
+    def _children(self, path: str, watch=None) -> list[str]:
+        try:
+            return self.cluster.retry(self.zk.get_children, path, watch=watch)
+        except NoNodeError:
+            return []
+
+    def _process_topic_deletions(self) -> None:
+        """Kafka's ``TopicDeletion`` event and ``resumeDeletions`` (event thread): start the deletion
+        of each topic marked for it, complete the deletions every replica has answered."""
+        zk = self.zk
+        self._next_deletion_check = time.monotonic() + self.DELETION_CHECK_S
+        marked = set(self._children(paths.ADMIN_DELETE_TOPICS))
+        started = set(self._children(paths.ADMIN_REPLICA_DELETIONS))
+        if not self.delete_topic_enable:
+            if marked:
+                log.info(
+                    "controller: removing the deletion marks of topic(s) %s: topic deletion is disabled "
+                    "(delete.topic.enable=false)",
+                    ", ".join(sorted(marked)),
+                )
+                self._multi(lambda t: [t.delete(paths.delete_topic_request(n)) for n in sorted(marked)])
+            marked = set()
+        waiting: dict[str, frozenset[int]] = {}
+        for name in sorted(marked | started):
+            try:
+                data, _ = self.cluster.retry(zk.get, paths.topic(name))
+                replicas = {b for r in decode_topic_assignment(data, paths.topic(name)).values() for b in r}
+            except NoNodeError:
+                replicas = None
+            except ZkDataError as e:
+                log.warning("controller: topic %s is marked for deletion but %s; deleting it anyway", name, e)
+                replicas = set()
+            if name not in started:
+                if replicas is None:  # Kafka: a marked topic that does not exist loses its mark
+                    log.info("controller: topic %s marked for deletion does not exist: removing the mark", name)
+                    self._multi(lambda t, n=name: t.delete(paths.delete_topic_request(n)))
+                    continue
+                if any(tp[0] == name for tp in self._reassigning):
+                    if name not in self._deleting_topics:
+                        log.info(
+                            "controller: deletion of topic %s waits: ineligible for deletion while a partition "
+                            "reassignment is in progress",
+                            name,
+                        )
+                    waiting[name] = frozenset()
+                    continue
+                self._multi(
+                    lambda t, n=name, r=replicas: t.create(paths.replica_deletion(n), encode_replica_deletion(r))
+                )
+                log.info(
+                    "controller: deleting topic %s: its replicas on broker(s) %s stop and delete their logs",
+                    name,
+                    sorted(replicas),
+                )
+                targets = set(replicas)
+            else:
+                try:
+                    rdata, _ = self.cluster.retry(zk.get, paths.replica_deletion(name))
+                    targets = set(decode_replica_deletion(rdata, paths.replica_deletion(name)))
+                except NoNodeError:
+                    continue
+                except ZkDataError as e:
+                    log.warning("controller: %s; waiting for the replicas of the topic's assignment", e)
+                    targets = set(replicas or ())
+                if replicas:
+                    targets |= replicas  # partitions added meanwhile
+            answered = {
+                int(c)
+                for c in self._children(paths.replica_deletion(name), self._on_replica_deletion_answers)
+                if c.isdigit()
+            }
+            missing = frozenset(targets - answered)
+            if missing:
+                if self._deleting_topics.get(name) != missing:
+                    offline = sorted(b for b in missing if b not in self._live)
+                    log.info(
+                        "controller: deletion of topic %s waits for broker(s) %s to delete their replicas%s",
+                        name,
+                        sorted(missing),
+                        f" (broker(s) {offline} not live: ineligible for deletion until they return)"
+                        if offline
+                        else "",
+                    )
+                waiting[name] = missing
+                continue
+            if not self._complete_topic_deletion(name, answered):
+                waiting[name] = frozenset()
+        self._deleting_topics = waiting
+
+    def _complete_topic_deletion(self, name: str, answered) -> bool:
+        """Kafka's ``completeDeleteTopic``: every replica is deleted; remove the topic's nodes, its
+        config, the replica deletion nodes and the marker in one multi-op (fenced).  False if the
+        multi-op failed (nodes changed meanwhile: the next check tries again)."""
+        zk = self.zk
+        tree = self.cluster.topic_admin.topic_znodes(name)
+        has_config = self.cluster.retry(zk.exists, paths.topic_config(name)) is not None
+        has_mark = self.cluster.retry(zk.exists, paths.delete_topic_request(name)) is not None
+        has_record = self.cluster.retry(zk.exists, paths.deleted_topic_record(name)) is not None
+
+        def build(t):
+            for b in sorted(answered):
+                t.delete(paths.replica_deletion_done(name, b))
+            t.delete(paths.replica_deletion(name))
+            for p in tree:
+                t.delete(p)
+            if has_config:
+                t.delete(paths.topic_config(name))
+            if has_mark:
+                t.delete(paths.delete_topic_request(name))
+            if not has_record:  # lets a broker that kept a log of it (an offline log dir) delete it later
+                t.create(paths.deleted_topic_record(name), b"")
+
+        results = self._multi(build)
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failures:
+            log.info("controller: completing the deletion of topic %s failed (%r); retrying", name, failures[0])
+            return False
+        for b in self._offline_replicas.values():
+            b.difference_update({tp for tp in b if tp[0] == name})
+        log.info("controller: deleted topic %s (every replica deleted)", name)
+        return True
 
     # ------------------------------------------------------------------ log dir failures
 

@@ -149,8 +149,11 @@ def fenced_partitions(rm: ReplicaManager, fetch_infos) -> dict:
     return out
 
 
-def read_fetch(rm: ReplicaManager, fetch: DelayedFetch):
-    """Read every requested partition; returns (results with FetchSlice records, bytes, errors)."""
+def read_fetch(rm: ReplicaManager, fetch: DelayedFetch, *, from_purgatory: bool = False):
+    """Read every requested partition; returns (results with FetchSlice records, bytes, errors).
+    A follower's fetch state is updated by the first read only: ``from_purgatory`` (the re-read of a
+    delayed fetch) leaves it alone, as Kafka's ``DelayedFetch.onComplete`` (the follower may have
+    stopped since its request arrived: its next fetch tells where it is)."""
     params, quota, fenced = fetch.params, fetch.quota, fetch.fenced
     version = params.request_version
     follower = params.is_follower  # a follower replica's Fetch: reads up to the log end offset
@@ -197,7 +200,7 @@ def read_fetch(rm: ReplicaManager, fetch: DelayedFetch):
                     sl = lg.read(offset, max(limit, 0), min_one=min_one_here, max_offset=bound)
                 if throttled and sl is not None:
                     quota.record(name, p, in_sync, sl.size)
-                if follower:  # Kafka's updateFollowerFetchState (after a successful read): the
+                if follower and not from_purgatory:  # Kafka's updateFollowerFetchState (after a successful read): the
                     # follower's log end offset and caught-up time; may expand the ISR, move the HW
                     rm.update_follower_fetch(name, p, replica_id, offset, session)
                 data.high_watermark = lg.high_watermark

@@ -305,6 +305,7 @@ class BrokerServer:
                 rack=(cfg.raw.get("broker.rack") or "").strip() or None,
                 credentials=zk_credentials,
                 set_acl=zk_set_acl,
+                controller_deletes_topics=True,
             )
             self.cluster.start()
             # SCRAM credentials (/config/users), followed through the config change notifications
@@ -373,6 +374,7 @@ class BrokerServer:
                 imbalance_check_interval_s=float(s["leader.imbalance.check.interval.seconds"]),
                 imbalance_percentage=s["leader.imbalance.per.broker.percentage"],
                 topic_config=self._topic_config,
+                delete_topic_enable=cfg.delete_topic_enable,
             )
             # the ACL authorizer (authorizer.class.name): ACLs loaded from ZooKeeper and followed live,
             # before the first request is served
@@ -453,6 +455,8 @@ class BrokerServer:
             return
         from pyklog.broker.controller.channel import controlled_shutdown
 
+        if self.replica_manager is not None:
+            self.replica_manager.begin_controlled_shutdown()
         try:
             controlled_shutdown(
                 self.cluster,

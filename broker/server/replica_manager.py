@@ -48,8 +48,9 @@ Which partitions this broker hosts (leader or follower replica), their leader ep
   partitions answer KAFKA_STORAGE_ERROR and leave the fetchers, the controller is told through
   ``/log_dir_event_notification``; with no log dir left the broker halts (``halt``).
 
-Other duties: deleting the logs of topics deleted by request (stray logs are kept, not served,
-reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
+Other duties: deleting the logs of topics being deleted (the controller lists them in
+``/admin/replica_deletions``; the answer is a child node there) and of topics deleted by request
+(stray logs are kept, not served, reported at ERROR once), :meth:`leader_log` for the request handlers, topic auto-creation.
 
 Collaborators, used only through their public methods: the broker's ``ServerConfig``, the
 ``LogManager`` and its logs, and a started ``ZkCluster`` (registry cache, partition states, ISR
@@ -219,10 +220,12 @@ class ReplicaManager:
         self._isr_expansions: dict = {}
         self._isr_expansion_scheduled = False
         self._isr_lock = threading.Lock()
+        self._answered_deletions: frozenset = frozenset()  # topics being deleted whose replicas are gone here
         self._scheduler: Scheduler | None = None
         self._fetchers = None
         self._shutdown = False
         self._answer_at_once = False  # begin_shutdown: Fetches and acks=all Produces never wait
+        self._leaving = False  # begin_controlled_shutdown: replicas taken out of the ISR are not fetched
         #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
         self.fetch_purgatory = Purgatory(None, name="fetch")
         #: incremental fetch sessions (KIP-227), told of every append and high watermark move
@@ -349,13 +352,16 @@ class ReplicaManager:
                 else:
                     self._drop_partition(k)
             strays = {}
+            being_deleted = self.cluster.topics_being_deleted()
             for (t, p), lg in list(self.logs.logs().items()):
                 if t in topics:
                     continue
                 try:
-                    if self.cluster.topic(t, refresh_if_missing=True) is not None:
+                    # the controller's StopReplica(delete=true): a topic being deleted loses its logs
+                    deleted = t in being_deleted
+                    if not deleted and self.cluster.topic(t, refresh_if_missing=True) is not None:
                         continue  # the cache was late; the topic exists
-                    deleted = self.cluster.topic_deletion_recorded(t)
+                    deleted = deleted or self.cluster.topic_deletion_recorded(t)
                 except Exception:  # noqa: BLE001 - ZooKeeper unreachable: delete nothing
                     log.warning("cannot check whether topic %s still exists; keeping its logs", t)
                     retry = True
@@ -373,6 +379,8 @@ class ReplicaManager:
             retry = retry or bool(strays)
             self.logs.set_cleaning_paused(strays)  # no retention/compaction under a config the topic may not have
             self._report_strays(strays)
+            if not self._answer_replica_deletions(being_deleted):
+                retry = True  # a replica not deleted yet, or the controller not told: the next sync tries
             if no_log:  # offline here (Kafka: no log is created while a dir is offline): leaders move
                 self._offline = self._offline | set(no_log)
                 log.info(
@@ -383,6 +391,7 @@ class ReplicaManager:
                     ", ".join(f"{t}-{p}" for t, p in no_log[:20]),
                 )
                 self._tell_controller(no_log, "partitions without a log")
+                self._report_offline(no_log)
             elif self._offline and self.cluster.controller_id != self._told_controller:
                 # a new controller does not know them (Kafka's learns from LeaderAndIsr answers): again
                 self._tell_controller(sorted(self._offline), "a new controller")
@@ -390,6 +399,30 @@ class ReplicaManager:
                 retry = True  # the controller was not told yet
             if not retry:
                 self._synced = (generation, self.default_log_config, self._offline)
+
+    def _answer_replica_deletions(self, being_deleted: frozenset) -> bool:
+        """Under ``_sync_lock``, after the logs of topics being deleted were deleted: tell the
+        controller, once per topic, that this broker's replicas of it are gone (Kafka's
+        StopReplica response).  A log left on an offline log dir does not hold the deletion up: its
+        partition.metadata keeps it from serving a topic created again under the name.  False when
+        a topic is left unanswered (a log not deleted yet, ZooKeeper unreachable)."""
+        self._answered_deletions &= being_deleted
+        done = True
+        for t in sorted(being_deleted - self._answered_deletions):
+            if any(k[0] == t for k in self._partitions) or any(
+                lt == t and not lg.offline for (lt, _), lg in self.logs.logs().items()
+            ):
+                done = False  # a log could not be deleted: the next sync tries again
+                continue
+            try:
+                self.cluster.replica_deletion_done(t)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next sync answers
+                log.warning("cannot tell the controller that the replicas of topic %s are deleted: %s", t, e)
+                done = False
+                continue
+            self._answered_deletions = self._answered_deletions | {t}
+            log.info("stopped and deleted the replicas of topic %s (being deleted)", t)
+        return done
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
         """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
@@ -452,7 +485,9 @@ class ReplicaManager:
         else:
             if not part.is_leader and part.leader == st.leader and part.leader_epoch == st.leader_epoch:
                 return
-            self.become_follower(topic, partition, st.leader, st.leader_epoch)
+            # the controller took a stopping broker out of the ISR: Kafka's StopReplica(delete=false)
+            fetch = not (self._leaving and self.broker_id not in st.isr)
+            self.become_follower(topic, partition, st.leader, st.leader_epoch, fetch=fetch)
 
     def _drop_partition(self, key) -> None:
         """Under ``_sync_lock``: forget a partition this broker no longer hosts."""
@@ -589,7 +624,15 @@ class ReplicaManager:
             self._halt(f"Shutdown broker because all log dirs in {', '.join(self.logs.log_dirs)} have failed")
             return keys
         self._tell_controller(keys, log_dir)
+        self._report_offline(keys)
         return keys
+
+    def _report_offline(self, keys) -> None:
+        """Every broker's Metadata names these replicas in ``offline_replicas`` from now on."""
+        try:
+            self.cluster.report_offline_replicas(keys)
+        except Exception as e:  # noqa: BLE001 - Metadata reports them late (or once the broker stops)
+            log.warning("could not record %d offline replica(s) in ZooKeeper: %s", len(keys), e)
 
     def _tell_controller(self, keys, why: str) -> None:
         """Write ``/log_dir_event_notification/log_dir_event_<seq>`` naming the partitions now offline
@@ -678,9 +721,13 @@ class ReplicaManager:
         self.maybe_increment_high_watermark(part)
         self._role_changed(topic, partition)
 
-    def become_follower(self, topic: str, partition: int, leader: int, leader_epoch: int) -> None:
+    def become_follower(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, *, fetch: bool = True
+    ) -> None:
         """Kafka's ``Partition.makeFollower``: Produce is refused from now on; the fetchers truncate
-        against ``leader`` (OffsetsForLeaderEpoch) and fetch from it.  Leader -1 (not live): wait."""
+        against ``leader`` (OffsetsForLeaderEpoch) and fetch from it.  Leader -1 (not live): wait.
+        ``fetch`` False, or the replica manager shut down: a follower that does not fetch (the
+        replica is stopped, as after Kafka's StopReplica)."""
         key = (topic, partition)
         with self._sync_lock:
             part = self._partitions.get(key)
@@ -690,17 +737,19 @@ class ReplicaManager:
                 self._partitions[key] = part
             part.make_follower(leader, leader_epoch)
             self._publish_role(key, part)
-            if leader >= 0 and part.replicated:
+            fetch = fetch and not self._shutdown
+            if leader >= 0 and part.replicated and fetch:
                 self.fetcher_manager().add_partition(key, leader, leader_epoch)
             elif self._fetchers is not None:
                 self._fetchers.remove_partitions([key])
         log.info(
-            "%s-%d: follower of broker %d at epoch %d (log end offset %d)",
+            "%s-%d: follower of broker %d at epoch %d (log end offset %d)%s",
             topic,
             partition,
             leader,
             leader_epoch,
             part.log.log_end_offset,
+            "" if fetch else "; stopped: not fetching (this broker is shutting down)",
         )
         self._role_changed(topic, partition)
 
@@ -740,6 +789,13 @@ class ReplicaManager:
             self.partition_changed(topic, partition, INT32_MAX)
         except Exception:  # noqa: BLE001
             log.exception("high watermark callback failed")
+
+    def begin_controlled_shutdown(self) -> None:
+        """The broker asks the controller for a controlled shutdown: from now on a partition whose
+        new state leaves this broker out of the ISR (the controller's answer) is not fetched any
+        more (Kafka's StopReplica(deletePartitions=false) to the stopping broker), so its new
+        leader never takes it back into the ISR and waits for it in its last moments."""
+        self._leaving = True
 
     def begin_shutdown(self) -> None:
         """The broker is stopping: from now on Fetches and acks=all Produces are answered at once,
@@ -1295,7 +1351,7 @@ class ReplicaManager:
                 moved = session.has_changes
             else:
                 moved = fetch_moved(self, op.keys, params.is_follower)  # before the re-read, as in fetch_messages
-            results, nbytes, errors = read_fetch(self, fetch)
+            results, nbytes, errors = read_fetch(self, fetch, from_purgatory=True)
             remaining_ms = int((op.deadline - time.monotonic()) * 1000)
             # READ_COMMITTED, or a consumer of a replicated log woken by an append still above
             # the high watermark: fewer than min_bytes readable yet, wait for the rest of the time

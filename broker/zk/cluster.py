@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from pyklog.broker.zk import paths
@@ -50,7 +51,7 @@ from pyklog.broker.zk.registration import BrokerRegistrar
 from pyklog.broker.zk.session import ZkSession, new_cluster_id, split_connect_string  # noqa: F401 - re-exported
 from pyklog.broker.zk.topic_admin import TopicAdmin
 from pyklog.broker.zk.znode_acls import ZkCredentials
-from pyklog.broker.zk.znodes import BrokerRegistration
+from pyklog.broker.zk.znodes import BrokerRegistration, encode_partition_list
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,10 @@ class ZkCluster:
     ``cluster_id_check`` is called with ZooKeeper's ``/cluster/id`` (None if absent) before it is
     created and before the broker registers: raising there stops :meth:`start` with nothing written
     (the meta.properties check).  ``on_fatal`` is called once (on a kazoo thread) when ZooKeeper is
-    found to have lost its data under us.
+    found to have lost its data under us.  ``controller_deletes_topics``: the broker's
+    :class:`~pyklog.broker.controller.controller.KafkaController` carries out the deletion requests
+    (``/admin/delete_topics``); without it (a registry-only test cluster) the broker holding
+    ``/controller`` removes a requested topic's nodes at once.
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class ZkCluster:
         broker_connector: Callable[[str, int, float | None], socket.socket] | None = None,
         credentials: ZkCredentials | None = None,
         set_acl: bool = False,
+        controller_deletes_topics: bool = False,
     ):
         self.zk_connect = zk_connect
         split_connect_string(zk_connect)  # a malformed connect string fails here, before anything starts
@@ -122,6 +127,7 @@ class ZkCluster:
             else ([f"PLAINTEXT://{host}:{self.port}"] if self.broker_id is not None else [])
         )
         self.rack = rack
+        self.controller_deletes_topics = controller_deletes_topics
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connect_timeout_s = (
             connect_timeout_s if connect_timeout_s is not None else max(10.0, self.session_timeout_s)
@@ -188,13 +194,18 @@ class ZkCluster:
                 paths.CONFIG_CHANGES,
                 paths.ADMIN_DELETE_TOPICS,
                 paths.ADMIN_DELETED_TOPICS,
+                paths.ADMIN_REPLICA_DELETIONS,
+                paths.OFFLINE_REPLICAS,
             ):
                 self.retry(self.zk.ensure_path, p)
+            if self.broker_id is not None:
+                self._clear_offline_replicas()  # before registering: its log dirs are online now
             if self.registrar is not None:
                 self.registrar.register()
             self._watches.extend(self.metadata_cache.watch_brokers_and_topics())
             if self.broker_id is not None:
-                self._watches.append(self.topic_admin.watch_delete_requests())
+                if not self.controller_deletes_topics:
+                    self._watches.append(self.topic_admin.watch_delete_requests())
                 self._watches.append(self.configs.watch_config_changes())
         except BaseException:
             self.session.close()
@@ -242,8 +253,37 @@ class ZkCluster:
     def _on_new_session(self) -> None:
         self.registrar.reregister()
 
+    def _clear_offline_replicas(self) -> None:
+        prefix = paths.offline_replicas_prefix(self.broker_id).rsplit("/", 1)[1]
+
+        def clear():
+            for c in self.zk.get_children(paths.OFFLINE_REPLICAS):
+                if c.startswith(prefix):
+                    try:
+                        self.zk.delete(f"{paths.OFFLINE_REPLICAS}/{c}")
+                    except NoNodeError:
+                        pass
+
+        self.retry(clear)
+
+    def report_offline_replicas(self, partitions) -> None:
+        """Record this broker's replicas on a failed log dir (``/offline_replicas/<id>-<seq>``), which
+        every broker's Metadata then reports as ``offline_replicas``.  Any thread but a kazoo handler
+        thread; raises ZooKeeperError if ZooKeeper stays unreachable."""
+        self.retry(
+            self.zk.create,
+            paths.offline_replicas_prefix(self.broker_id),
+            encode_partition_list(sorted(partitions)),
+            sequence=True,
+        )
+
+    def offline_replicas(self) -> dict[int, frozenset]:
+        """``{live broker id: its replicas on failed log dirs}`` (Metadata's offline_replicas)."""
+        return self.metadata_cache.offline_replicas()
+
     def _process_delete_requests(self) -> None:
-        self.topic_admin.process_delete_requests()
+        if not self.controller_deletes_topics:
+            self.topic_admin.process_delete_requests()
 
     # ------------------------------------------------------------------ session
 
@@ -354,6 +394,10 @@ class ZkCluster:
         """The topic-level config overrides stored at ``/config/topics/<topic>`` (``{}`` if none)."""
         return self.metadata_cache.topic_config(topic)
 
+    def topics_being_deleted(self) -> frozenset[str]:
+        """Topics whose deletion the controller started and has not completed (hidden from the cache)."""
+        return self.metadata_cache.topics_being_deleted()
+
     def partitions_hosted_by(self, broker_id: int) -> set[tuple[str, int]]:
         return self.metadata_cache.partitions_hosted_by(broker_id)
 
@@ -380,6 +424,8 @@ class ZkCluster:
     create_partitions = _forward("topic_admin", TopicAdmin.create_partitions)
     delete_topic = _forward("topic_admin", TopicAdmin.delete_topic)
     delete_topics = _forward("topic_admin", TopicAdmin.delete_topics)
+    mark_topics_for_deletion = _forward("topic_admin", TopicAdmin.mark_topics_for_deletion)
+    replica_deletion_done = _forward("topic_admin", TopicAdmin.replica_deletion_done)
     topic_deletion_recorded = _forward("topic_admin", TopicAdmin.topic_deletion_recorded)
     broker_racks = _forward("topic_admin", TopicAdmin.broker_racks)
 

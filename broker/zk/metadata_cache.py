@@ -15,6 +15,12 @@ Read from (every path from :mod:`pyklog.broker.zk.paths`, every node decoded by
   caches (one read of the changed node per change, re-armed after a connection loss) and tells its
   partition-state listeners (the ReplicaManager).  Kafka's brokers learn leaders and ISRs from the
   controller's LeaderAndIsr requests instead.
+* ``/admin/replica_deletions/[topic]``: topics whose deletion the controller has started (a
+  ChildrenWatch).  They are hidden: gone from the registry cache (Metadata, the replica manager's
+  hosted partitions, auto-creation) until the controller has removed them, as Kafka's brokers drop a
+  topic from their metadata cache when the controller's UpdateMetadata says ``LeaderDuringDelete``.
+* ``/offline_replicas/[id]-[seq]``: the replicas on failed log dirs of broker [id] (a ChildrenWatch;
+  each node is written once), reported by Metadata as ``offline_replicas`` while [id] is live.
 * ``/config/topics/[topic]``: read lazily by :meth:`ZkMetadataCache.topic_config` and cached until a
   config change notification (:mod:`pyklog.broker.zk.configs`) or the topic is created again.
 
@@ -55,6 +61,7 @@ from pyklog.broker.zk.topics import validate_topic_name
 from pyklog.broker.zk.znodes import (
     BrokerRegistration,
     decode_broker_registration,
+    decode_partition_list,
     decode_partition_state,
     decode_topic_assignment,
     decode_topic_config,
@@ -115,6 +122,10 @@ class ZkMetadataCache:
         self._registrations: dict[int, BrokerRegistration] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._topics: dict[str, _TopicEntry] = {}
+        #: topics whose deletion the controller started (``/admin/replica_deletions``): hidden
+        self._deleting: frozenset[str] = frozenset()
+        #: /offline_replicas children read -> (broker id, the partitions it names)
+        self._offline_nodes: dict[str, tuple[int, frozenset]] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._active_controller_id: int | None = None
@@ -138,8 +149,71 @@ class ZkMetadataCache:
         zk = self.session.zk
         return [
             ChildrenWatch(zk, paths.BROKER_IDS, self._on_broker_ids),
+            # before the topics: a topic being deleted is never installed
+            ChildrenWatch(zk, paths.ADMIN_REPLICA_DELETIONS, self._on_replica_deletions),
+            ChildrenWatch(zk, paths.OFFLINE_REPLICAS, self._on_offline_replicas),
             ChildrenWatch(zk, paths.BROKER_TOPICS, self._on_topic_names),
         ]
+
+    @watch_callback
+    def _on_replica_deletions(self, children) -> bool | None:
+        """kazoo's callback thread: the topics whose deletion the controller started changed.  A
+        topic that starts being deleted leaves the cache at once; one whose deletion ended (its
+        registry nodes gone, perhaps created again already) is read again on the event thread."""
+        new = frozenset(c for c in children)
+        with self._lock:
+            added, removed = new - self._deleting, self._deleting - new
+            self._deleting = new
+            for name in added:
+                self._topics.pop(name, None)
+                self._configs.pop(name, None)
+        for name in removed:
+            self.session.events.submit(("reload-topic", name), self.reload_topic, name)
+        if added or removed:
+            self.notify()
+        return None
+
+    @watch_callback
+    def _on_offline_replicas(self, children) -> bool | None:
+        """kazoo's callback thread: read the new ``/offline_replicas`` nodes (written once each)."""
+        with self._lock:
+            known = dict(self._offline_nodes)
+        new = [c for c in children if c not in known and c.split("-", 1)[0].isdigit()]
+
+        def read():
+            pending = [(c, self.session.zk.get_async(f"{paths.OFFLINE_REPLICAS}/{c}")) for c in new]
+            out = {}
+            for c, res in pending:
+                try:
+                    data, _ = res.get()
+                    out[c] = (int(c.split("-", 1)[0]), frozenset(decode_partition_list(data, paths.OFFLINE_REPLICAS)))
+                except NoNodeError:
+                    continue
+                except ZooKeeperError as e:
+                    log.warning("ignoring %s/%s: %s", paths.OFFLINE_REPLICAS, c, e)
+            return out
+
+        try:
+            got = self.session.retry(read) if new else {}
+        except (PyklogError, KazooException) as e:
+            log.warning("could not read the offline replicas: %s", e)
+            return None
+        with self._lock:
+            self._offline_nodes = {c: known.get(c) or got[c] for c in children if c in known or c in got}
+        return None
+
+    def offline_replicas(self) -> dict[int, frozenset]:
+        """``{broker id: the (topic, partition) replicas on its failed log dirs}`` of live brokers."""
+        with self._lock:
+            out: dict[int, frozenset] = {}
+            for b, tps in self._offline_nodes.values():
+                if b in self._brokers:
+                    out[b] = out.get(b, frozenset()) | tps
+            return out
+
+    def topics_being_deleted(self) -> frozenset[str]:
+        """The topics whose deletion the controller started and has not completed (hidden)."""
+        return self._deleting
 
     # ------------------------------------------------------------------ writers' updates
     # (topic administration, config changes and ISR writes keep the cache in step with what they wrote)
@@ -319,6 +393,8 @@ class ZkMetadataCache:
 
         topics = self.session.retry(read)
         with self._lock:
+            for name in self._deleting & topics.keys():
+                del topics[name]  # being deleted: hidden
             changed = set(topics) != set(self._topics) or any(topics[n] is not self._topics.get(n) for n in topics)
             for name in list(self._configs):
                 old = self._topics.get(name)
@@ -364,6 +440,8 @@ class ZkMetadataCache:
         if entry is None:
             return False
         with self._lock:
+            if name in self._deleting:
+                return False
             old = self._topics.get(name)
             if (
                 old is not None
@@ -535,6 +613,8 @@ class ZkMetadataCache:
             if fresh is None:
                 return None
             with self._lock:
+                if name in self._deleting:
+                    return None
                 entry = self._topics.setdefault(name, self._with_newest_states(name, fresh))
                 self.generation += 1
         return None if entry is None else self._partition_states(entry, live)

@@ -94,7 +94,9 @@ def partition_owner(group: str, topic_name: str, partition_id: int) -> str:
 
 # Topic configuration, admin requests and producer id blocks (Kafka's ZkData):
 #   /config/topics/[topic]           persistent  {"version":1,"config":{"cleanup.policy":"compact",...}}
-#   /admin/delete_topics/[topic]     persistent  (empty) a deletion request, as kafka-topics.sh --zookeeper writes
+#   /admin/delete_topics/[topic]     persistent  (empty) the topic is marked for deletion (DeleteTopics, as
+#                                                 kafka-topics.sh --zookeeper writes it) until the controller
+#                                                 has deleted it
 #   /latest_producer_id_block        persistent  {"version":1,"broker":id,"block_start":"0","block_end":"999"}
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
@@ -121,6 +123,26 @@ ADMIN_DELETED_TOPICS = "/admin/deleted_topics"
 
 def deleted_topic_record(name: str) -> str:
     return f"{ADMIN_DELETED_TOPICS}/{name}"
+
+
+# pyklog's own replica deletion of a topic being deleted (Kafka's controller sends
+# StopReplica(deletePartitions=true) to each replica and waits for the answers):
+#   /admin/replica_deletions/[topic]        persistent  {"version":1,"replicas":[broker ids]} created by the
+#                                                       controller when it starts deleting the topic: every
+#                                                       broker stops its replicas of it and deletes their logs;
+#                                                       brokers hide the topic from Metadata from then on
+#   /admin/replica_deletions/[topic]/[id]   persistent  (empty) broker [id] deleted its replicas (the answer)
+# The controller removes the topic's nodes, its marker and these nodes in one multi-op once every
+# broker listed has answered; a broker that is down answers when it starts again.
+ADMIN_REPLICA_DELETIONS = "/admin/replica_deletions"
+
+
+def replica_deletion(topic: str) -> str:
+    return f"{ADMIN_REPLICA_DELETIONS}/{topic}"
+
+
+def replica_deletion_done(topic: str, broker_id: int) -> str:
+    return f"{ADMIN_REPLICA_DELETIONS}/{topic}/{int(broker_id)}"
 
 
 # Dynamic broker configs (Kafka's ZkData ConfigEntityZNode for ConfigType.Broker, KIP-226):
@@ -197,6 +219,19 @@ LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
 
 def log_dir_event_notification(child: str) -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION}/{child}"
+
+
+# pyklog's own record of the replicas on a live broker's failed log dirs, which Metadata reports as
+# offline_replicas (Kafka's controller sends them to every broker in UpdateMetadata):
+#   /offline_replicas/[id]-[seq]   persistent  {"version":1,"partitions":[{"topic":..,"partition":..}]}
+#                                              one node per failure the broker reported; the broker removes
+#                                              its nodes when it starts (its log dirs are online again)
+# Only the nodes of registered brokers count: every replica of a broker that is down is offline.
+OFFLINE_REPLICAS = "/offline_replicas"
+
+
+def offline_replicas_prefix(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{int(broker_id)}-"
 
 
 # The controller (Kafka's ZkData ControllerZNode, ControllerEpochZNode, PreferredReplicaElectionZNode,

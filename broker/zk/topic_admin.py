@@ -8,8 +8,14 @@ Written (paths from :mod:`pyklog.broker.zk.paths`, data by :mod:`pyklog.broker.z
   A topic's nodes are created (and deleted) in one ZooKeeper multi-op, so no reader sees half a
   topic.  A topic's partitions are created with their first replica as leader (epoch 0) and every
   replica in the ISR, as Kafka's controller writes them.
-* ``/admin/delete_topics/[topic]``: deletion requests as Kafka's old tools write them; the controller
-  carries them out (:meth:`TopicAdmin.process_delete_requests`).
+* ``/admin/delete_topics/[topic]``: the topic is marked for deletion (DeleteTopics through
+  :meth:`TopicAdmin.mark_topics_for_deletion`, or Kafka's old tools).  The broker's controller
+  (:mod:`pyklog.broker.controller.controller`) carries the deletion out: it creates
+  ``/admin/replica_deletions/[topic]``, each broker deletes its replicas and answers with
+  :meth:`TopicAdmin.replica_deletion_done`, and the controller removes the topic's nodes, its config,
+  the marker and the replica deletion nodes in one multi-op.  While the marker exists the name
+  cannot be created again (Kafka's ``Topic 'x' is marked for deletion.``).  A registry-only cluster
+  without a controller (tests) removes the nodes at once (:meth:`TopicAdmin.process_delete_requests`).
 * ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
   removed when the name is created again.  A broker deletes its log of a topic missing from the
   registry only if this record exists (:meth:`TopicAdmin.topic_deletion_recorded`); Kafka's
@@ -166,6 +172,7 @@ class TopicAdmin:
             existing,
             live,
             racks=lambda: placement_racks(self.broker_racks(live), rack_aware),
+            marked=self._marked_for_deletion(),
         )
         if validate_only:
             return assignment
@@ -188,6 +195,7 @@ class TopicAdmin:
         meanwhile elsewhere) is retried topic by topic so each topic gets its own answer."""
         existing = set(self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS))
         live = self._live_broker_ids()
+        marked = self._marked_for_deletion()
         planned: dict[str, tuple] = {}
         out: dict[str, object] = {}
         taken = set(existing)
@@ -210,6 +218,7 @@ class TopicAdmin:
                     taken,
                     live,
                     racks=racks,
+                    marked=marked,
                 )
             except PyklogError as e:
                 out[name] = e
@@ -263,12 +272,30 @@ class TopicAdmin:
             log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
         return out
 
+    def _marked_for_deletion(self) -> set[str]:
+        """The topics marked for deletion now (``/admin/delete_topics``' children)."""
+        try:
+            return set(self.session.retry(self.session.zk.get_children, paths.ADMIN_DELETE_TOPICS))
+        except NoNodeError:
+            return set()
+
     def _plan_topic(
-        self, name, num_partitions, replication_factor, configs, replica_assignment, existing, live, racks=None
+        self,
+        name,
+        num_partitions,
+        replication_factor,
+        configs,
+        replica_assignment,
+        existing,
+        live,
+        racks=None,
+        marked=frozenset(),
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
-        """Validate one topic against ``existing`` topic names and ``live`` broker ids; return its
-        (assignment, config).  Raises as :meth:`create_topic`."""
+        """Validate one topic against ``existing`` topic names, the names ``marked`` for deletion and
+        ``live`` broker ids; return its (assignment, config).  Raises as :meth:`create_topic`."""
         validate_topic_name(name)
+        if name in marked:  # Kafka's AdminZkClient.validateTopicCreate checks this first
+            raise TopicAlreadyExistsError(f"Topic '{name}' is marked for deletion.")
         config = validate_topic_configs(configs)
         if name in existing:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
@@ -677,6 +704,65 @@ class TopicAdmin:
                 log.info("deleted topic %s", name)
         self.cache.notify()
         return out
+
+    def mark_topics_for_deletion(self, names: list[str]) -> dict[str, PyklogError | None]:
+        """DeleteTopics in ZooKeeper mode (Kafka's ``AdminZkClient.deleteTopic``): create
+        ``/admin/delete_topics/<topic>`` for each existing topic; ``{name: None (marked, or already
+        marked) or the error}`` (UnknownTopicOrPartitionError for a topic that does not exist).  The
+        controller deletes the topics; the caller waits for them to disappear from the metadata.
+        Any thread but a kazoo handler thread; the creations are pipelined."""
+        out: dict[str, PyklogError | None] = {}
+        zk = self.session.zk
+        valid = []
+        for name in dict.fromkeys(names):
+            try:
+                validate_topic_name(name)
+                valid.append(name)
+            except PyklogError as e:
+                out[name] = e
+
+        def mark():
+            found = [(n, zk.exists_async(paths.topic(n))) for n in valid]
+            existing = [n for n, res in found if res.get() is not None]
+            pending = [(n, zk.create_async(paths.delete_topic_request(n), b"")) for n in existing]
+            result: dict[str, PyklogError | None] = {
+                n: UnknownTopicOrPartitionError(f"topic {n!r} does not exist") for n in valid if n not in existing
+            }
+            for n, res in pending:
+                try:
+                    res.get()
+                except NodeExistsError:
+                    pass  # already marked: the caller waits for the deletion like the first asker (Kafka)
+                result[n] = None
+            return result
+
+        if valid:
+            marked = self.session.retry(mark)
+            out.update(marked)
+            for n, err in marked.items():
+                if err is None:
+                    log.info("topic %s marked for deletion", n)
+        return out
+
+    def replica_deletion_done(self, topic: str) -> bool:
+        """This broker's answer to the controller: its replicas of ``topic`` (being deleted) are
+        stopped and their logs deleted (``/admin/replica_deletions/<topic>/<broker id>``).  False if
+        the deletion is over already (its node is gone).  Any thread but a kazoo handler thread."""
+        try:
+            self.session.retry(self.session.zk.create, paths.replica_deletion_done(topic, self.broker_id), b"")
+        except NodeExistsError:
+            pass
+        except NoNodeError:
+            return False
+        return True
+
+    def topic_znodes(self, name: str) -> list[str]:
+        """Every node of the topic's registry subtree (``/brokers/topics/<name>`` and below),
+        children before parents; [] if the topic node does not exist."""
+        try:
+            return self._subtree(paths.topic(name))
+        except NoNodeError:
+            return []
 
     def topic_deletion_recorded(self, name: str) -> bool:
         """True if ``name`` was deleted by request (DeleteTopics, ``pyklog-topics --delete``,

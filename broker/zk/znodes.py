@@ -620,6 +620,19 @@ def decode_partition_list(data: bytes, path: str) -> list[tuple[str, int]]:
     return out
 
 
+def encode_replica_deletion(replicas) -> bytes:
+    """``/admin/replica_deletions/<topic>`` (pyklog's, the controller's StopReplica(delete=true)):
+    ``{"version":1,"replicas":[1,2,3]}``, the brokers holding replicas of the topic being deleted,
+    each of which answers by creating a child node named by its id."""
+    return _dumps({"version": 1, "replicas": sorted({int(b) for b in replicas})})
+
+
+def decode_replica_deletion(data: bytes, path: str) -> list[int]:
+    """The broker ids of :func:`encode_replica_deletion`, sorted.  ZkDataError if malformed."""
+    obj = _object(data, path, '{"version":1,"replicas":[1,2,3]}')
+    return sorted(_int_list(obj.get("replicas"), path, "replicas", data))
+
+
 def encode_reassignment(assignment: Mapping[tuple[str, int], list]) -> bytes:
     """``/admin/reassign_partitions`` and the tools' JSON (Kafka's ``ReassignPartitionsZNode``):
     ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}``."""

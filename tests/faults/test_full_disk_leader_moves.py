@@ -120,6 +120,20 @@ class _Writer(threading.Thread):
         return max((b - a for a, b in itertools.pairwise(ts)), default=0.0)
 
 
+def _offline_replicas(bootstrap: str, topics) -> dict[tuple[str, int], list[int]]:
+    """kafka-python's describe_topics: ``{(topic, partition): offline_replicas}``."""
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = kp.describe_topics(list(topics))
+    finally:
+        kp.close()
+    return {
+        (t["name"], p["partition_index"]): sorted(p["offline_replicas"]) for t in described for p in t["partitions"]
+    }
+
+
 def _problems(out: str) -> list[str]:
     return [ln for ln in out.splitlines() if re.search(r"\] (WARNING|ERROR|CRITICAL) \[", ln)]
 
@@ -175,6 +189,13 @@ def test_full_log_dirs_move_leadership_then_halt_the_broker(broker_factory, zk, 
         wait_for(lambda: state(zk, later, 0)["leader"] in (1, 2), timeout=30, message="the new partition led elsewhere")
         assert 0 not in state(zk, later, 0)["isr"]
         assert not os.path.exists(os.path.join(b, f"{later}-0"))
+        # a stock client's Metadata (from another broker) names broker 0's replicas on the failed dir
+        # offline while broker 0 is live (Kafka's UpdateMetadata offline_replicas)
+        assert _offline_replicas(brokers[1].bootstrap, [topic, later]) == {
+            (topic, pa): [0],
+            (topic, pb): [],
+            (later, 0): [0],
+        }
 
         # 2. the second dir fills: no dir left, broker 0 halts, the other partition moves
         _fill(b)

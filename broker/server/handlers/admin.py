@@ -34,6 +34,7 @@ from pyklog.broker.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     PyklogError,
+    RequestTimedOutError,
     TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
 )
@@ -170,8 +171,11 @@ class TopicAdminApis(RequestHandlers):
         self._respond(request, header, {"throttle_time_ms": 0, "topics": results})
 
     def handle_delete_topics(self, request, header, body):
-        """DeleteTopics v0-6: valid names are deleted from ZooKeeper in one batch
-        (:meth:`ZkCluster.delete_topics`), then this broker's logs of them.  v6+ (KIP-516) names
+        """DeleteTopics v0-6 (Kafka's ``ZkAdminManager.deleteTopics``): valid names are marked for
+        deletion (:meth:`ZkCluster.mark_topics_for_deletion`; a topic already marked is fine) and the
+        answer waits, up to the request's ``timeout_ms``, until each left this broker's metadata
+        (the controller started deleting it: its replicas are being deleted), else
+        REQUEST_TIMED_OUT.  The controller completes the deletion once every replica is deleted.  v6+ (KIP-516) names
         each topic by name or by id: an id no topic has gets UNKNOWN_TOPIC_ID, both at once
         INVALID_REQUEST, as Kafka; each result carries the topic's name and id.  Request handler
         thread."""
@@ -223,15 +227,27 @@ class TopicAdminApis(RequestHandlers):
                 by_name[name] = e
         if todo:
             try:
-                outcome = self.cluster.delete_topics(todo)
+                outcome = self.cluster.mark_topics_for_deletion(todo)
             except PyklogError as e:
                 outcome = dict.fromkeys(todo, e)
+            marked = []
             for name in todo:
                 e = outcome.get(name)
                 if e is not None:
                     by_name[name] = e
                 else:
-                    self.replica_manager.delete_local_logs(name)
+                    marked.append(name)
+            # Kafka's DelayedDeleteTopics: answer once the topics left the metadata (the controller
+            # started deleting them), REQUEST_TIMED_OUT for those still there after timeout_ms
+            # (timeout_ms <= 0: REQUEST_TIMED_OUT at once, as Kafka; librdkafka's operation_timeout=0
+            # takes that as "in progress")
+            timeout_ms = body.get("timeout_ms", 0)
+            deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
+            for name in marked:
+                if timeout_ms <= 0 or not self._wait_until_gone(name, deadline):
+                    by_name[name] = RequestTimedOutError(
+                        f"topic {name!r} is marked for deletion; the controller has not started deleting it yet"
+                    )
         results = []
         for i, (name, tid) in enumerate(wanted):
             err = errors.get(i, by_name.get(names.get(i)))
@@ -287,6 +303,15 @@ class TopicAdminApis(RequestHandlers):
                 entry["error_message"] = str(e)[:1000]
             results.append(entry)
         self._respond(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _wait_until_gone(self, name: str, deadline: float) -> bool:
+        """Poll this broker's registry cache until ``name`` is not in it (request thread)."""
+        while True:
+            if self.cluster.topic(name, refresh_if_missing=False) is None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
     def _wait_for_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         """Poll this broker's registry cache until ``name`` has ``count`` partitions (request thread)."""

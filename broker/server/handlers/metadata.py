@@ -57,6 +57,7 @@ class MetadataApis(RequestHandlers):
         requested = body.get("topics")
         all_topics = self.cluster.topics()
         live = self.cluster.live_brokers()
+        offline = self.cluster.offline_replicas()  # replicas on failed log dirs of live brokers
         # the endpoints of the listener the request came in on; brokers without it are left out (Kafka)
         brokers = [
             {"node_id": b, "host": h, "port": p, "rack": None}
@@ -135,7 +136,10 @@ class MetadataApis(RequestHandlers):
                         "leader_epoch": st.leader_epoch,
                         "replica_nodes": list(st.replicas),
                         "isr_nodes": list(st.isr),  # the state znode's ISR, as Kafka's metadata cache
-                        "offline_replicas": [b for b in st.replicas if b not in live],
+                        # down, or on a failed log dir of a live broker (Kafka's UpdateMetadata)
+                        "offline_replicas": [
+                            b for b in st.replicas if b not in live or (name, p) in offline.get(b, ())
+                        ],
                     }
                 )
             topics.append(

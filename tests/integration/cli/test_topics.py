@@ -15,6 +15,7 @@ from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.server import free_port
 from pyklog.connector.cli.topics import main
+from tests.support import wait_for
 
 
 @pytest.fixture
@@ -94,8 +95,12 @@ def test_create_list_describe_delete(zk_chroot, two_brokers, capsys):
     assert (rc, out) == (0, "Updated config of topic orders: retention.ms=5000\n")
     assert cli(capsys, *zk, "--describe", "--topic", "orders")[1].splitlines()[0].endswith("Configs: retention.ms=5000")
     rc, out, _ = cli(capsys, *zk, "--delete", "--topic", "orders")
-    assert (rc, out) == (0, "Deleted topic orders.\n")
-    assert cli(capsys, *zk, "--list")[1] == "audit.log\n"
+    assert (rc, out) == (
+        0,
+        "Topic orders is marked for deletion.\n"
+        "Note: This will have no impact if delete.topic.enable is not set to true.\n",
+    )
+    wait_for(lambda: cli(capsys, *zk, "--list")[1] == "audit.log\n", timeout=20)  # the controller deletes it
     # a broker that is gone shows as leader none
     two_brokers[1].stop()
     rc, out, _ = cli(capsys, *zk, "--describe", "--topic", "audit.log")

@@ -278,6 +278,8 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
             seen.append((s["leader"], s["isr"], zk.exists(paths.broker_id(victim)) is not None))
 
     DataWatch(zk, paths.partition_state(topic, 0), on_change)
+    # the victim follows partition 1 (the partition the controlled shutdown takes it out of)
+    wait_for(lambda: f"{topic}-1: follower of broker" in brokers[victim].output(), timeout=20, message="following")
     assert brokers[victim].stop(signal.SIGTERM) == 0
     out = brokers[victim].output()
     assert f"controlled shutdown of broker {victim} succeeded" in out, out[-3000:]
@@ -288,6 +290,14 @@ def test_sigterm_leader_hands_over_before_it_stops(broker_factory, zk, zk_chroot
     assert s0["leader"] == victims[1] and s0["leader_epoch"] >= 1
     s1 = wait_for(lambda: (s := state(zk, topic, 1)) and victim not in s["isr"] and s, timeout=20, message="p1")
     assert s1["leader"] == ctl and s1["leader_epoch"] >= 1
+    # the stopping broker stopped its replicas (Kafka's StopReplica): it fetched from no new leader,
+    # and never came back into an ISR
+    assert all(victim not in isr for _, isr, _ in seen[seen.index(moved) :]), seen
+    # every state the controller wrote for the shutdown (leader epoch 1+) that the victim applied (it
+    # may stop following states first) leaves it not fetching
+    after = out[out.index("received SIGTERM") :]
+    following = [ln for ln in after.splitlines() if ": follower of broker " in ln and " at epoch 0 " not in ln]
+    assert all("not fetching" in ln for ln in following), following
 
 
 # ------------------------------------------------------------------------------ reassignment

@@ -334,6 +334,7 @@ def test_deleting_a_replicated_topic_stops_every_replica_and_a_recreated_topic_s
         timeout=60,
         message="every replica's log deleted",
     )
+    wait_for(lambda: not zk.exists(paths.delete_topic_request(topic)), timeout=30, message="the deletion completed")
     # nothing fetches the deleted topic any more: a fetcher still at it would log "fetch from broker
     # N answered error 3" for it every replica.fetch.backoff.ms (200 ms); watch for 1.5 s (absence
     # cannot be polled for)

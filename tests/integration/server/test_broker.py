@@ -490,9 +490,10 @@ def test_delete_topics_removes_logs(shared_broker, wire, version):
         ),
         message="the deleted topic's logs are gone",
     )
-    # produce auto-creates the topic again: a new, empty log
-    r = produce(wire, name, records(1))
-    assert (r["error_code"], r["base_offset"]) == (0, 0)
+    # produce auto-creates the topic again once the controller completed the deletion (until then
+    # the name is marked for deletion: UNKNOWN_TOPIC_OR_PARTITION, which clients retry): a new, empty log
+    r = wait_for(lambda: (r := produce(wire, name, records(1)))["error_code"] == 0 and r, message="auto-created")
+    assert r["base_offset"] == 0
 
 
 def test_produce_auto_creates_unknown_topic(wire):

@@ -651,7 +651,8 @@ def test_fetch_by_topic_id_and_unknown_topic_id_after_recreation(dbg_broker):
             ),
             message="the topic is gone",
         )
-        assert create_topic(w, t, 2)["error_code"] == 0
+        # TOPIC_ALREADY_EXISTS ("marked for deletion") until the controller completed the deletion
+        wait_for(lambda: create_topic(w, t, 2)["error_code"] == 0, message="the topic created again")
         wait_for(
             lambda: produce(w, t, build_batch([(None, b"new", int(time.time() * 1000), ())]))["error_code"] == 0,
             message="the new topic takes a record",
@@ -764,7 +765,8 @@ def test_stock_consumers_fetch_by_topic_id_and_recover_from_a_recreated_topic(db
             ),
             message="the topic is gone",
         )
-        assert create_topic(w, t, 1)["error_code"] == 0
+        # TOPIC_ALREADY_EXISTS ("marked for deletion") until the controller completed the deletion
+        wait_for(lambda: create_topic(w, t, 1)["error_code"] == 0, message="the topic created again")
     for i in range(15):
         p.produce(t, b"b%d" % i)
     p.flush(30)

@@ -19,7 +19,7 @@ from pyklog.broker.zk.znodes import (
     encode_topic_assignment,
     topic_id_str,
 )
-from tests.support import Wire, create_topic
+from tests.support import Wire, create_topic, wait_for
 
 # ------------------------------------------------------------------------------ codecs (no server)
 
@@ -87,7 +87,7 @@ class _Lines(logging.Handler):
 
 
 def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clients_follow(broker):
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = "ids-recreated"
@@ -111,10 +111,16 @@ def test_recreated_topic_with_fewer_partitions_gets_a_new_id_and_confluent_clien
         assert p.flush(30) == 0
 
         admin.delete_topics([topic])[topic].result(30)
-        deadline = time.monotonic() + 30
-        while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-            time.sleep(0.05)
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+
+        def recreated():  # refused ("marked for deletion") until the controller completed the deletion
+            try:
+                admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+                return True
+            except KafkaException as e:
+                assert "is marked for deletion" in e.args[0].str(), e
+                return False
+
+        wait_for(recreated, 30, interval=0.05, message="the topic created again")
         with Wire(broker.port) as w:
             second = _metadata(w, [topic])["topics"][0]
         assert len(second["partitions"]) == 1 and second["topic_id"] not in (ZERO_UUID, first["topic_id"])

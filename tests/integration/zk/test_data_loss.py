@@ -237,7 +237,8 @@ def test_explicit_delete_still_deletes_on_every_broker(broker_factory, zk):
     (d1,) = glob.glob(os.path.join(b1.log_dir, "data", "bye-*"))
     admin.delete_topics(["bye"])["bye"].result(30)
     wait_for(lambda: not os.path.isdir(d0) and not os.path.isdir(d1), 30, message="logs deleted")
-    assert zk.exists("/admin/deleted_topics/bye") is not None
+    # the controller completes the deletion once both brokers answered
+    wait_for(lambda: zk.exists("/admin/deleted_topics/bye") is not None, 30, message="the deletion recorded")
     assert "not in the ZooKeeper registry" not in b1.output()
     admin.create_topics([NewTopic("bye", 2, 1)])["bye"].result(30)
     assert zk.exists("/admin/deleted_topics/bye") is None

@@ -149,6 +149,10 @@ def test_an_unauthenticated_client_changes_nothing_and_the_cluster_works(zk_chro
 
         admin2 = AdminClient({"bootstrap.servers": second.bootstrap})
         admin2.delete_topics([topic], operation_timeout=20)[topic].result(30)
+        # the stopped broker holds a replica: the deletion waits for it (Kafka's controller too)
+        wait_for(lambda: kc.exists(paths.replica_deletion(topic)), 30, message="the deletion started")
+        assert kc.exists(paths.topic(topic))
+        first.start()
         wait_for(lambda: not kc.exists(paths.topic(topic)), 30, message="topic deleted")
         c = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "x"})
         assert topic not in c.list_topics(timeout=10).topics

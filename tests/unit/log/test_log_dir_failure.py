@@ -98,6 +98,7 @@ class _Cluster:
     def __init__(self):
         self.zk = _Zk()
         self.controller_id = 1
+        self.offline_reported = []  # report_offline_replicas calls (Metadata's offline_replicas)
 
     def topics(self):
         return {"t": {}}
@@ -128,6 +129,12 @@ class _Cluster:
 
     def retry(self, fn, *args, **kwargs):
         return fn(*args, **kwargs)
+
+    def topics_being_deleted(self):
+        return frozenset()
+
+    def report_offline_replicas(self, partitions):
+        self.offline_reported.append(sorted(partitions))
 
 
 def wait_until(predicate, timeout_s: float = 5.0) -> None:
@@ -172,6 +179,7 @@ def test_replica_manager_offline_partitions_answer_storage_error_tell_the_contro
         assert path == paths.LOG_DIR_EVENT_PREFIX
         assert data == {"version": 1, "broker": 1, "event": 1, "partitions": [{"topic": "t", "partition": 0}]}
         assert halted == []
+        assert cluster.offline_reported == [[("t", 0)]]  # every broker's Metadata names it offline
         rm.sync_logs()
         assert len(cluster.zk.created) == 1  # the controller knows
         cluster.controller_id = 2  # a new controller: told again at the next sync

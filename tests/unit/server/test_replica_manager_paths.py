@@ -134,3 +134,40 @@ def test_an_older_leader_epoch_is_fenced(rm):
     rm.fetch_messages(consumer_fetch(max_wait_ms=30_000), [(TOPIC, [(0, 0, 1 << 20, 2)])], None, got.append)
     [[(_, [(_, data)])]] = got  # an error answers at once
     assert isinstance(data.error, FencedLeaderEpochError)
+
+
+class TwoReplicaCluster(OneBrokerCluster):
+    """The partition has replicas [1, 2], led here on broker 1, both registered."""
+
+    def partition_replicas(self, topic, partition):
+        return [1, 2]
+
+    def live_brokers(self):
+        return {1: ("127.0.0.1", 1), 2: ("127.0.0.1", 2)}
+
+
+def test_a_delayed_follower_fetch_completes_without_moving_the_follower_state(tmp_path):
+    """Kafka's DelayedFetch.onComplete re-reads without updateFollowerFetchState: the follower's
+    state is what its request said when it arrived (its broker may have stopped since)."""
+    logs = LogManager([str(tmp_path / "logs")], LogConfig(), background=False)
+    config = ServerConfig.from_properties({"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"})
+    rm = ReplicaManager(config, logs, TwoReplicaCluster(), default_log_config=LogConfig())
+    try:
+        rm.become_leader(TOPIC, 0, 3, [1, 2], 0)  # as its state znode (version 0) says
+        produce(rm, (TOPIC, 0, batch(0)))  # log end offset 2
+        follower = FetchParams(
+            request_version=12, replica_id=2, max_wait_ms=30_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0
+        )
+        got = []
+        rm.fetch_messages(follower, [(TOPIC, [(0, 2, 1 << 20, 3)])], None, got.append)
+        assert got == [] and len(rm.fetch_purgatory) == 1, "caught up: the follower's fetch waits"
+        fs = rm.partition(TOPIC, 0).followers[2]
+        assert (fs.log_end_offset, fs.last_fetch_leader_leo) == (2, 2)  # the arriving request's read
+        produce(rm, (TOPIC, 0, batch(1)))  # log end offset 4: completes the waiting fetch
+        [[(_, [(_, data)])]] = got
+        assert data.error is None and data.records is not None and data.records.size > 0
+        assert (fs.log_end_offset, fs.last_fetch_leader_leo) == (2, 2), "the re-read moved the follower state"
+    finally:
+        rm.complete_delayed_operations()
+        rm.shutdown()
+        logs.shutdown()

@@ -24,6 +24,7 @@ from pyklog.broker.zk.znodes import (
     decode_consumer_registration,
     decode_partition_state,
     decode_producer_id_block,
+    decode_replica_deletion,
     decode_topic_assignment,
     decode_topic_config,
     encode_broker_registration,
@@ -33,6 +34,7 @@ from pyklog.broker.zk.znodes import (
     encode_consumer_registration,
     encode_partition_state,
     encode_producer_id_block,
+    encode_replica_deletion,
     encode_topic_assignment,
     encode_topic_config,
     partition_count,
@@ -267,3 +269,13 @@ def test_consumer_registration():
 
 
 # ---------------------------------------------------------------------------- readers agree (real ZooKeeper)
+
+
+def test_replica_deletion():
+    """The controller's replica deletion node: the brokers that must delete, sorted, once each."""
+    path = paths.replica_deletion("t")
+    assert encode_replica_deletion([3, 1, 3]) == b'{"version":1,"replicas":[1,3]}'
+    assert decode_replica_deletion(b'{"version":1,"replicas":[2,0]}', path) == [0, 2]
+    for bad in (b"", b"[1]", b'{"version":1}', b'{"version":1,"replicas":["x"]}'):
+        with pytest.raises(ZkDataError):
+            decode_replica_deletion(bad, path)
