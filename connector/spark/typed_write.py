@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyklog.broker.errors import ConfigError
-from pyklog.connector.spark.typed_write_formats import RecordEncodeError, WriteFormat, _flag
+from pyklog.connector.spark.typed_write_formats import RecordEncodeError, WriteFormat
 
 __all__ = [
     "WRITE_FORMATS",
@@ -314,7 +314,6 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
     the sink's lower-cased options; None for binary.  ``avro-confluent`` asks the registry now:
     registers the schema (a refusal is a ConfigError with the registry's message), or finds the
     pinned one.  ``topic``: the ``topic`` option (TopicNameStrategy needs it)."""
-    from pyklog.connector.spark.typed import subject_for
 
     option = f"{column}Format"
     fmt = (opts.get(f"{column}format") or "binary").strip().lower()
@@ -337,61 +336,28 @@ def resolve_write_format(column: str, field, opts: dict, topic: str | None) -> W
         check_writable(field.dataType, json.loads(schema), column)
         return WriteFormat(column, fmt, schema)
 
-    url = opts.get("schema.registry.url")
-    if not url:
-        raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
-    from pyklog.connector.schema_registry.errors import SchemaRegistryError
-    from pyklog.connector.spark.typed import _client
+    from pyklog.connector.spark.typed_write_resolve import RegistryKind, registry_type_check, resolve_registered
 
-    client = _client(url)
-    subject = None
-    pinned_id = opts.get(f"{column}schemaid")
-    version = opts.get(f"{column}schemaversion")
-    latest = _flag(opts, "use.latest.version", False)
-    register = _flag(opts, "auto.register.schemas", True)
-    try:
-        if pinned_id is not None:
-            try:
-                schema_id = int(pinned_id)
-            except ValueError:
-                raise ConfigError(
-                    f"option {column}SchemaId: expected a schema id (an int), read {pinned_id!r}"
-                ) from None
-            found = client.get_schema(schema_id)
-            _avro_only(found, f"schema id {schema_id}")
+    class Avro(RegistryKind):
+        name = "AVRO"
+
+        def local(self):
+            schema = _schema_text(column, field, opts)
+            return schema, full_name(json.loads(schema))
+
+        def check_local(self, schema):
+            check_writable(field.dataType, json.loads(schema), column)
+
+        def from_registry(self, found, schema_id, subject, what):
+            registry_type_check(found, self.name, what)
             schema = json.dumps(json.loads(found["schema"]))
             check_writable(field.dataType, json.loads(schema), column)
-            return WriteFormat(column, fmt, schema, schema_id, None)
-        schema = _schema_text(column, field, opts)
-        subject = opts.get(f"{column}subject") or subject_for(
-            column,
-            (topic,) if topic else (),
-            opts.get(f"{column}.subject.name.strategy"),
-            full_name(json.loads(schema)),
-            sink=True,
-        )
-        if version is not None or latest:
-            found = client.get_version(subject, version or "latest")
-            _avro_only(found, f"subject {subject!r}")
-            schema = json.dumps(json.loads(found["schema"]))
-            check_writable(field.dataType, json.loads(schema), column)
-            return WriteFormat(column, fmt, schema, int(found["id"]), subject)
-        check_writable(field.dataType, json.loads(schema), column)
-        if register:
-            schema_id = client.register(subject, schema)
-        else:
-            schema_id = int(client.lookup(subject, schema)["id"])
-        return WriteFormat(column, fmt, schema, schema_id, subject)
-    except SchemaRegistryError as e:
-        of = f" of subject {subject!r}" if subject else ""
-        # the client's own error when the registry cannot be reached names the URL already
-        said = str(e) if url in str(e) else f"the schema registry at {url} answered error {e.error_code}: {e}"
-        raise ConfigError(f"pyklog sink: the {column} schema{of}: {said}; nothing was written") from e
+            return WriteFormat(column, fmt, schema, schema_id, subject)
 
+        def registered(self, client, schema, schema_id, subject):
+            return WriteFormat(column, fmt, schema, schema_id, subject)
 
-def _avro_only(found: dict, what: str) -> None:
-    if found.get("schemaType", "AVRO") != "AVRO":
-        raise ConfigError(f"{what} is a {found['schemaType']} schema, not Avro")
+    return resolve_registered(column, opts, topic, Avro())
 
 
 def resolve_write_formats(schema, opts: dict, topic: str | None) -> dict:

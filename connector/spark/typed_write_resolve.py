@@ -1,7 +1,8 @@
-"""Driver side of the sink's JSON Schema and Protobuf columns: the schema (given or derived), its
-registration or the pinned one (as for Avro: ``auto.register.schemas``, ``<column>SchemaId``,
-``<column>SchemaVersion``, ``use.latest.version``), and the column's type checked against it, before
-any task runs.  A Protobuf schema importing ``google/protobuf/*.proto`` registers the import under
+"""Driver side of the sink's registered schemas: the registry steps every ``*-confluent`` format
+shares (:func:`resolve_registered`: ``auto.register.schemas``, ``<column>SchemaId``,
+``<column>SchemaVersion``, ``use.latest.version``, the subject name strategy), and the JSON Schema
+and Protobuf schemas (given or derived) with the column's type checked against them, before any
+task runs (Avro's are in :mod:`.typed_write`).  A Protobuf schema importing ``google/protobuf/*.proto`` registers the import under
 a subject of the file's name and references it, as Confluent's serializers do."""
 
 from __future__ import annotations
@@ -75,57 +76,54 @@ def _references(client, text: str, register: bool) -> list:
     return refs
 
 
-def resolve_json_or_protobuf(column: str, field, opts: dict, topic: str | None, fmt: str):
-    """The WriteFormat of a ``json`` / ``json-confluent`` / ``protobuf`` / ``protobuf-confluent`` column."""
+class RegistryKind:
+    """What resolving a ``*-confluent`` column's schema needs of its schema type (Avro, JSON Schema,
+    Protobuf); :func:`resolve_registered` runs the steps they share."""
+
+    #: the registry's ``schemaType``
+    name = "AVRO"
+
+    def local(self) -> tuple[str, str | None]:
+        """The schema given or derived for the column, and its record's full name (for the record
+        strategies)."""
+        raise NotImplementedError
+
+    def check_local(self, schema: str) -> None:
+        """ConfigError naming the field when the column's type cannot be written with ``schema``."""
+        raise NotImplementedError
+
+    def references(self, client, schema: str, register: bool) -> list | None:
+        return None
+
+    def from_registry(self, found: dict, schema_id: int, subject: str | None, what: str):
+        """The WriteFormat of a schema the registry answered (``found``: its answer)."""
+        raise NotImplementedError
+
+    def registered(self, client, schema: str, schema_id: int, subject: str):
+        """The WriteFormat of ``schema`` once registered (or found) under ``subject``."""
+        raise NotImplementedError
+
+
+def resolve_registered(column: str, opts: dict, topic: str | None, kind: RegistryKind):
+    """The registry steps of every wire format, on the driver before any task runs: a pinned
+    ``<column>SchemaId``; a version of the subject (``<column>SchemaVersion`` or
+    ``use.latest.version``); else the column's own schema, checked against the column's type, then
+    registered under the subject (``auto.register.schemas``: registering is the compatibility check,
+    a refusal is the registry's 409) or looked up there.  The subject: ``<column>Subject`` or the
+    subject name strategy's.  A registry error is one ConfigError naming the subject and the URL."""
+    from pyklog.connector.schema_registry.errors import SchemaRegistryError
     from pyklog.connector.spark.typed import _client, subject_for
-    from pyklog.connector.spark.typed_protobuf import _reader, registry_files
-    from pyklog.connector.spark.typed_write_formats import WriteFormat, _flag, check_json_writable, check_proto_writable
+    from pyklog.connector.spark.typed_write_formats import _flag
 
-    kind = "JSON" if fmt.startswith("json") else "PROTOBUF"
-    message = opts.get(f"{column}messagename")
-    if message and kind == "JSON":
-        raise ConfigError(f"option {column}MessageName is for the Protobuf formats, not {fmt}")
-
-    def checked(schema: str, schema_id=None, subject=None, indexes=None):
-        if kind == "JSON":
-            check_json_writable(field.dataType, json.loads(schema), column)
-        else:
-            check_proto_writable(field.dataType, _reader(schema)[0], column)
-        return WriteFormat(column, fmt, schema, schema_id, subject, indexes)
-
-    if not fmt.endswith("-confluent"):
-        if kind == "JSON":
-            return checked(_json_schema(column, field, opts)[0])
-        try:
-            text, _name, _indexes = _proto_plan(_proto_text(column, field, opts), message)
-        except ConfigError as e:
-            raise ConfigError(f"option {column}Schema: {e}") from e
-        return checked(text)
-
-    option = f"{column}Format"
     url = opts.get("schema.registry.url")
     if not url:
-        raise ConfigError(f"option {option}={fmt} needs option schema.registry.url")
-    from pyklog.connector.schema_registry.errors import SchemaRegistryError
-
+        raise ConfigError(f"option {column}Format={opts.get(f'{column}format')} needs option schema.registry.url")
     client = _client(url)
     subject = None
     pinned_id = opts.get(f"{column}schemaid")
     version = opts.get(f"{column}schemaversion")
     latest = _flag(opts, "use.latest.version", False)
     register = _flag(opts, "auto.register.schemas", True)
-
-    def from_registry(found: dict, schema_id: int, what: str):
-        got = found.get("schemaType", "AVRO")
-        if got != kind:
-            raise ConfigError(f"{what} is a {got} schema, not {kind}")
-        if kind == "JSON":
-            return checked(json.dumps(json.loads(found["schema"])), schema_id, subject)
-        files: dict = {}
-        registry_files(url, schema_id, found.get("references") or [], f"schema-{schema_id}.proto", files)
-        text, _name, indexes = _proto_plan(files, message)
-        return checked(text, schema_id, subject, indexes)
-
     try:
         if pinned_id is not None:
             try:
@@ -134,38 +132,99 @@ def resolve_json_or_protobuf(column: str, field, opts: dict, topic: str | None, 
                 raise ConfigError(
                     f"option {column}SchemaId: expected a schema id (an int), read {pinned_id!r}"
                 ) from None
-            return from_registry(client.get_schema(schema_id), schema_id, f"schema id {schema_id}")
-        if kind == "JSON":
-            schema, record = _json_schema(column, field, opts)
-            refs: list = []
-        else:
-            schema = _proto_text(column, field, opts)
-            try:
-                _text, record, _indexes = _proto_plan(schema, message)
-            except ConfigError as e:
-                raise ConfigError(f"option {column}Schema: {e}") from e
+            return kind.from_registry(client.get_schema(schema_id), schema_id, None, f"schema id {schema_id}")
+        schema, record = kind.local()
         subject = opts.get(f"{column}subject") or subject_for(
-            column,
-            (topic,) if topic else (),
-            opts.get(f"{column}.subject.name.strategy"),
-            record,
-            sink=True,
+            column, (topic,) if topic else (), opts.get(f"{column}.subject.name.strategy"), record, sink=True
         )
         if version is not None or latest:
             found = client.get_version(subject, version or "latest")
-            return from_registry(found, int(found["id"]), f"subject {subject!r}")
-        # the column's type against the schema before it is registered
-        if kind == "JSON":
-            check_json_writable(field.dataType, json.loads(schema), column)
-        else:
-            check_proto_writable(field.dataType, _reader(_text)[0], column)
-            refs = _references(client, schema, register)
+            return kind.from_registry(found, int(found["id"]), subject, f"subject {subject!r}")
+        kind.check_local(schema)
+        refs = kind.references(client, schema, register)
         if register:
-            schema_id = client.register(subject, schema, kind, refs)
+            schema_id = client.register(subject, schema, kind.name, refs)
         else:
-            schema_id = int(client.lookup(subject, schema, kind, refs)["id"])
-        return from_registry(client.get_schema(schema_id), schema_id, f"schema id {schema_id}")
+            schema_id = int(client.lookup(subject, schema, kind.name, refs)["id"])
+        return kind.registered(client, schema, schema_id, subject)
     except SchemaRegistryError as e:
         of = f" of subject {subject!r}" if subject else ""
+        # the client's own error when the registry cannot be reached names the URL already
         said = str(e) if url in str(e) else f"the schema registry at {url} answered error {e.error_code}: {e}"
         raise ConfigError(f"pyklog sink: the {column} schema{of}: {said}; nothing was written") from e
+
+
+def registry_type_check(found: dict, kind: str, what: str) -> None:
+    got = found.get("schemaType", "AVRO")
+    if got != kind:
+        raise ConfigError(f"{what} is a {got} schema, not {kind}")
+
+
+def resolve_json_or_protobuf(column: str, field, opts: dict, topic: str | None, fmt: str):
+    """The WriteFormat of a ``json`` / ``json-confluent`` / ``protobuf`` / ``protobuf-confluent`` column."""
+    from pyklog.connector.spark.typed_protobuf import _reader, registry_files
+    from pyklog.connector.spark.typed_write_formats import WriteFormat, check_json_writable, check_proto_writable
+
+    json_kind = fmt.startswith("json")
+    message = opts.get(f"{column}messagename")
+    if message and json_kind:
+        raise ConfigError(f"option {column}MessageName is for the Protobuf formats, not {fmt}")
+
+    def checked(schema: str, schema_id=None, subject=None, indexes=None):
+        if json_kind:
+            check_json_writable(field.dataType, json.loads(schema), column)
+        else:
+            check_proto_writable(field.dataType, _reader(schema)[0], column)
+        return WriteFormat(column, fmt, schema, schema_id, subject, indexes)
+
+    if not fmt.endswith("-confluent"):
+        if json_kind:
+            return checked(_json_schema(column, field, opts)[0])
+        try:
+            text, _name, _indexes = _proto_plan(_proto_text(column, field, opts), message)
+        except ConfigError as e:
+            raise ConfigError(f"option {column}Schema: {e}") from e
+        return checked(text)
+
+    class Kind(RegistryKind):
+        name = "JSON" if json_kind else "PROTOBUF"
+
+        def local(self):
+            if json_kind:
+                return _json_schema(column, field, opts)
+            schema = _proto_text(column, field, opts)
+            try:
+                self.plan_text, record, _indexes = _proto_plan(schema, message)
+            except ConfigError as e:
+                raise ConfigError(f"option {column}Schema: {e}") from e
+            return schema, record
+
+        def check_local(self, schema):
+            if json_kind:
+                check_json_writable(field.dataType, json.loads(schema), column)
+            else:
+                check_proto_writable(field.dataType, _reader(self.plan_text)[0], column)
+
+        def references(self, client, schema, register):
+            return [] if json_kind else _references(client, schema, register)
+
+        def from_registry(self, found, schema_id, subject, what):
+            registry_type_check(found, self.name, what)
+            if json_kind:
+                return checked(json.dumps(json.loads(found["schema"])), schema_id, subject)
+            files: dict = {}
+            registry_files(
+                opts["schema.registry.url"],
+                schema_id,
+                found.get("references") or [],
+                f"schema-{schema_id}.proto",
+                files,
+            )
+            text, _name, indexes = _proto_plan(files, message)
+            return checked(text, schema_id, subject, indexes)
+
+        def registered(self, client, schema, schema_id, subject):
+            # the registry's text (with its references resolved) is what the executors encode with
+            return self.from_registry(client.get_schema(schema_id), schema_id, subject, f"schema id {schema_id}")
+
+    return resolve_registered(column, opts, topic, Kind())
