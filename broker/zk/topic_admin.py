@@ -161,6 +161,9 @@ class TopicAdmin:
         or brokers that are not live).  Nothing is written if ``validate_only``.  All nodes are
         created in one multi-op; the leader of each partition is its first replica.
         """
+        # the marks before the names: a deletion that completes between the two reads removes its
+        # mark and its topic node in one multi-op, so the name is then free, never "already exists"
+        marked = self._marked_for_deletion()
         existing = self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS)
         live = self._live_broker_ids()
         assignment, config = self._plan_topic(
@@ -172,7 +175,7 @@ class TopicAdmin:
             existing,
             live,
             racks=lambda: placement_racks(self.broker_racks(live), rack_aware),
-            marked=self._marked_for_deletion(),
+            marked=marked,
         )
         if validate_only:
             return assignment
@@ -193,9 +196,9 @@ class TopicAdmin:
         topic is written in ONE multi-op (Kafka's controller also writes a batch of topics
         together), and the cache learns each new topic once.  A multi that fails (a topic created
         meanwhile elsewhere) is retried topic by topic so each topic gets its own answer."""
+        marked = self._marked_for_deletion()  # before the names, as in create_topic
         existing = set(self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS))
         live = self._live_broker_ids()
-        marked = self._marked_for_deletion()
         planned: dict[str, tuple] = {}
         out: dict[str, object] = {}
         taken = set(existing)

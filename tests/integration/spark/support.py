@@ -14,11 +14,28 @@ from pyklog.broker.zk import paths
 from pyklog.connector.client import ClusterClient
 from pyklog.connector.consumer import SimpleConsumer
 from pyklog.connector.producer import Producer
+from tests.support import wait_for
 
 
 def make_topic(bootstrap, name, partitions, **configs):
     with ClusterClient(bootstrap) as c:
         c.create_topic(name, partitions, configs=configs or None)
+
+
+def make_topic_again(bootstrap, name, partitions, timeout_s: float = 30.0) -> None:
+    """Create ``name`` again after deleting it: as with Kafka, CreateTopics answers
+    TOPIC_ALREADY_EXISTS ("marked for deletion") until the controller completed the deletion."""
+    from pyklog.broker.errors import TopicAlreadyExistsError
+
+    def created() -> bool:
+        try:
+            make_topic(bootstrap, name, partitions)
+        except TopicAlreadyExistsError as e:
+            assert "marked for deletion" in str(e), e
+            return False
+        return True
+
+    wait_for(created, timeout_s, message=f"topic {name} created again after its deletion")
 
 
 def produce(bootstrap, topic, n, partitions, start=0, codec="none"):

@@ -19,6 +19,7 @@ from pyklog.connector.offsets import OffsetStore
 from pyklog.connector.producer import Producer
 from pyklog.connector.spark.options import parse_source_options
 from pyklog.connector.spark.source import PyklogBatchReader, PyklogStreamReader
+from tests.integration.spark.support import make_topic_again
 from tests.support import wait_for
 
 
@@ -198,7 +199,7 @@ def test_fail_on_data_loss_topic_recreated(broker):
         with ClusterClient(boot) as c:
             c.delete_topic("lossy")
             wait_for(lambda: not _exists(c, "lossy"), 20, message="topic deleted")
-        make_topic(boot, "lossy", 1)
+        make_topic_again(boot, "lossy", 1)
         produce(boot, "lossy", 5, 1)
         with pytest.raises(DataLossError) as ei:
             strict.latestOffset(s, ReadAllAvailable())

@@ -35,6 +35,7 @@ from pyklog.connector.producer import Producer
 from tests.integration.spark.support import (
     group_members,
     make_topic,
+    make_topic_again,
     produce,
     stream,
     wait_query,
@@ -371,8 +372,7 @@ def test_fail_on_data_loss_in_spark(spark, broker):
             wait_query(q, lambda: spark.sql(f"select count(*) c from {name}").collect()[0].c == 10, what=name)
         with ClusterClient(boot) as c:
             c.delete_topic("gone")
-            time.sleep(2)
-        make_topic(boot, "gone", 1)
+        make_topic_again(boot, "gone", 1)
         produce(boot, "gone", 3, 1, start=100)
         deadline = time.monotonic() + 120
         while strict.exception() is None and time.monotonic() < deadline:
