@@ -135,7 +135,15 @@ def test_followers_killed_restarted_and_wiped_under_acks_all_load_then_leader_ki
     }
     assert all(state(zk, topic, p)["leader_epoch"] >= 1 for p in (0, 1))
     new0 = by_id[new_leaders[0]]
-    wait_for(lambda: produce_raw(new0.port, topic, 0, b"back")["error_code"] == 0, message="new leader takes writes")
+    codes: list = []  # a raw (non-idempotent) write that timed out waiting for the ISR may be in the
+    # log and is retried: at least once, as with any client without idempotence
+    wait_for(
+        lambda: codes.append(produce_raw(new0.port, topic, 0, b"back")["error_code"]) or codes[-1] == 0,
+        message="new leader takes writes",
+    )
+    maybe_written = sum(1 for c in codes if c in (0, 7))  # NONE, REQUEST_TIMED_OUT
     leader.start()
-    got = consume_all(new0.bootstrap, topic, [0, 1], len(acked) + 1)
-    assert sorted(v for _, _, v in got) == sorted([v for _, _, v in acked] + [b"back0"])
+    got = consume_all(new0.bootstrap, topic, [0, 1], len(acked) + maybe_written)
+    values = [v for _, _, v in got]
+    assert sorted(v for v in values if v != b"back0") == sorted(v for _, _, v in acked)  # 0 lost, 0 duplicated
+    assert 1 <= values.count(b"back0") <= maybe_written, codes
