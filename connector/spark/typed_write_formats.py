@@ -487,13 +487,31 @@ def _b64(arr: pa.Array) -> pa.Array:
     return pa.array([None if b is None else base64.b64encode(b).decode() for b in arr.to_pylist()], pa.string())
 
 
+def _nested_with(arr: pa.Array, fn, *, keys: bool) -> pa.Array:
+    """``arr`` with ``fn`` applied to the children of a struct, list or map (to map keys too if
+    ``keys``), nulls kept; any other array as it is."""
+    t = pa.types
+    typ = arr.type
+    if not (t.is_struct(typ) or t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ)):
+        return arr
+    if arr.offset and not t.is_struct(typ):
+        arr = pa.concat_arrays([arr])  # the offsets of a sliced list start past 0: rebase them
+    mask = arr.is_null() if arr.null_count else None
+    if t.is_struct(typ):
+        children = [fn(arr.field(i)) for i in range(typ.num_fields)]
+        return pa.StructArray.from_arrays(children, names=[typ.field(i).name for i in range(typ.num_fields)], mask=mask)
+    if t.is_map(typ):
+        return pa.MapArray.from_arrays(arr.offsets, fn(arr.keys) if keys else arr.keys, fn(arr.items), mask=mask)
+    cls = pa.LargeListArray if t.is_large_list(typ) else pa.ListArray
+    return cls.from_arrays(arr.offsets, fn(arr.values), mask=mask)
+
+
 def json_ready(arr: pa.Array) -> pa.Array:
     """``arr`` with the values JSON has no type for as to_json writes them, computed in Arrow:
     timestamps -> ISO-8601 strings in UTC (``2026-01-02T03:04:05.123456Z``), dates -> ``yyyy-MM-dd``,
     decimals -> the nearest float64, binary -> base64 strings."""
     t = pa.types
     typ = arr.type
-    mask = arr.is_null() if arr.null_count else None
     if t.is_timestamp(typ):
         utc = arr.cast(pa.timestamp("us", "UTC"), safe=False) if typ.tz else arr.cast(pa.timestamp("us"), safe=False)
         text = pc.strftime(utc, format="%Y-%m-%dT%H:%M:%S", locale="C")
@@ -504,21 +522,7 @@ def json_ready(arr: pa.Array) -> pa.Array:
         return arr.cast(pa.string()).cast(pa.float64())
     if t.is_binary(typ) or t.is_large_binary(typ) or t.is_fixed_size_binary(typ):
         return _b64(arr)
-    if t.is_struct(typ):
-        children = [json_ready(arr.field(i)) for i in range(typ.num_fields)]
-        return pa.StructArray.from_arrays(children, names=[typ.field(i).name for i in range(typ.num_fields)], mask=mask)
-    if t.is_list(typ) or t.is_large_list(typ):
-        if arr.offset:
-            arr = pa.concat_arrays([arr])
-            mask = arr.is_null() if arr.null_count else None
-        cls = pa.LargeListArray if t.is_large_list(typ) else pa.ListArray
-        return cls.from_arrays(arr.offsets, json_ready(arr.values), mask=mask)
-    if t.is_map(typ):
-        if arr.offset:
-            arr = pa.concat_arrays([arr])
-            mask = arr.is_null() if arr.null_count else None
-        return pa.MapArray.from_arrays(arr.offsets, json_ready(arr.keys), json_ready(arr.items), mask=mask)
-    return arr
+    return _nested_with(arr, json_ready, keys=True)
 
 
 def encode_json(fmt, arr: pa.Array, tree: dict) -> pa.Array:
@@ -549,26 +553,11 @@ def proto_ready(arr: pa.Array) -> pa.Array:
     """``arr`` with decimals as their exact digits (a Protobuf string field)."""
     t = pa.types
     typ = arr.type
-    mask = arr.is_null() if arr.null_count else None
     if t.is_decimal(typ):
         return arr.cast(pa.string())
     if t.is_timestamp(typ) and not typ.tz:
         return arr.cast(pa.timestamp("us", "UTC"))
-    if t.is_struct(typ):
-        children = [proto_ready(arr.field(i)) for i in range(typ.num_fields)]
-        return pa.StructArray.from_arrays(children, names=[typ.field(i).name for i in range(typ.num_fields)], mask=mask)
-    if t.is_list(typ) or t.is_large_list(typ):
-        if arr.offset:
-            arr = pa.concat_arrays([arr])
-            mask = arr.is_null() if arr.null_count else None
-        cls = pa.LargeListArray if t.is_large_list(typ) else pa.ListArray
-        return cls.from_arrays(arr.offsets, proto_ready(arr.values), mask=mask)
-    if t.is_map(typ):
-        if arr.offset:
-            arr = pa.concat_arrays([arr])
-            mask = arr.is_null() if arr.null_count else None
-        return pa.MapArray.from_arrays(arr.offsets, arr.keys, proto_ready(arr.items), mask=mask)
-    return arr
+    return _nested_with(arr, proto_ready, keys=False)
 
 
 def _has_null_scalar(desc) -> dict:
