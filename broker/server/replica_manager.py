@@ -425,7 +425,7 @@ class ReplicaManager:
         return done
 
     def _on_partition_state(self, topic: str, partition: int) -> None:
-        """ZkCluster's partition-state listener (the ZooKeeper session's event thread): one partition's state node
+        """ZkCluster's partition-state listener (the ZooKeeper session's state thread): one partition's state node
         changed; apply it if this broker hosts the partition."""
         if self._shutdown:
             return

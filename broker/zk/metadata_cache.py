@@ -37,8 +37,9 @@ created again at once under the same name is read at once.
 Thread-safety: thread-safe.  Reads (``live_brokers``, ``topics``, ...) return snapshots taken under
 one re-entrant lock; watch callbacks run on kazoo's callback thread and hand what blocks to the
 session's event threads (:mod:`pyklog.broker.zk.event_queue`: one thread whatever the number of
-partitions, a burst of state changes re-read in batches); listeners are never called with the lock
-held.
+partitions, a burst of state changes re-read in batches); partition-state listeners run on a thread
+of their own, so the reads that keep the cache current never wait for them; listeners are never
+called with the lock held.
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ class ZkMetadataCache:
         self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
         # partitions whose state watch fired and that the event thread has not re-read yet
         self._pending_state_reloads: dict[tuple[str, int], None] = {}
+        # partitions whose new cached state the listeners have not been told yet (in order)
+        self._pending_state_applies: dict[tuple[str, int], None] = {}
         #: counts the changes of the cached topics, partition states, topic configs and live
         #: brokers: a reader that saw the same generation twice knows nothing changed in between
         self.generation = 0
@@ -699,7 +702,7 @@ class ZkMetadataCache:
     # (:meth:`pyklog.broker.zk.isr.IsrWriter.update_isr`), both conditionally on the node's version.
 
     def add_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
-        """Call ``fn(topic, partition)`` (on the session's event thread) after a partition's state node
+        """Call ``fn(topic, partition)`` (on the session's state thread) after a partition's state node
         changed and the cache holds the new state (see :meth:`partition_states_as_written`)."""
         with self._lock:
             self._state_listeners.append(fn)
@@ -736,22 +739,17 @@ class ZkMetadataCache:
 
     def _reload_pending_partition_states(self) -> None:
         """The session's event thread: re-read every state node whose watch fired since the last
-        run (re-arming each watch), in pipelined batches, update the cache once per topic, tell the
-        listeners of each partition.  A burst of thousands of changes (an election, a restart)
-        costs a few round trips, not a thread and a round trip per partition.
+        run (re-arming each watch), in pipelined batches, update the cache, and hand the partitions
+        changed to the listeners' own thread.  A burst of thousands of changes (an election, a
+        restart) costs a few round trips, not a thread and a round trip per partition.
 
-        Every state read is in the cache (what Metadata answers) before the listeners apply it, and
-        states changed while the listeners apply a burst are read between two partitions applied: a
-        broker taking thousands of leaderships at once (a controlled shutdown elsewhere) answered
-        "no leader" for the later ones until it had applied the earlier ones (a request for a
-        partition it leads but has not applied yet applies it)."""
-        changed = self._read_pending_states()
-        i = 0
-        while i < len(changed) and not self.session.stopping:
-            self._tell_state_listeners(changed[i : i + 100])
-            i += 100
-            if self._pending_state_reloads:  # read without the lock: a late look costs one round
-                changed.extend(self._read_pending_states())
+        The reads never wait for the listeners: every state read is in the cache (what Metadata
+        answers) at once, while the replica manager applies the burst behind its lock on the
+        listeners' thread.  When both ran on one thread, a broker applying thousands of
+        leaderships (a controlled shutdown elsewhere) stopped reading the next changes while its
+        log sync held that lock, and answered with leaders that had already moved to a broker that
+        then left: partitions without a live leader for seconds."""
+        self._tell_state_listeners(self._read_pending_states())
 
     def _read_pending_states(self) -> list:
         """Re-read (re-arming each watch) and cache the state nodes whose watch fired since the last
@@ -847,15 +845,41 @@ class ZkMetadataCache:
             self._tell_state_listeners(changed)
         return changed
 
+    #: partitions applied between two looks for newer pending ones (the listeners' thread)
+    STATE_APPLY_BATCH = 100
+
     def _tell_state_listeners(self, changed) -> None:
+        """Queue ``changed`` partitions for the state listeners, called on the session's state
+        thread in the order queued (a partition queued again keeps its place: its listener reads
+        the newest cached state)."""
+        if not changed:
+            return
         with self._lock:
-            listeners = list(self._state_listeners)
-        for topic, partition in changed:
-            for fn in listeners:
-                try:
-                    fn(topic, partition)
-                except Exception:  # noqa: BLE001
-                    log.exception("partition state listener %r failed", fn)
+            for tp in changed:
+                self._pending_state_applies[tp] = None
+        self.session.state_events.submit("apply-partition-states", self._apply_pending_states)
+
+    def _apply_pending_states(self) -> None:
+        """The session's state thread: tell each listener of every queued partition, in batches of
+        :data:`STATE_APPLY_BATCH` taken in queue order."""
+        while not self.session.stopping:
+            with self._lock:
+                if not self._pending_state_applies:
+                    return
+                batch = []
+                for tp in self._pending_state_applies:
+                    batch.append(tp)
+                    if len(batch) >= self.STATE_APPLY_BATCH:
+                        break
+                for tp in batch:
+                    del self._pending_state_applies[tp]
+                listeners = list(self._state_listeners)
+            for topic, partition in batch:
+                for fn in listeners:
+                    try:
+                        fn(topic, partition)
+                    except Exception:  # noqa: BLE001
+                        log.exception("partition state listener %r failed", fn)
 
     def _rearm_partition_state_watches(self) -> None:
         """After a connection loss (the session's event thread): wait for the connection, then re-read

@@ -236,6 +236,10 @@ class ZkSession:
         #: the controller duties watches ask for (deletion requests, config change purges): apart,
         #: so a long deletion never delays a partition's new leader
         self.admin_events = ZkEventQueue("pyklog-zk-admin-events")
+        #: applying partition states the cache already holds (the replica manager's become-leader /
+        #: become-follower): apart, so the reads that keep the cache (what Metadata answers) current
+        #: never wait behind the replica manager's lock
+        self.state_events = ZkEventQueue("pyklog-zk-state-apply")
 
     def _start(self) -> None:
         self.stopping = False
@@ -283,6 +287,7 @@ class ZkSession:
         self.stopping = True
         self.events.stop()
         self.admin_events.stop()
+        self.state_events.stop()
         zk, self.zk = self.zk, None
         if zk is not None:
             try:

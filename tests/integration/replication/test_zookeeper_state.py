@@ -80,6 +80,48 @@ def test_state_watch_reports_only_the_changed_partition_and_updates_the_cache(br
     )
 
 
+def test_the_cache_follows_state_changes_while_a_listener_is_held_up(brokers, zk):
+    """A burst of leadership moves: the broker's replica manager applies them behind its lock (here
+    a listener held on an event), and the cache -- what Metadata answers -- must keep reading the
+    next changes meanwhile.  When the reads and the listeners shared one thread, the cache stayed
+    at the first change until the listener let go: leaders already moved to a broker that then left
+    were answered for seconds."""
+    b0, b1 = brokers(0), brokers(1)
+    b0.create_topic("held", 2, 2, replica_assignment={0: [0, 1], 1: [0, 1]})
+    wait_for(lambda: b1.topic("held", refresh_if_missing=False) is not None, message="b1 sees the topic")
+    b1.topic("held")  # arms the watches
+    release, heard = threading.Event(), []
+
+    def stuck(t, p):
+        heard.append((t, p))
+        release.wait(20)  # as the replica manager waiting for its lock while a log sync runs
+
+    b1.add_partition_state_listener(stuck)
+
+    def move(p, leader, epoch):
+        state = {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": epoch, "isr": [leader]}
+        zk.set(paths.partition_state("held", p), json.dumps(state).encode())
+
+    try:
+        move(0, 1, 1)
+        wait_for(lambda: heard, message="the listener is told of the first change")
+        move(1, 1, 1)  # the next changes arrive while the listener is held up
+        move(0, 0, 2)
+        wait_for(
+            lambda: (
+                (s := b1.topic("held", refresh_if_missing=False))[1].leader == 1
+                and s[0].leader == 0
+                and s[0].leader_epoch == 2
+            ),
+            timeout=5,
+            message="the cache holds the later states while the listener is still held up",
+        )
+        assert not release.is_set() and heard == [("held", 0)]
+    finally:
+        release.set()
+    wait_for(lambda: set(heard) == {("held", 0), ("held", 1)}, message="then the listener hears of every change")
+
+
 @pytest.mark.parametrize("install", ["first read", "reload", "full refresh"])
 def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, zk, install):
     """A broker reads a topic's states (arming their watches) and caches the entry afterwards; a
