@@ -21,8 +21,14 @@ The seed's threading model (Kafka's ``SocketServer``):
   closes that connection.
 * Complete frames go to a bounded request queue (``queued.max.requests``) served by the
   **request handler pool** (``num.io.threads``).  While a connection has a request in flight the
-  processor stops reading it (Kafka "mutes" the channel), so responses on a connection go out in
-  request order; the next buffered request is dispatched as soon as the response is written.
+  processor stops reading it (Kafka "mutes" the channel), so requests are handled one after the
+  other and responses go out in request order; the next buffered request is dispatched as soon as
+  the response is written.  A handler whose answer waits for something else -- an acks=all Produce
+  whose records are appended and now wait for the followers -- may let the connection's next request
+  in meanwhile (:meth:`Request.let_next_in`): the answers still go out in request order, each
+  waiting for the ones before it.  A client that sends one Produce per partition (librdkafka) then
+  has its acks=all waits overlap instead of queueing behind each other; at most
+  :data:`MAX_PIPELINED_REQUESTS` requests of one connection wait this way.
 * A response is a list of chunks: bytes-like objects and file regions (objects with ``file``,
   ``position`` and ``size``; ``file`` is an ``int`` fd or has ``fileno()``).  File regions are sent with
   ``os.sendfile`` straight from the segment file to the socket (the seed's ``transferTo``), never
@@ -308,6 +314,24 @@ class ListenerSpec:
     authenticator_factory: Callable[[str], object] | None = None
 
 
+#: requests of one connection in flight at once when handlers let the next one in
+#: (:meth:`Request.let_next_in`); at the limit the connection is read again once the oldest is answered
+MAX_PIPELINED_REQUESTS = 1024
+
+
+class _Slot:
+    """One dispatched request's place in its connection's answer order (processor thread only):
+    its answer (``action`` 0 until given) and the request memory it holds."""
+
+    __slots__ = ("action", "chunks", "released", "reserved")
+
+    def __init__(self, reserved: int):
+        self.action = 0
+        self.chunks = None
+        self.released = False  # the handler let the next request in (let_next_in)
+        self.reserved = reserved  # MemoryPool bytes of the request frame
+
+
 class Request:
     """One request frame received on a connection.
 
@@ -316,9 +340,19 @@ class Request:
     must outlive the request.
     """
 
-    __slots__ = ("frame", "connection_id", "peer", "principal", "listener_name", "security_protocol", "_conn", "_done")
+    __slots__ = (
+        "frame",
+        "connection_id",
+        "peer",
+        "principal",
+        "listener_name",
+        "security_protocol",
+        "_conn",
+        "_done",
+        "_slot",
+    )
 
-    def __init__(self, conn: _Connection, frame: memoryview):
+    def __init__(self, conn: _Connection, frame: memoryview, slot: _Slot | None = None):
         self.frame = frame
         self.connection_id = conn.id
         self.peer = conn.peer
@@ -329,6 +363,7 @@ class Request:
         self.security_protocol: str = conn.security_protocol
         self._conn = conn
         self._done = False
+        self._slot = slot if slot is not None else _Slot(0)
 
     def _finish(self, action, chunks):
         if self._done:
@@ -336,7 +371,15 @@ class Request:
         self._done = True
         conn = self._conn
         self._conn = None
-        conn.processor.enqueue_response(conn, action, chunks)
+        conn.processor.enqueue_response(conn, action, chunks, self._slot)
+
+    def let_next_in(self) -> None:
+        """The handler is done with :attr:`frame` and the answer waits for something else (an
+        acks=all Produce waiting for its followers): the connection's next request may be handled
+        meanwhile; the answers still go out in request order.  Any thread; nothing once answered."""
+        conn = self._conn
+        if conn is not None and not self._done:
+            conn.processor.enqueue_response(conn, _RELEASE, None, self._slot)
 
     def send(self, chunks: Iterable) -> None:
         """Queue the response ``chunks`` (bytes-like and file regions, size prefix included)."""
@@ -355,7 +398,7 @@ class Request:
         return self._done
 
 
-_SEND, _NOOP, _CLOSE, _SEND_AND_CLOSE = 1, 2, 3, 4
+_SEND, _NOOP, _CLOSE, _SEND_AND_CLOSE, _RELEASE = 1, 2, 3, 4, 5
 # the authenticator's answers (pyklog.broker.security.sasl_server's PASS, SEND, SEND_AND_CLOSE, CLOSE)
 _AUTH_PASS, _AUTH_CLOSE = 0, 3
 _AUTH_ACTIONS = {1: _SEND, 2: _SEND_AND_CLOSE, 3: _CLOSE}
@@ -391,7 +434,7 @@ class _Connection:
         "registered",
         "last_active",
         "closed",
-        "inflight",
+        "slots",
         "ip",
         "reserved",
         "memory_muted",
@@ -443,7 +486,8 @@ class _Connection:
         self.registered = 0  # selector events currently registered (0 = not registered)
         self.last_active = time.monotonic()
         self.closed = False
-        self.inflight = False
+        #: the dispatched requests not answered on the wire yet, in request order
+        self.slots: collections.deque[_Slot] = collections.deque()
 
 
 class Processor(threading.Thread):
@@ -485,8 +529,8 @@ class Processor(threading.Thread):
         self._new.append((sock, peer, ip, listener))
         self.wakeup()
 
-    def enqueue_response(self, conn: _Connection, action: int, chunks) -> None:
-        self._responses.append((conn, action, chunks))
+    def enqueue_response(self, conn: _Connection, action: int, chunks, slot: _Slot) -> None:
+        self._responses.append((conn, action, chunks, slot))
         self.wakeup()
 
     # -- processor thread -----------------------------------------------------------------
@@ -606,17 +650,40 @@ class Processor(threading.Thread):
 
     def _process_responses(self) -> None:
         while self._responses:
-            conn, action, chunks = self._responses.popleft()
-            conn.inflight = False
+            conn, action, chunks, slot = self._responses.popleft()
+            if action == _RELEASE:
+                if slot.action or slot.released:
+                    continue  # answered meanwhile
+                slot.released = True
+                self._release_slot_memory(slot)  # the handler is done with the frame's bytes
+                if not conn.closed:
+                    self._unmute(conn)
+                continue
+            slot.action, slot.chunks = action, chunks
             self.inflight -= 1
-            self._release_memory(conn)  # the handler is done with the frame's bytes
+            self._release_slot_memory(slot)
             if conn.closed:
+                slot.chunks = None
                 _release_chunks(chunks)
                 continue
+            if conn.slots and conn.slots[0] is slot:
+                self._queue_answers(conn)
+                if conn.closed or (conn.out and not self._write(conn)):
+                    continue  # closed, or waiting for EVENT_WRITE: unmuted once flushed
+            self._unmute(conn)
+
+    def _queue_answers(self, conn: _Connection) -> None:
+        """Move the answers at the head of the connection's request order to its output (an answer
+        waits for every request before it)."""
+        slots = conn.slots
+        while slots and slots[0].action and not conn.close_after_write:
+            slot = slots.popleft()
+            action, chunks = slot.action, slot.chunks
+            slot.chunks = None
             if action == _CLOSE:
                 _release_chunks(chunks)
                 self._close(conn, "closed by request handler")
-                continue
+                return
             if action == _SEND_AND_CLOSE:
                 conn.close_after_write = True
                 action = _SEND
@@ -634,15 +701,21 @@ class Processor(threading.Thread):
                             conn.out.append(r)
                         elif r.owner is not None:
                             r.owner.close()
-                if conn.tls:
-                    _coalesce(conn.out)
-                if conn.out and not self._write(conn):
-                    continue  # waiting for EVENT_WRITE; unmute once flushed
-            self._unmute(conn)
+        if conn.tls:
+            _coalesce(conn.out)
 
     def _unmute(self, conn: _Connection) -> None:
+        """Read and dispatch the connection's next request unless its output is still being written
+        or a request is in flight that did not let the next one in (or too many are)."""
+        if conn.out:
+            return  # _on_writable comes back here once everything is written
         if conn.close_after_write:
             self._close(conn, "authentication failed")
+            return
+        slots = conn.slots
+        if slots and ((not slots[-1].released and not slots[-1].action) or len(slots) >= MAX_PIPELINED_REQUESTS):
+            conn.muted = True
+            self._set_interest(conn, 0)
             return
         conn.muted = False
         conn.last_active = time.monotonic()
@@ -672,6 +745,11 @@ class Processor(threading.Thread):
 
     def _release_memory(self, conn: _Connection) -> None:
         reserved, conn.reserved = conn.reserved, 0
+        if reserved:
+            self.server.memory_pool.release(reserved)
+
+    def _release_slot_memory(self, slot: _Slot) -> None:
+        reserved, slot.reserved = slot.reserved, 0
         if reserved:
             self.server.memory_pool.release(reserved)
 
@@ -722,10 +800,16 @@ class Processor(threading.Thread):
         """Free space at the end of a full receive buffer: compact when the unconsumed bytes fill
         at most half of it, else double it (growth follows the bytes actually received, so a
         huge size prefix alone allocates nothing).  Only called while the connection is not
-        muted, so no handler holds a view of the buffer; a grown buffer is a new object."""
+        muted, so no handler holds a view of the buffer; a grown buffer is a new object.  While
+        requests that let the next one in are still in flight a new buffer is taken either way
+        (their frames stay as they were)."""
         pending = conn.end - conn.start
         cap = len(conn.buf)
-        if conn.start > 0 and pending <= cap // 2:
+        if conn.slots:
+            nb = bytearray(cap if pending <= cap // 2 else cap * 2)
+            nb[0:pending] = memoryview(conn.buf)[conn.start : conn.end]
+            conn.buf = nb
+        elif conn.start > 0 and pending <= cap // 2:
             conn.buf[0:pending] = bytes(memoryview(conn.buf)[conn.start : conn.end])
         else:
             nb = bytearray(cap * 2)
@@ -788,8 +872,10 @@ class Processor(threading.Thread):
         conn.start += total
         if conn.start == conn.end:
             conn.start = conn.end = 0
+        slot = _Slot(conn.reserved)  # the frame's memory goes with its request
+        conn.reserved = 0
+        conn.slots.append(slot)
         conn.muted = True
-        conn.inflight = True
         self.inflight += 1
         self._set_interest(conn, 0)
         if auth is not None:
@@ -804,10 +890,11 @@ class Processor(threading.Thread):
             if auth.complete:
                 conn.principal = auth.principal
             if action != _AUTH_PASS:
-                self.enqueue_response(conn, _AUTH_ACTIONS[action], chunks)
+                self.enqueue_response(conn, _AUTH_ACTIONS[action], chunks, slot)
                 return True
-        if not self.server.submit(Request(conn, frame)):
-            conn.inflight = False
+        if not self.server.submit(Request(conn, frame, slot)):
+            conn.slots.pop()
+            self._release_slot_memory(slot)
             self.inflight -= 1
             self._close(conn, "request queue closed")
         return True
@@ -918,7 +1005,7 @@ class Processor(threading.Thread):
         for conn in list(self.conns.values()):
             if conn.handshaking and now - conn.accepted_at > TLS_HANDSHAKE_TIMEOUT_S:
                 self._close(conn, "TLS handshake not finished in time")
-            elif not conn.inflight and not conn.out and now - conn.last_active > idle_s:
+            elif not conn.slots and not conn.out and now - conn.last_active > idle_s:
                 self._close(conn, "idle for longer than connections.max.idle.ms")
             elif (
                 not conn.muted
@@ -952,9 +1039,13 @@ class Processor(threading.Thread):
         self._memory_waiters.pop(conn.id, None)
         self.server.quotas.dec(conn.ip, conn.listener.name if conn.listener is not None else None)
         # an in-flight request stays counted (and keeps its memory) until its handler answers
-        # (_process_responses); otherwise the memory of the half-received request goes back now
-        if not conn.inflight:
-            self._release_memory(conn)
+        # (_process_responses); answers given but not sent are dropped; the memory of a
+        # half-received request goes back now
+        for slot in conn.slots:
+            if slot.action:
+                chunks, slot.chunks = slot.chunks, None
+                _release_chunks(chunks)
+        self._release_memory(conn)
 
     def pending(self) -> int:
         """Requests in flight plus connections with unsent response bytes (approximate)."""

@@ -199,6 +199,11 @@ class ProduceFetchApis(RequestHandlers):
             produce_version=version,
             may_auto_create=lambda topic: self._may_auto_create(request, topic),
         )
+        if not request.answered:
+            # appended, waiting for the followers: the connection's next request is handled
+            # meanwhile (a client sending one Produce per partition has its waits overlap); the
+            # answers still go out in request order
+            request.let_next_in()
 
     @staticmethod
     def _produce_error(entry: dict, e: BaseException, topic: str, partition: int, version: int) -> None:

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import struct
 import time
 import uuid
@@ -232,6 +233,65 @@ def test_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr(broke
     )
     wait_for(lambda: log_end_offset(f1, topic, 0) == 15, message="the resumed follower caught up")
     assert_replicas_identical(brokers, topic, 0)
+
+
+def test_a_waiting_acks_all_produce_lets_the_connections_next_request_in(broker_factory, zk):
+    """One connection, two Produce requests sent back to back (as librdkafka sends one per
+    partition): the first, acks=all, waits for a stopped follower still in the ISR; the second is
+    appended meanwhile -- before, it waited behind the first answer, so N such requests on a
+    connection were N replication round trips in a row.  The answers still come in request order,
+    the acks=all one only once the follower has the record; nothing is lost or written twice."""
+    from pyklog.broker.protocol.api import decode_response
+
+    brokers = start_brokers(broker_factory, n=2, **{"replica.lag.time.max.ms": "60000"})
+    topic = f"pipe-{uuid.uuid4().hex[:6]}"
+    assignment = create_topic(zk, brokers, topic, partitions=1, rf=2, **{"min.insync.replicas": 1})
+    leader_id, follower_id = assignment[0]
+    leader, follower = (next(b for b in brokers if b.broker_id == i) for i in (leader_id, follower_id))
+    assert produce_raw(leader.port, topic, 0, b"first")["error_code"] == 0
+
+    def produce(value: bytes, acks: int) -> dict:
+        return {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 30000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": support.records(1, prefix=value)}]}
+            ],
+        }
+
+    follower.proc.send_signal(signal.SIGSTOP)
+    try:
+        with support.Wire(leader.port, timeout=60) as w:
+            waiting = w.send(ApiKey.PRODUCE, 8, produce(b"waits", -1))
+            behind = w.send(ApiKey.PRODUCE, 8, produce(b"behind", 1))
+            # the second request's record is written while the first still waits for the follower:
+            # the log end offset is read first, then the socket looked at, so "appended and not
+            # answered" means appended before the answer (before, the answer always came first: the
+            # follower's ZooKeeper session expired, the ISR shrank, then the second was handled)
+            deadline = time.monotonic() + 30
+            while True:
+                appended = log_end_offset(leader, topic, 0) == 3
+                w.sock.settimeout(0.05)
+                try:
+                    answered = w.sock.recv(1, socket.MSG_PEEK) != b""
+                except TimeoutError:
+                    answered = False
+                assert not answered, "the second Produce was handled only after the first one's answer"
+                if appended:
+                    break
+                assert time.monotonic() < deadline, "the second Produce was not appended"
+            w.sock.settimeout(60)
+            follower.proc.send_signal(signal.SIGCONT)
+            answers = [decode_response(ApiKey.PRODUCE, 8, w.recv_frame()) for _ in range(2)]
+    finally:
+        follower.proc.send_signal(signal.SIGCONT)
+    assert [cid for cid, _ in answers] == [waiting, behind]  # in request order
+    parts = [a["responses"][0]["partition_responses"][0] for _, a in answers]
+    assert [(p["error_code"], p["base_offset"]) for p in parts] == [(0, 1), (0, 2)]
+    wait_for(lambda: log_end_offset(follower, topic, 0) == 3, message="the follower caught up")
+    got = consume_all(leader.bootstrap, topic, [0], 3)
+    assert [v for _, _, v in got] == [b"first0", b"waits0", b"behind0"]  # none lost, none twice
 
 
 def test_new_leader_written_by_a_controller_old_leader_truncates_its_unreplicated_records(broker_factory, zk):

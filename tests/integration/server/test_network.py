@@ -85,6 +85,48 @@ def test_pipelined_requests_answer_in_order(server_factory):
             assert _recv_frame(s) == b[::-1]
 
 
+def test_requests_that_let_the_next_in_overlap_and_are_answered_in_order(server_factory):
+    """A handler that lets the connection's next request in (an acks=all Produce waiting for its
+    followers) has the next ones handled meanwhile; answered in reverse, they still go out in
+    request order, with large answers written in pieces, and the memory of each frame goes back."""
+    held, lock = [], threading.Lock()
+    n = 300
+
+    def handler(request):
+        body = bytes(request.frame)
+        if body.startswith(b"wait"):
+            with lock:
+                held.append((request, body))
+                full = len(held) == n
+            request.let_next_in()
+            if full:  # every one was let in while the others waited: answer newest first
+                with lock:
+                    for r, b in reversed(held):
+                        r.send([_frame(b[::-1] * (2000 if b.endswith(b"7") else 1))])
+        else:
+            echo_reversed(request)
+
+    srv = server_factory(handler, num_network_threads=1, num_io_threads=2)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        bodies = [b"wait-%d" % i for i in range(n)] + [b"after"]
+        s.sendall(b"".join(_frame(b) for b in bodies))
+        for b in bodies[:-1]:
+            assert _recv_frame(s) == b[::-1] * (2000 if b.endswith(b"7") else 1)
+        assert _recv_frame(s) == b"retfa"
+    # a client that goes away while its requests wait: their late answers are dropped
+    held.clear()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"".join(_frame(b"wait-gone-%d" % i) for i in range(5)))
+        wait_for(lambda: len(held) == 5, message="the five requests are waiting")
+    time.sleep(0.2)  # the server notices the close
+    for r, b in held:
+        r.send([_frame(b)])
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(_frame(b"still"))
+        assert _recv_frame(s) == b"llits"
+    wait_for(lambda: srv.memory_pool.available == srv.memory_pool.capacity, message="every reservation went back")
+
+
 def test_large_frame_and_split_writes(server_factory):
     srv = server_factory(echo_reversed, num_network_threads=1, num_io_threads=1)
     body = os.urandom(3 * 1024 * 1024 + 17)
