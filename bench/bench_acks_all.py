@@ -258,6 +258,7 @@ def main() -> None:
         default=0,
         help="split each step into topics of at most this many partitions (0: one topic per step)",
     )
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs (printed at the end)")
     ap.add_argument(
         "--shutdown", action="store_true", help="after the last step: controlled shutdown of a broker, then its rejoin"
     )
@@ -384,7 +385,10 @@ def main() -> None:
         for b in brokers:
             b.stop()
         zk.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
