@@ -72,6 +72,7 @@ ZooKeeper state runs on the event thread (``controller-event-thread``); callers 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -81,7 +82,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from kazoo.client import KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from pyklog.broker.controller import election
@@ -591,6 +599,39 @@ class KafkaController:
             )
         return results[1:]
 
+    def _multis(self, builds: list[Callable]) -> list[list]:
+        """Several multi-ops, each guarded by ``/controller_epoch``'s version, sent together
+        (pipelined: ZooKeeper answers a session's requests in order, so they are not queued behind
+        the re-reads the first one's watches set off on this broker's own session); the results of
+        each.  A retry after a lost connection sends them all again: one that had been applied
+        then fails its version checks, and the caller re-reads what failed.  ControllerMovedError
+        if a guard failed."""
+        if not self._active:
+            raise ControllerMovedError("not the controller")
+        zk = self.zk
+
+        def attempt():
+            pending = []
+            for build in builds:
+                t = zk.transaction()
+                t.check(paths.CONTROLLER_EPOCH, self._epoch_zk_version)
+                build(t)
+                pending.append(t.commit_async())
+            answers = [p.get() for p in pending]
+            if any(isinstance(r, NoAuthError) for results in answers for r in results):
+                raise NoAuthError()  # as a single commit: reported as ZooKeeper refusing this broker
+            return answers
+
+        out = []
+        for results in self.cluster.retry(attempt):
+            if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+                raise ControllerMovedError(
+                    f"{paths.CONTROLLER_EPOCH} is no longer at version {self._epoch_zk_version} "
+                    f"({type(results[0]).__name__}): another controller was elected"
+                )
+            out.append(results[1:])
+        return out
+
     # ------------------------------------------------------------------ reading the cluster
 
     def _read_live_brokers(self) -> dict[int, int]:
@@ -672,14 +713,14 @@ class KafkaController:
                     changes[tp] = (new, version)
             retry = []
             items = sorted(changes.items())
-            for i in range(0, len(items), MAX_STATES_PER_MULTI):
-                chunk = items[i : i + MAX_STATES_PER_MULTI]
+            chunks = [items[i : i + MAX_STATES_PER_MULTI] for i in range(0, len(items), MAX_STATES_PER_MULTI)]
 
-                def build(t, chunk=chunk):
-                    for tp, (new, version) in chunk:
-                        t.set_data(paths.partition_state(*tp), encode_partition_state(new), version=version)
+            def build(t, chunk):
+                for tp, (new, version) in chunk:
+                    t.set_data(paths.partition_state(*tp), encode_partition_state(new), version=version)
 
-                results = self._multi(build)
+            answers = self._multis([functools.partial(build, chunk=c) for c in chunks]) if chunks else []
+            for chunk, results in zip(chunks, answers, strict=True):
                 if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
                     retry.extend(tp for tp, _ in chunk)  # atomic: the whole chunk is re-decided
                     continue

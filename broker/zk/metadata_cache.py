@@ -749,7 +749,11 @@ class ZkMetadataCache:
         leaderships (a controlled shutdown elsewhere) stopped reading the next changes while its
         log sync held that lock, and answered with leaders that had already moved to a broker that
         then left: partitions without a live leader for seconds."""
-        self._tell_state_listeners(self._read_pending_states())
+        t0 = time.monotonic()
+        changed = self._read_pending_states()
+        if len(changed) >= 1000:  # a burst (an election, a controlled shutdown): how long it took
+            log.info("read %d changed partition states in %.2fs", len(changed), time.monotonic() - t0)
+        self._tell_state_listeners(changed)
 
     def _read_pending_states(self) -> list:
         """Re-read (re-arming each watch) and cache the state nodes whose watch fired since the last
