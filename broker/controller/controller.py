@@ -1049,7 +1049,7 @@ class KafkaController:
         has_config = self.cluster.retry(zk.exists, paths.topic_config(name)) is not None
         has_mark = self.cluster.retry(zk.exists, paths.delete_topic_request(name)) is not None
         has_record = self.cluster.retry(zk.exists, paths.deleted_topic_record(name)) is not None
-        chunks, tree = admin.partition_node_chunks(name, tree, len(answered) + 5)
+        chunks, tree = admin.partition_node_chunks(name, tree, len(answered) + 7)
         for i, chunk in enumerate(chunks):
             results = self._multi(lambda t, chunk=chunk: [t.delete(n) for n in chunk])
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
