@@ -7,16 +7,17 @@ Written (paths from :mod:`pyklog.broker.zk.paths`, data by :mod:`pyklog.broker.z
   ``partitions/[p]/state`` nodes and ``/config/topics/[topic]`` -> ``{"version":1,"config":{...}}``.
   A topic's nodes are created (and deleted) in one ZooKeeper multi-op, so no reader sees half a
   topic; a topic too large for one request (``jute.maxbuffer``) is written, grown and deleted in
-  parts ordered so that a reader still sees no partition without its state node.  A topic's partitions are created with their first replica as leader (epoch 0) and every
-  replica in the ISR, as Kafka's controller writes them.
+  parts ordered so that a reader still sees no partition without its state node.  A topic's
+  partitions are created with their first replica as leader (epoch 0) and every replica in the
+  ISR, as Kafka's controller writes them.
 * ``/admin/delete_topics/[topic]``: the topic is marked for deletion (DeleteTopics through
   :meth:`TopicAdmin.mark_topics_for_deletion`, or Kafka's old tools).  The broker's controller
   (:mod:`pyklog.broker.controller.controller`) carries the deletion out: it creates
   ``/admin/replica_deletions/[topic]``, each broker deletes its replicas and answers with
   :meth:`TopicAdmin.replica_deletion_done`, and the controller removes the topic's nodes, its config,
   the marker and the replica deletion nodes in one multi-op (a large topic's partition nodes first,
-  in multi-ops of their own: :meth:`TopicAdmin.partition_node_chunks`).  While the marker exists the name
-  cannot be created again (Kafka's ``Topic 'x' is marked for deletion.``).  A registry-only cluster
+  in multi-ops of their own: :meth:`TopicAdmin.partition_node_chunks`).  While the marker exists
+  the name cannot be created again (Kafka's ``Topic 'x' is marked for deletion.``).  A registry-only cluster
   without a controller (tests) removes the nodes at once (:meth:`TopicAdmin.process_delete_requests`).
 * ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
   removed when the name is created again.  A broker deletes its log of a topic missing from the
