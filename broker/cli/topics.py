@@ -38,7 +38,8 @@ import logging
 import sys
 
 from pyklog.broker.common.cli import UsageError, print_error, reports_errors, tool_parser
-from pyklog.broker.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from pyklog.broker.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, ZooKeeperError
+from pyklog.broker.zk import paths
 from pyklog.broker.zk.cluster import ZkCluster
 from pyklog.broker.zk.topics import is_internal
 
@@ -129,22 +130,87 @@ def topic_line(name: str, topic_id, partition_count: int, replication_factor: in
     )
 
 
+def _registry_topic(cluster: ZkCluster, name: str):
+    """``(topic id, {partition: PartitionState})`` of ``name`` read from ZooKeeper now (a topic being
+    deleted is hidden from the metadata cache); None if the topic node does not exist.  A partition
+    without a state node has leader -1 and an empty ISR (Kafka's tool prints ``none``)."""
+    from kazoo.exceptions import NoNodeError
+
+    from pyklog.broker.zk.metadata_cache import PartitionState
+    from pyklog.broker.zk.znodes import decode_partition_state, decode_topic_assignment, decode_topic_id
+
+    path = paths.topic(name)
+    try:
+        data, _ = cluster.retry(cluster.zk.get, path)
+    except NoNodeError:
+        return None
+    assignment = decode_topic_assignment(data, path)
+
+    def read():
+        pending = [(p, cluster.zk.get_async(paths.partition_state(name, p))) for p in sorted(assignment)]
+        out = {}
+        for p, res in pending:
+            try:
+                out[p] = decode_partition_state(res.get()[0], paths.partition_state(name, p))
+            except NoNodeError:
+                pass
+        return out
+
+    states = cluster.retry(read)
+    parts = {}
+    for p, replicas in assignment.items():
+        st = states.get(p)
+        parts[p] = PartitionState(
+            st.leader if st else -1, st.leader_epoch if st else -1, list(st.isr) if st else [], list(replicas)
+        )
+    try:
+        topic_id = decode_topic_id(data, path)
+    except ZooKeeperError:
+        topic_id = None
+    return topic_id, parts
+
+
+def list_lines(cluster: ZkCluster, exclude_internal: bool) -> list[str]:
+    """``--list`` with ``--zookeeper`` (Kafka 2.x's ``ZookeeperTopicService.listTopics``): every topic
+    in the registry, sorted; a topic marked for deletion as ``<name> - marked for deletion``."""
+    names = sorted(cluster.retry(cluster.zk.get_children, paths.BROKER_TOPICS))
+    marked = cluster.topic_admin.marked_for_deletion()
+    return [
+        f"{name} - marked for deletion" if name in marked else name
+        for name in names
+        if not (exclude_internal and is_internal(name))
+    ]
+
+
 def describe_lines(cluster: ZkCluster, topic: str | None, exclude_internal: bool) -> list[str]:
-    """``--describe`` with ``--zookeeper``: Kafka's lines; Configs are the topic's overrides."""
+    """``--describe`` with ``--zookeeper``: Kafka's lines; Configs are the topic's overrides.  A topic
+    marked for deletion (read from ZooKeeper: brokers hide it) ends its lines with
+    ``\tMarkedForDeletion: true``, as Kafka 2.x's tool with ``--zookeeper``."""
     topics = cluster.topics()
-    names = [topic] if topic else sorted(t for t in topics if not (exclude_internal and is_internal(t)))
+    marked = cluster.topic_admin.marked_for_deletion()
+    if topic:
+        names = [topic]
+    else:
+        listed = set(topics) | (marked & set(cluster.retry(cluster.zk.get_children, paths.BROKER_TOPICS)))
+        names = sorted(t for t in listed if not (exclude_internal and is_internal(t)))
     lines = []
     for name in names:
         parts = topics.get(name)
-        if parts is None:
-            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        topic_id = cluster.topic_id(name)
+        if parts is None or name in marked:
+            found = _registry_topic(cluster, name)
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            topic_id, parts = found
+        mark = "\tMarkedForDeletion: true" if name in marked else ""
         rf = max((len(s.replicas) for s in parts.values()), default=0)
         config = cluster.topic_config(name)
-        lines.append(topic_line(name, cluster.topic_id(name), len(parts), rf, config))
+        lines.append(topic_line(name, topic_id, len(parts), rf, config) + mark)
         for p, s in sorted(parts.items()):
             leader = str(s.leader) if s.leader >= 0 else "none"
             lines.append(
-                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {id_list(s.replicas)}\tIsr: {id_list(s.isr)}"
+                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {id_list(s.replicas)}"
+                f"\tIsr: {id_list(s.isr)}{mark}"
             )
     return lines
 
@@ -225,9 +291,8 @@ def run(args, broker_api=None) -> int:
                 ),
             )
         elif args.list:
-            for name in sorted(cluster.topics()):
-                if not (args.exclude_internal and is_internal(name)):
-                    print(name)
+            for line in list_lines(cluster, args.exclude_internal):
+                print(line)
         elif args.describe:
             try:
                 lines = describe_lines(cluster, args.topic, args.exclude_internal)

@@ -1078,13 +1078,28 @@ class KafkaController:
 
     def _complete_topic_deletion(self, name: str, answered) -> bool:
         """Kafka's ``completeDeleteTopic``: every replica is deleted; remove the topic's nodes, its
-        config, the replica deletion nodes and the marker in one multi-op (fenced).  False if the
-        multi-op failed (nodes changed meanwhile: the next check tries again)."""
+        config, the replica deletion nodes and the marker in one multi-op (fenced).  A topic too
+        large for one multi-op (ZooKeeper's ``jute.maxbuffer``) first loses its partitions' nodes in
+        fenced multi-ops of their own; the topic node, the marker and the rest go last, so until
+        then the topic stays hidden from brokers (its replica deletion node) and its name cannot be
+        created again, and a controller elected in between resumes from the nodes left.  False if
+        a multi-op failed (nodes changed meanwhile: the next check tries again)."""
         zk = self.zk
-        tree = self.cluster.topic_admin.topic_znodes(name)
+        admin = self.cluster.topic_admin
+        tree = admin.topic_znodes(name)
         has_config = self.cluster.retry(zk.exists, paths.topic_config(name)) is not None
         has_mark = self.cluster.retry(zk.exists, paths.delete_topic_request(name)) is not None
         has_record = self.cluster.retry(zk.exists, paths.deleted_topic_record(name)) is not None
+        chunks, tree = admin.partition_node_chunks(name, tree, len(answered) + 7)
+        for i, chunk in enumerate(chunks):
+            results = self._multi(lambda t, chunk=chunk: [t.delete(n) for n in chunk])
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failures:
+                log.info(
+                    "controller: deleting the partition nodes of topic %s failed (%r); retrying", name, failures[0]
+                )
+                return False
+            log.info("controller: deleting topic %s: removed partition nodes, part %d of %d", name, i + 1, len(chunks))
 
         def build(t):
             for b in sorted(answered):

@@ -6,15 +6,18 @@ Written (paths from :mod:`pyklog.broker.zk.paths`, data by :mod:`pyklog.broker.z
 * ``/brokers/topics/[topic]`` -> ``{"version":1,"partitions":{"0":[replicas]}}``, its
   ``partitions/[p]/state`` nodes and ``/config/topics/[topic]`` -> ``{"version":1,"config":{...}}``.
   A topic's nodes are created (and deleted) in one ZooKeeper multi-op, so no reader sees half a
-  topic.  A topic's partitions are created with their first replica as leader (epoch 0) and every
-  replica in the ISR, as Kafka's controller writes them.
+  topic; a topic too large for one request (``jute.maxbuffer``) is written, grown and deleted in
+  parts ordered so that a reader still sees no partition without its state node.  A topic's
+  partitions are created with their first replica as leader (epoch 0) and every replica in the
+  ISR, as Kafka's controller writes them.
 * ``/admin/delete_topics/[topic]``: the topic is marked for deletion (DeleteTopics through
   :meth:`TopicAdmin.mark_topics_for_deletion`, or Kafka's old tools).  The broker's controller
   (:mod:`pyklog.broker.controller.controller`) carries the deletion out: it creates
   ``/admin/replica_deletions/[topic]``, each broker deletes its replicas and answers with
   :meth:`TopicAdmin.replica_deletion_done`, and the controller removes the topic's nodes, its config,
-  the marker and the replica deletion nodes in one multi-op.  While the marker exists the name
-  cannot be created again (Kafka's ``Topic 'x' is marked for deletion.``).  A registry-only cluster
+  the marker and the replica deletion nodes in one multi-op (a large topic's partition nodes first,
+  in multi-ops of their own: :meth:`TopicAdmin.partition_node_chunks`).  While the marker exists
+  the name cannot be created again (Kafka's ``Topic 'x' is marked for deletion.``).  A registry-only cluster
   without a controller (tests) removes the nodes at once (:meth:`TopicAdmin.process_delete_requests`).
 * ``/admin/deleted_topics/[topic]`` (pyklog's own): written in the multi-op that deletes a topic,
   removed when the name is created again.  A broker deletes its log of a topic missing from the
@@ -71,6 +74,7 @@ from pyklog.broker.zk.znodes import (
     decode_topic_assignment,
     decode_topic_id,
     encode_partition_state,
+    encode_replica_deletion,
     encode_topic_assignment,
     encode_topic_config,
     new_topic_id,
@@ -121,6 +125,16 @@ def _reassigning_partitions(data: bytes) -> list[int]:
     return sorted(out)
 
 
+#: partitions (two nodes each) per multi-op when a topic's partitions are written in parts
+_PART_STEP = MAX_OPS_PER_MULTI // 2
+
+
+def _initial_state(replicas) -> bytes:
+    """The state node of a new partition: its first replica leads at epoch 0, every replica in the
+    ISR (as Kafka's controller writes it)."""
+    return encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH))
+
+
 class TopicAdmin:
     """Creates, grows and deletes topics in ZooKeeper.  ``broker_id`` None: an admin tool (the
     deletion-request watch is only started by a registering broker)."""
@@ -163,7 +177,7 @@ class TopicAdmin:
         """
         # the marks before the names: a deletion that completes between the two reads removes its
         # mark and its topic node in one multi-op, so the name is then free, never "already exists"
-        marked = self._marked_for_deletion()
+        marked = self.marked_for_deletion()
         existing = self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS)
         live = self._live_broker_ids()
         assignment, config = self._plan_topic(
@@ -196,7 +210,7 @@ class TopicAdmin:
         topic is written in ONE multi-op (Kafka's controller also writes a batch of topics
         together), and the cache learns each new topic once.  A multi that fails (a topic created
         meanwhile elsewhere) is retried topic by topic so each topic gets its own answer."""
-        marked = self._marked_for_deletion()  # before the names, as in create_topic
+        marked = self.marked_for_deletion()  # before the names, as in create_topic
         existing = set(self.session.retry(self.session.zk.get_children, paths.BROKER_TOPICS))
         live = self._live_broker_ids()
         planned: dict[str, tuple] = {}
@@ -275,7 +289,7 @@ class TopicAdmin:
             log.info("created topic %s with %d partition(s): %s", name, len(assignment), assignment)
         return out
 
-    def _marked_for_deletion(self) -> set[str]:
+    def marked_for_deletion(self) -> set[str]:
         """The topics marked for deletion now (``/admin/delete_topics``' children)."""
         try:
             return set(self.session.retry(self.session.zk.get_children, paths.ADMIN_DELETE_TOPICS))
@@ -506,7 +520,10 @@ class TopicAdmin:
         One multi-op (checked against the topic node's version, retried after a concurrent change)
         rewrites ``/brokers/topics/<topic>`` and creates each new partition's ``state`` node (its
         first replica leads, epoch 0): pyklog has no controller, so the writer does what Kafka's
-        controller does on the partition-modification event.  Every broker's data watch then
+        controller does on the partition-modification event.  When the new partitions' nodes do not
+        fit in one multi-op (ZooKeeper's ``jute.maxbuffer``), the nodes of all but the last ones are
+        written first in multi-ops of their own and the assignment comes last: a reader never sees
+        a new partition without its state node.  Every broker's data watch then
         re-reads the topic and its leaders create the new logs.  Thread-safe.
         """
         validate_topic_name(name)
@@ -582,23 +599,49 @@ class TopicAdmin:
             except ZooKeeperError:
                 topic_id = None
 
+            parts = sorted(new.items())
+            # the new partitions' nodes beyond what fits next to the assignment in the last multi-op
+            # are written first (invisible: no reader looks past the assignment), as Kafka's
+            # controller writes the state nodes before the assignment that names them
+            last = MAX_OPS_PER_MULTI // 2 - 2
+            early, tail = parts[: max(0, len(parts) - last)], parts[max(0, len(parts) - last) :]
+            try:
+                present = {
+                    int(c)
+                    for c in self.session.retry(self.session.zk.get_children, paths.topic_partitions(name))
+                    if c.isdigit()
+                }
+            except NoNodeError:
+                present = set()
+            if early:
+                self._write_new_partition_nodes(name, early, present)
+
             def write():
                 t = self.session.zk.transaction()
                 t.check(paths.topic(name), stat.version)
                 t.set_data(paths.topic(name), encode_topic_assignment(assignment, topic_id))
-                for p, replicas in sorted(new.items()):
-                    if self.session.zk.exists(paths.partition(name, p)) is None:
+                for p, replicas in tail:
+                    if p not in present:
                         t.create(paths.partition(name, p), b"")
-                    t.create(
-                        paths.partition_state(name, p),
-                        encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
-                    )
+                        t.create(paths.partition_state(name, p), _initial_state(replicas))
+                    elif self.session.zk.exists(paths.partition_state(name, p)) is None:
+                        t.create(paths.partition_state(name, p), _initial_state(replicas))
+                    else:  # left by an attempt whose assignment write failed: no reader saw it
+                        t.set_data(paths.partition_state(name, p), _initial_state(replicas))
                 return t.commit()
 
             results = self.session.retry(write)
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if not failures:
-                log.info("added partitions %d..%d to topic %s: %s", old, count - 1, name, new)
+                log.info(
+                    "added partitions %d..%d to topic %s%s",
+                    old,
+                    count - 1,
+                    name,
+                    f": {new}"
+                    if len(new) <= 100
+                    else f" in {1 + (len(early) + _PART_STEP - 1) // _PART_STEP} multi-ops",
+                )
                 self.cache.reload_topic(name)  # this process sees them at once; other brokers by their watch
                 return new
             if not any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in failures):
@@ -606,9 +649,42 @@ class TopicAdmin:
             # the topic changed under us (another CreatePartitions): read it again
         raise ZooKeeperError(f"adding partitions to topic {name!r}: its assignment kept changing")
 
+    def _write_new_partition_nodes(self, name: str, parts: list, present: set) -> None:
+        """Write the ``partitions/<p>`` and ``state`` nodes of partitions not yet in the topic's
+        assignment, :data:`_PART_STEP` partitions per multi-op (``present``: the partition nodes
+        that exist, left by an earlier attempt whose assignment write failed; their state is written
+        again).  No reader looks at them until the assignment names them."""
+        for i in range(0, len(parts), _PART_STEP):
+            chunk = parts[i : i + _PART_STEP]
+
+            def write(chunk=chunk):
+                t = self.session.zk.transaction()
+                for p, replicas in chunk:
+                    if p not in present:
+                        t.create(paths.partition(name, p), b"")
+                        t.create(paths.partition_state(name, p), _initial_state(replicas))
+                return t.commit()
+
+            results = self.session.retry(write)
+            if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results) or any(
+                p in present for p, _ in chunk
+            ):
+                # a retry after a lost answer, or nodes of an earlier attempt: one node at a time
+                for p, replicas in chunk:
+                    for path, value in (
+                        (paths.partition(name, p), b""),
+                        (paths.partition_state(name, p), _initial_state(replicas)),
+                    ):
+                        try:
+                            self.session.retry(self.session.zk.create, path, value)
+                        except NodeExistsError:
+                            if path != paths.partition(name, p):
+                                self.session.retry(self.session.zk.set, path, value)
+
     def delete_topic(self, name: str) -> None:
-        """Delete the topic's registry nodes and its config (one multi-op).  UnknownTopicOrPartitionError
-        if it does not exist.  Brokers delete their local logs from their listeners."""
+        """Delete the topic's registry nodes and its config (one multi-op; a topic too large for one
+        is first hidden from brokers by a replica deletion node and loses its partition nodes in
+        multi-ops of their own).  UnknownTopicOrPartitionError if it does not exist.  Brokers delete their local logs from their listeners."""
         validate_topic_name(name)
         for _attempt in range(5):
             try:
@@ -616,9 +692,17 @@ class TopicAdmin:
             except NoNodeError:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
 
+            chunks, tree = self.partition_node_chunks(name, tree, 8)
+            hidden: list[str] = []  # the replica deletion node (and its answers) that hid the topic meanwhile
+            if chunks:
+                left = self._delete_partition_nodes(name, chunks)
+                if left is None:
+                    continue  # the tree changed under us: look again
+                hidden = left
+
             def delete():
                 t = self.session.zk.transaction()
-                for p in tree:
+                for p in tree + hidden:
                     t.delete(p)
                 if self.session.zk.exists(paths.topic_config(name)):
                     t.delete(paths.topic_config(name))
@@ -642,6 +726,33 @@ class TopicAdmin:
                 raise ZooKeeperError(f"deleting topic {name!r} in ZooKeeper failed: {failures[0]!r}")
             # The tree changed under us (a concurrent create/delete): look again.
         raise ZooKeeperError(f"deleting topic {name!r}: its nodes kept changing")
+
+    def _delete_partition_nodes(self, name: str, chunks: list[list[str]]) -> list[str] | None:
+        """The first part of deleting a topic too large for one multi-op without a controller: hide
+        the topic from brokers as the controller does (``/admin/replica_deletions/<topic>``, created
+        if missing), then delete the partition nodes ``chunks``, one multi-op each.  Returns the
+        replica deletion subtree, for the final multi-op; None if a multi-op failed (nodes changed
+        meanwhile)."""
+        try:
+            self.session.retry(self.session.zk.ensure_path, paths.ADMIN_REPLICA_DELETIONS)
+            self.session.retry(self.session.zk.create, paths.replica_deletion(name), encode_replica_deletion([]))
+        except NodeExistsError:
+            pass
+        for chunk in chunks:
+
+            def delete(chunk=chunk):
+                t = self.session.zk.transaction()
+                for n in chunk:
+                    t.delete(n)
+                return t.commit()
+
+            results = self.session.retry(delete)
+            if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
+                return None
+        try:
+            return self._subtree(paths.replica_deletion(name))
+        except NoNodeError:
+            return []
 
     def delete_topics(self, names: list[str]) -> dict[str, PyklogError | None]:
         """DeleteTopics of many topics at once; ``{name: None (deleted) or the error}``.
@@ -687,6 +798,13 @@ class TopicAdmin:
                     t.create(paths.deleted_topic_record(name), b"")
             return t.commit()
 
+        for name in [n for n in trees if len(trees[n]) + 3 > MAX_OPS_PER_MULTI]:
+            try:  # too large for one multi-op: deleted in parts
+                self.delete_topic(name)
+                out[name] = None
+            except PyklogError as e:
+                out[name] = e
+            del trees[name]
         for chunk in _chunks(trees, lambda n: len(trees[n]) + 3):
             results = self.session.retry(delete, chunk)
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
@@ -788,16 +906,46 @@ class TopicAdmin:
         return decode_topic_assignment(data, path)
 
     def _subtree(self, root: str) -> list[str]:
-        """Every node under ``root`` and ``root`` itself, children before parents."""
-        out: list[str] = []
+        """Every node under ``root`` and ``root`` itself, children before parents (deeper levels
+        first).  The children of a level are read pipelined, a batch at a time; a node that vanishes
+        meanwhile is left out; NoNodeError if ``root`` does not exist."""
 
-        def walk(path):
-            for c in self.session.retry(self.session.zk.get_children, path):
-                walk(f"{path}/{c}")
-            out.append(path)
+        def read():
+            zk = self.session.zk
+            levels = [[root]]
+            while levels[-1]:
+                below: list[str] = []
+                level = levels[-1]
+                for i in range(0, len(level), self.SUBTREE_READ_BATCH):
+                    pending = [(n, zk.get_children_async(n)) for n in level[i : i + self.SUBTREE_READ_BATCH]]
+                    for n, res in pending:
+                        try:
+                            below.extend(f"{n}/{c}" for c in res.get())
+                        except NoNodeError:
+                            if n == root:
+                                raise
+                levels.append(below)
+            return [n for level in reversed(levels) for n in level]
 
-        walk(root)
-        return out
+        return self.session.retry(read)
+
+    #: children lists read per round trip batch by :meth:`_subtree`
+    SUBTREE_READ_BATCH = 1000
+
+    def partition_node_chunks(self, name: str, tree: list[str], extra_ops: int) -> tuple[list[list[str]], list[str]]:
+        """Split the topic subtree ``tree`` (as :meth:`topic_znodes` returns it) for a deletion that
+        does not fit in one multi-op with ``extra_ops`` other operations: ``(chunks, rest)``, where
+        ``chunks`` are the nodes below ``partitions/`` in lists of at most
+        :data:`MAX_OPS_PER_MULTI` - 1 operations (children before parents, to delete first and in
+        order) and ``rest`` the topic and ``partitions`` nodes, for the final multi-op.  ``([], tree)``
+        when everything fits in one."""
+        if len(tree) + extra_ops <= MAX_OPS_PER_MULTI:
+            return [], list(tree)
+        below = paths.topic_partitions(name) + "/"
+        nodes = [n for n in tree if n.startswith(below)]
+        rest = [n for n in tree if not n.startswith(below)]
+        step = MAX_OPS_PER_MULTI - 1  # room for the controller's fence
+        return [nodes[i : i + step] for i in range(0, len(nodes), step)], rest
 
     @watch_callback
     def _on_delete_requests(self, children) -> bool | None:
