@@ -295,6 +295,10 @@ class ZkMetadataCache:
             return None
         brokers = self._default_addresses(registrations)
         with self._lock:
+            gone = set(self._brokers) - set(brokers)
+        if gone:
+            self._refresh_states_led_by(gone)
+        with self._lock:
             changed = brokers != self._brokers or registrations != self._registrations
             self._brokers = brokers
             self._registrations = registrations
@@ -308,6 +312,24 @@ class ZkMetadataCache:
             ):
                 self.session.admin_events.submit("controller-duty", self._on_controller_duty)
         return None
+
+    def _refresh_states_led_by(self, gone) -> None:
+        """Before brokers that left stop counting as live: re-read the states of the partitions
+        they lead in the cache.  A broker's controlled shutdown moves its leaderships and then
+        deregisters; the state reads those moves set off may still be queued (thousands of them)
+        when the deregistration is seen, and Metadata answered those partitions without a leader
+        meanwhile -- as Kafka's brokers take new leaders and live brokers from one UpdateMetadata.
+        After a crash the states are unchanged and the re-read costs one round of reads."""
+        led = [tp for b in gone for tp in self.partitions_led_by(b)]
+        if not led:
+            return
+        with self._lock:
+            for tp in led:
+                self._pending_state_reloads[tp] = None
+        try:
+            self._tell_state_listeners(self._read_pending_states())
+        except Exception:  # noqa: BLE001 - the event thread's reload reads them again
+            log.exception("re-reading the states of %d partition(s) led by broker(s) %s failed", len(led), sorted(gone))
 
     def _default_addresses(self, registrations: dict[int, BrokerRegistration]) -> dict[int, tuple[str, int]]:
         """Each broker's address for the broker's own connections: its inter-broker listener's

@@ -122,6 +122,38 @@ def test_the_cache_follows_state_changes_while_a_listener_is_held_up(brokers, zk
     wait_for(lambda: set(heard) == {("held", 0), ("held", 1)}, message="then the listener hears of every change")
 
 
+def test_a_broker_that_leaves_after_its_leaderships_moved_is_never_a_leader_without_being_live(brokers, zk):
+    """A controlled shutdown: the controller moves the stopping broker's leaderships, then the broker
+    deregisters.  Another broker whose state reads are still queued (here: its event thread held)
+    must not answer the moved partitions with a leader that is no longer live: the states of the
+    partitions a leaving broker led are read again before it stops counting as live (before, up to
+    700 partitions were answered without a leader for seconds)."""
+    b0, b1 = brokers(0), brokers(1)
+    b0.create_topic("leaving", 3, 2, replica_assignment={0: [1, 0], 1: [1, 0], 2: [0, 1]})
+    wait_for(lambda: b0.topic("leaving", refresh_if_missing=False) is not None, message="b0 sees the topic")
+    b0.topic("leaving")  # arms the watches
+    assert set(b0.live_brokers()) == {0, 1}
+    release, held = threading.Event(), threading.Event()
+
+    def busy():
+        held.set()
+        release.wait(20)  # the event thread busy with a burst of other reads
+
+    b0.session.events.submit("busy", busy)
+    try:
+        assert held.wait(5)
+        for p in (0, 1):  # the "controller" moves partitions 0 and 1 to broker 0
+            state = {"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 1, "isr": [0]}
+            zk.set(paths.partition_state("leaving", p), json.dumps(state).encode())
+        b1.stop()  # then the broker deregisters
+        wait_for(lambda: 1 not in b0.live_brokers(), timeout=10, message="b0 sees broker 1 leave")
+        states = b0.topic("leaving", refresh_if_missing=False)
+        assert [states[p].leader for p in (0, 1, 2)] == [0, 0, 0]
+        assert not release.is_set()  # read while the event thread was still busy
+    finally:
+        release.set()
+
+
 @pytest.mark.parametrize("install", ["first read", "reload", "full refresh"])
 def test_a_state_change_between_reading_a_topic_and_caching_it_is_kept(brokers, zk, install):
     """A broker reads a topic's states (arming their watches) and caches the entry afterwards; a
