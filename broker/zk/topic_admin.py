@@ -135,6 +135,14 @@ def _initial_state(replicas) -> bytes:
     return encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH))
 
 
+def _create_partition_nodes(t, name: str, parts) -> None:
+    """Add the creation of each ``(partition, replicas)``'s ``partitions/<p>`` and ``state`` nodes
+    to the multi-op ``t``."""
+    for p, replicas in parts:
+        t.create(paths.partition(name, p), b"")
+        t.create(paths.partition_state(name, p), _initial_state(replicas))
+
+
 class TopicAdmin:
     """Creates, grows and deletes topics in ZooKeeper.  ``broker_id`` None: an admin tool (the
     deletion-request watch is only started by a registering broker)."""
@@ -417,14 +425,6 @@ class TopicAdmin:
         parts = sorted(assignment.items())
         first = MAX_OPS_PER_MULTI // 2 - 3
 
-        def partition_ops(t, chunk):
-            for p, replicas in chunk:
-                t.create(paths.partition(name, p), b"")
-                t.create(
-                    paths.partition_state(name, p),
-                    encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
-                )
-
         def write_head():
             t = self.session.zk.transaction()
             config_data = encode_topic_config(config)
@@ -436,7 +436,7 @@ class TopicAdmin:
             if deletion_recorded:
                 t.delete(paths.deleted_topic_record(name))
             t.create(paths.topic_partitions(name), b"")
-            partition_ops(t, parts[:first])
+            _create_partition_nodes(t, name, parts[:first])
             return t.commit()
 
         results = self.session.retry(write_head)
@@ -451,22 +451,20 @@ class TopicAdmin:
                 if any(isinstance(r, NodeExistsError) for r in failures):
                     raise TopicAlreadyExistsError(f"topic {name!r} already exists")
                 raise ZooKeeperError(f"creating topic {name!r} in ZooKeeper failed: {failures[0]!r}")
-        step = MAX_OPS_PER_MULTI // 2
+        step = _PART_STEP
         for i in range(first, len(parts), step):
             chunk = parts[i : i + step]
 
             def write_rest(chunk=chunk):
                 t = self.session.zk.transaction()
-                partition_ops(t, chunk)
+                _create_partition_nodes(t, name, chunk)
                 return t.commit()
 
             results = self.session.retry(write_rest)
             if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
                 # a retry after a lost answer: create what is missing one node at a time
                 for p, replicas in chunk:
-                    state = encode_partition_state(
-                        LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)
-                    )
+                    state = _initial_state(replicas)
                     for path, value in ((paths.partition(name, p), b""), (paths.partition_state(name, p), state)):
                         try:
                             self.session.retry(self.session.zk.create, path, value)
@@ -496,12 +494,7 @@ class TopicAdmin:
         if deletion_recorded:
             t.delete(paths.deleted_topic_record(name))
         t.create(paths.topic_partitions(name), b"")
-        for p, replicas in sorted(assignment.items()):
-            t.create(paths.partition(name, p), b"")
-            t.create(
-                paths.partition_state(name, p),
-                encode_partition_state(LeaderAndIsr(replicas[0], 0, tuple(replicas), INITIAL_CONTROLLER_EPOCH)),
-            )
+        _create_partition_nodes(t, name, sorted(assignment.items()))
 
     def create_partitions(
         self, name: str, count: int, assignments: list | None = None, validate_only: bool = False
@@ -659,10 +652,7 @@ class TopicAdmin:
 
             def write(chunk=chunk):
                 t = self.session.zk.transaction()
-                for p, replicas in chunk:
-                    if p not in present:
-                        t.create(paths.partition(name, p), b"")
-                        t.create(paths.partition_state(name, p), _initial_state(replicas))
+                _create_partition_nodes(t, name, [(p, r) for p, r in chunk if p not in present])
                 return t.commit()
 
             results = self.session.retry(write)
