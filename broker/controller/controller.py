@@ -581,23 +581,7 @@ class KafkaController:
     def _multi(self, build: Callable) -> list:
         """One multi-op guarded by ``/controller_epoch``'s version; returns the results of the
         operations ``build(transaction)`` added.  ControllerMovedError if the guard failed."""
-        if not self._active:
-            raise ControllerMovedError("not the controller")
-        zk = self.zk
-
-        def attempt():
-            t = zk.transaction()
-            t.check(paths.CONTROLLER_EPOCH, self._epoch_zk_version)
-            build(t)
-            return t.commit()
-
-        results = self.cluster.retry(attempt)
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(
-                f"{paths.CONTROLLER_EPOCH} is no longer at version {self._epoch_zk_version} "
-                f"({type(results[0]).__name__}): another controller was elected"
-            )
-        return results[1:]
+        return self._multis([build])[0]
 
     def _multis(self, builds: list[Callable]) -> list[list]:
         """Several multi-ops, each guarded by ``/controller_epoch``'s version, sent together
