@@ -655,13 +655,13 @@ class Processor(threading.Thread):
                 if slot.action or slot.released:
                     continue  # answered meanwhile
                 slot.released = True
-                self._release_slot_memory(slot)  # the handler is done with the frame's bytes
+                self._release_memory(slot)  # the handler is done with the frame's bytes
                 if not conn.closed:
                     self._unmute(conn)
                 continue
             slot.action, slot.chunks = action, chunks
             self.inflight -= 1
-            self._release_slot_memory(slot)
+            self._release_memory(slot)
             if conn.closed:
                 slot.chunks = None
                 _release_chunks(chunks)
@@ -743,13 +743,10 @@ class Processor(threading.Thread):
         except (OSError, ValueError, KeyError) as e:
             self._close(conn, f"selector error: {e}")
 
-    def _release_memory(self, conn: _Connection) -> None:
-        reserved, conn.reserved = conn.reserved, 0
-        if reserved:
-            self.server.memory_pool.release(reserved)
-
-    def _release_slot_memory(self, slot: _Slot) -> None:
-        reserved, slot.reserved = slot.reserved, 0
+    def _release_memory(self, holder: _Connection | _Slot) -> None:
+        """Give back the MemoryPool bytes ``holder`` reserved: a connection's for the request it is
+        receiving, a dispatched request's slot for its frame."""
+        reserved, holder.reserved = holder.reserved, 0
         if reserved:
             self.server.memory_pool.release(reserved)
 
@@ -894,7 +891,7 @@ class Processor(threading.Thread):
                 return True
         if not self.server.submit(Request(conn, frame, slot)):
             conn.slots.pop()
-            self._release_slot_memory(slot)
+            self._release_memory(slot)
             self.inflight -= 1
             self._close(conn, "request queue closed")
         return True
