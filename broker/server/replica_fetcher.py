@@ -233,15 +233,19 @@ class ReplicaFetcherThread(threading.Thread):
                 truncating[k] = st
             else:
                 settled.append(k)
-        if settled:
-            with self._lock:
-                for k in settled:
-                    self._special.discard(k)
-                self._touched.update(settled)  # back in the fetch: named in the next request
+        self._settle(settled)
         if not truncating and not paused:
             return truncating, table, paused
         fetching = {k: st for k, st in table.items() if k not in paused and k not in truncating}
         return truncating, fetching, paused
+
+    def _settle(self, keys) -> None:
+        """``keys`` are neither truncating nor paused any more: plain fetching again, named in the
+        next request (the session forgot them while they were out)."""
+        if keys:
+            with self._lock:
+                self._special.difference_update(keys)
+                self._touched.update(keys)
 
     def run(self) -> None:
         version, table = -1, {}
@@ -264,8 +268,12 @@ class ReplicaFetcherThread(threading.Thread):
                 sent = False
                 if truncating:
                     sent |= self._truncate(conn, truncating)
-                    # truncated ones fetch from the next round (their flag settles there)
-                    fetching = {k: st for k, st in fetching.items() if k not in truncating}
+                    # the ones truncated now fetch in this same round: a partition truncated at a
+                    # new leader epoch is never dropped from the leader's fetch session meanwhile
+                    # (a dropped one no longer counts as caught up there through the session)
+                    done = {k: st for k, st in truncating.items() if not st.truncating}
+                    self._settle(done)
+                    fetching = {**fetching, **done}
                 if fetching:
                     sent |= self._fetch(conn, fetching, len(fetching) < len(table))
                 if not sent:  # every partition's role is changing: the manager updates this thread
