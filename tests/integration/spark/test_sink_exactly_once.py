@@ -27,6 +27,18 @@ from tests.integration.spark.support import (
 from tests.support import wait_for
 
 
+def _tasks_running(sc, group: str) -> int:
+    """Tasks of the job group's stages that have not ended (a cancelled task ends when it stops)."""
+    tracker = sc.statusTracker()
+    running = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            running += stage.numActiveTasks if stage is not None else 0
+    return running
+
+
 def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, broker):
     with ClusterClient(broker.bootstrap) as c:
         c.create_topic("eos-batch", 3)
@@ -52,13 +64,21 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
 
     prev = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")  # the failing task writes first
+    sc = spark.sparkContext
     try:
-        with pytest.raises(Exception, match="null topic in row"):
-            write(frame(fail=True))
+        sc.setJobGroup("eos-batch-failing", "the write that fails")
+        try:
+            with pytest.raises(Exception, match="null topic in row"):
+                write(frame(fail=True))
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        # the job fails while Spark may still be cancelling its other tasks: one of them can still
+        # write (its transaction, never prepared, ends at its 20 s timeout plus the brokers' 10 s
+        # abort check), so the log is looked at once every task of the job ended
+        wait_for(lambda: _tasks_running(sc, "eos-batch-failing") == 0, 60, 0.2, "the failed job's tasks to end")
         # nothing visible to read_committed readers (the failed task aborted its own transaction,
         # abort(messages) the successful tasks' ones); the rows were physically written
-        # (EndTxn returns once the coordinator decided; the markers follow; a cancelled task's
-        # transaction ends at its 20 s timeout)
+        # (EndTxn returns once the coordinator decided; the markers follow)
         committed, raw, still_open = wait_for(
             lambda: (v := log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v,
             45,
@@ -76,7 +96,7 @@ def test_batch_write_failed_job_leaves_nothing_then_rerun_writes_once(spark, bro
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", prev)
     expected = [str(i).encode() for i in range(n)]
     committed, raw, still_open = wait_for(
-        lambda: (v := log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 10, 0.1, "the commit markers"
+        lambda: (v := log_view(broker.bootstrap, "eos-batch", 3))[2] == 0 and v, 45, 0.1, "the commit markers"
     )
     dups, lost = count_duplicates_and_lost(expected, committed)
     print(
