@@ -188,6 +188,8 @@ class KafkaController:
         self._epoch_zk_version = -1  # /controller_epoch's version it wrote
         self._live: dict[int, int] = {}  # live broker -> registration czxid (Kafka's broker epoch)
         self._shutting_down: set[int] = set()
+        #: partition state changes written by the current event, logged once it is answered
+        self._changes_to_log: list = []
         self._reassigning: dict[TP, list[int]] = {}  # target replicas (Kafka's TRS)
         self._origin: dict[TP, list[int]] = {}  # replicas before the reassignment (Kafka's ORS)
         #: broker -> its replicas on offline log dirs (Kafka's replicasOnOfflineDirs), until it re-registers
@@ -449,6 +451,8 @@ class KafkaController:
                     log.warning("controller event %s failed: %s", name, e)
                 else:
                     log.exception("controller event %s failed", name)
+            finally:
+                self._log_changes()
 
     def _next_timer(self) -> float | None:
         if not self._active:
@@ -685,7 +689,9 @@ class KafkaController:
         for _ in range(attempts):
             if not todo:
                 break
+            t0 = time.monotonic()
             states = self._read_states(todo)
+            t_read = time.monotonic() - t0
             changes: dict[TP, tuple[LeaderAndIsr, int]] = {}
             for tp in todo:
                 if tp not in states:
@@ -703,14 +709,23 @@ class KafkaController:
                 for tp, (new, version) in chunk:
                     t.set_data(paths.partition_state(*tp), encode_partition_state(new), version=version)
 
+            t0 = time.monotonic()
             answers = self._multis([functools.partial(build, chunk=c) for c in chunks]) if chunks else []
+            if len(todo) >= 1000:  # a burst (a controlled shutdown, a broker lost): what it cost
+                log.info(
+                    "controller: read %d partition states in %.2fs, wrote %d in %.2fs",
+                    len(states),
+                    t_read,
+                    len(items),
+                    time.monotonic() - t0,
+                )
             for chunk, results in zip(chunks, answers, strict=True):
                 if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
                     retry.extend(tp for tp, _ in chunk)  # atomic: the whole chunk is re-decided
                     continue
                 for tp, (new, _) in chunk:
                     final[tp] = new
-                    self._log_change(tp, states[tp][0], new)
+                    self._changes_to_log.append((tp, states[tp][0], new))
             todo = retry
         if todo:
             log.warning(
@@ -718,6 +733,14 @@ class KafkaController:
                 ", ".join(_tp_str(tp) for tp in todo[:20]),
             )
         return final
+
+    def _log_changes(self) -> None:
+        """Event thread, after an event (and its answer): one line per partition state it wrote
+        (Kafka's state-change log).  A controlled shutdown writes thousands; their lines no
+        longer hold back the stopping broker's answer."""
+        changes, self._changes_to_log = self._changes_to_log, []
+        for tp, old, new in changes:
+            self._log_change(tp, old, new)
 
     def _log_change(self, tp, old: LeaderAndIsr, new: LeaderAndIsr) -> None:
         if old.leader != new.leader:
