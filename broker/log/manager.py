@@ -599,8 +599,10 @@ class LogManager:
         # the logs' writes reach the disk in one syncfs per log dir instead of an fsync or more per
         # log (a broker closing 5,000 logs spent 30 s in fsyncs); the recovery points, then the
         # clean-shutdown marker, are written only after it
+        t1 = time.monotonic()
         synced = {d: _sync_file_system(d) for d in self.live_log_dirs}
-        log.info("closed %d log(s) in %.2fs", len(logs), time.monotonic() - t0)
+        t2 = time.monotonic()
+        log.info("closed %d log(s) in %.2fs (file-system sync %.2fs)", len(logs), t2 - t0, t2 - t1)
         for d in self.live_log_dirs:  # an offline dir gets nothing written (recovery at restart)
             if synced.get(d) is not None:
                 log.error(

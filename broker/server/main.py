@@ -457,8 +457,9 @@ class BrokerServer:
 
         if self.replica_manager is not None:
             self.replica_manager.begin_controlled_shutdown()
+        moved = False
         try:
-            controlled_shutdown(
+            moved = controlled_shutdown(
                 self.cluster,
                 self.config.broker_id,
                 local_controller=self.controller,
@@ -467,6 +468,12 @@ class BrokerServer:
             )
         except Exception:  # noqa: BLE001 - a failed controlled shutdown never blocks the shutdown
             log.exception("controlled shutdown failed")
+        if moved:
+            # everything with a replica elsewhere is led elsewhere now: resign here at once and
+            # read none of the thousands of states the controller wrote for this departure
+            self.cluster.stop_following_states()
+            if self.replica_manager is not None:
+                self.replica_manager.resign_moved_leaderships()
         # as Kafka's StopReplica to a stopping broker: it stops fetching, so its new leaders do not
         # take it back into their ISRs (and then wait for it) in its last moments
         if self.replica_manager is not None:

@@ -226,6 +226,9 @@ class ReplicaManager:
         self._shutdown = False
         self._answer_at_once = False  # begin_shutdown: Fetches and acks=all Produces never wait
         self._leaving = False  # begin_controlled_shutdown: replicas taken out of the ISR are not fetched
+        # resign_moved_leaderships: partitions the controlled shutdown moved away; no cached state
+        # (no longer read) makes this broker their leader again
+        self._resigned: frozenset = frozenset()
         #: long-polling Fetches wait here for data (completed by each operation's own on_complete)
         self.fetch_purgatory = Purgatory(None, name="fetch")
         #: incremental fetch sessions (KIP-227), told of every append and high watermark move
@@ -465,6 +468,8 @@ class ReplicaManager:
         """Under ``_sync_lock``: make this broker leader or follower of a hosted partition as its
         cached state says (nothing if role, leader and epoch are unchanged)."""
         key = (topic, partition)
+        if key in self._resigned and st.leader == self.broker_id:
+            return
         part = self._partitions.get(key)
         if part is None or part.log is not lg:
             part = Partition(topic, partition, lg, st.replicas)
@@ -796,6 +801,26 @@ class ReplicaManager:
         more (Kafka's StopReplica(deletePartitions=false) to the stopping broker), so its new
         leader never takes it back into the ISR and waits for it in its last moments."""
         self._leaving = True
+
+    def resign_moved_leaderships(self) -> int:
+        """This broker's controlled shutdown succeeded: the controller moved the leadership of every
+        partition led here that has replicas elsewhere.  They stop being led here at once (Produce
+        and waiting acks=all Produces get NOT_LEADER_OR_FOLLOWER) instead of when their new states
+        are read, which this broker no longer does (Kafka's controller sends a stopping broker
+        LeaderAndIsr for them before it answers).  Returns how many resigned."""
+        moved = []
+        with self._sync_lock:
+            for key, part in list(self._partitions.items()):
+                if part.is_leader and part.replicated:
+                    part.make_follower(-1, part.leader_epoch)
+                    self._publish_role(key, part)
+                    moved.append(key)
+            self._resigned = frozenset(moved)
+        for key in moved:
+            self._role_changed(*key)
+        if moved:
+            log.info("resigned the leadership of %d partition(s) the controlled shutdown moved", len(moved))
+        return len(moved)
 
     def begin_shutdown(self) -> None:
         """The broker is stopping: from now on Fetches and acks=all Produces are answered at once,
@@ -1466,9 +1491,10 @@ class ReplicaManager:
             if not parts or partition not in parts:
                 raise UnknownTopicOrPartitionError(f"this server does not host partition {topic}-{partition}")
             st = self.cluster.partition_state_as_written(topic, partition) or parts[partition]
-        if st.leader != self.broker_id:
+        if st.leader != self.broker_id or key in self._resigned:
             raise NotLeaderOrFollowerError(
-                f"broker {self.broker_id} is not the leader of {topic}-{partition} (leader: {st.leader})"
+                f"broker {self.broker_id} is not the leader of {topic}-{partition} "
+                f"(leader: {st.leader if key not in self._resigned else 'moved by its controlled shutdown'})"
             )
         # a partition this broker leads that the last sync has not applied yet (a brand new topic)
         with self._sync_lock:

@@ -342,6 +342,9 @@ class ZkCluster:
     def remove_partition_state_listener(self, fn: Callable[[str, int], None]) -> None:
         self.metadata_cache.remove_partition_state_listener(fn)
 
+    def stop_following_states(self) -> None:
+        self.metadata_cache.stop_following_states()
+
     def refresh(self) -> None:
         """Re-read live brokers and the topic registry now (watches do this on every change)."""
         self.metadata_cache.refresh()

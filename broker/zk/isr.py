@@ -12,6 +12,7 @@ Thread-safety: thread-safe; any thread, blocking.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
@@ -55,17 +56,27 @@ class IsrWriter:
         v}``: the node's new version if written, None if this broker no longer leads the partition
         at that epoch (or it is gone), -1 if the node's version is no longer ``zk_version`` (nothing
         written: the caller decides again, e.g. through :meth:`update_isr` and its conflict rules).
-        The state nodes are read, then written conditionally on their versions, in two pipelined
-        rounds, and one ``isr_change_notification`` names every partition written: a broker
-        rejoining thousands of ISRs costs a few round trips, not three per partition.  Any thread;
-        blocking."""
+        Each state node is written conditionally on its version; a node whose content at that
+        version this broker last read or wrote itself (its controller epoch, which the write keeps)
+        is written at once, the others are read first (one pipelined round each).  One
+        ``isr_change_notification`` names every partition written: a broker rejoining thousands of
+        ISRs costs a round trip or two, not three per partition.  Any thread; blocking."""
         out: dict = {}
         if not changes:
             return out
         zk = self.session.zk
+        writes = []
+        unknown = []
+        for c in changes:
+            topic, partition, leader_epoch, isr, zk_version = c
+            seen = self.cache.state_at_version(topic, partition, zk_version)
+            if seen is not None and seen[0][0] == self.broker_id and seen[0][1] == leader_epoch:
+                writes.append((c, *self._encoded(leader_epoch, isr, seen[1])))
+            else:
+                unknown.append(c)
 
         def read():
-            pending = [(c, zk.get_async(paths.partition_state(c[0], c[1]))) for c in changes]
+            pending = [(c, zk.get_async(paths.partition_state(c[0], c[1]))) for c in unknown]
             got = []
             for c, res in pending:
                 try:
@@ -76,38 +87,49 @@ class IsrWriter:
                 got.append((c, decode_partition_state(data, paths.partition_state(c[0], c[1])), stat))
             return got
 
-        writes = []
-        for c, state, stat in self.session.retry(read):
+        t0 = time.monotonic()
+        got = self.session.retry(read) if unknown else []
+        t_read = time.monotonic() - t0
+        for c, state, stat in got:
             topic, partition, leader_epoch, isr, zk_version = c
             if state is None or state.leader != self.broker_id or state.leader_epoch != leader_epoch:
                 out[(topic, partition)] = None
             elif stat.version != zk_version:
                 out[(topic, partition)] = -1
             else:
-                isr = tuple(int(b) for b in isr)
-                data = encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, state.controller_epoch))
-                writes.append((c, isr, data))
+                writes.append((c, *self._encoded(leader_epoch, isr, state.controller_epoch)))
 
         def write():
             pending = [
-                (c, isr, zk.set_async(paths.partition_state(c[0], c[1]), data, version=c[4])) for c, isr, data in writes
+                (c, isr, controller_epoch, zk.set_async(paths.partition_state(c[0], c[1]), data, version=c[4]))
+                for c, isr, data, controller_epoch in writes
             ]
             done = []
-            for c, isr, res in pending:
+            for c, isr, controller_epoch, res in pending:
                 try:
-                    done.append((c, isr, res.get()))
+                    done.append((c, isr, res.get(), controller_epoch))
                 except (BadVersionError, NoNodeError):
-                    done.append((c, isr, None))
+                    done.append((c, isr, None, controller_epoch))
             return done
 
+        t0 = time.monotonic()
+        answers = self.session.retry(write) if writes else []
+        if len(changes) >= 100:
+            log.info(
+                "ISR writes: read %d states in %.2fs, wrote %d in %.2fs",
+                len(unknown),
+                t_read,
+                len(writes),
+                time.monotonic() - t0,
+            )
         written = []
-        for c, isr, stat in self.session.retry(write) if writes else []:
+        for c, isr, stat, controller_epoch in answers:
             if stat is None:
                 out[(c[0], c[1])] = -1
                 continue
             written.append((c[0], c[1]))
             out[(c[0], c[1])] = stat.version
-            self.cache.record_isr_write(c[0], c[1], stat, (self.broker_id, c[2], list(isr)))
+            self.cache.record_isr_write(c[0], c[1], stat, (self.broker_id, c[2], list(isr)), controller_epoch)
         if written:
             try:
                 self.session.retry(
@@ -126,6 +148,15 @@ class IsrWriter:
                 ", ".join(f"{t}-{p}" for t, p in written[:10]) + (" ..." if len(written) > 10 else ""),
             )
         return out
+
+    def _encoded(self, leader_epoch: int, isr, controller_epoch: int) -> tuple:
+        """(ISR as a tuple, the state node's bytes with it, its controller epoch)."""
+        isr = tuple(int(b) for b in isr)
+        return (
+            isr,
+            encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, controller_epoch)),
+            controller_epoch,
+        )
 
     def update_isr(
         self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int
@@ -191,7 +222,7 @@ class IsrWriter:
             )
         except (PyklogError, KazooException) as e:  # the ISR is written; the notification is advisory
             log.warning("could not write the ISR change notification of %s-%d: %s", topic, partition, e)
-        self.cache.record_isr_write(topic, partition, stat, (self.broker_id, leader_epoch, list(isr)))
+        self.cache.record_isr_write(topic, partition, stat, (self.broker_id, leader_epoch, list(isr)), controller_epoch)
         log.info(
             "%s-%d: ISR now %s (leader %d, epoch %d, zk version %d)",
             topic,

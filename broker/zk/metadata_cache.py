@@ -135,9 +135,13 @@ class ZkMetadataCache:
         # connection loss (see "partition states" below)
         self._state_listeners: list[Callable[[str, int], None]] = []
         self._state_rearm_pending = False
+        # set once this broker's controlled shutdown moved everything away: state changes are no
+        # longer read (see stop_following_states)
+        self._states_unfollowed = False
         # the newest state read of each partition, by its node's (czxid, version): a topic entry
-        # read before a state change must not be installed over it (see _with_newest_states)
-        self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple]] = {}
+        # read before a state change must not be installed over it (see _with_newest_states);
+        # with the node's controller epoch (what the leader's ISR write keeps, -1: not known)
+        self._newest_states: dict[tuple[str, int], tuple[tuple[int, int], tuple, int]] = {}
         # partitions whose state watch fired and that the event thread has not re-read yet
         self._pending_state_reloads: dict[tuple[str, int], None] = {}
         # partitions whose new cached state the listeners have not been told yet (in order)
@@ -243,13 +247,17 @@ class ZkMetadataCache:
                 self._configs.pop(name, None)
             self.generation += 1
 
-    def record_isr_write(self, topic: str, partition: int, stat, state: tuple) -> None:
+    def record_isr_write(self, topic: str, partition: int, stat, state: tuple, controller_epoch: int = -1) -> None:
         """The leader's own ISR write (:mod:`pyklog.broker.zk.isr`): cache ``state`` (leader,
         leader_epoch, isr) unless a newer state of the partition was read meanwhile.  No listener
         is told (the writer is the leader itself)."""
         with self._lock:
             entry = self._topics.get(topic)
-            if entry is not None and partition in entry.replicas and self._note_state(topic, partition, stat, state):
+            if (
+                entry is not None
+                and partition in entry.replicas
+                and self._note_state(topic, partition, stat, state, controller_epoch)
+            ):
                 self._set_state(topic, entry, partition, state)
                 self.generation += 1
 
@@ -497,7 +505,7 @@ class ZkMetadataCache:
                 sdata, sstat = res.get()
                 s = decode_partition_state(sdata, paths.partition_state(name, p))
                 states[p] = (s.leader, s.leader_epoch, list(s.isr))
-                self._note_state(name, p, sstat, states[p])
+                self._note_state(name, p, sstat, states[p], s.controller_epoch)
             except NoNodeError:
                 # Assignment written without state (e.g. by another tool): the first replica leads.
                 first = replicas[p][0] if replicas[p] else -1
@@ -695,10 +703,20 @@ class ZkMetadataCache:
             seen = self._newest_states.get((topic, partition))
         if seen is None:
             return None
-        (_czxid, version), (s_leader, s_epoch, s_isr) = seen
+        (_czxid, version), (s_leader, s_epoch, s_isr), _controller_epoch = seen
         if s_leader != leader or s_epoch != leader_epoch or sorted(s_isr) != sorted(isr):
             return None
         return version
+
+    def state_at_version(self, topic: str, partition: int, version: int) -> tuple[tuple, int] | None:
+        """``((leader, leader_epoch, isr), controller_epoch)``: what the partition's state node holds
+        at ``version``, as last read or written here; None if that version was not the newest seen
+        here or its controller epoch is not known."""
+        with self._lock:
+            seen = self._newest_states.get((topic, partition))
+        if seen is None or seen[0][1] != version or seen[2] < 0:
+            return None
+        return seen[1], seen[2]
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
@@ -734,11 +752,21 @@ class ZkMetadataCache:
             if fn in self._state_listeners:
                 self._state_listeners.remove(fn)
 
+    def stop_following_states(self) -> None:
+        """This broker's controlled shutdown succeeded: it leads and follows nothing any more and
+        stops serving in a moment, so the state changes the controller writes for its departure
+        (thousands: every partition it hosted) are not read (Kafka's controller sends a stopping
+        broker StopReplica, not the new states).  Their reads competed with the broker closing its
+        logs.  The watches fire once more and are not re-armed."""
+        with self._lock:
+            self._states_unfollowed = True
+            self._pending_state_reloads.clear()
+
     def _on_partition_state_data(self, event) -> None:
         """One-shot data watch of a state node (kazoo's callback thread: no blocking call here).
         A connection loss fires every watch with no path (kazoo drops them): re-arm them all once
         the connection is back."""
-        if self.session.stopping or self.session.zk is None:
+        if self.session.stopping or self.session.zk is None or self._states_unfollowed:
             return
         if event.path is None:
             with self._lock:
@@ -786,7 +814,7 @@ class ZkMetadataCache:
         changed: list = []
         for i in range(0, len(todo), self.STATE_RELOAD_BATCH):
             zk = self.session.zk
-            if self.session.stopping or zk is None:
+            if self.session.stopping or zk is None or self._states_unfollowed:
                 return changed
             chunk = todo[i : i + self.STATE_RELOAD_BATCH]
 
@@ -816,13 +844,14 @@ class ZkMetadataCache:
                 except ZooKeeperError as e:
                     log.warning("unreadable partition state %s-%d: %s", topic, partition, e)
                     continue
-                updates.append((topic, partition, (s.leader, s.leader_epoch, list(s.isr)), stat))
+                updates.append((topic, partition, (s.leader, s.leader_epoch, list(s.isr)), stat, s.controller_epoch))
             changed.extend(self._cache_partition_states(updates, notify=False))
         return changed
 
-    def _note_state(self, topic: str, partition: int, stat, state: tuple) -> bool:
-        """Under or outside ``_lock``: remember ``state`` as the partition's newest if its node's
-        ``(czxid, version)`` is newer than the one remembered; True if it was."""
+    def _note_state(self, topic: str, partition: int, stat, state: tuple, controller_epoch: int = -1) -> bool:
+        """Under or outside ``_lock``: remember ``state`` (and the node's ``controller_epoch``) as
+        the partition's newest if its node's ``(czxid, version)`` is newer than the one remembered;
+        True if it was."""
         if stat is None:
             return True
         key = (stat.czxid, stat.version)
@@ -830,7 +859,7 @@ class ZkMetadataCache:
             seen = self._newest_states.get((topic, partition))
             if seen is not None and seen[0] >= key:
                 return seen[0] == key
-            self._newest_states[(topic, partition)] = (key, state)
+            self._newest_states[(topic, partition)] = (key, state, controller_epoch)
             return True
 
     def _with_newest_states(self, name: str, entry: _TopicEntry) -> _TopicEntry:
@@ -853,13 +882,13 @@ class ZkMetadataCache:
         return _TopicEntry(entry.czxid, entry.mzxid, entry.replicas, states, entry.topic_id)
 
     def _cache_partition_states(self, updates, *, notify: bool = True) -> list:
-        """Cache each ``(topic, partition, (leader, leader_epoch, isr), stat)`` newer than the state
-        cached, then (``notify``) tell the listeners of each partition changed, in the order given
-        (no lock held).  Returns the partitions changed."""
+        """Cache each ``(topic, partition, (leader, leader_epoch, isr), stat, controller_epoch)``
+        newer than the state cached, then (``notify``) tell the listeners of each partition changed,
+        in the order given (no lock held).  Returns the partitions changed."""
         changed = []
         with self._lock:
-            for topic, partition, state, stat in updates:
-                if not self._note_state(topic, partition, stat, state):
+            for topic, partition, state, stat, controller_epoch in updates:
+                if not self._note_state(topic, partition, stat, state, controller_epoch):
                     continue  # an older read than the state cached (two re-reads overtaking each other)
                 changed.append((topic, partition))
                 entry = self._topics.get(topic)
@@ -912,7 +941,7 @@ class ZkMetadataCache:
         every cached partition's state with its watch, and tell the listeners of each (a change
         made while disconnected was missed).  Retried every second while not stopping."""
         try:
-            while not self.session.stopping:
+            while not self.session.stopping and not self._states_unfollowed:
                 zk = self.session.zk
                 if zk is None:
                     return
@@ -942,7 +971,7 @@ class ZkMetadataCache:
                             except ZooKeeperError as e:
                                 log.warning("unreadable partition state %s-%d: %s", name, p, e)
                                 continue
-                            updates.append((name, p, (s.leader, s.leader_epoch, list(s.isr)), stat))
+                            updates.append((name, p, (s.leader, s.leader_epoch, list(s.isr)), stat, s.controller_epoch))
                         self._cache_partition_states(updates)
                     return
                 except KazooException as e:

@@ -311,3 +311,44 @@ def test_update_isr_keeps_the_controller_epoch_of_the_state(brokers, zk):
     )
     assert b0.update_isr("ce", 0, 0, [0, 1], version + 1) == version + 3
     assert json.loads(zk.get(paths.partition_state("ce", 0))[0])["controller_epoch"] == 8
+
+
+def test_update_isrs_writes_what_it_knows_at_once_and_refuses_what_changed(brokers, zk):
+    """The leader's batched ISR writes: a state node whose content at the given version this broker
+    read is written conditionally at once, keeping its controller epoch; a version that moved on
+    writes nothing (-1: the caller decides again); a partition whose leadership moved answers None
+    and writes nothing."""
+    b0 = brokers(0)
+    brokers(1)
+    b0.create_topic("batch", 4, 2, replica_assignment={p: [0, 1] for p in range(4)})
+
+    def node(p):
+        return json.loads(zk.get(paths.partition_state("batch", p))[0])
+
+    def put(p, **fields):
+        zk.set(paths.partition_state("batch", p), json.dumps({**node(p), **fields}).encode())
+
+    put(1, controller_epoch=7)  # version 1, read by b0's state watch
+    put(2, isr=[0])  # version 1; the write below names version 0: moved on
+    put(3, leader=1, leader_epoch=1, isr=[1])  # version 1: the controller moved the leadership
+    wait_for(
+        lambda: (
+            [b0.partition_state_as_written("batch", p).leader_epoch for p in range(4)] == [0, 0, 0, 1]
+            and b0.partition_state_version("batch", 1, 0, 0, [0, 1]) == 1
+        ),
+        10,
+        0.05,
+        "b0 reads the changed states",
+    )
+    out = b0.update_isrs(
+        [("batch", 0, 0, [0], 0), ("batch", 1, 0, [0], 1), ("batch", 2, 0, [0, 1], 0), ("batch", 3, 0, [0], 1)]
+    )
+    assert out == {("batch", 0): 1, ("batch", 1): 2, ("batch", 2): -1, ("batch", 3): None}
+    assert node(0) == {"controller_epoch": 1, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0]}
+    assert node(1) == {"controller_epoch": 7, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0]}
+    assert node(2)["isr"] == [0] and zk.exists(paths.partition_state("batch", 2)).version == 1
+    assert node(3) == {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1, "isr": [1]}
+    # the cache holds what was written, so the next change of partition 1 is written at once too
+    assert b0.partition_state_version("batch", 1, 0, 0, [0]) == 2
+    assert b0.update_isrs([("batch", 1, 0, [0, 1], 2)]) == {("batch", 1): 3}
+    assert node(1) == {"controller_epoch": 7, "leader": 0, "version": 1, "leader_epoch": 0, "isr": [0, 1]}

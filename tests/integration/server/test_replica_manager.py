@@ -67,3 +67,45 @@ def test_auto_create_and_wait(two_brokers):
     rm.auto_create_topic("auto")  # created meanwhile: no error
     assert rm.wait_for_topic("auto", 2.0)
     assert sorted(cluster.topic("auto")) == [0, 1]  # num.partitions
+
+
+def test_after_its_controlled_shutdown_a_broker_resigns_moved_leaderships_and_reads_no_states(
+    two_brokers, zk, zk_chroot
+):
+    """A broker whose controlled shutdown succeeded stops leading every partition with a replica
+    elsewhere at once (Produce gets NOT_LEADER_OR_FOLLOWER), keeps its single-replica partitions,
+    and reads none of the states written for its departure, while other brokers do."""
+    import json
+
+    from pyklog.broker.zk import paths
+    from tests.support import wait_for
+
+    rm, cluster = two_brokers
+    cluster.create_topic("leaving", 1, replica_assignment={0: [0, 1]})
+    cluster.create_topic("alone", 1, replica_assignment={0: [0]})
+    rm.sync_logs()
+    assert rm.led_partitions == frozenset({("leaving", 0), ("alone", 0)})
+    assert rm.resign_moved_leaderships() == 1
+    with pytest.raises(NotLeaderOrFollowerError):
+        rm.leader_log("leaving", 0)
+    assert rm.leader_log("alone", 0) is rm.local_log("alone", 0)  # nobody else can lead it
+    assert rm.led_partitions == frozenset({("alone", 0)})
+    # the cache still says leader 0 (the states written for the departure are not read): neither
+    # a Produce (above) nor a registry sync makes this broker its leader again
+    cluster.create_topic("later", 1, replica_assignment={0: [0]})
+    rm.sync_logs()
+    assert rm.led_partitions == frozenset({("alone", 0), ("later", 0)})
+
+    observer = ZkCluster(zk_chroot, 2, "127.0.0.1", 9402, session_timeout_ms=10000).start()
+    try:
+        wait_for(lambda: observer.partition_state_as_written("leaving", 0) is not None, 10, 0.05, "observer")
+        cluster.stop_following_states()
+        zk.set(
+            paths.partition_state("leaving", 0),
+            json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1, "isr": [1]}).encode(),
+        )
+        wait_for(lambda: observer.partition_state_as_written("leaving", 0).leader == 1, 10, 0.05, "the new state")
+        wait_for(lambda: observer.partition_state_as_written("leaving", 0).leader_epoch == 1, 1, 0.05, "settled")
+        assert cluster.partition_state_as_written("leaving", 0).leader == 0
+    finally:
+        observer.stop()
