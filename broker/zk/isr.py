@@ -65,15 +65,17 @@ class IsrWriter:
         if not changes:
             return out
         zk = self.session.zk
-        writes = []
+        writes = []  # (change, the controller epoch its node holds and the write keeps)
         unknown = []
         for c in changes:
-            topic, partition, leader_epoch, isr, zk_version = c
-            seen = self.cache.state_at_version(topic, partition, zk_version)
-            if seen is not None and seen[0][0] == self.broker_id and seen[0][1] == leader_epoch:
-                writes.append((c, *self._encoded(leader_epoch, isr, seen[1])))
-            else:
+            topic, partition, leader_epoch, _isr, zk_version = c
+            controller_epoch = self.cache.controller_epoch_at(
+                topic, partition, zk_version, self.broker_id, leader_epoch
+            )
+            if controller_epoch is None:
                 unknown.append(c)
+            else:
+                writes.append((c, controller_epoch))
 
         def read():
             pending = [(c, zk.get_async(paths.partition_state(c[0], c[1]))) for c in unknown]
@@ -97,13 +99,16 @@ class IsrWriter:
             elif stat.version != zk_version:
                 out[(topic, partition)] = -1
             else:
-                writes.append((c, *self._encoded(leader_epoch, isr, state.controller_epoch)))
+                writes.append((c, state.controller_epoch))
 
         def write():
-            pending = [
-                (c, isr, controller_epoch, zk.set_async(paths.partition_state(c[0], c[1]), data, version=c[4]))
-                for c, isr, data, controller_epoch in writes
-            ]
+            pending = []
+            for c, controller_epoch in writes:
+                isr = tuple(int(b) for b in c[3])
+                data = encode_partition_state(LeaderAndIsr(self.broker_id, c[2], isr, controller_epoch))
+                pending.append(
+                    (c, isr, controller_epoch, zk.set_async(paths.partition_state(c[0], c[1]), data, version=c[4]))
+                )
             done = []
             for c, isr, controller_epoch, res in pending:
                 try:
@@ -148,15 +153,6 @@ class IsrWriter:
                 ", ".join(f"{t}-{p}" for t, p in written[:10]) + (" ..." if len(written) > 10 else ""),
             )
         return out
-
-    def _encoded(self, leader_epoch: int, isr, controller_epoch: int) -> tuple:
-        """(ISR as a tuple, the state node's bytes with it, its controller epoch)."""
-        isr = tuple(int(b) for b in isr)
-        return (
-            isr,
-            encode_partition_state(LeaderAndIsr(self.broker_id, leader_epoch, isr, controller_epoch)),
-            controller_epoch,
-        )
 
     def update_isr(
         self, topic: str, partition: int, leader_epoch: int, isr: Iterable[int], zk_version: int

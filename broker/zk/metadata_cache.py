@@ -708,15 +708,19 @@ class ZkMetadataCache:
             return None
         return version
 
-    def state_at_version(self, topic: str, partition: int, version: int) -> tuple[tuple, int] | None:
-        """``((leader, leader_epoch, isr), controller_epoch)``: what the partition's state node holds
-        at ``version``, as last read or written here; None if that version was not the newest seen
-        here or its controller epoch is not known."""
+    def controller_epoch_at(
+        self, topic: str, partition: int, version: int, leader: int, leader_epoch: int
+    ) -> int | None:
+        """The controller epoch the partition's state node holds at ``version``, if that version,
+        as last read or written here, names ``leader`` at ``leader_epoch``; else None (not known)."""
         with self._lock:
             seen = self._newest_states.get((topic, partition))
-        if seen is None or seen[0][1] != version or seen[2] < 0:
+        if seen is None:
             return None
-        return seen[1], seen[2]
+        (_czxid, seen_version), (s_leader, s_epoch, _isr), controller_epoch = seen
+        if seen_version != version or s_leader != leader or s_epoch != leader_epoch or controller_epoch < 0:
+            return None
+        return controller_epoch
 
     def partition_replicas(self, topic: str, partition: int) -> list[int]:
         """The assigned replicas of a partition from the cache ([] if unknown)."""
